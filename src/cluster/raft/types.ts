@@ -1,0 +1,109 @@
+/**
+ * Shared vocabulary of the Raft layer: what the pure core hands to its driver and what the storage adapter
+ * persists. The core (`core/`) and the storage adapter (`storage/`) both depend on this file and on nothing of
+ * each other, so either can be tested alone.
+ */
+
+/** Identifier of a group member; in the cluster this is the broker id. */
+export type MemberId = number;
+
+/** Whether a member counts towards quorums (voter) or only receives the log (learner). */
+export type MemberRole = "voter" | "learner";
+
+/** One member of a Raft group with its election priority (integer ≥ 1; higher is preferred as leader). */
+export interface Member {
+  readonly id: MemberId;
+  readonly role: MemberRole;
+  readonly priority: number;
+}
+
+/**
+ * The membership of a group. `outgoing` is present only while a joint-consensus change is in progress: decisions
+ * then need a majority of `members` voters and a majority of `outgoing` voters.
+ */
+export interface Configuration {
+  readonly members: readonly Member[];
+  readonly outgoing?: readonly Member[];
+}
+
+/** What an entry carries: application data, a membership change, or the no-op a new leader appends. */
+export type EntryKind = "normal" | "configuration" | "noop";
+
+/** One log entry. `data` is opaque to Raft for normal entries; for configuration entries the core encodes it. */
+export interface Entry {
+  readonly index: number;
+  readonly term: number;
+  readonly kind: EntryKind;
+  readonly data: Uint8Array;
+}
+
+/** State that must be durable before any message that depends on it is sent. */
+export interface HardState {
+  readonly term: number;
+  readonly votedFor: MemberId | null;
+  readonly commitIndex: number;
+}
+
+/** Describes the state-machine snapshot that replaces the log up to and including `index`. */
+export interface SnapshotMetadata {
+  readonly index: number;
+  readonly term: number;
+  readonly configuration: Configuration;
+  /** Total size of the snapshot data in bytes. */
+  readonly sizeBytes: number;
+  /** CRC-32C of the whole snapshot data, checked after the last chunk is received. */
+  readonly checksum: number;
+}
+
+/** A complete snapshot: its metadata and the state-machine bytes. */
+export interface Snapshot {
+  readonly metadata: SnapshotMetadata;
+  readonly data: Uint8Array;
+}
+
+/** Everything a restarted member needs to rebuild its core. */
+export interface PersistedState {
+  readonly hardState: HardState;
+  /** Configuration in force at the last persisted entry (from the log, the snapshot, or the initial one). */
+  readonly snapshot: SnapshotMetadata | null;
+  readonly firstIndex: number;
+  readonly lastIndex: number;
+}
+
+/**
+ * Durable storage of one member, implemented by the LMDB adapter and by the simulated disk of the simulation
+ * harness. Writes are acknowledged only once durable; reads verify checksums and throw `StorageCorruptionError`
+ * rather than return damaged data.
+ */
+export interface RaftStorage {
+  /** Reads what the member persisted before a restart. */
+  load(): Promise<PersistedState>;
+  /**
+   * Durably writes `entries` (replacing any existing entries from the first one's index on) and `hardState`, in
+   * one commit. Resolves only once both are durable.
+   */
+  append(entries: readonly Entry[], hardState: HardState | null): Promise<void>;
+  /** Reads entries in [fromIndex, toIndex). Throws if any is compacted away or missing. */
+  entries(fromIndex: number, toIndex: number): Entry[];
+  /** Term of the entry at `index` (or of the snapshot at its index); null when unknown. */
+  term(index: number): number | null;
+  /** Durably stores a complete snapshot and drops every entry it covers. */
+  installSnapshot(snapshot: Snapshot): Promise<void>;
+  /** Drops entries up to and including `index`, which a snapshot already covers. */
+  compact(index: number): Promise<void>;
+  /** The latest snapshot's metadata and data, for sending to lagging members. */
+  snapshot(): Snapshot | null;
+  /** Releases the storage. */
+  close(): Promise<void>;
+}
+
+/** Thrown when stored bytes fail their checksum: the member must stop rather than use them. */
+export class StorageCorruptionError extends Error {
+  constructor(
+    readonly location: string,
+    detail: string,
+  ) {
+    super(`storage corruption at ${location}: ${detail}`);
+    this.name = "StorageCorruptionError";
+  }
+}

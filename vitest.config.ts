@@ -1,0 +1,13 @@
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  test: {
+    include: ["test/**/*.test.ts"],
+    // Integration tests start real servers and databases; give them room on a 2-core machine.
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+    pool: "forks",
+    reporters: ["default"],
+    coverage: { provider: "v8", include: ["src/**"] },
+  },
+});
