@@ -1,0 +1,41 @@
+import { type ClientSettings, clientSettingsFromEnvironment } from "../../client/environment.js";
+import { defaultTokenCacheFile } from "../../client/token-cache.js";
+import { TokenProvider } from "../../client/token-provider.js";
+import type { CliIo } from "../io.js";
+
+/** Environment variable naming the token cache file; `none` disables the disk cache. */
+export const tokenCacheVariable = "SERVICE_CONSOLE_TOKEN_CACHE_FILE";
+
+/** Help text describing the client variables, appended to every client command's `--help`. */
+export const clientEnvironmentHelp = `
+Environment:
+  SERVICE_CONSOLE_CLIENT_ID         id of the API client (required)
+  SERVICE_CONSOLE_CLIENT_SECRET     its secret (required)
+  SERVICE_OAUTH_URL                 token endpoint (default http://localhost:8088/oauth/token)
+  SERVICE_CONSOLE_OAUTH_AUDIENCE    default audience of \`flowplane token\` (default admin-api)
+  SERVICE_ADMIN_URL                 Administration API (default: SERVICE_OAUTH_URL without /oauth/token, plus /admin)
+  ${tokenCacheVariable}  token cache file (default ~/.flowplane/tokens.json; "none" disables it)`;
+
+/** The client settings and a token provider with the disk cache, both built from the command's environment. */
+export interface ClientContext {
+  settings: ClientSettings;
+  tokenProvider: TokenProvider;
+}
+
+/** Reads the `SERVICE_*` client variables and creates the token provider every client command shares. */
+export function createClientContext(io: CliIo): ClientContext {
+  const settings = clientSettingsFromEnvironment(io.environment);
+  const configuredCacheFile = io.environment[tokenCacheVariable];
+  const cacheFile =
+    configuredCacheFile === "none"
+      ? undefined
+      : configuredCacheFile === undefined || configuredCacheFile === ""
+        ? defaultTokenCacheFile(io.homeDirectory)
+        : configuredCacheFile;
+  const tokenProvider = new TokenProvider({
+    credentials: settings,
+    defaultAudience: settings.audience ?? "admin-api",
+    cacheFile,
+  });
+  return { settings, tokenProvider };
+}

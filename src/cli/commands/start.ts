@@ -1,0 +1,104 @@
+import type { Command } from "commander";
+import pino from "pino";
+import { loadConfiguration } from "../../config/load.js";
+import { type CliIo, UsageError } from "../io.js";
+
+interface StartOptions {
+  config?: string;
+  port?: string;
+  dataDirectory?: string;
+  databaseUrl?: string;
+  set?: string[];
+}
+
+function collect(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value];
+}
+
+/** Turns the start options into configuration flags keyed like `service.platform.port`. */
+export function configurationFlags(options: StartOptions): Record<string, string> {
+  const flags: Record<string, string> = {};
+  for (const assignment of options.set ?? []) {
+    const separator = assignment.indexOf("=");
+    if (separator <= 0)
+      throw new UsageError(`--set expects key=value (e.g. service.platform.port=8088), got "${assignment}"`);
+    flags[assignment.slice(0, separator).trim()] = assignment.slice(separator + 1);
+  }
+  // The dedicated flags win over --set, being the more specific way of saying the same thing.
+  if (options.port !== undefined) flags["service.platform.port"] = options.port;
+  if (options.dataDirectory !== undefined) flags["service.dataDirectory"] = options.dataDirectory;
+  if (options.databaseUrl !== undefined) flags["service.database.url"] = options.databaseUrl;
+  return flags;
+}
+
+/** Quotes a value for a POSIX shell when it contains anything beyond the characters that never need quoting. */
+function shellQuote(value: string): string {
+  return /^[A-Za-z0-9._~:/@%+=-]+$/.test(value) ? value : `'${value.replaceAll("'", "'\\''")}'`;
+}
+
+function waitForAbort(signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+}
+
+async function runPlatform(options: StartOptions, io: CliIo): Promise<void> {
+  const configuration = loadConfiguration({
+    environment: io.environment,
+    configFile: options.config,
+    flags: configurationFlags(options),
+  });
+  const logger = io.logger ?? pino({ level: configuration.log.level });
+  // Loaded lazily so that client commands such as `token` do not pay for the server's modules.
+  const { startPlatform } = await import("../../platform/platform.js");
+  let bootstrapCredentials: { clientId: string; clientSecret: string } | undefined;
+  const platform = await startPlatform(configuration, {
+    logger,
+    onBootstrapCredentials: (credentials) => {
+      bootstrapCredentials = credentials;
+    },
+  });
+  io.stdout(`flowplane platform listening at ${platform.url} (organization ${platform.organizationId})\n`);
+  if (bootstrapCredentials !== undefined) {
+    io.stdout(
+      [
+        "",
+        "An administration client holding every scope was created. Store its secret now: it is not shown again.",
+        `  export SERVICE_CONSOLE_CLIENT_ID=${shellQuote(bootstrapCredentials.clientId)}`,
+        `  export SERVICE_CONSOLE_CLIENT_SECRET=${shellQuote(bootstrapCredentials.clientSecret)}`,
+        `  export SERVICE_OAUTH_URL=${shellQuote(`${platform.url}/oauth/token`)}`,
+        "",
+        "",
+      ].join("\n"),
+    );
+  }
+  await waitForAbort(io.shutdownSignal);
+  io.stdout("flowplane platform shutting down\n");
+  await platform.close();
+  io.stdout("flowplane platform stopped\n");
+}
+
+function addPlatformOptions(command: Command, io: CliIo): Command {
+  return command
+    .option("-c, --config <file>", "YAML configuration file (keys like service.platform.port)")
+    .option("-p, --port <port>", "port of the platform (service.platform.port)")
+    .option("--data-directory <directory>", "where local data is kept (service.dataDirectory)")
+    .option("--database-url <url>", "sqlite:<file> or postgres://… (service.database.url)")
+    .option("--set <key=value>", "any setting by its key, e.g. service.rateLimit.burst=10 (repeatable)", collect)
+    .addHelpText(
+      "after",
+      "\nPrecedence: flags win over the configuration file, which wins over SERVICE_* environment variables.\nCtrl-C or SIGTERM stops the platform cleanly.",
+    )
+    .action((options: StartOptions) => runPlatform(options, io));
+}
+
+/** Registers `flowplane start` and `flowplane platform`, which both run the platform until interrupted. */
+export function registerStartCommands(program: Command, io: CliIo): void {
+  addPlatformOptions(
+    program.command("start").description("Start flowplane on this machine: the platform (token issuer and APIs)."),
+    io,
+  );
+  addPlatformOptions(
+    program.command("platform").description("Start only the platform (token issuer, Administration and Modeler APIs)."),
+    io,
+  );
+}

@@ -1,0 +1,40 @@
+import type pino from "pino";
+
+/** Exit codes of the `flowplane` command. */
+export const exitCodes = {
+  /** The command did what was asked. */
+  ok: 0,
+  /** An API or runtime error (the message comes from the problem document's detail). */
+  failure: 1,
+  /** Wrong usage or invalid configuration. */
+  usage: 2,
+  /** The client could not authenticate (e.g. `invalid_client`). */
+  authentication: 3,
+} as const;
+
+/** One of the exit codes of `exitCodes`. */
+export type ExitCode = (typeof exitCodes)[keyof typeof exitCodes];
+
+/** Everything a command touches outside itself, so that tests can run the CLI in-process. */
+export interface CliIo {
+  /** Writes to standard output (text already ends with a newline where one is wanted). */
+  stdout(text: string): void;
+  /** Writes to standard error. */
+  stderr(text: string): void;
+  /** The environment variables to read `SERVICE_*` settings from. */
+  environment: Readonly<Record<string, string | undefined>>;
+  /** The user's home directory, where the default token cache lives. */
+  homeDirectory: string;
+  /** Aborted when long-running commands (`start`) must shut down, e.g. on Ctrl-C or SIGTERM. */
+  shutdownSignal: AbortSignal;
+  /** Logger for long-running commands; one at the configured level on standard output when absent. */
+  logger?: pino.Logger | undefined;
+}
+
+/** A usage error found by a command itself (beyond what commander checks); exits with code 2. */
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "UsageError";
+  }
+}

@@ -1,0 +1,111 @@
+import { realpathSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { homedir } from "node:os";
+import { fileURLToPath } from "node:url";
+import { Command, CommanderError } from "commander";
+import { ApiError, ClientConfigurationError, ClientConnectionError, OAuthClientError } from "../client/errors.js";
+import { ConfigurationError } from "../config/load.js";
+import { registerMembersCommands } from "./commands/members.js";
+import { registerStartCommands } from "./commands/start.js";
+import { registerTokenCommand } from "./commands/token.js";
+import { type CliIo, type ExitCode, exitCodes, UsageError } from "./io.js";
+
+async function readVersion(): Promise<string> {
+  try {
+    const text = await readFile(new URL("../../package.json", import.meta.url), "utf8");
+    return (JSON.parse(text) as { version?: string }).version ?? "unknown";
+  } catch {
+    return "unknown";
+  }
+}
+
+/** Prints what went wrong and chooses the exit code for it. */
+function reportError(error: unknown, io: CliIo): ExitCode {
+  if (error instanceof CommanderError) {
+    // Commander has already printed help or the usage problem.
+    return error.exitCode === 0 ? exitCodes.ok : exitCodes.usage;
+  }
+  if (error instanceof ConfigurationError || error instanceof ClientConfigurationError) {
+    io.stderr(`${error.message}\n`);
+    return exitCodes.usage;
+  }
+  if (error instanceof UsageError) {
+    io.stderr(`error: ${error.message}\n`);
+    return exitCodes.usage;
+  }
+  if (error instanceof OAuthClientError) {
+    if (error.isAuthenticationFailure) {
+      io.stderr(`authentication failed: ${error.errorDescription ?? error.error} (${error.error})\n`);
+      return exitCodes.authentication;
+    }
+    const wait = error.retryAfterSeconds === undefined ? "" : `; retry after ${error.retryAfterSeconds} s`;
+    io.stderr(`error: ${error.message}${wait}\n`);
+    return exitCodes.failure;
+  }
+  if (error instanceof ApiError) {
+    io.stderr(`error: ${error.detail === "" ? error.title : error.detail} (HTTP ${error.status})\n`);
+    return error.status === 401 ? exitCodes.authentication : exitCodes.failure;
+  }
+  if (error instanceof ClientConnectionError) {
+    io.stderr(`error: ${error.message}\n`);
+    return exitCodes.failure;
+  }
+  io.stderr(`error: ${error instanceof Error ? error.message : String(error)}\n`);
+  return exitCodes.failure;
+}
+
+/**
+ * Runs the `flowplane` command line with `argv` (the arguments after the program name) against `io` and returns
+ * the exit code: 0 ok, 1 API or runtime error, 2 usage or configuration error, 3 authentication failure.
+ */
+export async function runCli(argv: readonly string[], io: CliIo): Promise<ExitCode> {
+  const program = new Command("flowplane")
+    .description("flowplane: a self-hostable control plane for a workflow-engine cluster.")
+    .version(await readVersion(), "-V, --version", "print the version")
+    .exitOverride()
+    .configureOutput({ writeOut: (text) => io.stdout(text), writeErr: (text) => io.stderr(text) })
+    .showHelpAfterError("(add --help for usage)");
+  registerStartCommands(program, io);
+  registerTokenCommand(program, io);
+  registerMembersCommands(program, io);
+  try {
+    await program.parseAsync([...argv], { from: "user" });
+    return exitCodes.ok;
+  } catch (error) {
+    return reportError(error, io);
+  }
+}
+
+/** Runs the command line of this process: real streams and environment, Ctrl-C and SIGTERM shut down cleanly. */
+export async function main(): Promise<void> {
+  const shutdown = new AbortController();
+  const onSignal = (signal: NodeJS.Signals) => {
+    // A second signal while shutting down means the user does not want to wait.
+    if (shutdown.signal.aborted) process.exit(signal === "SIGINT" ? 130 : 143);
+    shutdown.abort();
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  const exitCode = await runCli(process.argv.slice(2), {
+    stdout: (text) => process.stdout.write(text),
+    stderr: (text) => process.stderr.write(text),
+    environment: process.env,
+    homeDirectory: homedir(),
+    shutdownSignal: shutdown.signal,
+  });
+  process.off("SIGINT", onSignal);
+  process.off("SIGTERM", onSignal);
+  process.exitCode = exitCode;
+}
+
+function isEntryPoint(): boolean {
+  const script = process.argv[1];
+  if (script === undefined) return false;
+  try {
+    return realpathSync(script) === realpathSync(fileURLToPath(import.meta.url));
+  } catch {
+    return false;
+  }
+}
+
+if (isEntryPoint()) await main();

@@ -1,0 +1,99 @@
+import type { TSchema } from "typebox";
+import { Value } from "typebox/value";
+import { ApiError, ClientConnectionError, type ProblemDocument } from "./errors.js";
+import { type HttpOptions, type HttpRequest, type HttpResponse, parseJsonBody, sendWithRetry } from "./http.js";
+import type { TokenProvider, TokenRequest } from "./token-provider.js";
+
+/** Options shared by the API client classes. */
+export interface ApiClientOptions {
+  /** Base URL of the API, e.g. `http://localhost:8088/admin`. */
+  baseUrl: string;
+  /** Supplies bearer tokens; share one provider between clients so they share its cache. */
+  tokenProvider: TokenProvider;
+  /** The audience tokens are requested for; each API has its own default. */
+  audience?: string | undefined;
+  /** Space-separated scopes to narrow tokens to; the client's full grant for the audience when absent. */
+  scope?: string | undefined;
+  /** Transport, retry policy and clock. */
+  http?: HttpOptions | undefined;
+}
+
+function problemFrom(response: HttpResponse, url: string): ProblemDocument {
+  const body = parseJsonBody(response) as Partial<ProblemDocument> | undefined;
+  if (body !== undefined && typeof body === "object" && body !== null && typeof body.status === "number") {
+    return {
+      ...body,
+      type: typeof body.type === "string" ? body.type : "about:blank",
+      title: typeof body.title === "string" ? body.title : `HTTP ${response.status}`,
+      status: body.status,
+      detail: typeof body.detail === "string" ? body.detail : "",
+    };
+  }
+  // Something between us and the API (a proxy, a stopped server) answered without a problem document.
+  return {
+    type: "about:blank",
+    title: `HTTP ${response.status}`,
+    status: response.status,
+    detail: `${url} answered HTTP ${response.status}${response.text === "" ? "" : `: ${response.text.slice(0, 200)}`}`,
+  };
+}
+
+/**
+ * Sends authorized JSON requests to one API: adds the bearer token, retries once with a new token when the API
+ * answers 401 (the cached one may have been revoked or signed by a rotated key), turns error answers into
+ * `ApiError` and checks successful bodies against their schema.
+ */
+export class ApiTransport {
+  private readonly baseUrl: string;
+  private readonly tokenProvider: TokenProvider;
+  private readonly tokenRequest: TokenRequest;
+  private readonly http: HttpOptions;
+
+  /** Creates a transport for the API at `options.baseUrl`, asking tokens for `options.audience ?? defaultAudience`. */
+  constructor(options: ApiClientOptions, defaultAudience: string) {
+    this.baseUrl = options.baseUrl.replace(/\/+$/, "");
+    this.tokenProvider = options.tokenProvider;
+    this.tokenRequest = { audience: options.audience ?? defaultAudience, scope: options.scope };
+    this.http = options.http ?? {};
+  }
+
+  /** Sends a request to `path` (relative to the base URL) and returns the answer, throwing `ApiError` on failure. */
+  async send(method: HttpRequest["method"], path: string, body?: unknown): Promise<HttpResponse> {
+    const url = `${this.baseUrl}${path}`;
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const token = await this.tokenProvider.getToken(this.tokenRequest);
+      const headers: Record<string, string> = {
+        authorization: `Bearer ${token.accessToken}`,
+        accept: "application/json, application/problem+json",
+      };
+      if (body !== undefined) headers["content-type"] = "application/json";
+      const response = await sendWithRetry(
+        { method, url, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) },
+        this.http,
+      );
+      if (response.status === 401 && attempt === 0 && token.source !== "network") {
+        await this.tokenProvider.invalidate(this.tokenRequest);
+        continue;
+      }
+      if (response.status >= 400) throw new ApiError(problemFrom(response, url));
+      return response;
+    }
+    throw new Error("ApiTransport.send: the retry loop ended without an answer (invariant: at most two attempts)");
+  }
+
+  /** Sends a request and returns its JSON body, checked against `schema`. */
+  async sendForJson<Schema extends TSchema>(
+    method: HttpRequest["method"],
+    path: string,
+    schema: Schema,
+    body?: unknown,
+  ): Promise<unknown> {
+    const url = `${this.baseUrl}${path}`;
+    const response = await this.send(method, path, body);
+    const parsed = parseJsonBody(response);
+    if (!Value.Check(schema, parsed)) {
+      throw new ClientConnectionError(url, "answered a body that does not match the API's schema");
+    }
+    return parsed;
+  }
+}

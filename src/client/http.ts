@@ -1,0 +1,124 @@
+import { type Dispatcher, request } from "undici";
+import { ClientConnectionError } from "./errors.js";
+
+/** How long to wait and how often to retry when a server answers 429 or 503. */
+export interface RetryPolicy {
+  /** Retries after the first attempt; 0 disables retrying. */
+  maxRetries: number;
+  /** Longest single wait; a server asking for longer is not retried and its answer is returned as is. */
+  maxWaitMs: number;
+  /** Wait before the first retry when the server sent no usable `Retry-After`; doubles per retry. */
+  fallbackWaitMs: number;
+}
+
+/** The default retry policy: three retries, each waiting at most 30 seconds. */
+export const defaultRetryPolicy: RetryPolicy = { maxRetries: 3, maxWaitMs: 30_000, fallbackWaitMs: 1_000 };
+
+/** Time as the client sees it; injectable so tests neither sleep nor depend on the wall clock. */
+export interface Clock {
+  /** Milliseconds since the Unix epoch. */
+  now(): number;
+  /** Resolves after `durationMs` milliseconds. */
+  sleep(durationMs: number): Promise<void>;
+}
+
+/** The real clock: `Date.now()` and `setTimeout`. */
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  sleep: (durationMs) => new Promise((resolve) => setTimeout(resolve, durationMs)),
+};
+
+/** Transport options shared by every client class. */
+export interface HttpOptions {
+  /** The undici dispatcher (Agent, Pool, …) to send requests through; undici's global one when absent. */
+  dispatcher?: Dispatcher | undefined;
+  /** Overrides of the retry policy for 429 and 503 answers. */
+  retry?: Partial<RetryPolicy> | undefined;
+  /** The clock used for waiting and for token expiry. */
+  clock?: Clock | undefined;
+  /** Longest wait for a server's response headers, and then for its body. */
+  timeoutMs?: number | undefined;
+}
+
+/** One HTTP request as the client sends it. */
+export interface HttpRequest {
+  method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+  url: string;
+  headers?: Record<string, string>;
+  body?: string;
+}
+
+/** A fully read HTTP response. */
+export interface HttpResponse {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  /** The body as text (empty for 204). */
+  text: string;
+}
+
+/** Reads a single header value (the first one when repeated). */
+export function headerValue(response: HttpResponse, name: string): string | undefined {
+  const value = response.headers[name.toLowerCase()];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/**
+ * Parses `Retry-After` (delay in seconds or an HTTP date) into milliseconds from `nowMs`; undefined when the header
+ * is absent or unreadable.
+ */
+export function parseRetryAfterMs(value: string | undefined, nowMs: number): number | undefined {
+  if (value === undefined) return undefined;
+  const trimmed = value.trim();
+  if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000;
+  const dateMs = Date.parse(trimmed);
+  if (Number.isNaN(dateMs)) return undefined;
+  return Math.max(0, dateMs - nowMs);
+}
+
+async function sendOnce(httpRequest: HttpRequest, options: HttpOptions): Promise<HttpResponse> {
+  const timeoutMs = options.timeoutMs ?? 30_000;
+  try {
+    const response = await request(httpRequest.url, {
+      method: httpRequest.method,
+      headers: httpRequest.headers,
+      body: httpRequest.body,
+      dispatcher: options.dispatcher,
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+    });
+    const text = await response.body.text();
+    return { status: response.statusCode, headers: response.headers, text };
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    const reason = typeof code === "string" ? `${code} (${(error as Error).message})` : (error as Error).message;
+    throw new ClientConnectionError(httpRequest.url, `cannot be reached: ${reason}`, { cause: error });
+  }
+}
+
+/**
+ * Sends a request and, when the server answers 429 or 503, waits as its `Retry-After` says and tries again, within
+ * the retry policy. Returns the last answer, whatever its status: interpreting it is the caller's job.
+ */
+export async function sendWithRetry(httpRequest: HttpRequest, options: HttpOptions = {}): Promise<HttpResponse> {
+  const policy: RetryPolicy = { ...defaultRetryPolicy, ...options.retry };
+  const clock = options.clock ?? systemClock;
+  for (let attempt = 0; ; attempt++) {
+    const response = await sendOnce(httpRequest, options);
+    if ((response.status !== 429 && response.status !== 503) || attempt >= policy.maxRetries) return response;
+    const waitMs =
+      parseRetryAfterMs(headerValue(response, "retry-after"), clock.now()) ?? policy.fallbackWaitMs * 2 ** attempt;
+    // A server asking for a longer pause than we are willing to wait gets its answer passed up instead.
+    if (waitMs > policy.maxWaitMs) return response;
+    await clock.sleep(waitMs);
+  }
+}
+
+/** Parses a JSON body, or returns undefined when the body is empty or not JSON. */
+export function parseJsonBody(response: HttpResponse): unknown {
+  if (response.text === "") return undefined;
+  try {
+    return JSON.parse(response.text);
+  } catch {
+    return undefined;
+  }
+}

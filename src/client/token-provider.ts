@@ -1,0 +1,207 @@
+import { decodeJwt } from "jose";
+import { OAuthClientError } from "./errors.js";
+import { type Clock, type HttpOptions, headerValue, parseJsonBody, sendWithRetry, systemClock } from "./http.js";
+import { type CachedToken, TokenCacheFile, type TokenCacheKey, tokenCacheKeyString } from "./token-cache.js";
+
+/** Where and as whom to ask for tokens (the `SERVICE_*` client variables of the identity specification). */
+export interface ClientCredentials {
+  /** The token endpoint, e.g. `http://localhost:8088/oauth/token`. */
+  oauthUrl: string;
+  clientId: string;
+  clientSecret: string;
+}
+
+/** Options of a `TokenProvider`. */
+export interface TokenProviderOptions {
+  credentials: ClientCredentials;
+  /** Audience used when a call names none. */
+  defaultAudience?: string | undefined;
+  /** Path of the on-disk cache file; no disk cache when absent. */
+  cacheFile?: string | undefined;
+  /** Transport, retry policy and clock. */
+  http?: HttpOptions | undefined;
+  /** Largest margin before `exp` at which a token is replaced (default 60 s). */
+  refreshMarginMs?: number | undefined;
+  /** Fraction of the lifetime used as margin when that is smaller than `refreshMarginMs` (default 0.1). */
+  refreshFraction?: number | undefined;
+}
+
+/** What a caller asks a token for. */
+export interface TokenRequest {
+  /** The API the token is for; the provider's default audience when absent. */
+  audience?: string | undefined;
+  /** Space-separated scopes to narrow the grant to; the client's full grant when absent. */
+  scope?: string | undefined;
+}
+
+/** An access token with where it came from. */
+export interface AccessToken extends CachedToken {
+  /** `memory` or `disk` when reused from a cache, `network` when just issued. */
+  source: "memory" | "disk" | "network";
+}
+
+const defaultRefreshMarginMs = 60_000;
+const defaultRefreshFraction = 0.1;
+
+/**
+ * Obtains access tokens with the client-credentials grant and reuses them until shortly before they expire.
+ * Tokens are cached in memory and optionally in a file; concurrent callers asking for the same token share one
+ * request to the token endpoint. Tokens are never logged.
+ */
+export class TokenProvider {
+  private readonly credentials: ClientCredentials;
+  private readonly defaultAudience: string | undefined;
+  private readonly cacheFile: TokenCacheFile | undefined;
+  private readonly http: HttpOptions;
+  private readonly clock: Clock;
+  private readonly refreshMarginMs: number;
+  private readonly refreshFraction: number;
+  private readonly memory = new Map<string, CachedToken>();
+  private readonly inFlight = new Map<string, Promise<AccessToken>>();
+  private requestsSent = 0;
+
+  /** Creates a provider for one client; nothing is requested until the first `getToken`. */
+  constructor(options: TokenProviderOptions) {
+    this.credentials = options.credentials;
+    this.defaultAudience = options.defaultAudience;
+    this.cacheFile = options.cacheFile === undefined ? undefined : new TokenCacheFile(options.cacheFile);
+    this.http = options.http ?? {};
+    this.clock = options.http?.clock ?? systemClock;
+    this.refreshMarginMs = options.refreshMarginMs ?? defaultRefreshMarginMs;
+    this.refreshFraction = options.refreshFraction ?? defaultRefreshFraction;
+  }
+
+  /** How many token requests this provider has made (a request retried after 429/503 counts once). */
+  get tokenRequestCount(): number {
+    return this.requestsSent;
+  }
+
+  private keyFor(request: TokenRequest): TokenCacheKey {
+    const audience = request.audience ?? this.defaultAudience;
+    if (audience === undefined || audience === "") {
+      throw new Error("TokenProvider: no audience given and no default audience configured");
+    }
+    return {
+      oauthUrl: this.credentials.oauthUrl,
+      clientId: this.credentials.clientId,
+      audience,
+      scope: request.scope ?? "",
+    };
+  }
+
+  /**
+   * Returns a token for `request`: from memory or disk while it is fresh, otherwise a new one from the token
+   * endpoint. Throws `OAuthClientError` when the endpoint refuses, `ClientConnectionError` when it cannot be reached.
+   */
+  async getToken(request: TokenRequest = {}): Promise<AccessToken> {
+    const key = this.keyFor(request);
+    const name = tokenCacheKeyString(key);
+    const cached = this.memory.get(name);
+    if (cached !== undefined && this.clock.now() < cached.refreshAtMs) return { ...cached, source: "memory" };
+    const pending = this.inFlight.get(name);
+    if (pending !== undefined) return pending;
+    const obtaining = this.obtain(key, name).finally(() => this.inFlight.delete(name));
+    this.inFlight.set(name, obtaining);
+    return obtaining;
+  }
+
+  /** Forgets the cached token for `request` (memory and disk), e.g. after an API refused it. */
+  async invalidate(request: TokenRequest = {}): Promise<void> {
+    const key = this.keyFor(request);
+    this.memory.delete(tokenCacheKeyString(key));
+    await this.cacheFile?.remove(key).catch(() => undefined);
+  }
+
+  private async obtain(key: TokenCacheKey, name: string): Promise<AccessToken> {
+    if (this.cacheFile !== undefined) {
+      const stored = await this.cacheFile.read(key, this.clock.now());
+      if (stored !== undefined && this.clock.now() < stored.refreshAtMs) {
+        this.memory.set(name, stored);
+        return { ...stored, source: "disk" };
+      }
+    }
+    const token = await this.requestToken(key);
+    this.memory.set(name, token);
+    // A cache file that cannot be written must not fail the caller, who has a valid token in hand.
+    await this.cacheFile?.write(key, token, this.clock.now()).catch(() => undefined);
+    return { ...token, source: "network" };
+  }
+
+  private async requestToken(key: TokenCacheKey): Promise<CachedToken> {
+    const form = new URLSearchParams({
+      grant_type: "client_credentials",
+      audience: key.audience,
+      client_id: this.credentials.clientId,
+      client_secret: this.credentials.clientSecret,
+    });
+    if (key.scope !== "") form.set("scope", key.scope);
+    const sentAtMs = this.clock.now();
+    const response = await sendWithRetry(
+      {
+        method: "POST",
+        url: key.oauthUrl,
+        headers: { "content-type": "application/x-www-form-urlencoded", accept: "application/json" },
+        body: form.toString(),
+      },
+      { ...this.http, clock: this.clock },
+    ).finally(() => {
+      this.requestsSent++;
+    });
+    const body = parseJsonBody(response) as Record<string, unknown> | undefined;
+    if (response.status !== 200) {
+      const retryAfter = headerValue(response, "retry-after");
+      throw new OAuthClientError({
+        status: response.status,
+        error: typeof body?.error === "string" ? body.error : "server_error",
+        errorDescription:
+          typeof body?.error_description === "string"
+            ? body.error_description
+            : `the token endpoint answered HTTP ${response.status}`,
+        retryAfterSeconds: retryAfter !== undefined && /^\d+$/.test(retryAfter.trim()) ? Number(retryAfter) : undefined,
+      });
+    }
+    const accessToken = body?.access_token;
+    if (typeof accessToken !== "string" || accessToken === "") {
+      throw new OAuthClientError({
+        status: response.status,
+        error: "invalid_response",
+        errorDescription: "the token endpoint answered 200 without an access_token",
+      });
+    }
+    return this.describe(key, accessToken, body ?? {}, sentAtMs);
+  }
+
+  /** Works out issue time, expiry and refresh time, preferring the JWT's own claims over `expires_in`. */
+  private describe(
+    key: TokenCacheKey,
+    accessToken: string,
+    body: Record<string, unknown>,
+    sentAtMs: number,
+  ): CachedToken {
+    let claims: { iat?: number; exp?: number } = {};
+    try {
+      claims = decodeJwt(accessToken);
+    } catch {
+      // Opaque tokens are allowed by OAuth; their lifetime then comes from expires_in alone.
+    }
+    const expiresInSeconds = typeof body.expires_in === "number" ? body.expires_in : undefined;
+    const issuedAtMs = typeof claims.iat === "number" ? claims.iat * 1000 : sentAtMs;
+    const expiresAtMs =
+      typeof claims.exp === "number"
+        ? claims.exp * 1000
+        : expiresInSeconds !== undefined
+          ? sentAtMs + expiresInSeconds * 1000
+          : sentAtMs + this.refreshMarginMs;
+    const lifetimeMs = Math.max(0, expiresAtMs - issuedAtMs);
+    const marginMs = Math.min(this.refreshMarginMs, lifetimeMs * this.refreshFraction);
+    return {
+      accessToken,
+      tokenType: typeof body.token_type === "string" ? body.token_type : "Bearer",
+      scope: typeof body.scope === "string" ? body.scope : key.scope,
+      audience: key.audience,
+      issuedAtMs,
+      expiresAtMs,
+      refreshAtMs: expiresAtMs - marginMs,
+    };
+  }
+}

@@ -1,0 +1,1129 @@
+/**
+ * The Raft node: a pure, deterministic state machine in the shape of etcd-io/raft. Inputs are `tick`, `step`
+ * (received messages), proposals, configuration changes, read requests and `advance` (the durability
+ * acknowledgement); outputs come out of `ready`. There are no timers, sockets, disk or clocks in here, and the
+ * only randomness comes from the injected `RandomSource`.
+ */
+import type {
+  Configuration,
+  Entry,
+  EntryKind,
+  HardState,
+  Member,
+  MemberId,
+  PersistedState,
+  Snapshot,
+} from "../types.js";
+import {
+  applyChange,
+  assertValidConfiguration,
+  type ConfigurationChange,
+  ConfigurationHistory,
+  decodeConfiguration,
+  EMPTY_CONFIGURATION,
+  encodeConfiguration,
+  isVoter,
+  memberOf,
+  votersOf,
+} from "./configuration.js";
+import { RaftLog, type StableLog } from "./log.js";
+import {
+  type AppendMessage,
+  type AppendResponseMessage,
+  entriesSizeBytes,
+  type HeartbeatMessage,
+  type HeartbeatResponseMessage,
+  type Message,
+  type SnapshotChunkMessage,
+  type SnapshotResponseMessage,
+  type VoteRequestMessage,
+  type VoteResponseMessage,
+} from "./messages.js";
+import { Progress } from "./progress.js";
+import { committedIndex, voteOutcome } from "./quorum.js";
+import type { RandomSource } from "./random.js";
+import { type ReadContext, ReadIndexTracker, type ReadState } from "./read-index.js";
+import type { Ready, Role, SoftState } from "./ready.js";
+import { chunkAt, SnapshotReceiver, snapshotChecksum } from "./snapshot-transfer.js";
+
+/** Explicit options of a node; there are no hidden defaults. */
+export interface RaftNodeOptions {
+  readonly id: MemberId;
+  /** Read access to the durable log (the storage itself satisfies it). */
+  readonly storage: StableLog;
+  /** What the storage holds (from `RaftStorage.load()`). */
+  readonly persisted: PersistedState;
+  /** Configuration of a founding member whose storage is empty; ignored when the storage holds anything. */
+  readonly bootstrap: Configuration | null;
+  /** Minimum ticks without hearing from a leader before campaigning; the actual timeout is randomized above it. */
+  readonly electionTimeoutTicks: number;
+  /** Ticks between leader heartbeats; must be smaller than the election timeout. */
+  readonly heartbeatTimeoutTicks: number;
+  /** Flow control: append messages in flight to one member. */
+  readonly maxInflightMessages: number;
+  /** Flow control: entry bytes in flight to one member. */
+  readonly maxInflightBytes: number;
+  /** Batching: entries per append message. */
+  readonly maxEntriesPerMessage: number;
+  /** Batching: entry bytes per append message (at least one entry is always sent). */
+  readonly maxBytesPerMessage: number;
+  /** Size of one snapshot chunk. */
+  readonly snapshotChunkBytes: number;
+  /** Committed entries handed out per ready batch. */
+  readonly maxCommittedEntriesPerReady: number;
+  /** Reads waiting for confirmation at once; further reads are refused. */
+  readonly maxPendingReads: number;
+  readonly random: RandomSource;
+  /** Pre-vote (dissertation §9.6): campaign only after a majority would grant the vote. */
+  readonly preVote: boolean;
+  /** Check-quorum (dissertation §6.2): a leader steps down when it has not heard from a majority for a timeout. */
+  readonly checkQuorum: boolean;
+}
+
+/** Why a request was refused. */
+export type Refusal =
+  | { readonly accepted: false; readonly reason: "notLeader"; readonly leaderId: MemberId | null }
+  | { readonly accepted: false; readonly reason: "transferringLeadership" }
+  | { readonly accepted: false; readonly reason: "changeInProgress" }
+  | { readonly accepted: false; readonly reason: "leaderNotReady" }
+  | { readonly accepted: false; readonly reason: "learnerBehind" }
+  | { readonly accepted: false; readonly reason: "invalid"; readonly detail: string }
+  | { readonly accepted: false; readonly reason: "tooManyReads" };
+
+/** Result of a proposal: where the entry was appended, or why it was refused. */
+export type ProposalResult = { readonly accepted: true; readonly index: number; readonly term: number } | Refusal;
+
+/** Result of a read request. */
+export type ReadRequestResult = { readonly accepted: true } | Refusal;
+
+/** The explicit acknowledgement a forced reconfiguration requires. */
+export interface ForceReconfigurationOptions {
+  /** Entries that were not committed, or committed only on members outside the new set, may be lost. */
+  readonly acceptDataLoss: true;
+}
+
+/** A snapshot of the node's state for drivers, tests and invariant checkers. */
+export interface NodeStatus {
+  readonly id: MemberId;
+  readonly role: Role;
+  readonly term: number;
+  readonly votedFor: MemberId | null;
+  readonly leaderId: MemberId | null;
+  readonly commitIndex: number;
+  readonly appliedIndex: number;
+  readonly firstIndex: number;
+  readonly lastIndex: number;
+  readonly stableLastIndex: number;
+  readonly configuration: Configuration;
+  readonly forced: boolean;
+  readonly leadTransferee: MemberId | null;
+}
+
+interface InFlightReady {
+  readonly ready: Ready;
+  readonly lastEntry: Entry | null;
+}
+
+type CampaignKind = "preVote" | "election" | "transfer";
+
+/** A member of one Raft group. */
+export class RaftNode {
+  readonly id: MemberId;
+  private readonly options: RaftNodeOptions;
+  private readonly log: RaftLog;
+  private readonly history: ConfigurationHistory;
+  private readonly readIndex: ReadIndexTracker;
+
+  private term: number;
+  private votedFor: MemberId | null;
+  private role: Role = "follower";
+  private leaderId: MemberId | null = null;
+
+  private electionElapsed = 0;
+  private heartbeatElapsed = 0;
+  private randomizedElectionTimeout = 0;
+  private ticks = 0;
+  private higherPriorityCandidateSeenAt = Number.NEGATIVE_INFINITY;
+
+  private votes = new Map<MemberId, boolean>();
+  private progress = new Map<MemberId, Progress>();
+  private leadTransferee: MemberId | null = null;
+  private pendingConfigIndex = 0;
+  private readonly priorityTransferBackoffUntil = new Map<MemberId, number>();
+  private forced: { readonly configuration: Configuration; readonly sinceTerm: number } | null = null;
+  private receiver: SnapshotReceiver | null = null;
+
+  private outbox: Message[] = [];
+  private readStates: ReadState[] = [];
+  private droppedReads: ReadContext[] = [];
+  private pendingCompaction: Snapshot | null = null;
+  private handedOutSnapshot: Snapshot | null = null;
+  private lastHardState: HardState;
+  private lastSoftState: SoftState;
+  private inFlight: InFlightReady | null = null;
+
+  constructor(options: RaftNodeOptions) {
+    validateOptions(options);
+    this.options = options;
+    this.id = options.id;
+    const persisted = options.persisted;
+    const snapshot = persisted.snapshot;
+    const snapshotIndex = snapshot?.index ?? 0;
+    if (!snapshot && persisted.firstIndex > 1) {
+      throw new Error(`raft: storage starts at ${persisted.firstIndex} but holds no snapshot`);
+    }
+    const lastIndex = Math.max(persisted.lastIndex, snapshotIndex);
+    this.log = new RaftLog(options.storage, {
+      snapshotIndex,
+      snapshotTerm: snapshot?.term ?? 0,
+      lastIndex,
+      commitIndex: persisted.hardState.commitIndex,
+    });
+    this.history = new ConfigurationHistory(snapshotIndex, snapshot?.configuration ?? EMPTY_CONFIGURATION);
+    this.scanConfigurations(snapshotIndex + 1, lastIndex);
+    this.term = persisted.hardState.term;
+    this.votedFor = persisted.hardState.votedFor;
+    this.lastHardState = persisted.hardState;
+    this.readIndex = new ReadIndexTracker(options.maxPendingReads);
+    if (options.bootstrap && lastIndex === 0 && this.term === 0) {
+      assertValidConfiguration(options.bootstrap);
+      // Every founding member writes the same first entry, so index 1 is identical (and committed) everywhere.
+      this.term = 1;
+      this.appendToLog([
+        { index: 1, term: 1, kind: "configuration", data: encodeConfiguration(sortedConfiguration(options.bootstrap)) },
+      ]);
+      this.log.commitTo(1);
+    }
+    this.lastSoftState = this.softState();
+    this.resetRandomizedElectionTimeout();
+  }
+
+  // ---------------------------------------------------------------------------------------------------------------
+  // Inputs
+
+  /** Advances logical time by one tick. */
+  tick(): void {
+    this.ticks++;
+    if (this.role === "leader") this.tickLeader();
+    else this.tickElection();
+  }
+
+  /** Processes one message received from another member. */
+  step(message: Message): void {
+    if (message.to !== this.id) throw new Error(`raft: message for ${message.to} delivered to ${this.id}`);
+    if (message.from === this.id) throw new Error("raft: a member does not send messages to itself");
+    if (message.term > this.term) {
+      if (message.type === "voteRequest") {
+        const inLease =
+          this.options.checkQuorum && this.leaderId !== null && this.electionElapsed < this.options.electionTimeoutTicks;
+        // Dissertation §4.2.3: while a member hears from a leader it ignores campaigns, so a partitioned or removed
+        // member cannot disrupt a healthy group. Leadership transfer is the deliberate exception.
+        if (inLease && !message.transfer) return;
+      }
+      const keepsTerm =
+        (message.type === "voteRequest" && message.preVote) ||
+        (message.type === "voteResponse" && message.preVote && message.granted);
+      if (!keepsTerm) {
+        const fromLeader =
+          message.type === "append" || message.type === "heartbeat" || message.type === "snapshotChunk";
+        this.becomeFollower(message.term, fromLeader ? message.from : null);
+      }
+    } else if (message.term < this.term) {
+      if (message.type === "append" || message.type === "heartbeat") {
+        // Tell a stale leader about the newer term so it steps down (needed with pre-vote and check-quorum, where
+        // the member that bumped the term may never send it a vote request).
+        this.send({
+          type: "appendResponse",
+          from: this.id,
+          to: message.from,
+          term: this.term,
+          rejected: true,
+          index: 0,
+          hintIndex: 0,
+          hintTerm: 0,
+        });
+      } else if (message.type === "voteRequest" && message.preVote) {
+        this.sendVoteResponse(message, false, this.term);
+      }
+      return;
+    }
+
+    switch (message.type) {
+      case "voteRequest":
+        this.handleVoteRequest(message);
+        return;
+      case "voteResponse":
+        this.handleVoteResponse(message);
+        return;
+      case "append":
+      case "heartbeat":
+      case "snapshotChunk":
+        if (this.role === "leader") {
+          throw new Error(`raft: Election Safety violated: two leaders in term ${this.term} (${this.id}, ${message.from})`);
+        }
+        if (this.role !== "follower") this.becomeFollower(this.term, message.from);
+        this.electionElapsed = 0;
+        this.leaderId = message.from;
+        if (message.type === "append") this.handleAppend(message);
+        else if (message.type === "heartbeat") this.handleHeartbeat(message);
+        else this.handleSnapshotChunk(message);
+        return;
+      case "timeoutNow":
+        if (this.role !== "leader" && this.promotable()) this.campaign("transfer");
+        return;
+      case "appendResponse":
+        if (this.role === "leader") this.handleAppendResponse(message);
+        return;
+      case "heartbeatResponse":
+        if (this.role === "leader") this.handleHeartbeatResponse(message);
+        return;
+      case "snapshotResponse":
+        if (this.role === "leader") this.handleSnapshotResponse(message);
+        return;
+    }
+  }
+
+  /** Proposes application data; only a leader accepts it. */
+  propose(data: Uint8Array): ProposalResult {
+    const refusal = this.leaderRefusal();
+    if (refusal) return refusal;
+    const entry = this.appendAsLeader("normal", data);
+    this.broadcastAppend();
+    return { accepted: true, index: entry.index, term: entry.term };
+  }
+
+  /**
+   * Proposes one membership change (see configuration.ts for the rules). It takes effect on each member when
+   * appended there; the result says where it was appended.
+   */
+  proposeConfigurationChange(change: ConfigurationChange): ProposalResult {
+    const refusal = this.leaderRefusal();
+    if (refusal) return refusal;
+    if (this.forced) return { accepted: false, reason: "changeInProgress" };
+    if (this.pendingConfigIndex > this.log.committed) return { accepted: false, reason: "changeInProgress" };
+    if (!this.committedInCurrentTerm()) return { accepted: false, reason: "leaderNotReady" };
+    let next: Configuration;
+    try {
+      next = applyChange(this.configuration(), change);
+    } catch (error) {
+      return { accepted: false, reason: "invalid", detail: (error as Error).message };
+    }
+    if (change.type === "promote") {
+      const learner = this.progress.get(change.member);
+      if (!learner || learner.match < this.log.committed) return { accepted: false, reason: "learnerBehind" };
+    }
+    const entry = this.appendAsLeader("configuration", encodeConfiguration(next));
+    this.pendingConfigIndex = entry.index;
+    this.broadcastAppend();
+    return { accepted: true, index: entry.index, term: entry.term };
+  }
+
+  /**
+   * Replaces the membership with `members` without the agreement of the old quorum, for when that quorum is gone.
+   * Call it on EVERY member of the new set. The member campaigns at once; the first election under the forced
+   * membership needs the vote of every voter in it, so the most up-to-date member of the new set wins and no entry
+   * any of them holds is lost. Entries held only by members outside the new set (including committed ones) may be
+   * lost, which `acceptDataLoss` acknowledges. The forced membership lives in memory until the new leader appends
+   * it as a configuration entry: a member restarted before then must be forced again (the operation is idempotent).
+   */
+  forceReconfigure(members: readonly Member[], options: ForceReconfigurationOptions): void {
+    if (options.acceptDataLoss !== true) {
+      throw new Error("raft: forced reconfiguration requires { acceptDataLoss: true }");
+    }
+    const configuration = sortedConfiguration({ members });
+    assertValidConfiguration(configuration);
+    if (!isVoter(configuration, this.id)) {
+      throw new Error(`raft: forced reconfiguration must include member ${this.id} as a voter`);
+    }
+    this.forced = { configuration, sinceTerm: this.term };
+    if (this.role === "leader") this.becomeFollower(this.term, null);
+    this.campaign("transfer");
+  }
+
+  /** Requests a linearizable read; the confirmation comes back in `Ready.readStates` with the same context. */
+  requestRead(context: ReadContext): ReadRequestResult {
+    if (this.role !== "leader") return { accepted: false, reason: "notLeader", leaderId: this.leaderId };
+    if (!this.readIndex.hasRoom()) return { accepted: false, reason: "tooManyReads" };
+    if (!this.committedInCurrentTerm()) {
+      this.readIndex.waitForCommit(context);
+      return { accepted: true };
+    }
+    this.registerRead(context);
+    return { accepted: true };
+  }
+
+  /** Asks the leader to hand leadership to `target` (dissertation §3.10). */
+  transferLeadership(target: MemberId): ReadRequestResult {
+    if (this.role !== "leader") return { accepted: false, reason: "notLeader", leaderId: this.leaderId };
+    if (target === this.id) return { accepted: false, reason: "invalid", detail: "already the leader" };
+    if (!isVoter(this.configuration(), target)) {
+      return { accepted: false, reason: "invalid", detail: `member ${target} is not a voter` };
+    }
+    if (this.leadTransferee === target) return { accepted: true };
+    this.leadTransferee = target;
+    this.electionElapsed = 0;
+    const progress = this.progress.get(target);
+    if (progress && progress.match === this.log.lastIndex()) this.sendTimeoutNow(target);
+    else this.sendAppend(target, true);
+    return { accepted: true };
+  }
+
+  /**
+   * Takes a snapshot of the state machine at `index` (which must be applied) so the log before it can be dropped.
+   * The snapshot comes back in `Ready.compaction` to be stored.
+   */
+  compact(index: number, data: Uint8Array): void {
+    if (index > this.log.applied) throw new Error(`raft: cannot compact to ${index}, applied only ${this.log.applied}`);
+    if (index <= this.log.snapshotIndex) return;
+    const term = this.log.term(index);
+    if (term === null) throw new Error(`raft: cannot compact to ${index}: its term is unknown`);
+    this.pendingCompaction = {
+      metadata: {
+        index,
+        term,
+        configuration: this.history.at(index),
+        sizeBytes: data.byteLength,
+        checksum: snapshotChecksum(data),
+      },
+      data,
+    };
+  }
+
+  // ---------------------------------------------------------------------------------------------------------------
+  // Outputs
+
+  /** The next batch of work, or null when there is none or the previous batch has not been advanced yet. */
+  ready(): Ready | null {
+    if (this.inFlight) return null;
+    const softState = this.softState();
+    const softChanged =
+      softState.role !== this.lastSoftState.role ||
+      softState.leaderId !== this.lastSoftState.leaderId ||
+      softState.term !== this.lastSoftState.term;
+    const hardState = this.hardState();
+    const hardChanged =
+      hardState.term !== this.lastHardState.term ||
+      hardState.votedFor !== this.lastHardState.votedFor ||
+      hardState.commitIndex !== this.lastHardState.commitIndex;
+    const snapshot = this.log.pendingSnapshot !== this.handedOutSnapshot ? this.log.pendingSnapshot : null;
+    const entriesToPersist = [...this.log.unstable];
+    const committedEntries = this.log.nextEntriesToApply(this.options.maxCommittedEntriesPerReady);
+    const ready: Ready = {
+      softState: softChanged ? softState : null,
+      hardState: hardChanged ? hardState : null,
+      entriesToPersist,
+      snapshot,
+      compaction: this.pendingCompaction,
+      committedEntries,
+      messages: this.outbox,
+      readStates: this.readStates,
+      droppedReads: this.droppedReads,
+    };
+    const empty =
+      !softChanged &&
+      !hardChanged &&
+      !snapshot &&
+      entriesToPersist.length === 0 &&
+      !this.pendingCompaction &&
+      committedEntries.length === 0 &&
+      this.outbox.length === 0 &&
+      this.readStates.length === 0 &&
+      this.droppedReads.length === 0;
+    if (empty) return null;
+    this.lastSoftState = softState;
+    this.lastHardState = hardState;
+    if (snapshot) this.handedOutSnapshot = snapshot;
+    this.pendingCompaction = null;
+    this.outbox = [];
+    this.readStates = [];
+    this.droppedReads = [];
+    this.inFlight = { ready, lastEntry: entriesToPersist[entriesToPersist.length - 1] ?? null };
+    return ready;
+  }
+
+  /** Acknowledges that everything in `ready` is durable, sent and applied. */
+  advance(ready: Ready): void {
+    if (!this.inFlight || this.inFlight.ready !== ready) throw new Error("raft: advance called for an unknown ready");
+    const { lastEntry } = this.inFlight;
+    this.inFlight = null;
+    if (ready.snapshot) {
+      this.log.snapshotStable(ready.snapshot);
+      if (this.handedOutSnapshot === ready.snapshot) this.handedOutSnapshot = null;
+    }
+    if (lastEntry) this.log.stableTo(lastEntry.index, lastEntry.term);
+    if (ready.compaction) {
+      this.log.compacted(ready.compaction.metadata.index, ready.compaction.metadata.term);
+      this.history.compactTo(ready.compaction.metadata.index);
+    }
+    const lastApplied = ready.committedEntries[ready.committedEntries.length - 1];
+    if (lastApplied) this.log.appliedTo(lastApplied.index);
+    if (this.role === "leader") {
+      const self = this.progress.get(this.id);
+      if (self) self.maybeUpdate(this.log.stableLastIndex);
+      if (this.maybeCommit()) this.broadcastAppend();
+    }
+  }
+
+  /** Current state, for drivers and checkers. */
+  status(): NodeStatus {
+    return {
+      id: this.id,
+      role: this.role,
+      term: this.term,
+      votedFor: this.votedFor,
+      leaderId: this.leaderId,
+      commitIndex: this.log.committed,
+      appliedIndex: this.log.applied,
+      firstIndex: this.log.firstIndex(),
+      lastIndex: this.log.lastIndex(),
+      stableLastIndex: this.log.stableLastIndex,
+      configuration: this.configuration(),
+      forced: this.forced !== null,
+      leadTransferee: this.leadTransferee,
+    };
+  }
+
+  /** Replication progress of a member as the leader sees it (tests and drivers); undefined when not leader. */
+  progressOf(member: MemberId): Readonly<Progress> | undefined {
+    return this.role === "leader" ? this.progress.get(member) : undefined;
+  }
+
+  /** The configuration in force (the forced one while a forced reconfiguration is pending). */
+  configuration(): Configuration {
+    return this.forced?.configuration ?? this.history.current();
+  }
+
+  // ---------------------------------------------------------------------------------------------------------------
+  // Elections
+
+  private tickElection(): void {
+    this.electionElapsed++;
+    const deferring = this.ticks - this.higherPriorityCandidateSeenAt < this.options.electionTimeoutTicks;
+    if (this.promotable() && this.electionElapsed >= this.randomizedElectionTimeout && !deferring) {
+      this.electionElapsed = 0;
+      this.campaign(this.options.preVote ? "preVote" : "election");
+    }
+  }
+
+  private tickLeader(): void {
+    this.heartbeatElapsed++;
+    this.electionElapsed++;
+    if (this.electionElapsed >= this.options.electionTimeoutTicks) {
+      this.electionElapsed = 0;
+      if (this.options.checkQuorum && !this.quorumActive()) {
+        this.becomeFollower(this.term, null);
+        return;
+      }
+      for (const progress of this.progress.values()) progress.recentActive = progress.member === this.id;
+      if (this.leadTransferee !== null) {
+        // The transfer did not finish within an election timeout: resume normal operation, and do not retry a
+        // priority transfer to that member for a while, so a member that cannot win does not keep disrupting us.
+        this.priorityTransferBackoffUntil.set(this.leadTransferee, this.ticks + 4 * this.options.electionTimeoutTicks);
+        this.leadTransferee = null;
+      }
+    }
+    if (this.heartbeatElapsed >= this.options.heartbeatTimeoutTicks) {
+      this.heartbeatElapsed = 0;
+      this.broadcastHeartbeat();
+      this.maybeTransferToHigherPriority();
+    }
+  }
+
+  private promotable(): boolean {
+    return isVoter(this.configuration(), this.id);
+  }
+
+  private campaign(kind: CampaignKind): void {
+    const voters = votersOf(this.configuration());
+    if (!voters.includes(this.id)) throw new Error(`raft: member ${this.id} campaigns but is not a voter`);
+    let voteTerm: number;
+    if (kind === "preVote") {
+      this.role = "preCandidate";
+      this.leaderId = null;
+      voteTerm = this.term + 1;
+    } else {
+      this.setTerm(this.term + 1);
+      this.votedFor = null;
+      this.vote(this.id);
+      this.role = "candidate";
+      this.leaderId = null;
+      voteTerm = this.term;
+    }
+    this.resetTimers();
+    this.progress.clear();
+    this.votes = new Map([[this.id, true]]);
+    if (this.countVotes()) return;
+    for (const voter of voters) {
+      if (voter === this.id) continue;
+      this.send({
+        type: "voteRequest",
+        from: this.id,
+        to: voter,
+        term: voteTerm,
+        preVote: kind === "preVote",
+        transfer: kind === "transfer",
+        lastIndex: this.log.lastIndex(),
+        lastTerm: this.log.lastTerm(),
+      });
+    }
+  }
+
+  /** Applies the current vote count; returns true when the campaign ended. */
+  private countVotes(): boolean {
+    const outcome = voteOutcome(votersOf(this.configuration()), this.votes, this.forced !== null);
+    if (outcome === "won") {
+      if (this.role === "preCandidate") this.campaign("election");
+      else this.becomeLeader();
+      return true;
+    }
+    if (outcome === "lost") {
+      this.becomeFollower(this.term, null);
+      return true;
+    }
+    return false;
+  }
+
+  private handleVoteRequest(message: VoteRequestMessage): void {
+    const canVote =
+      this.votedFor === message.from ||
+      (this.votedFor === null && this.leaderId === null) ||
+      (message.preVote && message.term > this.term);
+    if (canVote && this.log.isUpToDate(message.lastIndex, message.lastTerm)) {
+      this.sendVoteResponse(message, true, message.term);
+      const candidate = memberOf(this.configuration(), message.from);
+      const mine = memberOf(this.configuration(), this.id);
+      if (!message.preVote) {
+        this.vote(message.from);
+        this.electionElapsed = 0;
+      } else if (candidate && mine && candidate.priority > mine.priority) {
+        // Priority election: a member that just endorsed a healthy, up-to-date member of higher priority defers its
+        // own campaign for a timeout. It still votes for anyone, so the group elects SOMEONE if that member fails.
+        // (A separate clock: resetting electionElapsed would fake a leader lease and make it ignore that very
+        // member's real vote request.)
+        this.higherPriorityCandidateSeenAt = this.ticks;
+      }
+    } else {
+      this.sendVoteResponse(message, false, this.term);
+    }
+  }
+
+  private sendVoteResponse(message: VoteRequestMessage, granted: boolean, term: number): void {
+    this.send({ type: "voteResponse", from: this.id, to: message.from, term, preVote: message.preVote, granted });
+  }
+
+  private handleVoteResponse(message: VoteResponseMessage): void {
+    const expected = (this.role === "preCandidate" && message.preVote) || (this.role === "candidate" && !message.preVote);
+    if (!expected) return;
+    this.votes.set(message.from, message.granted);
+    this.countVotes();
+  }
+
+  private becomeFollower(term: number, leaderId: MemberId | null): void {
+    if (term > this.term) {
+      this.setTerm(term);
+      this.votedFor = null;
+    }
+    if (this.role === "leader") this.droppedReads.push(...this.readIndex.dropAll());
+    this.role = "follower";
+    this.leaderId = leaderId;
+    this.progress.clear();
+    this.leadTransferee = null;
+    this.resetTimers();
+  }
+
+  private becomeLeader(): void {
+    if (this.role !== "candidate") throw new Error(`raft: becomeLeader from ${this.role}`);
+    this.role = "leader";
+    this.leaderId = this.id;
+    this.resetTimers();
+    this.readIndex.reset();
+    this.leadTransferee = null;
+    this.progress.clear();
+    this.syncProgress();
+    const self = this.progress.get(this.id);
+    if (self) {
+      self.maybeUpdate(this.log.stableLastIndex);
+      self.recentActive = true;
+    }
+    // Any configuration entry still uncommitted in the log may be pending; refuse new changes until it commits.
+    this.pendingConfigIndex = this.history.currentIndex();
+    if (this.forced) {
+      const entry = this.appendAsLeader("configuration", encodeConfiguration(this.forced.configuration));
+      this.pendingConfigIndex = entry.index;
+    } else {
+      this.appendAsLeader("noop", new Uint8Array(0));
+    }
+    this.broadcastAppend();
+  }
+
+  private resetTimers(): void {
+    this.electionElapsed = 0;
+    this.heartbeatElapsed = 0;
+    this.resetRandomizedElectionTimeout();
+  }
+
+  /**
+   * Randomized election timeout in [T, 2T) plus half a timeout per distinct higher voter priority, so higher
+   * priority members time out first while every voter still times out eventually.
+   */
+  private resetRandomizedElectionTimeout(): void {
+    const configuration = this.configuration();
+    const mine = memberOf(configuration, this.id)?.priority ?? 1;
+    const higher = new Set(
+      configuration.members
+        .filter((member) => member.role === "voter" && member.priority > mine)
+        .map((member) => member.priority),
+    );
+    const timeout = this.options.electionTimeoutTicks;
+    this.randomizedElectionTimeout =
+      timeout + this.options.random.nextInt(timeout) + higher.size * Math.ceil(timeout / 2);
+  }
+
+  private quorumActive(): boolean {
+    const voters = votersOf(this.configuration());
+    const active = new Map<MemberId, boolean>();
+    for (const voter of voters) {
+      active.set(voter, voter === this.id || this.progress.get(voter)?.recentActive === true);
+    }
+    return voteOutcome(voters, active) === "won";
+  }
+
+  private maybeTransferToHigherPriority(): void {
+    if (this.leadTransferee !== null || !this.committedInCurrentTerm()) return;
+    const configuration = this.configuration();
+    const mine = memberOf(configuration, this.id);
+    const myPriority = mine?.role === "voter" ? mine.priority : 0;
+    let best: Member | null = null;
+    for (const member of configuration.members) {
+      if (member.role !== "voter" || member.id === this.id || member.priority <= myPriority) continue;
+      const progress = this.progress.get(member.id);
+      if (!progress?.recentActive || progress.match !== this.log.lastIndex()) continue;
+      if ((this.priorityTransferBackoffUntil.get(member.id) ?? 0) > this.ticks) continue;
+      if (!best || member.priority > best.priority) best = member;
+    }
+    if (best) this.transferLeadership(best.id);
+  }
+
+  // ---------------------------------------------------------------------------------------------------------------
+  // Replication (leader side)
+
+  private leaderRefusal(): Refusal | null {
+    if (this.role !== "leader") return { accepted: false, reason: "notLeader", leaderId: this.leaderId };
+    if (this.leadTransferee !== null) return { accepted: false, reason: "transferringLeadership" };
+    return null;
+  }
+
+  private appendAsLeader(kind: EntryKind, data: Uint8Array): Entry {
+    const entry: Entry = { index: this.log.lastIndex() + 1, term: this.term, kind, data };
+    this.appendToLog([entry]);
+    return entry;
+  }
+
+  /** Sends appends to everyone who is not paused. */
+  private broadcastAppend(): void {
+    for (const member of this.progress.keys()) {
+      if (member !== this.id) this.sendAppend(member, true);
+    }
+  }
+
+  /**
+   * Sends the next append to `member` if flow control allows; returns whether a message went out. In replicate
+   * state entries are pipelined optimistically; in probe state one message is outstanding at a time.
+   */
+  private sendAppend(member: MemberId, sendIfEmpty: boolean): boolean {
+    const progress = this.progress.get(member);
+    if (!progress || progress.isPaused()) return false;
+    const prevIndex = progress.next - 1;
+    const lastIndex = this.log.lastIndex();
+    if (prevIndex > lastIndex) throw new Error(`raft: next index ${progress.next} of ${member} beyond ${lastIndex}`);
+    const prevTerm = this.log.term(prevIndex);
+    if (prevTerm === null) return this.startSnapshotTransfer(progress);
+    const byteBudget =
+      progress.state === "replicate"
+        ? Math.min(this.options.maxBytesPerMessage, progress.inflights.remainingBytes())
+        : this.options.maxBytesPerMessage;
+    const entries =
+      progress.next <= lastIndex
+        ? this.log.entries(progress.next, lastIndex + 1, this.options.maxEntriesPerMessage, byteBudget)
+        : [];
+    if (entries.length === 0 && !sendIfEmpty) return false;
+    const message: AppendMessage = {
+      type: "append",
+      from: this.id,
+      to: member,
+      term: this.term,
+      prevIndex,
+      prevTerm,
+      entries,
+      commitIndex: this.log.committed,
+    };
+    this.send(message);
+    const last = entries[entries.length - 1];
+    if (progress.state === "replicate" && last) {
+      progress.next = last.index + 1;
+      progress.inflights.add(last.index, entriesSizeBytes(entries));
+    } else if (progress.state === "probe") {
+      progress.probeSent = true;
+    }
+    return true;
+  }
+
+  private startSnapshotTransfer(progress: Progress): boolean {
+    if (this.log.pendingSnapshot) return false;
+    const snapshot = this.options.storage.snapshot();
+    if (!snapshot || snapshot.metadata.index < progress.next - 1) {
+      throw new Error(`raft: member ${progress.member} needs a snapshot but storage has none covering ${progress.next - 1}`);
+    }
+    progress.becomeSnapshot({ metadata: snapshot.metadata, data: snapshot.data, offset: 0, chunkInFlight: false });
+    this.sendSnapshotChunk(progress);
+    return true;
+  }
+
+  private sendSnapshotChunk(progress: Progress): void {
+    const transfer = progress.snapshotTransfer;
+    if (!transfer) return;
+    const chunk = chunkAt(transfer.data, transfer.offset, this.options.snapshotChunkBytes);
+    const message: SnapshotChunkMessage = {
+      type: "snapshotChunk",
+      from: this.id,
+      to: progress.member,
+      term: this.term,
+      metadata: transfer.metadata,
+      offset: transfer.offset,
+      data: chunk.data,
+      last: chunk.last,
+    };
+    this.send(message);
+    transfer.chunkInFlight = true;
+  }
+
+  private broadcastHeartbeat(): void {
+    const sequence = this.readIndex.currentSequence();
+    for (const [member, progress] of this.progress) {
+      if (member === this.id) continue;
+      const message: HeartbeatMessage = {
+        type: "heartbeat",
+        from: this.id,
+        to: member,
+        term: this.term,
+        // Never tell a member to commit beyond what it is known to hold: its log might not match ours there yet.
+        commitIndex: Math.min(progress.match, this.log.committed),
+        readSequence: sequence,
+      };
+      this.send(message);
+    }
+  }
+
+  private sendTimeoutNow(member: MemberId): void {
+    this.send({ type: "timeoutNow", from: this.id, to: member, term: this.term });
+  }
+
+  private handleAppendResponse(message: AppendResponseMessage): void {
+    const progress = this.progress.get(message.from);
+    if (!progress) return;
+    progress.recentActive = true;
+    if (message.rejected) {
+      if (progress.state === "snapshot") return;
+      // Fast back-tracking: skip every entry of a term the member does not have, instead of one index per round.
+      const hint =
+        message.hintTerm > 0 ? this.log.findConflictByTerm(message.hintIndex, message.hintTerm).index : message.hintIndex;
+      if (progress.maybeDecreaseTo(message.index, hint)) {
+        if (progress.state === "replicate") progress.becomeProbe();
+        this.sendAppend(message.from, true);
+      }
+      return;
+    }
+    const wasPaused = progress.isPaused();
+    const updated = progress.maybeUpdate(message.index);
+    // A probe answered at the current match also proves where the logs agree, so replication can start.
+    const probeConfirmed = progress.state === "probe" && progress.match === message.index;
+    if (!updated && !probeConfirmed) return;
+    if (progress.state === "probe") progress.becomeReplicate();
+    else if (progress.state === "snapshot") {
+      if (progress.match >= (progress.snapshotTransfer?.metadata.index ?? 0)) progress.becomeProbe();
+    } else progress.inflights.freeUpTo(message.index);
+    if (this.maybeCommit()) this.broadcastAppend();
+    else if (wasPaused) this.sendAppend(message.from, true);
+    if (this.role !== "leader") return;
+    // Keep the pipeline full; flow control bounds the loop.
+    for (let sent = 0; sent < this.options.maxInflightMessages; sent++) {
+      if (!this.sendAppend(message.from, false)) break;
+    }
+    if (message.from === this.leadTransferee && progress.match === this.log.lastIndex()) {
+      this.sendTimeoutNow(message.from);
+    }
+  }
+
+  private handleHeartbeatResponse(message: HeartbeatResponseMessage): void {
+    const progress = this.progress.get(message.from);
+    if (!progress) return;
+    progress.recentActive = true;
+    progress.probeSent = false;
+    if (message.readSequence > progress.readSequence) {
+      progress.readSequence = message.readSequence;
+      this.confirmReads();
+    }
+    if (progress.state === "snapshot") {
+      // The previous chunk or its answer may have been lost: resend the chunk at the acknowledged offset.
+      this.sendSnapshotChunk(progress);
+      return;
+    }
+    if (progress.state === "replicate" && progress.inflights.full()) progress.inflights.freeFirst();
+    if (progress.match < this.log.lastIndex()) this.sendAppend(message.from, true);
+  }
+
+  private handleSnapshotResponse(message: SnapshotResponseMessage): void {
+    const progress = this.progress.get(message.from);
+    if (!progress) return;
+    progress.recentActive = true;
+    const transfer = progress.snapshotTransfer;
+    const current =
+      progress.state === "snapshot" &&
+      transfer !== null &&
+      transfer.metadata.index === message.snapshotIndex &&
+      transfer.metadata.term === message.snapshotTerm;
+    if (message.status === "installed") {
+      progress.maybeUpdate(message.matchIndex);
+      if (progress.state === "snapshot") progress.becomeProbe();
+      this.sendAppend(message.from, true);
+      return;
+    }
+    if (!current || !transfer) return;
+    transfer.offset = message.status === "rejected" ? 0 : message.nextOffset;
+    transfer.chunkInFlight = false;
+    this.sendSnapshotChunk(progress);
+  }
+
+  /** Commits the highest index a majority holds durably, but only by counting entries of the current term. */
+  private maybeCommit(): boolean {
+    const voters = votersOf(this.configuration());
+    const index = committedIndex(voters, (member) => this.progress.get(member)?.match ?? 0);
+    if (index <= this.log.committed) return false;
+    // Figure 8 of the Raft paper: an entry of an earlier term is committed only indirectly, by an entry of the
+    // current term after it.
+    if (this.log.term(index) !== this.term) return false;
+    this.log.commitTo(index);
+    if (this.log.term(this.log.committed) === this.term) {
+      for (const context of this.readIndex.takeWaiting()) this.registerRead(context);
+    }
+    if (!isVoter(this.configuration(), this.id) && this.log.committed >= this.history.currentIndex()) {
+      // Dissertation §4.2.2: a leader removed from the group steps down once the change is committed. It hands over
+      // to the most up-to-date voter first so the group does not wait for an election timeout.
+      let successor: Progress | null = null;
+      for (const progress of this.progress.values()) {
+        if (progress.member === this.id || !isVoter(this.configuration(), progress.member)) continue;
+        if (!successor || progress.match > successor.match) successor = progress;
+      }
+      if (successor && successor.match === this.log.lastIndex()) this.sendTimeoutNow(successor.member);
+      this.becomeFollower(this.term, null);
+    }
+    return true;
+  }
+
+  private committedInCurrentTerm(): boolean {
+    return this.log.term(this.log.committed) === this.term;
+  }
+
+  private registerRead(context: ReadContext): void {
+    this.readIndex.add(context, this.log.committed);
+    if (votersOf(this.configuration()).filter((voter) => voter !== this.id).length === 0) this.confirmReads();
+    else this.broadcastHeartbeat();
+  }
+
+  private confirmReads(): void {
+    const sequence = this.readIndex.currentSequence();
+    const confirmed = committedIndex(votersOf(this.configuration()), (member) =>
+      member === this.id ? sequence : (this.progress.get(member)?.readSequence ?? 0),
+    );
+    this.readStates.push(...this.readIndex.confirm(confirmed));
+  }
+
+  /** Keeps one progress record per member (voters and learners) while leading. */
+  private syncProgress(): void {
+    if (this.role !== "leader") return;
+    const members = this.configuration().members.map((member) => member.id);
+    if (!members.includes(this.id)) members.push(this.id);
+    for (const member of members) {
+      if (!this.progress.has(member)) {
+        this.progress.set(
+          member,
+          new Progress(member, this.log.lastIndex() + 1, this.options.maxInflightMessages, this.options.maxInflightBytes),
+        );
+      }
+    }
+    for (const member of [...this.progress.keys()]) {
+      if (!members.includes(member)) this.progress.delete(member);
+    }
+    if (this.leadTransferee !== null && !isVoter(this.configuration(), this.leadTransferee)) this.leadTransferee = null;
+  }
+
+  // ---------------------------------------------------------------------------------------------------------------
+  // Replication (follower side)
+
+  private handleAppend(message: AppendMessage): void {
+    if (message.prevIndex < this.log.committed) {
+      this.sendAppendResponse(message.from, false, this.log.committed, 0, 0);
+      return;
+    }
+    if (this.log.matchTerm(message.prevIndex, message.prevTerm)) {
+      const conflict = this.log.findConflict(message.entries);
+      if (conflict !== 0) {
+        if (conflict <= this.log.committed) {
+          throw new Error(`raft: Log Matching violated: entry ${conflict} conflicts with the committed log`);
+        }
+        this.appendToLog(message.entries.filter((entry) => entry.index >= conflict));
+      }
+      const lastNew = message.prevIndex + message.entries.length;
+      this.log.commitTo(Math.min(message.commitIndex, lastNew));
+      this.sendAppendResponse(message.from, false, lastNew, 0, 0);
+      return;
+    }
+    const hint = this.log.findConflictByTerm(Math.min(message.prevIndex, this.log.lastIndex()), message.prevTerm);
+    this.sendAppendResponse(message.from, true, message.prevIndex, hint.index, hint.term);
+  }
+
+  private sendAppendResponse(to: MemberId, rejected: boolean, index: number, hintIndex: number, hintTerm: number): void {
+    this.send({ type: "appendResponse", from: this.id, to, term: this.term, rejected, index, hintIndex, hintTerm });
+  }
+
+  private handleHeartbeat(message: HeartbeatMessage): void {
+    this.log.commitTo(Math.min(message.commitIndex, this.log.lastIndex()));
+    this.send({
+      type: "heartbeatResponse",
+      from: this.id,
+      to: message.from,
+      term: this.term,
+      readSequence: message.readSequence,
+    });
+  }
+
+  private handleSnapshotChunk(message: SnapshotChunkMessage): void {
+    const metadata = message.metadata;
+    const respond = (status: SnapshotResponseMessage["status"], nextOffset: number, matchIndex: number): void => {
+      this.send({
+        type: "snapshotResponse",
+        from: this.id,
+        to: message.from,
+        term: this.term,
+        snapshotIndex: metadata.index,
+        snapshotTerm: metadata.term,
+        status,
+        nextOffset,
+        matchIndex,
+      });
+    };
+    if (metadata.index <= this.log.committed) {
+      this.receiver = null;
+      respond("installed", 0, this.log.committed);
+      return;
+    }
+    if (!this.receiver?.matches(metadata)) this.receiver = new SnapshotReceiver(metadata);
+    const outcome = this.receiver.offer(message.offset, message.data, message.last);
+    switch (outcome.status) {
+      case "continue":
+        respond("continue", outcome.nextOffset, 0);
+        return;
+      case "rejected":
+        this.receiver = null;
+        respond("rejected", 0, 0);
+        return;
+      case "complete":
+        this.receiver = null;
+        this.restoreSnapshot(outcome.snapshot);
+        respond("installed", 0, metadata.index);
+        return;
+    }
+  }
+
+  private restoreSnapshot(snapshot: Snapshot): void {
+    const { index, term, configuration } = snapshot.metadata;
+    if (this.log.matchTerm(index, term)) {
+      // The log already holds the snapshot's last entry, so it holds everything before it: just commit.
+      this.log.commitTo(index);
+      return;
+    }
+    this.log.restore(snapshot);
+    this.history.reset(index, configuration);
+    // A local compaction not yet handed out is superseded by the received snapshot.
+    if (this.pendingCompaction && this.pendingCompaction.metadata.index <= index) this.pendingCompaction = null;
+    this.syncProgress();
+  }
+
+  // ---------------------------------------------------------------------------------------------------------------
+  // Shared helpers
+
+  /** Appends to the log (leader or follower) and keeps the configuration history in step with it. */
+  private appendToLog(entries: readonly Entry[]): void {
+    const first = entries[0];
+    if (!first) return;
+    if (this.role === "leader" && first.index <= this.log.lastIndex()) {
+      throw new Error(`raft: Leader Append-Only violated: leader ${this.id} would overwrite entry ${first.index}`);
+    }
+    this.history.truncateFrom(first.index);
+    this.log.append(entries);
+    for (const entry of entries) {
+      if (entry.kind !== "configuration") continue;
+      this.history.append(entry.index, decodeConfiguration(entry.data));
+      if (this.forced && entry.term > this.forced.sinceTerm) this.forced = null;
+    }
+    this.syncProgress();
+  }
+
+  private scanConfigurations(fromIndex: number, toIndex: number): void {
+    const batch = 1024;
+    for (let start = fromIndex; start <= toIndex; start += batch) {
+      const end = Math.min(toIndex + 1, start + batch);
+      for (const entry of this.options.storage.entries(start, end)) {
+        if (entry.kind === "configuration") this.history.append(entry.index, decodeConfiguration(entry.data));
+      }
+    }
+  }
+
+  private setTerm(term: number): void {
+    if (term < this.term) throw new Error(`raft: term would decrease from ${this.term} to ${term}`);
+    this.term = term;
+  }
+
+  private vote(member: MemberId): void {
+    if (this.votedFor !== null && this.votedFor !== member) {
+      throw new Error(`raft: Election Safety violated: second vote in term ${this.term} (${this.votedFor}, ${member})`);
+    }
+    this.votedFor = member;
+  }
+
+  private send(message: Message): void {
+    this.outbox.push(message);
+  }
+
+  private hardState(): HardState {
+    return { term: this.term, votedFor: this.votedFor, commitIndex: this.log.committed };
+  }
+
+  private softState(): SoftState {
+    return { role: this.role, leaderId: this.leaderId, term: this.term };
+  }
+}
+
+function sortedConfiguration(configuration: Configuration): Configuration {
+  return { members: [...configuration.members].sort((left, right) => left.id - right.id) };
+}
+
+function validateOptions(options: RaftNodeOptions): void {
+  const positive: [string, number][] = [
+    ["electionTimeoutTicks", options.electionTimeoutTicks],
+    ["heartbeatTimeoutTicks", options.heartbeatTimeoutTicks],
+    ["maxInflightMessages", options.maxInflightMessages],
+    ["maxInflightBytes", options.maxInflightBytes],
+    ["maxEntriesPerMessage", options.maxEntriesPerMessage],
+    ["maxBytesPerMessage", options.maxBytesPerMessage],
+    ["snapshotChunkBytes", options.snapshotChunkBytes],
+    ["maxCommittedEntriesPerReady", options.maxCommittedEntriesPerReady],
+    ["maxPendingReads", options.maxPendingReads],
+  ];
+  for (const [name, value] of positive) {
+    if (!Number.isInteger(value) || value < 1) throw new Error(`raft: option ${name} must be a positive integer`);
+  }
+  if (options.heartbeatTimeoutTicks >= options.electionTimeoutTicks) {
+    throw new Error("raft: heartbeatTimeoutTicks must be smaller than electionTimeoutTicks");
+  }
+}

@@ -1,0 +1,42 @@
+/**
+ * The batch of work the core hands its driver. The driver must, in this order: durably persist `snapshot`,
+ * `entriesToPersist` and `hardState` (and store `compaction`); only then send `messages`; apply `snapshot` (restore
+ * the state machine) and then `committedEntries`; serve `readStates` once applied up to their index; fail
+ * `droppedReads`; and finally call `RaftNode.advance(ready)`. Calling `advance` is the durability acknowledgement:
+ * the core never counts its own entries towards a commit, and never acknowledges entries to a leader, before it.
+ */
+import type { Entry, HardState, MemberId, Snapshot } from "../types.js";
+import type { Message } from "./messages.js";
+import type { ReadContext, ReadState } from "./read-index.js";
+
+/** The role a member plays in its current term. */
+export type Role = "follower" | "preCandidate" | "candidate" | "leader";
+
+/** Volatile state worth reporting when it changes (not persisted). */
+export interface SoftState {
+  readonly role: Role;
+  readonly leaderId: MemberId | null;
+  readonly term: number;
+}
+
+/** One batch of outputs of the core. */
+export interface Ready {
+  /** Present when the role or the known leader changed. */
+  readonly softState: SoftState | null;
+  /** Present when it changed; persist before sending any message. */
+  readonly hardState: HardState | null;
+  /** Entries to append durably; they replace any stored entries from the first one's index on. */
+  readonly entriesToPersist: readonly Entry[];
+  /** A snapshot received from the leader: store it durably (dropping the whole log), then restore the state machine. */
+  readonly snapshot: Snapshot | null;
+  /** A snapshot the application asked for (`RaftNode.compact`): store it durably and drop the entries it covers. */
+  readonly compaction: Snapshot | null;
+  /** Committed, durable entries to apply in order. */
+  readonly committedEntries: readonly Entry[];
+  /** Messages to send once everything above is durable. */
+  readonly messages: readonly Message[];
+  /** Confirmed linearizable reads. */
+  readonly readStates: readonly ReadState[];
+  /** Reads that can no longer be confirmed (leadership lost); the application must fail or retry them. */
+  readonly droppedReads: readonly ReadContext[];
+}

@@ -1,0 +1,30 @@
+/**
+ * Public surface of the Raft layer: the pure core (`RaftNode`), its message and batch types, and the shared
+ * storage contract.
+ */
+export {
+  applyChange,
+  type ConfigurationChange,
+  decodeConfiguration,
+  encodeConfiguration,
+  isVoter,
+  memberOf,
+  sameConfiguration,
+  votersOf,
+} from "./core/configuration.js";
+export type { StableLog } from "./core/log.js";
+export type { Message } from "./core/messages.js";
+export { type RandomSource, SeededRandom } from "./core/random.js";
+export {
+  type ForceReconfigurationOptions,
+  type NodeStatus,
+  type ProposalResult,
+  RaftNode,
+  type RaftNodeOptions,
+  type ReadRequestResult,
+  type Refusal,
+} from "./core/raft.js";
+export type { ReadContext, ReadState } from "./core/read-index.js";
+export type { Ready, Role, SoftState } from "./core/ready.js";
+export { snapshotChecksum } from "./core/snapshot-transfer.js";
+export * from "./types.js";

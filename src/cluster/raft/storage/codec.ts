@@ -1,0 +1,142 @@
+/**
+ * Byte layouts of everything the LMDB storage adapter writes. Every stored value starts with a CRC-32C of the rest
+ * of the value, and every decoder verifies it before looking at a single other byte, so damaged bytes surface as a
+ * `StorageCorruptionError` instead of being used.
+ *
+ * Log entries use a small explicit binary layout rather than msgpackr: they are the hot path (every proposal is
+ * encoded once and read back by replication), their payload is already bytes, and a fixed header lets the decoder
+ * check the stored index and term against what the key says without allocating an intermediate object. The rare
+ * structured records (hard state, snapshot metadata with its configuration, receive progress) are msgpackr-encoded
+ * inside the same checksummed frame, because their shape is richer and speed does not matter for them.
+ */
+import { crc32c } from "@node-rs/crc32";
+import { Packr } from "msgpackr";
+import { type Entry, type EntryKind, StorageCorruptionError } from "../types.js";
+
+/** Format version written into every value, so a future layout change can be told apart from corruption. */
+const FORMAT_VERSION = 1;
+
+/** Bytes of the checksum that prefixes every value. */
+const CHECKSUM_BYTES = 4;
+
+/**
+ * Entry layout: crc32c u32 | version u8 | kind u8 | reserved u16 | index u64 | term u64 | data. Integers are
+ * big-endian; u64 fields hold JavaScript safe integers.
+ */
+const ENTRY_HEADER_BYTES = 24;
+
+const TWO_TO_THE_32 = 2 ** 32;
+
+const KIND_CODES: Readonly<Record<EntryKind, number>> = { normal: 0, configuration: 1, noop: 2 };
+const KINDS_BY_CODE: readonly EntryKind[] = ["normal", "configuration", "noop"];
+
+/** msgpackr without record extensions, so a value decodes on its own without shared structures. */
+const packr = new Packr({ useRecords: false });
+
+function writeUint64(view: DataView, offset: number, value: number): void {
+  if (!Number.isSafeInteger(value) || value < 0) {
+    throw new Error(`invariant violated: stored integers must be non-negative safe integers, got ${value}`);
+  }
+  view.setUint32(offset, Math.floor(value / TWO_TO_THE_32));
+  view.setUint32(offset + 4, value >>> 0);
+}
+
+function readUint64(view: DataView, offset: number): number {
+  return view.getUint32(offset) * TWO_TO_THE_32 + view.getUint32(offset + 4);
+}
+
+function viewOf(bytes: Uint8Array): DataView {
+  return new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+/** Throws `StorageCorruptionError` unless `value` is long enough and its leading checksum matches its contents. */
+function verifyChecksum(value: Uint8Array, minimumBytes: number, location: string): void {
+  if (value.byteLength < minimumBytes) {
+    throw new StorageCorruptionError(location, `value is ${value.byteLength} bytes, shorter than ${minimumBytes}`);
+  }
+  const stored = viewOf(value).getUint32(0);
+  const computed = crc32c(value.subarray(CHECKSUM_BYTES));
+  if (stored !== computed) {
+    throw new StorageCorruptionError(location, `checksum mismatch (stored ${stored}, computed ${computed})`);
+  }
+}
+
+function sealChecksum(value: Uint8Array): Uint8Array {
+  viewOf(value).setUint32(0, crc32c(value.subarray(CHECKSUM_BYTES)));
+  return value;
+}
+
+/** Encodes one log entry with its checksum. */
+export function encodeEntry(entry: Entry): Uint8Array {
+  const value = new Uint8Array(ENTRY_HEADER_BYTES + entry.data.byteLength);
+  const view = viewOf(value);
+  view.setUint8(4, FORMAT_VERSION);
+  view.setUint8(5, KIND_CODES[entry.kind]);
+  writeUint64(view, 8, entry.index);
+  writeUint64(view, 16, entry.term);
+  value.set(entry.data, ENTRY_HEADER_BYTES);
+  return sealChecksum(value);
+}
+
+/**
+ * Decodes and verifies one log entry read from key `expectedIndex`. A value whose embedded index differs from its
+ * key (a misdirected write) is corruption too.
+ */
+export function decodeEntry(value: Uint8Array, expectedIndex: number): Entry {
+  const location = `log entry ${expectedIndex}`;
+  verifyChecksum(value, ENTRY_HEADER_BYTES, location);
+  const view = viewOf(value);
+  const version = view.getUint8(4);
+  if (version !== FORMAT_VERSION) {
+    throw new StorageCorruptionError(location, `unknown format version ${version}`);
+  }
+  const kind = KINDS_BY_CODE[view.getUint8(5)];
+  if (kind === undefined) {
+    throw new StorageCorruptionError(location, `unknown entry kind code ${view.getUint8(5)}`);
+  }
+  const index = readUint64(view, 8);
+  if (index !== expectedIndex) {
+    throw new StorageCorruptionError(location, `value holds index ${index}`);
+  }
+  const term = readUint64(view, 16);
+  // Copy the payload into a plain Uint8Array: LMDB may hand out a Buffer whose memory it reuses, and a Buffer's
+  // `slice` would only be a view of it.
+  const data = new Uint8Array(value.subarray(ENTRY_HEADER_BYTES));
+  return { index, term, kind, data };
+}
+
+/** Encodes a structured record (hard state, snapshot metadata, …) as msgpack inside a checksummed frame. */
+export function encodeRecord(record: unknown): Uint8Array {
+  const payload = packr.pack(record);
+  const value = new Uint8Array(CHECKSUM_BYTES + 1 + payload.byteLength);
+  value[CHECKSUM_BYTES] = FORMAT_VERSION;
+  value.set(payload, CHECKSUM_BYTES + 1);
+  return sealChecksum(value);
+}
+
+/** Verifies and decodes a structured record; the caller validates its shape. */
+export function decodeRecord(value: Uint8Array, location: string): unknown {
+  verifyChecksum(value, CHECKSUM_BYTES + 1, location);
+  const version = value[CHECKSUM_BYTES];
+  if (version !== FORMAT_VERSION) {
+    throw new StorageCorruptionError(location, `unknown format version ${version}`);
+  }
+  try {
+    return packr.unpack(value.subarray(CHECKSUM_BYTES + 1));
+  } catch (error) {
+    throw new StorageCorruptionError(location, `undecodable record: ${(error as Error).message}`);
+  }
+}
+
+/** Encodes one chunk of snapshot data with its own checksum. */
+export function encodeChunk(data: Uint8Array): Uint8Array {
+  const value = new Uint8Array(CHECKSUM_BYTES + data.byteLength);
+  value.set(data, CHECKSUM_BYTES);
+  return sealChecksum(value);
+}
+
+/** Verifies one stored snapshot chunk and returns a copy of its data. */
+export function decodeChunk(value: Uint8Array, location: string): Uint8Array {
+  verifyChecksum(value, CHECKSUM_BYTES, location);
+  return new Uint8Array(value.subarray(CHECKSUM_BYTES));
+}

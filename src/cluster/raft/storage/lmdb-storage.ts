@@ -1,0 +1,745 @@
+/**
+ * The durable storage of one Raft member on an LMDB environment: log entries, hard state, snapshot metadata, the
+ * latest snapshot's data in checksummed chunks, and the progress of a snapshot being received in chunks.
+ *
+ * All writes go through a `GroupCommitter`, so concurrent `append` calls share one durable LMDB transaction. The
+ * adapter keeps a small in-memory view (log bounds, hard state, snapshot records) that always equals what is durable:
+ * each transaction works on a staged copy, which replaces the durable view only after the commit has been synced.
+ */
+import { crc32c } from "@node-rs/crc32";
+import { type Database, open, type RootDatabase } from "lmdb";
+import {
+  type Configuration,
+  type Entry,
+  type HardState,
+  type Member,
+  type PersistedState,
+  type RaftStorage,
+  type Snapshot,
+  type SnapshotMetadata,
+  StorageCorruptionError,
+} from "../types.js";
+import { decodeChunk, decodeEntry, decodeRecord, encodeChunk, encodeEntry, encodeRecord } from "./codec.js";
+import { defaultGroupCommitOptions, type GroupCommitOptions, GroupCommitter } from "./group-commit.js";
+
+/** Options of one member's storage. */
+export interface LmdbRaftStorageOptions {
+  /** Directory of this member's LMDB environment; created when missing. */
+  readonly directory: string;
+  /** Size of the chunks a complete snapshot is split into when stored, and the largest chunk a receiver accepts. */
+  readonly snapshotChunkBytes?: number;
+  /** Limits of the group-commit queue. */
+  readonly groupCommit?: GroupCommitOptions;
+}
+
+/** How far a snapshot being received in chunks has come; survives restarts so the transfer can resume. */
+export interface IncomingSnapshotProgress {
+  readonly metadata: SnapshotMetadata;
+  readonly receivedBytes: number;
+}
+
+/** Thrown by `entries` when part of the requested range is compacted away or beyond the last entry. */
+export class EntriesUnavailableError extends Error {
+  constructor(
+    readonly reason: "compacted" | "beyond-last-index",
+    detail: string,
+  ) {
+    super(detail);
+    this.name = "EntriesUnavailableError";
+  }
+}
+
+/** Thrown by `finishSnapshotReceive` when the received bytes do not match the snapshot's checksum. */
+export class SnapshotChecksumMismatchError extends Error {
+  constructor(detail: string) {
+    super(detail);
+    this.name = "SnapshotChecksumMismatchError";
+  }
+}
+
+const DEFAULT_SNAPSHOT_CHUNK_BYTES = 1024 * 1024;
+
+/** Keys of the records in the `state` database. */
+const HARD_STATE_KEY = "hardState";
+const LOG_START_KEY = "logStart";
+const SNAPSHOT_KEY = "snapshot";
+const INCOMING_SNAPSHOT_KEY = "incomingSnapshot";
+
+/** Index and term of the entry just before the first stored entry: the snapshot or compaction point (0/0 at first). */
+interface LogStart {
+  readonly index: number;
+  readonly term: number;
+}
+
+/** A snapshot whose chunks are stored under `slot` in the `snapshot` database. */
+interface StoredSnapshot {
+  readonly metadata: SnapshotMetadata;
+  readonly slot: number;
+}
+
+interface StoredIncomingSnapshot extends StoredSnapshot {
+  readonly receivedBytes: number;
+}
+
+/** The part of the durable state kept in memory. */
+interface View {
+  hardState: HardState;
+  logStart: LogStart;
+  lastIndex: number;
+  snapshot: StoredSnapshot | null;
+  incoming: StoredIncomingSnapshot | null;
+}
+
+const INITIAL_HARD_STATE: HardState = { term: 0, votedFor: null, commitIndex: 0 };
+
+function isNonNegativeInteger(value: unknown): value is number {
+  return typeof value === "number" && Number.isSafeInteger(value) && value >= 0;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null;
+}
+
+function isMemberList(value: unknown): value is Member[] {
+  return (
+    Array.isArray(value) &&
+    value.every(
+      (member) =>
+        isRecord(member) &&
+        isNonNegativeInteger(member.id) &&
+        (member.role === "voter" || member.role === "learner") &&
+        isNonNegativeInteger(member.priority),
+    )
+  );
+}
+
+function isConfiguration(value: unknown): value is Configuration {
+  return isRecord(value) && isMemberList(value.members) && (value.outgoing === undefined || isMemberList(value.outgoing));
+}
+
+function isSnapshotMetadata(value: unknown): value is SnapshotMetadata {
+  return (
+    isRecord(value) &&
+    isNonNegativeInteger(value.index) &&
+    isNonNegativeInteger(value.term) &&
+    isConfiguration(value.configuration) &&
+    isNonNegativeInteger(value.sizeBytes) &&
+    isNonNegativeInteger(value.checksum)
+  );
+}
+
+/** Copies metadata into a plain object so nothing the caller still holds is persisted or aliased. */
+function copyMetadata(metadata: SnapshotMetadata): SnapshotMetadata {
+  const copyMembers = (members: readonly Member[]): Member[] =>
+    members.map((member) => ({ id: member.id, role: member.role, priority: member.priority }));
+  const configuration: Configuration =
+    metadata.configuration.outgoing === undefined
+      ? { members: copyMembers(metadata.configuration.members) }
+      : {
+          members: copyMembers(metadata.configuration.members),
+          outgoing: copyMembers(metadata.configuration.outgoing),
+        };
+  return {
+    index: metadata.index,
+    term: metadata.term,
+    configuration,
+    sizeBytes: metadata.sizeBytes,
+    checksum: metadata.checksum,
+  };
+}
+
+function sameSnapshot(left: SnapshotMetadata, right: SnapshotMetadata): boolean {
+  return (
+    left.index === right.index &&
+    left.term === right.term &&
+    left.sizeBytes === right.sizeBytes &&
+    left.checksum === right.checksum
+  );
+}
+
+/** Raft storage of one member in its own LMDB environment, with group commit and checksummed values. */
+export class LmdbRaftStorage implements RaftStorage {
+  private readonly root: RootDatabase<Uint8Array, string>;
+  private readonly log: Database<Uint8Array, number>;
+  private readonly state: Database<Uint8Array, string>;
+  private readonly chunks: Database<Uint8Array, [number, number]>;
+  private readonly committer: GroupCommitter;
+  private readonly snapshotChunkBytes: number;
+  /** What is durable right now. */
+  private durable: View;
+  /** The copy the running transaction changes; replaces `durable` once that transaction is durable. */
+  private staged: View | null = null;
+  private closed = false;
+
+  private constructor(options: LmdbRaftStorageOptions) {
+    this.snapshotChunkBytes = options.snapshotChunkBytes ?? DEFAULT_SNAPSHOT_CHUNK_BYTES;
+    if (!Number.isSafeInteger(this.snapshotChunkBytes) || this.snapshotChunkBytes < 1) {
+      throw new Error(`snapshotChunkBytes must be a positive integer, got ${this.snapshotChunkBytes}`);
+    }
+    // Durability settings. `overlappingSync` (the default on Linux) resolves write promises when a transaction is
+    // committed and visible but only later, separately, when it is flushed; with it off, LMDB's writer thread syncs
+    // the data and meta pages inside `mdb_txn_commit` before it marks the transaction committed, so a resolved
+    // `transaction()` promise means durable. `noSync` stays off for the same reason. `commitDelay: 0` adds no
+    // artificial wait: coalescing comes from our group committer (everything that arrives while one commit is
+    // syncing goes into the next), which batches exactly as much as the disk's sync latency allows. Event-turn
+    // batching stays on so no LMDB commit can start halfway through one of our transactions.
+    this.root = open<Uint8Array, string>({
+      path: options.directory,
+      maxDbs: 4,
+      encoding: "binary",
+      overlappingSync: false,
+      noSync: false,
+      commitDelay: 0,
+      eventTurnBatching: true,
+      cache: false,
+    });
+    this.log = this.root.openDB<Uint8Array, number>({ name: "log", encoding: "binary" });
+    this.state = this.root.openDB<Uint8Array, string>({ name: "state", encoding: "binary" });
+    this.chunks = this.root.openDB<Uint8Array, [number, number]>({ name: "snapshotChunks", encoding: "binary" });
+    this.committer = new GroupCommitter(
+      (work) =>
+        this.root.transaction(() => {
+          this.staged = { ...this.durable };
+          work();
+        }),
+      options.groupCommit ?? defaultGroupCommitOptions,
+      () => {
+        if (this.staged === null) {
+          throw new Error("invariant violated: a transaction committed without a staged view");
+        }
+        this.durable = this.staged;
+        this.staged = null;
+      },
+      () => {
+        this.staged = null;
+      },
+    );
+    try {
+      this.durable = this.recover();
+    } catch (error) {
+      void this.root.close();
+      throw error;
+    }
+  }
+
+  /**
+   * Opens (creating when missing) the storage in `options.directory` and verifies the persisted records; throws
+   * `StorageCorruptionError` when they are damaged.
+   */
+  static open(options: LmdbRaftStorageOptions): LmdbRaftStorage {
+    return new LmdbRaftStorage(options);
+  }
+
+  /** Number of durable LMDB transactions this storage has committed (for tests and benchmarks). */
+  get transactionCount(): number {
+    return this.committer.transactionCount;
+  }
+
+  async load(): Promise<PersistedState> {
+    this.assertOpen();
+    const view = this.durable;
+    return {
+      hardState: view.hardState,
+      snapshot: view.snapshot?.metadata ?? null,
+      firstIndex: view.logStart.index + 1,
+      lastIndex: view.lastIndex,
+    };
+  }
+
+  append(entries: readonly Entry[], hardState: HardState | null): Promise<void> {
+    this.assertOpen();
+    if (entries.length === 0 && hardState === null) {
+      return Promise.resolve();
+    }
+    this.checkEntriesShape(entries);
+    const encoded = entries.map(encodeEntry);
+    const persistedHardState = hardState === null ? null : { ...hardState };
+    if (persistedHardState !== null) {
+      this.checkHardStateShape(persistedHardState);
+    }
+    return this.committer.submit(() => {
+      const staged = this.stagedView();
+      this.checkAppendAgainst(staged, entries, persistedHardState);
+      const first = entries[0];
+      const last = entries[entries.length - 1];
+      if (first !== undefined && last !== undefined) {
+        // Entries from the first appended index on are replaced: overwrite the appended range and drop whatever
+        // lay beyond it.
+        for (let index = last.index + 1; index <= staged.lastIndex; index += 1) {
+          this.log.removeSync(index);
+        }
+        for (let position = 0; position < entries.length; position += 1) {
+          this.log.putSync(first.index + position, encoded[position]!);
+        }
+        staged.lastIndex = last.index;
+      }
+      if (persistedHardState !== null) {
+        this.state.putSync(HARD_STATE_KEY, encodeRecord(persistedHardState));
+        staged.hardState = persistedHardState;
+      }
+    });
+  }
+
+  entries(fromIndex: number, toIndex: number): Entry[] {
+    this.assertOpen();
+    if (!Number.isSafeInteger(fromIndex) || !Number.isSafeInteger(toIndex) || fromIndex > toIndex) {
+      throw new Error(`invalid entry range [${fromIndex}, ${toIndex})`);
+    }
+    const view = this.durable;
+    if (fromIndex <= view.logStart.index) {
+      throw new EntriesUnavailableError(
+        "compacted",
+        `entries from ${fromIndex} are compacted away; the log starts at ${view.logStart.index + 1}`,
+      );
+    }
+    if (toIndex > view.lastIndex + 1) {
+      throw new EntriesUnavailableError(
+        "beyond-last-index",
+        `entries up to ${toIndex - 1} requested but the last index is ${view.lastIndex}`,
+      );
+    }
+    const result: Entry[] = [];
+    let expectedIndex = fromIndex;
+    for (const { key, value } of this.log.getRange({ start: fromIndex, end: toIndex })) {
+      if (key !== expectedIndex) {
+        throw new StorageCorruptionError(`log entry ${expectedIndex}`, "entry is missing");
+      }
+      result.push(decodeEntry(value, key));
+      expectedIndex += 1;
+    }
+    if (expectedIndex !== toIndex) {
+      throw new StorageCorruptionError(`log entry ${expectedIndex}`, "entry is missing");
+    }
+    return result;
+  }
+
+  term(index: number): number | null {
+    this.assertOpen();
+    return this.termIn(this.durable, index);
+  }
+
+  installSnapshot(snapshot: Snapshot): Promise<void> {
+    this.assertOpen();
+    const metadata = copyMetadata(snapshot.metadata);
+    if (!isSnapshotMetadata(metadata)) {
+      throw new Error("invalid snapshot metadata");
+    }
+    if (snapshot.data.byteLength !== metadata.sizeBytes) {
+      throw new Error(`snapshot data is ${snapshot.data.byteLength} bytes but its metadata says ${metadata.sizeBytes}`);
+    }
+    if (crc32c(snapshot.data) !== metadata.checksum) {
+      throw new Error("snapshot data does not match the checksum in its metadata");
+    }
+    const encodedChunks: Uint8Array[] = [];
+    for (let offset = 0; offset < snapshot.data.byteLength; offset += this.snapshotChunkBytes) {
+      encodedChunks.push(encodeChunk(snapshot.data.subarray(offset, offset + this.snapshotChunkBytes)));
+    }
+    return this.committer.submit(() => {
+      const staged = this.stagedView();
+      this.checkSnapshotAgainst(staged, metadata);
+      const slot = this.nextSlot(staged);
+      encodedChunks.forEach((chunk, position) => {
+        this.chunks.putSync([slot, position * this.snapshotChunkBytes], chunk);
+      });
+      this.adoptSnapshot(staged, { metadata, slot });
+    });
+  }
+
+  compact(index: number): Promise<void> {
+    this.assertOpen();
+    if (!isNonNegativeInteger(index)) {
+      throw new Error(`invalid compaction index ${index}`);
+    }
+    return this.committer.submit(() => {
+      const staged = this.stagedView();
+      if (index <= staged.logStart.index) {
+        return;
+      }
+      if (index > staged.lastIndex) {
+        throw new Error(`invariant violated: cannot compact to ${index} beyond the last index ${staged.lastIndex}`);
+      }
+      const coveredIndex = Math.max(staged.hardState.commitIndex, staged.snapshot?.metadata.index ?? 0);
+      if (index > coveredIndex) {
+        throw new Error(
+          `invariant violated: cannot compact uncommitted entries (to ${index}, committed/snapshot ${coveredIndex})`,
+        );
+      }
+      const term = this.termIn(staged, index);
+      if (term === null) {
+        throw new Error(`invariant violated: no term known for compaction index ${index}`);
+      }
+      this.dropEntriesThrough(staged, index);
+      this.setLogStart(staged, { index, term });
+    });
+  }
+
+  snapshot(): Snapshot | null {
+    this.assertOpen();
+    const stored = this.durable.snapshot;
+    if (stored === null) {
+      return null;
+    }
+    return { metadata: stored.metadata, data: this.readSnapshotData(stored) };
+  }
+
+  /**
+   * Starts (or resumes) receiving the snapshot described by `metadata` in chunks; resolves with the byte offset the
+   * sender should continue from. A different snapshot in progress is discarded.
+   */
+  async beginSnapshotReceive(metadata: SnapshotMetadata): Promise<number> {
+    this.assertOpen();
+    const copied = copyMetadata(metadata);
+    if (!isSnapshotMetadata(copied)) {
+      throw new Error("invalid snapshot metadata");
+    }
+    let resumeOffset = 0;
+    await this.committer.submit(() => {
+      const staged = this.stagedView();
+      if (staged.incoming !== null && sameSnapshot(staged.incoming.metadata, copied)) {
+        resumeOffset = staged.incoming.receivedBytes;
+        return;
+      }
+      this.discardIncoming(staged);
+      const incoming: StoredIncomingSnapshot = { metadata: copied, slot: this.nextSlot(staged), receivedBytes: 0 };
+      this.state.putSync(INCOMING_SNAPSHOT_KEY, encodeRecord(incoming));
+      staged.incoming = incoming;
+      resumeOffset = 0;
+    });
+    return resumeOffset;
+  }
+
+  /**
+   * Durably stores the chunk of the incoming snapshot that starts at byte `offset`. Chunks must arrive in order; a
+   * chunk already received (a duplicate) is ignored.
+   */
+  writeSnapshotChunk(offset: number, data: Uint8Array): Promise<void> {
+    this.assertOpen();
+    if (!isNonNegativeInteger(offset)) {
+      throw new Error(`invalid snapshot chunk offset ${offset}`);
+    }
+    if (data.byteLength === 0 || data.byteLength > this.snapshotChunkBytes) {
+      throw new Error(`snapshot chunk must hold 1 to ${this.snapshotChunkBytes} bytes, got ${data.byteLength}`);
+    }
+    const encoded = encodeChunk(data);
+    return this.committer.submit(() => {
+      const staged = this.stagedView();
+      const incoming = staged.incoming;
+      if (incoming === null) {
+        throw new Error("no snapshot is being received; call beginSnapshotReceive first");
+      }
+      if (offset + data.byteLength <= incoming.receivedBytes) {
+        return;
+      }
+      if (offset !== incoming.receivedBytes) {
+        throw new Error(`snapshot chunk at offset ${offset} does not continue at ${incoming.receivedBytes}`);
+      }
+      const receivedBytes = offset + data.byteLength;
+      if (receivedBytes > incoming.metadata.sizeBytes) {
+        throw new Error(`snapshot chunk ends at ${receivedBytes}, beyond the size ${incoming.metadata.sizeBytes}`);
+      }
+      this.chunks.putSync([incoming.slot, offset], encoded);
+      const progressed: StoredIncomingSnapshot = { ...incoming, receivedBytes };
+      this.state.putSync(INCOMING_SNAPSHOT_KEY, encodeRecord(progressed));
+      staged.incoming = progressed;
+    });
+  }
+
+  /** The snapshot being received and how many bytes of it are durable, or null. */
+  incomingSnapshot(): IncomingSnapshotProgress | null {
+    this.assertOpen();
+    const incoming = this.durable.incoming;
+    return incoming === null ? null : { metadata: incoming.metadata, receivedBytes: incoming.receivedBytes };
+  }
+
+  /**
+   * Verifies the whole received snapshot against its checksum and installs it like `installSnapshot`. On a mismatch
+   * the received chunks are discarded and `SnapshotChecksumMismatchError` is thrown, so the transfer restarts.
+   */
+  async finishSnapshotReceive(): Promise<SnapshotMetadata> {
+    this.assertOpen();
+    let outcome: { installed: SnapshotMetadata } | { mismatch: string } | null = null;
+    await this.committer.submit(() => {
+      const staged = this.stagedView();
+      const incoming = staged.incoming;
+      if (incoming === null) {
+        throw new Error("no snapshot is being received");
+      }
+      if (incoming.receivedBytes !== incoming.metadata.sizeBytes) {
+        throw new Error(
+          `snapshot incomplete: ${incoming.receivedBytes} of ${incoming.metadata.sizeBytes} bytes received`,
+        );
+      }
+      const data = this.readChunks(incoming.slot, incoming.metadata.sizeBytes, "incoming snapshot");
+      const checksum = crc32c(data);
+      if (checksum !== incoming.metadata.checksum) {
+        this.discardIncoming(staged);
+        outcome = { mismatch: `received snapshot checksum ${checksum} differs from ${incoming.metadata.checksum}` };
+        return;
+      }
+      this.checkSnapshotAgainst(staged, incoming.metadata);
+      this.state.removeSync(INCOMING_SNAPSHOT_KEY);
+      staged.incoming = null;
+      this.adoptSnapshot(staged, { metadata: incoming.metadata, slot: incoming.slot });
+      outcome = { installed: incoming.metadata };
+    });
+    const settled = outcome as { installed: SnapshotMetadata } | { mismatch: string } | null;
+    if (settled === null) {
+      throw new Error("invariant violated: snapshot receive finished without an outcome");
+    }
+    if ("mismatch" in settled) {
+      throw new SnapshotChecksumMismatchError(settled.mismatch);
+    }
+    return settled.installed;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) {
+      return;
+    }
+    this.closed = true;
+    await this.committer.whenIdle();
+    await this.root.close();
+  }
+
+  private assertOpen(): void {
+    if (this.closed) {
+      throw new Error("storage is closed");
+    }
+  }
+
+  private stagedView(): View {
+    if (this.staged === null) {
+      throw new Error("invariant violated: a write ran outside a transaction");
+    }
+    return this.staged;
+  }
+
+  /** Reads and verifies the persisted records into the in-memory view. */
+  private recover(): View {
+    const hardState = this.readRecord(HARD_STATE_KEY, (value): value is HardState => {
+      return (
+        isRecord(value) &&
+        isNonNegativeInteger(value.term) &&
+        (value.votedFor === null || isNonNegativeInteger(value.votedFor)) &&
+        isNonNegativeInteger(value.commitIndex)
+      );
+    });
+    const logStart = this.readRecord(LOG_START_KEY, (value): value is LogStart => {
+      return isRecord(value) && isNonNegativeInteger(value.index) && isNonNegativeInteger(value.term);
+    });
+    const isStoredSnapshot = (value: unknown): value is StoredSnapshot =>
+      isRecord(value) && isSnapshotMetadata(value.metadata) && isNonNegativeInteger(value.slot);
+    const snapshot = this.readRecord(SNAPSHOT_KEY, isStoredSnapshot);
+    const incoming = this.readRecord(INCOMING_SNAPSHOT_KEY, (value): value is StoredIncomingSnapshot => {
+      return isStoredSnapshot(value) && isRecord(value) && isNonNegativeInteger(value.receivedBytes);
+    });
+    const start = logStart ?? { index: 0, term: 0 };
+    let lastIndex = start.index;
+    for (const key of this.log.getKeys({ reverse: true, limit: 1 })) {
+      lastIndex = key;
+    }
+    for (const key of this.log.getKeys({ limit: 1 })) {
+      if (key !== start.index + 1) {
+        throw new StorageCorruptionError(`log entry ${key}`, `first stored entry should be ${start.index + 1}`);
+      }
+    }
+    const view: View = { hardState: hardState ?? INITIAL_HARD_STATE, logStart: start, lastIndex, snapshot, incoming };
+    if (lastIndex > start.index) {
+      // Verify the newest entry now: it is the one most likely to have been damaged by a crash mid-write.
+      this.termIn(view, lastIndex);
+    }
+    return view;
+  }
+
+  private readRecord<T>(key: string, isValid: (value: unknown) => value is T): T | null {
+    const value = this.state.getBinary(key);
+    if (value === undefined) {
+      return null;
+    }
+    const decoded = decodeRecord(value, `${key} record`);
+    if (!isValid(decoded)) {
+      throw new StorageCorruptionError(`${key} record`, "record has an unexpected shape");
+    }
+    return decoded;
+  }
+
+  private termIn(view: View, index: number): number | null {
+    if (index === view.logStart.index) {
+      return view.logStart.term;
+    }
+    if (!Number.isSafeInteger(index) || index < view.logStart.index || index > view.lastIndex) {
+      return null;
+    }
+    const value = this.log.getBinary(index);
+    if (value === undefined) {
+      throw new StorageCorruptionError(`log entry ${index}`, "entry is missing");
+    }
+    return decodeEntry(value, index).term;
+  }
+
+  private checkEntriesShape(entries: readonly Entry[]): void {
+    let previous: Entry | undefined;
+    for (const entry of entries) {
+      if (!isNonNegativeInteger(entry.index) || entry.index < 1 || !isNonNegativeInteger(entry.term)) {
+        throw new Error(`invariant violated: entry index must be ≥ 1 and term ≥ 0 (index ${entry.index})`);
+      }
+      if (previous !== undefined) {
+        if (entry.index !== previous.index + 1) {
+          throw new Error(`invariant violated: appended entries must be consecutive (${previous.index}, ${entry.index})`);
+        }
+        if (entry.term < previous.term) {
+          throw new Error(`invariant violated: entry terms must not decrease (at index ${entry.index})`);
+        }
+      }
+      previous = entry;
+    }
+  }
+
+  private checkHardStateShape(hardState: HardState): void {
+    if (
+      !isNonNegativeInteger(hardState.term) ||
+      !isNonNegativeInteger(hardState.commitIndex) ||
+      (hardState.votedFor !== null && !isNonNegativeInteger(hardState.votedFor))
+    ) {
+      throw new Error("invalid hard state");
+    }
+  }
+
+  private checkAppendAgainst(staged: View, entries: readonly Entry[], hardState: HardState | null): void {
+    const first = entries[0];
+    if (first !== undefined) {
+      if (first.index <= staged.logStart.index) {
+        throw new Error(
+          `invariant violated: cannot append at ${first.index}, entries up to ${staged.logStart.index} are compacted`,
+        );
+      }
+      if (first.index > staged.lastIndex + 1) {
+        throw new Error(`invariant violated: append at ${first.index} would leave a gap after ${staged.lastIndex}`);
+      }
+      const previousTerm = this.termIn(staged, first.index - 1);
+      if (previousTerm !== null && first.term < previousTerm) {
+        throw new Error(`invariant violated: entry ${first.index} has a term lower than its predecessor`);
+      }
+      const lastCommitted = Math.min(staged.hardState.commitIndex, staged.lastIndex);
+      for (const entry of entries) {
+        if (entry.index > lastCommitted) {
+          break;
+        }
+        if (this.termIn(staged, entry.index) !== entry.term) {
+          throw new Error(`invariant violated: append would overwrite committed entry ${entry.index}`);
+        }
+      }
+    }
+    if (hardState !== null) {
+      if (hardState.term < staged.hardState.term) {
+        throw new Error(`invariant violated: term must not decrease (${staged.hardState.term} -> ${hardState.term})`);
+      }
+      if (
+        hardState.term === staged.hardState.term &&
+        staged.hardState.votedFor !== null &&
+        hardState.votedFor !== staged.hardState.votedFor
+      ) {
+        throw new Error(`invariant violated: the vote of term ${hardState.term} cannot change`);
+      }
+    }
+  }
+
+  private checkSnapshotAgainst(staged: View, metadata: SnapshotMetadata): void {
+    const current = staged.snapshot?.metadata.index ?? 0;
+    if (metadata.index < current) {
+      throw new Error(`snapshot at ${metadata.index} is older than the stored snapshot at ${current}`);
+    }
+    if (metadata.index < staged.logStart.index) {
+      throw new Error(`snapshot at ${metadata.index} is behind the log start ${staged.logStart.index}`);
+    }
+  }
+
+  /**
+   * Makes `snapshot` (whose chunks are already written) the current one and applies the Raft rule for the log: if
+   * the log holds the snapshot's last entry with the same term, the entries after it are kept; otherwise the whole
+   * log is discarded.
+   */
+  private adoptSnapshot(staged: View, snapshot: StoredSnapshot): void {
+    const { index, term } = snapshot.metadata;
+    if (this.termIn(staged, index) === term && index <= staged.lastIndex) {
+      this.dropEntriesThrough(staged, index);
+    } else {
+      this.dropEntriesThrough(staged, staged.lastIndex);
+      staged.lastIndex = index;
+    }
+    this.setLogStart(staged, { index, term });
+    const previous = staged.snapshot;
+    if (previous !== null && previous.slot !== snapshot.slot) {
+      this.removeChunks(previous.slot);
+    }
+    this.state.putSync(SNAPSHOT_KEY, encodeRecord(snapshot));
+    staged.snapshot = snapshot;
+    if (staged.incoming !== null && staged.incoming.metadata.index <= index) {
+      this.discardIncoming(staged);
+    }
+  }
+
+  private dropEntriesThrough(staged: View, index: number): void {
+    for (let position = staged.logStart.index + 1; position <= index; position += 1) {
+      this.log.removeSync(position);
+    }
+  }
+
+  private setLogStart(staged: View, logStart: LogStart): void {
+    this.state.putSync(LOG_START_KEY, encodeRecord(logStart));
+    staged.logStart = logStart;
+    staged.lastIndex = Math.max(staged.lastIndex, logStart.index);
+  }
+
+  private discardIncoming(staged: View): void {
+    if (staged.incoming === null) {
+      return;
+    }
+    this.removeChunks(staged.incoming.slot);
+    this.state.removeSync(INCOMING_SNAPSHOT_KEY);
+    staged.incoming = null;
+  }
+
+  private removeChunks(slot: number): void {
+    const keys = [...this.chunks.getKeys({ start: [slot, 0], end: [slot + 1, 0] })];
+    for (const key of keys) {
+      this.chunks.removeSync(key);
+    }
+  }
+
+  /** A chunk slot used by neither the current nor the incoming snapshot. */
+  private nextSlot(staged: View): number {
+    return Math.max(staged.snapshot?.slot ?? 0, staged.incoming?.slot ?? 0) + 1;
+  }
+
+  private readSnapshotData(stored: StoredSnapshot): Uint8Array {
+    const data = this.readChunks(stored.slot, stored.metadata.sizeBytes, "snapshot");
+    const checksum = crc32c(data);
+    if (checksum !== stored.metadata.checksum) {
+      throw new StorageCorruptionError("snapshot", `data checksum ${checksum} differs from ${stored.metadata.checksum}`);
+    }
+    return data;
+  }
+
+  /** Reassembles `sizeBytes` of chunk data stored under `slot`, verifying every chunk and their contiguity. */
+  private readChunks(slot: number, sizeBytes: number, location: string): Uint8Array {
+    const data = new Uint8Array(sizeBytes);
+    let expectedOffset = 0;
+    for (const { key, value } of this.chunks.getRange({ start: [slot, 0], end: [slot + 1, 0] })) {
+      const offset = key[1];
+      if (offset !== expectedOffset) {
+        throw new StorageCorruptionError(`${location} chunk at ${expectedOffset}`, "chunk is missing");
+      }
+      const chunk = decodeChunk(value, `${location} chunk at ${offset}`);
+      if (offset + chunk.byteLength > sizeBytes) {
+        throw new StorageCorruptionError(`${location} chunk at ${offset}`, "chunk extends beyond the snapshot size");
+      }
+      data.set(chunk, offset);
+      expectedOffset = offset + chunk.byteLength;
+    }
+    if (expectedOffset !== sizeBytes) {
+      throw new StorageCorruptionError(`${location} chunk at ${expectedOffset}`, "chunk is missing");
+    }
+    return data;
+  }
+}

@@ -1,0 +1,44 @@
+import swagger from "@fastify/swagger";
+import swaggerUi from "@fastify/swagger-ui";
+import { bearerSecuritySchemes } from "../auth/authenticate.js";
+import type { HttpServer } from "./server.js";
+
+/** Describes one API's OpenAPI document. */
+export interface ApiDocumentOptions {
+  title: string;
+  description: string;
+  version: string;
+  /** Absolute URL prefix the API is served under (e.g. `http://localhost:8088/admin`), for the document's `servers`. */
+  serverUrl: string;
+  /** Whether the API takes bearer tokens (adds the `bearerAuth` security scheme). */
+  bearerAuth: boolean;
+  /** Path of the JSON document, relative to the context's prefix (e.g. `/openapi.json`). */
+  documentPath: string;
+  /** Path of the browsable page, relative to the context's prefix (e.g. `/docs`). */
+  docsPath: string;
+}
+
+/**
+ * Generates an OpenAPI 3.1 document from the route schemas registered in `server`'s encapsulation context (and
+ * its children), served at `documentPath` under the context's prefix, with a browsable page at `docsPath`. Register
+ * it in the API's own plugin before the API's routes so that each API gets a document of its own routes only.
+ */
+export async function registerApiDocuments(server: HttpServer, options: ApiDocumentOptions): Promise<void> {
+  await server.register(swagger, {
+    openapi: {
+      openapi: "3.1.0",
+      info: { title: options.title, description: options.description, version: options.version },
+      servers: [{ url: options.serverUrl }],
+      components: options.bearerAuth
+        ? { securitySchemes: bearerSecuritySchemes }
+        : {},
+    },
+    hideUntagged: false,
+  });
+  server.get(options.documentPath, { schema: { hide: true } }, async () => server.swagger());
+  await server.register(swaggerUi, {
+    routePrefix: options.docsPath,
+    uiConfig: { deepLinking: true },
+    staticCSP: true,
+  });
+}

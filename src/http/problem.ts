@@ -1,0 +1,140 @@
+import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
+import { OAuthError, ServiceError } from "./errors.js";
+
+/** Media type of RFC 9457 problem documents. */
+export const problemMediaType = "application/problem+json";
+
+/** Prefix of every problem `type`; the stable error code follows it. */
+export const problemTypePrefix = "urn:flowplane:problem:";
+
+/** An RFC 9457 problem document as flowplane sends it. */
+export interface ProblemDocument {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  instance: string;
+  [extension: string]: unknown;
+}
+
+/** Route-level configuration read by the error mapper. */
+export interface ErrorFormatConfig {
+  /** Routes of the token endpoint answer RFC 6749 error bodies instead of problem documents. */
+  errorFormat?: "problem" | "oauth";
+}
+
+declare module "fastify" {
+  interface FastifyContextConfig extends ErrorFormatConfig {}
+}
+
+/** Builds the problem document for a typed error raised while serving `instance`. */
+export function toProblemDocument(error: ServiceError, instance: string): ProblemDocument {
+  return {
+    type: `${problemTypePrefix}${error.code}`,
+    title: error.title,
+    status: error.status,
+    detail: error.detail,
+    instance,
+    ...error.extensions,
+  };
+}
+
+interface ValidationIssue {
+  instancePath?: string;
+  message?: string;
+  params?: Record<string, unknown>;
+}
+
+/** Turns Ajv validation issues into `{location, message}` pairs that name the offending field. */
+function describeValidation(
+  issues: readonly ValidationIssue[],
+  context: string | undefined,
+): { location: string; message: string }[] {
+  return issues.map((issue) => {
+    const base = `${context ?? "body"}${issue.instancePath ?? ""}`;
+    const additional = issue.params?.additionalProperty;
+    if (typeof additional === "string") {
+      return { location: `${base}/${additional}`, message: "is not a known field" };
+    }
+    const missing = issue.params?.missingProperty;
+    if (typeof missing === "string") {
+      return { location: `${base}/${missing}`, message: "is required" };
+    }
+    return { location: base, message: issue.message ?? "is invalid" };
+  });
+}
+
+/**
+ * Classifies any error thrown while handling a request into a typed `ServiceError`. Fastify's own errors
+ * (content-type, body size, JSON syntax, schema validation) map to their catalogue entries; anything unknown is a 500.
+ */
+export function classifyError(error: unknown): ServiceError {
+  if (error instanceof ServiceError) return error;
+  const fastifyError = error as Partial<FastifyError> & { validation?: ValidationIssue[] };
+  if (Array.isArray(fastifyError.validation)) {
+    const problems = describeValidation(fastifyError.validation, fastifyError.validationContext);
+    const detail = problems.map((problem) => `${problem.location} ${problem.message}`).join("; ");
+    return new ServiceError("invalidRequest", detail, { extensions: { errors: problems } });
+  }
+  switch (fastifyError.code) {
+    case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
+    case "FST_ERR_CTP_INVALID_TYPE":
+      return new ServiceError("unsupportedMediaType", "Send the body as application/json.");
+    case "FST_ERR_CTP_BODY_TOO_LARGE":
+      return new ServiceError("payloadTooLarge", fastifyError.message ?? "The body exceeds the size limit.");
+    case "FST_ERR_CTP_EMPTY_JSON_BODY":
+      return new ServiceError("malformedBody", "The body is empty but the content type says JSON.");
+    case "FST_ERR_CTP_INVALID_JSON_BODY":
+      return new ServiceError("malformedBody", `The body is not valid JSON: ${fastifyError.message ?? ""}`);
+    case "FST_ERR_CTP_INVALID_CONTENT_LENGTH":
+      return new ServiceError("malformedBody", "The Content-Length header does not match the body.");
+  }
+  if (error instanceof SyntaxError || fastifyError.statusCode === 400) {
+    return new ServiceError("malformedBody", `The body could not be parsed: ${fastifyError.message ?? ""}`);
+  }
+  if (fastifyError.statusCode === 413) {
+    return new ServiceError("payloadTooLarge", "The body exceeds the size limit.");
+  }
+  if (fastifyError.statusCode === 415) {
+    return new ServiceError("unsupportedMediaType", "The content type of the body is not supported.");
+  }
+  return new ServiceError("internal", "An unexpected error occurred; it has been logged.", { cause: error });
+}
+
+/** The single place where every error of every route becomes a response. */
+export function sendError(error: unknown, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  if (request.routeOptions.config?.errorFormat === "oauth" || error instanceof OAuthError) {
+    return sendOAuthError(error, request, reply);
+  }
+  const typed = classifyError(error);
+  if (typed.status >= 500) {
+    request.log.error({ err: typed.cause ?? typed }, "request failed");
+  }
+  return reply
+    .code(typed.status)
+    .headers(typed.headers)
+    .type(problemMediaType)
+    .send(toProblemDocument(typed, request.url.split("?")[0] ?? request.url));
+}
+
+function sendOAuthError(error: unknown, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  let oauth: OAuthError;
+  if (error instanceof OAuthError) {
+    oauth = error;
+  } else {
+    const typed = classifyError(error);
+    if (typed.status >= 500) {
+      request.log.error({ err: typed.cause ?? typed }, "token request failed");
+      oauth = new OAuthError("server_error", "An unexpected error occurred.");
+    } else {
+      oauth = new OAuthError("invalid_request", typed.detail);
+    }
+  }
+  return reply
+    .code(oauth.status)
+    .headers(oauth.headers)
+    .header("cache-control", "no-store")
+    .header("pragma", "no-cache")
+    .type("application/json")
+    .send({ error: oauth.error, error_description: oauth.message });
+}

@@ -1,0 +1,98 @@
+import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
+import { Ajv, type Options as AjvOptions } from "ajv";
+import addFormats from "ajv-formats";
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from "fastify";
+import FindMyWay, { type HTTPMethod } from "find-my-way";
+import { ServiceError } from "./errors.js";
+import { sendError } from "./problem.js";
+
+/** A Fastify instance typed for TypeBox route schemas; every flowplane server is one. */
+export type HttpServer = FastifyInstance<
+  // biome-ignore lint/suspicious/noExplicitAny: Fastify's default server generics.
+  any,
+  // biome-ignore lint/suspicious/noExplicitAny: Fastify's default server generics.
+  any,
+  // biome-ignore lint/suspicious/noExplicitAny: Fastify's default server generics.
+  any,
+  FastifyBaseLogger,
+  TypeBoxTypeProvider
+>;
+
+/** Options of `createHttpServer`. */
+export interface HttpServerOptions {
+  /** The pino logger requests log to. */
+  logger: FastifyBaseLogger;
+  /** Largest accepted request body; larger ones are answered 413. */
+  bodyLimitBytes: number;
+  /** Whether to trust `X-Forwarded-For` (only behind a proxy you control). */
+  trustProxy: boolean;
+}
+
+const sharedAjvOptions: AjvOptions = {
+  allErrors: true,
+  // Unknown fields are an error (schemas say additionalProperties: false), never silently dropped.
+  removeAdditional: false,
+  useDefaults: true,
+  strict: false,
+};
+
+/**
+ * Builds the Ajv validators: bodies are validated strictly (a number sent as a string is a 400), while path and
+ * query parameters, which arrive as text, are coerced to the types their schema declares.
+ */
+function createValidatorCompiler() {
+  const strictAjv = addFormats.default(new Ajv({ ...sharedAjvOptions, coerceTypes: false }));
+  const coercingAjv = addFormats.default(new Ajv({ ...sharedAjvOptions, coerceTypes: "array" }));
+  return ({ schema, httpPart }: { schema: object; httpPart?: string }) =>
+    httpPart === "body" ? strictAjv.compile(schema) : coercingAjv.compile(schema);
+}
+
+/**
+ * Creates a Fastify server with flowplane's HTTP conventions: TypeBox schemas, strict bodies, problem documents
+ * for every error, 404 for unknown routes and 405 (with `Allow`) for a known route with another method.
+ */
+export function createHttpServer(options: HttpServerOptions): HttpServer {
+  const server = Fastify({
+    loggerInstance: options.logger,
+    bodyLimit: options.bodyLimitBytes,
+    trustProxy: options.trustProxy,
+    // Per-request lines would dominate the log at token-issuer rates; errors are logged where they are mapped.
+    logController: new LogController({ disableRequestLogging: true }),
+    return503OnClosing: true,
+    forceCloseConnections: "idle",
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  server.setValidatorCompiler(createValidatorCompiler());
+  // Only JSON bodies are understood by default; text/plain would otherwise reach handlers as a string.
+  server.removeContentTypeParser("text/plain");
+  server.setErrorHandler((error, request, reply) => sendError(error, request, reply));
+
+  // Every registered route is mirrored into a second router so an unmatched request can be told apart:
+  // a path that exists under another method is a 405, anything else a 404.
+  const knownRoutes = FindMyWay({ ignoreTrailingSlash: true, maxParamLength: 500 });
+  server.addHook("onRoute", (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    for (const method of methods) {
+      if (method === "HEAD" && route.url === "*") continue;
+      knownRoutes.on(method as HTTPMethod, route.url, () => undefined);
+    }
+  });
+  server.setNotFoundHandler((request, reply) => {
+    const path = request.url.split("?")[0] ?? request.url;
+    const allowed = (["GET", "POST", "PUT", "PATCH", "DELETE"] as const).filter(
+      (method) => knownRoutes.find(method, path) !== null,
+    );
+    if (allowed.length > 0) {
+      return sendError(
+        new ServiceError("methodNotAllowed", `${request.method} is not allowed on ${path}; use ${allowed.join(", ")}.`, {
+          headers: { allow: allowed.join(", ") },
+        }),
+        request,
+        reply,
+      );
+    }
+    return sendError(new ServiceError("routeNotFound", `No route matches ${request.method} ${path}.`), request, reply);
+  });
+  return server;
+}

@@ -1,0 +1,83 @@
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import type { Kysely } from "kysely";
+import type { PlatformDatabase } from "../store/schema.js";
+
+/** Name of the `settings` row holding the key of the client-secret hash. */
+export const secretHashKeySetting = "client-secret-hash-key";
+
+/** Bytes of entropy in a generated client secret (256 bits). */
+export const clientSecretBytes = 32;
+
+/** Bytes of entropy in a generated client id. */
+const clientIdBytes = 15;
+
+/** Bytes of the HMAC key kept in the `settings` table. */
+const hashKeyBytes = 32;
+
+/** A new client id: 120 random bits as 24 URL-safe characters, which need no escaping in Basic or form bodies. */
+export function generateClientId(): string {
+  return randomBytes(clientIdBytes).toString("base64url");
+}
+
+/** A new client secret: 256 random bits, base64url-encoded (43 characters). */
+export function generateClientSecret(): string {
+  return randomBytes(clientSecretBytes).toString("base64url");
+}
+
+/**
+ * Hashes and checks client secrets with HMAC-SHA-256 under a server key. A keyed hash (rather than a plain or
+ * salted one) means a copy of the `clients` table alone does not allow offline guessing; the secrets carry 256 bits
+ * of entropy, so a slow password hash would only cost throughput without adding strength.
+ */
+export class ClientSecretHasher {
+  private readonly key: Buffer;
+  /** Hash compared against when the client id is unknown, so the answer takes the same work either way. */
+  private readonly dummyHash: Buffer;
+
+  private constructor(key: Buffer) {
+    if (key.length !== hashKeyBytes) {
+      throw new Error(`the client-secret hash key must be ${hashKeyBytes} bytes, found ${key.length}`);
+    }
+    this.key = key;
+    this.dummyHash = this.digest(generateClientSecret());
+  }
+
+  /**
+   * Loads the hash key from the `settings` table, creating it on first use. Several replicas starting together
+   * converge on one key: each inserts its candidate only if absent, then all read back the stored one.
+   */
+  static async open(database: Kysely<PlatformDatabase>): Promise<ClientSecretHasher> {
+    await database
+      .insertInto("settings")
+      .values({ name: secretHashKeySetting, value: randomBytes(hashKeyBytes).toString("base64url") })
+      .onConflict((conflict) => conflict.column("name").doNothing())
+      .execute();
+    const row = await database
+      .selectFrom("settings")
+      .select("value")
+      .where("name", "=", secretHashKeySetting)
+      .executeTakeFirstOrThrow();
+    return new ClientSecretHasher(Buffer.from(row.value, "base64url"));
+  }
+
+  /** The keyed hash of `secret`, as stored in `clients.secret_hash`. */
+  hash(secret: string): string {
+    return this.digest(secret).toString("base64url");
+  }
+
+  /**
+   * Whether `secret` matches `storedHash` (undefined when the client id is unknown). The comparison is constant
+   * time, and an unknown client costs the same HMAC as a known one, so timing reveals neither.
+   */
+  verify(secret: string, storedHash: string | undefined): boolean {
+    const presented = this.digest(secret);
+    const stored = storedHash === undefined ? undefined : Buffer.from(storedHash, "base64url");
+    const comparable = stored !== undefined && stored.length === presented.length;
+    const matches = timingSafeEqual(presented, comparable ? stored : this.dummyHash);
+    return comparable && matches;
+  }
+
+  private digest(secret: string): Buffer {
+    return createHmac("sha256", this.key).update(secret, "utf8").digest();
+  }
+}

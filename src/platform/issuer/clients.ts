@@ -1,0 +1,191 @@
+import type { Kysely } from "kysely";
+import type { Clock } from "../../auth/clock.js";
+import { canonicalScopes, isScopeValue, type ScopeValue } from "../../auth/scopes.js";
+import { invalidRequest } from "../../http/errors.js";
+import type { PlatformDatabase } from "../store/schema.js";
+import { type ClientSecretHasher, generateClientId, generateClientSecret } from "./client-secrets.js";
+
+/** A client as callers see it: everything except its secret, which is never retrievable after creation. */
+export interface ClientRecord {
+  clientId: string;
+  organizationId: string;
+  name: string;
+  /** Scope values the client may be granted, in canonical order. */
+  scopes: ScopeValue[];
+  /** ISO-8601 instant of creation. */
+  createdAt: string;
+}
+
+/** What `ClientService.create` needs. */
+export interface NewClient {
+  organizationId: string;
+  name: string;
+  scopes: readonly string[];
+  /** Preset id (bootstrap of automated deployments); generated when absent. */
+  clientId?: string;
+  /** Preset secret (bootstrap of automated deployments); generated with 256 bits when absent. */
+  secret?: string;
+}
+
+/** Options of `ClientService`. */
+export interface ClientServiceOptions {
+  database: Kysely<PlatformDatabase>;
+  hasher: ClientSecretHasher;
+  clock: Clock;
+  /**
+   * How long a client record read for authentication is reused without asking the database. A client deleted
+   * through another replica keeps working on this one for at most this long.
+   */
+  cacheTtlMs?: number;
+  /** Largest number of cached client records; the oldest entry is dropped first. */
+  cacheMaxEntries?: number;
+}
+
+/** Default lifetime of a cached client record. */
+export const defaultClientCacheTtlMs = 5_000;
+
+/** Shortest preset secret accepted; generated secrets have 43 characters. */
+export const minimumPresetSecretLength = 32;
+
+const clientIdPattern = /^[A-Za-z0-9._~-]{1,128}$/;
+
+interface CachedClient {
+  record: ClientRecord;
+  secretHash: string;
+  expiresAtMs: number;
+}
+
+type ClientRow = PlatformDatabase["clients"];
+
+function toRecord(row: Omit<ClientRow, "secret_hash">): ClientRecord {
+  const scopes = JSON.parse(row.scopes) as unknown;
+  if (!Array.isArray(scopes) || !scopes.every((scope): scope is ScopeValue => isScopeValue(String(scope)))) {
+    throw new Error(`client ${row.client_id} has an invalid scope list in the database: ${row.scopes}`);
+  }
+  return {
+    clientId: row.client_id,
+    organizationId: row.organization_id,
+    name: row.name,
+    scopes: canonicalScopes(scopes),
+    createdAt: row.created_at,
+  };
+}
+
+const publicColumns = ["client_id", "organization_id", "name", "scopes", "created_at"] as const;
+
+/**
+ * Creates, finds, lists, deletes and authenticates API clients. The `clients` table keeps only a keyed hash of
+ * each secret; the secret itself leaves this service exactly once, in the result of `create`.
+ */
+export class ClientService {
+  private readonly database: Kysely<PlatformDatabase>;
+  private readonly hasher: ClientSecretHasher;
+  private readonly clock: Clock;
+  private readonly cacheTtlMs: number;
+  private readonly cacheMaxEntries: number;
+  private readonly cache = new Map<string, CachedClient>();
+
+  constructor(options: ClientServiceOptions) {
+    this.database = options.database;
+    this.hasher = options.hasher;
+    this.clock = options.clock;
+    this.cacheTtlMs = options.cacheTtlMs ?? defaultClientCacheTtlMs;
+    this.cacheMaxEntries = options.cacheMaxEntries ?? 10_000;
+  }
+
+  /** Creates a client; the returned secret is the only copy there will ever be. */
+  async create(input: NewClient): Promise<{ client: ClientRecord; secret: string }> {
+    const unknown = input.scopes.filter((scope) => !isScopeValue(scope));
+    if (unknown.length > 0) {
+      throw invalidRequest(`Unknown scope ${unknown.map((scope) => `'${scope}'`).join(", ")}.`);
+    }
+    if (input.scopes.length === 0) throw invalidRequest("A client needs at least one scope.");
+    const clientId = input.clientId ?? generateClientId();
+    if (!clientIdPattern.test(clientId)) {
+      throw invalidRequest("A client id has 1 to 128 characters among letters, digits and . _ ~ -.");
+    }
+    const secret = input.secret ?? generateClientSecret();
+    if (secret.length < minimumPresetSecretLength) {
+      throw invalidRequest(`A client secret needs at least ${minimumPresetSecretLength} characters.`);
+    }
+    const row: ClientRow = {
+      client_id: clientId,
+      organization_id: input.organizationId,
+      name: input.name,
+      secret_hash: this.hasher.hash(secret),
+      scopes: JSON.stringify(canonicalScopes(input.scopes.filter(isScopeValue))),
+      created_at: new Date(this.clock()).toISOString(),
+    };
+    await this.database.insertInto("clients").values(row).execute();
+    this.cache.delete(clientId);
+    return { client: toRecord(row), secret };
+  }
+
+  /** The client with this id, or undefined. */
+  async find(clientId: string): Promise<ClientRecord | undefined> {
+    const row = await this.database
+      .selectFrom("clients")
+      .select(publicColumns)
+      .where("client_id", "=", clientId)
+      .executeTakeFirst();
+    return row === undefined ? undefined : toRecord(row);
+  }
+
+  /** Every client of an organization, oldest first. */
+  async list(organizationId: string): Promise<ClientRecord[]> {
+    const rows = await this.database
+      .selectFrom("clients")
+      .select(publicColumns)
+      .where("organization_id", "=", organizationId)
+      .orderBy("created_at")
+      .orderBy("client_id")
+      .execute();
+    return rows.map(toRecord);
+  }
+
+  /** Deletes a client of an organization; answers whether it existed. */
+  async delete(organizationId: string, clientId: string): Promise<boolean> {
+    const result = await this.database
+      .deleteFrom("clients")
+      .where("client_id", "=", clientId)
+      .where("organization_id", "=", organizationId)
+      .executeTakeFirst();
+    this.cache.delete(clientId);
+    return result.numDeletedRows > 0n;
+  }
+
+  /**
+   * The client if `secret` is its secret, otherwise undefined — the same answer, after the same work, whether the
+   * id is unknown or the secret wrong. Records are cached for `cacheTtlMs` to keep the hot path off the database.
+   */
+  async authenticate(clientId: string, secret: string): Promise<ClientRecord | undefined> {
+    const now = this.clock();
+    let cached = this.cache.get(clientId);
+    if (cached !== undefined && cached.expiresAtMs <= now) {
+      this.cache.delete(clientId);
+      cached = undefined;
+    }
+    if (cached === undefined) {
+      const row = await this.database
+        .selectFrom("clients")
+        .selectAll()
+        .where("client_id", "=", clientId)
+        .executeTakeFirst();
+      if (row !== undefined) {
+        cached = { record: toRecord(row), secretHash: row.secret_hash, expiresAtMs: now + this.cacheTtlMs };
+        this.remember(clientId, cached);
+      }
+    }
+    return this.hasher.verify(secret, cached?.secretHash) ? cached?.record : undefined;
+  }
+
+  private remember(clientId: string, entry: CachedClient): void {
+    this.cache.set(clientId, entry);
+    // Maps iterate in insertion order, so the first key is the oldest entry.
+    while (this.cache.size > this.cacheMaxEntries) {
+      const oldest = this.cache.keys().next().value;
+      if (oldest === undefined) break;
+      this.cache.delete(oldest);
+    }
+  }
+}

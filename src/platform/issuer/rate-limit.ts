@@ -1,0 +1,177 @@
+import { type Kysely, sql } from "kysely";
+import type { Clock } from "../../auth/clock.js";
+import type { PlatformDatabase } from "../store/schema.js";
+
+/** The rate-limit settings of the configuration (`rateLimit.*`). */
+export interface RateLimitSettings {
+  /** Token requests one address may make at once. */
+  burst: number;
+  /** Sustained token requests per second per address. */
+  refillPerSecond: number;
+  /** How long an address that exceeded the limit stays blocked. */
+  blockSeconds: number;
+  /** Delay after the first failed authentication of a client id; it doubles with each further failure. */
+  failureDelayBaseMs: number;
+  /** Cap of the failed-authentication delay. */
+  failureDelayMaxMs: number;
+}
+
+/** The answer of the limiter for one request. */
+export type RateDecision = { allowed: true } | { allowed: false; retryAfterSeconds: number };
+
+/** Options of `TokenRateLimiter`. */
+export interface TokenRateLimiterOptions {
+  database: Kysely<PlatformDatabase>;
+  settings: RateLimitSettings;
+  clock: Clock;
+  /** How often rows that no longer limit anything are deleted (checked on each request). */
+  pruneIntervalMs?: number;
+  /** After this long without a failure, a client id's failure count is forgotten. */
+  failureMemoryMs?: number;
+}
+
+/** Consecutive failures beyond this no longer grow the delay; it also keeps the shifted delay far from overflow. */
+const maximumCountedFailures = 30;
+
+/** Whole seconds a client should wait until `untilMs`, never less than one. */
+function secondsUntil(untilMs: number, nowMs: number): number {
+  return Math.max(1, Math.ceil((untilMs - nowMs) / 1000));
+}
+
+/**
+ * Rate limits of the token endpoint, kept in the database so every platform replica sharing it enforces the
+ * same limits:
+ *
+ * - a token bucket per source address (`burst` tokens, refilled at `refillPerSecond`); every request takes one,
+ *   whether it then succeeds or fails; a request finding the bucket empty is refused and blocks the address for
+ *   `blockSeconds`, during which every request is refused (requests during a block do not extend it);
+ * - a delay per client id: after n consecutive failed authentications the client id is refused (429, never held
+ *   on an open socket) for `failureDelayBaseMs * 2^(n-1)`, capped at `failureDelayMaxMs`; a success resets it.
+ *
+ * Each update is one atomic SQL statement (upsert with RETURNING), so concurrent requests on several replicas
+ * never lose an update the way a read-then-write would.
+ */
+export class TokenRateLimiter {
+  private readonly database: Kysely<PlatformDatabase>;
+  private readonly settings: RateLimitSettings;
+  private readonly clock: Clock;
+  private readonly pruneIntervalMs: number;
+  private readonly failureMemoryMs: number;
+  private lastPruneMs: number;
+
+  constructor(options: TokenRateLimiterOptions) {
+    this.database = options.database;
+    this.settings = options.settings;
+    this.clock = options.clock;
+    this.pruneIntervalMs = options.pruneIntervalMs ?? 60_000;
+    this.failureMemoryMs = options.failureMemoryMs ?? 3_600_000;
+    this.lastPruneMs = this.clock();
+    if (!(this.settings.burst >= 1)) throw new Error(`rate-limit burst must be at least 1, got ${this.settings.burst}`);
+    if (!(this.settings.refillPerSecond > 0)) {
+      throw new Error(`rate-limit refill must be positive, got ${this.settings.refillPerSecond}`);
+    }
+  }
+
+  /** Takes one token from the bucket of `address`, or refuses the request (and starts or continues a block). */
+  async consumeAddress(address: string): Promise<RateDecision> {
+    const now = Math.floor(this.clock());
+    const burst = this.settings.burst;
+    const refillPerMs = this.settings.refillPerSecond / 1000;
+    // At least one millisecond, so a refused request is always recognizable by a block that ends after `now`.
+    const blockMs = Math.max(1, this.settings.blockSeconds * 1000);
+    const nowParameter = sql`CAST(${now} AS BIGINT)`;
+    const blocked = sql`rate_limits.blocked_until_ms > ${nowParameter}`;
+    const elapsedMs = sql`(CASE WHEN ${nowParameter} > rate_limits.updated_at_ms THEN ${nowParameter} - rate_limits.updated_at_ms ELSE 0 END)`;
+    const grown = sql`(rate_limits.tokens + ${elapsedMs} * CAST(${refillPerMs} AS DOUBLE PRECISION))`;
+    const refilled = sql`(CASE WHEN ${grown} > CAST(${burst} AS DOUBLE PRECISION) THEN CAST(${burst} AS DOUBLE PRECISION) ELSE ${grown} END)`;
+    const result = await sql<{ tokens: number; updated_at_ms: number; blocked_until_ms: number }>`
+      INSERT INTO rate_limits (address, tokens, updated_at_ms, blocked_until_ms)
+      VALUES (${address}, CAST(${burst - 1} AS DOUBLE PRECISION), ${nowParameter}, CAST(0 AS BIGINT))
+      ON CONFLICT (address) DO UPDATE SET
+        tokens = CASE WHEN ${blocked} THEN rate_limits.tokens WHEN ${refilled} >= 1 THEN ${refilled} - 1 ELSE ${refilled} END,
+        updated_at_ms = CASE WHEN ${blocked} THEN rate_limits.updated_at_ms ELSE ${nowParameter} END,
+        blocked_until_ms = CASE
+          WHEN ${blocked} OR ${refilled} >= 1 THEN rate_limits.blocked_until_ms
+          ELSE ${nowParameter} + CAST(${blockMs} AS BIGINT)
+        END
+      RETURNING tokens, updated_at_ms, blocked_until_ms`.execute(this.database);
+    const row = result.rows[0];
+    if (row === undefined) throw new Error("the rate-limit upsert returned no row");
+    await this.pruneWhenDue(now);
+    const blockedUntilMs = Number(row.blocked_until_ms);
+    if (blockedUntilMs <= now) return { allowed: true };
+    // The client may come back when the block is over and the bucket holds a whole token again.
+    const tokens = Number(row.tokens);
+    const tokenReadyAtMs = Number(row.updated_at_ms) + Math.max(0, (1 - tokens) / refillPerMs);
+    return { allowed: false, retryAfterSeconds: secondsUntil(Math.max(blockedUntilMs, tokenReadyAtMs), now) };
+  }
+
+  /** Whether `clientId` must wait after earlier failed authentications, and for how long. */
+  async clientDelay(clientId: string): Promise<RateDecision & { consecutiveFailures: number }> {
+    const now = Math.floor(this.clock());
+    const row = await this.database
+      .selectFrom("client_failures")
+      .select(["consecutive_failures", "delayed_until_ms"])
+      .where("client_id", "=", clientId)
+      .executeTakeFirst();
+    const consecutiveFailures = row === undefined ? 0 : Number(row.consecutive_failures);
+    const delayedUntilMs = row === undefined ? 0 : Number(row.delayed_until_ms);
+    if (delayedUntilMs > now) {
+      return { allowed: false, retryAfterSeconds: secondsUntil(delayedUntilMs, now), consecutiveFailures };
+    }
+    return { allowed: true, consecutiveFailures };
+  }
+
+  /** Counts a failed authentication of `clientId` and starts its delay; answers the new count and delay. */
+  async recordFailure(clientId: string): Promise<{ consecutiveFailures: number; delayMs: number }> {
+    const now = Math.floor(this.clock());
+    const { failureDelayBaseMs: baseMs, failureDelayMaxMs: maxMs } = this.settings;
+    const firstDelayMs = Math.min(baseMs, maxMs);
+    // The n-th consecutive failure waits base * 2^(n-1): the shift is the failure count before this one.
+    const shift = sql`CAST(CASE WHEN client_failures.consecutive_failures >= ${maximumCountedFailures - 1} THEN ${maximumCountedFailures - 1} ELSE client_failures.consecutive_failures END AS INTEGER)`;
+    const doubled = sql`(CAST(${baseMs} AS BIGINT) << ${shift})`;
+    const result = await sql<{ consecutive_failures: number; delayed_until_ms: number }>`
+      INSERT INTO client_failures (client_id, consecutive_failures, delayed_until_ms)
+      VALUES (${clientId}, 1, CAST(${now + firstDelayMs} AS BIGINT))
+      ON CONFLICT (client_id) DO UPDATE SET
+        consecutive_failures = CASE
+          WHEN client_failures.consecutive_failures >= ${maximumCountedFailures} THEN ${maximumCountedFailures}
+          ELSE client_failures.consecutive_failures + 1
+        END,
+        delayed_until_ms = CAST(${now} AS BIGINT)
+          + CASE WHEN ${doubled} > CAST(${maxMs} AS BIGINT) THEN CAST(${maxMs} AS BIGINT) ELSE ${doubled} END
+      RETURNING consecutive_failures, delayed_until_ms`.execute(this.database);
+    const row = result.rows[0];
+    if (row === undefined) throw new Error("the client-failure upsert returned no row");
+    return { consecutiveFailures: Number(row.consecutive_failures), delayMs: Number(row.delayed_until_ms) - now };
+  }
+
+  /** Forgets the failures of `clientId` after a successful authentication. */
+  async recordSuccess(clientId: string): Promise<void> {
+    await this.database.deleteFrom("client_failures").where("client_id", "=", clientId).execute();
+  }
+
+  /**
+   * Deletes rows that no longer limit anything: buckets that are full again and not blocked (an absent row means
+   * exactly that), and failure counts older than the failure memory.
+   */
+  async prune(): Promise<void> {
+    const now = Math.floor(this.clock());
+    const fullRefillMs = Math.ceil((this.settings.burst / this.settings.refillPerSecond) * 1000);
+    await this.database
+      .deleteFrom("rate_limits")
+      .where("blocked_until_ms", "<=", now)
+      .where("updated_at_ms", "<=", now - fullRefillMs)
+      .execute();
+    await this.database
+      .deleteFrom("client_failures")
+      .where("delayed_until_ms", "<=", now - this.failureMemoryMs)
+      .execute();
+  }
+
+  private async pruneWhenDue(now: number): Promise<void> {
+    if (now - this.lastPruneMs < this.pruneIntervalMs) return;
+    this.lastPruneMs = now;
+    await this.prune();
+  }
+}

@@ -1,0 +1,219 @@
+import { createServer } from "node:net";
+import type { AddressInfo } from "node:net";
+import { pino, type Logger } from "pino";
+import { installAuthentication } from "../auth/authenticate.js";
+import type { Configuration } from "../config/schema.js";
+import { registerApiDocuments } from "../http/openapi.js";
+import { createHttpServer, type HttpServer } from "../http/server.js";
+import { memberRoutes } from "./admin/members/routes.js";
+import { MemberService } from "./admin/members/service.js";
+import { bootstrapOrganization } from "./bootstrap.js";
+import { administrationScopes, modelerScopes, scopeValues } from "../auth/scopes.js";
+import { issuerRoutes } from "./issuer/routes.js";
+import {
+  createIssuerServices,
+  createPlatformVerifier,
+  type IssuerServices,
+  issuerUrlFromConfiguration,
+} from "./issuer/services.js";
+import { infoRoutes } from "./modeler/info/routes.js";
+import { describeDatabase, openStore, type Store } from "./store/database.js";
+import { platformVersion } from "./version.js";
+
+/** Credentials of the administration client created on the first start. */
+export interface BootstrapCredentials {
+  clientId: string;
+  clientSecret: string;
+}
+
+/** Options of `startPlatform`. */
+export interface StartPlatformOptions {
+  /** Where structured logs go; defaults to stdout at the configured level. */
+  logger?: Logger;
+  /** Called once, on the first start only, with the generated administration client (not for a preset one). */
+  onBootstrapCredentials?: (credentials: BootstrapCredentials) => void;
+}
+
+/** A platform server that is up and listening. */
+export interface RunningPlatform {
+  /** Base URL the platform listens at, e.g. `http://127.0.0.1:8088`. */
+  url: string;
+  /** The issuer URL that tokens carry as `iss`. */
+  issuerUrl: string;
+  organizationId: string;
+  /** Stops accepting requests, finishes in-flight ones and closes the database. */
+  close(): Promise<void>;
+}
+
+/** Creates the platform's logger: structured JSON, with credentials redacted should a caller ever log them. */
+export function createPlatformLogger(level: string): Logger {
+  return pino({
+    name: "flowplane-platform",
+    level,
+    redact: {
+      paths: ["req.headers.authorization", "*.client_secret", "*.clientSecret", "*.access_token", "*.secret"],
+      censor: "[redacted]",
+    },
+  });
+}
+
+/** Finds a free loopback port for the rare case of port 0 without a public URL (tests). */
+async function reservePort(host: string): Promise<number> {
+  return await new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, host, () => {
+      const { port } = probe.address() as AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * Starts the platform: opens and migrates the database, bootstraps the organization on the first start, and serves
+ * the token issuer, the Administration API under `/admin` and the Modeler API under `/modeler/api/v1`, each with
+ * its own OpenAPI document.
+ */
+export async function startPlatform(
+  configuration: Configuration,
+  options: StartPlatformOptions = {},
+): Promise<RunningPlatform> {
+  const logger = options.logger ?? createPlatformLogger(configuration.log.level);
+  const { host } = configuration.platform;
+  // Tokens name their issuer, so the port must be known before the issuer is built; port 0 is resolved up front.
+  const port =
+    configuration.platform.port === 0 && configuration.platform.publicUrl === ""
+      ? await reservePort(host)
+      : configuration.platform.port;
+  const store = await openStore({ url: configuration.database.url, dataDirectory: configuration.dataDirectory });
+  try {
+    const issuerUrl = issuerUrlFromConfiguration(configuration, port);
+    const issuer = await createIssuerServices({ store, configuration, issuerUrl });
+    const bootstrap = await bootstrapOrganization(store, {
+      organizationName: configuration.bootstrap.organizationName,
+      ownerEmail: configuration.bootstrap.ownerEmail,
+      presetClient:
+        configuration.bootstrap.clientId === ""
+          ? null
+          : { clientId: configuration.bootstrap.clientId, clientSecret: configuration.bootstrap.clientSecret },
+      async createAdministrationClient(organizationId, preset) {
+        const created = await issuer.clients.create({
+          organizationId,
+          name: "Administration (created on first start)",
+          scopes: [...scopeValues],
+          ...(preset === null ? {} : { clientId: preset.clientId, secret: preset.clientSecret }),
+        });
+        return { clientId: created.client.clientId, clientSecret: created.secret };
+      },
+    });
+    const server = await buildPlatformServer({ configuration, store, issuer, logger, issuerUrl });
+    await server.listen({ host, port });
+    const address = server.server.address() as AddressInfo;
+    const url = `http://${address.family === "IPv6" ? `[${address.address}]` : address.address}:${address.port}`;
+    const database = describeDatabase({ url: configuration.database.url, dataDirectory: configuration.dataDirectory });
+    logger.info({ url, issuerUrl, database: database.kind, databaseLocation: database.location }, "platform started");
+    if (bootstrap.createdClient !== null) options.onBootstrapCredentials?.(bootstrap.createdClient);
+    return {
+      url,
+      issuerUrl,
+      organizationId: bootstrap.organizationId,
+      async close() {
+        await server.close();
+        await store.close();
+      },
+    };
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+}
+
+/** Options of `buildPlatformServer`. */
+export interface PlatformServerOptions {
+  configuration: Configuration;
+  store: Store;
+  issuer: IssuerServices;
+  logger: Logger;
+  issuerUrl: string;
+}
+
+/** Assembles the platform's HTTP server from its parts, without listening. */
+export async function buildPlatformServer(options: PlatformServerOptions): Promise<HttpServer> {
+  const { configuration, store, issuer, logger, issuerUrl } = options;
+  const server = createHttpServer({
+    logger,
+    bodyLimitBytes: configuration.platform.bodyLimitBytes,
+    trustProxy: configuration.platform.trustProxy,
+  });
+
+  server.get("/health", { schema: { hide: true } }, async () => {
+    await store.database.selectFrom("settings").select("name").limit(1).execute();
+    return { status: "UP" };
+  });
+  server.get("/", { schema: { hide: true } }, async () => ({
+    name: "flowplane",
+    version: platformVersion,
+    apis: {
+      tokenIssuer: { token: `${issuerUrl}/oauth/token`, docs: `${issuerUrl}/oauth/docs` },
+      administration: { base: `${issuerUrl}/admin`, docs: `${issuerUrl}/admin/docs` },
+      modeler: { base: `${issuerUrl}/modeler/api/v1`, docs: `${issuerUrl}/modeler/api/v1/docs` },
+    },
+  }));
+
+  await server.register(async (context) => {
+    await registerApiDocuments(context, {
+      title: "flowplane token issuer",
+      description: "OAuth 2.0 client-credentials grant returning JWT access tokens; JWKS and issuer metadata.",
+      version: platformVersion,
+      serverUrl: issuerUrl,
+      bearerAuth: false,
+      documentPath: "/oauth/openapi.json",
+      docsPath: "/oauth/docs",
+    });
+    await context.register(issuerRoutes, {
+      tokens: issuer.tokens,
+      signingKeys: issuer.signingKeys,
+      bodyLimitBytes: configuration.platform.bodyLimitBytes,
+    });
+  });
+
+  const members = new MemberService(store.database);
+  await server.register(
+    async (context) => {
+      await registerApiDocuments(context, {
+        title: "flowplane Administration API",
+        description: `Organization resources. Bearer token with audience '${configuration.audiences.admin}' and the scope each route names (${administrationScopes.join(", ")}).`,
+        version: platformVersion,
+        serverUrl: `${issuerUrl}/admin`,
+        bearerAuth: true,
+        documentPath: "/openapi.json",
+        docsPath: "/docs",
+      });
+      await context.register(async (api) => {
+        installAuthentication(api, { verifier: createPlatformVerifier(issuer, configuration.audiences.admin) });
+        memberRoutes(api, members);
+      });
+    },
+    { prefix: "/admin" },
+  );
+
+  await server.register(
+    async (context) => {
+      await registerApiDocuments(context, {
+        title: "flowplane Modeler API",
+        description: `Modeler resources. Bearer token with audience '${configuration.audiences.modeler}'; permissions ${modelerScopes.join(", ")}.`,
+        version: "v1",
+        serverUrl: `${issuerUrl}/modeler`,
+        bearerAuth: true,
+        documentPath: "/api/v1/openapi.json",
+        docsPath: "/api/v1/docs",
+      });
+      await context.register(async (api) => {
+        installAuthentication(api, { verifier: createPlatformVerifier(issuer, configuration.audiences.modeler) });
+        infoRoutes(api);
+      });
+    },
+    { prefix: "/modeler" },
+  );
+  return server;
+}

@@ -1,0 +1,77 @@
+import { mkdirSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import SqliteDatabase from "better-sqlite3";
+import { Kysely, Migrator, PostgresDialect, SqliteDialect } from "kysely";
+import pg from "pg";
+import { migrationProvider } from "./migrations/index.js";
+import type { PlatformDatabase } from "./schema.js";
+
+/** Which engine backs the store. */
+export type DatabaseKind = "sqlite" | "postgres";
+
+/** An open platform database, migrated to the latest schema. */
+export interface Store {
+  readonly kind: DatabaseKind;
+  readonly database: Kysely<PlatformDatabase>;
+  /** Closes every connection. */
+  close(): Promise<void>;
+}
+
+/** Options of `openStore`. */
+export interface StoreOptions {
+  /** Empty for the default SQLite file, `sqlite:<file>` for another one, or a `postgres://` URL. */
+  url: string;
+  /** Data directory holding the default SQLite file. */
+  dataDirectory: string;
+  /** Largest number of pooled PostgreSQL connections. */
+  postgresPoolSize?: number;
+}
+
+// PostgreSQL returns BIGINT as text to avoid precision loss; our BIGINT columns hold millisecond instants,
+// far below 2^53, so numbers are exact and keep both dialects answering the same types.
+pg.types.setTypeParser(pg.types.builtins.INT8, (text) => Number(text));
+
+/** Resolves the configured URL to the engine and its location. */
+export function describeDatabase(options: StoreOptions): { kind: DatabaseKind; location: string } {
+  if (/^postgres(ql)?:\/\//.test(options.url)) {
+    const url = new URL(options.url);
+    return { kind: "postgres", location: `${url.hostname}:${url.port || "5432"}${url.pathname}` };
+  }
+  const file = options.url.startsWith("sqlite:") ? options.url.slice("sqlite:".length) : "platform.sqlite";
+  return { kind: "sqlite", location: resolve(options.dataDirectory, file) };
+}
+
+/** Opens the database the options name, creating and migrating it when needed. */
+export async function openStore(options: StoreOptions): Promise<Store> {
+  const { kind, location } = describeDatabase(options);
+  let database: Kysely<PlatformDatabase>;
+  if (kind === "postgres") {
+    const pool = new pg.Pool({ connectionString: options.url, max: options.postgresPoolSize ?? 10 });
+    database = new Kysely<PlatformDatabase>({ dialect: new PostgresDialect({ pool }) });
+  } else {
+    mkdirSync(dirname(location), { recursive: true });
+    const sqlite = new SqliteDatabase(location);
+    // WAL lets readers proceed while one writer commits; NORMAL sync is durable across process crashes and
+    // loses at most the last transactions on power loss, which the rate-limit counters can afford and the
+    // rest of the data (written rarely) is checkpointed promptly.
+    sqlite.pragma("journal_mode = WAL");
+    sqlite.pragma("synchronous = NORMAL");
+    sqlite.pragma("foreign_keys = ON");
+    sqlite.pragma("busy_timeout = 5000");
+    database = new Kysely<PlatformDatabase>({ dialect: new SqliteDialect({ database: sqlite }) });
+  }
+  await migrate(database);
+  return { kind, database, close: () => database.destroy() };
+}
+
+/** Brings the schema to the latest migration; throws with the failing migration's name. */
+async function migrate(database: Kysely<PlatformDatabase>): Promise<void> {
+  const migrator = new Migrator({ db: database, provider: migrationProvider });
+  const { error, results } = await migrator.migrateToLatest();
+  if (error !== undefined) {
+    const failed = results?.find((result) => result.status === "Error")?.migrationName ?? "unknown";
+    throw new Error(`database migration ${failed} failed: ${(error as Error).message ?? String(error)}`, {
+      cause: error,
+    });
+  }
+}

@@ -1,0 +1,17 @@
+import type { Migration, MigrationProvider } from "kysely";
+import { foundationMigration } from "./001-foundation.js";
+
+/**
+ * Every migration, in order. Names sort lexically and are never renamed once released: the database records
+ * which names have run.
+ */
+const migrations: Record<string, Migration> = {
+  "001-foundation": foundationMigration,
+};
+
+/** Supplies the migrations compiled into the program (no directory scanning, so bundling cannot lose one). */
+export const migrationProvider: MigrationProvider = {
+  async getMigrations() {
+    return migrations;
+  },
+};

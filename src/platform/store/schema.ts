@@ -1,0 +1,79 @@
+import type { Generated } from "kysely";
+
+/**
+ * Table shapes of the platform database. Both dialects store the same values: timestamps as ISO-8601 text,
+ * instants used in arithmetic as integer milliseconds, booleans as 0/1 and lists as JSON text, so SQLite and
+ * PostgreSQL answer identically.
+ */
+export interface OrganizationTable {
+  id: string;
+  name: string;
+  created_at: string;
+}
+
+export interface MemberTable {
+  organization_id: string;
+  email: string;
+  name: string;
+  /** JSON array of role names. */
+  roles: string;
+  invite_pending: number;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface ClientTable {
+  client_id: string;
+  organization_id: string;
+  name: string;
+  /** Keyed hash (HMAC-SHA-256, base64url) of the secret; the secret itself is never stored. */
+  secret_hash: string;
+  /** JSON array of scope values the client may be granted. */
+  scopes: string;
+  created_at: string;
+}
+
+export interface SigningKeyTable {
+  key_id: string;
+  algorithm: string;
+  /** Private key as a JWK (JSON). */
+  private_key: string;
+  /** Public key as a JWK (JSON), published in the JWKS. */
+  public_key: string;
+  created_at: string;
+  /** When the key stopped signing; it stays published until the last token it signed expires. */
+  retired_at_ms: number | null;
+}
+
+export interface RateLimitTable {
+  address: string;
+  tokens: number;
+  updated_at_ms: number;
+  blocked_until_ms: number;
+}
+
+export interface ClientFailureTable {
+  client_id: string;
+  consecutive_failures: number;
+  delayed_until_ms: number;
+}
+
+export interface SettingTable {
+  name: string;
+  value: string;
+}
+
+export interface MigrationLockRow {
+  id: Generated<number>;
+}
+
+/** The whole platform database, as Kysely sees it. */
+export interface PlatformDatabase {
+  organizations: OrganizationTable;
+  members: MemberTable;
+  clients: ClientTable;
+  signing_keys: SigningKeyTable;
+  rate_limits: RateLimitTable;
+  client_failures: ClientFailureTable;
+  settings: SettingTable;
+}

@@ -1,0 +1,244 @@
+import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { decodeJwt } from "jose";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { OAuthClientError } from "../../src/client/errors.js";
+import { TokenCacheFile } from "../../src/client/token-cache.js";
+import { type ClientCredentials, TokenProvider } from "../../src/client/token-provider.js";
+import { startTestPlatform } from "../support/platform.js";
+import { countingDispatcher, manualClock, scriptedServer, sendJson, unsignedJwt } from "./support.js";
+
+const lifetimeSeconds = 300;
+
+let platform: Awaited<ReturnType<typeof startTestPlatform>>;
+let credentials: ClientCredentials;
+let temporaryDirectory: string;
+
+beforeAll(async () => {
+  platform = await startTestPlatform({
+    "service.token.lifetimeSeconds": lifetimeSeconds,
+    "service.rateLimit.burst": 10_000,
+    "service.rateLimit.refillPerSecond": 10_000,
+  });
+  credentials = { oauthUrl: `${platform.url}/oauth/token`, ...platform.adminClient };
+  temporaryDirectory = await mkdtemp(join(tmpdir(), "flowplane-client-"));
+});
+
+afterAll(async () => {
+  await platform?.close();
+  if (temporaryDirectory !== undefined) await rm(temporaryDirectory, { recursive: true, force: true });
+});
+
+describe("TokenProvider against a real platform", () => {
+  it("reuses a token until shortly before exp, then requests a new one", async () => {
+    const counter = countingDispatcher();
+    const clock = manualClock(Date.now());
+    const provider = new TokenProvider({
+      credentials,
+      defaultAudience: "admin-api",
+      http: { dispatcher: counter.dispatcher, clock },
+    });
+
+    const first = await provider.getToken();
+    expect(first.source).toBe("network");
+    const claims = decodeJwt(first.accessToken);
+    expect(claims.aud).toBe("admin-api");
+    expect(first.expiresAtMs).toBe((claims.exp ?? 0) * 1000);
+    // 10% of a 300 s lifetime (30 s) is smaller than the 60 s cap, so it is the margin.
+    expect(first.refreshAtMs).toBe(first.expiresAtMs - 30_000);
+
+    clock.advance(first.refreshAtMs - clock.now() - 1);
+    const reused = await provider.getToken();
+    expect(reused.source).toBe("memory");
+    expect(reused.accessToken).toBe(first.accessToken);
+    expect(counter.count()).toBe(1);
+
+    clock.advance(1);
+    const renewed = await provider.getToken();
+    expect(renewed.source).toBe("network");
+    expect(decodeJwt(renewed.accessToken).jti).not.toBe(claims.jti);
+    expect(counter.count()).toBe(2);
+    await counter.close();
+  });
+
+  it("caps the refresh margin at refreshMarginMs when 10% of the lifetime is longer", async () => {
+    const provider = new TokenProvider({ credentials, defaultAudience: "admin-api", refreshMarginMs: 5_000 });
+    const token = await provider.getToken();
+    expect(token.expiresAtMs - token.refreshAtMs).toBe(5_000);
+  });
+
+  it("shares one in-flight request among concurrent callers", async () => {
+    const counter = countingDispatcher();
+    const provider = new TokenProvider({
+      credentials,
+      defaultAudience: "admin-api",
+      http: { dispatcher: counter.dispatcher },
+    });
+    const tokens = await Promise.all(Array.from({ length: 25 }, () => provider.getToken()));
+    expect(counter.count()).toBe(1);
+    expect(new Set(tokens.map((token) => token.accessToken)).size).toBe(1);
+    await counter.close();
+  });
+
+  it("keeps separate tokens per audience and per requested scope", async () => {
+    const counter = countingDispatcher();
+    const provider = new TokenProvider({
+      credentials,
+      defaultAudience: "admin-api",
+      http: { dispatcher: counter.dispatcher },
+    });
+    const [admin, modeler, narrowed] = await Promise.all([
+      provider.getToken(),
+      provider.getToken({ audience: "modeler-api" }),
+      provider.getToken({ audience: "modeler-api", scope: "modeler:read" }),
+    ]);
+    expect(counter.count()).toBe(3);
+    expect(decodeJwt(admin.accessToken).aud).toBe("admin-api");
+    expect(decodeJwt(modeler.accessToken).aud).toBe("modeler-api");
+    expect(narrowed.scope).toBe("modeler:read");
+    expect(decodeJwt(narrowed.accessToken).scope).toBe("modeler:read");
+    await counter.close();
+  });
+
+  it("stores tokens in a 0600 file that another provider instance reuses", async () => {
+    const cacheFile = join(temporaryDirectory, "fresh", "tokens.json");
+    const writer = new TokenProvider({ credentials, defaultAudience: "admin-api", cacheFile });
+    const written = await writer.getToken();
+    expect(written.source).toBe("network");
+    expect((await stat(cacheFile)).mode & 0o777).toBe(0o600);
+    expect((await stat(join(temporaryDirectory, "fresh"))).mode & 0o777).toBe(0o700);
+
+    const counter = countingDispatcher();
+    const reader = new TokenProvider({
+      credentials,
+      defaultAudience: "admin-api",
+      cacheFile,
+      http: { dispatcher: counter.dispatcher },
+    });
+    const read = await reader.getToken();
+    expect(read.source).toBe("disk");
+    expect(read.accessToken).toBe(written.accessToken);
+    expect(counter.count()).toBe(0);
+    expect(await readFile(cacheFile, "utf8")).not.toContain(credentials.clientSecret);
+    await counter.close();
+  });
+
+  it("treats a corrupt cache file as empty and replaces it", async () => {
+    const cacheFile = join(temporaryDirectory, "corrupt.json");
+    await writeFile(cacheFile, "{ not json", { mode: 0o600 });
+    const provider = new TokenProvider({ credentials, defaultAudience: "admin-api", cacheFile });
+    const token = await provider.getToken();
+    expect(token.source).toBe("network");
+    const stored = await new TokenCacheFile(cacheFile).read(
+      { oauthUrl: credentials.oauthUrl, clientId: credentials.clientId, audience: "admin-api", scope: "" },
+      Date.now(),
+    );
+    expect(stored?.accessToken).toBe(token.accessToken);
+  });
+
+  it("does not reuse a cached token past its refresh time", async () => {
+    const cacheFile = join(temporaryDirectory, "stale.json");
+    const key = { oauthUrl: credentials.oauthUrl, clientId: credentials.clientId, audience: "admin-api", scope: "" };
+    const nowMs = Date.now();
+    await new TokenCacheFile(cacheFile).write(
+      key,
+      {
+        accessToken: "stale-token",
+        tokenType: "Bearer",
+        scope: "members",
+        audience: "admin-api",
+        issuedAtMs: nowMs - 290_000,
+        expiresAtMs: nowMs + 10_000,
+        refreshAtMs: nowMs - 20_000,
+      },
+      nowMs,
+    );
+    const token = await new TokenProvider({ credentials, defaultAudience: "admin-api", cacheFile }).getToken();
+    expect(token.source).toBe("network");
+    expect(token.accessToken).not.toBe("stale-token");
+  });
+
+  it("raises OAuthClientError invalid_client for a wrong secret", async () => {
+    const provider = new TokenProvider({
+      credentials: { ...credentials, clientSecret: "not-the-secret-of-this-client-at-all-0123" },
+      defaultAudience: "admin-api",
+    });
+    const error = await provider.getToken().catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(OAuthClientError);
+    expect(error).toMatchObject({ status: 401, error: "invalid_client", isAuthenticationFailure: true });
+  });
+
+  it("raises OAuthClientError invalid_target for an audience the client may not use", async () => {
+    const provider = new TokenProvider({ credentials, defaultAudience: "no-such-api" });
+    const error = await provider.getToken().catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(OAuthClientError);
+    expect(error).toMatchObject({ status: 400, error: "invalid_target", isAuthenticationFailure: false });
+  });
+});
+
+describe("TokenProvider and Retry-After", () => {
+  const slowDown = (retryAfter: string) => (_request: unknown, response: Parameters<typeof sendJson>[0]) =>
+    sendJson(
+      response,
+      429,
+      { error: "slow_down", error_description: "too many requests" },
+      { "retry-after": retryAfter },
+    );
+
+  it("waits as Retry-After says on 429 and then gets the token", async () => {
+    const issuedAtSeconds = Math.floor(Date.now() / 1000);
+    const server = await scriptedServer([
+      slowDown("1"),
+      (_request, response) =>
+        sendJson(response, 200, {
+          access_token: unsignedJwt(issuedAtSeconds, 3600),
+          token_type: "Bearer",
+          expires_in: 3600,
+          scope: "members",
+        }),
+    ]);
+    const clock = manualClock(Date.now());
+    const provider = new TokenProvider({
+      credentials: { oauthUrl: `${server.url}/oauth/token`, clientId: "client", clientSecret: "secret" },
+      defaultAudience: "admin-api",
+      http: { clock },
+    });
+    const token = await provider.getToken();
+    expect(token.source).toBe("network");
+    expect(clock.sleeps).toEqual([1000]);
+    expect(server.requests()).toBe(2);
+    await server.close();
+  });
+
+  it("stops after the bounded number of retries and reports slow_down with the wait asked for", async () => {
+    const server = await scriptedServer([slowDown("2")]);
+    const clock = manualClock(Date.now());
+    const provider = new TokenProvider({
+      credentials: { oauthUrl: `${server.url}/oauth/token`, clientId: "client", clientSecret: "secret" },
+      defaultAudience: "admin-api",
+      http: { clock, retry: { maxRetries: 2 } },
+    });
+    const error = await provider.getToken().catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(OAuthClientError);
+    expect(error).toMatchObject({ status: 429, error: "slow_down", retryAfterSeconds: 2 });
+    expect(server.requests()).toBe(3);
+    expect(clock.sleeps).toEqual([2000, 2000]);
+    await server.close();
+  });
+
+  it("does not wait when Retry-After exceeds the longest acceptable wait", async () => {
+    const server = await scriptedServer([slowDown("3600")]);
+    const clock = manualClock(Date.now());
+    const provider = new TokenProvider({
+      credentials: { oauthUrl: `${server.url}/oauth/token`, clientId: "client", clientSecret: "secret" },
+      defaultAudience: "admin-api",
+      http: { clock, retry: { maxWaitMs: 30_000 } },
+    });
+    const error = await provider.getToken().catch((caught: unknown) => caught);
+    expect(error).toMatchObject({ error: "slow_down", retryAfterSeconds: 3600 });
+    expect(server.requests()).toBe(1);
+    expect(clock.sleeps).toEqual([]);
+    await server.close();
+  });
+});

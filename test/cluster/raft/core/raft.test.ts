@@ -1,0 +1,638 @@
+import { describe, expect, it } from "vitest";
+import { votersOf } from "../../../../src/cluster/raft/core/configuration.js";
+import type { AppendResponseMessage, Message, VoteResponseMessage } from "../../../../src/cluster/raft/core/messages.js";
+import { snapshotChecksum } from "../../../../src/cluster/raft/core/snapshot-transfer.js";
+import type { Entry } from "../../../../src/cluster/raft/types.js";
+import { SimulatedDisk } from "../../../simulation/disk.js";
+import { drain, loneNode, ScriptedGroup, texts, voters } from "./scripted-group.js";
+
+const encoder = new TextEncoder();
+
+function entry(index: number, term: number, text = `e${index}`): Entry {
+  return { index, term, kind: "normal", data: encoder.encode(text) };
+}
+
+function voteResponses(messages: readonly Message[]): VoteResponseMessage[] {
+  return messages.filter((message): message is VoteResponseMessage => message.type === "voteResponse");
+}
+
+function appendResponses(messages: readonly Message[]): AppendResponseMessage[] {
+  return messages.filter((message): message is AppendResponseMessage => message.type === "appendResponse");
+}
+
+/** A node whose disk already holds the bootstrap entry for voters 1..3 plus `extra` entries at `term`. */
+function nodeWithLog(extra: readonly Entry[], term: number, id = 1): { node: ReturnType<typeof loneNode>; disk: SimulatedDisk } {
+  const disk = new SimulatedDisk();
+  const bootstrap = loneNode(id, disk, { members: voters(1, 2, 3) });
+  drain(bootstrap, disk);
+  disk.appendSync(extra, { term, votedFor: null, commitIndex: 1 });
+  return { node: loneNode(id, disk, null), disk };
+}
+
+/** Ticks a lone node until it has sent its (pre-)vote requests. */
+function tickUntilCampaign(node: ReturnType<typeof loneNode>, disk: SimulatedDisk): Message[] {
+  for (let tick = 0; tick < 100; tick++) {
+    node.tick();
+    const messages = drain(node, disk);
+    if (messages.some((message) => message.type === "voteRequest")) return messages;
+  }
+  throw new Error("node never campaigned");
+}
+
+/** Makes member 1 of nodeWithLog leader, with member 2 granting its votes. */
+function electLone(node: ReturnType<typeof loneNode>, disk: SimulatedDisk): void {
+  const preVote = tickUntilCampaign(node, disk)[0];
+  if (!preVote) throw new Error("no pre-vote request");
+  node.step({ type: "voteResponse", from: 2, to: 1, term: preVote.term, preVote: true, granted: true });
+  drain(node, disk);
+  const term = node.status().term;
+  node.step({ type: "voteResponse", from: 2, to: 1, term, preVote: false, granted: true });
+  drain(node, disk);
+  expect(node.status().role).toBe("leader");
+}
+
+describe("Raft rules (paper and dissertation)", () => {
+  it("Election Safety: a member grants at most one vote per term", () => {
+    const disk = new SimulatedDisk();
+    const node = loneNode(1, disk, { members: voters(1, 2, 3) });
+    drain(node, disk);
+    const request = { type: "voteRequest", to: 1, term: 2, preVote: false, transfer: false, lastIndex: 1, lastTerm: 1 } as const;
+    node.step({ ...request, from: 2 });
+    node.step({ ...request, from: 3 });
+    node.step({ ...request, from: 2 });
+    const responses = voteResponses(drain(node, disk));
+    expect(responses.map((response) => [response.to, response.granted])).toEqual([
+      [2, true],
+      [3, false],
+      [2, true],
+    ]);
+    expect(disk.hardState()).toMatchObject({ term: 2, votedFor: 2 });
+  });
+
+  it("Election Safety: a group elects at most one leader per term", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3, 4, 5));
+    const leadersByTerm = new Map<number, Set<number>>();
+    for (let tick = 0; tick < 400; tick++) {
+      if (tick % 60 === 0) group.isolate(1 + (tick / 60) % 5);
+      if (tick % 60 === 30) group.heal();
+      group.tick();
+      for (const member of group.members.values()) {
+        const status = member.node?.status();
+        if (status?.role !== "leader") continue;
+        const leaders = leadersByTerm.get(status.term) ?? new Set<number>();
+        leaders.add(status.id);
+        leadersByTerm.set(status.term, leaders);
+      }
+    }
+    expect(leadersByTerm.size).toBeGreaterThan(1);
+    for (const leaders of leadersByTerm.values()) expect(leaders.size).toBe(1);
+  });
+
+  it("Election restriction: a member denies its vote to a candidate whose log is less up to date", () => {
+    const { node, disk } = nodeWithLog([entry(2, 2)], 2);
+    node.step({ type: "voteRequest", from: 3, to: 1, term: 3, preVote: false, transfer: false, lastIndex: 5, lastTerm: 1 });
+    node.step({ type: "voteRequest", from: 2, to: 1, term: 3, preVote: false, transfer: false, lastIndex: 2, lastTerm: 2 });
+    const responses = voteResponses(drain(node, disk));
+    expect(responses.map((response) => [response.to, response.granted])).toEqual([
+      [3, false],
+      [2, true],
+    ]);
+  });
+
+  it("Log Matching: a follower rejects an append whose previous entry does not match and replaces a conflicting suffix", () => {
+    const { node, disk } = nodeWithLog([entry(2, 2), entry(3, 2)], 2);
+    node.step({ type: "append", from: 3, to: 1, term: 3, prevIndex: 3, prevTerm: 3, entries: [entry(4, 3)], commitIndex: 1 });
+    const rejection = appendResponses(drain(node, disk))[0];
+    expect(rejection).toMatchObject({ rejected: true, index: 3, hintIndex: 3, hintTerm: 2 });
+    node.step({ type: "append", from: 3, to: 1, term: 3, prevIndex: 2, prevTerm: 2, entries: [entry(3, 3, "new")], commitIndex: 1 });
+    const accepted = appendResponses(drain(node, disk))[0];
+    expect(accepted).toMatchObject({ rejected: false, index: 3 });
+    expect(disk.term(3)).toBe(3);
+    expect(texts(disk.entries(2, 4))).toEqual(["e2", "new"]);
+  });
+
+  it("Leader Append-Only: a leader never overwrites or deletes entries in its own log", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3));
+    const leader = group.electLeader();
+    for (let index = 0; index < 5; index++) group.propose(`v${index}`);
+    const disk = group.members.get(leader)?.disk;
+    if (!disk) throw new Error("no disk");
+    const before = disk.entries(1, disk.lastIndex() + 1);
+    const term = group.node(leader).status().term;
+    // Stale or hostile rejections asking to back up to index 1 only change what the leader sends, never its log.
+    for (const follower of [1, 2, 3].filter((id) => id !== leader)) {
+      group.deliver({ type: "appendResponse", from: follower, to: leader, term, rejected: true, index: 6, hintIndex: 1, hintTerm: 1 });
+    }
+    group.flush();
+    expect(disk.entries(1, before.length + 1)).toEqual(before);
+    expect(group.node(leader).status().role).toBe("leader");
+  });
+
+  it("Leader Completeness: a newly elected leader holds every committed entry", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3));
+    const first = group.electLeader();
+    const committed = [1, 2, 3, 4, 5].map((value) => group.propose(`c${value}`));
+    const commitIndex = group.node(first).status().commitIndex;
+    expect(commitIndex).toBeGreaterThanOrEqual(Math.max(...committed));
+    group.crash(first);
+    group.tick(100);
+    const second = group.leader();
+    expect(second).not.toBeNull();
+    expect(second).not.toBe(first);
+    const newDisk = group.members.get(second ?? 0)?.disk;
+    const oldDisk = group.members.get(first)?.disk;
+    for (let index = 1; index <= commitIndex; index++) expect(newDisk?.term(index)).toBe(oldDisk?.term(index));
+  });
+
+  it("State Machine Safety: every member applies the same entry at each index despite crashes and partitions", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3, 4, 5));
+    group.electLeader();
+    for (let round = 0; round < 12; round++) {
+      const leader = group.leader();
+      if (leader !== null) {
+        try {
+          group.propose(`r${round}`);
+        } catch {
+          // A leader that is stepping down refuses; the next round proposes again.
+        }
+      }
+      if (round % 3 === 0 && leader !== null) group.crash(leader);
+      if (round % 3 === 1) group.isolate(1 + (round % 5));
+      if (round % 3 === 2) {
+        group.heal();
+        for (const member of group.members.values()) if (!member.node) group.restart(member.id);
+      }
+      group.tick(40);
+    }
+    group.heal();
+    group.tick(100);
+    const byIndex = new Map<number, string>();
+    let compared = 0;
+    for (const member of group.members.values()) {
+      for (const applied of member.applied) {
+        const key = `${applied.term}:${new TextDecoder().decode(applied.data)}`;
+        const known = byIndex.get(applied.index);
+        if (known !== undefined) {
+          expect(key).toBe(known);
+          compared++;
+        }
+        byIndex.set(applied.index, key);
+      }
+    }
+    expect(compared).toBeGreaterThan(10);
+  });
+
+  it("commit only current-term entries by counting (Figure 8): an old-term entry on a majority is not committed", () => {
+    const { node, disk } = nodeWithLog([entry(2, 2)], 3);
+    electLone(node, disk);
+    const term = node.status().term;
+    expect(term).toBe(4);
+    expect(disk.term(3)).toBe(4);
+    // Member 2 now holds index 2 (term 2): a majority holds it, but it is not from the current term.
+    node.step({ type: "appendResponse", from: 2, to: 1, term, rejected: false, index: 2, hintIndex: 0, hintTerm: 0 });
+    drain(node, disk);
+    expect(node.status().commitIndex).toBe(1);
+    // Once the current term's no-op is on a majority, both commit.
+    node.step({ type: "appendResponse", from: 2, to: 1, term, rejected: false, index: 3, hintIndex: 0, hintTerm: 0 });
+    drain(node, disk);
+    expect(node.status().commitIndex).toBe(3);
+  });
+
+  it("durability: a leader counts its own entries towards a commit only after the driver acknowledges them", () => {
+    const disk = new SimulatedDisk();
+    const node = loneNode(1, disk, { members: voters(1) });
+    for (let tick = 0; tick < 50 && node.status().role !== "leader"; tick++) {
+      node.tick();
+      drain(node, disk);
+    }
+    expect(node.status().role).toBe("leader");
+    const result = node.propose(encoder.encode("x"));
+    if (!result.accepted) throw new Error("refused");
+    expect(node.status().commitIndex).toBeLessThan(result.index);
+    const ready = node.ready();
+    expect(ready?.entriesToPersist.map((persisted) => persisted.index)).toContain(result.index);
+    expect(node.status().commitIndex).toBeLessThan(result.index);
+    if (!ready) throw new Error("no ready");
+    disk.appendSync(ready.entriesToPersist, ready.hardState);
+    node.advance(ready);
+    expect(node.status().commitIndex).toBe(result.index);
+  });
+
+  it("fast back-tracking: a follower with a long conflicting suffix is repaired in a few round trips", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3));
+    const old = group.electLeader();
+    const [second, third] = [1, 2, 3].filter((id) => id !== old) as [number, number];
+    group.isolate(old);
+    for (let index = 0; index < 30; index++) group.node(old).propose(encoder.encode(`lost${index}`));
+    group.flush();
+    group.tick(60);
+    for (let index = 0; index < 40; index++) group.propose(`kept${index}`);
+    // The leader that repairs the old one must start probing far beyond the divergence: crash the current leader
+    // and let the remaining one win with the old leader's vote.
+    const interim = group.leader() ?? 0;
+    group.crash(interim);
+    group.heal();
+    const before = group.delivered.length;
+    group.tick(80);
+    const repairer = group.leader();
+    expect(repairer).toBe(interim === second ? third : second);
+    const rejections = group.delivered
+      .slice(before)
+      .filter((message) => message.type === "appendResponse" && message.from === old && message.rejected);
+    // Without hints the leader would back up one index per round trip (about 40 rejections).
+    expect(rejections.length).toBeGreaterThan(0);
+    expect(rejections.length).toBeLessThanOrEqual(2);
+    const applied = texts(group.members.get(old)?.applied ?? []);
+    expect(applied).toContain("kept39");
+    expect(applied.some((text) => text.startsWith("lost"))).toBe(false);
+  });
+});
+
+describe("elections: pre-vote, check-quorum, priorities, transfer", () => {
+  it("pre-vote: a partitioned member rejoining does not disrupt the leader", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3));
+    const leader = group.electLeader();
+    const term = group.node(leader).status().term;
+    const outsider = [1, 2, 3].find((id) => id !== leader) ?? 0;
+    group.isolate(outsider);
+    group.tick(200);
+    expect(group.node(outsider).status().term).toBe(term);
+    group.heal();
+    group.tick(30);
+    expect(group.leader()).toBe(leader);
+    expect(group.node(leader).status().term).toBe(term);
+  });
+
+  it("check-quorum: a leader that stops hearing from a majority steps down", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3));
+    const leader = group.electLeader();
+    group.isolate(leader);
+    group.tick(25);
+    expect(group.node(leader).status().role).not.toBe("leader");
+  });
+
+  it("leader lease: with check-quorum a follower ignores a vote request while it hears from its leader", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3));
+    const leader = group.electLeader();
+    const follower = [1, 2, 3].find((id) => id !== leader) ?? 0;
+    const term = group.node(follower).status().term;
+    group.deliver({ type: "voteRequest", from: 9, to: follower, term: term + 5, preVote: false, transfer: false, lastIndex: 99, lastTerm: 99 });
+    group.flush();
+    expect(group.node(follower).status().term).toBe(term);
+    expect(group.leader()).toBe(leader);
+  });
+
+  it("priority election: the member with the highest priority ends up leader in a healthy group", () => {
+    const group = new ScriptedGroup([
+      { id: 1, role: "voter", priority: 1 },
+      { id: 2, role: "voter", priority: 1 },
+      { id: 3, role: "voter", priority: 5 },
+    ]);
+    group.tick(300);
+    expect(group.leader()).toBe(3);
+  });
+
+  it("priority election: lower-priority members still elect a leader when the highest-priority member is down", () => {
+    const group = new ScriptedGroup([
+      { id: 1, role: "voter", priority: 1 },
+      { id: 2, role: "voter", priority: 2 },
+      { id: 3, role: "voter", priority: 5 },
+    ]);
+    group.crash(3);
+    group.tick(200);
+    expect([1, 2]).toContain(group.leader());
+  });
+
+  it("priority transfer: a leader hands leadership to a caught-up voter of higher priority with TimeoutNow", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3));
+    const leader = group.electLeader();
+    const preferred = [1, 2, 3].find((id) => id !== leader) ?? 0;
+    const result = group.node(leader).proposeConfigurationChange({ type: "setPriority", member: preferred, priority: 9 });
+    expect(result.accepted).toBe(true);
+    group.tick(40);
+    expect(group.leader()).toBe(preferred);
+    expect(group.delivered.some((message) => message.type === "timeoutNow" && message.to === preferred)).toBe(true);
+  });
+
+  it("leadership transfer: the target campaigns at once and wins, and proposals are refused meanwhile", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3));
+    const leader = group.electLeader();
+    const target = [1, 2, 3].find((id) => id !== leader) ?? 0;
+    group.block(leader, target);
+    expect(group.node(leader).transferLeadership(target).accepted).toBe(true);
+    const refused = group.node(leader).propose(encoder.encode("during"));
+    expect(refused).toMatchObject({ accepted: false, reason: "transferringLeadership" });
+    group.heal();
+    group.tick(5);
+    expect(group.leader()).toBe(target);
+  });
+});
+
+describe("membership changes (single-server)", () => {
+  it("learner promotion: a new member joins as a learner, catches up, then is promoted; a lagging learner is not", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3));
+    const leader = group.electLeader();
+    for (let index = 0; index < 5; index++) group.propose(`before${index}`);
+    group.add(4, false);
+    group.isolate(4);
+    expect(group.node(leader).proposeConfigurationChange({ type: "addLearner", member: 4, priority: 1 }).accepted).toBe(true);
+    group.tick(4);
+    expect(group.node(leader).proposeConfigurationChange({ type: "promote", member: 4 })).toMatchObject({
+      accepted: false,
+      reason: "learnerBehind",
+    });
+    expect(group.node(leader).configuration().members.find((member) => member.id === 4)?.role).toBe("learner");
+    group.heal();
+    group.tick(10);
+    expect(texts(group.members.get(4)?.applied ?? [])).toEqual(["before0", "before1", "before2", "before3", "before4"]);
+    expect(group.node(4).status().role).toBe("follower");
+    expect(group.node(leader).proposeConfigurationChange({ type: "promote", member: 4 }).accepted).toBe(true);
+    group.tick(5);
+    expect(votersOf(group.node(4).configuration())).toEqual([1, 2, 3, 4]);
+  });
+
+  it("learners never campaign and do not count towards a commit", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3));
+    const leader = group.electLeader();
+    group.add(4, false);
+    group.node(leader).proposeConfigurationChange({ type: "addLearner", member: 4, priority: 9 });
+    group.tick(5);
+    const others = [1, 2, 3].filter((id) => id !== leader);
+    for (const other of others) group.isolate(other);
+    const result = group.node(leader).propose(encoder.encode("needs-a-voter"));
+    group.tick(3);
+    if (!result.accepted) throw new Error("refused");
+    expect(group.node(leader).status().commitIndex).toBeLessThan(result.index);
+    group.heal();
+    group.isolate(leader);
+    group.tick(200);
+    expect(group.node(4).status().role).toBe("follower");
+    expect(group.node(4).status().term).toBeLessThanOrEqual(group.node(others[0] ?? 0).status().term);
+  });
+
+  it("single-server changes: a second change is refused while one is uncommitted", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3));
+    const leader = group.electLeader();
+    for (const id of [1, 2, 3]) if (id !== leader) group.isolate(id);
+    expect(group.node(leader).proposeConfigurationChange({ type: "addLearner", member: 4, priority: 1 }).accepted).toBe(true);
+    expect(group.node(leader).proposeConfigurationChange({ type: "addLearner", member: 5, priority: 1 })).toMatchObject({
+      accepted: false,
+      reason: "changeInProgress",
+    });
+  });
+
+  it("a configuration takes effect when appended, before it commits", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3));
+    const leader = group.electLeader();
+    for (const id of [1, 2, 3]) if (id !== leader) group.isolate(id);
+    group.node(leader).proposeConfigurationChange({ type: "addLearner", member: 4, priority: 1 });
+    group.flush();
+    expect(group.node(leader).configuration().members.map((member) => member.id)).toContain(4);
+    expect(group.node(leader).status().commitIndex).toBeLessThan(group.node(leader).status().lastIndex);
+  });
+
+  it("removal of the leader: a removed leader steps down once the change commits and the rest elect a new leader", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3));
+    const leader = group.electLeader();
+    expect(group.node(leader).proposeConfigurationChange({ type: "remove", member: leader }).accepted).toBe(true);
+    group.tick(3);
+    expect(group.node(leader).status().role).toBe("follower");
+    group.tick(60);
+    const next = group.leader();
+    expect(next).not.toBeNull();
+    expect(next).not.toBe(leader);
+    expect(votersOf(group.node(next ?? 0).configuration())).toEqual([1, 2, 3].filter((id) => id !== leader));
+    group.propose("after-removal");
+    expect(texts(group.members.get(next ?? 0)?.applied ?? [])).toContain("after-removal");
+  });
+
+  it("a member that crashes mid-join resumes catching up after its restart", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3), { maxEntriesPerMessage: 2 });
+    const leader = group.electLeader();
+    for (let index = 0; index < 10; index++) group.propose(`j${index}`);
+    group.add(4, false);
+    let appendsTo4 = 0;
+    group.dropWhen((message) => message.to === 4 && message.type === "append" && ++appendsTo4 > 3);
+    group.node(leader).proposeConfigurationChange({ type: "addLearner", member: 4, priority: 1 });
+    group.tick(2);
+    const partial = group.members.get(4)?.disk.lastIndex() ?? 0;
+    expect(partial).toBeGreaterThan(0);
+    expect(partial).toBeLessThan(group.node(leader).status().lastIndex);
+    group.crash(4);
+    group.clearDrops();
+    group.tick(5);
+    group.restart(4);
+    group.tick(10);
+    expect(group.members.get(4)?.disk.lastIndex()).toBe(group.node(leader).status().lastIndex);
+    expect(group.node(leader).proposeConfigurationChange({ type: "promote", member: 4 }).accepted).toBe(true);
+  });
+});
+
+describe("forced reconfiguration", () => {
+  it("requires the explicit acknowledgement that uncommitted entries may be lost", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3));
+    expect(() =>
+      group.node(1).forceReconfigure(voters(1), { acceptDataLoss: false } as unknown as { acceptDataLoss: true }),
+    ).toThrow(/acceptDataLoss/);
+  });
+
+  it("survivors replace the membership without the old quorum and commit again", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3, 4, 5));
+    group.electLeader();
+    group.propose("before");
+    for (const id of [3, 4, 5]) group.crash(id);
+    group.tick(40);
+    expect(group.leader()).toBeNull();
+    for (const id of [1, 2]) group.node(id).forceReconfigure(voters(1, 2), { acceptDataLoss: true });
+    group.tick(60);
+    const leader = group.leader();
+    expect([1, 2]).toContain(leader);
+    expect(votersOf(group.node(leader ?? 0).configuration())).toEqual([1, 2]);
+    expect(group.node(leader ?? 0).status().forced).toBe(false);
+    group.propose("after");
+    expect(texts(group.members.get(1)?.applied ?? [])).toEqual(["before", "after"]);
+  });
+
+  it("the first forced election needs every forced voter, so the most up-to-date survivor's entries are kept", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3, 4, 5));
+    const leader = group.electLeader();
+    const survivors = [1, 2, 3, 4, 5].filter((id) => id !== leader).slice(0, 3);
+    const [ahead, behindA, behindB] = survivors as [number, number, number];
+    group.block(leader, behindA);
+    group.block(leader, behindB);
+    group.propose("only-on-some");
+    for (const id of [1, 2, 3, 4, 5]) if (!survivors.includes(id)) group.crash(id);
+    group.heal();
+    expect(texts(group.members.get(ahead)?.disk.entries(1, (group.members.get(ahead)?.disk.lastIndex() ?? 0) + 1) ?? [])).toContain(
+      "only-on-some",
+    );
+    const members = voters(...survivors);
+    for (const id of survivors) group.node(id).forceReconfigure(members, { acceptDataLoss: true });
+    group.tick(100);
+    const forcedLeader = group.leader();
+    expect(forcedLeader).not.toBeNull();
+    group.tick(10);
+    for (const id of survivors) expect(texts(group.members.get(id)?.applied ?? [])).toContain("only-on-some");
+  });
+});
+
+describe("read index", () => {
+  it("a leader releases a read only after a heartbeat round confirms its leadership", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3));
+    const leader = group.electLeader();
+    group.propose("x");
+    for (const id of [1, 2, 3]) if (id !== leader) group.block(id, leader);
+    expect(group.node(leader).requestRead("r1").accepted).toBe(true);
+    group.tick(4);
+    expect(group.members.get(leader)?.reads).toEqual([]);
+    group.heal();
+    group.tick(3);
+    expect(group.members.get(leader)?.reads).toEqual([{ context: "r1", index: group.node(leader).status().commitIndex }]);
+  });
+
+  it("a new leader holds reads until it has committed an entry of its own term", () => {
+    const { node, disk } = nodeWithLog([entry(2, 2)], 3);
+    electLone(node, disk);
+    const term = node.status().term;
+    expect(node.requestRead("early").accepted).toBe(true);
+    node.tick();
+    node.tick();
+    const beforeCommit = node.ready();
+    expect(beforeCommit?.readStates ?? []).toEqual([]);
+    // The heartbeat round before the first commit carries no read: the read waits.
+    const early = beforeCommit?.messages.find((message) => message.type === "heartbeat" && message.to === 2);
+    expect(early?.type === "heartbeat" ? early.readSequence : -1).toBe(0);
+    if (beforeCommit) node.advance(beforeCommit);
+    node.step({ type: "heartbeatResponse", from: 2, to: 1, term, readSequence: 0 });
+    const stillWaiting = node.ready();
+    expect(stillWaiting?.readStates ?? []).toEqual([]);
+    if (stillWaiting) node.advance(stillWaiting);
+    node.step({ type: "appendResponse", from: 2, to: 1, term, rejected: false, index: 3, hintIndex: 0, hintTerm: 0 });
+    const heartbeat = drain(node, disk).find((message) => message.type === "heartbeat" && message.to === 2);
+    expect(heartbeat?.type === "heartbeat" ? heartbeat.readSequence : 0).toBeGreaterThan(0);
+    node.step({ type: "heartbeatResponse", from: 2, to: 1, term, readSequence: heartbeat?.type === "heartbeat" ? heartbeat.readSequence : 0 });
+    const ready = node.ready();
+    expect(ready?.readStates).toEqual([{ context: "early", index: 3 }]);
+  });
+
+  it("a deposed leader never confirms a read; it reports the read as dropped", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3));
+    const leader = group.electLeader();
+    group.isolate(leader);
+    expect(group.node(leader).requestRead("stale").accepted).toBe(true);
+    group.tick(30);
+    expect(group.node(leader).status().role).not.toBe("leader");
+    expect(group.members.get(leader)?.reads).toEqual([]);
+    expect(group.members.get(leader)?.droppedReads).toEqual(["stale"]);
+  });
+
+  it("a follower refuses reads and names the leader", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3));
+    const leader = group.electLeader();
+    const follower = [1, 2, 3].find((id) => id !== leader) ?? 0;
+    expect(group.node(follower).requestRead("r")).toEqual({ accepted: false, reason: "notLeader", leaderId: leader });
+  });
+});
+
+describe("snapshots", () => {
+  function lagging(): { group: ScriptedGroup; leader: number; lagger: number; snapshotData: Uint8Array } {
+    const group = new ScriptedGroup(voters(1, 2, 3), { snapshotChunkBytes: 16 });
+    const leader = group.electLeader();
+    const lagger = [1, 2, 3].find((id) => id !== leader) ?? 0;
+    group.crash(lagger);
+    for (let index = 0; index < 10; index++) group.propose(`s${index}`);
+    const snapshotData = Uint8Array.from({ length: 100 }, (_, position) => position);
+    const applied = group.node(leader).status().appliedIndex;
+    group.node(leader).compact(applied, snapshotData);
+    group.flush();
+    group.propose("after-snapshot");
+    return { group, leader, lagger, snapshotData };
+  }
+
+  it("compaction: the log before an applied index is dropped once the snapshot is stored", () => {
+    const { group, leader } = lagging();
+    const status = group.node(leader).status();
+    expect(status.firstIndex).toBeGreaterThan(10);
+    expect(group.members.get(leader)?.disk.snapshot()?.metadata.index).toBe(status.firstIndex - 1);
+  });
+
+  it("a member behind the log start receives the snapshot in bounded chunks, then the log", () => {
+    const { group, leader, lagger, snapshotData } = lagging();
+    group.restart(lagger);
+    group.tick(20);
+    const chunks = group.delivered.filter((message) => message.type === "snapshotChunk" && message.to === lagger);
+    expect(chunks.length).toBeGreaterThanOrEqual(Math.ceil(snapshotData.byteLength / 16));
+    for (const chunk of chunks) if (chunk.type === "snapshotChunk") expect(chunk.data.byteLength).toBeLessThanOrEqual(16);
+    const disk = group.members.get(lagger)?.disk;
+    expect(disk?.snapshot()?.data).toEqual(snapshotData);
+    expect(texts(group.members.get(lagger)?.applied ?? [])).toEqual(["after-snapshot"]);
+    expect(disk?.lastIndex()).toBe(group.node(leader).status().lastIndex);
+  });
+
+  it("a snapshot transfer resumes at the lost chunk instead of starting over", () => {
+    const { group, lagger } = lagging();
+    let dropped = false;
+    group.dropWhen((message) => {
+      if (!dropped && message.type === "snapshotChunk" && message.offset === 32) {
+        dropped = true;
+        return true;
+      }
+      return false;
+    });
+    group.restart(lagger);
+    group.tick(30);
+    expect(dropped).toBe(true);
+    const offsets = group.delivered
+      .filter((message) => message.type === "snapshotChunk" && message.to === lagger)
+      .map((message) => (message.type === "snapshotChunk" ? message.offset : -1));
+    expect(offsets.filter((offset) => offset === 0)).toHaveLength(1);
+    expect(offsets).toContain(32);
+    expect(group.members.get(lagger)?.disk.snapshot()).not.toBeNull();
+  });
+
+  it("a member rejects a snapshot whose checksum does not match and installs nothing", () => {
+    const disk = new SimulatedDisk();
+    const node = loneNode(1, disk, { members: voters(1, 2, 3) });
+    drain(node, disk);
+    const data = new Uint8Array([1, 2, 3, 4]);
+    const metadata = {
+      index: 20,
+      term: 2,
+      configuration: { members: voters(1, 2, 3) },
+      sizeBytes: 4,
+      checksum: (snapshotChecksum(data) + 1) >>> 0,
+    };
+    node.step({ type: "snapshotChunk", from: 2, to: 1, term: 2, metadata, offset: 0, data, last: true });
+    const response = drain(node, disk).find((message) => message.type === "snapshotResponse");
+    expect(response).toMatchObject({ status: "rejected" });
+    expect(disk.snapshot()).toBeNull();
+    expect(node.status().commitIndex).toBe(1);
+  });
+});
+
+describe("flow control", () => {
+  function inflightAppends(maxInflightMessages: number, maxInflightBytes: number): number {
+    const group = new ScriptedGroup(voters(1, 2, 3), { maxInflightMessages, maxInflightBytes, maxEntriesPerMessage: 1 });
+    const leader = group.electLeader();
+    group.propose("warm-up");
+    const follower = [1, 2, 3].find((id) => id !== leader) ?? 0;
+    group.block(follower, leader);
+    const before = group.delivered.length;
+    for (let index = 0; index < 10; index++) {
+      group.node(leader).propose(new Uint8Array(60));
+      group.flush();
+    }
+    return group.delivered
+      .slice(before)
+      .filter((message) => message.type === "append" && message.to === follower && message.entries.length > 0).length;
+  }
+
+  it("a leader keeps at most maxInflightMessages appends in flight to a replicating member", () => {
+    expect(inflightAppends(3, 1 << 20)).toBe(3);
+  });
+
+  it("a leader keeps at most maxInflightBytes of entries in flight to a replicating member", () => {
+    // Each message carries one 60-byte entry (84 bytes with overhead): the window fills after the second.
+    expect(inflightAppends(100, 100)).toBe(2);
+  });
+});

@@ -1,0 +1,345 @@
+import { crc32c } from "@node-rs/crc32";
+import { open } from "lmdb";
+import { describe, expect, it } from "vitest";
+import { encodeEntry } from "../../../../src/cluster/raft/storage/codec.js";
+import {
+  EntriesUnavailableError,
+  LmdbRaftStorage,
+  SnapshotChecksumMismatchError,
+} from "../../../../src/cluster/raft/storage/lmdb-storage.js";
+import {
+  type Entry,
+  type HardState,
+  type Snapshot,
+  type SnapshotMetadata,
+  StorageCorruptionError,
+} from "../../../../src/cluster/raft/types.js";
+import { withTemporaryDirectory } from "./temp-directory.js";
+
+function entry(index: number, term: number, text = `entry ${index}`): Entry {
+  return { index, term, kind: "normal", data: new TextEncoder().encode(text) };
+}
+
+function entriesFrom(first: number, count: number, term: number): Entry[] {
+  return Array.from({ length: count }, (_, offset) => entry(first + offset, term));
+}
+
+function makeSnapshot(index: number, term: number, sizeBytes: number): Snapshot {
+  const data = new Uint8Array(sizeBytes).map((_, position) => (position * 31 + index) & 0xff);
+  const metadata: SnapshotMetadata = {
+    index,
+    term,
+    configuration: { members: [{ id: 1, role: "voter", priority: 2 }] },
+    sizeBytes,
+    checksum: crc32c(data),
+  };
+  return { metadata, data };
+}
+
+/** Opens storage in a fresh directory, runs `body`, and closes and removes everything afterwards. */
+async function withStorage(
+  body: (storage: LmdbRaftStorage, directory: string) => Promise<void>,
+  snapshotChunkBytes = 1024,
+): Promise<void> {
+  await withTemporaryDirectory(async (directory) => {
+    const storage = LmdbRaftStorage.open({ directory, snapshotChunkBytes });
+    try {
+      await body(storage, directory);
+    } finally {
+      await storage.close();
+    }
+  });
+}
+
+/** Writes raw bytes into one of the storage's LMDB databases, bypassing the adapter, with the storage closed. */
+async function writeRaw(directory: string, database: string, key: number | string, value: Uint8Array) {
+  const root = open({ path: directory, maxDbs: 4, encoding: "binary" });
+  await root.openDB({ name: database, encoding: "binary" }).put(key, value);
+  await root.close();
+}
+
+describe("LmdbRaftStorage", () => {
+  it("starts empty", async () => {
+    await withStorage(async (storage) => {
+      expect(await storage.load()).toEqual({
+        hardState: { term: 0, votedFor: null, commitIndex: 0 },
+        snapshot: null,
+        firstIndex: 1,
+        lastIndex: 0,
+      });
+      expect(storage.term(0)).toBe(0);
+      expect(storage.term(1)).toBeNull();
+      expect(storage.snapshot()).toBeNull();
+    });
+  });
+
+  it("appends entries and reads them back by range and by term", async () => {
+    await withStorage(async (storage) => {
+      const written = [...entriesFrom(1, 3, 1), { ...entry(4, 2), kind: "noop" as const, data: new Uint8Array() }];
+      await storage.append(written, null);
+      expect(storage.entries(1, 5)).toEqual(written);
+      expect(storage.entries(2, 4)).toEqual(written.slice(1, 3));
+      expect(storage.entries(3, 3)).toEqual([]);
+      expect(storage.term(4)).toBe(2);
+      expect(storage.term(5)).toBeNull();
+      expect((await storage.load()).lastIndex).toBe(4);
+    });
+  });
+
+  it("throws on ranges beyond the last entry", async () => {
+    await withStorage(async (storage) => {
+      await storage.append(entriesFrom(1, 2, 1), null);
+      expect(() => storage.entries(1, 4)).toThrow(EntriesUnavailableError);
+    });
+  });
+
+  it("replaces the conflicting suffix when appending from an earlier index", async () => {
+    await withStorage(async (storage) => {
+      await storage.append(entriesFrom(1, 5, 1), null);
+      await storage.append([entry(3, 2, "replacement")], null);
+      expect((await storage.load()).lastIndex).toBe(3);
+      expect(storage.entries(1, 4).map((stored) => stored.term)).toEqual([1, 1, 2]);
+      expect(new TextDecoder().decode(storage.entries(3, 4)[0]?.data)).toBe("replacement");
+      expect(() => storage.entries(4, 5)).toThrow(EntriesUnavailableError);
+      expect(storage.term(4)).toBeNull();
+    });
+  });
+
+  it("refuses appends that leave a gap or overwrite committed entries", async () => {
+    await withStorage(async (storage) => {
+      await storage.append(entriesFrom(1, 3, 1), { term: 1, votedFor: 1, commitIndex: 2 });
+      await expect(storage.append([entry(5, 1)], null)).rejects.toThrow(/gap/);
+      await expect(storage.append([entry(2, 2)], null)).rejects.toThrow(/overwrite committed entry 2/);
+      await storage.append([entry(3, 2)], null);
+      expect(storage.term(3)).toBe(2);
+    });
+  });
+
+  it("persists the hard state and refuses a decreasing term or a changed vote", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const hardState: HardState = { term: 7, votedFor: 3, commitIndex: 0 };
+      const storage = LmdbRaftStorage.open({ directory });
+      await storage.append([], hardState);
+      await expect(storage.append([], { term: 6, votedFor: null, commitIndex: 0 })).rejects.toThrow(/term/);
+      await expect(storage.append([], { term: 7, votedFor: 2, commitIndex: 0 })).rejects.toThrow(/vote/);
+      await storage.close();
+      const reopened = LmdbRaftStorage.open({ directory });
+      expect((await reopened.load()).hardState).toEqual(hardState);
+      await reopened.close();
+    });
+  });
+
+  it("restores everything after a restart", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const storage = LmdbRaftStorage.open({ directory, snapshotChunkBytes: 100 });
+      const snapshot = makeSnapshot(4, 2, 250);
+      await storage.append(entriesFrom(1, 6, 2), { term: 2, votedFor: 1, commitIndex: 5 });
+      await storage.installSnapshot(snapshot);
+      await storage.append([entry(7, 3)], { term: 3, votedFor: null, commitIndex: 6 });
+      const entriesBefore = storage.entries(5, 8);
+      await storage.close();
+
+      const reopened = LmdbRaftStorage.open({ directory, snapshotChunkBytes: 100 });
+      expect(await reopened.load()).toEqual({
+        hardState: { term: 3, votedFor: null, commitIndex: 6 },
+        snapshot: snapshot.metadata,
+        firstIndex: 5,
+        lastIndex: 7,
+      });
+      expect(reopened.entries(5, 8)).toEqual(entriesBefore);
+      expect(reopened.term(4)).toBe(2);
+      expect(reopened.snapshot()).toEqual({ metadata: snapshot.metadata, data: snapshot.data });
+      await reopened.close();
+    });
+  });
+
+  it("compacts committed entries, keeps the term at the compaction point, and refuses uncommitted ones", async () => {
+    await withStorage(async (storage) => {
+      await storage.append(entriesFrom(1, 5, 1), { term: 1, votedFor: null, commitIndex: 3 });
+      await expect(storage.compact(4)).rejects.toThrow(/uncommitted/);
+      await storage.compact(2);
+      expect((await storage.load()).firstIndex).toBe(3);
+      expect(storage.term(2)).toBe(1);
+      expect(storage.term(1)).toBeNull();
+      expect(() => storage.entries(2, 4)).toThrow(EntriesUnavailableError);
+      expect(storage.entries(3, 6)).toHaveLength(3);
+      await storage.compact(1);
+      expect((await storage.load()).firstIndex).toBe(3);
+      await expect(storage.append([entry(2, 1)], null)).rejects.toThrow(/compacted/);
+    });
+  });
+
+  it("installs a snapshot matching its log: covered entries go, later entries stay", async () => {
+    await withStorage(async (storage) => {
+      await storage.append(entriesFrom(1, 8, 1), { term: 1, votedFor: null, commitIndex: 8 });
+      const snapshot = makeSnapshot(5, 1, 3000);
+      await storage.installSnapshot(snapshot);
+      const state = await storage.load();
+      expect([state.firstIndex, state.lastIndex]).toEqual([6, 8]);
+      expect(state.snapshot).toEqual(snapshot.metadata);
+      expect(storage.term(5)).toBe(1);
+      expect(() => storage.entries(5, 6)).toThrow(EntriesUnavailableError);
+      expect(storage.entries(6, 9)).toHaveLength(3);
+      expect(storage.snapshot()?.data).toEqual(snapshot.data);
+    });
+  });
+
+  it("installs a snapshot conflicting with its log: the whole log goes", async () => {
+    await withStorage(async (storage) => {
+      await storage.append(entriesFrom(1, 8, 1), null);
+      await storage.installSnapshot(makeSnapshot(5, 3, 10));
+      const state = await storage.load();
+      expect([state.firstIndex, state.lastIndex]).toEqual([6, 5]);
+      expect(storage.term(5)).toBe(3);
+      expect(storage.term(6)).toBeNull();
+      await storage.append([entry(6, 3)], null);
+      expect(storage.entries(6, 7)).toHaveLength(1);
+    });
+  });
+
+  it("refuses a snapshot whose data does not match its checksum or that is older than the stored one", async () => {
+    await withStorage(async (storage) => {
+      const snapshot = makeSnapshot(5, 1, 10);
+      expect(() => storage.installSnapshot({ ...snapshot, data: new Uint8Array(10) })).toThrow(/checksum/);
+      await storage.installSnapshot(snapshot);
+      await expect(storage.installSnapshot(makeSnapshot(4, 1, 10))).rejects.toThrow(/older/);
+    });
+  });
+
+  it("reports a damaged log entry as corruption instead of returning it", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const storage = LmdbRaftStorage.open({ directory });
+      await storage.append(entriesFrom(1, 3, 1), null);
+      await storage.close();
+      const damaged = encodeEntry(entry(2, 1));
+      damaged[damaged.byteLength - 1] = (damaged[damaged.byteLength - 1] ?? 0) ^ 0xff;
+      await writeRaw(directory, "log", 2, damaged);
+
+      const reopened = LmdbRaftStorage.open({ directory });
+      expect(reopened.entries(1, 2)).toHaveLength(1);
+      expect(() => reopened.entries(1, 4)).toThrow(StorageCorruptionError);
+      expect(() => reopened.term(2)).toThrow(/storage corruption at log entry 2/);
+      await reopened.close();
+    });
+  });
+
+  it("reports a damaged hard state on open and a damaged snapshot chunk on read", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const storage = LmdbRaftStorage.open({ directory, snapshotChunkBytes: 4 });
+      await storage.append([], { term: 1, votedFor: null, commitIndex: 0 });
+      await storage.installSnapshot(makeSnapshot(3, 1, 10));
+      await storage.close();
+
+      const root = open({ path: directory, maxDbs: 4, encoding: "binary" });
+      const chunks = root.openDB({ name: "snapshotChunks", encoding: "binary" });
+      const [chunkKey] = [...chunks.getKeys({ limit: 1 })];
+      const chunk = chunks.getBinary(chunkKey!)!;
+      chunk[chunk.byteLength - 1] = (chunk[chunk.byteLength - 1] ?? 0) ^ 1;
+      await chunks.put(chunkKey!, chunk);
+      await root.close();
+      const withDamagedChunk = LmdbRaftStorage.open({ directory, snapshotChunkBytes: 4 });
+      expect(() => withDamagedChunk.snapshot()).toThrow(StorageCorruptionError);
+      await withDamagedChunk.close();
+
+      await writeRaw(directory, "state", "hardState", new Uint8Array([0, 0, 0, 0, 1, 2, 3]));
+      expect(() => LmdbRaftStorage.open({ directory })).toThrow(StorageCorruptionError);
+    });
+  });
+
+  it("reports a missing entry inside the log's bounds as corruption", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const storage = LmdbRaftStorage.open({ directory });
+      await storage.append(entriesFrom(1, 3, 1), null);
+      await storage.close();
+      const root = open({ path: directory, maxDbs: 4, encoding: "binary" });
+      await root.openDB({ name: "log", encoding: "binary" }).remove(2);
+      await root.close();
+      const reopened = LmdbRaftStorage.open({ directory });
+      expect(() => reopened.entries(1, 4)).toThrow(/entry is missing/);
+      await reopened.close();
+    });
+  });
+
+  it("coalesces concurrent appends into one durable transaction and acknowledges none before it", async () => {
+    await withStorage(async (storage) => {
+      await storage.append([entry(1, 1)], null);
+      const before = storage.transactionCount;
+      const acknowledged: number[] = [];
+      const appends = Array.from({ length: 50 }, (_, offset) =>
+        storage.append([entry(2 + offset, 1)], null).then(() => {
+          // Nothing is acknowledged before the transaction that holds it has committed.
+          acknowledged.push(storage.transactionCount - before);
+        }),
+      );
+      await Promise.all(appends);
+      expect(storage.transactionCount - before).toBe(1);
+      expect(acknowledged).toEqual(Array.from({ length: 50 }, () => 1));
+      expect((await storage.load()).lastIndex).toBe(51);
+      expect(storage.entries(1, 52)).toHaveLength(51);
+    });
+  });
+
+  it("puts appends issued while a commit is in flight into the single next transaction", async () => {
+    await withStorage(async (storage) => {
+      const first = storage.append([entry(1, 1)], null);
+      await new Promise((resolve) => setImmediate(resolve));
+      const followers = Array.from({ length: 20 }, (_, offset) => storage.append([entry(2 + offset, 1)], null));
+      await Promise.all([first, ...followers]);
+      expect(storage.transactionCount).toBeLessThanOrEqual(2);
+      expect(storage.entries(1, 22)).toHaveLength(21);
+    });
+  });
+
+  describe("snapshot received in chunks", () => {
+    it("stores chunks, resumes after a restart, and installs once the whole checksum matches", async () => {
+      await withTemporaryDirectory(async (directory) => {
+        const snapshot = makeSnapshot(10, 2, 10);
+        const storage = LmdbRaftStorage.open({ directory, snapshotChunkBytes: 4 });
+        await storage.append(entriesFrom(1, 3, 1), null);
+        expect(await storage.beginSnapshotReceive(snapshot.metadata)).toBe(0);
+        await storage.writeSnapshotChunk(0, snapshot.data.subarray(0, 4));
+        await storage.writeSnapshotChunk(0, snapshot.data.subarray(0, 4));
+        await expect(storage.writeSnapshotChunk(8, snapshot.data.subarray(8, 10))).rejects.toThrow(/continue at 4/);
+        await storage.close();
+
+        const reopened = LmdbRaftStorage.open({ directory, snapshotChunkBytes: 4 });
+        expect(reopened.incomingSnapshot()).toEqual({ metadata: snapshot.metadata, receivedBytes: 4 });
+        expect(await reopened.beginSnapshotReceive(snapshot.metadata)).toBe(4);
+        await expect(reopened.finishSnapshotReceive()).rejects.toThrow(/incomplete/);
+        await reopened.writeSnapshotChunk(4, snapshot.data.subarray(4, 8));
+        await reopened.writeSnapshotChunk(8, snapshot.data.subarray(8, 10));
+        expect(await reopened.finishSnapshotReceive()).toEqual(snapshot.metadata);
+        expect(reopened.incomingSnapshot()).toBeNull();
+        expect(reopened.snapshot()).toEqual(snapshot);
+        const state = await reopened.load();
+        expect([state.firstIndex, state.lastIndex]).toEqual([11, 10]);
+        await reopened.close();
+      });
+    });
+
+    it("discards the received bytes when the whole checksum does not match", async () => {
+      await withStorage(async (storage) => {
+        const snapshot = makeSnapshot(10, 2, 6);
+        const wrong = { ...snapshot.metadata, checksum: (snapshot.metadata.checksum + 1) >>> 0 };
+        await storage.beginSnapshotReceive(wrong);
+        await storage.writeSnapshotChunk(0, snapshot.data);
+        await expect(storage.finishSnapshotReceive()).rejects.toThrow(SnapshotChecksumMismatchError);
+        expect(storage.incomingSnapshot()).toBeNull();
+        expect(storage.snapshot()).toBeNull();
+      });
+    });
+
+    it("starts over when a different snapshot is offered", async () => {
+      await withStorage(async (storage) => {
+        const older = makeSnapshot(10, 2, 8);
+        const newer = makeSnapshot(20, 3, 8);
+        await storage.beginSnapshotReceive(older.metadata);
+        await storage.writeSnapshotChunk(0, older.data.subarray(0, 4));
+        expect(await storage.beginSnapshotReceive(newer.metadata)).toBe(0);
+        await storage.writeSnapshotChunk(0, newer.data);
+        expect(await storage.finishSnapshotReceive()).toEqual(newer.metadata);
+        expect(storage.snapshot()?.data).toEqual(newer.data);
+      });
+    });
+  });
+});

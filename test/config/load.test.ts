@@ -1,0 +1,129 @@
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { ConfigurationError, configurationLeaves, loadConfiguration } from "../../src/config/load.js";
+
+function yamlFile(text: string): string {
+  const path = join(mkdtempSync(join(tmpdir(), "flowplane-config-")), "flowplane.yaml");
+  writeFileSync(path, text);
+  return path;
+}
+
+function problemsOf(action: () => unknown): readonly string[] {
+  try {
+    action();
+  } catch (error) {
+    if (error instanceof ConfigurationError) return error.problems;
+    throw error;
+  }
+  throw new Error("expected a ConfigurationError");
+}
+
+describe("configuration defaults", () => {
+  it("fills every documented default when nothing is given", () => {
+    const configuration = loadConfiguration({ environment: {} });
+    expect(configuration.dataDirectory).toBe("./data");
+    expect(configuration.platform.port).toBe(8088);
+    expect(configuration.database.url).toBe("");
+    expect(configuration.token.lifetimeSeconds).toBe(86400);
+    expect(configuration.token.signingAlgorithm).toBe("RS256");
+    expect(configuration.rateLimit).toMatchObject({ burst: 5, refillPerSecond: 1, blockSeconds: 60 });
+    expect(configuration.audiences).toEqual({ admin: "admin-api", modeler: "modeler-api", gateway: "gateway-api" });
+    expect(configuration.bootstrap.clientId).toBe("");
+  });
+
+  it("derives environment variable names and YAML keys from the schema", () => {
+    const names = configurationLeaves().map((leaf) => [leaf.key, leaf.environmentVariable]);
+    expect(names).toContainEqual(["service.dataDirectory", "SERVICE_DATA_DIRECTORY"]);
+    expect(names).toContainEqual(["service.platform.port", "SERVICE_PLATFORM_PORT"]);
+    expect(names).toContainEqual(["service.database.url", "SERVICE_DATABASE_URL"]);
+    expect(names).toContainEqual(["service.token.lifetimeSeconds", "SERVICE_TOKEN_LIFETIME_SECONDS"]);
+    expect(names).toContainEqual(["service.token.signingAlgorithm", "SERVICE_TOKEN_SIGNING_ALGORITHM"]);
+    expect(names).toContainEqual(["service.bootstrap.clientId", "SERVICE_BOOTSTRAP_CLIENT_ID"]);
+    expect(names).toContainEqual(["service.bootstrap.clientSecret", "SERVICE_BOOTSTRAP_CLIENT_SECRET"]);
+  });
+});
+
+describe("configuration precedence", () => {
+  it("reads environment variables, converting their text to the schema's types", () => {
+    const configuration = loadConfiguration({
+      environment: { SERVICE_PLATFORM_PORT: "9000", SERVICE_PLATFORM_TRUST_PROXY: "true", UNRELATED: "x" },
+    });
+    expect(configuration.platform.port).toBe(9000);
+    expect(configuration.platform.trustProxy).toBe(true);
+  });
+
+  it("lets the YAML file override the environment, with nested or dotted keys", () => {
+    const file = yamlFile("service:\n  platform:\n    port: 9100\nservice.token.signingAlgorithm: ES256\n");
+    const configuration = loadConfiguration({
+      environment: { SERVICE_PLATFORM_PORT: "9000", SERVICE_TOKEN_LIFETIME_SECONDS: "600" },
+      configFile: file,
+    });
+    expect(configuration.platform.port).toBe(9100);
+    expect(configuration.token.signingAlgorithm).toBe("ES256");
+    expect(configuration.token.lifetimeSeconds).toBe(600);
+  });
+
+  it("lets command-line flags override the file and the environment", () => {
+    const file = yamlFile("service:\n  platform:\n    port: 9100\n");
+    const configuration = loadConfiguration({
+      environment: { SERVICE_PLATFORM_PORT: "9000" },
+      configFile: file,
+      flags: { "service.platform.port": "9200" },
+    });
+    expect(configuration.platform.port).toBe(9200);
+  });
+});
+
+describe("invalid configuration", () => {
+  it("names the key, its source, the value and what is allowed", () => {
+    const problems = problemsOf(() => loadConfiguration({ environment: { SERVICE_PLATFORM_PORT: "eighty" } }));
+    expect(problems).toEqual([
+      'service.platform.port (from environment variable SERVICE_PLATFORM_PORT) is "eighty"; allowed: an integer from 0 to 65535',
+    ]);
+  });
+
+  it("lists allowed values of an enumeration", () => {
+    const problems = problemsOf(() => loadConfiguration({ environment: { SERVICE_TOKEN_SIGNING_ALGORITHM: "HS256" } }));
+    expect(problems[0]).toContain("allowed: one of RS256, ES256");
+  });
+
+  it("rejects unknown keys in the file and in flags", () => {
+    const file = yamlFile("service:\n  platform:\n    prot: 1\n");
+    expect(problemsOf(() => loadConfiguration({ environment: {}, configFile: file }))[0]).toContain(
+      "service.platform.prot",
+    );
+    expect(problemsOf(() => loadConfiguration({ environment: {}, flags: { "service.nope": 1 } }))[0]).toContain(
+      "service.nope (from a command-line flag) is not a known setting",
+    );
+  });
+
+  it("reports a YAML syntax error and an unreadable file", () => {
+    expect(problemsOf(() => loadConfiguration({ environment: {}, configFile: yamlFile("a: [") }))[0]).toContain(
+      "is not valid YAML",
+    );
+    expect(problemsOf(() => loadConfiguration({ environment: {}, configFile: "/nonexistent/x.yaml" }))[0]).toContain(
+      "cannot be read",
+    );
+  });
+
+  it("requires bootstrap client id and secret together, with a long enough secret", () => {
+    expect(problemsOf(() => loadConfiguration({ environment: { SERVICE_BOOTSTRAP_CLIENT_ID: "ci" } }))).toContain(
+      "service.bootstrap.clientId and service.bootstrap.clientSecret must be set together or not at all",
+    );
+    const short = problemsOf(() =>
+      loadConfiguration({ environment: { SERVICE_BOOTSTRAP_CLIENT_ID: "ci", SERVICE_BOOTSTRAP_CLIENT_SECRET: "short" } }),
+    );
+    expect(short).toContain("service.bootstrap.clientSecret is too short; allowed: at least 32 characters");
+  });
+
+  it("accepts only SQLite or PostgreSQL database URLs", () => {
+    expect(problemsOf(() => loadConfiguration({ environment: { SERVICE_DATABASE_URL: "mysql://x" } }))[0]).toContain(
+      "allowed: empty (SQLite in the data directory), sqlite:<file> or postgres://",
+    );
+    expect(loadConfiguration({ environment: { SERVICE_DATABASE_URL: "postgres://u@h/db" } }).database.url).toBe(
+      "postgres://u@h/db",
+    );
+  });
+});

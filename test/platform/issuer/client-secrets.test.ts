@@ -1,0 +1,65 @@
+import { afterEach, describe, expect, it } from "vitest";
+import {
+  ClientSecretHasher,
+  generateClientId,
+  generateClientSecret,
+  secretHashKeySetting,
+} from "../../../src/platform/issuer/client-secrets.js";
+import { databaseKinds } from "../../support/databases.js";
+import { openSecondHandle, openTestStore } from "./support.js";
+
+describe("client secret generation", () => {
+  it("makes secrets of 256 random bits and distinct URL-safe ids", () => {
+    const secrets = new Set(Array.from({ length: 100 }, () => generateClientSecret()));
+    expect(secrets.size).toBe(100);
+    for (const secret of secrets) {
+      expect(secret).toMatch(/^[A-Za-z0-9_-]{43}$/);
+      expect(Buffer.from(secret, "base64url")).toHaveLength(32);
+    }
+    const ids = new Set(Array.from({ length: 100 }, () => generateClientId()));
+    expect(ids.size).toBe(100);
+    for (const id of ids) expect(id).toMatch(/^[A-Za-z0-9_-]{20,}$/);
+  });
+});
+
+describe.each(databaseKinds)("client secret hasher (%s)", (kind) => {
+  const cleanups: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+
+  it("verifies the right secret only, and treats an unknown client or a damaged hash as a mismatch", async () => {
+    const opened = await openTestStore(kind);
+    cleanups.push(() => opened.close());
+    const hasher = await ClientSecretHasher.open(opened.store.database);
+    const secret = generateClientSecret();
+    const stored = hasher.hash(secret);
+    expect(stored).not.toContain(secret);
+    expect(hasher.verify(secret, stored)).toBe(true);
+    expect(hasher.verify(`${secret}x`, stored)).toBe(false);
+    expect(hasher.verify(secret, undefined)).toBe(false);
+    expect(hasher.verify(secret, stored.slice(0, 20))).toBe(false);
+    expect(hasher.verify("", stored)).toBe(false);
+  });
+
+  it("keeps one server key in the settings table that every replica uses", async () => {
+    const opened = await openTestStore(kind);
+    cleanups.push(() => opened.close());
+    const second = await openSecondHandle(opened.database);
+    cleanups.push(() => second.close());
+    const [first, other] = await Promise.all([
+      ClientSecretHasher.open(opened.store.database),
+      ClientSecretHasher.open(second.database),
+    ]);
+    expect(other.hash("same secret")).toBe(first.hash("same secret"));
+    const rows = await opened.store.database
+      .selectFrom("settings")
+      .selectAll()
+      .where("name", "=", secretHashKeySetting)
+      .execute();
+    expect(rows).toHaveLength(1);
+    expect(Buffer.from(rows[0]?.value ?? "", "base64url")).toHaveLength(32);
+    const restarted = await ClientSecretHasher.open(opened.store.database);
+    expect(restarted.hash("same secret")).toBe(first.hash("same secret"));
+  });
+});

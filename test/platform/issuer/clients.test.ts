@@ -1,0 +1,116 @@
+import { sql } from "kysely";
+import { afterEach, describe, expect, it } from "vitest";
+import { ServiceError } from "../../../src/http/errors.js";
+import { ClientSecretHasher } from "../../../src/platform/issuer/client-secrets.js";
+import { ClientService } from "../../../src/platform/issuer/clients.js";
+import type { Store } from "../../../src/platform/store/database.js";
+import { databaseKinds } from "../../support/databases.js";
+import { manualClock, openSecondHandle, openTestStore } from "./support.js";
+
+/** Every value of every column of every platform table, as text. */
+async function everyStoredValue(store: Store): Promise<string[]> {
+  const tables = ["organizations", "members", "clients", "signing_keys", "rate_limits", "client_failures", "settings"];
+  const values: string[] = [];
+  for (const table of tables) {
+    const rows = await sql<Record<string, unknown>>`SELECT * FROM ${sql.table(table)}`.execute(store.database);
+    for (const row of rows.rows) values.push(...Object.values(row).map((value) => String(value)));
+  }
+  return values;
+}
+
+describe.each(databaseKinds)("client service (%s)", (kind) => {
+  const cleanups: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+
+  async function service(cacheTtlMs?: number) {
+    const opened = await openTestStore(kind);
+    cleanups.push(() => opened.close());
+    const clock = manualClock();
+    const hasher = await ClientSecretHasher.open(opened.store.database);
+    const clients = new ClientService({
+      database: opened.store.database,
+      hasher,
+      clock: clock.now,
+      ...(cacheTtlMs === undefined ? {} : { cacheTtlMs }),
+    });
+    return { ...opened, clients, clock, hasher };
+  }
+
+  it("returns the secret once and never again: not in any table, not in find or list", async () => {
+    const { clients, store, organizationId } = await service();
+    const { client, secret } = await clients.create({
+      organizationId,
+      name: "ci",
+      scopes: ["members", "cluster", "modeler:read"],
+    });
+    expect(client.scopes).toEqual(["cluster", "modeler:read", "members"]);
+    expect(secret.length).toBeGreaterThanOrEqual(43);
+
+    for (const value of await everyStoredValue(store)) expect(value).not.toContain(secret);
+    const found = await clients.find(client.clientId);
+    const listed = await clients.list(organizationId);
+    expect(found).toEqual(client);
+    expect(listed).toEqual([client]);
+    for (const exposed of [JSON.stringify(found), JSON.stringify(listed), JSON.stringify(client)]) {
+      expect(exposed).not.toContain(secret);
+      expect(exposed).not.toMatch(/secret|hash/i);
+    }
+    expect(await clients.authenticate(client.clientId, secret)).toEqual(client);
+  });
+
+  it("authenticates only the right secret, with the same answer for an unknown id", async () => {
+    const { clients, organizationId } = await service();
+    const { client, secret } = await clients.create({ organizationId, name: "a", scopes: ["members"] });
+    expect(await clients.authenticate(client.clientId, `${secret}x`)).toBeUndefined();
+    expect(await clients.authenticate("no-such-client", secret)).toBeUndefined();
+    expect(await clients.authenticate(client.clientId, secret)).toEqual(client);
+  });
+
+  it("accepts a preset id and secret (bootstrap) and refuses unknown scopes, no scope, short secrets", async () => {
+    const { clients, organizationId } = await service();
+    const secret = "preset-secret-of-at-least-32-characters";
+    const { client } = await clients.create({ organizationId, name: "boot", scopes: ["members"], clientId: "boot", secret });
+    expect(client.clientId).toBe("boot");
+    expect(await clients.authenticate("boot", secret)).toEqual(client);
+    const attempts = [
+      clients.create({ organizationId, name: "x", scopes: ["root"] }),
+      clients.create({ organizationId, name: "x", scopes: [] }),
+      clients.create({ organizationId, name: "x", scopes: ["members"], secret: "short" }),
+      clients.create({ organizationId, name: "x", scopes: ["members"], clientId: "with:colon" }),
+    ];
+    for (const attempt of attempts) await expect(attempt).rejects.toBeInstanceOf(ServiceError);
+  });
+
+  it("deletes a client; another replica's cached record keeps working for at most the cache lifetime", async () => {
+    const { clients, organizationId, database, hasher, clock } = await service(5_000);
+    const second = await openSecondHandle(database);
+    cleanups.push(() => second.close());
+    const replica = new ClientService({ database: second.database, hasher, clock: clock.now, cacheTtlMs: 5_000 });
+    const { client, secret } = await clients.create({ organizationId, name: "a", scopes: ["members"] });
+    expect(await replica.authenticate(client.clientId, secret)).toEqual(client);
+
+    expect(await clients.delete(organizationId, client.clientId)).toBe(true);
+    expect(await clients.delete(organizationId, client.clientId)).toBe(false);
+    expect(await clients.find(client.clientId)).toBeUndefined();
+    expect(await clients.authenticate(client.clientId, secret)).toBeUndefined();
+
+    clock.advance(4_999);
+    expect(await replica.authenticate(client.clientId, secret)).toEqual(client);
+    clock.advance(1);
+    expect(await replica.authenticate(client.clientId, secret)).toBeUndefined();
+  });
+
+  it("lists only the organization's clients", async () => {
+    const { clients, organizationId, store } = await service();
+    await store.database
+      .insertInto("organizations")
+      .values({ id: "other", name: "Other", created_at: new Date(0).toISOString() })
+      .execute();
+    const { client } = await clients.create({ organizationId, name: "mine", scopes: ["members"] });
+    await clients.create({ organizationId: "other", name: "theirs", scopes: ["members"] });
+    expect((await clients.list(organizationId)).map((entry) => entry.clientId)).toEqual([client.clientId]);
+    expect(await clients.delete("other", client.clientId)).toBe(false);
+  });
+});

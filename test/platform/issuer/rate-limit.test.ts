@@ -1,0 +1,142 @@
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { type RateLimitSettings, TokenRateLimiter } from "../../../src/platform/issuer/rate-limit.js";
+import type { Store } from "../../../src/platform/store/database.js";
+import { databaseKinds, reportSkippedPostgres } from "../../support/databases.js";
+import { type ManualClock, manualClock, openSecondHandle, openTestStore } from "./support.js";
+
+const settings: RateLimitSettings = {
+  burst: 3,
+  refillPerSecond: 1,
+  blockSeconds: 60,
+  failureDelayBaseMs: 250,
+  failureDelayMaxMs: 2_000,
+};
+
+beforeAll(() => reportSkippedPostgres());
+
+describe.each(databaseKinds)("token rate limiter (%s)", (kind) => {
+  const cleanups: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+
+  async function limiter(
+    overrides: Partial<RateLimitSettings> = {},
+  ): Promise<{ limiter: TokenRateLimiter; clock: ManualClock; store: Store; second: () => Promise<TokenRateLimiter> }> {
+    const opened = await openTestStore(kind);
+    cleanups.push(() => opened.close());
+    const clock = manualClock();
+    const merged = { ...settings, ...overrides };
+    return {
+      limiter: new TokenRateLimiter({ database: opened.store.database, settings: merged, clock: clock.now }),
+      clock,
+      store: opened.store,
+      second: async () => {
+        const handle = await openSecondHandle(opened.database);
+        cleanups.push(() => handle.close());
+        return new TokenRateLimiter({ database: handle.database, settings: merged, clock: clock.now });
+      },
+    };
+  }
+
+  it("allows the burst, then refuses with Retry-After and blocks the address for the block period", async () => {
+    const { limiter: rateLimiter, clock } = await limiter();
+    for (let request = 0; request < settings.burst; request++) {
+      expect(await rateLimiter.consumeAddress("10.0.0.1")).toEqual({ allowed: true });
+    }
+    expect(await rateLimiter.consumeAddress("10.0.0.1")).toEqual({ allowed: false, retryAfterSeconds: 60 });
+
+    // Long enough to refill the bucket, but the block still holds; requests during it do not extend it.
+    clock.advance(30_000);
+    expect(await rateLimiter.consumeAddress("10.0.0.1")).toEqual({ allowed: false, retryAfterSeconds: 30 });
+    clock.advance(29_500);
+    expect(await rateLimiter.consumeAddress("10.0.0.1")).toEqual({ allowed: false, retryAfterSeconds: 1 });
+
+    clock.advance(500);
+    for (let request = 0; request < settings.burst; request++) {
+      expect(await rateLimiter.consumeAddress("10.0.0.1")).toEqual({ allowed: true });
+    }
+    expect((await rateLimiter.consumeAddress("10.0.0.1")).allowed).toBe(false);
+  });
+
+  it("refills at the configured rate and keeps addresses apart", async () => {
+    const { limiter: rateLimiter, clock } = await limiter({ blockSeconds: 0 });
+    for (let request = 0; request < settings.burst; request++) await rateLimiter.consumeAddress("10.0.0.1");
+    expect(await rateLimiter.consumeAddress("10.0.0.1")).toEqual({ allowed: false, retryAfterSeconds: 1 });
+    expect(await rateLimiter.consumeAddress("10.0.0.2")).toEqual({ allowed: true });
+    clock.advance(1_000);
+    expect(await rateLimiter.consumeAddress("10.0.0.1")).toEqual({ allowed: true });
+    expect((await rateLimiter.consumeAddress("10.0.0.1")).allowed).toBe(false);
+    clock.advance(2_500);
+    expect(await rateLimiter.consumeAddress("10.0.0.1")).toEqual({ allowed: true });
+    expect(await rateLimiter.consumeAddress("10.0.0.1")).toEqual({ allowed: true });
+    expect((await rateLimiter.consumeAddress("10.0.0.1")).allowed).toBe(false);
+  });
+
+  it("shares one bucket between two store handles on the same database (two replicas)", async () => {
+    const { limiter: first, second } = await limiter();
+    const other = await second();
+    expect(await first.consumeAddress("10.0.0.9")).toEqual({ allowed: true });
+    expect(await other.consumeAddress("10.0.0.9")).toEqual({ allowed: true });
+    expect(await first.consumeAddress("10.0.0.9")).toEqual({ allowed: true });
+    expect((await other.consumeAddress("10.0.0.9")).allowed).toBe(false);
+    expect((await first.consumeAddress("10.0.0.9")).allowed).toBe(false);
+  });
+
+  it("counts concurrent requests exactly once each (one atomic statement, no read-then-write race)", async () => {
+    const { limiter: first, second } = await limiter({ burst: 10 });
+    const other = await second();
+    const decisions = await Promise.all(
+      Array.from({ length: 16 }, (_, index) => (index % 2 === 0 ? first : other).consumeAddress("10.0.0.5")),
+    );
+    expect(decisions.filter((decision) => decision.allowed)).toHaveLength(10);
+  });
+
+  it("delays a client id after failures, doubling up to the cap, and resets on success", async () => {
+    const { limiter: rateLimiter, clock, second } = await limiter();
+    expect(await rateLimiter.clientDelay("client-a")).toEqual({ allowed: true, consecutiveFailures: 0 });
+    const delays: number[] = [];
+    for (let failure = 1; failure <= 6; failure++) {
+      const recorded = await rateLimiter.recordFailure("client-a");
+      expect(recorded.consecutiveFailures).toBe(failure);
+      delays.push(recorded.delayMs);
+      const decision = await rateLimiter.clientDelay("client-a");
+      expect(decision).toEqual({
+        allowed: false,
+        retryAfterSeconds: Math.ceil(recorded.delayMs / 1000),
+        consecutiveFailures: failure,
+      });
+      clock.advance(recorded.delayMs);
+      expect((await rateLimiter.clientDelay("client-a")).allowed).toBe(true);
+    }
+    expect(delays).toEqual([250, 500, 1_000, 2_000, 2_000, 2_000]);
+
+    // Another replica sees the same count; a success there resets it for everyone.
+    const other = await second();
+    expect((await other.clientDelay("client-a")).consecutiveFailures).toBe(6);
+    await other.recordSuccess("client-a");
+    expect(await rateLimiter.clientDelay("client-a")).toEqual({ allowed: true, consecutiveFailures: 0 });
+    expect((await rateLimiter.recordFailure("client-a")).delayMs).toBe(250);
+    expect((await rateLimiter.clientDelay("client-b")).allowed).toBe(true);
+  });
+
+  it("keeps the delay bounded however many failures accumulate", async () => {
+    const { limiter: rateLimiter } = await limiter({ failureDelayBaseMs: 60_000, failureDelayMaxMs: 600_000 });
+    let last = { consecutiveFailures: 0, delayMs: 0 };
+    for (let failure = 0; failure < 40; failure++) last = await rateLimiter.recordFailure("client-c");
+    expect(last).toEqual({ consecutiveFailures: 30, delayMs: 600_000 });
+  });
+
+  it("prunes rows that no longer limit anything", async () => {
+    const { limiter: rateLimiter, clock, store } = await limiter();
+    await rateLimiter.consumeAddress("10.0.0.1");
+    await rateLimiter.recordFailure("client-a");
+    await rateLimiter.prune();
+    expect(await store.database.selectFrom("rate_limits").selectAll().execute()).toHaveLength(1);
+    // The failure memory (one hour) runs from the end of the last delay.
+    clock.advance(3_600_250);
+    await rateLimiter.prune();
+    expect(await store.database.selectFrom("rate_limits").selectAll().execute()).toHaveLength(0);
+    expect(await store.database.selectFrom("client_failures").selectAll().execute()).toHaveLength(0);
+  });
+});

@@ -1,0 +1,306 @@
+import { createLocalJWKSet, decodeProtectedHeader, jwtVerify } from "jose";
+import type { LightMyRequestResponse } from "fastify";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { scopeValues } from "../../../src/auth/scopes.js";
+import { databaseKinds } from "../../support/databases.js";
+import { type IssuerFixture, startIssuer } from "./support.js";
+
+const form = (fields: Record<string, string>) => new URLSearchParams(fields).toString();
+const formHeaders = { "content-type": "application/x-www-form-urlencoded" };
+const basic = (id: string, secret: string) =>
+  `Basic ${Buffer.from(`${encodeURIComponent(id)}:${encodeURIComponent(secret)}`).toString("base64")}`;
+
+function expectOAuthError(response: LightMyRequestResponse, status: number, error: string): void {
+  expect(response.statusCode, response.body).toBe(status);
+  expect(response.headers["content-type"]).toMatch(/^application\/json/);
+  expect(response.headers["cache-control"]).toBe("no-store");
+  const body = response.json() as Record<string, unknown>;
+  expect(Object.keys(body).sort()).toEqual(["error", "error_description"]);
+  expect(body.error).toBe(error);
+  expect(typeof body.error_description).toBe("string");
+}
+
+describe.each(databaseKinds)("token endpoint (%s)", (kind) => {
+  let issuer: IssuerFixture;
+  let clientId: string;
+  let secret: string;
+  let address = 0;
+  // Each test speaks from its own address so the per-address limit only matters where a test wants it to.
+  const nextAddress = () => `192.0.2.${++address}`;
+
+  const post = (payload: string, headers: Record<string, string> = formHeaders, remoteAddress = nextAddress()) =>
+    issuer.server.inject({ method: "POST", url: "/oauth/token", payload, headers, remoteAddress });
+  const request = (fields: Record<string, string>, remoteAddress?: string) =>
+    post(
+      form({ grant_type: "client_credentials", audience: "admin-api", ...fields }),
+      formHeaders,
+      remoteAddress ?? nextAddress(),
+    );
+
+  beforeAll(async () => {
+    issuer = await startIssuer(kind, { "service.token.lifetimeSeconds": 600 });
+    const created = await issuer.services.clients.create({
+      organizationId: issuer.organizationId,
+      name: "console",
+      scopes: ["cluster", "members", "modeler:read", "modeler:update"],
+    });
+    clientId = created.client.clientId;
+    secret = created.secret;
+  });
+  afterAll(async () => {
+    await issuer.close();
+  });
+
+  it("issues a signed token for form credentials, with exactly the contract's fields and claims", async () => {
+    const response = await request({ client_id: clientId, client_secret: secret });
+    expect(response.statusCode, response.body).toBe(200);
+    expect(response.headers["cache-control"]).toBe("no-store");
+    expect(response.headers.pragma).toBe("no-cache");
+    const body = response.json() as Record<string, unknown>;
+    expect(Object.keys(body).sort()).toEqual(
+      ["access_token", "expires_in", "not-before-policy", "refresh_expires_in", "scope", "token_type"].sort(),
+    );
+    expect(body).toMatchObject({
+      expires_in: 600,
+      refresh_expires_in: 0,
+      token_type: "Bearer",
+      "not-before-policy": 0,
+      scope: "cluster modeler:read modeler:update members",
+    });
+
+    const jwks = await issuer.server.inject({ method: "GET", url: "/.well-known/jwks.json" });
+    const token = String(body.access_token);
+    const { payload, protectedHeader } = await jwtVerify(token, createLocalJWKSet(jwks.json()), {
+      currentDate: new Date(issuer.clock.now()),
+    });
+    expect(protectedHeader).toEqual({ alg: "RS256", kid: issuer.services.signingKeys.currentKeyId, typ: "JWT" });
+    const nowSeconds = Math.floor(issuer.clock.now() / 1000);
+    expect(Object.keys(payload).sort()).toEqual(["aud", "azp", "exp", "iat", "iss", "jti", "org", "scope", "sub"]);
+    expect(payload).toMatchObject({
+      iss: "https://issuer.test",
+      sub: clientId,
+      azp: clientId,
+      aud: "admin-api",
+      iat: nowSeconds,
+      exp: nowSeconds + 600,
+      scope: "cluster modeler:read modeler:update members",
+      org: issuer.organizationId,
+    });
+    expect(payload.jti).toMatch(/^[0-9a-f-]{36}$/);
+    const again = (await request({ client_id: clientId, client_secret: secret })).json() as { access_token: string };
+    expect(decodeProtectedHeader(again.access_token).kid).toBe(protectedHeader.kid);
+    expect(again.access_token).not.toBe(token);
+  });
+
+  it("accepts the same fields as JSON", async () => {
+    const response = await post(
+      JSON.stringify({ grant_type: "client_credentials", audience: "modeler-api", client_id: clientId, client_secret: secret }),
+      { "content-type": "application/json" },
+    );
+    expect(response.statusCode, response.body).toBe(200);
+    expect(response.headers["cache-control"]).toBe("no-store");
+  });
+
+  it("accepts HTTP Basic credentials, form-urlencoded before encoding (RFC 6749 §2.3.1)", async () => {
+    const oddSecret = "a secret: with+plus %percent and é, long enough";
+    const { client } = await issuer.services.clients.create({
+      organizationId: issuer.organizationId,
+      name: "odd",
+      scopes: ["members"],
+      clientId: "odd.client~1",
+      secret: oddSecret,
+    });
+    const response = await post(form({ grant_type: "client_credentials", audience: "admin-api" }), {
+      ...formHeaders,
+      authorization: basic(client.clientId, oddSecret),
+    });
+    expect(response.statusCode, response.body).toBe(200);
+    expect(response.json()).toMatchObject({ scope: "members" });
+  });
+
+  it("refuses credentials sent both as Basic and in the body", async () => {
+    const response = await post(
+      form({ grant_type: "client_credentials", audience: "admin-api", client_id: clientId, client_secret: secret }),
+      { ...formHeaders, authorization: basic(clientId, secret) },
+    );
+    expectOAuthError(response, 400, "invalid_request");
+  });
+
+  it("refuses a repeated field", async () => {
+    const payload = `${form({ grant_type: "client_credentials", audience: "admin-api", client_id: clientId, client_secret: secret })}&audience=modeler-api`;
+    const response = await post(payload);
+    expectOAuthError(response, 400, "invalid_request");
+    expect(response.json().error_description).toContain("audience");
+  });
+
+  it.each(["grant_type", "audience", "client_id", "client_secret"])("refuses a request without %s", async (field) => {
+    const fields: Record<string, string> = {
+      grant_type: "client_credentials",
+      audience: "admin-api",
+      client_id: clientId,
+      client_secret: secret,
+    };
+    delete fields[field];
+    const response = await post(form(fields));
+    expectOAuthError(response, 400, "invalid_request");
+    expect(response.json().error_description).toContain(field);
+  });
+
+  it("refuses malformed bodies, wrong content types and non-string fields as invalid_request", async () => {
+    expectOAuthError(await post("{not json", { "content-type": "application/json" }), 400, "invalid_request");
+    expectOAuthError(await post("grant_type=client_credentials", { "content-type": "text/plain" }), 400, "invalid_request");
+    expectOAuthError(
+      await post(JSON.stringify({ grant_type: "client_credentials", audience: ["admin-api"] }), {
+        "content-type": "application/json",
+      }),
+      400,
+      "invalid_request",
+    );
+    expectOAuthError(await post(JSON.stringify([1, 2]), { "content-type": "application/json" }), 400, "invalid_request");
+    expectOAuthError(
+      await post(form({ grant_type: "client_credentials", audience: "admin-api" }), {
+        ...formHeaders,
+        authorization: "Bearer abc",
+      }),
+      400,
+      "invalid_request",
+    );
+  });
+
+  it("answers unsupported_grant_type for any other grant", async () => {
+    const response = await request({ grant_type: "password", client_id: clientId, client_secret: secret });
+    expectOAuthError(response, 400, "unsupported_grant_type");
+  });
+
+  it("answers invalid_client identically for an unknown client and a wrong secret", async () => {
+    const unknown = await request({ client_id: "nobody", client_secret: secret });
+    const wrong = await request({ client_id: clientId, client_secret: `${secret}x` });
+    expectOAuthError(unknown, 401, "invalid_client");
+    expectOAuthError(wrong, 401, "invalid_client");
+    expect(unknown.body).toBe(wrong.body);
+    expect(unknown.headers["www-authenticate"]).toBeUndefined();
+    const viaBasic = await post(form({ grant_type: "client_credentials", audience: "admin-api" }), {
+      ...formHeaders,
+      authorization: basic("nobody-else", secret),
+    });
+    expectOAuthError(viaBasic, 401, "invalid_client");
+    expect(viaBasic.headers["www-authenticate"]).toBe('Basic realm="flowplane"');
+    expect(viaBasic.body).toBe(unknown.body);
+    // The failure delay was started for both ids; let it pass so later tests start clean.
+    issuer.clock.advance(10_000);
+  });
+
+  it("answers invalid_target for an audience the client's scopes do not reach, or no API at all", async () => {
+    const { client, secret: modelerSecret } = await issuer.services.clients.create({
+      organizationId: issuer.organizationId,
+      name: "modeler only",
+      scopes: ["modeler:read"],
+    });
+    const credentials = { client_id: client.clientId, client_secret: modelerSecret };
+    expectOAuthError(await request({ ...credentials, audience: "admin-api" }), 400, "invalid_target");
+    expectOAuthError(await request({ ...credentials, audience: "gateway-api" }), 400, "invalid_target");
+    expectOAuthError(await request({ ...credentials, audience: "elsewhere" }), 400, "invalid_target");
+    expect((await request({ ...credentials, audience: "modeler-api" })).statusCode).toBe(200);
+    expect((await request({ client_id: clientId, client_secret: secret, audience: "gateway-api" })).statusCode).toBe(
+      200,
+    );
+  });
+
+  it("narrows the granted scopes to those requested and refuses a scope the client does not hold", async () => {
+    const narrowed = await request({ client_id: clientId, client_secret: secret, scope: "members  modeler:read" });
+    expect(narrowed.statusCode, narrowed.body).toBe(200);
+    expect(narrowed.json().scope).toBe("modeler:read members");
+    const widened = await request({ client_id: clientId, client_secret: secret, scope: "members backups" });
+    expectOAuthError(widened, 400, "invalid_scope");
+    expect(widened.json().error_description).toContain("backups");
+  });
+
+  it("publishes the JWKS and the issuer metadata with caching headers", async () => {
+    const jwks = await issuer.server.inject({ method: "GET", url: "/.well-known/jwks.json" });
+    expect(jwks.statusCode).toBe(200);
+    expect(jwks.headers["cache-control"]).toMatch(/^public, max-age=\d+$/);
+    const keys = (jwks.json() as { keys: Record<string, unknown>[] }).keys;
+    expect(keys.map((key) => key.kid)).toEqual([issuer.services.signingKeys.currentKeyId]);
+    for (const key of keys) expect(Object.keys(key)).not.toEqual(expect.arrayContaining(["d"]));
+
+    for (const url of ["/.well-known/openid-configuration", "/.well-known/oauth-authorization-server"]) {
+      const metadata = await issuer.server.inject({ method: "GET", url });
+      expect(metadata.statusCode).toBe(200);
+      expect(metadata.headers["cache-control"]).toMatch(/^public, max-age=\d+$/);
+      expect(metadata.json()).toEqual({
+        issuer: "https://issuer.test",
+        token_endpoint: "https://issuer.test/oauth/token",
+        jwks_uri: "https://issuer.test/.well-known/jwks.json",
+        grant_types_supported: ["client_credentials"],
+        token_endpoint_auth_methods_supported: ["client_secret_post", "client_secret_basic"],
+        scopes_supported: [...scopeValues],
+        response_types_supported: [],
+      });
+    }
+  });
+
+  it("refuses a client id for a growing delay after failed authentications, even with the right secret", async () => {
+    const { client, secret: ownSecret } = await issuer.services.clients.create({
+      organizationId: issuer.organizationId,
+      name: "guessed",
+      scopes: ["members"],
+    });
+    const right = { client_id: client.clientId, client_secret: ownSecret };
+    const wrong = { client_id: client.clientId, client_secret: "guess" };
+    expectOAuthError(await request(wrong), 401, "invalid_client");
+    const delayed = await request(right);
+    expectOAuthError(delayed, 429, "slow_down");
+    expect(delayed.headers["retry-after"]).toBe("1");
+    issuer.clock.advance(250);
+    expectOAuthError(await request(wrong), 401, "invalid_client");
+    issuer.clock.advance(499);
+    expectOAuthError(await request(right), 429, "slow_down");
+    issuer.clock.advance(1);
+    expect((await request(right)).statusCode).toBe(200);
+    // The success reset the count: the next failure waits the base delay again.
+    expectOAuthError(await request(wrong), 401, "invalid_client");
+    issuer.clock.advance(250);
+    expect((await request(right)).statusCode).toBe(200);
+  });
+});
+
+describe.each(databaseKinds)("token endpoint rate limit (%s)", (kind) => {
+  let issuer: IssuerFixture;
+  beforeAll(async () => {
+    issuer = await startIssuer(kind, {
+      "service.rateLimit.burst": 3,
+      "service.rateLimit.refillPerSecond": 1,
+      "service.rateLimit.blockSeconds": 60,
+    });
+  });
+  afterAll(async () => {
+    await issuer.close();
+  });
+
+  it("counts every request, failures and malformed ones included, then answers 429 and blocks the address", async () => {
+    const from = (remoteAddress: string, payload: string, contentType = "application/x-www-form-urlencoded") =>
+      issuer.server.inject({
+        method: "POST",
+        url: "/oauth/token",
+        payload,
+        headers: { "content-type": contentType },
+        remoteAddress,
+      });
+    const failing = form({ grant_type: "client_credentials", audience: "admin-api", client_id: "x", client_secret: "y" });
+    expectOAuthError(await from("198.51.100.1", failing), 401, "invalid_client");
+    expectOAuthError(await from("198.51.100.1", "{", "application/json"), 400, "invalid_request");
+    expectOAuthError(await from("198.51.100.1", "grant_type=password"), 400, "invalid_request");
+    const limited = await from("198.51.100.1", failing);
+    expectOAuthError(limited, 429, "slow_down");
+    expect(limited.headers["retry-after"]).toBe("60");
+    const otherClient = form({ grant_type: "client_credentials", audience: "admin-api", client_id: "z", client_secret: "y" });
+    expectOAuthError(await from("198.51.100.2", otherClient), 401, "invalid_client");
+
+    issuer.clock.advance(59_000);
+    const stillBlocked = await from("198.51.100.1", failing);
+    expectOAuthError(stillBlocked, 429, "slow_down");
+    expect(stillBlocked.headers["retry-after"]).toBe("1");
+    issuer.clock.advance(1_000);
+    expectOAuthError(await from("198.51.100.1", failing), 401, "invalid_client");
+  });
+});

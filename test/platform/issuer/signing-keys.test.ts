@@ -1,0 +1,127 @@
+import { calculateJwkThumbprint, createLocalJWKSet, decodeProtectedHeader, jwtVerify } from "jose";
+import { afterEach, describe, expect, it } from "vitest";
+import { SigningKeyService, type SigningKeyServiceOptions } from "../../../src/platform/issuer/signing-keys.js";
+import { databaseKinds } from "../../support/databases.js";
+import { manualClock, openSecondHandle, openTestStore } from "./support.js";
+
+const lifetimeSeconds = 3_600;
+const refreshIntervalMs = 60_000;
+
+describe.each(databaseKinds)("signing keys (%s)", (kind) => {
+  const cleanups: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+
+  async function setup() {
+    const opened = await openTestStore(kind);
+    cleanups.push(() => opened.close());
+    const clock = manualClock();
+    const open = (overrides: Partial<SigningKeyServiceOptions> = {}) =>
+      SigningKeyService.open({
+        database: opened.store.database,
+        algorithm: "RS256",
+        tokenLifetimeSeconds: lifetimeSeconds,
+        clock: clock.now,
+        refreshIntervalMs,
+        ...overrides,
+      });
+    return { ...opened, clock, open };
+  }
+
+  async function verifies(token: string, keys: SigningKeyService): Promise<boolean> {
+    try {
+      await jwtVerify(token, createLocalJWKSet(await keys.publicKeySet()), { algorithms: ["RS256", "ES256"] });
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  it("creates an RS256 key on first start, names it by its RFC 7638 thumbprint and keeps it across restarts", async () => {
+    const { open } = await setup();
+    const first = await open();
+    const keySet = await first.publicKeySet();
+    expect(keySet.keys).toHaveLength(1);
+    const publicKey = keySet.keys[0]!;
+    expect(publicKey).toMatchObject({ kty: "RSA", alg: "RS256", use: "sig", kid: first.currentKeyId });
+    expect(publicKey).not.toHaveProperty("d");
+    const { kid: _kid, alg: _alg, use: _use, ...bare } = publicKey;
+    expect(await calculateJwkThumbprint(bare)).toBe(first.currentKeyId);
+    expect(Buffer.from(String(publicKey.n), "base64url").length * 8).toBe(2048);
+
+    const token = await first.sign({ sub: "client" });
+    expect(decodeProtectedHeader(token)).toEqual({ alg: "RS256", kid: first.currentKeyId, typ: "JWT" });
+
+    const restarted = await open();
+    expect(restarted.currentKeyId).toBe(first.currentKeyId);
+    expect(await verifies(await restarted.sign({ sub: "client" }), first)).toBe(true);
+  });
+
+  it("signs with ES256 when configured", async () => {
+    const { open } = await setup();
+    const keys = await open({ algorithm: "ES256" });
+    const token = await keys.sign({ sub: "client" });
+    expect(decodeProtectedHeader(token).alg).toBe("ES256");
+    expect((await keys.publicKeySet()).keys[0]).toMatchObject({ kty: "EC", crv: "P-256", alg: "ES256" });
+    expect(await verifies(token, keys)).toBe(true);
+  });
+
+  it("converges on one key when several replicas start at once", async () => {
+    const { open, database } = await setup();
+    const handles = await Promise.all([openSecondHandle(database), openSecondHandle(database)]);
+    for (const handle of handles) cleanups.push(() => handle.close());
+    const services = await Promise.all([
+      open(),
+      ...handles.map((handle) => open({ database: handle.database })),
+    ]);
+    const keyIds = new Set(services.map((service) => service.currentKeyId));
+    expect(keyIds.size).toBe(1);
+    expect((await services[0]!.publicKeySet()).keys).toHaveLength(1);
+  });
+
+  it("rotates: the new key signs, the old one stays published until its tokens have expired", async () => {
+    const { open, clock } = await setup();
+    const keys = await open();
+    const oldKeyId = keys.currentKeyId;
+    const oldToken = await keys.sign({ sub: "client" });
+    const newKeyId = await keys.rotate();
+    expect(newKeyId).not.toBe(oldKeyId);
+    expect(decodeProtectedHeader(await keys.sign({ sub: "client" })).kid).toBe(newKeyId);
+    expect((await keys.publicKeySet()).keys.map((key) => key.kid)).toEqual([newKeyId, oldKeyId]);
+    expect(await verifies(oldToken, keys)).toBe(true);
+
+    // Published for the token lifetime plus one refresh interval (replicas may sign with it until they re-read).
+    clock.advance(lifetimeSeconds * 1000 + refreshIntervalMs - 1);
+    await keys.refresh();
+    expect((await keys.publicKeySet()).keys.map((key) => key.kid)).toEqual([newKeyId, oldKeyId]);
+    clock.advance(2);
+    await keys.refresh();
+    expect((await keys.publicKeySet()).keys.map((key) => key.kid)).toEqual([newKeyId]);
+
+    const restarted = await open();
+    expect(restarted.currentKeyId).toBe(newKeyId);
+  });
+
+  it("lets another replica adopt a rotation when it next re-reads the keys", async () => {
+    const { open, database, clock } = await setup();
+    const handle = await openSecondHandle(database);
+    cleanups.push(() => handle.close());
+    const first = await open();
+    const replica = await open({ database: handle.database });
+    const rotated = await first.rotate();
+    expect(replica.currentKeyId).not.toBe(rotated);
+    clock.advance(refreshIntervalMs);
+    expect(decodeProtectedHeader(await replica.sign({ sub: "client" })).kid).toBe(rotated);
+    expect(replica.currentKeyId).toBe(rotated);
+  });
+
+  it("rotates to the configured algorithm when it changed since the key was made", async () => {
+    const { open } = await setup();
+    const rsa = await open();
+    const ec = await open({ algorithm: "ES256" });
+    expect(ec.currentKeyId).not.toBe(rsa.currentKeyId);
+    expect(decodeProtectedHeader(await ec.sign({ sub: "client" })).alg).toBe("ES256");
+    expect((await ec.publicKeySet()).keys.map((key) => key.kid)).toEqual([ec.currentKeyId, rsa.currentKeyId]);
+  });
+});

@@ -1,0 +1,95 @@
+/**
+ * Simulated network: messages are delayed by a random number of ticks (which reorders them), dropped or
+ * duplicated with configurable probabilities, and blocked by partitions, which may be asymmetric (A reaches B while B
+ * does not reach A).
+ */
+import type { Message } from "../../src/cluster/raft/core/messages.js";
+import type { SeededRandom } from "../../src/cluster/raft/core/random.js";
+import type { MemberId } from "../../src/cluster/raft/types.js";
+
+/** Fault settings of the network; changed by the harness while it runs. */
+export interface NetworkFaults {
+  dropProbability: number;
+  duplicateProbability: number;
+  minDelayTicks: number;
+  maxDelayTicks: number;
+}
+
+interface InFlightMessage {
+  readonly deliverAt: number;
+  readonly sequence: number;
+  readonly message: Message;
+}
+
+/** Bound on messages in flight; beyond it new messages are dropped (a congested network). */
+const MAX_IN_FLIGHT = 20_000;
+
+/** Moves messages between members with simulated faults. */
+export class SimulatedNetwork {
+  private queue: InFlightMessage[] = [];
+  private sequence = 0;
+  private readonly blocked = new Set<string>();
+  faults: NetworkFaults = { dropProbability: 0, duplicateProbability: 0, minDelayTicks: 1, maxDelayTicks: 1 };
+  sent = 0;
+
+  constructor(private readonly random: SeededRandom) {}
+
+  /** Queues a message (or drops or duplicates it). */
+  send(message: Message, now: number): void {
+    this.sent++;
+    if (this.blocked.has(linkKey(message.from, message.to))) return;
+    if (this.random.chance(this.faults.dropProbability)) return;
+    const copies = this.random.chance(this.faults.duplicateProbability) ? 2 : 1;
+    for (let copy = 0; copy < copies; copy++) {
+      if (this.queue.length >= MAX_IN_FLIGHT) return;
+      const spread = this.faults.maxDelayTicks - this.faults.minDelayTicks + 1;
+      const delay = this.faults.minDelayTicks + this.random.nextInt(Math.max(1, spread));
+      this.queue.push({ deliverAt: now + delay, sequence: this.sequence++, message });
+    }
+  }
+
+  /** Removes and returns the messages due at `now`, in delivery order. */
+  deliverDue(now: number): Message[] {
+    const due: InFlightMessage[] = [];
+    const remaining: InFlightMessage[] = [];
+    for (const item of this.queue) (item.deliverAt <= now ? due : remaining).push(item);
+    this.queue = remaining;
+    due.sort((left, right) => left.deliverAt - right.deliverAt || left.sequence - right.sequence);
+    // A partition that starts while a message is in flight stops it too.
+    return due.map((item) => item.message).filter((message) => !this.blocked.has(linkKey(message.from, message.to)));
+  }
+
+  /** Blocks messages from `from` to `to` (one direction). */
+  block(from: MemberId, to: MemberId): void {
+    this.blocked.add(linkKey(from, to));
+  }
+
+  /** Splits members into groups that cannot reach each other. */
+  partition(groups: readonly (readonly MemberId[])[]): void {
+    for (const group of groups) {
+      for (const other of groups) {
+        if (other === group) continue;
+        for (const from of group) for (const to of other) this.block(from, to);
+      }
+    }
+  }
+
+  /** Removes every partition. */
+  heal(): void {
+    this.blocked.clear();
+  }
+
+  /** Drops everything in flight from or to a member (it left the group for good). */
+  dropAllFor(member: MemberId): void {
+    this.queue = this.queue.filter((item) => item.message.from !== member && item.message.to !== member);
+  }
+
+  /** Messages in flight. */
+  inFlight(): number {
+    return this.queue.length;
+  }
+}
+
+function linkKey(from: MemberId, to: MemberId): string {
+  return `${from}>${to}`;
+}

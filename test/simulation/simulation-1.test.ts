@@ -1,0 +1,3 @@
+import { describeSeedRange } from "./seed-suite.js";
+
+describeSeedRange(1, 1200);

@@ -1,0 +1,44 @@
+import type { TestProject } from "vitest/node";
+import { findPostgresBinaries, type PostgresServer, startPostgresServer } from "./postgres-server.js";
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    /** URL of the throwaway PostgreSQL server's maintenance database, or null when none could be started. */
+    postgresUrl: string | null;
+    /** Why PostgreSQL tests are skipped, when they are. */
+    postgresSkipReason: string | null;
+  }
+}
+
+let server: PostgresServer | null = null;
+
+/** Starts one PostgreSQL server for the whole run when PostgreSQL is installed; REQUIRE_POSTGRES=1 makes it mandatory. */
+export async function setup(project: TestProject): Promise<void> {
+  const required = process.env.REQUIRE_POSTGRES === "1";
+  const binaries = findPostgresBinaries();
+  if (binaries === null) {
+    if (required) throw new Error("REQUIRE_POSTGRES=1 but no PostgreSQL server is installed under /usr/lib/postgresql");
+    const reason = "PostgreSQL is not installed (apt-get install postgresql); PostgreSQL variants are skipped";
+    console.warn(`[flowplane tests] ${reason}`);
+    project.provide("postgresUrl", null);
+    project.provide("postgresSkipReason", reason);
+    return;
+  }
+  try {
+    server = await startPostgresServer(binaries);
+  } catch (error) {
+    if (required) throw error;
+    const reason = `PostgreSQL could not be started (${(error as Error).message}); PostgreSQL variants are skipped`;
+    console.warn(`[flowplane tests] ${reason}`);
+    project.provide("postgresUrl", null);
+    project.provide("postgresSkipReason", reason);
+    return;
+  }
+  project.provide("postgresUrl", server.url);
+  project.provide("postgresSkipReason", null);
+}
+
+/** Stops the PostgreSQL server started by `setup`. */
+export async function teardown(): Promise<void> {
+  await server?.stop();
+}
