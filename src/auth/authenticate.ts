@@ -113,7 +113,9 @@ function invalidToken(realm: string, description: string): ServiceError {
 export function principalOf(request: FastifyRequest): Principal {
   const principal = request.principal;
   if (principal === undefined) {
-    throw new Error(`no principal on ${request.method} ${request.url}: the route's context lacks installAuthentication`);
+    throw new Error(
+      `no principal on ${request.method} ${request.url}: the route's context lacks installAuthentication`,
+    );
   }
   return principal;
 }

@@ -58,7 +58,9 @@ export function describeAllowed(schema: Leaf["schema"]): string {
   if (values !== undefined) return `one of ${values.map(String).join(", ")}`;
   const minimum = schema.minimum ?? schema.exclusiveMinimum;
   const range =
-    minimum !== undefined && schema.maximum !== undefined ? ` from ${String(minimum)} to ${String(schema.maximum)}` : "";
+    minimum !== undefined && schema.maximum !== undefined
+      ? ` from ${String(minimum)} to ${String(schema.maximum)}`
+      : "";
   switch (schema.type) {
     case "integer":
       return `an integer${range}`;
@@ -67,6 +69,8 @@ export function describeAllowed(schema: Leaf["schema"]): string {
     case "boolean":
       return "true or false";
     default:
+      if (schema.format === "email") return "an email address";
+      if (typeof schema.format === "string") return `a string in ${schema.format} format`;
       return schema.minLength !== undefined && Number(schema.minLength) > 0 ? "a non-empty string" : "a string";
   }
 }
@@ -194,7 +198,9 @@ function crossFieldProblems(configuration: Configuration): string[] {
     );
   }
   if (configuration.platform.publicUrl !== "" && !URL.canParse(configuration.platform.publicUrl)) {
-    problems.push(`service.platform.publicUrl is ${JSON.stringify(configuration.platform.publicUrl)}; allowed: an absolute URL`);
+    problems.push(
+      `service.platform.publicUrl is ${JSON.stringify(configuration.platform.publicUrl)}; allowed: an absolute URL`,
+    );
   }
   if (configuration.rateLimit.failureDelayMaxMs < configuration.rateLimit.failureDelayBaseMs) {
     problems.push("service.rateLimit.failureDelayMaxMs must not be lower than service.rateLimit.failureDelayBaseMs");

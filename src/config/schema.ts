@@ -65,7 +65,12 @@ export const configurationSchema = Type.Object(
     ),
     rateLimit: Type.Object(
       {
-        burst: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 5, description: "Token requests one address may make at once." }),
+        burst: Type.Integer({
+          minimum: 1,
+          maximum: 1_000_000,
+          default: 5,
+          description: "Token requests one address may make at once.",
+        }),
         refillPerSecond: Type.Number({
           exclusiveMinimum: 0,
           maximum: 1_000_000,
@@ -104,7 +109,11 @@ export const configurationSchema = Type.Object(
     bootstrap: Type.Object(
       {
         organizationName: Type.String({ minLength: 1, maxLength: 255, default: "My organization" }),
-        ownerEmail: Type.String({ minLength: 3, default: "owner@localhost", description: "Email of the owner member." }),
+        ownerEmail: Type.String({
+          format: "email",
+          default: "owner@flowplane.local",
+          description: "Email of the owner member created on the first start.",
+        }),
         clientId: Type.String({
           default: "",
           description: "Preset id of the first administration client (automated deployments).",

@@ -29,15 +29,15 @@ export async function registerApiDocuments(server: HttpServer, options: ApiDocum
       openapi: "3.1.0",
       info: { title: options.title, description: options.description, version: options.version },
       servers: [{ url: options.serverUrl }],
-      components: options.bearerAuth
-        ? { securitySchemes: bearerSecuritySchemes }
-        : {},
+      components: options.bearerAuth ? { securitySchemes: bearerSecuritySchemes } : {},
     },
     hideUntagged: false,
   });
   server.get(options.documentPath, { schema: { hide: true } }, async () => server.swagger());
   await server.register(swaggerUi, {
     routePrefix: options.docsPath,
+    // The page links its assets by absolute path, which must include the prefix of the API's context.
+    indexPrefix: server.prefix,
     uiConfig: { deepLinking: true },
     staticCSP: true,
   });

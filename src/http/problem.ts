@@ -86,6 +86,8 @@ export function classifyError(error: unknown): ServiceError {
       return new ServiceError("malformedBody", "The body is empty but the content type says JSON.");
     case "FST_ERR_CTP_INVALID_JSON_BODY":
       return new ServiceError("malformedBody", `The body is not valid JSON: ${fastifyError.message ?? ""}`);
+    case "FST_ERR_BAD_URL":
+      return new ServiceError("invalidRequest", "The URL is not valid: check its percent-encoding.");
     case "FST_ERR_CTP_INVALID_CONTENT_LENGTH":
       return new ServiceError("malformedBody", "The Content-Length header does not match the body.");
   }
@@ -103,7 +105,7 @@ export function classifyError(error: unknown): ServiceError {
 
 /** The single place where every error of every route becomes a response. */
 export function sendError(error: unknown, request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  if (request.routeOptions.config?.errorFormat === "oauth" || error instanceof OAuthError) {
+  if (request.routeOptions?.config?.errorFormat === "oauth" || error instanceof OAuthError) {
     return sendOAuthError(error, request, reply);
   }
   const typed = classifyError(error);

@@ -61,6 +61,10 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     return503OnClosing: true,
     forceCloseConnections: "idle",
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },
+    // Errors raised before routing (a URL that is not valid percent-encoding) take the same path as all others.
+    frameworkErrors: (error, request, reply) => {
+      sendError(error, request, reply);
+    },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   server.setValidatorCompiler(createValidatorCompiler());
@@ -85,9 +89,13 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     );
     if (allowed.length > 0) {
       return sendError(
-        new ServiceError("methodNotAllowed", `${request.method} is not allowed on ${path}; use ${allowed.join(", ")}.`, {
-          headers: { allow: allowed.join(", ") },
-        }),
+        new ServiceError(
+          "methodNotAllowed",
+          `${request.method} is not allowed on ${path}; use ${allowed.join(", ")}.`,
+          {
+            headers: { allow: allowed.join(", ") },
+          },
+        ),
         request,
         reply,
       );

@@ -1,14 +1,14 @@
-import { createServer } from "node:net";
 import type { AddressInfo } from "node:net";
-import { pino, type Logger } from "pino";
+import { createServer } from "node:net";
+import { type Logger, pino } from "pino";
 import { installAuthentication } from "../auth/authenticate.js";
+import { administrationScopes, modelerScopes, scopeValues } from "../auth/scopes.js";
 import type { Configuration } from "../config/schema.js";
 import { registerApiDocuments } from "../http/openapi.js";
 import { createHttpServer, type HttpServer } from "../http/server.js";
 import { memberRoutes } from "./admin/members/routes.js";
 import { MemberService } from "./admin/members/service.js";
 import { bootstrapOrganization } from "./bootstrap.js";
-import { administrationScopes, modelerScopes, scopeValues } from "../auth/scopes.js";
 import { issuerRoutes } from "./issuer/routes.js";
 import {
   createIssuerServices,

@@ -3,15 +3,7 @@ import { createLocalJWKSet, exportSPKI } from "jose";
 import { describe, expect, it } from "vitest";
 import type { KeySource } from "../../src/auth/key-source.js";
 import { TokenVerificationError, TokenVerifier } from "../../src/auth/verifier.js";
-import {
-  createTestKey,
-  segment,
-  signWith,
-  type TestKey,
-  testAudience,
-  testIssuer,
-  validClaims,
-} from "./support.js";
+import { createTestKey, segment, signWith, type TestKey, testAudience, testIssuer, validClaims } from "./support.js";
 
 const nowMs = Date.UTC(2030, 0, 1);
 
@@ -171,9 +163,7 @@ describe("token verifier", () => {
   it("keeps its cache bounded, dropping the least recently used token", async () => {
     const key = await createTestKey();
     const { verifier } = await setup([key], { cacheMaxEntries: 2 });
-    const tokens = await Promise.all(
-      ["a", "b", "c"].map((jti) => signWith(key, validClaims(nowMs, { jti }))),
-    );
+    const tokens = await Promise.all(["a", "b", "c"].map((jti) => signWith(key, validClaims(nowMs, { jti }))));
     const [a, b, c] = tokens as [string, string, string];
     await verifier.verify(a);
     await verifier.verify(b);

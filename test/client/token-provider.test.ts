@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { decodeJwt } from "jose";
@@ -122,19 +122,6 @@ describe("TokenProvider against a real platform", () => {
     expect(counter.count()).toBe(0);
     expect(await readFile(cacheFile, "utf8")).not.toContain(credentials.clientSecret);
     await counter.close();
-  });
-
-  it("treats a corrupt cache file as empty and replaces it", async () => {
-    const cacheFile = join(temporaryDirectory, "corrupt.json");
-    await writeFile(cacheFile, "{ not json", { mode: 0o600 });
-    const provider = new TokenProvider({ credentials, defaultAudience: "admin-api", cacheFile });
-    const token = await provider.getToken();
-    expect(token.source).toBe("network");
-    const stored = await new TokenCacheFile(cacheFile).read(
-      { oauthUrl: credentials.oauthUrl, clientId: credentials.clientId, audience: "admin-api", scope: "" },
-      Date.now(),
-    );
-    expect(stored?.accessToken).toBe(token.accessToken);
   });
 
   it("does not reuse a cached token past its refresh time", async () => {

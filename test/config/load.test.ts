@@ -89,6 +89,11 @@ describe("invalid configuration", () => {
     expect(problems[0]).toContain("allowed: one of RS256, ES256");
   });
 
+  it("explains formats such as an email address", () => {
+    const problems = problemsOf(() => loadConfiguration({ environment: { SERVICE_BOOTSTRAP_OWNER_EMAIL: "nope" } }));
+    expect(problems[0]).toContain("allowed: an email address");
+  });
+
   it("rejects unknown keys in the file and in flags", () => {
     const file = yamlFile("service:\n  platform:\n    prot: 1\n");
     expect(problemsOf(() => loadConfiguration({ environment: {}, configFile: file }))[0]).toContain(
@@ -113,7 +118,9 @@ describe("invalid configuration", () => {
       "service.bootstrap.clientId and service.bootstrap.clientSecret must be set together or not at all",
     );
     const short = problemsOf(() =>
-      loadConfiguration({ environment: { SERVICE_BOOTSTRAP_CLIENT_ID: "ci", SERVICE_BOOTSTRAP_CLIENT_SECRET: "short" } }),
+      loadConfiguration({
+        environment: { SERVICE_BOOTSTRAP_CLIENT_ID: "ci", SERVICE_BOOTSTRAP_CLIENT_SECRET: "short" },
+      }),
     );
     expect(short).toContain("service.bootstrap.clientSecret is too short; allowed: at least 32 characters");
   });

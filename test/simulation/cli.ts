@@ -47,8 +47,7 @@ const single = parseCount(values.seed, "seed");
 const count = parseCount(values.seeds, "seeds");
 const from = parseCount(values.from, "from") ?? 1;
 const chaosTicks = parseCount(values["chaos-ticks"], "chaos-ticks");
-const seeds =
-  single !== undefined ? [single] : Array.from({ length: count ?? 100 }, (_, position) => from + position);
+const seeds = single !== undefined ? [single] : Array.from({ length: count ?? 100 }, (_, position) => from + position);
 
 const started = performance.now();
 let violations = 0;

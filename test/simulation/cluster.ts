@@ -132,8 +132,12 @@ export class Simulation {
   private readonly scheduledFaults: { at: number; member: MemberId; kind: "crash" | "isolate" }[] = [];
   private readonly maxEntriesPerMessage: number;
   private readonly maxInflightMessages: number;
-  private goal: { goal: MembershipGoal; stage: "add" | "promote" | "change"; deadline: number; nextTry: number } | null =
-    null;
+  private goal: {
+    goal: MembershipGoal;
+    stage: "add" | "promote" | "change";
+    deadline: number;
+    nextTry: number;
+  } | null = null;
   private pendingForce: Configuration | null = null;
   private forceAt: number | null;
 
@@ -157,7 +161,7 @@ export class Simulation {
     this.maxInflightMessages = 1 + this.faultRandom.nextInt(4);
     // Some seeds hit newly elected leaders within a few ticks, before their first entries spread: the interleavings
     // of Figure 8 of the Raft paper need exactly that, and uniform faults almost never produce them.
-    this.newLeaderFaultProbability = this.faultRandom.chance(0.4) ? 0.35 : 0;
+    this.newLeaderFaultProbability = this.faultRandom.chance(0.5) ? 0.5 : 0;
     const size = 3 + this.faultRandom.nextInt(3);
     const members: Member[] = [];
     for (let id = 1; id <= size; id++) {
@@ -329,7 +333,8 @@ export class Simulation {
     const write = member.writes.get(entry.index);
     if (write) {
       member.writes.delete(entry.index);
-      const ours = entry.kind === "normal" && entry.term === write.term && decodeWrite(entry.data).value === write.value;
+      const ours =
+        entry.kind === "normal" && entry.term === write.term && decodeWrite(entry.data).value === write.value;
       if (ours) {
         this.acknowledged.push({ index: entry.index, term: entry.term, value: write.value });
         this.finish(write.operation, "ok", this.clock.now());
@@ -392,7 +397,7 @@ export class Simulation {
         this.checkLeaderCompleteness(member, status);
         if (this.chaos && this.faultRandom.chance(this.newLeaderFaultProbability)) {
           this.scheduledFaults.push({
-            at: this.clock.now() + 1 + this.faultRandom.nextInt(4),
+            at: this.clock.now() + 1 + this.faultRandom.nextInt(10),
             member: member.id,
             kind: this.faultRandom.chance(0.5) ? "crash" : "isolate",
           });
@@ -450,7 +455,10 @@ export class Simulation {
             respondedAt: operation.respondedAt,
             label: `client${operation.client}`,
           });
-        } else if (operation.kind === "write" && (operation.status === "indeterminate" || operation.status === "pending")) {
+        } else if (
+          operation.kind === "write" &&
+          (operation.status === "indeterminate" || operation.status === "pending")
+        ) {
           operations.push({
             kind: "write",
             value: operation.value,
@@ -481,8 +489,7 @@ export class Simulation {
     if (random.chance(this.crashProbability)) {
       const running = this.runningMembers();
       const leader = this.currentLeader();
-      const victim =
-        leader && random.chance(0.5) ? leader : running[random.nextInt(Math.max(1, running.length))];
+      const victim = leader && random.chance(0.5) ? leader : running[random.nextInt(Math.max(1, running.length))];
       if (victim) this.crash(victim, 10 + random.nextInt(150));
     }
     if (random.chance(0.006)) this.changePartitions();
@@ -833,6 +840,7 @@ export class Simulation {
       snapshotChunkBytes: 64,
       maxCommittedEntriesPerReady: 32,
       maxPendingReads: 64,
+      maxUncommittedEntries: 256,
       random: member.random,
       preVote: true,
       checkQuorum: true,

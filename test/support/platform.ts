@@ -45,7 +45,8 @@ export async function startTestPlatform(
   });
   const presetId = configuration.bootstrap.clientId;
   const credentials: BootstrapCredentials | null =
-    adminClient ?? (presetId === "" ? null : { clientId: presetId, clientSecret: configuration.bootstrap.clientSecret });
+    adminClient ??
+    (presetId === "" ? null : { clientId: presetId, clientSecret: configuration.bootstrap.clientSecret });
   if (credentials === null) throw new Error("the test platform did not create an administration client");
   return {
     url: platform.url,

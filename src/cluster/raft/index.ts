@@ -14,7 +14,6 @@ export {
 } from "./core/configuration.js";
 export type { StableLog } from "./core/log.js";
 export type { Message } from "./core/messages.js";
-export { type RandomSource, SeededRandom } from "./core/random.js";
 export {
   type ForceReconfigurationOptions,
   type NodeStatus,
@@ -24,6 +23,7 @@ export {
   type ReadRequestResult,
   type Refusal,
 } from "./core/raft.js";
+export { type RandomSource, SeededRandom } from "./core/random.js";
 export type { ReadContext, ReadState } from "./core/read-index.js";
 export type { Ready, Role, SoftState } from "./core/ready.js";
 export { snapshotChecksum } from "./core/snapshot-transfer.js";

@@ -64,7 +64,10 @@ export interface Snapshot {
 /** Everything a restarted member needs to rebuild its core. */
 export interface PersistedState {
   readonly hardState: HardState;
-  /** Configuration in force at the last persisted entry (from the log, the snapshot, or the initial one). */
+  /**
+   * Metadata of the latest durable snapshot, or null. The core rebuilds the configuration in force from it and from
+   * the configuration entries of the log after it.
+   */
   readonly snapshot: SnapshotMetadata | null;
   readonly firstIndex: number;
   readonly lastIndex: number;
@@ -87,7 +90,11 @@ export interface RaftStorage {
   entries(fromIndex: number, toIndex: number): Entry[];
   /** Term of the entry at `index` (or of the snapshot at its index); null when unknown. */
   term(index: number): number | null;
-  /** Durably stores a complete snapshot and drops every entry it covers. */
+  /**
+   * Durably stores a complete snapshot and drops every entry it covers. When the log does not hold the snapshot's
+   * last entry (same index and term), it drops the whole log: entries after such a snapshot may conflict with it.
+   * The core uses this both for snapshots received from a leader and for local compaction (`Ready.compaction`).
+   */
   installSnapshot(snapshot: Snapshot): Promise<void>;
   /** Drops entries up to and including `index`, which a snapshot already covers. */
   compact(index: number): Promise<void>;

@@ -1,5 +1,5 @@
-import type {} from "@fastify/swagger";
 import formBody from "@fastify/formbody";
+import type {} from "@fastify/swagger";
 import type { FastifyPluginAsync } from "fastify";
 import { Type } from "typebox";
 import { scopeValues } from "../../auth/scopes.js";
@@ -29,7 +29,9 @@ const tokenRequestSchema = Type.Object(
     grant_type: Type.String({ description: "Always `client_credentials`.", examples: ["client_credentials"] }),
     audience: Type.String({ description: "The API the token is for, e.g. `admin-api`." }),
     client_id: Type.Optional(Type.String({ description: "Client id (or send HTTP Basic credentials instead)." })),
-    client_secret: Type.Optional(Type.String({ description: "Client secret (or send HTTP Basic credentials instead)." })),
+    client_secret: Type.Optional(
+      Type.String({ description: "Client secret (or send HTTP Basic credentials instead)." }),
+    ),
     scope: Type.Optional(
       Type.String({ description: "Space-separated scopes narrowing the client's scopes; never widens them." }),
     ),
@@ -167,7 +169,8 @@ export const issuerRoutes: FastifyPluginAsync<IssuerRoutesOptions> = async (inst
           response: { 200: metadataSchema },
         },
       },
-      async (_request, reply) => reply.header("cache-control", `public, max-age=${metadataMaxAgeSeconds}`).send(metadata),
+      async (_request, reply) =>
+        reply.header("cache-control", `public, max-age=${metadataMaxAgeSeconds}`).send(metadata),
     );
   }
 };

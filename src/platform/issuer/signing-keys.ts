@@ -1,4 +1,3 @@
-import type { Kysely } from "kysely";
 import {
   type CryptoKey,
   calculateJwkThumbprint,
@@ -10,6 +9,7 @@ import {
   type JWTPayload,
   SignJWT,
 } from "jose";
+import type { Kysely } from "kysely";
 import type { Clock } from "../../auth/clock.js";
 import type { PlatformDatabase } from "../store/schema.js";
 

@@ -71,7 +71,13 @@ describe.each(databaseKinds)("client service (%s)", (kind) => {
   it("accepts a preset id and secret (bootstrap) and refuses unknown scopes, no scope, short secrets", async () => {
     const { clients, organizationId } = await service();
     const secret = "preset-secret-of-at-least-32-characters";
-    const { client } = await clients.create({ organizationId, name: "boot", scopes: ["members"], clientId: "boot", secret });
+    const { client } = await clients.create({
+      organizationId,
+      name: "boot",
+      scopes: ["members"],
+      clientId: "boot",
+      secret,
+    });
     expect(client.clientId).toBe("boot");
     expect(await clients.authenticate("boot", secret)).toEqual(client);
     const attempts = [

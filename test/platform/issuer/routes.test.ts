@@ -1,5 +1,5 @@
-import { createLocalJWKSet, decodeProtectedHeader, jwtVerify } from "jose";
 import type { LightMyRequestResponse } from "fastify";
+import { createLocalJWKSet, decodeProtectedHeader, jwtVerify } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { scopeValues } from "../../../src/auth/scopes.js";
 import { databaseKinds } from "../../support/databases.js";
@@ -94,7 +94,12 @@ describe.each(databaseKinds)("token endpoint (%s)", (kind) => {
 
   it("accepts the same fields as JSON", async () => {
     const response = await post(
-      JSON.stringify({ grant_type: "client_credentials", audience: "modeler-api", client_id: clientId, client_secret: secret }),
+      JSON.stringify({
+        grant_type: "client_credentials",
+        audience: "modeler-api",
+        client_id: clientId,
+        client_secret: secret,
+      }),
       { "content-type": "application/json" },
     );
     expect(response.statusCode, response.body).toBe(200);
@@ -148,7 +153,11 @@ describe.each(databaseKinds)("token endpoint (%s)", (kind) => {
 
   it("refuses malformed bodies, wrong content types and non-string fields as invalid_request", async () => {
     expectOAuthError(await post("{not json", { "content-type": "application/json" }), 400, "invalid_request");
-    expectOAuthError(await post("grant_type=client_credentials", { "content-type": "text/plain" }), 400, "invalid_request");
+    expectOAuthError(
+      await post("grant_type=client_credentials", { "content-type": "text/plain" }),
+      400,
+      "invalid_request",
+    );
     expectOAuthError(
       await post(JSON.stringify({ grant_type: "client_credentials", audience: ["admin-api"] }), {
         "content-type": "application/json",
@@ -156,7 +165,11 @@ describe.each(databaseKinds)("token endpoint (%s)", (kind) => {
       400,
       "invalid_request",
     );
-    expectOAuthError(await post(JSON.stringify([1, 2]), { "content-type": "application/json" }), 400, "invalid_request");
+    expectOAuthError(
+      await post(JSON.stringify([1, 2]), { "content-type": "application/json" }),
+      400,
+      "invalid_request",
+    );
     expectOAuthError(
       await post(form({ grant_type: "client_credentials", audience: "admin-api" }), {
         ...formHeaders,
@@ -286,14 +299,24 @@ describe.each(databaseKinds)("token endpoint rate limit (%s)", (kind) => {
         headers: { "content-type": contentType },
         remoteAddress,
       });
-    const failing = form({ grant_type: "client_credentials", audience: "admin-api", client_id: "x", client_secret: "y" });
+    const failing = form({
+      grant_type: "client_credentials",
+      audience: "admin-api",
+      client_id: "x",
+      client_secret: "y",
+    });
     expectOAuthError(await from("198.51.100.1", failing), 401, "invalid_client");
     expectOAuthError(await from("198.51.100.1", "{", "application/json"), 400, "invalid_request");
     expectOAuthError(await from("198.51.100.1", "grant_type=password"), 400, "invalid_request");
     const limited = await from("198.51.100.1", failing);
     expectOAuthError(limited, 429, "slow_down");
     expect(limited.headers["retry-after"]).toBe("60");
-    const otherClient = form({ grant_type: "client_credentials", audience: "admin-api", client_id: "z", client_secret: "y" });
+    const otherClient = form({
+      grant_type: "client_credentials",
+      audience: "admin-api",
+      client_id: "z",
+      client_secret: "y",
+    });
     expectOAuthError(await from("198.51.100.2", otherClient), 401, "invalid_client");
 
     issuer.clock.advance(59_000);

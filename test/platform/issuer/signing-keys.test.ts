@@ -71,10 +71,7 @@ describe.each(databaseKinds)("signing keys (%s)", (kind) => {
     const { open, database } = await setup();
     const handles = await Promise.all([openSecondHandle(database), openSecondHandle(database)]);
     for (const handle of handles) cleanups.push(() => handle.close());
-    const services = await Promise.all([
-      open(),
-      ...handles.map((handle) => open({ database: handle.database })),
-    ]);
+    const services = await Promise.all([open(), ...handles.map((handle) => open({ database: handle.database }))]);
     const keyIds = new Set(services.map((service) => service.currentKeyId));
     expect(keyIds.size).toBe(1);
     expect((await services[0]!.publicKeySet()).keys).toHaveLength(1);

@@ -1,6 +1,11 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { describeDatabase, openStore, type Store } from "../../../src/platform/store/database.js";
-import { createTestDatabase, databaseKinds, reportSkippedPostgres, type TestDatabase } from "../../support/databases.js";
+import {
+  createTestDatabase,
+  databaseKinds,
+  reportSkippedPostgres,
+  type TestDatabase,
+} from "../../support/databases.js";
 
 reportSkippedPostgres();
 
@@ -13,7 +18,10 @@ describe("describeDatabase", () => {
   });
 
   it("selects PostgreSQL for postgres:// URLs without exposing the password", () => {
-    const described = describeDatabase({ url: "postgres://user:secret@db.internal:6543/flowplane", dataDirectory: "." });
+    const described = describeDatabase({
+      url: "postgres://user:secret@db.internal:6543/flowplane",
+      dataDirectory: ".",
+    });
     expect(described).toEqual({ kind: "postgres", location: "db.internal:6543/flowplane" });
   });
 });
@@ -62,7 +70,11 @@ describe.each(databaseKinds)("store on %s", (kind) => {
     const first = await open();
     const second = await open();
     await first.database.insertInto("settings").values({ name: "shared", value: "yes" }).execute();
-    const seen = await second.database.selectFrom("settings").select("value").where("name", "=", "shared").executeTakeFirst();
+    const seen = await second.database
+      .selectFrom("settings")
+      .select("value")
+      .where("name", "=", "shared")
+      .executeTakeFirst();
     expect(seen?.value).toBe("yes");
   });
 });

@@ -64,10 +64,13 @@ export function applyChange(configuration: Configuration, change: ConfigurationC
   switch (change.type) {
     case "addLearner":
       if (existing) throw new Error(`configuration change: member ${change.member} is already a member`);
-      result = { members: [...configuration.members, { id: change.member, role: "learner", priority: change.priority }] };
+      result = {
+        members: [...configuration.members, { id: change.member, role: "learner", priority: change.priority }],
+      };
       break;
     case "promote":
-      if (existing?.role !== "learner") throw new Error(`configuration change: member ${change.member} is not a learner`);
+      if (existing?.role !== "learner")
+        throw new Error(`configuration change: member ${change.member} is not a learner`);
       result = { members: [...others, { ...existing, role: "voter" }] };
       break;
     case "remove":

@@ -104,7 +104,12 @@ export class RaftLog {
    * Entries in [fromIndex, toIndex), at least one when any, then stopping before `maxBytes` or `maxEntries` would be
    * exceeded.
    */
-  entries(fromIndex: number, toIndex: number, maxEntries = Number.POSITIVE_INFINITY, maxBytes = Number.POSITIVE_INFINITY): Entry[] {
+  entries(
+    fromIndex: number,
+    toIndex: number,
+    maxEntries = Number.POSITIVE_INFINITY,
+    maxBytes = Number.POSITIVE_INFINITY,
+  ): Entry[] {
     if (fromIndex < this.firstIndex()) {
       throw new Error(`log: entries from ${fromIndex} requested but the log starts at ${this.firstIndex()}`);
     }
@@ -249,7 +254,8 @@ export class RaftLog {
   compacted(index: number, term: number): void {
     // A received snapshot replaced the log while this compaction was being stored; it supersedes the compaction.
     if (index <= this.snapshotIndex || this.pendingSnapshot) return;
-    if (index > this.stableLastIndex) throw new Error(`log: compaction to ${index} beyond durable ${this.stableLastIndex}`);
+    if (index > this.stableLastIndex)
+      throw new Error(`log: compaction to ${index} beyond durable ${this.stableLastIndex}`);
     this.snapshotIndex = index;
     this.snapshotTerm = term;
   }

@@ -73,6 +73,8 @@ export interface RaftNodeOptions {
   readonly maxCommittedEntriesPerReady: number;
   /** Reads waiting for confirmation at once; further reads are refused. */
   readonly maxPendingReads: number;
+  /** Entries a leader holds beyond its commit index; further proposals are refused until some commit. */
+  readonly maxUncommittedEntries: number;
   readonly random: RandomSource;
   /** Pre-vote (dissertation §9.6): campaign only after a majority would grant the vote. */
   readonly preVote: boolean;
@@ -88,7 +90,8 @@ export type Refusal =
   | { readonly accepted: false; readonly reason: "leaderNotReady" }
   | { readonly accepted: false; readonly reason: "learnerBehind" }
   | { readonly accepted: false; readonly reason: "invalid"; readonly detail: string }
-  | { readonly accepted: false; readonly reason: "tooManyReads" };
+  | { readonly accepted: false; readonly reason: "tooManyReads" }
+  | { readonly accepted: false; readonly reason: "tooManyUncommitted" };
 
 /** Result of a proposal: where the entry was appended, or why it was refused. */
 export type ProposalResult = { readonly accepted: true; readonly index: number; readonly term: number } | Refusal;
@@ -215,7 +218,9 @@ export class RaftNode {
     if (message.term > this.term) {
       if (message.type === "voteRequest") {
         const inLease =
-          this.options.checkQuorum && this.leaderId !== null && this.electionElapsed < this.options.electionTimeoutTicks;
+          this.options.checkQuorum &&
+          this.leaderId !== null &&
+          this.electionElapsed < this.options.electionTimeoutTicks;
         // Dissertation §4.2.3: while a member hears from a leader it ignores campaigns, so a partitioned or removed
         // member cannot disrupt a healthy group. Leadership transfer is the deliberate exception.
         if (inLease && !message.transfer) return;
@@ -259,7 +264,9 @@ export class RaftNode {
       case "heartbeat":
       case "snapshotChunk":
         if (this.role === "leader") {
-          throw new Error(`raft: Election Safety violated: two leaders in term ${this.term} (${this.id}, ${message.from})`);
+          throw new Error(
+            `raft: Election Safety violated: two leaders in term ${this.term} (${this.id}, ${message.from})`,
+          );
         }
         if (this.role !== "follower") this.becomeFollower(this.term, message.from);
         this.electionElapsed = 0;
@@ -612,7 +619,8 @@ export class RaftNode {
   }
 
   private handleVoteResponse(message: VoteResponseMessage): void {
-    const expected = (this.role === "preCandidate" && message.preVote) || (this.role === "candidate" && !message.preVote);
+    const expected =
+      (this.role === "preCandidate" && message.preVote) || (this.role === "candidate" && !message.preVote);
     if (!expected) return;
     this.votes.set(message.from, message.granted);
     this.countVotes();
@@ -710,6 +718,9 @@ export class RaftNode {
   private leaderRefusal(): Refusal | null {
     if (this.role !== "leader") return { accepted: false, reason: "notLeader", leaderId: this.leaderId };
     if (this.leadTransferee !== null) return { accepted: false, reason: "transferringLeadership" };
+    if (this.log.lastIndex() - this.log.committed >= this.options.maxUncommittedEntries) {
+      return { accepted: false, reason: "tooManyUncommitted" };
+    }
     return null;
   }
 
@@ -772,7 +783,9 @@ export class RaftNode {
     if (this.log.pendingSnapshot) return false;
     const snapshot = this.options.storage.snapshot();
     if (!snapshot || snapshot.metadata.index < progress.next - 1) {
-      throw new Error(`raft: member ${progress.member} needs a snapshot but storage has none covering ${progress.next - 1}`);
+      throw new Error(
+        `raft: member ${progress.member} needs a snapshot but storage has none covering ${progress.next - 1}`,
+      );
     }
     progress.becomeSnapshot({ metadata: snapshot.metadata, data: snapshot.data, offset: 0, chunkInFlight: false });
     this.sendSnapshotChunk(progress);
@@ -826,7 +839,9 @@ export class RaftNode {
       if (progress.state === "snapshot") return;
       // Fast back-tracking: skip every entry of a term the member does not have, instead of one index per round.
       const hint =
-        message.hintTerm > 0 ? this.log.findConflictByTerm(message.hintIndex, message.hintTerm).index : message.hintIndex;
+        message.hintTerm > 0
+          ? this.log.findConflictByTerm(message.hintIndex, message.hintTerm).index
+          : message.hintIndex;
       if (progress.maybeDecreaseTo(message.index, hint)) {
         if (progress.state === "replicate") progress.becomeProbe();
         this.sendAppend(message.from, true);
@@ -947,7 +962,12 @@ export class RaftNode {
       if (!this.progress.has(member)) {
         this.progress.set(
           member,
-          new Progress(member, this.log.lastIndex() + 1, this.options.maxInflightMessages, this.options.maxInflightBytes),
+          new Progress(
+            member,
+            this.log.lastIndex() + 1,
+            this.options.maxInflightMessages,
+            this.options.maxInflightBytes,
+          ),
         );
       }
     }
@@ -982,7 +1002,13 @@ export class RaftNode {
     this.sendAppendResponse(message.from, true, message.prevIndex, hint.index, hint.term);
   }
 
-  private sendAppendResponse(to: MemberId, rejected: boolean, index: number, hintIndex: number, hintTerm: number): void {
+  private sendAppendResponse(
+    to: MemberId,
+    rejected: boolean,
+    index: number,
+    hintIndex: number,
+    hintTerm: number,
+  ): void {
     this.send({ type: "appendResponse", from: this.id, to, term: this.term, rejected, index, hintIndex, hintTerm });
   }
 
@@ -1119,6 +1145,7 @@ function validateOptions(options: RaftNodeOptions): void {
     ["snapshotChunkBytes", options.snapshotChunkBytes],
     ["maxCommittedEntriesPerReady", options.maxCommittedEntriesPerReady],
     ["maxPendingReads", options.maxPendingReads],
+    ["maxUncommittedEntries", options.maxUncommittedEntries],
   ];
   for (const [name, value] of positive) {
     if (!Number.isInteger(value) || value < 1) throw new Error(`raft: option ${name} must be a positive integer`);

@@ -65,7 +65,10 @@ export class ReadIndexTracker {
    */
   confirm(confirmedSequence: number): ReadState[] {
     let count = 0;
-    while (count < this.pending.length && (this.pending[count]?.sequence ?? Number.POSITIVE_INFINITY) <= confirmedSequence) {
+    while (
+      count < this.pending.length &&
+      (this.pending[count]?.sequence ?? Number.POSITIVE_INFINITY) <= confirmedSequence
+    ) {
       count++;
     }
     return this.pending.splice(0, count).map(({ context, index }) => ({ context, index }));

@@ -29,7 +29,10 @@ export interface Ready {
   readonly entriesToPersist: readonly Entry[];
   /** A snapshot received from the leader: store it durably (dropping the whole log), then restore the state machine. */
   readonly snapshot: Snapshot | null;
-  /** A snapshot the application asked for (`RaftNode.compact`): store it durably and drop the entries it covers. */
+  /**
+   * A snapshot the application asked for (`RaftNode.compact`): store it durably with `RaftStorage.installSnapshot`,
+   * which drops the entries it covers.
+   */
   readonly compaction: Snapshot | null;
   /** Committed, durable entries to apply in order. */
   readonly committedEntries: readonly Entry[];

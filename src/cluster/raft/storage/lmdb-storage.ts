@@ -114,7 +114,9 @@ function isMemberList(value: unknown): value is Member[] {
 }
 
 function isConfiguration(value: unknown): value is Configuration {
-  return isRecord(value) && isMemberList(value.members) && (value.outgoing === undefined || isMemberList(value.outgoing));
+  return (
+    isRecord(value) && isMemberList(value.members) && (value.outgoing === undefined || isMemberList(value.outgoing))
+  );
 }
 
 function isSnapshotMetadata(value: unknown): value is SnapshotMetadata {
@@ -193,6 +195,8 @@ export class LmdbRaftStorage implements RaftStorage {
       eventTurnBatching: true,
       cache: false,
     });
+    // Log keys are plain numbers in LMDB's default ordered-binary key encoding, which sorts integers numerically
+    // (unlike `uint32` keys it is not limited to 2^32 indexes), so range reads walk the log in index order.
     this.log = this.root.openDB<Uint8Array, number>({ name: "log", encoding: "binary" });
     this.state = this.root.openDB<Uint8Array, string>({ name: "state", encoding: "binary" });
     this.chunks = this.root.openDB<Uint8Array, [number, number]>({ name: "snapshotChunks", encoding: "binary" });
@@ -246,10 +250,10 @@ export class LmdbRaftStorage implements RaftStorage {
     };
   }
 
-  append(entries: readonly Entry[], hardState: HardState | null): Promise<void> {
+  async append(entries: readonly Entry[], hardState: HardState | null): Promise<void> {
     this.assertOpen();
     if (entries.length === 0 && hardState === null) {
-      return Promise.resolve();
+      return;
     }
     this.checkEntriesShape(entries);
     const encoded = entries.map(encodeEntry);
@@ -318,7 +322,7 @@ export class LmdbRaftStorage implements RaftStorage {
     return this.termIn(this.durable, index);
   }
 
-  installSnapshot(snapshot: Snapshot): Promise<void> {
+  async installSnapshot(snapshot: Snapshot): Promise<void> {
     this.assertOpen();
     const metadata = copyMetadata(snapshot.metadata);
     if (!isSnapshotMetadata(metadata)) {
@@ -336,6 +340,9 @@ export class LmdbRaftStorage implements RaftStorage {
     }
     return this.committer.submit(() => {
       const staged = this.stagedView();
+      if (!this.isNewerSnapshot(staged, metadata)) {
+        return;
+      }
       this.checkSnapshotAgainst(staged, metadata);
       const slot = this.nextSlot(staged);
       encodedChunks.forEach((chunk, position) => {
@@ -345,7 +352,7 @@ export class LmdbRaftStorage implements RaftStorage {
     });
   }
 
-  compact(index: number): Promise<void> {
+  async compact(index: number): Promise<void> {
     this.assertOpen();
     if (!isNonNegativeInteger(index)) {
       throw new Error(`invalid compaction index ${index}`);
@@ -412,7 +419,7 @@ export class LmdbRaftStorage implements RaftStorage {
    * Durably stores the chunk of the incoming snapshot that starts at byte `offset`. Chunks must arrive in order; a
    * chunk already received (a duplicate) is ignored.
    */
-  writeSnapshotChunk(offset: number, data: Uint8Array): Promise<void> {
+  async writeSnapshotChunk(offset: number, data: Uint8Array): Promise<void> {
     this.assertOpen();
     if (!isNonNegativeInteger(offset)) {
       throw new Error(`invalid snapshot chunk offset ${offset}`);
@@ -452,8 +459,9 @@ export class LmdbRaftStorage implements RaftStorage {
   }
 
   /**
-   * Verifies the whole received snapshot against its checksum and installs it like `installSnapshot`. On a mismatch
-   * the received chunks are discarded and `SnapshotChecksumMismatchError` is thrown, so the transfer restarts.
+   * Verifies the whole received snapshot against its checksum and installs it like `installSnapshot` (a snapshot
+   * not newer than the stored one is discarded as already covered). On a mismatch the received chunks are discarded
+   * and `SnapshotChecksumMismatchError` is thrown, so the transfer restarts.
    */
   async finishSnapshotReceive(): Promise<SnapshotMetadata> {
     this.assertOpen();
@@ -474,6 +482,11 @@ export class LmdbRaftStorage implements RaftStorage {
       if (checksum !== incoming.metadata.checksum) {
         this.discardIncoming(staged);
         outcome = { mismatch: `received snapshot checksum ${checksum} differs from ${incoming.metadata.checksum}` };
+        return;
+      }
+      if (!this.isNewerSnapshot(staged, incoming.metadata)) {
+        this.discardIncoming(staged);
+        outcome = { installed: incoming.metadata };
         return;
       }
       this.checkSnapshotAgainst(staged, incoming.metadata);
@@ -567,6 +580,10 @@ export class LmdbRaftStorage implements RaftStorage {
     if (index === view.logStart.index) {
       return view.logStart.term;
     }
+    if (index === 0) {
+      // The empty log before index 1 has term 0, whatever has been compacted since.
+      return 0;
+    }
     if (!Number.isSafeInteger(index) || index < view.logStart.index || index > view.lastIndex) {
       return null;
     }
@@ -585,7 +602,9 @@ export class LmdbRaftStorage implements RaftStorage {
       }
       if (previous !== undefined) {
         if (entry.index !== previous.index + 1) {
-          throw new Error(`invariant violated: appended entries must be consecutive (${previous.index}, ${entry.index})`);
+          throw new Error(
+            `invariant violated: appended entries must be consecutive (${previous.index}, ${entry.index})`,
+          );
         }
         if (entry.term < previous.term) {
           throw new Error(`invariant violated: entry terms must not decrease (at index ${entry.index})`);
@@ -644,11 +663,15 @@ export class LmdbRaftStorage implements RaftStorage {
     }
   }
 
+  /**
+   * Whether `metadata` describes a snapshot newer than the stored one. An older or equal one is ignored, as the
+   * simulated disk does, because the stored snapshot already covers everything it would.
+   */
+  private isNewerSnapshot(staged: View, metadata: SnapshotMetadata): boolean {
+    return metadata.index > (staged.snapshot?.metadata.index ?? 0);
+  }
+
   private checkSnapshotAgainst(staged: View, metadata: SnapshotMetadata): void {
-    const current = staged.snapshot?.metadata.index ?? 0;
-    if (metadata.index < current) {
-      throw new Error(`snapshot at ${metadata.index} is older than the stored snapshot at ${current}`);
-    }
     if (metadata.index < staged.logStart.index) {
       throw new Error(`snapshot at ${metadata.index} is behind the log start ${staged.logStart.index}`);
     }
@@ -716,7 +739,10 @@ export class LmdbRaftStorage implements RaftStorage {
     const data = this.readChunks(stored.slot, stored.metadata.sizeBytes, "snapshot");
     const checksum = crc32c(data);
     if (checksum !== stored.metadata.checksum) {
-      throw new StorageCorruptionError("snapshot", `data checksum ${checksum} differs from ${stored.metadata.checksum}`);
+      throw new StorageCorruptionError(
+        "snapshot",
+        `data checksum ${checksum} differs from ${stored.metadata.checksum}`,
+      );
     }
     return data;
   }

@@ -58,7 +58,11 @@ export function memberRoutes(server: HttpServer, members: MemberService): void {
       },
     },
     async (request, reply) => {
-      await members.inviteOrChangeRoles(principalOf(request).organizationId, request.params.email, request.body.orgRoles);
+      await members.inviteOrChangeRoles(
+        principalOf(request).organizationId,
+        request.params.email,
+        request.body.orgRoles,
+      );
       return reply.code(204).send(null);
     },
   );

@@ -1,6 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { votersOf } from "../../../../src/cluster/raft/core/configuration.js";
-import type { AppendResponseMessage, Message, VoteResponseMessage } from "../../../../src/cluster/raft/core/messages.js";
+import type {
+  AppendResponseMessage,
+  Message,
+  VoteResponseMessage,
+} from "../../../../src/cluster/raft/core/messages.js";
 import { snapshotChecksum } from "../../../../src/cluster/raft/core/snapshot-transfer.js";
 import type { Entry } from "../../../../src/cluster/raft/types.js";
 import { SimulatedDisk } from "../../../simulation/disk.js";
@@ -21,7 +25,11 @@ function appendResponses(messages: readonly Message[]): AppendResponseMessage[] 
 }
 
 /** A node whose disk already holds the bootstrap entry for voters 1..3 plus `extra` entries at `term`. */
-function nodeWithLog(extra: readonly Entry[], term: number, id = 1): { node: ReturnType<typeof loneNode>; disk: SimulatedDisk } {
+function nodeWithLog(
+  extra: readonly Entry[],
+  term: number,
+  id = 1,
+): { node: ReturnType<typeof loneNode>; disk: SimulatedDisk } {
   const disk = new SimulatedDisk();
   const bootstrap = loneNode(id, disk, { members: voters(1, 2, 3) });
   drain(bootstrap, disk);
@@ -56,7 +64,15 @@ describe("Raft rules (paper and dissertation)", () => {
     const disk = new SimulatedDisk();
     const node = loneNode(1, disk, { members: voters(1, 2, 3) });
     drain(node, disk);
-    const request = { type: "voteRequest", to: 1, term: 2, preVote: false, transfer: false, lastIndex: 1, lastTerm: 1 } as const;
+    const request = {
+      type: "voteRequest",
+      to: 1,
+      term: 2,
+      preVote: false,
+      transfer: false,
+      lastIndex: 1,
+      lastTerm: 1,
+    } as const;
     node.step({ ...request, from: 2 });
     node.step({ ...request, from: 3 });
     node.step({ ...request, from: 2 });
@@ -73,7 +89,7 @@ describe("Raft rules (paper and dissertation)", () => {
     const group = new ScriptedGroup(voters(1, 2, 3, 4, 5));
     const leadersByTerm = new Map<number, Set<number>>();
     for (let tick = 0; tick < 400; tick++) {
-      if (tick % 60 === 0) group.isolate(1 + (tick / 60) % 5);
+      if (tick % 60 === 0) group.isolate(1 + ((tick / 60) % 5));
       if (tick % 60 === 30) group.heal();
       group.tick();
       for (const member of group.members.values()) {
@@ -90,8 +106,26 @@ describe("Raft rules (paper and dissertation)", () => {
 
   it("Election restriction: a member denies its vote to a candidate whose log is less up to date", () => {
     const { node, disk } = nodeWithLog([entry(2, 2)], 2);
-    node.step({ type: "voteRequest", from: 3, to: 1, term: 3, preVote: false, transfer: false, lastIndex: 5, lastTerm: 1 });
-    node.step({ type: "voteRequest", from: 2, to: 1, term: 3, preVote: false, transfer: false, lastIndex: 2, lastTerm: 2 });
+    node.step({
+      type: "voteRequest",
+      from: 3,
+      to: 1,
+      term: 3,
+      preVote: false,
+      transfer: false,
+      lastIndex: 5,
+      lastTerm: 1,
+    });
+    node.step({
+      type: "voteRequest",
+      from: 2,
+      to: 1,
+      term: 3,
+      preVote: false,
+      transfer: false,
+      lastIndex: 2,
+      lastTerm: 2,
+    });
     const responses = voteResponses(drain(node, disk));
     expect(responses.map((response) => [response.to, response.granted])).toEqual([
       [3, false],
@@ -101,10 +135,28 @@ describe("Raft rules (paper and dissertation)", () => {
 
   it("Log Matching: a follower rejects an append whose previous entry does not match and replaces a conflicting suffix", () => {
     const { node, disk } = nodeWithLog([entry(2, 2), entry(3, 2)], 2);
-    node.step({ type: "append", from: 3, to: 1, term: 3, prevIndex: 3, prevTerm: 3, entries: [entry(4, 3)], commitIndex: 1 });
+    node.step({
+      type: "append",
+      from: 3,
+      to: 1,
+      term: 3,
+      prevIndex: 3,
+      prevTerm: 3,
+      entries: [entry(4, 3)],
+      commitIndex: 1,
+    });
     const rejection = appendResponses(drain(node, disk))[0];
     expect(rejection).toMatchObject({ rejected: true, index: 3, hintIndex: 3, hintTerm: 2 });
-    node.step({ type: "append", from: 3, to: 1, term: 3, prevIndex: 2, prevTerm: 2, entries: [entry(3, 3, "new")], commitIndex: 1 });
+    node.step({
+      type: "append",
+      from: 3,
+      to: 1,
+      term: 3,
+      prevIndex: 2,
+      prevTerm: 2,
+      entries: [entry(3, 3, "new")],
+      commitIndex: 1,
+    });
     const accepted = appendResponses(drain(node, disk))[0];
     expect(accepted).toMatchObject({ rejected: false, index: 3 });
     expect(disk.term(3)).toBe(3);
@@ -121,7 +173,16 @@ describe("Raft rules (paper and dissertation)", () => {
     const term = group.node(leader).status().term;
     // Stale or hostile rejections asking to back up to index 1 only change what the leader sends, never its log.
     for (const follower of [1, 2, 3].filter((id) => id !== leader)) {
-      group.deliver({ type: "appendResponse", from: follower, to: leader, term, rejected: true, index: 6, hintIndex: 1, hintTerm: 1 });
+      group.deliver({
+        type: "appendResponse",
+        from: follower,
+        to: leader,
+        term,
+        rejected: true,
+        index: 6,
+        hintIndex: 1,
+        hintTerm: 1,
+      });
     }
     group.flush();
     expect(disk.entries(1, before.length + 1)).toEqual(before);
@@ -276,7 +337,16 @@ describe("elections: pre-vote, check-quorum, priorities, transfer", () => {
     const leader = group.electLeader();
     const follower = [1, 2, 3].find((id) => id !== leader) ?? 0;
     const term = group.node(follower).status().term;
-    group.deliver({ type: "voteRequest", from: 9, to: follower, term: term + 5, preVote: false, transfer: false, lastIndex: 99, lastTerm: 99 });
+    group.deliver({
+      type: "voteRequest",
+      from: 9,
+      to: follower,
+      term: term + 5,
+      preVote: false,
+      transfer: false,
+      lastIndex: 99,
+      lastTerm: 99,
+    });
     group.flush();
     expect(group.node(follower).status().term).toBe(term);
     expect(group.leader()).toBe(leader);
@@ -307,7 +377,9 @@ describe("elections: pre-vote, check-quorum, priorities, transfer", () => {
     const group = new ScriptedGroup(voters(1, 2, 3));
     const leader = group.electLeader();
     const preferred = [1, 2, 3].find((id) => id !== leader) ?? 0;
-    const result = group.node(leader).proposeConfigurationChange({ type: "setPriority", member: preferred, priority: 9 });
+    const result = group
+      .node(leader)
+      .proposeConfigurationChange({ type: "setPriority", member: preferred, priority: 9 });
     expect(result.accepted).toBe(true);
     group.tick(40);
     expect(group.leader()).toBe(preferred);
@@ -335,13 +407,20 @@ describe("membership changes (single-server)", () => {
     for (let index = 0; index < 5; index++) group.propose(`before${index}`);
     group.add(4, false);
     group.isolate(4);
-    expect(group.node(leader).proposeConfigurationChange({ type: "addLearner", member: 4, priority: 1 }).accepted).toBe(true);
+    expect(group.node(leader).proposeConfigurationChange({ type: "addLearner", member: 4, priority: 1 }).accepted).toBe(
+      true,
+    );
     group.tick(4);
     expect(group.node(leader).proposeConfigurationChange({ type: "promote", member: 4 })).toMatchObject({
       accepted: false,
       reason: "learnerBehind",
     });
-    expect(group.node(leader).configuration().members.find((member) => member.id === 4)?.role).toBe("learner");
+    expect(
+      group
+        .node(leader)
+        .configuration()
+        .members.find((member) => member.id === 4)?.role,
+    ).toBe("learner");
     group.heal();
     group.tick(10);
     expect(texts(group.members.get(4)?.applied ?? [])).toEqual(["before0", "before1", "before2", "before3", "before4"]);
@@ -374,11 +453,15 @@ describe("membership changes (single-server)", () => {
     const group = new ScriptedGroup(voters(1, 2, 3));
     const leader = group.electLeader();
     for (const id of [1, 2, 3]) if (id !== leader) group.isolate(id);
-    expect(group.node(leader).proposeConfigurationChange({ type: "addLearner", member: 4, priority: 1 }).accepted).toBe(true);
-    expect(group.node(leader).proposeConfigurationChange({ type: "addLearner", member: 5, priority: 1 })).toMatchObject({
-      accepted: false,
-      reason: "changeInProgress",
-    });
+    expect(group.node(leader).proposeConfigurationChange({ type: "addLearner", member: 4, priority: 1 }).accepted).toBe(
+      true,
+    );
+    expect(group.node(leader).proposeConfigurationChange({ type: "addLearner", member: 5, priority: 1 })).toMatchObject(
+      {
+        accepted: false,
+        reason: "changeInProgress",
+      },
+    );
   });
 
   it("a configuration takes effect when appended, before it commits", () => {
@@ -387,7 +470,12 @@ describe("membership changes (single-server)", () => {
     for (const id of [1, 2, 3]) if (id !== leader) group.isolate(id);
     group.node(leader).proposeConfigurationChange({ type: "addLearner", member: 4, priority: 1 });
     group.flush();
-    expect(group.node(leader).configuration().members.map((member) => member.id)).toContain(4);
+    expect(
+      group
+        .node(leader)
+        .configuration()
+        .members.map((member) => member.id),
+    ).toContain(4);
     expect(group.node(leader).status().commitIndex).toBeLessThan(group.node(leader).status().lastIndex);
   });
 
@@ -463,9 +551,9 @@ describe("forced reconfiguration", () => {
     group.propose("only-on-some");
     for (const id of [1, 2, 3, 4, 5]) if (!survivors.includes(id)) group.crash(id);
     group.heal();
-    expect(texts(group.members.get(ahead)?.disk.entries(1, (group.members.get(ahead)?.disk.lastIndex() ?? 0) + 1) ?? [])).toContain(
-      "only-on-some",
-    );
+    expect(
+      texts(group.members.get(ahead)?.disk.entries(1, (group.members.get(ahead)?.disk.lastIndex() ?? 0) + 1) ?? []),
+    ).toContain("only-on-some");
     const members = voters(...survivors);
     for (const id of survivors) group.node(id).forceReconfigure(members, { acceptDataLoss: true });
     group.tick(100);
@@ -487,7 +575,9 @@ describe("read index", () => {
     expect(group.members.get(leader)?.reads).toEqual([]);
     group.heal();
     group.tick(3);
-    expect(group.members.get(leader)?.reads).toEqual([{ context: "r1", index: group.node(leader).status().commitIndex }]);
+    expect(group.members.get(leader)?.reads).toEqual([
+      { context: "r1", index: group.node(leader).status().commitIndex },
+    ]);
   });
 
   it("a new leader holds reads until it has committed an entry of its own term", () => {
@@ -510,7 +600,13 @@ describe("read index", () => {
     node.step({ type: "appendResponse", from: 2, to: 1, term, rejected: false, index: 3, hintIndex: 0, hintTerm: 0 });
     const heartbeat = drain(node, disk).find((message) => message.type === "heartbeat" && message.to === 2);
     expect(heartbeat?.type === "heartbeat" ? heartbeat.readSequence : 0).toBeGreaterThan(0);
-    node.step({ type: "heartbeatResponse", from: 2, to: 1, term, readSequence: heartbeat?.type === "heartbeat" ? heartbeat.readSequence : 0 });
+    node.step({
+      type: "heartbeatResponse",
+      from: 2,
+      to: 1,
+      term,
+      readSequence: heartbeat?.type === "heartbeat" ? heartbeat.readSequence : 0,
+    });
     const ready = node.ready();
     expect(ready?.readStates).toEqual([{ context: "early", index: 3 }]);
   });
@@ -562,7 +658,8 @@ describe("snapshots", () => {
     group.tick(20);
     const chunks = group.delivered.filter((message) => message.type === "snapshotChunk" && message.to === lagger);
     expect(chunks.length).toBeGreaterThanOrEqual(Math.ceil(snapshotData.byteLength / 16));
-    for (const chunk of chunks) if (chunk.type === "snapshotChunk") expect(chunk.data.byteLength).toBeLessThanOrEqual(16);
+    for (const chunk of chunks)
+      if (chunk.type === "snapshotChunk") expect(chunk.data.byteLength).toBeLessThanOrEqual(16);
     const disk = group.members.get(lagger)?.disk;
     expect(disk?.snapshot()?.data).toEqual(snapshotData);
     expect(texts(group.members.get(lagger)?.applied ?? [])).toEqual(["after-snapshot"]);
@@ -611,8 +708,23 @@ describe("snapshots", () => {
 });
 
 describe("flow control", () => {
+  it("a leader refuses proposals beyond maxUncommittedEntries until entries commit", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3), { maxUncommittedEntries: 3 });
+    const leader = group.electLeader();
+    for (const id of [1, 2, 3]) if (id !== leader) group.isolate(id);
+    const results = [1, 2, 3, 4].map(() => group.node(leader).propose(encoder.encode("p")).accepted);
+    expect(results).toEqual([true, true, true, false]);
+    group.heal();
+    group.tick(3);
+    expect(group.node(leader).propose(encoder.encode("p")).accepted).toBe(true);
+  });
+
   function inflightAppends(maxInflightMessages: number, maxInflightBytes: number): number {
-    const group = new ScriptedGroup(voters(1, 2, 3), { maxInflightMessages, maxInflightBytes, maxEntriesPerMessage: 1 });
+    const group = new ScriptedGroup(voters(1, 2, 3), {
+      maxInflightMessages,
+      maxInflightBytes,
+      maxEntriesPerMessage: 1,
+    });
     const leader = group.electLeader();
     group.propose("warm-up");
     const follower = [1, 2, 3].find((id) => id !== leader) ?? 0;

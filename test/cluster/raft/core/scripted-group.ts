@@ -21,7 +21,9 @@ export interface ScriptedMember {
 }
 
 /** Default options for unit tests; individual tests override some. */
-export function testOptions(overrides: Partial<RaftNodeOptions> = {}): Omit<RaftNodeOptions, "id" | "storage" | "persisted"> {
+export function testOptions(
+  overrides: Partial<RaftNodeOptions> = {},
+): Omit<RaftNodeOptions, "id" | "storage" | "persisted"> {
   return {
     bootstrap: null,
     electionTimeoutTicks: 10,
@@ -33,6 +35,7 @@ export function testOptions(overrides: Partial<RaftNodeOptions> = {}): Omit<Raft
     snapshotChunkBytes: 16,
     maxCommittedEntriesPerReady: 1024,
     maxPendingReads: 16,
+    maxUncommittedEntries: 1000,
     random: new SeededRandom(1),
     preVote: true,
     checkQuorum: true,

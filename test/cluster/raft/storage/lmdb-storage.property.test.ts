@@ -18,6 +18,9 @@ function modelTerm(model: Model, index: number): number | null {
   if (index === model.logStart.index) {
     return model.logStart.term;
   }
+  if (index === 0) {
+    return 0;
+  }
   if (index < model.logStart.index || index > model.lastIndex) {
     return null;
   }
@@ -122,8 +125,7 @@ function applyToModel(model: Model, op: Operation, step: number): ((storage: Lmd
     case "snapshot": {
       const index = model.logStart.index + op.offset;
       const existingTerm = modelTerm(model, index);
-      const term =
-        existingTerm === null ? model.hardState.term + 1 : op.conflicting ? existingTerm + 1 : existingTerm;
+      const term = existingTerm === null ? model.hardState.term + 1 : op.conflicting ? existingTerm + 1 : existingTerm;
       const data = new Uint8Array(op.sizeBytes).map((_, position) => (position + step) & 0xff);
       const snapshot: Snapshot = {
         metadata: {
@@ -135,6 +137,9 @@ function applyToModel(model: Model, op: Operation, step: number): ((storage: Lmd
         },
         data,
       };
+      if (index <= (model.snapshot?.metadata.index ?? 0)) {
+        return (storage) => storage.installSnapshot(snapshot);
+      }
       if (existingTerm === term && index <= model.lastIndex) {
         dropThrough(model, index);
       } else {

@@ -197,12 +197,30 @@ describe("LmdbRaftStorage", () => {
     });
   });
 
-  it("refuses a snapshot whose data does not match its checksum or that is older than the stored one", async () => {
+  it("refuses a snapshot whose data does not match its checksum and ignores one not newer than the stored one", async () => {
     await withStorage(async (storage) => {
       const snapshot = makeSnapshot(5, 1, 10);
-      expect(() => storage.installSnapshot({ ...snapshot, data: new Uint8Array(10) })).toThrow(/checksum/);
+      await expect(storage.installSnapshot({ ...snapshot, data: new Uint8Array(10) })).rejects.toThrow(/checksum/);
       await storage.installSnapshot(snapshot);
-      await expect(storage.installSnapshot(makeSnapshot(4, 1, 10))).rejects.toThrow(/older/);
+      await storage.installSnapshot(makeSnapshot(4, 1, 12));
+      await storage.installSnapshot(makeSnapshot(5, 1, 14));
+      expect(storage.snapshot()).toEqual(snapshot);
+      expect((await storage.load()).firstIndex).toBe(6);
+    });
+  });
+
+  it("keeps index order for indexes beyond 32 bits", async () => {
+    await withStorage(async (storage) => {
+      const start = 2 ** 32 - 2;
+      await storage.installSnapshot(makeSnapshot(start, 4, 8));
+      await storage.append(entriesFrom(start + 1, 4, 4), null);
+      expect(storage.entries(start + 1, start + 5).map((stored) => stored.index)).toEqual([
+        start + 1,
+        start + 2,
+        start + 3,
+        start + 4,
+      ]);
+      expect((await storage.load()).lastIndex).toBe(start + 4);
     });
   });
 

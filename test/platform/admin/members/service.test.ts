@@ -15,7 +15,10 @@ describe.each(databaseKinds)("MemberService on %s", (kind) => {
     testDatabase = await createTestDatabase(kind);
     store = await openStore({ url: testDatabase.url, dataDirectory: testDatabase.dataDirectory });
     const timestamp = new Date(0).toISOString();
-    await store.database.insertInto("organizations").values({ id: organizationId, name: "o", created_at: timestamp }).execute();
+    await store.database
+      .insertInto("organizations")
+      .values({ id: organizationId, name: "o", created_at: timestamp })
+      .execute();
     await store.database
       .insertInto("members")
       .values({
@@ -37,9 +40,9 @@ describe.each(databaseKinds)("MemberService on %s", (kind) => {
   });
 
   it("invites a new member with a pending invitation and sorted, unique roles", async () => {
-    expect(await members.inviteOrChangeRoles(organizationId, "Dev@Example.com", ["developer", "admin", "developer"])).toBe(
-      "invited",
-    );
+    expect(
+      await members.inviteOrChangeRoles(organizationId, "Dev@Example.com", ["developer", "admin", "developer"]),
+    ).toBe("invited");
     expect(await members.list(organizationId)).toEqual([
       { name: "dev", email: "dev@example.com", roles: ["admin", "developer"], invitePending: true },
       { name: "owner", email: "owner@example.com", roles: ["owner"], invitePending: false },

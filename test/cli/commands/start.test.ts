@@ -1,0 +1,95 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { configurationFlags } from "../../../src/cli/commands/start.js";
+import { exitCodes } from "../../../src/cli/io.js";
+import { runCli } from "../../../src/cli/main.js";
+import { type CliResult, captureIo } from "../support.js";
+
+let temporaryDirectory: string;
+
+beforeAll(async () => {
+  temporaryDirectory = await mkdtemp(join(tmpdir(), "flowplane-cli-start-"));
+});
+
+afterAll(async () => {
+  if (temporaryDirectory !== undefined) await rm(temporaryDirectory, { recursive: true, force: true });
+});
+
+async function cli(argv: readonly string[], environment: Record<string, string> = {}): Promise<CliResult> {
+  const { io, output } = captureIo(environment, temporaryDirectory);
+  const exitCode = await runCli(argv, io);
+  return { exitCode, ...output };
+}
+
+describe("configurationFlags", () => {
+  it("maps the dedicated flags and --set assignments to configuration keys, dedicated flags winning", () => {
+    expect(
+      configurationFlags({
+        port: "9000",
+        dataDirectory: "/data",
+        databaseUrl: "postgres://db/flowplane",
+        set: ["service.platform.port=1", "service.rateLimit.burst=10", "service.bootstrap.clientSecret=a=b"],
+      }),
+    ).toEqual({
+      "service.platform.port": "9000",
+      "service.dataDirectory": "/data",
+      "service.database.url": "postgres://db/flowplane",
+      "service.rateLimit.burst": "10",
+      "service.bootstrap.clientSecret": "a=b",
+    });
+  });
+});
+
+describe("flowplane start", () => {
+  it("exits 2 listing each configuration problem", async () => {
+    const result = await cli(["start", "--port", "70000", "--set", "service.token.signingAlgorithm=HS256"], {
+      SERVICE_DATA_DIRECTORY: join(temporaryDirectory, "never"),
+    });
+    expect(result.exitCode).toBe(exitCodes.usage);
+    expect(result.stderr).toContain("service.platform.port");
+    expect(result.stderr).toContain("service.token.signingAlgorithm");
+  });
+
+  it("exits 2 for an unknown setting, a malformed --set or an unreadable configuration file", async () => {
+    expect((await cli(["start", "--set", "service.no.such=1"])).exitCode).toBe(exitCodes.usage);
+    const malformed = await cli(["platform", "--set", "service.platform.port"]);
+    expect(malformed.exitCode).toBe(exitCodes.usage);
+    expect(malformed.stderr).toContain("key=value");
+    const missingFile = await cli(["start", "--config", join(temporaryDirectory, "missing.yaml")]);
+    expect(missingFile.exitCode).toBe(exitCodes.usage);
+    expect(missingFile.stderr).toContain("missing.yaml");
+  });
+
+  it("prints the bootstrap credentials once, serves them, and stops cleanly on shutdown", async () => {
+    const dataDirectory = join(temporaryDirectory, "started");
+    const argv = ["start", "--port", "0", "--data-directory", dataDirectory];
+
+    const firstShutdown = new AbortController();
+    const first = captureIo({}, temporaryDirectory, firstShutdown.signal);
+    const firstRun = runCli(argv, first.io);
+    await expect.poll(() => first.output.stdout, { timeout: 20_000 }).toContain("it is not shown again");
+    const exports = Object.fromEntries(
+      [...first.output.stdout.matchAll(/export (SERVICE_[A-Z_]+)=(\S+)/g)].map((match) => [match[1], match[2]]),
+    ) as Record<string, string>;
+    expect(Object.keys(exports).sort()).toEqual([
+      "SERVICE_CONSOLE_CLIENT_ID",
+      "SERVICE_CONSOLE_CLIENT_SECRET",
+      "SERVICE_OAUTH_URL",
+    ]);
+    const token = await cli(["token"], { ...exports, SERVICE_CONSOLE_TOKEN_CACHE_FILE: "none" });
+    expect(token.exitCode).toBe(exitCodes.ok);
+    firstShutdown.abort();
+    expect(await firstRun).toBe(exitCodes.ok);
+    expect(first.output.stdout).toContain("stopped");
+
+    const secondShutdown = new AbortController();
+    const second = captureIo({}, temporaryDirectory, secondShutdown.signal);
+    const secondRun = runCli(["platform", ...argv.slice(1)], second.io);
+    await expect.poll(() => second.output.stdout, { timeout: 20_000 }).toContain("listening at");
+    secondShutdown.abort();
+    expect(await secondRun).toBe(exitCodes.ok);
+    expect(second.output.stdout).not.toContain("SERVICE_CONSOLE_CLIENT_SECRET");
+  });
+});

@@ -1,0 +1,126 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Type } from "typebox";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ApiTransport } from "../../src/client/api.js";
+import { ApiError, ClientConnectionError } from "../../src/client/errors.js";
+import { TokenCacheFile } from "../../src/client/token-cache.js";
+import { TokenProvider } from "../../src/client/token-provider.js";
+import { startTestPlatform, type TestPlatform } from "../support/platform.js";
+import { countingDispatcher, manualClock, scriptedServer, sendJson, unsignedJwt } from "./support.js";
+
+let platform: TestPlatform;
+let temporaryDirectory: string;
+
+beforeAll(async () => {
+  platform = await startTestPlatform();
+  temporaryDirectory = await mkdtemp(join(tmpdir(), "flowplane-api-transport-"));
+});
+
+afterAll(async () => {
+  await platform?.close();
+  if (temporaryDirectory !== undefined) await rm(temporaryDirectory, { recursive: true, force: true });
+});
+
+/** A token endpoint and an API on one scripted server: token requests get a token, the rest follow `answers`. */
+async function scriptedApi(answers: Parameters<typeof scriptedServer>[0]) {
+  let apiRequests = 0;
+  const server = await scriptedServer([
+    (request, response) => {
+      if (request.url === "/oauth/token") {
+        sendJson(response, 200, { access_token: unsignedJwt(Math.floor(Date.now() / 1000), 3600), expires_in: 3600 });
+        return;
+      }
+      const answer = answers[Math.min(apiRequests, answers.length - 1)];
+      apiRequests++;
+      answer?.(request, response);
+    },
+  ]);
+  const tokenProvider = new TokenProvider({
+    credentials: { oauthUrl: `${server.url}/oauth/token`, clientId: "client", clientSecret: "secret" },
+  });
+  return { server, tokenProvider, apiRequests: () => apiRequests };
+}
+
+describe("ApiTransport", () => {
+  it("replaces a cached token the API refuses and retries once", async () => {
+    const cacheFile = join(temporaryDirectory, "tokens.json");
+    const oauthUrl = `${platform.url}/oauth/token`;
+    const nowMs = Date.now();
+    await new TokenCacheFile(cacheFile).write(
+      { oauthUrl, clientId: platform.adminClient.clientId, audience: "admin-api", scope: "" },
+      {
+        accessToken: "a.refused.token",
+        tokenType: "Bearer",
+        scope: "members",
+        audience: "admin-api",
+        issuedAtMs: nowMs,
+        expiresAtMs: nowMs + 3_600_000,
+        refreshAtMs: nowMs + 3_000_000,
+      },
+      nowMs,
+    );
+    const counter = countingDispatcher();
+    const transport = new ApiTransport(
+      {
+        baseUrl: `${platform.url}/admin`,
+        tokenProvider: new TokenProvider({ credentials: { oauthUrl, ...platform.adminClient }, cacheFile }),
+        http: { dispatcher: counter.dispatcher },
+      },
+      "admin-api",
+    );
+    const response = await transport.send("GET", "/members");
+    expect(response.status).toBe(200);
+    // The refused call and the successful one; the token request goes through the provider's own transport.
+    expect(counter.count()).toBe(2);
+    await counter.close();
+  });
+
+  it("turns an answer without a problem document into an ApiError naming the URL and status", async () => {
+    const api = await scriptedApi([
+      (_request, response) => {
+        response.writeHead(502, { "content-type": "text/plain" });
+        response.end("bad gateway");
+      },
+    ]);
+    const transport = new ApiTransport(
+      { baseUrl: `${api.server.url}/admin`, tokenProvider: api.tokenProvider },
+      "admin-api",
+    );
+    const error = await transport.send("GET", "/members").catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(ApiError);
+    expect(error).toMatchObject({ status: 502, type: "about:blank" });
+    expect((error as ApiError).detail).toContain(`${api.server.url}/admin/members answered HTTP 502: bad gateway`);
+    await api.server.close();
+  });
+
+  it("honours Retry-After on 503 from an API", async () => {
+    const api = await scriptedApi([
+      (_request, response) => sendJson(response, 503, {}, { "retry-after": "2" }),
+      (_request, response) => sendJson(response, 200, []),
+    ]);
+    const clock = manualClock(Date.now());
+    const transport = new ApiTransport(
+      { baseUrl: `${api.server.url}/admin`, tokenProvider: api.tokenProvider, http: { clock } },
+      "admin-api",
+    );
+    expect(await transport.sendForJson("GET", "/members", Type.Array(Type.Unknown()))).toEqual([]);
+    expect(clock.sleeps).toEqual([2000]);
+    expect(api.apiRequests()).toBe(2);
+    await api.server.close();
+  });
+
+  it("rejects a successful answer whose body does not match the schema", async () => {
+    const api = await scriptedApi([(_request, response) => sendJson(response, 200, { unexpected: true })]);
+    const transport = new ApiTransport(
+      { baseUrl: `${api.server.url}/admin`, tokenProvider: api.tokenProvider },
+      "admin-api",
+    );
+    const error = await transport
+      .sendForJson("GET", "/members", Type.Array(Type.Unknown()))
+      .catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(ClientConnectionError);
+    await api.server.close();
+  });
+});

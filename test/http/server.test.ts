@@ -1,0 +1,102 @@
+import { pino } from "pino";
+import { Type } from "typebox";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { OAuthError, ServiceError } from "../../src/http/errors.js";
+import { problemMediaType } from "../../src/http/problem.js";
+import { createHttpServer, type HttpServer } from "../../src/http/server.js";
+
+describe("createHttpServer conventions", () => {
+  let server: HttpServer;
+
+  beforeAll(async () => {
+    server = createHttpServer({ logger: pino({ level: "silent" }), bodyLimitBytes: 2048, trustProxy: false });
+    server.get("/boom", async () => {
+      throw new Error("database password is hunter2");
+    });
+    server.get("/conflict", async () => {
+      throw new ServiceError("conflict", "The thing changed.", {
+        extensions: { currentRevision: 3 },
+        headers: { "retry-after": "2" },
+      });
+    });
+    server.post(
+      "/typed",
+      { schema: { body: Type.Object({ count: Type.Integer() }, { additionalProperties: false }) } },
+      async (request) => request.body,
+    );
+    server.get(
+      "/query",
+      { schema: { querystring: Type.Object({ dryRun: Type.Boolean({ default: false }) }) } },
+      async (request) => request.query,
+    );
+    server.post("/oauth-style", { config: { errorFormat: "oauth" } }, async () => {
+      throw new OAuthError("invalid_scope", "Scope 'x' is not held.");
+    });
+    await server.ready();
+  });
+  afterAll(async () => await server.close());
+
+  it("maps an unexpected error to a 500 problem document without leaking its message", async () => {
+    const response = await server.inject({ method: "GET", url: "/boom" });
+    expect(response.statusCode).toBe(500);
+    expect(response.headers["content-type"]).toContain(problemMediaType);
+    expect(response.body).not.toContain("hunter2");
+    expect(response.json()).toMatchObject({ type: "urn:flowplane:problem:internal", status: 500, instance: "/boom" });
+  });
+
+  it("renders a typed error with its status, stable type, extensions and headers", async () => {
+    const response = await server.inject({ method: "GET", url: "/conflict?x=1" });
+    expect(response.statusCode).toBe(409);
+    expect(response.headers["retry-after"]).toBe("2");
+    expect(response.json()).toEqual({
+      type: "urn:flowplane:problem:conflict",
+      title: "The request conflicts with the current state",
+      status: 409,
+      detail: "The thing changed.",
+      instance: "/conflict",
+      currentRevision: 3,
+    });
+  });
+
+  it("validates bodies strictly: a number sent as text is a 400 naming the field", async () => {
+    const response = await server.inject({ method: "POST", url: "/typed", payload: { count: "3" } });
+    expect(response.statusCode).toBe(400);
+    expect(response.json().errors).toEqual([{ location: "body/count", message: "must be integer" }]);
+    expect((await server.inject({ method: "POST", url: "/typed", payload: { count: 3 } })).json()).toEqual({
+      count: 3,
+    });
+  });
+
+  it("coerces query parameters, which arrive as text, to their declared types", async () => {
+    expect((await server.inject({ method: "GET", url: "/query?dryRun=true" })).json()).toEqual({ dryRun: true });
+    expect((await server.inject({ method: "GET", url: "/query?dryRun=perhaps" })).statusCode).toBe(400);
+  });
+
+  it("answers 404 for an unknown route and 405 with Allow for a known one", async () => {
+    const unknown = await server.inject({ method: "GET", url: "/nowhere" });
+    expect(unknown.statusCode).toBe(404);
+    expect(unknown.json().type).toBe("urn:flowplane:problem:route-not-found");
+    const wrongMethod = await server.inject({ method: "DELETE", url: "/typed" });
+    expect(wrongMethod.statusCode).toBe(405);
+    expect(wrongMethod.headers.allow).toBe("POST");
+  });
+
+  it("answers oversized bodies with 413 and non-JSON bodies with 415", async () => {
+    const huge = await server.inject({ method: "POST", url: "/typed", payload: { count: 1, pad: "x".repeat(4096) } });
+    expect(huge.statusCode).toBe(413);
+    const text = await server.inject({
+      method: "POST",
+      url: "/typed",
+      headers: { "content-type": "text/plain" },
+      payload: "count=1",
+    });
+    expect(text.statusCode).toBe(415);
+  });
+
+  it("renders RFC 6749 error bodies on routes configured for them", async () => {
+    const response = await server.inject({ method: "POST", url: "/oauth-style" });
+    expect(response.statusCode).toBe(400);
+    expect(response.headers["cache-control"]).toBe("no-store");
+    expect(response.json()).toEqual({ error: "invalid_scope", error_description: "Scope 'x' is not held." });
+  });
+});
