@@ -187,7 +187,13 @@ export class InProcessRaftGroup {
    */
   private verifyCommittedPrefixesAgree(): void {
     const members = [...this.members.values()];
-    const commonCommitIndex = Math.min(...members.map((member) => member.node.status().commitIndex));
+    // A follower may know an index is committed before the entry is durable on it, hence the stable bound.
+    const commonCommitIndex = Math.min(
+      ...members.map((member) => {
+        const status = member.node.status();
+        return Math.min(status.commitIndex, status.stableLastIndex);
+      }),
+    );
     for (let index = 1; index <= commonCommitIndex; index += 1) {
       const terms = new Set(members.map((member) => member.storage.term(index)));
       if (terms.size !== 1 || terms.has(null)) {

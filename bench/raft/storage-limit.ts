@@ -1,6 +1,6 @@
 /**
- * The storage limit: how fast entries can be made durable by LMDB alone, with the same settings and the same
- * encoded entries the Raft storage adapter uses, and through the adapter itself for one member.
+ * The storage limit: how fast entries can be made durable by LMDB alone, with the same durability settings and the
+ * same encoded entries the Raft storage adapter writes; and the adapter itself for one member.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -8,15 +8,11 @@ import { join } from "node:path";
 import { open } from "lmdb";
 import { encodeEntry } from "../../src/cluster/raft/storage/codec.js";
 import { LmdbRaftStorage } from "../../src/cluster/raft/storage/lmdb-storage.js";
-import type { Entry } from "../../src/cluster/raft/types.js";
-import { type Measurement, measureClosedLoop } from "./harness.js";
 
-/** One benchmark configuration. */
-export interface LoadShape {
-  readonly concurrency: number;
-  readonly entryBytes: number;
-  readonly warmupMs: number;
-  readonly durationMs: number;
+/** A setup under load: one operation makes one entry durable (or committed); `close` releases everything. */
+export interface OpenSetup {
+  readonly operation: () => Promise<void>;
+  close(): Promise<void>;
 }
 
 /** Runs `body` with a fresh temporary directory that is removed afterwards. */
@@ -35,39 +31,33 @@ export function payload(entryBytes: number): Uint8Array {
 }
 
 /** Plain durable LMDB puts of encoded entries, one per operation, batched by LMDB within an event turn. */
-export function measureRawLmdb(shape: LoadShape): Promise<Measurement> {
-  return withTemporaryDirectory(async (directory) => {
-    // The same durability settings as the adapter: each put resolves only after its transaction is synced.
-    const root = open({ path: directory, maxDbs: 4, encoding: "binary", overlappingSync: false, noSync: false });
-    const log = root.openDB<Uint8Array, number>({ name: "log", encoding: "binary" });
-    const data = payload(shape.entryBytes);
-    let nextIndex = 1;
-    try {
-      return await measureClosedLoop(shape.concurrency, shape.warmupMs, shape.durationMs, async () => {
-        const index = nextIndex;
-        nextIndex += 1;
-        await log.put(index, encodeEntry({ index, term: 1, kind: "normal", data }));
-      });
-    } finally {
-      await root.close();
-    }
-  });
+export function openRawLmdb(directory: string, entryBytes: number): OpenSetup {
+  // The adapter's durability settings: a put resolves only after the transaction holding it is synced.
+  const root = open({ path: directory, maxDbs: 4, encoding: "binary", overlappingSync: false, noSync: false });
+  const log = root.openDB<Uint8Array, number>({ name: "log", encoding: "binary" });
+  const data = payload(entryBytes);
+  let nextIndex = 1;
+  return {
+    operation: async () => {
+      const index = nextIndex;
+      nextIndex += 1;
+      await log.put(index, encodeEntry({ index, term: 1, kind: "normal", data }));
+    },
+    close: () => root.close(),
+  };
 }
 
-/** Appends through the Raft storage adapter of a single member (group commit, checksums, invariant checks). */
-export function measureAdapter(shape: LoadShape): Promise<Measurement> {
-  return withTemporaryDirectory(async (directory) => {
-    const storage = LmdbRaftStorage.open({ directory });
-    const data = payload(shape.entryBytes);
-    let nextIndex = 1;
-    try {
-      return await measureClosedLoop(shape.concurrency, shape.warmupMs, shape.durationMs, async () => {
-        const entry: Entry = { index: nextIndex, term: 1, kind: "normal", data };
-        nextIndex += 1;
-        await storage.append([entry], null);
-      });
-    } finally {
-      await storage.close();
-    }
-  });
+/** Appends one entry per operation through the storage adapter of a single member (group commit, checksums). */
+export function openAdapter(directory: string, entryBytes: number): OpenSetup {
+  const storage = LmdbRaftStorage.open({ directory });
+  const data = payload(entryBytes);
+  let nextIndex = 1;
+  return {
+    operation: async () => {
+      const index = nextIndex;
+      nextIndex += 1;
+      await storage.append([{ index, term: 1, kind: "normal", data }], null);
+    },
+    close: () => storage.close(),
+  };
 }

@@ -27,7 +27,7 @@ export interface CliIo {
   homeDirectory: string;
   /** Aborted when long-running commands (`start`) must shut down, e.g. on Ctrl-C or SIGTERM. */
   shutdownSignal: AbortSignal;
-  /** Logger for long-running commands; one at the configured level on standard output when absent. */
+  /** Logger for long-running commands; the platform's own (standard output, configured level) when absent. */
   logger?: pino.Logger | undefined;
 }
 

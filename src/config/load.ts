@@ -56,11 +56,12 @@ export function configurationLeaves(
 export function describeAllowed(schema: Leaf["schema"]): string {
   const values = schema.enum as unknown[] | undefined;
   if (values !== undefined) return `one of ${values.map(String).join(", ")}`;
-  const minimum = schema.minimum ?? schema.exclusiveMinimum;
-  const range =
-    minimum !== undefined && schema.maximum !== undefined
-      ? ` from ${String(minimum)} to ${String(schema.maximum)}`
-      : "";
+  let range = "";
+  if (schema.minimum !== undefined && schema.maximum !== undefined) {
+    range = ` from ${String(schema.minimum)} to ${String(schema.maximum)}`;
+  } else if (schema.exclusiveMinimum !== undefined && schema.maximum !== undefined) {
+    range = ` greater than ${String(schema.exclusiveMinimum)}, at most ${String(schema.maximum)}`;
+  }
   switch (schema.type) {
     case "integer":
       return `an integer${range}`;

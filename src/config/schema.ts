@@ -108,7 +108,12 @@ export const configurationSchema = Type.Object(
     ),
     bootstrap: Type.Object(
       {
-        organizationName: Type.String({ minLength: 1, maxLength: 255, default: "My organization" }),
+        organizationName: Type.String({
+          minLength: 1,
+          maxLength: 255,
+          default: "My organization",
+          description: "Name of the organization created on the first start.",
+        }),
         ownerEmail: Type.String({
           format: "email",
           default: "owner@flowplane.local",

@@ -162,7 +162,13 @@ export class Simulation {
     // Some seeds hit newly elected leaders within a few ticks, before their first entries spread: the interleavings
     // of Figure 8 of the Raft paper need exactly that, and uniform faults almost never produce them.
     this.newLeaderFaultProbability = this.faultRandom.chance(0.5) ? 0.5 : 0;
-    const size = 3 + this.faultRandom.nextInt(3);
+    let size = 3 + this.faultRandom.nextInt(3);
+    if (this.faultRandom.chance(0.25)) {
+      // The "Figure 8" profile: three members, one entry per message, and almost every new leader hit early.
+      size = 3;
+      this.maxEntriesPerMessage = 1;
+      this.newLeaderFaultProbability = 0.8;
+    }
     const members: Member[] = [];
     for (let id = 1; id <= size; id++) {
       members.push({ id, role: "voter", priority: 1 + this.faultRandom.nextInt(3) });

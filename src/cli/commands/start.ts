@@ -1,5 +1,4 @@
 import type { Command } from "commander";
-import pino from "pino";
 import { loadConfiguration } from "../../config/load.js";
 import { type CliIo, UsageError } from "../io.js";
 
@@ -47,17 +46,20 @@ async function runPlatform(options: StartOptions, io: CliIo): Promise<void> {
     configFile: options.config,
     flags: configurationFlags(options),
   });
-  const logger = io.logger ?? pino({ level: configuration.log.level });
   // Loaded lazily so that client commands such as `token` do not pay for the server's modules.
   const { startPlatform } = await import("../../platform/platform.js");
   let bootstrapCredentials: { clientId: string; clientSecret: string } | undefined;
+  // Without a logger from the caller the platform logs to standard output at the configured level.
   const platform = await startPlatform(configuration, {
-    logger,
+    logger: io.logger,
     onBootstrapCredentials: (credentials) => {
       bootstrapCredentials = credentials;
     },
   });
   io.stdout(`flowplane platform listening at ${platform.url} (organization ${platform.organizationId})\n`);
+  // Behind a proxy, clients must use the public URL; otherwise the address it listens at is the one that works.
+  const clientUrl = configuration.platform.publicUrl === "" ? platform.url : platform.issuerUrl.replace(/\/+$/, "");
+  if (clientUrl !== platform.url) io.stdout(`public URL ${clientUrl}\n`);
   if (bootstrapCredentials !== undefined) {
     io.stdout(
       [
@@ -65,7 +67,7 @@ async function runPlatform(options: StartOptions, io: CliIo): Promise<void> {
         "An administration client holding every scope was created. Store its secret now: it is not shown again.",
         `  export SERVICE_CONSOLE_CLIENT_ID=${shellQuote(bootstrapCredentials.clientId)}`,
         `  export SERVICE_CONSOLE_CLIENT_SECRET=${shellQuote(bootstrapCredentials.clientSecret)}`,
-        `  export SERVICE_OAUTH_URL=${shellQuote(`${platform.url}/oauth/token`)}`,
+        `  export SERVICE_OAUTH_URL=${shellQuote(`${clientUrl}/oauth/token`)}`,
         "",
         "",
       ].join("\n"),

@@ -49,6 +49,11 @@ export const minimumPresetSecretLength = 32;
 
 const clientIdPattern = /^[A-Za-z0-9._~-]{1,128}$/;
 
+/** Whether `clientId` has the shape every client id has (1 to 128 characters among letters, digits, `._~-`). */
+export function isWellFormedClientId(clientId: string): boolean {
+  return clientIdPattern.test(clientId);
+}
+
 interface CachedClient {
   record: ClientRecord;
   secretHash: string;
@@ -101,7 +106,7 @@ export class ClientService {
     }
     if (input.scopes.length === 0) throw invalidRequest("A client needs at least one scope.");
     const clientId = input.clientId ?? generateClientId();
-    if (!clientIdPattern.test(clientId)) {
+    if (!isWellFormedClientId(clientId)) {
       throw invalidRequest("A client id has 1 to 128 characters among letters, digits and . _ ~ -.");
     }
     const secret = input.secret ?? generateClientSecret();

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Clock } from "../../auth/clock.js";
 import { type AudienceNames, audiencesForScopes, canonicalScopes, isScopeValue } from "../../auth/scopes.js";
 import { OAuthError } from "../../http/errors.js";
-import type { ClientService } from "./clients.js";
+import { type ClientService, isWellFormedClientId } from "./clients.js";
 import type { TokenRateLimiter } from "./rate-limit.js";
 import type { SigningKeyService } from "./signing-keys.js";
 
@@ -157,6 +157,14 @@ export class TokenService {
       throw new OAuthError("unsupported_grant_type", `Only the ${clientCredentialsGrant} grant is supported.`);
     }
     const { clients, rateLimiter, clock } = this.options;
+    const invalidClient = new OAuthError(
+      "invalid_client",
+      "Client authentication failed.",
+      request.usedBasic ? { "www-authenticate": `Basic realm="${authenticationRealm}"` } : {},
+    );
+    // An id no client can have is refused without touching the database (its shape is public knowledge), so
+    // junk ids cannot fill the failure table.
+    if (!isWellFormedClientId(request.clientId)) throw invalidClient;
     const delay = await rateLimiter.clientDelay(request.clientId);
     if (!delay.allowed) {
       throw new OAuthError("slow_down", "Too many failed authentications for this client; retry later.", {
@@ -166,11 +174,7 @@ export class TokenService {
     const client = await clients.authenticate(request.clientId, request.clientSecret);
     if (client === undefined) {
       await rateLimiter.recordFailure(request.clientId);
-      throw new OAuthError(
-        "invalid_client",
-        "Client authentication failed.",
-        request.usedBasic ? { "www-authenticate": `Basic realm="${authenticationRealm}"` } : {},
-      );
+      throw invalidClient;
     }
     if (delay.consecutiveFailures > 0) await rateLimiter.recordSuccess(request.clientId);
 

@@ -199,6 +199,11 @@ describe.each(databaseKinds)("token endpoint (%s)", (kind) => {
     expectOAuthError(viaBasic, 401, "invalid_client");
     expect(viaBasic.headers["www-authenticate"]).toBe('Basic realm="flowplane"');
     expect(viaBasic.body).toBe(unknown.body);
+    const impossible = await request({ client_id: "x".repeat(200), client_secret: secret });
+    expectOAuthError(impossible, 401, "invalid_client");
+    expect(impossible.body).toBe(unknown.body);
+    const failureRows = await issuer.store.database.selectFrom("client_failures").select("client_id").execute();
+    expect(failureRows.map((row) => row.client_id).sort()).toEqual([clientId, "nobody", "nobody-else"].sort());
     // The failure delay was started for both ids; let it pass so later tests start clean.
     issuer.clock.advance(10_000);
   });
