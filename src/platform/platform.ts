@@ -2,6 +2,7 @@ import type { AddressInfo } from "node:net";
 import { createServer } from "node:net";
 import { type Logger, pino } from "pino";
 import { installAuthentication } from "../auth/authenticate.js";
+import { systemClock } from "../auth/clock.js";
 import { administrationScopes, modelerScopes, scopeValues } from "../auth/scopes.js";
 import type { Configuration } from "../config/schema.js";
 import { registerApiDocuments } from "../http/openapi.js";
@@ -16,7 +17,9 @@ import {
   type IssuerServices,
   issuerUrlFromConfiguration,
 } from "./issuer/services.js";
-import { infoRoutes } from "./modeler/info/routes.js";
+import { fileBodyLimitBytes } from "./modeler/content.js";
+import { modelerPublicRoutes, modelerRoutes } from "./modeler/routes.js";
+import { createModelerServices } from "./modeler/services.js";
 import { describeDatabase, openStore, type Store } from "./store/database.js";
 import { platformVersion } from "./version.js";
 
@@ -197,6 +200,13 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
     { prefix: "/admin" },
   );
 
+  const modeler = await createModelerServices({
+    database: store.database,
+    members,
+    clients: issuer.clients,
+    baseUrl: `${issuerUrl}/modeler`,
+    clock: systemClock,
+  });
   await server.register(
     async (context) => {
       await registerApiDocuments(context, {
@@ -210,7 +220,13 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
       });
       await context.register(async (api) => {
         installAuthentication(api, { verifier: createPlatformVerifier(issuer, configuration.audiences.modeler) });
-        infoRoutes(api);
+        modelerRoutes(api, modeler, {
+          fileBodyLimitBytes: Math.max(fileBodyLimitBytes, configuration.platform.bodyLimitBytes),
+        });
+      });
+      // Diff links authorize themselves with a signature, so they are served outside the token guard.
+      await context.register(async (api) => {
+        modelerPublicRoutes(api, modeler);
       });
     },
     { prefix: "/modeler" },

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { fileBodyLimitBytes } from "../../src/platform/modeler/content.js";
 import { startTestPlatform, type TestPlatform } from "../support/platform.js";
 import { requestToken } from "../support/tokens.js";
 
@@ -12,6 +13,8 @@ interface Operation {
   path: string;
   audience: string | null;
   hasBody: boolean;
+  /** Every method the path serves, so a wrong method can be chosen. */
+  pathMethods: string[];
 }
 
 const bodyLimitBytes = 4096;
@@ -21,7 +24,20 @@ const documents = [
   { url: "/modeler/api/v1/openapi.json", prefix: "/modeler", audience: "modeler-api" },
 ] as const;
 
-const samplePathValues: Record<string, string> = { email: "someone@example.com" };
+const sampleUuid = "00000000-0000-4000-8000-000000000000";
+const samplePathValues: Record<string, string> = {
+  email: "someone@example.com",
+  id: sampleUuid,
+  comparison: `${sampleUuid}...${sampleUuid}`,
+};
+
+/** Routes whose documented body limit is above the platform's (file content up to 10 MiB): their limit. */
+function documentedBodyLimit(operation: Operation): number {
+  const carriesFileContent =
+    (operation.method === "POST" && operation.path === "/modeler/api/v1/files") ||
+    (operation.method === "PATCH" && operation.path.startsWith("/modeler/api/v1/files/"));
+  return carriesFileContent ? fileBodyLimitBytes : bodyLimitBytes;
+}
 
 function concretePath(template: string): string {
   return template.replace(/\{([^}]+)\}/g, (_match, name: string) => encodeURIComponent(samplePathValues[name] ?? "1"));
@@ -36,15 +52,17 @@ describe("every route answers bad input with a 4xx in its error format", () => {
     platform = await startTestPlatform({ "service.platform.bodyLimitBytes": bodyLimitBytes });
     for (const document of documents) {
       const openapi = (await (await fetch(`${platform.url}${document.url}`)).json()) as {
-        paths: Record<string, Record<string, { requestBody?: unknown }>>;
+        paths: Record<string, Record<string, { requestBody?: unknown; security?: unknown[] }>>;
       };
       for (const [path, methods] of Object.entries(openapi.paths)) {
         for (const [method, operation] of Object.entries(methods)) {
           operations.push({
             method: method.toUpperCase(),
             path: `${document.prefix}${concretePath(path)}`,
-            audience: document.audience,
+            // A route documented with an empty security list (signed links) takes no token.
+            audience: Array.isArray(operation.security) && operation.security.length === 0 ? null : document.audience,
             hasBody: operation.requestBody !== undefined,
+            pathMethods: Object.keys(methods).map((name) => name.toUpperCase()),
           });
         }
       }
@@ -95,6 +113,11 @@ describe("every route answers bad input with a 4xx in its error format", () => {
         "POST /admin/members/someone%40example.com",
         "DELETE /admin/members/someone%40example.com",
         "GET /modeler/api/v1/info",
+        "POST /modeler/api/v1/projects",
+        `PATCH /modeler/api/v1/files/${sampleUuid}`,
+        "POST /modeler/api/v1/collaborators/search",
+        `GET /modeler/api/v1/milestones/compare/${sampleUuid}...${sampleUuid}/diff`,
+        `DELETE /modeler/api/v1/projects/${sampleUuid}/collaborators/someone%40example.com`,
       ]),
     );
   });
@@ -108,8 +131,8 @@ describe("every route answers bad input with a 4xx in its error format", () => {
   });
 
   it("oversized body → 413 (or the token endpoint's invalid_request)", async () => {
-    const huge = JSON.stringify({ padding: "x".repeat(bodyLimitBytes * 2) });
     for (const operation of operations.filter((candidate) => candidate.hasBody)) {
+      const huge = JSON.stringify({ padding: "x".repeat(documentedBodyLimit(operation) * 2) });
       const response = await send(operation, { "content-type": "application/json" }, huge);
       if (operation.path !== "/oauth/token") expect(response.status, `${operation.method} ${operation.path}`).toBe(413);
       await expectClientError(operation, response, "an oversized body");
@@ -155,8 +178,11 @@ describe("every route answers bad input with a 4xx in its error format", () => {
         const weird = { ...operation, path: weirdPath };
         await expectClientError(weird, await send(weird, {}), "a percent-encoding error");
       }
-      const wrongMethod = await send({ ...operation, method: "PATCH" }, { "content-type": "application/json" }, "{}");
-      expect(wrongMethod.status, `PATCH ${operation.path}`).toBe(405);
+      // PUT first: no path has a sibling route (like /projects/{id} beside /projects/search) that serves PUT.
+      const unserved = ["PUT", "PATCH", "DELETE", "POST"].find((method) => !operation.pathMethods.includes(method));
+      if (unserved === undefined) continue;
+      const wrongMethod = await send({ ...operation, method: unserved }, { "content-type": "application/json" }, "{}");
+      expect(wrongMethod.status, `${unserved} ${operation.path}`).toBe(405);
       expect(wrongMethod.headers.get("allow")).toContain(operation.method);
       expect(wrongMethod.headers.get("content-type")).toContain("application/problem+json");
     }

@@ -435,6 +435,18 @@ export class Simulation {
       leader = this.currentLeader();
     }
     if (!leader) throw new Violation(`final: no leader within ${this.options.livenessBoundTicks} ticks`);
+    // Priority election: in the healthy group a voter of the highest priority must end up leading.
+    for (let tick = 0; leader && !this.leadsWithTopPriority(leader); tick++) {
+      if (tick > this.options.livenessBoundTicks) {
+        const status = leader.node?.status();
+        throw new Violation(
+          `priority: leader ${leader.id} of term ${status?.term} does not have the highest priority after ` +
+            `${this.options.livenessBoundTicks} healthy ticks (${JSON.stringify(status?.configuration.members)})`,
+        );
+      }
+      this.step();
+      leader = this.currentLeader() ?? leader;
+    }
     for (const write of this.acknowledged) {
       const term = leader.disk.term(write.index);
       const covered = write.index < leader.disk.snapshotIndex();
@@ -479,6 +491,14 @@ export class Simulation {
       if (result.outcome === "unknown") inconclusive++;
     }
     return { violation: null, inconclusive };
+  }
+
+  private leadsWithTopPriority(member: SimulatedMember): boolean {
+    const status = member.node?.status();
+    if (status?.role !== "leader") return false;
+    const voters = status.configuration.members.filter((candidate) => candidate.role === "voter");
+    const top = Math.max(...voters.map((voter) => voter.priority));
+    return voters.some((voter) => voter.id === member.id && voter.priority === top);
   }
 
   private livenessReached(healedAt: number): boolean {
@@ -682,7 +702,7 @@ export class Simulation {
         client.operation = operation;
       } else {
         const context = `c${client.id}.${client.sequence}`;
-        const result = target.node.requestRead(context);
+        const result = target.node.readIndex(context);
         if (!result.accepted) {
           client.nextAt = now + 2;
           continue;

@@ -1,3 +1,3 @@
 import { describeSeedRange } from "./seed-suite.js";
 
-describeSeedRange(1, 1200);
+describeSeedRange(1, 1500);

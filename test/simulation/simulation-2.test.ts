@@ -1,3 +1,3 @@
 import { describeSeedRange } from "./seed-suite.js";
 
-describeSeedRange(1201, 1200);
+describeSeedRange(1501, 1500);

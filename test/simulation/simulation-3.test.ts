@@ -1,3 +1,3 @@
 import { describeSeedRange } from "./seed-suite.js";
 
-describeSeedRange(2401, 1200);
+describeSeedRange(3001, 1500);

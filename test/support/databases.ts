@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
 import pg from "pg";
 import { inject } from "vitest";
 
@@ -54,8 +55,21 @@ export async function createTestDatabase(kind: "sqlite" | "postgres"): Promise<T
     async drop() {
       const client = new pg.Client({ connectionString: maintenanceUrl });
       await client.connect();
-      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await client.end();
+      try {
+        // A pool's end() resolves before its sockets have closed; dropping WITH (FORCE) would then kill a closing
+        // connection, which surfaces as an unhandled error in whatever test runs next. Wait for them first.
+        for (let attempt = 0; attempt < 200; attempt++) {
+          const result = await client.query<{ count: string }>(
+            "SELECT count(*) AS count FROM pg_stat_activity WHERE datname = $1",
+            [name],
+          );
+          if (Number(result.rows[0]?.count ?? 0) === 0) break;
+          await delay(10);
+        }
+        await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      } finally {
+        await client.end();
+      }
       rmSync(dataDirectory, { recursive: true, force: true });
     },
   };

@@ -20,8 +20,8 @@ export {
   type ProposalResult,
   RaftNode,
   type RaftNodeOptions,
-  type ReadRequestResult,
   type Refusal,
+  type RequestResult,
 } from "./core/raft.js";
 export { type RandomSource, SeededRandom } from "./core/random.js";
 export type { ReadContext, ReadState } from "./core/read-index.js";

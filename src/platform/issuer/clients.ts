@@ -33,8 +33,9 @@ export interface ClientServiceOptions {
   hasher: ClientSecretHasher;
   clock: Clock;
   /**
-   * How long a client record read for authentication is reused without asking the database. A client deleted
-   * through another replica keeps working on this one for at most this long.
+   * How long a client lookup made for authentication is reused without asking the database. A client deleted
+   * through another replica keeps working on this one for at most this long; a client created through another
+   * replica may be refused here for at most this long if its id was tried (and found unknown) just before.
    */
   cacheTtlMs?: number;
   /** Largest number of cached client records; the oldest entry is dropped first. */
@@ -54,9 +55,9 @@ export function isWellFormedClientId(clientId: string): boolean {
   return clientIdPattern.test(clientId);
 }
 
+/** A cached lookup; `found` is absent for an unknown id, which is cached too (see `authenticate`). */
 interface CachedClient {
-  record: ClientRecord;
-  secretHash: string;
+  found: { record: ClientRecord; secretHash: string } | undefined;
   expiresAtMs: number;
 }
 
@@ -161,32 +162,32 @@ export class ClientService {
 
   /**
    * The client if `secret` is its secret, otherwise undefined — the same answer, after the same work, whether the
-   * id is unknown or the secret wrong. Records are cached for `cacheTtlMs` to keep the hot path off the database.
+   * id is unknown or the secret wrong. Lookups are cached for `cacheTtlMs` to keep the hot path off the database;
+   * unknown ids are cached as well, so a cache hit does not tell an existing id from a made-up one by its speed.
    */
   async authenticate(clientId: string, secret: string): Promise<ClientRecord | undefined> {
     const now = this.clock();
     let cached = this.cache.get(clientId);
-    if (cached !== undefined && cached.expiresAtMs <= now) {
-      this.cache.delete(clientId);
-      cached = undefined;
-    }
-    if (cached === undefined) {
+    if (cached === undefined || cached.expiresAtMs <= now) {
       const row = await this.database
         .selectFrom("clients")
         .selectAll()
         .where("client_id", "=", clientId)
         .executeTakeFirst();
-      if (row !== undefined) {
-        cached = { record: toRecord(row), secretHash: row.secret_hash, expiresAtMs: now + this.cacheTtlMs };
-        this.remember(clientId, cached);
-      }
+      cached = {
+        found: row === undefined ? undefined : { record: toRecord(row), secretHash: row.secret_hash },
+        expiresAtMs: now + this.cacheTtlMs,
+      };
+      this.remember(clientId, cached);
     }
-    return this.hasher.verify(secret, cached?.secretHash) ? cached?.record : undefined;
+    const found = cached.found;
+    return this.hasher.verify(secret, found?.secretHash) ? found?.record : undefined;
   }
 
   private remember(clientId: string, entry: CachedClient): void {
+    // Deleting first moves a refreshed entry to the end, so the first key is always the oldest.
+    this.cache.delete(clientId);
     this.cache.set(clientId, entry);
-    // Maps iterate in insertion order, so the first key is the oldest entry.
     while (this.cache.size > this.cacheMaxEntries) {
       const oldest = this.cache.keys().next().value;
       if (oldest === undefined) break;

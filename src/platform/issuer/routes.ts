@@ -18,7 +18,7 @@ export const discoveryPaths = ["/.well-known/openid-configuration", "/.well-know
 export interface IssuerRoutesOptions {
   tokens: TokenService;
   signingKeys: SigningKeyService;
-  /** Largest accepted form body. */
+  /** Largest accepted token request body, form or JSON (default 64 KiB); larger ones are `invalid_request`. */
   bodyLimitBytes?: number;
 }
 
@@ -95,13 +95,15 @@ const metadataMaxAgeSeconds = 3600;
  */
 export const issuerRoutes: FastifyPluginAsync<IssuerRoutesOptions> = async (instance, options) => {
   const server = instance as unknown as HttpServer;
-  await server.register(formBody, { bodyLimit: options.bodyLimitBytes ?? 64 * 1024 });
+  const bodyLimitBytes = options.bodyLimitBytes ?? 64 * 1024;
+  await server.register(formBody, { bodyLimit: bodyLimitBytes });
   const { tokens, signingKeys } = options;
 
   server.post(
     tokenPath,
     {
       config: { errorFormat: "oauth" },
+      bodyLimit: bodyLimitBytes,
       // Shape errors are answered by parseTokenRequest with RFC 6749 wording rather than validator messages.
       attachValidation: true,
       schema: {

@@ -157,14 +157,16 @@ export class TokenService {
       throw new OAuthError("unsupported_grant_type", `Only the ${clientCredentialsGrant} grant is supported.`);
     }
     const { clients, rateLimiter, clock } = this.options;
-    const invalidClient = new OAuthError(
-      "invalid_client",
-      "Client authentication failed.",
-      request.usedBasic ? { "www-authenticate": `Basic realm="${authenticationRealm}"` } : {},
-    );
+    // Built only when needed: capturing an error's stack trace is not free on the hot path.
+    const invalidClient = () =>
+      new OAuthError(
+        "invalid_client",
+        "Client authentication failed.",
+        request.usedBasic ? { "www-authenticate": `Basic realm="${authenticationRealm}"` } : {},
+      );
     // An id no client can have is refused without touching the database (its shape is public knowledge), so
     // junk ids cannot fill the failure table.
-    if (!isWellFormedClientId(request.clientId)) throw invalidClient;
+    if (!isWellFormedClientId(request.clientId)) throw invalidClient();
     const delay = await rateLimiter.clientDelay(request.clientId);
     if (!delay.allowed) {
       throw new OAuthError("slow_down", "Too many failed authentications for this client; retry later.", {
@@ -174,7 +176,7 @@ export class TokenService {
     const client = await clients.authenticate(request.clientId, request.clientSecret);
     if (client === undefined) {
       await rateLimiter.recordFailure(request.clientId);
-      throw invalidClient;
+      throw invalidClient();
     }
     if (delay.consecutiveFailures > 0) await rateLimiter.recordSuccess(request.clientId);
 

@@ -77,3 +77,77 @@ export interface PlatformDatabase {
   client_failures: ClientFailureTable;
   settings: SettingTable;
 }
+
+/** Columns every Modeler table shares: when and by whom (the acting client's name and email) a row changed. */
+export interface ModelerAuditColumns {
+  created_at: string;
+  created_by_name: string;
+  created_by_email: string;
+  updated_at: string;
+  updated_by_name: string;
+  updated_by_email: string;
+}
+
+export interface ModelerProjectTable extends ModelerAuditColumns {
+  id: string;
+  organization_id: string;
+  name: string;
+  /** `name` in lower case (Unicode-aware, computed by the service) for case-insensitive substring search. */
+  name_folded: string;
+}
+
+export interface ModelerFolderTable extends ModelerAuditColumns {
+  id: string;
+  organization_id: string;
+  project_id: string;
+  /** Null for a folder at the top level of its project. */
+  parent_id: string | null;
+  name: string;
+  name_folded: string;
+}
+
+export interface ModelerFileTable extends ModelerAuditColumns {
+  id: string;
+  organization_id: string;
+  project_id: string;
+  /** Null for a file at the top level of its project. */
+  folder_id: string | null;
+  name: string;
+  name_folded: string;
+  /** One of bpmn, dmn, form, connector_template. */
+  file_type: string;
+  content: string;
+  revision: number;
+}
+
+export interface ModelerMilestoneTable extends ModelerAuditColumns {
+  id: string;
+  organization_id: string;
+  file_id: string;
+  name: string;
+  name_folded: string;
+  /** The file's content when the milestone was created; never changed afterwards. */
+  content: string;
+}
+
+export interface ModelerCollaboratorTable {
+  organization_id: string;
+  project_id: string;
+  /** Lower-case email of an organization member. */
+  email: string;
+  /** The member's name when they were added. */
+  name: string;
+  name_folded: string;
+  role: string;
+  created_at: string;
+  updated_at: string;
+}
+
+/** The platform database including the Modeler tables of migration 010. */
+export interface PlatformDatabase {
+  modeler_projects: ModelerProjectTable;
+  modeler_folders: ModelerFolderTable;
+  modeler_files: ModelerFileTable;
+  modeler_milestones: ModelerMilestoneTable;
+  modeler_collaborators: ModelerCollaboratorTable;
+}

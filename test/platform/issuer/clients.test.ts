@@ -108,6 +108,26 @@ describe.each(databaseKinds)("client service (%s)", (kind) => {
     expect(await replica.authenticate(client.clientId, secret)).toBeUndefined();
   });
 
+  it("caches unknown ids too, so a new client reaches a replica that was just asked for it within the cache lifetime", async () => {
+    const { clients, organizationId, database, hasher, clock } = await service(5_000);
+    const second = await openSecondHandle(database);
+    cleanups.push(() => second.close());
+    const replica = new ClientService({ database: second.database, hasher, clock: clock.now, cacheTtlMs: 5_000 });
+    const secret = "preset-secret-of-at-least-32-characters";
+    expect(await replica.authenticate("preset", secret)).toBeUndefined();
+    const { client } = await clients.create({
+      organizationId,
+      name: "p",
+      scopes: ["members"],
+      clientId: "preset",
+      secret,
+    });
+    expect(await clients.authenticate("preset", secret)).toEqual(client);
+    expect(await replica.authenticate("preset", secret)).toBeUndefined();
+    clock.advance(5_000);
+    expect(await replica.authenticate("preset", secret)).toEqual(client);
+  });
+
   it("lists only the organization's clients", async () => {
     const { clients, organizationId, store } = await service();
     await store.database

@@ -1,7 +1,4 @@
-import { setTimeout as delay } from "node:timers/promises";
-import pg from "pg";
 import pino from "pino";
-import { inject } from "vitest";
 import type { Clock } from "../../../src/auth/clock.js";
 import { loadConfiguration } from "../../../src/config/load.js";
 import type { Configuration } from "../../../src/config/schema.js";
@@ -38,32 +35,6 @@ export async function openSecondHandle(database: TestDatabase): Promise<Store> {
   return await openStore({ url: database.url, dataDirectory: database.dataDirectory });
 }
 
-/**
- * Waits until no connection to the test's PostgreSQL database remains. A pool's `end()` resolves before its
- * sockets have closed, and dropping the database WITH (FORCE) would then kill a closing connection, which
- * surfaces as an unhandled error in whatever test runs next.
- */
-async function waitForDisconnection(database: TestDatabase): Promise<void> {
-  const maintenanceUrl = inject("postgresUrl");
-  if (database.kind !== "postgres" || maintenanceUrl === null) return;
-  const name = new URL(database.url).pathname.slice(1);
-  const client = new pg.Client({ connectionString: maintenanceUrl });
-  await client.connect();
-  try {
-    for (let attempt = 0; attempt < 200; attempt++) {
-      const result = await client.query<{ count: string }>(
-        "SELECT count(*) AS count FROM pg_stat_activity WHERE datname = $1",
-        [name],
-      );
-      if (Number(result.rows[0]?.count ?? 0) === 0) return;
-      await delay(10);
-    }
-    throw new Error(`connections to ${name} are still open after 2 s`);
-  } finally {
-    await client.end();
-  }
-}
-
 /** A fresh database of `kind` with one organization; `close` releases every handle and drops the database. */
 export async function openTestStore(kind: "sqlite" | "postgres"): Promise<{
   database: TestDatabase;
@@ -84,7 +55,6 @@ export async function openTestStore(kind: "sqlite" | "postgres"): Promise<{
     organizationId,
     async close() {
       await store.close();
-      await waitForDisconnection(database);
       await database.drop();
     },
   };

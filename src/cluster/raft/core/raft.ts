@@ -96,8 +96,8 @@ export type Refusal =
 /** Result of a proposal: where the entry was appended, or why it was refused. */
 export type ProposalResult = { readonly accepted: true; readonly index: number; readonly term: number } | Refusal;
 
-/** Result of a read request. */
-export type ReadRequestResult = { readonly accepted: true } | Refusal;
+/** Result of a request that does not append an entry (a read, a leadership transfer). */
+export type RequestResult = { readonly accepted: true } | Refusal;
 
 /** The explicit acknowledgement a forced reconfiguration requires. */
 export interface ForceReconfigurationOptions {
@@ -135,7 +135,7 @@ export class RaftNode {
   private readonly options: RaftNodeOptions;
   private readonly log: RaftLog;
   private readonly history: ConfigurationHistory;
-  private readonly readIndex: ReadIndexTracker;
+  private readonly reads: ReadIndexTracker;
 
   private term: number;
   private votedFor: MemberId | null;
@@ -187,7 +187,7 @@ export class RaftNode {
     this.term = persisted.hardState.term;
     this.votedFor = persisted.hardState.votedFor;
     this.lastHardState = persisted.hardState;
-    this.readIndex = new ReadIndexTracker(options.maxPendingReads);
+    this.reads = new ReadIndexTracker(options.maxPendingReads);
     if (options.bootstrap && lastIndex === 0 && this.term === 0) {
       assertValidConfiguration(options.bootstrap);
       // Every founding member writes the same first entry, so index 1 is identical (and committed) everywhere.
@@ -348,11 +348,11 @@ export class RaftNode {
   }
 
   /** Requests a linearizable read; the confirmation comes back in `Ready.readStates` with the same context. */
-  requestRead(context: ReadContext): ReadRequestResult {
+  readIndex(context: ReadContext): RequestResult {
     if (this.role !== "leader") return { accepted: false, reason: "notLeader", leaderId: this.leaderId };
-    if (!this.readIndex.hasRoom()) return { accepted: false, reason: "tooManyReads" };
+    if (!this.reads.hasRoom()) return { accepted: false, reason: "tooManyReads" };
     if (!this.committedInCurrentTerm()) {
-      this.readIndex.waitForCommit(context);
+      this.reads.waitForCommit(context);
       return { accepted: true };
     }
     this.registerRead(context);
@@ -360,7 +360,7 @@ export class RaftNode {
   }
 
   /** Asks the leader to hand leadership to `target` (dissertation §3.10). */
-  transferLeadership(target: MemberId): ReadRequestResult {
+  transferLeadership(target: MemberId): RequestResult {
     if (this.role !== "leader") return { accepted: false, reason: "notLeader", leaderId: this.leaderId };
     if (target === this.id) return { accepted: false, reason: "invalid", detail: "already the leader" };
     if (!isVoter(this.configuration(), target)) {
@@ -631,7 +631,7 @@ export class RaftNode {
       this.setTerm(term);
       this.votedFor = null;
     }
-    if (this.role === "leader") this.droppedReads.push(...this.readIndex.dropAll());
+    if (this.role === "leader") this.droppedReads.push(...this.reads.dropAll());
     this.role = "follower";
     this.leaderId = leaderId;
     this.progress.clear();
@@ -644,7 +644,7 @@ export class RaftNode {
     this.role = "leader";
     this.leaderId = this.id;
     this.resetTimers();
-    this.readIndex.reset();
+    this.reads.reset();
     this.leadTransferee = null;
     this.progress.clear();
     this.syncProgress();
@@ -705,7 +705,9 @@ export class RaftNode {
     for (const member of configuration.members) {
       if (member.role !== "voter" || member.id === this.id || member.priority <= myPriority) continue;
       const progress = this.progress.get(member.id);
-      if (!progress?.recentActive || progress.match !== this.log.lastIndex()) continue;
+      // Caught up: it holds every committed entry and is replicating. Under a steady stream of proposals it is
+      // rarely at the very last index; the transfer itself pauses proposals and brings it there before TimeoutNow.
+      if (!progress?.recentActive || progress.state !== "replicate" || progress.match < this.log.committed) continue;
       if ((this.priorityTransferBackoffUntil.get(member.id) ?? 0) > this.ticks) continue;
       if (!best || member.priority > best.priority) best = member;
     }
@@ -811,7 +813,7 @@ export class RaftNode {
   }
 
   private broadcastHeartbeat(): void {
-    const sequence = this.readIndex.currentSequence();
+    const sequence = this.reads.currentSequence();
     for (const [member, progress] of this.progress) {
       if (member === this.id) continue;
       const message: HeartbeatMessage = {
@@ -919,7 +921,7 @@ export class RaftNode {
     if (this.log.term(index) !== this.term) return false;
     this.log.commitTo(index);
     if (this.log.term(this.log.committed) === this.term) {
-      for (const context of this.readIndex.takeWaiting()) this.registerRead(context);
+      for (const context of this.reads.takeWaiting()) this.registerRead(context);
     }
     if (!isVoter(this.configuration(), this.id) && this.log.committed >= this.history.currentIndex()) {
       // Dissertation §4.2.2: a leader removed from the group steps down once the change is committed. It hands over
@@ -940,17 +942,17 @@ export class RaftNode {
   }
 
   private registerRead(context: ReadContext): void {
-    this.readIndex.add(context, this.log.committed);
+    this.reads.add(context, this.log.committed);
     if (votersOf(this.configuration()).filter((voter) => voter !== this.id).length === 0) this.confirmReads();
     else this.broadcastHeartbeat();
   }
 
   private confirmReads(): void {
-    const sequence = this.readIndex.currentSequence();
+    const sequence = this.reads.currentSequence();
     const confirmed = committedIndex(votersOf(this.configuration()), (member) =>
       member === this.id ? sequence : (this.progress.get(member)?.readSequence ?? 0),
     );
-    this.readStates.push(...this.readIndex.confirm(confirmed));
+    this.readStates.push(...this.reads.confirm(confirmed));
   }
 
   /** Keeps one progress record per member (voters and learners) while leading. */

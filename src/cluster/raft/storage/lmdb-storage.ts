@@ -239,6 +239,7 @@ export class LmdbRaftStorage implements RaftStorage {
     return this.committer.transactionCount;
   }
 
+  /** What is durable: hard state, snapshot metadata and log bounds (verified when the storage was opened). */
   async load(): Promise<PersistedState> {
     this.assertOpen();
     const view = this.durable;
@@ -250,6 +251,7 @@ export class LmdbRaftStorage implements RaftStorage {
     };
   }
 
+  /** Durably replaces the log from the first entry's index on and stores `hardState`, in one group commit. */
   async append(entries: readonly Entry[], hardState: HardState | null): Promise<void> {
     this.assertOpen();
     if (entries.length === 0 && hardState === null) {
@@ -284,6 +286,7 @@ export class LmdbRaftStorage implements RaftStorage {
     });
   }
 
+  /** Verified entries in [fromIndex, toIndex); throws `EntriesUnavailableError` outside the stored log. */
   entries(fromIndex: number, toIndex: number): Entry[] {
     this.assertOpen();
     if (!Number.isSafeInteger(fromIndex) || !Number.isSafeInteger(toIndex) || fromIndex > toIndex) {
@@ -317,11 +320,13 @@ export class LmdbRaftStorage implements RaftStorage {
     return result;
   }
 
+  /** Term at `index` (the snapshot's at its index, 0 at index 0); null outside the stored log. */
   term(index: number): number | null {
     this.assertOpen();
     return this.termIn(this.durable, index);
   }
 
+  /** Durably stores a snapshot newer than the current one, keeping only log entries after it that match it. */
   async installSnapshot(snapshot: Snapshot): Promise<void> {
     this.assertOpen();
     const metadata = copyMetadata(snapshot.metadata);
@@ -343,7 +348,6 @@ export class LmdbRaftStorage implements RaftStorage {
       if (!this.isNewerSnapshot(staged, metadata)) {
         return;
       }
-      this.checkSnapshotAgainst(staged, metadata);
       const slot = this.nextSlot(staged);
       encodedChunks.forEach((chunk, position) => {
         this.chunks.putSync([slot, position * this.snapshotChunkBytes], chunk);
@@ -352,6 +356,12 @@ export class LmdbRaftStorage implements RaftStorage {
     });
   }
 
+  /**
+   * Compaction is only allowed behind the stored snapshot: entries beyond it would be lost for good, since the
+   * state machine can only be rebuilt from the snapshot plus the log after it (and the core refuses to start from a
+   * log that begins after its snapshot). `installSnapshot` already drops every entry the snapshot covers, so a valid
+   * call finds nothing left to drop; it still goes through the commit queue so it is ordered after earlier writes.
+   */
   async compact(index: number): Promise<void> {
     this.assertOpen();
     if (!isNonNegativeInteger(index)) {
@@ -359,27 +369,19 @@ export class LmdbRaftStorage implements RaftStorage {
     }
     return this.committer.submit(() => {
       const staged = this.stagedView();
-      if (index <= staged.logStart.index) {
-        return;
-      }
-      if (index > staged.lastIndex) {
-        throw new Error(`invariant violated: cannot compact to ${index} beyond the last index ${staged.lastIndex}`);
-      }
-      const coveredIndex = Math.max(staged.hardState.commitIndex, staged.snapshot?.metadata.index ?? 0);
-      if (index > coveredIndex) {
+      const snapshotIndex = staged.snapshot?.metadata.index ?? 0;
+      if (index > snapshotIndex) {
         throw new Error(
-          `invariant violated: cannot compact uncommitted entries (to ${index}, committed/snapshot ${coveredIndex})`,
+          `invariant violated: cannot compact to ${index}, beyond the stored snapshot at ${snapshotIndex}`,
         );
       }
-      const term = this.termIn(staged, index);
-      if (term === null) {
-        throw new Error(`invariant violated: no term known for compaction index ${index}`);
+      if (index > staged.logStart.index) {
+        throw new Error(`invariant violated: entries up to snapshot ${snapshotIndex} were not dropped on install`);
       }
-      this.dropEntriesThrough(staged, index);
-      this.setLogStart(staged, { index, term });
     });
   }
 
+  /** The stored snapshot, reassembled from its chunks and verified against its checksum. */
   snapshot(): Snapshot | null {
     this.assertOpen();
     const stored = this.durable.snapshot;
@@ -489,7 +491,6 @@ export class LmdbRaftStorage implements RaftStorage {
         outcome = { installed: incoming.metadata };
         return;
       }
-      this.checkSnapshotAgainst(staged, incoming.metadata);
       this.state.removeSync(INCOMING_SNAPSHOT_KEY);
       staged.incoming = null;
       this.adoptSnapshot(staged, { metadata: incoming.metadata, slot: incoming.slot });
@@ -505,6 +506,7 @@ export class LmdbRaftStorage implements RaftStorage {
     return settled.installed;
   }
 
+  /** Waits for queued writes to commit, then closes the environment. */
   async close(): Promise<void> {
     if (this.closed) {
       return;
@@ -547,6 +549,9 @@ export class LmdbRaftStorage implements RaftStorage {
       return isStoredSnapshot(value) && isRecord(value) && isNonNegativeInteger(value.receivedBytes);
     });
     const start = logStart ?? { index: 0, term: 0 };
+    if (snapshot !== null && (start.index !== snapshot.metadata.index || start.term !== snapshot.metadata.term)) {
+      throw new StorageCorruptionError(`${LOG_START_KEY} record`, "log start does not match the stored snapshot");
+    }
     let lastIndex = start.index;
     for (const key of this.log.getKeys({ reverse: true, limit: 1 })) {
       lastIndex = key;
@@ -669,12 +674,6 @@ export class LmdbRaftStorage implements RaftStorage {
    */
   private isNewerSnapshot(staged: View, metadata: SnapshotMetadata): boolean {
     return metadata.index > (staged.snapshot?.metadata.index ?? 0);
-  }
-
-  private checkSnapshotAgainst(staged: View, metadata: SnapshotMetadata): void {
-    if (metadata.index < staged.logStart.index) {
-      throw new Error(`snapshot at ${metadata.index} is behind the log start ${staged.logStart.index}`);
-    }
   }
 
   /**

@@ -1,5 +1,6 @@
 import type { Migration, MigrationProvider } from "kysely";
 import { foundationMigration } from "./001-foundation.js";
+import { modelerMigration } from "./010-modeler.js";
 
 /**
  * Every migration, in order. Names sort lexically and are never renamed once released: the database records
@@ -7,6 +8,7 @@ import { foundationMigration } from "./001-foundation.js";
  */
 const migrations: Record<string, Migration> = {
   "001-foundation": foundationMigration,
+  "010-modeler": modelerMigration,
 };
 
 /** Supplies the migrations compiled into the program (no directory scanning, so bundling cannot lose one). */

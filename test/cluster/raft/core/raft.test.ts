@@ -5,8 +5,9 @@ import type {
   Message,
   VoteResponseMessage,
 } from "../../../../src/cluster/raft/core/messages.js";
+import { SeededRandom } from "../../../../src/cluster/raft/core/random.js";
 import { snapshotChecksum } from "../../../../src/cluster/raft/core/snapshot-transfer.js";
-import type { Entry } from "../../../../src/cluster/raft/types.js";
+import type { Entry, Member } from "../../../../src/cluster/raft/types.js";
 import { SimulatedDisk } from "../../../simulation/disk.js";
 import { drain, loneNode, ScriptedGroup, texts, voters } from "./scripted-group.js";
 
@@ -310,6 +311,40 @@ describe("Raft rules (paper and dissertation)", () => {
 });
 
 describe("elections: pre-vote, check-quorum, priorities, transfer", () => {
+  function ticksUntilCampaign(id: number, seed: number, members: Member[]): number {
+    const disk = new SimulatedDisk();
+    const node = loneNode(id, disk, { members }, { random: new SeededRandom(seed) });
+    drain(node, disk);
+    for (let tick = 1; tick <= 200; tick++) {
+      node.tick();
+      if (drain(node, disk).some((message) => message.type === "voteRequest")) return tick;
+    }
+    throw new Error("never campaigned");
+  }
+
+  it("randomized election timeouts: members wait between one and two election timeouts, not all the same", () => {
+    const waits = [1, 2, 3, 4, 5, 6].map((seed) => ticksUntilCampaign(1, seed, voters(1, 2, 3)));
+    for (const wait of waits) {
+      expect(wait).toBeGreaterThanOrEqual(10);
+      expect(wait).toBeLessThan(20);
+    }
+    expect(new Set(waits).size).toBeGreaterThan(1);
+  });
+
+  it("priority election: a member's election timeout shrinks with higher priority", () => {
+    const members: Member[] = [
+      { id: 1, role: "voter", priority: 1 },
+      { id: 2, role: "voter", priority: 2 },
+      { id: 3, role: "voter", priority: 3 },
+    ];
+    for (const seed of [1, 2, 3]) {
+      const top = ticksUntilCampaign(3, seed, members);
+      const bottom = ticksUntilCampaign(1, seed, members);
+      expect(top).toBeLessThan(20);
+      expect(bottom).toBeGreaterThanOrEqual(20);
+    }
+  });
+
   it("pre-vote: a partitioned member rejoining does not disrupt the leader", () => {
     const group = new ScriptedGroup(voters(1, 2, 3));
     const leader = group.electLeader();
@@ -570,7 +605,7 @@ describe("read index", () => {
     const leader = group.electLeader();
     group.propose("x");
     for (const id of [1, 2, 3]) if (id !== leader) group.block(id, leader);
-    expect(group.node(leader).requestRead("r1").accepted).toBe(true);
+    expect(group.node(leader).readIndex("r1").accepted).toBe(true);
     group.tick(4);
     expect(group.members.get(leader)?.reads).toEqual([]);
     group.heal();
@@ -584,7 +619,7 @@ describe("read index", () => {
     const { node, disk } = nodeWithLog([entry(2, 2)], 3);
     electLone(node, disk);
     const term = node.status().term;
-    expect(node.requestRead("early").accepted).toBe(true);
+    expect(node.readIndex("early").accepted).toBe(true);
     node.tick();
     node.tick();
     const beforeCommit = node.ready();
@@ -615,7 +650,7 @@ describe("read index", () => {
     const group = new ScriptedGroup(voters(1, 2, 3));
     const leader = group.electLeader();
     group.isolate(leader);
-    expect(group.node(leader).requestRead("stale").accepted).toBe(true);
+    expect(group.node(leader).readIndex("stale").accepted).toBe(true);
     group.tick(30);
     expect(group.node(leader).status().role).not.toBe("leader");
     expect(group.members.get(leader)?.reads).toEqual([]);
@@ -626,7 +661,7 @@ describe("read index", () => {
     const group = new ScriptedGroup(voters(1, 2, 3));
     const leader = group.electLeader();
     const follower = [1, 2, 3].find((id) => id !== leader) ?? 0;
-    expect(group.node(follower).requestRead("r")).toEqual({ accepted: false, reason: "notLeader", leaderId: leader });
+    expect(group.node(follower).readIndex("r")).toEqual({ accepted: false, reason: "notLeader", leaderId: leader });
   });
 });
 

@@ -107,19 +107,8 @@ function applyToModel(model: Model, op: Operation, step: number): ((storage: Lmd
       return (storage) => storage.append(entries, hardState);
     }
     case "compact": {
-      const limit = Math.min(
-        model.lastIndex,
-        Math.max(model.hardState.commitIndex, model.snapshot?.metadata.index ?? 0),
-      );
-      const index = Math.min(limit, model.logStart.index + op.offset);
-      if (index > model.logStart.index) {
-        const term = modelTerm(model, index);
-        if (term === null) {
-          throw new Error("model has no term at the compaction point");
-        }
-        dropThrough(model, index);
-        model.logStart = { index, term };
-      }
+      // Only compaction behind the snapshot is allowed, and installing the snapshot already dropped those entries.
+      const index = Math.min(model.snapshot?.metadata.index ?? 0, model.logStart.index, op.offset);
       return (storage) => storage.compact(index);
     }
     case "snapshot": {

@@ -153,19 +153,18 @@ describe("LmdbRaftStorage", () => {
     });
   });
 
-  it("compacts committed entries, keeps the term at the compaction point, and refuses uncommitted ones", async () => {
+  it("allows compaction only behind the stored snapshot", async () => {
     await withStorage(async (storage) => {
-      await storage.append(entriesFrom(1, 5, 1), { term: 1, votedFor: null, commitIndex: 3 });
-      await expect(storage.compact(4)).rejects.toThrow(/uncommitted/);
-      await storage.compact(2);
-      expect((await storage.load()).firstIndex).toBe(3);
-      expect(storage.term(2)).toBe(1);
-      expect(storage.term(1)).toBeNull();
-      expect(() => storage.entries(2, 4)).toThrow(EntriesUnavailableError);
-      expect(storage.entries(3, 6)).toHaveLength(3);
+      await storage.append(entriesFrom(1, 5, 1), { term: 1, votedFor: null, commitIndex: 5 });
+      await expect(storage.compact(2)).rejects.toThrow(/beyond the stored snapshot at 0/);
+      await storage.installSnapshot(makeSnapshot(3, 1, 4));
+      await storage.compact(3);
       await storage.compact(1);
-      expect((await storage.load()).firstIndex).toBe(3);
-      await expect(storage.append([entry(2, 1)], null)).rejects.toThrow(/compacted/);
+      await expect(storage.compact(4)).rejects.toThrow(/beyond the stored snapshot at 3/);
+      const state = await storage.load();
+      expect([state.firstIndex, state.lastIndex]).toEqual([4, 5]);
+      expect(storage.entries(4, 6)).toHaveLength(2);
+      await expect(storage.append([entry(3, 1)], null)).rejects.toThrow(/compacted/);
     });
   });
 

@@ -1,0 +1,198 @@
+import { readFile, writeFile } from "node:fs/promises";
+import { basename, extname } from "node:path";
+import { type Command, InvalidArgumentError } from "commander";
+import {
+  type FileMetadata,
+  type ModelerFileType,
+  ModelerClient,
+  modelerAudience,
+  type ProjectMetadata,
+} from "../../client/modeler.js";
+import { type CliIo, UsageError } from "../io.js";
+import { clientEnvironmentHelp, createClientContext } from "./client-context.js";
+
+interface OutputOptions {
+  json?: boolean;
+  audience?: string;
+}
+
+/** File extensions `modeler upload` understands and the file type each stands for. */
+export const fileTypeByExtension: Readonly<Record<string, ModelerFileType>> = {
+  ".bpmn": "bpmn",
+  ".dmn": "dmn",
+  ".form": "form",
+  ".json": "connector_template",
+};
+
+/** The file type of a path, from its extension; a usage error for any other extension. */
+export function fileTypeOf(path: string): ModelerFileType {
+  const extension = extname(path).toLowerCase();
+  const type = fileTypeByExtension[extension];
+  if (type === undefined) {
+    throw new UsageError(
+      `cannot tell the file type of ${path} from its extension; allowed: ${Object.entries(fileTypeByExtension)
+        .map(([known, fileType]) => `${known} (${fileType})`)
+        .join(", ")}`,
+    );
+  }
+  return type;
+}
+
+function createModelerClient(io: CliIo, options: OutputOptions): ModelerClient {
+  const { settings, tokenProvider } = createClientContext(io);
+  return new ModelerClient({
+    baseUrl: settings.modelerUrl,
+    tokenProvider,
+    audience: options.audience ?? modelerAudience,
+  });
+}
+
+function parseCount(value: string): number {
+  const parsed = Number(value);
+  if (!Number.isInteger(parsed) || parsed < 0) throw new InvalidArgumentError("expected a whole number of at least 0");
+  return parsed;
+}
+
+/** Renders projects as an aligned text table, one project per line. */
+export function formatProjectTable(projects: readonly ProjectMetadata[]): string {
+  const rows = [["ID", "NAME", "UPDATED", "UPDATED BY"], ...projects.map((project) => [
+    project.id,
+    project.name,
+    project.updated,
+    project.updatedBy.name,
+  ])];
+  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? "").length)));
+  return rows
+    .map((row) =>
+      row
+        .map((cell, column) => cell.padEnd(widths[column] ?? 0))
+        .join("  ")
+        .trimEnd(),
+    )
+    .join("\n");
+}
+
+/** Reads a local file as UTF-8 text, refusing bytes that are not UTF-8 (they could not be stored byte for byte). */
+async function readUtf8(path: string): Promise<string> {
+  let bytes: Buffer;
+  try {
+    bytes = await readFile(path);
+  } catch (error) {
+    throw new UsageError(`cannot read ${path}: ${(error as Error).message}`);
+  }
+  try {
+    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    throw new UsageError(`${path} is not UTF-8 text; the Modeler stores BPMN, DMN and JSON as UTF-8`);
+  }
+}
+
+function describeFile(file: FileMetadata): string {
+  return `${file.simplePath} (id ${file.id}, ${file.type}, revision ${file.revision})`;
+}
+
+/**
+ * Registers `flowplane modeler projects list | upload | download | milestone create`, which work with the Modeler
+ * API (scopes modeler:read for listing and downloading, modeler:create for uploading and creating milestones).
+ */
+export function registerModelerCommands(program: Command, io: CliIo): void {
+  const modeler = program
+    .command("modeler")
+    .description("Work with Modeler projects, files and milestones (Modeler API).")
+    .addHelpText("after", `${clientEnvironmentHelp}\n  SERVICE_MODELER_URL               Modeler API (default: derived like SERVICE_ADMIN_URL, with /modeler)`);
+
+  modeler
+    .command("projects")
+    .description("Projects of the organization.")
+    .command("list")
+    .description("List projects, by name.")
+    .option("--name <text>", "only projects whose name contains this text (ignoring case)")
+    .option("--page <number>", "page to show, from 0", parseCount, 0)
+    .option("--size <number>", "projects per page (at most 50)", parseCount, 50)
+    .option("--json", "print the page as JSON ({items, total})")
+    .option("--audience <audience>", "audience of the Modeler API", modelerAudience)
+    .action(async (options: OutputOptions & { name?: string; page: number; size: number }) => {
+      if (options.size > 50) throw new UsageError("--size is at most 50");
+      const page = await createModelerClient(io, options).searchProjects({
+        ...(options.name === undefined ? {} : { filter: { name: options.name } }),
+        sort: [{ field: "name", direction: "ASC" }],
+        page: options.page,
+        size: options.size,
+      });
+      if (options.json === true) {
+        io.stdout(`${JSON.stringify(page, null, 2)}\n`);
+        return;
+      }
+      io.stdout(`${formatProjectTable(page.items)}\n`);
+      const shown = page.items.length;
+      if (shown < page.total) {
+        io.stdout(`(${shown} of ${page.total} projects; use --page to see more)\n`);
+      }
+    });
+
+  modeler
+    .command("upload")
+    .description("Upload a local file as a new Modeler file; its type comes from the extension.")
+    .argument("<file>", `local file: ${Object.keys(fileTypeByExtension).join(", ")} (.json is a connector template)`)
+    .requiredOption("--project <id>", "project to upload into")
+    .option("--folder <id>", "folder of the project to upload into (default: the project's top level)")
+    .option("--name <name>", "name of the Modeler file (default: the local file's name)")
+    .option("--json", "print the created file's metadata as JSON")
+    .option("--audience <audience>", "audience of the Modeler API", modelerAudience)
+    .action(async (path: string, options: OutputOptions & { project: string; folder?: string; name?: string }) => {
+      const fileType = fileTypeOf(path);
+      const content = await readUtf8(path);
+      const created = await createModelerClient(io, options).createFile({
+        name: options.name ?? basename(path),
+        content,
+        fileType,
+        projectId: options.project,
+        ...(options.folder === undefined ? {} : { folderId: options.folder }),
+      });
+      if (options.json === true) {
+        io.stdout(`${JSON.stringify(created, null, 2)}\n`);
+      } else {
+        io.stdout(`Uploaded ${describeFile(created)}.\n`);
+      }
+    });
+
+  modeler
+    .command("download")
+    .description("Download a Modeler file's content, byte for byte.")
+    .argument("<fileId>", "id of the Modeler file")
+    .option("-o, --output <path>", "write the content to this file (default: standard output)")
+    .option("--json", "print metadata and content as JSON instead")
+    .option("--audience <audience>", "audience of the Modeler API", modelerAudience)
+    .action(async (fileId: string, options: OutputOptions & { output?: string }) => {
+      const file = await createModelerClient(io, options).getFile(fileId);
+      if (options.json === true) {
+        if (options.output !== undefined) throw new UsageError("give either --json or --output, not both");
+        io.stdout(`${JSON.stringify(file, null, 2)}\n`);
+        return;
+      }
+      if (options.output === undefined) {
+        io.stdout(file.content);
+        return;
+      }
+      await writeFile(options.output, file.content, "utf8");
+      io.stdout(`Saved ${describeFile(file.metadata)} to ${options.output}.\n`);
+    });
+
+  modeler
+    .command("milestone")
+    .description("Milestones: frozen copies of a file's content.")
+    .command("create")
+    .description("Freeze a file's current content as a milestone.")
+    .argument("<fileId>", "id of the Modeler file")
+    .argument("<name>", "name of the milestone")
+    .option("--json", "print the milestone's metadata as JSON")
+    .option("--audience <audience>", "audience of the Modeler API", modelerAudience)
+    .action(async (fileId: string, name: string, options: OutputOptions) => {
+      const milestone = await createModelerClient(io, options).createMilestone(fileId, name);
+      if (options.json === true) {
+        io.stdout(`${JSON.stringify(milestone, null, 2)}\n`);
+      } else {
+        io.stdout(`Created milestone '${milestone.name}' (id ${milestone.id}) of file ${fileId}.\n`);
+      }
+    });
+}

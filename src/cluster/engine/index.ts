@@ -1,0 +1,33 @@
+/**
+ * Public surface of the engine: the partition state machine, its records and codecs, record keys and the
+ * correlation-key hash that picks a message's partition.
+ */
+export { correlationKeyHash, partitionForCorrelationKey } from "./correlation.js";
+export {
+  type DecodedKey,
+  encodeKey,
+  isValidPartitionId,
+  MAX_KEY_COUNTER,
+  MAX_PARTITION_ID,
+  MIN_KEY_COUNTER,
+  MIN_PARTITION_ID,
+  parseKey,
+  partitionOfKey,
+} from "./keys.js";
+export {
+  type ApplyResult,
+  type BufferedMessage,
+  PartitionEngine,
+  type PartitionEngineOptions,
+} from "./partition-engine.js";
+export {
+  DEFAULT_TENANT_ID,
+  decodeRecord,
+  type EngineRecord,
+  type ExpireMessagesRecord,
+  encodeRecord,
+  isValidTenantId,
+  MESSAGE_LIMITS,
+  type PublishMessageRecord,
+  RecordValidationError,
+} from "./records.js";

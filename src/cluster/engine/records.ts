@@ -1,0 +1,298 @@
+/**
+ * The commands a partition leader proposes (the data of normal Raft entries) and their byte layout.
+ *
+ * Every record is a msgpack array whose first element is the record kind:
+ * - publishMessage: `[1, name, correlationKey, timeToLiveMs, messageId | null, variables, tenantId, publishedAtMs]`,
+ *   where `variables` is itself a msgpack-encoded map carried as a binary value. Keeping the variables as bytes
+ *   lets replicas buffer them without decoding (they are decoded only when a message is read) and makes the size
+ *   limit exact.
+ * - expireMessages: `[2, nowMs]`.
+ *
+ * Arrays rather than maps keep records small and fast on the hot path. Times are milliseconds since the Unix epoch
+ * read from the LEADER's clock when it proposes; replicas never read clocks, which keeps applying deterministic.
+ *
+ * No record kind exists for relocating messages to another partition after partitions are added: a relocated
+ * message keeps its key, whose high bits still name the old partition, so relocation also needs forwarding of key
+ * look-ups. That belongs with the scaling work and is left out here on purpose.
+ */
+import { Packr } from "msgpackr";
+
+/** Tenant of messages published without one; the same literal the workflow engine uses. */
+export const DEFAULT_TENANT_ID = "<default>";
+
+/** Explicit input limits, checked before a record is proposed and again when it is applied. */
+export const MESSAGE_LIMITS = {
+  /** Longest message name, in UTF-8 bytes (names must not be empty). */
+  maxNameBytes: 1024,
+  /** Longest correlation key, in UTF-8 bytes (the empty string means "no correlation key"). */
+  maxCorrelationKeyBytes: 1024,
+  /** Longest message id, in UTF-8 bytes (message ids, when present, must not be empty). */
+  maxMessageIdBytes: 1024,
+  /** Largest msgpack encoding of the variables, in bytes. */
+  maxVariablesBytes: 256 * 1024,
+  /** Longest time to live: ten years, in milliseconds. */
+  maxTimeToLiveMs: 10 * 365 * 24 * 60 * 60 * 1000,
+  /** Largest record as a whole: the variables plus the other fields with room for framing. */
+  maxRecordBytes: 256 * 1024 + 8 * 1024,
+} as const;
+
+/** Latest publication time or expiry time accepted, so that `publishedAtMs + timeToLiveMs` stays a safe integer. */
+const MAX_TIMESTAMP_MS = Number.MAX_SAFE_INTEGER - MESSAGE_LIMITS.maxTimeToLiveMs;
+
+/** Tenant ids other than the default: letters, digits, `_`, `.` and `-`, at most 31 characters. */
+const TENANT_ID_PATTERN = /^[A-Za-z0-9_.-]{1,31}$/;
+
+/** Buffer a message: the leader proposes it for `POST /v2/messages/publication`. */
+export interface PublishMessageRecord {
+  readonly kind: "publishMessage";
+  readonly name: string;
+  /** The empty string when the message has no correlation key. */
+  readonly correlationKey: string;
+  readonly timeToLiveMs: number;
+  /** Unique per partition and tenant while a message with it is buffered; absent when the publisher gave none. */
+  readonly messageId?: string;
+  readonly variables: Readonly<Record<string, unknown>>;
+  readonly tenantId: string;
+  /** The leader's clock when it proposed the record, in milliseconds since the Unix epoch. */
+  readonly publishedAtMs: number;
+}
+
+/** Drop every buffered message whose deadline (`publishedAtMs + timeToLiveMs`) is at or before `nowMs`. */
+export interface ExpireMessagesRecord {
+  readonly kind: "expireMessages";
+  /** The leader's clock when it proposed the record, in milliseconds since the Unix epoch. */
+  readonly nowMs: number;
+}
+
+/** Every record a partition applies. */
+export type EngineRecord = PublishMessageRecord | ExpireMessagesRecord;
+
+/** Thrown by `encodeRecord` when a record breaks a limit or is malformed; `problems` name each broken rule. */
+export class RecordValidationError extends Error {
+  constructor(readonly problems: readonly string[]) {
+    super(`invalid record: ${problems.join("; ")}`);
+    this.name = "RecordValidationError";
+  }
+}
+
+/** A publish record as applied: the variables stay encoded. */
+export interface DecodedPublishMessage {
+  readonly kind: "publishMessage";
+  readonly name: string;
+  readonly correlationKey: string;
+  readonly timeToLiveMs: number;
+  readonly messageId: string | null;
+  readonly variablesBytes: Uint8Array;
+  readonly tenantId: string;
+  readonly publishedAtMs: number;
+}
+
+/** What `decodeAppliedRecord` yields: a record ready to apply, or the reason it cannot be applied. */
+export type AppliedRecord = DecodedPublishMessage | ExpireMessagesRecord | { readonly kind: "invalid"; detail: string };
+
+const PUBLISH_MESSAGE_CODE = 1;
+const EXPIRE_MESSAGES_CODE = 2;
+
+/** msgpackr without record extensions, so every value decodes on its own without shared structures. */
+const packr = new Packr({ useRecords: false });
+
+function utf8Bytes(text: string): number {
+  return Buffer.byteLength(text, "utf8");
+}
+
+function isTimestamp(value: unknown): value is number {
+  return Number.isSafeInteger(value) && (value as number) >= 0 && (value as number) <= MAX_TIMESTAMP_MS;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return false;
+  const prototype = Object.getPrototypeOf(value);
+  return prototype === Object.prototype || prototype === null;
+}
+
+/**
+ * Whether any object inside `variables` has the key `__proto__`. msgpack decoding renames such keys (to keep
+ * prototypes safe), so they would not survive; they are refused instead of being changed silently. The walk uses an
+ * explicit stack, and runs only on variables whose encoding is within the size limit, so it is bounded.
+ */
+function hasPrototypeKey(variables: Record<string, unknown>): boolean {
+  const stack: unknown[] = [variables];
+  while (stack.length > 0) {
+    const value = stack.pop();
+    if (typeof value !== "object" || value === null) continue;
+    if (Array.isArray(value)) {
+      stack.push(...value);
+      continue;
+    }
+    if (Object.hasOwn(value, "__proto__")) return true;
+    stack.push(...Object.values(value));
+  }
+  return false;
+}
+
+/** Whether `bytes` starts with a msgpack map header (fixmap, map 16 or map 32). */
+function isEncodedMap(bytes: Uint8Array): boolean {
+  const first = bytes[0];
+  return first !== undefined && ((first >= 0x80 && first <= 0x8f) || first === 0xde || first === 0xdf);
+}
+
+/** Whether `tenantId` is the default tenant or a well-formed tenant id. */
+export function isValidTenantId(tenantId: string): boolean {
+  return tenantId === DEFAULT_TENANT_ID || TENANT_ID_PATTERN.test(tenantId);
+}
+
+/** Problems with the fields of a publish record other than its variables; empty when they are valid. */
+function publishFieldProblems(fields: {
+  name: unknown;
+  correlationKey: unknown;
+  timeToLiveMs: unknown;
+  messageId?: unknown;
+  tenantId: unknown;
+  publishedAtMs: unknown;
+}): string[] {
+  const problems: string[] = [];
+  const { name, correlationKey, timeToLiveMs, messageId, tenantId, publishedAtMs } = fields;
+  if (typeof name !== "string" || name.length === 0 || utf8Bytes(name) > MESSAGE_LIMITS.maxNameBytes) {
+    problems.push(`name must be a non-empty string of at most ${MESSAGE_LIMITS.maxNameBytes} UTF-8 bytes`);
+  }
+  if (typeof correlationKey !== "string" || utf8Bytes(correlationKey) > MESSAGE_LIMITS.maxCorrelationKeyBytes) {
+    problems.push(`correlationKey must be a string of at most ${MESSAGE_LIMITS.maxCorrelationKeyBytes} UTF-8 bytes`);
+  }
+  if (
+    !Number.isSafeInteger(timeToLiveMs) ||
+    (timeToLiveMs as number) < 0 ||
+    (timeToLiveMs as number) > MESSAGE_LIMITS.maxTimeToLiveMs
+  ) {
+    problems.push(`timeToLiveMs must be an integer in 0..${MESSAGE_LIMITS.maxTimeToLiveMs}`);
+  }
+  if (
+    messageId !== undefined &&
+    messageId !== null &&
+    (typeof messageId !== "string" || messageId.length === 0 || utf8Bytes(messageId) > MESSAGE_LIMITS.maxMessageIdBytes)
+  ) {
+    problems.push(`messageId must be a non-empty string of at most ${MESSAGE_LIMITS.maxMessageIdBytes} UTF-8 bytes`);
+  }
+  if (typeof tenantId !== "string" || !isValidTenantId(tenantId)) {
+    problems.push(`tenantId must be "${DEFAULT_TENANT_ID}" or 1..31 characters of letters, digits, '_', '.', '-'`);
+  }
+  if (!isTimestamp(publishedAtMs)) {
+    problems.push(`publishedAtMs must be an integer in 0..${MAX_TIMESTAMP_MS}`);
+  }
+  return problems;
+}
+
+/**
+ * Validates `record` against `MESSAGE_LIMITS` and encodes it for proposal. Throws `RecordValidationError` listing
+ * every broken rule, so the gateway can answer 400 without proposing anything.
+ */
+export function encodeRecord(record: EngineRecord): Uint8Array {
+  if (record.kind === "expireMessages") {
+    if (!isTimestamp(record.nowMs)) {
+      throw new RecordValidationError([`nowMs must be an integer in 0..${MAX_TIMESTAMP_MS}`]);
+    }
+    return packr.pack([EXPIRE_MESSAGES_CODE, record.nowMs]);
+  }
+  const problems = publishFieldProblems(record);
+  let variablesBytes: Uint8Array | undefined;
+  if (!isPlainObject(record.variables)) {
+    problems.push("variables must be a JSON object");
+  } else {
+    variablesBytes = packr.pack(record.variables);
+    if (variablesBytes.byteLength > MESSAGE_LIMITS.maxVariablesBytes) {
+      problems.push(
+        `variables take ${variablesBytes.byteLength} bytes encoded, more than ${MESSAGE_LIMITS.maxVariablesBytes}`,
+      );
+    } else if (hasPrototypeKey(record.variables)) {
+      problems.push("variables must not contain the key __proto__");
+    }
+  }
+  if (problems.length > 0 || variablesBytes === undefined) throw new RecordValidationError(problems);
+  return packr.pack([
+    PUBLISH_MESSAGE_CODE,
+    record.name,
+    record.correlationKey,
+    record.timeToLiveMs,
+    record.messageId ?? null,
+    variablesBytes,
+    record.tenantId,
+    record.publishedAtMs,
+  ]);
+}
+
+/**
+ * Decodes and checks a committed record for applying. Never throws: malformed bytes or broken limits yield
+ * `{ kind: "invalid" }`, which the engine rejects, so every replica reaches the same outcome and one bad entry cannot
+ * stall the partition.
+ */
+export function decodeAppliedRecord(bytes: Uint8Array): AppliedRecord {
+  if (bytes.byteLength > MESSAGE_LIMITS.maxRecordBytes) {
+    return { kind: "invalid", detail: `record of ${bytes.byteLength} bytes exceeds ${MESSAGE_LIMITS.maxRecordBytes}` };
+  }
+  let value: unknown;
+  try {
+    value = packr.unpack(bytes);
+  } catch {
+    // The decoder's own message is left out on purpose: it can differ between calls for the same bytes, and the
+    // result of applying must be identical on every replica.
+    return { kind: "invalid", detail: "record is not valid msgpack" };
+  }
+  if (!Array.isArray(value)) return { kind: "invalid", detail: "record is not a msgpack array" };
+  const code: unknown = value[0];
+  if (code === EXPIRE_MESSAGES_CODE) {
+    const nowMs: unknown = value[1];
+    if (value.length !== 2 || !isTimestamp(nowMs)) {
+      return { kind: "invalid", detail: "expireMessages record must be [2, nowMs]" };
+    }
+    return { kind: "expireMessages", nowMs };
+  }
+  if (code !== PUBLISH_MESSAGE_CODE) return { kind: "invalid", detail: `unknown record kind ${String(code)}` };
+  if (value.length !== 8) return { kind: "invalid", detail: "publishMessage record must have 8 elements" };
+  const [, name, correlationKey, timeToLiveMs, messageId, variables, tenantId, publishedAtMs] = value as unknown[];
+  const problems = publishFieldProblems({ name, correlationKey, timeToLiveMs, messageId, tenantId, publishedAtMs });
+  if (
+    !(variables instanceof Uint8Array) ||
+    variables.byteLength > MESSAGE_LIMITS.maxVariablesBytes ||
+    !isEncodedMap(variables)
+  ) {
+    problems.push(`variables must be an encoded map of at most ${MESSAGE_LIMITS.maxVariablesBytes} bytes`);
+  }
+  if (problems.length > 0) return { kind: "invalid", detail: problems.join("; ") };
+  return {
+    kind: "publishMessage",
+    name: name as string,
+    correlationKey: correlationKey as string,
+    timeToLiveMs: timeToLiveMs as number,
+    messageId: (messageId as string | null) ?? null,
+    // Copied so the buffered message never aliases the entry's (possibly reused) buffer.
+    variablesBytes: new Uint8Array(variables as Uint8Array),
+    tenantId: tenantId as string,
+    publishedAtMs: publishedAtMs as number,
+  };
+}
+
+/** Decodes msgpack-encoded variables back into an object. */
+export function decodeVariables(bytes: Uint8Array): Record<string, unknown> {
+  return packr.unpack(bytes) as Record<string, unknown>;
+}
+
+/** Decodes a record into its public shape (variables decoded); throws `RecordValidationError` if it is invalid. */
+export function decodeRecord(bytes: Uint8Array): EngineRecord {
+  const decoded = decodeAppliedRecord(bytes);
+  switch (decoded.kind) {
+    case "invalid":
+      throw new RecordValidationError([decoded.detail]);
+    case "expireMessages":
+      return decoded;
+    case "publishMessage": {
+      const { variablesBytes, messageId, ...rest } = decoded;
+      return {
+        ...rest,
+        ...(messageId === null ? {} : { messageId }),
+        variables: decodeVariables(variablesBytes),
+      };
+    }
+  }
+}
+
+/** The msgpack codec shared with the engine's snapshots. */
+export const engineCodec = packr;

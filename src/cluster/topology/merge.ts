@@ -1,0 +1,108 @@
+/**
+ * Gossip merge of two cluster configurations. The higher `version` wins. At equal versions the two may still differ
+ * legitimately: while a change runs, the cluster version stays the same and each broker applies its operation by
+ * bumping its own member entry's version and moving the operation from `pending` to `completed`. So at equal
+ * versions the merge takes, per member, the entry with the higher member version; the pending change that has
+ * completed more operations; and the routing state with the higher routing version.
+ *
+ * What cannot differ at equal versions without a bug somewhere is reported as a conflict (the local value is kept):
+ * one member entry with the same member version but different contents, pending changes with different ids or
+ * whose completed operations are not one a prefix of the other, different last changes, different routing at the
+ * same routing version.
+ */
+
+import { isDeepStrictEqual } from "node:util";
+import { encodeConfiguration } from "./codec.js";
+import type { ClusterConfiguration, MemberState, PendingChange, RoutingState } from "./configuration.js";
+
+/** The outcome of a merge. */
+export interface MergeResult {
+  /** The merged configuration: `local` itself when nothing new came from `remote`. */
+  readonly configuration: ClusterConfiguration;
+  /** Whether the result differs from `local` (then persist it and gossip it on). */
+  readonly changed: boolean;
+  /** Descriptions of contradictions that indicate a bug; empty normally. The caller must log them as errors. */
+  readonly conflicts: readonly string[];
+}
+
+/** Structural equality that ignores object key order and map insertion order. */
+function sameValue(left: unknown, right: unknown): boolean {
+  return left === right || isDeepStrictEqual(left, right);
+}
+
+function mergeMember(brokerId: number, local: MemberState, remote: MemberState, conflicts: string[]): MemberState {
+  if (remote.version > local.version) return remote;
+  if (remote.version < local.version || sameValue(local, remote)) return local;
+  conflicts.push(`broker ${brokerId} has member version ${local.version} on both sides with different contents`);
+  return local;
+}
+
+function mergePendingChange(
+  local: PendingChange | null,
+  remote: PendingChange | null,
+  conflicts: string[],
+): PendingChange | null {
+  if (local === null && remote === null) return null;
+  if (local === null || remote === null || local.id !== remote.id) {
+    conflicts.push(
+      `pending change differs at the same version: local ${local?.id ?? "none"}, remote ${remote?.id ?? "none"}`,
+    );
+    return local;
+  }
+  const [shorter, longer] = local.completed.length <= remote.completed.length ? [local, remote] : [remote, local];
+  // Both sides must describe the same plan, and the side that has seen fewer operations applied must have seen the
+  // same first ones.
+  const samePlan =
+    shorter.startedAt === longer.startedAt &&
+    sameValue(
+      [...shorter.completed.map(withoutCompletedAt), ...shorter.pending],
+      [...longer.completed.map(withoutCompletedAt), ...longer.pending],
+    );
+  const sameProgress = sameValue(shorter.completed, longer.completed.slice(0, shorter.completed.length));
+  if (!samePlan || !sameProgress) {
+    conflicts.push(`pending change ${local.id} has diverging operations on the two sides`);
+    return local;
+  }
+  return remote.completed.length > local.completed.length ? remote : local;
+}
+
+function withoutCompletedAt(operation: PendingChange["completed"][number]): unknown {
+  const { completedAt: _completedAt, ...rest } = operation;
+  return rest;
+}
+
+function mergeRouting(local: RoutingState, remote: RoutingState, conflicts: string[]): RoutingState {
+  if (remote.version > local.version) return remote;
+  if (remote.version < local.version || sameValue(local, remote)) return local;
+  conflicts.push(`routing has version ${local.version} on both sides with different contents`);
+  return local;
+}
+
+/** Merges a configuration received by gossip into the local one (see the module comment for the rules). */
+export function mergeConfigurations(local: ClusterConfiguration, remote: ClusterConfiguration): MergeResult {
+  if (remote.version > local.version) return { configuration: remote, changed: true, conflicts: [] };
+  if (remote.version < local.version || local === remote) {
+    return { configuration: local, changed: false, conflicts: [] };
+  }
+  const conflicts: string[] = [];
+  const members = new Map(local.members);
+  for (const [brokerId, remoteMember] of remote.members) {
+    const localMember = local.members.get(brokerId);
+    members.set(
+      brokerId,
+      localMember === undefined ? remoteMember : mergeMember(brokerId, localMember, remoteMember, conflicts),
+    );
+  }
+  if (!sameValue(local.lastChange, remote.lastChange)) {
+    conflicts.push(`last change differs at version ${local.version}`);
+  }
+  const merged: ClusterConfiguration = {
+    version: local.version,
+    members: new Map([...members.entries()].sort(([left], [right]) => left - right)),
+    lastChange: local.lastChange,
+    pendingChange: mergePendingChange(local.pendingChange, remote.pendingChange, conflicts),
+    routing: mergeRouting(local.routing, remote.routing, conflicts),
+  };
+  const changed = encodeConfiguration(merged) !== encodeConfiguration(local);
+  return { configuration: changed ? merged : local, changed, conflicts };
+}

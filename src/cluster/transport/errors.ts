@@ -1,0 +1,85 @@
+/**
+ * Typed failures of the cluster transport. Callers branch on the class (`instanceof`), never on message text:
+ * the Raft layer ignores most of them (it tolerates loss), the gateway maps them to HTTP answers (a
+ * BackpressureError becomes 503, a PeerUnreachableError a retry on another broker).
+ */
+
+/** Base class of every error the transport raises, so callers can tell transport failures from their own. */
+export class TransportError extends Error {
+  override readonly name: string = "TransportError";
+}
+
+/** No response arrived within the request's `timeoutMs`. The request may or may not have been processed. */
+export class TransportTimeoutError extends TransportError {
+  override readonly name = "TransportTimeoutError";
+  constructor(
+    readonly target: string,
+    readonly timeoutMs: number,
+  ) {
+    super(`request to ${target} timed out after ${timeoutMs} ms`);
+  }
+}
+
+/**
+ * The target could not be reached: no address is known, the connection attempt failed, or the connection broke
+ * while the request was outstanding (in which case it may or may not have been processed).
+ */
+export class PeerUnreachableError extends TransportError {
+  override readonly name = "PeerUnreachableError";
+  constructor(
+    readonly target: string,
+    readonly reason: string,
+  ) {
+    super(`${target} is unreachable: ${reason}`);
+  }
+}
+
+/** Why the remote side answered a request with an error instead of a response. */
+export type RemoteErrorCode = "handler-failed" | "no-handler" | "overloaded";
+
+/** The remote side received the request but answered with an error (its handler threw, or it was overloaded). */
+export class RemoteError extends TransportError {
+  override readonly name = "RemoteError";
+  constructor(
+    readonly target: string,
+    readonly code: RemoteErrorCode,
+    readonly remoteMessage: string,
+  ) {
+    super(`${target} answered with an error (${code}): ${remoteMessage}`);
+  }
+}
+
+/** A local bound (queued frames, queued bytes or in-flight requests) is reached; the request was not sent. */
+export class BackpressureError extends TransportError {
+  override readonly name = "BackpressureError";
+  constructor(
+    readonly target: string,
+    readonly limit: string,
+  ) {
+    super(`backpressure towards ${target}: ${limit}`);
+  }
+}
+
+/** The transport (or client) was closed while the request was outstanding, or is used after `close()`. */
+export class TransportClosedError extends TransportError {
+  override readonly name = "TransportClosedError";
+  constructor() {
+    super("the transport is closed");
+  }
+}
+
+/** The other side broke the wire protocol (bad handshake, malformed frame, unexpected envelope). */
+export class ProtocolError extends TransportError {
+  override readonly name: string = "ProtocolError";
+}
+
+/** A frame is larger than the configured `maxFrameBytes`; the connection that carried it is closed. */
+export class FrameTooLargeError extends ProtocolError {
+  override readonly name = "FrameTooLargeError";
+  constructor(
+    readonly frameBytes: number,
+    readonly maxFrameBytes: number,
+  ) {
+    super(`frame of ${frameBytes} bytes exceeds the maximum of ${maxFrameBytes} bytes`);
+  }
+}

@@ -1,0 +1,104 @@
+/**
+ * A TCP socket carrying frames: decodes incoming chunks into envelopes and reports the end of the connection
+ * exactly once, whatever ended it (peer close, socket error, protocol error, local close).
+ */
+import type { Socket } from "node:net";
+import type { Envelope } from "./envelope.js";
+import { parseEnvelope } from "./envelope.js";
+import { FrameDecoder } from "./framing.js";
+
+/** Callbacks and limits of a FramedConnection. */
+export interface FramedConnectionOptions {
+  readonly maxFrameBytes: number;
+  /** Called for every envelope, in arrival order. */
+  readonly onEnvelope: (envelope: Envelope, frameBytes: number) => void;
+  /** Called once when the socket is gone; `error` is set when it ended abnormally. */
+  readonly onClose: (error: Error | undefined) => void;
+  /** Called when the socket's write buffer has drained below its high-water mark. */
+  readonly onDrain?: () => void;
+}
+
+/** One framed socket; see the module comment. */
+export class FramedConnection {
+  private readonly decoder: FrameDecoder;
+  private closed = false;
+  private corked = false;
+
+  constructor(
+    readonly socket: Socket,
+    private readonly options: FramedConnectionOptions,
+  ) {
+    this.decoder = new FrameDecoder({ maxFrameBytes: options.maxFrameBytes });
+    socket.setNoDelay(true);
+    socket.on("data", (chunk: Buffer) => this.receive(chunk));
+    socket.on("error", (error) => this.close(error));
+    socket.on("close", () => this.close(undefined));
+    socket.on("drain", () => {
+      if (!this.closed) {
+        options.onDrain?.();
+      }
+    });
+  }
+
+  /** Whether the connection has ended (no more writes or envelopes). */
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /** Bytes accepted by `write` but not yet handed to the kernel. */
+  get pendingWriteBytes(): number {
+    return this.socket.writableLength;
+  }
+
+  /**
+   * Writes one encoded frame; returns false when the socket's buffer is full (wait for drain before writing more).
+   * Frames written in the same tick leave together in one system call: the socket stays corked until the next tick.
+   */
+  write(frame: Buffer): boolean {
+    if (this.closed) {
+      return false;
+    }
+    if (!this.corked) {
+      this.corked = true;
+      this.socket.cork();
+      process.nextTick(() => {
+        this.corked = false;
+        this.socket.uncork();
+      });
+    }
+    return this.socket.write(frame);
+  }
+
+  /** Ends the connection now (buffered writes are discarded) and reports `error` to onClose. */
+  close(error: Error | undefined): void {
+    if (this.closed) {
+      return;
+    }
+    this.closed = true;
+    this.socket.destroy();
+    this.options.onClose(error);
+  }
+
+  private receive(chunk: Buffer): void {
+    if (this.closed) {
+      return;
+    }
+    let envelopes: { envelope: Envelope; frameBytes: number }[];
+    try {
+      envelopes = this.decoder.push(chunk).map((frame) => ({
+        envelope: parseEnvelope(frame.value),
+        frameBytes: frame.frameBytes,
+      }));
+    } catch (error) {
+      this.close(error as Error);
+      return;
+    }
+    for (const { envelope, frameBytes } of envelopes) {
+      // A handler may close the connection while we dispatch the rest of the chunk.
+      if (this.closed) {
+        return;
+      }
+      this.options.onEnvelope(envelope, frameBytes);
+    }
+  }
+}

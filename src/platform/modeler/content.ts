@@ -1,0 +1,103 @@
+import { BpmnModdle } from "bpmn-moddle";
+import { DmnModdle } from "dmn-moddle";
+import { invalidRequest, ServiceError } from "../../http/errors.js";
+
+/** The kinds of file the Modeler stores. */
+export const fileTypes = ["bpmn", "dmn", "form", "connector_template"] as const;
+
+/** One kind of file. */
+export type FileType = (typeof fileTypes)[number];
+
+/** Largest file content accepted, in bytes of its UTF-8 encoding (10 MiB). */
+export const maximumContentBytes = 10 * 1024 * 1024;
+
+/**
+ * Largest request body of the routes that carry file content. JSON escaping can double the size of text (every `"`
+ * of an XML attribute becomes `\"`), so the body may be twice the content limit plus room for the other fields; the
+ * content itself is then checked against `maximumContentBytes`.
+ */
+export const fileBodyLimitBytes = 2 * maximumContentBytes + 64 * 1024;
+
+/** The XML root element each model type must have. */
+const rootElementByType = { bpmn: "bpmn:Definitions", dmn: "dmn:Definitions" } as const;
+
+/** How many parser warnings a 400 names at most; the rest are counted. */
+const reportedWarningCount = 5;
+
+/** Turns a parser message (which spreads line, column and cause over several lines) into one line. */
+function oneLine(message: string): string {
+  return message.replace(/\s*\n\s*/g, "; ").trim();
+}
+
+const loneSurrogatePattern = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/**
+ * Checks that a text can be stored exactly: PostgreSQL text cannot hold U+0000, and a lone UTF-16 surrogate has no
+ * UTF-8 encoding, so either would be altered or refused by the database rather than stored byte for byte.
+ */
+export function assertStorableText(field: string, value: string): void {
+  if (value.includes("\u0000")) throw invalidRequest(`${field} must not contain the character U+0000.`);
+  if (loneSurrogatePattern.test(value)) throw invalidRequest(`${field} contains a lone UTF-16 surrogate, which is not text.`);
+}
+
+async function validateModel(type: "bpmn" | "dmn", content: string): Promise<void> {
+  const rootElement = rootElementByType[type];
+  const reader = type === "bpmn" ? BpmnModdle() : DmnModdle();
+  const label = type.toUpperCase();
+  let warnings: { message: string }[];
+  try {
+    const result = await reader.fromXML(content, rootElement);
+    if (result.rootElement.$type !== rootElement) {
+      throw invalidRequest(`content is not a ${label} document: its root element is ${result.rootElement.$type}.`);
+    }
+    warnings = result.warnings;
+  } catch (error) {
+    if (error instanceof ServiceError) throw error;
+    throw invalidRequest(
+      `content is not a valid ${label} document (root element ${rootElement} expected): ${oneLine((error as Error).message)}.`,
+    );
+  }
+  // The reader is lenient: unknown elements, duplicate ids and unresolved references only produce warnings. A
+  // document with any of them would not round-trip through a modeler, so it is refused as invalid.
+  if (warnings.length > 0) {
+    const listed = warnings.slice(0, reportedWarningCount).map((warning) => oneLine(warning.message));
+    const more = warnings.length > reportedWarningCount ? ` (and ${warnings.length - reportedWarningCount} more)` : "";
+    throw invalidRequest(`content is not a valid ${label} document: ${listed.join(" | ")}${more}.`, {
+      errors: warnings.map((warning) => ({ location: "body/content", message: oneLine(warning.message) })),
+    });
+  }
+}
+
+function validateJsonObject(type: "form" | "connector_template", content: string): void {
+  const label = type === "form" ? "form" : "connector template";
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(content);
+  } catch (error) {
+    throw invalidRequest(`content of a ${label} must be a JSON object: ${(error as Error).message}.`);
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    const found = parsed === null ? "null" : Array.isArray(parsed) ? "an array" : `a ${typeof parsed}`;
+    throw invalidRequest(`content of a ${label} must be a JSON object, not ${found}.`);
+  }
+}
+
+/**
+ * Validates file content for its type: at most `maximumContentBytes` (413 beyond), storable text, and BPMN/DMN
+ * parsing to their `Definitions` root without warnings, or forms and connector templates being JSON objects (400).
+ */
+export async function validateFileContent(type: FileType, content: string): Promise<void> {
+  const bytes = Buffer.byteLength(content, "utf8");
+  if (bytes > maximumContentBytes) {
+    throw new ServiceError(
+      "payloadTooLarge",
+      `content has ${bytes} bytes; a file holds at most ${maximumContentBytes} bytes (10 MiB) of UTF-8 text.`,
+    );
+  }
+  assertStorableText("content", content);
+  if (type === "bpmn" || type === "dmn") {
+    await validateModel(type, content);
+  } else {
+    validateJsonObject(type, content);
+  }
+}

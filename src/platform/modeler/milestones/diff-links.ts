@@ -1,0 +1,76 @@
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import type { Kysely } from "kysely";
+import type { Clock } from "../../../auth/clock.js";
+import { ServiceError } from "../../../http/errors.js";
+import type { PlatformDatabase } from "../../store/schema.js";
+
+/** Name of the `settings` row holding the key that signs diff links. */
+export const diffLinkKeySetting = "modeler-diff-link-key";
+
+/** How long a diff link works after it was handed out. */
+export const diffLinkLifetimeMs = 10 * 60 * 1000;
+
+const keyBytes = 32;
+
+/** What a signed diff link grants: reading the diff of two milestones of one organization until `expiresAtMs`. */
+export interface DiffGrant {
+  organizationId: string;
+  fromMilestoneId: string;
+  toMilestoneId: string;
+  expiresAtMs: number;
+}
+
+/**
+ * Signs and checks the links that serve milestone diffs. The compare endpoint needs a token with `modeler:read`;
+ * the link it returns needs none, so it can be opened in a browser or handed to a diff viewer, and is instead a
+ * capability: an HMAC-SHA-256 over the organization, both milestone ids and an expiry ten minutes ahead, under a
+ * key kept in the `settings` table so that every replica accepts links any replica signed.
+ */
+export class DiffLinkSigner {
+  private constructor(
+    private readonly key: Buffer,
+    private readonly clock: Clock,
+  ) {}
+
+  /** Loads the signing key from the `settings` table, creating it on first use (replicas converge on one key). */
+  static async open(database: Kysely<PlatformDatabase>, clock: Clock): Promise<DiffLinkSigner> {
+    await database
+      .insertInto("settings")
+      .values({ name: diffLinkKeySetting, value: randomBytes(keyBytes).toString("base64url") })
+      .onConflict((conflict) => conflict.column("name").doNothing())
+      .execute();
+    const row = await database
+      .selectFrom("settings")
+      .select("value")
+      .where("name", "=", diffLinkKeySetting)
+      .executeTakeFirstOrThrow();
+    const key = Buffer.from(row.value, "base64url");
+    if (key.length !== keyBytes) throw new Error(`the diff link key must be ${keyBytes} bytes, found ${key.length}`);
+    return new DiffLinkSigner(key, clock);
+  }
+
+  /** A grant for the two milestones, valid for `diffLinkLifetimeMs` from now, and its signature. */
+  sign(organizationId: string, fromMilestoneId: string, toMilestoneId: string): { grant: DiffGrant; signature: string } {
+    const grant = { organizationId, fromMilestoneId, toMilestoneId, expiresAtMs: this.clock() + diffLinkLifetimeMs };
+    return { grant, signature: this.signature(grant) };
+  }
+
+  /** Checks a presented grant: 403 when the signature does not match or the link has expired. */
+  verify(grant: DiffGrant, signature: string): void {
+    const expected = Buffer.from(this.signature(grant), "base64url");
+    const presented = Buffer.from(signature, "base64url");
+    if (presented.length !== expected.length || !timingSafeEqual(presented, expected)) {
+      throw new ServiceError("forbidden", "The diff link's signature is not valid; ask the compare endpoint for a new link.");
+    }
+    if (this.clock() >= grant.expiresAtMs) {
+      throw new ServiceError("forbidden", "The diff link has expired; ask the compare endpoint for a new link.");
+    }
+  }
+
+  private signature(grant: DiffGrant): string {
+    const message = [grant.organizationId, grant.fromMilestoneId, grant.toMilestoneId, String(grant.expiresAtMs)].join(
+      "\n",
+    );
+    return createHmac("sha256", this.key).update(message).digest("base64url");
+  }
+}

@@ -1,0 +1,51 @@
+import type { Kysely } from "kysely";
+import type { Clock } from "../../auth/clock.js";
+import type { MemberService } from "../admin/members/service.js";
+import type { ClientService } from "../issuer/clients.js";
+import type { PlatformDatabase } from "../store/schema.js";
+import { CollaboratorService } from "./collaborators/service.js";
+import { FileService } from "./files/service.js";
+import { FolderService } from "./folders/service.js";
+import { DiffLinkSigner } from "./milestones/diff-links.js";
+import { MilestoneService } from "./milestones/service.js";
+import { ProjectService } from "./projects/service.js";
+
+/** Everything the Modeler routes call. */
+export interface ModelerServices {
+  projects: ProjectService;
+  folders: FolderService;
+  files: FileService;
+  milestones: MilestoneService;
+  collaborators: CollaboratorService;
+  /** Names the API client behind a token in `createdBy` / `updatedBy`. */
+  clients: Pick<ClientService, "find">;
+}
+
+/** Options of `createModelerServices`. */
+export interface ModelerServicesOptions {
+  database: Kysely<PlatformDatabase>;
+  members: Pick<MemberService, "isMember">;
+  clients: Pick<ClientService, "find">;
+  /** Absolute base URL of the Modeler API (e.g. `http://localhost:8088/modeler`), for diff links. */
+  baseUrl: string;
+  clock: Clock;
+}
+
+/** Builds the Modeler services over the platform database (loading or creating the diff link key). */
+export async function createModelerServices(options: ModelerServicesOptions): Promise<ModelerServices> {
+  const { database, clock } = options;
+  const now = () => new Date(clock());
+  return {
+    projects: new ProjectService(database, now),
+    folders: new FolderService(database, now),
+    files: new FileService(database, now),
+    milestones: new MilestoneService({
+      database,
+      diffLinks: await DiffLinkSigner.open(database, clock),
+      baseUrl: options.baseUrl,
+      now,
+    }),
+    collaborators: new CollaboratorService(database, options.members, now),
+    clients: options.clients,
+  };
+}

@@ -1,0 +1,149 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import {
+  ConfigurationDecodeError,
+  decodeConfiguration,
+  encodeConfiguration,
+  toConfigurationDocument,
+} from "../../../src/cluster/topology/codec.js";
+import { type ClusterConfiguration, initialConfiguration } from "../../../src/cluster/topology/configuration.js";
+import { roundRobinDistribution } from "../../../src/cluster/topology/distribution.js";
+
+const nowIso = "2026-11-21T10:15:00.123Z";
+
+function inChange(): ClusterConfiguration {
+  const base = initialConfiguration({
+    clusterSize: 3,
+    partitionCount: 3,
+    replicationFactor: 2,
+    distribution: roundRobinDistribution([0, 1, 2], 3, 2),
+    nowIso,
+    exporterIds: ["records-file"],
+  });
+  return {
+    ...base,
+    version: 5,
+    lastChange: { id: 2, status: "CANCELLED", startedAt: nowIso, completedAt: nowIso },
+    pendingChange: {
+      id: 5,
+      status: "IN_PROGRESS",
+      startedAt: nowIso,
+      completed: [{ operation: "BROKER_ADD", brokerId: 3, brokers: [], completedAt: nowIso }],
+      pending: [
+        { operation: "PARTITION_JOIN", brokerId: 3, partitionId: 2, priority: 1 },
+        { operation: "PARTITION_LEAVE", brokerId: 0, partitionId: 2 },
+      ],
+    },
+  };
+}
+
+function decodeProblems(text: string): readonly string[] {
+  try {
+    decodeConfiguration(text);
+  } catch (error) {
+    if (error instanceof ConfigurationDecodeError) return error.problems;
+    throw error;
+  }
+  return [];
+}
+
+describe("configuration codec", () => {
+  it("round-trips a configuration with a pending change", () => {
+    const configuration = inChange();
+    const decoded = decodeConfiguration(encodeConfiguration(configuration));
+    expect(decoded).toEqual(configuration);
+    expect(encodeConfiguration(decoded)).toBe(encodeConfiguration(configuration));
+  });
+
+  it("round-trips every initial configuration", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 12 }),
+        fc.integer({ min: 1, max: 40 }),
+        fc.integer({ min: 1, max: 12 }),
+        (clusterSize, partitionCount, replicationSeed) => {
+          const replicationFactor = 1 + (replicationSeed % clusterSize);
+          const ids = Array.from({ length: clusterSize }, (_, index) => index);
+          const configuration = initialConfiguration({
+            clusterSize,
+            partitionCount,
+            replicationFactor,
+            distribution: roundRobinDistribution(ids, partitionCount, replicationFactor),
+            nowIso,
+          });
+          expect(decodeConfiguration(encodeConfiguration(configuration))).toEqual(configuration);
+        },
+      ),
+    );
+  });
+
+  it("writes the monitoring response's shape, sorted, without absent changes", () => {
+    const configuration = inChange();
+    const document = toConfigurationDocument({ ...configuration, lastChange: null, pendingChange: null });
+    expect(Object.keys(document)).toEqual(["version", "brokers", "routing"]);
+    expect(document.brokers.map((broker) => broker.id)).toEqual([0, 1, 2]);
+    expect(document.brokers[0]).toEqual({
+      id: 0,
+      state: "ACTIVE",
+      version: 0,
+      lastUpdatedAt: nowIso,
+      partitions: [
+        {
+          id: 1,
+          state: "ACTIVE",
+          priority: 2,
+          config: { exporting: { exporters: [{ id: "records-file", state: "ENABLED" }] } },
+        },
+        {
+          id: 3,
+          state: "ACTIVE",
+          priority: 1,
+          config: { exporting: { exporters: [{ id: "records-file", state: "ENABLED" }] } },
+        },
+      ],
+    });
+  });
+
+  it("encodes equal configurations to equal text whatever the map insertion order", () => {
+    const configuration = inChange();
+    const reversed: ClusterConfiguration = {
+      ...configuration,
+      members: new Map([...configuration.members.entries()].reverse()),
+    };
+    expect(encodeConfiguration(reversed)).toBe(encodeConfiguration(configuration));
+  });
+
+  it("rejects malformed input with the place that is wrong", () => {
+    const valid = JSON.parse(encodeConfiguration(inChange()));
+    const variant = (change: (document: typeof valid) => void): string => {
+      const copy = structuredClone(valid);
+      change(copy);
+      return JSON.stringify(copy);
+    };
+    expect(decodeProblems("{")[0]).toMatch(/^not JSON/);
+    expect(decodeProblems("[]")[0]).toMatch(/^\//);
+    expect(decodeProblems(variant((document) => (document.version = 0))).join()).toMatch(/\/version/);
+    expect(decodeProblems(variant((document) => (document.brokers[1].id = 0)))).toEqual([
+      "/brokers/1: broker 0 appears more than once",
+    ]);
+    expect(decodeProblems(variant((document) => (document.brokers[0].partitions[0].priority = 0))).join()).toMatch(
+      /\/brokers\/0\/partitions\/0\/priority/,
+    );
+    expect(decodeProblems(variant((document) => (document.brokers[0].state = "GONE"))).join()).toMatch(
+      /\/brokers\/0\/state/,
+    );
+    expect(
+      decodeProblems(variant((document) => document.brokers[0].partitions.push(document.brokers[0].partitions[0]))),
+    ).toEqual(["/brokers/0: broker 0 lists partition 1 more than once"]);
+    expect(decodeProblems(variant((document) => (document.brokers[2].lastUpdatedAt = "yesterday")))).toEqual([
+      '/brokers/2/lastUpdatedAt "yesterday" is not an ISO time',
+    ]);
+    expect(decodeProblems(variant((document) => (document.pendingChange.id = 2)))).toEqual([
+      "/pendingChange/id 2 is not higher than the last change id 2",
+    ]);
+    expect(
+      decodeProblems(variant((document) => (document.pendingChange.pending[0].operation = "EXPLODE"))).join(),
+    ).toMatch(/\/pendingChange\/pending\/0\/operation/);
+    expect(decodeProblems(variant((document) => delete document.routing)).join()).toMatch(/routing/);
+  });
+});

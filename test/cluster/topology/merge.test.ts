@@ -1,0 +1,153 @@
+import { describe, expect, it } from "vitest";
+import {
+  type ClusterConfiguration,
+  initialConfiguration,
+  type MemberState,
+} from "../../../src/cluster/topology/configuration.js";
+import { roundRobinDistribution } from "../../../src/cluster/topology/distribution.js";
+import { mergeConfigurations } from "../../../src/cluster/topology/merge.js";
+
+const nowIso = "2026-11-21T10:15:00.123Z";
+const laterIso = "2026-11-21T10:16:00.000Z";
+
+function base(): ClusterConfiguration {
+  return initialConfiguration({
+    clusterSize: 3,
+    partitionCount: 3,
+    replicationFactor: 3,
+    distribution: roundRobinDistribution([0, 1, 2], 3, 3),
+    nowIso,
+  });
+}
+
+function withMember(configuration: ClusterConfiguration, brokerId: number, member: MemberState): ClusterConfiguration {
+  const members = new Map(configuration.members);
+  members.set(brokerId, member);
+  return { ...configuration, members };
+}
+
+function inChange(completedCount: number): ClusterConfiguration {
+  const operations = [
+    { operation: "BROKER_ADD" as const, brokerId: 3 },
+    { operation: "PARTITION_JOIN" as const, brokerId: 3, partitionId: 1, priority: 1 },
+    { operation: "PARTITION_LEAVE" as const, brokerId: 0, partitionId: 1 },
+  ];
+  return {
+    ...base(),
+    version: 2,
+    pendingChange: {
+      id: 2,
+      status: "IN_PROGRESS",
+      startedAt: nowIso,
+      completed: operations.slice(0, completedCount).map((operation) => ({ ...operation, completedAt: laterIso })),
+      pending: operations.slice(completedCount),
+    },
+  };
+}
+
+describe("gossip merge", () => {
+  it("takes the higher version", () => {
+    const local = base();
+    const remote = { ...base(), version: 3 };
+    expect(mergeConfigurations(local, remote)).toEqual({ configuration: remote, changed: true, conflicts: [] });
+    const result = mergeConfigurations(remote, local);
+    expect(result.configuration).toBe(remote);
+    expect(result.changed).toBe(false);
+  });
+
+  it("keeps local for an equal configuration at the same version", () => {
+    const local = base();
+    const result = mergeConfigurations(local, base());
+    expect(result.configuration).toBe(local);
+    expect(result).toMatchObject({ changed: false, conflicts: [] });
+  });
+
+  it("takes, at the same version, the member entries with higher member versions from either side", () => {
+    const local = base();
+    const member1 = local.members.get(1)!;
+    const newer1: MemberState = { ...member1, version: 1, lastUpdatedAt: laterIso, state: "LEAVING" };
+    const member2 = local.members.get(2)!;
+    const newer2: MemberState = { ...member2, version: 4, lastUpdatedAt: laterIso };
+    const joining: MemberState = { state: "JOINING", version: 1, lastUpdatedAt: laterIso, partitions: new Map() };
+    const localWithNewer2 = withMember(local, 2, newer2);
+    const remote = withMember(withMember(local, 1, newer1), 3, joining);
+    const result = mergeConfigurations(localWithNewer2, remote);
+    expect(result.changed).toBe(true);
+    expect(result.conflicts).toEqual([]);
+    expect(result.configuration.members.get(1)).toEqual(newer1);
+    expect(result.configuration.members.get(2)).toEqual(newer2);
+    expect(result.configuration.members.get(3)).toEqual(joining);
+    expect([...result.configuration.members.keys()]).toEqual([0, 1, 2, 3]);
+    // Merging is symmetric in content.
+    expect(mergeConfigurations(remote, localWithNewer2).configuration).toEqual(result.configuration);
+  });
+
+  it("takes the pending change that has completed more operations", () => {
+    const behind = inChange(1);
+    const ahead = inChange(2);
+    expect(mergeConfigurations(behind, ahead)).toMatchObject({ changed: true, conflicts: [] });
+    expect(mergeConfigurations(behind, ahead).configuration.pendingChange).toEqual(ahead.pendingChange);
+    expect(mergeConfigurations(ahead, behind)).toMatchObject({ changed: false, conflicts: [] });
+  });
+
+  it("takes the routing state with the higher routing version", () => {
+    const local = base();
+    const remote: ClusterConfiguration = {
+      ...local,
+      routing: { ...local.routing, version: 2, messageCorrelation: { strategy: "HashMod", partitionCount: 4 } },
+    };
+    const result = mergeConfigurations(local, remote);
+    expect(result.configuration.routing).toEqual(remote.routing);
+    expect(result.conflicts).toEqual([]);
+  });
+
+  it("reports contradictions at the same version and keeps local", () => {
+    const local = base();
+    const member0 = local.members.get(0)!;
+    const sameVersionOther = withMember(local, 0, { ...member0, state: "LEAVING" });
+    const result = mergeConfigurations(local, sameVersionOther);
+    expect(result.conflicts).toEqual(["broker 0 has member version 0 on both sides with different contents"]);
+    expect(result.configuration).toBe(local);
+    expect(result.changed).toBe(false);
+
+    const otherPlan = inChange(1);
+    const diverged: ClusterConfiguration = {
+      ...otherPlan,
+      pendingChange: { ...otherPlan.pendingChange!, pending: [] },
+    };
+    expect(mergeConfigurations(inChange(1), diverged).conflicts).toEqual([
+      "pending change 2 has diverging operations on the two sides",
+    ]);
+    expect(mergeConfigurations(inChange(1), { ...inChange(1), pendingChange: null }).conflicts).toEqual([
+      "pending change differs at the same version: local 2, remote none",
+    ]);
+    expect(
+      mergeConfigurations(local, {
+        ...local,
+        lastChange: { id: 1, status: "COMPLETED", startedAt: nowIso, completedAt: nowIso },
+      }).conflicts,
+    ).toEqual(["last change differs at version 1"]);
+    expect(
+      mergeConfigurations(local, {
+        ...local,
+        routing: { ...local.routing, messageCorrelation: { strategy: "HashMod", partitionCount: 9 } },
+      }).conflicts,
+    ).toEqual(["routing has version 1 on both sides with different contents"]);
+  });
+});
+
+describe("gossip merge equality", () => {
+  it("does not see a conflict in equal values built in a different order", () => {
+    const local = base();
+    const member0 = local.members.get(0)!;
+    const reordered: MemberState = {
+      partitions: new Map([...member0.partitions.entries()].reverse()),
+      lastUpdatedAt: member0.lastUpdatedAt,
+      version: member0.version,
+      state: member0.state,
+    };
+    const result = mergeConfigurations(local, withMember(local, 0, reordered));
+    expect(result).toMatchObject({ changed: false, conflicts: [] });
+    expect(result.configuration).toBe(local);
+  });
+});

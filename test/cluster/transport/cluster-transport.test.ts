@@ -1,0 +1,264 @@
+import { connect } from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import type { ClusterTransportOptions } from "../../../src/cluster/transport/cluster-transport.js";
+import { ClusterTransport } from "../../../src/cluster/transport/cluster-transport.js";
+import type { PeerAddress } from "../../../src/cluster/transport/envelope.js";
+import {
+  FrameTooLargeError,
+  PeerUnreachableError,
+  RemoteError,
+  TransportClosedError,
+  TransportTimeoutError,
+} from "../../../src/cluster/transport/errors.js";
+import { encodeFrame } from "../../../src/cluster/transport/framing.js";
+import { networkQuiet, networkResourceCount, outcome, waitFor } from "./support.js";
+
+type TestMessage = { readonly sequence: number; readonly payload?: Uint8Array };
+
+const started: ClusterTransport<TestMessage, unknown, unknown>[] = [];
+
+async function startNode(
+  nodeId: number,
+  overrides: Partial<ClusterTransportOptions> = {},
+): Promise<{ transport: ClusterTransport<TestMessage, unknown, unknown>; address: PeerAddress }> {
+  const transport = new ClusterTransport<TestMessage, unknown, unknown>({
+    nodeId,
+    host: "127.0.0.1",
+    port: 0,
+    initialBackoffMs: 10,
+    maxBackoffMs: 40,
+    connectTimeoutMs: 2_000,
+    ...overrides,
+  });
+  started.push(transport);
+  const address = await transport.listen();
+  return { transport, address };
+}
+
+/** Node pair where node 1 knows node 2's address and the reverse. */
+async function startPair(overrides: Partial<ClusterTransportOptions> = {}) {
+  const first = await startNode(1, overrides);
+  const second = await startNode(2, overrides);
+  first.transport.setPeerAddress(2, second.address);
+  second.transport.setPeerAddress(1, first.address);
+  return { first: first.transport, second: second.transport, secondAddress: second.address };
+}
+
+afterEach(async () => {
+  await Promise.all(started.splice(0).map((transport) => transport.close()));
+});
+
+describe("ClusterTransport", () => {
+  it("binds a free port when asked for port 0", async () => {
+    const { transport, address } = await startNode(1);
+    expect(address.port).toBeGreaterThan(0);
+    expect(transport.listeningAddress()).toEqual(address);
+  });
+
+  it("delivers messages to a peer in the order they were sent, with the sender's node id", async () => {
+    const { first, second } = await startPair();
+    const received: { from: number; sequence: number }[] = [];
+    second.onMessage((from, message) => received.push({ from, sequence: message.sequence }));
+    for (let sequence = 0; sequence < 2_000; sequence += 1) {
+      expect(first.send(2, { sequence })).toBe(true);
+    }
+    await waitFor(() => received.length === 2_000, "all messages delivered");
+    expect(received.map((entry) => entry.sequence)).toEqual([...Array(2_000).keys()]);
+    expect(received.every((entry) => entry.from === 1)).toBe(true);
+    expect(first.connectionState(2)).toBe("open");
+    const sent = first.statistics().peers.get(2);
+    const got = second.statistics().peers.get(1);
+    expect(sent?.framesSent).toBe(2_000);
+    expect(got?.framesReceived).toBe(2_000);
+    expect(got?.bytesReceived).toBe(sent?.bytesSent);
+  });
+
+  it("answers requests in both directions and keeps binary payloads binary", async () => {
+    const { first, second } = await startPair();
+    second.onRequest(async (from, request) => ({ from, echo: request }));
+    first.onRequest(async () => "pong");
+    const response = (await first.request(2, { payload: new Uint8Array([7, 8, 9]) }, { timeoutMs: 5_000 })) as {
+      from: { role: string; nodeId: number };
+      echo: { payload: Uint8Array };
+    };
+    expect(response.from).toEqual({ role: "node", nodeId: 1 });
+    expect(response.echo.payload).toBeInstanceOf(Uint8Array);
+    expect([...response.echo.payload]).toEqual([7, 8, 9]);
+    expect(await second.request(1, "ping", { timeoutMs: 5_000 })).toBe("pong");
+    const answers = await Promise.all(
+      Array.from({ length: 100 }, (_, index) => first.request(2, index, { timeoutMs: 5_000 })),
+    );
+    expect(answers.map((answer) => (answer as { echo: number }).echo)).toEqual([...Array(100).keys()]);
+  });
+
+  it("rejects with TransportTimeoutError when no response arrives in time", async () => {
+    const { first, second } = await startPair();
+    second.onRequest(() => new Promise(() => undefined));
+    const result = await outcome(first.request(2, "hello", { timeoutMs: 50 }));
+    expect(result.error).toBeInstanceOf(TransportTimeoutError);
+  });
+
+  it("turns a failing handler into a RemoteError carrying its message", async () => {
+    const { first, second } = await startPair();
+    const missing = await outcome(first.request(2, "x", { timeoutMs: 5_000 }));
+    expect(missing.error).toBeInstanceOf(RemoteError);
+    expect((missing.error as RemoteError).code).toBe("no-handler");
+    second.onRequest(async () => {
+      throw new Error("partition 3 is not led here");
+    });
+    const failed = await outcome(first.request(2, "x", { timeoutMs: 5_000 }));
+    expect(failed.error).toBeInstanceOf(RemoteError);
+    expect((failed.error as RemoteError).code).toBe("handler-failed");
+    expect((failed.error as RemoteError).remoteMessage).toBe("partition 3 is not led here");
+  });
+
+  it("reports an unknown peer as unreachable and drops messages to it", async () => {
+    const { transport } = await startNode(1);
+    const result = await outcome(transport.request(9, "x", { timeoutMs: 1_000 }));
+    expect(result.error).toBeInstanceOf(PeerUnreachableError);
+    expect(transport.send(9, { sequence: 1 })).toBe(false);
+    expect(transport.statistics().peers.get(9)?.framesDropped).toBe(1);
+  });
+
+  it("refuses a peer that answers with another node id", async () => {
+    const { transport: first } = await startNode(1);
+    const { address } = await startNode(2);
+    first.setPeerAddress(3, address);
+    const result = await outcome(first.request(3, "x", { timeoutMs: 5_000 }));
+    expect(result.error).toBeInstanceOf(PeerUnreachableError);
+    expect((result.error as Error).message).toMatch(/node 2 instead of node 3/);
+  });
+
+  it("fails requests while a peer is down and reconnects when it comes back on the same port", async () => {
+    const { first, second, secondAddress } = await startPair();
+    second.onRequest(async () => "first life");
+    expect(await first.request(2, "x", { timeoutMs: 5_000 })).toBe("first life");
+    await second.close();
+
+    const whileDown = await outcome(first.request(2, "x", { timeoutMs: 5_000 }));
+    expect(whileDown.error).toBeInstanceOf(PeerUnreachableError);
+
+    const { transport: restarted } = await startNode(2, { port: secondAddress.port });
+    restarted.onRequest(async () => "second life");
+    let answer: unknown;
+    await waitFor(async () => {
+      answer = (await outcome(first.request(2, "x", { timeoutMs: 5_000 }))).value;
+      return answer !== undefined;
+    }, "the restarted peer answers");
+    expect(answer).toBe("second life");
+  });
+
+  it("bounds the queue while a peer is down, reports the drops, and delivers the queued messages later", async () => {
+    const { first, second, secondAddress } = await startPair({ maxQueuedFrames: 10 });
+    await second.close();
+    const accepted = Array.from({ length: 25 }, (_, sequence) => first.send(2, { sequence }));
+    expect(accepted.filter(Boolean)).toHaveLength(10);
+    expect(accepted.slice(0, 10).every(Boolean)).toBe(true);
+    expect(first.statistics().peers.get(2)?.framesDropped).toBe(15);
+
+    const { transport: restarted } = await startNode(2, { port: secondAddress.port });
+    const received: number[] = [];
+    restarted.onMessage((_, message) => received.push(message.sequence));
+    await waitFor(() => received.length === 10, "queued messages delivered after the restart");
+    expect(received).toEqual([...Array(10).keys()]);
+  });
+
+  it("bounds the queue in bytes too", async () => {
+    const { first, second } = await startPair({ maxQueuedBytes: 10_000 });
+    await second.close();
+    const payload = new Uint8Array(3_000);
+    const accepted = Array.from({ length: 5 }, (_, sequence) => first.send(2, { sequence, payload }));
+    expect(accepted).toEqual([true, true, true, false, false]);
+  });
+
+  it("closes a connection that carries an oversized frame", async () => {
+    const { transport, address } = await startNode(2, { maxFrameBytes: 1_024 });
+    const socket = connect(address);
+    const closed = new Promise<void>((resolve) => socket.on("close", () => resolve()));
+    socket.on("error", () => undefined);
+    socket.on("connect", () => {
+      socket.write(encodeFrame({ kind: "handshake", protocolVersion: 1, role: "node", nodeId: 1 }, 1_024));
+      const header = Buffer.alloc(4);
+      header.writeUInt32BE(1_025, 0);
+      socket.write(header);
+    });
+    await closed;
+    expect(transport.statistics().protocolErrors).toBe(1);
+  });
+
+  it("fails outstanding requests when the peer cuts the connection over an oversized frame", async () => {
+    const { transport: first } = await startNode(1);
+    const { transport: second, address } = await startNode(2, { maxFrameBytes: 1_024 });
+    first.setPeerAddress(2, address);
+    second.onRequest(async () => "ok");
+    const result = await outcome(first.request(2, { payload: new Uint8Array(4_096) }, { timeoutMs: 5_000 }));
+    expect(result.error).toBeInstanceOf(PeerUnreachableError);
+    expect(second.statistics().protocolErrors).toBe(1);
+    await waitFor(
+      async () => (await outcome(first.request(2, "small", { timeoutMs: 5_000 }))).value === "ok",
+      "the link reconnects and small requests pass again",
+    );
+  });
+
+  it("answers requests beyond the inbound in-flight limit with an overloaded error", async () => {
+    const { first, second } = await startPair({ maxInboundInFlightRequests: 1 });
+    let release: (() => void) | undefined;
+    second.onRequest((_, request) => new Promise((resolve) => (release = () => resolve(request))));
+    const held = first.request(2, "held", { timeoutMs: 10_000 });
+    await waitFor(() => release !== undefined, "the first request reaches the handler");
+    const refused = await outcome(first.request(2, "refused", { timeoutMs: 10_000 }));
+    expect(refused.error).toBeInstanceOf(RemoteError);
+    expect((refused.error as RemoteError).code).toBe("overloaded");
+    release?.();
+    expect(await held).toBe("held");
+  });
+
+  it("closes inbound connections that never handshake or exceed the connection limit", async () => {
+    const { transport, address } = await startNode(2, { connectTimeoutMs: 50, maxInboundConnections: 1 });
+    const silent = connect(address);
+    await new Promise<void>((resolve) => silent.on("connect", () => resolve()));
+    const extra = connect(address);
+    extra.on("error", () => undefined);
+    await new Promise<void>((resolve) => extra.on("close", () => resolve()));
+    await new Promise<void>((resolve) => silent.on("close", () => resolve()));
+    expect(transport.statistics().protocolErrors).toBe(1);
+  });
+
+  it("rejects outstanding requests of a removed peer and re-targets a changed address", async () => {
+    const { first, second } = await startPair();
+    second.onRequest(() => new Promise(() => undefined));
+    const pending = first.request(2, "x", { timeoutMs: 60_000 });
+    first.removePeerAddress(2);
+    expect((await outcome(pending)).error).toBeInstanceOf(PeerUnreachableError);
+    expect(first.connectionState(2)).toBe("absent");
+
+    const { transport: replacement, address } = await startNode(2);
+    replacement.onRequest(async () => "replacement");
+    first.setPeerAddress(2, address);
+    expect(await first.request(2, "x", { timeoutMs: 5_000 })).toBe("replacement");
+  });
+
+  it("refuses to encode a message above its own frame limit", async () => {
+    const { first } = await startPair({ maxFrameBytes: 1_024 });
+    expect(() => first.send(2, { sequence: 1, payload: new Uint8Array(2_048) })).toThrow(FrameTooLargeError);
+    const result = await outcome(first.request(2, new Uint8Array(2_048), { timeoutMs: 1_000 }));
+    expect(result.error).toBeInstanceOf(FrameTooLargeError);
+  });
+
+  it("rejects outstanding requests on close and releases every socket, server and timer", async () => {
+    const baseline = await networkQuiet();
+    const { first, second } = await startPair();
+    second.onRequest(() => new Promise(() => undefined));
+    second.onMessage(() => undefined);
+    first.send(2, { sequence: 1 });
+    const pending = first.request(2, "never answered", { timeoutMs: 60_000 });
+    await waitFor(() => first.connectionState(2) === "open", "connection open");
+    expect(networkResourceCount()).toBeGreaterThan(baseline);
+    await first.close();
+    await second.close();
+    const result = await outcome(pending);
+    expect(result.error).toBeInstanceOf(TransportClosedError);
+    expect(first.send(2, { sequence: 2 })).toBe(false);
+    await waitFor(() => networkResourceCount() <= baseline, "all handles released");
+  });
+});

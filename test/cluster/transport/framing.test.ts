@@ -1,0 +1,80 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { FrameTooLargeError, ProtocolError } from "../../../src/cluster/transport/errors.js";
+import { encodeFrame, FRAME_HEADER_BYTES, FrameDecoder } from "../../../src/cluster/transport/framing.js";
+
+const maxFrameBytes = 1024 * 1024;
+
+function decodeAll(chunks: Uint8Array[]): unknown[] {
+  const decoder = new FrameDecoder({ maxFrameBytes });
+  return chunks.flatMap((chunk) => decoder.push(chunk).map((frame) => frame.value));
+}
+
+describe("encodeFrame", () => {
+  it("prefixes the msgpack body with its big-endian length", () => {
+    const frame = encodeFrame({ kind: "message", body: "hello" }, maxFrameBytes);
+    expect(frame.readUInt32BE(0)).toBe(frame.length - FRAME_HEADER_BYTES);
+  });
+
+  it("refuses a body larger than the maximum", () => {
+    expect(() => encodeFrame({ data: new Uint8Array(2048) }, 1024)).toThrow(FrameTooLargeError);
+  });
+});
+
+describe("FrameDecoder", () => {
+  it("round-trips binary payloads as Uint8Array", () => {
+    const payload = new Uint8Array([0, 1, 2, 255]);
+    const [value] = decodeAll([encodeFrame({ payload, count: 3 }, maxFrameBytes)]);
+    const decoded = value as { payload: Uint8Array; count: number };
+    expect(decoded.payload).toBeInstanceOf(Uint8Array);
+    expect([...decoded.payload]).toEqual([0, 1, 2, 255]);
+    expect(decoded.count).toBe(3);
+  });
+
+  it("reports the size of every frame", () => {
+    const frame = encodeFrame("abc", maxFrameBytes);
+    const decoder = new FrameDecoder({ maxFrameBytes });
+    expect(decoder.push(frame)).toEqual([{ value: "abc", frameBytes: frame.length }]);
+    expect(decoder.pendingBytes).toBe(0);
+  });
+
+  it("decodes the same frames however the stream is chunked", () => {
+    const jsonValue = fc.oneof(
+      fc.string(),
+      fc.integer(),
+      fc.boolean(),
+      fc.uint8Array({ maxLength: 300 }),
+      fc.dictionary(fc.string({ minLength: 1, maxLength: 5 }), fc.oneof(fc.string(), fc.integer(), fc.constant(null))),
+    );
+    fc.assert(
+      fc.property(fc.array(jsonValue, { maxLength: 20 }), fc.array(fc.nat(), { maxLength: 40 }), (values, cuts) => {
+        const stream = Buffer.concat(values.map((value) => encodeFrame(value, maxFrameBytes)));
+        const positions = [...new Set(cuts.map((cut) => (stream.length === 0 ? 0 : cut % stream.length)))].sort(
+          (left, right) => left - right,
+        );
+        const chunks: Uint8Array[] = [];
+        let start = 0;
+        for (const position of [...positions, stream.length]) {
+          chunks.push(stream.subarray(start, position));
+          start = position;
+        }
+        const decoded = decodeAll(chunks).map((value) => (value instanceof Uint8Array ? [...value] : value));
+        const expected = values.map((value) => (value instanceof Uint8Array ? [...value] : value));
+        expect(decoded).toEqual(expected);
+      }),
+    );
+  });
+
+  it("rejects an oversized frame from its header alone, before buffering the body", () => {
+    const decoder = new FrameDecoder({ maxFrameBytes: 100 });
+    const header = Buffer.alloc(FRAME_HEADER_BYTES);
+    header.writeUInt32BE(101, 0);
+    expect(() => decoder.push(header)).toThrow(FrameTooLargeError);
+  });
+
+  it("rejects an empty frame body and a malformed body", () => {
+    expect(() => new FrameDecoder({ maxFrameBytes }).push(Buffer.alloc(FRAME_HEADER_BYTES))).toThrow(ProtocolError);
+    const malformed = Buffer.from([0, 0, 0, 2, 0x92, 1]);
+    expect(() => new FrameDecoder({ maxFrameBytes }).push(malformed)).toThrow(ProtocolError);
+  });
+});

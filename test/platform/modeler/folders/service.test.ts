@@ -1,0 +1,101 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { databaseKinds } from "../../../support/databases.js";
+import { type ModelerFixture, openModelerFixture } from "../support.js";
+
+describe.each(databaseKinds)("FolderService and ProjectService on %s", (kind) => {
+  let fixture: ModelerFixture;
+  let projectId: string;
+
+  beforeEach(async () => {
+    fixture = await openModelerFixture(kind);
+    projectId = (await fixture.services.projects.create(fixture.organizationId, fixture.actor, "Project")).id;
+  });
+  afterEach(async () => await fixture.close());
+
+  function createFolder(name: string, location: { projectId?: string; parentId?: string | null }) {
+    return fixture.services.folders.create(fixture.organizationId, fixture.actor, { name, ...location });
+  }
+
+  it("nests folders and lists the content of projects and folders", async () => {
+    const top = await createFolder("Top", { projectId });
+    const inner = await createFolder("Inner", { parentId: top.id });
+    expect(inner).toMatchObject({ projectId, parentId: top.id, name: "Inner" });
+    const file = await fixture.services.files.create(fixture.organizationId, fixture.actor, {
+      name: "f",
+      content: "{}",
+      fileType: "form",
+      folderId: inner.id,
+    });
+    const project = await fixture.services.projects.get(fixture.organizationId, projectId);
+    expect(project.metadata.name).toBe("Project");
+    expect(project.content.folders.map((folder) => folder.id)).toEqual([top.id]);
+    expect(project.content.files).toEqual([]);
+    const folder = await fixture.services.folders.get(fixture.organizationId, inner.id);
+    expect(folder.content.files.map((item) => item.simplePath)).toEqual(["Project/Top/Inner/f"]);
+    expect(file.canonicalPath.map((segment) => segment.name)).toEqual(["Project", "Top", "Inner"]);
+  });
+
+  it("refuses a parent of another project than the one given, and a missing location", async () => {
+    const other = await fixture.services.projects.create(fixture.organizationId, fixture.actor, "Other");
+    const top = await createFolder("Top", { projectId });
+    await expect(createFolder("x", { projectId: other.id, parentId: top.id })).rejects.toMatchObject({ status: 400 });
+    await expect(createFolder("x", {})).rejects.toMatchObject({ status: 400 });
+  });
+
+  it("moves a folder with its subtree to another project, never into itself", async () => {
+    const { folders, files, projects } = fixture.services;
+    const other = await projects.create(fixture.organizationId, fixture.actor, "Other");
+    const top = await createFolder("Top", { projectId });
+    const inner = await createFolder("Inner", { parentId: top.id });
+    const deepest = await createFolder("Deepest", { parentId: inner.id });
+    const file = await files.create(fixture.organizationId, fixture.actor, {
+      name: "f",
+      content: "{}",
+      fileType: "form",
+      folderId: deepest.id,
+    });
+    await expect(folders.update(fixture.organizationId, fixture.actor, top.id, { parentId: deepest.id })).rejects.toMatchObject({
+      status: 400,
+      message: expect.stringContaining("into itself"),
+    });
+    await expect(folders.update(fixture.organizationId, fixture.actor, top.id, { parentId: top.id })).rejects.toMatchObject({
+      status: 400,
+    });
+    const moved = await folders.update(fixture.organizationId, fixture.actor, top.id, { projectId: other.id, name: "Moved" });
+    expect(moved).toMatchObject({ projectId: other.id, parentId: null, name: "Moved" });
+    expect((await folders.get(fixture.organizationId, deepest.id)).metadata.projectId).toBe(other.id);
+    expect((await files.get(fixture.organizationId, file.id)).metadata).toMatchObject({
+      projectId: other.id,
+      simplePath: "Other/Moved/Inner/Deepest/f",
+    });
+    const lifted = await folders.update(fixture.organizationId, fixture.actor, deepest.id, { parentId: null });
+    expect(lifted).toMatchObject({ projectId: other.id, parentId: null });
+  });
+
+  it("deletes folders and projects only when empty (409 otherwise)", async () => {
+    const { folders, projects } = fixture.services;
+    const top = await createFolder("Top", { projectId });
+    const inner = await createFolder("Inner", { parentId: top.id });
+    await expect(folders.delete(fixture.organizationId, top.id)).rejects.toMatchObject({ status: 409 });
+    await expect(projects.delete(fixture.organizationId, projectId)).rejects.toMatchObject({ status: 409 });
+    await folders.delete(fixture.organizationId, inner.id);
+    await folders.delete(fixture.organizationId, top.id);
+    await projects.delete(fixture.organizationId, projectId);
+    await expect(projects.get(fixture.organizationId, projectId)).rejects.toMatchObject({ status: 404 });
+    await expect(folders.delete(fixture.organizationId, top.id)).rejects.toMatchObject({ status: 404 });
+  });
+
+  it("renames projects and keeps organizations apart", async () => {
+    const { projects, folders } = fixture.services;
+    fixture.advanceClock(1_000);
+    const renamed = await projects.rename(fixture.organizationId, fixture.actor, projectId, "Renamed");
+    expect(renamed).toMatchObject({ name: "Renamed", updated: "2024-03-14T12:00:01.000Z", created: "2024-03-14T12:00:00.000Z" });
+    await expect(projects.get(fixture.otherOrganizationId, projectId)).rejects.toMatchObject({ status: 404 });
+    await expect(projects.rename(fixture.otherOrganizationId, fixture.actor, projectId, "x")).rejects.toMatchObject({
+      status: 404,
+    });
+    await expect(
+      folders.create(fixture.otherOrganizationId, fixture.actor, { name: "x", projectId }),
+    ).rejects.toMatchObject({ status: 404 });
+  });
+});
