@@ -164,7 +164,11 @@ export class ModelerClient {
 
   /** Reads a project and the folders and files at its top level. */
   async getProject(id: string): Promise<{ metadata: ProjectMetadata; content: ContainerContent }> {
-    return (await this.transport.sendForJson("GET", `/api/v1/projects/${encodeURIComponent(id)}`, projectViewSchema)) as {
+    return (await this.transport.sendForJson(
+      "GET",
+      `/api/v1/projects/${encodeURIComponent(id)}`,
+      projectViewSchema,
+    )) as {
       metadata: ProjectMetadata;
       content: ContainerContent;
     };
@@ -172,9 +176,14 @@ export class ModelerClient {
 
   /** Renames a project. */
   async renameProject(id: string, name: string): Promise<ProjectMetadata> {
-    return (await this.transport.sendForJson("PATCH", `/api/v1/projects/${encodeURIComponent(id)}`, projectMetadataSchema, {
-      name,
-    })) as ProjectMetadata;
+    return (await this.transport.sendForJson(
+      "PATCH",
+      `/api/v1/projects/${encodeURIComponent(id)}`,
+      projectMetadataSchema,
+      {
+        name,
+      },
+    )) as ProjectMetadata;
   }
 
   /** Deletes an empty project. */
@@ -189,7 +198,12 @@ export class ModelerClient {
 
   /** Creates a folder in a project or inside another folder. */
   async createFolder(folder: { name: string; projectId?: string; parentId?: string | null }): Promise<FolderMetadata> {
-    return (await this.transport.sendForJson("POST", "/api/v1/folders", folderMetadataSchema, folder)) as FolderMetadata;
+    return (await this.transport.sendForJson(
+      "POST",
+      "/api/v1/folders",
+      folderMetadataSchema,
+      folder,
+    )) as FolderMetadata;
   }
 
   /** Reads a folder and the folders and files directly inside it. */

@@ -25,7 +25,13 @@ export class ConfigurationError extends Error {
 interface Leaf {
   path: readonly string[];
   key: string;
+  /** The documented environment variable: upper snake case with words separated (`SERVICE_DATA_DIRECTORY`). */
   environmentVariable: string;
+  /**
+   * Every accepted spelling, the documented one first. The second is the relaxed form that joins the words of a
+   * key without separators (`SERVICE_BROKER_CLUSTER_NODEID`), which deployments of workflow-engine clusters use.
+   */
+  environmentVariables: readonly string[];
   schema: TSchema & Record<string, unknown>;
 }
 
@@ -45,6 +51,12 @@ export function configurationLeaves(
         path,
         key: `service.${path.join(".")}`,
         environmentVariable: `SERVICE_${path.map(upperSnake).join("_")}`,
+        environmentVariables: [
+          ...new Set([
+            `SERVICE_${path.map(upperSnake).join("_")}`,
+            `SERVICE_${path.map((segment) => segment.toUpperCase()).join("_")}`,
+          ]),
+        ],
         schema: schema as Leaf["schema"],
       },
     ];
@@ -69,6 +81,8 @@ export function describeAllowed(schema: Leaf["schema"]): string {
       return `a number${range}`;
     case "boolean":
       return "true or false";
+    case "array":
+      return "a JSON array as described in the documentation";
     default:
       if (schema.format === "email") return "an email address";
       if (typeof schema.format === "string") return `a string in ${schema.format} format`;
@@ -110,6 +124,13 @@ function convertText(leaf: Leaf, text: string): unknown {
   if (leaf.schema.type === "integer" || leaf.schema.type === "number") {
     return trimmed !== "" && Number.isFinite(Number(trimmed)) ? Number(trimmed) : text;
   }
+  if (leaf.schema.type === "array") {
+    try {
+      return JSON.parse(trimmed) as unknown;
+    } catch {
+      return text;
+    }
+  }
   if (leaf.schema.type === "boolean") {
     if (["true", "1", "yes"].includes(trimmed.toLowerCase())) return true;
     if (["false", "0", "no"].includes(trimmed.toLowerCase())) return false;
@@ -138,10 +159,10 @@ export function loadConfiguration(sources: ConfigurationSources): Configuration 
   const problems: string[] = [];
 
   for (const leaf of leaves) {
-    const text = sources.environment[leaf.environmentVariable];
-    if (text === undefined) continue;
-    setAt(raw, leaf.path, convertText(leaf, text));
-    origin.set(leaf.key, `environment variable ${leaf.environmentVariable}`);
+    const name = leaf.environmentVariables.find((candidate) => sources.environment[candidate] !== undefined);
+    if (name === undefined) continue;
+    setAt(raw, leaf.path, convertText(leaf, sources.environment[name] as string));
+    origin.set(leaf.key, `environment variable ${name}`);
   }
   if (sources.configFile !== undefined) {
     for (const [key, value] of readYamlFile(sources.configFile)) {
@@ -172,7 +193,9 @@ export function loadConfiguration(sources: ConfigurationSources): Configuration 
     const leaf = leafByKey.get(key);
     const value = path.reduce<unknown>((node, segment) => (node as Record<string, unknown>)?.[segment], configuration);
     const allowed = leaf === undefined ? error.message : describeAllowed(leaf.schema);
-    problems.push(`${key} (from ${origin.get(key) ?? "defaults"}) is ${JSON.stringify(value)}; allowed: ${allowed}`);
+    // Inside a structured setting (a list), the source is the one of the setting that holds the bad element.
+    const source = [...origin].find(([originKey]) => key === originKey || key.startsWith(`${originKey}.`))?.[1];
+    problems.push(`${key} (from ${source ?? "defaults"}) is ${JSON.stringify(value)}; allowed: ${allowed}`);
   }
   problems.push(...crossFieldProblems(configuration));
   if (problems.length > 0) throw new ConfigurationError([...new Set(problems)]);

@@ -130,6 +130,163 @@ export const configurationSchema = Type.Object(
       },
       { additionalProperties: false, default: {} },
     ),
+    broker: Type.Object(
+      {
+        host: Type.String({ minLength: 1, default: "127.0.0.1", description: "Address the broker listens on." }),
+        advertisedHost: Type.String({
+          default: "",
+          description: "Address other brokers and gateways reach this broker at. Empty: the listening host.",
+        }),
+        dataDirectory: Type.String({
+          default: "",
+          description: "Where the broker keeps its data. Empty: <dataDirectory>/brokers/<nodeId>.",
+        }),
+        managementPort: Type.Integer({
+          minimum: 0,
+          maximum: 65535,
+          default: 9700,
+          description: "Port of the broker's health and metrics endpoints (0: any free port).",
+        }),
+        cluster: Type.Object(
+          {
+            nodeId: Type.Integer({ minimum: 0, maximum: 1023, default: 0, description: "This broker's id." }),
+            clusterSize: Type.Integer({
+              minimum: 1,
+              maximum: 1024,
+              default: 3,
+              description: "Brokers at first start.",
+            }),
+            partitionsCount: Type.Integer({
+              minimum: 1,
+              maximum: 8191,
+              default: 3,
+              description: "Partitions at first start.",
+            }),
+            replicationFactor: Type.Integer({
+              minimum: 1,
+              maximum: 1024,
+              default: 3,
+              description: "Replicas of each partition at first start.",
+            }),
+            initialContactPoints: Type.String({
+              default: "",
+              description: "Comma-separated host:port cluster addresses of the brokers, in node-id order.",
+            }),
+            clusterPort: Type.Integer({
+              minimum: 0,
+              maximum: 65535,
+              default: 26502,
+              description: "Port of the broker's internal cluster transport.",
+            }),
+          },
+          { additionalProperties: false, default: {} },
+        ),
+        raft: Type.Object(
+          {
+            heartbeatIntervalMs: Type.Integer({
+              minimum: 10,
+              maximum: 10_000,
+              default: 100,
+              description: "How often a partition leader sends heartbeats.",
+            }),
+            electionTimeoutMs: Type.Integer({
+              minimum: 50,
+              maximum: 60_000,
+              default: 1000,
+              description: "How long a follower waits for its leader before campaigning (randomized above this).",
+            }),
+          },
+          { additionalProperties: false, default: {} },
+        ),
+        experimental: Type.Object(
+          {
+            features: Type.Object(
+              {
+                enablePartitionScaling: Type.Boolean({
+                  default: false,
+                  description: "Allow adding partitions to a running cluster (experimental).",
+                }),
+              },
+              { additionalProperties: false, default: {} },
+            ),
+            partitioning: Type.Object(
+              {
+                scheme: Type.Enum(["ROUND_ROBIN", "FIXED"], {
+                  default: "ROUND_ROBIN",
+                  description: "Initial partition distribution; FIXED uses the explicit `fixed` list.",
+                }),
+                fixed: Type.Array(
+                  Type.Object(
+                    {
+                      partitionId: Type.Integer({ minimum: 1 }),
+                      nodes: Type.Array(
+                        Type.Object(
+                          { nodeId: Type.Integer({ minimum: 0 }), priority: Type.Integer({ minimum: 1 }) },
+                          { additionalProperties: false },
+                        ),
+                        { minItems: 1 },
+                      ),
+                    },
+                    { additionalProperties: false },
+                  ),
+                  {
+                    default: [],
+                    description: "For scheme FIXED: [{partitionId, nodes: [{nodeId, priority}]}] for every partition.",
+                  },
+                ),
+              },
+              { additionalProperties: false, default: {} },
+            ),
+          },
+          { additionalProperties: false, default: {} },
+        ),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    gateway: Type.Object(
+      {
+        host: Type.String({ minLength: 1, default: "127.0.0.1", description: "Address the gateway listens on." }),
+        port: Type.Integer({
+          minimum: 0,
+          maximum: 65535,
+          default: 8080,
+          description: "Port of the gateway's REST API.",
+        }),
+        contactPoints: Type.String({
+          default: "127.0.0.1:26502",
+          description: "Comma-separated host:port cluster addresses of brokers the gateway asks for the topology.",
+        }),
+        issuerUrl: Type.String({
+          default: "http://localhost:8088",
+          description: "The platform's issuer URL: tokens must carry it as iss; keys come from its JWKS.",
+        }),
+        requestTimeoutMs: Type.Integer({
+          minimum: 100,
+          maximum: 600_000,
+          default: 10_000,
+          description: "How long the gateway waits for a broker before answering 504.",
+        }),
+        maxInFlightRequests: Type.Integer({
+          minimum: 1,
+          maximum: 1_000_000,
+          default: 1024,
+          description: "Requests in progress beyond which the gateway answers 503 with Retry-After.",
+        }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    management: Type.Object(
+      {
+        host: Type.String({ minLength: 1, default: "127.0.0.1", description: "Address of the management API." }),
+        port: Type.Integer({
+          minimum: 0,
+          maximum: 65535,
+          default: 9600,
+          description: "Port of the gateway's management API (cluster management, health, metrics).",
+        }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
   },
   { additionalProperties: false, default: {} },
 );

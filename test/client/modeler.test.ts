@@ -50,7 +50,12 @@ describe("ModelerClient resources", () => {
     const project = await modeler.createProject("Client project");
     expect((await modeler.renameProject(project.id, "Renamed")).name).toBe("Renamed");
     const folder = await modeler.createFolder({ name: "Folder", projectId: project.id });
-    const file = await modeler.createFile({ name: "p.bpmn", content: bpmn("one"), fileType: "bpmn", folderId: folder.id });
+    const file = await modeler.createFile({
+      name: "p.bpmn",
+      content: bpmn("one"),
+      fileType: "bpmn",
+      folderId: folder.id,
+    });
     expect(file).toMatchObject({ revision: 1, simplePath: "Renamed/Folder/p.bpmn", type: "bpmn" });
     expect((await modeler.getProject(project.id)).content.folders.map((item) => item.id)).toEqual([folder.id]);
     expect((await modeler.getFolder(folder.id)).content.files.map((item) => item.id)).toEqual([file.id]);

@@ -89,6 +89,32 @@ describe("invalid configuration", () => {
     expect(problems[0]).toContain("allowed: one of RS256, ES256");
   });
 
+  it("accepts the relaxed spelling of environment variables and JSON for structured settings", () => {
+    const configuration = loadConfiguration({
+      environment: {
+        SERVICE_BROKER_CLUSTER_NODEID: "2",
+        SERVICE_BROKER_EXPERIMENTAL_FEATURES_ENABLEPARTITIONSCALING: "true",
+        SERVICE_BROKER_EXPERIMENTAL_PARTITIONING_FIXED: '[{"partitionId":1,"nodes":[{"nodeId":0,"priority":1}]}]',
+      },
+    });
+    expect(configuration.broker.cluster.nodeId).toBe(2);
+    expect(configuration.broker.experimental.features.enablePartitionScaling).toBe(true);
+    expect(configuration.broker.experimental.partitioning.fixed).toEqual([
+      { partitionId: 1, nodes: [{ nodeId: 0, priority: 1 }] },
+    ]);
+  });
+
+  it("names the element of a structured setting that is wrong, and where it came from", () => {
+    const problems = problemsOf(() =>
+      loadConfiguration({
+        environment: { SERVICE_BROKER_EXPERIMENTAL_PARTITIONING_FIXED: '[{"partitionId":0,"nodes":[]}]' },
+      }),
+    );
+    expect(problems).toContain(
+      "service.broker.experimental.partitioning.fixed.0.partitionId (from environment variable SERVICE_BROKER_EXPERIMENTAL_PARTITIONING_FIXED) is 0; allowed: must be >= 1",
+    );
+  });
+
   it("explains formats such as an email address", () => {
     const problems = problemsOf(() => loadConfiguration({ environment: { SERVICE_BOOTSTRAP_OWNER_EMAIL: "nope" } }));
     expect(problems[0]).toContain("allowed: an email address");

@@ -3,8 +3,8 @@ import { basename, extname } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
 import {
   type FileMetadata,
-  type ModelerFileType,
   ModelerClient,
+  type ModelerFileType,
   modelerAudience,
   type ProjectMetadata,
 } from "../../client/modeler.js";
@@ -55,12 +55,10 @@ function parseCount(value: string): number {
 
 /** Renders projects as an aligned text table, one project per line. */
 export function formatProjectTable(projects: readonly ProjectMetadata[]): string {
-  const rows = [["ID", "NAME", "UPDATED", "UPDATED BY"], ...projects.map((project) => [
-    project.id,
-    project.name,
-    project.updated,
-    project.updatedBy.name,
-  ])];
+  const rows = [
+    ["ID", "NAME", "UPDATED", "UPDATED BY"],
+    ...projects.map((project) => [project.id, project.name, project.updated, project.updatedBy.name]),
+  ];
   const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? "").length)));
   return rows
     .map((row) =>
@@ -99,7 +97,10 @@ export function registerModelerCommands(program: Command, io: CliIo): void {
   const modeler = program
     .command("modeler")
     .description("Work with Modeler projects, files and milestones (Modeler API).")
-    .addHelpText("after", `${clientEnvironmentHelp}\n  SERVICE_MODELER_URL               Modeler API (default: derived like SERVICE_ADMIN_URL, with /modeler)`);
+    .addHelpText(
+      "after",
+      `${clientEnvironmentHelp}\n  SERVICE_MODELER_URL               Modeler API (default: derived like SERVICE_ADMIN_URL, with /modeler)`,
+    );
 
   modeler
     .command("projects")

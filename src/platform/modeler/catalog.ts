@@ -223,5 +223,11 @@ export async function resolveMoveLocation(
     if (projectId === undefined || projectId === current.projectId) return current;
     return await resolveNewLocation(executor, organizationId, projectId, null, folderField);
   }
-  return await resolveNewLocation(executor, organizationId, projectId ?? (folderId === null ? current.projectId : undefined), folderId, folderField);
+  return await resolveNewLocation(
+    executor,
+    organizationId,
+    projectId ?? (folderId === null ? current.projectId : undefined),
+    folderId,
+    folderField,
+  );
 }

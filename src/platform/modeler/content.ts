@@ -37,7 +37,8 @@ const loneSurrogatePattern = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uD
  */
 export function assertStorableText(field: string, value: string): void {
   if (value.includes("\u0000")) throw invalidRequest(`${field} must not contain the character U+0000.`);
-  if (loneSurrogatePattern.test(value)) throw invalidRequest(`${field} contains a lone UTF-16 surrogate, which is not text.`);
+  if (loneSurrogatePattern.test(value))
+    throw invalidRequest(`${field} contains a lone UTF-16 surrogate, which is not text.`);
 }
 
 async function validateModel(type: "bpmn" | "dmn", content: string): Promise<void> {

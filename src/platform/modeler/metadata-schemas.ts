@@ -39,7 +39,10 @@ export const fileMetadataSchema = Type.Object(
     canonicalPath: Type.Array(Type.Object({ id: identifier, name: Type.String() }, { additionalProperties: false }), {
       description: "The project, then the folders containing the file, from the top down.",
     }),
-    revision: Type.Integer({ minimum: 1, description: "Increases with every change; send it back to change the file." }),
+    revision: Type.Integer({
+      minimum: 1,
+      description: "Increases with every change; send it back to change the file.",
+    }),
     type: fileTypeSchema,
     ...auditProperties,
   },

@@ -48,9 +48,7 @@ export async function resolvePaths(
     for (const row of rows) projects.set(row.id, row.name);
   }
   const folders = new Map<string, FolderLink>();
-  let frontier = [
-    ...new Set(locations.map((location) => location.folderId).filter((id): id is string => id !== null)),
-  ];
+  let frontier = [...new Set(locations.map((location) => location.folderId).filter((id): id is string => id !== null))];
   for (let depth = 0; frontier.length > 0; depth++) {
     if (depth > maximumFolderDepth) {
       throw new Error(`folder tree deeper than ${maximumFolderDepth} levels: the no-cycle invariant is broken`);

@@ -1,8 +1,8 @@
 import type { Kysely, Transaction } from "kysely";
+import type { Principal } from "../../auth/verifier.js";
+import { ServiceError } from "../../http/errors.js";
 import type { ClientService } from "../issuer/clients.js";
 import type { PlatformDatabase } from "../store/schema.js";
-import { ServiceError } from "../../http/errors.js";
-import type { Principal } from "../../auth/verifier.js";
 
 /**
  * Who created or changed a resource. Access tokens identify API clients, not people, so the person is the client:
@@ -112,9 +112,13 @@ export async function inTransaction<T>(
     return await database.transaction().execute(work);
   } catch (error) {
     if (isConstraintViolation(error)) {
-      throw new ServiceError("conflict", "A concurrent change conflicts with this request; read the resource and retry.", {
-        cause: error,
-      });
+      throw new ServiceError(
+        "conflict",
+        "A concurrent change conflicts with this request; read the resource and retry.",
+        {
+          cause: error,
+        },
+      );
     }
     throw error;
   }

@@ -85,7 +85,12 @@ export function searchRequestSchema<Properties extends TProperties>(
       ),
       page: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000, description: "Page number, from 0." })),
       size: Type.Optional(
-        Type.Integer({ minimum: 0, maximum: maximumPageSize, default: defaultPageSize, description: "Items per page." }),
+        Type.Integer({
+          minimum: 0,
+          maximum: maximumPageSize,
+          default: defaultPageSize,
+          description: "Items per page.",
+        }),
       ),
     },
     { additionalProperties: false },

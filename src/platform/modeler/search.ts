@@ -127,7 +127,8 @@ function filterConditions(name: string, definition: SearchField, value: unknown)
     case "person": {
       const person = value as { name?: string; email?: string };
       const conditions: RawBuilder<boolean>[] = [];
-      if (person.name !== undefined) conditions.push(sql<boolean>`${sql.ref(`${definition.column}_name`)} = ${person.name}`);
+      if (person.name !== undefined)
+        conditions.push(sql<boolean>`${sql.ref(`${definition.column}_name`)} = ${person.name}`);
       if (person.email !== undefined) {
         conditions.push(sql<boolean>`${sql.ref(`${definition.column}_email`)} = ${person.email}`);
       }
@@ -181,8 +182,9 @@ export async function searchRows<Row>(
   const total = Number(counted.rows[0]?.total ?? 0);
   if (size === 0 || page * size >= total) return { items: [], total };
   const columns = sql.join(definition.columns.map((column) => sql.ref(column)));
-  const rows = await sql<Row>`select ${columns} from ${table} where ${where} order by ${sql.join(orders)} limit ${size} offset ${page * size}`.execute(
-    executor,
-  );
+  const rows =
+    await sql<Row>`select ${columns} from ${table} where ${where} order by ${sql.join(orders)} limit ${size} offset ${page * size}`.execute(
+      executor,
+    );
   return { items: rows.rows, total };
 }

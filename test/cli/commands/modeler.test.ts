@@ -34,7 +34,9 @@ beforeAll(async () => {
   };
   const modeler = new ModelerClient({
     baseUrl: `${platform.url}/modeler`,
-    tokenProvider: new TokenProvider({ credentials: { oauthUrl: `${platform.url}/oauth/token`, ...platform.adminClient } }),
+    tokenProvider: new TokenProvider({
+      credentials: { oauthUrl: `${platform.url}/oauth/token`, ...platform.adminClient },
+    }),
   });
   projectId = (await modeler.createProject("CLI project")).id;
   await modeler.createProject("Another project");
@@ -135,7 +137,11 @@ describe("flowplane modeler", () => {
       { id: "1", name: "A", created: "c", createdBy: person, updated: "u1", updatedBy: person },
       { id: "22", name: "Longer", created: "c", createdBy: person, updated: "u2", updatedBy: person },
     ]);
-    expect(table.split("\n")).toEqual(["ID  NAME    UPDATED  UPDATED BY", "1   A       u1       ci", "22  Longer  u2       ci"]);
+    expect(table.split("\n")).toEqual([
+      "ID  NAME    UPDATED  UPDATED BY",
+      "1   A       u1       ci",
+      "22  Longer  u2       ci",
+    ]);
   });
 });
 
@@ -152,9 +158,14 @@ describe.runIf(registeredInMain)("flowplane modeler through runCli", () => {
 
   it("exits 0, 1, 2 and 3 as the other client commands do", async () => {
     expect((await cli(["modeler", "projects", "list"])).exitCode).toBe(exitCodes.ok);
-    expect((await cli(["modeler", "download", "00000000-0000-4000-8000-000000000000"])).exitCode).toBe(exitCodes.failure);
+    expect((await cli(["modeler", "download", "00000000-0000-4000-8000-000000000000"])).exitCode).toBe(
+      exitCodes.failure,
+    );
     expect((await cli(["modeler", "upload", "x.txt", "--project", projectId])).exitCode).toBe(exitCodes.usage);
-    const { io, output } = captureIo({ ...environment, SERVICE_CONSOLE_CLIENT_SECRET: "wrong-secret-wrong-secret-wrong-secret" }, directory);
+    const { io, output } = captureIo(
+      { ...environment, SERVICE_CONSOLE_CLIENT_SECRET: "wrong-secret-wrong-secret-wrong-secret" },
+      directory,
+    );
     expect(await runCli(["modeler", "projects", "list"], io)).toBe(exitCodes.authentication);
     expect(output.stderr).toContain("authentication failed");
   });

@@ -23,7 +23,16 @@ describe("parseIsoInstant", () => {
   });
 
   it("refuses impossible calendar values and other text", () => {
-    for (const text of ["2024-02-30", "2023-02-29", "2024-13-01", "2024-01-01T24:00", "2024-01-01T10:60", "yesterday", "2024-1-1", "2024-01-01T10:00:00.1234Z"]) {
+    for (const text of [
+      "2024-02-30",
+      "2023-02-29",
+      "2024-13-01",
+      "2024-01-01T24:00",
+      "2024-01-01T10:60",
+      "yesterday",
+      "2024-1-1",
+      "2024-01-01T10:00:00.1234Z",
+    ]) {
       expect(() => parseIsoInstant(text), text).toThrow(DateFilterError);
     }
     expect(parseIsoInstant("2024-02-29")).toBe(ms("2024-02-29T00:00:00.000Z"));
@@ -51,9 +60,7 @@ describe("rounding", () => {
   });
 
   it("handles December to January", () => {
-    expect(new Date(nextUnitStart(ms("2024-12-31T23:59:59.999Z"), "M")).toISOString()).toBe(
-      "2025-01-01T00:00:00.000Z",
-    );
+    expect(new Date(nextUnitStart(ms("2024-12-31T23:59:59.999Z"), "M")).toISOString()).toBe("2025-01-01T00:00:00.000Z");
   });
 });
 
@@ -92,7 +99,15 @@ describe("parseDateFilter", () => {
   });
 
   it("explains what is wrong", () => {
-    for (const text of ["", "=2024-03-14", ">>2024-03-14", "2024-03-14||/q", "2024-03-14||d", "2024-03-14||/d||/d", "now"]) {
+    for (const text of [
+      "",
+      "=2024-03-14",
+      ">>2024-03-14",
+      "2024-03-14||/q",
+      "2024-03-14||d",
+      "2024-03-14||/d||/d",
+      "now",
+    ]) {
       expect(() => parseDateFilter(text), text).toThrow(DateFilterError);
     }
     expect(() => parseDateFilter("2024-02-30")).toThrow(/does not exist/);

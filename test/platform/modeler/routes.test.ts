@@ -76,16 +76,25 @@ describe("Modeler API over HTTP", () => {
       name: "Administration (created on first start)",
       email: `${platform.adminClient.clientId}@clients.invalid`,
     });
-    const folder = await json<{ id: string }>(await call("POST", "/folders", { name: "Folder/One", projectId: project.id }));
+    const folder = await json<{ id: string }>(
+      await call("POST", "/folders", { name: "Folder/One", projectId: project.id }),
+    );
     const file = await json<{ id: string; simplePath: string; canonicalPath: unknown[] }>(
-      await call("POST", "/files", { name: "f.form", content: '{"components":[]}', fileType: "form", folderId: folder.id }),
+      await call("POST", "/files", {
+        name: "f.form",
+        content: '{"components":[]}',
+        fileType: "form",
+        folderId: folder.id,
+      }),
     );
     expect(file.simplePath).toBe("HTTP project/Folder\\/One/f.form");
     const projectView = await json<{ content: { folders: { id: string }[]; files: unknown[] } }>(
       await call("GET", `/projects/${project.id}`),
     );
     expect(projectView.content.folders.map((item) => item.id)).toEqual([folder.id]);
-    const fileView = await json<{ metadata: { revision: number }; content: string }>(await call("GET", `/files/${file.id}`));
+    const fileView = await json<{ metadata: { revision: number }; content: string }>(
+      await call("GET", `/files/${file.id}`),
+    );
     expect(fileView).toMatchObject({ metadata: { revision: 1 }, content: '{"components":[]}' });
     const patched = await json<{ revision: number; name: string }>(
       await call("PATCH", `/files/${file.id}`, { revision: 1, name: "renamed.form" }),
@@ -156,7 +165,10 @@ describe("Modeler API over HTTP", () => {
       { length: 80_000 },
       (_, index) => `    <bpmn:task id="Task_${index}" name="Schritt ${index} — 日本語 ✓" />`,
     ).join("\n");
-    const content = bpmnDocument().replace('<bpmn:startEvent id="StartEvent_1" />', `<bpmn:startEvent id="StartEvent_1" />\n${tasks}`);
+    const content = bpmnDocument().replace(
+      '<bpmn:startEvent id="StartEvent_1" />',
+      `<bpmn:startEvent id="StartEvent_1" />\n${tasks}`,
+    );
     expect(Buffer.byteLength(content)).toBeGreaterThan(5 * 1024 * 1024);
     const file = await createFile(project.id, "large.bpmn", content);
     const read = await json<{ content: string }>(await call("GET", `/files/${file.id}`));
@@ -197,11 +209,23 @@ describe("Modeler API over HTTP", () => {
 
   it("manages collaborators among the organization's members", async () => {
     const project = await createProject("team");
-    const added = await call("PUT", "/collaborators", { email: "owner@flowplane.local", projectId: project.id, role: "editor" });
+    const added = await call("PUT", "/collaborators", {
+      email: "owner@flowplane.local",
+      projectId: project.id,
+      role: "editor",
+    });
     expect(added.status).toBe(204);
-    const stranger = await call("PUT", "/collaborators", { email: "x@example.com", projectId: project.id, role: "editor" });
+    const stranger = await call("PUT", "/collaborators", {
+      email: "x@example.com",
+      projectId: project.id,
+      role: "editor",
+    });
     expect(stranger.status).toBe(400);
-    const badRole = await call("PUT", "/collaborators", { email: "owner@flowplane.local", projectId: project.id, role: "king" });
+    const badRole = await call("PUT", "/collaborators", {
+      email: "owner@flowplane.local",
+      projectId: project.id,
+      role: "king",
+    });
     expect(badRole.status).toBe(400);
     const found = await json<{ items: unknown[]; total: number }>(
       await call("POST", "/collaborators/search", { filter: { projectId: project.id } }),
@@ -249,7 +273,10 @@ describe("Modeler API over HTTP", () => {
       ],
     };
     for (const [missing, calls] of Object.entries(requests)) {
-      const client = await createTestClient(platform, allScopes.filter((scope) => scope !== missing));
+      const client = await createTestClient(
+        platform,
+        allScopes.filter((scope) => scope !== missing),
+      );
       const limited = await requestToken(platform, client, "modeler-api");
       const info = await json<Record<string, boolean>>(await call("GET", "/info", undefined, limited));
       expect(Object.values(info).filter((value) => value === false)).toHaveLength(1);
@@ -268,12 +295,20 @@ describe("Modeler API over HTTP", () => {
     const folder = await json<{ id: string }>(await call("POST", "/folders", { name: "F", projectId: project.id }));
     const milestone = await json<{ id: string }>(await call("POST", "/milestones", { name: "m", fileId: file.id }));
     const other = await requestToken(platform, await createOtherOrganizationClient(platform), "modeler-api");
-    for (const path of [`/projects/${project.id}`, `/files/${file.id}`, `/folders/${folder.id}`, `/milestones/${milestone.id}`]) {
+    for (const path of [
+      `/projects/${project.id}`,
+      `/files/${file.id}`,
+      `/folders/${folder.id}`,
+      `/milestones/${milestone.id}`,
+    ]) {
       expect((await call("GET", path, undefined, other)).status, path).toBe(404);
       expect((await call("DELETE", path, undefined, other)).status, path).toBe(404);
     }
     expect((await call("PATCH", `/files/${file.id}`, { revision: 1, name: "x" }, other)).status).toBe(404);
-    expect((await call("POST", "/files", { name: "x", content: "{}", fileType: "form", projectId: project.id }, other)).status).toBe(404);
+    expect(
+      (await call("POST", "/files", { name: "x", content: "{}", fileType: "form", projectId: project.id }, other))
+        .status,
+    ).toBe(404);
     const search = await json<{ total: number }>(await call("POST", "/files/search", {}, other));
     expect(search.total).toBe(0);
   });

@@ -102,14 +102,19 @@ describe.each(databaseKinds)("search on %s", (kind) => {
   it("combines filters and matches ids, people and other fields exactly", async () => {
     const first = (await fixture.services.projects.search(fixture.organizationId, { size: 1 })).items[0];
     expect((await searchNames({ filter: { id: first?.id } })).names).toEqual(["Alpha"]);
-    expect((await searchNames({ filter: { name: "a", created: "<2024-03-14T14:00:00Z" } })).names).toEqual(["Alpha", "beta"]);
+    expect((await searchNames({ filter: { name: "a", created: "<2024-03-14T14:00:00Z" } })).names).toEqual([
+      "Alpha",
+      "beta",
+    ]);
     expect((await searchNames({ filter: { createdBy: { email: fixture.actor.email } } })).total).toBe(7);
     expect((await searchNames({ filter: { createdBy: { name: "someone else" } } })).total).toBe(0);
   });
 
   it("refuses unknown fields, unsortable fields and malformed dates with 400", async () => {
     const { projects } = fixture.services;
-    await expect(projects.search(fixture.organizationId, { filter: { colour: "red" } })).rejects.toMatchObject({ status: 400 });
+    await expect(projects.search(fixture.organizationId, { filter: { colour: "red" } })).rejects.toMatchObject({
+      status: 400,
+    });
     await expect(
       projects.search(fixture.organizationId, { sort: [{ field: "createdBy", direction: "ASC" }] }),
     ).rejects.toMatchObject({ status: 400 });
@@ -117,7 +122,9 @@ describe.each(databaseKinds)("search on %s", (kind) => {
       status: 400,
       message: expect.stringContaining("filter.created"),
     });
-    await expect(projects.search(fixture.organizationId, { filter: { name: "\u0000" } })).rejects.toMatchObject({ status: 400 });
+    await expect(projects.search(fixture.organizationId, { filter: { name: "\u0000" } })).rejects.toMatchObject({
+      status: 400,
+    });
     await expect(projects.search(fixture.organizationId, { size: 51 })).rejects.toMatchObject({ status: 400 });
   });
 
@@ -125,7 +132,12 @@ describe.each(databaseKinds)("search on %s", (kind) => {
     const { files, folders, projects } = fixture.services;
     const project = await projects.create(fixture.organizationId, fixture.actor, "Files");
     const folder = await folders.create(fixture.organizationId, fixture.actor, { name: "F", projectId: project.id });
-    await files.create(fixture.organizationId, fixture.actor, { name: "a", content: "{}", fileType: "form", projectId: project.id });
+    await files.create(fixture.organizationId, fixture.actor, {
+      name: "a",
+      content: "{}",
+      fileType: "form",
+      projectId: project.id,
+    });
     const b = await files.create(fixture.organizationId, fixture.actor, {
       name: "b",
       content: "{}",
@@ -141,7 +153,9 @@ describe.each(databaseKinds)("search on %s", (kind) => {
     expect(await names({ revision: 2 })).toEqual(["b2"]);
     const sorted = await files.search(fixture.organizationId, { sort: [{ field: "type", direction: "DESC" }] });
     expect(sorted.items.map((item) => item.simplePath)).toEqual(["Files/a", "Files/F/b2"]);
-    const folderPage = await folders.search(fixture.organizationId, { filter: { parentId: null, projectId: project.id } });
+    const folderPage = await folders.search(fixture.organizationId, {
+      filter: { parentId: null, projectId: project.id },
+    });
     expect(folderPage.items.map((item) => item.name)).toEqual(["F"]);
   });
 });

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { MemberService } from "../../../src/platform/admin/members/service.js";
-import { createModelerServices, type ModelerServices } from "../../../src/platform/modeler/services.js";
 import type { Person } from "../../../src/platform/modeler/records.js";
+import { createModelerServices, type ModelerServices } from "../../../src/platform/modeler/services.js";
 import { openStore, type Store } from "../../../src/platform/store/database.js";
 import { createTestDatabase, type TestDatabase } from "../../support/databases.js";
 

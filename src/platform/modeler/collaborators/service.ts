@@ -117,7 +117,9 @@ export class CollaboratorService {
   async search(organizationId: string, request: SearchRequest): Promise<SearchPage<Collaborator>> {
     const filter = request.filter;
     const normalized =
-      typeof filter?.email === "string" ? { ...request, filter: { ...filter, email: normalizeEmail(filter.email) } } : request;
+      typeof filter?.email === "string"
+        ? { ...request, filter: { ...filter, email: normalizeEmail(filter.email) } }
+        : request;
     const page = await searchRows<CollaboratorRow>(this.database, collaboratorSearch, organizationId, normalized);
     return { items: page.items.map(collaborator), total: page.total };
   }

@@ -13,7 +13,13 @@ import {
 } from "../catalog.js";
 import { assertStorableText, type FileType, validateFileContent } from "../content.js";
 import { changeColumns, creationColumns, type Executor, foldName, inTransaction, type Person } from "../records.js";
-import { auditSearchFields, type SearchDefinition, type SearchPage, type SearchRequest, searchRows } from "../search.js";
+import {
+  auditSearchFields,
+  type SearchDefinition,
+  type SearchPage,
+  type SearchRequest,
+  searchRows,
+} from "../search.js";
 
 /** How files are searched (`simplePath` and `canonicalPath` are derived, so they are not filters). */
 export const fileSearch: SearchDefinition = {
@@ -75,7 +81,13 @@ export class FileService {
     assertStorableText("name", input.name);
     await validateFileContent(input.fileType, input.content);
     return await inTransaction(this.database, async (transaction) => {
-      const location = await resolveNewLocation(transaction, organizationId, input.projectId, input.folderId, "folderId");
+      const location = await resolveNewLocation(
+        transaction,
+        organizationId,
+        input.projectId,
+        input.folderId,
+        "folderId",
+      );
       const row: FileRow = {
         id: randomUUID(),
         name: input.name,

@@ -16,7 +16,13 @@ import {
 import { assertStorableText } from "../content.js";
 import { maximumFolderDepth } from "../paths.js";
 import { changeColumns, creationColumns, type Executor, foldName, inTransaction, type Person } from "../records.js";
-import { auditSearchFields, type SearchDefinition, type SearchPage, type SearchRequest, searchRows } from "../search.js";
+import {
+  auditSearchFields,
+  type SearchDefinition,
+  type SearchPage,
+  type SearchRequest,
+  searchRows,
+} from "../search.js";
 
 /** How folders are searched. */
 export const folderSearch: SearchDefinition = {
@@ -53,7 +59,9 @@ async function ancestorIds(executor: Executor, organizationId: string, folderId:
   let current: string | null = folderId;
   while (current !== null) {
     if (ancestors.length > maximumFolderDepth) {
-      throw new Error(`folder ${folderId} has more than ${maximumFolderDepth} ancestors: the no-cycle invariant is broken`);
+      throw new Error(
+        `folder ${folderId} has more than ${maximumFolderDepth} ancestors: the no-cycle invariant is broken`,
+      );
     }
     const row: { parent_id: string | null } | undefined = await executor
       .selectFrom("modeler_folders")
@@ -78,7 +86,9 @@ async function descendants(
   let height = 0;
   while (frontier.length > 0) {
     if (height > maximumFolderDepth) {
-      throw new Error(`folder ${folderId} has a subtree deeper than ${maximumFolderDepth}: the no-cycle invariant is broken`);
+      throw new Error(
+        `folder ${folderId} has a subtree deeper than ${maximumFolderDepth}: the no-cycle invariant is broken`,
+      );
     }
     const rows = await executor
       .selectFrom("modeler_folders")
@@ -104,7 +114,13 @@ export class FolderService {
   async create(organizationId: string, actor: Person, input: NewFolder): Promise<FolderMetadata> {
     assertStorableText("name", input.name);
     return await inTransaction(this.database, async (transaction) => {
-      const location = await resolveNewLocation(transaction, organizationId, input.projectId, input.parentId, "parentId");
+      const location = await resolveNewLocation(
+        transaction,
+        organizationId,
+        input.projectId,
+        input.parentId,
+        "parentId",
+      );
       if (location.folderId !== null) {
         const depth = (await ancestorIds(transaction, organizationId, location.folderId)).length + 2;
         if (depth > maximumFolderDepth) throw invalidRequest(`Folders nest at most ${maximumFolderDepth} levels deep.`);

@@ -50,7 +50,11 @@ export class DiffLinkSigner {
   }
 
   /** A grant for the two milestones, valid for `diffLinkLifetimeMs` from now, and its signature. */
-  sign(organizationId: string, fromMilestoneId: string, toMilestoneId: string): { grant: DiffGrant; signature: string } {
+  sign(
+    organizationId: string,
+    fromMilestoneId: string,
+    toMilestoneId: string,
+  ): { grant: DiffGrant; signature: string } {
     const grant = { organizationId, fromMilestoneId, toMilestoneId, expiresAtMs: this.clock() + diffLinkLifetimeMs };
     return { grant, signature: this.signature(grant) };
   }
@@ -60,7 +64,10 @@ export class DiffLinkSigner {
     const expected = Buffer.from(this.signature(grant), "base64url");
     const presented = Buffer.from(signature, "base64url");
     if (presented.length !== expected.length || !timingSafeEqual(presented, expected)) {
-      throw new ServiceError("forbidden", "The diff link's signature is not valid; ask the compare endpoint for a new link.");
+      throw new ServiceError(
+        "forbidden",
+        "The diff link's signature is not valid; ask the compare endpoint for a new link.",
+      );
     }
     if (this.clock() >= grant.expiresAtMs) {
       throw new ServiceError("forbidden", "The diff link has expired; ask the compare endpoint for a new link.");

@@ -18,7 +18,13 @@ import {
   inTransaction,
   type Person,
 } from "../records.js";
-import { auditSearchFields, type SearchDefinition, type SearchPage, type SearchRequest, searchRows } from "../search.js";
+import {
+  auditSearchFields,
+  type SearchDefinition,
+  type SearchPage,
+  type SearchRequest,
+  searchRows,
+} from "../search.js";
 import type { DiffGrant, DiffLinkSigner } from "./diff-links.js";
 
 /** A milestone as the API shows it. */
@@ -96,7 +102,11 @@ export class MilestoneService {
   }
 
   /** Freezes the file's current content under `name`. */
-  async create(organizationId: string, actor: Person, input: { name: string; fileId: string }): Promise<MilestoneMetadata> {
+  async create(
+    organizationId: string,
+    actor: Person,
+    input: { name: string; fileId: string },
+  ): Promise<MilestoneMetadata> {
     assertStorableText("name", input.name);
     return await inTransaction(this.database, async (transaction) => {
       const file = await transaction
@@ -163,7 +173,11 @@ export class MilestoneService {
         .where("organization_id", "=", organizationId)
         .where("id", "=", milestone.file_id)
         .execute();
-      return await fileMetadata(transaction, organizationId, await findFile(transaction, organizationId, milestone.file_id));
+      return await fileMetadata(
+        transaction,
+        organizationId,
+        await findFile(transaction, organizationId, milestone.file_id),
+      );
     });
   }
 

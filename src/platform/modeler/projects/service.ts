@@ -13,7 +13,13 @@ import {
 } from "../catalog.js";
 import { assertStorableText } from "../content.js";
 import { changeColumns, creationColumns, foldName, inTransaction, type Person } from "../records.js";
-import { auditSearchFields, type SearchDefinition, type SearchPage, type SearchRequest, searchRows } from "../search.js";
+import {
+  auditSearchFields,
+  type SearchDefinition,
+  type SearchPage,
+  type SearchRequest,
+  searchRows,
+} from "../search.js";
 
 /** How projects are searched: by id, name, creation and change. */
 export const projectSearch: SearchDefinition = {
@@ -47,10 +53,7 @@ export class ProjectService {
   }
 
   /** The project and the folders and files at its top level. */
-  async get(
-    organizationId: string,
-    id: string,
-  ): Promise<{ metadata: ProjectMetadata; content: ContainerContent }> {
+  async get(organizationId: string, id: string): Promise<{ metadata: ProjectMetadata; content: ContainerContent }> {
     const row = await findProject(this.database, organizationId, id);
     return { metadata: projectMetadata(row), content: await containerContent(this.database, organizationId, id, null) };
   }

@@ -22,11 +22,15 @@ describe.each(databaseKinds)("CollaboratorService on %s", (kind) => {
     const org = fixture.organizationId;
     expect(await collaborators.put(org, { email: "Ana@Example.com", projectId, role: "editor" })).toBe("added");
     expect(await collaborators.put(org, { email: "bo@example.com", projectId, role: "viewer" })).toBe("added");
-    expect(await collaborators.put(org, { email: "ana@example.com", projectId, role: "project_admin" })).toBe("updated");
-    await expect(collaborators.put(org, { email: "eve@example.com", projectId, role: "viewer" })).rejects.toMatchObject({
-      status: 400,
-      message: expect.stringContaining("not a member"),
-    });
+    expect(await collaborators.put(org, { email: "ana@example.com", projectId, role: "project_admin" })).toBe(
+      "updated",
+    );
+    await expect(collaborators.put(org, { email: "eve@example.com", projectId, role: "viewer" })).rejects.toMatchObject(
+      {
+        status: 400,
+        message: expect.stringContaining("not a member"),
+      },
+    );
     await expect(
       collaborators.put(fixture.otherOrganizationId, { email: "eve@example.com", projectId, role: "viewer" }),
     ).rejects.toMatchObject({ status: 404 });
@@ -48,7 +52,11 @@ describe.each(databaseKinds)("CollaboratorService on %s", (kind) => {
   });
 
   it("removes the collaborators of a deleted project", async () => {
-    await fixture.services.collaborators.put(fixture.organizationId, { email: "ana@example.com", projectId, role: "viewer" });
+    await fixture.services.collaborators.put(fixture.organizationId, {
+      email: "ana@example.com",
+      projectId,
+      role: "viewer",
+    });
     await fixture.services.projects.delete(fixture.organizationId, projectId);
     expect((await fixture.services.collaborators.search(fixture.organizationId, {})).total).toBe(0);
   });

@@ -47,7 +47,12 @@ describe.each(databaseKinds)("FileService on %s", (kind) => {
       ["form", '{"components": []}'],
       ["connector_template", '{"name": "REST", "properties": []}'],
     ] as const) {
-      const file = await files.create(fixture.organizationId, fixture.actor, { name: fileType, content, fileType, projectId });
+      const file = await files.create(fixture.organizationId, fixture.actor, {
+        name: fileType,
+        content,
+        fileType,
+        projectId,
+      });
       expect(file).toMatchObject({ type: fileType, folderId: null, simplePath: `Orders\\/2024/${fileType}` });
     }
   });
@@ -71,7 +76,12 @@ describe.each(databaseKinds)("FileService on %s", (kind) => {
   it("refuses content above the size limit with 413", async () => {
     const content = `{"padding": "${"x".repeat(maximumContentBytes)}"}`;
     await expect(
-      fixture.services.files.create(fixture.organizationId, fixture.actor, { name: "x", content, fileType: "form", projectId }),
+      fixture.services.files.create(fixture.organizationId, fixture.actor, {
+        name: "x",
+        content,
+        fileType: "form",
+        projectId,
+      }),
     ).rejects.toMatchObject({ status: 413 });
   });
 
@@ -137,8 +147,16 @@ describe.each(databaseKinds)("FileService on %s", (kind) => {
     const { files, folders, projects } = fixture.services;
     const other = await projects.create(fixture.organizationId, fixture.actor, "Other");
     const folder = await folders.create(fixture.organizationId, fixture.actor, { name: "Sub", projectId: other.id });
-    const file = await files.create(fixture.organizationId, fixture.actor, { name: "f", content: "{}", fileType: "form", projectId });
-    const moved = await files.update(fixture.organizationId, fixture.actor, file.id, { revision: 1, folderId: folder.id });
+    const file = await files.create(fixture.organizationId, fixture.actor, {
+      name: "f",
+      content: "{}",
+      fileType: "form",
+      projectId,
+    });
+    const moved = await files.update(fixture.organizationId, fixture.actor, file.id, {
+      revision: 1,
+      folderId: folder.id,
+    });
     expect(moved).toMatchObject({ projectId: other.id, folderId: folder.id, simplePath: "Other/Sub/f", revision: 2 });
     const back = await files.update(fixture.organizationId, fixture.actor, file.id, { revision: 2, projectId });
     expect(back).toMatchObject({ projectId, folderId: null, simplePath: "Orders\\/2024/f" });
@@ -149,7 +167,12 @@ describe.each(databaseKinds)("FileService on %s", (kind) => {
 
   it("deletes a file with its milestones", async () => {
     const { files, milestones } = fixture.services;
-    const file = await files.create(fixture.organizationId, fixture.actor, { name: "f", content: "{}", fileType: "form", projectId });
+    const file = await files.create(fixture.organizationId, fixture.actor, {
+      name: "f",
+      content: "{}",
+      fileType: "form",
+      projectId,
+    });
     const milestone = await milestones.create(fixture.organizationId, fixture.actor, { name: "m", fileId: file.id });
     await files.delete(fixture.organizationId, file.id);
     await expect(files.get(fixture.organizationId, file.id)).rejects.toMatchObject({ status: 404 });
@@ -158,14 +181,24 @@ describe.each(databaseKinds)("FileService on %s", (kind) => {
 
   it("hides files from other organizations", async () => {
     const { files } = fixture.services;
-    const file = await files.create(fixture.organizationId, fixture.actor, { name: "f", content: "{}", fileType: "form", projectId });
+    const file = await files.create(fixture.organizationId, fixture.actor, {
+      name: "f",
+      content: "{}",
+      fileType: "form",
+      projectId,
+    });
     await expect(files.get(fixture.otherOrganizationId, file.id)).rejects.toMatchObject({ status: 404 });
     await expect(
       files.update(fixture.otherOrganizationId, fixture.actor, file.id, { revision: 1, name: "x" }),
     ).rejects.toMatchObject({ status: 404 });
     await expect(files.delete(fixture.otherOrganizationId, file.id)).rejects.toMatchObject({ status: 404 });
     await expect(
-      files.create(fixture.otherOrganizationId, fixture.actor, { name: "f", content: "{}", fileType: "form", projectId }),
+      files.create(fixture.otherOrganizationId, fixture.actor, {
+        name: "f",
+        content: "{}",
+        fileType: "form",
+        projectId,
+      }),
     ).rejects.toMatchObject({ status: 404 });
     expect((await files.search(fixture.otherOrganizationId, {})).total).toBe(0);
   });

@@ -54,14 +54,21 @@ describe.each(databaseKinds)("FolderService and ProjectService on %s", (kind) =>
       fileType: "form",
       folderId: deepest.id,
     });
-    await expect(folders.update(fixture.organizationId, fixture.actor, top.id, { parentId: deepest.id })).rejects.toMatchObject({
+    await expect(
+      folders.update(fixture.organizationId, fixture.actor, top.id, { parentId: deepest.id }),
+    ).rejects.toMatchObject({
       status: 400,
       message: expect.stringContaining("into itself"),
     });
-    await expect(folders.update(fixture.organizationId, fixture.actor, top.id, { parentId: top.id })).rejects.toMatchObject({
+    await expect(
+      folders.update(fixture.organizationId, fixture.actor, top.id, { parentId: top.id }),
+    ).rejects.toMatchObject({
       status: 400,
     });
-    const moved = await folders.update(fixture.organizationId, fixture.actor, top.id, { projectId: other.id, name: "Moved" });
+    const moved = await folders.update(fixture.organizationId, fixture.actor, top.id, {
+      projectId: other.id,
+      name: "Moved",
+    });
     expect(moved).toMatchObject({ projectId: other.id, parentId: null, name: "Moved" });
     expect((await folders.get(fixture.organizationId, deepest.id)).metadata.projectId).toBe(other.id);
     expect((await files.get(fixture.organizationId, file.id)).metadata).toMatchObject({
@@ -89,7 +96,11 @@ describe.each(databaseKinds)("FolderService and ProjectService on %s", (kind) =>
     const { projects, folders } = fixture.services;
     fixture.advanceClock(1_000);
     const renamed = await projects.rename(fixture.organizationId, fixture.actor, projectId, "Renamed");
-    expect(renamed).toMatchObject({ name: "Renamed", updated: "2024-03-14T12:00:01.000Z", created: "2024-03-14T12:00:00.000Z" });
+    expect(renamed).toMatchObject({
+      name: "Renamed",
+      updated: "2024-03-14T12:00:01.000Z",
+      created: "2024-03-14T12:00:00.000Z",
+    });
     await expect(projects.get(fixture.otherOrganizationId, projectId)).rejects.toMatchObject({ status: 404 });
     await expect(projects.rename(fixture.otherOrganizationId, fixture.actor, projectId, "x")).rejects.toMatchObject({
       status: 404,

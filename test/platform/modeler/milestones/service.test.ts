@@ -45,10 +45,14 @@ describe.each(databaseKinds)("MilestoneService on %s", (kind) => {
     const restored = await milestones.restore(fixture.organizationId, fixture.actor, milestone.id);
     expect(restored.revision).toBe(3);
     expect((await files.get(fixture.organizationId, fileId)).content).toBe(bpmnDocument("first"));
-    expect((await milestones.rename(fixture.organizationId, fixture.actor, milestone.id, "release")).name).toBe("release");
+    expect((await milestones.rename(fixture.organizationId, fixture.actor, milestone.id, "release")).name).toBe(
+      "release",
+    );
     await milestones.delete(fixture.organizationId, milestone.id);
     await expect(milestones.get(fixture.organizationId, milestone.id)).rejects.toMatchObject({ status: 404 });
-    await expect(milestones.create(fixture.otherOrganizationId, fixture.actor, { name: "x", fileId })).rejects.toMatchObject({
+    await expect(
+      milestones.create(fixture.otherOrganizationId, fixture.actor, { name: "x", fileId }),
+    ).rejects.toMatchObject({
       status: 404,
     });
   });
@@ -59,20 +63,29 @@ describe.each(databaseKinds)("MilestoneService on %s", (kind) => {
     await files.update(fixture.organizationId, fixture.actor, fileId, { revision: 1, content: bpmnDocument("second") });
     const second = await milestones.create(fixture.organizationId, fixture.actor, { name: "second", fileId });
     const { url } = await milestones.compare(fixture.organizationId, first.id, second.id);
-    expect(url.startsWith(`http://platform.test/modeler/api/v1/milestones/compare/${first.id}...${second.id}/diff?`)).toBe(
-      true,
-    );
+    expect(
+      url.startsWith(`http://platform.test/modeler/api/v1/milestones/compare/${first.id}...${second.id}/diff?`),
+    ).toBe(true);
     const { grant, signature } = grantOf(url);
     const diff = await milestones.diff(grant, signature);
     expect(diff).toContain(`--- milestone first (${first.id})`);
     expect(diff).toContain('-  <bpmn:process id="Process_1" name="first" isExecutable="true">');
     expect(diff).toContain('+  <bpmn:process id="Process_1" name="second" isExecutable="true">');
-    await expect(milestones.diff({ ...grant, toMilestoneId: first.id }, signature)).rejects.toMatchObject({ status: 403 });
-    await expect(milestones.diff({ ...grant, organizationId: fixture.otherOrganizationId }, signature)).rejects.toMatchObject({
+    await expect(milestones.diff({ ...grant, toMilestoneId: first.id }, signature)).rejects.toMatchObject({
+      status: 403,
+    });
+    await expect(
+      milestones.diff({ ...grant, organizationId: fixture.otherOrganizationId }, signature),
+    ).rejects.toMatchObject({
       status: 403,
     });
     fixture.advanceClock(diffLinkLifetimeMs);
-    await expect(milestones.diff(grant, signature)).rejects.toMatchObject({ status: 403, message: expect.stringContaining("expired") });
-    await expect(milestones.compare(fixture.otherOrganizationId, first.id, second.id)).rejects.toMatchObject({ status: 404 });
+    await expect(milestones.diff(grant, signature)).rejects.toMatchObject({
+      status: 403,
+      message: expect.stringContaining("expired"),
+    });
+    await expect(milestones.compare(fixture.otherOrganizationId, first.id, second.id)).rejects.toMatchObject({
+      status: 404,
+    });
   });
 });
