@@ -104,7 +104,7 @@ async function stopServer(child: ChildProcess): Promise<void> {
 }
 
 /** Inserts projects, folders and files directly (the API would validate 100,000 contents for minutes). */
-async function seed(databaseUrl: string, dataDirectory: string, organizationId: string): Promise<string> {
+export async function seed(databaseUrl: string, dataDirectory: string, organizationId: string): Promise<string> {
   const store = await openStore({ url: databaseUrl, dataDirectory });
   try {
     const baseMs = Date.parse("2024-01-01T00:00:00.000Z");

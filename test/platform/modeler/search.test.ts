@@ -61,6 +61,28 @@ describe.each(databaseKinds)("search on %s", (kind) => {
     ]);
   });
 
+  it("sorts the matches of a name filter like any other result", async () => {
+    expect((await searchNames({ filter: { name: "a" }, sort: [{ field: "name", direction: "DESC" }] })).names).toEqual([
+      "beta",
+      "alphabet",
+      "GAMMA",
+      "Alpha",
+    ]);
+    const files = fixture.services.files;
+    const project = await fixture.services.projects.create(fixture.organizationId, fixture.actor, "revisions");
+    for (const name of ["r1", "r2", "r10"]) {
+      const file = await files.create(fixture.organizationId, fixture.actor, { name, content: "{}", fileType: "form", projectId: project.id });
+      for (let revision = 1; revision < Number(name.slice(1)); revision++) {
+        await files.update(fixture.organizationId, fixture.actor, file.id, { revision, content: "{}" });
+      }
+    }
+    const byRevision = await files.search(fixture.organizationId, {
+      filter: { name: "R" },
+      sort: [{ field: "revision", direction: "ASC" }],
+    });
+    expect(byRevision.items.map((item) => item.revision)).toEqual([1, 2, 10]);
+  });
+
   it("breaks ties by id so that pages never overlap", async () => {
     const all = await fixture.services.projects.search(fixture.organizationId, {
       sort: [{ field: "updated", direction: "ASC" }],

@@ -41,13 +41,7 @@ export class MemberService {
 
   /** Whether `email` is a member (invited or active) of the organization. */
   async isMember(organizationId: string, email: string): Promise<boolean> {
-    const row = await this.database
-      .selectFrom("members")
-      .select("email")
-      .where("organization_id", "=", organizationId)
-      .where("email", "=", normalizeEmail(email))
-      .executeTakeFirst();
-    return row !== undefined;
+    return (await rolesOf(this.database, organizationId, normalizeEmail(email))) !== undefined;
   }
 
   /**
@@ -63,12 +57,7 @@ export class MemberService {
     const uniqueRoles = [...new Set(roles)].sort();
     const timestamp = this.now().toISOString();
     return await this.database.transaction().execute(async (transaction) => {
-      const existing = await transaction
-        .selectFrom("members")
-        .select("roles")
-        .where("organization_id", "=", organizationId)
-        .where("email", "=", address)
-        .executeTakeFirst();
+      const existing = await rolesOf(transaction, organizationId, address);
       if (existing === undefined) {
         await transaction
           .insertInto("members")
@@ -84,7 +73,7 @@ export class MemberService {
           .execute();
         return "invited";
       }
-      if ((JSON.parse(existing.roles) as string[]).includes("owner")) {
+      if (existing.includes("owner")) {
         throw conflict(`${address} is the organization's owner; the owner's roles cannot be changed.`);
       }
       await transaction
@@ -101,14 +90,9 @@ export class MemberService {
   async remove(organizationId: string, email: string): Promise<void> {
     const address = normalizeEmail(email);
     await this.database.transaction().execute(async (transaction) => {
-      const existing = await transaction
-        .selectFrom("members")
-        .select("roles")
-        .where("organization_id", "=", organizationId)
-        .where("email", "=", address)
-        .executeTakeFirst();
+      const existing = await rolesOf(transaction, organizationId, address);
       if (existing === undefined) throw notFound("member", address);
-      if ((JSON.parse(existing.roles) as string[]).includes("owner")) {
+      if (existing.includes("owner")) {
         throw conflict(`${address} is the organization's owner and cannot be removed.`);
       }
       await transaction
@@ -118,4 +102,19 @@ export class MemberService {
         .execute();
     });
   }
+}
+
+/** The roles of one member, or undefined when the address is not a member. */
+async function rolesOf(
+  database: Kysely<PlatformDatabase>,
+  organizationId: string,
+  address: string,
+): Promise<MemberRole[] | undefined> {
+  const row = await database
+    .selectFrom("members")
+    .select("roles")
+    .where("organization_id", "=", organizationId)
+    .where("email", "=", address)
+    .executeTakeFirst();
+  return row === undefined ? undefined : (JSON.parse(row.roles) as MemberRole[]);
 }

@@ -30,7 +30,7 @@ export const fileSearch: SearchDefinition = {
     projectId: { column: "project_id", kind: "exact", sortColumn: "project_id" },
     folderId: { column: "folder_id", kind: "exact" },
     type: { column: "file_type", kind: "exact", sortColumn: "file_type" },
-    revision: { column: "revision", kind: "exact", sortColumn: "revision" },
+    revision: { column: "revision", kind: "exact", sortColumn: "revision", sortType: "integer" },
     ...auditSearchFields,
   },
   columns: fileColumns,

@@ -22,6 +22,12 @@ export const modelerMigration: Migration = {
       .addColumn("updated_by_name", sortableText, (column) => column.notNull())
       .addColumn("updated_by_email", sortableText, (column) => column.notNull())
       .execute();
+    // Substring search on names reads this small index instead of the table (see search.ts).
+    await database.schema
+      .createIndex("modeler_projects_organization_name_folded")
+      .on("modeler_projects")
+      .columns(["organization_id", "name_folded", "id"])
+      .execute();
     await database.schema
       .createIndex("modeler_projects_organization_name")
       .on("modeler_projects")
@@ -48,6 +54,12 @@ export const modelerMigration: Migration = {
       .addColumn("updated_by_name", sortableText, (column) => column.notNull())
       .addColumn("updated_by_email", sortableText, (column) => column.notNull())
       .execute();
+    // Substring search on names reads this small index instead of the table (see search.ts).
+    await database.schema
+      .createIndex("modeler_folders_organization_name_folded")
+      .on("modeler_folders")
+      .columns(["organization_id", "name_folded", "id"])
+      .execute();
     await database.schema
       .createIndex("modeler_folders_organization_project_parent")
       .on("modeler_folders")
@@ -72,6 +84,12 @@ export const modelerMigration: Migration = {
       .addColumn("updated_at", sortableText, (column) => column.notNull())
       .addColumn("updated_by_name", sortableText, (column) => column.notNull())
       .addColumn("updated_by_email", sortableText, (column) => column.notNull())
+      .execute();
+    // Substring search on names reads this small index instead of the table (see search.ts).
+    await database.schema
+      .createIndex("modeler_files_organization_name_folded")
+      .on("modeler_files")
+      .columns(["organization_id", "name_folded", "id"])
       .execute();
     await database.schema
       .createIndex("modeler_files_organization_project_folder")
@@ -109,6 +127,12 @@ export const modelerMigration: Migration = {
       .addColumn("updated_at", sortableText, (column) => column.notNull())
       .addColumn("updated_by_name", sortableText, (column) => column.notNull())
       .addColumn("updated_by_email", sortableText, (column) => column.notNull())
+      .execute();
+    // Substring search on names reads this small index instead of the table (see search.ts).
+    await database.schema
+      .createIndex("modeler_milestones_organization_name_folded")
+      .on("modeler_milestones")
+      .columns(["organization_id", "name_folded", "id"])
       .execute();
     await database.schema
       .createIndex("modeler_milestones_organization_file")
