@@ -7,7 +7,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
@@ -230,6 +230,8 @@ export async function run(): Promise<void> {
       `bench token: POST token endpoint (client_credentials, client_secret_post, JWT access token) and authenticated GET /admin/members; ` +
         `${warmupMs / 1000} s warm-up + ${durationMs / 1000} s per cell, servers in child processes on 127.0.0.1`,
     );
+    // Other work on the machine skews both servers alike, but it lowers absolute figures; say how busy it was.
+    console.log(`machine: ${cpus().length} CPUs, load average ${formatNumber(loadavg()[0] ?? Number.NaN, 2)} at start`);
     for (const algorithm of ["RS256", "ES256"] as const) {
       console.log(`${algorithm}:`);
       const result = await benchmarkAlgorithm(algorithm, dataDirectory, algorithm === "RS256");
@@ -244,6 +246,7 @@ export async function run(): Promise<void> {
     process.off("SIGTERM", onSignal);
   }
 
+  console.log(`\nload average ${formatNumber(loadavg()[0] ?? Number.NaN, 2)} at the end`);
   console.log("\nToken issuance");
   printTable(
     ["algorithm", "server", "connections", "tokens/s", "p50 ms", "p99 ms", "errors"],

@@ -57,6 +57,15 @@ export interface BrokerAddress {
   port: number;
 }
 
+/** What a broker knows about another broker's liveness. */
+export interface BrokerLiveness {
+  nodeId: number;
+  /** Whether this broker heard from it recently (any message or gossip). */
+  reachable: boolean;
+  /** When this broker last heard from it, as an ISO-8601 instant, or null when never since it started. */
+  lastContactAt: string | null;
+}
+
 /** A broker's answer to `describe`. */
 export interface BrokerDescription {
   nodeId: number;
@@ -70,6 +79,8 @@ export interface BrokerDescription {
   brokers: BrokerAddress[];
   /** The replicas this broker hosts. */
   replicas: ReplicaReport[];
+  /** Liveness of every other broker this broker knows (added after the first version; absent from older brokers). */
+  liveness?: BrokerLiveness[];
 }
 
 /** Requests from a gateway to a broker. */

@@ -175,6 +175,20 @@ export async function containerContent(
   };
 }
 
+/**
+ * Serializes changes of an organization's folder tree until the transaction ends, by locking its organization row.
+ * Without it, two concurrent moves on PostgreSQL could each see a tree without the other's move and together form a
+ * cycle, and a file created in a folder that moves to another project at the same moment could keep the old project.
+ * SQLite serializes write transactions anyway; there the statement only marks the transaction as a writer.
+ */
+export async function lockFolderTree(executor: Executor, organizationId: string): Promise<void> {
+  await executor
+    .updateTable("organizations")
+    .set((expression) => ({ name: expression.ref("name") }))
+    .where("id", "=", organizationId)
+    .execute();
+}
+
 /** Where a folder or file is placed: a project, and a folder of it or its top level. */
 export interface Location {
   projectId: string;

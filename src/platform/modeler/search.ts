@@ -140,8 +140,8 @@ function filterConditions(name: string, definition: SearchField, value: unknown)
 }
 
 /**
- * Runs a search as two SQL statements over the organization's rows — a count and one page — with filters, sort keys
- * and paging all evaluated by the database. Unknown filter or sort fields are rejected (schemas reject them first;
+ * Runs a search as SQL over the organization's rows — a count and one page — with filters, sort keys and paging all
+ * evaluated by the database. Unknown filter or sort fields are rejected (schemas reject them first;
  * this guards direct callers).
  */
 export async function searchRows<Row>(
@@ -149,12 +149,8 @@ export async function searchRows<Row>(
   definition: SearchDefinition,
   organizationId: string,
   request: SearchRequest,
-  extraConditions: readonly RawBuilder<boolean>[] = [],
 ): Promise<SearchPage<Row>> {
-  const conditions: RawBuilder<boolean>[] = [
-    sql<boolean>`${sql.ref("organization_id")} = ${organizationId}`,
-    ...extraConditions,
-  ];
+  const conditions: RawBuilder<boolean>[] = [sql<boolean>`${sql.ref("organization_id")} = ${organizationId}`];
   for (const [name, value] of Object.entries(request.filter ?? {})) {
     if (value === undefined) continue;
     const field = definition.fields[name];
@@ -162,10 +158,10 @@ export async function searchRows<Row>(
     conditions.push(...filterConditions(name, field, value));
   }
   // A name filter is a substring match, which no B-tree index can seek: the database must read every name of the
-  // organization anyway, best from the small (organization, folded name) index. Sorting by an indexed column would
-  // tempt the planner to walk that column's index instead and fetch every row to test its name (hundreds of times
-  // slower for a selective filter), so the sort keys are then written as no-op expressions that no index provides,
-  // and the matches are sorted after filtering.
+  // organization anyway, best from the small (organization, folded name, id) index. Left to itself a planner may
+  // instead walk another index of the organization and fetch every row to test its name (ten times slower), so
+  // with a name filter the matching keys are selected first in a subquery that the name index covers, and the sort
+  // keys are written as no-op expressions that no index provides: the few matches are fetched, then sorted.
   const filtersByName = Object.entries(request.filter ?? {}).some(
     ([name, value]) => value !== undefined && definition.fields[name]?.kind === "name",
   );
@@ -188,15 +184,31 @@ export async function searchRows<Row>(
   if (!Number.isInteger(page) || page < 0) throw invalidRequest("page must be an integer of at least 0.");
   const where = sql.join(conditions, sql` and `);
   const table = sql.table(definition.table);
-  const counted = await sql<{ total: number | string }>`select count(*) as total from ${table} where ${where}`.execute(
-    executor,
-  );
-  const total = Number(counted.rows[0]?.total ?? 0);
-  if (size === 0 || page * size >= total) return { items: [], total };
+  const countMatches = async () => {
+    const counted = await sql<{
+      total: number | string;
+    }>`select count(*) as total from ${table} where ${where}`.execute(executor);
+    return Number(counted.rows[0]?.total ?? 0);
+  };
+  if (size === 0) return { items: [], total: await countMatches() };
   const columns = sql.join(definition.columns.map((column) => sql.ref(column)));
-  const rows =
-    await sql<Row>`select ${columns} from ${table} where ${where} order by ${sql.join(orders)} limit ${size} offset ${page * size}`.execute(
+  const pageClause = sql`order by ${sql.join(orders)} limit ${size} offset ${page * size}`;
+  if (filtersByName) {
+    // Every match is read and sorted anyway, so the same statement counts them (a window over all matches, taken
+    // before the limit) instead of scanning the names a second time.
+    const keys = sql.join(definition.tieBreak.map((column) => sql.ref(column)));
+    const result = await sql<
+      Row & { search_total: number | string }
+    >`select ${columns}, count(*) over () as search_total from ${table} where (${keys}) in (select ${keys} from ${table} where ${where}) ${pageClause}`.execute(
       executor,
     );
+    const first = result.rows[0];
+    if (first === undefined) return { items: [], total: page === 0 ? 0 : await countMatches() };
+    const items = result.rows.map(({ search_total: _total, ...row }) => row as unknown as Row);
+    return { items, total: Number(first.search_total) };
+  }
+  const total = await countMatches();
+  if (page * size >= total) return { items: [], total };
+  const rows = await sql<Row>`select ${columns} from ${table} where ${where} ${pageClause}`.execute(executor);
   return { items: rows.rows, total };
 }

@@ -43,6 +43,13 @@ describe.each(databaseKinds)("search on %s", (kind) => {
     expect((await searchNames({ filter: { name: "_" } })).names).toEqual(["under_score"]);
     expect((await searchNames({ filter: { name: "är" } })).names).toEqual(["Ärger"]);
     expect((await searchNames({ filter: { name: "" } })).total).toBe(7);
+    expect(await searchNames({ filter: { name: "alpha" }, size: 1, page: 1 })).toEqual({
+      names: ["alphabet"],
+      total: 2,
+    });
+    expect(await searchNames({ filter: { name: "alpha" }, size: 1, page: 2 })).toEqual({ names: [], total: 2 });
+    expect(await searchNames({ filter: { name: "alpha" }, size: 0 })).toEqual({ names: [], total: 2 });
+    expect(await searchNames({ filter: { name: "no such project" } })).toEqual({ names: [], total: 0 });
   });
 
   it("sorts by name (code point order) and by dates in both directions", async () => {
@@ -71,7 +78,12 @@ describe.each(databaseKinds)("search on %s", (kind) => {
     const files = fixture.services.files;
     const project = await fixture.services.projects.create(fixture.organizationId, fixture.actor, "revisions");
     for (const name of ["r1", "r2", "r10"]) {
-      const file = await files.create(fixture.organizationId, fixture.actor, { name, content: "{}", fileType: "form", projectId: project.id });
+      const file = await files.create(fixture.organizationId, fixture.actor, {
+        name,
+        content: "{}",
+        fileType: "form",
+        projectId: project.id,
+      });
       for (let revision = 1; revision < Number(name.slice(1)); revision++) {
         await files.update(fixture.organizationId, fixture.actor, file.id, { revision, content: "{}" });
       }

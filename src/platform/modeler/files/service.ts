@@ -8,6 +8,7 @@ import {
   fileColumns,
   fileMetadataList,
   findFile,
+  lockFolderTree,
   resolveMoveLocation,
   resolveNewLocation,
 } from "../catalog.js";
@@ -81,6 +82,7 @@ export class FileService {
     assertStorableText("name", input.name);
     await validateFileContent(input.fileType, input.content);
     return await inTransaction(this.database, async (transaction) => {
+      if (input.folderId !== undefined && input.folderId !== null) await lockFolderTree(transaction, organizationId);
       const location = await resolveNewLocation(
         transaction,
         organizationId,
@@ -128,6 +130,7 @@ export class FileService {
     if (current.revision !== change.revision) throw staleRevision(id, change.revision, current.revision);
     if (change.content !== undefined) await validateFileContent(current.file_type as FileType, change.content);
     return await inTransaction(this.database, async (transaction) => {
+      if (change.folderId !== undefined && change.folderId !== null) await lockFolderTree(transaction, organizationId);
       const target = await resolveMoveLocation(
         transaction,
         organizationId,

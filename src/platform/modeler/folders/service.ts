@@ -10,6 +10,7 @@ import {
   findFolder,
   folderColumns,
   folderMetadata,
+  lockFolderTree,
   resolveMoveLocation,
   resolveNewLocation,
 } from "../catalog.js";
@@ -114,6 +115,7 @@ export class FolderService {
   async create(organizationId: string, actor: Person, input: NewFolder): Promise<FolderMetadata> {
     assertStorableText("name", input.name);
     return await inTransaction(this.database, async (transaction) => {
+      if (input.parentId !== undefined && input.parentId !== null) await lockFolderTree(transaction, organizationId);
       const location = await resolveNewLocation(
         transaction,
         organizationId,
@@ -156,6 +158,9 @@ export class FolderService {
   async update(organizationId: string, actor: Person, id: string, change: FolderChange): Promise<FolderMetadata> {
     if (change.name !== undefined) assertStorableText("name", change.name);
     return await inTransaction(this.database, async (transaction) => {
+      if (change.projectId !== undefined || change.parentId !== undefined) {
+        await lockFolderTree(transaction, organizationId);
+      }
       const folder = await findFolder(transaction, organizationId, id);
       const target = await resolveMoveLocation(
         transaction,

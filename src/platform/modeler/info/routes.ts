@@ -1,5 +1,6 @@
 import { Type } from "typebox";
 import { principalOf } from "../../../auth/authenticate.js";
+import { modelerCreateScope, modelerDeleteScope, modelerReadScope, modelerUpdateScope } from "../../../auth/scopes.js";
 import { standardErrorResponses } from "../../../http/schemas.js";
 import type { HttpServer } from "../../../http/server.js";
 
@@ -31,10 +32,10 @@ export function infoRoutes(server: HttpServer): void {
       return {
         version: "v1" as const,
         authorizedOrganization: organizationId,
-        createPermission: scopes.has("modeler:create"),
-        readPermission: scopes.has("modeler:read"),
-        updatePermission: scopes.has("modeler:update"),
-        deletePermission: scopes.has("modeler:delete"),
+        createPermission: scopes.has(modelerCreateScope),
+        readPermission: scopes.has(modelerReadScope),
+        updatePermission: scopes.has(modelerUpdateScope),
+        deletePermission: scopes.has(modelerDeleteScope),
       };
     },
   );

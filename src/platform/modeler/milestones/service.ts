@@ -56,8 +56,14 @@ export const milestoneSearch: SearchDefinition = {
   defaultSort: [{ field: "created", direction: "ASC" }],
 };
 
-/** Longest time spent computing one diff; contents that differ too much for it are refused rather than diffed. */
-export const diffTimeoutMs = 5_000;
+/**
+ * Longest time spent computing one diff. The computation holds the event loop, so two large contents that differ
+ * too much to diff within it are refused (409) rather than stalling every other request.
+ */
+export const diffTimeoutMs = 1_000;
+
+/** Default largest number of changed lines a diff may have (it bounds the diff's work independently of time). */
+export const defaultDiffMaxEditLength = 50_000;
 
 function milestoneMetadata(row: MilestoneRow): MilestoneMetadata {
   return { id: row.id, name: row.name, fileId: row.file_id, ...auditFields(row) };
@@ -85,6 +91,8 @@ export interface MilestoneServiceOptions {
   /** Absolute base URL of the Modeler API (e.g. `http://localhost:8088/modeler`), for diff links. */
   baseUrl: string;
   now?: () => Date;
+  /** Largest number of changed lines a diff may have; more is refused with 409 (default 50,000). */
+  diffMaxEditLength?: number;
 }
 
 /** Milestones: frozen copies of a file's content that can be restored and compared. */
@@ -93,12 +101,14 @@ export class MilestoneService {
   private readonly diffLinks: DiffLinkSigner;
   private readonly baseUrl: string;
   private readonly now: () => Date;
+  private readonly diffMaxEditLength: number;
 
   constructor(options: MilestoneServiceOptions) {
     this.database = options.database;
     this.diffLinks = options.diffLinks;
     this.baseUrl = options.baseUrl.replace(/\/+$/, "");
     this.now = options.now ?? (() => new Date());
+    this.diffMaxEditLength = options.diffMaxEditLength ?? defaultDiffMaxEditLength;
   }
 
   /** Freezes the file's current content under `name`. */
@@ -212,7 +222,7 @@ export class MilestoneService {
       to.content,
       from.created_at,
       to.created_at,
-      { timeout: diffTimeoutMs },
+      { timeout: diffTimeoutMs, maxEditLength: this.diffMaxEditLength },
     );
     if (patch === undefined) {
       throw new ServiceError(

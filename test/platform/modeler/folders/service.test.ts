@@ -79,6 +79,24 @@ describe.each(databaseKinds)("FolderService and ProjectService on %s", (kind) =>
     expect(lifted).toMatchObject({ projectId: other.id, parentId: null });
   });
 
+  it("never lets concurrent moves form a cycle", async () => {
+    const { folders } = fixture.services;
+    const left = await createFolder("Left", { projectId });
+    const right = await createFolder("Right", { projectId });
+    const outcomes = await Promise.allSettled([
+      folders.update(fixture.organizationId, fixture.actor, left.id, { parentId: right.id }),
+      folders.update(fixture.organizationId, fixture.actor, right.id, { parentId: left.id }),
+    ]);
+    expect(outcomes.filter((outcome) => outcome.status === "fulfilled")).toHaveLength(1);
+    const rejected = outcomes.find((outcome) => outcome.status === "rejected");
+    expect((rejected as PromiseRejectedResult).reason).toMatchObject({ status: 400 });
+    const parents = [
+      (await folders.get(fixture.organizationId, left.id)).metadata.parentId,
+      (await folders.get(fixture.organizationId, right.id)).metadata.parentId,
+    ];
+    expect(parents.filter((parent) => parent === null)).toHaveLength(1);
+  });
+
   it("deletes folders and projects only when empty (409 otherwise)", async () => {
     const { folders, projects } = fixture.services;
     const top = await createFolder("Top", { projectId });

@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { diffLinkLifetimeMs } from "../../../../src/platform/modeler/milestones/diff-links.js";
+import { DiffLinkSigner, diffLinkLifetimeMs } from "../../../../src/platform/modeler/milestones/diff-links.js";
+import { MilestoneService } from "../../../../src/platform/modeler/milestones/service.js";
 import { databaseKinds } from "../../../support/databases.js";
 import { bpmnDocument, type ModelerFixture, openModelerFixture } from "../support.js";
 
@@ -55,6 +56,26 @@ describe.each(databaseKinds)("MilestoneService on %s", (kind) => {
     ).rejects.toMatchObject({
       status: 404,
     });
+  });
+
+  it("refuses with 409 a diff of contents that differ in more lines than the limit", async () => {
+    const { milestones, files } = fixture.services;
+    const first = await milestones.create(fixture.organizationId, fixture.actor, { name: "first", fileId });
+    await files.update(fixture.organizationId, fixture.actor, fileId, {
+      revision: 1,
+      content: bpmnDocument("second").replace('id="StartEvent_1"', 'id="Start"'),
+    });
+    const second = await milestones.create(fixture.organizationId, fixture.actor, { name: "second", fileId });
+    const strict = new MilestoneService({
+      database: fixture.store.database,
+      diffLinks: await DiffLinkSigner.open(fixture.store.database, () => Date.parse("2024-03-14T12:00:00.000Z")),
+      baseUrl: "http://platform.test/modeler",
+      diffMaxEditLength: 1,
+    });
+    const { url } = await strict.compare(fixture.organizationId, first.id, second.id);
+    const { grant, signature } = grantOf(url);
+    await expect(strict.diff(grant, signature)).rejects.toMatchObject({ status: 409 });
+    expect(await fixture.services.milestones.diff(grant, signature)).toContain('+    <bpmn:startEvent id="Start" />');
   });
 
   it("compares through a signed link that serves a unified diff until it expires", async () => {

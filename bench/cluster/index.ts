@@ -1,0 +1,307 @@
+/**
+ * Benchmark `cluster`: messages published per second, and p50/p99 latency, through the gateway of a local cluster
+ * (3 broker processes, 3 partitions, replication factor 3, durable commits) at 1, 16 and 64 concurrent clients; side
+ * by side in the same run with a 3-member etcd cluster (each member fsyncs its write-ahead log, the same durability)
+ * doing puts of the same payload size at the same concurrency through its HTTP/JSON gateway. Everything runs on
+ * 127.0.0.1 in a temporary directory; the load generator runs here. Prints a table, then the ratios last.
+ */
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { pino } from "pino";
+import { freePort, type LocalCluster, startLocalCluster } from "../../src/platform/provisioner/index.js";
+import { type LoadResult, type LoadTarget, measure, probe } from "../token/load.js";
+
+const repositoryRoot = fileURLToPath(new URL("../../", import.meta.url));
+const concurrencies = [1, 16, 64] as const;
+const warmupMs = 1_000;
+const durationMs = 5_000;
+const startTimeoutMs = 60_000;
+/** The whole run stops itself after this, whatever happens. */
+const runDeadlineMs = 180_000;
+/** Bytes of the payload each message (and each etcd value) carries. */
+const payloadBytes = 256;
+
+const children = new Set<ChildProcess>();
+let cluster: LocalCluster | undefined;
+
+function killChildren(): void {
+  for (const child of children) {
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+  }
+}
+
+function track(child: ChildProcess): ChildProcess {
+  children.add(child);
+  child.on("exit", () => children.delete(child));
+  return child;
+}
+
+async function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  child.kill("SIGTERM");
+  const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** Polls `probeOnce` until it says ready, bounded by `startTimeoutMs`. */
+async function waitUntil(name: string, probeOnce: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + startTimeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      if (await probeOnce()) return;
+    } catch {
+      // Not up yet.
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  throw new Error(`${name} was not ready within ${startTimeoutMs} ms`);
+}
+
+/** Starts the platform (token issuer and JWKS for the gateway) as a child and returns its URL and a gateway token. */
+async function startPlatform(dataDirectory: string): Promise<{ url: string; token: string; child: ChildProcess }> {
+  const port = await freePort("127.0.0.1");
+  const url = `http://127.0.0.1:${port}`;
+  const clientId = "bench-cluster-client";
+  const clientSecret = randomBytes(32).toString("base64url");
+  const child = track(
+    spawn(
+      process.execPath,
+      [
+        "--import",
+        "tsx",
+        "src/cli/main.ts",
+        "platform",
+        "--port",
+        String(port),
+        "--data-directory",
+        join(dataDirectory, "platform"),
+        "--set",
+        `service.platform.publicUrl=${url}`,
+        "--set",
+        "service.log.level=warn",
+        "--set",
+        `service.bootstrap.clientId=${clientId}`,
+        "--set",
+        `service.bootstrap.clientSecret=${clientSecret}`,
+      ],
+      { cwd: repositoryRoot, stdio: ["ignore", "ignore", "inherit"] },
+    ),
+  );
+  await waitUntil("the platform", async () => (await fetch(`${url}/health`)).status === 200);
+  const response = await fetch(`${url}/oauth/token`, {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams({
+      grant_type: "client_credentials",
+      audience: "gateway-api",
+      client_id: clientId,
+      client_secret: clientSecret,
+    }),
+  });
+  const body = (await response.json()) as { access_token?: string };
+  if (body.access_token === undefined) throw new Error(`the platform refused a gateway token: ${response.status}`);
+  return { url, token: body.access_token, child };
+}
+
+/**
+ * The command line the cluster's children run: src/cli/main.ts once it registers `broker` and `gateway`, until then
+ * the end-to-end tests' entry with exactly those commands.
+ */
+async function clusterCommand(): Promise<{ entry: string; nodeArguments: string[] } | undefined> {
+  const main = await readFile(join(repositoryRoot, "src", "cli", "main.ts"), "utf8");
+  if (main.includes("registerBrokerCommand") && main.includes("registerGatewayCommand")) return undefined;
+  return {
+    entry: join(repositoryRoot, "test", "e2e", "support", "flowplane-cli.ts"),
+    nodeArguments: ["--import", "tsx"],
+  };
+}
+
+function etcdInstalled(): boolean {
+  return spawnSync("etcd", ["--version"], { stdio: "ignore" }).status === 0;
+}
+
+/** Starts a 3-member etcd cluster on loopback ports and returns the client URL of member 0. */
+async function startEtcd(dataDirectory: string): Promise<string> {
+  const members = [];
+  for (let index = 0; index < 3; index += 1) {
+    members.push({ name: `member${index}`, client: await freePort("127.0.0.1"), peer: await freePort("127.0.0.1") });
+  }
+  const initialCluster = members.map((member) => `${member.name}=http://127.0.0.1:${member.peer}`).join(",");
+  for (const member of members) {
+    const child = track(
+      spawn(
+        "etcd",
+        [
+          "--name",
+          member.name,
+          "--data-dir",
+          join(dataDirectory, "etcd", member.name),
+          "--listen-client-urls",
+          `http://127.0.0.1:${member.client}`,
+          "--advertise-client-urls",
+          `http://127.0.0.1:${member.client}`,
+          "--listen-peer-urls",
+          `http://127.0.0.1:${member.peer}`,
+          "--initial-advertise-peer-urls",
+          `http://127.0.0.1:${member.peer}`,
+          "--initial-cluster",
+          initialCluster,
+          "--initial-cluster-state",
+          "new",
+          "--initial-cluster-token",
+          "flowplane-bench",
+          "--log-level",
+          "error",
+        ],
+        { stdio: ["ignore", "ignore", "pipe"] },
+      ),
+    );
+    createInterface({ input: child.stderr! }).on("line", () => undefined);
+  }
+  const url = `http://127.0.0.1:${members[0]?.client}`;
+  await waitUntil("etcd", async () => {
+    const response = await fetch(`${url}/health`);
+    return ((await response.json()) as { health?: string }).health === "true";
+  });
+  return url;
+}
+
+function formatNumber(value: number, fractionDigits = 0): string {
+  return Number.isFinite(value) ? value.toFixed(fractionDigits) : "-";
+}
+
+function printTable(header: string[], rows: string[][]): void {
+  const widths = header.map((_, column) => Math.max(...[header, ...rows].map((row) => (row[column] ?? "").length)));
+  for (const row of [header, ...rows]) {
+    console.log(`  ${row.map((cell, column) => cell.padEnd(widths[column] ?? 0)).join("  ")}`.trimEnd());
+  }
+}
+
+/** Runs the cluster benchmark and prints its table and ratios; stops every child whatever happens. */
+export async function run(): Promise<void> {
+  const deadline = setTimeout(() => {
+    console.error(`bench cluster: exceeded ${runDeadlineMs / 1000} s, stopping`);
+    killChildren();
+    process.exit(1);
+  }, runDeadlineMs);
+  deadline.unref();
+  process.once("exit", killChildren);
+  const onSignal = () => {
+    killChildren();
+    process.exit(130);
+  };
+  process.once("SIGINT", onSignal);
+  process.once("SIGTERM", onSignal);
+
+  const payload = "x".repeat(payloadBytes);
+  const dataDirectory = await mkdtemp(join(tmpdir(), "flowplane-bench-cluster-"));
+  const flowplaneResults: LoadResult[] = [];
+  const etcdResults: LoadResult[] = [];
+  const withEtcd = etcdInstalled();
+  let platformChild: ChildProcess | undefined;
+  try {
+    console.log(
+      `bench cluster: POST /v2/messages/publication (${payloadBytes}-byte payload, no correlation key: round robin) through the gateway of ` +
+        `3 brokers, 3 partitions, RF 3; etcd: 3 members, PUT /v3/kv/put of a ${payloadBytes}-byte value; ` +
+        `${warmupMs / 1000} s warm-up + ${durationMs / 1000} s per cell, everything on 127.0.0.1`,
+    );
+    if (!withEtcd) {
+      console.log("etcd is not installed (Debian: apt-get install etcd-server): the peer is skipped, no ratios");
+    }
+    const platform = await startPlatform(dataDirectory);
+    platformChild = platform.child;
+    const command = await clusterCommand();
+    cluster = await startLocalCluster({
+      dataDirectory: join(dataDirectory, "flowplane"),
+      gatewayPort: 0,
+      managementPort: 0,
+      issuerUrl: platform.url,
+      logger: pino({ level: "warn" }),
+      logLevel: "warn",
+      readyTimeoutMs: startTimeoutMs,
+      ...(command === undefined ? {} : { command }),
+    });
+    const etcdUrl = withEtcd ? await startEtcd(dataDirectory) : undefined;
+
+    const flowplaneTarget: LoadTarget = {
+      origin: cluster.gatewayUrl,
+      method: "POST",
+      path: "/v2/messages/publication",
+      headers: { authorization: `Bearer ${platform.token}`, "content-type": "application/json" },
+      // Buffered for 10 s, so the brokers' memory stays flat during the run.
+      body: JSON.stringify({ name: "bench", timeToLive: 10_000, variables: { payload } }),
+    };
+    const check = await probe(flowplaneTarget);
+    if (check.status !== 200) throw new Error(`the gateway answered ${check.status}: ${check.body}`);
+    const etcdTarget: LoadTarget | undefined =
+      etcdUrl === undefined
+        ? undefined
+        : {
+            origin: etcdUrl,
+            method: "POST",
+            path: "/v3/kv/put",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify({
+              key: Buffer.from("bench/key").toString("base64"),
+              value: Buffer.from(payload).toString("base64"),
+            }),
+          };
+    if (etcdTarget !== undefined) {
+      const etcdCheck = await probe(etcdTarget);
+      if (etcdCheck.status !== 200) throw new Error(`etcd answered ${etcdCheck.status}: ${etcdCheck.body}`);
+    }
+    for (const connections of concurrencies) {
+      // Alternating the two systems at each step exposes both to the same machine conditions.
+      const options = { connections, warmupMs, durationMs };
+      flowplaneResults.push(await measure(flowplaneTarget, options));
+      if (etcdTarget !== undefined) etcdResults.push(await measure(etcdTarget, options));
+    }
+  } finally {
+    await cluster?.close();
+    cluster = undefined;
+    if (platformChild !== undefined) await stopChild(platformChild);
+    killChildren();
+    await rm(dataDirectory, { recursive: true, force: true });
+    clearTimeout(deadline);
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+  }
+
+  console.log("\nWrites acknowledged by a quorum");
+  const rows = [
+    ...flowplaneResults.map((result) => ["flowplane", result] as const),
+    ...etcdResults.map((result) => ["etcd", result] as const),
+  ].sort(([, left], [, right]) => left.connections - right.connections);
+  printTable(
+    ["system", "clients", "writes/s", "p50 ms", "p99 ms", "errors"],
+    rows.map(([system, result]) => [
+      system,
+      String(result.connections),
+      formatNumber(result.requestsPerSecond),
+      formatNumber(result.p50Ms, 2),
+      formatNumber(result.p99Ms, 2),
+      String(result.errors),
+    ]),
+  );
+  if (etcdResults.length === 0) return;
+  console.log("\nRatios (flowplane / etcd; throughput above 1 and latency below 1 favour flowplane)");
+  printTable(
+    ["clients", "throughput", "p50 latency", "p99 latency"],
+    flowplaneResults.map((result, index) => {
+      const peer = etcdResults[index] as LoadResult;
+      return [
+        String(result.connections),
+        formatNumber(result.requestsPerSecond / peer.requestsPerSecond, 2),
+        formatNumber(result.p50Ms / peer.p50Ms, 2),
+        formatNumber(result.p99Ms / peer.p99Ms, 2),
+      ];
+    }),
+  );
+}

@@ -1,0 +1,78 @@
+import type { Command } from "commander";
+import pino from "pino";
+import { loadConfiguration } from "../../config/load.js";
+import { type CliIo, UsageError } from "../io.js";
+
+interface BrokerCommandOptions {
+  config?: string;
+  dataDirectory?: string;
+  set?: string[];
+}
+
+function collect(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value];
+}
+
+/** Turns the broker options into configuration flags keyed like `service.broker.cluster.nodeId`. */
+export function brokerConfigurationFlags(options: BrokerCommandOptions): Record<string, string> {
+  const flags: Record<string, string> = {};
+  for (const assignment of options.set ?? []) {
+    const separator = assignment.indexOf("=");
+    if (separator <= 0) {
+      throw new UsageError(`--set expects key=value (e.g. service.broker.cluster.nodeId=1), got "${assignment}"`);
+    }
+    flags[assignment.slice(0, separator).trim()] = assignment.slice(separator + 1);
+  }
+  if (options.dataDirectory !== undefined) flags["service.dataDirectory"] = options.dataDirectory;
+  return flags;
+}
+
+function waitForAbort(signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+}
+
+async function runBroker(options: BrokerCommandOptions, io: CliIo): Promise<void> {
+  const configuration = loadConfiguration({
+    environment: io.environment,
+    configFile: options.config,
+    flags: brokerConfigurationFlags(options),
+  });
+  // Loaded lazily so that client commands do not pay for the broker's modules (LMDB, Raft).
+  const { Broker, brokerOptionsFromConfiguration } = await import("../../cluster/broker/index.js");
+  const { platformVersion } = await import("../../platform/version.js");
+  const logger =
+    io.logger ?? pino({ name: "flowplane-broker", level: configuration.log.level }, pino.destination({ fd: 2 }));
+  const broker = await Broker.start(
+    brokerOptionsFromConfiguration(configuration, { logger, version: platformVersion }),
+  );
+  const address = broker.clusterAddress;
+  io.stdout(
+    `flowplane broker ${broker.nodeId} listening: cluster ${address.host}:${address.port}, management ${broker.managementUrl}, data ${broker.dataDirectory}\n`,
+  );
+  await waitForAbort(io.shutdownSignal);
+  io.stdout(`flowplane broker ${broker.nodeId} shutting down\n`);
+  await broker.close();
+  io.stdout(`flowplane broker ${broker.nodeId} stopped\n`);
+}
+
+/** Registers `flowplane broker`, which runs one broker of a workflow-engine cluster until interrupted. */
+export function registerBrokerCommand(program: Command, io: CliIo): void {
+  program
+    .command("broker")
+    .description("Start one broker of a workflow-engine cluster (settings under service.broker.*).")
+    .option("-c, --config <file>", "YAML configuration file (keys like service.broker.cluster.nodeId)")
+    .option("--data-directory <directory>", "where local data is kept (service.dataDirectory)")
+    .option("--set <key=value>", "any setting by its key, e.g. service.broker.cluster.nodeId=1 (repeatable)", collect)
+    .addHelpText(
+      "after",
+      [
+        "",
+        "Environment: SERVICE_BROKER_CLUSTER_NODEID, _CLUSTERSIZE, _PARTITIONSCOUNT, _REPLICATIONFACTOR,",
+        "_INITIALCONTACTPOINTS (host:port,… in node-id order), _CLUSTERPORT, SERVICE_BROKER_DATA_DIRECTORY,",
+        "SERVICE_BROKER_MANAGEMENT_PORT. Flags win over the configuration file, which wins over the environment.",
+        "Ctrl-C or SIGTERM stops the broker cleanly; its data directory holds broker.pid while it runs.",
+      ].join("\n"),
+    )
+    .action((options: BrokerCommandOptions) => runBroker(options, io));
+}

@@ -1,0 +1,74 @@
+import type { Command } from "commander";
+import { loadConfiguration } from "../../config/load.js";
+import { type CliIo, UsageError } from "../io.js";
+
+interface GatewayCommandOptions {
+  config?: string;
+  port?: string;
+  managementPort?: string;
+  contactPoints?: string;
+  set?: string[];
+}
+
+function collect(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value];
+}
+
+/** Turns the gateway options into configuration flags keyed like `service.gateway.port`. */
+export function gatewayConfigurationFlags(options: GatewayCommandOptions): Record<string, string> {
+  const flags: Record<string, string> = {};
+  for (const assignment of options.set ?? []) {
+    const separator = assignment.indexOf("=");
+    if (separator <= 0) {
+      throw new UsageError(`--set expects key=value (e.g. service.gateway.port=8080), got "${assignment}"`);
+    }
+    flags[assignment.slice(0, separator).trim()] = assignment.slice(separator + 1);
+  }
+  // The dedicated flags win over --set, being the more specific way of saying the same thing.
+  if (options.port !== undefined) flags["service.gateway.port"] = options.port;
+  if (options.managementPort !== undefined) flags["service.management.port"] = options.managementPort;
+  if (options.contactPoints !== undefined) flags["service.gateway.contactPoints"] = options.contactPoints;
+  return flags;
+}
+
+function waitForAbort(signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+}
+
+async function runGateway(options: GatewayCommandOptions, io: CliIo): Promise<void> {
+  const configuration = loadConfiguration({
+    environment: io.environment,
+    configFile: options.config,
+    flags: gatewayConfigurationFlags(options),
+  });
+  // Loaded lazily so that client commands do not pay for the gateway's modules.
+  const { startGateway } = await import("../../cluster/gateway/index.js");
+  const gateway = await startGateway(configuration, io.logger === undefined ? {} : { logger: io.logger });
+  io.stdout(`flowplane gateway listening at ${gateway.url} (management API at ${gateway.managementUrl})\n`);
+  await waitForAbort(io.shutdownSignal);
+  io.stdout("flowplane gateway shutting down\n");
+  await gateway.close();
+  io.stdout("flowplane gateway stopped\n");
+}
+
+/** Registers `flowplane gateway`, which runs a cluster's gateway (REST and management APIs) until interrupted. */
+export function registerGatewayCommand(program: Command, io: CliIo): void {
+  program
+    .command("gateway")
+    .description("Start a cluster gateway: REST API (/v2, topology and messages) and management API (/actuator).")
+    .option("-c, --config <file>", "YAML configuration file (keys like service.gateway.port)")
+    .option("-p, --port <port>", "port of the REST API (service.gateway.port)")
+    .option("--management-port <port>", "port of the management API (service.management.port)")
+    .option("--contact-points <list>", "host:port cluster addresses of brokers (service.gateway.contactPoints)")
+    .option(
+      "--set <key=value>",
+      "any setting by its key, e.g. service.gateway.requestTimeoutMs=5000 (repeatable)",
+      collect,
+    )
+    .addHelpText(
+      "after",
+      "\nPrecedence: flags win over the configuration file, which wins over SERVICE_* environment variables.\nCtrl-C or SIGTERM stops the gateway cleanly.",
+    )
+    .action((options: GatewayCommandOptions) => runGateway(options, io));
+}

@@ -1,0 +1,136 @@
+/**
+ * One-way messages between brokers on the cluster transport: Raft messages routed by partition id, and gossip of
+ * the cluster configuration and of broker addresses. Received messages are checked before use: a peer is another
+ * broker, but a malformed message must never crash the Raft core or the configuration.
+ */
+import type { Message } from "../raft/index.js";
+import type { BrokerRequest } from "./protocol.js";
+
+/** Where a broker can be reached, with the start time of the broker process that advertised it. */
+export interface GossipedAddress {
+  readonly nodeId: number;
+  readonly host: string;
+  readonly port: number;
+  /**
+   * Milliseconds since the epoch when that broker started; a higher incarnation of the same broker replaces an
+   * older address (a restarted broker may listen elsewhere).
+   */
+  readonly incarnation: number;
+}
+
+/** A Raft message for the replica of `partitionId` on the receiving broker. */
+export interface RaftEnvelope {
+  readonly type: "raft";
+  readonly partitionId: number;
+  readonly message: Message;
+}
+
+/** The sender's cluster configuration (as `encodeConfiguration` writes it) and the addresses it knows. */
+export interface GossipEnvelope {
+  readonly type: "gossip";
+  readonly configuration: string;
+  readonly brokers: readonly GossipedAddress[];
+}
+
+/** Every one-way message between brokers. */
+export type BrokerMessage = RaftEnvelope | GossipEnvelope;
+
+const RAFT_MESSAGE_TYPES = new Set([
+  "append",
+  "appendResponse",
+  "heartbeat",
+  "heartbeatResponse",
+  "voteRequest",
+  "voteResponse",
+  "timeoutNow",
+  "snapshotChunk",
+  "snapshotResponse",
+]);
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function isNonNegativeInteger(value: unknown): value is number {
+  return Number.isSafeInteger(value) && (value as number) >= 0;
+}
+
+/** Whether `value` is a well-formed gossiped address. */
+export function isGossipedAddress(value: unknown): value is GossipedAddress {
+  return (
+    isRecord(value) &&
+    isNonNegativeInteger(value.nodeId) &&
+    typeof value.host === "string" &&
+    value.host.length > 0 &&
+    isNonNegativeInteger(value.port) &&
+    (value.port as number) <= 65_535 &&
+    isNonNegativeInteger(value.incarnation)
+  );
+}
+
+/**
+ * Checks the envelope of a message from broker `from` to broker `self`; returns it typed, or a description of what
+ * is wrong. The Raft message's header is checked (sender, recipient, term, type); its body is the peer's Raft core's
+ * output and is trusted to the extent that the peer is a broker of this cluster.
+ */
+export function parseBrokerMessage(value: unknown, from: number, self: number): BrokerMessage | string {
+  if (!isRecord(value)) return "not an object";
+  if (value.type === "raft") {
+    const message = value.message;
+    if (!isNonNegativeInteger(value.partitionId)) return "raft message without a partition id";
+    if (!isRecord(message) || typeof message.type !== "string" || !RAFT_MESSAGE_TYPES.has(message.type)) {
+      return "raft message of unknown type";
+    }
+    if (message.from !== from) return `raft message claims to be from ${String(message.from)} but came from ${from}`;
+    if (message.to !== self) return `raft message for ${String(message.to)} delivered to ${self}`;
+    if (!isNonNegativeInteger(message.term)) return "raft message without a term";
+    return { type: "raft", partitionId: value.partitionId, message: message as unknown as Message };
+  }
+  if (value.type === "gossip") {
+    if (typeof value.configuration !== "string") return "gossip without a configuration";
+    if (!Array.isArray(value.brokers) || !value.brokers.every(isGossipedAddress)) return "gossip with bad addresses";
+    return { type: "gossip", configuration: value.configuration, brokers: value.brokers };
+  }
+  return `unknown message type ${JSON.stringify(value.type)}`;
+}
+
+/** Checks a request from a gateway or a broker; returns it typed, or a description of what is wrong. */
+export function parseBrokerRequest(value: unknown): BrokerRequest | string {
+  if (!isRecord(value)) return "the request is not an object";
+  switch (value.type) {
+    case "describe":
+      return { type: "describe" };
+    case "publish-message": {
+      if (!isNonNegativeInteger(value.partitionId)) return "publish-message needs an integer partitionId";
+      const message = value.message;
+      if (!isRecord(message)) return "publish-message needs a message object";
+      const { name, correlationKey, timeToLiveMs, messageId, variables, tenantId } = message;
+      if (typeof name !== "string" || typeof correlationKey !== "string" || typeof tenantId !== "string") {
+        return "message name, correlationKey and tenantId must be strings";
+      }
+      if (typeof timeToLiveMs !== "number") return "message timeToLiveMs must be a number";
+      if (messageId !== undefined && messageId !== null && typeof messageId !== "string") {
+        return "message messageId must be a string when present";
+      }
+      if (!isRecord(variables)) return "message variables must be an object";
+      return {
+        type: "publish-message",
+        partitionId: value.partitionId,
+        message: {
+          name,
+          correlationKey,
+          timeToLiveMs,
+          ...(typeof messageId === "string" ? { messageId } : {}),
+          variables,
+          tenantId,
+        },
+      };
+    }
+    case "get-message":
+      if (!isNonNegativeInteger(value.partitionId)) return "get-message needs an integer partitionId";
+      if (typeof value.key !== "string") return "get-message needs a string key";
+      return { type: "get-message", partitionId: value.partitionId, key: value.key };
+    default:
+      return `unknown request type ${JSON.stringify(value.type)}`;
+  }
+}

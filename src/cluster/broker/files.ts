@@ -1,0 +1,114 @@
+/**
+ * The broker's own files in its data directory: the cluster configuration it holds (written atomically, so a crash
+ * leaves either the old or the new file) and `broker.pid`, which keeps two brokers off one data directory.
+ */
+import { randomBytes } from "node:crypto";
+import { mkdir, open, readFile, rename, rm } from "node:fs/promises";
+import { join } from "node:path";
+import { type ClusterConfiguration, decodeConfiguration, encodeConfiguration } from "../topology/index.js";
+
+/** Name of the cluster configuration file in the broker's data directory. */
+export const CONFIGURATION_FILE_NAME = "cluster-configuration.json";
+
+/** Name of the process id file in the broker's data directory. */
+export const PID_FILE_NAME = "broker.pid";
+
+/** Data directories held by brokers of this process, so two in-process brokers cannot share one either. */
+const heldDirectories = new Set<string>();
+
+/** Writes `text` to `path` durably and atomically: a temporary file, synced, renamed over, directory synced. */
+async function writeFileAtomically(directory: string, fileName: string, text: string): Promise<void> {
+  const target = join(directory, fileName);
+  const temporary = join(directory, `.${fileName}.${randomBytes(6).toString("hex")}.tmp`);
+  const handle = await open(temporary, "w");
+  try {
+    await handle.writeFile(text, "utf8");
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  try {
+    await rename(temporary, target);
+  } catch (error) {
+    await rm(temporary, { force: true });
+    throw error;
+  }
+  const directoryHandle = await open(directory, "r");
+  try {
+    await directoryHandle.sync();
+  } finally {
+    await directoryHandle.close();
+  }
+}
+
+/** Reads the persisted cluster configuration, or null when the broker never wrote one. */
+export async function readPersistedConfiguration(directory: string): Promise<ClusterConfiguration | null> {
+  let text: string;
+  try {
+    text = await readFile(join(directory, CONFIGURATION_FILE_NAME), "utf8");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return null;
+    throw error;
+  }
+  return decodeConfiguration(text);
+}
+
+/** Persists the cluster configuration atomically. */
+export async function persistConfiguration(directory: string, configuration: ClusterConfiguration): Promise<void> {
+  await writeFileAtomically(directory, CONFIGURATION_FILE_NAME, encodeConfiguration(configuration));
+}
+
+/** Thrown when another live broker holds the data directory. */
+export class DataDirectoryInUseError extends Error {
+  constructor(
+    readonly directory: string,
+    readonly pid: number,
+  ) {
+    super(`data directory ${directory} is in use by the broker with process id ${pid} (see ${PID_FILE_NAME})`);
+    this.name = "DataDirectoryInUseError";
+  }
+}
+
+function processIsAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: the process exists but belongs to someone else, which still means the directory is held.
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/**
+ * Claims the data directory for this broker: refuses when a live process (or another broker of this process)
+ * holds it, replaces a stale `broker.pid`, and writes this process's id. Returns the function that releases it.
+ */
+export async function claimDataDirectory(directory: string): Promise<() => Promise<void>> {
+  await mkdir(directory, { recursive: true });
+  if (heldDirectories.has(directory)) throw new DataDirectoryInUseError(directory, process.pid);
+  const pidFile = join(directory, PID_FILE_NAME);
+  let existing: string | null = null;
+  try {
+    existing = await readFile(pidFile, "utf8");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+  }
+  if (existing !== null) {
+    const pid = Number.parseInt(existing.trim(), 10);
+    // This process's own id in the file can only be left over from a broker of this process that did not close.
+    if (Number.isSafeInteger(pid) && pid > 0 && pid !== process.pid && processIsAlive(pid)) {
+      throw new DataDirectoryInUseError(directory, pid);
+    }
+  }
+  heldDirectories.add(directory);
+  try {
+    await writeFileAtomically(directory, PID_FILE_NAME, `${process.pid}\n`);
+  } catch (error) {
+    heldDirectories.delete(directory);
+    throw error;
+  }
+  return async () => {
+    heldDirectories.delete(directory);
+    await rm(pidFile, { force: true });
+  };
+}

@@ -1,0 +1,140 @@
+/**
+ * The broker's management HTTP server: health (overall, liveness, readiness) and Prometheus metrics from a
+ * registry of its own, so several brokers in one process (tests) do not share series.
+ */
+import type { Logger } from "pino";
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { createHttpServer, type HttpServer } from "../../http/server.js";
+import type { ReplicaReport } from "./protocol.js";
+
+/** What the management server and the metrics read from the broker. */
+export interface ManagementSource {
+  readonly nodeId: number;
+  /** Reports of the hosted replicas. */
+  replicas(): readonly ReplicaReport[];
+  /** Log size of each hosted replica, by partition id. */
+  logSizes(): ReadonlyMap<number, number>;
+  /** Whether each other known broker was heard from recently, by broker id. */
+  peerReachability(): ReadonlyMap<number, boolean>;
+  /** Whether the broker is stopping. */
+  closing(): boolean;
+}
+
+/** Counters and histograms the request handler updates. */
+export interface BrokerMetrics {
+  readonly registry: Registry;
+  /** Counts a handled request by type and outcome and records its duration. */
+  observeRequest(type: string, outcome: string, durationSeconds: number): void;
+}
+
+const ROLE_VALUES = { leader: 2, follower: 1, inactive: 0 } as const;
+
+/** Creates the broker's metrics; gauges read `source` when scraped. */
+export function createBrokerMetrics(source: ManagementSource): BrokerMetrics {
+  const registry = new Registry();
+  registry.setDefaultLabels({ broker: String(source.nodeId) });
+  const requests = new Counter({
+    name: "flowplane_broker_requests_total",
+    help: "Requests handled by the broker, by type and outcome.",
+    labelNames: ["type", "outcome"],
+    registers: [registry],
+  });
+  const latency = new Histogram({
+    name: "flowplane_broker_request_duration_seconds",
+    help: "Time from receiving a request to answering it.",
+    labelNames: ["type"],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [registry],
+  });
+  const partitionGauge = (name: string, help: string, read: (report: ReplicaReport) => number) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ["partition"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const report of source.replicas()) this.set({ partition: String(report.partitionId) }, read(report));
+      },
+    });
+  partitionGauge(
+    "flowplane_partition_role",
+    "Role of the replica: 2 leader, 1 follower, 0 inactive.",
+    (report) => ROLE_VALUES[report.role],
+  );
+  partitionGauge("flowplane_partition_term", "Raft term of the replica.", (report) => report.term);
+  partitionGauge("flowplane_partition_commit_index", "Commit index the replica knows.", (report) => report.commitIndex);
+  partitionGauge("flowplane_partition_applied_index", "Index the replica applied.", (report) => report.appliedIndex);
+  partitionGauge("flowplane_partition_healthy", "1 when the replica is healthy.", (report) =>
+    report.health === "healthy" ? 1 : 0,
+  );
+  new Gauge({
+    name: "flowplane_partition_log_size_entries",
+    help: "Entries held in the replica's log after its latest snapshot.",
+    labelNames: ["partition"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [partitionId, size] of source.logSizes()) this.set({ partition: String(partitionId) }, size);
+    },
+  });
+  new Gauge({
+    name: "flowplane_broker_peer_reachable",
+    help: "1 when the other broker was heard from recently.",
+    labelNames: ["peer"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [peer, reachable] of source.peerReachability()) this.set({ peer: String(peer) }, reachable ? 1 : 0);
+    },
+  });
+  return {
+    registry,
+    observeRequest(type, outcome, durationSeconds) {
+      requests.inc({ type, outcome });
+      latency.observe({ type }, durationSeconds);
+    },
+  };
+}
+
+/** Starts the management server on `host:port` (0: any free port); resolves once it listens. */
+export async function startManagementServer(options: {
+  readonly host: string;
+  readonly port: number;
+  readonly source: ManagementSource;
+  readonly metrics: BrokerMetrics;
+  readonly logger: Logger;
+}): Promise<{ server: HttpServer; url: string }> {
+  const { source, metrics } = options;
+  const server = createHttpServer({ logger: options.logger, bodyLimitBytes: 1024, trustProxy: false });
+  const partitionComponents = () =>
+    Object.fromEntries(
+      source.replicas().map((report) => [
+        `partition-${report.partitionId}`,
+        {
+          status: report.health === "healthy" ? "UP" : "DOWN",
+          details: { role: report.role, leaderId: report.leaderId, term: report.term },
+        },
+      ]),
+    );
+  const ready = () => !source.closing() && source.replicas().every((report) => report.leaderId !== null);
+  server.get("/actuator/health", async (_request, reply) => {
+    const replicas = source.replicas();
+    const up = !source.closing() && replicas.every((report) => report.health === "healthy");
+    return reply.code(up ? 200 : 503).send({ status: up ? "UP" : "DOWN", components: partitionComponents() });
+  });
+  server.get("/actuator/health/liveness", async (_request, reply) => {
+    const alive = !source.closing();
+    return reply.code(alive ? 200 : 503).send({ status: alive ? "UP" : "DOWN" });
+  });
+  server.get("/actuator/health/readiness", async (_request, reply) => {
+    const isReady = ready();
+    return reply.code(isReady ? 200 : 503).send({ status: isReady ? "UP" : "DOWN" });
+  });
+  server.get("/actuator/prometheus", async (_request, reply) => {
+    const text = await metrics.registry.metrics();
+    return reply.header("content-type", metrics.registry.contentType).send(text);
+  });
+  const url = await server.listen({ host: options.host, port: options.port });
+  return { server, url };
+}

@@ -1,0 +1,623 @@
+/**
+ * One partition replica on a broker: a member of the partition's Raft group with its own LMDB storage and its
+ * partition engine, plus the driver that runs them. The driver follows the `Ready` contract of the core: persist
+ * (snapshot, entries and hard state, compaction) durably, only then send messages, then restore/apply, serve reads,
+ * and finally advance; only one `Ready` is outstanding at a time.
+ *
+ * Proposals (publish) and linearizable reads (get-message) come from request handlers; each waits for its entry to
+ * be applied (or its read index to be reached) and is answered with the protocol's outcome. Everything waiting is
+ * bounded and fails with `not-leader` when this replica loses leadership, or `unavailable` when it stops.
+ */
+import { join } from "node:path";
+import type { Logger } from "pino";
+import {
+  type ApplyResult,
+  encodeRecord,
+  PartitionEngine,
+  type PublishMessageRecord,
+  RecordValidationError,
+} from "../engine/index.js";
+import {
+  type Entry,
+  type Member,
+  type Message,
+  type NodeStatus,
+  RaftNode,
+  type Ready,
+  type Refusal,
+  SeededRandom,
+} from "../raft/index.js";
+import { LmdbRaftStorage } from "../raft/storage/lmdb-storage.js";
+import type {
+  GetMessageResponse,
+  MessageView,
+  PublishMessageCommand,
+  PublishMessageResponse,
+  ReplicaHealth,
+  ReplicaReport,
+  ReplicaRole,
+} from "./protocol.js";
+
+/** Explicit options of a replica. */
+export interface PartitionReplicaOptions {
+  readonly partitionId: number;
+  /** This broker's id, which is this replica's Raft member id. */
+  readonly memberId: number;
+  /** The broker's data directory; the replica keeps its storage in `<directory>/partitions/<partitionId>`. */
+  readonly brokerDirectory: string;
+  /** Founding members with their priorities; used only when the storage is empty (first start). */
+  readonly members: readonly Member[];
+  /** Tick period; a leader heartbeats every tick. */
+  readonly heartbeatIntervalMs: number;
+  /** Minimum time without a leader before campaigning. */
+  readonly electionTimeoutMs: number;
+  /** Applied entries between two snapshots (log compactions). */
+  readonly snapshotIntervalEntries: number;
+  /** Proposals waiting for their commit at once; beyond it publish answers `unavailable`. */
+  readonly maxPendingProposals: number;
+  /** A replica whose applied index trails the commit index it knows by more than this is unhealthy. */
+  readonly maxApplyLagEntries: number;
+  /** Hands a Raft message to the transport (fire and forget; Raft tolerates loss). */
+  readonly send: (to: number, message: Message) => void;
+  /**
+   * Called once when the replica fails (an invariant broke or storage failed), to log it loudly; the replica no
+   * longer serves anything and reports itself inactive and unhealthy.
+   */
+  readonly onFailure: (error: Error) => void;
+  readonly logger: Logger;
+}
+
+interface WaitingProposal {
+  readonly term: number;
+  readonly tenantId: string;
+  readonly resolve: (response: PublishMessageResponse) => void;
+}
+
+interface WaitingRead {
+  readonly key: string;
+  /** Set once the leader confirmed the read; the read is answered once applied up to it. */
+  index: number | null;
+  readonly resolve: (response: GetMessageResponse) => void;
+}
+
+/** Work for the driver that came from request handlers. */
+interface QueuedWork {
+  readonly run: () => void;
+  readonly fail: (detail: string) => void;
+}
+
+/** Most proposals and reads queued for the driver at once (proposals are also bounded per partition). */
+const MAX_QUEUED_WORK = 16_384;
+
+/** Most inbound Raft messages queued for the driver; the core's flow control keeps traffic far below this. */
+const MAX_INBOX_MESSAGES = 65_536;
+
+/** Most ticks accumulated while the driver is busy; more are pointless (the core only counts them). */
+const MAX_PENDING_TICKS = 1_000;
+
+/** A running replica; see the module comment. */
+export class PartitionReplica {
+  readonly partitionId: number;
+  private readonly options: PartitionReplicaOptions;
+  private readonly storage: LmdbRaftStorage;
+  private readonly node: RaftNode;
+  private engine: PartitionEngine;
+  private readonly inbox: Message[] = [];
+  private readonly queue: QueuedWork[] = [];
+  private queuedProposalCount = 0;
+  private pendingTicks = 0;
+  private wake: (() => void) | null = null;
+  private loop: Promise<void> = Promise.resolve();
+  private ticker: NodeJS.Timeout | null = null;
+  private running = true;
+  private failure: Error | null = null;
+  private lastPersistSucceeded = true;
+  private snapshotIndex: number;
+  private compactionRequestedAt = 0;
+  private installedSnapshots = 0;
+  /** The term in which this replica handed its leadership over before stopping; null when it is not leaving. */
+  private leavingTerm: number | null = null;
+  private newerTermSeen = false;
+  private closed = false;
+  private readonly proposals = new Map<number, WaitingProposal>();
+  private readonly reads = new Map<string, WaitingRead>();
+  private readSequence = 0;
+  /** Index of the expiry record this leader proposed and has not applied yet, so it proposes one at a time. */
+  private pendingExpiryIndex: number | null = null;
+  private status: NodeStatus;
+
+  private constructor(
+    options: PartitionReplicaOptions,
+    storage: LmdbRaftStorage,
+    node: RaftNode,
+    engine: PartitionEngine,
+  ) {
+    this.options = options;
+    this.partitionId = options.partitionId;
+    this.storage = storage;
+    this.node = node;
+    this.engine = engine;
+    // A restored engine sits exactly at the stored snapshot's index (checked when it was restored).
+    this.snapshotIndex = engine.lastAppliedIndex;
+    this.status = node.status();
+  }
+
+  /**
+   * Opens the replica's storage (restoring the engine from its snapshot when there is one), creates the Raft node
+   * and starts the driver and the tick timer.
+   */
+  static async open(options: PartitionReplicaOptions): Promise<PartitionReplica> {
+    if (options.heartbeatIntervalMs < 1 || options.electionTimeoutMs <= options.heartbeatIntervalMs) {
+      throw new Error("invariant violated: the election timeout must be longer than the heartbeat interval");
+    }
+    const storage = LmdbRaftStorage.open({
+      directory: join(options.brokerDirectory, "partitions", String(options.partitionId)),
+    });
+    try {
+      const persisted = await storage.load();
+      const snapshot = storage.snapshot();
+      let engine = new PartitionEngine({ partitionId: options.partitionId });
+      if (snapshot !== null) {
+        engine = PartitionEngine.restore(snapshot.data);
+        assertEngineMatches(engine, options.partitionId, snapshot.metadata.index);
+      }
+      const electionTimeoutTicks = Math.max(2, Math.round(options.electionTimeoutMs / options.heartbeatIntervalMs));
+      const node = new RaftNode({
+        id: options.memberId,
+        storage,
+        persisted,
+        bootstrap: { members: options.members },
+        electionTimeoutTicks,
+        heartbeatTimeoutTicks: 1,
+        maxInflightMessages: 64,
+        maxInflightBytes: 8 * 1024 * 1024,
+        maxEntriesPerMessage: 1024,
+        maxBytesPerMessage: 1024 * 1024,
+        snapshotChunkBytes: 1024 * 1024,
+        maxCommittedEntriesPerReady: 1024,
+        maxPendingReads: 1024,
+        maxUncommittedEntries: 8192,
+        // Election timeouts only need to differ between members; the seed is not security-relevant.
+        random: new SeededRandom(Date.now() ^ (options.memberId * 7919 + options.partitionId)),
+        preVote: true,
+        checkQuorum: true,
+      });
+      const replica = new PartitionReplica(options, storage, node, engine);
+      replica.start();
+      return replica;
+    } catch (error) {
+      await storage.close();
+      throw error;
+    }
+  }
+
+  /**
+   * Hands work that touches the Raft node to the driver. Only the driver calls the node, and only between two
+   * readies: while a ready is being persisted the storage may already have dropped entries (a compaction) that the
+   * node still believes it holds, so a proposal or read handled then could make it read a missing entry.
+   */
+  private enqueue(work: QueuedWork): void {
+    if (this.queue.length >= MAX_QUEUED_WORK) {
+      work.fail(`partition ${this.partitionId} has too much work queued; retry later`);
+      return;
+    }
+    this.queue.push(work);
+    this.nudge();
+  }
+
+  /** Queues a Raft message from another member for the driver. */
+  receive(message: Message): void {
+    if (!this.running) return;
+    if (this.leavingTerm !== null && message.term > this.leavingTerm) {
+      // This replica handed leadership over and is about to stop. It ignores the new term: otherwise the new leader
+      // would see it caught up and, its priority being higher, hand leadership straight back to a replica that is
+      // going away, leaving the partition refusing requests until that transfer times out.
+      this.newerTermSeen = true;
+      return;
+    }
+    if (this.inbox.length >= MAX_INBOX_MESSAGES) {
+      // Dropping is safe: Raft retransmits; unbounded queues are not.
+      this.options.logger.warn({ partitionId: this.partitionId }, "raft inbox full; dropping a message");
+      return;
+    }
+    this.inbox.push(message);
+    this.nudge();
+  }
+
+  /** Proposes a publication and answers once it is committed by a quorum and applied. */
+  publish(command: PublishMessageCommand): Promise<PublishMessageResponse> {
+    const unavailable = this.unavailableReason();
+    if (unavailable !== null) return Promise.resolve({ outcome: "unavailable", detail: unavailable });
+    if (this.status.role !== "leader") {
+      return Promise.resolve({ outcome: "not-leader", leaderId: this.status.leaderId });
+    }
+    const waiting = this.proposals.size + this.queuedProposalCount;
+    if (waiting >= this.options.maxPendingProposals) {
+      return Promise.resolve({
+        outcome: "unavailable",
+        detail: `partition ${this.partitionId} has ${waiting} proposals waiting; retry later`,
+      });
+    }
+    const record: PublishMessageRecord = {
+      kind: "publishMessage",
+      name: command.name,
+      correlationKey: command.correlationKey,
+      timeToLiveMs: command.timeToLiveMs,
+      ...(command.messageId === undefined ? {} : { messageId: command.messageId }),
+      variables: command.variables,
+      tenantId: command.tenantId,
+      publishedAtMs: Date.now(),
+    };
+    let data: Uint8Array;
+    try {
+      data = encodeRecord(record);
+    } catch (error) {
+      if (error instanceof RecordValidationError) {
+        return Promise.resolve({ outcome: "rejected", reason: "invalid-record", detail: error.message });
+      }
+      throw error;
+    }
+    return new Promise((resolve) => {
+      this.queuedProposalCount += 1;
+      this.enqueue({
+        run: () => {
+          this.queuedProposalCount -= 1;
+          const result = this.node.propose(data);
+          if (!result.accepted) {
+            resolve(refusalAnswer(result, this.partitionId));
+            return;
+          }
+          this.proposals.set(result.index, { term: result.term, tenantId: command.tenantId, resolve });
+        },
+        fail: (detail) => {
+          this.queuedProposalCount -= 1;
+          resolve({ outcome: "unavailable", detail });
+        },
+      });
+    });
+  }
+
+  /** A linearizable read of one buffered message: confirmed leadership, then answered once applied that far. */
+  getMessage(key: string): Promise<GetMessageResponse> {
+    const unavailable = this.unavailableReason();
+    if (unavailable !== null) return Promise.resolve({ outcome: "unavailable", detail: unavailable });
+    if (this.status.role !== "leader") {
+      return Promise.resolve({ outcome: "not-leader", leaderId: this.status.leaderId });
+    }
+    return new Promise((resolve) => {
+      this.enqueue({
+        run: () => {
+          this.readSequence += 1;
+          const context = `${this.partitionId}/${this.readSequence}`;
+          const result = this.node.readIndex(context);
+          if (!result.accepted) {
+            resolve(refusalAnswer(result, this.partitionId));
+            return;
+          }
+          this.reads.set(context, { key, index: null, resolve });
+        },
+        fail: (detail) => resolve({ outcome: "unavailable", detail }),
+      });
+    });
+  }
+
+  /**
+   * Before a clean shutdown: hands leadership to the most up-to-date other voter so the partition does not wait an
+   * election timeout for a new leader. Resolves once this replica no longer leads or after `timeoutMs`.
+   */
+  async handOverLeadership(timeoutMs: number): Promise<void> {
+    if (this.failure !== null || !this.running || this.status.role !== "leader") return;
+    this.enqueue({
+      run: () => {
+        const status = this.node.status();
+        if (status.role !== "leader") return;
+        // Prefer the highest priority among the voters holding every committed entry (so leadership does not move
+        // again right after), else the most up-to-date voter.
+        const candidates = status.configuration.members
+          .filter((member) => member.role === "voter" && member.id !== this.options.memberId)
+          .map((member) => {
+            const match = this.node.progressOf(member.id)?.match ?? 0;
+            return { member, match, caughtUp: match >= status.commitIndex };
+          })
+          .sort(
+            (left, right) =>
+              Number(right.caughtUp) - Number(left.caughtUp) ||
+              (left.caughtUp ? right.member.priority - left.member.priority : right.match - left.match),
+          );
+        const target = candidates[0];
+        if (target === undefined || !this.node.transferLeadership(target.member.id).accepted) return;
+        this.leavingTerm = status.term;
+      },
+      fail: () => {},
+    });
+    const deadlineMs = Date.now() + timeoutMs;
+    while (Date.now() < deadlineMs && this.running && this.status.role === "leader" && !this.newerTermSeen) {
+      await new Promise((resolve) => setTimeout(resolve, this.options.heartbeatIntervalMs / 2));
+    }
+  }
+
+  /** Role, term, indexes and health, as the gateway's topology and the metrics report them. */
+  report(): ReplicaReport {
+    const status = this.status;
+    return {
+      partitionId: this.partitionId,
+      role: this.role(),
+      health: this.health(),
+      term: status.term,
+      commitIndex: status.commitIndex,
+      appliedIndex: this.engine.lastAppliedIndex,
+      leaderId: status.leaderId,
+    };
+  }
+
+  /** Entries held in the log (after the last snapshot), for metrics. */
+  logSizeEntries(): number {
+    return Math.max(0, this.status.lastIndex - this.status.firstIndex + 1);
+  }
+
+  /** Snapshots received from a leader and installed since this replica opened, for tests and operators. */
+  get installedSnapshotCount(): number {
+    return this.installedSnapshots;
+  }
+
+  /** Number of messages the engine buffers, for metrics and tests. */
+  get bufferedMessageCount(): number {
+    return this.engine.bufferedMessageCount;
+  }
+
+  /** Index of the latest snapshot (0 when none), for metrics and tests. */
+  get latestSnapshotIndex(): number {
+    return this.snapshotIndex;
+  }
+
+  /** Proposals queued or waiting for their commit. */
+  get pendingProposalCount(): number {
+    return this.proposals.size + this.queuedProposalCount;
+  }
+
+  /** Whether the replica failed and stopped serving. */
+  get failed(): boolean {
+    return this.failure !== null;
+  }
+
+  /** Stops the timer and the driver, fails everything waiting with `unavailable`, and closes the storage. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.running = false;
+    if (this.ticker !== null) clearInterval(this.ticker);
+    this.ticker = null;
+    this.nudge();
+    await this.loop;
+    this.failEverything({ outcome: "unavailable", detail: `partition ${this.partitionId} replica stopped` });
+    await this.storage.close();
+  }
+
+  private start(): void {
+    this.loop = this.drive();
+    this.ticker = setInterval(() => {
+      if (this.pendingTicks < MAX_PENDING_TICKS) this.pendingTicks += 1;
+      this.nudge();
+    }, this.options.heartbeatIntervalMs);
+  }
+
+  private role(): ReplicaRole {
+    if (this.failure !== null || !this.running) return "inactive";
+    return this.status.role === "leader" ? "leader" : "follower";
+  }
+
+  private health(): ReplicaHealth {
+    if (this.failure !== null || !this.running || !this.lastPersistSucceeded) return "unhealthy";
+    if (this.status.leaderId === null) return "unhealthy";
+    if (this.status.commitIndex - this.engine.lastAppliedIndex > this.options.maxApplyLagEntries) return "unhealthy";
+    return "healthy";
+  }
+
+  private unavailableReason(): string | null {
+    if (this.failure !== null) return `partition ${this.partitionId} replica failed: ${this.failure.message}`;
+    if (!this.running) return `partition ${this.partitionId} replica is stopping`;
+    return null;
+  }
+
+  private nudge(): void {
+    const wake = this.wake;
+    this.wake = null;
+    wake?.();
+  }
+
+  /** The driver loop: ticks, inbound messages and one `Ready` at a time, until stopped or failed. */
+  private async drive(): Promise<void> {
+    try {
+      while (this.running) {
+        for (; this.pendingTicks > 0; this.pendingTicks -= 1) this.node.tick();
+        for (const message of this.inbox.splice(0)) this.node.step(message);
+        for (const work of this.queue.splice(0)) work.run();
+        this.maybeProposeExpiry();
+        const ready = this.node.ready();
+        if (ready === null) {
+          this.refreshStatus();
+          if (this.maybeCompact()) continue;
+          await new Promise<void>((resolve) => {
+            this.wake = resolve;
+          });
+          continue;
+        }
+        await this.handleReady(ready);
+        this.refreshStatus();
+        this.maybeCompact();
+      }
+    } catch (error) {
+      const failure = error instanceof Error ? error : new Error(String(error));
+      this.failure = failure;
+      this.running = false;
+      if (this.ticker !== null) clearInterval(this.ticker);
+      this.ticker = null;
+      this.failEverything({ outcome: "unavailable", detail: `partition ${this.partitionId} replica failed` });
+      this.options.onFailure(failure);
+    }
+  }
+
+  private async handleReady(ready: Ready): Promise<void> {
+    // Durability first: no message may leave and nothing may be acknowledged before these writes are synced.
+    try {
+      if (ready.snapshot !== null) await this.storage.installSnapshot(ready.snapshot);
+      if (ready.entriesToPersist.length > 0 || ready.hardState !== null) {
+        await this.storage.append(ready.entriesToPersist, ready.hardState);
+      }
+      if (ready.compaction !== null) await this.storage.installSnapshot(ready.compaction);
+      this.lastPersistSucceeded = true;
+    } catch (error) {
+      this.lastPersistSucceeded = false;
+      throw error;
+    }
+    if (ready.compaction !== null) this.snapshotIndex = ready.compaction.metadata.index;
+    for (const message of ready.messages) this.options.send(message.to, message);
+    if (ready.snapshot !== null) {
+      const engine = PartitionEngine.restore(ready.snapshot.data);
+      assertEngineMatches(engine, this.partitionId, ready.snapshot.metadata.index);
+      this.engine = engine;
+      this.snapshotIndex = ready.snapshot.metadata.index;
+      this.installedSnapshots += 1;
+    }
+    for (const entry of ready.committedEntries) this.apply(entry);
+    for (const state of ready.readStates) {
+      const read = this.reads.get(state.context);
+      if (read !== undefined) read.index = state.index;
+    }
+    for (const context of ready.droppedReads) {
+      const read = this.reads.get(context);
+      if (read === undefined) continue;
+      this.reads.delete(context);
+      read.resolve({ outcome: "not-leader", leaderId: this.node.status().leaderId });
+    }
+    this.serveReads();
+    if (ready.softState !== null && ready.softState.role !== "leader") this.loseLeadership(ready.softState.leaderId);
+    this.node.advance(ready);
+  }
+
+  private apply(entry: Entry): void {
+    if (entry.index <= this.engine.lastAppliedIndex) {
+      throw new Error(
+        `invariant violated: partition ${this.partitionId} re-applies entry ${entry.index} (applied ${this.engine.lastAppliedIndex})`,
+      );
+    }
+    let result: ApplyResult | null = null;
+    if (entry.kind === "normal") result = this.engine.apply(entry.index, entry.data);
+    else this.engine.markApplied(entry.index);
+    if (this.pendingExpiryIndex !== null && entry.index >= this.pendingExpiryIndex) this.pendingExpiryIndex = null;
+    const waiting = this.proposals.get(entry.index);
+    if (waiting === undefined) return;
+    this.proposals.delete(entry.index);
+    if (waiting.term !== entry.term || result === null) {
+      // Another leader's entry replaced ours at this index: our proposal was never committed.
+      waiting.resolve({ outcome: "not-leader", leaderId: this.node.status().leaderId });
+      return;
+    }
+    waiting.resolve(publishAnswer(result, this.partitionId, waiting.tenantId));
+  }
+
+  private serveReads(): void {
+    const applied = this.engine.lastAppliedIndex;
+    for (const [context, read] of this.reads) {
+      if (read.index === null || read.index > applied) continue;
+      this.reads.delete(context);
+      const message = this.engine.getMessage(read.key);
+      // The leader reads a clock, so a message past its deadline is gone even before the expiry record applies.
+      if (message === undefined || message.deadlineMs <= Date.now()) {
+        read.resolve({ outcome: "not-found" });
+        continue;
+      }
+      const view: MessageView = {
+        key: message.key,
+        partitionId: message.partitionId,
+        name: message.name,
+        correlationKey: message.correlationKey,
+        timeToLiveMs: message.timeToLiveMs,
+        ...(message.messageId === undefined ? {} : { messageId: message.messageId }),
+        variables: message.variables,
+        tenantId: message.tenantId,
+        publishedAt: new Date(message.publishedAtMs).toISOString(),
+        expiresAt: new Date(message.deadlineMs).toISOString(),
+      };
+      read.resolve({ outcome: "found", message: view });
+    }
+  }
+
+  /** Proposals of a leader that lost leadership can no longer be acknowledged by it. */
+  private loseLeadership(leaderId: number | null): void {
+    this.pendingExpiryIndex = null;
+    for (const [index, waiting] of this.proposals) {
+      this.proposals.delete(index);
+      waiting.resolve({ outcome: "not-leader", leaderId });
+    }
+  }
+
+  private maybeProposeExpiry(): void {
+    if (this.pendingExpiryIndex !== null || this.node.status().role !== "leader") return;
+    const deadlineMs = this.engine.nextDeadlineMs;
+    const nowMs = Date.now();
+    if (deadlineMs === undefined || nowMs < deadlineMs) return;
+    const result = this.node.propose(encodeRecord({ kind: "expireMessages", nowMs }));
+    if (result.accepted) this.pendingExpiryIndex = result.index;
+  }
+
+  /**
+   * Compacts the log once enough entries were applied since the last snapshot requested; only between two readies,
+   * when Raft's applied index equals the engine's. Returns whether it asked for one.
+   */
+  private maybeCompact(): boolean {
+    const applied = this.engine.lastAppliedIndex;
+    if (applied - Math.max(this.snapshotIndex, this.compactionRequestedAt) < this.options.snapshotIntervalEntries) {
+      return false;
+    }
+    if (this.node.status().appliedIndex !== applied) {
+      throw new Error(
+        `invariant violated: partition ${this.partitionId} engine applied ${applied} but Raft applied ${this.node.status().appliedIndex}`,
+      );
+    }
+    // The compaction comes out of the next ready, which stores it.
+    this.node.compact(applied, this.engine.snapshot());
+    this.compactionRequestedAt = applied;
+    return true;
+  }
+
+  private refreshStatus(): void {
+    this.status = this.node.status();
+  }
+
+  private failEverything(answer: { outcome: "unavailable"; detail: string }): void {
+    for (const work of this.queue.splice(0)) work.fail(answer.detail);
+    for (const waiting of this.proposals.values()) waiting.resolve(answer);
+    this.proposals.clear();
+    for (const read of this.reads.values()) read.resolve(answer);
+    this.reads.clear();
+  }
+}
+
+function assertEngineMatches(engine: PartitionEngine, partitionId: number, snapshotIndex: number): void {
+  if (engine.partitionId !== partitionId || engine.lastAppliedIndex !== snapshotIndex) {
+    throw new Error(
+      `invariant violated: snapshot at ${snapshotIndex} of partition ${partitionId} holds the engine of partition ` +
+        `${engine.partitionId} at ${engine.lastAppliedIndex}`,
+    );
+  }
+}
+
+function refusalAnswer(
+  refusal: Refusal,
+  partitionId: number,
+): { outcome: "not-leader"; leaderId: number | null } | { outcome: "unavailable"; detail: string } {
+  if (refusal.reason === "notLeader") return { outcome: "not-leader", leaderId: refusal.leaderId };
+  return { outcome: "unavailable", detail: `partition ${partitionId} leader refused the request (${refusal.reason})` };
+}
+
+function publishAnswer(result: ApplyResult, partitionId: number, tenantId: string): PublishMessageResponse {
+  switch (result.kind) {
+    case "published":
+      return { outcome: "published", key: result.key, partitionId, tenantId };
+    case "rejected":
+      return { outcome: "rejected", reason: result.reason, detail: result.detail };
+    case "expired":
+      throw new Error("invariant violated: a publish proposal was applied as an expiry record");
+  }
+}

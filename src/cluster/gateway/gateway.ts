@@ -1,0 +1,182 @@
+/**
+ * The gateway process: the REST API on `gateway.port` (`/v2/...`, bearer tokens verified with the platform's JWKS)
+ * and the management API on `management.port` (`/actuator/health`, liveness, readiness, `/actuator/prometheus`;
+ * unauthenticated and read-only). It knows the cluster through the brokers' `describe` answers and routes
+ * message requests to partition leaders over the cluster transport, as a client.
+ *
+ * Who may call: tokens issued by the platform (`gateway.issuerUrl`) for the audience `audiences.gateway` that hold
+ * the `cluster` scope, i.e. organization clients. Cluster API clients (tokens naming one cluster in their `cluster`
+ * claim) are not accepted yet: the gateway does not know its own cluster id; once it does, a route will accept such
+ * a token when the claim names this cluster. The cluster's IP allowlist is a hook (`GatewayOptions.ipAllowlist`)
+ * consulted for every request; no configuration setting feeds it yet, so a standalone gateway allows every address.
+ */
+import type { AddressInfo } from "node:net";
+import { type Logger, pino } from "pino";
+import { installAuthentication } from "../../auth/authenticate.js";
+import { systemClock } from "../../auth/clock.js";
+import { remoteKeySource } from "../../auth/key-source.js";
+import { gatewayScopes } from "../../auth/scopes.js";
+import { TokenVerifier } from "../../auth/verifier.js";
+import type { Configuration } from "../../config/schema.js";
+import { ServiceError } from "../../http/errors.js";
+import { registerApiDocuments } from "../../http/openapi.js";
+import { createHttpServer, type HttpServer } from "../../http/server.js";
+import type { BrokerRequest } from "../broker/protocol.js";
+import { TransportClient } from "../transport/index.js";
+import { gatewayHealth } from "./health.js";
+import { MessageRouter } from "./message-router.js";
+import { GatewayMetrics } from "./metrics.js";
+import { gatewayRoutes } from "./rest-routes.js";
+import { parseContactPoints, TopologyCache } from "./topology-cache.js";
+import { gatewayVersion } from "./version.js";
+
+/**
+ * Decides whether a client address may use the gateway (the cluster's IP allowlist). It is consulted for every
+ * request of the REST API; refusing answers 403. No configuration source feeds it yet: by default every address
+ * is allowed, and whoever embeds the gateway passes the cluster's rules here.
+ */
+export type IpAllowlist = (clientAddress: string) => boolean | Promise<boolean>;
+
+/** Options of `startGateway` beyond the configuration. */
+export interface GatewayOptions {
+  /** Where the gateway logs; by default standard output at `log.level`. */
+  logger?: Logger;
+  /** The cluster's IP allowlist; default: allow every address. */
+  ipAllowlist?: IpAllowlist;
+  /** Time between two periodic topology rounds (default 1,000 ms). */
+  topologyRefreshIntervalMs?: number;
+}
+
+/** A running gateway. */
+export interface RunningGateway {
+  /** Base URL of the REST API, e.g. `http://127.0.0.1:8080`. */
+  url: string;
+  /** Base URL of the management API, e.g. `http://127.0.0.1:9600`. */
+  managementUrl: string;
+  /** Stops both servers, the topology refresh and every broker connection. */
+  close(): Promise<void>;
+}
+
+/** Largest accepted REST body: the engine's largest record, with room for JSON being wordier than msgpack. */
+const BODY_LIMIT_BYTES = 1024 * 1024;
+
+/** Longest wait for one broker's `describe` answer in a topology round. */
+const DESCRIBE_TIMEOUT_MS = 1_000;
+
+function baseUrl(server: HttpServer, host: string): string {
+  const address = server.server.address() as AddressInfo;
+  const shownHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host;
+  return `http://${shownHost.includes(":") ? `[${shownHost}]` : shownHost}:${address.port}`;
+}
+
+/** Starts the gateway of `configuration` (sections gateway, management, audiences, log). */
+export async function startGateway(
+  configuration: Configuration,
+  options: GatewayOptions = {},
+): Promise<RunningGateway> {
+  const logger = options.logger ?? pino({ level: configuration.log.level });
+  const contactPoints = parseContactPoints(configuration.gateway.contactPoints);
+  if (contactPoints.length === 0) throw new Error("service.gateway.contactPoints names no broker");
+  const issuerUrl = configuration.gateway.issuerUrl.replace(/\/+$/, "");
+  const client = new TransportClient<BrokerRequest, unknown>({
+    maxInFlightRequests: configuration.gateway.maxInFlightRequests,
+  });
+  const now = () => Date.now();
+  const topology = new TopologyCache({
+    client,
+    contactPoints,
+    gatewayVersion: gatewayVersion,
+    describeTimeoutMs: Math.min(DESCRIBE_TIMEOUT_MS, configuration.gateway.requestTimeoutMs),
+    refreshIntervalMs: options.topologyRefreshIntervalMs ?? 1_000,
+    logger,
+    now,
+  });
+  const router = new MessageRouter({
+    client,
+    topology,
+    requestTimeoutMs: configuration.gateway.requestTimeoutMs,
+    maxInFlightRequests: configuration.gateway.maxInFlightRequests,
+    now,
+  });
+  const metrics = new GatewayMetrics({
+    topology: () => topology.current(),
+    inFlightRequests: () => router.inFlightRequests(),
+  });
+  const verifier = new TokenVerifier({
+    keySource: remoteKeySource(new URL(`${issuerUrl}/.well-known/jwks.json`)),
+    issuer: configuration.gateway.issuerUrl,
+    audience: configuration.audiences.gateway,
+    clock: systemClock,
+  });
+  const ipAllowlist = options.ipAllowlist ?? (() => true);
+
+  const rest = createHttpServer({ logger, bodyLimitBytes: BODY_LIMIT_BYTES, trustProxy: false });
+  rest.addHook("onRequest", async (request) => {
+    if (!(await ipAllowlist(request.ip))) {
+      throw new ServiceError("forbidden", `Requests from ${request.ip} are refused by the cluster's IP allowlist.`);
+    }
+  });
+  rest.addHook("onResponse", async (request, reply) => {
+    const route = request.routeOptions.url ?? "unmatched";
+    metrics.observeRequest(request.method, route, reply.statusCode, reply.elapsedTime / 1000);
+  });
+  const restPort = configuration.gateway.port;
+  await rest.register(
+    async (context) => {
+      await registerApiDocuments(context, {
+        title: "flowplane gateway REST API",
+        description: `Cluster topology and messages. Bearer token with audience '${configuration.audiences.gateway}' and the scope ${gatewayScopes.join(", ")} (organization clients).`,
+        version: gatewayVersion,
+        serverUrl: `http://${configuration.gateway.host}:${restPort}/v2`,
+        bearerAuth: true,
+        documentPath: "/openapi.json",
+        docsPath: "/docs",
+      });
+      await context.register(async (api) => {
+        installAuthentication(api, { verifier });
+        gatewayRoutes(api, topology, router);
+      });
+    },
+    { prefix: "/v2" },
+  );
+
+  const management = createHttpServer({ logger, bodyLimitBytes: 1024, trustProxy: false });
+  management.get("/actuator/health", async (_request, reply) => {
+    const health = gatewayHealth(topology.current());
+    return reply.code(health.status === "UP" ? 200 : 503).send(health);
+  });
+  management.get("/actuator/health/liveness", async () => ({ status: "UP" }));
+  management.get("/actuator/health/readiness", async (_request, reply) => {
+    const health = gatewayHealth(topology.current());
+    return reply
+      .code(health.status === "UP" ? 200 : 503)
+      .send({ status: health.status, components: health.components });
+  });
+  management.get("/actuator/prometheus", async (_request, reply) => {
+    const text = await metrics.registry.metrics();
+    return reply.header("content-type", metrics.registry.contentType).send(text);
+  });
+
+  // A broker that is still starting is fine: the periodic refresh finds it later.
+  await topology.start();
+  try {
+    await rest.listen({ host: configuration.gateway.host, port: restPort });
+    await management.listen({ host: configuration.management.host, port: configuration.management.port });
+  } catch (error) {
+    topology.close();
+    await Promise.allSettled([rest.close(), management.close(), client.close()]);
+    throw error;
+  }
+  const url = baseUrl(rest, configuration.gateway.host);
+  const managementUrl = baseUrl(management, configuration.management.host);
+  logger.info({ url, managementUrl, contactPoints: configuration.gateway.contactPoints }, "gateway started");
+  return {
+    url,
+    managementUrl,
+    async close() {
+      topology.close();
+      await Promise.allSettled([rest.close(), management.close()]);
+      await client.close();
+    },
+  };
+}

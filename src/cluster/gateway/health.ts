@@ -1,0 +1,55 @@
+/**
+ * The gateway's health, derived from its topology view (pure). Two components: `brokers` (UP when at least one
+ * broker answers; details list which answer and which do not) and `partitions` (UP when every partition taking
+ * requests has a leader). Readiness means the gateway can serve every partition: both components UP. Liveness only
+ * says the process serves requests, so an orchestrator does not restart a gateway because brokers are down.
+ */
+import type { TopologyView } from "./topology-view.js";
+
+/** UP or DOWN, as health endpoints say it. */
+export type HealthStatus = "UP" | "DOWN";
+
+/** One component of the health document. */
+export interface HealthComponent {
+  status: HealthStatus;
+  details: Record<string, unknown>;
+}
+
+/** The body of `GET /actuator/health`. */
+export interface HealthDocument {
+  status: HealthStatus;
+  components: { brokers: HealthComponent; partitions: HealthComponent };
+}
+
+/** Computes the health document from the current view (undefined: no broker ever answered). */
+export function gatewayHealth(view: TopologyView | undefined): HealthDocument {
+  if (view === undefined) {
+    const detail = { details: { reason: "no broker has answered the gateway yet" } };
+    return {
+      status: "DOWN",
+      components: { brokers: { status: "DOWN", ...detail }, partitions: { status: "DOWN", ...detail } },
+    };
+  }
+  const members = [...view.configuration.members]
+    .filter(([, member]) => member.state !== "LEFT")
+    .map(([nodeId]) => nodeId)
+    .sort((left, right) => left - right);
+  const reachable = members.filter((nodeId) => view.reachable.has(nodeId));
+  const unreachable = members.filter((nodeId) => !view.reachable.has(nodeId));
+  const partitions = view.activePartitions.map((partitionId) => ({
+    partitionId,
+    leaderId: view.leaders.get(partitionId)?.nodeId ?? null,
+  }));
+  const brokers: HealthComponent = {
+    status: reachable.length > 0 ? "UP" : "DOWN",
+    details: { reachable, unreachable },
+  };
+  const partitionComponent: HealthComponent = {
+    status: partitions.length > 0 && partitions.every((partition) => partition.leaderId !== null) ? "UP" : "DOWN",
+    details: { partitions },
+  };
+  return {
+    status: brokers.status === "UP" && partitionComponent.status === "UP" ? "UP" : "DOWN",
+    components: { brokers, partitions: partitionComponent },
+  };
+}

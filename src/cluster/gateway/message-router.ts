@@ -1,0 +1,269 @@
+/**
+ * Routes message requests to partition leaders. The partition of a publication comes from its correlation key
+ * (hashed over the partitions taking requests) or, without one, round robin; the partition of a read comes from the
+ * key itself. A request goes to the leader the topology knows; when that broker says it is not the leader, or
+ * cannot be reached (a leader change), the request is retried ONCE at the new leader. The number of requests in
+ * progress is bounded: beyond the limit (or when the transport pushes back) the answer is 503 with Retry-After.
+ *
+ * Retrying a publication after a broken connection may publish it twice when the old leader committed it before
+ * dying; that is the usual at-least-once behaviour of a retried write, and a `messageId` makes it detectable (409).
+ */
+
+import { ServiceError } from "../../http/errors.js";
+import type {
+  BrokerRequest,
+  GetMessageResponse,
+  MessageView,
+  PublishMessageCommand,
+  PublishMessageResponse,
+} from "../broker/protocol.js";
+import {
+  DEFAULT_TENANT_ID,
+  encodeRecord,
+  parseKey,
+  partitionForCorrelationKey,
+  RecordValidationError,
+} from "../engine/index.js";
+import {
+  BackpressureError,
+  PeerUnreachableError,
+  RemoteError,
+  type TransportClient,
+  TransportClosedError,
+  TransportTimeoutError,
+} from "../transport/index.js";
+import type { TopologyCache } from "./topology-cache.js";
+import type { TopologyView } from "./topology-view.js";
+
+/** Seconds a client is asked to wait after a 503. */
+export const RETRY_AFTER_SECONDS = 1;
+
+/** Pause between topology rounds while waiting for a partition to elect a leader. */
+const LEADER_POLL_INTERVAL_MS = 200;
+
+/** Options of MessageRouter. */
+export interface MessageRouterOptions {
+  client: TransportClient<BrokerRequest, unknown>;
+  topology: TopologyCache;
+  /** How long one request may take in total (broker waits included) before it is answered 504. */
+  requestTimeoutMs: number;
+  /** Requests in progress beyond which new ones are refused with 503. */
+  maxInFlightRequests: number;
+  now: () => number;
+}
+
+/** A publication as a client sent it (after schema validation). */
+export interface PublicationRequest {
+  name: string;
+  correlationKey?: string;
+  timeToLive?: number;
+  messageId?: string;
+  /** A JSON object (the schema checked it). */
+  variables?: object;
+  tenantId?: string;
+}
+
+function unavailable(detail: string): ServiceError {
+  return new ServiceError("unavailable", detail, { headers: { "retry-after": String(RETRY_AFTER_SECONDS) } });
+}
+
+type Attempt<T> = { kind: "answer"; value: T } | { kind: "retry"; leaderHint: number | null; detail: string };
+
+/** The request routing of the gateway; see the module comment. */
+export class MessageRouter {
+  private inFlight = 0;
+  private roundRobin = 0;
+
+  constructor(private readonly options: MessageRouterOptions) {}
+
+  /** Requests in progress now. */
+  inFlightRequests(): number {
+    return this.inFlight;
+  }
+
+  /** Publishes a message; resolves once a quorum of its partition committed it. */
+  async publish(request: PublicationRequest): Promise<{ messageKey: string; tenantId: string }> {
+    const command: PublishMessageCommand = {
+      name: request.name,
+      correlationKey: request.correlationKey ?? "",
+      timeToLiveMs: request.timeToLive ?? 0,
+      variables: (request.variables ?? {}) as Record<string, unknown>,
+      tenantId: request.tenantId ?? DEFAULT_TENANT_ID,
+      ...(request.messageId === undefined ? {} : { messageId: request.messageId }),
+    };
+    // The engine's own validation answers 400 here, so nothing invalid travels to a broker.
+    try {
+      encodeRecord({ kind: "publishMessage", ...command, publishedAtMs: 0 });
+    } catch (error) {
+      if (error instanceof RecordValidationError) {
+        throw new ServiceError("invalidRequest", error.problems.join("; "), {
+          extensions: { errors: error.problems.map((message) => ({ location: "body", message })) },
+        });
+      }
+      throw error;
+    }
+    return this.bounded(async (deadlineMs) => {
+      const view = await this.viewWithPartitions(deadlineMs);
+      const partitionId = this.partitionFor(command.correlationKey, view);
+      const response = await this.routed<PublishMessageResponse>(
+        partitionId,
+        { type: "publish-message", partitionId, message: command },
+        deadlineMs,
+      );
+      switch (response.outcome) {
+        case "published":
+          return { messageKey: response.key, tenantId: response.tenantId };
+        case "rejected":
+          if (response.reason === "duplicate-message-id") throw new ServiceError("conflict", response.detail);
+          throw new ServiceError("invalidRequest", response.detail);
+        default:
+          throw new Error(`invariant violated: unexpected publish outcome ${JSON.stringify(response)}`);
+      }
+    });
+  }
+
+  /** Reads a buffered message by its key (a linearizable read on the partition's leader). */
+  async getMessage(messageKey: string): Promise<MessageView> {
+    const decoded = parseKey(messageKey);
+    if (decoded === undefined) {
+      throw new ServiceError("invalidRequest", `'${messageKey}' is not a message key (a positive decimal number).`);
+    }
+    return this.bounded(async (deadlineMs) => {
+      const view = await this.viewWithPartitions(deadlineMs);
+      if (!this.partitionExists(view, decoded.partitionId)) {
+        throw new ServiceError("notFound", `Message '${messageKey}' does not exist.`);
+      }
+      const response = await this.routed<GetMessageResponse>(
+        decoded.partitionId,
+        { type: "get-message", partitionId: decoded.partitionId, key: messageKey },
+        deadlineMs,
+      );
+      if (response.outcome === "found") return response.message;
+      if (response.outcome === "not-found")
+        throw new ServiceError("notFound", `Message '${messageKey}' does not exist.`);
+      throw new Error(`invariant violated: unexpected read outcome ${JSON.stringify(response)}`);
+    });
+  }
+
+  private partitionExists(view: TopologyView, partitionId: number): boolean {
+    for (const member of view.configuration.members.values()) if (member.partitions.has(partitionId)) return true;
+    return false;
+  }
+
+  private partitionFor(correlationKey: string, view: TopologyView): number {
+    const active = view.activePartitions;
+    if (correlationKey !== "") return partitionForCorrelationKey(correlationKey, active.length);
+    this.roundRobin = (this.roundRobin + 1) % active.length;
+    const partitionId = active[this.roundRobin];
+    if (partitionId === undefined) throw new Error("invariant violated: round robin index within active partitions");
+    return partitionId;
+  }
+
+  /** Runs `work` within the in-flight bound and the request deadline. */
+  private async bounded<T>(work: (deadlineMs: number) => Promise<T>): Promise<T> {
+    if (this.inFlight >= this.options.maxInFlightRequests) {
+      throw unavailable(
+        `The gateway has ${this.options.maxInFlightRequests} requests in progress, its limit; retry shortly.`,
+      );
+    }
+    this.inFlight += 1;
+    try {
+      return await work(this.options.now() + this.options.requestTimeoutMs);
+    } finally {
+      this.inFlight -= 1;
+    }
+  }
+
+  private async viewWithPartitions(deadlineMs: number): Promise<TopologyView> {
+    const view = this.options.topology.current() ?? (await this.options.topology.refreshedSince());
+    if (view === undefined) throw unavailable("No broker of the cluster has answered the gateway yet.");
+    if (view.activePartitions.length === 0) throw unavailable("The cluster has no partition taking requests.");
+    if (this.options.now() > deadlineMs) throw this.timedOut();
+    return view;
+  }
+
+  private timedOut(): ServiceError {
+    return new ServiceError(
+      "gatewayTimeout",
+      `The cluster did not answer within ${this.options.requestTimeoutMs} ms; the request may or may not have taken effect.`,
+    );
+  }
+
+  /** The leader of `partitionId`, waiting (bounded by the deadline) for an election when there is none. */
+  private async leaderOf(partitionId: number, deadlineMs: number, refreshFirst: boolean): Promise<number> {
+    let view = refreshFirst ? await this.options.topology.refreshedSince() : this.options.topology.current();
+    for (;;) {
+      const leader = view?.leaders.get(partitionId);
+      if (leader !== undefined) return leader.nodeId;
+      if (this.options.now() + LEADER_POLL_INTERVAL_MS >= deadlineMs) {
+        throw unavailable(`Partition ${partitionId} has no leader at the moment; retry shortly.`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, LEADER_POLL_INTERVAL_MS));
+      view = await this.options.topology.refreshedSince();
+    }
+  }
+
+  /** Sends a partition request to its leader, retrying once on a leader change. */
+  private async routed<T extends PublishMessageResponse | GetMessageResponse>(
+    partitionId: number,
+    request: BrokerRequest,
+    deadlineMs: number,
+  ): Promise<Exclude<T, { outcome: "not-leader" } | { outcome: "unavailable" }>> {
+    let leaderId = await this.leaderOf(partitionId, deadlineMs, false);
+    const first = await this.attempt<T>(leaderId, request, deadlineMs);
+    if (first.kind === "answer") return first.value;
+    // The hint names the new leader only when the broker knows it and it is another broker; otherwise ask the cluster.
+    const hinted = first.leaderHint !== null && first.leaderHint !== leaderId ? first.leaderHint : undefined;
+    const view = this.options.topology.current();
+    leaderId =
+      hinted !== undefined && view?.addresses.has(hinted) === true
+        ? hinted
+        : await this.leaderOf(partitionId, deadlineMs, true);
+    const second = await this.attempt<T>(leaderId, request, deadlineMs);
+    if (second.kind === "answer") return second.value;
+    // A second miss means the leadership is still moving; the client retries later rather than the gateway looping.
+    void this.options.topology.refresh();
+    throw unavailable(`Partition ${partitionId} is changing leaders (${second.detail}); retry shortly.`);
+  }
+
+  private async attempt<T extends PublishMessageResponse | GetMessageResponse>(
+    brokerId: number,
+    request: BrokerRequest,
+    deadlineMs: number,
+  ): Promise<Attempt<Exclude<T, { outcome: "not-leader" } | { outcome: "unavailable" }>>> {
+    const address = this.options.topology.current()?.addresses.get(brokerId);
+    if (address === undefined) return { kind: "retry", leaderHint: null, detail: `broker ${brokerId} has no address` };
+    const timeoutMs = deadlineMs - this.options.now();
+    if (timeoutMs <= 0) throw this.timedOut();
+    let response: T;
+    try {
+      response = (await this.options.client.request({ host: address.host, port: address.port }, request, {
+        timeoutMs,
+      })) as T;
+    } catch (error) {
+      if (error instanceof BackpressureError) {
+        throw unavailable("The gateway's connection to the partition leader is saturated; retry shortly.");
+      }
+      if (error instanceof TransportTimeoutError) throw this.timedOut();
+      if (error instanceof PeerUnreachableError) {
+        return { kind: "retry", leaderHint: null, detail: `broker ${brokerId} is unreachable` };
+      }
+      if (error instanceof RemoteError) {
+        if (error.code === "overloaded") throw unavailable(`Broker ${brokerId} is overloaded; retry shortly.`);
+        throw new ServiceError("badGateway", `Broker ${brokerId} failed to handle the request: ${error.remoteMessage}`);
+      }
+      if (error instanceof TransportClosedError) throw unavailable("The gateway is shutting down.");
+      throw error;
+    }
+    if (typeof response !== "object" || response === null || typeof response.outcome !== "string") {
+      throw new ServiceError("badGateway", `Broker ${brokerId} sent a malformed answer.`);
+    }
+    if (response.outcome === "not-leader") {
+      return { kind: "retry", leaderHint: response.leaderId, detail: `broker ${brokerId} is not the leader` };
+    }
+    if (response.outcome === "unavailable") {
+      return { kind: "retry", leaderHint: null, detail: response.detail };
+    }
+    return { kind: "answer", value: response as Exclude<T, { outcome: "not-leader" } | { outcome: "unavailable" }> };
+  }
+}

@@ -1,0 +1,113 @@
+/**
+ * The gateway's Prometheus metrics: REST request counts and latencies per route and status, requests in progress,
+ * and per partition replica the role, term, commit index and applied index the brokers reported in the latest
+ * topology round. Replica metrics are rebuilt at every scrape so that a replica that moved away disappears.
+ */
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import type { TopologyView } from "./topology-view.js";
+
+/** Options of GatewayMetrics. */
+export interface GatewayMetricsOptions {
+  /** The current topology view (read at every scrape). */
+  topology: () => TopologyView | undefined;
+  /** Requests in progress now (read at every scrape). */
+  inFlightRequests: () => number;
+}
+
+/** The gateway's metric registry; see the module comment. */
+export class GatewayMetrics {
+  readonly registry = new Registry();
+  private readonly requests: Counter<"method" | "route" | "status">;
+  private readonly latency: Histogram<"method" | "route" | "status">;
+
+  constructor(options: GatewayMetricsOptions) {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry, prefix: "flowplane_gateway_process_" });
+    this.requests = new Counter({
+      name: "flowplane_gateway_requests_total",
+      help: "REST requests answered by the gateway, by method, route and status.",
+      labelNames: ["method", "route", "status"],
+      registers,
+    });
+    this.latency = new Histogram({
+      name: "flowplane_gateway_request_duration_seconds",
+      help: "Time the gateway took to answer REST requests, by method, route and status.",
+      labelNames: ["method", "route", "status"],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    });
+    new Gauge({
+      name: "flowplane_gateway_in_flight_requests",
+      help: "Requests the gateway is routing to brokers right now.",
+      registers,
+      collect() {
+        this.set(options.inFlightRequests());
+      },
+    });
+    new Gauge({
+      name: "flowplane_gateway_brokers_reachable",
+      help: "Brokers that answered the gateway's latest topology round.",
+      registers,
+      collect() {
+        this.set(options.topology()?.reachable.size ?? 0);
+      },
+    });
+    const replicaGauge = (name: string, help: string, read: (report: ReplicaNumbers) => number) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ["partition", "broker"],
+        registers,
+        collect() {
+          this.reset();
+          for (const [brokerId, reports] of options.topology()?.replicas ?? []) {
+            for (const report of reports) {
+              this.set({ partition: String(report.partitionId), broker: String(brokerId) }, read(report));
+            }
+          }
+        },
+      });
+    replicaGauge(
+      "flowplane_partition_term",
+      "Raft term of each partition replica, as its broker reports it.",
+      (r) => r.term,
+    );
+    replicaGauge(
+      "flowplane_partition_commit_index",
+      "Raft commit index of each partition replica, as its broker reports it.",
+      (report) => report.commitIndex,
+    );
+    replicaGauge(
+      "flowplane_partition_applied_index",
+      "Index of the last entry each partition replica applied to its state machine.",
+      (report) => report.appliedIndex,
+    );
+    new Gauge({
+      name: "flowplane_partition_role",
+      help: "1 for the role each partition replica reports (leader, follower or inactive).",
+      labelNames: ["partition", "broker", "role"],
+      registers,
+      collect() {
+        this.reset();
+        for (const [brokerId, reports] of options.topology()?.replicas ?? []) {
+          for (const report of reports) {
+            this.set({ partition: String(report.partitionId), broker: String(brokerId), role: report.role }, 1);
+          }
+        }
+      },
+    });
+  }
+
+  /** Records one answered REST request. */
+  observeRequest(method: string, route: string, status: number, durationSeconds: number): void {
+    const labels = { method, route, status: String(status) };
+    this.requests.inc(labels);
+    this.latency.observe(labels, durationSeconds);
+  }
+}
+
+interface ReplicaNumbers {
+  term: number;
+  commitIndex: number;
+  appliedIndex: number;
+}

@@ -1,0 +1,182 @@
+/**
+ * The gateway's picture of the cluster, assembled from the brokers' `describe` answers. This module is pure: the
+ * topology cache gathers the answers and hands them here, so the rules (which configuration wins, how an
+ * unreachable broker is listed, who leads a partition) are tested without sockets.
+ */
+import type {
+  BrokerAddress,
+  BrokerDescription,
+  ReplicaHealth,
+  ReplicaReport,
+  ReplicaRole,
+} from "../broker/protocol.js";
+import {
+  type ClusterConfiguration,
+  clusterSizeOf,
+  decodeConfiguration,
+  lastCompletedChangeId,
+  partitionCountOf,
+  partitionsOf,
+  replicationFactorOf,
+} from "../topology/index.js";
+
+/** One partition replica as `GET /v2/topology` lists it. */
+export interface TopologyPartition {
+  partitionId: number;
+  role: ReplicaRole;
+  health: ReplicaHealth;
+}
+
+/** One broker as `GET /v2/topology` lists it. */
+export interface TopologyBroker {
+  nodeId: number;
+  host: string;
+  port: number;
+  version: string;
+  partitions: TopologyPartition[];
+}
+
+/** The body of `GET /v2/topology` (spec/gateway.md). */
+export interface TopologyDocument {
+  brokers: TopologyBroker[];
+  clusterSize: number;
+  partitionsCount: number;
+  replicationFactor: number;
+  gatewayVersion: string;
+  lastCompletedChangeId: string;
+}
+
+/** The leader of one partition as the gateway routes to it. */
+export interface PartitionLeader {
+  nodeId: number;
+  term: number;
+}
+
+/** Everything the gateway derives from one round of `describe` answers. */
+export interface TopologyView {
+  /** The configuration with the highest version among the answers. */
+  configuration: ClusterConfiguration;
+  /** The topology document to serve. */
+  document: TopologyDocument;
+  /** Partition id → the broker that reports itself leader (the highest term wins if several do). */
+  leaders: ReadonlyMap<number, PartitionLeader>;
+  /** Broker id → where it listens, from every answer (so an unreachable broker keeps its last known address). */
+  addresses: ReadonlyMap<number, BrokerAddress>;
+  /** Broker id → its version, from its own answer (kept for brokers that stopped answering). */
+  versions: ReadonlyMap<number, string>;
+  /** Broker ids that answered this round. */
+  reachable: ReadonlySet<number>;
+  /** Broker id → the replica reports it sent this round. */
+  replicas: ReadonlyMap<number, readonly ReplicaReport[]>;
+  /** Ids of the partitions that take requests (routing state), ascending. */
+  activePartitions: readonly number[];
+}
+
+/** Input of `assembleTopologyView`. */
+export interface TopologyInputs {
+  /** The answers of this round, one per broker that answered. */
+  descriptions: readonly BrokerDescription[];
+  /** Addresses known from earlier rounds. */
+  previousAddresses: ReadonlyMap<number, BrokerAddress>;
+  /** Versions known from earlier rounds. */
+  previousVersions: ReadonlyMap<number, string>;
+  /** The configuration of the previous view, used when it is newer than every answer (or nobody answered). */
+  previousConfiguration: ClusterConfiguration | undefined;
+  gatewayVersion: string;
+}
+
+/** Ids of the partitions taking requests, from the routing state. */
+export function activePartitionIds(configuration: ClusterConfiguration): number[] {
+  const handling = configuration.routing.requestHandling;
+  if (handling.strategy === "AllPartitions") {
+    return Array.from({ length: handling.partitionCount }, (_, index) => index + 1);
+  }
+  const ids = new Set<number>();
+  for (let partitionId = 1; partitionId <= handling.basePartitionCount; partitionId += 1) ids.add(partitionId);
+  for (const partitionId of handling.additionalActivePartitions) ids.add(partitionId);
+  return [...ids].sort((left, right) => left - right);
+}
+
+/**
+ * Builds the view from one round of answers, or returns undefined when no configuration is known at all (no broker
+ * ever answered). A configuration an answer carries that cannot be decoded is ignored: one broker with a bug must
+ * not take the gateway's view down.
+ */
+export function assembleTopologyView(inputs: TopologyInputs): TopologyView | undefined {
+  let configuration = inputs.previousConfiguration;
+  const addresses = new Map(inputs.previousAddresses);
+  const versions = new Map(inputs.previousVersions);
+  const reachable = new Set<number>();
+  const replicas = new Map<number, readonly ReplicaReport[]>();
+  for (const description of inputs.descriptions) {
+    reachable.add(description.nodeId);
+    versions.set(description.nodeId, description.version);
+    replicas.set(description.nodeId, description.replicas);
+    for (const address of description.brokers) addresses.set(address.nodeId, address);
+    // A broker's own answer is the freshest word on where it listens.
+    addresses.set(description.nodeId, { nodeId: description.nodeId, host: description.host, port: description.port });
+    let candidate: ClusterConfiguration;
+    try {
+      candidate = decodeConfiguration(description.configuration);
+    } catch {
+      continue;
+    }
+    if (configuration === undefined || candidate.version > configuration.version) configuration = candidate;
+  }
+  if (configuration === undefined) return undefined;
+
+  const leaders = new Map<number, PartitionLeader>();
+  for (const [nodeId, reports] of replicas) {
+    for (const report of reports) {
+      if (report.role !== "leader") continue;
+      const known = leaders.get(report.partitionId);
+      if (known === undefined || report.term > known.term)
+        leaders.set(report.partitionId, { nodeId, term: report.term });
+    }
+  }
+
+  const brokers: TopologyBroker[] = [];
+  const memberIds = [...configuration.members.keys()].sort((left, right) => left - right);
+  for (const nodeId of memberIds) {
+    const member = configuration.members.get(nodeId);
+    if (member === undefined || member.state === "LEFT") continue;
+    const address = addresses.get(nodeId);
+    const reports = replicas.get(nodeId);
+    const partitions: TopologyPartition[] =
+      reports === undefined
+        ? // A broker that does not answer is still a member: list what the configuration gives it, as dead.
+          partitionsOf(configuration, nodeId).map((partition) => ({
+            partitionId: partition.partitionId,
+            role: "inactive",
+            health: "dead",
+          }))
+        : [...reports]
+            .sort((left, right) => left.partitionId - right.partitionId)
+            .map((report) => ({ partitionId: report.partitionId, role: report.role, health: report.health }));
+    brokers.push({
+      nodeId,
+      host: address?.host ?? "",
+      port: address?.port ?? 0,
+      version: versions.get(nodeId) ?? "unknown",
+      partitions,
+    });
+  }
+
+  return {
+    configuration,
+    document: {
+      brokers,
+      clusterSize: clusterSizeOf(configuration),
+      partitionsCount: partitionCountOf(configuration),
+      replicationFactor: replicationFactorOf(configuration),
+      gatewayVersion: inputs.gatewayVersion,
+      lastCompletedChangeId: lastCompletedChangeId(configuration),
+    },
+    leaders,
+    addresses,
+    versions,
+    reachable,
+    replicas,
+    activePartitions: activePartitionIds(configuration),
+  };
+}

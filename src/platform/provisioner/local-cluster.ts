@@ -1,0 +1,435 @@
+/**
+ * The local provisioner: runs one workflow-engine cluster on this machine as child processes of the flowplane
+ * command line (`flowplane broker` ×N and `flowplane gateway`), configured through SERVICE_* environment variables,
+ * with every file under `<dataDirectory>/cluster`. The platform never imports cluster code (DESIGN.md): it starts
+ * the processes and talks to the gateway over HTTP like any other client.
+ *
+ * Broker ports (cluster transport and management) are picked among free ports at the first start and kept in
+ * `cluster/ports.json`, so a restart finds the same cluster at the same addresses while two flowplane instances with
+ * different data directories (and gateway ports) run side by side.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { dirname, extname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Logger } from "pino";
+import { configurationLeaves } from "../../config/load.js";
+
+/** Options of `startLocalCluster`. */
+export interface LocalClusterOptions {
+  /** flowplane's data directory; the cluster lives in its `cluster/` folder. */
+  dataDirectory: string;
+  /** Port of the gateway's REST API (0: a free port, chosen at every start). */
+  gatewayPort: number;
+  /** Port of the gateway's management API (0: a free port, chosen at every start). */
+  managementPort: number;
+  /** The platform's issuer URL: the gateway verifies tokens against its JWKS. */
+  issuerUrl: string;
+  /** Audience of gateway tokens (configuration `audiences.gateway`); the child's own default when absent. */
+  gatewayAudience?: string;
+  /** Interface every part listens on (default 127.0.0.1). */
+  host?: string;
+  brokers?: number;
+  partitions?: number;
+  replicationFactor?: number;
+  logger: Logger;
+  /** Environment the children inherit before the provisioner's SERVICE_* settings (default: this process's). */
+  environment?: Readonly<Record<string, string | undefined>>;
+  /** Log level of the children (default: the `SERVICE_LOG_LEVEL` of the environment, else info). */
+  logLevel?: string;
+  /** Longest wait for every partition to have a leader (default 90 s). */
+  readyTimeoutMs?: number;
+  /** Longest wait for a child to stop after SIGTERM before it is killed (default 10 s). */
+  stopTimeoutMs?: number;
+  /**
+   * The flowplane command line to run the children with (default: this installation's `cli/main`, found next to
+   * this module, with this process's Node.js options). Tests and embedders may point elsewhere.
+   */
+  command?: { entry: string; nodeArguments: readonly string[] };
+}
+
+/** One broker of the local cluster. */
+export interface LocalBroker {
+  nodeId: number;
+  /** Address of its cluster transport, `host:port`. */
+  clusterAddress: string;
+  /** Base URL of its management API (health, metrics). */
+  managementUrl: string;
+  /** Its data directory (where `broker.pid` is). */
+  dataDirectory: string;
+  /** Its log file (standard output and error). */
+  logFile: string;
+  /** Process id of the running child, or undefined while it is not running. */
+  pid: number | undefined;
+}
+
+/** A running local cluster. */
+export interface LocalCluster {
+  /** Base URL of the gateway's REST API (`/v2/...`). */
+  gatewayUrl: string;
+  /** Base URL of the gateway's management API (`/actuator/...`). */
+  managementUrl: string;
+  /** The gateway's log file. */
+  gatewayLogFile: string;
+  /** The brokers, by node id (pid kept current). */
+  brokers: readonly LocalBroker[];
+  /** Starts a broker again (after it stopped or was killed), with the same environment as at first. */
+  restartBroker(nodeId: number): Promise<void>;
+  /** Stops every child: SIGTERM, a bounded wait, then SIGKILL for stragglers. */
+  close(): Promise<void>;
+}
+
+/** What `cluster/ports.json` keeps. */
+interface PersistedPorts {
+  brokers: { nodeId: number; clusterPort: number; managementPort: number }[];
+}
+
+/** Asks the system for a free port on `host` (bind to 0, read, release). */
+export async function freePort(host: string): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen({ host, port: 0 }, () => {
+      const address = server.address();
+      const port = typeof address === "object" && address !== null ? address.port : 0;
+      server.close(() => (port > 0 ? resolvePort(port) : reject(new Error("no port was assigned"))));
+    });
+  });
+}
+
+/** Loads `ports.json`, or allocates and persists free ports for `brokerCount` brokers. */
+export async function brokerPorts(
+  clusterDirectory: string,
+  host: string,
+  brokerCount: number,
+): Promise<PersistedPorts> {
+  const file = join(clusterDirectory, "ports.json");
+  if (existsSync(file)) {
+    const persisted = JSON.parse(readFileSync(file, "utf8")) as PersistedPorts;
+    const valid =
+      Array.isArray(persisted.brokers) &&
+      persisted.brokers.length === brokerCount &&
+      persisted.brokers.every(
+        (entry, index) =>
+          entry.nodeId === index && Number.isInteger(entry.clusterPort) && Number.isInteger(entry.managementPort),
+      );
+    if (!valid) {
+      throw new Error(`${file} does not describe ${brokerCount} brokers; it was written for another cluster`);
+    }
+    return persisted;
+  }
+  const taken = new Set<number>();
+  const pick = async (): Promise<number> => {
+    // Bounded: the system hands out distinct ports almost always; a repeat just asks again.
+    for (let attempt = 0; attempt < 20; attempt += 1) {
+      const port = await freePort(host);
+      if (!taken.has(port)) {
+        taken.add(port);
+        return port;
+      }
+    }
+    throw new Error("could not find distinct free ports for the brokers");
+  };
+  const ports: PersistedPorts = { brokers: [] };
+  for (let nodeId = 0; nodeId < brokerCount; nodeId += 1) {
+    ports.brokers.push({ nodeId, clusterPort: await pick(), managementPort: await pick() });
+  }
+  mkdirSync(clusterDirectory, { recursive: true });
+  writeFileSync(`${file}.tmp`, `${JSON.stringify(ports, null, 2)}\n`);
+  renameSync(`${file}.tmp`, file);
+  return ports;
+}
+
+/** Node.js options that make sense only for this process: code to evaluate, debugger ports, test runners, watchers. */
+const OWN_OPTIONS_WITH_VALUE = new Set(["-e", "--eval", "-p", "--print"]);
+
+/**
+ * The Node.js options of this process a child should get too (module loaders such as tsx, memory limits), without
+ * those that would make the child do something else (evaluate this process's code, wait on the same debugger port).
+ */
+export function childNodeArguments(execArgv: readonly string[]): string[] {
+  const kept: string[] = [];
+  for (let index = 0; index < execArgv.length; index += 1) {
+    const argument = execArgv[index] as string;
+    if (OWN_OPTIONS_WITH_VALUE.has(argument)) {
+      index += 1;
+      continue;
+    }
+    if (/^--(inspect|debug|test|watch|input-type|eval|print)/.test(argument)) continue;
+    kept.push(argument);
+  }
+  return kept;
+}
+
+/** The flowplane command line next to this module: `cli/main.js` in dist, `cli/main.ts` (under tsx) in sources. */
+export function defaultCommand(): { entry: string; nodeArguments: string[] } {
+  const here = fileURLToPath(import.meta.url);
+  const extension = extname(here);
+  const entry = resolve(dirname(here), "..", "..", "cli", `main${extension}`);
+  const nodeArguments = childNodeArguments(process.execArgv);
+  if (extension === ".ts" && !nodeArguments.some((argument) => argument.includes("tsx"))) {
+    nodeArguments.push("--import", "tsx");
+  }
+  return { entry, nodeArguments };
+}
+
+/**
+ * Sets a setting in a child's environment under its documented variable name and removes its other spellings, so
+ * a value inherited from the parent under another spelling cannot win over it.
+ */
+function setSetting(environment: Record<string, string | undefined>, key: string, value: string | number): void {
+  const leaf = configurationLeaves().find((candidate) => candidate.key === key);
+  if (leaf === undefined) throw new Error(`invariant violated: ${key} is a configuration key`);
+  for (const name of leaf.environmentVariables) delete environment[name];
+  environment[leaf.environmentVariable] = String(value);
+}
+
+/** Resolves when the process has exited (at once if it already has). */
+function exited(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolveExit) => child.once("exit", () => resolveExit()));
+}
+
+/** Stops a child: SIGTERM, then SIGKILL after `timeoutMs`. */
+async function stopChild(child: ChildProcess, timeoutMs: number): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  child.kill("SIGTERM");
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<boolean>((resolveTimeout) => {
+    timer = setTimeout(() => resolveTimeout(true), timeoutMs);
+  });
+  const stopped = await Promise.race([exited(child).then(() => false), timedOut]);
+  clearTimeout(timer);
+  if (stopped) {
+    child.kill("SIGKILL");
+    await exited(child);
+  }
+}
+
+interface ManagedChild {
+  name: string;
+  arguments: string[];
+  environment: Record<string, string | undefined>;
+  logFile: string;
+  process: ChildProcess | undefined;
+  stopping: boolean;
+}
+
+/**
+ * Starts (or resumes) the local cluster and resolves once the gateway reports a leader for every partition; see the
+ * module comment. On failure every started child is stopped before the error is thrown.
+ */
+export async function startLocalCluster(options: LocalClusterOptions): Promise<LocalCluster> {
+  const host = options.host ?? "127.0.0.1";
+  const brokerCount = options.brokers ?? 3;
+  const partitionCount = options.partitions ?? 3;
+  const replicationFactor = options.replicationFactor ?? 3;
+  const logger = options.logger;
+  const readyTimeoutMs = options.readyTimeoutMs ?? 90_000;
+  const stopTimeoutMs = options.stopTimeoutMs ?? 10_000;
+  const command = options.command ?? defaultCommand();
+  const baseEnvironment = options.environment ?? process.env;
+  const logLevel = options.logLevel ?? baseEnvironment.SERVICE_LOG_LEVEL ?? "info";
+
+  const clusterDirectory = resolve(options.dataDirectory, "cluster");
+  const logDirectory = join(clusterDirectory, "logs");
+  mkdirSync(logDirectory, { recursive: true });
+  const ports = await brokerPorts(clusterDirectory, host, brokerCount);
+  const gatewayPort = options.gatewayPort === 0 ? await freePort(host) : options.gatewayPort;
+  const managementPort = options.managementPort === 0 ? await freePort(host) : options.managementPort;
+  const contactPoints = ports.brokers.map((entry) => `${host}:${entry.clusterPort}`).join(",");
+
+  const children: ManagedChild[] = [];
+  const brokers: LocalBroker[] = [];
+  const childEnvironment = (): Record<string, string | undefined> => {
+    const environment: Record<string, string | undefined> = { ...baseEnvironment };
+    setSetting(environment, "service.log.level", logLevel);
+    return environment;
+  };
+
+  for (const entry of ports.brokers) {
+    const dataDirectory = join(clusterDirectory, "brokers", String(entry.nodeId));
+    mkdirSync(dataDirectory, { recursive: true });
+    warnAboutRunningBroker(dataDirectory, entry.nodeId, logger);
+    const environment = childEnvironment();
+    setSetting(environment, "service.broker.host", host);
+    setSetting(environment, "service.broker.dataDirectory", dataDirectory);
+    setSetting(environment, "service.broker.managementPort", entry.managementPort);
+    setSetting(environment, "service.broker.cluster.nodeId", entry.nodeId);
+    setSetting(environment, "service.broker.cluster.clusterSize", brokerCount);
+    setSetting(environment, "service.broker.cluster.partitionsCount", partitionCount);
+    setSetting(environment, "service.broker.cluster.replicationFactor", replicationFactor);
+    setSetting(environment, "service.broker.cluster.initialContactPoints", contactPoints);
+    setSetting(environment, "service.broker.cluster.clusterPort", entry.clusterPort);
+    const logFile = join(logDirectory, `broker-${entry.nodeId}.log`);
+    children.push({
+      name: `broker ${entry.nodeId}`,
+      arguments: ["broker"],
+      environment,
+      logFile,
+      process: undefined,
+      stopping: false,
+    });
+    brokers.push({
+      nodeId: entry.nodeId,
+      clusterAddress: `${host}:${entry.clusterPort}`,
+      managementUrl: `http://${host}:${entry.managementPort}`,
+      dataDirectory,
+      logFile,
+      pid: undefined,
+    });
+  }
+  const gatewayEnvironment = childEnvironment();
+  setSetting(gatewayEnvironment, "service.gateway.host", host);
+  setSetting(gatewayEnvironment, "service.gateway.port", gatewayPort);
+  setSetting(gatewayEnvironment, "service.management.host", host);
+  setSetting(gatewayEnvironment, "service.management.port", managementPort);
+  setSetting(gatewayEnvironment, "service.gateway.contactPoints", contactPoints);
+  setSetting(gatewayEnvironment, "service.gateway.issuerUrl", options.issuerUrl);
+  if (options.gatewayAudience !== undefined) {
+    setSetting(gatewayEnvironment, "service.audiences.gateway", options.gatewayAudience);
+  }
+  const gatewayLogFile = join(logDirectory, "gateway.log");
+  const gateway: ManagedChild = {
+    name: "gateway",
+    arguments: ["gateway"],
+    environment: gatewayEnvironment,
+    logFile: gatewayLogFile,
+    process: undefined,
+    stopping: false,
+  };
+  children.push(gateway);
+
+  const launch = (child: ManagedChild): void => {
+    const logDescriptor = openSync(child.logFile, "a");
+    let spawned: ChildProcess;
+    try {
+      spawned = spawn(process.execPath, [...command.nodeArguments, command.entry, ...child.arguments], {
+        env: child.environment,
+        stdio: ["ignore", logDescriptor, logDescriptor],
+      });
+    } finally {
+      // The child holds its own copy of the descriptor.
+      closeSync(logDescriptor);
+    }
+    child.process = spawned;
+    child.stopping = false;
+    const broker = brokers.find((candidate) => `broker ${candidate.nodeId}` === child.name);
+    if (broker !== undefined) broker.pid = spawned.pid;
+    spawned.once("exit", (code, signal) => {
+      if (broker !== undefined && broker.pid === spawned.pid) broker.pid = undefined;
+      if (child.stopping) return;
+      const details = { process: child.name, childPid: spawned.pid, exitCode: code, signal, logFile: child.logFile };
+      // Ctrl-C in a terminal reaches the whole process group: a child that shut down cleanly was told to stop.
+      if (code === 0) logger.info(details, `${child.name} of the local cluster stopped`);
+      else logger.error(details, `${child.name} of the local cluster exited unexpectedly; see its log file`);
+    });
+    spawned.once("error", (error) => {
+      logger.error({ process: child.name, error: error.message }, `${child.name} of the local cluster failed to start`);
+    });
+    logger.info({ process: child.name, childPid: spawned.pid, logFile: child.logFile }, `${child.name} started`);
+  };
+
+  const close = async (): Promise<void> => {
+    for (const child of children) child.stopping = true;
+    // The gateway first, so it stops routing before the brokers go; then the brokers together.
+    if (gateway.process !== undefined) await stopChild(gateway.process, stopTimeoutMs);
+    await Promise.all(
+      children
+        .filter((child) => child !== gateway && child.process !== undefined)
+        .map((child) => stopChild(child.process as ChildProcess, stopTimeoutMs)),
+    );
+    logger.info("local cluster stopped");
+  };
+
+  const gatewayUrl = `http://${host}:${gatewayPort}`;
+  const managementUrl = `http://${host}:${managementPort}`;
+  try {
+    for (const child of children) launch(child);
+    await waitUntilReady({ managementUrl, children, readyTimeoutMs, logger });
+  } catch (error) {
+    await close();
+    throw error;
+  }
+  logger.info(
+    { gatewayUrl, managementUrl, brokers: brokers.map((broker) => broker.clusterAddress) },
+    "local cluster ready",
+  );
+  return {
+    gatewayUrl,
+    managementUrl,
+    gatewayLogFile,
+    brokers,
+    async restartBroker(nodeId) {
+      const child = children.find((candidate) => candidate.name === `broker ${nodeId}`);
+      if (child === undefined) throw new Error(`the local cluster has no broker ${nodeId}`);
+      if (child.process !== undefined && child.process.exitCode === null && child.process.signalCode === null) {
+        throw new Error(`broker ${nodeId} is still running (pid ${child.process.pid})`);
+      }
+      launch(child);
+    },
+    close,
+  };
+}
+
+/** Logs a warning when a broker's pid file names a live process: a broker left over from an earlier run. */
+function warnAboutRunningBroker(dataDirectory: string, nodeId: number, logger: Logger): void {
+  const pidFile = join(dataDirectory, "broker.pid");
+  if (!existsSync(pidFile)) return;
+  const pid = Number(readFileSync(pidFile, "utf8").trim());
+  if (!Number.isSafeInteger(pid) || pid <= 0) return;
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return;
+  }
+  logger.warn(
+    { nodeId, pid, pidFile },
+    `broker ${nodeId} may still be running from an earlier start (pid ${pid}); stop it if this start fails`,
+  );
+}
+
+/** Polls the gateway's readiness until every partition has a leader, failing early when a child dies. */
+async function waitUntilReady(context: {
+  managementUrl: string;
+  children: readonly ManagedChild[];
+  readyTimeoutMs: number;
+  logger: Logger;
+}): Promise<void> {
+  const startedAtMs = Date.now();
+  let lastProgressAtMs = startedAtMs;
+  let lastState = "the gateway is not answering yet";
+  for (;;) {
+    const dead = context.children.find(
+      (child) => child.process !== undefined && (child.process.exitCode !== null || child.process.signalCode !== null),
+    );
+    if (dead !== undefined) {
+      throw new Error(`${dead.name} of the local cluster exited during start; see ${dead.logFile}`);
+    }
+    try {
+      const response = await fetch(`${context.managementUrl}/actuator/health/readiness`, {
+        signal: AbortSignal.timeout(2_000),
+      });
+      const body = (await response.json()) as { status?: string; components?: unknown };
+      if (response.status === 200 && body.status === "UP") return;
+      lastState = `readiness ${body.status ?? response.status}: ${JSON.stringify(body.components ?? {})}`;
+    } catch {
+      // The gateway is still starting; keep polling within the bound.
+    }
+    const elapsedMs = Date.now() - startedAtMs;
+    if (elapsedMs > context.readyTimeoutMs) {
+      throw new Error(
+        `the local cluster was not ready within ${context.readyTimeoutMs} ms (${lastState}); see the logs in ${dirname(context.children[0]?.logFile ?? ".")}`,
+      );
+    }
+    if (Date.now() - lastProgressAtMs >= 5_000) {
+      lastProgressAtMs = Date.now();
+      context.logger.info(
+        { elapsedMs, state: lastState },
+        "waiting for every partition of the local cluster to have a leader",
+      );
+    }
+    await new Promise((resolveWait) => setTimeout(resolveWait, 250));
+  }
+}

@@ -1,0 +1,96 @@
+import { access, mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Command } from "commander";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { brokerConfigurationFlags, registerBrokerCommand } from "../../../src/cli/commands/broker.js";
+import { UsageError } from "../../../src/cli/io.js";
+import { ConfigurationError } from "../../../src/config/load.js";
+import { captureIo } from "../support.js";
+
+let temporaryDirectory: string;
+
+beforeAll(async () => {
+  temporaryDirectory = await mkdtemp(join(tmpdir(), "flowplane-cli-broker-"));
+});
+
+afterAll(async () => {
+  if (temporaryDirectory !== undefined) await rm(temporaryDirectory, { recursive: true, force: true });
+});
+
+/** A program with only the broker command, as main.ts registers it. */
+function program(io: Parameters<typeof registerBrokerCommand>[1]): Command {
+  const command = new Command("flowplane").exitOverride();
+  registerBrokerCommand(command, io);
+  return command;
+}
+
+const singleBroker = [
+  "--set",
+  "service.broker.cluster.clusterSize=1",
+  "--set",
+  "service.broker.cluster.partitionsCount=2",
+  "--set",
+  "service.broker.cluster.replicationFactor=1",
+  "--set",
+  "service.broker.cluster.clusterPort=0",
+  "--set",
+  "service.broker.managementPort=0",
+  "--set",
+  "service.broker.raft.heartbeatIntervalMs=20",
+  "--set",
+  "service.broker.raft.electionTimeoutMs=100",
+];
+
+describe("flowplane broker", () => {
+  it("maps --data-directory and --set to configuration keys", () => {
+    expect(brokerConfigurationFlags({ dataDirectory: "/data", set: ["service.broker.cluster.nodeId=2"] })).toEqual({
+      "service.dataDirectory": "/data",
+      "service.broker.cluster.nodeId": "2",
+    });
+    expect(() => brokerConfigurationFlags({ set: ["service.broker.cluster.nodeId"] })).toThrow(UsageError);
+  });
+
+  it("starts a broker, says where it listens, and stops cleanly on the shutdown signal", async () => {
+    const dataDirectory = join(temporaryDirectory, "data");
+    const shutdown = new AbortController();
+    const { io, output } = captureIo({ SERVICE_BROKER_CLUSTER_NODEID: "0" }, temporaryDirectory, shutdown.signal);
+    const run = program(io).parseAsync(["broker", "--data-directory", dataDirectory, ...singleBroker], {
+      from: "user",
+    });
+    await expect.poll(() => output.stdout, { timeout: 20_000 }).toContain("listening");
+    const brokerDirectory = join(dataDirectory, "brokers", "0");
+    expect(output.stdout).toMatch(
+      /flowplane broker 0 listening: cluster 127\.0\.0\.1:\d+, management http:\/\/127\.0\.0\.1:\d+, data /,
+    );
+    expect(output.stdout).toContain(brokerDirectory);
+    expect(await readFile(join(brokerDirectory, "broker.pid"), "utf8")).toBe(`${process.pid}\n`);
+    const managementUrl = /management (\S+),/.exec(output.stdout)?.[1];
+    await expect
+      .poll(async () => (await fetch(`${managementUrl}/actuator/health/readiness`)).status, { timeout: 10_000 })
+      .toBe(200);
+
+    shutdown.abort();
+    await run;
+    expect(output.stdout).toContain("flowplane broker 0 stopped");
+    await expect(access(join(brokerDirectory, "broker.pid"))).rejects.toThrow(/ENOENT/);
+    await access(join(brokerDirectory, "cluster-configuration.json"));
+  });
+
+  it("fails with a configuration error for an invalid FIXED scheme", async () => {
+    const { io } = captureIo({}, temporaryDirectory);
+    const run = program(io).parseAsync(
+      [
+        "broker",
+        "--data-directory",
+        join(temporaryDirectory, "fixed"),
+        ...singleBroker,
+        "--set",
+        "service.broker.experimental.partitioning.scheme=FIXED",
+      ],
+      { from: "user" },
+    );
+    await expect(run).rejects.toBeInstanceOf(ConfigurationError);
+    await expect(run).rejects.toThrow(/list every partition/);
+  });
+});

@@ -1,0 +1,88 @@
+import { describe, expect, it } from "vitest";
+import { parseBrokerMessage, parseBrokerRequest } from "../../../src/cluster/broker/broker-messages.js";
+
+const heartbeat = { type: "heartbeat", from: 1, to: 0, term: 3, commitIndex: 5, readSequence: 0 };
+
+describe("parseBrokerMessage", () => {
+  it("accepts a Raft message addressed from the sending broker to this one", () => {
+    expect(parseBrokerMessage({ type: "raft", partitionId: 2, message: heartbeat }, 1, 0)).toEqual({
+      type: "raft",
+      partitionId: 2,
+      message: heartbeat,
+    });
+  });
+
+  it("refuses Raft messages that would break the core's preconditions", () => {
+    expect(parseBrokerMessage({ type: "raft", partitionId: 2, message: heartbeat }, 2, 0)).toContain("came from 2");
+    expect(parseBrokerMessage({ type: "raft", partitionId: 2, message: heartbeat }, 1, 5)).toContain("delivered to 5");
+    expect(parseBrokerMessage({ type: "raft", partitionId: 2, message: { ...heartbeat, type: "x" } }, 1, 0)).toContain(
+      "unknown type",
+    );
+    expect(parseBrokerMessage({ type: "raft", partitionId: 2, message: { ...heartbeat, term: -1 } }, 1, 0)).toContain(
+      "term",
+    );
+    expect(parseBrokerMessage({ type: "raft", partitionId: "2", message: heartbeat }, 1, 0)).toContain("partition");
+    expect(parseBrokerMessage("hello", 1, 0)).toBe("not an object");
+    expect(parseBrokerMessage({ type: "other" }, 1, 0)).toContain("unknown message type");
+  });
+
+  it("accepts gossip with well-formed addresses only", () => {
+    const brokers = [{ nodeId: 1, host: "127.0.0.1", port: 26502, incarnation: 5 }];
+    expect(parseBrokerMessage({ type: "gossip", configuration: "{}", brokers }, 1, 0)).toEqual({
+      type: "gossip",
+      configuration: "{}",
+      brokers,
+    });
+    expect(
+      parseBrokerMessage({ type: "gossip", configuration: "{}", brokers: [{ ...brokers[0], port: 70_000 }] }, 1, 0),
+    ).toContain("bad addresses");
+    expect(parseBrokerMessage({ type: "gossip", brokers }, 1, 0)).toContain("without a configuration");
+  });
+});
+
+describe("parseBrokerRequest", () => {
+  it("accepts the three request types of the protocol", () => {
+    expect(parseBrokerRequest({ type: "describe" })).toEqual({ type: "describe" });
+    expect(parseBrokerRequest({ type: "get-message", partitionId: 1, key: "2251799813685249" })).toEqual({
+      type: "get-message",
+      partitionId: 1,
+      key: "2251799813685249",
+    });
+    const message = {
+      name: "n",
+      correlationKey: "c",
+      timeToLiveMs: 5,
+      variables: { a: 1 },
+      tenantId: "<default>",
+      messageId: "m",
+    };
+    expect(parseBrokerRequest({ type: "publish-message", partitionId: 1, message })).toEqual({
+      type: "publish-message",
+      partitionId: 1,
+      message,
+    });
+    const { messageId: _messageId, ...withoutId } = message;
+    expect(
+      parseBrokerRequest({ type: "publish-message", partitionId: 1, message: { ...withoutId, messageId: null } }),
+    ).toEqual({
+      type: "publish-message",
+      partitionId: 1,
+      message: withoutId,
+    });
+  });
+
+  it("names what is wrong with a malformed request", () => {
+    expect(parseBrokerRequest(null)).toContain("not an object");
+    expect(parseBrokerRequest({ type: "get-message", partitionId: 1 })).toContain("string key");
+    expect(parseBrokerRequest({ type: "get-message", partitionId: 1.5, key: "1" })).toContain("partitionId");
+    expect(parseBrokerRequest({ type: "publish-message", partitionId: 1, message: { name: 1 } })).toContain("strings");
+    expect(
+      parseBrokerRequest({
+        type: "publish-message",
+        partitionId: 1,
+        message: { name: "n", correlationKey: "", tenantId: "t", timeToLiveMs: 1, variables: [] },
+      }),
+    ).toContain("variables");
+    expect(parseBrokerRequest({ type: "drop-tables" })).toContain("unknown request type");
+  });
+});

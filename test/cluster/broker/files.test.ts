@@ -1,0 +1,73 @@
+import { readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import {
+  CONFIGURATION_FILE_NAME,
+  claimDataDirectory,
+  DataDirectoryInUseError,
+  PID_FILE_NAME,
+  persistConfiguration,
+  readPersistedConfiguration,
+} from "../../../src/cluster/broker/files.js";
+import {
+  encodeConfiguration,
+  initialConfiguration,
+  roundRobinDistribution,
+} from "../../../src/cluster/topology/index.js";
+import { removeDirectory, temporaryDirectory } from "./support.js";
+
+describe("broker files", () => {
+  let directory: string;
+
+  beforeEach(async () => {
+    directory = await temporaryDirectory("files");
+  });
+
+  afterEach(async () => {
+    await removeDirectory(directory);
+  });
+
+  it("writes broker.pid with this process's id, refuses a second claim, and removes the file on release", async () => {
+    const brokerDirectory = join(directory, "brokers", "1");
+    const release = await claimDataDirectory(brokerDirectory);
+    expect(await readFile(join(brokerDirectory, PID_FILE_NAME), "utf8")).toBe(`${process.pid}\n`);
+    await expect(claimDataDirectory(brokerDirectory)).rejects.toBeInstanceOf(DataDirectoryInUseError);
+    await release();
+    await expect(readFile(join(brokerDirectory, PID_FILE_NAME), "utf8")).rejects.toThrow(/ENOENT/);
+    const again = await claimDataDirectory(brokerDirectory);
+    await again();
+  });
+
+  it("refuses a directory whose broker.pid names another live process, and replaces a stale one", async () => {
+    // The parent process (the test runner) is alive and is not this process.
+    await writeFile(join(directory, PID_FILE_NAME), `${process.ppid}\n`);
+    const refusal = claimDataDirectory(directory);
+    await expect(refusal).rejects.toBeInstanceOf(DataDirectoryInUseError);
+    await expect(refusal).rejects.toThrow(String(process.ppid));
+
+    // Process ids are below 2^22 on Linux, so this one cannot be running.
+    await writeFile(join(directory, PID_FILE_NAME), "99999999\n");
+    const release = await claimDataDirectory(directory);
+    expect(await readFile(join(directory, PID_FILE_NAME), "utf8")).toBe(`${process.pid}\n`);
+    await release();
+  });
+
+  it("persists the cluster configuration atomically and reads it back", async () => {
+    expect(await readPersistedConfiguration(directory)).toBeNull();
+    const configuration = initialConfiguration({
+      clusterSize: 2,
+      partitionCount: 2,
+      replicationFactor: 2,
+      distribution: roundRobinDistribution([0, 1], 2, 2),
+      nowIso: "2026-11-21T10:15:00.123Z",
+    });
+    await persistConfiguration(directory, configuration);
+    await persistConfiguration(directory, { ...configuration, version: 2 });
+    const read = await readPersistedConfiguration(directory);
+    expect(read?.version).toBe(2);
+    expect(encodeConfiguration(read!)).toBe(encodeConfiguration({ ...configuration, version: 2 }));
+    expect(await readFile(join(directory, CONFIGURATION_FILE_NAME), "utf8")).toBe(
+      encodeConfiguration({ ...configuration, version: 2 }),
+    );
+  });
+});

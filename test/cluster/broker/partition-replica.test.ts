@@ -1,0 +1,133 @@
+import { readdir } from "node:fs/promises";
+import { join } from "node:path";
+import pino from "pino";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { PartitionReplica, type PartitionReplicaOptions } from "../../../src/cluster/broker/partition-replica.js";
+import type { PublishMessageCommand } from "../../../src/cluster/broker/protocol.js";
+import { removeDirectory, temporaryDirectory, waitFor } from "./support.js";
+
+function command(overrides: Partial<PublishMessageCommand> = {}): PublishMessageCommand {
+  return {
+    name: "tick",
+    correlationKey: "",
+    timeToLiveMs: 600_000,
+    variables: {},
+    tenantId: "<default>",
+    ...overrides,
+  };
+}
+
+describe("PartitionReplica (a single-member group with real storage)", () => {
+  let directory: string;
+  let replica: PartitionReplica | undefined;
+  const failures: Error[] = [];
+
+  function options(overrides: Partial<PartitionReplicaOptions> = {}): PartitionReplicaOptions {
+    return {
+      partitionId: 2,
+      memberId: 0,
+      brokerDirectory: directory,
+      members: [{ id: 0, role: "voter", priority: 1 }],
+      heartbeatIntervalMs: 10,
+      electionTimeoutMs: 50,
+      snapshotIntervalEntries: 10,
+      maxPendingProposals: 64,
+      maxApplyLagEntries: 100,
+      send: () => {
+        throw new Error("a single member sends nothing");
+      },
+      onFailure: (error) => failures.push(error),
+      logger: pino({ level: "silent" }),
+      ...overrides,
+    };
+  }
+
+  async function openLeader(overrides: Partial<PartitionReplicaOptions> = {}): Promise<PartitionReplica> {
+    const opened = await PartitionReplica.open(options(overrides));
+    replica = opened;
+    await waitFor(() => opened.report().role === "leader" && opened.report().health === "healthy", "replica leads");
+    return opened;
+  }
+
+  beforeEach(async () => {
+    directory = await temporaryDirectory("replica");
+    failures.length = 0;
+  });
+
+  afterEach(async () => {
+    await replica?.close();
+    replica = undefined;
+    await removeDirectory(directory);
+    expect(failures).toEqual([]);
+  });
+
+  it("snapshots every N applied entries, keeps the log bounded, and restores the engine on restart", async () => {
+    const leader = await openLeader();
+    const keys: string[] = [];
+    for (let sequence = 0; sequence < 35; sequence += 1) {
+      const published = await leader.publish(command({ name: `m-${sequence}`, messageId: `id-${sequence}` }));
+      if (published.outcome !== "published") throw new Error(JSON.stringify(published));
+      keys.push(published.key);
+    }
+    await waitFor(() => leader.latestSnapshotIndex >= 30, "a snapshot covers the first 30 entries");
+    expect(leader.logSizeEntries()).toBeLessThanOrEqual(20);
+    const appliedBefore = leader.report().appliedIndex;
+    await leader.close();
+    expect(await readdir(join(directory, "partitions"))).toEqual(["2"]);
+
+    const restarted = await openLeader();
+    expect(restarted.latestSnapshotIndex).toBeGreaterThanOrEqual(30);
+    expect(restarted.report().appliedIndex).toBeGreaterThanOrEqual(appliedBefore);
+    expect(restarted.bufferedMessageCount).toBe(35);
+    for (const [sequence, key] of keys.entries()) {
+      expect(await restarted.getMessage(key)).toMatchObject({
+        outcome: "found",
+        message: { key, name: `m-${sequence}` },
+      });
+    }
+    // The message ids survived the snapshot: a duplicate is still refused.
+    expect(await restarted.publish(command({ messageId: "id-3" }))).toMatchObject({
+      outcome: "rejected",
+      reason: "duplicate-message-id",
+    });
+  });
+
+  it("expires messages by proposing an expiry record once their deadline passes", async () => {
+    const leader = await openLeader();
+    const shortLived = await leader.publish(command({ timeToLiveMs: 1 }));
+    const longLived = await leader.publish(command({ timeToLiveMs: 600_000 }));
+    if (shortLived.outcome !== "published" || longLived.outcome !== "published") throw new Error("not published");
+    await waitFor(() => leader.bufferedMessageCount === 1, "the short-lived message expired");
+    expect(await leader.getMessage(shortLived.key)).toEqual({ outcome: "not-found" });
+    expect(await leader.getMessage(longLived.key)).toMatchObject({ outcome: "found" });
+    // A message id is free again once its message expired.
+    const reused = await leader.publish(command({ messageId: "again", timeToLiveMs: 1 }));
+    expect(reused.outcome).toBe("published");
+    await waitFor(() => leader.bufferedMessageCount === 1, "the second short-lived message expired");
+    expect((await leader.publish(command({ messageId: "again" }))).outcome).toBe("published");
+  });
+
+  it("answers unavailable beyond its pending-proposal bound and after it stopped", async () => {
+    const leader = await openLeader({ maxPendingProposals: 2 });
+    const answers = await Promise.all(
+      Array.from({ length: 6 }, (_, index) => leader.publish(command({ name: `b-${index}` }))),
+    );
+    const outcomes = answers.map((answer) => answer.outcome);
+    expect(outcomes.filter((outcome) => outcome === "published")).toHaveLength(2);
+    expect(outcomes.filter((outcome) => outcome === "unavailable")).toHaveLength(4);
+    await leader.close();
+    expect((await leader.publish(command())).outcome).toBe("unavailable");
+    expect((await leader.getMessage("1")).outcome).toBe("unavailable");
+    expect(leader.report().role).toBe("inactive");
+  });
+
+  it("rejects an invalid record without proposing it", async () => {
+    const leader = await openLeader();
+    const applied = leader.report().appliedIndex;
+    expect(await leader.publish(command({ timeToLiveMs: -1 }))).toMatchObject({
+      outcome: "rejected",
+      reason: "invalid-record",
+    });
+    expect(leader.report().appliedIndex).toBe(applied);
+  });
+});

@@ -1,0 +1,320 @@
+import { pino } from "pino";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import type { GetMessageResponse, PublishMessageResponse } from "../../../src/cluster/broker/protocol.js";
+import { partitionForCorrelationKey } from "../../../src/cluster/engine/index.js";
+import { type RunningGateway, startGateway } from "../../../src/cluster/gateway/index.js";
+import { loadConfiguration } from "../../../src/config/load.js";
+import { startTestPlatform, type TestPlatform } from "../../support/platform.js";
+import { requestToken } from "../../support/tokens.js";
+import { type FakeBroker, startFakeCluster } from "./fake-broker.js";
+
+let platform: TestPlatform;
+let cluster: Awaited<ReturnType<typeof startFakeCluster>>;
+let token: string;
+const gateways: RunningGateway[] = [];
+
+async function gatewayWith(
+  settings: Record<string, string | number> = {},
+  ipAllowlist?: (address: string) => boolean,
+  topologyRefreshIntervalMs?: number,
+): Promise<RunningGateway> {
+  const configuration = loadConfiguration({
+    environment: {},
+    flags: {
+      "service.gateway.port": 0,
+      "service.management.port": 0,
+      "service.gateway.issuerUrl": platform.issuerUrl,
+      "service.gateway.contactPoints": cluster.brokers.map((broker) => `127.0.0.1:${broker.address?.port}`).join(","),
+      ...settings,
+    },
+  });
+  const gateway = await startGateway(configuration, {
+    logger: pino({ level: "silent" }),
+    ...(ipAllowlist === undefined ? {} : { ipAllowlist }),
+    ...(topologyRefreshIntervalMs === undefined ? {} : { topologyRefreshIntervalMs }),
+  });
+  gateways.push(gateway);
+  return gateway;
+}
+
+function call(gateway: RunningGateway, path: string, init: RequestInit = {}, bearer: string | null = token) {
+  return fetch(`${gateway.url}${path}`, {
+    ...init,
+    headers: {
+      ...(bearer === null ? {} : { authorization: `Bearer ${bearer}` }),
+      ...(init.body === undefined ? {} : { "content-type": "application/json" }),
+    },
+  });
+}
+
+function publish(gateway: RunningGateway, body: unknown) {
+  return call(gateway, "/v2/messages/publication", { method: "POST", body: JSON.stringify(body) });
+}
+
+function brokerLeading(partitionId: number): FakeBroker {
+  const broker = cluster.brokers.find((candidate) => candidate.leads.has(partitionId));
+  if (broker === undefined) throw new Error(`no fake broker leads partition ${partitionId}`);
+  return broker;
+}
+
+beforeAll(async () => {
+  platform = await startTestPlatform();
+  cluster = await startFakeCluster();
+  token = await requestToken(platform, platform.adminClient, "gateway-api");
+});
+
+afterAll(async () => {
+  await Promise.all(gateways.map((gateway) => gateway.close()));
+  await cluster?.close();
+  await platform?.close();
+});
+
+beforeEach(() => {
+  for (const broker of cluster.brokers) {
+    broker.interceptor = undefined;
+    broker.received.length = 0;
+    broker.leads = new Set([broker.nodeId + 1]);
+  }
+});
+
+describe("gateway REST API", () => {
+  it("refuses requests without a bearer token and tokens for another audience", async () => {
+    const gateway = await gatewayWith();
+    const missing = await call(gateway, "/v2/topology", {}, null);
+    expect(missing.status).toBe(401);
+    expect(missing.headers.get("content-type")).toContain("application/problem+json");
+    const adminToken = await requestToken(platform, platform.adminClient, "admin-api");
+    const wrongAudience = await call(gateway, "/v2/topology", {}, adminToken);
+    expect(wrongAudience.status).toBe(401);
+  });
+
+  it("serves the topology from the brokers' own answers", async () => {
+    const gateway = await gatewayWith();
+    const response = await call(gateway, "/v2/topology");
+    expect(response.status).toBe(200);
+    const topology = (await response.json()) as Record<string, unknown> & {
+      brokers: { nodeId: number; port: number; version: string; partitions: { role: string }[] }[];
+    };
+    expect(topology.brokers.map((broker) => broker.nodeId)).toEqual([0, 1, 2]);
+    expect(topology.brokers[1]?.port).toBe(cluster.brokers[1]?.address?.port);
+    expect(topology.brokers[1]?.version).toBe("0.1.0-fake");
+    expect(topology.brokers[1]?.partitions).toEqual([
+      { partitionId: 1, role: "follower", health: "healthy" },
+      { partitionId: 2, role: "leader", health: "healthy" },
+      { partitionId: 3, role: "follower", health: "healthy" },
+    ]);
+    expect(topology).toMatchObject({
+      clusterSize: 3,
+      partitionsCount: 3,
+      replicationFactor: 3,
+      lastCompletedChangeId: "-1",
+    });
+    expect(typeof topology.gatewayVersion).toBe("string");
+  });
+
+  it("publishes to the leader of the correlation key's partition and reads the message back", async () => {
+    const gateway = await gatewayWith();
+    const partitionId = partitionForCorrelationKey("order-42", 3);
+    const response = await publish(gateway, {
+      name: "payment",
+      correlationKey: "order-42",
+      timeToLive: 60_000,
+      variables: { amount: 12 },
+    });
+    expect(response.status).toBe(200);
+    const published = (await response.json()) as { messageKey: string; tenantId: string };
+    expect(published.tenantId).toBe("<default>");
+    expect(brokerLeading(partitionId).received).toHaveLength(1);
+
+    const read = await call(gateway, `/v2/messages/${published.messageKey}`);
+    expect(read.status).toBe(200);
+    expect(await read.json()).toMatchObject({
+      key: published.messageKey,
+      partitionId,
+      name: "payment",
+      correlationKey: "order-42",
+      timeToLive: 60_000,
+      variables: { amount: 12 },
+    });
+  });
+
+  it("spreads messages without a correlation key round robin over the partitions", async () => {
+    const gateway = await gatewayWith();
+    const partitions = new Set<number>();
+    for (let index = 0; index < 3; index += 1) {
+      const response = await publish(gateway, { name: "tick" });
+      expect(response.status).toBe(200);
+      const { messageKey } = (await response.json()) as { messageKey: string };
+      const read = (await (await call(gateway, `/v2/messages/${messageKey}`)).json()) as { partitionId: number };
+      partitions.add(read.partitionId);
+    }
+    expect([...partitions].sort()).toEqual([1, 2, 3]);
+  });
+
+  it("answers 409 for a message id already buffered, 400 for invalid input, 404 for unknown keys", async () => {
+    const gateway = await gatewayWith();
+    const first = await publish(gateway, { name: "m", correlationKey: "k", messageId: "once" });
+    expect(first.status).toBe(200);
+    const again = await publish(gateway, { name: "m", correlationKey: "k", messageId: "once" });
+    expect(again.status).toBe(409);
+
+    expect((await publish(gateway, { correlationKey: "k" })).status).toBe(400);
+    expect((await publish(gateway, { name: "m", unknown: 1 })).status).toBe(400);
+    expect((await publish(gateway, { name: "m", variables: [1] })).status).toBe(400);
+    const tooLong = await publish(gateway, { name: "x".repeat(2000) });
+    expect(tooLong.status).toBe(400);
+    expect(((await tooLong.json()) as { detail: string }).detail).toContain("name");
+    expect((await publish(gateway, { name: "m", tenantId: "not a tenant!" })).status).toBe(400);
+    // Nothing invalid reached a broker.
+    expect(cluster.brokers.reduce((sum, broker) => sum + broker.received.length, 0)).toBe(2);
+
+    expect((await call(gateway, "/v2/messages/not-a-key")).status).toBe(400);
+    const unknown = await call(gateway, `/v2/messages/${2n ** 51n + 7n}`);
+    expect(unknown.status).toBe(404);
+    expect(unknown.headers.get("content-type")).toContain("application/problem+json");
+  });
+
+  it("retries once at the leader a broker names when it is not the leader", async () => {
+    const gateway = await gatewayWith();
+    const partitionId = partitionForCorrelationKey("moved", 3);
+    const oldLeader = brokerLeading(partitionId);
+    const newLeader = cluster.brokers.find((broker) => broker !== oldLeader) as FakeBroker;
+    // Leadership moved; the gateway's cached view still names the old leader.
+    oldLeader.leads.delete(partitionId);
+    newLeader.leads.add(partitionId);
+    oldLeader.interceptor = () =>
+      Promise.resolve<PublishMessageResponse>({ outcome: "not-leader", leaderId: newLeader.nodeId });
+    const response = await publish(gateway, { name: "m", correlationKey: "moved" });
+    expect(response.status).toBe(200);
+    expect(oldLeader.received).toHaveLength(1);
+    expect(newLeader.received).toHaveLength(1);
+  });
+
+  it("answers 503 with Retry-After when the leader keeps refusing after the one retry", async () => {
+    const gateway = await gatewayWith();
+    for (const broker of cluster.brokers) {
+      broker.interceptor = () => Promise.resolve<PublishMessageResponse>({ outcome: "unavailable", detail: "busy" });
+    }
+    const response = await publish(gateway, { name: "m", correlationKey: "c" });
+    expect(response.status).toBe(503);
+    expect(response.headers.get("retry-after")).toBe("1");
+    expect(cluster.brokers.reduce((sum, broker) => sum + broker.received.length, 0)).toBe(2);
+  });
+
+  it("answers 504 when the leader does not answer in time", async () => {
+    const gateway = await gatewayWith({ "service.gateway.requestTimeoutMs": 300 });
+    for (const broker of cluster.brokers) broker.interceptor = () => new Promise<GetMessageResponse>(() => undefined);
+    const response = await publish(gateway, { name: "m", correlationKey: "c" });
+    expect(response.status).toBe(504);
+    expect(((await response.json()) as { type: string }).type).toBe("urn:flowplane:problem:gateway-timeout");
+  });
+
+  it("answers 503 with Retry-After beyond maxInFlightRequests", async () => {
+    const gateway = await gatewayWith({ "service.gateway.maxInFlightRequests": 1 });
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let arrived: () => void = () => undefined;
+    const firstArrived = new Promise<void>((resolve) => {
+      arrived = resolve;
+    });
+    for (const broker of cluster.brokers) {
+      broker.interceptor = async (request) => {
+        arrived();
+        await held;
+        return { outcome: "published", key: "1", partitionId: request.partitionId, tenantId: "<default>" };
+      };
+    }
+    const first = publish(gateway, { name: "m", correlationKey: "c" });
+    await firstArrived;
+    const second = await publish(gateway, { name: "m", correlationKey: "c" });
+    expect(second.status).toBe(503);
+    expect(second.headers.get("retry-after")).toBe("1");
+    release();
+    expect((await first).status).toBe(200);
+  });
+
+  it("refuses addresses the IP allowlist rejects with 403", async () => {
+    const gateway = await gatewayWith({}, () => false);
+    const response = await call(gateway, "/v2/topology");
+    expect(response.status).toBe(403);
+    expect(((await response.json()) as { detail: string }).detail).toContain("IP allowlist");
+  });
+
+  it("serves an OpenAPI document of the REST API", async () => {
+    const gateway = await gatewayWith();
+    const response = await call(gateway, "/v2/openapi.json", {}, null);
+    expect(response.status).toBe(200);
+    const document = (await response.json()) as { paths: Record<string, unknown> };
+    expect(Object.keys(document.paths)).toEqual(
+      expect.arrayContaining(["/topology", "/messages/publication", "/messages/{messageKey}"]),
+    );
+  });
+});
+
+describe("gateway management API", () => {
+  it("reports health, liveness, readiness and Prometheus metrics without a token", async () => {
+    const gateway = await gatewayWith();
+    await publish(gateway, { name: "m", correlationKey: "c" });
+    const health = await fetch(`${gateway.managementUrl}/actuator/health`);
+    expect(health.status).toBe(200);
+    expect(await health.json()).toMatchObject({
+      status: "UP",
+      components: { brokers: { status: "UP" }, partitions: { status: "UP" } },
+    });
+    expect((await fetch(`${gateway.managementUrl}/actuator/health/liveness`)).status).toBe(200);
+    expect((await fetch(`${gateway.managementUrl}/actuator/health/readiness`)).status).toBe(200);
+    const metrics = await (await fetch(`${gateway.managementUrl}/actuator/prometheus`)).text();
+    expect(metrics).toContain(
+      'flowplane_gateway_requests_total{method="POST",route="/v2/messages/publication",status="200"}',
+    );
+    expect(metrics).toContain("flowplane_gateway_request_duration_seconds_bucket");
+    expect(metrics).toContain('flowplane_partition_term{partition="1",broker="0"} 2');
+    expect(metrics).toContain('flowplane_partition_role{partition="2",broker="1",role="leader"} 1');
+    expect(metrics).toContain("flowplane_gateway_in_flight_requests 0");
+  });
+
+  it("retries once at the new leader when the leader's broker is gone, and lists that broker as dead", async () => {
+    // No periodic refresh during the test: the gateway still believes the stopped broker leads its partition.
+    const gateway = await gatewayWith({}, undefined, 600_000);
+    const correlationKey = ["a", "b", "c", "d", "e", "f"].find((key) => partitionForCorrelationKey(key, 3) === 3);
+    if (correlationKey === undefined) throw new Error("no fixture key maps to partition 3");
+    const stopped = cluster.brokers[2] as FakeBroker;
+    const successor = cluster.brokers[0] as FakeBroker;
+    await stopped.transport.close();
+    successor.leads.add(3);
+    const response = await publish(gateway, { name: "m", correlationKey });
+    expect(response.status).toBe(200);
+    expect(successor.received).toHaveLength(1);
+
+    const topology = (await (await call(gateway, "/v2/topology")).json()) as {
+      brokers: { nodeId: number; partitions: unknown[] }[];
+    };
+    expect(topology.brokers[2]?.partitions).toEqual(
+      [1, 2, 3].map((partitionId) => ({ partitionId, role: "inactive", health: "dead" })),
+    );
+  });
+
+  it("lists an unreachable broker as dead and reports readiness DOWN when a partition loses its leader", async () => {
+    const gateway = await gatewayWith();
+    // Broker 2, the leader of partition 3, was stopped by the previous test.
+    let topology: { brokers: { nodeId: number; partitions: { role: string; health: string }[] }[] } | undefined;
+    // The periodic refresh notices within a round or two; poll with a bound instead of sleeping a fixed time.
+    for (let attempt = 0; attempt < 50; attempt += 1) {
+      topology = (await (await call(gateway, "/v2/topology")).json()) as typeof topology;
+      if (topology?.brokers[2]?.partitions.every((partition) => partition.health === "dead")) break;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    expect(topology?.brokers[2]?.partitions).toEqual(
+      [1, 2, 3].map((partitionId) => ({
+        partitionId,
+        role: "inactive",
+        health: "dead",
+      })),
+    );
+    const readiness = await fetch(`${gateway.managementUrl}/actuator/health/readiness`);
+    expect(readiness.status).toBe(503);
+    expect(await readiness.json()).toMatchObject({ status: "DOWN", components: { partitions: { status: "DOWN" } } });
+  });
+});

@@ -1,0 +1,58 @@
+import { describe, expect, it } from "vitest";
+import type { ReplicaReport } from "../../../src/cluster/broker/protocol.js";
+import { gatewayHealth } from "../../../src/cluster/gateway/health.js";
+import { assembleTopologyView } from "../../../src/cluster/gateway/topology-view.js";
+import { encodeConfiguration } from "../../../src/cluster/topology/index.js";
+import { threeBrokerConfiguration } from "./fake-broker.js";
+
+function viewWith(leaders: Record<number, number>, answering: number[]) {
+  return assembleTopologyView({
+    descriptions: answering.map((nodeId) => ({
+      nodeId,
+      host: "127.0.0.1",
+      port: 1 + nodeId,
+      version: "1",
+      configuration: encodeConfiguration(threeBrokerConfiguration()),
+      brokers: [],
+      replicas: [1, 2, 3].map(
+        (partitionId): ReplicaReport => ({
+          partitionId,
+          role: leaders[partitionId] === nodeId ? "leader" : "follower",
+          health: "healthy",
+          term: 1,
+          commitIndex: 1,
+          appliedIndex: 1,
+          leaderId: leaders[partitionId] ?? null,
+        }),
+      ),
+    })),
+    previousAddresses: new Map(),
+    previousVersions: new Map(),
+    previousConfiguration: undefined,
+    gatewayVersion: "1",
+  });
+}
+
+describe("gatewayHealth", () => {
+  it("is DOWN before any broker answered", () => {
+    expect(gatewayHealth(undefined).status).toBe("DOWN");
+  });
+
+  it("is UP when every partition has a leader, even with a broker unreachable", () => {
+    const health = gatewayHealth(viewWith({ 1: 0, 2: 1, 3: 0 }, [0, 1]));
+    expect(health.status).toBe("UP");
+    expect(health.components.brokers.details).toEqual({ reachable: [0, 1], unreachable: [2] });
+  });
+
+  it("is DOWN while a partition has no leader, naming it", () => {
+    const health = gatewayHealth(viewWith({ 1: 0, 2: 1 }, [0, 1, 2]));
+    expect(health.status).toBe("DOWN");
+    expect(health.components.partitions.details).toEqual({
+      partitions: [
+        { partitionId: 1, leaderId: 0 },
+        { partitionId: 2, leaderId: 1 },
+        { partitionId: 3, leaderId: null },
+      ],
+    });
+  });
+});

@@ -1,0 +1,144 @@
+import { describe, expect, it } from "vitest";
+import type { BrokerDescription, ReplicaReport } from "../../../src/cluster/broker/protocol.js";
+import { activePartitionIds, assembleTopologyView } from "../../../src/cluster/gateway/topology-view.js";
+import { type ClusterConfiguration, encodeConfiguration } from "../../../src/cluster/topology/index.js";
+import { threeBrokerConfiguration } from "./fake-broker.js";
+
+function report(partitionId: number, role: ReplicaReport["role"], term = 1): ReplicaReport {
+  return { partitionId, role, health: "healthy", term, commitIndex: 5, appliedIndex: 5, leaderId: null };
+}
+
+function description(
+  nodeId: number,
+  replicas: ReplicaReport[],
+  configuration: ClusterConfiguration = threeBrokerConfiguration(),
+): BrokerDescription {
+  return {
+    nodeId,
+    host: "127.0.0.1",
+    port: 26500 + nodeId,
+    version: `v${nodeId}`,
+    configuration: encodeConfiguration(configuration),
+    brokers: [0, 1, 2].map((id) => ({ nodeId: id, host: "127.0.0.1", port: 26500 + id })),
+    replicas,
+  };
+}
+
+const empty = {
+  previousAddresses: new Map(),
+  previousVersions: new Map(),
+  previousConfiguration: undefined,
+  gatewayVersion: "0.1.0",
+};
+
+describe("assembleTopologyView", () => {
+  it("returns undefined when no broker ever answered", () => {
+    expect(assembleTopologyView({ ...empty, descriptions: [] })).toBeUndefined();
+  });
+
+  it("lists brokers by node id with their own reports and the cluster's sizes", () => {
+    const view = assembleTopologyView({
+      ...empty,
+      descriptions: [
+        description(2, [report(3, "leader"), report(1, "follower"), report(2, "follower")]),
+        description(0, [report(1, "leader"), report(2, "follower"), report(3, "follower")]),
+        description(1, [report(2, "leader"), report(1, "follower"), report(3, "follower")]),
+      ],
+    });
+    expect(view?.document).toEqual({
+      brokers: [0, 1, 2].map((nodeId) => ({
+        nodeId,
+        host: "127.0.0.1",
+        port: 26500 + nodeId,
+        version: `v${nodeId}`,
+        partitions: [1, 2, 3].map((partitionId) => ({
+          partitionId,
+          role: partitionId === nodeId + 1 ? "leader" : "follower",
+          health: "healthy",
+        })),
+      })),
+      clusterSize: 3,
+      partitionsCount: 3,
+      replicationFactor: 3,
+      gatewayVersion: "0.1.0",
+      lastCompletedChangeId: "-1",
+    });
+    expect(view?.leaders.get(2)).toEqual({ nodeId: 1, term: 1 });
+    expect([...(view?.reachable ?? [])].sort()).toEqual([0, 1, 2]);
+  });
+
+  it("lists a broker that does not answer with its configured partitions as inactive and dead", () => {
+    const first = assembleTopologyView({
+      ...empty,
+      descriptions: [description(0, [report(1, "leader")]), description(1, [report(2, "leader")])],
+    });
+    const second = assembleTopologyView({
+      descriptions: [description(0, [report(1, "leader")])],
+      previousAddresses: first?.addresses ?? new Map(),
+      previousVersions: first?.versions ?? new Map(),
+      previousConfiguration: first?.configuration,
+      gatewayVersion: "0.1.0",
+    });
+    const broker1 = second?.document.brokers.find((broker) => broker.nodeId === 1);
+    expect(broker1).toEqual({
+      nodeId: 1,
+      host: "127.0.0.1",
+      port: 26501,
+      version: "v1",
+      partitions: [1, 2, 3].map((partitionId) => ({ partitionId, role: "inactive", health: "dead" })),
+    });
+    expect(second?.leaders.has(2)).toBe(false);
+    expect(second?.document.clusterSize).toBe(3);
+  });
+
+  it("takes the leader with the highest term when two replicas claim leadership", () => {
+    const view = assembleTopologyView({
+      ...empty,
+      descriptions: [description(0, [report(1, "leader", 3)]), description(1, [report(1, "leader", 4)])],
+    });
+    expect(view?.leaders.get(1)).toEqual({ nodeId: 1, term: 4 });
+  });
+
+  it("uses the configuration with the highest version and leaves out brokers that left", () => {
+    const base = threeBrokerConfiguration();
+    const members = new Map(base.members);
+    const member2 = members.get(2);
+    if (member2 === undefined) throw new Error("fixture has broker 2");
+    members.set(2, { ...member2, state: "LEFT", partitions: new Map() });
+    const newer: ClusterConfiguration = { ...base, version: base.version + 2, members };
+    const view = assembleTopologyView({
+      ...empty,
+      descriptions: [description(0, [], newer), description(1, [], base)],
+    });
+    expect(view?.configuration.version).toBe(base.version + 2);
+    expect(view?.document.brokers.map((broker) => broker.nodeId)).toEqual([0, 1]);
+    expect(view?.document.clusterSize).toBe(2);
+  });
+
+  it("ignores an answer whose configuration cannot be decoded", () => {
+    const broken = { ...description(1, [report(2, "leader")]), configuration: "{not json" };
+    const view = assembleTopologyView({ ...empty, descriptions: [description(0, []), broken] });
+    expect(view?.configuration.version).toBe(threeBrokerConfiguration().version);
+    expect(view?.leaders.get(2)?.nodeId).toBe(1);
+  });
+});
+
+describe("activePartitionIds", () => {
+  it("counts base and additional active partitions while partitions are added", () => {
+    const base = threeBrokerConfiguration();
+    const scaling: ClusterConfiguration = {
+      ...base,
+      routing: {
+        ...base.routing,
+        requestHandling: {
+          strategy: "ActivePartitions",
+          basePartitionCount: 3,
+          additionalActivePartitions: [5],
+          inactivePartitions: [4],
+        },
+      },
+    };
+    expect(activePartitionIds(base)).toEqual([1, 2, 3]);
+    expect(activePartitionIds(scaling)).toEqual([1, 2, 3, 5]);
+  });
+});

@@ -1,0 +1,268 @@
+/**
+ * End to end on loopback: a real platform, and the local cluster the provisioner starts (3 broker processes, 3
+ * partitions, replication factor 3, one gateway process). What a user would check: the topology, messages that
+ * survive a leader's broker being killed with SIGKILL, the dead broker coming back and catching up, and a second
+ * start resuming the same data.
+ */
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { pino } from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type LocalCluster, startLocalCluster } from "../../src/platform/provisioner/index.js";
+import { startTestPlatform, type TestPlatform } from "../support/platform.js";
+import { requestToken } from "../support/tokens.js";
+
+interface Topology {
+  brokers: {
+    nodeId: number;
+    host: string;
+    port: number;
+    partitions: { partitionId: number; role: string; health: string }[];
+  }[];
+  clusterSize: number;
+  partitionsCount: number;
+  replicationFactor: number;
+  lastCompletedChangeId: string;
+}
+
+const repositoryRoot = resolve(fileURLToPath(import.meta.url), "..", "..", "..");
+
+/**
+ * The command line the children run: src/cli/main.ts once it registers `broker` and `gateway`; until then a test
+ * entry with exactly those two commands. Either way the children are real `flowplane broker`/`gateway` processes.
+ */
+function clusterCommand(): { entry: string; nodeArguments: string[] } | undefined {
+  const main = readFileSync(join(repositoryRoot, "src", "cli", "main.ts"), "utf8");
+  if (main.includes("registerBrokerCommand") && main.includes("registerGatewayCommand")) return undefined;
+  return {
+    entry: join(repositoryRoot, "test", "e2e", "support", "flowplane-cli.ts"),
+    nodeArguments: ["--import", "tsx"],
+  };
+}
+
+/** Polls `probe` until it returns a value, failing after `timeoutMs` with the last observation. */
+async function eventually<T>(description: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await probe();
+      if (value !== undefined) return value;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`${description} did not happen within ${timeoutMs} ms (last: ${String(last)})`);
+    }
+    await new Promise((resolveWait) => setTimeout(resolveWait, 250));
+  }
+}
+
+let platform: TestPlatform;
+let dataDirectory: string;
+let cluster: LocalCluster | undefined;
+let token: string;
+const logger = pino({ level: process.env.E2E_LOG_LEVEL ?? "warn" });
+
+function startCluster(): Promise<LocalCluster> {
+  const command = clusterCommand();
+  return startLocalCluster({
+    dataDirectory,
+    gatewayPort: 0,
+    managementPort: 0,
+    issuerUrl: platform.issuerUrl,
+    logger,
+    logLevel: "info",
+    readyTimeoutMs: 90_000,
+    ...(command === undefined ? {} : { command }),
+  });
+}
+
+async function call(path: string, init: RequestInit = {}): Promise<Response> {
+  if (cluster === undefined) throw new Error("the cluster is not running");
+  return fetch(`${cluster.gatewayUrl}${path}`, {
+    ...init,
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(init.body === undefined ? {} : { "content-type": "application/json" }),
+    },
+    signal: AbortSignal.timeout(15_000),
+  });
+}
+
+async function topology(): Promise<Topology> {
+  const response = await call("/v2/topology");
+  if (response.status !== 200) throw new Error(`topology answered ${response.status}`);
+  return (await response.json()) as Topology;
+}
+
+function leaderOf(current: Topology, partitionId: number): number | undefined {
+  const leaders = current.brokers.filter((broker) =>
+    broker.partitions.some((partition) => partition.partitionId === partitionId && partition.role === "leader"),
+  );
+  return leaders.length === 1 ? leaders[0]?.nodeId : undefined;
+}
+
+/** Publishes one message; a 503 during a leader change is retried (bounded), anything else fails the test. */
+async function publish(correlationKey: string): Promise<string> {
+  return eventually(`publication of ${correlationKey}`, 20_000, async () => {
+    const response = await call("/v2/messages/publication", {
+      method: "POST",
+      body: JSON.stringify({ name: "e2e", correlationKey, timeToLive: 3_600_000, variables: { correlationKey } }),
+    });
+    if (response.status === 503) return undefined;
+    if (response.status !== 200) throw new Error(`publication answered ${response.status}: ${await response.text()}`);
+    return ((await response.json()) as { messageKey: string }).messageKey;
+  });
+}
+
+/** Reads every message back (retrying 503 during a leader change) and checks its content. */
+async function expectReadable(messages: ReadonlyMap<string, string>): Promise<void> {
+  for (const [messageKey, correlationKey] of messages) {
+    const body = await eventually(`read of ${messageKey}`, 20_000, async () => {
+      const response = await call(`/v2/messages/${messageKey}`);
+      if (response.status === 503) return undefined;
+      if (response.status !== 200) throw new Error(`read of ${messageKey} answered ${response.status}`);
+      return (await response.json()) as { key: string; correlationKey: string; variables: unknown };
+    });
+    expect(body.key).toBe(messageKey);
+    expect(body.correlationKey).toBe(correlationKey);
+    expect(body.variables).toEqual({ correlationKey });
+  }
+}
+
+/** Per-replica values of `flowplane_partition_<metric>` from the gateway's metrics, keyed `partition/broker`. */
+async function partitionIndexes(metric: "commit_index" | "applied_index"): Promise<Map<string, number>> {
+  if (cluster === undefined) throw new Error("the cluster is not running");
+  const text = await (await fetch(`${cluster.managementUrl}/actuator/prometheus`)).text();
+  const values = new Map<string, number>();
+  const pattern = new RegExp(`^flowplane_partition_${metric}\\{partition="(\\d+)",broker="(\\d+)"\\} (\\d+)$`, "gm");
+  for (const match of text.matchAll(pattern)) values.set(`${match[1]}/${match[2]}`, Number(match[3]));
+  return values;
+}
+
+const acknowledged = new Map<string, string>();
+
+beforeAll(async () => {
+  platform = await startTestPlatform();
+  dataDirectory = mkdtempSync(join(tmpdir(), "flowplane-e2e-"));
+  token = await requestToken(platform, platform.adminClient, "gateway-api");
+  cluster = await startCluster();
+}, 120_000);
+
+afterAll(async () => {
+  await cluster?.close();
+  await platform?.close();
+  if (dataDirectory !== undefined) rmSync(dataDirectory, { recursive: true, force: true });
+}, 60_000);
+
+describe("local cluster end to end", () => {
+  it("shows 3 brokers, each partition with exactly one leader and two followers, all healthy", async () => {
+    const settled = await eventually("a settled topology", 30_000, async () => {
+      const current = await topology();
+      const healthy = current.brokers.every((broker) =>
+        broker.partitions.every((partition) => partition.health === "healthy"),
+      );
+      return healthy && [1, 2, 3].every((partitionId) => leaderOf(current, partitionId) !== undefined)
+        ? current
+        : undefined;
+    });
+    expect(settled.brokers.map((broker) => broker.nodeId)).toEqual([0, 1, 2]);
+    expect(settled).toMatchObject({
+      clusterSize: 3,
+      partitionsCount: 3,
+      replicationFactor: 3,
+      lastCompletedChangeId: "-1",
+    });
+    for (const partitionId of [1, 2, 3]) {
+      const roles = settled.brokers.flatMap((broker) =>
+        broker.partitions
+          .filter((partition) => partition.partitionId === partitionId)
+          .map((partition) => partition.role),
+      );
+      expect(roles.sort()).toEqual(["follower", "follower", "leader"]);
+    }
+    for (const broker of settled.brokers) {
+      expect(`${broker.host}:${broker.port}`).toBe(cluster?.brokers[broker.nodeId]?.clusterAddress);
+    }
+  }, 60_000);
+
+  it("acknowledges published messages and reads every one back by key", async () => {
+    for (let index = 0; index < 30; index += 1) {
+      const correlationKey = `before-${index}`;
+      acknowledged.set(await publish(correlationKey), correlationKey);
+    }
+    await expectReadable(acknowledged);
+  }, 90_000);
+
+  it("elects a new leader after SIGKILL of a leader's broker, losing no acknowledged message", async () => {
+    if (cluster === undefined) throw new Error("the cluster is not running");
+    const before = await topology();
+    const victim = leaderOf(before, 1);
+    if (victim === undefined) throw new Error("partition 1 has no single leader");
+    const pid = cluster.brokers[victim]?.pid;
+    if (pid === undefined) throw new Error(`broker ${victim} has no running process`);
+    process.kill(pid, "SIGKILL");
+
+    const after = await eventually("a new leader of partition 1", 20_000, async () => {
+      const current = await topology();
+      const leader = leaderOf(current, 1);
+      return leader !== undefined && leader !== victim ? current : undefined;
+    });
+    expect(leaderOf(after, 1)).not.toBe(victim);
+    const dead = await eventually("the killed broker listed as dead", 20_000, async () => {
+      const current = await topology();
+      const broker = current.brokers.find((candidate) => candidate.nodeId === victim);
+      return broker?.partitions.every((partition) => partition.role === "inactive" && partition.health === "dead")
+        ? broker
+        : undefined;
+    });
+    expect(dead.partitions.map((partition) => partition.partitionId)).toEqual([1, 2, 3]);
+
+    await expectReadable(acknowledged);
+    // The two remaining brokers are a quorum of every partition: the cluster keeps taking writes.
+    for (let index = 0; index < 10; index += 1) {
+      const correlationKey = `during-${index}`;
+      acknowledged.set(await publish(correlationKey), correlationKey);
+    }
+    await expectReadable(acknowledged);
+
+    await cluster.restartBroker(victim);
+    const recovered = await eventually("the restarted broker healthy again", 60_000, async () => {
+      const current = await topology();
+      const broker = current.brokers.find((candidate) => candidate.nodeId === victim);
+      const healthy =
+        current.brokers.every((candidate) =>
+          candidate.partitions.every((partition) => partition.health === "healthy" && partition.role !== "inactive"),
+        ) && [1, 2, 3].every((partitionId) => leaderOf(current, partitionId) !== undefined);
+      return healthy ? broker : undefined;
+    });
+    expect(recovered.partitions.map((partition) => partition.partitionId)).toEqual([1, 2, 3]);
+    // Caught up: for every partition the restarted replica applied at least what its leader had committed.
+    const target = await partitionIndexes("commit_index");
+    await eventually("the restarted broker applying what its leaders committed", 30_000, async () => {
+      const applied = await partitionIndexes("applied_index");
+      const current = await topology();
+      return [1, 2, 3].every((partitionId) => {
+        const leader = leaderOf(current, partitionId);
+        const committed = target.get(`${partitionId}/${leader}`) ?? Number.POSITIVE_INFINITY;
+        return (applied.get(`${partitionId}/${victim}`) ?? -1) >= committed;
+      })
+        ? true
+        : undefined;
+    });
+    await expectReadable(acknowledged);
+  }, 150_000);
+
+  it("resumes the same data on a second start", async () => {
+    const addresses = cluster?.brokers.map((broker) => broker.clusterAddress);
+    await cluster?.close();
+    cluster = undefined;
+    cluster = await startCluster();
+    // The ports chosen at the first start were kept, so the brokers find each other at the same addresses.
+    expect(cluster.brokers.map((broker) => broker.clusterAddress)).toEqual(addresses);
+    await expectReadable(acknowledged);
+  }, 150_000);
+});

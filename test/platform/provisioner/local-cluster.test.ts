@@ -1,0 +1,160 @@
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { pino } from "pino";
+import { afterEach, describe, expect, it } from "vitest";
+import {
+  brokerPorts,
+  childNodeArguments,
+  defaultCommand,
+  startLocalCluster,
+} from "../../../src/platform/provisioner/index.js";
+
+const fakeCli = fileURLToPath(new URL("./fake-cli.mjs", import.meta.url));
+const directories: string[] = [];
+
+function temporaryDirectory(): string {
+  const directory = mkdtempSync(join(tmpdir(), "flowplane-provisioner-"));
+  directories.push(directory);
+  return directory;
+}
+
+function recorded(directory: string, name: string): Record<string, string> {
+  return JSON.parse(readFileSync(join(directory, `${name}.json`), "utf8")) as Record<string, string>;
+}
+
+afterEach(() => {
+  for (const directory of directories.splice(0)) rmSync(directory, { recursive: true, force: true });
+});
+
+describe("brokerPorts", () => {
+  it("allocates distinct free ports once and reuses them on the next start", async () => {
+    const directory = temporaryDirectory();
+    const first = await brokerPorts(directory, "127.0.0.1", 3);
+    const all = first.brokers.flatMap((entry) => [entry.clusterPort, entry.managementPort]);
+    expect(new Set(all).size).toBe(6);
+    expect(first.brokers.map((entry) => entry.nodeId)).toEqual([0, 1, 2]);
+    expect(await brokerPorts(directory, "127.0.0.1", 3)).toEqual(first);
+  });
+
+  it("refuses a ports file written for another cluster size", async () => {
+    const directory = temporaryDirectory();
+    await brokerPorts(directory, "127.0.0.1", 3);
+    await expect(brokerPorts(directory, "127.0.0.1", 5)).rejects.toThrow(/does not describe 5 brokers/);
+  });
+});
+
+describe("defaultCommand", () => {
+  it("runs this installation's command line, under tsx when running from sources", () => {
+    const command = defaultCommand();
+    expect(command.entry.endsWith(join("src", "cli", "main.ts"))).toBe(true);
+    expect(existsSync(command.entry)).toBe(true);
+    expect(command.nodeArguments.join(" ")).toContain("tsx");
+  });
+});
+
+describe("childNodeArguments", () => {
+  it("keeps loaders and limits but drops evaluated code, debugger and test-runner options", () => {
+    expect(
+      childNodeArguments([
+        "--import",
+        "tsx",
+        "--max-old-space-size=512",
+        "-e",
+        "console.log(1)",
+        "--input-type=module",
+        "--inspect-brk=9229",
+        "--test",
+      ]),
+    ).toEqual(["--import", "tsx", "--max-old-space-size=512"]);
+  });
+});
+
+describe("startLocalCluster", () => {
+  it("starts brokers and a gateway with their settings, waits for readiness and stops them", async () => {
+    const dataDirectory = temporaryDirectory();
+    const records = temporaryDirectory();
+    const cluster = await startLocalCluster({
+      dataDirectory,
+      gatewayPort: 0,
+      managementPort: 0,
+      issuerUrl: "http://127.0.0.1:1",
+      gatewayAudience: "my-gateway",
+      logger: pino({ level: "silent" }),
+      // A value inherited under another spelling must not win over the provisioner's.
+      environment: {
+        FAKE_RECORD_DIRECTORY: records,
+        SERVICE_GATEWAY_CONTACTPOINTS: "10.0.0.1:1",
+        PATH: process.env.PATH,
+      },
+      command: { entry: fakeCli, nodeArguments: [] },
+    });
+    try {
+      const ports = JSON.parse(readFileSync(join(dataDirectory, "cluster", "ports.json"), "utf8")) as {
+        brokers: { clusterPort: number; managementPort: number }[];
+      };
+      const contactPoints = ports.brokers.map((entry) => `127.0.0.1:${entry.clusterPort}`).join(",");
+      const broker1 = recorded(records, "broker-1");
+      expect(broker1).toMatchObject({
+        SERVICE_BROKER_CLUSTER_NODE_ID: "1",
+        SERVICE_BROKER_CLUSTER_CLUSTER_SIZE: "3",
+        SERVICE_BROKER_CLUSTER_PARTITIONS_COUNT: "3",
+        SERVICE_BROKER_CLUSTER_REPLICATION_FACTOR: "3",
+        SERVICE_BROKER_CLUSTER_INITIAL_CONTACT_POINTS: contactPoints,
+        SERVICE_BROKER_CLUSTER_CLUSTER_PORT: String(ports.brokers[1]?.clusterPort),
+        SERVICE_BROKER_MANAGEMENT_PORT: String(ports.brokers[1]?.managementPort),
+        SERVICE_BROKER_DATA_DIRECTORY: join(dataDirectory, "cluster", "brokers", "1"),
+      });
+      const gateway = recorded(records, "gateway");
+      expect(gateway.SERVICE_GATEWAY_CONTACT_POINTS).toBe(contactPoints);
+      expect(gateway.SERVICE_GATEWAY_CONTACTPOINTS).toBeUndefined();
+      expect(gateway.SERVICE_GATEWAY_ISSUER_URL).toBe("http://127.0.0.1:1");
+      expect(gateway.SERVICE_AUDIENCES_GATEWAY).toBe("my-gateway");
+      expect(cluster.managementUrl).toBe(`http://127.0.0.1:${gateway.SERVICE_MANAGEMENT_PORT}`);
+      expect(cluster.brokers.map((broker) => broker.pid !== undefined)).toEqual([true, true, true]);
+      expect(existsSync(join(dataDirectory, "cluster", "logs", "gateway.log"))).toBe(true);
+    } finally {
+      await cluster.close();
+    }
+    expect(cluster.brokers.map((broker) => broker.pid)).toEqual([undefined, undefined, undefined]);
+  });
+
+  it("kills children that ignore SIGTERM once the stop timeout passes", async () => {
+    const records = temporaryDirectory();
+    const cluster = await startLocalCluster({
+      dataDirectory: temporaryDirectory(),
+      gatewayPort: 0,
+      managementPort: 0,
+      issuerUrl: "http://127.0.0.1:1",
+      brokers: 1,
+      partitions: 1,
+      replicationFactor: 1,
+      logger: pino({ level: "silent" }),
+      environment: { FAKE_RECORD_DIRECTORY: records, FAKE_IGNORE_SIGTERM: "1" },
+      stopTimeoutMs: 300,
+      command: { entry: fakeCli, nodeArguments: [] },
+    });
+    const pid = cluster.brokers[0]?.pid as number;
+    await cluster.close();
+    expect(() => process.kill(pid, 0)).toThrow();
+  });
+
+  it("fails with the child's log file when a child exits during start, stopping the others", async () => {
+    const records = temporaryDirectory();
+    const dataDirectory = temporaryDirectory();
+    await expect(
+      startLocalCluster({
+        dataDirectory,
+        gatewayPort: 0,
+        managementPort: 0,
+        issuerUrl: "http://127.0.0.1:1",
+        logger: pino({ level: "silent" }),
+        environment: { FAKE_RECORD_DIRECTORY: records, FAKE_EXIT_AT_START: "gateway" },
+        command: { entry: fakeCli, nodeArguments: [] },
+      }),
+    ).rejects.toThrow(/gateway of the local cluster exited during start; see .*gateway\.log/);
+    const broker0 = recorded(records, "broker-0");
+    expect(broker0.SERVICE_BROKER_CLUSTER_NODE_ID).toBe("0");
+  });
+});
