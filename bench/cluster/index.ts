@@ -7,7 +7,7 @@
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -110,19 +110,6 @@ async function startPlatform(dataDirectory: string): Promise<{ url: string; toke
   return { url, token: body.access_token, child };
 }
 
-/**
- * The command line the cluster's children run: src/cli/main.ts once it registers `broker` and `gateway`, until then
- * the end-to-end tests' entry with exactly those commands.
- */
-async function clusterCommand(): Promise<{ entry: string; nodeArguments: string[] } | undefined> {
-  const main = await readFile(join(repositoryRoot, "src", "cli", "main.ts"), "utf8");
-  if (main.includes("registerBrokerCommand") && main.includes("registerGatewayCommand")) return undefined;
-  return {
-    entry: join(repositoryRoot, "test", "e2e", "support", "flowplane-cli.ts"),
-    nodeArguments: ["--import", "tsx"],
-  };
-}
-
 function etcdInstalled(): boolean {
   return spawnSync("etcd", ["--version"], { stdio: "ignore" }).status === 0;
 }
@@ -217,7 +204,6 @@ export async function run(): Promise<void> {
     }
     const platform = await startPlatform(dataDirectory);
     platformChild = platform.child;
-    const command = await clusterCommand();
     cluster = await startLocalCluster({
       dataDirectory: join(dataDirectory, "flowplane"),
       gatewayPort: 0,
@@ -226,7 +212,6 @@ export async function run(): Promise<void> {
       logger: pino({ level: "warn" }),
       logLevel: "warn",
       readyTimeoutMs: startTimeoutMs,
-      ...(command === undefined ? {} : { command }),
     });
     const etcdUrl = withEtcd ? await startEtcd(dataDirectory) : undefined;
 

@@ -5,7 +5,10 @@ import { fileURLToPath } from "node:url";
 import { Command, CommanderError } from "commander";
 import { ApiError, ClientConfigurationError, ClientConnectionError, OAuthClientError } from "../client/errors.js";
 import { ConfigurationError } from "../config/load.js";
+import { registerBrokerCommand } from "./commands/broker.js";
+import { registerGatewayCommand } from "./commands/gateway.js";
 import { registerMembersCommands } from "./commands/members.js";
+import { registerModelerCommands } from "./commands/modeler.js";
 import { registerStartCommands } from "./commands/start.js";
 import { registerTokenCommand } from "./commands/token.js";
 import { type CliIo, type ExitCode, exitCodes, UsageError } from "./io.js";
@@ -68,6 +71,9 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<ExitCo
   registerStartCommands(program, io);
   registerTokenCommand(program, io);
   registerMembersCommands(program, io);
+  registerModelerCommands(program, io);
+  registerBrokerCommand(program, io);
+  registerGatewayCommand(program, io);
   try {
     await program.parseAsync([...argv], { from: "user" });
     return exitCodes.ok;

@@ -8,6 +8,7 @@ export const errorKinds = {
   malformedBody: { code: "malformed-body", status: 400, title: "The request body could not be parsed" },
   unauthorized: { code: "unauthorized", status: 401, title: "Authentication is required" },
   forbidden: { code: "forbidden", status: 403, title: "The token lacks a required scope" },
+  addressNotAllowed: { code: "address-not-allowed", status: 403, title: "The client address is not allowed" },
   notFound: { code: "not-found", status: 404, title: "The resource does not exist" },
   routeNotFound: { code: "route-not-found", status: 404, title: "No such route" },
   methodNotAllowed: { code: "method-not-allowed", status: 405, title: "The method is not allowed on this route" },

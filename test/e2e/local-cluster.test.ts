@@ -4,10 +4,9 @@
  * survive a leader's broker being killed with SIGKILL, the dead broker coming back and catching up, and a second
  * start resuming the same data.
  */
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type LocalCluster, startLocalCluster } from "../../src/platform/provisioner/index.js";
@@ -25,21 +24,6 @@ interface Topology {
   partitionsCount: number;
   replicationFactor: number;
   lastCompletedChangeId: string;
-}
-
-const repositoryRoot = resolve(fileURLToPath(import.meta.url), "..", "..", "..");
-
-/**
- * The command line the children run: src/cli/main.ts once it registers `broker` and `gateway`; until then a test
- * entry with exactly those two commands. Either way the children are real `flowplane broker`/`gateway` processes.
- */
-function clusterCommand(): { entry: string; nodeArguments: string[] } | undefined {
-  const main = readFileSync(join(repositoryRoot, "src", "cli", "main.ts"), "utf8");
-  if (main.includes("registerBrokerCommand") && main.includes("registerGatewayCommand")) return undefined;
-  return {
-    entry: join(repositoryRoot, "test", "e2e", "support", "flowplane-cli.ts"),
-    nodeArguments: ["--import", "tsx"],
-  };
 }
 
 /** Polls `probe` until it returns a value, failing after `timeoutMs` with the last observation. */
@@ -67,7 +51,6 @@ let token: string;
 const logger = pino({ level: process.env.E2E_LOG_LEVEL ?? "warn" });
 
 function startCluster(): Promise<LocalCluster> {
-  const command = clusterCommand();
   return startLocalCluster({
     dataDirectory,
     gatewayPort: 0,
@@ -76,7 +59,6 @@ function startCluster(): Promise<LocalCluster> {
     logger,
     logLevel: "info",
     readyTimeoutMs: 90_000,
-    ...(command === undefined ? {} : { command }),
   });
 }
 

@@ -1,5 +1,7 @@
 import type { Command } from "commander";
+import { pino } from "pino";
 import { loadConfiguration } from "../../config/load.js";
+import type { Configuration } from "../../config/schema.js";
 import { type CliIo, UsageError } from "../io.js";
 
 interface StartOptions {
@@ -40,7 +42,8 @@ function waitForAbort(signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
 }
 
-async function runPlatform(options: StartOptions, io: CliIo): Promise<void> {
+/** Runs the platform, and for `start` the local cluster beside it, until the shutdown signal. */
+async function runPlatform(options: StartOptions, io: CliIo, withCluster: boolean): Promise<void> {
   const configuration = loadConfiguration({
     environment: io.environment,
     configFile: options.config,
@@ -73,13 +76,56 @@ async function runPlatform(options: StartOptions, io: CliIo): Promise<void> {
       ].join("\n"),
     );
   }
+  let cluster: { close(): Promise<void> } | undefined;
+  if (withCluster) {
+    try {
+      cluster = await startCluster(configuration, platform.issuerUrl, io);
+    } catch (error) {
+      await platform.close();
+      throw error;
+    }
+  }
   await waitForAbort(io.shutdownSignal);
-  io.stdout("flowplane platform shutting down\n");
+  io.stdout("flowplane shutting down\n");
+  // The cluster goes first: its gateway verifies tokens against the platform's keys until the end.
+  await cluster?.close();
   await platform.close();
-  io.stdout("flowplane platform stopped\n");
+  io.stdout("flowplane stopped\n");
 }
 
-function addPlatformOptions(command: Command, io: CliIo): Command {
+/** Starts the local cluster (brokers and gateway as child processes) and says where each part listens. */
+async function startCluster(
+  configuration: Configuration,
+  issuerUrl: string,
+  io: CliIo,
+): Promise<{ close(): Promise<void> }> {
+  const { startLocalCluster } = await import("../../platform/provisioner/index.js");
+  io.stdout("starting the local cluster (3 brokers, 3 partitions, replication factor 3, one gateway)…\n");
+  const cluster = await startLocalCluster({
+    dataDirectory: configuration.dataDirectory,
+    gatewayPort: configuration.gateway.port,
+    managementPort: configuration.management.port,
+    issuerUrl,
+    gatewayAudience: configuration.audiences.gateway,
+    logLevel: configuration.log.level,
+    environment: io.environment,
+    logger: io.logger ?? pino({ name: "flowplane-provisioner", level: configuration.log.level }),
+  });
+  io.stdout(
+    [
+      `cluster gateway at ${cluster.gatewayUrl} (topology: ${cluster.gatewayUrl}/v2/topology)`,
+      `cluster management API at ${cluster.managementUrl}`,
+      ...cluster.brokers.map(
+        (broker) =>
+          `  broker ${broker.nodeId}: cluster ${broker.clusterAddress}, management ${broker.managementUrl}, data ${broker.dataDirectory}, log ${broker.logFile}`,
+      ),
+      "",
+    ].join("\n"),
+  );
+  return cluster;
+}
+
+function addPlatformOptions(command: Command, io: CliIo, withCluster: boolean): Command {
   return command
     .option("-c, --config <file>", "YAML configuration file (keys like service.platform.port)")
     .option("-p, --port <port>", "port of the platform (service.platform.port)")
@@ -90,17 +136,26 @@ function addPlatformOptions(command: Command, io: CliIo): Command {
       "after",
       "\nPrecedence: flags win over the configuration file, which wins over SERVICE_* environment variables.\nCtrl-C or SIGTERM stops the platform cleanly.",
     )
-    .action((options: StartOptions) => runPlatform(options, io));
+    .action((options: StartOptions) => runPlatform(options, io, withCluster));
 }
 
-/** Registers `flowplane start` and `flowplane platform`, which both run the platform until interrupted. */
+/**
+ * Registers `flowplane start` (the platform and a local cluster of child processes) and `flowplane platform` (the
+ * platform alone); both run until interrupted.
+ */
 export function registerStartCommands(program: Command, io: CliIo): void {
   addPlatformOptions(
-    program.command("start").description("Start flowplane on this machine: the platform (token issuer and APIs)."),
+    program
+      .command("start")
+      .description(
+        "Start flowplane on this machine: the platform (token issuer and APIs) and a local cluster (3 brokers, one gateway).",
+      ),
     io,
+    true,
   );
   addPlatformOptions(
     program.command("platform").description("Start only the platform (token issuer, Administration and Modeler APIs)."),
     io,
+    false,
   );
 }

@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -64,7 +65,7 @@ describe("flowplane start", () => {
 
   it("prints the bootstrap credentials once, serves them, and stops cleanly on shutdown", async () => {
     const dataDirectory = join(temporaryDirectory, "started");
-    const argv = ["start", "--port", "0", "--data-directory", dataDirectory];
+    const argv = ["platform", "--port", "0", "--data-directory", dataDirectory];
 
     const firstShutdown = new AbortController();
     const first = captureIo({}, temporaryDirectory, firstShutdown.signal);
@@ -82,7 +83,7 @@ describe("flowplane start", () => {
     expect(token.exitCode).toBe(exitCodes.ok);
     firstShutdown.abort();
     expect(await firstRun).toBe(exitCodes.ok);
-    expect(first.output.stdout).toContain("stopped");
+    expect(first.output.stdout).toContain("flowplane stopped");
 
     const secondShutdown = new AbortController();
     const second = captureIo({}, temporaryDirectory, secondShutdown.signal);
@@ -92,4 +93,39 @@ describe("flowplane start", () => {
     expect(await secondRun).toBe(exitCodes.ok);
     expect(second.output.stdout).not.toContain("SERVICE_CONSOLE_CLIENT_SECRET");
   });
+
+  it("start runs the local cluster beside the platform, says where each part listens, and stops it all", async () => {
+    const dataDirectory = join(temporaryDirectory, "with-cluster");
+    const shutdown = new AbortController();
+    const run = captureIo({}, temporaryDirectory, shutdown.signal);
+    const exitCode = runCli(
+      [
+        "start",
+        "--port",
+        "0",
+        "--data-directory",
+        dataDirectory,
+        "--set",
+        "service.gateway.port=0",
+        "--set",
+        "service.management.port=0",
+        "--set",
+        "service.log.level=warn",
+      ],
+      run.io,
+    );
+    await expect.poll(() => run.output.stdout, { timeout: 120_000, interval: 250 }).toContain("cluster gateway at");
+    expect(run.output.stdout).toMatch(/broker 0: cluster 127\.0\.0\.1:\d+/);
+    expect(run.output.stdout).toMatch(/broker 2: .*data .*brokers[/\\]2/);
+    const managementUrl = /cluster management API at (\S+)/.exec(run.output.stdout)?.[1];
+    const health = await fetch(`${managementUrl}/actuator/health`);
+    expect(health.status).toBe(200);
+    expect(((await health.json()) as { status: string }).status).toBe("UP");
+    shutdown.abort();
+    expect(await exitCode).toBe(exitCodes.ok);
+    expect(run.output.stdout).toContain("flowplane stopped");
+    for (const nodeId of [0, 1, 2]) {
+      expect(existsSync(join(dataDirectory, "cluster", "brokers", String(nodeId), "broker.pid"))).toBe(false);
+    }
+  }, 180_000);
 });

@@ -239,7 +239,9 @@ describe("gateway REST API", () => {
     const gateway = await gatewayWith({}, () => false);
     const response = await call(gateway, "/v2/topology");
     expect(response.status).toBe(403);
-    expect(((await response.json()) as { detail: string }).detail).toContain("IP allowlist");
+    const problem = (await response.json()) as { type: string; detail: string };
+    expect(problem.type).toBe("urn:flowplane:problem:address-not-allowed");
+    expect(problem.detail).toContain("IP allowlist");
   });
 
   it("serves an OpenAPI document of the REST API", async () => {
