@@ -181,6 +181,33 @@ export async function containerContent(
  * cycle, and a file created in a folder that moves to another project at the same moment could keep the old project.
  * SQLite serializes write transactions anyway; there the statement only marks the transaction as a writer.
  */
+/**
+ * Whether a container holds anything: a folder or file whose `column` (`project_id` for a project, `parent_id` /
+ * `folder_id` for a folder) names it. Deleting is allowed only when it holds nothing.
+ */
+export async function holdsContent(
+  executor: Executor,
+  organizationId: string,
+  container: { folderColumn: "project_id" | "parent_id"; fileColumn: "project_id" | "folder_id"; id: string },
+): Promise<boolean> {
+  const folder = await executor
+    .selectFrom("modeler_folders")
+    .select("id")
+    .where("organization_id", "=", organizationId)
+    .where(container.folderColumn, "=", container.id)
+    .limit(1)
+    .executeTakeFirst();
+  if (folder !== undefined) return true;
+  const file = await executor
+    .selectFrom("modeler_files")
+    .select("id")
+    .where("organization_id", "=", organizationId)
+    .where(container.fileColumn, "=", container.id)
+    .limit(1)
+    .executeTakeFirst();
+  return file !== undefined;
+}
+
 export async function lockFolderTree(executor: Executor, organizationId: string): Promise<void> {
   await executor
     .updateTable("organizations")

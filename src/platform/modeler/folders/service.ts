@@ -10,6 +10,7 @@ import {
   findFolder,
   folderColumns,
   folderMetadata,
+  holdsContent,
   lockFolderTree,
   resolveMoveLocation,
   resolveNewLocation,
@@ -215,21 +216,7 @@ export class FolderService {
   async delete(organizationId: string, id: string): Promise<void> {
     await inTransaction(this.database, async (transaction) => {
       await findFolder(transaction, organizationId, id);
-      const child = await transaction
-        .selectFrom("modeler_folders")
-        .select("id")
-        .where("organization_id", "=", organizationId)
-        .where("parent_id", "=", id)
-        .limit(1)
-        .executeTakeFirst();
-      const file = await transaction
-        .selectFrom("modeler_files")
-        .select("id")
-        .where("organization_id", "=", organizationId)
-        .where("folder_id", "=", id)
-        .limit(1)
-        .executeTakeFirst();
-      if (child !== undefined || file !== undefined) {
+      if (await holdsContent(transaction, organizationId, { folderColumn: "parent_id", fileColumn: "folder_id", id })) {
         throw conflict(`Folder ${id} is not empty; delete or move its folders and files first.`);
       }
       await transaction

@@ -6,6 +6,7 @@ import {
   type ContainerContent,
   containerContent,
   findProject,
+  holdsContent,
   type ProjectMetadata,
   type ProjectRow,
   projectColumns,
@@ -75,21 +76,9 @@ export class ProjectService {
   async delete(organizationId: string, id: string): Promise<void> {
     await inTransaction(this.database, async (transaction) => {
       await findProject(transaction, organizationId, id);
-      const folder = await transaction
-        .selectFrom("modeler_folders")
-        .select("id")
-        .where("organization_id", "=", organizationId)
-        .where("project_id", "=", id)
-        .limit(1)
-        .executeTakeFirst();
-      const file = await transaction
-        .selectFrom("modeler_files")
-        .select("id")
-        .where("organization_id", "=", organizationId)
-        .where("project_id", "=", id)
-        .limit(1)
-        .executeTakeFirst();
-      if (folder !== undefined || file !== undefined) {
+      if (
+        await holdsContent(transaction, organizationId, { folderColumn: "project_id", fileColumn: "project_id", id })
+      ) {
         throw conflict(`Project ${id} is not empty; delete or move its folders and files first.`);
       }
       await transaction
