@@ -113,7 +113,10 @@ export async function startGateway(
   const rest = createHttpServer({ logger, bodyLimitBytes: BODY_LIMIT_BYTES, trustProxy: false });
   rest.addHook("onRequest", async (request) => {
     if (!(await ipAllowlist(request.ip))) {
-      throw new ServiceError("addressNotAllowed", `Requests from ${request.ip} are refused by the cluster's IP allowlist.`);
+      throw new ServiceError(
+        "addressNotAllowed",
+        `Requests from ${request.ip} are refused by the cluster's IP allowlist.`,
+      );
     }
   });
   rest.addHook("onResponse", async (request, reply) => {
