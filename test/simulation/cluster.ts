@@ -275,6 +275,9 @@ export class Simulation {
       }
       const ready = member.node.ready();
       if (!ready) return;
+      // A leader's appends leave before its own write starts, so a crash or a disk error while the write is in flight
+      // leaves followers holding entries the leader lost: the case the "count only durable copies" rule guards.
+      for (const message of ready.messagesBeforePersist) this.network.send(message, now);
       const latency = this.faultRandom.chance(0.7) ? 0 : 1 + this.faultRandom.nextInt(3);
       if (latency === 0) this.complete(member, ready);
       else {
@@ -284,7 +287,7 @@ export class Simulation {
     }
   }
 
-  /** The ready's writes become durable: check them, persist them, send, apply, advance. */
+  /** The ready's writes become durable: check them, persist them, send what waited for them, apply, advance. */
   private complete(member: SimulatedMember, ready: Ready): void {
     const node = member.node;
     if (!node) return;

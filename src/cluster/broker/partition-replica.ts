@@ -1,8 +1,9 @@
 /**
  * One partition replica on a broker: a member of the partition's Raft group with its own LMDB storage and its
- * partition engine, plus the driver that runs them. The driver follows the `Ready` contract of the core: persist
- * (snapshot, entries and hard state, compaction) durably, only then send messages, then restore/apply, serve reads,
- * and finally advance; only one `Ready` is outstanding at a time.
+ * partition engine, plus the driver that runs them. The driver follows the `Ready` contract of the core: send the
+ * messages that may leave early (a leader's appends and heartbeats), persist (snapshot, entries and hard state,
+ * compaction) durably, only then send the other messages, then restore/apply, serve reads, and finally advance; only
+ * one `Ready` is outstanding at a time.
  *
  * Proposals (publish) and linearizable reads (get-message) come from request handlers; each waits for its entry to
  * be applied (or its read index to be reached) and is answered with the protocol's outcome. Everything waiting is
@@ -458,7 +459,11 @@ export class PartitionReplica {
   }
 
   private async handleReady(ready: Ready): Promise<void> {
-    // Durability first: no message may leave and nothing may be acknowledged before these writes are synced.
+    // A leader's appends and heartbeats go out before its own write, so followers persist in parallel with it; the
+    // core counts the leader's copy towards a commit only after `advance`, so this is safe (dissertation §10.2.1).
+    for (const message of ready.messagesBeforePersist) this.options.send(message.to, message);
+    // Everything else waits for durability: no other message may leave and nothing may be acknowledged before these
+    // writes are synced.
     try {
       if (ready.snapshot !== null) await this.storage.installSnapshot(ready.snapshot);
       if (ready.entriesToPersist.length > 0 || ready.hardState !== null) {

@@ -415,6 +415,9 @@ export class RaftNode {
     const snapshot = this.log.pendingSnapshot !== this.handedOutSnapshot ? this.log.pendingSnapshot : null;
     const entriesToPersist = [...this.log.unstable];
     const committedEntries = this.log.nextEntriesToApply(this.options.maxCommittedEntriesPerReady);
+    const termOrVoteChanged =
+      hardState.term !== this.lastHardState.term || hardState.votedFor !== this.lastHardState.votedFor;
+    const { messagesBeforePersist, messages } = this.splitOutbox(termOrVoteChanged);
     const ready: Ready = {
       softState: softChanged ? softState : null,
       hardState: hardChanged ? hardState : null,
@@ -422,7 +425,8 @@ export class RaftNode {
       snapshot,
       compaction: this.pendingCompaction,
       committedEntries,
-      messages: this.outbox,
+      messagesBeforePersist,
+      messages,
       readStates: this.readStates,
       droppedReads: this.droppedReads,
     };
@@ -446,6 +450,34 @@ export class RaftNode {
     this.droppedReads = [];
     this.inFlight = { ready, lastEntry: entriesToPersist[entriesToPersist.length - 1] ?? null };
     return ready;
+  }
+
+  /**
+   * Splits the outbox into the messages that may leave before this batch is durable and those that must wait. Only
+   * appends and heartbeats qualify: a leader sends them, they carry its own entries and its term, and the term (with
+   * the vote that won it) became durable in an earlier batch, since `ready` hands out nothing while one is in
+   * flight. When this batch changes the term or the vote, every message waits: a member must never speak in a term,
+   * or after a vote, that a crash could make it forget. Responses always wait, since they acknowledge this batch.
+   */
+  private splitOutbox(termOrVoteChanged: boolean): { messagesBeforePersist: Message[]; messages: Message[] } {
+    if (termOrVoteChanged) return { messagesBeforePersist: [], messages: this.outbox };
+    const durableTerm = this.lastHardState.term;
+    const messagesBeforePersist: Message[] = [];
+    const messages: Message[] = [];
+    for (const message of this.outbox) {
+      if (message.type !== "append" && message.type !== "heartbeat") {
+        messages.push(message);
+        continue;
+      }
+      if (message.term !== durableTerm) {
+        throw new Error(
+          `raft: ${message.type} of term ${message.term} from ${this.id} would be sent before persistence, but the ` +
+            `durable term is ${durableTerm}`,
+        );
+      }
+      messagesBeforePersist.push(message);
+    }
+    return { messagesBeforePersist, messages };
   }
 
   /** Acknowledges that everything in `ready` is durable, sent and applied. */
@@ -913,6 +945,14 @@ export class RaftNode {
 
   /** Commits the highest index a majority holds durably, but only by counting entries of the current term. */
   private maybeCommit(): boolean {
+    const self = this.progress.get(this.id);
+    if (self && self.match > this.log.stableLastIndex) {
+      // A commit needs a majority of DURABLE copies. Appends leave before the leader's own write is durable, so its
+      // copy counts only from `advance` on: a crash before then loses it.
+      throw new Error(
+        `raft: leader ${this.id} counts entry ${self.match} towards commit but only ${this.log.stableLastIndex} is durable`,
+      );
+    }
     const voters = votersOf(this.configuration());
     const index = committedIndex(voters, (member) => this.progress.get(member)?.match ?? 0);
     if (index <= this.log.committed) return false;

@@ -1,9 +1,17 @@
 /**
- * The batch of work the core hands its driver. The driver must, in this order: durably persist `snapshot`,
+ * The batch of work the core hands its driver. The driver must, in this order: send `messagesBeforePersist` (at
+ * once, while the writes below are in progress: they never depend on them); durably persist `snapshot`,
  * `entriesToPersist` and `hardState` (and store `compaction`); only then send `messages`; apply `snapshot` (restore
  * the state machine) and then `committedEntries`; serve `readStates` once applied up to their index; fail
  * `droppedReads`; and finally call `RaftNode.advance(ready)`. Calling `advance` is the durability acknowledgement:
  * the core never counts its own entries towards a commit, and never acknowledges entries to a leader, before it.
+ *
+ * Why a leader may replicate before its own write is durable (dissertation §10.2.1): its appends and heartbeats
+ * depend only on its term, which is already durable, and on entries it proposed itself. If it crashes before its
+ * write completes, it simply lost entries nobody counted as committed: a commit needs a majority of DURABLE copies,
+ * and the leader counts its own copy only after `advance`. A term or vote change is different: a member must not
+ * speak in a term, or for a vote, it could forget in a crash, so a ready that changes either holds every message
+ * back in `messages`.
  */
 import type { Entry, HardState, MemberId, Snapshot } from "../types.js";
 import type { Message } from "./messages.js";
@@ -36,7 +44,12 @@ export interface Ready {
   readonly compaction: Snapshot | null;
   /** Committed, durable entries to apply in order. */
   readonly committedEntries: readonly Entry[];
-  /** Messages to send once everything above is durable. */
+  /**
+   * Leader appends and heartbeats that may be sent before (or while) this batch is persisted. Always empty when
+   * `hardState` changes the term or the vote.
+   */
+  readonly messagesBeforePersist: readonly Message[];
+  /** Messages to send only once everything above is durable (responses, votes, anything else). */
   readonly messages: readonly Message[];
   /** Confirmed linearizable reads. */
   readonly readStates: readonly ReadState[];

@@ -310,6 +310,147 @@ describe("Raft rules (paper and dissertation)", () => {
   });
 });
 
+/** Elects member 1 of nodeWithLog and has members 2 and 3 acknowledge its log, so it replicates to both. */
+function electReplicatingLeader(node: ReturnType<typeof loneNode>, disk: SimulatedDisk): number {
+  electLone(node, disk);
+  const { term, lastIndex } = node.status();
+  for (const from of [2, 3]) {
+    node.step({
+      type: "appendResponse",
+      from,
+      to: 1,
+      term,
+      rejected: false,
+      index: lastIndex,
+      hintIndex: 0,
+      hintTerm: 0,
+    });
+  }
+  drain(node, disk);
+  expect(node.status().commitIndex).toBe(lastIndex);
+  return term;
+}
+
+describe("sending before persistence (dissertation §10.2.1)", () => {
+  it("a leader's append may be sent before its own entries are durable", () => {
+    const { node, disk } = nodeWithLog([], 3);
+    electReplicatingLeader(node, disk);
+    const result = node.propose(encoder.encode("x"));
+    if (!result.accepted) throw new Error("refused");
+    const ready = node.ready();
+    if (!ready) throw new Error("no ready");
+    expect(ready.entriesToPersist.map((persisted) => persisted.index)).toEqual([result.index]);
+    const early = ready.messagesBeforePersist.filter((message) => message.type === "append");
+    expect(early.map((message) => message.to).sort()).toEqual([2, 3]);
+    for (const message of early) {
+      expect(message.type === "append" ? message.entries.map((sent) => sent.index) : []).toContain(result.index);
+    }
+    expect(ready.messages.filter((message) => message.type === "append")).toEqual([]);
+  });
+
+  it("a new term is never sent before it is durable: a campaign's vote requests wait for the write", () => {
+    const { node, disk } = nodeWithLog([], 3);
+    const preVote = tickUntilCampaign(node, disk)[0];
+    if (!preVote) throw new Error("no pre-vote request");
+    node.step({ type: "voteResponse", from: 2, to: 1, term: preVote.term, preVote: true, granted: true });
+    const ready = node.ready();
+    if (!ready) throw new Error("no ready");
+    expect(ready.hardState?.term).toBe(preVote.term);
+    expect(ready.hardState?.votedFor).toBe(1);
+    expect(ready.messagesBeforePersist).toEqual([]);
+    expect(ready.messages.filter((message) => message.type === "voteRequest").length).toBe(2);
+  });
+
+  it("a term change holds back every message of the batch, even a leader's appends of its old term", () => {
+    const { node, disk } = nodeWithLog([], 3);
+    const term = electReplicatingLeader(node, disk);
+    const result = node.propose(encoder.encode("x"));
+    if (!result.accepted) throw new Error("refused");
+    // A newer term arrives before the driver asks for the batch with the appends: the member steps down.
+    node.step({ type: "heartbeatResponse", from: 2, to: 1, term: term + 1, readSequence: 0 });
+    const ready = node.ready();
+    if (!ready) throw new Error("no ready");
+    expect(ready.hardState?.term).toBe(term + 1);
+    expect(ready.messagesBeforePersist).toEqual([]);
+    expect(ready.messages.some((message) => message.type === "append" && message.term === term)).toBe(true);
+  });
+
+  it("a vote response waits for the write even when the term does not change", () => {
+    const { node, disk } = nodeWithLog([], 3, 2);
+    // Member 2 restarts in term 3 without a vote and without a known leader, so it may vote in term 3.
+    node.step({
+      type: "voteRequest",
+      from: 1,
+      to: 2,
+      term: 3,
+      preVote: false,
+      transfer: false,
+      lastIndex: 1,
+      lastTerm: 1,
+    });
+    const ready = node.ready();
+    if (!ready) throw new Error("no ready");
+    expect(ready.hardState).toEqual({ term: 3, votedFor: 1, commitIndex: 1 });
+    expect(ready.messagesBeforePersist).toEqual([]);
+    expect(voteResponses(ready.messages).map((response) => response.granted)).toEqual([true]);
+    expect(disk.hardState().votedFor).toBeNull();
+  });
+
+  it("a leader does not count its own unpersisted entries toward commit", () => {
+    const { node, disk } = nodeWithLog([], 3);
+    const term = electReplicatingLeader(node, disk);
+    const result = node.propose(encoder.encode("x"));
+    if (!result.accepted) throw new Error("refused");
+    const ready = node.ready();
+    if (!ready) throw new Error("no ready");
+    // Member 2 persisted the early append and acknowledges it while the leader's own write is still in flight: one
+    // durable copy of three is not a majority.
+    node.step({
+      type: "appendResponse",
+      from: 2,
+      to: 1,
+      term,
+      rejected: false,
+      index: result.index,
+      hintIndex: 0,
+      hintTerm: 0,
+    });
+    expect(node.status().commitIndex).toBeLessThan(result.index);
+    expect(node.progressOf(1)?.match).toBeLessThan(result.index);
+    // Once the leader's write is durable, its copy counts: two of three.
+    disk.appendSync(ready.entriesToPersist, ready.hardState);
+    node.advance(ready);
+    expect(node.status().commitIndex).toBe(result.index);
+  });
+
+  it("a leader that crashes after sending but before persisting restarts without the entry, never having committed it", () => {
+    const { node, disk } = nodeWithLog([], 3);
+    const term = electReplicatingLeader(node, disk);
+    const result = node.propose(encoder.encode("x"));
+    if (!result.accepted) throw new Error("refused");
+    const ready = node.ready();
+    if (!ready) throw new Error("no ready");
+    expect(ready.messagesBeforePersist.some((message) => message.type === "append")).toBe(true);
+    node.step({
+      type: "appendResponse",
+      from: 2,
+      to: 1,
+      term,
+      rejected: false,
+      index: result.index,
+      hintIndex: 0,
+      hintTerm: 0,
+    });
+    expect(node.status().commitIndex).toBeLessThan(result.index);
+    // The crash loses the write; the restarted member keeps its durable term and vote, so it cannot lead this term
+    // again and propose something else at that index.
+    const restarted = loneNode(1, disk, null);
+    expect(restarted.status().lastIndex).toBe(result.index - 1);
+    expect(restarted.status().term).toBe(term);
+    expect(restarted.status().votedFor).toBe(1);
+  });
+});
+
 describe("elections: pre-vote, check-quorum, priorities, transfer", () => {
   function ticksUntilCampaign(id: number, seed: number, members: Member[]): number {
     const disk = new SimulatedDisk();
@@ -625,7 +766,9 @@ describe("read index", () => {
     const beforeCommit = node.ready();
     expect(beforeCommit?.readStates ?? []).toEqual([]);
     // The heartbeat round before the first commit carries no read: the read waits.
-    const early = beforeCommit?.messages.find((message) => message.type === "heartbeat" && message.to === 2);
+    const early = beforeCommit?.messagesBeforePersist.find(
+      (message) => message.type === "heartbeat" && message.to === 2,
+    );
     expect(early?.type === "heartbeat" ? early.readSequence : -1).toBe(0);
     if (beforeCommit) node.advance(beforeCommit);
     node.step({ type: "heartbeatResponse", from: 2, to: 1, term, readSequence: 0 });

@@ -111,6 +111,9 @@ export class ScriptedGroup {
         const ready = member.node?.ready();
         if (!ready) continue;
         moved = true;
+        // Delivery is instant but happens after every member persisted, so sending the early messages first only
+        // keeps the contract's order; tests of the window before persistence drive a node by hand.
+        outgoing.push(...ready.messagesBeforePersist);
         this.persist(member, ready);
         outgoing.push(...ready.messages);
         member.node?.advance(ready);
@@ -229,6 +232,7 @@ export function drain(node: RaftNode, disk: SimulatedDisk): Message[] {
   for (let round = 0; round < 100; round++) {
     const ready = node.ready();
     if (!ready) return messages;
+    messages.push(...ready.messagesBeforePersist);
     if (ready.snapshot) disk.installSnapshotSync(ready.snapshot);
     disk.appendSync(ready.entriesToPersist, ready.hardState);
     if (ready.compaction) disk.installSnapshotSync(ready.compaction);
