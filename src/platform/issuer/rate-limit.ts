@@ -1,5 +1,6 @@
 import { type Kysely, sql } from "kysely";
 import type { Clock } from "../../auth/clock.js";
+import { CompiledStatement } from "../store/compiled-statement.js";
 import type { PlatformDatabase } from "../store/schema.js";
 
 /** The rate-limit settings of the configuration (`rateLimit.*`). */
@@ -38,6 +39,45 @@ function secondsUntil(untilMs: number, nowMs: number): number {
   return Math.max(1, Math.ceil((untilMs - nowMs) / 1000));
 }
 
+/** A bucket as the upsert of `consumeAddress` returns it. */
+interface BucketRow {
+  tokens: number;
+  updated_at_ms: number;
+  blocked_until_ms: number;
+}
+
+/**
+ * The upsert that takes one token from an address's bucket, compiled with the settings fixed; each execution
+ * gives the address and the current instant (`now`, whole milliseconds).
+ */
+function compileConsumeStatement(
+  database: Kysely<PlatformDatabase>,
+  settings: RateLimitSettings,
+): CompiledStatement<BucketRow, "address" | "now"> {
+  return new CompiledStatement(database, (slot) => {
+    const burst = settings.burst;
+    const refillPerMs = settings.refillPerSecond / 1000;
+    // At least one millisecond, so a refused request is always recognizable by a block that ends after `now`.
+    const blockMs = Math.max(1, settings.blockSeconds * 1000);
+    const nowParameter = sql`CAST(${slot("now")} AS BIGINT)`;
+    const blocked = sql`rate_limits.blocked_until_ms > ${nowParameter}`;
+    const elapsedMs = sql`(CASE WHEN ${nowParameter} > rate_limits.updated_at_ms THEN ${nowParameter} - rate_limits.updated_at_ms ELSE 0 END)`;
+    const grown = sql`(rate_limits.tokens + ${elapsedMs} * CAST(${refillPerMs} AS DOUBLE PRECISION))`;
+    const refilled = sql`(CASE WHEN ${grown} > CAST(${burst} AS DOUBLE PRECISION) THEN CAST(${burst} AS DOUBLE PRECISION) ELSE ${grown} END)`;
+    return sql<BucketRow>`
+      INSERT INTO rate_limits (address, tokens, updated_at_ms, blocked_until_ms)
+      VALUES (${slot("address")}, CAST(${burst - 1} AS DOUBLE PRECISION), ${nowParameter}, CAST(0 AS BIGINT))
+      ON CONFLICT (address) DO UPDATE SET
+        tokens = CASE WHEN ${blocked} THEN rate_limits.tokens WHEN ${refilled} >= 1 THEN ${refilled} - 1 ELSE ${refilled} END,
+        updated_at_ms = CASE WHEN ${blocked} THEN rate_limits.updated_at_ms ELSE ${nowParameter} END,
+        blocked_until_ms = CASE
+          WHEN ${blocked} OR ${refilled} >= 1 THEN rate_limits.blocked_until_ms
+          ELSE ${nowParameter} + CAST(${blockMs} AS BIGINT)
+        END
+      RETURNING tokens, updated_at_ms, blocked_until_ms`;
+  });
+}
+
 /**
  * Rate limits of the token endpoint, kept in the database so every platform replica sharing it enforces the
  * same limits:
@@ -58,6 +98,12 @@ export class TokenRateLimiter {
   private readonly pruneIntervalMs: number;
   private readonly failureMemoryMs: number;
   private lastPruneMs: number;
+  /** Both statements run on every token request, so they are compiled once (see `CompiledStatement`). */
+  private readonly consumeStatement: CompiledStatement<BucketRow, "address" | "now">;
+  private readonly delayStatement: CompiledStatement<
+    { consecutive_failures: number; delayed_until_ms: number },
+    "clientId"
+  >;
 
   constructor(options: TokenRateLimiterOptions) {
     this.database = options.database;
@@ -70,38 +116,25 @@ export class TokenRateLimiter {
     if (!(this.settings.refillPerSecond > 0)) {
       throw new Error(`rate-limit refill must be positive, got ${this.settings.refillPerSecond}`);
     }
+    this.consumeStatement = compileConsumeStatement(this.database, this.settings);
+    this.delayStatement = new CompiledStatement(
+      this.database,
+      (slot) => sql<{ consecutive_failures: number; delayed_until_ms: number }>`
+        SELECT consecutive_failures, delayed_until_ms FROM client_failures WHERE client_id = ${slot("clientId")}`,
+    );
   }
 
   /** Takes one token from the bucket of `address`, or refuses the request (and starts or continues a block). */
   async consumeAddress(address: string): Promise<RateDecision> {
     const now = Math.floor(this.clock());
-    const burst = this.settings.burst;
-    const refillPerMs = this.settings.refillPerSecond / 1000;
-    // At least one millisecond, so a refused request is always recognizable by a block that ends after `now`.
-    const blockMs = Math.max(1, this.settings.blockSeconds * 1000);
-    const nowParameter = sql`CAST(${now} AS BIGINT)`;
-    const blocked = sql`rate_limits.blocked_until_ms > ${nowParameter}`;
-    const elapsedMs = sql`(CASE WHEN ${nowParameter} > rate_limits.updated_at_ms THEN ${nowParameter} - rate_limits.updated_at_ms ELSE 0 END)`;
-    const grown = sql`(rate_limits.tokens + ${elapsedMs} * CAST(${refillPerMs} AS DOUBLE PRECISION))`;
-    const refilled = sql`(CASE WHEN ${grown} > CAST(${burst} AS DOUBLE PRECISION) THEN CAST(${burst} AS DOUBLE PRECISION) ELSE ${grown} END)`;
-    const result = await sql<{ tokens: number; updated_at_ms: number; blocked_until_ms: number }>`
-      INSERT INTO rate_limits (address, tokens, updated_at_ms, blocked_until_ms)
-      VALUES (${address}, CAST(${burst - 1} AS DOUBLE PRECISION), ${nowParameter}, CAST(0 AS BIGINT))
-      ON CONFLICT (address) DO UPDATE SET
-        tokens = CASE WHEN ${blocked} THEN rate_limits.tokens WHEN ${refilled} >= 1 THEN ${refilled} - 1 ELSE ${refilled} END,
-        updated_at_ms = CASE WHEN ${blocked} THEN rate_limits.updated_at_ms ELSE ${nowParameter} END,
-        blocked_until_ms = CASE
-          WHEN ${blocked} OR ${refilled} >= 1 THEN rate_limits.blocked_until_ms
-          ELSE ${nowParameter} + CAST(${blockMs} AS BIGINT)
-        END
-      RETURNING tokens, updated_at_ms, blocked_until_ms`.execute(this.database);
-    const row = result.rows[0];
+    const row = (await this.consumeStatement.execute({ address, now }))[0];
     if (row === undefined) throw new Error("the rate-limit upsert returned no row");
     await this.pruneWhenDue(now);
     const blockedUntilMs = Number(row.blocked_until_ms);
     if (blockedUntilMs <= now) return { allowed: true };
     // The client may come back when the block is over and the bucket holds a whole token again.
     const tokens = Number(row.tokens);
+    const refillPerMs = this.settings.refillPerSecond / 1000;
     const tokenReadyAtMs = Number(row.updated_at_ms) + Math.max(0, (1 - tokens) / refillPerMs);
     return { allowed: false, retryAfterSeconds: secondsUntil(Math.max(blockedUntilMs, tokenReadyAtMs), now) };
   }
@@ -109,11 +142,7 @@ export class TokenRateLimiter {
   /** Whether `clientId` must wait after earlier failed authentications, and for how long. */
   async clientDelay(clientId: string): Promise<RateDecision & { consecutiveFailures: number }> {
     const now = Math.floor(this.clock());
-    const row = await this.database
-      .selectFrom("client_failures")
-      .select(["consecutive_failures", "delayed_until_ms"])
-      .where("client_id", "=", clientId)
-      .executeTakeFirst();
+    const row = (await this.delayStatement.execute({ clientId }))[0];
     const consecutiveFailures = row === undefined ? 0 : Number(row.consecutive_failures);
     const delayedUntilMs = row === undefined ? 0 : Number(row.delayed_until_ms);
     if (delayedUntilMs > now) {

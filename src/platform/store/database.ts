@@ -74,18 +74,19 @@ const statementCacheEntries = 500;
  */
 function withStatementCache(sqlite: SqliteDatabase.Database): SqliteDatabase.Database {
   const statements = new Map<string, SqliteDatabase.Statement>();
+  // One function for every query, rather than a new closure each time the driver reads `prepare`.
+  const prepareCached = (source: string): SqliteDatabase.Statement => {
+    let statement = statements.get(source);
+    if (statement === undefined) {
+      statement = sqlite.prepare(source);
+      if (statements.size >= statementCacheEntries) statements.delete(statements.keys().next().value as string);
+      statements.set(source, statement);
+    }
+    return statement;
+  };
   return new Proxy(sqlite, {
     get(target, property, receiver) {
-      if (property !== "prepare") return Reflect.get(target, property, receiver);
-      return (source: string) => {
-        let statement = statements.get(source);
-        if (statement === undefined) {
-          statement = target.prepare(source);
-          if (statements.size >= statementCacheEntries) statements.delete(statements.keys().next().value as string);
-          statements.set(source, statement);
-        }
-        return statement;
-      };
+      return property === "prepare" ? prepareCached : Reflect.get(target, property, receiver);
     },
   });
 }

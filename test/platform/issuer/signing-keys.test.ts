@@ -67,6 +67,34 @@ describe.each(databaseKinds)("signing keys (%s)", (kind) => {
     expect(await verifies(token, keys)).toBe(true);
   });
 
+  it.each(["RS256", "ES256"] as const)(
+    "builds a compact JWS (%s) that jose verifies, with the claims unchanged and a fresh signature each time",
+    async (algorithm) => {
+      const { open } = await setup();
+      const keys = await open({ algorithm });
+      const claims = { iss: "https://issuer.test", sub: "client", aud: "admin-api", iat: 1, exp: 4_102_444_800 };
+      const first = await keys.sign({ ...claims, jti: "first", scope: "members 🙂" });
+      const second = await keys.sign({ ...claims, jti: "second", scope: "members 🙂" });
+      const verified = await jwtVerify(first, createLocalJWKSet(await keys.publicKeySet()), {
+        algorithms: [algorithm],
+      });
+      expect(verified.protectedHeader).toEqual({ alg: algorithm, kid: keys.currentKeyId, typ: "JWT" });
+      expect(verified.payload).toEqual({ ...claims, jti: "first", scope: "members 🙂" });
+      expect(await verifies(second, keys)).toBe(true);
+      // The header is shared; payload and signature are not, so no token can be replayed as another.
+      const [firstHeader, firstPayload, firstSignature] = first.split(".");
+      const [secondHeader, secondPayload, secondSignature] = second.split(".");
+      expect(secondHeader).toBe(firstHeader);
+      expect(secondPayload).not.toBe(firstPayload);
+      expect(secondSignature).not.toBe(firstSignature);
+      // RFC 7518 §3.4: an ES256 signature is r || s, 64 bytes, not DER; an RS256 one is as long as the modulus.
+      expect(Buffer.from(firstSignature ?? "", "base64url")).toHaveLength(algorithm === "ES256" ? 64 : 256);
+      // A tampered payload must fail verification.
+      const tampered = `${firstHeader}.${secondPayload}.${firstSignature}`;
+      expect(await verifies(tampered, keys)).toBe(false);
+    },
+  );
+
   it("converges on one key when several replicas start at once", async () => {
     const { open, database } = await setup();
     const handles = await Promise.all([openSecondHandle(database), openSecondHandle(database)]);
