@@ -34,6 +34,8 @@ async function handle(node: RaftNode, storage: LmdbRaftStorage, applied: Entry[]
   if (ready === null) {
     return false;
   }
+  // A single member has nobody to send to.
+  expect([...ready.messagesBeforePersist, ...ready.messages]).toEqual([]);
   if (ready.snapshot !== null) {
     await storage.installSnapshot(ready.snapshot);
   }
