@@ -31,7 +31,7 @@ export function bpmnDocument(processName = "Order"): string {
 /** A DMN document with one decision. */
 export function dmnDocument(): string {
   return `<?xml version="1.0" encoding="UTF-8"?>
-<definitions xmlns="https://www.omg.org/spec/DMN/20191111/MODEL/" id="Definitions_1" name="Decisions" namespace="http://camunda.org/schema/1.0/dmn">
+<definitions xmlns="https://www.omg.org/spec/DMN/20191111/MODEL/" id="Definitions_1" name="Decisions" namespace="https://example.com/decisions">
   <decision id="Decision_1" name="Dish" />
 </definitions>
 `;
