@@ -348,6 +348,7 @@ export class PartitionReplica {
       commitIndex: status.commitIndex,
       appliedIndex: this.engine.lastAppliedIndex,
       leaderId: status.leaderId,
+      logSizeEntries: this.logSizeEntries(),
     };
   }
 

@@ -48,6 +48,8 @@ export interface ReplicaReport {
   appliedIndex: number;
   /** The leader this replica currently follows (its own id when leading), or null when none is known. */
   leaderId: number | null;
+  /** Entries held in the replica's log after its latest snapshot (absent from brokers that do not report it). */
+  logSizeEntries?: number;
 }
 
 /** Where a broker can be reached on the cluster transport. */

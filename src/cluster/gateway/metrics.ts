@@ -52,7 +52,7 @@ export class GatewayMetrics {
         this.set(options.topology()?.reachable.size ?? 0);
       },
     });
-    const replicaGauge = (name: string, help: string, read: (report: ReplicaNumbers) => number) =>
+    const replicaGauge = (name: string, help: string, read: (report: ReplicaNumbers) => number | undefined) =>
       new Gauge({
         name,
         help,
@@ -62,7 +62,9 @@ export class GatewayMetrics {
           this.reset();
           for (const [brokerId, reports] of options.topology()?.replicas ?? []) {
             for (const report of reports) {
-              this.set({ partition: String(report.partitionId), broker: String(brokerId) }, read(report));
+              const value = read(report);
+              if (value !== undefined)
+                this.set({ partition: String(report.partitionId), broker: String(brokerId) }, value);
             }
           }
         },
@@ -81,6 +83,11 @@ export class GatewayMetrics {
       "flowplane_partition_applied_index",
       "Index of the last entry each partition replica applied to its state machine.",
       (report) => report.appliedIndex,
+    );
+    replicaGauge(
+      "flowplane_partition_log_size_entries",
+      "Entries each partition replica holds in its log after its latest snapshot, as its broker reports it.",
+      (report) => report.logSizeEntries,
     );
     new Gauge({
       name: "flowplane_partition_role",
@@ -110,4 +117,5 @@ interface ReplicaNumbers {
   term: number;
   commitIndex: number;
   appliedIndex: number;
+  logSizeEntries?: number;
 }

@@ -71,6 +71,7 @@ describe("PartitionReplica (a single-member group with real storage)", () => {
     }
     await waitFor(() => leader.latestSnapshotIndex >= 30, "a snapshot covers the first 30 entries");
     expect(leader.logSizeEntries()).toBeLessThanOrEqual(20);
+    expect(leader.report().logSizeEntries).toBe(leader.logSizeEntries());
     const appliedBefore = leader.report().appliedIndex;
     await leader.close();
     expect(await readdir(join(directory, "partitions"))).toEqual(["2"]);

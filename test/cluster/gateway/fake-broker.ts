@@ -70,6 +70,7 @@ export class FakeBroker {
       commitIndex: 10,
       appliedIndex: 10,
       leaderId: null,
+      logSizeEntries: 7,
     }));
   }
 

@@ -273,6 +273,7 @@ describe("gateway management API", () => {
     );
     expect(metrics).toContain("flowplane_gateway_request_duration_seconds_bucket");
     expect(metrics).toContain('flowplane_partition_term{partition="1",broker="0"} 2');
+    expect(metrics).toContain('flowplane_partition_log_size_entries{partition="3",broker="2"} 7');
     expect(metrics).toContain('flowplane_partition_role{partition="2",broker="1",role="leader"} 1');
     expect(metrics).toContain("flowplane_gateway_in_flight_requests 0");
   });
