@@ -281,7 +281,9 @@ export class InProcessRaftGroup {
     if (ready.snapshot !== null) {
       await member.storage.installSnapshot(ready.snapshot);
     }
-    if (ready.entriesToPersist.length > 0 || ready.hardState !== null) {
+    // A batch that need not sync changes only the (volatile) commit index: it is not written, so applying and
+    // answering do not wait for one more durable commit; the next synced batch carries the commit index to disk.
+    if (ready.mustSync && (ready.entriesToPersist.length > 0 || ready.hardState !== null)) {
       await member.storage.append(ready.entriesToPersist, ready.hardState);
     }
     if (ready.compaction !== null) {

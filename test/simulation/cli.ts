@@ -23,6 +23,7 @@ const EMPTY_RESULT: SimulationResult = {
   membershipChanges: 0,
   forcedReconfigurations: 0,
   snapshotsInstalled: 0,
+  restartsBehindApplied: 0,
   inconclusiveHistories: 0,
 };
 
@@ -53,6 +54,7 @@ const started = performance.now();
 let violations = 0;
 let ticks = 0;
 let committed = 0;
+let restartsBehindApplied = 0;
 for (const seed of seeds) {
   let result: ReturnType<typeof runSeed>;
   try {
@@ -64,11 +66,13 @@ for (const seed of seeds) {
   }
   ticks += result.ticks;
   committed += result.committedEntries;
+  restartsBehindApplied += result.restartsBehindApplied;
   if (single !== undefined) {
     console.log(
       `seed ${seed}: ${result.ticks} ticks, ${result.committedEntries} committed entries, ${result.operations} client ` +
         `operations, ${result.leadersElected} leaders, ${result.membershipChanges} membership changes, ` +
-        `${result.forcedReconfigurations} forced reconfigurations, ${result.snapshotsInstalled} snapshots installed`,
+        `${result.forcedReconfigurations} forced reconfigurations, ${result.snapshotsInstalled} snapshots installed, ` +
+        `${result.restartsBehindApplied} restarts behind the applied index`,
     );
   }
   if (result.violations.length > 0) {
@@ -85,7 +89,8 @@ for (const seed of seeds) {
 const seconds = (performance.now() - started) / 1000;
 console.log(
   `${(seeds.length / seconds).toFixed(1)} seeds/s, ${Math.round(ticks / seconds)} ticks/s, ` +
-    `${committed} committed entries in ${seconds.toFixed(1)} s`,
+    `${committed} committed entries in ${seconds.toFixed(1)} s, ${restartsBehindApplied} restarts behind the applied ` +
+    `index`,
 );
 console.log(`${seeds.length} seeds, ${violations} violations`);
 process.exitCode = violations > 0 ? 1 : 0;

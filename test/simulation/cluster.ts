@@ -44,6 +44,8 @@ export interface SimulationResult {
   readonly membershipChanges: number;
   readonly forcedReconfigurations: number;
   readonly snapshotsInstalled: number;
+  /** Restarts whose durable commit index was below what the member had applied (it was never synced). */
+  readonly restartsBehindApplied: number;
   readonly inconclusiveHistories: number;
 }
 
@@ -77,6 +79,8 @@ interface SimulatedMember {
   machine: KeyValueStateMachine;
   inFlight: { readonly ready: Ready; readonly durableAt: number } | null;
   restartAt: number | null;
+  /** What the member had applied when it last crashed. */
+  appliedBeforeCrash: number;
   decommissioned: boolean;
   readonly writes: Map<number, PendingWrite>;
   readonly reads: Map<string, PendingRead>;
@@ -97,6 +101,11 @@ type MembershipGoal =
 
 const MAX_MEMBERS = 7;
 const MAX_READY_PER_TICK = 8;
+/**
+ * Chance that a member crashes right after applying a batch that did not sync, while its durable commit index is
+ * behind what it applied: the window the lazy commit-index write opens, which random crashes alone rarely hit.
+ */
+const CRASH_AFTER_UNSYNCED_APPLY_PROBABILITY = 0.01;
 
 /** Thrown inside the harness to stop a run at its first violation. */
 class Violation extends Error {}
@@ -146,6 +155,7 @@ export class Simulation {
   private membershipChanges = 0;
   private forcedReconfigurations = 0;
   private snapshotsInstalled = 0;
+  private restartsBehindApplied = 0;
 
   constructor(private readonly options: SimulationOptions) {
     this.random = new SeededRandom(options.seed);
@@ -231,6 +241,7 @@ export class Simulation {
       membershipChanges: this.membershipChanges,
       forcedReconfigurations: this.forcedReconfigurations,
       snapshotsInstalled: this.snapshotsInstalled,
+      restartsBehindApplied: this.restartsBehindApplied,
       inconclusiveHistories: inconclusive,
     };
   }
@@ -278,7 +289,8 @@ export class Simulation {
       // A leader's appends leave before its own write starts, so a crash or a disk error while the write is in flight
       // leaves followers holding entries the leader lost: the case the "count only durable copies" rule guards.
       for (const message of ready.messagesBeforePersist) this.network.send(message, now);
-      const latency = this.faultRandom.chance(0.7) ? 0 : 1 + this.faultRandom.nextInt(3);
+      // A batch that need not sync writes nothing, so nothing waits for a disk.
+      const latency = !ready.mustSync || this.faultRandom.chance(0.7) ? 0 : 1 + this.faultRandom.nextInt(3);
       if (latency === 0) this.complete(member, ready);
       else {
         member.inFlight = { ready, durableAt: now + latency };
@@ -291,7 +303,7 @@ export class Simulation {
   private complete(member: SimulatedMember, ready: Ready): void {
     const node = member.node;
     if (!node) return;
-    if (this.chaos && this.faultRandom.chance(this.diskErrorProbability)) {
+    if (ready.mustSync && this.chaos && this.faultRandom.chance(this.diskErrorProbability)) {
       // An injected write error: the member fails stop, losing the batch, and restarts later from its disk.
       this.crash(member, 20 + this.faultRandom.nextInt(60));
       return;
@@ -302,7 +314,12 @@ export class Simulation {
       this.snapshotsInstalled++;
     }
     this.checkAndRecordEntries(member, ready.entriesToPersist);
-    disk.appendSync(ready.entriesToPersist, ready.hardState);
+    // Like the production driver, a batch whose only change is the (volatile) commit index is not written: the next
+    // synced batch carries the commit index, and a crash before then restarts from an older one.
+    if (ready.mustSync) disk.appendSync(ready.entriesToPersist, ready.hardState);
+    else if (ready.entriesToPersist.length > 0 || ready.snapshot) {
+      throw new Violation(`member ${member.id} was handed entries or a snapshot in a batch that need not sync`);
+    }
     if (ready.compaction) disk.installSnapshotSync(ready.compaction);
     const now = this.clock.now();
     for (const message of ready.messages) this.network.send(message, now);
@@ -321,6 +338,14 @@ export class Simulation {
       member.reads.delete(context);
     }
     node.advance(ready);
+    if (
+      !ready.mustSync &&
+      this.chaos &&
+      member.machine.appliedIndex > disk.hardState().commitIndex &&
+      this.faultRandom.chance(CRASH_AFTER_UNSYNCED_APPLY_PROBABILITY)
+    ) {
+      this.crash(member, 10 + this.faultRandom.nextInt(60));
+    }
   }
 
   private apply(member: SimulatedMember, entry: Entry): void {
@@ -574,6 +599,7 @@ export class Simulation {
   }
 
   private crash(member: SimulatedMember, downTicks: number): void {
+    member.appliedBeforeCrash = member.machine.appliedIndex;
     member.node = null;
     member.inFlight = null;
     member.restartAt = this.clock.now() + downTicks;
@@ -583,6 +609,15 @@ export class Simulation {
   private restart(member: SimulatedMember): void {
     member.restartAt = null;
     const persisted = member.disk.loadSync();
+    // A durable commit index lags (the batches that only moved it were never written) but never leads the durable
+    // log; the core asserts the latter on start, this records how often a restart resumes behind what was applied.
+    if (persisted.hardState.commitIndex > persisted.lastIndex) {
+      throw new Violation(
+        `member ${member.id} persisted commit index ${persisted.hardState.commitIndex} beyond its durable log ` +
+          `(${persisted.lastIndex})`,
+      );
+    }
+    if (persisted.hardState.commitIndex < member.appliedBeforeCrash) this.restartsBehindApplied++;
     member.machine = new KeyValueStateMachine();
     const snapshot = member.disk.snapshot();
     if (snapshot) member.machine.restore(snapshot.data, snapshot.metadata.index);
@@ -846,6 +881,7 @@ export class Simulation {
       machine: new KeyValueStateMachine(),
       inFlight: null,
       restartAt: null,
+      appliedBeforeCrash: 0,
       decommissioned: false,
       writes: new Map(),
       reads: new Map(),

@@ -464,10 +464,12 @@ export class PartitionReplica {
     // core counts the leader's copy towards a commit only after `advance`, so this is safe (dissertation §10.2.1).
     for (const message of ready.messagesBeforePersist) this.options.send(message.to, message);
     // Everything else waits for durability: no other message may leave and nothing may be acknowledged before these
-    // writes are synced.
+    // writes are synced (when the batch must sync at all).
     try {
       if (ready.snapshot !== null) await this.storage.installSnapshot(ready.snapshot);
-      if (ready.entriesToPersist.length > 0 || ready.hardState !== null) {
+      // A batch that need not sync changes only the commit index, which is volatile: writing it would put one more
+      // durable commit on the path of every write, so it is skipped and the next synced batch carries it to disk.
+      if (ready.mustSync && (ready.entriesToPersist.length > 0 || ready.hardState !== null)) {
         await this.storage.append(ready.entriesToPersist, ready.hardState);
       }
       if (ready.compaction !== null) await this.storage.installSnapshot(ready.compaction);

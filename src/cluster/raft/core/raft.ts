@@ -162,6 +162,8 @@ export class RaftNode {
   private pendingCompaction: Snapshot | null = null;
   private handedOutSnapshot: Snapshot | null = null;
   private lastHardState: HardState;
+  /** The commit index of the last hard state handed out in a batch that had to sync (drivers write only those). */
+  private lastSyncedCommitIndex: number;
   private lastSoftState: SoftState;
   private inFlight: InFlightReady | null = null;
 
@@ -187,6 +189,7 @@ export class RaftNode {
     this.term = persisted.hardState.term;
     this.votedFor = persisted.hardState.votedFor;
     this.lastHardState = persisted.hardState;
+    this.lastSyncedCommitIndex = persisted.hardState.commitIndex;
     this.reads = new ReadIndexTracker(options.maxPendingReads);
     if (options.bootstrap && lastIndex === 0 && this.term === 0) {
       assertValidConfiguration(options.bootstrap);
@@ -418,9 +421,16 @@ export class RaftNode {
     const termOrVoteChanged =
       hardState.term !== this.lastHardState.term || hardState.votedFor !== this.lastHardState.votedFor;
     const { messagesBeforePersist, messages } = this.splitOutbox(termOrVoteChanged);
+    const mustSync = entriesToPersist.length > 0 || snapshot !== null || termOrVoteChanged;
+    // The commit index is volatile (the paper's Figure 2), so a batch that changes only it needs no durable write and
+    // drivers skip it. A batch that syncs therefore carries the hard state whenever its commit index moved since the
+    // last synced one, so the durable commit index keeps up with every sync instead of waiting for the next change.
+    const commitIndexUnsynced = hardState.commitIndex !== this.lastSyncedCommitIndex;
+    const carriesHardState = hardChanged || (mustSync && commitIndexUnsynced);
     const ready: Ready = {
       softState: softChanged ? softState : null,
-      hardState: hardChanged ? hardState : null,
+      hardState: carriesHardState ? hardState : null,
+      mustSync,
       entriesToPersist,
       snapshot,
       compaction: this.pendingCompaction,
@@ -443,6 +453,7 @@ export class RaftNode {
     if (empty) return null;
     this.lastSoftState = softState;
     this.lastHardState = hardState;
+    if (mustSync && carriesHardState) this.lastSyncedCommitIndex = hardState.commitIndex;
     if (snapshot) this.handedOutSnapshot = snapshot;
     this.pendingCompaction = null;
     this.outbox = [];

@@ -12,6 +12,13 @@
  * and the leader counts its own copy only after `advance`. A term or vote change is different: a member must not
  * speak in a term, or for a vote, it could forget in a crash, so a ready that changes either holds every message
  * back in `messages`.
+ *
+ * When `mustSync` is false the batch holds nothing that must be durable: its only hard-state change (if any) is the
+ * commit index, which Raft treats as volatile (the paper's Figure 2). The driver then need not write `hardState` at
+ * all, and must not wait for a durable write before sending `messages` or applying: the committed entries it applies
+ * are already durable, and the next batch with `mustSync` carries the latest commit index to disk. A crash before
+ * then restarts the member from an older durable commit index, which is safe: it never exceeds what was committed or
+ * the durable log, the member re-applies from its snapshot up to it, and the leader tells it the rest.
  */
 import type { Entry, HardState, MemberId, Snapshot } from "../types.js";
 import type { Message } from "./messages.js";
@@ -31,8 +38,16 @@ export interface SoftState {
 export interface Ready {
   /** Present when the role or the known leader changed. */
   readonly softState: SoftState | null;
-  /** Present when it changed; persist before sending any message. */
+  /**
+   * Present when it changed, or when the commit index moved since the last synced batch and this one syncs. Persist
+   * it before sending `messages` when `mustSync` is true; when false it may be dropped (only the commit index changed).
+   */
   readonly hardState: HardState | null;
+  /**
+   * Whether this batch must be durable before `messages` leave and before `advance`: true when there are entries to
+   * persist, a snapshot, or a term or vote change; false when the only hard-state change is the commit index.
+   */
+  readonly mustSync: boolean;
   /** Entries to append durably; they replace any stored entries from the first one's index on. */
   readonly entriesToPersist: readonly Entry[];
   /** A snapshot received from the leader: store it durably (dropping the whole log), then restore the state machine. */

@@ -926,3 +926,109 @@ describe("flow control", () => {
     expect(inflightAppends(100, 100)).toBe(2);
   });
 });
+
+describe("the commit index is volatile (Figure 2): batches that only move it need no sync", () => {
+  it("a ready whose only change is the commit index does not require a sync", () => {
+    const { node, disk } = nodeWithLog([], 3);
+    const term = electReplicatingLeader(node, disk);
+    // Electing the leader committed its no-op in a batch that only moved the commit index, so nothing wrote it.
+    const committedBefore = node.status().commitIndex;
+    expect(disk.hardState().commitIndex).toBeLessThan(committedBefore);
+    const result = node.propose(encoder.encode("x"));
+    if (!result.accepted) throw new Error("refused");
+    const withEntries = node.ready();
+    if (!withEntries) throw new Error("no ready");
+    expect(withEntries.mustSync).toBe(true);
+    expect(withEntries.hardState?.commitIndex).toBe(committedBefore);
+    disk.appendSync(withEntries.entriesToPersist, withEntries.hardState);
+    node.advance(withEntries);
+    const durableCommitIndex = disk.hardState().commitIndex;
+    expect(durableCommitIndex).toBe(committedBefore);
+    node.step({
+      type: "appendResponse",
+      from: 2,
+      to: 1,
+      term,
+      rejected: false,
+      index: result.index,
+      hintIndex: 0,
+      hintTerm: 0,
+    });
+    const commitOnly = node.ready();
+    if (!commitOnly) throw new Error("no ready");
+    expect(commitOnly.hardState?.commitIndex).toBe(result.index);
+    expect(commitOnly.hardState?.term).toBe(term);
+    expect(commitOnly.entriesToPersist).toEqual([]);
+    expect(commitOnly.snapshot).toBeNull();
+    expect(commitOnly.mustSync).toBe(false);
+    expect(texts(commitOnly.committedEntries)).toEqual(["x"]);
+    // The driver writes nothing and applies at once: the durable commit index stays behind what was applied.
+    node.advance(commitOnly);
+    expect(disk.hardState().commitIndex).toBe(durableCommitIndex);
+    // The next batch that syncs carries the commit index the skipped batch did not write, although it did not move.
+    const next = node.propose(encoder.encode("y"));
+    if (!next.accepted) throw new Error("refused");
+    const carrying = node.ready();
+    if (!carrying) throw new Error("no ready");
+    expect(carrying.mustSync).toBe(true);
+    expect(carrying.hardState?.commitIndex).toBe(result.index);
+    disk.appendSync(carrying.entriesToPersist, carrying.hardState);
+    node.advance(carrying);
+    expect(disk.hardState().commitIndex).toBe(result.index);
+  });
+
+  it("a term change requires a sync even without entries", () => {
+    const { node, disk } = nodeWithLog([], 3, 2);
+    node.step({ type: "heartbeat", from: 1, to: 2, term: 5, commitIndex: 1, readSequence: 0 });
+    const ready = node.ready();
+    if (!ready) throw new Error("no ready");
+    expect(ready.entriesToPersist).toEqual([]);
+    expect(ready.hardState?.term).toBe(5);
+    expect(ready.mustSync).toBe(true);
+    expect(disk.hardState().term).toBe(3);
+  });
+
+  it("a restart with an older persisted commit index catches up without violating safety", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3));
+    const leader = group.electLeader();
+    const indexes = ["a", "b", "c"].map((text) => group.propose(text));
+    const last = indexes[indexes.length - 1] ?? 0;
+    group.tick(10);
+    const follower = [...group.members.keys()].find((id) => id !== leader) ?? 0;
+    const followerMember = group.members.get(follower);
+    if (!followerMember) throw new Error("no follower");
+    expect(texts(followerMember.applied)).toEqual(["a", "b", "c"]);
+    // Every member applied c, but the batches that committed it were never written: the disks lag.
+    for (const member of group.members.values()) {
+      expect(member.disk.hardState().commitIndex).toBeLessThan(last);
+      expect(member.disk.hardState().commitIndex).toBeLessThanOrEqual(member.disk.lastIndex());
+    }
+    // The follower restarts from the older durable commit index, re-applies up to it, then learns the rest.
+    group.crash(follower);
+    group.restart(follower);
+    expect(group.node(follower).status().commitIndex).toBe(followerMember.disk.hardState().commitIndex);
+    expect(group.node(follower).status().commitIndex).toBeLessThan(last);
+    group.tick(10);
+    expect(texts(followerMember.applied)).toEqual(["a", "b", "c"]);
+    // The leader restarts behind too; whoever leads next keeps every applied entry, and members agree index by index.
+    group.crash(leader);
+    group.restart(leader);
+    expect(group.node(leader).status().commitIndex).toBeLessThan(last);
+    group.tick(100);
+    const next = group.electLeader();
+    group.propose("d");
+    group.tick(10);
+    for (const member of group.members.values()) {
+      expect(texts(member.applied)).toEqual(["a", "b", "c", "d"]);
+    }
+    const byIndex = new Map<number, number>();
+    for (const member of group.members.values()) {
+      for (const applied of member.applied) {
+        const known = byIndex.get(applied.index);
+        if (known !== undefined) expect(applied.term).toBe(known);
+        byIndex.set(applied.index, applied.term);
+      }
+    }
+    expect(group.node(next).status().commitIndex).toBeGreaterThan(last);
+  });
+});

@@ -139,7 +139,8 @@ export class ScriptedGroup {
       member.disk.installSnapshotSync(ready.snapshot);
       member.applied = member.applied.filter((entry) => entry.index <= ready.snapshot!.metadata.index);
     }
-    member.disk.appendSync(ready.entriesToPersist, ready.hardState);
+    // Like the production driver, a batch that need not sync (only the commit index moved) writes nothing.
+    if (ready.mustSync) member.disk.appendSync(ready.entriesToPersist, ready.hardState);
     if (ready.compaction) member.disk.installSnapshotSync(ready.compaction);
     member.applied.push(...ready.committedEntries);
     member.reads.push(...ready.readStates);
@@ -234,7 +235,7 @@ export function drain(node: RaftNode, disk: SimulatedDisk): Message[] {
     if (!ready) return messages;
     messages.push(...ready.messagesBeforePersist);
     if (ready.snapshot) disk.installSnapshotSync(ready.snapshot);
-    disk.appendSync(ready.entriesToPersist, ready.hardState);
+    if (ready.mustSync) disk.appendSync(ready.entriesToPersist, ready.hardState);
     if (ready.compaction) disk.installSnapshotSync(ready.compaction);
     messages.push(...ready.messages);
     node.advance(ready);
