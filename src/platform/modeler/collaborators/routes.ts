@@ -1,10 +1,11 @@
 import { Type } from "typebox";
 import { principalOf } from "../../../auth/authenticate.js";
-import { modelerDeleteScope, modelerReadScope, modelerUpdateScope } from "../../../auth/scopes.js";
+import { modelerDeleteScope, modelerUpdateScope } from "../../../auth/scopes.js";
 import { standardErrorResponses } from "../../../http/schemas.js";
 import type { HttpServer } from "../../../http/server.js";
-import { identifier, nameFilterSchema, searchRequestSchema, searchResponseSchema } from "../schemas.js";
+import { identifier, nameFilterSchema, searchRequestSchema } from "../schemas.js";
 import type { ModelerServices } from "../services.js";
+import { searchRoute } from "../standard-routes.js";
 import { collaboratorRoles } from "./service.js";
 
 const emailSchema = Type.String({ format: "email", maxLength: 254 });
@@ -48,20 +49,15 @@ export function collaboratorRoutes(server: HttpServer, services: ModelerServices
       return reply.code(204).send(null);
     },
   );
-  server.post(
-    "/api/v1/collaborators/search",
-    {
-      config: { scopes: [modelerReadScope] },
-      schema: {
-        tags: ["Collaborators"],
-        summary: "Search collaborators",
-        description: "Equal sort keys are ordered by project id, then email.",
-        body: collaboratorSearchBody,
-        response: { 200: searchResponseSchema(collaboratorSchema), ...standardErrorResponses },
-      },
-    },
-    async (request) => await collaborators.search(principalOf(request).organizationId, request.body),
-  );
+  searchRoute(server, {
+    path: "/api/v1/collaborators/search",
+    tag: "Collaborators",
+    summary: "Search collaborators",
+    description: "Equal sort keys are ordered by project id, then email.",
+    body: collaboratorSearchBody,
+    item: collaboratorSchema,
+    search: (organizationId, request) => collaborators.search(organizationId, request),
+  });
   server.delete(
     "/api/v1/projects/:id/collaborators/:email",
     {

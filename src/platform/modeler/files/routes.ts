@@ -1,6 +1,6 @@
 import { Type } from "typebox";
 import { principalOf } from "../../../auth/authenticate.js";
-import { modelerCreateScope, modelerDeleteScope, modelerReadScope, modelerUpdateScope } from "../../../auth/scopes.js";
+import { modelerCreateScope, modelerReadScope, modelerUpdateScope } from "../../../auth/scopes.js";
 import { problemSchema, standardErrorResponses } from "../../../http/schemas.js";
 import type { HttpServer } from "../../../http/server.js";
 import { maximumContentBytes } from "../content.js";
@@ -14,9 +14,9 @@ import {
   nameFilterSchema,
   nameSchema,
   searchRequestSchema,
-  searchResponseSchema,
 } from "../schemas.js";
 import type { ModelerServices } from "../services.js";
+import { deleteRoute, searchRoute } from "../standard-routes.js";
 
 const folderSchema = Type.Union([identifier, Type.Null()], {
   description: "Folder to place it in; null (or absent with projectId) for the project's top level.",
@@ -121,33 +121,19 @@ export function fileRoutes(server: HttpServer, services: ModelerServices, option
       return await files.update(principal.organizationId, actor, request.params.id, request.body);
     },
   );
-  server.delete(
-    "/api/v1/files/:id",
-    {
-      config: { scopes: [modelerDeleteScope] },
-      schema: {
-        tags: ["Files"],
-        summary: "Delete a file and its milestones",
-        params: idParameters,
-        response: { 204: Type.Null(), ...standardErrorResponses },
-      },
-    },
-    async (request, reply) => {
-      await files.delete(principalOf(request).organizationId, request.params.id);
-      return reply.code(204).send(null);
-    },
-  );
-  server.post(
-    "/api/v1/files/search",
-    {
-      config: { scopes: [modelerReadScope] },
-      schema: {
-        tags: ["Files"],
-        summary: "Search files (metadata only)",
-        body: fileSearchBody,
-        response: { 200: searchResponseSchema(fileMetadataSchema), ...standardErrorResponses },
-      },
-    },
-    async (request) => await files.search(principalOf(request).organizationId, request.body),
-  );
+  deleteRoute(server, {
+    path: "/api/v1/files/:id",
+    tag: "Files",
+    summary: "Delete a file and its milestones",
+    mayConflict: false,
+    remove: (organizationId, id) => files.delete(organizationId, id),
+  });
+  searchRoute(server, {
+    path: "/api/v1/files/search",
+    tag: "Files",
+    summary: "Search files (metadata only)",
+    body: fileSearchBody,
+    item: fileMetadataSchema,
+    search: (organizationId, request) => files.search(organizationId, request),
+  });
 }

@@ -1,7 +1,7 @@
 import { Type } from "typebox";
 import { principalOf } from "../../../auth/authenticate.js";
-import { modelerCreateScope, modelerDeleteScope, modelerReadScope, modelerUpdateScope } from "../../../auth/scopes.js";
-import { problemSchema, standardErrorResponses } from "../../../http/schemas.js";
+import { modelerCreateScope, modelerReadScope, modelerUpdateScope } from "../../../auth/scopes.js";
+import { standardErrorResponses } from "../../../http/schemas.js";
 import type { HttpServer } from "../../../http/server.js";
 import { containerContentSchema, folderMetadataSchema } from "../metadata-schemas.js";
 import { actorOf } from "../records.js";
@@ -13,9 +13,9 @@ import {
   nameFilterSchema,
   nameSchema,
   searchRequestSchema,
-  searchResponseSchema,
 } from "../schemas.js";
 import type { ModelerServices } from "../services.js";
+import { deleteRoute, searchRoute } from "../standard-routes.js";
 
 const parentSchema = Type.Union([identifier, Type.Null()], {
   description: "Folder to place it in; null (or absent with projectId) for the project's top level.",
@@ -101,33 +101,19 @@ export function folderRoutes(server: HttpServer, services: ModelerServices): voi
       return await folders.update(principal.organizationId, actor, request.params.id, request.body);
     },
   );
-  server.delete(
-    "/api/v1/folders/:id",
-    {
-      config: { scopes: [modelerDeleteScope] },
-      schema: {
-        tags: ["Folders"],
-        summary: "Delete an empty folder (409 while it holds folders or files)",
-        params: idParameters,
-        response: { 204: Type.Null(), 409: problemSchema, ...standardErrorResponses },
-      },
-    },
-    async (request, reply) => {
-      await folders.delete(principalOf(request).organizationId, request.params.id);
-      return reply.code(204).send(null);
-    },
-  );
-  server.post(
-    "/api/v1/folders/search",
-    {
-      config: { scopes: [modelerReadScope] },
-      schema: {
-        tags: ["Folders"],
-        summary: "Search folders",
-        body: folderSearchBody,
-        response: { 200: searchResponseSchema(folderMetadataSchema), ...standardErrorResponses },
-      },
-    },
-    async (request) => await folders.search(principalOf(request).organizationId, request.body),
-  );
+  deleteRoute(server, {
+    path: "/api/v1/folders/:id",
+    tag: "Folders",
+    summary: "Delete an empty folder (409 while it holds folders or files)",
+    mayConflict: true,
+    remove: (organizationId, id) => folders.delete(organizationId, id),
+  });
+  searchRoute(server, {
+    path: "/api/v1/folders/search",
+    tag: "Folders",
+    summary: "Search folders",
+    body: folderSearchBody,
+    item: folderMetadataSchema,
+    search: (organizationId, request) => folders.search(organizationId, request),
+  });
 }

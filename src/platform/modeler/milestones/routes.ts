@@ -1,6 +1,6 @@
 import { Type } from "typebox";
 import { principalOf } from "../../../auth/authenticate.js";
-import { modelerCreateScope, modelerDeleteScope, modelerReadScope, modelerUpdateScope } from "../../../auth/scopes.js";
+import { modelerCreateScope, modelerReadScope, modelerUpdateScope } from "../../../auth/scopes.js";
 import { invalidRequest } from "../../../http/errors.js";
 import { problemSchema, standardErrorResponses } from "../../../http/schemas.js";
 import type { HttpServer } from "../../../http/server.js";
@@ -14,9 +14,9 @@ import {
   nameFilterSchema,
   nameSchema,
   searchRequestSchema,
-  searchResponseSchema,
 } from "../schemas.js";
 import type { ModelerServices } from "../services.js";
+import { deleteRoute, searchRoute } from "../standard-routes.js";
 import { diffLinkLifetimeMs } from "./diff-links.js";
 
 const uuidPattern = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
@@ -104,22 +104,13 @@ export function milestoneRoutes(server: HttpServer, services: ModelerServices): 
       return await milestones.rename(principal.organizationId, actor, request.params.id, request.body.name);
     },
   );
-  server.delete(
-    "/api/v1/milestones/:id",
-    {
-      config: { scopes: [modelerDeleteScope] },
-      schema: {
-        tags: ["Milestones"],
-        summary: "Delete a milestone",
-        params: idParameters,
-        response: { 204: Type.Null(), ...standardErrorResponses },
-      },
-    },
-    async (request, reply) => {
-      await milestones.delete(principalOf(request).organizationId, request.params.id);
-      return reply.code(204).send(null);
-    },
-  );
+  deleteRoute(server, {
+    path: "/api/v1/milestones/:id",
+    tag: "Milestones",
+    summary: "Delete a milestone",
+    mayConflict: false,
+    remove: (organizationId, id) => milestones.delete(organizationId, id),
+  });
   server.post(
     "/api/v1/milestones/:id/restore",
     {
@@ -137,19 +128,14 @@ export function milestoneRoutes(server: HttpServer, services: ModelerServices): 
       return await milestones.restore(principal.organizationId, actor, request.params.id);
     },
   );
-  server.post(
-    "/api/v1/milestones/search",
-    {
-      config: { scopes: [modelerReadScope] },
-      schema: {
-        tags: ["Milestones"],
-        summary: "Search milestones",
-        body: milestoneSearchBody,
-        response: { 200: searchResponseSchema(milestoneMetadataSchema), ...standardErrorResponses },
-      },
-    },
-    async (request) => await milestones.search(principalOf(request).organizationId, request.body),
-  );
+  searchRoute(server, {
+    path: "/api/v1/milestones/search",
+    tag: "Milestones",
+    summary: "Search milestones",
+    body: milestoneSearchBody,
+    item: milestoneMetadataSchema,
+    search: (organizationId, request) => milestones.search(organizationId, request),
+  });
   server.get(
     "/api/v1/milestones/compare/:comparison",
     {

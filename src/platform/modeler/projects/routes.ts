@@ -1,7 +1,7 @@
 import { Type } from "typebox";
 import { principalOf } from "../../../auth/authenticate.js";
-import { modelerCreateScope, modelerDeleteScope, modelerReadScope, modelerUpdateScope } from "../../../auth/scopes.js";
-import { problemSchema, standardErrorResponses } from "../../../http/schemas.js";
+import { modelerCreateScope, modelerReadScope, modelerUpdateScope } from "../../../auth/scopes.js";
+import { standardErrorResponses } from "../../../http/schemas.js";
 import type { HttpServer } from "../../../http/server.js";
 import { containerContentSchema, projectMetadataSchema } from "../metadata-schemas.js";
 import { actorOf } from "../records.js";
@@ -13,9 +13,9 @@ import {
   nameFilterSchema,
   nameSchema,
   searchRequestSchema,
-  searchResponseSchema,
 } from "../schemas.js";
 import type { ModelerServices } from "../services.js";
+import { deleteRoute, searchRoute } from "../standard-routes.js";
 
 const projectSearchBody = searchRequestSchema(
   { id: Type.Optional(identifier), name: Type.Optional(nameFilterSchema), ...auditFilterProperties },
@@ -78,33 +78,19 @@ export function projectRoutes(server: HttpServer, services: ModelerServices): vo
       return await projects.rename(principal.organizationId, actor, request.params.id, request.body.name);
     },
   );
-  server.delete(
-    "/api/v1/projects/:id",
-    {
-      config: { scopes: [modelerDeleteScope] },
-      schema: {
-        tags: ["Projects"],
-        summary: "Delete an empty project (409 while it holds folders or files)",
-        params: idParameters,
-        response: { 204: Type.Null(), 409: problemSchema, ...standardErrorResponses },
-      },
-    },
-    async (request, reply) => {
-      await projects.delete(principalOf(request).organizationId, request.params.id);
-      return reply.code(204).send(null);
-    },
-  );
-  server.post(
-    "/api/v1/projects/search",
-    {
-      config: { scopes: [modelerReadScope] },
-      schema: {
-        tags: ["Projects"],
-        summary: "Search projects",
-        body: projectSearchBody,
-        response: { 200: searchResponseSchema(projectMetadataSchema), ...standardErrorResponses },
-      },
-    },
-    async (request) => await projects.search(principalOf(request).organizationId, request.body),
-  );
+  deleteRoute(server, {
+    path: "/api/v1/projects/:id",
+    tag: "Projects",
+    summary: "Delete an empty project (409 while it holds folders or files)",
+    mayConflict: true,
+    remove: (organizationId, id) => projects.delete(organizationId, id),
+  });
+  searchRoute(server, {
+    path: "/api/v1/projects/search",
+    tag: "Projects",
+    summary: "Search projects",
+    body: projectSearchBody,
+    item: projectMetadataSchema,
+    search: (organizationId, request) => projects.search(organizationId, request),
+  });
 }
