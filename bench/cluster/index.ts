@@ -5,6 +5,7 @@
  * doing puts of the same payload size at the same concurrency through its HTTP/JSON gateway. Everything runs on
  * 127.0.0.1 in a temporary directory; the load generator runs here. Prints a table, then the ratios last.
  */
+
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -14,7 +15,9 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { pino } from "pino";
 import { freePort, type LocalCluster, startLocalCluster } from "../../src/platform/provisioner/index.js";
-import { type LoadResult, type LoadTarget, measure, probe } from "../token/load.js";
+import { BenchmarkChildren } from "../support/children.js";
+import { type LoadResult, type LoadTarget, measure, probe } from "../support/load.js";
+import { formatNumber, printTable } from "../support/report.js";
 
 const repositoryRoot = fileURLToPath(new URL("../../", import.meta.url));
 const concurrencies = [1, 16, 64] as const;
@@ -26,20 +29,9 @@ const runDeadlineMs = 180_000;
 /** Bytes of the payload each message (and each etcd value) carries. */
 const payloadBytes = 256;
 
-const children = new Set<ChildProcess>();
+/** The run's child processes and its stop-by-itself guard; set at the start of `run()`. */
+let children: BenchmarkChildren;
 let cluster: LocalCluster | undefined;
-
-function killChildren(): void {
-  for (const child of children) {
-    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
-  }
-}
-
-function track(child: ChildProcess): ChildProcess {
-  children.add(child);
-  child.on("exit", () => children.delete(child));
-  return child;
-}
 
 async function stopChild(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
@@ -70,7 +62,7 @@ async function startPlatform(dataDirectory: string): Promise<{ url: string; toke
   const url = `http://127.0.0.1:${port}`;
   const clientId = "bench-cluster-client";
   const clientSecret = randomBytes(32).toString("base64url");
-  const child = track(
+  const child = children.track(
     spawn(
       process.execPath,
       [
@@ -122,7 +114,7 @@ async function startEtcd(dataDirectory: string): Promise<string> {
   }
   const initialCluster = members.map((member) => `${member.name}=http://127.0.0.1:${member.peer}`).join(",");
   for (const member of members) {
-    const child = track(
+    const child = children.track(
       spawn(
         "etcd",
         [
@@ -160,32 +152,9 @@ async function startEtcd(dataDirectory: string): Promise<string> {
   return url;
 }
 
-function formatNumber(value: number, fractionDigits = 0): string {
-  return Number.isFinite(value) ? value.toFixed(fractionDigits) : "-";
-}
-
-function printTable(header: string[], rows: string[][]): void {
-  const widths = header.map((_, column) => Math.max(...[header, ...rows].map((row) => (row[column] ?? "").length)));
-  for (const row of [header, ...rows]) {
-    console.log(`  ${row.map((cell, column) => cell.padEnd(widths[column] ?? 0)).join("  ")}`.trimEnd());
-  }
-}
-
 /** Runs the cluster benchmark and prints its table and ratios; stops every child whatever happens. */
 export async function run(): Promise<void> {
-  const deadline = setTimeout(() => {
-    console.error(`bench cluster: exceeded ${runDeadlineMs / 1000} s, stopping`);
-    killChildren();
-    process.exit(1);
-  }, runDeadlineMs);
-  deadline.unref();
-  process.once("exit", killChildren);
-  const onSignal = () => {
-    killChildren();
-    process.exit(130);
-  };
-  process.once("SIGINT", onSignal);
-  process.once("SIGTERM", onSignal);
+  children = new BenchmarkChildren("cluster", runDeadlineMs);
 
   const payload = "x".repeat(payloadBytes);
   const dataDirectory = await mkdtemp(join(tmpdir(), "flowplane-bench-cluster-"));
@@ -252,11 +221,8 @@ export async function run(): Promise<void> {
     await cluster?.close();
     cluster = undefined;
     if (platformChild !== undefined) await stopChild(platformChild);
-    killChildren();
+    children.release();
     await rm(dataDirectory, { recursive: true, force: true });
-    clearTimeout(deadline);
-    process.off("SIGINT", onSignal);
-    process.off("SIGTERM", onSignal);
   }
 
   console.log("\nWrites acknowledged by a quorum");

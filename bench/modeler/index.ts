@@ -14,7 +14,7 @@ import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { openStore } from "../../src/platform/store/database.js";
 import { findPostgresBinaries, type PostgresServer, startPostgresServer } from "../../test/support/postgres-server.js";
-import { type LoadResult, measure, probe } from "../token/load.js";
+import { type LoadResult, measure, probe } from "../support/load.js";
 
 const repositoryRoot = fileURLToPath(new URL("../../", import.meta.url));
 const fileCount = 100_000;

@@ -126,22 +126,3 @@ export async function measureInterleaved(
   }
   return new Map([...statistics].map(([name, accumulated]) => [name, accumulated.result()]));
 }
-
-/** Prints rows as an aligned plain-text table. */
-export function printTable(headers: readonly string[], rows: readonly (readonly string[])[]): void {
-  const widths = headers.map((header, column) =>
-    Math.max(header.length, ...rows.map((row) => (row[column] ?? "").length)),
-  );
-  const format = (cells: readonly string[]): string =>
-    cells.map((cell, column) => cell.padStart(widths[column] ?? 0)).join("  ");
-  console.log(format(headers));
-  console.log(widths.map((width) => "-".repeat(width)).join("  "));
-  for (const row of rows) {
-    console.log(format(row));
-  }
-}
-
-/** Formats a number with a fixed count of decimals. */
-export function formatNumber(value: number, decimals = 0): string {
-  return Number.isFinite(value) ? value.toFixed(decimals) : "n/a";
-}

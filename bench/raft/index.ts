@@ -7,7 +7,8 @@
  * printed last.
  */
 import { join } from "node:path";
-import { type Contender, formatNumber, type Measurement, measureInterleaved, printTable } from "./harness.js";
+import { formatNumber, printTable } from "../support/report.js";
+import { type Contender, type Measurement, measureInterleaved } from "./harness.js";
 import { InProcessRaftGroup } from "./raft-group.js";
 import { openAdapter, openRawLmdb, payload, withTemporaryDirectory } from "./storage-limit.js";
 

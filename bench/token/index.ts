@@ -4,6 +4,7 @@
  * processes on 127.0.0.1 (each with its own event loop, as in production); the load generator runs here.
  * Prints a table, then the ratios against the targets.
  */
+
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -12,7 +13,9 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { decodeJwt, decodeProtectedHeader } from "jose";
-import { type LoadResult, type LoadTarget, measure, probe } from "./load.js";
+import { BenchmarkChildren } from "../support/children.js";
+import { type LoadResult, type LoadTarget, measure, probe } from "../support/load.js";
+import { formatNumber, printTable } from "../support/report.js";
 
 type Algorithm = "RS256" | "ES256";
 
@@ -28,13 +31,8 @@ const peerResource = "urn:admin-api";
 const tokenTargets: Record<Algorithm, number> = { RS256: 2, ES256: 4 };
 const readsPerSecondTarget = 5_000;
 
-const children = new Set<ChildProcess>();
-
-function killChildren(): void {
-  for (const child of children) {
-    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
-  }
-}
+/** The run's child processes and its stop-by-itself guard; set at the start of `run()`. */
+let children: BenchmarkChildren;
 
 /** Spawns a server child and resolves with the URL it announces on standard output. */
 async function spawnServer(
@@ -47,8 +45,7 @@ async function spawnServer(
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, NODE_ENV: "production" },
   });
-  children.add(child);
-  child.on("exit", () => children.delete(child));
+  children.track(child);
   const errorLines: string[] = [];
   createInterface({ input: child.stderr! }).on("line", (line) => {
     // Keep the last lines for the failure message; the peer's runtime notices are not worth printing.
@@ -195,32 +192,9 @@ async function benchmarkAlgorithm(
   }
 }
 
-function formatNumber(value: number, fractionDigits = 0): string {
-  return Number.isFinite(value) ? value.toFixed(fractionDigits) : "-";
-}
-
-function printTable(header: string[], rows: string[][]): void {
-  const widths = header.map((_, column) => Math.max(...[header, ...rows].map((row) => (row[column] ?? "").length)));
-  for (const row of [header, ...rows]) {
-    console.log(`  ${row.map((cell, column) => cell.padEnd(widths[column] ?? 0)).join("  ")}`.trimEnd());
-  }
-}
-
 /** Runs the token benchmark and prints its table and ratios; stops its servers and itself whatever happens. */
 export async function run(): Promise<void> {
-  const deadline = setTimeout(() => {
-    console.error(`bench token: exceeded ${runDeadlineMs / 1000} s, stopping`);
-    killChildren();
-    process.exit(1);
-  }, runDeadlineMs);
-  deadline.unref();
-  process.once("exit", killChildren);
-  const onSignal = () => {
-    killChildren();
-    process.exit(130);
-  };
-  process.once("SIGINT", onSignal);
-  process.once("SIGTERM", onSignal);
+  children = new BenchmarkChildren("token", runDeadlineMs);
 
   const dataDirectory = await mkdtemp(join(tmpdir(), "flowplane-bench-token-"));
   const tokenRows: Row[] = [];
@@ -239,11 +213,8 @@ export async function run(): Promise<void> {
       if (result.readResults.length > 0) readResults = result.readResults;
     }
   } finally {
-    killChildren();
+    children.release();
     await rm(dataDirectory, { recursive: true, force: true });
-    clearTimeout(deadline);
-    process.off("SIGINT", onSignal);
-    process.off("SIGTERM", onSignal);
   }
 
   console.log(`\nload average ${formatNumber(loadavg()[0] ?? Number.NaN, 2)} at the end`);
