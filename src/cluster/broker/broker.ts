@@ -272,6 +272,7 @@ export class Broker {
         snapshotIntervalEntries: this.options.snapshotIntervalEntries,
         maxPendingProposals: this.options.maxPendingProposalsPerPartition,
         maxApplyLagEntries: this.options.maxApplyLagEntries,
+        synchronousCommit: this.options.synchronousCommit,
         send: (to, message) => this.sendRaft(partitionId, to, message),
         onFailure: (error) =>
           this.logger.fatal({ err: error, partitionId }, "partition replica stopped after a failure"),

@@ -51,6 +51,8 @@ export interface BrokerOptions {
   readonly contactPoints: readonly BrokerAddress[];
   readonly heartbeatIntervalMs: number;
   readonly electionTimeoutMs: number;
+  /** Commit partition writes on the broker's main thread rather than LMDB's writer thread. */
+  readonly synchronousCommit: boolean;
   /** Period of configuration gossip to every known broker. */
   readonly gossipIntervalMs: number;
   /** Applied entries between two snapshots of a partition. */
@@ -142,6 +144,7 @@ export function brokerOptionsFromConfiguration(
     contactPoints: parseContactPoints(cluster.initialContactPoints),
     heartbeatIntervalMs: raft.heartbeatIntervalMs,
     electionTimeoutMs: raft.electionTimeoutMs,
+    synchronousCommit: raft.synchronousCommit,
     ...BROKER_DEFAULTS,
     version: context.version,
     logger: context.logger,

@@ -58,6 +58,8 @@ export interface PartitionReplicaOptions {
   readonly maxPendingProposals: number;
   /** A replica whose applied index trails the commit index it knows by more than this is unhealthy. */
   readonly maxApplyLagEntries: number;
+  /** Commit the replica's writes on the broker's main thread (see `LmdbRaftStorage.commitsSynchronously`). */
+  readonly synchronousCommit: boolean;
   /** Hands a Raft message to the transport (fire and forget; Raft tolerates loss). */
   readonly send: (to: number, message: Message) => void;
   /**
@@ -153,6 +155,7 @@ export class PartitionReplica {
     }
     const storage = LmdbRaftStorage.open({
       directory: join(options.brokerDirectory, "partitions", String(options.partitionId)),
+      synchronousCommit: options.synchronousCommit,
     });
     try {
       const persisted = await storage.load();
@@ -463,6 +466,11 @@ export class PartitionReplica {
     // A leader's appends and heartbeats go out before its own write, so followers persist in parallel with it; the
     // core counts the leader's copy towards a commit only after `advance`, so this is safe (dissertation §10.2.1).
     for (const message of ready.messagesBeforePersist) this.options.send(message.to, message);
+    if (ready.messagesBeforePersist.length > 0 && this.storage.commitsSynchronously) {
+      // The transport writes what is sent in one turn together on the next tick; a commit that blocks this turn
+      // would hold those appends back until it is done, and the followers could not persist in parallel with it.
+      await nextTick();
+    }
     // Everything else waits for durability: no other message may leave and nothing may be acknowledged before these
     // writes are synced (when the batch must sync at all).
     try {
@@ -600,6 +608,11 @@ export class PartitionReplica {
     for (const read of this.reads.values()) read.resolve(answer);
     this.reads.clear();
   }
+}
+
+/** Resolves after the callbacks already queued with `process.nextTick` have run. */
+function nextTick(): Promise<void> {
+  return new Promise((resolve) => process.nextTick(resolve));
 }
 
 function assertEngineMatches(engine: PartitionEngine, partitionId: number, snapshotIndex: number): void {

@@ -33,6 +33,7 @@ describe("PartitionReplica (a single-member group with real storage)", () => {
       snapshotIntervalEntries: 10,
       maxPendingProposals: 64,
       maxApplyLagEntries: 100,
+      synchronousCommit: true,
       send: () => {
         throw new Error("a single member sends nothing");
       },

@@ -47,6 +47,7 @@ export function testBrokerOptions(root: string, nodeId: number, overrides: Parti
     contactPoints: [],
     heartbeatIntervalMs: 25,
     electionTimeoutMs: 250,
+    synchronousCommit: true,
     ...BROKER_DEFAULTS,
     gossipIntervalMs: 100,
     shutdownTimeoutMs: 2_000,

@@ -95,6 +95,8 @@ export class Progress {
   recentActive = false;
   /** Highest read-index sequence the member has echoed in the current term. */
   readSequence = 0;
+  /** Commit index carried by the latest append sent to the member, so a commit broadcast can skip it when current. */
+  sentCommitIndex = 0;
   snapshotTransfer: SnapshotTransfer | null = null;
   readonly inflights: Inflights;
 

@@ -157,6 +157,12 @@ export class RaftNode {
   private receiver: SnapshotReceiver | null = null;
 
   private outbox: Message[] = [];
+  /**
+   * Set when new entries or a new commit index should reach every follower. The broadcast itself happens once, when
+   * the next `Ready` is assembled: a driver that proposes many entries between two readies then sends each follower
+   * one append carrying all of them, rather than one append (and one response) per proposal or per commit step.
+   */
+  private broadcastPending = false;
   private readStates: ReadState[] = [];
   private droppedReads: ReadContext[] = [];
   private pendingCompaction: Snapshot | null = null;
@@ -298,7 +304,7 @@ export class RaftNode {
     const refusal = this.leaderRefusal();
     if (refusal) return refusal;
     const entry = this.appendAsLeader("normal", data);
-    this.broadcastAppend();
+    this.broadcastPending = true;
     return { accepted: true, index: entry.index, term: entry.term };
   }
 
@@ -324,7 +330,7 @@ export class RaftNode {
     }
     const entry = this.appendAsLeader("configuration", encodeConfiguration(next));
     this.pendingConfigIndex = entry.index;
-    this.broadcastAppend();
+    this.broadcastPending = true;
     return { accepted: true, index: entry.index, term: entry.term };
   }
 
@@ -405,6 +411,10 @@ export class RaftNode {
   /** The next batch of work, or null when there is none or the previous batch has not been advanced yet. */
   ready(): Ready | null {
     if (this.inFlight) return null;
+    if (this.broadcastPending) {
+      this.broadcastPending = false;
+      if (this.role === "leader") this.broadcastNews();
+    }
     const softState = this.softState();
     const softChanged =
       softState.role !== this.lastSoftState.role ||
@@ -510,7 +520,7 @@ export class RaftNode {
     if (this.role === "leader") {
       const self = this.progress.get(this.id);
       if (self) self.maybeUpdate(this.log.stableLastIndex);
-      if (this.maybeCommit()) this.broadcastAppend();
+      if (this.maybeCommit()) this.broadcastPending = true;
     }
   }
 
@@ -775,6 +785,19 @@ export class RaftNode {
     return entry;
   }
 
+  /**
+   * Sends an append to every member that has entries it was not sent yet or has not been told the current commit
+   * index; members already up to date on both get nothing (an append sent since the news arrived carried it).
+   */
+  private broadcastNews(): void {
+    const lastIndex = this.log.lastIndex();
+    for (const [member, progress] of this.progress) {
+      if (member === this.id) continue;
+      if (progress.next > lastIndex && progress.sentCommitIndex >= this.log.committed) continue;
+      this.sendAppend(member, true);
+    }
+  }
+
   /** Sends appends to everyone who is not paused. */
   private broadcastAppend(): void {
     for (const member of this.progress.keys()) {
@@ -814,6 +837,7 @@ export class RaftNode {
       commitIndex: this.log.committed,
     };
     this.send(message);
+    progress.sentCommitIndex = message.commitIndex;
     const last = entries[entries.length - 1];
     if (progress.state === "replicate" && last) {
       progress.next = last.index + 1;
@@ -902,7 +926,7 @@ export class RaftNode {
     else if (progress.state === "snapshot") {
       if (progress.match >= (progress.snapshotTransfer?.metadata.index ?? 0)) progress.becomeProbe();
     } else progress.inflights.freeUpTo(message.index);
-    if (this.maybeCommit()) this.broadcastAppend();
+    if (this.maybeCommit()) this.broadcastPending = true;
     else if (wasPaused) this.sendAppend(message.from, true);
     if (this.role !== "leader") return;
     // Keep the pipeline full; flow control bounds the loop.

@@ -361,18 +361,53 @@ describe("sending before persistence (dissertation §10.2.1)", () => {
     expect(ready.messages.filter((message) => message.type === "voteRequest").length).toBe(2);
   });
 
-  it("a term change holds back every message of the batch, even a leader's appends of its old term", () => {
+  it("a term change holds back every message of the batch, even a leader's heartbeats of its old term", () => {
     const { node, disk } = nodeWithLog([], 3);
     const term = electReplicatingLeader(node, disk);
-    const result = node.propose(encoder.encode("x"));
-    if (!result.accepted) throw new Error("refused");
-    // A newer term arrives before the driver asks for the batch with the appends: the member steps down.
+    node.tick();
+    node.tick();
+    // A newer term arrives before the driver asks for the batch with the heartbeats: the member steps down.
     node.step({ type: "heartbeatResponse", from: 2, to: 1, term: term + 1, readSequence: 0 });
     const ready = node.ready();
     if (!ready) throw new Error("no ready");
     expect(ready.hardState?.term).toBe(term + 1);
     expect(ready.messagesBeforePersist).toEqual([]);
-    expect(ready.messages.some((message) => message.type === "append" && message.term === term)).toBe(true);
+    expect(ready.messages.some((message) => message.type === "heartbeat" && message.term === term)).toBe(true);
+  });
+
+  it("a leader that steps down before its next batch never sends the appends of its proposals", () => {
+    const { node, disk } = nodeWithLog([], 3);
+    const term = electReplicatingLeader(node, disk);
+    const result = node.propose(encoder.encode("x"));
+    if (!result.accepted) throw new Error("refused");
+    node.step({ type: "heartbeatResponse", from: 2, to: 1, term: term + 1, readSequence: 0 });
+    const ready = node.ready();
+    if (!ready) throw new Error("no ready");
+    expect([...ready.messagesBeforePersist, ...ready.messages].some((message) => message.type === "append")).toBe(
+      false,
+    );
+  });
+
+  it("proposals made between two batches reach each follower as one append carrying all of them", () => {
+    const { node, disk } = nodeWithLog([], 3);
+    electReplicatingLeader(node, disk);
+    for (let count = 0; count < 5; count++) {
+      if (!node.propose(encoder.encode(`entry ${count}`)).accepted) throw new Error("refused");
+    }
+    const ready = node.ready();
+    if (!ready) throw new Error("no ready");
+    const appends = ready.messagesBeforePersist.filter((message) => message.type === "append");
+    expect(appends.map((message) => message.to).sort()).toEqual([2, 3]);
+    for (const append of appends) {
+      if (append.type !== "append") throw new Error("not an append");
+      expect(append.entries.map((entry) => new TextDecoder().decode(entry.data))).toEqual([
+        "entry 0",
+        "entry 1",
+        "entry 2",
+        "entry 3",
+        "entry 4",
+      ]);
+    }
   });
 
   it("a vote response waits for the write even when the term does not change", () => {

@@ -160,7 +160,20 @@ async function expectSameAs(storage: LmdbRaftStorage, model: Model): Promise<voi
   expect(storage.snapshot()).toEqual(model.snapshot);
 }
 
-describe("LmdbRaftStorage against an in-memory model", () => {
+/** Both commit modes; the small entry cache makes reads mix memory and disk. */
+const modes = [
+  { name: "on LMDB's writer thread, default entry cache", synchronousCommit: false, entryCacheBytes: undefined },
+  { name: "on the calling thread, a 300-byte entry cache", synchronousCommit: true, entryCacheBytes: 300 },
+];
+
+describe.each(modes)("LmdbRaftStorage against an in-memory model, committing $name", (mode) => {
+  const options = (directory: string) => ({
+    directory,
+    snapshotChunkBytes: 16,
+    synchronousCommit: mode.synchronousCommit,
+    ...(mode.entryCacheBytes === undefined ? {} : { entryCacheBytes: mode.entryCacheBytes }),
+  });
+
   it("agrees on every read after random sequences of concurrent writes and restarts", async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(fc.array(operation, { minLength: 1, maxLength: 3 }), { maxLength: 12 }), (groups) =>
@@ -172,7 +185,7 @@ describe("LmdbRaftStorage against an in-memory model", () => {
             entries: new Map(),
             snapshot: null,
           };
-          let storage = LmdbRaftStorage.open({ directory, snapshotChunkBytes: 16 });
+          let storage = LmdbRaftStorage.open(options(directory));
           try {
             let step = 0;
             for (const group of groups) {
@@ -184,7 +197,7 @@ describe("LmdbRaftStorage against an in-memory model", () => {
                 if (call === null) {
                   await Promise.all(pending.splice(0));
                   await storage.close();
-                  storage = LmdbRaftStorage.open({ directory, snapshotChunkBytes: 16 });
+                  storage = LmdbRaftStorage.open(options(directory));
                 } else {
                   pending.push(call(storage));
                 }

@@ -86,6 +86,39 @@ describe("LmdbRaftStorage", () => {
     });
   });
 
+  it("serves the newest entries from memory and older ones, beyond its cache, from disk", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      // Room for about three of these entries: the first ones must come back from LMDB, decoded into copies.
+      const storage = LmdbRaftStorage.open({ directory, entryCacheBytes: 3 * (64 + 16) });
+      try {
+        const written = entriesFrom(1, 6, 1);
+        await storage.append(written, null);
+        const read = storage.entries(1, 7);
+        expect(read).toEqual(written);
+        expect(read[5]).toBe(written[5]);
+        expect(read[0]).not.toBe(written[0]);
+        expect(storage.term(1)).toBe(1);
+      } finally {
+        await storage.close();
+      }
+    });
+  });
+
+  it("commits on the calling thread when asked, as durably", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const storage = LmdbRaftStorage.open({ directory, synchronousCommit: true });
+      expect(storage.commitsSynchronously).toBe(true);
+      const written = entriesFrom(1, 3, 2);
+      await storage.append(written, { term: 2, votedFor: 1, commitIndex: 1 });
+      await storage.close();
+      const reopened = LmdbRaftStorage.open({ directory });
+      expect(reopened.commitsSynchronously).toBe(false);
+      expect((await reopened.load()).hardState).toEqual({ term: 2, votedFor: 1, commitIndex: 1 });
+      expect(reopened.entries(1, 4)).toEqual(written);
+      await reopened.close();
+    });
+  });
+
   it("throws on ranges beyond the last entry", async () => {
     await withStorage(async (storage) => {
       await storage.append(entriesFrom(1, 2, 1), null);
