@@ -25,7 +25,7 @@ import { type LoadResult, type LoadTarget, measure, probe } from "../support/loa
 import { formatNumber, printTable } from "../support/report.js";
 
 const repositoryRoot = fileURLToPath(new URL("../../", import.meta.url));
-const concurrencies = [1, 16, 64] as const;
+const concurrencies = (process.env.BENCH_CONC ?? "1,16,64").split(",").map(Number);
 const warmupMs = 1_000;
 /** The unmeasured run each system gets before its first cell. */
 const initialWarmupMs = 5_000;

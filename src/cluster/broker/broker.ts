@@ -9,6 +9,7 @@
 import type { Logger } from "pino";
 import type { HttpServer } from "../../http/server.js";
 import type { Message } from "../raft/index.js";
+import type { LmdbEnvironment } from "../raft/storage/lmdb-environment.js";
 import {
   type ClusterConfiguration,
   ConfigurationDecodeError,
@@ -21,7 +22,12 @@ import {
 } from "../topology/index.js";
 import { ClusterTransport, type RequestSender } from "../transport/index.js";
 import { type BrokerMessage, type GossipedAddress, parseBrokerMessage, parseBrokerRequest } from "./broker-messages.js";
-import { claimDataDirectory, persistConfiguration, readPersistedConfiguration } from "./files.js";
+import {
+  claimDataDirectory,
+  openStorageEnvironment,
+  persistConfiguration,
+  readPersistedConfiguration,
+} from "./files.js";
 import { type BrokerMetrics, createBrokerMetrics, type ManagementSource, startManagementServer } from "./management.js";
 import { type BrokerOptions, firstConfiguration, initialDistribution } from "./options.js";
 import { PartitionReplica } from "./partition-replica.js";
@@ -48,6 +54,8 @@ export class Broker {
   private readonly logger: Logger;
   private readonly transport: ClusterTransport<unknown, unknown, BrokerResponse>;
   private readonly replicas = new Map<number, PartitionReplica>();
+  /** The one storage environment of every replica hosted here; opened with the replicas, closed after them. */
+  private environment: LmdbEnvironment | null = null;
   private readonly addresses = new Map<number, GossipedAddress>();
   private readonly lastContactMs = new Map<number, number>();
   private readonly metrics: BrokerMetrics;
@@ -233,6 +241,8 @@ export class Broker {
       }
     };
     await Promise.all([...this.replicas.values()].map((replica) => settle(() => replica.close())));
+    const environment = this.environment;
+    if (environment !== null) await settle(() => environment.close());
     await settle(() => this.transport.close());
     const server = this.managementServer;
     if (server !== null) await settle(() => server.close());
@@ -256,12 +266,14 @@ export class Broker {
     }
     this.transport.onMessage((from, message) => this.receive(from, message));
     this.transport.onRequest((sender, request) => this.handleRequest(sender, request));
+    const environment = await openStorageEnvironment(this.options.dataDirectory, this.options.synchronousCommit);
+    this.environment = environment;
     for (const hosted of partitionsOf(this.configurationValue, this.nodeId)) {
       const partitionId = hosted.partitionId;
       const replica = await PartitionReplica.open({
+        environment,
         partitionId,
         memberId: this.nodeId,
-        brokerDirectory: this.options.dataDirectory,
         members: replicasOf(this.configurationValue, partitionId).map((member) => ({
           id: member.brokerId,
           role: "voter" as const,
@@ -272,7 +284,6 @@ export class Broker {
         snapshotIntervalEntries: this.options.snapshotIntervalEntries,
         maxPendingProposals: this.options.maxPendingProposalsPerPartition,
         maxApplyLagEntries: this.options.maxApplyLagEntries,
-        synchronousCommit: this.options.synchronousCommit,
         send: (to, message) => this.sendRaft(partitionId, to, message),
         onFailure: (error) =>
           this.logger.fatal({ err: error, partitionId }, "partition replica stopped after a failure"),

@@ -1,10 +1,12 @@
 /**
  * The broker's own files in its data directory: the cluster configuration it holds (written atomically, so a crash
- * leaves either the old or the new file) and `broker.pid`, which keeps two brokers off one data directory.
+ * leaves either the old or the new file), `broker.pid`, which keeps two brokers off one data directory, and the
+ * storage environment of its partition replicas (`raft/`).
  */
 import { randomBytes } from "node:crypto";
-import { mkdir, open, readFile, rename, rm } from "node:fs/promises";
+import { mkdir, open, readFile, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
+import { LmdbEnvironment } from "../raft/storage/lmdb-environment.js";
 import { type ClusterConfiguration, decodeConfiguration, encodeConfiguration } from "../topology/index.js";
 
 /** Name of the cluster configuration file in the broker's data directory. */
@@ -12,6 +14,44 @@ export const CONFIGURATION_FILE_NAME = "cluster-configuration.json";
 
 /** Name of the process id file in the broker's data directory. */
 export const PID_FILE_NAME = "broker.pid";
+
+/** Directory of the replicas' storage environment in the broker's data directory. */
+export const STORAGE_DIRECTORY_NAME = "raft";
+
+/** Where brokers before the shared environment kept one environment per replica. */
+const PER_REPLICA_STORAGE_DIRECTORY_NAME = "partitions";
+
+/** Thrown when a data directory holds partition data in a layout this version does not read. */
+export class UnsupportedDataLayoutError extends Error {
+  constructor(readonly path: string) {
+    super(
+      `${path} holds partition data in the one-environment-per-partition layout of an earlier flowplane version, ` +
+        "which this version does not read. Start this broker with an empty data directory (its partitions are " +
+        "replicated back from the other brokers) or run the earlier version.",
+    );
+    this.name = "UnsupportedDataLayoutError";
+  }
+}
+
+/**
+ * Opens the storage environment of the broker's replicas in `<dataDirectory>/raft`. Throws
+ * UnsupportedDataLayoutError when the directory holds replicas in the earlier per-partition layout, rather than
+ * start empty next to data it would silently ignore.
+ */
+export async function openStorageEnvironment(
+  dataDirectory: string,
+  synchronousCommit: boolean,
+): Promise<LmdbEnvironment> {
+  const legacy = join(dataDirectory, PER_REPLICA_STORAGE_DIRECTORY_NAME);
+  const legacyExists = await stat(legacy).then(
+    () => true,
+    () => false,
+  );
+  if (legacyExists) throw new UnsupportedDataLayoutError(legacy);
+  const directory = join(dataDirectory, STORAGE_DIRECTORY_NAME);
+  await mkdir(directory, { recursive: true });
+  return LmdbEnvironment.open({ directory, synchronousCommit });
+}
 
 /** Data directories held by brokers of this process, so two in-process brokers cannot share one either. */
 const heldDirectories = new Set<string>();

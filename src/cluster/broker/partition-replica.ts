@@ -9,7 +9,6 @@
  * be applied (or its read index to be reached) and is answered with the protocol's outcome. Everything waiting is
  * bounded and fails with `not-leader` when this replica loses leadership, or `unavailable` when it stops.
  */
-import { join } from "node:path";
 import type { Logger } from "pino";
 import {
   type ApplyResult,
@@ -28,6 +27,7 @@ import {
   type Refusal,
   SeededRandom,
 } from "../raft/index.js";
+import type { LmdbEnvironment } from "../raft/storage/lmdb-environment.js";
 import { LmdbRaftStorage } from "../raft/storage/lmdb-storage.js";
 import type {
   GetMessageResponse,
@@ -44,8 +44,8 @@ export interface PartitionReplicaOptions {
   readonly partitionId: number;
   /** This broker's id, which is this replica's Raft member id. */
   readonly memberId: number;
-  /** The broker's data directory; the replica keeps its storage in `<directory>/partitions/<partitionId>`. */
-  readonly brokerDirectory: string;
+  /** The broker's storage environment; the replica's records are kept there under its partition id. */
+  readonly environment: LmdbEnvironment;
   /** Founding members with their priorities; used only when the storage is empty (first start). */
   readonly members: readonly Member[];
   /** Tick period; a leader heartbeats every tick. */
@@ -58,8 +58,6 @@ export interface PartitionReplicaOptions {
   readonly maxPendingProposals: number;
   /** A replica whose applied index trails the commit index it knows by more than this is unhealthy. */
   readonly maxApplyLagEntries: number;
-  /** Commit the replica's writes on the broker's main thread (see `LmdbRaftStorage.commitsSynchronously`). */
-  readonly synchronousCommit: boolean;
   /** Hands a Raft message to the transport (fire and forget; Raft tolerates loss). */
   readonly send: (to: number, message: Message) => void;
   /**
@@ -153,10 +151,7 @@ export class PartitionReplica {
     if (options.heartbeatIntervalMs < 1 || options.electionTimeoutMs <= options.heartbeatIntervalMs) {
       throw new Error("invariant violated: the election timeout must be longer than the heartbeat interval");
     }
-    const storage = LmdbRaftStorage.open({
-      directory: join(options.brokerDirectory, "partitions", String(options.partitionId)),
-      synchronousCommit: options.synchronousCommit,
-    });
+    const storage = LmdbRaftStorage.openIn(options.environment, { scope: options.partitionId });
     try {
       const persisted = await storage.load();
       const snapshot = storage.snapshot();
@@ -466,11 +461,6 @@ export class PartitionReplica {
     // A leader's appends and heartbeats go out before its own write, so followers persist in parallel with it; the
     // core counts the leader's copy towards a commit only after `advance`, so this is safe (dissertation §10.2.1).
     for (const message of ready.messagesBeforePersist) this.options.send(message.to, message);
-    if (ready.messagesBeforePersist.length > 0 && this.storage.commitsSynchronously) {
-      // The transport writes what is sent in one turn together on the next tick; a commit that blocks this turn
-      // would hold those appends back until it is done, and the followers could not persist in parallel with it.
-      await nextTick();
-    }
     // Everything else waits for durability: no other message may leave and nothing may be acknowledged before these
     // writes are synced (when the batch must sync at all).
     try {
@@ -608,11 +598,6 @@ export class PartitionReplica {
     for (const read of this.reads.values()) read.resolve(answer);
     this.reads.clear();
   }
-}
-
-/** Resolves after the callbacks already queued with `process.nextTick` have run. */
-function nextTick(): Promise<void> {
-  return new Promise((resolve) => process.nextTick(resolve));
 }
 
 function assertEngineMatches(engine: PartitionEngine, partitionId: number, snapshotIndex: number): void {

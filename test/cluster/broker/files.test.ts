@@ -1,13 +1,16 @@
-import { readFile, writeFile } from "node:fs/promises";
+import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
   CONFIGURATION_FILE_NAME,
   claimDataDirectory,
   DataDirectoryInUseError,
+  openStorageEnvironment,
   PID_FILE_NAME,
   persistConfiguration,
   readPersistedConfiguration,
+  STORAGE_DIRECTORY_NAME,
+  UnsupportedDataLayoutError,
 } from "../../../src/cluster/broker/files.js";
 import {
   encodeConfiguration,
@@ -25,6 +28,18 @@ describe("broker files", () => {
 
   afterEach(async () => {
     await removeDirectory(directory);
+  });
+
+  it("keeps every replica's storage in one environment under raft/, and refuses the earlier per-partition layout", async () => {
+    const environment = await openStorageEnvironment(directory, true);
+    expect(environment.commitsSynchronously).toBe(true);
+    await environment.close();
+    expect(await readdir(directory)).toEqual([STORAGE_DIRECTORY_NAME]);
+
+    await mkdir(join(directory, "partitions", "1"), { recursive: true });
+    const refusal = openStorageEnvironment(directory, true);
+    await expect(refusal).rejects.toBeInstanceOf(UnsupportedDataLayoutError);
+    await expect(refusal).rejects.toThrow(/empty data directory/);
   });
 
   it("writes broker.pid with this process's id, refuses a second claim, and removes the file on release", async () => {

@@ -7,7 +7,6 @@
  * each transaction works on a staged copy, which replaces the durable view only after the commit has been synced.
  */
 import { crc32c } from "@node-rs/crc32";
-import { type Database, open, type RootDatabase } from "lmdb";
 import {
   type Configuration,
   type Entry,
@@ -21,22 +20,26 @@ import {
 } from "../types.js";
 import { decodeChunk, decodeEntry, decodeRecord, encodeChunk, encodeEntry, encodeRecord } from "./codec.js";
 import { EntryCache } from "./entry-cache.js";
-import { defaultGroupCommitOptions, type GroupCommitOptions, GroupCommitter } from "./group-commit.js";
+import type { GroupCommitOptions } from "./group-commit.js";
+import { LmdbEnvironment, type TransactionParticipant } from "./lmdb-environment.js";
 
-/** Options of one member's storage. */
-export interface LmdbRaftStorageOptions {
-  /** Directory of this member's LMDB environment; created when missing. */
-  readonly directory: string;
+/** Options of one member's storage inside an environment. */
+export interface LmdbRaftStorageScopeOptions {
+  /** The member's scope in the environment: the partition id in a broker's shared environment. */
+  readonly scope: number;
   /** Size of the chunks a complete snapshot is split into when stored, and the largest chunk a receiver accepts. */
   readonly snapshotChunkBytes?: number;
-  /** Limits of the group-commit queue. */
-  readonly groupCommit?: GroupCommitOptions;
   /** Bytes of the newest entries kept in memory so replication and apply need not read them back from disk. */
   readonly entryCacheBytes?: number;
-  /**
-   * Commit each transaction on the calling thread (blocking it until the commit is durable) instead of on LMDB's
-   * writer thread. See `commitsSynchronously`.
-   */
+}
+
+/** Options of one member's storage with an environment of its own. */
+export interface LmdbRaftStorageOptions extends Omit<LmdbRaftStorageScopeOptions, "scope"> {
+  /** Directory of the member's LMDB environment; created when missing. */
+  readonly directory: string;
+  /** Limits of the group-commit queue. */
+  readonly groupCommit?: GroupCommitOptions;
+  /** See `LmdbEnvironmentOptions.synchronousCommit`. */
   readonly synchronousCommit?: boolean;
 }
 
@@ -170,13 +173,13 @@ function sameSnapshot(left: SnapshotMetadata, right: SnapshotMetadata): boolean 
   );
 }
 
-/** Raft storage of one member in its own LMDB environment, with group commit and checksummed values. */
-export class LmdbRaftStorage implements RaftStorage {
-  private readonly root: RootDatabase<Uint8Array, string>;
-  private readonly log: Database<Uint8Array, number>;
-  private readonly state: Database<Uint8Array, string>;
-  private readonly chunks: Database<Uint8Array, [number, number]>;
-  private readonly committer: GroupCommitter;
+/** Raft storage of one member in an LMDB environment, with group commit and checksummed values. */
+export class LmdbRaftStorage implements RaftStorage, TransactionParticipant {
+  private readonly environment: LmdbEnvironment;
+  /** Whether this storage opened the environment itself and closes it with itself. */
+  private readonly ownsEnvironment: boolean;
+  /** First element of every key this storage writes: its records never mix with another member's. */
+  private readonly scope: number;
   private readonly snapshotChunkBytes: number;
   /** What is durable right now. */
   private durable: View;
@@ -189,101 +192,69 @@ export class LmdbRaftStorage implements RaftStorage {
   /** Whether the running transaction changed the log, after which the cache no longer shows the staged log. */
   private logChangedInTransaction = false;
   private closed = false;
-  private readonly synchronousCommit: boolean;
 
-  private constructor(options: LmdbRaftStorageOptions) {
-    this.synchronousCommit = options.synchronousCommit ?? false;
+  private constructor(environment: LmdbEnvironment, ownsEnvironment: boolean, options: LmdbRaftStorageScopeOptions) {
+    this.environment = environment;
+    this.ownsEnvironment = ownsEnvironment;
+    this.scope = options.scope;
+    if (!isNonNegativeInteger(this.scope)) {
+      throw new Error(`scope must be a non-negative integer, got ${this.scope}`);
+    }
     this.snapshotChunkBytes = options.snapshotChunkBytes ?? DEFAULT_SNAPSHOT_CHUNK_BYTES;
-    this.cache = new EntryCache(options.entryCacheBytes ?? DEFAULT_ENTRY_CACHE_BYTES);
     if (!Number.isSafeInteger(this.snapshotChunkBytes) || this.snapshotChunkBytes < 1) {
       throw new Error(`snapshotChunkBytes must be a positive integer, got ${this.snapshotChunkBytes}`);
     }
-    // Durability settings. `overlappingSync` (the default on Linux) resolves write promises when a transaction is
-    // committed and visible but only later, separately, when it is flushed; with it off, LMDB's writer thread syncs
-    // the data and meta pages inside `mdb_txn_commit` before it marks the transaction committed, so a resolved
-    // `transaction()` promise means durable. `noSync` stays off for the same reason. `commitDelay: 0` adds no
-    // artificial wait: coalescing comes from our group committer (everything that arrives while one commit is
-    // syncing goes into the next), which batches exactly as much as the disk's sync latency allows. Event-turn
-    // batching stays on so no LMDB commit can start halfway through one of our transactions.
-    this.root = open<Uint8Array, string>({
-      path: options.directory,
-      maxDbs: 4,
-      encoding: "binary",
-      overlappingSync: false,
-      noSync: false,
-      commitDelay: 0,
-      eventTurnBatching: true,
-      cache: false,
+    this.cache = new EntryCache(options.entryCacheBytes ?? DEFAULT_ENTRY_CACHE_BYTES);
+    this.durable = this.recover();
+  }
+
+  /**
+   * Opens (creating when missing) a storage with an environment of its own in `options.directory` and verifies the
+   * persisted records; throws `StorageCorruptionError` when they are damaged.
+   */
+  static open(options: LmdbRaftStorageOptions): LmdbRaftStorage {
+    const environment = LmdbEnvironment.open({
+      directory: options.directory,
+      ...(options.synchronousCommit === undefined ? {} : { synchronousCommit: options.synchronousCommit }),
+      ...(options.groupCommit === undefined ? {} : { groupCommit: options.groupCommit }),
     });
-    // Log keys are plain numbers in LMDB's default ordered-binary key encoding, which sorts integers numerically
-    // (unlike `uint32` keys it is not limited to 2^32 indexes), so range reads walk the log in index order.
-    this.log = this.root.openDB<Uint8Array, number>({ name: "log", encoding: "binary" });
-    this.state = this.root.openDB<Uint8Array, string>({ name: "state", encoding: "binary" });
-    this.chunks = this.root.openDB<Uint8Array, [number, number]>({ name: "snapshotChunks", encoding: "binary" });
-    this.committer = new GroupCommitter(
-      (work) => {
-        const transaction = (): void => {
-          this.staged = { ...this.durable };
-          this.cacheChanges = [];
-          this.logChangedInTransaction = false;
-          work();
-        };
-        if (!this.synchronousCommit) {
-          return this.root.transaction(transaction);
-        }
-        try {
-          this.root.transactionSync(transaction);
-          return Promise.resolve();
-        } catch (error) {
-          return Promise.reject(error);
-        }
-      },
-      options.groupCommit ?? defaultGroupCommitOptions,
-      () => {
-        if (this.staged === null) {
-          throw new Error("invariant violated: a transaction committed without a staged view");
-        }
-        this.durable = this.staged;
-        this.staged = null;
-        for (const change of this.cacheChanges) change();
-        this.cacheChanges = [];
-      },
-      () => {
-        this.staged = null;
-        this.cacheChanges = [];
-      },
-    );
     try {
-      this.durable = this.recover();
+      return new LmdbRaftStorage(environment, true, { ...options, scope: 0 });
     } catch (error) {
-      void this.root.close();
+      void environment.close();
       throw error;
     }
   }
 
   /**
-   * Opens (creating when missing) the storage in `options.directory` and verifies the persisted records; throws
-   * `StorageCorruptionError` when they are damaged.
+   * Opens the storage of the member `options.scope` in a shared environment (whose owner closes it after every
+   * storage in it) and verifies its persisted records.
    */
-  static open(options: LmdbRaftStorageOptions): LmdbRaftStorage {
-    return new LmdbRaftStorage(options);
+  static openIn(environment: LmdbEnvironment, options: LmdbRaftStorageScopeOptions): LmdbRaftStorage {
+    return new LmdbRaftStorage(environment, false, options);
   }
 
-  /**
-   * Whether writes commit on the calling thread. A synchronous commit blocks the event loop for one sync of the disk
-   * (a few hundred microseconds on an SSD) but saves the two thread hand-offs of LMDB's writer thread, which cost
-   * more than the sync itself when the broker's cores are busy: measured with `npm run bench -- cluster`, it raised
-   * the throughput at 16 and 64 clients by about half. Its promise still settles asynchronously, so callers treat
-   * both modes alike; a caller that sends messages just before writing must let them leave first (see
-   * `PartitionReplica`).
-   */
-  get commitsSynchronously(): boolean {
-    return this.synchronousCommit;
-  }
-
-  /** Number of durable LMDB transactions this storage has committed (for tests and benchmarks). */
+  /** Number of durable transactions of this storage's environment (shared ones count every member's). */
   get transactionCount(): number {
-    return this.committer.transactionCount;
+    return this.environment.transactionCount;
+  }
+
+  /** Part of `TransactionParticipant`: the transaction this storage staged changes in is durable. */
+  commitStaged(): void {
+    if (this.staged === null) {
+      throw new Error("invariant violated: a transaction committed without a staged view");
+    }
+    this.durable = this.staged;
+    this.staged = null;
+    const changes = this.cacheChanges;
+    this.cacheChanges = [];
+    for (const change of changes) change();
+  }
+
+  /** Part of `TransactionParticipant`: the transaction failed; nothing it staged happened. */
+  discardStaged(): void {
+    this.staged = null;
+    this.cacheChanges = [];
   }
 
   /** What is durable: hard state, snapshot metadata and log bounds (verified when the storage was opened). */
@@ -310,7 +281,7 @@ export class LmdbRaftStorage implements RaftStorage {
     if (persistedHardState !== null) {
       this.checkHardStateShape(persistedHardState);
     }
-    return this.committer.submit(() => {
+    return this.environment.submit(() => {
       const staged = this.stagedView();
       this.checkAppendAgainst(staged, entries, persistedHardState);
       const first = entries[0];
@@ -319,17 +290,17 @@ export class LmdbRaftStorage implements RaftStorage {
         // Entries from the first appended index on are replaced: overwrite the appended range and drop whatever
         // lay beyond it.
         for (let index = last.index + 1; index <= staged.lastIndex; index += 1) {
-          this.log.removeSync(index);
+          this.environment.log.removeSync([this.scope, index]);
         }
         for (let position = 0; position < entries.length; position += 1) {
-          this.log.putSync(first.index + position, encoded[position]!);
+          this.environment.log.putSync([this.scope, first.index + position], encoded[position]!);
         }
         staged.lastIndex = last.index;
         this.logChangedInTransaction = true;
         this.cacheChanges.push(() => this.cache.replaceFrom(entries));
       }
       if (persistedHardState !== null) {
-        this.state.putSync(HARD_STATE_KEY, encodeRecord(persistedHardState));
+        this.environment.state.putSync([this.scope, HARD_STATE_KEY], encodeRecord(persistedHardState));
         staged.hardState = persistedHardState;
       }
     });
@@ -371,11 +342,15 @@ export class LmdbRaftStorage implements RaftStorage {
   private readEntries(fromIndex: number, toIndex: number): Entry[] {
     const result: Entry[] = [];
     let expectedIndex = fromIndex;
-    for (const { key, value } of this.log.getRange({ start: fromIndex, end: toIndex })) {
-      if (key !== expectedIndex) {
+    const range = {
+      start: [this.scope, fromIndex] as [number, number],
+      end: [this.scope, toIndex] as [number, number],
+    };
+    for (const { key, value } of this.environment.log.getRange(range)) {
+      if (key[1] !== expectedIndex) {
         throw new StorageCorruptionError(`log entry ${expectedIndex}`, "entry is missing");
       }
-      result.push(decodeEntry(value, key));
+      result.push(decodeEntry(value, expectedIndex));
       expectedIndex += 1;
     }
     if (expectedIndex !== toIndex) {
@@ -407,14 +382,14 @@ export class LmdbRaftStorage implements RaftStorage {
     for (let offset = 0; offset < snapshot.data.byteLength; offset += this.snapshotChunkBytes) {
       encodedChunks.push(encodeChunk(snapshot.data.subarray(offset, offset + this.snapshotChunkBytes)));
     }
-    return this.committer.submit(() => {
+    return this.environment.submit(() => {
       const staged = this.stagedView();
       if (!this.isNewerSnapshot(staged, metadata)) {
         return;
       }
       const slot = this.nextSlot(staged);
       encodedChunks.forEach((chunk, position) => {
-        this.chunks.putSync([slot, position * this.snapshotChunkBytes], chunk);
+        this.environment.chunks.putSync([this.scope, slot, position * this.snapshotChunkBytes], chunk);
       });
       this.adoptSnapshot(staged, { metadata, slot });
     });
@@ -431,7 +406,7 @@ export class LmdbRaftStorage implements RaftStorage {
     if (!isNonNegativeInteger(index)) {
       throw new Error(`invalid compaction index ${index}`);
     }
-    return this.committer.submit(() => {
+    return this.environment.submit(() => {
       const staged = this.stagedView();
       const snapshotIndex = staged.snapshot?.metadata.index ?? 0;
       if (index > snapshotIndex) {
@@ -466,7 +441,7 @@ export class LmdbRaftStorage implements RaftStorage {
       throw new Error("invalid snapshot metadata");
     }
     let resumeOffset = 0;
-    await this.committer.submit(() => {
+    await this.environment.submit(() => {
       const staged = this.stagedView();
       if (staged.incoming !== null && sameSnapshot(staged.incoming.metadata, copied)) {
         resumeOffset = staged.incoming.receivedBytes;
@@ -474,7 +449,7 @@ export class LmdbRaftStorage implements RaftStorage {
       }
       this.discardIncoming(staged);
       const incoming: StoredIncomingSnapshot = { metadata: copied, slot: this.nextSlot(staged), receivedBytes: 0 };
-      this.state.putSync(INCOMING_SNAPSHOT_KEY, encodeRecord(incoming));
+      this.environment.state.putSync([this.scope, INCOMING_SNAPSHOT_KEY], encodeRecord(incoming));
       staged.incoming = incoming;
       resumeOffset = 0;
     });
@@ -494,7 +469,7 @@ export class LmdbRaftStorage implements RaftStorage {
       throw new Error(`snapshot chunk must hold 1 to ${this.snapshotChunkBytes} bytes, got ${data.byteLength}`);
     }
     const encoded = encodeChunk(data);
-    return this.committer.submit(() => {
+    return this.environment.submit(() => {
       const staged = this.stagedView();
       const incoming = staged.incoming;
       if (incoming === null) {
@@ -510,9 +485,9 @@ export class LmdbRaftStorage implements RaftStorage {
       if (receivedBytes > incoming.metadata.sizeBytes) {
         throw new Error(`snapshot chunk ends at ${receivedBytes}, beyond the size ${incoming.metadata.sizeBytes}`);
       }
-      this.chunks.putSync([incoming.slot, offset], encoded);
+      this.environment.chunks.putSync([this.scope, incoming.slot, offset], encoded);
       const progressed: StoredIncomingSnapshot = { ...incoming, receivedBytes };
-      this.state.putSync(INCOMING_SNAPSHOT_KEY, encodeRecord(progressed));
+      this.environment.state.putSync([this.scope, INCOMING_SNAPSHOT_KEY], encodeRecord(progressed));
       staged.incoming = progressed;
     });
   }
@@ -532,7 +507,7 @@ export class LmdbRaftStorage implements RaftStorage {
   async finishSnapshotReceive(): Promise<SnapshotMetadata> {
     this.assertOpen();
     let outcome: { installed: SnapshotMetadata } | { mismatch: string } | null = null;
-    await this.committer.submit(() => {
+    await this.environment.submit(() => {
       const staged = this.stagedView();
       const incoming = staged.incoming;
       if (incoming === null) {
@@ -555,7 +530,7 @@ export class LmdbRaftStorage implements RaftStorage {
         outcome = { installed: incoming.metadata };
         return;
       }
-      this.state.removeSync(INCOMING_SNAPSHOT_KEY);
+      this.environment.state.removeSync([this.scope, INCOMING_SNAPSHOT_KEY]);
       staged.incoming = null;
       this.adoptSnapshot(staged, { metadata: incoming.metadata, slot: incoming.slot });
       outcome = { installed: incoming.metadata };
@@ -570,14 +545,16 @@ export class LmdbRaftStorage implements RaftStorage {
     return settled.installed;
   }
 
-  /** Waits for queued writes to commit, then closes the environment. */
+  /** Waits for queued writes to commit, then closes the environment when this storage opened it. */
   async close(): Promise<void> {
     if (this.closed) {
       return;
     }
     this.closed = true;
-    await this.committer.whenIdle();
-    await this.root.close();
+    await this.environment.whenIdle();
+    if (this.ownsEnvironment) {
+      await this.environment.close();
+    }
   }
 
   private assertOpen(): void {
@@ -586,9 +563,13 @@ export class LmdbRaftStorage implements RaftStorage {
     }
   }
 
+  /** The view the running transaction changes; the first write of this storage in a transaction stages it. */
   private stagedView(): View {
     if (this.staged === null) {
-      throw new Error("invariant violated: a write ran outside a transaction");
+      this.environment.join(this);
+      this.staged = { ...this.durable };
+      this.cacheChanges = [];
+      this.logChangedInTransaction = false;
     }
     return this.staged;
   }
@@ -617,12 +598,24 @@ export class LmdbRaftStorage implements RaftStorage {
       throw new StorageCorruptionError(`${LOG_START_KEY} record`, "log start does not match the stored snapshot");
     }
     let lastIndex = start.index;
-    for (const key of this.log.getKeys({ reverse: true, limit: 1 })) {
-      lastIndex = key;
+    // Keys of this scope lie between [scope] (which sorts before all of them) and [scope + 1].
+    const newest = this.environment.log.getKeys({
+      start: [this.scope + 1] as unknown as [number, number],
+      end: [this.scope] as unknown as [number, number],
+      reverse: true,
+      limit: 1,
+    });
+    for (const key of newest) {
+      lastIndex = key[1];
     }
-    for (const key of this.log.getKeys({ limit: 1 })) {
-      if (key !== start.index + 1) {
-        throw new StorageCorruptionError(`log entry ${key}`, `first stored entry should be ${start.index + 1}`);
+    const oldest = this.environment.log.getKeys({
+      start: [this.scope, 0],
+      end: [this.scope + 1] as unknown as [number, number],
+      limit: 1,
+    });
+    for (const key of oldest) {
+      if (key[1] !== start.index + 1) {
+        throw new StorageCorruptionError(`log entry ${key[1]}`, `first stored entry should be ${start.index + 1}`);
       }
     }
     const view: View = { hardState: hardState ?? INITIAL_HARD_STATE, logStart: start, lastIndex, snapshot, incoming };
@@ -634,7 +627,7 @@ export class LmdbRaftStorage implements RaftStorage {
   }
 
   private readRecord<T>(key: string, isValid: (value: unknown) => value is T): T | null {
-    const value = this.state.getBinary(key);
+    const value = this.environment.state.getBinary([this.scope, key]);
     if (value === undefined) {
       return null;
     }
@@ -663,7 +656,7 @@ export class LmdbRaftStorage implements RaftStorage {
         return cached.term;
       }
     }
-    const value = this.log.getBinary(index);
+    const value = this.environment.log.getBinary([this.scope, index]);
     if (value === undefined) {
       throw new StorageCorruptionError(`log entry ${index}`, "entry is missing");
     }
@@ -765,7 +758,7 @@ export class LmdbRaftStorage implements RaftStorage {
     if (previous !== null && previous.slot !== snapshot.slot) {
       this.removeChunks(previous.slot);
     }
-    this.state.putSync(SNAPSHOT_KEY, encodeRecord(snapshot));
+    this.environment.state.putSync([this.scope, SNAPSHOT_KEY], encodeRecord(snapshot));
     staged.snapshot = snapshot;
     if (staged.incoming !== null && staged.incoming.metadata.index <= index) {
       this.discardIncoming(staged);
@@ -776,12 +769,12 @@ export class LmdbRaftStorage implements RaftStorage {
     this.logChangedInTransaction = true;
     this.cacheChanges.push(() => this.cache.dropThrough(index));
     for (let position = staged.logStart.index + 1; position <= index; position += 1) {
-      this.log.removeSync(position);
+      this.environment.log.removeSync([this.scope, position]);
     }
   }
 
   private setLogStart(staged: View, logStart: LogStart): void {
-    this.state.putSync(LOG_START_KEY, encodeRecord(logStart));
+    this.environment.state.putSync([this.scope, LOG_START_KEY], encodeRecord(logStart));
     staged.logStart = logStart;
     staged.lastIndex = Math.max(staged.lastIndex, logStart.index);
   }
@@ -791,14 +784,14 @@ export class LmdbRaftStorage implements RaftStorage {
       return;
     }
     this.removeChunks(staged.incoming.slot);
-    this.state.removeSync(INCOMING_SNAPSHOT_KEY);
+    this.environment.state.removeSync([this.scope, INCOMING_SNAPSHOT_KEY]);
     staged.incoming = null;
   }
 
   private removeChunks(slot: number): void {
-    const keys = [...this.chunks.getKeys({ start: [slot, 0], end: [slot + 1, 0] })];
+    const keys = [...this.environment.chunks.getKeys({ start: [this.scope, slot, 0], end: [this.scope, slot + 1, 0] })];
     for (const key of keys) {
-      this.chunks.removeSync(key);
+      this.environment.chunks.removeSync(key);
     }
   }
 
@@ -823,8 +816,12 @@ export class LmdbRaftStorage implements RaftStorage {
   private readChunks(slot: number, sizeBytes: number, location: string): Uint8Array {
     const data = new Uint8Array(sizeBytes);
     let expectedOffset = 0;
-    for (const { key, value } of this.chunks.getRange({ start: [slot, 0], end: [slot + 1, 0] })) {
-      const offset = key[1];
+    const range = {
+      start: [this.scope, slot, 0] as [number, number, number],
+      end: [this.scope, slot + 1, 0] as [number, number, number],
+    };
+    for (const { key, value } of this.environment.chunks.getRange(range)) {
+      const offset = key[2];
       if (offset !== expectedOffset) {
         throw new StorageCorruptionError(`${location} chunk at ${expectedOffset}`, "chunk is missing");
       }
