@@ -429,10 +429,13 @@ export class PartitionReplica {
   private async drive(): Promise<void> {
     try {
       while (this.running) {
+        const ticked = this.pendingTicks > 0;
         for (; this.pendingTicks > 0; this.pendingTicks -= 1) this.node.tick();
         for (const message of this.inbox.splice(0)) this.node.step(message);
         for (const work of this.queue.splice(0)) work.run();
-        this.maybeProposeExpiry();
+        // Once per tick at most: a message past its deadline is already invisible to reads and is removed by the
+        // next publication anyway, so proposing an expiry record on every turn would only add writes.
+        if (ticked) this.maybeProposeExpiry();
         const ready = this.node.ready();
         if (ready === null) {
           this.refreshStatus();

@@ -272,6 +272,10 @@ export class PartitionEngine {
   }
 
   private publish(record: DecodedPublishMessage, sizeBytes: number): ApplyResult {
+    // A publication carries the leader's clock too, so it removes whatever expired by then, exactly as an expiry
+    // record with that time would (every replica computes the same): a busy partition then needs no expiry records
+    // at all, and a message id is free again as soon as its message's time to live is over.
+    this.expire(record.publishedAtMs);
     if (record.messageId !== null) {
       const existing = this.findMessageId(record.tenantId, record.messageId);
       if (existing !== undefined) {

@@ -80,6 +80,20 @@ describe("PartitionEngine", () => {
     ]);
   });
 
+  it("removes what expired by a publication's time when it applies, freeing the expired message's id", () => {
+    const engine = new PartitionEngine({ partitionId: 2 });
+    const [first, duplicate, afterDeadline] = applyAll(engine, [
+      publish({ messageId: "pay-1", publishedAtMs: 0, timeToLiveMs: 10 }),
+      publish({ messageId: "pay-1", publishedAtMs: 9, timeToLiveMs: 10 }),
+      publish({ messageId: "pay-1", publishedAtMs: 10, timeToLiveMs: 10 }),
+    ]);
+    expect(first).toEqual({ kind: "published", key: encodeKey(2, 1) });
+    expect(duplicate).toMatchObject({ kind: "rejected", reason: "duplicate-message-id" });
+    expect(afterDeadline).toEqual({ kind: "published", key: encodeKey(2, 2) });
+    expect(engine.bufferedMessageCount).toBe(1);
+    expect(engine.getMessage(encodeKey(2, 1))).toBeUndefined();
+  });
+
   it("expires in deadline order regardless of publication order", () => {
     const engine = new PartitionEngine({ partitionId: 1 });
     applyAll(engine, [
@@ -226,6 +240,8 @@ function modelResults(steps: readonly Step[], partitionId: number): ApplyResult[
       return { kind: "expired", count: before - buffered.length };
     }
     if (step.kind === "garbage") return { kind: "rejected", reason: "invalid-record", detail: "" };
+    // A publication first removes what expired by its own time.
+    buffered = buffered.filter((entry) => entry.step.publishedAtMs + entry.step.timeToLiveMs > step.publishedAtMs);
     const duplicate = buffered.find(
       (entry) =>
         step.messageId !== undefined &&
