@@ -5,6 +5,11 @@
  * doing puts of the same payload size at the same concurrency through its HTTP/JSON gateway. Everything runs on
  * 127.0.0.1 in a temporary directory; the load generator runs here. Prints a table, then the ratios last.
  *
+ * Each cell is measured in several rounds, the two systems alternating within every round, and the table shows each
+ * figure's median over the rounds: on this shared two-core machine one 5 s measurement of either system varies by a
+ * third from run to run, and the median of interleaved rounds keeps a slow drift from favouring one side. The
+ * clients per cell can be chosen with FLOWPLANE_BENCH_CLIENTS (e.g. `FLOWPLANE_BENCH_CLIENTS=1,16`).
+ *
  * Before the first cell each system runs a longer unmeasured warm-up at 16 clients: the brokers and the gateway are
  * just-started Node.js processes whose hot paths V8 has not optimized yet (without it the first cell measured the
  * compiler: gateway round trips fell from 3.7 ms to 1.6 ms over its first 8 s), while etcd is compiled ahead of
@@ -25,14 +30,16 @@ import { type LoadResult, type LoadTarget, measure, probe } from "../support/loa
 import { formatNumber, printTable } from "../support/report.js";
 
 const repositoryRoot = fileURLToPath(new URL("../../", import.meta.url));
-const concurrencies = (process.env.BENCH_CONC ?? "1,16,64").split(",").map(Number);
+const concurrencies = parseClients(process.env.FLOWPLANE_BENCH_CLIENTS ?? "1,16,64");
+/** Measured rounds per cell; the table shows the median. */
+const rounds = 3;
 const warmupMs = 1_000;
 /** The unmeasured run each system gets before its first cell. */
 const initialWarmupMs = 5_000;
-const durationMs = 5_000;
+const durationMs = 3_000;
 const startTimeoutMs = 60_000;
 /** The whole run stops itself after this, whatever happens. */
-const runDeadlineMs = 180_000;
+const runDeadlineMs = 300_000;
 /** Bytes of the payload each message (and each etcd value) carries. */
 const payloadBytes = 256;
 
@@ -159,6 +166,32 @@ async function startEtcd(dataDirectory: string): Promise<string> {
   return url;
 }
 
+/** Parses a comma-separated list of client counts (positive integers). */
+function parseClients(text: string): number[] {
+  const clients = text.split(",").map((part) => Number(part.trim()));
+  if (clients.length === 0 || clients.some((count) => !Number.isSafeInteger(count) || count < 1)) {
+    throw new Error(`FLOWPLANE_BENCH_CLIENTS must list positive integers separated by commas, got "${text}"`);
+  }
+  return clients;
+}
+
+/** The median of each figure over the rounds of one cell (each figure on its own). */
+function medianResult(results: readonly LoadResult[]): LoadResult {
+  const median = (values: number[]): number => {
+    const sorted = [...values].sort((left, right) => left - right);
+    return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
+  };
+  const first = results[0];
+  if (first === undefined) throw new Error("invariant violated: a cell was measured in no round");
+  return {
+    connections: first.connections,
+    requestsPerSecond: median(results.map((result) => result.requestsPerSecond)),
+    p50Ms: median(results.map((result) => result.p50Ms)),
+    p99Ms: median(results.map((result) => result.p99Ms)),
+    errors: results.reduce((total, result) => total + result.errors, 0),
+  };
+}
+
 /** Runs the cluster benchmark and prints its table and ratios; stops every child whatever happens. */
 export async function run(): Promise<void> {
   children = new BenchmarkChildren("cluster", runDeadlineMs);
@@ -167,13 +200,15 @@ export async function run(): Promise<void> {
   const dataDirectory = await mkdtemp(join(tmpdir(), "flowplane-bench-cluster-"));
   const flowplaneResults: LoadResult[] = [];
   const etcdResults: LoadResult[] = [];
+  /** Per cell, the throughput ratio of every round, to show how much the rounds disagreed. */
+  const ratioRanges: number[][] = [];
   const withEtcd = etcdInstalled();
   let platformChild: ChildProcess | undefined;
   try {
     console.log(
       `bench cluster: POST /v2/messages/publication (${payloadBytes}-byte payload, no correlation key: round robin) through the gateway of ` +
         `3 brokers, 3 partitions, RF 3; etcd: 3 members, PUT /v3/kv/put of a ${payloadBytes}-byte value; ` +
-        `${initialWarmupMs / 1000} s warm-up for each system, then ${warmupMs / 1000} s warm-up + ${durationMs / 1000} s per cell, everything on 127.0.0.1`,
+        `${initialWarmupMs / 1000} s warm-up for each system, then ${rounds} rounds of ${warmupMs / 1000} s warm-up + ${durationMs / 1000} s per cell (medians shown), everything on 127.0.0.1`,
     );
     if (!withEtcd) {
       console.log("etcd is not installed (Debian: apt-get install etcd-server): the peer is skipped, no ratios");
@@ -221,11 +256,26 @@ export async function run(): Promise<void> {
     const initialWarmup = { connections: 16, warmupMs: initialWarmupMs, durationMs: 1 };
     await measure(flowplaneTarget, initialWarmup);
     if (etcdTarget !== undefined) await measure(etcdTarget, initialWarmup);
-    for (const connections of concurrencies) {
-      // Alternating the two systems at each step exposes both to the same machine conditions.
-      const options = { connections, warmupMs, durationMs };
-      flowplaneResults.push(await measure(flowplaneTarget, options));
-      if (etcdTarget !== undefined) etcdResults.push(await measure(etcdTarget, options));
+    const flowplaneRounds: LoadResult[][] = concurrencies.map(() => []);
+    const etcdRounds: LoadResult[][] = concurrencies.map(() => []);
+    for (let round = 0; round < rounds; round += 1) {
+      for (const [cell, connections] of concurrencies.entries()) {
+        // Alternating the two systems at each step exposes both to the same machine conditions.
+        const options = { connections, warmupMs, durationMs };
+        flowplaneRounds[cell]?.push(await measure(flowplaneTarget, options));
+        if (etcdTarget !== undefined) etcdRounds[cell]?.push(await measure(etcdTarget, options));
+      }
+    }
+    flowplaneResults.push(...flowplaneRounds.map(medianResult));
+    if (etcdTarget !== undefined) {
+      etcdResults.push(...etcdRounds.map(medianResult));
+      for (const [cell, results] of flowplaneRounds.entries()) {
+        ratioRanges.push(
+          results.map(
+            (result, round) => result.requestsPerSecond / (etcdRounds[cell]?.[round]?.requestsPerSecond ?? 0),
+          ),
+        );
+      }
     }
   } finally {
     await cluster?.close();
@@ -235,7 +285,7 @@ export async function run(): Promise<void> {
     await rm(dataDirectory, { recursive: true, force: true });
   }
 
-  console.log("\nWrites acknowledged by a quorum");
+  console.log(`\nWrites acknowledged by a quorum (median of ${rounds} rounds)`);
   const rows = [
     ...flowplaneResults.map((result) => ["flowplane", result] as const),
     ...etcdResults.map((result) => ["etcd", result] as const),
@@ -254,7 +304,7 @@ export async function run(): Promise<void> {
   if (etcdResults.length === 0) return;
   console.log("\nRatios (flowplane / etcd; throughput above 1 and latency below 1 favour flowplane)");
   printTable(
-    ["clients", "throughput", "p50 latency", "p99 latency"],
+    ["clients", "throughput", "p50 latency", "p99 latency", "throughput by round"],
     flowplaneResults.map((result, index) => {
       const peer = etcdResults[index] as LoadResult;
       return [
@@ -262,6 +312,7 @@ export async function run(): Promise<void> {
         formatNumber(result.requestsPerSecond / peer.requestsPerSecond, 2),
         formatNumber(result.p50Ms / peer.p50Ms, 2),
         formatNumber(result.p99Ms / peer.p99Ms, 2),
+        (ratioRanges[index] ?? []).map((ratio) => formatNumber(ratio, 2)).join(" "),
       ];
     }),
   );
