@@ -5,6 +5,8 @@
  * the state machine) and then `committedEntries`; serve `readStates` once applied up to their index; fail
  * `droppedReads`; and finally call `RaftNode.advance(ready)`. Calling `advance` is the durability acknowledgement:
  * the core never counts its own entries towards a commit, and never acknowledges entries to a leader, before it.
+ * `committedEntries` are durable already (committed by a quorum and held in this member's storage), so a driver may
+ * apply them, and serve reads, while this batch is still being persisted, unless the batch carries a `snapshot`.
  *
  * Why a leader may replicate before its own write is durable (dissertation §10.2.1): its appends and heartbeats
  * depend only on its term, which is already durable, and on entries it proposed itself. If it crashes before its
