@@ -36,7 +36,10 @@ export interface TransactionParticipant {
   discardStaged(): void;
 }
 
-/** Log entries by [scope, index]. */
+/**
+ * Log entries by [scope, index]. LMDB's default ordered-binary key encoding sorts arrays element by element and
+ * numbers numerically (without the 2^32 limit of `uint32` keys), so a range read walks one scope's log in order.
+ */
 export type LogDatabase = Database<Uint8Array, [number, number]>;
 /** Structured records (hard state, log start, snapshot records) by [scope, name]. */
 export type StateDatabase = Database<Uint8Array, [number, string]>;

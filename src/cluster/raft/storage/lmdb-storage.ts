@@ -1,10 +1,13 @@
 /**
- * The durable storage of one Raft member on an LMDB environment: log entries, hard state, snapshot metadata, the
- * latest snapshot's data in checksummed chunks, and the progress of a snapshot being received in chunks.
+ * The durable storage of one Raft member in an LMDB environment, its own or one shared by a broker's replicas (see
+ * `LmdbEnvironment`): log entries, hard state, snapshot metadata, the latest snapshot's data in checksummed chunks,
+ * and the progress of a snapshot being received in chunks, all under keys that start with the member's scope.
  *
- * All writes go through a `GroupCommitter`, so concurrent `append` calls share one durable LMDB transaction. The
- * adapter keeps a small in-memory view (log bounds, hard state, snapshot records) that always equals what is durable:
- * each transaction works on a staged copy, which replaces the durable view only after the commit has been synced.
+ * All writes go through the environment's group commit, so concurrent writes share one durable LMDB transaction.
+ * The adapter keeps a small in-memory view (log bounds, hard state, snapshot records) that always equals what is
+ * durable: each transaction works on a staged copy, which replaces the durable view only after the commit has been
+ * synced. The newest entries are kept in memory too (`EntryCache`), changed in the same order after the same
+ * commits, so replication and apply read them without touching LMDB.
  */
 import { crc32c } from "@node-rs/crc32";
 import {
@@ -192,6 +195,8 @@ export class LmdbRaftStorage implements RaftStorage, TransactionParticipant {
   /** Whether the running transaction changed the log, after which the cache no longer shows the staged log. */
   private logChangedInTransaction = false;
   private closed = false;
+  /** The latest write this storage submitted; closing waits for it (not for other members' writes). */
+  private lastWrite: Promise<void> = Promise.resolve();
 
   private constructor(environment: LmdbEnvironment, ownsEnvironment: boolean, options: LmdbRaftStorageScopeOptions) {
     this.environment = environment;
@@ -281,7 +286,7 @@ export class LmdbRaftStorage implements RaftStorage, TransactionParticipant {
     if (persistedHardState !== null) {
       this.checkHardStateShape(persistedHardState);
     }
-    return this.environment.submit(() => {
+    return this.submit(() => {
       const staged = this.stagedView();
       this.checkAppendAgainst(staged, entries, persistedHardState);
       const first = entries[0];
@@ -382,7 +387,7 @@ export class LmdbRaftStorage implements RaftStorage, TransactionParticipant {
     for (let offset = 0; offset < snapshot.data.byteLength; offset += this.snapshotChunkBytes) {
       encodedChunks.push(encodeChunk(snapshot.data.subarray(offset, offset + this.snapshotChunkBytes)));
     }
-    return this.environment.submit(() => {
+    return this.submit(() => {
       const staged = this.stagedView();
       if (!this.isNewerSnapshot(staged, metadata)) {
         return;
@@ -406,7 +411,7 @@ export class LmdbRaftStorage implements RaftStorage, TransactionParticipant {
     if (!isNonNegativeInteger(index)) {
       throw new Error(`invalid compaction index ${index}`);
     }
-    return this.environment.submit(() => {
+    return this.submit(() => {
       const staged = this.stagedView();
       const snapshotIndex = staged.snapshot?.metadata.index ?? 0;
       if (index > snapshotIndex) {
@@ -441,7 +446,7 @@ export class LmdbRaftStorage implements RaftStorage, TransactionParticipant {
       throw new Error("invalid snapshot metadata");
     }
     let resumeOffset = 0;
-    await this.environment.submit(() => {
+    await this.submit(() => {
       const staged = this.stagedView();
       if (staged.incoming !== null && sameSnapshot(staged.incoming.metadata, copied)) {
         resumeOffset = staged.incoming.receivedBytes;
@@ -469,7 +474,7 @@ export class LmdbRaftStorage implements RaftStorage, TransactionParticipant {
       throw new Error(`snapshot chunk must hold 1 to ${this.snapshotChunkBytes} bytes, got ${data.byteLength}`);
     }
     const encoded = encodeChunk(data);
-    return this.environment.submit(() => {
+    return this.submit(() => {
       const staged = this.stagedView();
       const incoming = staged.incoming;
       if (incoming === null) {
@@ -507,7 +512,7 @@ export class LmdbRaftStorage implements RaftStorage, TransactionParticipant {
   async finishSnapshotReceive(): Promise<SnapshotMetadata> {
     this.assertOpen();
     let outcome: { installed: SnapshotMetadata } | { mismatch: string } | null = null;
-    await this.environment.submit(() => {
+    await this.submit(() => {
       const staged = this.stagedView();
       const incoming = staged.incoming;
       if (incoming === null) {
@@ -551,10 +556,20 @@ export class LmdbRaftStorage implements RaftStorage, TransactionParticipant {
       return;
     }
     this.closed = true;
-    await this.environment.whenIdle();
+    await this.lastWrite;
     if (this.ownsEnvironment) {
       await this.environment.close();
     }
+  }
+
+  /** Submits a write to the environment's next transaction, remembering it so `close` can wait for it. */
+  private submit(write: () => void): Promise<void> {
+    const written = this.environment.submit(write);
+    this.lastWrite = written.then(
+      () => undefined,
+      () => undefined,
+    );
+    return written;
   }
 
   private assertOpen(): void {
@@ -598,21 +613,13 @@ export class LmdbRaftStorage implements RaftStorage, TransactionParticipant {
       throw new StorageCorruptionError(`${LOG_START_KEY} record`, "log start does not match the stored snapshot");
     }
     let lastIndex = start.index;
-    // Keys of this scope lie between [scope] (which sorts before all of them) and [scope + 1].
-    const newest = this.environment.log.getKeys({
-      start: [this.scope + 1] as unknown as [number, number],
-      end: [this.scope] as unknown as [number, number],
-      reverse: true,
-      limit: 1,
-    });
-    for (const key of newest) {
+    // Entry indexes are safe integers from 1 on, so [scope, 0] and [scope, MAX_SAFE_INTEGER] bound this scope's keys.
+    const lowest: [number, number] = [this.scope, 0];
+    const highest: [number, number] = [this.scope, Number.MAX_SAFE_INTEGER];
+    for (const key of this.environment.log.getKeys({ start: highest, end: lowest, reverse: true, limit: 1 })) {
       lastIndex = key[1];
     }
-    const oldest = this.environment.log.getKeys({
-      start: [this.scope, 0],
-      end: [this.scope + 1] as unknown as [number, number],
-      limit: 1,
-    });
+    const oldest = this.environment.log.getKeys({ start: lowest, end: highest, limit: 1 });
     for (const key of oldest) {
       if (key[1] !== start.index + 1) {
         throw new StorageCorruptionError(`log entry ${key[1]}`, `first stored entry should be ${start.index + 1}`);
