@@ -32,8 +32,8 @@ export interface BufferedMessage {
   readonly tenantId: string;
   readonly publishedAtMs: number;
   /**
-   * `publishedAtMs + timeToLiveMs`: the message is dropped by the first expiry record, or publication, whose time is at or after it.
-   * A reader with a clock may treat the message as gone once its clock passes this.
+   * `publishedAtMs + timeToLiveMs`: the message is dropped by the first expiry record or publication whose time is
+   * at or after it. A reader with a clock may treat the message as gone once its clock passes this.
    */
   readonly deadlineMs: number;
 }
