@@ -17,6 +17,12 @@ export interface AppendMessage extends MessageHeader {
   readonly prevTerm: number;
   readonly entries: readonly Entry[];
   readonly commitIndex: number;
+  /**
+   * Whether the follower answers when it accepts the append. The leader sets it to false only for an append without
+   * entries to a member that already acknowledged `prevIndex`: such an append just announces the commit index, and
+   * its answer could tell the leader nothing (a rejection is still answered). Absent counts as true.
+   */
+  readonly acknowledge: boolean;
 }
 
 /**

@@ -826,6 +826,9 @@ export class RaftNode {
         ? this.log.entries(progress.next, lastIndex + 1, this.options.maxEntriesPerMessage, byteBudget)
         : [];
     if (entries.length === 0 && !sendIfEmpty) return false;
+    // Under load about half the appends only announce a new commit index to a member in sync; answering them would
+    // double the messages for nothing (heartbeats keep the member counted as active).
+    const acknowledge = !(entries.length === 0 && progress.state === "replicate" && progress.match >= prevIndex);
     const message: AppendMessage = {
       type: "append",
       from: this.id,
@@ -835,6 +838,7 @@ export class RaftNode {
       prevTerm,
       entries,
       commitIndex: this.log.committed,
+      acknowledge,
     };
     this.send(message);
     progress.sentCommitIndex = message.commitIndex;
@@ -1072,7 +1076,7 @@ export class RaftNode {
       }
       const lastNew = message.prevIndex + message.entries.length;
       this.log.commitTo(Math.min(message.commitIndex, lastNew));
-      this.sendAppendResponse(message.from, false, lastNew, 0, 0);
+      if (message.acknowledge !== false) this.sendAppendResponse(message.from, false, lastNew, 0, 0);
       return;
     }
     const hint = this.log.findConflictByTerm(Math.min(message.prevIndex, this.log.lastIndex()), message.prevTerm);

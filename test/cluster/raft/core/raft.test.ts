@@ -145,6 +145,7 @@ describe("Raft rules (paper and dissertation)", () => {
       prevTerm: 3,
       entries: [entry(4, 3)],
       commitIndex: 1,
+      acknowledge: true,
     });
     const rejection = appendResponses(drain(node, disk))[0];
     expect(rejection).toMatchObject({ rejected: true, index: 3, hintIndex: 3, hintTerm: 2 });
@@ -157,6 +158,7 @@ describe("Raft rules (paper and dissertation)", () => {
       prevTerm: 2,
       entries: [entry(3, 3, "new")],
       commitIndex: 1,
+      acknowledge: true,
     });
     const accepted = appendResponses(drain(node, disk))[0];
     expect(accepted).toMatchObject({ rejected: false, index: 3 });
@@ -386,6 +388,47 @@ describe("sending before persistence (dissertation §10.2.1)", () => {
     expect([...ready.messagesBeforePersist, ...ready.messages].some((message) => message.type === "append")).toBe(
       false,
     );
+  });
+
+  it("announces a new commit index to a follower in sync without asking for an answer", () => {
+    const { node, disk } = nodeWithLog([], 3);
+    electReplicatingLeader(node, disk);
+    if (!node.propose(encoder.encode("x")).accepted) throw new Error("refused");
+    const first = node.ready();
+    if (!first) throw new Error("no ready");
+    const withEntries = first.messagesBeforePersist.filter((message) => message.type === "append");
+    expect(withEntries.every((message) => message.type === "append" && message.acknowledge)).toBe(true);
+    disk.appendSync(first.entriesToPersist, first.hardState);
+    node.advance(first);
+    const { term, lastIndex } = node.status();
+    for (const from of [2, 3]) {
+      node.step({
+        type: "appendResponse",
+        from,
+        to: 1,
+        term,
+        rejected: false,
+        index: lastIndex,
+        hintIndex: 0,
+        hintTerm: 0,
+      });
+    }
+    const announcements = drain(node, disk).filter((message) => message.type === "append");
+    expect(announcements.map((message) => message.to).sort()).toEqual([2, 3]);
+    for (const announcement of announcements) {
+      if (announcement.type !== "append") throw new Error("not an append");
+      expect(announcement).toMatchObject({ entries: [], commitIndex: lastIndex, acknowledge: false });
+    }
+  });
+
+  it("a follower answers an unacknowledged announcement only when it rejects it", () => {
+    const { node, disk } = nodeWithLog([entry(2, 2), entry(3, 2)], 2);
+    const announcement = { type: "append" as const, from: 3, to: 1, term: 3, entries: [], acknowledge: false };
+    node.step({ ...announcement, prevIndex: 3, prevTerm: 2, commitIndex: 3 });
+    expect(appendResponses(drain(node, disk))).toEqual([]);
+    expect(node.status().commitIndex).toBe(3);
+    node.step({ ...announcement, prevIndex: 3, prevTerm: 3, commitIndex: 3 });
+    expect(appendResponses(drain(node, disk))).toMatchObject([{ rejected: true, index: 3 }]);
   });
 
   it("proposals made between two batches reach each follower as one append carrying all of them", () => {
