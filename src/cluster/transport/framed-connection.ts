@@ -54,8 +54,8 @@ export class FramedConnection {
    * Writes one encoded frame; returns false when the socket's buffer is full (wait for drain before writing more).
    * Frames written in the same turn of the event loop leave together in one system call: the socket stays corked
    * until the loop has handled every socket that was readable (`setImmediate`). Under load a gateway or broker
-   * handles many requests per turn, and one write per turn instead of one per frame cut the gateway's time in
-   * `writev` by most of its third of the process's CPU (measured with `node --cpu-prof` under the cluster benchmark).
+   * handles many requests per turn, and on this kind of virtual machine a system call on a loopback socket costs
+   * tens of microseconds, so one write per turn rather than one per tick matters.
    */
   write(frame: Buffer): boolean {
     if (this.closed) {
