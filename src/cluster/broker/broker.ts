@@ -266,7 +266,11 @@ export class Broker {
     }
     this.transport.onMessage((from, message) => this.receive(from, message));
     this.transport.onRequest((sender, request) => this.handleRequest(sender, request));
-    const environment = await openStorageEnvironment(this.options.dataDirectory, this.options.synchronousCommit);
+    const environment = await openStorageEnvironment(
+      this.options.dataDirectory,
+      this.options.synchronousCommit,
+      (commit) => this.metrics.observeCommit(commit.durationMs / 1000, commit.writes),
+    );
     this.environment = environment;
     for (const hosted of partitionsOf(this.configurationValue, this.nodeId)) {
       const partitionId = hosted.partitionId;

@@ -25,6 +25,8 @@ export interface BrokerMetrics {
   readonly registry: Registry;
   /** Counts a handled request by type and outcome and records its duration. */
   observeRequest(type: string, outcome: string, durationSeconds: number): void;
+  /** Records one durable commit of the replicas' storage: how long it took and how many writes it carried. */
+  observeCommit(durationSeconds: number, writes: number): void;
 }
 
 const ROLE_VALUES = { leader: 2, follower: 1, inactive: 0 } as const;
@@ -44,6 +46,18 @@ export function createBrokerMetrics(source: ManagementSource): BrokerMetrics {
     help: "Time from receiving a request to answering it.",
     labelNames: ["type"],
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [registry],
+  });
+  const commitDuration = new Histogram({
+    name: "flowplane_storage_commit_duration_seconds",
+    help: "Time of one durable commit of the replicas' storage (LMDB), the disk sync included.",
+    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
+    registers: [registry],
+  });
+  const commitWrites = new Histogram({
+    name: "flowplane_storage_commit_writes",
+    help: "Writes of all hosted replicas made durable by one commit (group commit).",
+    buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256],
     registers: [registry],
   });
   const partitionGauge = (name: string, help: string, read: (report: ReplicaReport) => number) =>
@@ -93,6 +107,10 @@ export function createBrokerMetrics(source: ManagementSource): BrokerMetrics {
     observeRequest(type, outcome, durationSeconds) {
       requests.inc({ type, outcome });
       latency.observe({ type }, durationSeconds);
+    },
+    observeCommit(durationSeconds, writes) {
+      commitDuration.observe(durationSeconds);
+      commitWrites.observe(writes);
     },
   };
 }

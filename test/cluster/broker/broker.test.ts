@@ -189,6 +189,9 @@ describe("a three-broker cluster in one process", () => {
     expect(metrics).toContain('flowplane_partition_role{partition="1",broker="0"}');
     expect(metrics).toContain("flowplane_broker_requests_total");
     expect(metrics).toContain("flowplane_partition_log_size_entries");
+    // Every replica committed at least its election's entries to the broker's one storage environment.
+    expect(metrics).toMatch(/flowplane_storage_commit_duration_seconds_count\{broker="0"\} [1-9]/);
+    expect(metrics).toMatch(/flowplane_storage_commit_writes_sum\{broker="0"\} [1-9]/);
   });
 
   it("spreads a newer cluster configuration by gossip and persists it on every broker", async () => {

@@ -26,6 +26,16 @@ export interface LmdbEnvironmentOptions {
   readonly synchronousCommit?: boolean;
   /** Limits of the group-commit queue. */
   readonly groupCommit?: GroupCommitOptions;
+  /** Called after every durable commit (for metrics). */
+  readonly onCommit?: (commit: CommitReport) => void;
+}
+
+/** What one durable commit took and carried. */
+export interface CommitReport {
+  /** From the start of the transaction until it was durable. */
+  readonly durationMs: number;
+  /** Writes (appends, snapshot records, …) of every member that the commit made durable together. */
+  readonly writes: number;
 }
 
 /** A storage taking part in a transaction: told once whether what it staged became durable. */
@@ -57,9 +67,13 @@ export class LmdbEnvironment {
   private readonly participants = new Set<TransactionParticipant>();
   private inTransaction = false;
   private closed = false;
+  private readonly onCommit: ((commit: CommitReport) => void) | undefined;
+  private transactionStartedAtMs = 0;
+  private operationsReported = 0;
 
   private constructor(options: LmdbEnvironmentOptions) {
     this.synchronousCommit = options.synchronousCommit ?? false;
+    this.onCommit = options.onCommit;
     // Durability settings. `overlappingSync` (the default on Linux) resolves write promises when a transaction is
     // committed and visible but only later, separately, when it is flushed; with it off, the commit syncs the data
     // and meta pages before it returns (synchronous mode) or before LMDB's writer thread marks it committed, so a
@@ -84,7 +98,10 @@ export class LmdbEnvironment {
     this.committer = new GroupCommitter(
       (work) => this.runTransaction(work),
       options.groupCommit ?? defaultGroupCommitOptions,
-      () => this.settleParticipants((participant) => participant.commitStaged()),
+      () => {
+        this.settleParticipants((participant) => participant.commitStaged());
+        this.reportCommit();
+      },
       () => this.settleParticipants((participant) => participant.discardStaged()),
     );
   }
@@ -141,13 +158,17 @@ export class LmdbEnvironment {
         this.inTransaction = false;
       }
     };
-    if (!this.synchronousCommit) return this.root.transaction(transaction);
+    if (!this.synchronousCommit) {
+      this.transactionStartedAtMs = performance.now();
+      return this.root.transaction(transaction);
+    }
     // The commit waits for the end of this turn of the event loop: every replica that writes in the same turn (one
     // socket read often carries messages for several partitions) joins it, and messages sent just before the write
     // leave first (the transport flushes its sockets on the next tick, before this runs).
     return new Promise((resolve, reject) => {
       setImmediate(() => {
         try {
+          this.transactionStartedAtMs = performance.now();
           this.root.transactionSync(transaction);
           resolve();
         } catch (error) {
@@ -155,6 +176,13 @@ export class LmdbEnvironment {
         }
       });
     });
+  }
+
+  private reportCommit(): void {
+    const operations = this.committer.operationCount;
+    const writes = operations - this.operationsReported;
+    this.operationsReported = operations;
+    this.onCommit?.({ durationMs: performance.now() - this.transactionStartedAtMs, writes });
   }
 
   private settleParticipants(settle: (participant: TransactionParticipant) => void): void {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { snapshotChecksum } from "../../../../src/cluster/raft/core/snapshot-transfer.js";
-import { LmdbEnvironment } from "../../../../src/cluster/raft/storage/lmdb-environment.js";
+import { type CommitReport, LmdbEnvironment } from "../../../../src/cluster/raft/storage/lmdb-environment.js";
 import { LmdbRaftStorage } from "../../../../src/cluster/raft/storage/lmdb-storage.js";
 import type { Entry, Snapshot } from "../../../../src/cluster/raft/types.js";
 import { withTemporaryDirectory } from "./temp-directory.js";
@@ -61,7 +61,11 @@ describe.each([false, true])("LmdbEnvironment (synchronous commit: %s)", (synchr
 
   it("commits writes of several members submitted in one turn together, durably for each", async () => {
     await withTemporaryDirectory(async (directory) => {
-      const environment = LmdbEnvironment.open({ directory, synchronousCommit });
+      const commits: CommitReport[] = [];
+      const onCommit = (commit: CommitReport): void => {
+        commits.push(commit);
+      };
+      const environment = LmdbEnvironment.open({ directory, synchronousCommit, onCommit });
       const members = [1, 2, 3].map((scope) => LmdbRaftStorage.openIn(environment, { scope }));
       // A first write to have a transaction in flight (the writer thread's commits coalesce behind it).
       await members[0]?.append(entries(1, 1, 1, "warm"), null);
@@ -70,6 +74,8 @@ describe.each([false, true])("LmdbEnvironment (synchronous commit: %s)", (synchr
         members.map((member, position) => member.append(entries(position === 0 ? 2 : 1, 3, 1, `m${position}`), null)),
       );
       expect(environment.transactionCount - before).toBe(1);
+      expect(commits.map((commit) => commit.writes)).toEqual([1, 3]);
+      expect(commits.every((commit) => commit.durationMs >= 0)).toBe(true);
       for (const member of members) await member.close();
       await environment.close();
     });
