@@ -24,7 +24,12 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { pino } from "pino";
-import { freePort, type LocalCluster, startLocalCluster } from "../../src/platform/provisioner/index.js";
+import {
+  freePort,
+  type LocalBroker,
+  type LocalCluster,
+  startLocalCluster,
+} from "../../src/platform/provisioner/index.js";
 import { BenchmarkChildren } from "../support/children.js";
 import { type LoadResult, type LoadTarget, measure, probe } from "../support/load.js";
 import { formatNumber, printTable } from "../support/report.js";
@@ -166,6 +171,32 @@ async function startEtcd(dataDirectory: string): Promise<string> {
   return url;
 }
 
+/** The brokers' storage commits so far, summed over every broker (from their Prometheus metrics). */
+interface CommitTotals {
+  commits: number;
+  seconds: number;
+  writes: number;
+}
+
+/** Reads and sums the storage commit metrics of every broker of the local cluster. */
+async function readCommitTotals(brokers: readonly LocalBroker[]): Promise<CommitTotals> {
+  const totals: CommitTotals = { commits: 0, seconds: 0, writes: 0 };
+  const series: Record<string, keyof CommitTotals> = {
+    flowplane_storage_commit_duration_seconds_count: "commits",
+    flowplane_storage_commit_duration_seconds_sum: "seconds",
+    flowplane_storage_commit_writes_sum: "writes",
+  };
+  for (const broker of brokers) {
+    const text = await (await fetch(`${broker.managementUrl}/actuator/prometheus`)).text();
+    for (const line of text.split("\n")) {
+      const match = /^(\w+)\{[^}]*\} ([0-9.e+-]+)$/.exec(line);
+      const field = match === null ? undefined : series[match[1] as string];
+      if (match !== null && field !== undefined) totals[field] += Number(match[2]);
+    }
+  }
+  return totals;
+}
+
 /** Parses a comma-separated list of client counts (positive integers). */
 function parseClients(text: string): number[] {
   const clients = text.split(",").map((part) => Number(part.trim()));
@@ -202,6 +233,9 @@ export async function run(): Promise<void> {
   const etcdResults: LoadResult[] = [];
   /** Per cell, the throughput ratio of every round, to show how much the rounds disagreed. */
   const ratioRanges: number[][] = [];
+  /** Per cell, the brokers' storage commits during its flowplane measurements (warm-ups included). */
+  const commitsByCell: CommitTotals[] = concurrencies.map(() => ({ commits: 0, seconds: 0, writes: 0 }));
+  let brokerCount = 0;
   const withEtcd = etcdInstalled();
   let platformChild: ChildProcess | undefined;
   try {
@@ -262,7 +296,14 @@ export async function run(): Promise<void> {
       for (const [cell, connections] of concurrencies.entries()) {
         // Alternating the two systems at each step exposes both to the same machine conditions.
         const options = { connections, warmupMs, durationMs };
+        brokerCount = cluster.brokers.length;
+        const before = await readCommitTotals(cluster.brokers);
         flowplaneRounds[cell]?.push(await measure(flowplaneTarget, options));
+        const after = await readCommitTotals(cluster.brokers);
+        const totals = commitsByCell[cell] as CommitTotals;
+        totals.commits += after.commits - before.commits;
+        totals.seconds += after.seconds - before.seconds;
+        totals.writes += after.writes - before.writes;
         if (etcdTarget !== undefined) etcdRounds[cell]?.push(await measure(etcdTarget, options));
       }
     }
@@ -300,6 +341,20 @@ export async function run(): Promise<void> {
       formatNumber(result.p99Ms, 2),
       String(result.errors),
     ]),
+  );
+  console.log("\nflowplane brokers' storage during those cells (every round, warm-ups included)");
+  const cellSeconds = (rounds * (warmupMs + durationMs)) / 1000;
+  printTable(
+    ["clients", "commits/s per broker", "ms per commit", "writes per commit"],
+    concurrencies.map((connections, cell) => {
+      const totals = commitsByCell[cell] as CommitTotals;
+      return [
+        String(connections),
+        formatNumber(totals.commits / brokerCount / cellSeconds),
+        formatNumber((totals.seconds / totals.commits) * 1000, 2),
+        formatNumber(totals.writes / totals.commits, 1),
+      ];
+    }),
   );
   if (etcdResults.length === 0) return;
   console.log("\nRatios (flowplane / etcd; throughput above 1 and latency below 1 favour flowplane)");
