@@ -1,9 +1,10 @@
 /**
- * One partition replica on a broker: a member of the partition's Raft group with its own LMDB storage and its
- * partition engine, plus the driver that runs them. The driver follows the `Ready` contract of the core: send the
- * messages that may leave early (a leader's appends and heartbeats), persist (snapshot, entries and hard state,
- * compaction) durably, only then send the other messages, then restore/apply, serve reads, and finally advance; only
- * one `Ready` is outstanding at a time.
+ * One partition replica on a broker: a member of the partition's Raft group with its storage (its records in the
+ * broker's LMDB environment) and its partition engine, plus the driver that runs them. The driver follows the
+ * `Ready` contract of the core: send the messages that may leave early (a leader's appends and heartbeats), apply
+ * committed entries, persist (snapshot, entries and hard state, compaction) durably, only then send the other
+ * messages (after a snapshot: restore, then apply), serve reads, and finally advance; only one `Ready` is
+ * outstanding at a time.
  *
  * Proposals (publish) and linearizable reads (get-message) come from request handlers; each waits for its entry to
  * be applied (or its read index to be reached) and is answered with the protocol's outcome. Everything waiting is
