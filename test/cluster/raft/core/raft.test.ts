@@ -312,22 +312,18 @@ describe("Raft rules (paper and dissertation)", () => {
   });
 });
 
+/** Members 2 and 3 tell leader 1 they hold its log up to `index`. */
+function acknowledgeFromFollowers(node: ReturnType<typeof loneNode>, term: number, index: number): void {
+  for (const from of [2, 3]) {
+    node.step({ type: "appendResponse", from, to: 1, term, rejected: false, index, hintIndex: 0, hintTerm: 0 });
+  }
+}
+
 /** Elects member 1 of nodeWithLog and has members 2 and 3 acknowledge its log, so it replicates to both. */
 function electReplicatingLeader(node: ReturnType<typeof loneNode>, disk: SimulatedDisk): number {
   electLone(node, disk);
   const { term, lastIndex } = node.status();
-  for (const from of [2, 3]) {
-    node.step({
-      type: "appendResponse",
-      from,
-      to: 1,
-      term,
-      rejected: false,
-      index: lastIndex,
-      hintIndex: 0,
-      hintTerm: 0,
-    });
-  }
+  acknowledgeFromFollowers(node, term, lastIndex);
   drain(node, disk);
   expect(node.status().commitIndex).toBe(lastIndex);
   return term;
@@ -401,18 +397,7 @@ describe("sending before persistence (dissertation §10.2.1)", () => {
     disk.appendSync(first.entriesToPersist, first.hardState);
     node.advance(first);
     const { term, lastIndex } = node.status();
-    for (const from of [2, 3]) {
-      node.step({
-        type: "appendResponse",
-        from,
-        to: 1,
-        term,
-        rejected: false,
-        index: lastIndex,
-        hintIndex: 0,
-        hintTerm: 0,
-      });
-    }
+    acknowledgeFromFollowers(node, term, lastIndex);
     const announcements = drain(node, disk).filter((message) => message.type === "append");
     expect(announcements.map((message) => message.to).sort()).toEqual([2, 3]);
     for (const announcement of announcements) {
