@@ -31,6 +31,7 @@ import {
   startLocalCluster,
 } from "../../src/platform/provisioner/index.js";
 import { BenchmarkChildren } from "../support/children.js";
+import { type DiskCounters, diskCountersBetween, diskCountersReader } from "../support/disk.js";
 import { type LoadResult, type LoadTarget, measure, probe } from "../support/load.js";
 import { formatNumber, printTable } from "../support/report.js";
 
@@ -197,6 +198,37 @@ async function readCommitTotals(brokers: readonly LocalBroker[]): Promise<Commit
   return totals;
 }
 
+/** The disk work done while one system was measured in one cell, and the writes it acknowledged meanwhile. */
+interface DiskWork {
+  writes: number;
+  bytesWritten: number;
+  flushes: number;
+  acknowledgedWrites: number;
+}
+
+function noDiskWork(): DiskWork {
+  return { writes: 0, bytesWritten: 0, flushes: 0, acknowledgedWrites: 0 };
+}
+
+/** Runs `measure` and adds the disk work it caused to `work` (when the device's counters can be read). */
+async function measureDiskWork(
+  target: LoadTarget,
+  options: { connections: number; warmupMs: number; durationMs: number },
+  readDisk: (() => DiskCounters) | undefined,
+  work: DiskWork,
+): Promise<LoadResult> {
+  const before = readDisk?.();
+  const result = await measure(target, options);
+  if (readDisk !== undefined && before !== undefined) {
+    const done = diskCountersBetween(before, readDisk());
+    work.writes += done.writes;
+    work.bytesWritten += done.bytesWritten;
+    work.flushes += done.flushes;
+    work.acknowledgedWrites += result.answeredRequests;
+  }
+  return result;
+}
+
 /** Parses a comma-separated list of client counts (positive integers). */
 function parseClients(text: string): number[] {
   const clients = text.split(",").map((part) => Number(part.trim()));
@@ -220,6 +252,7 @@ function medianResult(results: readonly LoadResult[]): LoadResult {
     p50Ms: median(results.map((result) => result.p50Ms)),
     p99Ms: median(results.map((result) => result.p99Ms)),
     errors: results.reduce((total, result) => total + result.errors, 0),
+    answeredRequests: results.reduce((total, result) => total + result.answeredRequests, 0),
   };
 }
 
@@ -235,6 +268,9 @@ export async function run(): Promise<void> {
   const ratioRanges: number[][] = [];
   /** Per cell, the brokers' storage commits during its flowplane measurements (warm-ups included). */
   const commitsByCell: CommitTotals[] = concurrencies.map(() => ({ commits: 0, seconds: 0, writes: 0 }));
+  /** Per system and cell, the disk work of its measurements (warm-ups included). */
+  const diskWork = { flowplane: concurrencies.map(noDiskWork), etcd: concurrencies.map(noDiskWork) };
+  const readDisk = diskCountersReader(dataDirectory);
   let brokerCount = 0;
   const withEtcd = etcdInstalled();
   let platformChild: ChildProcess | undefined;
@@ -298,13 +334,17 @@ export async function run(): Promise<void> {
         const options = { connections, warmupMs, durationMs };
         brokerCount = cluster.brokers.length;
         const before = await readCommitTotals(cluster.brokers);
-        flowplaneRounds[cell]?.push(await measure(flowplaneTarget, options));
+        flowplaneRounds[cell]?.push(
+          await measureDiskWork(flowplaneTarget, options, readDisk, diskWork.flowplane[cell] as DiskWork),
+        );
         const after = await readCommitTotals(cluster.brokers);
         const totals = commitsByCell[cell] as CommitTotals;
         totals.commits += after.commits - before.commits;
         totals.seconds += after.seconds - before.seconds;
         totals.writes += after.writes - before.writes;
-        if (etcdTarget !== undefined) etcdRounds[cell]?.push(await measure(etcdTarget, options));
+        if (etcdTarget !== undefined) {
+          etcdRounds[cell]?.push(await measureDiskWork(etcdTarget, options, readDisk, diskWork.etcd[cell] as DiskWork));
+        }
       }
     }
     flowplaneResults.push(...flowplaneRounds.map(medianResult));
@@ -356,6 +396,28 @@ export async function run(): Promise<void> {
       ];
     }),
   );
+  if (readDisk !== undefined) {
+    console.log(
+      "\nDisk work per acknowledged write (the device under the data directory, every round, warm-ups included; " +
+        "a flush is what each fsync ends with)",
+    );
+    const systems = etcdResults.length === 0 ? (["flowplane"] as const) : (["flowplane", "etcd"] as const);
+    printTable(
+      ["system", "clients", "device writes", "KiB written", "flushes"],
+      concurrencies.flatMap((connections, cell) =>
+        systems.map((system) => {
+          const work = diskWork[system][cell] as DiskWork;
+          return [
+            system,
+            String(connections),
+            formatNumber(work.writes / work.acknowledgedWrites, 1),
+            formatNumber(work.bytesWritten / 1024 / work.acknowledgedWrites, 1),
+            formatNumber(work.flushes / work.acknowledgedWrites, 2),
+          ];
+        }),
+      ),
+    );
+  }
   if (etcdResults.length === 0) return;
   console.log("\nRatios (flowplane / etcd; throughput above 1 and latency below 1 favour flowplane)");
   printTable(

@@ -19,6 +19,8 @@ export interface LoadResult {
   p99Ms: number;
   /** Answers other than 200 (and transport failures) during the measured period. */
   errors: number;
+  /** Answers 200 over the whole call, warm-up included (to relate other counters taken around the call). */
+  answeredRequests: number;
 }
 
 function percentile(sortedMs: readonly number[], fraction: number): number {
@@ -38,6 +40,7 @@ export async function measure(
   const pool = new Pool(target.origin, { connections: options.connections, pipelining: 1 });
   const latenciesMs: number[] = [];
   let errors = 0;
+  let answeredRequests = 0;
   let recording = false;
   const warmupEndsAt = performance.now() + options.warmupMs;
   const endsAt = warmupEndsAt + options.durationMs;
@@ -59,6 +62,7 @@ export async function measure(
         ok = false;
       }
       const finishedAt = performance.now();
+      if (ok) answeredRequests += 1;
       if (!recording && finishedAt >= warmupEndsAt) recording = true;
       if (recording && startedAt >= warmupEndsAt && finishedAt <= endsAt) {
         latenciesMs.push(finishedAt - startedAt);
@@ -76,6 +80,7 @@ export async function measure(
     p50Ms: percentile(latenciesMs, 0.5),
     p99Ms: percentile(latenciesMs, 0.99),
     errors,
+    answeredRequests,
   };
 }
 
