@@ -1,29 +1,39 @@
 /**
- * One LMDB environment holding the Raft storage of every partition replica of a broker, with one group commit.
+ * The storage of every partition replica of a broker: a journal (`journal.ts`) for log entries and records, LMDB
+ * for snapshot chunks, and one group commit over both.
  *
- * Each replica's records live in three shared databases under keys that start with the replica's scope (its
- * partition id), so any number of replicas fit in one environment. What sharing buys is the commit: a durable LMDB
- * commit costs a disk sync, and a broker hosting a leader and two followers would otherwise sync three environments
- * one after another for every round of writes. Here every write submitted by any replica while a commit is pending
- * joins that commit, so the broker pays one sync per round (measured with `npm run bench -- cluster`).
+ * Each replica's data lives under keys that start with the replica's scope (its partition id), so any number of
+ * replicas share the journal and the LMDB environment. What sharing buys is the commit: a durable commit costs a disk
+ * sync, and a broker hosting a leader and two followers would otherwise sync three times for every round of writes.
+ * Here every write submitted by any replica while a commit is pending joins that commit, so the broker pays one sync
+ * per round (measured with `npm run bench -- cluster`).
+ *
+ * A transaction runs the submitted writes, commits LMDB when they changed snapshot chunks (rare: snapshots), then
+ * appends the journal record and syncs it. That order keeps the two stores consistent across a crash: chunks are
+ * durable before a journal record refers to them, and chunks a record stops referring to are removed only in a later
+ * transaction (`releaseChunk`), once that record is durable.
  *
  * A storage that writes joins the running transaction as a participant: once the transaction is durable every
  * participant publishes its staged view, and if it fails every participant drops it (and the environment refuses
  * all later writes, since memory may no longer match the disk).
  */
+import { join } from "node:path";
 import { type Database, open, type RootDatabase } from "lmdb";
 import { defaultGroupCommitOptions, type GroupCommitOptions, GroupCommitter } from "./group-commit.js";
+import { Journal, type JournalEntries, type JournalRecords } from "./journal.js";
 
 /** Options of an environment. */
 export interface LmdbEnvironmentOptions {
-  /** Directory of the LMDB environment; created when missing. */
+  /** Directory of the storage (the LMDB environment, and the journal in `journal/`); created when missing. */
   readonly directory: string;
   /**
-   * Commit on the event loop's thread (blocking it for one disk sync) instead of on LMDB's writer thread. A sync
-   * on an SSD takes a few hundred microseconds, less than the two thread hand-offs of the writer thread cost when the
-   * broker's cores are busy; on a slow disk the writer thread is the better choice.
+   * Commit on the event loop's thread (blocking it for one disk sync) instead of on the thread pool (and LMDB's
+   * writer thread). A sync on an SSD takes a few hundred microseconds, less than the thread hand-offs cost when the
+   * broker's cores are busy; on a slow disk the thread pool is the better choice.
    */
   readonly synchronousCommit?: boolean;
+  /** Preallocated size of each journal segment file. */
+  readonly journalSegmentBytes?: number;
   /** Limits of the group-commit queue. */
   readonly groupCommit?: GroupCommitOptions;
   /** Called after every durable commit (for metrics). */
@@ -47,20 +57,26 @@ export interface TransactionParticipant {
 }
 
 /**
- * Log entries by [scope, index]. LMDB's default ordered-binary key encoding sorts arrays element by element and
- * numbers numerically (without the 2^32 limit of `uint32` keys), so a range read walks one scope's log in order.
+ * Snapshot chunks by [scope, slot, byte offset]. LMDB's default ordered-binary key encoding sorts arrays element by
+ * element and numbers numerically, so a range read walks one slot's chunks in order.
  */
-export type LogDatabase = Database<Uint8Array, [number, number]>;
-/** Structured records (hard state, log start, snapshot records) by [scope, name]. */
-export type StateDatabase = Database<Uint8Array, [number, string]>;
-/** Snapshot chunks by [scope, slot, byte offset]. */
 export type ChunkDatabase = Database<Uint8Array, [number, number, number]>;
+/** Key of one snapshot chunk. */
+export type ChunkKey = [number, number, number];
+
+/** Name of the journal's directory inside the storage directory. */
+export const JOURNAL_DIRECTORY_NAME = "journal";
 
 /** The shared environment; see the module comment. */
 export class LmdbEnvironment {
-  readonly log: LogDatabase;
-  readonly state: StateDatabase;
+  /** Log entries by (scope, index). */
+  readonly log: JournalEntries;
+  /** Records (hard state, log start, snapshot records) by (scope, name). */
+  readonly state: JournalRecords;
   readonly chunks: ChunkDatabase;
+  private readonly journal: Journal;
+  /** Chunks to remove at the start of the next transaction (see `releaseChunk`). */
+  private releasedChunks: ChunkKey[] = [];
   private readonly root: RootDatabase<Uint8Array, string>;
   private readonly committer: GroupCommitter;
   private readonly synchronousCommit: boolean;
@@ -74,11 +90,10 @@ export class LmdbEnvironment {
   private constructor(options: LmdbEnvironmentOptions) {
     this.synchronousCommit = options.synchronousCommit ?? false;
     this.onCommit = options.onCommit;
-    // Durability settings. `overlappingSync` (the default on Linux) resolves write promises when a transaction is
-    // committed and visible but only later, separately, when it is flushed; with it off, the commit syncs the data
-    // and meta pages before it returns (synchronous mode) or before LMDB's writer thread marks it committed, so a
-    // settled commit means durable. `noSync` stays off for the same reason. `commitDelay: 0` adds no artificial
-    // wait: coalescing comes from the group committer, which batches whatever arrives while a commit is pending.
+    // Durability settings for snapshot chunks. `overlappingSync` (the default on Linux) resolves write promises when
+    // a transaction is committed and visible but only later, separately, when it is flushed; with it off, the commit
+    // syncs the data and meta pages before it returns (synchronous mode) or before LMDB's writer thread marks it
+    // committed, so a settled commit means durable. `noSync` stays off for the same reason.
     this.root = open<Uint8Array, string>({
       path: options.directory,
       maxDbs: 4,
@@ -89,12 +104,17 @@ export class LmdbEnvironment {
       eventTurnBatching: true,
       cache: false,
     });
-    this.log = this.root.openDB<Uint8Array, [number, number]>({ name: "log", encoding: "binary" });
-    this.state = this.root.openDB<Uint8Array, [number, string]>({ name: "state", encoding: "binary" });
     this.chunks = this.root.openDB<Uint8Array, [number, number, number]>({
       name: "snapshotChunks",
       encoding: "binary",
     });
+    this.journal = Journal.open({
+      directory: join(options.directory, JOURNAL_DIRECTORY_NAME),
+      ...(options.journalSegmentBytes === undefined ? {} : { segmentBytes: options.journalSegmentBytes }),
+    });
+    this.log = this.journal.entries;
+    this.state = this.journal.records;
+    this.migrateLogFromLmdb();
     this.committer = new GroupCommitter(
       (work) => this.runTransaction(work),
       options.groupCommit ?? defaultGroupCommitOptions,
@@ -141,26 +161,52 @@ export class LmdbEnvironment {
     return this.committer.whenIdle();
   }
 
-  /** Waits for pending writes, then closes the environment. */
+  /**
+   * Removes a snapshot chunk once the running transaction is durable (at the start of the next one, or when the
+   * environment closes): until then the durable records may still refer to it. Only callable from inside a write.
+   */
+  releaseChunk(key: ChunkKey): void {
+    if (!this.inTransaction) throw new Error("invariant violated: a chunk was released outside a transaction");
+    this.releasedChunks.push(key);
+  }
+
+  /** Waits for pending writes, removes released chunks, then closes the environment. */
   async close(): Promise<void> {
     if (this.closed) return;
-    this.closed = true;
     await this.committer.whenIdle();
+    if (this.releasedChunks.length > 0) {
+      await this.committer.submit(() => {}).catch(() => undefined);
+    }
+    this.closed = true;
+    await this.journal.close();
     await this.root.close();
   }
 
   private runTransaction(work: () => void): Promise<void> {
+    // Chunks released by the previous transaction, durable by now, go first: a chunk slot released there may be
+    // written again by this transaction's work.
+    const released = this.releasedChunks;
+    this.releasedChunks = [];
     const transaction = (): void => {
       this.inTransaction = true;
+      this.journal.begin();
       try {
+        for (const key of released) this.chunks.removeSync(key);
         work();
       } finally {
         this.inTransaction = false;
+        this.journal.seal();
       }
     };
     if (!this.synchronousCommit) {
       this.transactionStartedAtMs = performance.now();
-      return this.root.transaction(transaction);
+      return this.root.transaction(transaction).then(
+        () => this.journal.commit(),
+        (error: unknown) => {
+          this.journal.abort();
+          throw error;
+        },
+      );
     }
     // The commit waits for the end of this turn of the event loop: every replica that writes in the same turn (one
     // socket read often carries messages for several partitions) joins it, and messages sent just before the write
@@ -169,12 +215,41 @@ export class LmdbEnvironment {
       setImmediate(() => {
         try {
           this.transactionStartedAtMs = performance.now();
-          this.root.transactionSync(transaction);
+          try {
+            // LMDB commits (and syncs) only when the work changed chunks.
+            this.root.transactionSync(transaction);
+          } catch (error) {
+            this.journal.abort();
+            throw error;
+          }
+          this.journal.commitSync();
           resolve();
         } catch (error) {
           reject(error);
         }
       });
+    });
+  }
+
+  /**
+   * Moves the log and records of the earlier layout, which kept them in LMDB databases `log` and `state`, into the
+   * journal; then empties those databases. Safe to repeat: once the journal holds the data, the copy is skipped.
+   */
+  private migrateLogFromLmdb(): void {
+    const log = this.root.openDB<Uint8Array, [number, number]>({ name: "log", encoding: "binary" });
+    const state = this.root.openDB<Uint8Array, [number, string]>({ name: "state", encoding: "binary" });
+    const hasLegacyData = log.getKeysCount({ limit: 1 }) > 0 || state.getKeysCount({ limit: 1 }) > 0;
+    if (!hasLegacyData) return;
+    if (this.journal.isEmpty) {
+      this.journal.begin();
+      for (const { key, value } of state.getRange({})) this.journal.records.put(key[0], key[1], value);
+      for (const { key, value } of log.getRange({})) this.journal.entries.put(key[0], key[1], value);
+      this.journal.seal();
+      this.journal.commitSync();
+    }
+    this.root.transactionSync(() => {
+      log.clearSync();
+      state.clearSync();
     });
   }
 

@@ -24,7 +24,7 @@ import {
 import { decodeChunk, decodeEntry, decodeRecord, encodeChunk, encodeEntry, encodeRecord } from "./codec.js";
 import { EntryCache } from "./entry-cache.js";
 import type { GroupCommitOptions } from "./group-commit.js";
-import { LmdbEnvironment, type TransactionParticipant } from "./lmdb-environment.js";
+import { type ChunkKey, LmdbEnvironment, type TransactionParticipant } from "./lmdb-environment.js";
 
 /** Options of one member's storage inside an environment. */
 export interface LmdbRaftStorageScopeOptions {
@@ -192,6 +192,8 @@ export class LmdbRaftStorage implements RaftStorage, TransactionParticipant {
   private readonly cache: EntryCache;
   /** Changes to the cache the running transaction makes durable; applied in order once it is. */
   private cacheChanges: (() => void)[] = [];
+  /** Whether this storage's first write cleared the chunk slots no record refers to (left by a crash). */
+  private sweptOrphanChunks = false;
   /** Whether the running transaction changed the log, after which the cache no longer shows the staged log. */
   private logChangedInTransaction = false;
   private closed = false;
@@ -295,17 +297,17 @@ export class LmdbRaftStorage implements RaftStorage, TransactionParticipant {
         // Entries from the first appended index on are replaced: overwrite the appended range and drop whatever
         // lay beyond it.
         for (let index = last.index + 1; index <= staged.lastIndex; index += 1) {
-          this.environment.log.removeSync([this.scope, index]);
+          this.environment.log.remove(this.scope, index);
         }
         for (let position = 0; position < entries.length; position += 1) {
-          this.environment.log.putSync([this.scope, first.index + position], encoded[position]!);
+          this.environment.log.put(this.scope, first.index + position, encoded[position]!);
         }
         staged.lastIndex = last.index;
         this.logChangedInTransaction = true;
         this.cacheChanges.push(() => this.cache.replaceFrom(entries));
       }
       if (persistedHardState !== null) {
-        this.environment.state.putSync([this.scope, HARD_STATE_KEY], encodeRecord(persistedHardState));
+        this.environment.state.put(this.scope, HARD_STATE_KEY, encodeRecord(persistedHardState));
         staged.hardState = persistedHardState;
       }
     });
@@ -343,23 +345,15 @@ export class LmdbRaftStorage implements RaftStorage, TransactionParticipant {
     return result;
   }
 
-  /** Reads and verifies entries in [fromIndex, toIndex) from LMDB. */
+  /** Reads and verifies entries in [fromIndex, toIndex) from the journal. */
   private readEntries(fromIndex: number, toIndex: number): Entry[] {
     const result: Entry[] = [];
-    let expectedIndex = fromIndex;
-    const range = {
-      start: [this.scope, fromIndex] as [number, number],
-      end: [this.scope, toIndex] as [number, number],
-    };
-    for (const { key, value } of this.environment.log.getRange(range)) {
-      if (key[1] !== expectedIndex) {
-        throw new StorageCorruptionError(`log entry ${expectedIndex}`, "entry is missing");
+    for (let index = fromIndex; index < toIndex; index += 1) {
+      const value = this.environment.log.get(this.scope, index);
+      if (value === undefined) {
+        throw new StorageCorruptionError(`log entry ${index}`, "entry is missing");
       }
-      result.push(decodeEntry(value, expectedIndex));
-      expectedIndex += 1;
-    }
-    if (expectedIndex !== toIndex) {
-      throw new StorageCorruptionError(`log entry ${expectedIndex}`, "entry is missing");
+      result.push(decodeEntry(value, index));
     }
     return result;
   }
@@ -392,7 +386,10 @@ export class LmdbRaftStorage implements RaftStorage, TransactionParticipant {
       if (!this.isNewerSnapshot(staged, metadata)) {
         return;
       }
+      // Reads the log (and may find it damaged) before writing anything, as a submitted write must.
+      this.termIn(staged, metadata.index);
       const slot = this.nextSlot(staged);
+      this.clearSlot(slot);
       encodedChunks.forEach((chunk, position) => {
         this.environment.chunks.putSync([this.scope, slot, position * this.snapshotChunkBytes], chunk);
       });
@@ -452,9 +449,12 @@ export class LmdbRaftStorage implements RaftStorage, TransactionParticipant {
         resumeOffset = staged.incoming.receivedBytes;
         return;
       }
+      // The new slot is chosen before the old transfer is discarded, so it differs from the slot being released.
+      const slot = this.nextSlot(staged);
       this.discardIncoming(staged);
-      const incoming: StoredIncomingSnapshot = { metadata: copied, slot: this.nextSlot(staged), receivedBytes: 0 };
-      this.environment.state.putSync([this.scope, INCOMING_SNAPSHOT_KEY], encodeRecord(incoming));
+      this.clearSlot(slot);
+      const incoming: StoredIncomingSnapshot = { metadata: copied, slot, receivedBytes: 0 };
+      this.environment.state.put(this.scope, INCOMING_SNAPSHOT_KEY, encodeRecord(incoming));
       staged.incoming = incoming;
       resumeOffset = 0;
     });
@@ -492,7 +492,7 @@ export class LmdbRaftStorage implements RaftStorage, TransactionParticipant {
       }
       this.environment.chunks.putSync([this.scope, incoming.slot, offset], encoded);
       const progressed: StoredIncomingSnapshot = { ...incoming, receivedBytes };
-      this.environment.state.putSync([this.scope, INCOMING_SNAPSHOT_KEY], encodeRecord(progressed));
+      this.environment.state.put(this.scope, INCOMING_SNAPSHOT_KEY, encodeRecord(progressed));
       staged.incoming = progressed;
     });
   }
@@ -535,7 +535,7 @@ export class LmdbRaftStorage implements RaftStorage, TransactionParticipant {
         outcome = { installed: incoming.metadata };
         return;
       }
-      this.environment.state.removeSync([this.scope, INCOMING_SNAPSHOT_KEY]);
+      this.environment.state.remove(this.scope, INCOMING_SNAPSHOT_KEY);
       staged.incoming = null;
       this.adoptSnapshot(staged, { metadata: incoming.metadata, slot: incoming.slot });
       outcome = { installed: incoming.metadata };
@@ -585,8 +585,22 @@ export class LmdbRaftStorage implements RaftStorage, TransactionParticipant {
       this.staged = { ...this.durable };
       this.cacheChanges = [];
       this.logChangedInTransaction = false;
+      if (!this.sweptOrphanChunks) {
+        this.sweptOrphanChunks = true;
+        this.clearOrphanSlots(this.staged);
+      }
     }
     return this.staged;
+  }
+
+  /** Clears every chunk slot of this scope that neither the snapshot nor the incoming snapshot uses. */
+  private clearOrphanSlots(view: View): void {
+    const used = new Set([view.snapshot?.slot, view.incoming?.slot]);
+    const orphans = new Set<number>();
+    for (const key of this.environment.chunks.getKeys({ start: [this.scope, 0, 0], end: [this.scope + 1, 0, 0] })) {
+      if (!used.has(key[1])) orphans.add(key[1]);
+    }
+    for (const slot of orphans) this.clearSlot(slot);
   }
 
   /** Reads and verifies the persisted records into the in-memory view. */
@@ -613,16 +627,11 @@ export class LmdbRaftStorage implements RaftStorage, TransactionParticipant {
       throw new StorageCorruptionError(`${LOG_START_KEY} record`, "log start does not match the stored snapshot");
     }
     let lastIndex = start.index;
-    // Entry indexes are safe integers from 1 on, so [scope, 0] and [scope, MAX_SAFE_INTEGER] bound this scope's keys.
-    const lowest: [number, number] = [this.scope, 0];
-    const highest: [number, number] = [this.scope, Number.MAX_SAFE_INTEGER];
-    for (const key of this.environment.log.getKeys({ start: highest, end: lowest, reverse: true, limit: 1 })) {
-      lastIndex = key[1];
-    }
-    const oldest = this.environment.log.getKeys({ start: lowest, end: highest, limit: 1 });
-    for (const key of oldest) {
-      if (key[1] !== start.index + 1) {
-        throw new StorageCorruptionError(`log entry ${key[1]}`, `first stored entry should be ${start.index + 1}`);
+    const bounds = this.environment.log.bounds(this.scope);
+    if (bounds !== null) {
+      lastIndex = bounds.last;
+      if (bounds.first !== start.index + 1) {
+        throw new StorageCorruptionError(`log entry ${bounds.first}`, `first stored entry should be ${start.index + 1}`);
       }
     }
     const view: View = { hardState: hardState ?? INITIAL_HARD_STATE, logStart: start, lastIndex, snapshot, incoming };
@@ -634,7 +643,7 @@ export class LmdbRaftStorage implements RaftStorage, TransactionParticipant {
   }
 
   private readRecord<T>(key: string, isValid: (value: unknown) => value is T): T | null {
-    const value = this.environment.state.getBinary([this.scope, key]);
+    const value = this.environment.state.get(this.scope, key);
     if (value === undefined) {
       return null;
     }
@@ -663,7 +672,7 @@ export class LmdbRaftStorage implements RaftStorage, TransactionParticipant {
         return cached.term;
       }
     }
-    const value = this.environment.log.getBinary([this.scope, index]);
+    const value = this.environment.log.get(this.scope, index);
     if (value === undefined) {
       throw new StorageCorruptionError(`log entry ${index}`, "entry is missing");
     }
@@ -763,9 +772,9 @@ export class LmdbRaftStorage implements RaftStorage, TransactionParticipant {
     this.setLogStart(staged, { index, term });
     const previous = staged.snapshot;
     if (previous !== null && previous.slot !== snapshot.slot) {
-      this.removeChunks(previous.slot);
+      this.releaseSlot(previous.slot);
     }
-    this.environment.state.putSync([this.scope, SNAPSHOT_KEY], encodeRecord(snapshot));
+    this.environment.state.put(this.scope, SNAPSHOT_KEY, encodeRecord(snapshot));
     staged.snapshot = snapshot;
     if (staged.incoming !== null && staged.incoming.metadata.index <= index) {
       this.discardIncoming(staged);
@@ -776,12 +785,12 @@ export class LmdbRaftStorage implements RaftStorage, TransactionParticipant {
     this.logChangedInTransaction = true;
     this.cacheChanges.push(() => this.cache.dropThrough(index));
     for (let position = staged.logStart.index + 1; position <= index; position += 1) {
-      this.environment.log.removeSync([this.scope, position]);
+      this.environment.log.remove(this.scope, position);
     }
   }
 
   private setLogStart(staged: View, logStart: LogStart): void {
-    this.environment.state.putSync([this.scope, LOG_START_KEY], encodeRecord(logStart));
+    this.environment.state.put(this.scope, LOG_START_KEY, encodeRecord(logStart));
     staged.logStart = logStart;
     staged.lastIndex = Math.max(staged.lastIndex, logStart.index);
   }
@@ -790,16 +799,30 @@ export class LmdbRaftStorage implements RaftStorage, TransactionParticipant {
     if (staged.incoming === null) {
       return;
     }
-    this.removeChunks(staged.incoming.slot);
-    this.environment.state.removeSync([this.scope, INCOMING_SNAPSHOT_KEY]);
+    this.releaseSlot(staged.incoming.slot);
+    this.environment.state.remove(this.scope, INCOMING_SNAPSHOT_KEY);
     staged.incoming = null;
   }
 
-  private removeChunks(slot: number): void {
-    const keys = [...this.environment.chunks.getKeys({ start: [this.scope, slot, 0], end: [this.scope, slot + 1, 0] })];
-    for (const key of keys) {
-      this.environment.chunks.removeSync(key);
-    }
+  /** Keys of the chunks stored under `slot`. */
+  private chunkKeys(slot: number): ChunkKey[] {
+    return [...this.environment.chunks.getKeys({ start: [this.scope, slot, 0], end: [this.scope, slot + 1, 0] })];
+  }
+
+  /**
+   * Removes the chunks of a slot the durable records stop referring to in this transaction, once it is durable: a
+   * crash before then leaves the records pointing at them.
+   */
+  private releaseSlot(slot: number): void {
+    for (const key of this.chunkKeys(slot)) this.environment.releaseChunk(key);
+  }
+
+  /**
+   * Removes, now, whatever a slot that no durable record refers to still holds: chunks of a snapshot whose record
+   * never became durable (a crash between the chunks' commit and the journal's) or whose release a crash cut short.
+   */
+  private clearSlot(slot: number): void {
+    for (const key of this.chunkKeys(slot)) this.environment.chunks.removeSync(key);
   }
 
   /** A chunk slot used by neither the current nor the incoming snapshot. */

@@ -1,5 +1,7 @@
+import { open } from "lmdb";
 import { describe, expect, it } from "vitest";
 import { snapshotChecksum } from "../../../../src/cluster/raft/core/snapshot-transfer.js";
+import { encodeEntry, encodeRecord } from "../../../../src/cluster/raft/storage/codec.js";
 import { type CommitReport, LmdbEnvironment } from "../../../../src/cluster/raft/storage/lmdb-environment.js";
 import { LmdbRaftStorage } from "../../../../src/cluster/raft/storage/lmdb-storage.js";
 import type { Entry, Snapshot } from "../../../../src/cluster/raft/types.js";
@@ -86,6 +88,79 @@ describe.each([false, true])("LmdbEnvironment (synchronous commit: %s)", (synchr
       const environment = LmdbEnvironment.open({ directory, synchronousCommit });
       await environment.close();
       await expect(environment.submit(() => {})).rejects.toThrow(/closed/);
+    });
+  });
+
+  it("removes the chunks of a replaced snapshot only in the next transaction, once the replacement is durable", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const environment = LmdbEnvironment.open({ directory, synchronousCommit });
+      const storage = LmdbRaftStorage.openIn(environment, { scope: 4, snapshotChunkBytes: 4 });
+      const chunkSlots = (): number[] => [
+        ...new Set([...environment.chunks.getKeys({ start: [4, 0, 0], end: [5, 0, 0] })].map((key) => key[1])),
+      ];
+      await storage.append(entries(1, 6, 1, "log"), null);
+      await storage.installSnapshot(snapshot(2, 1, "first state"));
+      const [firstSlot] = chunkSlots();
+      await storage.installSnapshot(snapshot(4, 1, "second state"));
+      // Until the second snapshot's record is durable, a crash would leave the first one current: its chunks stay.
+      expect(chunkSlots()).toContain(firstSlot);
+      await storage.append(entries(7, 1, 1, "log"), null);
+      expect(chunkSlots()).not.toContain(firstSlot);
+      expect(new TextDecoder().decode(storage.snapshot()?.data)).toBe("second state");
+      await storage.close();
+      await environment.close();
+    });
+  });
+
+  it("clears chunks no record refers to (left by a crash) with a storage's first write", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const environment = LmdbEnvironment.open({ directory, synchronousCommit });
+      const storage = LmdbRaftStorage.openIn(environment, { scope: 4, snapshotChunkBytes: 4 });
+      await storage.append(entries(1, 3, 1, "log"), null);
+      await storage.installSnapshot(snapshot(2, 1, "current"));
+      await storage.close();
+      await environment.close();
+      const root = open({ path: directory, maxDbs: 4, encoding: "binary" });
+      await root.openDB({ name: "snapshotChunks", encoding: "binary" }).put([4, 9, 0], new Uint8Array([1, 2, 3]));
+      await root.close();
+
+      const reopened = LmdbEnvironment.open({ directory, synchronousCommit });
+      const again = LmdbRaftStorage.openIn(reopened, { scope: 4, snapshotChunkBytes: 4 });
+      await again.append(entries(4, 1, 1, "log"), null);
+      expect([...reopened.chunks.getKeys({ start: [4, 9, 0], end: [4, 10, 0] })]).toEqual([]);
+      expect(new TextDecoder().decode(again.snapshot()?.data)).toBe("current");
+      await again.close();
+      await reopened.close();
+    });
+  });
+});
+
+describe("LmdbEnvironment data layout", () => {
+  it("moves a log and records kept in LMDB by earlier versions into the journal, once", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const root = open({ path: directory, maxDbs: 4, encoding: "binary" });
+      const log = root.openDB({ name: "log", encoding: "binary" });
+      const state = root.openDB({ name: "state", encoding: "binary" });
+      for (const entry of entries(1, 3, 2, "legacy")) await log.put([5, entry.index], encodeEntry(entry));
+      await state.put([5, "hardState"], encodeRecord({ term: 2, votedFor: 1, commitIndex: 2 }));
+      await root.close();
+
+      for (let opening = 0; opening < 2; opening += 1) {
+        const environment = LmdbEnvironment.open({ directory, synchronousCommit: true });
+        const storage = LmdbRaftStorage.openIn(environment, { scope: 5 });
+        expect(await storage.load()).toMatchObject({
+          firstIndex: 1,
+          lastIndex: 3,
+          hardState: { term: 2, votedFor: 1, commitIndex: 2 },
+        });
+        expect(storage.entries(1, 4)).toEqual(entries(1, 3, 2, "legacy"));
+        await storage.close();
+        await environment.close();
+      }
+      const after = open({ path: directory, maxDbs: 4, encoding: "binary" });
+      expect(after.openDB({ name: "log", encoding: "binary" }).getKeysCount()).toBe(0);
+      expect(after.openDB({ name: "state", encoding: "binary" }).getKeysCount()).toBe(0);
+      await after.close();
     });
   });
 });

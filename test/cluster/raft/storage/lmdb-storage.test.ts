@@ -1,7 +1,10 @@
+import { join } from "node:path";
 import { crc32c } from "@node-rs/crc32";
 import { open } from "lmdb";
 import { describe, expect, it } from "vitest";
 import { encodeEntry } from "../../../../src/cluster/raft/storage/codec.js";
+import { Journal } from "../../../../src/cluster/raft/storage/journal.js";
+import { JOURNAL_DIRECTORY_NAME } from "../../../../src/cluster/raft/storage/lmdb-environment.js";
 import {
   EntriesUnavailableError,
   LmdbRaftStorage,
@@ -52,13 +55,16 @@ async function withStorage(
 }
 
 /**
- * Writes raw bytes into one of the storage's LMDB databases, bypassing the adapter, with the storage closed. A
- * storage with an environment of its own keeps its records under scope 0.
+ * Changes the storage's journal directly, bypassing the adapter, with the storage closed (a storage with an
+ * environment of its own keeps its records under scope 0).
  */
-async function writeRaw(directory: string, database: string, key: [number, number | string], value: Uint8Array) {
-  const root = open({ path: directory, maxDbs: 4, encoding: "binary" });
-  await root.openDB({ name: database, encoding: "binary" }).put(key, value);
-  await root.close();
+async function writeRaw(directory: string, write: (journal: Journal) => void): Promise<void> {
+  const journal = Journal.open({ directory: join(directory, JOURNAL_DIRECTORY_NAME) });
+  journal.begin();
+  write(journal);
+  journal.seal();
+  journal.commitSync();
+  await journal.close();
 }
 
 describe("LmdbRaftStorage", () => {
@@ -264,7 +270,7 @@ describe("LmdbRaftStorage", () => {
       await storage.close();
       const damaged = encodeEntry(entry(2, 1));
       damaged[damaged.byteLength - 1] = (damaged[damaged.byteLength - 1] ?? 0) ^ 0xff;
-      await writeRaw(directory, "log", [0, 2], damaged);
+      await writeRaw(directory, (journal) => journal.entries.put(0, 2, damaged));
 
       const reopened = LmdbRaftStorage.open({ directory });
       expect(reopened.entries(1, 2)).toHaveLength(1);
@@ -292,8 +298,24 @@ describe("LmdbRaftStorage", () => {
       expect(() => withDamagedChunk.snapshot()).toThrow(StorageCorruptionError);
       await withDamagedChunk.close();
 
-      await writeRaw(directory, "state", [0, "hardState"], new Uint8Array([0, 0, 0, 0, 1, 2, 3]));
+      await writeRaw(directory, (journal) =>
+        journal.records.put(0, "hardState", new Uint8Array([0, 0, 0, 0, 1, 2, 3])),
+      );
       expect(() => LmdbRaftStorage.open({ directory })).toThrow(StorageCorruptionError);
+    });
+  });
+
+  it("writes no snapshot chunk when installing a snapshot finds the log damaged, so the next install is intact", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const storage = LmdbRaftStorage.open({ directory, snapshotChunkBytes: 16 });
+      await storage.append(entriesFrom(1, 5, 1), null);
+      await storage.close();
+      await writeRaw(directory, (journal) => journal.entries.remove(0, 3));
+      const reopened = LmdbRaftStorage.open({ directory, snapshotChunkBytes: 16 });
+      await expect(reopened.installSnapshot(makeSnapshot(3, 1, 48))).rejects.toThrow(/missing/);
+      await reopened.installSnapshot(makeSnapshot(9, 2, 10));
+      expect(reopened.snapshot()?.metadata.index).toBe(9);
+      await reopened.close();
     });
   });
 
@@ -302,9 +324,7 @@ describe("LmdbRaftStorage", () => {
       const storage = LmdbRaftStorage.open({ directory });
       await storage.append(entriesFrom(1, 3, 1), null);
       await storage.close();
-      const root = open({ path: directory, maxDbs: 4, encoding: "binary" });
-      await root.openDB({ name: "log", encoding: "binary" }).remove([0, 2]);
-      await root.close();
+      await writeRaw(directory, (journal) => journal.entries.remove(0, 2));
       const reopened = LmdbRaftStorage.open({ directory });
       expect(() => reopened.entries(1, 4)).toThrow(/entry is missing/);
       await reopened.close();
