@@ -357,8 +357,13 @@ export class Journal {
   private prepareWrite(operations: readonly Operation[]): PreparedWrite {
     const record = encodeRecord(operations);
     let segment = this.segments[this.segments.length - 1];
-    if (segment === undefined || this.writeOffset + record.byteLength > this.segmentBytes) {
+    const full = this.writeOffset > SEGMENT_HEADER_BYTES && this.writeOffset + record.byteLength > this.segmentBytes;
+    if (segment === undefined || full) {
       segment = this.rollOver();
+    }
+    // The first record of every segment is a checkpoint, so older segments can go once their entries are dead. An
+    // empty segment can also be one whose checkpoint a crash cut short.
+    if (this.writeOffset === SEGMENT_HEADER_BYTES) {
       const checkpoint = encodeRecord(this.checkpointOperations());
       return {
         buffer: Buffer.concat([checkpoint, record]),

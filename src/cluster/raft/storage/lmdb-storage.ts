@@ -631,7 +631,10 @@ export class LmdbRaftStorage implements RaftStorage, TransactionParticipant {
     if (bounds !== null) {
       lastIndex = bounds.last;
       if (bounds.first !== start.index + 1) {
-        throw new StorageCorruptionError(`log entry ${bounds.first}`, `first stored entry should be ${start.index + 1}`);
+        throw new StorageCorruptionError(
+          `log entry ${bounds.first}`,
+          `first stored entry should be ${start.index + 1}`,
+        );
       }
     }
     const view: View = { hardState: hardState ?? INITIAL_HARD_STATE, logStart: start, lastIndex, snapshot, incoming };

@@ -174,6 +174,35 @@ describe("Journal", () => {
     });
   });
 
+  it("writes the checkpoint again when a crash cut short the first write of a new segment", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const journal = Journal.open({ directory, segmentBytes: 256 });
+      transact(journal, (writing) => writing.records.put(1, "hardState", bytes("only here")));
+      for (let index = 1; index <= 6; index += 1) {
+        transact(journal, (writing) => writing.entries.put(1, index, bytes(`entry ${index} `.repeat(6))));
+      }
+      await journal.close();
+      // The crash: the newest segment's first write (its checkpoint and a transaction) never reached the disk.
+      const segments = segmentFiles(directory);
+      const newest = join(directory, segments[segments.length - 1] as string);
+      const contents = readFileSync(newest);
+      contents.fill(0, 16);
+      writeFileSync(newest, contents);
+
+      const recovered = Journal.open({ directory, segmentBytes: 256 });
+      transact(recovered, (writing) => writing.entries.put(1, 7, bytes("after the crash")));
+      // Every older entry dies, so every older segment goes: the record must survive in the newest checkpoint.
+      transact(recovered, (writing) => {
+        for (let index = 1; index <= 6; index += 1) writing.entries.remove(1, index);
+      });
+      await recovered.close();
+      const reopened = Journal.open({ directory, segmentBytes: 256 });
+      expect(text(reopened.records.get(1, "hardState"))).toBe("only here");
+      expect(text(reopened.entries.get(1, 7))).toBe("after the crash");
+      await reopened.close();
+    });
+  });
+
   it("refuses every transaction after a failed write", async () => {
     await withTemporaryDirectory(async (directory) => {
       const journal = Journal.open({ directory });
