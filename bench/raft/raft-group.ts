@@ -8,7 +8,7 @@
 import { join } from "node:path";
 import type { Ready } from "../../src/cluster/raft/index.js";
 import { type Configuration, type Message, RaftNode, SeededRandom } from "../../src/cluster/raft/index.js";
-import { LmdbRaftStorage } from "../../src/cluster/raft/storage/lmdb-storage.js";
+import { MemberStorage } from "../../src/cluster/raft/storage/member-storage.js";
 
 /** Options of the in-process group. */
 export interface RaftGroupOptions {
@@ -28,7 +28,7 @@ interface Waiter {
 interface GroupMember {
   readonly id: number;
   readonly node: RaftNode;
-  readonly storage: LmdbRaftStorage;
+  readonly storage: MemberStorage;
   readonly inbox: Message[];
   pendingTicks: number;
   wake: (() => void) | null;
@@ -72,7 +72,7 @@ export class InProcessRaftGroup {
       members: ids.map((id) => ({ id, role: "voter" as const, priority: id === 1 ? 3 : 1 })),
     };
     for (const id of ids) {
-      const storage = LmdbRaftStorage.open({ directory: join(options.directory, `member-${id}`) });
+      const storage = MemberStorage.open({ directory: join(options.directory, `member-${id}`) });
       const node = new RaftNode({
         id,
         storage,

@@ -1,13 +1,14 @@
 /**
- * The storage limit: how fast entries can be made durable by LMDB alone, with the same durability settings and the
- * same encoded entries the Raft storage adapter writes; and the adapter itself for one member.
+ * The storage limit: how fast entries can be made durable by LMDB alone (durable commits of the same encoded entries
+ * the Raft storage adapter writes: the reference point for one durable write on this disk, and the layout the adapter
+ * used before its journal); and the adapter itself for one member.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { open } from "lmdb";
 import { encodeEntry } from "../../src/cluster/raft/storage/codec.js";
-import { LmdbRaftStorage } from "../../src/cluster/raft/storage/lmdb-storage.js";
+import { MemberStorage } from "../../src/cluster/raft/storage/member-storage.js";
 
 /** A setup under load: one operation makes one entry durable (or committed); `close` releases everything. */
 export interface OpenSetup {
@@ -49,7 +50,7 @@ export function openRawLmdb(directory: string, entryBytes: number): OpenSetup {
 
 /** Appends one entry per operation through the storage adapter of a single member (group commit, checksums). */
 export function openAdapter(directory: string, entryBytes: number): OpenSetup {
-  const storage = LmdbRaftStorage.open({ directory });
+  const storage = MemberStorage.open({ directory });
   const data = payload(entryBytes);
   let nextIndex = 1;
   return {

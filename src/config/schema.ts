@@ -198,7 +198,7 @@ export const configurationSchema = Type.Object(
             synchronousCommit: Type.Boolean({
               default: true,
               description:
-                "Commit the partitions' log writes on the broker's main thread: faster when a disk sync takes well under a millisecond (SSD, NVMe). Turn it off on slow disks, so the broker keeps serving while LMDB's writer thread waits for each sync.",
+                "Commit the partitions' log writes on the broker's main thread: faster when a disk sync takes well under a millisecond (SSD, NVMe). Turn it off on slow disks, so the broker keeps serving while a thread-pool thread waits for each sync.",
             }),
           },
           { additionalProperties: false, default: {} },

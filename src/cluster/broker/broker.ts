@@ -9,7 +9,7 @@
 import type { Logger } from "pino";
 import type { HttpServer } from "../../http/server.js";
 import type { Message } from "../raft/index.js";
-import type { LmdbEnvironment } from "../raft/storage/lmdb-environment.js";
+import type { StorageEnvironment } from "../raft/storage/environment.js";
 import {
   type ClusterConfiguration,
   ConfigurationDecodeError,
@@ -55,7 +55,7 @@ export class Broker {
   private readonly transport: ClusterTransport<unknown, unknown, BrokerResponse>;
   private readonly replicas = new Map<number, PartitionReplica>();
   /** The one storage environment of every replica hosted here; opened with the replicas, closed after them. */
-  private environment: LmdbEnvironment | null = null;
+  private environment: StorageEnvironment | null = null;
   private readonly addresses = new Map<number, GossipedAddress>();
   private readonly lastContactMs = new Map<number, number>();
   private readonly metrics: BrokerMetrics;

@@ -6,7 +6,7 @@
 import { randomBytes } from "node:crypto";
 import { mkdir, open, readFile, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { type CommitReport, LmdbEnvironment } from "../raft/storage/lmdb-environment.js";
+import { type CommitReport, StorageEnvironment } from "../raft/storage/environment.js";
 import { type ClusterConfiguration, decodeConfiguration, encodeConfiguration } from "../topology/index.js";
 
 /** Name of the cluster configuration file in the broker's data directory. */
@@ -42,7 +42,7 @@ export async function openStorageEnvironment(
   dataDirectory: string,
   synchronousCommit: boolean,
   onCommit?: (commit: CommitReport) => void,
-): Promise<LmdbEnvironment> {
+): Promise<StorageEnvironment> {
   const legacy = join(dataDirectory, PER_REPLICA_STORAGE_DIRECTORY_NAME);
   const legacyExists = await stat(legacy).then(
     () => true,
@@ -51,7 +51,7 @@ export async function openStorageEnvironment(
   if (legacyExists) throw new UnsupportedDataLayoutError(legacy);
   const directory = join(dataDirectory, STORAGE_DIRECTORY_NAME);
   await mkdir(directory, { recursive: true });
-  return LmdbEnvironment.open({ directory, synchronousCommit, ...(onCommit === undefined ? {} : { onCommit }) });
+  return StorageEnvironment.open({ directory, synchronousCommit, ...(onCommit === undefined ? {} : { onCommit }) });
 }
 
 /** Data directories held by brokers of this process, so two in-process brokers cannot share one either. */

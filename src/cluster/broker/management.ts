@@ -50,7 +50,7 @@ export function createBrokerMetrics(source: ManagementSource): BrokerMetrics {
   });
   const commitDuration = new Histogram({
     name: "flowplane_storage_commit_duration_seconds",
-    help: "Time of one durable commit of the replicas' storage (LMDB), the disk sync included.",
+    help: "Time of one durable commit of the replicas' storage (its journal, and LMDB when snapshot chunks change), the disk sync included.",
     buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
     registers: [registry],
   });

@@ -51,7 +51,7 @@ export interface BrokerOptions {
   readonly contactPoints: readonly BrokerAddress[];
   readonly heartbeatIntervalMs: number;
   readonly electionTimeoutMs: number;
-  /** Commit partition writes on the broker's main thread rather than LMDB's writer thread. */
+  /** Commit partition writes on the broker's main thread rather than on the thread pool. */
   readonly synchronousCommit: boolean;
   /** Period of configuration gossip to every known broker. */
   readonly gossipIntervalMs: number;

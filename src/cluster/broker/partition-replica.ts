@@ -1,6 +1,6 @@
 /**
  * One partition replica on a broker: a member of the partition's Raft group with its storage (its records in the
- * broker's LMDB environment) and its partition engine, plus the driver that runs them. The driver follows the
+ * broker's storage environment) and its partition engine, plus the driver that runs them. The driver follows the
  * `Ready` contract of the core: send the messages that may leave early (a leader's appends and heartbeats), apply
  * committed entries, persist (snapshot, entries and hard state, compaction) durably, only then send the other
  * messages (after a snapshot: restore, then apply), serve reads, and finally advance; only one `Ready` is
@@ -28,8 +28,8 @@ import {
   type Refusal,
   SeededRandom,
 } from "../raft/index.js";
-import type { LmdbEnvironment } from "../raft/storage/lmdb-environment.js";
-import { LmdbRaftStorage } from "../raft/storage/lmdb-storage.js";
+import type { StorageEnvironment } from "../raft/storage/environment.js";
+import { MemberStorage } from "../raft/storage/member-storage.js";
 import type {
   GetMessageResponse,
   MessageView,
@@ -46,7 +46,7 @@ export interface PartitionReplicaOptions {
   /** This broker's id, which is this replica's Raft member id. */
   readonly memberId: number;
   /** The broker's storage environment; the replica's records are kept there under its partition id. */
-  readonly environment: LmdbEnvironment;
+  readonly environment: StorageEnvironment;
   /** Founding members with their priorities; used only when the storage is empty (first start). */
   readonly members: readonly Member[];
   /** Tick period; a leader heartbeats every tick. */
@@ -101,7 +101,7 @@ const MAX_PENDING_TICKS = 1_000;
 export class PartitionReplica {
   readonly partitionId: number;
   private readonly options: PartitionReplicaOptions;
-  private readonly storage: LmdbRaftStorage;
+  private readonly storage: MemberStorage;
   private readonly node: RaftNode;
   private engine: PartitionEngine;
   private readonly inbox: Message[] = [];
@@ -130,7 +130,7 @@ export class PartitionReplica {
 
   private constructor(
     options: PartitionReplicaOptions,
-    storage: LmdbRaftStorage,
+    storage: MemberStorage,
     node: RaftNode,
     engine: PartitionEngine,
   ) {
@@ -152,7 +152,7 @@ export class PartitionReplica {
     if (options.heartbeatIntervalMs < 1 || options.electionTimeoutMs <= options.heartbeatIntervalMs) {
       throw new Error("invariant violated: the election timeout must be longer than the heartbeat interval");
     }
-    const storage = LmdbRaftStorage.openIn(options.environment, { scope: options.partitionId });
+    const storage = MemberStorage.openIn(options.environment, { scope: options.partitionId });
     try {
       const persisted = await storage.load();
       const snapshot = storage.snapshot();

@@ -74,7 +74,7 @@ export interface PersistedState {
 }
 
 /**
- * Durable storage of one member, implemented by the LMDB adapter and by the simulated disk of the simulation
+ * Durable storage of one member, implemented by the broker's storage (journal and LMDB) and by the simulated disk of the simulation
  * harness. Writes are acknowledged only once durable; reads verify checksums and throw `StorageCorruptionError`
  * rather than return damaged data.
  */

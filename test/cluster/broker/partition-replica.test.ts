@@ -2,7 +2,7 @@ import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { PartitionReplica, type PartitionReplicaOptions } from "../../../src/cluster/broker/partition-replica.js";
 import type { PublishMessageCommand } from "../../../src/cluster/broker/protocol.js";
-import { LmdbEnvironment } from "../../../src/cluster/raft/storage/lmdb-environment.js";
+import { StorageEnvironment } from "../../../src/cluster/raft/storage/environment.js";
 import { removeDirectory, temporaryDirectory, waitFor } from "./support.js";
 
 function command(overrides: Partial<PublishMessageCommand> = {}): PublishMessageCommand {
@@ -18,7 +18,7 @@ function command(overrides: Partial<PublishMessageCommand> = {}): PublishMessage
 
 describe("PartitionReplica (a single-member group with real storage)", () => {
   let directory: string;
-  let environment: LmdbEnvironment;
+  let environment: StorageEnvironment;
   let replica: PartitionReplica | undefined;
   const failures: Error[] = [];
 
@@ -51,7 +51,7 @@ describe("PartitionReplica (a single-member group with real storage)", () => {
 
   beforeEach(async () => {
     directory = await temporaryDirectory("replica");
-    environment = LmdbEnvironment.open({ directory, synchronousCommit: true });
+    environment = StorageEnvironment.open({ directory, synchronousCommit: true });
     failures.length = 0;
   });
 

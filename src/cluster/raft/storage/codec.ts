@@ -1,5 +1,5 @@
 /**
- * Byte layouts of everything the LMDB storage adapter writes. Every stored value starts with a CRC-32C of the rest
+ * Byte layouts of every value the storage adapter writes (log entries and records in the journal, snapshot chunks in LMDB). Every stored value starts with a CRC-32C of the rest
  * of the value, and every decoder verifies it before looking at a single other byte, so damaged bytes surface as a
  * `StorageCorruptionError` instead of being used.
  *

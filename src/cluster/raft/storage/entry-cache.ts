@@ -2,7 +2,7 @@
  * The newest durable log entries of one member, kept in memory so the hot path never reads them back from disk.
  *
  * A leader reads every entry it wrote at least twice more (the term of the entry before each append it sends, and
- * the entries it applies once committed), and a follower reads every entry once more to apply it. Served from LMDB,
+ * the entries it applies once committed), and a follower reads every entry once more to apply it. Served from disk,
  * each read is a B-tree lookup, a checksum over the value and a copy of the payload; served from here it is an array
  * access. The cache holds a contiguous run of entries ending at the durable last index, bounded in bytes: the oldest
  * entries are dropped first, and a read outside the run falls back to the disk (a lagging follower catching up).

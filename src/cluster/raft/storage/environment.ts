@@ -23,7 +23,7 @@ import { defaultGroupCommitOptions, type GroupCommitOptions, GroupCommitter } fr
 import { Journal, type JournalEntries, type JournalRecords } from "./journal.js";
 
 /** Options of an environment. */
-export interface LmdbEnvironmentOptions {
+export interface StorageEnvironmentOptions {
   /** Directory of the storage (the LMDB environment, and the journal in `journal/`); created when missing. */
   readonly directory: string;
   /**
@@ -68,7 +68,7 @@ export type ChunkKey = [number, number, number];
 export const JOURNAL_DIRECTORY_NAME = "journal";
 
 /** The shared environment; see the module comment. */
-export class LmdbEnvironment {
+export class StorageEnvironment {
   /** Log entries by (scope, index). */
   readonly log: JournalEntries;
   /** Records (hard state, log start, snapshot records) by (scope, name). */
@@ -87,7 +87,7 @@ export class LmdbEnvironment {
   private transactionStartedAtMs = 0;
   private operationsReported = 0;
 
-  private constructor(options: LmdbEnvironmentOptions) {
+  private constructor(options: StorageEnvironmentOptions) {
     this.synchronousCommit = options.synchronousCommit ?? false;
     this.onCommit = options.onCommit;
     // Durability settings for snapshot chunks. `overlappingSync` (the default on Linux) resolves write promises when
@@ -127,8 +127,8 @@ export class LmdbEnvironment {
   }
 
   /** Opens (creating when missing) the environment in `options.directory`. */
-  static open(options: LmdbEnvironmentOptions): LmdbEnvironment {
-    return new LmdbEnvironment(options);
+  static open(options: StorageEnvironmentOptions): StorageEnvironment {
+    return new StorageEnvironment(options);
   }
 
   /** Whether commits run on the event loop's thread. */

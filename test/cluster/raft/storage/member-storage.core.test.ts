@@ -1,12 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { RaftNode, type Ready, SeededRandom } from "../../../../src/cluster/raft/index.js";
-import { LmdbRaftStorage } from "../../../../src/cluster/raft/storage/lmdb-storage.js";
+import { MemberStorage } from "../../../../src/cluster/raft/storage/member-storage.js";
 import type { Entry } from "../../../../src/cluster/raft/types.js";
 import { withTemporaryDirectory } from "./temp-directory.js";
 
 const MAX_STEPS = 1000;
 
-async function startNode(storage: LmdbRaftStorage): Promise<RaftNode> {
+async function startNode(storage: MemberStorage): Promise<RaftNode> {
   return new RaftNode({
     id: 1,
     storage,
@@ -29,7 +29,7 @@ async function startNode(storage: LmdbRaftStorage): Promise<RaftNode> {
 }
 
 /** Drives a single-member group the way a real driver does: persist durably, then apply, then advance. */
-async function handle(node: RaftNode, storage: LmdbRaftStorage, applied: Entry[]): Promise<boolean> {
+async function handle(node: RaftNode, storage: MemberStorage, applied: Entry[]): Promise<boolean> {
   const ready: Ready | null = node.ready();
   if (ready === null) {
     return false;
@@ -48,7 +48,7 @@ async function handle(node: RaftNode, storage: LmdbRaftStorage, applied: Entry[]
   return true;
 }
 
-async function settle(node: RaftNode, storage: LmdbRaftStorage, applied: Entry[]): Promise<void> {
+async function settle(node: RaftNode, storage: MemberStorage, applied: Entry[]): Promise<void> {
   for (let step = 0; step < MAX_STEPS; step += 1) {
     if (!(await handle(node, storage, applied))) {
       return;
@@ -57,7 +57,7 @@ async function settle(node: RaftNode, storage: LmdbRaftStorage, applied: Entry[]
   throw new Error(`node did not settle within ${MAX_STEPS} ready batches`);
 }
 
-async function becomeLeader(node: RaftNode, storage: LmdbRaftStorage, applied: Entry[]): Promise<void> {
+async function becomeLeader(node: RaftNode, storage: MemberStorage, applied: Entry[]): Promise<void> {
   for (let tick = 0; tick < MAX_STEPS && node.status().role !== "leader"; tick += 1) {
     node.tick();
     await settle(node, storage, applied);
@@ -68,10 +68,10 @@ async function becomeLeader(node: RaftNode, storage: LmdbRaftStorage, applied: E
 
 const text = (entry: Entry) => new TextDecoder().decode(entry.data);
 
-describe("LmdbRaftStorage under the Raft core", () => {
+describe("MemberStorage under the Raft core", () => {
   it("persists what a single-member group commits and restores the node after a restart", async () => {
     await withTemporaryDirectory(async (directory) => {
-      const storage = LmdbRaftStorage.open({ directory });
+      const storage = MemberStorage.open({ directory });
       const node = await startNode(storage);
       const applied: Entry[] = [];
       await becomeLeader(node, storage, applied);
@@ -87,7 +87,7 @@ describe("LmdbRaftStorage under the Raft core", () => {
       await settle(node, storage, applied);
       await storage.close();
 
-      const reopened = LmdbRaftStorage.open({ directory });
+      const reopened = MemberStorage.open({ directory });
       const persisted = await reopened.load();
       expect(persisted.snapshot?.index).toBe(committed[2]!.index);
       expect(persisted.lastIndex).toBe(lastIndex);

@@ -2,8 +2,8 @@ import { open } from "lmdb";
 import { describe, expect, it } from "vitest";
 import { snapshotChecksum } from "../../../../src/cluster/raft/core/snapshot-transfer.js";
 import { encodeEntry, encodeRecord } from "../../../../src/cluster/raft/storage/codec.js";
-import { type CommitReport, LmdbEnvironment } from "../../../../src/cluster/raft/storage/lmdb-environment.js";
-import { LmdbRaftStorage } from "../../../../src/cluster/raft/storage/lmdb-storage.js";
+import { type CommitReport, StorageEnvironment } from "../../../../src/cluster/raft/storage/environment.js";
+import { MemberStorage } from "../../../../src/cluster/raft/storage/member-storage.js";
 import type { Entry, Snapshot } from "../../../../src/cluster/raft/types.js";
 import { withTemporaryDirectory } from "./temp-directory.js";
 
@@ -32,12 +32,12 @@ function snapshot(index: number, term: number, text: string): Snapshot {
   };
 }
 
-describe.each([false, true])("LmdbEnvironment (synchronous commit: %s)", (synchronousCommit) => {
+describe.each([false, true])("StorageEnvironment (synchronous commit: %s)", (synchronousCommit) => {
   it("keeps the records of members in different scopes apart, across a reopen", async () => {
     await withTemporaryDirectory(async (directory) => {
-      const environment = LmdbEnvironment.open({ directory, synchronousCommit });
-      const partitionOne = LmdbRaftStorage.openIn(environment, { scope: 1 });
-      const partitionTwo = LmdbRaftStorage.openIn(environment, { scope: 2 });
+      const environment = StorageEnvironment.open({ directory, synchronousCommit });
+      const partitionOne = MemberStorage.openIn(environment, { scope: 1 });
+      const partitionTwo = MemberStorage.openIn(environment, { scope: 2 });
       await partitionOne.append(entries(1, 5, 1, "one"), { term: 1, votedFor: 1, commitIndex: 3 });
       await partitionTwo.append(entries(1, 2, 4, "two"), { term: 4, votedFor: null, commitIndex: 0 });
       await partitionOne.installSnapshot(snapshot(3, 1, "state of one"));
@@ -45,10 +45,10 @@ describe.each([false, true])("LmdbEnvironment (synchronous commit: %s)", (synchr
       await partitionTwo.close();
       await environment.close();
 
-      const reopened = LmdbEnvironment.open({ directory, synchronousCommit });
-      const one = LmdbRaftStorage.openIn(reopened, { scope: 1 });
-      const two = LmdbRaftStorage.openIn(reopened, { scope: 2 });
-      const three = LmdbRaftStorage.openIn(reopened, { scope: 3 });
+      const reopened = StorageEnvironment.open({ directory, synchronousCommit });
+      const one = MemberStorage.openIn(reopened, { scope: 1 });
+      const two = MemberStorage.openIn(reopened, { scope: 2 });
+      const three = MemberStorage.openIn(reopened, { scope: 3 });
       expect(await one.load()).toMatchObject({ firstIndex: 4, lastIndex: 5, hardState: { term: 1, commitIndex: 3 } });
       expect(one.entries(4, 6)).toEqual(entries(4, 2, 1, "one"));
       expect(new TextDecoder().decode(one.snapshot()?.data)).toBe("state of one");
@@ -67,8 +67,8 @@ describe.each([false, true])("LmdbEnvironment (synchronous commit: %s)", (synchr
       const onCommit = (commit: CommitReport): void => {
         commits.push(commit);
       };
-      const environment = LmdbEnvironment.open({ directory, synchronousCommit, onCommit });
-      const members = [1, 2, 3].map((scope) => LmdbRaftStorage.openIn(environment, { scope }));
+      const environment = StorageEnvironment.open({ directory, synchronousCommit, onCommit });
+      const members = [1, 2, 3].map((scope) => MemberStorage.openIn(environment, { scope }));
       // A first write to have a transaction in flight (the writer thread's commits coalesce behind it).
       await members[0]?.append(entries(1, 1, 1, "warm"), null);
       const before = environment.transactionCount;
@@ -85,7 +85,7 @@ describe.each([false, true])("LmdbEnvironment (synchronous commit: %s)", (synchr
 
   it("refuses writes once closed", async () => {
     await withTemporaryDirectory(async (directory) => {
-      const environment = LmdbEnvironment.open({ directory, synchronousCommit });
+      const environment = StorageEnvironment.open({ directory, synchronousCommit });
       await environment.close();
       await expect(environment.submit(() => {})).rejects.toThrow(/closed/);
     });
@@ -93,8 +93,8 @@ describe.each([false, true])("LmdbEnvironment (synchronous commit: %s)", (synchr
 
   it("removes the chunks of a replaced snapshot only in the next transaction, once the replacement is durable", async () => {
     await withTemporaryDirectory(async (directory) => {
-      const environment = LmdbEnvironment.open({ directory, synchronousCommit });
-      const storage = LmdbRaftStorage.openIn(environment, { scope: 4, snapshotChunkBytes: 4 });
+      const environment = StorageEnvironment.open({ directory, synchronousCommit });
+      const storage = MemberStorage.openIn(environment, { scope: 4, snapshotChunkBytes: 4 });
       const chunkSlots = (): number[] => [
         ...new Set([...environment.chunks.getKeys({ start: [4, 0, 0], end: [5, 0, 0] })].map((key) => key[1])),
       ];
@@ -114,8 +114,8 @@ describe.each([false, true])("LmdbEnvironment (synchronous commit: %s)", (synchr
 
   it("clears chunks no record refers to (left by a crash) with a storage's first write", async () => {
     await withTemporaryDirectory(async (directory) => {
-      const environment = LmdbEnvironment.open({ directory, synchronousCommit });
-      const storage = LmdbRaftStorage.openIn(environment, { scope: 4, snapshotChunkBytes: 4 });
+      const environment = StorageEnvironment.open({ directory, synchronousCommit });
+      const storage = MemberStorage.openIn(environment, { scope: 4, snapshotChunkBytes: 4 });
       await storage.append(entries(1, 3, 1, "log"), null);
       await storage.installSnapshot(snapshot(2, 1, "current"));
       await storage.close();
@@ -124,8 +124,8 @@ describe.each([false, true])("LmdbEnvironment (synchronous commit: %s)", (synchr
       await root.openDB({ name: "snapshotChunks", encoding: "binary" }).put([4, 9, 0], new Uint8Array([1, 2, 3]));
       await root.close();
 
-      const reopened = LmdbEnvironment.open({ directory, synchronousCommit });
-      const again = LmdbRaftStorage.openIn(reopened, { scope: 4, snapshotChunkBytes: 4 });
+      const reopened = StorageEnvironment.open({ directory, synchronousCommit });
+      const again = MemberStorage.openIn(reopened, { scope: 4, snapshotChunkBytes: 4 });
       await again.append(entries(4, 1, 1, "log"), null);
       expect([...reopened.chunks.getKeys({ start: [4, 9, 0], end: [4, 10, 0] })]).toEqual([]);
       expect(new TextDecoder().decode(again.snapshot()?.data)).toBe("current");
@@ -135,7 +135,7 @@ describe.each([false, true])("LmdbEnvironment (synchronous commit: %s)", (synchr
   });
 });
 
-describe("LmdbEnvironment data layout", () => {
+describe("StorageEnvironment data layout", () => {
   it("moves a log and records kept in LMDB by earlier versions into the journal, once", async () => {
     await withTemporaryDirectory(async (directory) => {
       const root = open({ path: directory, maxDbs: 4, encoding: "binary" });
@@ -146,8 +146,8 @@ describe("LmdbEnvironment data layout", () => {
       await root.close();
 
       for (let opening = 0; opening < 2; opening += 1) {
-        const environment = LmdbEnvironment.open({ directory, synchronousCommit: true });
-        const storage = LmdbRaftStorage.openIn(environment, { scope: 5 });
+        const environment = StorageEnvironment.open({ directory, synchronousCommit: true });
+        const storage = MemberStorage.openIn(environment, { scope: 5 });
         expect(await storage.load()).toMatchObject({
           firstIndex: 1,
           lastIndex: 3,

@@ -1,7 +1,7 @@
 import { crc32c } from "@node-rs/crc32";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { LmdbRaftStorage } from "../../../../src/cluster/raft/storage/lmdb-storage.js";
+import { MemberStorage } from "../../../../src/cluster/raft/storage/member-storage.js";
 import type { Entry, HardState, Snapshot } from "../../../../src/cluster/raft/types.js";
 import { withTemporaryDirectory } from "./temp-directory.js";
 
@@ -67,7 +67,7 @@ const operation: fc.Arbitrary<Operation> = fc.oneof(
 );
 
 /** Applies `op` to the model and returns the storage call that must have the same effect (null for a restart). */
-function applyToModel(model: Model, op: Operation, step: number): ((storage: LmdbRaftStorage) => Promise<void>) | null {
+function applyToModel(model: Model, op: Operation, step: number): ((storage: MemberStorage) => Promise<void>) | null {
   switch (op.kind) {
     case "append": {
       const first = Math.min(
@@ -145,7 +145,7 @@ function applyToModel(model: Model, op: Operation, step: number): ((storage: Lmd
   }
 }
 
-async function expectSameAs(storage: LmdbRaftStorage, model: Model): Promise<void> {
+async function expectSameAs(storage: MemberStorage, model: Model): Promise<void> {
   expect(await storage.load()).toEqual({
     hardState: model.hardState,
     snapshot: model.snapshot?.metadata ?? null,
@@ -166,7 +166,7 @@ const modes = [
   { name: "on the calling thread, a 300-byte entry cache", synchronousCommit: true, entryCacheBytes: 300 },
 ];
 
-describe.each(modes)("LmdbRaftStorage against an in-memory model, committing $name", (mode) => {
+describe.each(modes)("MemberStorage against an in-memory model, committing $name", (mode) => {
   const options = (directory: string) => ({
     directory,
     snapshotChunkBytes: 16,
@@ -185,7 +185,7 @@ describe.each(modes)("LmdbRaftStorage against an in-memory model, committing $na
             entries: new Map(),
             snapshot: null,
           };
-          let storage = LmdbRaftStorage.open(options(directory));
+          let storage = MemberStorage.open(options(directory));
           try {
             let step = 0;
             for (const group of groups) {
@@ -197,7 +197,7 @@ describe.each(modes)("LmdbRaftStorage against an in-memory model, committing $na
                 if (call === null) {
                   await Promise.all(pending.splice(0));
                   await storage.close();
-                  storage = LmdbRaftStorage.open(options(directory));
+                  storage = MemberStorage.open(options(directory));
                 } else {
                   pending.push(call(storage));
                 }

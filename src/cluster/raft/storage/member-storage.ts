@@ -1,13 +1,14 @@
 /**
- * The durable storage of one Raft member in an LMDB environment, its own or one shared by a broker's replicas (see
- * `LmdbEnvironment`): log entries, hard state, snapshot metadata, the latest snapshot's data in checksummed chunks,
- * and the progress of a snapshot being received in chunks, all under keys that start with the member's scope.
+ * The durable storage of one Raft member in a storage environment, its own or one shared by a broker's replicas (see
+ * `StorageEnvironment`): log entries, hard state, snapshot metadata, the latest snapshot's data in checksummed chunks,
+ * and the progress of a snapshot being received in chunks, all under keys that start with the member's scope. Log
+ * entries and records go to the environment's journal, snapshot chunks to its LMDB database.
  *
- * All writes go through the environment's group commit, so concurrent writes share one durable LMDB transaction.
+ * All writes go through the environment's group commit, so concurrent writes share one durable transaction.
  * The adapter keeps a small in-memory view (log bounds, hard state, snapshot records) that always equals what is
  * durable: each transaction works on a staged copy, which replaces the durable view only after the commit has been
  * synced. The newest entries are kept in memory too (`EntryCache`), changed in the same order after the same
- * commits, so replication and apply read them without touching LMDB.
+ * commits, so replication and apply read them without touching the disk.
  */
 import { crc32c } from "@node-rs/crc32";
 import {
@@ -23,11 +24,11 @@ import {
 } from "../types.js";
 import { decodeChunk, decodeEntry, decodeRecord, encodeChunk, encodeEntry, encodeRecord } from "./codec.js";
 import { EntryCache } from "./entry-cache.js";
+import { type ChunkKey, StorageEnvironment, type TransactionParticipant } from "./environment.js";
 import type { GroupCommitOptions } from "./group-commit.js";
-import { type ChunkKey, LmdbEnvironment, type TransactionParticipant } from "./lmdb-environment.js";
 
 /** Options of one member's storage inside an environment. */
-export interface LmdbRaftStorageScopeOptions {
+export interface MemberStorageScopeOptions {
   /** The member's scope in the environment: the partition id in a broker's shared environment. */
   readonly scope: number;
   /** Size of the chunks a complete snapshot is split into when stored, and the largest chunk a receiver accepts. */
@@ -37,12 +38,12 @@ export interface LmdbRaftStorageScopeOptions {
 }
 
 /** Options of one member's storage with an environment of its own. */
-export interface LmdbRaftStorageOptions extends Omit<LmdbRaftStorageScopeOptions, "scope"> {
-  /** Directory of the member's LMDB environment; created when missing. */
+export interface MemberStorageOptions extends Omit<MemberStorageScopeOptions, "scope"> {
+  /** Directory of the member's storage environment; created when missing. */
   readonly directory: string;
   /** Limits of the group-commit queue. */
   readonly groupCommit?: GroupCommitOptions;
-  /** See `LmdbEnvironmentOptions.synchronousCommit`. */
+  /** See `StorageEnvironmentOptions.synchronousCommit`. */
   readonly synchronousCommit?: boolean;
 }
 
@@ -176,9 +177,9 @@ function sameSnapshot(left: SnapshotMetadata, right: SnapshotMetadata): boolean 
   );
 }
 
-/** Raft storage of one member in an LMDB environment, with group commit and checksummed values. */
-export class LmdbRaftStorage implements RaftStorage, TransactionParticipant {
-  private readonly environment: LmdbEnvironment;
+/** Raft storage of one member in a storage environment, with group commit and checksummed values. */
+export class MemberStorage implements RaftStorage, TransactionParticipant {
+  private readonly environment: StorageEnvironment;
   /** Whether this storage opened the environment itself and closes it with itself. */
   private readonly ownsEnvironment: boolean;
   /** First element of every key this storage writes: its records never mix with another member's. */
@@ -200,7 +201,7 @@ export class LmdbRaftStorage implements RaftStorage, TransactionParticipant {
   /** The latest write this storage submitted; closing waits for it (not for other members' writes). */
   private lastWrite: Promise<void> = Promise.resolve();
 
-  private constructor(environment: LmdbEnvironment, ownsEnvironment: boolean, options: LmdbRaftStorageScopeOptions) {
+  private constructor(environment: StorageEnvironment, ownsEnvironment: boolean, options: MemberStorageScopeOptions) {
     this.environment = environment;
     this.ownsEnvironment = ownsEnvironment;
     this.scope = options.scope;
@@ -219,14 +220,14 @@ export class LmdbRaftStorage implements RaftStorage, TransactionParticipant {
    * Opens (creating when missing) a storage with an environment of its own in `options.directory` and verifies the
    * persisted records; throws `StorageCorruptionError` when they are damaged.
    */
-  static open(options: LmdbRaftStorageOptions): LmdbRaftStorage {
-    const environment = LmdbEnvironment.open({
+  static open(options: MemberStorageOptions): MemberStorage {
+    const environment = StorageEnvironment.open({
       directory: options.directory,
       ...(options.synchronousCommit === undefined ? {} : { synchronousCommit: options.synchronousCommit }),
       ...(options.groupCommit === undefined ? {} : { groupCommit: options.groupCommit }),
     });
     try {
-      return new LmdbRaftStorage(environment, true, { ...options, scope: 0 });
+      return new MemberStorage(environment, true, { ...options, scope: 0 });
     } catch (error) {
       void environment.close();
       throw error;
@@ -237,8 +238,8 @@ export class LmdbRaftStorage implements RaftStorage, TransactionParticipant {
    * Opens the storage of the member `options.scope` in a shared environment (whose owner closes it after every
    * storage in it) and verifies its persisted records.
    */
-  static openIn(environment: LmdbEnvironment, options: LmdbRaftStorageScopeOptions): LmdbRaftStorage {
-    return new LmdbRaftStorage(environment, false, options);
+  static openIn(environment: StorageEnvironment, options: MemberStorageScopeOptions): MemberStorage {
+    return new MemberStorage(environment, false, options);
   }
 
   /** Number of durable transactions of this storage's environment (shared ones count every member's). */

@@ -3,13 +3,13 @@ import { crc32c } from "@node-rs/crc32";
 import { open } from "lmdb";
 import { describe, expect, it } from "vitest";
 import { encodeEntry } from "../../../../src/cluster/raft/storage/codec.js";
+import { JOURNAL_DIRECTORY_NAME } from "../../../../src/cluster/raft/storage/environment.js";
 import { Journal } from "../../../../src/cluster/raft/storage/journal.js";
-import { JOURNAL_DIRECTORY_NAME } from "../../../../src/cluster/raft/storage/lmdb-environment.js";
 import {
   EntriesUnavailableError,
-  LmdbRaftStorage,
+  MemberStorage,
   SnapshotChecksumMismatchError,
-} from "../../../../src/cluster/raft/storage/lmdb-storage.js";
+} from "../../../../src/cluster/raft/storage/member-storage.js";
 import {
   type Entry,
   type HardState,
@@ -41,11 +41,11 @@ function makeSnapshot(index: number, term: number, sizeBytes: number): Snapshot 
 
 /** Opens storage in a fresh directory, runs `body`, and closes and removes everything afterwards. */
 async function withStorage(
-  body: (storage: LmdbRaftStorage, directory: string) => Promise<void>,
+  body: (storage: MemberStorage, directory: string) => Promise<void>,
   snapshotChunkBytes = 1024,
 ): Promise<void> {
   await withTemporaryDirectory(async (directory) => {
-    const storage = LmdbRaftStorage.open({ directory, snapshotChunkBytes });
+    const storage = MemberStorage.open({ directory, snapshotChunkBytes });
     try {
       await body(storage, directory);
     } finally {
@@ -67,7 +67,7 @@ async function writeRaw(directory: string, write: (journal: Journal) => void): P
   await journal.close();
 }
 
-describe("LmdbRaftStorage", () => {
+describe("MemberStorage", () => {
   it("starts empty", async () => {
     await withStorage(async (storage) => {
       expect(await storage.load()).toEqual({
@@ -98,7 +98,7 @@ describe("LmdbRaftStorage", () => {
   it("serves the newest entries from memory and older ones, beyond its cache, from disk", async () => {
     await withTemporaryDirectory(async (directory) => {
       // Room for about three of these entries: the first ones must come back from LMDB, decoded into copies.
-      const storage = LmdbRaftStorage.open({ directory, entryCacheBytes: 3 * (64 + 16) });
+      const storage = MemberStorage.open({ directory, entryCacheBytes: 3 * (64 + 16) });
       try {
         const written = entriesFrom(1, 6, 1);
         await storage.append(written, null);
@@ -115,11 +115,11 @@ describe("LmdbRaftStorage", () => {
 
   it("commits on the calling thread when asked, as durably", async () => {
     await withTemporaryDirectory(async (directory) => {
-      const storage = LmdbRaftStorage.open({ directory, synchronousCommit: true });
+      const storage = MemberStorage.open({ directory, synchronousCommit: true });
       const written = entriesFrom(1, 3, 2);
       await storage.append(written, { term: 2, votedFor: 1, commitIndex: 1 });
       await storage.close();
-      const reopened = LmdbRaftStorage.open({ directory });
+      const reopened = MemberStorage.open({ directory });
       expect((await reopened.load()).hardState).toEqual({ term: 2, votedFor: 1, commitIndex: 1 });
       expect(reopened.entries(1, 4)).toEqual(written);
       await reopened.close();
@@ -158,12 +158,12 @@ describe("LmdbRaftStorage", () => {
   it("persists the hard state and refuses a decreasing term or a changed vote", async () => {
     await withTemporaryDirectory(async (directory) => {
       const hardState: HardState = { term: 7, votedFor: 3, commitIndex: 0 };
-      const storage = LmdbRaftStorage.open({ directory });
+      const storage = MemberStorage.open({ directory });
       await storage.append([], hardState);
       await expect(storage.append([], { term: 6, votedFor: null, commitIndex: 0 })).rejects.toThrow(/term/);
       await expect(storage.append([], { term: 7, votedFor: 2, commitIndex: 0 })).rejects.toThrow(/vote/);
       await storage.close();
-      const reopened = LmdbRaftStorage.open({ directory });
+      const reopened = MemberStorage.open({ directory });
       expect((await reopened.load()).hardState).toEqual(hardState);
       await reopened.close();
     });
@@ -171,7 +171,7 @@ describe("LmdbRaftStorage", () => {
 
   it("restores everything after a restart", async () => {
     await withTemporaryDirectory(async (directory) => {
-      const storage = LmdbRaftStorage.open({ directory, snapshotChunkBytes: 100 });
+      const storage = MemberStorage.open({ directory, snapshotChunkBytes: 100 });
       const snapshot = makeSnapshot(4, 2, 250);
       await storage.append(entriesFrom(1, 6, 2), { term: 2, votedFor: 1, commitIndex: 5 });
       await storage.installSnapshot(snapshot);
@@ -179,7 +179,7 @@ describe("LmdbRaftStorage", () => {
       const entriesBefore = storage.entries(5, 8);
       await storage.close();
 
-      const reopened = LmdbRaftStorage.open({ directory, snapshotChunkBytes: 100 });
+      const reopened = MemberStorage.open({ directory, snapshotChunkBytes: 100 });
       expect(await reopened.load()).toEqual({
         hardState: { term: 3, votedFor: null, commitIndex: 6 },
         snapshot: snapshot.metadata,
@@ -265,14 +265,14 @@ describe("LmdbRaftStorage", () => {
 
   it("reports a damaged log entry as corruption instead of returning it", async () => {
     await withTemporaryDirectory(async (directory) => {
-      const storage = LmdbRaftStorage.open({ directory });
+      const storage = MemberStorage.open({ directory });
       await storage.append(entriesFrom(1, 3, 1), null);
       await storage.close();
       const damaged = encodeEntry(entry(2, 1));
       damaged[damaged.byteLength - 1] = (damaged[damaged.byteLength - 1] ?? 0) ^ 0xff;
       await writeRaw(directory, (journal) => journal.entries.put(0, 2, damaged));
 
-      const reopened = LmdbRaftStorage.open({ directory });
+      const reopened = MemberStorage.open({ directory });
       expect(reopened.entries(1, 2)).toHaveLength(1);
       expect(() => reopened.entries(1, 4)).toThrow(StorageCorruptionError);
       expect(() => reopened.term(2)).toThrow(/storage corruption at log entry 2/);
@@ -282,7 +282,7 @@ describe("LmdbRaftStorage", () => {
 
   it("reports a damaged hard state on open and a damaged snapshot chunk on read", async () => {
     await withTemporaryDirectory(async (directory) => {
-      const storage = LmdbRaftStorage.open({ directory, snapshotChunkBytes: 4 });
+      const storage = MemberStorage.open({ directory, snapshotChunkBytes: 4 });
       await storage.append([], { term: 1, votedFor: null, commitIndex: 0 });
       await storage.installSnapshot(makeSnapshot(3, 1, 10));
       await storage.close();
@@ -294,24 +294,24 @@ describe("LmdbRaftStorage", () => {
       chunk[chunk.byteLength - 1] = (chunk[chunk.byteLength - 1] ?? 0) ^ 1;
       await chunks.put(chunkKey!, chunk);
       await root.close();
-      const withDamagedChunk = LmdbRaftStorage.open({ directory, snapshotChunkBytes: 4 });
+      const withDamagedChunk = MemberStorage.open({ directory, snapshotChunkBytes: 4 });
       expect(() => withDamagedChunk.snapshot()).toThrow(StorageCorruptionError);
       await withDamagedChunk.close();
 
       await writeRaw(directory, (journal) =>
         journal.records.put(0, "hardState", new Uint8Array([0, 0, 0, 0, 1, 2, 3])),
       );
-      expect(() => LmdbRaftStorage.open({ directory })).toThrow(StorageCorruptionError);
+      expect(() => MemberStorage.open({ directory })).toThrow(StorageCorruptionError);
     });
   });
 
   it("writes no snapshot chunk when installing a snapshot finds the log damaged, so the next install is intact", async () => {
     await withTemporaryDirectory(async (directory) => {
-      const storage = LmdbRaftStorage.open({ directory, snapshotChunkBytes: 16 });
+      const storage = MemberStorage.open({ directory, snapshotChunkBytes: 16 });
       await storage.append(entriesFrom(1, 5, 1), null);
       await storage.close();
       await writeRaw(directory, (journal) => journal.entries.remove(0, 3));
-      const reopened = LmdbRaftStorage.open({ directory, snapshotChunkBytes: 16 });
+      const reopened = MemberStorage.open({ directory, snapshotChunkBytes: 16 });
       await expect(reopened.installSnapshot(makeSnapshot(3, 1, 48))).rejects.toThrow(/missing/);
       await reopened.installSnapshot(makeSnapshot(9, 2, 10));
       expect(reopened.snapshot()?.metadata.index).toBe(9);
@@ -321,11 +321,11 @@ describe("LmdbRaftStorage", () => {
 
   it("reports a missing entry inside the log's bounds as corruption", async () => {
     await withTemporaryDirectory(async (directory) => {
-      const storage = LmdbRaftStorage.open({ directory });
+      const storage = MemberStorage.open({ directory });
       await storage.append(entriesFrom(1, 3, 1), null);
       await storage.close();
       await writeRaw(directory, (journal) => journal.entries.remove(0, 2));
-      const reopened = LmdbRaftStorage.open({ directory });
+      const reopened = MemberStorage.open({ directory });
       expect(() => reopened.entries(1, 4)).toThrow(/entry is missing/);
       await reopened.close();
     });
@@ -365,7 +365,7 @@ describe("LmdbRaftStorage", () => {
     it("stores chunks, resumes after a restart, and installs once the whole checksum matches", async () => {
       await withTemporaryDirectory(async (directory) => {
         const snapshot = makeSnapshot(10, 2, 10);
-        const storage = LmdbRaftStorage.open({ directory, snapshotChunkBytes: 4 });
+        const storage = MemberStorage.open({ directory, snapshotChunkBytes: 4 });
         await storage.append(entriesFrom(1, 3, 1), null);
         expect(await storage.beginSnapshotReceive(snapshot.metadata)).toBe(0);
         await storage.writeSnapshotChunk(0, snapshot.data.subarray(0, 4));
@@ -373,7 +373,7 @@ describe("LmdbRaftStorage", () => {
         await expect(storage.writeSnapshotChunk(8, snapshot.data.subarray(8, 10))).rejects.toThrow(/continue at 4/);
         await storage.close();
 
-        const reopened = LmdbRaftStorage.open({ directory, snapshotChunkBytes: 4 });
+        const reopened = MemberStorage.open({ directory, snapshotChunkBytes: 4 });
         expect(reopened.incomingSnapshot()).toEqual({ metadata: snapshot.metadata, receivedBytes: 4 });
         expect(await reopened.beginSnapshotReceive(snapshot.metadata)).toBe(4);
         await expect(reopened.finishSnapshotReceive()).rejects.toThrow(/incomplete/);
