@@ -173,11 +173,10 @@ export class StorageEnvironment {
   /** Waits for pending writes, removes released chunks, then closes the environment. */
   async close(): Promise<void> {
     if (this.closed) return;
-    await this.committer.whenIdle();
-    if (this.releasedChunks.length > 0) {
-      await this.committer.submit(() => {}).catch(() => undefined);
-    }
     this.closed = true;
+    await this.committer.whenIdle();
+    // An empty transaction removes them (a failed environment refuses it; a later start clears them instead).
+    if (this.releasedChunks.length > 0) await this.committer.submit(() => {}).catch(() => undefined);
     await this.journal.close();
     await this.root.close();
   }

@@ -495,16 +495,17 @@ export class Journal {
     );
   }
 
-  /** Deletes the oldest segments while none of their entries is live (never the one being written). */
+  /**
+   * Deletes the oldest segments while none of their entries is live (never the one being written). Each deletion is
+   * made durable before the next, so a crash can only leave a contiguous run of segments behind.
+   */
   private deleteDeadSegments(): void {
-    let deleted = false;
     while (this.segments.length > 1 && (this.segments[0] as Segment).liveEntries === 0) {
       const segment = this.segments.shift() as Segment;
       closeSync(segment.fd);
       unlinkSync(segment.path);
-      deleted = true;
+      syncDirectory(this.directory);
     }
-    if (deleted) syncDirectory(this.directory);
   }
 
   /** Replays every segment into the index; zeroes a torn last record. */
