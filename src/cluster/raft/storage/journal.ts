@@ -61,8 +61,11 @@ export interface JournalRecords {
   remove(scope: number, name: string): void;
 }
 
-/** Default segment size: large enough that rolling over (one checkpoint, one directory sync) is rare. */
-export const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
+/**
+ * Default segment size: rolling over (a checkpoint and a directory sync) happens every few seconds at most under full
+ * load, while a broker's idle journal takes only one or two such files on disk.
+ */
+export const DEFAULT_SEGMENT_BYTES = 16 * 1024 * 1024;
 
 const MAGIC = Buffer.from("FPJOURNL", "latin1");
 const FORMAT_VERSION = 1;
