@@ -20,11 +20,11 @@ import {
   closeSync,
   fdatasync,
   fdatasyncSync,
+  fstatSync,
   fsyncSync,
   mkdirSync,
   openSync,
   readdirSync,
-  readFileSync,
   readSync,
   renameSync,
   rmSync,
@@ -67,6 +67,8 @@ export interface JournalRecords {
  */
 export const DEFAULT_SEGMENT_BYTES = 16 * 1024 * 1024;
 
+/** Largest segment size accepted (records are still allowed to outgrow a segment). */
+const MAX_SEGMENT_BYTES = 1024 * 1024 * 1024;
 const MAGIC = Buffer.from("FPJOURNL", "latin1");
 const FORMAT_VERSION = 1;
 const SEGMENT_HEADER_BYTES = 16;
@@ -158,8 +160,12 @@ export class Journal {
   private constructor(options: JournalOptions) {
     this.directory = options.directory;
     this.segmentBytes = options.segmentBytes ?? DEFAULT_SEGMENT_BYTES;
-    if (!Number.isSafeInteger(this.segmentBytes) || this.segmentBytes < SEGMENT_HEADER_BYTES + RECORD_HEADER_BYTES) {
-      throw new Error(`segmentBytes must be an integer of at least 24, got ${this.segmentBytes}`);
+    if (
+      !Number.isSafeInteger(this.segmentBytes) ||
+      this.segmentBytes < SEGMENT_HEADER_BYTES + RECORD_HEADER_BYTES ||
+      this.segmentBytes > MAX_SEGMENT_BYTES
+    ) {
+      throw new Error(`segmentBytes must be an integer from 24 to ${MAX_SEGMENT_BYTES}, got ${this.segmentBytes}`);
     }
     this.entries = {
       get: (scope, index) => this.getEntry(scope, index),
@@ -310,12 +316,10 @@ export class Journal {
     if (staged !== undefined) return staged ?? undefined;
     const location = this.entryIndex.get(scope)?.get(index);
     if (location === undefined) return undefined;
-    const bytes = Buffer.allocUnsafe(location.length);
-    let read = 0;
-    while (read < location.length) {
-      const count = readSync(location.segment.fd, bytes, read, location.length - read, location.offset + read);
-      if (count === 0) throw new StorageCorruptionError(`log entry ${index}`, "the journal ends inside the entry");
-      read += count;
+    this.assertOpen();
+    const bytes = readAt(location.segment.fd, location.length, location.offset);
+    if (bytes.byteLength !== location.length) {
+      throw new StorageCorruptionError(`log entry ${index}`, "the journal ends inside the entry");
     }
     return bytes;
   }
@@ -538,34 +542,38 @@ export class Journal {
     }
   }
 
-  /** Replays one segment; returns the offset after its last record. */
+  /**
+   * Replays one segment; returns the offset after its last record. After the records a segment holds only zeros: in
+   * the last segment anything else is what a crash left of a write that never completed (its header may be lost
+   * while later pages survive), and it is zeroed so that new records are never followed by stale bytes; in an older
+   * segment it is damage.
+   */
   private replaySegment(segment: Segment, isLast: boolean): number {
-    const contents = readFileSync(segment.path);
-    if (contents.byteLength < SEGMENT_HEADER_BYTES || !contents.subarray(0, MAGIC.byteLength).equals(MAGIC)) {
+    const sizeBytes = fstatSync(segment.fd).size;
+    const header = readAt(segment.fd, Math.min(SEGMENT_HEADER_BYTES, sizeBytes), 0);
+    if (header.byteLength < SEGMENT_HEADER_BYTES || !header.subarray(0, MAGIC.byteLength).equals(MAGIC)) {
       throw new StorageCorruptionError(segment.path, "not a journal segment");
     }
-    const version = contents.readUInt32LE(MAGIC.byteLength);
+    const version = header.readUInt32LE(MAGIC.byteLength);
     if (version !== FORMAT_VERSION) {
       throw new StorageCorruptionError(segment.path, `unsupported journal format ${version}`);
     }
     let offset = SEGMENT_HEADER_BYTES;
-    while (offset + RECORD_HEADER_BYTES <= contents.byteLength) {
-      const payloadBytes = contents.readUInt32LE(offset);
+    while (offset + RECORD_HEADER_BYTES <= sizeBytes) {
+      const recordHeader = readAt(segment.fd, RECORD_HEADER_BYTES, offset);
+      const payloadBytes = recordHeader.readUInt32LE(0);
       if (payloadBytes === 0) break;
       const payloadOffset = offset + RECORD_HEADER_BYTES;
-      const payloadEnd = payloadOffset + payloadBytes;
-      const intact =
-        payloadEnd <= contents.byteLength &&
-        crc32c(contents.subarray(payloadOffset, payloadEnd)) === contents.readUInt32LE(offset + 4);
-      if (!intact) {
-        if (!isLast) throw new StorageCorruptionError(segment.path, `damaged record at byte ${offset}`);
-        // A record torn by a crash: it was never acknowledged. Zero it so later writes are followed by zeros.
-        zeroFrom(segment.fd, offset, contents.byteLength);
-        break;
-      }
-      const operations = decodeRecord(contents.subarray(payloadOffset, payloadEnd), segment.path, offset);
+      if (payloadOffset + payloadBytes > sizeBytes) break;
+      const payload = readAt(segment.fd, payloadBytes, payloadOffset);
+      if (crc32c(payload) !== recordHeader.readUInt32LE(4)) break;
+      const operations = decodeRecord(payload, segment.path, offset);
       this.applyRecord(operations, segment, payloadOffset);
-      offset = payloadEnd;
+      offset = payloadOffset + payloadBytes;
+    }
+    if (!isZeroFrom(segment.fd, offset, sizeBytes)) {
+      if (!isLast) throw new StorageCorruptionError(segment.path, `damaged record at byte ${offset}`);
+      zeroFrom(segment.fd, offset, sizeBytes);
     }
     return offset;
   }
@@ -578,8 +586,10 @@ function segmentHeader(): Buffer {
   return header;
 }
 
+/** Creates a zero-filled segment file under a temporary name and renames it to `path` once it is durable. */
 function createZeroFilled(path: string, segmentBytes: number): void {
-  const fd = openSync(path, "w");
+  const temporary = `${path}${PREPARED_SUFFIX}`;
+  const fd = openSync(temporary, "w");
   try {
     writeFully(fd, segmentHeader(), 0);
     for (let written = SEGMENT_HEADER_BYTES; written < segmentBytes; written += ZEROS.byteLength) {
@@ -589,6 +599,28 @@ function createZeroFilled(path: string, segmentBytes: number): void {
   } finally {
     closeSync(fd);
   }
+  renameSync(temporary, path);
+}
+
+/** Reads `length` bytes at `position` (fewer only at the end of the file). */
+function readAt(fd: number, length: number, position: number): Buffer {
+  const buffer = Buffer.allocUnsafe(length);
+  let read = 0;
+  while (read < length) {
+    const count = readSync(fd, buffer, read, length - read, position + read);
+    if (count === 0) break;
+    read += count;
+  }
+  return buffer.subarray(0, read);
+}
+
+/** Whether every byte of the file from `offset` to `end` is zero. */
+function isZeroFrom(fd: number, offset: number, end: number): boolean {
+  for (let position = offset; position < end; position += ZEROS.byteLength) {
+    const slice = readAt(fd, Math.min(ZEROS.byteLength, end - position), position);
+    if (!slice.equals(ZEROS.subarray(0, slice.byteLength))) return false;
+  }
+  return true;
 }
 
 function zeroFrom(fd: number, offset: number, end: number): void {

@@ -193,6 +193,8 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   private readonly cache: EntryCache;
   /** Changes to the cache the running transaction makes durable; applied in order once it is. */
   private cacheChanges: (() => void)[] = [];
+  /** The highest chunk slot this storage has used or seen; slots are never reused while it is open. */
+  private highestSlot = 0;
   /** Whether this storage's first write cleared the chunk slots no record refers to (left by a crash). */
   private sweptOrphanChunks = false;
   /** Whether the running transaction changed the log, after which the cache no longer shows the staged log. */
@@ -491,6 +493,15 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       if (receivedBytes > incoming.metadata.sizeBytes) {
         throw new Error(`snapshot chunk ends at ${receivedBytes}, beyond the size ${incoming.metadata.sizeBytes}`);
       }
+      // Chunks at or after `offset` can only be left by a write that a crash cut short before it was durable (and
+      // the sender may now cut the snapshot differently): they go before this chunk is stored.
+      const stale = [
+        ...this.environment.chunks.getKeys({
+          start: [this.scope, incoming.slot, offset],
+          end: [this.scope, incoming.slot + 1, 0],
+        }),
+      ];
+      for (const key of stale) this.environment.chunks.removeSync(key);
       this.environment.chunks.putSync([this.scope, incoming.slot, offset], encoded);
       const progressed: StoredIncomingSnapshot = { ...incoming, receivedBytes };
       this.environment.state.put(this.scope, INCOMING_SNAPSHOT_KEY, encodeRecord(progressed));
@@ -829,9 +840,13 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     for (const key of this.chunkKeys(slot)) this.environment.chunks.removeSync(key);
   }
 
-  /** A chunk slot used by neither the current nor the incoming snapshot. */
+  /**
+   * A chunk slot never used before by this storage: not the current or incoming snapshot's, and not one released in
+   * a transaction that is not durable yet (whose chunks the next transaction removes).
+   */
   private nextSlot(staged: View): number {
-    return Math.max(staged.snapshot?.slot ?? 0, staged.incoming?.slot ?? 0) + 1;
+    this.highestSlot = Math.max(this.highestSlot, staged.snapshot?.slot ?? 0, staged.incoming?.slot ?? 0) + 1;
+    return this.highestSlot;
   }
 
   private readSnapshotData(stored: StoredSnapshot): Uint8Array {

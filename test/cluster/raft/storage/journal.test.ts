@@ -127,6 +127,61 @@ describe("Journal", () => {
     });
   });
 
+  it("zeroes what a crash left of a write whose first page was lost, so later records are never followed by it", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const segmentBytes = 16 * 1024;
+      const journal = Journal.open({ directory, segmentBytes });
+      transact(journal, (writing) => writing.entries.put(1, 1, new Uint8Array(100).fill(1)));
+      const tornStart = readFileSync(join(directory, segmentFiles(directory)[0] as string)).findLastIndex(
+        (value) => value !== 0,
+      );
+      // A record over three pages of which only the later two reached the disk before the crash.
+      transact(journal, (writing) => writing.entries.put(1, 2, new Uint8Array(9000).fill(0xab)));
+      await journal.close();
+      const path = join(directory, segmentFiles(directory)[0] as string);
+      const contents = readFileSync(path);
+      contents.fill(0, tornStart + 1, 4096);
+      writeFileSync(path, contents);
+
+      const recovered = Journal.open({ directory, segmentBytes });
+      expect(recovered.entries.get(1, 2)).toBeUndefined();
+      // A shorter record ends inside the torn one's remains; a large one then starts the next segment.
+      transact(recovered, (writing) => writing.entries.put(1, 2, new Uint8Array(4500).fill(2)));
+      transact(recovered, (writing) => writing.entries.put(1, 3, new Uint8Array(12000).fill(3)));
+      expect(segmentFiles(directory)).toHaveLength(2);
+      await recovered.close();
+      const reopened = Journal.open({ directory, segmentBytes });
+      expect(reopened.entries.get(1, 2)).toEqual(Buffer.alloc(4500, 2));
+      expect(reopened.entries.get(1, 3)?.byteLength).toBe(12000);
+      await reopened.close();
+    });
+  });
+
+  it("reads back the right bytes after many rollovers, checkpoints and deletions", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const journal = Journal.open({ directory, segmentBytes: 300 });
+      const model = new Map<number, string>();
+      for (let number = 0; number < 200; number += 1) {
+        transact(journal, (writing) => {
+          writing.records.put(1, `record ${number % 5}`, bytes("x".repeat(number % 17)));
+          for (let step = 0; step < (number % 3) + 1; step += 1) {
+            const index = ((number * 7 + step) % 25) + 1;
+            if ((number + step) % 4 === 0) {
+              writing.entries.remove(1, index);
+              model.delete(index);
+            } else {
+              const value = `${number}:${step}:${"y".repeat(number % 40)}`;
+              writing.entries.put(1, index, bytes(value));
+              model.set(index, value);
+            }
+          }
+        });
+        for (let index = 1; index <= 25; index += 1) expect(text(journal.entries.get(1, index))).toBe(model.get(index));
+      }
+      await journal.close();
+    });
+  });
+
   it("reports a damaged record in a segment that is not the last as corruption", async () => {
     await withTemporaryDirectory(async (directory) => {
       const journal = Journal.open({ directory, segmentBytes: 256 });

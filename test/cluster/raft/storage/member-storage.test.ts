@@ -319,6 +319,54 @@ describe("MemberStorage", () => {
     });
   });
 
+  it("never gives a new snapshot transfer the slot released in the same commit (whose chunks go next)", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const storage = MemberStorage.open({ directory, snapshotChunkBytes: 4 });
+      const good = makeSnapshot(10, 2, 8);
+      const wrong = { ...good.metadata, checksum: (good.metadata.checksum + 1) >>> 0 };
+      await storage.beginSnapshotReceive(wrong);
+      await storage.writeSnapshotChunk(0, good.data.subarray(0, 4));
+      await storage.writeSnapshotChunk(4, good.data.subarray(4, 8));
+      // One group commit: the mismatch releases the transfer's slot and a new transfer starts.
+      const finish = storage.finishSnapshotReceive();
+      const begin = storage.beginSnapshotReceive(good.metadata);
+      const first = storage.writeSnapshotChunk(0, good.data.subarray(0, 4));
+      await expect(finish).rejects.toThrow(SnapshotChecksumMismatchError);
+      expect(await begin).toBe(0);
+      await first;
+      await storage.writeSnapshotChunk(4, good.data.subarray(4, 8));
+      expect(await storage.finishSnapshotReceive()).toEqual(good.metadata);
+      await storage.close();
+    });
+  });
+
+  it("drops chunks that a crash left beyond the received bytes when a transfer resumes with other chunk sizes", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const data = new Uint8Array(8).map((_, position) => position + 1);
+      const metadata = { ...makeSnapshot(10, 2, 8).metadata, checksum: crc32c(data) };
+      const storage = MemberStorage.open({ directory, snapshotChunkBytes: 8 });
+      await storage.beginSnapshotReceive(metadata);
+      // The crash: the chunks reach LMDB, the journal record saying they arrived never becomes durable.
+      const journal = (storage as unknown as { environment: { journal: Journal } }).environment.journal;
+      const crash = (): never => {
+        journal.abort();
+        throw new Error("crash");
+      };
+      journal.commitSync = crash;
+      journal.commit = async () => crash();
+      const first = storage.writeSnapshotChunk(0, data.subarray(0, 4));
+      const second = storage.writeSnapshotChunk(4, data.subarray(4, 8));
+      await expect(first).rejects.toThrow(/crash/);
+      await expect(second).rejects.toThrow(/crash/);
+      await storage.close();
+      const reopened = MemberStorage.open({ directory, snapshotChunkBytes: 8 });
+      expect(await reopened.beginSnapshotReceive(metadata)).toBe(0);
+      await reopened.writeSnapshotChunk(0, data);
+      expect(await reopened.finishSnapshotReceive()).toEqual(metadata);
+      await reopened.close();
+    });
+  });
+
   it("reports a missing entry inside the log's bounds as corruption", async () => {
     await withTemporaryDirectory(async (directory) => {
       const storage = MemberStorage.open({ directory });
