@@ -706,64 +706,49 @@ function encodeRecord(operations: readonly Operation[]): Buffer {
 }
 
 function decodeRecord(payload: Buffer, path: string, recordOffset: number): Operation[] {
-  const operations: Operation[] = [];
   let offset = 0;
-  const damaged = (): never => {
-    throw new StorageCorruptionError(path, `record at byte ${recordOffset} does not decode`);
+  /** Takes the next `bytes` bytes; a record that ends early is damaged. */
+  const take = (bytes: number): number => {
+    if (offset + bytes > payload.byteLength) {
+      throw new StorageCorruptionError(path, `record at byte ${recordOffset} does not decode`);
+    }
+    const at = offset;
+    offset += bytes;
+    return at;
   };
-  const need = (bytes: number): void => {
-    if (offset + bytes > payload.byteLength) damaged();
+  const value = (): Buffer => {
+    const length = payload.readUInt32LE(take(4));
+    const at = take(length);
+    return payload.subarray(at, at + length);
   };
+  const operations: Operation[] = [];
   while (offset < payload.byteLength) {
-    const code = payload.readUInt8(offset);
-    offset += 1;
+    const code = payload.readUInt8(take(1));
     if (code === RESET_RECORDS) {
       operations.push({ code });
       continue;
     }
-    need(4);
-    const scope = payload.readUInt32LE(offset);
-    offset += 4;
+    const scope = payload.readUInt32LE(take(4));
     if (code === PUT_ENTRY || code === REMOVE_ENTRY) {
-      need(8);
-      const index = payload.readDoubleLE(offset);
-      offset += 8;
-      if (!Number.isSafeInteger(index) || index < 1) damaged();
-      if (code === REMOVE_ENTRY) {
-        operations.push({ code, scope, index });
-        continue;
+      const index = payload.readDoubleLE(take(8));
+      if (!Number.isSafeInteger(index) || index < 1) {
+        throw new StorageCorruptionError(path, `record at byte ${recordOffset} holds entry index ${index}`);
       }
-      need(4);
-      const length = payload.readUInt32LE(offset);
-      offset += 4;
-      need(length);
-      operations.push({ code, scope, index, value: payload.subarray(offset, offset + length) });
-      offset += length;
+      operations.push(code === PUT_ENTRY ? { code, scope, index, value: value() } : { code, scope, index });
       continue;
     }
-    if (code !== PUT_RECORD && code !== REMOVE_RECORD) damaged();
-    need(2);
-    const nameBytes = payload.readUInt16LE(offset);
-    offset += 2;
-    need(nameBytes);
-    const name = payload.toString("utf8", offset, offset + nameBytes);
-    offset += nameBytes;
-    if (code === REMOVE_RECORD) {
-      operations.push({ code, scope, name });
-      continue;
+    if (code !== PUT_RECORD && code !== REMOVE_RECORD) {
+      throw new StorageCorruptionError(path, `record at byte ${recordOffset} holds operation ${code}`);
     }
-    need(4);
-    const length = payload.readUInt32LE(offset);
-    offset += 4;
-    need(length);
-    // Records stay in memory: copy them out of the file contents being replayed.
-    operations.push({
-      code: PUT_RECORD,
-      scope,
-      name,
-      value: Uint8Array.prototype.slice.call(payload, offset, offset + length),
-    });
-    offset += length;
+    const nameBytes = payload.readUInt16LE(take(2));
+    const nameAt = take(nameBytes);
+    const name = payload.toString("utf8", nameAt, nameAt + nameBytes);
+    // Records stay in memory: copy them out of the bytes being replayed.
+    operations.push(
+      code === PUT_RECORD
+        ? { code, scope, name, value: Uint8Array.prototype.slice.call(value()) }
+        : { code, scope, name },
+    );
   }
   return operations;
 }

@@ -77,7 +77,7 @@ const DEFAULT_SNAPSHOT_CHUNK_BYTES = 1024 * 1024;
 /** Enough for every entry between two snapshots at the broker's default interval and a few hundred bytes each. */
 const DEFAULT_ENTRY_CACHE_BYTES = 8 * 1024 * 1024;
 
-/** Keys of the records in the `state` database. */
+/** Names of the member's records in the journal. */
 const HARD_STATE_KEY = "hardState";
 const LOG_START_KEY = "logStart";
 const SNAPSHOT_KEY = "snapshot";
@@ -89,7 +89,7 @@ interface LogStart {
   readonly term: number;
 }
 
-/** A snapshot whose chunks are stored under `slot` in the `snapshot` database. */
+/** A snapshot whose chunks are stored under `slot` in the LMDB `snapshotChunks` database. */
 interface StoredSnapshot {
   readonly metadata: SnapshotMetadata;
   readonly slot: number;
