@@ -123,6 +123,16 @@ interface StoredRecord {
   readonly value: Uint8Array;
 }
 
+/** The entries of `scope` in a map by scope, created when missing. */
+function scopeOf<T>(byScope: Map<number, Map<number, T>>, scope: number): Map<number, T> {
+  let scoped = byScope.get(scope);
+  if (scoped === undefined) {
+    scoped = new Map();
+    byScope.set(scope, scoped);
+  }
+  return scoped;
+}
+
 function recordKey(scope: number, name: string): string {
   return `${scope}/${name}`;
 }
@@ -288,12 +298,10 @@ export class Journal {
     switch (operation.code) {
       case PUT_ENTRY:
       case REMOVE_ENTRY: {
-        let scoped = transaction.entries.get(operation.scope);
-        if (scoped === undefined) {
-          scoped = new Map();
-          transaction.entries.set(operation.scope, scoped);
-        }
-        scoped.set(operation.index, operation.code === PUT_ENTRY ? operation.value : null);
+        scopeOf(transaction.entries, operation.scope).set(
+          operation.index,
+          operation.code === PUT_ENTRY ? operation.value : null,
+        );
         break;
       }
       case PUT_RECORD:
@@ -402,11 +410,7 @@ export class Journal {
       offset += operationHeaderBytes(operation);
       switch (operation.code) {
         case PUT_ENTRY: {
-          let scoped = this.entryIndex.get(operation.scope);
-          if (scoped === undefined) {
-            scoped = new Map();
-            this.entryIndex.set(operation.scope, scoped);
-          }
+          const scoped = scopeOf(this.entryIndex, operation.scope);
           const previous = scoped.get(operation.index);
           if (previous !== undefined) previous.segment.liveEntries -= 1;
           scoped.set(operation.index, { segment, offset, length: operation.value.byteLength });
