@@ -33,7 +33,7 @@ import {
   writeSync,
 } from "node:fs";
 import { open as openFile } from "node:fs/promises";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { crc32c } from "@node-rs/crc32";
 import { StorageCorruptionError } from "../types.js";
 
@@ -521,7 +521,13 @@ export class Journal {
 
   /** Replays every segment into the index; zeroes a torn last record. */
   private recover(): void {
-    mkdirSync(this.directory, { recursive: true });
+    const created = mkdirSync(this.directory, { recursive: true });
+    if (created !== undefined) {
+      // New directories: each one's entry in its parent must be durable before anything in it can be.
+      for (let directory = this.directory; directory !== dirname(created); directory = dirname(directory)) {
+        syncDirectory(dirname(directory));
+      }
+    }
     const names = readdirSync(this.directory);
     for (const name of names) {
       if (name.endsWith(PREPARED_SUFFIX)) rmSync(join(this.directory, name), { force: true });
