@@ -2,19 +2,19 @@
  * The broker's Raft journal: an append-only log of transactions in preallocated segment files, holding every
  * replica's log entries and records (hard state, log start, snapshot records). Why not LMDB for these: an LMDB commit
  * is copy-on-write, so even one small entry rewrites a leaf page, the branch pages above it, the free-page list and
- * the meta page (about ten 4 KiB pages) and syncs twice; appending one transaction to a file and syncing it once is
- * what a consensus log needs (`npm run bench -- cluster` prints the disk work per write of both layouts' peers).
+ * the meta page (about ten 4 KiB pages) and syncs twice, where appending one transaction to a file and syncing it once
+ * is all a consensus log needs (the cluster benchmark prints the disk work per write; DEVELOPERS.md compares both).
  *
  * Layout: `<directory>/<sequence>.journal`, each starting with a 16-byte header (magic, version) followed by records
  * `payloadBytes u32 | crc32c(payload) u32 | payload`, then zeros up to the preallocated size. One record is one
  * transaction, so a transaction is durable entirely or not at all: a record torn by a crash fails its checksum and
- * ends the journal, and recovery zeroes it. Writing over preallocated zeros changes no file metadata, so the sync
- * that makes a record durable (`fdatasync`) flushes just the written pages.
+ * ends the journal, and recovery zeroes everything after the last intact record. Writing over preallocated zeros
+ * changes no file metadata, so the sync that makes a record durable (`fdatasync`) flushes just the written pages.
  *
  * The contents live in memory as an index: records by (scope, name) with their values, entries by (scope, index)
- * with where their bytes are, read back on demand. A segment that holds no live entry any more is deleted, oldest
- * first; every segment after the first starts with a checkpoint of all records, so deleting the older ones loses
- * nothing. Writes made inside a transaction are visible to reads in it and reach the index once it is durable.
+ * with where their bytes are, read back on demand. The first record of every segment is a checkpoint of all records,
+ * so a segment that holds no live entry any more can be deleted (oldest first) without losing anything. A
+ * transaction's writes are visible to reads until it is sealed, and reach the index once it is durable.
  */
 import {
   closeSync,
@@ -47,8 +47,11 @@ export interface JournalOptions {
 
 /** Log entries by (scope, index), as the storage adapter reads and writes them. */
 export interface JournalEntries {
+  /** The entry's bytes (the running transaction's when it wrote them), or undefined. */
   get(scope: number, index: number): Uint8Array | undefined;
+  /** Stores the entry in the running transaction. */
   put(scope: number, index: number, value: Uint8Array): void;
+  /** Removes the entry in the running transaction. */
   remove(scope: number, index: number): void;
   /** Lowest and highest stored index of `scope`, or null when it holds no entry. */
   bounds(scope: number): { first: number; last: number } | null;
@@ -56,8 +59,11 @@ export interface JournalEntries {
 
 /** Records by (scope, name). */
 export interface JournalRecords {
+  /** The record's bytes (the running transaction's when it wrote them), or undefined. */
   get(scope: number, name: string): Uint8Array | undefined;
+  /** Stores the record in the running transaction. */
   put(scope: number, name: string, value: Uint8Array): void;
+  /** Removes the record in the running transaction. */
   remove(scope: number, name: string): void;
 }
 
@@ -149,6 +155,7 @@ export class Journal {
   private readonly segmentBytes: number;
   /** Live segments, oldest first; the last one is written. */
   private readonly segments: Segment[] = [];
+  /** Where the next record goes in the last segment. */
   private writeOffset = SEGMENT_HEADER_BYTES;
   private readonly entryIndex = new Map<number, Map<number, EntryLocation>>();
   private readonly recordIndex = new Map<string, StoredRecord>();
@@ -162,7 +169,9 @@ export class Journal {
   private sealed: Operation[] | null = null;
   /** A zero-filled file being prepared in the background for the next segment. */
   private preparing: Promise<string | null> | null = null;
+  /** The path of a prepared file, ready to become the next segment. */
   private prepared: string | null = null;
+  /** Files prepared so far, which numbers their temporary names. */
   private preparedCount = 0;
   private failure: Error | null = null;
   private closed = false;
