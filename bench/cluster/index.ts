@@ -172,6 +172,13 @@ async function startEtcd(dataDirectory: string): Promise<string> {
   return url;
 }
 
+/** Whether the etcd member at `url` is its cluster's leader (from its maintenance status). */
+async function etcdMemberLeads(url: string): Promise<boolean> {
+  const response = await fetch(`${url}/v3/maintenance/status`, { method: "POST", body: "{}" });
+  const status = (await response.json()) as { header?: { member_id?: string }; leader?: string };
+  return status.header?.member_id !== undefined && status.header.member_id === status.leader;
+}
+
 /** The brokers' storage commits so far, summed over every broker (from their Prometheus metrics). */
 interface CommitTotals {
   commits: number;
@@ -272,6 +279,8 @@ export async function run(): Promise<void> {
   const diskWork = { flowplane: concurrencies.map(noDiskWork), etcd: concurrencies.map(noDiskWork) };
   const readDisk = diskCountersReader(dataDirectory);
   let brokerCount = 0;
+  /** Whether the etcd member the load goes to was the leader when the measurements began. */
+  let etcdEndpointLeads: boolean | undefined;
   const withEtcd = etcdInstalled();
   let platformChild: ChildProcess | undefined;
   try {
@@ -319,9 +328,10 @@ export async function run(): Promise<void> {
               value: Buffer.from(payload).toString("base64"),
             }),
           };
-    if (etcdTarget !== undefined) {
+    if (etcdTarget !== undefined && etcdUrl !== undefined) {
       const etcdCheck = await probe(etcdTarget);
       if (etcdCheck.status !== 200) throw new Error(`etcd answered ${etcdCheck.status}: ${etcdCheck.body}`);
+      etcdEndpointLeads = await etcdMemberLeads(etcdUrl);
     }
     const initialWarmup = { connections: 16, warmupMs: initialWarmupMs, durationMs: 1 };
     await measure(flowplaneTarget, initialWarmup);
@@ -419,6 +429,11 @@ export async function run(): Promise<void> {
     );
   }
   if (etcdResults.length === 0) return;
+  console.log(
+    `\netcd's client endpoint (member 0) ${etcdEndpointLeads ? "was" : "was not"} the leader when the measurements ` +
+      "began; a member that is not forwards every put to the leader, one more hop (as every flowplane write takes " +
+      "one through the gateway).",
+  );
   console.log("\nRatios (flowplane / etcd; throughput above 1 and latency below 1 favour flowplane)");
   printTable(
     ["clients", "throughput", "p50 latency", "p99 latency", "throughput by round"],
