@@ -23,6 +23,16 @@ export interface LoadResult {
   answeredRequests: number;
 }
 
+/** The undici request options of `target`. */
+function requestOf(target: LoadTarget): {
+  method: "GET" | "POST";
+  path: string;
+  headers: Record<string, string>;
+  body: string | undefined;
+} {
+  return { method: target.method, path: target.path, headers: target.headers, body: target.body };
+}
+
 function percentile(sortedMs: readonly number[], fraction: number): number {
   if (sortedMs.length === 0) return Number.NaN;
   const index = Math.min(sortedMs.length - 1, Math.ceil(fraction * sortedMs.length) - 1);
@@ -50,12 +60,7 @@ export async function measure(
       const startedAt = performance.now();
       let ok = false;
       try {
-        const response = await pool.request({
-          method: target.method,
-          path: target.path,
-          headers: target.headers,
-          body: target.body,
-        });
+        const response = await pool.request(requestOf(target));
         await response.body.dump();
         ok = response.statusCode === 200;
       } catch {
@@ -88,12 +93,7 @@ export async function measure(
 export async function probe(target: LoadTarget): Promise<{ status: number; body: string }> {
   const pool = new Pool(target.origin, { connections: 1 });
   try {
-    const response = await pool.request({
-      method: target.method,
-      path: target.path,
-      headers: target.headers,
-      body: target.body,
-    });
+    const response = await pool.request(requestOf(target));
     return { status: response.statusCode, body: await response.body.text() };
   } finally {
     await pool.close();

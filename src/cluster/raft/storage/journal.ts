@@ -148,6 +148,15 @@ function scopeOf<T>(byScope: Map<number, Map<number, T>>, scope: number): Map<nu
   return scoped;
 }
 
+/** What the index keeps of a record written by `operation`. */
+function storedRecord(operation: {
+  readonly scope: number;
+  readonly name: string;
+  readonly value: Uint8Array;
+}): StoredRecord {
+  return { scope: operation.scope, name: operation.name, value: operation.value };
+}
+
 function recordKey(scope: number, name: string): string {
   return `${scope}/${name}`;
 }
@@ -325,11 +334,7 @@ export class Journal {
         break;
       }
       case PUT_RECORD:
-        transaction.records.set(recordKey(operation.scope, operation.name), {
-          scope: operation.scope,
-          name: operation.name,
-          value: operation.value,
-        });
+        transaction.records.set(recordKey(operation.scope, operation.name), storedRecord(operation));
         break;
       case REMOVE_RECORD:
         transaction.records.set(recordKey(operation.scope, operation.name), null);
@@ -448,11 +453,7 @@ export class Journal {
           break;
         }
         case PUT_RECORD:
-          this.recordIndex.set(recordKey(operation.scope, operation.name), {
-            scope: operation.scope,
-            name: operation.name,
-            value: operation.value,
-          });
+          this.recordIndex.set(recordKey(operation.scope, operation.name), storedRecord(operation));
           offset += operation.value.byteLength;
           break;
         case REMOVE_RECORD:
