@@ -271,6 +271,8 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
     const remoteAddress = `${socket.remoteAddress ?? "unknown"}:${socket.remotePort ?? 0}`;
     const connection: FramedConnection = new FramedConnection(socket, {
       maxFrameBytes: this.options.maxFrameBytes,
+      // An inbound connection carries answers to the requests that came over it, which someone is waiting for.
+      flushPriority: "answers",
       onEnvelope: (envelope, frameBytes) => this.receive(connection, state, remoteAddress, envelope, frameBytes),
       onClose: (error) => {
         clearTimeout(state.handshakeTimer);

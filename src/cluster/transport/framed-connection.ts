@@ -3,6 +3,7 @@
  * exactly once, whatever ended it (peer close, socket error, protocol error, local close).
  */
 import type { Socket } from "node:net";
+import { type EndOfTurnWriter, type FlushPriority, flushAtEndOfTurn } from "./end-of-turn-flush.js";
 import type { Envelope } from "./envelope.js";
 import { parseEnvelope } from "./envelope.js";
 import { FrameDecoder } from "./framing.js";
@@ -16,11 +17,14 @@ export interface FramedConnectionOptions {
   readonly onClose: (error: Error | undefined) => void;
   /** Called when the socket's write buffer has drained below its high-water mark. */
   readonly onDrain?: () => void;
+  /** Whether this connection's writes leave before those of others at the end of a turn (default "messages"). */
+  readonly flushPriority?: FlushPriority;
 }
 
 /** One framed socket; see the module comment. */
-export class FramedConnection {
+export class FramedConnection implements EndOfTurnWriter {
   private readonly decoder: FrameDecoder;
+  private readonly flushPriority: FlushPriority;
   private closed = false;
   private corked = false;
 
@@ -29,6 +33,7 @@ export class FramedConnection {
     private readonly options: FramedConnectionOptions,
   ) {
     this.decoder = new FrameDecoder({ maxFrameBytes: options.maxFrameBytes });
+    this.flushPriority = options.flushPriority ?? "messages";
     socket.setNoDelay(true);
     socket.on("data", (chunk: Buffer) => this.receive(chunk));
     socket.on("error", (error) => this.close(error));
@@ -52,10 +57,8 @@ export class FramedConnection {
 
   /**
    * Writes one encoded frame; returns false when the socket's buffer is full (wait for drain before writing more).
-   * Frames written in the same turn of the event loop leave together in one system call: the socket stays corked
-   * until the loop has handled every socket that was readable (`setImmediate`). Under load a gateway or broker
-   * handles many requests per turn, and on this kind of virtual machine a system call on a loopback socket costs
-   * tens of microseconds, so one write per turn rather than one per tick matters.
+   * Frames written in the same turn of the event loop leave together in one system call at the end of the turn
+   * (see `end-of-turn-flush.ts`).
    */
   write(frame: Buffer): boolean {
     if (this.closed) {
@@ -64,12 +67,15 @@ export class FramedConnection {
     if (!this.corked) {
       this.corked = true;
       this.socket.cork();
-      setImmediate(() => {
-        this.corked = false;
-        this.socket.uncork();
-      });
+      flushAtEndOfTurn(this, this.flushPriority);
     }
     return this.socket.write(frame);
+  }
+
+  /** Hands the frames written during this turn to the kernel; called once per turn in which it wrote. */
+  endTurn(): void {
+    this.corked = false;
+    this.socket.uncork();
   }
 
   /** Ends the connection now (buffered writes are discarded) and reports `error` to onClose. */
