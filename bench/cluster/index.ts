@@ -10,6 +10,11 @@
  * third from run to run, and the median of interleaved rounds keeps a slow drift from favouring one side. The
  * clients per cell can be chosen with FLOWPLANE_BENCH_CLIENTS (e.g. `FLOWPLANE_BENCH_CLIENTS=1,16`).
  *
+ * Besides throughput and latency it prints, per acknowledged write, the disk work of each system (from the block
+ * device's counters) and the processor time of each of its parts (load generator, gateway, servers; from `/proc`),
+ * both on Linux only: on this two-core machine every process of both systems competes for the same cores, so the
+ * processor time a write costs matters as much as its path.
+ *
  * Before the first cell each system runs a longer unmeasured warm-up at 16 clients: the brokers and the gateway are
  * just-started Node.js processes whose hot paths V8 has not optimized yet (without it the first cell measured the
  * compiler: gateway round trips fell from 3.7 ms to 1.6 ms over its first 8 s), while etcd is compiled ahead of
@@ -31,6 +36,7 @@ import {
   startLocalCluster,
 } from "../../src/platform/provisioner/index.js";
 import { BenchmarkChildren } from "../support/children.js";
+import { type CpuTime, cpuTimeBetween, cpuTimeOf, ownCpuTime } from "../support/cpu.js";
 import { type DiskCounters, diskCountersBetween, diskCountersReader } from "../support/disk.js";
 import { type LoadResult, type LoadTarget, measure, probe } from "../support/load.js";
 import { formatNumber, printTable } from "../support/report.js";
@@ -126,9 +132,10 @@ function etcdInstalled(): boolean {
   return spawnSync("etcd", ["--version"], { stdio: "ignore" }).status === 0;
 }
 
-/** Starts a 3-member etcd cluster on loopback ports and returns the client URL of member 0. */
-async function startEtcd(dataDirectory: string): Promise<string> {
+/** Starts a 3-member etcd cluster on loopback ports; returns the client URL of member 0 and the members' pids. */
+async function startEtcd(dataDirectory: string): Promise<{ url: string; pids: number[] }> {
   const members = [];
+  const pids: number[] = [];
   for (let index = 0; index < 3; index += 1) {
     members.push({ name: `member${index}`, client: await freePort("127.0.0.1"), peer: await freePort("127.0.0.1") });
   }
@@ -163,13 +170,14 @@ async function startEtcd(dataDirectory: string): Promise<string> {
       ),
     );
     createInterface({ input: child.stderr! }).on("line", () => undefined);
+    if (child.pid !== undefined) pids.push(child.pid);
   }
   const url = `http://127.0.0.1:${members[0]?.client}`;
   await waitUntil("etcd", async () => {
     const response = await fetch(`${url}/health`);
     return ((await response.json()) as { health?: string }).health === "true";
   });
-  return url;
+  return { url, pids };
 }
 
 /** Whether the etcd member at `url` is its cluster's leader (from its maintenance status). */
@@ -205,34 +213,74 @@ async function readCommitTotals(brokers: readonly LocalBroker[]): Promise<Commit
   return totals;
 }
 
-/** The disk work done while one system was measured in one cell, and the writes it acknowledged meanwhile. */
-interface DiskWork {
+/**
+ * The parts of a system whose processor time is reported: the load generator (this process), the gateway (flowplane
+ * only) and the servers (the brokers, or etcd's members). Each reads its processes' time so far.
+ */
+interface SystemParts {
+  readonly gateway: (() => CpuTime) | undefined;
+  readonly servers: () => CpuTime;
+}
+
+/**
+ * The work done while one system was measured in one cell: the disk's, each part's processor time, and the writes
+ * it acknowledged meanwhile.
+ */
+interface CellWork {
   writes: number;
   bytesWritten: number;
   flushes: number;
+  loadGeneratorCpuMs: number;
+  gatewayCpuMs: number;
+  serversCpuMs: number;
+  serversSystemCpuMs: number;
   acknowledgedWrites: number;
 }
 
-function noDiskWork(): DiskWork {
-  return { writes: 0, bytesWritten: 0, flushes: 0, acknowledgedWrites: 0 };
+function noWork(): CellWork {
+  return {
+    writes: 0,
+    bytesWritten: 0,
+    flushes: 0,
+    loadGeneratorCpuMs: 0,
+    gatewayCpuMs: 0,
+    serversCpuMs: 0,
+    serversSystemCpuMs: 0,
+    acknowledgedWrites: 0,
+  };
 }
 
-/** Runs `measure` and adds the disk work it caused to `work` (when the device's counters can be read). */
-async function measureDiskWork(
+function totalMs(time: CpuTime): number {
+  return time.userMs + time.systemMs;
+}
+
+/** Runs `measure` and adds the disk work (when the device's counters can be read) and processor time to `work`. */
+async function measureWork(
   target: LoadTarget,
   options: { connections: number; warmupMs: number; durationMs: number },
   readDisk: (() => DiskCounters) | undefined,
-  work: DiskWork,
+  parts: SystemParts,
+  work: CellWork,
 ): Promise<LoadResult> {
-  const before = readDisk?.();
+  const diskBefore = readDisk?.();
+  const loadGeneratorBefore = ownCpuTime();
+  const gatewayBefore = parts.gateway?.();
+  const serversBefore = parts.servers();
   const result = await measure(target, options);
-  if (readDisk !== undefined && before !== undefined) {
-    const done = diskCountersBetween(before, readDisk());
+  const servers = cpuTimeBetween(serversBefore, parts.servers());
+  work.serversCpuMs += totalMs(servers);
+  work.serversSystemCpuMs += servers.systemMs;
+  if (parts.gateway !== undefined && gatewayBefore !== undefined) {
+    work.gatewayCpuMs += totalMs(cpuTimeBetween(gatewayBefore, parts.gateway()));
+  }
+  work.loadGeneratorCpuMs += totalMs(cpuTimeBetween(loadGeneratorBefore, ownCpuTime()));
+  if (readDisk !== undefined && diskBefore !== undefined) {
+    const done = diskCountersBetween(diskBefore, readDisk());
     work.writes += done.writes;
     work.bytesWritten += done.bytesWritten;
     work.flushes += done.flushes;
-    work.acknowledgedWrites += result.answeredRequests;
   }
+  work.acknowledgedWrites += result.answeredRequests;
   return result;
 }
 
@@ -275,8 +323,8 @@ export async function run(): Promise<void> {
   const ratioRanges: number[][] = [];
   /** Per cell, the brokers' storage commits during its flowplane measurements (warm-ups included). */
   const commitsByCell: CommitTotals[] = concurrencies.map(() => ({ commits: 0, seconds: 0, writes: 0 }));
-  /** Per system and cell, the disk work of its measurements (warm-ups included). */
-  const diskWork = { flowplane: concurrencies.map(noDiskWork), etcd: concurrencies.map(noDiskWork) };
+  /** Per system and cell, the disk work and processor time of its measurements (warm-ups included). */
+  const cellWork = { flowplane: concurrencies.map(noWork), etcd: concurrencies.map(noWork) };
   const readDisk = diskCountersReader(dataDirectory);
   let brokerCount = 0;
   /** Whether the etcd member the load goes to was the leader when the measurements began. */
@@ -303,7 +351,15 @@ export async function run(): Promise<void> {
       logLevel: "warn",
       readyTimeoutMs: startTimeoutMs,
     });
-    const etcdUrl = withEtcd ? await startEtcd(dataDirectory) : undefined;
+    const etcd = withEtcd ? await startEtcd(dataDirectory) : undefined;
+    const etcdUrl = etcd?.url;
+    const runningCluster = cluster;
+    const flowplaneParts: SystemParts = {
+      gateway: () => cpuTimeOf(runningCluster.gatewayPid === undefined ? [] : [runningCluster.gatewayPid]),
+      servers: () =>
+        cpuTimeOf(runningCluster.brokers.flatMap((broker) => (broker.pid === undefined ? [] : [broker.pid]))),
+    };
+    const etcdParts: SystemParts = { gateway: undefined, servers: () => cpuTimeOf(etcd?.pids ?? []) };
 
     const flowplaneTarget: LoadTarget = {
       origin: cluster.gatewayUrl,
@@ -345,7 +401,7 @@ export async function run(): Promise<void> {
         brokerCount = cluster.brokers.length;
         const before = await readCommitTotals(cluster.brokers);
         flowplaneRounds[cell]?.push(
-          await measureDiskWork(flowplaneTarget, options, readDisk, diskWork.flowplane[cell] as DiskWork),
+          await measureWork(flowplaneTarget, options, readDisk, flowplaneParts, cellWork.flowplane[cell] as CellWork),
         );
         const after = await readCommitTotals(cluster.brokers);
         const totals = commitsByCell[cell] as CommitTotals;
@@ -353,7 +409,9 @@ export async function run(): Promise<void> {
         totals.seconds += after.seconds - before.seconds;
         totals.writes += after.writes - before.writes;
         if (etcdTarget !== undefined) {
-          etcdRounds[cell]?.push(await measureDiskWork(etcdTarget, options, readDisk, diskWork.etcd[cell] as DiskWork));
+          etcdRounds[cell]?.push(
+            await measureWork(etcdTarget, options, readDisk, etcdParts, cellWork.etcd[cell] as CellWork),
+          );
         }
       }
     }
@@ -406,17 +464,17 @@ export async function run(): Promise<void> {
       ];
     }),
   );
+  const systems = etcdResults.length === 0 ? (["flowplane"] as const) : (["flowplane", "etcd"] as const);
   if (readDisk !== undefined) {
     console.log(
       "\nDisk work per acknowledged write (the device under the data directory, every round, warm-ups included; " +
         "a flush is what each fsync ends with)",
     );
-    const systems = etcdResults.length === 0 ? (["flowplane"] as const) : (["flowplane", "etcd"] as const);
     printTable(
       ["system", "clients", "device writes", "KiB written", "flushes"],
       concurrencies.flatMap((connections, cell) =>
         systems.map((system) => {
-          const work = diskWork[system][cell] as DiskWork;
+          const work = cellWork[system][cell] as CellWork;
           return [
             system,
             String(connections),
@@ -428,6 +486,29 @@ export async function run(): Promise<void> {
       ),
     );
   }
+  console.log(
+    "\nProcessor time per acknowledged write, in µs (user + system, every round, warm-ups included; servers: the " +
+      "3 brokers or the 3 etcd members; this machine has 2 cores for all of them)",
+  );
+  printTable(
+    ["system", "clients", "load generator", "gateway", "servers", "of which system", "in all"],
+    concurrencies.flatMap((connections, cell) =>
+      systems.map((system) => {
+        const work = cellWork[system][cell] as CellWork;
+        const perWrite = (milliseconds: number): string =>
+          formatNumber((milliseconds * 1000) / work.acknowledgedWrites);
+        return [
+          system,
+          String(connections),
+          perWrite(work.loadGeneratorCpuMs),
+          system === "flowplane" ? perWrite(work.gatewayCpuMs) : "-",
+          perWrite(work.serversCpuMs),
+          perWrite(work.serversSystemCpuMs),
+          perWrite(work.loadGeneratorCpuMs + work.gatewayCpuMs + work.serversCpuMs),
+        ];
+      }),
+    ),
+  );
   if (etcdResults.length === 0) return;
   console.log(
     `\netcd's client endpoint (member 0) ${etcdEndpointLeads ? "was" : "was not"} the leader when the measurements ` +

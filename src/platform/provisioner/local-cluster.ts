@@ -72,6 +72,8 @@ export interface LocalCluster {
   managementUrl: string;
   /** The gateway's log file. */
   gatewayLogFile: string;
+  /** Process id of the running gateway, or undefined while it is not running. */
+  readonly gatewayPid: number | undefined;
   /** The brokers, by node id (pid kept current). */
   brokers: readonly LocalBroker[];
   /** Starts a broker again (after it stopped or was killed), with the same environment as at first. */
@@ -372,6 +374,12 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     gatewayUrl,
     managementUrl,
     gatewayLogFile,
+    get gatewayPid() {
+      const running = gateway.process;
+      return running !== undefined && running.exitCode === null && running.signalCode === null
+        ? running.pid
+        : undefined;
+    },
     brokers,
     async restartBroker(nodeId) {
       const child = children.find((candidate) => candidate.name === `broker ${nodeId}`);

@@ -113,11 +113,13 @@ describe("startLocalCluster", () => {
       expect(gateway.SERVICE_AUDIENCES_GATEWAY).toBe("my-gateway");
       expect(cluster.managementUrl).toBe(`http://127.0.0.1:${gateway.SERVICE_MANAGEMENT_PORT}`);
       expect(cluster.brokers.map((broker) => broker.pid !== undefined)).toEqual([true, true, true]);
+      expect(cluster.gatewayPid).toBeTypeOf("number");
       expect(existsSync(join(dataDirectory, "cluster", "logs", "gateway.log"))).toBe(true);
     } finally {
       await cluster.close();
     }
     expect(cluster.brokers.map((broker) => broker.pid)).toEqual([undefined, undefined, undefined]);
+    expect(cluster.gatewayPid).toBeUndefined();
   });
 
   it("kills children that ignore SIGTERM once the stop timeout passes", async () => {
