@@ -44,7 +44,7 @@ import { formatNumber, printTable } from "../support/report.js";
 const repositoryRoot = fileURLToPath(new URL("../../", import.meta.url));
 const concurrencies = parseClients(process.env.FLOWPLANE_BENCH_CLIENTS ?? "1,16,64");
 /** Measured rounds per cell; the table shows the median. */
-const rounds = 3;
+const rounds = 5;
 const warmupMs = 1_000;
 /** The unmeasured run each system gets before its first cell. */
 const initialWarmupMs = 5_000;

@@ -39,5 +39,14 @@ function flushTurn(): void {
   flushScheduled = false;
   // Taken out first: a writer may register again for the next turn while it is being flushed.
   const writers = [...answerWriters.splice(0), ...messageWriters.splice(0)];
-  for (const writer of writers) writer.endTurn();
+  for (const writer of writers) {
+    try {
+      writer.endTurn();
+    } catch (error) {
+      // A throwing writer is a bug; the others still get their turn's writes out, then the error surfaces loudly.
+      queueMicrotask(() => {
+        throw error;
+      });
+    }
+  }
 }

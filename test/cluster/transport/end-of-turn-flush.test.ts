@@ -1,5 +1,5 @@
 import { setImmediate as nextTurn } from "node:timers/promises";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { type EndOfTurnWriter, flushAtEndOfTurn } from "../../../src/cluster/transport/end-of-turn-flush.js";
 
 /** A writer that records when it was flushed, and can register itself again while being flushed. */
@@ -13,6 +13,10 @@ function recordingWriter(name: string, flushed: string[], onFlush: () => void = 
 }
 
 describe("end-of-turn flush", () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
   it("flushes nothing before the end of the turn", () => {
     const flushed: string[] = [];
     flushAtEndOfTurn(recordingWriter("peer", flushed), "messages");
@@ -44,5 +48,27 @@ describe("end-of-turn flush", () => {
     expect(flushed).toEqual(["again", "again"]);
     await nextTurn();
     expect(flushed).toEqual(["again", "again", "again"]);
+  });
+
+  it("still flushes the other writers when one throws, then reports the error", async () => {
+    const flushed: string[] = [];
+    const reported: (() => void)[] = [];
+    vi.spyOn(globalThis, "queueMicrotask").mockImplementation((callback) => {
+      reported.push(callback);
+    });
+    const broken = new Error("broken writer");
+    flushAtEndOfTurn(
+      {
+        endTurn: () => {
+          throw broken;
+        },
+      },
+      "answers",
+    );
+    flushAtEndOfTurn(recordingWriter("follower", flushed), "messages");
+    await nextTurn();
+    expect(flushed).toEqual(["follower"]);
+    expect(reported).toHaveLength(1);
+    expect(() => reported[0]?.()).toThrow(broken);
   });
 });
