@@ -3,9 +3,15 @@
  * (3 broker processes, 3 partitions, replication factor 3, durable commits) at 1, 16 and 64 concurrent clients; side
  * by side in the same run with a 3-member etcd cluster (each member fsyncs its write-ahead log, the same durability)
  * doing puts of the same payload size at the same concurrency through its HTTP/JSON gateway. Everything runs on
- * 127.0.0.1 in a temporary directory; the load generator runs here. Prints a table, then the ratios last.
+ * 127.0.0.1 in a temporary directory; the load generator runs here. Prints tables, then the ratios last.
  *
- * Each cell is measured in several rounds, the two systems alternating within every round, and the table shows each
+ * etcd is measured twice: with its puts sent to its leader, and sent to a follower, which forwards them to the leader.
+ * Every flowplane write crosses the gateway before it reaches a partition leader, so the follower path has as many
+ * processes on the way and the leader path one fewer. At 1 client that hop decides the ratio (0.95–1.00 against etcd
+ * via its leader, 1.12–1.16 via a follower, in the runs that led to this), so the benchmark no longer leaves it to
+ * which member etcd happens to elect.
+ *
+ * Each cell is measured in several rounds, the systems alternating within every round, and the table shows each
  * figure's median over the rounds: on this shared two-core machine one 5 s measurement of either system varies by a
  * third from run to run, and the median of interleaved rounds keeps a slow drift from favouring one side. The
  * clients per cell can be chosen with FLOWPLANE_BENCH_CLIENTS (e.g. `FLOWPLANE_BENCH_CLIENTS=1,16`).
@@ -18,7 +24,7 @@
  * Before the first cell each system runs a longer unmeasured warm-up at 16 clients: the brokers and the gateway are
  * just-started Node.js processes whose hot paths V8 has not optimized yet (without it the first cell measured the
  * compiler: gateway round trips fell from 3.7 ms to 1.6 ms over its first 8 s), while etcd is compiled ahead of
- * time. Both systems get the same warm-up.
+ * time. Every system gets the same warm-up.
  */
 
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
@@ -51,7 +57,7 @@ const initialWarmupMs = 5_000;
 const durationMs = 3_000;
 const startTimeoutMs = 60_000;
 /** The whole run stops itself after this, whatever happens. */
-const runDeadlineMs = 300_000;
+const runDeadlineMs = 420_000;
 /** Bytes of the payload each message (and each etcd value) carries. */
 const payloadBytes = 256;
 
@@ -132,8 +138,8 @@ function etcdInstalled(): boolean {
   return spawnSync("etcd", ["--version"], { stdio: "ignore" }).status === 0;
 }
 
-/** Starts a 3-member etcd cluster on loopback ports; returns the client URL of member 0 and the members' pids. */
-async function startEtcd(dataDirectory: string): Promise<{ url: string; pids: number[] }> {
+/** Starts a 3-member etcd cluster on loopback ports; returns the members' client URLs (in order) and pids. */
+async function startEtcd(dataDirectory: string): Promise<{ urls: string[]; pids: number[] }> {
   const members = [];
   const pids: number[] = [];
   for (let index = 0; index < 3; index += 1) {
@@ -172,19 +178,22 @@ async function startEtcd(dataDirectory: string): Promise<{ url: string; pids: nu
     createInterface({ input: child.stderr! }).on("line", () => undefined);
     if (child.pid !== undefined) pids.push(child.pid);
   }
-  const url = `http://127.0.0.1:${members[0]?.client}`;
+  const urls = members.map((member) => `http://127.0.0.1:${member.client}`);
   await waitUntil("etcd", async () => {
-    const response = await fetch(`${url}/health`);
+    const response = await fetch(`${urls[0]}/health`);
     return ((await response.json()) as { health?: string }).health === "true";
   });
-  return { url, pids };
+  return { urls, pids };
 }
 
-/** Whether the etcd member at `url` is its cluster's leader (from its maintenance status). */
-async function etcdMemberLeads(url: string): Promise<boolean> {
-  const response = await fetch(`${url}/v3/maintenance/status`, { method: "POST", body: "{}" });
-  const status = (await response.json()) as { header?: { member_id?: string }; leader?: string };
-  return status.header?.member_id !== undefined && status.header.member_id === status.leader;
+/** The client URL of etcd's current leader among `urls`, or undefined when none of them says it leads. */
+async function etcdLeaderUrl(urls: readonly string[]): Promise<string | undefined> {
+  for (const url of urls) {
+    const response = await fetch(`${url}/v3/maintenance/status`, { method: "POST", body: "{}" });
+    const status = (await response.json()) as { header?: { member_id?: string }; leader?: string };
+    if (status.header?.member_id !== undefined && status.header.member_id === status.leader) return url;
+  }
+  return undefined;
 }
 
 /** The brokers' storage commits so far, summed over every broker (from their Prometheus metrics). */
@@ -311,38 +320,72 @@ function medianResult(results: readonly LoadResult[]): LoadResult {
   };
 }
 
-/** Runs the cluster benchmark and prints its table and ratios; stops every child whatever happens. */
+/** One system under measurement, as the tables name it, with its load target and the parts whose time is read. */
+interface MeasuredSystem {
+  readonly name: string;
+  readonly target: LoadTarget;
+  readonly parts: SystemParts;
+  /** Per cell, the result of every round. */
+  readonly rounds: LoadResult[][];
+  /** Per cell, the disk work and processor time of its measurements (warm-ups included). */
+  readonly work: CellWork[];
+}
+
+function measuredSystem(name: string, target: LoadTarget, parts: SystemParts): MeasuredSystem {
+  return { name, target, parts, rounds: concurrencies.map(() => []), work: concurrencies.map(noWork) };
+}
+
+/** Prints the ratios of flowplane's medians to one peer's, with the throughput ratio of every round. */
+function printRatios(title: string, flowplane: MeasuredSystem, peer: MeasuredSystem): void {
+  console.log(`\n${title}`);
+  printTable(
+    ["clients", "throughput", "p50 latency", "p99 latency", "throughput by round"],
+    concurrencies.map((connections, cell) => {
+      const ours = medianResult(flowplane.rounds[cell] ?? []);
+      const theirs = medianResult(peer.rounds[cell] ?? []);
+      const byRound = (flowplane.rounds[cell] ?? []).map(
+        (result, round) => result.requestsPerSecond / (peer.rounds[cell]?.[round]?.requestsPerSecond ?? 0),
+      );
+      return [
+        String(connections),
+        formatNumber(ours.requestsPerSecond / theirs.requestsPerSecond, 2),
+        formatNumber(ours.p50Ms / theirs.p50Ms, 2),
+        formatNumber(ours.p99Ms / theirs.p99Ms, 2),
+        byRound.map((ratio) => formatNumber(ratio, 2)).join(" "),
+      ];
+    }),
+  );
+}
+
+/** Runs the cluster benchmark and prints its tables and ratios; stops every child whatever happens. */
 export async function run(): Promise<void> {
   children = new BenchmarkChildren("cluster", runDeadlineMs);
 
   const payload = "x".repeat(payloadBytes);
   const dataDirectory = await mkdtemp(join(tmpdir(), "flowplane-bench-cluster-"));
-  const flowplaneResults: LoadResult[] = [];
-  const etcdResults: LoadResult[] = [];
-  /** Per cell, the throughput ratio of every round, to show how much the rounds disagreed. */
-  const ratioRanges: number[][] = [];
+  /** flowplane first, then etcd reached through its leader and through a follower (when etcd is installed). */
+  const systems: MeasuredSystem[] = [];
   /** Per cell, the brokers' storage commits during its flowplane measurements (warm-ups included). */
   const commitsByCell: CommitTotals[] = concurrencies.map(() => ({ commits: 0, seconds: 0, writes: 0 }));
-  /** Per system and cell, the disk work and processor time of its measurements (warm-ups included). */
-  const cellWork = { flowplane: concurrencies.map(noWork), etcd: concurrencies.map(noWork) };
   const readDisk = diskCountersReader(dataDirectory);
   let brokerCount = 0;
-  /** Whether the etcd member the load goes to was the leader when the measurements began. */
-  let etcdEndpointLeads: boolean | undefined;
+  /** Whether etcd's leader was the same member after the measurements as before them. */
+  let etcdLeaderKept = true;
   const withEtcd = etcdInstalled();
   let platformChild: ChildProcess | undefined;
   try {
     console.log(
       `bench cluster: POST /v2/messages/publication (${payloadBytes}-byte payload, no correlation key: round robin) through the gateway of ` +
-        `3 brokers, 3 partitions, RF 3; etcd: 3 members, PUT /v3/kv/put of a ${payloadBytes}-byte value; ` +
-        `${initialWarmupMs / 1000} s warm-up for each system, then ${rounds} rounds of ${warmupMs / 1000} s warm-up + ${durationMs / 1000} s per cell (medians shown), everything on 127.0.0.1`,
+        `3 brokers, 3 partitions, RF 3; etcd: 3 members, PUT /v3/kv/put of a ${payloadBytes}-byte value, sent to its ` +
+        `leader and, separately, to a follower; ${initialWarmupMs / 1000} s warm-up for each, then ${rounds} rounds of ` +
+        `${warmupMs / 1000} s warm-up + ${durationMs / 1000} s per cell (medians shown), everything on 127.0.0.1`,
     );
     if (!withEtcd) {
       console.log("etcd is not installed (Debian: apt-get install etcd-server): the peer is skipped, no ratios");
     }
     const platform = await startPlatform(dataDirectory);
     platformChild = platform.child;
-    cluster = await startLocalCluster({
+    const runningCluster = await startLocalCluster({
       dataDirectory: join(dataDirectory, "flowplane"),
       gatewayPort: 0,
       managementPort: 0,
@@ -351,81 +394,75 @@ export async function run(): Promise<void> {
       logLevel: "warn",
       readyTimeoutMs: startTimeoutMs,
     });
-    const etcd = withEtcd ? await startEtcd(dataDirectory) : undefined;
-    const etcdUrl = etcd?.url;
-    const runningCluster = cluster;
-    const flowplaneParts: SystemParts = {
-      gateway: () => cpuTimeOf(runningCluster.gatewayPid === undefined ? [] : [runningCluster.gatewayPid]),
-      servers: () =>
-        cpuTimeOf(runningCluster.brokers.flatMap((broker) => (broker.pid === undefined ? [] : [broker.pid]))),
-    };
-    const etcdParts: SystemParts = { gateway: undefined, servers: () => cpuTimeOf(etcd?.pids ?? []) };
-
-    const flowplaneTarget: LoadTarget = {
-      origin: cluster.gatewayUrl,
-      method: "POST",
-      path: "/v2/messages/publication",
-      headers: { authorization: `Bearer ${platform.token}`, "content-type": "application/json" },
-      // Buffered for 10 s, so the brokers' memory stays flat during the run.
-      body: JSON.stringify({ name: "bench", timeToLive: 10_000, variables: { payload } }),
-    };
-    const check = await probe(flowplaneTarget);
+    cluster = runningCluster;
+    brokerCount = runningCluster.brokers.length;
+    const flowplane = measuredSystem(
+      "flowplane",
+      {
+        origin: runningCluster.gatewayUrl,
+        method: "POST",
+        path: "/v2/messages/publication",
+        headers: { authorization: `Bearer ${platform.token}`, "content-type": "application/json" },
+        // Buffered for 10 s, so the brokers' memory stays flat during the run.
+        body: JSON.stringify({ name: "bench", timeToLive: 10_000, variables: { payload } }),
+      },
+      {
+        gateway: () => cpuTimeOf(runningCluster.gatewayPid === undefined ? [] : [runningCluster.gatewayPid]),
+        servers: () =>
+          cpuTimeOf(runningCluster.brokers.flatMap((broker) => (broker.pid === undefined ? [] : [broker.pid]))),
+      },
+    );
+    const check = await probe(flowplane.target);
     if (check.status !== 200) throw new Error(`the gateway answered ${check.status}: ${check.body}`);
-    const etcdTarget: LoadTarget | undefined =
-      etcdUrl === undefined
-        ? undefined
-        : {
-            origin: etcdUrl,
-            method: "POST",
-            path: "/v3/kv/put",
-            headers: { "content-type": "application/json" },
-            body: JSON.stringify({
-              key: Buffer.from("bench/key").toString("base64"),
-              value: Buffer.from(payload).toString("base64"),
-            }),
-          };
-    if (etcdTarget !== undefined && etcdUrl !== undefined) {
-      const etcdCheck = await probe(etcdTarget);
+    systems.push(flowplane);
+    let etcdLeader: string | undefined;
+    let etcdUrls: readonly string[] = [];
+    if (withEtcd) {
+      const etcd = await startEtcd(dataDirectory);
+      etcdUrls = etcd.urls;
+      const parts: SystemParts = { gateway: undefined, servers: () => cpuTimeOf(etcd.pids) };
+      const target = (origin: string): LoadTarget => ({
+        origin,
+        method: "POST",
+        path: "/v3/kv/put",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({
+          key: Buffer.from("bench/key").toString("base64"),
+          value: Buffer.from(payload).toString("base64"),
+        }),
+      });
+      // The first put also makes sure a leader is elected before it is looked up.
+      const etcdCheck = await probe(target(etcd.urls[0] as string));
       if (etcdCheck.status !== 200) throw new Error(`etcd answered ${etcdCheck.status}: ${etcdCheck.body}`);
-      etcdEndpointLeads = await etcdMemberLeads(etcdUrl);
+      etcdLeader = await etcdLeaderUrl(etcd.urls);
+      const follower = etcd.urls.find((url) => url !== etcdLeader);
+      if (etcdLeader === undefined || follower === undefined) throw new Error("etcd has no leader to measure against");
+      // A put sent to the leader takes the shortest path etcd has; one sent to a follower is forwarded to the leader,
+      // one process more, as every flowplane write crosses the gateway before it reaches a partition leader.
+      systems.push(measuredSystem("etcd via leader", target(etcdLeader), parts));
+      systems.push(measuredSystem("etcd via follower", target(follower), parts));
     }
     const initialWarmup = { connections: 16, warmupMs: initialWarmupMs, durationMs: 1 };
-    await measure(flowplaneTarget, initialWarmup);
-    if (etcdTarget !== undefined) await measure(etcdTarget, initialWarmup);
-    const flowplaneRounds: LoadResult[][] = concurrencies.map(() => []);
-    const etcdRounds: LoadResult[][] = concurrencies.map(() => []);
+    for (const system of systems) await measure(system.target, initialWarmup);
     for (let round = 0; round < rounds; round += 1) {
       for (const [cell, connections] of concurrencies.entries()) {
-        // Alternating the two systems at each step exposes both to the same machine conditions.
+        // Alternating the systems at each step exposes all of them to the same machine conditions.
         const options = { connections, warmupMs, durationMs };
-        brokerCount = cluster.brokers.length;
-        const before = await readCommitTotals(cluster.brokers);
-        flowplaneRounds[cell]?.push(
-          await measureWork(flowplaneTarget, options, readDisk, flowplaneParts, cellWork.flowplane[cell] as CellWork),
-        );
-        const after = await readCommitTotals(cluster.brokers);
-        const totals = commitsByCell[cell] as CommitTotals;
-        totals.commits += after.commits - before.commits;
-        totals.seconds += after.seconds - before.seconds;
-        totals.writes += after.writes - before.writes;
-        if (etcdTarget !== undefined) {
-          etcdRounds[cell]?.push(
-            await measureWork(etcdTarget, options, readDisk, etcdParts, cellWork.etcd[cell] as CellWork),
+        for (const system of systems) {
+          const before = system === flowplane ? await readCommitTotals(runningCluster.brokers) : undefined;
+          system.rounds[cell]?.push(
+            await measureWork(system.target, options, readDisk, system.parts, system.work[cell] as CellWork),
           );
+          if (before === undefined) continue;
+          const after = await readCommitTotals(runningCluster.brokers);
+          const totals = commitsByCell[cell] as CommitTotals;
+          totals.commits += after.commits - before.commits;
+          totals.seconds += after.seconds - before.seconds;
+          totals.writes += after.writes - before.writes;
         }
       }
     }
-    flowplaneResults.push(...flowplaneRounds.map(medianResult));
-    if (etcdTarget !== undefined) {
-      etcdResults.push(...etcdRounds.map(medianResult));
-      for (const [cell, results] of flowplaneRounds.entries()) {
-        ratioRanges.push(
-          results.map(
-            (result, round) => result.requestsPerSecond / (etcdRounds[cell]?.[round]?.requestsPerSecond ?? 0),
-          ),
-        );
-      }
-    }
+    if (etcdLeader !== undefined) etcdLeaderKept = (await etcdLeaderUrl(etcdUrls)) === etcdLeader;
   } finally {
     await cluster?.close();
     cluster = undefined;
@@ -435,20 +472,21 @@ export async function run(): Promise<void> {
   }
 
   console.log(`\nWrites acknowledged by a quorum (median of ${rounds} rounds)`);
-  const rows = [
-    ...flowplaneResults.map((result) => ["flowplane", result] as const),
-    ...etcdResults.map((result) => ["etcd", result] as const),
-  ].sort(([, left], [, right]) => left.connections - right.connections);
   printTable(
     ["system", "clients", "writes/s", "p50 ms", "p99 ms", "errors"],
-    rows.map(([system, result]) => [
-      system,
-      String(result.connections),
-      formatNumber(result.requestsPerSecond),
-      formatNumber(result.p50Ms, 2),
-      formatNumber(result.p99Ms, 2),
-      String(result.errors),
-    ]),
+    concurrencies.flatMap((connections, cell) =>
+      systems.map((system) => {
+        const result = medianResult(system.rounds[cell] ?? []);
+        return [
+          system.name,
+          String(connections),
+          formatNumber(result.requestsPerSecond),
+          formatNumber(result.p50Ms, 2),
+          formatNumber(result.p99Ms, 2),
+          String(result.errors),
+        ];
+      }),
+    ),
   );
   console.log("\nflowplane brokers' storage during those cells (every round, warm-ups included)");
   const cellSeconds = (rounds * (warmupMs + durationMs)) / 1000;
@@ -464,7 +502,6 @@ export async function run(): Promise<void> {
       ];
     }),
   );
-  const systems = etcdResults.length === 0 ? (["flowplane"] as const) : (["flowplane", "etcd"] as const);
   if (readDisk !== undefined) {
     console.log(
       "\nDisk work per acknowledged write (the device under the data directory, every round, warm-ups included; " +
@@ -474,9 +511,9 @@ export async function run(): Promise<void> {
       ["system", "clients", "device writes", "KiB written", "flushes"],
       concurrencies.flatMap((connections, cell) =>
         systems.map((system) => {
-          const work = cellWork[system][cell] as CellWork;
+          const work = system.work[cell] as CellWork;
           return [
-            system,
+            system.name,
             String(connections),
             formatNumber(work.writes / work.acknowledgedWrites, 1),
             formatNumber(work.bytesWritten / 1024 / work.acknowledgedWrites, 1),
@@ -494,14 +531,14 @@ export async function run(): Promise<void> {
     ["system", "clients", "load generator", "gateway", "servers", "of which system", "in all"],
     concurrencies.flatMap((connections, cell) =>
       systems.map((system) => {
-        const work = cellWork[system][cell] as CellWork;
+        const work = system.work[cell] as CellWork;
         const perWrite = (milliseconds: number): string =>
           formatNumber((milliseconds * 1000) / work.acknowledgedWrites);
         return [
-          system,
+          system.name,
           String(connections),
           perWrite(work.loadGeneratorCpuMs),
-          system === "flowplane" ? perWrite(work.gatewayCpuMs) : "-",
+          system.parts.gateway === undefined ? "-" : perWrite(work.gatewayCpuMs),
           perWrite(work.serversCpuMs),
           perWrite(work.serversSystemCpuMs),
           perWrite(work.loadGeneratorCpuMs + work.gatewayCpuMs + work.serversCpuMs),
@@ -509,24 +546,20 @@ export async function run(): Promise<void> {
       }),
     ),
   );
-  if (etcdResults.length === 0) return;
-  console.log(
-    `\netcd's client endpoint (member 0) ${etcdEndpointLeads ? "was" : "was not"} the leader when the measurements ` +
-      "began; a member that is not forwards every put to the leader, one more hop (as every flowplane write takes " +
-      "one through the gateway).",
+  const [flowplane, etcdViaLeader, etcdViaFollower] = systems;
+  if (flowplane === undefined || etcdViaLeader === undefined || etcdViaFollower === undefined) return;
+  if (!etcdLeaderKept) {
+    console.log("\netcd's leader changed during the run: the two etcd rows may have swapped roles part of the time.");
+  }
+  console.log("\nRatios, flowplane / etcd (throughput above 1 and latency below 1 favour flowplane)");
+  printRatios(
+    "Against etcd via a follower (forwarded to the leader: one process on the way, like flowplane's gateway)",
+    flowplane,
+    etcdViaFollower,
   );
-  console.log("\nRatios (flowplane / etcd; throughput above 1 and latency below 1 favour flowplane)");
-  printTable(
-    ["clients", "throughput", "p50 latency", "p99 latency", "throughput by round"],
-    flowplaneResults.map((result, index) => {
-      const peer = etcdResults[index] as LoadResult;
-      return [
-        String(result.connections),
-        formatNumber(result.requestsPerSecond / peer.requestsPerSecond, 2),
-        formatNumber(result.p50Ms / peer.p50Ms, 2),
-        formatNumber(result.p99Ms / peer.p99Ms, 2),
-        (ratioRanges[index] ?? []).map((ratio) => formatNumber(ratio, 2)).join(" "),
-      ];
-    }),
+  printRatios(
+    "Against etcd via its leader (etcd's shortest path: one process fewer than any flowplane write takes)",
+    flowplane,
+    etcdViaLeader,
   );
 }

@@ -505,8 +505,11 @@ export class Journal {
         await handle.write(segmentHeader());
         for (let written = SEGMENT_HEADER_BYTES; written < segmentBytes; written += ZEROS.byteLength) {
           await handle.write(ZEROS, 0, Math.min(ZEROS.byteLength, segmentBytes - written));
+          // Each megabyte is made durable as it is written: one flush of a whole 16 MiB segment held this disk for
+          // about 10 ms, and every commit of every broker on the disk waited behind it (a synthetic O_DSYNC writer
+          // stalled 10.8 ms against 3.9 ms at most with per-megabyte flushes, which cost the same 15 ms in all).
+          await handle.datasync();
         }
-        await handle.datasync();
         return path;
       } finally {
         await handle.close();
