@@ -270,10 +270,13 @@ export function fromConfigurationDocument(value: unknown): ClusterConfiguration 
   // The compiled check is cheap; listing the errors walks the document again, interpreted, so only a malformed
   // document pays for it. Every broker's configuration is decoded by the gateway once a second, and by every broker
   // it gossips with.
-  const schemaErrors = documentValidator.Check(value) ? [] : documentValidator.Errors(value);
-  if (schemaErrors.length > 0) {
+  if (!documentValidator.Check(value)) {
+    const schemaErrors = documentValidator.Errors(value);
+    // The check decides: a document it refuses is refused even if the listing found nothing to name.
     throw new ConfigurationDecodeError(
-      schemaErrors.slice(0, 20).map((error) => `${error.instancePath || "/"} ${error.message}`),
+      schemaErrors.length === 0
+        ? ["/ does not match the configuration document's schema"]
+        : schemaErrors.slice(0, 20).map((error) => `${error.instancePath || "/"} ${error.message}`),
     );
   }
   const document = value as ConfigurationDocument;

@@ -7,7 +7,10 @@
  *
  * Connections that carry answers to requests are uncorked before the others. When a partition leader learns that a
  * write is committed, the same turn produces the answer to the gateway and the appends that tell the followers the
- * new commit index; the client waits only for the answer, so its system call must not wait behind the others.
+ * new commit index; the client waits only for the answer, so its system call must not wait behind theirs (at 1 client
+ * this moved the median latency from 1.16 to 1.01 ms). The others include a broker's acknowledgements as a follower
+ * of other partitions, which their leaders wait for; they now go one system call later, which under load (16
+ * clients, interleaved A/B rounds) did not change throughput.
  */
 
 /** Which connections leave first at the end of a turn: those carrying answers, then those carrying messages. */

@@ -75,7 +75,12 @@ export class FramedConnection implements EndOfTurnWriter {
   /** Hands the frames written during this turn to the kernel; called once per turn in which it wrote. */
   endTurn(): void {
     this.corked = false;
-    this.socket.uncork();
+    try {
+      this.socket.uncork();
+    } catch (error) {
+      // A socket that cannot flush would hold its frames for ever; ending it makes the link reconnect.
+      this.close(error instanceof Error ? error : new Error(String(error)));
+    }
   }
 
   /** Ends the connection now (buffered writes are discarded) and reports `error` to onClose. */

@@ -504,6 +504,8 @@ export class Journal {
       try {
         await handle.write(segmentHeader());
         for (let written = SEGMENT_HEADER_BYTES; written < segmentBytes; written += ZEROS.byteLength) {
+          // Closing does not wait for a whole preparation: the file is removed and the next start prepares anew.
+          if (this.closed) throw new Error("the journal closed while a segment was being prepared");
           await handle.write(ZEROS, 0, Math.min(ZEROS.byteLength, segmentBytes - written));
           // Each megabyte is made durable as it is written: one flush of a whole 16 MiB segment held this disk for
           // about 10 ms, and every commit of every broker on the disk waited behind it (a synthetic O_DSYNC writer

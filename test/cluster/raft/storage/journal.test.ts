@@ -258,6 +258,23 @@ describe("Journal", () => {
     });
   });
 
+  it("stops preparing the next segment when closed, leaving no prepared file behind", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      // Eight megabytes to prepare, one flush per megabyte: closing right after the preparation starts lands inside it.
+      const segmentBytes = 8 * 1024 * 1024;
+      const journal = Journal.open({ directory, segmentBytes });
+      const halfSegment = new Uint8Array(segmentBytes / 2 + 1);
+      transact(journal, (writing) => writing.entries.put(1, 1, halfSegment));
+      transact(journal, (writing) => writing.entries.put(1, 2, bytes("past the half: preparation starts")));
+      await journal.close();
+      expect(readdirSync(directory).filter((name) => name.endsWith(".prepared"))).toEqual([]);
+
+      const reopened = Journal.open({ directory, segmentBytes });
+      expect(text(reopened.entries.get(1, 2))).toBe("past the half: preparation starts");
+      await reopened.close();
+    });
+  });
+
   it("refuses every transaction after a failed write", async () => {
     await withTemporaryDirectory(async (directory) => {
       const journal = Journal.open({ directory });
