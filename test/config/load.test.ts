@@ -1,11 +1,20 @@
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { ConfigurationError, configurationLeaves, loadConfiguration } from "../../src/config/load.js";
 
+/** Directories made by `yamlFile`, removed once the file's tests are done. */
+const temporaryDirectories: string[] = [];
+
+afterAll(() => {
+  for (const directory of temporaryDirectories) rmSync(directory, { recursive: true, force: true });
+});
+
 function yamlFile(text: string): string {
-  const path = join(mkdtempSync(join(tmpdir(), "flowplane-config-")), "flowplane.yaml");
+  const directory = mkdtempSync(join(tmpdir(), "flowplane-config-"));
+  temporaryDirectories.push(directory);
+  const path = join(directory, "flowplane.yaml");
   writeFileSync(path, text);
   return path;
 }
