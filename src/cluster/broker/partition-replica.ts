@@ -13,6 +13,7 @@
 import type { Logger } from "pino";
 import {
   type ApplyResult,
+  type EngineSnapshotEncoder,
   encodeRecord,
   PartitionEngine,
   type PublishMessageRecord,
@@ -83,6 +84,11 @@ interface WaitingRead {
 }
 
 /** Work for the driver that came from request handlers. */
+/** Longest a slice of snapshot encoding holds the event loop before it lets other work run. */
+const SNAPSHOT_SLICE_MS = 2;
+/** Messages encoded between two looks at the clock while a snapshot is encoded. */
+const SNAPSHOT_MESSAGES_PER_CLOCK_READ = 256;
+
 interface QueuedWork {
   readonly run: () => void;
   readonly fail: (detail: string) => void;
@@ -116,6 +122,10 @@ export class PartitionReplica {
   private lastPersistSucceeded = true;
   private snapshotIndex: number;
   private compactionRequestedAt = 0;
+  /** Whether a snapshot is being encoded and written (`takeSnapshot`); one at a time. */
+  private snapshotInProgress = false;
+  /** The snapshot whose chunks are written and whose compaction the core has not handed out yet. */
+  private preparedSnapshot: { readonly index: number; readonly data: Uint8Array } | null = null;
   private installedSnapshots = 0;
   /** The term in which this replica handed its leadership over before stopping; null when it is not leaving. */
   private leavingTerm: number | null = null;
@@ -440,7 +450,7 @@ export class PartitionReplica {
         const ready = this.node.ready();
         if (ready === null) {
           this.refreshStatus();
-          if (this.maybeCompact()) continue;
+          this.maybeCompact();
           await new Promise<void>((resolve) => {
             this.wake = resolve;
           });
@@ -474,7 +484,11 @@ export class PartitionReplica {
     // Everything else waits for durability: no other message may leave and nothing may be acknowledged before these
     // writes are synced (when the batch must sync at all).
     try {
-      if (ready.snapshot !== null) await this.storage.installSnapshot(ready.snapshot);
+      if (ready.snapshot !== null) {
+        // Its chunks are written off this thread first; the install then only records it.
+        await this.storage.prepareSnapshot(ready.snapshot.data);
+        await this.storage.installSnapshot(ready.snapshot);
+      }
       // A batch that need not sync changes only the commit index, which is volatile: writing it would put one more
       // durable commit on the path of every write, so it is skipped and the next synced batch carries it to disk.
       if (ready.mustSync && (ready.entriesToPersist.length > 0 || ready.hardState !== null)) {
@@ -486,7 +500,15 @@ export class PartitionReplica {
       this.lastPersistSucceeded = false;
       throw error;
     }
-    if (ready.compaction !== null) this.snapshotIndex = ready.compaction.metadata.index;
+    if (ready.compaction !== null) {
+      this.snapshotIndex = ready.compaction.metadata.index;
+      if (ready.compaction.data === this.preparedSnapshot?.data) this.preparedSnapshot = null;
+    }
+    // A snapshot from the leader at or beyond the prepared one makes the core drop that compaction unannounced.
+    const prepared = this.preparedSnapshot;
+    if (ready.snapshot !== null && prepared !== null && ready.snapshot.metadata.index >= prepared.index) {
+      void this.discardSnapshot(prepared.data);
+    }
     for (const message of ready.messages) this.options.send(message.to, message);
     if (ready.snapshot !== null) {
       const engine = PartitionEngine.restore(ready.snapshot.data);
@@ -586,20 +608,82 @@ export class PartitionReplica {
    * Compacts the log once enough entries were applied since the last snapshot requested; only between two readies,
    * when Raft's applied index equals the engine's. Returns whether it asked for one.
    */
-  private maybeCompact(): boolean {
+  /**
+   * Starts a snapshot once `snapshotIntervalEntries` entries were applied since the last one. The snapshot is
+   * encoded a slice at a time and its chunks are written by the storage's writer thread (`takeSnapshot`), so neither
+   * holds the event loop: encoding 20,000 buffered messages (6 MB) and writing them in one go stopped every replica of
+   * the broker for 100–250 ms under load on the development machine.
+   */
+  private maybeCompact(): void {
+    if (this.snapshotInProgress) return;
     const applied = this.engine.lastAppliedIndex;
     if (applied - Math.max(this.snapshotIndex, this.compactionRequestedAt) < this.options.snapshotIntervalEntries) {
-      return false;
+      return;
     }
     if (this.node.status().appliedIndex !== applied) {
       throw new Error(
         `invariant violated: partition ${this.partitionId} engine applied ${applied} but Raft applied ${this.node.status().appliedIndex}`,
       );
     }
-    // The compaction comes out of the next ready, which stores it.
-    this.node.compact(applied, this.engine.snapshot());
     this.compactionRequestedAt = applied;
-    return true;
+    this.snapshotInProgress = true;
+    void this.takeSnapshot(this.engine.snapshotEncoder());
+  }
+
+  /**
+   * Encodes the snapshot for at most `SNAPSHOT_SLICE_MS` per turn of the event loop, has the storage write its chunks,
+   * then hands it to the core, whose next `Ready` compacts the log up to the snapshot's index (an index the replica
+   * has applied: the engine may have moved on meanwhile, which the core allows). A failure fails the replica.
+   */
+  private async takeSnapshot(encoder: EngineSnapshotEncoder): Promise<void> {
+    try {
+      // Bounded: every pass encodes at least one message, and the encoder holds a fixed number of them.
+      for (let encoded = false; !encoded; ) {
+        const sliceEndsAtMs = performance.now() + SNAPSHOT_SLICE_MS;
+        do encoded = encoder.encodeMessages(SNAPSHOT_MESSAGES_PER_CLOCK_READ);
+        while (!encoded && performance.now() < sliceEndsAtMs);
+        if (!encoded) await new Promise((resolve) => setImmediate(resolve));
+        if (!this.running) return;
+      }
+      const data = encoder.bytes();
+      await this.storage.prepareSnapshot(data);
+      if (!this.running) return;
+      this.enqueue({
+        run: () => {
+          // The core ignores a compaction a snapshot installed meanwhile already covers.
+          if (encoder.appliedIndex < this.node.status().firstIndex) {
+            void this.discardSnapshot(data);
+            return;
+          }
+          this.preparedSnapshot = { index: encoder.appliedIndex, data };
+          this.node.compact(encoder.appliedIndex, data);
+        },
+        fail: () => void this.discardSnapshot(data),
+      });
+      this.nudge();
+    } catch (error) {
+      if (!this.running) return;
+      // Failing through the driver loop stops the replica as any storage failure does.
+      this.enqueue({
+        run: () => {
+          throw error;
+        },
+        fail: () => {},
+      });
+      this.nudge();
+    } finally {
+      this.snapshotInProgress = false;
+    }
+  }
+
+  /** Removes the chunks of a prepared snapshot that will not be installed (they would stay until a restart). */
+  private async discardSnapshot(data: Uint8Array): Promise<void> {
+    if (this.preparedSnapshot?.data === data) this.preparedSnapshot = null;
+    try {
+      await this.storage.discardPreparedSnapshot(data);
+    } catch (error) {
+      this.options.logger.warn({ err: error, partitionId: this.partitionId }, "could not discard a snapshot's chunks");
+    }
   }
 
   private refreshStatus(): void {

@@ -17,6 +17,7 @@ export {
 export {
   type ApplyResult,
   type BufferedMessage,
+  type EngineSnapshotEncoder,
   PartitionEngine,
   type PartitionEngineOptions,
 } from "./partition-engine.js";

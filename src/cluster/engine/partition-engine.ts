@@ -209,21 +209,21 @@ export class PartitionEngine {
    * sizeBytes]` in ascending counter order.
    */
   snapshot(): Uint8Array {
-    const messages: unknown[] = [];
-    for (const message of this.messages.values()) {
-      messages.push([
-        message.counter,
-        message.name,
-        message.correlationKey,
-        message.timeToLiveMs,
-        message.messageId,
-        message.variablesBytes,
-        message.tenantId,
-        message.publishedAtMs,
-        message.sizeBytes,
-      ]);
-    }
-    return engineCodec.pack([SNAPSHOT_FORMAT_VERSION, this.partitionId, this.appliedIndex, this.nextCounter, messages]);
+    const encoder = this.snapshotEncoder();
+    while (!encoder.encodeMessages(Number.MAX_SAFE_INTEGER));
+    return encoder.bytes();
+  }
+
+  /**
+   * A snapshot of the state as it is now, encoded a slice of messages at a time, so that a large state does not hold
+   * the caller's thread for the whole encoding. The engine may go on applying records meanwhile: the encoder keeps
+   * the buffered messages of this moment (they are immutable), and gives exactly the bytes `snapshot()` gives now.
+   */
+  snapshotEncoder(): EngineSnapshotEncoder {
+    return new EngineSnapshotEncoder(
+      [SNAPSHOT_FORMAT_VERSION, this.partitionId, this.appliedIndex, this.nextCounter],
+      Array.from(this.messages.values()),
+    );
   }
 
   /** Rebuilds an engine from `snapshot()` bytes; throws on any malformed or inconsistent snapshot. */
@@ -354,6 +354,89 @@ export class PartitionEngine {
       if (ids.size === 0) this.messageIds.delete(message.tenantId);
     }
   }
+}
+
+/**
+ * Encodes one engine snapshot incrementally (see `PartitionEngine.snapshotEncoder`). msgpack is concatenative: an
+ * array is its length header followed by its elements, each encoded on its own, so slices of the message list packed
+ * separately (their own array header cut off) and joined give the same bytes as packing the whole state at once.
+ */
+export class EngineSnapshotEncoder {
+  /** The applied index the snapshot describes. */
+  readonly appliedIndex: number;
+  private readonly messages: readonly StoredMessage[];
+  private readonly pieces: Uint8Array[] = [];
+  private encodedMessages = 0;
+
+  /** Called by `PartitionEngine.snapshotEncoder` with the state's header fields and its messages in counter order. */
+  constructor(header: readonly [number, number, number, number], messages: readonly StoredMessage[]) {
+    this.appliedIndex = header[2];
+    this.messages = messages;
+    // The outer array (header fields and the message list) is written as its prefix: the packed header fields, then
+    // the message list's own array header.
+    const prefix = engineCodec.pack([...header, []]);
+    const emptyListBytes = 1;
+    this.pieces.push(Uint8Array.prototype.slice.call(prefix, 0, prefix.byteLength - emptyListBytes));
+    this.pieces.push(arrayHeader(messages.length));
+  }
+
+  /** Messages in the snapshot. */
+  get messageCount(): number {
+    return this.messages.length;
+  }
+
+  /** Encodes up to `maxMessages` more messages; returns true once every message is encoded. */
+  encodeMessages(maxMessages: number): boolean {
+    if (!(maxMessages >= 1)) throw new Error(`invariant violated: a slice must hold at least one message`);
+    const end = Math.min(this.messages.length, this.encodedMessages + maxMessages);
+    if (end > this.encodedMessages) {
+      const slice: unknown[] = [];
+      for (let position = this.encodedMessages; position < end; position += 1) {
+        const message = this.messages[position] as StoredMessage;
+        slice.push([
+          message.counter,
+          message.name,
+          message.correlationKey,
+          message.timeToLiveMs,
+          message.messageId,
+          message.variablesBytes,
+          message.tenantId,
+          message.publishedAtMs,
+          message.sizeBytes,
+        ]);
+      }
+      const packed = engineCodec.pack(slice);
+      // A copy: the codec may hand out a view into a buffer it reuses for the next pack.
+      this.pieces.push(Uint8Array.prototype.slice.call(packed, arrayHeader(slice.length).byteLength));
+      this.encodedMessages = end;
+    }
+    return this.encodedMessages === this.messages.length;
+  }
+
+  /** The snapshot's bytes; every message must have been encoded. */
+  bytes(): Uint8Array {
+    if (this.encodedMessages !== this.messages.length) {
+      throw new Error(
+        `invariant violated: snapshot bytes requested after ${this.encodedMessages} of ${this.messages.length} messages`,
+      );
+    }
+    let totalBytes = 0;
+    for (const piece of this.pieces) totalBytes += piece.byteLength;
+    const bytes = new Uint8Array(totalBytes);
+    let offset = 0;
+    for (const piece of this.pieces) {
+      bytes.set(piece, offset);
+      offset += piece.byteLength;
+    }
+    return bytes;
+  }
+}
+
+/** The msgpack header of an array of `length` elements (fixarray, array 16 or array 32). */
+function arrayHeader(length: number): Uint8Array {
+  if (length < 16) return Uint8Array.of(0x90 | length);
+  if (length < 0x10000) return Uint8Array.of(0xdc, length >>> 8, length & 0xff);
+  return Uint8Array.of(0xdd, length >>> 24, (length >>> 16) & 0xff, (length >>> 8) & 0xff, length & 0xff);
 }
 
 function isNonNegativeInteger(value: unknown): value is number {

@@ -2,7 +2,12 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { encodeKey } from "../../../src/cluster/engine/keys.js";
 import { type ApplyResult, PartitionEngine } from "../../../src/cluster/engine/partition-engine.js";
-import { DEFAULT_TENANT_ID, encodeRecord, type PublishMessageRecord } from "../../../src/cluster/engine/records.js";
+import {
+  DEFAULT_TENANT_ID,
+  encodeRecord,
+  engineCodec,
+  type PublishMessageRecord,
+} from "../../../src/cluster/engine/records.js";
 
 function publish(overrides: Partial<PublishMessageRecord> = {}): Uint8Array {
   return encodeRecord({
@@ -317,5 +322,66 @@ describe("PartitionEngine properties", () => {
         expect(restored.bufferedBytes).toBe(original.bufferedBytes);
       }),
     );
+  });
+});
+
+describe("EngineSnapshotEncoder", () => {
+  /** An engine buffering `count` messages (every other one with a message id), applied from index 1 on. */
+  function engineWith(count: number): PartitionEngine {
+    const engine = new PartitionEngine({ partitionId: 5 });
+    for (let position = 0; position < count; position += 1) {
+      const messageId = position % 2 === 0 ? { messageId: `id-${position}` } : {};
+      engine.apply(position + 1, publish({ ...messageId, timeToLiveMs: 10_000_000, publishedAtMs: 1_000 + position }));
+    }
+    return engine;
+  }
+
+  it("gives the bytes of packing the whole state at once, whatever the slices (array headers of every size)", () => {
+    for (const count of [0, 1, 15, 16, 17, 300]) {
+      const engine = engineWith(count);
+      const whole = engine.snapshot();
+      // Decoding and packing again in one call is the canonical encoding of the same value.
+      expect(Buffer.from(engineCodec.pack(engineCodec.unpack(whole)))).toEqual(Buffer.from(whole));
+      for (const sliceSize of [1, 7, 16, 1_000]) {
+        const encoder = engine.snapshotEncoder();
+        let slices = 0;
+        while (!encoder.encodeMessages(sliceSize)) slices += 1;
+        expect(slices).toBe(Math.max(0, Math.ceil(count / sliceSize) - 1));
+        expect(Buffer.from(encoder.bytes())).toEqual(Buffer.from(whole));
+      }
+    }
+  });
+
+  it("uses the 32-bit array header beyond 65,535 messages", () => {
+    const engine = engineWith(65_537);
+    const encoder = engine.snapshotEncoder();
+    while (!encoder.encodeMessages(4_096));
+    const bytes = encoder.bytes();
+    // Compared with Buffer.equals: a deep comparison of megabytes is slow.
+    expect(Buffer.from(engineCodec.pack(engineCodec.unpack(bytes))).equals(bytes)).toBe(true);
+    expect(PartitionEngine.restore(bytes).bufferedMessageCount).toBe(65_537);
+  });
+
+  it("keeps the state of the moment it was made while the engine goes on applying records", () => {
+    const engine = engineWith(50);
+    const before = engine.snapshot();
+    const encoder = engine.snapshotEncoder();
+    encoder.encodeMessages(10);
+    // A publication that expires every earlier message, then one more publication.
+    engine.apply(51, publish({ publishedAtMs: 20_000_000 }));
+    engine.apply(52, publish({ publishedAtMs: 20_000_001 }));
+    expect(engine.bufferedMessageCount).toBe(2);
+    while (!encoder.encodeMessages(10));
+    expect(encoder.appliedIndex).toBe(50);
+    expect(encoder.messageCount).toBe(50);
+    expect(Buffer.from(encoder.bytes())).toEqual(Buffer.from(before));
+    expect(PartitionEngine.restore(encoder.bytes()).lastAppliedIndex).toBe(50);
+  });
+
+  it("refuses to hand out the bytes before every message is encoded", () => {
+    const encoder = engineWith(3).snapshotEncoder();
+    encoder.encodeMessages(2);
+    expect(() => encoder.bytes()).toThrow(/after 2 of 3 messages/);
+    expect(() => encoder.encodeMessages(0)).toThrow(/at least one message/);
   });
 });

@@ -195,6 +195,8 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   private cacheChanges: (() => void)[] = [];
   /** The highest chunk slot this storage has used or seen; slots are never reused while it is open. */
   private highestSlot = 0;
+  /** Slots whose chunks `prepareSnapshot` wrote, by the snapshot data they hold. */
+  private readonly preparedSlots = new WeakMap<Uint8Array, number>();
   /** Whether this storage's first write cleared the chunk slots no record refers to (left by a crash). */
   private sweptOrphanChunks = false;
   /** Whether the running transaction changed the log, after which the cache no longer shows the staged log. */
@@ -202,6 +204,8 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   private closed = false;
   /** The latest write this storage submitted; closing waits for it (not for other members' writes). */
   private lastWrite: Promise<void> = Promise.resolve();
+  /** The latest chunk write of `writeSnapshotData`; closing waits for it (and the environment for every one). */
+  private lastChunkWrite: Promise<void> = Promise.resolve();
 
   private constructor(environment: StorageEnvironment, ownsEnvironment: boolean, options: MemberStorageScopeOptions) {
     this.environment = environment;
@@ -367,6 +371,30 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     return this.termIn(this.durable, index);
   }
 
+  /**
+   * Writes the chunks of snapshot `data` ahead of the `installSnapshot` that will carry the same `data` (the same
+   * array), which then only has to make a record refer to them. The chunks are written and synced by LMDB's writer
+   * thread while this thread goes on; a broker's replicas keep committing meanwhile. Optional: `installSnapshot`
+   * writes the chunks of data it was not prepared for itself, in its own transaction (holding this thread for it).
+   */
+  async prepareSnapshot(data: Uint8Array): Promise<void> {
+    this.assertOpen();
+    const slot = await this.writeSnapshotData(data);
+    this.preparedSlots.set(data, slot);
+  }
+
+  /**
+   * Gives up snapshot `data` prepared by `prepareSnapshot` that will not be installed: its chunks are removed once
+   * the next transaction is durable. Nothing happens for data that was not prepared or was installed already.
+   */
+  async discardPreparedSnapshot(data: Uint8Array): Promise<void> {
+    this.assertOpen();
+    const slot = this.preparedSlots.get(data);
+    if (slot === undefined) return;
+    this.preparedSlots.delete(data);
+    await this.submit(() => this.releaseSlot(slot));
+  }
+
   /** Durably stores a snapshot newer than the current one, keeping only log entries after it that match it. */
   async installSnapshot(snapshot: Snapshot): Promise<void> {
     this.assertOpen();
@@ -380,24 +408,70 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     if (crc32c(snapshot.data) !== metadata.checksum) {
       throw new Error("snapshot data does not match the checksum in its metadata");
     }
+    const prepared = this.preparedSlots.get(snapshot.data);
+    if (prepared !== undefined) {
+      this.preparedSlots.delete(snapshot.data);
+      return this.submit(() => {
+        const staged = this.stagedView();
+        if (!this.isNewerSnapshot(staged, metadata)) {
+          this.releaseSlot(prepared);
+          return;
+        }
+        try {
+          // Reads the log (and may find it damaged) before writing anything, as a submitted write must.
+          this.termIn(staged, metadata.index);
+        } catch (error) {
+          this.releaseSlot(prepared);
+          throw error;
+        }
+        this.adoptSnapshot(staged, { metadata, slot: prepared });
+      });
+    }
+    // Not prepared: the chunks go into this write's own transaction, which keeps it in the order of the calls.
     const encodedChunks: Uint8Array[] = [];
     for (let offset = 0; offset < snapshot.data.byteLength; offset += this.snapshotChunkBytes) {
       encodedChunks.push(encodeChunk(snapshot.data.subarray(offset, offset + this.snapshotChunkBytes)));
     }
-    return this.submit(() => {
-      const staged = this.stagedView();
-      if (!this.isNewerSnapshot(staged, metadata)) {
-        return;
-      }
-      // Reads the log (and may find it damaged) before writing anything, as a submitted write must.
-      this.termIn(staged, metadata.index);
-      const slot = this.nextSlot(staged);
-      this.clearSlot(slot);
-      encodedChunks.forEach((chunk, position) => {
-        this.environment.chunks.putSync([this.scope, slot, position * this.snapshotChunkBytes], chunk);
-      });
-      this.adoptSnapshot(staged, { metadata, slot });
-    });
+    return this.submit(
+      () => {
+        const staged = this.stagedView();
+        if (!this.isNewerSnapshot(staged, metadata)) {
+          return;
+        }
+        // Reads the log (and may find it damaged) before writing anything, as a submitted write must.
+        this.termIn(staged, metadata.index);
+        const slot = this.nextSlot(staged);
+        this.clearSlot(slot);
+        encodedChunks.forEach((chunk, position) => {
+          this.environment.chunks.putSync([this.scope, slot, position * this.snapshotChunkBytes], chunk);
+        });
+        this.adoptSnapshot(staged, { metadata, slot });
+      },
+      { writesChunks: true },
+    );
+  }
+
+  /**
+   * Writes `data` as checksummed chunks under a slot of its own, durably, and returns the slot. No record refers to
+   * the slot yet: a crash before one does leaves chunks that the first write after the restart clears.
+   */
+  private async writeSnapshotData(data: Uint8Array): Promise<number> {
+    // That clearing must not meet these chunks: it happens before they are written, in a transaction of its own.
+    if (!this.sweptOrphanChunks) await this.submit(() => this.stagedView(), { writesChunks: true });
+    this.assertOpen();
+    const slot = this.reserveSlot();
+    const chunks: (readonly [ChunkKey, Uint8Array])[] = [];
+    for (let offset = 0; offset < data.byteLength; offset += this.snapshotChunkBytes) {
+      const chunk = encodeChunk(data.subarray(offset, offset + this.snapshotChunkBytes));
+      chunks.push([[this.scope, slot, offset], chunk]);
+    }
+    const written = this.environment.writeChunks(chunks);
+    this.lastChunkWrite = written.then(
+      () => undefined,
+      () => undefined,
+    );
+    await written;
+    return slot;
   }
 
   /**
@@ -446,21 +520,24 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       throw new Error("invalid snapshot metadata");
     }
     let resumeOffset = 0;
-    await this.submit(() => {
-      const staged = this.stagedView();
-      if (staged.incoming !== null && sameSnapshot(staged.incoming.metadata, copied)) {
-        resumeOffset = staged.incoming.receivedBytes;
-        return;
-      }
-      // The new slot is chosen before the old transfer is discarded, so it differs from the slot being released.
-      const slot = this.nextSlot(staged);
-      this.discardIncoming(staged);
-      this.clearSlot(slot);
-      const incoming: StoredIncomingSnapshot = { metadata: copied, slot, receivedBytes: 0 };
-      this.environment.state.put(this.scope, INCOMING_SNAPSHOT_KEY, encodeRecord(incoming));
-      staged.incoming = incoming;
-      resumeOffset = 0;
-    });
+    await this.submit(
+      () => {
+        const staged = this.stagedView();
+        if (staged.incoming !== null && sameSnapshot(staged.incoming.metadata, copied)) {
+          resumeOffset = staged.incoming.receivedBytes;
+          return;
+        }
+        // The new slot is chosen before the old transfer is discarded, so it differs from the slot being released.
+        const slot = this.nextSlot(staged);
+        this.discardIncoming(staged);
+        this.clearSlot(slot);
+        const incoming: StoredIncomingSnapshot = { metadata: copied, slot, receivedBytes: 0 };
+        this.environment.state.put(this.scope, INCOMING_SNAPSHOT_KEY, encodeRecord(incoming));
+        staged.incoming = incoming;
+        resumeOffset = 0;
+      },
+      { writesChunks: true },
+    );
     return resumeOffset;
   }
 
@@ -477,36 +554,39 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       throw new Error(`snapshot chunk must hold 1 to ${this.snapshotChunkBytes} bytes, got ${data.byteLength}`);
     }
     const encoded = encodeChunk(data);
-    return this.submit(() => {
-      const staged = this.stagedView();
-      const incoming = staged.incoming;
-      if (incoming === null) {
-        throw new Error("no snapshot is being received; call beginSnapshotReceive first");
-      }
-      if (offset + data.byteLength <= incoming.receivedBytes) {
-        return;
-      }
-      if (offset !== incoming.receivedBytes) {
-        throw new Error(`snapshot chunk at offset ${offset} does not continue at ${incoming.receivedBytes}`);
-      }
-      const receivedBytes = offset + data.byteLength;
-      if (receivedBytes > incoming.metadata.sizeBytes) {
-        throw new Error(`snapshot chunk ends at ${receivedBytes}, beyond the size ${incoming.metadata.sizeBytes}`);
-      }
-      // Chunks at or after `offset` can only be left by a write that a crash cut short before it was durable (and
-      // the sender may now cut the snapshot differently): they go before this chunk is stored.
-      const stale = [
-        ...this.environment.chunks.getKeys({
-          start: [this.scope, incoming.slot, offset],
-          end: [this.scope, incoming.slot + 1, 0],
-        }),
-      ];
-      for (const key of stale) this.environment.chunks.removeSync(key);
-      this.environment.chunks.putSync([this.scope, incoming.slot, offset], encoded);
-      const progressed: StoredIncomingSnapshot = { ...incoming, receivedBytes };
-      this.environment.state.put(this.scope, INCOMING_SNAPSHOT_KEY, encodeRecord(progressed));
-      staged.incoming = progressed;
-    });
+    return this.submit(
+      () => {
+        const staged = this.stagedView();
+        const incoming = staged.incoming;
+        if (incoming === null) {
+          throw new Error("no snapshot is being received; call beginSnapshotReceive first");
+        }
+        if (offset + data.byteLength <= incoming.receivedBytes) {
+          return;
+        }
+        if (offset !== incoming.receivedBytes) {
+          throw new Error(`snapshot chunk at offset ${offset} does not continue at ${incoming.receivedBytes}`);
+        }
+        const receivedBytes = offset + data.byteLength;
+        if (receivedBytes > incoming.metadata.sizeBytes) {
+          throw new Error(`snapshot chunk ends at ${receivedBytes}, beyond the size ${incoming.metadata.sizeBytes}`);
+        }
+        // Chunks at or after `offset` can only be left by a write that a crash cut short before it was durable (and
+        // the sender may now cut the snapshot differently): they go before this chunk is stored.
+        const stale = [
+          ...this.environment.chunks.getKeys({
+            start: [this.scope, incoming.slot, offset],
+            end: [this.scope, incoming.slot + 1, 0],
+          }),
+        ];
+        for (const key of stale) this.environment.chunks.removeSync(key);
+        this.environment.chunks.putSync([this.scope, incoming.slot, offset], encoded);
+        const progressed: StoredIncomingSnapshot = { ...incoming, receivedBytes };
+        this.environment.state.put(this.scope, INCOMING_SNAPSHOT_KEY, encodeRecord(progressed));
+        staged.incoming = progressed;
+      },
+      { writesChunks: true },
+    );
   }
 
   /** The snapshot being received and how many bytes of it are durable, or null. */
@@ -524,34 +604,38 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   async finishSnapshotReceive(): Promise<SnapshotMetadata> {
     this.assertOpen();
     let outcome: { installed: SnapshotMetadata } | { mismatch: string } | null = null;
-    await this.submit(() => {
-      const staged = this.stagedView();
-      const incoming = staged.incoming;
-      if (incoming === null) {
-        throw new Error("no snapshot is being received");
-      }
-      if (incoming.receivedBytes !== incoming.metadata.sizeBytes) {
-        throw new Error(
-          `snapshot incomplete: ${incoming.receivedBytes} of ${incoming.metadata.sizeBytes} bytes received`,
-        );
-      }
-      const data = this.readChunks(incoming.slot, incoming.metadata.sizeBytes, "incoming snapshot");
-      const checksum = crc32c(data);
-      if (checksum !== incoming.metadata.checksum) {
-        this.discardIncoming(staged);
-        outcome = { mismatch: `received snapshot checksum ${checksum} differs from ${incoming.metadata.checksum}` };
-        return;
-      }
-      if (!this.isNewerSnapshot(staged, incoming.metadata)) {
-        this.discardIncoming(staged);
+    await this.submit(
+      () => {
+        const staged = this.stagedView();
+        const incoming = staged.incoming;
+        if (incoming === null) {
+          throw new Error("no snapshot is being received");
+        }
+        if (incoming.receivedBytes !== incoming.metadata.sizeBytes) {
+          throw new Error(
+            `snapshot incomplete: ${incoming.receivedBytes} of ${incoming.metadata.sizeBytes} bytes received`,
+          );
+        }
+        const data = this.readChunks(incoming.slot, incoming.metadata.sizeBytes, "incoming snapshot");
+        const checksum = crc32c(data);
+        if (checksum !== incoming.metadata.checksum) {
+          this.discardIncoming(staged);
+          outcome = { mismatch: `received snapshot checksum ${checksum} differs from ${incoming.metadata.checksum}` };
+          return;
+        }
+        if (!this.isNewerSnapshot(staged, incoming.metadata)) {
+          this.discardIncoming(staged);
+          outcome = { installed: incoming.metadata };
+          return;
+        }
+        this.environment.state.remove(this.scope, INCOMING_SNAPSHOT_KEY);
+        staged.incoming = null;
+        this.adoptSnapshot(staged, { metadata: incoming.metadata, slot: incoming.slot });
         outcome = { installed: incoming.metadata };
-        return;
-      }
-      this.environment.state.remove(this.scope, INCOMING_SNAPSHOT_KEY);
-      staged.incoming = null;
-      this.adoptSnapshot(staged, { metadata: incoming.metadata, slot: incoming.slot });
-      outcome = { installed: incoming.metadata };
-    });
+        // An LMDB transaction: the chunks read here may have been written earlier in the same transaction.
+      },
+      { writesChunks: true },
+    );
     const settled = outcome as { installed: SnapshotMetadata } | { mismatch: string } | null;
     if (settled === null) {
       throw new Error("invariant violated: snapshot receive finished without an outcome");
@@ -568,6 +652,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       return;
     }
     this.closed = true;
+    await this.lastChunkWrite;
     await this.lastWrite;
     if (this.ownsEnvironment) {
       await this.environment.close();
@@ -575,8 +660,8 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   }
 
   /** Submits a write to the environment's next transaction, remembering it so `close` can wait for it. */
-  private submit(write: () => void): Promise<void> {
-    const written = this.environment.submit(write);
+  private submit(write: () => void, options: { readonly writesChunks?: boolean } = {}): Promise<void> {
+    const written = this.environment.submit(write, options);
     this.lastWrite = written.then(
       () => undefined,
       () => undefined,
@@ -846,6 +931,21 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
    */
   private nextSlot(staged: View): number {
     this.highestSlot = Math.max(this.highestSlot, staged.snapshot?.slot ?? 0, staged.incoming?.slot ?? 0) + 1;
+    return this.highestSlot;
+  }
+
+  /** `nextSlot` outside a transaction: beyond the durable and the staged records' slots and every slot handed out. */
+  private reserveSlot(): number {
+    const durable = this.durable;
+    const staged = this.staged;
+    this.highestSlot = Math.max(
+      this.highestSlot,
+      durable.snapshot?.slot ?? 0,
+      durable.incoming?.slot ?? 0,
+      staged?.snapshot?.slot ?? 0,
+      staged?.incoming?.slot ?? 0,
+    );
+    this.highestSlot += 1;
     return this.highestSlot;
   }
 

@@ -32,6 +32,25 @@ function snapshot(index: number, term: number, text: string): Snapshot {
   };
 }
 
+describe("StorageEnvironment committing on the calling thread", () => {
+  it("opens an LMDB transaction only for writes that declare chunk writes", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const environment = StorageEnvironment.open({ directory, synchronousCommit: true });
+      const storage = MemberStorage.openIn(environment, { scope: 4, snapshotChunkBytes: 4 });
+      await storage.append(entries(1, 6, 1, "log"), null);
+      const before = environment.lmdbTransactionCount;
+      await storage.append(entries(7, 2, 1, "log"), { term: 1, votedFor: 1, commitIndex: 3 });
+      expect(environment.lmdbTransactionCount).toBe(before);
+      // A snapshot nobody prepared writes its chunks in its own transaction, in the order of the calls.
+      await storage.installSnapshot(snapshot(4, 1, "unprepared"));
+      expect(environment.lmdbTransactionCount).toBe(before + 1);
+      expect(new TextDecoder().decode(storage.snapshot()?.data)).toBe("unprepared");
+      await storage.close();
+      await environment.close();
+    });
+  });
+});
+
 describe.each([false, true])("StorageEnvironment (synchronous commit: %s)", (synchronousCommit) => {
   it("keeps the records of members in different scopes apart, across a reopen", async () => {
     await withTemporaryDirectory(async (directory) => {
@@ -91,7 +110,7 @@ describe.each([false, true])("StorageEnvironment (synchronous commit: %s)", (syn
     });
   });
 
-  it("removes the chunks of a replaced snapshot only in the next transaction, once the replacement is durable", async () => {
+  it("removes the chunks of a replaced snapshot once the replacement is durable, not before", async () => {
     await withTemporaryDirectory(async (directory) => {
       const environment = StorageEnvironment.open({ directory, synchronousCommit });
       const storage = MemberStorage.openIn(environment, { scope: 4, snapshotChunkBytes: 4 });
@@ -101,12 +120,69 @@ describe.each([false, true])("StorageEnvironment (synchronous commit: %s)", (syn
       await storage.append(entries(1, 6, 1, "log"), null);
       await storage.installSnapshot(snapshot(2, 1, "first state"));
       const [firstSlot] = chunkSlots();
+      // A replacement that fails leaves the first snapshot current: its chunks stay.
+      await expect(
+        storage.installSnapshot({ ...snapshot(4, 1, "broken"), data: encoder.encode("other bytes") }),
+      ).rejects.toThrow(/bytes but its metadata says|checksum/);
+      await environment.chunkOperationsSettled();
+      expect(chunkSlots()).toEqual([firstSlot]);
       await storage.installSnapshot(snapshot(4, 1, "second state"));
-      // Until the second snapshot's record is durable, a crash would leave the first one current: its chunks stay.
-      expect(chunkSlots()).toContain(firstSlot);
-      await storage.append(entries(7, 1, 1, "log"), null);
+      await environment.chunkOperationsSettled();
       expect(chunkSlots()).not.toContain(firstSlot);
+      expect(chunkSlots()).toHaveLength(1);
       expect(new TextDecoder().decode(storage.snapshot()?.data)).toBe("second state");
+      await storage.close();
+      await environment.close();
+    });
+  });
+
+  it("installs a prepared snapshot from chunks written ahead, and discards one that is given up", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const environment = StorageEnvironment.open({ directory, synchronousCommit });
+      const storage = MemberStorage.openIn(environment, { scope: 4, snapshotChunkBytes: 4 });
+      const chunkCount = (): number => [...environment.chunks.getKeys({ start: [4, 0, 0], end: [5, 0, 0] })].length;
+      await storage.append(entries(1, 6, 1, "log"), null);
+      const prepared = snapshot(3, 1, "prepared state");
+      await storage.prepareSnapshot(prepared.data);
+      // Durable before any record refers to them: four chunks of at most 4 bytes.
+      expect(chunkCount()).toBe(4);
+      expect(storage.snapshot()).toBeNull();
+      const lmdbTransactions = environment.lmdbTransactionCount;
+      await storage.installSnapshot(prepared);
+      expect(environment.lmdbTransactionCount).toBe(lmdbTransactions);
+      expect(chunkCount()).toBe(4);
+      expect(new TextDecoder().decode(storage.snapshot()?.data)).toBe("prepared state");
+
+      const givenUp = snapshot(5, 1, "never installed");
+      await storage.prepareSnapshot(givenUp.data);
+      expect(chunkCount()).toBe(8);
+      await storage.discardPreparedSnapshot(givenUp.data);
+      await environment.chunkOperationsSettled();
+      expect(chunkCount()).toBe(4);
+      await storage.close();
+      await environment.close();
+
+      const reopened = StorageEnvironment.open({ directory, synchronousCommit });
+      const again = MemberStorage.openIn(reopened, { scope: 4, snapshotChunkBytes: 4 });
+      expect(new TextDecoder().decode(again.snapshot()?.data)).toBe("prepared state");
+      expect(await again.load()).toMatchObject({ firstIndex: 4, lastIndex: 6 });
+      await again.close();
+      await reopened.close();
+    });
+  });
+
+  it("releases the chunks of a prepared snapshot that an installed newer one already covers", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const environment = StorageEnvironment.open({ directory, synchronousCommit });
+      const storage = MemberStorage.openIn(environment, { scope: 4, snapshotChunkBytes: 4 });
+      await storage.append(entries(1, 6, 1, "log"), null);
+      await storage.installSnapshot(snapshot(5, 1, "newer"));
+      const older = snapshot(3, 1, "older");
+      await storage.prepareSnapshot(older.data);
+      await storage.installSnapshot(older);
+      await environment.chunkOperationsSettled();
+      expect(new TextDecoder().decode(storage.snapshot()?.data)).toBe("newer");
+      expect([...environment.chunks.getKeys({ start: [4, 0, 0], end: [5, 0, 0] })]).toHaveLength(2);
       await storage.close();
       await environment.close();
     });
