@@ -83,12 +83,12 @@ interface WaitingRead {
   readonly resolve: (response: GetMessageResponse) => void;
 }
 
-/** Work for the driver that came from request handlers. */
 /** Longest a slice of snapshot encoding holds the event loop before it lets other work run. */
 const SNAPSHOT_SLICE_MS = 2;
 /** Messages encoded between two looks at the clock while a snapshot is encoded. */
 const SNAPSHOT_MESSAGES_PER_CLOCK_READ = 256;
 
+/** Work for the driver: from request handlers (bounded by `MAX_QUEUED_WORK`), or the replica's own snapshots. */
 interface QueuedWork {
   readonly run: () => void;
   readonly fail: (detail: string) => void;
@@ -605,11 +605,8 @@ export class PartitionReplica {
   }
 
   /**
-   * Compacts the log once enough entries were applied since the last snapshot requested; only between two readies,
-   * when Raft's applied index equals the engine's. Returns whether it asked for one.
-   */
-  /**
-   * Starts a snapshot once `snapshotIntervalEntries` entries were applied since the last one. The snapshot is
+   * Starts a snapshot once `snapshotIntervalEntries` entries were applied since the last one (only between two
+   * readies, when Raft's applied index equals the engine's). The snapshot is
    * encoded a slice at a time and its chunks are written by the storage's writer thread (`takeSnapshot`), so neither
    * holds the event loop: encoding 20,000 buffered messages (6 MB) and writing them in one go stopped every replica of
    * the broker for 100–250 ms under load on the development machine.
@@ -647,8 +644,13 @@ export class PartitionReplica {
       }
       const data = encoder.bytes();
       await this.storage.prepareSnapshot(data);
-      if (!this.running) return;
-      this.enqueue({
+      if (!this.running) {
+        if (!this.closed) void this.discardSnapshot(data);
+        return;
+      }
+      // Not subject to the limit on request work: under overload the snapshot would be lost, and with it the log's
+      // compaction for another interval.
+      this.queue.push({
         run: () => {
           // The core ignores a compaction a snapshot installed meanwhile already covers.
           if (encoder.appliedIndex < this.node.status().firstIndex) {
@@ -663,8 +665,8 @@ export class PartitionReplica {
       this.nudge();
     } catch (error) {
       if (!this.running) return;
-      // Failing through the driver loop stops the replica as any storage failure does.
-      this.enqueue({
+      // Failing through the driver loop stops the replica as any storage failure does, overload or not.
+      this.queue.push({
         run: () => {
           throw error;
         },

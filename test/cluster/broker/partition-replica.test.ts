@@ -63,6 +63,25 @@ describe("PartitionReplica (a single-member group with real storage)", () => {
     expect(failures).toEqual([]);
   });
 
+  it("fails when a snapshot's chunks cannot be written, even while its work queue is full", async () => {
+    const leader = await openLeader({ snapshotIntervalEntries: 1_000_000 });
+    // Reaching into the driver: a disk that refuses the chunks, and request handlers that filled the queue.
+    const internals = leader as unknown as {
+      storage: { prepareSnapshot(data: Uint8Array): Promise<void> };
+      engine: { snapshotEncoder(): unknown };
+      queue: { run(): void; fail(detail: string): void }[];
+      takeSnapshot(encoder: unknown): Promise<void>;
+    };
+    internals.storage.prepareSnapshot = async () => {
+      throw new Error("no space left on device");
+    };
+    for (let position = 0; position < 16_384; position += 1) internals.queue.push({ run: () => {}, fail: () => {} });
+    await internals.takeSnapshot(internals.engine.snapshotEncoder());
+    await waitFor(() => leader.failed, "the replica failed");
+    expect(failures.map((failure) => failure.message)).toEqual(["no space left on device"]);
+    failures.length = 0;
+  });
+
   it("snapshots every N applied entries, keeps the log bounded, and restores the engine on restart", async () => {
     const leader = await openLeader();
     const keys: string[] = [];

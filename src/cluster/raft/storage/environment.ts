@@ -8,15 +8,17 @@
  * Here every write submitted by any replica while a commit is pending joins that commit, so the broker pays one sync
  * per round (measured with `npm run bench -- cluster`).
  *
- * A transaction runs the submitted writes, commits LMDB when they changed snapshot chunks (rare: snapshots), then
- * appends the journal record and syncs it. That order keeps the two stores consistent across a crash: chunks are
- * durable before a journal record refers to them, and chunks a record stops referring to are removed only in a later
- * transaction (`releaseChunk`), once that record is durable.
+ * A transaction runs the submitted writes, then appends the journal record and syncs it. Chunks are durable before a
+ * journal record refers to them, and chunks a record stops referring to are removed only once that record is durable
+ * (`releaseChunk`), so the two stores stay consistent across a crash; a crash in between leaves chunks no record
+ * refers to, which the storage clears after the next start.
  *
  * The chunks of a whole snapshot are written before the transaction that makes a record refer to them, by LMDB's
- * writer thread (`writeChunks`): megabytes of chunks committed and synced on the event loop's thread stopped the whole
- * broker for 30–170 ms (6 MB under load on the development machine), every replica of it included. Transactions that
- * write no chunk meanwhile do not open an LMDB transaction at all, so they never wait for LMDB's write lock.
+ * writer thread (`writeChunks`), and released chunks are removed there too: megabytes of chunks committed and synced
+ * on the event loop's thread stopped the whole broker for 30–170 ms (6 MB under load on the development machine),
+ * every replica of it included. A transaction opens an LMDB transaction only when one of its writes declared chunk
+ * writes (receiving a snapshot in chunks, installing one nobody prepared): opening one otherwise would wait for LMDB's
+ * write lock, which the writer thread holds while it commits and syncs chunks.
  *
  * A storage that writes joins the running transaction as a participant: once the transaction is durable every
  * participant publishes its staged view, and if it fails every participant drops it (and the environment refuses
@@ -96,7 +98,7 @@ export class StorageEnvironment {
   /** Submitted writes that declared chunk writes and have not run yet: their transaction opens an LMDB one. */
   private pendingChunkWriters = 0;
   private lmdbTransactionsOpened = 0;
-  /** Chunk writes on LMDB's writer thread; closing waits for them. */
+  /** Chunk writes and removals on LMDB's writer thread; closing waits for them. */
   private readonly chunkWritesInFlight = new Set<Promise<unknown>>();
 
   private constructor(options: StorageEnvironmentOptions) {
@@ -180,10 +182,17 @@ export class StorageEnvironment {
     if (options.writesChunks !== true) return this.committer.submit(write);
     // Counted until it runs, so that the transaction it runs in is an LMDB transaction too (see `runTransaction`).
     this.pendingChunkWriters += 1;
-    return this.committer.submit(() => {
+    let ran = false;
+    const written = this.committer.submit(() => {
+      ran = true;
       this.pendingChunkWriters -= 1;
       write();
     });
+    // A write refused before it ran (a full queue, an earlier failure) is no longer pending either.
+    written.catch(() => {
+      if (!ran) this.pendingChunkWriters -= 1;
+    });
+    return written;
   }
 
   /**
@@ -193,20 +202,31 @@ export class StorageEnvironment {
   async writeChunks(chunks: readonly (readonly [ChunkKey, Uint8Array])[]): Promise<void> {
     if (this.closed) throw new Error("the storage environment is closed");
     if (this.chunkFailure !== null) throw this.chunkFailure;
-    await this.onWriterThread(Promise.all(chunks.map(([key, value]) => this.chunks.put(key, value))));
-  }
-
-  /** Resolves once `operations` (queued on LMDB's writer thread) are durable; a failure fails the environment. */
-  private async onWriterThread(operations: Promise<unknown>): Promise<void> {
-    const durable = operations.then(() => this.root.flushed);
-    this.chunkWritesInFlight.add(durable);
     try {
-      await durable;
+      await this.onWriterThread(Promise.all(chunks.map(([key, value]) => this.chunks.put(key, value))));
     } catch (error) {
+      // What reached the disk is unknown; as after a failed transaction, no further write is accepted.
       this.chunkFailure ??= error instanceof Error ? error : new Error(String(error));
       throw error;
+    }
+  }
+
+  /**
+   * Removes chunks no record refers to, on LMDB's writer thread (closing waits for it). A removal that fails leaves
+   * chunks no record refers to, which the storage clears after the next start, so it fails nothing.
+   */
+  removeChunks(keys: readonly ChunkKey[]): void {
+    if (keys.length === 0) return;
+    this.onWriterThread(Promise.all(keys.map((key) => this.chunks.remove(key)))).catch(() => undefined);
+  }
+
+  /** Resolves once `operations`, queued on LMDB's writer thread, are committed (and so durable: no overlapping sync). */
+  private async onWriterThread(operations: Promise<unknown>): Promise<void> {
+    this.chunkWritesInFlight.add(operations);
+    try {
+      await operations;
     } finally {
-      this.chunkWritesInFlight.delete(durable);
+      this.chunkWritesInFlight.delete(operations);
     }
   }
 
@@ -218,8 +238,7 @@ export class StorageEnvironment {
   private removeReleasedChunks(): void {
     const released = this.releasedChunks;
     this.releasedChunks = [];
-    if (released.length === 0) return;
-    this.onWriterThread(Promise.all(released.map((key) => this.chunks.remove(key)))).catch(() => undefined);
+    this.removeChunks(released);
   }
 
   /** Makes `participant` part of the running transaction; only callable from inside a submitted write. */
@@ -265,6 +284,23 @@ export class StorageEnvironment {
     };
     if (!this.synchronousCommit) {
       this.transactionStartedAtMs = performance.now();
+      if (this.pendingChunkWriters === 0) {
+        // No LMDB transaction (it would queue behind `writeChunks` on LMDB's writer thread); the batch still
+        // gathers until the end of this turn.
+        return new Promise<void>((resolve) => setImmediate(resolve))
+          .then(() => {
+            if (this.pendingChunkWriters > 0) return this.root.transaction(transaction).then(() => undefined);
+            transaction();
+            return undefined;
+          })
+          .then(
+            () => this.journal.commit(),
+            (error: unknown) => {
+              this.journal.abort();
+              throw error;
+            },
+          );
+      }
       return this.root.transaction(transaction).then(
         () => this.journal.commit(),
         (error: unknown) => {

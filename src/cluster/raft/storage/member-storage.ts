@@ -197,8 +197,10 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   private highestSlot = 0;
   /** Slots whose chunks `prepareSnapshot` wrote, by the snapshot data they hold. */
   private readonly preparedSlots = new WeakMap<Uint8Array, number>();
-  /** Whether this storage's first write cleared the chunk slots no record refers to (left by a crash). */
+  /** Whether this storage's first write removed the chunks no record referred to at open (left by a crash). */
   private sweptOrphanChunks = false;
+  /** Chunks found at open under slots no record refers to (left by a crash). */
+  private orphanChunks: ChunkKey[] = [];
   /** Whether the running transaction changed the log, after which the cache no longer shows the staged log. */
   private logChangedInTransaction = false;
   private closed = false;
@@ -220,6 +222,13 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     }
     this.cache = new EntryCache(options.entryCacheBytes ?? DEFAULT_ENTRY_CACHE_BYTES);
     this.durable = this.recover();
+    // Every slot present now is below the slots this storage will hand out, so the orphans among them can be removed
+    // at any time, off this thread, without a transaction.
+    const used = new Set([this.durable.snapshot?.slot, this.durable.incoming?.slot]);
+    for (const key of this.environment.chunks.getKeys({ start: [this.scope, 0, 0], end: [this.scope + 1, 0, 0] })) {
+      this.highestSlot = Math.max(this.highestSlot, key[1]);
+      if (!used.has(key[1])) this.orphanChunks.push(key);
+    }
   }
 
   /**
@@ -376,16 +385,18 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
    * array), which then only has to make a record refer to them. The chunks are written and synced by LMDB's writer
    * thread while this thread goes on; a broker's replicas keep committing meanwhile. Optional: `installSnapshot`
    * writes the chunks of data it was not prepared for itself, in its own transaction (holding this thread for it).
+   * An `installSnapshot` of the same data must wait until this resolves.
    */
   async prepareSnapshot(data: Uint8Array): Promise<void> {
     this.assertOpen();
+    if (this.preparedSlots.has(data)) return;
     const slot = await this.writeSnapshotData(data);
     this.preparedSlots.set(data, slot);
   }
 
   /**
    * Gives up snapshot `data` prepared by `prepareSnapshot` that will not be installed: its chunks are removed once
-   * the next transaction is durable. Nothing happens for data that was not prepared or was installed already.
+   * the transaction this submits is durable. Nothing happens for data that was not prepared or was installed already.
    */
   async discardPreparedSnapshot(data: Uint8Array): Promise<void> {
     this.assertOpen();
@@ -399,14 +410,17 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   async installSnapshot(snapshot: Snapshot): Promise<void> {
     this.assertOpen();
     const metadata = copyMetadata(snapshot.metadata);
-    if (!isSnapshotMetadata(metadata)) {
-      throw new Error("invalid snapshot metadata");
-    }
-    if (snapshot.data.byteLength !== metadata.sizeBytes) {
-      throw new Error(`snapshot data is ${snapshot.data.byteLength} bytes but its metadata says ${metadata.sizeBytes}`);
-    }
-    if (crc32c(snapshot.data) !== metadata.checksum) {
-      throw new Error("snapshot data does not match the checksum in its metadata");
+    const refusal = !isSnapshotMetadata(metadata)
+      ? "invalid snapshot metadata"
+      : snapshot.data.byteLength !== metadata.sizeBytes
+        ? `snapshot data is ${snapshot.data.byteLength} bytes but its metadata says ${metadata.sizeBytes}`
+        : crc32c(snapshot.data) !== metadata.checksum
+          ? "snapshot data does not match the checksum in its metadata"
+          : null;
+    if (refusal !== null) {
+      // Chunks prepared for this data would otherwise stay until the next start.
+      await this.discardPreparedSnapshot(snapshot.data).catch(() => undefined);
+      throw new Error(refusal);
     }
     const prepared = this.preparedSlots.get(snapshot.data);
     if (prepared !== undefined) {
@@ -453,12 +467,9 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
 
   /**
    * Writes `data` as checksummed chunks under a slot of its own, durably, and returns the slot. No record refers to
-   * the slot yet: a crash before one does leaves chunks that the first write after the restart clears.
+   * the slot yet: a crash before one does leaves chunks that the first write after the restart removes.
    */
   private async writeSnapshotData(data: Uint8Array): Promise<number> {
-    // That clearing must not meet these chunks: it happens before they are written, in a transaction of its own.
-    if (!this.sweptOrphanChunks) await this.submit(() => this.stagedView(), { writesChunks: true });
-    this.assertOpen();
     const slot = this.reserveSlot();
     const chunks: (readonly [ChunkKey, Uint8Array])[] = [];
     for (let offset = 0; offset < data.byteLength; offset += this.snapshotChunkBytes) {
@@ -684,20 +695,11 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       this.logChangedInTransaction = false;
       if (!this.sweptOrphanChunks) {
         this.sweptOrphanChunks = true;
-        this.clearOrphanSlots(this.staged);
+        this.environment.removeChunks(this.orphanChunks);
+        this.orphanChunks = [];
       }
     }
     return this.staged;
-  }
-
-  /** Clears every chunk slot of this scope that neither the snapshot nor the incoming snapshot uses. */
-  private clearOrphanSlots(view: View): void {
-    const used = new Set([view.snapshot?.slot, view.incoming?.slot]);
-    const orphans = new Set<number>();
-    for (const key of this.environment.chunks.getKeys({ start: [this.scope, 0, 0], end: [this.scope + 1, 0, 0] })) {
-      if (!used.has(key[1])) orphans.add(key[1]);
-    }
-    for (const slot of orphans) this.clearSlot(slot);
   }
 
   /** Reads and verifies the persisted records into the in-memory view. */
@@ -926,15 +928,15 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   }
 
   /**
-   * A chunk slot never used before by this storage: not the current or incoming snapshot's, and not one released in
-   * a transaction that is not durable yet (whose chunks the next transaction removes).
+   * A chunk slot never used before by this storage: above every slot present when it opened and every slot handed
+   * out since, released ones included (their chunks may still be on their way out).
    */
   private nextSlot(staged: View): number {
     this.highestSlot = Math.max(this.highestSlot, staged.snapshot?.slot ?? 0, staged.incoming?.slot ?? 0) + 1;
     return this.highestSlot;
   }
 
-  /** `nextSlot` outside a transaction: beyond the durable and the staged records' slots and every slot handed out. */
+  /** `nextSlot` outside a transaction (for chunks written ahead of the transaction that will refer to them). */
   private reserveSlot(): number {
     const durable = this.durable;
     const staged = this.staged;

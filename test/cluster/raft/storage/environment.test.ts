@@ -49,6 +49,50 @@ describe("StorageEnvironment committing on the calling thread", () => {
       await environment.close();
     });
   });
+
+  it("does not count a chunk-writing write that was refused before it ran", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const environment = StorageEnvironment.open({
+        directory,
+        synchronousCommit: true,
+        groupCommit: { maxOperationsPerTransaction: 4, maxPendingOperations: 1 },
+      });
+      const first = environment.submit(() => {}, { writesChunks: true });
+      await expect(environment.submit(() => {}, { writesChunks: true })).rejects.toThrow(/queue is full/);
+      await first;
+      const before = environment.lmdbTransactionCount;
+      for (let round = 0; round < 3; round += 1) await environment.submit(() => {});
+      expect(environment.lmdbTransactionCount).toBe(before);
+      await environment.close();
+    });
+  });
+
+  it("removes chunks a crash left without an LMDB transaction on this thread", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const environment = StorageEnvironment.open({ directory, synchronousCommit: true });
+      const storage = MemberStorage.openIn(environment, { scope: 4, snapshotChunkBytes: 4 });
+      await storage.append(entries(1, 3, 1, "log"), null);
+      await storage.close();
+      await environment.close();
+      const root = open({ path: directory, maxDbs: 4, encoding: "binary" });
+      await root.openDB({ name: "snapshotChunks", encoding: "binary" }).put([4, 7, 0], new Uint8Array([1, 2, 3]));
+      await root.close();
+
+      const reopened = StorageEnvironment.open({ directory, synchronousCommit: true });
+      const again = MemberStorage.openIn(reopened, { scope: 4, snapshotChunkBytes: 4 });
+      await again.append(entries(4, 1, 1, "log"), null);
+      await reopened.chunkOperationsSettled();
+      expect(reopened.lmdbTransactionCount).toBe(0);
+      expect([...reopened.chunks.getKeys({ start: [4, 0, 0], end: [5, 0, 0] })]).toEqual([]);
+      // A snapshot prepared now takes a slot above every slot present at open.
+      const prepared = snapshot(4, 1, "after the crash");
+      await again.prepareSnapshot(prepared.data);
+      await again.installSnapshot(prepared);
+      expect([...reopened.chunks.getKeys({ start: [4, 0, 0], end: [5, 0, 0] })].map((key) => key[1])).toContain(8);
+      await again.close();
+      await reopened.close();
+    });
+  });
 });
 
 describe.each([false, true])("StorageEnvironment (synchronous commit: %s)", (synchronousCommit) => {
@@ -203,6 +247,7 @@ describe.each([false, true])("StorageEnvironment (synchronous commit: %s)", (syn
       const reopened = StorageEnvironment.open({ directory, synchronousCommit });
       const again = MemberStorage.openIn(reopened, { scope: 4, snapshotChunkBytes: 4 });
       await again.append(entries(4, 1, 1, "log"), null);
+      await reopened.chunkOperationsSettled();
       expect([...reopened.chunks.getKeys({ start: [4, 9, 0], end: [4, 10, 0] })]).toEqual([]);
       expect(new TextDecoder().decode(again.snapshot()?.data)).toBe("current");
       await again.close();
