@@ -291,6 +291,8 @@ export class Broker {
         send: (to, message) => this.sendRaft(partitionId, to, message),
         onFailure: (error) =>
           this.logger.fatal({ err: error, partitionId }, "partition replica stopped after a failure"),
+        onSnapshot: (snapshot) =>
+          this.metrics.observeSnapshot(snapshot.partitionId, snapshot.durationMs / 1000, snapshot.sizeBytes),
         logger: this.logger,
       });
       this.replicas.set(partitionId, replica);

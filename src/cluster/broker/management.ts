@@ -27,6 +27,8 @@ export interface BrokerMetrics {
   observeRequest(type: string, outcome: string, durationSeconds: number): void;
   /** Records one durable commit of the replicas' storage: how long it took and how many writes it carried. */
   observeCommit(durationSeconds: number, writes: number): void;
+  /** Records one snapshot of a partition replica: how long it took to encode and write, and its size. */
+  observeSnapshot(partitionId: number, durationSeconds: number, sizeBytes: number): void;
 }
 
 const ROLE_VALUES = { leader: 2, follower: 1, inactive: 0 } as const;
@@ -58,6 +60,19 @@ export function createBrokerMetrics(source: ManagementSource): BrokerMetrics {
     name: "flowplane_storage_commit_writes",
     help: "Writes of all hosted replicas made durable by one commit (group commit).",
     buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256],
+    registers: [registry],
+  });
+  const snapshotDuration = new Histogram({
+    name: "flowplane_partition_snapshot_duration_seconds",
+    help: "Time to take one snapshot of a partition replica: encoding it (a slice per event-loop turn) and writing its chunks durably.",
+    labelNames: ["partition"],
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [registry],
+  });
+  const snapshotSize = new Gauge({
+    name: "flowplane_partition_snapshot_size_bytes",
+    help: "Size of the latest snapshot the partition replica took.",
+    labelNames: ["partition"],
     registers: [registry],
   });
   const partitionGauge = (name: string, help: string, read: (report: ReplicaReport) => number) =>
@@ -111,6 +126,10 @@ export function createBrokerMetrics(source: ManagementSource): BrokerMetrics {
     observeCommit(durationSeconds, writes) {
       commitDuration.observe(durationSeconds);
       commitWrites.observe(writes);
+    },
+    observeSnapshot(partitionId, durationSeconds, sizeBytes) {
+      snapshotDuration.observe({ partition: String(partitionId) }, durationSeconds);
+      snapshotSize.set({ partition: String(partitionId) }, sizeBytes);
     },
   };
 }

@@ -67,7 +67,21 @@ export interface PartitionReplicaOptions {
    * longer serves anything and reports itself inactive and unhealthy.
    */
   readonly onFailure: (error: Error) => void;
+  /** Called after each snapshot this replica takes is encoded and its chunks are durable (for metrics). */
+  readonly onSnapshot?: (snapshot: SnapshotReport) => void;
   readonly logger: Logger;
+}
+
+/** One snapshot a replica took. */
+export interface SnapshotReport {
+  readonly partitionId: number;
+  /** The log index it covers. */
+  readonly index: number;
+  readonly sizeBytes: number;
+  /** Buffered messages it holds. */
+  readonly messages: number;
+  /** From the start of its encoding until its chunks were durable. */
+  readonly durationMs: number;
 }
 
 interface WaitingProposal {
@@ -624,7 +638,7 @@ export class PartitionReplica {
     }
     this.compactionRequestedAt = applied;
     this.snapshotInProgress = true;
-    void this.takeSnapshot(this.engine.snapshotEncoder());
+    void this.takeSnapshot(this.engine.snapshotEncoder(), performance.now());
   }
 
   /**
@@ -632,7 +646,7 @@ export class PartitionReplica {
    * then hands it to the core, whose next `Ready` compacts the log up to the snapshot's index (an index the replica
    * has applied: the engine may have moved on meanwhile, which the core allows). A failure fails the replica.
    */
-  private async takeSnapshot(encoder: EngineSnapshotEncoder): Promise<void> {
+  private async takeSnapshot(encoder: EngineSnapshotEncoder, startedAtMs: number): Promise<void> {
     try {
       // Bounded: every pass encodes at least one message, and the encoder holds a fixed number of them.
       for (let encoded = false; !encoded; ) {
@@ -644,6 +658,15 @@ export class PartitionReplica {
       }
       const data = encoder.bytes();
       await this.storage.prepareSnapshot(data);
+      const report: SnapshotReport = {
+        partitionId: this.partitionId,
+        index: encoder.appliedIndex,
+        sizeBytes: data.byteLength,
+        messages: encoder.messageCount,
+        durationMs: performance.now() - startedAtMs,
+      };
+      this.options.logger.debug(report, "snapshot written");
+      this.options.onSnapshot?.(report);
       if (!this.running) {
         if (!this.closed) void this.discardSnapshot(data);
         return;

@@ -283,6 +283,9 @@ describe("a three-broker cluster in one process", () => {
     }
     // Partition 1's log was compacted past what the stopped broker held, so it caught up through a snapshot.
     expect(restarted.replica(1)?.installedSnapshotCount).toBeGreaterThan(0);
+    const metrics = await (await fetch(`${remaining[0]!.managementUrl}/actuator/prometheus`)).text();
+    expect(metrics).toMatch(/flowplane_partition_snapshot_duration_seconds_count\{[^}]*partition="1"[^}]*\} [1-9]/);
+    expect(metrics).toMatch(/flowplane_partition_snapshot_size_bytes\{[^}]*partition="1"[^}]*\} [1-9]/);
     expect(restarted.replica(1)?.latestSnapshotIndex).toBeGreaterThan(0);
     expect(restarted.configuration.version).toBe(2);
   });
