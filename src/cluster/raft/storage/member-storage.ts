@@ -442,10 +442,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       });
     }
     // Not prepared: the chunks go into this write's own transaction, which keeps it in the order of the calls.
-    const encodedChunks: Uint8Array[] = [];
-    for (let offset = 0; offset < snapshot.data.byteLength; offset += this.snapshotChunkBytes) {
-      encodedChunks.push(encodeChunk(snapshot.data.subarray(offset, offset + this.snapshotChunkBytes)));
-    }
+    const encodedChunks = this.encodeChunks(snapshot.data);
     return this.submit(
       () => {
         const staged = this.stagedView();
@@ -456,9 +453,8 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
         this.termIn(staged, metadata.index);
         const slot = this.nextSlot(staged);
         this.clearSlot(slot);
-        encodedChunks.forEach((chunk, position) => {
-          this.environment.chunks.putSync([this.scope, slot, position * this.snapshotChunkBytes], chunk);
-        });
+        for (const { offset, chunk } of encodedChunks)
+          this.environment.chunks.putSync([this.scope, slot, offset], chunk);
         this.adoptSnapshot(staged, { metadata, slot });
       },
       { writesChunks: true },
@@ -471,11 +467,9 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
    */
   private async writeSnapshotData(data: Uint8Array): Promise<number> {
     const slot = this.reserveSlot();
-    const chunks: (readonly [ChunkKey, Uint8Array])[] = [];
-    for (let offset = 0; offset < data.byteLength; offset += this.snapshotChunkBytes) {
-      const chunk = encodeChunk(data.subarray(offset, offset + this.snapshotChunkBytes));
-      chunks.push([[this.scope, slot, offset], chunk]);
-    }
+    const chunks = this.encodeChunks(data).map(
+      ({ offset, chunk }) => [[this.scope, slot, offset] as ChunkKey, chunk] as const,
+    );
     const written = this.environment.writeChunks(chunks);
     this.lastChunkWrite = written.then(
       () => undefined,
@@ -934,6 +928,15 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   private nextSlot(staged: View): number {
     this.highestSlot = Math.max(this.highestSlot, staged.snapshot?.slot ?? 0, staged.incoming?.slot ?? 0) + 1;
     return this.highestSlot;
+  }
+
+  /** Snapshot data cut into checksummed chunks of `snapshotChunkBytes`, each with the byte offset it starts at. */
+  private encodeChunks(data: Uint8Array): { readonly offset: number; readonly chunk: Uint8Array }[] {
+    const chunks: { offset: number; chunk: Uint8Array }[] = [];
+    for (let offset = 0; offset < data.byteLength; offset += this.snapshotChunkBytes) {
+      chunks.push({ offset, chunk: encodeChunk(data.subarray(offset, offset + this.snapshotChunkBytes)) });
+    }
+    return chunks;
   }
 
   /** `nextSlot` outside a transaction (for chunks written ahead of the transaction that will refer to them). */
