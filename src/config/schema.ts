@@ -195,6 +195,13 @@ export const configurationSchema = Type.Object(
               default: 1000,
               description: "How long a follower waits for its leader before campaigning (randomized above this).",
             }),
+            snapshotIntervalEntries: Type.Integer({
+              minimum: 10,
+              maximum: 10_000_000,
+              default: 10_000,
+              description:
+                "Applied entries between two snapshots of a partition replica; each snapshot lets the replica drop the log behind it.",
+            }),
             synchronousCommit: Type.Boolean({
               default: true,
               description:

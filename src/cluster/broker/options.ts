@@ -71,7 +71,6 @@ export interface BrokerOptions {
 /** Defaults of the options that have no configuration setting. */
 export const BROKER_DEFAULTS = {
   gossipIntervalMs: 1_000,
-  snapshotIntervalEntries: 10_000,
   maxPendingProposalsPerPartition: 1_024,
   maxApplyLagEntries: 1_000,
   shutdownTimeoutMs: 5_000,
@@ -145,6 +144,7 @@ export function brokerOptionsFromConfiguration(
     heartbeatIntervalMs: raft.heartbeatIntervalMs,
     electionTimeoutMs: raft.electionTimeoutMs,
     synchronousCommit: raft.synchronousCommit,
+    snapshotIntervalEntries: raft.snapshotIntervalEntries,
     ...BROKER_DEFAULTS,
     version: context.version,
     logger: context.logger,

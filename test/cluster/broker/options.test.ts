@@ -39,6 +39,7 @@ describe("broker options", () => {
         SERVICE_BROKER_CLUSTER_CLUSTER_PORT: "26600",
         SERVICE_BROKER_MANAGEMENT_PORT: "9701",
         SERVICE_BROKER_ADVERTISED_HOST: "broker-2.example",
+        SERVICE_BROKER_RAFT_SNAPSHOT_INTERVAL_ENTRIES: "500",
       },
     });
     const options = brokerOptionsFromConfiguration(configuration, { logger, version: "1.2.3" });
@@ -54,6 +55,7 @@ describe("broker options", () => {
       dataDirectory: resolve(directory, "brokers", "2"),
       version: "1.2.3",
       partitioning: { scheme: "ROUND_ROBIN" },
+      snapshotIntervalEntries: 500,
     });
     expect(options.contactPoints).toEqual([
       { nodeId: 0, host: "10.0.0.1", port: 26502 },

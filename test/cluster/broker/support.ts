@@ -48,6 +48,7 @@ export function testBrokerOptions(root: string, nodeId: number, overrides: Parti
     heartbeatIntervalMs: 25,
     electionTimeoutMs: 250,
     synchronousCommit: true,
+    snapshotIntervalEntries: 10_000,
     ...BROKER_DEFAULTS,
     gossipIntervalMs: 100,
     shutdownTimeoutMs: 2_000,
