@@ -19,6 +19,11 @@ export const errorKinds = {
   tooManyRequests: { code: "too-many-requests", status: 429, title: "Too many requests" },
   internal: { code: "internal", status: 500, title: "Internal server error" },
   badGateway: { code: "bad-gateway", status: 502, title: "An upstream service could not be reached" },
+  outcomeUnknown: {
+    code: "outcome-unknown",
+    status: 502,
+    title: "The request reached the cluster, which could not tell whether it took effect",
+  },
   unavailable: { code: "unavailable", status: 503, title: "The service is temporarily unavailable" },
   gatewayTimeout: { code: "gateway-timeout", status: 504, title: "An upstream service did not answer in time" },
 } as const satisfies Record<string, { code: string; status: number; title: string }>;

@@ -8,7 +8,11 @@
  *
  * Proposals (publish) and linearizable reads (get-message) come from request handlers; each waits for its entry to
  * be applied (or its read index to be reached) and is answered with the protocol's outcome. Everything waiting is
- * bounded and fails with `not-leader` when this replica loses leadership, or `unavailable` when it stops.
+ * bounded. A proposal is answered exactly: once its index is applied, `published` when the entry there is its own
+ * and `not-leader` when another leader's entry replaced it, even when this replica lost leadership meanwhile (the
+ * next leader may still commit it, so answering earlier would invite a retry that publishes twice). Only when this
+ * replica stops, or a snapshot skips past the index, is a proposal answered `unknown`. Reads fail with `not-leader`
+ * when this replica loses leadership, everything with `unavailable` when it stops.
  */
 import type { Logger } from "pino";
 import {
@@ -291,6 +295,8 @@ export class PartitionReplica {
             resolve(refusalAnswer(result, this.partitionId));
             return;
           }
+          // A proposal still waiting at this index from an earlier term was replaced: its entry is gone from the log.
+          this.proposals.get(result.index)?.resolve({ outcome: "not-leader", leaderId: this.node.status().leaderId });
           this.proposals.set(result.index, { term: result.term, tenantId: command.tenantId, resolve });
         },
         fail: (detail) => {
@@ -405,7 +411,7 @@ export class PartitionReplica {
     return this.failure !== null;
   }
 
-  /** Stops the timer and the driver, fails everything waiting with `unavailable`, and closes the storage. */
+  /** Stops the timer and the driver, fails everything waiting (see `failEverything`), and closes the storage. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -530,9 +536,10 @@ export class PartitionReplica {
       this.engine = engine;
       this.snapshotIndex = ready.snapshot.metadata.index;
       this.installedSnapshots += 1;
+      this.settleProposalsCoveredBy(ready.snapshot.metadata.index);
     }
     if (!applyBeforePersist) this.applyCommitted(ready);
-    if (ready.softState !== null && ready.softState.role !== "leader") this.loseLeadership(ready.softState.leaderId);
+    if (ready.softState !== null && ready.softState.role !== "leader") this.loseLeadership();
     this.node.advance(ready);
   }
 
@@ -600,12 +607,26 @@ export class PartitionReplica {
     }
   }
 
-  /** Proposals of a leader that lost leadership can no longer be acknowledged by it. */
-  private loseLeadership(leaderId: number | null): void {
+  /**
+   * A leader that lost leadership stops tracking its expiry proposal. Its waiting proposals stay: their entries may
+   * still be committed by the next leader, and `apply` answers each exactly once this replica applies its index.
+   */
+  private loseLeadership(): void {
     this.pendingExpiryIndex = null;
-    for (const [index, waiting] of this.proposals) {
-      this.proposals.delete(index);
-      waiting.resolve({ outcome: "not-leader", leaderId });
+  }
+
+  /**
+   * A snapshot installed up to `index` replaced the entries there without applying them one by one, so whether a
+   * waiting proposal at or below it was committed cannot be told here any more.
+   */
+  private settleProposalsCoveredBy(index: number): void {
+    for (const [proposalIndex, waiting] of this.proposals) {
+      if (proposalIndex > index) continue;
+      this.proposals.delete(proposalIndex);
+      waiting.resolve({
+        outcome: "unknown",
+        detail: `partition ${this.partitionId} replica caught up through a snapshot past the publication's log entry; it may or may not have taken effect`,
+      });
     }
   }
 
@@ -715,9 +736,18 @@ export class PartitionReplica {
     this.status = this.node.status();
   }
 
+  /**
+   * Answers everything waiting when the replica stops or fails: queued work and reads `unavailable` (nothing of
+   * theirs is in the log), proposals `unknown` (their entries are, and a quorum may still commit them).
+   */
   private failEverything(answer: { outcome: "unavailable"; detail: string }): void {
     for (const work of this.queue.splice(0)) work.fail(answer.detail);
-    for (const waiting of this.proposals.values()) waiting.resolve(answer);
+    for (const waiting of this.proposals.values()) {
+      waiting.resolve({
+        outcome: "unknown",
+        detail: `${answer.detail} before the publication was known to be committed; it may or may not take effect`,
+      });
+    }
     this.proposals.clear();
     for (const read of this.reads.values()) read.resolve(answer);
     this.reads.clear();

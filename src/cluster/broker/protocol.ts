@@ -102,6 +102,12 @@ export type PartitionRedirect =
 export type PublishMessageResponse =
   | { outcome: "published"; key: string; partitionId: number; tenantId: string }
   | { outcome: "rejected"; reason: "duplicate-message-id" | "invalid-record"; detail: string }
+  /**
+   * The record is in the partition's log, but this replica stopped (or skipped past it with a snapshot) before it
+   * could tell whether a quorum committed it: it may or may not take effect, so it must not be retried blindly.
+   * `not-leader` and `unavailable`, by contrast, are only answered when the record is certainly not committed.
+   */
+  | { outcome: "unknown"; detail: string }
   | PartitionRedirect;
 
 /** Answer to `get-message` (a linearizable read on the partition leader). */

@@ -67,6 +67,18 @@ function unavailable(detail: string): ServiceError {
   return new ServiceError("unavailable", detail, { headers: { "retry-after": String(RETRY_AFTER_SECONDS) } });
 }
 
+/** The answer when a publication reached a broker but its fate is not known: never retried by the gateway. */
+function outcomeUnknown(detail: string): ServiceError {
+  return new ServiceError(
+    "outcomeUnknown",
+    `${detail}. The message may or may not have been published. To retry without risking a second copy, publish ` +
+      "with a messageId: a 409 for the retry then means the first attempt took effect.",
+  );
+}
+
+/** A broker's answer that ends a request: neither a redirect to retry nor an unknown outcome. */
+type Settled<T> = Exclude<T, { outcome: "not-leader" } | { outcome: "unavailable" } | { outcome: "unknown" }>;
+
 type Attempt<T> = { kind: "answer"; value: T } | { kind: "retry"; leaderHint: number | null; detail: string };
 
 /** The request routing of the gateway; see the module comment. */
@@ -208,7 +220,7 @@ export class MessageRouter {
     partitionId: number,
     request: BrokerRequest,
     deadlineMs: number,
-  ): Promise<Exclude<T, { outcome: "not-leader" } | { outcome: "unavailable" }>> {
+  ): Promise<Settled<T>> {
     let leaderId = await this.leaderOf(partitionId, deadlineMs, false);
     const first = await this.attempt<T>(leaderId, request, deadlineMs);
     if (first.kind === "answer") return first.value;
@@ -230,7 +242,7 @@ export class MessageRouter {
     brokerId: number,
     request: BrokerRequest,
     deadlineMs: number,
-  ): Promise<Attempt<Exclude<T, { outcome: "not-leader" } | { outcome: "unavailable" }>>> {
+  ): Promise<Attempt<Settled<T>>> {
     const address = this.options.topology.current()?.addresses.get(brokerId);
     if (address === undefined) return { kind: "retry", leaderHint: null, detail: `broker ${brokerId} has no address` };
     const timeoutMs = deadlineMs - this.options.now();
@@ -246,6 +258,11 @@ export class MessageRouter {
       }
       if (error instanceof TransportTimeoutError) throw this.timedOut();
       if (error instanceof PeerUnreachableError) {
+        // A publication the broker may have received is not sent again: if it was committed, a second copy would be
+        // published (or, with a messageId, refused as a duplicate although the first copy took effect).
+        if (error.requestSent && request.type === "publish-message") {
+          throw outcomeUnknown(`the connection to broker ${brokerId} broke while it handled the publication`);
+        }
         return { kind: "retry", leaderHint: null, detail: `broker ${brokerId} is unreachable` };
       }
       if (error instanceof RemoteError) {
@@ -264,6 +281,7 @@ export class MessageRouter {
     if (response.outcome === "unavailable") {
       return { kind: "retry", leaderHint: null, detail: response.detail };
     }
-    return { kind: "answer", value: response as Exclude<T, { outcome: "not-leader" } | { outcome: "unavailable" }> };
+    if (response.outcome === "unknown") throw outcomeUnknown(`broker ${brokerId}: ${response.detail}`);
+    return { kind: "answer", value: response as Settled<T> };
   }
 }

@@ -151,7 +151,9 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
    */
   removePeerAddress(nodeId: NodeId): void {
     this.addresses.delete(nodeId);
-    this.links.get(nodeId)?.close(() => new PeerUnreachableError(`node ${nodeId}`, "removed from the address book"));
+    this.links
+      .get(nodeId)
+      ?.close((sent) => new PeerUnreachableError(`node ${nodeId}`, "removed from the address book", sent));
     this.links.delete(nodeId);
   }
 

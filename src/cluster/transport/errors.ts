@@ -29,6 +29,11 @@ export class PeerUnreachableError extends TransportError {
   constructor(
     readonly target: string,
     readonly reason: string,
+    /**
+     * Whether the request had been handed to the connection before it broke: the peer may then have processed it,
+     * so a caller must not repeat a request that is not idempotent as if it had never been sent.
+     */
+    readonly requestSent = false,
   ) {
     super(`${target} is unreachable: ${reason}`);
   }

@@ -157,8 +157,11 @@ export class OutboundLink {
     });
   }
 
-  /** Ends the link: timers cleared, socket destroyed, queued frames discarded, outstanding requests rejected. */
-  close(makeError: () => Error = () => new TransportClosedError()): void {
+  /**
+   * Ends the link: timers cleared, socket destroyed, queued frames discarded, outstanding requests rejected with
+   * `makeError(sent)`, `sent` telling whether the request had left the queue for the socket.
+   */
+  close(makeError: (sent: boolean) => Error = () => new TransportClosedError()): void {
     if (this.stateValue === "closed") {
       return;
     }
@@ -291,9 +294,11 @@ export class OutboundLink {
     return request;
   }
 
-  private rejectAllPending(makeError: () => Error): void {
-    for (const correlationId of [...this.pending.keys()]) {
-      this.settle(correlationId)?.reject(makeError());
+  private rejectAllPending(makeError: (sent: boolean) => Error): void {
+    for (const [correlationId, request] of [...this.pending]) {
+      // A request still in the queue never reached the socket; one that left it may have reached the peer.
+      const sent = request.queued === undefined;
+      this.settle(correlationId)?.reject(makeError(sent));
     }
   }
 
@@ -305,7 +310,8 @@ export class OutboundLink {
     clearTimeout(this.connectTimer);
     this.connectTimer = undefined;
     this.lastFailure = error?.message ?? "connection closed";
-    this.rejectAllPending(() => new PeerUnreachableError(this.settings.target, this.lastFailure));
+    const reason = this.lastFailure;
+    this.rejectAllPending((sent) => new PeerUnreachableError(this.settings.target, reason, sent));
     this.consecutiveFailures += 1;
     this.stateValue = "waiting";
     const delayMs = backoffDelayMs(this.consecutiveFailures, this.settings.options, this.settings.random);

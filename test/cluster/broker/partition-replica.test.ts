@@ -152,3 +152,117 @@ describe("PartitionReplica (a single-member group with real storage)", () => {
     expect(leader.report().appliedIndex).toBe(applied);
   });
 });
+
+describe("PartitionReplica in a three-member group whose links the test cuts", () => {
+  const memberIds = [0, 1, 2];
+  let directories: string[] = [];
+  let environments: StorageEnvironment[] = [];
+  let replicas: PartitionReplica[] = [];
+  /** Links `from→to` that drop every message. */
+  const cut = new Set<string>();
+
+  beforeEach(async () => {
+    cut.clear();
+    directories = await Promise.all(memberIds.map((memberId) => temporaryDirectory(`group-${memberId}`)));
+    environments = directories.map((directory) => StorageEnvironment.open({ directory, synchronousCommit: true }));
+    replicas = await Promise.all(
+      memberIds.map((memberId) =>
+        PartitionReplica.open({
+          partitionId: 1,
+          memberId,
+          environment: environments[memberId] as StorageEnvironment,
+          members: memberIds.map((id) => ({ id, role: "voter" as const, priority: 1 })),
+          heartbeatIntervalMs: 10,
+          electionTimeoutMs: 60,
+          snapshotIntervalEntries: 10_000,
+          maxPendingProposals: 64,
+          maxApplyLagEntries: 100,
+          send: (to, message) => {
+            if (!cut.has(`${memberId}→${to}`)) replicas[to]?.receive(message);
+          },
+          onFailure: (error) => {
+            throw error;
+          },
+          logger: pino({ level: "silent" }),
+        }),
+      ),
+    );
+  });
+
+  afterEach(async () => {
+    await Promise.all(replicas.map((replica) => replica.close()));
+    await Promise.all(environments.map((environment) => environment.close()));
+    await Promise.all(directories.map((directory) => removeDirectory(directory)));
+  });
+
+  /** Waits for a leader other than `excluding`; without `excluding`, also for every replica to be healthy. */
+  async function leader(excluding?: number): Promise<number> {
+    let found = -1;
+    await waitFor(() => {
+      found = replicas.findIndex((replica, memberId) => memberId !== excluding && replica.report().role === "leader");
+      const healthy = excluding !== undefined || replicas.every((replica) => replica.report().health === "healthy");
+      return found >= 0 && healthy;
+    }, "a leader");
+    return found;
+  }
+
+  function isolate(memberId: number, direction: "both" | "inbound"): void {
+    for (const other of memberIds) {
+      if (other === memberId) continue;
+      cut.add(`${other}→${memberId}`);
+      if (direction === "both") cut.add(`${memberId}→${other}`);
+    }
+  }
+
+  it("answers published when it lost leadership before the next leader committed its entry", async () => {
+    const first = await leader();
+    const old = replicas[first] as PartitionReplica;
+    // The followers get the entry, but their acknowledgements never arrive: the leader cannot commit it.
+    isolate(first, "inbound");
+    const pending = old.publish(command({ name: "in-doubt" }));
+    let answered = false;
+    void pending.then(() => {
+      answered = true;
+    });
+    await waitFor(
+      () => replicas.every((replica) => replica.logSizeEntries() === old.logSizeEntries()),
+      "the followers hold the entry",
+    );
+    // Cut off completely, the old leader steps down and the others elect a leader, which commits the entry.
+    isolate(first, "both");
+    await leader(first);
+    await waitFor(() => old.report().role !== "leader", "the old leader stepped down");
+    expect(answered).toBe(false);
+    cut.clear();
+    const outcome = await pending;
+    expect(outcome).toMatchObject({ outcome: "published" });
+    if (outcome.outcome !== "published") throw new Error("not published");
+    expect(await (replicas[await leader()] as PartitionReplica).getMessage(outcome.key)).toMatchObject({
+      outcome: "found",
+    });
+  });
+
+  it("answers not-leader when the next leader replaced its entry, so a retry publishes it once", async () => {
+    const first = await leader();
+    const old = replicas[first] as PartitionReplica;
+    // Nobody gets the entry: the others elect a leader whose own first entry takes its index.
+    isolate(first, "both");
+    const pending = old.publish(command({ name: "lost" }));
+    await leader(first);
+    cut.clear();
+    expect(await pending).toMatchObject({ outcome: "not-leader" });
+  });
+
+  it("answers unknown for a proposal still in doubt when it stops", async () => {
+    const first = await leader();
+    const old = replicas[first] as PartitionReplica;
+    isolate(first, "inbound");
+    const pending = old.publish(command({ name: "in-doubt" }));
+    await waitFor(
+      () => replicas.every((replica) => replica.logSizeEntries() === old.logSizeEntries()),
+      "the followers hold the entry",
+    );
+    await old.close();
+    expect(await pending).toMatchObject({ outcome: "unknown" });
+  });
+});

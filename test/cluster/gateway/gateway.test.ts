@@ -1,7 +1,7 @@
 import { pino } from "pino";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { GetMessageResponse, PublishMessageResponse } from "../../../src/cluster/broker/protocol.js";
-import { partitionForCorrelationKey } from "../../../src/cluster/engine/index.js";
+import { encodeKey, partitionForCorrelationKey } from "../../../src/cluster/engine/index.js";
 import { type RunningGateway, startGateway } from "../../../src/cluster/gateway/index.js";
 import { loadConfiguration } from "../../../src/config/load.js";
 import { startTestPlatform, type TestPlatform } from "../../support/platform.js";
@@ -201,6 +201,20 @@ describe("gateway REST API", () => {
     expect(cluster.brokers.reduce((sum, broker) => sum + broker.received.length, 0)).toBe(2);
   });
 
+  it("answers 502 outcome-unknown, without a retry, when the leader cannot tell whether a publication took effect", async () => {
+    const gateway = await gatewayWith();
+    for (const broker of cluster.brokers) {
+      broker.interceptor = () =>
+        Promise.resolve<PublishMessageResponse>({ outcome: "unknown", detail: "partition 1 replica stopped" });
+    }
+    const response = await publish(gateway, { name: "m", correlationKey: "c" });
+    expect(response.status).toBe(502);
+    const problem = (await response.json()) as { type: string; detail: string };
+    expect(problem.type).toBe("urn:flowplane:problem:outcome-unknown");
+    expect(problem.detail).toContain("messageId");
+    expect(cluster.brokers.reduce((sum, broker) => sum + broker.received.length, 0)).toBe(1);
+  });
+
   it("answers 504 when the leader does not answer in time", async () => {
     const gateway = await gatewayWith({ "service.gateway.requestTimeoutMs": 300 });
     for (const broker of cluster.brokers) broker.interceptor = () => new Promise<GetMessageResponse>(() => undefined);
@@ -319,5 +333,56 @@ describe("gateway management API", () => {
     const readiness = await fetch(`${gateway.managementUrl}/actuator/health/readiness`);
     expect(readiness.status).toBe(503);
     expect(await readiness.json()).toMatchObject({ status: "DOWN", components: { partitions: { status: "DOWN" } } });
+  });
+});
+
+describe("gateway when a leader's broker goes away during a request", () => {
+  let brokenCluster: Awaited<ReturnType<typeof startFakeCluster>>;
+
+  beforeAll(async () => {
+    brokenCluster = await startFakeCluster();
+  });
+
+  afterAll(async () => {
+    await brokenCluster?.close();
+  });
+
+  /** Makes `dying` drop its connections on the first request of `type`, handing its partition to `successor`. */
+  function dieOnFirst(dying: FakeBroker, successor: FakeBroker, partitionId: number, type: string): void {
+    dying.interceptor = (request) => {
+      if (request.type !== type) return undefined;
+      dying.leads.delete(partitionId);
+      successor.leads.add(partitionId);
+      void dying.transport.close();
+      return new Promise(() => undefined);
+    };
+  }
+
+  it("does not repeat a publication the broker may have received, and repeats a read", async () => {
+    const contactPoints = brokenCluster.brokers.map((broker) => `127.0.0.1:${broker.address?.port}`).join(",");
+    const gateway = await gatewayWith({ "service.gateway.contactPoints": contactPoints }, undefined, 600_000);
+    const [first, second, third] = brokenCluster.brokers as [FakeBroker, FakeBroker, FakeBroker];
+    const keyOf = (partitionId: number) => {
+      const key = ["a", "b", "c", "d", "e", "f"].find(
+        (candidate) => partitionForCorrelationKey(candidate, 3) === partitionId,
+      );
+      if (key === undefined) throw new Error(`no fixture key maps to partition ${partitionId}`);
+      return key;
+    };
+
+    // Broker 2 leads partition 3 and breaks while it holds the publication: its outcome is unknown to the gateway.
+    dieOnFirst(third, first, 3, "publish-message");
+    const published = await publish(gateway, { name: "m", correlationKey: keyOf(3) });
+    expect(published.status).toBe(502);
+    expect(((await published.json()) as { type: string }).type).toBe("urn:flowplane:problem:outcome-unknown");
+    expect(third.received).toHaveLength(1);
+    expect(first.received).toHaveLength(0);
+
+    // Broker 1 leads partition 2 and breaks while it holds a read: reading again elsewhere is harmless.
+    dieOnFirst(second, first, 2, "get-message");
+    const read = await call(gateway, `/v2/messages/${encodeKey(2, 1)}`);
+    expect(read.status).toBe(404);
+    expect(second.received).toHaveLength(1);
+    expect(first.received).toHaveLength(1);
   });
 });

@@ -224,6 +224,25 @@ describe("ClusterTransport", () => {
     expect(transport.statistics().protocolErrors).toBe(1);
   });
 
+  it("tells whether a failed request had been sent before its connection broke", async () => {
+    const { first, second } = await startPair();
+    let handled = false;
+    // The peer receives the request, then the connection goes away before any answer.
+    second.onRequest(async () => {
+      handled = true;
+      await second.close();
+      return new Promise(() => undefined);
+    });
+    const sent = await outcome(first.request(2, "x", { timeoutMs: 10_000 }));
+    expect(handled).toBe(true);
+    expect(sent.error).toBeInstanceOf(PeerUnreachableError);
+    expect((sent.error as PeerUnreachableError).requestSent).toBe(true);
+    // With the peer gone, a new request is refused before anything is written.
+    const refused = await outcome(first.request(2, "y", { timeoutMs: 10_000 }));
+    expect(refused.error).toBeInstanceOf(PeerUnreachableError);
+    expect((refused.error as PeerUnreachableError).requestSent).toBe(false);
+  });
+
   it("rejects outstanding requests of a removed peer and re-targets a changed address", async () => {
     const { first, second } = await startPair();
     second.onRequest(() => new Promise(() => undefined));
