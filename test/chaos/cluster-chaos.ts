@@ -1,0 +1,440 @@
+/**
+ * A chaos run against the real local cluster: a platform, 3 broker processes and a gateway on loopback, publishers
+ * writing through the gateway, and a seeded schedule of faults on the brokers (SIGKILL, SIGSTOP, SIGTERM, and
+ * now and then two brokers or all of them down at once, which takes the quorum away). Snapshots are taken every few hundred
+ * entries, so restarted brokers also catch up through their leaders' snapshots.
+ *
+ * What it checks, the product's promise:
+ * - every message the gateway acknowledged (200) is readable by its key with its content, during the faults (or the
+ *   read is refused as unavailable, never answered 404 or with other content) and after them;
+ * - no two acknowledgements carry the same message key, and no publication is applied twice (each carries a
+ *   unique message id, so a second copy would be refused with 409);
+ * - every answer is 200 or one of the gateway's "unavailable / unknown outcome" answers (502, 503, 504);
+ * - once the faults stop, every partition has a leader, every replica is healthy and all replicas of a partition
+ *   reach the same applied index.
+ *
+ * The seed fixes the fault schedule only: processes, disks and the kernel's scheduling are not deterministic, so a
+ * failing seed is a strong hint for a replay, not an exact one.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pino } from "pino";
+import { SeededRandom } from "../../src/cluster/raft/core/random.js";
+import { type LocalCluster, startLocalCluster } from "../../src/platform/provisioner/index.js";
+import { startTestPlatform, type TestPlatform } from "../support/platform.js";
+import { requestToken } from "../support/tokens.js";
+
+/** How a chaos run is set up. */
+export interface ChaosOptions {
+  /** Seed of the fault schedule. */
+  readonly seed: number;
+  /** How long faults are injected; the checks after it take some seconds more. */
+  readonly durationMs: number;
+  /** Concurrent publishers. */
+  readonly clients: number;
+  /** Snapshot interval of every replica (`service.broker.raft.snapshotIntervalEntries`). */
+  readonly snapshotIntervalEntries: number;
+  /** Called every `progressIntervalMs` with the run's counts so far. */
+  readonly onProgress?: (progress: ChaosProgress) => void;
+  readonly progressIntervalMs?: number;
+  /** Keep the data directory (brokers' logs and data) when the run found a violation. */
+  readonly keepDataOnFailure?: boolean;
+}
+
+/** The counts of a chaos run. */
+export interface ChaosProgress {
+  readonly elapsedMs: number;
+  /** Publications answered 200. */
+  readonly acknowledged: number;
+  /** Publications refused as unavailable (503): not written. */
+  readonly refused: number;
+  /** Publications whose outcome is unknown (502, 504, a reset connection or a client timeout). */
+  readonly unknownOutcomes: number;
+  /** Reads of acknowledged messages answered while faults were injected, and how many of them were 200. */
+  readonly readsDuringFaults: number;
+  readonly readsFoundDuringFaults: number;
+  /** The longest time without any acknowledgement while faults were injected (how long the worst fault stopped writes). */
+  readonly longestWriteOutageMs: number;
+  /** Faults injected so far, each as a line such as `kill broker 2 (leader of 1), down 1800 ms`. */
+  readonly faults: readonly string[];
+  readonly violations: readonly string[];
+}
+
+/** What a chaos run ends with. */
+export interface ChaosResult extends ChaosProgress {
+  readonly seed: number;
+  /** Where the cluster's data and logs are, when they were kept. */
+  readonly keptDataDirectory: string | undefined;
+}
+
+interface TopologyPartition {
+  partitionId: number;
+  role: string;
+  health: string;
+}
+
+interface Topology {
+  brokers: { nodeId: number; partitions: TopologyPartition[] }[];
+}
+
+interface PublishedMessage {
+  readonly correlationKey: string;
+  readonly variables: { readonly publisher: number; readonly sequence: number };
+}
+
+/** Answers of the gateway that mean "not done" or "not known to be done": never a violation on their own. */
+const UNAVAILABLE_STATUSES = new Set([502, 503, 504]);
+const REQUEST_TIMEOUT_MS = 15_000;
+const RECOVERY_TIMEOUT_MS = 60_000;
+
+const sleep = (ms: number): Promise<void> => new Promise((resolveSleep) => setTimeout(resolveSleep, ms));
+
+/** Runs one chaos run to its end and reports what it saw; it throws only when the cluster cannot be started. */
+export async function runClusterChaos(options: ChaosOptions): Promise<ChaosResult> {
+  const dataDirectory = mkdtempSync(join(tmpdir(), "flowplane-chaos-"));
+  const random = new SeededRandom(options.seed);
+  const readRandom = new SeededRandom(options.seed ^ 0x5eed);
+  const logger = pino({ level: process.env.CHAOS_LOG_LEVEL ?? "silent" });
+  const startedAtMs = Date.now();
+  const acknowledged = new Map<string, PublishedMessage>();
+  const acknowledgedKeys: string[] = [];
+  const faults: string[] = [];
+  const violations: string[] = [];
+  const counts = {
+    refused: 0,
+    unknownOutcomes: 0,
+    readsDuringFaults: 0,
+    readsFoundDuringFaults: 0,
+    longestWriteOutageMs: 0,
+  };
+  let lastAcknowledgementAtMs: number | undefined;
+
+  let platform: TestPlatform | undefined;
+  let cluster: LocalCluster | undefined;
+  let progressTimer: NodeJS.Timeout | undefined;
+  const progress = (): ChaosProgress => ({
+    elapsedMs: Date.now() - startedAtMs,
+    acknowledged: acknowledged.size,
+    ...counts,
+    faults: [...faults],
+    violations: [...violations],
+  });
+  try {
+    platform = await startTestPlatform();
+    const token = await requestToken(platform, platform.adminClient, "gateway-api");
+    cluster = await startLocalCluster({
+      dataDirectory,
+      gatewayPort: 0,
+      managementPort: 0,
+      issuerUrl: platform.issuerUrl,
+      logger,
+      logLevel: "info",
+      readyTimeoutMs: 90_000,
+      environment: {
+        ...process.env,
+        SERVICE_BROKER_RAFT_SNAPSHOT_INTERVAL_ENTRIES: String(options.snapshotIntervalEntries),
+      },
+    });
+    const running = cluster;
+    const gateway = (path: string, init: RequestInit = {}): Promise<Response> =>
+      fetch(`${running.gatewayUrl}${path}`, {
+        ...init,
+        headers: {
+          authorization: `Bearer ${token}`,
+          ...(init.body === undefined ? {} : { "content-type": "application/json" }),
+        },
+        signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+      });
+    const topology = async (): Promise<Topology | undefined> => {
+      try {
+        const response = await gateway("/v2/topology");
+        return response.status === 200 ? ((await response.json()) as Topology) : undefined;
+      } catch {
+        return undefined;
+      }
+    };
+
+    await waitFor("a leader for every partition", RECOVERY_TIMEOUT_MS, async () => settled(await topology()));
+    if (options.onProgress !== undefined) {
+      const report = options.onProgress;
+      progressTimer = setInterval(() => report(progress()), options.progressIntervalMs ?? 5_000);
+    }
+
+    let injecting = true;
+    const publisher = async (publisher: number): Promise<void> => {
+      for (let sequence = 1; injecting; sequence += 1) {
+        const message: PublishedMessage = {
+          correlationKey: `chaos-${publisher}-${sequence}`,
+          variables: { publisher, sequence },
+        };
+        let response: Response;
+        try {
+          response = await gateway("/v2/messages/publication", {
+            method: "POST",
+            // The correlation key, unique per publication, is also its message id: a 409 would mean the cluster
+            // had already buffered this publication, that is, it was applied twice (a retry after it took effect).
+            body: JSON.stringify({
+              name: "chaos",
+              timeToLive: 3_600_000,
+              messageId: message.correlationKey,
+              ...message,
+            }),
+          });
+        } catch {
+          counts.unknownOutcomes += 1;
+          continue;
+        }
+        if (response.status === 200) {
+          const { messageKey } = (await response.json()) as { messageKey: string };
+          if (acknowledged.has(messageKey)) {
+            violations.push(`message key ${messageKey} acknowledged twice (second: ${message.correlationKey})`);
+          }
+          acknowledged.set(messageKey, message);
+          acknowledgedKeys.push(messageKey);
+          const nowMs = Date.now();
+          if (lastAcknowledgementAtMs !== undefined) {
+            counts.longestWriteOutageMs = Math.max(counts.longestWriteOutageMs, nowMs - lastAcknowledgementAtMs);
+          }
+          lastAcknowledgementAtMs = nowMs;
+        } else if (response.status === 503) {
+          counts.refused += 1;
+          await response.body?.cancel();
+          await sleep(50);
+        } else if (UNAVAILABLE_STATUSES.has(response.status)) {
+          counts.unknownOutcomes += 1;
+          await response.body?.cancel();
+        } else {
+          violations.push(
+            `publication of ${message.correlationKey} answered ${response.status}: ${await response.text()}`,
+          );
+        }
+      }
+    };
+    const reader = async (): Promise<void> => {
+      while (injecting) {
+        if (acknowledgedKeys.length === 0) {
+          await sleep(20);
+          continue;
+        }
+        const messageKey = acknowledgedKeys[readRandom.nextInt(acknowledgedKeys.length)] as string;
+        const outcome = await readBack(gateway, messageKey, acknowledged.get(messageKey) as PublishedMessage);
+        if (outcome === "unavailable") continue;
+        counts.readsDuringFaults += 1;
+        if (outcome === "found") counts.readsFoundDuringFaults += 1;
+        else violations.push(`during the faults: ${outcome}`);
+      }
+    };
+
+    const workload = [...Array.from({ length: options.clients }, (_, index) => publisher(index)), reader()];
+    const injector = async (): Promise<void> => {
+      while (Date.now() - startedAtMs < options.durationMs && violations.length === 0) {
+        await sleep(500 + random.nextInt(1_500));
+        const description = await injectFault(running, random, await topology());
+        faults.push(description);
+        const recovered = await waitFor("recovery from the fault", RECOVERY_TIMEOUT_MS, async () =>
+          settled(await topology()),
+        ).then(
+          () => true,
+          () => false,
+        );
+        if (!recovered) {
+          violations.push(`the cluster did not recover within ${RECOVERY_TIMEOUT_MS} ms after: ${description}`);
+        }
+      }
+    };
+    try {
+      await injector();
+    } finally {
+      injecting = false;
+      await Promise.all(workload);
+    }
+
+    if (violations.length === 0) await verifyAfterFaults(running, gateway, topology, acknowledged, violations);
+  } finally {
+    if (progressTimer !== undefined) clearInterval(progressTimer);
+    await cluster?.close();
+    await platform?.close();
+  }
+  const keep = violations.length > 0 && options.keepDataOnFailure === true;
+  if (!keep) rmSync(dataDirectory, { recursive: true, force: true });
+  return { seed: options.seed, ...progress(), keptDataDirectory: keep ? dataDirectory : undefined };
+}
+
+/** Reads one acknowledged message back: found with its content, unavailable for now, or what was wrong. */
+async function readBack(
+  gateway: (path: string) => Promise<Response>,
+  messageKey: string,
+  expected: PublishedMessage,
+): Promise<"found" | "unavailable" | string> {
+  let response: Response;
+  try {
+    response = await gateway(`/v2/messages/${messageKey}`);
+  } catch {
+    return "unavailable";
+  }
+  if (UNAVAILABLE_STATUSES.has(response.status)) {
+    await response.body?.cancel();
+    return "unavailable";
+  }
+  if (response.status !== 200) {
+    return `read of acknowledged message ${messageKey} (${expected.correlationKey}) answered ${response.status}: ${await response.text()}`;
+  }
+  const body = (await response.json()) as { key?: string; correlationKey?: string; variables?: unknown };
+  const same =
+    body.key === messageKey &&
+    body.correlationKey === expected.correlationKey &&
+    JSON.stringify(body.variables) === JSON.stringify(expected.variables);
+  return same ? "found" : `read of ${messageKey} returned other content: ${JSON.stringify(body)}`;
+}
+
+/** Picks and carries out one fault, including its repair; returns what it did. */
+async function injectFault(
+  cluster: LocalCluster,
+  random: SeededRandom,
+  topology: Topology | undefined,
+): Promise<string> {
+  const brokerCount = cluster.brokers.length;
+  const roll = random.nextInt(100);
+  const partitionId = 1 + random.nextInt(3);
+  const leader = topology === undefined ? undefined : leaderOf(topology, partitionId);
+  const victim = roll < 35 && leader !== undefined ? leader : random.nextInt(brokerCount);
+  const why = victim === leader ? ` (leader of ${partitionId})` : "";
+  const downMs = 300 + random.nextInt(2_700);
+  if (roll < 60) {
+    await kill(cluster, victim, "SIGKILL");
+    await sleep(downMs);
+    await cluster.restartBroker(victim);
+    return `kill broker ${victim}${why}, down ${downMs} ms`;
+  }
+  if (roll < 75) {
+    const pid = cluster.brokers[victim]?.pid;
+    if (pid === undefined) return `pause broker ${victim}: not running, skipped`;
+    process.kill(pid, "SIGSTOP");
+    await sleep(downMs);
+    process.kill(pid, "SIGCONT");
+    return `pause broker ${victim}${why} for ${downMs} ms`;
+  }
+  if (roll < 90) {
+    await kill(cluster, victim, "SIGTERM");
+    await sleep(downMs);
+    await cluster.restartBroker(victim);
+    return `stop broker ${victim}${why} (SIGTERM), down ${downMs} ms`;
+  }
+  if (roll >= 96) {
+    // Every broker killed at once, as in a power cut of the whole cluster: all of it comes back from disk alone.
+    for (let nodeId = 0; nodeId < brokerCount; nodeId += 1) await kill(cluster, nodeId, "SIGKILL");
+    await sleep(downMs);
+    for (let nodeId = 0; nodeId < brokerCount; nodeId += 1) await cluster.restartBroker(nodeId);
+    return `kill every broker, down ${downMs} ms`;
+  }
+  // Two brokers down at once: no partition has a quorum, so nothing may be acknowledged until one is back.
+  const second = (victim + 1 + random.nextInt(brokerCount - 1)) % brokerCount;
+  await kill(cluster, victim, "SIGKILL");
+  await kill(cluster, second, "SIGKILL");
+  await sleep(downMs);
+  await cluster.restartBroker(victim);
+  await cluster.restartBroker(second);
+  return `kill brokers ${victim} and ${second} (no quorum), down ${downMs} ms`;
+}
+
+/** Sends `signal` to a broker and waits (bounded) until its process has exited. */
+async function kill(cluster: LocalCluster, nodeId: number, signal: NodeJS.Signals): Promise<void> {
+  const broker = cluster.brokers[nodeId];
+  const pid = broker?.pid;
+  if (broker === undefined || pid === undefined) return;
+  process.kill(pid, signal);
+  await waitFor(`broker ${nodeId} to exit after ${signal}`, RECOVERY_TIMEOUT_MS, async () =>
+    broker.pid === undefined ? true : undefined,
+  );
+}
+
+/** The checks once the faults stopped: recovery, every acknowledged message, converged replicas. */
+async function verifyAfterFaults(
+  cluster: LocalCluster,
+  gateway: (path: string) => Promise<Response>,
+  topology: () => Promise<Topology | undefined>,
+  acknowledged: ReadonlyMap<string, PublishedMessage>,
+  violations: string[],
+): Promise<void> {
+  try {
+    await waitFor("every replica healthy", RECOVERY_TIMEOUT_MS, async () => {
+      const current = await topology();
+      return current !== undefined && settled(current) && allHealthy(current) ? true : undefined;
+    });
+  } catch (error) {
+    violations.push(String(error));
+    return;
+  }
+  const missing: string[] = [];
+  const entries = [...acknowledged];
+  const readers = Array.from({ length: 8 }, async (_, offset) => {
+    for (let index = offset; index < entries.length; index += 8) {
+      const [messageKey, expected] = entries[index] as [string, PublishedMessage];
+      let outcome = await readBack(gateway, messageKey, expected);
+      for (let attempt = 0; outcome === "unavailable" && attempt < 50; attempt += 1) {
+        await sleep(100);
+        outcome = await readBack(gateway, messageKey, expected);
+      }
+      if (outcome !== "found") missing.push(outcome === "unavailable" ? `${messageKey} stayed unavailable` : outcome);
+    }
+  });
+  await Promise.all(readers);
+  violations.push(...missing.slice(0, 20));
+  if (missing.length > 20) violations.push(`… and ${missing.length - 20} more unreadable acknowledged messages`);
+  try {
+    await waitFor("every partition's replicas at one applied index", RECOVERY_TIMEOUT_MS, async () => {
+      const applied = await appliedIndexes(cluster);
+      const byPartition = new Map<string, Set<number>>();
+      for (const [replica, index] of applied) {
+        const partition = replica.split("/")[0] as string;
+        byPartition.set(partition, (byPartition.get(partition) ?? new Set()).add(index));
+      }
+      const replicas = [...byPartition.values()];
+      return replicas.length === 3 && applied.size === 9 && replicas.every((indexes) => indexes.size === 1)
+        ? true
+        : undefined;
+    });
+  } catch (error) {
+    violations.push(`${String(error)}: ${JSON.stringify([...(await appliedIndexes(cluster))])}`);
+  }
+}
+
+/** Applied index of every replica, keyed `partition/broker`, from the gateway's view of the brokers' metrics. */
+async function appliedIndexes(cluster: LocalCluster): Promise<Map<string, number>> {
+  const text = await (await fetch(`${cluster.managementUrl}/actuator/prometheus`)).text();
+  const values = new Map<string, number>();
+  const pattern = /^flowplane_partition_applied_index\{partition="(\d+)",broker="(\d+)"\} (\d+)$/gm;
+  for (const match of text.matchAll(pattern)) values.set(`${match[1]}/${match[2]}`, Number(match[3]));
+  return values;
+}
+
+function leaderOf(topology: Topology, partitionId: number): number | undefined {
+  const leaders = topology.brokers.filter((broker) =>
+    broker.partitions.some((partition) => partition.partitionId === partitionId && partition.role === "leader"),
+  );
+  return leaders.length === 1 ? leaders[0]?.nodeId : undefined;
+}
+
+function settled(topology: Topology | undefined): true | undefined {
+  return topology !== undefined && [1, 2, 3].every((partitionId) => leaderOf(topology, partitionId) !== undefined)
+    ? true
+    : undefined;
+}
+
+function allHealthy(topology: Topology): boolean {
+  return topology.brokers.every((broker) =>
+    broker.partitions.every((partition) => partition.health === "healthy" && partition.role !== "inactive"),
+  );
+}
+
+/** Polls `probe` until it returns a value; throws after `timeoutMs`. */
+async function waitFor<T>(description: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe().catch(() => undefined);
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`${description} did not happen within ${timeoutMs} ms`);
+    await sleep(100);
+  }
+}
