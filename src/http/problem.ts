@@ -109,8 +109,12 @@ export function sendError(error: unknown, request: FastifyRequest, reply: Fastif
     return sendOAuthError(error, request, reply);
   }
   const typed = classifyError(error);
-  if (typed.status >= 500) {
+  if (typed.kind === "internal") {
     request.log.error({ err: typed.cause ?? typed }, "request failed");
+  } else if (typed.status >= 500) {
+    // An upstream that is away, busy or slow is an expected state of a cluster, not a defect: no stack trace, and a
+    // level that does not page anyone for every request a leader change touches.
+    request.log.warn({ code: typed.code, detail: typed.detail }, "request not served");
   }
   return reply
     .code(typed.status)

@@ -7,11 +7,21 @@ import { createHttpServer, type HttpServer } from "../../src/http/server.js";
 
 describe("createHttpServer conventions", () => {
   let server: HttpServer;
+  /** What the server logged, one parsed JSON line each. */
+  const logged: { level: number; msg: string; err?: unknown; code?: string }[] = [];
 
   beforeAll(async () => {
-    server = createHttpServer({ logger: pino({ level: "silent" }), bodyLimitBytes: 2048, trustProxy: false });
+    const destination = { write: (line: string) => logged.push(JSON.parse(line)) };
+    server = createHttpServer({
+      logger: pino({ level: "info" }, destination),
+      bodyLimitBytes: 2048,
+      trustProxy: false,
+    });
     server.get("/boom", async () => {
       throw new Error("database password is hunter2");
+    });
+    server.get("/busy", async () => {
+      throw new ServiceError("unavailable", "Partition 2 is changing leaders.", { headers: { "retry-after": "1" } });
     });
     server.get("/conflict", async () => {
       throw new ServiceError("conflict", "The thing changed.", {
@@ -42,6 +52,18 @@ describe("createHttpServer conventions", () => {
     expect(response.headers["content-type"]).toContain(problemMediaType);
     expect(response.body).not.toContain("hunter2");
     expect(response.json()).toMatchObject({ type: "urn:flowplane:problem:internal", status: 500, instance: "/boom" });
+  });
+
+  it("logs an unexpected error with its stack, and an upstream's expected unavailability as a warning without one", async () => {
+    logged.length = 0;
+    expect((await server.inject({ method: "GET", url: "/boom" })).statusCode).toBe(500);
+    expect((await server.inject({ method: "GET", url: "/busy" })).statusCode).toBe(503);
+    const failures = logged.filter((line) => line.level >= 40);
+    expect(failures).toHaveLength(2);
+    expect(failures[0]).toMatchObject({ level: 50, msg: "request failed" });
+    expect(failures[0]?.err).toBeDefined();
+    expect(failures[1]).toMatchObject({ level: 40, msg: "request not served", code: "unavailable" });
+    expect(failures[1]?.err).toBeUndefined();
   });
 
   it("renders a typed error with its status, stable type, extensions and headers", async () => {
