@@ -11,12 +11,13 @@
  *   unique message id, so a second copy would be refused with 409);
  * - every answer is 200 or one of the gateway's "unavailable / unknown outcome" answers (502, 503, 504);
  * - once the faults stop, every partition has a leader, every replica is healthy and all replicas of a partition
- *   reach the same applied index.
+ *   reach the same applied index;
+ * - no broker or gateway logged an error: the faults are expected states, reported as warnings.
  *
  * The seed fixes the fault schedule only: processes, disks and the kernel's scheduling are not deterministic, so a
  * failing seed is a strong hint for a replay, not an exact one.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
@@ -66,6 +67,8 @@ export interface ChaosResult extends ChaosProgress {
   readonly seed: number;
   /** Where the cluster's data and logs are, when they were kept. */
   readonly keptDataDirectory: string | undefined;
+  /** Error and fatal lines of the brokers' and gateway's logs, by message, with how often each appeared. */
+  readonly errorLogMessages: ReadonlyMap<string, number>;
 }
 
 interface TopologyPartition {
@@ -256,9 +259,33 @@ export async function runClusterChaos(options: ChaosOptions): Promise<ChaosResul
     await cluster?.close();
     await platform?.close();
   }
+  const errorLogMessages = errorLines(join(dataDirectory, "cluster", "logs"));
+  // Faults are expected states of a cluster: the processes report them as warnings, so any error is a defect.
+  for (const [message, count] of errorLogMessages) violations.push(`logged as an error ${count}×: ${message}`);
   const keep = violations.length > 0 && options.keepDataOnFailure === true;
   if (!keep) rmSync(dataDirectory, { recursive: true, force: true });
-  return { seed: options.seed, ...progress(), keptDataDirectory: keep ? dataDirectory : undefined };
+  return { seed: options.seed, ...progress(), keptDataDirectory: keep ? dataDirectory : undefined, errorLogMessages };
+}
+
+/** Counts the error (50) and fatal (60) lines of every JSON log in `directory` by their message and error text. */
+function errorLines(directory: string): Map<string, number> {
+  const counts = new Map<string, number>();
+  const files = existsSync(directory) ? readdirSync(directory) : [];
+  for (const file of files) {
+    for (const line of readFileSync(join(directory, file), "utf8").split("\n")) {
+      if (!line.startsWith("{")) continue;
+      let entry: { level?: number; msg?: string; err?: { message?: string } };
+      try {
+        entry = JSON.parse(line) as typeof entry;
+      } catch {
+        continue;
+      }
+      if ((entry.level ?? 0) < 50) continue;
+      const text = `${file.replace(/\.log$/, "")}: ${entry.msg ?? ""}${entry.err?.message ? ` (${entry.err.message})` : ""}`;
+      counts.set(text, (counts.get(text) ?? 0) + 1);
+    }
+  }
+  return counts;
 }
 
 /** Reads one acknowledged message back: found with its content, unavailable for now, or what was wrong. */
