@@ -1,5 +1,5 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -37,7 +37,50 @@ async function freePort(): Promise<number> {
  * server run as the `postgres` user, which PostgreSQL requires.
  */
 export async function startPostgresServer(binaries: string): Promise<PostgresServer> {
-  const directory = mkdtempSync(join(tmpdir(), "flowplane-postgres-"));
+  removeAbandonedServers();
+  const directory = mkdtempSync(join(tmpdir(), DIRECTORY_PREFIX));
+  try {
+    return await startIn(directory, binaries);
+  } catch (error) {
+    rmSync(directory, { recursive: true, force: true });
+    throw error;
+  }
+}
+
+const DIRECTORY_PREFIX = "flowplane-postgres-";
+/** A directory younger than this may belong to a run that is still starting its server, so it is left alone. */
+const ABANDONED_AFTER_MS = 60 * 60 * 1000;
+
+/**
+ * Removes the directories of servers whose test run was killed before its teardown (an interrupted `npm test`):
+ * older than an hour and with no live postmaster.
+ */
+function removeAbandonedServers(): void {
+  for (const name of readdirSync(tmpdir())) {
+    if (!name.startsWith(DIRECTORY_PREFIX)) continue;
+    const directory = join(tmpdir(), name);
+    try {
+      if (Date.now() - statSync(directory).mtimeMs < ABANDONED_AFTER_MS) continue;
+      const pidFile = join(directory, "data", "postmaster.pid");
+      if (existsSync(pidFile) && isAlive(Number(readFileSync(pidFile, "utf8").split("\n")[0]))) continue;
+      rmSync(directory, { recursive: true, force: true });
+    } catch {
+      // Another run removed it first, or it is not ours to read: leave it.
+    }
+  }
+}
+
+function isAlive(pid: number): boolean {
+  if (!Number.isSafeInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function startIn(directory: string, binaries: string): Promise<PostgresServer> {
   const dataDirectory = join(directory, "data");
   const asRoot = process.getuid?.() === 0;
   const runAs = (command: string, args: string[]): [string, string[]] =>
