@@ -4,6 +4,7 @@
  *   npm run chaos                              one run of 60 s with a seed from the clock
  *   npm run chaos -- --seed 42 --duration-s 300 --clients 16 --snapshot-interval 200
  *   npm run chaos -- --runs 5                  five runs, seeds S..S+4
+ *   npm run chaos -- --env SERVICE_BROKER_RAFT_SYNCHRONOUS_COMMIT=false    settings for the cluster (repeatable)
  *
  * Prints the counts every 5 s, every fault, and per run `seed S: N acknowledged, …, K violations`; keeps the data
  * directory (brokers' logs and data) of a failing run and prints where it is. The exit code is 1 when any run found
@@ -19,6 +20,7 @@ const { values } = parseArgs({
     "duration-s": { type: "string" },
     clients: { type: "string" },
     "snapshot-interval": { type: "string" },
+    env: { type: "string", multiple: true },
   },
 });
 
@@ -34,6 +36,12 @@ const runs = positiveInteger(values.runs, "runs", 1);
 const durationMs = positiveInteger(values["duration-s"], "duration-s", 60) * 1000;
 const clients = positiveInteger(values.clients, "clients", 8);
 const snapshotIntervalEntries = positiveInteger(values["snapshot-interval"], "snapshot-interval", 200);
+const environment: Record<string, string> = {};
+for (const assignment of values.env ?? []) {
+  const separator = assignment.indexOf("=");
+  if (separator <= 0) throw new Error(`--env expects NAME=value, got ${assignment}`);
+  environment[assignment.slice(0, separator)] = assignment.slice(separator + 1);
+}
 
 let failedRuns = 0;
 for (let seed = firstSeed; seed < firstSeed + runs; seed += 1) {
@@ -46,6 +54,7 @@ for (let seed = firstSeed; seed < firstSeed + runs; seed += 1) {
     durationMs,
     clients,
     snapshotIntervalEntries,
+    environment,
     keepDataOnFailure: true,
     onProgress: (progress) => {
       for (const fault of progress.faults.slice(faultsPrinted)) console.log(`  fault: ${fault}`);

@@ -36,6 +36,8 @@ export interface ChaosOptions {
   readonly clients: number;
   /** Snapshot interval of every replica (`service.broker.raft.snapshotIntervalEntries`). */
   readonly snapshotIntervalEntries: number;
+  /** More settings for the brokers and the gateway, as `SERVICE_*` variables (e.g. another commit mode). */
+  readonly environment?: Readonly<Record<string, string>>;
   /** Called every `progressIntervalMs` with the run's counts so far. */
   readonly onProgress?: (progress: ChaosProgress) => void;
   readonly progressIntervalMs?: number;
@@ -137,6 +139,7 @@ export async function runClusterChaos(options: ChaosOptions): Promise<ChaosResul
       environment: {
         ...process.env,
         SERVICE_BROKER_RAFT_SNAPSHOT_INTERVAL_ENTRIES: String(options.snapshotIntervalEntries),
+        ...options.environment,
       },
     });
     const running = cluster;
