@@ -10,9 +10,11 @@
  * be applied (or its read index to be reached) and is answered with the protocol's outcome. Everything waiting is
  * bounded. A proposal is answered exactly: once its index is applied, `published` when the entry there is its own
  * and `not-leader` when another leader's entry replaced it, even when this replica lost leadership meanwhile (the
- * next leader may still commit it, so answering earlier would invite a retry that publishes twice). Only when this
- * replica stops, or a snapshot skips past the index, is a proposal answered `unknown`. Reads fail with `not-leader`
- * when this replica loses leadership, everything with `unavailable` when it stops.
+ * next leader may still commit it, so answering earlier would invite a retry that publishes twice). Such proposals
+ * of a lost leadership are "in doubt": they no longer count against the proposal bound and are answered `unknown`
+ * when their index is not applied within `IN_DOUBT_TIMEOUT_ELECTIONS` election timeouts, when the replica stops, or
+ * when a snapshot skips past their index. Reads fail with `not-leader` when this replica loses leadership, everything
+ * else with `unavailable` when it stops.
  */
 import type { Logger } from "pino";
 import {
@@ -94,6 +96,19 @@ interface WaitingProposal {
   readonly resolve: (response: PublishMessageResponse) => void;
 }
 
+/** A proposal of a leadership this replica lost, waiting for its index to be applied or for its deadline. */
+interface InDoubtProposal extends WaitingProposal {
+  /** The tick (`PartitionReplica.tickCount`) after which it is answered `unknown`. */
+  readonly deadlineTick: number;
+}
+
+/**
+ * How long a proposal of a lost leadership waits for its index to be applied, in election timeouts. The next leader
+ * commits within a few election timeouts when it can; and the gateway stops waiting after its request timeout
+ * (10 s by default) anyway, so a longer wait would only hold the request's slot on the connection.
+ */
+const IN_DOUBT_TIMEOUT_ELECTIONS = 10;
+
 interface WaitingRead {
   readonly key: string;
   /** Set once the leader confirmed the read; the read is answered once applied up to it. */
@@ -149,7 +164,17 @@ export class PartitionReplica {
   private leavingTerm: number | null = null;
   private newerTermSeen = false;
   private closed = false;
+  /** Proposals of this replica's current leadership (all of term `proposalsTerm`), by index. */
   private readonly proposals = new Map<number, WaitingProposal>();
+  private proposalsTerm = 0;
+  /**
+   * Proposals of leaderships this replica lost, by index (several terms may have left one at the same index). They
+   * no longer count against the proposal bound or hold up a shutdown; at most `maxPendingProposals` are kept.
+   */
+  private readonly inDoubt = new Map<number, InDoubtProposal[]>();
+  private inDoubtCount = 0;
+  /** Ticks handed to the core since the replica opened: the clock of the in-doubt deadlines. */
+  private tickCount = 0;
   private readonly reads = new Map<string, WaitingRead>();
   private readSequence = 0;
   /** Index of the expiry record this leader proposed and has not applied yet, so it proposes one at a time. */
@@ -295,8 +320,8 @@ export class PartitionReplica {
             resolve(refusalAnswer(result, this.partitionId));
             return;
           }
-          // A proposal still waiting at this index from an earlier term was replaced: its entry is gone from the log.
-          this.proposals.get(result.index)?.resolve({ outcome: "not-leader", leaderId: this.node.status().leaderId });
+          // Proposals of an earlier leadership that this replica did not see end are in doubt now, like any other.
+          if (result.term !== this.proposalsTerm) this.setProposalsInDoubt(result.term);
           this.proposals.set(result.index, { term: result.term, tenantId: command.tenantId, resolve });
         },
         fail: (detail) => {
@@ -401,7 +426,7 @@ export class PartitionReplica {
     return this.snapshotIndex;
   }
 
-  /** Proposals queued or waiting for their commit. */
+  /** Proposals of the current leadership queued or waiting for their commit (not those of a lost leadership). */
   get pendingProposalCount(): number {
     return this.proposals.size + this.queuedProposalCount;
   }
@@ -456,14 +481,34 @@ export class PartitionReplica {
     wake?.();
   }
 
+  /**
+   * Runs the work queued so far. When one item throws (the replica then fails), the items after it go back to the
+   * queue, so that `failEverything` answers them instead of leaving their callers waiting.
+   */
+  private runQueuedWork(): void {
+    const batch = this.queue.splice(0);
+    for (let position = 0; position < batch.length; position += 1) {
+      try {
+        (batch[position] as QueuedWork).run();
+      } catch (error) {
+        this.queue.unshift(...batch.slice(position + 1));
+        throw error;
+      }
+    }
+  }
+
   /** The driver loop: ticks, inbound messages and one `Ready` at a time, until stopped or failed. */
   private async drive(): Promise<void> {
     try {
       while (this.running) {
         const ticked = this.pendingTicks > 0;
-        for (; this.pendingTicks > 0; this.pendingTicks -= 1) this.node.tick();
+        for (; this.pendingTicks > 0; this.pendingTicks -= 1) {
+          this.node.tick();
+          this.tickCount += 1;
+        }
+        if (ticked) this.expireInDoubt();
         for (const message of this.inbox.splice(0)) this.node.step(message);
-        for (const work of this.queue.splice(0)) work.run();
+        this.runQueuedWork();
         // Once per tick at most: a message past its deadline is already invisible to reads and is removed by the
         // next publication anyway, so proposing an expiry record on every turn would only add writes.
         if (ticked) this.maybeProposeExpiry();
@@ -570,8 +615,20 @@ export class PartitionReplica {
     else this.engine.markApplied(entry.index);
     if (this.pendingExpiryIndex !== null && entry.index >= this.pendingExpiryIndex) this.pendingExpiryIndex = null;
     const waiting = this.proposals.get(entry.index);
-    if (waiting === undefined) return;
-    this.proposals.delete(entry.index);
+    if (waiting !== undefined) {
+      this.proposals.delete(entry.index);
+      this.answerApplied(waiting, entry, result);
+    }
+    const doubted = this.inDoubt.get(entry.index);
+    if (doubted !== undefined) {
+      this.inDoubt.delete(entry.index);
+      this.inDoubtCount -= doubted.length;
+      for (const proposal of doubted) this.answerApplied(proposal, entry, result);
+    }
+  }
+
+  /** The exact answer to a proposal whose index was applied: an (index, term) pair names one entry. */
+  private answerApplied(waiting: WaitingProposal, entry: Entry, result: ApplyResult | null): void {
     if (waiting.term !== entry.term || result === null) {
       // Another leader's entry replaced ours at this index: our proposal was never committed.
       waiting.resolve({ outcome: "not-leader", leaderId: this.node.status().leaderId });
@@ -608,11 +665,54 @@ export class PartitionReplica {
   }
 
   /**
-   * A leader that lost leadership stops tracking its expiry proposal. Its waiting proposals stay: their entries may
-   * still be committed by the next leader, and `apply` answers each exactly once this replica applies its index.
+   * A leader that lost leadership stops tracking its expiry proposal, and its waiting proposals are in doubt: their
+   * entries may still be committed by the next leader, and `apply` answers each exactly once this replica applies
+   * its index (or the deadline answers it `unknown`).
    */
   private loseLeadership(): void {
     this.pendingExpiryIndex = null;
+    this.setProposalsInDoubt(this.proposalsTerm);
+  }
+
+  /** Moves the current leadership's proposals to the in-doubt set; new proposals will be of `term`. */
+  private setProposalsInDoubt(term: number): void {
+    const deadlineTick =
+      this.tickCount +
+      Math.ceil((IN_DOUBT_TIMEOUT_ELECTIONS * this.options.electionTimeoutMs) / this.options.heartbeatIntervalMs);
+    for (const [index, waiting] of this.proposals) {
+      const doubted = this.inDoubt.get(index);
+      const proposal: InDoubtProposal = { ...waiting, deadlineTick };
+      if (doubted === undefined) this.inDoubt.set(index, [proposal]);
+      else doubted.push(proposal);
+      this.inDoubtCount += 1;
+    }
+    this.proposals.clear();
+    this.proposalsTerm = term;
+    // Bounded: beyond the limit the oldest entries of the map go first.
+    for (const [index, doubted] of this.inDoubt) {
+      if (this.inDoubtCount <= this.options.maxPendingProposals) break;
+      this.inDoubt.delete(index);
+      this.inDoubtCount -= doubted.length;
+      for (const proposal of doubted) proposal.resolve(this.unknownAnswer("kept too many publications in doubt"));
+    }
+  }
+
+  /** Answers `unknown` to in-doubt proposals past their deadline. */
+  private expireInDoubt(): void {
+    if (this.inDoubtCount === 0) return;
+    for (const [index, doubted] of this.inDoubt) {
+      const expired = doubted.filter((proposal) => proposal.deadlineTick <= this.tickCount);
+      if (expired.length === 0) continue;
+      const remaining = doubted.filter((proposal) => proposal.deadlineTick > this.tickCount);
+      if (remaining.length === 0) this.inDoubt.delete(index);
+      else this.inDoubt.set(index, remaining);
+      this.inDoubtCount -= expired.length;
+      for (const proposal of expired) {
+        proposal.resolve(
+          this.unknownAnswer("lost its leadership and did not learn the fate of the publication in time"),
+        );
+      }
+    }
   }
 
   /**
@@ -620,14 +720,25 @@ export class PartitionReplica {
    * waiting proposal at or below it was committed cannot be told here any more.
    */
   private settleProposalsCoveredBy(index: number): void {
+    const answer = this.unknownAnswer("caught up through a snapshot past the publication's log entry");
     for (const [proposalIndex, waiting] of this.proposals) {
       if (proposalIndex > index) continue;
       this.proposals.delete(proposalIndex);
-      waiting.resolve({
-        outcome: "unknown",
-        detail: `partition ${this.partitionId} replica caught up through a snapshot past the publication's log entry; it may or may not have taken effect`,
-      });
+      waiting.resolve(answer);
     }
+    for (const [proposalIndex, doubted] of this.inDoubt) {
+      if (proposalIndex > index) continue;
+      this.inDoubt.delete(proposalIndex);
+      this.inDoubtCount -= doubted.length;
+      for (const proposal of doubted) proposal.resolve(answer);
+    }
+  }
+
+  private unknownAnswer(why: string): PublishMessageResponse {
+    return {
+      outcome: "unknown",
+      detail: `partition ${this.partitionId} replica ${why}; the publication may or may not take effect`,
+    };
   }
 
   private maybeProposeExpiry(): void {
@@ -742,13 +853,15 @@ export class PartitionReplica {
    */
   private failEverything(answer: { outcome: "unavailable"; detail: string }): void {
     for (const work of this.queue.splice(0)) work.fail(answer.detail);
-    for (const waiting of this.proposals.values()) {
-      waiting.resolve({
-        outcome: "unknown",
-        detail: `${answer.detail} before the publication was known to be committed; it may or may not take effect`,
-      });
-    }
+    const unknown: PublishMessageResponse = {
+      outcome: "unknown",
+      detail: `${answer.detail} before the publication was known to be committed; it may or may not take effect`,
+    };
+    for (const waiting of this.proposals.values()) waiting.resolve(unknown);
     this.proposals.clear();
+    for (const doubted of this.inDoubt.values()) for (const proposal of doubted) proposal.resolve(unknown);
+    this.inDoubt.clear();
+    this.inDoubtCount = 0;
     for (const read of this.reads.values()) read.resolve(answer);
     this.reads.clear();
   }

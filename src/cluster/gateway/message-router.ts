@@ -5,8 +5,10 @@
  * cannot be reached (a leader change), the request is retried ONCE at the new leader. The number of requests in
  * progress is bounded: beyond the limit (or when the transport pushes back) the answer is 503 with Retry-After.
  *
- * Retrying a publication after a broken connection may publish it twice when the old leader committed it before
- * dying; that is the usual at-least-once behaviour of a retried write, and a `messageId` makes it detectable (409).
+ * A publication is retried only when it certainly did not take effect: the broker refused it before proposing it,
+ * or answered `not-leader` once another leader's entry replaced it, or the request never left the gateway. When the
+ * connection breaks after the request was sent, or the broker cannot tell whether its entry was committed, the
+ * answer is 502 `outcome-unknown`: a retry could publish the message twice. Reads are always safe to retry.
  */
 
 import { ServiceError } from "../../http/errors.js";

@@ -79,7 +79,7 @@ export class TransportClient<TRequest = unknown, TResponse = unknown> {
    */
   forget(address: PeerAddress): void {
     const key = describeAddress(address);
-    this.links.get(key)?.close(() => new PeerUnreachableError(key, "forgotten by the client"));
+    this.links.get(key)?.close((sent) => new PeerUnreachableError(key, "forgotten by the client", sent));
     this.links.delete(key);
     this.addressStatistics.delete(key);
   }

@@ -82,6 +82,22 @@ describe("PartitionReplica (a single-member group with real storage)", () => {
     failures.length = 0;
   });
 
+  it("answers the work queued behind an item that fails the replica", async () => {
+    const leader = await openLeader();
+    const internals = leader as unknown as { queue: { run(): void; fail(detail: string): void }[] };
+    internals.queue.push({
+      run: () => {
+        throw new Error("invariant violated: a test's broken work item");
+      },
+      fail: () => {},
+    });
+    const hung = new Promise<"hung">((resolve) => setTimeout(() => resolve("hung"), 5_000).unref());
+    const answer = await Promise.race([leader.publish(command()), hung]);
+    expect(answer).toMatchObject({ outcome: "unavailable" });
+    expect(failures.map((failure) => failure.message)).toEqual(["invariant violated: a test's broken work item"]);
+    failures.length = 0;
+  });
+
   it("snapshots every N applied entries, keeps the log bounded, and restores the engine on restart", async () => {
     const leader = await openLeader();
     const keys: string[] = [];
@@ -219,13 +235,14 @@ describe("PartitionReplica in a three-member group whose links the test cuts", (
     const old = replicas[first] as PartitionReplica;
     // The followers get the entry, but their acknowledgements never arrive: the leader cannot commit it.
     isolate(first, "inbound");
+    const sizeBefore = old.logSizeEntries();
     const pending = old.publish(command({ name: "in-doubt" }));
     let answered = false;
     void pending.then(() => {
       answered = true;
     });
     await waitFor(
-      () => replicas.every((replica) => replica.logSizeEntries() === old.logSizeEntries()),
+      () => replicas.every((replica) => replica.logSizeEntries() > sizeBefore),
       "the followers hold the entry",
     );
     // Cut off completely, the old leader steps down and the others elect a leader, which commits the entry.
@@ -253,13 +270,28 @@ describe("PartitionReplica in a three-member group whose links the test cuts", (
     expect(await pending).toMatchObject({ outcome: "not-leader" });
   });
 
+  it("does not count a lost leadership's proposal as pending, and answers it unknown when its fate stays unknown", async () => {
+    const first = await leader();
+    const old = replicas[first] as PartitionReplica;
+    // Nobody gets the entry and the old leader stays cut off: it never learns what became of its index.
+    isolate(first, "both");
+    const pending = old.publish(command({ name: "cut-off" }));
+    await waitFor(() => old.pendingProposalCount === 1, "the proposal waits");
+    await waitFor(() => old.report().role !== "leader", "the old leader stepped down");
+    // In doubt, it does not hold up a shutdown or take a slot of the proposal bound.
+    expect(old.pendingProposalCount).toBe(0);
+    // 10 election timeouts of 60 ms later, it is answered.
+    expect(await pending).toMatchObject({ outcome: "unknown" });
+  });
+
   it("answers unknown for a proposal still in doubt when it stops", async () => {
     const first = await leader();
     const old = replicas[first] as PartitionReplica;
     isolate(first, "inbound");
+    const sizeBefore = old.logSizeEntries();
     const pending = old.publish(command({ name: "in-doubt" }));
     await waitFor(
-      () => replicas.every((replica) => replica.logSizeEntries() === old.logSizeEntries()),
+      () => replicas.every((replica) => replica.logSizeEntries() > sizeBefore),
       "the followers hold the entry",
     );
     await old.close();

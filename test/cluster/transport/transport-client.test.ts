@@ -66,6 +66,22 @@ describe("TransportClient", () => {
     expect(await fourthRequest).toBe(4);
   });
 
+  it("rejects the requests to a forgotten address, saying which had been sent", async () => {
+    const { transport, address } = await startNode(1);
+    let received = false;
+    transport.onRequest(() => {
+      received = true;
+      return new Promise(() => undefined);
+    });
+    const client = startClient();
+    const pending = client.request(address, "x", { timeoutMs: 10_000 });
+    await waitFor(() => received, "the request reaches the node");
+    client.forget(address);
+    const forgotten = await outcome(pending);
+    expect(forgotten.error).toBeInstanceOf(PeerUnreachableError);
+    expect((forgotten.error as PeerUnreachableError).requestSent).toBe(true);
+  });
+
   it("reports a node that is down as unreachable and reconnects when it is back", async () => {
     const { transport, address } = await startNode(1);
     await transport.close();
