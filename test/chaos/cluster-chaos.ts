@@ -23,6 +23,14 @@ import { join } from "node:path";
 import { pino } from "pino";
 import { SeededRandom } from "../../src/cluster/raft/core/random.js";
 import { type LocalCluster, startLocalCluster } from "../../src/platform/provisioner/index.js";
+import {
+  eventually,
+  everyPartitionLed,
+  everyReplicaHealthy,
+  type GatewayTopology,
+  leaderOf,
+  partitionIndexes,
+} from "../support/cluster.js";
 import { startTestPlatform, type TestPlatform } from "../support/platform.js";
 import { requestToken } from "../support/tokens.js";
 
@@ -73,16 +81,6 @@ export interface ChaosResult extends ChaosProgress {
   readonly errorLogMessages: ReadonlyMap<string, number>;
 }
 
-interface TopologyPartition {
-  partitionId: number;
-  role: string;
-  health: string;
-}
-
-interface Topology {
-  brokers: { nodeId: number; partitions: TopologyPartition[] }[];
-}
-
 interface PublishedMessage {
   readonly correlationKey: string;
   readonly variables: { readonly publisher: number; readonly sequence: number };
@@ -92,6 +90,12 @@ interface PublishedMessage {
 const UNAVAILABLE_STATUSES = new Set([502, 503, 504]);
 const REQUEST_TIMEOUT_MS = 15_000;
 const RECOVERY_TIMEOUT_MS = 60_000;
+const PARTITIONS = [1, 2, 3];
+
+/** Whether the topology was read and every partition has a leader; undefined otherwise, for `eventually`. */
+function led(topology: GatewayTopology | undefined): true | undefined {
+  return topology !== undefined && everyPartitionLed(topology, PARTITIONS) ? true : undefined;
+}
 
 const sleep = (ms: number): Promise<void> => new Promise((resolveSleep) => setTimeout(resolveSleep, ms));
 
@@ -152,16 +156,16 @@ export async function runClusterChaos(options: ChaosOptions): Promise<ChaosResul
         },
         signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
       });
-    const topology = async (): Promise<Topology | undefined> => {
+    const topology = async (): Promise<GatewayTopology | undefined> => {
       try {
         const response = await gateway("/v2/topology");
-        return response.status === 200 ? ((await response.json()) as Topology) : undefined;
+        return response.status === 200 ? ((await response.json()) as GatewayTopology) : undefined;
       } catch {
         return undefined;
       }
     };
 
-    await waitFor("a leader for every partition", RECOVERY_TIMEOUT_MS, async () => settled(await topology()));
+    await eventually("a leader for every partition", RECOVERY_TIMEOUT_MS, async () => led(await topology()));
     if (options.onProgress !== undefined) {
       const report = options.onProgress;
       progressTimer = setInterval(() => report(progress()), options.progressIntervalMs ?? 5_000);
@@ -238,8 +242,8 @@ export async function runClusterChaos(options: ChaosOptions): Promise<ChaosResul
         await sleep(500 + random.nextInt(1_500));
         const description = await injectFault(running, random, await topology());
         faults.push(description);
-        const recovered = await waitFor("recovery from the fault", RECOVERY_TIMEOUT_MS, async () =>
-          settled(await topology()),
+        const recovered = await eventually("recovery from the fault", RECOVERY_TIMEOUT_MS, async () =>
+          led(await topology()),
         ).then(
           () => true,
           () => false,
@@ -322,7 +326,7 @@ async function readBack(
 async function injectFault(
   cluster: LocalCluster,
   random: SeededRandom,
-  topology: Topology | undefined,
+  topology: GatewayTopology | undefined,
 ): Promise<string> {
   const brokerCount = cluster.brokers.length;
   const roll = random.nextInt(100);
@@ -374,7 +378,7 @@ async function kill(cluster: LocalCluster, nodeId: number, signal: NodeJS.Signal
   const pid = broker?.pid;
   if (broker === undefined || pid === undefined) return;
   process.kill(pid, signal);
-  await waitFor(`broker ${nodeId} to exit after ${signal}`, RECOVERY_TIMEOUT_MS, async () =>
+  await eventually(`broker ${nodeId} to exit after ${signal}`, RECOVERY_TIMEOUT_MS, async () =>
     broker.pid === undefined ? true : undefined,
   );
 }
@@ -383,14 +387,16 @@ async function kill(cluster: LocalCluster, nodeId: number, signal: NodeJS.Signal
 async function verifyAfterFaults(
   cluster: LocalCluster,
   gateway: (path: string) => Promise<Response>,
-  topology: () => Promise<Topology | undefined>,
+  topology: () => Promise<GatewayTopology | undefined>,
   acknowledged: ReadonlyMap<string, PublishedMessage>,
   violations: string[],
 ): Promise<void> {
   try {
-    await waitFor("every replica healthy", RECOVERY_TIMEOUT_MS, async () => {
+    await eventually("every replica healthy", RECOVERY_TIMEOUT_MS, async () => {
       const current = await topology();
-      return current !== undefined && settled(current) && allHealthy(current) ? true : undefined;
+      return current !== undefined && everyPartitionLed(current, PARTITIONS) && everyReplicaHealthy(current)
+        ? true
+        : undefined;
     });
   } catch (error) {
     violations.push(String(error));
@@ -413,8 +419,8 @@ async function verifyAfterFaults(
   violations.push(...missing.slice(0, 20));
   if (missing.length > 20) violations.push(`… and ${missing.length - 20} more unreadable acknowledged messages`);
   try {
-    await waitFor("every partition's replicas at one applied index", RECOVERY_TIMEOUT_MS, async () => {
-      const applied = await appliedIndexes(cluster);
+    await eventually("every partition's replicas at one applied index", RECOVERY_TIMEOUT_MS, async () => {
+      const applied = await partitionIndexes(cluster.managementUrl, "applied_index");
       const byPartition = new Map<string, Set<number>>();
       for (const [replica, index] of applied) {
         const partition = replica.split("/")[0] as string;
@@ -426,45 +432,8 @@ async function verifyAfterFaults(
         : undefined;
     });
   } catch (error) {
-    violations.push(`${String(error)}: ${JSON.stringify([...(await appliedIndexes(cluster))])}`);
-  }
-}
-
-/** Applied index of every replica, keyed `partition/broker`, from the gateway's view of the brokers' metrics. */
-async function appliedIndexes(cluster: LocalCluster): Promise<Map<string, number>> {
-  const text = await (await fetch(`${cluster.managementUrl}/actuator/prometheus`)).text();
-  const values = new Map<string, number>();
-  const pattern = /^flowplane_partition_applied_index\{partition="(\d+)",broker="(\d+)"\} (\d+)$/gm;
-  for (const match of text.matchAll(pattern)) values.set(`${match[1]}/${match[2]}`, Number(match[3]));
-  return values;
-}
-
-function leaderOf(topology: Topology, partitionId: number): number | undefined {
-  const leaders = topology.brokers.filter((broker) =>
-    broker.partitions.some((partition) => partition.partitionId === partitionId && partition.role === "leader"),
-  );
-  return leaders.length === 1 ? leaders[0]?.nodeId : undefined;
-}
-
-function settled(topology: Topology | undefined): true | undefined {
-  return topology !== undefined && [1, 2, 3].every((partitionId) => leaderOf(topology, partitionId) !== undefined)
-    ? true
-    : undefined;
-}
-
-function allHealthy(topology: Topology): boolean {
-  return topology.brokers.every((broker) =>
-    broker.partitions.every((partition) => partition.health === "healthy" && partition.role !== "inactive"),
-  );
-}
-
-/** Polls `probe` until it returns a value; throws after `timeoutMs`. */
-async function waitFor<T>(description: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe().catch(() => undefined);
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`${description} did not happen within ${timeoutMs} ms`);
-    await sleep(100);
+    violations.push(
+      `${String(error)}: ${JSON.stringify([...(await partitionIndexes(cluster.managementUrl, "applied_index"))])}`,
+    );
   }
 }

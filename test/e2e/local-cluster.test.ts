@@ -10,39 +10,16 @@ import { join } from "node:path";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type LocalCluster, startLocalCluster } from "../../src/platform/provisioner/index.js";
+import {
+  eventually,
+  everyPartitionLed,
+  everyReplicaHealthy,
+  type GatewayTopology,
+  leaderOf,
+  partitionIndexes,
+} from "../support/cluster.js";
 import { startTestPlatform, type TestPlatform } from "../support/platform.js";
 import { requestToken } from "../support/tokens.js";
-
-interface Topology {
-  brokers: {
-    nodeId: number;
-    host: string;
-    port: number;
-    partitions: { partitionId: number; role: string; health: string }[];
-  }[];
-  clusterSize: number;
-  partitionsCount: number;
-  replicationFactor: number;
-  lastCompletedChangeId: string;
-}
-
-/** Polls `probe` until it returns a value, failing after `timeoutMs` with the last observation. */
-async function eventually<T>(description: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await probe();
-      if (value !== undefined) return value;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() > deadline) {
-      throw new Error(`${description} did not happen within ${timeoutMs} ms (last: ${String(last)})`);
-    }
-    await new Promise((resolveWait) => setTimeout(resolveWait, 250));
-  }
-}
 
 let platform: TestPlatform;
 let dataDirectory: string;
@@ -74,17 +51,15 @@ async function call(path: string, init: RequestInit = {}): Promise<Response> {
   });
 }
 
-async function topology(): Promise<Topology> {
-  const response = await call("/v2/topology");
-  if (response.status !== 200) throw new Error(`topology answered ${response.status}`);
-  return (await response.json()) as Topology;
+function managementUrl(): string {
+  if (cluster === undefined) throw new Error("the cluster is not running");
+  return cluster.managementUrl;
 }
 
-function leaderOf(current: Topology, partitionId: number): number | undefined {
-  const leaders = current.brokers.filter((broker) =>
-    broker.partitions.some((partition) => partition.partitionId === partitionId && partition.role === "leader"),
-  );
-  return leaders.length === 1 ? leaders[0]?.nodeId : undefined;
+async function topology(): Promise<GatewayTopology> {
+  const response = await call("/v2/topology");
+  if (response.status !== 200) throw new Error(`topology answered ${response.status}`);
+  return (await response.json()) as GatewayTopology;
 }
 
 /** Publishes one message; a 503 during a leader change is retried (bounded), anything else fails the test. */
@@ -115,16 +90,6 @@ async function expectReadable(messages: ReadonlyMap<string, string>): Promise<vo
   }
 }
 
-/** Per-replica values of `flowplane_partition_<metric>` from the gateway's metrics, keyed `partition/broker`. */
-async function partitionIndexes(metric: "commit_index" | "applied_index"): Promise<Map<string, number>> {
-  if (cluster === undefined) throw new Error("the cluster is not running");
-  const text = await (await fetch(`${cluster.managementUrl}/actuator/prometheus`)).text();
-  const values = new Map<string, number>();
-  const pattern = new RegExp(`^flowplane_partition_${metric}\\{partition="(\\d+)",broker="(\\d+)"\\} (\\d+)$`, "gm");
-  for (const match of text.matchAll(pattern)) values.set(`${match[1]}/${match[2]}`, Number(match[3]));
-  return values;
-}
-
 const acknowledged = new Map<string, string>();
 
 beforeAll(async () => {
@@ -144,12 +109,7 @@ describe("local cluster end to end", () => {
   it("shows 3 brokers, each partition with exactly one leader and two followers, all healthy", async () => {
     const settled = await eventually("a settled topology", 30_000, async () => {
       const current = await topology();
-      const healthy = current.brokers.every((broker) =>
-        broker.partitions.every((partition) => partition.health === "healthy"),
-      );
-      return healthy && [1, 2, 3].every((partitionId) => leaderOf(current, partitionId) !== undefined)
-        ? current
-        : undefined;
+      return everyReplicaHealthy(current) && everyPartitionLed(current, [1, 2, 3]) ? current : undefined;
     });
     expect(settled.brokers.map((broker) => broker.nodeId)).toEqual([0, 1, 2]);
     expect(settled).toMatchObject({
@@ -215,17 +175,13 @@ describe("local cluster end to end", () => {
     const recovered = await eventually("the restarted broker healthy again", 60_000, async () => {
       const current = await topology();
       const broker = current.brokers.find((candidate) => candidate.nodeId === victim);
-      const healthy =
-        current.brokers.every((candidate) =>
-          candidate.partitions.every((partition) => partition.health === "healthy" && partition.role !== "inactive"),
-        ) && [1, 2, 3].every((partitionId) => leaderOf(current, partitionId) !== undefined);
-      return healthy ? broker : undefined;
+      return everyReplicaHealthy(current) && everyPartitionLed(current, [1, 2, 3]) ? broker : undefined;
     });
     expect(recovered.partitions.map((partition) => partition.partitionId)).toEqual([1, 2, 3]);
     // Caught up: for every partition the restarted replica applied at least what its leader had committed.
-    const target = await partitionIndexes("commit_index");
+    const target = await partitionIndexes(managementUrl(), "commit_index");
     await eventually("the restarted broker applying what its leaders committed", 30_000, async () => {
-      const applied = await partitionIndexes("applied_index");
+      const applied = await partitionIndexes(managementUrl(), "applied_index");
       const current = await topology();
       return [1, 2, 3].every((partitionId) => {
         const leader = leaderOf(current, partitionId);
