@@ -11,10 +11,10 @@
  * bounded. A proposal is answered exactly: once its index is applied, `published` when the entry there is its own
  * and `not-leader` when another leader's entry replaced it, even when this replica lost leadership meanwhile (the
  * next leader may still commit it, so answering earlier would invite a retry that publishes twice). Such proposals
- * of a lost leadership are "in doubt": they no longer count against the proposal bound and are answered `unknown`
- * when their index is not applied within `IN_DOUBT_TIMEOUT_ELECTIONS` election timeouts, when the replica stops, or
- * when a snapshot skips past their index. Reads fail with `not-leader` when this replica loses leadership, everything
- * else with `unavailable` when it stops.
+ * of a lost leadership are "in doubt": they no longer count against the proposal bound or hold up a shutdown, and
+ * are answered `unknown` when their index is not applied within `inDoubtTimeoutMs`, when the replica stops (a
+ * broker shutting down does not wait for them), or when a snapshot skips past their index. Reads fail with
+ * `not-leader` when this replica loses leadership, everything else with `unavailable` when it stops.
  */
 import type { Logger } from "pino";
 import {
@@ -66,6 +66,11 @@ export interface PartitionReplicaOptions {
   readonly maxPendingProposals: number;
   /** A replica whose applied index trails the commit index it knows by more than this is unhealthy. */
   readonly maxApplyLagEntries: number;
+  /**
+   * How long a proposal of a lost leadership waits for its index to be applied before it is answered `unknown`
+   * (default: `IN_DOUBT_TIMEOUT_ELECTIONS` election timeouts).
+   */
+  readonly inDoubtTimeoutMs?: number;
   /** Hands a Raft message to the transport (fire and forget; Raft tolerates loss). */
   readonly send: (to: number, message: Message) => void;
   /**
@@ -312,9 +317,15 @@ export class PartitionReplica {
     }
     return new Promise((resolve) => {
       this.queuedProposalCount += 1;
+      let queued = true;
+      // Once only: an item whose `run` throws is also failed.
+      const leaveQueue = (): void => {
+        if (queued) this.queuedProposalCount -= 1;
+        queued = false;
+      };
       this.enqueue({
         run: () => {
-          this.queuedProposalCount -= 1;
+          leaveQueue();
           const result = this.node.propose(data);
           if (!result.accepted) {
             resolve(refusalAnswer(result, this.partitionId));
@@ -325,7 +336,7 @@ export class PartitionReplica {
           this.proposals.set(result.index, { term: result.term, tenantId: command.tenantId, resolve });
         },
         fail: (detail) => {
-          this.queuedProposalCount -= 1;
+          leaveQueue();
           resolve({ outcome: "unavailable", detail });
         },
       });
@@ -482,16 +493,19 @@ export class PartitionReplica {
   }
 
   /**
-   * Runs the work queued so far. When one item throws (the replica then fails), the items after it go back to the
-   * queue, so that `failEverything` answers them instead of leaving their callers waiting.
+   * Runs the work queued so far. When one item throws (the replica then fails), that item is failed and the items
+   * after it go back to the queue, so that `failEverything` answers them instead of leaving their callers waiting.
+   * Nothing the failing item appended can have left this replica: messages and writes happen only in `handleReady`.
    */
   private runQueuedWork(): void {
     const batch = this.queue.splice(0);
     for (let position = 0; position < batch.length; position += 1) {
+      const work = batch[position] as QueuedWork;
       try {
-        (batch[position] as QueuedWork).run();
+        work.run();
       } catch (error) {
         this.queue.unshift(...batch.slice(position + 1));
+        work.fail(`partition ${this.partitionId} replica failed`);
         throw error;
       }
     }
@@ -506,24 +520,22 @@ export class PartitionReplica {
           this.node.tick();
           this.tickCount += 1;
         }
-        if (ticked) this.expireInDoubt();
         for (const message of this.inbox.splice(0)) this.node.step(message);
         this.runQueuedWork();
         // Once per tick at most: a message past its deadline is already invisible to reads and is removed by the
         // next publication anyway, so proposing an expiry record on every turn would only add writes.
         if (ticked) this.maybeProposeExpiry();
         const ready = this.node.ready();
+        if (ready !== null) await this.handleReady(ready);
+        // After this turn's messages and entries: an entry they commit answers its proposal exactly instead.
+        if (ticked) this.expireInDoubt();
+        this.refreshStatus();
+        this.maybeCompact();
         if (ready === null) {
-          this.refreshStatus();
-          this.maybeCompact();
           await new Promise<void>((resolve) => {
             this.wake = resolve;
           });
-          continue;
         }
-        await this.handleReady(ready);
-        this.refreshStatus();
-        this.maybeCompact();
       }
     } catch (error) {
       const failure = error instanceof Error ? error : new Error(String(error));
@@ -676,9 +688,8 @@ export class PartitionReplica {
 
   /** Moves the current leadership's proposals to the in-doubt set; new proposals will be of `term`. */
   private setProposalsInDoubt(term: number): void {
-    const deadlineTick =
-      this.tickCount +
-      Math.ceil((IN_DOUBT_TIMEOUT_ELECTIONS * this.options.electionTimeoutMs) / this.options.heartbeatIntervalMs);
+    const timeoutMs = this.options.inDoubtTimeoutMs ?? IN_DOUBT_TIMEOUT_ELECTIONS * this.options.electionTimeoutMs;
+    const deadlineTick = this.tickCount + Math.ceil(timeoutMs / this.options.heartbeatIntervalMs);
     for (const [index, waiting] of this.proposals) {
       const doubted = this.inDoubt.get(index);
       const proposal: InDoubtProposal = { ...waiting, deadlineTick };

@@ -82,6 +82,19 @@ describe("PartitionReplica (a single-member group with real storage)", () => {
     failures.length = 0;
   });
 
+  it("answers a proposal whose own work item fails the replica", async () => {
+    const leader = await openLeader();
+    const internals = leader as unknown as { node: { propose(data: Uint8Array): unknown } };
+    internals.node.propose = () => {
+      throw new Error("invariant violated: a test's broken log");
+    };
+    const hung = new Promise<"hung">((resolve) => setTimeout(() => resolve("hung"), 5_000).unref());
+    expect(await Promise.race([leader.publish(command()), hung])).toMatchObject({ outcome: "unavailable" });
+    expect(leader.pendingProposalCount).toBe(0);
+    expect(failures.map((failure) => failure.message)).toEqual(["invariant violated: a test's broken log"]);
+    failures.length = 0;
+  });
+
   it("answers the work queued behind an item that fails the replica", async () => {
     const leader = await openLeader();
     const internals = leader as unknown as { queue: { run(): void; fail(detail: string): void }[] };
@@ -177,8 +190,8 @@ describe("PartitionReplica in a three-member group whose links the test cuts", (
   /** Links `from→to` that drop every message. */
   const cut = new Set<string>();
 
-  beforeEach(async () => {
-    cut.clear();
+  /** Opens the group; proposals of a lost leadership wait `inDoubtTimeoutMs` (long unless a test is about it). */
+  async function openGroup(inDoubtTimeoutMs = 60_000): Promise<void> {
     directories = await Promise.all(memberIds.map((memberId) => temporaryDirectory(`group-${memberId}`)));
     environments = directories.map((directory) => StorageEnvironment.open({ directory, synchronousCommit: true }));
     replicas = await Promise.all(
@@ -193,6 +206,7 @@ describe("PartitionReplica in a three-member group whose links the test cuts", (
           snapshotIntervalEntries: 10_000,
           maxPendingProposals: 64,
           maxApplyLagEntries: 100,
+          inDoubtTimeoutMs,
           send: (to, message) => {
             if (!cut.has(`${memberId}→${to}`)) replicas[to]?.receive(message);
           },
@@ -203,6 +217,13 @@ describe("PartitionReplica in a three-member group whose links the test cuts", (
         }),
       ),
     );
+  }
+
+  beforeEach(() => {
+    cut.clear();
+    directories = [];
+    environments = [];
+    replicas = [];
   });
 
   afterEach(async () => {
@@ -231,6 +252,7 @@ describe("PartitionReplica in a three-member group whose links the test cuts", (
   }
 
   it("answers published when it lost leadership before the next leader committed its entry", async () => {
+    await openGroup();
     const first = await leader();
     const old = replicas[first] as PartitionReplica;
     // The followers get the entry, but their acknowledgements never arrive: the leader cannot commit it.
@@ -260,6 +282,7 @@ describe("PartitionReplica in a three-member group whose links the test cuts", (
   });
 
   it("answers not-leader when the next leader replaced its entry, so a retry publishes it once", async () => {
+    await openGroup();
     const first = await leader();
     const old = replicas[first] as PartitionReplica;
     // Nobody gets the entry: the others elect a leader whose own first entry takes its index.
@@ -271,20 +294,21 @@ describe("PartitionReplica in a three-member group whose links the test cuts", (
   });
 
   it("does not count a lost leadership's proposal as pending, and answers it unknown when its fate stays unknown", async () => {
+    await openGroup(500);
     const first = await leader();
     const old = replicas[first] as PartitionReplica;
     // Nobody gets the entry and the old leader stays cut off: it never learns what became of its index.
     isolate(first, "both");
     const pending = old.publish(command({ name: "cut-off" }));
-    await waitFor(() => old.pendingProposalCount === 1, "the proposal waits");
     await waitFor(() => old.report().role !== "leader", "the old leader stepped down");
     // In doubt, it does not hold up a shutdown or take a slot of the proposal bound.
     expect(old.pendingProposalCount).toBe(0);
-    // 10 election timeouts of 60 ms later, it is answered.
+    // Its in-doubt deadline (500 ms here) answers it.
     expect(await pending).toMatchObject({ outcome: "unknown" });
   });
 
   it("answers unknown for a proposal still in doubt when it stops", async () => {
+    await openGroup();
     const first = await leader();
     const old = replicas[first] as PartitionReplica;
     isolate(first, "inbound");
