@@ -191,7 +191,7 @@ describe("PartitionReplica in a three-member group whose links the test cuts", (
   const cut = new Set<string>();
 
   /** Opens the group; proposals of a lost leadership wait `inDoubtTimeoutMs` (long unless a test is about it). */
-  async function openGroup(inDoubtTimeoutMs = 60_000): Promise<void> {
+  async function openGroup(inDoubtTimeoutMs = 60_000, snapshotIntervalEntries = 10_000): Promise<void> {
     directories = await Promise.all(memberIds.map((memberId) => temporaryDirectory(`group-${memberId}`)));
     environments = directories.map((directory) => StorageEnvironment.open({ directory, synchronousCommit: true }));
     replicas = await Promise.all(
@@ -203,7 +203,7 @@ describe("PartitionReplica in a three-member group whose links the test cuts", (
           members: memberIds.map((id) => ({ id, role: "voter" as const, priority: 1 })),
           heartbeatIntervalMs: 10,
           electionTimeoutMs: 60,
-          snapshotIntervalEntries: 10_000,
+          snapshotIntervalEntries,
           maxPendingProposals: 64,
           maxApplyLagEntries: 100,
           inDoubtTimeoutMs,
@@ -305,6 +305,24 @@ describe("PartitionReplica in a three-member group whose links the test cuts", (
     expect(old.pendingProposalCount).toBe(0);
     // Its in-doubt deadline (500 ms here) answers it.
     expect(await pending).toMatchObject({ outcome: "unknown" });
+  });
+
+  it("answers unknown for a proposal in doubt when a snapshot from the new leader skips its index", async () => {
+    await openGroup(60_000, 10);
+    const first = await leader();
+    const old = replicas[first] as PartitionReplica;
+    isolate(first, "both");
+    const pending = old.publish(command({ name: "skipped" }));
+    const second = await leader(first);
+    const successor = replicas[second] as PartitionReplica;
+    // The others move on and compact their logs past everything the old leader holds.
+    for (let sequence = 0; sequence < 30; sequence += 1) {
+      expect((await successor.publish(command({ name: `later-${sequence}` }))).outcome).toBe("published");
+    }
+    await waitFor(() => successor.latestSnapshotIndex > old.report().appliedIndex + 1, "the new leader compacted");
+    cut.clear();
+    expect(await pending).toMatchObject({ outcome: "unknown" });
+    expect(old.installedSnapshotCount).toBe(1);
   });
 
   it("answers unknown for a proposal still in doubt when it stops", async () => {
