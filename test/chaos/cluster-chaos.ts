@@ -42,6 +42,8 @@ export interface ChaosOptions {
   readonly durationMs: number;
   /** Concurrent publishers. */
   readonly clients: number;
+  /** Pause of each publisher after each answer (0: as fast as the cluster answers), to bound the machine's load. */
+  readonly pauseBetweenPublicationsMs?: number;
   /** Snapshot interval of every replica (`service.broker.raft.snapshotIntervalEntries`). */
   readonly snapshotIntervalEntries: number;
   /** More settings for the brokers and the gateway, as `SERVICE_*` variables (e.g. another commit mode). */
@@ -174,6 +176,9 @@ export async function runClusterChaos(options: ChaosOptions): Promise<ChaosResul
     let injecting = true;
     const publisher = async (publisher: number): Promise<void> => {
       for (let sequence = 1; injecting; sequence += 1) {
+        if (sequence > 1 && options.pauseBetweenPublicationsMs !== undefined) {
+          await sleep(options.pauseBetweenPublicationsMs);
+        }
         const message: PublishedMessage = {
           correlationKey: `chaos-${publisher}-${sequence}`,
           variables: { publisher, sequence },

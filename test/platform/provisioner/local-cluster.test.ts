@@ -20,8 +20,22 @@ function temporaryDirectory(): string {
   return directory;
 }
 
-function recorded(directory: string, name: string): Record<string, string> {
-  return JSON.parse(readFileSync(join(directory, `${name}.json`), "utf8")) as Record<string, string>;
+/**
+ * The environment a fake child recorded. The cluster is ready once its gateway answers, so a broker child may not
+ * have run yet on a loaded machine: wait (bounded) for its record.
+ */
+async function recorded(directory: string, name: string): Promise<Record<string, string>> {
+  const file = join(directory, `${name}.json`);
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    try {
+      // Parsed, not only present: the child may be between creating the file and writing it.
+      return JSON.parse(readFileSync(file, "utf8")) as Record<string, string>;
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+      await new Promise((resolveWait) => setTimeout(resolveWait, 20));
+    }
+  }
 }
 
 afterEach(() => {
@@ -95,7 +109,7 @@ describe("startLocalCluster", () => {
         brokers: { clusterPort: number; managementPort: number }[];
       };
       const contactPoints = ports.brokers.map((entry) => `127.0.0.1:${entry.clusterPort}`).join(",");
-      const broker1 = recorded(records, "broker-1");
+      const broker1 = await recorded(records, "broker-1");
       expect(broker1).toMatchObject({
         SERVICE_BROKER_CLUSTER_NODE_ID: "1",
         SERVICE_BROKER_CLUSTER_CLUSTER_SIZE: "3",
@@ -106,7 +120,7 @@ describe("startLocalCluster", () => {
         SERVICE_BROKER_MANAGEMENT_PORT: String(ports.brokers[1]?.managementPort),
         SERVICE_BROKER_DATA_DIRECTORY: join(dataDirectory, "cluster", "brokers", "1"),
       });
-      const gateway = recorded(records, "gateway");
+      const gateway = await recorded(records, "gateway");
       expect(gateway.SERVICE_GATEWAY_CONTACT_POINTS).toBe(contactPoints);
       expect(gateway.SERVICE_GATEWAY_CONTACTPOINTS).toBeUndefined();
       expect(gateway.SERVICE_GATEWAY_ISSUER_URL).toBe("http://127.0.0.1:1");
@@ -156,7 +170,7 @@ describe("startLocalCluster", () => {
         command: { entry: fakeCli, nodeArguments: [] },
       }),
     ).rejects.toThrow(/gateway of the local cluster exited during start; see .*gateway\.log/);
-    const broker0 = recorded(records, "broker-0");
+    const broker0 = await recorded(records, "broker-0");
     expect(broker0.SERVICE_BROKER_CLUSTER_NODE_ID).toBe("0");
   });
 });
