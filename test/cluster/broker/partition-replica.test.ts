@@ -1,7 +1,7 @@
 import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { PartitionReplica, type PartitionReplicaOptions } from "../../../src/cluster/broker/partition-replica.js";
-import type { PublishMessageCommand } from "../../../src/cluster/broker/protocol.js";
+import type { PublishMessageCommand, PublishMessageResponse } from "../../../src/cluster/broker/protocol.js";
 import { StorageEnvironment } from "../../../src/cluster/raft/storage/environment.js";
 import { removeDirectory, temporaryDirectory, waitFor } from "./support.js";
 
@@ -251,22 +251,32 @@ describe("PartitionReplica in a three-member group whose links the test cuts", (
     }
   }
 
-  it("answers published when it lost leadership before the next leader committed its entry", async () => {
-    await openGroup();
-    const first = await leader();
-    const old = replicas[first] as PartitionReplica;
-    // The followers get the entry, but their acknowledgements never arrive: the leader cannot commit it.
-    isolate(first, "inbound");
+  /**
+   * Has the leader `memberId` propose a publication that every follower holds but none can acknowledge (their
+   * messages to it are cut), so the leader cannot commit it.
+   */
+  async function proposeUncommitted(memberId: number): Promise<{ pending: Promise<PublishMessageResponse> }> {
+    const old = replicas[memberId] as PartitionReplica;
+    isolate(memberId, "inbound");
     const sizeBefore = old.logSizeEntries();
     const pending = old.publish(command({ name: "in-doubt" }));
-    let answered = false;
-    void pending.then(() => {
-      answered = true;
-    });
     await waitFor(
       () => replicas.every((replica) => replica.logSizeEntries() > sizeBefore),
       "the followers hold the entry",
     );
+    // Wrapped: an async function would otherwise wait for the answer itself.
+    return { pending };
+  }
+
+  it("answers published when it lost leadership before the next leader committed its entry", async () => {
+    await openGroup();
+    const first = await leader();
+    const old = replicas[first] as PartitionReplica;
+    const { pending } = await proposeUncommitted(first);
+    let answered = false;
+    void pending.then(() => {
+      answered = true;
+    });
     // Cut off completely, the old leader steps down and the others elect a leader, which commits the entry.
     isolate(first, "both");
     await leader(first);
@@ -329,13 +339,7 @@ describe("PartitionReplica in a three-member group whose links the test cuts", (
     await openGroup();
     const first = await leader();
     const old = replicas[first] as PartitionReplica;
-    isolate(first, "inbound");
-    const sizeBefore = old.logSizeEntries();
-    const pending = old.publish(command({ name: "in-doubt" }));
-    await waitFor(
-      () => replicas.every((replica) => replica.logSizeEntries() > sizeBefore),
-      "the followers hold the entry",
-    );
+    const { pending } = await proposeUncommitted(first);
     await old.close();
     expect(await pending).toMatchObject({ outcome: "unknown" });
   });
