@@ -88,6 +88,8 @@ export class InProcessRaftGroup {
         maxCommittedEntriesPerReady: 4096,
         maxPendingReads: 64,
         maxUncommittedEntries: 8192,
+        promotionLagEntries: 1024,
+        promotionStableTicks: 3,
         random: new SeededRandom(options.seed * 31 + id),
         preVote: true,
         checkQuorum: true,

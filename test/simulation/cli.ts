@@ -23,6 +23,8 @@ const EMPTY_RESULT: SimulationResult = {
   membershipChanges: 0,
   forcedReconfigurations: 0,
   snapshotsInstalled: 0,
+  learnersPromoted: 0,
+  crashes: 0,
   restartsBehindApplied: 0,
   inconclusiveHistories: 0,
 };
@@ -55,6 +57,13 @@ let violations = 0;
 let ticks = 0;
 let committed = 0;
 let restartsBehindApplied = 0;
+const coverage = {
+  membershipChanges: 0,
+  learnersPromoted: 0,
+  forcedReconfigurations: 0,
+  snapshotsInstalled: 0,
+  crashes: 0,
+};
 for (const seed of seeds) {
   let result: ReturnType<typeof runSeed>;
   try {
@@ -67,11 +76,13 @@ for (const seed of seeds) {
   ticks += result.ticks;
   committed += result.committedEntries;
   restartsBehindApplied += result.restartsBehindApplied;
+  for (const key of Object.keys(coverage) as (keyof typeof coverage)[]) coverage[key] += result[key];
   if (single !== undefined) {
     console.log(
       `seed ${seed}: ${result.ticks} ticks, ${result.committedEntries} committed entries, ${result.operations} client ` +
         `operations, ${result.leadersElected} leaders, ${result.membershipChanges} membership changes, ` +
         `${result.forcedReconfigurations} forced reconfigurations, ${result.snapshotsInstalled} snapshots installed, ` +
+        `${result.learnersPromoted} learners promoted, ${result.crashes} crashes, ` +
         `${result.restartsBehindApplied} restarts behind the applied index`,
     );
   }
@@ -91,6 +102,11 @@ console.log(
   `${(seeds.length / seconds).toFixed(1)} seeds/s, ${Math.round(ticks / seconds)} ticks/s, ` +
     `${committed} committed entries in ${seconds.toFixed(1)} s, ${restartsBehindApplied} restarts behind the applied ` +
     `index`,
+);
+console.log(
+  `faults and changes: ${coverage.crashes} crashes, ${coverage.membershipChanges} membership changes, ` +
+    `${coverage.learnersPromoted} learners promoted, ${coverage.forcedReconfigurations} forced reconfigurations, ` +
+    `${coverage.snapshotsInstalled} snapshots installed`,
 );
 console.log(`${seeds.length} seeds, ${violations} violations`);
 process.exitCode = violations > 0 ? 1 : 0;

@@ -44,6 +44,10 @@ export interface SimulationResult {
   readonly membershipChanges: number;
   readonly forcedReconfigurations: number;
   readonly snapshotsInstalled: number;
+  /** Learners whose promotion to voter was committed. */
+  readonly learnersPromoted: number;
+  /** Members crashed (and later restarted) by the fault injector. */
+  readonly crashes: number;
   /** Restarts whose durable commit index was below what the member had applied (it was never synced). */
   readonly restartsBehindApplied: number;
   readonly inconclusiveHistories: number;
@@ -155,6 +159,8 @@ export class Simulation {
   private membershipChanges = 0;
   private forcedReconfigurations = 0;
   private snapshotsInstalled = 0;
+  private learnersPromoted = 0;
+  private crashes = 0;
   private restartsBehindApplied = 0;
 
   constructor(private readonly options: SimulationOptions) {
@@ -241,6 +247,8 @@ export class Simulation {
       membershipChanges: this.membershipChanges,
       forcedReconfigurations: this.forcedReconfigurations,
       snapshotsInstalled: this.snapshotsInstalled,
+      learnersPromoted: this.learnersPromoted,
+      crashes: this.crashes,
       restartsBehindApplied: this.restartsBehindApplied,
       inconclusiveHistories: inconclusive,
     };
@@ -360,8 +368,14 @@ export class Simulation {
     if (!known) this.appliedRegistry.set(entry.index, { term: entry.term, content });
     member.machine.apply(entry);
     if (entry.kind === "configuration" && entry.index > this.committedConfiguration.index) {
+      const previous = this.committedConfiguration.configuration;
       this.committedConfiguration = { index: entry.index, configuration: decodeConfiguration(entry.data) };
       this.membershipChanges++;
+      for (const voter of votersOf(this.committedConfiguration.configuration)) {
+        if (previous.members.some((member) => member.id === voter && member.role === "learner")) {
+          this.learnersPromoted++;
+        }
+      }
       this.onConfigurationCommitted();
     }
     const write = member.writes.get(entry.index);
@@ -599,6 +613,7 @@ export class Simulation {
   }
 
   private crash(member: SimulatedMember, downTicks: number): void {
+    this.crashes++;
     member.appliedBeforeCrash = member.machine.appliedIndex;
     member.node = null;
     member.inFlight = null;
@@ -906,6 +921,8 @@ export class Simulation {
       maxCommittedEntriesPerReady: 32,
       maxPendingReads: 64,
       maxUncommittedEntries: 256,
+      promotionLagEntries: 16,
+      promotionStableTicks: 2 * this.heartbeatTimeoutTicks,
       random: member.random,
       preVote: true,
       checkQuorum: true,

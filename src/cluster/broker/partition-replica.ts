@@ -235,6 +235,10 @@ export class PartitionReplica {
         maxCommittedEntriesPerReady: 1024,
         maxPendingReads: 1024,
         maxUncommittedEntries: 8192,
+        // One append message's worth of entries, for three heartbeats: a learner that keeps that close under load is
+        // as good as caught up, and its promotion cannot make the group wait for it.
+        promotionLagEntries: 1024,
+        promotionStableTicks: 3,
         // Election timeouts only need to differ between members; the seed is not security-relevant.
         random: new SeededRandom(Date.now() ^ (options.memberId * 7919 + options.partitionId)),
         preVote: true,

@@ -37,11 +37,32 @@ export interface Entry {
   readonly data: Uint8Array;
 }
 
+/**
+ * A membership forced on this member without the agreement of the old quorum (`RaftNode.forceReconfigure`). It is
+ * in force until a configuration entry holding the same membership is committed.
+ */
+export interface ForcedMembership {
+  readonly configuration: Configuration;
+  /** The member's term when it was forced. */
+  readonly sinceTerm: number;
+}
+
 /** State that must be durable before any message that depends on it is sent. */
 export interface HardState {
   readonly term: number;
   readonly votedFor: MemberId | null;
   readonly commitIndex: number;
+  /**
+   * The forced membership in force, absent when none. It is durable so that a restarted member resumes it instead of
+   * reverting to the membership of the quorum it was forced away from.
+   */
+  readonly forced?: ForcedMembership;
+  /**
+   * Members a forced reconfiguration left out, ascending; absent when none. Messages from them are ignored while the
+   * configuration in force does not list them, so that the members left out can neither win this member's vote nor
+   * make it follow them, even when they form a majority of the old membership.
+   */
+  readonly fencedMembers?: readonly MemberId[];
 }
 
 /** Describes the state-machine snapshot that replaces the log up to and including `index`. */

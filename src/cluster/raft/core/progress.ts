@@ -97,6 +97,8 @@ export class Progress {
   readSequence = 0;
   /** Commit index carried by the latest append sent to the member, so a commit broadcast can skip it when current. */
   sentCommitIndex = 0;
+  /** For a learner: the tick since which it has been caught up (see `RaftNodeOptions.promotionLagEntries`), or null. */
+  caughtUpSinceTick: number | null = null;
   snapshotTransfer: SnapshotTransfer | null = null;
   readonly inflights: Inflights;
 

@@ -8,6 +8,7 @@ import type {
   Configuration,
   Entry,
   EntryKind,
+  ForcedMembership,
   HardState,
   Member,
   MemberId,
@@ -24,6 +25,7 @@ import {
   encodeConfiguration,
   isVoter,
   memberOf,
+  sameConfiguration,
   votersOf,
 } from "./configuration.js";
 import { RaftLog, type StableLog } from "./log.js";
@@ -75,6 +77,14 @@ export interface RaftNodeOptions {
   readonly maxPendingReads: number;
   /** Entries a leader holds beyond its commit index; further proposals are refused until some commit. */
   readonly maxUncommittedEntries: number;
+  /**
+   * A learner counts as caught up while it is replicating and trails the commit index by at most this many entries.
+   * Under a steady stream of writes a learner is almost never at the commit index itself, so requiring that would
+   * starve its promotion; a bounded lag keeps the promotion from costing availability all the same.
+   */
+  readonly promotionLagEntries: number;
+  /** Ticks a learner must have stayed caught up before the leader accepts its promotion. */
+  readonly promotionStableTicks: number;
   readonly random: RandomSource;
   /** Pre-vote (dissertation §9.6): campaign only after a majority would grant the vote. */
   readonly preVote: boolean;
@@ -119,6 +129,8 @@ export interface NodeStatus {
   readonly stableLastIndex: number;
   readonly configuration: Configuration;
   readonly forced: boolean;
+  /** Members a forced reconfiguration left out (see `HardState.fencedMembers`). */
+  readonly fencedMembers: readonly MemberId[];
   readonly leadTransferee: MemberId | null;
 }
 
@@ -153,7 +165,9 @@ export class RaftNode {
   private leadTransferee: MemberId | null = null;
   private pendingConfigIndex = 0;
   private readonly priorityTransferBackoffUntil = new Map<MemberId, number>();
-  private forced: { readonly configuration: Configuration; readonly sinceTerm: number } | null = null;
+  private forced: ForcedMembership | null = null;
+  /** Members a forced reconfiguration left out (see `HardState.fencedMembers`); replaced, never mutated. */
+  private fencedMembers: readonly MemberId[] = [];
   private receiver: SnapshotReceiver | null = null;
 
   private outbox: Message[] = [];
@@ -194,6 +208,9 @@ export class RaftNode {
     this.scanConfigurations(snapshotIndex + 1, lastIndex);
     this.term = persisted.hardState.term;
     this.votedFor = persisted.hardState.votedFor;
+    this.forced = persisted.hardState.forced ?? null;
+    if (this.forced !== null) assertValidConfiguration(this.forced.configuration);
+    this.fencedMembers = persisted.hardState.fencedMembers ?? [];
     this.lastHardState = persisted.hardState;
     this.lastSyncedCommitIndex = persisted.hardState.commitIndex;
     this.reads = new ReadIndexTracker(options.maxPendingReads);
@@ -224,6 +241,9 @@ export class RaftNode {
   step(message: Message): void {
     if (message.to !== this.id) throw new Error(`raft: message for ${message.to} delivered to ${this.id}`);
     if (message.from === this.id) throw new Error("raft: a member does not send messages to itself");
+    // A member a forced reconfiguration left out may still run with the old membership (it may even form a majority
+    // of it): nothing it says may change this member's term, vote or log.
+    if (this.isFenced(message.from)) return;
     if (message.term > this.term) {
       if (message.type === "voteRequest") {
         const inLease =
@@ -324,9 +344,8 @@ export class RaftNode {
     } catch (error) {
       return { accepted: false, reason: "invalid", detail: (error as Error).message };
     }
-    if (change.type === "promote") {
-      const learner = this.progress.get(change.member);
-      if (!learner || learner.match < this.log.committed) return { accepted: false, reason: "learnerBehind" };
+    if (change.type === "promote" && !this.promotionReady(change.member)) {
+      return { accepted: false, reason: "learnerBehind" };
     }
     const entry = this.appendAsLeader("configuration", encodeConfiguration(next));
     this.pendingConfigIndex = entry.index;
@@ -339,8 +358,10 @@ export class RaftNode {
    * Call it on EVERY member of the new set. The member campaigns at once; the first election under the forced
    * membership needs the vote of every voter in it, so the most up-to-date member of the new set wins and no entry
    * any of them holds is lost. Entries held only by members outside the new set (including committed ones) may be
-   * lost, which `acceptDataLoss` acknowledges. The forced membership lives in memory until the new leader appends
-   * it as a configuration entry: a member restarted before then must be forced again (the operation is idempotent).
+   * lost, which `acceptDataLoss` acknowledges. The forced membership is part of the hard state, so a restarted
+   * member resumes it; it is in force (elections needing every voter) until a configuration entry holding the same
+   * membership is committed. The members left out are fenced: their messages are ignored from then on (see
+   * `HardState.fencedMembers`) unless a later configuration entry lists them again. Idempotent.
    */
   forceReconfigure(members: readonly Member[], options: ForceReconfigurationOptions): void {
     if (options.acceptDataLoss !== true) {
@@ -351,6 +372,13 @@ export class RaftNode {
     if (!isVoter(configuration, this.id)) {
       throw new Error(`raft: forced reconfiguration must include member ${this.id} as a voter`);
     }
+    const kept = new Set(configuration.members.map((member) => member.id));
+    const leftOut = this.configuration()
+      .members.map((member) => member.id)
+      .filter((id) => !kept.has(id));
+    this.fencedMembers = [...new Set([...this.fencedMembers.filter((id) => !kept.has(id)), ...leftOut])].sort(
+      (left, right) => left - right,
+    );
     this.forced = { configuration, sinceTerm: this.term };
     if (this.role === "leader") this.becomeFollower(this.term, null);
     this.campaign("transfer");
@@ -415,23 +443,28 @@ export class RaftNode {
       this.broadcastPending = false;
       if (this.role === "leader") this.broadcastNews();
     }
+    this.maybeEndForcedMembership();
     const softState = this.softState();
     const softChanged =
       softState.role !== this.lastSoftState.role ||
       softState.leaderId !== this.lastSoftState.leaderId ||
       softState.term !== this.lastSoftState.term;
     const hardState = this.hardState();
+    // The forced membership and the fenced members change rarely and are replaced, never mutated: identity tells.
+    const membershipStateChanged =
+      hardState.forced !== this.lastHardState.forced || hardState.fencedMembers !== this.lastHardState.fencedMembers;
     const hardChanged =
       hardState.term !== this.lastHardState.term ||
       hardState.votedFor !== this.lastHardState.votedFor ||
-      hardState.commitIndex !== this.lastHardState.commitIndex;
+      hardState.commitIndex !== this.lastHardState.commitIndex ||
+      membershipStateChanged;
     const snapshot = this.log.pendingSnapshot !== this.handedOutSnapshot ? this.log.pendingSnapshot : null;
     const entriesToPersist = [...this.log.unstable];
     const committedEntries = this.log.nextEntriesToApply(this.options.maxCommittedEntriesPerReady);
     const termOrVoteChanged =
       hardState.term !== this.lastHardState.term || hardState.votedFor !== this.lastHardState.votedFor;
     const { messagesBeforePersist, messages } = this.splitOutbox(termOrVoteChanged);
-    const mustSync = entriesToPersist.length > 0 || snapshot !== null || termOrVoteChanged;
+    const mustSync = entriesToPersist.length > 0 || snapshot !== null || termOrVoteChanged || membershipStateChanged;
     // The commit index is volatile (the paper's Figure 2), so a batch that changes only it needs no durable write and
     // drivers skip it. A batch that syncs therefore carries the hard state whenever its commit index moved since the
     // last synced one, so the durable commit index keeps up with every sync instead of waiting for the next change.
@@ -539,6 +572,7 @@ export class RaftNode {
       stableLastIndex: this.log.stableLastIndex,
       configuration: this.configuration(),
       forced: this.forced !== null,
+      fencedMembers: this.fencedMembers,
       leadTransferee: this.leadTransferee,
     };
   }
@@ -568,6 +602,7 @@ export class RaftNode {
   private tickLeader(): void {
     this.heartbeatElapsed++;
     this.electionElapsed++;
+    this.trackLearnersCatchingUp();
     if (this.electionElapsed >= this.options.electionTimeoutTicks) {
       this.electionElapsed = 0;
       if (this.options.checkQuorum && !this.quorumActive()) {
@@ -644,6 +679,14 @@ export class RaftNode {
   }
 
   private handleVoteRequest(message: VoteRequestMessage): void {
+    // Only a member may win this member's vote. A candidate the configuration does not list was removed (or was never
+    // added); a member that knows no configuration yet (it is joining, or lost its disk) votes for nobody until a
+    // leader's entries or snapshot tell it who the members are. A candidate that was just added is listed by every
+    // member holding the committed entry that added it, and those are enough for its majority.
+    if (memberOf(this.configuration(), message.from) === undefined) {
+      this.sendVoteResponse(message, false, this.term);
+      return;
+    }
     const canVote =
       this.votedFor === message.from ||
       (this.votedFor === null && this.leaderId === null) ||
@@ -1171,7 +1214,6 @@ export class RaftNode {
     for (const entry of entries) {
       if (entry.kind !== "configuration") continue;
       this.history.append(entry.index, decodeConfiguration(entry.data));
-      if (this.forced && entry.term > this.forced.sinceTerm) this.forced = null;
     }
     this.syncProgress();
   }
@@ -1203,7 +1245,51 @@ export class RaftNode {
   }
 
   private hardState(): HardState {
-    return { term: this.term, votedFor: this.votedFor, commitIndex: this.log.committed };
+    const hardState: HardState = { term: this.term, votedFor: this.votedFor, commitIndex: this.log.committed };
+    const forced = this.forced === null ? {} : { forced: this.forced };
+    const fenced = this.fencedMembers.length === 0 ? {} : { fencedMembers: this.fencedMembers };
+    return { ...hardState, ...forced, ...fenced };
+  }
+
+  /**
+   * Ends the forced membership once a configuration entry holding it is committed: from then on the log itself says
+   * what the membership is, and elections need a majority again. Ending it at the commit rather than at the append
+   * matters: an uncommitted entry can be truncated away, and the membership would then fall back to the old one.
+   */
+  private maybeEndForcedMembership(): void {
+    if (this.forced === null) return;
+    if (this.history.currentIndex() > this.log.committed) return;
+    if (!sameConfiguration(this.history.current(), this.forced.configuration)) return;
+    this.forced = null;
+  }
+
+  /** Whether messages from `member` are ignored: a forced reconfiguration left it out and nothing added it back. */
+  private isFenced(member: MemberId): boolean {
+    return (
+      this.fencedMembers.length > 0 && this.fencedMembers.includes(member) && !memberOf(this.configuration(), member)
+    );
+  }
+
+  /**
+   * Whether the leader accepts the promotion of learner `member`: it has been caught up (replicating, within
+   * `promotionLagEntries` of the commit index) for at least `promotionStableTicks` ticks.
+   */
+  private promotionReady(member: MemberId): boolean {
+    const learner = this.progress.get(member);
+    if (learner === undefined || learner.caughtUpSinceTick === null) return false;
+    return this.ticks - learner.caughtUpSinceTick >= this.options.promotionStableTicks;
+  }
+
+  /** Keeps each learner's `caughtUpSinceTick` current (leader only, once per tick). */
+  private trackLearnersCatchingUp(): void {
+    const configuration = this.configuration();
+    for (const progress of this.progress.values()) {
+      if (memberOf(configuration, progress.member)?.role !== "learner") continue;
+      const caughtUp =
+        progress.state === "replicate" && progress.match + this.options.promotionLagEntries >= this.log.committed;
+      if (!caughtUp) progress.caughtUpSinceTick = null;
+      else if (progress.caughtUpSinceTick === null) progress.caughtUpSinceTick = this.ticks;
+    }
   }
 
   private softState(): SoftState {
@@ -1227,9 +1313,13 @@ function validateOptions(options: RaftNodeOptions): void {
     ["maxCommittedEntriesPerReady", options.maxCommittedEntriesPerReady],
     ["maxPendingReads", options.maxPendingReads],
     ["maxUncommittedEntries", options.maxUncommittedEntries],
+    ["promotionStableTicks", options.promotionStableTicks],
   ];
   for (const [name, value] of positive) {
     if (!Number.isInteger(value) || value < 1) throw new Error(`raft: option ${name} must be a positive integer`);
+  }
+  if (!Number.isInteger(options.promotionLagEntries) || options.promotionLagEntries < 0) {
+    throw new Error("raft: option promotionLagEntries must be a non-negative integer");
   }
   if (options.heartbeatTimeoutTicks >= options.electionTimeoutTicks) {
     throw new Error("raft: heartbeatTimeoutTicks must be smaller than electionTimeoutTicks");

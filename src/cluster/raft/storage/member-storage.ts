@@ -168,6 +168,27 @@ function copyMetadata(metadata: SnapshotMetadata): SnapshotMetadata {
   };
 }
 
+/** Whether `value` has the shape of a hard state, including its optional forced membership and fenced members. */
+function isHardState(value: unknown): value is HardState {
+  if (
+    !isRecord(value) ||
+    !isNonNegativeInteger(value.term) ||
+    !(value.votedFor === null || isNonNegativeInteger(value.votedFor)) ||
+    !isNonNegativeInteger(value.commitIndex)
+  ) {
+    return false;
+  }
+  const forced = value.forced;
+  if (
+    forced !== undefined &&
+    !(isRecord(forced) && isConfiguration(forced.configuration) && isNonNegativeInteger(forced.sinceTerm))
+  ) {
+    return false;
+  }
+  const fenced = value.fencedMembers;
+  return fenced === undefined || (Array.isArray(fenced) && fenced.every(isNonNegativeInteger));
+}
+
 function sameSnapshot(left: SnapshotMetadata, right: SnapshotMetadata): boolean {
   return (
     left.index === right.index &&
@@ -698,14 +719,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
 
   /** Reads and verifies the persisted records into the in-memory view. */
   private recover(): View {
-    const hardState = this.readRecord(HARD_STATE_KEY, (value): value is HardState => {
-      return (
-        isRecord(value) &&
-        isNonNegativeInteger(value.term) &&
-        (value.votedFor === null || isNonNegativeInteger(value.votedFor)) &&
-        isNonNegativeInteger(value.commitIndex)
-      );
-    });
+    const hardState = this.readRecord(HARD_STATE_KEY, isHardState);
     const logStart = this.readRecord(LOG_START_KEY, (value): value is LogStart => {
       return isRecord(value) && isNonNegativeInteger(value.index) && isNonNegativeInteger(value.term);
     });
@@ -796,13 +810,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   }
 
   private checkHardStateShape(hardState: HardState): void {
-    if (
-      !isNonNegativeInteger(hardState.term) ||
-      !isNonNegativeInteger(hardState.commitIndex) ||
-      (hardState.votedFor !== null && !isNonNegativeInteger(hardState.votedFor))
-    ) {
-      throw new Error("invalid hard state");
-    }
+    if (!isHardState(hardState)) throw new Error("invalid hard state");
   }
 
   private checkAppendAgainst(staged: View, entries: readonly Entry[], hardState: HardState | null): void {

@@ -669,6 +669,105 @@ describe("membership changes (single-server)", () => {
     expect(votersOf(group.node(4).configuration())).toEqual([1, 2, 3, 4]);
   });
 
+  it("learner promotion within a bounded lag: a learner a few entries behind is promoted once it stayed caught up", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3), { promotionLagEntries: 3, promotionStableTicks: 3 });
+    const leader = group.electLeader();
+    group.add(4, false);
+    expect(group.node(leader).proposeConfigurationChange({ type: "addLearner", member: 4, priority: 1 }).accepted).toBe(
+      true,
+    );
+    group.tick(1);
+    // Caught up, but not for long enough yet.
+    expect(group.node(leader).proposeConfigurationChange({ type: "promote", member: 4 })).toMatchObject({
+      accepted: false,
+      reason: "learnerBehind",
+    });
+    group.tick(3);
+    // Under a steady write load the learner trails the commit index by the entries in flight: here two entries it
+    // does not hold yet. Requiring match ≥ commit would refuse the promotion at every such instant.
+    group.isolate(4);
+    group.propose("in-flight-1");
+    group.propose("in-flight-2");
+    group.tick(1);
+    const status = group.node(leader).status();
+    expect(group.node(leader).progressOf(4)?.match).toBe(status.commitIndex - 2);
+    expect(group.node(leader).proposeConfigurationChange({ type: "promote", member: 4 }).accepted).toBe(true);
+    group.heal();
+    group.tick(5);
+    expect(votersOf(group.node(4).configuration())).toEqual([1, 2, 3, 4]);
+  });
+
+  it("learner promotion: a learner further behind than the bound is refused, and its caught-up time restarts", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3), { promotionLagEntries: 3, promotionStableTicks: 3 });
+    const leader = group.electLeader();
+    group.add(4, false);
+    group.node(leader).proposeConfigurationChange({ type: "addLearner", member: 4, priority: 1 });
+    group.tick(5);
+    group.isolate(4);
+    for (let index = 0; index < 5; index++) group.propose(`behind${index}`);
+    group.tick(1);
+    expect(group.node(leader).progressOf(4)?.caughtUpSinceTick).toBeNull();
+    expect(group.node(leader).proposeConfigurationChange({ type: "promote", member: 4 })).toMatchObject({
+      accepted: false,
+      reason: "learnerBehind",
+    });
+    group.heal();
+    group.tick(1);
+    expect(group.node(leader).proposeConfigurationChange({ type: "promote", member: 4 }).accepted).toBe(false);
+    group.tick(6);
+    expect(group.node(leader).proposeConfigurationChange({ type: "promote", member: 4 }).accepted).toBe(true);
+  });
+
+  it("a member grants no vote to a candidate its configuration does not list", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3));
+    const leader = group.electLeader();
+    const follower = [1, 2, 3].find((id) => id !== leader) ?? 0;
+    group.isolate(leader);
+    group.tick(40);
+    const term = group.node(follower).status().term + 5;
+    const lastIndex = group.node(follower).status().lastIndex + 10;
+    for (const preVote of [true, false]) {
+      group.node(follower).step({
+        type: "voteRequest",
+        from: 9,
+        to: follower,
+        term,
+        preVote,
+        transfer: true,
+        lastIndex,
+        lastTerm: term,
+      });
+      const ready = group.node(follower).ready();
+      const responses = voteResponses([...(ready?.messagesBeforePersist ?? []), ...(ready?.messages ?? [])]);
+      expect(responses).toHaveLength(1);
+      expect(responses[0]?.granted).toBe(false);
+      if (ready) {
+        group.members.get(follower)?.disk.appendSync(ready.entriesToPersist, ready.hardState);
+        group.node(follower).advance(ready);
+      }
+    }
+    expect(group.node(follower).status().votedFor).not.toBe(9);
+  });
+
+  it("a member that knows no configuration yet (joining, or after losing its disk) votes for nobody", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3));
+    group.electLeader();
+    const joining = group.add(4, false);
+    joining.node?.step({
+      type: "voteRequest",
+      from: 1,
+      to: 4,
+      term: 50,
+      preVote: false,
+      transfer: true,
+      lastIndex: 100,
+      lastTerm: 50,
+    });
+    const ready = joining.node?.ready();
+    expect(voteResponses(ready?.messages ?? []).map((response) => response.granted)).toEqual([false]);
+    expect(joining.node?.status().votedFor).toBeNull();
+  });
+
   it("learners never campaign and do not count towards a commit", () => {
     const group = new ScriptedGroup(voters(1, 2, 3));
     const leader = group.electLeader();
@@ -800,6 +899,90 @@ describe("forced reconfiguration", () => {
     expect(forcedLeader).not.toBeNull();
     group.tick(10);
     for (const id of survivors) expect(texts(group.members.get(id)?.applied ?? [])).toContain("only-on-some");
+  });
+});
+
+describe("forced reconfiguration: durability and fencing", () => {
+  it("a member restarted before the forced membership reached the log resumes it instead of reverting", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3, 4, 5));
+    group.electLeader();
+    group.propose("before");
+    for (const id of [3, 4, 5]) group.crash(id);
+    group.isolate(1);
+    for (const id of [1, 2]) group.node(id).forceReconfigure(voters(1, 2), { acceptDataLoss: true });
+    group.flush();
+    expect(group.members.get(1)?.disk.hardState().forced?.configuration).toEqual({ members: voters(1, 2) });
+    expect(group.members.get(1)?.disk.hardState().fencedMembers).toEqual([3, 4, 5]);
+    group.crash(1);
+    group.restart(1);
+    expect(group.node(1).status().forced).toBe(true);
+    expect(votersOf(group.node(1).configuration())).toEqual([1, 2]);
+    group.heal();
+    group.tick(80);
+    const leader = group.leader();
+    expect([1, 2]).toContain(leader);
+    expect(group.node(1).status().forced).toBe(false);
+    expect(votersOf(group.node(1).configuration())).toEqual([1, 2]);
+    group.propose("after");
+    expect(texts(group.members.get(1)?.applied ?? [])).toEqual(["before", "after"]);
+  });
+
+  it("members left out are fenced: a majority of the old membership cannot make a forced member follow or vote", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3, 4, 5));
+    group.electLeader();
+    group.propose("before");
+    // The network splits {1, 2} from {3, 4, 5}; an operator on the small side forces it to {1, 2}.
+    for (const left of [1, 2]) {
+      for (const right of [3, 4, 5]) {
+        group.block(left, right);
+        group.block(right, left);
+      }
+    }
+    for (const id of [1, 2]) group.node(id).forceReconfigure(voters(1, 2), { acceptDataLoss: true });
+    group.tick(120);
+    const forcedLeader =
+      group.leader() === null ? null : [1, 2].find((id) => group.node(id).status().role === "leader");
+    expect(forcedLeader).toBeDefined();
+    // The other side still forms a majority of the old membership and elects its own leader, at a higher term.
+    const oldSideLeader = [3, 4, 5].find((id) => group.node(id).status().role === "leader");
+    expect(oldSideLeader).toBeDefined();
+    for (let round = 0; round < 30; round++) group.node(oldSideLeader ?? 0).tick();
+    group.flush();
+    const termsBefore = [1, 2].map((id) => group.node(id).status().term);
+    group.heal();
+    group.tick(60);
+    // Nothing the fenced side sent changed the forced members' terms, votes or logs.
+    expect([1, 2].map((id) => group.node(id).status().term)).toEqual(termsBefore);
+    expect(group.node(forcedLeader ?? 0).status().role).toBe("leader");
+    for (const id of [1, 2]) {
+      expect(votersOf(group.node(id).configuration())).toEqual([1, 2]);
+      expect(group.node(id).status().fencedMembers).toEqual([3, 4, 5]);
+    }
+    const before = group.node(forcedLeader ?? 0).status().commitIndex;
+    group.node(forcedLeader ?? 0).propose(encoder.encode("forced-side"));
+    group.tick(3);
+    expect(group.node(forcedLeader ?? 0).status().commitIndex).toBeGreaterThan(before);
+  });
+
+  it("a fenced member added back by a later configuration entry is heard again", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3));
+    group.electLeader();
+    group.crash(3);
+    for (const id of [1, 2]) group.node(id).forceReconfigure(voters(1, 2), { acceptDataLoss: true });
+    group.tick(60);
+    const leader = group.leader() ?? 0;
+    expect(group.node(leader).status().forced).toBe(false);
+    // Broker 3 comes back with an empty disk and joins as a new learner.
+    group.members.delete(3);
+    group.add(3, false);
+    expect(group.node(leader).proposeConfigurationChange({ type: "addLearner", member: 3, priority: 1 }).accepted).toBe(
+      true,
+    );
+    group.tick(10);
+    expect(group.node(leader).progressOf(3)?.match).toBe(group.node(leader).status().lastIndex);
+    expect(group.node(leader).proposeConfigurationChange({ type: "promote", member: 3 }).accepted).toBe(true);
+    group.tick(5);
+    expect(votersOf(group.node(3).configuration())).toEqual([1, 2, 3]);
   });
 });
 

@@ -36,6 +36,8 @@ export function testOptions(
     maxCommittedEntriesPerReady: 1024,
     maxPendingReads: 16,
     maxUncommittedEntries: 1000,
+    promotionLagEntries: 0,
+    promotionStableTicks: 2,
     random: new SeededRandom(1),
     preVote: true,
     checkQuorum: true,

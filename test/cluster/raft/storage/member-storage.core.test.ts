@@ -22,6 +22,8 @@ async function startNode(storage: MemberStorage): Promise<RaftNode> {
     maxCommittedEntriesPerReady: 64,
     maxPendingReads: 8,
     maxUncommittedEntries: 1024,
+    promotionLagEntries: 0,
+    promotionStableTicks: 2,
     random: new SeededRandom(7),
     preVote: true,
     checkQuorum: true,

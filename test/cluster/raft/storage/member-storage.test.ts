@@ -169,6 +169,27 @@ describe("MemberStorage", () => {
     });
   });
 
+  it("persists a forced membership and the fenced members with the hard state, and refuses malformed ones", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const hardState: HardState = {
+        term: 9,
+        votedFor: 1,
+        commitIndex: 0,
+        forced: { configuration: { members: [{ id: 1, role: "voter", priority: 2 }] }, sinceTerm: 8 },
+        fencedMembers: [3, 4],
+      };
+      const storage = MemberStorage.open({ directory });
+      await storage.append([], hardState);
+      await expect(storage.append([], { ...hardState, fencedMembers: [-1] } as unknown as HardState)).rejects.toThrow(
+        /invalid hard state/,
+      );
+      await storage.close();
+      const reopened = MemberStorage.open({ directory });
+      expect((await reopened.load()).hardState).toEqual(hardState);
+      await reopened.close();
+    });
+  });
+
   it("restores everything after a restart", async () => {
     await withTemporaryDirectory(async (directory) => {
       const storage = MemberStorage.open({ directory, snapshotChunkBytes: 100 });
