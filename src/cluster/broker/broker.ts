@@ -278,7 +278,7 @@ export class Broker {
         environment,
         partitionId,
         memberId: this.nodeId,
-        members: replicasOf(this.configurationValue, partitionId).map((member) => ({
+        bootstrap: replicasOf(this.configurationValue, partitionId).map((member) => ({
           id: member.brokerId,
           role: "voter" as const,
           priority: member.priority,

@@ -26,6 +26,7 @@ import {
   RecordValidationError,
 } from "../engine/index.js";
 import {
+  type Configuration,
   type Entry,
   type Member,
   type Message,
@@ -34,9 +35,17 @@ import {
   type Ready,
   type Refusal,
   SeededRandom,
+  sameConfiguration,
 } from "../raft/index.js";
 import type { StorageEnvironment } from "../raft/storage/environment.js";
 import { MemberStorage } from "../raft/storage/member-storage.js";
+import {
+  type CatchUpProgress,
+  type MembershipAnswer,
+  type MembershipChange,
+  membershipRefusal,
+  showsChange,
+} from "./membership.js";
 import type {
   GetMessageResponse,
   MessageView,
@@ -54,8 +63,12 @@ export interface PartitionReplicaOptions {
   readonly memberId: number;
   /** The broker's storage environment; the replica's records are kept there under its partition id. */
   readonly environment: StorageEnvironment;
-  /** Founding members with their priorities; used only when the storage is empty (first start). */
-  readonly members: readonly Member[];
+  /**
+   * The founding members with their priorities, written as the group's first configuration when the storage is
+   * empty; null for a replica that joins an existing group (or rejoins one after losing its data), which learns the
+   * membership from the leader and neither votes nor campaigns before it has.
+   */
+  readonly bootstrap: readonly Member[] | null;
   /** Tick period; a leader heartbeats every tick. */
   readonly heartbeatIntervalMs: number;
   /** Minimum time without a leader before campaigning. */
@@ -165,6 +178,12 @@ export class PartitionReplica {
   /** The snapshot whose chunks are written and whose compaction the core has not handed out yet. */
   private preparedSnapshot: { readonly index: number; readonly data: Uint8Array } | null = null;
   private installedSnapshots = 0;
+  /** Size of the latest snapshot this replica holds (taken or installed), for joining replicas' progress. */
+  private snapshotSizeBytes = 0;
+  /** Log entry and snapshot bytes received from leaders since the replica opened (a joining replica's progress). */
+  private receivedBytes = 0;
+  /** Callbacks waiting for the next batch to be durable (a forced membership must be before it is reported). */
+  private awaitingDurability: (() => void)[] = [];
   /** The term in which this replica handed its leadership over before stopping; null when it is not leaving. */
   private leavingTerm: number | null = null;
   private newerTermSeen = false;
@@ -185,6 +204,7 @@ export class PartitionReplica {
   /** Index of the expiry record this leader proposed and has not applied yet, so it proposes one at a time. */
   private pendingExpiryIndex: number | null = null;
   private status: NodeStatus;
+  private committedConfigurationValue: Configuration;
 
   private constructor(
     options: PartitionReplicaOptions,
@@ -199,7 +219,9 @@ export class PartitionReplica {
     this.engine = engine;
     // A restored engine sits exactly at the stored snapshot's index (checked when it was restored).
     this.snapshotIndex = engine.lastAppliedIndex;
+    this.snapshotSizeBytes = storage.snapshot()?.metadata.sizeBytes ?? 0;
     this.status = node.status();
+    this.committedConfigurationValue = node.committedConfiguration();
   }
 
   /**
@@ -224,7 +246,7 @@ export class PartitionReplica {
         id: options.memberId,
         storage,
         persisted,
-        bootstrap: { members: options.members },
+        bootstrap: options.bootstrap === null ? null : { members: options.bootstrap },
         electionTimeoutTicks,
         heartbeatTimeoutTicks: 1,
         maxInflightMessages: 64,
@@ -372,6 +394,119 @@ export class PartitionReplica {
   }
 
   /**
+   * Answers a broker asking this replica, as the partition's leader, for a membership change (see membership.ts):
+   * `done` once the committed configuration shows it, `in-progress` after proposing it or while it waits (for its
+   * commit, for a learner to catch up, or for this leader to hand over before removing itself).
+   */
+  changeMembership(change: MembershipChange): Promise<MembershipAnswer> {
+    const unavailable = this.unavailableReason();
+    if (unavailable !== null) return Promise.resolve({ outcome: "unavailable", detail: unavailable });
+    return new Promise((resolve) => {
+      this.enqueue({
+        run: () => resolve(this.answerMembershipChange(change)),
+        fail: (detail) => resolve({ outcome: "unavailable", detail }),
+      });
+    });
+  }
+
+  private answerMembershipChange(change: MembershipChange): MembershipAnswer {
+    const status = this.node.status();
+    if (status.role !== "leader") return { outcome: "not-leader", leaderId: status.leaderId };
+    const committed = this.node.committedConfiguration();
+    if (showsChange(committed, change)) return { outcome: "done", members: committed.members };
+    const latest = this.node.configuration();
+    if (showsChange(latest, change)) {
+      return { outcome: "in-progress", detail: "the change is in the log and waits for its commit" };
+    }
+    const refusal = membershipRefusal(latest, change);
+    if (refusal !== null) return { outcome: "refused", detail: refusal };
+    if (change.type === "remove" && change.member === this.options.memberId) {
+      // Raft lets a leader remove itself, but the partition would then wait an election timeout for a new leader:
+      // handing over first keeps it serving. The next leader removes this replica when asked again.
+      const target = this.handOverTarget(status);
+      if (target === null) return { outcome: "in-progress", detail: "no other voter is caught up to take over yet" };
+      this.node.transferLeadership(target);
+      return { outcome: "in-progress", detail: `handing leadership over to broker ${target} before leaving` };
+    }
+    const result = this.node.proposeConfigurationChange(change);
+    if (result.accepted) return { outcome: "in-progress", detail: `proposed at index ${result.index}` };
+    switch (result.reason) {
+      case "notLeader":
+        return { outcome: "not-leader", leaderId: result.leaderId };
+      case "invalid":
+        return { outcome: "refused", detail: result.detail };
+      case "learnerBehind":
+        return {
+          outcome: "in-progress",
+          detail: `broker ${change.member} is catching up`,
+          catchUp: this.catchUpOf(change.member),
+        };
+      default:
+        return { outcome: "in-progress", detail: `the leader cannot change the membership yet (${result.reason})` };
+    }
+  }
+
+  /** How far learner `member` has come, as this leader sees it. */
+  private catchUpOf(member: number): CatchUpProgress {
+    const progress = this.node.progressOf(member);
+    const status = this.node.status();
+    const ticks = progress?.caughtUpSinceTick;
+    return {
+      matchIndex: progress?.match ?? 0,
+      commitIndex: status.commitIndex,
+      snapshotIndex: this.snapshotIndex,
+      snapshotSizeBytes: this.snapshotSizeBytes,
+      caughtUpForMs:
+        ticks === null || ticks === undefined ? null : (this.tickCount - ticks) * this.options.heartbeatIntervalMs,
+    };
+  }
+
+  /**
+   * Replaces the group's membership with `members` without the old quorum (`RaftNode.forceReconfigure`) and resolves
+   * once the forced membership is durable here. Does nothing when the membership already is `members` and nothing is
+   * forced, so that repeating the request after a crash does not start another election.
+   */
+  forceMembership(members: readonly Member[]): Promise<void> {
+    const unavailable = this.unavailableReason();
+    if (unavailable !== null) return Promise.reject(new Error(unavailable));
+    return new Promise((resolve, reject) => {
+      this.enqueue({
+        run: () => {
+          const status = this.node.status();
+          const target: Configuration = { members };
+          if (!status.forced && sameConfiguration(this.node.committedConfiguration(), target)) {
+            resolve();
+            return;
+          }
+          if (status.forced && sameConfiguration(status.configuration, target)) {
+            resolve();
+            return;
+          }
+          this.node.forceReconfigure(members, { acceptDataLoss: true });
+          this.awaitingDurability.push(resolve);
+        },
+        fail: (detail) => reject(new Error(detail)),
+      });
+    });
+  }
+
+  /** What a broker applying a membership operation needs to know about this replica's own view of its group. */
+  membership(): { readonly configuration: Configuration; readonly forced: boolean; readonly receivedBytes: number } {
+    return { configuration: this.status.configuration, forced: this.status.forced, receivedBytes: this.receivedBytes };
+  }
+
+  /** The replica's committed configuration (it never shows a change that could still be undone). */
+  committedConfiguration(): Configuration {
+    return this.committedConfigurationValue;
+  }
+
+  /** Stops the replica and removes everything it stored (it left its group). */
+  async destroy(): Promise<void> {
+    await this.stop();
+    await this.storage.destroy();
+  }
+
+  /**
    * Before a clean shutdown: hands leadership to the most up-to-date other voter so the partition does not wait an
    * election timeout for a new leader. Resolves once this replica no longer leads or after `timeoutMs`.
    */
@@ -381,21 +516,8 @@ export class PartitionReplica {
       run: () => {
         const status = this.node.status();
         if (status.role !== "leader") return;
-        // Prefer the highest priority among the voters holding every committed entry (so leadership does not move
-        // again right after), else the most up-to-date voter.
-        const candidates = status.configuration.members
-          .filter((member) => member.role === "voter" && member.id !== this.options.memberId)
-          .map((member) => {
-            const match = this.node.progressOf(member.id)?.match ?? 0;
-            return { member, match, caughtUp: match >= status.commitIndex };
-          })
-          .sort(
-            (left, right) =>
-              Number(right.caughtUp) - Number(left.caughtUp) ||
-              (left.caughtUp ? right.member.priority - left.member.priority : right.match - left.match),
-          );
-        const target = candidates[0];
-        if (target === undefined || !this.node.transferLeadership(target.member.id).accepted) return;
+        const target = this.handOverTarget(status);
+        if (target === null || !this.node.transferLeadership(target).accepted) return;
         this.leavingTerm = status.term;
       },
       fail: () => {},
@@ -404,6 +526,25 @@ export class PartitionReplica {
     while (Date.now() < deadlineMs && this.running && this.status.role === "leader" && !this.newerTermSeen) {
       await new Promise((resolve) => setTimeout(resolve, this.options.heartbeatIntervalMs / 2));
     }
+  }
+
+  /**
+   * The voter to hand leadership to: the highest priority among the voters holding every committed entry (so
+   * leadership does not move again right after), else the most up-to-date voter; null when there is no other voter.
+   */
+  private handOverTarget(status: NodeStatus): number | null {
+    const candidates = status.configuration.members
+      .filter((member) => member.role === "voter" && member.id !== this.options.memberId)
+      .map((member) => {
+        const match = this.node.progressOf(member.id)?.match ?? 0;
+        return { member, match, caughtUp: match >= status.commitIndex };
+      })
+      .sort(
+        (left, right) =>
+          Number(right.caughtUp) - Number(left.caughtUp) ||
+          (left.caughtUp ? right.member.priority - left.member.priority : right.match - left.match),
+      );
+    return candidates[0]?.member.id ?? null;
   }
 
   /** Role, term, indexes and health, as the gateway's topology and the metrics report them. */
@@ -454,6 +595,13 @@ export class PartitionReplica {
   /** Stops the timer and the driver, fails everything waiting (see `failEverything`), and closes the storage. */
   async close(): Promise<void> {
     if (this.closed) return;
+    await this.stop();
+    await this.storage.close();
+  }
+
+  /** Stops the timer and the driver and fails everything waiting; the storage stays open. */
+  private async stop(): Promise<void> {
+    if (this.closed) throw new Error(`invariant violated: partition ${this.partitionId} replica stopped twice`);
     this.closed = true;
     this.running = false;
     if (this.ticker !== null) clearInterval(this.ticker);
@@ -461,7 +609,6 @@ export class PartitionReplica {
     this.nudge();
     await this.loop;
     this.failEverything({ outcome: "unavailable", detail: `partition ${this.partitionId} replica stopped` });
-    await this.storage.close();
   }
 
   private start(): void {
@@ -531,6 +678,8 @@ export class PartitionReplica {
         if (ticked) this.maybeProposeExpiry();
         const ready = this.node.ready();
         if (ready !== null) await this.handleReady(ready);
+        // The batch carrying what these callers wait for (it was produced after their work ran) is durable now.
+        for (const resolveDurable of this.awaitingDurability.splice(0)) resolveDurable();
         // After this turn's messages and entries: an entry they commit answers its proposal exactly instead.
         if (ticked) this.expireInDoubt();
         this.refreshStatus();
@@ -591,7 +740,12 @@ export class PartitionReplica {
       void this.discardSnapshot(prepared.data);
     }
     for (const message of ready.messages) this.options.send(message.to, message);
+    if (this.status.role !== "leader") {
+      for (const entry of ready.entriesToPersist) this.receivedBytes += entry.data.byteLength;
+    }
     if (ready.snapshot !== null) {
+      this.receivedBytes += ready.snapshot.data.byteLength;
+      this.snapshotSizeBytes = ready.snapshot.data.byteLength;
       const engine = PartitionEngine.restore(ready.snapshot.data);
       assertEngineMatches(engine, this.partitionId, ready.snapshot.metadata.index);
       this.engine = engine;
@@ -828,6 +982,7 @@ export class PartitionReplica {
             return;
           }
           this.preparedSnapshot = { index: encoder.appliedIndex, data };
+          this.snapshotSizeBytes = data.byteLength;
           this.node.compact(encoder.appliedIndex, data);
         },
         fail: () => void this.discardSnapshot(data),
@@ -860,6 +1015,7 @@ export class PartitionReplica {
 
   private refreshStatus(): void {
     this.status = this.node.status();
+    this.committedConfigurationValue = this.node.committedConfiguration();
   }
 
   /**

@@ -587,6 +587,15 @@ export class RaftNode {
     return this.forced?.configuration ?? this.history.current();
   }
 
+  /**
+   * The configuration of the committed log: the latest configuration entry at or below the commit index (the
+   * snapshot's configuration when the log holds none). Unlike `configuration()`, it never shows a change that could
+   * still be truncated away, so a caller waiting for a membership change to take hold waits for this one.
+   */
+  committedConfiguration(): Configuration {
+    return this.history.at(this.log.committed);
+  }
+
   // ---------------------------------------------------------------------------------------------------------------
   // Elections
 

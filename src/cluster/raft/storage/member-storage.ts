@@ -672,6 +672,34 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     return settled.installed;
   }
 
+  /**
+   * Removes everything this member stored (log entries, records, snapshot chunks) in one durable transaction, then
+   * closes the storage. For a replica that left its group: its journal entries stop keeping segments alive, and its
+   * chunks' pages go back to LMDB's free list once the transaction is durable. A crash before the transaction is
+   * durable leaves the member's data as it was, so the removal is simply done again.
+   */
+  async destroy(): Promise<void> {
+    this.assertOpen();
+    // Chunks being written ahead of a record are removed with the rest, so they must be in the database first.
+    await this.lastChunkWrite;
+    await this.submit(() => {
+      const staged = this.stagedView();
+      this.dropEntriesThrough(staged, staged.lastIndex);
+      for (const name of [HARD_STATE_KEY, LOG_START_KEY, SNAPSHOT_KEY, INCOMING_SNAPSHOT_KEY]) {
+        this.environment.state.remove(this.scope, name);
+      }
+      const keys = this.environment.chunks.getKeys({ start: [this.scope, 0, 0], end: [this.scope + 1, 0, 0] });
+      for (const key of keys) this.environment.releaseChunk(key);
+      this.orphanChunks = [];
+      staged.hardState = INITIAL_HARD_STATE;
+      staged.logStart = { index: 0, term: 0 };
+      staged.lastIndex = 0;
+      staged.snapshot = null;
+      staged.incoming = null;
+    });
+    await this.close();
+  }
+
   /** Waits for queued writes to commit, then closes the environment when this storage opened it. */
   async close(): Promise<void> {
     if (this.closed) {

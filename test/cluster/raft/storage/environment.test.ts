@@ -1,8 +1,14 @@
+import { readdirSync } from "node:fs";
+import { join } from "node:path";
 import { open } from "lmdb";
 import { describe, expect, it } from "vitest";
 import { snapshotChecksum } from "../../../../src/cluster/raft/core/snapshot-transfer.js";
 import { encodeEntry, encodeRecord } from "../../../../src/cluster/raft/storage/codec.js";
-import { type CommitReport, StorageEnvironment } from "../../../../src/cluster/raft/storage/environment.js";
+import {
+  type CommitReport,
+  JOURNAL_DIRECTORY_NAME,
+  StorageEnvironment,
+} from "../../../../src/cluster/raft/storage/environment.js";
 import { MemberStorage } from "../../../../src/cluster/raft/storage/member-storage.js";
 import type { Entry, Snapshot } from "../../../../src/cluster/raft/types.js";
 import { withTemporaryDirectory } from "./temp-directory.js";
@@ -120,6 +126,49 @@ describe.each([false, true])("StorageEnvironment (synchronous commit: %s)", (syn
       expect(two.snapshot()).toBeNull();
       expect(await three.load()).toMatchObject({ firstIndex: 1, lastIndex: 0, snapshot: null });
       for (const storage of [one, two, three]) await storage.close();
+      await reopened.close();
+    });
+  });
+
+  it("destroying one member removes its entries, records and chunks durably and leaves the others intact", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const environment = StorageEnvironment.open({ directory, synchronousCommit, journalSegmentBytes: 4096 });
+      const leaving = MemberStorage.openIn(environment, { scope: 1, snapshotChunkBytes: 8 });
+      const staying = MemberStorage.openIn(environment, { scope: 2, snapshotChunkBytes: 8 });
+      // Many small transactions, so the member's entries spread over several journal segments.
+      for (let first = 1; first <= 400; first += 10) {
+        await leaving.append(entries(first, 10, 1, "leaving"), { term: 1, votedFor: 1, commitIndex: first - 1 });
+      }
+      await leaving.installSnapshot(snapshot(100, 1, "state of the leaving replica"));
+      await staying.append(entries(1, 3, 2, "staying"), { term: 2, votedFor: null, commitIndex: 3 });
+      const chunksOf = (scope: number): number =>
+        [...environment.chunks.getKeys({ start: [scope, 0, 0], end: [scope + 1, 0, 0] })].length;
+      expect(chunksOf(1)).toBeGreaterThan(1);
+      const segments = (): number =>
+        readdirSync(join(directory, JOURNAL_DIRECTORY_NAME)).filter((name) => name.endsWith(".journal")).length;
+      const segmentsBefore = segments();
+      expect(segmentsBefore).toBeGreaterThan(2);
+      await leaving.destroy();
+      expect(segments()).toBeLessThan(segmentsBefore);
+      await environment.chunkOperationsSettled();
+      expect(chunksOf(1)).toBe(0);
+      // The journal keeps no entry of the destroyed member, so the segments only it kept alive can go.
+      expect(environment.log.bounds(1)).toBeNull();
+      await staying.close();
+      await environment.close();
+
+      const reopened = StorageEnvironment.open({ directory, synchronousCommit, journalSegmentBytes: 4096 });
+      const again = MemberStorage.openIn(reopened, { scope: 1 });
+      expect(await again.load()).toEqual({
+        hardState: { term: 0, votedFor: null, commitIndex: 0 },
+        snapshot: null,
+        firstIndex: 1,
+        lastIndex: 0,
+      });
+      const other = MemberStorage.openIn(reopened, { scope: 2 });
+      expect(other.entries(1, 4)).toEqual(entries(1, 3, 2, "staying"));
+      await again.close();
+      await other.close();
       await reopened.close();
     });
   });

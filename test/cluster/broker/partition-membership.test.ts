@@ -1,0 +1,211 @@
+/**
+ * Membership changes of a running partition through `PartitionReplica.changeMembership` and `forceMembership`, on real
+ * replicas with real storage whose messages the test delivers in process: a replica joining under a steady write
+ * load, a leader leaving, priorities, and a forced membership that survives a restart.
+ */
+import pino from "pino";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { MembershipAnswer, MembershipChange } from "../../../src/cluster/broker/membership.js";
+import { PartitionReplica } from "../../../src/cluster/broker/partition-replica.js";
+import type { PublishMessageCommand } from "../../../src/cluster/broker/protocol.js";
+import { type Member, votersOf } from "../../../src/cluster/raft/index.js";
+import { StorageEnvironment } from "../../../src/cluster/raft/storage/environment.js";
+import { removeDirectory, temporaryDirectory, waitFor } from "./support.js";
+
+function command(name: string): PublishMessageCommand {
+  return { name, correlationKey: name, timeToLiveMs: 600_000, variables: {}, tenantId: "<default>" };
+}
+
+const voter = (id: number, priority = 1): Member => ({ id, role: "voter", priority });
+
+describe("PartitionReplica membership changes", () => {
+  const replicas = new Map<number, PartitionReplica>();
+  const environments = new Map<number, StorageEnvironment>();
+  const directories = new Map<number, string>();
+  /** Members whose messages are dropped (in both directions). */
+  const isolated = new Set<number>();
+
+  async function openReplica(memberId: number, bootstrap: readonly Member[] | null): Promise<PartitionReplica> {
+    let environment = environments.get(memberId);
+    if (environment === undefined) {
+      const directory = directories.get(memberId) ?? (await temporaryDirectory(`membership-${memberId}`));
+      directories.set(memberId, directory);
+      environment = StorageEnvironment.open({ directory, synchronousCommit: true });
+      environments.set(memberId, environment);
+    }
+    const replica = await PartitionReplica.open({
+      partitionId: 1,
+      memberId,
+      environment,
+      bootstrap,
+      heartbeatIntervalMs: 10,
+      electionTimeoutMs: 80,
+      snapshotIntervalEntries: 50,
+      maxPendingProposals: 256,
+      maxApplyLagEntries: 10_000,
+      send: (to, message) => {
+        if (isolated.has(memberId) || isolated.has(to)) return;
+        replicas.get(to)?.receive(message);
+      },
+      onFailure: (error) => {
+        throw error;
+      },
+      logger: pino({ level: "silent" }),
+    });
+    replicas.set(memberId, replica);
+    return replica;
+  }
+
+  async function closeReplica(memberId: number): Promise<void> {
+    await replicas.get(memberId)?.close();
+    replicas.delete(memberId);
+    await environments.get(memberId)?.close();
+    environments.delete(memberId);
+  }
+
+  beforeEach(() => {
+    isolated.clear();
+  });
+
+  afterEach(async () => {
+    for (const memberId of [...replicas.keys()]) await closeReplica(memberId);
+    for (const memberId of [...environments.keys()]) await environments.get(memberId)?.close();
+    environments.clear();
+    await Promise.all([...directories.values()].map((directory) => removeDirectory(directory)));
+    directories.clear();
+  });
+
+  /** The replica that leads (among the running ones), waiting for one. */
+  async function leader(): Promise<PartitionReplica> {
+    let found: PartitionReplica | undefined;
+    await waitFor(() => {
+      found = [...replicas.values()].find((replica) => replica.report().role === "leader");
+      return found !== undefined;
+    }, "a leader");
+    return found as PartitionReplica;
+  }
+
+  /** Asks the current leader for `change` until it answers `done`; returns every answer seen on the way. */
+  async function changeUntilDone(change: MembershipChange, attempts = 2_000): Promise<MembershipAnswer[]> {
+    const answers: MembershipAnswer[] = [];
+    for (let attempt = 0; attempt < attempts; attempt += 1) {
+      const current = [...replicas.values()].find((replica) => replica.report().role === "leader");
+      if (current !== undefined) {
+        const answer = await current.changeMembership(change);
+        answers.push(answer);
+        if (answer.outcome === "done") return answers;
+        if (answer.outcome === "refused") throw new Error(`refused: ${answer.detail}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    throw new Error(`${change.type} of ${change.member} never took hold`);
+  }
+
+  async function openGroup(members: readonly Member[]): Promise<void> {
+    for (const member of members) await openReplica(member.id, members);
+  }
+
+  it("a replica joins under a steady write load: added as a learner, caught up, promoted, and holds every record", async () => {
+    await openGroup([voter(0), voter(1), voter(2)]);
+    const acknowledged: string[] = [];
+    let writing = true;
+    const writer = (async () => {
+      for (let sequence = 0; writing; sequence += 1) {
+        const answer = await (await leader()).publish(command(`steady-${sequence}`));
+        if (answer.outcome === "published") acknowledged.push(answer.key);
+      }
+    })();
+    await waitFor(() => acknowledged.length >= 200, "some writes before the join");
+    const joining = await openReplica(3, null);
+    // Not a member yet, it neither votes nor campaigns, and nobody counts it.
+    expect(joining.report().role).toBe("follower");
+    const added = await changeUntilDone({ type: "addLearner", member: 3, priority: 1 });
+    expect(added.at(-1)).toMatchObject({ outcome: "done" });
+    const promoted = (await changeUntilDone({ type: "promote", member: 3 })).at(-1);
+    expect(promoted?.outcome === "done" ? votersOf({ members: promoted.members }) : []).toEqual([0, 1, 2, 3]);
+    const writtenDuringJoin = acknowledged.length;
+    await waitFor(() => acknowledged.length >= writtenDuringJoin + 100, "writes go on after the promotion");
+    writing = false;
+    await writer;
+    // The joined replica caught up through the log or a snapshot (the interval is 50 entries) and holds everything.
+    await waitFor(
+      () => joining.report().appliedIndex >= ([...replicas.values()][0]?.report().commitIndex ?? 0),
+      "the new voter applied everything",
+    );
+    expect(joining.membership().receivedBytes).toBeGreaterThan(0);
+    expect(joining.installedSnapshotCount).toBe(1);
+    // Without broker 0, brokers 1 and 2 are 2 of 4 voters: a leader among 1, 2 and 3 needs the new voter's vote.
+    isolated.add(0);
+    const remaining = await waitForLeaderAmong([1, 2, 3]);
+    for (const key of acknowledged.slice(-50)) {
+      expect((await remaining.getMessage(key)).outcome).toBe("found");
+    }
+  });
+
+  async function waitForLeaderAmong(memberIds: readonly number[]): Promise<PartitionReplica> {
+    let found: PartitionReplica | undefined;
+    await waitFor(
+      () => {
+        found = memberIds.map((id) => replicas.get(id)).find((replica) => replica?.report().role === "leader");
+        return found !== undefined;
+      },
+      `a leader among ${memberIds.join(", ")}`,
+    );
+    return found as PartitionReplica;
+  }
+
+  it("a leader asked to remove itself hands leadership over first, then the new leader removes it", async () => {
+    await openGroup([voter(0), voter(1), voter(2)]);
+    const first = await leader();
+    const leaving = [...replicas.entries()].find(([, replica]) => replica === first)?.[0] as number;
+    const firstAnswer = await first.changeMembership({ type: "remove", member: leaving });
+    expect(firstAnswer).toMatchObject({ outcome: "in-progress", detail: expect.stringMatching(/handing leadership/) });
+    const answers = await changeUntilDone({ type: "remove", member: leaving });
+    expect(answers.at(-1)).toMatchObject({ outcome: "done" });
+    const next = await leader();
+    expect(next).not.toBe(first);
+    expect(next.committedConfiguration().members.map((member) => member.id)).not.toContain(leaving);
+    // The removed replica stops and its data goes; the rest keep serving.
+    await first.destroy();
+    replicas.delete(leaving);
+    expect((await next.publish(command("after-leave"))).outcome).toBe("published");
+  });
+
+  it("refuses to remove the last voter", async () => {
+    await openGroup([voter(0)]);
+    const only = await leader();
+    expect(await only.changeMembership({ type: "remove", member: 0 })).toMatchObject({
+      outcome: "refused",
+      detail: expect.stringMatching(/only voting replica/),
+    });
+  });
+
+  it("a priority change takes effect and the highest-priority caught-up replica becomes leader", async () => {
+    await openGroup([voter(0, 3), voter(1, 2), voter(2, 1)]);
+    await waitFor(() => replicas.get(0)?.report().role === "leader", "the primary leads");
+    await changeUntilDone({ type: "setPriority", member: 2, priority: 9 });
+    await waitFor(() => replicas.get(2)?.report().role === "leader", "the new primary leads");
+  });
+
+  it("a forced membership is durable: a member restarted before it reached the log resumes it", async () => {
+    await openGroup([voter(0), voter(1), voter(2)]);
+    await leader();
+    // Brokers 1 and 2 are gone for good; broker 0 is forced to carry the partition alone.
+    await closeReplica(1);
+    await closeReplica(2);
+    isolated.add(0);
+    await (replicas.get(0) as PartitionReplica).forceMembership([voter(0)]);
+    expect((replicas.get(0) as PartitionReplica).membership()).toMatchObject({ forced: true });
+    await closeReplica(0);
+    isolated.clear();
+    const restarted = await openReplica(0, null);
+    await waitFor(() => restarted.report().role === "leader", "the forced member leads alone");
+    await waitFor(() => !restarted.membership().forced, "the forced membership is committed");
+    expect(votersOf(restarted.committedConfiguration())).toEqual([0]);
+    expect((await restarted.publish(command("after-force"))).outcome).toBe("published");
+    // Forcing the same membership again is a no-op (no new election).
+    const term = restarted.report().term;
+    await restarted.forceMembership([voter(0)]);
+    expect(restarted.report().term).toBe(term);
+  });
+});
