@@ -170,7 +170,8 @@ export const configurationSchema = Type.Object(
             }),
             initialContactPoints: Type.String({
               default: "",
-              description: "Comma-separated host:port cluster addresses of the brokers, in node-id order.",
+              description:
+                "Comma-separated host:port cluster addresses of running brokers (any order), asked for the cluster configuration at start.",
             }),
             clusterPort: Type.Integer({
               minimum: 0,

@@ -69,7 +69,7 @@ export function registerBrokerCommand(program: Command, io: CliIo): void {
       [
         "",
         "Environment: SERVICE_BROKER_CLUSTER_NODEID, _CLUSTERSIZE, _PARTITIONSCOUNT, _REPLICATIONFACTOR,",
-        "_INITIALCONTACTPOINTS (host:port,… in node-id order), _CLUSTERPORT, SERVICE_BROKER_DATA_DIRECTORY,",
+        "_INITIALCONTACTPOINTS (host:port,… of running brokers), _CLUSTERPORT, SERVICE_BROKER_DATA_DIRECTORY,",
         "SERVICE_BROKER_MANAGEMENT_PORT. Flags win over the configuration file, which wins over the environment.",
         "Ctrl-C or SIGTERM stops the broker cleanly; its data directory holds broker.pid while it runs.",
       ].join("\n"),

@@ -1,14 +1,19 @@
 /**
  * The broker: one process (or, in tests, one object) that hosts partition replicas, keeps the cluster configuration
  * and spreads it by gossip, tracks which other brokers are reachable, serves the gateway's requests
- * (`protocol.ts`), and exposes health and metrics on its management port.
+ * (`protocol.ts`) and the other brokers' (`peer-requests.ts`), and exposes health and metrics on its management port.
  *
  * One ClusterTransport carries everything between brokers: Raft messages routed by partition id, gossip, and
  * requests. Gateways connect to the same transport as clients.
+ *
+ * Starting, a broker first asks its contact points what the cluster looks like (discovery.ts) and only then opens
+ * replicas: the configuration it persisted may be stale, and a broker without one must not invent one while a
+ * running cluster could tell it. Which partitions it hosts then changes at runtime, through the operations of
+ * cluster changes; the replicas come and go in a ReplicaHost.
  */
 import type { Logger } from "pino";
 import type { HttpServer } from "../../http/server.js";
-import type { Message } from "../raft/index.js";
+import type { Member, Message } from "../raft/index.js";
 import type { StorageEnvironment } from "../raft/storage/environment.js";
 import {
   type ClusterConfiguration,
@@ -20,8 +25,9 @@ import {
   partitionsOf,
   replicasOf,
 } from "../topology/index.js";
-import { ClusterTransport, type RequestSender } from "../transport/index.js";
+import { ClusterTransport, type RequestSender, TransportClient } from "../transport/index.js";
 import { type BrokerMessage, type GossipedAddress, parseBrokerMessage, parseBrokerRequest } from "./broker-messages.js";
+import { type DiscoveryResult, discoverCluster } from "./discovery.js";
 import {
   claimDataDirectory,
   openStorageEnvironment,
@@ -30,7 +36,14 @@ import {
 } from "./files.js";
 import { type BrokerMetrics, createBrokerMetrics, type ManagementSource, startManagementServer } from "./management.js";
 import { type BrokerOptions, firstConfiguration, initialDistribution } from "./options.js";
-import { PartitionReplica } from "./partition-replica.js";
+import type { PartitionReplica, PartitionReplicaOptions } from "./partition-replica.js";
+import {
+  type ClusterConfigurationAnswer,
+  isPeerRequestType,
+  type PeerRequest,
+  type PeerResponses,
+  parsePeerRequest,
+} from "./peer-requests.js";
 import type {
   BrokerAddress,
   BrokerDescription,
@@ -41,11 +54,35 @@ import type {
   PublishMessageResponse,
   ReplicaReport,
 } from "./protocol.js";
+import { ReplicaHost } from "./replica-host.js";
 
-type BrokerResponse = BrokerResponses[keyof BrokerResponses];
+type BrokerResponse = BrokerResponses[keyof BrokerResponses] | PeerResponses[keyof PeerResponses];
 
 /** Interval at which a closing broker checks whether its in-flight proposals finished. */
 const SHUTDOWN_POLL_MS = 10;
+
+/** Longest wait for one contact point's answer during discovery. */
+const DISCOVERY_REQUEST_TIMEOUT_MS = 1_000;
+
+/** Pause between two discovery rounds. */
+const DISCOVERY_RETRY_INTERVAL_MS = 200;
+
+/**
+ * How long a broker that persisted a configuration asks its contact points for a newer one before it starts with its
+ * own: long enough for brokers started together to answer each other, short enough that a broker restarted alone
+ * (the others down) starts soon.
+ */
+const RESTART_DISCOVERY_TIMEOUT_MS = 3_000;
+
+/**
+ * How long a founding broker without a configuration waits for its contact points before it takes the cluster's
+ * first configuration as its own (the contact points that do answer, all still starting, shorten it).
+ */
+const FIRST_START_DISCOVERY_TIMEOUT_MS = 10_000;
+
+/** The first pause before a failed replica is opened again, and the longest. */
+const REPLICA_RESTART_BACKOFF_MS = 1_000;
+const MAX_REPLICA_RESTART_BACKOFF_MS = 60_000;
 
 /** A running broker; create it with `Broker.start`. */
 export class Broker {
@@ -53,7 +90,9 @@ export class Broker {
   private readonly options: BrokerOptions;
   private readonly logger: Logger;
   private readonly transport: ClusterTransport<unknown, unknown, BrokerResponse>;
-  private readonly replicas = new Map<number, PartitionReplica>();
+  /** Asks contact points, whose node ids are not known yet, for the cluster configuration. */
+  private readonly contactClient = new TransportClient<PeerRequest, unknown>({ maxConnections: 64 });
+  private readonly replicas: ReplicaHost;
   /** The one storage environment of every replica hosted here; opened with the replicas, closed after them. */
   private environment: StorageEnvironment | null = null;
   private readonly addresses = new Map<number, GossipedAddress>();
@@ -62,31 +101,40 @@ export class Broker {
   private readonly managementSource: ManagementSource;
   private readonly releaseDataDirectory: () => Promise<void>;
   private readonly startedAtMs = Date.now();
-  private configurationValue: ClusterConfiguration;
+  /** Null until the broker knows the cluster's configuration (while it discovers it at start). */
+  private configurationValue: ClusterConfiguration | null;
   private persistence: Promise<void> = Promise.resolve();
   private gossipTimer: NodeJS.Timeout | null = null;
   private managementServer: HttpServer | null = null;
   private managementUrlValue = "";
   private ownAddress: GossipedAddress;
+  private readonly stopping = new AbortController();
   private closing = false;
   private closed: Promise<void> | null = null;
 
   private constructor(
     options: BrokerOptions,
-    configuration: ClusterConfiguration,
+    persisted: ClusterConfiguration | null,
     releaseDataDirectory: () => Promise<void>,
   ) {
     this.options = options;
     this.nodeId = options.nodeId;
     this.logger = options.logger.child({ broker: options.nodeId });
-    this.configurationValue = configuration;
+    this.configurationValue = persisted;
     this.releaseDataDirectory = releaseDataDirectory;
     this.transport = new ClusterTransport({ nodeId: options.nodeId, host: options.host, port: options.clusterPort });
     this.ownAddress = { nodeId: options.nodeId, host: options.advertisedHost, port: 0, incarnation: this.startedAtMs };
+    this.replicas = new ReplicaHost({
+      replicaOptions: (partitionId, bootstrap, onFailure) => this.replicaOptions(partitionId, bootstrap, onFailure),
+      logger: this.logger,
+      restartBackoffMs: REPLICA_RESTART_BACKOFF_MS,
+      maxRestartBackoffMs: MAX_REPLICA_RESTART_BACKOFF_MS,
+    });
     const source: ManagementSource = {
       nodeId: options.nodeId,
       replicas: () => this.replicaReports(),
-      logSizes: () => new Map([...this.replicas].map(([id, replica]) => [id, replica.logSizeEntries()])),
+      logSizes: () =>
+        new Map(this.replicas.running().map((replica) => [replica.partitionId, replica.logSizeEntries()])),
       peerReachability: () => new Map(this.liveness().map((peer) => [peer.nodeId, peer.reachable])),
       closing: () => this.closing,
     };
@@ -95,21 +143,19 @@ export class Broker {
   }
 
   /**
-   * Starts a broker: validates the partitioning, claims the data directory (`broker.pid`), loads or creates the
-   * cluster configuration, listens on the cluster and management ports, starts the hosted replicas and gossip.
-   * Throws ConfigurationError for invalid sizes or a bad FIXED scheme, DataDirectoryInUseError when another live
-   * broker holds the directory.
+   * Starts a broker: validates the partitioning, claims the data directory (`broker.pid`), listens on the cluster
+   * port, learns the cluster configuration (its own persisted one, a newer one from its contact points, or the first
+   * configuration on a cluster's first start), opens the replicas it hosts, and starts gossip and the management
+   * port. Throws ConfigurationError for invalid sizes or a bad FIXED scheme, DataDirectoryInUseError when another
+   * live broker holds the directory.
    */
   static async start(options: BrokerOptions): Promise<Broker> {
-    const distribution = initialDistribution(options);
+    initialDistribution(options);
     const release = await claimDataDirectory(options.dataDirectory);
     let broker: Broker | null = null;
     try {
-      let configuration = await readPersistedConfiguration(options.dataDirectory);
-      const created = configuration === null;
-      configuration ??= firstConfiguration(options, distribution);
-      if (created) await persistConfiguration(options.dataDirectory, configuration);
-      broker = new Broker(options, configuration, release);
+      const persisted = await readPersistedConfiguration(options.dataDirectory);
+      broker = new Broker(options, persisted, release);
       await broker.open();
       return broker;
     } catch (error) {
@@ -141,6 +187,9 @@ export class Broker {
 
   /** The cluster configuration this broker holds. */
   get configuration(): ClusterConfiguration {
+    if (this.configurationValue === null) {
+      throw new Error(`broker ${this.nodeId} does not know the cluster configuration yet`);
+    }
     return this.configurationValue;
   }
 
@@ -149,14 +198,12 @@ export class Broker {
     return this.replicas.get(partitionId);
   }
 
-  /** Reports of every hosted replica, by ascending partition id. */
+  /** Reports of every hosted replica (dead ones included), by ascending partition id. */
   replicaReports(): ReplicaReport[] {
-    return [...this.replicas.values()]
-      .map((replica) => replica.report())
-      .sort((left, right) => left.partitionId - right.partitionId);
+    return this.replicas.reports();
   }
 
-  /** Liveness of every other known broker. */
+  /** Liveness of every other known broker, members of the configuration or not (a broker waiting to be added). */
   liveness(): BrokerLiveness[] {
     const nowMs = Date.now();
     const timeoutMs = this.livenessTimeoutMs();
@@ -173,6 +220,13 @@ export class Broker {
       });
   }
 
+  /** Whether broker `nodeId` (this one included) was heard from recently. */
+  isReachable(nodeId: number): boolean {
+    if (nodeId === this.nodeId) return true;
+    const lastMs = this.lastContactMs.get(nodeId);
+    return lastMs !== undefined && Date.now() - lastMs <= this.livenessTimeoutMs();
+  }
+
   /** What `describe` answers. */
   describe(): BrokerDescription {
     return {
@@ -180,7 +234,7 @@ export class Broker {
       host: this.ownAddress.host,
       port: this.ownAddress.port,
       version: this.options.version,
-      configuration: encodeConfiguration(this.configurationValue),
+      configuration: encodeConfiguration(this.configuration),
       brokers: [...this.addresses.values()]
         .sort((left, right) => left.nodeId - right.nodeId)
         .map(({ nodeId, host, port }) => ({ nodeId, host, port })),
@@ -195,7 +249,7 @@ export class Broker {
    * a change, is adopted.
    */
   async mergeConfiguration(configuration: ClusterConfiguration): Promise<MergeResult> {
-    const result = mergeConfigurations(this.configurationValue, configuration);
+    const result = mergeConfigurations(this.configuration, configuration);
     for (const conflict of result.conflicts) {
       this.logger.error({ conflict }, "cluster configuration conflict; keeping the local value");
     }
@@ -207,6 +261,11 @@ export class Broker {
       await persisted;
     }
     return result;
+  }
+
+  /** Sends a request to another broker over the cluster transport (its address must be known by gossip). */
+  requestPeer<T extends PeerRequest>(nodeId: number, request: T, timeoutMs: number): Promise<PeerResponses[T["type"]]> {
+    return this.transport.request(nodeId, request, { timeoutMs }) as Promise<PeerResponses[T["type"]]>;
   }
 
   /**
@@ -221,14 +280,15 @@ export class Broker {
 
   private async shutDown(): Promise<void> {
     this.closing = true;
+    this.stopping.abort();
     this.logger.info("broker shutting down");
     const deadlineMs = Date.now() + this.options.shutdownTimeoutMs;
-    while (Date.now() < deadlineMs && [...this.replicas.values()].some((replica) => replica.pendingProposalCount > 0)) {
+    while (Date.now() < deadlineMs && this.replicas.running().some((replica) => replica.pendingProposalCount > 0)) {
       await new Promise((resolve) => setTimeout(resolve, SHUTDOWN_POLL_MS));
     }
     // Leaders hand over before stopping, so their partitions keep a leader instead of waiting for an election.
     await Promise.all(
-      [...this.replicas.values()].map((replica) => replica.handOverLeadership(this.options.electionTimeoutMs)),
+      this.replicas.running().map((replica) => replica.handOverLeadership(this.options.electionTimeoutMs)),
     );
     if (this.gossipTimer !== null) clearInterval(this.gossipTimer);
     this.gossipTimer = null;
@@ -240,9 +300,10 @@ export class Broker {
         failures.push(error);
       }
     };
-    await Promise.all([...this.replicas.values()].map((replica) => settle(() => replica.close())));
+    await settle(() => this.replicas.close());
     const environment = this.environment;
     if (environment !== null) await settle(() => environment.close());
+    await settle(() => this.contactClient.close());
     await settle(() => this.transport.close());
     const server = this.managementServer;
     if (server !== null) await settle(() => server.close());
@@ -259,44 +320,18 @@ export class Broker {
     const bound = await this.transport.listen();
     this.ownAddress = { ...this.ownAddress, port: bound.port };
     this.addresses.set(this.nodeId, this.ownAddress);
-    for (const contact of this.options.contactPoints) {
-      if (contact.nodeId === this.nodeId) continue;
-      // Contact points have the lowest incarnation: any address a broker gossips about itself replaces them.
-      this.learnAddress({ ...contact, incarnation: 0 });
-    }
     this.transport.onMessage((from, message) => this.receive(from, message));
     this.transport.onRequest((sender, request) => this.handleRequest(sender, request));
+    const discovery = await this.establishConfiguration();
+    if (this.closing) throw new Error(`broker ${this.nodeId} closed while it was starting`);
     const environment = await openStorageEnvironment(
       this.options.dataDirectory,
       this.options.synchronousCommit,
       (commit) => this.metrics.observeCommit(commit.durationMs / 1000, commit.writes),
     );
     this.environment = environment;
-    for (const hosted of partitionsOf(this.configurationValue, this.nodeId)) {
-      const partitionId = hosted.partitionId;
-      const replica = await PartitionReplica.open({
-        environment,
-        partitionId,
-        memberId: this.nodeId,
-        bootstrap: replicasOf(this.configurationValue, partitionId).map((member) => ({
-          id: member.brokerId,
-          role: "voter" as const,
-          priority: member.priority,
-        })),
-        heartbeatIntervalMs: this.options.heartbeatIntervalMs,
-        electionTimeoutMs: this.options.electionTimeoutMs,
-        snapshotIntervalEntries: this.options.snapshotIntervalEntries,
-        maxPendingProposals: this.options.maxPendingProposalsPerPartition,
-        maxApplyLagEntries: this.options.maxApplyLagEntries,
-        send: (to, message) => this.sendRaft(partitionId, to, message),
-        onFailure: (error) =>
-          this.logger.fatal({ err: error, partitionId }, "partition replica stopped after a failure"),
-        onSnapshot: (snapshot) =>
-          this.metrics.observeSnapshot(snapshot.partitionId, snapshot.durationMs / 1000, snapshot.sizeBytes),
-        logger: this.logger,
-      });
-      this.replicas.set(partitionId, replica);
-    }
+    await this.deleteReplicasNotHosted(environment);
+    await this.openHostedReplicas(discovery);
     const management = await startManagementServer({
       host: this.options.managementHost,
       port: this.options.managementPort,
@@ -312,10 +347,131 @@ export class Broker {
       {
         clusterAddress: `${this.ownAddress.host}:${this.ownAddress.port}`,
         managementUrl: this.managementUrlValue,
-        partitions: [...this.replicas.keys()],
+        configurationVersion: this.configuration.version,
+        partitions: this.replicas.partitionIds(),
+        member: this.configuration.members.has(this.nodeId),
       },
       "broker started",
     );
+  }
+
+  /**
+   * Learns the cluster configuration before any replica opens: asks the contact points, adopts the newest
+   * configuration among theirs and the persisted one, and only when no configuration exists anywhere (a cluster's
+   * first start) takes the first configuration, and only as one of its founding brokers. A broker new to the cluster
+   * (or one that lost its data directory) waits for a contact point to answer rather than invent one.
+   */
+  private async establishConfiguration(): Promise<DiscoveryResult> {
+    const founding = firstConfiguration(this.options, initialDistribution(this.options));
+    const isFounding = founding.members.has(this.nodeId);
+    const persisted = this.configurationValue;
+    const timeoutMs =
+      persisted !== null ? RESTART_DISCOVERY_TIMEOUT_MS : isFounding ? FIRST_START_DISCOVERY_TIMEOUT_MS : null;
+    const discovery = await discoverCluster({
+      client: this.contactClient,
+      contactPoints: this.options.contactPoints,
+      ownAddress: this.ownAddress,
+      ownNodeId: this.nodeId,
+      timeoutMs,
+      requestTimeoutMs: DISCOVERY_REQUEST_TIMEOUT_MS,
+      retryIntervalMs: DISCOVERY_RETRY_INTERVAL_MS,
+      signal: this.stopping.signal,
+      logger: this.logger,
+    });
+    let newest = persisted;
+    for (const answer of discovery.answers) {
+      for (const address of answer.brokers) this.learnAddress(address);
+      this.lastContactMs.set(answer.nodeId, Date.now());
+      if (answer.configuration === null) continue;
+      let candidate: ClusterConfiguration;
+      try {
+        candidate = decodeConfiguration(answer.configuration);
+      } catch (error) {
+        if (!(error instanceof ConfigurationDecodeError)) throw error;
+        this.logger.warn({ from: answer.nodeId, err: error }, "ignored an invalid cluster configuration");
+        continue;
+      }
+      newest = newest === null ? candidate : mergeConfigurations(newest, candidate).configuration;
+    }
+    if (newest === null) {
+      if (this.closing) return discovery;
+      if (!isFounding) throw new Error(`invariant violated: broker ${this.nodeId} found no configuration`);
+      this.logger.info(
+        { answered: discovery.answers.map((answer) => answer.nodeId) },
+        "no broker knows a cluster configuration: taking the first configuration (the cluster's first start)",
+      );
+      newest = founding;
+    }
+    if (newest !== persisted) {
+      this.configurationValue = newest;
+      await this.persistConfigurationInOrder(newest);
+    }
+    return discovery;
+  }
+
+  /** Deletes the data of replicas this broker kept but no longer hosts (e.g. a forced reconfiguration left it out). */
+  private async deleteReplicasNotHosted(environment: StorageEnvironment): Promise<void> {
+    const hosted = new Set(partitionsOf(this.configuration, this.nodeId).map((partition) => partition.partitionId));
+    for (const scope of environment.scopes()) {
+      if (hosted.has(scope)) continue;
+      this.logger.warn({ partitionId: scope }, "deleting the data of a partition replica this broker no longer hosts");
+      await this.replicas.ensure(scope, null);
+      await this.replicas.remove(scope);
+    }
+  }
+
+  /**
+   * Opens a replica of every partition the configuration gives this broker. A replica whose storage is empty writes
+   * the group's first configuration only on the cluster's first start (the configuration never changed and no
+   * contacted broker reports the group past its first term); otherwise it waits to be caught up by the group's
+   * leader, as a broker that joined or lost its disk must.
+   */
+  private async openHostedReplicas(discovery: DiscoveryResult): Promise<void> {
+    const configuration = this.configuration;
+    const firstStart =
+      configuration.version === 1 && configuration.lastChange === null && configuration.pendingChange === null;
+    for (const hosted of partitionsOf(configuration, this.nodeId)) {
+      const partitionId = hosted.partitionId;
+      const groupRuns = discovery.answers.some((answer) => groupProgressed(answer, partitionId));
+      const bootstrap: Member[] | null =
+        firstStart && hosted.state === "ACTIVE" && !groupRuns
+          ? replicasOf(configuration, partitionId).map((replica) => ({
+              id: replica.brokerId,
+              role: "voter",
+              priority: replica.priority,
+            }))
+          : null;
+      try {
+        await this.replicas.ensure(partitionId, bootstrap);
+      } catch {
+        // Reported dead and retried by the replica host; the broker serves its other partitions meanwhile.
+      }
+    }
+  }
+
+  private replicaOptions(
+    partitionId: number,
+    bootstrap: readonly Member[] | null,
+    onFailure: (error: Error) => void,
+  ): PartitionReplicaOptions {
+    const environment = this.environment;
+    if (environment === null) throw new Error("invariant violated: a replica opened before the storage");
+    return {
+      environment,
+      partitionId,
+      memberId: this.nodeId,
+      bootstrap,
+      heartbeatIntervalMs: this.options.heartbeatIntervalMs,
+      electionTimeoutMs: this.options.electionTimeoutMs,
+      snapshotIntervalEntries: this.options.snapshotIntervalEntries,
+      maxPendingProposals: this.options.maxPendingProposalsPerPartition,
+      maxApplyLagEntries: this.options.maxApplyLagEntries,
+      send: (to, message) => this.sendRaft(partitionId, to, message),
+      onFailure,
+      onSnapshot: (snapshot) =>
+        this.metrics.observeSnapshot(snapshot.partitionId, snapshot.durationMs / 1000, snapshot.sizeBytes),
+      logger: this.logger,
+    };
   }
 
   private livenessTimeoutMs(): number {
@@ -328,7 +484,7 @@ export class Broker {
   }
 
   private gossip(): void {
-    if (this.closing) return;
+    if (this.closing || this.configurationValue === null) return;
     const envelope: BrokerMessage = {
       type: "gossip",
       configuration: encodeConfiguration(this.configurationValue),
@@ -361,6 +517,8 @@ export class Broker {
       return;
     }
     for (const address of message.brokers) this.learnAddress(address);
+    // Until it knows the configuration (it is still discovering it), a broker only learns where the others are.
+    if (this.configurationValue === null) return;
     let remote: ClusterConfiguration;
     try {
       remote = decodeConfiguration(message.configuration);
@@ -384,6 +542,17 @@ export class Broker {
   private async handleRequest(sender: RequestSender, raw: unknown): Promise<BrokerResponse> {
     if (sender.role === "node") this.lastContactMs.set(sender.nodeId, Date.now());
     const startedAt = performance.now();
+    if (isPeerRequestType(raw)) {
+      const request = parsePeerRequest(raw);
+      if (typeof request === "string") {
+        this.metrics.observeRequest("malformed", "error", (performance.now() - startedAt) / 1000);
+        throw new Error(`malformed peer request: ${request}`);
+      }
+      const response = await this.answerPeer(request);
+      const outcome = "outcome" in response ? response.outcome : "answered";
+      this.metrics.observeRequest(request.type, outcome, (performance.now() - startedAt) / 1000);
+      return response;
+    }
     const request = parseBrokerRequest(raw);
     if (typeof request === "string") {
       this.metrics.observeRequest("malformed", "error", (performance.now() - startedAt) / 1000);
@@ -395,7 +564,34 @@ export class Broker {
     return response;
   }
 
-  private async answer(request: BrokerRequest): Promise<BrokerResponse> {
+  private async answerPeer(request: PeerRequest): Promise<PeerResponses[PeerRequest["type"]]> {
+    if (request.type === "cluster-configuration") return this.configurationAnswer();
+    const replica = this.replicas.get(request.partitionId);
+    if (this.closing || replica === undefined) {
+      const detail = this.closing
+        ? `broker ${this.nodeId} is shutting down`
+        : `partition ${request.partitionId} is not hosted on broker ${this.nodeId}`;
+      return { outcome: "unavailable", detail };
+    }
+    if (request.type === "partition-membership") return replica.changeMembership(request.change);
+    try {
+      await replica.forceMembership(request.members);
+      return { outcome: "forced" };
+    } catch (error) {
+      return { outcome: "unavailable", detail: (error as Error).message };
+    }
+  }
+
+  private configurationAnswer(): ClusterConfigurationAnswer {
+    return {
+      nodeId: this.nodeId,
+      configuration: this.configurationValue === null ? null : encodeConfiguration(this.configurationValue),
+      brokers: [...this.addresses.values()],
+      replicas: this.replicaReports(),
+    };
+  }
+
+  private async answer(request: BrokerRequest): Promise<BrokerResponses[BrokerRequest["type"]]> {
     if (request.type === "describe") return this.describe();
     if (this.closing) return { outcome: "unavailable", detail: `broker ${this.nodeId} is shutting down` };
     const replica = this.replicas.get(request.partitionId);
@@ -408,4 +604,9 @@ export class Broker {
     if (request.type === "publish-message") return replica.publish(request.message);
     return replica.getMessage(request.key);
   }
+}
+
+/** Whether a contacted broker reports the group of `partitionId` past its first term (so the group already runs). */
+function groupProgressed(answer: ClusterConfigurationAnswer, partitionId: number): boolean {
+  return answer.replicas.some((report) => report.partitionId === partitionId && report.term >= 2);
 }

@@ -14,7 +14,7 @@ import {
   type PartitionDistribution,
   roundRobinDistribution,
 } from "../topology/index.js";
-import type { BrokerAddress } from "./protocol.js";
+import type { PeerAddress } from "../transport/index.js";
 
 /** How partitions are distributed at the cluster's first start. */
 export type PartitioningOptions =
@@ -47,8 +47,11 @@ export interface BrokerOptions {
   readonly partitionsCount: number;
   readonly replicationFactor: number;
   readonly partitioning: PartitioningOptions;
-  /** Other brokers' cluster addresses known at start; more are learned by gossip. This broker's own is ignored. */
-  readonly contactPoints: readonly BrokerAddress[];
+  /**
+   * Cluster addresses of running brokers, asked for the cluster configuration at start (which broker listens where is
+   * learned from their answers); more are learned by gossip. This broker's own address is skipped.
+   */
+  readonly contactPoints: readonly PeerAddress[];
   readonly heartbeatIntervalMs: number;
   readonly electionTimeoutMs: number;
   /** Commit partition writes on the broker's main thread rather than on the thread pool. */
@@ -77,24 +80,24 @@ export const BROKER_DEFAULTS = {
 } as const;
 
 /**
- * Parses `service.broker.cluster.initialContactPoints`: "host:port,host:port,…" in node-id order (the first is
- * broker 0). Throws ConfigurationError naming the bad entry.
+ * Parses `service.broker.cluster.initialContactPoints`: "host:port,host:port,…", the cluster addresses of brokers in
+ * any order. Throws ConfigurationError naming the bad entry.
  */
-export function parseContactPoints(text: string): BrokerAddress[] {
+export function parseContactPoints(text: string): PeerAddress[] {
   if (text.trim() === "") return [];
   const problems: string[] = [];
-  const addresses: BrokerAddress[] = [];
-  text.split(",").forEach((entry, nodeId) => {
+  const addresses: PeerAddress[] = [];
+  text.split(",").forEach((entry, position) => {
     const trimmed = entry.trim();
     const match = /^(.+):(\d{1,5})$/.exec(trimmed);
     const port = match === null ? Number.NaN : Number(match[2]);
     if (match === null || port < 1 || port > 65_535) {
       problems.push(
-        `service.broker.cluster.initialContactPoints entry ${nodeId} is ${JSON.stringify(trimmed)}; allowed: host:port with a port in 1..65535`,
+        `service.broker.cluster.initialContactPoints entry ${position + 1} is ${JSON.stringify(trimmed)}; allowed: host:port with a port in 1..65535`,
       );
       return;
     }
-    addresses.push({ nodeId, host: (match[1] as string).replace(/^\[(.*)\]$/, "$1"), port });
+    addresses.push({ host: (match[1] as string).replace(/^\[(.*)\]$/, "$1"), port });
   });
   if (problems.length > 0) throw new ConfigurationError(problems);
   return addresses;

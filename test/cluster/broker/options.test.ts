@@ -58,10 +58,10 @@ describe("broker options", () => {
       snapshotIntervalEntries: 500,
     });
     expect(options.contactPoints).toEqual([
-      { nodeId: 0, host: "10.0.0.1", port: 26502 },
-      { nodeId: 1, host: "10.0.0.2", port: 26502 },
-      { nodeId: 2, host: "::1", port: 26503 },
-      { nodeId: 3, host: "host-4", port: 1 },
+      { host: "10.0.0.1", port: 26502 },
+      { host: "10.0.0.2", port: 26502 },
+      { host: "::1", port: 26503 },
+      { host: "host-4", port: 1 },
     ]);
     const explicit = loadConfiguration({ environment: { SERVICE_BROKER_DATA_DIRECTORY: join(directory, "mine") } });
     expect(brokerOptionsFromConfiguration(explicit, { logger, version: "1" }).dataDirectory).toBe(
@@ -75,8 +75,8 @@ describe("broker options", () => {
       parseContactPoints("a:1,b,c:99999");
     } catch (error) {
       expect((error as ConfigurationError).problems).toHaveLength(2);
-      expect((error as ConfigurationError).problems[0]).toContain("entry 1");
-      expect((error as ConfigurationError).problems[1]).toContain("entry 2");
+      expect((error as ConfigurationError).problems[0]).toContain("entry 2");
+      expect((error as ConfigurationError).problems[1]).toContain("entry 3");
     }
     const configuration = loadConfiguration({
       environment: { SERVICE_BROKER_RAFT_HEARTBEAT_INTERVAL_MS: "100", SERVICE_BROKER_RAFT_ELECTION_TIMEOUT_MS: "150" },

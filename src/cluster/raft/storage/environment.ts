@@ -155,6 +155,16 @@ export class StorageEnvironment {
     return this.synchronousCommit;
   }
 
+  /**
+   * Scopes (members, i.e. partitions in a broker) that hold anything durable: log entries, records or snapshot
+   * chunks, ascending. A broker uses it to find the data of replicas it no longer hosts.
+   */
+  scopes(): number[] {
+    const scopes = new Set(this.journal.scopes());
+    for (const key of this.chunks.getKeys()) scopes.add(key[0]);
+    return [...scopes].sort((left, right) => left - right);
+  }
+
   /** Transactions that opened an LMDB transaction on this thread so far (for tests). */
   get lmdbTransactionCount(): number {
     return this.lmdbTransactionsOpened;

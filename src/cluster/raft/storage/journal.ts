@@ -229,6 +229,14 @@ export class Journal {
     return this.recordIndex.size === 0 && [...this.entryIndex.values()].every((entries) => entries.size === 0);
   }
 
+  /** Scopes holding at least one durable entry or record, ascending. */
+  scopes(): number[] {
+    const scopes = new Set<number>();
+    for (const [scope, entries] of this.entryIndex) if (entries.size > 0) scopes.add(scope);
+    for (const record of this.recordIndex.values()) scopes.add(record.scope);
+    return [...scopes].sort((left, right) => left - right);
+  }
+
   /** Number of segment files in use (for tests). */
   get segmentCount(): number {
     return this.segments.length;

@@ -1,0 +1,117 @@
+/**
+ * Requests brokers send each other on the cluster transport, beyond the gateway's (protocol.ts): the cluster
+ * configuration a starting broker discovers, and the membership changes a broker applying a cluster change asks of
+ * a partition's leader or of the other replicas. Received requests are checked before use, like every input.
+ */
+import type { Member } from "../raft/index.js";
+import type { GossipedAddress } from "./broker-messages.js";
+import { isGossipedAddress } from "./broker-messages.js";
+import { type MembershipAnswer, type MembershipChange, parseMembershipChange } from "./membership.js";
+import type { ReplicaReport } from "./protocol.js";
+
+/** Requests between brokers. */
+export type PeerRequest =
+  /** What the answering broker knows of the cluster; asked by a starting broker of its contact points. */
+  | { readonly type: "cluster-configuration" }
+  /** Asks a partition's leader for a membership change (see membership.ts). */
+  | { readonly type: "partition-membership"; readonly partitionId: number; readonly change: MembershipChange }
+  /** Asks a replica to take `members` as its group's membership without the old quorum (forced reconfiguration). */
+  | { readonly type: "partition-force"; readonly partitionId: number; readonly members: readonly Member[] };
+
+/** Answer to `cluster-configuration`. */
+export interface ClusterConfigurationAnswer {
+  readonly nodeId: number;
+  /** The configuration the broker holds (as `encodeConfiguration` writes it), or null while it is still starting. */
+  readonly configuration: string | null;
+  /** Addresses of every broker it knows, itself included. */
+  readonly brokers: readonly GossipedAddress[];
+  /** The replicas it hosts, so that a starting broker can tell whether a partition's group already runs. */
+  readonly replicas: readonly ReplicaReport[];
+}
+
+/** Answer to `partition-force`. */
+export type ForceAnswer = { readonly outcome: "forced" } | { readonly outcome: "unavailable"; readonly detail: string };
+
+/** The answer type of each peer request type. */
+export interface PeerResponses {
+  "cluster-configuration": ClusterConfigurationAnswer;
+  "partition-membership": MembershipAnswer;
+  "partition-force": ForceAnswer;
+}
+
+const PEER_REQUEST_TYPES = new Set(["cluster-configuration", "partition-membership", "partition-force"]);
+
+/** Whether `value` is a request of one of the peer request types (to be parsed by `parsePeerRequest`). */
+export function isPeerRequestType(value: unknown): boolean {
+  return (
+    typeof value === "object" &&
+    value !== null &&
+    PEER_REQUEST_TYPES.has(String((value as Record<string, unknown>).type))
+  );
+}
+
+function isPartitionId(value: unknown): value is number {
+  return Number.isSafeInteger(value) && (value as number) >= 1;
+}
+
+function parseMembers(value: unknown): Member[] | string {
+  if (!Array.isArray(value) || value.length === 0) return "members must be a non-empty array";
+  const members: Member[] = [];
+  for (const member of value) {
+    if (typeof member !== "object" || member === null) return "a member is not an object";
+    const { id, role, priority } = member as Record<string, unknown>;
+    if (!Number.isSafeInteger(id) || (id as number) < 0) return "a member has no valid id";
+    if (role !== "voter") return "forced members must be voters";
+    if (!Number.isSafeInteger(priority) || (priority as number) < 1) return "a member has no valid priority";
+    members.push({ id: id as number, role, priority: priority as number });
+  }
+  return members;
+}
+
+/** Checks a request from another broker; returns it typed, or a description of what is wrong. */
+export function parsePeerRequest(value: unknown): PeerRequest | string {
+  if (typeof value !== "object" || value === null) return "the request is not an object";
+  const request = value as Record<string, unknown>;
+  switch (request.type) {
+    case "cluster-configuration":
+      return { type: "cluster-configuration" };
+    case "partition-membership": {
+      if (!isPartitionId(request.partitionId)) return "partition-membership needs a partition id ≥ 1";
+      const change = parseMembershipChange(request.change);
+      if (typeof change === "string") return change;
+      return { type: "partition-membership", partitionId: request.partitionId, change };
+    }
+    case "partition-force": {
+      if (!isPartitionId(request.partitionId)) return "partition-force needs a partition id ≥ 1";
+      const members = parseMembers(request.members);
+      if (typeof members === "string") return members;
+      return { type: "partition-force", partitionId: request.partitionId, members };
+    }
+    default:
+      return `unknown peer request type ${JSON.stringify(request.type)}`;
+  }
+}
+
+/** Checks a `cluster-configuration` answer; returns it typed or null when it is malformed. */
+export function parseClusterConfigurationAnswer(value: unknown): ClusterConfigurationAnswer | null {
+  if (typeof value !== "object" || value === null) return null;
+  const answer = value as Record<string, unknown>;
+  if (!Number.isSafeInteger(answer.nodeId) || (answer.nodeId as number) < 0) return null;
+  if (answer.configuration !== null && typeof answer.configuration !== "string") return null;
+  if (!Array.isArray(answer.brokers) || !answer.brokers.every(isGossipedAddress)) return null;
+  if (!Array.isArray(answer.replicas)) return null;
+  const replicas = answer.replicas.filter(
+    (report): report is ReplicaReport =>
+      typeof report === "object" &&
+      report !== null &&
+      isPartitionId((report as ReplicaReport).partitionId) &&
+      Number.isSafeInteger((report as ReplicaReport).term) &&
+      Number.isSafeInteger((report as ReplicaReport).commitIndex),
+  );
+  return {
+    nodeId: answer.nodeId as number,
+    configuration: answer.configuration as string | null,
+    brokers: answer.brokers,
+    replicas,
+  };
+}
