@@ -90,22 +90,36 @@ export function roundRobinDistribution(
   if (problems.length > 0) throw new DistributionError(problems);
 
   const sorted = [...memberIds].sort((left, right) => left - right);
-  const brokerCount = sorted.length;
-  const replicaCount = Math.min(replicationFactor, brokerCount);
   const distribution = new Map<number, readonly ReplicaAssignment[]>();
   for (let partitionId = 1; partitionId <= partitionCount; partitionId += 1) {
-    const offset = partitionId - 1;
-    const ascending = Math.floor(offset / brokerCount) % 2 === 1;
-    const replicas: ReplicaAssignment[] = [];
-    for (let position = 0; position < replicaCount; position += 1) {
-      const brokerId = sorted[(offset + position) % brokerCount]!;
-      // The primary (position 0) always gets RF; the others count down from RF-1 or up from 1.
-      const priority = position === 0 ? replicationFactor : ascending ? position : replicationFactor - position;
-      replicas.push({ brokerId, priority });
-    }
-    distribution.set(partitionId, replicas);
+    distribution.set(partitionId, roundRobinReplicas(sorted, partitionId, replicationFactor));
   }
   return distribution;
+}
+
+/**
+ * The round-robin replicas of one partition, primary first, without validating anything: `sortedMemberIds` must be
+ * distinct, ascending and non-empty, `partitionId` ≥ 1 and `replicationFactor` ≥ 1. A partition's replicas depend
+ * only on its own id, the members and RF, never on the partition count, so the planner uses this to compute the
+ * target of any partition (including counts over MAX_PARTITION_COUNT in benchmarks) without building a whole map.
+ */
+export function roundRobinReplicas(
+  sortedMemberIds: readonly number[],
+  partitionId: number,
+  replicationFactor: number,
+): ReplicaAssignment[] {
+  const brokerCount = sortedMemberIds.length;
+  const replicaCount = Math.min(replicationFactor, brokerCount);
+  const offset = partitionId - 1;
+  const ascending = Math.floor(offset / brokerCount) % 2 === 1;
+  const replicas: ReplicaAssignment[] = [];
+  for (let position = 0; position < replicaCount; position += 1) {
+    const brokerId = sortedMemberIds[(offset + position) % brokerCount]!;
+    // The primary (position 0) always gets RF; the others count down from RF-1 or up from 1.
+    const priority = position === 0 ? replicationFactor : ascending ? position : replicationFactor - position;
+    replicas.push({ brokerId, priority });
+  }
+  return replicas;
 }
 
 /**

@@ -1,7 +1,22 @@
 /**
  * Public surface of the cluster configuration model: types, the first configuration, round-robin and FIXED
- * distributions, gossip merge, the JSON codec, and the views the gateway's topology needs. Everything is pure.
+ * distributions, gossip merge, the JSON codec, the views the gateway's topology needs, applying a change (change.ts)
+ * and the planner (planner.ts). Everything is pure.
  */
+
+export {
+  applyChange,
+  applyOperation,
+  beginOperation,
+  cancelChange,
+  completeOperation,
+  describeOperation,
+  OperationError,
+  type OperationRule,
+  operationInProgress,
+  operationShapeProblems,
+  startChange,
+} from "./change.js";
 export {
   ConfigurationDecodeError,
   type ConfigurationDocument,
@@ -52,6 +67,31 @@ export {
   type PartitionDistribution,
   type ReplicaAssignment,
   roundRobinDistribution,
+  roundRobinReplicas,
   sizeProblems,
 } from "./distribution.js";
 export { type MergeResult, mergeConfigurations } from "./merge.js";
+export {
+  type BrokersRequestOptions,
+  checkReachability,
+  computeScalePlan,
+  normalizeBrokerIds,
+  type PatchOptions,
+  PlanningError,
+  type PlanRequest,
+  planAddBroker,
+  planForcedRemoval,
+  planJoinPartition,
+  planLeavePartition,
+  planRemoveBroker,
+  planRequest,
+  planScale,
+  type ReachabilityOptions,
+  type ResolvedScaleRequest,
+  reachabilityProblems,
+  resolveScaleRequest,
+  type ScaleRequest,
+  simulatePlan,
+  translateBrokersRequest,
+  translatePatch,
+} from "./planner.js";
