@@ -4,7 +4,7 @@
  * broker, but a malformed message must never crash the Raft core or the configuration.
  */
 import type { Message } from "../raft/index.js";
-import type { BrokerRequest } from "./protocol.js";
+import type { BrokerRequest, ClusterChangeCommand } from "./protocol.js";
 
 /** Where a broker can be reached, with the start time of the broker process that advertised it. */
 export interface GossipedAddress {
@@ -130,7 +130,72 @@ export function parseBrokerRequest(value: unknown): BrokerRequest | string {
       if (!isNonNegativeInteger(value.partitionId)) return "get-message needs an integer partitionId";
       if (typeof value.key !== "string") return "get-message needs a string key";
       return { type: "get-message", partitionId: value.partitionId, key: value.key };
+    case "cluster-change": {
+      if (typeof value.dryRun !== "boolean") return "cluster-change needs a boolean dryRun";
+      const command = parseClusterChangeCommand(value.command);
+      if (typeof command === "string") return command;
+      return { type: "cluster-change", command, dryRun: value.dryRun };
+    }
+    case "cluster-cancel":
+      if (!isNonNegativeInteger(value.changeId)) return "cluster-cancel needs an integer changeId";
+      return { type: "cluster-cancel", changeId: value.changeId };
+    case "cluster-status":
+      return { type: "cluster-status" };
     default:
       return `unknown request type ${JSON.stringify(value.type)}`;
+  }
+}
+
+/**
+ * Checks the shape of a cluster change command from a gateway; the bodies of `brokers` and `patch` are checked by the
+ * coordinator's planner, which names what is wrong in its answer.
+ */
+function parseClusterChangeCommand(value: unknown): ClusterChangeCommand | string {
+  if (!isRecord(value)) return "cluster-change needs a command object";
+  const ids = (...names: string[]): string | null => {
+    for (const name of names) {
+      if (!isNonNegativeInteger(value[name])) return `cluster-change ${String(value.kind)} needs an integer ${name}`;
+    }
+    return null;
+  };
+  switch (value.kind) {
+    case "brokers": {
+      if (typeof value.force !== "boolean") return "cluster-change brokers needs a boolean force";
+      const replicationFactor = value.replicationFactor;
+      if (replicationFactor !== undefined && !Number.isSafeInteger(replicationFactor)) {
+        return "cluster-change brokers: replicationFactor must be an integer";
+      }
+      return {
+        kind: "brokers",
+        body: value.body,
+        force: value.force,
+        ...(replicationFactor === undefined ? {} : { replicationFactor: replicationFactor as number }),
+      };
+    }
+    case "patch":
+      if (typeof value.force !== "boolean") return "cluster-change patch needs a boolean force";
+      return { kind: "patch", body: value.body, force: value.force };
+    case "add-broker":
+    case "remove-broker": {
+      const problem = ids("brokerId");
+      return problem ?? { kind: value.kind, brokerId: value.brokerId as number };
+    }
+    case "join": {
+      const problem = ids("brokerId", "partitionId", "priority");
+      return (
+        problem ?? {
+          kind: "join",
+          brokerId: value.brokerId as number,
+          partitionId: value.partitionId as number,
+          priority: value.priority as number,
+        }
+      );
+    }
+    case "leave": {
+      const problem = ids("brokerId", "partitionId");
+      return problem ?? { kind: "leave", brokerId: value.brokerId as number, partitionId: value.partitionId as number };
+    }
+    default:
+      return `unknown cluster change ${JSON.stringify(value.kind)}`;
   }
 }

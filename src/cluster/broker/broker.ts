@@ -27,6 +27,8 @@ import {
 } from "../topology/index.js";
 import { ClusterTransport, type RequestSender, TransportClient } from "../transport/index.js";
 import { type BrokerMessage, type GossipedAddress, parseBrokerMessage, parseBrokerRequest } from "./broker-messages.js";
+import { ChangeExecutor } from "./change-executor.js";
+import { ChangeCoordinator } from "./coordinator.js";
 import { type DiscoveryResult, discoverCluster } from "./discovery.js";
 import {
   claimDataDirectory,
@@ -35,6 +37,7 @@ import {
   readPersistedConfiguration,
 } from "./files.js";
 import { type BrokerMetrics, createBrokerMetrics, type ManagementSource, startManagementServer } from "./management.js";
+import type { ChangeContext } from "./operations.js";
 import { type BrokerOptions, firstConfiguration, initialDistribution } from "./options.js";
 import type { PartitionReplica, PartitionReplicaOptions } from "./partition-replica.js";
 import {
@@ -80,6 +83,13 @@ const RESTART_DISCOVERY_TIMEOUT_MS = 3_000;
  */
 const FIRST_START_DISCOVERY_TIMEOUT_MS = 10_000;
 
+/** How often the change executor looks at the configuration when nothing told it to. */
+const CHANGE_POLL_INTERVAL_MS = 500;
+
+/** The first pause after a failed attempt at an operation, and the longest. */
+const OPERATION_RETRY_BACKOFF_MS = 500;
+const MAX_OPERATION_RETRY_BACKOFF_MS = 30_000;
+
 /** The first pause before a failed replica is opened again, and the longest. */
 const REPLICA_RESTART_BACKOFF_MS = 1_000;
 const MAX_REPLICA_RESTART_BACKOFF_MS = 60_000;
@@ -109,6 +119,8 @@ export class Broker {
   private managementUrlValue = "";
   private ownAddress: GossipedAddress;
   private readonly stopping = new AbortController();
+  private readonly executor: ChangeExecutor;
+  private readonly coordinator: ChangeCoordinator;
   private closing = false;
   private closed: Promise<void> | null = null;
 
@@ -140,6 +152,39 @@ export class Broker {
     };
     this.managementSource = source;
     this.metrics = createBrokerMetrics(source);
+    const context: ChangeContext = {
+      nodeId: options.nodeId,
+      logger: this.logger,
+      heartbeatIntervalMs: options.heartbeatIntervalMs,
+      electionTimeoutMs: options.electionTimeoutMs,
+      replicas: this.replicas,
+      configuration: () => this.configuration,
+      merge: async (configuration) => {
+        await this.mergeConfiguration(configuration);
+      },
+      isReachable: (nodeId) => this.isReachable(nodeId),
+      requestPeer: (nodeId, request, timeoutMs) => this.requestPeer(nodeId, request, timeoutMs),
+      now: () => new Date().toISOString(),
+    };
+    this.executor = new ChangeExecutor(context, {
+      pollIntervalMs: CHANGE_POLL_INTERVAL_MS,
+      retryBackoffMs: OPERATION_RETRY_BACKOFF_MS,
+      maxRetryBackoffMs: MAX_OPERATION_RETRY_BACKOFF_MS,
+      onOperationCompleted: (operation, durationMs) =>
+        this.metrics.observeOperation(operation.operation, durationMs / 1000),
+    });
+    this.coordinator = new ChangeCoordinator({
+      nodeId: options.nodeId,
+      logger: this.logger,
+      partitionScalingEnabled: options.partitionScalingEnabled,
+      configuration: () => this.configuration,
+      merge: async (configuration) => {
+        await this.mergeConfiguration(configuration);
+      },
+      isReachable: (nodeId) => this.isReachable(nodeId),
+      knownBrokers: () => [...this.addresses.keys()],
+      now: () => new Date().toISOString(),
+    });
   }
 
   /**
@@ -198,6 +243,11 @@ export class Broker {
     return this.replicas.get(partitionId);
   }
 
+  /** Partitions of which this broker's storage holds any data (its replicas', and leftovers of ones it deleted). */
+  storedPartitions(): number[] {
+    return this.environment?.scopes() ?? [];
+  }
+
   /** Reports of every hosted replica (dead ones included), by ascending partition id. */
   replicaReports(): ReplicaReport[] {
     return this.replicas.reports();
@@ -240,6 +290,7 @@ export class Broker {
         .map(({ nodeId, host, port }) => ({ nodeId, host, port })),
       replicas: this.replicaReports(),
       liveness: this.liveness(),
+      changeProgress: this.executor.progress(),
     };
   }
 
@@ -259,6 +310,7 @@ export class Broker {
       const persisted = this.persistConfigurationInOrder(result.configuration);
       this.gossip();
       await persisted;
+      this.executor.kick();
     }
     return result;
   }
@@ -282,6 +334,7 @@ export class Broker {
     this.closing = true;
     this.stopping.abort();
     this.logger.info("broker shutting down");
+    await this.executor.close();
     const deadlineMs = Date.now() + this.options.shutdownTimeoutMs;
     while (Date.now() < deadlineMs && this.replicas.running().some((replica) => replica.pendingProposalCount > 0)) {
       await new Promise((resolve) => setTimeout(resolve, SHUTDOWN_POLL_MS));
@@ -343,6 +396,7 @@ export class Broker {
     this.managementUrlValue = management.url;
     this.gossip();
     this.gossipTimer = setInterval(() => this.gossip(), this.options.gossipIntervalMs);
+    this.executor.start();
     this.logger.info(
       {
         clusterAddress: `${this.ownAddress.host}:${this.ownAddress.port}`,
@@ -593,6 +647,9 @@ export class Broker {
 
   private async answer(request: BrokerRequest): Promise<BrokerResponses[BrokerRequest["type"]]> {
     if (request.type === "describe") return this.describe();
+    if (request.type === "cluster-status") return this.coordinator.status();
+    if (request.type === "cluster-change") return this.coordinator.change(request.command, request.dryRun);
+    if (request.type === "cluster-cancel") return this.coordinator.cancel(request.changeId);
     if (this.closing) return { outcome: "unavailable", detail: `broker ${this.nodeId} is shutting down` };
     const replica = this.replicas.get(request.partitionId);
     if (replica === undefined) {

@@ -29,6 +29,8 @@ export interface BrokerMetrics {
   observeCommit(durationSeconds: number, writes: number): void;
   /** Records one snapshot of a partition replica: how long it took to encode and write, and its size. */
   observeSnapshot(partitionId: number, durationSeconds: number, sizeBytes: number): void;
+  /** Records one operation of a cluster change this broker applied, by type, and how long it took. */
+  observeOperation(operation: string, durationSeconds: number): void;
 }
 
 const ROLE_VALUES = { leader: 2, follower: 1, inactive: 0 } as const;
@@ -73,6 +75,13 @@ export function createBrokerMetrics(source: ManagementSource): BrokerMetrics {
     name: "flowplane_partition_snapshot_size_bytes",
     help: "Size of the latest snapshot the partition replica took.",
     labelNames: ["partition"],
+    registers: [registry],
+  });
+  const operationDuration = new Histogram({
+    name: "flowplane_cluster_change_operation_duration_seconds",
+    help: "Time this broker took to apply one operation of a cluster change (retries included), by operation type.",
+    labelNames: ["operation"],
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600],
     registers: [registry],
   });
   const partitionGauge = (name: string, help: string, read: (report: ReplicaReport) => number) =>
@@ -130,6 +139,9 @@ export function createBrokerMetrics(source: ManagementSource): BrokerMetrics {
     observeSnapshot(partitionId, durationSeconds, sizeBytes) {
       snapshotDuration.observe({ partition: String(partitionId) }, durationSeconds);
       snapshotSize.set({ partition: String(partitionId) }, sizeBytes);
+    },
+    observeOperation(operation, durationSeconds) {
+      operationDuration.observe({ operation }, durationSeconds);
     },
   };
 }

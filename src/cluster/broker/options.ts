@@ -66,6 +66,8 @@ export interface BrokerOptions {
   readonly maxApplyLagEntries: number;
   /** How long a clean shutdown waits for in-flight proposals. */
   readonly shutdownTimeoutMs: number;
+  /** Whether changes may add partitions to the running cluster (experimental). */
+  readonly partitionScalingEnabled: boolean;
   /** Version reported by `describe`. */
   readonly version: string;
   readonly logger: Logger;
@@ -148,6 +150,7 @@ export function brokerOptionsFromConfiguration(
     electionTimeoutMs: raft.electionTimeoutMs,
     synchronousCommit: raft.synchronousCommit,
     snapshotIntervalEntries: raft.snapshotIntervalEntries,
+    partitionScalingEnabled: experimental.features.enablePartitionScaling,
     ...BROKER_DEFAULTS,
     version: context.version,
     logger: context.logger,

@@ -83,13 +83,81 @@ export interface BrokerDescription {
   replicas: ReplicaReport[];
   /** Liveness of every other broker this broker knows (added after the first version; absent from older brokers). */
   liveness?: BrokerLiveness[];
+  /** The operation of a cluster change this broker is applying, if any (absent from older brokers). */
+  changeProgress?: OperationProgress | null;
 }
+
+/**
+ * A change of the cluster as the management API received it, validated for shape only: the coordinator translates
+ * and plans it against its own configuration (spec/cluster-management.md), since the gateway's view may be stale.
+ */
+export type ClusterChangeCommand =
+  /** `POST /actuator/cluster/brokers`: the body as sent (ids of all brokers of the final cluster). */
+  | { kind: "brokers"; body: unknown; replicationFactor?: number; force: boolean }
+  /** `PATCH /actuator/cluster`: the body as sent. */
+  | { kind: "patch"; body: unknown; force: boolean }
+  | { kind: "add-broker"; brokerId: number }
+  | { kind: "remove-broker"; brokerId: number }
+  | { kind: "join"; brokerId: number; partitionId: number; priority: number }
+  | { kind: "leave"; brokerId: number; partitionId: number };
+
+/** One operation of a change as the management API shows it (the spec's operation entry). */
+export interface OperationView {
+  operation: string;
+  brokerId: number;
+  partitionId?: number;
+  priority?: number;
+  brokers?: number[];
+}
+
+/** The body of a scale response (spec: "Scale response"), `currentTopology` and `expectedTopology` as brokers. */
+export interface PlannedChange {
+  changeId: number;
+  currentTopology: unknown[];
+  plannedChanges: OperationView[];
+  expectedTopology: unknown[];
+}
+
+/** Answer of the coordinator to `cluster-change`. */
+export type ClusterChangeResponse =
+  | { outcome: "planned"; change: PlannedChange }
+  /** The request breaks a rule (400) or conflicts with a change in progress (409); `detail` names the rule. */
+  | { outcome: "refused"; status: 400 | 404 | 409; detail: string }
+  /** This broker is not the coordinator: a broker with a lower id is reachable; ask it. */
+  | { outcome: "not-coordinator"; coordinatorId: number };
+
+/**
+ * How far the operation a broker is applying has come: attempts and the last error (a failing operation is retried
+ * with backoff), and for operations that move data, the bytes to move, moved so far and the estimated time left.
+ */
+export interface OperationProgress {
+  changeId: number;
+  operation: OperationView;
+  startedAt: string;
+  attempts: number;
+  lastError: string | null;
+  bytesTotal: number | null;
+  bytesMoved: number | null;
+  estimatedSecondsLeft: number | null;
+}
+
+/** Answer to `cluster-status` and `cluster-cancel`: the configuration as the coordinator holds it. */
+export type ClusterStatusResponse =
+  | { outcome: "status"; configuration: string }
+  | { outcome: "refused"; status: 400 | 404 | 409; detail: string }
+  | { outcome: "not-coordinator"; coordinatorId: number };
 
 /** Requests from a gateway to a broker. */
 export type BrokerRequest =
   | { type: "describe" }
   | { type: "publish-message"; partitionId: number; message: PublishMessageCommand }
-  | { type: "get-message"; partitionId: number; key: string };
+  | { type: "get-message"; partitionId: number; key: string }
+  /** To the coordinator: plan a change, and record it unless `dryRun`. */
+  | { type: "cluster-change"; command: ClusterChangeCommand; dryRun: boolean }
+  /** To the coordinator: cancel the change with this id. */
+  | { type: "cluster-cancel"; changeId: number }
+  /** To the coordinator: its configuration, for `GET /actuator/cluster`. */
+  | { type: "cluster-status" };
 
 /** Answers shared by requests addressed to a partition. */
 export type PartitionRedirect =
@@ -121,4 +189,7 @@ export interface BrokerResponses {
   describe: BrokerDescription;
   "publish-message": PublishMessageResponse;
   "get-message": GetMessageResponse;
+  "cluster-change": ClusterChangeResponse;
+  "cluster-cancel": ClusterStatusResponse;
+  "cluster-status": ClusterStatusResponse;
 }

@@ -70,6 +70,7 @@ export {
   roundRobinReplicas,
   sizeProblems,
 } from "./distribution.js";
+export { withBrokerState, withoutReplica, withReplicaState } from "./member-entry.js";
 export { type MergeResult, mergeConfigurations } from "./merge.js";
 export {
   type BrokersRequestOptions,

@@ -6,9 +6,12 @@
  * completed more operations; and the routing state with the higher routing version.
  *
  * What cannot differ at equal versions without a bug somewhere is reported as a conflict (the local value is kept):
- * one member entry with the same member version but different contents, pending changes with different ids or
- * whose completed operations are not one a prefix of the other, different last changes, different routing at the
- * same routing version.
+ * one member entry with the same member version but different contents, pending changes whose completed operations
+ * are not one a prefix of the other, different routing at the same routing version.
+ *
+ * One conflict is resolved rather than kept: two different changes (different last changes, or pending changes
+ * with different plans) recorded at the same version by two brokers that both acted as coordinator. Every broker
+ * then takes the whole configuration whose canonical encoding sorts first, so gossip converges on one change.
  */
 
 import { isDeepStrictEqual } from "node:util";
@@ -78,11 +81,43 @@ function mergeRouting(local: RoutingState, remote: RoutingState, conflicts: stri
   return local;
 }
 
+/**
+ * Whether two configurations of the same version describe different changes: different last changes, or pending
+ * changes that are not the same plan. Only two brokers that both believed they coordinate, each recording its own
+ * change at the same version, can produce that.
+ */
+function differentChanges(local: ClusterConfiguration, remote: ClusterConfiguration): boolean {
+  if (!sameValue(local.lastChange, remote.lastChange)) return true;
+  const left = local.pendingChange;
+  const right = remote.pendingChange;
+  if (left === null || right === null) return left !== right;
+  const plan = (change: PendingChange): unknown => [
+    change.id,
+    change.startedAt,
+    ...change.completed.map(withoutCompletedAt),
+    ...change.pending,
+  ];
+  return !sameValue(plan(left), plan(right));
+}
+
 /** Merges a configuration received by gossip into the local one (see the module comment for the rules). */
 export function mergeConfigurations(local: ClusterConfiguration, remote: ClusterConfiguration): MergeResult {
   if (remote.version > local.version) return { configuration: remote, changed: true, conflicts: [] };
   if (remote.version < local.version || local === remote) {
     return { configuration: local, changed: false, conflicts: [] };
+  }
+  if (differentChanges(local, remote)) {
+    // Two coordinators recorded different changes at the same version (a coordinator hand-over while both were
+    // reachable to different brokers). Mixing their entries would leave every broker with a different mix forever,
+    // so one whole configuration wins, by a rule every broker computes alike: the smaller encoding. The loser's
+    // change never runs; its operations in flight stop when their broker sees the change is gone.
+    const localText = encodeConfiguration(local);
+    const remoteText = encodeConfiguration(remote);
+    const conflicts = [
+      `two different changes were recorded at version ${local.version}; the configuration whose encoding sorts first wins`,
+    ];
+    if (remoteText < localText) return { configuration: remote, changed: true, conflicts };
+    return { configuration: local, changed: false, conflicts };
   }
   const conflicts: string[] = [];
   const members = new Map(local.members);

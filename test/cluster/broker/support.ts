@@ -49,6 +49,7 @@ export function testBrokerOptions(root: string, nodeId: number, overrides: Parti
     electionTimeoutMs: 250,
     synchronousCommit: true,
     snapshotIntervalEntries: 10_000,
+    partitionScalingEnabled: false,
     ...BROKER_DEFAULTS,
     gossipIntervalMs: 100,
     shutdownTimeoutMs: 2_000,

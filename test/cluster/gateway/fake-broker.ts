@@ -31,9 +31,18 @@ export function threeBrokerConfiguration(): ClusterConfiguration {
   });
 }
 
+/** A request addressed to one partition. */
+export type PartitionRequest = Extract<BrokerRequest, { partitionId: number }>;
+
+/** A request of the cluster management API, which the gateway sends to the coordinator. */
+export type ManagementRequest = Extract<
+  BrokerRequest,
+  { type: "cluster-change" | "cluster-cancel" | "cluster-status" }
+>;
+
 /** A hook that may replace the fake's answer to a partition request (e.g. not-leader, or never answer). */
 export type RequestInterceptor = (
-  request: Exclude<BrokerRequest, { type: "describe" }>,
+  request: PartitionRequest,
 ) => Promise<PublishMessageResponse | GetMessageResponse> | undefined;
 
 /** One fake broker; `leads` says which partitions it leads (it follows the others). */
@@ -43,6 +52,8 @@ export class FakeBroker {
   /** Every partition request received, in order. */
   readonly received: BrokerRequest[] = [];
   interceptor: RequestInterceptor | undefined;
+  /** Answers management requests; without it they are answered with the configuration (status) or refused. */
+  management: ((request: ManagementRequest) => Promise<unknown>) | undefined;
   address: BrokerAddress | undefined;
   private readonly messages = new Map<string, MessageView>();
   private counter = 0;
@@ -87,6 +98,13 @@ export class FakeBroker {
       };
     }
     this.received.push(request);
+    if (request.type === "cluster-change" || request.type === "cluster-cancel" || request.type === "cluster-status") {
+      if (this.management !== undefined) return this.management(request);
+      if (request.type === "cluster-status") {
+        return { outcome: "status", configuration: encodeConfiguration(this.cluster.configuration()) };
+      }
+      return { outcome: "refused", status: 400, detail: "the fake broker plans nothing" };
+    }
     const intercepted = this.interceptor?.(request);
     if (intercepted !== undefined) return intercepted;
     if (!this.leads.has(request.partitionId)) return { outcome: "not-leader", leaderId: null };

@@ -237,7 +237,12 @@ describe("gateway REST API", () => {
       broker.interceptor = async (request) => {
         arrived();
         await held;
-        return { outcome: "published", key: "1", partitionId: request.partitionId, tenantId: "<default>" };
+        return {
+          outcome: "published",
+          key: "1",
+          partitionId: "partitionId" in request ? request.partitionId : 0,
+          tenantId: "<default>",
+        };
       };
     }
     const first = publish(gateway, { name: "m", correlationKey: "c" });

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { encodeConfiguration } from "../../../src/cluster/topology/codec.js";
 import {
   type ClusterConfiguration,
   initialConfiguration,
@@ -110,29 +111,40 @@ describe("gossip merge", () => {
     expect(result.configuration).toBe(local);
     expect(result.changed).toBe(false);
 
-    const otherPlan = inChange(1);
-    const diverged: ClusterConfiguration = {
-      ...otherPlan,
-      pendingChange: { ...otherPlan.pendingChange!, pending: [] },
-    };
-    expect(mergeConfigurations(inChange(1), diverged).conflicts).toEqual([
-      "pending change 2 has diverging operations on the two sides",
-    ]);
-    expect(mergeConfigurations(inChange(1), { ...inChange(1), pendingChange: null }).conflicts).toEqual([
-      "pending change differs at the same version: local 2, remote none",
-    ]);
-    expect(
-      mergeConfigurations(local, {
-        ...local,
-        lastChange: { id: 1, status: "COMPLETED", startedAt: nowIso, completedAt: nowIso },
-      }).conflicts,
-    ).toEqual(["last change differs at version 1"]);
     expect(
       mergeConfigurations(local, {
         ...local,
         routing: { ...local.routing, messageCorrelation: { strategy: "HashMod", partitionCount: 9 } },
       }).conflicts,
     ).toEqual(["routing has version 1 on both sides with different contents"]);
+  });
+});
+
+describe("gossip merge of two different changes recorded at the same version", () => {
+  it("converges: both sides take the same whole configuration, whichever way they merge", () => {
+    const local = base();
+    const otherPlan = inChange(1);
+    const diverged: ClusterConfiguration = {
+      ...otherPlan,
+      pendingChange: { ...otherPlan.pendingChange!, pending: [] },
+    };
+    const completed: ClusterConfiguration = {
+      ...local,
+      lastChange: { id: 1, status: "COMPLETED", startedAt: nowIso, completedAt: nowIso },
+    };
+    for (const [left, right] of [
+      [inChange(1), diverged],
+      [inChange(1), { ...inChange(1), pendingChange: null }],
+      [local, completed],
+    ] as [ClusterConfiguration, ClusterConfiguration][]) {
+      const leftWins = mergeConfigurations(left, right);
+      const rightWins = mergeConfigurations(right, left);
+      expect(leftWins.conflicts).toHaveLength(1);
+      expect(leftWins.conflicts[0]).toMatch(/two different changes were recorded at version/);
+      expect(encodeConfiguration(leftWins.configuration)).toBe(encodeConfiguration(rightWins.configuration));
+      expect([left, right]).toContain(leftWins.configuration);
+      expect(leftWins.changed).toBe(leftWins.configuration !== left);
+    }
   });
 });
 

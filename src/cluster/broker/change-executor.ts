@@ -1,0 +1,341 @@
+/**
+ * Applies the operations of cluster changes that fall to this broker, one at a time, in the order of the plan.
+ *
+ * The running change is part of the cluster configuration every broker holds and gossips. Whenever the configuration
+ * changes (and on a timer), the executor looks at the change's next pending operation: when it names this broker (or
+ * it is a coordinator operation and this broker acts as coordinator), it records the operation's transitional state,
+ * applies it (operations.ts), and records its completion, which moves the change on to the next broker. A failing
+ * attempt is retried with backoff, its last error kept for the monitoring response. A broker that restarts finds the
+ * operation still pending and simply applies it again: every applier resumes from whatever state it finds.
+ *
+ * When nothing falls to it, the executor settles what a change left behind on this broker: a transitional state a
+ * cancelled change never completed (a replica JOINING or LEAVING, a broker JOINING or LEAVING) and replicas this broker
+ * runs but no longer hosts (a forced reconfiguration left them out). Each is settled from what the partition's group
+ * says, never by guessing: a replica the group counts as a voter stays, one it does not is deleted.
+ */
+import { isDeepStrictEqual } from "node:util";
+import type { Logger } from "pino";
+import {
+  beginOperation,
+  type ClusterConfiguration,
+  type ClusterOperation,
+  completeOperation,
+  describeOperation,
+  operationInProgress,
+  withBrokerState,
+  withoutReplica,
+  withReplicaState,
+} from "../topology/index.js";
+import { applyOperationHere, askLeader, type ChangeContext, type OperationRun, pause } from "./operations.js";
+import type { OperationProgress, OperationView } from "./protocol.js";
+
+/** Options of a ChangeExecutor. */
+export interface ChangeExecutorOptions {
+  /** How often the executor looks at the configuration when nothing told it to. */
+  readonly pollIntervalMs: number;
+  /** First pause after a failed attempt; it doubles up to `maxRetryBackoffMs`. */
+  readonly retryBackoffMs: number;
+  readonly maxRetryBackoffMs: number;
+  /** Called when an operation this broker applied completed, with how long it took (for metrics). */
+  readonly onOperationCompleted?: (operation: ClusterOperation, durationMs: number) => void;
+}
+
+/** Operations the coordinator applies; when it is gone, the next broker acting as coordinator applies them. */
+const COORDINATOR_OPERATIONS = new Set(["START_PARTITION_SCALE_UP", "AWAIT_REDISTRIBUTION", "AWAIT_RELOCATION"]);
+
+/** The operation being applied here and what the monitoring response shows of it. */
+interface RunningOperation {
+  readonly changeId: number;
+  readonly operation: ClusterOperation;
+  readonly controller: AbortController;
+  readonly startedAtMs: number;
+  attempts: number;
+  lastError: string | null;
+  bytesTotal: number | null;
+  bytesMoved: number | null;
+  /** Bytes per millisecond, smoothed, for the estimate of the time left. */
+  rateBytesPerMs: number | null;
+  lastSampleMs: number;
+  lastSampleBytes: number;
+}
+
+/** The operation as the management API shows it (the spec's operation entry). */
+export function operationView(operation: ClusterOperation): OperationView {
+  return {
+    operation: operation.operation,
+    brokerId: operation.brokerId,
+    ...(operation.partitionId === undefined ? {} : { partitionId: operation.partitionId }),
+    ...(operation.priority === undefined ? {} : { priority: operation.priority }),
+    ...(operation.brokers === undefined ? {} : { brokers: [...operation.brokers] }),
+  };
+}
+
+/**
+ * The broker that acts as coordinator: the lowest member id among the members this broker hears from (itself
+ * included). While the lowest-id broker runs, it is the coordinator; when it is gone, the next one takes over.
+ */
+export function actingCoordinator(
+  configuration: ClusterConfiguration,
+  isReachable: (brokerId: number) => boolean,
+): number | null {
+  const ids = [...configuration.members.entries()]
+    .filter(([, member]) => member.state !== "LEFT")
+    .map(([brokerId]) => brokerId)
+    .sort((left, right) => left - right);
+  return ids.find((brokerId) => isReachable(brokerId)) ?? null;
+}
+
+/** See the module comment. */
+export class ChangeExecutor {
+  private running: RunningOperation | null = null;
+  private evaluating = false;
+  private evaluateAgain = false;
+  private timer: NodeJS.Timeout | null = null;
+  private closed = false;
+  private readonly logger: Logger;
+
+  constructor(
+    private readonly context: ChangeContext,
+    private readonly options: ChangeExecutorOptions,
+  ) {
+    this.logger = context.logger.child({ component: "change-executor" });
+  }
+
+  /** Starts looking at the configuration periodically. */
+  start(): void {
+    this.timer = setInterval(() => this.kick(), this.options.pollIntervalMs);
+    this.timer.unref();
+    this.kick();
+  }
+
+  /** Looks at the configuration now (call it whenever the configuration changed). */
+  kick(): void {
+    if (this.closed) return;
+    if (this.evaluating) {
+      this.evaluateAgain = true;
+      return;
+    }
+    this.evaluating = true;
+    void this.evaluate()
+      .catch((error: unknown) => this.logger.warn({ err: error }, "settling the cluster change failed; retrying"))
+      .finally(() => {
+        this.evaluating = false;
+        if (this.evaluateAgain) {
+          this.evaluateAgain = false;
+          this.kick();
+        }
+      });
+  }
+
+  /** The operation this broker is applying, for the monitoring response; null when none. */
+  progress(): OperationProgress | null {
+    const running = this.running;
+    if (running === null) return null;
+    const left =
+      running.bytesTotal !== null && running.bytesMoved !== null ? running.bytesTotal - running.bytesMoved : null;
+    const estimatedSecondsLeft =
+      left !== null && running.rateBytesPerMs !== null && running.rateBytesPerMs > 0
+        ? Math.round(left / running.rateBytesPerMs / 1000)
+        : null;
+    return {
+      changeId: running.changeId,
+      operation: operationView(running.operation),
+      startedAt: new Date(running.startedAtMs).toISOString(),
+      attempts: running.attempts,
+      lastError: running.lastError,
+      bytesTotal: running.bytesTotal,
+      bytesMoved: running.bytesMoved,
+      estimatedSecondsLeft,
+    };
+  }
+
+  /** Stops: the running operation is abandoned (a restart resumes it). */
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.timer !== null) clearInterval(this.timer);
+    this.running?.controller.abort();
+    // Bounded: the attempt stops at its next step once aborted.
+    for (let waited = 0; (this.running !== null || this.evaluating) && waited < 100; waited += 1) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
+  private async evaluate(): Promise<void> {
+    const configuration = this.context.configuration();
+    const operation = operationInProgress(configuration);
+    const running = this.running;
+    if (running !== null) {
+      if (!this.isCurrent(configuration, running.changeId, running.operation)) running.controller.abort();
+      return;
+    }
+    if (operation !== null && this.appliesHere(configuration, operation)) {
+      void this.apply((configuration.pendingChange as { id: number }).id, operation);
+      return;
+    }
+    await this.settle(configuration, operation);
+  }
+
+  private isCurrent(configuration: ClusterConfiguration, changeId: number, operation: ClusterOperation): boolean {
+    const pendingChange = configuration.pendingChange;
+    return (
+      pendingChange !== null && pendingChange.id === changeId && isDeepStrictEqual(pendingChange.pending[0], operation)
+    );
+  }
+
+  private appliesHere(configuration: ClusterConfiguration, operation: ClusterOperation): boolean {
+    const coordinatorOperation =
+      COORDINATOR_OPERATIONS.has(operation.operation) ||
+      (operation.operation === "BROKER_REMOVE" && operation.brokers !== undefined);
+    if (!coordinatorOperation) return operation.brokerId === this.context.nodeId;
+    // The coordinator named in the plan applies it while it runs; when it is gone, whoever acts as coordinator does.
+    if (operation.brokerId === this.context.nodeId) return true;
+    if (this.context.isReachable(operation.brokerId)) return false;
+    return actingCoordinator(configuration, (brokerId) => this.context.isReachable(brokerId)) === this.context.nodeId;
+  }
+
+  /** Applies one operation until it completes or the change moves on without it (cancelled, or done elsewhere). */
+  private async apply(changeId: number, operation: ClusterOperation): Promise<void> {
+    const controller = new AbortController();
+    const running: RunningOperation = {
+      changeId,
+      operation,
+      controller,
+      startedAtMs: Date.now(),
+      attempts: 0,
+      lastError: null,
+      bytesTotal: null,
+      bytesMoved: null,
+      rateBytesPerMs: null,
+      lastSampleMs: Date.now(),
+      lastSampleBytes: 0,
+    };
+    this.running = running;
+    const description = describeOperation(operation);
+    this.logger.info({ changeId, operation: description }, "applying an operation of a cluster change");
+    const run: OperationRun = {
+      signal: controller.signal,
+      reportBytes: (bytesMoved, bytesTotal) => this.sampleBytes(running, bytesMoved, bytesTotal),
+    };
+    try {
+      // Bounded by the change: every attempt ends in completion, in the change moving on, or in a retry.
+      for (;;) {
+        if (controller.signal.aborted || this.closed) return;
+        try {
+          const current = this.context.configuration();
+          if (!this.isCurrent(current, changeId, operation)) return;
+          const begun = beginOperation(current, this.context.now());
+          if (begun !== current) await this.context.merge(begun);
+          running.attempts += 1;
+          await applyOperationHere(this.context, operation, run);
+          const latest = this.context.configuration();
+          if (!this.isCurrent(latest, changeId, operation)) return;
+          await this.context.merge(completeOperation(latest, this.context.now()));
+          const durationMs = Date.now() - running.startedAtMs;
+          this.options.onOperationCompleted?.(operation, durationMs);
+          this.logger.info({ changeId, operation: description, durationMs }, "operation of a cluster change completed");
+          return;
+        } catch (error) {
+          if (controller.signal.aborted || this.closed) return;
+          running.lastError = error instanceof Error ? error.message : String(error);
+          const backoffMs = Math.min(
+            this.options.maxRetryBackoffMs,
+            this.options.retryBackoffMs * 2 ** Math.min(20, running.attempts - 1),
+          );
+          this.logger.warn(
+            { changeId, operation: description, attempts: running.attempts, backoffMs, error: running.lastError },
+            "an operation of a cluster change failed; retrying after a pause",
+          );
+          await pause(backoffMs, controller.signal);
+        }
+      }
+    } finally {
+      if (this.running === running) this.running = null;
+      this.kick();
+    }
+  }
+
+  private sampleBytes(running: RunningOperation, bytesMoved: number, bytesTotal: number): void {
+    const nowMs = Date.now();
+    const elapsedMs = nowMs - running.lastSampleMs;
+    if (elapsedMs >= 200) {
+      const rate = Math.max(0, bytesMoved - running.lastSampleBytes) / elapsedMs;
+      // Smoothed so one slow or fast interval does not swing the estimate.
+      running.rateBytesPerMs = running.rateBytesPerMs === null ? rate : 0.7 * running.rateBytesPerMs + 0.3 * rate;
+      running.lastSampleMs = nowMs;
+      running.lastSampleBytes = bytesMoved;
+    }
+    running.bytesMoved = bytesMoved;
+    running.bytesTotal = bytesTotal;
+  }
+
+  /**
+   * Settles this broker's own entry and replicas when no operation falls to it (see the module comment). One step
+   * at a time: each edit is merged (and gossiped), and the next evaluation continues from there.
+   */
+  private async settle(configuration: ClusterConfiguration, operation: ClusterOperation | null): Promise<void> {
+    const nodeId = this.context.nodeId;
+    const replicas = this.context.replicas;
+    const member = configuration.members.get(nodeId);
+    const concernsMe = operation !== null && (operation.brokerId === nodeId || operation.brokers?.includes(nodeId));
+    if (member === undefined) {
+      // Not a member: a broker waiting to be added hosts nothing, and neither does one that was removed.
+      if (concernsMe) return;
+      for (const partitionId of replicas.partitionIds()) {
+        this.logger.warn({ partitionId }, "deleting a replica: this broker is not a member of the cluster");
+        await replicas.remove(partitionId);
+      }
+      return;
+    }
+    const now = this.context.now();
+    if (!concernsMe && (member.state === "JOINING" || member.state === "LEAVING")) {
+      // A change that added or removed this broker was cancelled before it completed: it stays a member.
+      await this.context.merge(withBrokerState(configuration, nodeId, "ACTIVE", now));
+      return;
+    }
+    for (const [partitionId, replica] of member.partitions) {
+      const mine = concernsMe && operation?.partitionId === partitionId;
+      if (mine || replica.state === "ACTIVE") continue;
+      await this.settleReplica(configuration, partitionId, replica.state);
+      return;
+    }
+    for (const partitionId of replicas.partitionIds()) {
+      if (member.partitions.has(partitionId)) continue;
+      if (concernsMe && operation?.partitionId === partitionId) continue;
+      this.logger.warn({ partitionId }, "deleting a replica this broker no longer hosts");
+      await replicas.remove(partitionId);
+    }
+    for (const partitionId of member.partitions.keys()) {
+      if (replicas.partitionIds().includes(partitionId)) continue;
+      await replicas.ensure(partitionId, null).catch(() => undefined);
+    }
+  }
+
+  /** A replica left JOINING, LEAVING or BOOTSTRAPPING by a cancelled change: kept if its group counts it, else deleted. */
+  private async settleReplica(
+    configuration: ClusterConfiguration,
+    partitionId: number,
+    state: "JOINING" | "LEAVING" | "BOOTSTRAPPING",
+  ): Promise<void> {
+    const nodeId = this.context.nodeId;
+    const replica = this.context.replicas.get(partitionId);
+    const committed = replica?.committedConfiguration();
+    const role = committed?.members.find((candidate) => candidate.id === nodeId)?.role;
+    const keep =
+      state === "BOOTSTRAPPING" ? replica !== undefined && replica.report().leaderId !== null : role === "voter";
+    const now = this.context.now();
+    if (keep) {
+      this.logger.info({ partitionId, state }, "a cancelled change left this replica in its group: it stays ACTIVE");
+      await this.context.merge(withReplicaState(configuration, nodeId, partitionId, "ACTIVE", now));
+      return;
+    }
+    if (state !== "BOOTSTRAPPING") {
+      // Before its data goes, the group must not list it (a learner the leader added, or a voter whose removal was
+      // cut short): otherwise the group would keep a member no broker hosts. One request per evaluation.
+      const answer = await askLeader(this.context, partitionId, { type: "remove", member: nodeId });
+      if (answer.outcome !== "done") return;
+    }
+    this.logger.info({ partitionId, state }, "a cancelled change left this replica outside its group: deleting it");
+    await this.context.replicas.remove(partitionId);
+    await this.context.merge(withoutReplica(configuration, nodeId, partitionId, now));
+  }
+}

@@ -1,0 +1,210 @@
+/**
+ * The coordinator's part of a cluster change: it validates a request, plans it with the pure planner, simulates the
+ * plan against a copy of the configuration, and records the change in the configuration (persisted and gossiped
+ * before the answer), after which the brokers apply its operations (change-executor.ts). It also cancels a change
+ * and answers the monitoring request.
+ *
+ * The coordinator is the member with the lowest id that this broker hears from (`actingCoordinator`): while broker 0
+ * runs it coordinates; when it is gone, the next one takes over, so a change whose coordinator died can still be
+ * cancelled, and a new one started. A broker asked while it hears from a member with a lower id answers
+ * `not-coordinator` with that id, and the gateway asks there.
+ */
+import type { Logger } from "pino";
+import {
+  type ClusterConfiguration,
+  type ClusterOperation,
+  cancelChange,
+  encodeConfiguration,
+  OperationError,
+  PlanningError,
+  type PlanRequest,
+  planAddBroker,
+  planJoinPartition,
+  planLeavePartition,
+  planRemoveBroker,
+  planRequest,
+  reachabilityProblems,
+  simulatePlan,
+  startChange,
+  toConfigurationDocument,
+  translateBrokersRequest,
+  translatePatch,
+} from "../topology/index.js";
+import { actingCoordinator, operationView } from "./change-executor.js";
+import type {
+  ClusterChangeCommand,
+  ClusterChangeResponse,
+  ClusterStatusResponse,
+  OperationView,
+  PlannedChange,
+} from "./protocol.js";
+
+/** What the coordinator needs of its broker. */
+export interface CoordinatorContext {
+  readonly nodeId: number;
+  readonly logger: Logger;
+  /** Whether partition scaling (PATCH `partitions.count`) is enabled (experimental). */
+  readonly partitionScalingEnabled: boolean;
+  configuration(): ClusterConfiguration;
+  /** Adopts a configuration this broker produced (persisted and gossiped before it resolves). */
+  merge(configuration: ClusterConfiguration): Promise<void>;
+  isReachable(brokerId: number): boolean;
+  /** Ids of every broker this broker knows, members or not (a broker waiting to be added). */
+  knownBrokers(): readonly number[];
+  /** The current time as ISO 8601 text. */
+  now(): string;
+}
+
+/** Operations that add partitions to a running cluster: they need message relocation, which this version lacks. */
+const PARTITION_SCALING_OPERATIONS = new Set(["START_PARTITION_SCALE_UP", "AWAIT_REDISTRIBUTION", "AWAIT_RELOCATION"]);
+
+function refused(
+  status: 400 | 404 | 409,
+  detail: string,
+): { outcome: "refused"; status: 400 | 404 | 409; detail: string } {
+  return { outcome: "refused", status, detail };
+}
+
+/** See the module comment. */
+export class ChangeCoordinator {
+  constructor(private readonly context: CoordinatorContext) {}
+
+  /** Plans `command` and, unless `dryRun`, records it as the running change. */
+  async change(command: ClusterChangeCommand, dryRun: boolean): Promise<ClusterChangeResponse> {
+    const configuration = this.context.configuration();
+    const coordinator = this.coordinatorOtherThanMe(configuration);
+    if (coordinator !== null) return { outcome: "not-coordinator", coordinatorId: coordinator };
+    let operations: ClusterOperation[];
+    let expected: ClusterConfiguration;
+    const nowIso = this.context.now();
+    const force = "force" in command && command.force;
+    try {
+      operations = this.plan(configuration, command);
+      if (operations.length > 0 && configuration.pendingChange !== null) {
+        return refused(409, `Another configuration change [${configuration.pendingChange.id}] is in progress`);
+      }
+      if (operations.some((operation) => PARTITION_SCALING_OPERATIONS.has(operation.operation))) {
+        return refused(
+          400,
+          "adding partitions to a running cluster is not available in this version of flowplane (message relocation is missing); the partition count stays as it is",
+        );
+      }
+      const reachableBrokers = new Set(this.context.knownBrokers().filter((id) => this.context.isReachable(id)));
+      reachableBrokers.add(this.context.nodeId);
+      const problems = reachabilityProblems(operations, { reachableBrokers, force });
+      if (problems.length > 0) return refused(400, problems.join("; "));
+      expected = simulatePlan(configuration, operations, nowIso);
+    } catch (error) {
+      if (error instanceof PlanningError) return refused(400, error.problems.join("; "));
+      if (error instanceof OperationError)
+        return refused(error.rule === "change-in-progress" ? 409 : 400, error.message);
+      throw error;
+    }
+    const isPatch = command.kind === "patch";
+    if (operations.length === 0) {
+      return {
+        outcome: "planned",
+        change: this.planned(configuration.lastChange?.id ?? 0, configuration, [], configuration, isPatch),
+      };
+    }
+    const changeId = configuration.version + 1;
+    if (dryRun)
+      return { outcome: "planned", change: this.planned(changeId, configuration, operations, expected, isPatch) };
+    let started: ClusterConfiguration;
+    try {
+      started = startChange(configuration, operations, nowIso);
+    } catch (error) {
+      if (error instanceof OperationError) return refused(409, error.message);
+      throw error;
+    }
+    if (this.context.configuration() !== configuration) {
+      return refused(409, "the cluster configuration changed while the change was planned; send the request again");
+    }
+    await this.context.merge(started);
+    const recorded = this.context.configuration();
+    if (recorded.pendingChange?.id !== changeId) {
+      return refused(409, "the cluster configuration changed while the change was recorded; send the request again");
+    }
+    this.context.logger.info(
+      { changeId, operations: operations.length, request: command.kind },
+      "cluster change planned and recorded",
+    );
+    return { outcome: "planned", change: this.planned(changeId, configuration, operations, expected, isPatch) };
+  }
+
+  /** Cancels the running change `changeId`; operations already applied stay applied. */
+  async cancel(changeId: number): Promise<ClusterStatusResponse> {
+    const configuration = this.context.configuration();
+    const coordinator = this.coordinatorOtherThanMe(configuration);
+    if (coordinator !== null) return { outcome: "not-coordinator", coordinatorId: coordinator };
+    const pending = configuration.pendingChange;
+    if (pending === null || pending.id !== changeId) {
+      const last = configuration.lastChange;
+      const running = pending === null ? "no change is in progress" : `change ${pending.id} is in progress`;
+      const ended = last === null ? "" : `; the last change, ${last.id}, ended ${last.status}`;
+      return refused(404, `no change with id ${changeId} is in progress (${running}${ended})`);
+    }
+    await this.context.merge(cancelChange(configuration, this.context.now()));
+    this.context.logger.warn({ changeId, pending: pending.pending.length }, "cluster change cancelled");
+    return this.status();
+  }
+
+  /** The configuration as this broker holds it, for the monitoring response. */
+  status(): ClusterStatusResponse {
+    return { outcome: "status", configuration: encodeConfiguration(this.context.configuration()) };
+  }
+
+  /** The acting coordinator when it is another broker, else null (this broker coordinates). */
+  private coordinatorOtherThanMe(configuration: ClusterConfiguration): number | null {
+    const coordinator = actingCoordinator(configuration, (brokerId) => this.context.isReachable(brokerId));
+    return coordinator === null || coordinator === this.context.nodeId ? null : coordinator;
+  }
+
+  /** The plan of `command` against `configuration`; throws PlanningError for a request that breaks a rule. */
+  private plan(configuration: ClusterConfiguration, command: ClusterChangeCommand): ClusterOperation[] {
+    switch (command.kind) {
+      case "brokers": {
+        const request: PlanRequest = translateBrokersRequest(configuration, command.body, {
+          force: command.force,
+          ...(command.replicationFactor === undefined ? {} : { replicationFactor: command.replicationFactor }),
+        });
+        return planRequest(configuration, request);
+      }
+      case "patch": {
+        const request: PlanRequest = translatePatch(configuration, command.body, {
+          force: command.force,
+          partitionScalingEnabled: this.context.partitionScalingEnabled,
+        });
+        return planRequest(configuration, request);
+      }
+      case "add-broker":
+        return planAddBroker(configuration, command.brokerId);
+      case "remove-broker":
+        return planRemoveBroker(configuration, command.brokerId);
+      case "join":
+        return planJoinPartition(configuration, command.brokerId, command.partitionId, command.priority);
+      case "leave":
+        return planLeavePartition(configuration, command.brokerId, command.partitionId);
+    }
+  }
+
+  private planned(
+    changeId: number,
+    current: ClusterConfiguration,
+    operations: readonly ClusterOperation[],
+    expected: ClusterConfiguration,
+    isPatch: boolean,
+  ): PlannedChange {
+    const plannedChanges: OperationView[] = operations.map((operation) => {
+      const view = operationView(operation);
+      // The spec shows BROKER_ADD with an empty `brokers` in PATCH responses.
+      return isPatch && operation.operation === "BROKER_ADD" ? { ...view, brokers: [] } : view;
+    });
+    return {
+      changeId,
+      currentTopology: toConfigurationDocument(current).brokers,
+      plannedChanges,
+      expectedTopology: toConfigurationDocument(expected).brokers,
+    };
+  }
+}

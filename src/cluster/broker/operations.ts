@@ -1,0 +1,357 @@
+/**
+ * What a broker does to apply each operation of a cluster change (spec/cluster-management.md, "What a broker
+ * does"). Every applier is written to be run again from the start after a crash or a failed attempt: it states the
+ * outcome it wants (this replica is a voter, this replica is gone) and takes only the steps still missing, so the
+ * change executor can simply retry it.
+ *
+ * Membership changes go through the partition's leader (`partition-membership` requests, see membership.ts), which
+ * makes them single-server Raft changes: a joining replica is added as a learner, caught up from the leader's log or
+ * snapshot, and promoted once it has stayed within a bounded lag of the commit index; a leaving replica is removed
+ * once it no longer leads, and only then stops and deletes its data.
+ */
+import type { Logger } from "pino";
+import { majority } from "../raft/core/quorum.js";
+import { type Member, votersOf } from "../raft/index.js";
+import { applyOperation, type ClusterConfiguration, type ClusterOperation, replicasOf } from "../topology/index.js";
+import type { CatchUpProgress, MembershipAnswer, MembershipChange } from "./membership.js";
+import type { PeerRequest, PeerResponses } from "./peer-requests.js";
+import type { ReplicaHost } from "./replica-host.js";
+
+/** What an applier needs of its broker. */
+export interface ChangeContext {
+  readonly nodeId: number;
+  readonly logger: Logger;
+  readonly heartbeatIntervalMs: number;
+  readonly electionTimeoutMs: number;
+  readonly replicas: ReplicaHost;
+  /** The configuration this broker holds now. */
+  configuration(): ClusterConfiguration;
+  /** Adopts a configuration this broker produced (persisted and gossiped before it resolves). */
+  merge(configuration: ClusterConfiguration): Promise<void>;
+  /** Whether the broker was heard from recently (this broker always is). */
+  isReachable(nodeId: number): boolean;
+  requestPeer<T extends PeerRequest>(nodeId: number, request: T, timeoutMs: number): Promise<PeerResponses[T["type"]]>;
+  /** The current time as ISO 8601 text. */
+  now(): string;
+}
+
+/** What one attempt at an operation reports and listens to. */
+export interface OperationRun {
+  readonly signal: AbortSignal;
+  /** Reports the bytes the operation has to move and has moved (operations that move data). */
+  reportBytes(bytesMoved: number, bytesTotal: number): void;
+}
+
+/** An operation that can never apply as planned (e.g. it would leave a partition without a quorum); retried anyway. */
+export class OperationRefusedError extends Error {
+  constructor(detail: string) {
+    super(detail);
+    this.name = "OperationRefusedError";
+  }
+}
+
+/** Longest wait for one answer of another broker. */
+const PEER_REQUEST_TIMEOUT_MS = 2_000;
+
+/**
+ * How long an operation may wait without any sign of progress (the learner's match index moving, an answer
+ * changing) before the attempt fails and is retried; a stalled attempt then shows its last error to the operator.
+ */
+const STALL_TIMEOUT_MS = 60_000;
+
+/** Entry size assumed for estimates before a joining replica received any entry. */
+const ASSUMED_ENTRY_BYTES = 256;
+
+/** Applies `operation`, which names this broker (or, for a coordinator operation, this broker acts for it). */
+export async function applyOperationHere(
+  context: ChangeContext,
+  operation: ClusterOperation,
+  run: OperationRun,
+): Promise<void> {
+  switch (operation.operation) {
+    case "BROKER_ADD":
+      // Applied by the new broker itself once it is up and holds the configuration: being here is the proof.
+      return;
+    case "BROKER_REMOVE":
+      if (operation.brokers === undefined) assertHostsNothing(context);
+      return;
+    case "PARTITION_JOIN":
+      return joinPartition(context, requirePartition(operation), requirePriority(operation), run);
+    case "PARTITION_LEAVE":
+      return leavePartition(context, requirePartition(operation), run);
+    case "PARTITION_RECONFIGURE_PRIORITY":
+      await untilDone(
+        context,
+        requirePartition(operation),
+        { type: "setPriority", member: context.nodeId, priority: requirePriority(operation) },
+        run,
+      );
+      return;
+    case "PARTITION_FORCE_RECONFIGURE":
+      return forceReconfigure(context, requirePartition(operation), operation.brokers ?? [], run);
+    case "PARTITION_BOOTSTRAP":
+      return bootstrapPartition(context, requirePartition(operation), requirePriority(operation), run);
+    case "START_PARTITION_SCALE_UP":
+    case "AWAIT_REDISTRIBUTION":
+    case "AWAIT_RELOCATION":
+      throw new OperationRefusedError(
+        `${operation.operation} is not supported by this broker version: partition scaling is not available`,
+      );
+  }
+}
+
+function requirePartition(operation: ClusterOperation): number {
+  if (operation.partitionId === undefined) {
+    throw new Error(`invariant violated: ${operation.operation} without a partition id`);
+  }
+  return operation.partitionId;
+}
+
+function requirePriority(operation: ClusterOperation): number {
+  if (operation.priority === undefined)
+    throw new Error(`invariant violated: ${operation.operation} without a priority`);
+  return operation.priority;
+}
+
+function assertHostsNothing(context: ChangeContext): void {
+  const hosted = context.replicas.partitionIds();
+  if (hosted.length > 0) {
+    throw new OperationRefusedError(
+      `broker ${context.nodeId} still hosts partitions ${hosted.join(", ")}; it can leave only once they moved away`,
+    );
+  }
+}
+
+/**
+ * PARTITION_JOIN: a replica without data (it neither votes nor campaigns until it knows the membership) asks the
+ * leader to add it as a learner, catches up, and asks to be promoted until the leader agrees.
+ */
+async function joinPartition(
+  context: ChangeContext,
+  partitionId: number,
+  priority: number,
+  run: OperationRun,
+): Promise<void> {
+  const replica = await context.replicas.ensure(partitionId, null);
+  await untilDone(context, partitionId, { type: "addLearner", member: context.nodeId, priority }, run);
+  await untilDone(context, partitionId, { type: "promote", member: context.nodeId }, run, (catchUp) => {
+    const received = replica.membership().receivedBytes;
+    run.reportBytes(received, Math.max(received, estimatedBytesToMove(catchUp, replica.report().appliedIndex)));
+  });
+  const received = replica.membership().receivedBytes;
+  run.reportBytes(received, received);
+}
+
+/** What a learner has to receive: the leader's snapshot when it is behind it, then the log up to the commit index. */
+function estimatedBytesToMove(catchUp: CatchUpProgress, appliedIndex: number): number {
+  const needsSnapshot = appliedIndex < catchUp.snapshotIndex;
+  const fromIndex = needsSnapshot ? catchUp.snapshotIndex : appliedIndex;
+  return (
+    (needsSnapshot ? catchUp.snapshotSizeBytes : 0) + Math.max(0, catchUp.commitIndex - fromIndex) * ASSUMED_ENTRY_BYTES
+  );
+}
+
+/**
+ * PARTITION_LEAVE: refused while the partition would keep fewer voters than a quorum of its replicas in the
+ * change's outcome; otherwise the leader removes this replica (handing leadership over first when it leads), and
+ * the replica stops and deletes its data.
+ */
+async function leavePartition(context: ChangeContext, partitionId: number, run: OperationRun): Promise<void> {
+  const replica = context.replicas.get(partitionId);
+  if (replica !== undefined) {
+    const committed = replica.committedConfiguration();
+    const stillMember = committed.members.some((member) => member.id === context.nodeId);
+    if (stillMember) {
+      const votersAfter = votersOf(committed).filter((id) => id !== context.nodeId).length;
+      const targetReplicas = replicasOf(expectedOutcome(context.configuration()), partitionId).length;
+      if (votersAfter === 0 || votersAfter < majority(Math.max(1, targetReplicas))) {
+        throw new OperationRefusedError(
+          `broker ${context.nodeId} cannot leave partition ${partitionId}: ${votersAfter} voters would remain, fewer ` +
+            `than a quorum of the ${targetReplicas} replicas it is to have`,
+        );
+      }
+    }
+  }
+  await untilDone(context, partitionId, { type: "remove", member: context.nodeId }, run);
+  await context.replicas.remove(partitionId);
+}
+
+/** The configuration once every pending operation after the one being applied has applied (for quorum checks). */
+function expectedOutcome(configuration: ClusterConfiguration): ClusterConfiguration {
+  const pendingChange = configuration.pendingChange;
+  if (pendingChange === null) return configuration;
+  const pending = pendingChange.pending;
+  let expected = configuration;
+  for (let index = 0; index < pending.length; index += 1) {
+    const operation = pending[index] as ClusterOperation;
+    expected = applyOperation(expected, operation, pendingChange.startedAt, pending.slice(index + 1));
+  }
+  return expected;
+}
+
+/**
+ * PARTITION_FORCE_RECONFIGURE: every retained replica takes the retained replicas as its membership without the
+ * old quorum (durably, so a restart resumes it), and the operation completes once the forced membership is
+ * committed. The replicas left out are fenced by the retained ones from then on.
+ */
+async function forceReconfigure(
+  context: ChangeContext,
+  partitionId: number,
+  retained: readonly number[],
+  run: OperationRun,
+): Promise<void> {
+  const configuration = context.configuration();
+  const priorities = new Map(
+    replicasOf(configuration, partitionId).map((replica) => [replica.brokerId, replica.priority]),
+  );
+  const members: Member[] = retained.map((id) => ({ id, role: "voter", priority: priorities.get(id) ?? 1 }));
+  for (const brokerId of retained) {
+    if (run.signal.aborted) throw new Error("the operation was abandoned");
+    if (brokerId === context.nodeId) {
+      const replica = await context.replicas.ensure(partitionId, null);
+      await replica.forceMembership(members);
+      continue;
+    }
+    const answer = await context.requestPeer(
+      brokerId,
+      { type: "partition-force", partitionId, members },
+      PEER_REQUEST_TIMEOUT_MS,
+    );
+    if (answer.outcome !== "forced") throw new Error(`broker ${brokerId} could not be forced: ${answer.detail}`);
+  }
+  const replica = await context.replicas.ensure(partitionId, null);
+  const deadlineMs = Date.now() + STALL_TIMEOUT_MS;
+  while (!run.signal.aborted) {
+    const membership = replica.committedConfiguration();
+    const voters = votersOf(membership);
+    if (
+      !replica.membership().forced &&
+      voters.length === retained.length &&
+      retained.every((id) => voters.includes(id))
+    ) {
+      return;
+    }
+    if (Date.now() > deadlineMs)
+      throw new Error(`the forced membership of partition ${partitionId} was not committed in time`);
+    await pause(context.heartbeatIntervalMs * 2, run.signal);
+  }
+  throw new Error("the operation was abandoned");
+}
+
+/** PARTITION_BOOTSTRAP: the first replica of a brand-new partition, a group of one that elects itself. */
+async function bootstrapPartition(
+  context: ChangeContext,
+  partitionId: number,
+  priority: number,
+  run: OperationRun,
+): Promise<void> {
+  const replica = await context.replicas.ensure(partitionId, [{ id: context.nodeId, role: "voter", priority }]);
+  const deadlineMs = Date.now() + STALL_TIMEOUT_MS;
+  while (replica.report().role !== "leader") {
+    if (run.signal.aborted) throw new Error("the operation was abandoned");
+    if (Date.now() > deadlineMs) throw new Error(`partition ${partitionId} did not elect its first leader in time`);
+    await pause(context.heartbeatIntervalMs, run.signal);
+  }
+}
+
+/**
+ * Asks the partition's leader for `change` until the committed configuration shows it. `onCatchUp` sees the
+ * leader's view of a learner catching up. Fails the attempt when the leader refuses, or when nothing moved for
+ * `STALL_TIMEOUT_MS`.
+ */
+async function untilDone(
+  context: ChangeContext,
+  partitionId: number,
+  change: MembershipChange,
+  run: OperationRun,
+  onCatchUp?: (catchUp: CatchUpProgress) => void,
+): Promise<readonly Member[]> {
+  let lastSign = "";
+  let lastProgressMs = Date.now();
+  while (!run.signal.aborted) {
+    const answer = await askLeader(context, partitionId, change);
+    if (answer.outcome === "done") return answer.members;
+    if (answer.outcome === "refused") throw new OperationRefusedError(answer.detail);
+    const sign =
+      answer.outcome === "in-progress"
+        ? `${answer.detail}/${answer.catchUp?.matchIndex ?? ""}`
+        : `${answer.outcome}/${"leaderId" in answer ? answer.leaderId : ""}`;
+    if (answer.outcome === "in-progress" && answer.catchUp !== undefined) onCatchUp?.(answer.catchUp);
+    if (sign !== lastSign) {
+      lastSign = sign;
+      lastProgressMs = Date.now();
+    } else if (Date.now() - lastProgressMs > STALL_TIMEOUT_MS) {
+      const why = answer.outcome === "in-progress" ? answer.detail : answer.outcome;
+      throw new Error(`${change.type} of broker ${change.member} on partition ${partitionId} made no progress: ${why}`);
+    }
+    await pause(context.heartbeatIntervalMs * 2, run.signal);
+  }
+  throw new Error("the operation was abandoned");
+}
+
+/**
+ * Sends `change` to whoever leads the partition: the leader this broker's replica follows when it knows one, else
+ * each broker the configuration lists for the partition, following `not-leader` hints. Answers `in-progress` when
+ * no leader answered (an election, a leader that is down), so the caller asks again.
+ */
+export async function askLeader(
+  context: ChangeContext,
+  partitionId: number,
+  change: MembershipChange,
+): Promise<MembershipAnswer> {
+  const local = context.replicas.get(partitionId);
+  const candidates: number[] = [];
+  const hint = local?.report().leaderId;
+  if (hint !== null && hint !== undefined) candidates.push(hint);
+  for (const replica of replicasOf(context.configuration(), partitionId)) {
+    if (!candidates.includes(replica.brokerId)) candidates.push(replica.brokerId);
+  }
+  const asked = new Set<number>();
+  // Bounded: each candidate is asked at most once per call.
+  for (let position = 0; position < candidates.length; position += 1) {
+    const candidate = candidates[position] as number;
+    if (asked.has(candidate)) continue;
+    asked.add(candidate);
+    let answer: MembershipAnswer;
+    if (candidate === context.nodeId) {
+      if (local === undefined) continue;
+      answer = await local.changeMembership(change);
+    } else {
+      try {
+        answer = await context.requestPeer(
+          candidate,
+          { type: "partition-membership", partitionId, change },
+          PEER_REQUEST_TIMEOUT_MS,
+        );
+      } catch {
+        continue;
+      }
+    }
+    if (answer.outcome === "not-leader") {
+      if (answer.leaderId !== null && !asked.has(answer.leaderId)) candidates.splice(position + 1, 0, answer.leaderId);
+      continue;
+    }
+    if (answer.outcome === "unavailable") continue;
+    return answer;
+  }
+  return { outcome: "in-progress", detail: `no leader of partition ${partitionId} answered yet` };
+}
+
+/** Waits `durationMs`, or less when `signal` aborts. */
+export function pause(durationMs: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) {
+      resolve();
+      return;
+    }
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      resolve();
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    }, durationMs);
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+}
