@@ -39,12 +39,39 @@ describe("createHttpServer conventions", () => {
       { schema: { querystring: Type.Object({ dryRun: Type.Boolean({ default: false }) }) } },
       async (request) => request.query,
     );
+    server.delete("/thing", async (request) => ({ deleted: true, body: request.body ?? null }));
     server.post("/oauth-style", { config: { errorFormat: "oauth" } }, async () => {
       throw new OAuthError("invalid_scope", "Scope 'x' is not held.");
     });
     await server.ready();
   });
   afterAll(async () => await server.close());
+
+  it("takes an empty body with a JSON content type as no body where the route takes none, and refuses it where one is needed", async () => {
+    const deleted = await server.inject({
+      method: "DELETE",
+      url: "/thing",
+      headers: { "content-type": "application/json" },
+      payload: "",
+    });
+    expect(deleted.statusCode).toBe(200);
+    expect(deleted.json()).toEqual({ deleted: true, body: null });
+    const typed = await server.inject({
+      method: "POST",
+      url: "/typed",
+      headers: { "content-type": "application/json" },
+      payload: "",
+    });
+    expect(typed.statusCode).toBe(400);
+    expect(typed.json()).toMatchObject({ type: "urn:flowplane:problem:malformed-body" });
+    const malformed = await server.inject({
+      method: "DELETE",
+      url: "/thing",
+      headers: { "content-type": "application/json" },
+      payload: "{",
+    });
+    expect(malformed.statusCode).toBe(400);
+  });
 
   it("maps an unexpected error to a 500 problem document without leaking its message", async () => {
     const response = await server.inject({ method: "GET", url: "/boom" });

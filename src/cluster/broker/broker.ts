@@ -178,9 +178,7 @@ export class Broker {
       logger: this.logger,
       partitionScalingEnabled: options.partitionScalingEnabled,
       configuration: () => this.configuration,
-      merge: async (configuration) => {
-        await this.mergeConfiguration(configuration);
-      },
+      merge: async (configuration) => (await this.mergeConfiguration(configuration)).configuration,
       isReachable: (nodeId) => this.isReachable(nodeId),
       knownBrokers: () => [...this.addresses.keys()],
       now: () => new Date().toISOString(),

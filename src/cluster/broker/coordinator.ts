@@ -46,8 +46,11 @@ export interface CoordinatorContext {
   /** Whether partition scaling (PATCH `partitions.count`) is enabled (experimental). */
   readonly partitionScalingEnabled: boolean;
   configuration(): ClusterConfiguration;
-  /** Adopts a configuration this broker produced (persisted and gossiped before it resolves). */
-  merge(configuration: ClusterConfiguration): Promise<void>;
+  /**
+   * Adopts a configuration this broker produced (persisted and gossiped before it resolves); resolves with the
+   * configuration the merge produced, before anything else changed it.
+   */
+  merge(configuration: ClusterConfiguration): Promise<ClusterConfiguration>;
   isReachable(brokerId: number): boolean;
   /** Ids of every broker this broker knows, members or not (a broker waiting to be added). */
   knownBrokers(): readonly number[];
@@ -120,8 +123,7 @@ export class ChangeCoordinator {
     if (this.context.configuration() !== configuration) {
       return refused(409, "the cluster configuration changed while the change was planned; send the request again");
     }
-    await this.context.merge(started);
-    const recorded = this.context.configuration();
+    const recorded = await this.context.merge(started);
     if (recorded.pendingChange?.id !== changeId) {
       return refused(409, "the cluster configuration changed while the change was recorded; send the request again");
     }

@@ -113,9 +113,9 @@ export interface OperationView {
 /** The body of a scale response (spec: "Scale response"), `currentTopology` and `expectedTopology` as brokers. */
 export interface PlannedChange {
   changeId: number;
-  currentTopology: unknown[];
+  currentTopology: object[];
   plannedChanges: OperationView[];
-  expectedTopology: unknown[];
+  expectedTopology: object[];
 }
 
 /** Answer of the coordinator to `cluster-change`. */

@@ -1,8 +1,9 @@
 /**
  * The gateway process: the REST API on `gateway.port` (`/v2/...`, bearer tokens verified with the platform's JWKS)
- * and the management API on `management.port` (`/actuator/health`, liveness, readiness, `/actuator/prometheus`;
- * unauthenticated and read-only). It knows the cluster through the brokers' `describe` answers and routes
- * message requests to partition leaders over the cluster transport, as a client.
+ * and the management port on `management.port`: health, liveness, readiness and Prometheus metrics
+ * (unauthenticated), and the cluster management API (`/actuator/cluster...`, bearer tokens with the `cluster` scope),
+ * which it forwards to the cluster's coordinator. It knows the cluster through the brokers' `describe` answers and
+ * routes message requests to partition leaders over the cluster transport, as a client.
  *
  * Who may call: tokens issued by the platform (`gateway.issuerUrl`) for the audience `audiences.gateway` that hold
  * the `cluster` scope, i.e. organization clients. Cluster API clients (tokens naming one cluster in their `cluster`
@@ -23,7 +24,9 @@ import { registerApiDocuments } from "../../http/openapi.js";
 import { createHttpServer, type HttpServer } from "../../http/server.js";
 import type { BrokerRequest } from "../broker/protocol.js";
 import { TransportClient } from "../transport/index.js";
+import { CoordinatorClient } from "./coordinator-client.js";
 import { gatewayHealth } from "./health.js";
+import { managementRoutes } from "./management-routes.js";
 import { MessageRouter } from "./message-router.js";
 import { GatewayMetrics } from "./metrics.js";
 import { gatewayRoutes } from "./rest-routes.js";
@@ -51,7 +54,7 @@ export interface GatewayOptions {
 export interface RunningGateway {
   /** Base URL of the REST API, e.g. `http://127.0.0.1:8080`. */
   url: string;
-  /** Base URL of the management API, e.g. `http://127.0.0.1:9600`. */
+  /** Base URL of the management port (health, metrics, cluster management API), e.g. `http://127.0.0.1:9600`. */
   managementUrl: string;
   /** Stops both servers, the topology refresh and every broker connection. */
   close(): Promise<void>;
@@ -59,6 +62,12 @@ export interface RunningGateway {
 
 /** Largest accepted REST body: the engine's largest record, with room for JSON being wordier than msgpack. */
 const BODY_LIMIT_BYTES = 1024 * 1024;
+
+/**
+ * Largest accepted body on the management port: a broker list of a thousand ids, with room to spare; every other
+ * body there is a few bytes.
+ */
+const MANAGEMENT_BODY_LIMIT_BYTES = 64 * 1024;
 
 /** Longest wait for one broker's `describe` answer in a topology round. */
 const DESCRIBE_TIMEOUT_MS = 1_000;
@@ -143,7 +152,29 @@ export async function startGateway(
     { prefix: "/v2" },
   );
 
-  const management = createHttpServer({ logger, bodyLimitBytes: 1024, trustProxy: false });
+  const management = createHttpServer({ logger, bodyLimitBytes: MANAGEMENT_BODY_LIMIT_BYTES, trustProxy: false });
+  const coordinator = new CoordinatorClient({
+    client,
+    topology,
+    requestTimeoutMs: configuration.gateway.requestTimeoutMs,
+    logger,
+  });
+  await management.register(async (context) => {
+    await registerApiDocuments(context, {
+      title: "flowplane cluster management API",
+      description:
+        "Resize the running cluster (brokers, partitions, replication factor), watch the change and cancel it. Bearer token with the scope 'cluster'. Health and metrics on this port need no token.",
+      version: gatewayVersion,
+      serverUrl: `http://${configuration.management.host}:${configuration.management.port}`,
+      bearerAuth: true,
+      documentPath: "/actuator/cluster/openapi.json",
+      docsPath: "/actuator/cluster/docs",
+    });
+    await context.register(async (api) => {
+      installAuthentication(api, { verifier });
+      managementRoutes(api, coordinator, topology);
+    });
+  });
   management.get("/actuator/health", async (_request, reply) => {
     const health = gatewayHealth(topology.current());
     return reply.code(health.status === "UP" ? 200 : 503).send(health);

@@ -89,6 +89,58 @@ export class GatewayMetrics {
       "Entries each partition replica holds in its log after its latest snapshot, as its broker reports it.",
       (report) => report.logSizeEntries,
     );
+    const changeGauge = (name: string, help: string, read: (view: TopologyView) => number | null) =>
+      new Gauge({
+        name,
+        help,
+        registers,
+        collect() {
+          this.reset();
+          const view = options.topology();
+          const value = view === undefined ? null : read(view);
+          if (value !== null) this.set(value);
+        },
+      });
+    const runningProgress = (view: TopologyView) => {
+      const pending = view.configuration.pendingChange;
+      if (pending === null) return undefined;
+      return [...view.changeProgress.values()].find((progress) => progress.changeId === pending.id);
+    };
+    changeGauge(
+      "flowplane_cluster_configuration_version",
+      "Version of the cluster configuration the gateway knows (it increases when a change starts and ends).",
+      (view) => view.configuration.version,
+    );
+    changeGauge(
+      "flowplane_cluster_change_operations_pending",
+      "Operations of the running cluster change still to apply (0 when no change runs).",
+      (view) => view.configuration.pendingChange?.pending.length ?? 0,
+    );
+    changeGauge(
+      "flowplane_cluster_change_operations_completed",
+      "Operations of the running cluster change already applied (0 when no change runs).",
+      (view) => view.configuration.pendingChange?.completed.length ?? 0,
+    );
+    changeGauge(
+      "flowplane_cluster_change_bytes_total",
+      "Bytes the running operation has to move (a replica catching up), as its broker estimates them.",
+      (view) => runningProgress(view)?.bytesTotal ?? null,
+    );
+    changeGauge(
+      "flowplane_cluster_change_bytes_moved",
+      "Bytes the running operation has moved so far.",
+      (view) => runningProgress(view)?.bytesMoved ?? null,
+    );
+    changeGauge(
+      "flowplane_cluster_change_estimated_seconds_left",
+      "Estimated time left of the running operation, from its bytes and its recent rate.",
+      (view) => runningProgress(view)?.estimatedSecondsLeft ?? null,
+    );
+    changeGauge(
+      "flowplane_cluster_change_operation_attempts",
+      "Attempts at the running operation so far (more than 1: it failed and is retried with backoff).",
+      (view) => runningProgress(view)?.attempts ?? null,
+    );
     new Gauge({
       name: "flowplane_partition_role",
       help: "1 for the role each partition replica reports (leader, follower or inactive).",

@@ -6,6 +6,7 @@
 import type {
   BrokerAddress,
   BrokerDescription,
+  OperationProgress,
   ReplicaHealth,
   ReplicaReport,
   ReplicaRole,
@@ -70,6 +71,8 @@ export interface TopologyView {
   replicas: ReadonlyMap<number, readonly ReplicaReport[]>;
   /** Ids of the partitions that take requests (routing state), ascending. */
   activePartitions: readonly number[];
+  /** Broker id → the operation of a cluster change it reported applying this round. */
+  changeProgress: ReadonlyMap<number, OperationProgress>;
 }
 
 /** Input of `assembleTopologyView`. */
@@ -108,8 +111,12 @@ export function assembleTopologyView(inputs: TopologyInputs): TopologyView | und
   const versions = new Map(inputs.previousVersions);
   const reachable = new Set<number>();
   const replicas = new Map<number, readonly ReplicaReport[]>();
+  const changeProgress = new Map<number, OperationProgress>();
   for (const description of inputs.descriptions) {
     reachable.add(description.nodeId);
+    if (description.changeProgress !== undefined && description.changeProgress !== null) {
+      changeProgress.set(description.nodeId, description.changeProgress);
+    }
     versions.set(description.nodeId, description.version);
     replicas.set(description.nodeId, description.replicas);
     for (const address of description.brokers) addresses.set(address.nodeId, address);
@@ -178,5 +185,6 @@ export function assembleTopologyView(inputs: TopologyInputs): TopologyView | und
     reachable,
     replicas,
     activePartitions: activePartitionIds(configuration),
+    changeProgress,
   };
 }

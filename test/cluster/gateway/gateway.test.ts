@@ -3,10 +3,11 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { GetMessageResponse, PublishMessageResponse } from "../../../src/cluster/broker/protocol.js";
 import { encodeKey, partitionForCorrelationKey } from "../../../src/cluster/engine/index.js";
 import { type RunningGateway, startGateway } from "../../../src/cluster/gateway/index.js";
+import { encodeConfiguration } from "../../../src/cluster/topology/index.js";
 import { loadConfiguration } from "../../../src/config/load.js";
 import { startTestPlatform, type TestPlatform } from "../../support/platform.js";
 import { requestToken } from "../../support/tokens.js";
-import { type FakeBroker, startFakeCluster } from "./fake-broker.js";
+import { type FakeBroker, startFakeCluster, threeBrokerConfiguration } from "./fake-broker.js";
 
 let platform: TestPlatform;
 let cluster: Awaited<ReturnType<typeof startFakeCluster>>;
@@ -391,3 +392,64 @@ describe("gateway when a leader's broker goes away during a request", () => {
     expect(first.received).toHaveLength(1);
   });
 });
+
+describe("gateway forwarding of management requests to the coordinator", () => {
+  function manage(gateway: RunningGateway, path: string, init: RequestInit = {}) {
+    return fetch(`${gateway.managementUrl}${path}`, {
+      ...init,
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(init.body === undefined ? {} : { "content-type": "application/json" }),
+      },
+    });
+  }
+  const status = { outcome: "status", configuration: "" };
+
+  afterAll(() => {
+    for (const broker of cluster.brokers) broker.management = undefined;
+  });
+
+  it("follows a not-coordinator answer to the broker it names", async () => {
+    const gateway = await gatewayWith();
+    const [first, second] = cluster.brokers as [FakeBroker, FakeBroker];
+    first.management = async () => ({ outcome: "not-coordinator", coordinatorId: 1 });
+    second.management = async () => ({ ...status, configuration: encodeConfigurationOfFake() });
+    const response = await manage(gateway, "/actuator/cluster");
+    expect(response.status).toBe(200);
+    expect(((await response.json()) as { version: number }).version).toBe(1);
+    expect(first.received.some((request) => request.type === "cluster-status")).toBe(true);
+    expect(second.received.some((request) => request.type === "cluster-status")).toBe(true);
+  });
+
+  it("answers 502 when no broker answers as coordinator and 504 when the coordinator does not answer in time", async () => {
+    const gateway = await gatewayWith({ "service.gateway.requestTimeoutMs": 300 });
+    for (const broker of cluster.brokers)
+      broker.management = async () => ({ outcome: "not-coordinator", coordinatorId: 9 });
+    const unreachable = await manage(gateway, "/actuator/cluster");
+    expect(unreachable.status).toBe(502);
+    expect(((await unreachable.json()) as { type: string }).type).toBe("urn:flowplane:problem:bad-gateway");
+    (cluster.brokers[0] as FakeBroker).management = () => new Promise(() => undefined);
+    const slow = await manage(gateway, "/actuator/cluster/brokers", { method: "POST", body: "[0,1,2]" });
+    expect(slow.status).toBe(504);
+    expect(((await slow.json()) as { detail: string }).detail).toMatch(/did not answer within 300 ms/);
+  });
+
+  it("maps the coordinator's refusals to problem documents", async () => {
+    const gateway = await gatewayWith();
+    (cluster.brokers[0] as FakeBroker).management = async () => ({
+      outcome: "refused",
+      status: 409,
+      detail: "Another configuration change [4] is in progress",
+    });
+    const response = await manage(gateway, "/actuator/cluster", { method: "PATCH", body: "{}" });
+    expect(response.status).toBe(409);
+    expect(await response.json()).toMatchObject({
+      type: "urn:flowplane:problem:conflict",
+      detail: "Another configuration change [4] is in progress",
+    });
+  });
+});
+
+function encodeConfigurationOfFake(): string {
+  return encodeConfiguration(threeBrokerConfiguration());
+}
