@@ -5,12 +5,31 @@
  * the meta page (about ten 4 KiB pages) and syncs twice, where appending one transaction to a file and syncing it once
  * is all a consensus log needs (the cluster benchmark prints the disk work per write; DEVELOPERS.md compares both).
  *
- * Layout: `<directory>/<sequence>.journal`, each starting with a 16-byte header (magic, version) followed by records
- * `payloadBytes u32 | crc32c(payload) u32 | payload`, then zeros up to the preallocated size. One record is one
- * transaction, so a transaction is durable entirely or not at all: a record torn by a crash fails its checksum and
- * ends the journal, and recovery zeroes everything after the last intact record. Writing over preallocated zeros
- * changes no file metadata, so making a record durable (a write with O_DSYNC, or `fdatasync`) flushes just the
- * written pages.
+ * Layout: `<directory>/<sequence>.journal`, each starting with a 16-byte header (magic, version, four zero bytes)
+ * followed by records `payloadBytes u32 | crc32c(payload) u32 | payload`, then zeros up to the preallocated size. One
+ * record is one transaction, written by one write that is durable before the next write starts, so a transaction is
+ * durable entirely or not at all. Writing over preallocated zeros changes no file metadata, so making a record durable
+ * (a write with O_DSYNC, or `fdatasync`) flushes just the written pages.
+ *
+ * Recovery treats corruption as an error, never as something to cut away. A crash can interrupt only the newest
+ * write, so the one thing recovery may repair is a torn tail: a record that fails (its length reaches past the file,
+ * or its checksum does not match) in the last segment, with no intact record anywhere after it. Its bytes and
+ * everything after them are zeroed, so that new records are never followed by stale bytes, and the journal opens.
+ * Every other failure was a complete record once, because a later record is only written after the earlier one is
+ * durable: a failed record followed by an intact one, a failed record or stray bytes in an older segment, a record
+ * whose checksum matches but which does not decode. Then opening throws `StorageCorruptionError` naming the file and
+ * the byte offset, and changes nothing on disk, so an operator can inspect it. Cutting the journal there instead
+ * would silently drop every later transaction, acknowledged ones included, and could roll back a vote that the member
+ * would then give a second time. A torn write can leave non-zero bytes after its offset (the first page of a
+ * multi-page write lost, later pages on disk); those are pieces of one record, never a whole record with a matching
+ * checksum, so they still count as a torn tail. What cannot be told apart: damage inside the last record looks like a
+ * torn write, and that last transaction is dropped.
+ *
+ * Two rules of the writer keep the distinction sound. The checkpoint that opens a segment is written and made durable
+ * on its own before the transaction that follows it: written together, a crash could lose the checkpoint's page and
+ * keep the transaction's, an intact record after a failed one without any damage. And a segment is deleted only once
+ * its entries were already dead before the transaction just written (one transaction late), so dropping the last
+ * record as torn never leaves the journal without entries that the transaction before it still held.
  *
  * The contents live in memory as an index: records by (scope, name) with their values, entries by (scope, index)
  * with where their bytes are, read back on demand. The first record of every segment is a checkpoint of all records,
@@ -122,14 +141,12 @@ interface EntryLocation {
   readonly length: number;
 }
 
-/** A transaction encoded and placed, not yet written. */
+/** A transaction encoded as one record and placed, not yet written. */
 interface PreparedWrite {
   readonly buffer: Buffer;
   readonly segment: Segment;
   /** Where `buffer` goes in the segment. */
   readonly fileOffset: number;
-  /** Where the transaction's payload starts in the segment (after a checkpoint record when rolling over). */
-  readonly payloadOffset: number;
 }
 
 interface StoredRecord {
@@ -192,6 +209,11 @@ export class Journal {
   /** Files prepared so far, which numbers their temporary names. */
   private preparedCount = 0;
   private failure: Error | null = null;
+  /**
+   * Whether `commit` is writing a record: no transaction may begin until it is durable, since recovery relies on
+   * every record being durable before the next one is written.
+   */
+  private commitInFlight = false;
   private closed = false;
 
   private constructor(options: JournalOptions) {
@@ -220,7 +242,12 @@ export class Journal {
   /** Opens the journal in `options.directory` (creating it when missing) and replays it into memory. */
   static open(options: JournalOptions): Journal {
     const journal = new Journal(options);
-    journal.recover();
+    try {
+      journal.recover();
+    } catch (error) {
+      for (const segment of journal.segments) closeSync(segment.fd);
+      throw error;
+    }
     return journal;
   }
 
@@ -248,6 +275,7 @@ export class Journal {
     if (this.transaction !== null || this.sealed !== null) {
       throw new Error("invariant violated: a journal transaction is already running");
     }
+    if (this.commitInFlight) throw new Error("invariant violated: a journal commit is still being written");
     this.transaction = { operations: [], entries: new Map(), records: new Map() };
   }
 
@@ -290,6 +318,7 @@ export class Journal {
     const operations = this.takeTransaction();
     if (operations.length === 0) return;
     const prepared = this.prepareWrite(operations);
+    this.commitInFlight = true;
     try {
       await writeAll(prepared.segment.fd, prepared.buffer, prepared.fileOffset);
       if (!DATA_SYNC_ON_WRITE) {
@@ -299,6 +328,8 @@ export class Journal {
       }
     } catch (error) {
       this.fail(error);
+    } finally {
+      this.commitInFlight = false;
     }
     this.publish(operations, prepared);
   }
@@ -399,8 +430,8 @@ export class Journal {
   }
 
   /**
-   * Encodes `operations` as one record at the end of the current segment, or of a new one that starts with a
-   * checkpoint of the records when it does not fit.
+   * Encodes `operations` as one record at the end of the current segment, or of a new one when it does not fit (whose
+   * checkpoint is written first).
    */
   private prepareWrite(operations: readonly Operation[]): PreparedWrite {
     const record = encodeRecord(operations);
@@ -411,29 +442,33 @@ export class Journal {
     }
     // The first record of every segment is a checkpoint, so older segments can go once their entries are dead. An
     // empty segment can also be one whose checkpoint a crash cut short.
-    if (this.writeOffset === SEGMENT_HEADER_BYTES) {
-      const checkpoint = encodeRecord(this.checkpointOperations());
-      return {
-        buffer: Buffer.concat([checkpoint, record]),
-        segment,
-        fileOffset: this.writeOffset,
-        payloadOffset: this.writeOffset + checkpoint.byteLength + RECORD_HEADER_BYTES,
-      };
-    }
+    if (this.writeOffset === SEGMENT_HEADER_BYTES) this.writeCheckpoint(segment);
     if (this.writeOffset > this.segmentBytes / 2) this.prepareNextSegment();
-    return {
-      buffer: record,
-      segment,
-      fileOffset: this.writeOffset,
-      payloadOffset: this.writeOffset + RECORD_HEADER_BYTES,
-    };
+    return { buffer: record, segment, fileOffset: this.writeOffset };
+  }
+
+  /**
+   * Writes the checkpoint that opens `segment` and waits until it is durable, before the transaction that follows it
+   * is written. Written together in one write, a crash could lose the checkpoint's first page and keep the
+   * transaction's: a failed record followed by an intact one, which recovery must be able to take for damage.
+   */
+  private writeCheckpoint(segment: Segment): void {
+    const checkpoint = encodeRecord(this.checkpointOperations());
+    try {
+      writeFully(segment.fd, checkpoint, this.writeOffset);
+      if (!DATA_SYNC_ON_WRITE) fdatasyncSync(segment.fd);
+    } catch (error) {
+      this.fail(error);
+    }
+    this.writeOffset += checkpoint.byteLength;
   }
 
   /** Applies a durable write to the index: its entries now point into its segment. */
   private publish(operations: readonly Operation[], written: PreparedWrite): void {
-    this.applyRecord(operations, written.segment, written.payloadOffset);
+    const deadBeforeThisRecord = this.countDeadOldestSegments();
+    this.applyRecord(operations, written.segment, written.fileOffset + RECORD_HEADER_BYTES);
     this.writeOffset = written.fileOffset + written.buffer.byteLength;
-    this.deleteDeadSegments();
+    this.deleteOldestSegments(deadBeforeThisRecord);
   }
 
   /** Applies the operations of one record whose payload starts at `payloadOffset` in `segment`. */
@@ -540,20 +575,37 @@ export class Journal {
     );
   }
 
+  /** How many of the oldest segments in a row hold no live entry, never counting the one being written. */
+  private countDeadOldestSegments(): number {
+    let count = 0;
+    while (count < this.segments.length - 1 && (this.segments[count] as Segment).liveEntries === 0) count += 1;
+    return count;
+  }
+
   /**
-   * Deletes the oldest segments while none of their entries is live (never the one being written). Each deletion is
-   * made durable before the next, so a crash can only leave a contiguous run of segments behind.
+   * Deletes the `count` oldest segments, which held no live entry before the record just written: a segment that
+   * this record's own removals emptied goes with the next record. Recovery drops a damaged last record as if it were
+   * torn, and the journal must then still hold every entry the record before it held, which a deletion justified by
+   * the dropped record would have taken away. Each deletion is made durable before the next, so a crash can only
+   * leave a contiguous run of segments behind.
    */
-  private deleteDeadSegments(): void {
-    while (this.segments.length > 1 && (this.segments[0] as Segment).liveEntries === 0) {
-      const segment = this.segments.shift() as Segment;
+  private deleteOldestSegments(count: number): void {
+    for (let deleted = 0; deleted < count; deleted += 1) {
+      const segment = this.segments[0];
+      if (segment === undefined || segment.liveEntries !== 0 || this.segments.length === 1) {
+        throw new Error("invariant violated: a journal segment to delete holds live entries or is being written");
+      }
+      this.segments.shift();
       closeSync(segment.fd);
       unlinkSync(segment.path);
       syncDirectory(this.directory);
     }
   }
 
-  /** Replays every segment into the index; zeroes a torn last record. */
+  /**
+   * Replays every segment into the index and zeroes a torn tail; throws `StorageCorruptionError`, changing nothing,
+   * when anything else is damaged.
+   */
   private recover(): void {
     const created = mkdirSync(this.directory, { recursive: true });
     if (created !== undefined) {
@@ -563,9 +615,6 @@ export class Journal {
       }
     }
     const names = readdirSync(this.directory);
-    for (const name of names) {
-      if (name.endsWith(PREPARED_SUFFIX)) rmSync(join(this.directory, name), { force: true });
-    }
     const sequences = names
       .filter((name) => name.endsWith(SEGMENT_SUFFIX))
       .map((name) => Number(name.slice(0, -SEGMENT_SUFFIX.length)))
@@ -584,13 +633,15 @@ export class Journal {
       const end = this.replaySegment(segment, position === sequences.length - 1);
       this.writeOffset = end;
     }
+    // Only once the journal is known to open: refusing to open leaves the directory exactly as it was.
+    for (const name of names) {
+      if (name.endsWith(PREPARED_SUFFIX)) rmSync(join(this.directory, name), { force: true });
+    }
   }
 
   /**
-   * Replays one segment; returns the offset after its last record. After the records a segment holds only zeros: in
-   * the last segment anything else is what a crash left of a write that never completed (its header may be lost
-   * while later pages survive), and it is zeroed so that new records are never followed by stale bytes; in an older
-   * segment it is damage.
+   * Replays one segment; returns the offset after its last intact record. Where the intact records end, the segment
+   * must hold only zeros; anything else is zeroed if it is a torn tail (see `assertTornTail`) and refused otherwise.
    */
   private replaySegment(segment: Segment, isLast: boolean): number {
     const sizeBytes = fstatSync(segment.fd).size;
@@ -602,24 +653,73 @@ export class Journal {
     if (version !== FORMAT_VERSION) {
       throw new StorageCorruptionError(segment.path, `unsupported journal format ${version}`);
     }
+    if (header.readUInt32LE(MAGIC.byteLength + 4) !== 0) {
+      throw new StorageCorruptionError(segment.path, "the segment header's reserved bytes are not zero");
+    }
     let offset = SEGMENT_HEADER_BYTES;
+    /** Why the record at `offset` failed, when one did. */
+    let failure: string | null = null;
     while (offset + RECORD_HEADER_BYTES <= sizeBytes) {
       const recordHeader = readAt(segment.fd, RECORD_HEADER_BYTES, offset);
       const payloadBytes = recordHeader.readUInt32LE(0);
       if (payloadBytes === 0) break;
       const payloadOffset = offset + RECORD_HEADER_BYTES;
-      if (payloadOffset + payloadBytes > sizeBytes) break;
+      if (payloadOffset + payloadBytes > sizeBytes) {
+        failure = `the record's length ${payloadBytes} reaches past the end of the file (${sizeBytes} bytes)`;
+        break;
+      }
       const payload = readAt(segment.fd, payloadBytes, payloadOffset);
-      if (crc32c(payload) !== recordHeader.readUInt32LE(4)) break;
-      const operations = decodeRecord(payload, segment.path, offset);
-      this.applyRecord(operations, segment, payloadOffset);
+      if (crc32c(payload) !== recordHeader.readUInt32LE(4)) {
+        failure = "checksum mismatch";
+        break;
+      }
+      const decoded = decodeRecord(payload);
+      if ("problem" in decoded) {
+        // A torn write fails its checksum: a record whose checksum matches was written whole, by a faulty writer or
+        // in a format this version does not read, and dropping it would drop a durable transaction.
+        throw new StorageCorruptionError(
+          byteLocation(segment.path, offset),
+          `the record's checksum matches but it does not decode: ${decoded.problem}`,
+        );
+      }
+      this.applyRecord(decoded.operations, segment, payloadOffset);
       offset = payloadOffset + payloadBytes;
     }
-    if (!isZeroFrom(segment.fd, offset, sizeBytes)) {
-      if (!isLast) throw new StorageCorruptionError(segment.path, `damaged record at byte ${offset}`);
-      zeroFrom(segment.fd, offset, sizeBytes);
+    if (failure === null) {
+      if (isZeroFrom(segment.fd, offset, sizeBytes)) return offset;
+      failure = "non-zero bytes after the last record";
     }
+    assertTornTail(segment, isLast, offset, sizeBytes, failure);
+    zeroFrom(segment.fd, offset, sizeBytes);
     return offset;
+  }
+}
+
+/** Where a record or stray bytes start: the segment file and the byte offset in it. */
+function byteLocation(path: string, offset: number): string {
+  return `${path}, byte ${offset}`;
+}
+
+/**
+ * Throws `StorageCorruptionError` unless the bytes of `segment` from `offset` to `sizeBytes`, where replay stopped for
+ * `failure`, are a torn tail: what a crash leaves of the newest write. Only the last segment's newest write can have
+ * been interrupted, and only if no intact record follows it: a record is written only after the one before it is
+ * durable, so an intact record after a failed one means the failed one was complete once and was damaged since.
+ */
+function assertTornTail(segment: Segment, isLast: boolean, offset: number, sizeBytes: number, failure: string): void {
+  const intactOffset = findIntactRecord(readAt(segment.fd, sizeBytes - offset, offset), 1);
+  if (intactOffset !== null) {
+    throw new StorageCorruptionError(
+      byteLocation(segment.path, offset),
+      `${failure}; an intact record follows at byte ${offset + intactOffset}, so this is damage, not a torn write`,
+    );
+  }
+  if (!isLast) {
+    throw new StorageCorruptionError(
+      byteLocation(segment.path, offset),
+      `${failure} in a segment that is not the newest, so this is damage, not a torn write (a newer segment was ` +
+        "written after this one was complete)",
+    );
   }
 }
 
@@ -754,13 +854,27 @@ function encodeRecord(operations: readonly Operation[]): Buffer {
   return buffer;
 }
 
-function decodeRecord(payload: Buffer, path: string, recordOffset: number): Operation[] {
+/** The operations a record's payload holds, or why it does not decode. */
+type DecodedRecord = { readonly operations: Operation[] } | { readonly problem: string };
+
+/** Why a payload does not decode; thrown inside `decodeRecord` only, which returns it as the problem. */
+class UndecodablePayload extends Error {}
+
+/** Decodes a record's payload (written by `encodeRecord`). */
+function decodeRecord(payload: Buffer): DecodedRecord {
+  try {
+    return { operations: decodeOperations(payload) };
+  } catch (error) {
+    if (error instanceof UndecodablePayload) return { problem: error.message };
+    throw error;
+  }
+}
+
+function decodeOperations(payload: Buffer): Operation[] {
   let offset = 0;
-  /** Takes the next `bytes` bytes; a record that ends early is damaged. */
+  /** Takes the next `bytes` bytes; a payload that ends early does not decode. */
   const take = (bytes: number): number => {
-    if (offset + bytes > payload.byteLength) {
-      throw new StorageCorruptionError(path, `record at byte ${recordOffset} does not decode`);
-    }
+    if (offset + bytes > payload.byteLength) throw new UndecodablePayload("the payload ends inside an operation");
     const at = offset;
     offset += bytes;
     return at;
@@ -777,17 +891,13 @@ function decodeRecord(payload: Buffer, path: string, recordOffset: number): Oper
       operations.push({ code });
       continue;
     }
+    if (!isOperationCode(code)) throw new UndecodablePayload(`it holds operation ${code}`);
     const scope = payload.readUInt32LE(take(4));
     if (code === PUT_ENTRY || code === REMOVE_ENTRY) {
       const index = payload.readDoubleLE(take(8));
-      if (!Number.isSafeInteger(index) || index < 1) {
-        throw new StorageCorruptionError(path, `record at byte ${recordOffset} holds entry index ${index}`);
-      }
+      if (!Number.isSafeInteger(index) || index < 1) throw new UndecodablePayload(`it holds entry index ${index}`);
       operations.push(code === PUT_ENTRY ? { code, scope, index, value: value() } : { code, scope, index });
       continue;
-    }
-    if (code !== PUT_RECORD && code !== REMOVE_RECORD) {
-      throw new StorageCorruptionError(path, `record at byte ${recordOffset} holds operation ${code}`);
     }
     const nameBytes = payload.readUInt16LE(take(2));
     const nameAt = take(nameBytes);
@@ -800,4 +910,126 @@ function decodeRecord(payload: Buffer, path: string, recordOffset: number): Oper
     );
   }
   return operations;
+}
+
+/** Whether `code` is one of the operation codes, with which every payload starts. */
+function isOperationCode(code: number): code is Operation["code"] {
+  return code >= PUT_ENTRY && code <= RESET_RECORDS;
+}
+
+/**
+ * The offset in `bytes` of the first intact record at `from` or after: a length that fits, a payload that starts
+ * with an operation code, whose checksum matches and which decodes; null when there is none. The cost is bounded
+ * whatever the bytes are. Most offsets cost one comparison: a length that fits is below the buffer's size, which
+ * rules out most random lengths by their high byte alone. An offset whose payload would not start with an operation
+ * code costs one more. The rest cost a checksum in time bounded by `RangeChecksums`' block size, not by the length
+ * they claim: hashing each claimed payload directly is quadratic in the worst case (a region of nested plausible
+ * headers, each claiming a payload up to the end of the region).
+ */
+function findIntactRecord(bytes: Buffer, from: number): number | null {
+  const end = bytes.byteLength;
+  const highestLengthByte = Math.floor(end / 2 ** 24);
+  let checksums: RangeChecksums | null = null;
+  for (let offset = from; offset + RECORD_HEADER_BYTES < end; offset += 1) {
+    if (bytes[offset + 3]! > highestLengthByte) continue;
+    const payloadBytes = bytes.readUInt32LE(offset);
+    const payloadOffset = offset + RECORD_HEADER_BYTES;
+    if (payloadBytes === 0 || payloadBytes > end - payloadOffset) continue;
+    if (!isOperationCode(bytes[payloadOffset]!)) continue;
+    checksums ??= new RangeChecksums(bytes);
+    if (checksums.of(payloadOffset, payloadOffset + payloadBytes) !== bytes.readUInt32LE(offset + 4)) continue;
+    if ("operations" in decodeRecord(bytes.subarray(payloadOffset, payloadOffset + payloadBytes))) return offset;
+  }
+  return null;
+}
+
+/** Bytes per stored prefix checksum of `RangeChecksums`: the checksum of a range hashes at most twice as many. */
+const CHECKSUM_BLOCK_BYTES = 512;
+
+/**
+ * The CRC-32C of any range of one buffer, in time bounded by the block size rather than by the range's length. It
+ * keeps the checksum of every prefix that ends at a block boundary; a range's checksum follows from the checksums of
+ * the prefixes ending where it starts and where it ends, because CRC-32C is linear: for bytes A followed by bytes B,
+ * crc(B) = crc(A ‖ B) ⊕ crc(A)·x^(8·|B|) modulo its polynomial.
+ */
+class RangeChecksums {
+  /** `blockPrefixes[k]` is the checksum of the first `k * CHECKSUM_BLOCK_BYTES` bytes, for k up to `blocksKnown`. */
+  private readonly blockPrefixes: Uint32Array;
+  /**
+   * How many block prefixes are computed: as far as a range needed so far, so that finding an intact record soon
+   * (the usual case) does not hash the whole buffer.
+   */
+  private blocksKnown = 0;
+
+  constructor(private readonly bytes: Buffer) {
+    this.blockPrefixes = new Uint32Array(Math.floor(bytes.byteLength / CHECKSUM_BLOCK_BYTES) + 1);
+  }
+
+  /** The checksum of the bytes from `start` up to `end`. */
+  of(start: number, end: number): number {
+    if (end - start <= 2 * CHECKSUM_BLOCK_BYTES) return crc32c(this.bytes.subarray(start, end));
+    return (this.prefix(end) ^ multiplyModulo(this.prefix(start), powerOfXForBytes(end - start))) >>> 0;
+  }
+
+  /** The checksum of the first `end` bytes. */
+  private prefix(end: number): number {
+    const block = Math.floor(end / CHECKSUM_BLOCK_BYTES);
+    for (; this.blocksKnown < block; this.blocksKnown += 1) {
+      const start = this.blocksKnown * CHECKSUM_BLOCK_BYTES;
+      const blockBytes = this.bytes.subarray(start, start + CHECKSUM_BLOCK_BYTES);
+      this.blockPrefixes[this.blocksKnown + 1] = crc32c(blockBytes, this.blockPrefixes[this.blocksKnown]);
+    }
+    return crc32c(this.bytes.subarray(block * CHECKSUM_BLOCK_BYTES, end), this.blockPrefixes[block]);
+  }
+}
+
+/**
+ * CRC-32C's polynomial in the bit order of its checksums, which is reversed: bit 31 holds the coefficient of x^0.
+ * Polynomials below are in that order too.
+ */
+const CRC32C_POLYNOMIAL = 0x82f63b78;
+
+/** `left`·`right` modulo CRC-32C's polynomial. */
+function multiplyModulo(left: number, right: number): number {
+  let product = 0;
+  let multiple = right;
+  for (let bit = 0x80000000; bit !== 0; bit >>>= 1) {
+    if ((left & bit) !== 0) {
+      product ^= multiple;
+      if ((left & (bit - 1)) === 0) break;
+    }
+    multiple = (multiple & 1) !== 0 ? (multiple >>> 1) ^ CRC32C_POLYNOMIAL : multiple >>> 1;
+  }
+  return product >>> 0;
+}
+
+/** The polynomial 1 (x^0). */
+const ONE = 0x80000000;
+
+/**
+ * `LENGTH_BYTE_POWERS[j][v]` is x^(8·v·256^j) modulo CRC-32C's polynomial: what byte j of a length in bytes, holding
+ * v, contributes to the power of x that appends that many bytes. Four multiplications at most per length, instead of
+ * one per bit.
+ */
+const LENGTH_BYTE_POWERS: readonly Uint32Array[] = (() => {
+  const tables: Uint32Array[] = [];
+  let step = 0x00800000; // x^8
+  for (let byte = 0; byte < 4; byte += 1) {
+    const table = new Uint32Array(256);
+    table[0] = ONE;
+    for (let value = 1; value < 256; value += 1) table[value] = multiplyModulo(table[value - 1]!, step);
+    tables.push(table);
+    step = multiplyModulo(table[255]!, step);
+  }
+  return tables;
+})();
+
+/** x^(8·`byteCount`) modulo CRC-32C's polynomial, for a byte count below 2^32. */
+function powerOfXForBytes(byteCount: number): number {
+  let power = ONE;
+  for (let byte = 0; byte < 4; byte += 1) {
+    const value = (byteCount >>> (8 * byte)) & 0xff;
+    if (value !== 0) power = multiplyModulo(power, LENGTH_BYTE_POWERS[byte]![value]!);
+  }
+  return power;
 }

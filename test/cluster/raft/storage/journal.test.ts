@@ -1,5 +1,6 @@
-import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { crc32c } from "@node-rs/crc32";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { Journal } from "../../../../src/cluster/raft/storage/journal.js";
@@ -29,6 +30,48 @@ function segmentFiles(directory: string): string[] {
   return readdirSync(directory)
     .filter((name) => name.endsWith(".journal"))
     .sort();
+}
+
+/** The segment files of a journal directory and their bytes. */
+function filesOf(directory: string): Map<string, Buffer> {
+  return new Map(segmentFiles(directory).map((name) => [name, readFileSync(join(directory, name))]));
+}
+
+/** Writes `files` into a new directory `directory` (a copy of a journal to damage). */
+function writeFiles(directory: string, files: ReadonlyMap<string, Buffer>): void {
+  mkdirSync(directory);
+  for (const [name, contents] of files) writeFileSync(join(directory, name), contents);
+}
+
+/** Where each record of a segment's bytes starts and ends, read by the documented layout (16-byte header first). */
+function recordsOf(contents: Buffer): { readonly start: number; readonly end: number }[] {
+  const records: { start: number; end: number }[] = [];
+  for (let start = 16; start + 8 <= contents.byteLength; ) {
+    const payloadBytes = contents.readUInt32LE(start);
+    if (payloadBytes === 0) break;
+    records.push({ start, end: start + 8 + payloadBytes });
+    start += 8 + payloadBytes;
+  }
+  return records;
+}
+
+/** A copy of `contents` with bit `bit` of byte `offset` flipped. */
+function withBitFlipped(contents: Buffer, offset: number, bit: number): Buffer {
+  const flipped = Buffer.from(contents);
+  flipped[offset] = (flipped[offset] ?? 0) ^ (1 << bit);
+  return flipped;
+}
+
+/** Opens the journal expecting `StorageCorruptionError`, and returns it. */
+function corruptionOpening(options: { directory: string; segmentBytes: number }): StorageCorruptionError {
+  try {
+    const journal = Journal.open(options);
+    void journal.close();
+  } catch (error) {
+    expect(error).toBeInstanceOf(StorageCorruptionError);
+    return error as StorageCorruptionError;
+  }
+  throw new Error(`the journal in ${options.directory} opened although it is damaged`);
 }
 
 describe("Journal", () => {
@@ -182,20 +225,32 @@ describe("Journal", () => {
     });
   });
 
-  it("reports a damaged record in a segment that is not the last as corruption", async () => {
+  it("refuses a damaged record or stray bytes in a segment that is not the last, changing nothing", async () => {
     await withTemporaryDirectory(async (directory) => {
       const journal = Journal.open({ directory, segmentBytes: 256 });
       for (let index = 1; index <= 8; index += 1) {
         transact(journal, (writing) => writing.entries.put(1, index, bytes(`entry ${index} `.repeat(8))));
       }
       await journal.close();
-      const segments = segmentFiles(directory);
-      expect(segments.length).toBeGreaterThan(2);
-      const path = join(directory, segments[0] as string);
-      const contents = readFileSync(path);
-      contents[40] = (contents[40] ?? 0) ^ 0xff;
-      writeFileSync(path, contents);
-      expect(() => Journal.open({ directory, segmentBytes: 256 })).toThrow(StorageCorruptionError);
+      const files = filesOf(directory);
+      expect(files.size).toBeGreaterThan(2);
+      const [oldest] = segmentFiles(directory);
+      const original = files.get(oldest as string) as Buffer;
+      const records = recordsOf(original);
+      const lastRecord = records[records.length - 1] as { start: number; end: number };
+      const damages = [
+        // Its last record, which no intact record follows in that segment: a newer segment was written after it.
+        { name: "last record", contents: withBitFlipped(original, lastRecord.end - 1, 0), offset: lastRecord.start },
+        { name: "stray byte", contents: withBitFlipped(original, lastRecord.end + 3, 5), offset: lastRecord.end },
+      ];
+      for (const damage of damages) {
+        const damaged = join(directory, damage.name);
+        writeFiles(damaged, new Map([...files, [oldest as string, damage.contents]]));
+        const error = corruptionOpening({ directory: damaged, segmentBytes: 256 });
+        expect(error.location).toBe(`${join(damaged, oldest as string)}, byte ${damage.offset}`);
+        expect(error.message).toMatch(/not the newest/);
+        expect(filesOf(damaged)).toEqual(new Map([...files, [oldest as string, damage.contents]]));
+      }
     });
   });
 
@@ -211,11 +266,14 @@ describe("Journal", () => {
       }
       const segmentsWritten = journal.segmentCount;
       expect(segmentsWritten).toBeGreaterThan(4);
-      // Compaction: the first 35 entries go, so every segment holding only those can go too.
+      // Compaction: the first 35 entries go, so every segment holding only those can go too. Not yet with the record
+      // that removes them: recovery may drop a damaged last record as torn, and the entries it removed must be there.
       transact(journal, (writing) => {
         for (let index = 1; index <= 35; index += 1) writing.entries.remove(1, index);
         writing.records.put(1, "logStart", bytes("35"));
       });
+      expect(journal.segmentCount).toBeGreaterThanOrEqual(segmentsWritten);
+      transact(journal, (writing) => writing.records.put(2, "after compaction", bytes("the next record")));
       expect(journal.segmentCount).toBeLessThan(segmentsWritten);
       expect(segmentFiles(directory)).toHaveLength(journal.segmentCount);
       await journal.close();
@@ -246,10 +304,13 @@ describe("Journal", () => {
 
       const recovered = Journal.open({ directory, segmentBytes: 256 });
       transact(recovered, (writing) => writing.entries.put(1, 7, bytes("after the crash")));
-      // Every older entry dies, so every older segment goes: the record must survive in the newest checkpoint.
+      // Every older entry dies, so every older segment goes (with the next record): the record must survive in the
+      // newest checkpoint.
       transact(recovered, (writing) => {
         for (let index = 1; index <= 6; index += 1) writing.entries.remove(1, index);
       });
+      transact(recovered, (writing) => writing.entries.put(1, 8, bytes("next")));
+      expect(recovered.segmentCount).toBe(1);
       await recovered.close();
       const reopened = Journal.open({ directory, segmentBytes: 256 });
       expect(text(reopened.records.get(1, "hardState"))).toBe("only here");
@@ -337,63 +398,322 @@ describe("Journal", () => {
   });
 });
 
+describe("Journal with damaged bytes", () => {
+  it("refuses a damaged record that intact records follow, naming the file and the offset, and changes nothing", async () => {
+    await withTemporaryDirectory(async (root) => {
+      const written = join(root, "written");
+      const journal = Journal.open({ directory: written, segmentBytes: 64 * 1024 });
+      transact(journal, (writing) => writing.records.put(1, "hardState", bytes("term 1, voted for 2")));
+      for (let index = 1; index <= 3; index += 1) {
+        transact(journal, (writing) => writing.entries.put(1, index, bytes(`entry ${index}`)));
+      }
+      // Larger than two checksum blocks: finding it after the damaged entry 3 checks a checksum taken from the
+      // checksums of prefixes.
+      transact(journal, (writing) => writing.entries.put(1, 4, new Uint8Array(20_000).fill(4)));
+      transact(journal, (writing) => writing.records.put(1, "hardState", bytes("term 2, voted for 3")));
+      await journal.close();
+      const files = filesOf(written);
+      const [name] = segmentFiles(written);
+      const original = files.get(name as string) as Buffer;
+      // The checkpoint, the hard state, entries 1 to 4, the newer hard state.
+      const records = recordsOf(original);
+      expect(records).toHaveLength(7);
+      const damagedRecord = records[4] as { start: number; end: number };
+      const nextRecord = records[5] as { start: number; end: number };
+      const positions = {
+        length: damagedRecord.start,
+        "length, high byte": damagedRecord.start + 3,
+        checksum: damagedRecord.start + 5,
+        payload: damagedRecord.start + 9,
+        "last byte": damagedRecord.end - 1,
+      };
+      for (const [where, position] of Object.entries(positions)) {
+        for (const bit of [0, 7]) {
+          const directory = join(root, `${where} ${bit}`);
+          const damaged = withBitFlipped(original, position, bit);
+          writeFiles(directory, new Map([[name as string, damaged]]));
+          const error = corruptionOpening({ directory, segmentBytes: 64 * 1024 });
+          expect(error.location).toBe(`${join(directory, name as string)}, byte ${damagedRecord.start}`);
+          expect(error.message).toContain(`an intact record follows at byte ${nextRecord.start}`);
+          expect(error.message).toContain("damage, not a torn write");
+          expect(filesOf(directory)).toEqual(new Map([[name as string, damaged]]));
+        }
+      }
+    });
+  });
+
+  it("opens after a torn last write, cut anywhere, keeping every earlier record and zeroing the cut bytes", async () => {
+    await withTemporaryDirectory(async (root) => {
+      const written = join(root, "written");
+      const segmentBytes = 64 * 1024;
+      const journal = Journal.open({ directory: written, segmentBytes });
+      transact(journal, (writing) => writing.records.put(1, "hardState", bytes("term 1")));
+      transact(journal, (writing) => writing.entries.put(1, 1, bytes("kept")));
+      // Three pages, so that a crash can lose its first page and keep the later ones.
+      transact(journal, (writing) => {
+        writing.entries.put(1, 2, new Uint8Array(9000).fill(0xab));
+        writing.records.put(1, "hardState", bytes("term 2"));
+      });
+      await journal.close();
+      const [name] = segmentFiles(written);
+      const original = filesOf(written).get(name as string) as Buffer;
+      const torn = recordsOf(original).at(-1) as { start: number; end: number };
+      const firstPageEnd = Math.ceil((torn.start + 1) / 4096) * 4096;
+      const tears = new Map<string, Buffer>();
+      for (const writtenBytes of [1, 4, 8, 9, 100, torn.end - torn.start - 1]) {
+        const contents = Buffer.from(original);
+        contents.fill(0, torn.start + writtenBytes, torn.end);
+        tears.set(`cut after ${writtenBytes} bytes`, contents);
+      }
+      const firstPageLost = Buffer.from(original);
+      firstPageLost.fill(0, torn.start, firstPageEnd);
+      tears.set("first page lost", firstPageLost);
+      const middlePageLost = Buffer.from(original);
+      middlePageLost.fill(0, firstPageEnd, firstPageEnd + 4096);
+      tears.set("middle page lost", middlePageLost);
+
+      for (const [tear, contents] of tears) {
+        const directory = join(root, tear);
+        writeFiles(directory, new Map([[name as string, contents]]));
+        const recovered = Journal.open({ directory, segmentBytes });
+        expect(text(recovered.entries.get(1, 1))).toBe("kept");
+        expect(recovered.entries.get(1, 2)).toBeUndefined();
+        expect(text(recovered.records.get(1, "hardState"))).toBe("term 1");
+        await recovered.close();
+        const after = readFileSync(join(directory, name as string));
+        expect(after.subarray(0, torn.start).equals(original.subarray(0, torn.start))).toBe(true);
+        expect(after.subarray(torn.start).every((value) => value === 0)).toBe(true);
+      }
+    });
+  });
+
+  it("refuses a last record whose checksum matches but which does not decode, rather than drop it", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const journal = Journal.open({ directory, segmentBytes: 4096 });
+      transact(journal, (writing) => writing.entries.put(1, 1, bytes("kept")));
+      await journal.close();
+      const [name] = segmentFiles(directory);
+      const path = join(directory, name as string);
+      const contents = readFileSync(path);
+      const end = (recordsOf(contents).at(-1) as { end: number }).end;
+      // A record of operation 9, which no version of the writer has.
+      const payload = Buffer.from([9]);
+      contents.writeUInt32LE(payload.byteLength, end);
+      contents.writeUInt32LE(crc32c(payload), end + 4);
+      payload.copy(contents, end + 8);
+      writeFileSync(path, contents);
+      const error = corruptionOpening({ directory, segmentBytes: 4096 });
+      expect(error.location).toBe(`${path}, byte ${end}`);
+      expect(error.message).toMatch(/checksum matches but it does not decode: it holds operation 9/);
+      expect(readFileSync(path).equals(contents)).toBe(true);
+    });
+  });
+
+  it("refuses to begin a transaction while a commit is being written", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const journal = Journal.open({ directory });
+      journal.begin();
+      journal.entries.put(1, 1, bytes("on its way"));
+      journal.seal();
+      const committed = journal.commit();
+      expect(() => journal.begin()).toThrow(/a journal commit is still being written/);
+      await committed;
+      transact(journal, (writing) => writing.entries.put(1, 2, bytes("after it")));
+      await journal.close();
+    });
+  });
+
+  it("refuses a flipped bit anywhere, unless a torn last write could have left it or it is in the zeros after it (property)", async () => {
+    await withTemporaryDirectory(async (root) => {
+      let run = 0;
+      const operation = fc.oneof(
+        fc.record({
+          kind: fc.constant("put" as const),
+          index: fc.integer({ min: 1, max: 10 }),
+          // Now and then a record over 1 KiB, which the scan for intact records checksums from its prefix checksums.
+          size: fc.oneof(
+            { arbitrary: fc.nat(120), weight: 5 },
+            { arbitrary: fc.integer({ min: 1000, max: 3000 }), weight: 1 },
+          ),
+        }),
+        fc.record({ kind: fc.constant("remove" as const), index: fc.integer({ min: 1, max: 10 }) }),
+        fc.record({
+          kind: fc.constant("record" as const),
+          name: fc.constantFrom("hardState", "logStart"),
+          value: fc.string({ maxLength: 30 }),
+        }),
+      );
+      await fc.assert(
+        fc.asyncProperty(
+          fc.array(fc.array(operation, { minLength: 1, maxLength: 5 }), { minLength: 1, maxLength: 12 }),
+          fc.constantFrom(512, 1024, 64 * 1024),
+          fc.record({
+            file: fc.nat(),
+            position: fc.nat(),
+            bit: fc.integer({ min: 0, max: 7 }),
+            // Most bytes of a large segment are zeros after the records, and the newest record is a small part of
+            // the rest: aim at each of them a third of the time.
+            target: fc.constantFrom("anywhere", "records", "newest record"),
+          }),
+          async (transactions, segmentBytes, flip) => {
+            run += 1;
+            const written = join(root, `${run}`);
+            type State = { readonly entries: Map<number, string>; readonly records: Map<string, string> };
+            const states: State[] = [{ entries: new Map(), records: new Map() }];
+            const journal = Journal.open({ directory: written, segmentBytes });
+            for (const [number, operations] of transactions.entries()) {
+              const previous = states[states.length - 1] as State;
+              const state: State = { entries: new Map(previous.entries), records: new Map(previous.records) };
+              transact(journal, (writing) => {
+                for (const step of operations) {
+                  if (step.kind === "put") {
+                    const value = `${number}:${step.index}:${"v".repeat(step.size)}`;
+                    writing.entries.put(1, step.index, bytes(value));
+                    state.entries.set(step.index, value);
+                  } else if (step.kind === "remove") {
+                    writing.entries.remove(1, step.index);
+                    state.entries.delete(step.index);
+                  } else {
+                    writing.records.put(1, step.name, bytes(step.value));
+                    state.records.set(step.name, step.value);
+                  }
+                }
+              });
+              states.push(state);
+            }
+            await journal.close();
+
+            const files = filesOf(written);
+            const names = [...files.keys()];
+            const name = (flip.target === "newest record" ? names.at(-1) : names[flip.file % names.length]) as string;
+            const isLastSegment = name === names[names.length - 1];
+            const original = files.get(name) as Buffer;
+            const records = recordsOf(original);
+            const lastRecord = records.at(-1) as { start: number; end: number };
+            const position =
+              flip.target === "newest record"
+                ? lastRecord.start + (flip.position % (lastRecord.end - lastRecord.start))
+                : flip.position %
+                  (flip.target === "records"
+                    ? Math.min(original.byteLength, lastRecord.end + 16)
+                    : original.byteLength);
+            const damaged = withBitFlipped(original, position, flip.bit);
+            const damagedFiles = new Map([...files, [name, damaged]]);
+            const directory = `${written}-damaged`;
+            writeFiles(directory, damagedFiles);
+
+            if (!isLastSegment || position < lastRecord.start) {
+              // In an older segment, the segment header, or a record that an intact one follows.
+              corruptionOpening({ directory, segmentBytes });
+              expect(filesOf(directory)).toEqual(damagedFiles);
+              return;
+            }
+            // In the last record of the last segment (a torn write of it looks the same: it is dropped, and nothing
+            // before it), or in the zeros after it (zeroed again).
+            const inLastRecord = position < lastRecord.end;
+            const expected = states[inLastRecord ? states.length - 2 : states.length - 1] as State;
+            const recovered = Journal.open({ directory, segmentBytes });
+            for (let index = 1; index <= 10; index += 1) {
+              expect(text(recovered.entries.get(1, index))).toBe(expected.entries.get(index));
+            }
+            for (const record of ["hardState", "logStart"]) {
+              expect(text(recovered.records.get(1, record))).toBe(expected.records.get(record));
+            }
+            await recovered.close();
+            const repaired = readFileSync(join(directory, name));
+            if (inLastRecord) {
+              expect(repaired.subarray(0, lastRecord.start).equals(original.subarray(0, lastRecord.start))).toBe(true);
+              expect(repaired.subarray(lastRecord.start).every((value) => value === 0)).toBe(true);
+            } else {
+              expect(repaired.equals(original)).toBe(true);
+            }
+          },
+        ),
+        { numRuns: 150 },
+      );
+    });
+  });
+});
+
 describe("Journal after a crash", () => {
-  /** The files of a journal directory and their bytes. */
-  function filesOf(directory: string): Map<string, Buffer> {
-    return new Map(segmentFiles(directory).map((name) => [name, readFileSync(join(directory, name))]));
+  /** A new segment's file as it was durable before anything was written into it: the header, then zeros. */
+  function emptySegmentLike(written: Buffer): Buffer {
+    return Buffer.concat([written.subarray(0, 16), Buffer.alloc(written.byteLength - 16)]);
   }
 
   it("recovers the transactions durable before the crash, and none torn by it (property)", async () => {
     await withTemporaryDirectory(async (root) => {
       let run = 0;
-      const transactionShape = fc.array(
-        fc.record({ index: fc.integer({ min: 1, max: 12 }), size: fc.nat(150), remove: fc.boolean() }),
-        { minLength: 1, maxLength: 6 },
-      );
+      const transactionShape = fc.record({
+        operations: fc.array(
+          fc.record({ index: fc.integer({ min: 1, max: 12 }), size: fc.nat(150), remove: fc.boolean() }),
+          { minLength: 1, maxLength: 6 },
+        ),
+        // A record makes the checkpoint that opens each segment long enough to span sectors of its own.
+        hardStateBytes: fc.nat(900),
+      });
       await fc.assert(
         fc.asyncProperty(
           fc.array(transactionShape, { minLength: 1, maxLength: 12 }),
           fc.nat(),
+          fc.boolean(),
           fc.infiniteStream(fc.boolean()),
-          async (transactions, crashSeed, keepSector) => {
+          async (transactions, crashSeed, crashInCheckpoint, keepSector) => {
             run += 1;
             const directory = join(root, String(run));
             const segmentBytes = 1024;
             // Run every transaction, keeping the files and the expected contents after each.
             const journal = Journal.open({ directory, segmentBytes });
+            type Model = { readonly entries: Map<number, string>; readonly hardState: string | undefined };
             const states: Map<string, Buffer>[] = [filesOf(directory)];
-            const models: Map<number, string>[] = [new Map()];
-            for (const [number, operations] of transactions.entries()) {
-              const model = new Map(models[models.length - 1]);
+            const models: Model[] = [{ entries: new Map(), hardState: undefined }];
+            for (const [number, transaction] of transactions.entries()) {
+              const entries = new Map((models[models.length - 1] as Model).entries);
+              const hardState = `${number}:${"h".repeat(transaction.hardStateBytes)}`;
               transact(journal, (writing) => {
-                for (const operation of operations) {
+                for (const operation of transaction.operations) {
                   if (operation.remove) {
                     writing.entries.remove(1, operation.index);
-                    model.delete(operation.index);
+                    entries.delete(operation.index);
                   } else {
                     const value = `${number}/${operation.index}/${"z".repeat(operation.size)}`;
                     writing.entries.put(1, operation.index, bytes(value));
-                    model.set(operation.index, value);
+                    entries.set(operation.index, value);
                   }
                 }
+                writing.records.put(1, "hardState", bytes(hardState));
               });
               states.push(filesOf(directory));
-              models.push(model);
+              models.push({ entries, hardState });
             }
             await journal.close();
 
-            // The crash interrupts transaction `crashed`: of the 512-byte sectors its write changed, some reached the
-            // disk and some did not. Deletions of older segments come only after the write is durable.
+            // The crash interrupts transaction `crashed`. Its writes go one after the other, each durable before the
+            // next starts: the checkpoint of the segment it opens (when it opens one), then its record. Of the
+            // 512-byte sectors the interrupted write changes, some reach the disk and some do not. Deletions of
+            // older segments come only after the record is durable.
             const crashed = 1 + (crashSeed % transactions.length);
             const before = states[crashed - 1] as Map<string, Buffer>;
             const after = states[crashed] as Map<string, Buffer>;
+            const checkpointed = new Map(before);
+            let opensSegment = false;
+            for (const [name, written] of after) {
+              const previous = before.get(name) ?? emptySegmentLike(written);
+              checkpointed.set(name, previous);
+              if (previous.readUInt32LE(16) === 0 && written.readUInt32LE(16) !== 0) {
+                opensSegment = true;
+                const withCheckpoint = Buffer.from(previous);
+                written.copy(withCheckpoint, 16, 16, 16 + 8 + written.readUInt32LE(16));
+                checkpointed.set(name, withCheckpoint);
+              }
+            }
+            const tornCheckpoint = opensSegment && crashInCheckpoint;
+            const [from, to] = tornCheckpoint ? [before, checkpointed] : [checkpointed, after];
             let everySectorKept = true;
             const sectors = keepSector[Symbol.iterator]();
             const crashState = new Map(before);
-            for (const [name, written] of after) {
-              // A new segment was durable, header and zeros, before anything was written into it.
-              const previous =
-                before.get(name) ?? Buffer.concat([written.subarray(0, 16), Buffer.alloc(written.byteLength - 16)]);
+            for (const [name, written] of to) {
+              const previous = from.get(name) ?? emptySegmentLike(written);
               const torn = Buffer.from(written);
               for (let sector = 0; sector < written.byteLength; sector += 512) {
                 const end = Math.min(written.byteLength, sector + 512);
@@ -405,15 +725,15 @@ describe("Journal after a crash", () => {
               crashState.set(name, torn);
             }
             const crashDirectory = `${directory}-crashed`;
-            const { mkdirSync } = await import("node:fs");
-            mkdirSync(crashDirectory);
-            for (const [name, contents] of crashState) writeFileSync(join(crashDirectory, name), contents);
+            writeFiles(crashDirectory, crashState);
 
             const recovered = Journal.open({ directory: crashDirectory, segmentBytes });
-            const expected = (everySectorKept ? models[crashed] : models[crashed - 1]) as Map<number, string>;
+            const durable = !tornCheckpoint && everySectorKept;
+            const expected = (durable ? models[crashed] : models[crashed - 1]) as Model;
             for (let index = 1; index <= 12; index += 1) {
-              expect(text(recovered.entries.get(1, index))).toBe(expected.get(index));
+              expect(text(recovered.entries.get(1, index))).toBe(expected.entries.get(index));
             }
+            expect(text(recovered.records.get(1, "hardState"))).toBe(expected.hardState);
             await recovered.close();
           },
         ),
