@@ -149,6 +149,8 @@ describe.each([false, true])("StorageEnvironment (synchronous commit: %s)", (syn
       const segmentsBefore = segments();
       expect(segmentsBefore).toBeGreaterThan(2);
       await leaving.destroy();
+      // A segment goes one record after the record that left it dead (the journal's torn-tail rule needs that).
+      await staying.append(entries(4, 1, 2, "staying"), null);
       expect(segments()).toBeLessThan(segmentsBefore);
       await environment.chunkOperationsSettled();
       expect(chunksOf(1)).toBe(0);
@@ -166,7 +168,7 @@ describe.each([false, true])("StorageEnvironment (synchronous commit: %s)", (syn
         lastIndex: 0,
       });
       const other = MemberStorage.openIn(reopened, { scope: 2 });
-      expect(other.entries(1, 4)).toEqual(entries(1, 3, 2, "staying"));
+      expect(other.entries(1, 5)).toEqual(entries(1, 4, 2, "staying"));
       await again.close();
       await other.close();
       await reopened.close();
