@@ -27,6 +27,8 @@ export interface CliIo {
   homeDirectory: string;
   /** Aborted when long-running commands (`start`) must shut down, e.g. on Ctrl-C or SIGTERM. */
   shutdownSignal: AbortSignal;
+  /** Whether standard output is a terminal (progress lines are then rewritten in place). */
+  stdoutIsTerminal?: boolean;
   /** Logger for long-running commands; the platform's own (standard output, configured level) when absent. */
   logger?: pino.Logger | undefined;
 }

@@ -6,6 +6,7 @@ import { Command, CommanderError } from "commander";
 import { ApiError, ClientConfigurationError, ClientConnectionError, OAuthClientError } from "../client/errors.js";
 import { ConfigurationError } from "../config/load.js";
 import { registerBrokerCommand } from "./commands/broker.js";
+import { registerClusterCommands } from "./commands/cluster.js";
 import { registerGatewayCommand } from "./commands/gateway.js";
 import { registerMembersCommands } from "./commands/members.js";
 import { registerModelerCommands } from "./commands/modeler.js";
@@ -72,6 +73,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<ExitCo
   registerTokenCommand(program, io);
   registerMembersCommands(program, io);
   registerModelerCommands(program, io);
+  registerClusterCommands(program, io);
   registerBrokerCommand(program, io);
   registerGatewayCommand(program, io);
   try {
@@ -98,6 +100,7 @@ export async function main(): Promise<void> {
     environment: process.env,
     homeDirectory: homedir(),
     shutdownSignal: shutdown.signal,
+    stdoutIsTerminal: process.stdout.isTTY === true,
   });
   process.off("SIGINT", onSignal);
   process.off("SIGTERM", onSignal);

@@ -12,7 +12,12 @@ export interface ClientSettings extends ClientCredentials {
   adminUrl: string;
   /** Base URL of the Modeler API (`SERVICE_MODELER_URL`, else derived from the token endpoint). */
   modelerUrl: string;
+  /** Base URL of the cluster's management port (`SERVICE_CLUSTER_MANAGEMENT_URL`, else the local default). */
+  clusterManagementUrl: string;
 }
+
+/** The management port of a gateway on this machine with the default port. */
+export const defaultClusterManagementUrl = "http://localhost:9600";
 
 /**
  * The platform's base URL derived from its token endpoint: the endpoint without its `/oauth/token` suffix, so a
@@ -44,7 +49,7 @@ function readUrl(
 /**
  * Reads the client variables of the identity specification (`SERVICE_CONSOLE_CLIENT_ID`,
  * `SERVICE_CONSOLE_CLIENT_SECRET`, `SERVICE_OAUTH_URL`, `SERVICE_CONSOLE_OAUTH_AUDIENCE`) plus the optional API
- * base URLs `SERVICE_ADMIN_URL` and `SERVICE_MODELER_URL`. Throws `ClientConfigurationError` naming every missing or
+ * base URLs `SERVICE_ADMIN_URL`, `SERVICE_MODELER_URL` and `SERVICE_CLUSTER_MANAGEMENT_URL`. Throws `ClientConfigurationError` naming every missing or
  * invalid variable.
  */
 export function clientSettingsFromEnvironment(
@@ -58,6 +63,7 @@ export function clientSettingsFromEnvironment(
   const oauthUrl = readUrl(environment, "SERVICE_OAUTH_URL", problems) ?? defaultOauthUrl;
   const adminUrl = readUrl(environment, "SERVICE_ADMIN_URL", problems);
   const modelerUrl = readUrl(environment, "SERVICE_MODELER_URL", problems);
+  const clusterManagementUrl = readUrl(environment, "SERVICE_CLUSTER_MANAGEMENT_URL", problems);
   if (problems.length > 0) throw new ClientConfigurationError(problems);
   const platformUrl = platformUrlFromOauthUrl(oauthUrl);
   const audience = environment.SERVICE_CONSOLE_OAUTH_AUDIENCE;
@@ -68,5 +74,6 @@ export function clientSettingsFromEnvironment(
     audience: audience === undefined || audience === "" ? undefined : audience,
     adminUrl: adminUrl ?? `${platformUrl}/admin`,
     modelerUrl: modelerUrl ?? `${platformUrl}/modeler`,
+    clusterManagementUrl: clusterManagementUrl ?? defaultClusterManagementUrl,
   };
 }

@@ -9,8 +9,18 @@ export {
 } from "./admin.js";
 export { type ApiClientOptions, ApiTransport } from "./api.js";
 export {
+  type BrokerEntry,
+  ClusterManagementClient,
+  type ClusterOperationEntry,
+  type ClusterPatch,
+  type ClusterStatus,
+  gatewayAudience,
+  type ScaleResponse,
+} from "./cluster.js";
+export {
   type ClientSettings,
   clientSettingsFromEnvironment,
+  defaultClusterManagementUrl,
   defaultOauthUrl,
   platformUrlFromOauthUrl,
 } from "./environment.js";

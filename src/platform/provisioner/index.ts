@@ -1,9 +1,17 @@
 /** Public surface of the provisioner: the local cluster that `flowplane start` runs beside the platform. */
 export {
+  addLocalBrokers,
+  BROKERS_FILE_NAME,
   brokerPorts,
+  freePort,
+  type LocalBrokerPorts,
+  type PersistedPorts,
+  readLocalBrokers,
+  removeLocalBrokers,
+} from "./local-brokers.js";
+export {
   childNodeArguments,
   defaultCommand,
-  freePort,
   type LocalBroker,
   type LocalCluster,
   type LocalClusterOptions,

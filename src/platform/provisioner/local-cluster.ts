@@ -4,17 +4,19 @@
  * with every file under `<dataDirectory>/cluster`. The platform never imports cluster code (DESIGN.md): it starts
  * the processes and talks to the gateway over HTTP like any other client.
  *
- * Broker ports (cluster transport and management) are picked among free ports at the first start and kept in
- * `cluster/ports.json`, so a restart finds the same cluster at the same addresses while two flowplane instances with
- * different data directories (and gateway ports) run side by side.
+ * The brokers and their ports (cluster transport and management) are kept in `cluster/ports.json` (local-brokers.ts),
+ * so a restart finds the same cluster at the same addresses while two flowplane instances with different data
+ * directories (and gateway ports) run side by side. The file is also the desired set of brokers while the cluster
+ * runs: a broker added to it is started, a broker removed from it is stopped and its data deleted (what
+ * `flowplane cluster scale` does around a change).
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync } from "node:fs";
 import { dirname, extname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
 import { configurationLeaves } from "../../config/load.js";
+import { brokerPorts, freePort, type LocalBrokerPorts, readLocalBrokers } from "./local-brokers.js";
 
 /** Options of `startLocalCluster`. */
 export interface LocalClusterOptions {
@@ -74,73 +76,12 @@ export interface LocalCluster {
   gatewayLogFile: string;
   /** Process id of the running gateway, or undefined while it is not running. */
   readonly gatewayPid: number | undefined;
-  /** The brokers, by node id (pid kept current). */
+  /** The brokers, by node id (pid kept current; brokers added to or removed from the brokers file come and go). */
   brokers: readonly LocalBroker[];
   /** Starts a broker again (after it stopped or was killed), with the same environment as at first. */
   restartBroker(nodeId: number): Promise<void>;
   /** Stops every child: SIGTERM, a bounded wait, then SIGKILL for stragglers. */
   close(): Promise<void>;
-}
-
-/** What `cluster/ports.json` keeps. */
-interface PersistedPorts {
-  brokers: { nodeId: number; clusterPort: number; managementPort: number }[];
-}
-
-/** Asks the system for a free port on `host` (bind to 0, read, release). */
-export async function freePort(host: string): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen({ host, port: 0 }, () => {
-      const address = server.address();
-      const port = typeof address === "object" && address !== null ? address.port : 0;
-      server.close(() => (port > 0 ? resolvePort(port) : reject(new Error("no port was assigned"))));
-    });
-  });
-}
-
-/** Loads `ports.json`, or allocates and persists free ports for `brokerCount` brokers. */
-export async function brokerPorts(
-  clusterDirectory: string,
-  host: string,
-  brokerCount: number,
-): Promise<PersistedPorts> {
-  const file = join(clusterDirectory, "ports.json");
-  if (existsSync(file)) {
-    const persisted = JSON.parse(readFileSync(file, "utf8")) as PersistedPorts;
-    const valid =
-      Array.isArray(persisted.brokers) &&
-      persisted.brokers.length === brokerCount &&
-      persisted.brokers.every(
-        (entry, index) =>
-          entry.nodeId === index && Number.isInteger(entry.clusterPort) && Number.isInteger(entry.managementPort),
-      );
-    if (!valid) {
-      throw new Error(`${file} does not describe ${brokerCount} brokers; it was written for another cluster`);
-    }
-    return persisted;
-  }
-  const taken = new Set<number>();
-  const pick = async (): Promise<number> => {
-    // Bounded: the system hands out distinct ports almost always; a repeat just asks again.
-    for (let attempt = 0; attempt < 20; attempt += 1) {
-      const port = await freePort(host);
-      if (!taken.has(port)) {
-        taken.add(port);
-        return port;
-      }
-    }
-    throw new Error("could not find distinct free ports for the brokers");
-  };
-  const ports: PersistedPorts = { brokers: [] };
-  for (let nodeId = 0; nodeId < brokerCount; nodeId += 1) {
-    ports.brokers.push({ nodeId, clusterPort: await pick(), managementPort: await pick() });
-  }
-  mkdirSync(clusterDirectory, { recursive: true });
-  writeFileSync(`${file}.tmp`, `${JSON.stringify(ports, null, 2)}\n`);
-  renameSync(`${file}.tmp`, file);
-  return ports;
 }
 
 /** Node.js options that make sense only for this process: code to evaluate, debugger ports, test runners, watchers. */
@@ -241,16 +182,23 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
   const gatewayPort = options.gatewayPort === 0 ? await freePort(host) : options.gatewayPort;
   const managementPort = options.managementPort === 0 ? await freePort(host) : options.managementPort;
   const contactPoints = ports.brokers.map((entry) => `${host}:${entry.clusterPort}`).join(",");
+  let reconcileTimer: NodeJS.Timeout | null = null;
 
   const children: ManagedChild[] = [];
   const brokers: LocalBroker[] = [];
+  const contactPointsOf = (entries: readonly LocalBrokerPorts[]): string =>
+    entries.map((entry) => `${host}:${entry.clusterPort}`).join(",");
   const childEnvironment = (): Record<string, string | undefined> => {
     const environment: Record<string, string | undefined> = { ...baseEnvironment };
     setSetting(environment, "service.log.level", logLevel);
     return environment;
   };
 
-  for (const entry of ports.brokers) {
+  /** The child and the description of broker `entry`, its contact points the brokers listed now. */
+  const brokerChild = (
+    entry: LocalBrokerPorts,
+    contactPoints: string,
+  ): { child: ManagedChild; broker: LocalBroker } => {
     const dataDirectory = join(clusterDirectory, "brokers", String(entry.nodeId));
     mkdirSync(dataDirectory, { recursive: true });
     warnAboutRunningBroker(dataDirectory, entry.nodeId, logger);
@@ -259,28 +207,36 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     setSetting(environment, "service.broker.dataDirectory", dataDirectory);
     setSetting(environment, "service.broker.managementPort", entry.managementPort);
     setSetting(environment, "service.broker.cluster.nodeId", entry.nodeId);
+    // The sizes of the cluster's first start; a broker added later takes the running configuration instead.
     setSetting(environment, "service.broker.cluster.clusterSize", brokerCount);
     setSetting(environment, "service.broker.cluster.partitionsCount", partitionCount);
     setSetting(environment, "service.broker.cluster.replicationFactor", replicationFactor);
     setSetting(environment, "service.broker.cluster.initialContactPoints", contactPoints);
     setSetting(environment, "service.broker.cluster.clusterPort", entry.clusterPort);
     const logFile = join(logDirectory, `broker-${entry.nodeId}.log`);
-    children.push({
-      name: `broker ${entry.nodeId}`,
-      arguments: ["broker"],
-      environment,
-      logFile,
-      process: undefined,
-      stopping: false,
-    });
-    brokers.push({
-      nodeId: entry.nodeId,
-      clusterAddress: `${host}:${entry.clusterPort}`,
-      managementUrl: `http://${host}:${entry.managementPort}`,
-      dataDirectory,
-      logFile,
-      pid: undefined,
-    });
+    return {
+      child: {
+        name: `broker ${entry.nodeId}`,
+        arguments: ["broker"],
+        environment,
+        logFile,
+        process: undefined,
+        stopping: false,
+      },
+      broker: {
+        nodeId: entry.nodeId,
+        clusterAddress: `${host}:${entry.clusterPort}`,
+        managementUrl: `http://${host}:${entry.managementPort}`,
+        dataDirectory,
+        logFile,
+        pid: undefined,
+      },
+    };
+  };
+  for (const entry of ports.brokers) {
+    const { child, broker } = brokerChild(entry, contactPoints);
+    children.push(child);
+    brokers.push(broker);
   }
   const gatewayEnvironment = childEnvironment();
   setSetting(gatewayEnvironment, "service.gateway.host", host);
@@ -344,7 +300,60 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
   };
   process.once("exit", stopOrphans);
 
+  /**
+   * Makes the running brokers match the brokers file: starts the brokers added to it, stops the brokers removed from
+   * it and deletes their data (their partitions moved away first: `flowplane cluster scale` removes a broker from the
+   * file only after the change that removed it from the cluster completed).
+   */
+  let reconciling = false;
+  const reconcile = async (): Promise<void> => {
+    if (reconciling) return;
+    reconciling = true;
+    try {
+      let listed: readonly LocalBrokerPorts[];
+      try {
+        listed = readLocalBrokers(clusterDirectory)?.brokers ?? [];
+      } catch (error) {
+        logger.warn(
+          { err: error },
+          "the local cluster's brokers file could not be read; keeping the brokers as they are",
+        );
+        return;
+      }
+      const listedIds = new Set(listed.map((entry) => entry.nodeId));
+      for (const entry of listed) {
+        if (brokers.some((broker) => broker.nodeId === entry.nodeId)) continue;
+        const { child, broker } = brokerChild(entry, contactPointsOf(listed));
+        children.push(child);
+        brokers.push(broker);
+        brokers.sort((left, right) => left.nodeId - right.nodeId);
+        logger.info({ nodeId: entry.nodeId }, `broker ${entry.nodeId} was added to the local cluster; starting it`);
+        launch(child);
+      }
+      for (const broker of [...brokers]) {
+        if (listedIds.has(broker.nodeId)) continue;
+        const child = children.find((candidate) => candidate.name === `broker ${broker.nodeId}`);
+        logger.info(
+          { nodeId: broker.nodeId },
+          `broker ${broker.nodeId} was removed from the local cluster; stopping it`,
+        );
+        if (child !== undefined) {
+          child.stopping = true;
+          if (child.process !== undefined) await stopChild(child.process, stopTimeoutMs);
+          children.splice(children.indexOf(child), 1);
+        }
+        brokers.splice(brokers.indexOf(broker), 1);
+        rmSync(broker.dataDirectory, { recursive: true, force: true });
+        logger.info({ nodeId: broker.nodeId, dataDirectory: broker.dataDirectory }, "removed broker's data deleted");
+      }
+    } finally {
+      reconciling = false;
+    }
+  };
+
   const close = async (): Promise<void> => {
+    if (reconcileTimer !== null) clearInterval(reconcileTimer);
+    reconcileTimer = null;
     process.off("exit", stopOrphans);
     for (const child of children) child.stopping = true;
     // The gateway first, so it stops routing before the brokers go; then the brokers together.
@@ -370,6 +379,10 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     { gatewayUrl, managementUrl, brokers: brokers.map((broker) => broker.clusterAddress) },
     "local cluster ready",
   );
+  reconcileTimer = setInterval(() => {
+    reconcile().catch((error: unknown) => logger.error({ err: error }, "could not match the brokers file"));
+  }, RECONCILE_INTERVAL_MS);
+  reconcileTimer.unref();
   return {
     gatewayUrl,
     managementUrl,
@@ -392,6 +405,9 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     close,
   };
 }
+
+/** How often the running local cluster compares its brokers with the brokers file. */
+const RECONCILE_INTERVAL_MS = 1_000;
 
 /** Logs a warning when a broker's pid file names a live process: a broker left over from an earlier run. */
 function warnAboutRunningBroker(dataDirectory: string, nodeId: number, logger: Logger): void {

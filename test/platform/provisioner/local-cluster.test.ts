@@ -5,9 +5,11 @@ import { fileURLToPath } from "node:url";
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import {
+  addLocalBrokers,
   brokerPorts,
   childNodeArguments,
   defaultCommand,
+  removeLocalBrokers,
   startLocalCluster,
 } from "../../../src/platform/provisioner/index.js";
 
@@ -52,10 +54,16 @@ describe("brokerPorts", () => {
     expect(await brokerPorts(directory, "127.0.0.1", 3)).toEqual(first);
   });
 
-  it("refuses a ports file written for another cluster size", async () => {
+  it("keeps brokers added and removed after the first start; the first start's count no longer matters", async () => {
     const directory = temporaryDirectory();
-    await brokerPorts(directory, "127.0.0.1", 3);
-    await expect(brokerPorts(directory, "127.0.0.1", 5)).rejects.toThrow(/does not describe 5 brokers/);
+    const first = await brokerPorts(directory, "127.0.0.1", 3);
+    const grown = await addLocalBrokers(directory, "127.0.0.1", [4, 3, 1]);
+    expect(grown.brokers.map((entry) => entry.nodeId)).toEqual([0, 1, 2, 3, 4]);
+    expect(grown.brokers[1]).toEqual(first.brokers[1]);
+    const ports = grown.brokers.flatMap((entry) => [entry.clusterPort, entry.managementPort]);
+    expect(new Set(ports).size).toBe(10);
+    removeLocalBrokers(directory, [0, 4]);
+    expect((await brokerPorts(directory, "127.0.0.1", 3)).brokers.map((entry) => entry.nodeId)).toEqual([1, 2, 3]);
   });
 });
 
@@ -134,6 +142,42 @@ describe("startLocalCluster", () => {
     }
     expect(cluster.brokers.map((broker) => broker.pid)).toEqual([undefined, undefined, undefined]);
     expect(cluster.gatewayPid).toBeUndefined();
+  });
+
+  it("starts a broker added to the brokers file and stops one removed from it, deleting its data", async () => {
+    const dataDirectory = temporaryDirectory();
+    const records = temporaryDirectory();
+    const cluster = await startLocalCluster({
+      dataDirectory,
+      gatewayPort: 0,
+      managementPort: 0,
+      issuerUrl: "http://127.0.0.1:1",
+      logger: pino({ level: "silent" }),
+      environment: { FAKE_RECORD_DIRECTORY: records, PATH: process.env.PATH },
+      command: { entry: fakeCli, nodeArguments: [] },
+    });
+    try {
+      const clusterDirectory = join(dataDirectory, "cluster");
+      const ports = await addLocalBrokers(clusterDirectory, "127.0.0.1", [3]);
+      const broker3 = await recorded(records, "broker-3");
+      expect(broker3.SERVICE_BROKER_CLUSTER_INITIAL_CONTACT_POINTS).toBe(
+        ports.brokers.map((entry) => `127.0.0.1:${entry.clusterPort}`).join(","),
+      );
+      expect(broker3.SERVICE_BROKER_CLUSTER_CLUSTER_SIZE).toBe("3");
+      const added = cluster.brokers.find((broker) => broker.nodeId === 3);
+      expect(added?.pid).toBeTypeOf("number");
+      const pid = added?.pid as number;
+      removeLocalBrokers(clusterDirectory, [3]);
+      const deadline = Date.now() + 15_000;
+      while (cluster.brokers.some((broker) => broker.nodeId === 3) && Date.now() < deadline) {
+        await new Promise((resolveWait) => setTimeout(resolveWait, 50));
+      }
+      expect(cluster.brokers.map((broker) => broker.nodeId)).toEqual([0, 1, 2]);
+      expect(() => process.kill(pid, 0)).toThrow();
+      expect(existsSync(join(clusterDirectory, "brokers", "3"))).toBe(false);
+    } finally {
+      await cluster.close();
+    }
   });
 
   it("kills children that ignore SIGTERM once the stop timeout passes", async () => {

@@ -1,0 +1,353 @@
+/**
+ * `flowplane cluster status|scale|cancel`: the cluster management API from the command line, with a live progress
+ * display. For the local cluster of `flowplane start` (its brokers file in the data directory), `scale` also runs
+ * the spec's recommended sequence itself: it starts the new broker processes before the change, and stops the
+ * removed brokers and deletes their data once the change completed.
+ */
+import { existsSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { type Command, InvalidArgumentError } from "commander";
+import {
+  ClusterManagementClient,
+  type ClusterPatch,
+  type ClusterStatus,
+  gatewayAudience,
+  type ScaleResponse,
+} from "../../client/cluster.js";
+import { ApiError } from "../../client/errors.js";
+import {
+  addLocalBrokers,
+  BROKERS_FILE_NAME,
+  readLocalBrokers,
+  removeLocalBrokers,
+} from "../../platform/provisioner/local-brokers.js";
+import { formatClusterStatus, formatPlan, formatProgressLine } from "../cluster-display.js";
+import { type CliIo, UsageError } from "../io.js";
+import { clientEnvironmentHelp, createClientContext } from "./client-context.js";
+
+interface CommonOptions {
+  json?: boolean;
+  audience: string;
+}
+
+interface ScaleOptions extends CommonOptions {
+  brokers?: number;
+  add?: number[];
+  remove?: number[];
+  partitions?: number;
+  replicationFactor?: number;
+  dryRun?: boolean;
+  force?: boolean;
+  watch?: boolean;
+  dataDirectory?: string;
+  local: boolean;
+}
+
+/** How often a watched change is polled. */
+const POLL_INTERVAL_MS = 500;
+
+/** How often the progress is printed again when standard output is not a terminal and nothing changed. */
+const PLAIN_PROGRESS_INTERVAL_MS = 5_000;
+
+/** Longest wait for new local broker processes to come up and be seen by the coordinator. */
+const NEW_BROKERS_TIMEOUT_MS = 60_000;
+
+const clusterEnvironmentHelp = `${clientEnvironmentHelp}
+  SERVICE_CLUSTER_MANAGEMENT_URL    the gateway's management port (default http://localhost:9600)
+  SERVICE_DATA_DIRECTORY            data directory of a local cluster (default ./data)`;
+
+function parseCount(value: string): number {
+  if (!/^\d+$/.test(value) || Number(value) < 1) throw new InvalidArgumentError("a positive integer");
+  return Number(value);
+}
+
+function parseIds(value: string): number[] {
+  const ids = value.split(",").map((item) => item.trim());
+  if (ids.length === 0 || !ids.every((id) => /^\d+$/.test(id))) {
+    throw new InvalidArgumentError("comma-separated broker ids, e.g. 3,4");
+  }
+  return ids.map(Number);
+}
+
+function createClusterClient(io: CliIo, options: CommonOptions): ClusterManagementClient {
+  const { settings, tokenProvider } = createClientContext(io);
+  return new ClusterManagementClient({
+    baseUrl: settings.clusterManagementUrl,
+    tokenProvider,
+    audience: options.audience,
+  });
+}
+
+function sleep(durationMs: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolveSleep) => {
+    const timer = setTimeout(resolveSleep, durationMs);
+    signal.addEventListener(
+      "abort",
+      () => {
+        clearTimeout(timer);
+        resolveSleep();
+      },
+      { once: true },
+    );
+  });
+}
+
+/** The local cluster's directory when the data directory holds one (its brokers file), else null. */
+function localClusterDirectory(io: CliIo, options: ScaleOptions): string | null {
+  if (!options.local) return null;
+  const dataDirectory = resolve(options.dataDirectory ?? io.environment.SERVICE_DATA_DIRECTORY ?? "data");
+  const clusterDirectory = join(dataDirectory, "cluster");
+  return existsSync(join(clusterDirectory, BROKERS_FILE_NAME)) ? clusterDirectory : null;
+}
+
+/** The PATCH body of the scale options, given the cluster as it is. */
+export function scalePatch(options: ScaleOptions, status: ClusterStatus): ClusterPatch {
+  const brokerFlags = [options.brokers !== undefined, options.add !== undefined || options.remove !== undefined];
+  if (brokerFlags.every(Boolean)) throw new UsageError("give either --brokers or --add/--remove, not both");
+  const patch: ClusterPatch = {};
+  if (options.brokers !== undefined) patch.brokers = { count: options.brokers };
+  else if (options.add !== undefined || options.remove !== undefined) {
+    patch.brokers = {
+      ...(options.add === undefined ? {} : { add: options.add }),
+      ...(options.remove === undefined ? {} : { remove: options.remove }),
+    };
+  }
+  if (options.partitions !== undefined || options.replicationFactor !== undefined) {
+    const counts = new Map<number, number>();
+    for (const broker of status.brokers) {
+      for (const partition of broker.partitions) counts.set(partition.id, (counts.get(partition.id) ?? 0) + 1);
+    }
+    const currentReplicationFactor = counts.size === 0 ? 1 : Math.min(...counts.values());
+    patch.partitions = {
+      count: options.partitions ?? counts.size,
+      replicationFactor: options.replicationFactor ?? currentReplicationFactor,
+    };
+  }
+  if (patch.brokers === undefined && patch.partitions === undefined) {
+    throw new UsageError(
+      "say what to change: --brokers N, --add ids, --remove ids, --partitions N or --replication-factor N",
+    );
+  }
+  return patch;
+}
+
+/** Broker ids the PATCH adds to and removes from the cluster as it is. */
+function brokerDelta(patch: ClusterPatch, status: ClusterStatus): { added: number[]; removed: number[] } {
+  const current = status.brokers.map((broker) => broker.id);
+  let target = current;
+  if (patch.brokers?.count !== undefined) target = Array.from({ length: patch.brokers.count }, (_, id) => id);
+  else {
+    const add = patch.brokers?.add ?? [];
+    const remove = new Set(patch.brokers?.remove ?? []);
+    target = [...new Set([...current, ...add])].filter((id) => !remove.has(id));
+  }
+  return {
+    added: target.filter((id) => !current.includes(id)).sort((left, right) => left - right),
+    removed: current.filter((id) => !target.includes(id)).sort((left, right) => left - right),
+  };
+}
+
+/** Whether the API refused the change because a broker to add is not reachable yet (it may still be starting). */
+function refusedAsNotReachable(error: unknown): boolean {
+  return error instanceof ApiError && error.status === 400 && /not running and reachable/.test(error.detail);
+}
+
+/**
+ * Polls the change until it ends, showing its progress: on a terminal one line rewritten in place, elsewhere a line
+ * whenever it moves on (and every few seconds). Returns the final status.
+ */
+async function watchChange(
+  client: ClusterManagementClient,
+  changeId: number,
+  io: CliIo,
+  json: boolean,
+): Promise<ClusterStatus> {
+  const terminal = io.stdoutIsTerminal === true && !json;
+  let lastLine = "";
+  let lastPrintedMs = 0;
+  // Bounded by the change ending, or by the user (Ctrl-C aborts the shutdown signal).
+  for (;;) {
+    const status = await client.status();
+    const ended =
+      status.lastChange !== undefined && status.lastChange.id >= changeId && status.pendingChange?.id !== changeId;
+    if (!json) {
+      const line = `change ${changeId}: ${ended ? status.lastChange?.status : formatProgressLine(status)}`;
+      if (terminal) io.stdout(`\r\u001b[2K${line}${ended ? "\n" : ""}`);
+      else if (line !== lastLine || Date.now() - lastPrintedMs >= PLAIN_PROGRESS_INTERVAL_MS) {
+        io.stdout(`${line}\n`);
+        lastPrintedMs = Date.now();
+      }
+      lastLine = line;
+    }
+    if (ended) return status;
+    if (io.shutdownSignal.aborted) {
+      if (terminal) io.stdout("\n");
+      throw new UsageError(`stopped watching; change ${changeId} goes on (see flowplane cluster status)`);
+    }
+    await sleep(POLL_INTERVAL_MS, io.shutdownSignal);
+  }
+}
+
+/** Waits until the new local brokers answer on their management ports. */
+async function waitForBrokers(clusterDirectory: string, ids: readonly number[], io: CliIo): Promise<void> {
+  const entries = (readLocalBrokers(clusterDirectory)?.brokers ?? []).filter((entry) => ids.includes(entry.nodeId));
+  const deadlineMs = Date.now() + NEW_BROKERS_TIMEOUT_MS;
+  for (const entry of entries) {
+    for (;;) {
+      try {
+        const response = await fetch(`http://127.0.0.1:${entry.managementPort}/actuator/health/liveness`, {
+          signal: AbortSignal.timeout(1_000),
+        });
+        if (response.status === 200) break;
+      } catch {
+        // Not up yet.
+      }
+      if (Date.now() > deadlineMs) {
+        throw new Error(
+          `broker ${entry.nodeId} did not start within ${NEW_BROKERS_TIMEOUT_MS / 1000} s; is flowplane start running?`,
+        );
+      }
+      await sleep(250, io.shutdownSignal);
+    }
+  }
+}
+
+async function scale(io: CliIo, options: ScaleOptions): Promise<void> {
+  const client = createClusterClient(io, options);
+  const json = options.json === true;
+  const status = await client.status();
+  if (status.pendingChange !== undefined && options.dryRun !== true) {
+    throw new UsageError(
+      `change ${status.pendingChange.id} is in progress; wait for it (flowplane cluster status) or cancel it (flowplane cluster cancel)`,
+    );
+  }
+  const patch = scalePatch(options, status);
+  const { added, removed } = brokerDelta(patch, status);
+  const clusterDirectory = localClusterDirectory(io, options);
+  const say = (text: string): void => {
+    if (!json) io.stdout(text);
+  };
+  if (clusterDirectory !== null && options.dryRun !== true && added.length > 0) {
+    say(`starting brokers ${added.join(", ")} of the local cluster in ${clusterDirectory}\n`);
+    await addLocalBrokers(clusterDirectory, "127.0.0.1", added);
+    await waitForBrokers(clusterDirectory, added, io);
+  }
+  let response: ScaleResponse;
+  // The coordinator learns of a new broker by gossip a moment after it starts: a bounded retry covers it.
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      response = await client.patch(patch, { dryRun: options.dryRun === true, force: options.force === true });
+      break;
+    } catch (error) {
+      if (clusterDirectory === null || !refusedAsNotReachable(error) || attempt >= NEW_BROKERS_TIMEOUT_MS / 500)
+        throw error;
+      await sleep(500, io.shutdownSignal);
+    }
+  }
+  if (json && options.watch !== true && clusterDirectory === null) {
+    io.stdout(`${JSON.stringify(response, null, 2)}\n`);
+    return;
+  }
+  say(formatPlan(response, options.dryRun === true));
+  if (options.dryRun === true || response.plannedChanges.length === 0) {
+    if (json) io.stdout(`${JSON.stringify(response, null, 2)}\n`);
+    return;
+  }
+  if (removed.length > 0 && clusterDirectory === null) {
+    say(
+      `Keep brokers ${removed.join(", ")} running until change ${response.changeId} completes: their partitions move away first. ` +
+        "Stopping one earlier stalls the change, and a partition left with a single replica can lose data. " +
+        "Then stop them and delete their data.\n",
+    );
+  }
+  if (options.watch !== true && clusterDirectory === null) {
+    say(`Follow it with: flowplane cluster status --watch\n`);
+    return;
+  }
+  const final = await watchChange(client, response.changeId, io, json);
+  if (json) io.stdout(`${JSON.stringify(final, null, 2)}\n`);
+  if (final.lastChange?.status !== "COMPLETED") {
+    throw new Error(`change ${response.changeId} ended ${final.lastChange?.status ?? "unknown"}`);
+  }
+  if (clusterDirectory !== null && removed.length > 0) {
+    removeLocalBrokers(clusterDirectory, removed);
+    say(`brokers ${removed.join(", ")} left the cluster; the local cluster stops them and deletes their data\n`);
+  }
+}
+
+/** Registers `flowplane cluster status|scale|cancel`. */
+export function registerClusterCommands(program: Command, io: CliIo): void {
+  const cluster = program
+    .command("cluster")
+    .description("Resize the running cluster and watch the change (cluster management API, scope cluster).")
+    .addHelpText("after", clusterEnvironmentHelp);
+
+  cluster
+    .command("status")
+    .description("Show the brokers and their partitions, the last change and the running one with its progress.")
+    .option("--json", "print the API's answer as JSON")
+    .option("--watch", "follow the running change until it ends")
+    .option("--audience <audience>", "audience of gateway tokens", gatewayAudience)
+    .action(async (options: CommonOptions & { watch?: boolean }) => {
+      const client = createClusterClient(io, options);
+      const status = await client.status();
+      if (options.watch === true && status.pendingChange !== undefined) {
+        const final = await watchChange(client, status.pendingChange.id, io, options.json === true);
+        if (options.json === true) io.stdout(`${JSON.stringify(final, null, 2)}\n`);
+        else io.stdout(formatClusterStatus(final));
+        return;
+      }
+      io.stdout(options.json === true ? `${JSON.stringify(status, null, 2)}\n` : formatClusterStatus(status));
+    });
+
+  cluster
+    .command("scale")
+    .description(
+      "Change the brokers, partitions or replication factor. With the local cluster of flowplane start, new brokers are started first and removed ones stopped (and their data deleted) after the change.",
+    )
+    .option("--brokers <count>", "the new number of brokers (ids 0..count-1)", parseCount)
+    .option("--add <ids>", "broker ids to add, e.g. 3,4", parseIds)
+    .option("--remove <ids>", "broker ids to remove, e.g. 4", parseIds)
+    .option("--partitions <count>", "the new partition count (experimental; never lower)", parseCount)
+    .option("--replication-factor <count>", "replicas per partition", parseCount)
+    .option("--dry-run", "show the plan, change nothing")
+    .option(
+      "--force",
+      "remove brokers that are gone for good without moving their partitions (data only they held is lost)",
+    )
+    .option("--watch", "follow the change until it ends (always done for the local cluster)")
+    .option("--json", "print the API's answers as JSON")
+    .option(
+      "--data-directory <directory>",
+      "data directory of the local cluster (default SERVICE_DATA_DIRECTORY or ./data)",
+    )
+    .option("--no-local", "never start or stop local broker processes, even if a local cluster is found")
+    .option("--audience <audience>", "audience of gateway tokens", gatewayAudience)
+    .action((options: ScaleOptions) => scale(io, options));
+
+  cluster
+    .command("cancel")
+    .description("Cancel the running change (operations already applied stay applied).")
+    .argument("[changeId]", "the change to cancel (default: the one in progress)")
+    .option("--json", "print the API's answer as JSON")
+    .option("--audience <audience>", "audience of gateway tokens", gatewayAudience)
+    .action(async (changeIdText: string | undefined, options: CommonOptions) => {
+      const client = createClusterClient(io, options);
+      let changeId: number;
+      if (changeIdText === undefined) {
+        const pending = (await client.status()).pendingChange;
+        if (pending === undefined) throw new UsageError("no change is in progress");
+        changeId = pending.id;
+      } else {
+        if (!/^\d+$/.test(changeIdText))
+          throw new UsageError(`change id ${JSON.stringify(changeIdText)} is not a number`);
+        changeId = Number(changeIdText);
+      }
+      const status = await client.cancel(changeId);
+      io.stdout(
+        options.json === true
+          ? `${JSON.stringify(status, null, 2)}\n`
+          : `Change ${changeId} cancelled; operations already applied stay applied.\n${formatClusterStatus(status)}`,
+      );
+    });
+}
