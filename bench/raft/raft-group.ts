@@ -85,6 +85,8 @@ export class InProcessRaftGroup {
         maxEntriesPerMessage: 1024,
         maxBytesPerMessage: 1024 * 1024,
         snapshotChunkBytes: 1024 * 1024,
+        snapshotWindowChunks: 4,
+        snapshotResendTicks: 20,
         maxCommittedEntriesPerReady: 4096,
         maxPendingReads: 64,
         maxUncommittedEntries: 8192,
@@ -280,8 +282,12 @@ export class InProcessRaftGroup {
     this.deliver(ready.messagesBeforePersist);
     // Durability first for the rest: nothing below (other messages, acknowledgements) may happen before these writes
     // are synced.
+    // Received snapshot chunks are written as they arrive; a complete snapshot is then verified and installed.
+    if (ready.snapshotReceipt !== null) {
+      await member.storage.receiveSnapshotChunks(ready.snapshotReceipt);
+    }
     if (ready.snapshot !== null) {
-      await member.storage.installSnapshot(ready.snapshot);
+      await member.storage.finishSnapshotReceive();
     }
     // A batch that need not sync changes only the (volatile) commit index: it is not written, so applying and
     // answering do not wait for one more durable commit; the next synced batch carries the commit index to disk.

@@ -117,6 +117,16 @@ function pidOf(nodeId: number): number {
   return pid;
 }
 
+/** Adds brokers to the local cluster and waits until their processes run (the local cluster starts them). */
+async function startBrokers(clusterDirectory: string, nodeIds: readonly number[]): Promise<void> {
+  await addLocalBrokers(clusterDirectory, "127.0.0.1", nodeIds);
+  for (const nodeId of nodeIds) {
+    await eventually(`broker ${nodeId} started`, 20_000, async () =>
+      cluster.brokers.find((broker) => broker.nodeId === nodeId)?.pid !== undefined ? true : undefined,
+    );
+  }
+}
+
 async function waitForExit(nodeId: number): Promise<void> {
   await eventually(`broker ${nodeId} stopped`, 20_000, async () =>
     cluster.brokers.find((broker) => broker.nodeId === nodeId)?.pid === undefined ? true : undefined,
@@ -162,7 +172,7 @@ describe("scaling a running cluster end to end", () => {
       await eventually("writes before the change", 30_000, async () =>
         load.acknowledgedCount() >= 500 ? true : undefined,
       );
-      await addLocalBrokers(clusterDirectory, "127.0.0.1", [3, 4]);
+      await startBrokers(clusterDirectory, [3, 4]);
       const up = await scaleTo([0, 1, 2, 3, 4]);
       await completed(up);
       const grown = await converged([0, 1, 2, 3, 4], up);
@@ -206,7 +216,7 @@ describe("scaling a running cluster end to end", () => {
       await eventually("writes before the change", 30_000, async () =>
         load.acknowledgedCount() >= 300 ? true : undefined,
       );
-      await addLocalBrokers(clusterDirectory, "127.0.0.1", [3, 4]);
+      await startBrokers(clusterDirectory, [3, 4]);
       const up = await scaleTo([0, 1, 2, 3, 4]);
       // Broker 3 is paused at once, so the change stops at the first operation it must apply (its own addition or
       // its first join): that operation is in progress when broker 3 is killed below.

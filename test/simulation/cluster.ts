@@ -110,6 +110,11 @@ const MAX_READY_PER_TICK = 8;
  * behind what it applied: the window the lazy commit-index write opens, which random crashes alone rarely hit.
  */
 const CRASH_AFTER_UNSYNCED_APPLY_PROBABILITY = 0.01;
+/**
+ * Chance that a member crashes while writing a batch that carries snapshot chunks, after a random prefix of them (and
+ * perhaps the installation they complete) became durable: the torn writes a receipt must resume from.
+ */
+const TORN_SNAPSHOT_WRITE_PROBABILITY = 0.02;
 
 /** Thrown inside the harness to stop a run at its first violation. */
 class Violation extends Error {}
@@ -145,6 +150,8 @@ export class Simulation {
   private readonly scheduledFaults: { at: number; member: MemberId; kind: "crash" | "isolate" }[] = [];
   private readonly maxEntriesPerMessage: number;
   private readonly maxInflightMessages: number;
+  private readonly snapshotWindowChunks: number;
+  private readonly snapshotResendTicks: number;
   private goal: {
     goal: MembershipGoal;
     stage: "add" | "promote" | "change";
@@ -175,6 +182,11 @@ export class Simulation {
     this.crashProbability = [0.002, 0.006, 0.02][this.faultRandom.nextInt(3)] ?? 0.006;
     this.maxEntriesPerMessage = this.faultRandom.chance(0.3) ? 1 : 1 + this.faultRandom.nextInt(8);
     this.maxInflightMessages = 1 + this.faultRandom.nextInt(4);
+    // Snapshot transfers: windows of one to four chunks, and resend timeouts from below the longest round trip (so
+    // windows that were not lost are resent too) to well above it.
+    this.snapshotWindowChunks = 1 + this.faultRandom.nextInt(4);
+    this.snapshotResendTicks =
+      [3, this.electionTimeoutTicks, 3 * this.electionTimeoutTicks][this.faultRandom.nextInt(3)] ?? 10;
     // Some seeds hit newly elected leaders within a few ticks, before their first entries spread: the interleavings
     // of Figure 8 of the Raft paper need exactly that, and uniform faults almost never produce them.
     this.newLeaderFaultProbability = this.faultRandom.chance(0.5) ? 0.5 : 0;
@@ -198,6 +210,7 @@ export class Simulation {
     this.network.faults = {
       dropProbability: this.faultRandom.chance(0.3) ? 0 : this.faultRandom.nextInt(10) / 100,
       duplicateProbability: this.faultRandom.nextInt(5) / 100,
+      snapshotCorruptionProbability: this.faultRandom.chance(0.3) ? 0.05 : 0,
       minDelayTicks: 1,
       maxDelayTicks: 1 + this.faultRandom.nextInt(5),
     };
@@ -317,23 +330,51 @@ export class Simulation {
       return;
     }
     const disk = member.disk;
+    const receipt = ready.snapshotReceipt;
+    if (receipt && this.chaos && this.faultRandom.chance(TORN_SNAPSHOT_WRITE_PROBABILITY)) {
+      // The broker's storage writes a batch's snapshot chunks, the installation of a complete snapshot and the rest
+      // of the batch in separate commits: a crash may leave any prefix of them durable. The restarted member must
+      // resume the receipt where its durable bytes end (or install the snapshot they complete).
+      disk.receiveSnapshotChunksSync({
+        ...receipt,
+        chunks: receipt.chunks.slice(0, this.faultRandom.nextInt(receipt.chunks.length + 1)),
+      });
+      if (
+        ready.snapshot &&
+        disk.incomingSnapshot()?.receivedBytes === ready.snapshot.sizeBytes &&
+        this.faultRandom.chance(0.5)
+      ) {
+        disk.finishSnapshotReceiveSync();
+      }
+      this.crash(member, 10 + this.faultRandom.nextInt(60));
+      return;
+    }
+    if (receipt) disk.receiveSnapshotChunksSync(receipt);
     if (ready.snapshot) {
-      disk.installSnapshotSync(ready.snapshot);
+      const installed = disk.finishSnapshotReceiveSync();
+      if (installed.index !== ready.snapshot.index || installed.term !== ready.snapshot.term) {
+        throw new Violation(`member ${member.id} installed snapshot ${installed.index}, not ${ready.snapshot.index}`);
+      }
       this.snapshotsInstalled++;
     }
     this.checkAndRecordEntries(member, ready.entriesToPersist);
     // Like the production driver, a batch whose only change is the (volatile) commit index is not written: the next
     // synced batch carries the commit index, and a crash before then restarts from an older one.
     if (ready.mustSync) disk.appendSync(ready.entriesToPersist, ready.hardState);
-    else if (ready.entriesToPersist.length > 0 || ready.snapshot) {
+    else if (ready.entriesToPersist.length > 0 || ready.snapshot || receipt) {
       throw new Violation(`member ${member.id} was handed entries or a snapshot in a batch that need not sync`);
     }
     if (ready.compaction) disk.installSnapshotSync(ready.compaction);
     const now = this.clock.now();
     for (const message of ready.messages) this.network.send(message, now);
     if (ready.snapshot) {
-      member.machine.restore(ready.snapshot.data, ready.snapshot.metadata.index);
-      this.failWritesUpTo(member, ready.snapshot.metadata.index);
+      // The core hands out only the metadata: the state machine is restored from the snapshot just installed.
+      const stored = disk.snapshot();
+      if (stored?.metadata.index !== ready.snapshot.index) {
+        throw new Violation(`member ${member.id} restores snapshot ${ready.snapshot.index} but stored another`);
+      }
+      member.machine.restore(stored.data, ready.snapshot.index);
+      this.failWritesUpTo(member, ready.snapshot.index);
     }
     for (const entry of ready.committedEntries) this.apply(member, entry);
     for (const state of ready.readStates) {
@@ -606,7 +647,13 @@ export class Simulation {
   private heal(): void {
     this.chaos = false;
     this.network.heal();
-    this.network.faults = { dropProbability: 0, duplicateProbability: 0, minDelayTicks: 1, maxDelayTicks: 2 };
+    this.network.faults = {
+      dropProbability: 0,
+      duplicateProbability: 0,
+      snapshotCorruptionProbability: 0,
+      minDelayTicks: 1,
+      maxDelayTicks: 2,
+    };
     for (const member of this.members.values()) {
       if (!member.node && !member.decommissioned) this.restart(member);
     }
@@ -918,6 +965,8 @@ export class Simulation {
       maxEntriesPerMessage: this.maxEntriesPerMessage,
       maxBytesPerMessage: 1024,
       snapshotChunkBytes: 64,
+      snapshotWindowChunks: this.snapshotWindowChunks,
+      snapshotResendTicks: this.snapshotResendTicks,
       maxCommittedEntriesPerReady: 32,
       maxPendingReads: 64,
       maxUncommittedEntries: 256,

@@ -1,8 +1,27 @@
 /**
  * Simulated disk of one member: what is on it is durable. The harness holds a ready batch "in flight" until its
- * simulated write latency has passed; a crash before then loses it, exactly like unsynced writes.
+ * simulated write latency has passed; a crash before then loses it, exactly like unsynced writes. A snapshot being
+ * received is kept as its chunks with its running checksum, like the broker's storage keeps it, so a restarted member
+ * resumes its receipt where the durable bytes end.
  */
-import type { Entry, HardState, PersistedState, RaftStorage, Snapshot } from "../../src/cluster/raft/types.js";
+import { crc32c } from "@node-rs/crc32";
+import type {
+  Entry,
+  HardState,
+  IncomingSnapshot,
+  PersistedState,
+  RaftStorage,
+  Snapshot,
+  SnapshotMetadata,
+  SnapshotReceipt,
+} from "../../src/cluster/raft/types.js";
+
+interface IncomingChunks {
+  readonly metadata: SnapshotMetadata;
+  receivedBytes: number;
+  receivedChecksum: number;
+  readonly chunks: Uint8Array[];
+}
 
 /** In-memory durable storage implementing the shared storage contract. */
 export class SimulatedDisk implements RaftStorage {
@@ -11,6 +30,7 @@ export class SimulatedDisk implements RaftStorage {
   private offset = 1;
   private hard: HardState = { term: 0, votedFor: null, commitIndex: 0 };
   private latestSnapshot: Snapshot | null = null;
+  private incoming: IncomingChunks | null = null;
 
   /** Reads the durable state synchronously (the harness is single-threaded and deterministic). */
   loadSync(): PersistedState {
@@ -19,6 +39,7 @@ export class SimulatedDisk implements RaftStorage {
       snapshot: this.latestSnapshot?.metadata ?? null,
       firstIndex: this.offset,
       lastIndex: this.lastIndex(),
+      incomingSnapshot: this.incomingSnapshot(),
     };
   }
 
@@ -79,7 +100,8 @@ export class SimulatedDisk implements RaftStorage {
 
   /**
    * Stores a snapshot. When the log holds the snapshot's last entry only the covered entries go; otherwise the
-   * whole log goes, because entries after a snapshot that does not match the log may conflict with it.
+   * whole log goes, because entries after a snapshot that does not match the log may conflict with it. A snapshot
+   * being received that the new one covers is discarded.
    */
   installSnapshotSync(snapshot: Snapshot): void {
     const { index, term } = snapshot.metadata;
@@ -91,6 +113,7 @@ export class SimulatedDisk implements RaftStorage {
     }
     this.offset = index + 1;
     this.latestSnapshot = snapshot;
+    if (this.incoming && this.incoming.metadata.index <= index) this.incoming = null;
   }
 
   installSnapshot(snapshot: Snapshot): Promise<void> {
@@ -110,7 +133,102 @@ export class SimulatedDisk implements RaftStorage {
     return this.latestSnapshot;
   }
 
+  snapshotMetadata(): SnapshotMetadata | null {
+    return this.latestSnapshot?.metadata ?? null;
+  }
+
+  /** A copy of the range, as a read from a disk would be: the caller never aliases the stored snapshot. */
+  snapshotChunk(metadata: SnapshotMetadata, offset: number, maxBytes: number): Uint8Array | null {
+    const stored = this.latestSnapshot;
+    if (!stored || !sameSnapshot(stored.metadata, metadata)) return null;
+    if (offset < 0 || offset > stored.data.byteLength || maxBytes < 1) {
+      throw new Error(`disk: snapshot range of ${maxBytes} bytes at ${offset} outside ${stored.data.byteLength}`);
+    }
+    return stored.data.slice(offset, offset + maxBytes);
+  }
+
+  /** The snapshot being received and how much of it is durable, or null. */
+  incomingSnapshot(): IncomingSnapshot | null {
+    const incoming = this.incoming;
+    if (!incoming) return null;
+    return {
+      metadata: incoming.metadata,
+      receivedBytes: incoming.receivedBytes,
+      receivedChecksum: incoming.receivedChecksum,
+    };
+  }
+
+  /** Writes a receipt's chunks; the core's view of the received bytes must match the disk's exactly. */
+  receiveSnapshotChunksSync(receipt: SnapshotReceipt): void {
+    if (receipt.restart) {
+      this.incoming = { metadata: receipt.metadata, receivedBytes: 0, receivedChecksum: 0, chunks: [] };
+    }
+    const incoming = this.incoming;
+    if (!incoming || !sameSnapshot(incoming.metadata, receipt.metadata)) {
+      throw new Error(`disk: chunks of snapshot ${receipt.metadata.index}, which is not being received`);
+    }
+    for (const chunk of receipt.chunks) {
+      if (chunk.offset !== incoming.receivedBytes || chunk.data.byteLength === 0) {
+        throw new Error(`disk: received chunk at ${chunk.offset} does not continue at ${incoming.receivedBytes}`);
+      }
+      const receivedBytes = incoming.receivedBytes + chunk.data.byteLength;
+      if (receivedBytes > incoming.metadata.sizeBytes) {
+        throw new Error(`disk: received chunk ends at ${receivedBytes}, beyond ${incoming.metadata.sizeBytes}`);
+      }
+      incoming.chunks.push(chunk.data.slice());
+      incoming.receivedBytes = receivedBytes;
+      incoming.receivedChecksum = crc32c(chunk.data, incoming.receivedChecksum) >>> 0;
+    }
+  }
+
+  receiveSnapshotChunks(receipt: SnapshotReceipt): Promise<void> {
+    this.receiveSnapshotChunksSync(receipt);
+    return Promise.resolve();
+  }
+
+  /** Verifies the complete received snapshot's size and checksum and installs it; discards it on a mismatch. */
+  finishSnapshotReceiveSync(): SnapshotMetadata {
+    const incoming = this.incoming;
+    if (!incoming) throw new Error("disk: no snapshot is being received");
+    const { metadata } = incoming;
+    if (incoming.receivedBytes !== metadata.sizeBytes) {
+      throw new Error(`disk: snapshot incomplete: ${incoming.receivedBytes} of ${metadata.sizeBytes} bytes`);
+    }
+    if (incoming.receivedChecksum !== metadata.checksum) {
+      this.incoming = null;
+      throw new Error(
+        `disk: received snapshot checksum ${incoming.receivedChecksum} differs from ${metadata.checksum}`,
+      );
+    }
+    const data = new Uint8Array(metadata.sizeBytes);
+    let position = 0;
+    for (const chunk of incoming.chunks) {
+      data.set(chunk, position);
+      position += chunk.byteLength;
+    }
+    this.incoming = null;
+    this.installSnapshotSync({ metadata, data });
+    return metadata;
+  }
+
+  finishSnapshotReceive(): Promise<SnapshotMetadata> {
+    try {
+      return Promise.resolve(this.finishSnapshotReceiveSync());
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
   close(): Promise<void> {
     return Promise.resolve();
   }
+}
+
+function sameSnapshot(left: SnapshotMetadata, right: SnapshotMetadata): boolean {
+  return (
+    left.index === right.index &&
+    left.term === right.term &&
+    left.sizeBytes === right.sizeBytes &&
+    left.checksum === right.checksum
+  );
 }

@@ -1,7 +1,8 @@
 /**
  * Simulated network: messages are delayed by a random number of ticks (which reorders them), dropped or
  * duplicated with configurable probabilities, and blocked by partitions, which may be asymmetric (A reaches B while B
- * does not reach A).
+ * does not reach A). Snapshot chunks may also arrive with a damaged byte, which only the receiver's checksum of the
+ * whole snapshot can tell.
  */
 import type { Message } from "../../src/cluster/raft/core/messages.js";
 import type { SeededRandom } from "../../src/cluster/raft/core/random.js";
@@ -11,6 +12,8 @@ import type { MemberId } from "../../src/cluster/raft/types.js";
 export interface NetworkFaults {
   dropProbability: number;
   duplicateProbability: number;
+  /** Chance that a snapshot chunk arrives with one byte changed. */
+  snapshotCorruptionProbability: number;
   minDelayTicks: number;
   maxDelayTicks: number;
 }
@@ -29,7 +32,13 @@ export class SimulatedNetwork {
   private queue: InFlightMessage[] = [];
   private sequence = 0;
   private readonly blocked = new Set<string>();
-  faults: NetworkFaults = { dropProbability: 0, duplicateProbability: 0, minDelayTicks: 1, maxDelayTicks: 1 };
+  faults: NetworkFaults = {
+    dropProbability: 0,
+    duplicateProbability: 0,
+    snapshotCorruptionProbability: 0,
+    minDelayTicks: 1,
+    maxDelayTicks: 1,
+  };
   sent = 0;
 
   constructor(private readonly random: SeededRandom) {}
@@ -39,6 +48,16 @@ export class SimulatedNetwork {
     this.sent++;
     if (this.blocked.has(linkKey(message.from, message.to))) return;
     if (this.random.chance(this.faults.dropProbability)) return;
+    if (
+      message.type === "snapshotChunk" &&
+      message.data.byteLength > 0 &&
+      this.random.chance(this.faults.snapshotCorruptionProbability)
+    ) {
+      const data = message.data.slice();
+      const position = this.random.nextInt(data.byteLength);
+      data[position] = (data[position] ?? 0) ^ 0x20;
+      message = { ...message, data };
+    }
     const copies = this.random.chance(this.faults.duplicateProbability) ? 2 : 1;
     for (let copy = 0; copy < copies; copy++) {
       if (this.queue.length >= MAX_IN_FLIGHT) return;

@@ -219,7 +219,7 @@ export class PartitionReplica {
     this.engine = engine;
     // A restored engine sits exactly at the stored snapshot's index (checked when it was restored).
     this.snapshotIndex = engine.lastAppliedIndex;
-    this.snapshotSizeBytes = storage.snapshot()?.metadata.sizeBytes ?? 0;
+    this.snapshotSizeBytes = storage.snapshotMetadata()?.sizeBytes ?? 0;
     this.status = node.status();
     this.committedConfigurationValue = node.committedConfiguration();
   }
@@ -254,6 +254,9 @@ export class PartitionReplica {
         maxEntriesPerMessage: 1024,
         maxBytesPerMessage: 1024 * 1024,
         snapshotChunkBytes: 1024 * 1024,
+        // Four chunks in flight per member receiving a snapshot, resent after an election timeout without progress.
+        snapshotWindowChunks: 4,
+        snapshotResendTicks: electionTimeoutTicks,
         maxCommittedEntriesPerReady: 1024,
         maxPendingReads: 1024,
         maxUncommittedEntries: 8192,
@@ -714,11 +717,10 @@ export class PartitionReplica {
     // Everything else waits for durability: no other message may leave and nothing may be acknowledged before these
     // writes are synced (when the batch must sync at all).
     try {
-      if (ready.snapshot !== null) {
-        // Its chunks are written off this thread first; the install then only records it.
-        await this.storage.prepareSnapshot(ready.snapshot.data);
-        await this.storage.installSnapshot(ready.snapshot);
-      }
+      // Chunks of a snapshot from the leader are written as they arrive; once complete, the storage verifies the
+      // snapshot's size and checksum and installs it. Neither the core nor this driver holds it in memory meanwhile.
+      if (ready.snapshotReceipt !== null) await this.storage.receiveSnapshotChunks(ready.snapshotReceipt);
+      if (ready.snapshot !== null) await this.storage.finishSnapshotReceive();
       // A batch that need not sync changes only the commit index, which is volatile: writing it would put one more
       // durable commit on the path of every write, so it is skipped and the next synced batch carries it to disk.
       if (ready.mustSync && (ready.entriesToPersist.length > 0 || ready.hardState !== null)) {
@@ -736,22 +738,25 @@ export class PartitionReplica {
     }
     // A snapshot from the leader at or beyond the prepared one makes the core drop that compaction unannounced.
     const prepared = this.preparedSnapshot;
-    if (ready.snapshot !== null && prepared !== null && ready.snapshot.metadata.index >= prepared.index) {
+    if (ready.snapshot !== null && prepared !== null && ready.snapshot.index >= prepared.index) {
       void this.discardSnapshot(prepared.data);
     }
     for (const message of ready.messages) this.options.send(message.to, message);
     if (this.status.role !== "leader") {
       for (const entry of ready.entriesToPersist) this.receivedBytes += entry.data.byteLength;
+      for (const chunk of ready.snapshotReceipt?.chunks ?? []) this.receivedBytes += chunk.data.byteLength;
     }
     if (ready.snapshot !== null) {
-      this.receivedBytes += ready.snapshot.data.byteLength;
-      this.snapshotSizeBytes = ready.snapshot.data.byteLength;
-      const engine = PartitionEngine.restore(ready.snapshot.data);
-      assertEngineMatches(engine, this.partitionId, ready.snapshot.metadata.index);
+      this.snapshotSizeBytes = ready.snapshot.sizeBytes;
+      // The engine is rebuilt from the snapshot just installed, read back once (the engine holds that state anyway).
+      const installed = this.storage.snapshot();
+      if (installed === null) throw new Error(`invariant violated: partition ${this.partitionId} lost its snapshot`);
+      const engine = PartitionEngine.restore(installed.data);
+      assertEngineMatches(engine, this.partitionId, ready.snapshot.index);
       this.engine = engine;
-      this.snapshotIndex = ready.snapshot.metadata.index;
+      this.snapshotIndex = ready.snapshot.index;
       this.installedSnapshots += 1;
-      this.settleProposalsCoveredBy(ready.snapshot.metadata.index);
+      this.settleProposalsCoveredBy(ready.snapshot.index);
     }
     if (!applyBeforePersist) this.applyCommitted(ready);
     if (ready.softState !== null && ready.softState.role !== "leader") this.loseLeadership();

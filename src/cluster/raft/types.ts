@@ -82,6 +82,35 @@ export interface Snapshot {
   readonly data: Uint8Array;
 }
 
+/** One chunk of a snapshot: `data` holds the snapshot's bytes from byte `offset` on. */
+export interface SnapshotChunk {
+  readonly offset: number;
+  readonly data: Uint8Array;
+}
+
+/**
+ * A snapshot being received from a leader, as far as it is durable. The running checksum lets the receiver verify
+ * the whole snapshot when its last chunk arrives without reading back what it already stored.
+ */
+export interface IncomingSnapshot {
+  readonly metadata: SnapshotMetadata;
+  /** Bytes received durably, from byte 0 on: the offset the next chunk must start at. */
+  readonly receivedBytes: number;
+  /** CRC-32C of those bytes (0 when none), continued chunk by chunk. */
+  readonly receivedChecksum: number;
+}
+
+/**
+ * Chunks of a snapshot being received, to be written durably in order (`RaftStorage.receiveSnapshotChunks`). With
+ * `restart` the storage first discards whatever it received before, of this snapshot or another, and starts this one
+ * at byte 0; otherwise the chunks continue the snapshot the storage is receiving, where its received bytes end.
+ */
+export interface SnapshotReceipt {
+  readonly metadata: SnapshotMetadata;
+  readonly restart: boolean;
+  readonly chunks: readonly SnapshotChunk[];
+}
+
 /** Everything a restarted member needs to rebuild its core. */
 export interface PersistedState {
   readonly hardState: HardState;
@@ -92,6 +121,8 @@ export interface PersistedState {
   readonly snapshot: SnapshotMetadata | null;
   readonly firstIndex: number;
   readonly lastIndex: number;
+  /** The snapshot being received from a leader and how much of it is durable, or null; the receipt resumes there. */
+  readonly incomingSnapshot: IncomingSnapshot | null;
 }
 
 /**
@@ -114,13 +145,33 @@ export interface RaftStorage {
   /**
    * Durably stores a complete snapshot and drops every entry it covers. When the log does not hold the snapshot's
    * last entry (same index and term), it drops the whole log: entries after such a snapshot may conflict with it.
-   * The core uses this both for snapshots received from a leader and for local compaction (`Ready.compaction`).
+   * Drivers use it for local compaction (`Ready.compaction`); snapshots from a leader arrive in chunks instead.
    */
   installSnapshot(snapshot: Snapshot): Promise<void>;
   /** Drops entries up to and including `index`, which a snapshot already covers. */
   compact(index: number): Promise<void>;
-  /** The latest snapshot's metadata and data, for sending to lagging members. */
+  /**
+   * The latest snapshot's metadata and whole data, read and verified at once: for a driver restoring its state
+   * machine. The core never calls it (it reads snapshots a chunk at a time, see `snapshotChunk`).
+   */
   snapshot(): Snapshot | null;
+  /** Metadata of the latest durable snapshot, without reading its data; null when there is none. */
+  snapshotMetadata(): SnapshotMetadata | null;
+  /**
+   * Up to `maxBytes` of the latest durable snapshot's data from byte `offset` on (fewer only at its end), verified;
+   * null when the latest snapshot is no longer the one `metadata` describes (a newer one replaced it).
+   */
+  snapshotChunk(metadata: SnapshotMetadata, offset: number, maxBytes: number): Uint8Array | null;
+  /**
+   * Durably writes the chunks of a snapshot being received (see `SnapshotReceipt`) and the progress of the receipt,
+   * so that after a restart `load` reports where it resumes. Resolves only once all of it is durable.
+   */
+  receiveSnapshotChunks(receipt: SnapshotReceipt): Promise<void>;
+  /**
+   * Verifies the snapshot being received, complete now, against its size and checksum, and installs it like
+   * `installSnapshot`; resolves with its metadata. On a mismatch it discards what was received and rejects.
+   */
+  finishSnapshotReceive(): Promise<SnapshotMetadata>;
   /** Releases the storage. */
   close(): Promise<void>;
 }

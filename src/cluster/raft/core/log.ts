@@ -1,8 +1,9 @@
 /**
  * The core's view of its log: the durable part lives in storage (read through `StableLog`), entries appended but
- * not yet acknowledged as durable live here in memory ("unstable"), as does a received snapshot not yet installed.
+ * not yet acknowledged as durable live here in memory ("unstable"), as does the metadata of a received snapshot not
+ * yet installed (its data is in the storage, written chunk by chunk as it arrived).
  */
-import type { Entry, Snapshot } from "../types.js";
+import type { Entry, SnapshotMetadata } from "../types.js";
 
 /**
  * Read-only view of durable storage the core needs. `RaftStorage` has exactly these read methods, so a driver can
@@ -13,8 +14,13 @@ export interface StableLog {
   entries(fromIndex: number, toIndex: number): Entry[];
   /** Term of the entry (or the snapshot) at `index`; null when unknown. */
   term(index: number): number | null;
-  /** The latest durable snapshot. */
-  snapshot(): Snapshot | null;
+  /** Metadata of the latest durable snapshot (cheap: its data is not read). */
+  snapshotMetadata(): SnapshotMetadata | null;
+  /**
+   * Up to `maxBytes` of the latest durable snapshot's data from byte `offset` on; null when the latest snapshot is no
+   * longer the one `metadata` describes. The core reads snapshots only this way, a chunk at a time.
+   */
+  snapshotChunk(metadata: SnapshotMetadata, offset: number, maxBytes: number): Uint8Array | null;
 }
 
 /** Where the durable log stands when the core starts. */
@@ -35,8 +41,8 @@ export class RaftLog {
   /** Entries not yet durable, starting at `unstableOffset`. */
   unstable: Entry[] = [];
   unstableOffset: number;
-  /** A snapshot received from the leader, replacing the whole log, not yet durable. */
-  pendingSnapshot: Snapshot | null = null;
+  /** A snapshot received from the leader, replacing the whole log, not yet installed durably. */
+  pendingSnapshot: SnapshotMetadata | null = null;
   committed: number;
   applied: number;
 
@@ -61,13 +67,13 @@ export class RaftLog {
 
   /** First index still in the log (the one after the snapshot). */
   firstIndex(): number {
-    return (this.pendingSnapshot?.metadata.index ?? this.snapshotIndex) + 1;
+    return (this.pendingSnapshot?.index ?? this.snapshotIndex) + 1;
   }
 
   /** Last index of the log, durable or not. */
   lastIndex(): number {
     if (this.unstable.length > 0) return this.unstableOffset + this.unstable.length - 1;
-    if (this.pendingSnapshot) return this.pendingSnapshot.metadata.index;
+    if (this.pendingSnapshot) return this.pendingSnapshot.index;
     return this.stableLastIndex;
   }
 
@@ -82,7 +88,7 @@ export class RaftLog {
   term(index: number): number | null {
     if (index < 0 || index > this.lastIndex()) return null;
     if (this.pendingSnapshot) {
-      const metadata = this.pendingSnapshot.metadata;
+      const metadata = this.pendingSnapshot;
       if (index === metadata.index) return metadata.term;
       if (index < metadata.index) return null;
     }
@@ -229,25 +235,25 @@ export class RaftLog {
     this.stableLastIndex = index;
   }
 
-  /** Replaces the whole log with a received snapshot (not yet durable). */
-  restore(snapshot: Snapshot): void {
-    const index = snapshot.metadata.index;
+  /** Replaces the whole log with a received snapshot (not yet installed durably). */
+  restore(metadata: SnapshotMetadata): void {
+    const index = metadata.index;
     if (index <= this.committed) throw new Error(`log: snapshot at ${index} is not beyond commit ${this.committed}`);
-    this.pendingSnapshot = snapshot;
+    this.pendingSnapshot = metadata;
     this.unstable = [];
     this.unstableOffset = index + 1;
     this.stableLastIndex = Math.min(this.stableLastIndex, index);
     this.committed = index;
   }
 
-  /** The received snapshot is durable: the durable log now starts after it. */
-  snapshotStable(snapshot: Snapshot): void {
-    if (this.pendingSnapshot !== snapshot) return;
+  /** The received snapshot is installed durably: the durable log now starts after it. */
+  snapshotStable(metadata: SnapshotMetadata): void {
+    if (this.pendingSnapshot !== metadata) return;
     this.pendingSnapshot = null;
-    this.snapshotIndex = snapshot.metadata.index;
-    this.snapshotTerm = snapshot.metadata.term;
-    this.stableLastIndex = snapshot.metadata.index;
-    this.applied = Math.max(this.applied, snapshot.metadata.index);
+    this.snapshotIndex = metadata.index;
+    this.snapshotTerm = metadata.term;
+    this.stableLastIndex = metadata.index;
+    this.applied = Math.max(this.applied, metadata.index);
   }
 
   /** A local snapshot up to `index` is durable and storage dropped the entries it covers. */

@@ -3,9 +3,11 @@
  *
  * - probe: the leader does not know where the member's log matches; it sends one append at a time and waits.
  * - replicate: the member is in sync; the leader pipelines appends optimistically, bounded by `Inflights`.
- * - snapshot: the member is behind the start of the leader's log and receives a snapshot in chunks.
+ * - snapshot: the member is behind the start of the leader's log and receives a snapshot in chunks, a window of them
+ *   at a time (`SnapshotTransfer`).
  */
-import type { MemberId, SnapshotMetadata } from "../types.js";
+import type { MemberId } from "../types.js";
+import type { SnapshotTransfer } from "./snapshot-transfer.js";
 
 /** A bounded window of append messages in flight to one member, by count and by bytes. */
 export class Inflights {
@@ -72,16 +74,6 @@ export class Inflights {
     this.items.length = 0;
     this.totalBytes = 0;
   }
-}
-
-/** Snapshot transfer to one member, resumable from the last acknowledged offset. */
-export interface SnapshotTransfer {
-  readonly metadata: SnapshotMetadata;
-  readonly data: Uint8Array;
-  /** Offset of the next chunk to send (the member's acknowledged offset). */
-  offset: number;
-  /** Whether a chunk was sent and not yet answered; a heartbeat response re-sends it (it may be lost). */
-  chunkInFlight: boolean;
 }
 
 /** The replication progress of one member, as seen by the leader. */

@@ -14,6 +14,9 @@ import type {
   MemberId,
   PersistedState,
   Snapshot,
+  SnapshotChunk,
+  SnapshotMetadata,
+  SnapshotReceipt,
 } from "../types.js";
 import {
   applyChange,
@@ -46,7 +49,7 @@ import { committedIndex, voteOutcome } from "./quorum.js";
 import type { RandomSource } from "./random.js";
 import { type ReadContext, ReadIndexTracker, type ReadState } from "./read-index.js";
 import type { Ready, Role, SoftState } from "./ready.js";
-import { chunkAt, SnapshotReceiver, snapshotChecksum } from "./snapshot-transfer.js";
+import { SnapshotReceiver, SnapshotTransfer, sameSnapshot, snapshotChecksum } from "./snapshot-transfer.js";
 
 /** Explicit options of a node; there are no hidden defaults. */
 export interface RaftNodeOptions {
@@ -69,8 +72,21 @@ export interface RaftNodeOptions {
   readonly maxEntriesPerMessage: number;
   /** Batching: entry bytes per append message (at least one entry is always sent). */
   readonly maxBytesPerMessage: number;
-  /** Size of one snapshot chunk. */
+  /** Size of one snapshot chunk (the receiving member's storage must accept chunks this large). */
   readonly snapshotChunkBytes: number;
+  /**
+   * Flow control of a snapshot transfer: chunks in flight to one member beyond the offset it acknowledged. The leader
+   * reads each chunk from its storage as it sends it, so a transfer costs the leader at most this many chunks of
+   * memory (in its outbox and the transport), and the member about as much (in its inbox and its next write).
+   */
+  readonly snapshotWindowChunks: number;
+  /**
+   * Ticks a snapshot transfer waits for an acknowledgement that moves its window before it sends the window again
+   * from the acknowledged offset; nothing else resends a chunk. Choose it above the round trip including the member's
+   * write of a window: a shorter one only resends chunks that were not lost (bounded by one window per timeout). The
+   * drivers use the election timeout: a member that cannot answer within one is not keeping up with the group anyway.
+   */
+  readonly snapshotResendTicks: number;
   /** Committed entries handed out per ready batch. */
   readonly maxCommittedEntriesPerReady: number;
   /** Reads waiting for confirmation at once; further reads are refused. */
@@ -168,7 +184,10 @@ export class RaftNode {
   private forced: ForcedMembership | null = null;
   /** Members a forced reconfiguration left out (see `HardState.fencedMembers`); replaced, never mutated. */
   private fencedMembers: readonly MemberId[] = [];
+  /** The snapshot this member is receiving from a leader: its progress and running checksum, never its bytes. */
   private receiver: SnapshotReceiver | null = null;
+  /** Chunks accepted since the last `Ready`, to be written durably by the next one. */
+  private pendingReceipt: { metadata: SnapshotMetadata; restart: boolean; chunks: SnapshotChunk[] } | null = null;
 
   private outbox: Message[] = [];
   /**
@@ -180,7 +199,7 @@ export class RaftNode {
   private readStates: ReadState[] = [];
   private droppedReads: ReadContext[] = [];
   private pendingCompaction: Snapshot | null = null;
-  private handedOutSnapshot: Snapshot | null = null;
+  private handedOutSnapshot: SnapshotMetadata | null = null;
   private lastHardState: HardState;
   /** The commit index of the last hard state handed out in a batch that had to sync (drivers write only those). */
   private lastSyncedCommitIndex: number;
@@ -211,6 +230,9 @@ export class RaftNode {
     this.forced = persisted.hardState.forced ?? null;
     if (this.forced !== null) assertValidConfiguration(this.forced.configuration);
     this.fencedMembers = persisted.hardState.fencedMembers ?? [];
+    const incoming = persisted.incomingSnapshot;
+    // The receipt resumes where its durable bytes end: the leader learns that offset from the first answer.
+    if (incoming !== null) this.receiver = new SnapshotReceiver(incoming.metadata, incoming);
     this.lastHardState = persisted.hardState;
     this.lastSyncedCommitIndex = persisted.hardState.commitIndex;
     this.reads = new ReadIndexTracker(options.maxPendingReads);
@@ -459,12 +481,18 @@ export class RaftNode {
       hardState.commitIndex !== this.lastHardState.commitIndex ||
       membershipStateChanged;
     const snapshot = this.log.pendingSnapshot !== this.handedOutSnapshot ? this.log.pendingSnapshot : null;
+    const snapshotReceipt: SnapshotReceipt | null = this.pendingReceipt;
     const entriesToPersist = [...this.log.unstable];
     const committedEntries = this.log.nextEntriesToApply(this.options.maxCommittedEntriesPerReady);
     const termOrVoteChanged =
       hardState.term !== this.lastHardState.term || hardState.votedFor !== this.lastHardState.votedFor;
     const { messagesBeforePersist, messages } = this.splitOutbox(termOrVoteChanged);
-    const mustSync = entriesToPersist.length > 0 || snapshot !== null || termOrVoteChanged || membershipStateChanged;
+    const mustSync =
+      entriesToPersist.length > 0 ||
+      snapshotReceipt !== null ||
+      snapshot !== null ||
+      termOrVoteChanged ||
+      membershipStateChanged;
     // The commit index is volatile (the paper's Figure 2), so a batch that changes only it needs no durable write and
     // drivers skip it. A batch that syncs therefore carries the hard state whenever its commit index moved since the
     // last synced one, so the durable commit index keeps up with every sync instead of waiting for the next change.
@@ -475,6 +503,7 @@ export class RaftNode {
       hardState: carriesHardState ? hardState : null,
       mustSync,
       entriesToPersist,
+      snapshotReceipt,
       snapshot,
       compaction: this.pendingCompaction,
       committedEntries,
@@ -487,6 +516,7 @@ export class RaftNode {
       !softChanged &&
       !hardChanged &&
       !snapshot &&
+      !snapshotReceipt &&
       entriesToPersist.length === 0 &&
       !this.pendingCompaction &&
       committedEntries.length === 0 &&
@@ -498,6 +528,7 @@ export class RaftNode {
     this.lastHardState = hardState;
     if (mustSync && carriesHardState) this.lastSyncedCommitIndex = hardState.commitIndex;
     if (snapshot) this.handedOutSnapshot = snapshot;
+    this.pendingReceipt = null;
     this.pendingCompaction = null;
     this.outbox = [];
     this.readStates = [];
@@ -547,6 +578,7 @@ export class RaftNode {
     if (ready.compaction) {
       this.log.compacted(ready.compaction.metadata.index, ready.compaction.metadata.term);
       this.history.compactTo(ready.compaction.metadata.index);
+      if (this.role === "leader") this.restartTransfersOfOlderSnapshots();
     }
     const lastApplied = ready.committedEntries[ready.committedEntries.length - 1];
     if (lastApplied) this.log.appliedTo(lastApplied.index);
@@ -630,6 +662,10 @@ export class RaftNode {
       this.heartbeatElapsed = 0;
       this.broadcastHeartbeat();
       this.maybeTransferToHigherPriority();
+    }
+    for (const progress of this.progress.values()) {
+      // The only retransmission of snapshot chunks: a window unacknowledged for a timeout is sent again.
+      if (progress.snapshotTransfer?.tick(this.options.snapshotResendTicks)) this.sendSnapshotWindow(progress);
     }
   }
 
@@ -904,35 +940,70 @@ export class RaftNode {
     return true;
   }
 
+  /**
+   * Starts sending the latest durable snapshot to a member behind the start of the log. Only its metadata is read
+   * here; its chunks are read from the storage as the window lets them go.
+   */
   private startSnapshotTransfer(progress: Progress): boolean {
     if (this.log.pendingSnapshot) return false;
-    const snapshot = this.options.storage.snapshot();
-    if (!snapshot || snapshot.metadata.index < progress.next - 1) {
+    const metadata = this.options.storage.snapshotMetadata();
+    if (!metadata || metadata.index < progress.next - 1) {
       throw new Error(
         `raft: member ${progress.member} needs a snapshot but storage has none covering ${progress.next - 1}`,
       );
     }
-    progress.becomeSnapshot({ metadata: snapshot.metadata, data: snapshot.data, offset: 0, chunkInFlight: false });
-    this.sendSnapshotChunk(progress);
+    progress.becomeSnapshot(
+      new SnapshotTransfer(metadata, this.options.snapshotChunkBytes, this.options.snapshotWindowChunks),
+    );
+    this.sendSnapshotWindow(progress);
     return true;
   }
 
-  private sendSnapshotChunk(progress: Progress): void {
+  /** Sends chunks until the member's window is full (at most `snapshotWindowChunks` of them). */
+  private sendSnapshotWindow(progress: Progress): void {
     const transfer = progress.snapshotTransfer;
     if (!transfer) return;
-    const chunk = chunkAt(transfer.data, transfer.offset, this.options.snapshotChunkBytes);
-    const message: SnapshotChunkMessage = {
-      type: "snapshotChunk",
-      from: this.id,
-      to: progress.member,
-      term: this.term,
-      metadata: transfer.metadata,
-      offset: transfer.offset,
-      data: chunk.data,
-      last: chunk.last,
-    };
-    this.send(message);
-    transfer.chunkInFlight = true;
+    for (let chunk = transfer.takeChunk(); chunk !== null; chunk = transfer.takeChunk()) {
+      const data = this.options.storage.snapshotChunk(transfer.metadata, chunk.offset, chunk.length);
+      if (data === null) {
+        // A newer snapshot replaced the one being sent (and the storage may drop the old one's data at any time).
+        const latest = this.options.storage.snapshotMetadata();
+        if (latest === null || sameSnapshot(latest, transfer.metadata) || latest.index < transfer.metadata.index) {
+          throw new Error(`raft: storage cannot read snapshot ${transfer.metadata.index} that it still reports`);
+        }
+        this.startSnapshotTransfer(progress);
+        return;
+      }
+      if (data.byteLength !== chunk.length) {
+        throw new Error(
+          `raft: storage read ${data.byteLength} bytes of snapshot ${transfer.metadata.index} at ${chunk.offset}, ` +
+            `expected ${chunk.length}`,
+        );
+      }
+      const message: SnapshotChunkMessage = {
+        type: "snapshotChunk",
+        from: this.id,
+        to: progress.member,
+        term: this.term,
+        metadata: transfer.metadata,
+        offset: chunk.offset,
+        data,
+        last: chunk.last,
+      };
+      this.send(message);
+    }
+  }
+
+  /** A compaction made a newer snapshot durable: transfers of older ones start over with it. */
+  private restartTransfersOfOlderSnapshots(): void {
+    const latest = this.options.storage.snapshotMetadata();
+    if (latest === null) return;
+    for (const progress of this.progress.values()) {
+      const transfer = progress.snapshotTransfer;
+      if (progress.state === "snapshot" && transfer !== null && transfer.metadata.index < latest.index) {
+        this.startSnapshotTransfer(progress);
+      }
+    }
   }
 
   private broadcastHeartbeat(): void {
@@ -1003,11 +1074,9 @@ export class RaftNode {
       progress.readSequence = message.readSequence;
       this.confirmReads();
     }
-    if (progress.state === "snapshot") {
-      // The previous chunk or its answer may have been lost: resend the chunk at the acknowledged offset.
-      this.sendSnapshotChunk(progress);
-      return;
-    }
+    // A snapshot transfer resends chunks only on its own timeout: resending on every heartbeat answer multiplied
+    // duplicates whenever the round trip was longer than a heartbeat.
+    if (progress.state === "snapshot") return;
     if (progress.state === "replicate" && progress.inflights.full()) progress.inflights.freeFirst();
     if (progress.match < this.log.lastIndex()) this.sendAppend(message.from, true);
   }
@@ -1028,10 +1097,15 @@ export class RaftNode {
       this.sendAppend(message.from, true);
       return;
     }
+    // An answer about another snapshot is stale: the transfer it belonged to was replaced.
     if (!current || !transfer) return;
-    transfer.offset = message.status === "rejected" ? 0 : message.nextOffset;
-    transfer.chunkInFlight = false;
-    this.sendSnapshotChunk(progress);
+    if (message.status === "rejected") {
+      // The member found the whole snapshot's checksum (or a chunk's size) wrong and discarded what it received.
+      transfer.restart();
+      this.sendSnapshotWindow(progress);
+      return;
+    }
+    if (transfer.acknowledge(message.nextOffset)) this.sendSnapshotWindow(progress);
   }
 
   /** Commits the highest index a majority holds durably, but only by counting entries of the current term. */
@@ -1156,6 +1230,11 @@ export class RaftNode {
     });
   }
 
+  /**
+   * Receives one chunk. Accepted chunks go to the storage in the next `Ready` (`snapshotReceipt`) and their answers
+   * in its `messages`, so a chunk is acknowledged only once it is durable; nothing of the snapshot stays in memory
+   * here but its metadata, the bytes received and their running checksum.
+   */
   private handleSnapshotChunk(message: SnapshotChunkMessage): void {
     const metadata = message.metadata;
     const respond = (status: SnapshotResponseMessage["status"], nextOffset: number, matchIndex: number): void => {
@@ -1172,36 +1251,82 @@ export class RaftNode {
       });
     };
     if (metadata.index <= this.log.committed) {
-      this.receiver = null;
       respond("installed", 0, this.log.committed);
       return;
     }
-    if (!this.receiver?.matches(metadata)) this.receiver = new SnapshotReceiver(metadata);
+    if (!this.receiver?.matches(metadata)) {
+      // A snapshot completed since the last `Ready` is installed from what the storage received of it, so no other
+      // receipt may replace that one before the `Ready` is handed out: until then chunks of another snapshot are
+      // dropped unanswered, and the leader sends them again after its resend timeout.
+      if (this.log.pendingSnapshot !== null && this.log.pendingSnapshot !== this.handedOutSnapshot) return;
+      // Another snapshot (the leader took a newer one, or a new leader sends its own): starting its receipt discards
+      // what was received before, durable or not.
+      this.discardPendingReceipt();
+      this.receiver = new SnapshotReceiver(metadata);
+      this.pendingReceipt = { metadata, restart: true, chunks: [] };
+    }
     const outcome = this.receiver.offer(message.offset, message.data, message.last);
     switch (outcome.status) {
-      case "continue":
+      case "ignored":
+        respond("continue", outcome.expectedOffset, 0);
+        return;
+      case "accepted":
+        this.queueReceivedChunk(metadata, message.offset, message.data);
         respond("continue", outcome.nextOffset, 0);
         return;
       case "rejected":
+        // The next chunk from byte 0 starts the receipt over, discarding what the storage holds of it.
         this.receiver = null;
         respond("rejected", 0, 0);
         return;
       case "complete":
+        if (outcome.chunkAccepted && message.data.byteLength > 0) {
+          this.queueReceivedChunk(metadata, message.offset, message.data);
+        }
         this.receiver = null;
-        this.restoreSnapshot(outcome.snapshot);
+        this.restoreSnapshot(metadata);
         respond("installed", 0, metadata.index);
         return;
     }
   }
 
-  private restoreSnapshot(snapshot: Snapshot): void {
-    const { index, term, configuration } = snapshot.metadata;
+  /**
+   * Drops the chunks accepted since the last `Ready` when another receipt replaces theirs: they will never be written,
+   * so the answers acknowledging them leave the outbox too (to the leader that is like losing them: it has moved on to
+   * the other snapshot anyway, and answers about the old one are stale to it).
+   */
+  private discardPendingReceipt(): void {
+    const pending = this.pendingReceipt;
+    if (pending === null) return;
+    this.pendingReceipt = null;
+    if (pending.chunks.length === 0) return;
+    this.outbox = this.outbox.filter(
+      (message) =>
+        message.type !== "snapshotResponse" ||
+        message.status !== "continue" ||
+        message.snapshotIndex !== pending.metadata.index ||
+        message.snapshotTerm !== pending.metadata.term,
+    );
+  }
+
+  /** Adds an accepted chunk to the receipt the next `Ready` hands out. */
+  private queueReceivedChunk(metadata: SnapshotMetadata, offset: number, data: Uint8Array): void {
+    if (this.pendingReceipt === null) this.pendingReceipt = { metadata, restart: false, chunks: [] };
+    if (!sameSnapshot(this.pendingReceipt.metadata, metadata)) {
+      throw new Error(`raft: chunk of snapshot ${metadata.index} queued into the receipt of another snapshot`);
+    }
+    this.pendingReceipt.chunks.push({ offset, data });
+  }
+
+  /** Replaces the log with a received snapshot whose data the storage holds complete and verified. */
+  private restoreSnapshot(metadata: SnapshotMetadata): void {
+    const { index, term, configuration } = metadata;
     if (this.log.matchTerm(index, term)) {
       // The log already holds the snapshot's last entry, so it holds everything before it: just commit.
       this.log.commitTo(index);
       return;
     }
-    this.log.restore(snapshot);
+    this.log.restore(metadata);
     this.history.reset(index, configuration);
     // A local compaction not yet handed out is superseded by the received snapshot.
     if (this.pendingCompaction && this.pendingCompaction.metadata.index <= index) this.pendingCompaction = null;
@@ -1319,6 +1444,8 @@ function validateOptions(options: RaftNodeOptions): void {
     ["maxEntriesPerMessage", options.maxEntriesPerMessage],
     ["maxBytesPerMessage", options.maxBytesPerMessage],
     ["snapshotChunkBytes", options.snapshotChunkBytes],
+    ["snapshotWindowChunks", options.snapshotWindowChunks],
+    ["snapshotResendTicks", options.snapshotResendTicks],
     ["maxCommittedEntriesPerReady", options.maxCommittedEntriesPerReady],
     ["maxPendingReads", options.maxPendingReads],
     ["maxUncommittedEntries", options.maxUncommittedEntries],

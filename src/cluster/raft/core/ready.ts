@@ -1,9 +1,9 @@
 /**
  * The batch of work the core hands its driver. The driver must, in this order: send `messagesBeforePersist` (at
- * once, while the writes below are in progress: they never depend on them); durably persist `snapshot`,
- * `entriesToPersist` and `hardState` (and store `compaction`); only then send `messages`; apply `snapshot` (restore
- * the state machine) and then `committedEntries`; serve `readStates` once applied up to their index; fail
- * `droppedReads`; and finally call `RaftNode.advance(ready)`. Calling `advance` is the durability acknowledgement:
+ * once, while the writes below are in progress: they never depend on them); durably write `snapshotReceipt`, install
+ * `snapshot`, persist `entriesToPersist` and `hardState` (and store `compaction`); only then send `messages`; apply
+ * `snapshot` (restore the state machine from the stored snapshot) and then `committedEntries`; serve `readStates`
+ * once applied up to their index; fail `droppedReads`; and finally call `RaftNode.advance(ready)`. Calling `advance` is the durability acknowledgement:
  * the core never counts its own entries towards a commit, and never acknowledges entries to a leader, before it.
  * `committedEntries` are durable already (committed by a quorum and held in this member's storage), so a driver may
  * apply them, and serve reads, while this batch is still being persisted, unless the batch carries a `snapshot`.
@@ -22,7 +22,7 @@
  * then restarts the member from an older durable commit index, which is safe: it never exceeds what was committed or
  * the durable log, the member re-applies from its snapshot up to it, and the leader tells it the rest.
  */
-import type { Entry, HardState, MemberId, Snapshot } from "../types.js";
+import type { Entry, HardState, MemberId, Snapshot, SnapshotMetadata, SnapshotReceipt } from "../types.js";
 import type { Message } from "./messages.js";
 import type { ReadContext, ReadState } from "./read-index.js";
 
@@ -47,13 +47,24 @@ export interface Ready {
   readonly hardState: HardState | null;
   /**
    * Whether this batch must be durable before `messages` leave and before `advance`: true when there are entries to
-   * persist, a snapshot, or a term or vote change; false when the only hard-state change is the commit index.
+   * persist, snapshot chunks or a snapshot, or a term or vote change; false when the only hard-state change is the
+   * commit index.
    */
   readonly mustSync: boolean;
   /** Entries to append durably; they replace any stored entries from the first one's index on. */
   readonly entriesToPersist: readonly Entry[];
-  /** A snapshot received from the leader: store it durably (dropping the whole log), then restore the state machine. */
-  readonly snapshot: Snapshot | null;
+  /**
+   * Chunks of a snapshot being received from the leader, in order: write them durably first
+   * (`RaftStorage.receiveSnapshotChunks`). The responses acknowledging them are in `messages`, so no chunk is
+   * acknowledged before it is durable, and a restarted member resumes the receipt where its durable bytes end.
+   */
+  readonly snapshotReceipt: SnapshotReceipt | null;
+  /**
+   * A snapshot received from the leader is complete and its checksum matched: after writing `snapshotReceipt`,
+   * verify and install it (`RaftStorage.finishSnapshotReceive`, which drops the whole log), then restore the state
+   * machine from the stored snapshot. The core never holds the snapshot's data, only this metadata.
+   */
+  readonly snapshot: SnapshotMetadata | null;
   /**
    * A snapshot the application asked for (`RaftNode.compact`): store it durably with `RaftStorage.installSnapshot`,
    * which drops the entries it covers.

@@ -1,68 +1,224 @@
 /**
- * Chunked snapshot transfer. The sender cuts the snapshot into chunks of at most `snapshotChunkBytes`; the
- * receiver accepts chunks only in order, so after a lost chunk it asks for the offset it expects and the transfer
- * resumes there. When the last chunk arrives the receiver checks the size and the CRC-32C of the whole snapshot
- * and installs it only if both match.
+ * Chunked snapshot transfer with flow control, without either end holding the snapshot in memory.
+ *
+ * Sender (`SnapshotTransfer`, one per member the leader sends a snapshot to): chunks of at most `chunkBytes` are read
+ * from the leader's storage as they are sent, and at most `windowChunks` of them are in flight, i.e. sent beyond the
+ * offset the member acknowledged. An acknowledgement of a higher offset slides the window; one at or below the
+ * acknowledged offset is stale (a duplicate, a late answer, or the member repeating the offset it expects after an
+ * out-of-order chunk) and changes nothing. Nothing but a timeout makes the sender send a chunk again: when no
+ * acknowledgement moved the window for `resendTicks` ticks, the window is sent again from the acknowledged offset.
+ * Retransmissions are therefore bounded by one window per timeout, however many answers are lost, duplicated or late.
+ *
+ * Receiver (`SnapshotReceiver`): accepts chunks only in order, each continuing where the bytes received so far end,
+ * and keeps a running CRC-32C of them rather than the bytes themselves: the accepted chunks go to the storage in the
+ * `Ready`, and are acknowledged only once durable. When the last chunk arrives the running checksum is compared with
+ * the snapshot's, so a mismatch is found without reading the stored snapshot back.
  */
 import { crc32c } from "@node-rs/crc32";
-import type { Snapshot, SnapshotMetadata } from "../types.js";
+import type { IncomingSnapshot, SnapshotMetadata } from "../types.js";
 
 /** CRC-32C of snapshot data, as stored in `SnapshotMetadata.checksum`. */
 export function snapshotChecksum(data: Uint8Array): number {
   return crc32c(data) >>> 0;
 }
 
-/** The chunk of `data` starting at `offset`, at most `chunkBytes` long, and whether it is the last. */
-export function chunkAt(data: Uint8Array, offset: number, chunkBytes: number): { data: Uint8Array; last: boolean } {
-  if (offset < 0 || offset > data.byteLength) throw new Error(`snapshot transfer: offset ${offset} outside the data`);
-  const end = Math.min(data.byteLength, offset + chunkBytes);
-  return { data: data.subarray(offset, end), last: end === data.byteLength };
+/** The CRC-32C of the bytes behind `checksum` followed by `data` (the checksum of no bytes is 0). */
+export function continueChecksum(checksum: number, data: Uint8Array): number {
+  return crc32c(data, checksum) >>> 0;
+}
+
+/** Whether two metadata describe the same snapshot. */
+export function sameSnapshot(left: SnapshotMetadata, right: SnapshotMetadata): boolean {
+  return (
+    left.index === right.index &&
+    left.term === right.term &&
+    left.checksum === right.checksum &&
+    left.sizeBytes === right.sizeBytes
+  );
+}
+
+/** A byte range of a snapshot to send as one chunk. */
+export interface ChunkRange {
+  readonly offset: number;
+  readonly length: number;
+  /** Whether the range ends the snapshot. */
+  readonly last: boolean;
+}
+
+/** The leader's side of one snapshot transfer to one member; see the module comment. */
+export class SnapshotTransfer {
+  /** Bytes the member acknowledged as durable: it expects the chunk starting here next. */
+  private acknowledged = 0;
+  /** Start of the next chunk to send; the chunks in [acknowledged, next) are in flight. */
+  private next = 0;
+  /** Where the chunks in flight were cut from: they start at `cutFrom` plus multiples of `chunkBytes`. */
+  private cutFrom = 0;
+  /** Whether the chunk ending the snapshot was sent since the window was last rewound (an empty snapshot has one). */
+  private lastSent = false;
+  /** Ticks since an acknowledgement last moved the window or the window was last sent again. */
+  private ticksWithoutProgress = 0;
+
+  constructor(
+    readonly metadata: SnapshotMetadata,
+    private readonly chunkBytes: number,
+    private readonly windowChunks: number,
+  ) {
+    if (!Number.isSafeInteger(metadata.sizeBytes) || metadata.sizeBytes < 0) {
+      throw new Error(`snapshot transfer: invalid size ${metadata.sizeBytes}`);
+    }
+    if (!Number.isSafeInteger(chunkBytes) || chunkBytes < 1) throw new Error("snapshot transfer: chunkBytes < 1");
+    if (!Number.isSafeInteger(windowChunks) || windowChunks < 1) {
+      throw new Error("snapshot transfer: windowChunks < 1");
+    }
+  }
+
+  /** Bytes the member acknowledged as durable. */
+  get acknowledgedOffset(): number {
+    return this.acknowledged;
+  }
+
+  /** Start of the next chunk to send. */
+  get nextOffset(): number {
+    return this.next;
+  }
+
+  /** Chunks sent beyond the acknowledged offset and not acknowledged yet (at most the window). */
+  get chunksInFlight(): number {
+    if (this.lastSent && this.metadata.sizeBytes === 0) return 1;
+    return Math.ceil((this.next - this.acknowledged) / this.chunkBytes);
+  }
+
+  /**
+   * Takes the next chunk to send and counts it as in flight, or returns null when the window is full or every chunk
+   * is in flight. Chunks are cut from the acknowledged offset on, so each in-flight chunk is `chunkBytes` long except
+   * the one ending the snapshot, and the window bounds the bytes in flight to `windowChunks * chunkBytes`.
+   */
+  takeChunk(): ChunkRange | null {
+    if (this.lastSent || this.chunksInFlight >= this.windowChunks) return null;
+    const length = Math.min(this.chunkBytes, this.metadata.sizeBytes - this.next);
+    const chunk: ChunkRange = { offset: this.next, length, last: this.next + length === this.metadata.sizeBytes };
+    this.next += length;
+    this.lastSent = chunk.last;
+    return chunk;
+  }
+
+  /**
+   * Applies an acknowledgement that the member holds the bytes before `offset` durably; returns whether it moved the
+   * window. Stale offsets (at or below the acknowledged one) change nothing. `offset` must lie inside the snapshot:
+   * its end is acknowledged with `installed`, never with an offset, so an offset there (or beyond) is ignored too.
+   */
+  acknowledge(offset: number): boolean {
+    if (!Number.isSafeInteger(offset) || offset <= this.acknowledged || offset >= this.metadata.sizeBytes) {
+      return false;
+    }
+    this.acknowledged = offset;
+    this.ticksWithoutProgress = 0;
+    // The member may hold more than this transfer sent (it resumed a receipt that a crash or an earlier leader left),
+    // or expect an offset no chunk in flight starts at: either way, continue right where it expects.
+    if (offset > this.next || (offset - this.cutFrom) % this.chunkBytes !== 0) this.rewind(offset);
+    return true;
+  }
+
+  /** Counts one tick; returns true when the resend timeout expired and the window was rewound to be sent again. */
+  tick(resendTicks: number): boolean {
+    this.ticksWithoutProgress++;
+    if (this.ticksWithoutProgress < resendTicks) return false;
+    this.rewind(this.acknowledged);
+    return true;
+  }
+
+  /** Starts over from byte 0 (the member rejected the snapshot and discarded what it had received). */
+  restart(): void {
+    this.acknowledged = 0;
+    this.rewind(0);
+  }
+
+  private rewind(offset: number): void {
+    this.next = offset;
+    this.cutFrom = offset;
+    this.lastSent = false;
+    this.ticksWithoutProgress = 0;
+  }
 }
 
 /** Result of offering one chunk to a receiver. */
 export type ChunkOutcome =
-  | { readonly status: "continue"; readonly nextOffset: number }
-  | { readonly status: "complete"; readonly snapshot: Snapshot }
+  /** Not the chunk expected next (out of order or a duplicate): nothing to write; answer with the expected offset. */
+  | { readonly status: "ignored"; readonly expectedOffset: number }
+  /** The chunk continues the snapshot: write it, then acknowledge `nextOffset`. */
+  | { readonly status: "accepted"; readonly nextOffset: number }
+  /**
+   * Every byte is received and the checksum matches: install the snapshot. `chunkAccepted` says whether the offered
+   * chunk completed it (it must then be written first) or the bytes were all received before.
+   */
+  | { readonly status: "complete"; readonly chunkAccepted: boolean }
+  /** Size or checksum mismatch: the sender must start over. */
   | { readonly status: "rejected"; readonly reason: string };
 
-/** Reassembles one snapshot from chunks on the receiving member. */
+/** The receiving side of one snapshot; holds its progress and running checksum, never its bytes. */
 export class SnapshotReceiver {
-  private readonly buffer: Uint8Array;
-  private received = 0;
+  private received: number;
+  private checksum: number;
 
-  constructor(readonly metadata: SnapshotMetadata) {
-    if (!Number.isInteger(metadata.sizeBytes) || metadata.sizeBytes < 0) {
+  /** A receipt from byte 0, or one resuming what the storage holds durably (`PersistedState.incomingSnapshot`). */
+  constructor(
+    readonly metadata: SnapshotMetadata,
+    resumeFrom: Pick<IncomingSnapshot, "receivedBytes" | "receivedChecksum"> = {
+      receivedBytes: 0,
+      receivedChecksum: 0,
+    },
+  ) {
+    if (!Number.isSafeInteger(metadata.sizeBytes) || metadata.sizeBytes < 0) {
       throw new Error(`snapshot transfer: invalid size ${metadata.sizeBytes}`);
     }
-    this.buffer = new Uint8Array(metadata.sizeBytes);
+    if (
+      !Number.isSafeInteger(resumeFrom.receivedBytes) ||
+      resumeFrom.receivedBytes < 0 ||
+      resumeFrom.receivedBytes > metadata.sizeBytes
+    ) {
+      throw new Error(`snapshot transfer: cannot resume at ${resumeFrom.receivedBytes} of ${metadata.sizeBytes}`);
+    }
+    this.received = resumeFrom.receivedBytes;
+    this.checksum = resumeFrom.receivedChecksum;
+  }
+
+  /** Bytes accepted so far (durable once the batches carrying them are). */
+  get receivedBytes(): number {
+    return this.received;
   }
 
   /** Whether a chunk belongs to this snapshot. */
   matches(metadata: SnapshotMetadata): boolean {
-    return (
-      metadata.index === this.metadata.index &&
-      metadata.term === this.metadata.term &&
-      metadata.checksum === this.metadata.checksum &&
-      metadata.sizeBytes === this.metadata.sizeBytes
-    );
+    return sameSnapshot(metadata, this.metadata);
   }
 
-  /** Offers a chunk; out-of-order chunks are answered with the offset this receiver expects. */
+  /**
+   * Offers a chunk. Chunks are accepted only in order; any other is answered with the offset expected. When every
+   * byte was received before (a restart after the last chunk was stored), any chunk completes the receipt.
+   */
   offer(offset: number, data: Uint8Array, last: boolean): ChunkOutcome {
-    if (offset !== this.received) return { status: "continue", nextOffset: this.received };
-    if (this.received + data.byteLength > this.buffer.byteLength) {
-      return { status: "rejected", reason: "chunk runs past the announced snapshot size" };
+    const size = this.metadata.sizeBytes;
+    if (this.received === size && size > 0) return this.verify(false);
+    if (offset !== this.received) return { status: "ignored", expectedOffset: this.received };
+    const end = offset + data.byteLength;
+    if (end > size) return { status: "rejected", reason: `chunk ends at ${end}, beyond the snapshot size ${size}` };
+    if (last !== (end === size)) {
+      return {
+        status: "rejected",
+        reason: `chunk ending at ${end} is${last ? "" : " not"} marked last (size ${size})`,
+      };
     }
-    this.buffer.set(data, this.received);
-    this.received += data.byteLength;
-    if (!last) return { status: "continue", nextOffset: this.received };
-    if (this.received !== this.buffer.byteLength) {
-      return { status: "rejected", reason: `received ${this.received} bytes, expected ${this.buffer.byteLength}` };
+    if (data.byteLength === 0 && size > 0) return { status: "rejected", reason: "empty chunk" };
+    this.received = end;
+    this.checksum = continueChecksum(this.checksum, data);
+    if (end < size) return { status: "accepted", nextOffset: end };
+    return this.verify(true);
+  }
+
+  private verify(chunkAccepted: boolean): ChunkOutcome {
+    if (this.checksum !== this.metadata.checksum) {
+      return { status: "rejected", reason: `checksum ${this.checksum} does not match ${this.metadata.checksum}` };
     }
-    const checksum = snapshotChecksum(this.buffer);
-    if (checksum !== this.metadata.checksum) {
-      return { status: "rejected", reason: `checksum ${checksum} does not match ${this.metadata.checksum}` };
-    }
-    return { status: "complete", snapshot: { metadata: this.metadata, data: this.buffer } };
+    return { status: "complete", chunkAccepted };
   }
 }

@@ -4,6 +4,11 @@
  * and the progress of a snapshot being received in chunks, all under keys that start with the member's scope. Log
  * entries and records go to the environment's journal, snapshot chunks to its LMDB database.
  *
+ * Snapshots move between members without being held in memory whole: a leader reads the stored snapshot a byte range
+ * at a time (`snapshotChunk`, verifying only the stored chunks it touches), and a receiving member writes each chunk
+ * as it arrives (`receiveSnapshotChunks`), keeping a running CRC-32C of the received bytes with its progress, so the
+ * whole snapshot is verified when it is complete (`finishSnapshotReceive`) without being read back.
+ *
  * All writes go through the environment's group commit, so concurrent writes share one durable transaction.
  * The adapter keeps a small in-memory view (log bounds, hard state, snapshot records) that always equals what is
  * durable: each transaction works on a staged copy, which replaces the durable view only after the commit has been
@@ -15,11 +20,13 @@ import {
   type Configuration,
   type Entry,
   type HardState,
+  type IncomingSnapshot,
   type Member,
   type PersistedState,
   type RaftStorage,
   type Snapshot,
   type SnapshotMetadata,
+  type SnapshotReceipt,
   StorageCorruptionError,
 } from "../types.js";
 import { decodeChunk, decodeEntry, decodeRecord, encodeChunk, encodeEntry, encodeRecord } from "./codec.js";
@@ -48,10 +55,7 @@ export interface MemberStorageOptions extends Omit<MemberStorageScopeOptions, "s
 }
 
 /** How far a snapshot being received in chunks has come; survives restarts so the transfer can resume. */
-export interface IncomingSnapshotProgress {
-  readonly metadata: SnapshotMetadata;
-  readonly receivedBytes: number;
-}
+export type IncomingSnapshotProgress = IncomingSnapshot;
 
 /** Thrown by `entries` when part of the requested range is compacted away or beyond the last entry. */
 export class EntriesUnavailableError extends Error {
@@ -97,6 +101,8 @@ interface StoredSnapshot {
 
 interface StoredIncomingSnapshot extends StoredSnapshot {
   readonly receivedBytes: number;
+  /** CRC-32C of the received bytes (0 for none), continued with every chunk written. */
+  readonly receivedChecksum: number;
 }
 
 /** The part of the durable state kept in memory. */
@@ -310,6 +316,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       snapshot: view.snapshot?.metadata ?? null,
       firstIndex: view.logStart.index + 1,
       lastIndex: view.lastIndex,
+      incomingSnapshot: this.incomingSnapshot(),
     };
   }
 
@@ -525,7 +532,10 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     });
   }
 
-  /** The stored snapshot, reassembled from its chunks and verified against its checksum. */
+  /**
+   * The stored snapshot, reassembled from its chunks and verified against its checksum: for restoring a state machine
+   * (it holds the whole snapshot in memory). Sending a snapshot reads it a chunk at a time (`snapshotChunk`).
+   */
   snapshot(): Snapshot | null {
     this.assertOpen();
     const stored = this.durable.snapshot;
@@ -535,11 +545,80 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     return { metadata: stored.metadata, data: this.readSnapshotData(stored) };
   }
 
+  /** Metadata of the stored snapshot, without reading its data. */
+  snapshotMetadata(): SnapshotMetadata | null {
+    this.assertOpen();
+    return this.durable.snapshot?.metadata ?? null;
+  }
+
+  /**
+   * Up to `maxBytes` of the stored snapshot's data from byte `offset` on (fewer only at its end), read from the stored
+   * chunks that hold the range, each verified against its own checksum; the rest of the snapshot is not read. Null
+   * when the stored snapshot is no longer the one `metadata` describes.
+   */
+  snapshotChunk(metadata: SnapshotMetadata, offset: number, maxBytes: number): Uint8Array | null {
+    this.assertOpen();
+    if (!isNonNegativeInteger(offset) || !Number.isSafeInteger(maxBytes) || maxBytes < 1) {
+      throw new Error(`invalid snapshot range: ${maxBytes} bytes at ${offset}`);
+    }
+    const stored = this.durable.snapshot;
+    if (stored === null || !sameSnapshot(stored.metadata, metadata)) {
+      return null;
+    }
+    const sizeBytes = stored.metadata.sizeBytes;
+    if (offset > sizeBytes) {
+      throw new Error(`snapshot range starts at ${offset}, beyond the snapshot size ${sizeBytes}`);
+    }
+    const end = Math.min(sizeBytes, offset + maxBytes);
+    const result = new Uint8Array(end - offset);
+    if (end === offset) {
+      return result;
+    }
+    // The stored chunk holding `offset` is the last one starting at or before it. Stored chunks need not be cut the
+    // way this storage cuts them now: a received snapshot keeps the sender's chunks.
+    const [first] = this.environment.chunks.getKeys({
+      start: [this.scope, stored.slot, offset],
+      end: [this.scope, stored.slot, -1],
+      reverse: true,
+      limit: 1,
+    });
+    let expectedOffset = first?.[2] ?? 0;
+    const range = {
+      start: [this.scope, stored.slot, expectedOffset] as ChunkKey,
+      end: [this.scope, stored.slot + 1, 0] as ChunkKey,
+    };
+    // Bounded: the chunks read cover at most `maxBytes` plus the part of the first chunk before `offset`.
+    for (const { key, value } of this.environment.chunks.getRange(range)) {
+      const chunkOffset = key[2];
+      const location = `snapshot chunk at ${chunkOffset}`;
+      if (chunkOffset !== expectedOffset) {
+        throw new StorageCorruptionError(`snapshot chunk at ${expectedOffset}`, "chunk is missing");
+      }
+      const chunk = decodeChunk(value, location);
+      const chunkEnd = chunkOffset + chunk.byteLength;
+      if (chunkEnd > sizeBytes) {
+        throw new StorageCorruptionError(location, "chunk extends beyond the snapshot size");
+      }
+      const from = Math.max(offset, chunkOffset);
+      const to = Math.min(end, chunkEnd);
+      if (to > from) result.set(chunk.subarray(from - chunkOffset, to - chunkOffset), from - offset);
+      expectedOffset = chunkEnd;
+      if (expectedOffset >= end) {
+        return result;
+      }
+    }
+    throw new StorageCorruptionError(`snapshot chunk at ${expectedOffset}`, "chunk is missing");
+  }
+
   /**
    * Starts (or resumes) receiving the snapshot described by `metadata` in chunks; resolves with the byte offset the
-   * sender should continue from. A different snapshot in progress is discarded.
+   * sender should continue from. A different snapshot in progress is discarded, and so is what was received of this
+   * one when `restart` is set.
    */
-  async beginSnapshotReceive(metadata: SnapshotMetadata): Promise<number> {
+  async beginSnapshotReceive(
+    metadata: SnapshotMetadata,
+    options: { readonly restart?: boolean } = {},
+  ): Promise<number> {
     this.assertOpen();
     const copied = copyMetadata(metadata);
     if (!isSnapshotMetadata(copied)) {
@@ -548,19 +627,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     let resumeOffset = 0;
     await this.submit(
       () => {
-        const staged = this.stagedView();
-        if (staged.incoming !== null && sameSnapshot(staged.incoming.metadata, copied)) {
-          resumeOffset = staged.incoming.receivedBytes;
-          return;
-        }
-        // The new slot is chosen before the old transfer is discarded, so it differs from the slot being released.
-        const slot = this.nextSlot(staged);
-        this.discardIncoming(staged);
-        this.clearSlot(slot);
-        const incoming: StoredIncomingSnapshot = { metadata: copied, slot, receivedBytes: 0 };
-        this.environment.state.put(this.scope, INCOMING_SNAPSHOT_KEY, encodeRecord(incoming));
-        staged.incoming = incoming;
-        resumeOffset = 0;
+        resumeOffset = this.stageBeginReceive(this.stagedView(), copied, options.restart === true);
       },
       { writesChunks: true },
     );
@@ -573,95 +640,100 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
    */
   async writeSnapshotChunk(offset: number, data: Uint8Array): Promise<void> {
     this.assertOpen();
-    if (!isNonNegativeInteger(offset)) {
-      throw new Error(`invalid snapshot chunk offset ${offset}`);
+    const encoded = this.encodeReceivedChunk(offset, data);
+    return this.submit(() => this.stageReceivedChunk(this.stagedView(), offset, data, encoded), { writesChunks: true });
+  }
+
+  /**
+   * Durably writes a receipt of the Raft core (`Ready.snapshotReceipt`) in one transaction: starts the snapshot over
+   * when the receipt says so, then stores its chunks in order. The chunks must continue the received bytes exactly,
+   * as the core tracks them; anything else means the core and the storage disagree, and fails.
+   */
+  async receiveSnapshotChunks(receipt: SnapshotReceipt): Promise<void> {
+    this.assertOpen();
+    const metadata = copyMetadata(receipt.metadata);
+    if (!isSnapshotMetadata(metadata)) {
+      throw new Error("invalid snapshot metadata");
     }
-    if (data.byteLength === 0 || data.byteLength > this.snapshotChunkBytes) {
-      throw new Error(`snapshot chunk must hold 1 to ${this.snapshotChunkBytes} bytes, got ${data.byteLength}`);
-    }
-    const encoded = encodeChunk(data);
+    const chunks = receipt.chunks.map((chunk) => ({
+      offset: chunk.offset,
+      data: chunk.data,
+      encoded: this.encodeReceivedChunk(chunk.offset, chunk.data),
+    }));
     return this.submit(
       () => {
         const staged = this.stagedView();
-        const incoming = staged.incoming;
-        if (incoming === null) {
-          throw new Error("no snapshot is being received; call beginSnapshotReceive first");
+        if (receipt.restart) {
+          this.stageBeginReceive(staged, metadata, true);
+        } else if (staged.incoming === null || !sameSnapshot(staged.incoming.metadata, metadata)) {
+          throw new Error(`invariant violated: chunks of snapshot ${metadata.index}, which is not being received`);
         }
-        if (offset + data.byteLength <= incoming.receivedBytes) {
-          return;
+        for (const chunk of chunks) {
+          const receivedBytes = staged.incoming?.receivedBytes;
+          if (chunk.offset !== receivedBytes) {
+            throw new Error(
+              `invariant violated: received chunk at ${chunk.offset} does not continue at ${receivedBytes}`,
+            );
+          }
+          this.stageReceivedChunk(staged, chunk.offset, chunk.data, chunk.encoded);
         }
-        if (offset !== incoming.receivedBytes) {
-          throw new Error(`snapshot chunk at offset ${offset} does not continue at ${incoming.receivedBytes}`);
-        }
-        const receivedBytes = offset + data.byteLength;
-        if (receivedBytes > incoming.metadata.sizeBytes) {
-          throw new Error(`snapshot chunk ends at ${receivedBytes}, beyond the size ${incoming.metadata.sizeBytes}`);
-        }
-        // Chunks at or after `offset` can only be left by a write that a crash cut short before it was durable (and
-        // the sender may now cut the snapshot differently): they go before this chunk is stored.
-        const stale = [
-          ...this.environment.chunks.getKeys({
-            start: [this.scope, incoming.slot, offset],
-            end: [this.scope, incoming.slot + 1, 0],
-          }),
-        ];
-        for (const key of stale) this.environment.chunks.removeSync(key);
-        this.environment.chunks.putSync([this.scope, incoming.slot, offset], encoded);
-        const progressed: StoredIncomingSnapshot = { ...incoming, receivedBytes };
-        this.environment.state.put(this.scope, INCOMING_SNAPSHOT_KEY, encodeRecord(progressed));
-        staged.incoming = progressed;
       },
       { writesChunks: true },
     );
   }
 
-  /** The snapshot being received and how many bytes of it are durable, or null. */
+  /** The snapshot being received, how many bytes of it are durable and their checksum, or null. */
   incomingSnapshot(): IncomingSnapshotProgress | null {
     this.assertOpen();
     const incoming = this.durable.incoming;
-    return incoming === null ? null : { metadata: incoming.metadata, receivedBytes: incoming.receivedBytes };
+    return incoming === null
+      ? null
+      : {
+          metadata: incoming.metadata,
+          receivedBytes: incoming.receivedBytes,
+          receivedChecksum: incoming.receivedChecksum,
+        };
   }
 
   /**
-   * Verifies the whole received snapshot against its checksum and installs it like `installSnapshot` (a snapshot
-   * not newer than the stored one is discarded as already covered). On a mismatch the received chunks are discarded
-   * and `SnapshotChecksumMismatchError` is thrown, so the transfer restarts.
+   * Verifies the whole received snapshot, its size and its checksum (the running checksum of the received bytes, so
+   * nothing is read back), and installs it like `installSnapshot` (a snapshot not newer than the stored one is
+   * discarded as already covered). On a mismatch the received chunks are discarded and
+   * `SnapshotChecksumMismatchError` is thrown, so the transfer restarts.
    */
   async finishSnapshotReceive(): Promise<SnapshotMetadata> {
     this.assertOpen();
     let outcome: { installed: SnapshotMetadata } | { mismatch: string } | null = null;
-    await this.submit(
-      () => {
-        const staged = this.stagedView();
-        const incoming = staged.incoming;
-        if (incoming === null) {
-          throw new Error("no snapshot is being received");
-        }
-        if (incoming.receivedBytes !== incoming.metadata.sizeBytes) {
-          throw new Error(
-            `snapshot incomplete: ${incoming.receivedBytes} of ${incoming.metadata.sizeBytes} bytes received`,
-          );
-        }
-        const data = this.readChunks(incoming.slot, incoming.metadata.sizeBytes, "incoming snapshot");
-        const checksum = crc32c(data);
-        if (checksum !== incoming.metadata.checksum) {
-          this.discardIncoming(staged);
-          outcome = { mismatch: `received snapshot checksum ${checksum} differs from ${incoming.metadata.checksum}` };
-          return;
-        }
-        if (!this.isNewerSnapshot(staged, incoming.metadata)) {
-          this.discardIncoming(staged);
-          outcome = { installed: incoming.metadata };
-          return;
-        }
-        this.environment.state.remove(this.scope, INCOMING_SNAPSHOT_KEY);
-        staged.incoming = null;
-        this.adoptSnapshot(staged, { metadata: incoming.metadata, slot: incoming.slot });
+    await this.submit(() => {
+      const staged = this.stagedView();
+      const incoming = staged.incoming;
+      if (incoming === null) {
+        throw new Error("no snapshot is being received");
+      }
+      if (incoming.receivedBytes !== incoming.metadata.sizeBytes) {
+        throw new Error(
+          `snapshot incomplete: ${incoming.receivedBytes} of ${incoming.metadata.sizeBytes} bytes received`,
+        );
+      }
+      if (incoming.receivedChecksum !== incoming.metadata.checksum) {
+        this.discardIncoming(staged);
+        outcome = {
+          mismatch: `received snapshot checksum ${incoming.receivedChecksum} differs from ${incoming.metadata.checksum}`,
+        };
+        return;
+      }
+      if (!this.isNewerSnapshot(staged, incoming.metadata)) {
+        this.discardIncoming(staged);
         outcome = { installed: incoming.metadata };
-        // An LMDB transaction: the chunks read here may have been written earlier in the same transaction.
-      },
-      { writesChunks: true },
-    );
+        return;
+      }
+      // Reads the log (and may find it damaged) before writing anything, as a submitted write must.
+      this.termIn(staged, incoming.metadata.index);
+      this.environment.state.remove(this.scope, INCOMING_SNAPSHOT_KEY);
+      staged.incoming = null;
+      this.adoptSnapshot(staged, { metadata: incoming.metadata, slot: incoming.slot });
+      outcome = { installed: incoming.metadata };
+    });
     const settled = outcome as { installed: SnapshotMetadata } | { mismatch: string } | null;
     if (settled === null) {
       throw new Error("invariant violated: snapshot receive finished without an outcome");
@@ -698,6 +770,67 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       staged.incoming = null;
     });
     await this.close();
+  }
+
+  /** Starts (or resumes, unless `restart`) the receipt of `metadata` in the running transaction; returns its offset. */
+  private stageBeginReceive(staged: View, metadata: SnapshotMetadata, restart: boolean): number {
+    if (!restart && staged.incoming !== null && sameSnapshot(staged.incoming.metadata, metadata)) {
+      return staged.incoming.receivedBytes;
+    }
+    // The new slot is chosen before the old transfer is discarded, so it differs from the slot being released.
+    const slot = this.nextSlot(staged);
+    this.discardIncoming(staged);
+    this.clearSlot(slot);
+    const incoming: StoredIncomingSnapshot = { metadata, slot, receivedBytes: 0, receivedChecksum: 0 };
+    this.environment.state.put(this.scope, INCOMING_SNAPSHOT_KEY, encodeRecord(incoming));
+    staged.incoming = incoming;
+    return 0;
+  }
+
+  /** Checks a received chunk's shape and encodes it for storage (outside the transaction). */
+  private encodeReceivedChunk(offset: number, data: Uint8Array): Uint8Array {
+    if (!isNonNegativeInteger(offset)) {
+      throw new Error(`invalid snapshot chunk offset ${offset}`);
+    }
+    if (data.byteLength === 0 || data.byteLength > this.snapshotChunkBytes) {
+      throw new Error(`snapshot chunk must hold 1 to ${this.snapshotChunkBytes} bytes, got ${data.byteLength}`);
+    }
+    return encodeChunk(data);
+  }
+
+  /** Stores a received chunk and the receipt's progress in the running transaction; a duplicate is ignored. */
+  private stageReceivedChunk(staged: View, offset: number, data: Uint8Array, encoded: Uint8Array): void {
+    const incoming = staged.incoming;
+    if (incoming === null) {
+      throw new Error("no snapshot is being received; call beginSnapshotReceive first");
+    }
+    if (offset + data.byteLength <= incoming.receivedBytes) {
+      return;
+    }
+    if (offset !== incoming.receivedBytes) {
+      throw new Error(`snapshot chunk at offset ${offset} does not continue at ${incoming.receivedBytes}`);
+    }
+    const receivedBytes = offset + data.byteLength;
+    if (receivedBytes > incoming.metadata.sizeBytes) {
+      throw new Error(`snapshot chunk ends at ${receivedBytes}, beyond the size ${incoming.metadata.sizeBytes}`);
+    }
+    // Chunks at or after `offset` can only be left by a write that a crash cut short before it was durable (and the
+    // sender may now cut the snapshot differently): they go before this chunk is stored.
+    const stale = [
+      ...this.environment.chunks.getKeys({
+        start: [this.scope, incoming.slot, offset],
+        end: [this.scope, incoming.slot + 1, 0],
+      }),
+    ];
+    for (const key of stale) this.environment.chunks.removeSync(key);
+    this.environment.chunks.putSync([this.scope, incoming.slot, offset], encoded);
+    const progressed: StoredIncomingSnapshot = {
+      ...incoming,
+      receivedBytes,
+      receivedChecksum: crc32c(data, incoming.receivedChecksum) >>> 0,
+    };
+    this.environment.state.put(this.scope, INCOMING_SNAPSHOT_KEY, encodeRecord(progressed));
+    staged.incoming = progressed;
   }
 
   /** Waits for queued writes to commit, then closes the environment when this storage opened it. */
@@ -754,9 +887,23 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     const isStoredSnapshot = (value: unknown): value is StoredSnapshot =>
       isRecord(value) && isSnapshotMetadata(value.metadata) && isNonNegativeInteger(value.slot);
     const snapshot = this.readRecord(SNAPSHOT_KEY, isStoredSnapshot);
-    const incoming = this.readRecord(INCOMING_SNAPSHOT_KEY, (value): value is StoredIncomingSnapshot => {
-      return isStoredSnapshot(value) && isRecord(value) && isNonNegativeInteger(value.receivedBytes);
-    });
+    const stored = this.readRecord(
+      INCOMING_SNAPSHOT_KEY,
+      (value): value is Omit<StoredIncomingSnapshot, "receivedChecksum"> & { receivedChecksum?: number } =>
+        isStoredSnapshot(value) &&
+        isRecord(value) &&
+        isNonNegativeInteger(value.receivedBytes) &&
+        value.receivedBytes <= value.metadata.sizeBytes &&
+        (value.receivedChecksum === undefined || isNonNegativeInteger(value.receivedChecksum)),
+    );
+    // A receipt recorded before its running checksum was kept cannot be verified without reading it back: it starts
+    // over (the first chunk written at byte 0 replaces the stored record and removes the chunks after it).
+    const incoming: StoredIncomingSnapshot | null =
+      stored === null
+        ? null
+        : stored.receivedChecksum === undefined
+          ? { metadata: stored.metadata, slot: stored.slot, receivedBytes: 0, receivedChecksum: 0 }
+          : { ...stored, receivedChecksum: stored.receivedChecksum };
     const start = logStart ?? { index: 0, term: 0 };
     if (snapshot !== null && (start.index !== snapshot.metadata.index || start.term !== snapshot.metadata.term)) {
       throw new StorageCorruptionError(`${LOG_START_KEY} record`, "log start does not match the stored snapshot");

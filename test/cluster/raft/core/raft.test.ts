@@ -3,13 +3,15 @@ import { votersOf } from "../../../../src/cluster/raft/core/configuration.js";
 import type {
   AppendResponseMessage,
   Message,
+  SnapshotChunkMessage,
   VoteResponseMessage,
 } from "../../../../src/cluster/raft/core/messages.js";
 import { SeededRandom } from "../../../../src/cluster/raft/core/random.js";
+import type { Ready } from "../../../../src/cluster/raft/core/ready.js";
 import { snapshotChecksum } from "../../../../src/cluster/raft/core/snapshot-transfer.js";
 import type { Entry, Member } from "../../../../src/cluster/raft/types.js";
 import { SimulatedDisk } from "../../../simulation/disk.js";
-import { drain, loneNode, ScriptedGroup, texts, voters } from "./scripted-group.js";
+import { drain, loneNode, persistReady, ScriptedGroup, texts, voters } from "./scripted-group.js";
 
 const encoder = new TextEncoder();
 
@@ -1109,6 +1111,81 @@ describe("snapshots", () => {
     expect(offsets.filter((offset) => offset === 0)).toHaveLength(1);
     expect(offsets).toContain(32);
     expect(group.members.get(lagger)?.disk.snapshot()).not.toBeNull();
+  });
+
+  it("a member writes each chunk as it arrives, acknowledges it only after the write, and resumes after a restart", () => {
+    const disk = new SimulatedDisk();
+    drain(loneNode(1, disk, { members: voters(1, 2, 3) }), disk);
+    let node = loneNode(1, disk, null);
+    const data = Uint8Array.from({ length: 40 }, (_, position) => position);
+    const metadata = {
+      index: 20,
+      term: 2,
+      configuration: { members: voters(1, 2, 3) },
+      sizeBytes: 40,
+      checksum: snapshotChecksum(data),
+    };
+    const chunk = (offset: number): SnapshotChunkMessage => ({
+      type: "snapshotChunk",
+      from: 2,
+      to: 1,
+      term: 2,
+      metadata,
+      offset,
+      data: data.subarray(offset, offset + 16),
+      last: offset + 16 >= 40,
+    });
+    const answers = (ready: Ready) =>
+      ready.messages.flatMap((message) =>
+        message.type === "snapshotResponse" ? [`${message.status}:${message.nextOffset}:${message.matchIndex}`] : [],
+      );
+    const handle = (): Ready => {
+      const ready = node.ready();
+      if (!ready) throw new Error("no ready");
+      expect(ready.messagesBeforePersist).toEqual([]);
+      persistReady(disk, ready);
+      node.advance(ready);
+      return ready;
+    };
+
+    // Out of order: answered with the offset expected, and nothing to write but the start of the receipt.
+    node.step(chunk(16));
+    let ready = handle();
+    expect(ready.snapshotReceipt).toEqual({ metadata, restart: true, chunks: [] });
+    expect(answers(ready)).toEqual(["continue:0:0"]);
+
+    node.step(chunk(0));
+    ready = handle();
+    expect(ready.mustSync).toBe(true);
+    expect(ready.snapshotReceipt).toEqual({
+      metadata,
+      restart: false,
+      chunks: [{ offset: 0, data: data.subarray(0, 16) }],
+    });
+    expect(answers(ready)).toEqual(["continue:16:0"]);
+    expect(disk.incomingSnapshot()?.receivedBytes).toBe(16);
+
+    // A restart resumes at the durable offset: a repeated chunk is answered with it and not written again.
+    node = loneNode(1, disk, null);
+    node.step(chunk(0));
+    ready = handle();
+    expect(ready.snapshotReceipt).toBeNull();
+    expect(answers(ready)).toEqual(["continue:16:0"]);
+
+    // The last chunk completes the snapshot: written, verified and installed in the same batch, then acknowledged.
+    node.step(chunk(16));
+    node.step(chunk(32));
+    ready = handle();
+    expect(ready.snapshotReceipt?.chunks.map((received) => received.offset)).toEqual([16, 32]);
+    expect(ready.snapshot).toEqual(metadata);
+    expect(answers(ready)).toEqual(["continue:32:0", "installed:0:20"]);
+    expect(disk.snapshot()?.data).toEqual(data);
+    expect(disk.incomingSnapshot()).toBeNull();
+    expect(node.status()).toMatchObject({ commitIndex: 20, firstIndex: 21, lastIndex: 20 });
+
+    // A snapshot not newer than what the member has is answered `installed` with its commit index.
+    node.step(chunk(0));
+    expect(answers(handle())).toEqual(["installed:0:20"]);
   });
 
   it("a member rejects a snapshot whose checksum does not match and installs nothing", () => {

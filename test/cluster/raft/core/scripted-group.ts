@@ -33,6 +33,8 @@ export function testOptions(
     maxEntriesPerMessage: 64,
     maxBytesPerMessage: 1 << 20,
     snapshotChunkBytes: 16,
+    snapshotWindowChunks: 4,
+    snapshotResendTicks: 10,
     maxCommittedEntriesPerReady: 1024,
     maxPendingReads: 16,
     maxUncommittedEntries: 1000,
@@ -137,13 +139,9 @@ export class ScriptedGroup {
   }
 
   private persist(member: ScriptedMember, ready: Ready): void {
-    if (ready.snapshot) {
-      member.disk.installSnapshotSync(ready.snapshot);
-      member.applied = member.applied.filter((entry) => entry.index <= ready.snapshot!.metadata.index);
-    }
-    // Like the production driver, a batch that need not sync (only the commit index moved) writes nothing.
-    if (ready.mustSync) member.disk.appendSync(ready.entriesToPersist, ready.hardState);
-    if (ready.compaction) member.disk.installSnapshotSync(ready.compaction);
+    persistReady(member.disk, ready);
+    const snapshot = ready.snapshot;
+    if (snapshot) member.applied = member.applied.filter((entry) => entry.index <= snapshot.index);
     member.applied.push(...ready.committedEntries);
     member.reads.push(...ready.readStates);
     member.droppedReads.push(...ready.droppedReads);
@@ -229,6 +227,23 @@ export function texts(entries: readonly Entry[]): string[] {
   return entries.filter((entry) => entry.kind === "normal").map((entry) => new TextDecoder().decode(entry.data));
 }
 
+/**
+ * Writes a ready batch to a simulated disk the way the production driver writes it to its storage: the received
+ * snapshot chunks, then the received snapshot (verified and installed), then entries and hard state (unless only the
+ * volatile commit index moved), then the compaction.
+ */
+export function persistReady(disk: SimulatedDisk, ready: Ready): void {
+  if (ready.snapshotReceipt) disk.receiveSnapshotChunksSync(ready.snapshotReceipt);
+  if (ready.snapshot) {
+    const installed = disk.finishSnapshotReceiveSync();
+    if (installed.index !== ready.snapshot.index || installed.term !== ready.snapshot.term) {
+      throw new Error(`installed snapshot ${installed.index} instead of ${ready.snapshot.index}`);
+    }
+  }
+  if (ready.mustSync) disk.appendSync(ready.entriesToPersist, ready.hardState);
+  if (ready.compaction) disk.installSnapshotSync(ready.compaction);
+}
+
 /** Persists and advances every ready batch of a lone node; returns the messages it would send. */
 export function drain(node: RaftNode, disk: SimulatedDisk): Message[] {
   const messages: Message[] = [];
@@ -236,9 +251,7 @@ export function drain(node: RaftNode, disk: SimulatedDisk): Message[] {
     const ready = node.ready();
     if (!ready) return messages;
     messages.push(...ready.messagesBeforePersist);
-    if (ready.snapshot) disk.installSnapshotSync(ready.snapshot);
-    if (ready.mustSync) disk.appendSync(ready.entriesToPersist, ready.hardState);
-    if (ready.compaction) disk.installSnapshotSync(ready.compaction);
+    persistReady(disk, ready);
     messages.push(...ready.messages);
     node.advance(ready);
   }

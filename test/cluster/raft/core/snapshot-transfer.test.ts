@@ -1,5 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { chunkAt, SnapshotReceiver, snapshotChecksum } from "../../../../src/cluster/raft/core/snapshot-transfer.js";
+import {
+  type ChunkRange,
+  continueChecksum,
+  SnapshotReceiver,
+  SnapshotTransfer,
+  snapshotChecksum,
+} from "../../../../src/cluster/raft/core/snapshot-transfer.js";
 import type { SnapshotMetadata } from "../../../../src/cluster/raft/types.js";
 
 const data = Uint8Array.from({ length: 50 }, (_, position) => position * 3);
@@ -15,35 +21,105 @@ function metadata(overrides: Partial<SnapshotMetadata> = {}): SnapshotMetadata {
   };
 }
 
-describe("snapshot transfer", () => {
-  it("cuts data into bounded chunks and marks the last", () => {
-    expect(chunkAt(data, 0, 16).data.byteLength).toBe(16);
-    expect(chunkAt(data, 48, 16)).toMatchObject({ last: true });
-    expect(chunkAt(data, 48, 16).data.byteLength).toBe(2);
+/** Every chunk the transfer lets go right now. */
+function takeAll(transfer: SnapshotTransfer): ChunkRange[] {
+  const chunks: ChunkRange[] = [];
+  for (let chunk = transfer.takeChunk(); chunk !== null; chunk = transfer.takeChunk()) chunks.push(chunk);
+  return chunks;
+}
+
+describe("snapshot transfer: sender", () => {
+  it("keeps at most a window of bounded chunks in flight and marks the last", () => {
+    const transfer = new SnapshotTransfer(metadata(), 16, 2);
+    expect(takeAll(transfer)).toEqual([
+      { offset: 0, length: 16, last: false },
+      { offset: 16, length: 16, last: false },
+    ]);
+    expect(transfer.acknowledge(16)).toBe(true);
+    expect(takeAll(transfer)).toEqual([{ offset: 32, length: 16, last: false }]);
+    expect(transfer.acknowledge(48)).toBe(true);
+    expect(takeAll(transfer)).toEqual([{ offset: 48, length: 2, last: true }]);
+    expect(transfer.takeChunk()).toBeNull();
   });
 
-  it("the checksum is CRC-32C", () => {
+  it("ignores stale acknowledgements and the end of the snapshot, which only `installed` acknowledges", () => {
+    const transfer = new SnapshotTransfer(metadata(), 16, 2);
+    takeAll(transfer);
+    expect(transfer.acknowledge(32)).toBe(true);
+    expect(transfer.acknowledge(16)).toBe(false);
+    expect(transfer.acknowledge(32)).toBe(false);
+    expect(transfer.acknowledge(50)).toBe(false);
+    expect(transfer.acknowledgedOffset).toBe(32);
+  });
+
+  it("sends the window again from the acknowledged offset only after the resend timeout", () => {
+    const transfer = new SnapshotTransfer(metadata(), 16, 2);
+    takeAll(transfer);
+    transfer.acknowledge(16);
+    takeAll(transfer);
+    for (let tick = 1; tick < 5; tick++) expect(transfer.tick(5)).toBe(false);
+    expect(transfer.takeChunk()).toBeNull();
+    expect(transfer.tick(5)).toBe(true);
+    expect(takeAll(transfer).map((chunk) => chunk.offset)).toEqual([16, 32]);
+  });
+
+  it("jumps to an offset the member already holds, and starts over when it rejects the snapshot", () => {
+    const transfer = new SnapshotTransfer(metadata(), 16, 2);
+    takeAll(transfer);
+    // The member resumed a receipt that a crash or an earlier leader left at 40, off this transfer's chunk grid.
+    expect(transfer.acknowledge(40)).toBe(true);
+    expect(takeAll(transfer)).toEqual([{ offset: 40, length: 10, last: true }]);
+    transfer.restart();
+    expect(takeAll(transfer).map((chunk) => chunk.offset)).toEqual([0, 16]);
+  });
+
+  it("sends an empty snapshot as one empty last chunk", () => {
+    const transfer = new SnapshotTransfer(metadata({ sizeBytes: 0, checksum: 0 }), 16, 4);
+    expect(takeAll(transfer)).toEqual([{ offset: 0, length: 0, last: true }]);
+    expect(transfer.chunksInFlight).toBe(1);
+  });
+});
+
+describe("snapshot transfer: receiver", () => {
+  it("the checksum is CRC-32C and can be continued chunk by chunk", () => {
     // Known CRC-32C check value of "123456789".
-    expect(snapshotChecksum(new TextEncoder().encode("123456789"))).toBe(0xe3069283);
+    const bytes = new TextEncoder().encode("123456789");
+    expect(snapshotChecksum(bytes)).toBe(0xe3069283);
+    expect(continueChecksum(continueChecksum(0, bytes.subarray(0, 4)), bytes.subarray(4))).toBe(0xe3069283);
   });
 
-  it("reassembles in-order chunks and verifies the whole", () => {
+  it("accepts chunks in order and verifies the whole through its running checksum", () => {
     const receiver = new SnapshotReceiver(metadata());
     for (let offset = 0; offset < 48; offset += 16) {
-      expect(receiver.offer(offset, chunkAt(data, offset, 16).data, false)).toEqual({
-        status: "continue",
+      expect(receiver.offer(offset, data.subarray(offset, offset + 16), false)).toEqual({
+        status: "accepted",
         nextOffset: offset + 16,
       });
     }
-    const outcome = receiver.offer(48, chunkAt(data, 48, 16).data, true);
-    expect(outcome.status).toBe("complete");
-    if (outcome.status === "complete") expect(outcome.snapshot.data).toEqual(data);
+    expect(receiver.offer(48, data.subarray(48), true)).toEqual({ status: "complete", chunkAccepted: true });
   });
 
-  it("after a lost chunk it asks for the offset it expects, so the transfer resumes there", () => {
+  it("answers out-of-order and duplicate chunks with the offset it expects, without accepting them", () => {
     const receiver = new SnapshotReceiver(metadata());
-    receiver.offer(0, chunkAt(data, 0, 16).data, false);
-    expect(receiver.offer(32, chunkAt(data, 32, 16).data, false)).toEqual({ status: "continue", nextOffset: 16 });
+    receiver.offer(0, data.subarray(0, 16), false);
+    expect(receiver.offer(32, data.subarray(32, 48), false)).toEqual({ status: "ignored", expectedOffset: 16 });
+    expect(receiver.offer(0, data.subarray(0, 16), false)).toEqual({ status: "ignored", expectedOffset: 16 });
+    expect(receiver.receivedBytes).toBe(16);
+  });
+
+  it("resumes from a durable offset and its checksum", () => {
+    const prefix = data.subarray(0, 32);
+    const receiver = new SnapshotReceiver(metadata(), {
+      receivedBytes: 32,
+      receivedChecksum: snapshotChecksum(prefix),
+    });
+    expect(receiver.offer(0, data.subarray(0, 16), false)).toEqual({ status: "ignored", expectedOffset: 32 });
+    expect(receiver.offer(32, data.subarray(32), true)).toEqual({ status: "complete", chunkAccepted: true });
+  });
+
+  it("completes a receipt whose bytes were all durable before a restart on any chunk of it", () => {
+    const receiver = new SnapshotReceiver(metadata(), { receivedBytes: 50, receivedChecksum: snapshotChecksum(data) });
+    expect(receiver.offer(0, data.subarray(0, 16), false)).toEqual({ status: "complete", chunkAccepted: false });
   });
 
   it("rejects a snapshot whose checksum does not match", () => {
@@ -51,8 +127,12 @@ describe("snapshot transfer", () => {
     expect(receiver.offer(0, data, true)).toMatchObject({ status: "rejected" });
   });
 
-  it("rejects a snapshot whose size does not match", () => {
-    const receiver = new SnapshotReceiver(metadata({ sizeBytes: 60 }));
-    expect(receiver.offer(0, data, true)).toMatchObject({ status: "rejected" });
+  it("rejects chunks beyond the announced size or wrongly marked last", () => {
+    expect(new SnapshotReceiver(metadata({ sizeBytes: 40 })).offer(0, data, true)).toMatchObject({
+      status: "rejected",
+    });
+    expect(new SnapshotReceiver(metadata({ sizeBytes: 60 })).offer(0, data, true)).toMatchObject({
+      status: "rejected",
+    });
   });
 });

@@ -161,12 +161,13 @@ describe.each([false, true])("StorageEnvironment (synchronous commit: %s)", (syn
 
       const reopened = StorageEnvironment.open({ directory, synchronousCommit, journalSegmentBytes: 4096 });
       const again = MemberStorage.openIn(reopened, { scope: 1 });
-      expect(await again.load()).toEqual({
+      expect(await again.load()).toMatchObject({
         hardState: { term: 0, votedFor: null, commitIndex: 0 },
         snapshot: null,
         firstIndex: 1,
         lastIndex: 0,
       });
+      expect(again.incomingSnapshot()).toBeNull();
       const other = MemberStorage.openIn(reopened, { scope: 2 });
       expect(other.entries(1, 5)).toEqual(entries(1, 4, 2, "staying"));
       await again.close();

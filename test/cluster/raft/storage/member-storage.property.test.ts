@@ -151,6 +151,7 @@ async function expectSameAs(storage: MemberStorage, model: Model): Promise<void>
     snapshot: model.snapshot?.metadata ?? null,
     firstIndex: model.logStart.index + 1,
     lastIndex: model.lastIndex,
+    incomingSnapshot: null,
   });
   const expectedEntries = [...model.entries.values()].sort((left, right) => left.index - right.index);
   expect(storage.entries(model.logStart.index + 1, model.lastIndex + 1)).toEqual(expectedEntries);
@@ -158,6 +159,7 @@ async function expectSameAs(storage: MemberStorage, model: Model): Promise<void>
     expect(storage.term(index)).toBe(modelTerm(model, index));
   }
   expect(storage.snapshot()).toEqual(model.snapshot);
+  expect(storage.snapshotMetadata()).toEqual(model.snapshot?.metadata ?? null);
 }
 
 /** Both commit modes; the small entry cache makes reads mix memory and disk. */

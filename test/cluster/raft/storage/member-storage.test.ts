@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import { crc32c } from "@node-rs/crc32";
 import { open } from "lmdb";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { encodeEntry } from "../../../../src/cluster/raft/storage/codec.js";
 import { JOURNAL_DIRECTORY_NAME } from "../../../../src/cluster/raft/storage/environment.js";
 import { Journal } from "../../../../src/cluster/raft/storage/journal.js";
@@ -75,6 +75,7 @@ describe("MemberStorage", () => {
         snapshot: null,
         firstIndex: 1,
         lastIndex: 0,
+        incomingSnapshot: null,
       });
       expect(storage.term(0)).toBe(0);
       expect(storage.term(1)).toBeNull();
@@ -206,6 +207,7 @@ describe("MemberStorage", () => {
         snapshot: snapshot.metadata,
         firstIndex: 5,
         lastIndex: 7,
+        incomingSnapshot: null,
       });
       expect(reopened.entries(5, 8)).toEqual(entriesBefore);
       expect(reopened.term(4)).toBe(2);
@@ -326,6 +328,79 @@ describe("MemberStorage", () => {
     });
   });
 
+  describe("reading the stored snapshot a range at a time", () => {
+    it("reads any range, across stored chunk boundaries, and nothing past the end", async () => {
+      await withStorage(async (storage) => {
+        const snapshot = makeSnapshot(7, 2, 10);
+        await storage.installSnapshot(snapshot);
+        expect(storage.snapshotMetadata()).toEqual(snapshot.metadata);
+        for (let offset = 0; offset <= 10; offset += 1) {
+          for (let length = 1; length <= 12; length += 1) {
+            expect(storage.snapshotChunk(snapshot.metadata, offset, length)).toEqual(
+              snapshot.data.subarray(offset, Math.min(10, offset + length)),
+            );
+          }
+        }
+        expect(() => storage.snapshotChunk(snapshot.metadata, 11, 1)).toThrow(/beyond the snapshot size/);
+      }, 4);
+    });
+
+    it("answers null for a snapshot that is no longer the stored one", async () => {
+      await withStorage(async (storage) => {
+        const older = makeSnapshot(7, 2, 10);
+        await storage.installSnapshot(older);
+        await storage.installSnapshot(makeSnapshot(9, 2, 10));
+        expect(storage.snapshotChunk(older.metadata, 0, 4)).toBeNull();
+        expect(storage.snapshotChunk({ ...older.metadata, index: 9, checksum: 1 }, 0, 4)).toBeNull();
+        expect(storage.snapshotMetadata()?.index).toBe(9);
+      }, 4);
+    });
+
+    it("reports corruption in a chunk it reads, and reads ranges that do not touch it", async () => {
+      await withTemporaryDirectory(async (directory) => {
+        const storage = MemberStorage.open({ directory, snapshotChunkBytes: 4 });
+        const snapshot = makeSnapshot(3, 1, 12);
+        await storage.installSnapshot(snapshot);
+        await storage.close();
+
+        const root = open({ path: directory, maxDbs: 4, encoding: "binary" });
+        const chunks = root.openDB({ name: "snapshotChunks", encoding: "binary" });
+        const key = [...chunks.getKeys()].find((candidate) => (candidate as number[])[2] === 4);
+        const chunk = chunks.getBinary(key!)!;
+        chunk[chunk.byteLength - 1] = (chunk[chunk.byteLength - 1] ?? 0) ^ 1;
+        await chunks.put(key!, chunk);
+        await root.close();
+
+        const reopened = MemberStorage.open({ directory, snapshotChunkBytes: 4 });
+        expect(reopened.snapshotChunk(snapshot.metadata, 0, 4)).toEqual(snapshot.data.subarray(0, 4));
+        expect(reopened.snapshotChunk(snapshot.metadata, 8, 4)).toEqual(snapshot.data.subarray(8, 12));
+        expect(() => reopened.snapshotChunk(snapshot.metadata, 2, 4)).toThrow(StorageCorruptionError);
+        expect(() => reopened.snapshotChunk(snapshot.metadata, 7, 1)).toThrow(StorageCorruptionError);
+        await reopened.close();
+      });
+    });
+
+    it("reports a missing chunk inside a range as corruption", async () => {
+      await withTemporaryDirectory(async (directory) => {
+        const storage = MemberStorage.open({ directory, snapshotChunkBytes: 4 });
+        const snapshot = makeSnapshot(3, 1, 12);
+        await storage.installSnapshot(snapshot);
+        await storage.close();
+
+        const root = open({ path: directory, maxDbs: 4, encoding: "binary" });
+        const chunks = root.openDB({ name: "snapshotChunks", encoding: "binary" });
+        const key = [...chunks.getKeys()].find((candidate) => (candidate as number[])[2] === 8);
+        await chunks.remove(key!);
+        await root.close();
+
+        const reopened = MemberStorage.open({ directory, snapshotChunkBytes: 4 });
+        expect(() => reopened.snapshotChunk(snapshot.metadata, 6, 4)).toThrow(/chunk at 8: chunk is missing/);
+        expect(() => reopened.snapshotChunk(snapshot.metadata, 9, 2)).toThrow(StorageCorruptionError);
+        await reopened.close();
+      });
+    });
+  });
+
   it("writes no snapshot chunk when installing a snapshot finds the log damaged, so the next install is intact", async () => {
     await withTemporaryDirectory(async (directory) => {
       const storage = MemberStorage.open({ directory, snapshotChunkBytes: 16 });
@@ -443,7 +518,13 @@ describe("MemberStorage", () => {
         await storage.close();
 
         const reopened = MemberStorage.open({ directory, snapshotChunkBytes: 4 });
-        expect(reopened.incomingSnapshot()).toEqual({ metadata: snapshot.metadata, receivedBytes: 4 });
+        const incoming = {
+          metadata: snapshot.metadata,
+          receivedBytes: 4,
+          receivedChecksum: crc32c(snapshot.data.subarray(0, 4)),
+        };
+        expect(reopened.incomingSnapshot()).toEqual(incoming);
+        expect((await reopened.load()).incomingSnapshot).toEqual(incoming);
         expect(await reopened.beginSnapshotReceive(snapshot.metadata)).toBe(4);
         await expect(reopened.finishSnapshotReceive()).rejects.toThrow(/incomplete/);
         await reopened.writeSnapshotChunk(4, snapshot.data.subarray(4, 8));
@@ -466,6 +547,73 @@ describe("MemberStorage", () => {
         await expect(storage.finishSnapshotReceive()).rejects.toThrow(SnapshotChecksumMismatchError);
         expect(storage.incomingSnapshot()).toBeNull();
         expect(storage.snapshot()).toBeNull();
+      });
+    });
+
+    it("writes a receipt in one transaction, resumes it from load() after a restart, and verifies it without reading it back", async () => {
+      await withTemporaryDirectory(async (directory) => {
+        const snapshot = makeSnapshot(10, 2, 10);
+        const chunk = (offset: number, end: number) => ({ offset, data: snapshot.data.subarray(offset, end) });
+        const storage = MemberStorage.open({ directory, snapshotChunkBytes: 4 });
+        const before = storage.transactionCount;
+        await storage.receiveSnapshotChunks({
+          metadata: snapshot.metadata,
+          restart: true,
+          chunks: [chunk(0, 3), chunk(3, 6)],
+        });
+        expect(storage.transactionCount - before).toBe(1);
+        // Chunks must continue the received bytes exactly, as the core tracks them.
+        await expect(
+          storage.receiveSnapshotChunks({ metadata: snapshot.metadata, restart: false, chunks: [chunk(8, 10)] }),
+        ).rejects.toThrow(/does not continue at 6/);
+        await expect(
+          storage.receiveSnapshotChunks({ ...makeSnapshot(11, 2, 4), restart: false, chunks: [] }),
+        ).rejects.toThrow(/not being received/);
+        await storage.close();
+
+        const reopened = MemberStorage.open({ directory, snapshotChunkBytes: 4 });
+        expect((await reopened.load()).incomingSnapshot).toEqual({
+          metadata: snapshot.metadata,
+          receivedBytes: 6,
+          receivedChecksum: crc32c(snapshot.data.subarray(0, 6)),
+        });
+        await reopened.receiveSnapshotChunks({ metadata: snapshot.metadata, restart: false, chunks: [chunk(6, 10)] });
+        const readBack = vi.spyOn(reopened as unknown as { readChunks(): Uint8Array }, "readChunks");
+        expect(await reopened.finishSnapshotReceive()).toEqual(snapshot.metadata);
+        expect(readBack).not.toHaveBeenCalled();
+        expect(reopened.snapshot()).toEqual(snapshot);
+        // The sender's chunk boundaries (3, 6) are kept, and ranges across them read back exactly.
+        expect(reopened.snapshotChunk(snapshot.metadata, 2, 5)).toEqual(snapshot.data.subarray(2, 7));
+        await reopened.close();
+      });
+    });
+
+    it("starts a receipt over when told to, even for the same snapshot", async () => {
+      await withStorage(async (storage) => {
+        const snapshot = makeSnapshot(10, 2, 8);
+        const wrong = { ...snapshot.metadata, checksum: (snapshot.metadata.checksum + 1) >>> 0 };
+        await storage.receiveSnapshotChunks({ metadata: snapshot.metadata, restart: true, chunks: [] });
+        await storage.receiveSnapshotChunks({
+          metadata: snapshot.metadata,
+          restart: false,
+          chunks: [{ offset: 0, data: new Uint8Array(4) }],
+        });
+        await storage.receiveSnapshotChunks({
+          metadata: snapshot.metadata,
+          restart: true,
+          chunks: [{ offset: 0, data: snapshot.data }],
+        });
+        expect(storage.incomingSnapshot()?.receivedBytes).toBe(8);
+        expect(await storage.finishSnapshotReceive()).toEqual(snapshot.metadata);
+        expect(storage.snapshot()?.data).toEqual(snapshot.data);
+        // A checksum mismatch found by the running checksum discards the receipt.
+        await storage.receiveSnapshotChunks({
+          metadata: wrong,
+          restart: true,
+          chunks: [{ offset: 0, data: snapshot.data }],
+        });
+        await expect(storage.finishSnapshotReceive()).rejects.toThrow(SnapshotChecksumMismatchError);
+        expect(storage.incomingSnapshot()).toBeNull();
       });
     });
 
