@@ -17,6 +17,7 @@ describe("clientSettingsFromEnvironment", () => {
       audience: "modeler-api",
       adminUrl: "https://platform.example/base/admin",
       modelerUrl: "https://platform.example/base/modeler",
+      clusterManagementUrl: "http://localhost:9600",
     });
   });
 
@@ -30,6 +31,18 @@ describe("clientSettingsFromEnvironment", () => {
     expect(settings.adminUrl).toBe("http://admin.example:9000/admin");
     expect(settings.modelerUrl).toBe("http://localhost:8088/modeler");
     expect(settings.audience).toBeUndefined();
+  });
+
+  it("takes the cluster management URL from SERVICE_CLUSTER_MANAGEMENT_URL and refuses one that is not a URL", () => {
+    const base = { SERVICE_CONSOLE_CLIENT_ID: "id", SERVICE_CONSOLE_CLIENT_SECRET: "secret" };
+    const settings = clientSettingsFromEnvironment({
+      ...base,
+      SERVICE_CLUSTER_MANAGEMENT_URL: "http://gateway.example:9600/",
+    });
+    expect(settings.clusterManagementUrl).toBe("http://gateway.example:9600");
+    expect(() => clientSettingsFromEnvironment({ ...base, SERVICE_CLUSTER_MANAGEMENT_URL: "gateway:9600" })).toThrow(
+      /SERVICE_CLUSTER_MANAGEMENT_URL/,
+    );
   });
 
   it("names every missing or invalid variable", () => {

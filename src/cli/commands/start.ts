@@ -100,7 +100,9 @@ async function startCluster(
   io: CliIo,
 ): Promise<{ close(): Promise<void> }> {
   const { startLocalCluster } = await import("../../platform/provisioner/index.js");
-  io.stdout("starting the local cluster (3 brokers, 3 partitions, replication factor 3, one gateway)…\n");
+  io.stdout(
+    "starting the local cluster (on its first start 3 brokers, 3 partitions, replication factor 3; one gateway)…\n",
+  );
   const cluster = await startLocalCluster({
     dataDirectory: configuration.dataDirectory,
     gatewayPort: configuration.gateway.port,
@@ -114,7 +116,8 @@ async function startCluster(
   io.stdout(
     [
       `cluster gateway at ${cluster.gatewayUrl} (topology: ${cluster.gatewayUrl}/v2/topology)`,
-      `cluster management API at ${cluster.managementUrl}`,
+      `cluster management API at ${cluster.managementUrl} (resize with: flowplane cluster scale)`,
+      `${cluster.brokers.length} brokers:`,
       ...cluster.brokers.map(
         (broker) =>
           `  broker ${broker.nodeId}: cluster ${broker.clusterAddress}, management ${broker.managementUrl}, data ${broker.dataDirectory}, log ${broker.logFile}`,
@@ -148,7 +151,7 @@ export function registerStartCommands(program: Command, io: CliIo): void {
     program
       .command("start")
       .description(
-        "Start flowplane on this machine: the platform (token issuer and APIs) and a local cluster (3 brokers, one gateway).",
+        "Start flowplane on this machine: the platform (token issuer and APIs) and a local cluster (3 brokers at first, one gateway).",
       ),
     io,
     true,

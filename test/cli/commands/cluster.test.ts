@@ -1,0 +1,183 @@
+/**
+ * `flowplane cluster`: the text it prints for the API's answers, and the commands against a real gateway in front
+ * of real in-process brokers (status, a dry run, a scale-up followed to its end, cancel without a change).
+ */
+import { pino } from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  describeOperationEntry,
+  formatBytes,
+  formatClusterStatus,
+  formatDuration,
+  formatProgressLine,
+  printable,
+} from "../../../src/cli/cluster-display.js";
+import { scalePatch } from "../../../src/cli/commands/cluster.js";
+import { exitCodes } from "../../../src/cli/io.js";
+import type { ClusterStatus } from "../../../src/client/cluster.js";
+import { Broker } from "../../../src/cluster/broker/broker.js";
+import { type RunningGateway, startGateway } from "../../../src/cluster/gateway/index.js";
+import { loadConfiguration } from "../../../src/config/load.js";
+import {
+  partitionSettled,
+  removeDirectory,
+  startBrokers,
+  temporaryDirectory,
+  testBrokerOptions,
+  waitFor,
+} from "../../cluster/broker/support.js";
+import { type CliFixture, startCliFixture } from "../support.js";
+
+function status(overrides: Partial<ClusterStatus> = {}): ClusterStatus {
+  return {
+    version: 4,
+    brokers: [
+      { id: 0, state: "ACTIVE", version: 1, lastUpdatedAt: "t", partitions: [{ id: 1, state: "ACTIVE", priority: 2 }] },
+      {
+        id: 1,
+        state: "ACTIVE",
+        version: 1,
+        lastUpdatedAt: "t",
+        partitions: [{ id: 1, state: "JOINING", priority: 1 }],
+      },
+    ],
+    routing: {},
+    ...overrides,
+  };
+}
+
+describe("cluster display", () => {
+  it("shows the running change's progress in one line: operations, bytes, time left, the last error", () => {
+    const running = status({
+      pendingChange: {
+        id: 4,
+        status: "IN_PROGRESS",
+        startedAt: "t",
+        completed: [{ operation: "BROKER_ADD", brokerId: 1, completedAt: "t" }],
+        pending: [
+          { operation: "PARTITION_JOIN", brokerId: 1, partitionId: 1, priority: 1 },
+          { operation: "PARTITION_LEAVE", brokerId: 0, partitionId: 2 },
+        ],
+        progress: {
+          operation: { operation: "PARTITION_JOIN", brokerId: 1, partitionId: 1, priority: 1 },
+          startedAt: "t",
+          attempts: 2,
+          lastError: "no leader\u001b[31m answered",
+          bytesTotal: 3 * 1024 * 1024,
+          bytesMoved: 1024 * 1024,
+          estimatedSecondsLeft: 95,
+        },
+      },
+    });
+    expect(formatProgressLine(running)).toBe(
+      "1/3 operations done · now PARTITION_JOIN broker 1 partition 1 (priority 1) · 1.0 MiB of 3.0 MiB · about 1 min 35 s left · attempt 2, last error: no leader\\u001b[31m answered",
+    );
+    const text = formatClusterStatus(running);
+    expect(text).toContain("0       ACTIVE  1:2");
+    expect(text).toContain("1:1 JOINING");
+    expect(text).toContain("  running  PARTITION_JOIN broker 1 partition 1 (priority 1)");
+    expect(
+      formatProgressLine(status({ lastChange: { id: 3, status: "CANCELLED", startedAt: "t", completedAt: "t" } })),
+    ).toBe("change 3 CANCELLED");
+  });
+
+  it("formats bytes, durations, operations, and escapes control characters", () => {
+    expect(formatBytes(512)).toBe("512 B");
+    expect(formatBytes(1536)).toBe("1.5 KiB");
+    expect(formatDuration(42)).toBe("42 s");
+    expect(formatDuration(3725)).toBe("1 h 2 min");
+    expect(describeOperationEntry({ operation: "BROKER_REMOVE", brokerId: 0, brokers: [3] })).toBe(
+      "BROKER_REMOVE broker 0 [3]",
+    );
+    expect(printable("a\nb\u009bc")).toBe("a\\u000ab\\u009bc");
+  });
+
+  it("turns the scale options into the PATCH body, with today's replication factor by default", () => {
+    const options = { audience: "gateway-api", local: false };
+    expect(scalePatch({ ...options, brokers: 5 }, status())).toEqual({ brokers: { count: 5 } });
+    expect(scalePatch({ ...options, add: [3], remove: [1] }, status())).toEqual({ brokers: { add: [3], remove: [1] } });
+    expect(scalePatch({ ...options, replicationFactor: 2 }, status())).toEqual({
+      partitions: { count: 1, replicationFactor: 2 },
+    });
+    expect(() => scalePatch({ ...options, brokers: 3, add: [4] }, status())).toThrow(/either --brokers or --add/);
+    expect(() => scalePatch(options, status())).toThrow(/say what to change/);
+  });
+});
+
+describe("flowplane cluster against a running cluster", () => {
+  let fixture: CliFixture;
+  let root: string;
+  let brokers: Broker[];
+  let gateway: RunningGateway;
+  let environment: Record<string, string>;
+
+  beforeAll(async () => {
+    fixture = await startCliFixture();
+    root = await temporaryDirectory("cli");
+    brokers = await startBrokers(root, 3);
+    for (const partitionId of [1, 2, 3]) {
+      await waitFor(() => partitionSettled(brokers, partitionId, 3), `partition ${partitionId} settled`, 2_000);
+    }
+    gateway = await startGateway(
+      loadConfiguration({
+        environment: {},
+        flags: {
+          "service.gateway.port": 0,
+          "service.management.port": 0,
+          "service.gateway.issuerUrl": fixture.platform.issuerUrl,
+          "service.gateway.contactPoints": brokers.map((broker) => `127.0.0.1:${broker.clusterAddress.port}`).join(","),
+        },
+      }),
+      { logger: pino({ level: "silent" }), topologyRefreshIntervalMs: 100 },
+    );
+    environment = {
+      ...fixture.clientEnvironment,
+      SERVICE_CLUSTER_MANAGEMENT_URL: gateway.managementUrl,
+      SERVICE_DATA_DIRECTORY: root,
+    };
+  });
+
+  afterAll(async () => {
+    await gateway?.close();
+    await Promise.all((brokers ?? []).map((broker) => broker.close()));
+    if (root !== undefined) await removeDirectory(root);
+    await fixture?.close();
+  });
+
+  it("status prints the brokers and says no change runs; --json prints the API's answer", async () => {
+    const text = await fixture.cli(["cluster", "status"], environment);
+    expect(text.exitCode).toBe(exitCodes.ok);
+    expect(text.stdout).toContain("configuration version 1");
+    expect(text.stdout).toMatch(/^0\s+ACTIVE\s+1:3\s+2:1\s+3:2$/m);
+    expect(text.stdout).toContain("no change in progress");
+    const json = await fixture.cli(["cluster", "status", "--json"], environment);
+    expect((JSON.parse(json.stdout) as ClusterStatus).version).toBe(1);
+  });
+
+  it("scale --dry-run prints the plan and changes nothing; cancel without a change is a usage error", async () => {
+    const dryRun = await fixture.cli(["cluster", "scale", "--replication-factor", "2", "--dry-run"], environment);
+    expect(dryRun.exitCode, dryRun.stderr).toBe(exitCodes.ok);
+    expect(dryRun.stdout).toContain("Dry run, nothing recorded.");
+    expect(dryRun.stdout).toContain("PARTITION_LEAVE");
+    expect(brokers[0]!.configuration.version).toBe(1);
+    const cancel = await fixture.cli(["cluster", "cancel"], environment);
+    expect(cancel.exitCode).toBe(exitCodes.usage);
+    expect(cancel.stderr).toContain("no change is in progress");
+  });
+
+  it("scale --add --watch adds a running broker and follows the change to its end", async () => {
+    const fourth = await Broker.start(
+      testBrokerOptions(root, 3, { contactPoints: brokers.map((broker) => broker.clusterAddress) }),
+    );
+    brokers.push(fourth);
+    await waitFor(() => brokers[0]!.isReachable(3), "the coordinator hears from broker 3");
+    const run = await fixture.cli(["cluster", "scale", "--add", "3", "--watch", "--no-local"], environment);
+    expect(run.exitCode, run.stderr).toBe(exitCodes.ok);
+    expect(run.stdout).toMatch(/Change \d+ started: \d+ operations/);
+    expect(run.stdout).toMatch(/change \d+: COMPLETED/);
+    expect(brokers[0]!.configuration.members.get(3)?.partitions.size).toBeGreaterThan(0);
+    const refused = await fixture.cli(["cluster", "scale", "--add", "9", "--no-local"], environment);
+    expect(refused.exitCode).toBe(exitCodes.failure);
+    expect(refused.stderr).toMatch(/broker 9 is to be added but is not running and reachable; start it first \(HTTP 400\)/);
+  });
+});
