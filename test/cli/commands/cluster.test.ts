@@ -178,6 +178,8 @@ describe("flowplane cluster against a running cluster", () => {
     expect(brokers[0]!.configuration.members.get(3)?.partitions.size).toBeGreaterThan(0);
     const refused = await fixture.cli(["cluster", "scale", "--add", "9", "--no-local"], environment);
     expect(refused.exitCode).toBe(exitCodes.failure);
-    expect(refused.stderr).toMatch(/broker 9 is to be added but is not running and reachable; start it first \(HTTP 400\)/);
+    expect(refused.stderr).toMatch(
+      /broker 9 is to be added but is not running and reachable; start it first \(HTTP 400\)/,
+    );
   });
 });
