@@ -13,7 +13,7 @@
  */
 import type { Logger } from "pino";
 import type { HttpServer } from "../../http/server.js";
-import type { Member, Message } from "../raft/index.js";
+import { type Member, type Message, StorageCorruptionError } from "../raft/index.js";
 import type { StorageEnvironment } from "../raft/storage/environment.js";
 import {
   type ClusterConfiguration,
@@ -375,14 +375,12 @@ export class Broker {
     this.transport.onRequest((sender, request) => this.handleRequest(sender, request));
     const discovery = await this.establishConfiguration();
     if (this.closing) throw new Error(`broker ${this.nodeId} closed while it was starting`);
-    const environment = await openStorageEnvironment(
-      this.options.dataDirectory,
-      this.options.synchronousCommit,
-      (commit) => this.metrics.observeCommit(commit.durationMs / 1000, commit.writes),
-    );
-    this.environment = environment;
-    await this.deleteReplicasNotHosted(environment);
-    await this.openHostedReplicas(discovery);
+    const environment = await this.openStorage();
+    if (environment !== null) {
+      this.environment = environment;
+      await this.deleteReplicasNotHosted(environment);
+      await this.openHostedReplicas(discovery);
+    }
     const management = await startManagementServer({
       host: this.options.managementHost,
       port: this.options.managementPort,
@@ -459,6 +457,32 @@ export class Broker {
       await this.persistConfigurationInOrder(newest);
     }
     return discovery;
+  }
+
+  /**
+   * Opens the replicas' storage. When it is damaged (a journal record that is not a torn last write, a bad segment),
+   * the broker still starts, without replicas: it keeps taking part in gossip and answers the gateway and the
+   * management port, which report each of its replicas dead with the reason, and the other brokers keep serving
+   * every partition that still has a quorum. Nothing is repaired or cut: the files stay as they are for an operator.
+   */
+  private async openStorage(): Promise<StorageEnvironment | null> {
+    try {
+      return await openStorageEnvironment(
+        this.options.dataDirectory,
+        this.options.synchronousCommit,
+        (commit) => this.metrics.observeCommit(commit.durationMs / 1000, commit.writes),
+      );
+    } catch (error) {
+      if (!(error instanceof StorageCorruptionError)) throw error;
+      this.logger.error(
+        { err: error, location: error.location },
+        "the broker's storage is damaged: none of its replicas can run until it is repaired; they are reported dead",
+      );
+      for (const hosted of partitionsOf(this.configuration, this.nodeId)) {
+        this.replicas.reportUnopenable(hosted.partitionId, error);
+      }
+      return null;
+    }
   }
 
   /** Deletes the data of replicas this broker kept but no longer hosts (e.g. a forced reconfiguration left it out). */

@@ -93,6 +93,8 @@ export class ChangeExecutor {
   private timer: NodeJS.Timeout | null = null;
   private closed = false;
   private readonly logger: Logger;
+  /** Partitions whose replica lost its data and was removed from its group since this broker started. */
+  private readonly removedAfterDataLoss = new Set<number>();
 
   constructor(
     private readonly context: ChangeContext,
@@ -298,6 +300,9 @@ export class ChangeExecutor {
       await this.settleReplica(configuration, partitionId, replica.state);
       return;
     }
+    for (const [partitionId, replica] of member.partitions) {
+      if (await this.settleVoter(partitionId, replica.priority)) return;
+    }
     for (const partitionId of replicas.partitionIds()) {
       if (member.partitions.has(partitionId)) continue;
       if (concernsMe && operation?.partitionId === partitionId) continue;
@@ -308,6 +313,35 @@ export class ChangeExecutor {
       if (replicas.partitionIds().includes(partitionId)) continue;
       await replicas.ensure(partitionId, null).catch(() => undefined);
     }
+  }
+
+  /**
+   * An ACTIVE replica must be a voter of its group. One that is not is brought back, one leader request per
+   * evaluation: a replica that started without data while the configuration says it is ACTIVE lost its broker's data
+   * (a replaced disk), and its leader still believes it holds what it once acknowledged, so it is first removed from
+   * the group and then added as a new learner, which makes the leader replicate to it from scratch; a learner (after
+   * such a removal, or a join whose promotion a restart interrupted) is promoted once caught up. Returns whether it
+   * asked anything.
+   */
+  private async settleVoter(partitionId: number, priority: number): Promise<boolean> {
+    const replica = this.context.replicas.get(partitionId);
+    if (replica === undefined) return false;
+    const nodeId = this.context.nodeId;
+    const role = replica.committedConfiguration().members.find((candidate) => candidate.id === nodeId)?.role;
+    if (role === "voter") return false;
+    if (replica.startedWithoutData && !this.removedAfterDataLoss.has(partitionId)) {
+      const removed = await askLeader(this.context, partitionId, { type: "remove", member: nodeId });
+      if (removed.outcome === "done") {
+        this.logger.warn({ partitionId }, "this replica lost its data: removed from its group, to join it anew");
+        this.removedAfterDataLoss.add(partitionId);
+      }
+      return true;
+    }
+    const added = await askLeader(this.context, partitionId, { type: "addLearner", member: nodeId, priority });
+    if (added.outcome !== "done") return true;
+    const promoted = await askLeader(this.context, partitionId, { type: "promote", member: nodeId });
+    if (promoted.outcome === "done") this.logger.info({ partitionId }, "this replica is a voter of its group again");
+    return true;
   }
 
   /** A replica left JOINING, LEAVING or BOOTSTRAPPING by a cancelled change: kept if its group counts it, else deleted. */

@@ -157,6 +157,12 @@ const MAX_PENDING_TICKS = 1_000;
 /** A running replica; see the module comment. */
 export class PartitionReplica {
   readonly partitionId: number;
+  /**
+   * Whether the replica opened with nothing stored and nothing to bootstrap: a replica joining its group, or one whose
+   * broker lost its data. For the latter the group's leader still believes it holds what it once acknowledged, so it
+   * must be removed and added again before it can catch up (see the broker's change executor).
+   */
+  readonly startedWithoutData: boolean;
   private readonly options: PartitionReplicaOptions;
   private readonly storage: MemberStorage;
   private readonly node: RaftNode;
@@ -211,7 +217,9 @@ export class PartitionReplica {
     storage: MemberStorage,
     node: RaftNode,
     engine: PartitionEngine,
+    startedWithoutData: boolean,
   ) {
+    this.startedWithoutData = startedWithoutData;
     this.options = options;
     this.partitionId = options.partitionId;
     this.storage = storage;
@@ -269,7 +277,8 @@ export class PartitionReplica {
         preVote: true,
         checkQuorum: true,
       });
-      const replica = new PartitionReplica(options, storage, node, engine);
+      const startedWithoutData = options.bootstrap === null && persisted.lastIndex === 0 && persisted.snapshot === null;
+      const replica = new PartitionReplica(options, storage, node, engine, startedWithoutData);
       replica.start();
       return replica;
     } catch (error) {

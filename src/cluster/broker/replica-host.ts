@@ -35,6 +35,8 @@ interface DeadReplica {
   readonly error: Error;
   attempts: number;
   timer: NodeJS.Timeout | null;
+  /** Whether the broker's storage cannot be opened at all (nothing to retry, nothing to delete). */
+  readonly unopenable: boolean;
 }
 
 /** The replicas of one broker; see the module comment. */
@@ -107,6 +109,14 @@ export class ReplicaHost {
     return this.dead.has(partitionId) && !this.replicas.has(partitionId);
   }
 
+  /**
+   * Reports the replica of `partitionId` dead without trying to open it: the broker's storage itself cannot be
+   * opened (damaged), so no replica of this broker can run until an operator repairs it and restarts the broker.
+   */
+  reportUnopenable(partitionId: number, error: Error): void {
+    this.dead.set(partitionId, { partitionId, bootstrap: null, error, attempts: 1, timer: null, unopenable: true });
+  }
+
   /** Closes the replica of `partitionId` and deletes its data; nothing happens when there is none. */
   async remove(partitionId: number): Promise<void> {
     await this.opening.get(partitionId)?.catch(() => undefined);
@@ -114,7 +124,9 @@ export class ReplicaHost {
     if (dead !== undefined) {
       if (dead.timer !== null) clearTimeout(dead.timer);
       this.dead.delete(partitionId);
-      // A dead replica's storage is closed; open it once more, without starting it, only to delete its data.
+      // Damaged storage cannot be opened to delete anything: its files stay for the operator, as they are.
+      if (dead.unopenable) return;
+      // A dead replica's storage is closed: it is opened once more, only to delete its data.
     }
     let replica = this.replicas.get(partitionId);
     if (replica === undefined && dead !== undefined) {
@@ -190,7 +202,14 @@ export class ReplicaHost {
   private markDead(partitionId: number, bootstrap: readonly Member[] | null, error: Error): void {
     if (this.closed) return;
     const previous = this.dead.get(partitionId);
-    const dead: DeadReplica = { partitionId, bootstrap, error, attempts: (previous?.attempts ?? 0) + 1, timer: null };
+    const dead: DeadReplica = {
+      partitionId,
+      bootstrap,
+      error,
+      attempts: (previous?.attempts ?? 0) + 1,
+      timer: null,
+      unopenable: false,
+    };
     const backoffMs = Math.min(
       this.options.maxRestartBackoffMs,
       this.options.restartBackoffMs * 2 ** Math.min(30, dead.attempts - 1),
