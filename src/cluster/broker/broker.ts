@@ -467,10 +467,8 @@ export class Broker {
    */
   private async openStorage(): Promise<StorageEnvironment | null> {
     try {
-      return await openStorageEnvironment(
-        this.options.dataDirectory,
-        this.options.synchronousCommit,
-        (commit) => this.metrics.observeCommit(commit.durationMs / 1000, commit.writes),
+      return await openStorageEnvironment(this.options.dataDirectory, this.options.synchronousCommit, (commit) =>
+        this.metrics.observeCommit(commit.durationMs / 1000, commit.writes),
       );
     } catch (error) {
       if (!(error instanceof StorageCorruptionError)) throw error;
