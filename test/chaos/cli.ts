@@ -5,6 +5,7 @@
  *   npm run chaos -- --seed 42 --duration-s 300 --clients 16 --snapshot-interval 200
  *   npm run chaos -- --runs 5                  five runs, seeds S..S+4
  *   npm run chaos -- --env SERVICE_BROKER_RAFT_SYNCHRONOUS_COMMIT=false    settings for the cluster (repeatable)
+ *   npm run chaos -- --scale                   cluster changes (brokers added and removed, replication factor) too
  *
  * Prints the counts every 5 s, every fault, and per run `seed S: N acknowledged, …, K violations`; keeps the data
  * directory (brokers' logs and data) of a failing run and prints where it is. The exit code is 1 when any run found
@@ -21,6 +22,7 @@ const { values } = parseArgs({
     clients: { type: "string" },
     "snapshot-interval": { type: "string" },
     env: { type: "string", multiple: true },
+    scale: { type: "boolean" },
   },
 });
 
@@ -46,9 +48,10 @@ for (const assignment of values.env ?? []) {
 let failedRuns = 0;
 for (let seed = firstSeed; seed < firstSeed + runs; seed += 1) {
   console.log(
-    `seed ${seed}: ${durationMs / 1000} s of faults, ${clients} publishers, snapshots every ${snapshotIntervalEntries} entries`,
+    `seed ${seed}: ${durationMs / 1000} s of faults${values.scale === true ? " and cluster changes" : ""}, ${clients} publishers, snapshots every ${snapshotIntervalEntries} entries`,
   );
   let faultsPrinted = 0;
+  let changesPrinted = 0;
   const result = await runClusterChaos({
     seed,
     durationMs,
@@ -56,9 +59,12 @@ for (let seed = firstSeed; seed < firstSeed + runs; seed += 1) {
     snapshotIntervalEntries,
     environment,
     keepDataOnFailure: true,
+    scale: values.scale === true,
     onProgress: (progress) => {
       for (const fault of progress.faults.slice(faultsPrinted)) console.log(`  fault: ${fault}`);
       faultsPrinted = progress.faults.length;
+      for (const change of progress.changes.slice(changesPrinted)) console.log(`  change: ${change}`);
+      changesPrinted = progress.changes.length;
       console.log(
         `  ${(progress.elapsedMs / 1000).toFixed(0)} s: ${progress.acknowledged} acknowledged, ${progress.refused} refused, ` +
           `${progress.unknownOutcomes} unknown outcomes, ${progress.readsFoundDuringFaults}/${progress.readsDuringFaults} reads found, ` +
@@ -67,11 +73,13 @@ for (let seed = firstSeed; seed < firstSeed + runs; seed += 1) {
     },
   });
   for (const fault of result.faults.slice(faultsPrinted)) console.log(`  fault: ${fault}`);
+  for (const change of result.changes.slice(changesPrinted)) console.log(`  change: ${change}`);
   for (const violation of result.violations) console.log(`seed ${seed} VIOLATION: ${violation}`);
   if (result.keptDataDirectory !== undefined) console.log(`  data and logs kept in ${result.keptDataDirectory}`);
   console.log(
     `seed ${seed}: ${result.acknowledged} acknowledged, ${result.refused} refused, ${result.unknownOutcomes} unknown ` +
-      `outcomes, ${result.faults.length} faults, ${result.readsFoundDuringFaults}/${result.readsDuringFaults} reads ` +
+      `outcomes, ${result.faults.length} faults, ${result.changes.length} changes, ` +
+      `${result.readsFoundDuringFaults}/${result.readsDuringFaults} reads ` +
       `during the faults found, longest write outage ${result.longestWriteOutageMs} ms, ${result.violations.length} violations`,
   );
   if (result.violations.length > 0) failedRuns += 1;

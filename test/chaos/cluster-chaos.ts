@@ -14,6 +14,11 @@
  *   reach the same applied index;
  * - no broker or gateway logged an error: the faults are expected states, reported as warnings.
  *
+ * With `scale`, cluster changes run beside the faults: brokers added (started, then added through the management
+ * API) and removed (removed through the API, then stopped once the change completed), and the replication factor
+ * changed between 2 and 3, one change at a time, each followed to its end while brokers are killed and paused. Every
+ * change must complete (or the run reports it), and the checks above hold for whatever brokers the cluster has then.
+ *
  * The seed fixes the fault schedule only: processes, disks and the kernel's scheduling are not deterministic, so a
  * failing seed is a strong hint for a replay, not an exact one.
  */
@@ -22,7 +27,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
 import { SeededRandom } from "../../src/cluster/raft/core/random.js";
-import { type LocalCluster, startLocalCluster } from "../../src/platform/provisioner/index.js";
+import {
+  addLocalBrokers,
+  type LocalCluster,
+  removeLocalBrokers,
+  startLocalCluster,
+} from "../../src/platform/provisioner/index.js";
 import {
   eventually,
   everyPartitionLed,
@@ -53,6 +63,8 @@ export interface ChaosOptions {
   readonly progressIntervalMs?: number;
   /** Keep the data directory (brokers' logs and data) when the run found a violation. */
   readonly keepDataOnFailure?: boolean;
+  /** Run cluster changes (brokers added and removed, replication factor changed) beside the faults. */
+  readonly scale?: boolean;
 }
 
 /** The counts of a chaos run. */
@@ -71,6 +83,8 @@ export interface ChaosProgress {
   readonly longestWriteOutageMs: number;
   /** Faults injected so far, each as a line such as `kill broker 2 (leader of 1), down 1800 ms`. */
   readonly faults: readonly string[];
+  /** Cluster changes made so far, each as a line such as `change 4: brokers 0,1,2 → 0,1,2,3, COMPLETED in 3100 ms`. */
+  readonly changes: readonly string[];
   readonly violations: readonly string[];
 }
 
@@ -92,6 +106,8 @@ interface PublishedMessage {
 const UNAVAILABLE_STATUSES = new Set([502, 503, 504]);
 const REQUEST_TIMEOUT_MS = 15_000;
 const RECOVERY_TIMEOUT_MS = 60_000;
+/** Longest a cluster change may take while faults go on before the run reports it as stuck. */
+const CHANGE_TIMEOUT_MS = 180_000;
 const PARTITIONS = [1, 2, 3];
 
 /** Whether the topology was read and every partition has a leader; undefined otherwise, for `eventually`. */
@@ -111,6 +127,7 @@ export async function runClusterChaos(options: ChaosOptions): Promise<ChaosResul
   const acknowledged = new Map<string, PublishedMessage>();
   const acknowledgedKeys: string[] = [];
   const faults: string[] = [];
+  const changes: string[] = [];
   const violations: string[] = [];
   const counts = {
     refused: 0,
@@ -129,6 +146,7 @@ export async function runClusterChaos(options: ChaosOptions): Promise<ChaosResul
     acknowledged: acknowledged.size,
     ...counts,
     faults: [...faults],
+    changes: [...changes],
     violations: [...violations],
   });
   try {
@@ -242,6 +260,16 @@ export async function runClusterChaos(options: ChaosOptions): Promise<ChaosResul
     };
 
     const workload = [...Array.from({ length: options.clients }, (_, index) => publisher(index)), reader()];
+    const scaleRandom = new SeededRandom(options.seed ^ 0x5ca1e);
+    const scaler = async (): Promise<void> => {
+      while (injecting && violations.length === 0) {
+        await sleep(2_000 + scaleRandom.nextInt(6_000));
+        if (!injecting) return;
+        const description = await makeChange(running, dataDirectory, token, scaleRandom, violations);
+        if (description !== null) changes.push(description);
+      }
+    };
+    if (options.scale === true) workload.push(scaler());
     const injector = async (): Promise<void> => {
       while (Date.now() - startedAtMs < options.durationMs && violations.length === 0) {
         await sleep(500 + random.nextInt(1_500));
@@ -266,6 +294,9 @@ export async function runClusterChaos(options: ChaosOptions): Promise<ChaosResul
     }
 
     if (violations.length === 0) await verifyAfterFaults(running, gateway, topology, acknowledged, violations);
+    if (options.scale === true && changes.length === 0 && violations.length === 0) {
+      violations.push("the run made no cluster change although --scale asked for them");
+    }
   } finally {
     if (progressTimer !== undefined) clearInterval(progressTimer);
     await cluster?.close();
@@ -333,21 +364,24 @@ async function injectFault(
   random: SeededRandom,
   topology: GatewayTopology | undefined,
 ): Promise<string> {
-  const brokerCount = cluster.brokers.length;
+  // The brokers running now (a cluster change may have added or removed some).
+  const ids = cluster.brokers.map((broker) => broker.nodeId);
+  const brokerCount = ids.length;
   const roll = random.nextInt(100);
   const partitionId = 1 + random.nextInt(3);
   const leader = topology === undefined ? undefined : leaderOf(topology, partitionId);
-  const victim = roll < 35 && leader !== undefined ? leader : random.nextInt(brokerCount);
+  const victim =
+    roll < 35 && leader !== undefined && ids.includes(leader) ? leader : (ids[random.nextInt(brokerCount)] as number);
   const why = victim === leader ? ` (leader of ${partitionId})` : "";
   const downMs = 300 + random.nextInt(2_700);
   if (roll < 60) {
     await kill(cluster, victim, "SIGKILL");
     await sleep(downMs);
-    await cluster.restartBroker(victim);
+    await restartIfListed(cluster, victim);
     return `kill broker ${victim}${why}, down ${downMs} ms`;
   }
   if (roll < 75) {
-    const pid = cluster.brokers[victim]?.pid;
+    const pid = cluster.brokers.find((broker) => broker.nodeId === victim)?.pid;
     if (pid === undefined) return `pause broker ${victim}: not running, skipped`;
     process.kill(pid, "SIGSTOP");
     await sleep(downMs);
@@ -357,29 +391,156 @@ async function injectFault(
   if (roll < 90) {
     await kill(cluster, victim, "SIGTERM");
     await sleep(downMs);
-    await cluster.restartBroker(victim);
+    await restartIfListed(cluster, victim);
     return `stop broker ${victim}${why} (SIGTERM), down ${downMs} ms`;
   }
   if (roll >= 96) {
     // Every broker killed at once, as in a power cut of the whole cluster: all of it comes back from disk alone.
-    for (let nodeId = 0; nodeId < brokerCount; nodeId += 1) await kill(cluster, nodeId, "SIGKILL");
+    for (const nodeId of ids) await kill(cluster, nodeId, "SIGKILL");
     await sleep(downMs);
-    for (let nodeId = 0; nodeId < brokerCount; nodeId += 1) await cluster.restartBroker(nodeId);
+    for (const nodeId of ids) await restartIfListed(cluster, nodeId);
     return `kill every broker, down ${downMs} ms`;
   }
   // Two brokers down at once: no partition has a quorum, so nothing may be acknowledged until one is back.
-  const second = (victim + 1 + random.nextInt(brokerCount - 1)) % brokerCount;
+  const second = ids[(ids.indexOf(victim) + 1 + random.nextInt(brokerCount - 1)) % brokerCount] as number;
   await kill(cluster, victim, "SIGKILL");
   await kill(cluster, second, "SIGKILL");
   await sleep(downMs);
-  await cluster.restartBroker(victim);
-  await cluster.restartBroker(second);
+  await restartIfListed(cluster, victim);
+  await restartIfListed(cluster, second);
   return `kill brokers ${victim} and ${second} (no quorum), down ${downMs} ms`;
+}
+
+/** Starts a killed broker again, unless a change removed it from the local cluster meanwhile. */
+async function restartIfListed(cluster: LocalCluster, nodeId: number): Promise<void> {
+  if (!cluster.brokers.some((broker) => broker.nodeId === nodeId)) return;
+  await cluster.restartBroker(nodeId).catch(() => {
+    // Already started again (the scaler's broker start races a fault's restart): nothing to do.
+  });
+}
+
+/**
+ * Makes one cluster change through the management API and follows it to its end, as an operator would: a broker
+ * added (started first), a broker removed (stopped once the change completed), or the replication factor moved
+ * between 2 and 3. Returns what it did, or null when the cluster refused (e.g. a broker it needs is down right now,
+ * which is a 400 by the spec); a change that does not end within `CHANGE_TIMEOUT_MS` is a violation.
+ */
+async function makeChange(
+  cluster: LocalCluster,
+  dataDirectory: string,
+  token: string,
+  random: SeededRandom,
+  violations: string[],
+): Promise<string | null> {
+  const manage = async (path: string, init: RequestInit = {}): Promise<Response> =>
+    fetch(`${cluster.managementUrl}${path}`, {
+      ...init,
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(init.body === undefined ? {} : { "content-type": "application/json" }),
+      },
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+    });
+  const status = async (): Promise<{
+    brokers: { id: number; partitions: unknown[] }[];
+    lastChange?: { id: number; status: string };
+    pendingChange?: { id: number };
+  } | null> => {
+    try {
+      const response = await manage("/actuator/cluster");
+      return response.status === 200 ? ((await response.json()) as Awaited<ReturnType<typeof status>>) : null;
+    } catch {
+      return null;
+    }
+  };
+  const current = await status();
+  if (current === null || current.pendingChange !== undefined) return null;
+  const ids = current.brokers.map((broker) => broker.id).sort((left, right) => left - right);
+  const clusterDirectory = join(dataDirectory, "cluster");
+  const roll = random.nextInt(100);
+  let request: { path: string; init: RequestInit; what: string; added?: number; removed?: number };
+  if (ids.length < 5 && roll < 40) {
+    const added = (ids[ids.length - 1] ?? 0) + 1;
+    await addLocalBrokers(clusterDirectory, "127.0.0.1", [added]);
+    await eventually(`broker ${added} started`, RECOVERY_TIMEOUT_MS, async () =>
+      cluster.brokers.find((broker) => broker.nodeId === added)?.pid !== undefined ? true : undefined,
+    );
+    const target = [...ids, added];
+    request = {
+      path: "/actuator/cluster/brokers",
+      init: { method: "POST", body: JSON.stringify(target) },
+      what: `brokers ${ids.join(",")} → ${target.join(",")}`,
+      added,
+    };
+  } else if (ids.length > 3 && roll < 80) {
+    const removed = ids[ids.length - 1] as number;
+    const target = ids.slice(0, -1);
+    request = {
+      path: "/actuator/cluster/brokers",
+      init: { method: "POST", body: JSON.stringify(target) },
+      what: `brokers ${ids.join(",")} → ${target.join(",")}`,
+      removed,
+    };
+  } else {
+    const counts = new Map<number, number>();
+    for (const broker of current.brokers) {
+      for (const partition of broker.partitions as { id: number }[])
+        counts.set(partition.id, (counts.get(partition.id) ?? 0) + 1);
+    }
+    const replicationFactor = Math.min(...counts.values()) === 3 ? 2 : 3;
+    request = {
+      path: "/actuator/cluster",
+      init: { method: "PATCH", body: JSON.stringify({ partitions: { count: 3, replicationFactor } }) },
+      what: `replication factor → ${replicationFactor}`,
+    };
+  }
+  // A broker just started, or one a fault took down, is refused as unreachable for a moment: ask again, bounded.
+  let changeId: number | null = null;
+  for (let attempt = 0; attempt < 20 && changeId === null; attempt += 1) {
+    let response: Response;
+    try {
+      response = await manage(request.path, request.init);
+    } catch {
+      await sleep(500);
+      continue;
+    }
+    if (response.status === 202) {
+      changeId = ((await response.json()) as { changeId: number }).changeId;
+      break;
+    }
+    const detail = ((await response.json().catch(() => ({}))) as { detail?: string }).detail ?? "";
+    if (
+      response.status === 409 ||
+      (response.status === 400 && /unreachable|not running/.test(detail)) ||
+      response.status >= 500
+    ) {
+      await sleep(500);
+      continue;
+    }
+    violations.push(`the change ${request.what} was refused with ${response.status}: ${detail}`);
+    return null;
+  }
+  if (changeId === null) return `change ${request.what}: not accepted while brokers were down, skipped`;
+  const startedAtMs = Date.now();
+  const id = changeId;
+  const ended = await eventually(`change ${id} ended`, CHANGE_TIMEOUT_MS, async () => {
+    const now = await status();
+    return now !== null && now.lastChange !== undefined && now.lastChange.id >= id && now.pendingChange?.id !== id
+      ? now.lastChange.status
+      : undefined;
+  }).catch(() => null);
+  if (ended === null) {
+    violations.push(`change ${id} (${request.what}) did not end within ${CHANGE_TIMEOUT_MS} ms`);
+    return `change ${id}: ${request.what}, stuck`;
+  }
+  if (ended !== "COMPLETED") violations.push(`change ${id} (${request.what}) ended ${ended}`);
+  if (request.removed !== undefined && ended === "COMPLETED") removeLocalBrokers(clusterDirectory, [request.removed]);
+  return `change ${id}: ${request.what}, ${ended} in ${Date.now() - startedAtMs} ms`;
 }
 
 /** Sends `signal` to a broker and waits (bounded) until its process has exited. */
 async function kill(cluster: LocalCluster, nodeId: number, signal: NodeJS.Signals): Promise<void> {
-  const broker = cluster.brokers[nodeId];
+  const broker = cluster.brokers.find((candidate) => candidate.nodeId === nodeId);
   const pid = broker?.pid;
   if (broker === undefined || pid === undefined) return;
   process.kill(pid, signal);
@@ -431,8 +592,12 @@ async function verifyAfterFaults(
         const partition = replica.split("/")[0] as string;
         byPartition.set(partition, (byPartition.get(partition) ?? new Set()).add(index));
       }
+      const current = await topology();
+      if (current === undefined) return undefined;
+      // Every replica the topology lists reports an applied index, and those of one partition agree.
+      const listed = current.brokers.reduce((sum, broker) => sum + broker.partitions.length, 0);
       const replicas = [...byPartition.values()];
-      return replicas.length === 3 && applied.size === 9 && replicas.every((indexes) => indexes.size === 1)
+      return replicas.length === 3 && applied.size === listed && replicas.every((indexes) => indexes.size === 1)
         ? true
         : undefined;
     });
