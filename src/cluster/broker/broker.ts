@@ -40,6 +40,7 @@ import { type BrokerMetrics, createBrokerMetrics, type ManagementSource, startMa
 import type { ChangeContext } from "./operations.js";
 import { type BrokerOptions, firstConfiguration, initialDistribution } from "./options.js";
 import type { PartitionReplica, PartitionReplicaOptions } from "./partition-replica.js";
+import { answerPartitionRequest } from "./partition-requests.js";
 import {
   type ClusterConfigurationAnswer,
   isPeerRequestType,
@@ -120,6 +121,7 @@ export class Broker {
   private ownAddress: GossipedAddress;
   private readonly stopping = new AbortController();
   private readonly executor: ChangeExecutor;
+  private readonly changeContext: ChangeContext;
   private readonly coordinator: ChangeCoordinator;
   private closing = false;
   private closed: Promise<void> | null = null;
@@ -153,6 +155,7 @@ export class Broker {
     this.managementSource = source;
     this.metrics = createBrokerMetrics(source);
     const context: ChangeContext = {
+      requestLocal: (request) => this.requestLocal(request),
       nodeId: options.nodeId,
       logger: this.logger,
       heartbeatIntervalMs: options.heartbeatIntervalMs,
@@ -166,6 +169,7 @@ export class Broker {
       requestPeer: (nodeId, request, timeoutMs) => this.requestPeer(nodeId, request, timeoutMs),
       now: () => new Date().toISOString(),
     };
+    this.changeContext = context;
     this.executor = new ChangeExecutor(context, {
       pollIntervalMs: CHANGE_POLL_INTERVAL_MS,
       retryBackoffMs: OPERATION_RETRY_BACKOFF_MS,
@@ -638,6 +642,11 @@ export class Broker {
     return response;
   }
 
+  /** Answers a peer request in this broker (a change operation asking a replica that happens to be local). */
+  private requestLocal<T extends PeerRequest>(request: T): Promise<PeerResponses[T["type"]]> {
+    return this.answerPeer(request) as Promise<PeerResponses[T["type"]]>;
+  }
+
   private async answerPeer(request: PeerRequest): Promise<PeerResponses[PeerRequest["type"]]> {
     if (request.type === "cluster-configuration") return this.configurationAnswer();
     const replica = this.replicas.get(request.partitionId);
@@ -647,13 +656,7 @@ export class Broker {
         : `partition ${request.partitionId} is not hosted on broker ${this.nodeId}`;
       return { outcome: "unavailable", detail };
     }
-    if (request.type === "partition-membership") return replica.changeMembership(request.change);
-    try {
-      await replica.forceMembership(request.members);
-      return { outcome: "forced" };
-    } catch (error) {
-      return { outcome: "unavailable", detail: (error as Error).message };
-    }
+    return answerPartitionRequest(replica, request, this.changeContext);
   }
 
   private configurationAnswer(): ClusterConfigurationAnswer {

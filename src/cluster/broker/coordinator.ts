@@ -58,9 +58,6 @@ export interface CoordinatorContext {
   now(): string;
 }
 
-/** Operations that add partitions to a running cluster: they need message relocation, which this version lacks. */
-const PARTITION_SCALING_OPERATIONS = new Set(["START_PARTITION_SCALE_UP", "AWAIT_REDISTRIBUTION", "AWAIT_RELOCATION"]);
-
 function refused(
   status: 400 | 404 | 409,
   detail: string,
@@ -85,12 +82,6 @@ export class ChangeCoordinator {
       operations = this.plan(configuration, command);
       if (operations.length > 0 && configuration.pendingChange !== null) {
         return refused(409, `Another configuration change [${configuration.pendingChange.id}] is in progress`);
-      }
-      if (operations.some((operation) => PARTITION_SCALING_OPERATIONS.has(operation.operation))) {
-        return refused(
-          400,
-          "adding partitions to a running cluster is not available in this version of flowplane (message relocation is missing); the partition count stays as it is",
-        );
       }
       const reachableBrokers = new Set(this.context.knownBrokers().filter((id) => this.context.isReachable(id)));
       reachableBrokers.add(this.context.nodeId);

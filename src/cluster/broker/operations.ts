@@ -31,6 +31,8 @@ export interface ChangeContext {
   /** Whether the broker was heard from recently (this broker always is). */
   isReachable(nodeId: number): boolean;
   requestPeer<T extends PeerRequest>(nodeId: number, request: T, timeoutMs: number): Promise<PeerResponses[T["type"]]>;
+  /** Answers a peer request in this broker, as another broker's request would be answered. */
+  requestLocal<T extends PeerRequest>(request: T): Promise<PeerResponses[T["type"]]>;
   /** The current time as ISO 8601 text. */
   now(): string;
 }
@@ -92,12 +94,91 @@ export async function applyOperationHere(
     case "PARTITION_BOOTSTRAP":
       return bootstrapPartition(context, requirePartition(operation), requirePriority(operation), run);
     case "START_PARTITION_SCALE_UP":
+      // Only the routing changes (the new partitions take no requests yet): recorded when the operation completes.
+      return;
     case "AWAIT_REDISTRIBUTION":
+      return redistribute(context, run);
     case "AWAIT_RELOCATION":
-      throw new OperationRefusedError(
-        `${operation.operation} is not supported by this broker version: partition scaling is not available`,
-      );
+      return relocate(context, run);
   }
+}
+
+/** The partition counts of a running scale-up: before it (base) and after it (all partitions). */
+function scaleUpCounts(configuration: ClusterConfiguration): { base: number; all: number } {
+  const handling = configuration.routing.requestHandling;
+  if (handling.strategy === "AllPartitions") {
+    // Already routed to every partition (a relocation resumed after the routing switched).
+    return { base: configuration.routing.messageCorrelation.partitionCount, all: handling.partitionCount };
+  }
+  const all =
+    handling.basePartitionCount + handling.additionalActivePartitions.length + handling.inactivePartitions.length;
+  return { base: handling.basePartitionCount, all };
+}
+
+/**
+ * Asks every partition's leader to take `routing` (which correlation keys it owns, whether relocation runs) until
+ * each has it applied. Repeating it is harmless, so an interrupted attempt simply starts over.
+ */
+async function routeEveryPartition(
+  context: ChangeContext,
+  partitionCount: number,
+  routing: { readonly correlationCount: number; readonly basePartitionCount: number; readonly relocating: boolean },
+  run: OperationRun,
+): Promise<void> {
+  for (let partitionId = 1; partitionId <= partitionCount; partitionId += 1) {
+    const deadlineMs = Date.now() + STALL_TIMEOUT_MS;
+    for (;;) {
+      if (run.signal.aborted) throw new Error("the operation was abandoned");
+      const answer = await askPartitionLeader(context, { type: "partition-route", partitionId, ...routing });
+      if (answer?.outcome === "routed") break;
+      if (Date.now() > deadlineMs) throw new Error(`partition ${partitionId} did not take the new routing in time`);
+      await pause(context.heartbeatIntervalMs * 2, run.signal);
+    }
+  }
+}
+
+/**
+ * AWAIT_REDISTRIBUTION: every partition, old and new, learns (in its log) that correlation keys are hashed over all
+ * partitions now, and that messages are being relocated; then the operation completes and the gateways route by
+ * the new count. From the first step on an old partition refuses keys it no longer owns, so no message can land
+ * where it does not belong while the gateways switch.
+ */
+async function redistribute(context: ChangeContext, run: OperationRun): Promise<void> {
+  const { base, all } = scaleUpCounts(context.configuration());
+  await routeEveryPartition(context, all, { correlationCount: all, basePartitionCount: base, relocating: true }, run);
+}
+
+/**
+ * AWAIT_RELOCATION: every partition's leader moves the messages whose key another partition owns now, batch by
+ * batch, until a full pass finds none; then every partition learns that relocation is over (a message id of a key
+ * that moved is accepted again where it lives now). Reports the messages moved as its progress.
+ */
+async function relocate(context: ChangeContext, run: OperationRun): Promise<void> {
+  const { all } = scaleUpCounts(context.configuration());
+  let moved = 0;
+  let lastProgressMs = Date.now();
+  // Bounded by progress: a pass that moves nothing while messages remain for longer than the stall timeout fails.
+  for (;;) {
+    let remaining = 0;
+    for (let partitionId = 1; partitionId <= all; partitionId += 1) {
+      if (run.signal.aborted) throw new Error("the operation was abandoned");
+      const answer = await askPartitionLeader(context, { type: "partition-relocate", partitionId });
+      if (answer?.outcome !== "progress") {
+        remaining += 1;
+        continue;
+      }
+      moved += answer.moved;
+      if (answer.moved > 0) lastProgressMs = Date.now();
+      remaining += answer.remaining;
+      run.reportBytes(moved, moved + remaining);
+    }
+    if (remaining === 0) break;
+    if (Date.now() - lastProgressMs > STALL_TIMEOUT_MS) {
+      throw new Error(`relocation made no progress for ${STALL_TIMEOUT_MS / 1000} s; ${remaining} messages remain`);
+    }
+    await pause(context.heartbeatIntervalMs, run.signal);
+  }
+  await routeEveryPartition(context, all, { correlationCount: all, basePartitionCount: all, relocating: false }, run);
 }
 
 function requirePartition(operation: ClusterOperation): number {
@@ -289,16 +370,20 @@ async function untilDone(
   throw new Error("the operation was abandoned");
 }
 
+/** Requests a partition's leader answers (or redirects). */
+type LeaderRequest = Extract<PeerRequest, { readonly partitionId: number }>;
+
 /**
- * Sends `change` to whoever leads the partition: the leader this broker's replica follows when it knows one, else
- * each broker the configuration lists for the partition, following `not-leader` hints. Answers `in-progress` when
- * no leader answered (an election, a leader that is down), so the caller asks again.
+ * Sends `request` to whoever leads its partition: the leader this broker's replica follows when it knows one, else
+ * each broker the configuration lists for the partition, following `not-leader` hints (this broker itself answers
+ * in process). Returns the first answer that is not a redirect, or null when no leader answered (an election, a
+ * leader that is down), so the caller asks again.
  */
-export async function askLeader(
+export async function askPartitionLeader<T extends LeaderRequest>(
   context: ChangeContext,
-  partitionId: number,
-  change: MembershipChange,
-): Promise<MembershipAnswer> {
+  request: T,
+): Promise<PeerResponses[T["type"]] | null> {
+  const partitionId = request.partitionId;
   const local = context.replicas.get(partitionId);
   const candidates: number[] = [];
   const hint = local?.report().leaderId;
@@ -312,29 +397,35 @@ export async function askLeader(
     const candidate = candidates[position] as number;
     if (asked.has(candidate)) continue;
     asked.add(candidate);
-    let answer: MembershipAnswer;
-    if (candidate === context.nodeId) {
-      if (local === undefined) continue;
-      answer = await local.changeMembership(change);
-    } else {
-      try {
-        answer = await context.requestPeer(
-          candidate,
-          { type: "partition-membership", partitionId, change },
-          PEER_REQUEST_TIMEOUT_MS,
-        );
-      } catch {
-        continue;
-      }
-    }
-    if (answer.outcome === "not-leader") {
-      if (answer.leaderId !== null && !asked.has(answer.leaderId)) candidates.splice(position + 1, 0, answer.leaderId);
+    let answer: PeerResponses[T["type"]];
+    try {
+      answer =
+        candidate === context.nodeId
+          ? await context.requestLocal(request)
+          : await context.requestPeer(candidate, request, PEER_REQUEST_TIMEOUT_MS);
+    } catch {
       continue;
     }
-    if (answer.outcome === "unavailable") continue;
+    const outcome = (answer as { outcome: string }).outcome;
+    if (outcome === "not-leader") {
+      const leaderId = (answer as { leaderId: number | null }).leaderId;
+      if (leaderId !== null && !asked.has(leaderId)) candidates.splice(position + 1, 0, leaderId);
+      continue;
+    }
+    if (outcome === "unavailable") continue;
     return answer;
   }
-  return { outcome: "in-progress", detail: `no leader of partition ${partitionId} answered yet` };
+  return null;
+}
+
+/** `askPartitionLeader` for a membership change; `in-progress` when no leader answered yet. */
+export async function askLeader(
+  context: ChangeContext,
+  partitionId: number,
+  change: MembershipChange,
+): Promise<MembershipAnswer> {
+  const answer = await askPartitionLeader(context, { type: "partition-membership", partitionId, change });
+  return answer ?? { outcome: "in-progress", detail: `no leader of partition ${partitionId} answered yet` };
 }
 
 /** Waits `durationMs`, or less when `signal` aborts. */

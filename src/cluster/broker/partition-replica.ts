@@ -19,11 +19,14 @@
 import type { Logger } from "pino";
 import {
   type ApplyResult,
+  type EngineRecord,
   type EngineSnapshotEncoder,
   encodeRecord,
+  type OutboundMessage,
   PartitionEngine,
   type PublishMessageRecord,
   RecordValidationError,
+  type RelocateInRecord,
 } from "../engine/index.js";
 import {
   type Configuration,
@@ -49,6 +52,7 @@ import {
 import type {
   GetMessageResponse,
   MessageView,
+  PartitionRedirect,
   PublishMessageCommand,
   PublishMessageResponse,
   ReplicaHealth,
@@ -108,10 +112,21 @@ export interface SnapshotReport {
   readonly durationMs: number;
 }
 
+/** How a proposal ended, once that is known. */
+export type ProposalOutcome =
+  /** Its entry was committed and applied, with this result. */
+  | { readonly kind: "applied"; readonly result: ApplyResult }
+  /** Another leader's entry took its index: it was never committed. */
+  | { readonly kind: "replaced"; readonly leaderId: number | null }
+  /** This replica cannot tell whether it was committed. */
+  | { readonly kind: "unknown"; readonly detail: string };
+
+/** How a proposal ended, or why it was not even proposed (only then may the caller simply retry). */
+export type ProposalEnd = ProposalOutcome | { readonly kind: "refused"; readonly redirect: PartitionRedirect };
+
 interface WaitingProposal {
   readonly term: number;
-  readonly tenantId: string;
-  readonly resolve: (response: PublishMessageResponse) => void;
+  readonly resolve: (outcome: ProposalOutcome) => void;
 }
 
 /** A proposal of a leadership this replica lost, waiting for its index to be applied or for its deadline. */
@@ -144,6 +159,12 @@ interface QueuedWork {
   readonly run: () => void;
   readonly fail: (detail: string) => void;
 }
+
+/** Messages taken out for relocation by one record (well within the record size limit). */
+const RELOCATION_BATCH_MESSAGES = 256;
+
+/** A relocated message as the owner receives it (the `relocateIn` record without the owner's clock). */
+export type RelocatedMessage = Omit<RelocateInRecord, "kind" | "nowMs">;
 
 /** Most proposals and reads queued for the driver at once (proposals are also bounded per partition). */
 const MAX_QUEUED_WORK = 16_384;
@@ -184,6 +205,8 @@ export class PartitionReplica {
   /** The snapshot whose chunks are written and whose compaction the core has not handed out yet. */
   private preparedSnapshot: { readonly index: number; readonly data: Uint8Array } | null = null;
   private installedSnapshots = 0;
+  /** Whether `relocateMessages` is running (one run at a time). */
+  private relocating = false;
   /** Size of the latest snapshot this replica holds (taken or installed), for joining replicas' progress. */
   private snapshotSizeBytes = 0;
   /** Log entry and snapshot bytes received from leaders since the replica opened (a joining replica's progress). */
@@ -353,31 +376,56 @@ export class PartitionReplica {
       }
       throw error;
     }
+    const tenantId = command.tenantId;
     return new Promise((resolve) => {
-      this.queuedProposalCount += 1;
-      let queued = true;
-      // Once only: an item whose `run` throws is also failed.
-      const leaveQueue = (): void => {
-        if (queued) this.queuedProposalCount -= 1;
-        queued = false;
-      };
-      this.enqueue({
-        run: () => {
-          leaveQueue();
-          const result = this.node.propose(data);
-          if (!result.accepted) {
-            resolve(refusalAnswer(result, this.partitionId));
-            return;
-          }
-          // Proposals of an earlier leadership that this replica did not see end are in doubt now, like any other.
-          if (result.term !== this.proposalsTerm) this.setProposalsInDoubt(result.term);
-          this.proposals.set(result.index, { term: result.term, tenantId: command.tenantId, resolve });
-        },
-        fail: (detail) => {
-          leaveQueue();
-          resolve({ outcome: "unavailable", detail });
-        },
+      this.proposeData(data, (end) => resolve(publishResponse(end, this.partitionId, tenantId)));
+    });
+  }
+
+  /**
+   * Proposes an engine record of the partition's own (routing, relocation) and resolves with how it ended. The same
+   * exactness as publications: an applied outcome only once the entry is committed and applied.
+   */
+  proposeRecord(record: EngineRecord): Promise<ProposalEnd> {
+    const unavailable = this.unavailableReason();
+    if (unavailable !== null) {
+      return Promise.resolve({ kind: "refused", redirect: { outcome: "unavailable", detail: unavailable } });
+    }
+    if (this.status.role !== "leader") {
+      return Promise.resolve({
+        kind: "refused",
+        redirect: { outcome: "not-leader", leaderId: this.status.leaderId },
       });
+    }
+    const data = encodeRecord(record);
+    return new Promise((resolve) => this.proposeData(data, resolve));
+  }
+
+  /** Queues `data` for proposal; `resolve` hears how it ended (see `ProposalEnd`). */
+  private proposeData(data: Uint8Array, resolve: (end: ProposalEnd) => void): void {
+    this.queuedProposalCount += 1;
+    let queued = true;
+    // Once only: an item whose `run` throws is also failed.
+    const leaveQueue = (): void => {
+      if (queued) this.queuedProposalCount -= 1;
+      queued = false;
+    };
+    this.enqueue({
+      run: () => {
+        leaveQueue();
+        const result = this.node.propose(data);
+        if (!result.accepted) {
+          resolve({ kind: "refused", redirect: refusalAnswer(result, this.partitionId) });
+          return;
+        }
+        // Proposals of an earlier leadership that this replica did not see end are in doubt now, like any other.
+        if (result.term !== this.proposalsTerm) this.setProposalsInDoubt(result.term);
+        this.proposals.set(result.index, { term: result.term, resolve });
+      },
+      fail: (detail) => {
+        leaveQueue();
+        resolve({ kind: "refused", redirect: { outcome: "unavailable", detail } });
+      },
     });
   }
 
@@ -403,6 +451,69 @@ export class PartitionReplica {
         fail: (detail) => resolve({ outcome: "unavailable", detail }),
       });
     });
+  }
+
+  /**
+   * As the partition's leader: from now on own only the correlation keys that hash here over `correlationCount`
+   * partitions (see the engine's routing). Resolves once the routing record is applied, or with the reason it was
+   * not (a redirect, or an unknown outcome the caller retries: proposing the same routing again is harmless).
+   */
+  async routeMessages(correlationCount: number, basePartitionCount: number, relocating: boolean): Promise<ProposalEnd> {
+    return this.proposeRecord({ kind: "routeMessages", correlationCount, basePartitionCount, relocating });
+  }
+
+  /**
+   * As the leader of the partition that owns a relocated message's key now: buffers it (idempotently per source
+   * key) and resolves with its key here, null when it had expired on the way.
+   */
+  async receiveRelocated(message: RelocatedMessage): Promise<ProposalEnd> {
+    return this.proposeRecord({ kind: "relocateIn", ...message, nowMs: Date.now() });
+  }
+
+  /**
+   * As the partition's leader, moves up to `maxBatches` batches of the messages whose correlation key another
+   * partition owns now: each batch is taken out (a `relocateOut` record), sent to its owner through `send` (which
+   * resolves with the key the owner buffered it under, or null when it had expired), and then recorded as relocated
+   * (`relocatedOut`). Messages taken out earlier but not yet acknowledged (a previous leader's, or after a failure)
+   * are sent first. Resolves with how many remain, so the caller repeats until none does; one run at a time.
+   */
+  async relocateMessages(
+    send: (message: OutboundMessage) => Promise<string | null>,
+    maxBatches: number,
+  ): Promise<{ readonly outcome: "progress"; readonly moved: number; readonly remaining: number } | PartitionRedirect> {
+    if (this.relocating) {
+      return { outcome: "unavailable", detail: `partition ${this.partitionId} is relocating already` };
+    }
+    if (this.status.role !== "leader") return { outcome: "not-leader", leaderId: this.status.leaderId };
+    // What is misplaced is read from the engine: it must have applied everything committed, the routing included.
+    if (this.engine.messageRouting === null || this.engine.lastAppliedIndex < this.status.commitIndex) {
+      return { outcome: "unavailable", detail: `partition ${this.partitionId} is still applying its log` };
+    }
+    this.relocating = true;
+    let moved = 0;
+    try {
+      for (let batch = 0; batch < maxBatches; batch += 1) {
+        for (const message of this.engine.outboundMessages()) {
+          const newKey = await send(message);
+          const end = await this.proposeRecord({ kind: "relocatedOut", counter: message.counter, newKey });
+          if (end.kind === "refused") return end.redirect;
+          if (end.kind !== "applied")
+            return { outcome: "unavailable", detail: end.kind === "unknown" ? end.detail : "replaced" };
+          moved += 1;
+        }
+        const misplaced = this.engine.misplacedMessages(RELOCATION_BATCH_MESSAGES);
+        if (misplaced.length === 0) break;
+        const end = await this.proposeRecord({ kind: "relocateOut", counters: misplaced });
+        if (end.kind === "refused") return end.redirect;
+        if (end.kind !== "applied")
+          return { outcome: "unavailable", detail: end.kind === "unknown" ? end.detail : "replaced" };
+      }
+      const remaining =
+        this.engine.misplacedMessages(Number.MAX_SAFE_INTEGER).length + this.engine.outboundMessages().length;
+      return { outcome: "progress", moved, remaining };
+    } finally {
+      this.relocating = false;
+    }
   }
 
   /**
@@ -815,10 +926,10 @@ export class PartitionReplica {
   private answerApplied(waiting: WaitingProposal, entry: Entry, result: ApplyResult | null): void {
     if (waiting.term !== entry.term || result === null) {
       // Another leader's entry replaced ours at this index: our proposal was never committed.
-      waiting.resolve({ outcome: "not-leader", leaderId: this.node.status().leaderId });
+      waiting.resolve({ kind: "replaced", leaderId: this.node.status().leaderId });
       return;
     }
-    waiting.resolve(publishAnswer(result, this.partitionId, waiting.tenantId));
+    waiting.resolve({ kind: "applied", result });
   }
 
   private serveReads(): void {
@@ -827,8 +938,14 @@ export class PartitionReplica {
       if (read.index === null || read.index > applied) continue;
       this.reads.delete(context);
       const message = this.engine.getMessage(read.key);
+      if (message === undefined) {
+        // A message relocated to the partition owning its key now answers there under its new key.
+        const moved = this.engine.forwardOf(read.key);
+        read.resolve(moved === undefined ? { outcome: "not-found" } : { outcome: "moved", key: moved });
+        continue;
+      }
       // The leader reads a clock, so a message past its deadline is gone even before the expiry record applies.
-      if (message === undefined || message.deadlineMs <= Date.now()) {
+      if (message.deadlineMs <= Date.now()) {
         read.resolve({ outcome: "not-found" });
         continue;
       }
@@ -917,9 +1034,9 @@ export class PartitionReplica {
     }
   }
 
-  private unknownAnswer(why: string): PublishMessageResponse {
+  private unknownAnswer(why: string): ProposalOutcome {
     return {
-      outcome: "unknown",
+      kind: "unknown",
       detail: `partition ${this.partitionId} replica ${why}; the publication may or may not take effect`,
     };
   }
@@ -1038,8 +1155,8 @@ export class PartitionReplica {
    */
   private failEverything(answer: { outcome: "unavailable"; detail: string }): void {
     for (const work of this.queue.splice(0)) work.fail(answer.detail);
-    const unknown: PublishMessageResponse = {
-      outcome: "unknown",
+    const unknown: ProposalOutcome = {
+      kind: "unknown",
       detail: `${answer.detail} before the publication was known to be committed; it may or may not take effect`,
     };
     for (const waiting of this.proposals.values()) waiting.resolve(unknown);
@@ -1069,13 +1186,33 @@ function refusalAnswer(
   return { outcome: "unavailable", detail: `partition ${partitionId} leader refused the request (${refusal.reason})` };
 }
 
-function publishAnswer(result: ApplyResult, partitionId: number, tenantId: string): PublishMessageResponse {
+/** The gateway's answer to a publication that ended with `end`. */
+function publishResponse(end: ProposalEnd, partitionId: number, tenantId: string): PublishMessageResponse {
+  switch (end.kind) {
+    case "refused":
+      return end.redirect;
+    case "replaced":
+      return { outcome: "not-leader", leaderId: end.leaderId };
+    case "unknown":
+      return { outcome: "unknown", detail: end.detail };
+    case "applied":
+      break;
+  }
+  const result = end.result;
   switch (result.kind) {
     case "published":
       return { outcome: "published", key: result.key, partitionId, tenantId };
     case "rejected":
+      if (result.reason === "not-owner") {
+        return {
+          outcome: "rejected",
+          reason: "not-owner",
+          detail: result.detail,
+          ownerPartitionId: result.ownerPartitionId,
+        };
+      }
       return { outcome: "rejected", reason: result.reason, detail: result.detail };
-    case "expired":
-      throw new Error("invariant violated: a publish proposal was applied as an expiry record");
+    default:
+      throw new Error(`invariant violated: a publish proposal was applied as a ${result.kind} record`);
   }
 }

@@ -7,6 +7,7 @@ import type { Member } from "../raft/index.js";
 import type { GossipedAddress } from "./broker-messages.js";
 import { isGossipedAddress } from "./broker-messages.js";
 import { type MembershipAnswer, type MembershipChange, parseMembershipChange } from "./membership.js";
+import type { RelocatedMessage } from "./partition-replica.js";
 import type { ReplicaReport } from "./protocol.js";
 
 /** Requests between brokers. */
@@ -16,7 +17,19 @@ export type PeerRequest =
   /** Asks a partition's leader for a membership change (see membership.ts). */
   | { readonly type: "partition-membership"; readonly partitionId: number; readonly change: MembershipChange }
   /** Asks a replica to take `members` as its group's membership without the old quorum (forced reconfiguration). */
-  | { readonly type: "partition-force"; readonly partitionId: number; readonly members: readonly Member[] };
+  | { readonly type: "partition-force"; readonly partitionId: number; readonly members: readonly Member[] }
+  /** Asks a partition's leader to own only the correlation keys hashing to it over `correlationCount` partitions. */
+  | {
+      readonly type: "partition-route";
+      readonly partitionId: number;
+      readonly correlationCount: number;
+      readonly basePartitionCount: number;
+      readonly relocating: boolean;
+    }
+  /** Asks a partition's leader to relocate (some of) the messages another partition owns now. */
+  | { readonly type: "partition-relocate"; readonly partitionId: number }
+  /** Hands a relocated message to the leader of the partition that owns its key now. */
+  | { readonly type: "partition-relocate-in"; readonly partitionId: number; readonly message: RelocatedMessage };
 
 /** Answer to `cluster-configuration`. */
 export interface ClusterConfigurationAnswer {
@@ -32,14 +45,40 @@ export interface ClusterConfigurationAnswer {
 /** Answer to `partition-force`. */
 export type ForceAnswer = { readonly outcome: "forced" } | { readonly outcome: "unavailable"; readonly detail: string };
 
+/** Answers shared by requests a partition's leader must handle. */
+export type LeaderRedirect =
+  | { readonly outcome: "not-leader"; readonly leaderId: number | null }
+  | { readonly outcome: "unavailable"; readonly detail: string };
+
+/** Answer to `partition-route`. */
+export type RouteAnswer = { readonly outcome: "routed" } | LeaderRedirect;
+
+/** Answer to `partition-relocate`: messages moved by this request and messages still to move. */
+export type RelocateAnswer =
+  | { readonly outcome: "progress"; readonly moved: number; readonly remaining: number }
+  | LeaderRedirect;
+
+/** Answer to `partition-relocate-in`: the message's key at its new owner (null: it had expired on the way). */
+export type RelocateInAnswer = { readonly outcome: "relocated"; readonly key: string | null } | LeaderRedirect;
+
 /** The answer type of each peer request type. */
 export interface PeerResponses {
   "cluster-configuration": ClusterConfigurationAnswer;
   "partition-membership": MembershipAnswer;
   "partition-force": ForceAnswer;
+  "partition-route": RouteAnswer;
+  "partition-relocate": RelocateAnswer;
+  "partition-relocate-in": RelocateInAnswer;
 }
 
-const PEER_REQUEST_TYPES = new Set(["cluster-configuration", "partition-membership", "partition-force"]);
+const PEER_REQUEST_TYPES = new Set([
+  "cluster-configuration",
+  "partition-membership",
+  "partition-force",
+  "partition-route",
+  "partition-relocate",
+  "partition-relocate-in",
+]);
 
 /** Whether `value` is a request of one of the peer request types (to be parsed by `parsePeerRequest`). */
 export function isPeerRequestType(value: unknown): boolean {
@@ -87,9 +126,58 @@ export function parsePeerRequest(value: unknown): PeerRequest | string {
       if (typeof members === "string") return members;
       return { type: "partition-force", partitionId: request.partitionId, members };
     }
+    case "partition-route": {
+      const { partitionId, correlationCount, basePartitionCount, relocating } = request;
+      if (!isPartitionId(partitionId) || !isPartitionId(correlationCount) || !isPartitionId(basePartitionCount)) {
+        return "partition-route needs a partition id and partition counts ≥ 1";
+      }
+      if (typeof relocating !== "boolean") return "partition-route needs a boolean relocating";
+      return { type: "partition-route", partitionId, correlationCount, basePartitionCount, relocating };
+    }
+    case "partition-relocate":
+      if (!isPartitionId(request.partitionId)) return "partition-relocate needs a partition id ≥ 1";
+      return { type: "partition-relocate", partitionId: request.partitionId };
+    case "partition-relocate-in": {
+      if (!isPartitionId(request.partitionId)) return "partition-relocate-in needs a partition id ≥ 1";
+      const message = parseRelocatedMessage(request.message);
+      if (typeof message === "string") return message;
+      return { type: "partition-relocate-in", partitionId: request.partitionId, message };
+    }
     default:
       return `unknown peer request type ${JSON.stringify(request.type)}`;
   }
+}
+
+/**
+ * Checks the shape of a relocated message; its fields are validated again (limits included) when the owner encodes
+ * its record, which refuses anything invalid.
+ */
+function parseRelocatedMessage(value: unknown): RelocatedMessage | string {
+  if (typeof value !== "object" || value === null) return "the relocated message is not an object";
+  const message = value as Record<string, unknown>;
+  const { sourceKey, name, correlationKey, timeToLiveMs, messageId, variablesBytes, tenantId, publishedAtMs } = message;
+  if (
+    typeof sourceKey !== "string" ||
+    typeof name !== "string" ||
+    typeof correlationKey !== "string" ||
+    !Number.isSafeInteger(timeToLiveMs) ||
+    !(messageId === undefined || messageId === null || typeof messageId === "string") ||
+    !(variablesBytes instanceof Uint8Array) ||
+    typeof tenantId !== "string" ||
+    !Number.isSafeInteger(publishedAtMs)
+  ) {
+    return "the relocated message is malformed";
+  }
+  return {
+    sourceKey,
+    name,
+    correlationKey,
+    timeToLiveMs: timeToLiveMs as number,
+    ...(typeof messageId === "string" ? { messageId } : {}),
+    variablesBytes,
+    tenantId,
+    publishedAtMs: publishedAtMs as number,
+  };
 }
 
 /** Checks a `cluster-configuration` answer; returns it typed or null when it is malformed. */

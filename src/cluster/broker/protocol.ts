@@ -169,7 +169,9 @@ export type PartitionRedirect =
 /** Answer to `publish-message`, sent once the record is committed by a quorum and applied. */
 export type PublishMessageResponse =
   | { outcome: "published"; key: string; partitionId: number; tenantId: string }
-  | { outcome: "rejected"; reason: "duplicate-message-id" | "invalid-record"; detail: string }
+  | { outcome: "rejected"; reason: "duplicate-message-id" | "invalid-record" | "relocating"; detail: string }
+  /** The correlation key belongs to another partition since partitions were added: publish it there. */
+  | { outcome: "rejected"; reason: "not-owner"; detail: string; ownerPartitionId: number }
   /**
    * The record is in the partition's log, but this replica stopped (or skipped past it with a snapshot) before it
    * could tell whether a quorum committed it: it may or may not take effect, so it must not be retried blindly.
@@ -182,6 +184,8 @@ export type PublishMessageResponse =
 export type GetMessageResponse =
   | { outcome: "found"; message: MessageView }
   | { outcome: "not-found" }
+  /** The message was relocated to another partition when partitions were added; it answers under `key` there. */
+  | { outcome: "moved"; key: string }
   | PartitionRedirect;
 
 /** The response type of each request type. */

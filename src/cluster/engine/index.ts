@@ -18,6 +18,7 @@ export {
   type ApplyResult,
   type BufferedMessage,
   type EngineSnapshotEncoder,
+  type OutboundMessage,
   PartitionEngine,
   type PartitionEngineOptions,
 } from "./partition-engine.js";
@@ -31,4 +32,8 @@ export {
   MESSAGE_LIMITS,
   type PublishMessageRecord,
   RecordValidationError,
+  type RelocatedOutRecord,
+  type RelocateInRecord,
+  type RelocateOutRecord,
+  type RouteMessagesRecord,
 } from "./records.js";

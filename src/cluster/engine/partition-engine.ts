@@ -2,9 +2,30 @@
  * The partition state machine. It applies committed records in log order and holds the partition's buffered
  * messages. It is pure and deterministic: no clocks, randomness or IO; the same records applied in the same order
  * give the same results and the same snapshot bytes on every replica.
+ *
+ * When partitions are added to the cluster, correlation keys are hashed over more partitions, so some buffered
+ * messages belong elsewhere. The engine's part of moving them:
+ * - a `routeMessages` record tells the partition which keys it owns from now on; it refuses publications of keys it
+ *   does not own (the gateway routes them to their owner), and while messages are still being relocated it refuses
+ *   publications that carry a message id and whose key moved here from another partition (that partition may still
+ *   buffer a message with the same id, and the id must stay unique; the publisher retries once relocation is done);
+ * - `relocateOut` takes messages out of the buffer into an outbound set: they still answer reads here, and are no
+ *   longer expired here, so exactly one partition ever expires a message;
+ * - at the owner, `relocateIn` buffers the message under a new key with its original deadline (or counts it expired
+ *   if its deadline passed on the way), idempotently per source key, since the sender retries until it hears back;
+ * - `relocatedOut` turns the outbound message into a forward of its old key to the new one, kept until its deadline,
+ *   so a key a client holds keeps answering.
  */
+import { partitionForCorrelationKey } from "./correlation.js";
 import { encodeKey, isValidPartitionId, MAX_KEY_COUNTER, parseKey } from "./keys.js";
-import { type DecodedPublishMessage, decodeAppliedRecord, decodeVariables, engineCodec } from "./records.js";
+import {
+  type DecodedPublishMessage,
+  decodeAppliedRecord,
+  decodeVariables,
+  engineCodec,
+  type RelocateInRecord,
+  type RouteMessagesRecord,
+} from "./records.js";
 
 /** What applying one record produced; the leader turns it into the client's answer. */
 export type ApplyResult =
@@ -17,7 +38,50 @@ export type ApplyResult =
       readonly existingKey: string;
     }
   | { readonly kind: "rejected"; readonly reason: "invalid-record"; readonly detail: string }
-  | { readonly kind: "expired"; readonly count: number };
+  /** The correlation key belongs to another partition now (partitions were added); publish it there. */
+  | {
+      readonly kind: "rejected";
+      readonly reason: "not-owner";
+      readonly detail: string;
+      readonly ownerPartitionId: number;
+    }
+  /** Messages are being relocated and this one's id may still be buffered where its key lived before; retry later. */
+  | { readonly kind: "rejected"; readonly reason: "relocating"; readonly detail: string }
+  | { readonly kind: "expired"; readonly count: number }
+  | { readonly kind: "routed" }
+  /** Messages taken out for relocation. */
+  | { readonly kind: "relocatingOut"; readonly count: number }
+  | { readonly kind: "forwarded" }
+  /** A relocated message buffered here under `key` (null: its deadline had passed on the way). */
+  | { readonly kind: "relocatedIn"; readonly key: string | null };
+
+/** A message taken out for relocation, as the leader sends it to its new owner. */
+export interface OutboundMessage {
+  /** Its key here, which the new owner records as the source. */
+  readonly sourceKey: string;
+  readonly counter: number;
+  readonly name: string;
+  readonly correlationKey: string;
+  readonly timeToLiveMs: number;
+  readonly messageId?: string;
+  readonly variablesBytes: Uint8Array;
+  readonly tenantId: string;
+  readonly publishedAtMs: number;
+  /** The partition that owns its correlation key now. */
+  readonly ownerPartitionId: number;
+}
+
+/** Where a relocated message's old key points, until the message's deadline. */
+interface Forward {
+  readonly key: string;
+  readonly deadlineMs: number;
+}
+
+/** A message relocated here, by its source key, so a repeated relocation is answered with the same key. */
+interface Received {
+  readonly key: string | null;
+  readonly deadlineMs: number;
+}
 
 /** A buffered message as readers see it. */
 export interface BufferedMessage {
@@ -58,8 +122,11 @@ interface StoredMessage {
   readonly sizeBytes: number;
 }
 
-/** Snapshot layout version, written first so a future layout can be told apart. */
-const SNAPSHOT_FORMAT_VERSION = 1;
+/**
+ * Snapshot layout version, written first so a future layout can be told apart. Version 2 adds the routing and the
+ * relocation state; version 1 snapshots (without them) are still read.
+ */
+const SNAPSHOT_FORMAT_VERSION = 2;
 
 /**
  * Min-heap of buffered messages ordered by (deadline, counter). Ties are broken by counter so the order is total;
@@ -128,6 +195,16 @@ export class PartitionEngine {
   /** Counter of the buffered message holding each message id, per tenant. */
   private readonly messageIds = new Map<string, Map<string, number>>();
   private readonly deadlines = new DeadlineHeap();
+  /** Which keys this partition owns; null until partitions were added to the cluster (it owns every key then). */
+  private routing: RouteMessagesRecord | null = null;
+  /** Messages taken out for relocation, waiting for their new owner, by key counter. */
+  private readonly outbound = new Map<number, StoredMessage>();
+  /** Old keys (by counter) of messages relocated away, to their new key, until their deadline. */
+  private readonly forwards = new Map<number, Forward>();
+  /** Source keys of messages relocated here, until their deadline. */
+  private readonly received = new Map<string, Received>();
+  /** Counters of buffered messages whose message id another buffered message holds (relocated duplicates). */
+  private readonly unindexed = new Set<number>();
 
   /** Creates an empty engine for `options.partitionId`. */
   constructor(options: PartitionEngineOptions) {
@@ -174,7 +251,67 @@ export class PartitionEngine {
         return { kind: "expired", count: this.expire(record.nowMs) };
       case "publishMessage":
         return this.publish(record, recordBytes.byteLength);
+      case "routeMessages":
+        this.routing = record;
+        return { kind: "routed" };
+      case "relocateOut":
+        return { kind: "relocatingOut", count: this.relocateOut(record.counters) };
+      case "relocatedOut":
+        this.relocatedOut(record.counter, record.newKey);
+        return { kind: "forwarded" };
+      case "relocateIn":
+        return this.relocateIn(record, recordBytes.byteLength);
     }
+  }
+
+  /** The routing this partition follows, or null when it owns every key (no partition was ever added). */
+  get messageRouting(): RouteMessagesRecord | null {
+    return this.routing;
+  }
+
+  /**
+   * Up to `limit` buffered messages, by ascending key counter, whose correlation key another partition owns under
+   * the current routing: what the leader takes out next for relocation.
+   */
+  misplacedMessages(limit: number): number[] {
+    const routing = this.routing;
+    if (routing === null) return [];
+    const counters: number[] = [];
+    for (const message of this.messages.values()) {
+      if (counters.length >= limit) break;
+      if (this.ownerOf(message.correlationKey, routing) !== this.partitionId) counters.push(message.counter);
+    }
+    return counters;
+  }
+
+  /** Messages taken out for relocation and not yet acknowledged by their new owner, by ascending counter. */
+  outboundMessages(): OutboundMessage[] {
+    const routing = this.routing;
+    return [...this.outbound.values()].map((message) => ({
+      sourceKey: encodeKey(this.partitionId, message.counter),
+      counter: message.counter,
+      name: message.name,
+      correlationKey: message.correlationKey,
+      timeToLiveMs: message.timeToLiveMs,
+      ...(message.messageId === null ? {} : { messageId: message.messageId }),
+      variablesBytes: message.variablesBytes,
+      tenantId: message.tenantId,
+      publishedAtMs: message.publishedAtMs,
+      ownerPartitionId: routing === null ? this.partitionId : this.ownerOf(message.correlationKey, routing),
+    }));
+  }
+
+  /** The key a relocated message's old `key` now answers under, or undefined when it was not relocated from here. */
+  forwardOf(key: string): string | undefined {
+    const decoded = parseKey(key);
+    if (decoded === undefined || decoded.partitionId !== this.partitionId) return undefined;
+    return this.forwards.get(decoded.counter)?.key;
+  }
+
+  /** The partition owning `correlationKey` under `routing` (this one for messages without a correlation key). */
+  private ownerOf(correlationKey: string, routing: RouteMessagesRecord): number {
+    if (correlationKey === "") return this.partitionId;
+    return partitionForCorrelationKey(correlationKey, routing.correlationCount);
   }
 
   /** Records that the entry at `index` was applied without an engine record (a no-op or membership entry). */
@@ -186,7 +323,7 @@ export class PartitionEngine {
   getMessage(key: string): BufferedMessage | undefined {
     const decoded = parseKey(key);
     if (decoded === undefined || decoded.partitionId !== this.partitionId) return undefined;
-    const stored = this.messages.get(decoded.counter);
+    const stored = this.messages.get(decoded.counter) ?? this.outbound.get(decoded.counter);
     if (stored === undefined) return undefined;
     return {
       key,
@@ -203,10 +340,12 @@ export class PartitionEngine {
   }
 
   /**
-   * The whole state (partition id, applied index, key counter, buffered messages) as bytes. Equal states give equal
-   * bytes. Layout (msgpack): `[1, partitionId, lastAppliedIndex, nextCounter, messages]`, each message
-   * `[counter, name, correlationKey, timeToLiveMs, messageId | null, variables (bytes), tenantId, publishedAtMs,
-   * sizeBytes]` in ascending counter order.
+   * The whole state (partition id, applied index, key counter, routing, relocation state, buffered messages) as
+   * bytes. Equal states give equal bytes. Layout (msgpack): `[2, partitionId, lastAppliedIndex, nextCounter,
+   * routing | null, outbound, forwards, received, messages]`: routing `[correlationCount, basePartitionCount,
+   * relocating]`; outbound and messages as lists of messages `[counter, name, correlationKey, timeToLiveMs,
+   * messageId | null, variables (bytes), tenantId, publishedAtMs, sizeBytes]` in ascending counter order; forwards
+   * `[counter, newKey, deadlineMs]`; received `[sourceKey, key | null, deadlineMs]`, both in insertion order.
    */
   snapshot(): Uint8Array {
     const encoder = this.snapshotEncoder();
@@ -220,19 +359,36 @@ export class PartitionEngine {
    * the buffered messages of this moment (they are immutable), and gives exactly the bytes `snapshot()` gives now.
    */
   snapshotEncoder(): EngineSnapshotEncoder {
+    const routing = this.routing;
     return new EngineSnapshotEncoder(
-      [SNAPSHOT_FORMAT_VERSION, this.partitionId, this.appliedIndex, this.nextCounter],
+      this.appliedIndex,
+      [
+        SNAPSHOT_FORMAT_VERSION,
+        this.partitionId,
+        this.appliedIndex,
+        this.nextCounter,
+        routing === null ? null : [routing.correlationCount, routing.basePartitionCount, routing.relocating],
+        [...this.outbound.values()].map(messageFields),
+        [...this.forwards].map(([counter, forward]) => [counter, forward.key, forward.deadlineMs]),
+        [...this.received].map(([sourceKey, received]) => [sourceKey, received.key, received.deadlineMs]),
+      ],
       Array.from(this.messages.values()),
     );
   }
 
   /** Rebuilds an engine from `snapshot()` bytes; throws on any malformed or inconsistent snapshot. */
   static restore(bytes: Uint8Array): PartitionEngine {
-    const value: unknown = engineCodec.unpack(bytes);
-    if (!Array.isArray(value) || value.length !== 5 || value[0] !== SNAPSHOT_FORMAT_VERSION) {
-      throw new Error(`corrupt engine snapshot: expected [${SNAPSHOT_FORMAT_VERSION}, ...] with 5 elements`);
+    const unpacked: unknown = engineCodec.unpack(bytes);
+    const value: unknown[] = Array.isArray(unpacked) ? unpacked : [];
+    const version = value[0];
+    const validLength = (version === 1 && value.length === 5) || (version === 2 && value.length === 9);
+    if (!validLength) {
+      throw new Error(
+        `corrupt engine snapshot: expected [1, ...] with 5 elements or [${SNAPSHOT_FORMAT_VERSION}, ...] with 9`,
+      );
     }
-    const [, partitionId, appliedIndex, nextCounter, messages] = value as unknown[];
+    const [, partitionId, appliedIndex, nextCounter] = value;
+    const messages: unknown = version === 1 ? value[4] : value[8];
     if (typeof partitionId !== "number" || !isValidPartitionId(partitionId)) {
       throw new Error(`corrupt engine snapshot: partition id ${String(partitionId)}`);
     }
@@ -254,12 +410,65 @@ export class PartitionEngine {
         throw new Error(`corrupt engine snapshot: message ${position} has counter ${message.counter} out of order`);
       }
       previousCounter = message.counter;
-      if (message.messageId !== null && engine.findMessageId(message.tenantId, message.messageId) !== undefined) {
+      // The first message with an id holds it; a later one with the same id can only be a relocated duplicate.
+      const indexed =
+        message.messageId === null || engine.findMessageId(message.tenantId, message.messageId) === undefined;
+      if (!indexed && version === 1) {
         throw new Error(`corrupt engine snapshot: message id ${message.messageId} buffered twice`);
       }
-      engine.buffer(message);
+      engine.buffer(message, indexed);
     }
+    if (version === 2) engine.restoreRelocation(value[4], value[5], value[6], value[7], nextCounter);
     return engine;
+  }
+
+  /** Restores the routing and relocation state of a version 2 snapshot; throws on anything malformed. */
+  private restoreRelocation(
+    routing: unknown,
+    outbound: unknown,
+    forwards: unknown,
+    received: unknown,
+    nextCounter: number,
+  ): void {
+    if (routing !== null) {
+      const [correlationCount, basePartitionCount, relocating] = Array.isArray(routing) ? routing : [];
+      if (
+        !isNonNegativeInteger(correlationCount) ||
+        !isNonNegativeInteger(basePartitionCount) ||
+        typeof relocating !== "boolean"
+      ) {
+        throw new Error("corrupt engine snapshot: routing is malformed");
+      }
+      this.routing = { kind: "routeMessages", correlationCount, basePartitionCount, relocating };
+    }
+    if (!Array.isArray(outbound) || !Array.isArray(forwards) || !Array.isArray(received)) {
+      throw new Error("corrupt engine snapshot: relocation state is malformed");
+    }
+    for (const entry of outbound) {
+      const message = storedMessageFromSnapshot(entry);
+      if (message === undefined || message.counter >= nextCounter || this.messages.has(message.counter)) {
+        throw new Error("corrupt engine snapshot: an outbound message is malformed");
+      }
+      this.outbound.set(message.counter, message);
+    }
+    for (const entry of forwards) {
+      const [counter, key, deadlineMs] = Array.isArray(entry) ? entry : [];
+      if (!isNonNegativeInteger(counter) || typeof key !== "string" || !isNonNegativeInteger(deadlineMs)) {
+        throw new Error("corrupt engine snapshot: a forward is malformed");
+      }
+      this.forwards.set(counter, { key, deadlineMs });
+    }
+    for (const entry of received) {
+      const [sourceKey, key, deadlineMs] = Array.isArray(entry) ? entry : [];
+      if (
+        typeof sourceKey !== "string" ||
+        !(key === null || typeof key === "string") ||
+        !isNonNegativeInteger(deadlineMs)
+      ) {
+        throw new Error("corrupt engine snapshot: a received source key is malformed");
+      }
+      this.received.set(sourceKey, { key, deadlineMs });
+    }
   }
 
   private advanceTo(index: number): void {
@@ -276,6 +485,26 @@ export class PartitionEngine {
     // record with that time would (every replica computes the same): a busy partition then needs no expiry records
     // at all, and a message id is free again as soon as its message's time to live is over.
     this.expire(record.publishedAtMs);
+    const routing = this.routing;
+    if (routing !== null && record.correlationKey !== "") {
+      const owner = this.ownerOf(record.correlationKey, routing);
+      if (owner !== this.partitionId) {
+        return {
+          kind: "rejected",
+          reason: "not-owner",
+          detail: `correlation key belongs to partition ${owner} now that the cluster has ${routing.correlationCount} partitions`,
+          ownerPartitionId: owner,
+        };
+      }
+      const formerOwner = partitionForCorrelationKey(record.correlationKey, routing.basePartitionCount);
+      if (routing.relocating && record.messageId !== null && formerOwner !== this.partitionId) {
+        return {
+          kind: "rejected",
+          reason: "relocating",
+          detail: `messages are being relocated after partitions were added; a message with this id may still be buffered on partition ${formerOwner}`,
+        };
+      }
+    }
     if (record.messageId !== null) {
       const existing = this.findMessageId(record.tenantId, record.messageId);
       if (existing !== undefined) {
@@ -307,30 +536,108 @@ export class PartitionEngine {
     return { kind: "published", key: encodeKey(this.partitionId, counter) };
   }
 
+  private relocateOut(counters: readonly number[]): number {
+    let moved = 0;
+    for (const counter of counters) {
+      const message = this.messages.get(counter);
+      // Gone meanwhile (expired by an earlier record of the same turn) or taken out already: nothing to move.
+      if (message === undefined) continue;
+      this.unbuffer(message);
+      this.outbound.set(counter, message);
+      moved += 1;
+    }
+    return moved;
+  }
+
+  private relocatedOut(counter: number, newKey: string | null): void {
+    const message = this.outbound.get(counter);
+    if (message === undefined) return;
+    this.outbound.delete(counter);
+    if (newKey !== null) this.forwards.set(counter, { key: newKey, deadlineMs: message.deadlineMs });
+  }
+
+  private relocateIn(record: RelocateInRecord, sizeBytes: number): ApplyResult {
+    this.expire(record.nowMs);
+    const known = this.received.get(record.sourceKey);
+    if (known !== undefined) return { kind: "relocatedIn", key: known.key };
+    const deadlineMs = record.publishedAtMs + record.timeToLiveMs;
+    if (deadlineMs <= record.nowMs) {
+      // Expired on the way: it is expired here, once (the source no longer expires what it took out).
+      this.received.set(record.sourceKey, { key: null, deadlineMs: record.nowMs });
+      return { kind: "relocatedIn", key: null };
+    }
+    const counter = this.nextCounter;
+    if (counter > MAX_KEY_COUNTER) {
+      throw new Error(`invariant violated: partition ${this.partitionId} exhausted its key counter`);
+    }
+    this.nextCounter = counter + 1;
+    const messageId = record.messageId ?? null;
+    // Another partition may have buffered a different message with the same id before partitions were added: both
+    // stay (neither may be lost), and the id keeps pointing at the one buffered here first.
+    const indexed = messageId === null || this.findMessageId(record.tenantId, messageId) === undefined;
+    this.buffer(
+      {
+        counter,
+        name: record.name,
+        correlationKey: record.correlationKey,
+        timeToLiveMs: record.timeToLiveMs,
+        messageId,
+        variablesBytes: record.variablesBytes,
+        tenantId: record.tenantId,
+        publishedAtMs: record.publishedAtMs,
+        deadlineMs,
+        sizeBytes,
+      },
+      indexed,
+    );
+    const key = encodeKey(this.partitionId, counter);
+    this.received.set(record.sourceKey, { key, deadlineMs });
+    return { kind: "relocatedIn", key };
+  }
+
   private expire(nowMs: number): number {
     let count = 0;
-    // Bounded by the number of buffered messages: each iteration removes one.
+    // Bounded by the number of entries of the deadline heap: each iteration removes one.
     for (
       let next = this.deadlines.peek();
       next !== undefined && next.deadlineMs <= nowMs;
       next = this.deadlines.peek()
     ) {
       this.deadlines.pop();
+      // A message taken out for relocation left the heap's entry behind: its new owner expires it.
+      if (this.messages.get(next.counter) !== next) continue;
       this.unbuffer(next);
       count += 1;
     }
+    this.dropPastForwards(nowMs);
     return count;
+  }
+
+  /**
+   * Forgets forwards and received source keys whose message's deadline passed: the message is gone everywhere by
+   * then. Scanned only when there is any, which is only after partitions were added.
+   */
+  private dropPastForwards(nowMs: number): void {
+    if (this.forwards.size > 0) {
+      for (const [counter, forward] of this.forwards) if (forward.deadlineMs <= nowMs) this.forwards.delete(counter);
+    }
+    if (this.received.size > 0) {
+      for (const [sourceKey, received] of this.received) {
+        if (received.deadlineMs <= nowMs) this.received.delete(sourceKey);
+      }
+    }
   }
 
   private findMessageId(tenantId: string, messageId: string): number | undefined {
     return this.messageIds.get(tenantId)?.get(messageId);
   }
 
-  private buffer(message: StoredMessage): void {
+  private buffer(message: StoredMessage, indexed = true): void {
     this.messages.set(message.counter, message);
     this.deadlines.push(message);
     this.totalBytes += message.sizeBytes;
-    if (message.messageId !== null) {
+    if (message.messageId !== null && !indexed) this.unindexed.add(message.counter);
+    if (message.messageId !== null && indexed) {
       let ids = this.messageIds.get(message.tenantId);
       if (ids === undefined) {
         ids = new Map();
@@ -346,6 +653,8 @@ export class PartitionEngine {
     }
     this.totalBytes -= message.sizeBytes;
     if (message.messageId !== null) {
+      // A relocated message whose id another message held already was buffered without the index.
+      if (this.unindexed.delete(message.counter)) return;
       const ids = this.messageIds.get(message.tenantId);
       if (ids?.get(message.messageId) !== message.counter) {
         throw new Error(`invariant violated: message id index lost message ${message.counter}`);
@@ -368,9 +677,12 @@ export class EngineSnapshotEncoder {
   private readonly pieces: Uint8Array[] = [];
   private encodedMessages = 0;
 
-  /** Called by `PartitionEngine.snapshotEncoder` with the state's header fields and its messages in counter order. */
-  constructor(header: readonly [number, number, number, number], messages: readonly StoredMessage[]) {
-    this.appliedIndex = header[2];
+  /**
+   * Called by `PartitionEngine.snapshotEncoder` with the applied index, every field before the message list, and the
+   * messages in counter order.
+   */
+  constructor(appliedIndex: number, header: readonly unknown[], messages: readonly StoredMessage[]) {
+    this.appliedIndex = appliedIndex;
     this.messages = messages;
     // The outer array (header fields and the message list) is written as its prefix: the packed header fields, then
     // the message list's own array header.
@@ -392,18 +704,7 @@ export class EngineSnapshotEncoder {
     if (end > this.encodedMessages) {
       const slice: unknown[] = [];
       for (let position = this.encodedMessages; position < end; position += 1) {
-        const message = this.messages[position] as StoredMessage;
-        slice.push([
-          message.counter,
-          message.name,
-          message.correlationKey,
-          message.timeToLiveMs,
-          message.messageId,
-          message.variablesBytes,
-          message.tenantId,
-          message.publishedAtMs,
-          message.sizeBytes,
-        ]);
+        slice.push(messageFields(this.messages[position] as StoredMessage));
       }
       const packed = engineCodec.pack(slice);
       // A copy: the codec may hand out a view into a buffer it reuses for the next pack.
@@ -430,6 +731,21 @@ export class EngineSnapshotEncoder {
     }
     return bytes;
   }
+}
+
+/** A message as a snapshot lists it. */
+function messageFields(message: StoredMessage): unknown[] {
+  return [
+    message.counter,
+    message.name,
+    message.correlationKey,
+    message.timeToLiveMs,
+    message.messageId,
+    message.variablesBytes,
+    message.tenantId,
+    message.publishedAtMs,
+    message.sizeBytes,
+  ];
 }
 
 /** The msgpack header of an array of `length` elements (fixarray, array 16 or array 32). */

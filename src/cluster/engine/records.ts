@@ -7,13 +7,17 @@
  *   lets replicas buffer them without decoding (they are decoded only when a message is read) and makes the size
  *   limit exact.
  * - expireMessages: `[2, nowMs]`.
+ * - routeMessages: `[3, correlationCount, basePartitionCount, relocating]`: from now on the partition owns only the
+ *   correlation keys that hash to it over `correlationCount` partitions; while `relocating`, messages moving here
+ *   from the `basePartitionCount` partitions of before may still be on their way (see partition-engine.ts).
+ * - relocateOut: `[4, counters]`: these buffered messages leave for their new owner partition.
+ * - relocatedOut: `[5, counter, newKey | null]`: the new owner holds the message under `newKey` (null: it had expired
+ *   on arrival); reads of its old key are forwarded there until its deadline.
+ * - relocateIn: `[6, sourceKey, name, correlationKey, timeToLiveMs, messageId | null, variables, tenantId,
+ *   publishedAtMs, nowMs]`: a message relocated here from the partition that buffered it under `sourceKey`.
  *
  * Arrays rather than maps keep records small and fast on the hot path. Times are milliseconds since the Unix epoch
  * read from the LEADER's clock when it proposes; replicas never read clocks, which keeps applying deterministic.
- *
- * No record kind exists for relocating messages to another partition after partitions are added: a relocated
- * message keeps its key, whose high bits still name the old partition, so relocation also needs forwarding of key
- * look-ups. That belongs with the scaling work and is left out here on purpose.
  */
 import { Packr } from "msgpackr";
 
@@ -64,8 +68,54 @@ export interface ExpireMessagesRecord {
   readonly nowMs: number;
 }
 
+/** Which correlation keys the partition owns from now on (proposed when partitions are added to the cluster). */
+export interface RouteMessagesRecord {
+  readonly kind: "routeMessages";
+  /** Correlation keys are hashed over this many partitions. */
+  readonly correlationCount: number;
+  /** The partition count before partitions were added: where a key's messages may still be while relocating. */
+  readonly basePartitionCount: number;
+  /** Whether buffered messages are still being relocated to their new owners. */
+  readonly relocating: boolean;
+}
+
+/** These buffered messages (by key counter) leave for the partitions that own their correlation keys now. */
+export interface RelocateOutRecord {
+  readonly kind: "relocateOut";
+  readonly counters: readonly number[];
+}
+
+/** The new owner took a relocated message, under `newKey` (null when it had expired on arrival). */
+export interface RelocatedOutRecord {
+  readonly kind: "relocatedOut";
+  readonly counter: number;
+  readonly newKey: string | null;
+}
+
+/** A message relocated here from another partition, where it was buffered under `sourceKey`. */
+export interface RelocateInRecord {
+  readonly kind: "relocateIn";
+  readonly sourceKey: string;
+  readonly name: string;
+  readonly correlationKey: string;
+  readonly timeToLiveMs: number;
+  readonly messageId?: string;
+  readonly variablesBytes: Uint8Array;
+  readonly tenantId: string;
+  /** When the message was first published; its deadline stays `publishedAtMs + timeToLiveMs`. */
+  readonly publishedAtMs: number;
+  /** The receiving leader's clock when it proposed the record. */
+  readonly nowMs: number;
+}
+
 /** Every record a partition applies. */
-export type EngineRecord = PublishMessageRecord | ExpireMessagesRecord;
+export type EngineRecord =
+  | PublishMessageRecord
+  | ExpireMessagesRecord
+  | RouteMessagesRecord
+  | RelocateOutRecord
+  | RelocatedOutRecord
+  | RelocateInRecord;
 
 /** Thrown by `encodeRecord` when a record breaks a limit or is malformed; `problems` name each broken rule. */
 export class RecordValidationError extends Error {
@@ -88,10 +138,24 @@ export interface DecodedPublishMessage {
 }
 
 /** What `decodeAppliedRecord` yields: a record ready to apply, or the reason it cannot be applied. */
-export type AppliedRecord = DecodedPublishMessage | ExpireMessagesRecord | { readonly kind: "invalid"; detail: string };
+export type AppliedRecord =
+  | DecodedPublishMessage
+  | ExpireMessagesRecord
+  | RouteMessagesRecord
+  | RelocateOutRecord
+  | RelocatedOutRecord
+  | RelocateInRecord
+  | { readonly kind: "invalid"; detail: string };
 
 const PUBLISH_MESSAGE_CODE = 1;
 const EXPIRE_MESSAGES_CODE = 2;
+const ROUTE_MESSAGES_CODE = 3;
+const RELOCATE_OUT_CODE = 4;
+const RELOCATED_OUT_CODE = 5;
+const RELOCATE_IN_CODE = 6;
+
+/** Most messages one relocateOut record moves (keeps the record far below the record size limit). */
+export const MAX_RELOCATE_OUT_COUNTERS = 1024;
 
 /** msgpackr without record extensions, so every value decodes on its own without shared structures. */
 const packr = new Packr({ useRecords: false });
@@ -186,12 +250,82 @@ function publishFieldProblems(fields: {
  * every broken rule, so the gateway can answer 400 without proposing anything.
  */
 export function encodeRecord(record: EngineRecord): Uint8Array {
-  if (record.kind === "expireMessages") {
-    if (!isTimestamp(record.nowMs)) {
-      throw new RecordValidationError([`nowMs must be an integer in 0..${MAX_TIMESTAMP_MS}`]);
+  switch (record.kind) {
+    case "expireMessages":
+      if (!isTimestamp(record.nowMs)) {
+        throw new RecordValidationError([`nowMs must be an integer in 0..${MAX_TIMESTAMP_MS}`]);
+      }
+      return packr.pack([EXPIRE_MESSAGES_CODE, record.nowMs]);
+    case "routeMessages": {
+      const problems = routeProblems(record.correlationCount, record.basePartitionCount, record.relocating);
+      if (problems !== null) throw new RecordValidationError([problems]);
+      return packr.pack([ROUTE_MESSAGES_CODE, record.correlationCount, record.basePartitionCount, record.relocating]);
     }
-    return packr.pack([EXPIRE_MESSAGES_CODE, record.nowMs]);
+    case "relocateOut": {
+      const problem = countersProblem(record.counters);
+      if (problem !== null) throw new RecordValidationError([problem]);
+      return packr.pack([RELOCATE_OUT_CODE, [...record.counters]]);
+    }
+    case "relocatedOut":
+      if (!isCounter(record.counter) || !(record.newKey === null || isKeyText(record.newKey))) {
+        throw new RecordValidationError(["relocatedOut needs a key counter and the new key (or null)"]);
+      }
+      return packr.pack([RELOCATED_OUT_CODE, record.counter, record.newKey]);
+    case "relocateIn": {
+      const problems = publishFieldProblems(record);
+      if (!isKeyText(record.sourceKey)) problems.push("sourceKey must be a record key");
+      if (!isTimestamp(record.nowMs)) problems.push(`nowMs must be an integer in 0..${MAX_TIMESTAMP_MS}`);
+      if (record.variablesBytes.byteLength > MESSAGE_LIMITS.maxVariablesBytes || !isEncodedMap(record.variablesBytes)) {
+        problems.push(`variables must be an encoded map of at most ${MESSAGE_LIMITS.maxVariablesBytes} bytes`);
+      }
+      if (problems.length > 0) throw new RecordValidationError(problems);
+      return packr.pack([
+        RELOCATE_IN_CODE,
+        record.sourceKey,
+        record.name,
+        record.correlationKey,
+        record.timeToLiveMs,
+        record.messageId ?? null,
+        record.variablesBytes,
+        record.tenantId,
+        record.publishedAtMs,
+        record.nowMs,
+      ]);
+    }
+    case "publishMessage":
+      return encodePublishRecord(record);
   }
+}
+
+/** Why the fields of a routeMessages record are wrong, or null. */
+function routeProblems(correlationCount: unknown, basePartitionCount: unknown, relocating: unknown): string | null {
+  const isCount = (value: unknown): boolean =>
+    Number.isInteger(value) && (value as number) >= 1 && (value as number) <= 8191;
+  if (!isCount(correlationCount) || !isCount(basePartitionCount) || typeof relocating !== "boolean") {
+    return "routeMessages needs partition counts in 1..8191 and a relocating flag";
+  }
+  if ((basePartitionCount as number) > (correlationCount as number)) {
+    return "routeMessages: the base partition count cannot exceed the correlation count";
+  }
+  return null;
+}
+
+function isCounter(value: unknown): value is number {
+  return Number.isSafeInteger(value) && (value as number) >= 1;
+}
+
+function isKeyText(value: unknown): value is string {
+  return typeof value === "string" && /^[1-9][0-9]{0,19}$/.test(value);
+}
+
+function countersProblem(counters: unknown): string | null {
+  if (!Array.isArray(counters) || counters.length === 0 || counters.length > MAX_RELOCATE_OUT_COUNTERS) {
+    return `relocateOut needs 1..${MAX_RELOCATE_OUT_COUNTERS} key counters`;
+  }
+  return counters.every(isCounter) ? null : "relocateOut key counters must be positive integers";
+}
+
+function encodePublishRecord(record: PublishMessageRecord): Uint8Array {
   const problems = publishFieldProblems(record);
   let variablesBytes: Uint8Array | undefined;
   if (!isPlainObject(record.variables)) {
@@ -245,6 +379,30 @@ export function decodeAppliedRecord(bytes: Uint8Array): AppliedRecord {
     }
     return { kind: "expireMessages", nowMs };
   }
+  if (code === ROUTE_MESSAGES_CODE) {
+    const [, correlationCount, basePartitionCount, relocating] = value as unknown[];
+    const problem = value.length === 4 ? routeProblems(correlationCount, basePartitionCount, relocating) : "";
+    if (problem !== null) return { kind: "invalid", detail: problem || "routeMessages record must have 4 elements" };
+    return {
+      kind: "routeMessages",
+      correlationCount: correlationCount as number,
+      basePartitionCount: basePartitionCount as number,
+      relocating: relocating as boolean,
+    };
+  }
+  if (code === RELOCATE_OUT_CODE) {
+    const problem = value.length === 2 ? countersProblem(value[1]) : "relocateOut record must have 2 elements";
+    if (problem !== null) return { kind: "invalid", detail: problem };
+    return { kind: "relocateOut", counters: value[1] as number[] };
+  }
+  if (code === RELOCATED_OUT_CODE) {
+    const [, counter, newKey] = value as unknown[];
+    if (value.length !== 3 || !isCounter(counter) || !(newKey === null || isKeyText(newKey))) {
+      return { kind: "invalid", detail: "relocatedOut record must be [5, counter, newKey | null]" };
+    }
+    return { kind: "relocatedOut", counter, newKey: newKey as string | null };
+  }
+  if (code === RELOCATE_IN_CODE) return decodeRelocateIn(value);
   if (code !== PUBLISH_MESSAGE_CODE) return { kind: "invalid", detail: `unknown record kind ${String(code)}` };
   if (value.length !== 8) return { kind: "invalid", detail: "publishMessage record must have 8 elements" };
   const [, name, correlationKey, timeToLiveMs, messageId, variables, tenantId, publishedAtMs] = value as unknown[];
@@ -270,6 +428,34 @@ export function decodeAppliedRecord(bytes: Uint8Array): AppliedRecord {
   };
 }
 
+function decodeRelocateIn(value: unknown[]): AppliedRecord {
+  if (value.length !== 10) return { kind: "invalid", detail: "relocateIn record must have 10 elements" };
+  const [, sourceKey, name, correlationKey, timeToLiveMs, messageId, variables, tenantId, publishedAtMs, nowMs] = value;
+  const problems = publishFieldProblems({ name, correlationKey, timeToLiveMs, messageId, tenantId, publishedAtMs });
+  if (!isKeyText(sourceKey)) problems.push("sourceKey must be a record key");
+  if (!isTimestamp(nowMs)) problems.push(`nowMs must be an integer in 0..${MAX_TIMESTAMP_MS}`);
+  if (
+    !(variables instanceof Uint8Array) ||
+    variables.byteLength > MESSAGE_LIMITS.maxVariablesBytes ||
+    !isEncodedMap(variables)
+  ) {
+    problems.push(`variables must be an encoded map of at most ${MESSAGE_LIMITS.maxVariablesBytes} bytes`);
+  }
+  if (problems.length > 0) return { kind: "invalid", detail: problems.join("; ") };
+  return {
+    kind: "relocateIn",
+    sourceKey: sourceKey as string,
+    name: name as string,
+    correlationKey: correlationKey as string,
+    timeToLiveMs: timeToLiveMs as number,
+    ...(messageId === null || messageId === undefined ? {} : { messageId: messageId as string }),
+    variablesBytes: new Uint8Array(variables as Uint8Array),
+    tenantId: tenantId as string,
+    publishedAtMs: publishedAtMs as number,
+    nowMs: nowMs as number,
+  };
+}
+
 /** Decodes msgpack-encoded variables back into an object. */
 export function decodeVariables(bytes: Uint8Array): Record<string, unknown> {
   return packr.unpack(bytes) as Record<string, unknown>;
@@ -282,6 +468,10 @@ export function decodeRecord(bytes: Uint8Array): EngineRecord {
     case "invalid":
       throw new RecordValidationError([decoded.detail]);
     case "expireMessages":
+    case "routeMessages":
+    case "relocateOut":
+    case "relocatedOut":
+    case "relocateIn":
       return decoded;
     case "publishMessage": {
       const { variablesBytes, messageId, ...rest } = decoded;

@@ -40,6 +40,9 @@ import type { TopologyView } from "./topology-view.js";
 /** Seconds a client is asked to wait after a 503. */
 export const RETRY_AFTER_SECONDS = 1;
 
+/** Forwards a read follows at most (a relocated message is forwarded once). */
+const MAX_FORWARDS = 2;
+
 /** Pause between topology rounds while waiting for a partition to elect a leader. */
 const LEADER_POLL_INTERVAL_MS = 200;
 
@@ -118,20 +121,31 @@ export class MessageRouter {
     }
     return this.bounded(async (deadlineMs) => {
       const view = await this.viewWithPartitions(deadlineMs);
-      const partitionId = this.partitionFor(command.correlationKey, view);
-      const response = await this.routed<PublishMessageResponse>(
-        partitionId,
-        { type: "publish-message", partitionId, message: command },
-        deadlineMs,
-      );
-      switch (response.outcome) {
-        case "published":
-          return { messageKey: response.key, tenantId: response.tenantId };
-        case "rejected":
-          if (response.reason === "duplicate-message-id") throw new ServiceError("conflict", response.detail);
-          throw new ServiceError("invalidRequest", response.detail);
-        default:
-          throw new Error(`invariant violated: unexpected publish outcome ${JSON.stringify(response)}`);
+      let partitionId = this.partitionFor(command.correlationKey, view);
+      // Bounded: a partition that does not own the key names the one that does; after partitions were added the
+      // gateway's routing may lag by one topology round, so it refreshes and sends the publication there once.
+      for (let attempt = 0; ; attempt += 1) {
+        const response = await this.routed<PublishMessageResponse>(
+          partitionId,
+          { type: "publish-message", partitionId, message: command },
+          deadlineMs,
+        );
+        switch (response.outcome) {
+          case "published":
+            return { messageKey: response.key, tenantId: response.tenantId };
+          case "rejected":
+            if (response.reason === "duplicate-message-id") throw new ServiceError("conflict", response.detail);
+            if (response.reason === "relocating") throw unavailable(`Partition ${partitionId}: ${response.detail}.`);
+            if (response.reason === "not-owner") {
+              if (attempt > 0) throw unavailable(`The partitions of the cluster are changing: ${response.detail}.`);
+              void this.options.topology.refresh();
+              partitionId = response.ownerPartitionId;
+              continue;
+            }
+            throw new ServiceError("invalidRequest", response.detail);
+          default:
+            throw new Error(`invariant violated: unexpected publish outcome ${JSON.stringify(response)}`);
+        }
       }
     });
   }
@@ -143,19 +157,33 @@ export class MessageRouter {
       throw new ServiceError("invalidRequest", `'${messageKey}' is not a message key (a positive decimal number).`);
     }
     return this.bounded(async (deadlineMs) => {
-      const view = await this.viewWithPartitions(deadlineMs);
-      if (!this.partitionExists(view, decoded.partitionId)) {
-        throw new ServiceError("notFound", `Message '${messageKey}' does not exist.`);
+      let view = await this.viewWithPartitions(deadlineMs);
+      let key = messageKey;
+      let partitionId = decoded.partitionId;
+      // Bounded: a message relocated when partitions were added is forwarded to its new key once (relocation moves a
+      // message to the partition that owns its key, which never moves it on again within the same change).
+      for (let hop = 0; hop < MAX_FORWARDS + 1; hop += 1) {
+        // A partition just added may be missing from a view one round old: look again before answering 404.
+        if (!this.partitionExists(view, partitionId)) view = (await this.options.topology.refreshedSince()) ?? view;
+        if (!this.partitionExists(view, partitionId)) break;
+        const response = await this.routed<GetMessageResponse>(
+          partitionId,
+          { type: "get-message", partitionId, key },
+          deadlineMs,
+        );
+        if (response.outcome === "found") return response.message;
+        if (response.outcome === "not-found") break;
+        if (response.outcome === "moved") {
+          const next = parseKey(response.key);
+          if (next === undefined)
+            throw new ServiceError("badGateway", "A broker forwarded the read to a malformed key.");
+          key = response.key;
+          partitionId = next.partitionId;
+          continue;
+        }
+        throw new Error(`invariant violated: unexpected read outcome ${JSON.stringify(response)}`);
       }
-      const response = await this.routed<GetMessageResponse>(
-        decoded.partitionId,
-        { type: "get-message", partitionId: decoded.partitionId, key: messageKey },
-        deadlineMs,
-      );
-      if (response.outcome === "found") return response.message;
-      if (response.outcome === "not-found")
-        throw new ServiceError("notFound", `Message '${messageKey}' does not exist.`);
-      throw new Error(`invariant violated: unexpected read outcome ${JSON.stringify(response)}`);
+      throw new ServiceError("notFound", `Message '${messageKey}' does not exist.`);
     });
   }
 
@@ -166,7 +194,10 @@ export class MessageRouter {
 
   private partitionFor(correlationKey: string, view: TopologyView): number {
     const active = view.activePartitions;
-    if (correlationKey !== "") return partitionForCorrelationKey(correlationKey, active.length);
+    // Keys are hashed over the routing's correlation count, which after partitions were added may differ from the
+    // partitions taking requests (it moves to the new count while the new partitions start to take work).
+    const correlationCount = view.configuration.routing.messageCorrelation.partitionCount;
+    if (correlationKey !== "") return partitionForCorrelationKey(correlationKey, correlationCount);
     this.roundRobin = (this.roundRobin + 1) % active.length;
     const partitionId = active[this.roundRobin];
     if (partitionId === undefined) throw new Error("invariant violated: round robin index within active partitions");

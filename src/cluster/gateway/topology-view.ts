@@ -16,6 +16,7 @@ import {
   clusterSizeOf,
   decodeConfiguration,
   lastCompletedChangeId,
+  mergeConfigurations,
   partitionCountOf,
   partitionsOf,
   replicationFactorOf,
@@ -55,7 +56,7 @@ export interface PartitionLeader {
 
 /** Everything the gateway derives from one round of `describe` answers. */
 export interface TopologyView {
-  /** The configuration with the highest version among the answers. */
+  /** The configuration of the answers merged as gossip merges them (the highest version, then per member). */
   configuration: ClusterConfiguration;
   /** The topology document to serve. */
   document: TopologyDocument;
@@ -128,7 +129,10 @@ export function assembleTopologyView(inputs: TopologyInputs): TopologyView | und
     } catch {
       continue;
     }
-    if (configuration === undefined || candidate.version > configuration.version) configuration = candidate;
+    // Merged as brokers merge gossip: while a change runs the version stays the same and each broker's entry moves
+    // on by its own version, so the freshest view combines the answers instead of taking the first of a version.
+    configuration =
+      configuration === undefined ? candidate : mergeConfigurations(configuration, candidate).configuration;
   }
   if (configuration === undefined) return undefined;
 

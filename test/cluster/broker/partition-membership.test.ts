@@ -133,7 +133,7 @@ describe("PartitionReplica membership changes", () => {
       "the new voter applied everything",
     );
     expect(joining.membership().receivedBytes).toBeGreaterThan(0);
-    expect(joining.installedSnapshotCount).toBe(1);
+    expect(joining.installedSnapshotCount).toBeGreaterThanOrEqual(1);
     // Without broker 0, brokers 1 and 2 are 2 of 4 voters: a leader among 1, 2 and 3 needs the new voter's vote.
     isolated.add(0);
     const remaining = await waitForLeaderAmong([1, 2, 3]);

@@ -1,0 +1,82 @@
+/**
+ * How a broker answers the peer requests addressed to one of its partition replicas: membership changes and forced
+ * memberships (cluster changes), and the routing and relocation of messages when partitions are added. Each maps
+ * the replica's outcome onto the request's answer; a proposal whose fate this replica cannot tell is answered
+ * `unavailable`, which is safe here because every one of these requests is repeatable (the same routing again, a
+ * relocation the owner recognizes by its source key).
+ */
+import type { OutboundMessage } from "../engine/index.js";
+import { askPartitionLeader, type ChangeContext, pause } from "./operations.js";
+import type { PartitionReplica, ProposalEnd } from "./partition-replica.js";
+import type { LeaderRedirect, PeerRequest, PeerResponses } from "./peer-requests.js";
+
+/** Batches one `partition-relocate` request moves at most, so it answers well within its timeout. */
+const RELOCATION_BATCHES_PER_REQUEST = 4;
+
+/** Attempts at handing one relocated message to its owner within one request, one pause apart. */
+const RELOCATE_IN_ATTEMPTS = 20;
+
+/** The answer to a proposal that did not apply, for a repeatable request. */
+function notApplied(end: Exclude<ProposalEnd, { kind: "applied" }>): LeaderRedirect {
+  switch (end.kind) {
+    case "refused":
+      return end.redirect;
+    case "replaced":
+      return { outcome: "not-leader", leaderId: end.leaderId };
+    case "unknown":
+      return { outcome: "unavailable", detail: end.detail };
+  }
+}
+
+/** Answers a peer request addressed to `replica`'s partition. */
+export async function answerPartitionRequest(
+  replica: PartitionReplica,
+  request: Exclude<PeerRequest, { type: "cluster-configuration" }>,
+  context: ChangeContext,
+): Promise<PeerResponses[PeerRequest["type"]]> {
+  switch (request.type) {
+    case "partition-membership":
+      return replica.changeMembership(request.change);
+    case "partition-force":
+      try {
+        await replica.forceMembership(request.members);
+        return { outcome: "forced" };
+      } catch (error) {
+        return { outcome: "unavailable", detail: (error as Error).message };
+      }
+    case "partition-route": {
+      const end = await replica.routeMessages(request.correlationCount, request.basePartitionCount, request.relocating);
+      return end.kind === "applied" ? { outcome: "routed" } : notApplied(end);
+    }
+    case "partition-relocate":
+      return replica.relocateMessages((message) => handOver(context, message), RELOCATION_BATCHES_PER_REQUEST);
+    case "partition-relocate-in": {
+      const end = await replica.receiveRelocated(request.message);
+      if (end.kind !== "applied") return notApplied(end);
+      if (end.result.kind !== "relocatedIn") {
+        return { outcome: "unavailable", detail: `the relocated message was applied as ${end.result.kind}` };
+      }
+      return { outcome: "relocated", key: end.result.key };
+    }
+  }
+}
+
+/**
+ * Hands one relocated message to the leader of the partition owning its key now and resolves with its key there
+ * (null when it had expired on the way); throws when no leader took it, which fails this relocation request and
+ * leaves the message outbound for the next one.
+ */
+async function handOver(context: ChangeContext, message: OutboundMessage): Promise<string | null> {
+  const { counter: _counter, ownerPartitionId, ...relocated } = message;
+  const signal = new AbortController().signal;
+  for (let attempt = 0; attempt < RELOCATE_IN_ATTEMPTS; attempt += 1) {
+    const answer = await askPartitionLeader(context, {
+      type: "partition-relocate-in",
+      partitionId: ownerPartitionId,
+      message: relocated,
+    });
+    if (answer?.outcome === "relocated") return answer.key;
+    await pause(context.heartbeatIntervalMs * 2, signal);
+  }
+  throw new Error(`no leader of partition ${ownerPartitionId} took the relocated message ${message.sourceKey}`);
+}

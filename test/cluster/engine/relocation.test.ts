@@ -1,0 +1,237 @@
+/**
+ * The engine's part of adding partitions: routing records, taking messages out for relocation, buffering them at
+ * their new owner with their original deadline, forwarding old keys, expiry exactly once, and snapshots of it all.
+ */
+import { describe, expect, it } from "vitest";
+import { partitionForCorrelationKey } from "../../../src/cluster/engine/correlation.js";
+import { encodeKey } from "../../../src/cluster/engine/keys.js";
+import { type ApplyResult, PartitionEngine } from "../../../src/cluster/engine/partition-engine.js";
+import {
+  DEFAULT_TENANT_ID,
+  encodeRecord,
+  engineCodec,
+  type PublishMessageRecord,
+} from "../../../src/cluster/engine/records.js";
+
+function publish(overrides: Partial<PublishMessageRecord> = {}): Uint8Array {
+  return encodeRecord({
+    kind: "publishMessage",
+    name: "order-paid",
+    correlationKey: "order-1",
+    timeToLiveMs: 10_000,
+    variables: { amount: 3 },
+    tenantId: DEFAULT_TENANT_ID,
+    publishedAtMs: 1_000,
+    ...overrides,
+  });
+}
+
+function route(correlationCount: number, basePartitionCount: number, relocating: boolean): Uint8Array {
+  return encodeRecord({ kind: "routeMessages", correlationCount, basePartitionCount, relocating });
+}
+
+function apply(engine: PartitionEngine, record: Uint8Array): ApplyResult {
+  return engine.apply(engine.lastAppliedIndex + 1, record);
+}
+
+/** A correlation key owned by `owner` over `count` partitions and by `formerOwner` over `base`. */
+function keyOwnedBy(owner: number, count: number, formerOwner: number, base: number): string {
+  for (let index = 0; index < 100_000; index += 1) {
+    const key = `key-${index}`;
+    if (partitionForCorrelationKey(key, count) === owner && partitionForCorrelationKey(key, base) === formerOwner) {
+      return key;
+    }
+  }
+  throw new Error("no such key");
+}
+
+describe("routing records", () => {
+  it("a partition refuses keys another partition owns, and keeps taking its own keys and keyless messages", () => {
+    const engine = new PartitionEngine({ partitionId: 1 });
+    expect(apply(engine, route(4, 2, false))).toEqual({ kind: "routed" });
+    const foreign = keyOwnedBy(3, 4, 1, 2);
+    expect(apply(engine, publish({ correlationKey: foreign }))).toMatchObject({
+      kind: "rejected",
+      reason: "not-owner",
+      ownerPartitionId: 3,
+    });
+    expect(apply(engine, publish({ correlationKey: keyOwnedBy(1, 4, 1, 2) }))).toMatchObject({ kind: "published" });
+    expect(apply(engine, publish({ correlationKey: "" }))).toMatchObject({ kind: "published" });
+  });
+
+  it("while relocating, refuses a message id whose key moved here from another partition, until relocation ends", () => {
+    const engine = new PartitionEngine({ partitionId: 3 });
+    apply(engine, route(4, 2, true));
+    const moved = keyOwnedBy(3, 4, 1, 2);
+    expect(apply(engine, publish({ correlationKey: moved, messageId: "m" }))).toMatchObject({
+      kind: "rejected",
+      reason: "relocating",
+    });
+    // Without a message id there is no uniqueness to protect.
+    expect(apply(engine, publish({ correlationKey: moved }))).toMatchObject({ kind: "published" });
+    apply(engine, route(4, 4, false));
+    expect(apply(engine, publish({ correlationKey: moved, messageId: "m" }))).toMatchObject({ kind: "published" });
+  });
+});
+
+describe("relocation", () => {
+  it("moves a message to its new owner with its deadline; the old key forwards until then; it expires once", () => {
+    const source = new PartitionEngine({ partitionId: 1 });
+    const moved = keyOwnedBy(3, 4, 1, 2);
+    const stays = keyOwnedBy(1, 4, 1, 2);
+    const published = apply(source, publish({ correlationKey: moved, messageId: "m-1", variables: { n: 1 } }));
+    apply(source, publish({ correlationKey: stays, timeToLiveMs: 50_000, variables: { n: 2 } }));
+    if (published.kind !== "published") throw new Error("not published");
+    apply(source, route(4, 2, true));
+    expect(source.misplacedMessages(10)).toEqual([1]);
+    expect(apply(source, encodeRecord({ kind: "relocateOut", counters: [1] }))).toEqual({
+      kind: "relocatingOut",
+      count: 1,
+    });
+    // Taken out, it still answers reads here, but it is no longer expired here: its new owner will expire it.
+    expect(source.getMessage(published.key)?.variables).toEqual({ n: 1 });
+    expect(source.misplacedMessages(10)).toEqual([]);
+    const [outbound] = source.outboundMessages();
+    expect(outbound).toMatchObject({ sourceKey: published.key, ownerPartitionId: 3, messageId: "m-1" });
+    if (outbound === undefined) throw new Error("nothing outbound");
+
+    const owner = new PartitionEngine({ partitionId: 3 });
+    apply(owner, route(4, 2, true));
+    const relocateIn = encodeRecord({
+      kind: "relocateIn",
+      sourceKey: outbound.sourceKey,
+      name: outbound.name,
+      correlationKey: outbound.correlationKey,
+      timeToLiveMs: outbound.timeToLiveMs,
+      ...(outbound.messageId === undefined ? {} : { messageId: outbound.messageId }),
+      variablesBytes: outbound.variablesBytes,
+      tenantId: outbound.tenantId,
+      publishedAtMs: outbound.publishedAtMs,
+      nowMs: 2_000,
+    });
+    const received = apply(owner, relocateIn);
+    expect(received).toEqual({ kind: "relocatedIn", key: encodeKey(3, 1) });
+    // The sender retries until it hears back: a repeated relocation gives the same key and buffers nothing more.
+    expect(apply(owner, relocateIn)).toEqual(received);
+    expect(owner.bufferedMessageCount).toBe(1);
+    expect(owner.getMessage(encodeKey(3, 1))).toMatchObject({
+      deadlineMs: 11_000,
+      messageId: "m-1",
+      variables: { n: 1 },
+    });
+
+    apply(source, encodeRecord({ kind: "relocatedOut", counter: 1, newKey: encodeKey(3, 1) }));
+    expect(source.getMessage(published.key)).toBeUndefined();
+    expect(source.forwardOf(published.key)).toBe(encodeKey(3, 1));
+    // At the deadline the owner expires it (once); the source had nothing left to expire and drops the forward.
+    expect(apply(owner, encodeRecord({ kind: "expireMessages", nowMs: 11_000 }))).toEqual({
+      kind: "expired",
+      count: 1,
+    });
+    expect(apply(source, encodeRecord({ kind: "expireMessages", nowMs: 11_000 }))).toEqual({
+      kind: "expired",
+      count: 0,
+    });
+    expect(source.forwardOf(published.key)).toBeUndefined();
+    expect(source.bufferedMessageCount).toBe(1);
+  });
+
+  it("a message whose deadline passed on the way is expired at its new owner and not buffered", () => {
+    const owner = new PartitionEngine({ partitionId: 2 });
+    const result = apply(
+      owner,
+      encodeRecord({
+        kind: "relocateIn",
+        sourceKey: encodeKey(1, 7),
+        name: "late",
+        correlationKey: "x",
+        timeToLiveMs: 100,
+        variablesBytes: engineCodec.pack({}),
+        tenantId: DEFAULT_TENANT_ID,
+        publishedAtMs: 1_000,
+        nowMs: 1_100,
+      }),
+    );
+    expect(result).toEqual({ kind: "relocatedIn", key: null });
+    expect(owner.bufferedMessageCount).toBe(0);
+  });
+
+  it("keeps both of two different messages with one id relocated into one partition; the first holds the id", () => {
+    const owner = new PartitionEngine({ partitionId: 2 });
+    expect(apply(owner, publish({ correlationKey: "", messageId: "dup", publishedAtMs: 1_000 }))).toMatchObject({
+      kind: "published",
+    });
+    const incoming = apply(
+      owner,
+      encodeRecord({
+        kind: "relocateIn",
+        sourceKey: encodeKey(1, 3),
+        name: "other",
+        correlationKey: "x",
+        timeToLiveMs: 5_000,
+        messageId: "dup",
+        variablesBytes: engineCodec.pack({ other: true }),
+        tenantId: DEFAULT_TENANT_ID,
+        publishedAtMs: 1_000,
+        nowMs: 1_500,
+      }),
+    );
+    expect(incoming).toEqual({ kind: "relocatedIn", key: encodeKey(2, 2) });
+    expect(owner.bufferedMessageCount).toBe(2);
+    expect(apply(owner, publish({ correlationKey: "", messageId: "dup", publishedAtMs: 1_600 }))).toMatchObject({
+      reason: "duplicate-message-id",
+      existingKey: encodeKey(2, 1),
+    });
+    // Both expire without breaking the id index; the id is free again afterwards.
+    expect(apply(owner, encodeRecord({ kind: "expireMessages", nowMs: 20_000 }))).toEqual({
+      kind: "expired",
+      count: 2,
+    });
+    expect(apply(owner, publish({ correlationKey: "", messageId: "dup", publishedAtMs: 20_001 }))).toMatchObject({
+      kind: "published",
+    });
+  });
+});
+
+describe("snapshots with routing and relocation state", () => {
+  it("round-trips routing, outbound messages, forwards and received source keys, byte for byte", () => {
+    const engine = new PartitionEngine({ partitionId: 1 });
+    const moved = keyOwnedBy(3, 4, 1, 2);
+    for (let index = 0; index < 3; index += 1)
+      apply(engine, publish({ correlationKey: moved, messageId: `m-${index}` }));
+    apply(engine, route(4, 2, true));
+    apply(engine, encodeRecord({ kind: "relocateOut", counters: [1, 2] }));
+    apply(engine, encodeRecord({ kind: "relocatedOut", counter: 1, newKey: encodeKey(3, 9) }));
+    apply(
+      engine,
+      encodeRecord({
+        kind: "relocateIn",
+        sourceKey: encodeKey(2, 5),
+        name: "in",
+        correlationKey: keyOwnedBy(1, 4, 1, 2),
+        timeToLiveMs: 9_000,
+        variablesBytes: engineCodec.pack({ in: 1 }),
+        tenantId: DEFAULT_TENANT_ID,
+        publishedAtMs: 1_000,
+        nowMs: 1_200,
+      }),
+    );
+    const bytes = engine.snapshot();
+    const restored = PartitionEngine.restore(bytes);
+    expect(Buffer.from(restored.snapshot()).equals(Buffer.from(bytes))).toBe(true);
+    expect(restored.messageRouting).toMatchObject({ correlationCount: 4, basePartitionCount: 2, relocating: true });
+    expect(restored.outboundMessages().map((message) => message.counter)).toEqual([2]);
+    expect(restored.forwardOf(encodeKey(1, 1))).toBe(encodeKey(3, 9));
+    expect(restored.misplacedMessages(10)).toEqual([3]);
+  });
+
+  it("reads a snapshot of the first layout (before routing existed)", () => {
+    const engine = new PartitionEngine({ partitionId: 2 });
+    apply(engine, publish({ messageId: "old" }));
+    const current = engineCodec.unpack(engine.snapshot()) as unknown[];
+    const firstLayout = engineCodec.pack([1, current[1], current[2], current[3], current[8]]);
+    const restored = PartitionEngine.restore(firstLayout);
+    expect(restored.messageRouting).toBeNull();
+    expect(restored.getMessage(encodeKey(2, 1))?.messageId).toBe("old");
+  });
+});
