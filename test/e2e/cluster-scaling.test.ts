@@ -4,7 +4,8 @@
  * 5 brokers and shrinks back to 3 through the management API, as an operator would do it (start the new brokers,
  * send the change, poll until COMPLETED; after a scale-down stop the removed brokers). Then the same cycle again
  * with faults in the middle: kill -9 of the coordinator, of a joining broker, and a restart of a leaving broker.
- * Every acknowledged message must read back, no key may be acknowledged twice, and the topology must converge.
+ * Last, partitions are added (3 → 6, experimental) under the same load. Every acknowledged message must read back,
+ * no key may be acknowledged twice, and the topology must converge.
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -84,14 +85,18 @@ async function completed(changeId: number, timeoutMs = 120_000): Promise<Monitor
 }
 
 /** Waits for the topology to show exactly `brokerIds`, every partition led and every replica healthy. */
-async function converged(brokerIds: readonly number[], changeId: number): Promise<GatewayTopology> {
+async function converged(
+  brokerIds: readonly number[],
+  changeId: number,
+  partitionIds: readonly number[] = [1, 2, 3],
+): Promise<GatewayTopology> {
   return eventually(`the topology converged on brokers ${brokerIds.join(",")}`, 60_000, async () => {
     const current = await topology();
     const listed = current.brokers.map((broker) => broker.nodeId);
     const ok =
       JSON.stringify(listed) === JSON.stringify(brokerIds) &&
       current.lastCompletedChangeId === String(changeId) &&
-      everyPartitionLed(current, [1, 2, 3]) &&
+      everyPartitionLed(current, partitionIds) &&
       everyReplicaHealthy(current);
     return ok ? current : undefined;
   });
@@ -144,8 +149,13 @@ beforeAll(async () => {
     issuerUrl: platform.issuerUrl,
     logger: pino({ level: process.env.E2E_LOG_LEVEL ?? "warn" }),
     logLevel: "info",
-    // Snapshots every few hundred entries, so joining replicas catch up through a snapshot and then the log.
-    environment: { ...process.env, SERVICE_BROKER_RAFT_SNAPSHOT_INTERVAL_ENTRIES: "300" },
+    // Snapshots every few hundred entries, so joining replicas catch up through a snapshot and then the log; adding
+    // partitions is experimental and enabled here for the last test.
+    environment: {
+      ...process.env,
+      SERVICE_BROKER_RAFT_SNAPSHOT_INTERVAL_ENTRIES: "300",
+      SERVICE_BROKER_EXPERIMENTAL_FEATURES_ENABLEPARTITIONSCALING: "true",
+    },
   });
 }, 120_000);
 
@@ -273,4 +283,37 @@ describe("scaling a running cluster end to end", () => {
       expect(errorLines()).toEqual([]);
     }
   }, 420_000);
+
+  it("adds partitions (3 → 6, experimental) while 16 publishers write; every message stays readable by its key", async () => {
+    const load = startPublishers({
+      gatewayUrl: cluster.gatewayUrl,
+      token: () => token,
+      clients: 16,
+      pauseMs: 10,
+      label: "partitions",
+    });
+    try {
+      await eventually("writes before the change", 30_000, async () =>
+        load.acknowledgedCount() >= 500 ? true : undefined,
+      );
+      const response = await manage("/actuator/cluster", {
+        method: "PATCH",
+        body: JSON.stringify({ partitions: { count: 6, replicationFactor: 3 } }),
+      });
+      expect(response.status, await response.clone().text()).toBe(202);
+      const { changeId } = (await response.json()) as { changeId: number };
+      await completed(changeId, 180_000);
+      const grown = await converged([0, 1, 2], changeId, [1, 2, 3, 4, 5, 6]);
+      expect(grown).toMatchObject({ clusterSize: 3, partitionsCount: 6, replicationFactor: 3 });
+      const during = load.acknowledgedCount();
+      await eventually("writes after the change", 30_000, async () =>
+        load.acknowledgedCount() >= during + 500 ? true : undefined,
+      );
+    } finally {
+      const report = await load.stop();
+      expect(report.violations).toEqual([]);
+      expect(await unreadableMessages(cluster.gatewayUrl, token, report.acknowledged)).toEqual([]);
+      expect(errorLines()).toEqual([]);
+    }
+  }, 300_000);
 });

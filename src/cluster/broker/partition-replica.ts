@@ -22,11 +22,13 @@ import {
   type EngineRecord,
   type EngineSnapshotEncoder,
   encodeRecord,
+  MESSAGE_LIMITS,
   type OutboundMessage,
   PartitionEngine,
   type PublishMessageRecord,
   RecordValidationError,
-  type RelocateInRecord,
+  type RelocatedMessage,
+  type Relocation,
 } from "../engine/index.js";
 import {
   type Configuration,
@@ -160,11 +162,14 @@ interface QueuedWork {
   readonly fail: (detail: string) => void;
 }
 
-/** Messages taken out for relocation by one record (well within the record size limit). */
+/** Messages taken out for relocation by one record, and most messages one hand-over carries. */
 const RELOCATION_BATCH_MESSAGES = 256;
 
-/** A relocated message as the owner receives it (the `relocateIn` record without the owner's clock). */
-export type RelocatedMessage = Omit<RelocateInRecord, "kind" | "nowMs">;
+/**
+ * Most bytes of messages one hand-over carries, by the estimate of `relocatedMessageBytes`: the owner's relocateIn
+ * record must stay within the record size limit, and one message alone always fits.
+ */
+const RELOCATION_BATCH_BYTES = MESSAGE_LIMITS.maxRecordBytes - 8 * 1024;
 
 /** Most proposals and reads queued for the driver at once (proposals are also bounded per partition). */
 const MAX_QUEUED_WORK = 16_384;
@@ -463,22 +468,23 @@ export class PartitionReplica {
   }
 
   /**
-   * As the leader of the partition that owns a relocated message's key now: buffers it (idempotently per source
-   * key) and resolves with its key here, null when it had expired on the way.
+   * As the leader of the partition that owns the relocated messages' keys now: buffers them (idempotently per source
+   * key) and resolves with their keys here, in order, null for one that had expired on the way.
    */
-  async receiveRelocated(message: RelocatedMessage): Promise<ProposalEnd> {
-    return this.proposeRecord({ kind: "relocateIn", ...message, nowMs: Date.now() });
+  async receiveRelocated(messages: readonly RelocatedMessage[]): Promise<ProposalEnd> {
+    return this.proposeRecord({ kind: "relocateIn", messages, nowMs: Date.now() });
   }
 
   /**
    * As the partition's leader, moves up to `maxBatches` batches of the messages whose correlation key another
-   * partition owns now: each batch is taken out (a `relocateOut` record), sent to its owner through `send` (which
-   * resolves with the key the owner buffered it under, or null when it had expired), and then recorded as relocated
-   * (`relocatedOut`). Messages taken out earlier but not yet acknowledged (a previous leader's, or after a failure)
-   * are sent first. Resolves with how many remain, so the caller repeats until none does; one run at a time.
+   * partition owns now: each batch is taken out (a `relocateOut` record), handed to its owners through `send` in
+   * batches per owner (which resolves with the keys the owner buffered them under, null for one that had expired),
+   * and then recorded as relocated (`relocatedOut`). Messages taken out earlier but not yet acknowledged (a previous
+   * leader's, or after a failure) are sent first. Resolves with how many remain, so the caller repeats until none
+   * does; one run at a time.
    */
   async relocateMessages(
-    send: (message: OutboundMessage) => Promise<string | null>,
+    send: (ownerPartitionId: number, messages: readonly RelocatedMessage[]) => Promise<readonly (string | null)[]>,
     maxBatches: number,
   ): Promise<{ readonly outcome: "progress"; readonly moved: number; readonly remaining: number } | PartitionRedirect> {
     if (this.relocating) {
@@ -493,13 +499,23 @@ export class PartitionReplica {
     let moved = 0;
     try {
       for (let batch = 0; batch < maxBatches; batch += 1) {
-        for (const message of this.engine.outboundMessages()) {
-          const newKey = await send(message);
-          const end = await this.proposeRecord({ kind: "relocatedOut", counter: message.counter, newKey });
+        for (const handOver of handOverBatches(this.engine.outboundMessages())) {
+          const keys = await send(handOver.ownerPartitionId, handOver.messages);
+          if (keys.length !== handOver.messages.length) {
+            return {
+              outcome: "unavailable",
+              detail: `partition ${handOver.ownerPartitionId} answered a key count unlike the batch`,
+            };
+          }
+          const relocations: Relocation[] = handOver.counters.map((counter, index) => ({
+            counter,
+            newKey: keys[index] ?? null,
+          }));
+          const end = await this.proposeRecord({ kind: "relocatedOut", relocations });
           if (end.kind === "refused") return end.redirect;
           if (end.kind !== "applied")
             return { outcome: "unavailable", detail: end.kind === "unknown" ? end.detail : "replaced" };
-          moved += 1;
+          moved += relocations.length;
         }
         const misplaced = this.engine.misplacedMessages(RELOCATION_BATCH_MESSAGES);
         if (misplaced.length === 0) break;
@@ -1215,4 +1231,48 @@ function publishResponse(end: ProposalEnd, partitionId: number, tenantId: string
     default:
       throw new Error(`invariant violated: a publish proposal was applied as a ${result.kind} record`);
   }
+}
+
+/** Outbound messages for one owner partition, as one hand-over carries them. */
+interface HandOverBatch {
+  readonly ownerPartitionId: number;
+  readonly counters: number[];
+  readonly messages: RelocatedMessage[];
+}
+
+/**
+ * Groups outbound messages by the partition that owns them now, in batches of at most `RELOCATION_BATCH_MESSAGES`
+ * messages and `RELOCATION_BATCH_BYTES` estimated bytes, so each batch fits in one relocateIn record.
+ */
+function handOverBatches(outbound: readonly OutboundMessage[]): HandOverBatch[] {
+  const batches: HandOverBatch[] = [];
+  const open = new Map<number, { batch: HandOverBatch; bytes: number }>();
+  for (const { counter, ownerPartitionId, ...message } of outbound) {
+    const bytes = relocatedMessageBytes(message);
+    let current = open.get(ownerPartitionId);
+    if (
+      current === undefined ||
+      current.batch.messages.length >= RELOCATION_BATCH_MESSAGES ||
+      current.bytes + bytes > RELOCATION_BATCH_BYTES
+    ) {
+      current = { batch: { ownerPartitionId, counters: [], messages: [] }, bytes: 0 };
+      open.set(ownerPartitionId, current);
+      batches.push(current.batch);
+    }
+    current.batch.counters.push(counter);
+    current.batch.messages.push(message);
+    current.bytes += bytes;
+  }
+  return batches;
+}
+
+/** An upper bound on the bytes a relocated message takes in a record: three per UTF-16 unit of text, plus framing. */
+function relocatedMessageBytes(message: RelocatedMessage): number {
+  const text =
+    message.sourceKey.length +
+    message.name.length +
+    message.correlationKey.length +
+    (message.messageId?.length ?? 0) +
+    message.tenantId.length;
+  return message.variablesBytes.byteLength + 3 * text + 64;
 }

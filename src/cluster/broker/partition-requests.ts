@@ -5,7 +5,7 @@
  * `unavailable`, which is safe here because every one of these requests is repeatable (the same routing again, a
  * relocation the owner recognizes by its source key).
  */
-import type { OutboundMessage } from "../engine/index.js";
+import type { RelocatedMessage } from "../engine/index.js";
 import { askPartitionLeader, type ChangeContext, pause } from "./operations.js";
 import type { PartitionReplica, ProposalEnd } from "./partition-replica.js";
 import type { LeaderRedirect, PeerRequest, PeerResponses } from "./peer-requests.js";
@@ -13,7 +13,7 @@ import type { LeaderRedirect, PeerRequest, PeerResponses } from "./peer-requests
 /** Batches one `partition-relocate` request moves at most, so it answers well within its timeout. */
 const RELOCATION_BATCHES_PER_REQUEST = 4;
 
-/** Attempts at handing one relocated message to its owner within one request, one pause apart. */
+/** Attempts at handing one batch of relocated messages to its owner within one request, one pause apart. */
 const RELOCATE_IN_ATTEMPTS = 20;
 
 /** The answer to a proposal that did not apply, for a repeatable request. */
@@ -49,34 +49,40 @@ export async function answerPartitionRequest(
       return end.kind === "applied" ? { outcome: "routed" } : notApplied(end);
     }
     case "partition-relocate":
-      return replica.relocateMessages((message) => handOver(context, message), RELOCATION_BATCHES_PER_REQUEST);
+      return replica.relocateMessages(
+        (ownerPartitionId, messages) => handOver(context, ownerPartitionId, messages),
+        RELOCATION_BATCHES_PER_REQUEST,
+      );
     case "partition-relocate-in": {
-      const end = await replica.receiveRelocated(request.message);
+      const end = await replica.receiveRelocated(request.messages);
       if (end.kind !== "applied") return notApplied(end);
       if (end.result.kind !== "relocatedIn") {
-        return { outcome: "unavailable", detail: `the relocated message was applied as ${end.result.kind}` };
+        return { outcome: "unavailable", detail: `the relocated messages were applied as ${end.result.kind}` };
       }
-      return { outcome: "relocated", key: end.result.key };
+      return { outcome: "relocated", keys: end.result.keys };
     }
   }
 }
 
 /**
- * Hands one relocated message to the leader of the partition owning its key now and resolves with its key there
- * (null when it had expired on the way); throws when no leader took it, which fails this relocation request and
- * leaves the message outbound for the next one.
+ * Hands a batch of relocated messages to the leader of the partition owning their keys now and resolves with their
+ * keys there, in order (null for one that had expired on the way); throws when no leader took them, which fails
+ * this relocation request and leaves the messages outbound for the next one.
  */
-async function handOver(context: ChangeContext, message: OutboundMessage): Promise<string | null> {
-  const { counter: _counter, ownerPartitionId, ...relocated } = message;
+async function handOver(
+  context: ChangeContext,
+  ownerPartitionId: number,
+  messages: readonly RelocatedMessage[],
+): Promise<readonly (string | null)[]> {
   const signal = new AbortController().signal;
   for (let attempt = 0; attempt < RELOCATE_IN_ATTEMPTS; attempt += 1) {
     const answer = await askPartitionLeader(context, {
       type: "partition-relocate-in",
       partitionId: ownerPartitionId,
-      message: relocated,
+      messages,
     });
-    if (answer?.outcome === "relocated") return answer.key;
+    if (answer?.outcome === "relocated") return answer.keys;
     await pause(context.heartbeatIntervalMs * 2, signal);
   }
-  throw new Error(`no leader of partition ${ownerPartitionId} took the relocated message ${message.sourceKey}`);
+  throw new Error(`no leader of partition ${ownerPartitionId} took ${messages.length} relocated messages`);
 }

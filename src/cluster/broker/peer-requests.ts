@@ -3,11 +3,12 @@
  * configuration a starting broker discovers, and the membership changes a broker applying a cluster change asks of
  * a partition's leader or of the other replicas. Received requests are checked before use, like every input.
  */
+
+import { MAX_RELOCATION_BATCH, type RelocatedMessage } from "../engine/index.js";
 import type { Member } from "../raft/index.js";
 import type { GossipedAddress } from "./broker-messages.js";
 import { isGossipedAddress } from "./broker-messages.js";
 import { type MembershipAnswer, type MembershipChange, parseMembershipChange } from "./membership.js";
-import type { RelocatedMessage } from "./partition-replica.js";
 import type { ReplicaReport } from "./protocol.js";
 
 /** Requests between brokers. */
@@ -28,8 +29,12 @@ export type PeerRequest =
     }
   /** Asks a partition's leader to relocate (some of) the messages another partition owns now. */
   | { readonly type: "partition-relocate"; readonly partitionId: number }
-  /** Hands a relocated message to the leader of the partition that owns its key now. */
-  | { readonly type: "partition-relocate-in"; readonly partitionId: number; readonly message: RelocatedMessage };
+  /** Hands relocated messages to the leader of the partition that owns their keys now. */
+  | {
+      readonly type: "partition-relocate-in";
+      readonly partitionId: number;
+      readonly messages: readonly RelocatedMessage[];
+    };
 
 /** Answer to `cluster-configuration`. */
 export interface ClusterConfigurationAnswer {
@@ -58,8 +63,13 @@ export type RelocateAnswer =
   | { readonly outcome: "progress"; readonly moved: number; readonly remaining: number }
   | LeaderRedirect;
 
-/** Answer to `partition-relocate-in`: the message's key at its new owner (null: it had expired on the way). */
-export type RelocateInAnswer = { readonly outcome: "relocated"; readonly key: string | null } | LeaderRedirect;
+/**
+ * Answer to `partition-relocate-in`: the messages' keys at their new owner, in order (null: that one had expired on
+ * the way).
+ */
+export type RelocateInAnswer =
+  | { readonly outcome: "relocated"; readonly keys: readonly (string | null)[] }
+  | LeaderRedirect;
 
 /** The answer type of each peer request type. */
 export interface PeerResponses {
@@ -139,9 +149,17 @@ export function parsePeerRequest(value: unknown): PeerRequest | string {
       return { type: "partition-relocate", partitionId: request.partitionId };
     case "partition-relocate-in": {
       if (!isPartitionId(request.partitionId)) return "partition-relocate-in needs a partition id ≥ 1";
-      const message = parseRelocatedMessage(request.message);
-      if (typeof message === "string") return message;
-      return { type: "partition-relocate-in", partitionId: request.partitionId, message };
+      const { messages } = request;
+      if (!Array.isArray(messages) || messages.length === 0 || messages.length > MAX_RELOCATION_BATCH) {
+        return `partition-relocate-in carries 1..${MAX_RELOCATION_BATCH} messages`;
+      }
+      const parsed: RelocatedMessage[] = [];
+      for (const value of messages) {
+        const message = parseRelocatedMessage(value);
+        if (typeof message === "string") return message;
+        parsed.push(message);
+      }
+      return { type: "partition-relocate-in", partitionId: request.partitionId, messages: parsed };
     }
     default:
       return `unknown peer request type ${JSON.stringify(request.type)}`;

@@ -23,7 +23,7 @@ import {
   decodeAppliedRecord,
   decodeVariables,
   engineCodec,
-  type RelocateInRecord,
+  type RelocatedMessage,
   type RouteMessagesRecord,
 } from "./records.js";
 
@@ -52,8 +52,8 @@ export type ApplyResult =
   /** Messages taken out for relocation. */
   | { readonly kind: "relocatingOut"; readonly count: number }
   | { readonly kind: "forwarded" }
-  /** A relocated message buffered here under `key` (null: its deadline had passed on the way). */
-  | { readonly kind: "relocatedIn"; readonly key: string | null };
+  /** Relocated messages buffered here, each under its key (null: its deadline had passed on the way), in order. */
+  | { readonly kind: "relocatedIn"; readonly keys: readonly (string | null)[] };
 
 /** A message taken out for relocation, as the leader sends it to its new owner. */
 export interface OutboundMessage {
@@ -257,10 +257,17 @@ export class PartitionEngine {
       case "relocateOut":
         return { kind: "relocatingOut", count: this.relocateOut(record.counters) };
       case "relocatedOut":
-        this.relocatedOut(record.counter, record.newKey);
+        for (const { counter, newKey } of record.relocations) this.relocatedOut(counter, newKey);
         return { kind: "forwarded" };
-      case "relocateIn":
-        return this.relocateIn(record, recordBytes.byteLength);
+      case "relocateIn": {
+        this.expire(record.nowMs);
+        // The record's size is shared out for the buffered-bytes metric.
+        const sizeBytes = Math.ceil(recordBytes.byteLength / record.messages.length);
+        return {
+          kind: "relocatedIn",
+          keys: record.messages.map((message) => this.relocateIn(message, record.nowMs, sizeBytes)),
+        };
+      }
     }
   }
 
@@ -556,15 +563,15 @@ export class PartitionEngine {
     if (newKey !== null) this.forwards.set(counter, { key: newKey, deadlineMs: message.deadlineMs });
   }
 
-  private relocateIn(record: RelocateInRecord, sizeBytes: number): ApplyResult {
-    this.expire(record.nowMs);
+  /** Buffers one relocated message (see the module comment); returns its key here, null when it had expired. */
+  private relocateIn(record: RelocatedMessage, nowMs: number, sizeBytes: number): string | null {
     const known = this.received.get(record.sourceKey);
-    if (known !== undefined) return { kind: "relocatedIn", key: known.key };
+    if (known !== undefined) return known.key;
     const deadlineMs = record.publishedAtMs + record.timeToLiveMs;
-    if (deadlineMs <= record.nowMs) {
+    if (deadlineMs <= nowMs) {
       // Expired on the way: it is expired here, once (the source no longer expires what it took out).
-      this.received.set(record.sourceKey, { key: null, deadlineMs: record.nowMs });
-      return { kind: "relocatedIn", key: null };
+      this.received.set(record.sourceKey, { key: null, deadlineMs: nowMs });
+      return null;
     }
     const counter = this.nextCounter;
     if (counter > MAX_KEY_COUNTER) {
@@ -592,7 +599,7 @@ export class PartitionEngine {
     );
     const key = encodeKey(this.partitionId, counter);
     this.received.set(record.sourceKey, { key, deadlineMs });
-    return { kind: "relocatedIn", key };
+    return key;
   }
 
   private expire(nowMs: number): number {

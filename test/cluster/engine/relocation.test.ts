@@ -97,20 +97,10 @@ describe("relocation", () => {
 
     const owner = new PartitionEngine({ partitionId: 3 });
     apply(owner, route(4, 2, true));
-    const relocateIn = encodeRecord({
-      kind: "relocateIn",
-      sourceKey: outbound.sourceKey,
-      name: outbound.name,
-      correlationKey: outbound.correlationKey,
-      timeToLiveMs: outbound.timeToLiveMs,
-      ...(outbound.messageId === undefined ? {} : { messageId: outbound.messageId }),
-      variablesBytes: outbound.variablesBytes,
-      tenantId: outbound.tenantId,
-      publishedAtMs: outbound.publishedAtMs,
-      nowMs: 2_000,
-    });
+    const { counter: _counter, ownerPartitionId: _owner, ...message } = outbound;
+    const relocateIn = encodeRecord({ kind: "relocateIn", messages: [message], nowMs: 2_000 });
     const received = apply(owner, relocateIn);
-    expect(received).toEqual({ kind: "relocatedIn", key: encodeKey(3, 1) });
+    expect(received).toEqual({ kind: "relocatedIn", keys: [encodeKey(3, 1)] });
     // The sender retries until it hears back: a repeated relocation gives the same key and buffers nothing more.
     expect(apply(owner, relocateIn)).toEqual(received);
     expect(owner.bufferedMessageCount).toBe(1);
@@ -120,7 +110,7 @@ describe("relocation", () => {
       variables: { n: 1 },
     });
 
-    apply(source, encodeRecord({ kind: "relocatedOut", counter: 1, newKey: encodeKey(3, 1) }));
+    apply(source, encodeRecord({ kind: "relocatedOut", relocations: [{ counter: 1, newKey: encodeKey(3, 1) }] }));
     expect(source.getMessage(published.key)).toBeUndefined();
     expect(source.forwardOf(published.key)).toBe(encodeKey(3, 1));
     // At the deadline the owner expires it (once); the source had nothing left to expire and drops the forward.
@@ -136,24 +126,45 @@ describe("relocation", () => {
     expect(source.bufferedMessageCount).toBe(1);
   });
 
-  it("a message whose deadline passed on the way is expired at its new owner and not buffered", () => {
+  it("in one batch, a message whose deadline passed on the way is not buffered and the others are", () => {
     const owner = new PartitionEngine({ partitionId: 2 });
-    const result = apply(
-      owner,
-      encodeRecord({
-        kind: "relocateIn",
-        sourceKey: encodeKey(1, 7),
-        name: "late",
-        correlationKey: "x",
-        timeToLiveMs: 100,
-        variablesBytes: engineCodec.pack({}),
-        tenantId: DEFAULT_TENANT_ID,
-        publishedAtMs: 1_000,
-        nowMs: 1_100,
-      }),
+    const relocated = (counter: number, timeToLiveMs: number) => ({
+      sourceKey: encodeKey(1, counter),
+      name: "batch",
+      correlationKey: `x-${counter}`,
+      timeToLiveMs,
+      variablesBytes: engineCodec.pack({ counter }),
+      tenantId: DEFAULT_TENANT_ID,
+      publishedAtMs: 1_000,
+    });
+    const batch = encodeRecord({
+      kind: "relocateIn",
+      messages: [relocated(7, 5_000), relocated(8, 100), relocated(9, 5_000)],
+      nowMs: 1_100,
+    });
+    expect(apply(owner, batch)).toEqual({ kind: "relocatedIn", keys: [encodeKey(2, 1), null, encodeKey(2, 2)] });
+    expect(owner.bufferedMessageCount).toBe(2);
+    // A batch repeated after a lost answer buffers nothing more and answers the same keys.
+    expect(apply(owner, batch)).toEqual({ kind: "relocatedIn", keys: [encodeKey(2, 1), null, encodeKey(2, 2)] });
+    expect(owner.bufferedMessageCount).toBe(2);
+  });
+
+  it("refuses empty batches, oversized batches and a batch larger than a record may be", () => {
+    const message = {
+      sourceKey: encodeKey(1, 1),
+      name: "big",
+      correlationKey: "x",
+      timeToLiveMs: 5_000,
+      variablesBytes: engineCodec.pack({ blob: "y".repeat(200 * 1024) }),
+      tenantId: DEFAULT_TENANT_ID,
+      publishedAtMs: 1_000,
+    };
+    expect(() => encodeRecord({ kind: "relocateIn", messages: [], nowMs: 1 })).toThrow(/1\.\.1024 messages/);
+    expect(() => encodeRecord({ kind: "relocatedOut", relocations: [] })).toThrow(/1\.\.1024 key counters/);
+    expect(() => encodeRecord({ kind: "relocateIn", messages: [message], nowMs: 1 })).not.toThrow();
+    expect(() => encodeRecord({ kind: "relocateIn", messages: [message, message], nowMs: 1 })).toThrow(
+      /more than a record may/,
     );
-    expect(result).toEqual({ kind: "relocatedIn", key: null });
-    expect(owner.bufferedMessageCount).toBe(0);
   });
 
   it("keeps both of two different messages with one id relocated into one partition; the first holds the id", () => {
@@ -165,18 +176,22 @@ describe("relocation", () => {
       owner,
       encodeRecord({
         kind: "relocateIn",
-        sourceKey: encodeKey(1, 3),
-        name: "other",
-        correlationKey: "x",
-        timeToLiveMs: 5_000,
-        messageId: "dup",
-        variablesBytes: engineCodec.pack({ other: true }),
-        tenantId: DEFAULT_TENANT_ID,
-        publishedAtMs: 1_000,
+        messages: [
+          {
+            sourceKey: encodeKey(1, 3),
+            name: "other",
+            correlationKey: "x",
+            timeToLiveMs: 5_000,
+            messageId: "dup",
+            variablesBytes: engineCodec.pack({ other: true }),
+            tenantId: DEFAULT_TENANT_ID,
+            publishedAtMs: 1_000,
+          },
+        ],
         nowMs: 1_500,
       }),
     );
-    expect(incoming).toEqual({ kind: "relocatedIn", key: encodeKey(2, 2) });
+    expect(incoming).toEqual({ kind: "relocatedIn", keys: [encodeKey(2, 2)] });
     expect(owner.bufferedMessageCount).toBe(2);
     expect(apply(owner, publish({ correlationKey: "", messageId: "dup", publishedAtMs: 1_600 }))).toMatchObject({
       reason: "duplicate-message-id",
@@ -201,18 +216,22 @@ describe("snapshots with routing and relocation state", () => {
       apply(engine, publish({ correlationKey: moved, messageId: `m-${index}` }));
     apply(engine, route(4, 2, true));
     apply(engine, encodeRecord({ kind: "relocateOut", counters: [1, 2] }));
-    apply(engine, encodeRecord({ kind: "relocatedOut", counter: 1, newKey: encodeKey(3, 9) }));
+    apply(engine, encodeRecord({ kind: "relocatedOut", relocations: [{ counter: 1, newKey: encodeKey(3, 9) }] }));
     apply(
       engine,
       encodeRecord({
         kind: "relocateIn",
-        sourceKey: encodeKey(2, 5),
-        name: "in",
-        correlationKey: keyOwnedBy(1, 4, 1, 2),
-        timeToLiveMs: 9_000,
-        variablesBytes: engineCodec.pack({ in: 1 }),
-        tenantId: DEFAULT_TENANT_ID,
-        publishedAtMs: 1_000,
+        messages: [
+          {
+            sourceKey: encodeKey(2, 5),
+            name: "in",
+            correlationKey: keyOwnedBy(1, 4, 1, 2),
+            timeToLiveMs: 9_000,
+            variablesBytes: engineCodec.pack({ in: 1 }),
+            tenantId: DEFAULT_TENANT_ID,
+            publishedAtMs: 1_000,
+          },
+        ],
         nowMs: 1_200,
       }),
     );
