@@ -137,6 +137,16 @@ export class ChangeCoordinator {
       const ended = last === null ? "" : `; the last change, ${last.id}, ended ${last.status}`;
       return refused(404, `no change with id ${changeId} is in progress (${running}${ended})`);
     }
+    if (pending.completed.some((done) => done.operation === "START_PARTITION_SCALE_UP")) {
+      // The routing has started to change: partitions may already refuse keys they no longer own, with messages
+      // half relocated and message ids of moved keys on hold. Stopping would leave that state for good, so a
+      // started scale-up runs to its end.
+      return refused(
+        409,
+        `change ${changeId} adds partitions and has started to change the routing; it cannot be cancelled now and ` +
+          "completes once every partition's leader is reachable",
+      );
+    }
     await this.context.merge(cancelChange(configuration, this.context.now()));
     this.context.logger.warn({ changeId, pending: pending.pending.length }, "cluster change cancelled");
     return this.status();

@@ -151,30 +151,37 @@ async function redistribute(context: ChangeContext, run: OperationRun): Promise<
 /**
  * AWAIT_RELOCATION: every partition's leader moves the messages whose key another partition owns now, batch by
  * batch, until a full pass finds none; then every partition learns that relocation is over (a message id of a key
- * that moved is accepted again where it lives now). Reports the messages moved as its progress.
+ * that moved is accepted again where it lives now). Reports the bytes of the messages' records as its progress.
  */
 async function relocate(context: ChangeContext, run: OperationRun): Promise<void> {
   const { all } = scaleUpCounts(context.configuration());
-  let moved = 0;
+  let movedBytes = 0;
   let lastProgressMs = Date.now();
   // Bounded by progress: a pass that moves nothing while messages remain for longer than the stall timeout fails.
   for (;;) {
     let remaining = 0;
+    let remainingBytes = 0;
+    const unanswered: number[] = [];
     for (let partitionId = 1; partitionId <= all; partitionId += 1) {
       if (run.signal.aborted) throw new Error("the operation was abandoned");
       const answer = await askPartitionLeader(context, { type: "partition-relocate", partitionId });
       if (answer?.outcome !== "progress") {
-        remaining += 1;
+        // A partition that did not answer may still hold messages: the pass is not clean.
+        unanswered.push(partitionId);
         continue;
       }
-      moved += answer.moved;
+      movedBytes += answer.movedBytes;
       if (answer.moved > 0) lastProgressMs = Date.now();
       remaining += answer.remaining;
-      run.reportBytes(moved, moved + remaining);
+      remainingBytes += answer.remainingBytes;
     }
-    if (remaining === 0) break;
+    run.reportBytes(movedBytes, movedBytes + remainingBytes);
+    if (remaining === 0 && unanswered.length === 0) break;
     if (Date.now() - lastProgressMs > STALL_TIMEOUT_MS) {
-      throw new Error(`relocation made no progress for ${STALL_TIMEOUT_MS / 1000} s; ${remaining} messages remain`);
+      const silent = unanswered.length === 0 ? "" : `, partitions ${unanswered.join(",")} did not answer`;
+      throw new Error(
+        `relocation made no progress for ${STALL_TIMEOUT_MS / 1000} s; ${remaining} messages remain${silent}`,
+      );
     }
     await pause(context.heartbeatIntervalMs, run.signal);
   }

@@ -51,6 +51,7 @@ import {
   membershipRefusal,
   showsChange,
 } from "./membership.js";
+import type { RelocationProgress } from "./peer-requests.js";
 import type {
   GetMessageResponse,
   MessageView,
@@ -486,7 +487,7 @@ export class PartitionReplica {
   async relocateMessages(
     send: (ownerPartitionId: number, messages: readonly RelocatedMessage[]) => Promise<readonly (string | null)[]>,
     maxBatches: number,
-  ): Promise<{ readonly outcome: "progress"; readonly moved: number; readonly remaining: number } | PartitionRedirect> {
+  ): Promise<RelocationProgress | PartitionRedirect> {
     if (this.relocating) {
       return { outcome: "unavailable", detail: `partition ${this.partitionId} is relocating already` };
     }
@@ -497,6 +498,7 @@ export class PartitionReplica {
     }
     this.relocating = true;
     let moved = 0;
+    let movedBytes = 0;
     try {
       for (let batch = 0; batch < maxBatches; batch += 1) {
         for (const handOver of handOverBatches(this.engine.outboundMessages())) {
@@ -516,6 +518,7 @@ export class PartitionReplica {
           if (end.kind !== "applied")
             return { outcome: "unavailable", detail: end.kind === "unknown" ? end.detail : "replaced" };
           moved += relocations.length;
+          movedBytes += handOver.bytes;
         }
         const misplaced = this.engine.misplacedMessages(RELOCATION_BATCH_MESSAGES);
         if (misplaced.length === 0) break;
@@ -524,9 +527,14 @@ export class PartitionReplica {
         if (end.kind !== "applied")
           return { outcome: "unavailable", detail: end.kind === "unknown" ? end.detail : "replaced" };
       }
-      const remaining =
-        this.engine.misplacedMessages(Number.MAX_SAFE_INTEGER).length + this.engine.outboundMessages().length;
-      return { outcome: "progress", moved, remaining };
+      const backlog = this.engine.relocationBacklog();
+      return {
+        outcome: "progress",
+        moved,
+        movedBytes,
+        remaining: backlog.messages,
+        remainingBytes: backlog.bytes,
+      };
     } finally {
       this.relocating = false;
     }
@@ -1238,6 +1246,8 @@ interface HandOverBatch {
   readonly ownerPartitionId: number;
   readonly counters: number[];
   readonly messages: RelocatedMessage[];
+  /** The size of the records that buffered them at the source, for progress. */
+  bytes: number;
 }
 
 /**
@@ -1247,7 +1257,7 @@ interface HandOverBatch {
 function handOverBatches(outbound: readonly OutboundMessage[]): HandOverBatch[] {
   const batches: HandOverBatch[] = [];
   const open = new Map<number, { batch: HandOverBatch; bytes: number }>();
-  for (const { counter, ownerPartitionId, ...message } of outbound) {
+  for (const { counter, ownerPartitionId, sizeBytes, ...message } of outbound) {
     const bytes = relocatedMessageBytes(message);
     let current = open.get(ownerPartitionId);
     if (
@@ -1255,12 +1265,13 @@ function handOverBatches(outbound: readonly OutboundMessage[]): HandOverBatch[] 
       current.batch.messages.length >= RELOCATION_BATCH_MESSAGES ||
       current.bytes + bytes > RELOCATION_BATCH_BYTES
     ) {
-      current = { batch: { ownerPartitionId, counters: [], messages: [] }, bytes: 0 };
+      current = { batch: { ownerPartitionId, counters: [], messages: [], bytes: 0 }, bytes: 0 };
       open.set(ownerPartitionId, current);
       batches.push(current.batch);
     }
     current.batch.counters.push(counter);
     current.batch.messages.push(message);
+    current.batch.bytes += sizeBytes;
     current.bytes += bytes;
   }
   return batches;

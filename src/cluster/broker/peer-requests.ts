@@ -58,10 +58,17 @@ export type LeaderRedirect =
 /** Answer to `partition-route`. */
 export type RouteAnswer = { readonly outcome: "routed" } | LeaderRedirect;
 
-/** Answer to `partition-relocate`: messages moved by this request and messages still to move. */
-export type RelocateAnswer =
-  | { readonly outcome: "progress"; readonly moved: number; readonly remaining: number }
-  | LeaderRedirect;
+/** Messages (and the bytes of their records) one `partition-relocate` request moved, and what still has to move. */
+export interface RelocationProgress {
+  readonly outcome: "progress";
+  readonly moved: number;
+  readonly movedBytes: number;
+  readonly remaining: number;
+  readonly remainingBytes: number;
+}
+
+/** Answer to `partition-relocate`. */
+export type RelocateAnswer = RelocationProgress | LeaderRedirect;
 
 /**
  * Answer to `partition-relocate-in`: the messages' keys at their new owner, in order (null: that one had expired on

@@ -69,6 +69,8 @@ export interface OutboundMessage {
   readonly publishedAtMs: number;
   /** The partition that owns its correlation key now. */
   readonly ownerPartitionId: number;
+  /** Size of the record that buffered it here: what relocating it moves, for progress. */
+  readonly sizeBytes: number;
 }
 
 /** Where a relocated message's old key points, until the message's deadline. */
@@ -305,7 +307,26 @@ export class PartitionEngine {
       tenantId: message.tenantId,
       publishedAtMs: message.publishedAtMs,
       ownerPartitionId: routing === null ? this.partitionId : this.ownerOf(message.correlationKey, routing),
+      sizeBytes: message.sizeBytes,
     }));
+  }
+
+  /** What relocation still has to move from here: misplaced and outbound messages, and the bytes of their records. */
+  relocationBacklog(): { readonly messages: number; readonly bytes: number } {
+    let messages = 0;
+    let bytes = 0;
+    for (const message of this.outbound.values()) {
+      messages += 1;
+      bytes += message.sizeBytes;
+    }
+    const routing = this.routing;
+    if (routing === null) return { messages, bytes };
+    for (const message of this.messages.values()) {
+      if (this.ownerOf(message.correlationKey, routing) === this.partitionId) continue;
+      messages += 1;
+      bytes += message.sizeBytes;
+    }
+    return { messages, bytes };
   }
 
   /** The key a relocated message's old `key` now answers under, or undefined when it was not relocated from here. */

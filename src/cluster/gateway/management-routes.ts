@@ -336,6 +336,7 @@ export function managementRoutes(server: HttpServer, coordinator: CoordinatorCli
           401: problemSchema,
           403: problemSchema,
           404: problemSchema,
+          409: problemSchema,
           502: problemSchema,
           504: problemSchema,
         },

@@ -84,6 +84,9 @@ describe("relocation", () => {
     if (published.kind !== "published") throw new Error("not published");
     apply(source, route(4, 2, true));
     expect(source.misplacedMessages(10)).toEqual([1]);
+    const backlog = source.relocationBacklog();
+    expect(backlog.messages).toBe(1);
+    expect(backlog.bytes).toBe(publish({ correlationKey: moved, messageId: "m-1", variables: { n: 1 } }).byteLength);
     expect(apply(source, encodeRecord({ kind: "relocateOut", counters: [1] }))).toEqual({
       kind: "relocatingOut",
       count: 1,
@@ -97,7 +100,9 @@ describe("relocation", () => {
 
     const owner = new PartitionEngine({ partitionId: 3 });
     apply(owner, route(4, 2, true));
-    const { counter: _counter, ownerPartitionId: _owner, ...message } = outbound;
+    // Taken out, the message is still part of the backlog until its new owner acknowledged it.
+    expect(source.relocationBacklog()).toEqual(backlog);
+    const { counter: _counter, ownerPartitionId: _owner, sizeBytes: _size, ...message } = outbound;
     const relocateIn = encodeRecord({ kind: "relocateIn", messages: [message], nowMs: 2_000 });
     const received = apply(owner, relocateIn);
     expect(received).toEqual({ kind: "relocatedIn", keys: [encodeKey(3, 1)] });
@@ -113,6 +118,7 @@ describe("relocation", () => {
     apply(source, encodeRecord({ kind: "relocatedOut", relocations: [{ counter: 1, newKey: encodeKey(3, 1) }] }));
     expect(source.getMessage(published.key)).toBeUndefined();
     expect(source.forwardOf(published.key)).toBe(encodeKey(3, 1));
+    expect(source.relocationBacklog()).toEqual({ messages: 0, bytes: 0 });
     // At the deadline the owner expires it (once); the source had nothing left to expire and drops the forward.
     expect(apply(owner, encodeRecord({ kind: "expireMessages", nowMs: 11_000 }))).toEqual({
       kind: "expired",

@@ -130,18 +130,29 @@ describe("adding partitions to a running cluster", () => {
       "AWAIT_RELOCATION",
     ]);
     const routingsSeen = new Set<string>();
+    let cancelAnswer: { status: number; detail: string } | null = null;
     await waitFor(
       async () => {
         const status = (await (await call(gateway.managementUrl, "/actuator/cluster")).json()) as {
           lastChange?: { id: number; status: string };
+          pendingChange?: { completed: { operation: string }[] };
           routing: { requestHandling: { strategy: string } };
         };
         routingsSeen.add(status.routing.requestHandling.strategy);
+        const started = status.pendingChange?.completed.some((done) => done.operation === "START_PARTITION_SCALE_UP");
+        if (started === true && cancelAnswer === null) {
+          // Once the routing started to change, cancelling would strand moved keys: the coordinator refuses.
+          const cancel = await call(gateway.managementUrl, `/actuator/cluster/changes/${change.changeId}`, {
+            method: "DELETE",
+          });
+          cancelAnswer = { status: cancel.status, detail: ((await cancel.json()) as { detail: string }).detail };
+        }
         return status.lastChange?.id === change.changeId;
       },
       "the partition scale-up completed",
       3_000,
     );
+    expect(cancelAnswer).toMatchObject({ status: 409, detail: expect.stringMatching(/cannot be cancelled now/) });
     publishing = false;
     await publisher;
     const configuration = brokers[0]!.configuration;
