@@ -3,8 +3,10 @@
  * 32-bit FNV-1a over its UTF-8 bytes and taking the hash modulo the partition count. The hash must never change:
  * buffered messages live on the partition it chose, so a different hash would strand them. Tests pin its values.
  *
- * Messages without a correlation key carry the empty string; the gateway spreads them round robin over the
- * partitions instead of hashing (hashing "" would send all of them to one partition).
+ * A message is routed by its routing key (`routingKeyOf`): its correlation key, or without one its message id, so a
+ * retried publication with the same id always meets the first on one partition and is refused as a duplicate.
+ * Messages with neither carry the empty string; the gateway spreads them round robin over the partitions instead of
+ * hashing (hashing "" would send all of them to one partition), and they never move.
  */
 
 const FNV_OFFSET_BASIS = 0x811c9dc5;
@@ -28,4 +30,13 @@ export function partitionForCorrelationKey(correlationKey: string, partitionCoun
     throw new Error(`invariant violated: partition count must be a positive integer, got ${partitionCount}`);
   }
   return (correlationKeyHash(correlationKey) % partitionCount) + 1;
+}
+
+/**
+ * The text a message is routed by: its correlation key, else its message id, else the empty string (no owner: the
+ * gateway spreads such messages round robin and they stay where they were published).
+ */
+export function routingKeyOf(correlationKey: string, messageId: string | null | undefined): string {
+  if (correlationKey !== "") return correlationKey;
+  return messageId ?? "";
 }

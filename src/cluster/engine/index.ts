@@ -2,7 +2,7 @@
  * Public surface of the engine: the partition state machine, its records and codecs, record keys and the
  * correlation-key hash that picks a message's partition.
  */
-export { correlationKeyHash, partitionForCorrelationKey } from "./correlation.js";
+export { correlationKeyHash, partitionForCorrelationKey, routingKeyOf } from "./correlation.js";
 export {
   type DecodedKey,
   encodeKey,

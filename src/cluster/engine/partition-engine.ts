@@ -16,7 +16,7 @@
  * - `relocatedOut` turns the outbound message into a forward of its old key to the new one, kept until its deadline,
  *   so a key a client holds keeps answering.
  */
-import { partitionForCorrelationKey } from "./correlation.js";
+import { partitionForCorrelationKey, routingKeyOf } from "./correlation.js";
 import { encodeKey, isValidPartitionId, MAX_KEY_COUNTER, parseKey } from "./keys.js";
 import {
   type DecodedPublishMessage,
@@ -288,7 +288,7 @@ export class PartitionEngine {
     const counters: number[] = [];
     for (const message of this.messages.values()) {
       if (counters.length >= limit) break;
-      if (this.ownerOf(message.correlationKey, routing) !== this.partitionId) counters.push(message.counter);
+      if (this.ownerOf(message, routing) !== this.partitionId) counters.push(message.counter);
     }
     return counters;
   }
@@ -306,7 +306,7 @@ export class PartitionEngine {
       variablesBytes: message.variablesBytes,
       tenantId: message.tenantId,
       publishedAtMs: message.publishedAtMs,
-      ownerPartitionId: routing === null ? this.partitionId : this.ownerOf(message.correlationKey, routing),
+      ownerPartitionId: routing === null ? this.partitionId : this.ownerOf(message, routing),
       sizeBytes: message.sizeBytes,
     }));
   }
@@ -322,7 +322,7 @@ export class PartitionEngine {
     const routing = this.routing;
     if (routing === null) return { messages, bytes };
     for (const message of this.messages.values()) {
-      if (this.ownerOf(message.correlationKey, routing) === this.partitionId) continue;
+      if (this.ownerOf(message, routing) === this.partitionId) continue;
       messages += 1;
       bytes += message.sizeBytes;
     }
@@ -336,10 +336,17 @@ export class PartitionEngine {
     return this.forwards.get(decoded.counter)?.key;
   }
 
-  /** The partition owning `correlationKey` under `routing` (this one for messages without a correlation key). */
-  private ownerOf(correlationKey: string, routing: RouteMessagesRecord): number {
-    if (correlationKey === "") return this.partitionId;
-    return partitionForCorrelationKey(correlationKey, routing.correlationCount);
+  /**
+   * The partition owning `message` under `routing`, by its routing key (see correlation.ts); this one for a message
+   * with neither a correlation key nor a message id.
+   */
+  private ownerOf(
+    message: { readonly correlationKey: string; readonly messageId: string | null },
+    routing: RouteMessagesRecord,
+  ): number {
+    const routingKey = routingKeyOf(message.correlationKey, message.messageId);
+    if (routingKey === "") return this.partitionId;
+    return partitionForCorrelationKey(routingKey, routing.correlationCount);
   }
 
   /** Records that the entry at `index` was applied without an engine record (a no-op or membership entry). */
@@ -514,17 +521,19 @@ export class PartitionEngine {
     // at all, and a message id is free again as soon as its message's time to live is over.
     this.expire(record.publishedAtMs);
     const routing = this.routing;
-    if (routing !== null && record.correlationKey !== "") {
-      const owner = this.ownerOf(record.correlationKey, routing);
+    const routingKey = routingKeyOf(record.correlationKey, record.messageId);
+    if (routing !== null && routingKey !== "") {
+      const owner = this.ownerOf(record, routing);
       if (owner !== this.partitionId) {
+        const what = record.correlationKey === "" ? "message id (it has no correlation key)" : "correlation key";
         return {
           kind: "rejected",
           reason: "not-owner",
-          detail: `correlation key belongs to partition ${owner} now that the cluster has ${routing.correlationCount} partitions`,
+          detail: `the message's ${what} belongs to partition ${owner} now that the cluster has ${routing.correlationCount} partitions`,
           ownerPartitionId: owner,
         };
       }
-      const formerOwner = partitionForCorrelationKey(record.correlationKey, routing.basePartitionCount);
+      const formerOwner = partitionForCorrelationKey(routingKey, routing.basePartitionCount);
       if (routing.relocating && record.messageId !== null && formerOwner !== this.partitionId) {
         return {
           kind: "rejected",

@@ -25,6 +25,7 @@ import {
   parseKey,
   partitionForCorrelationKey,
   RecordValidationError,
+  routingKeyOf,
 } from "../engine/index.js";
 import {
   BackpressureError,
@@ -121,7 +122,7 @@ export class MessageRouter {
     }
     return this.bounded(async (deadlineMs) => {
       const view = await this.viewWithPartitions(deadlineMs);
-      let partitionId = this.partitionFor(command.correlationKey, view);
+      let partitionId = this.partitionFor(routingKeyOf(command.correlationKey, command.messageId), view);
       // Bounded: a partition that does not own the key names the one that does; after partitions were added the
       // gateway's routing may lag by one topology round, so it refreshes and sends the publication there once.
       for (let attempt = 0; ; attempt += 1) {
@@ -192,12 +193,13 @@ export class MessageRouter {
     return false;
   }
 
-  private partitionFor(correlationKey: string, view: TopologyView): number {
+  /** The partition a publication goes to, by its routing key (see correlation.ts), round robin without one. */
+  private partitionFor(routingKey: string, view: TopologyView): number {
     const active = view.activePartitions;
     // Keys are hashed over the routing's correlation count, which after partitions were added may differ from the
     // partitions taking requests (it moves to the new count while the new partitions start to take work).
     const correlationCount = view.configuration.routing.messageCorrelation.partitionCount;
-    if (correlationKey !== "") return partitionForCorrelationKey(correlationKey, correlationCount);
+    if (routingKey !== "") return partitionForCorrelationKey(routingKey, correlationCount);
     this.roundRobin = (this.roundRobin + 1) % active.length;
     const partitionId = active[this.roundRobin];
     if (partitionId === undefined) throw new Error("invariant violated: round robin index within active partitions");

@@ -59,6 +59,25 @@ describe("routing records", () => {
     expect(apply(engine, publish({ correlationKey: "" }))).toMatchObject({ kind: "published" });
   });
 
+  it("routes a message without a correlation key by its message id, and one with neither stays anywhere", () => {
+    const engine = new PartitionEngine({ partitionId: 1 });
+    const foreignId = keyOwnedBy(3, 4, 1, 2);
+    const ownId = keyOwnedBy(1, 4, 1, 2);
+    // Published before the routing existed (round robin then), one message with each id sits here.
+    apply(engine, publish({ correlationKey: "", messageId: foreignId }));
+    apply(engine, publish({ correlationKey: "", messageId: ownId }));
+    apply(engine, publish({ correlationKey: "" }));
+    apply(engine, route(4, 2, true));
+    // Only the message whose id another partition owns now is misplaced.
+    expect(engine.misplacedMessages(10)).toEqual([1]);
+    expect(apply(engine, publish({ correlationKey: "", messageId: `${foreignId}` }))).toMatchObject({
+      kind: "rejected",
+      reason: "not-owner",
+      ownerPartitionId: 3,
+    });
+    expect(apply(engine, publish({ correlationKey: "" }))).toMatchObject({ kind: "published" });
+  });
+
   it("while relocating, refuses a message id whose key moved here from another partition, until relocation ends", () => {
     const engine = new PartitionEngine({ partitionId: 3 });
     apply(engine, route(4, 2, true));

@@ -152,6 +152,20 @@ describe("gateway REST API", () => {
     expect([...partitions].sort()).toEqual([1, 2, 3]);
   });
 
+  it("routes a message without a correlation key by its message id, so parallel retries meet one partition", async () => {
+    const gateway = await gatewayWith();
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, () => publish(gateway, { name: "retried", messageId: "pay-7", timeToLive: 60_000 })),
+    );
+    const statuses = answers.map((answer) => answer.status).sort();
+    expect(statuses).toEqual([200, ...Array.from({ length: 19 }, () => 409)]);
+    const owner = partitionForCorrelationKey("pay-7", 3);
+    for (const broker of cluster.brokers) {
+      const received = broker.received.filter((request) => request.type === "publish-message");
+      expect(received.every((request) => request.partitionId === owner)).toBe(true);
+    }
+  });
+
   it("answers 409 for a message id already buffered, 400 for invalid input, 404 for unknown keys", async () => {
     const gateway = await gatewayWith();
     const first = await publish(gateway, { name: "m", correlationKey: "k", messageId: "once" });
