@@ -47,6 +47,13 @@ const MAX_FORWARDS = 2;
 /** Pause between topology rounds while waiting for a partition to elect a leader. */
 const LEADER_POLL_INTERVAL_MS = 200;
 
+/**
+ * Longest wait for a partition without a leader to elect one, bounded by half the request timeout: long enough for an
+ * ordinary election after a leader's crash (an election timeout and a topology round), short enough that during a
+ * quorum loss a client hears 503 with Retry-After early rather than holding its request for the whole timeout.
+ */
+const MAX_LEADER_WAIT_MS = 3_000;
+
 /** Options of MessageRouter. */
 export interface MessageRouterOptions {
   client: TransportClient<BrokerRequest, unknown>;
@@ -236,17 +243,35 @@ export class MessageRouter {
     );
   }
 
-  /** The leader of `partitionId`, waiting (bounded by the deadline) for an election when there is none. */
-  private async leaderOf(partitionId: number, deadlineMs: number, refreshFirst: boolean): Promise<number> {
-    let view = refreshFirst ? await this.options.topology.refreshedSince() : this.options.topology.current();
+  /**
+   * The leader of `partitionId`, waiting until `leaderDeadlineMs` for an election when there is none; each topology
+   * round is awaited only until then too, so a round held up by unreachable brokers cannot stretch the wait.
+   */
+  private async leaderOf(partitionId: number, leaderDeadlineMs: number, refreshFirst: boolean): Promise<number> {
+    let view = refreshFirst ? await this.refreshedUntil(leaderDeadlineMs) : this.options.topology.current();
     for (;;) {
       const leader = view?.leaders.get(partitionId);
       if (leader !== undefined) return leader.nodeId;
-      if (this.options.now() + LEADER_POLL_INTERVAL_MS >= deadlineMs) {
+      if (this.options.now() + LEADER_POLL_INTERVAL_MS >= leaderDeadlineMs) {
         throw unavailable(`Partition ${partitionId} has no leader at the moment; retry shortly.`);
       }
       await new Promise((resolve) => setTimeout(resolve, LEADER_POLL_INTERVAL_MS));
-      view = await this.options.topology.refreshedSince();
+      view = await this.refreshedUntil(leaderDeadlineMs);
+    }
+  }
+
+  /** A fresh topology view, or the current one when no round finishes before `deadlineMs`. */
+  private async refreshedUntil(deadlineMs: number): Promise<TopologyView | undefined> {
+    const waitMs = deadlineMs - this.options.now();
+    if (waitMs <= 0) return this.options.topology.current();
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<undefined>((resolve) => {
+      timer = setTimeout(() => resolve(undefined), waitMs);
+    });
+    try {
+      return (await Promise.race([this.options.topology.refreshedSince(), expired])) ?? this.options.topology.current();
+    } finally {
+      clearTimeout(timer);
     }
   }
 
@@ -256,7 +281,11 @@ export class MessageRouter {
     request: BrokerRequest,
     deadlineMs: number,
   ): Promise<Settled<T>> {
-    let leaderId = await this.leaderOf(partitionId, deadlineMs, false);
+    const leaderDeadlineMs = Math.min(
+      deadlineMs,
+      this.options.now() + Math.min(MAX_LEADER_WAIT_MS, this.options.requestTimeoutMs / 2),
+    );
+    let leaderId = await this.leaderOf(partitionId, leaderDeadlineMs, false);
     const first = await this.attempt<T>(leaderId, request, deadlineMs);
     if (first.kind === "answer") return first.value;
     // The hint names the new leader only when the broker knows it and it is another broker; otherwise ask the cluster.
@@ -265,7 +294,7 @@ export class MessageRouter {
     leaderId =
       hinted !== undefined && view?.addresses.has(hinted) === true
         ? hinted
-        : await this.leaderOf(partitionId, deadlineMs, true);
+        : await this.leaderOf(partitionId, leaderDeadlineMs, true);
     const second = await this.attempt<T>(leaderId, request, deadlineMs);
     if (second.kind === "answer") return second.value;
     // A second miss means the leadership is still moving; the client retries later rather than the gateway looping.

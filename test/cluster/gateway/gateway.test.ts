@@ -354,6 +354,20 @@ describe("gateway management API", () => {
     expect(readiness.status).toBe(503);
     expect(await readiness.json()).toMatchObject({ status: "DOWN", components: { partitions: { status: "DOWN" } } });
   });
+
+  it("answers 503 with Retry-After early, not at the request timeout, while a partition has no leader", async () => {
+    const gateway = await gatewayWith({ "service.gateway.requestTimeoutMs": 30_000 });
+    // Broker 2, the only one leading partition 3 (see beforeEach), was stopped two tests ago.
+    const correlationKey = ["a", "b", "c", "d", "e", "f"].find((key) => partitionForCorrelationKey(key, 3) === 3);
+    const startedAtMs = Date.now();
+    const response = await publish(gateway, { name: "m", correlationKey });
+    const elapsedMs = Date.now() - startedAtMs;
+    expect(response.status).toBe(503);
+    expect(response.headers.get("retry-after")).toBe("1");
+    // It waited for an election a while (a few polls), and answered far within the 30 s request timeout.
+    expect(elapsedMs).toBeGreaterThanOrEqual(2_000);
+    expect(elapsedMs).toBeLessThan(10_000);
+  });
 });
 
 describe("gateway when a leader's broker goes away during a request", () => {
