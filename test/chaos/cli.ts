@@ -6,6 +6,7 @@
  *   npm run chaos -- --runs 5                  five runs, seeds S..S+4
  *   npm run chaos -- --env SERVICE_BROKER_RAFT_SYNCHRONOUS_COMMIT=false    settings for the cluster (repeatable)
  *   npm run chaos -- --scale                   cluster changes (brokers added and removed, replication factor) too
+ *   npm run chaos -- --scale --scale-partitions     and partitions added (3 → up to 6, experimental)
  *
  * Prints the counts every 5 s, every fault, and per run `seed S: N acknowledged, …, K violations`; keeps the data
  * directory (brokers' logs and data) of a failing run and prints where it is. The exit code is 1 when any run found
@@ -23,6 +24,7 @@ const { values } = parseArgs({
     "snapshot-interval": { type: "string" },
     env: { type: "string", multiple: true },
     scale: { type: "boolean" },
+    "scale-partitions": { type: "boolean" },
   },
 });
 
@@ -60,6 +62,7 @@ for (let seed = firstSeed; seed < firstSeed + runs; seed += 1) {
     environment,
     keepDataOnFailure: true,
     scale: values.scale === true,
+    scalePartitions: values["scale-partitions"] === true,
     onProgress: (progress) => {
       for (const fault of progress.faults.slice(faultsPrinted)) console.log(`  fault: ${fault}`);
       faultsPrinted = progress.faults.length;

@@ -18,6 +18,8 @@
  * API) and removed (removed through the API, then stopped once the change completed), and the replication factor
  * changed between 2 and 3, one change at a time, each followed to its end while brokers are killed and paused. Every
  * change must complete (or the run reports it), and the checks above hold for whatever brokers the cluster has then.
+ * With `scalePartitions` too, partitions are added one at a time (up to 6, experimental), so messages are relocated
+ * to new partitions under the faults and must stay readable by the keys they were acknowledged with.
  *
  * The seed fixes the fault schedule only: processes, disks and the kernel's scheduling are not deterministic, so a
  * failing seed is a strong hint for a replay, not an exact one.
@@ -65,6 +67,8 @@ export interface ChaosOptions {
   readonly keepDataOnFailure?: boolean;
   /** Run cluster changes (brokers added and removed, replication factor changed) beside the faults. */
   readonly scale?: boolean;
+  /** With `scale`, add partitions too (the experimental partition scaling is enabled on the brokers). */
+  readonly scalePartitions?: boolean;
 }
 
 /** The counts of a chaos run. */
@@ -108,11 +112,18 @@ const REQUEST_TIMEOUT_MS = 15_000;
 const RECOVERY_TIMEOUT_MS = 60_000;
 /** Longest a cluster change may take while faults go on before the run reports it as stuck. */
 const CHANGE_TIMEOUT_MS = 180_000;
-const PARTITIONS = [1, 2, 3];
+/** Partitions the cluster starts with; a run with `scalePartitions` adds up to `MAX_PARTITIONS`. */
+const INITIAL_PARTITIONS = 3;
+const MAX_PARTITIONS = 6;
+
+/** The partitions of the running cluster, as the run knows them (updated when a partition scale-up completed). */
+interface Partitions {
+  ids: number[];
+}
 
 /** Whether the topology was read and every partition has a leader; undefined otherwise, for `eventually`. */
-function led(topology: GatewayTopology | undefined): true | undefined {
-  return topology !== undefined && everyPartitionLed(topology, PARTITIONS) ? true : undefined;
+function led(topology: GatewayTopology | undefined, partitions: Partitions): true | undefined {
+  return topology !== undefined && everyPartitionLed(topology, partitions.ids) ? true : undefined;
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolveSleep) => setTimeout(resolveSleep, ms));
@@ -137,6 +148,7 @@ export async function runClusterChaos(options: ChaosOptions): Promise<ChaosResul
     longestWriteOutageMs: 0,
   };
   let lastAcknowledgementAtMs: number | undefined;
+  const partitions: Partitions = { ids: Array.from({ length: INITIAL_PARTITIONS }, (_, index) => index + 1) };
 
   let platform: TestPlatform | undefined;
   let cluster: LocalCluster | undefined;
@@ -163,6 +175,9 @@ export async function runClusterChaos(options: ChaosOptions): Promise<ChaosResul
       environment: {
         ...process.env,
         SERVICE_BROKER_RAFT_SNAPSHOT_INTERVAL_ENTRIES: String(options.snapshotIntervalEntries),
+        ...(options.scalePartitions === true
+          ? { SERVICE_BROKER_EXPERIMENTAL_FEATURES_ENABLE_PARTITION_SCALING: "true" }
+          : {}),
         ...options.environment,
       },
     });
@@ -185,7 +200,9 @@ export async function runClusterChaos(options: ChaosOptions): Promise<ChaosResul
       }
     };
 
-    await eventually("a leader for every partition", RECOVERY_TIMEOUT_MS, async () => led(await topology()));
+    await eventually("a leader for every partition", RECOVERY_TIMEOUT_MS, async () =>
+      led(await topology(), partitions),
+    );
     if (options.onProgress !== undefined) {
       const report = options.onProgress;
       progressTimer = setInterval(() => report(progress()), options.progressIntervalMs ?? 5_000);
@@ -265,7 +282,10 @@ export async function runClusterChaos(options: ChaosOptions): Promise<ChaosResul
       while (injecting && violations.length === 0) {
         await sleep(2_000 + scaleRandom.nextInt(6_000));
         if (!injecting) return;
-        const description = await makeChange(running, dataDirectory, token, scaleRandom, violations);
+        const description = await makeChange(running, dataDirectory, token, scaleRandom, violations, {
+          partitions,
+          scalePartitions: options.scalePartitions === true,
+        });
         if (description !== null) changes.push(description);
       }
     };
@@ -273,10 +293,10 @@ export async function runClusterChaos(options: ChaosOptions): Promise<ChaosResul
     const injector = async (): Promise<void> => {
       while (Date.now() - startedAtMs < options.durationMs && violations.length === 0) {
         await sleep(500 + random.nextInt(1_500));
-        const description = await injectFault(running, random, await topology());
+        const description = await injectFault(running, random, await topology(), partitions.ids.length);
         faults.push(description);
         const recovered = await eventually("recovery from the fault", RECOVERY_TIMEOUT_MS, async () =>
-          led(await topology()),
+          led(await topology(), partitions),
         ).then(
           () => true,
           () => false,
@@ -293,7 +313,9 @@ export async function runClusterChaos(options: ChaosOptions): Promise<ChaosResul
       await Promise.all(workload);
     }
 
-    if (violations.length === 0) await verifyAfterFaults(running, gateway, topology, acknowledged, violations);
+    if (violations.length === 0) {
+      await verifyAfterFaults(running, gateway, topology, acknowledged, partitions, violations);
+    }
     if (options.scale === true && changes.length === 0 && violations.length === 0) {
       violations.push("the run made no cluster change although --scale asked for them");
     }
@@ -363,12 +385,13 @@ async function injectFault(
   cluster: LocalCluster,
   random: SeededRandom,
   topology: GatewayTopology | undefined,
+  partitionCount: number,
 ): Promise<string> {
   // The brokers running now (a cluster change may have added or removed some).
   const ids = cluster.brokers.map((broker) => broker.nodeId);
   const brokerCount = ids.length;
   const roll = random.nextInt(100);
-  const partitionId = 1 + random.nextInt(3);
+  const partitionId = 1 + random.nextInt(partitionCount);
   const leader = topology === undefined ? undefined : leaderOf(topology, partitionId);
   const victim =
     roll < 35 && leader !== undefined && ids.includes(leader) ? leader : (ids[random.nextInt(brokerCount)] as number);
@@ -421,8 +444,8 @@ async function restartIfListed(cluster: LocalCluster, nodeId: number): Promise<v
 
 /**
  * Makes one cluster change through the management API and follows it to its end, as an operator would: a broker
- * added (started first), a broker removed (stopped once the change completed), or the replication factor moved
- * between 2 and 3. Returns what it did, or null when the cluster refused (e.g. a broker it needs is down right now,
+ * added (started first), a broker removed (stopped once the change completed), the replication factor moved
+ * between 2 and 3, or (with `scalePartitions`) one partition added. Returns what it did, or null when the cluster refused (e.g. a broker it needs is down right now,
  * which is a 400 by the spec); a change that does not end within `CHANGE_TIMEOUT_MS` is a violation.
  */
 async function makeChange(
@@ -431,6 +454,7 @@ async function makeChange(
   token: string,
   random: SeededRandom,
   violations: string[],
+  scaling: { readonly partitions: Partitions; readonly scalePartitions: boolean },
 ): Promise<string | null> {
   const manage = async (path: string, init: RequestInit = {}): Promise<Response> =>
     fetch(`${cluster.managementUrl}${path}`, {
@@ -458,8 +482,30 @@ async function makeChange(
   const ids = current.brokers.map((broker) => broker.id).sort((left, right) => left - right);
   const clusterDirectory = join(dataDirectory, "cluster");
   const roll = random.nextInt(100);
-  let request: { path: string; init: RequestInit; what: string; added?: number; removed?: number };
-  if (ids.length < 5 && roll < 40) {
+  let request: {
+    path: string;
+    init: RequestInit;
+    what: string;
+    added?: number;
+    removed?: number;
+    partitionCount?: number;
+  };
+  const counts = new Map<number, number>();
+  for (const broker of current.brokers) {
+    for (const partition of broker.partitions as { id: number }[]) {
+      counts.set(partition.id, (counts.get(partition.id) ?? 0) + 1);
+    }
+  }
+  const replicationFactor = Math.min(...counts.values());
+  if (scaling.scalePartitions && counts.size < MAX_PARTITIONS && roll >= 80) {
+    const partitionCount = counts.size + 1;
+    request = {
+      path: "/actuator/cluster",
+      init: { method: "PATCH", body: JSON.stringify({ partitions: { count: partitionCount, replicationFactor } }) },
+      what: `partitions ${counts.size} → ${partitionCount}`,
+      partitionCount,
+    };
+  } else if (ids.length < 5 && roll < 40) {
     const added = (ids[ids.length - 1] ?? 0) + 1;
     await addLocalBrokers(clusterDirectory, "127.0.0.1", [added]);
     await eventually(`broker ${added} started`, RECOVERY_TIMEOUT_MS, async () =>
@@ -482,16 +528,14 @@ async function makeChange(
       removed,
     };
   } else {
-    const counts = new Map<number, number>();
-    for (const broker of current.brokers) {
-      for (const partition of broker.partitions as { id: number }[])
-        counts.set(partition.id, (counts.get(partition.id) ?? 0) + 1);
-    }
-    const replicationFactor = Math.min(...counts.values()) === 3 ? 2 : 3;
+    const target = replicationFactor === 3 ? 2 : 3;
     request = {
       path: "/actuator/cluster",
-      init: { method: "PATCH", body: JSON.stringify({ partitions: { count: 3, replicationFactor } }) },
-      what: `replication factor → ${replicationFactor}`,
+      init: {
+        method: "PATCH",
+        body: JSON.stringify({ partitions: { count: counts.size, replicationFactor: target } }),
+      },
+      what: `replication factor → ${target}`,
     };
   }
   // A broker just started, or one a fault took down, is refused as unreachable for a moment: ask again, bounded.
@@ -535,6 +579,9 @@ async function makeChange(
   }
   if (ended !== "COMPLETED") violations.push(`change ${id} (${request.what}) ended ${ended}`);
   if (request.removed !== undefined && ended === "COMPLETED") removeLocalBrokers(clusterDirectory, [request.removed]);
+  if (request.partitionCount !== undefined && ended === "COMPLETED") {
+    scaling.partitions.ids = Array.from({ length: request.partitionCount }, (_, index) => index + 1);
+  }
   return `change ${id}: ${request.what}, ${ended} in ${Date.now() - startedAtMs} ms`;
 }
 
@@ -555,12 +602,13 @@ async function verifyAfterFaults(
   gateway: (path: string) => Promise<Response>,
   topology: () => Promise<GatewayTopology | undefined>,
   acknowledged: ReadonlyMap<string, PublishedMessage>,
+  partitions: Partitions,
   violations: string[],
 ): Promise<void> {
   try {
     await eventually("every replica healthy", RECOVERY_TIMEOUT_MS, async () => {
       const current = await topology();
-      return current !== undefined && everyPartitionLed(current, PARTITIONS) && everyReplicaHealthy(current)
+      return current !== undefined && everyPartitionLed(current, partitions.ids) && everyReplicaHealthy(current)
         ? true
         : undefined;
     });
@@ -597,7 +645,9 @@ async function verifyAfterFaults(
       // Every replica the topology lists reports an applied index, and those of one partition agree.
       const listed = current.brokers.reduce((sum, broker) => sum + broker.partitions.length, 0);
       const replicas = [...byPartition.values()];
-      return replicas.length === 3 && applied.size === listed && replicas.every((indexes) => indexes.size === 1)
+      return replicas.length === partitions.ids.length &&
+        applied.size === listed &&
+        replicas.every((indexes) => indexes.size === 1)
         ? true
         : undefined;
     });
