@@ -150,8 +150,6 @@ interface Incarnation {
   readonly state: { alive: boolean };
   /** A leadership hand-over before a clean restart; `finished` once it resolved. */
   handOver: { finished: boolean } | null;
-  /** Set once this incarnation's forced membership is durable. */
-  forced: boolean;
 }
 
 interface Broker {
@@ -495,7 +493,7 @@ export class ReplicaSimulation {
       clock,
       randomSeed: this.replicaSeeds.nextUint32(),
     });
-    broker.incarnation = { replica, disk, clock, state, handOver: null, forced: false };
+    broker.incarnation = { replica, disk, clock, state, handOver: null };
     this.trace(`start ${broker.id}`);
     if (this.pendingForce?.members.some((member) => member.id === broker.id)) {
       this.requestForce(broker);
@@ -760,14 +758,10 @@ export class ReplicaSimulation {
     const incarnation = broker.incarnation;
     const force = this.pendingForce;
     if (incarnation === null || force === null) return;
-    incarnation.replica.forceMembership(force.members).then(
-      () => {
-        incarnation.forced = true;
-      },
-      (error: unknown) => {
-        if (incarnation.state.alive) this.deferredViolations.push(`broker ${broker.id} refused the force: ${error}`);
-      },
-    );
+    // Whether it took hold is judged from the committed configuration (`followForce`); only a refusal matters here.
+    incarnation.replica.forceMembership(force.members).catch((error: unknown) => {
+      if (incarnation.state.alive) this.deferredViolations.push(`broker ${broker.id} refused the force: ${error}`);
+    });
   }
 
   /** The forced membership is done once a leader's committed configuration is it and nothing is forced any more. */
@@ -1086,6 +1080,11 @@ export class ReplicaSimulation {
 
   private async finalChecks(): Promise<void> {
     this.clientsActive = false;
+    for (const client of this.clients) {
+      // Every attempt of a publication left to retry certainly failed: it must never show up.
+      if (client.retry !== null) this.history.giveUp(client.retry);
+      client.retry = null;
+    }
     // Leadership may be moving (a hand-over, a removed leader stepping down), and a change may still be under way.
     await this.stepUntil(
       () =>
