@@ -101,7 +101,38 @@ export interface PartitionReplicaOptions {
   /** Called after each snapshot this replica takes is encoded and its chunks are durable (for metrics). */
   readonly onSnapshot?: (snapshot: SnapshotReport) => void;
   readonly logger: Logger;
+  /** Time and timers (default: the system's); the simulation passes a simulated clock. */
+  readonly clock?: ReplicaClock;
+  /** Seed of the Raft node's randomized election timeouts (default: derived from the clock and the member id). */
+  readonly randomSeed?: number;
 }
+
+/**
+ * Where a replica gets its time and timers: ticks, publication times, read expiry and leadership hand-over waits.
+ * The default is the system clock; a simulation passes one it advances itself, so a whole cluster of real replicas
+ * runs on simulated time.
+ */
+export interface ReplicaClock {
+  /** Milliseconds since the epoch. */
+  now(): number;
+  /** Calls `tick` every `intervalMs` until the returned function is called. */
+  repeat(intervalMs: number, tick: () => void): () => void;
+  /** Resolves after `delayMs`. */
+  sleep(delayMs: number): Promise<void>;
+  /** Resolves once other pending work had a turn (between two slices of a snapshot's encoding). */
+  yieldTurn(): Promise<void>;
+}
+
+/** The system's clock and timers, which production uses. */
+export const systemClock: ReplicaClock = {
+  now: () => Date.now(),
+  repeat: (intervalMs, tick) => {
+    const timer = setInterval(tick, intervalMs);
+    return () => clearInterval(timer);
+  },
+  sleep: (delayMs) => new Promise((resolve) => setTimeout(resolve, delayMs)),
+  yieldTurn: () => new Promise((resolve) => setImmediate(resolve)),
+};
 
 /** One snapshot a replica took. */
 export interface SnapshotReport {
@@ -200,7 +231,9 @@ export class PartitionReplica {
   private pendingTicks = 0;
   private wake: (() => void) | null = null;
   private loop: Promise<void> = Promise.resolve();
-  private ticker: NodeJS.Timeout | null = null;
+  /** Stops the tick timer; null when it is not running. */
+  private stopTicks: (() => void) | null = null;
+  private readonly clock: ReplicaClock;
   private running = true;
   private failure: Error | null = null;
   private lastPersistSucceeded = true;
@@ -250,6 +283,7 @@ export class PartitionReplica {
   ) {
     this.startedWithoutData = startedWithoutData;
     this.options = options;
+    this.clock = options.clock ?? systemClock;
     this.partitionId = options.partitionId;
     this.storage = storage;
     this.node = node;
@@ -302,7 +336,9 @@ export class PartitionReplica {
         promotionLagEntries: 1024,
         promotionStableTicks: 3,
         // Election timeouts only need to differ between members; the seed is not security-relevant.
-        random: new SeededRandom(Date.now() ^ (options.memberId * 7919 + options.partitionId)),
+        random: new SeededRandom(
+          options.randomSeed ?? (options.clock ?? systemClock).now() ^ (options.memberId * 7919 + options.partitionId),
+        ),
         preVote: true,
         checkQuorum: true,
       });
@@ -371,7 +407,7 @@ export class PartitionReplica {
       ...(command.messageId === undefined ? {} : { messageId: command.messageId }),
       variables: command.variables,
       tenantId: command.tenantId,
-      publishedAtMs: Date.now(),
+      publishedAtMs: this.clock.now(),
     };
     let data: Uint8Array;
     try {
@@ -473,7 +509,7 @@ export class PartitionReplica {
    * key) and resolves with their keys here, in order, null for one that had expired on the way.
    */
   async receiveRelocated(messages: readonly RelocatedMessage[]): Promise<ProposalEnd> {
-    return this.proposeRecord({ kind: "relocateIn", messages, nowMs: Date.now() });
+    return this.proposeRecord({ kind: "relocateIn", messages, nowMs: this.clock.now() });
   }
 
   /**
@@ -669,9 +705,9 @@ export class PartitionReplica {
       },
       fail: () => {},
     });
-    const deadlineMs = Date.now() + timeoutMs;
-    while (Date.now() < deadlineMs && this.running && this.status.role === "leader" && !this.newerTermSeen) {
-      await new Promise((resolve) => setTimeout(resolve, this.options.heartbeatIntervalMs / 2));
+    const deadlineMs = this.clock.now() + timeoutMs;
+    while (this.clock.now() < deadlineMs && this.running && this.status.role === "leader" && !this.newerTermSeen) {
+      await this.clock.sleep(this.options.heartbeatIntervalMs / 2);
     }
   }
 
@@ -751,8 +787,8 @@ export class PartitionReplica {
     if (this.closed) throw new Error(`invariant violated: partition ${this.partitionId} replica stopped twice`);
     this.closed = true;
     this.running = false;
-    if (this.ticker !== null) clearInterval(this.ticker);
-    this.ticker = null;
+    this.stopTicks?.();
+    this.stopTicks = null;
     this.nudge();
     await this.loop;
     this.failEverything({ outcome: "unavailable", detail: `partition ${this.partitionId} replica stopped` });
@@ -760,10 +796,10 @@ export class PartitionReplica {
 
   private start(): void {
     this.loop = this.drive();
-    this.ticker = setInterval(() => {
+    this.stopTicks = this.clock.repeat(this.options.heartbeatIntervalMs, () => {
       if (this.pendingTicks < MAX_PENDING_TICKS) this.pendingTicks += 1;
       this.nudge();
-    }, this.options.heartbeatIntervalMs);
+    });
   }
 
   private role(): ReplicaRole {
@@ -841,8 +877,8 @@ export class PartitionReplica {
       const failure = error instanceof Error ? error : new Error(String(error));
       this.failure = failure;
       this.running = false;
-      if (this.ticker !== null) clearInterval(this.ticker);
-      this.ticker = null;
+      this.stopTicks?.();
+      this.stopTicks = null;
       this.failEverything({ outcome: "unavailable", detail: `partition ${this.partitionId} replica failed` });
       this.options.onFailure(failure);
     }
@@ -969,7 +1005,7 @@ export class PartitionReplica {
         continue;
       }
       // The leader reads a clock, so a message past its deadline is gone even before the expiry record applies.
-      if (message.deadlineMs <= Date.now()) {
+      if (message.deadlineMs <= this.clock.now()) {
         read.resolve({ outcome: "not-found" });
         continue;
       }
@@ -1068,7 +1104,7 @@ export class PartitionReplica {
   private maybeProposeExpiry(): void {
     if (this.pendingExpiryIndex !== null || this.node.status().role !== "leader") return;
     const deadlineMs = this.engine.nextDeadlineMs;
-    const nowMs = Date.now();
+    const nowMs = this.clock.now();
     if (deadlineMs === undefined || nowMs < deadlineMs) return;
     const result = this.node.propose(encodeRecord({ kind: "expireMessages", nowMs }));
     if (result.accepted) this.pendingExpiryIndex = result.index;
@@ -1101,6 +1137,10 @@ export class PartitionReplica {
    * Encodes the snapshot for at most `SNAPSHOT_SLICE_MS` per turn of the event loop, has the storage write its chunks,
    * then hands it to the core, whose next `Ready` compacts the log up to the snapshot's index (an index the replica
    * has applied: the engine may have moved on meanwhile, which the core allows). A failure fails the replica.
+   *
+   * The slices are measured on the process's own monotonic clock, not the injected one: how many turns an encoding
+   * takes does not change its bytes (fixed when the encoder was created), and a simulation waits for the yields
+   * (`ReplicaClock.yieldTurn`) to finish before it moves on.
    */
   private async takeSnapshot(encoder: EngineSnapshotEncoder, startedAtMs: number): Promise<void> {
     try {
@@ -1109,7 +1149,7 @@ export class PartitionReplica {
         const sliceEndsAtMs = performance.now() + SNAPSHOT_SLICE_MS;
         do encoded = encoder.encodeMessages(SNAPSHOT_MESSAGES_PER_CLOCK_READ);
         while (!encoded && performance.now() < sliceEndsAtMs);
-        if (!encoded) await new Promise((resolve) => setImmediate(resolve));
+        if (!encoded) await this.clock.yieldTurn();
         if (!this.running) return;
       }
       const data = encoder.bytes();
