@@ -87,7 +87,8 @@ export const configurationSchema = Type.Object(
           minimum: 0,
           maximum: 60_000,
           default: 250,
-          description: "Delay after the first failed authentication of a client id; doubles per further failure.",
+          description:
+            "Delay after the first failed authentication of a client id from one address; doubles per further failure from that address.",
         }),
         failureDelayMaxMs: Type.Integer({
           minimum: 0,
