@@ -1,8 +1,8 @@
-import { mkdirSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import SqliteDatabase from "better-sqlite3";
 import { Kysely, Migrator, PostgresDialect, SqliteDialect } from "kysely";
 import pg from "pg";
+import { createPrivateDirectory, ownPrivateFile, restrictFileIfPresent } from "../../files/private-files.js";
 import { migrationProvider } from "./migrations/index.js";
 import type { PlatformDatabase } from "./schema.js";
 
@@ -41,7 +41,10 @@ export function describeDatabase(options: StoreOptions): { kind: DatabaseKind; l
   return { kind: "sqlite", location: resolve(options.dataDirectory, file) };
 }
 
-/** Opens the database the options name, creating and migrating it when needed. */
+/**
+ * Opens the database the options name, creating and migrating it when needed. The SQLite file is kept 0600 in a
+ * directory created 0700.
+ */
 export async function openStore(options: StoreOptions): Promise<Store> {
   const { kind, location } = describeDatabase(options);
   let database: Kysely<PlatformDatabase>;
@@ -49,7 +52,12 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     const pool = new pg.Pool({ connectionString: options.url, max: options.postgresPoolSize ?? 10 });
     database = new Kysely<PlatformDatabase>({ dialect: new PostgresDialect({ pool }) });
   } else {
-    mkdirSync(dirname(location), { recursive: true });
+    createPrivateDirectory(dirname(location));
+    // SQLite creates its write-ahead log and shared-memory files with the database file's mode, so a 0600 database
+    // keeps all three private. Files of earlier versions, created 0644, are narrowed here.
+    ownPrivateFile(location);
+    restrictFileIfPresent(`${location}-wal`);
+    restrictFileIfPresent(`${location}-shm`);
     const sqlite = new SqliteDatabase(location);
     // WAL lets readers proceed while one writer commits; NORMAL sync is durable across process crashes and
     // loses at most the last transactions on power loss, which the rate-limit counters can afford and the

@@ -12,6 +12,7 @@ import {
   removeLocalBrokers,
   startLocalCluster,
 } from "../../../src/platform/provisioner/index.js";
+import { entriesOpenToOthers } from "../../support/file-modes.js";
 
 const fakeCli = fileURLToPath(new URL("./fake-cli.mjs", import.meta.url));
 const directories: string[] = [];
@@ -137,6 +138,8 @@ describe("startLocalCluster", () => {
       expect(cluster.brokers.map((broker) => broker.pid !== undefined)).toEqual([true, true, true]);
       expect(cluster.gatewayPid).toBeTypeOf("number");
       expect(existsSync(join(dataDirectory, "cluster", "logs", "gateway.log"))).toBe(true);
+      expect(existsSync(join(dataDirectory, "cluster", "brokers", "1"))).toBe(true);
+      expect(entriesOpenToOthers(join(dataDirectory, "cluster"))).toEqual({});
     } finally {
       await cluster.close();
     }
