@@ -129,6 +129,16 @@ function setSetting(environment: Record<string, string | undefined>, key: string
   environment[leaf.environmentVariable] = String(value);
 }
 
+/** Settings only the platform reads that carry secrets: children never inherit them. */
+const platformSecretSettings = ["service.secrets.key", "service.bootstrap.clientSecret", "service.database.url"];
+
+/** Removes every spelling of a setting from a child's environment. */
+function removeSetting(environment: Record<string, string | undefined>, key: string): void {
+  const leaf = configurationLeaves().find((candidate) => candidate.key === key);
+  if (leaf === undefined) throw new Error(`invariant violated: ${key} is a configuration key`);
+  for (const name of leaf.environmentVariables) delete environment[name];
+}
+
 /** Resolves when the process has exited (at once if it already has). */
 function exited(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
@@ -194,6 +204,8 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     entries.map((entry) => `${host}:${entry.clusterPort}`).join(",");
   const childEnvironment = (): Record<string, string | undefined> => {
     const environment: Record<string, string | undefined> = { ...baseEnvironment };
+    // The platform's secrets are no business of brokers and gateways, which would only widen who can read them.
+    for (const key of platformSecretSettings) removeSetting(environment, key);
     setSetting(environment, "service.log.level", logLevel);
     return environment;
   };

@@ -3,8 +3,11 @@ import SqliteDatabase from "better-sqlite3";
 import { Kysely, Migrator, PostgresDialect, SqliteDialect } from "kysely";
 import pg from "pg";
 import { createPrivateDirectory, ownPrivateFile, restrictFileIfPresent } from "../../files/private-files.js";
+import { type KeyEncryptionKeySettings, resolveKeyEncryptionKey } from "./key-encryption-key.js";
+import { holdsSealedValues, protectKeyMaterial } from "./key-material.js";
 import { migrationProvider } from "./migrations/index.js";
 import type { PlatformDatabase } from "./schema.js";
+import { SecretsBox } from "./secrets-box.js";
 
 /** Which engine backs the store. */
 export type DatabaseKind = "sqlite" | "postgres";
@@ -13,6 +16,10 @@ export type DatabaseKind = "sqlite" | "postgres";
 export interface Store {
   readonly kind: DatabaseKind;
   readonly database: Kysely<PlatformDatabase>;
+  /** Seals and opens the key material kept in the database, under the key-encryption key. */
+  readonly secrets: SecretsBox;
+  /** Where the key-encryption key came from (never the key), and the key file this start generated, if any. */
+  readonly keyEncryption: { source: string; createdKeyFile: string | undefined };
   /** Closes every connection. */
   close(): Promise<void>;
 }
@@ -25,6 +32,11 @@ export interface StoreOptions {
   dataDirectory: string;
   /** Largest number of pooled PostgreSQL connections. */
   postgresPoolSize?: number;
+  /**
+   * The key-encryption key (`service.secrets.*`); by default none is configured and the key file
+   * `<dataDirectory>/keys/secrets.key` is used, generated on the first start.
+   */
+  secrets?: KeyEncryptionKeySettings;
 }
 
 // PostgreSQL returns BIGINT as text to avoid precision loss; our BIGINT columns hold millisecond instants,
@@ -42,8 +54,10 @@ export function describeDatabase(options: StoreOptions): { kind: DatabaseKind; l
 }
 
 /**
- * Opens the database the options name, creating and migrating it when needed. The SQLite file is kept 0600 in a
- * directory created 0700.
+ * Opens the database the options name, creating and migrating it when needed, and protects its key material: the
+ * SQLite file is kept 0600 in a directory created 0700, and key material is sealed under the key-encryption key
+ * (plain values of earlier versions are sealed in place). Throws `KeyEncryptionKeyError` when that key is
+ * malformed, missing or not the database's.
  */
 export async function openStore(options: StoreOptions): Promise<Store> {
   const { kind, location } = describeDatabase(options);
@@ -68,8 +82,26 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     sqlite.pragma("busy_timeout = 5000");
     database = new Kysely<PlatformDatabase>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
   }
-  await migrate(database);
-  return { kind, database, close: () => database.destroy() };
+  try {
+    await migrate(database);
+    const resolved = await resolveKeyEncryptionKey({
+      settings: options.secrets ?? { key: "", keyFile: "" },
+      dataDirectory: options.dataDirectory,
+      databaseHoldsSealedValues: () => holdsSealedValues(database),
+    });
+    const secrets = SecretsBox.withKey(resolved.key);
+    await protectKeyMaterial(database, secrets, resolved.source);
+    return {
+      kind,
+      database,
+      secrets,
+      keyEncryption: { source: resolved.source, createdKeyFile: resolved.createdKeyFile },
+      close: () => database.destroy(),
+    };
+  } catch (error) {
+    await database.destroy();
+    throw error;
+  }
 }
 
 /** Most distinct statements kept prepared; Kysely's SQL text is bounded by the code paths, so this is ample. */
