@@ -138,10 +138,10 @@ function openOrExplain(secrets: SecretsBox, sealed: string, purpose: string, key
     if (!(error instanceof SealedValueError)) throw error;
     if (error.problem === "other-key") {
       throw new KeyEncryptionKeyError(
-        `The key-encryption key from ${keySource} (key id ${secrets.keyId}) is not the key ${what} was encrypted ` +
-          `with (key id ${error.sealedKeyId}). Start with the key the database was protected with: the same ` +
-          "SERVICE_SECRETS_KEY on every replica, or the key file it was first started with. flowplane does not " +
-          "replace keys it cannot read.",
+        `The key-encryption key from ${keySource} is not the key ${what} was encrypted with: its key id is ` +
+          `${secrets.keyId}, the one of ${what} is ${error.sealedKeyId}. Start with the key the database was ` +
+          "protected with: the same SERVICE_SECRETS_KEY on every replica, or the key file it was first started " +
+          "with. flowplane does not replace keys it cannot read.",
       );
     }
     throw new KeyEncryptionKeyError(
