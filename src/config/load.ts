@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import type { TSchema } from "typebox";
 import { Value } from "typebox/value";
 import { parse as parseYaml } from "yaml";
-import { type Configuration, configurationSchema } from "./schema.js";
+import { type Configuration, configurationSchema, keyEncryptionKeyPattern } from "./schema.js";
 
 /** Where configuration values come from, lowest precedence first: environment, YAML file, CLI flags. */
 export interface ConfigurationSources {
@@ -66,6 +66,8 @@ export function configurationLeaves(
 
 /** Describes, for an error message, which values a setting accepts. */
 export function describeAllowed(schema: Leaf["schema"]): string {
+  // Settings whose rule the schema cannot state (it is checked in crossFieldProblems) describe it themselves.
+  if (typeof schema.allowedDescription === "string") return schema.allowedDescription;
   const values = schema.enum as unknown[] | undefined;
   if (values !== undefined) return `one of ${values.map(String).join(", ")}`;
   let range = "";
@@ -224,6 +226,14 @@ function crossFieldProblems(configuration: Configuration): string[] {
   if (configuration.platform.publicUrl !== "" && !URL.canParse(configuration.platform.publicUrl)) {
     problems.push(
       `service.platform.publicUrl is ${JSON.stringify(configuration.platform.publicUrl)}; allowed: an absolute URL`,
+    );
+  }
+  // The key is never repeated in the message: a near miss would still give most of it away.
+  const secretsKey = configuration.secrets.key.trim();
+  if (secretsKey !== "" && !keyEncryptionKeyPattern.test(secretsKey)) {
+    problems.push(
+      "service.secrets.key is not a valid key (its value is not shown); allowed: base64 of 32 random bytes " +
+        "(43 or 44 characters), e.g. from `openssl rand -base64 32`",
     );
   }
   if (configuration.rateLimit.failureDelayMaxMs < configuration.rateLimit.failureDelayBaseMs) {

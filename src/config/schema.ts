@@ -1,6 +1,12 @@
 import { type Static, Type } from "typebox";
 
 /**
+ * How a key-encryption key is written (`service.secrets.key`, and the key file): base64, standard or URL-safe
+ * alphabet, of exactly 32 bytes, which is 43 characters and an optional `=`.
+ */
+export const keyEncryptionKeyPattern = /^[A-Za-z0-9+/_-]{43}=?$/;
+
+/**
  * The one configuration schema of flowplane. Every leaf has a default, so `npm start` runs with none given.
  * Each leaf is reachable three ways, by the same name: the YAML key `service.<path>` (e.g.
  * `service.platform.port`), the environment variable `SERVICE_<PATH>` in upper snake case (e.g.
@@ -48,6 +54,26 @@ export const configurationSchema = Type.Object(
       },
       { additionalProperties: false, default: {} },
     ),
+    secrets: Type.Object(
+      {
+        key: Type.String({
+          default: "",
+          allowedDescription: "empty, or base64 of 32 bytes (43 or 44 characters)",
+          description:
+            "Key-encryption key of the key material in the database (signing keys, the client-secret hash key, the " +
+            "diff-link key): base64 of 32 random bytes, e.g. from `openssl rand -base64 32`. Every platform replica " +
+            "of one database needs the same key. Empty: the key file.",
+        }),
+        keyFile: Type.String({
+          default: "",
+          description:
+            "File holding the key-encryption key when service.secrets.key is empty; generated (mode 0600) on the " +
+            "first start. Losing it loses the signing keys: back it up apart from the database. Empty: " +
+            "<dataDirectory>/keys/secrets.key.",
+        }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
     token: Type.Object(
       {
         lifetimeSeconds: Type.Integer({
@@ -87,7 +113,8 @@ export const configurationSchema = Type.Object(
           minimum: 0,
           maximum: 60_000,
           default: 250,
-          description: "Delay after the first failed authentication of a client id; doubles per further failure.",
+          description:
+            "Delay after the first failed authentication of a client id from one address; doubles per further failure from that address.",
         }),
         failureDelayMaxMs: Type.Integer({
           minimum: 0,

@@ -88,7 +88,18 @@ export async function startPlatform(
     configuration.platform.port === 0 && configuration.platform.publicUrl === ""
       ? await reservePort(host)
       : configuration.platform.port;
-  const store = await openStore({ url: configuration.database.url, dataDirectory: configuration.dataDirectory });
+  const store = await openStore({
+    url: configuration.database.url,
+    dataDirectory: configuration.dataDirectory,
+    secrets: configuration.secrets,
+  });
+  if (store.keyEncryption.createdKeyFile !== undefined) {
+    logger.warn(
+      { keyFile: store.keyEncryption.createdKeyFile },
+      "generated the key-encryption key file of the database's key material; back it up apart from the " +
+        "database: without it the signing keys cannot be read",
+    );
+  }
   try {
     const issuerUrl = issuerUrlFromConfiguration(configuration, port);
     const issuer = await createIssuerServices({ store, configuration, issuerUrl });
@@ -114,7 +125,16 @@ export async function startPlatform(
     const address = server.server.address() as AddressInfo;
     const url = `http://${address.family === "IPv6" ? `[${address.address}]` : address.address}:${address.port}`;
     const database = describeDatabase({ url: configuration.database.url, dataDirectory: configuration.dataDirectory });
-    logger.info({ url, issuerUrl, database: database.kind, databaseLocation: database.location }, "platform started");
+    logger.info(
+      {
+        url,
+        issuerUrl,
+        database: database.kind,
+        databaseLocation: database.location,
+        keyEncryptionKeySource: store.keyEncryption.source,
+      },
+      "platform started",
+    );
     if (bootstrap.createdClient !== null) options.onBootstrapCredentials?.(bootstrap.createdClient);
     return {
       url,
@@ -202,6 +222,7 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
 
   const modeler = await createModelerServices({
     database: store.database,
+    secrets: store.secrets,
     members,
     clients: issuer.clients,
     baseUrl: `${issuerUrl}/modeler`,

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -167,5 +168,22 @@ describe("invalid configuration", () => {
     expect(loadConfiguration({ environment: { SERVICE_DATABASE_URL: "postgres://u@h/db" } }).database.url).toBe(
       "postgres://u@h/db",
     );
+  });
+
+  it("accepts SERVICE_SECRETS_KEY only as base64 of 32 bytes, and never repeats a wrong one", () => {
+    const key = randomBytes(32);
+    const secrets = loadConfiguration({
+      environment: { SERVICE_SECRETS_KEY: key.toString("base64"), SERVICE_SECRETS_KEY_FILE: "/etc/flowplane/key" },
+    }).secrets;
+    expect(secrets).toEqual({ key: key.toString("base64"), keyFile: "/etc/flowplane/key" });
+    expect(loadConfiguration({ environment: { SERVICE_SECRETS_KEY: key.toString("base64url") } }).secrets.key).toBe(
+      key.toString("base64url"),
+    );
+    for (const wrong of [randomBytes(16).toString("base64"), key.toString("hex"), "hunter2-hunter2"]) {
+      const problems = problemsOf(() => loadConfiguration({ environment: { SERVICE_SECRETS_KEY: wrong } }));
+      expect(problems).toHaveLength(1);
+      expect(problems[0]).toMatch(/^service\.secrets\.key is not a valid key .*base64 of 32 random bytes/);
+      expect(problems[0]).not.toContain(wrong);
+    }
   });
 });

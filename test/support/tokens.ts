@@ -16,7 +16,7 @@ export async function createTestClient(platform: TestPlatform, scopes: readonly 
   try {
     const clients = new ClientService({
       database: store.database,
-      hasher: await ClientSecretHasher.open(store.database),
+      hasher: await ClientSecretHasher.open(store.database, store.secrets),
       clock: systemClock,
     });
     const { client, secret } = await clients.create({

@@ -4,8 +4,9 @@
  * storage environment of its partition replicas (`raft/`).
  */
 import { randomBytes } from "node:crypto";
-import { mkdir, open, readFile, rename, rm, stat } from "node:fs/promises";
+import { open, readFile, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
+import { createPrivateDirectory, ownPrivateDirectory, privateFileMode } from "../../files/private-files.js";
 import { type CommitReport, StorageEnvironment } from "../raft/storage/environment.js";
 import { type ClusterConfiguration, decodeConfiguration, encodeConfiguration } from "../topology/index.js";
 
@@ -50,7 +51,9 @@ export async function openStorageEnvironment(
   );
   if (legacyExists) throw new UnsupportedDataLayoutError(legacy);
   const directory = join(dataDirectory, STORAGE_DIRECTORY_NAME);
-  await mkdir(directory, { recursive: true });
+  // The broker's own directory: made 0700 even when an earlier version created it wider, which puts the journal and
+  // snapshots written back then out of other users' reach too.
+  ownPrivateDirectory(directory);
   return StorageEnvironment.open({ directory, synchronousCommit, ...(onCommit === undefined ? {} : { onCommit }) });
 }
 
@@ -61,7 +64,7 @@ const heldDirectories = new Set<string>();
 async function writeFileAtomically(directory: string, fileName: string, text: string): Promise<void> {
   const target = join(directory, fileName);
   const temporary = join(directory, `.${fileName}.${randomBytes(6).toString("hex")}.tmp`);
-  const handle = await open(temporary, "w");
+  const handle = await open(temporary, "w", privateFileMode);
   try {
     await handle.writeFile(text, "utf8");
     await handle.sync();
@@ -125,7 +128,7 @@ function processIsAlive(pid: number): boolean {
  * holds it, replaces a stale `broker.pid`, and writes this process's id. Returns the function that releases it.
  */
 export async function claimDataDirectory(directory: string): Promise<() => Promise<void>> {
-  await mkdir(directory, { recursive: true });
+  createPrivateDirectory(directory);
   if (heldDirectories.has(directory)) throw new DataDirectoryInUseError(directory, process.pid);
   const pidFile = join(directory, PID_FILE_NAME);
   let existing: string | null = null;

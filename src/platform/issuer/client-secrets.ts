@@ -1,9 +1,11 @@
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { Kysely } from "kysely";
+import { loadSecretSetting, secretSettingNames } from "../store/key-material.js";
 import type { PlatformDatabase } from "../store/schema.js";
+import type { SecretsBox } from "../store/secrets-box.js";
 
-/** Name of the `settings` row holding the key of the client-secret hash. */
-export const secretHashKeySetting = "client-secret-hash-key";
+/** Name of the `settings` row holding the key of the client-secret hash (sealed, see store/key-material.ts). */
+export const secretHashKeySetting = secretSettingNames.clientSecretHashKey;
 
 /** Bytes of entropy in a generated client secret (256 bits). */
 export const clientSecretBytes = 32;
@@ -43,21 +45,14 @@ export class ClientSecretHasher {
   }
 
   /**
-   * Loads the hash key from the `settings` table, creating it on first use. Several replicas starting together
-   * converge on one key: each inserts its candidate only if absent, then all read back the stored one.
+   * Loads the hash key from the `settings` table (sealed under the store's key-encryption key), creating it on
+   * first use; several replicas starting together converge on one key.
    */
-  static async open(database: Kysely<PlatformDatabase>): Promise<ClientSecretHasher> {
-    await database
-      .insertInto("settings")
-      .values({ name: secretHashKeySetting, value: randomBytes(hashKeyBytes).toString("base64url") })
-      .onConflict((conflict) => conflict.column("name").doNothing())
-      .execute();
-    const row = await database
-      .selectFrom("settings")
-      .select("value")
-      .where("name", "=", secretHashKeySetting)
-      .executeTakeFirstOrThrow();
-    return new ClientSecretHasher(Buffer.from(row.value, "base64url"));
+  static async open(database: Kysely<PlatformDatabase>, secrets: SecretsBox): Promise<ClientSecretHasher> {
+    const value = await loadSecretSetting(database, secrets, secretHashKeySetting, () =>
+      randomBytes(hashKeyBytes).toString("base64url"),
+    );
+    return new ClientSecretHasher(Buffer.from(value, "base64url"));
   }
 
   /** The keyed hash of `secret`, as stored in `clients.secret_hash`. */

@@ -11,7 +11,7 @@ export interface RateLimitSettings {
   refillPerSecond: number;
   /** How long an address that exceeded the limit stays blocked. */
   blockSeconds: number;
-  /** Delay after the first failed authentication of a client id; it doubles with each further failure. */
+  /** Delay after the first failed authentication of a client id from one address; it doubles with each further one. */
   failureDelayBaseMs: number;
   /** Cap of the failed-authentication delay. */
   failureDelayMaxMs: number;
@@ -27,7 +27,7 @@ export interface TokenRateLimiterOptions {
   clock: Clock;
   /** How often rows that no longer limit anything are deleted (checked on each request). */
   pruneIntervalMs?: number;
-  /** After this long without a failure, a client id's failure count is forgotten. */
+  /** After this long without a failure, the failure count of a client id at an address is forgotten. */
   failureMemoryMs?: number;
 }
 
@@ -85,8 +85,12 @@ function compileConsumeStatement(
  * - a token bucket per source address (`burst` tokens, refilled at `refillPerSecond`); every request takes one,
  *   whether it then succeeds or fails; a request finding the bucket empty is refused and blocks the address for
  *   `blockSeconds`, during which every request is refused (requests during a block do not extend it);
- * - a delay per client id: after n consecutive failed authentications the client id is refused (429, never held
- *   on an open socket) for `failureDelayBaseMs * 2^(n-1)`, capped at `failureDelayMaxMs`; a success resets it.
+ * - a delay per client id and source address: after n consecutive failed authentications of a client id from one
+ *   address, that client id is refused from that address (429, never held on an open socket) for
+ *   `failureDelayBaseMs * 2^(n-1)`, capped at `failureDelayMaxMs`; a success from that address resets it.
+ *   Client ids are not secret (tokens and modeler metadata show them), so a count per client id alone would let
+ *   anyone lock a client out by sending wrong secrets for it; counted per address, failures only ever slow the
+ *   address that made them, and the client's requests from its own addresses are never delayed by them.
  *
  * Each update is one atomic SQL statement (upsert with RETURNING), so concurrent requests on several replicas
  * never lose an update the way a read-then-write would.
@@ -102,7 +106,7 @@ export class TokenRateLimiter {
   private readonly consumeStatement: CompiledStatement<BucketRow, "address" | "now">;
   private readonly delayStatement: CompiledStatement<
     { consecutive_failures: number; delayed_until_ms: number },
-    "clientId"
+    "clientId" | "address"
   >;
 
   constructor(options: TokenRateLimiterOptions) {
@@ -120,7 +124,8 @@ export class TokenRateLimiter {
     this.delayStatement = new CompiledStatement(
       this.database,
       (slot) => sql<{ consecutive_failures: number; delayed_until_ms: number }>`
-        SELECT consecutive_failures, delayed_until_ms FROM client_failures WHERE client_id = ${slot("clientId")}`,
+        SELECT consecutive_failures, delayed_until_ms FROM client_failures
+        WHERE client_id = ${slot("clientId")} AND address = ${slot("address")}`,
     );
   }
 
@@ -139,10 +144,13 @@ export class TokenRateLimiter {
     return { allowed: false, retryAfterSeconds: secondsUntil(Math.max(blockedUntilMs, tokenReadyAtMs), now) };
   }
 
-  /** Whether `clientId` must wait after earlier failed authentications, and for how long. */
-  async clientDelay(clientId: string): Promise<RateDecision & { consecutiveFailures: number }> {
+  /**
+   * Whether `clientId` must wait at `address` after earlier failed authentications from that address, and for how
+   * long. Failures from other addresses never count here.
+   */
+  async clientDelay(clientId: string, address: string): Promise<RateDecision & { consecutiveFailures: number }> {
     const now = Math.floor(this.clock());
-    const row = (await this.delayStatement.execute({ clientId }))[0];
+    const row = (await this.delayStatement.execute({ clientId, address }))[0];
     const consecutiveFailures = row === undefined ? 0 : Number(row.consecutive_failures);
     const delayedUntilMs = row === undefined ? 0 : Number(row.delayed_until_ms);
     if (delayedUntilMs > now) {
@@ -151,8 +159,11 @@ export class TokenRateLimiter {
     return { allowed: true, consecutiveFailures };
   }
 
-  /** Counts a failed authentication of `clientId` and starts its delay; answers the new count and delay. */
-  async recordFailure(clientId: string): Promise<{ consecutiveFailures: number; delayMs: number }> {
+  /**
+   * Counts a failed authentication of `clientId` from `address` and starts the delay of that pair; answers the new
+   * count and delay.
+   */
+  async recordFailure(clientId: string, address: string): Promise<{ consecutiveFailures: number; delayMs: number }> {
     const now = Math.floor(this.clock());
     const { failureDelayBaseMs: baseMs, failureDelayMaxMs: maxMs } = this.settings;
     const firstDelayMs = Math.min(baseMs, maxMs);
@@ -160,9 +171,9 @@ export class TokenRateLimiter {
     const shift = sql`CAST(CASE WHEN client_failures.consecutive_failures >= ${maximumCountedFailures - 1} THEN ${maximumCountedFailures - 1} ELSE client_failures.consecutive_failures END AS INTEGER)`;
     const doubled = sql`(CAST(${baseMs} AS BIGINT) << ${shift})`;
     const result = await sql<{ consecutive_failures: number; delayed_until_ms: number }>`
-      INSERT INTO client_failures (client_id, consecutive_failures, delayed_until_ms)
-      VALUES (${clientId}, 1, CAST(${now + firstDelayMs} AS BIGINT))
-      ON CONFLICT (client_id) DO UPDATE SET
+      INSERT INTO client_failures (client_id, address, consecutive_failures, delayed_until_ms)
+      VALUES (${clientId}, ${address}, 1, CAST(${now + firstDelayMs} AS BIGINT))
+      ON CONFLICT (client_id, address) DO UPDATE SET
         consecutive_failures = CASE
           WHEN client_failures.consecutive_failures >= ${maximumCountedFailures} THEN ${maximumCountedFailures}
           ELSE client_failures.consecutive_failures + 1
@@ -175,9 +186,16 @@ export class TokenRateLimiter {
     return { consecutiveFailures: Number(row.consecutive_failures), delayMs: Number(row.delayed_until_ms) - now };
   }
 
-  /** Forgets the failures of `clientId` after a successful authentication. */
-  async recordSuccess(clientId: string): Promise<void> {
-    await this.database.deleteFrom("client_failures").where("client_id", "=", clientId).execute();
+  /**
+   * Forgets the failures of `clientId` from `address` after a successful authentication from there. Only that
+   * pair: a success must not lift the delay another address earned.
+   */
+  async recordSuccess(clientId: string, address: string): Promise<void> {
+    await this.database
+      .deleteFrom("client_failures")
+      .where("client_id", "=", clientId)
+      .where("address", "=", address)
+      .execute();
   }
 
   /**

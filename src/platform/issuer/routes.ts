@@ -129,7 +129,7 @@ export const issuerRoutes: FastifyPluginAsync<IssuerRoutesOptions> = async (inst
     },
     async (request, reply) => {
       const parameters = parseTokenRequest(request.body, request.headers.authorization);
-      const response = await tokens.issue(parameters);
+      const response = await tokens.issue(parameters, request.ip);
       return reply.header("cache-control", "no-store").header("pragma", "no-cache").send(response);
     },
   );

@@ -42,7 +42,7 @@ export async function createIssuerServices(options: IssuerServicesOptions): Prom
   const { store, configuration } = options;
   const clock = options.clock ?? systemClock;
   const issuerUrl = (options.issuerUrl ?? issuerUrlFromConfiguration(configuration)).replace(/\/+$/, "");
-  const hasher = await ClientSecretHasher.open(store.database);
+  const hasher = await ClientSecretHasher.open(store.database, store.secrets);
   const clients = new ClientService({
     database: store.database,
     hasher,
@@ -51,6 +51,7 @@ export async function createIssuerServices(options: IssuerServicesOptions): Prom
   });
   const signingKeys = await SigningKeyService.open({
     database: store.database,
+    secrets: store.secrets,
     algorithm: configuration.token.signingAlgorithm,
     tokenLifetimeSeconds: configuration.token.lifetimeSeconds,
     clock,

@@ -9,7 +9,9 @@ import {
 } from "jose";
 import type { Kysely } from "kysely";
 import type { Clock } from "../../auth/clock.js";
+import { signingKeyPurpose } from "../store/key-material.js";
 import type { PlatformDatabase } from "../store/schema.js";
+import type { SecretsBox } from "../store/secrets-box.js";
 
 /** Algorithms the platform signs with. */
 export type SigningAlgorithm = "RS256" | "ES256";
@@ -26,6 +28,8 @@ export const tokenTypeHeader = "JWT";
 /** Options of `SigningKeyService.open`. */
 export interface SigningKeyServiceOptions {
   database: Kysely<PlatformDatabase>;
+  /** Seals the private keys in the database (the store's `secrets`). */
+  secrets: SecretsBox;
   /** Algorithm new keys are generated for; a current key of another algorithm is rotated away on start. */
   algorithm: SigningAlgorithm;
   /** Lifetime of issued tokens: a retired key stays published at least this long. */
@@ -49,8 +53,15 @@ interface CurrentKey {
 
 type SigningKeyRow = PlatformDatabase["signing_keys"];
 
-/** Generates a key pair and its database row; `kid` is the RFC 7638 thumbprint of the public key. */
-async function generateSigningKey(algorithm: SigningAlgorithm, createdAt: string): Promise<SigningKeyRow> {
+/**
+ * Generates a key pair and its database row, the private key sealed under `secrets`; `kid` is the RFC 7638
+ * thumbprint of the public key.
+ */
+async function generateSigningKey(
+  algorithm: SigningAlgorithm,
+  createdAt: string,
+  secrets: SecretsBox,
+): Promise<SigningKeyRow> {
   const pair = await generateKeyPair(algorithm, { extractable: true, modulusLength: 2048 });
   const publicJwk = await exportJWK(pair.publicKey);
   const privateJwk = await exportJWK(pair.privateKey);
@@ -58,7 +69,10 @@ async function generateSigningKey(algorithm: SigningAlgorithm, createdAt: string
   return {
     key_id: keyId,
     algorithm,
-    private_key: JSON.stringify({ ...privateJwk, kid: keyId, alg: algorithm, use: "sig" }),
+    private_key: secrets.seal(
+      JSON.stringify({ ...privateJwk, kid: keyId, alg: algorithm, use: "sig" }),
+      signingKeyPurpose(keyId),
+    ),
     public_key: JSON.stringify({ ...publicJwk, kid: keyId, alg: algorithm, use: "sig" }),
     created_at: createdAt,
     retired_at_ms: null,
@@ -86,12 +100,14 @@ function isSigningAlgorithm(value: string): value is SigningAlgorithm {
 }
 
 /**
- * The platform's signing keys: generated on first start and kept (as JWKs) in the `signing_keys` table, so a
- * restart or another replica signs with the same key. One key is current, named by a `settings` row that replicas
- * set with insert-if-absent and change with compare-and-set, so concurrent starts and rotations converge on one key.
+ * The platform's signing keys: generated on first start and kept (as JWKs, the private one sealed under the
+ * key-encryption key) in the `signing_keys` table, so a restart or another replica signs with the same key. One key
+ * is current, named by a `settings` row that replicas set with insert-if-absent and change with compare-and-set, so
+ * concurrent starts and rotations converge on one key.
  */
 export class SigningKeyService {
   private readonly database: Kysely<PlatformDatabase>;
+  private readonly secrets: SecretsBox;
   private readonly algorithm: SigningAlgorithm;
   private readonly tokenLifetimeMs: number;
   private readonly clock: Clock;
@@ -103,6 +119,7 @@ export class SigningKeyService {
 
   private constructor(options: SigningKeyServiceOptions) {
     this.database = options.database;
+    this.secrets = options.secrets;
     this.algorithm = options.algorithm;
     this.tokenLifetimeMs = options.tokenLifetimeSeconds * 1000;
     this.clock = options.clock;
@@ -166,7 +183,7 @@ export class SigningKeyService {
    */
   async rotate(): Promise<string> {
     const previous = await this.readPointer();
-    const candidate = await generateSigningKey(this.algorithm, new Date(this.clock()).toISOString());
+    const candidate = await generateSigningKey(this.algorithm, new Date(this.clock()).toISOString(), this.secrets);
     await this.database.insertInto("signing_keys").values(candidate).execute();
     const swapped = await this.database.transaction().execute(async (transaction) => {
       const update =
@@ -229,7 +246,7 @@ export class SigningKeyService {
     const pointer = await this.readPointer();
     if (pointer === undefined) {
       // First start: propose a key; if another replica's proposal won the race, drop ours and use theirs.
-      const candidate = await generateSigningKey(this.algorithm, new Date(this.clock()).toISOString());
+      const candidate = await generateSigningKey(this.algorithm, new Date(this.clock()).toISOString(), this.secrets);
       await this.database.insertInto("signing_keys").values(candidate).execute();
       await this.database
         .insertInto("settings")
@@ -273,7 +290,10 @@ export class SigningKeyService {
       this.current = {
         keyId: currentRow.key_id,
         algorithm: currentRow.algorithm,
-        signingKey: signingKeyFor(currentRow.algorithm, JSON.parse(currentRow.private_key) as JWK),
+        signingKey: signingKeyFor(
+          currentRow.algorithm,
+          JSON.parse(this.secrets.open(currentRow.private_key, signingKeyPurpose(currentRow.key_id))) as JWK,
+        ),
         encodedHeader: Buffer.from(JSON.stringify(header), "utf8").toString("base64url"),
       };
     }

@@ -151,8 +151,11 @@ export class TokenService {
     }
   }
 
-  /** Authenticates the client and answers a signed token, or throws the RFC 6749 error that explains why not. */
-  async issue(request: TokenRequestParameters): Promise<TokenResponse> {
+  /**
+   * Authenticates the client and answers a signed token, or throws the RFC 6749 error that explains why not.
+   * `address` is the request's source address, which failed authentications are counted against.
+   */
+  async issue(request: TokenRequestParameters, address: string): Promise<TokenResponse> {
     if (request.grantType !== clientCredentialsGrant) {
       throw new OAuthError("unsupported_grant_type", `Only the ${clientCredentialsGrant} grant is supported.`);
     }
@@ -167,18 +170,24 @@ export class TokenService {
     // An id no client can have is refused without touching the database (its shape is public knowledge), so
     // junk ids cannot fill the failure table.
     if (!isWellFormedClientId(request.clientId)) throw invalidClient();
-    const delay = await rateLimiter.clientDelay(request.clientId);
+    // Only failures from this address delay the request: anyone may send wrong secrets for a client id they know,
+    // and that must not refuse the client's own requests from elsewhere.
+    const delay = await rateLimiter.clientDelay(request.clientId, address);
     if (!delay.allowed) {
-      throw new OAuthError("slow_down", "Too many failed authentications for this client; retry later.", {
-        "retry-after": String(delay.retryAfterSeconds),
-      });
+      throw new OAuthError(
+        "slow_down",
+        "Too many failed authentications for this client from this address; retry later.",
+        {
+          "retry-after": String(delay.retryAfterSeconds),
+        },
+      );
     }
     const client = await clients.authenticate(request.clientId, request.clientSecret);
     if (client === undefined) {
-      await rateLimiter.recordFailure(request.clientId);
+      await rateLimiter.recordFailure(request.clientId, address);
       throw invalidClient();
     }
-    if (delay.consecutiveFailures > 0) await rateLimiter.recordSuccess(request.clientId);
+    if (delay.consecutiveFailures > 0) await rateLimiter.recordSuccess(request.clientId, address);
 
     if (!this.knownAudiences.has(request.audience)) {
       throw new OAuthError("invalid_target", `The audience '${request.audience}' is not served by this issuer.`);

@@ -3,6 +3,7 @@ import type { Clock } from "../../auth/clock.js";
 import type { MemberService } from "../admin/members/service.js";
 import type { ClientService } from "../issuer/clients.js";
 import type { PlatformDatabase } from "../store/schema.js";
+import type { SecretsBox } from "../store/secrets-box.js";
 import { CollaboratorService } from "./collaborators/service.js";
 import { FileService } from "./files/service.js";
 import { FolderService } from "./folders/service.js";
@@ -24,6 +25,8 @@ export interface ModelerServices {
 /** Options of `createModelerServices`. */
 export interface ModelerServicesOptions {
   database: Kysely<PlatformDatabase>;
+  /** Seals the diff link key in the database (the store's `secrets`). */
+  secrets: SecretsBox;
   members: Pick<MemberService, "isMember">;
   clients: Pick<ClientService, "find">;
   /** Absolute base URL of the Modeler API (e.g. `http://localhost:8088/modeler`), for diff links. */
@@ -41,7 +44,7 @@ export async function createModelerServices(options: ModelerServicesOptions): Pr
     files: new FileService(database, now),
     milestones: new MilestoneService({
       database,
-      diffLinks: await DiffLinkSigner.open(database, clock),
+      diffLinks: await DiffLinkSigner.open(database, options.secrets, clock),
       baseUrl: options.baseUrl,
       now,
     }),

@@ -8,9 +8,10 @@
  * Ports are picked among free ports when a broker is added and kept for good, so two flowplane instances with
  * different data directories run side by side. Writes are atomic (a temporary file renamed over the old one).
  */
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
+import { ownPrivateDirectory, privateFileMode } from "../../files/private-files.js";
 
 /** One broker of the local cluster. */
 export interface LocalBrokerPorts {
@@ -66,9 +67,9 @@ export function readLocalBrokers(clusterDirectory: string): PersistedPorts | nul
 }
 
 function writeLocalBrokers(clusterDirectory: string, ports: PersistedPorts): void {
-  mkdirSync(clusterDirectory, { recursive: true });
+  ownPrivateDirectory(clusterDirectory);
   const file = join(clusterDirectory, BROKERS_FILE_NAME);
-  writeFileSync(`${file}.tmp`, `${JSON.stringify(ports, null, 2)}\n`);
+  writeFileSync(`${file}.tmp`, `${JSON.stringify(ports, null, 2)}\n`, { mode: privateFileMode });
   renameSync(`${file}.tmp`, file);
 }
 

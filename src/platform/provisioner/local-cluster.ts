@@ -11,11 +11,12 @@
  * `flowplane cluster scale` does around a change).
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync } from "node:fs";
+import { closeSync, existsSync, openSync, readFileSync, rmSync } from "node:fs";
 import { dirname, extname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
 import { configurationLeaves } from "../../config/load.js";
+import { ownPrivateDirectory, privateFileMode } from "../../files/private-files.js";
 import { brokerPorts, freePort, type LocalBrokerPorts, readLocalBrokers } from "./local-brokers.js";
 
 /** Options of `startLocalCluster`. */
@@ -128,6 +129,16 @@ function setSetting(environment: Record<string, string | undefined>, key: string
   environment[leaf.environmentVariable] = String(value);
 }
 
+/** Settings only the platform reads that carry secrets: children never inherit them. */
+const platformSecretSettings = ["service.secrets.key", "service.bootstrap.clientSecret", "service.database.url"];
+
+/** Removes every spelling of a setting from a child's environment. */
+function removeSetting(environment: Record<string, string | undefined>, key: string): void {
+  const leaf = configurationLeaves().find((candidate) => candidate.key === key);
+  if (leaf === undefined) throw new Error(`invariant violated: ${key} is a configuration key`);
+  for (const name of leaf.environmentVariables) delete environment[name];
+}
+
 /** Resolves when the process has exited (at once if it already has). */
 function exited(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
@@ -177,7 +188,10 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
 
   const clusterDirectory = resolve(options.dataDirectory, "cluster");
   const logDirectory = join(clusterDirectory, "logs");
-  mkdirSync(logDirectory, { recursive: true });
+  // Everything under cluster/ is the provisioner's own: 0700 directories, 0600 files (brokers' data and logs may
+  // hold users' messages). Making cluster/ itself 0700 also closes off what earlier versions created wider.
+  ownPrivateDirectory(clusterDirectory);
+  ownPrivateDirectory(logDirectory);
   const ports = await brokerPorts(clusterDirectory, host, brokerCount);
   const gatewayPort = options.gatewayPort === 0 ? await freePort(host) : options.gatewayPort;
   const managementPort = options.managementPort === 0 ? await freePort(host) : options.managementPort;
@@ -190,6 +204,8 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     entries.map((entry) => `${host}:${entry.clusterPort}`).join(",");
   const childEnvironment = (): Record<string, string | undefined> => {
     const environment: Record<string, string | undefined> = { ...baseEnvironment };
+    // The platform's secrets are no business of brokers and gateways, which would only widen who can read them.
+    for (const key of platformSecretSettings) removeSetting(environment, key);
     setSetting(environment, "service.log.level", logLevel);
     return environment;
   };
@@ -200,7 +216,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     contactPoints: string,
   ): { child: ManagedChild; broker: LocalBroker } => {
     const dataDirectory = join(clusterDirectory, "brokers", String(entry.nodeId));
-    mkdirSync(dataDirectory, { recursive: true });
+    ownPrivateDirectory(dataDirectory);
     warnAboutRunningBroker(dataDirectory, entry.nodeId, logger);
     const environment = childEnvironment();
     setSetting(environment, "service.broker.host", host);
@@ -260,7 +276,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
   children.push(gateway);
 
   const launch = (child: ManagedChild): void => {
-    const logDescriptor = openSync(child.logFile, "a");
+    const logDescriptor = openSync(child.logFile, "a", privateFileMode);
     let spawned: ChildProcess;
     try {
       spawned = spawn(process.execPath, [...command.nodeArguments, command.entry, ...child.arguments], {

@@ -1,10 +1,13 @@
-import { mkdirSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import SqliteDatabase from "better-sqlite3";
 import { Kysely, Migrator, PostgresDialect, SqliteDialect } from "kysely";
 import pg from "pg";
+import { createPrivateDirectory, ownPrivateFile, restrictFileIfPresent } from "../../files/private-files.js";
+import { type KeyEncryptionKeySettings, resolveKeyEncryptionKey } from "./key-encryption-key.js";
+import { holdsSealedValues, protectKeyMaterial } from "./key-material.js";
 import { migrationProvider } from "./migrations/index.js";
 import type { PlatformDatabase } from "./schema.js";
+import { SecretsBox } from "./secrets-box.js";
 
 /** Which engine backs the store. */
 export type DatabaseKind = "sqlite" | "postgres";
@@ -13,6 +16,10 @@ export type DatabaseKind = "sqlite" | "postgres";
 export interface Store {
   readonly kind: DatabaseKind;
   readonly database: Kysely<PlatformDatabase>;
+  /** Seals and opens the key material kept in the database, under the key-encryption key. */
+  readonly secrets: SecretsBox;
+  /** Where the key-encryption key came from (never the key), and the key file this start generated, if any. */
+  readonly keyEncryption: { source: string; createdKeyFile: string | undefined };
   /** Closes every connection. */
   close(): Promise<void>;
 }
@@ -25,6 +32,11 @@ export interface StoreOptions {
   dataDirectory: string;
   /** Largest number of pooled PostgreSQL connections. */
   postgresPoolSize?: number;
+  /**
+   * The key-encryption key (`service.secrets.*`); by default none is configured and the key file
+   * `<dataDirectory>/keys/secrets.key` is used, generated on the first start.
+   */
+  secrets?: KeyEncryptionKeySettings;
 }
 
 // PostgreSQL returns BIGINT as text to avoid precision loss; our BIGINT columns hold millisecond instants,
@@ -41,7 +53,12 @@ export function describeDatabase(options: StoreOptions): { kind: DatabaseKind; l
   return { kind: "sqlite", location: resolve(options.dataDirectory, file) };
 }
 
-/** Opens the database the options name, creating and migrating it when needed. */
+/**
+ * Opens the database the options name, creating and migrating it when needed, and protects its key material: the
+ * SQLite file is kept 0600 in a directory created 0700, and key material is sealed under the key-encryption key
+ * (plain values of earlier versions are sealed in place). Throws `KeyEncryptionKeyError` when that key is
+ * malformed, missing or not the database's.
+ */
 export async function openStore(options: StoreOptions): Promise<Store> {
   const { kind, location } = describeDatabase(options);
   let database: Kysely<PlatformDatabase>;
@@ -49,7 +66,12 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     const pool = new pg.Pool({ connectionString: options.url, max: options.postgresPoolSize ?? 10 });
     database = new Kysely<PlatformDatabase>({ dialect: new PostgresDialect({ pool }) });
   } else {
-    mkdirSync(dirname(location), { recursive: true });
+    createPrivateDirectory(dirname(location));
+    // SQLite creates its write-ahead log and shared-memory files with the database file's mode, so a 0600 database
+    // keeps all three private. Files of earlier versions, created 0644, are narrowed here.
+    ownPrivateFile(location);
+    restrictFileIfPresent(`${location}-wal`);
+    restrictFileIfPresent(`${location}-shm`);
     const sqlite = new SqliteDatabase(location);
     // WAL lets readers proceed while one writer commits; NORMAL sync is durable across process crashes and
     // loses at most the last transactions on power loss, which the rate-limit counters can afford and the
@@ -60,8 +82,26 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     sqlite.pragma("busy_timeout = 5000");
     database = new Kysely<PlatformDatabase>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
   }
-  await migrate(database);
-  return { kind, database, close: () => database.destroy() };
+  try {
+    await migrate(database);
+    const resolved = await resolveKeyEncryptionKey({
+      settings: options.secrets ?? { key: "", keyFile: "" },
+      dataDirectory: options.dataDirectory,
+      databaseHoldsSealedValues: () => holdsSealedValues(database),
+    });
+    const secrets = SecretsBox.withKey(resolved.key);
+    await protectKeyMaterial(database, secrets, resolved.source);
+    return {
+      kind,
+      database,
+      secrets,
+      keyEncryption: { source: resolved.source, createdKeyFile: resolved.createdKeyFile },
+      close: () => database.destroy(),
+    };
+  } catch (error) {
+    await database.destroy();
+    throw error;
+  }
 }
 
 /** Most distinct statements kept prepared; Kysely's SQL text is bounded by the code paths, so this is ample. */

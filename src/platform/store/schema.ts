@@ -52,8 +52,10 @@ export interface RateLimitTable {
   blocked_until_ms: number;
 }
 
+/** Consecutive failed authentications of one client id from one source address (migration 020). */
 export interface ClientFailureTable {
   client_id: string;
+  address: string;
   consecutive_failures: number;
   delayed_until_ms: number;
 }

@@ -1,4 +1,4 @@
-import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
+import { chmod, mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
@@ -17,6 +17,7 @@ import {
   initialConfiguration,
   roundRobinDistribution,
 } from "../../../src/cluster/topology/index.js";
+import { entriesOpenToOthers, modeOf } from "../../support/file-modes.js";
 import { removeDirectory, temporaryDirectory } from "./support.js";
 
 describe("broker files", () => {
@@ -65,6 +66,31 @@ describe("broker files", () => {
     const release = await claimDataDirectory(directory);
     expect(await readFile(join(directory, PID_FILE_NAME), "utf8")).toBe(`${process.pid}\n`);
     await release();
+  });
+
+  it("creates the broker's directories 0700 and its files 0600, and closes off a raft/ made wider before", async () => {
+    const brokerDirectory = join(directory, "brokers", "1");
+    const release = await claimDataDirectory(brokerDirectory);
+    await persistConfiguration(
+      brokerDirectory,
+      initialConfiguration({
+        clusterSize: 1,
+        partitionCount: 1,
+        replicationFactor: 1,
+        distribution: roundRobinDistribution([0], 1, 1),
+        nowIso: "2026-11-21T10:15:00.123Z",
+      }),
+    );
+    const environment = await openStorageEnvironment(brokerDirectory, true);
+    await environment.close();
+    expect(entriesOpenToOthers(join(directory, "brokers"))).toEqual({});
+    await release();
+
+    // An earlier version created raft/ with the default mode; the next open narrows it.
+    await chmod(join(brokerDirectory, STORAGE_DIRECTORY_NAME), 0o755);
+    const reopened = await openStorageEnvironment(brokerDirectory, true);
+    await reopened.close();
+    expect(modeOf(join(brokerDirectory, STORAGE_DIRECTORY_NAME))).toBe(0o700);
   });
 
   it("persists the cluster configuration atomically and reads it back", async () => {

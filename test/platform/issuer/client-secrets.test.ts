@@ -5,6 +5,8 @@ import {
   generateClientSecret,
   secretHashKeySetting,
 } from "../../../src/platform/issuer/client-secrets.js";
+import { settingPurpose } from "../../../src/platform/store/key-material.js";
+import { isSealed } from "../../../src/platform/store/secrets-box.js";
 import { databaseKinds } from "../../support/databases.js";
 import { openSecondHandle, openTestStore } from "./support.js";
 
@@ -31,7 +33,7 @@ describe.each(databaseKinds)("client secret hasher (%s)", (kind) => {
   it("verifies the right secret only, and treats an unknown client or a damaged hash as a mismatch", async () => {
     const opened = await openTestStore(kind);
     cleanups.push(() => opened.close());
-    const hasher = await ClientSecretHasher.open(opened.store.database);
+    const hasher = await ClientSecretHasher.open(opened.store.database, opened.store.secrets);
     const secret = generateClientSecret();
     const stored = hasher.hash(secret);
     expect(stored).not.toContain(secret);
@@ -48,8 +50,8 @@ describe.each(databaseKinds)("client secret hasher (%s)", (kind) => {
     const second = await openSecondHandle(opened.database);
     cleanups.push(() => second.close());
     const [first, other] = await Promise.all([
-      ClientSecretHasher.open(opened.store.database),
-      ClientSecretHasher.open(second.database),
+      ClientSecretHasher.open(opened.store.database, opened.store.secrets),
+      ClientSecretHasher.open(second.database, second.secrets),
     ]);
     expect(other.hash("same secret")).toBe(first.hash("same secret"));
     const rows = await opened.store.database
@@ -58,8 +60,13 @@ describe.each(databaseKinds)("client secret hasher (%s)", (kind) => {
       .where("name", "=", secretHashKeySetting)
       .execute();
     expect(rows).toHaveLength(1);
-    expect(Buffer.from(rows[0]?.value ?? "", "base64url")).toHaveLength(32);
-    const restarted = await ClientSecretHasher.open(opened.store.database);
+    // Stored sealed under the key-encryption key, never as the key itself.
+    const stored = rows[0]?.value ?? "";
+    expect(isSealed(stored)).toBe(true);
+    const key = opened.store.secrets.open(stored, settingPurpose(secretHashKeySetting));
+    expect(Buffer.from(key, "base64url")).toHaveLength(32);
+    expect(stored).not.toContain(key);
+    const restarted = await ClientSecretHasher.open(opened.store.database, opened.store.secrets);
     expect(restarted.hash("same secret")).toBe(first.hash("same secret"));
   });
 });

@@ -28,7 +28,7 @@ describe.each(databaseKinds)("client service (%s)", (kind) => {
     const opened = await openTestStore(kind);
     cleanups.push(() => opened.close());
     const clock = manualClock();
-    const hasher = await ClientSecretHasher.open(opened.store.database);
+    const hasher = await ClientSecretHasher.open(opened.store.database, opened.store.secrets);
     const clients = new ClientService({
       database: opened.store.database,
       hasher,

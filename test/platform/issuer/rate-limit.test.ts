@@ -92,45 +92,58 @@ describe.each(databaseKinds)("token rate limiter (%s)", (kind) => {
     expect(decisions.filter((decision) => decision.allowed)).toHaveLength(10);
   });
 
-  it("delays a client id after failures, doubling up to the cap, and resets on success", async () => {
+  it("delays a client id at an address after failures there, doubling up to the cap, and resets on success", async () => {
     const { limiter: rateLimiter, clock, second } = await limiter();
-    expect(await rateLimiter.clientDelay("client-a")).toEqual({ allowed: true, consecutiveFailures: 0 });
+    expect(await rateLimiter.clientDelay("client-a", "10.0.0.1")).toEqual({ allowed: true, consecutiveFailures: 0 });
     const delays: number[] = [];
     for (let failure = 1; failure <= 6; failure++) {
-      const recorded = await rateLimiter.recordFailure("client-a");
+      const recorded = await rateLimiter.recordFailure("client-a", "10.0.0.1");
       expect(recorded.consecutiveFailures).toBe(failure);
       delays.push(recorded.delayMs);
-      const decision = await rateLimiter.clientDelay("client-a");
+      const decision = await rateLimiter.clientDelay("client-a", "10.0.0.1");
       expect(decision).toEqual({
         allowed: false,
         retryAfterSeconds: Math.ceil(recorded.delayMs / 1000),
         consecutiveFailures: failure,
       });
       clock.advance(recorded.delayMs);
-      expect((await rateLimiter.clientDelay("client-a")).allowed).toBe(true);
+      expect((await rateLimiter.clientDelay("client-a", "10.0.0.1")).allowed).toBe(true);
     }
     expect(delays).toEqual([250, 500, 1_000, 2_000, 2_000, 2_000]);
 
     // Another replica sees the same count; a success there resets it for everyone.
     const other = await second();
-    expect((await other.clientDelay("client-a")).consecutiveFailures).toBe(6);
-    await other.recordSuccess("client-a");
-    expect(await rateLimiter.clientDelay("client-a")).toEqual({ allowed: true, consecutiveFailures: 0 });
-    expect((await rateLimiter.recordFailure("client-a")).delayMs).toBe(250);
-    expect((await rateLimiter.clientDelay("client-b")).allowed).toBe(true);
+    expect((await other.clientDelay("client-a", "10.0.0.1")).consecutiveFailures).toBe(6);
+    await other.recordSuccess("client-a", "10.0.0.1");
+    expect(await rateLimiter.clientDelay("client-a", "10.0.0.1")).toEqual({ allowed: true, consecutiveFailures: 0 });
+    expect((await rateLimiter.recordFailure("client-a", "10.0.0.1")).delayMs).toBe(250);
+    expect((await rateLimiter.clientDelay("client-b", "10.0.0.1")).allowed).toBe(true);
+  });
+
+  it("never delays a client id at one address for failures from another, nor lifts a delay by a success elsewhere", async () => {
+    const { limiter: rateLimiter } = await limiter({ failureDelayBaseMs: 60_000, failureDelayMaxMs: 600_000 });
+    for (let failure = 0; failure < 10; failure++) await rateLimiter.recordFailure("client-a", "203.0.113.66");
+    expect((await rateLimiter.clientDelay("client-a", "203.0.113.66")).allowed).toBe(false);
+    expect(await rateLimiter.clientDelay("client-a", "10.0.0.1")).toEqual({ allowed: true, consecutiveFailures: 0 });
+    // The client's own success (from its address) leaves the attacker's delay in place.
+    await rateLimiter.recordSuccess("client-a", "10.0.0.1");
+    expect(await rateLimiter.clientDelay("client-a", "203.0.113.66")).toMatchObject({
+      allowed: false,
+      consecutiveFailures: 10,
+    });
   });
 
   it("keeps the delay bounded however many failures accumulate", async () => {
     const { limiter: rateLimiter } = await limiter({ failureDelayBaseMs: 60_000, failureDelayMaxMs: 600_000 });
     let last = { consecutiveFailures: 0, delayMs: 0 };
-    for (let failure = 0; failure < 40; failure++) last = await rateLimiter.recordFailure("client-c");
+    for (let failure = 0; failure < 40; failure++) last = await rateLimiter.recordFailure("client-c", "10.0.0.1");
     expect(last).toEqual({ consecutiveFailures: 30, delayMs: 600_000 });
   });
 
   it("prunes rows that no longer limit anything", async () => {
     const { limiter: rateLimiter, clock, store } = await limiter();
     await rateLimiter.consumeAddress("10.0.0.1");
-    await rateLimiter.recordFailure("client-a");
+    await rateLimiter.recordFailure("client-a", "10.0.0.1");
     await rateLimiter.prune();
     expect(await store.database.selectFrom("rate_limits").selectAll().execute()).toHaveLength(1);
     // The failure memory (one hour) runs from the end of the last delay.

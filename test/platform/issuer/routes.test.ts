@@ -257,7 +257,7 @@ describe.each(databaseKinds)("token endpoint (%s)", (kind) => {
     }
   });
 
-  it("refuses a client id for a growing delay after failed authentications, even with the right secret", async () => {
+  it("refuses a client id at an address for a growing delay after failures there, even with the right secret", async () => {
     const { client, secret: ownSecret } = await issuer.services.clients.create({
       organizationId: issuer.organizationId,
       name: "guessed",
@@ -265,20 +265,51 @@ describe.each(databaseKinds)("token endpoint (%s)", (kind) => {
     });
     const right = { client_id: client.clientId, client_secret: ownSecret };
     const wrong = { client_id: client.clientId, client_secret: "guess" };
-    expectOAuthError(await request(wrong), 401, "invalid_client");
-    const delayed = await request(right);
+    const guesser = nextAddress();
+    expectOAuthError(await request(wrong, guesser), 401, "invalid_client");
+    const delayed = await request(right, guesser);
     expectOAuthError(delayed, 429, "slow_down");
     expect(delayed.headers["retry-after"]).toBe("1");
     issuer.clock.advance(250);
-    expectOAuthError(await request(wrong), 401, "invalid_client");
+    expectOAuthError(await request(wrong, guesser), 401, "invalid_client");
     issuer.clock.advance(499);
-    expectOAuthError(await request(right), 429, "slow_down");
+    expectOAuthError(await request(right, guesser), 429, "slow_down");
     issuer.clock.advance(1);
-    expect((await request(right)).statusCode).toBe(200);
-    // The success reset the count: the next failure waits the base delay again.
-    expectOAuthError(await request(wrong), 401, "invalid_client");
+    expect((await request(right, guesser)).statusCode).toBe(200);
+    // The success reset the count: the next failure waits the base delay again. (The pause refills the address's
+    // bucket, which this many requests from one address would otherwise empty.)
+    issuer.clock.advance(2_000);
+    expectOAuthError(await request(wrong, guesser), 401, "invalid_client");
     issuer.clock.advance(250);
-    expect((await request(right)).statusCode).toBe(200);
+    expect((await request(right, guesser)).statusCode).toBe(200);
+  });
+
+  it("never refuses the right secret from one address because of wrong secrets from another", async () => {
+    const { client, secret: ownSecret } = await issuer.services.clients.create({
+      organizationId: issuer.organizationId,
+      name: "targeted",
+      scopes: ["members"],
+    });
+    const right = { client_id: client.clientId, client_secret: ownSecret };
+    const wrong = { client_id: client.clientId, client_secret: "guess" };
+    const attacker = nextAddress();
+    const owner = nextAddress();
+    // Five requests from each address at most: within the per-address burst, so every 429 here is the failure delay.
+    expectOAuthError(await request(wrong, attacker), 401, "invalid_client");
+    for (let attempt = 0; attempt < 3; attempt++) {
+      // The attacker stays refused, wrong secret or right one, while the delay it earned runs.
+      const refused = await request(wrong, attacker);
+      expectOAuthError(refused, 429, "slow_down");
+      expect(refused.json().error_description).toMatch(/failed authentications/);
+      expect((await request(right, owner)).statusCode).toBe(200);
+    }
+    expectOAuthError(await request(right, attacker), 429, "slow_down");
+    // Failures from every other address do not delay the owner either.
+    for (let attempt = 0; attempt < 2; attempt++) {
+      expectOAuthError(await request(wrong), 401, "invalid_client");
+      expect((await request(right, owner)).statusCode).toBe(200);
+    }
+    issuer.clock.advance(10_000);
   });
 });
 

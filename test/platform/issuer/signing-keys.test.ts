@@ -20,6 +20,7 @@ describe.each(databaseKinds)("signing keys (%s)", (kind) => {
     const open = (overrides: Partial<SigningKeyServiceOptions> = {}) =>
       SigningKeyService.open({
         database: opened.store.database,
+        secrets: opened.store.secrets,
         algorithm: "RS256",
         tokenLifetimeSeconds: lifetimeSeconds,
         clock: clock.now,

@@ -21,7 +21,7 @@ async function createOtherOrganizationClient(platform: TestPlatform): Promise<Te
       .execute();
     const clients = new ClientService({
       database: store.database,
-      hasher: await ClientSecretHasher.open(store.database),
+      hasher: await ClientSecretHasher.open(store.database, store.secrets),
       clock: systemClock,
     });
     const { client, secret } = await clients.create({ organizationId, name: "other org", scopes: allScopes });

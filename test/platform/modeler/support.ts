@@ -54,6 +54,7 @@ export async function openModelerFixture(kind: "sqlite" | "postgres"): Promise<M
   let nowMs = Date.parse("2024-03-14T12:00:00.000Z");
   const services = await createModelerServices({
     database: store.database,
+    secrets: store.secrets,
     members: new MemberService(store.database),
     clients: { find: async () => undefined },
     baseUrl: "http://platform.test/modeler",

@@ -12,6 +12,7 @@ import {
   removeLocalBrokers,
   startLocalCluster,
 } from "../../../src/platform/provisioner/index.js";
+import { entriesOpenToOthers } from "../../support/file-modes.js";
 
 const fakeCli = fileURLToPath(new URL("./fake-cli.mjs", import.meta.url));
 const directories: string[] = [];
@@ -109,6 +110,10 @@ describe("startLocalCluster", () => {
         FAKE_RECORD_DIRECTORY: records,
         SERVICE_GATEWAY_CONTACTPOINTS: "10.0.0.1:1",
         PATH: process.env.PATH,
+        // The platform's secrets, which no child may inherit.
+        SERVICE_SECRETS_KEY: "a-key-encryption-key",
+        SERVICE_BOOTSTRAP_CLIENTSECRET: "a-bootstrap-secret",
+        SERVICE_DATABASE_URL: "postgres://flowplane:password@db/flowplane",
       },
       command: { entry: fakeCli, nodeArguments: [] },
     });
@@ -137,6 +142,11 @@ describe("startLocalCluster", () => {
       expect(cluster.brokers.map((broker) => broker.pid !== undefined)).toEqual([true, true, true]);
       expect(cluster.gatewayPid).toBeTypeOf("number");
       expect(existsSync(join(dataDirectory, "cluster", "logs", "gateway.log"))).toBe(true);
+      for (const child of [broker1, gateway]) {
+        expect(Object.keys(child).filter((name) => /SECRET|DATABASE/.test(name))).toEqual([]);
+      }
+      expect(existsSync(join(dataDirectory, "cluster", "brokers", "1"))).toBe(true);
+      expect(entriesOpenToOthers(join(dataDirectory, "cluster"))).toEqual({});
     } finally {
       await cluster.close();
     }

@@ -1,3 +1,6 @@
+import { chmodSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { describeDatabase, openStore, type Store } from "../../../src/platform/store/database.js";
 import {
@@ -6,6 +9,7 @@ import {
   reportSkippedPostgres,
   type TestDatabase,
 } from "../../support/databases.js";
+import { entriesOpenToOthers, modeOf } from "../../support/file-modes.js";
 
 reportSkippedPostgres();
 
@@ -76,5 +80,48 @@ describe.each(databaseKinds)("store on %s", (kind) => {
       .where("name", "=", "shared")
       .executeTakeFirst();
     expect(seen?.value).toBe("yes");
+  });
+});
+
+describe("store files on SQLite", () => {
+  const roots: string[] = [];
+  const root = (): string => {
+    const directory = mkdtempSync(join(tmpdir(), "flowplane-store-files-"));
+    roots.push(directory);
+    return directory;
+  };
+  afterEach(() => {
+    for (const directory of roots.splice(0)) rmSync(directory, { recursive: true, force: true });
+  });
+
+  it("creates the data directory 0700 and the database, its log and its shared memory 0600", async () => {
+    const dataDirectory = join(root(), "data");
+    const store = await openStore({ url: "", dataDirectory });
+    try {
+      // A write makes SQLite create the write-ahead log and the shared-memory file.
+      await store.database.insertInto("settings").values({ name: "probe", value: "1" }).execute();
+      expect(modeOf(dataDirectory)).toBe(0o700);
+      for (const name of ["platform.sqlite", "platform.sqlite-wal", "platform.sqlite-shm"]) {
+        expect(modeOf(join(dataDirectory, name)), name).toBe(0o600);
+      }
+      expect(entriesOpenToOthers(dataDirectory)).toEqual({});
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("narrows a database file an earlier version left world-readable", async () => {
+    const dataDirectory = root();
+    const first = await openStore({ url: "", dataDirectory });
+    await first.close();
+    for (const name of readdirSync(dataDirectory).filter((entry) => entry.startsWith("platform.sqlite"))) {
+      chmodSync(join(dataDirectory, name), 0o644);
+    }
+    const second = await openStore({ url: "", dataDirectory });
+    try {
+      expect(modeOf(join(dataDirectory, "platform.sqlite"))).toBe(0o600);
+    } finally {
+      await second.close();
+    }
   });
 });

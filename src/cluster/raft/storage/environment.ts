@@ -25,7 +25,8 @@
  * all later writes, since memory may no longer match the disk).
  */
 import { join } from "node:path";
-import { type Database, open, type RootDatabase } from "lmdb";
+import { type Database, open, type RootDatabase, type RootDatabaseOptionsWithPath } from "lmdb";
+import { createPrivateDirectory, privateFileMode } from "../../../files/private-files.js";
 import { defaultGroupCommitOptions, type GroupCommitOptions, GroupCommitter } from "./group-commit.js";
 import { Journal, type JournalEntries, type JournalRecords } from "./journal.js";
 
@@ -108,7 +109,10 @@ export class StorageEnvironment {
     // a transaction is committed and visible but only later, separately, when it is flushed; with it off, the commit
     // syncs the data and meta pages before it returns (synchronous mode) or before LMDB's writer thread marks it
     // committed, so a settled commit means durable. `noSync` stays off for the same reason.
-    this.root = open<Uint8Array, string>({
+    // The directory and LMDB's files are owner-only (0700, 0600) like everything flowplane stores; lmdb-js reads
+    // the files' mode from `permissionsMode`, which its type declarations lack.
+    createPrivateDirectory(options.directory);
+    const rootOptions: RootDatabaseOptionsWithPath & { permissionsMode: number } = {
       path: options.directory,
       maxDbs: 4,
       encoding: "binary",
@@ -117,7 +121,9 @@ export class StorageEnvironment {
       commitDelay: 0,
       eventTurnBatching: true,
       cache: false,
-    });
+      permissionsMode: privateFileMode,
+    };
+    this.root = open<Uint8Array, string>(rootOptions);
     this.chunks = this.root.openDB<Uint8Array, [number, number, number]>({
       name: "snapshotChunks",
       encoding: "binary",

@@ -56,6 +56,7 @@ import {
 import { open as openFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { crc32c } from "@node-rs/crc32";
+import { privateDirectoryMode, privateFileMode } from "../../../files/private-files.js";
 import { StorageCorruptionError } from "../types.js";
 
 /** Options of a journal. */
@@ -607,7 +608,7 @@ export class Journal {
    * when anything else is damaged.
    */
   private recover(): void {
-    const created = mkdirSync(this.directory, { recursive: true });
+    const created = mkdirSync(this.directory, { recursive: true, mode: privateDirectoryMode });
     if (created !== undefined) {
       // New directories: each one's entry in its parent must be durable before anything in it can be.
       for (let directory = this.directory; directory !== dirname(created); directory = dirname(directory)) {
@@ -738,7 +739,7 @@ function openSegment(path: string): number {
 /** Creates a zero-filled segment file under a temporary name and renames it to `path` once it is durable. */
 function createZeroFilled(path: string, segmentBytes: number): void {
   const temporary = `${path}${PREPARED_SUFFIX}`;
-  const fd = openSync(temporary, "w");
+  const fd = openSync(temporary, "w", privateFileMode);
   try {
     writeFully(fd, segmentHeader(), 0);
     for (let written = SEGMENT_HEADER_BYTES; written < segmentBytes; written += ZEROS.byteLength) {

@@ -2,10 +2,12 @@ import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { Kysely } from "kysely";
 import type { Clock } from "../../../auth/clock.js";
 import { ServiceError } from "../../../http/errors.js";
+import { loadSecretSetting, secretSettingNames } from "../../store/key-material.js";
 import type { PlatformDatabase } from "../../store/schema.js";
+import type { SecretsBox } from "../../store/secrets-box.js";
 
-/** Name of the `settings` row holding the key that signs diff links. */
-export const diffLinkKeySetting = "modeler-diff-link-key";
+/** Name of the `settings` row holding the key that signs diff links (sealed, see store/key-material.ts). */
+export const diffLinkKeySetting = secretSettingNames.diffLinkKey;
 
 /** How long a diff link works after it was handed out. */
 export const diffLinkLifetimeMs = 10 * 60 * 1000;
@@ -32,19 +34,15 @@ export class DiffLinkSigner {
     private readonly clock: Clock,
   ) {}
 
-  /** Loads the signing key from the `settings` table, creating it on first use (replicas converge on one key). */
-  static async open(database: Kysely<PlatformDatabase>, clock: Clock): Promise<DiffLinkSigner> {
-    await database
-      .insertInto("settings")
-      .values({ name: diffLinkKeySetting, value: randomBytes(keyBytes).toString("base64url") })
-      .onConflict((conflict) => conflict.column("name").doNothing())
-      .execute();
-    const row = await database
-      .selectFrom("settings")
-      .select("value")
-      .where("name", "=", diffLinkKeySetting)
-      .executeTakeFirstOrThrow();
-    const key = Buffer.from(row.value, "base64url");
+  /**
+   * Loads the signing key from the `settings` table (sealed under the store's key-encryption key), creating it on
+   * first use (replicas converge on one key).
+   */
+  static async open(database: Kysely<PlatformDatabase>, secrets: SecretsBox, clock: Clock): Promise<DiffLinkSigner> {
+    const value = await loadSecretSetting(database, secrets, diffLinkKeySetting, () =>
+      randomBytes(keyBytes).toString("base64url"),
+    );
+    const key = Buffer.from(value, "base64url");
     if (key.length !== keyBytes) throw new Error(`the diff link key must be ${keyBytes} bytes, found ${key.length}`);
     return new DiffLinkSigner(key, clock);
   }

@@ -11,6 +11,7 @@ import {
 } from "../../../../src/cluster/raft/storage/environment.js";
 import { MemberStorage } from "../../../../src/cluster/raft/storage/member-storage.js";
 import type { Entry, Snapshot } from "../../../../src/cluster/raft/types.js";
+import { entriesOpenToOthers } from "../../../support/file-modes.js";
 import { withTemporaryDirectory } from "./temp-directory.js";
 
 const encoder = new TextEncoder();
@@ -334,6 +335,24 @@ describe("StorageEnvironment data layout", () => {
       expect(after.openDB({ name: "log", encoding: "binary" }).getKeysCount()).toBe(0);
       expect(after.openDB({ name: "state", encoding: "binary" }).getKeysCount()).toBe(0);
       await after.close();
+    });
+  });
+});
+
+describe("StorageEnvironment files", () => {
+  it("keeps its directory, LMDB's files and the journal's segments owner-only", async () => {
+    await withTemporaryDirectory(async (root) => {
+      const directory = join(root, "raft");
+      const environment = StorageEnvironment.open({ directory, synchronousCommit: true });
+      const storage = MemberStorage.openIn(environment, { scope: 4, snapshotChunkBytes: 4 });
+      await storage.append(entries(1, 3, 1, "log"), { term: 1, votedFor: 1, commitIndex: 1 });
+      await storage.installSnapshot(snapshot(2, 1, "chunks"));
+      await storage.close();
+      await environment.close();
+      const journalFiles = readdirSync(join(directory, JOURNAL_DIRECTORY_NAME));
+      expect(journalFiles.length).toBeGreaterThan(0);
+      expect(readdirSync(directory)).toEqual(expect.arrayContaining(["data.mdb", "lock.mdb"]));
+      expect(entriesOpenToOthers(directory)).toEqual({});
     });
   });
 });

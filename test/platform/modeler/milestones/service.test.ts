@@ -68,7 +68,9 @@ describe.each(databaseKinds)("MilestoneService on %s", (kind) => {
     const second = await milestones.create(fixture.organizationId, fixture.actor, { name: "second", fileId });
     const strict = new MilestoneService({
       database: fixture.store.database,
-      diffLinks: await DiffLinkSigner.open(fixture.store.database, () => Date.parse("2024-03-14T12:00:00.000Z")),
+      diffLinks: await DiffLinkSigner.open(fixture.store.database, fixture.store.secrets, () =>
+        Date.parse("2024-03-14T12:00:00.000Z"),
+      ),
       baseUrl: "http://platform.test/modeler",
       diffMaxEditLength: 1,
     });

@@ -1,0 +1,57 @@
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import {
+  createPrivateDirectory,
+  ownPrivateDirectory,
+  ownPrivateFile,
+  restrictFileIfPresent,
+} from "../../src/files/private-files.js";
+import { modeOf } from "../support/file-modes.js";
+
+describe("private files", () => {
+  const roots: string[] = [];
+  const root = (): string => {
+    const directory = mkdtempSync(join(tmpdir(), "flowplane-private-"));
+    roots.push(directory);
+    return directory;
+  };
+  afterEach(() => {
+    for (const directory of roots.splice(0)) rmSync(directory, { recursive: true, force: true });
+  });
+
+  it("creates missing directories 0700 and leaves the mode of an existing one alone", () => {
+    const base = root();
+    createPrivateDirectory(join(base, "a", "b"));
+    expect(modeOf(join(base, "a"))).toBe(0o700);
+    expect(modeOf(join(base, "a", "b"))).toBe(0o700);
+    mkdirSync(join(base, "shared"), { mode: 0o755 });
+    createPrivateDirectory(join(base, "shared"));
+    expect(modeOf(join(base, "shared"))).toBe(0o755);
+  });
+
+  it("makes a directory it owns 0700 even when it existed wider", () => {
+    const base = root();
+    mkdirSync(join(base, "owned"), { mode: 0o755 });
+    chmodSync(join(base, "owned"), 0o755);
+    ownPrivateDirectory(join(base, "owned"));
+    expect(modeOf(join(base, "owned"))).toBe(0o700);
+  });
+
+  it("creates a file 0600 without touching its content, and narrows an existing one", () => {
+    const base = root();
+    ownPrivateFile(join(base, "new"));
+    expect(modeOf(join(base, "new"))).toBe(0o600);
+    writeFileSync(join(base, "old"), "kept", { mode: 0o644 });
+    chmodSync(join(base, "old"), 0o644);
+    ownPrivateFile(join(base, "old"));
+    expect(modeOf(join(base, "old"))).toBe(0o600);
+    expect(readFileSync(join(base, "old"), "utf8")).toBe("kept");
+    restrictFileIfPresent(join(base, "absent"));
+    writeFileSync(join(base, "wide"), "x", { mode: 0o666 });
+    chmodSync(join(base, "wide"), 0o666);
+    restrictFileIfPresent(join(base, "wide"));
+    expect(modeOf(join(base, "wide"))).toBe(0o600);
+  });
+});
