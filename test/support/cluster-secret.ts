@@ -1,0 +1,10 @@
+/**
+ * The cluster secret of tests that run brokers, gateways or transports in process: a fixed value, so that every part
+ * a test starts belongs to one cluster, and a second one for the parts that must not.
+ */
+
+/** The secret every test cluster uses (base64 of 32 random bytes). */
+export const TEST_CLUSTER_SECRET = "W3DhKAHnr+qXiy+1355fcdAts/swfWMSk1BSg+JjqH4=";
+
+/** Another valid secret: a part holding it is not a member of the test cluster. */
+export const OTHER_CLUSTER_SECRET = "ymWY+ogU91eq23KSuwhpZsvQeTrOaM9DWbUshCboZTE=";
