@@ -9,6 +9,10 @@
  * directories (and gateway ports) run side by side. The file is also the desired set of brokers while the cluster
  * runs: a broker added to it is started, a broker removed from it is stopped and its data deleted (what
  * `flowplane cluster scale` does around a change).
+ *
+ * Every child authenticates its cluster connections with the local cluster's secret (`cluster-secret.ts`), whose
+ * file the children are told in SERVICE_CLUSTER_SECRET_FILE; a secret or secret file inherited from this process's
+ * environment is not passed on, so the local cluster always uses its own.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync } from "node:fs";
@@ -16,6 +20,7 @@ import { dirname, extname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
 import { configurationLeaves } from "../../config/load.js";
+import { ensureLocalClusterSecret } from "./cluster-secret.js";
 import { brokerPorts, freePort, type LocalBrokerPorts, readLocalBrokers } from "./local-brokers.js";
 
 /** Options of `startLocalCluster`. */
@@ -74,6 +79,8 @@ export interface LocalCluster {
   managementUrl: string;
   /** The gateway's log file. */
   gatewayLogFile: string;
+  /** The file holding the cluster's secret (brokers on other machines join with a copy of it). */
+  clusterSecretFile: string;
   /** Process id of the running gateway, or undefined while it is not running. */
   readonly gatewayPid: number | undefined;
   /** The brokers, by node id (pid kept current; brokers added to or removed from the brokers file come and go). */
@@ -128,6 +135,13 @@ function setSetting(environment: Record<string, string | undefined>, key: string
   environment[leaf.environmentVariable] = String(value);
 }
 
+/** Removes every spelling of a setting from a child's environment. */
+function removeSetting(environment: Record<string, string | undefined>, key: string): void {
+  const leaf = configurationLeaves().find((candidate) => candidate.key === key);
+  if (leaf === undefined) throw new Error(`invariant violated: ${key} is a configuration key`);
+  for (const name of leaf.environmentVariables) delete environment[name];
+}
+
 /** Resolves when the process has exited (at once if it already has). */
 function exited(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
@@ -178,6 +192,10 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
   const clusterDirectory = resolve(options.dataDirectory, "cluster");
   const logDirectory = join(clusterDirectory, "logs");
   mkdirSync(logDirectory, { recursive: true });
+  const clusterSecret = ensureLocalClusterSecret(clusterDirectory);
+  if (clusterSecret.created) {
+    logger.info({ file: clusterSecret.file }, "generated the local cluster's secret");
+  }
   const ports = await brokerPorts(clusterDirectory, host, brokerCount);
   const gatewayPort = options.gatewayPort === 0 ? await freePort(host) : options.gatewayPort;
   const managementPort = options.managementPort === 0 ? await freePort(host) : options.managementPort;
@@ -191,6 +209,8 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
   const childEnvironment = (): Record<string, string | undefined> => {
     const environment: Record<string, string | undefined> = { ...baseEnvironment };
     setSetting(environment, "service.log.level", logLevel);
+    removeSetting(environment, "service.cluster.secret");
+    setSetting(environment, "service.cluster.secretFile", clusterSecret.file);
     return environment;
   };
 
@@ -387,6 +407,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     gatewayUrl,
     managementUrl,
     gatewayLogFile,
+    clusterSecretFile: clusterSecret.file,
     get gatewayPid() {
       const running = gateway.process;
       return running !== undefined && running.exitCode === null && running.signalCode === null
