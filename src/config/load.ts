@@ -2,6 +2,8 @@ import { readFileSync } from "node:fs";
 import type { TSchema } from "typebox";
 import { Value } from "typebox/value";
 import { parse as parseYaml } from "yaml";
+import { clusterIdProblem, clusterSecretProblem } from "./cluster-secret.js";
+import { ConfigurationError } from "./errors.js";
 import { type Configuration, configurationSchema, keyEncryptionKeyPattern } from "./schema.js";
 
 /** Where configuration values come from, lowest precedence first: environment, YAML file, CLI flags. */
@@ -14,13 +16,7 @@ export interface ConfigurationSources {
   flags?: Readonly<Record<string, string | number | boolean>>;
 }
 
-/** Raised when configuration is invalid; `problems` names each bad key, its value and what is allowed. */
-export class ConfigurationError extends Error {
-  constructor(readonly problems: readonly string[]) {
-    super(`Invalid configuration:\n  - ${problems.join("\n  - ")}`);
-    this.name = "ConfigurationError";
-  }
-}
+export { ConfigurationError } from "./errors.js";
 
 interface Leaf {
   path: readonly string[];
@@ -236,6 +232,19 @@ function crossFieldProblems(configuration: Configuration): string[] {
         "(43 or 44 characters), e.g. from `openssl rand -base64 32`",
     );
   }
+  const { secret, secretFile, id } = configuration.cluster;
+  if (secret !== "" && secretFile !== "") {
+    problems.push("service.cluster.secret and service.cluster.secretFile are both set; allowed: one of them");
+  }
+  const secretProblem = secret === "" ? undefined : clusterSecretProblem(secret);
+  if (secretProblem !== undefined) {
+    // The value itself is never repeated: an error message may end up in a log or a terminal others can read.
+    problems.push(
+      `service.cluster.secret is not valid: ${secretProblem}; allowed: base64 of at least 32 random bytes, e.g. from \`openssl rand -base64 32\``,
+    );
+  }
+  const idProblem = id === "" ? undefined : clusterIdProblem(id);
+  if (idProblem !== undefined) problems.push(`service.cluster.id is ${JSON.stringify(id)}; ${idProblem}`);
   if (configuration.rateLimit.failureDelayMaxMs < configuration.rateLimit.failureDelayBaseMs) {
     problems.push("service.rateLimit.failureDelayMaxMs must not be lower than service.rateLimit.failureDelayBaseMs");
   }

@@ -157,6 +157,30 @@ export const configurationSchema = Type.Object(
       },
       { additionalProperties: false, default: {} },
     ),
+    cluster: Type.Object(
+      {
+        secret: Type.String({
+          default: "",
+          description:
+            "Secret shared by the brokers and gateways of one cluster: base64 of at least 32 random bytes, e.g. from " +
+            "`openssl rand -base64 32`. Every connection to a broker's cluster port must prove it knows it; brokers " +
+            "and gateways refuse to start without it (or secretFile). The local cluster of `flowplane start` " +
+            "generates its own. Empty: secretFile.",
+        }),
+        secretFile: Type.String({
+          default: "",
+          description:
+            "File holding the cluster secret when service.cluster.secret is empty (keep it mode 0600); read at start.",
+        }),
+        id: Type.String({
+          default: "",
+          description:
+            "Name of the cluster, carried in every cluster handshake: brokers refuse peers and gateways of another " +
+            "cluster, naming both ids in their log. 1-64 of A-Z a-z 0-9 . _ -. Empty: derived from the secret.",
+        }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
     broker: Type.Object(
       {
         host: Type.String({ minLength: 1, default: "127.0.0.1", description: "Address the broker listens on." }),

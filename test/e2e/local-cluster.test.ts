@@ -1,15 +1,17 @@
 /**
  * End to end on loopback: a real platform, and the local cluster the provisioner starts (3 broker processes, 3
  * partitions, replication factor 3, one gateway process). What a user would check: the topology, messages that
- * survive a leader's broker being killed with SIGKILL, the dead broker coming back and catching up, and a second
- * start resuming the same data.
+ * survive a leader's broker being killed with SIGKILL, the dead broker coming back and catching up, a cluster port
+ * that admits only holders of the cluster's secret, and a second start resuming the same data.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ClusterCredentials, TransportClient } from "../../src/cluster/transport/index.js";
 import { type LocalCluster, startLocalCluster } from "../../src/platform/provisioner/index.js";
+import { RawConnection } from "../cluster/transport/support.js";
 import {
   eventually,
   everyPartitionLed,
@@ -18,6 +20,7 @@ import {
   leaderOf,
   partitionIndexes,
 } from "../support/cluster.js";
+import { otherClusterCredentials } from "../support/cluster-secret.js";
 import { startTestPlatform, type TestPlatform } from "../support/platform.js";
 import { requestToken } from "../support/tokens.js";
 
@@ -138,6 +141,42 @@ describe("local cluster end to end", () => {
     }
     await expectReadable(acknowledged);
   }, 90_000);
+
+  it("admits only holders of the cluster's secret to a broker's cluster port, and logs no secret", async () => {
+    if (cluster === undefined) throw new Error("the cluster is not running");
+    const secretText = readFileSync(cluster.clusterSecretFile, "utf8").trim();
+    const secret = Buffer.from(secretText, "base64");
+    const credentials = ClusterCredentials.fromSecret(secret);
+    const [host, port] = (cluster.brokers[0]?.clusterAddress ?? "").split(":");
+    const address = { host: host as string, port: Number(port) };
+
+    const member = new TransportClient({ credentials });
+    try {
+      const description = (await member.request(address, { type: "describe" }, { timeoutMs: 10_000 })) as {
+        nodeId: number;
+      };
+      expect(description.nodeId).toBe(0);
+    } finally {
+      await member.close();
+    }
+
+    const intruder = await RawConnection.open(address);
+    try {
+      const answer = await intruder.authenticate(otherClusterCredentials(credentials.clusterId), { role: "client" });
+      expect(answer).toEqual({ kind: "refused", reason: "authentication-failed" });
+    } finally {
+      intruder.destroy();
+    }
+    const logDirectory = join(dataDirectory, "cluster", "logs");
+    await eventually("the broker logging the refusal", 10_000, async () =>
+      readFileSync(join(logDirectory, "broker-0.log"), "utf8").includes("its proof does not match") ? true : undefined,
+    );
+    for (const file of readdirSync(logDirectory)) {
+      const text = readFileSync(join(logDirectory, file), "utf8");
+      expect(text, file).not.toContain(secretText);
+      expect(text, file).not.toContain(secret.toString("hex"));
+    }
+  }, 60_000);
 
   it("elects a new leader after SIGKILL of a leader's broker, losing no acknowledged message", async () => {
     if (cluster === undefined) throw new Error("the cluster is not running");

@@ -71,6 +71,8 @@ export function registerBrokerCommand(program: Command, io: CliIo): void {
         "Environment: SERVICE_BROKER_CLUSTER_NODEID, _CLUSTERSIZE, _PARTITIONSCOUNT, _REPLICATIONFACTOR,",
         "_INITIALCONTACTPOINTS (host:port,… of running brokers), _CLUSTERPORT, SERVICE_BROKER_DATA_DIRECTORY,",
         "SERVICE_BROKER_MANAGEMENT_PORT. Flags win over the configuration file, which wins over the environment.",
+        "Required: SERVICE_CLUSTER_SECRET or SERVICE_CLUSTER_SECRET_FILE, the secret shared by every broker and",
+        "gateway of the cluster (generate one with `openssl rand -base64 32`).",
         "Ctrl-C or SIGTERM stops the broker cleanly; its data directory holds broker.pid while it runs.",
       ].join("\n"),
     )

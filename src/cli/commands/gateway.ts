@@ -68,7 +68,7 @@ export function registerGatewayCommand(program: Command, io: CliIo): void {
     )
     .addHelpText(
       "after",
-      "\nPrecedence: flags win over the configuration file, which wins over SERVICE_* environment variables.\nCtrl-C or SIGTERM stops the gateway cleanly.",
+      "\nRequired: SERVICE_CLUSTER_SECRET or SERVICE_CLUSTER_SECRET_FILE, the secret of the brokers' cluster.\nPrecedence: flags win over the configuration file, which wins over SERVICE_* environment variables.\nCtrl-C or SIGTERM stops the gateway cleanly.",
     )
     .action((options: GatewayCommandOptions) => runGateway(options, io));
 }

@@ -117,6 +117,7 @@ async function startCluster(
     [
       `cluster gateway at ${cluster.gatewayUrl} (topology: ${cluster.gatewayUrl}/v2/topology)`,
       `cluster management API at ${cluster.managementUrl} (resize with: flowplane cluster scale)`,
+      `cluster secret in ${cluster.clusterSecretFile} (brokers and gateways on other machines need a copy)`,
       `${cluster.brokers.length} brokers:`,
       ...cluster.brokers.map(
         (broker) =>

@@ -102,7 +102,7 @@ export class Broker {
   private readonly logger: Logger;
   private readonly transport: ClusterTransport<unknown, unknown, BrokerResponse>;
   /** Asks contact points, whose node ids are not known yet, for the cluster configuration. */
-  private readonly contactClient = new TransportClient<PeerRequest, unknown>({ maxConnections: 64 });
+  private readonly contactClient: TransportClient<PeerRequest, unknown>;
   private readonly replicas: ReplicaHost;
   /** The one storage environment of every replica hosted here; opened with the replicas, closed after them. */
   private environment: StorageEnvironment | null = null;
@@ -136,7 +136,18 @@ export class Broker {
     this.logger = options.logger.child({ broker: options.nodeId });
     this.configurationValue = persisted;
     this.releaseDataDirectory = releaseDataDirectory;
-    this.transport = new ClusterTransport({ nodeId: options.nodeId, host: options.host, port: options.clusterPort });
+    this.transport = new ClusterTransport({
+      nodeId: options.nodeId,
+      host: options.host,
+      port: options.clusterPort,
+      credentials: options.clusterCredentials,
+      logger: this.logger,
+    });
+    this.contactClient = new TransportClient({
+      maxConnections: 64,
+      credentials: options.clusterCredentials,
+      logger: this.logger,
+    });
     this.ownAddress = { nodeId: options.nodeId, host: options.advertisedHost, port: 0, incarnation: this.startedAtMs };
     this.replicas = new ReplicaHost({
       replicaOptions: (partitionId, bootstrap, onFailure) => this.replicaOptions(partitionId, bootstrap, onFailure),

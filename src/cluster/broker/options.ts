@@ -4,6 +4,7 @@
  */
 import { resolve } from "node:path";
 import type { Logger } from "pino";
+import { clusterSecretFromConfiguration } from "../../config/cluster-secret.js";
 import { ConfigurationError } from "../../config/load.js";
 import type { Configuration } from "../../config/schema.js";
 import {
@@ -14,7 +15,7 @@ import {
   type PartitionDistribution,
   roundRobinDistribution,
 } from "../topology/index.js";
-import type { PeerAddress } from "../transport/index.js";
+import { ClusterCredentials, type PeerAddress } from "../transport/index.js";
 
 /** How partitions are distributed at the cluster's first start. */
 export type PartitioningOptions =
@@ -68,6 +69,8 @@ export interface BrokerOptions {
   readonly shutdownTimeoutMs: number;
   /** Whether changes may add partitions to the running cluster (experimental). */
   readonly partitionScalingEnabled: boolean;
+  /** The cluster's credentials: every connection to and from this broker's cluster port is authenticated with them. */
+  readonly clusterCredentials: ClusterCredentials;
   /** Version reported by `describe`. */
   readonly version: string;
   readonly logger: Logger;
@@ -105,7 +108,10 @@ export function parseContactPoints(text: string): PeerAddress[] {
   return addresses;
 }
 
-/** Derives a broker's options from flowplane's configuration; the defaults of BROKER_DEFAULTS fill the rest. */
+/**
+ * Derives a broker's options from flowplane's configuration; the defaults of BROKER_DEFAULTS fill the rest. Throws
+ * ConfigurationError when no valid cluster secret is configured.
+ */
 export function brokerOptionsFromConfiguration(
   configuration: Configuration,
   context: { readonly logger: Logger; readonly version: string },
@@ -125,6 +131,7 @@ export function brokerOptionsFromConfiguration(
     );
   }
   if (problems.length > 0) throw new ConfigurationError(problems);
+  const { secret, clusterId } = clusterSecretFromConfiguration(configuration);
   const partitioning: PartitioningOptions =
     experimental.partitioning.scheme === "FIXED"
       ? { scheme: "FIXED", partitions: experimental.partitioning.fixed }
@@ -152,6 +159,7 @@ export function brokerOptionsFromConfiguration(
     snapshotIntervalEntries: raft.snapshotIntervalEntries,
     partitionScalingEnabled: experimental.features.enablePartitionScaling,
     ...BROKER_DEFAULTS,
+    clusterCredentials: ClusterCredentials.fromSecret(secret, clusterId),
     version: context.version,
     logger: context.logger,
   };

@@ -18,12 +18,13 @@ import { systemClock } from "../../auth/clock.js";
 import { remoteKeySource } from "../../auth/key-source.js";
 import { gatewayScopes } from "../../auth/scopes.js";
 import { TokenVerifier } from "../../auth/verifier.js";
+import { clusterSecretFromConfiguration } from "../../config/cluster-secret.js";
 import type { Configuration } from "../../config/schema.js";
 import { ServiceError } from "../../http/errors.js";
 import { registerApiDocuments } from "../../http/openapi.js";
 import { createHttpServer, type HttpServer } from "../../http/server.js";
 import type { BrokerRequest } from "../broker/protocol.js";
-import { TransportClient } from "../transport/index.js";
+import { ClusterCredentials, TransportClient } from "../transport/index.js";
 import { CoordinatorClient } from "./coordinator-client.js";
 import { gatewayHealth } from "./health.js";
 import { managementRoutes } from "./management-routes.js";
@@ -78,7 +79,10 @@ function baseUrl(server: HttpServer, host: string): string {
   return `http://${shownHost.includes(":") ? `[${shownHost}]` : shownHost}:${address.port}`;
 }
 
-/** Starts the gateway of `configuration` (sections gateway, management, audiences, log). */
+/**
+ * Starts the gateway of `configuration` (sections gateway, management, audiences, cluster, log). Throws
+ * ConfigurationError when no valid cluster secret is configured.
+ */
 export async function startGateway(
   configuration: Configuration,
   options: GatewayOptions = {},
@@ -87,8 +91,11 @@ export async function startGateway(
   const contactPoints = parseContactPoints(configuration.gateway.contactPoints);
   if (contactPoints.length === 0) throw new Error("service.gateway.contactPoints names no broker");
   const issuerUrl = configuration.gateway.issuerUrl.replace(/\/+$/, "");
+  const { secret, clusterId } = clusterSecretFromConfiguration(configuration);
   const client = new TransportClient<BrokerRequest, unknown>({
     maxInFlightRequests: configuration.gateway.maxInFlightRequests,
+    credentials: ClusterCredentials.fromSecret(secret, clusterId),
+    logger,
   });
   const now = () => Date.now();
   const topology = new TopologyCache({

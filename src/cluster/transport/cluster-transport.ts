@@ -5,19 +5,38 @@
  *
  * Traffic between two nodes uses two connections, one opened by each side: each side sends its messages and
  * requests on its own outbound connection and answers the other side's requests on the connection they came in on.
+ *
+ * Every connection starts with the handshake of `handshake.ts`, which proves that both sides hold the cluster
+ * secret and carry the same cluster id; nothing else is accepted before it ends. Until then an inbound connection is
+ * bounded three ways: frames of at most MAX_UNAUTHENTICATED_FRAME_BYTES, `connectTimeoutMs` to finish, and a place
+ * among at most `maxUnauthenticatedConnections` (`maxUnauthenticatedConnectionsPerAddress` per remote address).
+ * When a new connection finds no place, the oldest unauthenticated one (of its address, or of all) is closed rather
+ * than the new one refused: a real peer's handshake takes one round trip, so whoever fills the places to lock peers
+ * out has to keep opening connections faster than that.
  */
 import type { Server, Socket } from "node:net";
 import { createServer } from "node:net";
+import type { Logger } from "pino";
+import type { ClusterCredentials } from "./cluster-credentials.js";
 import type { Envelope, NodeId, PeerAddress } from "./envelope.js";
 import { PROTOCOL_VERSION } from "./envelope.js";
-import type { RemoteErrorCode } from "./errors.js";
-import { PeerUnreachableError, ProtocolError, TransportClosedError } from "./errors.js";
+import type { HandshakeFailureReason, RemoteErrorCode } from "./errors.js";
+import { HandshakeError, PeerUnreachableError, ProtocolError, TransportClosedError } from "./errors.js";
 import { FramedConnection } from "./framed-connection.js";
 import { encodeFrame } from "./framing.js";
+import {
+  acceptorProof,
+  type ConnectorIdentity,
+  type HandshakeTranscript,
+  MAX_UNAUTHENTICATED_FRAME_BYTES,
+  newNonce,
+  verifyConnectorProof,
+} from "./handshake.js";
 import type { ConnectionOptions, PeerStatistics } from "./options.js";
 import { DEFAULT_CONNECTION_OPTIONS, definedOnly, emptyStatistics, validateConnectionOptions } from "./options.js";
 import type { LinkState } from "./outbound-link.js";
 import { OutboundLink } from "./outbound-link.js";
+import { RefusalLog } from "./refusal-log.js";
 
 /** Who sent a request: a peer node, or a client (such as the gateway) that has no node id. */
 export type RequestSender =
@@ -38,10 +57,18 @@ export interface ClusterTransportOptions extends Partial<ConnectionOptions> {
   readonly host: string;
   /** Port to listen on; 0 picks a free one (read it back from `listeningAddress()`). */
   readonly port: number;
+  /** The cluster's credentials: every connection, inbound and outbound, proves with them that it holds the secret. */
+  readonly credentials: ClusterCredentials;
   /** Requests being handled at once per inbound connection; beyond it the sender gets an "overloaded" error. */
   readonly maxInboundInFlightRequests?: number;
-  /** Inbound connections (from peers and clients) kept at once; further ones are closed on accept. */
+  /** Authenticated inbound connections (from peers and clients) kept at once; one more is closed after its handshake. */
   readonly maxInboundConnections?: number;
+  /** Inbound connections in their handshake, in all; a new one beyond it closes the oldest of them. */
+  readonly maxUnauthenticatedConnections?: number;
+  /** Inbound connections in their handshake from one remote address; a new one beyond it closes that address's oldest. */
+  readonly maxUnauthenticatedConnectionsPerAddress?: number;
+  /** Where refused handshakes are reported (at most one line per remote host and reason a minute); none: nowhere. */
+  readonly logger?: Logger;
   /** Jitter source in [0, 1) for reconnection backoff (defaults to Math.random). */
   readonly random?: () => number;
 }
@@ -52,6 +79,31 @@ export const DEFAULT_MAX_INBOUND_IN_FLIGHT_REQUESTS = 1_024;
 /** Default of ClusterTransportOptions.maxInboundConnections. */
 export const DEFAULT_MAX_INBOUND_CONNECTIONS = 1_024;
 
+/** Default of ClusterTransportOptions.maxUnauthenticatedConnections. */
+export const DEFAULT_MAX_UNAUTHENTICATED_CONNECTIONS = 128;
+
+/**
+ * Default of ClusterTransportOptions.maxUnauthenticatedConnectionsPerAddress: room for every broker, contact client
+ * and gateway of a local cluster (all on 127.0.0.1) to connect at once when they start together.
+ */
+export const DEFAULT_MAX_UNAUTHENTICATED_CONNECTIONS_PER_ADDRESS = 32;
+
+/** Counters of the handshakes of inbound connections. */
+export interface HandshakeStatistics {
+  /** Connections that proved they belong to this cluster. */
+  readonly authenticated: number;
+  /** Connections refused: another cluster, a wrong secret, another protocol version, a malformed handshake. */
+  readonly refused: number;
+  /** Connections closed for not ending their handshake within `connectTimeoutMs`. */
+  readonly timedOut: number;
+  /** Connections closed during their handshake to make room for newer ones. */
+  readonly evicted: number;
+  /** Connections in their handshake now. */
+  readonly pending: number;
+  /** Most bytes read from one connection that closed without authenticating: all it could make this node hold. */
+  readonly largestUnauthenticatedReadBytes: number;
+}
+
 /** Traffic counters of a transport. */
 export interface TransportStatistics {
   /** Per peer node, inbound and outbound together (copies; safe to keep). */
@@ -60,12 +112,30 @@ export interface TransportStatistics {
   readonly clients: PeerStatistics;
   /** Inbound connections closed because they broke the protocol (oversized frame, bad handshake, …). */
   readonly protocolErrors: number;
+  /** What became of the handshakes of inbound connections. */
+  readonly handshakes: HandshakeStatistics;
 }
 
 interface InboundState {
+  /** The remote IP address: the unit of the per-address cap and of the refusal log. */
+  readonly remoteHost: string;
+  /** The remote IP address and port, naming a client in RequestSender. */
+  readonly remoteAddress: string;
+  /** This side's challenge; the connecting side's proof must cover it. */
+  readonly acceptorNonce: Buffer;
+  /** Undefined until the handshake has ended. */
   sender: RequestSender | undefined;
   requestsInFlight: number;
   handshakeTimer: NodeJS.Timeout | undefined;
+}
+
+/** Checks an optional positive integer option and returns it or its default. */
+function positiveIntegerOption(name: string, value: number | undefined, defaultValue: number): number {
+  const chosen = value ?? defaultValue;
+  if (!Number.isSafeInteger(chosen) || chosen < 1) {
+    throw new Error(`transport option ${name} must be a positive integer`);
+  }
+  return chosen;
 }
 
 /** The per-node transport; see the module comment. */
@@ -73,13 +143,27 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
   private readonly options: ConnectionOptions;
   private readonly maxInboundInFlightRequests: number;
   private readonly maxInboundConnections: number;
+  private readonly maxUnauthenticatedConnections: number;
+  private readonly maxUnauthenticatedConnectionsPerAddress: number;
   private readonly random: () => number;
   private readonly server: Server;
   private readonly addresses = new Map<NodeId, PeerAddress>();
   private readonly links = new Map<NodeId, OutboundLink>();
   private readonly peerStatistics = new Map<NodeId, PeerStatistics>();
   private readonly clientStatistics = emptyStatistics();
-  private readonly inbound = new Set<FramedConnection>();
+  private readonly authenticatedConnections = new Set<FramedConnection>();
+  /** Inbound connections in their handshake, oldest first (a Map iterates in insertion order). */
+  private readonly unauthenticatedConnections = new Map<FramedConnection, InboundState>();
+  /** The same connections by remote host, each set oldest first. */
+  private readonly unauthenticatedByHost = new Map<string, Set<FramedConnection>>();
+  private readonly handshakeCounters = {
+    authenticated: 0,
+    refused: 0,
+    timedOut: 0,
+    evicted: 0,
+    largestUnauthenticatedReadBytes: 0,
+  };
+  private readonly refusalLog: RefusalLog;
   private protocolErrors = 0;
   private messageHandler: MessageHandler<TMessage> | undefined;
   private requestHandler: RequestHandler<TRequest, TResponse> | undefined;
@@ -87,17 +171,42 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
   private closed = false;
 
   constructor(private readonly settings: ClusterTransportOptions) {
-    const { nodeId, host, port, maxInboundInFlightRequests, maxInboundConnections, random, ...limits } = settings;
+    const {
+      nodeId,
+      host,
+      port,
+      credentials,
+      maxInboundInFlightRequests,
+      maxInboundConnections,
+      maxUnauthenticatedConnections,
+      maxUnauthenticatedConnectionsPerAddress,
+      logger,
+      random,
+      ...limits
+    } = settings;
     this.options = { ...DEFAULT_CONNECTION_OPTIONS, ...definedOnly(limits) };
     validateConnectionOptions(this.options);
-    this.maxInboundInFlightRequests = maxInboundInFlightRequests ?? DEFAULT_MAX_INBOUND_IN_FLIGHT_REQUESTS;
-    if (!Number.isSafeInteger(this.maxInboundInFlightRequests) || this.maxInboundInFlightRequests < 1) {
-      throw new Error("transport option maxInboundInFlightRequests must be a positive integer");
-    }
-    this.maxInboundConnections = maxInboundConnections ?? DEFAULT_MAX_INBOUND_CONNECTIONS;
-    if (!Number.isSafeInteger(this.maxInboundConnections) || this.maxInboundConnections < 1) {
-      throw new Error("transport option maxInboundConnections must be a positive integer");
-    }
+    this.maxInboundInFlightRequests = positiveIntegerOption(
+      "maxInboundInFlightRequests",
+      maxInboundInFlightRequests,
+      DEFAULT_MAX_INBOUND_IN_FLIGHT_REQUESTS,
+    );
+    this.maxInboundConnections = positiveIntegerOption(
+      "maxInboundConnections",
+      maxInboundConnections,
+      DEFAULT_MAX_INBOUND_CONNECTIONS,
+    );
+    this.maxUnauthenticatedConnections = positiveIntegerOption(
+      "maxUnauthenticatedConnections",
+      maxUnauthenticatedConnections,
+      DEFAULT_MAX_UNAUTHENTICATED_CONNECTIONS,
+    );
+    this.maxUnauthenticatedConnectionsPerAddress = positiveIntegerOption(
+      "maxUnauthenticatedConnectionsPerAddress",
+      maxUnauthenticatedConnectionsPerAddress,
+      DEFAULT_MAX_UNAUTHENTICATED_CONNECTIONS_PER_ADDRESS,
+    );
+    this.refusalLog = new RefusalLog(logger);
     this.random = random ?? Math.random;
     this.server = createServer((socket) => this.accept(socket));
   }
@@ -208,7 +317,12 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
     for (const [nodeId, statistics] of this.peerStatistics) {
       peers.set(nodeId, { ...statistics });
     }
-    return { peers, clients: { ...this.clientStatistics }, protocolErrors: this.protocolErrors };
+    return {
+      peers,
+      clients: { ...this.clientStatistics },
+      protocolErrors: this.protocolErrors,
+      handshakes: { ...this.handshakeCounters, pending: this.unauthenticatedConnections.size },
+    };
   }
 
   /** Stops everything: outstanding requests rejected with TransportClosedError, connections and server closed. */
@@ -221,7 +335,7 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
       link.close();
     }
     this.links.clear();
-    for (const connection of [...this.inbound]) {
+    for (const connection of [...this.authenticatedConnections, ...this.unauthenticatedConnections.keys()]) {
       connection.close(undefined);
     }
     if (!this.server.listening) {
@@ -254,9 +368,11 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
     link = new OutboundLink({
       target: `node ${peerId}`,
       address,
-      handshake: { kind: "handshake", protocolVersion: PROTOCOL_VERSION, role: "node", nodeId: this.settings.nodeId },
+      identity: { role: "node", nodeId: this.settings.nodeId },
+      credentials: this.settings.credentials,
       expectedNodeId: peerId,
       options: this.options,
+      logger: this.settings.logger,
       statistics: this.statisticsOf(peerId),
       random: this.random,
     });
@@ -265,60 +381,109 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
   }
 
   private accept(socket: Socket): void {
-    if (this.closed || this.inbound.size >= this.maxInboundConnections) {
+    if (this.closed) {
       socket.destroy();
       return;
     }
-    const state: InboundState = { sender: undefined, requestsInFlight: 0, handshakeTimer: undefined };
-    const remoteAddress = `${socket.remoteAddress ?? "unknown"}:${socket.remotePort ?? 0}`;
+    const remoteHost = socket.remoteAddress ?? "unknown";
+    this.makeRoomForHandshake(remoteHost);
+    const state: InboundState = {
+      remoteHost,
+      remoteAddress: `${remoteHost}:${socket.remotePort ?? 0}`,
+      acceptorNonce: newNonce(),
+      sender: undefined,
+      requestsInFlight: 0,
+      handshakeTimer: undefined,
+    };
     const connection: FramedConnection = new FramedConnection(socket, {
-      maxFrameBytes: this.options.maxFrameBytes,
+      maxFrameBytes: MAX_UNAUTHENTICATED_FRAME_BYTES,
       // An inbound connection carries answers to the requests that came over it, which someone is waiting for.
       flushPriority: "answers",
-      onEnvelope: (envelope, frameBytes) => this.receive(connection, state, remoteAddress, envelope, frameBytes),
-      onClose: (error) => {
-        clearTimeout(state.handshakeTimer);
-        this.inbound.delete(connection);
-        if (error instanceof ProtocolError) {
-          this.protocolErrors += 1;
-        }
-      },
+      onEnvelope: (envelope, frameBytes) => this.receive(connection, state, envelope, frameBytes),
+      onClose: (error) => this.inboundClosed(connection, state, error),
     });
-    this.inbound.add(connection);
+    this.unauthenticatedConnections.set(connection, state);
+    let sameHost = this.unauthenticatedByHost.get(remoteHost);
+    if (sameHost === undefined) {
+      sameHost = new Set();
+      this.unauthenticatedByHost.set(remoteHost, sameHost);
+    }
+    sameHost.add(connection);
     state.handshakeTimer = setTimeout(() => {
-      connection.close(new ProtocolError("no handshake in time"));
+      this.handshakeCounters.timedOut += 1;
+      connection.close(new ProtocolError(`no handshake within ${this.options.connectTimeoutMs} ms`));
     }, this.options.connectTimeoutMs);
+    connection.write(
+      encodeFrame(
+        {
+          kind: "challenge",
+          protocolVersion: PROTOCOL_VERSION,
+          clusterId: this.settings.credentials.clusterId,
+          nonce: state.acceptorNonce,
+        },
+        MAX_UNAUTHENTICATED_FRAME_BYTES,
+      ),
+    );
+  }
+
+  /** Closes the oldest unauthenticated connections that stand in the way of one more from `remoteHost`. */
+  private makeRoomForHandshake(remoteHost: string): void {
+    const sameHost = this.unauthenticatedByHost.get(remoteHost);
+    if (sameHost !== undefined && sameHost.size >= this.maxUnauthenticatedConnectionsPerAddress) {
+      this.evict(sameHost.values().next().value);
+    }
+    if (this.unauthenticatedConnections.size >= this.maxUnauthenticatedConnections) {
+      this.evict(this.unauthenticatedConnections.keys().next().value);
+    }
+    if (
+      this.unauthenticatedConnections.size >= this.maxUnauthenticatedConnections ||
+      (this.unauthenticatedByHost.get(remoteHost)?.size ?? 0) >= this.maxUnauthenticatedConnectionsPerAddress
+    ) {
+      throw new Error("invariant violated: evicting a connection makes room for one more");
+    }
+  }
+
+  private evict(connection: FramedConnection | undefined): void {
+    if (connection === undefined) {
+      throw new Error("invariant violated: a full set of unauthenticated connections has an oldest one");
+    }
+    this.handshakeCounters.evicted += 1;
+    connection.close(new Error("closed during its handshake to make room for newer connections"));
+  }
+
+  private inboundClosed(connection: FramedConnection, state: InboundState, error: Error | undefined): void {
+    clearTimeout(state.handshakeTimer);
+    if (state.sender === undefined) {
+      this.forgetUnauthenticated(connection, state);
+      this.handshakeCounters.largestUnauthenticatedReadBytes = Math.max(
+        this.handshakeCounters.largestUnauthenticatedReadBytes,
+        connection.bytesRead,
+      );
+    } else {
+      this.authenticatedConnections.delete(connection);
+    }
+    if (error instanceof ProtocolError) {
+      this.protocolErrors += 1;
+    }
+  }
+
+  private forgetUnauthenticated(connection: FramedConnection, state: InboundState): void {
+    this.unauthenticatedConnections.delete(connection);
+    const sameHost = this.unauthenticatedByHost.get(state.remoteHost);
+    sameHost?.delete(connection);
+    if (sameHost?.size === 0) {
+      this.unauthenticatedByHost.delete(state.remoteHost);
+    }
   }
 
   private inboundStatistics(sender: RequestSender): PeerStatistics {
     return sender.role === "node" ? this.statisticsOf(sender.nodeId) : this.clientStatistics;
   }
 
-  private receive(
-    connection: FramedConnection,
-    state: InboundState,
-    remoteAddress: string,
-    envelope: Envelope,
-    frameBytes: number,
-  ): void {
+  private receive(connection: FramedConnection, state: InboundState, envelope: Envelope, frameBytes: number): void {
     const sender = state.sender;
     if (sender === undefined) {
-      if (envelope.kind !== "handshake" || envelope.protocolVersion !== PROTOCOL_VERSION) {
-        connection.close(new ProtocolError("expected a handshake of this protocol version as the first frame"));
-        return;
-      }
-      clearTimeout(state.handshakeTimer);
-      state.handshakeTimer = undefined;
-      state.sender =
-        envelope.role === "node" && envelope.nodeId !== undefined
-          ? { role: "node", nodeId: envelope.nodeId }
-          : { role: "client", remoteAddress };
-      connection.write(
-        encodeFrame(
-          { kind: "handshake", protocolVersion: PROTOCOL_VERSION, role: "node", nodeId: this.settings.nodeId },
-          this.options.maxFrameBytes,
-        ),
-      );
+      this.authenticate(connection, state, envelope);
       return;
     }
     const statistics = this.inboundStatistics(sender);
@@ -345,6 +510,97 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
       return;
     }
     connection.close(new ProtocolError(`unexpected ${envelope.kind} on an inbound connection`));
+  }
+
+  /** Handshake message 2: admits the connection when it belongs to this cluster and proves the secret. */
+  private authenticate(connection: FramedConnection, state: InboundState, envelope: Envelope): void {
+    const { credentials } = this.settings;
+    const from = `refused a connection from ${state.remoteAddress}`;
+    if (envelope.kind === "foreign-handshake") {
+      this.refuse(
+        connection,
+        state,
+        "protocol-version",
+        { protocolVersion: envelope.protocolVersion },
+        `${from}: it speaks protocol version ${envelope.protocolVersion}, this node ${PROTOCOL_VERSION}; every broker and gateway of a cluster must run the same version`,
+      );
+      return;
+    }
+    if (envelope.kind !== "authenticate") {
+      this.refuse(
+        connection,
+        state,
+        "malformed",
+        { kind: envelope.kind },
+        `${from}: it sent ${envelope.kind} before authenticating`,
+      );
+      return;
+    }
+    const who = envelope.role === "node" ? `node ${envelope.nodeId}` : "a client";
+    if (envelope.clusterId !== credentials.clusterId) {
+      this.refuse(
+        connection,
+        state,
+        "other-cluster",
+        { remoteClusterId: envelope.clusterId, clusterId: credentials.clusterId },
+        `${from} (${who}): it belongs to cluster "${envelope.clusterId}", this node to cluster "${credentials.clusterId}" (another cluster, or another cluster secret)`,
+      );
+      return;
+    }
+    const connector: ConnectorIdentity =
+      envelope.role === "node" && envelope.nodeId !== undefined
+        ? { role: "node", nodeId: envelope.nodeId }
+        : { role: "client" };
+    const transcript: HandshakeTranscript = {
+      clusterId: credentials.clusterId,
+      acceptorNonce: state.acceptorNonce,
+      connectorNonce: envelope.nonce,
+      connector,
+    };
+    if (!verifyConnectorProof(credentials, transcript, envelope.proof)) {
+      this.refuse(
+        connection,
+        state,
+        "authentication-failed",
+        {},
+        `${from} (${who}): its proof does not match this cluster's secret`,
+      );
+      return;
+    }
+    if (this.authenticatedConnections.size >= this.maxInboundConnections) {
+      connection.close(new Error(`more than ${this.maxInboundConnections} inbound connections`));
+      return;
+    }
+    clearTimeout(state.handshakeTimer);
+    state.handshakeTimer = undefined;
+    this.forgetUnauthenticated(connection, state);
+    this.authenticatedConnections.add(connection);
+    this.handshakeCounters.authenticated += 1;
+    state.sender =
+      connector.role === "node"
+        ? { role: "node", nodeId: connector.nodeId }
+        : { role: "client", remoteAddress: state.remoteAddress };
+    connection.maxFrameBytes = this.options.maxFrameBytes;
+    const proof = acceptorProof(credentials, transcript, this.settings.nodeId);
+    connection.write(
+      encodeFrame({ kind: "accepted", nodeId: this.settings.nodeId, proof }, MAX_UNAUTHENTICATED_FRAME_BYTES),
+    );
+  }
+
+  /** Ends a connection whose handshake failed, telling the other side why, and logs it (rate-limited). */
+  private refuse(
+    connection: FramedConnection,
+    state: InboundState,
+    reason: HandshakeFailureReason,
+    fields: Readonly<Record<string, unknown>>,
+    message: string,
+  ): void {
+    this.handshakeCounters.refused += 1;
+    this.refusalLog.report(state.remoteHost, reason, { remoteAddress: state.remoteAddress, ...fields }, message);
+    connection.closeAfterWriting(
+      encodeFrame({ kind: "refused", reason }, MAX_UNAUTHENTICATED_FRAME_BYTES),
+      new HandshakeError(reason, message),
+    );
   }
 
   private handleRequest(

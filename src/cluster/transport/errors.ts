@@ -88,3 +88,30 @@ export class FrameTooLargeError extends ProtocolError {
     super(`frame of ${frameBytes} bytes exceeds the maximum of ${maxFrameBytes} bytes`);
   }
 }
+
+/**
+ * Why a connection's handshake failed; stable names, used in errors, in log lines and in the `refused` envelope the
+ * accepting side sends before it closes the connection.
+ * - `other-cluster`: the other side carries another cluster id (another cluster, or another cluster secret).
+ * - `authentication-failed`: its proof does not match: it does not know this cluster's secret.
+ * - `protocol-version`: it speaks another version of the wire protocol.
+ * - `unexpected-node`: the connection reached another node than the address book names.
+ * - `malformed`: it broke the handshake's rules (wrong envelope, out of order).
+ */
+export type HandshakeFailureReason =
+  | "other-cluster"
+  | "authentication-failed"
+  | "protocol-version"
+  | "unexpected-node"
+  | "malformed";
+
+/** A connection's handshake failed: the other side is not a member of this cluster, or not the node expected. */
+export class HandshakeError extends ProtocolError {
+  override readonly name = "HandshakeError";
+  constructor(
+    readonly reason: HandshakeFailureReason,
+    message: string,
+  ) {
+    super(message);
+  }
+}

@@ -55,6 +55,16 @@ export class FramedConnection implements EndOfTurnWriter {
     return this.socket.writableLength;
   }
 
+  /** Bytes read from the socket so far. */
+  get bytesRead(): number {
+    return this.socket.bytesRead;
+  }
+
+  /** Changes the largest incoming frame accepted from the next frame header on (see FrameDecoder.maxFrameBytes). */
+  set maxFrameBytes(maxFrameBytes: number) {
+    this.decoder.maxFrameBytes = maxFrameBytes;
+  }
+
   /**
    * Writes one encoded frame; returns false when the socket's buffer is full (wait for drain before writing more).
    * Frames written in the same turn of the event loop leave together in one system call at the end of the turn
@@ -90,6 +100,21 @@ export class FramedConnection implements EndOfTurnWriter {
     }
     this.closed = true;
     this.socket.destroy();
+    this.options.onClose(error);
+  }
+
+  /**
+   * Ends the connection after one last frame (a handshake refusal, so the other side learns why): nothing more is
+   * read or reported, onClose is called now, and the socket is destroyed as soon as the kernel has taken the frame,
+   * so a peer that keeps its end open holds nothing here.
+   */
+  closeAfterWriting(frame: Buffer, error: Error | undefined): void {
+    if (this.closed) {
+      return;
+    }
+    this.closed = true;
+    // `end` uncorks a socket corked earlier in this turn, so the frames written before this one leave first.
+    this.socket.end(frame, () => this.socket.destroy());
     this.options.onClose(error);
   }
 

@@ -51,16 +51,33 @@ export interface FrameDecoderOptions {
  * frames they finish. After it has thrown once the stream is broken and the decoder must not be used again.
  */
 export class FrameDecoder {
-  private readonly maxFrameBytes: number;
+  private maxFrameBytesValue: number;
   private readonly chunks: Buffer[] = [];
   private bufferedBytes = 0;
   private expectedBodyBytes: number | undefined;
 
   constructor(options: FrameDecoderOptions) {
-    if (!Number.isSafeInteger(options.maxFrameBytes) || options.maxFrameBytes < 1) {
-      throw new Error(`maxFrameBytes must be a positive integer, got ${options.maxFrameBytes}`);
+    this.maxFrameBytesValue = FrameDecoder.checkedMaxFrameBytes(options.maxFrameBytes);
+  }
+
+  /** Largest accepted body. */
+  get maxFrameBytes(): number {
+    return this.maxFrameBytesValue;
+  }
+
+  /**
+   * Changes the largest accepted body for the frames whose header has not been read yet: a connection accepts only
+   * small frames until its handshake has ended, and its normal limit after.
+   */
+  set maxFrameBytes(maxFrameBytes: number) {
+    this.maxFrameBytesValue = FrameDecoder.checkedMaxFrameBytes(maxFrameBytes);
+  }
+
+  private static checkedMaxFrameBytes(maxFrameBytes: number): number {
+    if (!Number.isSafeInteger(maxFrameBytes) || maxFrameBytes < 1) {
+      throw new Error(`maxFrameBytes must be a positive integer, got ${maxFrameBytes}`);
     }
-    this.maxFrameBytes = options.maxFrameBytes;
+    return maxFrameBytes;
   }
 
   /** Bytes received but not yet part of a complete frame (never more than one frame's header plus body). */
@@ -83,8 +100,8 @@ export class FrameDecoder {
           break;
         }
         const bodyBytes = this.take(FRAME_HEADER_BYTES).readUInt32BE(0);
-        if (bodyBytes > this.maxFrameBytes) {
-          throw new FrameTooLargeError(bodyBytes, this.maxFrameBytes);
+        if (bodyBytes > this.maxFrameBytesValue) {
+          throw new FrameTooLargeError(bodyBytes, this.maxFrameBytesValue);
         }
         if (bodyBytes === 0) {
           throw new ProtocolError("frame with an empty body");

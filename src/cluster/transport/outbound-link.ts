@@ -11,13 +11,23 @@
  * are dropped (the caller learns it from `send` returning false). Requests fail fast instead of waiting when the
  * target is known to be down (link "waiting"), and every outstanding request fails when its connection breaks,
  * because its answer could only have come back on that connection.
+ *
+ * "connecting" covers the handshake of `handshake.ts` too: the link answers the target's challenge with its proof
+ * and sends nothing else until the target has proved in turn that it holds the cluster secret, so frames never go
+ * to a server that merely listens at the address. A failed handshake counts as a failed attempt (backoff, then
+ * again); it is logged once per reason until a handshake succeeds, so a wrong secret on a gateway shows up in its
+ * log without filling it.
  */
 import { connect } from "node:net";
+import type { Logger } from "pino";
 import { backoffDelayMs } from "./backoff.js";
-import type { Envelope, HandshakeEnvelope, NodeId, PeerAddress } from "./envelope.js";
+import type { ClusterCredentials } from "./cluster-credentials.js";
+import type { Envelope, NodeId, PeerAddress } from "./envelope.js";
 import { PROTOCOL_VERSION } from "./envelope.js";
 import {
   BackpressureError,
+  HandshakeError,
+  type HandshakeFailureReason,
   PeerUnreachableError,
   ProtocolError,
   RemoteError,
@@ -26,6 +36,14 @@ import {
 } from "./errors.js";
 import { FramedConnection } from "./framed-connection.js";
 import { encodeFrame } from "./framing.js";
+import {
+  type ConnectorIdentity,
+  connectorProof,
+  type HandshakeTranscript,
+  MAX_UNAUTHENTICATED_FRAME_BYTES,
+  newNonce,
+  verifyAcceptorProof,
+} from "./handshake.js";
 import type { ConnectionOptions, PeerStatistics } from "./options.js";
 
 /** Where a link is in its life cycle; see the module comment. */
@@ -36,8 +54,10 @@ export interface OutboundLinkSettings {
   /** Name of the target in errors, e.g. "node 2" or "127.0.0.1:26501". */
   readonly target: string;
   readonly address: PeerAddress;
-  /** The handshake this side sends first. */
-  readonly handshake: HandshakeEnvelope;
+  /** Who this side is in the handshake. */
+  readonly identity: ConnectorIdentity;
+  /** Proves this side's membership of the cluster and checks the target's. */
+  readonly credentials: ClusterCredentials;
   /** When set, the accepting side must answer with this node id or the connection is refused. */
   readonly expectedNodeId?: NodeId;
   readonly options: ConnectionOptions;
@@ -45,7 +65,14 @@ export interface OutboundLinkSettings {
   readonly statistics: PeerStatistics;
   /** Source of jitter in [0, 1). */
   readonly random: () => number;
+  /** Where failed handshakes are reported; none: nowhere. */
+  readonly logger?: Logger | undefined;
 }
+
+/** Where the handshake of the current connection stands while the link is "connecting". */
+type HandshakePhase =
+  | { readonly step: "awaiting-challenge" }
+  | { readonly step: "awaiting-acceptance"; readonly transcript: HandshakeTranscript };
 
 interface QueuedFrame {
   readonly frame: Buffer;
@@ -73,6 +100,9 @@ export class OutboundLink {
   private socketFull = false;
   private readonly pending = new Map<number, PendingRequest>();
   private nextCorrelationId = 1;
+  private handshakePhase: HandshakePhase = { step: "awaiting-challenge" };
+  /** The reason of the last handshake failure logged since the last successful handshake. */
+  private loggedHandshakeFailure: HandshakeFailureReason | undefined;
 
   constructor(private readonly settings: OutboundLinkSettings) {
     this.address = settings.address;
@@ -220,11 +250,13 @@ export class OutboundLink {
   private connectNow(): void {
     this.stateValue = "connecting";
     this.socketFull = false;
-    const { options, handshake, target } = this.settings;
+    this.handshakePhase = { step: "awaiting-challenge" };
+    const { options, target } = this.settings;
     const socket = connect({ host: this.address.host, port: this.address.port });
     socket.setKeepAlive(true, options.connectTimeoutMs);
     const connection = new FramedConnection(socket, {
-      maxFrameBytes: options.maxFrameBytes,
+      // Until the target has proved it belongs to the cluster, it may send nothing larger than a handshake.
+      maxFrameBytes: MAX_UNAUTHENTICATED_FRAME_BYTES,
       onEnvelope: (envelope, frameBytes) => this.receive(connection, envelope, frameBytes),
       onClose: (error) => this.connectionClosed(connection, error),
       onDrain: () => {
@@ -233,34 +265,18 @@ export class OutboundLink {
       },
     });
     this.connection = connection;
-    socket.once("connect", () => {
-      connection.write(encodeFrame(handshake, options.maxFrameBytes));
-    });
     this.connectTimer = setTimeout(() => {
-      connection.close(new Error(`no handshake from ${target} within ${options.connectTimeoutMs} ms`));
+      connection.close(
+        new Error(
+          `no handshake from ${target} within ${options.connectTimeoutMs} ms (a broker of protocol version 1 waits for the connecting side to speak first)`,
+        ),
+      );
     }, options.connectTimeoutMs);
   }
 
   private receive(connection: FramedConnection, envelope: Envelope, frameBytes: number): void {
     if (this.stateValue === "connecting") {
-      if (envelope.kind !== "handshake" || envelope.role !== "node") {
-        connection.close(new ProtocolError("expected a node handshake as the first frame"));
-        return;
-      }
-      if (envelope.protocolVersion !== PROTOCOL_VERSION) {
-        connection.close(new ProtocolError(`unsupported protocol version ${envelope.protocolVersion}`));
-        return;
-      }
-      const expected = this.settings.expectedNodeId;
-      if (expected !== undefined && envelope.nodeId !== expected) {
-        connection.close(new ProtocolError(`reached node ${envelope.nodeId} instead of node ${expected}`));
-        return;
-      }
-      clearTimeout(this.connectTimer);
-      this.connectTimer = undefined;
-      this.stateValue = "open";
-      this.consecutiveFailures = 0;
-      this.flush();
+      this.continueHandshake(connection, envelope);
       return;
     }
     this.settings.statistics.framesReceived += 1;
@@ -273,6 +289,100 @@ export class OutboundLink {
       );
     } else {
       connection.close(new ProtocolError(`unexpected ${envelope.kind} on an outbound connection`));
+    }
+  }
+
+  /** Handshake messages 1 and 3 as the connecting side sees them; see `handshake.ts`. */
+  private continueHandshake(connection: FramedConnection, envelope: Envelope): void {
+    const { target, credentials, identity, expectedNodeId } = this.settings;
+    const fail = (reason: HandshakeFailureReason, message: string): void => {
+      connection.close(new HandshakeError(reason, message));
+    };
+    if (envelope.kind === "refused") {
+      fail(envelope.reason, `${target} refused the handshake (${envelope.reason})`);
+      return;
+    }
+    if (envelope.kind === "foreign-handshake") {
+      fail(
+        "protocol-version",
+        `${target} speaks protocol version ${envelope.protocolVersion}, this side ${PROTOCOL_VERSION}; every broker and gateway of a cluster must run the same version`,
+      );
+      return;
+    }
+    const phase = this.handshakePhase;
+    if (phase.step === "awaiting-challenge") {
+      if (envelope.kind !== "challenge") {
+        fail("malformed", `${target} sent ${envelope.kind} instead of a challenge`);
+        return;
+      }
+      if (envelope.clusterId !== credentials.clusterId) {
+        fail(
+          "other-cluster",
+          `${target} belongs to cluster "${envelope.clusterId}", this side to cluster "${credentials.clusterId}" (another cluster, or another cluster secret)`,
+        );
+        return;
+      }
+      const transcript: HandshakeTranscript = {
+        clusterId: credentials.clusterId,
+        acceptorNonce: envelope.nonce,
+        connectorNonce: newNonce(),
+        connector: identity,
+      };
+      this.handshakePhase = { step: "awaiting-acceptance", transcript };
+      connection.write(
+        encodeFrame(
+          {
+            kind: "authenticate",
+            protocolVersion: PROTOCOL_VERSION,
+            clusterId: credentials.clusterId,
+            ...identity,
+            nonce: transcript.connectorNonce,
+            proof: connectorProof(credentials, transcript),
+          },
+          MAX_UNAUTHENTICATED_FRAME_BYTES,
+        ),
+      );
+      return;
+    }
+    if (envelope.kind !== "accepted") {
+      fail("malformed", `${target} sent ${envelope.kind} instead of accepting or refusing the handshake`);
+      return;
+    }
+    if (!verifyAcceptorProof(credentials, phase.transcript, envelope.nodeId, envelope.proof)) {
+      fail("authentication-failed", `${target} did not prove that it holds this cluster's secret`);
+      return;
+    }
+    if (expectedNodeId !== undefined && envelope.nodeId !== expectedNodeId) {
+      fail("unexpected-node", `reached node ${envelope.nodeId} instead of node ${expectedNodeId}`);
+      return;
+    }
+    clearTimeout(this.connectTimer);
+    this.connectTimer = undefined;
+    connection.maxFrameBytes = this.settings.options.maxFrameBytes;
+    this.stateValue = "open";
+    this.consecutiveFailures = 0;
+    this.loggedHandshakeFailure = undefined;
+    this.flush();
+  }
+
+  /**
+   * Logs a failed handshake once per reason until a handshake succeeds. A connection reaching another node than
+   * expected is routine while addresses change (a broker restarted on another port), so it is logged at debug.
+   */
+  private logHandshakeFailure(error: HandshakeError): void {
+    if (this.loggedHandshakeFailure === error.reason) {
+      return;
+    }
+    this.loggedHandshakeFailure = error.reason;
+    const fields = {
+      target: this.settings.target,
+      address: `${this.address.host}:${this.address.port}`,
+      reason: error.reason,
+    };
+    if (error.reason === "unexpected-node") {
+      this.settings.logger?.debug(fields, error.message);
+    } else {
+      this.settings.logger?.warn(fields, `cluster handshake failed: ${error.message}`);
     }
   }
 
@@ -310,6 +420,9 @@ export class OutboundLink {
     clearTimeout(this.connectTimer);
     this.connectTimer = undefined;
     this.lastFailure = error?.message ?? "connection closed";
+    if (error instanceof HandshakeError) {
+      this.logHandshakeFailure(error);
+    }
     const reason = this.lastFailure;
     this.rejectAllPending((sent) => new PeerUnreachableError(this.settings.target, reason, sent));
     this.consecutiveFailures += 1;

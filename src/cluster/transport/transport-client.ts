@@ -3,10 +3,12 @@
  * handshakes as a client and reaches nodes by address, keeping one connection per address with the same reuse,
  * reconnect and bounding rules as the cluster transport. When a connection already has `maxInFlightRequests`
  * outstanding, a new request fails at once with a BackpressureError, so the gateway can answer 503 instead of
- * queueing without bound.
+ * queueing without bound. Like a node, a client proves in every handshake that it holds the cluster secret.
  */
+import type { Logger } from "pino";
+import type { ClusterCredentials } from "./cluster-credentials.js";
 import type { PeerAddress } from "./envelope.js";
-import { describeAddress, PROTOCOL_VERSION } from "./envelope.js";
+import { describeAddress } from "./envelope.js";
 import { BackpressureError, PeerUnreachableError, TransportClosedError } from "./errors.js";
 import type { ConnectionOptions, PeerStatistics } from "./options.js";
 import { DEFAULT_CONNECTION_OPTIONS, definedOnly, emptyStatistics, validateConnectionOptions } from "./options.js";
@@ -14,6 +16,10 @@ import { OutboundLink } from "./outbound-link.js";
 
 /** Options of a TransportClient; the connection limits default to DEFAULT_CONNECTION_OPTIONS. */
 export interface TransportClientOptions extends Partial<ConnectionOptions> {
+  /** The cluster's credentials, proving in every handshake that this client belongs to the cluster. */
+  readonly credentials: ClusterCredentials;
+  /** Where failed handshakes are reported (once per address and reason until one succeeds); none: nowhere. */
+  readonly logger?: Logger;
   /** Distinct addresses the client keeps connections to; a request to one more fails with a BackpressureError. */
   readonly maxConnections?: number;
   /** Jitter source in [0, 1) for reconnection backoff (defaults to Math.random). */
@@ -26,16 +32,20 @@ export const DEFAULT_MAX_CONNECTIONS = 256;
 /** A client of node transports; see the module comment. */
 export class TransportClient<TRequest = unknown, TResponse = unknown> {
   private readonly options: ConnectionOptions;
+  private readonly credentials: ClusterCredentials;
+  private readonly logger: Logger | undefined;
   private readonly maxConnections: number;
   private readonly random: () => number;
   private readonly links = new Map<string, OutboundLink>();
   private readonly addressStatistics = new Map<string, PeerStatistics>();
   private closed = false;
 
-  constructor(settings: TransportClientOptions = {}) {
-    const { maxConnections, random, ...limits } = settings;
+  constructor(settings: TransportClientOptions) {
+    const { credentials, logger, maxConnections, random, ...limits } = settings;
     this.options = { ...DEFAULT_CONNECTION_OPTIONS, ...definedOnly(limits) };
     validateConnectionOptions(this.options);
+    this.credentials = credentials;
+    this.logger = logger;
     this.maxConnections = maxConnections ?? DEFAULT_MAX_CONNECTIONS;
     if (!Number.isSafeInteger(this.maxConnections) || this.maxConnections < 1) {
       throw new Error("transport option maxConnections must be a positive integer");
@@ -63,10 +73,12 @@ export class TransportClient<TRequest = unknown, TResponse = unknown> {
       link = new OutboundLink({
         target: key,
         address,
-        handshake: { kind: "handshake", protocolVersion: PROTOCOL_VERSION, role: "client" },
+        identity: { role: "client" },
+        credentials: this.credentials,
         options: this.options,
         statistics,
         random: this.random,
+        logger: this.logger,
       });
       this.links.set(key, link);
     }

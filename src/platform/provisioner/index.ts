@@ -1,5 +1,11 @@
 /** Public surface of the provisioner: the local cluster that `flowplane start` runs beside the platform. */
 export {
+  CLUSTER_SECRET_DIRECTORY_NAME,
+  CLUSTER_SECRET_FILE_NAME,
+  ensureLocalClusterSecret,
+  type LocalClusterSecret,
+} from "./cluster-secret.js";
+export {
   addLocalBrokers,
   BROKERS_FILE_NAME,
   brokerPorts,

@@ -9,6 +9,10 @@
  * directories (and gateway ports) run side by side. The file is also the desired set of brokers while the cluster
  * runs: a broker added to it is started, a broker removed from it is stopped and its data deleted (what
  * `flowplane cluster scale` does around a change).
+ *
+ * Every child authenticates its cluster connections with the local cluster's secret (`cluster-secret.ts`), whose
+ * file the children are told in SERVICE_CLUSTER_SECRET_FILE; a secret or secret file inherited from this process's
+ * environment is not passed on, so the local cluster always uses its own.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, existsSync, openSync, readFileSync, rmSync } from "node:fs";
@@ -17,6 +21,7 @@ import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
 import { configurationLeaves } from "../../config/load.js";
 import { ownPrivateDirectory, privateFileMode } from "../../files/private-files.js";
+import { ensureLocalClusterSecret } from "./cluster-secret.js";
 import { brokerPorts, freePort, type LocalBrokerPorts, readLocalBrokers } from "./local-brokers.js";
 
 /** Options of `startLocalCluster`. */
@@ -75,6 +80,8 @@ export interface LocalCluster {
   managementUrl: string;
   /** The gateway's log file. */
   gatewayLogFile: string;
+  /** The file holding the cluster's secret (brokers on other machines join with a copy of it). */
+  clusterSecretFile: string;
   /** Process id of the running gateway, or undefined while it is not running. */
   readonly gatewayPid: number | undefined;
   /** The brokers, by node id (pid kept current; brokers added to or removed from the brokers file come and go). */
@@ -192,6 +199,10 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
   // hold users' messages). Making cluster/ itself 0700 also closes off what earlier versions created wider.
   ownPrivateDirectory(clusterDirectory);
   ownPrivateDirectory(logDirectory);
+  const clusterSecret = ensureLocalClusterSecret(clusterDirectory);
+  if (clusterSecret.created) {
+    logger.info({ file: clusterSecret.file }, "generated the local cluster's secret");
+  }
   const ports = await brokerPorts(clusterDirectory, host, brokerCount);
   const gatewayPort = options.gatewayPort === 0 ? await freePort(host) : options.gatewayPort;
   const managementPort = options.managementPort === 0 ? await freePort(host) : options.managementPort;
@@ -207,6 +218,8 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     // The platform's secrets are no business of brokers and gateways, which would only widen who can read them.
     for (const key of platformSecretSettings) removeSetting(environment, key);
     setSetting(environment, "service.log.level", logLevel);
+    removeSetting(environment, "service.cluster.secret");
+    setSetting(environment, "service.cluster.secretFile", clusterSecret.file);
     return environment;
   };
 
@@ -403,6 +416,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     gatewayUrl,
     managementUrl,
     gatewayLogFile,
+    clusterSecretFile: clusterSecret.file,
     get gatewayPid() {
       const running = gateway.process;
       return running !== undefined && running.exitCode === null && running.signalCode === null

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { brokerConfigurationFlags, registerBrokerCommand } from "../../../src/cli/commands/broker.js";
 import { UsageError } from "../../../src/cli/io.js";
 import { ConfigurationError } from "../../../src/config/load.js";
+import { TEST_CLUSTER_SECRET } from "../../support/cluster-secret.js";
 import { captureIo } from "../support.js";
 
 let temporaryDirectory: string;
@@ -54,7 +55,11 @@ describe("flowplane broker", () => {
   it("starts a broker, says where it listens, and stops cleanly on the shutdown signal", async () => {
     const dataDirectory = join(temporaryDirectory, "data");
     const shutdown = new AbortController();
-    const { io, output } = captureIo({ SERVICE_BROKER_CLUSTER_NODEID: "0" }, temporaryDirectory, shutdown.signal);
+    const { io, output } = captureIo(
+      { SERVICE_BROKER_CLUSTER_NODEID: "0", SERVICE_CLUSTER_SECRET: TEST_CLUSTER_SECRET },
+      temporaryDirectory,
+      shutdown.signal,
+    );
     const run = program(io).parseAsync(["broker", "--data-directory", dataDirectory, ...singleBroker], {
       from: "user",
     });
@@ -77,8 +82,20 @@ describe("flowplane broker", () => {
     await access(join(brokerDirectory, "cluster-configuration.json"));
   });
 
-  it("fails with a configuration error for an invalid FIXED scheme", async () => {
+  it("refuses to start without a cluster secret, saying how to set one", async () => {
     const { io } = captureIo({}, temporaryDirectory);
+    const run = program(io).parseAsync(
+      ["broker", "--data-directory", join(temporaryDirectory, "secretless"), ...singleBroker],
+      {
+        from: "user",
+      },
+    );
+    await expect(run).rejects.toBeInstanceOf(ConfigurationError);
+    await expect(run).rejects.toThrow(/service\.cluster\.secret is not set.*openssl rand -base64 32/);
+  });
+
+  it("fails with a configuration error for an invalid FIXED scheme", async () => {
+    const { io } = captureIo({ SERVICE_CLUSTER_SECRET: TEST_CLUSTER_SECRET }, temporaryDirectory);
     const run = program(io).parseAsync(
       [
         "broker",

@@ -26,6 +26,7 @@ import {
   testBrokerOptions,
   waitFor,
 } from "../../cluster/broker/support.js";
+import { TEST_CLUSTER_SECRET } from "../../support/cluster-secret.js";
 import { type CliFixture, startCliFixture } from "../support.js";
 
 function status(overrides: Partial<ClusterStatus> = {}): ClusterStatus {
@@ -124,6 +125,7 @@ describe("flowplane cluster against a running cluster", () => {
         flags: {
           "service.gateway.port": 0,
           "service.management.port": 0,
+          "service.cluster.secret": TEST_CLUSTER_SECRET,
           "service.gateway.issuerUrl": fixture.platform.issuerUrl,
           "service.gateway.contactPoints": brokers.map((broker) => `127.0.0.1:${broker.clusterAddress.port}`).join(","),
         },

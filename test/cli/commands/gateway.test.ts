@@ -5,7 +5,9 @@ import { Command } from "commander";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { gatewayConfigurationFlags, registerGatewayCommand } from "../../../src/cli/commands/gateway.js";
 import { UsageError } from "../../../src/cli/io.js";
+import { ConfigurationError } from "../../../src/config/load.js";
 import { startFakeCluster } from "../../cluster/gateway/fake-broker.js";
+import { TEST_CLUSTER_SECRET } from "../../support/cluster-secret.js";
 import { captureIo } from "../support.js";
 
 let cluster: Awaited<ReturnType<typeof startFakeCluster>>;
@@ -39,9 +41,18 @@ describe("flowplane gateway", () => {
     expect(() => gatewayConfigurationFlags({ set: ["no-equals-sign"] })).toThrow(UsageError);
   });
 
+  it("refuses to start without a cluster secret, saying how to set one", async () => {
+    const { io } = captureIo({}, homeDirectory);
+    const program = new Command("flowplane").exitOverride();
+    registerGatewayCommand(program, io);
+    const running = program.parseAsync(["gateway", "--port", "0", "--management-port", "0"], { from: "user" });
+    await expect(running).rejects.toBeInstanceOf(ConfigurationError);
+    await expect(running).rejects.toThrow(/service\.cluster\.secret is not set.*openssl rand -base64 32/);
+  });
+
   it("serves until the shutdown signal and says where it listens", async () => {
     const shutdown = new AbortController();
-    const { io, output } = captureIo({}, homeDirectory, shutdown.signal);
+    const { io, output } = captureIo({ SERVICE_CLUSTER_SECRET: TEST_CLUSTER_SECRET }, homeDirectory, shutdown.signal);
     const program = new Command("flowplane").exitOverride();
     registerGatewayCommand(program, io);
     const contactPoints = cluster.brokers.map((broker) => `127.0.0.1:${broker.address?.port}`).join(",");

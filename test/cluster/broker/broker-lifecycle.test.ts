@@ -21,6 +21,7 @@ import { votersOf } from "../../../src/cluster/raft/index.js";
 import { StorageEnvironment } from "../../../src/cluster/raft/storage/environment.js";
 import { decodeConfiguration } from "../../../src/cluster/topology/index.js";
 import { TransportClient } from "../../../src/cluster/transport/index.js";
+import { testClusterCredentials } from "../../support/cluster-secret.js";
 import {
   leaderOf,
   partitionSettled,
@@ -36,7 +37,7 @@ const PARTITIONS = [1, 2, 3];
 describe("broker lifecycle", () => {
   let root: string;
   let brokers: Broker[];
-  const client = new TransportClient<BrokerRequest, unknown>();
+  const client = new TransportClient<BrokerRequest, unknown>({ credentials: testClusterCredentials() });
 
   beforeEach(async () => {
     root = await temporaryDirectory("lifecycle");

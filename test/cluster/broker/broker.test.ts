@@ -14,6 +14,7 @@ import type {
 import { partitionForCorrelationKey } from "../../../src/cluster/engine/index.js";
 import { decodeConfiguration } from "../../../src/cluster/topology/index.js";
 import { TransportClient } from "../../../src/cluster/transport/index.js";
+import { testClusterCredentials } from "../../support/cluster-secret.js";
 import {
   leaderOf,
   partitionSettled,
@@ -41,7 +42,7 @@ function command(overrides: Partial<PublishMessageCommand> = {}): PublishMessage
 describe("a three-broker cluster in one process", () => {
   let root: string;
   let brokers: Broker[];
-  const client = new TransportClient<BrokerRequest, unknown>();
+  const client = new TransportClient<BrokerRequest, unknown>({ credentials: testClusterCredentials() });
   const acknowledged = new Map<string, { partitionId: number; name: string }>();
 
   async function request<T>(address: BrokerAddress, body: BrokerRequest): Promise<T> {

@@ -16,6 +16,7 @@ import type {
 import { partitionOfKey } from "../../../src/cluster/engine/index.js";
 import { partitionsOf, replicasOf } from "../../../src/cluster/topology/index.js";
 import { TransportClient } from "../../../src/cluster/transport/index.js";
+import { testClusterCredentials } from "../../support/cluster-secret.js";
 import {
   leaderOf,
   partitionSettled,
@@ -29,7 +30,7 @@ import {
 describe("cluster changes between in-process brokers", () => {
   let root: string;
   let brokers: Broker[];
-  const client = new TransportClient<BrokerRequest, unknown>();
+  const client = new TransportClient<BrokerRequest, unknown>({ credentials: testClusterCredentials() });
 
   beforeEach(async () => {
     root = await temporaryDirectory("change");

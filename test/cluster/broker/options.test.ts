@@ -12,9 +12,13 @@ import {
 } from "../../../src/cluster/broker/options.js";
 import { partitionsOf } from "../../../src/cluster/topology/index.js";
 import { ConfigurationError, loadConfiguration } from "../../../src/config/load.js";
+import { TEST_CLUSTER_SECRET } from "../../support/cluster-secret.js";
 import { removeDirectory, temporaryDirectory, testBrokerOptions } from "./support.js";
 
 const logger = pino({ level: "silent" });
+
+/** The cluster secret every broker needs, as the environment gives it. */
+const secret = { SERVICE_CLUSTER_SECRET: TEST_CLUSTER_SECRET };
 
 describe("broker options", () => {
   let directory: string;
@@ -40,6 +44,8 @@ describe("broker options", () => {
         SERVICE_BROKER_MANAGEMENT_PORT: "9701",
         SERVICE_BROKER_ADVERTISED_HOST: "broker-2.example",
         SERVICE_BROKER_RAFT_SNAPSHOT_INTERVAL_ENTRIES: "500",
+        SERVICE_CLUSTER_SECRET: TEST_CLUSTER_SECRET,
+        SERVICE_CLUSTER_ID: "production",
       },
     });
     const options = brokerOptionsFromConfiguration(configuration, { logger, version: "1.2.3" });
@@ -57,13 +63,16 @@ describe("broker options", () => {
       partitioning: { scheme: "ROUND_ROBIN" },
       snapshotIntervalEntries: 500,
     });
+    expect(options.clusterCredentials.clusterId).toBe("production");
     expect(options.contactPoints).toEqual([
       { host: "10.0.0.1", port: 26502 },
       { host: "10.0.0.2", port: 26502 },
       { host: "::1", port: 26503 },
       { host: "host-4", port: 1 },
     ]);
-    const explicit = loadConfiguration({ environment: { SERVICE_BROKER_DATA_DIRECTORY: join(directory, "mine") } });
+    const explicit = loadConfiguration({
+      environment: { SERVICE_BROKER_DATA_DIRECTORY: join(directory, "mine"), ...secret },
+    });
     expect(brokerOptionsFromConfiguration(explicit, { logger, version: "1" }).dataDirectory).toBe(
       join(directory, "mine"),
     );
@@ -85,7 +94,7 @@ describe("broker options", () => {
     const wildcard = loadConfiguration({ environment: { SERVICE_BROKER_HOST: "0.0.0.0" } });
     expect(() => brokerOptionsFromConfiguration(wildcard, { logger, version: "1" })).toThrow(/advertisedHost/);
     const advertised = loadConfiguration({
-      environment: { SERVICE_BROKER_HOST: "0.0.0.0", SERVICE_BROKER_ADVERTISEDHOST: "broker-0.internal" },
+      environment: { SERVICE_BROKER_HOST: "0.0.0.0", SERVICE_BROKER_ADVERTISEDHOST: "broker-0.internal", ...secret },
     });
     expect(brokerOptionsFromConfiguration(advertised, { logger, version: "1" })).toMatchObject({
       host: "0.0.0.0",

@@ -6,6 +6,7 @@ import pino from "pino";
 import { Broker } from "../../../src/cluster/broker/broker.js";
 import { BROKER_DEFAULTS, type BrokerOptions } from "../../../src/cluster/broker/options.js";
 import type { BrokerAddress, ReplicaReport } from "../../../src/cluster/broker/protocol.js";
+import { testClusterCredentials } from "../../support/cluster-secret.js";
 
 /** Polls `condition` until it holds; throws after `attempts` polls so a broken test fails instead of hanging. */
 export async function waitFor(
@@ -53,6 +54,7 @@ export function testBrokerOptions(root: string, nodeId: number, overrides: Parti
     ...BROKER_DEFAULTS,
     gossipIntervalMs: 100,
     shutdownTimeoutMs: 2_000,
+    clusterCredentials: testClusterCredentials(),
     version: "0.0.0-test",
     logger: pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" }),
     ...overrides,

@@ -19,6 +19,7 @@ import {
   roundRobinDistribution,
 } from "../../../src/cluster/topology/index.js";
 import { ClusterTransport } from "../../../src/cluster/transport/index.js";
+import { testClusterCredentials } from "../../support/cluster-secret.js";
 
 /** The configuration of a 3-broker, 3-partition, RF 3 cluster (round robin). */
 export function threeBrokerConfiguration(): ClusterConfiguration {
@@ -62,7 +63,12 @@ export class FakeBroker {
     readonly nodeId: number,
     private readonly cluster: { brokers: () => BrokerAddress[]; configuration: () => ClusterConfiguration },
   ) {
-    this.transport = new ClusterTransport({ nodeId, host: "127.0.0.1", port: 0 });
+    this.transport = new ClusterTransport({
+      nodeId,
+      host: "127.0.0.1",
+      port: 0,
+      credentials: testClusterCredentials(),
+    });
     this.transport.onRequest(async (_from, request) => this.answer(request));
   }
 

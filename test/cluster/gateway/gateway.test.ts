@@ -5,6 +5,7 @@ import { encodeKey, partitionForCorrelationKey } from "../../../src/cluster/engi
 import { type RunningGateway, startGateway } from "../../../src/cluster/gateway/index.js";
 import { encodeConfiguration } from "../../../src/cluster/topology/index.js";
 import { loadConfiguration } from "../../../src/config/load.js";
+import { TEST_CLUSTER_SECRET } from "../../support/cluster-secret.js";
 import { startTestPlatform, type TestPlatform } from "../../support/platform.js";
 import { requestToken } from "../../support/tokens.js";
 import { type FakeBroker, startFakeCluster, threeBrokerConfiguration } from "./fake-broker.js";
@@ -24,6 +25,7 @@ async function gatewayWith(
     flags: {
       "service.gateway.port": 0,
       "service.management.port": 0,
+      "service.cluster.secret": TEST_CLUSTER_SECRET,
       "service.gateway.issuerUrl": platform.issuerUrl,
       "service.gateway.contactPoints": cluster.brokers.map((broker) => `127.0.0.1:${broker.address?.port}`).join(","),
       ...settings,

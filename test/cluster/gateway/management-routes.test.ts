@@ -10,6 +10,7 @@ import type { Broker } from "../../../src/cluster/broker/broker.js";
 import { Broker as BrokerClass } from "../../../src/cluster/broker/broker.js";
 import { type RunningGateway, startGateway } from "../../../src/cluster/gateway/index.js";
 import { loadConfiguration } from "../../../src/config/load.js";
+import { TEST_CLUSTER_SECRET } from "../../support/cluster-secret.js";
 import { startTestPlatform, type TestPlatform } from "../../support/platform.js";
 import { requestToken } from "../../support/tokens.js";
 import {
@@ -89,6 +90,7 @@ beforeAll(async () => {
     flags: {
       "service.gateway.port": 0,
       "service.management.port": 0,
+      "service.cluster.secret": TEST_CLUSTER_SECRET,
       "service.gateway.issuerUrl": platform.issuerUrl,
       "service.gateway.contactPoints": brokers.map((broker) => `127.0.0.1:${broker.clusterAddress.port}`).join(","),
     },

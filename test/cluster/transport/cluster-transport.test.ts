@@ -1,4 +1,3 @@
-import { connect } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import type { ClusterTransportOptions } from "../../../src/cluster/transport/cluster-transport.js";
 import { ClusterTransport } from "../../../src/cluster/transport/cluster-transport.js";
@@ -10,8 +9,8 @@ import {
   TransportClosedError,
   TransportTimeoutError,
 } from "../../../src/cluster/transport/errors.js";
-import { encodeFrame } from "../../../src/cluster/transport/framing.js";
-import { networkQuiet, networkResourceCount, outcome, waitFor } from "./support.js";
+import { testClusterCredentials } from "../../support/cluster-secret.js";
+import { networkQuiet, networkResourceCount, outcome, RawConnection, waitFor } from "./support.js";
 
 type TestMessage = { readonly sequence: number; readonly payload?: Uint8Array };
 
@@ -28,6 +27,7 @@ async function startNode(
     initialBackoffMs: 10,
     maxBackoffMs: 40,
     connectTimeoutMs: 2_000,
+    credentials: testClusterCredentials(),
     ...overrides,
   });
   started.push(transport);
@@ -171,18 +171,14 @@ describe("ClusterTransport", () => {
     expect(accepted).toEqual([true, true, true, false, false]);
   });
 
-  it("closes a connection that carries an oversized frame", async () => {
-    const { transport, address } = await startNode(2, { maxFrameBytes: 1_024 });
-    const socket = connect(address);
-    const closed = new Promise<void>((resolve) => socket.on("close", () => resolve()));
-    socket.on("error", () => undefined);
-    socket.on("connect", () => {
-      socket.write(encodeFrame({ kind: "handshake", protocolVersion: 1, role: "node", nodeId: 1 }, 1_024));
-      const header = Buffer.alloc(4);
-      header.writeUInt32BE(1_025, 0);
-      socket.write(header);
-    });
-    await closed;
+  it("closes an authenticated connection that carries a frame over its limit", async () => {
+    const { transport, address } = await startNode(2, { maxFrameBytes: 4_096 });
+    const raw = await RawConnection.open(address);
+    expect((await raw.authenticate(testClusterCredentials(), { role: "node", nodeId: 1 })).kind).toBe("accepted");
+    const header = Buffer.alloc(4);
+    header.writeUInt32BE(4_097, 0);
+    raw.socket.write(header);
+    await raw.closed;
     expect(transport.statistics().protocolErrors).toBe(1);
   });
 
@@ -215,13 +211,17 @@ describe("ClusterTransport", () => {
 
   it("closes inbound connections that never handshake or exceed the connection limit", async () => {
     const { transport, address } = await startNode(2, { connectTimeoutMs: 50, maxInboundConnections: 1 });
-    const silent = connect(address);
-    await new Promise<void>((resolve) => silent.on("connect", () => resolve()));
-    const extra = connect(address);
-    extra.on("error", () => undefined);
-    await new Promise<void>((resolve) => extra.on("close", () => resolve()));
-    await new Promise<void>((resolve) => silent.on("close", () => resolve()));
+    const silent = await RawConnection.open(address);
+    await silent.closed;
+    expect(transport.statistics().handshakes.timedOut).toBe(1);
     expect(transport.statistics().protocolErrors).toBe(1);
+
+    const first = await RawConnection.open(address);
+    expect((await first.authenticate(testClusterCredentials(), { role: "client" })).kind).toBe("accepted");
+    const extra = await RawConnection.open(address);
+    await expect(extra.authenticate(testClusterCredentials(), { role: "client" })).rejects.toThrow(/closed/);
+    expect(first.isClosed).toBe(false);
+    first.destroy();
   });
 
   it("tells whether a failed request had been sent before its connection broke", async () => {

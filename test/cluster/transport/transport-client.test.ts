@@ -9,19 +9,25 @@ import {
   TransportTimeoutError,
 } from "../../../src/cluster/transport/errors.js";
 import { TransportClient } from "../../../src/cluster/transport/transport-client.js";
+import { testClusterCredentials } from "../../support/cluster-secret.js";
 import { networkQuiet, networkResourceCount, outcome, waitFor } from "./support.js";
 
 const closables: { close(): Promise<void> }[] = [];
 
 async function startNode(nodeId: number, port = 0) {
-  const transport = new ClusterTransport({ nodeId, host: "127.0.0.1", port });
+  const transport = new ClusterTransport({ nodeId, host: "127.0.0.1", port, credentials: testClusterCredentials() });
   closables.push(transport);
   const address = await transport.listen();
   return { transport, address };
 }
 
 function startClient(maxInFlightRequests = 16) {
-  const client = new TransportClient({ maxInFlightRequests, initialBackoffMs: 10, maxBackoffMs: 40 });
+  const client = new TransportClient({
+    maxInFlightRequests,
+    initialBackoffMs: 10,
+    maxBackoffMs: 40,
+    credentials: testClusterCredentials(),
+  });
   closables.push(client);
   return client;
 }

@@ -6,6 +6,7 @@ import { join } from "node:path";
 
 const role = process.argv[2] ?? "unknown";
 const environment = Object.fromEntries(Object.entries(process.env).filter(([name]) => name.startsWith("SERVICE_")));
+environment.FAKE_ARGUMENTS = JSON.stringify(process.argv.slice(2));
 const name = role === "broker" ? `broker-${environment.SERVICE_BROKER_CLUSTER_NODE_ID}` : role;
 writeFileSync(join(process.env.FAKE_RECORD_DIRECTORY ?? ".", `${name}.json`), JSON.stringify(environment));
 if (process.env.FAKE_EXIT_AT_START === role) process.exit(3);

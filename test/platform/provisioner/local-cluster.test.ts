@@ -1,17 +1,20 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
+import { clusterSecretProblem } from "../../../src/config/cluster-secret.js";
 import {
   addLocalBrokers,
   brokerPorts,
   childNodeArguments,
   defaultCommand,
+  ensureLocalClusterSecret,
   removeLocalBrokers,
   startLocalCluster,
 } from "../../../src/platform/provisioner/index.js";
+import { TEST_CLUSTER_SECRET } from "../../support/cluster-secret.js";
 import { entriesOpenToOthers } from "../../support/file-modes.js";
 
 const fakeCli = fileURLToPath(new URL("./fake-cli.mjs", import.meta.url));
@@ -68,6 +71,45 @@ describe("brokerPorts", () => {
   });
 });
 
+/** The permission bits of a file or directory. */
+function modeOf(path: string): number {
+  return statSync(path).mode & 0o777;
+}
+
+describe("ensureLocalClusterSecret", () => {
+  it("creates a random secret in a file 0600 within a directory 0700, and reuses it afterwards", () => {
+    const directory = temporaryDirectory();
+    const first = ensureLocalClusterSecret(directory);
+    expect(first).toEqual({ file: join(directory, "secret", "cluster.secret"), created: true });
+    expect(modeOf(join(directory, "secret"))).toBe(0o700);
+    expect(modeOf(first.file)).toBe(0o600);
+    const secret = readFileSync(first.file, "utf8");
+    expect(clusterSecretProblem(secret)).toBeUndefined();
+    expect(ensureLocalClusterSecret(directory)).toEqual({ file: first.file, created: false });
+    expect(readFileSync(first.file, "utf8")).toBe(secret);
+    expect(ensureLocalClusterSecret(temporaryDirectory()).file).not.toBe(first.file);
+  });
+
+  it("makes a secret file and directory opened up by hand owner-only again", () => {
+    const directory = temporaryDirectory();
+    const { file } = ensureLocalClusterSecret(directory);
+    chmodSync(file, 0o644);
+    chmodSync(join(directory, "secret"), 0o755);
+    ensureLocalClusterSecret(directory);
+    expect(modeOf(file)).toBe(0o600);
+    expect(modeOf(join(directory, "secret"))).toBe(0o700);
+  });
+
+  it("refuses a damaged secret file instead of replacing it, without showing its content", () => {
+    const directory = temporaryDirectory();
+    const { file } = ensureLocalClusterSecret(directory);
+    writeFileSync(file, "not-a-secret-at-all\n");
+    expect(() => ensureLocalClusterSecret(directory)).toThrow(/secret file .* is not valid/);
+    expect(() => ensureLocalClusterSecret(directory)).not.toThrow(/not-a-secret-at-all/);
+    expect(readFileSync(file, "utf8")).toBe("not-a-secret-at-all\n");
+  });
+});
+
 describe("defaultCommand", () => {
   it("runs this installation's command line, under tsx when running from sources", () => {
     const command = defaultCommand();
@@ -109,6 +151,9 @@ describe("startLocalCluster", () => {
       environment: {
         FAKE_RECORD_DIRECTORY: records,
         SERVICE_GATEWAY_CONTACTPOINTS: "10.0.0.1:1",
+        // The local cluster uses its own secret, whatever the environment of `flowplane start` holds.
+        SERVICE_CLUSTER_SECRET: TEST_CLUSTER_SECRET,
+        SERVICE_CLUSTER_SECRETFILE: "/somewhere/else",
         PATH: process.env.PATH,
         // The platform's secrets, which no child may inherit.
         SERVICE_SECRETS_KEY: "a-key-encryption-key",
@@ -139,6 +184,17 @@ describe("startLocalCluster", () => {
       expect(gateway.SERVICE_GATEWAY_ISSUER_URL).toBe("http://127.0.0.1:1");
       expect(gateway.SERVICE_AUDIENCES_GATEWAY).toBe("my-gateway");
       expect(cluster.managementUrl).toBe(`http://127.0.0.1:${gateway.SERVICE_MANAGEMENT_PORT}`);
+      // Every child gets the secret file's path, never the secret: neither on its command line nor in its environment.
+      const secretFile = join(dataDirectory, "cluster", "secret", "cluster.secret");
+      expect(cluster.clusterSecretFile).toBe(secretFile);
+      const secret = readFileSync(secretFile, "utf8").trim();
+      for (const child of [broker1, gateway, await recorded(records, "broker-0")]) {
+        expect(child.SERVICE_CLUSTER_SECRET_FILE).toBe(secretFile);
+        expect(child.SERVICE_CLUSTER_SECRET).toBeUndefined();
+        expect(child.SERVICE_CLUSTER_SECRETFILE).toBeUndefined();
+        expect(JSON.stringify(child)).not.toContain(secret);
+        expect(child.FAKE_ARGUMENTS).not.toContain(secret);
+      }
       expect(cluster.brokers.map((broker) => broker.pid !== undefined)).toEqual([true, true, true]);
       expect(cluster.gatewayPid).toBeTypeOf("number");
       expect(existsSync(join(dataDirectory, "cluster", "logs", "gateway.log"))).toBe(true);
@@ -188,6 +244,31 @@ describe("startLocalCluster", () => {
     } finally {
       await cluster.close();
     }
+  });
+
+  it("generates the cluster's secret on the first start and keeps it for the next", async () => {
+    const dataDirectory = temporaryDirectory();
+    const options = {
+      dataDirectory,
+      gatewayPort: 0,
+      managementPort: 0,
+      issuerUrl: "http://127.0.0.1:1",
+      brokers: 1,
+      partitions: 1,
+      replicationFactor: 1,
+      logger: pino({ level: "silent" }),
+      environment: { FAKE_RECORD_DIRECTORY: temporaryDirectory(), PATH: process.env.PATH },
+      command: { entry: fakeCli, nodeArguments: [] },
+    };
+    const first = await startLocalCluster(options);
+    await first.close();
+    const secret = readFileSync(first.clusterSecretFile, "utf8");
+    expect(modeOf(first.clusterSecretFile)).toBe(0o600);
+    expect(modeOf(join(dataDirectory, "cluster", "secret"))).toBe(0o700);
+    const second = await startLocalCluster(options);
+    await second.close();
+    expect(second.clusterSecretFile).toBe(first.clusterSecretFile);
+    expect(readFileSync(second.clusterSecretFile, "utf8")).toBe(secret);
   });
 
   it("kills children that ignore SIGTERM once the stop timeout passes", async () => {

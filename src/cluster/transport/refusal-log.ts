@@ -1,0 +1,59 @@
+/**
+ * Log lines about refused handshakes, at most one per remote host and reason per interval. Anyone who reaches a
+ * cluster port can make a node refuse connections as fast as it can open them; one line per refusal would let it
+ * fill the disk. The line after a quiet interval says how many refusals were left out of the log.
+ */
+import type { Logger } from "pino";
+import type { HandshakeFailureReason } from "./errors.js";
+
+/** Default time between two lines about the same remote host and reason. */
+export const DEFAULT_REFUSAL_LOG_INTERVAL_MS = 60_000;
+
+/** Remote hosts and reasons remembered at once; the oldest is forgotten beyond it, so memory stays bounded. */
+const MAX_TRACKED_SOURCES = 1_024;
+
+interface SourceState {
+  loggedAtMs: number;
+  suppressed: number;
+}
+
+/** Rate-limited logging of refused handshakes; see the module comment. */
+export class RefusalLog {
+  private readonly sources = new Map<string, SourceState>();
+
+  constructor(
+    private readonly logger: Logger | undefined,
+    private readonly intervalMs = DEFAULT_REFUSAL_LOG_INTERVAL_MS,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Logs `message` at warn level unless a line about the same host and reason was logged within the interval. */
+  report(
+    remoteHost: string,
+    reason: HandshakeFailureReason,
+    fields: Readonly<Record<string, unknown>>,
+    message: string,
+  ): void {
+    if (this.logger === undefined) {
+      return;
+    }
+    const key = `${reason} ${remoteHost}`;
+    const nowMs = this.now();
+    const state = this.sources.get(key);
+    if (state !== undefined && nowMs - state.loggedAtMs < this.intervalMs) {
+      state.suppressed += 1;
+      return;
+    }
+    const suppressed = state?.suppressed ?? 0;
+    this.sources.delete(key);
+    if (this.sources.size >= MAX_TRACKED_SOURCES) {
+      const oldest = this.sources.keys().next().value;
+      if (oldest !== undefined) this.sources.delete(oldest);
+    }
+    this.sources.set(key, { loggedAtMs: nowMs, suppressed: 0 });
+    this.logger.warn(
+      { ...fields, reason, ...(suppressed > 0 ? { refusalsNotLogged: suppressed } : {}) },
+      suppressed > 0 ? `${message} (and ${suppressed} more like it since the last such line)` : message,
+    );
+  }
+}
