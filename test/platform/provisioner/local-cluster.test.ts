@@ -199,7 +199,10 @@ describe("startLocalCluster", () => {
       expect(cluster.gatewayPid).toBeTypeOf("number");
       expect(existsSync(join(dataDirectory, "cluster", "logs", "gateway.log"))).toBe(true);
       for (const child of [broker1, gateway]) {
-        expect(Object.keys(child).filter((name) => /SECRET|DATABASE/.test(name))).toEqual([]);
+        // The platform's secrets are not passed on; the cluster secret's file path is the one expected exception.
+        expect(Object.keys(child).filter((name) => /SECRET|DATABASE/.test(name))).toEqual([
+          "SERVICE_CLUSTER_SECRET_FILE",
+        ]);
       }
       expect(existsSync(join(dataDirectory, "cluster", "brokers", "1"))).toBe(true);
       expect(entriesOpenToOthers(join(dataDirectory, "cluster"))).toEqual({});
