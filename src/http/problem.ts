@@ -1,3 +1,5 @@
+import { type ServerResponse, STATUS_CODES } from "node:http";
+import type { Socket } from "node:net";
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
 import { OAuthError, ServiceError } from "./errors.js";
 
@@ -13,7 +15,8 @@ export interface ProblemDocument {
   title: string;
   status: number;
   detail: string;
-  instance: string;
+  /** The request's path; absent when the request line was never read. */
+  instance?: string;
   [extension: string]: unknown;
 }
 
@@ -27,14 +30,14 @@ declare module "fastify" {
   interface FastifyContextConfig extends ErrorFormatConfig {}
 }
 
-/** Builds the problem document for a typed error raised while serving `instance`. */
-export function toProblemDocument(error: ServiceError, instance: string): ProblemDocument {
+/** Builds the problem document for a typed error raised while serving `instance` (when known). */
+export function toProblemDocument(error: ServiceError, instance: string | undefined): ProblemDocument {
   return {
     type: `${problemTypePrefix}${error.code}`,
     title: error.title,
     status: error.status,
     detail: error.detail,
-    instance,
+    ...(instance === undefined ? {} : { instance }),
     ...error.extensions,
   };
 }
@@ -121,6 +124,42 @@ export function sendError(error: unknown, request: FastifyRequest, reply: Fastif
     .headers(typed.headers)
     .type(problemMediaType)
     .send(toProblemDocument(typed, request.url.split("?")[0] ?? request.url));
+}
+
+/** The 408 for a request that did not arrive whole within the deadline. */
+export function requestNotReceivedInTime(requestReceiveTimeoutMs: number): ServiceError {
+  return new ServiceError(
+    "requestTimeout",
+    `The whole request, headers and body, must arrive within ${requestReceiveTimeoutMs} ms.`,
+  );
+}
+
+/** Turns an error Node's HTTP parser or the request deadline raised on a connection into a typed error. */
+export function classifyClientError(error: Error & { code?: string }, requestReceiveTimeoutMs: number): ServiceError {
+  switch (error.code) {
+    case "ERR_HTTP_REQUEST_TIMEOUT":
+      return requestNotReceivedInTime(requestReceiveTimeoutMs);
+    default:
+      return new ServiceError("invalidRequest", "The request is not valid HTTP/1.1.");
+  }
+}
+
+/**
+ * Answers an error on a connection that has no Fastify request to answer through (a request that never arrived
+ * whole, bytes Node's parser refused): a problem document written straight to the socket, which is then closed.
+ * Nothing is written when part of a response already left, since more bytes would corrupt it.
+ */
+export function answerOnSocket(error: ServiceError, socket: Socket): void {
+  if (socket.destroyed) return;
+  const inFlight = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
+  if (socket.writable && (inFlight === undefined || inFlight === null || !inFlight.headersSent)) {
+    const body = JSON.stringify(toProblemDocument(error, undefined));
+    socket.write(
+      `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status] ?? ""}\r\n` +
+        `Content-Type: ${problemMediaType}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
 }
 
 function sendOAuthError(error: unknown, request: FastifyRequest, reply: FastifyReply): FastifyReply {

@@ -4,7 +4,8 @@ import addFormats from "ajv-formats";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from "fastify";
 import FindMyWay, { type HTTPMethod } from "find-my-way";
 import { ServiceError } from "./errors.js";
-import { sendError } from "./problem.js";
+import { deadlineCheckIntervalMs, guardConnections, type HttpServerLimits } from "./limits.js";
+import { answerOnSocket, classifyClientError, requestNotReceivedInTime, sendError } from "./problem.js";
 
 /** A Fastify instance typed for TypeBox route schemas; every flowplane server is one. */
 export type HttpServer = FastifyInstance<
@@ -26,6 +27,8 @@ export interface HttpServerOptions {
   bodyLimitBytes: number;
   /** Whether to trust `X-Forwarded-For` (only behind a proxy you control). */
   trustProxy: boolean;
+  /** The request deadline and the connection limits (the `service.http` settings). */
+  limits: HttpServerLimits;
 }
 
 const sharedAjvOptions: AjvOptions = {
@@ -49,9 +52,11 @@ function createValidatorCompiler() {
 
 /**
  * Creates a Fastify server with flowplane's HTTP conventions: TypeBox schemas, strict bodies, problem documents
- * for every error, 404 for unknown routes and 405 (with `Allow`) for a known route with another method.
+ * for every error, 404 for unknown routes and 405 (with `Allow`) for a known route with another method, and the
+ * limits of `limits.ts` (request deadline, connection caps).
  */
 export function createHttpServer(options: HttpServerOptions): HttpServer {
+  const { limits } = options;
   const server = Fastify({
     loggerInstance: options.logger,
     bodyLimit: options.bodyLimitBytes,
@@ -60,12 +65,31 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: true,
     forceCloseConnections: "idle",
+    // One deadline for the whole request: Node measures it from the request's first byte, headers and body alike.
+    requestTimeout: limits.requestReceiveTimeoutMs,
+    http: {
+      headersTimeout: limits.requestReceiveTimeoutMs,
+      connectionsCheckingInterval: deadlineCheckIntervalMs(limits),
+    },
+    // Deadlines and requests Node's parser refuses are answered with problem documents like every other error.
+    clientErrorHandler: (error: Error & { code?: string }, socket) => {
+      if (error.code === "ECONNRESET") {
+        socket.destroy();
+        return;
+      }
+      answerOnSocket(classifyClientError(error, limits.requestReceiveTimeoutMs), socket);
+    },
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },
     // Errors raised before routing (a URL that is not valid percent-encoding) take the same path as all others.
     frameworkErrors: (error, request, reply) => {
       sendError(error, request, reply);
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
+
+  guardConnections(server.server, limits, {
+    logger: options.logger,
+    onFirstRequestOverdue: (socket) => answerOnSocket(requestNotReceivedInTime(limits.requestReceiveTimeoutMs), socket),
+  });
 
   server.setValidatorCompiler(createValidatorCompiler());
   // Only JSON bodies are understood by default; text/plain would otherwise reach handlers as a string.

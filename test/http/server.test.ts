@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OAuthError, ServiceError } from "../../src/http/errors.js";
 import { problemMediaType } from "../../src/http/problem.js";
 import { createHttpServer, type HttpServer } from "../../src/http/server.js";
+import { defaultHttpServerLimits } from "../support/http.js";
 
 describe("createHttpServer conventions", () => {
   let server: HttpServer;
@@ -16,6 +17,7 @@ describe("createHttpServer conventions", () => {
       logger: pino({ level: "info" }, destination),
       bodyLimitBytes: 2048,
       trustProxy: false,
+      limits: defaultHttpServerLimits,
     });
     server.get("/boom", async () => {
       throw new Error("database password is hunter2");

@@ -40,6 +40,7 @@ describe("broker options", () => {
         SERVICE_BROKER_MANAGEMENT_PORT: "9701",
         SERVICE_BROKER_ADVERTISED_HOST: "broker-2.example",
         SERVICE_BROKER_RAFT_SNAPSHOT_INTERVAL_ENTRIES: "500",
+        SERVICE_HTTP_MAX_CONNECTIONS_PER_ADDRESS: "7",
       },
     });
     const options = brokerOptionsFromConfiguration(configuration, { logger, version: "1.2.3" });
@@ -57,6 +58,9 @@ describe("broker options", () => {
       partitioning: { scheme: "ROUND_ROBIN" },
       snapshotIntervalEntries: 500,
     });
+    // The management server applies the same service.http limits as every other HTTP server.
+    expect(options.managementLimits).toEqual(configuration.http);
+    expect(options.managementLimits.maxConnectionsPerAddress).toBe(7);
     expect(options.contactPoints).toEqual([
       { host: "10.0.0.1", port: 26502 },
       { host: "10.0.0.2", port: 26502 },

@@ -5,6 +5,7 @@ import { encodeKey, partitionForCorrelationKey } from "../../../src/cluster/engi
 import { type RunningGateway, startGateway } from "../../../src/cluster/gateway/index.js";
 import { encodeConfiguration } from "../../../src/cluster/topology/index.js";
 import { loadConfiguration } from "../../../src/config/load.js";
+import { probeConnectionLimits } from "../../support/http.js";
 import { startTestPlatform, type TestPlatform } from "../../support/platform.js";
 import { requestToken } from "../../support/tokens.js";
 import { type FakeBroker, startFakeCluster, threeBrokerConfiguration } from "./fake-broker.js";
@@ -448,6 +449,25 @@ describe("gateway forwarding of management requests to the coordinator", () => {
       detail: "Another configuration change [4] is in progress",
     });
   });
+});
+
+describe("gateway connection limits", () => {
+  it("applies the connection limits and the request deadline on both ports", async () => {
+    const gateway = await gatewayWith({
+      "service.http.maxConnectionsPerAddress": 3,
+      "service.http.requestReceiveTimeoutMs": 2_000,
+    });
+    for (const [url, otherClientPath] of [
+      [gateway.url, "/v2/openapi.json"],
+      [gateway.managementUrl, "/actuator/health/liveness"],
+    ] as const) {
+      const probe = await probeConnectionLimits(url, { count: 10, otherClientPath, timeoutMs: 20_000 });
+      expect(probe.otherClientStatus, url).toBe(200);
+      expect(probe.unanswered, url).toBe(7);
+      expect(probe.answered, url).toHaveLength(3);
+      for (const answer of probe.answered) expect(answer).toMatch(/^HTTP\/1\.1 408 [\s\S]*request-timeout/);
+    }
+  }, 60_000);
 });
 
 function encodeConfigurationOfFake(): string {
