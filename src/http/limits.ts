@@ -1,7 +1,8 @@
 /**
- * The limits every flowplane HTTP server applies, so that no client can hold a server's connections: a deadline for
- * each whole request, caps on open connections (in all and per client address) and on requests per connection.
- * `createHttpServer` applies them; the settings are `service.http.*`.
+ * The limits every flowplane HTTP server applies, so that no client can hold a server's connections or hand it input
+ * whose cost is unbounded: a deadline for each whole request, caps on open connections (in all and per client
+ * address), on requests per connection, on the size of URLs, path parameters and headers, and on the nesting of JSON
+ * bodies. `createHttpServer` applies them; the settings are `service.http.*`.
  */
 import { readFileSync } from "node:fs";
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
@@ -20,6 +21,23 @@ export interface HttpServerLimits {
   readonly maxRequestsPerConnection: number;
 }
 
+/** Longest accepted request target (path and query); a longer one is answered 414. */
+export const maxUrlCharacters = 8 * 1024;
+
+/** Largest accepted request line and headers together; larger ones are answered 431 by Node's parser. */
+export const maxHeaderBytes = 16 * 1024;
+
+/** Longest accepted path parameter; a request with a longer one is answered 414. */
+export const maxPathParameterCharacters = 500;
+
+/**
+ * Deepest accepted nesting of arrays and objects in a JSON body, the top level counting as one; deeper bodies are
+ * answered 400. Recursive code (the cluster transport's msgpack encoder and decoder, schema validation) overflows
+ * its stack somewhere above a thousand levels, depending on how deep in a call it runs: this bound keeps every body
+ * far away from that, and no legitimate document of the APIs comes close to it.
+ */
+export const maxJsonNestingLevels = 64;
+
 /** How long the refusal warning stays quiet after it was logged, however many connections are refused meanwhile. */
 const REFUSAL_LOG_INTERVAL_MS = 60_000;
 
@@ -29,6 +47,31 @@ const REFUSAL_LOG_INTERVAL_MS = 60_000;
  */
 export function deadlineCheckIntervalMs(limits: HttpServerLimits): number {
   return Math.min(1_000, Math.max(50, Math.floor(limits.requestReceiveTimeoutMs / 4)));
+}
+
+/**
+ * Whether a parsed JSON value nests arrays and objects more than `maxLevels` deep (a scalar is 0 levels, `{}` one).
+ * It walks with an explicit stack, since the point is to refuse values whose depth would overflow recursive code.
+ */
+export function nestsDeeperThan(value: unknown, maxLevels: number): boolean {
+  const pendingValues: object[] = [];
+  const pendingLevels: number[] = [];
+  if (value !== null && typeof value === "object") {
+    pendingValues.push(value);
+    pendingLevels.push(1);
+  }
+  for (;;) {
+    const current = pendingValues.pop();
+    const level = pendingLevels.pop();
+    if (current === undefined || level === undefined) return false;
+    if (level > maxLevels) return true;
+    for (const child of Array.isArray(current) ? current : Object.values(current)) {
+      if (child !== null && typeof child === "object") {
+        pendingValues.push(child);
+        pendingLevels.push(level + 1);
+      }
+    }
+  }
 }
 
 /** The eight 16-bit groups of an IPv6 address in text form, with `::` expanded and an embedded IPv4 tail kept whole. */
@@ -125,8 +168,8 @@ export function guardConnections(server: Server, limits: HttpServerLimits, optio
       else openByAddress.set(key, remaining);
     });
   });
-  // Prepended because Fastify may answer within its own listener (an unknown route), after which no header can be
-  // set any more.
+  // Prepended because Fastify may answer within its own listener (an unknown route, a refused URL), after which no
+  // header can be set any more.
   server.prependListener("request", (request: IncomingMessage, response: ServerResponse) => {
     const { socket } = request;
     // Node's own `maxRequestsPerSocket` announces the end but leaves the connection open and answers further

@@ -4,8 +4,23 @@ import addFormats from "ajv-formats";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from "fastify";
 import FindMyWay, { type HTTPMethod } from "find-my-way";
 import { ServiceError } from "./errors.js";
-import { deadlineCheckIntervalMs, guardConnections, type HttpServerLimits } from "./limits.js";
-import { answerOnSocket, classifyClientError, requestNotReceivedInTime, sendError } from "./problem.js";
+import {
+  deadlineCheckIntervalMs,
+  guardConnections,
+  type HttpServerLimits,
+  maxHeaderBytes,
+  maxJsonNestingLevels,
+  maxPathParameterCharacters,
+  maxUrlCharacters,
+  nestsDeeperThan,
+} from "./limits.js";
+import {
+  answerOnSocket,
+  classifyClientError,
+  pathParameterTooLong,
+  requestNotReceivedInTime,
+  sendError,
+} from "./problem.js";
 
 /** A Fastify instance typed for TypeBox route schemas; every flowplane server is one. */
 export type HttpServer = FastifyInstance<
@@ -50,10 +65,19 @@ function createValidatorCompiler() {
     httpPart === "body" ? strictAjv.compile(schema) : coercingAjv.compile(schema);
 }
 
+/** The length of a path segment once its percent-encoding is decoded (its raw length when that is not valid). */
+function decodedLength(segment: string): number {
+  try {
+    return decodeURIComponent(segment).length;
+  } catch {
+    return segment.length;
+  }
+}
+
 /**
  * Creates a Fastify server with flowplane's HTTP conventions: TypeBox schemas, strict bodies, problem documents
  * for every error, 404 for unknown routes and 405 (with `Allow`) for a known route with another method, and the
- * limits of `limits.ts` (request deadline, connection caps).
+ * limits of `limits.ts` (request deadline, connection caps, sizes of URLs, headers and JSON nesting).
  */
 export function createHttpServer(options: HttpServerOptions): HttpServer {
   const { limits } = options;
@@ -70,6 +94,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     http: {
       headersTimeout: limits.requestReceiveTimeoutMs,
       connectionsCheckingInterval: deadlineCheckIntervalMs(limits),
+      maxHeaderSize: maxHeaderBytes,
     },
     // Deadlines and requests Node's parser refuses are answered with problem documents like every other error.
     clientErrorHandler: (error: Error & { code?: string }, socket) => {
@@ -79,7 +104,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
       }
       answerOnSocket(classifyClientError(error, limits.requestReceiveTimeoutMs), socket);
     },
-    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: maxPathParameterCharacters },
     // Errors raised before routing (a URL that is not valid percent-encoding) take the same path as all others.
     frameworkErrors: (error, request, reply) => {
       sendError(error, request, reply);
@@ -89,6 +114,13 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   guardConnections(server.server, limits, {
     logger: options.logger,
     onFirstRequestOverdue: (socket) => answerOnSocket(requestNotReceivedInTime(limits.requestReceiveTimeoutMs), socket),
+  });
+  server.addHook("onRequest", (request, _reply, done) => {
+    if (request.url.length > maxUrlCharacters) {
+      done(new ServiceError("uriTooLong", `The URL is longer than ${maxUrlCharacters} characters.`));
+      return;
+    }
+    done();
   });
 
   server.setValidatorCompiler(createValidatorCompiler());
@@ -104,13 +136,26 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
       done(null, undefined);
       return;
     }
-    parseJson(request, text, done);
+    parseJson(request, text, (error, value) => {
+      if (error) {
+        done(error);
+      } else if (nestsDeeperThan(value, maxJsonNestingLevels)) {
+        done(
+          new ServiceError(
+            "invalidRequest",
+            `The body nests arrays and objects more than ${maxJsonNestingLevels} levels deep.`,
+          ),
+        );
+      } else {
+        done(null, value);
+      }
+    });
   });
   server.setErrorHandler((error, request, reply) => sendError(error, request, reply));
 
   // Every registered route is mirrored into a second router so an unmatched request can be told apart:
   // a path that exists under another method is a 405, anything else a 404.
-  const knownRoutes = FindMyWay({ ignoreTrailingSlash: true, maxParamLength: 500 });
+  const knownRoutes = FindMyWay({ ignoreTrailingSlash: true, maxParamLength: maxPathParameterCharacters });
   server.addHook("onRoute", (route) => {
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     for (const method of methods) {
@@ -120,6 +165,11 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   });
   server.setNotFoundHandler((request, reply) => {
     const path = request.url.split("?")[0] ?? request.url;
+    // No route has a segment this long, so the request named a resource by an over-long parameter. The router
+    // reports that itself only when no sibling route was tried, hence the check here.
+    if (path.split("/").some((segment) => decodedLength(segment) > maxPathParameterCharacters)) {
+      return sendError(pathParameterTooLong(), request, reply);
+    }
     const allowed = (["GET", "POST", "PUT", "PATCH", "DELETE"] as const).filter(
       (method) => knownRoutes.find(method, path) !== null,
     );

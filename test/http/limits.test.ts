@@ -3,7 +3,12 @@ import { connect } from "node:net";
 import { pino } from "pino";
 import { Type } from "typebox";
 import { afterEach, describe, expect, it } from "vitest";
-import { connectionAddressKey, type HttpServerLimits } from "../../src/http/limits.js";
+import {
+  connectionAddressKey,
+  type HttpServerLimits,
+  maxJsonNestingLevels,
+  nestsDeeperThan,
+} from "../../src/http/limits.js";
 import { createHttpServer, type HttpServer } from "../../src/http/server.js";
 import { type HeldConnections, holdConnections, requestFrom } from "../support/http.js";
 
@@ -174,5 +179,25 @@ describe("connectionAddressKey", () => {
     expect(connectionAddressKey("2001:0db8:0000:0001::1%eth0")).toBe("2001:db8:0:1::/64");
     expect(connectionAddressKey("::1")).toBe("0:0:0:0::/64");
     expect(connectionAddressKey(undefined)).toBe("unknown");
+  });
+});
+
+describe("nestsDeeperThan", () => {
+  function nested(levels: number): unknown {
+    let value: unknown = "leaf";
+    for (let level = 0; level < levels; level += 1) value = level % 2 === 0 ? { inner: value } : [value];
+    return value;
+  }
+
+  it("counts levels of arrays and objects, scalars being none", () => {
+    expect(nestsDeeperThan("text", 0)).toBe(false);
+    expect(nestsDeeperThan({}, 0)).toBe(true);
+    expect(nestsDeeperThan(nested(maxJsonNestingLevels), maxJsonNestingLevels)).toBe(false);
+    expect(nestsDeeperThan(nested(maxJsonNestingLevels + 1), maxJsonNestingLevels)).toBe(true);
+    expect(nestsDeeperThan({ shallow: [1, 2], deep: nested(10) }, 10)).toBe(true);
+  });
+
+  it("walks values far deeper than any recursion could", () => {
+    expect(nestsDeeperThan(nested(200_000), maxJsonNestingLevels)).toBe(true);
   });
 });
