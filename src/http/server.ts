@@ -1,3 +1,4 @@
+import { isUtf8 } from "node:buffer";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import { Ajv, type Options as AjvOptions } from "ajv";
 import addFormats from "ajv-formats";
@@ -130,13 +131,18 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   // DELETE that way): an empty body is no body there. A route that takes a body still refuses an empty one.
   const parseJson = server.getDefaultJsonParser("error", "error");
   server.removeContentTypeParser("application/json");
-  server.addContentTypeParser("application/json", { parseAs: "string" }, (request, body, done) => {
-    const text = body as string;
-    if (text.length === 0 && request.routeOptions.schema?.body === undefined) {
+  server.addContentTypeParser("application/json", { parseAs: "buffer" }, (request, body, done) => {
+    const bytes = body as Buffer;
+    if (bytes.length === 0 && request.routeOptions.schema?.body === undefined) {
       done(null, undefined);
       return;
     }
-    parseJson(request, text, (error, value) => {
+    // Decoding would silently replace bytes that are not UTF-8 with U+FFFD, and store text the client never sent.
+    if (!isUtf8(bytes)) {
+      done(new ServiceError("malformedBody", "The body is not valid UTF-8."));
+      return;
+    }
+    parseJson(request, bytes.toString("utf8"), (error, value) => {
       if (error) {
         done(error);
       } else if (nestsDeeperThan(value, maxJsonNestingLevels)) {

@@ -203,10 +203,14 @@ describe("every route answers bad input with a 4xx in its error format", () => {
     }
   });
 
-  it("JSON bodies that nest too deep → 400", async () => {
+  it("JSON bodies that are not UTF-8 or nest too deep → 400", async () => {
+    const invalidUtf8 = Buffer.concat([Buffer.from('{"name":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]);
     const tooDeep = `{"name":${"[".repeat(maxJsonNestingLevels)}1${"]".repeat(maxJsonNestingLevels)}}`;
     for (const operation of operations.filter((candidate) => candidate.hasBody)) {
-      for (const [label, body] of [["too deep a nesting", tooDeep]] as const) {
+      for (const [label, body] of [
+        ["invalid UTF-8", invalidUtf8],
+        ["too deep a nesting", tooDeep],
+      ] as const) {
         const response = await send(operation, { "content-type": "application/json" }, body);
         expect(response.status, `${operation.method} ${operation.path} with ${label}`).toBe(400);
         await expectClientError(operation, response, label);

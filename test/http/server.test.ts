@@ -156,6 +156,28 @@ describe("createHttpServer conventions", () => {
     expect(response.json()).toEqual({ error: "invalid_scope", error_description: "Scope 'x' is not held." });
   });
 
+  it("refuses a JSON body that is not valid UTF-8 with 400 instead of storing replacement characters", async () => {
+    const invalid = Buffer.concat([Buffer.from('{"text":"caf'), Buffer.from([0xe9]), Buffer.from('"}')]);
+    const refused = await server.inject({
+      method: "POST",
+      url: "/any",
+      headers: { "content-type": "application/json" },
+      payload: invalid,
+    });
+    expect(refused.statusCode).toBe(400);
+    expect(refused.json()).toMatchObject({
+      type: "urn:flowplane:problem:malformed-body",
+      detail: "The body is not valid UTF-8.",
+    });
+    const valid = await server.inject({
+      method: "POST",
+      url: "/any",
+      headers: { "content-type": "application/json" },
+      payload: Buffer.from('{"text":"café ✓ 𝄞"}', "utf8"),
+    });
+    expect(valid.json()).toEqual({ received: { text: "café ✓ 𝄞" } });
+  });
+
   it("refuses a JSON body nested deeper than the documented depth with 400", async () => {
     const nested = (levels: number) => `${"[".repeat(levels)}1${"]".repeat(levels)}`;
     const post = (payload: string) =>

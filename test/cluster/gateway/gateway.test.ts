@@ -475,7 +475,7 @@ describe("gateway limits on input and connections", () => {
     expect(cluster.brokers.reduce((sum, broker) => sum + broker.received.length, 0)).toBe(1);
   });
 
-  it("answers over-long path parameters and URLs with 414 on both ports", async () => {
+  it("answers over-long path parameters and URLs with 414 on both ports, and invalid UTF-8 with 400", async () => {
     const gateway = await gatewayWith();
     const longKey = await call(gateway, `/v2/messages/${"9".repeat(600)}`);
     expect(longKey.status).toBe(414);
@@ -487,6 +487,16 @@ describe("gateway limits on input and connections", () => {
     expect(longBroker.status).toBe(414);
     expect(((await longBroker.json()) as { type: string }).type).toBe("urn:flowplane:problem:uri-too-long");
     expect((await call(gateway, `/v2/topology?padding=${"x".repeat(9_000)}`)).status).toBe(414);
+
+    const invalidUtf8 = Buffer.concat([
+      Buffer.from('{"name":"'),
+      Buffer.from([0xc3, 0x28]),
+      Buffer.from('","correlationKey":"order-1","timeToLive":1000}'),
+    ]);
+    const response = await call(gateway, "/v2/messages/publication", { method: "POST", body: invalidUtf8 });
+    expect(response.status).toBe(400);
+    expect(((await response.json()) as { detail: string }).detail).toContain("UTF-8");
+    expect(cluster.brokers.every((broker) => broker.received.length === 0)).toBe(true);
   });
 
   it("applies the connection limits and the request deadline on both ports", async () => {
