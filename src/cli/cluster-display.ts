@@ -4,21 +4,11 @@
  * Pure functions of the API's answers, so they are tested without a cluster.
  */
 import type { BrokerEntry, ClusterOperationEntry, ClusterStatus, ScaleResponse } from "../client/cluster.js";
-
-/** Text from a server with control characters shown as escapes, so that it cannot drive the user's terminal. */
-export function printable(text: string): string {
-  let result = "";
-  for (const character of text) {
-    const code = character.codePointAt(0) ?? 0;
-    const control = code < 0x20 || (code >= 0x7f && code <= 0x9f);
-    result += control ? `\\u${code.toString(16).padStart(4, "0")}` : character;
-  }
-  return result;
-}
+import { printable } from "./terminal-text.js";
 
 /** An operation in words, e.g. `PARTITION_JOIN broker 3 partition 2 (priority 1)`. */
 export function describeOperationEntry(operation: ClusterOperationEntry): string {
-  const parts = [operation.operation, `broker ${operation.brokerId}`];
+  const parts = [printable(operation.operation), `broker ${operation.brokerId}`];
   if (operation.partitionId !== undefined) parts.push(`partition ${operation.partitionId}`);
   if (operation.priority !== undefined) parts.push(`(priority ${operation.priority})`);
   if (operation.brokers !== undefined && operation.brokers.length > 0) parts.push(`[${operation.brokers.join(", ")}]`);
@@ -48,16 +38,18 @@ export function formatDuration(seconds: number): string {
 function formatBrokerRows(brokers: readonly BrokerEntry[]): string[] {
   const rows = [
     ["BROKER", "STATE", "PARTITIONS (id:priority, state when not ACTIVE)"],
-    ...brokers.map((broker) => [
-      String(broker.id),
-      broker.state,
-      broker.partitions
-        .map(
-          (partition) =>
-            `${partition.id}:${partition.priority}${partition.state === "ACTIVE" ? "" : ` ${partition.state}`}`,
-        )
-        .join("  ") || "-",
-    ]),
+    ...brokers.map((broker) =>
+      [
+        String(broker.id),
+        broker.state,
+        broker.partitions
+          .map(
+            (partition) =>
+              `${partition.id}:${partition.priority}${partition.state === "ACTIVE" ? "" : ` ${partition.state}`}`,
+          )
+          .join("  ") || "-",
+      ].map(printable),
+    ),
   ];
   const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? "").length)));
   return rows.map((row) =>
@@ -75,16 +67,16 @@ export function formatClusterStatus(status: ClusterStatus): string {
   lines.push(
     last === undefined
       ? "last change: none"
-      : `last change: ${last.id} ${last.status} (started ${last.startedAt}, ended ${last.completedAt})`,
+      : printable(`last change: ${last.id} ${last.status} (started ${last.startedAt}, ended ${last.completedAt})`),
   );
   const pending = status.pendingChange;
   if (pending === undefined) {
     lines.push("no change in progress");
   } else {
-    lines.push(`change ${pending.id} in progress since ${pending.startedAt}: ${formatProgressLine(status)}`);
+    lines.push(`change ${pending.id} in progress since ${printable(pending.startedAt)}: ${formatProgressLine(status)}`);
     for (const operation of pending.completed) {
       lines.push(
-        `  done     ${describeOperationEntry(operation)}${operation.completedAt === undefined ? "" : ` at ${operation.completedAt}`}`,
+        `  done     ${describeOperationEntry(operation)}${operation.completedAt === undefined ? "" : ` at ${printable(operation.completedAt)}`}`,
       );
     }
     for (const [position, operation] of pending.pending.entries()) {
@@ -118,7 +110,7 @@ export function formatProgressLine(status: ClusterStatus): string {
   const pending = status.pendingChange;
   if (pending === undefined) {
     const last = status.lastChange;
-    return last === undefined ? "no change" : `change ${last.id} ${last.status}`;
+    return last === undefined ? "no change" : `change ${last.id} ${printable(last.status)}`;
   }
   const done = pending.completed.length;
   const total = done + pending.pending.length;

@@ -13,6 +13,7 @@ import { registerModelerCommands } from "./commands/modeler.js";
 import { registerStartCommands } from "./commands/start.js";
 import { registerTokenCommand } from "./commands/token.js";
 import { type CliIo, type ExitCode, exitCodes, UsageError } from "./io.js";
+import { printable, printableLines } from "./terminal-text.js";
 
 async function readVersion(): Promise<string> {
   try {
@@ -29,32 +30,33 @@ function reportError(error: unknown, io: CliIo): ExitCode {
     // Commander has already printed help or the usage problem.
     return error.exitCode === 0 ? exitCodes.ok : exitCodes.usage;
   }
+  // Messages carry text from servers (problem details, error descriptions) and from the user's own input.
   if (error instanceof ConfigurationError || error instanceof ClientConfigurationError) {
-    io.stderr(`${error.message}\n`);
+    io.stderr(`${printableLines(error.message)}\n`);
     return exitCodes.usage;
   }
   if (error instanceof UsageError) {
-    io.stderr(`error: ${error.message}\n`);
+    io.stderr(`error: ${printableLines(error.message)}\n`);
     return exitCodes.usage;
   }
   if (error instanceof OAuthClientError) {
     if (error.isAuthenticationFailure) {
-      io.stderr(`authentication failed: ${error.errorDescription ?? error.error} (${error.error})\n`);
+      io.stderr(`authentication failed: ${printable(`${error.errorDescription ?? error.error} (${error.error})`)}\n`);
       return exitCodes.authentication;
     }
     const wait = error.retryAfterSeconds === undefined ? "" : `; retry after ${error.retryAfterSeconds} s`;
-    io.stderr(`error: ${error.message}${wait}\n`);
+    io.stderr(`error: ${printable(error.message)}${wait}\n`);
     return exitCodes.failure;
   }
   if (error instanceof ApiError) {
-    io.stderr(`error: ${error.detail === "" ? error.title : error.detail} (HTTP ${error.status})\n`);
+    io.stderr(`error: ${printable(error.detail === "" ? error.title : error.detail)} (HTTP ${error.status})\n`);
     return error.status === 401 ? exitCodes.authentication : exitCodes.failure;
   }
   if (error instanceof ClientConnectionError) {
-    io.stderr(`error: ${error.message}\n`);
+    io.stderr(`error: ${printable(error.message)}\n`);
     return exitCodes.failure;
   }
-  io.stderr(`error: ${error instanceof Error ? error.message : String(error)}\n`);
+  io.stderr(`error: ${printableLines(error instanceof Error ? error.message : String(error))}\n`);
   return exitCodes.failure;
 }
 

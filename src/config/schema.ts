@@ -24,6 +24,39 @@ export const configurationSchema = Type.Object(
       },
       { additionalProperties: false, default: {} },
     ),
+    http: Type.Object(
+      {
+        requestReceiveTimeoutMs: Type.Integer({
+          minimum: 100,
+          maximum: 3_600_000,
+          default: 30_000,
+          description:
+            "Longest time a client may take to send one whole request, headers and body, counted from the request's first byte; a new connection must also deliver its first request's headers within this time. A slower request is answered 408 and its connection closed. Applies to every HTTP server (platform, gateway REST and management ports, broker management port).",
+        }),
+        maxConnections: Type.Integer({
+          minimum: 1,
+          maximum: 1_000_000,
+          default: 1024,
+          description:
+            "Open connections one HTTP server accepts; further connections are closed at once. Keep the sum over a process's servers well below its open-file limit (ulimit -n).",
+        }),
+        maxConnectionsPerAddress: Type.Integer({
+          minimum: 1,
+          maximum: 1_000_000,
+          default: 128,
+          description:
+            "Open connections one HTTP server accepts from one client address (IPv6: from one /64 network); further connections from it are closed at once. Behind a proxy every client has the proxy's address: raise it there and limit clients at the proxy.",
+        }),
+        maxRequestsPerConnection: Type.Integer({
+          minimum: 1,
+          maximum: 1_000_000,
+          default: 1000,
+          description:
+            "Requests served on one keep-alive connection; the last answer carries Connection: close and the client opens a new connection.",
+        }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
     platform: Type.Object(
       {
         host: Type.String({ minLength: 1, default: "127.0.0.1", description: "Address the platform listens on." }),

@@ -13,10 +13,13 @@ export const errorKinds = {
   routeNotFound: { code: "route-not-found", status: 404, title: "No such route" },
   methodNotAllowed: { code: "method-not-allowed", status: 405, title: "The method is not allowed on this route" },
   notAcceptable: { code: "not-acceptable", status: 406, title: "No acceptable representation" },
+  requestTimeout: { code: "request-timeout", status: 408, title: "The request did not arrive in time" },
   conflict: { code: "conflict", status: 409, title: "The request conflicts with the current state" },
   payloadTooLarge: { code: "payload-too-large", status: 413, title: "The request body is too large" },
+  uriTooLong: { code: "uri-too-long", status: 414, title: "The request URL is too long" },
   unsupportedMediaType: { code: "unsupported-media-type", status: 415, title: "The content type is not supported" },
   tooManyRequests: { code: "too-many-requests", status: 429, title: "Too many requests" },
+  headersTooLarge: { code: "headers-too-large", status: 431, title: "The request headers are too large" },
   internal: { code: "internal", status: 500, title: "Internal server error" },
   badGateway: { code: "bad-gateway", status: 502, title: "An upstream service could not be reached" },
   outcomeUnknown: {

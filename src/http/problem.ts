@@ -1,5 +1,8 @@
+import { type ServerResponse, STATUS_CODES } from "node:http";
+import type { Socket } from "node:net";
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
 import { OAuthError, ServiceError } from "./errors.js";
+import { maxHeaderBytes, maxPathParameterCharacters, maxUrlCharacters } from "./limits.js";
 
 /** Media type of RFC 9457 problem documents. */
 export const problemMediaType = "application/problem+json";
@@ -13,7 +16,8 @@ export interface ProblemDocument {
   title: string;
   status: number;
   detail: string;
-  instance: string;
+  /** The request's path; absent when the request line was never read or is too long to repeat. */
+  instance?: string;
   [extension: string]: unknown;
 }
 
@@ -27,15 +31,33 @@ declare module "fastify" {
   interface FastifyContextConfig extends ErrorFormatConfig {}
 }
 
-/** Builds the problem document for a typed error raised while serving `instance`. */
-export function toProblemDocument(error: ServiceError, instance: string): ProblemDocument {
+/** Builds the problem document for a typed error raised while serving `instance` (when known). */
+export function toProblemDocument(error: ServiceError, instance: string | undefined): ProblemDocument {
   return {
     type: `${problemTypePrefix}${error.code}`,
     title: error.title,
     status: error.status,
     detail: error.detail,
-    instance,
+    ...(instance === undefined ? {} : { instance }),
     ...error.extensions,
+  };
+}
+
+/** The path of a request, without its query; undefined when it is longer than any URL the servers accept. */
+function instanceOf(url: string): string | undefined {
+  const path = url.split("?")[0] ?? url;
+  return path.length > maxUrlCharacters ? undefined : path;
+}
+
+/** Characters of a request path that a log line repeats at most, so that hostile URLs cannot bloat the log. */
+const LOGGED_PATH_CHARACTERS = 200;
+
+/** The request's method and path as a log line shows them: the path cut after a bounded number of characters. */
+function loggedRequest(request: FastifyRequest): { method: string; path: string } {
+  const path = request.url.split("?")[0] ?? request.url;
+  return {
+    method: request.method,
+    path: path.length > LOGGED_PATH_CHARACTERS ? `${path.slice(0, LOGGED_PATH_CHARACTERS)}…` : path,
   };
 }
 
@@ -64,6 +86,14 @@ function describeValidation(
   });
 }
 
+/** The 414 for a path parameter longer than any resource's name can be. */
+export function pathParameterTooLong(): ServiceError {
+  return new ServiceError(
+    "uriTooLong",
+    `A path parameter is longer than ${maxPathParameterCharacters} characters; no resource has such a name.`,
+  );
+}
+
 /**
  * Classifies any error thrown while handling a request into a typed `ServiceError`. Fastify's own errors
  * (content-type, body size, JSON syntax, schema validation) map to their catalogue entries; anything unknown is a 500.
@@ -88,6 +118,8 @@ export function classifyError(error: unknown): ServiceError {
       return new ServiceError("malformedBody", `The body is not valid JSON: ${fastifyError.message ?? ""}`);
     case "FST_ERR_BAD_URL":
       return new ServiceError("invalidRequest", "The URL is not valid: check its percent-encoding.");
+    case "FST_ERR_MAX_PARAM_LENGTH":
+      return pathParameterTooLong();
     case "FST_ERR_CTP_INVALID_CONTENT_LENGTH":
       return new ServiceError("malformedBody", "The Content-Length header does not match the body.");
   }
@@ -110,17 +142,61 @@ export function sendError(error: unknown, request: FastifyRequest, reply: Fastif
   }
   const typed = classifyError(error);
   if (typed.kind === "internal") {
-    request.log.error({ err: typed.cause ?? typed }, "request failed");
+    request.log.error({ err: typed.cause ?? typed, ...loggedRequest(request) }, "request failed");
   } else if (typed.status >= 500) {
     // An upstream that is away, busy or slow is an expected state of a cluster, not a defect: no stack trace, and a
     // level that does not page anyone for every request a leader change touches.
     request.log.warn({ code: typed.code, detail: typed.detail }, "request not served");
+  } else {
+    // Clients' mistakes (and attackers' probes) are not the server's problem: short, and only at debug level.
+    request.log.debug({ code: typed.code, ...loggedRequest(request) }, "request refused");
   }
   return reply
     .code(typed.status)
     .headers(typed.headers)
     .type(problemMediaType)
-    .send(toProblemDocument(typed, request.url.split("?")[0] ?? request.url));
+    .send(toProblemDocument(typed, instanceOf(request.url)));
+}
+
+/** The 408 for a request that did not arrive whole within the deadline. */
+export function requestNotReceivedInTime(requestReceiveTimeoutMs: number): ServiceError {
+  return new ServiceError(
+    "requestTimeout",
+    `The whole request, headers and body, must arrive within ${requestReceiveTimeoutMs} ms.`,
+  );
+}
+
+/** Turns an error Node's HTTP parser or the request deadline raised on a connection into a typed error. */
+export function classifyClientError(error: Error & { code?: string }, requestReceiveTimeoutMs: number): ServiceError {
+  switch (error.code) {
+    case "ERR_HTTP_REQUEST_TIMEOUT":
+      return requestNotReceivedInTime(requestReceiveTimeoutMs);
+    case "HPE_HEADER_OVERFLOW":
+      return new ServiceError(
+        "headersTooLarge",
+        `The request line and headers together must not exceed ${maxHeaderBytes} bytes.`,
+      );
+    default:
+      return new ServiceError("invalidRequest", "The request is not valid HTTP/1.1.");
+  }
+}
+
+/**
+ * Answers an error on a connection that has no Fastify request to answer through (a request that never arrived
+ * whole, headers Node's parser refused): a problem document written straight to the socket, which is then closed.
+ * Nothing is written when part of a response already left, since more bytes would corrupt it.
+ */
+export function answerOnSocket(error: ServiceError, socket: Socket): void {
+  if (socket.destroyed) return;
+  const inFlight = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
+  if (socket.writable && (inFlight === undefined || inFlight === null || !inFlight.headersSent)) {
+    const body = JSON.stringify(toProblemDocument(error, undefined));
+    socket.write(
+      `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status] ?? ""}\r\n` +
+        `Content-Type: ${problemMediaType}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
 }
 
 function sendOAuthError(error: unknown, request: FastifyRequest, reply: FastifyReply): FastifyReply {

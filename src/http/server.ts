@@ -1,10 +1,27 @@
+import { isUtf8 } from "node:buffer";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import { Ajv, type Options as AjvOptions } from "ajv";
 import addFormats from "ajv-formats";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from "fastify";
 import FindMyWay, { type HTTPMethod } from "find-my-way";
 import { ServiceError } from "./errors.js";
-import { sendError } from "./problem.js";
+import {
+  deadlineCheckIntervalMs,
+  guardConnections,
+  type HttpServerLimits,
+  maxHeaderBytes,
+  maxJsonNestingLevels,
+  maxPathParameterCharacters,
+  maxUrlCharacters,
+  nestsDeeperThan,
+} from "./limits.js";
+import {
+  answerOnSocket,
+  classifyClientError,
+  pathParameterTooLong,
+  requestNotReceivedInTime,
+  sendError,
+} from "./problem.js";
 
 /** A Fastify instance typed for TypeBox route schemas; every flowplane server is one. */
 export type HttpServer = FastifyInstance<
@@ -26,6 +43,8 @@ export interface HttpServerOptions {
   bodyLimitBytes: number;
   /** Whether to trust `X-Forwarded-For` (only behind a proxy you control). */
   trustProxy: boolean;
+  /** The request deadline and the connection limits (the `service.http` settings). */
+  limits: HttpServerLimits;
 }
 
 const sharedAjvOptions: AjvOptions = {
@@ -47,11 +66,22 @@ function createValidatorCompiler() {
     httpPart === "body" ? strictAjv.compile(schema) : coercingAjv.compile(schema);
 }
 
+/** The length of a path segment once its percent-encoding is decoded (its raw length when that is not valid). */
+function decodedLength(segment: string): number {
+  try {
+    return decodeURIComponent(segment).length;
+  } catch {
+    return segment.length;
+  }
+}
+
 /**
  * Creates a Fastify server with flowplane's HTTP conventions: TypeBox schemas, strict bodies, problem documents
- * for every error, 404 for unknown routes and 405 (with `Allow`) for a known route with another method.
+ * for every error, 404 for unknown routes and 405 (with `Allow`) for a known route with another method, and the
+ * limits of `limits.ts` (request deadline, connection caps, sizes of URLs, headers and JSON nesting).
  */
 export function createHttpServer(options: HttpServerOptions): HttpServer {
+  const { limits } = options;
   const server = Fastify({
     loggerInstance: options.logger,
     bodyLimit: options.bodyLimitBytes,
@@ -60,12 +90,39 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: true,
     forceCloseConnections: "idle",
-    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },
+    // One deadline for the whole request: Node measures it from the request's first byte, headers and body alike.
+    requestTimeout: limits.requestReceiveTimeoutMs,
+    http: {
+      headersTimeout: limits.requestReceiveTimeoutMs,
+      connectionsCheckingInterval: deadlineCheckIntervalMs(limits),
+      maxHeaderSize: maxHeaderBytes,
+    },
+    // Deadlines and requests Node's parser refuses are answered with problem documents like every other error.
+    clientErrorHandler: (error: Error & { code?: string }, socket) => {
+      if (error.code === "ECONNRESET") {
+        socket.destroy();
+        return;
+      }
+      answerOnSocket(classifyClientError(error, limits.requestReceiveTimeoutMs), socket);
+    },
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: maxPathParameterCharacters },
     // Errors raised before routing (a URL that is not valid percent-encoding) take the same path as all others.
     frameworkErrors: (error, request, reply) => {
       sendError(error, request, reply);
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
+
+  guardConnections(server.server, limits, {
+    logger: options.logger,
+    onFirstRequestOverdue: (socket) => answerOnSocket(requestNotReceivedInTime(limits.requestReceiveTimeoutMs), socket),
+  });
+  server.addHook("onRequest", (request, _reply, done) => {
+    if (request.url.length > maxUrlCharacters) {
+      done(new ServiceError("uriTooLong", `The URL is longer than ${maxUrlCharacters} characters.`));
+      return;
+    }
+    done();
+  });
 
   server.setValidatorCompiler(createValidatorCompiler());
   // Only JSON bodies are understood by default; text/plain would otherwise reach handlers as a string.
@@ -74,19 +131,37 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   // DELETE that way): an empty body is no body there. A route that takes a body still refuses an empty one.
   const parseJson = server.getDefaultJsonParser("error", "error");
   server.removeContentTypeParser("application/json");
-  server.addContentTypeParser("application/json", { parseAs: "string" }, (request, body, done) => {
-    const text = body as string;
-    if (text.length === 0 && request.routeOptions.schema?.body === undefined) {
+  server.addContentTypeParser("application/json", { parseAs: "buffer" }, (request, body, done) => {
+    const bytes = body as Buffer;
+    if (bytes.length === 0 && request.routeOptions.schema?.body === undefined) {
       done(null, undefined);
       return;
     }
-    parseJson(request, text, done);
+    // Decoding would silently replace bytes that are not UTF-8 with U+FFFD, and store text the client never sent.
+    if (!isUtf8(bytes)) {
+      done(new ServiceError("malformedBody", "The body is not valid UTF-8."));
+      return;
+    }
+    parseJson(request, bytes.toString("utf8"), (error, value) => {
+      if (error) {
+        done(error);
+      } else if (nestsDeeperThan(value, maxJsonNestingLevels)) {
+        done(
+          new ServiceError(
+            "invalidRequest",
+            `The body nests arrays and objects more than ${maxJsonNestingLevels} levels deep.`,
+          ),
+        );
+      } else {
+        done(null, value);
+      }
+    });
   });
   server.setErrorHandler((error, request, reply) => sendError(error, request, reply));
 
   // Every registered route is mirrored into a second router so an unmatched request can be told apart:
   // a path that exists under another method is a 405, anything else a 404.
-  const knownRoutes = FindMyWay({ ignoreTrailingSlash: true, maxParamLength: 500 });
+  const knownRoutes = FindMyWay({ ignoreTrailingSlash: true, maxParamLength: maxPathParameterCharacters });
   server.addHook("onRoute", (route) => {
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     for (const method of methods) {
@@ -96,6 +171,11 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   });
   server.setNotFoundHandler((request, reply) => {
     const path = request.url.split("?")[0] ?? request.url;
+    // No route has a segment this long, so the request named a resource by an over-long parameter. The router
+    // reports that itself only when no sibling route was tried, hence the check here.
+    if (path.split("/").some((segment) => decodedLength(segment) > maxPathParameterCharacters)) {
+      return sendError(pathParameterTooLong(), request, reply);
+    }
     const allowed = (["GET", "POST", "PUT", "PATCH", "DELETE"] as const).filter(
       (method) => knownRoutes.find(method, path) !== null,
     );

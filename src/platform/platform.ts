@@ -167,6 +167,7 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
     logger,
     bodyLimitBytes: configuration.platform.bodyLimitBytes,
     trustProxy: configuration.platform.trustProxy,
+    limits: configuration.http,
   });
 
   server.get("/health", { schema: { hide: true } }, async () => {

@@ -5,6 +5,7 @@ import { bearerSecurity, installAuthentication, principalOf } from "../../src/au
 import type { KeySource } from "../../src/auth/key-source.js";
 import { TokenVerifier } from "../../src/auth/verifier.js";
 import { createHttpServer, type HttpServer } from "../../src/http/server.js";
+import { defaultHttpServerLimits } from "../support/http.js";
 import { createTestKey, signWith, type TestKey, testAudience, testIssuer, validClaims } from "./support.js";
 
 const nowMs = Date.UTC(2030, 0, 1);
@@ -23,7 +24,12 @@ describe("installAuthentication", () => {
       return await lookup(header, token);
     };
     const verifier = new TokenVerifier({ keySource, issuer: testIssuer, audience: testAudience, clock: () => nowMs });
-    server = createHttpServer({ logger: pino({ level: "silent" }), bodyLimitBytes: 1024, trustProxy: false });
+    server = createHttpServer({
+      logger: pino({ level: "silent" }),
+      bodyLimitBytes: 1024,
+      trustProxy: false,
+      limits: defaultHttpServerLimits,
+    });
     server.get("/public", async () => ({ open: true }));
     await server.register(async (guarded) => {
       installAuthentication(guarded, { verifier });

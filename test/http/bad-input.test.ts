@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { maxJsonNestingLevels } from "../../src/http/limits.js";
 import { fileBodyLimitBytes } from "../../src/platform/modeler/content.js";
 import { startTestPlatform, type TestPlatform } from "../support/platform.js";
 import { requestToken } from "../support/tokens.js";
@@ -11,6 +12,8 @@ import { requestToken } from "../support/tokens.js";
 interface Operation {
   method: string;
   path: string;
+  /** The documented path, parameters in braces, with the API's prefix. */
+  template: string;
   audience: string | null;
   hasBody: boolean;
   /** Every method the path serves, so a wrong method can be chosen. */
@@ -59,6 +62,7 @@ describe("every route answers bad input with a 4xx in its error format", () => {
           operations.push({
             method: method.toUpperCase(),
             path: `${document.prefix}${concretePath(path)}`,
+            template: `${document.prefix}${path}`,
             // A route documented with an empty security list (signed links) takes no token.
             audience: Array.isArray(operation.security) && operation.security.length === 0 ? null : document.audience,
             hasBody: operation.requestBody !== undefined,
@@ -186,5 +190,44 @@ describe("every route answers bad input with a 4xx in its error format", () => {
       expect(wrongMethod.headers.get("allow")).toContain(operation.method);
       expect(wrongMethod.headers.get("content-type")).toContain("application/problem+json");
     }
+  });
+
+  it("path parameters over the length limit → 414", async () => {
+    const withParameters = operations.filter((operation) => operation.template.includes("{"));
+    expect(withParameters.length).toBeGreaterThan(5);
+    for (const operation of withParameters) {
+      const long = { ...operation, path: operation.template.replace(/\{[^}]+\}/g, "a".repeat(600)) };
+      const response = await send(long, {});
+      expect(response.status, `${long.method} ${operation.template}`).toBe(414);
+      await expectClientError(long, response, "a 600-character path parameter");
+    }
+  });
+
+  it("JSON bodies that are not UTF-8 or nest too deep → 400", async () => {
+    const invalidUtf8 = Buffer.concat([Buffer.from('{"name":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]);
+    const tooDeep = `{"name":${"[".repeat(maxJsonNestingLevels)}1${"]".repeat(maxJsonNestingLevels)}}`;
+    for (const operation of operations.filter((candidate) => candidate.hasBody)) {
+      for (const [label, body] of [
+        ["invalid UTF-8", invalidUtf8],
+        ["too deep a nesting", tooDeep],
+      ] as const) {
+        const response = await send(operation, { "content-type": "application/json" }, body);
+        expect(response.status, `${operation.method} ${operation.path} with ${label}`).toBe(400);
+        await expectClientError(operation, response, label);
+      }
+    }
+  });
+
+  it("URLs over the length limit → 414 and headers over the size limit → 431, both problem documents", async () => {
+    const longUrl = await fetch(`${platform.url}/admin/members?padding=${"x".repeat(9_000)}`);
+    expect(longUrl.status).toBe(414);
+    expect(await longUrl.json()).toMatchObject({
+      type: "urn:flowplane:problem:uri-too-long",
+      instance: "/admin/members",
+    });
+    const largeHeaders = await fetch(`${platform.url}/admin/members`, { headers: { "x-padding": "x".repeat(20_000) } });
+    expect(largeHeaders.status).toBe(431);
+    expect(largeHeaders.headers.get("content-type")).toBe("application/problem+json");
+    expect(await largeHeaders.json()).toMatchObject({ type: "urn:flowplane:problem:headers-too-large", status: 431 });
   });
 });

@@ -1,9 +1,13 @@
+import type { AddressInfo } from "node:net";
+import { connect } from "node:net";
 import { pino } from "pino";
 import { Type } from "typebox";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OAuthError, ServiceError } from "../../src/http/errors.js";
+import { maxHeaderBytes, maxJsonNestingLevels } from "../../src/http/limits.js";
 import { problemMediaType } from "../../src/http/problem.js";
 import { createHttpServer, type HttpServer } from "../../src/http/server.js";
+import { defaultHttpServerLimits, requestFrom } from "../support/http.js";
 
 describe("createHttpServer conventions", () => {
   let server: HttpServer;
@@ -16,6 +20,7 @@ describe("createHttpServer conventions", () => {
       logger: pino({ level: "info" }, destination),
       bodyLimitBytes: 2048,
       trustProxy: false,
+      limits: defaultHttpServerLimits,
     });
     server.get("/boom", async () => {
       throw new Error("database password is hunter2");
@@ -40,6 +45,8 @@ describe("createHttpServer conventions", () => {
       async (request) => request.query,
     );
     server.delete("/thing", async (request) => ({ deleted: true, body: request.body ?? null }));
+    server.get("/things/:id", async (request) => request.params);
+    server.post("/any", async (request) => ({ received: request.body }));
     server.post("/oauth-style", { config: { errorFormat: "oauth" } }, async () => {
       throw new OAuthError("invalid_scope", "Scope 'x' is not held.");
     });
@@ -147,5 +154,100 @@ describe("createHttpServer conventions", () => {
     expect(response.statusCode).toBe(400);
     expect(response.headers["cache-control"]).toBe("no-store");
     expect(response.json()).toEqual({ error: "invalid_scope", error_description: "Scope 'x' is not held." });
+  });
+
+  it("refuses a JSON body that is not valid UTF-8 with 400 instead of storing replacement characters", async () => {
+    const invalid = Buffer.concat([Buffer.from('{"text":"caf'), Buffer.from([0xe9]), Buffer.from('"}')]);
+    const refused = await server.inject({
+      method: "POST",
+      url: "/any",
+      headers: { "content-type": "application/json" },
+      payload: invalid,
+    });
+    expect(refused.statusCode).toBe(400);
+    expect(refused.json()).toMatchObject({
+      type: "urn:flowplane:problem:malformed-body",
+      detail: "The body is not valid UTF-8.",
+    });
+    const valid = await server.inject({
+      method: "POST",
+      url: "/any",
+      headers: { "content-type": "application/json" },
+      payload: Buffer.from('{"text":"café ✓ 𝄞"}', "utf8"),
+    });
+    expect(valid.json()).toEqual({ received: { text: "café ✓ 𝄞" } });
+  });
+
+  it("refuses a JSON body nested deeper than the documented depth with 400", async () => {
+    const nested = (levels: number) => `${"[".repeat(levels)}1${"]".repeat(levels)}`;
+    const post = (payload: string) =>
+      server.inject({ method: "POST", url: "/any", headers: { "content-type": "application/json" }, payload });
+    expect((await post(nested(maxJsonNestingLevels))).statusCode).toBe(200);
+    for (const levels of [maxJsonNestingLevels + 1, 1_000]) {
+      const response = await post(nested(levels));
+      expect(response.statusCode).toBe(400);
+      expect(response.json().type).toBe("urn:flowplane:problem:invalid-request");
+    }
+  });
+
+  it("answers over-long path parameters and URLs with 414, logging at most a short line at debug level", async () => {
+    logged.length = 0;
+    const longParameter = await server.inject({ method: "GET", url: `/things/${"x".repeat(600)}` });
+    expect(longParameter.statusCode).toBe(414);
+    expect(longParameter.json()).toMatchObject({ type: "urn:flowplane:problem:uri-too-long", status: 414 });
+    // No route has a segment that long, so an unmatched path with one is the same mistake.
+    expect((await server.inject({ method: "GET", url: `/nowhere/${"x".repeat(600)}` })).statusCode).toBe(414);
+    const longUrl = await server.inject({ method: "GET", url: `/query?dryRun=true&padding=${"x".repeat(9_000)}` });
+    expect(longUrl.statusCode).toBe(414);
+    expect(longUrl.json().instance).toBe("/query");
+    expect((await server.inject({ method: "GET", url: `/things/${"x".repeat(400)}` })).statusCode).toBe(200);
+    expect(logged.filter((line) => line.level >= 40)).toEqual([]);
+  });
+});
+
+describe("createHttpServer on a real socket", () => {
+  let server: HttpServer;
+  let port: number;
+
+  beforeAll(async () => {
+    server = createHttpServer({
+      logger: pino({ level: "silent" }),
+      bodyLimitBytes: 2048,
+      trustProxy: false,
+      limits: defaultHttpServerLimits,
+    });
+    server.get("/ping", async () => ({ pong: true }));
+    await server.listen({ host: "127.0.0.1", port: 0 });
+    port = (server.server.address() as AddressInfo).port;
+  });
+  afterAll(async () => await server.close());
+
+  it("answers headers over the size limit with a 431 problem document", async () => {
+    const response = await requestFrom("127.0.0.1", `http://127.0.0.1:${port}/ping`, {
+      headers: { "x-padding": "x".repeat(maxHeaderBytes + 1024) },
+    });
+    expect(response.status).toBe(431);
+    expect(response.headers["content-type"]).toBe(problemMediaType);
+    expect(JSON.parse(response.body)).toMatchObject({
+      type: "urn:flowplane:problem:headers-too-large",
+      status: 431,
+      title: "The request headers are too large",
+    });
+  });
+
+  it("answers a request Node's parser cannot read with a 400 problem document", async () => {
+    const answer = await new Promise<string>((resolve) => {
+      let received = "";
+      const socket = connect({ host: "127.0.0.1", port }, () => socket.write("NOT HTTP AT ALL\r\n\r\n"));
+      socket.setEncoding("utf8");
+      socket.on("data", (chunk: string) => {
+        received += chunk;
+      });
+      socket.on("error", () => undefined);
+      socket.on("close", () => resolve(received));
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+    expect(answer).toContain(`Content-Type: ${problemMediaType}`);
+    expect(answer).toContain('"type":"urn:flowplane:problem:invalid-request"');
   });
 });

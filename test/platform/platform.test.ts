@@ -3,11 +3,13 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { loadConfiguration } from "../../src/config/load.js";
 import { type RunningPlatform, startPlatform } from "../../src/platform/platform.js";
 import { KeyEncryptionKeyError } from "../../src/platform/store/key-encryption-key.js";
 import { entriesOpenToOthers } from "../support/file-modes.js";
+import { probeConnectionLimits } from "../support/http.js";
+import { startTestPlatform, type TestPlatform } from "../support/platform.js";
 
 describe("platform files and keys at rest", () => {
   const roots: string[] = [];
@@ -72,4 +74,28 @@ describe("platform files and keys at rest", () => {
     const again = await start(dataDirectory, { SERVICE_SECRETS_KEY: rightKey });
     expect(await keyIds(again)).toEqual(published);
   });
+});
+
+describe("the platform's HTTP server", () => {
+  let platform: TestPlatform;
+
+  beforeAll(async () => {
+    platform = await startTestPlatform({
+      "service.http.maxConnectionsPerAddress": 3,
+      "service.http.requestReceiveTimeoutMs": 2_000,
+    });
+  });
+  afterAll(async () => await platform?.close());
+
+  it("applies the connection limits and the request deadline of service.http", async () => {
+    const probe = await probeConnectionLimits(platform.url, {
+      count: 10,
+      otherClientPath: "/.well-known/jwks.json",
+      timeoutMs: 20_000,
+    });
+    expect(probe.otherClientStatus).toBe(200);
+    expect(probe.unanswered).toBe(7);
+    expect(probe.answered).toHaveLength(3);
+    for (const answer of probe.answered) expect(answer).toMatch(/^HTTP\/1\.1 408 [\s\S]*request-timeout/);
+  }, 30_000);
 });

@@ -23,6 +23,7 @@ import {
 } from "../../platform/provisioner/local-brokers.js";
 import { formatClusterStatus, formatPlan, formatProgressLine } from "../cluster-display.js";
 import { type CliIo, UsageError } from "../io.js";
+import { printable, printableJson } from "../terminal-text.js";
 import { clientEnvironmentHelp, createClientContext } from "./client-context.js";
 
 interface CommonOptions {
@@ -171,7 +172,7 @@ async function watchChange(
     const ended =
       status.lastChange !== undefined && status.lastChange.id >= changeId && status.pendingChange?.id !== changeId;
     if (!json) {
-      const line = `change ${changeId}: ${ended ? status.lastChange?.status : formatProgressLine(status)}`;
+      const line = `change ${changeId}: ${ended ? printable(status.lastChange?.status ?? "") : formatProgressLine(status)}`;
       if (terminal) io.stdout(`\r\u001b[2K${line}${ended ? "\n" : ""}`);
       else if (line !== lastLine || Date.now() - lastPrintedMs >= PLAIN_PROGRESS_INTERVAL_MS) {
         io.stdout(`${line}\n`);
@@ -245,12 +246,12 @@ async function scale(io: CliIo, options: ScaleOptions): Promise<void> {
     }
   }
   if (json && options.watch !== true && clusterDirectory === null) {
-    io.stdout(`${JSON.stringify(response, null, 2)}\n`);
+    io.stdout(`${printableJson(response)}\n`);
     return;
   }
   say(formatPlan(response, options.dryRun === true));
   if (options.dryRun === true || response.plannedChanges.length === 0) {
-    if (json) io.stdout(`${JSON.stringify(response, null, 2)}\n`);
+    if (json) io.stdout(`${printableJson(response)}\n`);
     return;
   }
   if (removed.length > 0 && clusterDirectory === null) {
@@ -265,7 +266,7 @@ async function scale(io: CliIo, options: ScaleOptions): Promise<void> {
     return;
   }
   const final = await watchChange(client, response.changeId, io, json);
-  if (json) io.stdout(`${JSON.stringify(final, null, 2)}\n`);
+  if (json) io.stdout(`${printableJson(final)}\n`);
   if (final.lastChange?.status !== "COMPLETED") {
     throw new Error(`change ${response.changeId} ended ${final.lastChange?.status ?? "unknown"}`);
   }
@@ -293,11 +294,11 @@ export function registerClusterCommands(program: Command, io: CliIo): void {
       const status = await client.status();
       if (options.watch === true && status.pendingChange !== undefined) {
         const final = await watchChange(client, status.pendingChange.id, io, options.json === true);
-        if (options.json === true) io.stdout(`${JSON.stringify(final, null, 2)}\n`);
+        if (options.json === true) io.stdout(`${printableJson(final)}\n`);
         else io.stdout(formatClusterStatus(final));
         return;
       }
-      io.stdout(options.json === true ? `${JSON.stringify(status, null, 2)}\n` : formatClusterStatus(status));
+      io.stdout(options.json === true ? `${printableJson(status)}\n` : formatClusterStatus(status));
     });
 
   cluster
@@ -346,7 +347,7 @@ export function registerClusterCommands(program: Command, io: CliIo): void {
       const status = await client.cancel(changeId);
       io.stdout(
         options.json === true
-          ? `${JSON.stringify(status, null, 2)}\n`
+          ? `${printableJson(status)}\n`
           : `Change ${changeId} cancelled; operations already applied stay applied.\n${formatClusterStatus(status)}`,
       );
     });

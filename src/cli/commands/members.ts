@@ -1,6 +1,7 @@
 import { type Command, InvalidArgumentError } from "commander";
 import { AdminClient, adminAudience, assignableRoles, type Member } from "../../client/admin.js";
 import { type CliIo, UsageError } from "../io.js";
+import { printable, printableJson } from "../terminal-text.js";
 import { clientEnvironmentHelp, createClientContext } from "./client-context.js";
 
 interface OutputOptions {
@@ -24,12 +25,9 @@ function collectRole(value: string, previous: string[] | undefined): string[] {
 export function formatMemberTable(members: readonly Member[]): string {
   const rows = [
     ["EMAIL", "NAME", "ROLES", "INVITE PENDING"],
-    ...members.map((member) => [
-      member.email,
-      member.name,
-      member.roles.join(","),
-      member.invitePending ? "yes" : "no",
-    ]),
+    ...members.map((member) =>
+      [member.email, member.name, member.roles.join(","), member.invitePending ? "yes" : "no"].map(printable),
+    ),
   ];
   const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? "").length)));
   return rows
@@ -57,7 +55,7 @@ export function registerMembersCommands(program: Command, io: CliIo): void {
     .action(async (options: OutputOptions) => {
       const list = await createAdminClient(io, options).listMembers();
       if (options.json === true) {
-        io.stdout(`${JSON.stringify(list, null, 2)}\n`);
+        io.stdout(`${printableJson(list)}\n`);
       } else {
         io.stdout(`${formatMemberTable(list)}\n`);
       }
@@ -75,9 +73,11 @@ export function registerMembersCommands(program: Command, io: CliIo): void {
       if (roles.length === 0) throw new UsageError("give at least one --role");
       await createAdminClient(io, options).inviteMember(email, roles);
       if (options.json === true) {
-        io.stdout(`${JSON.stringify({ email, roles })}\n`);
+        io.stdout(`${printableJson({ email, roles }, 0)}\n`);
       } else {
-        io.stdout(`Member ${email} has the roles ${roles.join(", ")} (invited if they were not a member).\n`);
+        io.stdout(
+          `Member ${printable(email)} has the roles ${roles.join(", ")} (invited if they were not a member).\n`,
+        );
       }
     });
 
@@ -90,9 +90,9 @@ export function registerMembersCommands(program: Command, io: CliIo): void {
     .action(async (email: string, options: OutputOptions) => {
       await createAdminClient(io, options).removeMember(email);
       if (options.json === true) {
-        io.stdout(`${JSON.stringify({ email, removed: true })}\n`);
+        io.stdout(`${printableJson({ email, removed: true }, 0)}\n`);
       } else {
-        io.stdout(`Removed member ${email}.\n`);
+        io.stdout(`Removed member ${printable(email)}.\n`);
       }
     });
 }

@@ -9,6 +9,7 @@ import {
   type ProjectMetadata,
 } from "../../client/modeler.js";
 import { type CliIo, UsageError } from "../io.js";
+import { printable, printableJson } from "../terminal-text.js";
 import { clientEnvironmentHelp, createClientContext } from "./client-context.js";
 
 interface OutputOptions {
@@ -57,7 +58,7 @@ function parseCount(value: string): number {
 export function formatProjectTable(projects: readonly ProjectMetadata[]): string {
   const rows = [
     ["ID", "NAME", "UPDATED", "UPDATED BY"],
-    ...projects.map((project) => [project.id, project.name, project.updated, project.updatedBy.name]),
+    ...projects.map((project) => [project.id, project.name, project.updated, project.updatedBy.name].map(printable)),
   ];
   const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? "").length)));
   return rows
@@ -86,7 +87,7 @@ async function readUtf8(path: string): Promise<string> {
 }
 
 function describeFile(file: FileMetadata): string {
-  return `${file.simplePath} (id ${file.id}, ${file.type}, revision ${file.revision})`;
+  return printable(`${file.simplePath} (id ${file.id}, ${file.type}, revision ${file.revision})`);
 }
 
 /**
@@ -121,7 +122,7 @@ export function registerModelerCommands(program: Command, io: CliIo): void {
         size: options.size,
       });
       if (options.json === true) {
-        io.stdout(`${JSON.stringify(page, null, 2)}\n`);
+        io.stdout(`${printableJson(page)}\n`);
         return;
       }
       io.stdout(`${formatProjectTable(page.items)}\n`);
@@ -151,7 +152,7 @@ export function registerModelerCommands(program: Command, io: CliIo): void {
         ...(options.folder === undefined ? {} : { folderId: options.folder }),
       });
       if (options.json === true) {
-        io.stdout(`${JSON.stringify(created, null, 2)}\n`);
+        io.stdout(`${printableJson(created)}\n`);
       } else {
         io.stdout(`Uploaded ${describeFile(created)}.\n`);
       }
@@ -168,7 +169,7 @@ export function registerModelerCommands(program: Command, io: CliIo): void {
       const file = await createModelerClient(io, options).getFile(fileId);
       if (options.json === true) {
         if (options.output !== undefined) throw new UsageError("give either --json or --output, not both");
-        io.stdout(`${JSON.stringify(file, null, 2)}\n`);
+        io.stdout(`${printableJson(file)}\n`);
         return;
       }
       if (options.output === undefined) {
@@ -176,7 +177,7 @@ export function registerModelerCommands(program: Command, io: CliIo): void {
         return;
       }
       await writeFile(options.output, file.content, "utf8");
-      io.stdout(`Saved ${describeFile(file.metadata)} to ${options.output}.\n`);
+      io.stdout(`Saved ${describeFile(file.metadata)} to ${printable(options.output)}.\n`);
     });
 
   modeler
@@ -191,9 +192,9 @@ export function registerModelerCommands(program: Command, io: CliIo): void {
     .action(async (fileId: string, name: string, options: OutputOptions) => {
       const milestone = await createModelerClient(io, options).createMilestone(fileId, name);
       if (options.json === true) {
-        io.stdout(`${JSON.stringify(milestone, null, 2)}\n`);
+        io.stdout(`${printableJson(milestone)}\n`);
       } else {
-        io.stdout(`Created milestone '${milestone.name}' (id ${milestone.id}) of file ${fileId}.\n`);
+        io.stdout(`${printable(`Created milestone '${milestone.name}' (id ${milestone.id}) of file ${fileId}.`)}\n`);
       }
     });
 }

@@ -1,5 +1,6 @@
 import type { Command } from "commander";
 import type { CliIo } from "../io.js";
+import { printable, printableJson } from "../terminal-text.js";
 import { clientEnvironmentHelp, createClientContext } from "./client-context.js";
 
 interface TokenOptions {
@@ -26,7 +27,7 @@ export function registerTokenCommand(program: Command, io: CliIo): void {
       const { tokenProvider } = createClientContext(io);
       const token = await tokenProvider.getToken({ audience: options.audience, scope: options.scope });
       if (options.json !== true) {
-        io.stdout(`${token.accessToken}\n`);
+        io.stdout(`${printable(token.accessToken)}\n`);
         return;
       }
       const description = {
@@ -39,6 +40,6 @@ export function registerTokenCommand(program: Command, io: CliIo): void {
         audience: token.audience,
         source: token.source,
       };
-      io.stdout(`${JSON.stringify(description, null, 2)}\n`);
+      io.stdout(`${printableJson(description)}\n`);
     });
 }

@@ -402,6 +402,7 @@ export class Broker {
       source: this.managementSource,
       metrics: this.metrics,
       logger: this.logger,
+      limits: this.options.managementLimits,
     });
     this.managementServer = management.server;
     this.managementUrlValue = management.url;

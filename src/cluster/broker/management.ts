@@ -4,6 +4,7 @@
  */
 import type { Logger } from "pino";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { HttpServerLimits } from "../../http/limits.js";
 import { createHttpServer, type HttpServer } from "../../http/server.js";
 import type { ReplicaReport } from "./protocol.js";
 
@@ -153,9 +154,16 @@ export async function startManagementServer(options: {
   readonly source: ManagementSource;
   readonly metrics: BrokerMetrics;
   readonly logger: Logger;
+  /** The request deadline and connection limits (`service.http`). */
+  readonly limits: HttpServerLimits;
 }): Promise<{ server: HttpServer; url: string }> {
   const { source, metrics } = options;
-  const server = createHttpServer({ logger: options.logger, bodyLimitBytes: 1024, trustProxy: false });
+  const server = createHttpServer({
+    logger: options.logger,
+    bodyLimitBytes: 1024,
+    trustProxy: false,
+    limits: options.limits,
+  });
   const partitionComponents = () =>
     Object.fromEntries(
       source.replicas().map((report) => [

@@ -7,6 +7,7 @@ import type { Logger } from "pino";
 import { clusterSecretFromConfiguration } from "../../config/cluster-secret.js";
 import { ConfigurationError } from "../../config/load.js";
 import type { Configuration } from "../../config/schema.js";
+import type { HttpServerLimits } from "../../http/limits.js";
 import {
   type ClusterConfiguration,
   DistributionError,
@@ -41,6 +42,8 @@ export interface BrokerOptions {
   readonly managementHost: string;
   /** Port of the management HTTP server; 0 picks a free one. */
   readonly managementPort: number;
+  /** Request deadline and connection limits of the management HTTP server (`service.http`). */
+  readonly managementLimits: HttpServerLimits;
   /** The broker's own data directory (it contains `broker.pid`). */
   readonly dataDirectory: string;
   /** Sizes of the cluster's first start. */
@@ -147,6 +150,7 @@ export function brokerOptionsFromConfiguration(
     clusterPort: cluster.clusterPort,
     managementHost: broker.host,
     managementPort: broker.managementPort,
+    managementLimits: configuration.http,
     dataDirectory,
     clusterSize: cluster.clusterSize,
     partitionsCount: cluster.partitionsCount,

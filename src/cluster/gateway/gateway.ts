@@ -126,7 +126,12 @@ export async function startGateway(
   });
   const ipAllowlist = options.ipAllowlist ?? (() => true);
 
-  const rest = createHttpServer({ logger, bodyLimitBytes: BODY_LIMIT_BYTES, trustProxy: false });
+  const rest = createHttpServer({
+    logger,
+    bodyLimitBytes: BODY_LIMIT_BYTES,
+    trustProxy: false,
+    limits: configuration.http,
+  });
   rest.addHook("onRequest", async (request) => {
     if (!(await ipAllowlist(request.ip))) {
       throw new ServiceError(
@@ -159,7 +164,12 @@ export async function startGateway(
     { prefix: "/v2" },
   );
 
-  const management = createHttpServer({ logger, bodyLimitBytes: MANAGEMENT_BODY_LIMIT_BYTES, trustProxy: false });
+  const management = createHttpServer({
+    logger,
+    bodyLimitBytes: MANAGEMENT_BODY_LIMIT_BYTES,
+    trustProxy: false,
+    limits: configuration.http,
+  });
   const coordinator = new CoordinatorClient({
     client,
     topology,

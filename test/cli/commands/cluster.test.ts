@@ -10,7 +10,6 @@ import {
   formatClusterStatus,
   formatDuration,
   formatProgressLine,
-  printable,
 } from "../../../src/cli/cluster-display.js";
 import { scalePatch } from "../../../src/cli/commands/cluster.js";
 import { exitCodes } from "../../../src/cli/io.js";
@@ -90,7 +89,14 @@ describe("cluster display", () => {
     expect(describeOperationEntry({ operation: "BROKER_REMOVE", brokerId: 0, brokers: [3] })).toBe(
       "BROKER_REMOVE broker 0 [3]",
     );
-    expect(printable("a\nb\u009bc")).toBe("a\\u000ab\\u009bc");
+    const hostile = status({
+      brokers: [{ id: 0, state: "ACTIVE\u001b[2J", version: 1, lastUpdatedAt: "t", partitions: [] }],
+      lastChange: { id: 3, status: "COMPLETED\u001b]0;owned\u0007", startedAt: "t", completedAt: "t" },
+    });
+    const shown = formatClusterStatus(hostile);
+    expect(shown.includes("\u001b") || shown.includes("\u0007")).toBe(false);
+    expect(shown).toContain("ACTIVE\\u001b[2J");
+    expect(formatProgressLine(hostile)).toBe("change 3 COMPLETED\\u001b]0;owned\\u0007");
   });
 
   it("turns the scale options into the PATCH body, with today's replication factor by default", () => {

@@ -103,4 +103,16 @@ describe("formatMemberTable", () => {
       "longer.name@example.com  Longer Name  owner            no",
     ]);
   });
+
+  it("shows control characters in names as escapes and aligns by what is shown", () => {
+    const table = formatMemberTable([
+      { email: "a@example.com", name: "A\u001b[2J", roles: ["admin"], invitePending: false },
+      { email: "b@example.com", name: "B", roles: ["owner"], invitePending: false },
+    ]);
+    expect(table.split("\n")).toEqual([
+      "EMAIL          NAME        ROLES  INVITE PENDING",
+      "a@example.com  A\\u001b[2J  admin  no",
+      "b@example.com  B           owner  no",
+    ]);
+  });
 });

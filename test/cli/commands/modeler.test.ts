@@ -169,4 +169,44 @@ describe.runIf(registeredInMain)("flowplane modeler through runCli", () => {
     expect(await runCli(["modeler", "projects", "list"], io)).toBe(exitCodes.authentication);
     expect(output.stderr).toContain("authentication failed");
   });
+
+  it("prints names and messages with control characters as escapes, so they cannot drive the terminal", async () => {
+    const hostileName = "Evil\u001b]0;owned\u0007 \u202eproject";
+    const modelerClient = new ModelerClient({
+      baseUrl: `${platform.url}/modeler`,
+      tokenProvider: new TokenProvider({
+        credentials: { oauthUrl: `${platform.url}/oauth/token`, ...platform.adminClient },
+      }),
+    });
+    const hostileProjectId = (await modelerClient.createProject(hostileName)).id;
+    const isRaw = (text: string) => ["\u001b", "\u0007", "\u202e"].some((control) => text.includes(control));
+
+    const table = await cli(["modeler", "projects", "list", "--name", "Evil"]);
+    expect(table.exitCode).toBe(exitCodes.ok);
+    expect(isRaw(table.stdout)).toBe(false);
+    expect(table.stdout).toContain("Evil\\u001b]0;owned\\u0007 \\u202eproject");
+    const json = await cli(["modeler", "projects", "list", "--name", "Evil", "--json"]);
+    expect(isRaw(json.stdout)).toBe(false);
+    expect(JSON.parse(json.stdout).items[0].name).toBe(hostileName);
+
+    const source = join(directory, "plain.bpmn");
+    await writeFile(source, bpmn, "utf8");
+    const uploaded = await cli([
+      "modeler",
+      "upload",
+      source,
+      "--project",
+      hostileProjectId,
+      "--name",
+      "a\u001b[2Jb.bpmn",
+    ]);
+    expect(uploaded.exitCode).toBe(exitCodes.ok);
+    expect(uploaded.stdout).toContain("/a\\u001b[2Jb.bpmn (id ");
+    expect(isRaw(uploaded.stdout)).toBe(false);
+
+    const refused = await cli(["modeler", "upload", join(directory, "x\u001b[2J.txt"), "--project", projectId]);
+    expect(refused.exitCode).toBe(exitCodes.usage);
+    expect(refused.stderr).toContain("x\\u001b[2J.txt");
+    expect(isRaw(refused.stderr)).toBe(false);
+  });
 });

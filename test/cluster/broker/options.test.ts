@@ -46,6 +46,7 @@ describe("broker options", () => {
         SERVICE_BROKER_RAFT_SNAPSHOT_INTERVAL_ENTRIES: "500",
         SERVICE_CLUSTER_SECRET: TEST_CLUSTER_SECRET,
         SERVICE_CLUSTER_ID: "production",
+        SERVICE_HTTP_MAX_CONNECTIONS_PER_ADDRESS: "7",
       },
     });
     const options = brokerOptionsFromConfiguration(configuration, { logger, version: "1.2.3" });
@@ -64,6 +65,9 @@ describe("broker options", () => {
       snapshotIntervalEntries: 500,
     });
     expect(options.clusterCredentials.clusterId).toBe("production");
+    // The management server applies the same service.http limits as every other HTTP server.
+    expect(options.managementLimits).toEqual(configuration.http);
+    expect(options.managementLimits.maxConnectionsPerAddress).toBe(7);
     expect(options.contactPoints).toEqual([
       { host: "10.0.0.1", port: 26502 },
       { host: "10.0.0.2", port: 26502 },

@@ -7,6 +7,7 @@ import { Broker } from "../../../src/cluster/broker/broker.js";
 import { BROKER_DEFAULTS, type BrokerOptions } from "../../../src/cluster/broker/options.js";
 import type { BrokerAddress, ReplicaReport } from "../../../src/cluster/broker/protocol.js";
 import { testClusterCredentials } from "../../support/cluster-secret.js";
+import { defaultHttpServerLimits } from "../../support/http.js";
 
 /** Polls `condition` until it holds; throws after `attempts` polls so a broken test fails instead of hanging. */
 export async function waitFor(
@@ -40,6 +41,7 @@ export function testBrokerOptions(root: string, nodeId: number, overrides: Parti
     clusterPort: 0,
     managementHost: "127.0.0.1",
     managementPort: 0,
+    managementLimits: defaultHttpServerLimits,
     dataDirectory: join(root, "brokers", String(nodeId)),
     clusterSize: 3,
     partitionsCount: 3,

@@ -5,7 +5,9 @@ import { encodeKey, partitionForCorrelationKey } from "../../../src/cluster/engi
 import { type RunningGateway, startGateway } from "../../../src/cluster/gateway/index.js";
 import { encodeConfiguration } from "../../../src/cluster/topology/index.js";
 import { loadConfiguration } from "../../../src/config/load.js";
+import { maxJsonNestingLevels } from "../../../src/http/limits.js";
 import { TEST_CLUSTER_SECRET } from "../../support/cluster-secret.js";
+import { probeConnectionLimits } from "../../support/http.js";
 import { startTestPlatform, type TestPlatform } from "../../support/platform.js";
 import { requestToken } from "../../support/tokens.js";
 import { type FakeBroker, startFakeCluster, threeBrokerConfiguration } from "./fake-broker.js";
@@ -478,6 +480,71 @@ describe("gateway forwarding of management requests to the coordinator", () => {
       detail: "Another configuration change [4] is in progress",
     });
   });
+});
+
+describe("gateway limits on input and connections", () => {
+  /** The text of a JSON object nesting `levels` objects, the innermost holding a number. */
+  function nestedObjectText(levels: number): string {
+    return `${'{"inner":'.repeat(levels - 1)}{"value":1}${"}".repeat(levels - 1)}`;
+  }
+
+  it("answers variables nested beyond the documented depth with 400 before any broker sees them", async () => {
+    const gateway = await gatewayWith();
+    const withVariables = (variables: string) =>
+      call(gateway, "/v2/messages/publication", {
+        method: "POST",
+        body: `{"name":"deep","correlationKey":"order-1","timeToLive":1000,"variables":${variables}}`,
+      });
+    // The publication itself is the first level: variables may nest 63 more.
+    expect((await withVariables(nestedObjectText(maxJsonNestingLevels - 1))).status).toBe(200);
+    for (const levels of [maxJsonNestingLevels, 1_400, 100_000]) {
+      const response = await withVariables(nestedObjectText(levels));
+      expect(response.status, `${levels} levels`).toBe(400);
+      expect(((await response.json()) as { detail: string }).detail).toContain(`${maxJsonNestingLevels} levels`);
+    }
+    expect(cluster.brokers.reduce((sum, broker) => sum + broker.received.length, 0)).toBe(1);
+  });
+
+  it("answers over-long path parameters and URLs with 414 on both ports, and invalid UTF-8 with 400", async () => {
+    const gateway = await gatewayWith();
+    const longKey = await call(gateway, `/v2/messages/${"9".repeat(600)}`);
+    expect(longKey.status).toBe(414);
+    expect(longKey.headers.get("content-type")).toContain("application/problem+json");
+    const longBroker = await fetch(`${gateway.managementUrl}/actuator/cluster/brokers/${"1".repeat(600)}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}` },
+    });
+    expect(longBroker.status).toBe(414);
+    expect(((await longBroker.json()) as { type: string }).type).toBe("urn:flowplane:problem:uri-too-long");
+    expect((await call(gateway, `/v2/topology?padding=${"x".repeat(9_000)}`)).status).toBe(414);
+
+    const invalidUtf8 = Buffer.concat([
+      Buffer.from('{"name":"'),
+      Buffer.from([0xc3, 0x28]),
+      Buffer.from('","correlationKey":"order-1","timeToLive":1000}'),
+    ]);
+    const response = await call(gateway, "/v2/messages/publication", { method: "POST", body: invalidUtf8 });
+    expect(response.status).toBe(400);
+    expect(((await response.json()) as { detail: string }).detail).toContain("UTF-8");
+    expect(cluster.brokers.every((broker) => broker.received.length === 0)).toBe(true);
+  });
+
+  it("applies the connection limits and the request deadline on both ports", async () => {
+    const gateway = await gatewayWith({
+      "service.http.maxConnectionsPerAddress": 3,
+      "service.http.requestReceiveTimeoutMs": 2_000,
+    });
+    for (const [url, otherClientPath] of [
+      [gateway.url, "/v2/openapi.json"],
+      [gateway.managementUrl, "/actuator/health/liveness"],
+    ] as const) {
+      const probe = await probeConnectionLimits(url, { count: 10, otherClientPath, timeoutMs: 20_000 });
+      expect(probe.otherClientStatus, url).toBe(200);
+      expect(probe.unanswered, url).toBe(7);
+      expect(probe.answered, url).toHaveLength(3);
+      for (const answer of probe.answered) expect(answer).toMatch(/^HTTP\/1\.1 408 [\s\S]*request-timeout/);
+    }
+  }, 60_000);
 });
 
 function encodeConfigurationOfFake(): string {

@@ -7,6 +7,7 @@ import { issuerRoutes } from "../../../src/platform/issuer/routes.js";
 import { createIssuerServices, type IssuerServices } from "../../../src/platform/issuer/services.js";
 import { openStore, type Store } from "../../../src/platform/store/database.js";
 import { createTestDatabase, type TestDatabase } from "../../support/databases.js";
+import { defaultHttpServerLimits } from "../../support/http.js";
 
 /** A clock the test moves by hand. */
 export interface ManualClock {
@@ -87,6 +88,7 @@ export async function startIssuer(
     logger: pino({ level: "silent" }),
     bodyLimitBytes: 1024 * 1024,
     trustProxy: false,
+    limits: defaultHttpServerLimits,
   });
   await server.register(issuerRoutes, services);
   await beforeReady?.(server, services, clock);

@@ -6,6 +6,7 @@ import { createHttpServer } from "../../../src/http/server.js";
 import { issuerRoutes } from "../../../src/platform/issuer/routes.js";
 import { createIssuerServices } from "../../../src/platform/issuer/services.js";
 import { parseTokenRequest } from "../../../src/platform/issuer/token-service.js";
+import { defaultHttpServerLimits } from "../../support/http.js";
 import { openTestStore, testConfiguration } from "./support.js";
 
 const basicOf = (text: string) => `Basic ${Buffer.from(text).toString("base64")}`;
@@ -62,7 +63,12 @@ describe("issuer routes in the OpenAPI document", () => {
     const opened = await openTestStore("sqlite");
     try {
       const services = await createIssuerServices({ store: opened.store, configuration: testConfiguration() });
-      const server = createHttpServer({ logger: pino({ level: "silent" }), bodyLimitBytes: 65_536, trustProxy: false });
+      const server = createHttpServer({
+        logger: pino({ level: "silent" }),
+        bodyLimitBytes: 65_536,
+        trustProxy: false,
+        limits: defaultHttpServerLimits,
+      });
       await server.register(swagger, { openapi: { openapi: "3.1.0", info: { title: "test", version: "1" } } });
       await server.register(issuerRoutes, services);
       await server.ready();

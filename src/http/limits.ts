@@ -1,0 +1,194 @@
+/**
+ * The limits every flowplane HTTP server applies, so that no client can hold a server's connections or hand it input
+ * whose cost is unbounded: a deadline for each whole request, caps on open connections (in all and per client
+ * address), on requests per connection, on the size of URLs, path parameters and headers, and on the nesting of JSON
+ * bodies. `createHttpServer` applies them; the settings are `service.http.*`.
+ */
+import { readFileSync } from "node:fs";
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+import type { FastifyBaseLogger } from "fastify";
+
+/** The `service.http` settings: the request deadline and the connection limits of one HTTP server. */
+export interface HttpServerLimits {
+  /** Longest time a client may take to send one request, headers and body; a slower one is answered 408. */
+  readonly requestReceiveTimeoutMs: number;
+  /** Open connections the server accepts; further ones are closed at once. */
+  readonly maxConnections: number;
+  /** Open connections the server accepts from one client address (IPv6: one /64 network). */
+  readonly maxConnectionsPerAddress: number;
+  /** Requests served on one keep-alive connection before the server closes it. */
+  readonly maxRequestsPerConnection: number;
+}
+
+/** Longest accepted request target (path and query); a longer one is answered 414. */
+export const maxUrlCharacters = 8 * 1024;
+
+/** Largest accepted request line and headers together; larger ones are answered 431 by Node's parser. */
+export const maxHeaderBytes = 16 * 1024;
+
+/** Longest accepted path parameter; a request with a longer one is answered 414. */
+export const maxPathParameterCharacters = 500;
+
+/**
+ * Deepest accepted nesting of arrays and objects in a JSON body, the top level counting as one; deeper bodies are
+ * answered 400. Recursive code (the cluster transport's msgpack encoder and decoder, schema validation) overflows
+ * its stack somewhere above a thousand levels, depending on how deep in a call it runs: this bound keeps every body
+ * far away from that, and no legitimate document of the APIs comes close to it.
+ */
+export const maxJsonNestingLevels = 64;
+
+/** How long the refusal warning stays quiet after it was logged, however many connections are refused meanwhile. */
+const REFUSAL_LOG_INTERVAL_MS = 60_000;
+
+/**
+ * How often Node checks its connections against the request deadline: a quarter of the deadline, so that a request
+ * overstays it by at most a quarter, but not more often than every 50 ms nor less often than every second.
+ */
+export function deadlineCheckIntervalMs(limits: HttpServerLimits): number {
+  return Math.min(1_000, Math.max(50, Math.floor(limits.requestReceiveTimeoutMs / 4)));
+}
+
+/**
+ * Whether a parsed JSON value nests arrays and objects more than `maxLevels` deep (a scalar is 0 levels, `{}` one).
+ * It walks with an explicit stack, since the point is to refuse values whose depth would overflow recursive code.
+ */
+export function nestsDeeperThan(value: unknown, maxLevels: number): boolean {
+  const pendingValues: object[] = [];
+  const pendingLevels: number[] = [];
+  if (value !== null && typeof value === "object") {
+    pendingValues.push(value);
+    pendingLevels.push(1);
+  }
+  for (;;) {
+    const current = pendingValues.pop();
+    const level = pendingLevels.pop();
+    if (current === undefined || level === undefined) return false;
+    if (level > maxLevels) return true;
+    for (const child of Array.isArray(current) ? current : Object.values(current)) {
+      if (child !== null && typeof child === "object") {
+        pendingValues.push(child);
+        pendingLevels.push(level + 1);
+      }
+    }
+  }
+}
+
+/** The eight 16-bit groups of an IPv6 address in text form, with `::` expanded and an embedded IPv4 tail kept whole. */
+function ipv6Groups(address: string): string[] {
+  const [head = "", tail] = address.split("::");
+  const headGroups = head === "" ? [] : head.split(":");
+  if (tail === undefined) return headGroups;
+  const tailGroups = tail === "" ? [] : tail.split(":");
+  const tailWidth = tailGroups.reduce((width, group) => width + (group.includes(".") ? 2 : 1), 0);
+  const zeros = Array.from({ length: Math.max(0, 8 - headGroups.length - tailWidth) }, () => "0");
+  return [...headGroups, ...zeros, ...tailGroups];
+}
+
+/**
+ * The key a connection counts under for the per-address cap: its IPv4 address, or the /64 network of its IPv6
+ * address, since one IPv6 host usually holds a whole /64 and could otherwise open the cap's worth from each address.
+ */
+export function connectionAddressKey(remoteAddress: string | undefined): string {
+  if (remoteAddress === undefined || remoteAddress === "") return "unknown";
+  const withoutZone = remoteAddress.split("%")[0] ?? remoteAddress;
+  const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(withoutZone);
+  if (mapped !== null) return mapped[1] as string;
+  if (!withoutZone.includes(":")) return withoutZone;
+  const network = ipv6Groups(withoutZone)
+    .slice(0, 4)
+    .map((group) => (/^[0-9a-f]{1,4}$/i.test(group) ? Number.parseInt(group, 16).toString(16) : group));
+  return `${network.join(":")}::/64`;
+}
+
+/** The soft limit on open files of this process, from `/proc/self/limits`; undefined where that file is missing. */
+export function openFileLimit(): number | undefined {
+  try {
+    const line = readFileSync("/proc/self/limits", "utf8")
+      .split("\n")
+      .find((candidate) => candidate.startsWith("Max open files"));
+    const soft = line?.split(/\s{2,}/)[1];
+    return soft === undefined || !/^\d+$/.test(soft) ? undefined : Number(soft);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Options of `guardConnections`. */
+export interface ConnectionGuardOptions {
+  readonly logger: FastifyBaseLogger;
+  /** Called when a connection sent no complete request head within the deadline; it answers 408 and closes it. */
+  readonly onFirstRequestOverdue: (socket: Socket) => void;
+}
+
+/**
+ * Applies the connection limits to a Node HTTP server: the total cap (Node's own `maxConnections`, which closes a
+ * surplus connection before any JavaScript object exists for it), the per-address cap, and the deadline of a
+ * connection's first request, which Node does not enforce while the client has sent nothing at all. Refused
+ * connections are closed at once, without a response: anything more would let the refused spend the server's time.
+ */
+export function guardConnections(server: Server, limits: HttpServerLimits, options: ConnectionGuardOptions): void {
+  server.maxConnections = limits.maxConnections;
+  const openByAddress = new Map<string, number>();
+  const firstRequestTimers = new WeakMap<Socket, NodeJS.Timeout>();
+  const requestsBySocket = new WeakMap<Socket, number>();
+  let refusedSinceLastWarning = 0;
+  let quietUntilMs = 0;
+
+  const noteRefusal = (limit: "maxConnections" | "maxConnectionsPerAddress", address: string | undefined) => {
+    refusedSinceLastWarning += 1;
+    const nowMs = Date.now();
+    if (nowMs < quietUntilMs) return;
+    options.logger.warn(
+      { limit, address, refusedConnections: refusedSinceLastWarning },
+      "connections refused: a client holds too many",
+    );
+    refusedSinceLastWarning = 0;
+    quietUntilMs = nowMs + REFUSAL_LOG_INTERVAL_MS;
+  };
+
+  server.on("drop", (data?: { remoteAddress?: string }) => noteRefusal("maxConnections", data?.remoteAddress));
+  // Prepended so that a refused connection is closed before Node's HTTP machinery does any work for it.
+  server.prependListener("connection", (socket: Socket) => {
+    const key = connectionAddressKey(socket.remoteAddress);
+    const open = openByAddress.get(key) ?? 0;
+    if (open >= limits.maxConnectionsPerAddress) {
+      socket.destroy();
+      noteRefusal("maxConnectionsPerAddress", socket.remoteAddress);
+      return;
+    }
+    openByAddress.set(key, open + 1);
+    const timer = setTimeout(() => options.onFirstRequestOverdue(socket), limits.requestReceiveTimeoutMs);
+    timer.unref();
+    firstRequestTimers.set(socket, timer);
+    socket.once("close", () => {
+      clearTimeout(timer);
+      const remaining = (openByAddress.get(key) ?? 1) - 1;
+      if (remaining <= 0) openByAddress.delete(key);
+      else openByAddress.set(key, remaining);
+    });
+  });
+  // Prepended because Fastify may answer within its own listener (an unknown route, a refused URL), after which no
+  // header can be set any more.
+  server.prependListener("request", (request: IncomingMessage, response: ServerResponse) => {
+    const { socket } = request;
+    // Node's own `maxRequestsPerSocket` announces the end but leaves the connection open and answers further
+    // requests with a bare 503; asking for the close on the last answer makes Node close it after that answer.
+    const requests = (requestsBySocket.get(socket) ?? 0) + 1;
+    requestsBySocket.set(socket, requests);
+    if (requests >= limits.maxRequestsPerConnection) response.setHeader("connection", "close");
+    // From the first request head on, Node's own deadline (requestTimeout, headersTimeout) takes over.
+    const timer = firstRequestTimers.get(socket);
+    if (timer === undefined) return;
+    clearTimeout(timer);
+    firstRequestTimers.delete(socket);
+  });
+
+  const fileLimit = openFileLimit();
+  if (fileLimit !== undefined && limits.maxConnections > fileLimit / 2) {
+    options.logger.warn(
+      { maxConnections: limits.maxConnections, openFileLimit: fileLimit },
+      "service.http.maxConnections is more than half of this process's open-file limit: a flood of connections could exhaust it; lower the setting or raise the limit",
+    );
+  }
+}

@@ -1,0 +1,46 @@
+import { pino } from "pino";
+import { afterAll, describe, expect, it } from "vitest";
+import {
+  createBrokerMetrics,
+  type ManagementSource,
+  startManagementServer,
+} from "../../../src/cluster/broker/management.js";
+import type { HttpServer } from "../../../src/http/server.js";
+import { defaultHttpServerLimits, probeConnectionLimits } from "../../support/http.js";
+
+/** A broker as its management server sees it: one healthy leader replica, nothing else. */
+const source: ManagementSource = {
+  nodeId: 0,
+  replicas: () => [
+    { partitionId: 1, role: "leader", health: "healthy", term: 1, commitIndex: 1, appliedIndex: 1, leaderId: 0 },
+  ],
+  logSizes: () => new Map(),
+  peerReachability: () => new Map(),
+  closing: () => false,
+};
+
+describe("the broker's management server", () => {
+  const servers: HttpServer[] = [];
+  afterAll(async () => await Promise.all(servers.map((server) => server.close())));
+
+  it("applies the connection limits and the request deadline of service.http", async () => {
+    const { server, url } = await startManagementServer({
+      host: "127.0.0.1",
+      port: 0,
+      source,
+      metrics: createBrokerMetrics(source),
+      logger: pino({ level: "silent" }),
+      limits: { ...defaultHttpServerLimits, maxConnectionsPerAddress: 3, requestReceiveTimeoutMs: 2_000 },
+    });
+    servers.push(server);
+    const probe = await probeConnectionLimits(url, {
+      count: 10,
+      otherClientPath: "/actuator/health/liveness",
+      timeoutMs: 20_000,
+    });
+    expect(probe.otherClientStatus).toBe(200);
+    expect(probe.unanswered).toBe(7);
+    expect(probe.answered).toHaveLength(3);
+    for (const answer of probe.answered) expect(answer).toMatch(/^HTTP\/1\.1 408 [\s\S]*request-timeout/);
+  }, 30_000);
+});
