@@ -20,7 +20,7 @@ import {
 } from "../../src/platform/provisioner/index.js";
 import { eventually, everyPartitionLed, everyReplicaHealthy, type GatewayTopology } from "../support/cluster.js";
 import { startTestPlatform, type TestPlatform } from "../support/platform.js";
-import { startPublishers, unreadableMessages } from "../support/publishers.js";
+import { type PublisherReport, startPublishers, unreadableMessages } from "../support/publishers.js";
 import { requestToken } from "../support/tokens.js";
 
 let platform: TestPlatform;
@@ -168,20 +168,44 @@ afterAll(async () => {
   }
 }, 60_000);
 
+/**
+ * Runs `change` while 16 publishers write through the gateway, once `writesBefore` publications were acknowledged;
+ * then checks what every test of this file promises: no violation seen by the publishers, every acknowledged
+ * message readable by its key, and no error in any log.
+ */
+async function underLoad(
+  label: string,
+  writesBefore: number,
+  change: (load: ReturnType<typeof startPublishers>) => Promise<void>,
+): Promise<PublisherReport> {
+  const load = startPublishers({ gatewayUrl: cluster.gatewayUrl, token: () => token, clients: 16, pauseMs: 10, label });
+  let report: PublisherReport | undefined;
+  try {
+    await eventually("writes before the change", 30_000, async () =>
+      load.acknowledgedCount() >= writesBefore ? true : undefined,
+    );
+    await change(load);
+  } finally {
+    report = await load.stop();
+    expect(report.violations).toEqual([]);
+    expect(await unreadableMessages(cluster.gatewayUrl, token, report.acknowledged)).toEqual([]);
+    expect(errorLines()).toEqual([]);
+  }
+  return report;
+}
+
+/** Waits until the publishers had `count` more publications acknowledged: writes go on after a change. */
+async function writesGoOn(load: ReturnType<typeof startPublishers>, count: number): Promise<void> {
+  const before = load.acknowledgedCount();
+  await eventually("writes after the change", 30_000, async () =>
+    load.acknowledgedCount() >= before + count ? true : undefined,
+  );
+}
+
 describe("scaling a running cluster end to end", () => {
   it("grows from 3 to 5 brokers and shrinks back to 3 while 16 publishers write", async () => {
     const clusterDirectory = join(dataDirectory, "cluster");
-    const load = startPublishers({
-      gatewayUrl: cluster.gatewayUrl,
-      token: () => token,
-      clients: 16,
-      pauseMs: 10,
-      label: "scale",
-    });
-    try {
-      await eventually("writes before the change", 30_000, async () =>
-        load.acknowledgedCount() >= 500 ? true : undefined,
-      );
+    const report = await underLoad("scale", 500, async (load) => {
       await startBrokers(clusterDirectory, [3, 4]);
       const up = await scaleTo([0, 1, 2, 3, 4]);
       await completed(up);
@@ -192,10 +216,7 @@ describe("scaling a running cluster end to end", () => {
         grown.brokers.find((broker) => broker.nodeId === nodeId)?.partitions.map((partition) => partition.partitionId);
       expect(hosted(3)).toEqual([2, 3]);
       expect(hosted(4)).toEqual([3]);
-      const during = load.acknowledgedCount();
-      await eventually("writes after the scale-up", 30_000, async () =>
-        load.acknowledgedCount() >= during + 500 ? true : undefined,
-      );
+      await writesGoOn(load, 500);
 
       const down = await scaleTo([0, 1, 2]);
       await completed(down);
@@ -204,28 +225,13 @@ describe("scaling a running cluster end to end", () => {
       await waitForExit(3);
       await waitForExit(4);
       expect(await converged([0, 1, 2], down)).toMatchObject({ clusterSize: 3, replicationFactor: 3 });
-    } finally {
-      const report = await load.stop();
-      expect(report.violations).toEqual([]);
-      expect(report.acknowledged.size).toBeGreaterThan(1_000);
-      expect(await unreadableMessages(cluster.gatewayUrl, token, report.acknowledged)).toEqual([]);
-      expect(errorLines()).toEqual([]);
-    }
+    });
+    expect(report.acknowledged.size).toBeGreaterThan(1_000);
   }, 300_000);
 
   it("completes a scale-up and a scale-down through kill -9 of the coordinator and of a joining broker, and a restart of a leaving broker", async () => {
     const clusterDirectory = join(dataDirectory, "cluster");
-    const load = startPublishers({
-      gatewayUrl: cluster.gatewayUrl,
-      token: () => token,
-      clients: 16,
-      pauseMs: 10,
-      label: "faults",
-    });
-    try {
-      await eventually("writes before the change", 30_000, async () =>
-        load.acknowledgedCount() >= 300 ? true : undefined,
-      );
+    await underLoad("faults", 300, async () => {
       await startBrokers(clusterDirectory, [3, 4]);
       const up = await scaleTo([0, 1, 2, 3, 4]);
       // Broker 3 is paused at once, so the change stops at the first operation it must apply (its own addition or
@@ -276,26 +282,11 @@ describe("scaling a running cluster end to end", () => {
       await waitForExit(3);
       await waitForExit(4);
       await converged([0, 1, 2], down);
-    } finally {
-      const report = await load.stop();
-      expect(report.violations).toEqual([]);
-      expect(await unreadableMessages(cluster.gatewayUrl, token, report.acknowledged)).toEqual([]);
-      expect(errorLines()).toEqual([]);
-    }
+    });
   }, 420_000);
 
   it("adds partitions (3 → 6, experimental) while 16 publishers write; every message stays readable by its key", async () => {
-    const load = startPublishers({
-      gatewayUrl: cluster.gatewayUrl,
-      token: () => token,
-      clients: 16,
-      pauseMs: 10,
-      label: "partitions",
-    });
-    try {
-      await eventually("writes before the change", 30_000, async () =>
-        load.acknowledgedCount() >= 500 ? true : undefined,
-      );
+    await underLoad("partitions", 500, async (load) => {
       const response = await manage("/actuator/cluster", {
         method: "PATCH",
         body: JSON.stringify({ partitions: { count: 6, replicationFactor: 3 } }),
@@ -305,15 +296,7 @@ describe("scaling a running cluster end to end", () => {
       await completed(changeId, 180_000);
       const grown = await converged([0, 1, 2], changeId, [1, 2, 3, 4, 5, 6]);
       expect(grown).toMatchObject({ clusterSize: 3, partitionsCount: 6, replicationFactor: 3 });
-      const during = load.acknowledgedCount();
-      await eventually("writes after the change", 30_000, async () =>
-        load.acknowledgedCount() >= during + 500 ? true : undefined,
-      );
-    } finally {
-      const report = await load.stop();
-      expect(report.violations).toEqual([]);
-      expect(await unreadableMessages(cluster.gatewayUrl, token, report.acknowledged)).toEqual([]);
-      expect(errorLines()).toEqual([]);
-    }
+      await writesGoOn(load, 500);
+    });
   }, 300_000);
 });
