@@ -52,6 +52,7 @@ import {
   startLocalCluster,
 } from "../../src/platform/provisioner/index.js";
 import { BenchmarkChildren } from "../support/children.js";
+import { CpuRecorder, type CpuShares } from "../support/cpu.js";
 import { type MemoryReading, MemorySampler, resetPeakMemory } from "../support/memory.js";
 import { type BenchmarkPlatform, startPlatform, stopChild } from "../support/platform.js";
 import { formatNumber, printTable } from "../support/report.js";
@@ -107,6 +108,28 @@ const growth = (after: number | undefined, before: number | undefined): string =
 
 /** The run's child processes and its stop-by-itself guard; set at the start of `run()`. */
 let children: BenchmarkChildren;
+/** The machine's processor time and this run's share of it, sampled every 500 ms; set at the start of `run()`. */
+let cpuRecorder: CpuRecorder | undefined;
+/** The cluster being measured (its processes count as this run's in `cpu`). */
+let currentCluster: LocalCluster | undefined;
+let platformPid: number | undefined;
+
+/** This run's processes: this one, the platform, the brokers and the gateway of the cluster being measured. */
+function ownPids(): number[] {
+  const pids = [process.pid];
+  if (platformPid !== undefined) pids.push(platformPid);
+  if (currentCluster !== undefined) {
+    if (currentCluster.gatewayPid !== undefined) pids.push(currentCluster.gatewayPid);
+    for (const broker of currentCluster.brokers) if (broker.pid !== undefined) pids.push(broker.pid);
+  }
+  return pids;
+}
+
+/** "machine busy / of which others" in percent of all cores, for a window. */
+function cpuText(shares: CpuShares | undefined): string {
+  if (shares === undefined) return "n/a";
+  return `${formatNumber(shares.machine * 100)} / ${formatNumber(shares.others * 100)}`;
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // The messages of the fill
@@ -145,6 +168,7 @@ interface FillResult {
   readonly longestPauseMs: number;
   /** Publications answered 502/504 (outcome unknown). */
   readonly unknown: number;
+  readonly cpu: CpuShares | undefined;
 }
 
 /** Publishes `shape.messages` messages through the gateway with `fillClients` clients. */
@@ -200,7 +224,8 @@ async function fill(gatewayUrl: string, token: string, shape: FillShape, label: 
   } finally {
     await pool.close();
   }
-  return { ms: performance.now() - startedAtMs, longestPauseMs, unknown };
+  const endedAtMs = performance.now();
+  return { ms: endedAtMs - startedAtMs, longestPauseMs, unknown, cpu: cpuRecorder?.shares(startedAtMs, endedAtMs) };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -271,11 +296,19 @@ class PublisherLoad {
   }
 }
 
-/** Throughput of the publishers in one window. */
+/** A window of the publishers' run. */
 interface Window {
   readonly name: string;
   readonly fromMs: number;
   readonly toMs: number;
+}
+
+/** The publishers' throughput in one window, and how busy the machine was meanwhile. */
+interface MeasuredWindow {
+  readonly window: Window;
+  readonly rate: number;
+  readonly lowestSecond: number;
+  readonly cpu: CpuShares | undefined;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -290,7 +323,7 @@ async function startCluster(
 ): Promise<LocalCluster> {
   const command = defaultCommand();
   if (brokerHeapMb !== undefined) command.nodeArguments.push(`--max-old-space-size=${brokerHeapMb}`);
-  return startLocalCluster({
+  currentCluster = await startLocalCluster({
     dataDirectory: directory,
     gatewayPort: 0,
     managementPort: 0,
@@ -307,6 +340,7 @@ async function startCluster(
       SERVICE_BROKER_RAFT_SNAPSHOT_INTERVAL_ENTRIES: String(snapshotIntervalEntries),
     },
   });
+  return currentCluster;
 }
 
 /** A broker's per-partition metrics, keyed `<metric name without flowplane_partition_>/<partition>`. */
@@ -368,6 +402,46 @@ async function waitForSnapshots(
     if (Date.now() > deadline) throw new Error("the replicas did not snapshot their partitions within 15 minutes");
     await sleep(1_000);
   }
+}
+
+/** Snapshots each replica took so far: broker → partition → count, seconds in all, size of the latest. */
+interface SnapshotStats {
+  readonly nodeId: number;
+  readonly partitionId: number;
+  readonly count: number;
+  readonly seconds: number;
+  readonly sizeBytes: number;
+}
+
+async function snapshotStats(cluster: LocalCluster, partitionIds: readonly number[]): Promise<SnapshotStats[]> {
+  const stats: SnapshotStats[] = [];
+  for (const broker of cluster.brokers) {
+    const metrics = await partitionMetrics(broker).catch(() => new Map<string, number>());
+    for (const partitionId of partitionIds) {
+      const count = metrics.get(`snapshot_duration_seconds_count/${partitionId}`);
+      if (count === undefined) continue;
+      stats.push({
+        nodeId: broker.nodeId,
+        partitionId,
+        count,
+        seconds: metrics.get(`snapshot_duration_seconds_sum/${partitionId}`) ?? 0,
+        sizeBytes: metrics.get(`snapshot_size_bytes/${partitionId}`) ?? 0,
+      });
+    }
+  }
+  return stats;
+}
+
+/** "2.1–7.4 s for 973 MiB": how long the replicas' only snapshots took. */
+function snapshotSummary(stats: readonly SnapshotStats[]): string {
+  if (stats.length === 0) return "no snapshot";
+  const durations = stats.map((stat) => stat.seconds / Math.max(1, stat.count));
+  const sizes = stats.map((stat) => stat.sizeBytes);
+  return (
+    `${formatNumber(Math.min(...durations), 1)}–${formatNumber(Math.max(...durations), 1)} s per snapshot of ` +
+    `${mebibytes(Math.min(...sizes))}–${mebibytes(Math.max(...sizes))} MiB (${stats.length} replicas, encoding and ` +
+    "durable chunks)"
+  );
 }
 
 /** The change `GET /actuator/cluster` shows. */
@@ -599,7 +673,10 @@ const fastest = (times: readonly number[]): number => Math.min(...times);
 
 /** One look at a join in progress. */
 interface JoinPoll {
+  /** When the poll started: the leader and the joiner were asked at once. */
   readonly atMs: number;
+  /** How long the joiner took to answer (seconds while it restores its engine: its event loop is busy). */
+  readonly joinerAnswerMs: number;
   /** Bytes the joining replica received so far, as the change's progress shows them. */
   readonly bytesMoved: number;
   readonly joinerApplied: number | undefined;
@@ -636,6 +713,7 @@ interface JoinResult {
   /** From `startedAtMs` to `endedAtMs`: the publishers' "during" window. */
   readonly startedAtMs: number;
   readonly endedAtMs: number;
+  readonly cpu: CpuShares | undefined;
 }
 
 /**
@@ -677,14 +755,29 @@ async function joinReplica(
   const completedAtMs = await management.completed(changeId, async (monitoring) => {
     recordProgress(monitoring, moved);
     // The leader first: a joiner that applied what the leader had committed a moment before has caught up.
-    const leaderCommit = (await partitionMetrics(leaderBroker).catch(() => undefined))?.get(
-      `commit_index/${partitionId}`,
-    );
-    const joinerApplied = (await partitionMetrics(joinerBroker).catch(() => undefined))?.get(
-      `applied_index/${partitionId}`,
-    );
+    const askedAtMs = performance.now();
+    let joinerAnsweredAtMs = askedAtMs;
+    const [leaderCommit, joinerApplied] = await Promise.all([
+      partitionMetrics(leaderBroker).then(
+        (metrics) => metrics.get(`commit_index/${partitionId}`),
+        () => undefined,
+      ),
+      partitionMetrics(joinerBroker).then(
+        (metrics) => {
+          joinerAnsweredAtMs = performance.now();
+          return metrics.get(`applied_index/${partitionId}`);
+        },
+        () => undefined,
+      ),
+    ]);
     const now = performance.now();
-    polls.push({ atMs: now, bytesMoved: totalMoved(moved), joinerApplied, leaderCommit });
+    polls.push({
+      atMs: askedAtMs,
+      joinerAnswerMs: joinerAnsweredAtMs - askedAtMs,
+      bytesMoved: totalMoved(moved),
+      joinerApplied,
+      leaderCommit,
+    });
     if (leaderCommit === undefined || joinerApplied === undefined) return;
     if (joinerApplied < leaderSnapshotIndexBefore) lastAnswerBeforeInstallMs = now;
     else if (Number.isNaN(installedAtMs)) installedAtMs = now;
@@ -715,6 +808,7 @@ async function joinReplica(
     polls,
     startedAtMs,
     endedAtMs: completedAtMs,
+    cpu: cpuRecorder?.shares(startedAtMs, completedAtMs),
   };
 }
 
@@ -730,6 +824,7 @@ async function leaderSnapshotIndex(cluster: LocalCluster, leader: number, partit
 /** What part A measured. */
 interface JoinPart {
   readonly shape: FillShape;
+  readonly fillSnapshots: readonly SnapshotStats[];
   readonly snapshotIntervalEntries: number;
   readonly fill: FillResult;
   readonly limits: Limits;
@@ -737,7 +832,7 @@ interface JoinPart {
   readonly loaded: JoinResult;
   readonly idleTimeline: string[][];
   readonly loadedTimeline: string[][];
-  readonly windows: readonly { window: Window; rate: number; lowestSecond: number }[];
+  readonly windows: readonly MeasuredWindow[];
   readonly unavailable: number;
   readonly failed: number;
 }
@@ -757,6 +852,7 @@ async function measureJoin(dataDirectory: string, platform: BenchmarkPlatform): 
     const filled = await fill(cluster.gatewayUrl, platform.token, shape, "fill");
     console.log(`  filled in ${seconds(filled.ms)} s; waiting for the replicas' snapshots`);
     await waitForSnapshots(cluster, [1], shape.messages - snapshotIntervalEntries + 1_000);
+    const fillSnapshots = await snapshotStats(cluster, [1]);
     const leader = await leaderOf(cluster, 1);
     const leaderMetrics = await partitionMetrics(brokerOf(cluster, leader));
     const expectedBytes =
@@ -797,6 +893,7 @@ async function measureJoin(dataDirectory: string, platform: BenchmarkPlatform): 
     await rm(source, { force: true });
     return {
       shape,
+      fillSnapshots,
       snapshotIntervalEntries,
       fill: filled,
       limits,
@@ -808,6 +905,7 @@ async function measureJoin(dataDirectory: string, platform: BenchmarkPlatform): 
         window,
         rate: load.rate(window.fromMs, window.toMs),
         lowestSecond: load.lowestSecond(window.fromMs, window.toMs),
+        cpu: cpuRecorder?.shares(window.fromMs, window.toMs),
       })),
       unavailable: load.unavailable,
       failed: load.failed,
@@ -836,16 +934,20 @@ interface ScaleChange {
   readonly steps: readonly { operation: string; fromMs: number; toMs: number }[];
   /** Operation name → the most bytes its progress showed moved. */
   readonly bytesByStep: ReadonlyMap<string, number>;
+  readonly cpu: CpuShares | undefined;
 }
 
 interface ScalePart {
   readonly shape: FillShape;
+  readonly fillSnapshots: readonly SnapshotStats[];
+  /** Snapshots the replicas took during the scale-up and the scale-down (each change's leaders and joiners). */
+  readonly changeSnapshots: readonly SnapshotStats[];
   readonly snapshotIntervalEntries: number;
   readonly fill: FillResult;
   readonly limits: Limits;
   readonly up: ScaleChange;
   readonly down: ScaleChange;
-  readonly windows: readonly { window: Window; rate: number; lowestSecond: number }[];
+  readonly windows: readonly MeasuredWindow[];
   readonly unavailable: number;
   readonly failed: number;
   /** Per broker: anonymous memory before the scale-up, its peak during the scale-up, peak resident set. */
@@ -903,6 +1005,7 @@ async function scaleChange(
     window: { name: `during ${name}`, fromMs: startedAtMs, toMs: completedAtMs },
     steps: steps.map((step) => ({ ...step, fromMs: step.fromMs - startedAtMs, toMs: step.toMs - startedAtMs })),
     bytesByStep: moved.byOperation,
+    cpu: cpuRecorder?.shares(startedAtMs, completedAtMs),
   };
 }
 
@@ -923,6 +1026,7 @@ async function measureScale(dataDirectory: string, platform: BenchmarkPlatform):
     console.log(`  filled in ${seconds(filled.ms)} s; waiting for the replicas' snapshots`);
     const perPartition = Math.ceil(shape.messages / partitions.length);
     await waitForSnapshots(cluster, partitions, perPartition - snapshotIntervalEntries + 1_000);
+    const fillSnapshots = await snapshotStats(cluster, partitions);
     const joinBytes = await bytesPerJoin(cluster, partitions, shape.recordBytes);
 
     await startBrokers(cluster, directory, [3, 4, 5]);
@@ -965,12 +1069,27 @@ async function measureScale(dataDirectory: string, platform: BenchmarkPlatform):
       sampler?.stop();
       await load.stop();
     }
+    const afterChanges = await snapshotStats(cluster, partitions);
+    const changeSnapshots = afterChanges
+      .map((stat) => {
+        const before = fillSnapshots.find(
+          (candidate) => candidate.nodeId === stat.nodeId && candidate.partitionId === stat.partitionId,
+        );
+        return {
+          ...stat,
+          count: stat.count - (before?.count ?? 0),
+          seconds: stat.seconds - (before?.seconds ?? 0),
+        };
+      })
+      .filter((stat) => stat.count > 0);
     // The removed brokers host nothing now: the operator stops them and deletes their data.
     removeLocalBrokers(join(directory, "cluster"), [3, 4, 5]);
     await measureLimits(limits, source, dataDirectory);
     await rm(source, { force: true });
     return {
       shape,
+      fillSnapshots,
+      changeSnapshots,
       snapshotIntervalEntries,
       fill: filled,
       limits,
@@ -980,6 +1099,7 @@ async function measureScale(dataDirectory: string, platform: BenchmarkPlatform):
         window,
         rate: load.rate(window.fromMs, window.toMs),
         lowestSecond: load.lowestSecond(window.fromMs, window.toMs),
+        cpu: cpuRecorder?.shares(window.fromMs, window.toMs),
       })),
       unavailable: load.unavailable,
       failed: load.failed,
@@ -1024,21 +1144,21 @@ function tcpTimeFor(limits: Limits, bytes: number): number {
   return (fastest(limits.tcpMs) * bytes) / limits.bytes;
 }
 
-function printThroughput(
-  windows: readonly { window: Window; rate: number; lowestSecond: number }[],
-  unavailable: number,
-  failed: number,
-): void {
+function printThroughput(windows: readonly MeasuredWindow[], unavailable: number, failed: number): void {
   printTable(
-    ["window", "seconds", "writes/s", "lowest 1 s"],
-    windows.map(({ window, rate, lowestSecond }) => [
+    ["window", "seconds", "writes/s", "lowest 1 s", "CPU % machine / others"],
+    windows.map(({ window, rate, lowestSecond, cpu }) => [
       window.name,
       seconds(window.toMs - window.fromMs),
       formatNumber(rate),
       formatNumber(lowestSecond),
+      cpuText(cpu),
     ]),
   );
-  console.log(`(answers 502/503/504: ${unavailable}; other failures: ${failed})`);
+  console.log(
+    `(answers 502/503/504: ${unavailable}; other failures: ${failed}; CPU: the share of both cores busy, and of it ` +
+      "what processes outside this benchmark used)",
+  );
 }
 
 /** How the fill went, after "filled in". */
@@ -1046,14 +1166,15 @@ function fillSummary(shape: FillShape, filled: FillResult): string {
   return (
     `${seconds(filled.ms)} s = ${megabytesPerSecond(shape.messages * shape.recordBytes, filled.ms)} MiB/s ` +
     `through the gateway by ${fillClients} publishers, longest pause without an acknowledgement ` +
-    `${seconds(filled.longestPauseMs)} s, ${filled.unknown} answers 502/504`
+    `${seconds(filled.longestPauseMs)} s, ${filled.unknown} answers 502/504, CPU % machine / others ` +
+    cpuText(filled.cpu)
   );
 }
 
 function printJoinPart(part: JoinPart): void {
   console.log(
     `\nA. Replica joining partition 1 (${part.shape.messages} messages of ${part.shape.recordBytes} bytes, filled ` +
-      `${fillSummary(part.shape, part.fill)}; ` +
+      `${fillSummary(part.shape, part.fill)}; the fill's snapshots: ${snapshotSummary(part.fillSnapshots)}; ` +
       `snapshot every ${part.snapshotIntervalEntries} entries)`,
   );
   printTable(
@@ -1070,6 +1191,7 @@ function printJoinPart(part: JoinPart): void {
       "MiB/s received",
       "attempts",
       "leader compacted",
+      "CPU % machine / others",
     ],
     [part.idle, part.loaded].map((join) => [
       join.name,
@@ -1086,6 +1208,7 @@ function printJoinPart(part: JoinPart): void {
       join.leaderSnapshotIndexAfter > join.leaderSnapshotIndexBefore
         ? `yes (${join.leaderSnapshotIndexBefore}→${join.leaderSnapshotIndexAfter})`
         : "no",
+      cpuText(join.cpu),
     ]),
   );
   console.log(
@@ -1127,11 +1250,15 @@ function printJoinPart(part: JoinPart): void {
         "s",
         "MiB received",
         "joiner applied",
+        "joiner answered in s",
         "leader commit",
         "joiner anon",
         "joiner file",
         "leader anon",
         "leader file",
+        "joiner CPU %",
+        "leader CPU %",
+        "CPU % machine / others",
         "writes/s",
       ],
       timeline,
@@ -1157,12 +1284,22 @@ function memoryRow(join: JoinResult, process: string, pid: number): string[] {
   ];
 }
 
-/** About a dozen rows describing a join as it went, with the publishers' rate between rows when there was a load. */
+/**
+ * About a dozen rows describing a join as it went: at each, what the last poll saw, and over the time since the row
+ * before, the processor time of the joiner and the leader (in % of one core), how busy the machine was, and the
+ * publishers' rate when there was a load.
+ */
 function joinTimeline(join: JoinResult, load: PublisherLoad | undefined): string[][] {
   const stepMs = Math.max(1_000, join.completedMs / 12);
   const rows: string[][] = [];
   let previousMs = join.startedAtMs;
   const polls = join.polls;
+  const percentOfCore = (pid: number, fromMs: number, toMs: number): string => {
+    const from = join.sampler.at(pid, fromMs);
+    const to = join.sampler.at(pid, toMs);
+    if (from === undefined || to === undefined || to.atMs <= from.atMs) return "n/a";
+    return formatNumber(((to.cpuMs - from.cpuMs) / (to.atMs - from.atMs)) * 100);
+  };
   for (const [position, poll] of polls.entries()) {
     const last = position === polls.length - 1;
     if (!last && poll.atMs - previousMs < stepMs) continue;
@@ -1172,11 +1309,15 @@ function joinTimeline(join: JoinResult, load: PublisherLoad | undefined): string
       seconds(poll.atMs - join.startedAtMs),
       mebibytes(poll.bytesMoved),
       poll.joinerApplied === undefined ? "-" : String(poll.joinerApplied),
+      formatNumber(poll.joinerAnswerMs / 1000, 2),
       poll.leaderCommit === undefined ? "-" : String(poll.leaderCommit),
       joinerMemory === undefined ? "n/a" : mebibytes(joinerMemory.rssAnon),
       joinerMemory === undefined ? "n/a" : mebibytes(joinerMemory.rssFile),
       leaderMemory === undefined ? "n/a" : mebibytes(leaderMemory.rssAnon),
       leaderMemory === undefined ? "n/a" : mebibytes(leaderMemory.rssFile),
+      percentOfCore(join.joinerPid, previousMs, poll.atMs),
+      percentOfCore(join.leaderPid, previousMs, poll.atMs),
+      cpuText(cpuRecorder?.shares(previousMs, poll.atMs)),
       load === undefined ? "-" : formatNumber(load.rate(previousMs, poll.atMs)),
     ]);
     previousMs = poll.atMs;
@@ -1187,10 +1328,21 @@ function joinTimeline(join: JoinResult, load: PublisherLoad | undefined): string
 function printScalePart(part: ScalePart): void {
   console.log(
     `\nB. Scaling 3 → 6 → 3 brokers (3 partitions, RF 3, ${part.shape.messages} messages of ${part.shape.recordBytes} ` +
-      `bytes ${fillSummary(part.shape, part.fill)}; snapshot every ${part.snapshotIntervalEntries} entries)`,
+      `bytes ${fillSummary(part.shape, part.fill)}; the fill's snapshots: ${snapshotSummary(part.fillSnapshots)}; ` +
+      `snapshot every ${part.snapshotIntervalEntries} entries)`,
   );
   printTable(
-    ["change", "operations", "joins", "completed s", "progress MiB", "to move MiB", "MiB/s", "attempts"],
+    [
+      "change",
+      "operations",
+      "joins",
+      "completed s",
+      "progress MiB",
+      "to move MiB",
+      "MiB/s",
+      "attempts",
+      "CPU % machine / others",
+    ],
     [part.up, part.down].map((change) => [
       change.name,
       String(change.operations),
@@ -1200,6 +1352,7 @@ function printScalePart(part: ScalePart): void {
       mebibytes(change.expectedBytes),
       megabytesPerSecond(movedBytes(change), change.completedMs),
       String(change.attempts),
+      cpuText(change.cpu),
     ]),
   );
   for (const change of [part.up, part.down]) {
@@ -1220,6 +1373,18 @@ function printScalePart(part: ScalePart): void {
       ]),
     );
   }
+  console.log(
+    `\nB. Snapshots taken during the changes: ${
+      part.changeSnapshots.length === 0
+        ? "none"
+        : part.changeSnapshots
+            .map(
+              (stat) =>
+                `broker ${stat.nodeId} partition ${stat.partitionId}: ${stat.count} (${formatNumber(stat.seconds, 1)} s)`,
+            )
+            .join(", ")
+    }`,
+  );
   console.log("\nB. Memory of each broker during the scale-up, MiB");
   printTable(
     ["broker", "anon before", "anon peak", "anon growth", "file growth", "peak RSS"],
@@ -1237,7 +1402,7 @@ function printScalePart(part: ScalePart): void {
   printThroughput(part.windows, part.unavailable, part.failed);
 }
 
-function rateOf(windows: readonly { window: Window; rate: number }[], name: string): number {
+function rateOf(windows: readonly MeasuredWindow[], name: string): number {
   return windows.find((entry) => entry.window.name === name)?.rate ?? Number.NaN;
 }
 
@@ -1268,7 +1433,11 @@ function printRatios(join: JoinPart | undefined, scale: ScalePart | undefined): 
       formatNumber(rateOf(join.windows, "during the join") / before, 2),
       "≥ 0.7",
     ]);
-    rows.push(["A. writes after the join / before", formatNumber(rateOf(join.windows, "after") / before, 2), ""]);
+    rows.push([
+      "A. writes during the join / mean of before and after",
+      formatNumber((2 * rateOf(join.windows, "during the join")) / (before + rateOf(join.windows, "after")), 2),
+      "",
+    ]);
   }
   if (scale !== undefined) {
     for (const change of [scale.up, scale.down]) {
@@ -1285,8 +1454,20 @@ function printRatios(join: JoinPart | undefined, scale: ScalePart | undefined): 
       "≥ 0.7",
     ]);
     rows.push([
-      "B. writes during the scale-down / before",
-      formatNumber(rateOf(scale.windows, "during scale-down") / before, 2),
+      "B. writes during the scale-up / mean of before and after it",
+      formatNumber(
+        (2 * rateOf(scale.windows, "during scale-up")) / (before + rateOf(scale.windows, "after scale-up")),
+        2,
+      ),
+      "",
+    ]);
+    rows.push([
+      "B. writes during the scale-down / mean of before and after it",
+      formatNumber(
+        (2 * rateOf(scale.windows, "during scale-down")) /
+          (rateOf(scale.windows, "after scale-up") + rateOf(scale.windows, "after scale-down")),
+        2,
+      ),
       "",
     ]);
   }
@@ -1296,6 +1477,7 @@ function printRatios(join: JoinPart | undefined, scale: ScalePart | undefined): 
 /** Runs the scaling benchmark and prints its tables and ratios; stops every child whatever happens. */
 export async function run(): Promise<void> {
   children = new BenchmarkChildren("scaling", runDeadlineMs);
+  cpuRecorder = new CpuRecorder(ownPids, 500);
   const dataDirectory = await mkdtemp(join(tmpdir(), "flowplane-bench-scaling-"));
   let platform: BenchmarkPlatform | undefined;
   let joinPart: JoinPart | undefined;
@@ -1309,6 +1491,7 @@ export async function run(): Promise<void> {
     );
     await mkdir(dataDirectory, { recursive: true });
     platform = await startPlatform(children, dataDirectory, startTimeoutMs);
+    platformPid = platform.child.pid;
     if (parts.has("join")) {
       joinPart = await measureJoin(dataDirectory, platform);
       printJoinPart(joinPart);
@@ -1320,6 +1503,7 @@ export async function run(): Promise<void> {
   } finally {
     if (platform !== undefined) await stopChild(platform.child);
     children.release();
+    cpuRecorder.stop();
     await rm(dataDirectory, { recursive: true, force: true });
   }
   printRatios(joinPart, scalePart);

@@ -7,6 +7,7 @@
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
+import { processCpuTime } from "./cpu.js";
 
 /** One reading, in bytes. */
 export interface MemoryReading {
@@ -58,12 +59,16 @@ export function peakOf(readings: readonly MemoryReading[]): MemoryReading | unde
   return { rss, rssAnon, rssFile, peakRss };
 }
 
-/** One reading of one process and when it was taken (`performance.now()`). */
+/** One reading of one process, when it was taken (`performance.now()`) and its processor time so far (ms). */
 export interface TimedReading extends MemoryReading {
   readonly atMs: number;
+  readonly cpuMs: number;
 }
 
-/** Readings of a set of processes taken at a fixed interval, to find the peaks of a measurement and its phases. */
+/**
+ * Readings of a set of processes taken at a fixed interval, to find the peaks of a measurement and its phases (and
+ * the processor time each used between two moments).
+ */
 export class MemorySampler {
   private readonly samples = new Map<number, TimedReading[]>();
   private readonly timer: NodeJS.Timeout;
@@ -82,7 +87,9 @@ export class MemorySampler {
     const atMs = performance.now();
     for (const pid of this.pids) {
       const reading = readMemory(pid);
-      if (reading !== undefined) this.samples.get(pid)?.push({ ...reading, atMs });
+      const cpu = processCpuTime(pid);
+      const cpuMs = cpu === undefined ? Number.NaN : cpu.userMs + cpu.systemMs;
+      if (reading !== undefined) this.samples.get(pid)?.push({ ...reading, atMs, cpuMs });
     }
   }
 
