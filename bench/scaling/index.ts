@@ -42,7 +42,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { pino } from "pino";
 import { Pool } from "undici";
-import { DEFAULT_TENANT_ID, encodeRecord } from "../../src/cluster/engine/index.js";
+import { DEFAULT_TENANT_ID, encodeRecord, parseKey } from "../../src/cluster/engine/index.js";
 import {
   addLocalBrokers,
   defaultCommand,
@@ -235,6 +235,8 @@ async function fill(gatewayUrl: string, token: string, shape: FillShape, label: 
 class PublisherLoad {
   private readonly pool: Pool;
   private readonly acknowledgedAtMs: number[] = [];
+  /** The partition of each acknowledged publication (from its message key), in the same order. */
+  private readonly acknowledgedPartitions: number[] = [];
   private running = true;
   private readonly workers: Promise<void>[];
   unavailable = 0;
@@ -259,10 +261,16 @@ class PublisherLoad {
           })
           .catch(() => undefined);
         const status = response?.statusCode ?? 0;
-        await response?.body.dump();
         if (status === 200) {
+          const answer = (await response?.body.json().catch(() => ({}))) as { messageKey?: string };
           this.acknowledgedAtMs.push(performance.now());
-        } else if (status === 503 || status === 502 || status === 504) {
+          this.acknowledgedPartitions.push(
+            answer.messageKey === undefined ? 0 : (parseKey(answer.messageKey)?.partitionId ?? 0),
+          );
+          continue;
+        }
+        await response?.body.dump();
+        if (status === 503 || status === 502 || status === 504) {
           this.unavailable += 1;
           await sleep(20);
         } else {
@@ -274,18 +282,22 @@ class PublisherLoad {
     this.workers = Array.from({ length: clients }, () => worker());
   }
 
-  /** Acknowledged publications per second in [`fromMs`, `toMs`). */
-  rate(fromMs: number, toMs: number): number {
+  /** Acknowledged publications per second in [`fromMs`, `toMs`), of one partition or all. */
+  rate(fromMs: number, toMs: number, partitionId?: number): number {
     let count = 0;
-    for (const atMs of this.acknowledgedAtMs) if (atMs >= fromMs && atMs < toMs) count += 1;
+    for (const [position, atMs] of this.acknowledgedAtMs.entries()) {
+      if (atMs < fromMs || atMs >= toMs) continue;
+      if (partitionId === undefined || this.acknowledgedPartitions[position] === partitionId) count += 1;
+    }
     return count / ((toMs - fromMs) / 1000);
   }
 
-  /** The lowest rate of any whole second in [`fromMs`, `toMs`). */
-  lowestSecond(fromMs: number, toMs: number): number {
+  /** The lowest rate of any whole second in [`fromMs`, `toMs`), of one partition or all. */
+  lowestSecond(fromMs: number, toMs: number, partitionId?: number): number {
     let lowest = Number.POSITIVE_INFINITY;
-    for (let start = fromMs; start + 1000 <= toMs; start += 1000)
-      lowest = Math.min(lowest, this.rate(start, start + 1000));
+    for (let start = fromMs; start + 1000 <= toMs; start += 1000) {
+      lowest = Math.min(lowest, this.rate(start, start + 1000, partitionId));
+    }
     return lowest;
   }
 
@@ -309,6 +321,22 @@ interface MeasuredWindow {
   readonly rate: number;
   readonly lowestSecond: number;
   readonly cpu: CpuShares | undefined;
+  /** Per partition (1, 2, …): writes/s and the lowest whole second. */
+  readonly partitions: readonly { rate: number; lowestSecond: number }[];
+}
+
+/** The publishers' figures for `window`, for the whole cluster and for each of `partitionCount` partitions. */
+function measureWindow(load: PublisherLoad, window: Window, partitionCount: number): MeasuredWindow {
+  return {
+    window,
+    rate: load.rate(window.fromMs, window.toMs),
+    lowestSecond: load.lowestSecond(window.fromMs, window.toMs),
+    cpu: cpuRecorder?.shares(window.fromMs, window.toMs),
+    partitions: Array.from({ length: partitionCount }, (_, index) => ({
+      rate: load.rate(window.fromMs, window.toMs, index + 1),
+      lowestSecond: load.lowestSecond(window.fromMs, window.toMs, index + 1),
+    })),
+  };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -605,27 +633,36 @@ function makeSourceFile(path: string, bytes: number): void {
   }
 }
 
-/** Runs a command to its end; throws when it fails. */
-function runToEnd(command: string, args: readonly string[]): Promise<void> {
+/** Runs a command to its end and returns what it printed; throws when it fails. */
+function runToEnd(command: string, args: readonly string[]): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = children.track(spawn(command, args, { stdio: ["ignore", "ignore", "inherit"] }));
+    const child = children.track(spawn(command, args, { stdio: ["ignore", "pipe", "inherit"] }));
+    let output = "";
+    child.stdout?.on("data", (chunk: Buffer) => {
+      output += chunk.toString("utf8");
+    });
     child.once("error", reject);
-    child.once("exit", (code) => (code === 0 ? resolve() : reject(new Error(`${command} exited with ${code}`))));
+    child.once("close", (code) => (code === 0 ? resolve(output) : reject(new Error(`${command} exited with ${code}`))));
   });
 }
 
-/** Time of `cp` of `source` into `directory` and a `sync` of the copy. */
-async function copyOnDisk(source: string, directory: string): Promise<number> {
+/** Time of `cp` of `source` into `directory` and a `sync` of the copy, and the processor time of both commands. */
+async function copyOnDisk(source: string, directory: string): Promise<CopyRun> {
   const target = join(directory, "cp-target");
   const startedAtMs = performance.now();
-  await runToEnd("sh", ["-c", 'cp -- "$1" "$2" && sync -- "$2"', "sh", source, target]);
+  // `times` prints the shell's own processor time, then its children's: user and system, as "0m1.234s 0m0.567s".
+  const output = await runToEnd("sh", ["-c", 'cp -- "$1" "$2" && sync -- "$2" && times', "sh", source, target]);
   const elapsedMs = performance.now() - startedAtMs;
   await rm(target, { force: true });
-  return elapsedMs;
+  const childTimes = output.trim().split("\n").at(-1) ?? "";
+  let cpuMs = 0;
+  for (const match of childTimes.matchAll(/(\d+)m([\d.]+)s/g))
+    cpuMs += (Number(match[1]) * 60 + Number(match[2])) * 1000;
+  return { ms: elapsedMs, cpuMs };
 }
 
 /** Time to send `source` over loopback TCP to another process, which writes and syncs it (see tcp-copy.ts). */
-async function copyOverTcp(source: string, directory: string): Promise<number> {
+async function copyOverTcp(source: string, directory: string): Promise<CopyRun> {
   const target = join(directory, "tcp-target");
   const node = (args: readonly string[]) =>
     children.track(
@@ -647,10 +684,16 @@ async function copyOverTcp(source: string, directory: string): Promise<number> {
   const received = firstLine(receiver, "received ");
   const sender = node(["send", port, source]);
   const sent = (await firstLine(sender, "sent ")).split(" ");
-  await received;
+  const receiverCpuMs = Number((await received).split(" ")[2]);
   await Promise.all([stopChild(receiver), stopChild(sender)]);
   await rm(target, { force: true });
-  return Number(sent[2]);
+  return { ms: Number(sent[2]), cpuMs: Number(sent[3]) + receiverCpuMs };
+}
+
+/** One copy: its time and the processor time of the processes doing it. */
+interface CopyRun {
+  readonly ms: number;
+  readonly cpuMs: number;
 }
 
 /** The physical limits measured in one run: each copy's times (the fastest is the limit). */
@@ -658,11 +701,17 @@ interface Limits {
   readonly bytes: number;
   readonly copyMs: number[];
   readonly tcpMs: number[];
+  readonly copyCpuMs: number[];
+  readonly tcpCpuMs: number[];
 }
 
 async function measureLimits(limits: Limits, source: string, directory: string): Promise<void> {
-  limits.tcpMs.push(await copyOverTcp(source, directory));
-  limits.copyMs.push(await copyOnDisk(source, directory));
+  const tcp = await copyOverTcp(source, directory);
+  limits.tcpMs.push(tcp.ms);
+  limits.tcpCpuMs.push(tcp.cpuMs);
+  const copy = await copyOnDisk(source, directory);
+  limits.copyMs.push(copy.ms);
+  limits.copyCpuMs.push(copy.cpuMs);
 }
 
 /** The fastest of `times`. */
@@ -690,7 +739,8 @@ interface JoinResult {
   readonly joiner: number;
   readonly snapshotBytes: number;
   readonly leaderSnapshotIndexBefore: number;
-  readonly leaderSnapshotIndexAfter: number;
+  /** Snapshots the leader took of the partition during the join (each one restarts the transfer from byte 0). */
+  readonly leaderSnapshotsTaken: number;
   /**
    * From the join's request to: the joiner's last answer before it installed the snapshot (its event loop is busy
    * restoring the engine from then on, so the transfer ended about then), the snapshot installed and the engine
@@ -735,6 +785,7 @@ async function joinReplica(
   const snapshotBytes = leaderMetrics.get(`snapshot_size_bytes/${partitionId}`) ?? 0;
   const expectedBytes = snapshotBytes + (leaderMetrics.get(`log_size_entries/${partitionId}`) ?? 0) * recordBytes;
   const leaderSnapshotIndexBefore = await leaderSnapshotIndex(cluster, leader, partitionId);
+  const leaderSnapshotsBefore = leaderMetrics.get(`snapshot_duration_seconds_count/${partitionId}`) ?? 0;
   const leaderPid = pidOf(cluster, leader);
   const joinerPid = pidOf(cluster, joiner);
   resetPeakMemory(leaderPid);
@@ -786,14 +837,15 @@ async function joinReplica(
   sampler.stop();
   if (Number.isNaN(caughtUpAtMs)) caughtUpAtMs = completedAtMs;
   if (Number.isNaN(installedAtMs)) installedAtMs = caughtUpAtMs;
-  const leaderSnapshotIndexAfter = await leaderSnapshotIndex(cluster, leader, partitionId);
+  const leaderSnapshotsAfter =
+    (await partitionMetrics(leaderBroker)).get(`snapshot_duration_seconds_count/${partitionId}`) ?? 0;
   return {
     name,
     leader,
     joiner,
     snapshotBytes,
     leaderSnapshotIndexBefore,
-    leaderSnapshotIndexAfter,
+    leaderSnapshotsTaken: leaderSnapshotsAfter - leaderSnapshotsBefore,
     receivedMs: lastAnswerBeforeInstallMs - startedAtMs,
     installedMs: installedAtMs - startedAtMs,
     caughtUpMs: caughtUpAtMs - startedAtMs,
@@ -860,7 +912,7 @@ async function measureJoin(dataDirectory: string, platform: BenchmarkPlatform): 
       (leaderMetrics.get("log_size_entries/1") ?? 0) * shape.recordBytes;
     const source = join(dataDirectory, "copy-source");
     makeSourceFile(source, expectedBytes);
-    const limits: Limits = { bytes: expectedBytes, copyMs: [], tcpMs: [] };
+    const limits: Limits = { bytes: expectedBytes, copyMs: [], tcpMs: [], copyCpuMs: [], tcpCpuMs: [] };
     await measureLimits(limits, source, dataDirectory);
 
     await startBrokers(cluster, directory, [3, 4]);
@@ -901,12 +953,7 @@ async function measureJoin(dataDirectory: string, platform: BenchmarkPlatform): 
       loaded,
       idleTimeline: joinTimeline(idle, undefined),
       loadedTimeline: joinTimeline(loaded, load),
-      windows: windows.map((window) => ({
-        window,
-        rate: load.rate(window.fromMs, window.toMs),
-        lowestSecond: load.lowestSecond(window.fromMs, window.toMs),
-        cpu: cpuRecorder?.shares(window.fromMs, window.toMs),
-      })),
+      windows: windows.map((window) => measureWindow(load, window, 1)),
       unavailable: load.unavailable,
       failed: load.failed,
     };
@@ -935,6 +982,8 @@ interface ScaleChange {
   /** Operation name → the most bytes its progress showed moved. */
   readonly bytesByStep: ReadonlyMap<string, number>;
   readonly cpu: CpuShares | undefined;
+  /** "p1: 0, p2: 1, …": the leader of each partition when the change started. */
+  readonly leadersBefore: string;
 }
 
 interface ScalePart {
@@ -974,10 +1023,13 @@ function joinsOf(plan: readonly PlannedOperation[]): PlannedOperation[] {
 
 async function scaleChange(
   name: string,
+  cluster: LocalCluster,
   management: Management,
   brokers: readonly number[],
   joinBytes: ReadonlyMap<number, number>,
 ): Promise<ScaleChange> {
+  const leaders: string[] = [];
+  for (const partitionId of joinBytes.keys()) leaders.push(`p${partitionId}: ${await leaderOf(cluster, partitionId)}`);
   const moved: MovedBytes = { byOperation: new Map(), attempts: 0, lastError: null };
   const startedAtMs = performance.now();
   const { changeId, plannedChanges } = await management.change("POST", "/actuator/cluster/brokers", brokers);
@@ -1006,6 +1058,7 @@ async function scaleChange(
     steps: steps.map((step) => ({ ...step, fromMs: step.fromMs - startedAtMs, toMs: step.toMs - startedAtMs })),
     bytesByStep: moved.byOperation,
     cpu: cpuRecorder?.shares(startedAtMs, completedAtMs),
+    leadersBefore: leaders.join(", "),
   };
 }
 
@@ -1037,7 +1090,7 @@ async function measureScale(dataDirectory: string, platform: BenchmarkPlatform):
     );
     const source = join(dataDirectory, "copy-source");
     makeSourceFile(source, expectedBytes);
-    const limits: Limits = { bytes: expectedBytes, copyMs: [], tcpMs: [] };
+    const limits: Limits = { bytes: expectedBytes, copyMs: [], tcpMs: [], copyCpuMs: [], tcpCpuMs: [] };
     await measureLimits(limits, source, dataDirectory);
 
     const pids = [0, 1, 2, 3, 4, 5].map((nodeId) => pidOf(cluster, nodeId));
@@ -1054,13 +1107,13 @@ async function measureScale(dataDirectory: string, platform: BenchmarkPlatform):
       await sleep(windowMs);
       windows.push({ name: "before", fromMs: beforeFromMs, toMs: performance.now() });
       sampler = new MemorySampler(pids, memoryIntervalMs);
-      up = await scaleChange("scale-up", management, [0, 1, 2, 3, 4, 5], joinBytes);
+      up = await scaleChange("scale-up", cluster, management, [0, 1, 2, 3, 4, 5], joinBytes);
       sampler.stop();
       windows.push(up.window);
       const afterUpFromMs = performance.now();
       await sleep(windowMs);
       windows.push({ name: "after scale-up", fromMs: afterUpFromMs, toMs: performance.now() });
-      down = await scaleChange("scale-down", management, [0, 1, 2], joinBytes);
+      down = await scaleChange("scale-down", cluster, management, [0, 1, 2], joinBytes);
       windows.push(down.window);
       const afterDownFromMs = performance.now();
       await sleep(windowMs);
@@ -1095,12 +1148,7 @@ async function measureScale(dataDirectory: string, platform: BenchmarkPlatform):
       limits,
       up,
       down,
-      windows: windows.map((window) => ({
-        window,
-        rate: load.rate(window.fromMs, window.toMs),
-        lowestSecond: load.lowestSecond(window.fromMs, window.toMs),
-        cpu: cpuRecorder?.shares(window.fromMs, window.toMs),
-      })),
+      windows: windows.map((window) => measureWindow(load, window, partitions.length)),
       unavailable: load.unavailable,
       failed: load.failed,
       memory: pids.map((pid, nodeId) => ({ nodeId, before: sampler?.first(pid), peak: sampler?.peak(pid) })),
@@ -1116,22 +1164,37 @@ async function measureScale(dataDirectory: string, platform: BenchmarkPlatform):
 
 function printLimits(title: string, limits: Limits): void {
   console.log(`\n${title}: the same ${mebibytes(limits.bytes)} MiB (runs in the order measured)`);
+  const median = (values: readonly number[]): number =>
+    [...values].sort((left, right) => left - right)[Math.floor(values.length / 2)] ?? Number.NaN;
   printTable(
-    ["copy", "seconds by run", "fastest s", "MiB/s"],
+    ["copy", "seconds by run", "fastest s", "MiB/s", "CPU s by run", "CPU s per GiB (median)"],
     [
-      [
-        "cp + sync, same disk",
-        limits.copyMs.map(seconds).join(" "),
-        seconds(fastest(limits.copyMs)),
-        megabytesPerSecond(limits.bytes, fastest(limits.copyMs)),
-      ],
-      [
-        "loopback TCP + fsync",
-        limits.tcpMs.map(seconds).join(" "),
-        seconds(fastest(limits.tcpMs)),
-        megabytesPerSecond(limits.bytes, fastest(limits.tcpMs)),
-      ],
-    ],
+      ["cp + sync, same disk", limits.copyMs, limits.copyCpuMs] as const,
+      ["loopback TCP + fsync", limits.tcpMs, limits.tcpCpuMs] as const,
+    ].map(([name, times, cpuTimes]) => [
+      name,
+      times.map(seconds).join(" "),
+      seconds(fastest(times)),
+      megabytesPerSecond(limits.bytes, fastest(times)),
+      cpuTimes.map((cpuMs) => formatNumber(cpuMs / 1000, 2)).join(" "),
+      formatNumber(median(cpuTimes) / 1000 / (limits.bytes / 1024 ** 3), 2),
+    ]),
+  );
+}
+
+/** Processor time `pid` used between `fromMs` and `toMs`, in ms, from the sampler's readings (NaN without them). */
+function cpuMsOf(sampler: MemorySampler, pid: number, fromMs: number, toMs: number): number {
+  const from = sampler.at(pid, fromMs);
+  const to = sampler.at(pid, toMs);
+  return from === undefined || to === undefined ? Number.NaN : to.cpuMs - from.cpuMs;
+}
+
+/** Processor time of the leader and the joiner while the snapshot was received, in ms. */
+function transferCpuMs(join: JoinResult): number {
+  const toMs = join.startedAtMs + join.receivedMs;
+  return (
+    cpuMsOf(join.sampler, join.leaderPid, join.startedAtMs, toMs) +
+    cpuMsOf(join.sampler, join.joinerPid, join.startedAtMs, toMs)
   );
 }
 
@@ -1145,13 +1208,28 @@ function tcpTimeFor(limits: Limits, bytes: number): number {
 }
 
 function printThroughput(windows: readonly MeasuredWindow[], unavailable: number, failed: number): void {
+  const partitionCount = windows[0]?.partitions.length ?? 0;
+  const perPartition = partitionCount > 1;
   printTable(
-    ["window", "seconds", "writes/s", "lowest 1 s", "CPU % machine / others"],
-    windows.map(({ window, rate, lowestSecond, cpu }) => [
+    [
+      "window",
+      "seconds",
+      "writes/s",
+      "lowest 1 s",
+      ...(perPartition ? ["writes/s by partition", "lowest 1 s by partition"] : []),
+      "CPU % machine / others",
+    ],
+    windows.map(({ window, rate, lowestSecond, cpu, partitions }) => [
       window.name,
       seconds(window.toMs - window.fromMs),
       formatNumber(rate),
       formatNumber(lowestSecond),
+      ...(perPartition
+        ? [
+            partitions.map((partition) => formatNumber(partition.rate)).join(" "),
+            partitions.map((partition) => formatNumber(partition.lowestSecond)).join(" "),
+          ]
+        : []),
       cpuText(cpu),
     ]),
   );
@@ -1190,7 +1268,9 @@ function printJoinPart(part: JoinPart): void {
       "voter s",
       "MiB/s received",
       "attempts",
-      "leader compacted",
+      "leader snapshots",
+      "CPU s leader/joiner: receiving",
+      "whole join",
       "CPU % machine / others",
     ],
     [part.idle, part.loaded].map((join) => [
@@ -1205,9 +1285,9 @@ function printJoinPart(part: JoinPart): void {
       seconds(join.completedMs),
       megabytesPerSecond(join.snapshotBytes, join.receivedMs),
       String(join.attempts),
-      join.leaderSnapshotIndexAfter > join.leaderSnapshotIndexBefore
-        ? `yes (${join.leaderSnapshotIndexBefore}→${join.leaderSnapshotIndexAfter})`
-        : "no",
+      String(join.leaderSnapshotsTaken),
+      `${formatNumber(cpuMsOf(join.sampler, join.leaderPid, join.startedAtMs, join.startedAtMs + join.receivedMs) / 1000, 1)}/${formatNumber(cpuMsOf(join.sampler, join.joinerPid, join.startedAtMs, join.startedAtMs + join.receivedMs) / 1000, 1)}`,
+      `${formatNumber(cpuMsOf(join.sampler, join.leaderPid, join.startedAtMs, join.endedAtMs) / 1000, 1)}/${formatNumber(cpuMsOf(join.sampler, join.joinerPid, join.startedAtMs, join.endedAtMs) / 1000, 1)}`,
       cpuText(join.cpu),
     ]),
   );
@@ -1302,7 +1382,8 @@ function joinTimeline(join: JoinResult, load: PublisherLoad | undefined): string
   };
   for (const [position, poll] of polls.entries()) {
     const last = position === polls.length - 1;
-    if (!last && poll.atMs - previousMs < stepMs) continue;
+    // Every poll the joiner took over a second to answer is shown: its event loop was busy (restoring its engine).
+    if (!last && poll.atMs - previousMs < stepMs && poll.joinerAnswerMs < 1_000) continue;
     const joinerMemory = join.sampler.at(join.joinerPid, poll.atMs);
     const leaderMemory = join.sampler.at(join.leaderPid, poll.atMs);
     rows.push([
@@ -1361,7 +1442,7 @@ function printScalePart(part: ScalePart): void {
   for (const change of [part.up, part.down]) {
     console.log(
       `\nB. Operations of the ${change.name} as GET /actuator/cluster showed them running (polled every ${pollIntervalMs} ms; ` +
-        "moved: the most bytes its progress showed)",
+        `moved: the most bytes its progress showed; leaders when it started: ${change.leadersBefore})`,
     );
     printTable(
       ["operation", "first seen s", "last seen s", "moved MiB"],
@@ -1421,6 +1502,14 @@ function printRatios(join: JoinPart | undefined, scale: ScalePart | undefined): 
         "≤ 1.5",
       ]);
       rows.push([`A. join (${result.name}): voter / TCP copy`, formatNumber(result.completedMs / tcpMs, 2), "≤ 1.5"]);
+      const tcpCpuMs = [...join.limits.tcpCpuMs].sort((left, right) => left - right)[
+        Math.floor(join.limits.tcpCpuMs.length / 2)
+      ] as number;
+      rows.push([
+        `A. join (${result.name}): CPU of leader + joiner while receiving / TCP copy's, per byte`,
+        formatNumber(transferCpuMs(result) / result.snapshotBytes / (tcpCpuMs / join.limits.bytes), 1),
+        "",
+      ]);
       rows.push([
         `A. join (${result.name}): caught up / cp`,
         formatNumber(result.caughtUpMs / ((fastest(join.limits.copyMs) * movedBytes(result)) / join.limits.bytes), 2),
