@@ -4,7 +4,7 @@
  *
  * A. A replica joining a partition that holds FLOWPLANE_BENCH_STATE_MB (default 1024) of buffered messages, most of
  *    it in a snapshot: a local cluster of 3 brokers with 1 partition (RF 3) is filled through the gateway with
- *    messages that live for a day, with the snapshot interval chosen so the replicas snapshot at 95% of the fill. Two
+ *    messages that live for a day, with the snapshot interval chosen so the replicas snapshot at 97% of the fill. Two
  *    new brokers are added (`POST /actuator/cluster/brokers/{b}`); then a replica joins on the first with no other
  *    load (`POST /actuator/cluster/brokers/{b}/partitions/1`, `{"priority":1}`), and one joins on the second while
  *    publishers write to the partition. For each join: the time until the replica has received and installed the
@@ -26,8 +26,10 @@
  *
  * Settings (environment): FLOWPLANE_BENCH_STATE_MB (state per part, default 1024), FLOWPLANE_BENCH_FILL_MESSAGES
  * (messages the state is made of, default 65,536: the message size follows; at most 240 KiB of variables each),
- * FLOWPLANE_BENCH_PARTS (`join,scale` by default), FLOWPLANE_BENCH_LOAD_CLIENTS (closed-loop publishers during the
- * changes, default 8), FLOWPLANE_BENCH_BROKER_HEAP_MB (`--max-old-space-size` for the brokers and the gateway),
+ * FLOWPLANE_BENCH_PARTS (`join,scale` by default), FLOWPLANE_BENCH_LOAD_CLIENTS (publishers during the changes,
+ * default 8), FLOWPLANE_BENCH_LOAD_RATE (the writes per second they offer together, default 300; 0 makes them a closed
+ * loop, which measures the cluster's capacity but also every neighbour's load on a shared machine, and writes enough
+ * entries to make the replicas snapshot again during the changes), FLOWPLANE_BENCH_BROKER_HEAP_MB (`--max-old-space-size` for the brokers and the gateway),
  * FLOWPLANE_BENCH_DEADLINE_MIN (the run stops itself after this, default 30 + 5 per 100 MB of state).
  * Everything runs on 127.0.0.1 in a temporary directory, which is deleted at the end.
  */
@@ -64,6 +66,8 @@ const tcpCopyScript = fileURLToPath(new URL("./tcp-copy.ts", import.meta.url));
 const stateBytes = environmentInteger("FLOWPLANE_BENCH_STATE_MB", 1024) * MiB;
 const targetFillMessages = environmentInteger("FLOWPLANE_BENCH_FILL_MESSAGES", 65_536);
 const loadClients = environmentInteger("FLOWPLANE_BENCH_LOAD_CLIENTS", 8);
+/** Publications per second the load offers (0: as fast as the clients go, a closed loop). */
+const loadRate = environmentInteger("FLOWPLANE_BENCH_LOAD_RATE", 300, 0);
 const brokerHeapMb = process.env.FLOWPLANE_BENCH_BROKER_HEAP_MB;
 const parts = new Set((process.env.FLOWPLANE_BENCH_PARTS ?? "join,scale").split(",").map((part) => part.trim()));
 const runDeadlineMs =
@@ -82,19 +86,28 @@ const loadTimeToLiveMs = 3_600_000;
 const loadWarmupMs = 3_000;
 const windowMs = 10_000;
 /** The replicas snapshot once this share of a partition's fill is applied; the rest of the fill stays in the log. */
-const snapshotShare = 0.95;
+const snapshotShare = 0.97;
 const startTimeoutMs = 120_000;
 /** Longest wait for one change, or one join, to complete. */
 const changeTimeoutMs = 30 * 60_000;
 const pollIntervalMs = 250;
 const memoryIntervalMs = 100;
 
-function environmentInteger(name: string, fallback: number): number {
+function environmentInteger(name: string, fallback: number, minimum = 1): number {
   const text = process.env[name];
   if (text === undefined || text === "") return fallback;
   const value = Number(text);
-  if (!Number.isSafeInteger(value) || value < 1) throw new Error(`${name} must be a positive integer, got "${text}"`);
+  if (!Number.isSafeInteger(value) || value < minimum) {
+    throw new Error(`${name} must be an integer of at least ${minimum}, got "${text}"`);
+  }
   return value;
+}
+
+/** "8 publishers offering 300 writes/s" or "8 closed-loop publishers". */
+function loadDescription(): string {
+  return loadRate > 0
+    ? `${loadClients} publishers offering ${loadRate} writes/s`
+    : `${loadClients} closed-loop publishers`;
 }
 
 const sleep = (milliseconds: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, milliseconds));
@@ -231,10 +244,16 @@ async function fill(gatewayUrl: string, token: string, shape: FillShape, label: 
 // ---------------------------------------------------------------------------------------------------------------
 // Publishers measuring throughput
 
-/** Closed-loop publishers of small messages; every acknowledgement's time is kept to count any window afterwards. */
+/**
+ * Publishers of small messages, each keeping one publication in flight; with a rate, each waits for its next slot
+ * (`clients / rate` apart, starting staggered) and a late one sends at once without making up for the slots it missed,
+ * so the load offers at most `rate` publications per second and less only when answers take longer than a slot.
+ * Every acknowledgement's time, latency and partition are kept, to count any window afterwards.
+ */
 class PublisherLoad {
   private readonly pool: Pool;
   private readonly acknowledgedAtMs: number[] = [];
+  private readonly latenciesMs: number[] = [];
   /** The partition of each acknowledged publication (from its message key), in the same order. */
   private readonly acknowledgedPartitions: number[] = [];
   private running = true;
@@ -242,16 +261,23 @@ class PublisherLoad {
   unavailable = 0;
   failed = 0;
 
-  constructor(gatewayUrl: string, token: string, clients: number, correlationKey: string | undefined) {
+  constructor(gatewayUrl: string, token: string, clients: number, rate: number) {
     this.pool = new Pool(gatewayUrl, { connections: clients, pipelining: 1 });
     const body = JSON.stringify({
       name: "load",
-      ...(correlationKey === undefined ? {} : { correlationKey }),
       timeToLive: loadTimeToLiveMs,
       variables: { payload: "y".repeat(loadPayloadBytes) },
     });
-    const worker = async (): Promise<void> => {
+    const slotMs = rate > 0 ? (clients * 1000) / rate : 0;
+    const worker = async (client: number): Promise<void> => {
+      let nextSlotMs = performance.now() + (slotMs * client) / clients;
       while (this.running) {
+        if (slotMs > 0) {
+          const waitMs = nextSlotMs - performance.now();
+          if (waitMs > 0) await sleep(waitMs);
+          nextSlotMs = Math.max(nextSlotMs + slotMs, performance.now());
+        }
+        const sentAtMs = performance.now();
         const response = await this.pool
           .request({
             method: "POST",
@@ -263,23 +289,21 @@ class PublisherLoad {
         const status = response?.statusCode ?? 0;
         if (status === 200) {
           const answer = (await response?.body.json().catch(() => ({}))) as { messageKey?: string };
-          this.acknowledgedAtMs.push(performance.now());
+          const now = performance.now();
+          this.acknowledgedAtMs.push(now);
+          this.latenciesMs.push(now - sentAtMs);
           this.acknowledgedPartitions.push(
             answer.messageKey === undefined ? 0 : (parseKey(answer.messageKey)?.partitionId ?? 0),
           );
           continue;
         }
         await response?.body.dump();
-        if (status === 503 || status === 502 || status === 504) {
-          this.unavailable += 1;
-          await sleep(20);
-        } else {
-          this.failed += 1;
-          await sleep(20);
-        }
+        if (status === 503 || status === 502 || status === 504) this.unavailable += 1;
+        else this.failed += 1;
+        await sleep(20);
       }
     };
-    this.workers = Array.from({ length: clients }, () => worker());
+    this.workers = Array.from({ length: clients }, (_, client) => worker(client));
   }
 
   /** Acknowledged publications per second in [`fromMs`, `toMs`), of one partition or all. */
@@ -299,6 +323,16 @@ class PublisherLoad {
       lowest = Math.min(lowest, this.rate(start, start + 1000, partitionId));
     }
     return lowest;
+  }
+
+  /** Latency percentile (0..1) of the publications acknowledged in [`fromMs`, `toMs`), in ms. */
+  latency(fromMs: number, toMs: number, fraction: number): number {
+    const latencies: number[] = [];
+    for (const [position, atMs] of this.acknowledgedAtMs.entries()) {
+      if (atMs >= fromMs && atMs < toMs) latencies.push(this.latenciesMs[position] as number);
+    }
+    latencies.sort((left, right) => left - right);
+    return latencies[Math.min(latencies.length - 1, Math.ceil(fraction * latencies.length) - 1)] ?? Number.NaN;
   }
 
   async stop(): Promise<void> {
@@ -321,6 +355,8 @@ interface MeasuredWindow {
   readonly rate: number;
   readonly lowestSecond: number;
   readonly cpu: CpuShares | undefined;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
   /** Per partition (1, 2, …): writes/s and the lowest whole second. */
   readonly partitions: readonly { rate: number; lowestSecond: number }[];
 }
@@ -332,6 +368,8 @@ function measureWindow(load: PublisherLoad, window: Window, partitionCount: numb
     rate: load.rate(window.fromMs, window.toMs),
     lowestSecond: load.lowestSecond(window.fromMs, window.toMs),
     cpu: cpuRecorder?.shares(window.fromMs, window.toMs),
+    p50Ms: load.latency(window.fromMs, window.toMs, 0.5),
+    p99Ms: load.latency(window.fromMs, window.toMs, 0.99),
     partitions: Array.from({ length: partitionCount }, (_, index) => ({
       rate: load.rate(window.fromMs, window.toMs, index + 1),
       lowestSecond: load.lowestSecond(window.fromMs, window.toMs, index + 1),
@@ -924,8 +962,8 @@ async function measureJoin(dataDirectory: string, platform: BenchmarkPlatform): 
     const idle = await joinReplica("no load", cluster, management, 1, 3, shape.recordBytes);
     await measureLimits(limits, source, dataDirectory);
 
-    console.log(`  replica 4 joins partition 1 while ${loadClients} publishers write to it`);
-    const load = new PublisherLoad(cluster.gatewayUrl, platform.token, loadClients, undefined);
+    console.log(`  replica 4 joins partition 1 while ${loadDescription()} write to it`);
+    const load = new PublisherLoad(cluster.gatewayUrl, platform.token, loadClients, loadRate);
     let loaded: JoinResult;
     const windows: Window[] = [];
     try {
@@ -933,7 +971,14 @@ async function measureJoin(dataDirectory: string, platform: BenchmarkPlatform): 
       const beforeFromMs = performance.now();
       await sleep(windowMs);
       windows.push({ name: "before", fromMs: beforeFromMs, toMs: performance.now() });
-      loaded = await joinReplica(`${loadClients} publishers`, cluster, management, 1, 4, shape.recordBytes);
+      loaded = await joinReplica(
+        loadRate > 0 ? `${loadRate} writes/s` : `${loadClients} publishers`,
+        cluster,
+        management,
+        1,
+        4,
+        shape.recordBytes,
+      );
       windows.push({ name: "during the join", fromMs: loaded.startedAtMs, toMs: loaded.endedAtMs });
       const afterFromMs = performance.now();
       await sleep(windowMs);
@@ -1095,8 +1140,8 @@ async function measureScale(dataDirectory: string, platform: BenchmarkPlatform):
 
     const pids = [0, 1, 2, 3, 4, 5].map((nodeId) => pidOf(cluster, nodeId));
     for (const pid of pids) resetPeakMemory(pid);
-    console.log(`  scaling up to 6 brokers and back while ${loadClients} publishers write round robin`);
-    const load = new PublisherLoad(cluster.gatewayUrl, platform.token, loadClients, undefined);
+    console.log(`  scaling up to 6 brokers and back while ${loadDescription()} write round robin`);
+    const load = new PublisherLoad(cluster.gatewayUrl, platform.token, loadClients, loadRate);
     const windows: Window[] = [];
     let up: ScaleChange;
     let down: ScaleChange;
@@ -1216,14 +1261,18 @@ function printThroughput(windows: readonly MeasuredWindow[], unavailable: number
       "seconds",
       "writes/s",
       "lowest 1 s",
+      "p50 ms",
+      "p99 ms",
       ...(perPartition ? ["writes/s by partition", "lowest 1 s by partition"] : []),
       "CPU % machine / others",
     ],
-    windows.map(({ window, rate, lowestSecond, cpu, partitions }) => [
+    windows.map(({ window, rate, lowestSecond, cpu, partitions, p50Ms, p99Ms }) => [
       window.name,
       seconds(window.toMs - window.fromMs),
       formatNumber(rate),
       formatNumber(lowestSecond),
+      formatNumber(p50Ms, 1),
+      formatNumber(p99Ms, 1),
       ...(perPartition
         ? [
             partitions.map((partition) => formatNumber(partition.rate)).join(" "),
@@ -1345,7 +1394,7 @@ function printJoinPart(part: JoinPart): void {
     );
   }
   printLimits("A. Physical limits", part.limits);
-  console.log(`\nA. Writes to partition 1 by ${loadClients} closed-loop publishers around the loaded join`);
+  console.log(`\nA. Writes to partition 1 by ${loadDescription()} around the loaded join`);
   printThroughput(part.windows, part.unavailable, part.failed);
 }
 
@@ -1479,7 +1528,7 @@ function printScalePart(part: ScalePart): void {
     ]),
   );
   printLimits("B. Physical limits", part.limits);
-  console.log(`\nB. Writes by ${loadClients} closed-loop publishers (round robin) around the changes`);
+  console.log(`\nB. Writes by ${loadDescription()} (round robin over the partitions) around the changes`);
   printThroughput(part.windows, part.unavailable, part.failed);
 }
 
@@ -1574,7 +1623,7 @@ export async function run(): Promise<void> {
   try {
     console.log(
       `bench scaling: ${mebibytes(stateBytes)} MiB of state per part, parts ${[...parts].join(", ")}, ` +
-        `${loadClients} publishers during the changes, broker heap ` +
+        `${loadDescription()} during the changes, broker heap ` +
         `${brokerHeapMb === undefined ? "Node.js default" : `${brokerHeapMb} MB`}, in ${dataDirectory}, ` +
         `stopping itself after ${runDeadlineMs / 60_000} min`,
     );

@@ -56,7 +56,7 @@ function send(port: number, file: string): void {
     input.pipe(socket);
   });
   socket.once("data", () => {
-    const cpu = process.cpuUsage();
+    const cpu = process.cpuUsage(cpuAtStart);
     console.log(
       `sent ${bytes} ${(performance.now() - startedAtMs).toFixed(1)} ${((cpu.user + cpu.system) / 1000).toFixed(1)}`,
     );
