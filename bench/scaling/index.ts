@@ -35,7 +35,7 @@
  */
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { closeSync, fsyncSync, openSync, writeSync } from "node:fs";
+import { closeSync, fsyncSync, openSync, rmSync, writeSync } from "node:fs";
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -1617,6 +1617,16 @@ export async function run(): Promise<void> {
   children = new BenchmarkChildren("scaling", runDeadlineMs);
   cpuRecorder = new CpuRecorder(ownPids, 500);
   const dataDirectory = await mkdtemp(join(tmpdir(), "flowplane-bench-scaling-"));
+  // When the run stops itself (its deadline, Ctrl-C) the children are signalled on the way out; the data goes too,
+  // as far as a child still writing lets it.
+  const removeData = (): void => {
+    try {
+      rmSync(dataDirectory, { recursive: true, force: true });
+    } catch {
+      // A child was still writing there; what is left is in the temporary directory named at the start.
+    }
+  };
+  process.once("exit", removeData);
   let platform: BenchmarkPlatform | undefined;
   let joinPart: JoinPart | undefined;
   let scalePart: ScalePart | undefined;
@@ -1643,6 +1653,7 @@ export async function run(): Promise<void> {
     children.release();
     cpuRecorder.stop();
     await rm(dataDirectory, { recursive: true, force: true });
+    process.off("exit", removeData);
   }
   printRatios(joinPart, scalePart);
 }
