@@ -28,12 +28,10 @@
  */
 
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
 import { pino } from "pino";
 import {
   freePort,
@@ -45,9 +43,9 @@ import { BenchmarkChildren } from "../support/children.js";
 import { type CpuTime, cpuTimeBetween, cpuTimeOf, ownCpuTime } from "../support/cpu.js";
 import { type DiskCounters, diskCountersBetween, diskCountersReader } from "../support/disk.js";
 import { type LoadResult, type LoadTarget, measure, probe } from "../support/load.js";
+import { startPlatform, stopChild, waitUntil } from "../support/platform.js";
 import { formatNumber, printTable } from "../support/report.js";
 
-const repositoryRoot = fileURLToPath(new URL("../../", import.meta.url));
 const concurrencies = parseClients(process.env.FLOWPLANE_BENCH_CLIENTS ?? "1,16,64");
 /** Measured rounds per cell; the table shows the median. */
 const rounds = 5;
@@ -64,75 +62,6 @@ const payloadBytes = 256;
 /** The run's child processes and its stop-by-itself guard; set at the start of `run()`. */
 let children: BenchmarkChildren;
 let cluster: LocalCluster | undefined;
-
-async function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  child.kill("SIGTERM");
-  const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
-  await exited;
-  clearTimeout(timer);
-}
-
-/** Polls `probeOnce` until it says ready, bounded by `startTimeoutMs`. */
-async function waitUntil(name: string, probeOnce: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + startTimeoutMs;
-  while (Date.now() < deadline) {
-    try {
-      if (await probeOnce()) return;
-    } catch {
-      // Not up yet.
-    }
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-  throw new Error(`${name} was not ready within ${startTimeoutMs} ms`);
-}
-
-/** Starts the platform (token issuer and JWKS for the gateway) as a child and returns its URL and a gateway token. */
-async function startPlatform(dataDirectory: string): Promise<{ url: string; token: string; child: ChildProcess }> {
-  const port = await freePort("127.0.0.1");
-  const url = `http://127.0.0.1:${port}`;
-  const clientId = "bench-cluster-client";
-  const clientSecret = randomBytes(32).toString("base64url");
-  const child = children.track(
-    spawn(
-      process.execPath,
-      [
-        "--import",
-        "tsx",
-        "src/cli/main.ts",
-        "platform",
-        "--port",
-        String(port),
-        "--data-directory",
-        join(dataDirectory, "platform"),
-        "--set",
-        `service.platform.publicUrl=${url}`,
-        "--set",
-        "service.log.level=warn",
-        "--set",
-        `service.bootstrap.clientId=${clientId}`,
-        "--set",
-        `service.bootstrap.clientSecret=${clientSecret}`,
-      ],
-      { cwd: repositoryRoot, stdio: ["ignore", "ignore", "inherit"] },
-    ),
-  );
-  await waitUntil("the platform", async () => (await fetch(`${url}/health`)).status === 200);
-  const response = await fetch(`${url}/oauth/token`, {
-    method: "POST",
-    headers: { "content-type": "application/x-www-form-urlencoded" },
-    body: new URLSearchParams({
-      grant_type: "client_credentials",
-      audience: "gateway-api",
-      client_id: clientId,
-      client_secret: clientSecret,
-    }),
-  });
-  const body = (await response.json()) as { access_token?: string };
-  if (body.access_token === undefined) throw new Error(`the platform refused a gateway token: ${response.status}`);
-  return { url, token: body.access_token, child };
-}
 
 function etcdInstalled(): boolean {
   return spawnSync("etcd", ["--version"], { stdio: "ignore" }).status === 0;
@@ -179,7 +108,7 @@ async function startEtcd(dataDirectory: string): Promise<{ urls: string[]; pids:
     if (child.pid !== undefined) pids.push(child.pid);
   }
   const urls = members.map((member) => `http://127.0.0.1:${member.client}`);
-  await waitUntil("etcd", async () => {
+  await waitUntil("etcd", startTimeoutMs, async () => {
     const response = await fetch(`${urls[0]}/health`);
     return ((await response.json()) as { health?: string }).health === "true";
   });
@@ -388,7 +317,7 @@ export async function run(): Promise<void> {
     if (!withEtcd) {
       console.log("etcd is not installed (Debian: apt-get install etcd-server): the peer is skipped, no ratios");
     }
-    const platform = await startPlatform(dataDirectory);
+    const platform = await startPlatform(children, dataDirectory, startTimeoutMs);
     platformChild = platform.child;
     const runningCluster = await startLocalCluster({
       dataDirectory: join(dataDirectory, "flowplane"),

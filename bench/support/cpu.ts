@@ -7,6 +7,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { performance } from "node:perf_hooks";
 
 /** Processor time used so far, in milliseconds. */
 export interface CpuTime {
@@ -65,4 +66,96 @@ export function cpuTimeOf(pids: readonly number[]): CpuTime {
 /** The difference `after - before`. */
 export function cpuTimeBetween(before: CpuTime, after: CpuTime): CpuTime {
   return { userMs: after.userMs - before.userMs, systemMs: after.systemMs - before.systemMs };
+}
+
+/** Processor time of the whole machine so far, in milliseconds summed over its cores, from `/proc/stat`. */
+export interface MachineCpuTime {
+  /** Time the cores spent running anything (user, system, interrupts, stolen by the hypervisor). */
+  readonly busyMs: number;
+  /** All time, idle and waiting for I/O included. */
+  readonly totalMs: number;
+}
+
+/** The machine's processor time so far, or undefined without `/proc/stat`. */
+export function machineCpuTime(): MachineCpuTime | undefined {
+  let line: string | undefined;
+  try {
+    line = readFileSync("/proc/stat", "utf8").split("\n")[0];
+  } catch {
+    return undefined;
+  }
+  // "cpu  user nice system idle iowait irq softirq steal guest guest_nice", in clock ticks; guest time is already
+  // counted in user time.
+  const ticks = (line ?? "").trim().split(/\s+/).slice(1, 9).map(Number);
+  if (ticks.length < 8 || ticks.some((value) => !Number.isFinite(value))) return undefined;
+  const millisecondsPerTick = 1000 / clockTicksPerSecond();
+  const total = ticks.reduce((sum, value) => sum + value, 0);
+  const idle = (ticks[3] ?? 0) + (ticks[4] ?? 0);
+  return { busyMs: (total - idle) * millisecondsPerTick, totalMs: total * millisecondsPerTick };
+}
+
+/** Shares of the machine's processor time in a window, each from 0 to 1 (1: every core busy the whole window). */
+export interface CpuShares {
+  readonly machine: number;
+  /** The processes the recorder was told about. */
+  readonly own: number;
+  /** Everything else running on the machine meanwhile (other users' processes, the kernel's threads). */
+  readonly others: number;
+}
+
+/**
+ * Records, every `intervalMs`, the machine's processor time and that of a changing set of processes (a benchmark's),
+ * so that any window afterwards can say how busy the machine was and how much of that was someone else's work. On a
+ * shared machine that is what tells a slow measurement from a busy neighbour.
+ */
+export class CpuRecorder {
+  private readonly samples: { atMs: number; machine: MachineCpuTime; processes: Map<number, number> }[] = [];
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(
+    private readonly pids: () => readonly number[],
+    intervalMs: number,
+  ) {
+    this.sample();
+    this.timer = setInterval(() => this.sample(), intervalMs);
+    this.timer.unref();
+  }
+
+  private sample(): void {
+    const machine = machineCpuTime();
+    if (machine === undefined) return;
+    const processes = new Map<number, number>();
+    for (const pid of this.pids()) {
+      const time = processCpuTime(pid);
+      if (time !== undefined) processes.set(pid, time.userMs + time.systemMs);
+    }
+    this.samples.push({ atMs: performance.now(), machine, processes });
+  }
+
+  /** Stops recording. */
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  /** The shares between the samples closest to `fromMs` and `toMs` (`performance.now()` times), or undefined. */
+  shares(fromMs: number, toMs: number): CpuShares | undefined {
+    const closest = (atMs: number) =>
+      this.samples.reduce<(typeof this.samples)[number] | undefined>(
+        (best, sample) =>
+          best === undefined || Math.abs(sample.atMs - atMs) < Math.abs(best.atMs - atMs) ? sample : best,
+        undefined,
+      );
+    const first = closest(fromMs);
+    const last = closest(toMs);
+    if (first === undefined || last === undefined || last.machine.totalMs <= first.machine.totalMs) return undefined;
+    const totalMs = last.machine.totalMs - first.machine.totalMs;
+    let ownMs = 0;
+    for (const [pid, cpuMs] of last.processes) {
+      const before = first.processes.get(pid);
+      if (before !== undefined) ownMs += cpuMs - before;
+    }
+    const machine = (last.machine.busyMs - first.machine.busyMs) / totalMs;
+    const own = Math.min(machine, ownMs / totalMs);
+    return { machine, own, others: machine - own };
+  }
 }
