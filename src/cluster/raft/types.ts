@@ -138,8 +138,11 @@ export interface RaftStorage {
    * one commit. Resolves only once both are durable.
    */
   append(entries: readonly Entry[], hardState: HardState | null): Promise<void>;
-  /** Reads entries in [fromIndex, toIndex). Throws if any is compacted away or missing. */
-  entries(fromIndex: number, toIndex: number): Entry[];
+  /**
+   * Reads entries in [fromIndex, toIndex). Throws if any is compacted away or missing. With `maxBytes` it may stop
+   * after the first entry once the entries' data exceeds it (see `StableLog.entries`).
+   */
+  entries(fromIndex: number, toIndex: number, maxBytes?: number): Entry[];
   /** Term of the entry at `index` (or of the snapshot at its index); null when unknown. */
   term(index: number): number | null;
   /**

@@ -10,8 +10,12 @@ import type { Entry, SnapshotMetadata } from "../types.js";
  * hand its storage to the core directly.
  */
 export interface StableLog {
-  /** Entries in [fromIndex, toIndex); must not be called for compacted indexes. */
-  entries(fromIndex: number, toIndex: number): Entry[];
+  /**
+   * Entries in [fromIndex, toIndex); must not be called for compacted indexes. With `maxBytes`, a storage may stop
+   * early: it returns a prefix holding at least one entry, so that a caller sending a byte-bounded batch does not
+   * make it read (and verify) entries it will not send.
+   */
+  entries(fromIndex: number, toIndex: number, maxBytes?: number): Entry[];
   /** Term of the entry (or the snapshot) at `index`; null when unknown. */
   term(index: number): number | null;
   /** Metadata of the latest durable snapshot (cheap: its data is not read). */
@@ -123,8 +127,14 @@ export class RaftLog {
     if (fromIndex >= end) return [];
     const result: Entry[] = [];
     const stableEnd = Math.min(end, this.unstableOffset, this.stableLastIndex + 1);
-    if (fromIndex < stableEnd) result.push(...this.stable.entries(fromIndex, stableEnd));
-    for (let index = Math.max(fromIndex, this.unstableOffset); index < end; index++) {
+    if (fromIndex < stableEnd) {
+      const stable = this.stable.entries(fromIndex, stableEnd, Number.isFinite(maxBytes) ? maxBytes : undefined);
+      if (stable.length === 0) throw new Error(`log: storage returned no entries in [${fromIndex}, ${stableEnd})`);
+      result.push(...stable);
+    }
+    // A storage that stopped early at the byte budget leaves nothing for the unstable part to add contiguously.
+    const stableComplete = fromIndex >= stableEnd || result.length === stableEnd - fromIndex;
+    for (let index = Math.max(fromIndex, this.unstableOffset); stableComplete && index < end; index++) {
       const entry = this.unstable[index - this.unstableOffset];
       if (!entry) throw new Error(`log: unstable entry ${index} missing`);
       result.push(entry);

@@ -358,7 +358,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   }
 
   /** Verified entries in [fromIndex, toIndex); throws `EntriesUnavailableError` outside the stored log. */
-  entries(fromIndex: number, toIndex: number): Entry[] {
+  entries(fromIndex: number, toIndex: number, maxBytes = Number.POSITIVE_INFINITY): Entry[] {
     this.assertOpen();
     if (!Number.isSafeInteger(fromIndex) || !Number.isSafeInteger(toIndex) || fromIndex > toIndex) {
       throw new Error(`invalid entry range [${fromIndex}, ${toIndex})`);
@@ -378,7 +378,9 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     }
     // The cache holds a suffix of the log: whatever part of the range lies before it is read from disk.
     const cacheFirst = Math.max(fromIndex, Math.min(toIndex, this.cache.firstIndex() ?? toIndex));
-    const result = fromIndex < cacheFirst ? this.readEntries(fromIndex, cacheFirst) : [];
+    const result = fromIndex < cacheFirst ? this.readEntries(fromIndex, cacheFirst, maxBytes) : [];
+    // Entries read from disk up to the byte budget: the cached ones after them would not be sent either.
+    if (result.length < cacheFirst - fromIndex) return result;
     if (cacheFirst < toIndex) {
       const cached = this.cache.range(cacheFirst, toIndex);
       if (cached === null) {
@@ -389,15 +391,22 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     return result;
   }
 
-  /** Reads and verifies entries in [fromIndex, toIndex) from the journal. */
-  private readEntries(fromIndex: number, toIndex: number): Entry[] {
+  /**
+   * Reads and verifies entries in [fromIndex, toIndex) from the journal, stopping after the first entry once their
+   * data exceeds `maxBytes`.
+   */
+  private readEntries(fromIndex: number, toIndex: number, maxBytes: number): Entry[] {
     const result: Entry[] = [];
+    let bytes = 0;
     for (let index = fromIndex; index < toIndex; index += 1) {
       const value = this.environment.log.get(this.scope, index);
       if (value === undefined) {
         throw new StorageCorruptionError(`log entry ${index}`, "entry is missing");
       }
-      result.push(decodeEntry(value, index));
+      const entry = decodeEntry(value, index);
+      result.push(entry);
+      bytes += entry.data.byteLength;
+      if (bytes > maxBytes) break;
     }
     return result;
   }

@@ -25,6 +25,26 @@ describe("log", () => {
     expect(log.stableLastIndex).toBe(2);
   });
 
+  it("passes the byte budget to storage, and adds no unstable entry after a storage that stopped early", () => {
+    const disk = new SimulatedDisk();
+    disk.appendSync([entry(1, 1), entry(2, 1), entry(3, 1)], { term: 3, votedFor: null, commitIndex: 0 });
+    const budgets: (number | undefined)[] = [];
+    // A storage that honours the budget by returning only the first entry it reads.
+    const stopsEarly = Object.assign(Object.create(disk) as SimulatedDisk, {
+      entries: (fromIndex: number, toIndex: number, maxBytes?: number) => {
+        budgets.push(maxBytes);
+        return disk.entries(fromIndex, Math.min(toIndex, fromIndex + 1));
+      },
+    });
+    const log = new RaftLog(stopsEarly, { snapshotIndex: 0, snapshotTerm: 0, lastIndex: 3, commitIndex: 0 });
+    log.append([entry(4, 2)]);
+    expect(log.entries(1, 5, 100, 1).map((item) => item.index)).toEqual([1]);
+    expect(budgets).toEqual([1]);
+    // Without a budget the storage is asked for everything, and the unstable entries follow.
+    expect(log.entries(3, 5).map((item) => item.index)).toEqual([3, 4]);
+    expect(budgets).toEqual([1, undefined]);
+  });
+
   it("replacing a conflicting durable suffix hides the old entries until they are rewritten", () => {
     const { log } = logOver([entry(1, 1), entry(2, 1), entry(3, 1)]);
     log.append([entry(2, 2)]);

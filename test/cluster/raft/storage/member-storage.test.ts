@@ -114,6 +114,24 @@ describe("MemberStorage", () => {
     });
   });
 
+  it("reads from disk only up to a byte budget: a prefix with at least one entry, then the cache is not consulted", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      // No cache room at all: every entry comes from disk, so the budget is what bounds the reads.
+      const storage = MemberStorage.open({ directory, entryCacheBytes: 0 });
+      try {
+        const written = entriesFrom(1, 6, 1);
+        await storage.append(written, null);
+        const size = written[0]?.data.byteLength ?? 0;
+        // The entry that crosses the budget is the last one read.
+        expect(storage.entries(1, 7, size * 2 + 1).map((read) => read.index)).toEqual([1, 2, 3]);
+        expect(storage.entries(1, 7, 0).map((read) => read.index)).toEqual([1]);
+        expect(storage.entries(1, 7).map((read) => read.index)).toEqual([1, 2, 3, 4, 5, 6]);
+      } finally {
+        await storage.close();
+      }
+    });
+  });
+
   it("commits on the calling thread when asked, as durably", async () => {
     await withTemporaryDirectory(async (directory) => {
       const storage = MemberStorage.open({ directory, synchronousCommit: true });
