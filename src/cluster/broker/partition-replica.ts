@@ -326,7 +326,7 @@ export class PartitionReplica {
         maxBytesPerMessage: 1024 * 1024,
         snapshotChunkBytes: 1024 * 1024,
         // Four chunks in flight per member receiving a snapshot, resent after an election timeout without progress.
-        snapshotWindowChunks: 4,
+        snapshotWindowChunks: 16,
         snapshotResendTicks: electionTimeoutTicks,
         maxCommittedEntriesPerReady: 1024,
         maxPendingReads: 1024,
