@@ -180,7 +180,8 @@ export function milestoneDiffRoutes(server: HttpServer, services: ModelerService
           { additionalProperties: false },
         ),
         response: {
-          200: Type.String({ description: "Unified diff, text/plain; charset=utf-8." }),
+          // Served as the UTF-8 bytes the diff was cached as, which Fastify sends without serializing.
+          200: Type.Unsafe<Buffer>({ type: "string", description: "Unified diff, text/plain; charset=utf-8." }),
           400: problemSchema,
           403: problemSchema,
           404: problemSchema,
@@ -190,7 +191,7 @@ export function milestoneDiffRoutes(server: HttpServer, services: ModelerService
     },
     async (request, reply) => {
       const [from, to] = splitComparison(request.params.comparison);
-      const diff = await milestones.diff(
+      const diff = await milestones.diffBody(
         {
           organizationId: request.query.organization,
           fromMilestoneId: from,
