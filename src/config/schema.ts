@@ -87,6 +87,29 @@ export const configurationSchema = Type.Object(
           description:
             "Memory for computed milestone diffs kept for reuse (least recently used dropped first); 0 keeps none.",
         }),
+        diffLinkRateLimit: Type.Object(
+          {
+            burst: Type.Integer({
+              minimum: 1,
+              maximum: 1_000_000,
+              default: 10,
+              description: "Diff-link requests (no token needed) one address may make at once.",
+            }),
+            refillPerSecond: Type.Number({
+              exclusiveMinimum: 0,
+              maximum: 1_000_000,
+              default: 1,
+              description: "Sustained diff-link requests per second per address.",
+            }),
+            blockSeconds: Type.Integer({
+              minimum: 0,
+              maximum: 86400,
+              default: 10,
+              description: "How long an address that exceeded the diff-link limit stays blocked.",
+            }),
+          },
+          { additionalProperties: false, default: {} },
+        ),
       },
       { additionalProperties: false, default: {} },
     ),

@@ -243,6 +243,7 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
     tasks: workerPool,
     diffMaxChangedLines: configuration.modeler.diffMaxChangedLines,
     diffCacheBytes: configuration.modeler.diffCacheBytes,
+    diffLinkRateLimit: configuration.modeler.diffLinkRateLimit,
   });
   await server.register(
     async (context) => {

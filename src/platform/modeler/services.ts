@@ -2,6 +2,7 @@ import type { Kysely } from "kysely";
 import type { Clock } from "../../auth/clock.js";
 import type { MemberService } from "../admin/members/service.js";
 import type { ClientService } from "../issuer/clients.js";
+import { type AddressBucketSettings, AddressRateLimiter } from "../issuer/rate-limit.js";
 import type { PlatformDatabase } from "../store/schema.js";
 import type { SecretsBox } from "../store/secrets-box.js";
 import { inlineTaskRunner } from "../worker-pool.js";
@@ -22,7 +23,12 @@ export interface ModelerServices {
   collaborators: CollaboratorService;
   /** Names the API client behind a token in `createdBy` / `updatedBy`. */
   clients: Pick<ClientService, "find">;
+  /** Limits requests of diff links per source address: they need no token, and a diff costs work. */
+  diffLinkRateLimiter: AddressRateLimiter;
 }
+
+/** Default limit of diff-link requests per source address. */
+export const defaultDiffLinkRateLimit: AddressBucketSettings = { burst: 10, refillPerSecond: 1, blockSeconds: 10 };
 
 /** Options of `createModelerServices`. */
 export interface ModelerServicesOptions {
@@ -40,6 +46,8 @@ export interface ModelerServicesOptions {
   diffMaxChangedLines?: number;
   /** Memory for computed diffs kept for reuse (default `defaultDiffCacheBytes`). */
   diffCacheBytes?: number;
+  /** Limit of diff-link requests per source address (default `defaultDiffLinkRateLimit`). */
+  diffLinkRateLimit?: AddressBucketSettings;
 }
 
 /** Builds the Modeler services over the platform database (loading or creating the diff link key). */
@@ -62,5 +70,11 @@ export async function createModelerServices(options: ModelerServicesOptions): Pr
     }),
     collaborators: new CollaboratorService(database, options.members, now),
     clients: options.clients,
+    diffLinkRateLimiter: new AddressRateLimiter({
+      database,
+      settings: options.diffLinkRateLimit ?? defaultDiffLinkRateLimit,
+      clock,
+      scope: "diff-link",
+    }),
   };
 }

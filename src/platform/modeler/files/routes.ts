@@ -48,7 +48,7 @@ export interface FileRouteOptions {
 /** Routes of `/api/v1/files`. */
 export function fileRoutes(server: HttpServer, services: ModelerServices, options: FileRouteOptions): void {
   const { files, clients } = services;
-  const limitNote = `Request bodies up to ${options.bodyLimitBytes} bytes (JSON escaping may double XML); content up to ${maximumContentBytes} bytes, else 413.`;
+  const limitNote = `Request bodies up to ${options.bodyLimitBytes} bytes (JSON escaping may double XML); content up to ${maximumContentBytes} bytes, else 413. Content is validated on worker threads; when they are all busy and their queue is full, the answer is 503 with Retry-After.`;
   server.post(
     "/api/v1/files",
     {
@@ -68,7 +68,7 @@ export function fileRoutes(server: HttpServer, services: ModelerServices, option
           },
           { additionalProperties: false },
         ),
-        response: { 200: fileMetadataSchema, ...standardErrorResponses },
+        response: { 200: fileMetadataSchema, 503: problemSchema, ...standardErrorResponses },
       },
     },
     async (request) => {
@@ -112,7 +112,7 @@ export function fileRoutes(server: HttpServer, services: ModelerServices, option
           },
           { additionalProperties: false },
         ),
-        response: { 200: fileMetadataSchema, 409: problemSchema, ...standardErrorResponses },
+        response: { 200: fileMetadataSchema, 409: problemSchema, 503: problemSchema, ...standardErrorResponses },
       },
     },
     async (request) => {

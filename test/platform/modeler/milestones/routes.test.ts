@@ -1,3 +1,4 @@
+import { request as httpRequest } from "node:http";
 import { afterEach, describe, expect, it } from "vitest";
 import { startTestPlatform, type TestPlatform } from "../../../support/platform.js";
 import { requestToken } from "../../../support/tokens.js";
@@ -10,6 +11,28 @@ function tracked<T>(promise: Promise<T>): { promise: Promise<T>; settled: () => 
   });
   watched.catch(() => undefined);
   return { promise: watched, settled: () => settled };
+}
+
+/**
+ * Reads a URL from the client address `localAddress`. The platform listens on 127.0.0.1 and takes the client
+ * address from the socket; every 127.0.0.0/8 address is loopback on Linux, so another one is another client.
+ */
+function getFrom(url: string, localAddress: string): Promise<{ status: number; retryAfter: string | undefined }> {
+  return new Promise((resolve, reject) => {
+    const outgoing = httpRequest(url, { localAddress, agent: false, timeout: 10_000 }, (response) => {
+      response.resume();
+      response.on("end", () => {
+        const retryAfter = response.headers["retry-after"];
+        resolve({
+          status: response.statusCode ?? 0,
+          retryAfter: typeof retryAfter === "string" ? retryAfter : undefined,
+        });
+      });
+    });
+    outgoing.on("timeout", () => outgoing.destroy(new Error("no answer within 10 s")));
+    outgoing.on("error", reject);
+    outgoing.end();
+  });
 }
 
 /**
@@ -91,5 +114,53 @@ describe("milestone diffs in the worker pool, over HTTP", () => {
     expect(problem.detail).toContain("longer than the limit of 5000 ms");
     // The stuck worker was replaced: the pool serves the next task.
     await json(await uploadSmallForm(project.id));
+  });
+
+  it("limits diff-link requests per address with 429 and Retry-After, forged links included", async () => {
+    platform = await startTestPlatform({
+      "service.modeler.diffLinkRateLimit.burst": 3,
+      "service.modeler.diffLinkRateLimit.refillPerSecond": 0.001,
+      "service.modeler.diffLinkRateLimit.blockSeconds": 60,
+    });
+    const running = platform;
+    const token = await requestToken(running, running.adminClient, "modeler-api");
+    const call = async (method: string, path: string, body: unknown) => {
+      const response = await fetch(`${running.url}/modeler/api/v1${path}`, {
+        method,
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      expect(response.status).toBe(200);
+      return (await response.json()) as { id: string };
+    };
+    const project = await call("POST", "/projects", { name: "limits" });
+    const file = await call("POST", "/files", {
+      name: "f",
+      content: '{"a": 1}',
+      fileType: "form",
+      projectId: project.id,
+    });
+    const first = await call("POST", "/milestones", { name: "one", fileId: file.id });
+    const second = await call("POST", "/milestones", { name: "two", fileId: file.id });
+    const compared = await fetch(`${running.url}/modeler/api/v1/milestones/compare/${first.id}...${second.id}`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    const { url } = (await compared.json()) as { url: string };
+    const forged = new URL(url);
+    forged.searchParams.set("signature", "A".repeat(43));
+
+    expect((await getFrom(url, "127.0.0.1")).status).toBe(200);
+    expect((await getFrom(forged.href, "127.0.0.1")).status).toBe(403);
+    expect((await getFrom(url, "127.0.0.1")).status).toBe(200);
+    const limited = await getFrom(url, "127.0.0.1");
+    expect(limited.status).toBe(429);
+    // The address may come back when the block is over and a token has refilled (one in 1,000 s here).
+    expect(Number(limited.retryAfter)).toBeGreaterThanOrEqual(60);
+    const problem = await fetch(url);
+    expect(problem.status).toBe(429);
+    expect(problem.headers.get("content-type")).toContain("application/problem+json");
+    // Another address has its own bucket; requests needing a token are not limited by it.
+    expect((await getFrom(url, "127.0.0.2")).status).toBe(200);
+    expect((await requestToken(running, running.adminClient, "modeler-api")).length).toBeGreaterThan(0);
   });
 });
