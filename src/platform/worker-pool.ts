@@ -1,5 +1,6 @@
-import { availableParallelism } from "node:os";
-import { parentPort, type TransferListItem, Worker } from "node:worker_threads";
+import { readlinkSync } from "node:fs";
+import { availableParallelism, getPriority, setPriority } from "node:os";
+import { parentPort, type TransferListItem, Worker, workerData } from "node:worker_threads";
 import { type ErrorKind, type ProblemExtensions, ServiceError } from "../http/errors.js";
 
 /**
@@ -22,6 +23,12 @@ export interface TaskRunner<Tasks extends TaskFunctions> {
     input: TaskInput<Tasks, Name>,
     transferList?: readonly TransferListItem[],
   ): Promise<TaskResult<Tasks, Name>>;
+
+  /**
+   * Throws the 503 that `run` would answer if a task were submitted now. Callers check it before work that only a
+   * task can use (reading a large body, loading large inputs), so that a full queue costs them nothing more.
+   */
+  assertCapacity(): void;
 }
 
 /** Buffers of task results that are moved to the caller's thread rather than copied (see `transferResult`). */
@@ -48,6 +55,9 @@ export function inlineTaskRunner<Tasks extends TaskFunctions>(tasks: Tasks): Tas
     ): Promise<TaskResult<Tasks, Name>> {
       const task = tasks[name] as unknown as (input: unknown) => Promise<TaskResult<Tasks, Name>>;
       return await task(input);
+    },
+    assertCapacity() {
+      // The calling thread takes every task.
     },
   };
 }
@@ -95,6 +105,27 @@ function describeFailure(error: unknown): TaskFailure {
   return { message: message.slice(0, failureMessageCharacters) };
 }
 
+/** What a pool tells the workers it starts. */
+interface PoolWorkerData {
+  /** How much the worker thread's nice value is raised above the one it started with. */
+  niceness: number;
+}
+
+/**
+ * Raises this thread's nice value by `niceness` (lowering its scheduling priority). On Linux a thread has its own
+ * nice value, set through its thread id, which `/proc/thread-self` names; elsewhere, or when the system refuses,
+ * the thread keeps the process's.
+ */
+function lowerThreadPriority(niceness: number): void {
+  try {
+    const systemThreadId = Number(readlinkSync("/proc/thread-self").split("/").at(-1));
+    if (!Number.isInteger(systemThreadId) || systemThreadId <= 0) return;
+    setPriority(systemThreadId, Math.min(19, getPriority(systemThreadId) + niceness));
+  } catch {
+    // Not Linux, or not permitted: the worker competes with the event loop at the same priority.
+  }
+}
+
 /**
  * Answers the pool's task requests in a worker thread with `tasks`; a worker module calls it once. Typed errors
  * (`ServiceError`) reach the caller as the same typed errors; any other failure reaches it as an internal error.
@@ -102,6 +133,8 @@ function describeFailure(error: unknown): TaskFailure {
 export function serveTasks(tasks: TaskFunctions): void {
   const port = parentPort;
   if (port === null) throw new Error("serveTasks runs in a worker thread started by a WorkerPool");
+  const { niceness } = workerData as PoolWorkerData;
+  if (niceness > 0) lowerThreadPriority(niceness);
   port.on("message", (request: TaskRequest) => {
     void (async () => {
       try {
@@ -136,11 +169,11 @@ function failureError(failure: TaskFailure, taskName: string): Error {
  * (`.ts`: tests, benchmarks, the command line under tsx) cannot be loaded by a worker of Node.js 20 by itself,
  * because module hooks registered with `--import` do not reach worker threads; such a worker registers tsx first.
  */
-function startThread(module: URL): Worker {
-  if (!module.pathname.endsWith(".ts")) return new Worker(module);
+function startThread(module: URL, data: PoolWorkerData): Worker {
+  if (!module.pathname.endsWith(".ts")) return new Worker(module, { workerData: data });
   const tsxApi = import.meta.resolve("tsx/esm/api");
   const bootstrap = `import(${JSON.stringify(tsxApi)}).then((api) => { api.register(); return import(${JSON.stringify(module.href)}); });`;
-  return new Worker(bootstrap, { eval: true });
+  return new Worker(bootstrap, { eval: true, workerData: data });
 }
 
 /** Where a pool reports what went wrong with its workers (a pino logger fits). */
@@ -161,6 +194,12 @@ export interface WorkerPoolOptions {
   taskTimeLimitMs?: number;
   /** The `Retry-After` of a refusal because the queue is full (default 1). */
   retryAfterSeconds?: number;
+  /**
+   * How much higher the nice value of the workers is than the process's, where threads have their own (Linux;
+   * default 10, 0 leaves it). The scheduler then gives a core to the event loop first whenever it has work, so
+   * answers that need no worker do not wait for a worker that computes.
+   */
+  workerNiceness?: number;
   logger?: WorkerPoolLogger;
 }
 
@@ -178,7 +217,7 @@ export interface WorkerPoolStatistics {
   queuedTasks: number;
   /** Tasks a worker answered, with a result or an error. */
   completedTasks: number;
-  /** Tasks refused because the queue was full. */
+  /** Tasks refused because the queue was full (`assertCapacity` refusals included). */
   refusedTasks: number;
   /** Tasks stopped at the time limit (each terminated its worker). */
   timedOutTasks: number;
@@ -217,6 +256,7 @@ export class WorkerPool<Tasks extends TaskFunctions> implements TaskRunner<Tasks
   private readonly queueLength: number;
   private readonly taskTimeLimitMs: number;
   private readonly retryAfterSeconds: number;
+  private readonly workerNiceness: number;
   private readonly logger: WorkerPoolLogger | undefined;
   private readonly workers = new Set<PoolWorker>();
   private readonly queue: PendingTask[] = [];
@@ -235,6 +275,7 @@ export class WorkerPool<Tasks extends TaskFunctions> implements TaskRunner<Tasks
     this.queueLength = options.queueLength ?? 8;
     this.taskTimeLimitMs = options.taskTimeLimitMs ?? 30_000;
     this.retryAfterSeconds = options.retryAfterSeconds ?? 1;
+    this.workerNiceness = options.workerNiceness ?? 10;
     this.logger = options.logger;
     if (!Number.isInteger(this.threads) || this.threads < 1) {
       throw new Error(`a worker pool needs at least one thread, got ${this.threads}`);
@@ -251,19 +292,10 @@ export class WorkerPool<Tasks extends TaskFunctions> implements TaskRunner<Tasks
     input: TaskInput<Tasks, Name>,
     transferList: readonly TransferListItem[] = [],
   ): Promise<TaskResult<Tasks, Name>> {
-    if (this.closing) return Promise.reject(this.closingError());
-    // Every worker that is not running a task (one starting, or one not started yet) takes a queued task soon;
-    // only the tasks beyond those wait for a busy worker, and those are what the queue length bounds.
-    const waitingForBusyWorkers = this.queue.length - (this.threads - this.busyWorkers());
-    if (waitingForBusyWorkers >= this.queueLength) {
-      this.refusedTasks += 1;
-      return Promise.reject(
-        new ServiceError(
-          "unavailable",
-          `The server is busy with other computations (${this.queue.length} waiting); retry in a moment.`,
-          { headers: { "retry-after": String(this.retryAfterSeconds) } },
-        ),
-      );
+    try {
+      this.assertCapacity();
+    } catch (error) {
+      return Promise.reject(error);
     }
     return new Promise((resolve, reject) => {
       this.queue.push({
@@ -276,6 +308,22 @@ export class WorkerPool<Tasks extends TaskFunctions> implements TaskRunner<Tasks
       });
       this.dispatch();
     });
+  }
+
+  /** Throws the 503 that `run` would answer now: when the pool is closing, or its queue is full. */
+  assertCapacity(): void {
+    if (this.closing) throw this.closingError();
+    // Every worker that is not running a task (one starting, or one not started yet) takes a queued task soon;
+    // only the tasks beyond those wait for a busy worker, and those are what the queue length bounds.
+    const waitingForBusyWorkers = this.queue.length - (this.threads - this.busyWorkers());
+    if (waitingForBusyWorkers >= this.queueLength) {
+      this.refusedTasks += 1;
+      throw new ServiceError(
+        "unavailable",
+        `The server is busy with other computations (${this.queue.length} waiting); retry in a moment.`,
+        { headers: { "retry-after": String(this.retryAfterSeconds) } },
+      );
+    }
   }
 
   /** What the pool has done so far. */
@@ -363,7 +411,7 @@ export class WorkerPool<Tasks extends TaskFunctions> implements TaskRunner<Tasks
 
   private startWorker(): void {
     const worker: PoolWorker = {
-      thread: startThread(this.workerModule),
+      thread: startThread(this.workerModule, { niceness: this.workerNiceness }),
       ready: false,
       task: undefined,
       timeLimit: undefined,

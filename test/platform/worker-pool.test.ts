@@ -1,3 +1,5 @@
+import { existsSync } from "node:fs";
+import { getPriority } from "node:os";
 import { threadId } from "node:worker_threads";
 import { afterEach, describe, expect, it } from "vitest";
 import { ServiceError } from "../../src/http/errors.js";
@@ -55,6 +57,10 @@ describe("WorkerPool", () => {
     expect(answer.text).toBe("grüße ✓");
     expect(answer.threadId).not.toBe(threadId);
     expect(pool.statistics()).toMatchObject({ startedWorkers: 1, liveWorkers: 1, completedTasks: 1 });
+  });
+
+  it.runIf(existsSync("/proc/thread-self"))("runs workers at a lower priority than the event loop", async () => {
+    expect(await createPool({ threads: 1 }).run("niceness", undefined as never)).toBe(Math.min(19, getPriority() + 10));
   });
 
   it("answers what the inline runner answers: results, moved buffers, typed and untyped errors", async () => {

@@ -25,6 +25,8 @@ export interface ModelerServices {
   clients: Pick<ClientService, "find">;
   /** Limits requests of diff links per source address: they need no token, and a diff costs work. */
   diffLinkRateLimiter: AddressRateLimiter;
+  /** Runs content validation and diffs (the worker pool); routes ask it for capacity before reading large bodies. */
+  tasks: ModelerTaskRunner;
 }
 
 /** Default limit of diff-link requests per source address. */
@@ -70,6 +72,7 @@ export async function createModelerServices(options: ModelerServicesOptions): Pr
     }),
     collaborators: new CollaboratorService(database, options.members, now),
     clients: options.clients,
+    tasks,
     diffLinkRateLimiter: new AddressRateLimiter({
       database,
       settings: options.diffLinkRateLimit ?? defaultDiffLinkRateLimit,

@@ -2,6 +2,8 @@
  * Tasks for the worker pool's tests: they answer, fail, block until released, spin forever and stop their thread,
  * so the pool's behaviour can be shown without timing assumptions. `worker-pool-worker.ts` serves them in a worker.
  */
+import { readlinkSync } from "node:fs";
+import { getPriority } from "node:os";
 import { threadId } from "node:worker_threads";
 import { invalidRequest } from "../../../src/http/errors.js";
 import { transferResult } from "../../../src/platform/worker-pool.js";
@@ -34,6 +36,8 @@ export const testTasks = {
       // A task stuck in a loop: only terminating its thread stops it.
     }
   },
+  /** Answers the nice value of the thread that runs it (Linux, where threads have their own). */
+  niceness: () => getPriority(Number(readlinkSync("/proc/thread-self").split("/").at(-1))),
   /** Stops its thread as an uncaught error would. */
   exitThread: (): never => {
     process.exit(3);

@@ -291,6 +291,8 @@ export class MilestoneService {
   }
 
   private async computeDiff(organizationId: string, from: MilestoneRow, to: MilestoneRow): Promise<CachedDiff> {
+    // Loading both contents is itself work on the event loop: a diff the pool would refuse is refused before it.
+    this.tasks.assertCapacity();
     const fromContent = await milestoneContent(this.database, organizationId, from.id);
     const toContent = await milestoneContent(this.database, organizationId, to.id);
     const outcome = await this.tasks.run("diffMilestones", {

@@ -33,6 +33,9 @@ function recordingRunner(options: { held?: boolean } = {}) {
       }
       return await inline.run(name, input);
     },
+    assertCapacity() {
+      inline.assertCapacity();
+    },
   };
   return { runner, diffsRequested, release: () => release() };
 }

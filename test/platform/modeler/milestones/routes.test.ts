@@ -107,6 +107,16 @@ describe("milestone diffs in the worker pool, over HTTP", () => {
     expect(refused.status).toBe(503);
     expect(refused.headers.get("retry-after")).toBe("1");
     expect(refused.headers.get("content-type")).toContain("application/problem+json");
+    // A large body is refused before it is read, and its connection closed so that the rest is not sent.
+    const largeForm = JSON.stringify({ padding: "x".repeat(200_000) });
+    const refusedUnread = await call("POST", "/files", {
+      name: "large.form",
+      content: largeForm,
+      fileType: "form",
+      projectId: project.id,
+    });
+    expect(refusedUnread.status).toBe(503);
+    expect(refusedUnread.headers.get("connection")).toBe("close");
     expect(diff.settled()).toBe(false);
 
     const stopped = await diff.promise;
