@@ -54,9 +54,16 @@ export const configurationSchema = Type.Object(
             queueLength: Type.Integer({
               minimum: 0,
               maximum: 10_000,
-              default: 8,
+              default: 64,
               description:
                 "Tasks that may wait while every worker thread is busy; requests needing one more are answered 503 with Retry-After.",
+            }),
+            queueBytes: Type.Integer({
+              minimum: 0,
+              maximum: 16 * 1024 * 1024 * 1024,
+              default: 256 * 1024 * 1024,
+              description:
+                "Content bytes that may wait while every worker thread is busy (uploads, both sides of diffs); beyond, requests are answered 503 with Retry-After.",
             }),
             taskTimeLimitMs: Type.Integer({
               minimum: 100,

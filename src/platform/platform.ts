@@ -229,6 +229,7 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
     workerModule: modelerWorkerModule,
     threads: workers.threads === 0 ? defaultWorkerThreads() : workers.threads,
     queueLength: workers.queueLength,
+    queueBytes: workers.queueBytes,
     taskTimeLimitMs: workers.taskTimeLimitMs,
     logger,
   });

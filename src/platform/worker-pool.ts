@@ -15,20 +15,28 @@ export type TaskInput<Tasks extends TaskFunctions, Name extends keyof Tasks> = P
 /** The result of the task `Name`, once it has run. */
 export type TaskResult<Tasks extends TaskFunctions, Name extends keyof Tasks> = Awaited<ReturnType<Tasks[Name]>>;
 
+/** How a task is submitted. */
+export interface TaskOptions {
+  /** Buffers of the input that are moved to the worker, not copied. */
+  transferList?: readonly TransferListItem[];
+  /** The size of the input (its contents' bytes), which the queue's memory bound counts. */
+  inputBytes?: number;
+}
+
 /** Runs tasks by name: in worker threads (`WorkerPool`) or on the calling thread (`inlineTaskRunner`). */
 export interface TaskRunner<Tasks extends TaskFunctions> {
-  /** Runs the task `name` with `input` and answers its result; `transferList` names buffers moved, not copied. */
+  /** Runs the task `name` with `input` and answers its result. */
   run<Name extends keyof Tasks & string>(
     name: Name,
     input: TaskInput<Tasks, Name>,
-    transferList?: readonly TransferListItem[],
+    options?: TaskOptions,
   ): Promise<TaskResult<Tasks, Name>>;
 
   /**
-   * Throws the 503 that `run` would answer if a task were submitted now. Callers check it before work that only a
-   * task can use (reading a large body, loading large inputs), so that a full queue costs them nothing more.
+   * Throws the 503 that `run` would answer if a task of `inputBytes` were submitted now. Callers check it before work
+   * that only a task can use (reading a large body, loading large inputs), so that a full queue costs them nothing.
    */
-  assertCapacity(): void;
+  assertCapacity(inputBytes?: number): void;
 }
 
 /** Buffers of task results that are moved to the caller's thread rather than copied (see `transferResult`). */
@@ -188,8 +196,13 @@ export interface WorkerPoolOptions {
   workerModule: URL;
   /** Workers started at most (default `defaultWorkerThreads()`). */
   threads?: number;
-  /** Tasks that may wait while every worker is busy; a task beyond them is refused with 503 (default 8). */
+  /** Tasks that may wait while every worker is busy; a task beyond them is refused with 503 (default 64). */
   queueLength?: number;
+  /**
+   * Input bytes that may wait while every worker is busy; a task beyond them is refused with 503 (default 256 MiB).
+   * Many small tasks may wait, but only a few of the largest.
+   */
+  queueBytes?: number;
   /** Longest a task may run; past it its worker is terminated and replaced, and the task refused (default 30 s). */
   taskTimeLimitMs?: number;
   /** The `Retry-After` of a refusal because the queue is full (default 1). */
@@ -217,6 +230,8 @@ export interface WorkerPoolStatistics {
   queuedTasks: number;
   /** Tasks a worker answered, with a result or an error. */
   completedTasks: number;
+  /** Input bytes of the tasks waiting now. */
+  queuedBytes: number;
   /** Tasks refused because the queue was full (`assertCapacity` refusals included). */
   refusedTasks: number;
   /** Tasks stopped at the time limit (each terminated its worker). */
@@ -228,6 +243,7 @@ interface PendingTask {
   name: string;
   input: unknown;
   transferList: readonly TransferListItem[];
+  inputBytes: number;
   resolve(result: unknown): void;
   reject(error: unknown): void;
 }
@@ -245,8 +261,9 @@ interface PoolWorker {
 /**
  * Runs CPU-heavy tasks in worker threads so that the event loop keeps answering other requests meanwhile. Workers
  * start when tasks need them, up to `threads`, each running one task at a time; they live until `close`. At most
- * `queueLength` tasks wait while all workers are busy, and a task beyond them is refused at once with a 503 and
- * `Retry-After`, so a burst costs memory and waiting time in proportion to the queue, not to the burst. A task that
+ * `queueLength` tasks of at most `queueBytes` of input in all wait while all workers are busy, and a task beyond
+ * them is refused at once with a 503 and `Retry-After`, so a burst costs memory and waiting time in proportion to
+ * the queue, not to the burst. A task that
  * runs longer than `taskTimeLimitMs` is refused with a 503 and its worker terminated (a task cannot be interrupted
  * any other way) and replaced by a fresh one when the next task needs it.
  */
@@ -254,12 +271,14 @@ export class WorkerPool<Tasks extends TaskFunctions> implements TaskRunner<Tasks
   private readonly workerModule: URL;
   private readonly threads: number;
   private readonly queueLength: number;
+  private readonly queueBytes: number;
   private readonly taskTimeLimitMs: number;
   private readonly retryAfterSeconds: number;
   private readonly workerNiceness: number;
   private readonly logger: WorkerPoolLogger | undefined;
   private readonly workers = new Set<PoolWorker>();
   private readonly queue: PendingTask[] = [];
+  private queuedBytes = 0;
   /** Workers being terminated, which `close` waits for. */
   private readonly terminations = new Set<Promise<unknown>>();
   private closing = false;
@@ -272,7 +291,8 @@ export class WorkerPool<Tasks extends TaskFunctions> implements TaskRunner<Tasks
   constructor(options: WorkerPoolOptions) {
     this.workerModule = options.workerModule;
     this.threads = options.threads ?? defaultWorkerThreads();
-    this.queueLength = options.queueLength ?? 8;
+    this.queueLength = options.queueLength ?? 64;
+    this.queueBytes = options.queueBytes ?? 256 * 1024 * 1024;
     this.taskTimeLimitMs = options.taskTimeLimitMs ?? 30_000;
     this.retryAfterSeconds = options.retryAfterSeconds ?? 1;
     this.workerNiceness = options.workerNiceness ?? 10;
@@ -290,10 +310,11 @@ export class WorkerPool<Tasks extends TaskFunctions> implements TaskRunner<Tasks
   run<Name extends keyof Tasks & string>(
     name: Name,
     input: TaskInput<Tasks, Name>,
-    transferList: readonly TransferListItem[] = [],
+    options: TaskOptions = {},
   ): Promise<TaskResult<Tasks, Name>> {
+    const inputBytes = options.inputBytes ?? 0;
     try {
-      this.assertCapacity();
+      this.assertCapacity(inputBytes);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -302,21 +323,24 @@ export class WorkerPool<Tasks extends TaskFunctions> implements TaskRunner<Tasks
         taskId: this.nextTaskId++,
         name,
         input,
-        transferList,
+        transferList: options.transferList ?? [],
+        inputBytes,
         resolve: resolve as (result: unknown) => void,
         reject,
       });
+      this.queuedBytes += inputBytes;
       this.dispatch();
     });
   }
 
-  /** Throws the 503 that `run` would answer now: when the pool is closing, or its queue is full. */
-  assertCapacity(): void {
+  /** Throws the 503 that `run` would answer now for a task of `inputBytes`: the pool is closing, or its queue full. */
+  assertCapacity(inputBytes = 0): void {
     if (this.closing) throw this.closingError();
     // Every worker that is not running a task (one starting, or one not started yet) takes a queued task soon;
-    // only the tasks beyond those wait for a busy worker, and those are what the queue length bounds.
+    // only the tasks beyond those wait for a busy worker, and those are what the queue's bounds limit.
     const waitingForBusyWorkers = this.queue.length - (this.threads - this.busyWorkers());
-    if (waitingForBusyWorkers >= this.queueLength) {
+    if (waitingForBusyWorkers < 0) return;
+    if (waitingForBusyWorkers >= this.queueLength || this.queuedBytes + inputBytes > this.queueBytes) {
       this.refusedTasks += 1;
       throw new ServiceError(
         "unavailable",
@@ -334,6 +358,7 @@ export class WorkerPool<Tasks extends TaskFunctions> implements TaskRunner<Tasks
       liveWorkers: this.workers.size,
       busyWorkers: this.busyWorkers(),
       queuedTasks: this.queue.length,
+      queuedBytes: this.queuedBytes,
       completedTasks: this.completedTasks,
       refusedTasks: this.refusedTasks,
       timedOutTasks: this.timedOutTasks,
@@ -343,13 +368,19 @@ export class WorkerPool<Tasks extends TaskFunctions> implements TaskRunner<Tasks
   /** Refuses queued and running tasks with 503, terminates every worker and waits until all have stopped. */
   async close(): Promise<void> {
     this.closing = true;
-    for (const task of this.queue.splice(0)) task.reject(this.closingError());
+    for (const task of this.takeQueue()) task.reject(this.closingError());
     for (const worker of this.workers) {
       const task = this.releaseTask(worker);
       task?.reject(this.closingError());
       this.terminate(worker);
     }
     await Promise.all(this.terminations);
+  }
+
+  /** Empties the queue and answers what it held. */
+  private takeQueue(): PendingTask[] {
+    this.queuedBytes = 0;
+    return this.queue.splice(0);
   }
 
   private busyWorkers(): number {
@@ -374,6 +405,7 @@ export class WorkerPool<Tasks extends TaskFunctions> implements TaskRunner<Tasks
       } else if (worker.task === undefined) {
         const task = this.queue.shift();
         if (task === undefined) return;
+        this.queuedBytes -= task.inputBytes;
         this.assign(worker, task);
       }
     }
@@ -478,7 +510,7 @@ export class WorkerPool<Tasks extends TaskFunctions> implements TaskRunner<Tasks
     if (!worker.ready) {
       // A worker that cannot even load its module would fail the same way if started again: the waiting tasks
       // are answered rather than starting workers in a loop.
-      for (const waiting of this.queue.splice(0)) waiting.reject(new Error(`a worker could not start: ${reason}`));
+      for (const waiting of this.takeQueue()) waiting.reject(new Error(`a worker could not start: ${reason}`));
     }
     this.dispatch();
   }

@@ -112,6 +112,23 @@ describe("WorkerPool", () => {
     expect((await queued.promise).text).toBe("queued");
   });
 
+  it("bounds the input bytes that wait as well as the number of tasks", async () => {
+    const pool = new WorkerPool<TestTasks>({ workerModule, threads: 1, queueLength: 10, queueBytes: 1_000 });
+    pools.push(pool);
+    const blocking = gate();
+    const running = tracked(pool.run("waitForGate", { gate: blocking.buffer }, { inputBytes: 5_000 }));
+    while (pool.statistics().busyWorkers === 0) await eventLoopTurns(1);
+    const small = tracked(pool.run("echo", { text: "small" }, { inputBytes: 600 }));
+    await expect(pool.run("echo", { text: "large" }, { inputBytes: 600 })).rejects.toMatchObject({ status: 503 });
+    expect(() => pool.assertCapacity(401)).toThrow(ServiceError);
+    expect(() => pool.assertCapacity(400)).not.toThrow();
+    expect(pool.statistics()).toMatchObject({ queuedTasks: 1, queuedBytes: 600 });
+    blocking.open();
+    await running.promise;
+    expect((await small.promise).text).toBe("small");
+    expect(pool.statistics().queuedBytes).toBe(0);
+  });
+
   it("terminates a task stuck past its time limit, answers 503 and serves the next task on a new worker", async () => {
     const pool = createPool({ threads: 1, taskTimeLimitMs: 300 });
     const stuck = await pool.run("spinForever", undefined as never).catch((error: unknown) => error);

@@ -83,8 +83,8 @@ function validateJsonObject(type: "form" | "connector_template", content: string
   }
 }
 
-/** Checks that content fits a file: at most `maximumContentBytes` of UTF-8 (413 beyond). */
-export function assertContentSize(content: string): void {
+/** Checks that content fits a file: at most `maximumContentBytes` of UTF-8 (413 beyond); answers its bytes. */
+export function assertContentSize(content: string): number {
   const bytes = Buffer.byteLength(content, "utf8");
   if (bytes > maximumContentBytes) {
     throw new ServiceError(
@@ -92,6 +92,7 @@ export function assertContentSize(content: string): void {
       `content has ${bytes} bytes; a file holds at most ${maximumContentBytes} bytes (10 MiB) of UTF-8 text.`,
     );
   }
+  return bytes;
 }
 
 /**

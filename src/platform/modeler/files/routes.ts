@@ -56,12 +56,12 @@ const bodyReadOnlyWithCapacityBytes = 64 * 1024;
 export function fileRoutes(server: HttpServer, services: ModelerServices, options: FileRouteOptions): void {
   const { files, clients, tasks } = services;
   // After authentication (an installAuthentication hook of the enclosing context), before the body is read. A
-  // body without a declared length may be of any size, so it counts as large.
+  // body without a declared length may be of any size, so it counts as large; its size is then known only once read.
   const refuseLargeBodyWithoutCapacity = async (request: FastifyRequest, reply: FastifyReply) => {
     const declaredBytes = Number(request.headers["content-length"] ?? Number.POSITIVE_INFINITY);
     if (declaredBytes <= bodyReadOnlyWithCapacityBytes) return;
     try {
-      tasks.assertCapacity();
+      tasks.assertCapacity(Number.isFinite(declaredBytes) ? declaredBytes : 0);
     } catch (error) {
       // Closing the connection after the answer stops the client from sending the rest of a body nobody reads;
       // kept open, the server would have to receive and discard it to read the next request.

@@ -88,8 +88,8 @@ export class FileService {
    * too large is refused without being copied to a worker.
    */
   private async validateContent(fileType: FileType, content: string): Promise<void> {
-    assertContentSize(content);
-    await this.tasks.run("validateFileContent", { fileType, content });
+    const inputBytes = assertContentSize(content);
+    await this.tasks.run("validateFileContent", { fileType, content }, { inputBytes });
   }
 
   /** Creates a file after validating its content for its type; its revision starts at 1. */

@@ -295,15 +295,19 @@ export class MilestoneService {
     this.tasks.assertCapacity();
     const fromContent = await milestoneContent(this.database, organizationId, from.id);
     const toContent = await milestoneContent(this.database, organizationId, to.id);
-    const outcome = await this.tasks.run("diffMilestones", {
-      fromLabel: `milestone ${from.name} (${from.id})`,
-      toLabel: `milestone ${to.name} (${to.id})`,
-      fromContent,
-      toContent,
-      fromHeader: from.created_at,
-      toHeader: to.created_at,
-      maxChangedLines: this.diffMaxEditLength,
-    });
+    const outcome = await this.tasks.run(
+      "diffMilestones",
+      {
+        fromLabel: `milestone ${from.name} (${from.id})`,
+        toLabel: `milestone ${to.name} (${to.id})`,
+        fromContent,
+        toContent,
+        fromHeader: from.created_at,
+        toHeader: to.created_at,
+        maxChangedLines: this.diffMaxEditLength,
+      },
+      { inputBytes: Buffer.byteLength(fromContent) + Buffer.byteLength(toContent) },
+    );
     if (outcome.kind === "tooDifferent") return outcome;
     return {
       kind: "patch",
