@@ -75,6 +75,81 @@ export const configurationSchema = Type.Object(
           default: false,
           description: "Take the client address from X-Forwarded-For (only behind a proxy you control).",
         }),
+        workers: Type.Object(
+          {
+            threads: Type.Integer({
+              minimum: 0,
+              maximum: 256,
+              default: 0,
+              description:
+                "Worker threads that parse BPMN/DMN content and compute milestone diffs off the event loop, started when needed. 0: the available processors minus one, at least 1.",
+            }),
+            queueLength: Type.Integer({
+              minimum: 0,
+              maximum: 10_000,
+              default: 64,
+              description:
+                "Tasks that may wait while every worker thread is busy; requests needing one more are answered 503 with Retry-After.",
+            }),
+            queueBytes: Type.Integer({
+              minimum: 0,
+              maximum: 16 * 1024 * 1024 * 1024,
+              default: 256 * 1024 * 1024,
+              description:
+                "Content bytes that may wait while every worker thread is busy (uploads, both sides of diffs); beyond, requests are answered 503 with Retry-After.",
+            }),
+            taskTimeLimitMs: Type.Integer({
+              minimum: 100,
+              maximum: 3_600_000,
+              default: 30_000,
+              description:
+                "Longest a worker task may run; past it its thread is terminated and replaced and the request answered 503.",
+            }),
+          },
+          { additionalProperties: false, default: {} },
+        ),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    modeler: Type.Object(
+      {
+        diffMaxChangedLines: Type.Integer({
+          minimum: 1,
+          maximum: 1_000_000,
+          default: 1_000,
+          description:
+            "Largest number of changed lines (removed plus added) a milestone diff is computed for; contents differing in more are answered 409. The work grows with the square of this number.",
+        }),
+        diffCacheBytes: Type.Integer({
+          minimum: 0,
+          maximum: 16 * 1024 * 1024 * 1024,
+          default: 64 * 1024 * 1024,
+          description:
+            "Memory for computed milestone diffs kept for reuse (least recently used dropped first); 0 keeps none.",
+        }),
+        diffLinkRateLimit: Type.Object(
+          {
+            burst: Type.Integer({
+              minimum: 1,
+              maximum: 1_000_000,
+              default: 10,
+              description: "Diff-link requests (no token needed) one address may make at once.",
+            }),
+            refillPerSecond: Type.Number({
+              exclusiveMinimum: 0,
+              maximum: 1_000_000,
+              default: 1,
+              description: "Sustained diff-link requests per second per address.",
+            }),
+            blockSeconds: Type.Integer({
+              minimum: 0,
+              maximum: 86400,
+              default: 10,
+              description: "How long an address that exceeded the diff-link limit stays blocked.",
+            }),
+          },
+          { additionalProperties: false, default: {} },
+        ),
       },
       { additionalProperties: false, default: {} },
     ),

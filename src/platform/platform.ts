@@ -20,8 +20,10 @@ import {
 import { fileBodyLimitBytes } from "./modeler/content.js";
 import { modelerPublicRoutes, modelerRoutes } from "./modeler/routes.js";
 import { createModelerServices } from "./modeler/services.js";
+import { type ModelerWorkerTasks, modelerWorkerModule } from "./modeler/worker-tasks.js";
 import { describeDatabase, openStore, type Store } from "./store/database.js";
 import { platformVersion } from "./version.js";
+import { defaultWorkerThreads, WorkerPool } from "./worker-pool.js";
 
 /** Credentials of the administration client created on the first start. */
 export interface BootstrapCredentials {
@@ -221,6 +223,18 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
     { prefix: "/admin" },
   );
 
+  // CPU-heavy work (content parsing, diffs) runs in worker threads; they stop when the server closes, after the
+  // requests in flight have been answered.
+  const { workers } = configuration.platform;
+  const workerPool = new WorkerPool<ModelerWorkerTasks>({
+    workerModule: modelerWorkerModule,
+    threads: workers.threads === 0 ? defaultWorkerThreads() : workers.threads,
+    queueLength: workers.queueLength,
+    queueBytes: workers.queueBytes,
+    taskTimeLimitMs: workers.taskTimeLimitMs,
+    logger,
+  });
+  server.addHook("onClose", async () => await workerPool.close());
   const modeler = await createModelerServices({
     database: store.database,
     secrets: store.secrets,
@@ -228,6 +242,10 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
     clients: issuer.clients,
     baseUrl: `${issuerUrl}/modeler`,
     clock: systemClock,
+    tasks: workerPool,
+    diffMaxChangedLines: configuration.modeler.diffMaxChangedLines,
+    diffCacheBytes: configuration.modeler.diffCacheBytes,
+    diffLinkRateLimit: configuration.modeler.diffLinkRateLimit,
   });
   await server.register(
     async (context) => {

@@ -3,14 +3,18 @@ import type { Clock } from "../../auth/clock.js";
 import { CompiledStatement } from "../store/compiled-statement.js";
 import type { PlatformDatabase } from "../store/schema.js";
 
-/** The rate-limit settings of the configuration (`rateLimit.*`). */
-export interface RateLimitSettings {
-  /** Token requests one address may make at once. */
+/** The limit of one kind of request per source address: a token bucket, and a block once it is exceeded. */
+export interface AddressBucketSettings {
+  /** Requests one address may make at once. */
   burst: number;
-  /** Sustained token requests per second per address. */
+  /** Sustained requests per second per address. */
   refillPerSecond: number;
   /** How long an address that exceeded the limit stays blocked. */
   blockSeconds: number;
+}
+
+/** The rate-limit settings of the configuration (`rateLimit.*`). */
+export interface RateLimitSettings extends AddressBucketSettings {
   /** Delay after the first failed authentication of a client id from one address; it doubles with each further one. */
   failureDelayBaseMs: number;
   /** Cap of the failed-authentication delay. */
@@ -48,11 +52,11 @@ interface BucketRow {
 
 /**
  * The upsert that takes one token from an address's bucket, compiled with the settings fixed; each execution
- * gives the address and the current instant (`now`, whole milliseconds).
+ * gives the bucket's key and the current instant (`now`, whole milliseconds).
  */
 function compileConsumeStatement(
   database: Kysely<PlatformDatabase>,
-  settings: RateLimitSettings,
+  settings: AddressBucketSettings,
 ): CompiledStatement<BucketRow, "address" | "now"> {
   return new CompiledStatement(database, (slot) => {
     const burst = settings.burst;
@@ -78,13 +82,104 @@ function compileConsumeStatement(
   });
 }
 
+/** Separates the scope from the address in the key of a scoped bucket; no address contains it. */
+const scopeSeparator = "/";
+
+/** Options of `AddressRateLimiter`. */
+export interface AddressRateLimiterOptions {
+  database: Kysely<PlatformDatabase>;
+  settings: AddressBucketSettings;
+  clock: Clock;
+  /**
+   * What the buckets limit (e.g. `diff-link`), so that one address has a bucket per kind of request. The token
+   * endpoint's buckets have none: they are keyed by the bare address, as they always were.
+   */
+  scope?: string;
+  /** How often buckets that no longer limit anything are deleted (checked on each request). */
+  pruneIntervalMs?: number;
+}
+
+/**
+ * A token bucket per source address, kept in the database's `rate_limits` table so that every platform replica
+ * sharing it enforces the same limit: `burst` tokens, refilled at `refillPerSecond`; every request takes one; a
+ * request finding the bucket empty is refused and blocks the address for `blockSeconds`, during which every request
+ * is refused (requests during a block do not extend it). Each request is one atomic upsert, so concurrent requests
+ * on several replicas never lose an update the way a read-then-write would.
+ */
+export class AddressRateLimiter {
+  private readonly database: Kysely<PlatformDatabase>;
+  private readonly settings: AddressBucketSettings;
+  private readonly clock: Clock;
+  private readonly scope: string | undefined;
+  private readonly pruneIntervalMs: number;
+  private lastPruneMs: number;
+  /** Runs on every limited request, so it is compiled once (see `CompiledStatement`). */
+  private readonly consumeStatement: CompiledStatement<BucketRow, "address" | "now">;
+
+  constructor(options: AddressRateLimiterOptions) {
+    this.database = options.database;
+    this.settings = options.settings;
+    this.clock = options.clock;
+    this.scope = options.scope;
+    this.pruneIntervalMs = options.pruneIntervalMs ?? 60_000;
+    this.lastPruneMs = this.clock();
+    if (this.scope !== undefined && (this.scope === "" || this.scope.includes(scopeSeparator))) {
+      throw new Error(`a rate-limit scope is a non-empty name without '${scopeSeparator}', got '${this.scope}'`);
+    }
+    if (!(this.settings.burst >= 1)) throw new Error(`rate-limit burst must be at least 1, got ${this.settings.burst}`);
+    if (!(this.settings.refillPerSecond > 0)) {
+      throw new Error(`rate-limit refill must be positive, got ${this.settings.refillPerSecond}`);
+    }
+    this.consumeStatement = compileConsumeStatement(this.database, this.settings);
+  }
+
+  /** Takes one token from the bucket of `address`, or refuses the request (and starts or continues a block). */
+  async consume(address: string): Promise<RateDecision> {
+    const now = Math.floor(this.clock());
+    const key = this.scope === undefined ? address : `${this.scope}${scopeSeparator}${address}`;
+    const row = (await this.consumeStatement.execute({ address: key, now }))[0];
+    if (row === undefined) throw new Error("the rate-limit upsert returned no row");
+    await this.pruneWhenDue(now);
+    const blockedUntilMs = Number(row.blocked_until_ms);
+    if (blockedUntilMs <= now) return { allowed: true };
+    // The client may come back when the block is over and the bucket holds a whole token again.
+    const tokens = Number(row.tokens);
+    const refillPerMs = this.settings.refillPerSecond / 1000;
+    const tokenReadyAtMs = Number(row.updated_at_ms) + Math.max(0, (1 - tokens) / refillPerMs);
+    return { allowed: false, retryAfterSeconds: secondsUntil(Math.max(blockedUntilMs, tokenReadyAtMs), now) };
+  }
+
+  /** Deletes this scope's buckets that are full again and not blocked (an absent bucket means exactly that). */
+  async prune(): Promise<void> {
+    const now = Math.floor(this.clock());
+    const fullRefillMs = Math.ceil((this.settings.burst / this.settings.refillPerSecond) * 1000);
+    await this.database
+      .deleteFrom("rate_limits")
+      .where("blocked_until_ms", "<=", now)
+      .where("updated_at_ms", "<=", now - fullRefillMs)
+      .where(
+        "address",
+        this.scope === undefined ? "not like" : "like",
+        this.scope === undefined ? `%${scopeSeparator}%` : `${this.scope}${scopeSeparator}%`,
+      )
+      .execute();
+  }
+
+  private async pruneWhenDue(now: number): Promise<void> {
+    if (now - this.lastPruneMs < this.pruneIntervalMs) return;
+    this.lastPruneMs = now;
+    await this.prune();
+  }
+}
+
 /**
  * Rate limits of the token endpoint, kept in the database so every platform replica sharing it enforces the
  * same limits:
  *
- * - a token bucket per source address (`burst` tokens, refilled at `refillPerSecond`); every request takes one,
- *   whether it then succeeds or fails; a request finding the bucket empty is refused and blocks the address for
- *   `blockSeconds`, during which every request is refused (requests during a block do not extend it);
+ * - a token bucket per source address (an `AddressRateLimiter`: `burst` tokens, refilled at `refillPerSecond`);
+ *   every request takes one, whether it then succeeds or fails; a request finding the bucket empty is refused and
+ *   blocks the address for `blockSeconds`, during which every request is refused (requests during a block do not
+ *   extend it);
  * - a delay per client id and source address: after n consecutive failed authentications of a client id from one
  *   address, that client id is refused from that address (429, never held on an open socket) for
  *   `failureDelayBaseMs * 2^(n-1)`, capped at `failureDelayMaxMs`; a success from that address resets it.
@@ -102,8 +197,8 @@ export class TokenRateLimiter {
   private readonly pruneIntervalMs: number;
   private readonly failureMemoryMs: number;
   private lastPruneMs: number;
-  /** Both statements run on every token request, so they are compiled once (see `CompiledStatement`). */
-  private readonly consumeStatement: CompiledStatement<BucketRow, "address" | "now">;
+  private readonly addresses: AddressRateLimiter;
+  /** Runs on every token request, so it is compiled once (see `CompiledStatement`). */
   private readonly delayStatement: CompiledStatement<
     { consecutive_failures: number; delayed_until_ms: number },
     "clientId" | "address"
@@ -116,11 +211,13 @@ export class TokenRateLimiter {
     this.pruneIntervalMs = options.pruneIntervalMs ?? 60_000;
     this.failureMemoryMs = options.failureMemoryMs ?? 3_600_000;
     this.lastPruneMs = this.clock();
-    if (!(this.settings.burst >= 1)) throw new Error(`rate-limit burst must be at least 1, got ${this.settings.burst}`);
-    if (!(this.settings.refillPerSecond > 0)) {
-      throw new Error(`rate-limit refill must be positive, got ${this.settings.refillPerSecond}`);
-    }
-    this.consumeStatement = compileConsumeStatement(this.database, this.settings);
+    // The failure counts are pruned below; the buckets on the same schedule, through `prune`.
+    this.addresses = new AddressRateLimiter({
+      database: this.database,
+      settings: this.settings,
+      clock: this.clock,
+      pruneIntervalMs: Number.POSITIVE_INFINITY,
+    });
     this.delayStatement = new CompiledStatement(
       this.database,
       (slot) => sql<{ consecutive_failures: number; delayed_until_ms: number }>`
@@ -131,17 +228,9 @@ export class TokenRateLimiter {
 
   /** Takes one token from the bucket of `address`, or refuses the request (and starts or continues a block). */
   async consumeAddress(address: string): Promise<RateDecision> {
-    const now = Math.floor(this.clock());
-    const row = (await this.consumeStatement.execute({ address, now }))[0];
-    if (row === undefined) throw new Error("the rate-limit upsert returned no row");
-    await this.pruneWhenDue(now);
-    const blockedUntilMs = Number(row.blocked_until_ms);
-    if (blockedUntilMs <= now) return { allowed: true };
-    // The client may come back when the block is over and the bucket holds a whole token again.
-    const tokens = Number(row.tokens);
-    const refillPerMs = this.settings.refillPerSecond / 1000;
-    const tokenReadyAtMs = Number(row.updated_at_ms) + Math.max(0, (1 - tokens) / refillPerMs);
-    return { allowed: false, retryAfterSeconds: secondsUntil(Math.max(blockedUntilMs, tokenReadyAtMs), now) };
+    const decision = await this.addresses.consume(address);
+    await this.pruneWhenDue(Math.floor(this.clock()));
+    return decision;
   }
 
   /**
@@ -204,12 +293,7 @@ export class TokenRateLimiter {
    */
   async prune(): Promise<void> {
     const now = Math.floor(this.clock());
-    const fullRefillMs = Math.ceil((this.settings.burst / this.settings.refillPerSecond) * 1000);
-    await this.database
-      .deleteFrom("rate_limits")
-      .where("blocked_until_ms", "<=", now)
-      .where("updated_at_ms", "<=", now - fullRefillMs)
-      .execute();
+    await this.addresses.prune();
     await this.database
       .deleteFrom("client_failures")
       .where("delayed_until_ms", "<=", now - this.failureMemoryMs)

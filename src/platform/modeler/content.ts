@@ -83,11 +83,8 @@ function validateJsonObject(type: "form" | "connector_template", content: string
   }
 }
 
-/**
- * Validates file content for its type: at most `maximumContentBytes` (413 beyond), storable text, and BPMN/DMN
- * parsing to their `Definitions` root without warnings, or forms and connector templates being JSON objects (400).
- */
-export async function validateFileContent(type: FileType, content: string): Promise<void> {
+/** Checks that content fits a file: at most `maximumContentBytes` of UTF-8 (413 beyond); answers its bytes. */
+export function assertContentSize(content: string): number {
   const bytes = Buffer.byteLength(content, "utf8");
   if (bytes > maximumContentBytes) {
     throw new ServiceError(
@@ -95,6 +92,16 @@ export async function validateFileContent(type: FileType, content: string): Prom
       `content has ${bytes} bytes; a file holds at most ${maximumContentBytes} bytes (10 MiB) of UTF-8 text.`,
     );
   }
+  return bytes;
+}
+
+/**
+ * Validates file content for its type: at most `maximumContentBytes` (413 beyond), storable text, and BPMN/DMN
+ * parsing to their `Definitions` root without warnings, or forms and connector templates being JSON objects (400).
+ * Parsing takes time in proportion to the content, so services run this in the worker pool (`worker-tasks.ts`).
+ */
+export async function validateFileContent(type: FileType, content: string): Promise<void> {
+  assertContentSize(content);
   assertStorableText("content", content);
   if (type === "bpmn" || type === "dmn") {
     await validateModel(type, content);

@@ -1,3 +1,4 @@
+import type { FastifyReply, FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import { principalOf } from "../../../auth/authenticate.js";
 import { modelerCreateScope, modelerReadScope, modelerUpdateScope } from "../../../auth/scopes.js";
@@ -45,14 +46,35 @@ export interface FileRouteOptions {
   bodyLimitBytes: number;
 }
 
+/**
+ * Bodies larger than this are refused unread (503) while the worker pool's queue is full: reading and parsing a
+ * body of megabytes is work on the event loop, wasted when its content could not be validated anyway.
+ */
+const bodyReadOnlyWithCapacityBytes = 64 * 1024;
+
 /** Routes of `/api/v1/files`. */
 export function fileRoutes(server: HttpServer, services: ModelerServices, options: FileRouteOptions): void {
-  const { files, clients } = services;
-  const limitNote = `Request bodies up to ${options.bodyLimitBytes} bytes (JSON escaping may double XML); content up to ${maximumContentBytes} bytes, else 413.`;
+  const { files, clients, tasks } = services;
+  // After authentication (an installAuthentication hook of the enclosing context), before the body is read. A
+  // body without a declared length may be of any size, so it counts as large; its size is then known only once read.
+  const refuseLargeBodyWithoutCapacity = async (request: FastifyRequest, reply: FastifyReply) => {
+    const declaredBytes = Number(request.headers["content-length"] ?? Number.POSITIVE_INFINITY);
+    if (declaredBytes <= bodyReadOnlyWithCapacityBytes) return;
+    try {
+      tasks.assertCapacity(Number.isFinite(declaredBytes) ? declaredBytes : 0);
+    } catch (error) {
+      // Closing the connection after the answer stops the client from sending the rest of a body nobody reads;
+      // kept open, the server would have to receive and discard it to read the next request.
+      reply.header("connection", "close");
+      throw error;
+    }
+  };
+  const limitNote = `Request bodies up to ${options.bodyLimitBytes} bytes (JSON escaping may double XML); content up to ${maximumContentBytes} bytes, else 413. Content is validated on worker threads; when they are all busy and their queue is full, the answer is 503 with Retry-After.`;
   server.post(
     "/api/v1/files",
     {
       bodyLimit: options.bodyLimitBytes,
+      onRequest: refuseLargeBodyWithoutCapacity,
       config: { scopes: [modelerCreateScope] },
       schema: {
         tags: ["Files"],
@@ -68,7 +90,7 @@ export function fileRoutes(server: HttpServer, services: ModelerServices, option
           },
           { additionalProperties: false },
         ),
-        response: { 200: fileMetadataSchema, ...standardErrorResponses },
+        response: { 200: fileMetadataSchema, 503: problemSchema, ...standardErrorResponses },
       },
     },
     async (request) => {
@@ -96,6 +118,7 @@ export function fileRoutes(server: HttpServer, services: ModelerServices, option
     "/api/v1/files/:id",
     {
       bodyLimit: options.bodyLimitBytes,
+      onRequest: refuseLargeBodyWithoutCapacity,
       config: { scopes: [modelerUpdateScope] },
       schema: {
         tags: ["Files"],
@@ -112,7 +135,7 @@ export function fileRoutes(server: HttpServer, services: ModelerServices, option
           },
           { additionalProperties: false },
         ),
-        response: { 200: fileMetadataSchema, 409: problemSchema, ...standardErrorResponses },
+        response: { 200: fileMetadataSchema, 409: problemSchema, 503: problemSchema, ...standardErrorResponses },
       },
     },
     async (request) => {

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Kysely } from "kysely";
 import { conflict, notFound } from "../../../http/errors.js";
 import type { PlatformDatabase } from "../../store/schema.js";
+import { inlineTaskRunner } from "../../worker-pool.js";
 import {
   type FileMetadata,
   type FileRow,
@@ -12,7 +13,7 @@ import {
   resolveMoveLocation,
   resolveNewLocation,
 } from "../catalog.js";
-import { assertStorableText, type FileType, validateFileContent } from "../content.js";
+import { assertContentSize, assertStorableText, type FileType } from "../content.js";
 import { changeColumns, creationColumns, type Executor, foldName, inTransaction, type Person } from "../records.js";
 import {
   auditSearchFields,
@@ -21,6 +22,7 @@ import {
   type SearchRequest,
   searchRows,
 } from "../search.js";
+import { type ModelerTaskRunner, modelerWorkerTasks } from "../worker-tasks.js";
 
 /** How files are searched (`simplePath` and `canonicalPath` are derived, so they are not filters). */
 export const fileSearch: SearchDefinition = {
@@ -70,17 +72,30 @@ export async function fileMetadata(executor: Executor, organizationId: string, r
   return metadata;
 }
 
-/** Creates, reads, changes, deletes and searches files; changes are guarded by the file's revision. */
+/**
+ * Creates, reads, changes, deletes and searches files; changes are guarded by the file's revision. Content is
+ * validated by `tasks` (the platform's worker pool), on the calling thread when none is given.
+ */
 export class FileService {
   constructor(
     private readonly database: Kysely<PlatformDatabase>,
     private readonly now: () => Date = () => new Date(),
+    private readonly tasks: ModelerTaskRunner = inlineTaskRunner(modelerWorkerTasks),
   ) {}
+
+  /**
+   * Validates content for its file type in the worker pool. The size is checked here first, so content that is
+   * too large is refused without being copied to a worker.
+   */
+  private async validateContent(fileType: FileType, content: string): Promise<void> {
+    const inputBytes = assertContentSize(content);
+    await this.tasks.run("validateFileContent", { fileType, content }, { inputBytes });
+  }
 
   /** Creates a file after validating its content for its type; its revision starts at 1. */
   async create(organizationId: string, actor: Person, input: NewFile): Promise<FileMetadata> {
     assertStorableText("name", input.name);
-    await validateFileContent(input.fileType, input.content);
+    await this.validateContent(input.fileType, input.content);
     return await inTransaction(this.database, async (transaction) => {
       if (input.folderId !== undefined && input.folderId !== null) await lockFolderTree(transaction, organizationId);
       const location = await resolveNewLocation(
@@ -128,7 +143,7 @@ export class FileService {
     if (change.name !== undefined) assertStorableText("name", change.name);
     const current = await findFile(this.database, organizationId, id);
     if (current.revision !== change.revision) throw staleRevision(id, change.revision, current.revision);
-    if (change.content !== undefined) await validateFileContent(current.file_type as FileType, change.content);
+    if (change.content !== undefined) await this.validateContent(current.file_type as FileType, change.content);
     return await inTransaction(this.database, async (transaction) => {
       if (change.folderId !== undefined && change.folderId !== null) await lockFolderTree(transaction, organizationId);
       const target = await resolveMoveLocation(

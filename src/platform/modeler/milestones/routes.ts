@@ -1,7 +1,7 @@
 import { Type } from "typebox";
 import { principalOf } from "../../../auth/authenticate.js";
 import { modelerCreateScope, modelerReadScope, modelerUpdateScope } from "../../../auth/scopes.js";
-import { invalidRequest } from "../../../http/errors.js";
+import { invalidRequest, ServiceError } from "../../../http/errors.js";
 import { problemSchema, standardErrorResponses } from "../../../http/schemas.js";
 import type { HttpServer } from "../../../http/server.js";
 import { fileMetadataSchema, milestoneMetadataSchema } from "../metadata-schemas.js";
@@ -160,15 +160,24 @@ export function milestoneRoutes(server: HttpServer, services: ModelerServices): 
 
 /** The route serving diffs through signed links; registered where no token is required. */
 export function milestoneDiffRoutes(server: HttpServer, services: ModelerServices): void {
-  const { milestones } = services;
+  const { milestones, diffLinkRateLimiter } = services;
   server.get(
     "/api/v1/milestones/compare/:comparison/diff",
     {
+      // Before anything else, so that forged links and links to missing milestones count against the limit too.
+      onRequest: async (request) => {
+        const decision = await diffLinkRateLimiter.consume(request.ip);
+        if (!decision.allowed) {
+          throw new ServiceError("tooManyRequests", "Too many diff-link requests from this address; retry later.", {
+            headers: { "retry-after": String(decision.retryAfterSeconds) },
+          });
+        }
+      },
       schema: {
         tags: ["Milestones"],
         summary: "Read the unified diff between two milestones through a signed link",
         description:
-          "No token: the link from GET /api/v1/milestones/compare/{a}...{b} carries its own authorization (organization, expiry and signature), and expires. A forged or expired link is a 403.",
+          "No token: the link from GET /api/v1/milestones/compare/{a}...{b} carries its own authorization (organization, expiry and signature), and expires. A forged or expired link is a 403. Contents that differ in more lines than the platform computes diffs for are a 409. Requests are limited per source address (429 with Retry-After beyond), and a diff waiting for a busy server is a 503 with Retry-After.",
         security: [],
         params: comparisonParameters,
         querystring: Type.Object(
@@ -180,17 +189,20 @@ export function milestoneDiffRoutes(server: HttpServer, services: ModelerService
           { additionalProperties: false },
         ),
         response: {
-          200: Type.String({ description: "Unified diff, text/plain; charset=utf-8." }),
+          // Served as the UTF-8 bytes the diff was cached as, which Fastify sends without serializing.
+          200: Type.Unsafe<Buffer>({ type: "string", description: "Unified diff, text/plain; charset=utf-8." }),
           400: problemSchema,
           403: problemSchema,
           404: problemSchema,
           409: problemSchema,
+          429: problemSchema,
+          503: problemSchema,
         },
       },
     },
     async (request, reply) => {
       const [from, to] = splitComparison(request.params.comparison);
-      const diff = await milestones.diff(
+      const diff = await milestones.diffBody(
         {
           organizationId: request.query.organization,
           fromMilestoneId: from,

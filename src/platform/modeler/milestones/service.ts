@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
-import { createTwoFilesPatch } from "diff";
 import type { Kysely } from "kysely";
-import { notFound, ServiceError } from "../../../http/errors.js";
+import { conflict, notFound } from "../../../http/errors.js";
 import type { PlatformDatabase } from "../../store/schema.js";
+import { inlineTaskRunner } from "../../worker-pool.js";
 import { type FileMetadata, findFile } from "../catalog.js";
 import { assertStorableText } from "../content.js";
 import { fileMetadata } from "../files/service.js";
@@ -25,6 +25,8 @@ import {
   type SearchRequest,
   searchRows,
 } from "../search.js";
+import { type ModelerTaskRunner, modelerWorkerTasks } from "../worker-tasks.js";
+import { type CachedDiff, DiffCache, type DiffCacheStatistics } from "./diff-cache.js";
 import type { DiffGrant, DiffLinkSigner } from "./diff-links.js";
 
 /** A milestone as the API shows it. */
@@ -57,13 +59,13 @@ export const milestoneSearch: SearchDefinition = {
 };
 
 /**
- * Longest time spent computing one diff. The computation holds the event loop, so two large contents that differ
- * too much to diff within it are refused (409) rather than stalling every other request.
+ * Default largest number of changed lines (removed plus added) a diff may have; two contents that differ in more are
+ * refused with 409. The diff's work grows with the square of this number, so it is what bounds a diff's cost.
  */
-export const diffTimeoutMs = 1_000;
+export const defaultDiffMaxEditLength = 1_000;
 
-/** Default largest number of changed lines a diff may have (it bounds the diff's work independently of time). */
-export const defaultDiffMaxEditLength = 50_000;
+/** Default memory for computed diffs kept for reuse (64 MiB). */
+export const defaultDiffCacheBytes = 64 * 1024 * 1024;
 
 function milestoneMetadata(row: MilestoneRow): MilestoneMetadata {
   return { id: row.id, name: row.name, fileId: row.file_id, ...auditFields(row) };
@@ -84,6 +86,30 @@ async function findMilestone(
   return row;
 }
 
+/** A milestone without its content, which can be large. */
+async function findMilestoneMetadata(executor: Executor, organizationId: string, id: string): Promise<MilestoneRow> {
+  const row = await executor
+    .selectFrom("modeler_milestones")
+    .select(milestoneColumns)
+    .where("organization_id", "=", organizationId)
+    .where("id", "=", id)
+    .executeTakeFirst();
+  if (row === undefined) throw notFound("milestone", id);
+  return row;
+}
+
+/** The content a milestone froze. */
+async function milestoneContent(executor: Executor, organizationId: string, id: string): Promise<string> {
+  const row = await executor
+    .selectFrom("modeler_milestones")
+    .select("content")
+    .where("organization_id", "=", organizationId)
+    .where("id", "=", id)
+    .executeTakeFirst();
+  if (row === undefined) throw notFound("milestone", id);
+  return row.content;
+}
+
 /** Options of `MilestoneService`. */
 export interface MilestoneServiceOptions {
   database: Kysely<PlatformDatabase>;
@@ -91,17 +117,28 @@ export interface MilestoneServiceOptions {
   /** Absolute base URL of the Modeler API (e.g. `http://localhost:8088/modeler`), for diff links. */
   baseUrl: string;
   now?: () => Date;
-  /** Largest number of changed lines a diff may have; more is refused with 409 (default 50,000). */
+  /** Largest number of changed lines (removed plus added) a diff may have; more is refused with 409 (default 1,000). */
   diffMaxEditLength?: number;
+  /** Memory for computed diffs kept for reuse (default 64 MiB; 0 keeps none). */
+  diffCacheBytes?: number;
+  /** Computes the diffs: the platform's worker pool (default: the calling thread). */
+  tasks?: ModelerTaskRunner;
 }
 
-/** Milestones: frozen copies of a file's content that can be restored and compared. */
+/**
+ * Milestones: frozen copies of a file's content that can be restored and compared. Diffs are computed by `tasks`
+ * (the worker pool), kept in a cache for reuse, and computed once for requests of one diff that arrive together.
+ */
 export class MilestoneService {
   private readonly database: Kysely<PlatformDatabase>;
   private readonly diffLinks: DiffLinkSigner;
   private readonly baseUrl: string;
   private readonly now: () => Date;
   private readonly diffMaxEditLength: number;
+  private readonly tasks: ModelerTaskRunner;
+  private readonly diffCache: DiffCache;
+  /** Diffs being computed, by cache key: a request for one of them waits for it instead of computing it again. */
+  private readonly diffsInProgress = new Map<string, Promise<CachedDiff>>();
 
   constructor(options: MilestoneServiceOptions) {
     this.database = options.database;
@@ -109,6 +146,8 @@ export class MilestoneService {
     this.baseUrl = options.baseUrl.replace(/\/+$/, "");
     this.now = options.now ?? (() => new Date());
     this.diffMaxEditLength = options.diffMaxEditLength ?? defaultDiffMaxEditLength;
+    this.tasks = options.tasks ?? inlineTaskRunner(modelerWorkerTasks);
+    this.diffCache = new DiffCache(options.diffCacheBytes ?? defaultDiffCacheBytes);
   }
 
   /** Freezes the file's current content under `name`. */
@@ -210,26 +249,69 @@ export class MilestoneService {
     return { url: `${this.baseUrl}/api/v1/milestones/compare/${fromId}...${toId}/diff?${query.toString()}` };
   }
 
-  /** The unified diff a signed link grants (403 for a forged or expired link). */
+  /** The unified diff a signed link grants (403 for a forged or expired link, 409 when too many lines differ). */
   async diff(grant: DiffGrant, signature: string): Promise<string> {
+    return (await this.diffBody(grant, signature)).toString("utf8");
+  }
+
+  /**
+   * The unified diff a signed link grants, as the UTF-8 bytes the link serves: from the cache when it was computed
+   * before, otherwise computed in the worker pool (403 for a forged or expired link, 404 when a milestone is gone,
+   * 409 when the contents differ in more lines than the limit, 503 when the pool is full).
+   */
+  async diffBody(grant: DiffGrant, signature: string): Promise<Buffer> {
     this.diffLinks.verify(grant, signature);
-    const from = await findMilestone(this.database, grant.organizationId, grant.fromMilestoneId);
-    const to = await findMilestone(this.database, grant.organizationId, grant.toMilestoneId);
-    const patch = createTwoFilesPatch(
-      `milestone ${from.name} (${from.id})`,
-      `milestone ${to.name} (${to.id})`,
-      from.content,
-      to.content,
-      from.created_at,
-      to.created_at,
-      { timeout: diffTimeoutMs, maxEditLength: this.diffMaxEditLength },
-    );
-    if (patch === undefined) {
-      throw new ServiceError(
-        "conflict",
-        "The two contents differ too much to compute a diff in reasonable time; download both milestones instead.",
+    const from = await findMilestoneMetadata(this.database, grant.organizationId, grant.fromMilestoneId);
+    const to = await findMilestoneMetadata(this.database, grant.organizationId, grant.toMilestoneId);
+    const key = DiffCache.key(grant.organizationId, from, to);
+    let diff = this.diffCache.get(key) ?? (await this.diffsInProgress.get(key));
+    if (diff === undefined) {
+      const computation = this.computeDiff(grant.organizationId, from, to);
+      this.diffsInProgress.set(key, computation);
+      try {
+        diff = await computation;
+      } finally {
+        this.diffsInProgress.delete(key);
+      }
+      this.diffCache.set(key, diff);
+    }
+    if (diff.kind === "tooDifferent") {
+      const found = diff.changedLinesAtLeast === null ? "more" : `at least ${diff.changedLinesAtLeast}`;
+      throw conflict(
+        `The two contents differ in ${found} lines (removed plus added); diffs are computed for at most ` +
+          `${this.diffMaxEditLength} changed lines. Download both milestones and compare them locally instead.`,
       );
     }
-    return patch;
+    return diff.body;
+  }
+
+  /** What the diff cache holds and how often it served a diff without computing it. */
+  diffCacheStatistics(): DiffCacheStatistics {
+    return this.diffCache.statistics();
+  }
+
+  private async computeDiff(organizationId: string, from: MilestoneRow, to: MilestoneRow): Promise<CachedDiff> {
+    // Loading both contents is itself work on the event loop: a diff the pool would refuse is refused before it.
+    this.tasks.assertCapacity();
+    const fromContent = await milestoneContent(this.database, organizationId, from.id);
+    const toContent = await milestoneContent(this.database, organizationId, to.id);
+    const outcome = await this.tasks.run(
+      "diffMilestones",
+      {
+        fromLabel: `milestone ${from.name} (${from.id})`,
+        toLabel: `milestone ${to.name} (${to.id})`,
+        fromContent,
+        toContent,
+        fromHeader: from.created_at,
+        toHeader: to.created_at,
+        maxChangedLines: this.diffMaxEditLength,
+      },
+      { inputBytes: Buffer.byteLength(fromContent) + Buffer.byteLength(toContent) },
+    );
+    if (outcome.kind === "tooDifferent") return outcome;
+    return {
+      kind: "patch",
+      body: Buffer.from(outcome.bytes.buffer, outcome.bytes.byteOffset, outcome.bytes.byteLength),
+    };
   }
 }

@@ -1,0 +1,48 @@
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { AddressRateLimiter, TokenRateLimiter } from "../../../src/platform/issuer/rate-limit.js";
+import { databaseKinds, reportSkippedPostgres } from "../../support/databases.js";
+import { manualClock, openTestStore } from "./support.js";
+
+const settings = { burst: 2, refillPerSecond: 1, blockSeconds: 30 };
+
+beforeAll(() => reportSkippedPostgres());
+
+describe.each(databaseKinds)("address rate limiter with a scope (%s)", (kind) => {
+  const cleanups: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+
+  it("keeps a bucket per scope and address, apart from the token endpoint's, and prunes only its own", async () => {
+    const opened = await openTestStore(kind);
+    cleanups.push(() => opened.close());
+    const clock = manualClock();
+    const database = opened.store.database;
+    const diffLinks = new AddressRateLimiter({ database, settings, clock: clock.now, scope: "diff-link" });
+    const tokens = new TokenRateLimiter({
+      database,
+      settings: { ...settings, failureDelayBaseMs: 0, failureDelayMaxMs: 0 },
+      clock: clock.now,
+    });
+
+    expect(await diffLinks.consume("10.0.0.1")).toEqual({ allowed: true });
+    expect(await diffLinks.consume("10.0.0.1")).toEqual({ allowed: true });
+    expect(await diffLinks.consume("10.0.0.1")).toEqual({ allowed: false, retryAfterSeconds: 30 });
+    expect(await diffLinks.consume("10.0.0.2")).toEqual({ allowed: true });
+    // The same address still has its whole token-endpoint bucket.
+    expect(await tokens.consumeAddress("10.0.0.1")).toEqual({ allowed: true });
+
+    const keys = async () =>
+      (await database.selectFrom("rate_limits").select("address").orderBy("address").execute()).map(
+        (row) => row.address,
+      );
+    expect(await keys()).toEqual(["10.0.0.1", "diff-link/10.0.0.1", "diff-link/10.0.0.2"]);
+    // Long after every block and refill, each limiter deletes its own full buckets and only those.
+    clock.advance(60_000);
+    await tokens.prune();
+    expect(await keys()).toEqual(["diff-link/10.0.0.1", "diff-link/10.0.0.2"]);
+    await diffLinks.prune();
+    expect(await keys()).toEqual([]);
+    expect(() => new AddressRateLimiter({ database, settings, clock: clock.now, scope: "a/b" })).toThrow();
+  });
+});
