@@ -444,6 +444,19 @@ export const configurationSchema = Type.Object(
           default: 1024,
           description: "Requests in progress beyond which the gateway answers 503 with Retry-After.",
         }),
+        accessPolicyFile: Type.String({
+          default: "",
+          description:
+            "File holding the cluster's access policy (IP allowlist, protected metrics, revoked clients, the cluster " +
+            "its tokens must name), written by the platform's provisioner; read at start and again within a second " +
+            "of every change. Empty: no policy, every address and every token of the issuer may connect.",
+        }),
+        trustedProxies: Type.String({
+          default: "",
+          description:
+            "Comma-separated addresses or CIDR blocks of reverse proxies whose X-Forwarded-For header the gateway " +
+            "believes when it checks the IP allowlist. Empty: the header is ignored and the peer address counts.",
+        }),
       },
       { additionalProperties: false, default: {} },
     ),
