@@ -7,6 +7,8 @@ import { administrationScopes, modelerScopes, scopeValues } from "../auth/scopes
 import type { Configuration } from "../config/schema.js";
 import { registerApiDocuments } from "../http/openapi.js";
 import { createHttpServer, type HttpServer } from "../http/server.js";
+import { clusterRoutes } from "./admin/clusters/routes.js";
+import { ClusterService } from "./admin/clusters/service.js";
 import { memberRoutes } from "./admin/members/routes.js";
 import { MemberService } from "./admin/members/service.js";
 import { bootstrapOrganization } from "./bootstrap.js";
@@ -21,6 +23,7 @@ import { fileBodyLimitBytes } from "./modeler/content.js";
 import { modelerPublicRoutes, modelerRoutes } from "./modeler/routes.js";
 import { createModelerServices } from "./modeler/services.js";
 import { type ModelerWorkerTasks, modelerWorkerModule } from "./modeler/worker-tasks.js";
+import { LocalProvisioner, type LocalProvisionerOptions } from "./provisioner/local-provisioner.js";
 import { describeDatabase, openStore, type Store } from "./store/database.js";
 import { platformVersion } from "./version.js";
 import { defaultWorkerThreads, WorkerPool } from "./worker-pool.js";
@@ -37,6 +40,24 @@ export interface StartPlatformOptions {
   logger?: Logger;
   /** Called once, on the first start only, with the generated administration client (not for a preset one). */
   onBootstrapCredentials?: (credentials: BootstrapCredentials) => void;
+  /**
+   * Runs the organization's clusters with the local provisioner (`flowplane start`): every recorded cluster is
+   * launched, and the first cluster is created on the first start. Absent: the platform runs no cluster processes
+   * (`flowplane platform`), and creating, waking or deleting a cluster answers 503.
+   */
+  localClusters?: LocalClustersOptions;
+}
+
+/** How the platform runs clusters with the local provisioner. */
+export interface LocalClustersOptions {
+  /** Create the organization's first cluster on the first start (default true). */
+  createPrimaryCluster?: boolean;
+  /** Environment the children inherit (default: this process's). */
+  environment?: LocalProvisionerOptions["environment"];
+  /** The flowplane command line to run the children with (tests); default this installation's. */
+  command?: LocalProvisionerOptions["command"];
+  readyTimeoutMs?: number;
+  stopTimeoutMs?: number;
 }
 
 /** A platform server that is up and listening. */
@@ -46,7 +67,13 @@ export interface RunningPlatform {
   /** The issuer URL that tokens carry as `iss`. */
   issuerUrl: string;
   organizationId: string;
-  /** Stops accepting requests, finishes in-flight ones and closes the database. */
+  /** The clusters of the Administration API. */
+  clusters: ClusterService;
+  /** The local provisioner, when the platform runs clusters. */
+  provisioner: LocalProvisioner | undefined;
+  /** The organization's first cluster (the one `flowplane start` runs), when the platform runs clusters. */
+  primaryClusterId: string | undefined;
+  /** Stops the clusters' processes, stops accepting requests, finishes in-flight ones and closes the database. */
   close(): Promise<void>;
 }
 
@@ -122,7 +149,38 @@ export async function startPlatform(
         return { clientId: created.client.clientId, clientSecret: created.secret };
       },
     });
-    const server = await buildPlatformServer({ configuration, store, issuer, logger, issuerUrl });
+    const provisioner =
+      options.localClusters === undefined
+        ? undefined
+        : new LocalProvisioner({
+            database: store.database,
+            dataDirectory: configuration.dataDirectory,
+            primaryGatewayPort: configuration.gateway.port,
+            primaryManagementPort: configuration.management.port,
+            issuerUrl,
+            gatewayAudience: configuration.audiences.gateway,
+            logLevel: configuration.log.level,
+            logger: logger.child({ component: "provisioner" }),
+            ...(options.localClusters.environment === undefined
+              ? {}
+              : { environment: options.localClusters.environment }),
+            ...(options.localClusters.command === undefined ? {} : { command: options.localClusters.command }),
+            ...(options.localClusters.readyTimeoutMs === undefined
+              ? {}
+              : { readyTimeoutMs: options.localClusters.readyTimeoutMs }),
+            ...(options.localClusters.stopTimeoutMs === undefined
+              ? {}
+              : { stopTimeoutMs: options.localClusters.stopTimeoutMs }),
+          });
+    const clusters = new ClusterService({
+      database: store.database,
+      provisioner,
+      issuerUrl,
+      maxClustersPerOrganization: configuration.provisioner.maxClustersPerOrganization,
+      healthCheckIntervalMs: configuration.provisioner.healthCheckIntervalMs,
+      logger,
+    });
+    const server = await buildPlatformServer({ configuration, store, issuer, logger, issuerUrl, clusters });
     await server.listen({ host, port });
     const address = server.server.address() as AddressInfo;
     const url = `http://${address.family === "IPv6" ? `[${address.address}]` : address.address}:${address.port}`;
@@ -138,11 +196,33 @@ export async function startPlatform(
       "platform started",
     );
     if (bootstrap.createdClient !== null) options.onBootstrapCredentials?.(bootstrap.createdClient);
+    let primaryClusterId: string | undefined;
+    const stopClusters = async (): Promise<void> => {
+      await clusters.close();
+      await provisioner?.close();
+    };
+    if (provisioner !== undefined) {
+      try {
+        if (options.localClusters?.createPrimaryCluster !== false) {
+          primaryClusterId = await clusters.ensurePrimaryCluster(bootstrap.organizationId);
+        }
+        await clusters.start();
+      } catch (error) {
+        await stopClusters();
+        await server.close();
+        throw error;
+      }
+    }
     return {
       url,
       issuerUrl,
       organizationId: bootstrap.organizationId,
+      clusters,
+      provisioner,
+      primaryClusterId,
       async close() {
+        // The clusters go first: their gateways verify tokens against the platform's keys until the end.
+        await stopClusters();
         await server.close();
         await store.close();
       },
@@ -160,11 +240,22 @@ export interface PlatformServerOptions {
   issuer: IssuerServices;
   logger: Logger;
   issuerUrl: string;
+  /** The clusters service; one without a provisioner when absent. */
+  clusters?: ClusterService;
 }
 
 /** Assembles the platform's HTTP server from its parts, without listening. */
 export async function buildPlatformServer(options: PlatformServerOptions): Promise<HttpServer> {
   const { configuration, store, issuer, logger, issuerUrl } = options;
+  const clusters =
+    options.clusters ??
+    new ClusterService({
+      database: store.database,
+      issuerUrl,
+      maxClustersPerOrganization: configuration.provisioner.maxClustersPerOrganization,
+      healthCheckIntervalMs: configuration.provisioner.healthCheckIntervalMs,
+      logger,
+    });
   const server = createHttpServer({
     logger,
     bodyLimitBytes: configuration.platform.bodyLimitBytes,
@@ -218,6 +309,7 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
       await context.register(async (api) => {
         installAuthentication(api, { verifier: createPlatformVerifier(issuer, configuration.audiences.admin) });
         memberRoutes(api, members);
+        clusterRoutes(api, clusters);
       });
     },
     { prefix: "/admin" },
