@@ -3,7 +3,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
 import { loadConfiguration } from "../../src/config/load.js";
-import { type BootstrapCredentials, startPlatform } from "../../src/platform/platform.js";
+import {
+  type BootstrapCredentials,
+  type LocalClustersOptions,
+  type RunningPlatform,
+  startPlatform,
+} from "../../src/platform/platform.js";
 
 /** A real platform started for a test, with its administration client. */
 export interface TestPlatform {
@@ -12,7 +17,19 @@ export interface TestPlatform {
   organizationId: string;
   dataDirectory: string;
   adminClient: BootstrapCredentials;
+  /** The platform itself (its clusters service and provisioner). */
+  running: RunningPlatform;
   close(): Promise<void>;
+}
+
+/** Options of `startTestPlatform` beyond configuration settings. */
+export interface TestPlatformOptions {
+  /** Run clusters with the local provisioner. */
+  localClusters?: LocalClustersOptions;
+  /** Use this data directory (a restart of an earlier test platform) and leave it in place on close. */
+  dataDirectory?: string;
+  /** The administration client of an earlier start on the same data directory. */
+  adminClient?: BootstrapCredentials;
 }
 
 /**
@@ -21,8 +38,9 @@ export interface TestPlatform {
  */
 export async function startTestPlatform(
   overrides: Record<string, string | number | boolean> = {},
+  options: TestPlatformOptions = {},
 ): Promise<TestPlatform> {
-  const dataDirectory = mkdtempSync(join(tmpdir(), "flowplane-platform-"));
+  const dataDirectory = options.dataDirectory ?? mkdtempSync(join(tmpdir(), "flowplane-platform-"));
   const configuration = loadConfiguration({
     environment: {},
     flags: {
@@ -42,10 +60,12 @@ export async function startTestPlatform(
     onBootstrapCredentials: (credentials) => {
       adminClient = credentials;
     },
+    ...(options.localClusters === undefined ? {} : { localClusters: options.localClusters }),
   });
   const presetId = configuration.bootstrap.clientId;
   const credentials: BootstrapCredentials | null =
     adminClient ??
+    options.adminClient ??
     (presetId === "" ? null : { clientId: presetId, clientSecret: configuration.bootstrap.clientSecret });
   if (credentials === null) throw new Error("the test platform did not create an administration client");
   return {
@@ -54,9 +74,10 @@ export async function startTestPlatform(
     organizationId: platform.organizationId,
     dataDirectory,
     adminClient: credentials,
+    running: platform,
     async close() {
       await platform.close();
-      rmSync(dataDirectory, { recursive: true, force: true });
+      if (options.dataDirectory === undefined) rmSync(dataDirectory, { recursive: true, force: true });
     },
   };
 }
