@@ -7,6 +7,7 @@ import { ApiError, ClientConfigurationError, ClientConnectionError, OAuthClientE
 import { ConfigurationError } from "../config/load.js";
 import { registerBrokerCommand } from "./commands/broker.js";
 import { registerClusterCommands } from "./commands/cluster.js";
+import { registerClustersCommands } from "./commands/clusters.js";
 import { registerGatewayCommand } from "./commands/gateway.js";
 import { registerMembersCommands } from "./commands/members.js";
 import { registerModelerCommands } from "./commands/modeler.js";
@@ -75,6 +76,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<ExitCo
   registerTokenCommand(program, io);
   registerMembersCommands(program, io);
   registerModelerCommands(program, io);
+  registerClustersCommands(program, io);
   registerClusterCommands(program, io);
   registerBrokerCommand(program, io);
   registerGatewayCommand(program, io);

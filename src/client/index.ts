@@ -4,6 +4,12 @@ export {
   type AssignableRole,
   adminAudience,
   assignableRoles,
+  type Cluster,
+  type ClusterChange,
+  type ClusterCreation,
+  type ClusterParameters,
+  clusterParametersSchema,
+  clusterSchema,
   type Member,
   memberSchema,
 } from "./admin.js";

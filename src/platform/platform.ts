@@ -43,7 +43,7 @@ export interface StartPlatformOptions {
   /**
    * Runs the organization's clusters with the local provisioner (`flowplane start`): every recorded cluster is
    * launched, and the first cluster is created on the first start. Absent: the platform runs no cluster processes
-   * (`flowplane platform`), and creating, waking or deleting a cluster answers 503.
+   * (`flowplane platform`), and creating, waking or deleting a cluster answers 409.
    */
   localClusters?: LocalClustersOptions;
 }

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import pino from "pino";
 import type { CliIo } from "../../src/cli/io.js";
 import { runCli } from "../../src/cli/main.js";
-import { startTestPlatform, type TestPlatform } from "../support/platform.js";
+import { startTestPlatform, type TestPlatform, type TestPlatformOptions } from "../support/platform.js";
 
 /** What one in-process CLI run printed and returned. */
 export interface CliResult {
@@ -46,9 +46,12 @@ export interface CliFixture {
   close(): Promise<void>;
 }
 
-/** Starts a test platform and prepares everything a CLI test needs to talk to it. */
-export async function startCliFixture(): Promise<CliFixture> {
-  const platform = await startTestPlatform();
+/** Starts a test platform (with `options`, e.g. one that runs clusters) and prepares what a CLI test needs. */
+export async function startCliFixture(
+  overrides: Record<string, string | number | boolean> = {},
+  options: TestPlatformOptions = {},
+): Promise<CliFixture> {
+  const platform = await startTestPlatform(overrides, options);
   const temporaryDirectory = await mkdtemp(join(tmpdir(), "flowplane-cli-"));
   const clientEnvironment = {
     SERVICE_CONSOLE_CLIENT_ID: platform.adminClient.clientId,

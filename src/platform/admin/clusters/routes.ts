@@ -125,7 +125,6 @@ export function clusterRoutes(server: HttpServer, clusters: ClusterService): voi
         response: {
           200: Type.Object({ clusterId: Type.String() }, { additionalProperties: false }),
           409: problemSchema,
-          503: problemSchema,
           ...standardErrorResponses,
         },
       },
@@ -185,7 +184,7 @@ export function clusterRoutes(server: HttpServer, clusters: ClusterService): voi
         tags: ["Clusters"],
         summary: "Delete a cluster: stops its processes and removes its data",
         params: clusterIdParameters,
-        response: { 204: Type.Null(), 503: problemSchema, ...standardErrorResponses },
+        response: { 204: Type.Null(), 409: problemSchema, ...standardErrorResponses },
       },
     },
     async (request, reply) => {
@@ -201,7 +200,7 @@ export function clusterRoutes(server: HttpServer, clusters: ClusterService): voi
         tags: ["Clusters"],
         summary: "Start a cluster whose processes do not run (nothing when it runs)",
         params: clusterIdParameters,
-        response: { 204: Type.Null(), 503: problemSchema, ...standardErrorResponses },
+        response: { 204: Type.Null(), 409: problemSchema, ...standardErrorResponses },
       },
     },
     async (request, reply) => {
@@ -217,7 +216,7 @@ export function clusterRoutes(server: HttpServer, clusters: ClusterService): voi
         tags: ["Clusters"],
         summary: "Move a cluster to its channel's default generation (400 when it runs that one already)",
         params: clusterIdParameters,
-        response: { 204: Type.Null(), 503: problemSchema, ...standardErrorResponses },
+        response: { 204: Type.Null(), 409: problemSchema, ...standardErrorResponses },
       },
     },
     async (request, reply) => {

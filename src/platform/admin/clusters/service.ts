@@ -400,8 +400,10 @@ export class ClusterService {
 
   private requireProvisioner(): Provisioner {
     if (this.provisioner === undefined) {
+      // A conflict rather than 503: the condition lasts until the platform is started otherwise, and clients retry
+      // a 503.
       throw new ServiceError(
-        "unavailable",
+        "conflict",
         "this platform runs without a provisioner (started with flowplane platform): clusters can be listed here but are started, stopped and deleted only by a platform started with flowplane start",
       );
     }

@@ -344,7 +344,7 @@ describe("Administration API /clusters with the local provisioner", () => {
 });
 
 describe("Administration API /clusters without a provisioner (flowplane platform)", () => {
-  it("lists clusters but answers 503 saying why for a creation", async () => {
+  it("lists clusters but answers 409 saying why for a creation", async () => {
     const alone = await startTestPlatform();
     try {
       const token = await requestToken(alone, alone.adminClient, "admin-api");
@@ -353,7 +353,7 @@ describe("Administration API /clusters without a provisioner (flowplane platform
         headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
         body: JSON.stringify(validCreation),
       });
-      expect(response.status).toBe(503);
+      expect(response.status).toBe(409);
       expect(((await response.json()) as { detail: string }).detail).toContain("flowplane start");
       const list = await fetch(`${alone.url}/admin/clusters`, { headers: { authorization: `Bearer ${token}` } });
       expect(await list.json()).toEqual([]);
