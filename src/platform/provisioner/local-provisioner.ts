@@ -292,6 +292,37 @@ export class LocalProvisioner implements Provisioner {
     });
   }
 
+  async refresh(clusterId: string): Promise<void> {
+    if (this.running.get(clusterId)?.state !== "running") return;
+    const placement = await this.recordedPlacement(clusterId);
+    if (placement === undefined) return;
+    let listed: readonly LocalBrokerPorts[];
+    try {
+      listed = readLocalBrokers(placement.directory)?.brokers ?? [];
+    } catch {
+      // The running cluster keeps its brokers while the file is unreadable, and so does the record.
+      return;
+    }
+    const recorded = await this.options.database
+      .selectFrom("local_cluster_brokers")
+      .select(["node_id", "cluster_port", "management_port"])
+      .where("cluster_id", "=", clusterId)
+      .orderBy("node_id")
+      .execute();
+    const same =
+      recorded.length === listed.length &&
+      recorded.every((row, index) => {
+        const broker = listed[index];
+        return (
+          broker !== undefined &&
+          broker.nodeId === row.node_id &&
+          broker.clusterPort === row.cluster_port &&
+          broker.managementPort === row.management_port
+        );
+      });
+    if (!same) await this.recordBrokers(clusterId, listed);
+  }
+
   state(clusterId: string): ProvisionedState {
     return this.running.get(clusterId)?.state ?? "stopped";
   }

@@ -56,6 +56,11 @@ export interface Provisioner {
   stop(clusterId: string): Promise<void>;
   /** Stops the cluster's processes and removes its data and everything recorded about its place. */
   remove(clusterId: string): Promise<void>;
+  /**
+   * Brings what is recorded about the cluster's place up to date with what runs (the local provisioner records the
+   * brokers' ports after a scaling change added or removed brokers); called at every health poll.
+   */
+  refresh(clusterId: string): Promise<void>;
   /** Whether the cluster's processes run. */
   state(clusterId: string): ProvisionedState;
   /** Where the cluster answers, once it has a place; undefined before its first launch. */

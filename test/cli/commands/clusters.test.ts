@@ -4,6 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { creationFromOptions, formatClusterTable, resolveParameter } from "../../../src/cli/commands/clusters.js";
 import { exitCodes } from "../../../src/cli/io.js";
 import { clusterParameters } from "../../../src/platform/admin/clusters/parameters.js";
+import { openStore } from "../../../src/platform/store/database.js";
+import { eventually } from "../../support/cluster.js";
 import { type CliFixture, startCliFixture } from "../support.js";
 
 let fixture: CliFixture;
@@ -78,6 +80,48 @@ describe("flowplane clusters", () => {
     expect(again.exitCode).toBe(exitCodes.failure);
     expect(again.stderr).toContain("HTTP 404");
   }, 120_000);
+
+  it("scales a created cluster with flowplane cluster scale --cluster-id; its brokers' ports are recorded", async () => {
+    const created = await fixture.cli(["clusters", "create", "scaled", "--plan", "development", "--wait", "--json"]);
+    expect(created.exitCode).toBe(exitCodes.ok);
+    const cluster = JSON.parse(created.stdout) as { uuid: string; links: { management: string } };
+    const scaled = await fixture.cli(
+      [
+        "cluster",
+        "scale",
+        "--add",
+        "1",
+        "--cluster-id",
+        cluster.uuid,
+        "--data-directory",
+        fixture.platform.dataDirectory,
+        "--json",
+      ],
+      { ...fixture.clientEnvironment, SERVICE_CLUSTER_MANAGEMENT_URL: cluster.links.management },
+    );
+    expect(scaled.stderr).toBe("");
+    expect(scaled.exitCode).toBe(exitCodes.ok);
+    expect((JSON.parse(scaled.stdout) as { brokers: { id: number }[] }).brokers.map((broker) => broker.id)).toEqual([
+      0, 1,
+    ]);
+    const provisioner = fixture.platform.running.provisioner;
+    expect((await provisioner?.whenStarted(cluster.uuid))?.brokers.map((broker) => broker.nodeId)).toEqual([0, 1]);
+    const store = await openStore({ url: "", dataDirectory: fixture.platform.dataDirectory });
+    try {
+      await eventually("the added broker's ports recorded", 10_000, async () => {
+        const rows = await store.database
+          .selectFrom("local_cluster_brokers")
+          .select("node_id")
+          .where("cluster_id", "=", cluster.uuid)
+          .orderBy("node_id")
+          .execute();
+        return rows.length === 2 ? rows : undefined;
+      });
+    } finally {
+      await store.close();
+    }
+    expect((await fixture.cli(["clusters", "delete", cluster.uuid])).exitCode).toBe(exitCodes.ok);
+  }, 180_000);
 
   it("exits 2 for a plan that matches none and 1 for an unknown cluster", async () => {
     const badPlan = await fixture.cli(["clusters", "create", "orders", "--plan", "huge"]);

@@ -370,25 +370,36 @@ export class ClusterService {
     if (provisioner === undefined) return;
     const rows = await this.database.selectFrom("clusters").select(["id", "status", "gateway_status"]).execute();
     await Promise.all(
-      rows.map(async (row) => {
-        const state = provisioner.state(row.id);
-        const endpoints = await provisioner.endpoints(row.id);
-        let probe: HealthProbe | undefined;
-        if (endpoints !== undefined && state !== "stopped" && state !== "failed") {
-          probe = await probeClusterHealth(endpoints);
-        }
-        const next = deriveClusterStatus(row.status as ClusterStatus, state, probe);
-        if (next.status === row.status && next.gatewayStatus === row.gateway_status) return;
-        // Conditional on the status read, so a cluster deleted or changed meanwhile is left alone.
-        await this.database
-          .updateTable("clusters")
-          .set({ status: next.status, gateway_status: next.gatewayStatus })
-          .where("id", "=", row.id)
-          .where("status", "=", row.status)
-          .execute();
-        this.options.logger.info({ clusterId: row.id, status: next.status }, `cluster is ${next.status}`);
-      }),
+      rows.map((row) =>
+        this.pollCluster(provisioner, row).catch((error: unknown) =>
+          this.options.logger.error({ err: error, clusterId: row.id }, "could not poll a cluster's health"),
+        ),
+      ),
     );
+  }
+
+  /** Polls one cluster and records its status when it changed. */
+  private async pollCluster(
+    provisioner: Provisioner,
+    row: { id: string; status: string; gateway_status: string },
+  ): Promise<void> {
+    await provisioner.refresh(row.id);
+    const state = provisioner.state(row.id);
+    const endpoints = await provisioner.endpoints(row.id);
+    let probe: HealthProbe | undefined;
+    if (endpoints !== undefined && state !== "stopped" && state !== "failed") {
+      probe = await probeClusterHealth(endpoints);
+    }
+    const next = deriveClusterStatus(row.status as ClusterStatus, state, probe);
+    if (next.status === row.status && next.gatewayStatus === row.gateway_status) return;
+    // Conditional on the status read, so a cluster deleted or changed meanwhile is left alone.
+    await this.database
+      .updateTable("clusters")
+      .set({ status: next.status, gateway_status: next.gatewayStatus })
+      .where("id", "=", row.id)
+      .where("status", "=", row.status)
+      .execute();
+    this.options.logger.info({ clusterId: row.id, status: next.status }, `cluster is ${next.status}`);
   }
 
   /** Stops polling; the provisioner's clusters are stopped by whoever owns the provisioner. */
