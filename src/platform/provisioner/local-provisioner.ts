@@ -323,6 +323,15 @@ export class LocalProvisioner implements Provisioner {
     if (!same) await this.recordBrokers(clusterId, listed);
   }
 
+  async removeForgotten(knownClusterIds: ReadonlySet<string>): Promise<void> {
+    const placed = await this.options.database.selectFrom("local_cluster_placements").select("cluster_id").execute();
+    for (const { cluster_id: clusterId } of placed) {
+      if (knownClusterIds.has(clusterId)) continue;
+      this.options.logger.warn({ clusterId }, "removing the data of a cluster whose deletion was interrupted");
+      await this.remove(clusterId);
+    }
+  }
+
   state(clusterId: string): ProvisionedState {
     return this.running.get(clusterId)?.state ?? "stopped";
   }

@@ -70,6 +70,11 @@ export interface Provisioner {
    * document, never a part). May be called before the first launch: the gateway then starts with it.
    */
   applyAccessPolicy(clusterId: string, policy: AccessPolicy): Promise<void>;
+  /**
+   * Removes what the provisioner still holds of clusters the platform no longer knows: a deletion that a crash
+   * interrupted after the cluster's record was gone. Only places the provisioner recorded itself are touched.
+   */
+  removeForgotten(knownClusterIds: ReadonlySet<string>): Promise<void>;
   /** Stops every cluster's processes (the platform is shutting down); their data stays. */
   close(): Promise<void>;
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { Kysely } from "kysely";
 import type { Logger } from "pino";
-import { openAccessPolicy } from "../../../auth/access-policy.js";
+import { type AccessPolicy, openAccessPolicy } from "../../../auth/access-policy.js";
 import { invalidRequest, notFound, ServiceError } from "../../../http/errors.js";
 import {
   type ClusterStatus,
@@ -346,6 +346,8 @@ export class ClusterService {
       .selectAll()
       .where("region_id", "=", localRegion.uuid)
       .execute();
+    const known = await this.database.selectFrom("clusters").select("id").execute();
+    await provisioner.removeForgotten(new Set(known.map((row) => row.id)));
     for (const row of rows) {
       try {
         await provisioner.launch(specificationOf(row));
@@ -400,6 +402,14 @@ export class ClusterService {
       .where("status", "=", row.status)
       .execute();
     this.options.logger.info({ clusterId: row.id, status: next.status }, `cluster is ${next.status}`);
+  }
+
+  /**
+   * Delivers a cluster's access policy to its gateway (the IP allowlist, monitoring and cluster client resources
+   * build it). Without a provisioner nothing runs the gateway here, and nothing is delivered.
+   */
+  async deliverAccessPolicy(clusterId: string, policy: AccessPolicy): Promise<void> {
+    await this.provisioner?.applyAccessPolicy(clusterId, policy);
   }
 
   /** Stops polling; the provisioner's clusters are stopped by whoever owns the provisioner. */
