@@ -38,7 +38,7 @@ function refuseBody(request: FastifyRequest): void {
   const { body } = request;
   if (body === undefined || body === null) return;
   if (typeof body === "object" && !Array.isArray(body) && Object.keys(body).length === 0) return;
-  throw invalidRequest("body this operation takes no body");
+  throw invalidRequest("body must be empty: this operation takes no body");
 }
 
 /** Routes of `/clusters/{clusterId}/monitoring…`: thin wrappers over `MonitoringService`. */

@@ -138,3 +138,27 @@ describe("Administration API /clusters/{id}/ipallowlist over HTTP", () => {
     expect((await call("GET", `/clusters/${clusterId}/ipallowlist`, undefined, membersOnly)).status).toBe(403);
   });
 });
+
+describe("a platform started without a cluster directory", () => {
+  it("serves the allowlist and monitoring routes, answering 404 for every cluster", async () => {
+    const platform = await startTestPlatform();
+    try {
+      const token = await requestToken(platform, platform.adminClient, "admin-api");
+      const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
+      const put = await fetch(`${platform.url}/admin/clusters/${randomUUID()}/ipwhitelist`, {
+        method: "PUT",
+        headers,
+        body: JSON.stringify({ ipwhitelist: [] }),
+      });
+      expect(put.status).toBe(404);
+      expect(((await put.json()) as { detail: string }).detail).toContain("cluster");
+      const monitoring = await fetch(`${platform.url}/admin/clusters/${randomUUID()}/monitoring`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}` },
+      });
+      expect(monitoring.status).toBe(404);
+    } finally {
+      await platform.close();
+    }
+  });
+});
