@@ -13,6 +13,8 @@ export const MAX_MONITORING_CLIENTS = 100;
  */
 export const MONITORING_USERNAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$";
 
+const monitoringUsername = new RegExp(MONITORING_USERNAME_PATTERN);
+
 /** A monitoring client as listed: never with its password. */
 export interface MonitoringClient {
   uuid: string;
@@ -109,7 +111,7 @@ export class MonitoringService {
    * already used in the cluster is a 409, like any other name that exists; more than the maximum of clients a 400.
    */
   async createClient(organizationId: string, clusterId: string, username: string): Promise<MonitoringCredentials> {
-    if (!new RegExp(MONITORING_USERNAME_PATTERN).test(username)) {
+    if (!monitoringUsername.test(username)) {
       throw invalidRequest(
         "body/username must be 1 to 128 letters, digits or . _ @ + - (starting with a letter or digit)",
       );

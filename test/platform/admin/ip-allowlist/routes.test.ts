@@ -157,6 +157,12 @@ describe("a platform started without a cluster directory", () => {
         headers: { authorization: `Bearer ${token}` },
       });
       expect(monitoring.status).toBe(404);
+      const document = (await (await fetch(`${platform.url}/admin/openapi.json`)).json()) as {
+        paths: Record<string, Record<string, unknown>>;
+      };
+      expect(Object.keys(document.paths["/clusters/{clusterId}/ipallowlist"] ?? {}).sort()).toEqual(["get", "put"]);
+      expect(Object.keys(document.paths["/clusters/{clusterId}/ipwhitelist"] ?? {})).toEqual(["put"]);
+      expect(document.paths["/clusters/{clusterId}/monitoring/clients/{uuid}/rotate"]).toHaveProperty("post");
     } finally {
       await platform.close();
     }
