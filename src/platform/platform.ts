@@ -7,8 +7,17 @@ import { administrationScopes, modelerScopes, scopeValues } from "../auth/scopes
 import type { Configuration } from "../config/schema.js";
 import { registerApiDocuments } from "../http/openapi.js";
 import { createHttpServer, type HttpServer } from "../http/server.js";
+import {
+  type AccessPolicyChangedListener,
+  type ClusterDirectory,
+  emptyClusterDirectory,
+} from "./admin/cluster-directory.js";
+import { ipAllowlistRoutes } from "./admin/ip-allowlist/routes.js";
+import { IpAllowlistService } from "./admin/ip-allowlist/service.js";
 import { memberRoutes } from "./admin/members/routes.js";
 import { MemberService } from "./admin/members/service.js";
+import { monitoringRoutes } from "./admin/monitoring/routes.js";
+import { MonitoringService } from "./admin/monitoring/service.js";
 import { bootstrapOrganization } from "./bootstrap.js";
 import { issuerRoutes } from "./issuer/routes.js";
 import {
@@ -37,6 +46,16 @@ export interface StartPlatformOptions {
   logger?: Logger;
   /** Called once, on the first start only, with the generated administration client (not for a preset one). */
   onBootstrapCredentials?: (credentials: BootstrapCredentials) => void;
+  /** Clusters and the delivery of their access policies, for the IP allowlist and monitoring routes. */
+  clusterAccess?: ClusterAccessOptions;
+}
+
+/** What the IP allowlist and monitoring routes need of clusters. */
+export interface ClusterAccessOptions {
+  /** Answers which clusters an organization has; without one, every cluster route answers 404. */
+  clusters: ClusterDirectory;
+  /** Delivers a cluster's changed access policy to its gateway. */
+  onAccessPolicyChanged: AccessPolicyChangedListener;
 }
 
 /** A platform server that is up and listening. */
@@ -122,7 +141,14 @@ export async function startPlatform(
         return { clientId: created.client.clientId, clientSecret: created.secret };
       },
     });
-    const server = await buildPlatformServer({ configuration, store, issuer, logger, issuerUrl });
+    const server = await buildPlatformServer({
+      configuration,
+      store,
+      issuer,
+      logger,
+      issuerUrl,
+      ...(options.clusterAccess === undefined ? {} : { clusterAccess: options.clusterAccess }),
+    });
     await server.listen({ host, port });
     const address = server.server.address() as AddressInfo;
     const url = `http://${address.family === "IPv6" ? `[${address.address}]` : address.address}:${address.port}`;
@@ -160,6 +186,7 @@ export interface PlatformServerOptions {
   issuer: IssuerServices;
   logger: Logger;
   issuerUrl: string;
+  clusterAccess?: ClusterAccessOptions;
 }
 
 /** Assembles the platform's HTTP server from its parts, without listening. */
@@ -204,6 +231,12 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
   });
 
   const members = new MemberService(store.database);
+  const clusterAccess = options.clusterAccess ?? {
+    clusters: emptyClusterDirectory,
+    onAccessPolicyChanged: async () => undefined,
+  };
+  const ipAllowlists = new IpAllowlistService({ database: store.database, ...clusterAccess });
+  const monitoring = new MonitoringService({ database: store.database, ...clusterAccess });
   await server.register(
     async (context) => {
       await registerApiDocuments(context, {
@@ -218,6 +251,8 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
       await context.register(async (api) => {
         installAuthentication(api, { verifier: createPlatformVerifier(issuer, configuration.audiences.admin) });
         memberRoutes(api, members);
+        ipAllowlistRoutes(api, ipAllowlists);
+        monitoringRoutes(api, monitoring);
       });
     },
     { prefix: "/admin" },
