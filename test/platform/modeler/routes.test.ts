@@ -189,7 +189,12 @@ describe("Modeler API over HTTP", () => {
     const first = await json<{ id: string }>(await call("POST", "/milestones", { name: "before", fileId: file.id }));
     await json(await call("PATCH", `/files/${file.id}`, { revision: 1, content: bpmnDocument("after") }));
     const second = await json<{ id: string }>(await call("POST", "/milestones", { name: "after", fileId: file.id }));
-    const { url } = await json<{ url: string }>(await call("GET", `/milestones/compare/${first.id}...${second.id}`));
+    // The 8.8 API answers the link itself as plain text; the reference SDK reads it that way.
+    const compared = await call("GET", `/milestones/compare/${first.id}...${second.id}`);
+    expect(compared.status).toBe(200);
+    expect(compared.headers.get("content-type")).toBe("text/plain; charset=utf-8");
+    const url = await compared.text();
+    expect(url).toMatch(/^http:\/\/[^/]+\/modeler\/api\/v1\/milestones\/compare\/[^?]+\/diff\?/);
     const diff = await fetch(url);
     expect(diff.status).toBe(200);
     expect(diff.headers.get("content-type")).toContain("text/plain");
