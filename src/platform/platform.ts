@@ -7,6 +7,8 @@ import { administrationScopes, modelerScopes, scopeValues } from "../auth/scopes
 import type { Configuration } from "../config/schema.js";
 import { registerApiDocuments } from "../http/openapi.js";
 import { createHttpServer, type HttpServer } from "../http/server.js";
+import { activityRoutes } from "./admin/activity/routes.js";
+import { ActivityService } from "./admin/activity/service.js";
 import { memberRoutes } from "./admin/members/routes.js";
 import { MemberService } from "./admin/members/service.js";
 import { bootstrapOrganization } from "./bootstrap.js";
@@ -204,6 +206,7 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
   });
 
   const members = new MemberService(store.database);
+  const activity = new ActivityService(store.database);
   await server.register(
     async (context) => {
       await registerApiDocuments(context, {
@@ -217,7 +220,8 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
       });
       await context.register(async (api) => {
         installAuthentication(api, { verifier: createPlatformVerifier(issuer, configuration.audiences.admin) });
-        memberRoutes(api, members);
+        memberRoutes(api, members, activity);
+        activityRoutes(api, activity);
       });
     },
     { prefix: "/admin" },

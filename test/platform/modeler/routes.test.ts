@@ -1,35 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { systemClock } from "../../../src/auth/clock.js";
-import { ClientSecretHasher } from "../../../src/platform/issuer/client-secrets.js";
-import { ClientService } from "../../../src/platform/issuer/clients.js";
-import { openStore } from "../../../src/platform/store/database.js";
 import { startTestPlatform, type TestPlatform } from "../../support/platform.js";
-import { createTestClient, requestToken, type TestClient } from "../../support/tokens.js";
+import { createOtherOrganizationClient, createTestClient, requestToken } from "../../support/tokens.js";
 import { bpmnDocument } from "./support.js";
 
 const allScopes = ["modeler:create", "modeler:read", "modeler:update", "modeler:delete"];
-
-/** Creates a second organization with a full Modeler client, through a second store handle. */
-async function createOtherOrganizationClient(platform: TestPlatform): Promise<TestClient> {
-  const store = await openStore({ url: "", dataDirectory: platform.dataDirectory });
-  try {
-    const organizationId = randomUUID();
-    await store.database
-      .insertInto("organizations")
-      .values({ id: organizationId, name: "other", created_at: new Date().toISOString() })
-      .execute();
-    const clients = new ClientService({
-      database: store.database,
-      hasher: await ClientSecretHasher.open(store.database, store.secrets),
-      clock: systemClock,
-    });
-    const { client, secret } = await clients.create({ organizationId, name: "other org", scopes: allScopes });
-    return { clientId: client.clientId, clientSecret: secret };
-  } finally {
-    await store.close();
-  }
-}
 
 describe("Modeler API over HTTP", () => {
   let platform: TestPlatform;
@@ -299,7 +274,7 @@ describe("Modeler API over HTTP", () => {
     const file = await createFile(project.id);
     const folder = await json<{ id: string }>(await call("POST", "/folders", { name: "F", projectId: project.id }));
     const milestone = await json<{ id: string }>(await call("POST", "/milestones", { name: "m", fileId: file.id }));
-    const other = await requestToken(platform, await createOtherOrganizationClient(platform), "modeler-api");
+    const other = await requestToken(platform, await createOtherOrganizationClient(platform, allScopes), "modeler-api");
     for (const path of [
       `/projects/${project.id}`,
       `/files/${file.id}`,
