@@ -228,6 +228,7 @@ describe("Modeler API over HTTP", () => {
         ["POST", "/folders", { name: "x", projectId: project.id }],
         ["POST", "/files", { name: "x", content: "{}", fileType: "form", projectId: project.id }],
         ["POST", "/milestones", { name: "x", fileId: file.id }],
+        ["POST", "/versions", { fileId: file.id }],
       ],
       "modeler:read": [
         ["GET", `/projects/${project.id}`],
@@ -238,17 +239,23 @@ describe("Modeler API over HTTP", () => {
         ["POST", "/milestones/search", {}],
         ["POST", "/collaborators/search", {}],
         ["GET", `/milestones/compare/${milestone.id}...${milestone.id}`],
+        ["GET", `/versions/${milestone.id}`],
+        ["POST", "/versions/search", {}],
+        ["GET", `/versions/compare/${milestone.id}...${milestone.id}`],
       ],
       "modeler:update": [
         ["PATCH", `/projects/${project.id}`, { name: "y" }],
         ["PATCH", `/files/${file.id}`, { revision: 1, name: "y" }],
         ["PATCH", `/milestones/${milestone.id}`, { name: "y" }],
         ["POST", `/milestones/${milestone.id}/restore`],
+        ["PATCH", `/versions/${milestone.id}`, { name: "z" }],
+        ["POST", `/versions/${milestone.id}/restore`],
         ["PUT", "/collaborators", { email: "owner@flowplane.local", projectId: project.id, role: "viewer" }],
       ],
       "modeler:delete": [
         ["DELETE", `/files/${file.id}`],
         ["DELETE", `/milestones/${milestone.id}`],
+        ["DELETE", `/versions/${milestone.id}`],
         ["DELETE", `/projects/${project.id}`],
       ],
     };

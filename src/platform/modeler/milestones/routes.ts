@@ -229,7 +229,7 @@ export function milestoneDiffRoutes(server: HttpServer, services: ModelerService
         tags: ["Milestones"],
         summary: "Read the unified diff between two milestones through a signed link",
         description:
-          "No token: the link from GET /api/v1/milestones/compare/{a}...{b} carries its own authorization (organization, expiry and signature), and expires. A forged or expired link is a 403. Contents that differ in more lines than the platform computes diffs for are a 409. Requests are limited per source address (429 with Retry-After beyond), and a diff waiting for a busy server is a 503 with Retry-After.",
+          "No token: the link from GET /api/v1/milestones/compare/{a}...{b} or /api/v1/versions/compare/{a}...{b} carries its own authorization (organization, expiry and signature), and expires. A forged or expired link is a 403. Contents that differ in more lines than the platform computes diffs for are a 409. Requests are limited per source address (429 with Retry-After beyond), and a diff waiting for a busy server is a 503 with Retry-After.",
         security: [],
         params: comparisonParameters,
         querystring: Type.Object(
