@@ -7,6 +7,8 @@ import { administrationScopes, modelerScopes, scopeValues } from "../auth/scopes
 import type { Configuration } from "../config/schema.js";
 import { registerApiDocuments } from "../http/openapi.js";
 import { createHttpServer, type HttpServer } from "../http/server.js";
+import { activityRoutes } from "./admin/activity/routes.js";
+import { ActivityService } from "./admin/activity/service.js";
 import {
   type AccessPolicyChangedListener,
   type ClusterDirectory,
@@ -237,6 +239,7 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
   };
   const ipAllowlists = new IpAllowlistService({ database: store.database, ...clusterAccess });
   const monitoring = new MonitoringService({ database: store.database, ...clusterAccess });
+  const activity = new ActivityService(store.database);
   await server.register(
     async (context) => {
       await registerApiDocuments(context, {
@@ -250,9 +253,10 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
       });
       await context.register(async (api) => {
         installAuthentication(api, { verifier: createPlatformVerifier(issuer, configuration.audiences.admin) });
-        memberRoutes(api, members);
         ipAllowlistRoutes(api, ipAllowlists);
         monitoringRoutes(api, monitoring);
+        memberRoutes(api, members, activity);
+        activityRoutes(api, activity);
       });
     },
     { prefix: "/admin" },

@@ -2,8 +2,9 @@ import { Type } from "typebox";
 import { principalOf } from "../../../auth/authenticate.js";
 import { problemSchema, standardErrorResponses } from "../../../http/schemas.js";
 import type { HttpServer } from "../../../http/server.js";
+import type { ActivityService } from "../activity/service.js";
 import { assignableRoles, memberRoles } from "./roles.js";
-import type { MemberService } from "./service.js";
+import { type MemberService, normalizeEmail } from "./service.js";
 
 const memberSchema = Type.Object(
   {
@@ -31,8 +32,8 @@ const rolesBody = Type.Object(
   { additionalProperties: false },
 );
 
-/** Routes of `/members`: thin wrappers over `MemberService`. */
-export function memberRoutes(server: HttpServer, members: MemberService): void {
+/** Routes of `/members`: thin wrappers over `MemberService`; every change is recorded in `activity`. */
+export function memberRoutes(server: HttpServer, members: MemberService, activity: ActivityService): void {
   server.get(
     "/members",
     {
@@ -58,11 +59,15 @@ export function memberRoutes(server: HttpServer, members: MemberService): void {
       },
     },
     async (request, reply) => {
-      await members.inviteOrChangeRoles(
-        principalOf(request).organizationId,
-        request.params.email,
-        request.body.orgRoles,
-      );
+      const { organizationId, clientId } = principalOf(request);
+      const outcome = await members.inviteOrChangeRoles(organizationId, request.params.email, request.body.orgRoles);
+      await activity.record({
+        organizationId,
+        entity: "member",
+        entityId: normalizeEmail(request.params.email),
+        auditType: outcome === "invited" ? "c" : "u",
+        userId: clientId,
+      });
       return reply.code(204).send(null);
     },
   );
@@ -78,7 +83,15 @@ export function memberRoutes(server: HttpServer, members: MemberService): void {
       },
     },
     async (request, reply) => {
-      await members.remove(principalOf(request).organizationId, request.params.email);
+      const { organizationId, clientId } = principalOf(request);
+      await members.remove(organizationId, request.params.email);
+      await activity.record({
+        organizationId,
+        entity: "member",
+        entityId: normalizeEmail(request.params.email),
+        auditType: "d",
+        userId: clientId,
+      });
       return reply.code(204).send(null);
     },
   );
