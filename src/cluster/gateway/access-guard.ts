@@ -166,7 +166,7 @@ export class AccessGuard {
       this.#options.onRefused("token-for-another-organization");
       throw new ServiceError(
         "tokenForAnotherCluster",
-        "The access token was issued to a client of another organization than this cluster's.",
+        "The access token was issued to a client of another organization.",
       );
     }
     if (principal.clusterId !== undefined && principal.clusterId !== policy.policy.clusterId) {

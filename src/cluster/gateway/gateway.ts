@@ -204,7 +204,7 @@ export async function startGateway(
     await registerApiDocuments(context, {
       title: "flowplane cluster management API",
       description:
-        "Resize the running cluster (brokers, partitions, replication factor), watch the change and cancel it. Bearer token with the scope 'cluster'. Health and metrics on this port need no token.",
+        "Resize the running cluster (brokers, partitions, replication factor), watch the change and cancel it. Bearer token with the scope 'cluster'. Health and metrics on this port need no token (the metrics need a monitoring client's HTTP Basic credentials while the cluster's monitoring is on).",
       version: gatewayVersion,
       serverUrl: `http://${configuration.management.host}:${configuration.management.port}`,
       bearerAuth: true,
