@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { mkdir, mkdtemp, rename, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -85,6 +86,10 @@ describe("AccessPolicyWatcher", () => {
     expect((error as Error).message).not.toContain(passwordSha256);
     await rm(path);
     await mkdir(path);
+    await expect(openWatcher(logger)).rejects.toThrow("it is not a regular file");
+    // A FIFO in the file's place would block a plain open until someone writes to it.
+    await rm(path, { recursive: true });
+    execFileSync("mkfifo", [path]);
     await expect(openWatcher(logger)).rejects.toThrow("it is not a regular file");
   });
 
