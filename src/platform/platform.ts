@@ -7,6 +7,7 @@ import { administrationScopes, modelerScopes, scopeValues } from "../auth/scopes
 import type { Configuration } from "../config/schema.js";
 import { registerApiDocuments } from "../http/openapi.js";
 import { createHttpServer, type HttpServer } from "../http/server.js";
+import { installActivityRecording } from "./admin/activity/recording.js";
 import { activityRoutes } from "./admin/activity/routes.js";
 import { ActivityService } from "./admin/activity/service.js";
 import {
@@ -253,9 +254,10 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
       });
       await context.register(async (api) => {
         installAuthentication(api, { verifier: createPlatformVerifier(issuer, configuration.audiences.admin) });
+        installActivityRecording(api, activity);
         ipAllowlistRoutes(api, ipAllowlists);
         monitoringRoutes(api, monitoring);
-        memberRoutes(api, members, activity);
+        memberRoutes(api, members);
         activityRoutes(api, activity);
       });
     },

@@ -1,8 +1,8 @@
+import type { FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import { principalOf } from "../../../auth/authenticate.js";
 import { problemSchema, standardErrorResponses } from "../../../http/schemas.js";
 import type { HttpServer } from "../../../http/server.js";
-import type { ActivityService } from "../activity/service.js";
 import { assignableRoles, memberRoles } from "./roles.js";
 import { type MemberService, normalizeEmail } from "./service.js";
 
@@ -32,8 +32,13 @@ const rolesBody = Type.Object(
   { additionalProperties: false },
 );
 
-/** Routes of `/members`: thin wrappers over `MemberService`; every change is recorded in `activity`. */
-export function memberRoutes(server: HttpServer, members: MemberService, activity: ActivityService): void {
+/** The member a request names, as the activity log records it. */
+function memberOf(request: FastifyRequest): string {
+  return normalizeEmail((request.params as { email: string }).email);
+}
+
+/** Routes of `/members`: thin wrappers over `MemberService`. */
+export function memberRoutes(server: HttpServer, members: MemberService): void {
   server.get(
     "/members",
     {
@@ -49,7 +54,7 @@ export function memberRoutes(server: HttpServer, members: MemberService, activit
   server.post(
     "/members/:email",
     {
-      config: { scopes: ["members"] },
+      config: { scopes: ["members"], activity: { entity: "member", auditType: "u", entityId: memberOf } },
       schema: {
         tags: ["Members"],
         summary: "Invite a member, or change the roles of an existing one",
@@ -59,22 +64,16 @@ export function memberRoutes(server: HttpServer, members: MemberService, activit
       },
     },
     async (request, reply) => {
-      const { organizationId, clientId } = principalOf(request);
+      const { organizationId } = principalOf(request);
       const outcome = await members.inviteOrChangeRoles(organizationId, request.params.email, request.body.orgRoles);
-      await activity.record({
-        organizationId,
-        entity: "member",
-        entityId: normalizeEmail(request.params.email),
-        auditType: outcome === "invited" ? "c" : "u",
-        userId: clientId,
-      });
+      request.activityOutcome = { auditType: outcome === "invited" ? "c" : "u" };
       return reply.code(204).send(null);
     },
   );
   server.delete(
     "/members/:email",
     {
-      config: { scopes: ["members"] },
+      config: { scopes: ["members"], activity: { entity: "member", auditType: "d", entityId: memberOf } },
       schema: {
         tags: ["Members"],
         summary: "Remove a member (the owner cannot be removed)",
@@ -83,15 +82,7 @@ export function memberRoutes(server: HttpServer, members: MemberService, activit
       },
     },
     async (request, reply) => {
-      const { organizationId, clientId } = principalOf(request);
-      await members.remove(organizationId, request.params.email);
-      await activity.record({
-        organizationId,
-        entity: "member",
-        entityId: normalizeEmail(request.params.email),
-        auditType: "d",
-        userId: clientId,
-      });
+      await members.remove(principalOf(request).organizationId, request.params.email);
       return reply.code(204).send(null);
     },
   );
