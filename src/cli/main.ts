@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import { Command, CommanderError } from "commander";
 import { ApiError, ClientConfigurationError, ClientConnectionError, OAuthClientError } from "../client/errors.js";
 import { ConfigurationError } from "../config/load.js";
+import { registerAllowlistCommands } from "./commands/allowlist.js";
 import { registerBrokerCommand } from "./commands/broker.js";
 import { registerClusterCommands } from "./commands/cluster.js";
 import { registerClustersCommands } from "./commands/clusters.js";
@@ -75,6 +76,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<ExitCo
   registerStartCommands(program, io);
   registerTokenCommand(program, io);
   registerMembersCommands(program, io);
+  registerAllowlistCommands(program, io);
   registerModelerCommands(program, io);
   registerClustersCommands(program, io);
   registerClusterCommands(program, io);

@@ -1,16 +1,25 @@
 import type { AddressInfo } from "node:net";
 import { createServer } from "node:net";
 import { type Logger, pino } from "pino";
+import { openAccessPolicy } from "../auth/access-policy.js";
 import { installAuthentication } from "../auth/authenticate.js";
 import { systemClock } from "../auth/clock.js";
 import { administrationScopes, modelerScopes, scopeValues } from "../auth/scopes.js";
 import type { Configuration } from "../config/schema.js";
 import { registerApiDocuments } from "../http/openapi.js";
 import { createHttpServer, type HttpServer } from "../http/server.js";
+import { installActivityRecording } from "./admin/activity/recording.js";
+import { activityRoutes } from "./admin/activity/routes.js";
+import { ActivityService } from "./admin/activity/service.js";
+import type { AccessPolicyChangedListener, ClusterDirectory } from "./admin/cluster-directory.js";
 import { clusterRoutes } from "./admin/clusters/routes.js";
 import { ClusterService } from "./admin/clusters/service.js";
+import { ipAllowlistRoutes } from "./admin/ip-allowlist/routes.js";
+import { IpAllowlistService } from "./admin/ip-allowlist/service.js";
 import { memberRoutes } from "./admin/members/routes.js";
 import { MemberService } from "./admin/members/service.js";
+import { monitoringRoutes } from "./admin/monitoring/routes.js";
+import { MonitoringService } from "./admin/monitoring/service.js";
 import { bootstrapOrganization } from "./bootstrap.js";
 import { issuerRoutes } from "./issuer/routes.js";
 import {
@@ -46,6 +55,11 @@ export interface StartPlatformOptions {
    * (`flowplane platform`), and creating, waking or deleting a cluster answers 409.
    */
   localClusters?: LocalClustersOptions;
+  /**
+   * Replaces what the IP allowlist and monitoring routes know of clusters (tests inject an in-memory directory);
+   * by default the clusters service answers and delivers changed policies through its provisioner.
+   */
+  clusterAccess?: ClusterAccessOptions;
 }
 
 /** How the platform runs clusters with the local provisioner. */
@@ -58,6 +72,14 @@ export interface LocalClustersOptions {
   command?: LocalProvisionerOptions["command"];
   readyTimeoutMs?: number;
   stopTimeoutMs?: number;
+}
+
+/** What the IP allowlist and monitoring routes need of clusters. */
+export interface ClusterAccessOptions {
+  /** Answers which clusters an organization has; without one, every cluster route answers 404. */
+  clusters: ClusterDirectory;
+  /** Delivers a cluster's changed access policy to its gateway. */
+  onAccessPolicyChanged: AccessPolicyChangedListener;
 }
 
 /** A platform server that is up and listening. */
@@ -180,7 +202,15 @@ export async function startPlatform(
       healthCheckIntervalMs: configuration.provisioner.healthCheckIntervalMs,
       logger,
     });
-    const server = await buildPlatformServer({ configuration, store, issuer, logger, issuerUrl, clusters });
+    const server = await buildPlatformServer({
+      configuration,
+      store,
+      issuer,
+      logger,
+      issuerUrl,
+      clusters,
+      ...(options.clusterAccess === undefined ? {} : { clusterAccess: options.clusterAccess }),
+    });
     await server.listen({ host, port });
     const address = server.server.address() as AddressInfo;
     const url = `http://${address.family === "IPv6" ? `[${address.address}]` : address.address}:${address.port}`;
@@ -242,6 +272,7 @@ export interface PlatformServerOptions {
   issuerUrl: string;
   /** The clusters service; one without a provisioner when absent. */
   clusters?: ClusterService;
+  clusterAccess?: ClusterAccessOptions;
 }
 
 /** Assembles the platform's HTTP server from its parts, without listening. */
@@ -295,6 +326,25 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
   });
 
   const members = new MemberService(store.database);
+  const clusterAccess = options.clusterAccess ?? {
+    clusters,
+    onAccessPolicyChanged: async (clusterId: string) => await clusters.deliverAccessPolicy(clusterId),
+  };
+  const ipAllowlists = new IpAllowlistService({ database: store.database, ...clusterAccess });
+  const monitoring = new MonitoringService({ database: store.database, ...clusterAccess });
+  // The clusters service builds each cluster's whole policy from the resources keeping its parts, shows its
+  // allowlist, and has their data removed with the cluster.
+  clusters.accessPolicyBuilder = async (cluster) => ({
+    ...openAccessPolicy(cluster.id, cluster.organizationId),
+    ipAllowlist: await ipAllowlists.allowlistOf(cluster.id),
+    monitoring: await monitoring.monitoringPolicyOf(cluster.id),
+  });
+  clusters.allowlistReader = async (_organizationId, clusterId) => await ipAllowlists.allowlistOf(clusterId);
+  clusters.onClusterDeleted.push(async ({ clusterId }) => {
+    await ipAllowlists.deleteAllOf(clusterId);
+    await monitoring.deleteAllOf(clusterId);
+  });
+  const activity = new ActivityService(store.database);
   await server.register(
     async (context) => {
       await registerApiDocuments(context, {
@@ -308,8 +358,12 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
       });
       await context.register(async (api) => {
         installAuthentication(api, { verifier: createPlatformVerifier(issuer, configuration.audiences.admin) });
+        installActivityRecording(api, activity);
+        ipAllowlistRoutes(api, ipAllowlists);
+        monitoringRoutes(api, monitoring);
         memberRoutes(api, members);
         clusterRoutes(api, clusters);
+        activityRoutes(api, activity);
       });
     },
     { prefix: "/admin" },

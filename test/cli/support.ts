@@ -46,12 +46,12 @@ export interface CliFixture {
   close(): Promise<void>;
 }
 
-/** Starts a test platform (with `options`, e.g. one that runs clusters) and prepares what a CLI test needs. */
+/** Starts a test platform (with `platformOptions` and configuration `overrides`) and prepares what a CLI test needs. */
 export async function startCliFixture(
+  platformOptions: TestPlatformOptions = {},
   overrides: Record<string, string | number | boolean> = {},
-  options: TestPlatformOptions = {},
 ): Promise<CliFixture> {
-  const platform = await startTestPlatform(overrides, options);
+  const platform = await startTestPlatform(overrides, platformOptions);
   const temporaryDirectory = await mkdtemp(join(tmpdir(), "flowplane-cli-"));
   const clientEnvironment = {
     SERVICE_CONSOLE_CLIENT_ID: platform.adminClient.clientId,

@@ -5,8 +5,8 @@ import { pino } from "pino";
 import { loadConfiguration } from "../../src/config/load.js";
 import {
   type BootstrapCredentials,
-  type LocalClustersOptions,
   type RunningPlatform,
+  type StartPlatformOptions,
   startPlatform,
 } from "../../src/platform/platform.js";
 
@@ -23,9 +23,7 @@ export interface TestPlatform {
 }
 
 /** Options of `startTestPlatform` beyond configuration settings. */
-export interface TestPlatformOptions {
-  /** Run clusters with the local provisioner. */
-  localClusters?: LocalClustersOptions;
+export interface TestPlatformOptions extends Pick<StartPlatformOptions, "logger" | "clusterAccess" | "localClusters"> {
   /** Use this data directory (a restart of an earlier test platform) and leave it in place on close. */
   dataDirectory?: string;
   /** The administration client of an earlier start on the same data directory. */
@@ -34,7 +32,9 @@ export interface TestPlatformOptions {
 
 /**
  * Starts a real platform on 127.0.0.1 and a free port with a fresh data directory (SQLite unless `overrides` says
- * otherwise). `overrides` are flag-style keys such as `service.rateLimit.burst`.
+ * otherwise). `overrides` are flag-style keys such as `service.rateLimit.burst`; `options` may replace the silent
+ * logger, inject the platform's collaborators (such as `clusterAccess`), run clusters, or restart on a kept data
+ * directory.
  */
 export async function startTestPlatform(
   overrides: Record<string, string | number | boolean> = {},
@@ -56,10 +56,11 @@ export async function startTestPlatform(
   });
   let adminClient: BootstrapCredentials | null = null;
   const platform = await startPlatform(configuration, {
-    logger: pino({ level: "silent" }),
+    logger: options.logger ?? pino({ level: "silent" }),
     onBootstrapCredentials: (credentials) => {
       adminClient = credentials;
     },
+    ...(options.clusterAccess === undefined ? {} : { clusterAccess: options.clusterAccess }),
     ...(options.localClusters === undefined ? {} : { localClusters: options.localClusters }),
   });
   const presetId = configuration.bootstrap.clientId;

@@ -80,6 +80,25 @@ export interface PlatformDatabase {
   settings: SettingTable;
 }
 
+/** One change made through the Administration API (migration 034). */
+export interface ActivityTable {
+  sequence: Generated<number>;
+  organization_id: string;
+  service: string;
+  /** `c`, `r`, `u` or `d`: created, read, updated or deleted. */
+  audit_type: string;
+  entity: string;
+  entity_id: string;
+  /** The API client that made the change. */
+  user_id: string;
+  recorded_at: string;
+}
+
+/** The platform database including the activity of migration 034. */
+export interface PlatformDatabase {
+  activity: ActivityTable;
+}
+
 /** Columns every Modeler table shares: when and by whom (the acting client's name and email) a row changed. */
 export interface ModelerAuditColumns {
   created_at: string;
@@ -200,4 +219,36 @@ export interface PlatformDatabase {
   clusters: ClusterTable;
   local_cluster_placements: LocalClusterPlacementTable;
   local_cluster_brokers: LocalClusterBrokerTable;
+}
+
+/** A cluster's IP allowlist (migration 033): the whole list, replaced at once. */
+export interface ClusterIpAllowlistTable {
+  cluster_id: string;
+  /** JSON array of `{ip, description}`, each `ip` a valid `CIDR[,CIDR…]` entry. */
+  entries: string;
+  updated_at: string;
+}
+
+/** Whether a cluster's metrics are protected (migration 033). */
+export interface ClusterMonitoringTable {
+  cluster_id: string;
+  enabled: number;
+  updated_at: string;
+}
+
+/** A monitoring client of a cluster (migration 033); the password itself is never stored. */
+export interface MonitoringClientTable {
+  id: string;
+  cluster_id: string;
+  username: string;
+  /** SHA-256 of the generated password, lowercase hex. */
+  password_sha256: string;
+  created_at: string;
+}
+
+/** The platform database including the allowlist and monitoring tables of migration 033. */
+export interface PlatformDatabase {
+  cluster_ip_allowlists: ClusterIpAllowlistTable;
+  cluster_monitoring: ClusterMonitoringTable;
+  monitoring_clients: MonitoringClientTable;
 }

@@ -12,8 +12,8 @@ let fixture: CliFixture;
 
 beforeAll(async () => {
   fixture = await startCliFixture(
-    { "service.provisioner.healthCheckIntervalMs": 200, "service.log.level": "warn" },
     { localClusters: { createPrimaryCluster: false } },
+    { "service.provisioner.healthCheckIntervalMs": 200, "service.log.level": "warn" },
   );
 }, 60_000);
 

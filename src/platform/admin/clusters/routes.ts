@@ -5,6 +5,7 @@ import { ServiceError } from "../../../http/errors.js";
 import { problemSchema, standardErrorResponses } from "../../../http/schemas.js";
 import type { HttpServer } from "../../../http/server.js";
 import { clusterStatuses } from "../../provisioner/health-monitor.js";
+import { pathParameter } from "../activity/recording.js";
 import { clusterParameters } from "./parameters.js";
 import { type ClusterService, stageLabels } from "./service.js";
 
@@ -100,6 +101,12 @@ const changeBody = Type.Object(
 
 const clusterScopes = { scopes: [clusterScope] };
 
+/** Route configuration of a change to the cluster its path names: the scope, and its activity entry. */
+const clusterChange = (auditType: "c" | "u" | "d") => ({
+  scopes: [clusterScope],
+  activity: { entity: "cluster", auditType, entityId: pathParameter("clusterId") },
+});
+
 /** Routes of `/clusters` and the cluster lifecycle extras: thin wrappers over `ClusterService`. */
 export function clusterRoutes(server: HttpServer, clusters: ClusterService): void {
   server.get(
@@ -117,7 +124,8 @@ export function clusterRoutes(server: HttpServer, clusters: ClusterService): voi
   server.post(
     "/clusters",
     {
-      config: clusterScopes,
+      // The new cluster's id is known once it is created: the handler names it.
+      config: { scopes: [clusterScope], activity: { entity: "cluster", auditType: "c" } },
       schema: {
         tags: ["Clusters"],
         summary: "Create a cluster; answers at once while the provisioner starts it (status Creating, then Healthy)",
@@ -131,7 +139,9 @@ export function clusterRoutes(server: HttpServer, clusters: ClusterService): voi
     },
     async (request) => {
       const principal = principalOf(request);
-      return await clusters.create(principal.organizationId, principal.clientId, request.body);
+      const created = await clusters.create(principal.organizationId, principal.clientId, request.body);
+      request.activityOutcome = { entityId: created.clusterId };
+      return created;
     },
   );
   server.get(
@@ -162,7 +172,7 @@ export function clusterRoutes(server: HttpServer, clusters: ClusterService): voi
   server.patch(
     "/clusters/:clusterId",
     {
-      config: clusterScopes,
+      config: clusterChange("u"),
       schema: {
         tags: ["Clusters"],
         summary: "Change a cluster's name, description or stage label",
@@ -179,7 +189,7 @@ export function clusterRoutes(server: HttpServer, clusters: ClusterService): voi
   server.delete(
     "/clusters/:clusterId",
     {
-      config: clusterScopes,
+      config: clusterChange("d"),
       schema: {
         tags: ["Clusters"],
         summary: "Delete a cluster: stops its processes and removes its data",
@@ -195,7 +205,7 @@ export function clusterRoutes(server: HttpServer, clusters: ClusterService): voi
   server.put(
     "/clusters/:clusterId/wake",
     {
-      config: clusterScopes,
+      config: clusterChange("u"),
       schema: {
         tags: ["Clusters"],
         summary: "Start a cluster whose processes do not run (nothing when it runs)",
@@ -211,7 +221,7 @@ export function clusterRoutes(server: HttpServer, clusters: ClusterService): voi
   server.put(
     "/clusters/:clusterId/upgrade",
     {
-      config: clusterScopes,
+      config: clusterChange("u"),
       schema: {
         tags: ["Clusters"],
         summary: "Move a cluster to its channel's default generation (400 when it runs that one already)",
@@ -255,7 +265,8 @@ function notApplicableRoutes(server: HttpServer): void {
     server.route({
       method,
       url: "/clusters/:clusterId/secure-connectivity",
-      config: clusterScopes,
+      // Never recorded (the route always fails), but a route that could change something declares its entry.
+      config: method === "GET" ? clusterScopes : clusterChange(method === "POST" ? "c" : "d"),
       schema: schema("Not applicable: secure connectivity of the hosted product", clusterIdParameters),
       handler: notApplicable(secureConnectivity),
     });

@@ -65,6 +65,16 @@ export interface DeletedCluster {
 /** Removes what another part of the platform keeps about a cluster that was deleted. */
 export type ClusterDeletionHook = (cluster: DeletedCluster) => Promise<void>;
 
+/** A cluster's identity, as other resources under `/clusters/{clusterId}` look it up. */
+export interface ClusterRecord {
+  id: string;
+  organizationId: string;
+  name: string;
+}
+
+/** Builds a cluster's whole access policy from the resources that keep its parts (allowlist, monitoring, …). */
+export type AccessPolicyBuilder = (cluster: ClusterRecord) => Promise<AccessPolicy>;
+
 /** Reads the IP allowlist a cluster's answer shows (kept by the IP allowlist resource). */
 export type AllowlistReader = (
   organizationId: string,
@@ -92,12 +102,18 @@ export const systemOwnerId = "system";
 /** The name of the first cluster. */
 const primaryClusterName = "local";
 
-/** Holds the clusters of organizations and asks the provisioner to run them. */
+/**
+ * Holds the clusters of organizations and asks the provisioner to run them. It is the cluster directory of the
+ * resources under `/clusters/{clusterId}` (`find`), delivers the access policies they change, and tells them when a
+ * cluster is deleted.
+ */
 export class ClusterService {
   /** Called after a cluster was deleted, so other resources remove what they keep about it. */
   readonly onClusterDeleted: ClusterDeletionHook[] = [];
   /** Reads a cluster's IP allowlist for its answer; the allowlist resource sets it. */
   allowlistReader: AllowlistReader = async () => [];
+  /** Builds a cluster's access policy; the open policy until the resources keeping its parts are wired in. */
+  accessPolicyBuilder: AccessPolicyBuilder = async (cluster) => openAccessPolicy(cluster.id, cluster.organizationId);
   private readonly database: Kysely<PlatformDatabase>;
   private readonly provisioner: Provisioner | undefined;
   private readonly now: () => Date;
@@ -110,17 +126,25 @@ export class ClusterService {
     this.now = options.now ?? (() => new Date());
   }
 
-  /** The cluster, or undefined when the organization has no cluster of that id (for other resources' lookups). */
-  async find(organizationId: string, clusterId: string): Promise<Cluster | undefined> {
-    const row = await this.row(organizationId, clusterId);
-    return row === undefined ? undefined : await this.present(row);
+  /**
+   * The organization's cluster of that id, or undefined when it has none (another organization's cluster is not
+   * told apart): the lookup of the resources under `/clusters/{clusterId}`.
+   */
+  async find(organizationId: string, clusterId: string): Promise<ClusterRecord | undefined> {
+    const row = await this.database
+      .selectFrom("clusters")
+      .select(["id", "organization_id", "name"])
+      .where("organization_id", "=", organizationId)
+      .where("id", "=", clusterId)
+      .executeTakeFirst();
+    return row === undefined ? undefined : { id: row.id, organizationId: row.organization_id, name: row.name };
   }
 
-  /** The cluster; 404 when the organization has no cluster of that id. */
+  /** The cluster as the API shows it; 404 when the organization has no cluster of that id. */
   async get(organizationId: string, clusterId: string): Promise<Cluster> {
-    const cluster = await this.find(organizationId, clusterId);
-    if (cluster === undefined) throw notFound("cluster", clusterId);
-    return cluster;
+    const row = await this.row(organizationId, clusterId);
+    if (row === undefined) throw notFound("cluster", clusterId);
+    return await this.present(row);
   }
 
   /** The organization's clusters, oldest first. */
@@ -170,7 +194,10 @@ export class ClusterService {
     const specification: ClusterSpecification = { clusterId, organizationId, shape: plan.shape, primary: false };
     try {
       await provisioner.prepare(specification);
-      await provisioner.applyAccessPolicy(clusterId, openAccessPolicy(clusterId, organizationId));
+      await provisioner.applyAccessPolicy(
+        clusterId,
+        await this.accessPolicyBuilder({ id: clusterId, organizationId, name: creation.name }),
+      );
       await provisioner.launch(specification);
     } catch (error) {
       // Nothing runs: the cluster is not kept half made.
@@ -405,11 +432,20 @@ export class ClusterService {
   }
 
   /**
-   * Delivers a cluster's access policy to its gateway (the IP allowlist, monitoring and cluster client resources
-   * build it). Without a provisioner nothing runs the gateway here, and nothing is delivered.
+   * Delivers a cluster's access policy, as the builder makes it now, to its gateway (after the allowlist, its
+   * monitoring or its clients changed). Without a provisioner nothing runs the gateway here, and nothing is
+   * delivered; neither for a cluster that no longer exists.
    */
-  async deliverAccessPolicy(clusterId: string, policy: AccessPolicy): Promise<void> {
-    await this.provisioner?.applyAccessPolicy(clusterId, policy);
+  async deliverAccessPolicy(clusterId: string): Promise<void> {
+    if (this.provisioner === undefined) return;
+    const row = await this.database
+      .selectFrom("clusters")
+      .select(["id", "organization_id", "name"])
+      .where("id", "=", clusterId)
+      .executeTakeFirst();
+    if (row === undefined) return;
+    const policy = await this.accessPolicyBuilder({ id: row.id, organizationId: row.organization_id, name: row.name });
+    await this.provisioner.applyAccessPolicy(clusterId, policy);
   }
 
   /** Stops polling; the provisioner's clusters are stopped by whoever owns the provisioner. */

@@ -3,6 +3,8 @@ import { foundationMigration } from "./001-foundation.js";
 import { modelerMigration } from "./010-modeler.js";
 import { clientFailuresPerAddressMigration } from "./020-client-failures-per-address.js";
 import { clustersMigration } from "./030-clusters.js";
+import { allowlistMonitoringMigration } from "./033-allowlist-monitoring.js";
+import { activityMigration } from "./034-activity.js";
 
 /**
  * Every migration, in order. Names sort lexically and are never renamed once released: the database records
@@ -13,6 +15,8 @@ const migrations: Record<string, Migration> = {
   "010-modeler": modelerMigration,
   "020-client-failures-per-address": clientFailuresPerAddressMigration,
   "030-clusters": clustersMigration,
+  "033-allowlist-monitoring": allowlistMonitoringMigration,
+  "034-activity": activityMigration,
 };
 
 /** Supplies the migrations compiled into the program (no directory scanning, so bundling cannot lose one). */

@@ -110,13 +110,15 @@ describe.each(databaseKinds)("ClusterService on %s", (kind) => {
       links: { oauth: "http://localhost:8088/oauth/token", console: "http://localhost:8088/" },
       ipallowlist: [],
     });
+    expect(await clusters.find(organizationId, clusterId)).toEqual({ id: clusterId, organizationId, name: "orders" });
     expect(await clusters.find(randomUUID(), clusterId)).toBeUndefined();
-    // Other resources deliver the policies they build through the service.
+    // A resource that changed a part of the policy has the whole policy, as the builder makes it, delivered.
     const restricted = {
       ...openAccessPolicy(clusterId, organizationId),
       ipAllowlist: [{ ip: "10.0.0.1", description: "" }],
     };
-    await clusters.deliverAccessPolicy(clusterId, restricted);
+    clusters.accessPolicyBuilder = async () => restricted;
+    await clusters.deliverAccessPolicy(clusterId);
     expect(provisioner.policies.get(clusterId)).toEqual(restricted);
   });
 
