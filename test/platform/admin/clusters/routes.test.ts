@@ -207,6 +207,37 @@ describe("Administration API /clusters with the local provisioner", () => {
     expect(await cluster(clusterId)).toMatchObject({ name: "orders-eu", stageLabel: "prod" });
   });
 
+  it("delivers the allowlist set through the API to the cluster's gateway, which enforces it", async () => {
+    const { links } = await cluster(clusterId);
+    const gatewayToken = await requestToken(platform, platform.adminClient, "gateway-api");
+    const topology = async (): Promise<number> =>
+      (await fetch(`${links.gateway}/v2/topology`, { headers: { authorization: `Bearer ${gatewayToken}` } })).status;
+    const entries = [{ ip: "192.0.2.0/24", description: "office" }];
+    expect((await call("PUT", `/clusters/${clusterId}/ipallowlist`, adminToken, { ipallowlist: entries })).status).toBe(
+      204,
+    );
+    const policyFile = join(dataDirectory, "clusters", clusterId, "access-policy.json");
+    expect(parseAccessPolicy(readFileSync(policyFile, "utf8")).ipAllowlist).toEqual(entries);
+    expect(((await cluster(clusterId)) as unknown as { ipallowlist: unknown }).ipallowlist).toEqual(entries);
+    await eventually("the gateway refusing this address", 10_000, async () =>
+      (await topology()) === 403 ? true : undefined,
+    );
+    expect((await call("PUT", `/clusters/${clusterId}/ipallowlist`, adminToken, { ipallowlist: [] })).status).toBe(204);
+    await eventually("the gateway admitting everyone again", 10_000, async () =>
+      (await topology()) === 200 ? true : undefined,
+    );
+  }, 60_000);
+
+  it("records cluster changes in the activity log", async () => {
+    const entries = (await (await call("GET", "/activity/json", adminToken)).json()) as {
+      entity: string;
+      entityId: string;
+      auditType: string;
+    }[];
+    const ofCluster = entries.filter((entry) => entry.entity === "cluster" && entry.entityId === clusterId);
+    expect(ofCluster.map((entry) => entry.auditType).sort()).toEqual(["c", "u"]);
+  });
+
   it("launches the cluster again at the same addresses when the platform restarts", async () => {
     const before = await cluster(clusterId);
     const pid = (await platform.running.provisioner?.whenStarted(clusterId))?.gatewayPid;
@@ -331,6 +362,8 @@ describe("Administration API /clusters with the local provisioner", () => {
     expect(existsSync(join(dataDirectory, "clusters", clusterId))).toBe(false);
     await expect(fetch(`${links.management}/actuator/health`)).rejects.toThrow();
     expect(deleted).toEqual([clusterId]);
+    // What other resources kept of the cluster went with it.
+    expect((await call("GET", `/clusters/${clusterId}/ipallowlist`, adminToken)).status).toBe(404);
     expect((await call("GET", `/clusters/${clusterId}`, adminToken)).status).toBe(404);
     expect((await call("DELETE", `/clusters/${clusterId}`, adminToken)).status).toBe(404);
     const store = await openStore({ url: "", dataDirectory });
