@@ -98,7 +98,7 @@ describe("the local provisioner", () => {
     expect(list[0]?.links.management).toBe(started?.managementUrl);
   });
 
-  it("delivers a new access policy atomically, owner-only, without restarting the gateway", async () => {
+  it("delivers the policy built from the store before every launch, and a changed one without a restart", async () => {
     const dataDirectory = temporaryDirectory();
     const records = temporaryDirectory();
     const platform = await platformWithFakeClusters(dataDirectory, records);
@@ -106,19 +106,24 @@ describe("the local provisioner", () => {
     const provisioner = platform.running.provisioner;
     if (provisioner === undefined) throw new Error("the test platform has no provisioner");
     const before = await provisioner.whenStarted(clusterId);
-    const policy = {
-      ...openAccessPolicy(clusterId, platform.organizationId),
-      ipAllowlist: [{ ip: "10.0.0.0/8", description: "office" }],
-    };
-    await provisioner.applyAccessPolicy(clusterId, policy);
+    const token = await requestToken(platform, platform.adminClient, "admin-api");
+    const ipallowlist = [{ ip: "10.0.0.0/8", description: "office" }];
+    const response = await fetch(`${platform.url}/admin/clusters/${clusterId}/ipallowlist`, {
+      method: "PUT",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify({ ipallowlist }),
+    });
+    expect(response.status).toBe(204);
     const policyFile = join(dataDirectory, "cluster", "access-policy.json");
-    expect(parseAccessPolicy(readFileSync(policyFile, "utf8"))).toEqual(policy);
+    const expected = { ...openAccessPolicy(clusterId, platform.organizationId), ipAllowlist: ipallowlist };
+    expect(parseAccessPolicy(readFileSync(policyFile, "utf8"))).toEqual(expected);
     expect(modeOf(policyFile)).toBe(0o600);
     expect((await provisioner.whenStarted(clusterId))?.gatewayPid).toBe(before?.gatewayPid);
-    // A restart of the platform keeps the delivered policy rather than writing an open one over it.
+    // A policy file lost or damaged while the platform was down is written again from the store.
     await platform.close();
     cleanups.pop();
+    writeFileSync(policyFile, "{}");
     await platformWithFakeClusters(dataDirectory, records, platform);
-    expect(parseAccessPolicy(readFileSync(policyFile, "utf8"))).toEqual(policy);
+    expect(parseAccessPolicy(readFileSync(policyFile, "utf8"))).toEqual(expected);
   });
 });

@@ -363,8 +363,8 @@ export class ClusterService {
   }
 
   /**
-   * Launches every recorded cluster (a restarted platform resumes them; the first launch of a cluster also writes
-   * its open access policy unless one was delivered) and starts polling their health.
+   * Launches every recorded cluster, each with its access policy delivered first (a restarted platform resumes
+   * them), removes what remains of clusters whose deletion a crash interrupted, and starts polling their health.
    */
   async start(): Promise<void> {
     const provisioner = this.requireProvisioner();
@@ -376,8 +376,14 @@ export class ClusterService {
     const known = await this.database.selectFrom("clusters").select("id").execute();
     await provisioner.removeForgotten(new Set(known.map((row) => row.id)));
     for (const row of rows) {
+      const specification = specificationOf(row);
       try {
-        await provisioner.launch(specificationOf(row));
+        // The policy is delivered again before every launch, so the gateway starts with the one the store holds
+        // (the first cluster gets its first one here).
+        await provisioner.prepare(specification);
+        const record = { id: row.id, organizationId: row.organization_id, name: row.name };
+        await provisioner.applyAccessPolicy(row.id, await this.accessPolicyBuilder(record));
+        await provisioner.launch(specification);
       } catch (error) {
         this.options.logger.error({ err: error, clusterId: row.id }, "could not launch a cluster; wake it to retry");
       }
