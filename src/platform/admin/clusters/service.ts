@@ -261,6 +261,7 @@ export class ClusterService {
 
   /** Deletes a cluster: its record first (so it is gone for every caller), then its processes and data. */
   async delete(organizationId: string, clusterId: string): Promise<void> {
+    if ((await this.find(organizationId, clusterId)) === undefined) throw notFound("cluster", clusterId);
     const provisioner = this.requireProvisioner();
     const result = await this.database
       .deleteFrom("clusters")
