@@ -7,6 +7,9 @@ import { administrationScopes, modelerScopes, scopeValues } from "../auth/scopes
 import type { Configuration } from "../config/schema.js";
 import { registerApiDocuments } from "../http/openapi.js";
 import { createHttpServer, type HttpServer } from "../http/server.js";
+import { type ClusterDirectory, noClusters } from "./admin/cluster-clients/cluster-directory.js";
+import { clusterClientRoutes } from "./admin/cluster-clients/routes.js";
+import { ClusterClientService } from "./admin/cluster-clients/service.js";
 import { memberRoutes } from "./admin/members/routes.js";
 import { MemberService } from "./admin/members/service.js";
 import { bootstrapOrganization } from "./bootstrap.js";
@@ -37,6 +40,16 @@ export interface StartPlatformOptions {
   logger?: Logger;
   /** Called once, on the first start only, with the generated administration client (not for a preset one). */
   onBootstrapCredentials?: (credentials: BootstrapCredentials) => void;
+  /** How the cluster API clients find clusters and tell a cluster's gateway about deletions. */
+  clusterClients?: ClusterClientWiring;
+}
+
+/** What the cluster API clients need from the clusters resource and the provisioner. */
+export interface ClusterClientWiring {
+  /** Finds the organization's clusters; without one, no cluster exists and the routes answer 404. */
+  directory?: ClusterDirectory;
+  /** Called after a client of the cluster was deleted, to rewrite the cluster's access policy. */
+  onAccessPolicyChanged?: (clusterId: string) => Promise<void>;
 }
 
 /** A platform server that is up and listening. */
@@ -122,7 +135,14 @@ export async function startPlatform(
         return { clientId: created.client.clientId, clientSecret: created.secret };
       },
     });
-    const server = await buildPlatformServer({ configuration, store, issuer, logger, issuerUrl });
+    const server = await buildPlatformServer({
+      configuration,
+      store,
+      issuer,
+      logger,
+      issuerUrl,
+      ...(options.clusterClients === undefined ? {} : { clusterClients: options.clusterClients }),
+    });
     await server.listen({ host, port });
     const address = server.server.address() as AddressInfo;
     const url = `http://${address.family === "IPv6" ? `[${address.address}]` : address.address}:${address.port}`;
@@ -160,6 +180,7 @@ export interface PlatformServerOptions {
   issuer: IssuerServices;
   logger: Logger;
   issuerUrl: string;
+  clusterClients?: ClusterClientWiring;
 }
 
 /** Assembles the platform's HTTP server from its parts, without listening. */
@@ -204,6 +225,18 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
   });
 
   const members = new MemberService(store.database);
+  const clusterClients = new ClusterClientService({
+    clients: issuer.clients,
+    directory: options.clusterClients?.directory ?? noClusters,
+    gatewayAudience: configuration.audiences.gateway,
+    tokenUrl: `${issuerUrl}/oauth/token`,
+    tokenLifetimeSeconds: configuration.token.lifetimeSeconds,
+    clock: systemClock,
+    logger,
+    ...(options.clusterClients?.onAccessPolicyChanged === undefined
+      ? {}
+      : { onAccessPolicyChanged: options.clusterClients.onAccessPolicyChanged }),
+  });
   await server.register(
     async (context) => {
       await registerApiDocuments(context, {
@@ -218,6 +251,7 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
       await context.register(async (api) => {
         installAuthentication(api, { verifier: createPlatformVerifier(issuer, configuration.audiences.admin) });
         memberRoutes(api, members);
+        clusterClientRoutes(api, clusterClients);
       });
     },
     { prefix: "/admin" },

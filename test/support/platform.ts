@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
 import { loadConfiguration } from "../../src/config/load.js";
-import { type BootstrapCredentials, startPlatform } from "../../src/platform/platform.js";
+import { type BootstrapCredentials, type StartPlatformOptions, startPlatform } from "../../src/platform/platform.js";
 
 /** A real platform started for a test, with its administration client. */
 export interface TestPlatform {
@@ -21,6 +21,8 @@ export interface TestPlatform {
  */
 export async function startTestPlatform(
   overrides: Record<string, string | number | boolean> = {},
+  /** Platform options besides the bootstrap callback (e.g. a capturing logger, a cluster directory). */
+  platformOptions: Omit<StartPlatformOptions, "onBootstrapCredentials"> = {},
 ): Promise<TestPlatform> {
   const dataDirectory = mkdtempSync(join(tmpdir(), "flowplane-platform-"));
   const configuration = loadConfiguration({
@@ -39,6 +41,7 @@ export async function startTestPlatform(
   let adminClient: BootstrapCredentials | null = null;
   const platform = await startPlatform(configuration, {
     logger: pino({ level: "silent" }),
+    ...platformOptions,
     onBootstrapCredentials: (credentials) => {
       adminClient = credentials;
     },
