@@ -6,6 +6,7 @@ import { Command, CommanderError } from "commander";
 import { ApiError, ClientConfigurationError, ClientConnectionError, OAuthClientError } from "../client/errors.js";
 import { ConfigurationError } from "../config/load.js";
 import { registerBrokerCommand } from "./commands/broker.js";
+import { registerClientsCommands } from "./commands/clients.js";
 import { registerClusterCommands } from "./commands/cluster.js";
 import { registerGatewayCommand } from "./commands/gateway.js";
 import { registerMembersCommands } from "./commands/members.js";
@@ -74,6 +75,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<ExitCo
   registerStartCommands(program, io);
   registerTokenCommand(program, io);
   registerMembersCommands(program, io);
+  registerClientsCommands(program, io);
   registerModelerCommands(program, io);
   registerClusterCommands(program, io);
   registerBrokerCommand(program, io);

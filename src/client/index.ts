@@ -4,6 +4,11 @@ export {
   type AssignableRole,
   adminAudience,
   assignableRoles,
+  type ClusterClient,
+  type ClusterClientConnectionDetails,
+  type ClusterClientPermission,
+  type CreatedClusterClient,
+  clusterClientPermissions,
   type Member,
   memberSchema,
 } from "./admin.js";

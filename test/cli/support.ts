@@ -4,6 +4,7 @@ import { join } from "node:path";
 import pino from "pino";
 import type { CliIo } from "../../src/cli/io.js";
 import { runCli } from "../../src/cli/main.js";
+import type { StartPlatformOptions } from "../../src/platform/platform.js";
 import { startTestPlatform, type TestPlatform } from "../support/platform.js";
 
 /** What one in-process CLI run printed and returned. */
@@ -46,9 +47,11 @@ export interface CliFixture {
   close(): Promise<void>;
 }
 
-/** Starts a test platform and prepares everything a CLI test needs to talk to it. */
-export async function startCliFixture(): Promise<CliFixture> {
-  const platform = await startTestPlatform();
+/** Starts a test platform (with `platformOptions`) and prepares everything a CLI test needs to talk to it. */
+export async function startCliFixture(
+  platformOptions: Omit<StartPlatformOptions, "onBootstrapCredentials"> = {},
+): Promise<CliFixture> {
+  const platform = await startTestPlatform({}, platformOptions);
   const temporaryDirectory = await mkdtemp(join(tmpdir(), "flowplane-cli-"));
   const clientEnvironment = {
     SERVICE_CONSOLE_CLIENT_ID: platform.adminClient.clientId,
