@@ -86,6 +86,13 @@ export type ClusterClientPermission = (typeof clusterClientPermissions)[number];
 /** The scope value a cluster API client's token carries for its `gateway` permission. */
 export const clusterGatewayScope: ClusterClientPermission = "gateway";
 
+/**
+ * Scope values that open a gateway's REST API (`/v2/...`): organization clients' `cluster`, and cluster API clients'
+ * `gateway`, whose tokens the gateway's access policy also binds to its own cluster. The management API stays
+ * `cluster` only, so a cluster API client can never resize its cluster.
+ */
+export const gatewayRestScopes: readonly string[] = [clusterScope, clusterGatewayScope];
+
 /** Whether `value` is a permission of cluster API clients. */
 export function isClusterClientPermission(value: string): value is ClusterClientPermission {
   return (clusterClientPermissions as readonly string[]).includes(value);
