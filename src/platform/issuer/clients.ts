@@ -319,6 +319,18 @@ export class ClientService {
     return deleted;
   }
 
+  /** Deletes every client of a cluster that is itself being deleted; answers how many there were. */
+  async deleteAllClusterClients(organizationId: string, clusterId: string): Promise<number> {
+    const deleted = await this.database
+      .deleteFrom("clients")
+      .where("organization_id", "=", organizationId)
+      .where("cluster_id", "=", clusterId)
+      .returning("client_id")
+      .execute();
+    for (const row of deleted) this.cache.delete(row.client_id);
+    return deleted.length;
+  }
+
   /** The clients of a cluster deleted at or after `sinceMs`, newest deletion first, at most `limit` of them. */
   async revokedClusterClients(clusterId: string, sinceMs: number, limit: number): Promise<RevokedClusterClient[]> {
     const rows = await this.database

@@ -168,6 +168,14 @@ export class ClusterClientService {
   }
 
   /**
+   * Deletes every client of a cluster that is being deleted (its gateway goes with it, so nothing is revoked);
+   * answers how many there were. The clusters resource calls it; no cluster lookup, since the cluster is going.
+   */
+  async deleteAllOfCluster(organizationId: string, clusterId: string): Promise<number> {
+    return await this.options.clients.deleteAllClusterClients(organizationId, clusterId);
+  }
+
+  /**
    * The cluster's deleted clients whose tokens may still be unexpired, newest deletion first: the `revokedClients`
    * of its access policy.
    */

@@ -115,6 +115,19 @@ describe.each(databaseKinds)("cluster API clients (%s)", (kind) => {
     expect(await clients.find(organizationClient.client.clientId)).toBeDefined();
   });
 
+  it("deletes every client of a cluster that goes away, and no other", async () => {
+    const { service, clients, cluster, directory, organizationId } = await fixture();
+    const other = directory.add(organizationId);
+    const first = await service.create(organizationId, cluster.id, { clientName: "a" });
+    await service.create(organizationId, cluster.id, { clientName: "b" });
+    const kept = await service.create(organizationId, other.id, { clientName: "a" });
+    expect(await service.deleteAllOfCluster("another-organization", cluster.id)).toBe(0);
+    expect(await service.deleteAllOfCluster(organizationId, cluster.id)).toBe(2);
+    expect(await clients.authenticate(first.clientId, first.clientSecret)).toBeUndefined();
+    expect(await service.list(organizationId, cluster.id)).toEqual([]);
+    expect((await service.list(organizationId, other.id)).map((client) => client.clientId)).toEqual([kept.clientId]);
+  });
+
   it("lets exactly one of concurrent creations with one name succeed", async () => {
     const { service, cluster, organizationId } = await fixture();
     const outcomes = await Promise.allSettled(
