@@ -7,11 +7,19 @@ import { administrationScopes, modelerScopes, scopeValues } from "../auth/scopes
 import type { Configuration } from "../config/schema.js";
 import { registerApiDocuments } from "../http/openapi.js";
 import { createHttpServer, type HttpServer } from "../http/server.js";
-import { type ClusterDirectory, noClusters } from "./admin/cluster-clients/cluster-directory.js";
 import { clusterClientRoutes } from "./admin/cluster-clients/routes.js";
 import { ClusterClientService } from "./admin/cluster-clients/service.js";
+import {
+  type AccessPolicyChangedListener,
+  type ClusterDirectory,
+  emptyClusterDirectory,
+} from "./admin/cluster-directory.js";
+import { ipAllowlistRoutes } from "./admin/ip-allowlist/routes.js";
+import { IpAllowlistService } from "./admin/ip-allowlist/service.js";
 import { memberRoutes } from "./admin/members/routes.js";
 import { MemberService } from "./admin/members/service.js";
+import { monitoringRoutes } from "./admin/monitoring/routes.js";
+import { MonitoringService } from "./admin/monitoring/service.js";
 import { bootstrapOrganization } from "./bootstrap.js";
 import { issuerRoutes } from "./issuer/routes.js";
 import {
@@ -40,16 +48,16 @@ export interface StartPlatformOptions {
   logger?: Logger;
   /** Called once, on the first start only, with the generated administration client (not for a preset one). */
   onBootstrapCredentials?: (credentials: BootstrapCredentials) => void;
-  /** How the cluster API clients find clusters and tell a cluster's gateway about deletions. */
-  clusterClients?: ClusterClientWiring;
+  /** Clusters and the delivery of their access policies, for the routes under `/clusters/{clusterId}/…`. */
+  clusterAccess?: ClusterAccessOptions;
 }
 
-/** What the cluster API clients need from the clusters resource and the provisioner. */
-export interface ClusterClientWiring {
-  /** Finds the organization's clusters; without one, no cluster exists and the routes answer 404. */
-  directory?: ClusterDirectory;
-  /** Called after a client of the cluster was deleted, to rewrite the cluster's access policy. */
-  onAccessPolicyChanged?: (clusterId: string) => Promise<void>;
+/** What the IP allowlist, monitoring and cluster API client routes need of clusters. */
+export interface ClusterAccessOptions {
+  /** Answers which clusters an organization has; without one, every cluster route answers 404. */
+  clusters: ClusterDirectory;
+  /** Delivers a cluster's changed access policy to its gateway. */
+  onAccessPolicyChanged: AccessPolicyChangedListener;
 }
 
 /** A platform server that is up and listening. */
@@ -141,7 +149,7 @@ export async function startPlatform(
       issuer,
       logger,
       issuerUrl,
-      ...(options.clusterClients === undefined ? {} : { clusterClients: options.clusterClients }),
+      ...(options.clusterAccess === undefined ? {} : { clusterAccess: options.clusterAccess }),
     });
     await server.listen({ host, port });
     const address = server.server.address() as AddressInfo;
@@ -180,7 +188,7 @@ export interface PlatformServerOptions {
   issuer: IssuerServices;
   logger: Logger;
   issuerUrl: string;
-  clusterClients?: ClusterClientWiring;
+  clusterAccess?: ClusterAccessOptions;
 }
 
 /** Assembles the platform's HTTP server from its parts, without listening. */
@@ -225,17 +233,20 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
   });
 
   const members = new MemberService(store.database);
+  const clusterAccess = options.clusterAccess ?? {
+    clusters: emptyClusterDirectory,
+    onAccessPolicyChanged: async () => undefined,
+  };
+  const ipAllowlists = new IpAllowlistService({ database: store.database, ...clusterAccess });
+  const monitoring = new MonitoringService({ database: store.database, ...clusterAccess });
   const clusterClients = new ClusterClientService({
     clients: issuer.clients,
-    directory: options.clusterClients?.directory ?? noClusters,
+    ...clusterAccess,
     gatewayAudience: configuration.audiences.gateway,
     tokenUrl: `${issuerUrl}/oauth/token`,
     tokenLifetimeSeconds: configuration.token.lifetimeSeconds,
     clock: systemClock,
     logger,
-    ...(options.clusterClients?.onAccessPolicyChanged === undefined
-      ? {}
-      : { onAccessPolicyChanged: options.clusterClients.onAccessPolicyChanged }),
   });
   await server.register(
     async (context) => {
@@ -251,6 +262,8 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
       await context.register(async (api) => {
         installAuthentication(api, { verifier: createPlatformVerifier(issuer, configuration.audiences.admin) });
         memberRoutes(api, members);
+        ipAllowlistRoutes(api, ipAllowlists);
+        monitoringRoutes(api, monitoring);
         clusterClientRoutes(api, clusterClients);
       });
     },

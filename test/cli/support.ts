@@ -4,7 +4,6 @@ import { join } from "node:path";
 import pino from "pino";
 import type { CliIo } from "../../src/cli/io.js";
 import { runCli } from "../../src/cli/main.js";
-import type { StartPlatformOptions } from "../../src/platform/platform.js";
 import { startTestPlatform, type TestPlatform } from "../support/platform.js";
 
 /** What one in-process CLI run printed and returned. */
@@ -49,7 +48,7 @@ export interface CliFixture {
 
 /** Starts a test platform (with `platformOptions`) and prepares everything a CLI test needs to talk to it. */
 export async function startCliFixture(
-  platformOptions: Omit<StartPlatformOptions, "onBootstrapCredentials"> = {},
+  platformOptions: Parameters<typeof startTestPlatform>[1] = {},
 ): Promise<CliFixture> {
   const platform = await startTestPlatform({}, platformOptions);
   const temporaryDirectory = await mkdtemp(join(tmpdir(), "flowplane-cli-"));

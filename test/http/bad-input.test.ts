@@ -32,8 +32,6 @@ const samplePathValues: Record<string, string> = {
   email: "someone@example.com",
   id: sampleUuid,
   comparison: `${sampleUuid}...${sampleUuid}`,
-  clusterId: sampleUuid,
-  clientId: "some-client",
 };
 
 /** Routes whose documented body limit is above the platform's (file content up to 10 MiB): their limit. */

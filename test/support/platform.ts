@@ -17,12 +17,12 @@ export interface TestPlatform {
 
 /**
  * Starts a real platform on 127.0.0.1 and a free port with a fresh data directory (SQLite unless `overrides` says
- * otherwise). `overrides` are flag-style keys such as `service.rateLimit.burst`.
+ * otherwise). `overrides` are flag-style keys such as `service.rateLimit.burst`; `options` may replace the silent
+ * logger or inject the platform's collaborators (such as `clusterAccess`).
  */
 export async function startTestPlatform(
   overrides: Record<string, string | number | boolean> = {},
-  /** Platform options besides the bootstrap callback (e.g. a capturing logger, a cluster directory). */
-  platformOptions: Omit<StartPlatformOptions, "onBootstrapCredentials"> = {},
+  options: Pick<StartPlatformOptions, "logger" | "clusterAccess"> = {},
 ): Promise<TestPlatform> {
   const dataDirectory = mkdtempSync(join(tmpdir(), "flowplane-platform-"));
   const configuration = loadConfiguration({
@@ -41,7 +41,7 @@ export async function startTestPlatform(
   let adminClient: BootstrapCredentials | null = null;
   const platform = await startPlatform(configuration, {
     logger: pino({ level: "silent" }),
-    ...platformOptions,
+    ...options,
     onBootstrapCredentials: (credentials) => {
       adminClient = credentials;
     },

@@ -1,17 +1,18 @@
+import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { formatClusterClientTable, formatConnectionDetails } from "../../../src/cli/commands/clients.js";
 import { exitCodes } from "../../../src/cli/io.js";
-import type { ClusterSummary } from "../../../src/platform/admin/cluster-clients/cluster-directory.js";
-import { MemoryClusterDirectory } from "../../platform/admin/cluster-clients/memory-directory.js";
+import type { ClusterSummary } from "../../../src/platform/admin/cluster-directory.js";
+import { createClusterAccessFixture } from "../../platform/admin/cluster-access-support.js";
 import { type CliFixture, startCliFixture } from "../support.js";
 
 let fixture: CliFixture;
 let cluster: ClusterSummary;
-const directory = new MemoryClusterDirectory();
+const access = createClusterAccessFixture();
 
 beforeAll(async () => {
-  fixture = await startCliFixture({ clusterClients: { directory } });
-  cluster = directory.add(fixture.platform.organizationId, "production");
+  fixture = await startCliFixture({ clusterAccess: access.options });
+  cluster = access.addCluster(fixture.platform.organizationId, randomUUID());
 });
 
 afterAll(async () => {

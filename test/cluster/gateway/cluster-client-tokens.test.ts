@@ -1,8 +1,9 @@
+import { randomUUID } from "node:crypto";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RunningGateway, startGateway } from "../../../src/cluster/gateway/index.js";
 import { loadConfiguration } from "../../../src/config/load.js";
-import { MemoryClusterDirectory } from "../../platform/admin/cluster-clients/memory-directory.js";
+import { createClusterAccessFixture } from "../../platform/admin/cluster-access-support.js";
 import { TEST_CLUSTER_SECRET } from "../../support/cluster-secret.js";
 import { startTestPlatform, type TestPlatform } from "../../support/platform.js";
 import { requestToken } from "../../support/tokens.js";
@@ -14,9 +15,9 @@ let gateway: RunningGateway;
 let clusterClientToken: string;
 
 beforeAll(async () => {
-  const directory = new MemoryClusterDirectory();
-  platform = await startTestPlatform({}, { clusterClients: { directory } });
-  const clusterId = directory.add(platform.organizationId).id;
+  const access = createClusterAccessFixture();
+  platform = await startTestPlatform({}, { clusterAccess: access.options });
+  const clusterId = access.addCluster(platform.organizationId, randomUUID()).id;
   const adminToken = await requestToken(platform, platform.adminClient, "admin-api");
   const response = await fetch(`${platform.url}/admin/clusters/${clusterId}/clients`, {
     method: "POST",

@@ -3,19 +3,15 @@ import { principalOf } from "../../../auth/authenticate.js";
 import { clusterClientPermissions, clusterClientsScope } from "../../../auth/scopes.js";
 import { standardErrorResponses } from "../../../http/schemas.js";
 import type { HttpServer } from "../../../http/server.js";
+import { clusterParameters } from "../cluster-directory.js";
 import type { ClusterClientService } from "./service.js";
 
 /** Longest client name. */
 export const maximumClientNameLength = 100;
 
-const clusterParameters = Type.Object(
-  { clusterId: Type.String({ format: "uuid", description: "Id of the cluster." }) },
-  { additionalProperties: false },
-);
-
 const clientParameters = Type.Object(
   {
-    clusterId: Type.String({ format: "uuid", description: "Id of the cluster." }),
+    clusterId: clusterParameters.properties.clusterId,
     clientId: Type.String({ pattern: "^[A-Za-z0-9._~-]{1,128}$", description: "Client id of the API client." }),
   },
   { additionalProperties: false },

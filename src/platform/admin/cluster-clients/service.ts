@@ -3,7 +3,12 @@ import type { Clock } from "../../../auth/clock.js";
 import { type ClusterClientPermission, clusterGatewayScope } from "../../../auth/scopes.js";
 import { invalidRequest, notFound } from "../../../http/errors.js";
 import type { ClientRecord, ClientService, RevokedClusterClient } from "../../issuer/clients.js";
-import type { ClusterDirectory, ClusterLinks, ClusterSummary } from "./cluster-directory.js";
+import {
+  type AccessPolicyChangedListener,
+  type ClusterDirectory,
+  type ClusterLinks,
+  requireCluster,
+} from "../cluster-directory.js";
 
 /** A cluster API client as the list shows it. */
 export interface ClusterClient {
@@ -54,7 +59,7 @@ export const revocationMarginMs = 5 * 60_000;
 /** Options of `ClusterClientService`. */
 export interface ClusterClientServiceOptions {
   clients: ClientService;
-  directory: ClusterDirectory;
+  clusters: ClusterDirectory;
   /** The audience of cluster gateways (configuration `audiences.gateway`). */
   gatewayAudience: string;
   /** The issuer's token endpoint, where client applications request tokens. */
@@ -67,7 +72,7 @@ export interface ClusterClientServiceOptions {
    * Called after a client of `clusterId` was deleted, so the cluster's access policy (which lists the revoked
    * clients) is rewritten and its gateway refuses the client's tokens.
    */
-  onAccessPolicyChanged?: (clusterId: string) => Promise<void>;
+  onAccessPolicyChanged: AccessPolicyChangedListener;
 }
 
 function listed(client: ClientRecord): ClusterClient {
@@ -155,7 +160,7 @@ export class ClusterClientService {
     );
     if (!deleted) throw notFound("client", clientId);
     try {
-      await this.options.onAccessPolicyChanged?.(cluster.id);
+      await this.options.onAccessPolicyChanged(cluster.id);
     } catch (error) {
       // The deletion stands and the issuer already refuses the client; only the gateway has not heard of it yet.
       // Failing the request would not undo the deletion, and a retry would answer 404, so the operator is told.
@@ -191,9 +196,7 @@ export class ClusterClientService {
     return this.options.tokenLifetimeSeconds * 1000 + revocationMarginMs;
   }
 
-  private async cluster(organizationId: string, clusterId: string): Promise<ClusterSummary> {
-    const cluster = await this.options.directory.find(organizationId, clusterId);
-    if (cluster === undefined) throw notFound("cluster", clusterId);
-    return cluster;
+  private async cluster(organizationId: string, clusterId: string) {
+    return await requireCluster(this.options.clusters, organizationId, clusterId);
   }
 }

@@ -1,4 +1,4 @@
-import { pino } from "pino";
+import { randomUUID } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
 import { ServiceError } from "../../../../src/http/errors.js";
 import { ClusterClientService, revocationMarginMs } from "../../../../src/platform/admin/cluster-clients/service.js";
@@ -6,7 +6,7 @@ import { ClientSecretHasher } from "../../../../src/platform/issuer/client-secre
 import { ClientService } from "../../../../src/platform/issuer/clients.js";
 import { databaseKinds, reportSkippedPostgres } from "../../../support/databases.js";
 import { manualClock, openTestStore } from "../../issuer/support.js";
-import { MemoryClusterDirectory } from "./memory-directory.js";
+import { captureLogger, createClusterAccessFixture } from "../cluster-access-support.js";
 
 reportSkippedPostgres();
 
@@ -18,7 +18,7 @@ describe.each(databaseKinds)("cluster API clients (%s)", (kind) => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   });
 
-  async function fixture(onAccessPolicyChanged?: (clusterId: string) => Promise<void>) {
+  async function fixture(onAccessPolicyChanged: (clusterId: string) => Promise<void> = async () => undefined) {
     const opened = await openTestStore(kind);
     cleanups.push(() => opened.close());
     const clock = manualClock();
@@ -27,20 +27,21 @@ describe.each(databaseKinds)("cluster API clients (%s)", (kind) => {
       hasher: await ClientSecretHasher.open(opened.store.database, opened.store.secrets),
       clock: clock.now,
     });
-    const directory = new MemoryClusterDirectory();
-    const logLines: string[] = [];
+    const access = createClusterAccessFixture();
+    const log = captureLogger();
     const service = new ClusterClientService({
       clients,
-      directory,
+      clusters: access.options.clusters,
+      onAccessPolicyChanged,
       gatewayAudience: "gateway-api",
       tokenUrl: "https://issuer.test/oauth/token",
       tokenLifetimeSeconds,
       clock: clock.now,
-      logger: pino({ level: "trace" }, { write: (line: string) => logLines.push(line) }),
-      ...(onAccessPolicyChanged === undefined ? {} : { onAccessPolicyChanged }),
+      logger: log.logger,
     });
-    const cluster = directory.add(opened.organizationId);
-    return { ...opened, clock, clients, directory, service, cluster, logLines };
+    const addCluster = () => access.addCluster(opened.organizationId, randomUUID());
+    const cluster = addCluster();
+    return { ...opened, clock, clients, addCluster, service, cluster, log };
   }
 
   it("lists a deleted client as revoked until the token lifetime (and a margin) has passed", async () => {
@@ -63,8 +64,8 @@ describe.each(databaseKinds)("cluster API clients (%s)", (kind) => {
   });
 
   it("drops expired revocations from the store on the next deletion, and keeps clusters apart", async () => {
-    const { service, cluster, directory, organizationId, clock, store } = await fixture();
-    const other = directory.add(organizationId);
+    const { service, cluster, addCluster, organizationId, clock, store } = await fixture();
+    const other = addCluster();
     const old = await service.create(organizationId, cluster.id, { clientName: "old" });
     await service.delete(organizationId, cluster.id, old.clientId);
     clock.advance(tokenLifetimeSeconds * 1000 + revocationMarginMs + 1);
@@ -91,10 +92,11 @@ describe.each(databaseKinds)("cluster API clients (%s)", (kind) => {
     const doomed = await failing.service.create(failing.organizationId, failing.cluster.id, { clientName: "b" });
     await failing.service.delete(failing.organizationId, failing.cluster.id, doomed.clientId);
     expect(await failing.service.revokedClients(failing.cluster.id)).toHaveLength(1);
-    const errors = failing.logLines.filter((line) => line.includes("access policy could not be rewritten"));
+    const lines = failing.log.lines().split("\n");
+    const errors = lines.filter((line) => line.includes("access policy could not be rewritten"));
     expect(errors).toHaveLength(1);
     expect(errors[0]).toContain(doomed.clientId);
-    expect(failing.logLines.join("")).not.toContain(doomed.clientSecret);
+    expect(failing.log.lines()).not.toContain(doomed.clientSecret);
   });
 
   it("keeps organization clients and cluster clients apart", async () => {
@@ -116,8 +118,8 @@ describe.each(databaseKinds)("cluster API clients (%s)", (kind) => {
   });
 
   it("deletes every client of a cluster that goes away, and no other", async () => {
-    const { service, clients, cluster, directory, organizationId } = await fixture();
-    const other = directory.add(organizationId);
+    const { service, clients, cluster, addCluster, organizationId } = await fixture();
+    const other = addCluster();
     const first = await service.create(organizationId, cluster.id, { clientName: "a" });
     await service.create(organizationId, cluster.id, { clientName: "b" });
     const kept = await service.create(organizationId, other.id, { clientName: "a" });
