@@ -7,6 +7,9 @@ import { administrationScopes, modelerScopes, scopeValues } from "../auth/scopes
 import type { Configuration } from "../config/schema.js";
 import { registerApiDocuments } from "../http/openapi.js";
 import { createHttpServer, type HttpServer } from "../http/server.js";
+import { installActivityRecording } from "./admin/activity/recording.js";
+import { activityRoutes } from "./admin/activity/routes.js";
+import { ActivityService } from "./admin/activity/service.js";
 import { clusterClientRoutes } from "./admin/cluster-clients/routes.js";
 import { ClusterClientService } from "./admin/cluster-clients/service.js";
 import {
@@ -248,6 +251,7 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
     clock: systemClock,
     logger,
   });
+  const activity = new ActivityService(store.database);
   await server.register(
     async (context) => {
       await registerApiDocuments(context, {
@@ -261,10 +265,12 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
       });
       await context.register(async (api) => {
         installAuthentication(api, { verifier: createPlatformVerifier(issuer, configuration.audiences.admin) });
-        memberRoutes(api, members);
+        installActivityRecording(api, activity);
         ipAllowlistRoutes(api, ipAllowlists);
         monitoringRoutes(api, monitoring);
         clusterClientRoutes(api, clusterClients);
+        memberRoutes(api, members);
+        activityRoutes(api, activity);
       });
     },
     { prefix: "/admin" },

@@ -3,6 +3,7 @@ import { principalOf } from "../../../auth/authenticate.js";
 import { clusterClientPermissions, clusterClientsScope } from "../../../auth/scopes.js";
 import { standardErrorResponses } from "../../../http/schemas.js";
 import type { HttpServer } from "../../../http/server.js";
+import { pathParameter } from "../activity/recording.js";
 import { clusterParameters } from "../cluster-directory.js";
 import type { ClusterClientService } from "./service.js";
 
@@ -95,7 +96,8 @@ export function clusterClientRoutes(server: HttpServer, clusterClients: ClusterC
   server.post(
     "/clusters/:clusterId/clients",
     {
-      config,
+      // Recorded by the new client's id, known once it exists; never with its secret.
+      config: { ...config, activity: { entity: "cluster-client", auditType: "c" } },
       schema: {
         tags: ["Cluster API clients"],
         summary: "Create an API client of a cluster; the answer holds its secret, which is never shown again",
@@ -110,6 +112,7 @@ export function clusterClientRoutes(server: HttpServer, clusterClients: ClusterC
         request.params.clusterId,
         request.body,
       );
+      request.activityOutcome = { entityId: created.clientId };
       // The secret must not linger in a cache on the way.
       return reply.header("cache-control", "no-store").send(created);
     },
@@ -135,7 +138,10 @@ export function clusterClientRoutes(server: HttpServer, clusterClients: ClusterC
   server.delete(
     "/clusters/:clusterId/clients/:clientId",
     {
-      config,
+      config: {
+        ...config,
+        activity: { entity: "cluster-client", auditType: "d", entityId: pathParameter("clientId") },
+      },
       schema: {
         tags: ["Cluster API clients"],
         summary: "Delete a cluster API client; the cluster's gateway refuses its tokens from then on",

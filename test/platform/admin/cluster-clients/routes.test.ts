@@ -230,6 +230,26 @@ describe("Administration API /clusters/{clusterId}/clients over HTTP", () => {
     }
   });
 
+  it("records creations and deletions in the activity log, never with a secret", async () => {
+    const created = await create(otherCluster.id, { clientName: "audited" });
+    expect((await call("DELETE", `/clusters/${otherCluster.id}/clients/${created.clientId}`, adminToken)).status).toBe(
+      204,
+    );
+    const json = await (await call("GET", "/activity/json?limit=1000", adminToken)).text();
+    const entries = (JSON.parse(json) as { entity: string; entityId: string; auditType: string }[]).filter(
+      (entry) => entry.entityId === created.clientId,
+    );
+    expect(entries.map((entry) => [entry.entity, entry.auditType]).sort()).toEqual([
+      ["cluster-client", "c"],
+      ["cluster-client", "d"],
+    ]);
+    const csv = await (await call("GET", "/activity/csv?limit=1000", adminToken)).text();
+    for (const secret of secrets) {
+      expect(json).not.toContain(secret);
+      expect(csv).not.toContain(secret);
+    }
+  });
+
   it("never writes a client secret into a log line", () => {
     expect(secrets.length).toBeGreaterThan(5);
     const lines = log.lines();
