@@ -45,8 +45,8 @@ export const defaultClusterClientPermissions: readonly ClusterClientPermission[]
 export const maximumClientsPerCluster = 1_000;
 
 /**
- * Most revoked clients one cluster's access policy lists (the policy document's bound). Each cluster holds at most
- * `maximumClientsPerCluster` clients, so reaching it takes that many deletions per token lifetime.
+ * Most revoked clients one cluster's access policy lists (the policy document's bound). Reaching it takes that many
+ * deletions of one cluster's clients within one token lifetime; beyond it the oldest revocations are left out.
  */
 export const maximumRevokedClientsListed = 100_000;
 
