@@ -7,6 +7,8 @@ import { administrationScopes, modelerScopes, scopeValues } from "../auth/scopes
 import type { Configuration } from "../config/schema.js";
 import { registerApiDocuments } from "../http/openapi.js";
 import { createHttpServer, type HttpServer } from "../http/server.js";
+import { connectorSecretRoutes } from "./admin/connector-secrets/routes.js";
+import { ConnectorSecretService, noClusters } from "./admin/connector-secrets/service.js";
 import { memberRoutes } from "./admin/members/routes.js";
 import { MemberService } from "./admin/members/service.js";
 import { bootstrapOrganization } from "./bootstrap.js";
@@ -204,6 +206,12 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
   });
 
   const members = new MemberService(store.database);
+  // No cluster service on this branch yet: every connector-secret route answers 404 until one is given here.
+  const connectorSecrets = new ConnectorSecretService({
+    database: store.database,
+    secrets: store.secrets,
+    clusters: noClusters,
+  });
   await server.register(
     async (context) => {
       await registerApiDocuments(context, {
@@ -218,6 +226,7 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
       await context.register(async (api) => {
         installAuthentication(api, { verifier: createPlatformVerifier(issuer, configuration.audiences.admin) });
         memberRoutes(api, members);
+        connectorSecretRoutes(api, connectorSecrets);
       });
     },
     { prefix: "/admin" },

@@ -1,7 +1,8 @@
 /**
  * The key material the platform keeps in its database, and how it is sealed there (secrets-box.ts): the private
- * signing keys (`signing_keys.private_key`) and the secret `settings` rows (the client-secret hash key, the
- * diff-link key). Public keys, ids and the rest stay plain: they are not secret.
+ * signing keys (`signing_keys.private_key`), the secret `settings` rows (the client-secret hash key, the
+ * diff-link key) and the clusters' connector secrets (`connector_secrets.value`, sealed from their first write).
+ * Public keys, ids and the rest stay plain: they are not secret.
  *
  * At start `protectKeyMaterial` checks that the configured key-encryption key is the one the database was sealed
  * under and seals, in place, whatever an earlier version stored in plain text. Both steps are idempotent and safe
@@ -33,6 +34,14 @@ export function settingPurpose(name: string): string {
 /** The associated data of a signing key's private key: the column and the key's id. */
 export function signingKeyPurpose(keyId: string): string {
   return `signing_keys.private_key:${keyId}`;
+}
+
+/**
+ * The associated data of a connector secret's value: the column, the cluster and the secret's name. Names hold only
+ * `[A-Za-z0-9_]`, so the last colon separates the two unambiguously.
+ */
+export function connectorSecretPurpose(clusterId: string, name: string): string {
+  return `connector_secrets.value:${clusterId}:${name}`;
 }
 
 /** Whether the database holds key material sealed under some key-encryption key (the check row exists). */

@@ -2,6 +2,7 @@ import type { Migration, MigrationProvider } from "kysely";
 import { foundationMigration } from "./001-foundation.js";
 import { modelerMigration } from "./010-modeler.js";
 import { clientFailuresPerAddressMigration } from "./020-client-failures-per-address.js";
+import { connectorSecretsMigration } from "./032-connector-secrets.js";
 
 /**
  * Every migration, in order. Names sort lexically and are never renamed once released: the database records
@@ -11,6 +12,7 @@ const migrations: Record<string, Migration> = {
   "001-foundation": foundationMigration,
   "010-modeler": modelerMigration,
   "020-client-failures-per-address": clientFailuresPerAddressMigration,
+  "032-connector-secrets": connectorSecretsMigration,
 };
 
 /** Supplies the migrations compiled into the program (no directory scanning, so bundling cannot lose one). */
