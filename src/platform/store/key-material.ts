@@ -11,7 +11,7 @@
 import type { Kysely } from "kysely";
 import { KeyEncryptionKeyError } from "./key-encryption-key.js";
 import type { PlatformDatabase } from "./schema.js";
-import { isSealed, SealedValueError, type SecretsBox } from "./secrets-box.js";
+import { isSealed, SealedValueError, SecretsBox } from "./secrets-box.js";
 
 /** Names of the `settings` rows whose values are secret, and therefore sealed. */
 export const secretSettingNames = {
@@ -52,6 +52,16 @@ export async function holdsSealedValues(database: Kysely<PlatformDatabase>): Pro
     .where("name", "=", keyEncryptionCheckSetting)
     .executeTakeFirst();
   return row !== undefined;
+}
+
+/** The key id the database's key material is sealed under (that of the check row), or undefined before the first. */
+export async function sealedKeyId(database: Kysely<PlatformDatabase>): Promise<string | undefined> {
+  const row = await database
+    .selectFrom("settings")
+    .select("value")
+    .where("name", "=", keyEncryptionCheckSetting)
+    .executeTakeFirst();
+  return row === undefined ? undefined : SecretsBox.keyIdOf(row.value);
 }
 
 /**
