@@ -10,6 +10,7 @@ import { registerClusterCommands } from "./commands/cluster.js";
 import { registerGatewayCommand } from "./commands/gateway.js";
 import { registerMembersCommands } from "./commands/members.js";
 import { registerModelerCommands } from "./commands/modeler.js";
+import { registerSecretsCommands } from "./commands/secrets.js";
 import { registerStartCommands } from "./commands/start.js";
 import { registerStoreCommands } from "./commands/store.js";
 import { registerTokenCommand } from "./commands/token.js";
@@ -76,6 +77,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<ExitCo
   registerStoreCommands(program, io);
   registerTokenCommand(program, io);
   registerMembersCommands(program, io);
+  registerSecretsCommands(program, io);
   registerModelerCommands(program, io);
   registerClusterCommands(program, io);
   registerBrokerCommand(program, io);

@@ -28,10 +28,19 @@ export type Member = Static<typeof memberSchema>;
 
 const memberListSchema = Type.Array(memberSchema);
 
+/** Schema of a cluster's connector secrets as the Administration API returns them: values by name. */
+export const connectorSecretsSchema = Type.Record(Type.String(), Type.String());
+
+/** The connector secrets of a cluster, values by name. */
+export type ConnectorSecrets = Record<string, string>;
+
 /** The default audience of the Administration API. */
 export const adminAudience = "admin-api";
 
-/** Typed client of the Administration API (members so far); every call needs a token with the `members` scope. */
+/**
+ * Typed client of the Administration API: members (scope `members`) and the connector secrets of clusters (scope
+ * `secrets`).
+ */
 export class AdminClient {
   private readonly transport: ApiTransport;
 
@@ -58,5 +67,37 @@ export class AdminClient {
   /** Removes a member; throws `ApiError` with status 404 if `email` is not a member. */
   async removeMember(email: string): Promise<void> {
     await this.transport.send("DELETE", `/members/${encodeURIComponent(email)}`);
+  }
+
+  /** Lists the connector secrets of the cluster with their values; throws `ApiError` 404 for an unknown cluster. */
+  async listSecrets(clusterId: string): Promise<ConnectorSecrets> {
+    return (await this.transport.sendForJson(
+      "GET",
+      `/clusters/${encodeURIComponent(clusterId)}/secrets`,
+      connectorSecretsSchema,
+    )) as ConnectorSecrets;
+  }
+
+  /** Creates the connector secret `name`; throws `ApiError` 409 when the cluster already has one by that name. */
+  async createSecret(clusterId: string, name: string, value: string): Promise<void> {
+    await this.transport.send("POST", `/clusters/${encodeURIComponent(clusterId)}/secrets`, {
+      secretName: name,
+      secretValue: value,
+    });
+  }
+
+  /** Replaces the value of the connector secret `name`; throws `ApiError` 404 when there is none by that name. */
+  async updateSecret(clusterId: string, name: string, value: string): Promise<void> {
+    await this.transport.send("PUT", `/clusters/${encodeURIComponent(clusterId)}/secrets/${encodeURIComponent(name)}`, {
+      secretValue: value,
+    });
+  }
+
+  /** Deletes the connector secret `name`; throws `ApiError` 404 when there is none by that name. */
+  async deleteSecret(clusterId: string, name: string): Promise<void> {
+    await this.transport.send(
+      "DELETE",
+      `/clusters/${encodeURIComponent(clusterId)}/secrets/${encodeURIComponent(name)}`,
+    );
   }
 }

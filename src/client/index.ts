@@ -4,6 +4,8 @@ export {
   type AssignableRole,
   adminAudience,
   assignableRoles,
+  type ConnectorSecrets,
+  connectorSecretsSchema,
   type Member,
   memberSchema,
 } from "./admin.js";

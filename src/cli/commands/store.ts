@@ -35,7 +35,8 @@ async function rotateKey(options: StoreOptions, io: CliIo): Promise<void> {
     newKey: newKey === undefined || newKey === "" ? undefined : newKey,
   });
   io.stdout(
-    `Re-encrypted ${result.resealedValues} values of the database's key material under the key-encryption key ` +
+    `Re-encrypted ${result.resealedValues} ${result.resealedValues === 1 ? "value" : "values"} of the database's ` +
+      `key material under the key-encryption key ` +
       `${result.keyId} (was ${result.previousKeyId}).\n`,
   );
   if (result.keyFile !== undefined) {
