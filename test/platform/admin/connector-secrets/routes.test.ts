@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { requestToken } from "../../../support/tokens.js";
+import { startTestPlatform, type TestPlatform } from "../../../support/platform.js";
+import { createTestClient, requestToken } from "../../../support/tokens.js";
 import { type ConnectorSecretsServer, startConnectorSecretsServer } from "./support.js";
 
 describe("Administration API /clusters/{clusterId}/secrets over HTTP", () => {
@@ -148,5 +149,38 @@ describe("Administration API /clusters/{clusterId}/secrets over HTTP", () => {
     expect(server.logLines.length).toBeGreaterThan(0);
     const logs = server.logLines.join("");
     for (const value of [...values, "é".repeat(100), "v".repeat(1000)]) expect(logs).not.toContain(value);
+  });
+});
+
+describe("connector-secret routes of the assembled platform", () => {
+  let platform: TestPlatform;
+
+  beforeAll(async () => {
+    platform = await startTestPlatform();
+  });
+  afterAll(async () => await platform.close());
+
+  it("serves them under /admin with the secrets scope and documents them", async () => {
+    const token = await requestToken(platform, platform.adminClient, "admin-api");
+    const response = await fetch(`${platform.url}/admin/clusters/${randomUUID()}/secrets`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    // The route exists (a cluster that does not exist, rather than a route that does not).
+    expect(response.status).toBe(404);
+    expect(((await response.json()) as { type: string }).type).toBe("urn:flowplane:problem:not-found");
+
+    const membersOnly = await createTestClient(platform, ["members"]);
+    const membersToken = await requestToken(platform, membersOnly, "admin-api");
+    const forbidden = await fetch(`${platform.url}/admin/clusters/${randomUUID()}/secrets`, {
+      headers: { authorization: `Bearer ${membersToken}` },
+    });
+    expect(forbidden.status).toBe(403);
+
+    const document = (await (await fetch(`${platform.url}/admin/openapi.json`)).json()) as {
+      paths: Record<string, unknown>;
+    };
+    expect(Object.keys(document.paths)).toEqual(
+      expect.arrayContaining(["/clusters/{clusterId}/secrets", "/clusters/{clusterId}/secrets/{secretName}"]),
+    );
   });
 });
