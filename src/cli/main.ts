@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import { Command, CommanderError } from "commander";
 import { ApiError, ClientConfigurationError, ClientConnectionError, OAuthClientError } from "../client/errors.js";
 import { ConfigurationError } from "../config/load.js";
+import { registerAllowlistCommands } from "./commands/allowlist.js";
 import { registerBrokerCommand } from "./commands/broker.js";
 import { registerClusterCommands } from "./commands/cluster.js";
 import { registerGatewayCommand } from "./commands/gateway.js";
@@ -78,6 +79,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<ExitCo
   registerTokenCommand(program, io);
   registerMembersCommands(program, io);
   registerSecretsCommands(program, io);
+  registerAllowlistCommands(program, io);
   registerModelerCommands(program, io);
   registerClusterCommands(program, io);
   registerBrokerCommand(program, io);

@@ -33,14 +33,40 @@ export const connectorSecretsSchema = Type.Record(Type.String(), Type.String());
 
 /** The connector secrets of a cluster, values by name. */
 export type ConnectorSecrets = Record<string, string>;
+/** Schema of one IP allowlist entry: `CIDR[,CIDR…]` and what the addresses are. */
+export const allowlistEntrySchema = Type.Object({ ip: Type.String(), description: Type.String() });
+
+/** One IP allowlist entry. */
+export type AllowlistEntry = Static<typeof allowlistEntrySchema>;
+
+const allowlistSchema = Type.Object({ ipallowlist: Type.Array(allowlistEntrySchema) });
+
+/** Schema of a monitoring client as listed (never with its password). */
+export const monitoringClientSchema = Type.Object({
+  uuid: Type.String(),
+  username: Type.String(),
+  created: Type.String(),
+});
+
+/** A monitoring client of a cluster. */
+export type MonitoringClient = Static<typeof monitoringClientSchema>;
+
+/** Schema of a monitoring client's credentials, answered only when its password is created or rotated. */
+export const monitoringCredentialsSchema = Type.Object({
+  uuid: Type.String(),
+  username: Type.String(),
+  password: Type.String(),
+});
+
+/** A monitoring client's HTTP Basic credentials. */
+export type MonitoringCredentials = Static<typeof monitoringCredentialsSchema>;
+
+const monitoringStatusSchema = Type.Object({ active: Type.Boolean() });
 
 /** The default audience of the Administration API. */
 export const adminAudience = "admin-api";
 
-/**
- * Typed client of the Administration API: members (scope `members`) and the connector secrets of clusters (scope
- * `secrets`).
- */
+/** Typed client of the Administration API; each call needs a token with the scope its route names. */
 export class AdminClient {
   private readonly transport: ApiTransport;
 
@@ -98,6 +124,59 @@ export class AdminClient {
     await this.transport.send(
       "DELETE",
       `/clusters/${encodeURIComponent(clusterId)}/secrets/${encodeURIComponent(name)}`,
+    );
+  }
+
+  /** The cluster's IP allowlist (scope `ipallowlist` or `cluster`). */
+  async getIpAllowlist(clusterId: string): Promise<AllowlistEntry[]> {
+    const path = `/clusters/${encodeURIComponent(clusterId)}/ipallowlist`;
+    return ((await this.transport.sendForJson("GET", path, allowlistSchema)) as { ipallowlist: AllowlistEntry[] })
+      .ipallowlist;
+  }
+
+  /** Replaces the cluster's IP allowlist (scope `ipallowlist`); an empty list allows every address. */
+  async setIpAllowlist(clusterId: string, entries: readonly AllowlistEntry[]): Promise<void> {
+    await this.transport.send("PUT", `/clusters/${encodeURIComponent(clusterId)}/ipallowlist`, {
+      ipallowlist: entries,
+    });
+  }
+
+  /** Whether the cluster's metrics require monitoring credentials (scope `cluster`). */
+  async isMonitoringActive(clusterId: string): Promise<boolean> {
+    const path = `/clusters/${encodeURIComponent(clusterId)}/monitoring`;
+    return ((await this.transport.sendForJson("GET", path, monitoringStatusSchema)) as { active: boolean }).active;
+  }
+
+  /** Activates (or deactivates) protected metrics of the cluster (scope `cluster`). */
+  async setMonitoringActive(clusterId: string, active: boolean): Promise<void> {
+    await this.transport.send(active ? "POST" : "DELETE", `/clusters/${encodeURIComponent(clusterId)}/monitoring`);
+  }
+
+  /** Lists the cluster's monitoring clients (scope `cluster`). */
+  async listMonitoringClients(clusterId: string): Promise<MonitoringClient[]> {
+    const path = `/clusters/${encodeURIComponent(clusterId)}/monitoring/clients`;
+    return (await this.transport.sendForJson("GET", path, Type.Array(monitoringClientSchema))) as MonitoringClient[];
+  }
+
+  /** Creates a monitoring client; the answer holds its password, which no other answer shows (scope `cluster`). */
+  async createMonitoringClient(clusterId: string, username: string): Promise<MonitoringCredentials> {
+    const path = `/clusters/${encodeURIComponent(clusterId)}/monitoring/clients`;
+    return (await this.transport.sendForJson("POST", path, monitoringCredentialsSchema, {
+      username,
+    })) as MonitoringCredentials;
+  }
+
+  /** Gives a monitoring client a new generated password and answers it (scope `cluster`). */
+  async rotateMonitoringPassword(clusterId: string, clientUuid: string): Promise<MonitoringCredentials> {
+    const path = `/clusters/${encodeURIComponent(clusterId)}/monitoring/clients/${encodeURIComponent(clientUuid)}/rotate`;
+    return (await this.transport.sendForJson("POST", path, monitoringCredentialsSchema)) as MonitoringCredentials;
+  }
+
+  /** Deletes a monitoring client (scope `cluster`). */
+  async deleteMonitoringClient(clusterId: string, clientUuid: string): Promise<void> {
+    await this.transport.send(
+      "DELETE",
+      `/clusters/${encodeURIComponent(clusterId)}/monitoring/clients/${encodeURIComponent(clientUuid)}`,
     );
   }
 }

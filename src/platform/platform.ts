@@ -7,10 +7,19 @@ import { administrationScopes, modelerScopes, scopeValues } from "../auth/scopes
 import type { Configuration } from "../config/schema.js";
 import { registerApiDocuments } from "../http/openapi.js";
 import { createHttpServer, type HttpServer } from "../http/server.js";
+import {
+  type AccessPolicyChangedListener,
+  type ClusterDirectory,
+  emptyClusterDirectory,
+} from "./admin/cluster-directory.js";
 import { connectorSecretRoutes } from "./admin/connector-secrets/routes.js";
-import { ConnectorSecretService, noClusters } from "./admin/connector-secrets/service.js";
+import { ConnectorSecretService } from "./admin/connector-secrets/service.js";
+import { ipAllowlistRoutes } from "./admin/ip-allowlist/routes.js";
+import { IpAllowlistService } from "./admin/ip-allowlist/service.js";
 import { memberRoutes } from "./admin/members/routes.js";
 import { MemberService } from "./admin/members/service.js";
+import { monitoringRoutes } from "./admin/monitoring/routes.js";
+import { MonitoringService } from "./admin/monitoring/service.js";
 import { bootstrapOrganization } from "./bootstrap.js";
 import { issuerRoutes } from "./issuer/routes.js";
 import {
@@ -39,6 +48,16 @@ export interface StartPlatformOptions {
   logger?: Logger;
   /** Called once, on the first start only, with the generated administration client (not for a preset one). */
   onBootstrapCredentials?: (credentials: BootstrapCredentials) => void;
+  /** Clusters and the delivery of their access policies, for the IP allowlist, monitoring and connector-secret routes. */
+  clusterAccess?: ClusterAccessOptions;
+}
+
+/** What the IP allowlist, monitoring and connector-secret routes need of clusters. */
+export interface ClusterAccessOptions {
+  /** Answers which clusters an organization has; without one, every cluster route answers 404. */
+  clusters: ClusterDirectory;
+  /** Delivers a cluster's changed access policy to its gateway. */
+  onAccessPolicyChanged: AccessPolicyChangedListener;
 }
 
 /** A platform server that is up and listening. */
@@ -124,7 +143,14 @@ export async function startPlatform(
         return { clientId: created.client.clientId, clientSecret: created.secret };
       },
     });
-    const server = await buildPlatformServer({ configuration, store, issuer, logger, issuerUrl });
+    const server = await buildPlatformServer({
+      configuration,
+      store,
+      issuer,
+      logger,
+      issuerUrl,
+      ...(options.clusterAccess === undefined ? {} : { clusterAccess: options.clusterAccess }),
+    });
     await server.listen({ host, port });
     const address = server.server.address() as AddressInfo;
     const url = `http://${address.family === "IPv6" ? `[${address.address}]` : address.address}:${address.port}`;
@@ -162,6 +188,7 @@ export interface PlatformServerOptions {
   issuer: IssuerServices;
   logger: Logger;
   issuerUrl: string;
+  clusterAccess?: ClusterAccessOptions;
 }
 
 /** Assembles the platform's HTTP server from its parts, without listening. */
@@ -206,11 +233,16 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
   });
 
   const members = new MemberService(store.database);
-  // No cluster service on this branch yet: every connector-secret route answers 404 until one is given here.
+  const clusterAccess = options.clusterAccess ?? {
+    clusters: emptyClusterDirectory,
+    onAccessPolicyChanged: async () => undefined,
+  };
+  const ipAllowlists = new IpAllowlistService({ database: store.database, ...clusterAccess });
+  const monitoring = new MonitoringService({ database: store.database, ...clusterAccess });
   const connectorSecrets = new ConnectorSecretService({
     database: store.database,
     secrets: store.secrets,
-    clusters: noClusters,
+    clusters: clusterAccess.clusters,
   });
   await server.register(
     async (context) => {
@@ -227,6 +259,8 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
         installAuthentication(api, { verifier: createPlatformVerifier(issuer, configuration.audiences.admin) });
         memberRoutes(api, members);
         connectorSecretRoutes(api, connectorSecrets);
+        ipAllowlistRoutes(api, ipAllowlists);
+        monitoringRoutes(api, monitoring);
       });
     },
     { prefix: "/admin" },

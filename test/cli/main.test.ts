@@ -33,6 +33,9 @@ describe("flowplane help and usage", () => {
       ["members", "list", "--help"],
       ["members", "invite", "--help"],
       ["members", "remove", "--help"],
+      ["allowlist", "--help"],
+      ["allowlist", "get", "--help"],
+      ["allowlist", "set", "--help"],
     ];
     for (const argv of commands) {
       const result = await cli(argv);

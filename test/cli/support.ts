@@ -46,9 +46,11 @@ export interface CliFixture {
   close(): Promise<void>;
 }
 
-/** Starts a test platform and prepares everything a CLI test needs to talk to it. */
-export async function startCliFixture(): Promise<CliFixture> {
-  const platform = await startTestPlatform();
+/** Starts a test platform (with `platformOptions`) and prepares everything a CLI test needs to talk to it. */
+export async function startCliFixture(
+  platformOptions: Parameters<typeof startTestPlatform>[1] = {},
+): Promise<CliFixture> {
+  const platform = await startTestPlatform({}, platformOptions);
   const temporaryDirectory = await mkdtemp(join(tmpdir(), "flowplane-cli-"));
   const clientEnvironment = {
     SERVICE_CONSOLE_CLIENT_ID: platform.adminClient.clientId,

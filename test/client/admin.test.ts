@@ -1,7 +1,9 @@
+import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AdminClient } from "../../src/client/admin.js";
 import { ApiError } from "../../src/client/errors.js";
 import { TokenProvider } from "../../src/client/token-provider.js";
+import { createClusterAccessFixture } from "../platform/admin/cluster-access-support.js";
 import { startTestPlatform, type TestPlatform } from "../support/platform.js";
 
 let platform: TestPlatform;
@@ -61,5 +63,48 @@ describe("AdminClient members", () => {
     const error = await wrongAudience.listMembers().catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(ApiError);
     expect((error as ApiError).status).toBe(401);
+  });
+});
+
+describe("AdminClient IP allowlist and monitoring", () => {
+  const access = createClusterAccessFixture();
+  const clusterId = randomUUID();
+  let clusterPlatform: TestPlatform;
+  let client: AdminClient;
+
+  beforeAll(async () => {
+    clusterPlatform = await startTestPlatform({}, { clusterAccess: access.options });
+    access.addCluster(clusterPlatform.organizationId, clusterId);
+    const tokenProvider = new TokenProvider({
+      credentials: { oauthUrl: `${clusterPlatform.url}/oauth/token`, ...clusterPlatform.adminClient },
+    });
+    client = new AdminClient({ baseUrl: `${clusterPlatform.url}/admin`, tokenProvider });
+  });
+
+  afterAll(async () => {
+    await clusterPlatform?.close();
+  });
+
+  it("replaces and reads the IP allowlist", async () => {
+    const entries = [{ ip: "192.0.2.0/24,2001:db8::/32", description: "office" }];
+    await client.setIpAllowlist(clusterId, entries);
+    expect(await client.getIpAllowlist(clusterId)).toEqual(entries);
+    const invalid = await client.setIpAllowlist(clusterId, [{ ip: "::/129", description: "" }]).catch((e) => e);
+    expect(invalid).toMatchObject({ status: 400 });
+  });
+
+  it("activates monitoring and manages its clients", async () => {
+    await client.setMonitoringActive(clusterId, true);
+    expect(await client.isMonitoringActive(clusterId)).toBe(true);
+    const created = await client.createMonitoringClient(clusterId, "scraper");
+    expect(await client.listMonitoringClients(clusterId)).toEqual([
+      { uuid: created.uuid, username: "scraper", created: expect.any(String) },
+    ]);
+    const rotated = await client.rotateMonitoringPassword(clusterId, created.uuid);
+    expect(rotated.password).not.toBe(created.password);
+    await client.deleteMonitoringClient(clusterId, created.uuid);
+    expect(await client.listMonitoringClients(clusterId)).toEqual([]);
+    await client.setMonitoringActive(clusterId, false);
+    expect(await client.isMonitoringActive(clusterId)).toBe(false);
   });
 });

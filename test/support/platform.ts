@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
 import { loadConfiguration } from "../../src/config/load.js";
-import { type BootstrapCredentials, startPlatform } from "../../src/platform/platform.js";
+import { type BootstrapCredentials, type StartPlatformOptions, startPlatform } from "../../src/platform/platform.js";
 
 /** A real platform started for a test, with its administration client. */
 export interface TestPlatform {
@@ -17,10 +17,12 @@ export interface TestPlatform {
 
 /**
  * Starts a real platform on 127.0.0.1 and a free port with a fresh data directory (SQLite unless `overrides` says
- * otherwise). `overrides` are flag-style keys such as `service.rateLimit.burst`.
+ * otherwise). `overrides` are flag-style keys such as `service.rateLimit.burst`; `options` may replace the silent
+ * logger or inject the platform's collaborators (such as `clusterAccess`).
  */
 export async function startTestPlatform(
   overrides: Record<string, string | number | boolean> = {},
+  options: Pick<StartPlatformOptions, "logger" | "clusterAccess"> = {},
 ): Promise<TestPlatform> {
   const dataDirectory = mkdtempSync(join(tmpdir(), "flowplane-platform-"));
   const configuration = loadConfiguration({
@@ -39,6 +41,7 @@ export async function startTestPlatform(
   let adminClient: BootstrapCredentials | null = null;
   const platform = await startPlatform(configuration, {
     logger: pino({ level: "silent" }),
+    ...options,
     onBootstrapCredentials: (credentials) => {
       adminClient = credentials;
     },

@@ -222,10 +222,20 @@ async function joinPartition(
 ): Promise<void> {
   const replica = await context.replicas.ensure(partitionId, null);
   await untilDone(context, partitionId, { type: "addLearner", member: context.nodeId, priority }, run);
-  await untilDone(context, partitionId, { type: "promote", member: context.nodeId }, run, (catchUp) => {
-    const received = replica.membership().receivedBytes;
-    run.reportBytes(received, Math.max(received, estimatedBytesToMove(catchUp, replica.report().appliedIndex)));
-  });
+  const receivedBytes = (): number => replica.membership().receivedBytes;
+  await untilDone(
+    context,
+    partitionId,
+    { type: "promote", member: context.nodeId },
+    run,
+    (catchUp) => {
+      const received = receivedBytes();
+      run.reportBytes(received, Math.max(received, estimatedBytesToMove(catchUp, replica.report().appliedIndex)));
+    },
+    // While a snapshot streams in, the leader's view of the learner (its match index) stands still for as long as
+    // the transfer takes; the bytes arriving here are the progress that keeps the attempt alive.
+    receivedBytes,
+  );
   const received = replica.membership().receivedBytes;
   run.reportBytes(received, received);
 }
@@ -344,8 +354,8 @@ async function bootstrapPartition(
 
 /**
  * Asks the partition's leader for `change` until the committed configuration shows it. `onCatchUp` sees the
- * leader's view of a learner catching up. Fails the attempt when the leader refuses, or when nothing moved for
- * `STALL_TIMEOUT_MS`.
+ * leader's view of a learner catching up; `localProgress` is a counter of this broker's own that also shows
+ * progress when it moves. Fails the attempt when the leader refuses, or when nothing moved for `STALL_TIMEOUT_MS`.
  */
 async function untilDone(
   context: ChangeContext,
@@ -353,6 +363,7 @@ async function untilDone(
   change: MembershipChange,
   run: OperationRun,
   onCatchUp?: (catchUp: CatchUpProgress) => void,
+  localProgress?: () => number,
 ): Promise<readonly Member[]> {
   let lastSign = "";
   let lastProgressMs = Date.now();
@@ -362,8 +373,8 @@ async function untilDone(
     if (answer.outcome === "refused") throw new OperationRefusedError(answer.detail);
     const sign =
       answer.outcome === "in-progress"
-        ? `${answer.detail}/${answer.catchUp?.matchIndex ?? ""}`
-        : `${answer.outcome}/${"leaderId" in answer ? answer.leaderId : ""}`;
+        ? `${answer.detail}/${answer.catchUp?.matchIndex ?? ""}/${localProgress?.() ?? ""}`
+        : `${answer.outcome}/${"leaderId" in answer ? answer.leaderId : ""}/${localProgress?.() ?? ""}`;
     if (answer.outcome === "in-progress" && answer.catchUp !== undefined) onCatchUp?.(answer.catchUp);
     if (sign !== lastSign) {
       lastSign = sign;

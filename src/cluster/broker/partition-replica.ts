@@ -325,7 +325,8 @@ export class PartitionReplica {
         maxEntriesPerMessage: 1024,
         maxBytesPerMessage: 1024 * 1024,
         snapshotChunkBytes: 1024 * 1024,
-        // Four chunks in flight per member receiving a snapshot, resent after an election timeout without progress.
+        // A window of chunks in flight per member receiving a snapshot, resent after an election timeout without
+        // progress; a wider window lets the receiver write more chunks per durable commit.
         snapshotWindowChunks: 16,
         snapshotResendTicks: electionTimeoutTicks,
         maxCommittedEntriesPerReady: 1024,

@@ -169,3 +169,35 @@ export interface ConnectorSecretTable {
 export interface PlatformDatabase {
   connector_secrets: ConnectorSecretTable;
 }
+
+/** A cluster's IP allowlist (migration 033): the whole list, replaced at once. */
+export interface ClusterIpAllowlistTable {
+  cluster_id: string;
+  /** JSON array of `{ip, description}`, each `ip` a valid `CIDR[,CIDR…]` entry. */
+  entries: string;
+  updated_at: string;
+}
+
+/** Whether a cluster's metrics are protected (migration 033). */
+export interface ClusterMonitoringTable {
+  cluster_id: string;
+  enabled: number;
+  updated_at: string;
+}
+
+/** A monitoring client of a cluster (migration 033); the password itself is never stored. */
+export interface MonitoringClientTable {
+  id: string;
+  cluster_id: string;
+  username: string;
+  /** SHA-256 of the generated password, lowercase hex. */
+  password_sha256: string;
+  created_at: string;
+}
+
+/** The platform database including the allowlist and monitoring tables of migration 033. */
+export interface PlatformDatabase {
+  cluster_ip_allowlists: ClusterIpAllowlistTable;
+  cluster_monitoring: ClusterMonitoringTable;
+  monitoring_clients: MonitoringClientTable;
+}

@@ -3,12 +3,8 @@ import { principalOf } from "../../../auth/authenticate.js";
 import { secretsScope } from "../../../auth/scopes.js";
 import { problemSchema, standardErrorResponses } from "../../../http/schemas.js";
 import type { HttpServer } from "../../../http/server.js";
+import { clusterParameters } from "../cluster-directory.js";
 import { type ConnectorSecretService, defaultConnectorSecretLimits, secretNamePattern } from "./service.js";
-
-const clusterIdSchema = Type.String({
-  pattern: "^[A-Za-z0-9._-]{1,100}$",
-  description: "Id of the cluster.",
-});
 
 const secretNameSchema = Type.String({
   pattern: secretNamePattern,
@@ -22,10 +18,8 @@ const secretValueSchema = Type.String({
   description: `The secret's value: at most ${defaultConnectorSecretLimits.valueMaxBytes} bytes of UTF-8.`,
 });
 
-const clusterParameters = Type.Object({ clusterId: clusterIdSchema }, { additionalProperties: false });
-
 const secretParameters = Type.Object(
-  { clusterId: clusterIdSchema, secretName: secretNameSchema },
+  { clusterId: clusterParameters.properties.clusterId, secretName: secretNameSchema },
   { additionalProperties: false },
 );
 

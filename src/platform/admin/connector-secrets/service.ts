@@ -1,20 +1,9 @@
 import { type Kysely, sql } from "kysely";
-import { conflict, invalidRequest, notFound, ServiceError } from "../../../http/errors.js";
+import { conflict, invalidRequest, ServiceError } from "../../../http/errors.js";
 import { connectorSecretPurpose } from "../../store/key-material.js";
 import type { PlatformDatabase } from "../../store/schema.js";
 import type { SecretsBox } from "../../store/secrets-box.js";
-
-/**
- * The clusters connector secrets belong to. The cluster service answers it; it is injected so that this folder
- * does not depend on how clusters are stored.
- */
-export interface ClusterDirectory {
-  /** The organization's cluster `clusterId`, or undefined when the organization has no cluster by that id. */
-  find(organizationId: string, clusterId: string): Promise<{ id: string } | undefined>;
-}
-
-/** A directory without clusters: every connector-secret route answers 404 until a real directory is given. */
-export const noClusters: ClusterDirectory = { find: async () => undefined };
+import { type ClusterDirectory, requireCluster } from "../cluster-directory.js";
 
 /** Longest secret name, in characters. */
 export const secretNameMaxLength = 49;
@@ -69,7 +58,7 @@ export class ConnectorSecretService {
    * stored value does not open (altered, or moved from another row): a damaged value is never answered.
    */
   async list(organizationId: string, clusterId: string): Promise<Record<string, string>> {
-    await this.requireCluster(organizationId, clusterId);
+    await requireCluster(this.clusters, organizationId, clusterId);
     const rows = await this.database
       .selectFrom("connector_secrets")
       .select(["name", "value"])
@@ -87,7 +76,7 @@ export class ConnectorSecretService {
   async create(organizationId: string, clusterId: string, name: string, value: string): Promise<void> {
     this.checkName(name);
     this.checkValue(value);
-    await this.requireCluster(organizationId, clusterId);
+    await requireCluster(this.clusters, organizationId, clusterId);
     const timestamp = this.now().toISOString();
     const sealed = this.secrets.seal(value, connectorSecretPurpose(clusterId, name));
     // One statement counts and inserts, so the limit holds against concurrent creations on SQLite (one writer)
@@ -131,7 +120,7 @@ export class ConnectorSecretService {
   async update(organizationId: string, clusterId: string, name: string, value: string): Promise<void> {
     this.checkName(name);
     this.checkValue(value);
-    await this.requireCluster(organizationId, clusterId);
+    await requireCluster(this.clusters, organizationId, clusterId);
     const result = await this.database
       .updateTable("connector_secrets")
       .set({
@@ -148,7 +137,7 @@ export class ConnectorSecretService {
   /** Deletes the secret `name`; not found when the cluster has no secret by that name. */
   async remove(organizationId: string, clusterId: string, name: string): Promise<void> {
     this.checkName(name);
-    await this.requireCluster(organizationId, clusterId);
+    await requireCluster(this.clusters, organizationId, clusterId);
     const result = await this.database
       .deleteFrom("connector_secrets")
       .where("organization_id", "=", organizationId)
@@ -165,10 +154,6 @@ export class ConnectorSecretService {
       .where("cluster_id", "=", clusterId)
       .executeTakeFirst();
     return Number(result.numDeletedRows);
-  }
-
-  private async requireCluster(organizationId: string, clusterId: string): Promise<void> {
-    if ((await this.clusters.find(organizationId, clusterId)) === undefined) throw notFound("cluster", clusterId);
   }
 
   private async exists(clusterId: string, name: string): Promise<boolean> {

@@ -3,6 +3,7 @@ import { foundationMigration } from "./001-foundation.js";
 import { modelerMigration } from "./010-modeler.js";
 import { clientFailuresPerAddressMigration } from "./020-client-failures-per-address.js";
 import { connectorSecretsMigration } from "./032-connector-secrets.js";
+import { allowlistMonitoringMigration } from "./033-allowlist-monitoring.js";
 
 /**
  * Every migration, in order. Names sort lexically and are never renamed once released: the database records
@@ -13,6 +14,7 @@ const migrations: Record<string, Migration> = {
   "010-modeler": modelerMigration,
   "020-client-failures-per-address": clientFailuresPerAddressMigration,
   "032-connector-secrets": connectorSecretsMigration,
+  "033-allowlist-monitoring": allowlistMonitoringMigration,
 };
 
 /** Supplies the migrations compiled into the program (no directory scanning, so bundling cannot lose one). */

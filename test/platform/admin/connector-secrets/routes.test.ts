@@ -2,19 +2,25 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestPlatform, type TestPlatform } from "../../../support/platform.js";
 import { createTestClient, requestToken } from "../../../support/tokens.js";
-import { type ConnectorSecretsServer, startConnectorSecretsServer } from "./support.js";
+import { captureLogger, createClusterAccessFixture } from "../cluster-access-support.js";
 
 describe("Administration API /clusters/{clusterId}/secrets over HTTP", () => {
-  let server: ConnectorSecretsServer;
+  let platform: TestPlatform;
   let token: string;
+  const log = captureLogger();
+  const clusterId = randomUUID();
+  const foreignClusterId = randomUUID();
   /** Every body the server answered, to check that values appear only in GET answers. */
   const answeredBodies: { method: string; body: string }[] = [];
 
   beforeAll(async () => {
-    server = await startConnectorSecretsServer();
-    token = await requestToken(server, server.adminClient, "admin-api");
+    const access = createClusterAccessFixture();
+    platform = await startTestPlatform({}, { clusterAccess: access.options, logger: log.logger });
+    access.addCluster(platform.organizationId, clusterId);
+    access.addCluster(randomUUID(), foreignClusterId);
+    token = await requestToken(platform, platform.adminClient, "admin-api");
   });
-  afterAll(async () => await server.close());
+  afterAll(async () => await platform.close());
 
   async function call(
     method: string,
@@ -22,7 +28,7 @@ describe("Administration API /clusters/{clusterId}/secrets over HTTP", () => {
     body?: unknown,
     bearer: string | null = token,
   ): Promise<{ status: number; headers: Headers; text: string; json: () => unknown }> {
-    const response = await fetch(`${server.url}/admin${path}`, {
+    const response = await fetch(`${platform.url}/admin${path}`, {
       method,
       headers: {
         ...(bearer === null ? {} : { authorization: `Bearer ${bearer}` }),
@@ -38,7 +44,7 @@ describe("Administration API /clusters/{clusterId}/secrets over HTTP", () => {
   const secretsOf = (clusterId: string) => `/clusters/${clusterId}/secrets`;
 
   it("creates, lists, replaces and deletes secrets as the spec says", async () => {
-    const path = secretsOf(server.clusterId);
+    const path = secretsOf(clusterId);
     expect((await call("GET", path)).json()).toEqual({});
     const created = await call("POST", path, { secretName: "SMTP_PASSWORD", secretValue: "first-value-7Hq" });
     expect(created).toMatchObject({ status: 204, text: "" });
@@ -62,7 +68,7 @@ describe("Administration API /clusters/{clusterId}/secrets over HTTP", () => {
   });
 
   it("answers 409 for an existing name without changing its value", async () => {
-    const path = secretsOf(server.clusterId);
+    const path = secretsOf(clusterId);
     expect((await call("POST", path, { secretName: "TAKEN", secretValue: "kept-value-Mn2" })).status).toBe(204);
     const duplicate = await call("POST", path, { secretName: "TAKEN", secretValue: "refused-value-Qw8" });
     expect(duplicate.status).toBe(409);
@@ -81,14 +87,14 @@ describe("Administration API /clusters/{clusterId}/secrets over HTTP", () => {
     ["a value over 64 KiB", { secretName: "OK", secretValue: "v".repeat(65_537) }, "body/secretValue"],
     ["an unknown field", { secretName: "OK", secretValue: "v", secretType: "x" }, "secretType"],
   ])("answers 400 naming the field for %s", async (_, body, field) => {
-    const response = await call("POST", secretsOf(server.clusterId), body);
+    const response = await call("POST", secretsOf(clusterId), body);
     expect(response.status).toBe(400);
     expect(response.headers.get("content-type")).toContain("application/problem+json");
     expect(response.text).toContain(field);
   });
 
   it("counts the value limit in bytes of UTF-8, not in characters", async () => {
-    const path = secretsOf(server.clusterId);
+    const path = secretsOf(clusterId);
     // 32,768 two-byte characters fit exactly; one more does not, though it is far fewer characters than the limit.
     expect((await call("POST", path, { secretName: "WIDE", secretValue: "é".repeat(32_768) })).status).toBe(204);
     const over = await call("PUT", `${path}/WIDE`, { secretValue: "é".repeat(32_769) });
@@ -98,7 +104,7 @@ describe("Administration API /clusters/{clusterId}/secrets over HTTP", () => {
   });
 
   it("answers 400 for bad names in the path and for an unknown field on PUT", async () => {
-    const path = secretsOf(server.clusterId);
+    const path = secretsOf(clusterId);
     expect((await call("PUT", `${path}/bad-name`, { secretValue: "v" })).status).toBe(400);
     expect((await call("DELETE", `${path}/${"N".repeat(50)}`)).status).toBe(400);
     const unknownField = await call("PUT", `${path}/TAKEN`, { secretValue: "v", secretName: "TAKEN" });
@@ -107,37 +113,33 @@ describe("Administration API /clusters/{clusterId}/secrets over HTTP", () => {
     expect((await call("GET", "/clusters/not%20an%20id/secrets")).status).toBe(400);
   });
 
-  it("answers 404 for an unknown cluster and for another organization's cluster, in both directions", async () => {
-    for (const clusterId of [randomUUID(), server.foreignClusterId]) {
+  it("answers 404 for an unknown cluster and for another organization's cluster", async () => {
+    for (const clusterId of [randomUUID(), foreignClusterId]) {
       const path = secretsOf(clusterId);
       expect((await call("GET", path)).status).toBe(404);
       expect((await call("POST", path, { secretName: "X", secretValue: "v" })).status).toBe(404);
       expect((await call("PUT", `${path}/X`, { secretValue: "v" })).status).toBe(404);
       expect((await call("DELETE", `${path}/X`)).status).toBe(404);
     }
-    const stranger = await server.createClient(["secrets"], server.otherOrganizationId);
-    const strangerToken = await requestToken(server, stranger, "admin-api");
-    expect((await call("GET", secretsOf(server.clusterId), undefined, strangerToken)).status).toBe(404);
-    expect((await call("GET", secretsOf(server.foreignClusterId), undefined, strangerToken)).json()).toEqual({});
   });
 
   it("requires a token (401) and the secrets scope (403 naming it)", async () => {
-    expect((await call("GET", secretsOf(server.clusterId), undefined, null)).status).toBe(401);
-    const membersOnly = await server.createClient(["members", "cluster"]);
-    const membersToken = await requestToken(server, membersOnly, "admin-api");
+    expect((await call("GET", secretsOf(clusterId), undefined, null)).status).toBe(401);
+    const membersOnly = await createTestClient(platform, ["members", "cluster"]);
+    const membersToken = await requestToken(platform, membersOnly, "admin-api");
     for (const [method, suffix, body] of [
       ["GET", "", undefined],
       ["POST", "", { secretName: "NOPE", secretValue: "v" }],
       ["PUT", "/TAKEN", { secretValue: "v" }],
       ["DELETE", "/TAKEN", undefined],
     ] as const) {
-      const response = await call(method, `${secretsOf(server.clusterId)}${suffix}`, body, membersToken);
+      const response = await call(method, `${secretsOf(clusterId)}${suffix}`, body, membersToken);
       expect(response.status).toBe(403);
       expect((response.json() as { detail: string }).detail).toContain("'secrets'");
     }
-    const secretsOnly = await server.createClient(["secrets"]);
-    const secretsToken = await requestToken(server, secretsOnly, "admin-api");
-    expect((await call("GET", secretsOf(server.clusterId), undefined, secretsToken)).status).toBe(200);
+    const secretsOnly = await createTestClient(platform, ["secrets"]);
+    const secretsToken = await requestToken(platform, secretsOnly, "admin-api");
+    expect((await call("GET", secretsOf(clusterId), undefined, secretsToken)).status).toBe(200);
   });
 
   it("shows values only in GET answers and never in a log line", async () => {
@@ -146,36 +148,12 @@ describe("Administration API /clusters/{clusterId}/secrets over HTTP", () => {
       if (method === "GET") continue;
       for (const value of values) expect(body).not.toContain(value);
     }
-    expect(server.logLines.length).toBeGreaterThan(0);
-    const logs = server.logLines.join("");
+    const logs = log.lines();
+    expect(logs.length).toBeGreaterThan(0);
     for (const value of [...values, "é".repeat(100), "v".repeat(1000)]) expect(logs).not.toContain(value);
   });
-});
 
-describe("connector-secret routes of the assembled platform", () => {
-  let platform: TestPlatform;
-
-  beforeAll(async () => {
-    platform = await startTestPlatform();
-  });
-  afterAll(async () => await platform.close());
-
-  it("serves them under /admin with the secrets scope and documents them", async () => {
-    const token = await requestToken(platform, platform.adminClient, "admin-api");
-    const response = await fetch(`${platform.url}/admin/clusters/${randomUUID()}/secrets`, {
-      headers: { authorization: `Bearer ${token}` },
-    });
-    // The route exists (a cluster that does not exist, rather than a route that does not).
-    expect(response.status).toBe(404);
-    expect(((await response.json()) as { type: string }).type).toBe("urn:flowplane:problem:not-found");
-
-    const membersOnly = await createTestClient(platform, ["members"]);
-    const membersToken = await requestToken(platform, membersOnly, "admin-api");
-    const forbidden = await fetch(`${platform.url}/admin/clusters/${randomUUID()}/secrets`, {
-      headers: { authorization: `Bearer ${membersToken}` },
-    });
-    expect(forbidden.status).toBe(403);
-
+  it("documents the routes in the Administration API's OpenAPI document", async () => {
     const document = (await (await fetch(`${platform.url}/admin/openapi.json`)).json()) as {
       paths: Record<string, unknown>;
     };

@@ -1,0 +1,94 @@
+import pino from "pino";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import type { MembershipAnswer } from "../../../src/cluster/broker/membership.js";
+import { applyOperationHere, type ChangeContext } from "../../../src/cluster/broker/operations.js";
+import type { ReplicaHost } from "../../../src/cluster/broker/replica-host.js";
+import { initialConfiguration, roundRobinDistribution } from "../../../src/cluster/topology/index.js";
+
+/**
+ * A joining broker (3) whose partition leader (broker 0) answers every promotion request with the same catch-up view,
+ * as it does while it streams a snapshot: the learner's match index stands still until the snapshot is installed.
+ * `receivedBytes` is what the joining replica has received so far.
+ */
+function joiningBroker(receivedBytes: () => number): { context: ChangeContext; promotionRequests: () => number } {
+  const configuration = initialConfiguration({
+    clusterSize: 3,
+    partitionCount: 1,
+    replicationFactor: 3,
+    distribution: roundRobinDistribution([0, 1, 2], 1, 3),
+    nowIso: "2026-11-25T00:00:00.000Z",
+  });
+  const replica = {
+    membership: () => ({ receivedBytes: receivedBytes() }),
+    report: () => ({ leaderId: 0, appliedIndex: 0 }),
+  };
+  const replicas = { ensure: async () => replica, get: () => replica } as unknown as ReplicaHost;
+  let promotionRequests = 0;
+  const requestPeer = async (_nodeId: number, request: { change?: { type: string } }): Promise<MembershipAnswer> => {
+    if (request.change?.type === "addLearner") return { outcome: "done", members: [] };
+    promotionRequests += 1;
+    return {
+      outcome: "in-progress",
+      detail: "the learner is catching up",
+      catchUp: { matchIndex: 0, commitIndex: 100, snapshotIndex: 90, snapshotSizeBytes: 1 << 30, caughtUpForMs: null },
+    };
+  };
+  const context = {
+    nodeId: 3,
+    logger: pino({ level: "silent" }),
+    heartbeatIntervalMs: 250,
+    electionTimeoutMs: 2_500,
+    replicas,
+    configuration: () => configuration,
+    merge: async () => {},
+    isReachable: () => true,
+    requestPeer,
+    requestLocal: async () => {
+      throw new Error("the joining broker leads nothing in this test");
+    },
+    now: () => new Date().toISOString(),
+  } as unknown as ChangeContext;
+  return { context, promotionRequests: () => promotionRequests };
+}
+
+describe("PARTITION_JOIN while a snapshot streams in", () => {
+  beforeEach(() => {
+    vi.useFakeTimers();
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it("keeps the attempt alive past the stall timeout while received bytes grow, and fails once they stop", async () => {
+    let received = 0;
+    let growing = true;
+    const { context, promotionRequests } = joiningBroker(() => {
+      if (growing) received += 64 * 1024;
+      return received;
+    });
+    const controller = new AbortController();
+    const reported: number[] = [];
+    const join = applyOperationHere(
+      context,
+      { operation: "PARTITION_JOIN", brokerId: 3, partitionId: 1, priority: 1 },
+      { signal: controller.signal, reportBytes: (moved) => reported.push(moved) },
+    );
+    const outcome = join.then(
+      () => "completed",
+      (error: Error) => error.message,
+    );
+    // Three minutes of a transfer that only the joiner sees moving: three times the stall timeout.
+    await vi.advanceTimersByTimeAsync(180_000);
+    expect(await Promise.race([outcome, Promise.resolve("still running")])).toBe("still running");
+    expect(reported.at(-1)).toBeGreaterThan(0);
+    // Once nothing arrives any more, the attempt fails within the stall timeout (and a little polling).
+    growing = false;
+    await vi.advanceTimersByTimeAsync(61_000);
+    expect(await Promise.race([outcome, Promise.resolve("still running")])).toMatch(/made no progress/);
+    // The joiner polled at its pace (every two heartbeats), not in a tight loop.
+    const elapsedMs = 241_000;
+    expect(promotionRequests()).toBeGreaterThan(elapsedMs / 500 / 2);
+    expect(promotionRequests()).toBeLessThanOrEqual(elapsedMs / 500 + 1);
+    controller.abort();
+  });
+});
