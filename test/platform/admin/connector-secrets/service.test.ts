@@ -94,6 +94,17 @@ describe.each(databaseKinds)("ConnectorSecretService on %s", (kind) => {
     await secrets.create(organizationId, otherClusterId, "FOUR", "4");
   });
 
+  it("lets exactly one of concurrent creations of one name succeed", async () => {
+    const attempts = await Promise.allSettled(
+      Array.from({ length: 6 }, (_, index) => secrets.create(organizationId, clusterId, "RACED", `value ${index}`)),
+    );
+    expect(attempts.filter((attempt) => attempt.status === "fulfilled")).toHaveLength(1);
+    for (const attempt of attempts) {
+      if (attempt.status === "rejected") expect(attempt.reason).toMatchObject({ kind: "conflict" });
+    }
+    expect(Object.keys(await secrets.list(organizationId, clusterId))).toEqual(["RACED"]);
+  });
+
   it("refuses bad names, empty values and values over the byte limit (counted in UTF-8)", async () => {
     for (const name of ["", "has-dash", "x".repeat(50), "spa ce", "ünï"]) {
       await expect(secrets.create(organizationId, clusterId, name, "v")).rejects.toMatchObject({
