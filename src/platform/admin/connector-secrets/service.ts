@@ -81,7 +81,7 @@ export class ConnectorSecretService {
     const sealed = this.secrets.seal(value, connectorSecretPurpose(clusterId, name));
     // One statement counts and inserts, so the limit holds against concurrent creations on SQLite (one writer)
     // and is exceeded on PostgreSQL by at most the creations running at the same moment.
-    const text = (value: string) => sql<string>`cast(${value} as text)`;
+    const text = (parameter: string) => sql<string>`cast(${parameter} as text)`;
     const row = this.database
       .selectNoFrom([
         text(organizationId).as("organization_id"),
