@@ -67,6 +67,19 @@ describe("Administration API /clusters/{clusterId}/secrets over HTTP", () => {
     expect((await call("PUT", `${path}/SMTP_PASSWORD`, { secretValue: "x" })).status).toBe(404);
   });
 
+  it("answers names that are also JavaScript property names like any other", async () => {
+    const path = secretsOf(clusterId);
+    expect((await call("POST", path, { secretName: "__proto__", secretValue: "proto-value" })).status).toBe(204);
+    expect((await call("POST", path, { secretName: "constructor", secretValue: "constructor-value" })).status).toBe(
+      204,
+    );
+    const listed = (await call("GET", path)).text;
+    expect(listed).toContain('"__proto__":"proto-value"');
+    expect(listed).toContain('"constructor":"constructor-value"');
+    expect((await call("DELETE", `${path}/__proto__`)).status).toBe(204);
+    expect((await call("DELETE", `${path}/constructor`)).status).toBe(204);
+  });
+
   it("answers 409 for an existing name without changing its value", async () => {
     const path = secretsOf(clusterId);
     expect((await call("POST", path, { secretName: "TAKEN", secretValue: "kept-value-Mn2" })).status).toBe(204);
