@@ -161,6 +161,8 @@ export interface ConnectorSecretTable {
   name: string;
   /** The value sealed under the key-encryption key for `connectorSecretPurpose(cluster_id, name)`. */
   value: string;
+  /** Bytes of the plain value in UTF-8. */
+  value_bytes: number;
   created_at: string;
   updated_at: string;
 }

@@ -19,10 +19,16 @@ export interface ConnectorSecretLimits {
   valueMaxBytes: number;
   /** Most secrets one cluster may hold. */
   secretsPerCluster: number;
+  /** Most bytes of UTF-8 the values of one cluster's secrets may hold together, which bounds the list's answer. */
+  clusterValuesMaxBytes: number;
 }
 
 /** The limits the Administration API applies. */
-export const defaultConnectorSecretLimits: ConnectorSecretLimits = { valueMaxBytes: 65_536, secretsPerCluster: 1_000 };
+export const defaultConnectorSecretLimits: ConnectorSecretLimits = {
+  valueMaxBytes: 65_536,
+  secretsPerCluster: 1_000,
+  clusterValuesMaxBytes: 4 * 1_048_576,
+};
 
 /** Options of `ConnectorSecretService`. */
 export interface ConnectorSecretServiceOptions {
@@ -72,15 +78,18 @@ export class ConnectorSecretService {
     );
   }
 
-  /** Creates the secret `name`; a conflict when the name exists or the cluster holds the most secrets allowed. */
+  /**
+   * Creates the secret `name`; a conflict when the name exists or the cluster would hold more secrets, or more bytes
+   * of values, than allowed.
+   */
   async create(organizationId: string, clusterId: string, name: string, value: string): Promise<void> {
     this.checkName(name);
-    this.checkValue(value);
+    const valueBytes = this.checkValue(value);
     await requireCluster(this.clusters, organizationId, clusterId);
     const timestamp = this.now().toISOString();
     const sealed = this.secrets.seal(value, connectorSecretPurpose(clusterId, name));
-    // One statement counts and inserts, so the limit holds against concurrent creations on SQLite (one writer)
-    // and is exceeded on PostgreSQL by at most the creations running at the same moment.
+    // One statement checks the limits and inserts, so they hold against concurrent creations on SQLite (one
+    // writer) and are exceeded on PostgreSQL by at most the creations running at the same moment.
     const text = (parameter: string) => sql<string>`cast(${parameter} as text)`;
     const row = this.database
       .selectNoFrom([
@@ -88,50 +97,71 @@ export class ConnectorSecretService {
         text(clusterId).as("cluster_id"),
         text(name).as("name"),
         text(sealed).as("value"),
+        sql<number>`cast(${valueBytes} as integer)`.as("value_bytes"),
         text(timestamp).as("created_at"),
         text(timestamp).as("updated_at"),
       ])
-      .where(
-        (builder) =>
-          builder
-            .selectFrom("connector_secrets")
-            .select((count) => count.fn.countAll<number>().as("secrets"))
-            .where("cluster_id", "=", clusterId),
-        "<",
-        this.limits.secretsPerCluster,
+      .where((builder) =>
+        builder.and([
+          builder(
+            builder
+              .selectFrom("connector_secrets")
+              .select((count) => count.fn.countAll<number>().as("secrets"))
+              .where("cluster_id", "=", clusterId),
+            "<",
+            this.limits.secretsPerCluster,
+          ),
+          builder(this.valueBytesOfOthers(clusterId, name), "<=", this.limits.clusterValuesMaxBytes - valueBytes),
+        ]),
       );
     const result = await this.database
       .insertInto("connector_secrets")
-      .columns(["organization_id", "cluster_id", "name", "value", "created_at", "updated_at"])
+      .columns(["organization_id", "cluster_id", "name", "value", "value_bytes", "created_at", "updated_at"])
       .expression(row)
       .onConflict((onConflict) => onConflict.columns(["cluster_id", "name"]).doNothing())
       .executeTakeFirst();
     if (Number(result.numInsertedOrUpdatedRows ?? 0) === 1) return;
+    // What follows only chooses the message: the statement above decided.
     if (await this.exists(clusterId, name)) {
       throw conflict(`The cluster '${clusterId}' already has a secret named '${name}'; change it with PUT instead.`);
     }
-    throw conflict(
-      `The cluster '${clusterId}' holds ${this.limits.secretsPerCluster} secrets, the most a cluster may hold; ` +
-        "delete one before creating another.",
-    );
+    const { secrets } = await this.database
+      .selectFrom("connector_secrets")
+      .select((count) => count.fn.countAll<number>().as("secrets"))
+      .where("cluster_id", "=", clusterId)
+      .executeTakeFirstOrThrow();
+    if (Number(secrets) >= this.limits.secretsPerCluster) {
+      throw conflict(
+        `The cluster '${clusterId}' holds ${this.limits.secretsPerCluster} secrets, the most a cluster may hold; ` +
+          "delete one before creating another.",
+      );
+    }
+    throw this.clusterFull(clusterId, valueBytes);
   }
 
-  /** Replaces the value of the existing secret `name`; not found when the cluster has no secret by that name. */
+  /**
+   * Replaces the value of the existing secret `name`; not found when the cluster has no secret by that name, a
+   * conflict when the cluster's values would hold more bytes than allowed.
+   */
   async update(organizationId: string, clusterId: string, name: string, value: string): Promise<void> {
     this.checkName(name);
-    this.checkValue(value);
+    const valueBytes = this.checkValue(value);
     await requireCluster(this.clusters, organizationId, clusterId);
     const result = await this.database
       .updateTable("connector_secrets")
       .set({
         value: this.secrets.seal(value, connectorSecretPurpose(clusterId, name)),
+        value_bytes: valueBytes,
         updated_at: this.now().toISOString(),
       })
       .where("organization_id", "=", organizationId)
       .where("cluster_id", "=", clusterId)
       .where("name", "=", name)
+      .where(this.valueBytesOfOthers(clusterId, name), "<=", this.limits.clusterValuesMaxBytes - valueBytes)
       .executeTakeFirst();
-    if (Number(result.numUpdatedRows) === 0) throw secretNotFound(clusterId, name);
+    if (Number(result.numUpdatedRows) === 1) return;
+    if (await this.exists(clusterId, name)) throw this.clusterFull(clusterId, valueBytes);
+    throw secretNotFound(clusterId, name);
   }
 
   /** Deletes the secret `name`; not found when the cluster has no secret by that name. */
@@ -156,6 +186,22 @@ export class ConnectorSecretService {
     return Number(result.numDeletedRows);
   }
 
+  /** Bytes held by the values of the cluster's secrets other than `name`, as a subquery. */
+  private valueBytesOfOthers(clusterId: string, name: string) {
+    return this.database
+      .selectFrom("connector_secrets as other")
+      .select((sum) => sum.fn.coalesce(sum.fn.sum<number>("other.value_bytes"), sql<number>`0`).as("bytes"))
+      .where("other.cluster_id", "=", clusterId)
+      .where("other.name", "<>", name);
+  }
+
+  private clusterFull(clusterId: string, valueBytes: number): ServiceError {
+    return conflict(
+      `The values of the cluster '${clusterId}' would hold more than ${this.limits.clusterValuesMaxBytes} bytes ` +
+        `with this one of ${valueBytes} bytes; delete or shorten others first.`,
+    );
+  }
+
   private async exists(clusterId: string, name: string): Promise<boolean> {
     const row = await this.database
       .selectFrom("connector_secrets")
@@ -174,7 +220,8 @@ export class ConnectorSecretService {
     }
   }
 
-  private checkValue(value: string): void {
+  /** Checks a value's size and answers it, in bytes of UTF-8. */
+  private checkValue(value: string): number {
     // An empty value is most often an unset variable in the caller's script rather than an intended secret.
     if (value === "") throw invalidRequest("secretValue must not be empty.");
     const sizeBytes = Buffer.byteLength(value, "utf8");
@@ -183,6 +230,7 @@ export class ConnectorSecretService {
         `secretValue is ${sizeBytes} bytes of UTF-8; a secret value may hold at most ${this.limits.valueMaxBytes}.`,
       );
     }
+    return sizeBytes;
   }
 }
 

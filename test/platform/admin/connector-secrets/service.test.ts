@@ -42,7 +42,7 @@ describe.each(databaseKinds)("ConnectorSecretService on %s", (kind) => {
         [otherClusterId]: organizationId,
         [foreignClusterId]: otherOrganizationId,
       }),
-      limits: { valueMaxBytes: 16, secretsPerCluster: 3 },
+      limits: { valueMaxBytes: 16, secretsPerCluster: 3, clusterValuesMaxBytes: 40 },
     });
   });
 
@@ -92,6 +92,35 @@ describe.each(databaseKinds)("ConnectorSecretService on %s", (kind) => {
     });
     // The limit is per cluster.
     await secrets.create(organizationId, otherClusterId, "FOUR", "4");
+  });
+
+  it("answers 409 naming the limit when a cluster's values would hold more bytes than allowed", async () => {
+    await secrets.create(organizationId, clusterId, "A", "a".repeat(16));
+    await secrets.create(organizationId, clusterId, "B", "b".repeat(16));
+    await expect(secrets.create(organizationId, clusterId, "C", "c".repeat(9))).rejects.toMatchObject({
+      kind: "conflict",
+      message: expect.stringContaining("more than 40 bytes"),
+    });
+    // Exactly at the limit, counted in bytes of UTF-8: four two-byte characters.
+    await secrets.create(organizationId, clusterId, "C", "éééé");
+    await expect(secrets.update(organizationId, clusterId, "C", "ééééé")).rejects.toMatchObject({
+      kind: "conflict",
+      message: expect.stringContaining("more than 40 bytes"),
+    });
+    // Replacing a value frees its own bytes; a shorter one frees room for others.
+    await secrets.update(organizationId, clusterId, "A", "A".repeat(16));
+    await secrets.update(organizationId, clusterId, "A", "short");
+    await secrets.update(organizationId, clusterId, "C", "c".repeat(16));
+    await expect(secrets.update(organizationId, clusterId, "MISSING", "x")).rejects.toMatchObject({ kind: "notFound" });
+    // The limit is per cluster, and deleting gives the bytes back.
+    await secrets.create(organizationId, otherClusterId, "A", "a".repeat(16));
+    await secrets.remove(organizationId, clusterId, "B");
+    await secrets.create(organizationId, clusterId, "D", "d".repeat(16));
+    expect(await secrets.list(organizationId, clusterId)).toEqual({
+      A: "short",
+      C: "c".repeat(16),
+      D: "d".repeat(16),
+    });
   });
 
   it("lets exactly one of concurrent creations of one name succeed", async () => {
