@@ -213,7 +213,8 @@ async function createDiffLink(
   const first = await call<{ id: string }>("POST", "/milestones", { name: "before", fileId: file.id });
   await call("PATCH", `/files/${file.id}`, { revision: 1, content: after });
   const second = await call<{ id: string }>("POST", "/milestones", { name: "after", fileId: file.id });
-  const { url } = await call<{ url: string }>("GET", `/milestones/compare/${first.id}...${second.id}`);
+  // The versions API answers the link as JSON; the milestones API answers it as plain text.
+  const { url } = await call<{ url: string }>("GET", `/versions/compare/${first.id}...${second.id}`);
   const parsed = new URL(url);
   return { label, path: `${parsed.pathname}${parsed.search}` };
 }

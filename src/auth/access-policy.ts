@@ -8,7 +8,7 @@
  */
 import { type Static, Type } from "typebox";
 import { Value } from "typebox/value";
-import { parseAddressRangeEntry } from "./address-ranges.js";
+import { InvalidAddressRangeError, parseAddressRangeEntry } from "./address-ranges.js";
 
 /** Version of the document format; a reader refuses any other. */
 export const ACCESS_POLICY_FORMAT_VERSION = 1;
@@ -101,14 +101,22 @@ export function parseAccessPolicy(text: string): AccessPolicy {
   }
   const firstError = Value.Errors(accessPolicySchema, document)[0];
   if (firstError !== undefined) {
-    throw new InvalidAccessPolicyError(`${firstError.instancePath || "/"} ${firstError.message}`);
+    // A field the format does not know fails the `additionalProperties: false` schema, which says "schema is false".
+    const unknownField = firstError.keyword === "boolean" && firstError.schemaPath.endsWith("/additionalProperties");
+    throw new InvalidAccessPolicyError(
+      `${firstError.instancePath || "/"} ${unknownField ? "is not a known field" : firstError.message}`,
+    );
   }
   const policy = document as AccessPolicy;
-  for (const entry of policy.ipAllowlist) {
+  for (const [index, entry] of policy.ipAllowlist.entries()) {
     try {
       parseAddressRangeEntry(entry.ip);
     } catch (error) {
-      throw new InvalidAccessPolicyError((error as Error).message);
+      if (!(error instanceof InvalidAddressRangeError)) throw error;
+      // The location and the reason, not the entry's text: readers log this message, and it must not repeat the file.
+      throw new InvalidAccessPolicyError(
+        `/ipAllowlist/${index}/ip is not a list of IPv4 or IPv6 addresses or CIDR blocks: ${error.reason}`,
+      );
     }
   }
   return policy;

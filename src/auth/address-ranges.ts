@@ -22,7 +22,7 @@ export interface AddressRange {
 export class InvalidAddressRangeError extends Error {
   constructor(
     readonly range: string,
-    reason: string,
+    readonly reason: string,
   ) {
     super(`"${range}" is not an IPv4 or IPv6 address or CIDR block: ${reason}`);
     this.name = "InvalidAddressRangeError";

@@ -31,6 +31,12 @@ export interface AuthenticationOptions {
   verifier: TokenVerifier;
   /** Realm named in `WWW-Authenticate` challenges (default "flowplane"). */
   realm?: string;
+  /**
+   * Called with the principal of every verified token, cached ones included, before the route's scopes are checked:
+   * throws `TokenVerificationError` for a token that must no longer be honoured (401 like any invalid token) or a
+   * `ServiceError` for a caller this server refuses (its status, typically 403).
+   */
+  checkPrincipal?: (principal: Principal) => void;
 }
 
 /** A server or encapsulation context of any type provider. */
@@ -82,6 +88,14 @@ export function installAuthentication(server: AnyServer, options: Authentication
         headers: { "retry-after": "5" },
         cause: error,
       });
+    }
+    if (options.checkPrincipal !== undefined) {
+      try {
+        options.checkPrincipal(principal);
+      } catch (error) {
+        if (error instanceof TokenVerificationError) throw invalidToken(realm, error.message);
+        throw error;
+      }
     }
     request.principal = principal;
     const required = request.routeOptions.config?.scopes;

@@ -101,7 +101,6 @@ const projectViewSchema = Type.Object({ metadata: projectMetadataSchema, content
 const folderViewSchema = Type.Object({ metadata: folderMetadataSchema, content: containerContentSchema });
 const fileViewSchema = Type.Object({ metadata: fileMetadataSchema, content: Type.String() });
 const milestoneViewSchema = Type.Object({ metadata: milestoneMetadataSchema, content: Type.String() });
-const compareSchema = Type.Object({ url: Type.String() });
 
 function pageSchema<Item extends TSchema>(item: Item) {
   return Type.Object({ items: Type.Array(item), total: Type.Integer() });
@@ -319,7 +318,8 @@ export class ModelerClient {
   /** A signed link (valid for minutes, no token needed) serving the unified diff from milestone `fromId` to `toId`. */
   async compareMilestones(fromId: string, toId: string): Promise<string> {
     const path = `/api/v1/milestones/compare/${encodeURIComponent(fromId)}...${encodeURIComponent(toId)}`;
-    return ((await this.transport.sendForJson("GET", path, compareSchema)) as { url: string }).url;
+    // The milestones API answers the link as plain text (the versions API answers it as JSON).
+    return (await this.transport.send("GET", path)).text;
   }
 
   /** Fetches the unified diff a `compareMilestones` link serves. */

@@ -9,6 +9,11 @@ export const errorKinds = {
   unauthorized: { code: "unauthorized", status: 401, title: "Authentication is required" },
   forbidden: { code: "forbidden", status: 403, title: "The token lacks a required scope" },
   addressNotAllowed: { code: "address-not-allowed", status: 403, title: "The client address is not allowed" },
+  tokenForAnotherCluster: {
+    code: "token-for-another-cluster",
+    status: 403,
+    title: "The token grants access to another cluster",
+  },
   notFound: { code: "not-found", status: 404, title: "The resource does not exist" },
   routeNotFound: { code: "route-not-found", status: 404, title: "No such route" },
   methodNotAllowed: { code: "method-not-allowed", status: 405, title: "The method is not allowed on this route" },

@@ -127,8 +127,19 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   server.setValidatorCompiler(createValidatorCompiler());
   // Only JSON bodies are understood by default; text/plain would otherwise reach handlers as a string.
   server.removeContentTypeParser("text/plain");
-  // Clients send a JSON content type with no body on requests that take none (an SDK our users own sends every
-  // DELETE that way): an empty body is no body there. A route that takes a body still refuses an empty one.
+  // Clients send a content type with no body on requests that take none (an SDK our users own sends every DELETE
+  // with a JSON one): an empty body is no body there, whatever type it claims. A route that takes a body still
+  // refuses an empty one. Any other body of a type other than JSON is refused with 415 before it is read.
+  server.addContentTypeParser("*", (request, _payload, done) => {
+    const declaresNoBody =
+      request.headers["transfer-encoding"] === undefined &&
+      (request.headers["content-length"] === undefined || request.headers["content-length"] === "0");
+    if (declaresNoBody && request.routeOptions.schema?.body === undefined) {
+      done(null, undefined);
+      return;
+    }
+    done(new ServiceError("unsupportedMediaType", "Send the body as application/json."));
+  });
   const parseJson = server.getDefaultJsonParser("error", "error");
   server.removeContentTypeParser("application/json");
   server.addContentTypeParser("application/json", { parseAs: "buffer" }, (request, body, done) => {

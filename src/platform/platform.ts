@@ -7,6 +7,9 @@ import { administrationScopes, modelerScopes, scopeValues } from "../auth/scopes
 import type { Configuration } from "../config/schema.js";
 import { registerApiDocuments } from "../http/openapi.js";
 import { createHttpServer, type HttpServer } from "../http/server.js";
+import { installActivityRecording } from "./admin/activity/recording.js";
+import { activityRoutes } from "./admin/activity/routes.js";
+import { ActivityService } from "./admin/activity/service.js";
 import {
   type AccessPolicyChangedListener,
   type ClusterDirectory,
@@ -239,6 +242,7 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
   };
   const ipAllowlists = new IpAllowlistService({ database: store.database, ...clusterAccess });
   const monitoring = new MonitoringService({ database: store.database, ...clusterAccess });
+  const activity = new ActivityService(store.database);
   const connectorSecrets = new ConnectorSecretService({
     database: store.database,
     secrets: store.secrets,
@@ -257,10 +261,12 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
       });
       await context.register(async (api) => {
         installAuthentication(api, { verifier: createPlatformVerifier(issuer, configuration.audiences.admin) });
-        memberRoutes(api, members);
-        connectorSecretRoutes(api, connectorSecrets);
+        installActivityRecording(api, activity);
         ipAllowlistRoutes(api, ipAllowlists);
         monitoringRoutes(api, monitoring);
+        connectorSecretRoutes(api, connectorSecrets);
+        memberRoutes(api, members);
+        activityRoutes(api, activity);
       });
     },
     { prefix: "/admin" },

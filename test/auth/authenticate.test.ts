@@ -3,7 +3,8 @@ import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bearerSecurity, installAuthentication, principalOf } from "../../src/auth/authenticate.js";
 import type { KeySource } from "../../src/auth/key-source.js";
-import { TokenVerifier } from "../../src/auth/verifier.js";
+import { TokenVerificationError, TokenVerifier } from "../../src/auth/verifier.js";
+import { ServiceError } from "../../src/http/errors.js";
 import { createHttpServer, type HttpServer } from "../../src/http/server.js";
 import { defaultHttpServerLimits } from "../support/http.js";
 import { createTestKey, signWith, type TestKey, testAudience, testIssuer, validClaims } from "./support.js";
@@ -126,5 +127,64 @@ describe("installAuthentication", () => {
   it("leaves routes outside the guarded context alone and marks guarded routes in OpenAPI", async () => {
     expect((await get("/public")).statusCode).toBe(200);
     expect(routeSchemas.get("/admin/members")).toMatchObject({ security: bearerSecurity });
+  });
+});
+
+describe("installAuthentication with checkPrincipal", () => {
+  let server: HttpServer;
+  let key: TestKey;
+  let verifier: TokenVerifier;
+  const deletedClients = new Set<string>();
+
+  beforeAll(async () => {
+    key = await createTestKey();
+    const keySource: KeySource = createLocalJWKSet({ keys: [key.publicJwk] });
+    verifier = new TokenVerifier({ keySource, issuer: testIssuer, audience: testAudience, clock: () => nowMs });
+    server = createHttpServer({
+      logger: pino({ level: "silent" }),
+      bodyLimitBytes: 1024,
+      trustProxy: false,
+      limits: defaultHttpServerLimits,
+    });
+    await server.register(async (guarded) => {
+      installAuthentication(guarded, {
+        verifier,
+        checkPrincipal: (principal) => {
+          if (deletedClients.has(principal.clientId)) throw new TokenVerificationError("The client was deleted.");
+          if (principal.clusterId === "elsewhere") {
+            throw new ServiceError("tokenForAnotherCluster", "The access token was issued for another cluster.");
+          }
+        },
+      });
+      guarded.get("/admin/members", { config: { scopes: ["members"] } }, async () => ({ members: [] }));
+    });
+    await server.ready();
+  });
+  afterAll(async () => {
+    await server.close();
+  });
+
+  const get = (token: string) =>
+    server.inject({ method: "GET", url: "/admin/members", headers: { authorization: `Bearer ${token}` } });
+
+  it("refuses a verified token the check rejects, cached or not, before looking at scopes", async () => {
+    const token = await signWith(key, validClaims(nowMs, { sub: "client-9", scope: "members" }));
+    expect((await get(token)).statusCode).toBe(200);
+    deletedClients.add("client-9");
+    const refused = await get(token);
+    expect(verifier.statistics.cacheHits).toBeGreaterThan(0);
+    expect(refused.statusCode).toBe(401);
+    expect(refused.headers["www-authenticate"]).toBe(
+      'Bearer realm="flowplane", error="invalid_token", error_description="The client was deleted."',
+    );
+    const withoutScope = await signWith(key, validClaims(nowMs, { sub: "client-9", scope: "backups" }));
+    expect((await get(withoutScope)).statusCode).toBe(401);
+  });
+
+  it("answers the problem a check throws as it is", async () => {
+    const token = await signWith(key, validClaims(nowMs, { scope: "members", cluster: "elsewhere" }));
+    const refused = await get(token);
+    expect(refused.statusCode).toBe(403);
+    expect(refused.json()).toMatchObject({ type: "urn:flowplane:problem:token-for-another-cluster" });
   });
 });

@@ -80,6 +80,34 @@ describe("createHttpServer conventions", () => {
     expect(malformed.statusCode).toBe(400);
   });
 
+  it("takes an empty body of any content type as no body where the route takes none", async () => {
+    for (const contentType of ["text/plain", "application/xml; charset=utf-8", "application/octet-stream"]) {
+      for (const [method, url] of [
+        ["DELETE", "/thing"],
+        ["POST", "/any"],
+      ] as const) {
+        const response = await server.inject({ method, url, headers: { "content-type": contentType }, payload: "" });
+        expect(response.statusCode, `${method} ${url} with ${contentType}`).toBe(200);
+      }
+    }
+    // A body that is not JSON is still refused, and so is an empty one where the route needs a body.
+    const textBody = await server.inject({
+      method: "DELETE",
+      url: "/thing",
+      headers: { "content-type": "text/plain" },
+      payload: "x",
+    });
+    expect(textBody.statusCode).toBe(415);
+    expect(textBody.json()).toMatchObject({ type: "urn:flowplane:problem:unsupported-media-type" });
+    const typed = await server.inject({
+      method: "POST",
+      url: "/typed",
+      headers: { "content-type": "text/plain" },
+      payload: "",
+    });
+    expect(typed.statusCode).toBe(415);
+  });
+
   it("maps an unexpected error to a 500 problem document without leaking its message", async () => {
     const response = await server.inject({ method: "GET", url: "/boom" });
     expect(response.statusCode).toBe(500);

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { systemClock } from "../../src/auth/clock.js";
 import { ClientSecretHasher } from "../../src/platform/issuer/client-secrets.js";
 import { ClientService } from "../../src/platform/issuer/clients.js";
@@ -25,6 +26,30 @@ export async function createTestClient(platform: TestPlatform, scopes: readonly 
       scopes,
     });
     return { clientId: client.clientId, clientSecret: secret };
+  } finally {
+    await store.close();
+  }
+}
+
+/** Creates a second organization with a client holding `scopes`, through a second store handle. */
+export async function createOtherOrganizationClient(
+  platform: TestPlatform,
+  scopes: readonly string[],
+): Promise<TestClient & { organizationId: string }> {
+  const store = await openStore({ url: "", dataDirectory: platform.dataDirectory });
+  try {
+    const organizationId = randomUUID();
+    await store.database
+      .insertInto("organizations")
+      .values({ id: organizationId, name: "other", created_at: new Date().toISOString() })
+      .execute();
+    const clients = new ClientService({
+      database: store.database,
+      hasher: await ClientSecretHasher.open(store.database, store.secrets),
+      clock: systemClock,
+    });
+    const { client, secret } = await clients.create({ organizationId, name: "other org", scopes });
+    return { organizationId, clientId: client.clientId, clientSecret: secret };
   } finally {
     await store.close();
   }

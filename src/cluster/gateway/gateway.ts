@@ -6,12 +6,15 @@
  * routes message requests to partition leaders over the cluster transport, as a client.
  *
  * Who may call: tokens issued by the platform (`gateway.issuerUrl`) for the audience `audiences.gateway` that hold
- * the `cluster` scope, i.e. organization clients. Cluster API clients (tokens naming one cluster in their `cluster`
- * claim) are not accepted yet: the gateway does not know its own cluster id; once it does, a route will accept such
- * a token when the claim names this cluster. The cluster's IP allowlist is a hook (`GatewayOptions.ipAllowlist`)
- * consulted for every request; no configuration setting feeds it yet, so a standalone gateway allows every address.
+ * the `cluster` scope. With an access policy file (`gateway.accessPolicyFile`, written by the platform's
+ * provisioner and followed while the gateway runs, access-policy-watcher.ts) the gateway also enforces the cluster's
+ * access policy on both ports (access-guard.ts): its IP allowlist before anything else (health routes exempt), the
+ * binding of tokens to this cluster and its organization, the deleted cluster clients, and the monitoring clients'
+ * credentials on the metrics route while monitoring is on. Without the file every address may connect and every
+ * token of the issuer is accepted, whichever cluster it names.
  */
 import type { AddressInfo } from "node:net";
+import type { FastifyRequest } from "fastify";
 import { type Logger, pino } from "pino";
 import { installAuthentication } from "../../auth/authenticate.js";
 import { systemClock } from "../../auth/clock.js";
@@ -20,11 +23,13 @@ import { gatewayScopes } from "../../auth/scopes.js";
 import { TokenVerifier } from "../../auth/verifier.js";
 import { clusterSecretFromConfiguration } from "../../config/cluster-secret.js";
 import type { Configuration } from "../../config/schema.js";
-import { ServiceError } from "../../http/errors.js";
 import { registerApiDocuments } from "../../http/openapi.js";
 import { createHttpServer, type HttpServer } from "../../http/server.js";
 import type { BrokerRequest } from "../broker/protocol.js";
 import { ClusterCredentials, TransportClient } from "../transport/index.js";
+import { AccessGuard, healthRoutes } from "./access-guard.js";
+import { AccessPolicyWatcher } from "./access-policy-watcher.js";
+import { parseTrustedProxies } from "./client-address.js";
 import { CoordinatorClient } from "./coordinator-client.js";
 import { gatewayHealth } from "./health.js";
 import { managementRoutes } from "./management-routes.js";
@@ -34,21 +39,14 @@ import { gatewayRoutes } from "./rest-routes.js";
 import { parseContactPoints, TopologyCache } from "./topology-cache.js";
 import { gatewayVersion } from "./version.js";
 
-/**
- * Decides whether a client address may use the gateway (the cluster's IP allowlist). It is consulted for every
- * request of the REST API; refusing answers 403. No configuration source feeds it yet: by default every address
- * is allowed, and whoever embeds the gateway passes the cluster's rules here.
- */
-export type IpAllowlist = (clientAddress: string) => boolean | Promise<boolean>;
-
 /** Options of `startGateway` beyond the configuration. */
 export interface GatewayOptions {
   /** Where the gateway logs; by default standard output at `log.level`. */
   logger?: Logger;
-  /** The cluster's IP allowlist; default: allow every address. */
-  ipAllowlist?: IpAllowlist;
   /** Time between two periodic topology rounds (default 1,000 ms). */
   topologyRefreshIntervalMs?: number;
+  /** Time between two looks at the access policy file (default 500 ms). */
+  accessPolicyPollIntervalMs?: number;
 }
 
 /** A running gateway. */
@@ -92,6 +90,7 @@ export async function startGateway(
   if (contactPoints.length === 0) throw new Error("service.gateway.contactPoints names no broker");
   const issuerUrl = configuration.gateway.issuerUrl.replace(/\/+$/, "");
   const { secret, clusterId } = clusterSecretFromConfiguration(configuration);
+  const trustedProxies = parseTrustedProxies(configuration.gateway.trustedProxies);
   const client = new TransportClient<BrokerRequest, unknown>({
     maxInFlightRequests: configuration.gateway.maxInFlightRequests,
     credentials: ClusterCredentials.fromSecret(secret, clusterId),
@@ -124,7 +123,31 @@ export async function startGateway(
     audience: configuration.audiences.gateway,
     clock: systemClock,
   });
-  const ipAllowlist = options.ipAllowlist ?? (() => true);
+  const policyFile = configuration.gateway.accessPolicyFile;
+  const accessPolicy =
+    policyFile === ""
+      ? undefined
+      : await AccessPolicyWatcher.open({
+          path: policyFile,
+          logger,
+          ...(options.accessPolicyPollIntervalMs === undefined
+            ? {}
+            : { pollIntervalMs: options.accessPolicyPollIntervalMs }),
+          onApplied: () => metrics.observeAccessPolicyUpdate("applied"),
+          onRejected: () => metrics.observeAccessPolicyUpdate("rejected"),
+        });
+  const guard =
+    accessPolicy === undefined
+      ? undefined
+      : new AccessGuard({
+          policy: () => accessPolicy.current(),
+          trustedProxies,
+          onRefused: (reason) => metrics.observeAccessRefusal(reason),
+        });
+  const authentication = {
+    verifier,
+    ...(guard === undefined ? {} : { checkPrincipal: guard.checkPrincipal.bind(guard) }),
+  };
 
   const rest = createHttpServer({
     logger,
@@ -132,14 +155,9 @@ export async function startGateway(
     trustProxy: false,
     limits: configuration.http,
   });
-  rest.addHook("onRequest", async (request) => {
-    if (!(await ipAllowlist(request.ip))) {
-      throw new ServiceError(
-        "addressNotAllowed",
-        `Requests from ${request.ip} are refused by the cluster's IP allowlist.`,
-      );
-    }
-  });
+  if (guard !== undefined) {
+    rest.addHook("onRequest", async (request) => guard.checkAddress(request));
+  }
   rest.addHook("onResponse", async (request, reply) => {
     const route = request.routeOptions.url ?? "unmatched";
     metrics.observeRequest(request.method, route, reply.statusCode, reply.elapsedTime / 1000);
@@ -157,7 +175,7 @@ export async function startGateway(
         docsPath: "/docs",
       });
       await context.register(async (api) => {
-        installAuthentication(api, { verifier });
+        installAuthentication(api, authentication);
         gatewayRoutes(api, topology, router);
       });
     },
@@ -170,6 +188,12 @@ export async function startGateway(
     trustProxy: false,
     limits: configuration.http,
   });
+  if (guard !== undefined) {
+    management.addHook("onRequest", async (request) => {
+      // Probes and the provisioner's health polling come from wherever the orchestrator runs them.
+      if (!healthRoutes.has(request.routeOptions.url ?? "")) guard.checkAddress(request);
+    });
+  }
   const coordinator = new CoordinatorClient({
     client,
     topology,
@@ -180,7 +204,7 @@ export async function startGateway(
     await registerApiDocuments(context, {
       title: "flowplane cluster management API",
       description:
-        "Resize the running cluster (brokers, partitions, replication factor), watch the change and cancel it. Bearer token with the scope 'cluster'. Health and metrics on this port need no token.",
+        "Resize the running cluster (brokers, partitions, replication factor), watch the change and cancel it. Bearer token with the scope 'cluster'. Health and metrics on this port need no token (the metrics need a monitoring client's HTTP Basic credentials while the cluster's monitoring is on).",
       version: gatewayVersion,
       serverUrl: `http://${configuration.management.host}:${configuration.management.port}`,
       bearerAuth: true,
@@ -188,7 +212,7 @@ export async function startGateway(
       docsPath: "/actuator/cluster/docs",
     });
     await context.register(async (api) => {
-      installAuthentication(api, { verifier });
+      installAuthentication(api, authentication);
       managementRoutes(api, coordinator, topology);
     });
   });
@@ -203,7 +227,9 @@ export async function startGateway(
       .code(health.status === "UP" ? 200 : 503)
       .send({ status: health.status, components: health.components });
   });
-  management.get("/actuator/prometheus", async (_request, reply) => {
+  const metricsCredentials =
+    guard === undefined ? {} : { onRequest: async (request: FastifyRequest) => guard.checkMetricsCredentials(request) };
+  management.get("/actuator/prometheus", metricsCredentials, async (_request, reply) => {
     const text = await metrics.registry.metrics();
     return reply.header("content-type", metrics.registry.contentType).send(text);
   });
@@ -215,6 +241,7 @@ export async function startGateway(
     await management.listen({ host: configuration.management.host, port: configuration.management.port });
   } catch (error) {
     topology.close();
+    accessPolicy?.close();
     await Promise.allSettled([rest.close(), management.close(), client.close()]);
     throw error;
   }
@@ -226,6 +253,7 @@ export async function startGateway(
     managementUrl,
     async close() {
       topology.close();
+      accessPolicy?.close();
       await Promise.allSettled([rest.close(), management.close()]);
       await client.close();
     },

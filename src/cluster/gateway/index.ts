@@ -1,5 +1,5 @@
 /** Public surface of the gateway: start it, and the pure pieces other modules and tests use. */
-export { type GatewayOptions, type IpAllowlist, type RunningGateway, startGateway } from "./gateway.js";
+export { type GatewayOptions, type RunningGateway, startGateway } from "./gateway.js";
 export { gatewayHealth, type HealthDocument, type HealthStatus } from "./health.js";
 export { parseContactPoints } from "./topology-cache.js";
 export {

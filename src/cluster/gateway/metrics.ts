@@ -1,7 +1,8 @@
 /**
  * The gateway's Prometheus metrics: REST request counts and latencies per route and status, requests in progress,
- * and per partition replica the role, term, commit index and applied index the brokers reported in the latest
- * topology round. Replica metrics are rebuilt at every scrape so that a replica that moved away disappears.
+ * requests the access policy refused and changes of the policy file, and per partition replica the role, term,
+ * commit index and applied index the brokers reported in the latest topology round. Replica metrics are rebuilt at
+ * every scrape so that a replica that moved away disappears.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { TopologyView } from "./topology-view.js";
@@ -19,6 +20,8 @@ export class GatewayMetrics {
   readonly registry = new Registry();
   private readonly requests: Counter<"method" | "route" | "status">;
   private readonly latency: Histogram<"method" | "route" | "status">;
+  private readonly accessRefusals: Counter<"reason">;
+  private readonly accessPolicyUpdates: Counter<"outcome">;
 
   constructor(options: GatewayMetricsOptions) {
     const registers = [this.registry];
@@ -34,6 +37,18 @@ export class GatewayMetrics {
       help: "Time the gateway took to answer REST requests, by method, route and status.",
       labelNames: ["method", "route", "status"],
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    });
+    this.accessRefusals = new Counter({
+      name: "flowplane_gateway_access_refusals_total",
+      help: "Requests the cluster's access policy refused, on both ports, by reason.",
+      labelNames: ["reason"],
+      registers,
+    });
+    this.accessPolicyUpdates = new Counter({
+      name: "flowplane_gateway_access_policy_updates_total",
+      help: "Changes of the access policy file: applied, or rejected (the last valid policy stayed in force).",
+      labelNames: ["outcome"],
       registers,
     });
     new Gauge({
@@ -162,6 +177,16 @@ export class GatewayMetrics {
     const labels = { method, route, status: String(status) };
     this.requests.inc(labels);
     this.latency.observe(labels, durationSeconds);
+  }
+
+  /** Records one request the access policy refused. */
+  observeAccessRefusal(reason: string): void {
+    this.accessRefusals.inc({ reason });
+  }
+
+  /** Records one change of the access policy file. */
+  observeAccessPolicyUpdate(outcome: "applied" | "rejected"): void {
+    this.accessPolicyUpdates.inc({ outcome });
   }
 }
 

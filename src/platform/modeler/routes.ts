@@ -6,6 +6,7 @@ import { infoRoutes } from "./info/routes.js";
 import { milestoneDiffRoutes, milestoneRoutes } from "./milestones/routes.js";
 import { projectRoutes } from "./projects/routes.js";
 import type { ModelerServices } from "./services.js";
+import { versionRoutes } from "./versions/routes.js";
 
 /** Options of `modelerRoutes`. */
 export interface ModelerRouteOptions {
@@ -20,6 +21,7 @@ export function modelerRoutes(server: HttpServer, services: ModelerServices, opt
   folderRoutes(server, services);
   fileRoutes(server, services, { bodyLimitBytes: options.fileBodyLimitBytes });
   milestoneRoutes(server, services);
+  versionRoutes(server, services);
   collaboratorRoutes(server, services);
 }
 

@@ -80,6 +80,25 @@ export interface PlatformDatabase {
   settings: SettingTable;
 }
 
+/** One change made through the Administration API (migration 034). */
+export interface ActivityTable {
+  sequence: Generated<number>;
+  organization_id: string;
+  service: string;
+  /** `c`, `r`, `u` or `d`: created, read, updated or deleted. */
+  audit_type: string;
+  entity: string;
+  entity_id: string;
+  /** The API client that made the change. */
+  user_id: string;
+  recorded_at: string;
+}
+
+/** The platform database including the activity of migration 034. */
+export interface PlatformDatabase {
+  activity: ActivityTable;
+}
+
 /** Columns every Modeler table shares: when and by whom (the acting client's name and email) a row changed. */
 export interface ModelerAuditColumns {
   created_at: string;

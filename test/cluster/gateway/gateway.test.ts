@@ -19,7 +19,6 @@ const gateways: RunningGateway[] = [];
 
 async function gatewayWith(
   settings: Record<string, string | number> = {},
-  ipAllowlist?: (address: string) => boolean,
   topologyRefreshIntervalMs?: number,
 ): Promise<RunningGateway> {
   const configuration = loadConfiguration({
@@ -35,7 +34,6 @@ async function gatewayWith(
   });
   const gateway = await startGateway(configuration, {
     logger: pino({ level: "silent" }),
-    ...(ipAllowlist === undefined ? {} : { ipAllowlist }),
     ...(topologyRefreshIntervalMs === undefined ? {} : { topologyRefreshIntervalMs }),
   });
   gateways.push(gateway);
@@ -273,15 +271,6 @@ describe("gateway REST API", () => {
     expect((await first).status).toBe(200);
   });
 
-  it("refuses addresses the IP allowlist rejects with 403", async () => {
-    const gateway = await gatewayWith({}, () => false);
-    const response = await call(gateway, "/v2/topology");
-    expect(response.status).toBe(403);
-    const problem = (await response.json()) as { type: string; detail: string };
-    expect(problem.type).toBe("urn:flowplane:problem:address-not-allowed");
-    expect(problem.detail).toContain("IP allowlist");
-  });
-
   it("serves an OpenAPI document of the REST API", async () => {
     const gateway = await gatewayWith();
     const response = await call(gateway, "/v2/openapi.json", {}, null);
@@ -318,7 +307,7 @@ describe("gateway management API", () => {
 
   it("retries once at the new leader when the leader's broker is gone, and lists that broker as dead", async () => {
     // No periodic refresh during the test: the gateway still believes the stopped broker leads its partition.
-    const gateway = await gatewayWith({}, undefined, 600_000);
+    const gateway = await gatewayWith({}, 600_000);
     const correlationKey = ["a", "b", "c", "d", "e", "f"].find((key) => partitionForCorrelationKey(key, 3) === 3);
     if (correlationKey === undefined) throw new Error("no fixture key maps to partition 3");
     const stopped = cluster.brokers[2] as FakeBroker;
@@ -398,7 +387,7 @@ describe("gateway when a leader's broker goes away during a request", () => {
 
   it("does not repeat a publication the broker may have received, and repeats a read", async () => {
     const contactPoints = brokenCluster.brokers.map((broker) => `127.0.0.1:${broker.address?.port}`).join(",");
-    const gateway = await gatewayWith({ "service.gateway.contactPoints": contactPoints }, undefined, 600_000);
+    const gateway = await gatewayWith({ "service.gateway.contactPoints": contactPoints }, 600_000);
     const [first, second, third] = brokenCluster.brokers as [FakeBroker, FakeBroker, FakeBroker];
     const keyOf = (partitionId: number) => {
       const key = ["a", "b", "c", "d", "e", "f"].find(

@@ -1,35 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { systemClock } from "../../../src/auth/clock.js";
-import { ClientSecretHasher } from "../../../src/platform/issuer/client-secrets.js";
-import { ClientService } from "../../../src/platform/issuer/clients.js";
-import { openStore } from "../../../src/platform/store/database.js";
 import { startTestPlatform, type TestPlatform } from "../../support/platform.js";
-import { createTestClient, requestToken, type TestClient } from "../../support/tokens.js";
+import { createOtherOrganizationClient, createTestClient, requestToken } from "../../support/tokens.js";
 import { bpmnDocument } from "./support.js";
 
 const allScopes = ["modeler:create", "modeler:read", "modeler:update", "modeler:delete"];
-
-/** Creates a second organization with a full Modeler client, through a second store handle. */
-async function createOtherOrganizationClient(platform: TestPlatform): Promise<TestClient> {
-  const store = await openStore({ url: "", dataDirectory: platform.dataDirectory });
-  try {
-    const organizationId = randomUUID();
-    await store.database
-      .insertInto("organizations")
-      .values({ id: organizationId, name: "other", created_at: new Date().toISOString() })
-      .execute();
-    const clients = new ClientService({
-      database: store.database,
-      hasher: await ClientSecretHasher.open(store.database, store.secrets),
-      clock: systemClock,
-    });
-    const { client, secret } = await clients.create({ organizationId, name: "other org", scopes: allScopes });
-    return { clientId: client.clientId, clientSecret: secret };
-  } finally {
-    await store.close();
-  }
-}
 
 describe("Modeler API over HTTP", () => {
   let platform: TestPlatform;
@@ -189,7 +164,12 @@ describe("Modeler API over HTTP", () => {
     const first = await json<{ id: string }>(await call("POST", "/milestones", { name: "before", fileId: file.id }));
     await json(await call("PATCH", `/files/${file.id}`, { revision: 1, content: bpmnDocument("after") }));
     const second = await json<{ id: string }>(await call("POST", "/milestones", { name: "after", fileId: file.id }));
-    const { url } = await json<{ url: string }>(await call("GET", `/milestones/compare/${first.id}...${second.id}`));
+    // The 8.8 API answers the link itself as plain text; the reference SDK reads it that way.
+    const compared = await call("GET", `/milestones/compare/${first.id}...${second.id}`);
+    expect(compared.status).toBe(200);
+    expect(compared.headers.get("content-type")).toBe("text/plain; charset=utf-8");
+    const url = await compared.text();
+    expect(url).toMatch(/^http:\/\/[^/]+\/modeler\/api\/v1\/milestones\/compare\/[^?]+\/diff\?/);
     const diff = await fetch(url);
     expect(diff.status).toBe(200);
     expect(diff.headers.get("content-type")).toContain("text/plain");
@@ -248,6 +228,7 @@ describe("Modeler API over HTTP", () => {
         ["POST", "/folders", { name: "x", projectId: project.id }],
         ["POST", "/files", { name: "x", content: "{}", fileType: "form", projectId: project.id }],
         ["POST", "/milestones", { name: "x", fileId: file.id }],
+        ["POST", "/versions", { fileId: file.id }],
       ],
       "modeler:read": [
         ["GET", `/projects/${project.id}`],
@@ -258,17 +239,23 @@ describe("Modeler API over HTTP", () => {
         ["POST", "/milestones/search", {}],
         ["POST", "/collaborators/search", {}],
         ["GET", `/milestones/compare/${milestone.id}...${milestone.id}`],
+        ["GET", `/versions/${milestone.id}`],
+        ["POST", "/versions/search", {}],
+        ["GET", `/versions/compare/${milestone.id}...${milestone.id}`],
       ],
       "modeler:update": [
         ["PATCH", `/projects/${project.id}`, { name: "y" }],
         ["PATCH", `/files/${file.id}`, { revision: 1, name: "y" }],
         ["PATCH", `/milestones/${milestone.id}`, { name: "y" }],
         ["POST", `/milestones/${milestone.id}/restore`],
+        ["PATCH", `/versions/${milestone.id}`, { name: "z" }],
+        ["POST", `/versions/${milestone.id}/restore`],
         ["PUT", "/collaborators", { email: "owner@flowplane.local", projectId: project.id, role: "viewer" }],
       ],
       "modeler:delete": [
         ["DELETE", `/files/${file.id}`],
         ["DELETE", `/milestones/${milestone.id}`],
+        ["DELETE", `/versions/${milestone.id}`],
         ["DELETE", `/projects/${project.id}`],
       ],
     };
@@ -294,7 +281,7 @@ describe("Modeler API over HTTP", () => {
     const file = await createFile(project.id);
     const folder = await json<{ id: string }>(await call("POST", "/folders", { name: "F", projectId: project.id }));
     const milestone = await json<{ id: string }>(await call("POST", "/milestones", { name: "m", fileId: file.id }));
-    const other = await requestToken(platform, await createOtherOrganizationClient(platform), "modeler-api");
+    const other = await requestToken(platform, await createOtherOrganizationClient(platform, allScopes), "modeler-api");
     for (const path of [
       `/projects/${project.id}`,
       `/files/${file.id}`,

@@ -1,3 +1,4 @@
+import type { FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import { principalOf } from "../../../auth/authenticate.js";
 import { secretsScope } from "../../../auth/scopes.js";
@@ -22,6 +23,13 @@ const secretParameters = Type.Object(
   { clusterId: clusterParameters.properties.clusterId, secretName: secretNameSchema },
   { additionalProperties: false },
 );
+
+/** The activity log names a secret by its cluster and name, never by anything of its value. */
+function secretIdentity(request: FastifyRequest): string {
+  const { clusterId, secretName } = request.params as { clusterId: string; secretName?: string };
+  const name = secretName ?? (request.body as { secretName: string }).secretName;
+  return `${clusterId}/${name}`;
+}
 
 const secretListSchema = Type.Record(Type.String(), Type.String(), {
   description: "Every secret of the cluster, by name.",
@@ -50,7 +58,10 @@ export function connectorSecretRoutes(server: HttpServer, secrets: ConnectorSecr
   server.post(
     "/clusters/:clusterId/secrets",
     {
-      config: { scopes: [secretsScope] },
+      config: {
+        scopes: [secretsScope],
+        activity: { entity: "connector-secret", auditType: "c", entityId: secretIdentity },
+      },
       schema: {
         tags: ["Connector secrets"],
         summary: "Create a connector secret (409 when the name exists)",
@@ -75,7 +86,10 @@ export function connectorSecretRoutes(server: HttpServer, secrets: ConnectorSecr
   server.put(
     "/clusters/:clusterId/secrets/:secretName",
     {
-      config: { scopes: [secretsScope] },
+      config: {
+        scopes: [secretsScope],
+        activity: { entity: "connector-secret", auditType: "u", entityId: secretIdentity },
+      },
       schema: {
         tags: ["Connector secrets"],
         summary: "Replace the value of a connector secret",
@@ -97,7 +111,10 @@ export function connectorSecretRoutes(server: HttpServer, secrets: ConnectorSecr
   server.delete(
     "/clusters/:clusterId/secrets/:secretName",
     {
-      config: { scopes: [secretsScope] },
+      config: {
+        scopes: [secretsScope],
+        activity: { entity: "connector-secret", auditType: "d", entityId: secretIdentity },
+      },
       schema: {
         tags: ["Connector secrets"],
         summary: "Delete a connector secret",

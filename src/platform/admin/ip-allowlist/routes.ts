@@ -4,6 +4,7 @@ import { principalOf } from "../../../auth/authenticate.js";
 import { clusterScope, ipAllowlistScope } from "../../../auth/scopes.js";
 import { standardErrorResponses } from "../../../http/schemas.js";
 import type { HttpServer } from "../../../http/server.js";
+import { pathParameter } from "../activity/recording.js";
 import { clusterParameters } from "../cluster-directory.js";
 import { type IpAllowlistService, MAX_ALLOWLIST_DESCRIPTION_LENGTH, MAX_ALLOWLIST_ENTRIES } from "./service.js";
 
@@ -38,7 +39,10 @@ export function ipAllowlistRoutes(server: HttpServer, allowlists: IpAllowlistSer
     server.put(
       `/clusters/:clusterId/${field}`,
       {
-        config: { scopes: [ipAllowlistScope] },
+        config: {
+          scopes: [ipAllowlistScope],
+          activity: { entity: "cluster-ip-allowlist", auditType: "u", entityId: pathParameter("clusterId") },
+        },
         schema: {
           tags: ["IP allowlist"],
           summary: older

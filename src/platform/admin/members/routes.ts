@@ -1,9 +1,10 @@
+import type { FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import { principalOf } from "../../../auth/authenticate.js";
 import { problemSchema, standardErrorResponses } from "../../../http/schemas.js";
 import type { HttpServer } from "../../../http/server.js";
 import { assignableRoles, memberRoles } from "./roles.js";
-import type { MemberService } from "./service.js";
+import { type MemberService, normalizeEmail } from "./service.js";
 
 const memberSchema = Type.Object(
   {
@@ -31,6 +32,11 @@ const rolesBody = Type.Object(
   { additionalProperties: false },
 );
 
+/** The member a request names, as the activity log records it. */
+function memberOf(request: FastifyRequest): string {
+  return normalizeEmail((request.params as { email: string }).email);
+}
+
 /** Routes of `/members`: thin wrappers over `MemberService`. */
 export function memberRoutes(server: HttpServer, members: MemberService): void {
   server.get(
@@ -48,7 +54,7 @@ export function memberRoutes(server: HttpServer, members: MemberService): void {
   server.post(
     "/members/:email",
     {
-      config: { scopes: ["members"] },
+      config: { scopes: ["members"], activity: { entity: "member", auditType: "u", entityId: memberOf } },
       schema: {
         tags: ["Members"],
         summary: "Invite a member, or change the roles of an existing one",
@@ -58,18 +64,16 @@ export function memberRoutes(server: HttpServer, members: MemberService): void {
       },
     },
     async (request, reply) => {
-      await members.inviteOrChangeRoles(
-        principalOf(request).organizationId,
-        request.params.email,
-        request.body.orgRoles,
-      );
+      const { organizationId } = principalOf(request);
+      const outcome = await members.inviteOrChangeRoles(organizationId, request.params.email, request.body.orgRoles);
+      request.activityOutcome = { auditType: outcome === "invited" ? "c" : "u" };
       return reply.code(204).send(null);
     },
   );
   server.delete(
     "/members/:email",
     {
-      config: { scopes: ["members"] },
+      config: { scopes: ["members"], activity: { entity: "member", auditType: "d", entityId: memberOf } },
       schema: {
         tags: ["Members"],
         summary: "Remove a member (the owner cannot be removed)",

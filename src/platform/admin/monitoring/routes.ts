@@ -5,6 +5,7 @@ import { clusterScope } from "../../../auth/scopes.js";
 import { invalidRequest } from "../../../http/errors.js";
 import { problemSchema, standardErrorResponses } from "../../../http/schemas.js";
 import type { HttpServer } from "../../../http/server.js";
+import { pathParameter } from "../activity/recording.js";
 import { clusterParameters } from "../cluster-directory.js";
 import { MONITORING_USERNAME_PATTERN, type MonitoringService } from "./service.js";
 
@@ -44,6 +45,10 @@ function refuseBody(request: FastifyRequest): void {
 /** Routes of `/clusters/{clusterId}/monitoring…`: thin wrappers over `MonitoringService`. */
 export function monitoringRoutes(server: HttpServer, monitoring: MonitoringService): void {
   const scopes = { scopes: [clusterScope] };
+  const clientChange = (auditType: "u" | "d") => ({
+    ...scopes,
+    activity: { entity: "monitoring-client", auditType, entityId: pathParameter("uuid") },
+  });
   server.get(
     "/clusters/:clusterId/monitoring",
     {
@@ -69,7 +74,10 @@ export function monitoringRoutes(server: HttpServer, monitoring: MonitoringServi
     server.route({
       method,
       url: "/clusters/:clusterId/monitoring",
-      config: scopes,
+      config: {
+        ...scopes,
+        activity: { entity: "cluster-monitoring", auditType: "u", entityId: pathParameter("clusterId") },
+      },
       schema: {
         tags: ["Monitoring"],
         summary: active
@@ -101,7 +109,7 @@ export function monitoringRoutes(server: HttpServer, monitoring: MonitoringServi
   server.post(
     "/clusters/:clusterId/monitoring/clients",
     {
-      config: scopes,
+      config: { ...scopes, activity: { entity: "monitoring-client", auditType: "c" } },
       schema: {
         tags: ["Monitoring"],
         summary: "Create a monitoring client with a generated password, shown in this answer only",
@@ -119,17 +127,20 @@ export function monitoringRoutes(server: HttpServer, monitoring: MonitoringServi
         response: { 200: credentialsSchema, 409: problemSchema, ...standardErrorResponses },
       },
     },
-    async (request) =>
-      await monitoring.createClient(
+    async (request) => {
+      const created = await monitoring.createClient(
         principalOf(request).organizationId,
         request.params.clusterId,
         request.body.username,
-      ),
+      );
+      request.activityOutcome = { entityId: created.uuid };
+      return created;
+    },
   );
   server.post(
     "/clusters/:clusterId/monitoring/clients/:uuid/rotate",
     {
-      config: scopes,
+      config: clientChange("u"),
       schema: {
         tags: ["Monitoring"],
         summary: "Replace a monitoring client's password with a new generated one, shown in this answer only",
@@ -149,7 +160,7 @@ export function monitoringRoutes(server: HttpServer, monitoring: MonitoringServi
   server.delete(
     "/clusters/:clusterId/monitoring/clients/:uuid",
     {
-      config: scopes,
+      config: clientChange("d"),
       schema: {
         tags: ["Monitoring"],
         summary: "Delete a monitoring client",

@@ -48,17 +48,57 @@ function splitComparison(comparison: string): [string, string] {
   return [from.toLowerCase(), to.toLowerCase()];
 }
 
+/**
+ * One public name of milestones. The reference product's 8.9 API renamed milestones to versions; both names serve
+ * the same data through the same service, and differ only where the two APIs differ.
+ */
+export interface MilestoneApiNaming {
+  /** Where the routes live, e.g. `/api/v1/milestones`. */
+  basePath: string;
+  /** OpenAPI tag of the routes. */
+  tag: string;
+  /** The resource in route summaries, singular and lower case. */
+  noun: string;
+  /**
+   * How the compare route answers the diff link: the bare URL as `text/plain` (the 8.8 API, which the reference
+   * SDK reads as text) or `{"url": ...}` as JSON (the 8.9 API).
+   */
+  comparisonAnswer: "plainText" | "json";
+  /** Whether creating may leave the name out (the 8.9 API); the creation time is the name then. */
+  nameOptional: boolean;
+}
+
+/** The 8.8 API: `/api/v1/milestones`. */
+const milestoneNaming: MilestoneApiNaming = {
+  basePath: "/api/v1/milestones",
+  tag: "Milestones",
+  noun: "milestone",
+  comparisonAnswer: "plainText",
+  nameOptional: false,
+};
+
 /** Routes of `/api/v1/milestones` that need a token. */
 export function milestoneRoutes(server: HttpServer, services: ModelerServices): void {
+  milestoneApiRoutes(server, services, milestoneNaming);
+}
+
+/** Registers create, get, rename, delete, restore, search and compare of milestones under `naming`'s path. */
+export function milestoneApiRoutes(server: HttpServer, services: ModelerServices, naming: MilestoneApiNaming): void {
   const { milestones, clients } = services;
+  const { basePath, tag, noun } = naming;
+  const linkDescription = `The link needs no token: it is signed, bound to the two ${noun}s, and expires ${diffLinkLifetimeMs / 60_000} minutes after it was issued; it serves a unified diff (text/plain) from the first ${noun}'s content to the second's.`;
   server.post(
-    "/api/v1/milestones",
+    basePath,
     {
       config: { scopes: [modelerCreateScope] },
       schema: {
-        tags: ["Milestones"],
-        summary: "Freeze a file's current content as a milestone",
-        body: Type.Object({ name: nameSchema, fileId: identifier }, { additionalProperties: false }),
+        tags: [tag],
+        summary: `Freeze a file's current content as a ${noun}`,
+        ...(naming.nameOptional ? { description: "Without a name, the creation time (ISO 8601) names it." } : {}),
+        body: Type.Object(
+          { name: naming.nameOptional ? Type.Optional(nameSchema) : nameSchema, fileId: identifier },
+          { additionalProperties: false },
+        ),
         response: { 200: milestoneMetadataSchema, ...standardErrorResponses },
       },
     },
@@ -68,12 +108,12 @@ export function milestoneRoutes(server: HttpServer, services: ModelerServices): 
     },
   );
   server.get(
-    "/api/v1/milestones/:id",
+    `${basePath}/:id`,
     {
       config: { scopes: [modelerReadScope] },
       schema: {
-        tags: ["Milestones"],
-        summary: "Read a milestone and the content it froze",
+        tags: [tag],
+        summary: `Read a ${noun} and the content it froze`,
         params: idParameters,
         response: {
           200: Type.Object(
@@ -87,12 +127,12 @@ export function milestoneRoutes(server: HttpServer, services: ModelerServices): 
     async (request) => await milestones.get(principalOf(request).organizationId, request.params.id),
   );
   server.patch(
-    "/api/v1/milestones/:id",
+    `${basePath}/:id`,
     {
       config: { scopes: [modelerUpdateScope] },
       schema: {
-        tags: ["Milestones"],
-        summary: "Rename a milestone",
+        tags: [tag],
+        summary: `Rename a ${noun}`,
         params: idParameters,
         body: Type.Object({ name: nameSchema }, { additionalProperties: false }),
         response: { 200: milestoneMetadataSchema, ...standardErrorResponses },
@@ -105,19 +145,19 @@ export function milestoneRoutes(server: HttpServer, services: ModelerServices): 
     },
   );
   deleteRoute(server, {
-    path: "/api/v1/milestones/:id",
-    tag: "Milestones",
-    summary: "Delete a milestone",
+    path: `${basePath}/:id`,
+    tag,
+    summary: `Delete a ${noun}`,
     mayConflict: false,
     remove: (organizationId, id) => milestones.delete(organizationId, id),
   });
   server.post(
-    "/api/v1/milestones/:id/restore",
+    `${basePath}/:id/restore`,
     {
       config: { scopes: [modelerUpdateScope] },
       schema: {
-        tags: ["Milestones"],
-        summary: "Restore the milestone's content into its file as a new revision",
+        tags: [tag],
+        summary: `Restore the ${noun}'s content into its file as a new revision`,
         params: idParameters,
         response: { 200: fileMetadataSchema, ...standardErrorResponses },
       },
@@ -129,31 +169,43 @@ export function milestoneRoutes(server: HttpServer, services: ModelerServices): 
     },
   );
   searchRoute(server, {
-    path: "/api/v1/milestones/search",
-    tag: "Milestones",
-    summary: "Search milestones",
+    path: `${basePath}/search`,
+    tag,
+    summary: `Search ${noun}s`,
     body: milestoneSearchBody,
     item: milestoneMetadataSchema,
     search: (organizationId, request) => milestones.search(organizationId, request),
   });
+  const linkAnswer =
+    naming.comparisonAnswer === "json"
+      ? {
+          description: `Answers {"url": ...}. ${linkDescription}`,
+          response: Type.Object({ url: Type.String({ format: "uri" }) }, { additionalProperties: false }),
+        }
+      : {
+          description: `Answers the link itself as text/plain. ${linkDescription}`,
+          response: {
+            description: "The link to the diff.",
+            content: { "text/plain": { schema: Type.String({ format: "uri" }) } },
+          },
+        };
   server.get(
-    "/api/v1/milestones/compare/:comparison",
+    `${basePath}/compare/:comparison`,
     {
       config: { scopes: [modelerReadScope] },
       schema: {
-        tags: ["Milestones"],
-        summary: "Get a link to the diff between two milestones",
-        description: `The answer's url serves a unified diff (text/plain) from the first milestone's content to the second's. The link needs no token: it is signed, bound to the two milestones, and expires ${diffLinkLifetimeMs / 60_000} minutes after it was issued.`,
+        tags: [tag],
+        summary: `Get a link to the diff between two ${noun}s`,
+        description: linkAnswer.description,
         params: comparisonParameters,
-        response: {
-          200: Type.Object({ url: Type.String({ format: "uri" }) }, { additionalProperties: false }),
-          ...standardErrorResponses,
-        },
+        response: { 200: linkAnswer.response, ...standardErrorResponses },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const [from, to] = splitComparison(request.params.comparison);
-      return await milestones.compare(principalOf(request).organizationId, from, to);
+      const link = await milestones.compare(principalOf(request).organizationId, from, to);
+      if (naming.comparisonAnswer === "json") return link;
+      return reply.type("text/plain; charset=utf-8").send(link.url);
     },
   );
 }
@@ -177,7 +229,7 @@ export function milestoneDiffRoutes(server: HttpServer, services: ModelerService
         tags: ["Milestones"],
         summary: "Read the unified diff between two milestones through a signed link",
         description:
-          "No token: the link from GET /api/v1/milestones/compare/{a}...{b} carries its own authorization (organization, expiry and signature), and expires. A forged or expired link is a 403. Contents that differ in more lines than the platform computes diffs for are a 409. Requests are limited per source address (429 with Retry-After beyond), and a diff waiting for a busy server is a 503 with Retry-After.",
+          "No token: the link from GET /api/v1/milestones/compare/{a}...{b} or /api/v1/versions/compare/{a}...{b} carries its own authorization (organization, expiry and signature), and expires. A forged or expired link is a 403. Contents that differ in more lines than the platform computes diffs for are a 409. Requests are limited per source address (429 with Retry-After beyond), and a diff waiting for a busy server is a 503 with Retry-After.",
         security: [],
         params: comparisonParameters,
         querystring: Type.Object(

@@ -150,13 +150,15 @@ export class MilestoneService {
     this.diffCache = new DiffCache(options.diffCacheBytes ?? defaultDiffCacheBytes);
   }
 
-  /** Freezes the file's current content under `name`. */
+  /** Freezes the file's current content under `name`, or under its creation time (ISO 8601) when no name is given. */
   async create(
     organizationId: string,
     actor: Person,
-    input: { name: string; fileId: string },
+    input: { name?: string | undefined; fileId: string },
   ): Promise<MilestoneMetadata> {
-    assertStorableText("name", input.name);
+    const createdAt = this.now().toISOString();
+    const name = input.name ?? createdAt;
+    assertStorableText("name", name);
     return await inTransaction(this.database, async (transaction) => {
       const file = await transaction
         .selectFrom("modeler_files")
@@ -167,13 +169,13 @@ export class MilestoneService {
       if (file === undefined) throw notFound("file", input.fileId);
       const row: MilestoneRow = {
         id: randomUUID(),
-        name: input.name,
+        name,
         file_id: input.fileId,
-        ...creationColumns(actor, this.now().toISOString()),
+        ...creationColumns(actor, createdAt),
       };
       await transaction
         .insertInto("modeler_milestones")
-        .values({ ...row, organization_id: organizationId, name_folded: foldName(input.name), content: file.content })
+        .values({ ...row, organization_id: organizationId, name_folded: foldName(name), content: file.content })
         .execute();
       return milestoneMetadata(row);
     });

@@ -4,6 +4,7 @@ import { modelerMigration } from "./010-modeler.js";
 import { clientFailuresPerAddressMigration } from "./020-client-failures-per-address.js";
 import { connectorSecretsMigration } from "./032-connector-secrets.js";
 import { allowlistMonitoringMigration } from "./033-allowlist-monitoring.js";
+import { activityMigration } from "./034-activity.js";
 
 /**
  * Every migration, in order. Names sort lexically and are never renamed once released: the database records
@@ -15,6 +16,7 @@ const migrations: Record<string, Migration> = {
   "020-client-failures-per-address": clientFailuresPerAddressMigration,
   "032-connector-secrets": connectorSecretsMigration,
   "033-allowlist-monitoring": allowlistMonitoringMigration,
+  "034-activity": activityMigration,
 };
 
 /** Supplies the migrations compiled into the program (no directory scanning, so bundling cannot lose one). */

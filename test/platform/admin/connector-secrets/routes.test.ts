@@ -166,6 +166,26 @@ describe("Administration API /clusters/{clusterId}/secrets over HTTP", () => {
     for (const value of [...values, "é".repeat(100), "v".repeat(1000)]) expect(logs).not.toContain(value);
   });
 
+  it("records every change in the activity log by cluster and name, never with a value", async () => {
+    const entries = (await call("GET", "/activity/json?limit=1000")).json() as {
+      auditType: string;
+      entity: string;
+      entityId: string;
+    }[];
+    const secretEntries = entries.filter((entry) => entry.entity === "connector-secret");
+    for (const auditType of ["c", "u", "d"]) {
+      expect(secretEntries).toContainEqual(
+        expect.objectContaining({ auditType, entityId: `${clusterId}/SMTP_PASSWORD` }),
+      );
+    }
+    // Refused requests change nothing and are not recorded: TAKEN was created once, its duplicate refused.
+    expect(secretEntries.filter((entry) => entry.entityId === `${clusterId}/TAKEN`)).toHaveLength(1);
+    const everything = `${JSON.stringify(entries)}${(await call("GET", "/activity/csv?limit=1000")).text}`;
+    for (const value of ["first-value-7Hq", "replaced-value-Kx9", "kept-value-Mn2", "refused-value-Qw8"]) {
+      expect(everything).not.toContain(value);
+    }
+  });
+
   it("documents the routes in the Administration API's OpenAPI document", async () => {
     const document = (await (await fetch(`${platform.url}/admin/openapi.json`)).json()) as {
       paths: Record<string, unknown>;

@@ -56,6 +56,26 @@ describe("Administration API /members over HTTP", () => {
     expect(again.headers.get("content-type")).toContain("application/problem+json");
   });
 
+  it("takes a DELETE with a content type and no body, as the reference SDK sends it, and refuses an empty POST body", async () => {
+    for (const [email, contentType] of [
+      ["json@example.com", "application/json"],
+      ["text@example.com", "text/plain"],
+    ] as const) {
+      expect((await call("POST", `/members/${email}`, adminToken, { orgRoles: ["developer"] })).status).toBe(204);
+      const removed = await fetch(`${platform.url}/admin/members/${email}`, {
+        method: "DELETE",
+        headers: { authorization: `Bearer ${adminToken}`, "content-type": contentType },
+      });
+      expect(removed.status, contentType).toBe(204);
+    }
+    const emptyInvite = await fetch(`${platform.url}/admin/members/empty@example.com`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+    });
+    expect(emptyInvite.status).toBe(400);
+    expect(((await emptyInvite.json()) as { type: string }).type).toBe("urn:flowplane:problem:malformed-body");
+  });
+
   it("answers 400 naming the problem for an invalid email, an unknown role and the owner role", async () => {
     const badEmail = await call("POST", "/members/not-an-email", adminToken, { orgRoles: ["admin"] });
     expect(badEmail.status).toBe(400);

@@ -1,0 +1,133 @@
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestPlatform, type TestPlatform } from "../../../support/platform.js";
+import { requestToken } from "../../../support/tokens.js";
+import { bpmnDocument } from "../support.js";
+
+interface Version {
+  id: string;
+  name: string;
+  fileId: string;
+  created: string;
+  updated: string;
+}
+
+describe("Modeler API /versions (the newer name of milestones) over HTTP", () => {
+  let platform: TestPlatform;
+  let token: string;
+  let fileId: string;
+
+  beforeAll(async () => {
+    platform = await startTestPlatform();
+    token = await requestToken(platform, platform.adminClient, "modeler-api");
+    const project = await json<{ id: string }>(await call("POST", "/projects", { name: "versions" }));
+    const file = await json<{ id: string }>(
+      await call("POST", "/files", {
+        name: "order.bpmn",
+        content: bpmnDocument("before"),
+        fileType: "bpmn",
+        projectId: project.id,
+      }),
+    );
+    fileId = file.id;
+  });
+  afterAll(async () => await platform.close());
+
+  async function call(method: string, path: string, body?: unknown): Promise<Response> {
+    return await fetch(`${platform.url}/modeler/api/v1${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(body === undefined ? {} : { "content-type": "application/json" }),
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+  }
+
+  async function json<T>(response: Response, status = 200): Promise<T> {
+    const text = await response.text();
+    expect(response.status, text.slice(0, 500)).toBe(status);
+    return JSON.parse(text) as T;
+  }
+
+  it("creates a version with a name, or named by its creation time without one", async () => {
+    const named = await json<Version>(await call("POST", "/versions", { name: "approved", fileId }));
+    expect(named).toMatchObject({ name: "approved", fileId });
+    const unnamed = await json<Version>(await call("POST", "/versions", { fileId }));
+    expect(unnamed.name).toBe(unnamed.created);
+    expect(Number.isNaN(Date.parse(unnamed.name))).toBe(false);
+    // Fields the platform does not keep are refused, naming the field, rather than dropped.
+    const described = await call("POST", "/versions", { fileId, description: "not kept" });
+    expect(described.status).toBe(400);
+    expect(((await described.json()) as { detail: string }).detail).toContain("description");
+    expect((await call("POST", "/versions", { name: "x", fileId: randomUUID() })).status).toBe(404);
+  });
+
+  it("reads, renames and deletes a version, which is the same resource as a milestone", async () => {
+    const created = await json<Version>(await call("POST", "/versions", { name: "v", fileId }));
+    const read = await json<{ metadata: Version; content: string }>(await call("GET", `/versions/${created.id}`));
+    expect(read).toEqual({ metadata: created, content: bpmnDocument("before") });
+    const renamed = await json<Version>(await call("PATCH", `/versions/${created.id}`, { name: "renamed" }));
+    expect(renamed.name).toBe("renamed");
+    const asMilestone = await json<{ metadata: Version }>(await call("GET", `/milestones/${created.id}`));
+    expect(asMilestone.metadata.name).toBe("renamed");
+    // The reference SDK sends its DELETE with a JSON content type and no body.
+    const deleted = await fetch(`${platform.url}/modeler/api/v1/versions/${created.id}`, {
+      method: "DELETE",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    });
+    expect(deleted.status).toBe(204);
+    expect((await call("GET", `/versions/${created.id}`)).status).toBe(404);
+    expect((await call("DELETE", `/versions/${created.id}`)).status).toBe(404);
+  });
+
+  it("restores a version's content into its file as a new revision", async () => {
+    const before = await json<Version>(await call("POST", "/versions", { name: "before", fileId }));
+    const current = await json<{ metadata: { revision: number } }>(await call("GET", `/files/${fileId}`));
+    await json(
+      await call("PATCH", `/files/${fileId}`, { revision: current.metadata.revision, content: bpmnDocument("after") }),
+    );
+    const restored = await json<{ id: string; revision: number }>(await call("POST", `/versions/${before.id}/restore`));
+    expect(restored).toMatchObject({ id: fileId, revision: current.metadata.revision + 2 });
+    const file = await json<{ content: string }>(await call("GET", `/files/${fileId}`));
+    expect(file.content).toBe(bpmnDocument("before"));
+  });
+
+  it("searches versions with the milestone filters", async () => {
+    const marked = await json<Version>(await call("POST", "/versions", { name: "Searchable Mark", fileId }));
+    const found = await json<{ items: Version[]; total: number }>(
+      await call("POST", "/versions/search", { filter: { name: "searchable", fileId } }),
+    );
+    expect(found).toEqual({ items: [marked], total: 1 });
+    expect((await call("POST", "/versions/search", { filter: { colour: "red" } })).status).toBe(400);
+  });
+
+  it("compares two versions answering {url} as JSON, a link serving the diff without a token", async () => {
+    const first = await json<Version>(await call("POST", "/versions", { name: "first", fileId }));
+    const current = await json<{ metadata: { revision: number } }>(await call("GET", `/files/${fileId}`));
+    await json(
+      await call("PATCH", `/files/${fileId}`, { revision: current.metadata.revision, content: bpmnDocument("third") }),
+    );
+    const second = await json<Version>(await call("POST", "/versions", { name: "second", fileId }));
+    const compared = await call("GET", `/versions/compare/${first.id}...${second.id}`);
+    expect(compared.headers.get("content-type")).toContain("application/json");
+    const { url } = await json<{ url: string }>(compared);
+    const diff = await fetch(url);
+    expect(diff.status).toBe(200);
+    expect(await diff.text()).toContain('+  <bpmn:process id="Process_1" name="third" isExecutable="true">');
+    expect((await call("GET", `/versions/compare/${first.id}...${randomUUID()}`)).status).toBe(404);
+    expect((await call("GET", `/versions/compare/${first.id}..${second.id}`)).status).toBe(400);
+  });
+
+  it("documents both compare answers in the Modeler OpenAPI document", async () => {
+    const document = (await (await fetch(`${platform.url}/modeler/api/v1/openapi.json`)).json()) as {
+      paths: Record<string, Record<string, { responses: Record<string, { content: Record<string, unknown> }> }>>;
+    };
+    const answer = (path: string) => Object.keys(document.paths[path]?.get?.responses["200"]?.content ?? {});
+    expect(answer("/api/v1/milestones/compare/{comparison}")).toEqual(["text/plain"]);
+    expect(answer("/api/v1/versions/compare/{comparison}")).toEqual(["application/json"]);
+    for (const path of ["/api/v1/versions", "/api/v1/versions/{id}", "/api/v1/versions/{id}/restore"]) {
+      expect(Object.keys(document.paths[path] ?? {}).length, path).toBeGreaterThan(0);
+    }
+  });
+});
