@@ -10,15 +10,18 @@ const environment = Object.fromEntries(Object.entries(process.env).filter(([name
 environment.FAKE_ARGUMENTS = JSON.stringify(process.argv.slice(2));
 environment.FLOWPLANE_SUPERVISOR = process.env.FLOWPLANE_SUPERVISOR;
 environment.FAKE_HAS_CHANNEL = String(process.channel !== undefined);
+environment.FAKE_PID = String(process.pid);
 const name = role === "broker" ? `broker-${environment.SERVICE_BROKER_CLUSTER_NODE_ID}` : role;
 const recordDirectory = process.env.FAKE_RECORD_DIRECTORY ?? ".";
-writeFileSync(join(recordDirectory, `${name}.json`), JSON.stringify(environment));
-if (process.env.FAKE_EXIT_AT_START === role) process.exit(3);
-// A crash at every start while `<name>.crash` exists in the record directory: a crash loop.
-if (existsSync(join(recordDirectory, `${name}.crash`))) process.exit(3);
+// Signal handlers first: once its record is written, the child handles signals as it will from then on.
 if (process.env.FAKE_IGNORE_SIGTERM === "1") process.on("SIGTERM", () => undefined);
 else process.on("SIGTERM", () => process.exit(0));
 if (process.env.FLOWPLANE_SUPERVISOR === "ipc") process.on("disconnect", () => process.exit(0));
+if (process.env.FAKE_EXIT_AT_START === role) process.exit(3);
+// A crash at every start while `<name>.crash` exists in the record directory: a crash loop.
+if (existsSync(join(recordDirectory, `${name}.crash`))) process.exit(3);
+// Written once the child will keep running: a record naming a pid says that process started for good.
+writeFileSync(join(recordDirectory, `${name}.json`), JSON.stringify(environment));
 if (role === "gateway") {
   createServer((_request, response) => {
     response.writeHead(200, { "content-type": "application/json" });

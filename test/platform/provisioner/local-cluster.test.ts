@@ -354,11 +354,19 @@ function eventsOf<Kind extends LocalClusterChildEvent["event"]>(
   );
 }
 
-/** Waits (bounded) until the child's running process is another than `previousPid`, and returns its pid. */
-async function runningAgain(cluster: LocalCluster, name: string, previousPid: number | undefined): Promise<number> {
-  return eventually(`${name} running again`, 15_000, async () => {
-    const child = cluster.children().find((candidate) => candidate.process === name);
-    return child?.state === "running" && child.pid !== previousPid ? child.pid : undefined;
+/**
+ * Waits (bounded) until broker 0 runs as another process than `previousPid` that started for good (its record,
+ * written once it handles signals and will not crash at start, names it), and returns its pid.
+ */
+async function brokerRunningAgain(
+  cluster: LocalCluster,
+  records: string,
+  previousPid: number | undefined,
+): Promise<number> {
+  return eventually("broker 0 running again", 15_000, async () => {
+    const child = cluster.children().find((candidate) => candidate.process === "broker 0");
+    if (child?.state !== "running" || child.pid === previousPid) return undefined;
+    return (await recorded(records, "broker-0")).FAKE_PID === String(child.pid) ? child.pid : undefined;
   });
 }
 
@@ -412,13 +420,14 @@ describe("startLocalCluster's supervision", () => {
       restart: { initialDelayMs: 100, maximumDelayMs: 400, stableAfterMs: 1_000 },
     });
     try {
+      const first = cluster.brokers[0]?.pid as number;
       writeFileSync(join(records, "broker-0.crash"), "");
-      process.kill(cluster.brokers[0]?.pid as number, "SIGKILL");
+      process.kill(first, "SIGKILL");
       await eventually("three restarts scheduled", 30_000, async () =>
         eventsOf(events, "broker 0", "restarting").length >= 3 ? true : undefined,
       );
       rmSync(join(records, "broker-0.crash"));
-      const pid = await runningAgain(cluster, "broker 0", undefined);
+      const pid = await brokerRunningAgain(cluster, records, first);
       const waits = eventsOf(events, "broker 0", "restarting").map((event) => event.restartInMs);
       expect(waits.slice(0, 3)).toEqual([100, 200, 400]);
       // Up longer than stableAfterMs: its next crash is its first in a row.
@@ -430,7 +439,7 @@ describe("startLocalCluster's supervision", () => {
       expect(eventsOf(events, "broker 0", "restarting").at(-1)?.restartInMs).toBe(100);
 
       // Stopped by hand with SIGTERM (exit code 0, as the real command line): it stays stopped.
-      const again = await runningAgain(cluster, "broker 0", pid);
+      const again = await brokerRunningAgain(cluster, records, pid);
       const restartsBefore = eventsOf(events, "broker 0", "restarting").length;
       process.kill(again, "SIGTERM");
       await eventually("broker 0 exited", 15_000, async () =>
