@@ -71,6 +71,11 @@ export const clusterClientConnectionDetailsSchema = Type.Object({
 
 /** The connection details of a cluster API client (everything but its secret). */
 export type ClusterClientConnectionDetails = Static<typeof clusterClientConnectionDetailsSchema>;
+/** Schema of a cluster's connector secrets as the Administration API returns them: values by name. */
+export const connectorSecretsSchema = Type.Record(Type.String(), Type.String());
+
+/** The connector secrets of a cluster, values by name. */
+export type ConnectorSecrets = Record<string, string>;
 /** Schema of one IP allowlist entry: `CIDR[,CIDR…]` and what the addresses are. */
 export const allowlistEntrySchema = Type.Object({ ip: Type.String(), description: Type.String() });
 
@@ -165,6 +170,38 @@ export class AdminClient {
     await this.transport.send(
       "DELETE",
       `/clusters/${encodeURIComponent(clusterId)}/clients/${encodeURIComponent(clientId)}`,
+    );
+  }
+
+  /** Lists the connector secrets of the cluster with their values; throws `ApiError` 404 for an unknown cluster. */
+  async listSecrets(clusterId: string): Promise<ConnectorSecrets> {
+    return (await this.transport.sendForJson(
+      "GET",
+      `/clusters/${encodeURIComponent(clusterId)}/secrets`,
+      connectorSecretsSchema,
+    )) as ConnectorSecrets;
+  }
+
+  /** Creates the connector secret `name`; throws `ApiError` 409 when the cluster already has one by that name. */
+  async createSecret(clusterId: string, name: string, value: string): Promise<void> {
+    await this.transport.send("POST", `/clusters/${encodeURIComponent(clusterId)}/secrets`, {
+      secretName: name,
+      secretValue: value,
+    });
+  }
+
+  /** Replaces the value of the connector secret `name`; throws `ApiError` 404 when there is none by that name. */
+  async updateSecret(clusterId: string, name: string, value: string): Promise<void> {
+    await this.transport.send("PUT", `/clusters/${encodeURIComponent(clusterId)}/secrets/${encodeURIComponent(name)}`, {
+      secretValue: value,
+    });
+  }
+
+  /** Deletes the connector secret `name`; throws `ApiError` 404 when there is none by that name. */
+  async deleteSecret(clusterId: string, name: string): Promise<void> {
+    await this.transport.send(
+      "DELETE",
+      `/clusters/${encodeURIComponent(clusterId)}/secrets/${encodeURIComponent(name)}`,
     );
   }
 

@@ -7,8 +7,10 @@ export {
   type ClusterClient,
   type ClusterClientConnectionDetails,
   type ClusterClientPermission,
+  type ConnectorSecrets,
   type CreatedClusterClient,
   clusterClientPermissions,
+  connectorSecretsSchema,
   type Member,
   memberSchema,
 } from "./admin.js";

@@ -17,6 +17,8 @@ import {
   type ClusterDirectory,
   emptyClusterDirectory,
 } from "./admin/cluster-directory.js";
+import { connectorSecretRoutes } from "./admin/connector-secrets/routes.js";
+import { ConnectorSecretService } from "./admin/connector-secrets/service.js";
 import { ipAllowlistRoutes } from "./admin/ip-allowlist/routes.js";
 import { IpAllowlistService } from "./admin/ip-allowlist/service.js";
 import { memberRoutes } from "./admin/members/routes.js";
@@ -55,7 +57,7 @@ export interface StartPlatformOptions {
   clusterAccess?: ClusterAccessOptions;
 }
 
-/** What the IP allowlist, monitoring and cluster API client routes need of clusters. */
+/** What the IP allowlist, monitoring, connector-secret and cluster API client routes need of clusters. */
 export interface ClusterAccessOptions {
   /** Answers which clusters an organization has; without one, every cluster route answers 404. */
   clusters: ClusterDirectory;
@@ -252,6 +254,11 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
     logger,
   });
   const activity = new ActivityService(store.database);
+  const connectorSecrets = new ConnectorSecretService({
+    database: store.database,
+    secrets: store.secrets,
+    clusters: clusterAccess.clusters,
+  });
   await server.register(
     async (context) => {
       await registerApiDocuments(context, {
@@ -269,6 +276,7 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
         ipAllowlistRoutes(api, ipAllowlists);
         monitoringRoutes(api, monitoring);
         clusterClientRoutes(api, clusterClients);
+        connectorSecretRoutes(api, connectorSecrets);
         memberRoutes(api, members);
         activityRoutes(api, activity);
       });

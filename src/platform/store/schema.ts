@@ -189,6 +189,24 @@ export interface PlatformDatabase {
   modeler_collaborators: ModelerCollaboratorTable;
 }
 
+/** A connector secret of a cluster (migration 032); `value` is sealed, never plain. */
+export interface ConnectorSecretTable {
+  organization_id: string;
+  cluster_id: string;
+  name: string;
+  /** The value sealed under the key-encryption key for `connectorSecretPurpose(cluster_id, name)`. */
+  value: string;
+  /** Bytes of the plain value in UTF-8. */
+  value_bytes: number;
+  created_at: string;
+  updated_at: string;
+}
+
+/** The platform database including the connector secrets of migration 032. */
+export interface PlatformDatabase {
+  connector_secrets: ConnectorSecretTable;
+}
+
 /** A cluster's IP allowlist (migration 033): the whole list, replaced at once. */
 export interface ClusterIpAllowlistTable {
   cluster_id: string;
