@@ -7,12 +7,15 @@ import { ApiError, ClientConfigurationError, ClientConnectionError, OAuthClientE
 import { ConfigurationError } from "../config/load.js";
 import { registerAllowlistCommands } from "./commands/allowlist.js";
 import { registerBrokerCommand } from "./commands/broker.js";
+import { registerClientsCommands } from "./commands/clients.js";
 import { registerClusterCommands } from "./commands/cluster.js";
 import { registerClustersCommands } from "./commands/clusters.js";
 import { registerGatewayCommand } from "./commands/gateway.js";
 import { registerMembersCommands } from "./commands/members.js";
 import { registerModelerCommands } from "./commands/modeler.js";
+import { registerSecretsCommands } from "./commands/secrets.js";
 import { registerStartCommands } from "./commands/start.js";
+import { registerStoreCommands } from "./commands/store.js";
 import { registerTokenCommand } from "./commands/token.js";
 import { type CliIo, type ExitCode, exitCodes, UsageError } from "./io.js";
 import { printable, printableLines } from "./terminal-text.js";
@@ -74,8 +77,11 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<ExitCo
     .configureOutput({ writeOut: (text) => io.stdout(text), writeErr: (text) => io.stderr(text) })
     .showHelpAfterError("(add --help for usage)");
   registerStartCommands(program, io);
+  registerStoreCommands(program, io);
   registerTokenCommand(program, io);
   registerMembersCommands(program, io);
+  registerClientsCommands(program, io);
+  registerSecretsCommands(program, io);
   registerAllowlistCommands(program, io);
   registerModelerCommands(program, io);
   registerClustersCommands(program, io);

@@ -169,14 +169,16 @@ export const configurationSchema = Type.Object(
           allowedDescription: "empty, or base64 of 32 bytes (43 or 44 characters)",
           description:
             "Key-encryption key of the key material in the database (signing keys, the client-secret hash key, the " +
-            "diff-link key): base64 of 32 random bytes, e.g. from `openssl rand -base64 32`. Every platform replica " +
-            "of one database needs the same key. Empty: the key file.",
+            "diff-link key, connector secrets): base64 of 32 random bytes, e.g. from `openssl rand -base64 32`. " +
+            "Every platform replica of one database needs the same key; change it with `flowplane store " +
+            "rotate-key`. Empty: the key file.",
         }),
         keyFile: Type.String({
           default: "",
           description:
             "File holding the key-encryption key when service.secrets.key is empty; generated (mode 0600) on the " +
-            "first start. Losing it loses the signing keys: back it up apart from the database. Empty: " +
+            "first start. Losing it loses the signing keys and connector secrets: back it up apart from the " +
+            "database. Empty: " +
             "<dataDirectory>/keys/secrets.key.",
         }),
       },

@@ -11,9 +11,13 @@ import { createHttpServer, type HttpServer } from "../http/server.js";
 import { installActivityRecording } from "./admin/activity/recording.js";
 import { activityRoutes } from "./admin/activity/routes.js";
 import { ActivityService } from "./admin/activity/service.js";
+import { clusterClientRoutes } from "./admin/cluster-clients/routes.js";
+import { ClusterClientService } from "./admin/cluster-clients/service.js";
 import type { AccessPolicyChangedListener, ClusterDirectory } from "./admin/cluster-directory.js";
 import { clusterRoutes } from "./admin/clusters/routes.js";
 import { ClusterService } from "./admin/clusters/service.js";
+import { connectorSecretRoutes } from "./admin/connector-secrets/routes.js";
+import { ConnectorSecretService } from "./admin/connector-secrets/service.js";
 import { ipAllowlistRoutes } from "./admin/ip-allowlist/routes.js";
 import { IpAllowlistService } from "./admin/ip-allowlist/service.js";
 import { memberRoutes } from "./admin/members/routes.js";
@@ -56,8 +60,8 @@ export interface StartPlatformOptions {
    */
   localClusters?: LocalClustersOptions;
   /**
-   * Replaces what the IP allowlist and monitoring routes know of clusters (tests inject an in-memory directory);
-   * by default the clusters service answers and delivers changed policies through its provisioner.
+   * Replaces what the routes under `/clusters/{clusterId}/…` know of clusters (tests inject an in-memory
+   * directory); by default the clusters service answers and delivers changed policies through its provisioner.
    */
   clusterAccess?: ClusterAccessOptions;
 }
@@ -74,7 +78,7 @@ export interface LocalClustersOptions {
   stopTimeoutMs?: number;
 }
 
-/** What the IP allowlist and monitoring routes need of clusters. */
+/** What the IP allowlist, monitoring, connector-secret and cluster API client routes need of clusters. */
 export interface ClusterAccessOptions {
   /** Answers which clusters an organization has; without one, every cluster route answers 404. */
   clusters: ClusterDirectory;
@@ -332,19 +336,36 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
   };
   const ipAllowlists = new IpAllowlistService({ database: store.database, ...clusterAccess });
   const monitoring = new MonitoringService({ database: store.database, ...clusterAccess });
+  const clusterClients = new ClusterClientService({
+    clients: issuer.clients,
+    ...clusterAccess,
+    gatewayAudience: configuration.audiences.gateway,
+    tokenUrl: `${issuerUrl}/oauth/token`,
+    tokenLifetimeSeconds: configuration.token.lifetimeSeconds,
+    clock: systemClock,
+    logger,
+  });
+  const activity = new ActivityService(store.database);
+  const connectorSecrets = new ConnectorSecretService({
+    database: store.database,
+    secrets: store.secrets,
+    clusters: clusterAccess.clusters,
+  });
   // The clusters service builds each cluster's whole policy from the resources keeping its parts, shows its
   // allowlist, and has their data removed with the cluster.
   clusters.accessPolicyBuilder = async (cluster) => ({
     ...openAccessPolicy(cluster.id, cluster.organizationId),
     ipAllowlist: await ipAllowlists.allowlistOf(cluster.id),
     monitoring: await monitoring.monitoringPolicyOf(cluster.id),
+    revokedClients: await clusterClients.revokedClients(cluster.id),
   });
   clusters.allowlistReader = async (_organizationId, clusterId) => await ipAllowlists.allowlistOf(clusterId);
-  clusters.onClusterDeleted.push(async ({ clusterId }) => {
+  clusters.onClusterDeleted.push(async ({ organizationId, clusterId }) => {
     await ipAllowlists.deleteAllOf(clusterId);
     await monitoring.deleteAllOf(clusterId);
+    await clusterClients.deleteAllOfCluster(organizationId, clusterId);
+    await connectorSecrets.deleteAllOf(clusterId);
   });
-  const activity = new ActivityService(store.database);
   await server.register(
     async (context) => {
       await registerApiDocuments(context, {
@@ -361,6 +382,8 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
         installActivityRecording(api, activity);
         ipAllowlistRoutes(api, ipAllowlists);
         monitoringRoutes(api, monitoring);
+        clusterClientRoutes(api, clusterClients);
+        connectorSecretRoutes(api, connectorSecrets);
         memberRoutes(api, members);
         clusterRoutes(api, clusters);
         activityRoutes(api, activity);

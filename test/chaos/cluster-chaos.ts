@@ -172,6 +172,8 @@ export async function runClusterChaos(options: ChaosOptions): Promise<ChaosResul
       logger,
       logLevel: "info",
       readyTimeoutMs: 90_000,
+      // The faults decide how long a broker stays down, and start it again themselves.
+      restart: false,
       environment: {
         ...process.env,
         SERVICE_BROKER_RAFT_SNAPSHOT_INTERVAL_ENTRIES: String(options.snapshotIntervalEntries),

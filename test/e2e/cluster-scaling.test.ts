@@ -149,6 +149,8 @@ beforeAll(async () => {
     issuerUrl: platform.issuerUrl,
     logger: pino({ level: process.env.E2E_LOG_LEVEL ?? "warn" }),
     logLevel: "info",
+    // The tests kill brokers and start them again themselves.
+    restart: false,
     // Snapshots every few hundred entries, so joining replicas catch up through a snapshot and then the log; adding
     // partitions is experimental and enabled here for the last test.
     environment: {

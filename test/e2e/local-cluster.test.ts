@@ -39,6 +39,8 @@ function startCluster(): Promise<LocalCluster> {
     logger,
     logLevel: "info",
     readyTimeoutMs: 90_000,
+    // The tests kill brokers and start them again themselves.
+    restart: false,
   });
 }
 

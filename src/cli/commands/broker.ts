@@ -1,6 +1,7 @@
 import type { Command } from "commander";
 import pino from "pino";
 import { loadConfiguration } from "../../config/load.js";
+import { type SupervisorWatch, watchSupervisor } from "../../platform/provisioner/supervision.js";
 import { type CliIo, UsageError } from "../io.js";
 
 interface BrokerCommandOptions {
@@ -32,6 +33,13 @@ function waitForAbort(signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
 }
 
+/** Resolves with why the broker must stop: the shutdown signal, or its supervisor gone (when it has one). */
+function stopReason(signal: AbortSignal, supervisor: SupervisorWatch | undefined): Promise<"signal" | "supervisor"> {
+  const reasons: Promise<"signal" | "supervisor">[] = [waitForAbort(signal).then(() => "signal" as const)];
+  if (supervisor !== undefined) reasons.push(supervisor.gone.then(() => "supervisor" as const));
+  return Promise.race(reasons);
+}
+
 async function runBroker(options: BrokerCommandOptions, io: CliIo): Promise<void> {
   const configuration = loadConfiguration({
     environment: io.environment,
@@ -43,17 +51,25 @@ async function runBroker(options: BrokerCommandOptions, io: CliIo): Promise<void
   const { platformVersion } = await import("../../platform/version.js");
   const logger =
     io.logger ?? pino({ name: "flowplane-broker", level: configuration.log.level }, pino.destination({ fd: 2 }));
-  const broker = await Broker.start(
-    brokerOptionsFromConfiguration(configuration, { logger, version: platformVersion }),
-  );
-  const address = broker.clusterAddress;
-  io.stdout(
-    `flowplane broker ${broker.nodeId} listening: cluster ${address.host}:${address.port}, management ${broker.managementUrl}, data ${broker.dataDirectory}\n`,
-  );
-  await waitForAbort(io.shutdownSignal);
-  io.stdout(`flowplane broker ${broker.nodeId} shutting down\n`);
-  await broker.close();
-  io.stdout(`flowplane broker ${broker.nodeId} stopped\n`);
+  // Started by the local cluster's supervisor: when it is gone (even killed with SIGKILL), stop as on SIGTERM.
+  const supervisor = watchSupervisor(io.environment);
+  try {
+    const broker = await Broker.start(
+      brokerOptionsFromConfiguration(configuration, { logger, version: platformVersion }),
+    );
+    const address = broker.clusterAddress;
+    io.stdout(
+      `flowplane broker ${broker.nodeId} listening: cluster ${address.host}:${address.port}, management ${broker.managementUrl}, data ${broker.dataDirectory}\n`,
+    );
+    if ((await stopReason(io.shutdownSignal, supervisor)) === "supervisor") {
+      logger.warn("the process that started this broker is gone; stopping");
+    }
+    io.stdout(`flowplane broker ${broker.nodeId} shutting down\n`);
+    await broker.close();
+    io.stdout(`flowplane broker ${broker.nodeId} stopped\n`);
+  } finally {
+    supervisor?.stop();
+  }
 }
 
 /** Registers `flowplane broker`, which runs one broker of a workflow-engine cluster until interrupted. */
@@ -74,6 +90,7 @@ export function registerBrokerCommand(program: Command, io: CliIo): void {
         "Required: SERVICE_CLUSTER_SECRET or SERVICE_CLUSTER_SECRET_FILE, the secret shared by every broker and",
         "gateway of the cluster (generate one with `openssl rand -base64 32`).",
         "Ctrl-C or SIGTERM stops the broker cleanly; its data directory holds broker.pid while it runs.",
+        "Started by `flowplane start` (FLOWPLANE_SUPERVISOR=ipc and an IPC channel), it also stops when that exits.",
       ].join("\n"),
     )
     .action((options: BrokerCommandOptions) => runBroker(options, io));

@@ -1,5 +1,6 @@
 import type { Command } from "commander";
 import { loadConfiguration } from "../../config/load.js";
+import { type SupervisorWatch, watchSupervisor } from "../../platform/provisioner/supervision.js";
 import { type CliIo, UsageError } from "../io.js";
 
 interface GatewayCommandOptions {
@@ -36,6 +37,13 @@ function waitForAbort(signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
 }
 
+/** Resolves with why the gateway must stop: the shutdown signal, or its supervisor gone (when it has one). */
+function stopReason(signal: AbortSignal, supervisor: SupervisorWatch | undefined): Promise<"signal" | "supervisor"> {
+  const reasons: Promise<"signal" | "supervisor">[] = [waitForAbort(signal).then(() => "signal" as const)];
+  if (supervisor !== undefined) reasons.push(supervisor.gone.then(() => "supervisor" as const));
+  return Promise.race(reasons);
+}
+
 async function runGateway(options: GatewayCommandOptions, io: CliIo): Promise<void> {
   const configuration = loadConfiguration({
     environment: io.environment,
@@ -44,12 +52,20 @@ async function runGateway(options: GatewayCommandOptions, io: CliIo): Promise<vo
   });
   // Loaded lazily so that client commands do not pay for the gateway's modules.
   const { startGateway } = await import("../../cluster/gateway/index.js");
-  const gateway = await startGateway(configuration, io.logger === undefined ? {} : { logger: io.logger });
-  io.stdout(`flowplane gateway listening at ${gateway.url} (management API at ${gateway.managementUrl})\n`);
-  await waitForAbort(io.shutdownSignal);
-  io.stdout("flowplane gateway shutting down\n");
-  await gateway.close();
-  io.stdout("flowplane gateway stopped\n");
+  // Started by the local cluster's supervisor: when it is gone (even killed with SIGKILL), stop as on SIGTERM.
+  const supervisor = watchSupervisor(io.environment);
+  try {
+    const gateway = await startGateway(configuration, io.logger === undefined ? {} : { logger: io.logger });
+    io.stdout(`flowplane gateway listening at ${gateway.url} (management API at ${gateway.managementUrl})\n`);
+    if ((await stopReason(io.shutdownSignal, supervisor)) === "supervisor") {
+      io.stdout("flowplane gateway: the process that started it is gone; stopping\n");
+    }
+    io.stdout("flowplane gateway shutting down\n");
+    await gateway.close();
+    io.stdout("flowplane gateway stopped\n");
+  } finally {
+    supervisor?.stop();
+  }
 }
 
 /** Registers `flowplane gateway`, which runs a cluster's gateway (REST and management APIs) until interrupted. */
@@ -68,7 +84,7 @@ export function registerGatewayCommand(program: Command, io: CliIo): void {
     )
     .addHelpText(
       "after",
-      "\nRequired: SERVICE_CLUSTER_SECRET or SERVICE_CLUSTER_SECRET_FILE, the secret of the brokers' cluster.\nPrecedence: flags win over the configuration file, which wins over SERVICE_* environment variables.\nCtrl-C or SIGTERM stops the gateway cleanly.",
+      "\nRequired: SERVICE_CLUSTER_SECRET or SERVICE_CLUSTER_SECRET_FILE, the secret of the brokers' cluster.\nPrecedence: flags win over the configuration file, which wins over SERVICE_* environment variables.\nCtrl-C or SIGTERM stops the gateway cleanly; started by `flowplane start` (FLOWPLANE_SUPERVISOR=ipc and an IPC\nchannel), it also stops when that exits.",
     )
     .action((options: GatewayCommandOptions) => runGateway(options, io));
 }

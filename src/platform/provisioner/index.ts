@@ -20,6 +20,17 @@ export {
   defaultCommand,
   type LocalBroker,
   type LocalCluster,
+  type LocalClusterChild,
+  type LocalClusterChildEvent,
+  type LocalClusterChildExit,
   type LocalClusterOptions,
   startLocalCluster,
 } from "./local-cluster.js";
+export {
+  DEFAULT_RESTART_POLICY,
+  type RestartPolicy,
+  restartDelayMs,
+  restartPolicy,
+  SUPERVISOR_VARIABLE,
+  watchSupervisor,
+} from "./supervision.js";

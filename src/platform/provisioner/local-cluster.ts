@@ -13,6 +13,10 @@
  * Every child authenticates its cluster connections with the local cluster's secret (`cluster-secret.ts`), whose
  * file the children are told in SERVICE_CLUSTER_SECRET_FILE; a secret or secret file inherited from this process's
  * environment is not passed on, so the local cluster always uses its own.
+ *
+ * Once the cluster is ready the children are supervised (`supervision.ts`): a child that crashes (exits with a
+ * signal or a non-zero code without being asked to) is started again after a capped exponential backoff, and every
+ * child stops by itself when the channel to this process closes, so killing this process leaves no orphans.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, existsSync, openSync, readFileSync, rmSync } from "node:fs";
@@ -23,6 +27,13 @@ import { configurationLeaves } from "../../config/load.js";
 import { ownPrivateDirectory, privateFileMode } from "../../files/private-files.js";
 import { ensureLocalClusterSecret } from "./cluster-secret.js";
 import { brokerPorts, freePort, type LocalBrokerPorts, readLocalBrokers } from "./local-brokers.js";
+import {
+  type RestartPolicy,
+  restartDelayMs,
+  restartPolicy,
+  SUPERVISOR_CHANNEL,
+  SUPERVISOR_VARIABLE,
+} from "./supervision.js";
 
 /** Options of `startLocalCluster`. */
 export interface LocalClusterOptions {
@@ -61,6 +72,63 @@ export interface LocalClusterOptions {
    * this module, with this process's Node.js options). Tests and embedders may point elsewhere.
    */
   command?: { entry: string; nodeArguments: readonly string[] };
+  /**
+   * Restarting children that crash once the cluster is ready: after `initialDelayMs`, doubling with every crash in a
+   * row up to `maximumDelayMs`, back to `initialDelayMs` after a child ran `stableAfterMs` (default 500 ms, 30 s and
+   * 60 s). A child that stops cleanly (exit code 0, e.g. after a SIGTERM sent by hand) is not restarted. `false`: a
+   * crashed child stays down until `restartBroker` (tests that take brokers down on purpose).
+   */
+  restart?: Partial<RestartPolicy> | false;
+  /** Told of every child started, exited and scheduled for a restart (for status and activity); must not throw. */
+  onChildEvent?: (event: LocalClusterChildEvent) => void;
+}
+
+/** How a child of the local cluster last exited. */
+export interface LocalClusterChildExit {
+  /** Its exit code, or null when a signal ended it. */
+  exitCode: number | null;
+  /** The signal that ended it, or null. */
+  signal: NodeJS.Signals | null;
+  /** When it exited, in milliseconds since the epoch. */
+  atMs: number;
+  /** How long it had run. */
+  uptimeMs: number;
+  /** Whether the provisioner had asked it to stop (close, a broker removed from the brokers file). */
+  requested: boolean;
+}
+
+/** Fields of every child event. */
+interface LocalClusterChildEventBase {
+  /** The child: `gateway` or `broker <nodeId>`. */
+  process: string;
+  /** The broker's node id, or undefined for the gateway. */
+  nodeId: number | undefined;
+  /** Automatic restarts of this child so far (restarts by `restartBroker` not counted). */
+  restarts: number;
+}
+
+/** Something that happened to a child of the local cluster. */
+export type LocalClusterChildEvent =
+  | (LocalClusterChildEventBase & { event: "started"; pid: number | undefined })
+  | (LocalClusterChildEventBase & { event: "exited"; pid: number | undefined } & Omit<LocalClusterChildExit, "atMs">)
+  | (LocalClusterChildEventBase & { event: "restarting"; restartInMs: number });
+
+/** The supervision state of one child of the local cluster. */
+export interface LocalClusterChild {
+  /** The child: `gateway` or `broker <nodeId>`. */
+  process: string;
+  /** The broker's node id, or undefined for the gateway. */
+  nodeId: number | undefined;
+  /** running; restarting (crashed, a restart is scheduled); stopped (not running and no restart scheduled). */
+  state: "running" | "restarting" | "stopped";
+  /** Process id while running. */
+  pid: number | undefined;
+  /** Automatic restarts so far (restarts by `restartBroker` not counted). */
+  restarts: number;
+  /** How it last exited, or undefined when it has not. */
+  lastExit: LocalClusterChildExit | undefined;
+  /** When the scheduled restart is due, in milliseconds since the epoch, or undefined. */
+  restartAtMs: number | undefined;
 }
 
 /** One broker of the local cluster. */
@@ -92,8 +160,13 @@ export interface LocalCluster {
   readonly gatewayPid: number | undefined;
   /** The brokers, by node id (pid kept current; brokers added to or removed from the brokers file come and go). */
   brokers: readonly LocalBroker[];
-  /** Starts a broker again (after it stopped or was killed), with the same environment as at first. */
+  /**
+   * Starts a broker again (after it stopped or was killed), with the same environment as at first: at once, also
+   * when an automatic restart is scheduled, and its backoff starts over. Throws while the broker is running.
+   */
   restartBroker(nodeId: number): Promise<void>;
+  /** The supervision state of every child: the brokers by node id, then the gateway. */
+  children(): LocalClusterChild[];
   /** Stops every child: SIGTERM, a bounded wait, then SIGKILL for stragglers. */
   close(): Promise<void>;
 }
@@ -176,11 +249,58 @@ async function stopChild(child: ChildProcess, timeoutMs: number): Promise<void> 
 
 interface ManagedChild {
   name: string;
+  nodeId: number | undefined;
   arguments: string[];
   environment: Record<string, string | undefined>;
   logFile: string;
   process: ChildProcess | undefined;
   stopping: boolean;
+  /** When the running process was started (Date.now()). */
+  startedAtMs: number;
+  /** Automatic restarts so far. */
+  restarts: number;
+  /** Crashes since the child last ran long enough to count as healthy: the exponent of the next backoff. */
+  crashesInARow: number;
+  lastExit: LocalClusterChildExit | undefined;
+  restartTimer: NodeJS.Timeout | undefined;
+  restartAtMs: number | undefined;
+}
+
+/** A managed child not started yet. */
+function managedChild(
+  name: string,
+  nodeId: number | undefined,
+  environment: Record<string, string | undefined>,
+  logFile: string,
+): ManagedChild {
+  return {
+    name,
+    nodeId,
+    arguments: [nodeId === undefined ? "gateway" : "broker"],
+    environment,
+    logFile,
+    process: undefined,
+    stopping: false,
+    startedAtMs: 0,
+    restarts: 0,
+    crashesInARow: 0,
+    lastExit: undefined,
+    restartTimer: undefined,
+    restartAtMs: undefined,
+  };
+}
+
+/** Cancels the child's scheduled restart, if any. */
+function cancelRestart(child: ManagedChild): void {
+  clearTimeout(child.restartTimer);
+  child.restartTimer = undefined;
+  child.restartAtMs = undefined;
+}
+
+/** Whether the child's process is running (spawned and not exited). */
+function isRunning(child: ManagedChild): boolean {
+  const running = child.process;
+  return running !== undefined && running.exitCode === null && running.signalCode === null;
 }
 
 /**
@@ -196,6 +316,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
   const readyTimeoutMs = options.readyTimeoutMs ?? 90_000;
   const stopTimeoutMs = options.stopTimeoutMs ?? 10_000;
   const command = options.command ?? defaultCommand();
+  const policy = options.restart === false ? undefined : restartPolicy(options.restart);
   const baseEnvironment = options.environment ?? process.env;
   const logLevel = options.logLevel ?? baseEnvironment.SERVICE_LOG_LEVEL ?? "info";
 
@@ -226,6 +347,8 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     setSetting(environment, "service.log.level", logLevel);
     removeSetting(environment, "service.cluster.secret");
     setSetting(environment, "service.cluster.secretFile", clusterSecret.file);
+    // The child stops by itself when its IPC channel to this process closes (supervision.ts).
+    environment[SUPERVISOR_VARIABLE] = SUPERVISOR_CHANNEL;
     return environment;
   };
 
@@ -250,14 +373,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     setSetting(environment, "service.broker.cluster.clusterPort", entry.clusterPort);
     const logFile = join(logDirectory, `broker-${entry.nodeId}.log`);
     return {
-      child: {
-        name: `broker ${entry.nodeId}`,
-        arguments: ["broker"],
-        environment,
-        logFile,
-        process: undefined,
-        stopping: false,
-      },
+      child: managedChild(`broker ${entry.nodeId}`, entry.nodeId, environment, logFile),
       broker: {
         nodeId: entry.nodeId,
         clusterAddress: `${host}:${entry.clusterPort}`,
@@ -289,15 +405,52 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     removeSetting(gatewayEnvironment, "service.gateway.accessPolicyFile");
   }
   const gatewayLogFile = join(logDirectory, "gateway.log");
-  const gateway: ManagedChild = {
-    name: "gateway",
-    arguments: ["gateway"],
-    environment: gatewayEnvironment,
-    logFile: gatewayLogFile,
-    process: undefined,
-    stopping: false,
-  };
+  const gateway = managedChild("gateway", undefined, gatewayEnvironment, gatewayLogFile);
   children.push(gateway);
+
+  // Supervision starts once the cluster is ready: a child that dies during the start fails it (waitUntilReady).
+  let supervising = false;
+  let closed = false;
+  const notify = (event: LocalClusterChildEvent): void => {
+    if (options.onChildEvent === undefined) return;
+    try {
+      options.onChildEvent(event);
+    } catch (error) {
+      logger.error({ err: error, process: event.process }, "a listener of the local cluster's child events failed");
+    }
+  };
+
+  /** Schedules the restart of a crashed child, the wait doubling with every crash in a row. */
+  const scheduleRestart = (child: ManagedChild, activePolicy: RestartPolicy, uptimeMs: number): number => {
+    if (uptimeMs >= activePolicy.stableAfterMs) child.crashesInARow = 0;
+    const delayMs = restartDelayMs(activePolicy, child.crashesInARow);
+    child.crashesInARow += 1;
+    child.restartAtMs = Date.now() + delayMs;
+    child.restartTimer = setTimeout(() => {
+      child.restartTimer = undefined;
+      child.restartAtMs = undefined;
+      if (closed || child.stopping) return;
+      child.restarts += 1;
+      try {
+        launch(child);
+      } catch (error) {
+        // Its log file could not be opened or the process not spawned: a crash like any other, retried later.
+        const waitMs = scheduleRestart(child, activePolicy, 0);
+        logger.error(
+          { err: error, process: child.name, restartInMs: waitMs },
+          `${child.name} of the local cluster could not be started; trying again in ${waitMs} ms`,
+        );
+      }
+    }, delayMs);
+    notify({
+      event: "restarting",
+      process: child.name,
+      nodeId: child.nodeId,
+      restarts: child.restarts,
+      restartInMs: delayMs,
+    });
+    return delayMs;
+  };
 
   const launch = (child: ManagedChild): void => {
     const logDescriptor = openSync(child.logFile, "a", privateFileMode);
@@ -305,7 +458,8 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     try {
       spawned = spawn(process.execPath, [...command.nodeArguments, command.entry, ...child.arguments], {
         env: child.environment,
-        stdio: ["ignore", logDescriptor, logDescriptor],
+        // The IPC channel closes when this process exits, however it exits: the child then stops (supervision.ts).
+        stdio: ["ignore", logDescriptor, logDescriptor, "ipc"],
         // A process group of its own: Ctrl-C in a terminal reaches only this process, which then stops the
         // gateway first and the brokers after it, each once, instead of every child being signalled twice.
         detached: true,
@@ -316,19 +470,50 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     }
     child.process = spawned;
     child.stopping = false;
-    const broker = brokers.find((candidate) => `broker ${candidate.nodeId}` === child.name);
+    child.startedAtMs = Date.now();
+    const broker = brokers.find((candidate) => candidate.nodeId === child.nodeId);
     if (broker !== undefined) broker.pid = spawned.pid;
-    spawned.once("exit", (code, signal) => {
+    let ended = false;
+    const onEnded = (code: number | null, signal: NodeJS.Signals | null): void => {
+      // A failed spawn may report both an error and an exit.
+      if (ended) return;
+      ended = true;
       if (broker !== undefined && broker.pid === spawned.pid) broker.pid = undefined;
-      if (child.stopping) return;
+      const requested = child.stopping;
+      const uptimeMs = Date.now() - child.startedAtMs;
+      child.lastExit = { exitCode: code, signal, atMs: Date.now(), uptimeMs, requested };
+      notify({
+        event: "exited",
+        process: child.name,
+        nodeId: child.nodeId,
+        restarts: child.restarts,
+        pid: spawned.pid,
+        exitCode: code,
+        signal,
+        uptimeMs,
+        requested,
+      });
+      if (requested) return;
       const details = { process: child.name, childPid: spawned.pid, exitCode: code, signal, logFile: child.logFile };
-      if (code === 0) logger.info(details, `${child.name} of the local cluster stopped`);
-      else logger.error(details, `${child.name} of the local cluster exited unexpectedly; see its log file`);
-    });
+      if (code === 0) {
+        logger.info(details, `${child.name} of the local cluster stopped`);
+      } else if (policy === undefined || !supervising || closed) {
+        logger.error(details, `${child.name} of the local cluster exited unexpectedly; see its log file`);
+      } else {
+        const delayMs = scheduleRestart(child, policy, uptimeMs);
+        logger.error(
+          { ...details, restartInMs: delayMs, restarts: child.restarts },
+          `${child.name} of the local cluster exited unexpectedly; restarting it in ${delayMs} ms; see its log file`,
+        );
+      }
+    };
+    spawned.once("exit", onEnded);
     spawned.once("error", (error) => {
       logger.error({ process: child.name, error: error.message }, `${child.name} of the local cluster failed to start`);
+      if (spawned.pid === undefined) onEnded(null, null);
     });
     logger.info({ process: child.name, childPid: spawned.pid, logFile: child.logFile }, `${child.name} started`);
+    notify({ event: "started", process: child.name, nodeId: child.nodeId, restarts: child.restarts, pid: spawned.pid });
   };
 
   // Children run in process groups of their own, so they would outlive this process if it died without closing
@@ -372,13 +557,14 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
       }
       for (const broker of [...brokers]) {
         if (listedIds.has(broker.nodeId)) continue;
-        const child = children.find((candidate) => candidate.name === `broker ${broker.nodeId}`);
+        const child = children.find((candidate) => candidate.nodeId === broker.nodeId);
         logger.info(
           { nodeId: broker.nodeId },
           `broker ${broker.nodeId} was removed from the local cluster; stopping it`,
         );
         if (child !== undefined) {
           child.stopping = true;
+          cancelRestart(child);
           if (child.process !== undefined) await stopChild(child.process, stopTimeoutMs);
           children.splice(children.indexOf(child), 1);
         }
@@ -395,7 +581,11 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     if (reconcileTimer !== null) clearInterval(reconcileTimer);
     reconcileTimer = null;
     process.off("exit", stopOrphans);
-    for (const child of children) child.stopping = true;
+    closed = true;
+    for (const child of children) {
+      child.stopping = true;
+      cancelRestart(child);
+    }
     // The gateway first, so it stops routing before the brokers go; then the brokers together.
     if (gateway.process !== undefined) await stopChild(gateway.process, stopTimeoutMs);
     await Promise.all(
@@ -415,6 +605,14 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     await close();
     throw error;
   }
+  supervising = true;
+  // A child that crashed between the last readiness check and now was not restarted by its exit handler.
+  for (const child of children) {
+    const exit = child.lastExit;
+    if (policy === undefined || isRunning(child) || exit === undefined || exit.requested || exit.exitCode === 0)
+      continue;
+    if (child.restartTimer === undefined) scheduleRestart(child, policy, exit.uptimeMs);
+  }
   logger.info(
     { gatewayUrl, managementUrl, brokers: brokers.map((broker) => broker.clusterAddress) },
     "local cluster ready",
@@ -429,19 +627,31 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     gatewayLogFile,
     clusterSecretFile: clusterSecret.file,
     get gatewayPid() {
-      const running = gateway.process;
-      return running !== undefined && running.exitCode === null && running.signalCode === null
-        ? running.pid
-        : undefined;
+      return isRunning(gateway) ? gateway.process?.pid : undefined;
     },
     brokers,
     async restartBroker(nodeId) {
-      const child = children.find((candidate) => candidate.name === `broker ${nodeId}`);
+      const child = children.find((candidate) => candidate.nodeId === nodeId);
       if (child === undefined) throw new Error(`the local cluster has no broker ${nodeId}`);
-      if (child.process !== undefined && child.process.exitCode === null && child.process.signalCode === null) {
-        throw new Error(`broker ${nodeId} is still running (pid ${child.process.pid})`);
-      }
+      if (isRunning(child)) throw new Error(`broker ${nodeId} is still running (pid ${child.process?.pid})`);
+      // Started by hand, so whatever made it crash was looked at: no scheduled restart, and the backoff starts over.
+      cancelRestart(child);
+      child.crashesInARow = 0;
       launch(child);
+    },
+    children() {
+      const ordered = [...children].sort(
+        (left, right) => (left.nodeId ?? Number.POSITIVE_INFINITY) - (right.nodeId ?? Number.POSITIVE_INFINITY),
+      );
+      return ordered.map((child) => ({
+        process: child.name,
+        nodeId: child.nodeId,
+        state: isRunning(child) ? "running" : child.restartTimer !== undefined ? "restarting" : "stopped",
+        pid: isRunning(child) ? child.process?.pid : undefined,
+        restarts: child.restarts,
+        lastExit: child.lastExit === undefined ? undefined : { ...child.lastExit },
+        restartAtMs: child.restartAtMs,
+      }));
     },
     close,
   };

@@ -4,7 +4,7 @@ import { Kysely, Migrator, PostgresDialect, SqliteDialect } from "kysely";
 import pg from "pg";
 import { createPrivateDirectory, ownPrivateFile, restrictFileIfPresent } from "../../files/private-files.js";
 import { type KeyEncryptionKeySettings, resolveKeyEncryptionKey } from "./key-encryption-key.js";
-import { holdsSealedValues, protectKeyMaterial } from "./key-material.js";
+import { holdsSealedValues, protectKeyMaterial, sealedKeyId } from "./key-material.js";
 import { migrationProvider } from "./migrations/index.js";
 import type { PlatformDatabase } from "./schema.js";
 import { SecretsBox } from "./secrets-box.js";
@@ -88,6 +88,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       settings: options.secrets ?? { key: "", keyFile: "" },
       dataDirectory: options.dataDirectory,
       databaseHoldsSealedValues: () => holdsSealedValues(database),
+      databaseKeyId: () => sealedKeyId(database),
     });
     const secrets = SecretsBox.withKey(resolved.key);
     await protectKeyMaterial(database, secrets, resolved.source);

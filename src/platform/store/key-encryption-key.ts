@@ -6,7 +6,7 @@
  */
 
 import { randomBytes } from "node:crypto";
-import { closeSync, fsyncSync, linkSync, openSync, readFileSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, fsyncSync, linkSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import {
   createPrivateDirectory,
@@ -14,7 +14,7 @@ import {
   privateFileMode,
   restrictFileIfPresent,
 } from "../../files/private-files.js";
-import { generateKeyEncryptionKey, parseKeyEncryptionKey } from "./secrets-box.js";
+import { generateKeyEncryptionKey, parseKeyEncryptionKey, SecretsBox } from "./secrets-box.js";
 
 /** The settings naming the key-encryption key (`service.secrets.*` of the configuration). */
 export interface KeyEncryptionKeySettings {
@@ -64,6 +64,20 @@ export interface ResolveKeyEncryptionKeyOptions {
    * does not: generating one then would leave that material unreadable, so the start fails instead.
    */
   databaseHoldsSealedValues: () => Promise<boolean>;
+  /**
+   * The key id the database's key material is sealed under (undefined when nothing is sealed yet). Given, it lets a
+   * key rotation interrupted after its commit finish here: see `pendingKeyFile`.
+   */
+  databaseKeyId?: () => Promise<string | undefined>;
+}
+
+/**
+ * Where a key rotation keeps the new key while it re-seals the database: beside the key file, written before the
+ * rotation's transaction commits and moved over the key file after it. Found at start with the database sealed
+ * under it, the rotation committed and was interrupted before the move, which the start then finishes.
+ */
+export function pendingKeyFile(keyFile: string): string {
+  return `${keyFile}.next`;
 }
 
 /**
@@ -84,6 +98,8 @@ export async function resolveKeyEncryptionKey(
   const keyFile = settings.keyFile === "" ? defaultKeyFile(options.dataDirectory) : resolve(settings.keyFile);
   const source = `the key file ${keyFile}`;
   const existing = readKeyFile(keyFile);
+  const rotated = await finishInterruptedRotation(keyFile, existing, options.databaseKeyId);
+  if (rotated !== undefined) return { key: rotated, source, createdKeyFile: undefined };
   if (existing !== undefined) return { key: existing, source, createdKeyFile: undefined };
   if (await options.databaseHoldsSealedValues()) {
     throw new KeyEncryptionKeyError(
@@ -94,6 +110,86 @@ export async function resolveKeyEncryptionKey(
   }
   // The default directory is flowplane's own and made 0700; a directory the operator chose keeps its mode.
   return { key: createKeyFile(keyFile, settings.keyFile === ""), source, createdKeyFile: keyFile };
+}
+
+/**
+ * Finishes a key rotation that committed its transaction but did not move the pending key file over the key file
+ * (see `pendingKeyFile`): answers the pending key once it is the key file, or undefined when there is nothing to
+ * finish. A pending key the database is not sealed under belongs to a rotation that never committed; it sealed
+ * nothing, and the next rotation overwrites it.
+ */
+async function finishInterruptedRotation(
+  keyFile: string,
+  existing: Buffer | undefined,
+  databaseKeyId: (() => Promise<string | undefined>) | undefined,
+): Promise<Buffer | undefined> {
+  if (databaseKeyId === undefined) return undefined;
+  const pendingFile = pendingKeyFile(keyFile);
+  const pending = readKeyFile(pendingFile);
+  if (pending === undefined) return undefined;
+  const pendingKeyId = SecretsBox.withKey(pending).keyId;
+  if (existing !== undefined && SecretsBox.withKey(existing).keyId === pendingKeyId) {
+    // The move happened; only the copy was left behind.
+    unlinkIfPresent(pendingFile);
+    return undefined;
+  }
+  if ((await databaseKeyId()) !== pendingKeyId) return undefined;
+  try {
+    renameSync(pendingFile, keyFile);
+  } catch (error) {
+    // Another process starting at the same moment finished it first.
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+  }
+  syncDirectory(dirname(keyFile));
+  return readKeyFile(keyFile);
+}
+
+/**
+ * Writes `key` to `keyFile` (0600), replacing the file atomically: a reader sees the old key or the new one, never
+ * a partial file, and the new one survives a crash once this returns.
+ */
+export function replaceKeyFile(keyFile: string, key: Buffer): void {
+  const directory = dirname(keyFile);
+  const temporary = writeTemporaryKeyFile(directory, `${key.toString("base64")}\n`);
+  try {
+    renameSync(temporary, keyFile);
+  } catch (error) {
+    unlinkIfPresent(temporary);
+    throw error;
+  }
+  syncDirectory(directory);
+}
+
+/** Removes `path` unless it is already gone. */
+export function unlinkIfPresent(path: string): void {
+  try {
+    unlinkSync(path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+  }
+}
+
+/** Writes `text` to a new temporary file (0600) in `directory`, synced to disk; answers its path. */
+function writeTemporaryKeyFile(directory: string, text: string): string {
+  const temporary = join(directory, `.${randomBytes(6).toString("hex")}.tmp`);
+  const descriptor = openSync(temporary, "wx", privateFileMode);
+  try {
+    writeSync(descriptor, text);
+    fsyncSync(descriptor);
+  } finally {
+    closeSync(descriptor);
+  }
+  return temporary;
+}
+
+/** Makes the entries of `directory` (a renamed or linked file) durable. */
+function syncDirectory(directory: string): void {
+  const directoryDescriptor = openSync(directory, "r");
+  try {
+    fsyncSync(directoryDescriptor);
+  } finally {
+    closeSync(directoryDescriptor);
+  }
 }
 
 /** Reads and checks a key file; undefined when it does not exist. The file is made 0600 should it be wider. */
@@ -124,15 +220,7 @@ function createKeyFile(keyFile: string, ownsDirectory: boolean): Buffer {
   const directory = dirname(keyFile);
   if (ownsDirectory) ownPrivateDirectory(directory);
   else createPrivateDirectory(directory);
-  const temporary = join(directory, `.${randomBytes(6).toString("hex")}.tmp`);
-  const text = `${generateKeyEncryptionKey()}\n`;
-  const descriptor = openSync(temporary, "wx", privateFileMode);
-  try {
-    writeSync(descriptor, text);
-    fsyncSync(descriptor);
-  } finally {
-    closeSync(descriptor);
-  }
+  const temporary = writeTemporaryKeyFile(directory, `${generateKeyEncryptionKey()}\n`);
   try {
     linkSync(temporary, keyFile);
   } catch (error) {
@@ -140,12 +228,7 @@ function createKeyFile(keyFile: string, ownsDirectory: boolean): Buffer {
   } finally {
     unlinkSync(temporary);
   }
-  const directoryDescriptor = openSync(directory, "r");
-  try {
-    fsyncSync(directoryDescriptor);
-  } finally {
-    closeSync(directoryDescriptor);
-  }
+  syncDirectory(directory);
   const key = readKeyFile(keyFile);
   if (key === undefined) throw new Error(`invariant violated: the key file ${keyFile} vanished after it was written`);
   return key;

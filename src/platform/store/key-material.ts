@@ -1,7 +1,8 @@
 /**
  * The key material the platform keeps in its database, and how it is sealed there (secrets-box.ts): the private
- * signing keys (`signing_keys.private_key`) and the secret `settings` rows (the client-secret hash key, the
- * diff-link key). Public keys, ids and the rest stay plain: they are not secret.
+ * signing keys (`signing_keys.private_key`), the secret `settings` rows (the client-secret hash key, the
+ * diff-link key) and the clusters' connector secrets (`connector_secrets.value`, sealed from their first write).
+ * Public keys, ids and the rest stay plain: they are not secret.
  *
  * At start `protectKeyMaterial` checks that the configured key-encryption key is the one the database was sealed
  * under and seals, in place, whatever an earlier version stored in plain text. Both steps are idempotent and safe
@@ -10,7 +11,7 @@
 import type { Kysely } from "kysely";
 import { KeyEncryptionKeyError } from "./key-encryption-key.js";
 import type { PlatformDatabase } from "./schema.js";
-import { isSealed, SealedValueError, type SecretsBox } from "./secrets-box.js";
+import { isSealed, SealedValueError, SecretsBox } from "./secrets-box.js";
 
 /** Names of the `settings` rows whose values are secret, and therefore sealed. */
 export const secretSettingNames = {
@@ -35,6 +36,14 @@ export function signingKeyPurpose(keyId: string): string {
   return `signing_keys.private_key:${keyId}`;
 }
 
+/**
+ * The associated data of a connector secret's value: the column, the cluster and the secret's name. Names hold only
+ * `[A-Za-z0-9_]`, so the last colon separates the two unambiguously.
+ */
+export function connectorSecretPurpose(clusterId: string, name: string): string {
+  return `connector_secrets.value:${clusterId}:${name}`;
+}
+
 /** Whether the database holds key material sealed under some key-encryption key (the check row exists). */
 export async function holdsSealedValues(database: Kysely<PlatformDatabase>): Promise<boolean> {
   const row = await database
@@ -43,6 +52,16 @@ export async function holdsSealedValues(database: Kysely<PlatformDatabase>): Pro
     .where("name", "=", keyEncryptionCheckSetting)
     .executeTakeFirst();
   return row !== undefined;
+}
+
+/** The key id the database's key material is sealed under (that of the check row), or undefined before the first. */
+export async function sealedKeyId(database: Kysely<PlatformDatabase>): Promise<string | undefined> {
+  const row = await database
+    .selectFrom("settings")
+    .select("value")
+    .where("name", "=", keyEncryptionCheckSetting)
+    .executeTakeFirst();
+  return row === undefined ? undefined : SecretsBox.keyIdOf(row.value);
 }
 
 /**

@@ -28,9 +28,24 @@ export interface ClientTable {
   name: string;
   /** Keyed hash (HMAC-SHA-256, base64url) of the secret; the secret itself is never stored. */
   secret_hash: string;
-  /** JSON array of scope values the client may be granted. */
+  /** JSON array of scope values the client may be granted (empty for a cluster API client). */
   scopes: string;
   created_at: string;
+  /** The cluster a cluster API client belongs to; null for an organization client (migration 031). */
+  cluster_id: string | null;
+  /** JSON array of a cluster API client's permissions; null for an organization client. */
+  permissions: string | null;
+  /** Id the Administration API shows for a cluster API client besides its client id; null otherwise. */
+  uuid: string | null;
+}
+
+/** Cluster API clients deleted while tokens issued to them may still be unexpired (migration 031). */
+export interface RevokedClusterClientTable {
+  client_id: string;
+  organization_id: string;
+  cluster_id: string;
+  revoked_at: string;
+  revoked_at_ms: number;
 }
 
 export interface SigningKeyTable {
@@ -77,6 +92,7 @@ export interface PlatformDatabase {
   signing_keys: SigningKeyTable;
   rate_limits: RateLimitTable;
   client_failures: ClientFailureTable;
+  revoked_cluster_clients: RevokedClusterClientTable;
   settings: SettingTable;
 }
 
@@ -219,6 +235,24 @@ export interface PlatformDatabase {
   clusters: ClusterTable;
   local_cluster_placements: LocalClusterPlacementTable;
   local_cluster_brokers: LocalClusterBrokerTable;
+}
+
+/** A connector secret of a cluster (migration 032); `value` is sealed, never plain. */
+export interface ConnectorSecretTable {
+  organization_id: string;
+  cluster_id: string;
+  name: string;
+  /** The value sealed under the key-encryption key for `connectorSecretPurpose(cluster_id, name)`. */
+  value: string;
+  /** Bytes of the plain value in UTF-8. */
+  value_bytes: number;
+  created_at: string;
+  updated_at: string;
+}
+
+/** The platform database including the connector secrets of migration 032. */
+export interface PlatformDatabase {
+  connector_secrets: ConnectorSecretTable;
 }
 
 /** A cluster's IP allowlist (migration 033): the whole list, replaced at once. */

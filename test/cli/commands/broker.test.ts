@@ -1,3 +1,4 @@
+import { type ChildProcess, spawn } from "node:child_process";
 import { access, mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -6,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { brokerConfigurationFlags, registerBrokerCommand } from "../../../src/cli/commands/broker.js";
 import { UsageError } from "../../../src/cli/io.js";
 import { ConfigurationError } from "../../../src/config/load.js";
+import { defaultCommand } from "../../../src/platform/provisioner/index.js";
 import { TEST_CLUSTER_SECRET } from "../../support/cluster-secret.js";
 import { captureIo } from "../support.js";
 
@@ -110,4 +112,70 @@ describe("flowplane broker", () => {
     await expect(run).rejects.toBeInstanceOf(ConfigurationError);
     await expect(run).rejects.toThrow(/list every partition/);
   });
+});
+
+/** Runs `flowplane broker` as a child process with an IPC channel, as the local cluster's supervisor does. */
+function spawnBroker(
+  dataDirectory: string,
+  environment: Record<string, string>,
+): { child: ChildProcess; output: { stdout: string; stderr: string }; exited: Promise<number | null> } {
+  const command = defaultCommand();
+  const child = spawn(
+    process.execPath,
+    [...command.nodeArguments, command.entry, "broker", "--data-directory", dataDirectory, ...singleBroker],
+    {
+      env: { PATH: process.env.PATH, SERVICE_CLUSTER_SECRET: TEST_CLUSTER_SECRET, ...environment },
+      stdio: ["ignore", "pipe", "pipe", "ipc"],
+    },
+  );
+  const output = { stdout: "", stderr: "" };
+  child.stdout?.on("data", (chunk: Buffer) => {
+    output.stdout += chunk.toString("utf8");
+  });
+  child.stderr?.on("data", (chunk: Buffer) => {
+    output.stderr += chunk.toString("utf8");
+  });
+  const exited = new Promise<number | null>((resolveExit) => child.once("exit", (code) => resolveExit(code)));
+  return { child, output, exited };
+}
+
+/** The broker's management URL, once it says it listens. */
+async function listening(output: { stdout: string }): Promise<string> {
+  await expect.poll(() => output.stdout, { timeout: 60_000 }).toContain("listening");
+  return /management (\S+),/.exec(output.stdout)?.[1] as string;
+}
+
+describe("flowplane broker under a supervisor", () => {
+  it("stops cleanly when the channel to its supervisor closes", async () => {
+    const dataDirectory = join(temporaryDirectory, "supervised");
+    const { child, output, exited } = spawnBroker(dataDirectory, { FLOWPLANE_SUPERVISOR: "ipc" });
+    try {
+      await listening(output);
+      child.disconnect();
+      expect(await exited).toBe(0);
+      expect(output.stderr).toContain("the process that started this broker is gone");
+      expect(output.stdout).toContain("flowplane broker 0 stopped");
+      await expect(access(join(dataDirectory, "brokers", "0", "broker.pid"))).rejects.toThrow(/ENOENT/);
+    } finally {
+      child.kill("SIGKILL");
+    }
+  }, 90_000);
+
+  it("keeps running when its channel closes but it was not told it is supervised", async () => {
+    const { child, output, exited } = spawnBroker(join(temporaryDirectory, "by-hand"), {});
+    try {
+      const managementUrl = await listening(output);
+      child.disconnect();
+      // Two answers after the channel closed: the broker has seen the close by then, and goes on serving.
+      for (let round = 0; round < 2; round += 1) {
+        expect((await fetch(`${managementUrl}/actuator/health/liveness`)).status).toBe(200);
+      }
+      expect(output.stdout).not.toContain("shutting down");
+      child.kill("SIGTERM");
+      expect(await exited).toBe(0);
+      expect(output.stderr).not.toContain("the process that started this broker is gone");
+    } finally {
+      child.kill("SIGKILL");
+    }
+  }, 90_000);
 });

@@ -1,16 +1,27 @@
 // A stand-in for the flowplane command line in provisioner tests: it records the environment it was started with,
-// serves a ready gateway health endpoint, and can be told to exit at once or to ignore SIGTERM.
-import { writeFileSync } from "node:fs";
+// serves a ready gateway health endpoint, and can be told to exit at once or to ignore SIGTERM. Like the real
+// command line it exits with code 0 on SIGTERM, and, when supervised, once its channel to the supervisor closes.
+import { existsSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { join } from "node:path";
 
 const role = process.argv[2] ?? "unknown";
 const environment = Object.fromEntries(Object.entries(process.env).filter(([name]) => name.startsWith("SERVICE_")));
 environment.FAKE_ARGUMENTS = JSON.stringify(process.argv.slice(2));
+environment.FLOWPLANE_SUPERVISOR = process.env.FLOWPLANE_SUPERVISOR;
+environment.FAKE_HAS_CHANNEL = String(process.channel !== undefined);
+environment.FAKE_PID = String(process.pid);
 const name = role === "broker" ? `broker-${environment.SERVICE_BROKER_CLUSTER_NODE_ID}` : role;
-writeFileSync(join(process.env.FAKE_RECORD_DIRECTORY ?? ".", `${name}.json`), JSON.stringify(environment));
-if (process.env.FAKE_EXIT_AT_START === role) process.exit(3);
+const recordDirectory = process.env.FAKE_RECORD_DIRECTORY ?? ".";
+// Signal handlers first: once its record is written, the child handles signals as it will from then on.
 if (process.env.FAKE_IGNORE_SIGTERM === "1") process.on("SIGTERM", () => undefined);
+else process.on("SIGTERM", () => process.exit(0));
+if (process.env.FLOWPLANE_SUPERVISOR === "ipc") process.on("disconnect", () => process.exit(0));
+if (process.env.FAKE_EXIT_AT_START === role) process.exit(3);
+// A crash at every start while `<name>.crash` exists in the record directory: a crash loop.
+if (existsSync(join(recordDirectory, `${name}.crash`))) process.exit(3);
+// Written once the child will keep running: a record naming a pid says that process started for good.
+writeFileSync(join(recordDirectory, `${name}.json`), JSON.stringify(environment));
 if (role === "gateway") {
   createServer((_request, response) => {
     response.writeHead(200, { "content-type": "application/json" });

@@ -11,9 +11,13 @@ import {
   childNodeArguments,
   defaultCommand,
   ensureLocalClusterSecret,
+  type LocalCluster,
+  type LocalClusterChildEvent,
+  type LocalClusterOptions,
   removeLocalBrokers,
   startLocalCluster,
 } from "../../../src/platform/provisioner/index.js";
+import { eventually } from "../../support/cluster.js";
 import { TEST_CLUSTER_SECRET } from "../../support/cluster-secret.js";
 import { entriesOpenToOthers } from "../../support/file-modes.js";
 
@@ -310,5 +314,222 @@ describe("startLocalCluster", () => {
     ).rejects.toThrow(/gateway of the local cluster exited during start; see .*gateway\.log/);
     const broker0 = await recorded(records, "broker-0");
     expect(broker0.SERVICE_BROKER_CLUSTER_NODE_ID).toBe("0");
+  });
+});
+
+/** A child event with when the test saw it (performance.now()). */
+type SeenEvent = LocalClusterChildEvent & { seenAtMs: number };
+
+/** A one-broker cluster of fake children, recording every child event it reports. */
+async function startSupervisedFake(
+  records: string,
+  options: Partial<LocalClusterOptions> = {},
+): Promise<{ cluster: LocalCluster; events: SeenEvent[] }> {
+  const events: SeenEvent[] = [];
+  const cluster = await startLocalCluster({
+    dataDirectory: temporaryDirectory(),
+    gatewayPort: 0,
+    managementPort: 0,
+    issuerUrl: "http://127.0.0.1:1",
+    brokers: 1,
+    partitions: 1,
+    replicationFactor: 1,
+    logger: pino({ level: "silent" }),
+    environment: { FAKE_RECORD_DIRECTORY: records },
+    command: { entry: fakeCli, nodeArguments: [] },
+    onChildEvent: (event) => events.push({ ...event, seenAtMs: performance.now() }),
+    ...options,
+  });
+  return { cluster, events };
+}
+
+/** The events of one child, of one kind. */
+function eventsOf<Kind extends LocalClusterChildEvent["event"]>(
+  events: readonly SeenEvent[],
+  child: string,
+  kind: Kind,
+): (SeenEvent & { event: Kind })[] {
+  return events.filter(
+    (event): event is SeenEvent & { event: Kind } => event.process === child && event.event === kind,
+  );
+}
+
+/**
+ * Waits (bounded) until broker 0 runs as another process than `previousPid` that started for good (its record,
+ * written once it handles signals and will not crash at start, names it), and returns its pid.
+ */
+async function brokerRunningAgain(
+  cluster: LocalCluster,
+  records: string,
+  previousPid: number | undefined,
+): Promise<number> {
+  return eventually("broker 0 running again", 15_000, async () => {
+    const child = cluster.children().find((candidate) => candidate.process === "broker 0");
+    if (child?.state !== "running" || child.pid === previousPid) return undefined;
+    return (await recorded(records, "broker-0")).FAKE_PID === String(child.pid) ? child.pid : undefined;
+  });
+}
+
+describe("startLocalCluster's supervision", () => {
+  it("restarts a crash-looping child with a doubling wait capped at the maximum, never faster", async () => {
+    const records = temporaryDirectory();
+    const { cluster, events } = await startSupervisedFake(records, {
+      restart: { initialDelayMs: 100, maximumDelayMs: 400, stableAfterMs: 60_000 },
+    });
+    try {
+      expect(await recorded(records, "broker-0")).toMatchObject({
+        FLOWPLANE_SUPERVISOR: "ipc",
+        FAKE_HAS_CHANNEL: "true",
+      });
+      const pid = cluster.brokers[0]?.pid as number;
+      // From now on every start of broker 0 crashes at once.
+      writeFileSync(join(records, "broker-0.crash"), "");
+      process.kill(pid, "SIGKILL");
+      await eventually("six restarts scheduled", 30_000, async () =>
+        eventsOf(events, "broker 0", "restarting").length >= 6 ? true : undefined,
+      );
+      const restarting = eventsOf(events, "broker 0", "restarting");
+      expect(restarting.slice(0, 6).map((event) => event.restartInMs)).toEqual([100, 200, 400, 400, 400, 400]);
+      const exits = eventsOf(events, "broker 0", "exited");
+      expect(exits[0]).toMatchObject({ pid, signal: "SIGKILL", exitCode: null, requested: false, restarts: 0 });
+      expect(exits.slice(1, 6).map((event) => event.exitCode)).toEqual([3, 3, 3, 3, 3]);
+      expect(eventsOf(events, "broker 0", "started").length).toBeGreaterThanOrEqual(6);
+
+      // However fast children crash, restarts come at most once per maximum wait: count them over a window.
+      const windowStartMs = performance.now();
+      const before = cluster.children()[0]?.restarts as number;
+      await new Promise((resolveWait) => setTimeout(resolveWait, 2_000));
+      const restartsInWindow = (cluster.children()[0]?.restarts as number) - before;
+      const windowMs = performance.now() - windowStartMs;
+      expect(restartsInWindow).toBeLessThanOrEqual(Math.floor(windowMs / 400) + 1);
+
+      const state = cluster.children()[0];
+      expect(state).toMatchObject({ process: "broker 0", nodeId: 0, restarts: expect.any(Number) });
+      expect(state?.restarts).toBeGreaterThanOrEqual(6);
+      expect(state?.lastExit).toMatchObject({ exitCode: 3, signal: null, requested: false });
+      // The gateway did not crash: untouched.
+      expect(cluster.children()[1]).toMatchObject({ process: "gateway", state: "running", restarts: 0 });
+    } finally {
+      await cluster.close();
+    }
+  });
+
+  it("waits the initial time again after a child ran long enough; a clean exit or close is not restarted", async () => {
+    const records = temporaryDirectory();
+    const { cluster, events } = await startSupervisedFake(records, {
+      restart: { initialDelayMs: 100, maximumDelayMs: 400, stableAfterMs: 1_000 },
+    });
+    try {
+      const first = cluster.brokers[0]?.pid as number;
+      writeFileSync(join(records, "broker-0.crash"), "");
+      process.kill(first, "SIGKILL");
+      await eventually("three restarts scheduled", 30_000, async () =>
+        eventsOf(events, "broker 0", "restarting").length >= 3 ? true : undefined,
+      );
+      rmSync(join(records, "broker-0.crash"));
+      const pid = await brokerRunningAgain(cluster, records, first);
+      const waits = eventsOf(events, "broker 0", "restarting").map((event) => event.restartInMs);
+      expect(waits.slice(0, 3)).toEqual([100, 200, 400]);
+      // Up longer than stableAfterMs: its next crash is its first in a row.
+      await new Promise((resolveWait) => setTimeout(resolveWait, 1_200));
+      process.kill(pid, "SIGKILL");
+      await eventually("the restart after a healthy run", 15_000, async () =>
+        eventsOf(events, "broker 0", "restarting").length > waits.length ? true : undefined,
+      );
+      expect(eventsOf(events, "broker 0", "restarting").at(-1)?.restartInMs).toBe(100);
+
+      // Stopped by hand with SIGTERM (exit code 0, as the real command line): it stays stopped.
+      const again = await brokerRunningAgain(cluster, records, pid);
+      const restartsBefore = eventsOf(events, "broker 0", "restarting").length;
+      process.kill(again, "SIGTERM");
+      await eventually("broker 0 exited", 15_000, async () =>
+        eventsOf(events, "broker 0", "exited").some((event) => event.pid === again) ? true : undefined,
+      );
+      expect(eventsOf(events, "broker 0", "exited").at(-1)).toMatchObject({ exitCode: 0, requested: false });
+      expect(cluster.children()[0]).toMatchObject({ state: "stopped", pid: undefined, restartAtMs: undefined });
+      expect(eventsOf(events, "broker 0", "restarting")).toHaveLength(restartsBefore);
+    } finally {
+      await cluster.close();
+    }
+    // Stopping the cluster is asked for: the gateway's exit says so and schedules nothing.
+    expect(eventsOf(events, "gateway", "exited")).toEqual([
+      expect.objectContaining({ event: "exited", requested: true, restarts: 0 }),
+    ]);
+    expect(eventsOf(events, "gateway", "restarting")).toEqual([]);
+    expect(cluster.children().map((child) => child.state)).toEqual(["stopped", "stopped"]);
+  });
+
+  it("restartBroker starts a broker at once while its restart waits, and its backoff starts over", async () => {
+    const records = temporaryDirectory();
+    const { cluster, events } = await startSupervisedFake(records, {
+      restart: { initialDelayMs: 60_000, maximumDelayMs: 600_000, stableAfterMs: 600_000 },
+    });
+    try {
+      const pid = cluster.brokers[0]?.pid as number;
+      process.kill(pid, "SIGKILL");
+      await eventually("the restart scheduled", 15_000, async () =>
+        cluster.children()[0]?.state === "restarting" ? true : undefined,
+      );
+      expect(cluster.children()[0]?.restartAtMs).toBeGreaterThan(Date.now() + 30_000);
+      expect(cluster.brokers[0]?.pid).toBeUndefined();
+      await cluster.restartBroker(0);
+      const second = cluster.brokers[0]?.pid as number;
+      expect(cluster.children()[0]).toMatchObject({
+        state: "running",
+        pid: second,
+        restarts: 0,
+        restartAtMs: undefined,
+      });
+      await expect(cluster.restartBroker(0)).rejects.toThrow(/still running/);
+
+      process.kill(second, "SIGKILL");
+      await eventually("the next restart scheduled", 15_000, async () =>
+        eventsOf(events, "broker 0", "restarting").length === 2 ? true : undefined,
+      );
+      // Not 120 s: the restart by hand started the backoff over.
+      expect(eventsOf(events, "broker 0", "restarting").map((event) => event.restartInMs)).toEqual([60_000, 60_000]);
+
+      const gatewayPid = cluster.gatewayPid as number;
+      process.kill(gatewayPid, "SIGKILL");
+      await eventually("the gateway's restart scheduled", 15_000, async () =>
+        cluster.children()[1]?.state === "restarting" ? true : undefined,
+      );
+      expect(cluster.gatewayPid).toBeUndefined();
+    } finally {
+      await cluster.close();
+    }
+    // close() cancelled both scheduled restarts.
+    expect(cluster.children().map((child) => [child.state, child.restartAtMs])).toEqual([
+      ["stopped", undefined],
+      ["stopped", undefined],
+    ]);
+  });
+
+  it("leaves a crashed child down when restarts are off", async () => {
+    const records = temporaryDirectory();
+    const { cluster, events } = await startSupervisedFake(records, { restart: false });
+    try {
+      const pid = cluster.brokers[0]?.pid as number;
+      process.kill(pid, "SIGKILL");
+      await eventually("broker 0 exited", 15_000, async () =>
+        eventsOf(events, "broker 0", "exited").length === 1 ? true : undefined,
+      );
+      expect(cluster.children()[0]).toMatchObject({
+        state: "stopped",
+        restarts: 0,
+        lastExit: { exitCode: null, signal: "SIGKILL", requested: false },
+      });
+      expect(eventsOf(events, "broker 0", "restarting")).toEqual([]);
+      await cluster.restartBroker(0);
+      expect(cluster.children()[0]?.state).toBe("running");
+    } finally {
+      await cluster.close();
+    }
+  });
+
+  it("refuses a restart policy whose waits could spin", async () => {
+    await expect(startSupervisedFake(temporaryDirectory(), { restart: { initialDelayMs: 0 } })).rejects.toThrow(
+      /initialDelayMs must be at least 1 ms/,
+    );
   });
 });

@@ -11,6 +11,7 @@ import {
 } from "../../provisioner/health-monitor.js";
 import type { ClusterSpecification, Provisioner } from "../../provisioner/provisioner.js";
 import type { ClusterTable, PlatformDatabase } from "../../store/schema.js";
+import type { ClusterDirectory, ClusterLinks, ClusterSummary } from "../cluster-directory.js";
 import { channels, defaultPlanType, type Generation, localRegion, planTypes, regions } from "./parameters.js";
 
 /** Stage labels a cluster may carry. */
@@ -65,15 +66,21 @@ export interface DeletedCluster {
 /** Removes what another part of the platform keeps about a cluster that was deleted. */
 export type ClusterDeletionHook = (cluster: DeletedCluster) => Promise<void>;
 
-/** A cluster's identity, as other resources under `/clusters/{clusterId}` look it up. */
-export interface ClusterRecord {
+/** A cluster as other resources under `/clusters/{clusterId}` look it up. */
+export interface ClusterRecord extends ClusterSummary {
+  organizationId: string;
+  name: string;
+}
+
+/** Who a policy is built for: the cluster and its organization. */
+export interface ClusterIdentity {
   id: string;
   organizationId: string;
   name: string;
 }
 
 /** Builds a cluster's whole access policy from the resources that keep its parts (allowlist, monitoring, …). */
-export type AccessPolicyBuilder = (cluster: ClusterRecord) => Promise<AccessPolicy>;
+export type AccessPolicyBuilder = (cluster: ClusterIdentity) => Promise<AccessPolicy>;
 
 /** Reads the IP allowlist a cluster's answer shows (kept by the IP allowlist resource). */
 export type AllowlistReader = (
@@ -107,7 +114,7 @@ const primaryClusterName = "local";
  * resources under `/clusters/{clusterId}` (`find`), delivers the access policies they change, and tells them when a
  * cluster is deleted.
  */
-export class ClusterService {
+export class ClusterService implements ClusterDirectory {
   /** Called after a cluster was deleted, so other resources remove what they keep about it. */
   readonly onClusterDeleted: ClusterDeletionHook[] = [];
   /** Reads a cluster's IP allowlist for its answer; the allowlist resource sets it. */
@@ -137,7 +144,26 @@ export class ClusterService {
       .where("organization_id", "=", organizationId)
       .where("id", "=", clusterId)
       .executeTakeFirst();
-    return row === undefined ? undefined : { id: row.id, organizationId: row.organization_id, name: row.name };
+    if (row === undefined) return undefined;
+    const links = await this.linksOf(row.id);
+    return {
+      id: row.id,
+      organizationId: row.organization_id,
+      name: row.name,
+      links: { gateway: links.gateway, management: links.management, oauth: links.oauth },
+    };
+  }
+
+  /** A cluster's links: where its gateway and management API answer (empty before it was placed), its token URL. */
+  private async linksOf(clusterId: string): Promise<ClusterLinks & { console: string }> {
+    const endpoints = await this.provisioner?.endpoints(clusterId);
+    const issuerUrl = this.options.issuerUrl.replace(/\/+$/, "");
+    return {
+      gateway: endpoints?.gatewayUrl ?? "",
+      management: endpoints?.managementUrl ?? "",
+      oauth: `${issuerUrl}/oauth/token`,
+      console: `${issuerUrl}/`,
+    };
   }
 
   /** The cluster as the API shows it; 404 when the organization has no cluster of that id. */
@@ -487,8 +513,6 @@ export class ClusterService {
     const plan = planTypes.find((candidate) => candidate.uuid === row.plan_type_id);
     const channel = channels.find((candidate) => candidate.uuid === row.channel_id);
     const region = regions.find((candidate) => candidate.uuid === row.region_id);
-    const endpoints = await this.provisioner?.endpoints(row.id);
-    const issuerUrl = this.options.issuerUrl.replace(/\/+$/, "");
     return {
       uuid: row.id,
       name: row.name,
@@ -502,12 +526,7 @@ export class ClusterService {
       region: { uuid: row.region_id, name: region?.name ?? row.region_id },
       planType: { uuid: row.plan_type_id, name: plan?.name ?? row.plan_type_id },
       status: { ready: row.status as ClusterStatus, gatewayStatus: row.gateway_status as ClusterStatus },
-      links: {
-        gateway: endpoints?.gatewayUrl ?? "",
-        management: endpoints?.managementUrl ?? "",
-        oauth: `${issuerUrl}/oauth/token`,
-        console: `${issuerUrl}/`,
-      },
+      links: await this.linksOf(row.id),
       ipallowlist: await this.allowlistReader(row.organization_id, row.id),
     };
   }

@@ -110,7 +110,12 @@ describe.each(databaseKinds)("ClusterService on %s", (kind) => {
       links: { oauth: "http://localhost:8088/oauth/token", console: "http://localhost:8088/" },
       ipallowlist: [],
     });
-    expect(await clusters.find(organizationId, clusterId)).toEqual({ id: clusterId, organizationId, name: "orders" });
+    expect(await clusters.find(organizationId, clusterId)).toEqual({
+      id: clusterId,
+      organizationId,
+      name: "orders",
+      links: { gateway: "", management: "", oauth: "http://localhost:8088/oauth/token" },
+    });
     expect(await clusters.find(randomUUID(), clusterId)).toBeUndefined();
     // A resource that changed a part of the policy has the whole policy, as the builder makes it, delivered.
     const restricted = {
