@@ -1,6 +1,6 @@
 /**
  * A cluster's status from its gateway's management port, wherever a provisioner runs it: readiness (every
- * partition has a leader) and whether a scaling change runs (the gateway's metric of pending change operations).
+ * partition has a leader) and whether a scaling change runs, both from the gateway's health document.
  */
 import type { ClusterEndpoints, ProvisionedState } from "./provisioner.js";
 
@@ -23,43 +23,44 @@ export interface HealthProbe {
 /** The longest a poll waits for one answer. */
 const PROBE_TIMEOUT_MS = 2_000;
 
-/** The largest metrics document read, in bytes: what a broken or hostile endpoint can make the platform hold. */
-const MAX_METRICS_BYTES = 4 * 1024 * 1024;
+/** The largest health document read, in bytes: what a broken or hostile endpoint can make the platform hold. */
+const MAX_HEALTH_BYTES = 256 * 1024;
 
-const pendingOperationsPattern = /^flowplane_cluster_change_operations_pending(?:\{[^}]*\})? (\d+(?:\.\d+)?)$/m;
+/** What the probe reads of the gateway's health document. */
+interface HealthDocumentView {
+  status?: unknown;
+  components?: { clusterChange?: { details?: { changeRunning?: unknown } } };
+}
 
-/** Polls the gateway's readiness and metrics once. */
+/**
+ * Polls the gateway's health document once: readiness is its status, and its `clusterChange` component says
+ * whether a scaling change runs. The health routes answer every address without credentials (unlike the metrics,
+ * which monitoring may protect), so the probe works whatever the cluster's access policy says.
+ */
 export async function probeClusterHealth(endpoints: ClusterEndpoints): Promise<HealthProbe> {
-  let gatewayAnswering = false;
-  let ready = false;
+  let response: Response;
   try {
-    const response = await fetch(`${endpoints.managementUrl}/actuator/health/readiness`, {
+    response = await fetch(`${endpoints.managementUrl}/actuator/health`, {
       signal: AbortSignal.timeout(PROBE_TIMEOUT_MS),
     });
-    gatewayAnswering = true;
-    ready = response.status === 200;
-    await response.body?.cancel();
   } catch {
     return { gatewayAnswering: false, ready: false, changeRunning: false };
   }
+  const ready = response.status === 200;
   let changeRunning = false;
   try {
-    const response = await fetch(`${endpoints.managementUrl}/actuator/prometheus`, {
-      signal: AbortSignal.timeout(PROBE_TIMEOUT_MS),
-    });
-    // Protected metrics (monitoring active) answer 401: the status then says nothing about a running change.
     const length = Number(response.headers.get("content-length") ?? "0");
-    if (response.status === 200 && length <= MAX_METRICS_BYTES) {
-      const text = await response.text();
-      const pending = pendingOperationsPattern.exec(text.slice(0, MAX_METRICS_BYTES));
-      changeRunning = pending !== null && Number(pending[1]) > 0;
-    } else {
+    if (length > MAX_HEALTH_BYTES) {
       await response.body?.cancel();
+    } else {
+      const text = await response.text();
+      const health = JSON.parse(text.slice(0, MAX_HEALTH_BYTES)) as HealthDocumentView;
+      changeRunning = health.components?.clusterChange?.details?.changeRunning === true;
     }
   } catch {
-    // Metrics are a detail of the status; readiness decided it already.
+    // A body that is not the health document says nothing of a change; the status decided readiness already.
   }
-  return { gatewayAnswering, ready, changeRunning };
+  return { gatewayAnswering: true, ready, changeRunning };
 }
 
 /**
