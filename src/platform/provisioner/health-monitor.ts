@@ -2,7 +2,7 @@
  * A cluster's status from its gateway's management port, wherever a provisioner runs it: readiness (every
  * partition has a leader) and whether a scaling change runs, both from the gateway's health document.
  */
-import type { ClusterEndpoints, ProvisionedState } from "./provisioner.js";
+import type { ClusterEndpoints, ClusterProcessExit, ProvisionedState } from "./provisioner.js";
 
 /** Cluster statuses of the Administration API. */
 export const clusterStatuses = ["Creating", "Healthy", "Unhealthy", "Updating"] as const;
@@ -63,20 +63,48 @@ export async function probeClusterHealth(endpoints: ClusterEndpoints): Promise<H
   return { gatewayAnswering: true, ready, changeRunning };
 }
 
+/** A cluster's status, the gateway's, and why the cluster is not Healthy (absent when it is). */
+export interface DerivedStatus {
+  status: ClusterStatus;
+  gatewayStatus: ClusterStatus;
+  reason?: string;
+}
+
 /**
  * The status of a cluster from what its provisioner says of its processes and what the poll found: Creating until
- * its first start ends, Updating while a scaling change runs, Healthy when ready, Unhealthy otherwise.
+ * its first start ends, Updating while a scaling change runs, Healthy when ready, Unhealthy otherwise, with the
+ * reason an operator needs first. `restarting` describes a process that ended unexpectedly and is being restarted.
  */
 export function deriveClusterStatus(
   previous: ClusterStatus,
   state: ProvisionedState,
   probe: HealthProbe | undefined,
-): { status: ClusterStatus; gatewayStatus: ClusterStatus } {
+  restarting?: ClusterProcessExit,
+): DerivedStatus {
   if (state === "starting" && previous === "Creating") return { status: "Creating", gatewayStatus: "Creating" };
-  if (probe === undefined || state === "stopped" || state === "failed") {
-    return { status: "Unhealthy", gatewayStatus: "Unhealthy" };
+  if (state === "stopped") {
+    return { status: "Unhealthy", gatewayStatus: "Unhealthy", reason: "the cluster's processes are not running" };
+  }
+  if (state === "failed") {
+    return { status: "Unhealthy", gatewayStatus: "Unhealthy", reason: "the cluster's processes failed to start" };
+  }
+  if (probe === undefined) {
+    return { status: "Unhealthy", gatewayStatus: "Unhealthy", reason: "the cluster has no management address yet" };
   }
   const gatewayStatus: ClusterStatus = probe.gatewayAnswering ? "Healthy" : "Unhealthy";
-  if (!probe.ready) return { status: "Unhealthy", gatewayStatus };
+  if (state === "degraded" && restarting !== undefined) {
+    return { status: "Unhealthy", gatewayStatus, reason: describeProcessExit(restarting) };
+  }
+  if (!probe.gatewayAnswering) {
+    return { status: "Unhealthy", gatewayStatus, reason: "the gateway's management port does not answer" };
+  }
+  if (!probe.ready) return { status: "Unhealthy", gatewayStatus, reason: "a partition has no leader" };
   return { status: probe.changeRunning ? "Updating" : "Healthy", gatewayStatus };
+}
+
+/** Says what ended a process and when it comes back, e.g. `broker 2 exited unexpectedly (SIGKILL); restart 1 in 0.5 s`. */
+export function describeProcessExit(exit: ClusterProcessExit): string {
+  const cause = exit.signal !== null ? exit.signal : `exit code ${exit.exitCode ?? "unknown"}`;
+  const seconds = Math.round(exit.restartInMs / 100) / 10;
+  return `${exit.process} exited unexpectedly (${cause}); restart ${exit.restarts} in ${seconds} s`;
 }

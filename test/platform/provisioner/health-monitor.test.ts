@@ -74,15 +74,36 @@ describe("deriveClusterStatus", () => {
     expect(deriveClusterStatus("Healthy", "running", { ...ready, ready: false })).toEqual({
       status: "Unhealthy",
       gatewayStatus: "Healthy",
+      reason: "a partition has no leader",
     });
     expect(deriveClusterStatus("Healthy", "running", { ...ready, gatewayAnswering: false, ready: false })).toEqual({
       status: "Unhealthy",
       gatewayStatus: "Unhealthy",
+      reason: "the gateway's management port does not answer",
     });
   });
 
   it("is Unhealthy when the processes do not run or failed to start", () => {
     expect(deriveClusterStatus("Creating", "failed", undefined).status).toBe("Unhealthy");
     expect(deriveClusterStatus("Healthy", "stopped", ready).status).toBe("Unhealthy");
+  });
+
+  it("is Unhealthy while a crashed process is being restarted, saying which and when, even if the rest serves", () => {
+    const crash = {
+      clusterId: "c",
+      process: "broker 2",
+      exitCode: null,
+      signal: "SIGKILL",
+      restartInMs: 500,
+      restarts: 1,
+    };
+    expect(deriveClusterStatus("Healthy", "degraded", ready, crash)).toEqual({
+      status: "Unhealthy",
+      gatewayStatus: "Healthy",
+      reason: "broker 2 exited unexpectedly (SIGKILL); restart 1 in 0.5 s",
+    });
+    expect(deriveClusterStatus("Healthy", "degraded", ready, { ...crash, signal: null, exitCode: 3 }).reason).toBe(
+      "broker 2 exited unexpectedly (exit code 3); restart 1 in 0.5 s",
+    );
   });
 });

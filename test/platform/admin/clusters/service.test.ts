@@ -53,6 +53,10 @@ class RecordingProvisioner implements Provisioner {
     this.calls.push(`policy ${clusterId}`);
     this.policies.set(clusterId, policy);
   }
+  restartingProcess(): undefined {
+    return undefined;
+  }
+  onProcessExit(): void {}
   async close(): Promise<void> {}
 }
 
