@@ -183,6 +183,7 @@ describe.each(databaseKinds)("ClusterService on %s", (kind) => {
     expect((await clusters.get(organizationId, clusterId)).status).toEqual({
       ready: "Unhealthy",
       gatewayStatus: "Unhealthy",
+      reason: "the cluster's processes failed to start",
     });
     await clusters.wake(organizationId, clusterId);
     expect(provisioner.calls.at(-1)).toBe(`launch ${clusterId}`);
