@@ -32,6 +32,10 @@ const samplePathValues: Record<string, string> = {
   email: "someone@example.com",
   id: sampleUuid,
   comparison: `${sampleUuid}...${sampleUuid}`,
+  clusterId: sampleUuid,
+  clientId: "some-client",
+  uuid: sampleUuid,
+  secretName: "SOME_SECRET",
 };
 
 /** Routes whose documented body limit is above the platform's (file content up to 10 MiB): their limit. */
