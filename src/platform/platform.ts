@@ -24,6 +24,8 @@ import { MemberService } from "./admin/members/service.js";
 import { monitoringRoutes } from "./admin/monitoring/routes.js";
 import { MonitoringService } from "./admin/monitoring/service.js";
 import { bootstrapOrganization } from "./bootstrap.js";
+import { defaultConsoleDirectory, loadConsoleFiles } from "./console/files.js";
+import { consoleRoutes, prefersPage, sendConsoleIndex } from "./console/routes.js";
 import { issuerRoutes } from "./issuer/routes.js";
 import {
   createIssuerServices,
@@ -192,6 +194,8 @@ export interface PlatformServerOptions {
   logger: Logger;
   issuerUrl: string;
   clusterAccess?: ClusterAccessOptions;
+  /** Directory of the built web console (web/dist by default). */
+  consoleDirectory?: string;
 }
 
 /** Assembles the platform's HTTP server from its parts, without listening. */
@@ -208,7 +212,7 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
     await store.database.selectFrom("settings").select("name").limit(1).execute();
     return { status: "UP" };
   });
-  server.get("/", { schema: { hide: true } }, async () => ({
+  const platformIndex = {
     name: "flowplane",
     version: platformVersion,
     apis: {
@@ -216,7 +220,22 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
       administration: { base: `${issuerUrl}/admin`, docs: `${issuerUrl}/admin/docs` },
       modeler: { base: `${issuerUrl}/modeler/api/v1`, docs: `${issuerUrl}/modeler/api/v1/docs` },
     },
-  }));
+    // The audience each API's tokens must carry; the web console reads them to ask for its tokens.
+    audiences: { admin: configuration.audiences.admin, modeler: configuration.audiences.modeler },
+  };
+  server.get("/api", { schema: { hide: true } }, async () => platformIndex);
+  // Browsers asking for `/` get the web console; API clients (no text/html in Accept) keep the JSON index.
+  const consoleFiles = loadConsoleFiles(options.consoleDirectory ?? defaultConsoleDirectory);
+  if (consoleFiles === null) {
+    logger.warn("the web console is not built (run npm run build); `/` answers the JSON index only");
+  } else {
+    consoleRoutes(server, consoleFiles);
+  }
+  server.get("/", { schema: { hide: true } }, async (request, reply) => {
+    reply.header("vary", "accept");
+    if (consoleFiles !== null && prefersPage(request)) return await sendConsoleIndex(request, reply, consoleFiles);
+    return platformIndex;
+  });
 
   await server.register(async (context) => {
     await registerApiDocuments(context, {

@@ -1,0 +1,150 @@
+/**
+ * The console's one HTTP client: every call to the platform's public APIs goes through `ConsoleApi`, which adds the
+ * access token, reads problem documents (RFC 9457) into `ApiError`s and ends the session on a 401. Shapes are those
+ * of the command-line client in src/client where it has them.
+ */
+import type { AssignableRole, Member } from "../../src/client/admin.js";
+import type { ApiName, Audiences, Session } from "./session.js";
+
+export type { AssignableRole, Member };
+
+/** Roles a member can be given, in the order the Administration API lists them (owner cannot be assigned). */
+export const assignableRoles: readonly AssignableRole[] = [
+  "admin",
+  "developer",
+  "operationsengineer",
+  "analyst",
+  "taskuser",
+  "visitor",
+  "modeler",
+];
+
+/** One entry of the activity log (`GET /admin/activity/json`). */
+export interface ActivityEntry {
+  service: string;
+  orgId: string;
+  auditType: "c" | "r" | "u" | "d";
+  entity: string;
+  entityId: string;
+  userId: string;
+  timestamp: string;
+}
+
+/** What the activity log is asked for. */
+export interface ActivityQuery {
+  limit: number;
+  /** ISO-8601 instant: only entries at or after it. */
+  since?: string | undefined;
+}
+
+/** The platform's JSON index (`GET /api`), as far as the console reads it. */
+export interface PlatformIndex {
+  name: string;
+  version: string;
+  audiences: Audiences;
+}
+
+/** A problem document as the APIs answer errors. */
+export interface Problem {
+  type?: string;
+  title?: string;
+  status?: number;
+  detail?: string;
+}
+
+/** A call that the API answered with an error. */
+export class ApiError extends Error {
+  override readonly name = "ApiError";
+  constructor(
+    readonly status: number,
+    readonly problem: Problem,
+  ) {
+    super(problem.detail ?? problem.title ?? `The platform answered ${status}.`);
+  }
+}
+
+/** Reads an error answer's problem document, or describes the status when the body is something else. */
+async function problemOf(response: Response): Promise<Problem> {
+  const type = response.headers.get("content-type") ?? "";
+  if (type.includes("json")) {
+    const body = (await response.json().catch(() => null)) as Problem | null;
+    if (body !== null && typeof body === "object") return body;
+  }
+  return { status: response.status, title: response.statusText };
+}
+
+/** Reads the platform's index, which names the audiences to ask tokens for. */
+export async function fetchPlatformIndex(): Promise<PlatformIndex> {
+  const response = await fetch("/api", { headers: { accept: "application/json" }, credentials: "omit" });
+  if (!response.ok) throw new ApiError(response.status, await problemOf(response));
+  return (await response.json()) as PlatformIndex;
+}
+
+interface RequestOptions {
+  method?: string;
+  body?: unknown;
+  accept?: string;
+}
+
+/** Typed calls to the platform's public APIs on behalf of the signed-in client. */
+export class ConsoleApi {
+  constructor(private readonly session: Session) {}
+
+  /** Members of the organization (`GET /admin/members`). */
+  async members(): Promise<Member[]> {
+    return (await (await this.request("admin", "/admin/members")).json()) as Member[];
+  }
+
+  /** Invites a member, or changes an existing member's roles (`POST /admin/members/{email}`). */
+  async inviteOrChangeRoles(email: string, roles: readonly AssignableRole[]): Promise<void> {
+    await this.request("admin", `/admin/members/${encodeURIComponent(email)}`, {
+      method: "POST",
+      body: { orgRoles: roles },
+    });
+  }
+
+  /** Removes a member (`DELETE /admin/members/{email}`). */
+  async removeMember(email: string): Promise<void> {
+    await this.request("admin", `/admin/members/${encodeURIComponent(email)}`, { method: "DELETE" });
+  }
+
+  /** The activity log, newest first (`GET /admin/activity/json`). */
+  async activity(query: ActivityQuery): Promise<ActivityEntry[]> {
+    return (await (await this.request("admin", `/admin/activity/json?${activityParameters(query)}`)).json()) as
+      ActivityEntry[];
+  }
+
+  /** The activity log as CSV (`GET /admin/activity/csv`). */
+  async activityCsv(query: ActivityQuery): Promise<Blob> {
+    return await (
+      await this.request("admin", `/admin/activity/csv?${activityParameters(query)}`, { accept: "text/csv" })
+    ).blob();
+  }
+
+  private async request(api: ApiName, path: string, options: RequestOptions = {}): Promise<Response> {
+    const token = await this.session.accessToken(api);
+    const headers: Record<string, string> = {
+      authorization: `Bearer ${token}`,
+      accept: options.accept ?? "application/json",
+    };
+    if (options.body !== undefined) headers["content-type"] = "application/json";
+    const response = await fetch(path, {
+      method: options.method ?? "GET",
+      headers,
+      credentials: "omit",
+      cache: "no-store",
+      ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
+    });
+    if (response.ok) return response;
+    const problem = await problemOf(response);
+    const error = new ApiError(response.status, problem);
+    if (response.status === 401) this.session.end(`The platform no longer accepts this session: ${error.message}`);
+    throw error;
+  }
+}
+
+function activityParameters(query: ActivityQuery): string {
+  const parameters = new URLSearchParams({ limit: String(query.limit) });
+  if (query.since !== undefined) parameters.set("since", query.since);
+  return parameters.toString();
+}
