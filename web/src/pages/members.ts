@@ -46,7 +46,7 @@ interface InviteForm {
 function inviteForm(context: PageContext, status: HTMLElement, onChanged: () => void): InviteForm {
   const email = h("input", { type: "email", name: "email", required: true, maxlength: emailMaxLength });
   const emailError = h("p", { class: "field-error", id: uniqueId("email-error") });
-  email.setAttribute("aria-errormessage", emailError.id);
+  email.setAttribute("aria-describedby", emailError.id);
   const roleBoxes = new Map<AssignableRole, HTMLInputElement>();
   const rolesError = h("p", { class: "field-error", id: uniqueId("roles-error") });
   const roles = h(
@@ -82,12 +82,16 @@ function inviteForm(context: PageContext, status: HTMLElement, onChanged: () => 
     else if (chosen.length === 0) roleBoxes.get(assignableRoles[0]!)?.focus();
     return problem === null && chosen.length > 0 ? { email: address, roles: chosen } : null;
   };
-  email.addEventListener("blur", () => {
-    if (email.value !== "") {
-      const problem = emailProblem(email.value.trim());
-      emailError.textContent = problem ?? "";
-      email.setAttribute("aria-invalid", problem === null ? "false" : "true");
+  // Errors appear on submit only (showing them on blur would move the submit button under a pointer on its way
+  // there) and disappear as soon as the input is fixed.
+  email.addEventListener("input", () => {
+    if (emailError.textContent !== "" && emailProblem(email.value.trim()) === null) {
+      emailError.textContent = "";
+      email.setAttribute("aria-invalid", "false");
     }
+  });
+  roles.addEventListener("change", () => {
+    if (assignableRoles.some((role) => roleBoxes.get(role)?.checked === true)) rolesError.textContent = "";
   });
   element.addEventListener("submit", (event) => {
     event.preventDefault();

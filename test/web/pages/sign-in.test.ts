@@ -1,15 +1,15 @@
 import type { Browser, Page, Request } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { browserAvailable, launchBrowser } from "../support/browser.js";
+import { browserAvailable, launchBrowser } from "../../support/browser.js";
 import {
   collectPolicyViolations,
   expectAccessible,
   saveScreenshot,
   signIn,
   viewports,
-} from "../support/console-page.js";
-import { startTestPlatform, type TestPlatform } from "../support/platform.js";
-import { createTestClient } from "../support/tokens.js";
+} from "../../support/console-page.js";
+import { startTestPlatform, type TestPlatform } from "../../support/platform.js";
+import { createTestClient } from "../../support/tokens.js";
 
 describe.runIf(browserAvailable())("console sign-in and session", () => {
   let platform: TestPlatform;
