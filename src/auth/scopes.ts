@@ -72,6 +72,38 @@ export const modelerScopes: readonly ScopeValue[] = scopeGroups.modelerApi;
 /** Scope values whose holders may ask for a token for cluster gateways and management APIs. */
 export const gatewayScopes: readonly ScopeValue[] = [clusterScope];
 
+/**
+ * Permissions of a cluster API client (spec/identity.md), in canonical order. Such a client gets tokens only for the
+ * gateway audience, bound to its one cluster by the `cluster` claim, and each permission is granted as the scope value
+ * of the same name: `gateway` to call that cluster's gateway REST API, `secrets` to read its connector secrets. These
+ * are not organization scopes: no organization client holds them, so `gateway` never appears in `scopeValues`.
+ */
+export const clusterClientPermissions = ["gateway", "secrets"] as const;
+
+/** One permission of a cluster API client. */
+export type ClusterClientPermission = (typeof clusterClientPermissions)[number];
+
+/** The scope value a cluster API client's token carries for its `gateway` permission. */
+export const clusterGatewayScope: ClusterClientPermission = "gateway";
+
+/**
+ * Scope values that open a gateway's REST API (`/v2/...`): organization clients' `cluster`, and cluster API clients'
+ * `gateway`, whose tokens the gateway's access policy also binds to its own cluster. The management API stays
+ * `cluster` only, so a cluster API client can never resize its cluster.
+ */
+export const gatewayRestScopes: readonly string[] = [clusterScope, clusterGatewayScope];
+
+/** Whether `value` is a permission of cluster API clients. */
+export function isClusterClientPermission(value: string): value is ClusterClientPermission {
+  return (clusterClientPermissions as readonly string[]).includes(value);
+}
+
+/** Sorts cluster client permissions into the canonical order and removes duplicates. */
+export function canonicalPermissions(permissions: Iterable<ClusterClientPermission>): ClusterClientPermission[] {
+  const present = new Set(permissions);
+  return clusterClientPermissions.filter((permission) => present.has(permission));
+}
+
 const knownScopes: ReadonlySet<string> = new Set(scopeValues);
 
 /** Whether `value` is one of the scope values of the contract. */

@@ -7,6 +7,7 @@ import { ApiError, ClientConfigurationError, ClientConnectionError, OAuthClientE
 import { ConfigurationError } from "../config/load.js";
 import { registerAllowlistCommands } from "./commands/allowlist.js";
 import { registerBrokerCommand } from "./commands/broker.js";
+import { registerClientsCommands } from "./commands/clients.js";
 import { registerClusterCommands } from "./commands/cluster.js";
 import { registerGatewayCommand } from "./commands/gateway.js";
 import { registerMembersCommands } from "./commands/members.js";
@@ -78,6 +79,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<ExitCo
   registerStoreCommands(program, io);
   registerTokenCommand(program, io);
   registerMembersCommands(program, io);
+  registerClientsCommands(program, io);
   registerSecretsCommands(program, io);
   registerAllowlistCommands(program, io);
   registerModelerCommands(program, io);

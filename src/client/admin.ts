@@ -28,6 +28,49 @@ export type Member = Static<typeof memberSchema>;
 
 const memberListSchema = Type.Array(memberSchema);
 
+/** Permissions a cluster API client may hold: `gateway` (the cluster's gateway REST API), `secrets`. */
+export const clusterClientPermissions = ["gateway", "secrets"] as const;
+
+/** One permission of a cluster API client. */
+export type ClusterClientPermission = (typeof clusterClientPermissions)[number];
+
+/** Schema of a cluster API client as the list answers it. */
+export const clusterClientSchema = Type.Object({
+  clientId: Type.String(),
+  name: Type.String(),
+  permissions: Type.Array(Type.String()),
+});
+
+/** An API client of a cluster. */
+export type ClusterClient = Static<typeof clusterClientSchema>;
+
+const clusterClientListSchema = Type.Array(clusterClientSchema);
+
+/** Schema of the answer to a cluster API client's creation, the only answer that carries its secret. */
+export const createdClusterClientSchema = Type.Object({
+  uuid: Type.String(),
+  clientId: Type.String(),
+  clientSecret: Type.String(),
+  name: Type.String(),
+  permissions: Type.Array(Type.String()),
+  audience: Type.String(),
+  links: Type.Object({ gateway: Type.String(), management: Type.String(), oauth: Type.String() }),
+});
+
+/** A newly created cluster API client, with its secret (shown this once). */
+export type CreatedClusterClient = Static<typeof createdClusterClientSchema>;
+
+/** Schema of a cluster API client's connection details: the environment variables a client application needs. */
+export const clusterClientConnectionDetailsSchema = Type.Object({
+  name: Type.String(),
+  SERVICE_ADDRESS: Type.String(),
+  SERVICE_CLIENT_ID: Type.String(),
+  SERVICE_AUTHORIZATION_SERVER_URL: Type.String(),
+  SERVICE_TOKEN_AUDIENCE: Type.String(),
+});
+
+/** The connection details of a cluster API client (everything but its secret). */
+export type ClusterClientConnectionDetails = Static<typeof clusterClientConnectionDetailsSchema>;
 /** Schema of a cluster's connector secrets as the Administration API returns them: values by name. */
 export const connectorSecretsSchema = Type.Record(Type.String(), Type.String());
 
@@ -93,6 +136,41 @@ export class AdminClient {
   /** Removes a member; throws `ApiError` with status 404 if `email` is not a member. */
   async removeMember(email: string): Promise<void> {
     await this.transport.send("DELETE", `/members/${encodeURIComponent(email)}`);
+  }
+
+  /** Lists the API clients of a cluster; throws `ApiError` with status 404 for an unknown cluster. */
+  async listClusterClients(clusterId: string): Promise<ClusterClient[]> {
+    const path = `/clusters/${encodeURIComponent(clusterId)}/clients`;
+    return (await this.transport.sendForJson("GET", path, clusterClientListSchema)) as ClusterClient[];
+  }
+
+  /** Creates an API client of a cluster; the answer holds its secret, which the API never shows again. */
+  async createClusterClient(
+    clusterId: string,
+    clientName: string,
+    permissions?: readonly ClusterClientPermission[],
+  ): Promise<CreatedClusterClient> {
+    const path = `/clusters/${encodeURIComponent(clusterId)}/clients`;
+    const body = { clientName, ...(permissions === undefined ? {} : { permissions }) };
+    return (await this.transport.sendForJson("POST", path, createdClusterClientSchema, body)) as CreatedClusterClient;
+  }
+
+  /** The connection details of a cluster API client: the environment variables a client application needs. */
+  async getClusterClient(clusterId: string, clientId: string): Promise<ClusterClientConnectionDetails> {
+    const path = `/clusters/${encodeURIComponent(clusterId)}/clients/${encodeURIComponent(clientId)}`;
+    return (await this.transport.sendForJson(
+      "GET",
+      path,
+      clusterClientConnectionDetailsSchema,
+    )) as ClusterClientConnectionDetails;
+  }
+
+  /** Deletes a cluster API client; its tokens stop working at the cluster's gateway. */
+  async deleteClusterClient(clusterId: string, clientId: string): Promise<void> {
+    await this.transport.send(
+      "DELETE",
+      `/clusters/${encodeURIComponent(clusterId)}/clients/${encodeURIComponent(clientId)}`,
+    );
   }
 
   /** Lists the connector secrets of the cluster with their values; throws `ApiError` 404 for an unknown cluster. */

@@ -10,6 +10,8 @@ import { createHttpServer, type HttpServer } from "../http/server.js";
 import { installActivityRecording } from "./admin/activity/recording.js";
 import { activityRoutes } from "./admin/activity/routes.js";
 import { ActivityService } from "./admin/activity/service.js";
+import { clusterClientRoutes } from "./admin/cluster-clients/routes.js";
+import { ClusterClientService } from "./admin/cluster-clients/service.js";
 import {
   type AccessPolicyChangedListener,
   type ClusterDirectory,
@@ -53,11 +55,11 @@ export interface StartPlatformOptions {
   logger?: Logger;
   /** Called once, on the first start only, with the generated administration client (not for a preset one). */
   onBootstrapCredentials?: (credentials: BootstrapCredentials) => void;
-  /** Clusters and the delivery of their access policies, for the IP allowlist, monitoring and connector-secret routes. */
+  /** Clusters and the delivery of their access policies, for the routes under `/clusters/{clusterId}/…`. */
   clusterAccess?: ClusterAccessOptions;
 }
 
-/** What the IP allowlist, monitoring and connector-secret routes need of clusters. */
+/** What the IP allowlist, monitoring, connector-secret and cluster API client routes need of clusters. */
 export interface ClusterAccessOptions {
   /** Answers which clusters an organization has; without one, every cluster route answers 404. */
   clusters: ClusterDirectory;
@@ -261,6 +263,15 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
   };
   const ipAllowlists = new IpAllowlistService({ database: store.database, ...clusterAccess });
   const monitoring = new MonitoringService({ database: store.database, ...clusterAccess });
+  const clusterClients = new ClusterClientService({
+    clients: issuer.clients,
+    ...clusterAccess,
+    gatewayAudience: configuration.audiences.gateway,
+    tokenUrl: `${issuerUrl}/oauth/token`,
+    tokenLifetimeSeconds: configuration.token.lifetimeSeconds,
+    clock: systemClock,
+    logger,
+  });
   const activity = new ActivityService(store.database);
   const connectorSecrets = new ConnectorSecretService({
     database: store.database,
@@ -283,6 +294,7 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
         installActivityRecording(api, activity);
         ipAllowlistRoutes(api, ipAllowlists);
         monitoringRoutes(api, monitoring);
+        clusterClientRoutes(api, clusterClients);
         connectorSecretRoutes(api, connectorSecrets);
         memberRoutes(api, members);
         activityRoutes(api, activity);

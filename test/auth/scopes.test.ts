@@ -1,5 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { audiencesForScopes, canonicalScopes, isScopeValue, scopeGroups, scopeValues } from "../../src/auth/scopes.js";
+import {
+  audiencesForScopes,
+  canonicalPermissions,
+  canonicalScopes,
+  isClusterClientPermission,
+  isScopeValue,
+  scopeGroups,
+  scopeValues,
+} from "../../src/auth/scopes.js";
 
 const audiences = { admin: "admin-api", modeler: "modeler-api", gateway: "gateway-api" };
 
@@ -33,5 +41,12 @@ describe("scopes", () => {
       expect(audiencesForScopes([scope], audiences)).toEqual(new Set(["admin-api"]));
     }
     expect(audiencesForScopes([], audiences)).toEqual(new Set());
+  });
+
+  it("keeps cluster client permissions apart from organization scopes", () => {
+    expect(isClusterClientPermission("gateway")).toBe(true);
+    expect(isClusterClientPermission("cluster")).toBe(false);
+    expect(isScopeValue("gateway")).toBe(false);
+    expect(canonicalPermissions(["secrets", "gateway", "secrets"])).toEqual(["gateway", "secrets"]);
   });
 });

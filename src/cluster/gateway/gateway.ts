@@ -6,7 +6,7 @@
  * routes message requests to partition leaders over the cluster transport, as a client.
  *
  * Who may call: tokens issued by the platform (`gateway.issuerUrl`) for the audience `audiences.gateway` that hold
- * the `cluster` scope. With an access policy file (`gateway.accessPolicyFile`, written by the platform's
+ * the `cluster` scope (organization clients), or on the REST API the `gateway` scope (cluster API clients). With an access policy file (`gateway.accessPolicyFile`, written by the platform's
  * provisioner and followed while the gateway runs, access-policy-watcher.ts) the gateway also enforces the cluster's
  * access policy on both ports (access-guard.ts): its IP allowlist before anything else (health routes exempt), the
  * binding of tokens to this cluster and its organization, the deleted cluster clients, and the monitoring clients'
@@ -19,7 +19,7 @@ import { type Logger, pino } from "pino";
 import { installAuthentication } from "../../auth/authenticate.js";
 import { systemClock } from "../../auth/clock.js";
 import { remoteKeySource } from "../../auth/key-source.js";
-import { gatewayScopes } from "../../auth/scopes.js";
+import { clusterGatewayScope, clusterScope } from "../../auth/scopes.js";
 import { TokenVerifier } from "../../auth/verifier.js";
 import { clusterSecretFromConfiguration } from "../../config/cluster-secret.js";
 import type { Configuration } from "../../config/schema.js";
@@ -167,7 +167,7 @@ export async function startGateway(
     async (context) => {
       await registerApiDocuments(context, {
         title: "flowplane gateway REST API",
-        description: `Cluster topology and messages. Bearer token with audience '${configuration.audiences.gateway}' and the scope ${gatewayScopes.join(", ")} (organization clients).`,
+        description: `Cluster topology and messages. Bearer token with audience '${configuration.audiences.gateway}' and the scope ${clusterScope} (organization clients) or ${clusterGatewayScope} (this cluster's API clients).`,
         version: gatewayVersion,
         serverUrl: `http://${configuration.gateway.host}:${restPort}/v2`,
         bearerAuth: true,

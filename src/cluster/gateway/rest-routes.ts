@@ -3,7 +3,7 @@
  * thin: they validate with their schemas and hand over to the topology cache and the message router.
  */
 import { Type } from "typebox";
-import { gatewayScopes } from "../../auth/scopes.js";
+import { gatewayRestScopes } from "../../auth/scopes.js";
 import { ServiceError } from "../../http/errors.js";
 import { problemSchema, standardErrorResponses } from "../../http/schemas.js";
 import type { HttpServer } from "../../http/server.js";
@@ -86,7 +86,7 @@ const overloadResponses = { 502: problemSchema, 503: problemSchema, 504: problem
 
 /** Registers the `/v2` routes on a context guarded by `installAuthentication`. */
 export function gatewayRoutes(server: HttpServer, topology: TopologyCache, router: MessageRouter): void {
-  const config = { scopes: gatewayScopes };
+  const config = { scopes: gatewayRestScopes };
   server.get(
     "/topology",
     {

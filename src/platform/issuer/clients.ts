@@ -1,6 +1,14 @@
-import type { Kysely } from "kysely";
+import { randomUUID } from "node:crypto";
+import { type Kysely, sql } from "kysely";
 import type { Clock } from "../../auth/clock.js";
-import { canonicalScopes, isScopeValue, type ScopeValue } from "../../auth/scopes.js";
+import {
+  type ClusterClientPermission,
+  canonicalPermissions,
+  canonicalScopes,
+  isClusterClientPermission,
+  isScopeValue,
+  type ScopeValue,
+} from "../../auth/scopes.js";
 import { invalidRequest } from "../../http/errors.js";
 import type { PlatformDatabase } from "../store/schema.js";
 import { type ClientSecretHasher, generateClientId, generateClientSecret } from "./client-secrets.js";
@@ -10,10 +18,46 @@ export interface ClientRecord {
   clientId: string;
   organizationId: string;
   name: string;
-  /** Scope values the client may be granted, in canonical order. */
+  /** Scope values the client may be granted, in canonical order (none for a cluster API client). */
   scopes: ScopeValue[];
   /** ISO-8601 instant of creation. */
   createdAt: string;
+  /** Present for a cluster API client: the one cluster its tokens reach, and what they may do there. */
+  cluster?: ClusterMembership;
+}
+
+/** What makes a client a cluster API client. */
+export interface ClusterMembership {
+  clusterId: string;
+  /** Permissions in canonical order; its tokens carry them as scope values. */
+  permissions: ClusterClientPermission[];
+  /** The id the Administration API shows besides the client id. */
+  uuid: string;
+}
+
+/** What `ClientService.createClusterClient` needs. */
+export interface NewClusterClient {
+  organizationId: string;
+  clusterId: string;
+  name: string;
+  permissions: readonly ClusterClientPermission[];
+  /** Largest number of clients the cluster may hold; creating one more is refused. */
+  maximumClientsPerCluster: number;
+}
+
+/** What became of a `createClusterClient` call. */
+export type NewClusterClientOutcome =
+  | { outcome: "created"; client: ClientRecord; secret: string }
+  /** The cluster already has a client of that name. */
+  | { outcome: "name-taken" }
+  /** The cluster already holds `maximumClientsPerCluster` clients. */
+  | { outcome: "cluster-full" };
+
+/** A deleted cluster API client whose tokens the cluster's gateway must refuse. */
+export interface RevokedClusterClient {
+  clientId: string;
+  /** ISO-8601 instant of the deletion. */
+  revokedAt: string;
 }
 
 /** What `ClientService.create` needs. */
@@ -68,16 +112,48 @@ function toRecord(row: Omit<ClientRow, "secret_hash">): ClientRecord {
   if (!Array.isArray(scopes) || !scopes.every((scope): scope is ScopeValue => isScopeValue(String(scope)))) {
     throw new Error(`client ${row.client_id} has an invalid scope list in the database: ${row.scopes}`);
   }
-  return {
+  const record: ClientRecord = {
     clientId: row.client_id,
     organizationId: row.organization_id,
     name: row.name,
     scopes: canonicalScopes(scopes),
     createdAt: row.created_at,
   };
+  if (row.cluster_id === null) return record;
+  const permissions = JSON.parse(row.permissions ?? "null") as unknown;
+  if (
+    !Array.isArray(permissions) ||
+    !permissions.every((permission): permission is ClusterClientPermission =>
+      isClusterClientPermission(String(permission)),
+    )
+  ) {
+    throw new Error(`client ${row.client_id} has an invalid permission list in the database: ${row.permissions}`);
+  }
+  return {
+    ...record,
+    cluster: { clusterId: row.cluster_id, permissions: canonicalPermissions(permissions), uuid: row.uuid ?? "" },
+  };
 }
 
-const publicColumns = ["client_id", "organization_id", "name", "scopes", "created_at"] as const;
+const publicColumns = [
+  "client_id",
+  "organization_id",
+  "name",
+  "scopes",
+  "created_at",
+  "cluster_id",
+  "permissions",
+  "uuid",
+] as const;
+
+/**
+ * Whether a database error is a constraint violation: PostgreSQL SQLSTATE class 23, or SQLite's SQLITE_CONSTRAINT
+ * family. Here it means a concurrent request has just taken the same name.
+ */
+function isConstraintViolation(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  return typeof code === "string" && (/^23\d{3}$/.test(code) || code.startsWith("SQLITE_CONSTRAINT"));
+}
 
 /**
  * Creates, finds, lists, deletes and authenticates API clients. The `clients` table keeps only a keyed hash of
@@ -121,6 +197,9 @@ export class ClientService {
       secret_hash: this.hasher.hash(secret),
       scopes: JSON.stringify(canonicalScopes(input.scopes.filter(isScopeValue))),
       created_at: new Date(this.clock()).toISOString(),
+      cluster_id: null,
+      permissions: null,
+      uuid: null,
     };
     await this.database.insertInto("clients").values(row).execute();
     this.cache.delete(clientId);
@@ -137,24 +216,142 @@ export class ClientService {
     return row === undefined ? undefined : toRecord(row);
   }
 
-  /** Every client of an organization, oldest first. */
+  /** Every organization client (not the cluster API clients) of an organization, oldest first. */
   async list(organizationId: string): Promise<ClientRecord[]> {
     const rows = await this.database
       .selectFrom("clients")
       .select(publicColumns)
       .where("organization_id", "=", organizationId)
+      .where("cluster_id", "is", null)
       .orderBy("created_at")
       .orderBy("client_id")
       .execute();
     return rows.map(toRecord);
   }
 
-  /** Deletes a client of an organization; answers whether it existed. */
+  /**
+   * Creates a client of one cluster, whose tokens reach only that cluster's gateway. Names are unique per cluster:
+   * of concurrent creations with one name exactly one succeeds (the unique index decides) and the others answer
+   * `name-taken`. The returned secret is the only copy there will ever be.
+   */
+  async createClusterClient(input: NewClusterClient): Promise<NewClusterClientOutcome> {
+    if (input.permissions.length === 0) throw invalidRequest("A cluster API client needs at least one permission.");
+    const clientId = generateClientId();
+    const secret = generateClientSecret();
+    const row: ClientRow = {
+      client_id: clientId,
+      organization_id: input.organizationId,
+      name: input.name,
+      secret_hash: this.hasher.hash(secret),
+      scopes: "[]",
+      created_at: new Date(this.clock()).toISOString(),
+      cluster_id: input.clusterId,
+      permissions: JSON.stringify(canonicalPermissions(input.permissions)),
+      uuid: randomUUID(),
+    };
+    let inserted: bigint | undefined;
+    try {
+      // One statement counts and inserts, so the bound needs no read-then-write across awaits.
+      const result = await sql`
+        INSERT INTO clients
+          (client_id, organization_id, name, secret_hash, scopes, created_at, cluster_id, permissions, uuid)
+        SELECT ${row.client_id}, ${row.organization_id}, ${row.name}, ${row.secret_hash}, ${row.scopes},
+          ${row.created_at}, ${row.cluster_id}, ${row.permissions}, ${row.uuid}
+        WHERE (SELECT COUNT(*) FROM clients WHERE cluster_id = ${input.clusterId}) < ${input.maximumClientsPerCluster}
+      `.execute(this.database);
+      inserted = result.numAffectedRows;
+    } catch (error) {
+      if (isConstraintViolation(error)) return { outcome: "name-taken" };
+      throw error;
+    }
+    if (inserted === undefined || inserted === 0n) return { outcome: "cluster-full" };
+    this.cache.delete(clientId);
+    return { outcome: "created", client: toRecord(row), secret };
+  }
+
+  /** The clients of one cluster of an organization, oldest first. */
+  async listClusterClients(organizationId: string, clusterId: string): Promise<ClientRecord[]> {
+    const rows = await this.database
+      .selectFrom("clients")
+      .select(publicColumns)
+      .where("organization_id", "=", organizationId)
+      .where("cluster_id", "=", clusterId)
+      .orderBy("created_at")
+      .orderBy("client_id")
+      .execute();
+    return rows.map(toRecord);
+  }
+
+  /**
+   * Deletes a client of one cluster and records the revocation in the same transaction, so the cluster's gateway
+   * learns of every deletion; answers whether the client existed. Revocations older than `pruneBeforeMs` (of every
+   * cluster) are dropped on the way: no token they could refuse is still unexpired.
+   */
+  async deleteClusterClient(
+    organizationId: string,
+    clusterId: string,
+    clientId: string,
+    pruneBeforeMs: number,
+  ): Promise<boolean> {
+    const nowMs = this.clock();
+    const deleted = await this.database.transaction().execute(async (transaction) => {
+      const result = await transaction
+        .deleteFrom("clients")
+        .where("client_id", "=", clientId)
+        .where("organization_id", "=", organizationId)
+        .where("cluster_id", "=", clusterId)
+        .executeTakeFirst();
+      if (result.numDeletedRows === 0n) return false;
+      await transaction
+        .insertInto("revoked_cluster_clients")
+        .values({
+          client_id: clientId,
+          organization_id: organizationId,
+          cluster_id: clusterId,
+          revoked_at: new Date(nowMs).toISOString(),
+          revoked_at_ms: nowMs,
+        })
+        .execute();
+      return true;
+    });
+    this.cache.delete(clientId);
+    await this.database.deleteFrom("revoked_cluster_clients").where("revoked_at_ms", "<", pruneBeforeMs).execute();
+    return deleted;
+  }
+
+  /** Deletes every client of a cluster that is itself being deleted; answers how many there were. */
+  async deleteAllClusterClients(organizationId: string, clusterId: string): Promise<number> {
+    const deleted = await this.database
+      .deleteFrom("clients")
+      .where("organization_id", "=", organizationId)
+      .where("cluster_id", "=", clusterId)
+      .returning("client_id")
+      .execute();
+    for (const row of deleted) this.cache.delete(row.client_id);
+    return deleted.length;
+  }
+
+  /** The clients of a cluster deleted at or after `sinceMs`, newest deletion first, at most `limit` of them. */
+  async revokedClusterClients(clusterId: string, sinceMs: number, limit: number): Promise<RevokedClusterClient[]> {
+    const rows = await this.database
+      .selectFrom("revoked_cluster_clients")
+      .select(["client_id", "revoked_at"])
+      .where("cluster_id", "=", clusterId)
+      .where("revoked_at_ms", ">=", sinceMs)
+      .orderBy("revoked_at_ms", "desc")
+      .orderBy("client_id")
+      .limit(limit)
+      .execute();
+    return rows.map((row) => ({ clientId: row.client_id, revokedAt: row.revoked_at }));
+  }
+
+  /** Deletes an organization client (cluster API clients go through `deleteClusterClient`); answers whether it existed. */
   async delete(organizationId: string, clientId: string): Promise<boolean> {
     const result = await this.database
       .deleteFrom("clients")
       .where("client_id", "=", clientId)
       .where("organization_id", "=", organizationId)
+      .where("cluster_id", "is", null)
       .executeTakeFirst();
     this.cache.delete(clientId);
     return result.numDeletedRows > 0n;

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { Clock } from "../../auth/clock.js";
-import { type AudienceNames, audiencesForScopes, canonicalScopes, isScopeValue } from "../../auth/scopes.js";
+import { type AudienceNames, audiencesForScopes } from "../../auth/scopes.js";
 import { OAuthError } from "../../http/errors.js";
 import { type ClientService, isWellFormedClientId } from "./clients.js";
 import type { TokenRateLimiter } from "./rate-limit.js";
@@ -192,10 +192,17 @@ export class TokenService {
     if (!this.knownAudiences.has(request.audience)) {
       throw new OAuthError("invalid_target", `The audience '${request.audience}' is not served by this issuer.`);
     }
-    if (!audiencesForScopes(client.scopes, this.options.audiences).has(request.audience)) {
+    // A cluster API client reaches its cluster's gateway and nothing else: its `secrets` permission must never turn
+    // into the organization-wide `secrets` scope of the Administration API.
+    const cluster = client.cluster;
+    const allowedAudiences =
+      cluster === undefined
+        ? audiencesForScopes(client.scopes, this.options.audiences)
+        : new Set([this.options.audiences.gateway]);
+    if (!allowedAudiences.has(request.audience)) {
       throw new OAuthError("invalid_target", `This client may not request tokens for '${request.audience}'.`);
     }
-    const granted = this.grantedScopes(client.scopes, request.scope);
+    const granted = this.grantedScopes(cluster === undefined ? client.scopes : cluster.permissions, request.scope);
 
     const issuedAtSeconds = Math.floor(clock() / 1000);
     const lifetimeSeconds = this.options.tokenLifetimeSeconds;
@@ -210,6 +217,7 @@ export class TokenService {
       jti: randomUUID(),
       scope,
       org: client.organizationId,
+      ...(cluster === undefined ? {} : { cluster: cluster.clusterId, permissions: granted }),
     });
     return {
       access_token: accessToken,
@@ -221,15 +229,18 @@ export class TokenService {
     };
   }
 
-  /** The client's scopes, narrowed to `requested` when given; asking for a scope not held is `invalid_scope`. */
+  /**
+   * The client's scope values (`held`, in canonical order), narrowed to `requested` when given; asking for a scope
+   * not held is `invalid_scope`.
+   */
   private grantedScopes(held: readonly string[], requested: string | undefined): string[] {
-    if (requested === undefined) return canonicalScopes(held.filter(isScopeValue));
-    const asked = requested.split(/[ ]+/).filter((value) => value !== "");
+    if (requested === undefined) return [...held];
+    const asked = new Set(requested.split(/[ ]+/).filter((value) => value !== ""));
     const heldSet = new Set(held);
-    const refused = asked.filter((value) => !heldSet.has(value));
+    const refused = [...asked].filter((value) => !heldSet.has(value));
     if (refused.length > 0) {
       throw new OAuthError("invalid_scope", `The client does not hold the scope ${refused.join(" ")}.`);
     }
-    return canonicalScopes(asked.filter(isScopeValue));
+    return held.filter((value) => asked.has(value));
   }
 }

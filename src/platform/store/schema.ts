@@ -28,9 +28,24 @@ export interface ClientTable {
   name: string;
   /** Keyed hash (HMAC-SHA-256, base64url) of the secret; the secret itself is never stored. */
   secret_hash: string;
-  /** JSON array of scope values the client may be granted. */
+  /** JSON array of scope values the client may be granted (empty for a cluster API client). */
   scopes: string;
   created_at: string;
+  /** The cluster a cluster API client belongs to; null for an organization client (migration 031). */
+  cluster_id: string | null;
+  /** JSON array of a cluster API client's permissions; null for an organization client. */
+  permissions: string | null;
+  /** Id the Administration API shows for a cluster API client besides its client id; null otherwise. */
+  uuid: string | null;
+}
+
+/** Cluster API clients deleted while tokens issued to them may still be unexpired (migration 031). */
+export interface RevokedClusterClientTable {
+  client_id: string;
+  organization_id: string;
+  cluster_id: string;
+  revoked_at: string;
+  revoked_at_ms: number;
 }
 
 export interface SigningKeyTable {
@@ -77,6 +92,7 @@ export interface PlatformDatabase {
   signing_keys: SigningKeyTable;
   rate_limits: RateLimitTable;
   client_failures: ClientFailureTable;
+  revoked_cluster_clients: RevokedClusterClientTable;
   settings: SettingTable;
 }
 
