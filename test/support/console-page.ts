@@ -79,3 +79,22 @@ export async function signIn(
   await page.getByRole("button", { name: "Sign in" }).click();
   await page.getByRole("button", { name: "Sign out" }).waitFor();
 }
+
+// The helpers below run in the page; they are strings because the tests compile without the DOM's types.
+
+/** How many pixels the page is wider than the viewport (0 or less: no sideways scrolling). */
+export async function horizontalOverflow(page: Page): Promise<number> {
+  return await page.evaluate<number>("document.documentElement.scrollWidth - window.innerWidth");
+}
+
+/** The text of the element that has the keyboard focus. */
+export async function focusedText(page: Page): Promise<string> {
+  return await page.evaluate<string>('document.activeElement?.textContent ?? ""');
+}
+
+/** Everything the page keeps in local storage, session storage and cookies. */
+export async function browserStorage(page: Page): Promise<{ local: string; session: string; cookies: string }> {
+  return await page.evaluate<{ local: string; session: string; cookies: string }>(
+    "({ local: JSON.stringify({ ...localStorage }), session: JSON.stringify({ ...sessionStorage }), cookies: document.cookie })",
+  );
+}

@@ -110,8 +110,9 @@ export class ConsoleApi {
 
   /** The activity log, newest first (`GET /admin/activity/json`). */
   async activity(query: ActivityQuery): Promise<ActivityEntry[]> {
-    return (await (await this.request("admin", `/admin/activity/json?${activityParameters(query)}`)).json()) as
-      ActivityEntry[];
+    return (await (
+      await this.request("admin", `/admin/activity/json?${activityParameters(query)}`)
+    ).json()) as ActivityEntry[];
   }
 
   /** The activity log as CSV (`GET /admin/activity/csv`). */

@@ -7,8 +7,8 @@ import { h, replaceChildren } from "./dom.js";
 import { activityPage } from "./pages/activity.js";
 import { membersPage } from "./pages/members.js";
 import { overviewPage } from "./pages/overview.js";
-import { signInForm } from "./pages/sign-in.js";
 import type { Page, PageContext } from "./pages/page.js";
+import { signInForm } from "./pages/sign-in.js";
 import type { Session } from "./session.js";
 
 /** Where the console's pages live; the platform answers index.html for every path below it. */

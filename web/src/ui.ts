@@ -38,11 +38,25 @@ export function table(caption: string, headings: readonly string[], rows: readon
       "table",
       {},
       h("caption", {}, caption),
-      h("thead", {}, h("tr", {}, headings.map((heading) => h("th", { scope: "col" }, heading)))),
+      h(
+        "thead",
+        {},
+        h(
+          "tr",
+          {},
+          headings.map((heading) => h("th", { scope: "col" }, heading)),
+        ),
+      ),
       h(
         "tbody",
         {},
-        rows.map((cells) => h("tr", {}, cells.map((cell) => h("td", {}, cell)))),
+        rows.map((cells) =>
+          h(
+            "tr",
+            {},
+            cells.map((cell) => h("td", {}, cell)),
+          ),
+        ),
       ),
     ),
   );

@@ -39,7 +39,7 @@ export function prefersPage(request: FastifyRequest): boolean {
 
 function notModified(request: FastifyRequest, file: ConsoleFile): boolean {
   const condition = request.headers["if-none-match"];
-  return condition !== undefined && condition.split(",").some((tag) => tag.trim() === file.etag);
+  return condition?.split(",").some((tag) => tag.trim() === file.etag) === true;
 }
 
 /** Answers the console's index page: never cached without asking, so a new build is picked up at once. */

@@ -81,7 +81,11 @@ describe("web console serving", () => {
   });
 
   it("refuses asset names that could leave the assets directory", async () => {
-    for (const path of ["/console/assets/..%2Findex.html", "/console/assets/..%5Cindex.html", "/console/assets/.hidden"]) {
+    for (const path of [
+      "/console/assets/..%2Findex.html",
+      "/console/assets/..%5Cindex.html",
+      "/console/assets/.hidden",
+    ]) {
       const response = await fetch(`${platform.url}${path}`);
       expect([400, 404], path).toContain(response.status);
       expect(await response.text(), path).not.toContain('<div id="app">');

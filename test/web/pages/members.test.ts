@@ -4,6 +4,8 @@ import { browserAvailable, launchBrowser } from "../../support/browser.js";
 import {
   collectPolicyViolations,
   expectAccessible,
+  focusedText,
+  horizontalOverflow,
   saveScreenshot,
   signIn,
   viewports,
@@ -92,13 +94,12 @@ describe.runIf(browserAvailable())("console members page", () => {
     let focused = "";
     for (let step = 0; step < 10 && focused !== "Invite or change roles"; step += 1) {
       await page.keyboard.press("Tab");
-      focused = await page.evaluate(() => document.activeElement?.textContent ?? "");
+      focused = await focusedText(page);
     }
     expect(focused).toBe("Invite or change roles");
     await page.keyboard.press("Enter");
     await expect.poll(membersTable).toContainEqual(expect.stringContaining("grace@example.com"));
-    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-    expect(overflow).toBeLessThanOrEqual(0);
+    expect(await horizontalOverflow(page)).toBeLessThanOrEqual(0);
     await expectAccessible(page, "members at phone width");
     await saveScreenshot(page, "console-members-narrow");
   });

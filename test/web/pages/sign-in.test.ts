@@ -2,8 +2,10 @@ import type { Browser, Page, Request } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { browserAvailable, launchBrowser } from "../../support/browser.js";
 import {
+  browserStorage,
   collectPolicyViolations,
   expectAccessible,
+  horizontalOverflow,
   saveScreenshot,
   signIn,
   viewports,
@@ -45,20 +47,14 @@ describe.runIf(browserAvailable())("console sign-in and session", () => {
       expect(await page.getByRole("listitem").allTextContents()).toContain("members");
       await expectAccessible(page, `overview (${width})`);
 
-      const stored = await page.evaluate(() => ({
-        local: JSON.stringify({ ...localStorage }),
-        session: JSON.stringify({ ...sessionStorage }),
-        cookies: document.cookie,
-      }));
-      expect(stored).toEqual({ local: "{}", session: "{}", cookies: "" });
+      expect(await browserStorage(page)).toEqual({ local: "{}", session: "{}", cookies: "" });
       const secret = platform.adminClient.clientSecret;
       for (const url of [...requestUrls, page.url()]) {
         expect(url).not.toContain(secret);
         expect(url).not.toContain("eyJ");
       }
       // The page does not scroll sideways at this width.
-      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-      expect(overflow).toBeLessThanOrEqual(0);
+      expect(await horizontalOverflow(page)).toBeLessThanOrEqual(0);
       expect(violations).toEqual([]);
       await saveScreenshot(page, `console-overview-${width}`);
     });

@@ -26,7 +26,10 @@ export const membersPage: Page = {
     const load = async (): Promise<void> => {
       try {
         const members = await context.api.members();
-        replaceChildren(list, memberTable(members, context, status, form, () => void load()));
+        replaceChildren(
+          list,
+          memberTable(members, context, status, form, () => void load()),
+        );
       } catch (error) {
         if (error instanceof ApiError && error.status === 401) return;
         showStatus(status, `The members could not be loaded: ${(error as Error).message}`);
