@@ -74,6 +74,8 @@ export interface RunningPlatform {
   /** The issuer URL that tokens carry as `iss`. */
   issuerUrl: string;
   organizationId: string;
+  /** Where the web console is served, or null when it was not built. */
+  consoleUrl: string | null;
   /** Stops accepting requests, finishes in-flight ones and closes the database. */
   close(): Promise<void>;
 }
@@ -177,6 +179,7 @@ export async function startPlatform(
       url,
       issuerUrl,
       organizationId: bootstrap.organizationId,
+      consoleUrl: server.hasRoute({ method: "GET", url: "/console" }) ? `${url}/console/` : null,
       async close() {
         await server.close();
         await store.close();
