@@ -9,6 +9,7 @@ import { registerAllowlistCommands } from "./commands/allowlist.js";
 import { registerBrokerCommand } from "./commands/broker.js";
 import { registerClientsCommands } from "./commands/clients.js";
 import { registerClusterCommands } from "./commands/cluster.js";
+import { registerClustersCommands } from "./commands/clusters.js";
 import { registerGatewayCommand } from "./commands/gateway.js";
 import { registerMembersCommands } from "./commands/members.js";
 import { registerModelerCommands } from "./commands/modeler.js";
@@ -83,6 +84,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<ExitCo
   registerSecretsCommands(program, io);
   registerAllowlistCommands(program, io);
   registerModelerCommands(program, io);
+  registerClustersCommands(program, io);
   registerClusterCommands(program, io);
   registerBrokerCommand(program, io);
   registerGatewayCommand(program, io);

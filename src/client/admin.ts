@@ -28,6 +28,74 @@ export type Member = Static<typeof memberSchema>;
 
 const memberListSchema = Type.Array(memberSchema);
 
+const reference = Type.Object({ uuid: Type.String(), name: Type.String() });
+
+/** Schema of a cluster as the Administration API returns it. */
+export const clusterSchema = Type.Object({
+  uuid: Type.String(),
+  name: Type.String(),
+  description: Type.Optional(Type.String()),
+  stageLabel: Type.Optional(Type.String()),
+  ownerId: Type.String(),
+  created: Type.String(),
+  autoUpdate: Type.Boolean(),
+  channel: reference,
+  generation: reference,
+  region: reference,
+  planType: reference,
+  status: Type.Object({ ready: Type.String(), gatewayStatus: Type.String() }),
+  links: Type.Object({
+    gateway: Type.String(),
+    management: Type.String(),
+    oauth: Type.String(),
+    console: Type.String(),
+  }),
+  ipallowlist: Type.Array(Type.Object({ ip: Type.String(), description: Type.String() })),
+});
+
+/** A cluster of the organization. */
+export type Cluster = Static<typeof clusterSchema>;
+
+const clusterListSchema = Type.Array(clusterSchema);
+
+/** Schema of what a cluster can be created with (`GET /clusters/parameters`). */
+export const clusterParametersSchema = Type.Object({
+  channels: Type.Array(
+    Type.Object({
+      uuid: Type.String(),
+      name: Type.String(),
+      defaultGeneration: reference,
+      allowedGenerations: Type.Array(reference),
+    }),
+  ),
+  clusterPlanTypes: Type.Array(reference),
+  regions: Type.Array(reference),
+});
+
+/** Plan types, channels with their generations, and regions. */
+export type ClusterParameters = Static<typeof clusterParametersSchema>;
+
+/** What `createCluster` sends: ids from `clusterParameters()`. */
+export interface ClusterCreation {
+  name: string;
+  planTypeId: string;
+  channelId: string;
+  generationId: string;
+  regionId: string;
+  description?: string;
+  stageLabel?: "dev" | "test" | "stage" | "prod";
+  autoUpdate?: boolean;
+}
+
+/** What `updateCluster` changes. */
+export interface ClusterChange {
+  name?: string;
+  description?: string;
+  stageLabel?: "dev" | "test" | "stage" | "prod";
+}
+
+const createdClusterSchema = Type.Object({ clusterId: Type.String() });
+
 /** Permissions a cluster API client may hold: `gateway` (the cluster's gateway REST API), `secrets`. */
 export const clusterClientPermissions = ["gateway", "secrets"] as const;
 
@@ -76,6 +144,7 @@ export const connectorSecretsSchema = Type.Record(Type.String(), Type.String());
 
 /** The connector secrets of a cluster, values by name. */
 export type ConnectorSecrets = Record<string, string>;
+
 /** Schema of one IP allowlist entry: `CIDR[,CIDR…]` and what the addresses are. */
 export const allowlistEntrySchema = Type.Object({ ip: Type.String(), description: Type.String() });
 
@@ -136,6 +205,57 @@ export class AdminClient {
   /** Removes a member; throws `ApiError` with status 404 if `email` is not a member. */
   async removeMember(email: string): Promise<void> {
     await this.transport.send("DELETE", `/members/${encodeURIComponent(email)}`);
+  }
+
+  /** Lists the organization's clusters, oldest first. */
+  async listClusters(): Promise<Cluster[]> {
+    return (await this.transport.sendForJson("GET", "/clusters", clusterListSchema)) as Cluster[];
+  }
+
+  /** Plan types, channels with their generations, and regions a cluster can be created with. */
+  async clusterParameters(): Promise<ClusterParameters> {
+    return (await this.transport.sendForJson(
+      "GET",
+      "/clusters/parameters",
+      clusterParametersSchema,
+    )) as ClusterParameters;
+  }
+
+  /** Creates a cluster and returns its id; the platform starts it (status Creating, then Healthy). */
+  async createCluster(creation: ClusterCreation): Promise<string> {
+    const created = (await this.transport.sendForJson("POST", "/clusters", createdClusterSchema, creation)) as {
+      clusterId: string;
+    };
+    return created.clusterId;
+  }
+
+  /** Gets a cluster; throws `ApiError` with status 404 when the organization has no such cluster. */
+  async getCluster(clusterId: string): Promise<Cluster> {
+    return (await this.transport.sendForJson(
+      "GET",
+      `/clusters/${encodeURIComponent(clusterId)}`,
+      clusterSchema,
+    )) as Cluster;
+  }
+
+  /** Changes a cluster's name, description or stage label. */
+  async updateCluster(clusterId: string, change: ClusterChange): Promise<void> {
+    await this.transport.send("PATCH", `/clusters/${encodeURIComponent(clusterId)}`, change);
+  }
+
+  /** Deletes a cluster: its processes stop and its data is removed. */
+  async deleteCluster(clusterId: string): Promise<void> {
+    await this.transport.send("DELETE", `/clusters/${encodeURIComponent(clusterId)}`);
+  }
+
+  /** Starts a cluster whose processes do not run. */
+  async wakeCluster(clusterId: string): Promise<void> {
+    await this.transport.send("PUT", `/clusters/${encodeURIComponent(clusterId)}/wake`);
+  }
+
+  /** Moves a cluster to its channel's default generation. */
+  async upgradeCluster(clusterId: string): Promise<void> {
+    await this.transport.send("PUT", `/clusters/${encodeURIComponent(clusterId)}/upgrade`);
   }
 
   /** Lists the API clients of a cluster; throws `ApiError` with status 404 for an unknown cluster. */

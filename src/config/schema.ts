@@ -481,6 +481,24 @@ export const configurationSchema = Type.Object(
       },
       { additionalProperties: false, default: {} },
     ),
+    provisioner: Type.Object(
+      {
+        maxClustersPerOrganization: Type.Integer({
+          minimum: 1,
+          maximum: 1_000,
+          default: 8,
+          description:
+            "Most clusters one organization may have through the Administration API; the local provisioner runs every one as processes on this machine.",
+        }),
+        healthCheckIntervalMs: Type.Integer({
+          minimum: 100,
+          maximum: 600_000,
+          default: 2_000,
+          description: "How often the platform polls every cluster's gateway for the cluster's status.",
+        }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
   },
   { additionalProperties: false, default: {} },
 );

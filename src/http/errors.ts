@@ -26,6 +26,11 @@ export const errorKinds = {
   tooManyRequests: { code: "too-many-requests", status: 429, title: "Too many requests" },
   headersTooLarge: { code: "headers-too-large", status: 431, title: "The request headers are too large" },
   internal: { code: "internal", status: 500, title: "Internal server error" },
+  notApplicable: {
+    code: "not-applicable",
+    status: 501,
+    title: "The request does not apply to a self-hosted installation",
+  },
   badGateway: { code: "bad-gateway", status: 502, title: "An upstream service could not be reached" },
   outcomeUnknown: {
     code: "outcome-unknown",

@@ -1,6 +1,7 @@
 import type { AddressInfo } from "node:net";
 import { createServer } from "node:net";
 import { type Logger, pino } from "pino";
+import { openAccessPolicy } from "../auth/access-policy.js";
 import { installAuthentication } from "../auth/authenticate.js";
 import { systemClock } from "../auth/clock.js";
 import { administrationScopes, modelerScopes, scopeValues } from "../auth/scopes.js";
@@ -12,11 +13,9 @@ import { activityRoutes } from "./admin/activity/routes.js";
 import { ActivityService } from "./admin/activity/service.js";
 import { clusterClientRoutes } from "./admin/cluster-clients/routes.js";
 import { ClusterClientService } from "./admin/cluster-clients/service.js";
-import {
-  type AccessPolicyChangedListener,
-  type ClusterDirectory,
-  emptyClusterDirectory,
-} from "./admin/cluster-directory.js";
+import type { AccessPolicyChangedListener, ClusterDirectory } from "./admin/cluster-directory.js";
+import { clusterRoutes } from "./admin/clusters/routes.js";
+import { ClusterService } from "./admin/clusters/service.js";
 import { connectorSecretRoutes } from "./admin/connector-secrets/routes.js";
 import { ConnectorSecretService } from "./admin/connector-secrets/service.js";
 import { ipAllowlistRoutes } from "./admin/ip-allowlist/routes.js";
@@ -39,6 +38,7 @@ import { fileBodyLimitBytes } from "./modeler/content.js";
 import { modelerPublicRoutes, modelerRoutes } from "./modeler/routes.js";
 import { createModelerServices } from "./modeler/services.js";
 import { type ModelerWorkerTasks, modelerWorkerModule } from "./modeler/worker-tasks.js";
+import { LocalProvisioner, type LocalProvisionerOptions } from "./provisioner/local-provisioner.js";
 import { describeDatabase, openStore, type Store } from "./store/database.js";
 import { platformVersion } from "./version.js";
 import { defaultWorkerThreads, WorkerPool } from "./worker-pool.js";
@@ -55,8 +55,29 @@ export interface StartPlatformOptions {
   logger?: Logger;
   /** Called once, on the first start only, with the generated administration client (not for a preset one). */
   onBootstrapCredentials?: (credentials: BootstrapCredentials) => void;
-  /** Clusters and the delivery of their access policies, for the routes under `/clusters/{clusterId}/…`. */
+  /**
+   * Runs the organization's clusters with the local provisioner (`flowplane start`): every recorded cluster is
+   * launched, and the first cluster is created on the first start. Absent: the platform runs no cluster processes
+   * (`flowplane platform`), and creating, waking or deleting a cluster answers 409.
+   */
+  localClusters?: LocalClustersOptions;
+  /**
+   * Replaces what the routes under `/clusters/{clusterId}/…` know of clusters (tests inject an in-memory
+   * directory); by default the clusters service answers and delivers changed policies through its provisioner.
+   */
   clusterAccess?: ClusterAccessOptions;
+}
+
+/** How the platform runs clusters with the local provisioner. */
+export interface LocalClustersOptions {
+  /** Create the organization's first cluster on the first start (default true). */
+  createPrimaryCluster?: boolean;
+  /** Environment the children inherit (default: this process's). */
+  environment?: LocalProvisionerOptions["environment"];
+  /** The flowplane command line to run the children with (tests); default this installation's. */
+  command?: LocalProvisionerOptions["command"];
+  readyTimeoutMs?: number;
+  stopTimeoutMs?: number;
 }
 
 /** What the IP allowlist, monitoring, connector-secret and cluster API client routes need of clusters. */
@@ -76,7 +97,13 @@ export interface RunningPlatform {
   organizationId: string;
   /** Where the web console is served, or null when it was not built. */
   consoleUrl: string | null;
-  /** Stops accepting requests, finishes in-flight ones and closes the database. */
+  /** The clusters of the Administration API. */
+  clusters: ClusterService;
+  /** The local provisioner, when the platform runs clusters. */
+  provisioner: LocalProvisioner | undefined;
+  /** The organization's first cluster (the one `flowplane start` runs), when the platform runs clusters. */
+  primaryClusterId: string | undefined;
+  /** Stops the clusters' processes, stops accepting requests, finishes in-flight ones and closes the database. */
   close(): Promise<void>;
 }
 
@@ -152,12 +179,44 @@ export async function startPlatform(
         return { clientId: created.client.clientId, clientSecret: created.secret };
       },
     });
+    const provisioner =
+      options.localClusters === undefined
+        ? undefined
+        : new LocalProvisioner({
+            database: store.database,
+            dataDirectory: configuration.dataDirectory,
+            primaryGatewayPort: configuration.gateway.port,
+            primaryManagementPort: configuration.management.port,
+            issuerUrl,
+            gatewayAudience: configuration.audiences.gateway,
+            logLevel: configuration.log.level,
+            logger: logger.child({ component: "provisioner" }),
+            ...(options.localClusters.environment === undefined
+              ? {}
+              : { environment: options.localClusters.environment }),
+            ...(options.localClusters.command === undefined ? {} : { command: options.localClusters.command }),
+            ...(options.localClusters.readyTimeoutMs === undefined
+              ? {}
+              : { readyTimeoutMs: options.localClusters.readyTimeoutMs }),
+            ...(options.localClusters.stopTimeoutMs === undefined
+              ? {}
+              : { stopTimeoutMs: options.localClusters.stopTimeoutMs }),
+          });
+    const clusters = new ClusterService({
+      database: store.database,
+      provisioner,
+      issuerUrl,
+      maxClustersPerOrganization: configuration.provisioner.maxClustersPerOrganization,
+      healthCheckIntervalMs: configuration.provisioner.healthCheckIntervalMs,
+      logger,
+    });
     const server = await buildPlatformServer({
       configuration,
       store,
       issuer,
       logger,
       issuerUrl,
+      clusters,
       ...(options.clusterAccess === undefined ? {} : { clusterAccess: options.clusterAccess }),
     });
     await server.listen({ host, port });
@@ -175,12 +234,34 @@ export async function startPlatform(
       "platform started",
     );
     if (bootstrap.createdClient !== null) options.onBootstrapCredentials?.(bootstrap.createdClient);
+    let primaryClusterId: string | undefined;
+    const stopClusters = async (): Promise<void> => {
+      await clusters.close();
+      await provisioner?.close();
+    };
+    if (provisioner !== undefined) {
+      try {
+        if (options.localClusters?.createPrimaryCluster !== false) {
+          primaryClusterId = await clusters.ensurePrimaryCluster(bootstrap.organizationId);
+        }
+        await clusters.start();
+      } catch (error) {
+        await stopClusters();
+        await server.close();
+        throw error;
+      }
+    }
     return {
       url,
       issuerUrl,
       organizationId: bootstrap.organizationId,
       consoleUrl: server.hasRoute({ method: "GET", url: "/console" }) ? `${url}/console/` : null,
+      clusters,
+      provisioner,
+      primaryClusterId,
       async close() {
+        // The clusters go first: their gateways verify tokens against the platform's keys until the end.
+        await stopClusters();
         await server.close();
         await store.close();
       },
@@ -198,6 +279,8 @@ export interface PlatformServerOptions {
   issuer: IssuerServices;
   logger: Logger;
   issuerUrl: string;
+  /** The clusters service; one without a provisioner when absent. */
+  clusters?: ClusterService;
   clusterAccess?: ClusterAccessOptions;
   /** Directory of the built web console (web/dist by default). */
   consoleDirectory?: string;
@@ -206,6 +289,15 @@ export interface PlatformServerOptions {
 /** Assembles the platform's HTTP server from its parts, without listening. */
 export async function buildPlatformServer(options: PlatformServerOptions): Promise<HttpServer> {
   const { configuration, store, issuer, logger, issuerUrl } = options;
+  const clusters =
+    options.clusters ??
+    new ClusterService({
+      database: store.database,
+      issuerUrl,
+      maxClustersPerOrganization: configuration.provisioner.maxClustersPerOrganization,
+      healthCheckIntervalMs: configuration.provisioner.healthCheckIntervalMs,
+      logger,
+    });
   const server = createHttpServer({
     logger,
     bodyLimitBytes: configuration.platform.bodyLimitBytes,
@@ -261,8 +353,8 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
 
   const members = new MemberService(store.database);
   const clusterAccess = options.clusterAccess ?? {
-    clusters: emptyClusterDirectory,
-    onAccessPolicyChanged: async () => undefined,
+    clusters,
+    onAccessPolicyChanged: async (clusterId: string) => await clusters.deliverAccessPolicy(clusterId),
   };
   const ipAllowlists = new IpAllowlistService({ database: store.database, ...clusterAccess });
   const monitoring = new MonitoringService({ database: store.database, ...clusterAccess });
@@ -280,6 +372,21 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
     database: store.database,
     secrets: store.secrets,
     clusters: clusterAccess.clusters,
+  });
+  // The clusters service builds each cluster's whole policy from the resources keeping its parts, shows its
+  // allowlist, and has their data removed with the cluster.
+  clusters.accessPolicyBuilder = async (cluster) => ({
+    ...openAccessPolicy(cluster.id, cluster.organizationId),
+    ipAllowlist: await ipAllowlists.allowlistOf(cluster.id),
+    monitoring: await monitoring.monitoringPolicyOf(cluster.id),
+    revokedClients: await clusterClients.revokedClients(cluster.id),
+  });
+  clusters.allowlistReader = async (_organizationId, clusterId) => await ipAllowlists.allowlistOf(clusterId);
+  clusters.onClusterDeleted.push(async ({ organizationId, clusterId }) => {
+    await ipAllowlists.deleteAllOf(clusterId);
+    await monitoring.deleteAllOf(clusterId);
+    await clusterClients.deleteAllOfCluster(organizationId, clusterId);
+    await connectorSecrets.deleteAllOf(clusterId);
   });
   await server.register(
     async (context) => {
@@ -300,6 +407,7 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
         clusterClientRoutes(api, clusterClients);
         connectorSecretRoutes(api, connectorSecrets);
         memberRoutes(api, members);
+        clusterRoutes(api, clusters);
         activityRoutes(api, activity);
       });
     },

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import pino from "pino";
 import type { CliIo } from "../../src/cli/io.js";
 import { runCli } from "../../src/cli/main.js";
-import { startTestPlatform, type TestPlatform } from "../support/platform.js";
+import { startTestPlatform, type TestPlatform, type TestPlatformOptions } from "../support/platform.js";
 
 /** What one in-process CLI run printed and returned. */
 export interface CliResult {
@@ -46,11 +46,12 @@ export interface CliFixture {
   close(): Promise<void>;
 }
 
-/** Starts a test platform (with `platformOptions`) and prepares everything a CLI test needs to talk to it. */
+/** Starts a test platform (with `platformOptions` and configuration `overrides`) and prepares what a CLI test needs. */
 export async function startCliFixture(
-  platformOptions: Parameters<typeof startTestPlatform>[1] = {},
+  platformOptions: TestPlatformOptions = {},
+  overrides: Record<string, string | number | boolean> = {},
 ): Promise<CliFixture> {
-  const platform = await startTestPlatform({}, platformOptions);
+  const platform = await startTestPlatform(overrides, platformOptions);
   const temporaryDirectory = await mkdtemp(join(tmpdir(), "flowplane-cli-"));
   const clientEnvironment = {
     SERVICE_CONSOLE_CLIENT_ID: platform.adminClient.clientId,

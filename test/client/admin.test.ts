@@ -108,3 +108,33 @@ describe("AdminClient IP allowlist and monitoring", () => {
     expect(await client.isMonitoringActive(clusterId)).toBe(false);
   });
 });
+
+describe("AdminClient clusters (a platform without a provisioner)", () => {
+  it("reads the parameters and the clusters, and raises the API's refusals as ApiError", async () => {
+    const parameters = await admin.clusterParameters();
+    expect(parameters.regions.map((region) => region.name)).toEqual(["local"]);
+    expect(await admin.listClusters()).toEqual([]);
+    const channel = parameters.channels[0];
+    const creation = {
+      name: "orders",
+      planTypeId: parameters.clusterPlanTypes[0]?.uuid as string,
+      channelId: channel?.uuid as string,
+      generationId: channel?.defaultGeneration.uuid as string,
+      regionId: parameters.regions[0]?.uuid as string,
+    };
+    const refused = await admin.createCluster(creation).catch((caught: unknown) => caught);
+    expect(refused).toBeInstanceOf(ApiError);
+    expect((refused as ApiError).status).toBe(409);
+    const unknown = randomUUID();
+    for (const call of [
+      () => admin.getCluster(unknown),
+      () => admin.updateCluster(unknown, { name: "renamed" }),
+      () => admin.wakeCluster(unknown),
+      () => admin.upgradeCluster(unknown),
+      () => admin.deleteCluster(unknown),
+    ]) {
+      const error = await call().catch((caught: unknown) => caught);
+      expect((error as ApiError).status).toBe(404);
+    }
+  });
+});

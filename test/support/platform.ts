@@ -3,7 +3,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
 import { loadConfiguration } from "../../src/config/load.js";
-import { type BootstrapCredentials, type StartPlatformOptions, startPlatform } from "../../src/platform/platform.js";
+import {
+  type BootstrapCredentials,
+  type RunningPlatform,
+  type StartPlatformOptions,
+  startPlatform,
+} from "../../src/platform/platform.js";
 
 /** A real platform started for a test, with its administration client. */
 export interface TestPlatform {
@@ -12,19 +17,30 @@ export interface TestPlatform {
   organizationId: string;
   dataDirectory: string;
   adminClient: BootstrapCredentials;
+  /** The platform itself (its clusters service and provisioner). */
+  running: RunningPlatform;
   close(): Promise<void>;
+}
+
+/** Options of `startTestPlatform` beyond configuration settings. */
+export interface TestPlatformOptions extends Pick<StartPlatformOptions, "logger" | "clusterAccess" | "localClusters"> {
+  /** Use this data directory (a restart of an earlier test platform) and leave it in place on close. */
+  dataDirectory?: string;
+  /** The administration client of an earlier start on the same data directory. */
+  adminClient?: BootstrapCredentials;
 }
 
 /**
  * Starts a real platform on 127.0.0.1 and a free port with a fresh data directory (SQLite unless `overrides` says
  * otherwise). `overrides` are flag-style keys such as `service.rateLimit.burst`; `options` may replace the silent
- * logger or inject the platform's collaborators (such as `clusterAccess`).
+ * logger, inject the platform's collaborators (such as `clusterAccess`), run clusters, or restart on a kept data
+ * directory.
  */
 export async function startTestPlatform(
   overrides: Record<string, string | number | boolean> = {},
-  options: Pick<StartPlatformOptions, "logger" | "clusterAccess"> = {},
+  options: TestPlatformOptions = {},
 ): Promise<TestPlatform> {
-  const dataDirectory = mkdtempSync(join(tmpdir(), "flowplane-platform-"));
+  const dataDirectory = options.dataDirectory ?? mkdtempSync(join(tmpdir(), "flowplane-platform-"));
   const configuration = loadConfiguration({
     environment: {},
     flags: {
@@ -40,15 +56,17 @@ export async function startTestPlatform(
   });
   let adminClient: BootstrapCredentials | null = null;
   const platform = await startPlatform(configuration, {
-    logger: pino({ level: "silent" }),
-    ...options,
+    logger: options.logger ?? pino({ level: "silent" }),
     onBootstrapCredentials: (credentials) => {
       adminClient = credentials;
     },
+    ...(options.clusterAccess === undefined ? {} : { clusterAccess: options.clusterAccess }),
+    ...(options.localClusters === undefined ? {} : { localClusters: options.localClusters }),
   });
   const presetId = configuration.bootstrap.clientId;
   const credentials: BootstrapCredentials | null =
     adminClient ??
+    options.adminClient ??
     (presetId === "" ? null : { clientId: presetId, clientSecret: configuration.bootstrap.clientSecret });
   if (credentials === null) throw new Error("the test platform did not create an administration client");
   return {
@@ -57,9 +75,10 @@ export async function startTestPlatform(
     organizationId: platform.organizationId,
     dataDirectory,
     adminClient: credentials,
+    running: platform,
     async close() {
       await platform.close();
-      rmSync(dataDirectory, { recursive: true, force: true });
+      if (options.dataDirectory === undefined) rmSync(dataDirectory, { recursive: true, force: true });
     },
   };
 }

@@ -41,6 +41,7 @@ interface ScaleOptions extends CommonOptions {
   force?: boolean;
   watch?: boolean;
   dataDirectory?: string;
+  clusterId?: string;
   local: boolean;
 }
 
@@ -93,11 +94,23 @@ function sleep(durationMs: number, signal: AbortSignal): Promise<void> {
   });
 }
 
-/** The local cluster's directory when the data directory holds one (its brokers file), else null. */
+/**
+ * The local cluster's directory when the data directory holds one (its brokers file), else null: the first
+ * cluster's `cluster/`, or with --cluster-id the directory of that cluster of the Administration API.
+ */
 function localClusterDirectory(io: CliIo, options: ScaleOptions): string | null {
   if (!options.local) return null;
   const dataDirectory = resolve(options.dataDirectory ?? io.environment.SERVICE_DATA_DIRECTORY ?? "data");
-  const clusterDirectory = join(dataDirectory, "cluster");
+  if (
+    options.clusterId !== undefined &&
+    !/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(options.clusterId)
+  ) {
+    throw new UsageError("--cluster-id must be a cluster's id (a UUID, see flowplane clusters list)");
+  }
+  const clusterDirectory =
+    options.clusterId === undefined
+      ? join(dataDirectory, "cluster")
+      : join(dataDirectory, "clusters", options.clusterId.toLowerCase());
   return existsSync(join(clusterDirectory, BROKERS_FILE_NAME)) ? clusterDirectory : null;
 }
 
@@ -321,6 +334,10 @@ export function registerClusterCommands(program: Command, io: CliIo): void {
     .option(
       "--data-directory <directory>",
       "data directory of the local cluster (default SERVICE_DATA_DIRECTORY or ./data)",
+    )
+    .option(
+      "--cluster-id <id>",
+      "a cluster created through the Administration API, whose broker processes to start and stop (default: the first cluster); point SERVICE_CLUSTER_MANAGEMENT_URL at its management link",
     )
     .option("--no-local", "never start or stop local broker processes, even if a local cluster is found")
     .option("--audience <audience>", "audience of gateway tokens", gatewayAudience)

@@ -1,8 +1,8 @@
 import type { Command } from "commander";
-import { pino } from "pino";
 import { loadConfiguration } from "../../config/load.js";
-import type { Configuration } from "../../config/schema.js";
+import type { RunningPlatform } from "../../platform/platform.js";
 import { type CliIo, UsageError } from "../io.js";
+import { printable } from "../terminal-text.js";
 
 interface StartOptions {
   config?: string;
@@ -53,11 +53,17 @@ async function runPlatform(options: StartOptions, io: CliIo, withCluster: boolea
   const { startPlatform } = await import("../../platform/platform.js");
   let bootstrapCredentials: { clientId: string; clientSecret: string } | undefined;
   // Without a logger from the caller the platform logs to standard output at the configured level.
+  if (withCluster) {
+    io.stdout(
+      "starting the platform and its clusters (the first cluster on its first start: 3 brokers, 3 partitions, replication factor 3; one gateway)…\n",
+    );
+  }
   const platform = await startPlatform(configuration, {
     logger: io.logger,
     onBootstrapCredentials: (credentials) => {
       bootstrapCredentials = credentials;
     },
+    ...(withCluster ? { localClusters: { environment: io.environment } } : {}),
   });
   io.stdout(`flowplane platform listening at ${platform.url} (organization ${platform.organizationId})\n`);
   // Behind a proxy, clients must use the public URL; otherwise the address it listens at is the one that works.
@@ -77,10 +83,9 @@ async function runPlatform(options: StartOptions, io: CliIo, withCluster: boolea
       ].join("\n"),
     );
   }
-  let cluster: { close(): Promise<void> } | undefined;
   if (withCluster) {
     try {
-      cluster = await startCluster(configuration, platform.issuerUrl, io);
+      await describeClusters(platform, io);
     } catch (error) {
       await platform.close();
       throw error;
@@ -88,46 +93,48 @@ async function runPlatform(options: StartOptions, io: CliIo, withCluster: boolea
   }
   await waitForAbort(io.shutdownSignal);
   io.stdout("flowplane shutting down\n");
-  // The cluster goes first: its gateway verifies tokens against the platform's keys until the end.
-  await cluster?.close();
+  // The platform stops its clusters first: their gateways verify tokens against its keys until the end.
   await platform.close();
   io.stdout("flowplane stopped\n");
 }
 
-/** Starts the local cluster (brokers and gateway as child processes) and says where each part listens. */
-async function startCluster(
-  configuration: Configuration,
-  issuerUrl: string,
-  io: CliIo,
-): Promise<{ close(): Promise<void> }> {
-  const { startLocalCluster } = await import("../../platform/provisioner/index.js");
-  io.stdout(
-    "starting the local cluster (on its first start 3 brokers, 3 partitions, replication factor 3; one gateway)…\n",
-  );
-  const cluster = await startLocalCluster({
-    dataDirectory: configuration.dataDirectory,
-    gatewayPort: configuration.gateway.port,
-    managementPort: configuration.management.port,
-    issuerUrl,
-    gatewayAudience: configuration.audiences.gateway,
-    logLevel: configuration.log.level,
-    environment: io.environment,
-    logger: io.logger ?? pino({ name: "flowplane-provisioner", level: configuration.log.level }),
-  });
-  io.stdout(
-    [
-      `cluster gateway at ${cluster.gatewayUrl} (topology: ${cluster.gatewayUrl}/v2/topology)`,
-      `cluster management API at ${cluster.managementUrl} (resize with: flowplane cluster scale)`,
-      `cluster secret in ${cluster.clusterSecretFile} (brokers and gateways on other machines need a copy)`,
-      `${cluster.brokers.length} brokers:`,
-      ...cluster.brokers.map(
-        (broker) =>
-          `  broker ${broker.nodeId}: cluster ${broker.clusterAddress}, management ${broker.managementUrl}, data ${broker.dataDirectory}, log ${broker.logFile}`,
-      ),
-      "",
-    ].join("\n"),
-  );
-  return cluster;
+/**
+ * Waits for the first cluster's start to end and says where each of its parts listens (the platform launched it,
+ * and every other cluster of the organization, as child processes).
+ */
+async function describeClusters(platform: RunningPlatform, io: CliIo): Promise<void> {
+  const clusterId = platform.primaryClusterId;
+  const provisioner = platform.provisioner;
+  if (provisioner === undefined) return;
+  const others = (await platform.clusters.list(platform.organizationId)).filter((entry) => entry.uuid !== clusterId);
+  if (clusterId === undefined) {
+    io.stdout("the first cluster was deleted; create clusters with: flowplane clusters create\n");
+  } else {
+    const cluster = await provisioner.whenStarted(clusterId);
+    if (cluster === undefined) {
+      const directory = await provisioner.directoryOf(clusterId);
+      throw new Error(`the local cluster could not be started; see the logs in ${directory ?? "its directory"}/logs`);
+    }
+    io.stdout(
+      [
+        `cluster ${clusterId} (the first cluster; flowplane clusters list shows every cluster)`,
+        `cluster gateway at ${cluster.gatewayUrl} (topology: ${cluster.gatewayUrl}/v2/topology)`,
+        `cluster management API at ${cluster.managementUrl} (resize with: flowplane cluster scale)`,
+        `cluster secret in ${cluster.clusterSecretFile} (brokers and gateways on other machines need a copy)`,
+        `${cluster.brokers.length} brokers:`,
+        ...cluster.brokers.map(
+          (broker) =>
+            `  broker ${broker.nodeId}: cluster ${broker.clusterAddress}, management ${broker.managementUrl}, data ${broker.dataDirectory}, log ${broker.logFile}`,
+        ),
+        "",
+      ].join("\n"),
+    );
+  }
+  for (const other of others) {
+    io.stdout(
+      `cluster ${other.uuid} (${printable(other.name)}): gateway at ${other.links.gateway}, management API at ${other.links.management}\n`,
+    );
+  }
 }
 
 function addPlatformOptions(command: Command, io: CliIo, withCluster: boolean): Command {

@@ -66,7 +66,8 @@ export function readLocalBrokers(clusterDirectory: string): PersistedPorts | nul
   return { brokers: [...brokers].sort((left, right) => left.nodeId - right.nodeId) };
 }
 
-function writeLocalBrokers(clusterDirectory: string, ports: PersistedPorts): void {
+/** Replaces the brokers file of `clusterDirectory` (atomically: a temporary file renamed over the old one). */
+export function writeLocalBrokers(clusterDirectory: string, ports: PersistedPorts): void {
   ownPrivateDirectory(clusterDirectory);
   const file = join(clusterDirectory, BROKERS_FILE_NAME);
   writeFileSync(`${file}.tmp`, `${JSON.stringify(ports, null, 2)}\n`, { mode: privateFileMode });

@@ -37,8 +37,12 @@ import {
 
 /** Options of `startLocalCluster`. */
 export interface LocalClusterOptions {
-  /** flowplane's data directory; the cluster lives in its `cluster/` folder. */
+  /** flowplane's data directory; the cluster lives in its `cluster/` folder unless `clusterDirectory` says. */
   dataDirectory: string;
+  /** The cluster's own directory (brokers file, brokers' data, logs, secret); default `<dataDirectory>/cluster`. */
+  clusterDirectory?: string;
+  /** The access policy file the gateway enforces (setting `service.gateway.accessPolicyFile`); none when absent. */
+  accessPolicyFile?: string;
   /** Port of the gateway's REST API (0: a free port, chosen at every start). */
   gatewayPort: number;
   /** Port of the gateway's management API (0: a free port, chosen at every start). */
@@ -59,6 +63,8 @@ export interface LocalClusterOptions {
   logLevel?: string;
   /** Longest wait for every partition to have a leader (default 90 s). */
   readyTimeoutMs?: number;
+  /** Gives up waiting for readiness when aborted (the cluster is being deleted): the children are stopped. */
+  signal?: AbortSignal;
   /** Longest wait for a child to stop after SIGTERM before it is killed (default 10 s). */
   stopTimeoutMs?: number;
   /**
@@ -314,7 +320,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
   const baseEnvironment = options.environment ?? process.env;
   const logLevel = options.logLevel ?? baseEnvironment.SERVICE_LOG_LEVEL ?? "info";
 
-  const clusterDirectory = resolve(options.dataDirectory, "cluster");
+  const clusterDirectory = resolve(options.clusterDirectory ?? join(options.dataDirectory, "cluster"));
   const logDirectory = join(clusterDirectory, "logs");
   // Everything under cluster/ is the provisioner's own: 0700 directories, 0600 files (brokers' data and logs may
   // hold users' messages). Making cluster/ itself 0700 also closes off what earlier versions created wider.
@@ -392,6 +398,11 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
   setSetting(gatewayEnvironment, "service.gateway.issuerUrl", options.issuerUrl);
   if (options.gatewayAudience !== undefined) {
     setSetting(gatewayEnvironment, "service.audiences.gateway", options.gatewayAudience);
+  }
+  if (options.accessPolicyFile !== undefined) {
+    setSetting(gatewayEnvironment, "service.gateway.accessPolicyFile", options.accessPolicyFile);
+  } else {
+    removeSetting(gatewayEnvironment, "service.gateway.accessPolicyFile");
   }
   const gatewayLogFile = join(logDirectory, "gateway.log");
   const gateway = managedChild("gateway", undefined, gatewayEnvironment, gatewayLogFile);
@@ -589,7 +600,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
   const managementUrl = `http://${host}:${managementPort}`;
   try {
     for (const child of children) launch(child);
-    await waitUntilReady({ managementUrl, children, readyTimeoutMs, logger });
+    await waitUntilReady({ managementUrl, children, readyTimeoutMs, logger, signal: options.signal });
   } catch (error) {
     await close();
     throw error;
@@ -672,11 +683,13 @@ async function waitUntilReady(context: {
   children: readonly ManagedChild[];
   readyTimeoutMs: number;
   logger: Logger;
+  signal: AbortSignal | undefined;
 }): Promise<void> {
   const startedAtMs = Date.now();
   let lastProgressAtMs = startedAtMs;
   let lastState = "the gateway is not answering yet";
   for (;;) {
+    if (context.signal?.aborted === true) throw new Error("the start of the local cluster was cancelled");
     const dead = context.children.find(
       (child) => child.process !== undefined && (child.process.exitCode !== null || child.process.signalCode !== null),
     );

@@ -189,6 +189,54 @@ export interface PlatformDatabase {
   modeler_collaborators: ModelerCollaboratorTable;
 }
 
+/** A cluster of the Administration API (migration 030). */
+export interface ClusterTable {
+  id: string;
+  organization_id: string;
+  name: string;
+  description: string | null;
+  stage_label: string | null;
+  plan_type_id: string;
+  channel_id: string;
+  generation_id: string;
+  /** The generation's name when it was recorded: an older generation stays readable after an upgrade. */
+  generation_name: string;
+  region_id: string;
+  auto_update: number;
+  /** The client that created the cluster (`system` for the first cluster of `flowplane start`). */
+  owner_id: string;
+  /** 1 for the cluster `flowplane start` runs at the configured gateway ports, 0 for the others. */
+  primary_cluster: number;
+  /** Creating, Healthy, Unhealthy or Updating, from the provisioner's health polling. */
+  status: string;
+  gateway_status: string;
+  created_at: string;
+  updated_at: string;
+}
+
+/** Where the local provisioner runs a cluster (migration 030). */
+export interface LocalClusterPlacementTable {
+  cluster_id: string;
+  directory: string;
+  gateway_port: number;
+  management_port: number;
+}
+
+/** The ports of one broker of a locally provisioned cluster (migration 030). */
+export interface LocalClusterBrokerTable {
+  cluster_id: string;
+  node_id: number;
+  cluster_port: number;
+  management_port: number;
+}
+
+/** The platform database including the cluster tables of migration 030. */
+export interface PlatformDatabase {
+  clusters: ClusterTable;
+  local_cluster_placements: LocalClusterPlacementTable;
+  local_cluster_brokers: LocalClusterBrokerTable;
+}
+
 /** A connector secret of a cluster (migration 032); `value` is sealed, never plain. */
 export interface ConnectorSecretTable {
   organization_id: string;

@@ -125,6 +125,16 @@ describe("flowplane start", () => {
     const health = await fetch(`${managementUrl}/actuator/health`);
     expect(health.status).toBe(200);
     expect(((await health.json()) as { status: string }).status).toBe("UP");
+    // The cluster `start` runs is the organization's first cluster in the Administration API.
+    const exports = Object.fromEntries(
+      [...run.output.stdout.matchAll(/export (SERVICE_[A-Z_]+)=(\S+)/g)].map((match) => [match[1], match[2]]),
+    ) as Record<string, string>;
+    const listed = await cli(["clusters", "list", "--json"], { ...exports, SERVICE_CONSOLE_TOKEN_CACHE_FILE: "none" });
+    expect(listed.exitCode).toBe(exitCodes.ok);
+    const clusters = JSON.parse(listed.stdout) as { uuid: string; name: string; links: { management: string } }[];
+    expect(clusters).toHaveLength(1);
+    expect(clusters[0]?.links.management).toBe(managementUrl);
+    expect(run.output.stdout).toContain(`cluster ${clusters[0]?.uuid} (the first cluster`);
     shutdown.abort();
     expect(await exitCode).toBe(exitCodes.ok);
     expect(run.output.stdout).toContain("flowplane stopped");

@@ -2,6 +2,7 @@ import type { Migration, MigrationProvider } from "kysely";
 import { foundationMigration } from "./001-foundation.js";
 import { modelerMigration } from "./010-modeler.js";
 import { clientFailuresPerAddressMigration } from "./020-client-failures-per-address.js";
+import { clustersMigration } from "./030-clusters.js";
 import { clusterClientsMigration } from "./031-cluster-clients.js";
 import { connectorSecretsMigration } from "./032-connector-secrets.js";
 import { allowlistMonitoringMigration } from "./033-allowlist-monitoring.js";
@@ -15,6 +16,7 @@ const migrations: Record<string, Migration> = {
   "001-foundation": foundationMigration,
   "010-modeler": modelerMigration,
   "020-client-failures-per-address": clientFailuresPerAddressMigration,
+  "030-clusters": clustersMigration,
   "031-cluster-clients": clusterClientsMigration,
   "032-connector-secrets": connectorSecretsMigration,
   "033-allowlist-monitoring": allowlistMonitoringMigration,

@@ -1,0 +1,247 @@
+/**
+ * `flowplane clusters list|create|get|delete`: the organization's clusters through the Administration API (scope
+ * `cluster`). Plans, channels, generations and regions are given by id or by the start of their name, as
+ * `GET /clusters/parameters` lists them.
+ */
+import type { Command } from "commander";
+import {
+  AdminClient,
+  adminAudience,
+  type Cluster,
+  type ClusterCreation,
+  type ClusterParameters,
+} from "../../client/admin.js";
+import { type CliIo, UsageError } from "../io.js";
+import { printable, printableJson } from "../terminal-text.js";
+import { clientEnvironmentHelp, createClientContext } from "./client-context.js";
+
+interface OutputOptions {
+  json?: boolean;
+  audience?: string;
+}
+
+interface CreateOptions extends OutputOptions {
+  plan: string;
+  channel?: string;
+  generation?: string;
+  region?: string;
+  description?: string;
+  stage?: string;
+  autoUpdate?: boolean;
+  wait?: boolean;
+}
+
+/** Stage labels a cluster may carry. */
+const stageLabels = ["dev", "test", "stage", "prod"] as const;
+
+/** Longest wait of `create --wait` for the cluster to be Healthy. */
+const WAIT_TIMEOUT_MS = 180_000;
+
+/** How often `create --wait` asks for the cluster's status. */
+const WAIT_INTERVAL_MS = 500;
+
+function createAdminClient(io: CliIo, options: OutputOptions): AdminClient {
+  const { settings, tokenProvider } = createClientContext(io);
+  return new AdminClient({ baseUrl: settings.adminUrl, tokenProvider, audience: options.audience ?? adminAudience });
+}
+
+/**
+ * The one entry of `entries` whose id is `value` or whose name starts with it (case-insensitive); a usage error
+ * listing the choices otherwise.
+ */
+export function resolveParameter<Entry extends { uuid: string; name: string }>(
+  entries: readonly Entry[],
+  value: string,
+  flag: string,
+): Entry {
+  const byId = entries.find((entry) => entry.uuid === value);
+  if (byId !== undefined) return byId;
+  const wanted = value.trim().toLowerCase();
+  const matches = entries.filter((entry) => wanted !== "" && entry.name.toLowerCase().startsWith(wanted));
+  if (matches.length === 1) return matches[0] as Entry;
+  const choices = entries.map((entry) => `${entry.name} (${entry.uuid})`).join("; ");
+  throw new UsageError(
+    `${flag} ${JSON.stringify(value)} ${matches.length === 0 ? "matches none" : "matches several"} of: ${choices}`,
+  );
+}
+
+/** The creation body from the options, with ids resolved against the parameters. */
+export function creationFromOptions(
+  name: string,
+  options: CreateOptions,
+  parameters: ClusterParameters,
+): ClusterCreation {
+  const plan = resolveParameter(parameters.clusterPlanTypes, options.plan, "--plan");
+  const channel =
+    options.channel === undefined
+      ? parameters.channels[0]
+      : resolveParameter(parameters.channels, options.channel, "--channel");
+  if (channel === undefined) throw new UsageError("the platform offers no channel");
+  const generation =
+    options.generation === undefined
+      ? channel.defaultGeneration
+      : resolveParameter(channel.allowedGenerations, options.generation, "--generation");
+  const region =
+    options.region === undefined
+      ? parameters.regions[0]
+      : resolveParameter(parameters.regions, options.region, "--region");
+  if (region === undefined) throw new UsageError("the platform offers no region");
+  if (options.stage !== undefined && !(stageLabels as readonly string[]).includes(options.stage)) {
+    throw new UsageError(`--stage must be one of ${stageLabels.join(", ")}`);
+  }
+  return {
+    name,
+    planTypeId: plan.uuid,
+    channelId: channel.uuid,
+    generationId: generation.uuid,
+    regionId: region.uuid,
+    ...(options.description === undefined ? {} : { description: options.description }),
+    ...(options.stage === undefined ? {} : { stageLabel: options.stage as (typeof stageLabels)[number] }),
+    ...(options.autoUpdate === undefined ? {} : { autoUpdate: options.autoUpdate }),
+  };
+}
+
+/** Renders clusters as an aligned text table, one cluster per line. */
+export function formatClusterTable(clusters: readonly Cluster[]): string {
+  const rows = [
+    ["ID", "NAME", "STATUS", "PLAN", "GATEWAY"],
+    ...clusters.map((cluster) =>
+      [cluster.uuid, cluster.name, cluster.status.ready, cluster.planType.name, cluster.links.gateway].map(printable),
+    ),
+  ];
+  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? "").length)));
+  return rows
+    .map((row) =>
+      row
+        .map((cell, column) => cell.padEnd(widths[column] ?? 0))
+        .join("  ")
+        .trimEnd(),
+    )
+    .join("\n");
+}
+
+/** Renders one cluster as `field: value` lines. */
+export function formatCluster(cluster: Cluster): string {
+  const lines: [string, string][] = [
+    ["id", cluster.uuid],
+    ["name", cluster.name],
+    ["description", cluster.description ?? ""],
+    ["stage", cluster.stageLabel ?? ""],
+    ["status", `${cluster.status.ready} (gateway ${cluster.status.gatewayStatus})`],
+    ["plan", cluster.planType.name],
+    ["channel", cluster.channel.name],
+    ["generation", cluster.generation.name],
+    ["region", cluster.region.name],
+    ["created", cluster.created],
+    ["owner", cluster.ownerId],
+    ["gateway", cluster.links.gateway],
+    ["management", cluster.links.management],
+    ["token URL", cluster.links.oauth],
+  ];
+  return lines.map(([field, value]) => `${field}: ${printable(value)}`).join("\n");
+}
+
+/** Waits `durationMs`, or less when the user interrupts; leaves no listener behind on the signal. */
+function sleep(durationMs: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolveSleep) => {
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      resolveSleep();
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolveSleep();
+    }, durationMs);
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/** Polls the cluster until it is Healthy; fails after the bound or when the user interrupts. */
+async function waitUntilHealthy(client: AdminClient, clusterId: string, io: CliIo): Promise<Cluster> {
+  const deadlineMs = Date.now() + WAIT_TIMEOUT_MS;
+  for (;;) {
+    const cluster = await client.getCluster(clusterId);
+    if (cluster.status.ready === "Healthy") return cluster;
+    if (io.shutdownSignal.aborted) throw new UsageError(`stopped waiting; cluster ${clusterId} is still starting`);
+    if (Date.now() > deadlineMs) {
+      throw new Error(
+        `cluster ${clusterId} was not Healthy within ${WAIT_TIMEOUT_MS / 1000} s (status ${printable(cluster.status.ready)})`,
+      );
+    }
+    await sleep(WAIT_INTERVAL_MS, io.shutdownSignal);
+  }
+}
+
+/** Registers `flowplane clusters list|create|get|delete`. */
+export function registerClustersCommands(program: Command, io: CliIo): void {
+  const clusters = program
+    .command("clusters")
+    .description("Create, list and delete the organization's clusters (Administration API, scope cluster).")
+    .addHelpText("after", clientEnvironmentHelp);
+
+  clusters
+    .command("list")
+    .description("List the organization's clusters with their status.")
+    .option("--json", "print the clusters as JSON")
+    .option("--audience <audience>", "audience of the Administration API", adminAudience)
+    .action(async (options: OutputOptions) => {
+      const list = await createAdminClient(io, options).listClusters();
+      io.stdout(options.json === true ? `${printableJson(list)}\n` : `${formatClusterTable(list)}\n`);
+    });
+
+  clusters
+    .command("create")
+    .description("Create a cluster; the platform starts its brokers and gateway.")
+    .argument("<name>", "name of the cluster")
+    .option("--plan <plan>", "plan type, by id or the start of its name (development, standard, large)", "standard")
+    .option("--channel <channel>", "channel, by id or name (default: the first)")
+    .option("--generation <generation>", "generation, by id or name (default: the channel's default)")
+    .option("--region <region>", "region, by id or name (default: local)")
+    .option("--description <text>", "description of the cluster")
+    .option("--stage <label>", `stage label: ${stageLabels.join(", ")}`)
+    .option("--auto-update", "follow the channel's default generation")
+    .option("--wait", "wait until the cluster is Healthy")
+    .option("--json", "print the result as JSON")
+    .option("--audience <audience>", "audience of the Administration API", adminAudience)
+    .action(async (name: string, options: CreateOptions) => {
+      const client = createAdminClient(io, options);
+      const creation = creationFromOptions(name, options, await client.clusterParameters());
+      const clusterId = await client.createCluster(creation);
+      if (options.wait === true) {
+        const cluster = await waitUntilHealthy(client, clusterId, io);
+        io.stdout(options.json === true ? `${printableJson(cluster)}\n` : `${formatCluster(cluster)}\n`);
+        return;
+      }
+      io.stdout(
+        options.json === true
+          ? `${printableJson({ clusterId }, 0)}\n`
+          : `Created cluster ${printable(clusterId)}; it is starting (flowplane clusters get ${printable(clusterId)}).\n`,
+      );
+    });
+
+  clusters
+    .command("get")
+    .description("Show a cluster: its status, plan, generation and links.")
+    .argument("<clusterId>", "id of the cluster")
+    .option("--json", "print the cluster as JSON")
+    .option("--audience <audience>", "audience of the Administration API", adminAudience)
+    .action(async (clusterId: string, options: OutputOptions) => {
+      const cluster = await createAdminClient(io, options).getCluster(clusterId);
+      io.stdout(options.json === true ? `${printableJson(cluster)}\n` : `${formatCluster(cluster)}\n`);
+    });
+
+  clusters
+    .command("delete")
+    .description("Delete a cluster: its processes stop and its data is removed.")
+    .argument("<clusterId>", "id of the cluster")
+    .option("--json", "print the result as JSON")
+    .option("--audience <audience>", "audience of the Administration API", adminAudience)
+    .action(async (clusterId: string, options: OutputOptions) => {
+      await createAdminClient(io, options).deleteCluster(clusterId);
+      io.stdout(
+        options.json === true
+          ? `${printableJson({ clusterId, deleted: true }, 0)}\n`
+          : `Deleted cluster ${printable(clusterId)}.\n`,
+      );
+    });
+}

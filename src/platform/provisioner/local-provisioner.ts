@@ -1,0 +1,366 @@
+/**
+ * The built-in provisioner of region `local`: every cluster runs as child processes of the platform's process
+ * (`startLocalCluster`), with one directory per cluster under the data directory (`<data>/clusters/<cluster id>`;
+ * the primary cluster, the one `flowplane start` has always run, keeps `<data>/cluster`, so an installation of an
+ * earlier version keeps its data where it is). A cluster's directory, its gateway's ports and its brokers' ports
+ * are recorded in the store when it is first launched, so a restarted platform launches it at the same addresses.
+ *
+ * The brokers file in the cluster's directory stays the desired set of brokers while the cluster runs (what
+ * `flowplane cluster scale` edits, local-brokers.ts); the store's copy of the brokers' ports follows it at every
+ * launch and stop, and the file is written again from the store if it went missing.
+ */
+import { randomBytes } from "node:crypto";
+import { closeSync, existsSync, fsyncSync, openSync, renameSync, rmSync, unlinkSync, writeSync } from "node:fs";
+import { join, resolve } from "node:path";
+import type { Kysely } from "kysely";
+import type { Logger } from "pino";
+import { type AccessPolicy, openAccessPolicy, serializeAccessPolicy } from "../../auth/access-policy.js";
+import { ownPrivateDirectory, privateFileMode } from "../../files/private-files.js";
+import type { PlatformDatabase } from "../store/schema.js";
+import { brokerPorts, freePort, type LocalBrokerPorts, readLocalBrokers, writeLocalBrokers } from "./local-brokers.js";
+import { type LocalCluster, startLocalCluster } from "./local-cluster.js";
+import type { ClusterEndpoints, ClusterSpecification, ProvisionedState, Provisioner } from "./provisioner.js";
+
+/** Name of the access policy file in a cluster's directory. */
+export const ACCESS_POLICY_FILE_NAME = "access-policy.json";
+
+/** Name of the folder of the clusters other than the primary one. */
+export const CLUSTERS_DIRECTORY_NAME = "clusters";
+
+/** Options of the local provisioner. */
+export interface LocalProvisionerOptions {
+  database: Kysely<PlatformDatabase>;
+  /** flowplane's data directory. */
+  dataDirectory: string;
+  /** Interface every part listens on (default 127.0.0.1). */
+  host?: string;
+  /** Configured ports of the primary cluster's gateway (0: a free port, chosen once and recorded). */
+  primaryGatewayPort: number;
+  primaryManagementPort: number;
+  /** The platform's issuer URL: gateways verify tokens against its JWKS. */
+  issuerUrl: string;
+  /** Audience of gateway tokens (configuration `audiences.gateway`). */
+  gatewayAudience?: string;
+  logLevel?: string;
+  /** Environment the children inherit before the provisioner's settings (default: this process's). */
+  environment?: Readonly<Record<string, string | undefined>>;
+  /** The flowplane command line to run children with (tests); default this installation's. */
+  command?: { entry: string; nodeArguments: readonly string[] };
+  readyTimeoutMs?: number;
+  stopTimeoutMs?: number;
+  logger: Logger;
+}
+
+interface RunningEntry {
+  state: ProvisionedState;
+  /** Settles when the start has ended, ready or failed. */
+  started: Promise<void>;
+  cluster: LocalCluster | undefined;
+  /** Aborts a start that is still waiting for readiness. */
+  abort: AbortController;
+}
+
+interface Placement {
+  directory: string;
+  gatewayPort: number;
+  managementPort: number;
+}
+
+/** Writes `text` to `file` atomically: a private temporary file, synced, renamed over the old one. */
+export function writeFileAtomically(file: string, text: string): void {
+  const temporary = `${file}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`;
+  const descriptor = openSync(temporary, "wx", privateFileMode);
+  try {
+    writeSync(descriptor, text);
+    fsyncSync(descriptor);
+  } finally {
+    closeSync(descriptor);
+  }
+  try {
+    renameSync(temporary, file);
+  } catch (error) {
+    unlinkSync(temporary);
+    throw error;
+  }
+}
+
+/** Runs clusters as local child processes; see the module comment. */
+export class LocalProvisioner implements Provisioner {
+  readonly region = "local";
+  private readonly host: string;
+  private readonly running = new Map<string, RunningEntry>();
+  private closed = false;
+
+  constructor(private readonly options: LocalProvisionerOptions) {
+    this.host = options.host ?? "127.0.0.1";
+  }
+
+  /** The directory a cluster is given on its first launch. */
+  private directoryFor(specification: ClusterSpecification): string {
+    const dataDirectory = resolve(this.options.dataDirectory);
+    return specification.primary
+      ? join(dataDirectory, "cluster")
+      : join(dataDirectory, CLUSTERS_DIRECTORY_NAME, specification.clusterId);
+  }
+
+  private async recordedPlacement(clusterId: string): Promise<Placement | undefined> {
+    const row = await this.options.database
+      .selectFrom("local_cluster_placements")
+      .select(["directory", "gateway_port", "management_port"])
+      .where("cluster_id", "=", clusterId)
+      .executeTakeFirst();
+    return row === undefined
+      ? undefined
+      : { directory: row.directory, gatewayPort: row.gateway_port, managementPort: row.management_port };
+  }
+
+  /**
+   * The cluster's place, recorded on the first call: its directory and its gateway's ports. The primary cluster
+   * follows the configured ports whenever they are set (the operator may change them between starts).
+   */
+  private async place(specification: ClusterSpecification): Promise<Placement> {
+    const { database } = this.options;
+    const recorded = await this.recordedPlacement(specification.clusterId);
+    const configuredGateway = specification.primary ? this.options.primaryGatewayPort : 0;
+    const configuredManagement = specification.primary ? this.options.primaryManagementPort : 0;
+    if (recorded !== undefined) {
+      const wanted = {
+        ...recorded,
+        gatewayPort: configuredGateway === 0 ? recorded.gatewayPort : configuredGateway,
+        managementPort: configuredManagement === 0 ? recorded.managementPort : configuredManagement,
+      };
+      if (wanted.gatewayPort !== recorded.gatewayPort || wanted.managementPort !== recorded.managementPort) {
+        await database
+          .updateTable("local_cluster_placements")
+          .set({ gateway_port: wanted.gatewayPort, management_port: wanted.managementPort })
+          .where("cluster_id", "=", specification.clusterId)
+          .execute();
+      }
+      return wanted;
+    }
+    const placement: Placement = {
+      directory: this.directoryFor(specification),
+      gatewayPort: configuredGateway === 0 ? await freePort(this.host) : configuredGateway,
+      managementPort: configuredManagement === 0 ? await freePort(this.host) : configuredManagement,
+    };
+    await database
+      .insertInto("local_cluster_placements")
+      .values({
+        cluster_id: specification.clusterId,
+        directory: placement.directory,
+        gateway_port: placement.gatewayPort,
+        management_port: placement.managementPort,
+      })
+      .onConflict((conflict) => conflict.column("cluster_id").doNothing())
+      .execute();
+    // Another launch of the same cluster may have recorded its place first: the recorded one wins.
+    return (await this.recordedPlacement(specification.clusterId)) ?? placement;
+  }
+
+  /** Makes the store's copy of the brokers' ports match the brokers file. */
+  private async recordBrokers(clusterId: string, brokers: readonly LocalBrokerPorts[]): Promise<void> {
+    await this.options.database.transaction().execute(async (transaction) => {
+      await transaction.deleteFrom("local_cluster_brokers").where("cluster_id", "=", clusterId).execute();
+      if (brokers.length === 0) return;
+      await transaction
+        .insertInto("local_cluster_brokers")
+        .values(
+          brokers.map((broker) => ({
+            cluster_id: clusterId,
+            node_id: broker.nodeId,
+            cluster_port: broker.clusterPort,
+            management_port: broker.managementPort,
+          })),
+        )
+        .execute();
+    });
+  }
+
+  /**
+   * The brokers of the cluster: the brokers file when there is one; otherwise the ports the store recorded
+   * (written back to the file), or free ports for a first launch.
+   */
+  private async brokersOf(clusterId: string, directory: string, brokerCount: number): Promise<LocalBrokerPorts[]> {
+    if (readLocalBrokers(directory) === null) {
+      const recorded = await this.options.database
+        .selectFrom("local_cluster_brokers")
+        .select(["node_id", "cluster_port", "management_port"])
+        .where("cluster_id", "=", clusterId)
+        .orderBy("node_id")
+        .execute();
+      if (recorded.length > 0) {
+        writeLocalBrokers(directory, {
+          brokers: recorded.map((row) => ({
+            nodeId: row.node_id,
+            clusterPort: row.cluster_port,
+            managementPort: row.management_port,
+          })),
+        });
+      }
+    }
+    const ports = await brokerPorts(directory, this.host, brokerCount);
+    await this.recordBrokers(clusterId, ports.brokers);
+    return [...ports.brokers];
+  }
+
+  /** Records the cluster's place without starting it (idempotent), so its policy can be delivered first. */
+  async prepare(specification: ClusterSpecification): Promise<void> {
+    const placement = await this.place(specification);
+    ownPrivateDirectory(placement.directory);
+  }
+
+  async launch(specification: ClusterSpecification): Promise<void> {
+    if (this.closed) throw new Error("the local provisioner is closed");
+    const { clusterId } = specification;
+    const existing = this.running.get(clusterId);
+    if (existing !== undefined && (existing.state === "starting" || existing.state === "running")) return;
+    const placement = await this.place(specification);
+    ownPrivateDirectory(placement.directory);
+    await this.brokersOf(clusterId, placement.directory, specification.shape.brokers);
+    const policyFile = join(placement.directory, ACCESS_POLICY_FILE_NAME);
+    if (!existsSync(policyFile)) {
+      writeFileAtomically(policyFile, serializeAccessPolicy(openAccessPolicy(clusterId, specification.organizationId)));
+    }
+    const abort = new AbortController();
+    const entry: RunningEntry = { state: "starting", started: Promise.resolve(), cluster: undefined, abort };
+    this.running.set(clusterId, entry);
+    const logger = this.options.logger.child({ clusterId });
+    entry.started = startLocalCluster({
+      dataDirectory: this.options.dataDirectory,
+      clusterDirectory: placement.directory,
+      accessPolicyFile: policyFile,
+      gatewayPort: placement.gatewayPort,
+      managementPort: placement.managementPort,
+      issuerUrl: this.options.issuerUrl,
+      host: this.host,
+      brokers: specification.shape.brokers,
+      partitions: specification.shape.partitions,
+      replicationFactor: specification.shape.replicationFactor,
+      logger,
+      signal: abort.signal,
+      ...(this.options.gatewayAudience === undefined ? {} : { gatewayAudience: this.options.gatewayAudience }),
+      ...(this.options.logLevel === undefined ? {} : { logLevel: this.options.logLevel }),
+      ...(this.options.environment === undefined ? {} : { environment: this.options.environment }),
+      ...(this.options.command === undefined ? {} : { command: this.options.command }),
+      ...(this.options.readyTimeoutMs === undefined ? {} : { readyTimeoutMs: this.options.readyTimeoutMs }),
+      ...(this.options.stopTimeoutMs === undefined ? {} : { stopTimeoutMs: this.options.stopTimeoutMs }),
+    }).then(
+      (cluster) => {
+        entry.cluster = cluster;
+        entry.state = "running";
+      },
+      (error: unknown) => {
+        entry.state = abort.signal.aborted ? "stopped" : "failed";
+        if (!abort.signal.aborted) {
+          logger.error({ err: error }, "the cluster could not be started; wake it to try again");
+        }
+      },
+    );
+  }
+
+  /** The running local cluster once its start has ended (undefined when it failed or is not launched). */
+  async whenStarted(clusterId: string): Promise<LocalCluster | undefined> {
+    const entry = this.running.get(clusterId);
+    if (entry === undefined) return undefined;
+    await entry.started;
+    return entry.cluster;
+  }
+
+  async stop(clusterId: string): Promise<void> {
+    const entry = this.running.get(clusterId);
+    if (entry === undefined) return;
+    this.running.delete(clusterId);
+    entry.abort.abort();
+    await entry.started;
+    const cluster = entry.cluster;
+    entry.cluster = undefined;
+    entry.state = "stopped";
+    if (cluster === undefined) return;
+    await cluster.close();
+    const placement = await this.recordedPlacement(clusterId);
+    const listed = placement === undefined ? null : readLocalBrokers(placement.directory);
+    if (listed !== null) await this.recordBrokers(clusterId, listed.brokers);
+  }
+
+  async remove(clusterId: string): Promise<void> {
+    await this.stop(clusterId);
+    const placement = await this.recordedPlacement(clusterId);
+    if (placement !== undefined) rmSync(placement.directory, { recursive: true, force: true });
+    await this.options.database.transaction().execute(async (transaction) => {
+      await transaction.deleteFrom("local_cluster_brokers").where("cluster_id", "=", clusterId).execute();
+      await transaction.deleteFrom("local_cluster_placements").where("cluster_id", "=", clusterId).execute();
+    });
+  }
+
+  async refresh(clusterId: string): Promise<void> {
+    if (this.running.get(clusterId)?.state !== "running") return;
+    const placement = await this.recordedPlacement(clusterId);
+    if (placement === undefined) return;
+    let listed: readonly LocalBrokerPorts[];
+    try {
+      listed = readLocalBrokers(placement.directory)?.brokers ?? [];
+    } catch {
+      // The running cluster keeps its brokers while the file is unreadable, and so does the record.
+      return;
+    }
+    const recorded = await this.options.database
+      .selectFrom("local_cluster_brokers")
+      .select(["node_id", "cluster_port", "management_port"])
+      .where("cluster_id", "=", clusterId)
+      .orderBy("node_id")
+      .execute();
+    const same =
+      recorded.length === listed.length &&
+      recorded.every((row, index) => {
+        const broker = listed[index];
+        return (
+          broker !== undefined &&
+          broker.nodeId === row.node_id &&
+          broker.clusterPort === row.cluster_port &&
+          broker.managementPort === row.management_port
+        );
+      });
+    if (!same) await this.recordBrokers(clusterId, listed);
+  }
+
+  async removeForgotten(knownClusterIds: ReadonlySet<string>): Promise<void> {
+    const placed = await this.options.database.selectFrom("local_cluster_placements").select("cluster_id").execute();
+    for (const { cluster_id: clusterId } of placed) {
+      if (knownClusterIds.has(clusterId)) continue;
+      this.options.logger.warn({ clusterId }, "removing the data of a cluster whose deletion was interrupted");
+      await this.remove(clusterId);
+    }
+  }
+
+  state(clusterId: string): ProvisionedState {
+    return this.running.get(clusterId)?.state ?? "stopped";
+  }
+
+  async endpoints(clusterId: string): Promise<ClusterEndpoints | undefined> {
+    const placement = await this.recordedPlacement(clusterId);
+    if (placement === undefined) return undefined;
+    return {
+      gatewayUrl: `http://${this.host}:${placement.gatewayPort}`,
+      managementUrl: `http://${this.host}:${placement.managementPort}`,
+    };
+  }
+
+  /** The cluster's directory, once placed. */
+  async directoryOf(clusterId: string): Promise<string | undefined> {
+    return (await this.recordedPlacement(clusterId))?.directory;
+  }
+
+  async applyAccessPolicy(clusterId: string, policy: AccessPolicy): Promise<void> {
+    const placement = await this.recordedPlacement(clusterId);
+    if (placement === undefined) {
+      throw new Error(`invariant violated: cluster ${clusterId} has no place yet; prepare it before its policy`);
+    }
+    ownPrivateDirectory(placement.directory);
+    writeFileAtomically(join(placement.directory, ACCESS_POLICY_FILE_NAME), serializeAccessPolicy(policy));
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.all([...this.running.keys()].map((clusterId) => this.stop(clusterId)));
+  }
+}

@@ -1,0 +1,80 @@
+/**
+ * What the platform asks of a provisioner: run a cluster's brokers and gateway somewhere, stop them, remove their
+ * data, tell where the cluster answers, and deliver its access policy beside its gateway. The Administration API
+ * talks only to this interface, so a provisioner of another kind (a StatefulSet per cluster on Kubernetes, with the
+ * policy in a mounted ConfigMap) fits without changing the API. Health is not the provisioner's business: the
+ * platform polls the management URL the provisioner names (health-monitor.ts), wherever the cluster runs.
+ */
+import type { AccessPolicy } from "../../auth/access-policy.js";
+
+/** The initial shape of a cluster: brokers, partitions and replication factor. */
+export interface ClusterShape {
+  readonly brokers: number;
+  readonly partitions: number;
+  readonly replicationFactor: number;
+}
+
+/** What a provisioner needs to know to run a cluster. */
+export interface ClusterSpecification {
+  readonly clusterId: string;
+  readonly organizationId: string;
+  /** The shape of the cluster's first start; later starts keep the shape scaling gave it. */
+  readonly shape: ClusterShape;
+  /**
+   * Whether this is the cluster `flowplane start` runs: a provisioner may give it the operator's configured
+   * addresses (the local one runs it in `<data>/cluster` at the configured gateway and management ports).
+   */
+  readonly primary: boolean;
+}
+
+/** Where a cluster answers. */
+export interface ClusterEndpoints {
+  /** Base URL of the gateway's REST API (`/v2/...`). */
+  readonly gatewayUrl: string;
+  /** Base URL of the gateway's management API (`/actuator/...`). */
+  readonly managementUrl: string;
+}
+
+/** Whether the provisioner runs a cluster's processes. */
+export type ProvisionedState = "starting" | "running" | "stopped" | "failed";
+
+/** Runs clusters; see the module comment. */
+export interface Provisioner {
+  /** Name of the region this provisioner serves (`local` for the built-in one). */
+  readonly region: string;
+  /**
+   * Records the cluster's place (where it runs, its addresses) without starting it; idempotent. After it, the
+   * cluster's endpoints are known and its access policy can be delivered before its gateway starts.
+   */
+  prepare(specification: ClusterSpecification): Promise<void>;
+  /**
+   * Starts the cluster's brokers and gateway (allocating its place on the first launch) and resolves once they
+   * were started, not once they are ready. Launching a cluster that runs already does nothing.
+   */
+  launch(specification: ClusterSpecification): Promise<void>;
+  /** Stops the cluster's processes and keeps its data. */
+  stop(clusterId: string): Promise<void>;
+  /** Stops the cluster's processes and removes its data and everything recorded about its place. */
+  remove(clusterId: string): Promise<void>;
+  /**
+   * Brings what is recorded about the cluster's place up to date with what runs (the local provisioner records the
+   * brokers' ports after a scaling change added or removed brokers); called at every health poll.
+   */
+  refresh(clusterId: string): Promise<void>;
+  /** Whether the cluster's processes run. */
+  state(clusterId: string): ProvisionedState;
+  /** Where the cluster answers, once it has a place; undefined before its first launch. */
+  endpoints(clusterId: string): Promise<ClusterEndpoints | undefined>;
+  /**
+   * Delivers the cluster's access policy to its gateway (atomically: the gateway reads either the old or the new
+   * document, never a part). May be called before the first launch: the gateway then starts with it.
+   */
+  applyAccessPolicy(clusterId: string, policy: AccessPolicy): Promise<void>;
+  /**
+   * Removes what the provisioner still holds of clusters the platform no longer knows: a deletion that a crash
+   * interrupted after the cluster's record was gone. Only places the provisioner recorded itself are touched.
+   */
+  removeForgotten(knownClusterIds: ReadonlySet<string>): Promise<void>;
+  /** Stops every cluster's processes (the platform is shutting down); their data stays. */
+  close(): Promise<void>;
+}

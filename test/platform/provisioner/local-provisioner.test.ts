@@ -1,0 +1,129 @@
+/**
+ * The local provisioner with a stand-in command line (fake-cli.mjs): where clusters are placed, what the gateway is
+ * told, the access policy file, and the adoption of an earlier version's `<data>/cluster` as the first cluster.
+ */
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterEach, describe, expect, it } from "vitest";
+import { openAccessPolicy, parseAccessPolicy } from "../../../src/auth/access-policy.js";
+import { modeOf } from "../../support/file-modes.js";
+import { startTestPlatform, type TestPlatform } from "../../support/platform.js";
+import { requestToken } from "../../support/tokens.js";
+
+const fakeCli = fileURLToPath(new URL("./fake-cli.mjs", import.meta.url));
+const cleanups: (() => Promise<void>)[] = [];
+
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+function temporaryDirectory(): string {
+  const directory = mkdtempSync(join(tmpdir(), "flowplane-local-provisioner-"));
+  cleanups.push(async () => rmSync(directory, { recursive: true, force: true }));
+  return directory;
+}
+
+async function platformWithFakeClusters(
+  dataDirectory: string,
+  records: string,
+  earlier?: TestPlatform,
+): Promise<TestPlatform> {
+  const platform = await startTestPlatform(
+    { "service.gateway.port": 0, "service.management.port": 0 },
+    {
+      dataDirectory,
+      localClusters: {
+        command: { entry: fakeCli, nodeArguments: [] },
+        environment: { FAKE_RECORD_DIRECTORY: records, PATH: process.env.PATH },
+      },
+      ...(earlier === undefined ? {} : { adminClient: earlier.adminClient }),
+    },
+  );
+  cleanups.push(() => platform.close());
+  return platform;
+}
+
+async function recorded(directory: string, name: string): Promise<Record<string, string>> {
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    try {
+      return JSON.parse(readFileSync(join(directory, `${name}.json`), "utf8")) as Record<string, string>;
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+      await new Promise((resolveWait) => setTimeout(resolveWait, 20));
+    }
+  }
+}
+
+describe("the local provisioner", () => {
+  it("adopts the cluster directory of an earlier version in place as the organization's first cluster", async () => {
+    const dataDirectory = temporaryDirectory();
+    const records = temporaryDirectory();
+    // What an earlier version left: its brokers file with its brokers' ports, and a broker's data.
+    const clusterDirectory = join(dataDirectory, "cluster");
+    mkdirSync(join(clusterDirectory, "brokers", "0"), { recursive: true, mode: 0o700 });
+    writeFileSync(join(clusterDirectory, "brokers", "0", "journal"), "acknowledged records");
+    const brokers = [
+      { nodeId: 0, clusterPort: 41_001, managementPort: 41_002 },
+      { nodeId: 1, clusterPort: 41_003, managementPort: 41_004 },
+    ];
+    writeFileSync(join(clusterDirectory, "ports.json"), JSON.stringify({ brokers }));
+
+    const platform = await platformWithFakeClusters(dataDirectory, records);
+    const clusterId = platform.running.primaryClusterId as string;
+    expect(clusterId).toBeTypeOf("string");
+    const started = await platform.running.provisioner?.whenStarted(clusterId);
+    expect(started?.brokers.map((broker) => broker.clusterAddress)).toEqual(["127.0.0.1:41001", "127.0.0.1:41003"]);
+    expect(readFileSync(join(clusterDirectory, "brokers", "0", "journal"), "utf8")).toBe("acknowledged records");
+    expect((await recorded(records, "broker-1")).SERVICE_BROKER_DATA_DIRECTORY).toBe(
+      join(clusterDirectory, "brokers", "1"),
+    );
+
+    // The gateway enforces the policy file in the cluster's directory, the open policy of this cluster.
+    const gateway = await recorded(records, "gateway");
+    const policyFile = join(clusterDirectory, "access-policy.json");
+    expect(gateway.SERVICE_GATEWAY_ACCESS_POLICY_FILE).toBe(policyFile);
+    expect(parseAccessPolicy(readFileSync(policyFile, "utf8"))).toEqual(
+      openAccessPolicy(clusterId, platform.organizationId),
+    );
+    expect(modeOf(policyFile)).toBe(0o600);
+
+    const token = await requestToken(platform, platform.adminClient, "admin-api");
+    const list = (await (
+      await fetch(`${platform.url}/admin/clusters`, { headers: { authorization: `Bearer ${token}` } })
+    ).json()) as { uuid: string; name: string; links: { management: string } }[];
+    expect(list).toEqual([expect.objectContaining({ uuid: clusterId, name: "local" })]);
+    expect(list[0]?.links.management).toBe(started?.managementUrl);
+  });
+
+  it("delivers the policy built from the store before every launch, and a changed one without a restart", async () => {
+    const dataDirectory = temporaryDirectory();
+    const records = temporaryDirectory();
+    const platform = await platformWithFakeClusters(dataDirectory, records);
+    const clusterId = platform.running.primaryClusterId as string;
+    const provisioner = platform.running.provisioner;
+    if (provisioner === undefined) throw new Error("the test platform has no provisioner");
+    const before = await provisioner.whenStarted(clusterId);
+    const token = await requestToken(platform, platform.adminClient, "admin-api");
+    const ipallowlist = [{ ip: "10.0.0.0/8", description: "office" }];
+    const response = await fetch(`${platform.url}/admin/clusters/${clusterId}/ipallowlist`, {
+      method: "PUT",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify({ ipallowlist }),
+    });
+    expect(response.status).toBe(204);
+    const policyFile = join(dataDirectory, "cluster", "access-policy.json");
+    const expected = { ...openAccessPolicy(clusterId, platform.organizationId), ipAllowlist: ipallowlist };
+    expect(parseAccessPolicy(readFileSync(policyFile, "utf8"))).toEqual(expected);
+    expect(modeOf(policyFile)).toBe(0o600);
+    expect((await provisioner.whenStarted(clusterId))?.gatewayPid).toBe(before?.gatewayPid);
+    // A policy file lost or damaged while the platform was down is written again from the store.
+    await platform.close();
+    cleanups.pop();
+    writeFileSync(policyFile, "{}");
+    await platformWithFakeClusters(dataDirectory, records, platform);
+    expect(parseAccessPolicy(readFileSync(policyFile, "utf8"))).toEqual(expected);
+  });
+});
