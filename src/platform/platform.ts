@@ -26,6 +26,7 @@ import { monitoringRoutes } from "./admin/monitoring/routes.js";
 import { MonitoringService } from "./admin/monitoring/service.js";
 import { bootstrapOrganization } from "./bootstrap.js";
 import { defaultConsoleDirectory, loadConsoleFiles } from "./console/files.js";
+import { consoleOrigins } from "./console/origins.js";
 import { consoleRoutes, prefersPage, sendConsoleIndex } from "./console/routes.js";
 import { issuerRoutes } from "./issuer/routes.js";
 import {
@@ -189,6 +190,7 @@ export async function startPlatform(
             primaryManagementPort: configuration.management.port,
             issuerUrl,
             gatewayAudience: configuration.audiences.gateway,
+            allowedOrigins: consoleOrigins(issuerUrl, host, port).join(","),
             logLevel: configuration.log.level,
             logger: logger.child({ component: "provisioner" }),
             ...(options.localClusters.environment === undefined
@@ -217,6 +219,8 @@ export async function startPlatform(
       logger,
       issuerUrl,
       clusters,
+      // The console calls the clusters' gateways and management ports, which listen on the provisioner's host.
+      consoleConnectSources: provisioner === undefined ? [] : [`http://${provisioner.host}:*`],
       ...(options.clusterAccess === undefined ? {} : { clusterAccess: options.clusterAccess }),
     });
     await server.listen({ host, port });
@@ -284,6 +288,8 @@ export interface PlatformServerOptions {
   clusterAccess?: ClusterAccessOptions;
   /** Directory of the built web console (web/dist by default). */
   consoleDirectory?: string;
+  /** Where the console may connect beyond the platform itself (CSP `connect-src` sources, e.g. clusters' hosts). */
+  consoleConnectSources?: readonly string[];
 }
 
 /** Assembles the platform's HTTP server from its parts, without listening. */
@@ -318,7 +324,11 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
       modeler: { base: `${issuerUrl}/modeler/api/v1`, docs: `${issuerUrl}/modeler/api/v1/docs` },
     },
     // The audience each API's tokens must carry; the web console reads them to ask for its tokens.
-    audiences: { admin: configuration.audiences.admin, modeler: configuration.audiences.modeler },
+    audiences: {
+      admin: configuration.audiences.admin,
+      modeler: configuration.audiences.modeler,
+      gateway: configuration.audiences.gateway,
+    },
   };
   server.get("/api", { schema: { hide: true } }, async () => platformIndex);
   // Browsers asking for `/` get the web console; API clients (no text/html in Accept) keep the JSON index.
@@ -326,11 +336,13 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
   if (consoleFiles === null) {
     logger.warn("the web console is not built (run npm run build); `/` answers the JSON index only");
   } else {
-    consoleRoutes(server, consoleFiles);
+    consoleRoutes(server, consoleFiles, options.consoleConnectSources ?? []);
   }
   server.get("/", { schema: { hide: true } }, async (request, reply) => {
     reply.header("vary", "accept");
-    if (consoleFiles !== null && prefersPage(request)) return await sendConsoleIndex(request, reply, consoleFiles);
+    if (consoleFiles !== null && prefersPage(request)) {
+      return await sendConsoleIndex(request, reply, consoleFiles, options.consoleConnectSources ?? []);
+    }
     return platformIndex;
   });
 

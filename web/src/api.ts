@@ -3,10 +3,24 @@
  * access token, reads problem documents (RFC 9457) into `ApiError`s and ends the session on a 401. Shapes are those
  * of the command-line client in src/client where it has them.
  */
-import type { AssignableRole, Member } from "../../src/client/admin.js";
+import type { AssignableRole, Cluster, ClusterCreation, ClusterParameters, Member } from "../../src/client/admin.js";
+import type { ClusterStatus, ScaleResponse } from "../../src/client/cluster.js";
+import type { TopologyDocument } from "../../src/cluster/gateway/topology-view.js";
 import type { ApiName, Audiences, Session } from "./session.js";
 
-export type { AssignableRole, Member };
+export type {
+  AssignableRole,
+  Cluster,
+  ClusterCreation,
+  ClusterParameters,
+  ClusterStatus,
+  Member,
+  ScaleResponse,
+  TopologyDocument,
+};
+
+/** Stage labels a cluster may carry. */
+export const stageLabels = ["dev", "test", "stage", "prod"] as const;
 
 /** Roles a member can be given, in the order the Administration API lists them (owner cannot be assigned). */
 export const assignableRoles: readonly AssignableRole[] = [
@@ -108,6 +122,50 @@ export class ConsoleApi {
     await this.request("admin", `/admin/members/${encodeURIComponent(email)}`, { method: "DELETE" });
   }
 
+  /** Clusters of the organization (`GET /admin/clusters`). */
+  async clusters(): Promise<Cluster[]> {
+    return (await (await this.request("admin", "/admin/clusters")).json()) as Cluster[];
+  }
+
+  /** One cluster (`GET /admin/clusters/{clusterId}`). */
+  async cluster(clusterId: string): Promise<Cluster> {
+    return (await (await this.request("admin", `/admin/clusters/${encodeURIComponent(clusterId)}`)).json()) as Cluster;
+  }
+
+  /** What clusters can be created with (`GET /admin/clusters/parameters`). */
+  async clusterParameters(): Promise<ClusterParameters> {
+    return (await (await this.request("admin", "/admin/clusters/parameters")).json()) as ClusterParameters;
+  }
+
+  /** Creates a cluster (`POST /admin/clusters`); it starts in the background. */
+  async createCluster(creation: ClusterCreation): Promise<{ clusterId: string }> {
+    return (await (await this.request("admin", "/admin/clusters", { method: "POST", body: creation })).json()) as {
+      clusterId: string;
+    };
+  }
+
+  /** Deletes a cluster, its processes and its data (`DELETE /admin/clusters/{clusterId}`). */
+  async deleteCluster(clusterId: string): Promise<void> {
+    await this.request("admin", `/admin/clusters/${encodeURIComponent(clusterId)}`, { method: "DELETE" });
+  }
+
+  /** Whether the client may call clusters' gateways and management APIs (takes the gateway token once). */
+  async canReachClusters(): Promise<boolean> {
+    return await this.session.prepare("gateway");
+  }
+
+  /** A cluster's topology as its gateway sees it (`GET {gateway}/v2/topology`). */
+  async topology(gatewayUrl: string): Promise<TopologyDocument> {
+    return (await (await this.request("gateway", `${trimSlash(gatewayUrl)}/v2/topology`)).json()) as TopologyDocument;
+  }
+
+  /** A cluster's configuration and changes (`GET {management}/actuator/cluster`). */
+  async clusterStatus(managementUrl: string): Promise<ClusterStatus> {
+    return (await (
+      await this.request("gateway", `${trimSlash(managementUrl)}/actuator/cluster`)
+    ).json()) as ClusterStatus;
+  }
+
   /** The activity log, newest first (`GET /admin/activity/json`). */
   async activity(query: ActivityQuery): Promise<ActivityEntry[]> {
     return (await (
@@ -148,4 +206,8 @@ function activityParameters(query: ActivityQuery): string {
   const parameters = new URLSearchParams({ limit: String(query.limit) });
   if (query.since !== undefined) parameters.set("since", query.since);
   return parameters.toString();
+}
+
+function trimSlash(url: string): string {
+  return url.replace(/\/+$/, "");
 }

@@ -5,6 +5,7 @@
 import { ConsoleApi, fetchPlatformIndex, type PlatformIndex } from "./api.js";
 import { h, replaceChildren } from "./dom.js";
 import { activityPage } from "./pages/activity.js";
+import { clusterPage, clustersPage } from "./pages/clusters.js";
 import { membersPage } from "./pages/members.js";
 import { overviewPage } from "./pages/overview.js";
 import type { Page, PageContext } from "./pages/page.js";
@@ -15,7 +16,29 @@ import type { Session } from "./session.js";
 const basePath = "/console/";
 
 /** Every page, in navigation order. */
-const pages: readonly Page[] = [overviewPage, membersPage, activityPage];
+const pages: readonly Page[] = [overviewPage, clustersPage, clusterPage, membersPage, activityPage];
+
+/** The parameters of `path` when it matches the page's path pattern, or null. */
+function match(page: Page, path: string): Record<string, string> | null {
+  const expected = page.path.split("/");
+  const actual = path.split("/");
+  if (expected.length !== actual.length) return null;
+  const parameters: Record<string, string> = {};
+  for (const [index, segment] of expected.entries()) {
+    const value = actual[index] ?? "";
+    if (segment.startsWith(":")) {
+      if (value === "") return null;
+      try {
+        parameters[segment.slice(1)] = decodeURIComponent(value);
+      } catch {
+        return null;
+      }
+    } else if (segment !== value) {
+      return null;
+    }
+  }
+  return parameters;
+}
 
 const root = document.getElementById("app")!;
 let session: Session | null = null;
@@ -62,9 +85,17 @@ function render(signInReason: string | null = null): void {
   }
   const path = currentPath();
   const active = session;
-  const context: PageContext = { session: active, api: new ConsoleApi(active), navigate };
-  const page = pages.find((candidate) => candidate.path === path);
-  const visible = pages.filter((candidate) => candidate.visible(active));
+  let page: Page | undefined;
+  let parameters: Record<string, string> = {};
+  for (const candidate of pages) {
+    const matched = match(candidate, path);
+    if (matched !== null) {
+      page = candidate;
+      parameters = matched;
+      break;
+    }
+  }
+  const visible = pages.filter((candidate) => candidate.listed !== false && candidate.visible(active));
   const navigation = h(
     "nav",
     { "aria-label": "Console" },
@@ -108,12 +139,21 @@ function render(signInReason: string | null = null): void {
     main,
   );
   document.title = `${page?.title ?? "Page not found"} · flowplane console`;
+  const context: PageContext = {
+    session: active,
+    api: new ConsoleApi(active),
+    navigate,
+    setTitle(title) {
+      heading.textContent = title;
+      document.title = `${title} · flowplane console`;
+    },
+  };
   if (page === undefined) {
     main.append(h("p", {}, "There is no such page in the console."));
   } else if (!page.visible(active)) {
     main.append(h("p", {}, "This client's scopes do not allow this page."));
   } else {
-    main.append(page.render(context));
+    main.append(page.render(context, parameters));
   }
   heading.focus();
 }

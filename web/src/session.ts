@@ -4,8 +4,11 @@
  * again with the client's id and secret; they stay in this module's memory for that and are gone on reload.
  */
 
-/** The APIs the console calls, each with its own token audience. */
-export type ApiName = "admin" | "modeler";
+/** The APIs the console calls, each with its own token audience (`gateway`: clusters' gateways and management). */
+export type ApiName = "admin" | "modeler" | "gateway";
+
+/** APIs whose tokens are taken at sign-in; the gateway's only when a page first needs one. */
+const signInApis = ["admin", "modeler"] as const;
 
 /** The audiences the platform's index names for each API. */
 export type Audiences = Record<ApiName, string>;
@@ -76,6 +79,8 @@ async function requestToken(credentials: ClientCredentials, audience: string): P
 /** The signed-in client and its tokens. */
 export class Session {
   private readonly timers = new Map<ApiName, number>();
+  private readonly refused = new Set<ApiName>();
+  private readonly preparing = new Map<ApiName, Promise<boolean>>();
   private ended = false;
 
   private constructor(
@@ -95,7 +100,7 @@ export class Session {
     onEnded: (reason: string) => void,
   ): Promise<Session> {
     const grants = new Map<ApiName, Grant>();
-    for (const api of ["admin", "modeler"] as const) {
+    for (const api of signInApis) {
       const grant = await requestToken(credentials, audiences[api]);
       if (grant !== null) grants.set(api, grant);
     }
@@ -121,8 +126,36 @@ export class Session {
     return [...all].sort();
   }
 
+  /**
+   * Takes a token for an API not asked for at sign-in (the gateways'), once; answers whether the client may call it.
+   * Pages call this before they show what needs it.
+   */
+  async prepare(api: ApiName): Promise<boolean> {
+    if (this.grants.has(api)) return true;
+    if (this.ended || this.refused.has(api)) return false;
+    // Pages polling at once share one request to the token endpoint.
+    let pending = this.preparing.get(api);
+    if (pending === undefined) {
+      pending = requestToken(this.credentials, this.audiences[api])
+        .then((grant) => {
+          if (this.ended) return false;
+          if (grant === null) {
+            this.refused.add(api);
+            return false;
+          }
+          this.grants.set(api, grant);
+          this.scheduleRenewal(api);
+          return true;
+        })
+        .finally(() => this.preparing.delete(api));
+      this.preparing.set(api, pending);
+    }
+    return await pending;
+  }
+
   /** A current access token for `api`, renewed first if the timer could not do it in time (a sleeping laptop). */
   async accessToken(api: ApiName): Promise<string> {
+    if (!this.grants.has(api)) await this.prepare(api);
     const grant = this.grants.get(api);
     if (grant === undefined || this.ended) throw new SignInError("Not signed in.");
     if (grant.expiresAtMs > Date.now() + 1_000) return grant.accessToken;

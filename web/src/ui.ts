@@ -117,3 +117,42 @@ export function formatInstant(iso: string): string {
   const instant = new Date(iso);
   return Number.isNaN(instant.getTime()) ? iso : instant.toLocaleString();
 }
+
+/**
+ * Runs `task` now and again `intervalMs` after each run ends, for as long as `element` is in the document: a page
+ * that is left stops polling by itself.
+ */
+export function repeatWhileShown(element: Element, intervalMs: number, task: () => Promise<void>): void {
+  const run = (): void => {
+    task()
+      .catch(() => undefined)
+      .finally(() => {
+        window.setTimeout(() => {
+          if (element.isConnected) run();
+        }, intervalMs);
+      });
+  };
+  run();
+}
+
+/**
+ * Replaces a live region's content when it changed, keeping the keyboard focus on the equivalent control (same tag,
+ * label and text) so that a list refreshing under a keyboard user does not throw their focus away.
+ */
+export function refreshContent(container: Element, content: Element, fingerprint: string): void {
+  if (container.getAttribute("data-fingerprint") === fingerprint) return;
+  container.setAttribute("data-fingerprint", fingerprint);
+  const focused = document.activeElement;
+  const key =
+    focused !== null && container.contains(focused)
+      ? `${focused.tagName}|${focused.getAttribute("aria-label") ?? ""}|${focused.textContent ?? ""}`
+      : null;
+  container.replaceChildren(content);
+  if (key === null) return;
+  for (const candidate of content.querySelectorAll<HTMLElement>("a, button, input, select, [tabindex]")) {
+    if (`${candidate.tagName}|${candidate.getAttribute("aria-label") ?? ""}|${candidate.textContent ?? ""}` === key) {
+      candidate.focus();
+      return;
+    }
+  }
+}

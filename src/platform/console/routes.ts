@@ -9,19 +9,22 @@ export const consolePath = "/console/";
 
 /**
  * The console's Content-Security-Policy: scripts, styles and every other resource from the platform itself only,
- * no inline scripts or styles, no framing, and forms that can only post back to the platform.
+ * no inline scripts or styles, no framing, and forms that can only post back to the platform. `connectSources` adds
+ * where the console's own requests may go beyond the platform (the clusters' gateways and management ports).
  */
-export const consoleContentSecurityPolicy = [
-  "default-src 'none'",
-  "script-src 'self'",
-  "style-src 'self'",
-  "img-src 'self'",
-  "font-src 'self'",
-  "connect-src 'self'",
-  "base-uri 'none'",
-  "form-action 'self'",
-  "frame-ancestors 'none'",
-].join("; ");
+export function consoleContentSecurityPolicy(connectSources: readonly string[]): string {
+  return [
+    "default-src 'none'",
+    "script-src 'self'",
+    "style-src 'self'",
+    "img-src 'self'",
+    "font-src 'self'",
+    ["connect-src 'self'", ...connectSources].join(" "),
+    "base-uri 'none'",
+    "form-action 'self'",
+    "frame-ancestors 'none'",
+  ].join("; ");
+}
 
 /** Hashed assets never change under their name, so browsers may keep them for a year without asking again. */
 const assetCacheControl = "public, max-age=31536000, immutable";
@@ -47,11 +50,12 @@ export async function sendConsoleIndex(
   request: FastifyRequest,
   reply: FastifyReply,
   files: ConsoleFiles,
+  connectSources: readonly string[],
 ): Promise<FastifyReply> {
   reply
     .header("cache-control", "no-cache")
     .header("etag", files.index.etag)
-    .header("content-security-policy", consoleContentSecurityPolicy)
+    .header("content-security-policy", consoleContentSecurityPolicy(connectSources))
     .header("x-content-type-options", "nosniff")
     .header("x-frame-options", "DENY")
     .header("referrer-policy", "no-referrer")
@@ -64,15 +68,15 @@ export async function sendConsoleIndex(
  * Routes of the web console: `/console/assets/{name}` serves the built files (from memory), and `/console/` and every
  * other path below it answer the index page, where the console's own router takes over.
  */
-export function consoleRoutes(server: HttpServer, files: ConsoleFiles): void {
+export function consoleRoutes(server: HttpServer, files: ConsoleFiles, connectSources: readonly string[]): void {
   // The router ignores trailing slashes, so this one route also answers `/console/` itself.
   server.get("/console", { schema: { hide: true } }, async (request, reply) => {
-    return await sendConsoleIndex(request, reply, files);
+    return await sendConsoleIndex(request, reply, files, connectSources);
   });
   server.get(`${consolePath}*`, { schema: { hide: true } }, async (request, reply) => {
     const path = (request.params as { "*": string })["*"];
     if (path.startsWith("assets/")) throw notFound("Console asset", path.slice("assets/".length));
-    return await sendConsoleIndex(request, reply, files);
+    return await sendConsoleIndex(request, reply, files, connectSources);
   });
   server.get(
     `${consolePath}assets/:name`,

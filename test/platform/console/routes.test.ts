@@ -27,7 +27,7 @@ describe("web console serving", () => {
     expect(response.headers.get("content-type")).toMatch(/^text\/html/);
     expect(response.headers.get("cache-control")).toBe("no-cache");
     const policy = response.headers.get("content-security-policy") ?? "";
-    expect(policy).toBe(consoleContentSecurityPolicy);
+    expect(policy).toBe(consoleContentSecurityPolicy([]));
     expect(policy).toContain("script-src 'self'");
     expect(policy).not.toContain("unsafe-inline");
     expect(response.headers.get("x-frame-options")).toBe("DENY");
@@ -48,7 +48,7 @@ describe("web console serving", () => {
       expect(response.headers.get("content-type")).toMatch(/^application\/json/);
       const index = (await response.json()) as { name: string; apis: object; audiences: Record<string, string> };
       expect(index.name).toBe("flowplane");
-      expect(index.audiences).toEqual({ admin: "admin-api", modeler: "modeler-api" });
+      expect(index.audiences).toEqual({ admin: "admin-api", modeler: "modeler-api", gateway: "gateway-api" });
     }
   });
 
@@ -57,7 +57,7 @@ describe("web console serving", () => {
       const response = await fetch(`${platform.url}${path}`);
       expect(response.status, path).toBe(200);
       expect(await response.text(), path).toContain('<div id="app">');
-      expect(response.headers.get("content-security-policy"), path).toBe(consoleContentSecurityPolicy);
+      expect(response.headers.get("content-security-policy"), path).toBe(consoleContentSecurityPolicy([]));
     }
   });
 
