@@ -4,15 +4,24 @@
  * of the command-line client in src/client where it has them.
  */
 import type { AssignableRole, Cluster, ClusterCreation, ClusterParameters, Member } from "../../src/client/admin.js";
-import type { ClusterStatus, ScaleResponse } from "../../src/client/cluster.js";
+import type {
+  BrokerEntry,
+  ClusterOperationEntry,
+  ClusterPatch,
+  ClusterStatus,
+  ScaleResponse,
+} from "../../src/client/cluster.js";
 import type { TopologyDocument } from "../../src/cluster/gateway/topology-view.js";
 import type { ApiName, Audiences, Session } from "./session.js";
 
 export type {
   AssignableRole,
+  BrokerEntry,
   Cluster,
   ClusterCreation,
+  ClusterOperationEntry,
   ClusterParameters,
+  ClusterPatch,
   ClusterStatus,
   Member,
   ScaleResponse,
@@ -164,6 +173,18 @@ export class ConsoleApi {
     return (await (
       await this.request("gateway", `${trimSlash(managementUrl)}/actuator/cluster`)
     ).json()) as ClusterStatus;
+  }
+
+  /** Plans a change of the cluster's shape (`PATCH {management}/actuator/cluster`); a dry run records nothing. */
+  async planChange(managementUrl: string, patch: ClusterPatch, dryRun: boolean): Promise<ScaleResponse> {
+    const path = `${trimSlash(managementUrl)}/actuator/cluster${dryRun ? "?dryRun=true" : ""}`;
+    return (await (await this.request("gateway", path, { method: "PATCH", body: patch })).json()) as ScaleResponse;
+  }
+
+  /** Cancels the running change (`DELETE {management}/actuator/cluster/changes/{id}`). */
+  async cancelChange(managementUrl: string, changeId: number): Promise<ClusterStatus> {
+    const path = `${trimSlash(managementUrl)}/actuator/cluster/changes/${changeId}`;
+    return (await (await this.request("gateway", path, { method: "DELETE" })).json()) as ClusterStatus;
   }
 
   /** The activity log, newest first (`GET /admin/activity/json`). */

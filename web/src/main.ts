@@ -9,6 +9,7 @@ import { clusterPage, clustersPage } from "./pages/clusters.js";
 import { membersPage } from "./pages/members.js";
 import { overviewPage } from "./pages/overview.js";
 import type { Page, PageContext } from "./pages/page.js";
+import { scalingPage } from "./pages/scaling.js";
 import { signInForm } from "./pages/sign-in.js";
 import type { Session } from "./session.js";
 
@@ -16,7 +17,7 @@ import type { Session } from "./session.js";
 const basePath = "/console/";
 
 /** Every page, in navigation order. */
-const pages: readonly Page[] = [overviewPage, clustersPage, clusterPage, membersPage, activityPage];
+const pages: readonly Page[] = [overviewPage, clustersPage, clusterPage, scalingPage, membersPage, activityPage];
 
 /** The parameters of `path` when it matches the page's path pattern, or null. */
 function match(page: Page, path: string): Record<string, string> | null {

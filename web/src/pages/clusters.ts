@@ -275,7 +275,19 @@ export const clusterPage: Page = {
     const section = h(
       "section",
       {},
-      h("p", {}, h("a", { href: "/console/clusters", "data-route": "clusters" }, "All clusters")),
+      h(
+        "p",
+        { class: "actions" },
+        h("a", { href: "/console/clusters", "data-route": "clusters" }, "All clusters"),
+        h(
+          "a",
+          {
+            href: `/console/clusters/${encodeURIComponent(clusterId)}/scaling`,
+            "data-route": `clusters/${encodeURIComponent(clusterId)}/scaling`,
+          },
+          "Scale this cluster",
+        ),
+      ),
       status,
       details,
     );
