@@ -175,6 +175,19 @@ export class ConsoleApi {
     ).json()) as ClusterStatus;
   }
 
+  /**
+   * A cluster's Prometheus metrics as text (`GET {management}/actuator/prometheus`). They need no token; while the
+   * cluster's monitoring is on they need a monitoring client's credentials, which the console does not hold (401).
+   */
+  async metricsText(managementUrl: string): Promise<string> {
+    const response = await fetch(`${trimSlash(managementUrl)}/actuator/prometheus`, {
+      credentials: "omit",
+      cache: "no-store",
+    });
+    if (!response.ok) throw new ApiError(response.status, await problemOf(response));
+    return await response.text();
+  }
+
   /** Plans a change of the cluster's shape (`PATCH {management}/actuator/cluster`); a dry run records nothing. */
   async planChange(managementUrl: string, patch: ClusterPatch, dryRun: boolean): Promise<ScaleResponse> {
     const path = `${trimSlash(managementUrl)}/actuator/cluster${dryRun ? "?dryRun=true" : ""}`;

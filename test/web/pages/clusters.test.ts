@@ -96,6 +96,15 @@ describe.runIf(browserAvailable())("console clusters pages", () => {
       // Every partition has one leader among its replicas, each with its election priority.
       expect(await grid.locator("td.role-leader").count()).toBe(3);
       expect(await grid.locator("td.replica").filter({ hasText: "priority" }).count()).toBe(9);
+      // Key metrics from the cluster's Prometheus endpoint, read across origins like the topology.
+      await expect.poll(() => page.getByText("Brokers reachable: 3").count(), { timeout: 30_000 }).toBe(1);
+      await expect.poll(() => page.locator("figure.metric polyline").count(), { timeout: 30_000 }).toBe(4);
+      expect(await page.locator("figure.metric figcaption").allTextContents()).toEqual([
+        expect.stringMatching(/^REST requests per second: [\d.]+ \/s$/),
+        expect.stringMatching(/^REST requests in flight: \d+$/),
+        expect.stringMatching(/^Records applied per second: [\d.]+ \/s$/),
+        "Brokers reachable: 3",
+      ]);
       await expectAccessible(page, "cluster overview");
       expect(violations).toEqual([]);
       await saveScreenshot(page, "console-cluster-overview");

@@ -43,7 +43,12 @@ describe.runIf(browserAvailable())("console sign-in and session", () => {
       await signIn(page, platform.url, platform.adminClient);
       await expect.poll(() => new URL(page.url()).pathname).toBe("/console/");
       const navigation = page.getByRole("navigation", { name: "Console" });
-      expect(await navigation.getByRole("link").allTextContents()).toEqual(["Overview", "Clusters", "Members", "Activity"]);
+      expect(await navigation.getByRole("link").allTextContents()).toEqual([
+        "Overview",
+        "Clusters",
+        "Members",
+        "Activity",
+      ]);
       expect(await page.getByRole("listitem").allTextContents()).toContain("members");
       await expectAccessible(page, `overview (${width})`);
 

@@ -11,6 +11,7 @@ import {
   statusRegion,
   table,
 } from "../ui.js";
+import { metricsPanel } from "./metrics.js";
 import type { Page, PageContext } from "./page.js";
 import { topologyPanel } from "./topology.js";
 
@@ -304,6 +305,7 @@ export const clusterPage: Page = {
             (await context.api.canReachClusters())
               ? topologyPanel(context, cluster)
               : h("p", {}, "This client may not call the cluster's gateway, so its topology is not shown."),
+            metricsPanel(context, cluster),
           );
         }
       } catch (error) {
