@@ -105,8 +105,8 @@ function chart(series: Series): HTMLElement {
 }
 
 /**
- * Key metrics of a cluster from its Prometheus endpoint, as small charts of the last two minutes: requests per
- * second, requests in flight, records applied per second, brokers reachable.
+ * Key metrics of a cluster from its Prometheus endpoint, as small charts of the last two minutes: REST requests per
+ * second and in flight, records applied per second, brokers reachable.
  */
 export function metricsPanel(context: PageContext, cluster: Cluster): HTMLElement {
   const headingId = uniqueId("metrics-title");
