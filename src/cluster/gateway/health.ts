@@ -1,7 +1,9 @@
 /**
- * The gateway's health, derived from its topology view (pure). Two components: `brokers` (UP when at least one
- * broker answers; details list which answer and which do not) and `partitions` (UP when every partition taking
- * requests has a leader). Readiness means the gateway can serve every partition: both components UP. Liveness only
+ * The gateway's health, derived from its topology view (pure). Two components decide it: `brokers` (UP when at
+ * least one broker answers; details list which answer and which do not) and `partitions` (UP when every partition
+ * taking requests has a leader). A third, `clusterChange`, is always UP and tells whether a scaling change is
+ * running and how many operations it has left, so that whoever runs the cluster (the platform's health polling) can
+ * say "updating" without credentials for the protected metrics. Readiness means the gateway can serve every partition: both components UP. Liveness only
  * says the process serves requests, so an orchestrator does not restart a gateway because brokers are down.
  */
 import type { TopologyView } from "./topology-view.js";
@@ -18,7 +20,7 @@ export interface HealthComponent {
 /** The body of `GET /actuator/health`. */
 export interface HealthDocument {
   status: HealthStatus;
-  components: { brokers: HealthComponent; partitions: HealthComponent };
+  components: { brokers: HealthComponent; partitions: HealthComponent; clusterChange?: HealthComponent };
 }
 
 /** Computes the health document from the current view (undefined: no broker ever answered). */
@@ -48,8 +50,16 @@ export function gatewayHealth(view: TopologyView | undefined): HealthDocument {
     status: partitions.length > 0 && partitions.every((partition) => partition.leaderId !== null) ? "UP" : "DOWN",
     details: { partitions },
   };
+  const pendingChange = view.configuration.pendingChange;
+  const clusterChange: HealthComponent = {
+    status: "UP",
+    details:
+      pendingChange === null
+        ? { changeRunning: false }
+        : { changeRunning: true, changeId: pendingChange.id, pendingOperations: pendingChange.pending.length },
+  };
   return {
     status: brokers.status === "UP" && partitionComponent.status === "UP" ? "UP" : "DOWN",
-    components: { brokers, partitions: partitionComponent },
+    components: { brokers, partitions: partitionComponent, clusterChange },
   };
 }

@@ -1,8 +1,8 @@
 /**
  * A cluster's status from its gateway's management port, wherever a provisioner runs it: readiness (every
- * partition has a leader) and whether a scaling change runs (the gateway's metric of pending change operations).
+ * partition has a leader) and whether a scaling change runs, both from the gateway's health document.
  */
-import type { ClusterEndpoints, ProvisionedState } from "./provisioner.js";
+import type { ClusterEndpoints, ClusterProcessExit, ProvisionedState } from "./provisioner.js";
 
 /** Cluster statuses of the Administration API. */
 export const clusterStatuses = ["Creating", "Healthy", "Unhealthy", "Updating"] as const;
@@ -23,59 +23,88 @@ export interface HealthProbe {
 /** The longest a poll waits for one answer. */
 const PROBE_TIMEOUT_MS = 2_000;
 
-/** The largest metrics document read, in bytes: what a broken or hostile endpoint can make the platform hold. */
-const MAX_METRICS_BYTES = 4 * 1024 * 1024;
+/** The largest health document read, in bytes: what a broken or hostile endpoint can make the platform hold. */
+const MAX_HEALTH_BYTES = 256 * 1024;
 
-const pendingOperationsPattern = /^flowplane_cluster_change_operations_pending(?:\{[^}]*\})? (\d+(?:\.\d+)?)$/m;
+/** What the probe reads of the gateway's health document. */
+interface HealthDocumentView {
+  status?: unknown;
+  components?: { clusterChange?: { details?: { changeRunning?: unknown } } };
+}
 
-/** Polls the gateway's readiness and metrics once. */
+/**
+ * Polls the gateway's health document once: readiness is its status, and its `clusterChange` component says
+ * whether a scaling change runs. The health routes answer every address without credentials (unlike the metrics,
+ * which monitoring may protect), so the probe works whatever the cluster's access policy says.
+ */
 export async function probeClusterHealth(endpoints: ClusterEndpoints): Promise<HealthProbe> {
-  let gatewayAnswering = false;
-  let ready = false;
+  let response: Response;
   try {
-    const response = await fetch(`${endpoints.managementUrl}/actuator/health/readiness`, {
+    response = await fetch(`${endpoints.managementUrl}/actuator/health`, {
       signal: AbortSignal.timeout(PROBE_TIMEOUT_MS),
     });
-    gatewayAnswering = true;
-    ready = response.status === 200;
-    await response.body?.cancel();
   } catch {
     return { gatewayAnswering: false, ready: false, changeRunning: false };
   }
+  const ready = response.status === 200;
   let changeRunning = false;
   try {
-    const response = await fetch(`${endpoints.managementUrl}/actuator/prometheus`, {
-      signal: AbortSignal.timeout(PROBE_TIMEOUT_MS),
-    });
-    // Protected metrics (monitoring active) answer 401: the status then says nothing about a running change.
     const length = Number(response.headers.get("content-length") ?? "0");
-    if (response.status === 200 && length <= MAX_METRICS_BYTES) {
-      const text = await response.text();
-      const pending = pendingOperationsPattern.exec(text.slice(0, MAX_METRICS_BYTES));
-      changeRunning = pending !== null && Number(pending[1]) > 0;
-    } else {
+    if (length > MAX_HEALTH_BYTES) {
       await response.body?.cancel();
+    } else {
+      const text = await response.text();
+      const health = JSON.parse(text.slice(0, MAX_HEALTH_BYTES)) as HealthDocumentView;
+      changeRunning = health.components?.clusterChange?.details?.changeRunning === true;
     }
   } catch {
-    // Metrics are a detail of the status; readiness decided it already.
+    // A body that is not the health document says nothing of a change; the status decided readiness already.
   }
-  return { gatewayAnswering, ready, changeRunning };
+  return { gatewayAnswering: true, ready, changeRunning };
+}
+
+/** A cluster's status, the gateway's, and why the cluster is not Healthy (absent when it is). */
+export interface DerivedStatus {
+  status: ClusterStatus;
+  gatewayStatus: ClusterStatus;
+  reason?: string;
 }
 
 /**
  * The status of a cluster from what its provisioner says of its processes and what the poll found: Creating until
- * its first start ends, Updating while a scaling change runs, Healthy when ready, Unhealthy otherwise.
+ * its first start ends, Updating while a scaling change runs, Healthy when ready, Unhealthy otherwise, with the
+ * reason an operator needs first. `restarting` describes a process that ended unexpectedly and is being restarted.
  */
 export function deriveClusterStatus(
   previous: ClusterStatus,
   state: ProvisionedState,
   probe: HealthProbe | undefined,
-): { status: ClusterStatus; gatewayStatus: ClusterStatus } {
+  restarting?: ClusterProcessExit,
+): DerivedStatus {
   if (state === "starting" && previous === "Creating") return { status: "Creating", gatewayStatus: "Creating" };
-  if (probe === undefined || state === "stopped" || state === "failed") {
-    return { status: "Unhealthy", gatewayStatus: "Unhealthy" };
+  if (state === "stopped") {
+    return { status: "Unhealthy", gatewayStatus: "Unhealthy", reason: "the cluster's processes are not running" };
+  }
+  if (state === "failed") {
+    return { status: "Unhealthy", gatewayStatus: "Unhealthy", reason: "the cluster's processes failed to start" };
+  }
+  if (probe === undefined) {
+    return { status: "Unhealthy", gatewayStatus: "Unhealthy", reason: "the cluster has no management address yet" };
   }
   const gatewayStatus: ClusterStatus = probe.gatewayAnswering ? "Healthy" : "Unhealthy";
-  if (!probe.ready) return { status: "Unhealthy", gatewayStatus };
+  if (state === "degraded" && restarting !== undefined) {
+    return { status: "Unhealthy", gatewayStatus, reason: describeProcessExit(restarting) };
+  }
+  if (!probe.gatewayAnswering) {
+    return { status: "Unhealthy", gatewayStatus, reason: "the gateway's management port does not answer" };
+  }
+  if (!probe.ready) return { status: "Unhealthy", gatewayStatus, reason: "a partition has no leader" };
   return { status: probe.changeRunning ? "Updating" : "Healthy", gatewayStatus };
+}
+
+/** Says what ended a process and when it comes back, e.g. `broker 2 exited unexpectedly (SIGKILL); restart 1 in 0.5 s`. */
+export function describeProcessExit(exit: ClusterProcessExit): string {
+  const cause = exit.signal !== null ? exit.signal : `exit code ${exit.exitCode ?? "unknown"}`;
+  const seconds = Math.round(exit.restartInMs / 100) / 10;
+  return `${exit.process} exited unexpectedly (${cause}); restart ${exit.restarts} in ${seconds} s`;
 }

@@ -18,8 +18,14 @@ import { type AccessPolicy, openAccessPolicy, serializeAccessPolicy } from "../.
 import { ownPrivateDirectory, privateFileMode } from "../../files/private-files.js";
 import type { PlatformDatabase } from "../store/schema.js";
 import { brokerPorts, freePort, type LocalBrokerPorts, readLocalBrokers, writeLocalBrokers } from "./local-brokers.js";
-import { type LocalCluster, startLocalCluster } from "./local-cluster.js";
-import type { ClusterEndpoints, ClusterSpecification, ProvisionedState, Provisioner } from "./provisioner.js";
+import { type LocalCluster, type LocalClusterChildEvent, startLocalCluster } from "./local-cluster.js";
+import type {
+  ClusterEndpoints,
+  ClusterProcessExit,
+  ClusterSpecification,
+  ProvisionedState,
+  Provisioner,
+} from "./provisioner.js";
 
 /** Name of the access policy file in a cluster's directory. */
 export const ACCESS_POLICY_FILE_NAME = "access-policy.json";
@@ -55,6 +61,10 @@ export interface LocalProvisionerOptions {
 
 interface RunningEntry {
   state: ProvisionedState;
+  /** How each child last ended unexpectedly, by process name, kept until it runs again. */
+  readonly crashes: Map<string, { exitCode: number | null; signal: string | null }>;
+  /** The latest crash whose restart is pending. */
+  restarting: ClusterProcessExit | undefined;
   /** Settles when the start has ended, ready or failed. */
   started: Promise<void>;
   cluster: LocalCluster | undefined;
@@ -92,6 +102,7 @@ export class LocalProvisioner implements Provisioner {
   /** Interface every cluster's processes listen on, and the host of their links. */
   readonly host: string;
   private readonly running = new Map<string, RunningEntry>();
+  private readonly processExitListeners: ((exit: ClusterProcessExit) => void)[] = [];
   private closed = false;
 
   constructor(private readonly options: LocalProvisionerOptions) {
@@ -225,7 +236,14 @@ export class LocalProvisioner implements Provisioner {
       writeFileAtomically(policyFile, serializeAccessPolicy(openAccessPolicy(clusterId, specification.organizationId)));
     }
     const abort = new AbortController();
-    const entry: RunningEntry = { state: "starting", started: Promise.resolve(), cluster: undefined, abort };
+    const entry: RunningEntry = {
+      state: "starting",
+      crashes: new Map(),
+      restarting: undefined,
+      started: Promise.resolve(),
+      cluster: undefined,
+      abort,
+    };
     this.running.set(clusterId, entry);
     const logger = this.options.logger.child({ clusterId });
     entry.started = startLocalCluster({
@@ -241,6 +259,7 @@ export class LocalProvisioner implements Provisioner {
       replicationFactor: specification.shape.replicationFactor,
       logger,
       signal: abort.signal,
+      onChildEvent: (event) => this.childEvent(clusterId, entry, event),
       ...(this.options.gatewayAudience === undefined ? {} : { gatewayAudience: this.options.gatewayAudience }),
       ...(this.options.allowedOrigins === undefined ? {} : { allowedOrigins: this.options.allowedOrigins }),
       ...(this.options.logLevel === undefined ? {} : { logLevel: this.options.logLevel }),
@@ -337,7 +356,43 @@ export class LocalProvisioner implements Provisioner {
   }
 
   state(clusterId: string): ProvisionedState {
-    return this.running.get(clusterId)?.state ?? "stopped";
+    const entry = this.running.get(clusterId);
+    if (entry === undefined) return "stopped";
+    return entry.state === "running" && entry.restarting !== undefined ? "degraded" : entry.state;
+  }
+
+  restartingProcess(clusterId: string): ClusterProcessExit | undefined {
+    return this.running.get(clusterId)?.restarting;
+  }
+
+  onProcessExit(listener: (exit: ClusterProcessExit) => void): void {
+    this.processExitListeners.push(listener);
+  }
+
+  /** Follows a child's supervision: what ended unexpectedly, when it is restarted, when it runs again. */
+  private childEvent(clusterId: string, entry: RunningEntry, event: LocalClusterChildEvent): void {
+    if (event.event === "exited" && !event.requested) {
+      entry.crashes.set(event.process, { exitCode: event.exitCode, signal: event.signal });
+      return;
+    }
+    if (event.event === "restarting") {
+      const crash = entry.crashes.get(event.process);
+      const exit: ClusterProcessExit = {
+        clusterId,
+        process: event.process,
+        exitCode: crash?.exitCode ?? null,
+        signal: crash?.signal ?? null,
+        restartInMs: event.restartInMs,
+        restarts: event.restarts + 1,
+      };
+      entry.restarting = exit;
+      for (const listener of this.processExitListeners) listener(exit);
+      return;
+    }
+    if (event.event === "started") {
+      entry.crashes.delete(event.process);
+      if (entry.restarting?.process === event.process) entry.restarting = undefined;
+    }
   }
 
   async endpoints(clusterId: string): Promise<ClusterEndpoints | undefined> {

@@ -35,8 +35,26 @@ export interface ClusterEndpoints {
   readonly managementUrl: string;
 }
 
-/** Whether the provisioner runs a cluster's processes. */
-export type ProvisionedState = "starting" | "running" | "stopped" | "failed";
+/**
+ * Whether the provisioner runs a cluster's processes: `degraded` when it runs them but some ended unexpectedly and
+ * are being restarted.
+ */
+export type ProvisionedState = "starting" | "running" | "degraded" | "stopped" | "failed";
+
+/** A process of a cluster that ended without being asked to; the provisioner restarts it itself. */
+export interface ClusterProcessExit {
+  readonly clusterId: string;
+  /** The process: `gateway` or `broker <node id>`. */
+  readonly process: string;
+  /** Its exit code, or null when a signal ended it. */
+  readonly exitCode: number | null;
+  /** The signal that ended it, or null. */
+  readonly signal: string | null;
+  /** When it is started again. */
+  readonly restartInMs: number;
+  /** Automatic restarts of it so far, this one included. */
+  readonly restarts: number;
+}
 
 /** Runs clusters; see the module comment. */
 export interface Provisioner {
@@ -63,6 +81,10 @@ export interface Provisioner {
   refresh(clusterId: string): Promise<void>;
   /** Whether the cluster's processes run. */
   state(clusterId: string): ProvisionedState;
+  /** The latest unexpected end of one of the cluster's processes, while it is being restarted; undefined otherwise. */
+  restartingProcess(clusterId: string): ClusterProcessExit | undefined;
+  /** Registers who hears of every process that ended unexpectedly (the platform records it in the activity log). */
+  onProcessExit(listener: (exit: ClusterProcessExit) => void): void;
   /** Where the cluster answers, once it has a place; undefined before its first launch. */
   endpoints(clusterId: string): Promise<ClusterEndpoints | undefined>;
   /**

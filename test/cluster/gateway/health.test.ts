@@ -2,17 +2,21 @@ import { describe, expect, it } from "vitest";
 import type { ReplicaReport } from "../../../src/cluster/broker/protocol.js";
 import { gatewayHealth } from "../../../src/cluster/gateway/health.js";
 import { assembleTopologyView } from "../../../src/cluster/gateway/topology-view.js";
-import { encodeConfiguration } from "../../../src/cluster/topology/index.js";
+import { type ClusterConfiguration, encodeConfiguration } from "../../../src/cluster/topology/index.js";
 import { threeBrokerConfiguration } from "./fake-broker.js";
 
-function viewWith(leaders: Record<number, number>, answering: number[]) {
+function viewWith(
+  leaders: Record<number, number>,
+  answering: number[],
+  configuration: ClusterConfiguration = threeBrokerConfiguration(),
+) {
   return assembleTopologyView({
     descriptions: answering.map((nodeId) => ({
       nodeId,
       host: "127.0.0.1",
       port: 1 + nodeId,
       version: "1",
-      configuration: encodeConfiguration(threeBrokerConfiguration()),
+      configuration: encodeConfiguration(configuration),
       brokers: [],
       replicas: [1, 2, 3].map(
         (partitionId): ReplicaReport => ({
@@ -53,6 +57,30 @@ describe("gatewayHealth", () => {
         { partitionId: 2, leaderId: 1 },
         { partitionId: 3, leaderId: null },
       ],
+    });
+  });
+
+  it("tells whether a scaling change runs and how many operations it has left, without changing the status", () => {
+    const idle = gatewayHealth(viewWith({ 1: 0, 2: 1, 3: 0 }, [0, 1, 2]));
+    expect(idle.components.clusterChange).toEqual({ status: "UP", details: { changeRunning: false } });
+    const changing: ClusterConfiguration = {
+      ...threeBrokerConfiguration(),
+      pendingChange: {
+        id: 7,
+        status: "IN_PROGRESS",
+        startedAt: "2026-11-25T00:00:00.000Z",
+        completed: [],
+        pending: [
+          { operation: "BROKER_ADD", brokerId: 3 },
+          { operation: "PARTITION_JOIN", brokerId: 3, partitionId: 1, priority: 1 },
+        ],
+      },
+    };
+    const updating = gatewayHealth(viewWith({ 1: 0, 2: 1, 3: 0 }, [0, 1, 2], changing));
+    expect(updating.status).toBe("UP");
+    expect(updating.components.clusterChange).toEqual({
+      status: "UP",
+      details: { changeRunning: true, changeId: 7, pendingOperations: 2 },
     });
   });
 });

@@ -9,18 +9,20 @@ afterEach(async () => {
   for (const server of servers.splice(0)) await new Promise((resolveClose) => server.close(resolveClose));
 });
 
-/** A management port answering readiness with `readinessStatus` and metrics with `pending` operations left. */
-async function managementPort(readinessStatus: number, metricsStatus: number, pending: number): Promise<string> {
+/** A management port whose health document has `status` and a scaling change with `pending` operations left. */
+async function managementPort(status: number, pending: number, body?: string): Promise<string> {
   const server = createServer((request, response) => {
-    if (request.url === "/actuator/health/readiness") {
-      response.writeHead(readinessStatus, { "content-type": "application/json" });
-      response.end(JSON.stringify({ status: readinessStatus === 200 ? "UP" : "DOWN" }));
+    if (request.url !== "/actuator/health") {
+      // Everything else is protected or absent: the probe must not need it.
+      response.writeHead(401).end();
       return;
     }
-    response.writeHead(metricsStatus, { "content-type": "text/plain" });
-    response.end(
-      `# HELP flowplane_cluster_change_operations_pending Operations left.\nflowplane_cluster_change_operations_pending ${pending}\n`,
-    );
+    response.writeHead(status, { "content-type": "application/json" });
+    const clusterChange = {
+      status: "UP",
+      details: pending > 0 ? { changeRunning: true, pendingOperations: pending } : { changeRunning: false },
+    };
+    response.end(body ?? JSON.stringify({ status: status === 200 ? "UP" : "DOWN", components: { clusterChange } }));
   });
   servers.push(server);
   await new Promise<void>((resolveListen) => server.listen(0, "127.0.0.1", resolveListen));
@@ -28,27 +30,32 @@ async function managementPort(readinessStatus: number, metricsStatus: number, pe
 }
 
 describe("probeClusterHealth", () => {
-  it("reads readiness and whether a scaling change has operations left", async () => {
-    const ready = await managementPort(200, 200, 0);
+  it("reads readiness and whether a scaling change runs from the health document alone", async () => {
+    const ready = await managementPort(200, 0);
     expect(await probeClusterHealth({ gatewayUrl: "", managementUrl: ready })).toEqual({
       gatewayAnswering: true,
       ready: true,
       changeRunning: false,
     });
-    const scaling = await managementPort(200, 200, 3);
+    const scaling = await managementPort(200, 3);
     expect((await probeClusterHealth({ gatewayUrl: "", managementUrl: scaling })).changeRunning).toBe(true);
-    const down = await managementPort(503, 200, 0);
-    expect((await probeClusterHealth({ gatewayUrl: "", managementUrl: down })).ready).toBe(false);
-    // Protected metrics say nothing of a change; readiness still counts.
-    const protectedMetrics = await managementPort(200, 401, 5);
-    expect(await probeClusterHealth({ gatewayUrl: "", managementUrl: protectedMetrics })).toMatchObject({
+    const down = await managementPort(503, 0);
+    expect(await probeClusterHealth({ gatewayUrl: "", managementUrl: down })).toEqual({
+      gatewayAnswering: true,
+      ready: false,
+      changeRunning: false,
+    });
+    // A body that is not a health document still counts as an answer; it says nothing of a change.
+    const garbage = await managementPort(200, 0, "<html>");
+    expect(await probeClusterHealth({ gatewayUrl: "", managementUrl: garbage })).toEqual({
+      gatewayAnswering: true,
       ready: true,
       changeRunning: false,
     });
   });
 
   it("reports a gateway that does not answer", async () => {
-    const server = await managementPort(200, 200, 0);
+    const server = await managementPort(200, 0);
     await new Promise((resolveClose) => servers.pop()?.close(resolveClose));
     expect(await probeClusterHealth({ gatewayUrl: "", managementUrl: server })).toEqual({
       gatewayAnswering: false,
@@ -67,15 +74,36 @@ describe("deriveClusterStatus", () => {
     expect(deriveClusterStatus("Healthy", "running", { ...ready, ready: false })).toEqual({
       status: "Unhealthy",
       gatewayStatus: "Healthy",
+      reason: "a partition has no leader",
     });
     expect(deriveClusterStatus("Healthy", "running", { ...ready, gatewayAnswering: false, ready: false })).toEqual({
       status: "Unhealthy",
       gatewayStatus: "Unhealthy",
+      reason: "the gateway's management port does not answer",
     });
   });
 
   it("is Unhealthy when the processes do not run or failed to start", () => {
     expect(deriveClusterStatus("Creating", "failed", undefined).status).toBe("Unhealthy");
     expect(deriveClusterStatus("Healthy", "stopped", ready).status).toBe("Unhealthy");
+  });
+
+  it("is Unhealthy while a crashed process is being restarted, saying which and when, even if the rest serves", () => {
+    const crash = {
+      clusterId: "c",
+      process: "broker 2",
+      exitCode: null,
+      signal: "SIGKILL",
+      restartInMs: 500,
+      restarts: 1,
+    };
+    expect(deriveClusterStatus("Healthy", "degraded", ready, crash)).toEqual({
+      status: "Unhealthy",
+      gatewayStatus: "Healthy",
+      reason: "broker 2 exited unexpectedly (SIGKILL); restart 1 in 0.5 s",
+    });
+    expect(deriveClusterStatus("Healthy", "degraded", ready, { ...crash, signal: null, exitCode: 3 }).reason).toBe(
+      "broker 2 exited unexpectedly (exit code 3); restart 1 in 0.5 s",
+    );
   });
 });

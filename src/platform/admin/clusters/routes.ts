@@ -31,7 +31,16 @@ const clusterSchema = Type.Object(
     generation: reference,
     region: reference,
     planType: reference,
-    status: Type.Object({ ready: status, gatewayStatus: status }, { additionalProperties: false }),
+    status: Type.Object(
+      {
+        ready: status,
+        gatewayStatus: status,
+        reason: Type.Optional(
+          Type.String({ description: "Why the cluster is not Healthy, e.g. a broker being restarted after a crash." }),
+        ),
+      },
+      { additionalProperties: false },
+    ),
     links: Type.Object(
       {
         gateway: Type.String({ description: "Base URL of the cluster's REST gateway (/v2/...)." }),

@@ -6,11 +6,13 @@ import { invalidRequest, notFound, ServiceError } from "../../../http/errors.js"
 import {
   type ClusterStatus,
   deriveClusterStatus,
+  describeProcessExit,
   type HealthProbe,
   probeClusterHealth,
 } from "../../provisioner/health-monitor.js";
-import type { ClusterSpecification, Provisioner } from "../../provisioner/provisioner.js";
+import type { ClusterProcessExit, ClusterSpecification, Provisioner } from "../../provisioner/provisioner.js";
 import type { ClusterTable, PlatformDatabase } from "../../store/schema.js";
+import { ActivityService } from "../activity/service.js";
 import type { ClusterDirectory, ClusterLinks, ClusterSummary } from "../cluster-directory.js";
 import { channels, defaultPlanType, type Generation, localRegion, planTypes, regions } from "./parameters.js";
 
@@ -33,7 +35,8 @@ export interface Cluster {
   generation: { uuid: string; name: string };
   region: { uuid: string; name: string };
   planType: { uuid: string; name: string };
-  status: { ready: ClusterStatus; gatewayStatus: ClusterStatus };
+  /** `reason` (flowplane's addition) says why a cluster is not Healthy, e.g. a broker that is being restarted. */
+  status: { ready: ClusterStatus; gatewayStatus: ClusterStatus; reason?: string };
   links: { gateway: string; management: string; oauth: string; console: string };
   ipallowlist: { ip: string; description: string }[];
 }
@@ -106,6 +109,9 @@ export interface ClusterServiceOptions {
 /** Owner id recorded for the cluster that the platform itself creates on the first `flowplane start`. */
 export const systemOwnerId = "system";
 
+/** The service and the user that activity entries of the provisioner's own doing name. */
+export const provisionerActivityService = "provisioner";
+
 /** The name of the first cluster. */
 const primaryClusterName = "local";
 
@@ -124,6 +130,9 @@ export class ClusterService implements ClusterDirectory {
   private readonly database: Kysely<PlatformDatabase>;
   private readonly provisioner: Provisioner | undefined;
   private readonly now: () => Date;
+  private readonly activity: ActivityService;
+  /** Why each cluster is not Healthy, as the latest poll found (kept in memory: it describes what runs now). */
+  private readonly statusReasons = new Map<string, string>();
   private healthTimer: NodeJS.Timeout | undefined;
   private polling: Promise<void> | undefined;
 
@@ -131,6 +140,38 @@ export class ClusterService implements ClusterDirectory {
     this.database = options.database;
     this.provisioner = options.provisioner;
     this.now = options.now ?? (() => new Date());
+    this.activity = new ActivityService(options.database, this.now);
+    this.provisioner?.onProcessExit((exit) => {
+      this.recordProcessExit(exit).catch((error: unknown) =>
+        this.options.logger.error({ err: error, clusterId: exit.clusterId }, "could not record a process exit"),
+      );
+    });
+  }
+
+  /**
+   * Records in the organization's activity log that one of its cluster's processes ended unexpectedly and is being
+   * restarted, and logs it: the provisioner's doing, not a client's, so the entry names the provisioner.
+   */
+  private async recordProcessExit(exit: ClusterProcessExit): Promise<void> {
+    this.statusReasons.set(exit.clusterId, describeProcessExit(exit));
+    this.options.logger.warn(
+      { clusterId: exit.clusterId, process: exit.process, exitCode: exit.exitCode, signal: exit.signal },
+      describeProcessExit(exit),
+    );
+    const row = await this.database
+      .selectFrom("clusters")
+      .select(["organization_id"])
+      .where("id", "=", exit.clusterId)
+      .executeTakeFirst();
+    if (row === undefined) return;
+    await this.activity.record({
+      organizationId: row.organization_id,
+      service: provisionerActivityService,
+      entity: "cluster-process",
+      entityId: `${exit.clusterId}/${exit.process}`,
+      auditType: "u",
+      userId: provisionerActivityService,
+    });
   }
 
   /**
@@ -295,6 +336,7 @@ export class ClusterService implements ClusterDirectory {
       .where("id", "=", clusterId)
       .executeTakeFirst();
     if (Number(result.numDeletedRows) === 0) throw notFound("cluster", clusterId);
+    this.statusReasons.delete(clusterId);
     await provisioner.remove(clusterId);
     for (const hook of this.onClusterDeleted) {
       try {
@@ -452,7 +494,9 @@ export class ClusterService implements ClusterDirectory {
     if (endpoints !== undefined && state !== "stopped" && state !== "failed") {
       probe = await probeClusterHealth(endpoints);
     }
-    const next = deriveClusterStatus(row.status as ClusterStatus, state, probe);
+    const next = deriveClusterStatus(row.status as ClusterStatus, state, probe, provisioner.restartingProcess(row.id));
+    if (next.reason === undefined) this.statusReasons.delete(row.id);
+    else this.statusReasons.set(row.id, next.reason);
     if (next.status === row.status && next.gatewayStatus === row.gateway_status) return;
     // Conditional on the status read, so a cluster deleted or changed meanwhile is left alone.
     await this.database
@@ -461,7 +505,10 @@ export class ClusterService implements ClusterDirectory {
       .where("id", "=", row.id)
       .where("status", "=", row.status)
       .execute();
-    this.options.logger.info({ clusterId: row.id, status: next.status }, `cluster is ${next.status}`);
+    this.options.logger.info(
+      { clusterId: row.id, status: next.status, reason: next.reason },
+      `cluster is ${next.status}`,
+    );
   }
 
   /**
@@ -525,7 +572,13 @@ export class ClusterService implements ClusterDirectory {
       generation: { uuid: row.generation_id, name: row.generation_name },
       region: { uuid: row.region_id, name: region?.name ?? row.region_id },
       planType: { uuid: row.plan_type_id, name: plan?.name ?? row.plan_type_id },
-      status: { ready: row.status as ClusterStatus, gatewayStatus: row.gateway_status as ClusterStatus },
+      status: {
+        ready: row.status as ClusterStatus,
+        gatewayStatus: row.gateway_status as ClusterStatus,
+        ...(row.status === "Healthy" || !this.statusReasons.has(row.id)
+          ? {}
+          : { reason: this.statusReasons.get(row.id) as string }),
+      },
       links: await this.linksOf(row.id),
       ipallowlist: await this.allowlistReader(row.organization_id, row.id),
     };

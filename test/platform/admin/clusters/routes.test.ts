@@ -28,7 +28,7 @@ interface ClusterAnswer {
   ownerId: string;
   planType: { uuid: string; name: string };
   generation: { uuid: string; name: string };
-  status: { ready: string; gatewayStatus: string };
+  status: { ready: string; gatewayStatus: string; reason?: string };
   links: { gateway: string; management: string; oauth: string; console: string };
 }
 
@@ -237,6 +237,43 @@ describe("Administration API /clusters with the local provisioner", () => {
     const ofCluster = entries.filter((entry) => entry.entity === "cluster" && entry.entityId === clusterId);
     expect(ofCluster.map((entry) => entry.auditType).sort()).toEqual(["c", "u"]);
   });
+
+  it("restarts a broker that crashed, and its status and activity log say so", async () => {
+    const running = await platform.running.provisioner?.whenStarted(clusterId);
+    const crashedPid = running?.brokers[0]?.pid;
+    expect(crashedPid).toBeTypeOf("number");
+    const reasons = new Set<string>();
+    // The poll runs every 200 ms and the first restart waits 500 ms: the crash shows while the broker is down.
+    const watching = (async () => {
+      for (let poll = 0; poll < 100 && reasons.size === 0; poll += 1) {
+        const reason = (await cluster(clusterId)).status.reason;
+        if (reason !== undefined) reasons.add(reason);
+        await new Promise((resolvePause) => setTimeout(resolvePause, 50));
+      }
+    })();
+    process.kill(crashedPid as number, "SIGKILL");
+    await watching;
+    expect([...reasons].join()).toMatch(/broker 0 exited unexpectedly \(SIGKILL\); restart 1 in 0\.5 s/);
+    const recovered = await healthy(clusterId);
+    expect(recovered.status.reason).toBeUndefined();
+    expect(running?.brokers[0]?.pid).toBeTypeOf("number");
+    expect(running?.brokers[0]?.pid).not.toBe(crashedPid);
+    const entries = (await (await call("GET", "/activity/json", adminToken)).json()) as {
+      service: string;
+      entity: string;
+      entityId: string;
+      auditType: string;
+      userId: string;
+    }[];
+    expect(entries.find((entry) => entry.entity === "cluster-process")).toEqual(
+      expect.objectContaining({
+        service: "provisioner",
+        entityId: `${clusterId}/broker 0`,
+        auditType: "u",
+        userId: "provisioner",
+      }),
+    );
+  }, 120_000);
 
   it("launches the cluster again at the same addresses when the platform restarts", async () => {
     const before = await cluster(clusterId);

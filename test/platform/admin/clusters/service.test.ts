@@ -53,6 +53,10 @@ class RecordingProvisioner implements Provisioner {
     this.calls.push(`policy ${clusterId}`);
     this.policies.set(clusterId, policy);
   }
+  restartingProcess(): undefined {
+    return undefined;
+  }
+  onProcessExit(): void {}
   async close(): Promise<void> {}
 }
 
@@ -179,6 +183,7 @@ describe.each(databaseKinds)("ClusterService on %s", (kind) => {
     expect((await clusters.get(organizationId, clusterId)).status).toEqual({
       ready: "Unhealthy",
       gatewayStatus: "Unhealthy",
+      reason: "the cluster's processes failed to start",
     });
     await clusters.wake(organizationId, clusterId);
     expect(provisioner.calls.at(-1)).toBe(`launch ${clusterId}`);
