@@ -3,7 +3,13 @@
  * access token, reads problem documents (RFC 9457) into `ApiError`s and ends the session on a 401. Shapes are those
  * of the command-line client in src/client where it has them.
  */
-import type { AssignableRole, Cluster, ClusterCreation, ClusterParameters, Member } from "../../src/client/admin.js";
+import type {
+  AssignableRole,
+  Cluster as ClientCluster,
+  ClusterCreation,
+  ClusterParameters,
+  Member,
+} from "../../src/client/admin.js";
 import type {
   BrokerEntry,
   ClusterOperationEntry,
@@ -14,10 +20,12 @@ import type {
 import type { TopologyDocument } from "../../src/cluster/gateway/topology-view.js";
 import type { ApiName, Audiences, Session } from "./session.js";
 
+/** A cluster as the Administration API answers it; `status.reason` says why one is not Healthy. */
+export type Cluster = ClientCluster & { status: ClientCluster["status"] & { reason?: string } };
+
 export type {
   AssignableRole,
   BrokerEntry,
-  Cluster,
   ClusterCreation,
   ClusterOperationEntry,
   ClusterParameters,

@@ -131,6 +131,35 @@ describe.runIf(browserAvailable())("console clusters pages", () => {
     clusterStartMs + 120_000,
   );
 
+  it("says why a cluster is not Healthy when the API gives a reason", async () => {
+    page = await browser.newPage({ viewport: viewports.narrow });
+    const reference = { uuid: "00000000-0000-4000-8000-000000000001", name: "local" };
+    const unhealthy = {
+      uuid: "5b0c3a1e-0000-4000-8000-000000000002",
+      name: "billing",
+      ownerId: "owner",
+      created: "2026-11-25T04:00:00.000Z",
+      autoUpdate: false,
+      channel: reference,
+      generation: reference,
+      region: reference,
+      planType: reference,
+      status: { ready: "Unhealthy", gatewayStatus: "Unhealthy", reason: "broker 1 exited unexpectedly; restarting" },
+      links: { gateway: "http://127.0.0.1:1", management: "http://127.0.0.1:1", oauth: "", console: "" },
+      ipallowlist: [],
+    };
+    await page.route(`${platform.url}/admin/clusters`, (route) =>
+      route.request().method() === "GET"
+        ? route.fulfill({ status: 200, contentType: "application/json", body: JSON.stringify([unhealthy]) })
+        : route.fallback(),
+    );
+    await signIn(page, platform.url, platform.adminClient, "/console/clusters");
+    await expect.poll(clusterRows).toEqual([expect.stringContaining("broker 1 exited unexpectedly; restarting")]);
+    expect((await clusterRows())[0]).toContain("Unhealthy");
+    await expectAccessible(page, "clusters with an unhealthy one");
+    await saveScreenshot(page, "console-clusters-unhealthy");
+  });
+
   it("shows no clusters page to a client without the cluster scope", async () => {
     const membersOnly = await createTestClient(platform, ["members"]);
     page = await browser.newPage({ viewport: viewports.wide });

@@ -27,6 +27,12 @@ function statusText(cluster: Cluster): string {
   return ready === gatewayStatus ? ready : `${ready} (gateway ${gatewayStatus})`;
 }
 
+/** Why the cluster is not Healthy, when the API says. */
+function statusReason(cluster: Cluster): HTMLElement | null {
+  const { reason } = cluster.status;
+  return reason === undefined || reason === "" ? null : h("span", { class: "reason" }, reason);
+}
+
 function statusBadge(cluster: Cluster): HTMLElement {
   return h("span", { class: `badge status-${cluster.status.ready.toLowerCase()}` }, statusText(cluster));
 }
@@ -91,7 +97,7 @@ function clusterTable(
         { href: `/console/clusters/${encodeURIComponent(cluster.uuid)}`, "data-route": `clusters/${cluster.uuid}` },
         cluster.name,
       ),
-      statusBadge(cluster),
+      [statusBadge(cluster), statusReason(cluster)],
       cluster.planType.name,
       cluster.region.name,
       cluster.generation.name,
@@ -320,10 +326,11 @@ export const clusterPage: Page = {
 function clusterDetails(cluster: Cluster): HTMLElement {
   const row = (term: string, ...description: (Node | string)[]) => [h("dt", {}, term), h("dd", {}, ...description)];
   const link = (url: string) => h("a", { href: url, rel: "noopener noreferrer" }, url);
+  const reason = statusReason(cluster);
   return h(
     "dl",
     { class: "details card" },
-    row("Status", statusBadge(cluster)),
+    row("Status", statusBadge(cluster), ...(reason === null ? [] : [reason])),
     row("Plan", cluster.planType.name),
     row("Region", cluster.region.name),
     row("Channel", cluster.channel.name),
