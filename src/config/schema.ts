@@ -459,6 +459,13 @@ export const configurationSchema = Type.Object(
             "Comma-separated addresses or CIDR blocks of reverse proxies whose X-Forwarded-For header the gateway " +
             "believes when it checks the IP allowlist. Empty: the header is ignored and the peer address counts.",
         }),
+        allowedOrigins: Type.String({
+          default: "",
+          description:
+            "Comma-separated origins (scheme://host:port) whose web pages may call the REST API and the management " +
+            "port from a browser (CORS), such as the platform's web console; the local provisioner sets the " +
+            "platform's URL. Empty: no cross-origin calls.",
+        }),
       },
       { additionalProperties: false, default: {} },
     ),

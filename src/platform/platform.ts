@@ -25,6 +25,9 @@ import { MemberService } from "./admin/members/service.js";
 import { monitoringRoutes } from "./admin/monitoring/routes.js";
 import { MonitoringService } from "./admin/monitoring/service.js";
 import { bootstrapOrganization } from "./bootstrap.js";
+import { defaultConsoleDirectory, loadConsoleFiles } from "./console/files.js";
+import { consoleOrigins } from "./console/origins.js";
+import { consoleRoutes, prefersPage, sendConsoleIndex } from "./console/routes.js";
 import { issuerRoutes } from "./issuer/routes.js";
 import {
   createIssuerServices,
@@ -93,6 +96,8 @@ export interface RunningPlatform {
   /** The issuer URL that tokens carry as `iss`. */
   issuerUrl: string;
   organizationId: string;
+  /** Where the web console is served, or null when it was not built. */
+  consoleUrl: string | null;
   /** The clusters of the Administration API. */
   clusters: ClusterService;
   /** The local provisioner, when the platform runs clusters. */
@@ -185,6 +190,7 @@ export async function startPlatform(
             primaryManagementPort: configuration.management.port,
             issuerUrl,
             gatewayAudience: configuration.audiences.gateway,
+            allowedOrigins: consoleOrigins(issuerUrl, host, port).join(","),
             logLevel: configuration.log.level,
             logger: logger.child({ component: "provisioner" }),
             ...(options.localClusters.environment === undefined
@@ -213,6 +219,8 @@ export async function startPlatform(
       logger,
       issuerUrl,
       clusters,
+      // The console calls the clusters' gateways and management ports, which listen on the provisioner's host.
+      consoleConnectSources: provisioner === undefined ? [] : [`http://${provisioner.host}:*`],
       ...(options.clusterAccess === undefined ? {} : { clusterAccess: options.clusterAccess }),
     });
     await server.listen({ host, port });
@@ -251,6 +259,7 @@ export async function startPlatform(
       url,
       issuerUrl,
       organizationId: bootstrap.organizationId,
+      consoleUrl: server.hasRoute({ method: "GET", url: "/console" }) ? `${url}/console/` : null,
       clusters,
       provisioner,
       primaryClusterId,
@@ -277,6 +286,10 @@ export interface PlatformServerOptions {
   /** The clusters service; one without a provisioner when absent. */
   clusters?: ClusterService;
   clusterAccess?: ClusterAccessOptions;
+  /** Directory of the built web console (web/dist by default). */
+  consoleDirectory?: string;
+  /** Where the console may connect beyond the platform itself (CSP `connect-src` sources, e.g. clusters' hosts). */
+  consoleConnectSources?: readonly string[];
 }
 
 /** Assembles the platform's HTTP server from its parts, without listening. */
@@ -302,7 +315,7 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
     await store.database.selectFrom("settings").select("name").limit(1).execute();
     return { status: "UP" };
   });
-  server.get("/", { schema: { hide: true } }, async () => ({
+  const platformIndex = {
     name: "flowplane",
     version: platformVersion,
     apis: {
@@ -310,7 +323,28 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
       administration: { base: `${issuerUrl}/admin`, docs: `${issuerUrl}/admin/docs` },
       modeler: { base: `${issuerUrl}/modeler/api/v1`, docs: `${issuerUrl}/modeler/api/v1/docs` },
     },
-  }));
+    // The audience each API's tokens must carry; the web console reads them to ask for its tokens.
+    audiences: {
+      admin: configuration.audiences.admin,
+      modeler: configuration.audiences.modeler,
+      gateway: configuration.audiences.gateway,
+    },
+  };
+  server.get("/api", { schema: { hide: true } }, async () => platformIndex);
+  // Browsers asking for `/` get the web console; API clients (no text/html in Accept) keep the JSON index.
+  const consoleFiles = loadConsoleFiles(options.consoleDirectory ?? defaultConsoleDirectory);
+  if (consoleFiles === null) {
+    logger.warn("the web console is not built (run npm run build); `/` answers the JSON index only");
+  } else {
+    consoleRoutes(server, consoleFiles, options.consoleConnectSources ?? []);
+  }
+  server.get("/", { schema: { hide: true } }, async (request, reply) => {
+    reply.header("vary", "accept");
+    if (consoleFiles !== null && prefersPage(request)) {
+      return await sendConsoleIndex(request, reply, consoleFiles, options.consoleConnectSources ?? []);
+    }
+    return platformIndex;
+  });
 
   await server.register(async (context) => {
     await registerApiDocuments(context, {

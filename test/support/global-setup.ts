@@ -1,4 +1,5 @@
 import type { TestProject } from "vitest/node";
+import { ensureConsoleBuilt } from "./console-build.js";
 import { findPostgresBinaries, type PostgresServer, startPostgresServer } from "./postgres-server.js";
 
 declare module "vitest" {
@@ -12,8 +13,12 @@ declare module "vitest" {
 
 let server: PostgresServer | null = null;
 
-/** Starts one PostgreSQL server for the whole run when PostgreSQL is installed; REQUIRE_POSTGRES=1 makes it mandatory. */
+/**
+ * Builds the web console when its build is missing or stale, and starts one PostgreSQL server for the whole run when
+ * PostgreSQL is installed; REQUIRE_POSTGRES=1 makes it mandatory.
+ */
 export async function setup(project: TestProject): Promise<void> {
+  await ensureConsoleBuilt();
   const required = process.env.REQUIRE_POSTGRES === "1";
   const binaries = findPostgresBinaries();
   if (binaries === null) {

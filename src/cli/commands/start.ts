@@ -69,6 +69,7 @@ async function runPlatform(options: StartOptions, io: CliIo, withCluster: boolea
   // Behind a proxy, clients must use the public URL; otherwise the address it listens at is the one that works.
   const clientUrl = configuration.platform.publicUrl === "" ? platform.url : platform.issuerUrl.replace(/\/+$/, "");
   if (clientUrl !== platform.url) io.stdout(`public URL ${clientUrl}\n`);
+  if (platform.consoleUrl !== null) io.stdout(`web console at ${clientUrl}/console/\n`);
   if (bootstrapCredentials !== undefined) {
     io.stdout(
       [

@@ -31,6 +31,7 @@ import { AccessGuard, healthRoutes } from "./access-guard.js";
 import { AccessPolicyWatcher } from "./access-policy-watcher.js";
 import { parseTrustedProxies } from "./client-address.js";
 import { CoordinatorClient } from "./coordinator-client.js";
+import { installCors, parseAllowedOrigins } from "./cors.js";
 import { gatewayHealth } from "./health.js";
 import { managementRoutes } from "./management-routes.js";
 import { MessageRouter } from "./message-router.js";
@@ -91,6 +92,7 @@ export async function startGateway(
   const issuerUrl = configuration.gateway.issuerUrl.replace(/\/+$/, "");
   const { secret, clusterId } = clusterSecretFromConfiguration(configuration);
   const trustedProxies = parseTrustedProxies(configuration.gateway.trustedProxies);
+  const allowedOrigins = parseAllowedOrigins(configuration.gateway.allowedOrigins);
   const client = new TransportClient<BrokerRequest, unknown>({
     maxInFlightRequests: configuration.gateway.maxInFlightRequests,
     credentials: ClusterCredentials.fromSecret(secret, clusterId),
@@ -158,6 +160,7 @@ export async function startGateway(
   if (guard !== undefined) {
     rest.addHook("onRequest", async (request) => guard.checkAddress(request));
   }
+  installCors(rest, allowedOrigins);
   rest.addHook("onResponse", async (request, reply) => {
     const route = request.routeOptions.url ?? "unmatched";
     metrics.observeRequest(request.method, route, reply.statusCode, reply.elapsedTime / 1000);
@@ -194,6 +197,7 @@ export async function startGateway(
       if (!healthRoutes.has(request.routeOptions.url ?? "")) guard.checkAddress(request);
     });
   }
+  installCors(management, allowedOrigins);
   const coordinator = new CoordinatorClient({
     client,
     topology,

@@ -51,6 +51,8 @@ export interface LocalClusterOptions {
   issuerUrl: string;
   /** Audience of gateway tokens (configuration `audiences.gateway`); the child's own default when absent. */
   gatewayAudience?: string;
+  /** Origins whose web pages (the platform's console) may call the gateway from a browser, comma-separated. */
+  allowedOrigins?: string;
   /** Interface every part listens on (default 127.0.0.1). */
   host?: string;
   brokers?: number;
@@ -398,6 +400,9 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
   setSetting(gatewayEnvironment, "service.gateway.issuerUrl", options.issuerUrl);
   if (options.gatewayAudience !== undefined) {
     setSetting(gatewayEnvironment, "service.audiences.gateway", options.gatewayAudience);
+  }
+  if (options.allowedOrigins !== undefined) {
+    setSetting(gatewayEnvironment, "service.gateway.allowedOrigins", options.allowedOrigins);
   }
   if (options.accessPolicyFile !== undefined) {
     setSetting(gatewayEnvironment, "service.gateway.accessPolicyFile", options.accessPolicyFile);

@@ -47,6 +47,8 @@ export interface LocalProvisionerOptions {
   issuerUrl: string;
   /** Audience of gateway tokens (configuration `audiences.gateway`). */
   gatewayAudience?: string;
+  /** Origins of the platform's web console, which every gateway allows for cross-origin calls (comma-separated). */
+  allowedOrigins?: string;
   logLevel?: string;
   /** Environment the children inherit before the provisioner's settings (default: this process's). */
   environment?: Readonly<Record<string, string | undefined>>;
@@ -97,7 +99,8 @@ export function writeFileAtomically(file: string, text: string): void {
 /** Runs clusters as local child processes; see the module comment. */
 export class LocalProvisioner implements Provisioner {
   readonly region = "local";
-  private readonly host: string;
+  /** Interface every cluster's processes listen on, and the host of their links. */
+  readonly host: string;
   private readonly running = new Map<string, RunningEntry>();
   private readonly processExitListeners: ((exit: ClusterProcessExit) => void)[] = [];
   private closed = false;
@@ -258,6 +261,7 @@ export class LocalProvisioner implements Provisioner {
       signal: abort.signal,
       onChildEvent: (event) => this.childEvent(clusterId, entry, event),
       ...(this.options.gatewayAudience === undefined ? {} : { gatewayAudience: this.options.gatewayAudience }),
+      ...(this.options.allowedOrigins === undefined ? {} : { allowedOrigins: this.options.allowedOrigins }),
       ...(this.options.logLevel === undefined ? {} : { logLevel: this.options.logLevel }),
       ...(this.options.environment === undefined ? {} : { environment: this.options.environment }),
       ...(this.options.command === undefined ? {} : { command: this.options.command }),

@@ -74,6 +74,10 @@ describe("flowplane start", () => {
     const exports = Object.fromEntries(
       [...first.output.stdout.matchAll(/export (SERVICE_[A-Z_]+)=(\S+)/g)].map((match) => [match[1], match[2]]),
     ) as Record<string, string>;
+    // The built console is served, and the start says where; the sign-in form takes the printed client.
+    const consoleUrl = /web console at (\S+)/.exec(first.output.stdout)?.[1] ?? "";
+    expect(consoleUrl).toMatch(/^http:\/\/.+\/console\/$/);
+    expect(await (await fetch(consoleUrl)).text()).toContain('<div id="app">');
     expect(Object.keys(exports).sort()).toEqual([
       "SERVICE_CONSOLE_CLIENT_ID",
       "SERVICE_CONSOLE_CLIENT_SECRET",

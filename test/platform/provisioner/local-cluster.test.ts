@@ -150,6 +150,7 @@ describe("startLocalCluster", () => {
       managementPort: 0,
       issuerUrl: "http://127.0.0.1:1",
       gatewayAudience: "my-gateway",
+      allowedOrigins: "http://127.0.0.1:8088,http://localhost:8088",
       logger: pino({ level: "silent" }),
       // A value inherited under another spelling must not win over the provisioner's.
       environment: {
@@ -187,6 +188,8 @@ describe("startLocalCluster", () => {
       expect(gateway.SERVICE_GATEWAY_CONTACTPOINTS).toBeUndefined();
       expect(gateway.SERVICE_GATEWAY_ISSUER_URL).toBe("http://127.0.0.1:1");
       expect(gateway.SERVICE_AUDIENCES_GATEWAY).toBe("my-gateway");
+      // The platform's web console may call the gateway from its origins.
+      expect(gateway.SERVICE_GATEWAY_ALLOWED_ORIGINS).toBe("http://127.0.0.1:8088,http://localhost:8088");
       expect(cluster.managementUrl).toBe(`http://127.0.0.1:${gateway.SERVICE_MANAGEMENT_PORT}`);
       // Every child gets the secret file's path, never the secret: neither on its command line nor in its environment.
       const secretFile = join(dataDirectory, "cluster", "secret", "cluster.secret");

@@ -1,0 +1,255 @@
+/**
+ * The console's one HTTP client: every call to the platform's public APIs goes through `ConsoleApi`, which adds the
+ * access token, reads problem documents (RFC 9457) into `ApiError`s and ends the session on a 401. Shapes are those
+ * of the command-line client in src/client where it has them.
+ */
+import type {
+  AssignableRole,
+  Cluster as ClientCluster,
+  ClusterCreation,
+  ClusterParameters,
+  Member,
+} from "../../src/client/admin.js";
+import type {
+  BrokerEntry,
+  ClusterOperationEntry,
+  ClusterPatch,
+  ClusterStatus,
+  ScaleResponse,
+} from "../../src/client/cluster.js";
+import type { TopologyDocument } from "../../src/cluster/gateway/topology-view.js";
+import type { ApiName, Audiences, Session } from "./session.js";
+
+/** A cluster as the Administration API answers it; `status.reason` says why one is not Healthy. */
+export type Cluster = ClientCluster & { status: ClientCluster["status"] & { reason?: string } };
+
+export type {
+  AssignableRole,
+  BrokerEntry,
+  ClusterCreation,
+  ClusterOperationEntry,
+  ClusterParameters,
+  ClusterPatch,
+  ClusterStatus,
+  Member,
+  ScaleResponse,
+  TopologyDocument,
+};
+
+/** Stage labels a cluster may carry. */
+export const stageLabels = ["dev", "test", "stage", "prod"] as const;
+
+/** Roles a member can be given, in the order the Administration API lists them (owner cannot be assigned). */
+export const assignableRoles: readonly AssignableRole[] = [
+  "admin",
+  "developer",
+  "operationsengineer",
+  "analyst",
+  "taskuser",
+  "visitor",
+  "modeler",
+];
+
+/** One entry of the activity log (`GET /admin/activity/json`). */
+export interface ActivityEntry {
+  service: string;
+  orgId: string;
+  auditType: "c" | "r" | "u" | "d";
+  entity: string;
+  entityId: string;
+  userId: string;
+  timestamp: string;
+}
+
+/** What the activity log is asked for. */
+export interface ActivityQuery {
+  limit: number;
+  /** ISO-8601 instant: only entries at or after it. */
+  since?: string | undefined;
+}
+
+/** The platform's JSON index (`GET /api`), as far as the console reads it. */
+export interface PlatformIndex {
+  name: string;
+  version: string;
+  audiences: Audiences;
+}
+
+/** A problem document as the APIs answer errors. */
+export interface Problem {
+  type?: string;
+  title?: string;
+  status?: number;
+  detail?: string;
+}
+
+/** A call that the API answered with an error. */
+export class ApiError extends Error {
+  override readonly name = "ApiError";
+  constructor(
+    readonly status: number,
+    readonly problem: Problem,
+  ) {
+    super(problem.detail ?? problem.title ?? `The platform answered ${status}.`);
+  }
+}
+
+/** Reads an error answer's problem document, or describes the status when the body is something else. */
+async function problemOf(response: Response): Promise<Problem> {
+  const type = response.headers.get("content-type") ?? "";
+  if (type.includes("json")) {
+    const body = (await response.json().catch(() => null)) as Problem | null;
+    if (body !== null && typeof body === "object") return body;
+  }
+  return { status: response.status, title: response.statusText };
+}
+
+/** Reads the platform's index, which names the audiences to ask tokens for. */
+export async function fetchPlatformIndex(): Promise<PlatformIndex> {
+  const response = await fetch("/api", { headers: { accept: "application/json" }, credentials: "omit" });
+  if (!response.ok) throw new ApiError(response.status, await problemOf(response));
+  return (await response.json()) as PlatformIndex;
+}
+
+interface RequestOptions {
+  method?: string;
+  body?: unknown;
+  accept?: string;
+}
+
+/** Typed calls to the platform's public APIs on behalf of the signed-in client. */
+export class ConsoleApi {
+  constructor(private readonly session: Session) {}
+
+  /** Members of the organization (`GET /admin/members`). */
+  async members(): Promise<Member[]> {
+    return (await (await this.request("admin", "/admin/members")).json()) as Member[];
+  }
+
+  /** Invites a member, or changes an existing member's roles (`POST /admin/members/{email}`). */
+  async inviteOrChangeRoles(email: string, roles: readonly AssignableRole[]): Promise<void> {
+    await this.request("admin", `/admin/members/${encodeURIComponent(email)}`, {
+      method: "POST",
+      body: { orgRoles: roles },
+    });
+  }
+
+  /** Removes a member (`DELETE /admin/members/{email}`). */
+  async removeMember(email: string): Promise<void> {
+    await this.request("admin", `/admin/members/${encodeURIComponent(email)}`, { method: "DELETE" });
+  }
+
+  /** Clusters of the organization (`GET /admin/clusters`). */
+  async clusters(): Promise<Cluster[]> {
+    return (await (await this.request("admin", "/admin/clusters")).json()) as Cluster[];
+  }
+
+  /** One cluster (`GET /admin/clusters/{clusterId}`). */
+  async cluster(clusterId: string): Promise<Cluster> {
+    return (await (await this.request("admin", `/admin/clusters/${encodeURIComponent(clusterId)}`)).json()) as Cluster;
+  }
+
+  /** What clusters can be created with (`GET /admin/clusters/parameters`). */
+  async clusterParameters(): Promise<ClusterParameters> {
+    return (await (await this.request("admin", "/admin/clusters/parameters")).json()) as ClusterParameters;
+  }
+
+  /** Creates a cluster (`POST /admin/clusters`); it starts in the background. */
+  async createCluster(creation: ClusterCreation): Promise<{ clusterId: string }> {
+    return (await (await this.request("admin", "/admin/clusters", { method: "POST", body: creation })).json()) as {
+      clusterId: string;
+    };
+  }
+
+  /** Deletes a cluster, its processes and its data (`DELETE /admin/clusters/{clusterId}`). */
+  async deleteCluster(clusterId: string): Promise<void> {
+    await this.request("admin", `/admin/clusters/${encodeURIComponent(clusterId)}`, { method: "DELETE" });
+  }
+
+  /** Whether the client may call clusters' gateways and management APIs (takes the gateway token once). */
+  async canReachClusters(): Promise<boolean> {
+    return await this.session.prepare("gateway");
+  }
+
+  /** A cluster's topology as its gateway sees it (`GET {gateway}/v2/topology`). */
+  async topology(gatewayUrl: string): Promise<TopologyDocument> {
+    return (await (await this.request("gateway", `${trimSlash(gatewayUrl)}/v2/topology`)).json()) as TopologyDocument;
+  }
+
+  /** A cluster's configuration and changes (`GET {management}/actuator/cluster`). */
+  async clusterStatus(managementUrl: string): Promise<ClusterStatus> {
+    return (await (
+      await this.request("gateway", `${trimSlash(managementUrl)}/actuator/cluster`)
+    ).json()) as ClusterStatus;
+  }
+
+  /**
+   * A cluster's Prometheus metrics as text (`GET {management}/actuator/prometheus`). They need no token; while the
+   * cluster's monitoring is on they need a monitoring client's credentials, which the console does not hold (401).
+   */
+  async metricsText(managementUrl: string): Promise<string> {
+    const response = await fetch(`${trimSlash(managementUrl)}/actuator/prometheus`, {
+      credentials: "omit",
+      cache: "no-store",
+    });
+    if (!response.ok) throw new ApiError(response.status, await problemOf(response));
+    return await response.text();
+  }
+
+  /** Plans a change of the cluster's shape (`PATCH {management}/actuator/cluster`); a dry run records nothing. */
+  async planChange(managementUrl: string, patch: ClusterPatch, dryRun: boolean): Promise<ScaleResponse> {
+    const path = `${trimSlash(managementUrl)}/actuator/cluster${dryRun ? "?dryRun=true" : ""}`;
+    return (await (await this.request("gateway", path, { method: "PATCH", body: patch })).json()) as ScaleResponse;
+  }
+
+  /** Cancels the running change (`DELETE {management}/actuator/cluster/changes/{id}`). */
+  async cancelChange(managementUrl: string, changeId: number): Promise<ClusterStatus> {
+    const path = `${trimSlash(managementUrl)}/actuator/cluster/changes/${changeId}`;
+    return (await (await this.request("gateway", path, { method: "DELETE" })).json()) as ClusterStatus;
+  }
+
+  /** The activity log, newest first (`GET /admin/activity/json`). */
+  async activity(query: ActivityQuery): Promise<ActivityEntry[]> {
+    return (await (
+      await this.request("admin", `/admin/activity/json?${activityParameters(query)}`)
+    ).json()) as ActivityEntry[];
+  }
+
+  /** The activity log as CSV (`GET /admin/activity/csv`). */
+  async activityCsv(query: ActivityQuery): Promise<Blob> {
+    return await (
+      await this.request("admin", `/admin/activity/csv?${activityParameters(query)}`, { accept: "text/csv" })
+    ).blob();
+  }
+
+  private async request(api: ApiName, path: string, options: RequestOptions = {}): Promise<Response> {
+    const token = await this.session.accessToken(api);
+    const headers: Record<string, string> = {
+      authorization: `Bearer ${token}`,
+      accept: options.accept ?? "application/json",
+    };
+    if (options.body !== undefined) headers["content-type"] = "application/json";
+    const response = await fetch(path, {
+      method: options.method ?? "GET",
+      headers,
+      credentials: "omit",
+      cache: "no-store",
+      ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
+    });
+    if (response.ok) return response;
+    const problem = await problemOf(response);
+    const error = new ApiError(response.status, problem);
+    if (response.status === 401) this.session.end(`The platform no longer accepts this session: ${error.message}`);
+    throw error;
+  }
+}
+
+function activityParameters(query: ActivityQuery): string {
+  const parameters = new URLSearchParams({ limit: String(query.limit) });
+  if (query.since !== undefined) parameters.set("since", query.since);
+  return parameters.toString();
+}
+
+function trimSlash(url: string): string {
+  return url.replace(/\/+$/, "");
+}
