@@ -67,10 +67,12 @@ export async function answerPartitionRequest(
       if (end.kind !== "applied") return notApplied(end);
       const result = end.result;
       if (result.kind === "checkpointed") {
-        return { outcome: "checkpointed", checkpointId: result.checkpoint.id, position: result.checkpoint.position };
+        const { id, position } = result.checkpoint;
+        return { outcome: "checkpointed", checkpointId: id, position, taken: true };
       }
       if (result.kind === "checkpoint-ignored") {
-        return { outcome: "checkpointed", checkpointId: result.latest.id, position: result.latest.position };
+        const { id, position } = result.latest;
+        return { outcome: "checkpointed", checkpointId: id, position, taken: false };
       }
       return { outcome: "unavailable", detail: `the checkpoint was applied as ${result.kind}` };
     }

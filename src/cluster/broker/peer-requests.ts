@@ -90,10 +90,15 @@ export type RelocateInAnswer =
 
 /**
  * Answer to `partition-checkpoint`: the checkpoint the partition holds once the record applied (`checkpointId` and
- * its log position; a later one when the partition had taken it already).
+ * its log position), and whether the record took it (`taken`) or the partition held it or a later one already.
  */
 export type CheckpointAnswer =
-  | { readonly outcome: "checkpointed"; readonly checkpointId: number; readonly position: number }
+  | {
+      readonly outcome: "checkpointed";
+      readonly checkpointId: number;
+      readonly position: number;
+      readonly taken: boolean;
+    }
   | LeaderRedirect;
 
 /** The answer type of each peer request type. */

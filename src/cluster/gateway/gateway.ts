@@ -29,6 +29,7 @@ import type { BrokerRequest } from "../broker/protocol.js";
 import { ClusterCredentials, TransportClient } from "../transport/index.js";
 import { AccessGuard, healthRoutes } from "./access-guard.js";
 import { AccessPolicyWatcher } from "./access-policy-watcher.js";
+import { backupRoutes } from "./backup-routes.js";
 import { parseTrustedProxies } from "./client-address.js";
 import { CoordinatorClient } from "./coordinator-client.js";
 import { gatewayHealth } from "./health.js";
@@ -214,6 +215,7 @@ export async function startGateway(
     await context.register(async (api) => {
       installAuthentication(api, authentication);
       managementRoutes(api, coordinator, topology);
+      backupRoutes(api, coordinator);
     });
   });
   management.get("/actuator/health", async (_request, reply) => {
