@@ -6,6 +6,7 @@ import { Command, CommanderError } from "commander";
 import { ApiError, ClientConfigurationError, ClientConnectionError, OAuthClientError } from "../client/errors.js";
 import { ConfigurationError } from "../config/load.js";
 import { registerAllowlistCommands } from "./commands/allowlist.js";
+import { registerBackupsCommands } from "./commands/backups.js";
 import { registerBrokerCommand } from "./commands/broker.js";
 import { registerClusterCommands } from "./commands/cluster.js";
 import { registerGatewayCommand } from "./commands/gateway.js";
@@ -82,6 +83,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<ExitCo
   registerAllowlistCommands(program, io);
   registerModelerCommands(program, io);
   registerClusterCommands(program, io);
+  registerBackupsCommands(program, io);
   registerBrokerCommand(program, io);
   registerGatewayCommand(program, io);
   try {
