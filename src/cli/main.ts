@@ -12,6 +12,7 @@ import { registerClusterCommands } from "./commands/cluster.js";
 import { registerGatewayCommand } from "./commands/gateway.js";
 import { registerMembersCommands } from "./commands/members.js";
 import { registerModelerCommands } from "./commands/modeler.js";
+import { registerRestoreCommand } from "./commands/restore.js";
 import { registerSecretsCommands } from "./commands/secrets.js";
 import { registerStartCommands } from "./commands/start.js";
 import { registerStoreCommands } from "./commands/store.js";
@@ -84,6 +85,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<ExitCo
   registerModelerCommands(program, io);
   registerClusterCommands(program, io);
   registerBackupsCommands(program, io);
+  registerRestoreCommand(program, io);
   registerBrokerCommand(program, io);
   registerGatewayCommand(program, io);
   try {

@@ -8,6 +8,7 @@ export {
   writePartitionBackup,
 } from "./partition-backup.js";
 export { BackupPartDamagedError, readPartEntries, readPartSnapshot, rebuildEngine, verifyPart } from "./read-part.js";
+export { type RestoreOptions, RestoreRefusedError, type RestoreReport, restoreBroker } from "./restore.js";
 export {
   BACKUP_FILE_NAMES,
   type BackupFileEntry,
