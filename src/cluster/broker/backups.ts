@@ -38,6 +38,9 @@ export interface BackupCoordinatorContext {
  */
 const PART_START_GRACE_MS = 60_000;
 
+/** Most backups whose take this coordinator remembers (the newest); the store holds everything else. */
+const MAX_REMEMBERED_BACKUPS = 64;
+
 /** Most backups listed at once (newest first). */
 export const MAX_LISTED_BACKUPS = 1_000;
 
@@ -54,7 +57,7 @@ function refused(status: 400 | 404 | 409 | 503, detail: string): BackupRefusal {
 
 /** See the module comment. */
 export class BackupCoordinator {
-  /** Backups this coordinator took, by id (kept for the grace period only). */
+  /** Backups this coordinator took, by id: which partitions took no checkpoint, and when (the newest few). */
   private readonly taken = new Map<number, TakenBackup>();
   /** The id of the backup being taken right now (its checkpoints proposed), or null. */
   private taking: number | null = null;
@@ -104,6 +107,11 @@ export class BackupCoordinator {
         }
       }
       this.taken.set(backupId, { takenAtMs: this.context.nowMs(), missing });
+      // Bounded: ids only go up, so the first entries of the map are the oldest.
+      for (const id of this.taken.keys()) {
+        if (this.taken.size <= MAX_REMEMBERED_BACKUPS) break;
+        this.taken.delete(id);
+      }
       this.context.logger.info({ backupId, partitions: partitionIds.length, missing: missing.size }, "backup taken");
       return { outcome: "backup", backup: this.view(backupId, await store.manifests(backupId)) };
     } finally {
@@ -187,10 +195,6 @@ export class BackupCoordinator {
   /** The backup as the management API shows it: its parts, partition by partition, and the aggregate state. */
   view(backupId: number, manifests: readonly BackupPartManifest[]): BackupView {
     const taken = this.taken.get(backupId);
-    if (taken !== undefined && this.context.nowMs() - taken.takenAtMs > PART_START_GRACE_MS) {
-      // Past the grace period the store alone tells the state; what is missing then stays missing.
-      if (manifests.length > 0) this.taken.delete(backupId);
-    }
     const recordedCount = manifests.reduce((highest, part) => Math.max(highest, part.partitionCount), 0);
     const partitionCount = recordedCount > 0 ? recordedCount : partitionIdsOf(this.context.configuration()).length;
     const details: BackupPartitionView[] = [];

@@ -711,7 +711,11 @@ export class Broker {
 
   private async answer(request: BrokerRequest): Promise<BrokerResponses[BrokerRequest["type"]]> {
     if (request.type === "describe") return this.describe();
-    if (request.type === "cluster-status") return this.coordinator.status();
+    if (request.type === "cluster-status") {
+      const status = this.coordinator.status();
+      // The monitoring response says when a backup keeps changes from starting.
+      return status.outcome === "status" ? { ...status, blockingBackup: await this.backups.blockingBackup() } : status;
+    }
     if (request.type === "cluster-change") return this.coordinator.change(request.command, request.dryRun);
     if (request.type === "cluster-cancel") return this.coordinator.cancel(request.changeId);
     if (request.type === "backup-take") return this.backups.take(request.backupId);

@@ -143,7 +143,12 @@ export interface OperationProgress {
 
 /** Answer to `cluster-status` and `cluster-cancel`: the configuration as the coordinator holds it. */
 export type ClusterStatusResponse =
-  | { outcome: "status"; configuration: string }
+  | {
+      outcome: "status";
+      configuration: string;
+      /** Why no change may start now because of a backup (brokers of earlier versions send none). */
+      blockingBackup?: string | null;
+    }
   | { outcome: "refused"; status: 400 | 404 | 409; detail: string }
   | { outcome: "not-coordinator"; coordinatorId: number };
 

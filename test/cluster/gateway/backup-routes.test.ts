@@ -210,6 +210,10 @@ describe("the backup API", () => {
     });
     expect(change.status, await change.clone().text()).toBe(409);
     expect(((await change.json()) as { detail: string }).detail).toMatch(/backup 99 is in progress/);
+    const monitoring = await call(gateway.managementUrl, "/actuator/cluster");
+    expect(((await monitoring.json()) as { changesBlockedBy?: string }).changesBlockedBy).toBe(
+      "backup 99 is in progress; no cluster change starts during a backup",
+    );
     const another = await takeBackup(100);
     expect(another.status).toBe(409);
     expect(((await another.json()) as { detail: string }).detail).toMatch(/backup 99 is in progress/);
@@ -225,5 +229,7 @@ describe("the backup API", () => {
     expect(view.state).toBe("FAILED");
     expect(view.details.map((detail) => detail.state)).toEqual(["FAILED", "MISSING", "MISSING"]);
     expect((await call(gateway.managementUrl, "/actuator/backups/99", { method: "DELETE" })).status).toBe(200);
+    const unblocked = await call(gateway.managementUrl, "/actuator/cluster");
+    expect((await unblocked.json()) as object).not.toHaveProperty("changesBlockedBy");
   });
 });
