@@ -88,7 +88,7 @@ beforeAll(async () => {
     environment: {
       ...process.env,
       SERVICE_BROKER_RAFT_SNAPSHOT_INTERVAL_ENTRIES: "300",
-      SERVICE_BACKUP_FILESYSTEM_BASEPATH: backupDirectory,
+      SERVICE_BACKUP_FILESYSTEM_BASE_PATH: backupDirectory,
     },
   });
 }, 120_000);
