@@ -13,12 +13,21 @@ import { rebuildEngine } from "../../../src/cluster/backup/read-part.js";
 import type { BackupPartManifest, BackupStore } from "../../../src/cluster/backup/store.js";
 import { PartitionReplica, type ReplicaBackupOptions } from "../../../src/cluster/broker/partition-replica.js";
 import type { PublishMessageCommand } from "../../../src/cluster/broker/protocol.js";
+import { partitionForCorrelationKey } from "../../../src/cluster/engine/correlation.js";
 import { parseKey } from "../../../src/cluster/engine/keys.js";
 import { StorageEnvironment } from "../../../src/cluster/raft/storage/environment.js";
 import { removeDirectory, temporaryDirectory, waitFor } from "./support.js";
 
 function command(messageId: string): PublishMessageCommand {
   return { name: "tick", correlationKey: "", timeToLiveMs: 600_000, variables: {}, messageId, tenantId: "<default>" };
+}
+
+/** A correlation key that partition `owner` owns over `count` partitions. */
+function keyOwnedBy(owner: number, count: number): string {
+  for (let index = 0; index < 100_000; index += 1) {
+    if (partitionForCorrelationKey(`key-${index}`, count) === owner) return `key-${index}`;
+  }
+  throw new Error("no such key");
 }
 
 let storeDirectory: string;
@@ -115,6 +124,31 @@ describe("a single-member partition's backup part", () => {
       counters.filter((counter) => counter <= cut).sort((a, b) => a - b),
     );
     expect(restored.bufferedMessageCount).toBe(before.length + held.length);
+  });
+
+  it("a hand-over answered with a higher checkpoint id takes that checkpoint first and writes its part", async () => {
+    const key = keyOwnedBy(2, 2);
+    const published = await replica.publish({ ...command("moving"), correlationKey: key });
+    expect(published.outcome).toBe("published");
+    expect(await replica.routeMessages(2, 1, true)).toMatchObject({ kind: "applied" });
+    await replica.takeCheckpoint(3);
+    await waitFor(() => ended.length === 1, "the part of checkpoint 3 ends");
+    const sent: (number | null)[] = [];
+    const progress = await replica.relocateMessages(async (_owner, messages, checkpointId) => {
+      sent.push(checkpointId);
+      // The new owner has taken checkpoint 8 already (its own record came before this hand-over).
+      return { keys: messages.map(() => "4503599627370497"), checkpointId: 8 };
+    }, 4);
+    expect(progress).toMatchObject({ outcome: "progress", moved: 1, remaining: 0 });
+    // The hand-over carried this partition's latest checkpoint, and the answer's higher one was taken here first.
+    expect(sent).toEqual([3]);
+    expect(replica.latestCheckpointId).toBe(8);
+    await waitFor(() => ended.length === 2, "the part of checkpoint 8 ends");
+    const manifest = ended[1] as BackupPartManifest;
+    expect(manifest).toMatchObject({ state: "COMPLETED", backupId: 8 });
+    // Checkpoint 8 lies before the relocatedOut record: the message is still outbound in the part, not forwarded.
+    const restored = await rebuildEngine(store, manifest);
+    expect(restored.outboundMessages().map((message) => message.correlationKey)).toEqual([key]);
   });
 
   it("a checkpoint at or below the latest is not taken again and writes no second part", async () => {
