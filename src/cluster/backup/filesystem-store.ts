@@ -218,6 +218,7 @@ function damagedPart(part: BackupPartId, reason: string): BackupPartManifest {
     snapshot: null,
     log: { firstIndex: 1, lastIndex: 0 },
     files: [],
+    writtenBytes: 0,
     startedAt: new Date(0).toISOString(),
     finishedAt: null,
   };

@@ -24,6 +24,9 @@ import {
 /** Bytes of snapshot or log read and written per chunk: what a backup holds in memory at once. */
 export const BACKUP_CHUNK_BYTES = 1024 * 1024;
 
+/** Bytes written between two updates of an IN_PROGRESS manifest's `writtenBytes` (progress for long uploads). */
+export const PROGRESS_INTERVAL_BYTES = 16 * 1024 * 1024;
+
 /** Bytes of the length prefix before each entry in `log.bin`. */
 export const LOG_FRAME_HEADER_BYTES = 4;
 
@@ -48,6 +51,28 @@ export interface PartitionBackupRequest extends BackupPartId {
   readonly flowplaneVersion: string;
   /** The current time as ISO 8601 text. */
   readonly now: () => string;
+}
+
+/** Counts the bytes written and records them in the IN_PROGRESS manifest every `PROGRESS_INTERVAL_BYTES`. */
+class Progress {
+  private writtenBytes = 0;
+  private reportedBytes = 0;
+
+  constructor(
+    private readonly store: BackupStore,
+    private readonly base: BackupPartManifest,
+  ) {}
+
+  get bytes(): number {
+    return this.writtenBytes;
+  }
+
+  async add(bytes: number): Promise<void> {
+    this.writtenBytes += bytes;
+    if (this.writtenBytes - this.reportedBytes < PROGRESS_INTERVAL_BYTES) return;
+    this.reportedBytes = this.writtenBytes;
+    await this.store.writeManifest({ ...this.base, writtenBytes: this.writtenBytes });
+  }
 }
 
 /** Thrown inside the writer to end the part FAILED with `message` as the reason. */
@@ -95,6 +120,7 @@ async function writePartOnce(
     snapshot: metadata === null ? null : { index: metadata.index, term: metadata.term },
     log: { firstIndex: (metadata?.index ?? 0) + 1, lastIndex: request.checkpointPosition },
     files: [],
+    writtenBytes: 0,
     startedAt: request.now(),
     finishedAt: null,
   };
@@ -111,12 +137,14 @@ async function writePartOnce(
       );
     }
     const files: BackupFileEntry[] = [];
-    if (metadata !== null) files.push(await writeSnapshot(source, store, request, metadata));
-    files.push(await writeLog(source, store, request, base.log.firstIndex));
+    const progress = new Progress(store, base);
+    if (metadata !== null) files.push(await writeSnapshot(source, store, request, metadata, progress));
+    files.push(await writeLog(source, store, request, base.log.firstIndex, progress));
     // A leader change during the backup fails the part, even when what was written is whole: operators are told
     // plainly, and the next backup is taken by the new leader.
     checkInterruption(source);
-    final = { ...base, state: "COMPLETED", files, finishedAt: request.now() };
+    const writtenBytes = files.reduce((total, file) => total + file.sizeBytes, 0);
+    final = { ...base, state: "COMPLETED", files, writtenBytes, finishedAt: request.now() };
   } catch (error) {
     if (error instanceof SnapshotReplaced && mayRetry) return null;
     final = { ...base, state: "FAILED", failureReason: reasonOf(error), finishedAt: request.now() };
@@ -162,6 +190,7 @@ async function writeSnapshot(
   store: BackupStore,
   part: BackupPartId,
   metadata: SnapshotMetadata,
+  progress: Progress,
 ): Promise<BackupFileEntry> {
   return writeFile(store, part, BACKUP_FILE_NAMES.snapshot, async (file) => {
     let checksum = 0;
@@ -174,6 +203,7 @@ async function writeSnapshot(
       }
       checksum = continueChecksum(checksum, chunk);
       await file.write(chunk);
+      await progress.add(chunk.byteLength);
       offset += chunk.byteLength;
       await source.yieldTurn();
     }
@@ -188,6 +218,7 @@ async function writeLog(
   store: BackupStore,
   request: PartitionBackupRequest,
   firstIndex: number,
+  progress: Progress,
 ): Promise<BackupFileEntry> {
   return writeFile(store, request, BACKUP_FILE_NAMES.log, async (file) => {
     // Bounded: every pass writes at least one entry of a fixed range (or stops).
@@ -204,7 +235,9 @@ async function writeLog(
         throw new PartFailure(`the log from ${index} is no longer held: ${reasonOf(error)}`);
       }
       if (entries.length === 0) throw new PartFailure(`the log from ${index} is no longer held`);
-      await file.write(encodeLogFrames(entries));
+      const frames = encodeLogFrames(entries);
+      await file.write(frames);
+      await progress.add(frames.byteLength);
       index += entries.length;
       await source.yieldTurn();
     }

@@ -46,6 +46,8 @@ export interface BackupPartManifest extends BackupPartId {
   readonly log: { readonly firstIndex: number; readonly lastIndex: number };
   /** Every file of the part; empty until the part is COMPLETED. */
   readonly files: readonly BackupFileEntry[];
+  /** Bytes of the part's files written so far (updated while it is written, for progress). */
+  readonly writtenBytes: number;
   readonly startedAt: string;
   /** When the part became COMPLETED or FAILED; null while IN_PROGRESS. */
   readonly finishedAt: string | null;
@@ -137,6 +139,7 @@ export function parseManifest(value: unknown, part: BackupPartId): BackupPartMan
     return "the log range is malformed";
   }
   if (!Array.isArray(files) || !files.every(isFileEntry)) return "the file list is malformed";
+  if (!isNonNegativeInteger(manifest.writtenBytes)) return "the bytes written are malformed";
   if (
     typeof manifest.startedAt !== "string" ||
     !(manifest.finishedAt === null || typeof manifest.finishedAt === "string")

@@ -316,6 +316,6 @@ function partView(
     createdAt: part.startedAt,
     lastUpdated: part.finishedAt ?? part.startedAt,
     brokerVersion: part.flowplaneVersion,
-    sizeBytes: part.files.reduce((total, file) => total + file.sizeBytes, 0),
+    sizeBytes: part.writtenBytes,
   };
 }

@@ -189,7 +189,7 @@ export interface BackupPartitionView {
   lastUpdated: string | null;
   /** The flowplane version of the broker that wrote the part. */
   brokerVersion: string | null;
-  /** Bytes of the part's files (0 until it is COMPLETED). */
+  /** Bytes of the part's files; while it is IN_PROGRESS, those written so far (updated every 16 MiB). */
   sizeBytes: number;
 }
 

@@ -124,6 +124,28 @@ describe("FilesystemBackupStore with the partition writer", () => {
     expect(await store.manifests(8)).toEqual([]);
   });
 
+  it("records the bytes written in the IN_PROGRESS manifest while a long part is written", async () => {
+    const snapshot = new Uint8Array(34 * 1024 * 1024).fill(7);
+    const progress: [string, number][] = [];
+    const watched = Object.create(store) as FilesystemBackupStore;
+    watched.writeManifest = async (manifest) => {
+      progress.push([manifest.state, manifest.writtenBytes]);
+      await store.writeManifest(manifest);
+    };
+    const manifest = await writePartitionBackup(
+      fakeSource({ snapshot, snapshotIndex: 4, lastIndex: 9 }),
+      watched,
+      request(8),
+    );
+    const logBytes = (manifest.files.find((file) => file.name === "log.bin")?.sizeBytes ?? 0) as number;
+    expect(progress).toEqual([
+      ["IN_PROGRESS", 0],
+      ["IN_PROGRESS", 16 * 1024 * 1024],
+      ["IN_PROGRESS", 32 * 1024 * 1024],
+      ["COMPLETED", snapshot.byteLength + logBytes],
+    ]);
+  });
+
   it("a corrupted byte in a stored file makes verification fail naming that file", async () => {
     const manifest = await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, request(3));
     expect(manifest.snapshot).toBeNull();

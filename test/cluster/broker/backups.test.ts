@@ -51,6 +51,7 @@ function part(overrides: Partial<BackupPartManifest>): BackupPartManifest {
     snapshot: null,
     log: { firstIndex: 1, lastIndex: 10 },
     files: [],
+    writtenBytes: 0,
     startedAt: "2026-01-01T00:00:00.000Z",
     finishedAt: "2026-01-01T00:00:01.000Z",
     ...overrides,

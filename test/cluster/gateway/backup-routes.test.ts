@@ -201,6 +201,7 @@ describe("the backup API", () => {
       snapshot: null,
       log: { firstIndex: 1, lastIndex: 10 },
       files: [],
+      writtenBytes: 0,
       startedAt: new Date().toISOString(),
       finishedAt: null,
     };
