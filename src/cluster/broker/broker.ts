@@ -587,6 +587,8 @@ export class Broker {
               store: this.options.backupStore,
               flowplaneVersion: this.options.version,
               partitionCount: () => partitionIdsOf(this.configuration).length,
+              onPartEnded: (manifest) =>
+                this.metrics.observeBackupPart(manifest.partitionId, manifest.state, manifest.writtenBytes),
             },
           }),
       logger: this.logger,

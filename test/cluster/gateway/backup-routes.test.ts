@@ -151,6 +151,15 @@ describe("the backup API", () => {
     };
     for (const key of [...before, ...acknowledgedBefore]) expect(held(key), key).toBe(true);
     for (const key of after) expect(held(key), key).toBe(false);
+    // Each part counts on the broker whose leader wrote it.
+    let completedParts = 0;
+    for (const broker of brokers) {
+      const metrics = await (await fetch(`${broker.managementUrl}/actuator/prometheus`)).text();
+      for (const match of metrics.matchAll(/^flowplane_backup_parts_total\{[^}]*state="COMPLETED"[^}]*\} (\d+)$/gm)) {
+        completedParts += Number(match[1]);
+      }
+    }
+    expect(completedParts).toBe(3);
   });
 
   it("refuses ids that are not above every earlier id, deleted ones included, and lists newest first", async () => {
