@@ -169,6 +169,14 @@ export class FilesystemBackupStore implements BackupStore {
     return manifests;
   }
 
+  async backupIds(): Promise<number[]> {
+    const ids = new Set<number>();
+    for (const partitionId of await listIds(this.basePath)) {
+      for (const id of await listIds(join(this.basePath, String(partitionId)))) ids.add(id);
+    }
+    return [...ids].sort((left, right) => left - right);
+  }
+
   async deleteBackup(backupId: number): Promise<boolean> {
     let found = false;
     for (const partitionId of await listIds(this.basePath)) {

@@ -79,6 +79,8 @@ export interface BackupStore {
    * read is returned as a FAILED part naming the problem, so a damaged store shows up instead of hiding a part.
    */
   manifests(backupId?: number): Promise<BackupPartManifest[]>;
+  /** The ids of every backup the store holds a part of, ascending (without reading any manifest). */
+  backupIds(): Promise<number[]>;
   /** Removes every part of `backupId`; resolves with whether there was any. */
   deleteBackup(backupId: number): Promise<boolean>;
 }

@@ -80,12 +80,11 @@ export class BackupCoordinator {
     if (this.taking !== null) return refused(409, `backup ${this.taking} is being taken`);
     this.taking = backupId;
     try {
-      const manifests = await store.manifests();
-      const latest = manifests.reduce((highest, part) => Math.max(highest, part.backupId), -1);
+      const latest = (await store.backupIds()).at(-1) ?? -1;
       if (latest >= backupId) {
         return refused(409, `backup ids must be above every earlier id; the latest backup is ${latest}`);
       }
-      const running = this.inProgress(manifests);
+      const running = await this.inProgress(store);
       if (running !== null) return refused(409, `backup ${running} is in progress`);
       const partitionIds = partitionIdsOf(configuration);
       const answers = await Promise.all(
@@ -168,18 +167,25 @@ export class BackupCoordinator {
     if (this.taking !== null) return `backup ${this.taking} is being taken; no cluster change starts during a backup`;
     const store = this.context.store;
     if (store === null) return null;
-    const running = this.inProgress(await store.manifests());
+    const running = await this.inProgress(store);
     return running === null ? null : `backup ${running} is in progress; no cluster change starts during a backup`;
   }
 
   /**
-   * The id of a backup with a part still being written among `manifests` (or taken by this coordinator and not
-   * written yet), or null. Such a backup may already be FAILED or INCOMPLETE as a whole, but its writers still run.
+   * The id of a backup with a part still being written (or taken by this coordinator moments ago and not written
+   * yet), or null. Such a backup may already be FAILED or INCOMPLETE as a whole, but its writers still run. Only the
+   * latest backup can be running (no backup is taken while another runs), so only its manifests are read: the
+   * monitoring response asks on every poll.
    */
-  private inProgress(manifests: readonly BackupPartManifest[]): number | null {
-    const byBackup = groupByBackup(manifests);
-    for (const id of new Set([...byBackup.keys(), ...this.taken.keys()])) {
-      if (isRunning(this.view(id, byBackup.get(id) ?? []))) return id;
+  private async inProgress(store: BackupStore): Promise<number | null> {
+    const candidates = new Set<number>();
+    const latest = (await store.backupIds()).at(-1);
+    if (latest !== undefined) candidates.add(latest);
+    for (const [id, taken] of this.taken) {
+      if (this.context.nowMs() - taken.takenAtMs <= PART_START_GRACE_MS) candidates.add(id);
+    }
+    for (const id of candidates) {
+      if (isRunning(this.view(id, await store.manifests(id)))) return id;
     }
     return null;
   }

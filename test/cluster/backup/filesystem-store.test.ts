@@ -216,6 +216,7 @@ describe("FilesystemBackupStore with the partition writer", () => {
       [2, "COMPLETED"],
     ]);
     expect(parts[0]?.failureReason).toMatch(/manifest\.json: manifest\.json is not JSON/);
+    expect(await store.backupIds()).toEqual([11, 12]);
     expect(await store.deleteBackup(11)).toBe(true);
     expect(await store.deleteBackup(11)).toBe(false);
     expect((await store.manifests()).map((part) => part.backupId)).toEqual([12]);

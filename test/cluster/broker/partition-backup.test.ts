@@ -184,6 +184,7 @@ describe("a leader change during a backup", () => {
     },
     readFile: (part, name, maxChunkBytes) => store.readFile(part, name, maxChunkBytes),
     manifests: (backupId) => store.manifests(backupId),
+    backupIds: () => store.backupIds(),
     deleteBackup: (backupId) => store.deleteBackup(backupId),
   };
 
