@@ -111,6 +111,14 @@ export async function* readPartEntries(store: BackupStore, manifest: BackupPartM
  */
 export async function rebuildEngine(store: BackupStore, manifest: BackupPartManifest): Promise<PartitionEngine> {
   await verifyPart(store, manifest);
+  return rebuildVerifiedEngine(store, manifest);
+}
+
+/** `rebuildEngine` of a part `verifyPart` has checked already. */
+export async function rebuildVerifiedEngine(
+  store: BackupStore,
+  manifest: BackupPartManifest,
+): Promise<PartitionEngine> {
   const snapshot = await readPartSnapshot(store, manifest);
   const engine =
     snapshot === null ? new PartitionEngine({ partitionId: manifest.partitionId }) : PartitionEngine.restore(snapshot);

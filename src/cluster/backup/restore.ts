@@ -16,7 +16,7 @@ import { snapshotChecksum } from "../raft/core/snapshot-transfer.js";
 import type { Member } from "../raft/index.js";
 import { MemberStorage } from "../raft/storage/member-storage.js";
 import type { PartitionDistribution } from "../topology/index.js";
-import { readPartEntries, rebuildEngine } from "./read-part.js";
+import { readPartEntries, rebuildVerifiedEngine, verifyPart } from "./read-part.js";
 import type { BackupPartManifest, BackupStore } from "./store.js";
 
 /** Thrown when the backup cannot be restored here; the message says why. */
@@ -53,50 +53,43 @@ export async function restoreBroker(options: RestoreOptions): Promise<RestoreRep
   const hosted = [...options.distribution.entries()]
     .filter(([, replicas]) => replicas.some((replica) => replica.brokerId === options.nodeId))
     .sort(([left], [right]) => left - right);
-  // Everything is verified and rebuilt before the first write, so a refused restore leaves nothing behind.
-  const restored: {
-    partitionId: number;
-    position: number;
-    term: number;
-    members: Member[];
-    data: Uint8Array;
-    messages: number;
-  }[] = [];
-  for (const [partitionId, replicas] of hosted) {
-    const part = parts.get(partitionId) as BackupPartManifest;
-    const engine = await rebuildEngine(options.store, part);
-    restored.push({
-      partitionId,
-      position: part.checkpointPosition,
-      term: await termAtPosition(options.store, part),
-      members: replicas.map((replica) => ({ id: replica.brokerId, role: "voter", priority: replica.priority })),
-      data: engine.snapshot(),
-      messages: engine.bufferedMessageCount,
-    });
-    options.onPartitionRestored?.(partitionId, engine.bufferedMessageCount);
-  }
+  // Every part is verified before the first write, so a refused restore leaves nothing behind; then one partition at
+  // a time is rebuilt and stored, so that only one partition's state is in memory at once.
+  for (const [partitionId] of hosted) await verifyPart(options.store, parts.get(partitionId) as BackupPartManifest);
+  const restored: { partitionId: number; position: number; messages: number }[] = [];
   const release = await claimDataDirectory(options.dataDirectory);
   try {
     const environment = await openStorageEnvironment(options.dataDirectory, true);
     try {
-      for (const partition of restored) {
-        const storage = MemberStorage.openIn(environment, { scope: partition.partitionId });
+      for (const [partitionId, replicas] of hosted) {
+        const part = parts.get(partitionId) as BackupPartManifest;
+        const engine = await rebuildVerifiedEngine(options.store, part);
+        const data = engine.snapshot();
+        const term = await termAtPosition(options.store, part);
+        const members: Member[] = replicas.map((replica) => ({
+          id: replica.brokerId,
+          role: "voter",
+          priority: replica.priority,
+        }));
+        const storage = MemberStorage.openIn(environment, { scope: partitionId });
         try {
           await storage.load();
           await storage.installSnapshot({
             metadata: {
-              index: partition.position,
-              term: partition.term,
-              configuration: { members: partition.members },
-              sizeBytes: partition.data.byteLength,
-              checksum: snapshotChecksum(partition.data),
+              index: part.checkpointPosition,
+              term,
+              configuration: { members },
+              sizeBytes: data.byteLength,
+              checksum: snapshotChecksum(data),
             },
-            data: partition.data,
+            data,
           });
-          await storage.append([], { term: partition.term, votedFor: null, commitIndex: partition.position });
+          await storage.append([], { term, votedFor: null, commitIndex: part.checkpointPosition });
         } finally {
           await storage.close();
         }
+        restored.push({ partitionId, position: part.checkpointPosition, messages: engine.bufferedMessageCount });
+        options.onPartitionRestored?.(partitionId, engine.bufferedMessageCount);
       }
     } finally {
       await environment.close();
@@ -104,7 +97,7 @@ export async function restoreBroker(options: RestoreOptions): Promise<RestoreRep
   } finally {
     await release();
   }
-  return { partitions: restored.map(({ partitionId, position, messages }) => ({ partitionId, position, messages })) };
+  return { partitions: restored };
 }
 
 async function requireEmptyDirectory(directory: string): Promise<void> {
