@@ -275,6 +275,11 @@ export class PartitionReplica {
   private backupCheckpoint: Checkpoint | null = null;
   /** Whether the part of `backupCheckpoint` is being written. */
   private backupRunning = false;
+  /**
+   * The latest checkpoint while this new leader looks in the backup store whether its predecessor left the part
+   * unfinished (`considerBackupTakeover`); like `backupCheckpoint` it holds snapshots back meanwhile.
+   */
+  private backupTakeoverCheck: Checkpoint | null = null;
   /** The term in which this replica handed its leadership over before stopping; null when it is not leaving. */
   private leavingTerm: number | null = null;
   private newerTermSeen = false;
@@ -988,6 +993,7 @@ export class PartitionReplica {
     }
     if (!applyBeforePersist) this.applyCommitted(ready);
     if (ready.softState !== null && ready.softState.role !== "leader") this.loseLeadership();
+    if (ready.softState !== null && ready.softState.role === "leader") this.considerBackupTakeover(ready.softState.term);
     this.node.advance(ready);
   }
 
@@ -1201,6 +1207,52 @@ export class PartitionReplica {
     });
   }
 
+  /**
+   * A replica that became leader finishes its partition's part of the latest backup when its predecessor left it
+   * unfinished: the backup store holds a part of this partition for the latest checkpoint, none COMPLETED and none
+   * of this broker's. It can when it still holds a snapshot at or before the checkpoint and the log after it (a
+   * follower compacts on its own, so it may not); the predecessor's part fails on its own (or is reported FAILED
+   * once its broker is unreachable or restarts), and the partition counts as COMPLETED by this leader's part.
+   */
+  private considerBackupTakeover(term: number): void {
+    const backups = this.options.backups;
+    const checkpoint = this.engine.latestCheckpoint;
+    if (backups === undefined || checkpoint === null || this.backupCheckpoint !== null) return;
+    if (this.snapshotIndex > checkpoint.position || this.backupTakeoverCheck !== null) return;
+    this.backupTakeoverCheck = checkpoint;
+    const memberId = this.options.memberId;
+    void backups.store
+      .manifests(checkpoint.id)
+      .then(
+        (manifests) => {
+          const parts = manifests.filter((part) => part.partitionId === this.partitionId);
+          const unfinished =
+            parts.length > 0 &&
+            !parts.some((part) => part.state === "COMPLETED" || part.brokerId === memberId) &&
+            this.status.role === "leader" &&
+            this.status.term === term &&
+            this.engine.latestCheckpoint === checkpoint &&
+            this.backupCheckpoint === null &&
+            this.snapshotIndex <= checkpoint.position;
+          if (!unfinished) return;
+          this.options.logger.info(
+            { partitionId: this.partitionId, backupId: checkpoint.id },
+            "finishing the backup part a previous leader left unfinished",
+          );
+          this.backupCheckpoint = checkpoint;
+        },
+        (error: unknown) =>
+          this.options.logger.warn(
+            { err: error, partitionId: this.partitionId, backupId: checkpoint.id },
+            "could not read the backup store after becoming leader",
+          ),
+      )
+      .finally(() => {
+        this.backupTakeoverCheck = null;
+        this.nudge();
+      });
+  }
+
   private maybeProposeExpiry(): void {
     if (this.pendingExpiryIndex !== null || this.node.status().role !== "leader") return;
     const deadlineMs = this.engine.nextDeadlineMs;
@@ -1218,7 +1270,7 @@ export class PartitionReplica {
    * the broker for 100–250 ms under load on the development machine.
    */
   private maybeCompact(): void {
-    if (this.snapshotInProgress || this.backupCheckpoint !== null) return;
+    if (this.snapshotInProgress || this.backupCheckpoint !== null || this.backupTakeoverCheck !== null) return;
     const applied = this.engine.lastAppliedIndex;
     if (applied - Math.max(this.snapshotIndex, this.compactionRequestedAt) < this.options.snapshotIntervalEntries) {
       return;

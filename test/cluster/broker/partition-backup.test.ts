@@ -1,7 +1,8 @@
 /**
  * A partition replica's part of a backup: the leader writes it in the background once it applies the checkpoint
  * (writes keep flowing), the part holds exactly the partition's state at the checkpoint position, and a leader that
- * loses its leadership mid-backup fails only that part, after which the next backup completes from the new leader.
+ * loses its leadership mid-backup fails only that part, which the new leader writes instead; the next backup
+ * completes from the new leader.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -251,18 +252,40 @@ describe("a leader change during a backup", () => {
     const second = await leader(first);
     await waitFor(() => replicas[first]?.report().role !== "leader", "the old leader steps down");
     release?.();
-    await waitFor(() => ended.length === 1, "the old leader's part ends");
-    expect(ended[0]).toMatchObject({
+    // The old leader fails its part; the new one finds it unfinished in the store and writes its own.
+    await waitFor(() => ended.length === 2, "both parts of backup 1 end");
+    const byBroker = new Map(ended.map((part) => [part.brokerId, part]));
+    expect(byBroker.get(first)).toMatchObject({
       state: "FAILED",
-      brokerId: first,
       failureReason: `broker ${first} lost the leadership of partition 1 during the backup`,
     });
-    expect((await store.manifests(1))[0]).toMatchObject({ state: "FAILED" });
+    expect(byBroker.get(second)).toMatchObject({ state: "COMPLETED", backupId: 1 });
+    expect((await rebuildEngine(store, byBroker.get(second) as BackupPartManifest)).bufferedMessageCount).toBe(5);
 
+    // The next backup completes from the new leader.
     expect(await replicas[second]?.takeCheckpoint(2)).toMatchObject({ result: { kind: "checkpointed" } });
-    await waitFor(() => ended.length === 2, "the next part ends");
-    expect(ended[1]).toMatchObject({ state: "COMPLETED", backupId: 2, brokerId: second });
-    const restored = await rebuildEngine(store, ended[1] as BackupPartManifest);
+    await waitFor(() => ended.length === 3, "the next part ends");
+    expect(ended[2]).toMatchObject({ state: "COMPLETED", backupId: 2, brokerId: second });
+    const restored = await rebuildEngine(store, ended[2] as BackupPartManifest);
     expect(restored.bufferedMessageCount).toBe(5);
+  });
+
+  it("a new leader writes no part of a backup the store no longer holds", async () => {
+    const first = await leader();
+    await replicas[first]?.publish(command("m"));
+    expect(await replicas[first]?.takeCheckpoint(1)).toMatchObject({ result: { kind: "checkpointed" } });
+    await waitFor(() => ended.length === 1, "the part ends");
+    await store.deleteBackup(1);
+    for (const other of memberIds) {
+      if (other === first) continue;
+      cut.add(`${other}→${first}`);
+      cut.add(`${first}→${other}`);
+    }
+    const second = await leader(first);
+    // A publication committed by the new leader shows it has settled in; no part of the deleted backup appears.
+    expect(await replicas[second]?.publish(command("n"))).toMatchObject({ outcome: "published" });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(await store.manifests(1)).toEqual([]);
+    expect(ended).toHaveLength(1);
   });
 });
