@@ -1,9 +1,10 @@
 /**
  * A backup whose partition leader is killed with SIGKILL right after the backup was taken, end to end with real
- * processes on loopback (a platform and the local cluster) while 16 publishers write: the backup ends (FAILED,
- * INCOMPLETE or COMPLETED, never IN_PROGRESS for good), the failure is reported for the killed broker's partition,
- * the next backup completes from the new leaders, the restarted broker marks the part it left FAILED, a backup that
- * did not complete is refused by restore, and the completed one restores. Every acknowledged message stays readable.
+ * processes on loopback (a platform and the local cluster) while 16 publishers write: the backup ends (COMPLETED when
+ * the new leader finishes the killed leader's part, else FAILED or INCOMPLETE with the reason, never IN_PROGRESS for
+ * good), the next backup completes from the new leaders, the restarted broker marks the part it left FAILED, a backup
+ * that did not complete is refused by restore, and the completed one restores. Every acknowledged message stays
+ * readable.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
