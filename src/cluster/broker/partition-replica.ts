@@ -993,7 +993,8 @@ export class PartitionReplica {
     }
     if (!applyBeforePersist) this.applyCommitted(ready);
     if (ready.softState !== null && ready.softState.role !== "leader") this.loseLeadership();
-    if (ready.softState !== null && ready.softState.role === "leader") this.considerBackupTakeover(ready.softState.term);
+    if (ready.softState !== null && ready.softState.role === "leader")
+      this.considerBackupTakeover(ready.softState.term);
     this.node.advance(ready);
   }
 
