@@ -6,6 +6,7 @@ import { Command, CommanderError } from "commander";
 import { ApiError, ClientConfigurationError, ClientConnectionError, OAuthClientError } from "../client/errors.js";
 import { ConfigurationError } from "../config/load.js";
 import { registerAllowlistCommands } from "./commands/allowlist.js";
+import { registerBackupsCommands } from "./commands/backups.js";
 import { registerBrokerCommand } from "./commands/broker.js";
 import { registerClientsCommands } from "./commands/clients.js";
 import { registerClusterCommands } from "./commands/cluster.js";
@@ -13,6 +14,7 @@ import { registerClustersCommands } from "./commands/clusters.js";
 import { registerGatewayCommand } from "./commands/gateway.js";
 import { registerMembersCommands } from "./commands/members.js";
 import { registerModelerCommands } from "./commands/modeler.js";
+import { registerRestoreCommand } from "./commands/restore.js";
 import { registerSecretsCommands } from "./commands/secrets.js";
 import { registerStartCommands } from "./commands/start.js";
 import { registerStoreCommands } from "./commands/store.js";
@@ -86,6 +88,8 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<ExitCo
   registerModelerCommands(program, io);
   registerClustersCommands(program, io);
   registerClusterCommands(program, io);
+  registerBackupsCommands(program, io);
+  registerRestoreCommand(program, io);
   registerBrokerCommand(program, io);
   registerGatewayCommand(program, io);
   try {

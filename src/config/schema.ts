@@ -469,6 +469,26 @@ export const configurationSchema = Type.Object(
       },
       { additionalProperties: false, default: {} },
     ),
+    backup: Type.Object(
+      {
+        store: Type.Enum(["filesystem", "none"], {
+          default: "filesystem",
+          description:
+            "Where partition leaders write their parts of a cluster backup: a directory shared by every broker (filesystem), or none (backups switched off).",
+        }),
+        filesystem: Type.Object(
+          {
+            basePath: Type.String({
+              default: "",
+              description:
+                "Directory of the filesystem backup store, laid out as <basePath>/<partition>/<backup id>/<broker>/. Every broker must reach the same directory. Empty: <dataDirectory>/backups.",
+            }),
+          },
+          { additionalProperties: false, default: {} },
+        ),
+      },
+      { additionalProperties: false, default: {} },
+    ),
     management: Type.Object(
       {
         host: Type.String({ minLength: 1, default: "127.0.0.1", description: "Address of the management API." }),

@@ -141,6 +141,13 @@ export function parseBrokerRequest(value: unknown): BrokerRequest | string {
       return { type: "cluster-cancel", changeId: value.changeId };
     case "cluster-status":
       return { type: "cluster-status" };
+    case "backup-list":
+      return { type: "backup-list" };
+    case "backup-take":
+    case "backup-status":
+    case "backup-delete":
+      if (!isNonNegativeInteger(value.backupId)) return `${value.type} needs an integer backupId ≥ 0`;
+      return { type: value.type, backupId: value.backupId };
     default:
       return `unknown request type ${JSON.stringify(value.type)}`;
   }

@@ -22,10 +22,12 @@ import {
   encodeConfiguration,
   type MergeResult,
   mergeConfigurations,
+  partitionIdsOf,
   partitionsOf,
   replicasOf,
 } from "../topology/index.js";
 import { ClusterTransport, type RequestSender, TransportClient } from "../transport/index.js";
+import { BackupCoordinator, failAbandonedParts } from "./backups.js";
 import { type BrokerMessage, type GossipedAddress, parseBrokerMessage, parseBrokerRequest } from "./broker-messages.js";
 import { ChangeExecutor } from "./change-executor.js";
 import { ChangeCoordinator } from "./coordinator.js";
@@ -37,7 +39,7 @@ import {
   readPersistedConfiguration,
 } from "./files.js";
 import { type BrokerMetrics, createBrokerMetrics, type ManagementSource, startManagementServer } from "./management.js";
-import type { ChangeContext } from "./operations.js";
+import { askPartitionLeader, type ChangeContext } from "./operations.js";
 import { type BrokerOptions, firstConfiguration, initialDistribution } from "./options.js";
 import type { PartitionReplica, PartitionReplicaOptions } from "./partition-replica.js";
 import { answerPartitionRequest } from "./partition-requests.js";
@@ -123,6 +125,7 @@ export class Broker {
   private readonly executor: ChangeExecutor;
   private readonly changeContext: ChangeContext;
   private readonly coordinator: ChangeCoordinator;
+  private readonly backups: BackupCoordinator;
   private closing = false;
   private closed: Promise<void> | null = null;
 
@@ -188,6 +191,16 @@ export class Broker {
       onOperationCompleted: (operation, durationMs) =>
         this.metrics.observeOperation(operation.operation, durationMs / 1000),
     });
+    this.backups = new BackupCoordinator({
+      nodeId: options.nodeId,
+      logger: this.logger,
+      store: options.backupStore ?? null,
+      configuration: () => this.configuration,
+      isReachable: (nodeId) => this.isReachable(nodeId),
+      checkpoint: (partitionId, checkpointId) =>
+        askPartitionLeader(context, { type: "partition-checkpoint", partitionId, checkpointId }),
+      nowMs: () => Date.now(),
+    });
     this.coordinator = new ChangeCoordinator({
       nodeId: options.nodeId,
       logger: this.logger,
@@ -197,6 +210,7 @@ export class Broker {
       isReachable: (nodeId) => this.isReachable(nodeId),
       knownBrokers: () => [...this.addresses.keys()],
       now: () => new Date().toISOString(),
+      blockingBackup: () => this.backups.blockingBackup(),
     });
   }
 
@@ -390,6 +404,12 @@ export class Broker {
     this.transport.onRequest((sender, request) => this.handleRequest(sender, request));
     const discovery = await this.establishConfiguration();
     if (this.closing) throw new Error(`broker ${this.nodeId} closed while it was starting`);
+    const backupStore = this.options.backupStore;
+    if (backupStore !== undefined && backupStore !== null) {
+      // Parts this broker's previous process left IN_PROGRESS have no writer any more.
+      const failed = await failAbandonedParts(backupStore, this.nodeId, new Date().toISOString());
+      if (failed > 0) this.logger.warn({ parts: failed }, "backup parts left in progress by the previous start failed");
+    }
     const environment = await this.openStorage();
     if (environment !== null) {
       this.environment = environment;
@@ -560,6 +580,17 @@ export class Broker {
       onFailure,
       onSnapshot: (snapshot) =>
         this.metrics.observeSnapshot(snapshot.partitionId, snapshot.durationMs / 1000, snapshot.sizeBytes),
+      ...(this.options.backupStore === undefined || this.options.backupStore === null
+        ? {}
+        : {
+            backups: {
+              store: this.options.backupStore,
+              flowplaneVersion: this.options.version,
+              partitionCount: () => partitionIdsOf(this.configuration).length,
+              onPartEnded: (manifest) =>
+                this.metrics.observeBackupPart(manifest.partitionId, manifest.state, manifest.writtenBytes),
+            },
+          }),
       logger: this.logger,
     };
   }
@@ -682,9 +713,17 @@ export class Broker {
 
   private async answer(request: BrokerRequest): Promise<BrokerResponses[BrokerRequest["type"]]> {
     if (request.type === "describe") return this.describe();
-    if (request.type === "cluster-status") return this.coordinator.status();
+    if (request.type === "cluster-status") {
+      const status = this.coordinator.status();
+      // The monitoring response says when a backup keeps changes from starting.
+      return status.outcome === "status" ? { ...status, blockingBackup: await this.backups.blockingBackup() } : status;
+    }
     if (request.type === "cluster-change") return this.coordinator.change(request.command, request.dryRun);
     if (request.type === "cluster-cancel") return this.coordinator.cancel(request.changeId);
+    if (request.type === "backup-take") return this.backups.take(request.backupId);
+    if (request.type === "backup-list") return this.backups.list();
+    if (request.type === "backup-status") return this.backups.status(request.backupId);
+    if (request.type === "backup-delete") return this.backups.delete(request.backupId);
     if (this.closing) return { outcome: "unavailable", detail: `broker ${this.nodeId} is shutting down` };
     const replica = this.replicas.get(request.partitionId);
     if (replica === undefined) {

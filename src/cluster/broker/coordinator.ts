@@ -56,6 +56,8 @@ export interface CoordinatorContext {
   knownBrokers(): readonly number[];
   /** The current time as ISO 8601 text. */
   now(): string;
+  /** Why no change may start now because of a backup (see backups.ts), or null; absent: backups never block. */
+  blockingBackup?(): Promise<string | null>;
 }
 
 function refused(
@@ -111,6 +113,8 @@ export class ChangeCoordinator {
       if (error instanceof OperationError) return refused(409, error.message);
       throw error;
     }
+    const backup = (await this.context.blockingBackup?.()) ?? null;
+    if (backup !== null) return refused(409, backup);
     if (this.context.configuration() !== configuration) {
       return refused(409, "the cluster configuration changed while the change was planned; send the request again");
     }

@@ -32,6 +32,8 @@ export interface BrokerMetrics {
   observeSnapshot(partitionId: number, durationSeconds: number, sizeBytes: number): void;
   /** Records one operation of a cluster change this broker applied, by type, and how long it took. */
   observeOperation(operation: string, durationSeconds: number): void;
+  /** Records one part of a backup a leader replica here wrote: how it ended and the bytes it wrote. */
+  observeBackupPart(partitionId: number, state: string, writtenBytes: number): void;
 }
 
 const ROLE_VALUES = { leader: 2, follower: 1, inactive: 0 } as const;
@@ -83,6 +85,18 @@ export function createBrokerMetrics(source: ManagementSource): BrokerMetrics {
     help: "Time this broker took to apply one operation of a cluster change (retries included), by operation type.",
     labelNames: ["operation"],
     buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600],
+    registers: [registry],
+  });
+  const backupParts = new Counter({
+    name: "flowplane_backup_parts_total",
+    help: "Parts of backups the partition leaders on this broker wrote, by partition and how they ended (COMPLETED or FAILED).",
+    labelNames: ["partition", "state"],
+    registers: [registry],
+  });
+  const backupPartBytes = new Gauge({
+    name: "flowplane_backup_part_written_bytes",
+    help: "Bytes the latest backup part of the partition written on this broker holds.",
+    labelNames: ["partition"],
     registers: [registry],
   });
   const partitionGauge = (name: string, help: string, read: (report: ReplicaReport) => number) =>
@@ -143,6 +157,10 @@ export function createBrokerMetrics(source: ManagementSource): BrokerMetrics {
     },
     observeOperation(operation, durationSeconds) {
       operationDuration.observe({ operation }, durationSeconds);
+    },
+    observeBackupPart(partitionId, state, writtenBytes) {
+      backupParts.inc({ partition: String(partitionId), state });
+      backupPartBytes.set({ partition: String(partitionId) }, writtenBytes);
     },
   };
 }

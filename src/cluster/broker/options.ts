@@ -8,6 +8,8 @@ import { clusterSecretFromConfiguration } from "../../config/cluster-secret.js";
 import { ConfigurationError } from "../../config/load.js";
 import type { Configuration } from "../../config/schema.js";
 import type { HttpServerLimits } from "../../http/limits.js";
+import { FilesystemBackupStore } from "../backup/filesystem-store.js";
+import type { BackupStore } from "../backup/store.js";
 import {
   type ClusterConfiguration,
   DistributionError,
@@ -74,6 +76,11 @@ export interface BrokerOptions {
   readonly partitionScalingEnabled: boolean;
   /** The cluster's credentials: every connection to and from this broker's cluster port is authenticated with them. */
   readonly clusterCredentials: ClusterCredentials;
+  /**
+   * Where the partitions' leaders write their parts of backups, shared by every broker of the cluster
+   * (`service.backup.*`); absent or null: the broker takes no backups.
+   */
+  readonly backupStore?: BackupStore | null;
   /** Version reported by `describe`. */
   readonly version: string;
   readonly logger: Logger;
@@ -164,9 +171,24 @@ export function brokerOptionsFromConfiguration(
     partitionScalingEnabled: experimental.features.enablePartitionScaling,
     ...BROKER_DEFAULTS,
     clusterCredentials: ClusterCredentials.fromSecret(secret, clusterId),
+    backupStore: backupStoreFromConfiguration(configuration),
     version: context.version,
     logger: context.logger,
   };
+}
+
+/**
+ * The backup store `service.backup.*` names: a directory (`filesystem`, by default `<dataDirectory>/backups`, which
+ * the brokers of the local cluster share), or none.
+ */
+export function backupStoreFromConfiguration(configuration: Configuration): BackupStore | null {
+  const backup = configuration.backup;
+  if (backup.store === "none") return null;
+  const basePath =
+    backup.filesystem.basePath === ""
+      ? resolve(configuration.dataDirectory, "backups")
+      : resolve(backup.filesystem.basePath);
+  return new FilesystemBackupStore(basePath);
 }
 
 /** The distribution of the first start; throws ConfigurationError listing every problem of the sizes or scheme. */

@@ -17,8 +17,11 @@
  * `not-leader` when this replica loses leadership, everything else with `unavailable` when it stops.
  */
 import type { Logger } from "pino";
+import { type PartitionBackupSource, writePartitionBackup } from "../backup/partition-backup.js";
+import type { BackupPartManifest, BackupStore } from "../backup/store.js";
 import {
   type ApplyResult,
+  type Checkpoint,
   type EngineRecord,
   type EngineSnapshotEncoder,
   encodeRecord,
@@ -101,10 +104,23 @@ export interface PartitionReplicaOptions {
   /** Called after each snapshot this replica takes is encoded and its chunks are durable (for metrics). */
   readonly onSnapshot?: (snapshot: SnapshotReport) => void;
   readonly logger: Logger;
+  /** Where this replica writes its partition's part of a backup while it leads; absent: it writes none. */
+  readonly backups?: ReplicaBackupOptions;
   /** Time and timers (default: the system's); the simulation passes a simulated clock. */
   readonly clock?: ReplicaClock;
   /** Seed of the Raft node's randomized election timeouts (default: derived from the clock and the member id). */
   readonly randomSeed?: number;
+}
+
+/** What a replica needs to write its partition's part of a backup (see backup/partition-backup.ts). */
+export interface ReplicaBackupOptions {
+  readonly store: BackupStore;
+  /** The flowplane version recorded in the manifest. */
+  readonly flowplaneVersion: string;
+  /** The cluster's partition count now, recorded in the manifest (restore refuses a cluster with another). */
+  partitionCount(): number;
+  /** Called once a part ends, COMPLETED or FAILED (for logs and metrics). */
+  readonly onPartEnded?: (manifest: BackupPartManifest) => void;
 }
 
 /**
@@ -252,6 +268,18 @@ export class PartitionReplica {
   private receivedBytes = 0;
   /** Callbacks waiting for the next batch to be durable (a forced membership must be before it is reported). */
   private awaitingDurability: (() => void)[] = [];
+  /**
+   * The checkpoint whose part of a backup this leader writes (or is about to): while set, the replica takes no
+   * snapshot, so the snapshot and the log the part is made of stay where they are until it is written.
+   */
+  private backupCheckpoint: Checkpoint | null = null;
+  /** Whether the part of `backupCheckpoint` is being written. */
+  private backupRunning = false;
+  /**
+   * The latest checkpoint while this new leader looks in the backup store whether its predecessor left the part
+   * unfinished (`considerBackupTakeover`); like `backupCheckpoint` it holds snapshots back meanwhile.
+   */
+  private backupTakeoverCheck: Checkpoint | null = null;
   /** The term in which this replica handed its leadership over before stopping; null when it is not leaving. */
   private leavingTerm: number | null = null;
   private newerTermSeen = false;
@@ -509,8 +537,21 @@ export class PartitionReplica {
    * As the leader of the partition that owns the relocated messages' keys now: buffers them (idempotently per source
    * key) and resolves with their keys here, in order, null for one that had expired on the way.
    */
-  async receiveRelocated(messages: readonly RelocatedMessage[]): Promise<ProposalEnd> {
-    return this.proposeRecord({ kind: "relocateIn", messages, nowMs: this.clock.now() });
+  async receiveRelocated(messages: readonly RelocatedMessage[], checkpointId: number | null): Promise<ProposalEnd> {
+    return this.proposeRecord({ kind: "relocateIn", messages, nowMs: this.clock.now(), checkpointId });
+  }
+
+  /** The id of the latest checkpoint this replica applied, or null: what its hand-overs carry. */
+  get latestCheckpointId(): number | null {
+    return this.engine.latestCheckpoint?.id ?? null;
+  }
+
+  /**
+   * As the partition's leader: proposes checkpoint `checkpointId` (a backup) and resolves once it is applied, with
+   * the checkpoint taken (or the later one the partition held already), or the reason it was not applied.
+   */
+  async takeCheckpoint(checkpointId: number): Promise<ProposalEnd> {
+    return this.proposeRecord({ kind: "checkpoint", checkpointId });
   }
 
   /**
@@ -522,7 +563,11 @@ export class PartitionReplica {
    * does; one run at a time.
    */
   async relocateMessages(
-    send: (ownerPartitionId: number, messages: readonly RelocatedMessage[]) => Promise<readonly (string | null)[]>,
+    send: (
+      ownerPartitionId: number,
+      messages: readonly RelocatedMessage[],
+      checkpointId: number | null,
+    ) => Promise<HandOverAnswer>,
     maxBatches: number,
   ): Promise<RelocationProgress | PartitionRedirect> {
     if (this.relocating) {
@@ -539,7 +584,8 @@ export class PartitionReplica {
     try {
       for (let batch = 0; batch < maxBatches; batch += 1) {
         for (const handOver of handOverBatches(this.engine.outboundMessages())) {
-          const keys = await send(handOver.ownerPartitionId, handOver.messages);
+          const answer = await send(handOver.ownerPartitionId, handOver.messages, this.latestCheckpointId);
+          const keys = answer.keys;
           if (keys.length !== handOver.messages.length) {
             return {
               outcome: "unavailable",
@@ -550,7 +596,11 @@ export class PartitionReplica {
             counter,
             newKey: keys[index] ?? null,
           }));
-          const end = await this.proposeRecord({ kind: "relocatedOut", relocations });
+          const end = await this.proposeRecord({
+            kind: "relocatedOut",
+            relocations,
+            checkpointId: answer.checkpointId,
+          });
           if (end.kind === "refused") return end.redirect;
           if (end.kind !== "applied")
             return { outcome: "unavailable", detail: end.kind === "unknown" ? end.detail : "replaced" };
@@ -867,6 +917,8 @@ export class PartitionReplica {
         // After this turn's messages and entries: an entry they commit answers its proposal exactly instead.
         if (ticked) this.expireInDoubt();
         this.refreshStatus();
+        // Before any new snapshot: a checkpoint applied in this turn reserves the snapshot and log first.
+        this.maybeStartBackup();
         this.maybeCompact();
         if (ready === null) {
           await new Promise<void>((resolve) => {
@@ -941,6 +993,8 @@ export class PartitionReplica {
     }
     if (!applyBeforePersist) this.applyCommitted(ready);
     if (ready.softState !== null && ready.softState.role !== "leader") this.loseLeadership();
+    if (ready.softState !== null && ready.softState.role === "leader")
+      this.considerBackupTakeover(ready.softState.term);
     this.node.advance(ready);
   }
 
@@ -967,8 +1021,14 @@ export class PartitionReplica {
       );
     }
     let result: ApplyResult | null = null;
+    const checkpointBefore = this.engine.latestCheckpoint;
     if (entry.kind === "normal") result = this.engine.apply(entry.index, entry.data);
     else this.engine.markApplied(entry.index);
+    const checkpoint = this.engine.latestCheckpoint;
+    // Only the leader writes a part; a replica that becomes leader later does not start one of its own accord.
+    if (checkpoint !== checkpointBefore && checkpoint !== null && this.options.backups !== undefined) {
+      if (this.node.status().role === "leader") this.backupCheckpoint = checkpoint;
+    }
     if (this.pendingExpiryIndex !== null && entry.index >= this.pendingExpiryIndex) this.pendingExpiryIndex = null;
     const waiting = this.proposals.get(entry.index);
     if (waiting !== undefined) {
@@ -1102,6 +1162,98 @@ export class PartitionReplica {
     };
   }
 
+  /**
+   * Starts writing the part of the reserved checkpoint once no snapshot of this replica is being taken or installed
+   * (one started before the checkpoint may still replace the stored snapshot; later ones wait for the backup). The
+   * part is written in the background, a chunk per turn, off the write path; only one at a time.
+   */
+  private maybeStartBackup(): void {
+    const checkpoint = this.backupCheckpoint;
+    const backups = this.options.backups;
+    if (checkpoint === null || backups === undefined || this.backupRunning) return;
+    if (this.snapshotInProgress || this.preparedSnapshot !== null) return;
+    this.backupRunning = true;
+    const term = this.status.term;
+    const memberId = this.options.memberId;
+    const source: PartitionBackupSource = {
+      snapshotMetadata: () => (this.closed ? null : this.storage.snapshotMetadata()),
+      snapshotChunk: (metadata, offset, maxBytes) => this.storage.snapshotChunk(metadata, offset, maxBytes),
+      entries: (fromIndex, toIndex, maxBytes) => this.storage.entries(fromIndex, toIndex, maxBytes),
+      interruption: () => {
+        if (this.closed || !this.running) return `broker ${memberId} stopped its replica during the backup`;
+        if (this.status.role !== "leader" || this.status.term !== term) {
+          return `broker ${memberId} lost the leadership of partition ${this.partitionId} during the backup`;
+        }
+        return null;
+      },
+      yieldTurn: () => this.clock.yieldTurn(),
+    };
+    void writePartitionBackup(source, backups.store, {
+      backupId: checkpoint.id,
+      partitionId: this.partitionId,
+      brokerId: memberId,
+      checkpointPosition: checkpoint.position,
+      partitionCount: backups.partitionCount(),
+      flowplaneVersion: backups.flowplaneVersion,
+      now: () => new Date(this.clock.now()).toISOString(),
+    }).then((manifest) => {
+      this.backupRunning = false;
+      // A later checkpoint applied meanwhile keeps its reservation and starts next.
+      if (this.backupCheckpoint === checkpoint) this.backupCheckpoint = null;
+      const fields = { partitionId: this.partitionId, backupId: checkpoint.id, state: manifest.state };
+      if (manifest.state === "COMPLETED") this.options.logger.info(fields, "backup part written");
+      else this.options.logger.warn({ ...fields, reason: manifest.failureReason }, "backup part failed");
+      backups.onPartEnded?.(manifest);
+      this.nudge();
+    });
+  }
+
+  /**
+   * A replica that became leader finishes its partition's part of the latest backup when its predecessor left it
+   * unfinished: the backup store holds a part of this partition for the latest checkpoint, none COMPLETED and none
+   * of this broker's. It can when it still holds a snapshot at or before the checkpoint and the log after it (a
+   * follower compacts on its own, so it may not); the predecessor's part fails on its own (or is reported FAILED
+   * once its broker is unreachable or restarts), and the partition counts as COMPLETED by this leader's part.
+   */
+  private considerBackupTakeover(term: number): void {
+    const backups = this.options.backups;
+    const checkpoint = this.engine.latestCheckpoint;
+    if (backups === undefined || checkpoint === null || this.backupCheckpoint !== null) return;
+    if (this.snapshotIndex > checkpoint.position || this.backupTakeoverCheck !== null) return;
+    this.backupTakeoverCheck = checkpoint;
+    const memberId = this.options.memberId;
+    void backups.store
+      .manifests(checkpoint.id)
+      .then(
+        (manifests) => {
+          const parts = manifests.filter((part) => part.partitionId === this.partitionId);
+          const unfinished =
+            parts.length > 0 &&
+            !parts.some((part) => part.state === "COMPLETED" || part.brokerId === memberId) &&
+            this.status.role === "leader" &&
+            this.status.term === term &&
+            this.engine.latestCheckpoint === checkpoint &&
+            this.backupCheckpoint === null &&
+            this.snapshotIndex <= checkpoint.position;
+          if (!unfinished) return;
+          this.options.logger.info(
+            { partitionId: this.partitionId, backupId: checkpoint.id },
+            "finishing the backup part a previous leader left unfinished",
+          );
+          this.backupCheckpoint = checkpoint;
+        },
+        (error: unknown) =>
+          this.options.logger.warn(
+            { err: error, partitionId: this.partitionId, backupId: checkpoint.id },
+            "could not read the backup store after becoming leader",
+          ),
+      )
+      .finally(() => {
+        this.backupTakeoverCheck = null;
+        this.nudge();
+      });
+  }
+
   private maybeProposeExpiry(): void {
     if (this.pendingExpiryIndex !== null || this.node.status().role !== "leader") return;
     const deadlineMs = this.engine.nextDeadlineMs;
@@ -1119,7 +1271,7 @@ export class PartitionReplica {
    * the broker for 100–250 ms under load on the development machine.
    */
   private maybeCompact(): void {
-    if (this.snapshotInProgress) return;
+    if (this.snapshotInProgress || this.backupCheckpoint !== null || this.backupTakeoverCheck !== null) return;
     const applied = this.engine.lastAppliedIndex;
     if (applied - Math.max(this.snapshotIndex, this.compactionRequestedAt) < this.options.snapshotIntervalEntries) {
       return;
@@ -1280,6 +1432,12 @@ function publishResponse(end: ProposalEnd, partitionId: number, tenantId: string
     default:
       throw new Error(`invariant violated: a publish proposal was applied as a ${result.kind} record`);
   }
+}
+
+/** The owner's answer to a hand-over: the messages' keys there, and its latest checkpoint id when it answered. */
+export interface HandOverAnswer {
+  readonly keys: readonly (string | null)[];
+  readonly checkpointId: number | null;
 }
 
 /** Outbound messages for one owner partition, as one hand-over carries them. */

@@ -1,13 +1,14 @@
 /**
  * How a broker answers the peer requests addressed to one of its partition replicas: membership changes and forced
- * memberships (cluster changes), and the routing and relocation of messages when partitions are added. Each maps
+ * memberships (cluster changes), the routing and relocation of messages when partitions are added, and checkpoints
+ * (backups). Each maps
  * the replica's outcome onto the request's answer; a proposal whose fate this replica cannot tell is answered
  * `unavailable`, which is safe here because every one of these requests is repeatable (the same routing again, a
  * relocation the owner recognizes by its source key).
  */
-import type { RelocatedMessage } from "../engine/index.js";
+import { isCheckpointId, type RelocatedMessage } from "../engine/index.js";
 import { askPartitionLeader, type ChangeContext, pause } from "./operations.js";
-import type { PartitionReplica, ProposalEnd } from "./partition-replica.js";
+import type { HandOverAnswer, PartitionReplica, ProposalEnd } from "./partition-replica.js";
 import type { LeaderRedirect, PeerRequest, PeerResponses } from "./peer-requests.js";
 
 /** Batches one `partition-relocate` request moves at most, so it answers well within its timeout. */
@@ -50,38 +51,59 @@ export async function answerPartitionRequest(
     }
     case "partition-relocate":
       return replica.relocateMessages(
-        (ownerPartitionId, messages) => handOver(context, ownerPartitionId, messages),
+        (ownerPartitionId, messages, checkpointId) => handOver(context, ownerPartitionId, messages, checkpointId),
         RELOCATION_BATCHES_PER_REQUEST,
       );
     case "partition-relocate-in": {
-      const end = await replica.receiveRelocated(request.messages);
+      const end = await replica.receiveRelocated(request.messages, request.checkpointId);
       if (end.kind !== "applied") return notApplied(end);
       if (end.result.kind !== "relocatedIn") {
         return { outcome: "unavailable", detail: `the relocated messages were applied as ${end.result.kind}` };
       }
-      return { outcome: "relocated", keys: end.result.keys };
+      return { outcome: "relocated", keys: end.result.keys, checkpointId: replica.latestCheckpointId };
+    }
+    case "partition-checkpoint": {
+      const end = await replica.takeCheckpoint(request.checkpointId);
+      if (end.kind !== "applied") return notApplied(end);
+      const result = end.result;
+      if (result.kind === "checkpointed") {
+        const { id, position } = result.checkpoint;
+        return { outcome: "checkpointed", checkpointId: id, position, taken: true };
+      }
+      if (result.kind === "checkpoint-ignored") {
+        const { id, position } = result.latest;
+        return { outcome: "checkpointed", checkpointId: id, position, taken: false };
+      }
+      return { outcome: "unavailable", detail: `the checkpoint was applied as ${result.kind}` };
     }
   }
 }
 
 /**
- * Hands a batch of relocated messages to the leader of the partition owning their keys now and resolves with their
- * keys there, in order (null for one that had expired on the way); throws when no leader took them, which fails
+ * Hands a batch of relocated messages to the leader of the partition owning their keys now, with the sender's latest
+ * checkpoint id, and resolves with their keys there, in order (null for one that had expired on the way), and the
+ * owner's latest checkpoint id; throws when no leader took them, which fails
  * this relocation request and leaves the messages outbound for the next one.
  */
 async function handOver(
   context: ChangeContext,
   ownerPartitionId: number,
   messages: readonly RelocatedMessage[],
-): Promise<readonly (string | null)[]> {
+  checkpointId: number | null,
+): Promise<HandOverAnswer> {
   const signal = new AbortController().signal;
   for (let attempt = 0; attempt < RELOCATE_IN_ATTEMPTS; attempt += 1) {
     const answer = await askPartitionLeader(context, {
       type: "partition-relocate-in",
       partitionId: ownerPartitionId,
       messages,
+      checkpointId,
     });
-    if (answer?.outcome === "relocated") return answer.keys;
+    if (answer?.outcome === "relocated") {
+      // A broker of an earlier version answers without a checkpoint id.
+      const ownerCheckpointId = isCheckpointId(answer.checkpointId) ? answer.checkpointId : null;
+      return { keys: answer.keys, checkpointId: ownerCheckpointId };
+    }
     await pause(context.heartbeatIntervalMs * 2, signal);
   }
   throw new Error(`no leader of partition ${ownerPartitionId} took ${messages.length} relocated messages`);

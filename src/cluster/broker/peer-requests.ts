@@ -4,7 +4,7 @@
  * a partition's leader or of the other replicas. Received requests are checked before use, like every input.
  */
 
-import { MAX_RELOCATION_BATCH, type RelocatedMessage } from "../engine/index.js";
+import { isCheckpointId, MAX_RELOCATION_BATCH, type RelocatedMessage } from "../engine/index.js";
 import type { Member } from "../raft/index.js";
 import type { GossipedAddress } from "./broker-messages.js";
 import { isGossipedAddress } from "./broker-messages.js";
@@ -29,12 +29,18 @@ export type PeerRequest =
     }
   /** Asks a partition's leader to relocate (some of) the messages another partition owns now. */
   | { readonly type: "partition-relocate"; readonly partitionId: number }
-  /** Hands relocated messages to the leader of the partition that owns their keys now. */
+  /**
+   * Hands relocated messages to the leader of the partition that owns their keys now, with the sending partition's
+   * latest checkpoint id (null: none; brokers of earlier versions send none).
+   */
   | {
       readonly type: "partition-relocate-in";
       readonly partitionId: number;
       readonly messages: readonly RelocatedMessage[];
-    };
+      readonly checkpointId: number | null;
+    }
+  /** Asks a partition's leader to take checkpoint `checkpointId` (backup `checkpointId`) in its log. */
+  | { readonly type: "partition-checkpoint"; readonly partitionId: number; readonly checkpointId: number };
 
 /** Answer to `cluster-configuration`. */
 export interface ClusterConfigurationAnswer {
@@ -72,10 +78,27 @@ export type RelocateAnswer = RelocationProgress | LeaderRedirect;
 
 /**
  * Answer to `partition-relocate-in`: the messages' keys at their new owner, in order (null: that one had expired on
- * the way).
+ * the way), and the owner's latest checkpoint id once it took them (null or absent: none).
  */
 export type RelocateInAnswer =
-  | { readonly outcome: "relocated"; readonly keys: readonly (string | null)[] }
+  | {
+      readonly outcome: "relocated";
+      readonly keys: readonly (string | null)[];
+      readonly checkpointId?: number | null;
+    }
+  | LeaderRedirect;
+
+/**
+ * Answer to `partition-checkpoint`: the checkpoint the partition holds once the record applied (`checkpointId` and
+ * its log position), and whether the record took it (`taken`) or the partition held it or a later one already.
+ */
+export type CheckpointAnswer =
+  | {
+      readonly outcome: "checkpointed";
+      readonly checkpointId: number;
+      readonly position: number;
+      readonly taken: boolean;
+    }
   | LeaderRedirect;
 
 /** The answer type of each peer request type. */
@@ -86,6 +109,7 @@ export interface PeerResponses {
   "partition-route": RouteAnswer;
   "partition-relocate": RelocateAnswer;
   "partition-relocate-in": RelocateInAnswer;
+  "partition-checkpoint": CheckpointAnswer;
 }
 
 const PEER_REQUEST_TYPES = new Set([
@@ -95,6 +119,7 @@ const PEER_REQUEST_TYPES = new Set([
   "partition-route",
   "partition-relocate",
   "partition-relocate-in",
+  "partition-checkpoint",
 ]);
 
 /** Whether `value` is a request of one of the peer request types (to be parsed by `parsePeerRequest`). */
@@ -166,8 +191,16 @@ export function parsePeerRequest(value: unknown): PeerRequest | string {
         if (typeof message === "string") return message;
         parsed.push(message);
       }
-      return { type: "partition-relocate-in", partitionId: request.partitionId, messages: parsed };
+      const checkpointId = request.checkpointId ?? null;
+      if (checkpointId !== null && !isCheckpointId(checkpointId)) {
+        return "partition-relocate-in carries a checkpoint id ≥ 0 or none";
+      }
+      return { type: "partition-relocate-in", partitionId: request.partitionId, messages: parsed, checkpointId };
     }
+    case "partition-checkpoint":
+      if (!isPartitionId(request.partitionId)) return "partition-checkpoint needs a partition id ≥ 1";
+      if (!isCheckpointId(request.checkpointId)) return "partition-checkpoint needs a checkpoint id ≥ 0";
+      return { type: "partition-checkpoint", partitionId: request.partitionId, checkpointId: request.checkpointId };
     default:
       return `unknown peer request type ${JSON.stringify(request.type)}`;
   }

@@ -143,7 +143,12 @@ export interface OperationProgress {
 
 /** Answer to `cluster-status` and `cluster-cancel`: the configuration as the coordinator holds it. */
 export type ClusterStatusResponse =
-  | { outcome: "status"; configuration: string }
+  | {
+      outcome: "status";
+      configuration: string;
+      /** Why no change may start now because of a backup (brokers of earlier versions send none). */
+      blockingBackup?: string | null;
+    }
   | { outcome: "refused"; status: 400 | 404 | 409; detail: string }
   | { outcome: "not-coordinator"; coordinatorId: number };
 
@@ -157,7 +162,59 @@ export type BrokerRequest =
   /** To the coordinator: cancel the change with this id. */
   | { type: "cluster-cancel"; changeId: number }
   /** To the coordinator: its configuration, for `GET /actuator/cluster`. */
-  | { type: "cluster-status" };
+  | { type: "cluster-status" }
+  /** To the coordinator: take backup `backupId` (a checkpoint through every partition's log). */
+  | { type: "backup-take"; backupId: number }
+  /** To the coordinator: every backup in the backup store, newest first. */
+  | { type: "backup-list" }
+  /** To the coordinator: one backup with its partitions' parts. */
+  | { type: "backup-status"; backupId: number }
+  /** To the coordinator: remove a backup from the backup store. */
+  | { type: "backup-delete"; backupId: number };
+
+/** State of a backup as a whole, or of one partition's part of it. */
+export type BackupState = "COMPLETED" | "FAILED" | "INCOMPLETE" | "IN_PROGRESS";
+
+/** One partition's part of a backup, as the management API shows it. */
+export interface BackupPartitionView {
+  partitionId: number;
+  /** COMPLETED, FAILED, IN_PROGRESS, or MISSING when no leader of the partition wrote a part. */
+  state: "COMPLETED" | "FAILED" | "IN_PROGRESS" | "MISSING";
+  /** The broker whose leader replica wrote the part shown; null when there is none. */
+  brokerId: number | null;
+  failureReason: string | null;
+  /** The last log position of the partition in the backup; null when there is no part. */
+  checkpointPosition: number | null;
+  createdAt: string | null;
+  lastUpdated: string | null;
+  /** The flowplane version of the broker that wrote the part. */
+  brokerVersion: string | null;
+  /** Bytes of the part's files; while it is IN_PROGRESS, those written so far (updated every 16 MiB). */
+  sizeBytes: number;
+}
+
+/** A backup, as the management API shows it. */
+export interface BackupView {
+  backupId: number;
+  /** COMPLETED when every partition's part is, FAILED when any is, INCOMPLETE when one is missing, else IN_PROGRESS. */
+  state: BackupState;
+  /** The first partition's failure or absence, in a sentence; null unless FAILED or INCOMPLETE. */
+  failureReason: string | null;
+  /** Partitions of the cluster when the backup was taken. */
+  partitionCount: number;
+  details: BackupPartitionView[];
+}
+
+/** Answers of the coordinator to the backup requests that it refuses. */
+export type BackupRefusal =
+  | { outcome: "refused"; status: 400 | 404 | 409 | 503; detail: string }
+  | { outcome: "not-coordinator"; coordinatorId: number };
+
+/** Answer to `backup-take`, `backup-status` and `backup-delete`. */
+export type BackupResponse = { outcome: "backup"; backup: BackupView } | BackupRefusal;
+
+/** Answer to `backup-list`. */
+export type BackupListResponse = { outcome: "backups"; backups: BackupView[] } | BackupRefusal;
 
 /** Answers shared by requests addressed to a partition. */
 export type PartitionRedirect =
@@ -196,4 +253,8 @@ export interface BrokerResponses {
   "cluster-change": ClusterChangeResponse;
   "cluster-cancel": ClusterStatusResponse;
   "cluster-status": ClusterStatusResponse;
+  "backup-take": BackupResponse;
+  "backup-list": BackupListResponse;
+  "backup-status": BackupResponse;
+  "backup-delete": BackupResponse;
 }

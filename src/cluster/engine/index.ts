@@ -17,17 +17,20 @@ export {
 export {
   type ApplyResult,
   type BufferedMessage,
+  type Checkpoint,
   type EngineSnapshotEncoder,
   type OutboundMessage,
   PartitionEngine,
   type PartitionEngineOptions,
 } from "./partition-engine.js";
 export {
+  type CheckpointRecord,
   DEFAULT_TENANT_ID,
   decodeRecord,
   type EngineRecord,
   type ExpireMessagesRecord,
   encodeRecord,
+  isCheckpointId,
   isValidTenantId,
   MAX_RELOCATION_BATCH,
   MESSAGE_LIMITS,

@@ -15,6 +15,11 @@
  *   if its deadline passed on the way), idempotently per source key, since the sender retries until it hears back;
  * - `relocatedOut` turns the outbound message into a forward of its old key to the new one, kept until its deadline,
  *   so a key a client holds keeps answering.
+ *
+ * Checkpoints (backups): a `checkpoint` record makes the partition take that checkpoint at the record's position,
+ * unless it has taken it or a later one already. Relocation hand-overs carry the latest checkpoint of the partition
+ * on the other side; when it is above this partition's, this partition takes it first, at the position just before
+ * the hand-over's record, so that nothing another partition did after its checkpoint lands before this one's.
  */
 import { partitionForCorrelationKey, routingKeyOf } from "./correlation.js";
 import { encodeKey, isValidPartitionId, MAX_KEY_COUNTER, parseKey } from "./keys.js";
@@ -53,7 +58,18 @@ export type ApplyResult =
   | { readonly kind: "relocatingOut"; readonly count: number }
   | { readonly kind: "forwarded" }
   /** Relocated messages buffered here, each under its key (null: its deadline had passed on the way), in order. */
-  | { readonly kind: "relocatedIn"; readonly keys: readonly (string | null)[] };
+  | { readonly kind: "relocatedIn"; readonly keys: readonly (string | null)[] }
+  /** The partition took checkpoint `checkpoint.id` at the record's position. */
+  | { readonly kind: "checkpointed"; readonly checkpoint: Checkpoint }
+  /** The partition had taken this checkpoint or a later one already; `latest` is the one it holds. */
+  | { readonly kind: "checkpoint-ignored"; readonly latest: Checkpoint };
+
+/** A checkpoint the partition took: the id of a backup and the last log position that belongs to it. */
+export interface Checkpoint {
+  readonly id: number;
+  /** The last log index whose effect is part of the checkpoint; everything after it is not. */
+  readonly position: number;
+}
 
 /** A message taken out for relocation, as the leader sends it to its new owner. */
 export interface OutboundMessage {
@@ -126,9 +142,9 @@ interface StoredMessage {
 
 /**
  * Snapshot layout version, written first so a future layout can be told apart. Version 2 adds the routing and the
- * relocation state; version 1 snapshots (without them) are still read.
+ * relocation state, version 3 the latest checkpoint; snapshots of versions 1 and 2 (without them) are still read.
  */
-const SNAPSHOT_FORMAT_VERSION = 2;
+const SNAPSHOT_FORMAT_VERSION = 3;
 
 /**
  * Min-heap of buffered messages ordered by (deadline, counter). Ties are broken by counter so the order is total;
@@ -207,6 +223,8 @@ export class PartitionEngine {
   private readonly received = new Map<string, Received>();
   /** Counters of buffered messages whose message id another buffered message holds (relocated duplicates). */
   private readonly unindexed = new Set<number>();
+  /** The latest checkpoint this partition took, or null before its first. */
+  private checkpoint: Checkpoint | null = null;
 
   /** Creates an empty engine for `options.partitionId`. */
   constructor(options: PartitionEngineOptions) {
@@ -259,9 +277,18 @@ export class PartitionEngine {
       case "relocateOut":
         return { kind: "relocatingOut", count: this.relocateOut(record.counters) };
       case "relocatedOut":
+        this.checkpointFirst(record.checkpointId ?? null, index);
         for (const { counter, newKey } of record.relocations) this.relocatedOut(counter, newKey);
         return { kind: "forwarded" };
+      case "checkpoint": {
+        const latest = this.checkpoint;
+        if (latest !== null && latest.id >= record.checkpointId) return { kind: "checkpoint-ignored", latest };
+        const checkpoint: Checkpoint = { id: record.checkpointId, position: index };
+        this.checkpoint = checkpoint;
+        return { kind: "checkpointed", checkpoint };
+      }
       case "relocateIn": {
+        this.checkpointFirst(record.checkpointId ?? null, index);
         this.expire(record.nowMs);
         // The record's size is shared out for the buffered-bytes metric.
         const sizeBytes = Math.ceil(recordBytes.byteLength / record.messages.length);
@@ -271,6 +298,21 @@ export class PartitionEngine {
         };
       }
     }
+  }
+
+  /** The latest checkpoint this partition took, or null before its first. */
+  get latestCheckpoint(): Checkpoint | null {
+    return this.checkpoint;
+  }
+
+  /**
+   * Before applying a hand-over record at `index` that carries the other partition's latest checkpoint id: takes
+   * that checkpoint first when it is above this partition's own, at the position just before the record.
+   */
+  private checkpointFirst(carriedCheckpointId: number | null, index: number): void {
+    if (carriedCheckpointId === null) return;
+    if (this.checkpoint !== null && this.checkpoint.id >= carriedCheckpointId) return;
+    this.checkpoint = { id: carriedCheckpointId, position: index - 1 };
   }
 
   /** The routing this partition follows, or null when it owns every key (no partition was ever added). */
@@ -376,8 +418,8 @@ export class PartitionEngine {
 
   /**
    * The whole state (partition id, applied index, key counter, routing, relocation state, buffered messages) as
-   * bytes. Equal states give equal bytes. Layout (msgpack): `[2, partitionId, lastAppliedIndex, nextCounter,
-   * routing | null, outbound, forwards, received, messages]`: routing `[correlationCount, basePartitionCount,
+   * bytes. Equal states give equal bytes. Layout (msgpack): `[3, partitionId, lastAppliedIndex, nextCounter,
+   * routing | null, outbound, forwards, received, checkpoint | null, messages]`: checkpoint `[id, position]`; routing `[correlationCount, basePartitionCount,
    * relocating]`; outbound and messages as lists of messages `[counter, name, correlationKey, timeToLiveMs,
    * messageId | null, variables (bytes), tenantId, publishedAtMs, sizeBytes]` in ascending counter order; forwards
    * `[counter, newKey, deadlineMs]`; received `[sourceKey, key | null, deadlineMs]`, both in insertion order.
@@ -406,6 +448,7 @@ export class PartitionEngine {
         [...this.outbound.values()].map(messageFields),
         [...this.forwards].map(([counter, forward]) => [counter, forward.key, forward.deadlineMs]),
         [...this.received].map(([sourceKey, received]) => [sourceKey, received.key, received.deadlineMs]),
+        this.checkpoint === null ? null : [this.checkpoint.id, this.checkpoint.position],
       ],
       Array.from(this.messages.values()),
     );
@@ -416,14 +459,17 @@ export class PartitionEngine {
     const unpacked: unknown = engineCodec.unpack(bytes);
     const value: unknown[] = Array.isArray(unpacked) ? unpacked : [];
     const version = value[0];
-    const validLength = (version === 1 && value.length === 5) || (version === 2 && value.length === 9);
+    const validLength =
+      (version === 1 && value.length === 5) ||
+      (version === 2 && value.length === 9) ||
+      (version === 3 && value.length === 10);
     if (!validLength) {
       throw new Error(
-        `corrupt engine snapshot: expected [1, ...] with 5 elements or [${SNAPSHOT_FORMAT_VERSION}, ...] with 9`,
+        `corrupt engine snapshot: expected [1, ...] with 5 elements, [2, ...] with 9 or [${SNAPSHOT_FORMAT_VERSION}, ...] with 10`,
       );
     }
     const [, partitionId, appliedIndex, nextCounter] = value;
-    const messages: unknown = version === 1 ? value[4] : value[8];
+    const messages: unknown = value[value.length - 1];
     if (typeof partitionId !== "number" || !isValidPartitionId(partitionId)) {
       throw new Error(`corrupt engine snapshot: partition id ${String(partitionId)}`);
     }
@@ -453,7 +499,14 @@ export class PartitionEngine {
       }
       engine.buffer(message, indexed);
     }
-    if (version === 2) engine.restoreRelocation(value[4], value[5], value[6], value[7], nextCounter);
+    if (version !== 1) engine.restoreRelocation(value[4], value[5], value[6], value[7], nextCounter);
+    if (version === 3 && value[8] !== null) {
+      const [id, position] = Array.isArray(value[8]) ? value[8] : [];
+      if (!isNonNegativeInteger(id) || !isNonNegativeInteger(position) || position > appliedIndex) {
+        throw new Error("corrupt engine snapshot: the checkpoint is malformed");
+      }
+      engine.checkpoint = { id, position };
+    }
     return engine;
   }
 

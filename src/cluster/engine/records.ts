@@ -11,12 +11,20 @@
  *   correlation keys that hash to it over `correlationCount` partitions; while `relocating`, messages moving here
  *   from the `basePartitionCount` partitions of before may still be on their way (see partition-engine.ts).
  * - relocateOut: `[4, counters]`: these buffered messages leave for their new owner partition.
- * - relocatedOut: `[5, [[counter, newKey | null], …]]`: the new owner holds each message under `newKey` (null: it had
- *   expired on arrival); reads of its old key are forwarded there until its deadline.
+ * - relocatedOut: `[5, [[counter, newKey | null], …], checkpointId?]`: the new owner holds each message under
+ *   `newKey` (null: it had expired on arrival); reads of its old key are forwarded there until its deadline.
  * - relocateIn: `[6, [[sourceKey, name, correlationKey, timeToLiveMs, messageId | null, variables, tenantId,
- *   publishedAtMs], …], nowMs]`: messages relocated here from the partition that buffered each under `sourceKey`.
- *   Relocation moves messages in batches: one record, one commit and one round trip per batch rather than per
- *   message (moving a few thousand messages one at a time took over a minute on the development machine).
+ *   publishedAtMs], …], nowMs, checkpointId?]`: messages relocated here from the partition that buffered each under
+ *   `sourceKey`. Relocation moves messages in batches: one record, one commit and one round trip per batch rather
+ *   than per message (moving a few thousand messages one at a time took over a minute on the development machine).
+ * - checkpoint: `[7, checkpointId]`: the partition takes checkpoint `checkpointId` (a backup's id) where it applies
+ *   this record, unless it took that checkpoint or a later one already.
+ *
+ * The optional `checkpointId` of relocateIn and relocatedOut is the latest checkpoint of the partition on the other
+ * side of the hand-over (absent when it has none, so that such records keep the layout of earlier versions). A partition applying one with a checkpoint id above its own takes
+ * that checkpoint first, just before the record: whatever the other partition did after its checkpoint is then
+ * after this partition's checkpoint too, so the checkpoints of all partitions form one consistent cut. Records
+ * written before checkpoints existed have no such element and decode as carrying none.
  *
  * Arrays rather than maps keep records small and fast on the hot path. Times are milliseconds since the Unix epoch
  * read from the LEADER's clock when it proposes; replicas never read clocks, which keeps applying deterministic.
@@ -97,6 +105,8 @@ export interface Relocation {
 export interface RelocatedOutRecord {
   readonly kind: "relocatedOut";
   readonly relocations: readonly Relocation[];
+  /** The latest checkpoint of the partition that took the messages when it answered (null or absent: none). */
+  readonly checkpointId?: number | null;
 }
 
 /** A message relocated from another partition, where it was buffered under `sourceKey`. */
@@ -118,6 +128,14 @@ export interface RelocateInRecord {
   readonly messages: readonly RelocatedMessage[];
   /** The receiving leader's clock when it proposed the record. */
   readonly nowMs: number;
+  /** The latest checkpoint of the partition the messages came from when it sent them (null or absent: none). */
+  readonly checkpointId?: number | null;
+}
+
+/** Take checkpoint `checkpointId` (the id of a backup) where this record is applied. */
+export interface CheckpointRecord {
+  readonly kind: "checkpoint";
+  readonly checkpointId: number;
 }
 
 /** Every record a partition applies. */
@@ -127,7 +145,8 @@ export type EngineRecord =
   | RouteMessagesRecord
   | RelocateOutRecord
   | RelocatedOutRecord
-  | RelocateInRecord;
+  | RelocateInRecord
+  | CheckpointRecord;
 
 /** Thrown by `encodeRecord` when a record breaks a limit or is malformed; `problems` name each broken rule. */
 export class RecordValidationError extends Error {
@@ -157,6 +176,7 @@ export type AppliedRecord =
   | RelocateOutRecord
   | RelocatedOutRecord
   | RelocateInRecord
+  | CheckpointRecord
   | { readonly kind: "invalid"; detail: string };
 
 const PUBLISH_MESSAGE_CODE = 1;
@@ -165,6 +185,17 @@ const ROUTE_MESSAGES_CODE = 3;
 const RELOCATE_OUT_CODE = 4;
 const RELOCATED_OUT_CODE = 5;
 const RELOCATE_IN_CODE = 6;
+const CHECKPOINT_CODE = 7;
+
+/** Whether `value` is a checkpoint id: a non-negative safe integer (backup ids are chosen by operators). */
+export function isCheckpointId(value: unknown): value is number {
+  return Number.isSafeInteger(value) && (value as number) >= 0;
+}
+
+/** Whether `value` may be the checkpoint id a hand-over carries: a checkpoint id, or null for none. */
+function isCarriedCheckpointId(value: unknown): value is number | null {
+  return value === null || isCheckpointId(value);
+}
 
 /** Most messages one relocateOut, relocatedOut or relocateIn record carries. */
 export const MAX_RELOCATION_BATCH = 1024;
@@ -289,8 +320,20 @@ export function encodeRecord(record: EngineRecord): Uint8Array {
           `relocatedOut needs 1..${MAX_RELOCATION_BATCH} key counters, each with its new key (or null)`,
         ]);
       }
-      return packr.pack([RELOCATED_OUT_CODE, relocations.map(({ counter, newKey }) => [counter, newKey])]);
+      const checkpointId = record.checkpointId ?? null;
+      if (!isCarriedCheckpointId(checkpointId)) {
+        throw new RecordValidationError(["checkpointId must be a non-negative integer or null"]);
+      }
+      const fields: unknown[] = [RELOCATED_OUT_CODE, relocations.map(({ counter, newKey }) => [counter, newKey])];
+      // Without a checkpoint the record keeps the layout of versions that knew no checkpoints, which can apply it.
+      if (checkpointId !== null) fields.push(checkpointId);
+      return packr.pack(fields);
     }
+    case "checkpoint":
+      if (!isCheckpointId(record.checkpointId)) {
+        throw new RecordValidationError(["checkpointId must be a non-negative integer"]);
+      }
+      return packr.pack([CHECKPOINT_CODE, record.checkpointId]);
     case "relocateIn": {
       const problems: string[] = [];
       if (record.messages.length === 0 || record.messages.length > MAX_RELOCATION_BATCH) {
@@ -298,8 +341,10 @@ export function encodeRecord(record: EngineRecord): Uint8Array {
       }
       for (const message of record.messages) problems.push(...relocatedMessageProblems(message));
       if (!isTimestamp(record.nowMs)) problems.push(`nowMs must be an integer in 0..${MAX_TIMESTAMP_MS}`);
+      const checkpointId = record.checkpointId ?? null;
+      if (!isCarriedCheckpointId(checkpointId)) problems.push("checkpointId must be a non-negative integer or null");
       if (problems.length > 0) throw new RecordValidationError(problems);
-      const bytes = packr.pack([
+      const fields: unknown[] = [
         RELOCATE_IN_CODE,
         record.messages.map((message) => [
           message.sourceKey,
@@ -312,7 +357,10 @@ export function encodeRecord(record: EngineRecord): Uint8Array {
           message.publishedAtMs,
         ]),
         record.nowMs,
-      ]);
+      ];
+      // Without a checkpoint the record keeps the layout of versions that knew no checkpoints, which can apply it.
+      if (checkpointId !== null) fields.push(checkpointId);
+      const bytes = packr.pack(fields);
       if (bytes.byteLength > MESSAGE_LIMITS.maxRecordBytes) {
         throw new RecordValidationError([`relocateIn takes ${bytes.byteLength} bytes, more than a record may`]);
       }
@@ -421,10 +469,18 @@ export function decodeAppliedRecord(bytes: Uint8Array): AppliedRecord {
     if (problem !== null) return { kind: "invalid", detail: problem };
     return { kind: "relocateOut", counters: value[1] as number[] };
   }
+  if (code === CHECKPOINT_CODE) {
+    if (value.length !== 2 || !isCheckpointId(value[1])) {
+      return { kind: "invalid", detail: "checkpoint record must be [7, checkpointId ≥ 0]" };
+    }
+    return { kind: "checkpoint", checkpointId: value[1] };
+  }
   if (code === RELOCATED_OUT_CODE) {
     const relocations = value[1];
+    const checkpointId = value.length === 3 ? value[2] : null;
     const valid =
-      value.length === 2 &&
+      (value.length === 2 || value.length === 3) &&
+      isCarriedCheckpointId(checkpointId) &&
       Array.isArray(relocations) &&
       relocations.length >= 1 &&
       relocations.length <= MAX_RELOCATION_BATCH &&
@@ -435,10 +491,16 @@ export function decodeAppliedRecord(bytes: Uint8Array): AppliedRecord {
           isCounter(entry[0]) &&
           (entry[1] === null || isKeyText(entry[1])),
       );
-    if (!valid) return { kind: "invalid", detail: "relocatedOut record must be [5, [[counter, newKey | null], …]]" };
+    if (!valid) {
+      return {
+        kind: "invalid",
+        detail: "relocatedOut record must be [5, [[counter, newKey | null], …], checkpointId | null]",
+      };
+    }
     return {
       kind: "relocatedOut",
       relocations: (relocations as [number, string | null][]).map(([counter, newKey]) => ({ counter, newKey })),
+      checkpointId: checkpointId as number | null,
     };
   }
   if (code === RELOCATE_IN_CODE) return decodeRelocateIn(value);
@@ -493,10 +555,22 @@ function relocatedMessageProblems(message: {
 
 function decodeRelocateIn(value: unknown[]): AppliedRecord {
   const [, entries, nowMs] = value;
-  if (value.length !== 3 || !Array.isArray(entries) || entries.length === 0 || entries.length > MAX_RELOCATION_BATCH) {
-    return { kind: "invalid", detail: `relocateIn record must be [6, [1..${MAX_RELOCATION_BATCH} messages], nowMs]` };
+  const checkpointId = value.length === 4 ? value[3] : null;
+  if (
+    (value.length !== 3 && value.length !== 4) ||
+    !Array.isArray(entries) ||
+    entries.length === 0 ||
+    entries.length > MAX_RELOCATION_BATCH
+  ) {
+    return {
+      kind: "invalid",
+      detail: `relocateIn record must be [6, [1..${MAX_RELOCATION_BATCH} messages], nowMs, checkpointId | null]`,
+    };
   }
   if (!isTimestamp(nowMs)) return { kind: "invalid", detail: `nowMs must be an integer in 0..${MAX_TIMESTAMP_MS}` };
+  if (!isCarriedCheckpointId(checkpointId)) {
+    return { kind: "invalid", detail: "checkpointId must be a non-negative integer or null" };
+  }
   const messages: RelocatedMessage[] = [];
   for (const entry of entries) {
     if (!Array.isArray(entry) || entry.length !== 8) {
@@ -526,7 +600,7 @@ function decodeRelocateIn(value: unknown[]): AppliedRecord {
       publishedAtMs: publishedAtMs as number,
     });
   }
-  return { kind: "relocateIn", messages, nowMs: nowMs as number };
+  return { kind: "relocateIn", messages, nowMs: nowMs as number, checkpointId };
 }
 
 /** Decodes msgpack-encoded variables back into an object. */
@@ -545,6 +619,7 @@ export function decodeRecord(bytes: Uint8Array): EngineRecord {
     case "relocateOut":
     case "relocatedOut":
     case "relocateIn":
+    case "checkpoint":
       return decoded;
     case "publishMessage": {
       const { variablesBytes, messageId, ...rest } = decoded;

@@ -7,7 +7,13 @@
  */
 import type { Logger } from "pino";
 import { ServiceError } from "../../http/errors.js";
-import type { BrokerRequest, ClusterChangeResponse, ClusterStatusResponse } from "../broker/protocol.js";
+import type {
+  BackupListResponse,
+  BackupResponse,
+  BrokerRequest,
+  ClusterChangeResponse,
+  ClusterStatusResponse,
+} from "../broker/protocol.js";
 import {
   BackpressureError,
   PeerUnreachableError,
@@ -21,7 +27,16 @@ import type { TopologyCache } from "./topology-cache.js";
 /** A management request to the coordinator. */
 export type CoordinatorRequest = Extract<
   BrokerRequest,
-  { type: "cluster-change" | "cluster-cancel" | "cluster-status" }
+  {
+    type:
+      | "cluster-change"
+      | "cluster-cancel"
+      | "cluster-status"
+      | "backup-take"
+      | "backup-list"
+      | "backup-status"
+      | "backup-delete";
+  }
 >;
 
 /** The coordinator's answer to each management request type. */
@@ -29,6 +44,10 @@ export interface CoordinatorResponses {
   "cluster-change": ClusterChangeResponse;
   "cluster-cancel": ClusterStatusResponse;
   "cluster-status": ClusterStatusResponse;
+  "backup-take": BackupResponse;
+  "backup-list": BackupListResponse;
+  "backup-status": BackupResponse;
+  "backup-delete": BackupResponse;
 }
 
 /** Options of CoordinatorClient. */

@@ -29,6 +29,7 @@ import type { BrokerRequest } from "../broker/protocol.js";
 import { ClusterCredentials, TransportClient } from "../transport/index.js";
 import { AccessGuard, healthRoutes } from "./access-guard.js";
 import { AccessPolicyWatcher } from "./access-policy-watcher.js";
+import { backupRoutes } from "./backup-routes.js";
 import { parseTrustedProxies } from "./client-address.js";
 import { CoordinatorClient } from "./coordinator-client.js";
 import { installCors, parseAllowedOrigins } from "./cors.js";
@@ -218,6 +219,7 @@ export async function startGateway(
     await context.register(async (api) => {
       installAuthentication(api, authentication);
       managementRoutes(api, coordinator, topology);
+      backupRoutes(api, coordinator);
     });
   });
   management.get("/actuator/health", async (_request, reply) => {

@@ -64,6 +64,9 @@ const monitoringResponseSchema = Type.Object(
       Type.Object({}, { additionalProperties: true, description: "Present while a change runs, with its progress." }),
     ),
     routing: Type.Object({}, { additionalProperties: true }),
+    changesBlockedBy: Type.Optional(
+      Type.String({ description: "Present while a backup is in progress: no change starts until it ends." }),
+    ),
   },
   { additionalProperties: true },
 );
@@ -126,7 +129,10 @@ function monitoringDocument(
     if (answer.outcome === "refused") throw refusal(answer);
     throw new ServiceError("badGateway", "The coordinator answered the request as if it were not the coordinator.");
   }
-  const document = toConfigurationDocument(decodeConfiguration(answer.configuration));
+  const configurationDocument = toConfigurationDocument(decodeConfiguration(answer.configuration));
+  const blocking = answer.blockingBackup ?? null;
+  // Said only while it holds: a backup in progress keeps any change from starting (409).
+  const document = blocking === null ? configurationDocument : { ...configurationDocument, changesBlockedBy: blocking };
   const pending = document.pendingChange;
   if (pending === undefined) return document;
   const running = pending.pending[0];

@@ -273,7 +273,7 @@ describe("snapshots with routing and relocation state", () => {
     const engine = new PartitionEngine({ partitionId: 2 });
     apply(engine, publish({ messageId: "old" }));
     const current = engineCodec.unpack(engine.snapshot()) as unknown[];
-    const firstLayout = engineCodec.pack([1, current[1], current[2], current[3], current[8]]);
+    const firstLayout = engineCodec.pack([1, current[1], current[2], current[3], current[current.length - 1]]);
     const restored = PartitionEngine.restore(firstLayout);
     expect(restored.messageRouting).toBeNull();
     expect(restored.getMessage(encodeKey(2, 1))?.messageId).toBe("old");

@@ -111,6 +111,14 @@ export class FakeBroker {
       }
       return { outcome: "refused", status: 400, detail: "the fake broker plans nothing" };
     }
+    if (
+      request.type === "backup-take" ||
+      request.type === "backup-list" ||
+      request.type === "backup-status" ||
+      request.type === "backup-delete"
+    ) {
+      return { outcome: "refused", status: 409, detail: "the fake broker takes no backups" };
+    }
     const intercepted = this.interceptor?.(request);
     if (intercepted !== undefined) return intercepted;
     if (!this.leads.has(request.partitionId)) return { outcome: "not-leader", leaderId: null };

@@ -2,10 +2,14 @@
  * Adding partitions to a running cluster (experimental), with real in-process brokers and a real gateway: 3 → 6
  * partitions while messages are published, every acknowledged message readable by the key it was acknowledged with
  * (relocated ones by forwarding), message ids unique across the old and the new partition, expiry once, and the
- * routing states the spec names.
+ * routing states the spec names. No backup is taken while partitions are added; one taken afterwards covers all six.
  */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FilesystemBackupStore } from "../../../src/cluster/backup/filesystem-store.js";
 import type { Broker } from "../../../src/cluster/broker/broker.js";
 import { partitionForCorrelationKey } from "../../../src/cluster/engine/index.js";
 import { type RunningGateway, startGateway } from "../../../src/cluster/gateway/index.js";
@@ -20,6 +24,7 @@ let root: string;
 let brokers: Broker[];
 let gateway: RunningGateway;
 let token: string;
+let backupDirectory: string;
 
 async function call(base: string, path: string, init: RequestInit = {}): Promise<Response> {
   return fetch(`${base}${path}`, {
@@ -54,7 +59,9 @@ beforeAll(async () => {
   platform = await startTestPlatform();
   token = await requestToken(platform, platform.adminClient, "gateway-api");
   root = await temporaryDirectory("partitions");
-  brokers = await startBrokers(root, 3, () => ({ partitionScalingEnabled: true }));
+  backupDirectory = await mkdtemp(join(tmpdir(), "flowplane-scaling-backups-"));
+  const backupStore = new FilesystemBackupStore(backupDirectory);
+  brokers = await startBrokers(root, 3, () => ({ partitionScalingEnabled: true, backupStore }));
   for (const partitionId of [1, 2, 3]) {
     await waitFor(() => partitionSettled(brokers, partitionId, 3), `partition ${partitionId} settled`, 2_000);
   }
@@ -77,6 +84,7 @@ afterAll(async () => {
   await gateway?.close();
   await Promise.all((brokers ?? []).map((broker) => broker.close()));
   if (root !== undefined) await removeDirectory(root);
+  if (backupDirectory !== undefined) await rm(backupDirectory, { recursive: true, force: true });
   await platform?.close();
 });
 
@@ -131,6 +139,15 @@ describe("adding partitions to a running cluster", () => {
       "AWAIT_REDISTRIBUTION",
       "AWAIT_RELOCATION",
     ]);
+    // No backup is taken while partitions are added (messages move between partitions meanwhile).
+    const backupDuringChange = await call(gateway.managementUrl, "/actuator/backups", {
+      method: "POST",
+      body: JSON.stringify({ backupId: 1 }),
+    });
+    expect(backupDuringChange.status).toBe(409);
+    expect(((await backupDuringChange.json()) as { detail: string }).detail).toBe(
+      `cluster change ${change.changeId} is in progress; no backup is taken while the cluster changes`,
+    );
     const routingsSeen = new Set<string>();
     let cancelAnswer: { status: number; detail: string } | null = null;
     await waitFor(
@@ -195,5 +212,24 @@ describe("adding partitions to a running cluster", () => {
       partitions.add(Number(BigInt(published.key as string) >> 51n));
     }
     expect([...partitions].sort()).toEqual([1, 2, 3, 4, 5, 6]);
+
+    // A backup taken after the change covers all six partitions.
+    const backup = await call(gateway.managementUrl, "/actuator/backups", {
+      method: "POST",
+      body: JSON.stringify({ backupId: 2 }),
+    });
+    expect(backup.status, await backup.clone().text()).toBe(202);
+    let state = "";
+    let partitionCount = 0;
+    await waitFor(async () => {
+      const view = (await (await call(gateway.managementUrl, "/actuator/backups/2")).json()) as {
+        state: string;
+        partitionCount: number;
+      };
+      state = view.state;
+      partitionCount = view.partitionCount;
+      return state !== "IN_PROGRESS";
+    }, "the backup after the change ends");
+    expect([state, partitionCount]).toEqual(["COMPLETED", 6]);
   }, 120_000);
 });

@@ -1,0 +1,197 @@
+/**
+ * `flowplane backups take|list|status|delete`: the backup API of the gateway's management port from the command line.
+ * `take --wait` (and `status --wait`) follow the backup until every partition's part has ended, showing how many
+ * partitions are done and the bytes written so far.
+ */
+import { type Command, InvalidArgumentError } from "commander";
+import { type Backup, BackupsClient } from "../../client/backups.js";
+import { gatewayAudience } from "../../client/cluster.js";
+import { type CliIo, UsageError } from "../io.js";
+import { printable, printableJson } from "../terminal-text.js";
+import { clientEnvironmentHelp, createClientContext } from "./client-context.js";
+
+interface CommonOptions {
+  json?: boolean;
+  audience: string;
+}
+
+/** How often a followed backup is polled. */
+const POLL_INTERVAL_MS = 1_000;
+
+/** How often the progress is printed again when standard output is not a terminal and nothing changed. */
+const PLAIN_PROGRESS_INTERVAL_MS = 5_000;
+
+const backupsEnvironmentHelp = `${clientEnvironmentHelp}
+  SERVICE_CLUSTER_MANAGEMENT_URL    the gateway's management port (default http://localhost:9600)`;
+
+/** Parses a backup id: a non-negative integer that JavaScript holds exactly. */
+export function parseBackupId(value: string): number {
+  if (!/^\d{1,16}$/.test(value) || !Number.isSafeInteger(Number(value))) {
+    throw new InvalidArgumentError(`a non-negative integer of at most ${Number.MAX_SAFE_INTEGER}`);
+  }
+  return Number(value);
+}
+
+function createBackupsClient(io: CliIo, options: CommonOptions): BackupsClient {
+  const { settings, tokenProvider } = createClientContext(io);
+  return new BackupsClient({ baseUrl: settings.clusterManagementUrl, tokenProvider, audience: options.audience });
+}
+
+function sleep(durationMs: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolveSleep) => {
+    const timer = setTimeout(resolveSleep, durationMs);
+    signal.addEventListener(
+      "abort",
+      () => {
+        clearTimeout(timer);
+        resolveSleep();
+      },
+      { once: true },
+    );
+  });
+}
+
+/** Whether a part of the backup is still being written. */
+function running(backup: Backup): boolean {
+  return backup.details.some((detail) => detail.state === "IN_PROGRESS");
+}
+
+/** One line of progress: the state, partitions done and bytes written. */
+export function formatBackupProgress(backup: Backup): string {
+  const done = backup.details.filter((detail) => detail.state !== "IN_PROGRESS").length;
+  const bytes = backup.details.reduce((total, detail) => total + detail.sizeBytes, 0);
+  return `backup ${backup.backupId}: ${printable(backup.state)}, ${done}/${backup.details.length} partitions done, ${formatBytes(bytes)} written`;
+}
+
+function formatBytes(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KiB`;
+  if (bytes < 1024 * 1024 * 1024) return `${(bytes / (1024 * 1024)).toFixed(1)} MiB`;
+  return `${(bytes / (1024 * 1024 * 1024)).toFixed(2)} GiB`;
+}
+
+/** A backup with one line per partition, as `status` and `take` print it. */
+export function formatBackup(backup: Backup): string {
+  const lines = [formatBackupProgress(backup)];
+  if (backup.failureReason !== null) lines.push(`  ${printable(backup.failureReason)}`);
+  for (const detail of backup.details) {
+    const where = detail.brokerId === null ? "" : ` (broker ${detail.brokerId})`;
+    const position = detail.checkpointPosition === null ? "" : ` at position ${detail.checkpointPosition}`;
+    const reason = detail.failureReason === null ? "" : `: ${printable(detail.failureReason)}`;
+    lines.push(
+      `  partition ${detail.partitionId}${where}: ${printable(detail.state)}${position}, ${formatBytes(detail.sizeBytes)}${reason}`,
+    );
+  }
+  return `${lines.join("\n")}\n`;
+}
+
+/**
+ * Polls the backup until no part of it is being written, showing its progress: on a terminal one line rewritten in
+ * place, elsewhere a line whenever it moves on (and every few seconds). Returns the final state.
+ */
+async function follow(client: BackupsClient, backupId: number, io: CliIo, json: boolean): Promise<Backup> {
+  const terminal = io.stdoutIsTerminal === true && !json;
+  let lastLine = "";
+  let lastPrintedMs = 0;
+  // Bounded by the backup ending, or by the user (Ctrl-C aborts the shutdown signal).
+  for (;;) {
+    const backup = await client.status(backupId);
+    const ended = !running(backup);
+    if (!json) {
+      const line = formatBackupProgress(backup);
+      if (terminal) io.stdout(`\r\u001b[2K${line}${ended ? "\n" : ""}`);
+      else if (line !== lastLine || Date.now() - lastPrintedMs >= PLAIN_PROGRESS_INTERVAL_MS) {
+        io.stdout(`${line}\n`);
+        lastPrintedMs = Date.now();
+      }
+      lastLine = line;
+    }
+    if (ended) return backup;
+    if (io.shutdownSignal.aborted) {
+      if (terminal) io.stdout("\n");
+      throw new UsageError(`stopped following; backup ${backupId} goes on (see flowplane backups status)`);
+    }
+    await sleep(POLL_INTERVAL_MS, io.shutdownSignal);
+  }
+}
+
+/** Prints the backup, and fails the command when it ended anything but COMPLETED. */
+function finish(io: CliIo, backup: Backup, json: boolean): void {
+  io.stdout(json ? `${printableJson(backup)}\n` : formatBackup(backup));
+  if (backup.state !== "COMPLETED") throw new Error(`backup ${backup.backupId} ended ${backup.state}`);
+}
+
+/** Registers `flowplane backups take|list|status|delete`. */
+export function registerBackupsCommands(program: Command, io: CliIo): void {
+  const backups = program
+    .command("backups")
+    .description("Take, list, watch and delete cluster backups (backup API of the management port, scope cluster).")
+    .addHelpText("after", backupsEnvironmentHelp);
+
+  backups
+    .command("take")
+    .description(
+      "Take a backup: every partition takes a checkpoint with this id, and its leader writes the partition's part to the backup store while writes go on.",
+    )
+    .argument("<backupId>", "the backup's id: above every earlier backup's id (never reused)", parseBackupId)
+    .option("--wait", "follow the backup until every partition's part has ended")
+    .option("--json", "print the API's answers as JSON")
+    .option("--audience <audience>", "audience of gateway tokens", gatewayAudience)
+    .action(async (backupId: number, options: CommonOptions & { wait?: boolean }) => {
+      const client = createBackupsClient(io, options);
+      const json = options.json === true;
+      const taken = await client.take(backupId);
+      if (options.wait !== true) {
+        io.stdout(
+          json
+            ? `${printableJson(taken)}\n`
+            : `${formatBackup(taken)}Follow it with: flowplane backups status ${backupId} --wait\n`,
+        );
+        return;
+      }
+      finish(io, await follow(client, backupId, io, json), json);
+    });
+
+  backups
+    .command("list")
+    .description("List every backup, newest first.")
+    .option("--json", "print the API's answer as JSON")
+    .option("--audience <audience>", "audience of gateway tokens", gatewayAudience)
+    .action(async (options: CommonOptions) => {
+      const list = await createBackupsClient(io, options).list();
+      if (options.json === true) {
+        io.stdout(`${printableJson(list)}\n`);
+        return;
+      }
+      io.stdout(list.length === 0 ? "no backups\n" : `${list.map(formatBackupProgress).join("\n")}\n`);
+    });
+
+  backups
+    .command("status")
+    .description("Show one backup with the state of each partition's part.")
+    .argument("<backupId>", "the backup's id", parseBackupId)
+    .option("--wait", "follow the backup until every partition's part has ended")
+    .option("--json", "print the API's answer as JSON")
+    .option("--audience <audience>", "audience of gateway tokens", gatewayAudience)
+    .action(async (backupId: number, options: CommonOptions & { wait?: boolean }) => {
+      const client = createBackupsClient(io, options);
+      const json = options.json === true;
+      if (options.wait === true) {
+        finish(io, await follow(client, backupId, io, json), json);
+        return;
+      }
+      const backup = await client.status(backupId);
+      io.stdout(json ? `${printableJson(backup)}\n` : formatBackup(backup));
+    });
+
+  backups
+    .command("delete")
+    .description("Delete a backup from the backup store (refused while it is in progress).")
+    .argument("<backupId>", "the backup's id", parseBackupId)
+    .option("--json", "print the API's answer as JSON")
+    .option("--audience <audience>", "audience of gateway tokens", gatewayAudience)
+    .action(async (backupId: number, options: CommonOptions) => {
+      const deleted = await createBackupsClient(io, options).delete(backupId);
+      io.stdout(options.json === true ? `${printableJson(deleted)}\n` : `backup ${backupId} deleted\n`);
+    });
+}

@@ -1,0 +1,21 @@
+/** Backups of a cluster's partitions: the backup store, writing a partition's part, and reading parts back. */
+export { FilesystemBackupStore } from "./filesystem-store.js";
+export {
+  BACKUP_CHUNK_BYTES,
+  encodeLogFrames,
+  type PartitionBackupRequest,
+  type PartitionBackupSource,
+  writePartitionBackup,
+} from "./partition-backup.js";
+export { BackupPartDamagedError, readPartEntries, readPartSnapshot, rebuildEngine, verifyPart } from "./read-part.js";
+export { type RestoreOptions, RestoreRefusedError, type RestoreReport, restoreBroker } from "./restore.js";
+export {
+  BACKUP_FILE_NAMES,
+  type BackupFileEntry,
+  type BackupFileWriter,
+  type BackupPartId,
+  type BackupPartManifest,
+  type BackupPartState,
+  type BackupStore,
+  parseManifest,
+} from "./store.js";

@@ -1,0 +1,261 @@
+/**
+ * Writes one partition's part of a backup, as its leader does in the background once it applied the backup's
+ * checkpoint: the reserved snapshot (at or before the checkpoint position) and the log from that snapshot up to the
+ * checkpoint position, streamed a chunk at a time into the backup store, with a manifest (ids, positions, files with
+ * sizes and SHA-256 checksums, flowplane version). The snapshot's bytes are also checked against the CRC-32C the
+ * storage recorded for them, and each log entry carries its own checksum, so what was read is what was stored.
+ *
+ * The part ends COMPLETED only when every file is written and verified; anything else (leadership lost, the snapshot
+ * or log no longer there, a store error) ends it FAILED with the reason.
+ */
+import { continueChecksum } from "../raft/core/snapshot-transfer.js";
+import type { Entry, SnapshotMetadata } from "../raft/index.js";
+import { encodeEntry } from "../raft/storage/codec.js";
+import {
+  BACKUP_FILE_NAMES,
+  type BackupFileEntry,
+  type BackupFileWriter,
+  type BackupPartId,
+  type BackupPartManifest,
+  type BackupStore,
+  MAX_FAILURE_REASON_LENGTH,
+} from "./store.js";
+
+/** Bytes of snapshot or log read and written per chunk: what a backup holds in memory at once. */
+export const BACKUP_CHUNK_BYTES = 1024 * 1024;
+
+/** Bytes written between two updates of an IN_PROGRESS manifest's `writtenBytes` (progress for long uploads). */
+export const PROGRESS_INTERVAL_BYTES = 16 * 1024 * 1024;
+
+/** Bytes of the length prefix before each entry in `log.bin`. */
+export const LOG_FRAME_HEADER_BYTES = 4;
+
+/** What the writer reads of the partition's replica. */
+export interface PartitionBackupSource {
+  /** The stored snapshot's metadata, or null when the replica holds none. */
+  snapshotMetadata(): SnapshotMetadata | null;
+  /** Bytes of the snapshot `metadata` describes; null when another snapshot replaced it. */
+  snapshotChunk(metadata: SnapshotMetadata, offset: number, maxBytes: number): Uint8Array | null;
+  /** Entries in [fromIndex, toIndex), stopping once `maxBytes` is passed; throws when they are not held. */
+  entries(fromIndex: number, toIndex: number, maxBytes: number): Entry[];
+  /** Why the replica may no longer write this part (it lost leadership, it stopped), or null. */
+  interruption(): string | null;
+  /** Lets other work run between two chunks. */
+  yieldTurn(): Promise<void>;
+}
+
+/** The part to write and what its manifest records. */
+export interface PartitionBackupRequest extends BackupPartId {
+  readonly checkpointPosition: number;
+  readonly partitionCount: number;
+  readonly flowplaneVersion: string;
+  /** The current time as ISO 8601 text. */
+  readonly now: () => string;
+}
+
+/** Counts the bytes written and records them in the IN_PROGRESS manifest every `PROGRESS_INTERVAL_BYTES`. */
+class Progress {
+  private writtenBytes = 0;
+  private reportedBytes = 0;
+
+  constructor(
+    private readonly store: BackupStore,
+    private readonly base: BackupPartManifest,
+  ) {}
+
+  get bytes(): number {
+    return this.writtenBytes;
+  }
+
+  async add(bytes: number): Promise<void> {
+    this.writtenBytes += bytes;
+    if (this.writtenBytes - this.reportedBytes < PROGRESS_INTERVAL_BYTES) return;
+    this.reportedBytes = this.writtenBytes;
+    await this.store.writeManifest({ ...this.base, writtenBytes: this.writtenBytes });
+  }
+}
+
+/** Thrown inside the writer to end the part FAILED with `message` as the reason. */
+class PartFailure extends Error {}
+
+/** Thrown when the replica's snapshot was replaced meanwhile; the part starts over from the new one. */
+class SnapshotReplaced extends PartFailure {}
+
+/**
+ * Attempts at writing the part when the replica's snapshot is replaced meanwhile: a snapshot that was being taken
+ * when the checkpoint arrived may still be installed (later ones wait for the backup), so one more attempt suffices.
+ */
+const MAX_ATTEMPTS = 3;
+
+/** Writes the part (see the module comment) and resolves with its final manifest; never rejects. */
+export async function writePartitionBackup(
+  source: PartitionBackupSource,
+  store: BackupStore,
+  request: PartitionBackupRequest,
+): Promise<BackupPartManifest> {
+  for (let attempt = 1; ; attempt += 1) {
+    const manifest = await writePartOnce(source, store, request, attempt < MAX_ATTEMPTS);
+    if (manifest !== null) return manifest;
+  }
+}
+
+/** One attempt at the part; null when the snapshot was replaced and `mayRetry` allows another attempt. */
+async function writePartOnce(
+  source: PartitionBackupSource,
+  store: BackupStore,
+  request: PartitionBackupRequest,
+  mayRetry: boolean,
+): Promise<BackupPartManifest | null> {
+  const metadata = source.snapshotMetadata();
+  const base: BackupPartManifest = {
+    formatVersion: 1,
+    backupId: request.backupId,
+    partitionId: request.partitionId,
+    brokerId: request.brokerId,
+    state: "IN_PROGRESS",
+    failureReason: null,
+    flowplaneVersion: request.flowplaneVersion,
+    partitionCount: request.partitionCount,
+    checkpointPosition: request.checkpointPosition,
+    snapshot: metadata === null ? null : { index: metadata.index, term: metadata.term },
+    log: { firstIndex: (metadata?.index ?? 0) + 1, lastIndex: request.checkpointPosition },
+    files: [],
+    writtenBytes: 0,
+    startedAt: request.now(),
+    finishedAt: null,
+  };
+  try {
+    await store.writeManifest(base);
+  } catch (error) {
+    return { ...base, state: "FAILED", failureReason: reasonOf(error), finishedAt: request.now() };
+  }
+  let final: BackupPartManifest;
+  try {
+    if (metadata !== null && metadata.index > request.checkpointPosition) {
+      throw new PartFailure(
+        `the replica's snapshot at ${metadata.index} is past the checkpoint position ${request.checkpointPosition}`,
+      );
+    }
+    const files: BackupFileEntry[] = [];
+    const progress = new Progress(store, base);
+    if (metadata !== null) files.push(await writeSnapshot(source, store, request, metadata, progress));
+    files.push(await writeLog(source, store, request, base.log.firstIndex, progress));
+    // A leader change during the backup fails the part, even when what was written is whole: operators are told
+    // plainly, and the next backup is taken by the new leader.
+    checkInterruption(source);
+    const writtenBytes = files.reduce((total, file) => total + file.sizeBytes, 0);
+    final = { ...base, state: "COMPLETED", files, writtenBytes, finishedAt: request.now() };
+  } catch (error) {
+    if (error instanceof SnapshotReplaced && mayRetry) return null;
+    final = { ...base, state: "FAILED", failureReason: reasonOf(error), finishedAt: request.now() };
+  }
+  try {
+    await store.writeManifest(final);
+  } catch (error) {
+    // The store still shows IN_PROGRESS; the caller sees the failure and the next backup starts afresh.
+    return { ...final, state: "FAILED", failureReason: reasonOf(error) };
+  }
+  return final;
+}
+
+function reasonOf(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  return message.slice(0, MAX_FAILURE_REASON_LENGTH);
+}
+
+function checkInterruption(source: PartitionBackupSource): void {
+  const interruption = source.interruption();
+  if (interruption !== null) throw new PartFailure(interruption);
+}
+
+/** Streams `write` into a new file of the part; aborts the file on any failure. */
+async function writeFile(
+  store: BackupStore,
+  part: BackupPartId,
+  name: string,
+  write: (file: BackupFileWriter) => Promise<void>,
+): Promise<BackupFileEntry> {
+  const file = await store.createFile(part, name);
+  try {
+    await write(file);
+  } catch (error) {
+    await file.abort();
+    throw error;
+  }
+  return file.finish();
+}
+
+async function writeSnapshot(
+  source: PartitionBackupSource,
+  store: BackupStore,
+  part: BackupPartId,
+  metadata: SnapshotMetadata,
+  progress: Progress,
+): Promise<BackupFileEntry> {
+  return writeFile(store, part, BACKUP_FILE_NAMES.snapshot, async (file) => {
+    let checksum = 0;
+    // Bounded: every pass reads at least one byte of a snapshot of fixed size (or stops).
+    for (let offset = 0; offset < metadata.sizeBytes; ) {
+      checkInterruption(source);
+      const chunk = source.snapshotChunk(metadata, offset, BACKUP_CHUNK_BYTES);
+      if (chunk === null || chunk.byteLength === 0) {
+        throw new SnapshotReplaced(`the snapshot at ${metadata.index} was replaced while it was backed up`);
+      }
+      checksum = continueChecksum(checksum, chunk);
+      await file.write(chunk);
+      await progress.add(chunk.byteLength);
+      offset += chunk.byteLength;
+      await source.yieldTurn();
+    }
+    if (checksum !== metadata.checksum) {
+      throw new PartFailure(`the snapshot at ${metadata.index} read back with another checksum than it was stored`);
+    }
+  });
+}
+
+async function writeLog(
+  source: PartitionBackupSource,
+  store: BackupStore,
+  request: PartitionBackupRequest,
+  firstIndex: number,
+  progress: Progress,
+): Promise<BackupFileEntry> {
+  return writeFile(store, request, BACKUP_FILE_NAMES.log, async (file) => {
+    // Bounded: every pass writes at least one entry of a fixed range (or stops).
+    for (let index = firstIndex; index <= request.checkpointPosition; ) {
+      checkInterruption(source);
+      let entries: Entry[];
+      try {
+        entries = source.entries(index, request.checkpointPosition + 1, BACKUP_CHUNK_BYTES);
+      } catch (error) {
+        // A snapshot installed meanwhile compacted the log: the part starts over from that snapshot.
+        if ((source.snapshotMetadata()?.index ?? 0) !== firstIndex - 1) {
+          throw new SnapshotReplaced(`the snapshot was replaced while the log from ${index} was backed up`);
+        }
+        throw new PartFailure(`the log from ${index} is no longer held: ${reasonOf(error)}`);
+      }
+      if (entries.length === 0) throw new PartFailure(`the log from ${index} is no longer held`);
+      const frames = encodeLogFrames(entries);
+      await file.write(frames);
+      await progress.add(frames.byteLength);
+      index += entries.length;
+      await source.yieldTurn();
+    }
+  });
+}
+
+/** `entries` as `log.bin` holds them: each a big-endian 32-bit length followed by the checksummed entry. */
+export function encodeLogFrames(entries: readonly Entry[]): Uint8Array {
+  const encoded = entries.map(encodeEntry);
+  let totalBytes = 0;
+  for (const entry of encoded) totalBytes += LOG_FRAME_HEADER_BYTES + entry.byteLength;
+  const bytes = new Uint8Array(totalBytes);
+  const view = new DataView(bytes.buffer);
+  let offset = 0;
+  for (const entry of encoded) {
+    view.setUint32(offset, entry.byteLength);
+    bytes.set(entry, offset + LOG_FRAME_HEADER_BYTES);
+    offset += LOG_FRAME_HEADER_BYTES + entry.byteLength;
+  }
+  return bytes;
+}

@@ -1,0 +1,160 @@
+/**
+ * Restoring one broker from a backup (`flowplane restore --backup-id N`), run on every broker of the new cluster
+ * with that broker's own configuration and an empty data directory, before the brokers start. For each partition the
+ * broker hosts (the distribution of the cluster's first start), it verifies the partition's COMPLETED part (every
+ * file against its size and SHA-256, every log entry against its checksum), rebuilds the partition's state at the
+ * checkpoint position from the part's snapshot and log, and stores it as the replica's snapshot, with the new
+ * cluster's replicas of that partition as its group. Every broker hosting a partition restores the same state, so
+ * the broker count and the replication factor may differ from the backed-up cluster's; the partition count may not.
+ *
+ * Nothing is written unless every part this broker needs verifies: a failed, incomplete or damaged backup is refused
+ * with the reason (the damaged file named), and the data directory stays empty.
+ */
+import { readdir } from "node:fs/promises";
+import { claimDataDirectory, openStorageEnvironment } from "../broker/files.js";
+import { snapshotChecksum } from "../raft/core/snapshot-transfer.js";
+import type { Member } from "../raft/index.js";
+import { MemberStorage } from "../raft/storage/member-storage.js";
+import type { PartitionDistribution } from "../topology/index.js";
+import { readPartEntries, rebuildVerifiedEngine, verifyPart } from "./read-part.js";
+import type { BackupPartManifest, BackupStore } from "./store.js";
+
+/** Thrown when the backup cannot be restored here; the message says why. */
+export class RestoreRefusedError extends Error {
+  constructor(detail: string) {
+    super(detail);
+    this.name = "RestoreRefusedError";
+  }
+}
+
+/** What `restoreBroker` needs. */
+export interface RestoreOptions {
+  readonly store: BackupStore;
+  readonly backupId: number;
+  readonly nodeId: number;
+  /** The broker's data directory; it must be empty or absent. */
+  readonly dataDirectory: string;
+  /** The new cluster's distribution of its first start (the broker computes the same one when it starts). */
+  readonly distribution: PartitionDistribution;
+  /** Called after each partition is restored (for progress). */
+  readonly onPartitionRestored?: (partitionId: number, messages: number) => void;
+}
+
+/** What one broker's restore wrote. */
+export interface RestoreReport {
+  /** The partitions restored here, each with its checkpoint position and buffered messages. */
+  readonly partitions: readonly { partitionId: number; position: number; messages: number }[];
+}
+
+/** Restores the broker's partitions from the backup (see the module comment). */
+export async function restoreBroker(options: RestoreOptions): Promise<RestoreReport> {
+  await requireEmptyDirectory(options.dataDirectory);
+  const parts = await completedParts(options.store, options.backupId, options.distribution.size);
+  const hosted = [...options.distribution.entries()]
+    .filter(([, replicas]) => replicas.some((replica) => replica.brokerId === options.nodeId))
+    .sort(([left], [right]) => left - right);
+  // Every part is verified before the first write, so a refused restore leaves nothing behind; then one partition at
+  // a time is rebuilt and stored, so that only one partition's state is in memory at once.
+  for (const [partitionId] of hosted) await verifyPart(options.store, parts.get(partitionId) as BackupPartManifest);
+  const restored: { partitionId: number; position: number; messages: number }[] = [];
+  const release = await claimDataDirectory(options.dataDirectory);
+  try {
+    const environment = await openStorageEnvironment(options.dataDirectory, true);
+    try {
+      for (const [partitionId, replicas] of hosted) {
+        const part = parts.get(partitionId) as BackupPartManifest;
+        const engine = await rebuildVerifiedEngine(options.store, part);
+        const data = engine.snapshot();
+        const term = await termAtPosition(options.store, part);
+        const members: Member[] = replicas.map((replica) => ({
+          id: replica.brokerId,
+          role: "voter",
+          priority: replica.priority,
+        }));
+        const storage = MemberStorage.openIn(environment, { scope: partitionId });
+        try {
+          await storage.load();
+          await storage.installSnapshot({
+            metadata: {
+              index: part.checkpointPosition,
+              term,
+              configuration: { members },
+              sizeBytes: data.byteLength,
+              checksum: snapshotChecksum(data),
+            },
+            data,
+          });
+          await storage.append([], { term, votedFor: null, commitIndex: part.checkpointPosition });
+        } finally {
+          await storage.close();
+        }
+        restored.push({ partitionId, position: part.checkpointPosition, messages: engine.bufferedMessageCount });
+        options.onPartitionRestored?.(partitionId, engine.bufferedMessageCount);
+      }
+    } finally {
+      await environment.close();
+    }
+  } finally {
+    await release();
+  }
+  return { partitions: restored };
+}
+
+async function requireEmptyDirectory(directory: string): Promise<void> {
+  let entries: string[];
+  try {
+    entries = await readdir(directory);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return;
+    throw error;
+  }
+  if (entries.length > 0) {
+    throw new RestoreRefusedError(
+      `restore needs an empty data directory, and ${directory} is not empty; restore into a new directory`,
+    );
+  }
+}
+
+/**
+ * The COMPLETED part of every partition of the backup, by partition id. Refuses a backup that is missing, failed or
+ * incomplete, or whose partition count differs from the cluster's.
+ */
+async function completedParts(
+  store: BackupStore,
+  backupId: number,
+  partitionCount: number,
+): Promise<Map<number, BackupPartManifest>> {
+  const manifests = await store.manifests(backupId);
+  if (manifests.length === 0) throw new RestoreRefusedError(`the backup store holds no backup ${backupId}`);
+  const backupPartitionCount = manifests.reduce((highest, part) => Math.max(highest, part.partitionCount), 0);
+  if (backupPartitionCount !== partitionCount) {
+    throw new RestoreRefusedError(
+      `backup ${backupId} holds ${backupPartitionCount} partitions but this cluster has ${partitionCount}; the partition counts must be equal`,
+    );
+  }
+  const parts = new Map<number, BackupPartManifest>();
+  const problems: string[] = [];
+  for (let partitionId = 1; partitionId <= partitionCount; partitionId += 1) {
+    const ofPartition = manifests.filter((part) => part.partitionId === partitionId);
+    const completed = ofPartition.find((part) => part.state === "COMPLETED");
+    if (completed !== undefined) {
+      parts.set(partitionId, completed);
+      continue;
+    }
+    const failed = ofPartition.find((part) => part.state === "FAILED");
+    if (failed !== undefined) problems.push(`partition ${partitionId} FAILED: ${failed.failureReason ?? "no reason"}`);
+    else if (ofPartition.length > 0) problems.push(`partition ${partitionId} is still IN_PROGRESS`);
+    else problems.push(`partition ${partitionId} has no part`);
+  }
+  if (problems.length > 0) {
+    throw new RestoreRefusedError(`backup ${backupId} is not complete and cannot be restored: ${problems.join("; ")}`);
+  }
+  return parts;
+}
+
+/** The term of the entry at the part's checkpoint position (the snapshot's when its log holds no entries). */
+async function termAtPosition(store: BackupStore, part: BackupPartManifest): Promise<number> {
+  let term = part.snapshot?.term ?? 0;
+  for await (const entry of readPartEntries(store, part)) term = entry.term;
+  return term;
+}

@@ -1,0 +1,153 @@
+/**
+ * The backup store: where partition leaders write their part of a backup and where the management API and restore
+ * read them. A backup `id` has one part per partition (and per broker that wrote one: a leader change during a
+ * backup leaves the failed part of the old leader next to the new leader's). Each part is a set of files (the
+ * reserved snapshot, the log up to the checkpoint) and a manifest naming them with their sizes and SHA-256 checksums;
+ * the manifest is written first as IN_PROGRESS and last as COMPLETED or FAILED, so a part is never reported
+ * COMPLETED unless every file was written and verified.
+ *
+ * The interface is small so that an object store can implement it; `FilesystemBackupStore` is the default.
+ */
+import { isCheckpointId } from "../engine/index.js";
+
+/** State of one partition's part of a backup. */
+export type BackupPartState = "IN_PROGRESS" | "COMPLETED" | "FAILED";
+
+/** Names one part: the backup, the partition and the broker whose leader replica wrote it. */
+export interface BackupPartId {
+  readonly backupId: number;
+  readonly partitionId: number;
+  readonly brokerId: number;
+}
+
+/** One file of a part, as the manifest records it. */
+export interface BackupFileEntry {
+  readonly name: string;
+  readonly sizeBytes: number;
+  /** SHA-256 of the file's bytes, lowercase hexadecimal. */
+  readonly sha256: string;
+}
+
+/** The manifest of one part (`manifest.json`). */
+export interface BackupPartManifest extends BackupPartId {
+  readonly formatVersion: 1;
+  readonly state: BackupPartState;
+  /** Why the part failed; null unless FAILED. */
+  readonly failureReason: string | null;
+  /** The flowplane version of the broker that wrote it. */
+  readonly flowplaneVersion: string;
+  /** Partitions the cluster had when the backup was taken; restore refuses a cluster with another count. */
+  readonly partitionCount: number;
+  /** The last log index of the partition that belongs to the backup. */
+  readonly checkpointPosition: number;
+  /** The reserved snapshot (at or before the checkpoint position) it holds, or null when the log starts at 1. */
+  readonly snapshot: { readonly index: number; readonly term: number } | null;
+  /** The log entries it holds: `firstIndex..lastIndex` (none when firstIndex > lastIndex). */
+  readonly log: { readonly firstIndex: number; readonly lastIndex: number };
+  /** Every file of the part; empty until the part is COMPLETED. */
+  readonly files: readonly BackupFileEntry[];
+  /** Bytes of the part's files written so far (updated while it is written, for progress). */
+  readonly writtenBytes: number;
+  readonly startedAt: string;
+  /** When the part became COMPLETED or FAILED; null while IN_PROGRESS. */
+  readonly finishedAt: string | null;
+}
+
+/** Writes one file of a part, a chunk at a time. */
+export interface BackupFileWriter {
+  /** Appends `bytes`; resolves once they are handed to the store (the caller awaits it, which bounds memory). */
+  write(bytes: Uint8Array): Promise<void>;
+  /**
+   * Finishes the file durably, reads it back, and resolves with its size and checksum; rejects when what the store
+   * holds differs from what was written.
+   */
+  finish(): Promise<BackupFileEntry>;
+  /** Gives up the file (nothing of it is kept). */
+  abort(): Promise<void>;
+}
+
+/** What a backup store does; see the module comment. */
+export interface BackupStore {
+  /** Writes (or replaces) a part's manifest atomically. */
+  writeManifest(manifest: BackupPartManifest): Promise<void>;
+  /** Starts writing file `name` of a part; an earlier file of that name is replaced once it finishes. */
+  createFile(part: BackupPartId, name: string): Promise<BackupFileWriter>;
+  /** Reads file `name` of a part, a chunk at a time, each at most `maxChunkBytes`. */
+  readFile(part: BackupPartId, name: string, maxChunkBytes: number): AsyncIterable<Uint8Array>;
+  /**
+   * The manifests of every part of `backupId`, or of every backup when it is undefined. A manifest that cannot be
+   * read is returned as a FAILED part naming the problem, so a damaged store shows up instead of hiding a part.
+   */
+  manifests(backupId?: number): Promise<BackupPartManifest[]>;
+  /** The ids of every backup the store holds a part of, ascending (without reading any manifest). */
+  backupIds(): Promise<number[]>;
+  /** Removes every part of `backupId`; resolves with whether there was any. */
+  deleteBackup(backupId: number): Promise<boolean>;
+}
+
+/** Names of the files of a part. */
+export const BACKUP_FILE_NAMES = {
+  manifest: "manifest.json",
+  snapshot: "snapshot.bin",
+  log: "log.bin",
+} as const;
+
+/** Longest failure reason kept in a manifest, in characters (reasons can carry error messages). */
+export const MAX_FAILURE_REASON_LENGTH = 1024;
+
+function isNonNegativeInteger(value: unknown): value is number {
+  return Number.isSafeInteger(value) && (value as number) >= 0;
+}
+
+function isFileEntry(value: unknown): value is BackupFileEntry {
+  if (typeof value !== "object" || value === null) return false;
+  const { name, sizeBytes, sha256 } = value as Record<string, unknown>;
+  return (
+    typeof name === "string" &&
+    Object.values(BACKUP_FILE_NAMES).includes(name as never) &&
+    isNonNegativeInteger(sizeBytes) &&
+    typeof sha256 === "string" &&
+    /^[0-9a-f]{64}$/.test(sha256)
+  );
+}
+
+/** Checks a manifest read from the store against `part`; returns it typed, or what is wrong with it. */
+export function parseManifest(value: unknown, part: BackupPartId): BackupPartManifest | string {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return "the manifest is not an object";
+  const manifest = value as Record<string, unknown>;
+  if (manifest.formatVersion !== 1) return `the manifest has format version ${String(manifest.formatVersion)}`;
+  if (
+    manifest.backupId !== part.backupId ||
+    manifest.partitionId !== part.partitionId ||
+    manifest.brokerId !== part.brokerId
+  ) {
+    return "the manifest names another backup, partition or broker than its location";
+  }
+  const { state, failureReason, flowplaneVersion, partitionCount, checkpointPosition, snapshot, log, files } = manifest;
+  if (state !== "IN_PROGRESS" && state !== "COMPLETED" && state !== "FAILED") return "the manifest's state is unknown";
+  if (!(failureReason === null || typeof failureReason === "string")) return "the failure reason is malformed";
+  if (typeof flowplaneVersion !== "string" || !isNonNegativeInteger(partitionCount) || partitionCount < 1) {
+    return "the manifest's version or partition count is malformed";
+  }
+  if (!isNonNegativeInteger(checkpointPosition)) return "the checkpoint position is malformed";
+  if (snapshot !== null) {
+    const { index, term } = (typeof snapshot === "object" ? snapshot : {}) as Record<string, unknown>;
+    if (!isNonNegativeInteger(index) || !isNonNegativeInteger(term) || index > checkpointPosition) {
+      return "the snapshot is malformed";
+    }
+  }
+  const { firstIndex, lastIndex } = (typeof log === "object" && log !== null ? log : {}) as Record<string, unknown>;
+  if (!isNonNegativeInteger(firstIndex) || !isNonNegativeInteger(lastIndex) || lastIndex > checkpointPosition) {
+    return "the log range is malformed";
+  }
+  if (!Array.isArray(files) || !files.every(isFileEntry)) return "the file list is malformed";
+  if (!isNonNegativeInteger(manifest.writtenBytes)) return "the bytes written are malformed";
+  if (
+    typeof manifest.startedAt !== "string" ||
+    !(manifest.finishedAt === null || typeof manifest.finishedAt === "string")
+  ) {
+    return "the manifest's times are malformed";
+  }
+  if (!isCheckpointId(part.backupId)) return "the backup id is malformed";
+  return manifest as unknown as BackupPartManifest;
+}

@@ -1,0 +1,327 @@
+/**
+ * The coordinator's part of backups (the management port's `/actuator/backups`): taking backup `id` proposes a
+ * checkpoint record with that id to every partition's leader (each leader then writes its partition's part in the
+ * background, see partition-replica.ts), and the state of a backup is read from the backup store, part by part.
+ *
+ * Rules: backup ids are non-negative integers above every earlier id and never reused (a partition ignores a
+ * checkpoint at or below its latest, so even the id of a deleted backup is refused); no backup is taken while a
+ * cluster change runs, and no cluster change starts while a backup is in progress (`blockingBackup`), since message
+ * relocation and moving replicas while a backup is cut would make its parts hard to reason about.
+ *
+ * A part whose writer is gone is not left IN_PROGRESS forever: a broker marks the parts it left IN_PROGRESS FAILED
+ * when it starts again (`failAbandonedParts`), and a part of a broker that is unreachable is reported FAILED.
+ */
+import type { Logger } from "pino";
+import type { BackupPartManifest, BackupStore } from "../backup/store.js";
+import { type ClusterConfiguration, partitionIdsOf } from "../topology/index.js";
+import { actingCoordinator } from "./change-executor.js";
+import type { CheckpointAnswer } from "./peer-requests.js";
+import type { BackupListResponse, BackupPartitionView, BackupRefusal, BackupResponse, BackupView } from "./protocol.js";
+
+/** What the backup coordinator needs of its broker. */
+export interface BackupCoordinatorContext {
+  readonly nodeId: number;
+  readonly logger: Logger;
+  /** The backup store; null when backups are switched off (`service.backup.store=none`). */
+  readonly store: BackupStore | null;
+  configuration(): ClusterConfiguration;
+  isReachable(brokerId: number): boolean;
+  /** Asks the partition's leader to take the checkpoint; null when no leader answered. */
+  checkpoint(partitionId: number, checkpointId: number): Promise<CheckpointAnswer | null>;
+  /** Milliseconds since the epoch. */
+  nowMs(): number;
+}
+
+/**
+ * How long after its checkpoint a partition without a part yet counts as IN_PROGRESS rather than MISSING: its leader
+ * writes the first manifest right after applying the checkpoint, unless it waits for a snapshot being taken.
+ */
+const PART_START_GRACE_MS = 60_000;
+
+/** Most backups whose take this coordinator remembers (the newest); the store holds everything else. */
+const MAX_REMEMBERED_BACKUPS = 64;
+
+/** Most backups listed at once (newest first). */
+export const MAX_LISTED_BACKUPS = 1_000;
+
+/** What this coordinator knows of a backup it took, until the store shows every part. */
+interface TakenBackup {
+  readonly takenAtMs: number;
+  /** Why a partition took no checkpoint, by partition id. */
+  readonly missing: ReadonlyMap<number, string>;
+}
+
+function refused(status: 400 | 404 | 409 | 503, detail: string): BackupRefusal {
+  return { outcome: "refused", status, detail };
+}
+
+/** See the module comment. */
+export class BackupCoordinator {
+  /** Backups this coordinator took, by id: which partitions took no checkpoint, and when (the newest few). */
+  private readonly taken = new Map<number, TakenBackup>();
+  /** The id of the backup being taken right now (its checkpoints proposed), or null. */
+  private taking: number | null = null;
+
+  constructor(private readonly context: BackupCoordinatorContext) {}
+
+  /** Takes backup `backupId`: checks the rules, then proposes the checkpoint to every partition's leader. */
+  async take(backupId: number): Promise<BackupResponse> {
+    const redirect = this.redirect();
+    if (redirect !== null) return redirect;
+    const store = this.context.store;
+    if (store === null) return refused(409, "backups are switched off on this cluster (service.backup.store=none)");
+    const configuration = this.context.configuration();
+    if (configuration.pendingChange !== null) {
+      return refused(
+        409,
+        `cluster change ${configuration.pendingChange.id} is in progress; no backup is taken while the cluster changes`,
+      );
+    }
+    if (this.taking !== null) return refused(409, `backup ${this.taking} is being taken`);
+    this.taking = backupId;
+    try {
+      const latest = (await store.backupIds()).at(-1) ?? -1;
+      if (latest >= backupId) {
+        return refused(409, `backup ids must be above every earlier id; the latest backup is ${latest}`);
+      }
+      const running = await this.inProgress(store);
+      if (running !== null) return refused(409, `backup ${running} is in progress`);
+      const partitionIds = partitionIdsOf(configuration);
+      const answers = await Promise.all(
+        partitionIds.map((partitionId) => this.context.checkpoint(partitionId, backupId)),
+      );
+      const missing = new Map<number, string>();
+      for (const [position, answer] of answers.entries()) {
+        const partitionId = partitionIds[position] as number;
+        if (answer === null || answer.outcome !== "checkpointed") {
+          missing.set(partitionId, `no leader of partition ${partitionId} took the checkpoint`);
+          continue;
+        }
+        if (!answer.taken) {
+          // The partition holds this checkpoint or a later one: the id was used before (a deleted backup).
+          return refused(
+            409,
+            `partition ${partitionId} has taken checkpoint ${answer.checkpointId} already; backup ids must be above every earlier id, deleted ones included`,
+          );
+        }
+      }
+      this.taken.set(backupId, { takenAtMs: this.context.nowMs(), missing });
+      // Bounded: ids only go up, so the first entries of the map are the oldest.
+      for (const id of this.taken.keys()) {
+        if (this.taken.size <= MAX_REMEMBERED_BACKUPS) break;
+        this.taken.delete(id);
+      }
+      this.context.logger.info({ backupId, partitions: partitionIds.length, missing: missing.size }, "backup taken");
+      return { outcome: "backup", backup: this.view(backupId, await store.manifests(backupId)) };
+    } finally {
+      this.taking = null;
+    }
+  }
+
+  /** Every backup in the store, newest first (at most `MAX_LISTED_BACKUPS`). */
+  async list(): Promise<BackupListResponse> {
+    const redirect = this.redirect();
+    if (redirect !== null) return redirect;
+    const store = this.context.store;
+    if (store === null) return { outcome: "backups", backups: [] };
+    const byBackup = groupByBackup(await store.manifests());
+    const ids = [...new Set([...byBackup.keys(), ...this.taken.keys()])].sort((left, right) => right - left);
+    return {
+      outcome: "backups",
+      backups: ids.slice(0, MAX_LISTED_BACKUPS).map((id) => this.view(id, byBackup.get(id) ?? [])),
+    };
+  }
+
+  /** One backup; 404 when the store holds no part of it. */
+  async status(backupId: number): Promise<BackupResponse> {
+    const redirect = this.redirect();
+    if (redirect !== null) return redirect;
+    const store = this.context.store;
+    const manifests = store === null ? [] : await store.manifests(backupId);
+    if (manifests.length === 0 && !this.taken.has(backupId)) return refused(404, `there is no backup ${backupId}`);
+    return { outcome: "backup", backup: this.view(backupId, manifests) };
+  }
+
+  /** Removes a backup from the store; 409 while it is in progress, 404 when there is none. */
+  async delete(backupId: number): Promise<BackupResponse> {
+    const redirect = this.redirect();
+    if (redirect !== null) return redirect;
+    const store = this.context.store;
+    const manifests = store === null ? [] : await store.manifests(backupId);
+    if (store === null || manifests.length === 0) return refused(404, `there is no backup ${backupId}`);
+    const backup = this.view(backupId, manifests);
+    if (isRunning(backup) || this.taking === backupId) {
+      return refused(409, `backup ${backupId} is in progress; delete it once it has ended`);
+    }
+    await store.deleteBackup(backupId);
+    this.taken.delete(backupId);
+    this.context.logger.info({ backupId }, "backup deleted");
+    return { outcome: "backup", backup };
+  }
+
+  /**
+   * Why a cluster change may not start now (a backup is being taken or in progress), or null. The change
+   * coordinator asks before it records a change.
+   */
+  async blockingBackup(): Promise<string | null> {
+    if (this.taking !== null) return `backup ${this.taking} is being taken; no cluster change starts during a backup`;
+    const store = this.context.store;
+    if (store === null) return null;
+    const running = await this.inProgress(store);
+    return running === null ? null : `backup ${running} is in progress; no cluster change starts during a backup`;
+  }
+
+  /**
+   * The id of a backup with a part still being written (or taken by this coordinator moments ago and not written
+   * yet), or null. Such a backup may already be FAILED or INCOMPLETE as a whole, but its writers still run. Only the
+   * latest backup can be running (no backup is taken while another runs), so only its manifests are read: the
+   * monitoring response asks on every poll.
+   */
+  private async inProgress(store: BackupStore): Promise<number | null> {
+    const candidates = new Set<number>();
+    const latest = (await store.backupIds()).at(-1);
+    if (latest !== undefined) candidates.add(latest);
+    for (const [id, taken] of this.taken) {
+      if (this.context.nowMs() - taken.takenAtMs <= PART_START_GRACE_MS) candidates.add(id);
+    }
+    for (const id of candidates) {
+      if (isRunning(this.view(id, await store.manifests(id)))) return id;
+    }
+    return null;
+  }
+
+  /** The not-coordinator answer when another broker coordinates, else null. */
+  private redirect(): BackupRefusal | null {
+    const coordinator = actingCoordinator(this.context.configuration(), (id) => this.context.isReachable(id));
+    return coordinator === null || coordinator === this.context.nodeId
+      ? null
+      : { outcome: "not-coordinator", coordinatorId: coordinator };
+  }
+
+  /** The backup as the management API shows it: its parts, partition by partition, and the aggregate state. */
+  view(backupId: number, manifests: readonly BackupPartManifest[]): BackupView {
+    const taken = this.taken.get(backupId);
+    const recordedCount = manifests.reduce((highest, part) => Math.max(highest, part.partitionCount), 0);
+    const partitionCount = recordedCount > 0 ? recordedCount : partitionIdsOf(this.context.configuration()).length;
+    const details: BackupPartitionView[] = [];
+    for (let partitionId = 1; partitionId <= partitionCount; partitionId += 1) {
+      const parts = manifests.filter((part) => part.partitionId === partitionId);
+      details.push(this.partitionView(partitionId, parts, taken));
+    }
+    const failed = details.find((detail) => detail.state === "FAILED");
+    const missing = details.find((detail) => detail.state === "MISSING");
+    const state = failed
+      ? "FAILED"
+      : missing
+        ? "INCOMPLETE"
+        : details.every((detail) => detail.state === "COMPLETED")
+          ? "COMPLETED"
+          : "IN_PROGRESS";
+    const first = failed ?? missing;
+    return {
+      backupId,
+      state,
+      failureReason: first === undefined ? null : `partition ${first.partitionId}: ${first.failureReason}`,
+      partitionCount,
+      details,
+    };
+  }
+
+  private partitionView(
+    partitionId: number,
+    parts: readonly BackupPartManifest[],
+    taken: TakenBackup | undefined,
+  ): BackupPartitionView {
+    const completed = parts.find((part) => part.state === "COMPLETED");
+    if (completed !== undefined) return partView(completed, "COMPLETED", null);
+    const writing = parts.find(
+      (part) =>
+        part.state === "IN_PROGRESS" &&
+        (part.brokerId === this.context.nodeId || this.context.isReachable(part.brokerId)),
+    );
+    if (writing !== undefined) return partView(writing, "IN_PROGRESS", null);
+    const last = parts[parts.length - 1];
+    if (last !== undefined) {
+      const reason =
+        last.state === "IN_PROGRESS"
+          ? `broker ${last.brokerId}, which was writing this part, is unreachable`
+          : (last.failureReason ?? "the part failed");
+      return partView(last, "FAILED", reason);
+    }
+    const why = taken?.missing.get(partitionId);
+    if (taken !== undefined && why === undefined && this.context.nowMs() - taken.takenAtMs <= PART_START_GRACE_MS) {
+      return { ...emptyPartition(partitionId), state: "IN_PROGRESS" };
+    }
+    return {
+      ...emptyPartition(partitionId),
+      state: "MISSING",
+      failureReason: why ?? "the backup store holds no part of this partition",
+    };
+  }
+}
+
+/**
+ * Marks the parts `brokerId` left IN_PROGRESS FAILED: their writer was this broker's previous process, which is
+ * gone. Called when a broker starts, before its replicas can write new parts.
+ */
+export async function failAbandonedParts(store: BackupStore, brokerId: number, nowIso: string): Promise<number> {
+  let failed = 0;
+  for (const part of await store.manifests()) {
+    if (part.brokerId !== brokerId || part.state !== "IN_PROGRESS") continue;
+    await store.writeManifest({
+      ...part,
+      state: "FAILED",
+      failureReason: `broker ${brokerId} stopped while it wrote this part`,
+      finishedAt: nowIso,
+    });
+    failed += 1;
+  }
+  return failed;
+}
+
+/** Whether a part of `backup` is still being written. */
+function isRunning(backup: BackupView): boolean {
+  return backup.details.some((detail) => detail.state === "IN_PROGRESS");
+}
+
+function groupByBackup(manifests: readonly BackupPartManifest[]): Map<number, BackupPartManifest[]> {
+  const byBackup = new Map<number, BackupPartManifest[]>();
+  for (const part of manifests) {
+    const parts = byBackup.get(part.backupId);
+    if (parts === undefined) byBackup.set(part.backupId, [part]);
+    else parts.push(part);
+  }
+  return byBackup;
+}
+
+function emptyPartition(partitionId: number): BackupPartitionView {
+  return {
+    partitionId,
+    state: "MISSING",
+    brokerId: null,
+    failureReason: null,
+    checkpointPosition: null,
+    createdAt: null,
+    lastUpdated: null,
+    brokerVersion: null,
+    sizeBytes: 0,
+  };
+}
+
+function partView(
+  part: BackupPartManifest,
+  state: BackupPartitionView["state"],
+  failureReason: string | null,
+): BackupPartitionView {
+  return {
+    partitionId: part.partitionId,
+    state,
+    brokerId: part.brokerId,
+    failureReason,
+    checkpointPosition: part.checkpointPosition,
+    createdAt: part.startedAt,
+    lastUpdated: part.finishedAt ?? part.startedAt,
+    brokerVersion: part.flowplaneVersion,
+    sizeBytes: part.writtenBytes,
+  };
+}

@@ -1,0 +1,149 @@
+/**
+ * The backup API on the gateway's management port (`cluster` scope): take a backup, list them, watch one, delete one.
+ * Routes are thin: they check the request's shape, send it to the coordinator (coordinator-client.ts), whose backup
+ * coordinator (broker/backups.ts) applies the rules, and map its answer.
+ */
+import { type Static, Type } from "typebox";
+import { clusterScope } from "../../auth/scopes.js";
+import { ServiceError } from "../../http/errors.js";
+import { problemSchema } from "../../http/schemas.js";
+import type { HttpServer } from "../../http/server.js";
+import type { BackupRefusal, BackupView } from "../broker/protocol.js";
+import type { CoordinatorClient } from "./coordinator-client.js";
+
+const backupIdSchema = Type.Integer({
+  minimum: 0,
+  maximum: Number.MAX_SAFE_INTEGER,
+  description: "The backup's id: a non-negative integer above every earlier backup's id (never reused).",
+});
+
+const nullableString = Type.Union([Type.String(), Type.Null()]);
+const nullableInteger = Type.Union([Type.Integer(), Type.Null()]);
+
+const backupSchema = Type.Object(
+  {
+    backupId: Type.Integer(),
+    state: Type.Enum(["COMPLETED", "FAILED", "INCOMPLETE", "IN_PROGRESS"], {
+      description:
+        "COMPLETED when every partition's part is, FAILED when any part failed, INCOMPLETE when a partition has none, otherwise IN_PROGRESS.",
+    }),
+    failureReason: nullableString,
+    partitionCount: Type.Integer(),
+    details: Type.Array(
+      Type.Object({
+        partitionId: Type.Integer(),
+        state: Type.Enum(["COMPLETED", "FAILED", "IN_PROGRESS", "MISSING"]),
+        brokerId: nullableInteger,
+        failureReason: nullableString,
+        checkpointPosition: nullableInteger,
+        createdAt: nullableString,
+        lastUpdated: nullableString,
+        brokerVersion: nullableString,
+        sizeBytes: Type.Integer(),
+      }),
+    ),
+  },
+  { description: "A backup and its partitions' parts." },
+);
+
+const errors = {
+  400: problemSchema,
+  401: problemSchema,
+  403: problemSchema,
+  404: problemSchema,
+  409: problemSchema,
+  502: problemSchema,
+  503: problemSchema,
+  504: problemSchema,
+} as const;
+
+const backupParameters = Type.Object({ backupId: backupIdSchema }, { additionalProperties: false });
+
+/** Maps the coordinator's refusal to its problem document. */
+function refusal(answer: BackupRefusal): ServiceError {
+  if (answer.outcome === "not-coordinator") {
+    return new ServiceError("badGateway", "The coordinator answered the request as if it were not the coordinator.");
+  }
+  switch (answer.status) {
+    case 400:
+      return new ServiceError("invalidRequest", answer.detail);
+    case 404:
+      return new ServiceError("notFound", answer.detail);
+    case 409:
+      return new ServiceError("conflict", answer.detail);
+    case 503:
+      return new ServiceError("unavailable", answer.detail);
+  }
+}
+
+function backupOf(answer: { outcome: "backup"; backup: BackupView } | BackupRefusal): Static<typeof backupSchema> {
+  if (answer.outcome === "backup") return answer.backup;
+  throw refusal(answer);
+}
+
+/** Registers the backup routes on a context guarded by `installAuthentication`. */
+export function backupRoutes(server: HttpServer, coordinator: CoordinatorClient): void {
+  const config = { scopes: [clusterScope] };
+
+  server.post(
+    "/actuator/backups",
+    {
+      config,
+      schema: {
+        tags: ["Backups"],
+        summary: "Take a backup: a checkpoint through every partition's log, written by each partition's leader",
+        description:
+          "Answers 202 once every partition's leader has taken the checkpoint; the parts are written in the background. Poll GET /actuator/backups/{backupId} until its state is no longer IN_PROGRESS. 409 when the id is not above every earlier id, while a backup is in progress, or while a cluster change runs.",
+        body: Type.Object({ backupId: backupIdSchema }, { additionalProperties: false }),
+        response: { 202: backupSchema, ...errors },
+      },
+    },
+    async (request, reply) =>
+      reply.code(202).send(backupOf(await coordinator.send({ type: "backup-take", backupId: request.body.backupId }))),
+  );
+
+  server.get(
+    "/actuator/backups",
+    {
+      config,
+      schema: {
+        tags: ["Backups"],
+        summary: "Every backup, newest first",
+        response: { 200: Type.Array(backupSchema), ...errors },
+      },
+    },
+    async () => {
+      const answer = await coordinator.send({ type: "backup-list" });
+      if (answer.outcome === "backups") return answer.backups;
+      throw refusal(answer);
+    },
+  );
+
+  server.get(
+    "/actuator/backups/:backupId",
+    {
+      config,
+      schema: {
+        tags: ["Backups"],
+        summary: "One backup with the state of each partition's part",
+        params: backupParameters,
+        response: { 200: backupSchema, ...errors },
+      },
+    },
+    async (request) => backupOf(await coordinator.send({ type: "backup-status", backupId: request.params.backupId })),
+  );
+
+  server.delete(
+    "/actuator/backups/:backupId",
+    {
+      config,
+      schema: {
+        tags: ["Backups"],
+        summary: "Delete a backup from the backup store (409 while it is in progress)",
+        params: backupParameters,
+        response: { 200: backupSchema, ...errors },
+      },
+    },
+    async (request) => backupOf(await coordinator.send({ type: "backup-delete", backupId: request.params.backupId })),
+  );
+}

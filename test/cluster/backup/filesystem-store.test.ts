@@ -1,0 +1,224 @@
+/**
+ * The filesystem backup store: its layout, owner-only modes, files verified on finish, manifests listed and checked,
+ * deletion, and the partition writer's failure paths (leadership lost, snapshot replaced, log gone).
+ */
+import { createHash } from "node:crypto";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { FilesystemBackupStore } from "../../../src/cluster/backup/filesystem-store.js";
+import { type PartitionBackupSource, writePartitionBackup } from "../../../src/cluster/backup/partition-backup.js";
+import { BackupPartDamagedError, readPartEntries, verifyPart } from "../../../src/cluster/backup/read-part.js";
+import type { BackupPartManifest } from "../../../src/cluster/backup/store.js";
+import { snapshotChecksum } from "../../../src/cluster/raft/core/snapshot-transfer.js";
+import type { Entry, SnapshotMetadata } from "../../../src/cluster/raft/index.js";
+import { entriesOpenToOthers } from "../../support/file-modes.js";
+
+let base: string;
+let store: FilesystemBackupStore;
+
+beforeEach(async () => {
+  base = await mkdtemp(join(tmpdir(), "flowplane-backups-"));
+  store = new FilesystemBackupStore(join(base, "store"));
+});
+
+afterEach(async () => {
+  await rm(base, { recursive: true, force: true });
+});
+
+function entry(index: number): Entry {
+  return { index, term: 1, kind: "normal", data: new TextEncoder().encode(`entry-${index}`) };
+}
+
+/** A replica as the writer sees it: a snapshot at `snapshotIndex` and the log after it up to `lastIndex`. */
+function fakeSource(options: {
+  snapshot?: Uint8Array;
+  snapshotIndex?: number;
+  lastIndex: number;
+  interruptAfterChunks?: number;
+}): PartitionBackupSource & { metadata: SnapshotMetadata | null } {
+  let chunks = 0;
+  const data = options.snapshot;
+  const metadata: SnapshotMetadata | null =
+    data === undefined
+      ? null
+      : {
+          index: options.snapshotIndex ?? 0,
+          term: 1,
+          configuration: { members: [] },
+          sizeBytes: data.byteLength,
+          checksum: snapshotChecksum(data),
+        };
+  const source = {
+    metadata,
+    snapshotMetadata: () => source.metadata,
+    snapshotChunk: (requested: SnapshotMetadata, offset: number, maxBytes: number) => {
+      if (source.metadata !== requested || data === undefined) return null;
+      chunks += 1;
+      return data.subarray(offset, offset + maxBytes);
+    },
+    entries: (fromIndex: number, toIndex: number) => {
+      if (fromIndex <= (source.metadata?.index ?? 0)) throw new Error("compacted");
+      chunks += 1;
+      const result: Entry[] = [];
+      for (let index = fromIndex; index < Math.min(toIndex, options.lastIndex + 1); index += 1) {
+        result.push(entry(index));
+      }
+      return result;
+    },
+    interruption: () =>
+      options.interruptAfterChunks !== undefined && chunks >= options.interruptAfterChunks
+        ? "broker 1 lost the leadership of partition 2 during the backup"
+        : null,
+    yieldTurn: async () => {},
+  };
+  return source;
+}
+
+function request(backupId: number) {
+  return {
+    backupId,
+    partitionId: 2,
+    brokerId: 1,
+    checkpointPosition: 9,
+    partitionCount: 3,
+    flowplaneVersion: "1.2.3",
+    now: () => "2026-01-01T00:00:00.000Z",
+  };
+}
+
+describe("FilesystemBackupStore with the partition writer", () => {
+  it("writes a part as <base>/<partition>/<backup>/<broker>, owner-only, with a manifest of verified files", async () => {
+    const snapshot = new Uint8Array(3 * 1024 * 1024 + 5).map((_, index) => index % 251);
+    const source = fakeSource({ snapshot, snapshotIndex: 4, lastIndex: 12 });
+    const manifest = await writePartitionBackup(source, store, request(7));
+    expect(manifest).toMatchObject({
+      state: "COMPLETED",
+      failureReason: null,
+      backupId: 7,
+      partitionId: 2,
+      brokerId: 1,
+      partitionCount: 3,
+      flowplaneVersion: "1.2.3",
+      checkpointPosition: 9,
+      snapshot: { index: 4, term: 1 },
+      log: { firstIndex: 5, lastIndex: 9 },
+    });
+    const directory = join(base, "store", "2", "7", "1");
+    const stored = await readFile(join(directory, "snapshot.bin"));
+    expect(Buffer.compare(stored, Buffer.from(snapshot))).toBe(0);
+    expect(manifest.files).toContainEqual({
+      name: "snapshot.bin",
+      sizeBytes: snapshot.byteLength,
+      sha256: createHash("sha256").update(snapshot).digest("hex"),
+    });
+    expect(JSON.parse(await readFile(join(directory, "manifest.json"), "utf8"))).toEqual(manifest);
+    expect(entriesOpenToOthers(join(base, "store"))).toEqual({});
+    // The log holds exactly the entries after the snapshot up to the checkpoint position.
+    const indexes: number[] = [];
+    for await (const read of readPartEntries(store, manifest)) indexes.push(read.index);
+    expect(indexes).toEqual([5, 6, 7, 8, 9]);
+    await verifyPart(store, manifest);
+    expect(await store.manifests()).toEqual([manifest]);
+    expect(await store.manifests(8)).toEqual([]);
+  });
+
+  it("records the bytes written in the IN_PROGRESS manifest while a long part is written", async () => {
+    const snapshot = new Uint8Array(34 * 1024 * 1024).fill(7);
+    const progress: [string, number][] = [];
+    const watched = Object.create(store) as FilesystemBackupStore;
+    watched.writeManifest = async (manifest) => {
+      progress.push([manifest.state, manifest.writtenBytes]);
+      await store.writeManifest(manifest);
+    };
+    const manifest = await writePartitionBackup(
+      fakeSource({ snapshot, snapshotIndex: 4, lastIndex: 9 }),
+      watched,
+      request(8),
+    );
+    const logBytes = (manifest.files.find((file) => file.name === "log.bin")?.sizeBytes ?? 0) as number;
+    expect(progress).toEqual([
+      ["IN_PROGRESS", 0],
+      ["IN_PROGRESS", 16 * 1024 * 1024],
+      ["IN_PROGRESS", 32 * 1024 * 1024],
+      ["COMPLETED", snapshot.byteLength + logBytes],
+    ]);
+  });
+
+  it("a corrupted byte in a stored file makes verification fail naming that file", async () => {
+    const manifest = await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, request(3));
+    expect(manifest.snapshot).toBeNull();
+    const path = join(base, "store", "2", "3", "1", "log.bin");
+    const bytes = await readFile(path);
+    bytes[10] = (bytes[10] as number) ^ 0xff;
+    await writeFile(path, bytes);
+    await expect(verifyPart(store, manifest)).rejects.toThrow(BackupPartDamagedError);
+    await expect(verifyPart(store, manifest)).rejects.toThrow(/log\.bin does not match its SHA-256/);
+  });
+
+  it("a part whose leader lost its leadership ends FAILED with the reason, never COMPLETED", async () => {
+    const snapshot = new Uint8Array(3 * 1024 * 1024);
+    const manifest = await writePartitionBackup(
+      fakeSource({ snapshot, snapshotIndex: 2, lastIndex: 9, interruptAfterChunks: 1 }),
+      store,
+      request(4),
+    );
+    expect(manifest).toMatchObject({
+      state: "FAILED",
+      failureReason: "broker 1 lost the leadership of partition 2 during the backup",
+      files: [],
+    });
+    expect((await store.manifests(4))[0]).toEqual(manifest);
+    await expect(verifyPart(store, manifest)).rejects.toThrow(/FAILED: broker 1 lost the leadership/);
+  });
+
+  it("starts over from a snapshot installed while the part was written, if it is at or before the checkpoint", async () => {
+    const first = new Uint8Array(2 * 1024 * 1024 + 1);
+    const source = fakeSource({ snapshot: first, snapshotIndex: 2, lastIndex: 9 });
+    const original = source.snapshotChunk;
+    let replaced = false;
+    source.snapshotChunk = (metadata, offset, maxBytes) => {
+      const chunk = original(metadata, offset, maxBytes);
+      if (!replaced && offset > 0) {
+        replaced = true;
+        source.metadata = { ...(metadata as SnapshotMetadata), index: 5 };
+        return null;
+      }
+      return chunk;
+    };
+    const manifest = await writePartitionBackup(source, store, request(5));
+    expect(manifest).toMatchObject({
+      state: "COMPLETED",
+      snapshot: { index: 5 },
+      log: { firstIndex: 6, lastIndex: 9 },
+    });
+  });
+
+  it("fails a part whose snapshot is past the checkpoint position", async () => {
+    const manifest = await writePartitionBackup(
+      fakeSource({ snapshot: new Uint8Array(10), snapshotIndex: 10, lastIndex: 12 }),
+      store,
+      request(6),
+    );
+    expect(manifest).toMatchObject({ state: "FAILED" });
+    expect(manifest.failureReason).toMatch(/past the checkpoint position 9/);
+  });
+
+  it("reports a damaged manifest as a FAILED part naming it, and deletes every part of a backup", async () => {
+    await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, request(11));
+    await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, { ...request(11), partitionId: 1 });
+    await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, request(12));
+    await writeFile(join(base, "store", "1", "11", "1", "manifest.json"), "{not json");
+    const parts: BackupPartManifest[] = await store.manifests(11);
+    expect(parts.map((part) => [part.partitionId, part.state])).toEqual([
+      [1, "FAILED"],
+      [2, "COMPLETED"],
+    ]);
+    expect(parts[0]?.failureReason).toMatch(/manifest\.json: manifest\.json is not JSON/);
+    expect(await store.backupIds()).toEqual([11, 12]);
+    expect(await store.deleteBackup(11)).toBe(true);
+    expect(await store.deleteBackup(11)).toBe(false);
+    expect((await store.manifests()).map((part) => part.backupId)).toEqual([12]);
+  });
+});

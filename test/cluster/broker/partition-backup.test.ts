@@ -1,0 +1,291 @@
+/**
+ * A partition replica's part of a backup: the leader writes it in the background once it applies the checkpoint
+ * (writes keep flowing), the part holds exactly the partition's state at the checkpoint position, and a leader that
+ * loses its leadership mid-backup fails only that part, which the new leader writes instead; the next backup
+ * completes from the new leader.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pino from "pino";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { FilesystemBackupStore } from "../../../src/cluster/backup/filesystem-store.js";
+import { rebuildEngine } from "../../../src/cluster/backup/read-part.js";
+import type { BackupPartManifest, BackupStore } from "../../../src/cluster/backup/store.js";
+import { PartitionReplica, type ReplicaBackupOptions } from "../../../src/cluster/broker/partition-replica.js";
+import type { PublishMessageCommand } from "../../../src/cluster/broker/protocol.js";
+import { partitionForCorrelationKey } from "../../../src/cluster/engine/correlation.js";
+import { parseKey } from "../../../src/cluster/engine/keys.js";
+import { StorageEnvironment } from "../../../src/cluster/raft/storage/environment.js";
+import { removeDirectory, temporaryDirectory, waitFor } from "./support.js";
+
+function command(messageId: string): PublishMessageCommand {
+  return { name: "tick", correlationKey: "", timeToLiveMs: 600_000, variables: {}, messageId, tenantId: "<default>" };
+}
+
+/** A correlation key that partition `owner` owns over `count` partitions. */
+function keyOwnedBy(owner: number, count: number): string {
+  for (let index = 0; index < 100_000; index += 1) {
+    if (partitionForCorrelationKey(`key-${index}`, count) === owner) return `key-${index}`;
+  }
+  throw new Error("no such key");
+}
+
+let storeDirectory: string;
+let store: FilesystemBackupStore;
+let ended: BackupPartManifest[];
+
+function backupOptions(target: BackupStore = store): ReplicaBackupOptions {
+  return {
+    store: target,
+    flowplaneVersion: "0.0.0-test",
+    partitionCount: () => 1,
+    onPartEnded: (manifest) => ended.push(manifest),
+  };
+}
+
+beforeEach(async () => {
+  storeDirectory = await mkdtemp(join(tmpdir(), "flowplane-backup-store-"));
+  store = new FilesystemBackupStore(storeDirectory);
+  ended = [];
+});
+
+afterEach(async () => {
+  await rm(storeDirectory, { recursive: true, force: true });
+});
+
+describe("a single-member partition's backup part", () => {
+  let directory: string;
+  let environment: StorageEnvironment;
+  let replica: PartitionReplica;
+
+  beforeEach(async () => {
+    directory = await temporaryDirectory("backup-replica");
+    environment = StorageEnvironment.open({ directory, synchronousCommit: true });
+    replica = await PartitionReplica.open({
+      partitionId: 1,
+      memberId: 0,
+      environment,
+      bootstrap: [{ id: 0, role: "voter", priority: 1 }],
+      heartbeatIntervalMs: 10,
+      electionTimeoutMs: 50,
+      snapshotIntervalEntries: 10,
+      maxPendingProposals: 256,
+      maxApplyLagEntries: 1000,
+      send: () => {},
+      onFailure: (error) => {
+        throw error;
+      },
+      backups: backupOptions(),
+      logger: pino({ level: "silent" }),
+    });
+    await waitFor(() => replica.report().role === "leader", "replica leads");
+  });
+
+  afterEach(async () => {
+    await replica.close();
+    await environment.close();
+    await removeDirectory(directory);
+  });
+
+  it("holds exactly the messages applied before the checkpoint, while publications keep flowing", async () => {
+    const before: string[] = [];
+    for (let sequence = 0; sequence < 25; sequence += 1) {
+      const published = await replica.publish(command(`before-${sequence}`));
+      if (published.outcome !== "published") throw new Error(JSON.stringify(published));
+      before.push(published.key);
+    }
+    // Publications race the checkpoint: some apply before it, some after.
+    const racing = Array.from({ length: 40 }, (_, sequence) => replica.publish(command(`racing-${sequence}`)));
+    const checkpoint = await replica.takeCheckpoint(1);
+    const racingKeys = (await Promise.all(racing)).map((answer) => {
+      if (answer.outcome !== "published") throw new Error(JSON.stringify(answer));
+      return answer.key;
+    });
+    expect(checkpoint).toMatchObject({ kind: "applied", result: { kind: "checkpointed" } });
+    if (checkpoint.kind !== "applied" || checkpoint.result.kind !== "checkpointed") throw new Error("no checkpoint");
+    const position = checkpoint.result.checkpoint.position;
+    await waitFor(() => ended.length === 1, "the backup part ends");
+    const [manifest] = ended as [BackupPartManifest];
+    expect(manifest).toMatchObject({ state: "COMPLETED", backupId: 1, partitionId: 1, checkpointPosition: position });
+    // A snapshot every 10 entries: the part is a snapshot plus the log after it.
+    expect(manifest.snapshot).not.toBeNull();
+    for (let sequence = 0; sequence < 20; sequence += 1) await replica.publish(command(`after-${sequence}`));
+
+    const restored = await rebuildEngine(store, manifest);
+    expect(restored.lastAppliedIndex).toBe(position);
+    expect(restored.latestCheckpoint).toEqual({ id: 1, position });
+    for (const key of before) expect(restored.getMessage(key)).toBeDefined();
+    // Keys count up in apply order: the part holds a prefix of the racing messages and nothing after them.
+    const held = racingKeys.filter((key) => restored.getMessage(key) !== undefined);
+    const counters = racingKeys.map((key) => parseKey(key)?.counter as number);
+    const heldCounters = held.map((key) => parseKey(key)?.counter as number);
+    const cut = Math.max(0, ...heldCounters);
+    expect(heldCounters.sort((a, b) => a - b)).toEqual(
+      counters.filter((counter) => counter <= cut).sort((a, b) => a - b),
+    );
+    expect(restored.bufferedMessageCount).toBe(before.length + held.length);
+  });
+
+  it("a hand-over answered with a higher checkpoint id takes that checkpoint first and writes its part", async () => {
+    const key = keyOwnedBy(2, 2);
+    const published = await replica.publish({ ...command("moving"), correlationKey: key });
+    expect(published.outcome).toBe("published");
+    expect(await replica.routeMessages(2, 1, true)).toMatchObject({ kind: "applied" });
+    await replica.takeCheckpoint(3);
+    await waitFor(() => ended.length === 1, "the part of checkpoint 3 ends");
+    const sent: (number | null)[] = [];
+    const progress = await replica.relocateMessages(async (_owner, messages, checkpointId) => {
+      sent.push(checkpointId);
+      // The new owner has taken checkpoint 8 already (its own record came before this hand-over).
+      return { keys: messages.map(() => "4503599627370497"), checkpointId: 8 };
+    }, 4);
+    expect(progress).toMatchObject({ outcome: "progress", moved: 1, remaining: 0 });
+    // The hand-over carried this partition's latest checkpoint, and the answer's higher one was taken here first.
+    expect(sent).toEqual([3]);
+    expect(replica.latestCheckpointId).toBe(8);
+    await waitFor(() => ended.length === 2, "the part of checkpoint 8 ends");
+    const manifest = ended[1] as BackupPartManifest;
+    expect(manifest).toMatchObject({ state: "COMPLETED", backupId: 8 });
+    // Checkpoint 8 lies before the relocatedOut record: the message is still outbound in the part, not forwarded.
+    const restored = await rebuildEngine(store, manifest);
+    expect(restored.outboundMessages().map((message) => message.correlationKey)).toEqual([key]);
+  });
+
+  it("a checkpoint at or below the latest is not taken again and writes no second part", async () => {
+    await replica.takeCheckpoint(5);
+    await waitFor(() => ended.length === 1, "the first part ends");
+    expect(await replica.takeCheckpoint(5)).toMatchObject({ result: { kind: "checkpoint-ignored" } });
+    expect(await replica.takeCheckpoint(2)).toMatchObject({ result: { kind: "checkpoint-ignored" } });
+    expect((await store.manifests()).map((part) => part.backupId)).toEqual([5]);
+  });
+});
+
+describe("a leader change during a backup", () => {
+  const memberIds = [0, 1, 2];
+  let directories: string[] = [];
+  let environments: StorageEnvironment[] = [];
+  let replicas: PartitionReplica[] = [];
+  const cut = new Set<string>();
+  /** Holds every write to the store until released: the backup is "in the middle" meanwhile. */
+  let release: (() => void) | null = null;
+  let gate: Promise<void> = Promise.resolve();
+
+  const gatedStore: BackupStore = {
+    writeManifest: (manifest) => store.writeManifest(manifest),
+    createFile: async (part, name) => {
+      const file = await store.createFile(part, name);
+      return {
+        ...file,
+        write: async (bytes) => {
+          await gate;
+          await file.write(bytes);
+        },
+      };
+    },
+    readFile: (part, name, maxChunkBytes) => store.readFile(part, name, maxChunkBytes),
+    manifests: (backupId) => store.manifests(backupId),
+    backupIds: () => store.backupIds(),
+    deleteBackup: (backupId) => store.deleteBackup(backupId),
+  };
+
+  beforeEach(async () => {
+    cut.clear();
+    directories = await Promise.all(memberIds.map((memberId) => temporaryDirectory(`backup-group-${memberId}`)));
+    environments = directories.map((directory) => StorageEnvironment.open({ directory, synchronousCommit: true }));
+    replicas = await Promise.all(
+      memberIds.map((memberId) =>
+        PartitionReplica.open({
+          partitionId: 1,
+          memberId,
+          environment: environments[memberId] as StorageEnvironment,
+          bootstrap: memberIds.map((id) => ({ id, role: "voter" as const, priority: 1 })),
+          heartbeatIntervalMs: 10,
+          electionTimeoutMs: 60,
+          snapshotIntervalEntries: 10_000,
+          maxPendingProposals: 64,
+          maxApplyLagEntries: 100,
+          send: (to, message) => {
+            if (!cut.has(`${memberId}→${to}`)) replicas[to]?.receive(message);
+          },
+          onFailure: (error) => {
+            throw error;
+          },
+          backups: backupOptions(gatedStore),
+          logger: pino({ level: "silent" }),
+        }),
+      ),
+    );
+  });
+
+  afterEach(async () => {
+    release?.();
+    await Promise.all(replicas.map((replica) => replica.close()));
+    await Promise.all(environments.map((environment) => environment.close()));
+    await Promise.all(directories.map((directory) => removeDirectory(directory)));
+  });
+
+  async function leader(excluding?: number): Promise<number> {
+    let found = -1;
+    await waitFor(() => {
+      found = replicas.findIndex((replica, memberId) => memberId !== excluding && replica.report().role === "leader");
+      return found >= 0;
+    }, "a leader");
+    return found;
+  }
+
+  it("fails only that part, clearly reported, and the next backup completes from the new leader", async () => {
+    const first = await leader();
+    for (let sequence = 0; sequence < 5; sequence += 1) await replicas[first]?.publish(command(`m-${sequence}`));
+    gate = new Promise((resolve) => {
+      release = resolve;
+    });
+    expect(await replicas[first]?.takeCheckpoint(1)).toMatchObject({ result: { kind: "checkpointed" } });
+    await waitFor(async () => (await store.manifests(1)).length === 1, "the part is in progress");
+    expect((await store.manifests(1))[0]).toMatchObject({ state: "IN_PROGRESS", brokerId: first });
+    // The leader is cut off; the others elect a new leader and it steps down.
+    for (const other of memberIds) {
+      if (other === first) continue;
+      cut.add(`${other}→${first}`);
+      cut.add(`${first}→${other}`);
+    }
+    const second = await leader(first);
+    await waitFor(() => replicas[first]?.report().role !== "leader", "the old leader steps down");
+    release?.();
+    // The old leader fails its part; the new one finds it unfinished in the store and writes its own.
+    await waitFor(() => ended.length === 2, "both parts of backup 1 end");
+    const byBroker = new Map(ended.map((part) => [part.brokerId, part]));
+    expect(byBroker.get(first)).toMatchObject({
+      state: "FAILED",
+      failureReason: `broker ${first} lost the leadership of partition 1 during the backup`,
+    });
+    expect(byBroker.get(second)).toMatchObject({ state: "COMPLETED", backupId: 1 });
+    expect((await rebuildEngine(store, byBroker.get(second) as BackupPartManifest)).bufferedMessageCount).toBe(5);
+
+    // The next backup completes from the new leader.
+    expect(await replicas[second]?.takeCheckpoint(2)).toMatchObject({ result: { kind: "checkpointed" } });
+    await waitFor(() => ended.length === 3, "the next part ends");
+    expect(ended[2]).toMatchObject({ state: "COMPLETED", backupId: 2, brokerId: second });
+    const restored = await rebuildEngine(store, ended[2] as BackupPartManifest);
+    expect(restored.bufferedMessageCount).toBe(5);
+  });
+
+  it("a new leader writes no part of a backup the store no longer holds", async () => {
+    const first = await leader();
+    await replicas[first]?.publish(command("m"));
+    expect(await replicas[first]?.takeCheckpoint(1)).toMatchObject({ result: { kind: "checkpointed" } });
+    await waitFor(() => ended.length === 1, "the part ends");
+    await store.deleteBackup(1);
+    for (const other of memberIds) {
+      if (other === first) continue;
+      cut.add(`${other}→${first}`);
+      cut.add(`${first}→${other}`);
+    }
+    const second = await leader(first);
+    // A publication committed by the new leader shows it has settled in; no part of the deleted backup appears.
+    expect(await replicas[second]?.publish(command("n"))).toMatchObject({ outcome: "published" });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(await store.manifests(1)).toEqual([]);
+    expect(ended).toHaveLength(1);
+  });
+});
