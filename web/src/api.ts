@@ -4,11 +4,18 @@
  * of the command-line client in src/client where it has them.
  */
 import type {
+  AllowlistEntry,
   AssignableRole,
   Cluster as ClientCluster,
+  ClusterClient,
+  ClusterClientConnectionDetails,
+  ClusterClientPermission,
   ClusterCreation,
   ClusterParameters,
+  CreatedClusterClient,
   Member,
+  MonitoringClient,
+  MonitoringCredentials,
 } from "../../src/client/admin.js";
 import type {
   BrokerEntry,
@@ -24,14 +31,21 @@ import type { ApiName, Audiences, Session } from "./session.js";
 export type Cluster = ClientCluster & { status: ClientCluster["status"] & { reason?: string } };
 
 export type {
+  AllowlistEntry,
   AssignableRole,
   BrokerEntry,
+  ClusterClient,
+  ClusterClientConnectionDetails,
+  ClusterClientPermission,
   ClusterCreation,
   ClusterOperationEntry,
   ClusterParameters,
   ClusterPatch,
   ClusterStatus,
+  CreatedClusterClient,
   Member,
+  MonitoringClient,
+  MonitoringCredentials,
   ScaleResponse,
   TopologyDocument,
 };
@@ -81,6 +95,8 @@ export interface Problem {
   title?: string;
   status?: number;
   detail?: string;
+  /** For a refused body: each field at fault (`body/ipallowlist/1/ip`) and what is wrong with it. */
+  errors?: { location: string; message: string }[];
 }
 
 /** A call that the API answered with an error. */
@@ -166,6 +182,129 @@ export class ConsoleApi {
     await this.request("admin", `/admin/clusters/${encodeURIComponent(clusterId)}`, { method: "DELETE" });
   }
 
+  /** The API clients of a cluster (`GET /admin/clusters/{clusterId}/clients`). */
+  async clusterClients(clusterId: string): Promise<ClusterClient[]> {
+    return (await (await this.request("admin", `${clusterPath(clusterId)}/clients`)).json()) as ClusterClient[];
+  }
+
+  /** Creates an API client of a cluster; the answer holds its secret, which no other answer repeats. */
+  async createClusterClient(
+    clusterId: string,
+    clientName: string,
+    permissions: readonly ClusterClientPermission[],
+  ): Promise<CreatedClusterClient> {
+    return (await (
+      await this.request("admin", `${clusterPath(clusterId)}/clients`, {
+        method: "POST",
+        body: { clientName, permissions },
+      })
+    ).json()) as CreatedClusterClient;
+  }
+
+  /** The environment variables a cluster client's application needs, without its secret. */
+  async clusterClientConnection(clusterId: string, clientId: string): Promise<ClusterClientConnectionDetails> {
+    return (await (
+      await this.request("admin", `${clusterPath(clusterId)}/clients/${encodeURIComponent(clientId)}`)
+    ).json()) as ClusterClientConnectionDetails;
+  }
+
+  /** Deletes an API client of a cluster; the cluster's gateway refuses its tokens from then on. */
+  async deleteClusterClient(clusterId: string, clientId: string): Promise<void> {
+    await this.request("admin", `${clusterPath(clusterId)}/clients/${encodeURIComponent(clientId)}`, {
+      method: "DELETE",
+    });
+  }
+
+  /** A cluster's connector secrets, values by name (`GET /admin/clusters/{clusterId}/secrets`). */
+  async connectorSecrets(clusterId: string): Promise<Record<string, string>> {
+    return (await (await this.request("admin", `${clusterPath(clusterId)}/secrets`)).json()) as Record<string, string>;
+  }
+
+  /** Creates a connector secret (409 when the name exists). */
+  async createConnectorSecret(clusterId: string, secretName: string, secretValue: string): Promise<void> {
+    await this.request("admin", `${clusterPath(clusterId)}/secrets`, {
+      method: "POST",
+      body: { secretName, secretValue },
+    });
+  }
+
+  /** Replaces the value of a connector secret. */
+  async updateConnectorSecret(clusterId: string, secretName: string, secretValue: string): Promise<void> {
+    await this.request("admin", `${clusterPath(clusterId)}/secrets/${encodeURIComponent(secretName)}`, {
+      method: "PUT",
+      body: { secretValue },
+    });
+  }
+
+  /** Deletes a connector secret. */
+  async deleteConnectorSecret(clusterId: string, secretName: string): Promise<void> {
+    await this.request("admin", `${clusterPath(clusterId)}/secrets/${encodeURIComponent(secretName)}`, {
+      method: "DELETE",
+    });
+  }
+
+  /** A cluster's IP allowlist (`GET /admin/clusters/{clusterId}/ipallowlist`); empty allows every address. */
+  async ipAllowlist(clusterId: string): Promise<AllowlistEntry[]> {
+    const answer = (await (await this.request("admin", `${clusterPath(clusterId)}/ipallowlist`)).json()) as {
+      ipallowlist: AllowlistEntry[];
+    };
+    return answer.ipallowlist;
+  }
+
+  /** Replaces a cluster's whole IP allowlist (`PUT /admin/clusters/{clusterId}/ipallowlist`). */
+  async replaceIpAllowlist(clusterId: string, entries: readonly AllowlistEntry[]): Promise<void> {
+    await this.request("admin", `${clusterPath(clusterId)}/ipallowlist`, {
+      method: "PUT",
+      body: { ipallowlist: entries },
+    });
+  }
+
+  /** Whether a cluster's metrics need a monitoring client's credentials (`GET …/monitoring`). */
+  async monitoringActive(clusterId: string): Promise<boolean> {
+    const answer = (await (await this.request("admin", `${clusterPath(clusterId)}/monitoring`)).json()) as {
+      active: boolean;
+    };
+    return answer.active;
+  }
+
+  /** Turns a cluster's protected metrics on (`POST …/monitoring`) or off (`DELETE`). */
+  async setMonitoringActive(clusterId: string, active: boolean): Promise<void> {
+    await this.request("admin", `${clusterPath(clusterId)}/monitoring`, { method: active ? "POST" : "DELETE" });
+  }
+
+  /** A cluster's monitoring clients, never with passwords (`GET …/monitoring/clients`). */
+  async monitoringClients(clusterId: string): Promise<MonitoringClient[]> {
+    return (await (
+      await this.request("admin", `${clusterPath(clusterId)}/monitoring/clients`)
+    ).json()) as MonitoringClient[];
+  }
+
+  /** Creates a monitoring client; the answer holds its generated password, shown this once. */
+  async createMonitoringClient(clusterId: string, username: string): Promise<MonitoringCredentials> {
+    return (await (
+      await this.request("admin", `${clusterPath(clusterId)}/monitoring/clients`, {
+        method: "POST",
+        body: { username },
+      })
+    ).json()) as MonitoringCredentials;
+  }
+
+  /** Replaces a monitoring client's password; the answer holds the new one, and the old one stops working. */
+  async rotateMonitoringPassword(clusterId: string, uuid: string): Promise<MonitoringCredentials> {
+    return (await (
+      await this.request("admin", `${clusterPath(clusterId)}/monitoring/clients/${encodeURIComponent(uuid)}/rotate`, {
+        method: "POST",
+      })
+    ).json()) as MonitoringCredentials;
+  }
+
+  /** Deletes a monitoring client. */
+  async deleteMonitoringClient(clusterId: string, uuid: string): Promise<void> {
+    await this.request("admin", `${clusterPath(clusterId)}/monitoring/clients/${encodeURIComponent(uuid)}`, {
+      method: "DELETE",
+    });
+  }
+
   /** Whether the client may call clusters' gateways and management APIs (takes the gateway token once). */
   async canReachClusters(): Promise<boolean> {
     return await this.session.prepare("gateway");
@@ -248,6 +387,11 @@ function activityParameters(query: ActivityQuery): string {
   const parameters = new URLSearchParams({ limit: String(query.limit) });
   if (query.since !== undefined) parameters.set("since", query.since);
   return parameters.toString();
+}
+
+/** The Administration API path of one cluster. */
+function clusterPath(clusterId: string): string {
+  return `/admin/clusters/${encodeURIComponent(clusterId)}`;
 }
 
 function trimSlash(url: string): string {
