@@ -5,6 +5,10 @@
 import { ConsoleApi, fetchPlatformIndex, type PlatformIndex } from "./api.js";
 import { h, replaceChildren } from "./dom.js";
 import { activityPage } from "./pages/activity.js";
+import { clusterAllowlistPage } from "./pages/cluster-allowlist.js";
+import { clusterClientsPage } from "./pages/cluster-clients.js";
+import { clusterMonitoringPage } from "./pages/cluster-monitoring.js";
+import { clusterSecretsPage } from "./pages/cluster-secrets.js";
 import { clusterPage, clustersPage } from "./pages/clusters.js";
 import { membersPage } from "./pages/members.js";
 import { overviewPage } from "./pages/overview.js";
@@ -17,7 +21,18 @@ import type { Session } from "./session.js";
 const basePath = "/console/";
 
 /** Every page, in navigation order. */
-const pages: readonly Page[] = [overviewPage, clustersPage, clusterPage, scalingPage, membersPage, activityPage];
+const pages: readonly Page[] = [
+  overviewPage,
+  clustersPage,
+  clusterPage,
+  clusterClientsPage,
+  clusterSecretsPage,
+  clusterAllowlistPage,
+  clusterMonitoringPage,
+  scalingPage,
+  membersPage,
+  activityPage,
+];
 
 /** The parameters of `path` when it matches the page's path pattern, or null. */
 function match(page: Page, path: string): Record<string, string> | null {

@@ -11,6 +11,7 @@ import {
   statusRegion,
   table,
 } from "../ui.js";
+import { clusterTabBar } from "./cluster-tabs.js";
 import { metricsPanel } from "./metrics.js";
 import type { Page, PageContext } from "./page.js";
 import { topologyPanel } from "./topology.js";
@@ -282,6 +283,7 @@ export const clusterPage: Page = {
     const section = h(
       "section",
       {},
+      clusterTabBar(context.session, clusterId, ""),
       h(
         "p",
         { class: "actions" },

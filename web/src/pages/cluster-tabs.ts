@@ -1,0 +1,121 @@
+import { ApiError } from "../api.js";
+import { h } from "../dom.js";
+import type { Session } from "../session.js";
+import { statusRegion } from "../ui.js";
+import type { Page, PageContext } from "./page.js";
+
+/** One tab of a cluster's pages: a path below `clusters/{clusterId}` and the scopes it needs. */
+interface ClusterTab {
+  /** Path segment after `clusters/{clusterId}`; "" for the cluster's own page. */
+  segment: string;
+  label: string;
+  visible(session: Session): boolean;
+}
+
+/** Whether the client holds an Administration API token carrying `scope`. */
+function administers(session: Session, scope: string): boolean {
+  return session.canCall("admin") && session.holds(scope);
+}
+
+/** The cluster's tabs in order; each is shown only to clients whose scopes its API calls need. */
+const clusterTabs: readonly ClusterTab[] = [
+  { segment: "", label: "Overview", visible: (session) => administers(session, "cluster") },
+  { segment: "clients", label: "API clients", visible: (session) => administers(session, "cluster-clients") },
+  { segment: "secrets", label: "Connector secrets", visible: (session) => administers(session, "secrets") },
+  {
+    segment: "allowlist",
+    label: "IP allowlist",
+    // The list can be read with either scope; only `ipallowlist` may change it.
+    visible: (session) => administers(session, "ipallowlist") || administers(session, "cluster"),
+  },
+  { segment: "monitoring", label: "Monitoring", visible: (session) => administers(session, "cluster") },
+];
+
+/** The console path of a cluster's tab. */
+export function clusterTabPath(clusterId: string, segment: string): string {
+  const base = `clusters/${encodeURIComponent(clusterId)}`;
+  return segment === "" ? base : `${base}/${segment}`;
+}
+
+/** The navigation between a cluster's tabs the client may use, with the current one marked. */
+export function clusterTabBar(session: Session, clusterId: string, current: string): HTMLElement {
+  return h(
+    "nav",
+    { class: "tabs", "aria-label": "Cluster sections" },
+    h(
+      "ul",
+      {},
+      clusterTabs
+        .filter((tab) => tab.visible(session))
+        .map((tab) => {
+          const path = clusterTabPath(clusterId, tab.segment);
+          return h(
+            "li",
+            {},
+            h(
+              "a",
+              {
+                href: `/console/${path}`,
+                "data-route": path,
+                "aria-current": tab.segment === current ? "page" : undefined,
+              },
+              tab.label,
+            ),
+          );
+        }),
+    ),
+  );
+}
+
+/** Whether an error is the end of the session, which the console already reports by showing the sign-in form. */
+export function sessionEnded(error: unknown): boolean {
+  return error instanceof ApiError && error.status === 401;
+}
+
+/** What a tab's content is built from. */
+export interface ClusterTabContext {
+  context: PageContext;
+  clusterId: string;
+  /** The page's status region, for outcomes and errors. */
+  status: HTMLElement;
+}
+
+/**
+ * A page that is one tab of a cluster: the tab bar, a status region and the tab's content, with the cluster's name
+ * in the heading when the client may read the cluster.
+ */
+export function clusterTabPage(options: {
+  segment: string;
+  title: string;
+  render(tab: ClusterTabContext): HTMLElement;
+}): Page {
+  const tab = clusterTabs.find((candidate) => candidate.segment === options.segment);
+  if (tab === undefined) throw new Error(`no cluster tab ${options.segment}`);
+  return {
+    path: `clusters/:clusterId/${options.segment}`,
+    title: options.title,
+    listed: false,
+    visible: (session) => tab.visible(session),
+    render(context, parameters) {
+      const clusterId = parameters.clusterId ?? "";
+      const status = statusRegion();
+      const section = h(
+        "section",
+        {},
+        clusterTabBar(context.session, clusterId, options.segment),
+        status,
+        options.render({ context, clusterId, status }),
+      );
+      if (administers(context.session, "cluster")) {
+        // The name only makes the heading friendlier: the tab's own calls report a missing cluster.
+        context.api
+          .cluster(clusterId)
+          .then((cluster) => {
+            if (section.isConnected) context.setTitle(`${options.title} of cluster ${cluster.name}`);
+          })
+          .catch(() => undefined);
+      }
+      return section;
+    },
+  };
+}
