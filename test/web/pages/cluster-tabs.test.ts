@@ -360,9 +360,21 @@ describe.runIf(browserAvailable())("console cluster tabs", () => {
   it("shows each client only the tabs its scopes allow", async () => {
     const secretsOnly = await createTestClient(platform, ["secrets"]);
     page = await openPage(viewports.wide);
-    await signIn(page, platform.url, secretsOnly, `/console/clusters/${clusterId}/secrets`);
+    await signIn(page, platform.url, secretsOnly);
+    // Such a client may not list clusters: it opens one by its id.
+    const open = page.getByRole("form", { name: "Open a cluster" });
+    await open.getByLabel("Cluster id").fill("no such/id");
+    await open.getByRole("button", { name: "Open" }).click();
+    expect(await open.locator(".field-error").textContent()).toBe(
+      "Enter a cluster id: letters, digits, dots, underscores and hyphens.",
+    );
+    await expectAccessible(page, "overview of a client without the cluster scope");
+    await open.getByLabel("Cluster id").fill(clusterId);
+    await open.getByRole("button", { name: "Open" }).click();
     await page.getByRole("form", { name: "Add a connector secret" }).waitFor();
+    expect(new URL(page.url()).pathname).toBe(`/console/clusters/${clusterId}/secrets`);
     expect(await tabNames()).toEqual(["Connector secrets"]);
+    expect(await page.getByRole("heading", { level: 1 }).textContent()).toBe("Connector secrets");
     await signIn(page, platform.url, secretsOnly, `/console/clusters/${clusterId}/clients`);
     await page.getByText("This client's scopes do not allow this page.").waitFor();
     await page.close();
@@ -372,6 +384,7 @@ describe.runIf(browserAvailable())("console cluster tabs", () => {
     page = await openPage(viewports.wide);
     await signIn(page, platform.url, clusterOnly, `/console/clusters/${clusterId}/allowlist`);
     await page.getByRole("table", { name: "Allowed addresses" }).waitFor();
+    await page.getByRole("heading", { name: "IP allowlist of cluster orders" }).waitFor();
     expect(await tabNames()).toEqual(["Overview", "IP allowlist", "Monitoring"]);
     expect(await page.getByRole("button", { name: "Save allowlist" }).count()).toBe(0);
     await expectAccessible(page, "read-only allowlist");

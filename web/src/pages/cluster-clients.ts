@@ -136,7 +136,12 @@ function clientTable(
             type: "button",
             class: "danger",
             "aria-label": `Delete client ${client.name}`,
-            onclick: () => void deleteClient(tab, client, onChanged),
+            onclick: () =>
+              void deleteClient(tab, client, () => {
+                // Connection details shown for the deleted client would describe nothing any more.
+                details.replaceChildren();
+                onChanged();
+              }),
           },
           "Delete",
         ),

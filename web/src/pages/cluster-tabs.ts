@@ -1,7 +1,7 @@
 import { ApiError } from "../api.js";
-import { h } from "../dom.js";
+import { h, uniqueId } from "../dom.js";
 import type { Session } from "../session.js";
-import { statusRegion } from "../ui.js";
+import { field, statusRegion } from "../ui.js";
 import type { Page, PageContext } from "./page.js";
 
 /** One tab of a cluster's pages: a path below `clusters/{clusterId}` and the scopes it needs. */
@@ -65,6 +65,44 @@ export function clusterTabBar(session: Session, clusterId: string, current: stri
         }),
     ),
   );
+}
+
+/** Cluster ids as the Administration API accepts them. */
+const clusterIdPattern = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+
+/**
+ * For a client that may use some of a cluster's tabs but not list clusters (no `cluster` scope): a form that opens a
+ * cluster's first tab the client may use by the cluster's id. Null for clients that have the list, or no tab at all.
+ */
+export function openClusterForm(session: Session, navigate: PageContext["navigate"]): HTMLElement | null {
+  if (administers(session, "cluster")) return null;
+  const first = clusterTabs.find((tab) => tab.visible(session));
+  if (first === undefined) return null;
+  const clusterId = h("input", { type: "text", name: "clusterId", maxlength: 128, autocomplete: "off" });
+  const error = h("p", { class: "field-error", id: uniqueId("cluster-id-error") });
+  const headingId = uniqueId("open-cluster-title");
+  const form = h(
+    "form",
+    { method: "post", novalidate: true, "aria-labelledby": headingId, class: "card" },
+    h("h2", { id: headingId }, "Open a cluster"),
+    field("Cluster id", clusterId, "This client may not list clusters; ask an administrator for the id."),
+    error,
+    h("button", { type: "submit" }, "Open"),
+  );
+  clusterId.setAttribute("aria-describedby", `${clusterId.getAttribute("aria-describedby") ?? ""} ${error.id}`.trim());
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const value = clusterId.value.trim();
+    const valid = clusterIdPattern.test(value);
+    error.textContent = valid ? "" : "Enter a cluster id: letters, digits, dots, underscores and hyphens.";
+    clusterId.setAttribute("aria-invalid", valid ? "false" : "true");
+    if (!valid) {
+      clusterId.focus();
+      return;
+    }
+    navigate(clusterTabPath(value, first.segment));
+  });
+  return form;
 }
 
 /** Whether an error is the end of the session, which the console already reports by showing the sign-in form. */

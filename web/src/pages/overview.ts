@@ -1,4 +1,5 @@
 import { h } from "../dom.js";
+import { openClusterForm } from "./cluster-tabs.js";
 import type { Page } from "./page.js";
 
 /** The first page after signing in: who is signed in and what its scopes allow. */
@@ -6,7 +7,7 @@ export const overviewPage: Page = {
   path: "",
   title: "Overview",
   visible: () => true,
-  render({ session }) {
+  render({ session, navigate }) {
     const apis = [
       session.canCall("admin") ? "the Administration API" : null,
       session.canCall("modeler") ? "the Modeler API" : null,
@@ -21,6 +22,7 @@ export const overviewPage: Page = {
         { class: "scopes" },
         session.scopes().map((scope) => h("li", {}, h("code", {}, scope))),
       ),
+      openClusterForm(session, navigate),
     );
   },
 };
