@@ -357,6 +357,19 @@ describe.runIf(browserAvailable())("console cluster tabs", () => {
     expect(await (await api("GET", "/monitoring")).json()).toEqual({ active: false });
   });
 
+  it("leads from the cluster's own page to its tabs and back", async () => {
+    page = await openPage(viewports.wide);
+    await signIn(page, platform.url, platform.adminClient, `/console/clusters/${clusterId}`);
+    await page.getByRole("heading", { name: "Cluster orders" }).waitFor();
+    const tabs = page.getByRole("navigation", { name: "Cluster sections" });
+    expect(await tabs.locator('[aria-current="page"]').textContent()).toBe("Overview");
+    await tabs.getByRole("link", { name: "Monitoring" }).click();
+    await page.getByRole("heading", { name: "Monitoring of cluster orders" }).waitFor();
+    expect(new URL(page.url()).pathname).toBe(`/console/clusters/${clusterId}/monitoring`);
+    await page.goBack();
+    await page.getByRole("heading", { name: "Cluster orders" }).waitFor();
+  });
+
   it("shows each client only the tabs its scopes allow", async () => {
     const secretsOnly = await createTestClient(platform, ["secrets"]);
     page = await openPage(viewports.wide);
