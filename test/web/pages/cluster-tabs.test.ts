@@ -224,7 +224,16 @@ describe.runIf(browserAvailable())("console cluster tabs", () => {
     await saveScreenshot(page, "console-cluster-allowlist");
   });
 
+  /** Sets the cluster's allowlist through the API, so that each test starts from a known list. */
+  async function setAllowlist(entries: { ip: string; description: string }[]): Promise<void> {
+    expect((await api("PUT", "/ipallowlist", { ipallowlist: entries })).status).toBe(204);
+  }
+
   it("shows the platform's refusal of an allowlist on the entry it names", async () => {
+    await setAllowlist([
+      { ip: "192.0.2.0/24", description: "office" },
+      { ip: "198.51.100.7", description: "build server" },
+    ]);
     page = await openPage(viewports.wide);
     // A refusal the console's own check cannot produce: the platform's answer is the authority.
     await page.route(`${platform.url}/admin/clusters/${clusterId}/ipallowlist`, (route) =>
@@ -259,6 +268,7 @@ describe.runIf(browserAvailable())("console cluster tabs", () => {
   it("masks connector secrets, reveals a value on demand, changes and deletes one", async () => {
     page = await openPage(viewports.wide);
     const logged = consoleLog(page);
+    const violations = collectPolicyViolations(page);
     await signIn(page, platform.url, platform.adminClient, `/console/clusters/${clusterId}/secrets`);
     await page.getByText("The cluster has no connector secrets yet.").waitFor();
     const form = page.getByRole("form", { name: "Add a connector secret" });
@@ -310,10 +320,12 @@ describe.runIf(browserAvailable())("console cluster tabs", () => {
     await page.getByText("The cluster has no connector secrets yet.").waitFor();
     expect(await (await api("GET", "/secrets")).json()).toEqual({});
     expect(logged.join("\n")).not.toMatch(/s3cr3t-value|n3w-value/);
+    expect(violations).toEqual([]);
   });
 
   it("turns metrics protection on and shows a monitoring client's password once, also when rotated", async () => {
     page = await openPage(viewports.wide);
+    const violations = collectPolicyViolations(page);
     await signIn(page, platform.url, platform.adminClient, `/console/clusters/${clusterId}/monitoring`);
     const protection = page.getByRole("region", { name: "Metrics protection" });
     await protection.getByRole("button", { name: "Turn protection on" }).click();
@@ -355,6 +367,7 @@ describe.runIf(browserAvailable())("console cluster tabs", () => {
       .click();
     await protection.getByRole("button", { name: "Turn protection on" }).waitFor();
     expect(await (await api("GET", "/monitoring")).json()).toEqual({ active: false });
+    expect(violations).toEqual([]);
   });
 
   it("leads from the cluster's own page to its tabs and back", async () => {
@@ -404,6 +417,10 @@ describe.runIf(browserAvailable())("console cluster tabs", () => {
   });
 
   it("edits the allowlist by keyboard alone at phone width", async () => {
+    await setAllowlist([
+      { ip: "192.0.2.0/24, 2001:db8::/32", description: "office" },
+      { ip: "198.51.100.7", description: "build server" },
+    ]);
     page = await openPage(viewports.narrow);
     await signIn(page, platform.url, platform.adminClient, `/console/clusters/${clusterId}/allowlist`);
     await page.getByRole("group", { name: "Entry 2" }).waitFor();
@@ -434,7 +451,7 @@ describe.runIf(browserAvailable())("console cluster tabs", () => {
     await saveScreenshot(page, "console-cluster-allowlist-narrow");
 
     await page.getByRole("link", { name: "API clients" }).click();
-    await page.getByRole("table", { name: "API clients of the cluster" }).waitFor();
+    await page.getByRole("form", { name: "Create an API client" }).waitFor();
     expect(await horizontalOverflow(page)).toBeLessThanOrEqual(0);
     await expectAccessible(page, "API clients at phone width");
     await saveScreenshot(page, "console-cluster-clients-narrow");
