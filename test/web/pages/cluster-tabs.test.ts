@@ -376,6 +376,7 @@ describe.runIf(browserAvailable())("console cluster tabs", () => {
     await page.getByRole("heading", { name: "Cluster orders" }).waitFor();
     const tabs = page.getByRole("navigation", { name: "Cluster sections" });
     expect(await tabs.locator('[aria-current="page"]').textContent()).toBe("Overview");
+    await expectAccessible(page, "cluster page with its tabs");
     await tabs.getByRole("link", { name: "Monitoring" }).click();
     await page.getByRole("heading", { name: "Monitoring of cluster orders" }).waitFor();
     expect(new URL(page.url()).pathname).toBe(`/console/clusters/${clusterId}/monitoring`);
