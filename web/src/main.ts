@@ -7,6 +7,8 @@ import { h, replaceChildren } from "./dom.js";
 import { activityPage } from "./pages/activity.js";
 import { clusterPage, clustersPage } from "./pages/clusters.js";
 import { membersPage } from "./pages/members.js";
+import { modelerFolderPage, modelerProjectPage, modelerProjectsPage } from "./pages/modeler.js";
+import { modelerFilePage, modelerMilestonePage } from "./pages/modeler-file.js";
 import { overviewPage } from "./pages/overview.js";
 import type { Page, PageContext } from "./pages/page.js";
 import { scalingPage } from "./pages/scaling.js";
@@ -17,7 +19,19 @@ import type { Session } from "./session.js";
 const basePath = "/console/";
 
 /** Every page, in navigation order. */
-const pages: readonly Page[] = [overviewPage, clustersPage, clusterPage, scalingPage, membersPage, activityPage];
+const pages: readonly Page[] = [
+  overviewPage,
+  clustersPage,
+  clusterPage,
+  scalingPage,
+  membersPage,
+  activityPage,
+  modelerProjectsPage,
+  modelerProjectPage,
+  modelerFolderPage,
+  modelerFilePage,
+  modelerMilestonePage,
+];
 
 /** The parameters of `path` when it matches the page's path pattern, or null. */
 function match(page: Page, path: string): Record<string, string> | null {

@@ -1,0 +1,268 @@
+import type { Browser, Page } from "playwright-core";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { browserAvailable, launchBrowser } from "../../support/browser.js";
+import {
+  collectPolicyViolations,
+  expectAccessible,
+  horizontalOverflow,
+  saveScreenshot,
+  signIn,
+  viewports,
+} from "../../support/console-page.js";
+import { startTestPlatform, type TestPlatform } from "../../support/platform.js";
+import { createTestClient, requestToken } from "../../support/tokens.js";
+
+/** A laid-out BPMN process: start, a user task, a decision, a service task and two ends. */
+function orderProcess(shipName: string): string {
+  return `<?xml version="1.0" encoding="UTF-8"?>
+<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:bpmndi="http://www.omg.org/spec/BPMN/20100524/DI" xmlns:dc="http://www.omg.org/spec/DD/20100524/DC" xmlns:di="http://www.omg.org/spec/DD/20100524/DI" id="Definitions_1" targetNamespace="http://bpmn.io/schema/bpmn">
+  <bpmn:process id="order-handling" name="Order handling" isExecutable="true">
+    <bpmn:startEvent id="received" name="Order received" />
+    <bpmn:userTask id="check" name="Check order" />
+    <bpmn:exclusiveGateway id="valid" name="Valid?" />
+    <bpmn:serviceTask id="ship" name="${shipName}" />
+    <bpmn:endEvent id="shipped" name="Order shipped" />
+    <bpmn:endEvent id="rejected" name="Order rejected" />
+    <bpmn:sequenceFlow id="f1" sourceRef="received" targetRef="check" />
+    <bpmn:sequenceFlow id="f2" sourceRef="check" targetRef="valid" />
+    <bpmn:sequenceFlow id="f3" name="yes" sourceRef="valid" targetRef="ship" />
+    <bpmn:sequenceFlow id="f4" sourceRef="ship" targetRef="shipped" />
+    <bpmn:sequenceFlow id="f5" name="no" sourceRef="valid" targetRef="rejected" />
+  </bpmn:process>
+  <bpmndi:BPMNDiagram id="diagram">
+    <bpmndi:BPMNPlane id="plane" bpmnElement="order-handling">
+      <bpmndi:BPMNShape id="received_di" bpmnElement="received"><dc:Bounds x="152" y="102" width="36" height="36" /></bpmndi:BPMNShape>
+      <bpmndi:BPMNShape id="check_di" bpmnElement="check"><dc:Bounds x="240" y="80" width="100" height="80" /></bpmndi:BPMNShape>
+      <bpmndi:BPMNShape id="valid_di" bpmnElement="valid" isMarkerVisible="true"><dc:Bounds x="395" y="95" width="50" height="50" /></bpmndi:BPMNShape>
+      <bpmndi:BPMNShape id="ship_di" bpmnElement="ship"><dc:Bounds x="500" y="80" width="100" height="80" /></bpmndi:BPMNShape>
+      <bpmndi:BPMNShape id="shipped_di" bpmnElement="shipped"><dc:Bounds x="662" y="102" width="36" height="36" /></bpmndi:BPMNShape>
+      <bpmndi:BPMNShape id="rejected_di" bpmnElement="rejected"><dc:Bounds x="402" y="222" width="36" height="36" /></bpmndi:BPMNShape>
+      <bpmndi:BPMNEdge id="f1_di" bpmnElement="f1"><di:waypoint x="188" y="120" /><di:waypoint x="240" y="120" /></bpmndi:BPMNEdge>
+      <bpmndi:BPMNEdge id="f2_di" bpmnElement="f2"><di:waypoint x="340" y="120" /><di:waypoint x="395" y="120" /></bpmndi:BPMNEdge>
+      <bpmndi:BPMNEdge id="f3_di" bpmnElement="f3"><di:waypoint x="445" y="120" /><di:waypoint x="500" y="120" /></bpmndi:BPMNEdge>
+      <bpmndi:BPMNEdge id="f4_di" bpmnElement="f4"><di:waypoint x="600" y="120" /><di:waypoint x="662" y="120" /></bpmndi:BPMNEdge>
+      <bpmndi:BPMNEdge id="f5_di" bpmnElement="f5"><di:waypoint x="420" y="145" /><di:waypoint x="420" y="222" /></bpmndi:BPMNEdge>
+    </bpmndi:BPMNPlane>
+  </bpmndi:BPMNDiagram>
+</bpmn:definitions>
+`;
+}
+
+/** A DMN decision table with two rules. */
+const dishDecisions = `<?xml version="1.0" encoding="UTF-8"?>
+<definitions xmlns="https://www.omg.org/spec/DMN/20191111/MODEL/" id="dish-definitions" name="Dish" namespace="http://example.com/dish">
+  <decision id="dish" name="Dish">
+    <decisionTable id="dish-table" hitPolicy="FIRST">
+      <input id="season-input" label="Season">
+        <inputExpression id="season-expression" typeRef="string"><text>season</text></inputExpression>
+      </input>
+      <output id="dish-output" label="Dish" name="dish" typeRef="string" />
+      <rule id="rule-winter">
+        <description>Warm food</description>
+        <inputEntry id="winter-entry"><text>"Winter"</text></inputEntry>
+        <outputEntry id="winter-dish"><text>"Roastbeef"</text></outputEntry>
+      </rule>
+      <rule id="rule-other">
+        <inputEntry id="other-entry"><text></text></inputEntry>
+        <outputEntry id="other-dish"><text>"Salad"</text></outputEntry>
+      </rule>
+    </decisionTable>
+  </decision>
+</definitions>
+`;
+
+describe.runIf(browserAvailable())("console modeler pages", () => {
+  let platform: TestPlatform;
+  let browser: Browser;
+  let page: Page;
+  let token: string;
+  let projectId: string;
+  let folderId: string;
+  let bpmnFileId: string;
+  let dmnFileId: string;
+  let firstDraftId: string;
+
+  /** Calls the Modeler API with the administration client's Modeler token. */
+  async function modeler<Answer>(method: string, path: string, body?: unknown): Promise<Answer> {
+    const response = await fetch(`${platform.url}/modeler/api/v1${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    expect(response.status, `${method} ${path}`).toBe(200);
+    return (await response.json()) as Answer;
+  }
+
+  beforeAll(async () => {
+    platform = await startTestPlatform();
+    browser = await launchBrowser();
+    token = await requestToken(platform, platform.adminClient, "modeler-api");
+    projectId = (await modeler<{ id: string }>("POST", "/projects", { name: "Shop" })).id;
+    folderId = (await modeler<{ id: string }>("POST", "/folders", { name: "Processes", projectId })).id;
+    const bpmnFile = await modeler<{ id: string; revision: number }>("POST", "/files", {
+      name: "Order handling",
+      content: orderProcess("Ship order"),
+      fileType: "bpmn",
+      folderId,
+    });
+    bpmnFileId = bpmnFile.id;
+    firstDraftId = (await modeler<{ id: string }>("POST", "/milestones", { name: "First draft", fileId: bpmnFileId }))
+      .id;
+    await modeler("PATCH", `/files/${bpmnFileId}`, {
+      revision: bpmnFile.revision,
+      content: orderProcess("Ship parcel"),
+    });
+    await modeler("POST", "/milestones", { name: "Parcel shipping", fileId: bpmnFileId });
+    dmnFileId = (
+      await modeler<{ id: string }>("POST", "/files", {
+        name: "Dish",
+        content: dishDecisions,
+        fileType: "dmn",
+        projectId,
+      })
+    ).id;
+  });
+  afterEach(async () => {
+    await page?.close();
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await platform?.close();
+  });
+
+  it("browse a BPMN file: projects, folder, file, drawn as a diagram", async () => {
+    page = await browser.newPage({ viewport: viewports.wide });
+    const violations = collectPolicyViolations(page);
+    await signIn(page, platform.url, platform.adminClient);
+    await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Modeler" }).click();
+    await page.getByRole("table", { name: "Projects" }).getByRole("link", { name: "Shop" }).click();
+    const contents = page.getByRole("table", { name: "Contents of Shop" });
+    expect(await contents.locator("tbody tr").allTextContents()).toEqual([
+      expect.stringContaining("ProcessesFolder"),
+      expect.stringContaining("DishDMN decisions"),
+    ]);
+    await expectAccessible(page, "modeler project");
+    await contents.getByRole("link", { name: "Processes" }).click();
+    await page
+      .getByRole("table", { name: "Contents of Processes" })
+      .getByRole("link", { name: "Order handling" })
+      .click();
+
+    const diagram = page.getByRole("img", { name: "Diagram of Order handling" });
+    await diagram.waitFor();
+    expect(await page.getByRole("heading", { level: 1 }).textContent()).toBe("Order handling");
+    expect(await diagram.locator("g.shape").count()).toBe(6);
+    expect(await diagram.locator("g.edge polyline[marker-end]").count()).toBe(5);
+    expect(await diagram.locator("g.userTask text").allTextContents()).toEqual(["user task", "Check order"]);
+    expect(await diagram.locator("g.exclusiveGateway path.symbol-line").count()).toBe(1);
+    expect(await diagram.locator("g.sequenceFlow text").allTextContents()).toEqual(["yes", "no"]);
+    // The current revision is drawn, not a milestone's.
+    expect(await diagram.locator("g.serviceTask text").allTextContents()).toEqual(["service task", "Ship parcel"]);
+    expect(await page.getByRole("navigation", { name: "Breadcrumb" }).textContent()).toBe(
+      "ProjectsShopProcessesOrder handling",
+    );
+    await expectAccessible(page, "modeler BPMN file");
+    expect(violations).toEqual([]);
+    await saveScreenshot(page, "console-modeler-bpmn");
+  });
+
+  it("shows a DMN file's decision table", async () => {
+    page = await browser.newPage({ viewport: viewports.wide });
+    const violations = collectPolicyViolations(page);
+    await signIn(page, platform.url, platform.adminClient, `/console/modeler/files/${dmnFileId}`);
+    const decisionTable = page.getByRole("table", { name: "Decision table of Dish" });
+    await decisionTable.waitFor();
+    expect(await decisionTable.locator("thead th").allTextContents()).toEqual([
+      "#",
+      "When: Season (season)",
+      "Then: Dish",
+      "Annotation",
+    ]);
+    expect(await decisionTable.locator("tbody tr").allTextContents()).toEqual([
+      '1"Winter""Roastbeef"Warm food',
+      '2-"Salad"',
+    ]);
+    expect(await page.getByText("Hit policy:").textContent()).toContain("FIRST");
+    await expectAccessible(page, "modeler DMN file");
+    expect(violations).toEqual([]);
+    await saveScreenshot(page, "console-modeler-dmn");
+  });
+
+  it("lists a file's milestones, shows one, and the differences between two", async () => {
+    page = await browser.newPage({ viewport: viewports.wide });
+    const violations = collectPolicyViolations(page);
+    await signIn(page, platform.url, platform.adminClient, `/console/modeler/files/${bpmnFileId}`);
+    const milestones = page.getByRole("table", { name: "Milestones of Order handling" });
+    expect(await milestones.getByRole("link").allTextContents()).toEqual(["Parcel shipping", "First draft"]);
+
+    // By default the diff runs from the older of the two newest milestones to the newest.
+    await page.getByRole("button", { name: "Show differences" }).click();
+    const diff = page.getByRole("region", { name: /^Differences from First draft/ });
+    await diff.waitFor();
+    expect(await diff.locator(".diff-removed").allTextContents()).toEqual([
+      expect.stringContaining('-    <bpmn:serviceTask id="ship" name="Ship order" />'),
+    ]);
+    expect(await diff.locator(".diff-added").allTextContents()).toEqual([
+      expect.stringContaining('+    <bpmn:serviceTask id="ship" name="Ship parcel" />'),
+    ]);
+    expect(await page.getByText("1 line added, 1 removed.").count()).toBe(1);
+    await expectAccessible(page, "milestone differences");
+    await saveScreenshot(page, "console-modeler-milestone-diff");
+
+    // The same milestone on both sides is refused before asking the API.
+    await page.getByLabel("From milestone").selectOption(firstDraftId);
+    await page.getByLabel("To milestone").selectOption(firstDraftId);
+    await page.getByRole("button", { name: "Show differences" }).click();
+    expect(await page.getByText("Choose two different milestones.").count()).toBe(1);
+
+    await milestones.getByRole("link", { name: "First draft" }).click();
+    const diagram = page.getByRole("img", { name: "Diagram of Order handling" });
+    await diagram.waitFor();
+    expect(await page.getByRole("heading", { level: 1 }).textContent()).toBe("Milestone First draft");
+    expect(await diagram.locator("g.serviceTask text").allTextContents()).toEqual(["service task", "Ship order"]);
+    expect(violations).toEqual([]);
+  });
+
+  it("works by keyboard at phone width: the diagram scrolls inside its own region", async () => {
+    page = await browser.newPage({ viewport: viewports.narrow });
+    await signIn(page, platform.url, platform.adminClient, `/console/modeler/files/${bpmnFileId}`);
+    const region = page.getByRole("region", { name: "Diagram of Order handling" });
+    await region.waitFor();
+    expect(await horizontalOverflow(page)).toBeLessThanOrEqual(0);
+    const fit = page.getByRole("button", { name: "Fit to width" });
+    await fit.focus();
+    await page.keyboard.press("Enter");
+    expect(await fit.getAttribute("aria-pressed")).toBe("true");
+    const fitted = await page.getByRole("img", { name: "Diagram of Order handling" }).boundingBox();
+    const regionBox = await region.boundingBox();
+    expect(fitted!.width).toBeLessThanOrEqual(regionBox!.width);
+    // The next Tab reaches the diagram's region, which the arrow keys then scroll.
+    await page.keyboard.press("Tab");
+    expect(await page.evaluate<string>('document.activeElement?.getAttribute("aria-label") ?? ""')).toBe(
+      "Diagram of Order handling",
+    );
+    expect(await horizontalOverflow(page)).toBeLessThanOrEqual(0);
+    await expectAccessible(page, "modeler file at phone width");
+    await saveScreenshot(page, "console-modeler-bpmn-narrow");
+  });
+
+  it("is not offered to a client without modeler:read", async () => {
+    const membersOnly = await createTestClient(platform, ["members"]);
+    page = await browser.newPage({ viewport: viewports.wide });
+    await signIn(page, platform.url, membersOnly, `/console/modeler/files/${bpmnFileId}`);
+    const navigation = page.getByRole("navigation", { name: "Console" });
+    expect(await navigation.getByRole("link").allTextContents()).not.toContain("Modeler");
+    expect(await page.getByText("This client's scopes do not allow this page.").count()).toBe(1);
+
+    const writer = await createTestClient(platform, ["modeler:create"]);
+    const writerPage = await browser.newPage({ viewport: viewports.wide });
+    try {
+      await signIn(writerPage, platform.url, writer, "/console/modeler");
+      expect(
+        await writerPage.getByRole("navigation", { name: "Console" }).getByRole("link").allTextContents(),
+      ).not.toContain("Modeler");
+    } finally {
+      await writerPage.close();
+    }
+  });
+});
