@@ -277,14 +277,14 @@ export class ConsoleApi {
    */
   async milestoneDiff(fromMilestoneId: string, toMilestoneId: string): Promise<string> {
     const comparison = `${encodeURIComponent(fromMilestoneId)}...${encodeURIComponent(toMilestoneId)}`;
-    const link = new URL(
-      (
-        await (
-          await this.request("modeler", `${modelerBase}/milestones/compare/${comparison}`, { accept: "text/plain" })
-        ).text()
-      ).trim(),
-      window.location.origin,
-    );
+    const answer = await this.request("modeler", `${modelerBase}/milestones/compare/${comparison}`, {
+      accept: "text/plain",
+    });
+    const link = new URL((await answer.text()).trim(), window.location.origin);
+    // Only a diff link is followed, whatever the answer held.
+    if (!link.pathname.startsWith(`${modelerBase}/milestones/compare/`)) {
+      throw new ApiError(502, { detail: "The platform answered something other than a diff link." });
+    }
     const response = await fetch(`${link.pathname}${link.search}`, {
       headers: { accept: "text/plain" },
       credentials: "omit",

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { browserAvailable, launchBrowser } from "../../support/browser.js";
@@ -81,6 +82,8 @@ describe.runIf(browserAvailable())("console modeler pages", () => {
   let bpmnFileId: string;
   let dmnFileId: string;
   let firstDraftId: string;
+  let undrawnFileId: string;
+  let formFileId: string;
 
   /** Calls the Modeler API with the administration client's Modeler token. */
   async function modeler<Answer>(method: string, path: string, body?: unknown): Promise<Answer> {
@@ -98,6 +101,24 @@ describe.runIf(browserAvailable())("console modeler pages", () => {
     browser = await launchBrowser();
     token = await requestToken(platform, platform.adminClient, "modeler-api");
     projectId = (await modeler<{ id: string }>("POST", "/projects", { name: "Shop" })).id;
+    const billingId = (await modeler<{ id: string }>("POST", "/projects", { name: "Billing" })).id;
+    undrawnFileId = (
+      await modeler<{ id: string }>("POST", "/files", {
+        name: "Unlaid",
+        content:
+          '<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" id="d" targetNamespace="http://example.com"><bpmn:process id="p" /></bpmn:definitions>',
+        fileType: "bpmn",
+        projectId: billingId,
+      })
+    ).id;
+    formFileId = (
+      await modeler<{ id: string }>("POST", "/files", {
+        name: "Invoice form",
+        content: JSON.stringify({ components: [{ key: "amount", label: "Amount", type: "number" }] }),
+        fileType: "form",
+        projectId: billingId,
+      })
+    ).id;
     folderId = (await modeler<{ id: string }>("POST", "/folders", { name: "Processes", projectId })).id;
     const bpmnFile = await modeler<{ id: string; revision: number }>("POST", "/files", {
       name: "Order handling",
@@ -135,6 +156,13 @@ describe.runIf(browserAvailable())("console modeler pages", () => {
     const violations = collectPolicyViolations(page);
     await signIn(page, platform.url, platform.adminClient);
     await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Modeler" }).click();
+    const projects = page.getByRole("table", { name: "Projects" });
+    await expect.poll(async () => await projects.getByRole("link").allTextContents()).toEqual(["Billing", "Shop"]);
+    // The name filter matches parts of names, whatever their case.
+    await page.getByLabel("Project name contains").fill("HO");
+    await page.getByRole("button", { name: "Search" }).click();
+    await expect.poll(async () => await projects.getByRole("link").allTextContents()).toEqual(["Shop"]);
+    await expectAccessible(page, "modeler projects");
     await page.getByRole("table", { name: "Projects" }).getByRole("link", { name: "Shop" }).click();
     const contents = page.getByRole("table", { name: "Contents of Shop" });
     expect(await contents.locator("tbody tr").allTextContents()).toEqual([
@@ -264,5 +292,29 @@ describe.runIf(browserAvailable())("console modeler pages", () => {
     } finally {
       await writerPage.close();
     }
+  });
+
+  it("says what it cannot draw, shows forms as JSON, and explains a file that does not exist", async () => {
+    page = await browser.newPage({ viewport: viewports.wide });
+    const violations = collectPolicyViolations(page);
+    await signIn(page, platform.url, platform.adminClient, `/console/modeler/files/${undrawnFileId}`);
+    await page.getByText("The diagram cannot be shown: The file holds no diagram layout (BPMN DI) to draw.").waitFor();
+    expect(await page.getByRole("img").count()).toBe(0);
+
+    await page.getByRole("link", { name: "Billing" }).click();
+    await page.getByRole("table", { name: "Contents of Billing" }).getByRole("link", { name: "Invoice form" }).click();
+    const json = page.getByRole("region", { name: "Form as JSON" });
+    await json.waitFor();
+    expect(page.url()).toBe(`${platform.url}/console/modeler/files/${formFileId}`);
+    expect(JSON.parse((await json.textContent()) ?? "")).toEqual({
+      components: [{ key: "amount", label: "Amount", type: "number" }],
+    });
+    expect(await json.textContent()).toContain('\n  "components": [');
+    await expectAccessible(page, "modeler form file");
+
+    // A reload signs out: the console holds its tokens in memory only.
+    await signIn(page, platform.url, platform.adminClient, `/console/modeler/files/${randomUUID()}`);
+    await page.getByText("The file was not found: it may have been deleted.").waitFor();
+    expect(violations).toEqual([]);
   });
 });

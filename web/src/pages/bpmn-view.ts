@@ -315,14 +315,19 @@ function drawShape(shape: Element, element: Element | undefined, bounds: Bounds)
 }
 
 /** Draws one edge along its waypoints, with the arrowhead its kind carries. */
-function drawEdge(edge: Element, element: Element | undefined, points: readonly { x: number; y: number }[]): Drawn {
+function drawEdge(
+  edge: Element,
+  element: Element | undefined,
+  points: readonly { x: number; y: number }[],
+  markers: ArrowMarkers,
+): Drawn {
   const kind = element?.localName ?? "unknown";
   const group = svg("g", { class: `edge ${kind}`, "data-element-id": element?.getAttribute("id") ?? "" });
   const marker =
     kind === "sequenceFlow" || kind === "dataInputAssociation" || kind === "dataOutputAssociation"
-      ? "url(#bpmn-arrow)"
+      ? `url(#${markers.filledId})`
       : kind === "messageFlow"
-        ? "url(#bpmn-open-arrow)"
+        ? `url(#${markers.openId})`
         : null;
   const line = svg("polyline", {
     class: "connection",
@@ -356,14 +361,23 @@ function drawEdge(edge: Element, element: Element | undefined, points: readonly 
   return { group, labelAreas };
 }
 
-function arrowMarkers(): SVGDefsElement {
-  return svg(
+/** The arrowheads of one diagram, with ids unique in the document so two diagrams on a page keep their own. */
+interface ArrowMarkers {
+  filledId: string;
+  openId: string;
+  definitions: SVGDefsElement;
+}
+
+function arrowMarkers(): ArrowMarkers {
+  const filledId = uniqueId("bpmn-arrow");
+  const openId = uniqueId("bpmn-open-arrow");
+  const definitions = svg(
     "defs",
     {},
     svg(
       "marker",
       {
-        id: "bpmn-arrow",
+        id: filledId,
         viewBox: "0 0 10 10",
         refX: 10,
         refY: 5,
@@ -376,7 +390,7 @@ function arrowMarkers(): SVGDefsElement {
     svg(
       "marker",
       {
-        id: "bpmn-open-arrow",
+        id: openId,
         viewBox: "0 0 10 10",
         refX: 10,
         refY: 5,
@@ -387,6 +401,7 @@ function arrowMarkers(): SVGDefsElement {
       svg("path", { class: "arrowhead open", d: "M0,0L10,5L0,10Z" }),
     ),
   );
+  return { filledId, openId, definitions };
 }
 
 /**
@@ -427,6 +442,7 @@ export function renderBpmn(xml: string): BpmnRendering {
       include(area.x + area.width, area.y + area.height);
     }
   };
+  const markers = arrowMarkers();
   let drawn = 0;
   let truncated = false;
   for (const item of diagram.children) {
@@ -451,7 +467,7 @@ export function renderBpmn(xml: string): BpmnRendering {
       }));
       if (points.length < 2) continue;
       for (const point of points) include(point.x, point.y);
-      const drawnEdge = drawEdge(item, element, points);
+      const drawnEdge = drawEdge(item, element, points, markers);
       includeAreas(drawnEdge.labelAreas);
       edges.push(drawnEdge.group);
     } else {
@@ -484,7 +500,7 @@ export function renderBpmn(xml: string): BpmnRendering {
       height,
     },
     svg("title", { id: titleId }, title),
-    arrowMarkers(),
+    markers.definitions,
     // Containers (pools, lanes, groups, expanded sub-processes) first, then edges, then the other shapes, so that
     // a container never hides what lies on it.
     ...shapes.filter((shape) => /\b(participant|lane|group|expanded)\b/.test(shape.getAttribute("class") ?? "")),

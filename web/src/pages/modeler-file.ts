@@ -134,7 +134,7 @@ function compareForm(context: PageContext, milestones: readonly MilestoneMetadat
       .then((diff) => replaceChildren(output, diffView(diff, `Differences from ${fromName} to ${toName}`)))
       .catch((error: unknown) => {
         replaceChildren(output);
-        reportLoadFailure(status, "differences", error);
+        reportLoadFailure(status, "diff", error);
       })
       .finally(() => {
         submit.disabled = false;

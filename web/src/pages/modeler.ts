@@ -41,7 +41,7 @@ export function routeLink(path: string, text: Child, attributes: Record<string, 
 export function reportLoadFailure(status: HTMLElement, what: string, error: unknown): void {
   if (error instanceof ApiError && error.status === 401) return;
   if (error instanceof ApiError && error.status === 404) {
-    showStatus(status, `The ${what} does not exist, or no longer.`);
+    showStatus(status, `The ${what} was not found: it may have been deleted.`);
     return;
   }
   showStatus(status, `The ${what} could not be loaded: ${(error as Error).message}`);
