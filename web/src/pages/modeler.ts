@@ -33,8 +33,8 @@ export function fileKindName(type: FileMetadata["type"]): string {
 }
 
 /** A link to another page of the console, followed without reloading. */
-export function routeLink(path: string, text: Child, attributes: Record<string, string> = {}): HTMLAnchorElement {
-  return h("a", { href: `/console/${path}`, "data-route": path, ...attributes }, text);
+export function routeLink(path: string, text: Child): HTMLAnchorElement {
+  return h("a", { href: `/console/${path}`, "data-route": path }, text);
 }
 
 /** Shows a failed load in the page's status region; a 401 has already ended the session. */
