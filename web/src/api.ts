@@ -24,6 +24,15 @@ import type {
   ClusterStatus,
   ScaleResponse,
 } from "../../src/client/cluster.js";
+import type {
+  ContainerContent,
+  FileMetadata,
+  FolderMetadata,
+  MilestoneMetadata,
+  ProjectMetadata,
+  SearchPage,
+  SearchRequest,
+} from "../../src/client/modeler.js";
 import type { TopologyDocument } from "../../src/cluster/gateway/topology-view.js";
 import type { ApiName, Audiences, Session } from "./session.js";
 
@@ -42,13 +51,22 @@ export type {
   ClusterParameters,
   ClusterPatch,
   ClusterStatus,
+  ContainerContent,
   CreatedClusterClient,
+  FileMetadata,
+  FolderMetadata,
   Member,
+  MilestoneMetadata,
   MonitoringClient,
   MonitoringCredentials,
+  ProjectMetadata,
   ScaleResponse,
+  SearchPage,
   TopologyDocument,
 };
+
+/** Where the Modeler API lives on the platform that serves the console. */
+const modelerBase = "/modeler/api/v1";
 
 /** Stage labels a cluster may carry. */
 export const stageLabels = ["dev", "test", "stage", "prod"] as const;
@@ -359,6 +377,64 @@ export class ConsoleApi {
     return await (
       await this.request("admin", `/admin/activity/csv?${activityParameters(query)}`, { accept: "text/csv" })
     ).blob();
+  }
+
+  /** One page of the organization's projects (`POST /modeler/api/v1/projects/search`). */
+  async searchProjects(search: SearchRequest): Promise<SearchPage<ProjectMetadata>> {
+    return await this.modelerJson("/projects/search", { method: "POST", body: search });
+  }
+
+  /** A project and what lies directly inside it (`GET /modeler/api/v1/projects/{id}`). */
+  async project(projectId: string): Promise<{ metadata: ProjectMetadata; content: ContainerContent }> {
+    return await this.modelerJson(`/projects/${encodeURIComponent(projectId)}`);
+  }
+
+  /** A folder and what lies directly inside it (`GET /modeler/api/v1/folders/{id}`). */
+  async folder(folderId: string): Promise<{ metadata: FolderMetadata; content: ContainerContent }> {
+    return await this.modelerJson(`/folders/${encodeURIComponent(folderId)}`);
+  }
+
+  /** A file and its content (`GET /modeler/api/v1/files/{id}`). */
+  async modelerFile(fileId: string): Promise<{ metadata: FileMetadata; content: string }> {
+    return await this.modelerJson(`/files/${encodeURIComponent(fileId)}`);
+  }
+
+  /** One page of milestones (`POST /modeler/api/v1/milestones/search`). */
+  async searchMilestones(search: SearchRequest): Promise<SearchPage<MilestoneMetadata>> {
+    return await this.modelerJson("/milestones/search", { method: "POST", body: search });
+  }
+
+  /** A milestone and the content it froze (`GET /modeler/api/v1/milestones/{id}`). */
+  async milestone(milestoneId: string): Promise<{ metadata: MilestoneMetadata; content: string }> {
+    return await this.modelerJson(`/milestones/${encodeURIComponent(milestoneId)}`);
+  }
+
+  /**
+   * The unified diff from one milestone's content to another's: the compare endpoint answers a signed link, which is
+   * read at once and never shown. The link names the platform's configured URL; the console reads the same path on
+   * the origin it was loaded from, which serves the same Modeler API, so the CSP's `connect-src 'self'` suffices.
+   */
+  async milestoneDiff(fromMilestoneId: string, toMilestoneId: string): Promise<string> {
+    const comparison = `${encodeURIComponent(fromMilestoneId)}...${encodeURIComponent(toMilestoneId)}`;
+    const answer = await this.request("modeler", `${modelerBase}/milestones/compare/${comparison}`, {
+      accept: "text/plain",
+    });
+    const link = new URL((await answer.text()).trim(), window.location.origin);
+    // Only a diff link is followed, whatever the answer held.
+    if (!link.pathname.startsWith(`${modelerBase}/milestones/compare/`)) {
+      throw new ApiError(502, { detail: "The platform answered something other than a diff link." });
+    }
+    const response = await fetch(`${link.pathname}${link.search}`, {
+      headers: { accept: "text/plain" },
+      credentials: "omit",
+      cache: "no-store",
+    });
+    if (!response.ok) throw new ApiError(response.status, await problemOf(response));
+    return await response.text();
+  }
+
+  private async modelerJson<Answer>(path: string, options: RequestOptions = {}): Promise<Answer> {
+    return (await (await this.request("modeler", `${modelerBase}${path}`, options)).json()) as Answer;
   }
 
   private async request(api: ApiName, path: string, options: RequestOptions = {}): Promise<Response> {

@@ -11,6 +11,8 @@ import { clusterMonitoringPage } from "./pages/cluster-monitoring.js";
 import { clusterSecretsPage } from "./pages/cluster-secrets.js";
 import { clusterPage, clustersPage } from "./pages/clusters.js";
 import { membersPage } from "./pages/members.js";
+import { modelerFolderPage, modelerProjectPage, modelerProjectsPage } from "./pages/modeler.js";
+import { modelerFilePage, modelerMilestonePage } from "./pages/modeler-file.js";
 import { overviewPage } from "./pages/overview.js";
 import type { Page, PageContext } from "./pages/page.js";
 import { scalingPage } from "./pages/scaling.js";
@@ -32,6 +34,11 @@ const pages: readonly Page[] = [
   scalingPage,
   membersPage,
   activityPage,
+  modelerProjectsPage,
+  modelerProjectPage,
+  modelerFolderPage,
+  modelerFilePage,
+  modelerMilestonePage,
 ];
 
 /** The parameters of `path` when it matches the page's path pattern, or null. */

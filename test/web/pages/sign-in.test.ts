@@ -48,6 +48,7 @@ describe.runIf(browserAvailable())("console sign-in and session", () => {
         "Clusters",
         "Members",
         "Activity",
+        "Modeler",
       ]);
       expect(await page.getByRole("listitem").allTextContents()).toContain("members");
       await expectAccessible(page, `overview (${width})`);
@@ -82,7 +83,7 @@ describe.runIf(browserAvailable())("console sign-in and session", () => {
     page = await browser.newPage({ viewport: viewports.wide });
     await signIn(page, platform.url, reader);
     const navigation = page.getByRole("navigation", { name: "Console" });
-    expect(await navigation.getByRole("link").allTextContents()).toEqual(["Overview"]);
+    expect(await navigation.getByRole("link").allTextContents()).toEqual(["Overview", "Modeler"]);
     expect(await page.locator("main").textContent()).toContain("the Modeler API");
     // A page the client may not use is not shown even when its address is typed in.
     await page.goto(`${platform.url}/console/members`);
