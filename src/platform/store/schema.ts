@@ -286,3 +286,21 @@ export interface PlatformDatabase {
   cluster_monitoring: ClusterMonitoringTable;
   monitoring_clients: MonitoringClientTable;
 }
+
+/** A restore of a cluster from one of its backups (migration 035). */
+export interface ClusterRestoreTable {
+  id: string;
+  cluster_id: string;
+  /** The backup's id on the cluster's management API, in decimal. */
+  backup_id: string;
+  /** PENDING, VALIDATING, IN_PROGRESS, COMPLETED or FAILED. */
+  state: string;
+  failure_reason: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+/** The platform database including the restores of migration 035. */
+export interface PlatformDatabase {
+  cluster_restores: ClusterRestoreTable;
+}
