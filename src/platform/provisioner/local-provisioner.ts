@@ -372,6 +372,9 @@ export class LocalProvisioner implements Provisioner {
           renameSync(previousDirectory, brokersDirectory);
         }
         await this.launchCluster(specification);
+        // The restore ends once the cluster runs on its previous data again (or its start failed, which the
+        // cluster's status then tells).
+        await this.whenStarted(clusterId);
         throw error;
       }
       rmSync(previousDirectory, { recursive: true, force: true });
