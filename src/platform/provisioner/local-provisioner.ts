@@ -331,9 +331,9 @@ export class LocalProvisioner implements Provisioner {
 
   /**
    * Restores the cluster from backup `backupId`: stops it, moves its brokers' data aside, runs `flowplane restore`
-   * for every broker with the broker's own environment, and starts it. The previous data is deleted once the
-   * restored cluster is ready; when anything fails it is put back and the cluster started again before the error
-   * is thrown. A platform that stops in between puts the previous data back at the cluster's next launch.
+   * for every broker (side by side) with the broker's own environment, and starts it. The previous data is deleted
+   * once the restored cluster is ready; when anything fails it is put back and the cluster started again before the
+   * error is thrown. A platform that stops in between puts the previous data back at the cluster's next launch.
    */
   async restore(specification: ClusterSpecification, backupId: number): Promise<void> {
     const { clusterId } = specification;
@@ -350,16 +350,23 @@ export class LocalProvisioner implements Provisioner {
       if (existsSync(brokersDirectory)) renameSync(brokersDirectory, previousDirectory);
       try {
         const brokers = await localBrokerSettings(this.clusterOptions(specification, placement, logger));
-        for (const broker of brokers) {
-          ownPrivateDirectory(broker.dataDirectory);
-          await runRestoreCommand({
-            command: this.options.command ?? defaultCommand(),
-            backupId,
-            broker,
-            logFile: join(placement.directory, "logs", `restore-${broker.nodeId}.log`),
-          });
-          logger.info({ nodeId: broker.nodeId }, "broker restored from the backup");
-        }
+        // The brokers restore side by side: each rebuilds the partitions it hosts on its own, and every one of them
+        // ends (succeeded or refused) before the outcome is decided, so no restore still writes while the previous
+        // data is put back.
+        const outcomes = await Promise.allSettled(
+          brokers.map(async (broker) => {
+            ownPrivateDirectory(broker.dataDirectory);
+            await runRestoreCommand({
+              command: this.options.command ?? defaultCommand(),
+              backupId,
+              broker,
+              logFile: join(placement.directory, "logs", `restore-${broker.nodeId}.log`),
+            });
+            logger.info({ nodeId: broker.nodeId }, "broker restored from the backup");
+          }),
+        );
+        const refused = outcomes.find((outcome) => outcome.status === "rejected");
+        if (refused !== undefined) throw refused.reason;
         await this.launchCluster(specification);
         if ((await this.whenStarted(clusterId)) === undefined) {
           throw new Error("the restored cluster did not become ready; see its logs");
