@@ -50,6 +50,8 @@ export class FakeManagementApi {
   readonly backups = new Map<number, FakeBackup>();
   readonly requests: { method: string; path: string; token: string; body: string }[] = [];
   refuseNext: { status: number; detail: string } | undefined;
+  /** Answers the next request with a list of this many bytes (a cluster that sends more than it should). */
+  oversizedNextBytes: number | undefined;
   private server: Server | undefined;
   url = "";
 
@@ -78,6 +80,13 @@ export class FakeManagementApi {
       response.end(JSON.stringify(value));
     };
     const problem = (status: number, detail: string) => ({ type: "about:blank", title: "refused", status, detail });
+    if (this.oversizedNextBytes !== undefined) {
+      const filler = "x".repeat(this.oversizedNextBytes);
+      this.oversizedNextBytes = undefined;
+      response.writeHead(200, { "content-type": "application/json" });
+      response.end(JSON.stringify([filler]));
+      return;
+    }
     if (this.refuseNext !== undefined) {
       const { status, detail } = this.refuseNext;
       this.refuseNext = undefined;

@@ -51,7 +51,7 @@ const restoreSchema = Type.Object(
 );
 
 /** Problems a call that reaches the cluster may answer besides the standard ones. */
-const clusterCallResponses = { 409: problemSchema, 502: problemSchema, 504: problemSchema };
+const clusterCallResponses = { 409: problemSchema, 502: problemSchema };
 
 /**
  * Refuses a body on a route that takes none. Such routes declare no body schema so that the empty JSON body the

@@ -78,8 +78,11 @@ const MAX_FAILURE_REASON_LENGTH = 1_000;
 /** Backup ids the Administration API accepts in paths: what the management API accepts, in decimal. */
 export const BACKUP_ID_PATTERN = "^(0|[1-9][0-9]{0,15})$";
 
-/** How long a call to a cluster's management API may take before the platform answers 504. */
+/** How long a call to a cluster's management API may take before the platform gives up on it (502). */
 const MANAGEMENT_TIMEOUT_MS = 30_000;
+
+/** Largest answer read from a cluster's management API: a list of many backups stays far below it. */
+const MAX_MANAGEMENT_RESPONSE_BYTES = 8 * 1024 * 1024;
 
 /** Takes, lists, deletes and restores backups of clusters; see the module comment. */
 export class BackupService {
@@ -260,7 +263,12 @@ export class BackupService {
     return new BackupsClient({
       baseUrl: cluster.links.management,
       tokenProvider: this.options.tokensFor(organizationId, cluster.id),
-      http: { timeoutMs: MANAGEMENT_TIMEOUT_MS, retry: { maxRetries: 0 }, ...this.options.http },
+      http: {
+        timeoutMs: MANAGEMENT_TIMEOUT_MS,
+        maxResponseBytes: MAX_MANAGEMENT_RESPONSE_BYTES,
+        retry: { maxRetries: 0 },
+        ...this.options.http,
+      },
     });
   }
 

@@ -33,6 +33,7 @@ describe("Administration API /clusters/{id}/backups over HTTP", () => {
     management.backups.clear();
     management.requests.length = 0;
     management.refuseNext = undefined;
+    management.oversizedNextBytes = undefined;
   });
 
   function call(method: string, path: string, body?: unknown, bearer = token): Promise<Response> {
@@ -122,6 +123,13 @@ describe("Administration API /clusters/{id}/backups over HTTP", () => {
     const refused = await call("GET", `${clusterId}/backups`);
     expect(refused.status).toBe(502);
     expect(((await refused.json()) as { detail: string }).detail).toContain("answered 403: address not allowed");
+  });
+
+  it("reads a bounded answer from the cluster: a larger one is a 502", async () => {
+    management.oversizedNextBytes = 9 * 1024 * 1024;
+    const response = await call("GET", `${clusterId}/backups`);
+    expect(response.status).toBe(502);
+    expect(((await response.json()) as { detail: string }).detail).toContain("larger than 8388608 bytes");
   });
 
   it("answers 404 for another organization's cluster without calling it", async () => {
