@@ -399,9 +399,11 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
         clusterId,
       ),
     logger,
+    activity,
   });
   await backups.failInterruptedRestores();
-  server.addHook("onClose", async () => await backups.whenIdle());
+  backups.startScheduler();
+  server.addHook("onClose", async () => await backups.close());
   // The clusters service builds each cluster's whole policy from the resources keeping its parts, shows its
   // allowlist, and has their data removed with the cluster.
   clusters.accessPolicyBuilder = async (cluster) => ({

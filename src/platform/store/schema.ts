@@ -300,7 +300,21 @@ export interface ClusterRestoreTable {
   updated_at: string;
 }
 
-/** The platform database including the restores of migration 035. */
+/** The backup schedule of a cluster (migration 035). */
+export interface ClusterBackupScheduleTable {
+  cluster_id: string;
+  organization_id: string;
+  /** A 5-field cron expression in UTC. */
+  cron: string;
+  /** How many complete backups the schedule keeps; older backups are deleted after each run. */
+  keep_count: number;
+  updated_at: string;
+  /** When the schedule last took a backup (or was set, before its first run), ISO-8601. */
+  last_run_at: string | null;
+}
+
+/** The platform database including the restores and backup schedules of migration 035. */
 export interface PlatformDatabase {
   cluster_restores: ClusterRestoreTable;
+  cluster_backup_schedules: ClusterBackupScheduleTable;
 }

@@ -7,7 +7,15 @@ import { problemSchema, standardErrorResponses } from "../../../http/schemas.js"
 import type { HttpServer } from "../../../http/server.js";
 import { pathParameter } from "../activity/recording.js";
 import { clusterParameters } from "../cluster-directory.js";
-import { BACKUP_ID_PATTERN, type BackupService, backupStatuses, restoreStates } from "./service.js";
+import { MAX_CRON_EXPRESSION_LENGTH } from "./cron.js";
+import {
+  BACKUP_ID_PATTERN,
+  type BackupService,
+  backupStatuses,
+  MAX_KEPT_BACKUPS,
+  MIN_SCHEDULE_INTERVAL_MINUTES,
+  restoreStates,
+} from "./service.js";
 
 const backupParameters = Type.Object(
   {
@@ -46,6 +54,32 @@ const restoreSchema = Type.Object(
     failureReason: Type.Union([Type.String(), Type.Null()]),
     created: Type.String({ format: "date-time" }),
     updated: Type.String({ format: "date-time" }),
+  },
+  { additionalProperties: false },
+);
+
+const scheduleSchema = Type.Object(
+  {
+    cron: Type.String(),
+    keep: Type.Integer(),
+    nextRun: Type.Union([Type.String({ format: "date-time" }), Type.Null()]),
+    lastRun: Type.Union([Type.String({ format: "date-time" }), Type.Null()]),
+  },
+  { additionalProperties: false },
+);
+
+const scheduleBody = Type.Object(
+  {
+    cron: Type.String({
+      minLength: 1,
+      maxLength: MAX_CRON_EXPRESSION_LENGTH,
+      description: `A 5-field cron expression in UTC (minute hour day-of-month month day-of-week) whose runs are at least ${MIN_SCHEDULE_INTERVAL_MINUTES} minutes apart, e.g. "0 3 * * *".`,
+    }),
+    keep: Type.Integer({
+      minimum: 1,
+      maximum: MAX_KEPT_BACKUPS,
+      description: "How many complete backups to keep: after each scheduled backup, older backups are deleted.",
+    }),
   },
   { additionalProperties: false },
 );
@@ -97,6 +131,57 @@ export function backupRoutes(server: HttpServer, backups: BackupService): void {
       const backup = await backups.create(principalOf(request).organizationId, request.params.clusterId);
       request.activityOutcome = { entityId: `${request.params.clusterId}/${backup.uuid}` };
       return backup;
+    },
+  );
+  const scheduleActivity = (auditType: "u" | "d") => ({
+    ...scopes,
+    activity: { entity: "cluster-backup-schedule", auditType, entityId: pathParameter("clusterId") },
+  });
+  server.put(
+    "/clusters/:clusterId/backups/schedule",
+    {
+      config: scheduleActivity("u"),
+      schema: {
+        tags: ["Backups"],
+        summary: "Set the cluster's backup schedule (replacing any)",
+        params: clusterParameters,
+        body: scheduleBody,
+        response: { 200: scheduleSchema, ...standardErrorResponses },
+      },
+    },
+    async (request) => {
+      const { cron, keep } = request.body;
+      return await backups.setSchedule(principalOf(request).organizationId, request.params.clusterId, cron, keep);
+    },
+  );
+  server.get(
+    "/clusters/:clusterId/backups/schedule",
+    {
+      config: scopes,
+      schema: {
+        tags: ["Backups"],
+        summary: "Read the cluster's backup schedule and its next run",
+        params: clusterParameters,
+        response: { 200: scheduleSchema, ...standardErrorResponses },
+      },
+    },
+    async (request) => await backups.getSchedule(principalOf(request).organizationId, request.params.clusterId),
+  );
+  server.delete(
+    "/clusters/:clusterId/backups/schedule",
+    {
+      config: scheduleActivity("d"),
+      schema: {
+        tags: ["Backups"],
+        summary: "Remove the cluster's backup schedule (its backups stay)",
+        params: clusterParameters,
+        response: { 204: Type.Null(), ...standardErrorResponses },
+      },
+    },
+    async (request, reply) => {
+      refuseBody(request);
+      await backups.deleteSchedule(principalOf(request).organizationId, request.params.clusterId);
+      return reply.code(204).send(null);
     },
   );
   server.delete(

@@ -13,7 +13,9 @@ import { ApiError } from "../../../client/errors.js";
 import type { HttpOptions } from "../../../client/http.js";
 import { conflict, invalidRequest, notFound, ServiceError } from "../../../http/errors.js";
 import type { PlatformDatabase } from "../../store/schema.js";
+import type { ActivityService } from "../activity/service.js";
 import { type ClusterDirectory, type ClusterSummary, requireCluster } from "../cluster-directory.js";
+import { CronSyntaxError, nextRun, parseCron, shortestIntervalMinutes } from "./cron.js";
 
 /** States of a backup as the Administration API shows them. */
 export const backupStatuses = ["In progress", "Complete", "Failed"] as const;
@@ -50,6 +52,30 @@ export interface Restore {
   updated: string;
 }
 
+/** A cluster's backup schedule as the Administration API shows it. */
+export interface BackupSchedule {
+  /** A 5-field cron expression in UTC. */
+  cron: string;
+  /** How many complete backups are kept: older backups are deleted after each scheduled backup. */
+  keep: number;
+  /** When the schedule takes its next backup (ISO-8601). */
+  nextRun: string | null;
+  /** When it last took one, or null before its first run. */
+  lastRun: string | null;
+}
+
+/** Shortest time between two scheduled backups. */
+export const MIN_SCHEDULE_INTERVAL_MINUTES = 15;
+
+/** Most complete backups a schedule keeps. */
+export const MAX_KEPT_BACKUPS = 100;
+
+/** The `service` and `userId` of the activity entries of scheduled backups and of the deletions that follow them. */
+export const backupScheduleActivityService = "backup-schedule";
+
+/** How often the schedules are checked for a due run. */
+const SCHEDULE_CHECK_INTERVAL_MS = 30_000;
+
 /** Restores a provisioned cluster's brokers from a backup: the clusters service answers it through its provisioner. */
 export interface ClusterRestorer {
   /**
@@ -67,6 +93,8 @@ export interface BackupServiceOptions {
   /** Token source for calls to one cluster's management API (the platform's own tokens for that cluster). */
   tokensFor: (organizationId: string, clusterId: string) => TokenSource;
   logger: Logger;
+  /** Where scheduled backups and their deletions are recorded (changes through the API record themselves). */
+  activity?: ActivityService;
   now?: () => Date;
   /** Transport of the calls to the management APIs (tests). */
   http?: HttpOptions;
@@ -90,6 +118,8 @@ export class BackupService {
   private readonly now: () => Date;
   /** Restores running in this process, by cluster id: at most one per cluster. */
   private readonly running = new Map<string, Promise<void>>();
+  private scheduleTimer: NodeJS.Timeout | undefined;
+  private scheduleCheck: Promise<void> | undefined;
 
   constructor(private readonly options: BackupServiceOptions) {
     this.database = options.database;
@@ -109,11 +139,15 @@ export class BackupService {
    */
   async create(organizationId: string, clusterId: string): Promise<Backup> {
     const client = await this.clientFor(organizationId, clusterId);
+    return await this.takeBackup(client, clusterId);
+  }
+
+  private async takeBackup(client: BackupsClient, clusterId: string): Promise<Backup> {
     const existing = await this.callCluster(() => client.list());
     const highest = existing.reduce((maximum, backup) => Math.max(maximum, backup.backupId), -1);
     const backupId = Math.max(this.now().getTime(), highest + 1);
     const taken = await this.callCluster(() => client.take(backupId), backupId);
-    this.options.logger.info({ clusterId, backupId }, "backup started through the Administration API");
+    this.options.logger.info({ clusterId, backupId }, "backup started");
     return presentBackup(taken);
   }
 
@@ -187,6 +221,156 @@ export class BackupService {
   }
 
   /**
+   * Sets the cluster's backup schedule (replacing any): a UTC cron expression whose runs are at least 15 minutes
+   * apart, and how many complete backups to keep. 400 naming `body/cron` for an expression that is invalid, runs
+   * more often, or never runs.
+   */
+  async setSchedule(organizationId: string, clusterId: string, cron: string, keep: number): Promise<BackupSchedule> {
+    let schedule: ReturnType<typeof parseCron>;
+    try {
+      schedule = parseCron(cron);
+    } catch (error) {
+      if (!(error instanceof CronSyntaxError)) throw error;
+      throw invalidRequest(`body/cron ${error.message}`, {
+        errors: [{ location: "body/cron", message: error.message }],
+      });
+    }
+    const intervalMinutes = shortestIntervalMinutes(schedule);
+    if (intervalMinutes < MIN_SCHEDULE_INTERVAL_MINUTES) {
+      throw invalidRequest(
+        `body/cron runs ${intervalMinutes} minutes apart at its shortest; scheduled backups must be at least ${MIN_SCHEDULE_INTERVAL_MINUTES} minutes apart`,
+      );
+    }
+    const now = this.now();
+    if (nextRun(schedule, now) === undefined) throw invalidRequest("body/cron never runs (no such date)");
+    if (!Number.isSafeInteger(keep) || keep < 1 || keep > MAX_KEPT_BACKUPS) {
+      throw invalidRequest(`body/keep must be an integer from 1 to ${MAX_KEPT_BACKUPS}`);
+    }
+    await requireCluster(this.options.clusters, organizationId, clusterId);
+    const values = {
+      organization_id: organizationId,
+      cron: schedule.expression,
+      keep_count: keep,
+      updated_at: now.toISOString(),
+      last_run_at: null,
+    };
+    await this.database
+      .insertInto("cluster_backup_schedules")
+      .values({ cluster_id: clusterId, ...values })
+      .onConflict((conflict) => conflict.column("cluster_id").doUpdateSet(values))
+      .execute();
+    return await this.getSchedule(organizationId, clusterId);
+  }
+
+  /** The cluster's backup schedule; 404 when it has none. */
+  async getSchedule(organizationId: string, clusterId: string): Promise<BackupSchedule> {
+    await requireCluster(this.options.clusters, organizationId, clusterId);
+    const row = await this.database
+      .selectFrom("cluster_backup_schedules")
+      .selectAll()
+      .where("cluster_id", "=", clusterId)
+      .executeTakeFirst();
+    if (row === undefined) throw notFound("backup schedule of cluster", clusterId);
+    const next = nextRun(parseCron(row.cron), new Date(Math.max(this.now().getTime(), Date.parse(row.updated_at))));
+    return { cron: row.cron, keep: row.keep_count, nextRun: next?.toISOString() ?? null, lastRun: row.last_run_at };
+  }
+
+  /** Removes the cluster's backup schedule (its backups stay); 404 when it has none. */
+  async deleteSchedule(organizationId: string, clusterId: string): Promise<void> {
+    await requireCluster(this.options.clusters, organizationId, clusterId);
+    const result = await this.database
+      .deleteFrom("cluster_backup_schedules")
+      .where("cluster_id", "=", clusterId)
+      .executeTakeFirst();
+    if (result.numDeletedRows === 0n) throw notFound("backup schedule of cluster", clusterId);
+  }
+
+  /** Checks the schedules every half minute from now on, until `close`. */
+  startScheduler(): void {
+    if (this.scheduleTimer !== undefined) return;
+    this.scheduleTimer = setInterval(() => {
+      if (this.scheduleCheck !== undefined) return;
+      this.scheduleCheck = this.runDueSchedules()
+        .catch((error: unknown) => this.options.logger.error({ err: error }, "could not check the backup schedules"))
+        .finally(() => {
+          this.scheduleCheck = undefined;
+        });
+    }, SCHEDULE_CHECK_INTERVAL_MS);
+    this.scheduleTimer.unref();
+  }
+
+  /**
+   * Takes the backups whose scheduled time has come (one per schedule, however many runs were missed while the
+   * platform was down) and deletes the backups beyond each schedule's newest complete ones.
+   */
+  async runDueSchedules(): Promise<void> {
+    const now = this.now();
+    const schedules = await this.database.selectFrom("cluster_backup_schedules").selectAll().execute();
+    for (const row of schedules) {
+      const since = new Date(row.last_run_at ?? row.updated_at);
+      const due = nextRun(parseCron(row.cron), since);
+      if (due === undefined || due > now) continue;
+      // Claimed by moving its last run, conditionally: a schedule changed or run meanwhile is left alone.
+      let claim = this.database
+        .updateTable("cluster_backup_schedules")
+        .set({ last_run_at: now.toISOString() })
+        .where("cluster_id", "=", row.cluster_id)
+        .where("updated_at", "=", row.updated_at);
+      claim =
+        row.last_run_at === null
+          ? claim.where("last_run_at", "is", null)
+          : claim.where("last_run_at", "=", row.last_run_at);
+      if (Number((await claim.executeTakeFirst()).numUpdatedRows) === 0) continue;
+      try {
+        await this.runSchedule(row.organization_id, row.cluster_id, row.keep_count);
+      } catch (error) {
+        const reason = error instanceof Error ? error.message : String(error);
+        this.options.logger.error(
+          { clusterId: row.cluster_id, reason: reason.slice(0, MAX_FAILURE_REASON_LENGTH) },
+          "a scheduled backup failed",
+        );
+      }
+    }
+  }
+
+  private async runSchedule(organizationId: string, clusterId: string, keep: number): Promise<void> {
+    const client = await this.clientFor(organizationId, clusterId);
+    const taken = await this.takeBackup(client, clusterId);
+    await this.recordScheduled(organizationId, `${clusterId}/${taken.uuid}`, "c");
+    // Newest first: everything after the `keep` newest complete backups goes, except what is still being written.
+    let complete = 0;
+    for (const backup of await this.callCluster(() => client.list())) {
+      if (backup.state === "IN_PROGRESS") continue;
+      if (complete >= keep) {
+        await this.callCluster(() => client.delete(backup.backupId), backup.backupId);
+        await this.recordScheduled(organizationId, `${clusterId}/${backup.backupId}`, "d");
+        this.options.logger.info({ clusterId, backupId: backup.backupId }, "older backup deleted by the schedule");
+        continue;
+      }
+      if (backup.state === "COMPLETED") complete += 1;
+    }
+  }
+
+  private async recordScheduled(organizationId: string, entityId: string, auditType: "c" | "d"): Promise<void> {
+    await this.options.activity?.record({
+      organizationId,
+      service: backupScheduleActivityService,
+      entity: "cluster-backup",
+      entityId,
+      auditType,
+      userId: backupScheduleActivityService,
+    });
+  }
+
+  /** Stops checking the schedules and waits for the check and the restores under way. */
+  async close(): Promise<void> {
+    clearInterval(this.scheduleTimer);
+    this.scheduleTimer = undefined;
+    await this.scheduleCheck;
+    await this.whenIdle();
+  }
+
+  /**
    * Marks restores that were running when the platform last stopped as FAILED: nothing carries them on, and the
    * provisioner puts an interrupted restore's previous data back when it next starts the cluster.
    */
@@ -207,9 +391,10 @@ export class BackupService {
     await Promise.allSettled([...this.running.values()]);
   }
 
-  /** Removes the restores recorded for the cluster, when the cluster itself is deleted. */
+  /** Removes the restores and the schedule recorded for the cluster, when the cluster itself is deleted. */
   async deleteAllOf(clusterId: string): Promise<void> {
     await this.database.deleteFrom("cluster_restores").where("cluster_id", "=", clusterId).execute();
+    await this.database.deleteFrom("cluster_backup_schedules").where("cluster_id", "=", clusterId).execute();
   }
 
   private async runRestore(

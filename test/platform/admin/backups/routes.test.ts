@@ -188,6 +188,38 @@ describe("Administration API /clusters/{id}/backups over HTTP", () => {
     expect((await call("GET", `${clusterId}/backups/10/restore`)).status).toBe(404);
   });
 
+  it("sets, reads and removes a backup schedule", async () => {
+    // A yearly run: the platform's own schedule check never takes a backup during the test.
+    const set = await call("PUT", `${clusterId}/backups/schedule`, { cron: " 0 3 1 1 * ", keep: 3 });
+    expect(set.status).toBe(200);
+    const schedule = (await set.json()) as { cron: string; keep: number; nextRun: string; lastRun: null };
+    expect(schedule).toMatchObject({ cron: "0 3 1 1 *", keep: 3, lastRun: null });
+    expect(schedule.nextRun).toMatch(/^\d{4}-01-01T03:00:00\.000Z$/);
+    expect(await (await call("GET", `${clusterId}/backups/schedule`)).json()).toEqual(schedule);
+    expect((await call("DELETE", `${clusterId}/backups/schedule`)).status).toBe(204);
+    expect((await call("GET", `${clusterId}/backups/schedule`)).status).toBe(404);
+    expect((await call("DELETE", `${clusterId}/backups/schedule`)).status).toBe(404);
+    expect((await call("GET", `${otherOrganizationsCluster}/backups/schedule`)).status).toBe(404);
+    expect(management.requests).toEqual([]);
+  });
+
+  it("refuses schedules closer than 15 minutes, never running, or malformed, naming the field", async () => {
+    const refusals: [unknown, string][] = [
+      [{ cron: "*/5 * * * *", keep: 1 }, "body/cron runs 5 minutes apart"],
+      [{ cron: "0 0 30 2 *", keep: 1 }, "body/cron never runs"],
+      [{ cron: "0 0 * * MON", keep: 1 }, "body/cron the day of week field holds 'MON'"],
+      [{ cron: "0 0 * * *", keep: 0 }, "keep"],
+      [{ cron: "0 0 * * *", keep: 101 }, "keep"],
+      [{ cron: "0 0 * * *" }, "keep"],
+      [{ cron: "0 0 * * *", keep: 1, every: "day" }, "every"],
+    ];
+    for (const [body, detail] of refusals) {
+      const response = await call("PUT", `${clusterId}/backups/schedule`, body);
+      expect(response.status, JSON.stringify(body)).toBe(400);
+      expect(((await response.json()) as { detail: string }).detail, JSON.stringify(body)).toContain(detail);
+    }
+  });
+
   it("records every change in the activity log", async () => {
     management.backups.set(11, fakeBackup(11, "COMPLETED"));
     const created = (await (await call("POST", `${clusterId}/backups`)).json()) as { uuid: string };
@@ -201,5 +233,6 @@ describe("Administration API /clusters/{id}/backups over HTTP", () => {
     expect(entries).toContain(`${clusterId}/${created.uuid}`);
     expect(entries).toContain(`${clusterId}/11`);
     expect(entries).toContain("cluster-restore");
+    expect(entries).toContain("cluster-backup-schedule");
   });
 });
