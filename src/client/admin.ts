@@ -200,6 +200,17 @@ export const clusterRestoreSchema = Type.Object({
 /** A restore: `state` is PENDING, VALIDATING, IN_PROGRESS, COMPLETED or FAILED (with `failureReason`). */
 export type ClusterRestore = Static<typeof clusterRestoreSchema>;
 
+/** Schema of a cluster's backup schedule. */
+export const backupScheduleSchema = Type.Object({
+  cron: Type.String(),
+  keep: Type.Integer(),
+  nextRun: Type.Union([Type.String(), Type.Null()]),
+  lastRun: Type.Union([Type.String(), Type.Null()]),
+});
+
+/** A backup schedule: a UTC cron expression and how many complete backups it keeps. */
+export type BackupSchedule = Static<typeof backupScheduleSchema>;
+
 /** The default audience of the Administration API. */
 export const adminAudience = "admin-api";
 
@@ -423,6 +434,23 @@ export class AdminClient {
   async getRestore(clusterId: string, backupId: string): Promise<ClusterRestore> {
     const path = `/clusters/${encodeURIComponent(clusterId)}/backups/${encodeURIComponent(backupId)}/restore`;
     return (await this.transport.sendForJson("GET", path, clusterRestoreSchema)) as ClusterRestore;
+  }
+
+  /** Sets the cluster's backup schedule, replacing any (scope `backups`). */
+  async setBackupSchedule(clusterId: string, cron: string, keep: number): Promise<BackupSchedule> {
+    const path = `/clusters/${encodeURIComponent(clusterId)}/backups/schedule`;
+    return (await this.transport.sendForJson("PUT", path, backupScheduleSchema, { cron, keep })) as BackupSchedule;
+  }
+
+  /** The cluster's backup schedule (scope `backups`). */
+  async getBackupSchedule(clusterId: string): Promise<BackupSchedule> {
+    const path = `/clusters/${encodeURIComponent(clusterId)}/backups/schedule`;
+    return (await this.transport.sendForJson("GET", path, backupScheduleSchema)) as BackupSchedule;
+  }
+
+  /** Removes the cluster's backup schedule; its backups stay (scope `backups`). */
+  async deleteBackupSchedule(clusterId: string): Promise<void> {
+    await this.transport.send("DELETE", `/clusters/${encodeURIComponent(clusterId)}/backups/schedule`);
   }
 
   /** Deletes a monitoring client (scope `cluster`). */

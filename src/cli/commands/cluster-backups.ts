@@ -1,10 +1,17 @@
 /**
- * `flowplane clusters backups list|take|delete|restore --cluster <id>`: a cluster's backups through the
+ * `flowplane clusters backups list|take|delete|restore|schedule --cluster <id>`: a cluster's backups through the
  * Administration API (scope `backups`), the way the reference SDK sees them. `take --wait` follows the backup until
- * it is Complete or Failed; `restore --wait` follows the restore until it is COMPLETED or FAILED.
+ * it is Complete or Failed; `restore --wait` follows the restore until it is COMPLETED or FAILED; `schedule
+ * set|get|delete` manages the cluster's backup schedule.
  */
-import type { Command } from "commander";
-import { AdminClient, adminAudience, type ClusterBackup, type ClusterRestore } from "../../client/admin.js";
+import { type Command, InvalidArgumentError } from "commander";
+import {
+  AdminClient,
+  adminAudience,
+  type BackupSchedule,
+  type ClusterBackup,
+  type ClusterRestore,
+} from "../../client/admin.js";
 import { type CliIo, UsageError } from "../io.js";
 import { printable, printableJson } from "../terminal-text.js";
 import { parseBackupId } from "./backups.js";
@@ -12,6 +19,7 @@ import { createClientContext } from "./client-context.js";
 
 interface ClusterBackupOptions {
   cluster: string;
+  keep?: number;
   json?: boolean;
   wait?: boolean;
   audience?: string;
@@ -41,6 +49,17 @@ export function formatClusterBackups(backups: readonly ClusterBackup[]): string 
         .trimEnd(),
     )
     .join("\n");
+}
+
+/** A schedule on one line: its expression, what it keeps, and its next run. */
+export function formatSchedule(schedule: BackupSchedule): string {
+  return `backups at "${printable(schedule.cron)}" (UTC), keeping ${schedule.keep} complete; next ${printable(schedule.nextRun ?? "never")}, last ${printable(schedule.lastRun ?? "never")}`;
+}
+
+/** Parses `--keep`: how many complete backups a schedule keeps. */
+function parseKeep(value: string): number {
+  if (!/^\d{1,3}$/.test(value) || Number(value) < 1) throw new InvalidArgumentError("a positive integer");
+  return Number(value);
 }
 
 /** A restore on one line, with its failure reason when it failed. */
@@ -111,6 +130,39 @@ export function registerClusterBackupsCommands(clusters: Command, io: CliIo): vo
     io.stdout(options.json === true ? `${printableJson(backup)}\n` : `${formatClusterBackups([backup])}\n`);
     if (backup.status === "Failed") throw new Error(`backup ${backup.uuid} failed`);
   });
+
+  const schedule = backups
+    .command("schedule")
+    .description("Take backups on a UTC cron schedule (at least 15 minutes apart), keeping the newest complete ones.");
+
+  common(
+    schedule
+      .command("set")
+      .description("Set the cluster's backup schedule, replacing any.")
+      .argument("<cron>", 'a 5-field cron expression in UTC, e.g. "0 3 * * *"')
+      .requiredOption("--keep <count>", "how many complete backups to keep; older ones are deleted", parseKeep),
+  ).action(async (cron: string, options: ClusterBackupOptions) => {
+    const set = await createAdminClient(io, options).setBackupSchedule(options.cluster, cron, options.keep ?? 1);
+    io.stdout(options.json === true ? `${printableJson(set)}\n` : `${formatSchedule(set)}\n`);
+  });
+
+  common(schedule.command("get").description("Show the cluster's backup schedule.")).action(
+    async (options: ClusterBackupOptions) => {
+      const current = await createAdminClient(io, options).getBackupSchedule(options.cluster);
+      io.stdout(options.json === true ? `${printableJson(current)}\n` : `${formatSchedule(current)}\n`);
+    },
+  );
+
+  common(schedule.command("delete").description("Remove the cluster's backup schedule (its backups stay).")).action(
+    async (options: ClusterBackupOptions) => {
+      await createAdminClient(io, options).deleteBackupSchedule(options.cluster);
+      io.stdout(
+        options.json === true
+          ? `${printableJson({ clusterId: options.cluster, schedule: null }, 0)}\n`
+          : "backup schedule removed\n",
+      );
+    },
+  );
 
   common(
     backups

@@ -61,6 +61,41 @@ describe("flowplane clusters backups", () => {
     expect(restore.stdout).toBe("restore from backup 5: FAILED: backup 5 is INCOMPLETE, not COMPLETED\n");
   });
 
+  it("sets, shows and removes a backup schedule", async () => {
+    const set = await fixture.cli([
+      "clusters",
+      "backups",
+      "schedule",
+      "set",
+      "0 3 1 1 *",
+      "--keep",
+      "7",
+      "--cluster",
+      clusterId,
+    ]);
+    expect(set.exitCode).toBe(exitCodes.ok);
+    expect(set.stdout).toMatch(
+      /^backups at "0 3 1 1 \*" \(UTC\), keeping 7 complete; next \d{4}-01-01T03:00:00\.000Z, last never\n$/,
+    );
+    const shown = await fixture.cli(["clusters", "backups", "schedule", "get", "--cluster", clusterId, "--json"]);
+    expect(JSON.parse(shown.stdout)).toMatchObject({ cron: "0 3 1 1 *", keep: 7, lastRun: null });
+    const refused = await fixture.cli([
+      "clusters",
+      "backups",
+      "schedule",
+      "set",
+      "*/5 * * * *",
+      "--keep",
+      "1",
+      "--cluster",
+      clusterId,
+    ]);
+    expect(refused.exitCode).toBe(exitCodes.failure);
+    expect(refused.stderr).toContain("at least 15 minutes apart");
+    const removed = await fixture.cli(["clusters", "backups", "schedule", "delete", "--cluster", clusterId]);
+    expect(removed).toMatchObject({ exitCode: exitCodes.ok, stdout: "backup schedule removed\n" });
+  });
+
   it("refuses a bad backup id before calling anything", async () => {
     const result = await fixture.cli(["clusters", "backups", "delete", "x1", "--cluster", clusterId]);
     expect(result.exitCode).toBe(exitCodes.usage);
