@@ -130,8 +130,8 @@ export class LocalProvisioner implements Provisioner {
   readonly host: string;
   private readonly running = new Map<string, RunningEntry>();
   private readonly processExitListeners: ((exit: ClusterProcessExit) => void)[] = [];
-  /** Clusters whose restore runs: launching them waits for the restore. */
-  private readonly restoring = new Set<string>();
+  /** Restores under way, by cluster: launching such a cluster waits for the restore, removing it waits for its end. */
+  private readonly restoring = new Map<string, Promise<void>>();
   private closed = false;
 
   constructor(private readonly options: LocalProvisionerOptions) {
@@ -338,56 +338,58 @@ export class LocalProvisioner implements Provisioner {
   async restore(specification: ClusterSpecification, backupId: number): Promise<void> {
     const { clusterId } = specification;
     if (this.restoring.has(clusterId)) throw new Error(`a restore of cluster ${clusterId} runs already`);
+    const restore = this.restoreCluster(specification, backupId).finally(() => this.restoring.delete(clusterId));
+    this.restoring.set(clusterId, restore);
+    await restore;
+  }
+
+  private async restoreCluster(specification: ClusterSpecification, backupId: number): Promise<void> {
+    const { clusterId } = specification;
     const placement = await this.recordedPlacement(clusterId);
     if (placement === undefined) throw new Error(`cluster ${clusterId} was never started; there is nothing to restore`);
-    this.restoring.add(clusterId);
     const logger = this.options.logger.child({ clusterId, backupId });
+    await this.stop(clusterId);
+    putBackInterruptedRestore(placement.directory, logger);
+    const brokersDirectory = join(placement.directory, BROKERS_DIRECTORY_NAME);
+    const previousDirectory = join(placement.directory, PREVIOUS_BROKERS_DIRECTORY_NAME);
+    if (existsSync(brokersDirectory)) renameSync(brokersDirectory, previousDirectory);
     try {
-      await this.stop(clusterId);
-      putBackInterruptedRestore(placement.directory, logger);
-      const brokersDirectory = join(placement.directory, BROKERS_DIRECTORY_NAME);
-      const previousDirectory = join(placement.directory, PREVIOUS_BROKERS_DIRECTORY_NAME);
-      if (existsSync(brokersDirectory)) renameSync(brokersDirectory, previousDirectory);
-      try {
-        const brokers = await localBrokerSettings(this.clusterOptions(specification, placement, logger));
-        // The brokers restore side by side: each rebuilds the partitions it hosts on its own, and every one of them
-        // ends (succeeded or refused) before the outcome is decided, so no restore still writes while the previous
-        // data is put back.
-        const outcomes = await Promise.allSettled(
-          brokers.map(async (broker) => {
-            ownPrivateDirectory(broker.dataDirectory);
-            await runRestoreCommand({
-              command: this.options.command ?? defaultCommand(),
-              backupId,
-              broker,
-              logFile: join(placement.directory, "logs", `restore-${broker.nodeId}.log`),
-            });
-            logger.info({ nodeId: broker.nodeId }, "broker restored from the backup");
-          }),
-        );
-        const refused = outcomes.find((outcome) => outcome.status === "rejected");
-        if (refused !== undefined) throw refused.reason;
-        await this.launchCluster(specification);
-        if ((await this.whenStarted(clusterId)) === undefined) {
-          throw new Error("the restored cluster did not become ready; see its logs");
-        }
-      } catch (error) {
-        logger.error({ err: error }, "the restore failed; putting the cluster's previous data back");
-        await this.stop(clusterId);
-        if (existsSync(previousDirectory)) {
-          rmSync(brokersDirectory, { recursive: true, force: true });
-          renameSync(previousDirectory, brokersDirectory);
-        }
-        await this.launchCluster(specification);
-        // The restore ends once the cluster runs on its previous data again (or its start failed, which the
-        // cluster's status then tells).
-        await this.whenStarted(clusterId);
-        throw error;
+      const brokers = await localBrokerSettings(this.clusterOptions(specification, placement, logger));
+      // The brokers restore side by side: each rebuilds the partitions it hosts on its own, and every one of them
+      // ends (succeeded or refused) before the outcome is decided, so no restore still writes while the previous
+      // data is put back.
+      const outcomes = await Promise.allSettled(
+        brokers.map(async (broker) => {
+          ownPrivateDirectory(broker.dataDirectory);
+          await runRestoreCommand({
+            command: this.options.command ?? defaultCommand(),
+            backupId,
+            broker,
+            logFile: join(placement.directory, "logs", `restore-${broker.nodeId}.log`),
+          });
+          logger.info({ nodeId: broker.nodeId }, "broker restored from the backup");
+        }),
+      );
+      const refused = outcomes.find((outcome) => outcome.status === "rejected");
+      if (refused !== undefined) throw refused.reason;
+      await this.launchCluster(specification);
+      if ((await this.whenStarted(clusterId)) === undefined) {
+        throw new Error("the restored cluster did not become ready; see its logs");
       }
-      rmSync(previousDirectory, { recursive: true, force: true });
-    } finally {
-      this.restoring.delete(clusterId);
+    } catch (error) {
+      logger.error({ err: error }, "the restore failed; putting the cluster's previous data back");
+      await this.stop(clusterId);
+      if (existsSync(previousDirectory)) {
+        rmSync(brokersDirectory, { recursive: true, force: true });
+        renameSync(previousDirectory, brokersDirectory);
+      }
+      await this.launchCluster(specification);
+      // The restore ends once the cluster runs on its previous data again (or its start failed, which the
+      // cluster's status then tells).
+      await this.whenStarted(clusterId);
+      throw error;
     }
+    rmSync(previousDirectory, { recursive: true, force: true });
   }
 
   /** The running local cluster once its start has ended (undefined when it failed or is not launched). */
@@ -415,6 +417,8 @@ export class LocalProvisioner implements Provisioner {
   }
 
   async remove(clusterId: string): Promise<void> {
+    // A restore under way ends first (however it ends), so that it cannot start the cluster again once removed.
+    await this.restoring.get(clusterId)?.catch(() => undefined);
     await this.stop(clusterId);
     const placement = await this.recordedPlacement(clusterId);
     if (placement !== undefined) rmSync(placement.directory, { recursive: true, force: true });
