@@ -41,6 +41,11 @@ export interface LocalClusterOptions {
   dataDirectory: string;
   /** The cluster's own directory (brokers file, brokers' data, logs, secret); default `<dataDirectory>/cluster`. */
   clusterDirectory?: string;
+  /**
+   * The brokers' backup store (setting `service.backup.filesystem.basePath`); the environment's setting when absent.
+   * The local provisioner gives each cluster `<cluster directory>/backups`.
+   */
+  backupDirectory?: string;
   /** The access policy file the gateway enforces (setting `service.gateway.accessPolicyFile`); none when absent. */
   accessPolicyFile?: string;
   /** Port of the gateway's REST API (0: a free port, chosen at every start). */
@@ -351,6 +356,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     brokerCount,
     partitionCount,
     replicationFactor,
+    backupDirectory: options.backupDirectory,
   };
   const childEnvironment = (): Record<string, string | undefined> => localChildEnvironment(settings);
 
@@ -662,15 +668,13 @@ interface BrokerSettingsContext {
   brokerCount: number;
   partitionCount: number;
   replicationFactor: number;
+  backupDirectory: string | undefined;
 }
 
 /** The data directory of a local cluster's broker. */
 export function brokerDataDirectory(clusterDirectory: string, nodeId: number): string {
   return join(clusterDirectory, "brokers", String(nodeId));
 }
-
-/** Name of the folder of a local cluster's backup store, in the cluster's directory. */
-export const BACKUPS_DIRECTORY_NAME = "backups";
 
 /** The environment every child of a local cluster starts from. */
 function localChildEnvironment(context: BrokerSettingsContext): Record<string, string | undefined> {
@@ -702,9 +706,9 @@ function localBrokerEnvironment(
   setSetting(environment, "service.broker.cluster.replicationFactor", context.replicationFactor);
   setSetting(environment, "service.broker.cluster.initialContactPoints", contactPoints);
   setSetting(environment, "service.broker.cluster.clusterPort", entry.clusterPort);
-  // Each cluster keeps its backups in its own directory: clusters never see each other's backups, and deleting a
-  // cluster deletes them.
-  setSetting(environment, "service.backup.filesystem.basePath", join(context.clusterDirectory, BACKUPS_DIRECTORY_NAME));
+  if (context.backupDirectory !== undefined) {
+    setSetting(environment, "service.backup.filesystem.basePath", context.backupDirectory);
+  }
   return environment;
 }
 
@@ -736,6 +740,7 @@ export async function localBrokerSettings(options: LocalClusterOptions): Promise
     brokerCount,
     partitionCount: options.partitions ?? 3,
     replicationFactor: options.replicationFactor ?? 3,
+    backupDirectory: options.backupDirectory,
   };
   const contactPoints = ports.brokers.map((entry) => `${host}:${entry.clusterPort}`).join(",");
   return ports.brokers.map((entry) => {

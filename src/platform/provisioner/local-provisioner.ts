@@ -41,6 +41,9 @@ export const ACCESS_POLICY_FILE_NAME = "access-policy.json";
 /** Name of the folder of a cluster's brokers' data directories, in the cluster's directory. */
 const BROKERS_DIRECTORY_NAME = "brokers";
 
+/** Name of the folder of a cluster's backup store, in the cluster's directory. */
+const BACKUPS_DIRECTORY_NAME = "backups";
+
 /** Where a restore keeps the brokers' previous data until the restored cluster is ready. */
 const PREVIOUS_BROKERS_DIRECTORY_NAME = "brokers.before-restore";
 
@@ -311,6 +314,9 @@ export class LocalProvisioner implements Provisioner {
       dataDirectory: this.options.dataDirectory,
       clusterDirectory: placement.directory,
       accessPolicyFile: join(placement.directory, ACCESS_POLICY_FILE_NAME),
+      // Each cluster keeps its backups in its own directory: clusters never see each other's backups (whose ids
+      // would collide), and deleting a cluster deletes them.
+      backupDirectory: join(placement.directory, BACKUPS_DIRECTORY_NAME),
       gatewayPort: placement.gatewayPort,
       managementPort: placement.managementPort,
       issuerUrl: this.options.issuerUrl,
