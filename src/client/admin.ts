@@ -175,6 +175,42 @@ export type MonitoringCredentials = Static<typeof monitoringCredentialsSchema>;
 
 const monitoringStatusSchema = Type.Object({ active: Type.Boolean() });
 
+/** Schema of a cluster's backup as the Administration API shows it. */
+export const clusterBackupSchema = Type.Object({
+  uuid: Type.String(),
+  name: Type.String(),
+  created: Type.Union([Type.String(), Type.Null()]),
+  completed: Type.Union([Type.String(), Type.Null()]),
+  status: Type.String(),
+});
+
+/** A backup of a cluster: `status` is `In progress`, `Complete` or `Failed`. */
+export type ClusterBackup = Static<typeof clusterBackupSchema>;
+
+/** Schema of a restore of a cluster from one of its backups. */
+export const clusterRestoreSchema = Type.Object({
+  uuid: Type.String(),
+  backupId: Type.String(),
+  state: Type.String(),
+  failureReason: Type.Union([Type.String(), Type.Null()]),
+  created: Type.String(),
+  updated: Type.String(),
+});
+
+/** A restore: `state` is PENDING, VALIDATING, IN_PROGRESS, COMPLETED or FAILED (with `failureReason`). */
+export type ClusterRestore = Static<typeof clusterRestoreSchema>;
+
+/** Schema of a cluster's backup schedule. */
+export const backupScheduleSchema = Type.Object({
+  cron: Type.String(),
+  keep: Type.Integer(),
+  nextRun: Type.Union([Type.String(), Type.Null()]),
+  lastRun: Type.Union([Type.String(), Type.Null()]),
+});
+
+/** A backup schedule: a UTC cron expression and how many complete backups it keeps. */
+export type BackupSchedule = Static<typeof backupScheduleSchema>;
+
 /** The default audience of the Administration API. */
 export const adminAudience = "admin-api";
 
@@ -368,6 +404,53 @@ export class AdminClient {
   async rotateMonitoringPassword(clusterId: string, clientUuid: string): Promise<MonitoringCredentials> {
     const path = `/clusters/${encodeURIComponent(clusterId)}/monitoring/clients/${encodeURIComponent(clientUuid)}/rotate`;
     return (await this.transport.sendForJson("POST", path, monitoringCredentialsSchema)) as MonitoringCredentials;
+  }
+
+  /** The cluster's backups, newest first (scope `backups`). */
+  async listBackups(clusterId: string): Promise<ClusterBackup[]> {
+    const path = `/clusters/${encodeURIComponent(clusterId)}/backups`;
+    return (await this.transport.sendForJson("GET", path, Type.Array(clusterBackupSchema))) as ClusterBackup[];
+  }
+
+  /** Starts a backup of the cluster and answers it, In progress (scope `backups`). */
+  async createBackup(clusterId: string): Promise<ClusterBackup> {
+    const path = `/clusters/${encodeURIComponent(clusterId)}/backups`;
+    return (await this.transport.sendForJson("POST", path, clusterBackupSchema)) as ClusterBackup;
+  }
+
+  /** Deletes a backup of the cluster and answers what it was (scope `backups`). */
+  async deleteBackup(clusterId: string, backupId: string): Promise<ClusterBackup> {
+    const path = `/clusters/${encodeURIComponent(clusterId)}/backups/${encodeURIComponent(backupId)}`;
+    return (await this.transport.sendForJson("DELETE", path, clusterBackupSchema)) as ClusterBackup;
+  }
+
+  /** Starts restoring the cluster from a backup and answers the restore, PENDING (scope `backups`). */
+  async restoreBackup(clusterId: string, backupId: string): Promise<ClusterRestore> {
+    const path = `/clusters/${encodeURIComponent(clusterId)}/backups/${encodeURIComponent(backupId)}/restore`;
+    return (await this.transport.sendForJson("POST", path, clusterRestoreSchema)) as ClusterRestore;
+  }
+
+  /** The latest restore of the cluster from that backup (scope `backups`). */
+  async getRestore(clusterId: string, backupId: string): Promise<ClusterRestore> {
+    const path = `/clusters/${encodeURIComponent(clusterId)}/backups/${encodeURIComponent(backupId)}/restore`;
+    return (await this.transport.sendForJson("GET", path, clusterRestoreSchema)) as ClusterRestore;
+  }
+
+  /** Sets the cluster's backup schedule, replacing any (scope `backups`). */
+  async setBackupSchedule(clusterId: string, cron: string, keep: number): Promise<BackupSchedule> {
+    const path = `/clusters/${encodeURIComponent(clusterId)}/backups/schedule`;
+    return (await this.transport.sendForJson("PUT", path, backupScheduleSchema, { cron, keep })) as BackupSchedule;
+  }
+
+  /** The cluster's backup schedule (scope `backups`). */
+  async getBackupSchedule(clusterId: string): Promise<BackupSchedule> {
+    const path = `/clusters/${encodeURIComponent(clusterId)}/backups/schedule`;
+    return (await this.transport.sendForJson("GET", path, backupScheduleSchema)) as BackupSchedule;
+  }
+
+  /** Removes the cluster's backup schedule; its backups stay (scope `backups`). */
+  async deleteBackupSchedule(clusterId: string): Promise<void> {
+    await this.transport.send("DELETE", `/clusters/${encodeURIComponent(clusterId)}/backups/schedule`);
   }
 
   /** Deletes a monitoring client (scope `cluster`). */

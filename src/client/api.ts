@@ -4,12 +4,18 @@ import { ApiError, ClientConnectionError, type ProblemDocument } from "./errors.
 import { type HttpOptions, type HttpRequest, type HttpResponse, parseJsonBody, sendWithRetry } from "./http.js";
 import type { TokenProvider, TokenRequest } from "./token-provider.js";
 
+/**
+ * What an API client needs of a token provider: a `TokenProvider`, or anything else that hands out bearer tokens
+ * (the platform signs short-lived tokens for itself to call its clusters' management APIs).
+ */
+export type TokenSource = Pick<TokenProvider, "getToken" | "invalidate">;
+
 /** Options shared by the API client classes. */
 export interface ApiClientOptions {
   /** Base URL of the API, e.g. `http://localhost:8088/admin`. */
   baseUrl: string;
   /** Supplies bearer tokens; share one provider between clients so they share its cache. */
-  tokenProvider: TokenProvider;
+  tokenProvider: TokenSource;
   /** The audience tokens are requested for; each API has its own default. */
   audience?: string | undefined;
   /** Space-separated scopes to narrow tokens to; the client's full grant for the audience when absent. */
@@ -45,7 +51,7 @@ function problemFrom(response: HttpResponse, url: string): ProblemDocument {
  */
 export class ApiTransport {
   private readonly baseUrl: string;
-  private readonly tokenProvider: TokenProvider;
+  private readonly tokenProvider: TokenSource;
   private readonly tokenRequest: TokenRequest;
   private readonly http: HttpOptions;
 

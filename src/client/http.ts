@@ -38,6 +38,8 @@ export interface HttpOptions {
   clock?: Clock | undefined;
   /** Longest wait for a server's response headers, and then for its body. */
   timeoutMs?: number | undefined;
+  /** Largest response body read, in bytes: a larger one fails the call (unbounded when absent). */
+  maxResponseBytes?: number | undefined;
 }
 
 /** One HTTP request as the client sends it. */
@@ -86,13 +88,32 @@ async function sendOnce(httpRequest: HttpRequest, options: HttpOptions): Promise
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
     });
-    const text = await response.body.text();
+    const text =
+      options.maxResponseBytes === undefined
+        ? await response.body.text()
+        : await boundedText(response.body, options.maxResponseBytes, httpRequest.url);
     return { status: response.statusCode, headers: response.headers, text };
   } catch (error) {
+    if (error instanceof ClientConnectionError) throw error;
     const code = (error as { code?: unknown }).code;
     const reason = typeof code === "string" ? `${code} (${(error as Error).message})` : (error as Error).message;
     throw new ClientConnectionError(httpRequest.url, `cannot be reached: ${reason}`, { cause: error });
   }
+}
+
+/** Reads a body as UTF-8 text up to `maxBytes`; a longer one is abandoned and fails the call. */
+async function boundedText(body: AsyncIterable<Buffer> & { destroy(): unknown }, maxBytes: number, url: string) {
+  const chunks: Buffer[] = [];
+  let total = 0;
+  for await (const chunk of body) {
+    total += chunk.byteLength;
+    if (total > maxBytes) {
+      body.destroy();
+      throw new ClientConnectionError(url, `answered a body larger than ${maxBytes} bytes`);
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString("utf8");
 }
 
 /**

@@ -11,6 +11,8 @@ import { createHttpServer, type HttpServer } from "../http/server.js";
 import { installActivityRecording } from "./admin/activity/recording.js";
 import { activityRoutes } from "./admin/activity/routes.js";
 import { ActivityService } from "./admin/activity/service.js";
+import { backupRoutes } from "./admin/backups/routes.js";
+import { BackupService } from "./admin/backups/service.js";
 import { clusterClientRoutes } from "./admin/cluster-clients/routes.js";
 import { ClusterClientService } from "./admin/cluster-clients/service.js";
 import type { AccessPolicyChangedListener, ClusterDirectory } from "./admin/cluster-directory.js";
@@ -28,6 +30,7 @@ import { bootstrapOrganization } from "./bootstrap.js";
 import { defaultConsoleDirectory, loadConsoleFiles } from "./console/files.js";
 import { consoleOrigins } from "./console/origins.js";
 import { consoleRoutes, prefersPage, sendConsoleIndex } from "./console/routes.js";
+import { platformClusterTokens } from "./issuer/cluster-tokens.js";
 import { issuerRoutes } from "./issuer/routes.js";
 import {
   createIssuerServices,
@@ -385,6 +388,22 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
     secrets: store.secrets,
     clusters: clusterAccess.clusters,
   });
+  const backups = new BackupService({
+    database: store.database,
+    clusters: clusterAccess.clusters,
+    restorer: clusters,
+    tokensFor: (organizationId, clusterId) =>
+      platformClusterTokens(
+        { signingKeys: issuer.signingKeys, issuerUrl, gatewayAudience: configuration.audiences.gateway },
+        organizationId,
+        clusterId,
+      ),
+    logger,
+    activity,
+  });
+  await backups.failInterruptedRestores();
+  backups.startScheduler();
+  server.addHook("onClose", async () => await backups.close());
   // The clusters service builds each cluster's whole policy from the resources keeping its parts, shows its
   // allowlist, and has their data removed with the cluster.
   clusters.accessPolicyBuilder = async (cluster) => ({
@@ -399,6 +418,7 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
     await monitoring.deleteAllOf(clusterId);
     await clusterClients.deleteAllOfCluster(organizationId, clusterId);
     await connectorSecrets.deleteAllOf(clusterId);
+    await backups.deleteAllOf(clusterId);
   });
   await server.register(
     async (context) => {
@@ -418,6 +438,7 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
         monitoringRoutes(api, monitoring);
         clusterClientRoutes(api, clusterClients);
         connectorSecretRoutes(api, connectorSecrets);
+        backupRoutes(api, backups);
         memberRoutes(api, members);
         clusterRoutes(api, clusters);
         activityRoutes(api, activity);

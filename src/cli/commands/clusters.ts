@@ -14,6 +14,7 @@ import {
 import { type CliIo, UsageError } from "../io.js";
 import { printable, printableJson } from "../terminal-text.js";
 import { clientEnvironmentHelp, createClientContext } from "./client-context.js";
+import { registerClusterBackupsCommands } from "./cluster-backups.js";
 
 interface OutputOptions {
   json?: boolean;
@@ -244,4 +245,6 @@ export function registerClustersCommands(program: Command, io: CliIo): void {
           : `Deleted cluster ${printable(clusterId)}.\n`,
       );
     });
+
+  registerClusterBackupsCommands(clusters, io);
 }

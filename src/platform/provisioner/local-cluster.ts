@@ -41,6 +41,11 @@ export interface LocalClusterOptions {
   dataDirectory: string;
   /** The cluster's own directory (brokers file, brokers' data, logs, secret); default `<dataDirectory>/cluster`. */
   clusterDirectory?: string;
+  /**
+   * The brokers' backup store (setting `service.backup.filesystem.basePath`); the environment's setting when absent.
+   * The local provisioner gives each cluster `<cluster directory>/backups`.
+   */
+  backupDirectory?: string;
   /** The access policy file the gateway enforces (setting `service.gateway.accessPolicyFile`); none when absent. */
   accessPolicyFile?: string;
   /** Port of the gateway's REST API (0: a free port, chosen at every start). */
@@ -342,37 +347,28 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
   const brokers: LocalBroker[] = [];
   const contactPointsOf = (entries: readonly LocalBrokerPorts[]): string =>
     entries.map((entry) => `${host}:${entry.clusterPort}`).join(",");
-  const childEnvironment = (): Record<string, string | undefined> => {
-    const environment: Record<string, string | undefined> = { ...baseEnvironment };
-    // The platform's secrets are no business of brokers and gateways, which would only widen who can read them.
-    for (const key of platformSecretSettings) removeSetting(environment, key);
-    setSetting(environment, "service.log.level", logLevel);
-    removeSetting(environment, "service.cluster.secret");
-    setSetting(environment, "service.cluster.secretFile", clusterSecret.file);
-    // The child stops by itself when its IPC channel to this process closes (supervision.ts).
-    environment[SUPERVISOR_VARIABLE] = SUPERVISOR_CHANNEL;
-    return environment;
+  const settings: BrokerSettingsContext = {
+    baseEnvironment,
+    logLevel,
+    clusterSecretFile: clusterSecret.file,
+    clusterDirectory,
+    host,
+    brokerCount,
+    partitionCount,
+    replicationFactor,
+    backupDirectory: options.backupDirectory,
   };
+  const childEnvironment = (): Record<string, string | undefined> => localChildEnvironment(settings);
 
   /** The child and the description of broker `entry`, its contact points the brokers listed now. */
   const brokerChild = (
     entry: LocalBrokerPorts,
     contactPoints: string,
   ): { child: ManagedChild; broker: LocalBroker } => {
-    const dataDirectory = join(clusterDirectory, "brokers", String(entry.nodeId));
+    const dataDirectory = brokerDataDirectory(clusterDirectory, entry.nodeId);
     ownPrivateDirectory(dataDirectory);
     warnAboutRunningBroker(dataDirectory, entry.nodeId, logger);
-    const environment = childEnvironment();
-    setSetting(environment, "service.broker.host", host);
-    setSetting(environment, "service.broker.dataDirectory", dataDirectory);
-    setSetting(environment, "service.broker.managementPort", entry.managementPort);
-    setSetting(environment, "service.broker.cluster.nodeId", entry.nodeId);
-    // The sizes of the cluster's first start; a broker added later takes the running configuration instead.
-    setSetting(environment, "service.broker.cluster.clusterSize", brokerCount);
-    setSetting(environment, "service.broker.cluster.partitionsCount", partitionCount);
-    setSetting(environment, "service.broker.cluster.replicationFactor", replicationFactor);
-    setSetting(environment, "service.broker.cluster.initialContactPoints", contactPoints);
-    setSetting(environment, "service.broker.cluster.clusterPort", entry.clusterPort);
+    const environment = localBrokerEnvironment(settings, entry, contactPoints);
     const logFile = join(logDirectory, `broker-${entry.nodeId}.log`);
     return {
       child: managedChild(`broker ${entry.nodeId}`, entry.nodeId, environment, logFile),
@@ -660,6 +656,103 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     },
     close,
   };
+}
+
+/** What the environment of a local cluster's child is made of. */
+interface BrokerSettingsContext {
+  baseEnvironment: Readonly<Record<string, string | undefined>>;
+  logLevel: string;
+  clusterSecretFile: string;
+  clusterDirectory: string;
+  host: string;
+  brokerCount: number;
+  partitionCount: number;
+  replicationFactor: number;
+  backupDirectory: string | undefined;
+}
+
+/** The data directory of a local cluster's broker. */
+export function brokerDataDirectory(clusterDirectory: string, nodeId: number): string {
+  return join(clusterDirectory, "brokers", String(nodeId));
+}
+
+/** The environment every child of a local cluster starts from. */
+function localChildEnvironment(context: BrokerSettingsContext): Record<string, string | undefined> {
+  const environment: Record<string, string | undefined> = { ...context.baseEnvironment };
+  // The platform's secrets are no business of brokers and gateways, which would only widen who can read them.
+  for (const key of platformSecretSettings) removeSetting(environment, key);
+  setSetting(environment, "service.log.level", context.logLevel);
+  removeSetting(environment, "service.cluster.secret");
+  setSetting(environment, "service.cluster.secretFile", context.clusterSecretFile);
+  // The child stops by itself when its IPC channel to this process closes (supervision.ts).
+  environment[SUPERVISOR_VARIABLE] = SUPERVISOR_CHANNEL;
+  return environment;
+}
+
+/** The environment of broker `entry` of a local cluster: what `flowplane broker` and `flowplane restore` run with. */
+function localBrokerEnvironment(
+  context: BrokerSettingsContext,
+  entry: LocalBrokerPorts,
+  contactPoints: string,
+): Record<string, string | undefined> {
+  const environment = localChildEnvironment(context);
+  setSetting(environment, "service.broker.host", context.host);
+  setSetting(environment, "service.broker.dataDirectory", brokerDataDirectory(context.clusterDirectory, entry.nodeId));
+  setSetting(environment, "service.broker.managementPort", entry.managementPort);
+  setSetting(environment, "service.broker.cluster.nodeId", entry.nodeId);
+  // The sizes of the cluster's first start; a broker added later takes the running configuration instead.
+  setSetting(environment, "service.broker.cluster.clusterSize", context.brokerCount);
+  setSetting(environment, "service.broker.cluster.partitionsCount", context.partitionCount);
+  setSetting(environment, "service.broker.cluster.replicationFactor", context.replicationFactor);
+  setSetting(environment, "service.broker.cluster.initialContactPoints", contactPoints);
+  setSetting(environment, "service.broker.cluster.clusterPort", entry.clusterPort);
+  if (context.backupDirectory !== undefined) {
+    setSetting(environment, "service.backup.filesystem.basePath", context.backupDirectory);
+  }
+  return environment;
+}
+
+/** One broker of a local cluster as `flowplane restore` needs it. */
+export interface LocalBrokerSettings {
+  nodeId: number;
+  dataDirectory: string;
+  /** The environment the provisioner starts the broker with. */
+  environment: Record<string, string | undefined>;
+}
+
+/**
+ * The brokers of the local cluster `options` describes (the brokers file), each with the environment
+ * `startLocalCluster` gives it, without starting anything: what restoring them runs with.
+ */
+export async function localBrokerSettings(options: LocalClusterOptions): Promise<LocalBrokerSettings[]> {
+  const host = options.host ?? "127.0.0.1";
+  const baseEnvironment = options.environment ?? process.env;
+  const clusterDirectory = resolve(options.clusterDirectory ?? join(options.dataDirectory, "cluster"));
+  const clusterSecret = ensureLocalClusterSecret(clusterDirectory);
+  const brokerCount = options.brokers ?? 3;
+  const ports = await brokerPorts(clusterDirectory, host, brokerCount);
+  const context: BrokerSettingsContext = {
+    baseEnvironment,
+    logLevel: options.logLevel ?? baseEnvironment.SERVICE_LOG_LEVEL ?? "info",
+    clusterSecretFile: clusterSecret.file,
+    clusterDirectory,
+    host,
+    brokerCount,
+    partitionCount: options.partitions ?? 3,
+    replicationFactor: options.replicationFactor ?? 3,
+    backupDirectory: options.backupDirectory,
+  };
+  const contactPoints = ports.brokers.map((entry) => `${host}:${entry.clusterPort}`).join(",");
+  return ports.brokers.map((entry) => {
+    const environment = localBrokerEnvironment(context, entry, contactPoints);
+    // `flowplane restore` is not supervised: it needs no channel to this process.
+    delete environment[SUPERVISOR_VARIABLE];
+    return {
+      nodeId: entry.nodeId,
+      dataDirectory: brokerDataDirectory(clusterDirectory, entry.nodeId),
+      environment,
+    };
+  });
 }
 
 /** How often the running local cluster compares its brokers with the brokers file. */

@@ -18,7 +18,15 @@ import { type AccessPolicy, openAccessPolicy, serializeAccessPolicy } from "../.
 import { ownPrivateDirectory, privateFileMode } from "../../files/private-files.js";
 import type { PlatformDatabase } from "../store/schema.js";
 import { brokerPorts, freePort, type LocalBrokerPorts, readLocalBrokers, writeLocalBrokers } from "./local-brokers.js";
-import { type LocalCluster, type LocalClusterChildEvent, startLocalCluster } from "./local-cluster.js";
+import {
+  defaultCommand,
+  type LocalCluster,
+  type LocalClusterChildEvent,
+  type LocalClusterOptions,
+  localBrokerSettings,
+  startLocalCluster,
+} from "./local-cluster.js";
+import { runRestoreCommand } from "./local-restore.js";
 import type {
   ClusterEndpoints,
   ClusterProcessExit,
@@ -29,6 +37,28 @@ import type {
 
 /** Name of the access policy file in a cluster's directory. */
 export const ACCESS_POLICY_FILE_NAME = "access-policy.json";
+
+/** Name of the folder of a cluster's brokers' data directories, in the cluster's directory. */
+const BROKERS_DIRECTORY_NAME = "brokers";
+
+/** Name of the folder of a cluster's backup store, in the cluster's directory. */
+const BACKUPS_DIRECTORY_NAME = "backups";
+
+/** Where a restore keeps the brokers' previous data until the restored cluster is ready. */
+const PREVIOUS_BROKERS_DIRECTORY_NAME = "brokers.before-restore";
+
+/**
+ * Puts back the brokers' data a restore moved aside, when the platform stopped before the restore ended: the
+ * half-restored data goes, the previous data returns.
+ */
+function putBackInterruptedRestore(clusterDirectory: string, logger: Logger): void {
+  const previousDirectory = join(clusterDirectory, PREVIOUS_BROKERS_DIRECTORY_NAME);
+  if (!existsSync(previousDirectory)) return;
+  const brokersDirectory = join(clusterDirectory, BROKERS_DIRECTORY_NAME);
+  logger.warn({ clusterDirectory }, "a restore of this cluster was interrupted; putting its previous data back");
+  rmSync(brokersDirectory, { recursive: true, force: true });
+  renameSync(previousDirectory, brokersDirectory);
+}
 
 /** Name of the folder of the clusters other than the primary one. */
 export const CLUSTERS_DIRECTORY_NAME = "clusters";
@@ -103,6 +133,8 @@ export class LocalProvisioner implements Provisioner {
   readonly host: string;
   private readonly running = new Map<string, RunningEntry>();
   private readonly processExitListeners: ((exit: ClusterProcessExit) => void)[] = [];
+  /** Restores under way, by cluster: launching such a cluster waits for the restore, removing it waits for its end. */
+  private readonly restoring = new Map<string, Promise<void>>();
   private closed = false;
 
   constructor(private readonly options: LocalProvisionerOptions) {
@@ -223,7 +255,15 @@ export class LocalProvisioner implements Provisioner {
     ownPrivateDirectory(placement.directory);
   }
 
+  /** Launching a cluster whose restore runs does nothing: the restore starts it when it is done. */
   async launch(specification: ClusterSpecification): Promise<void> {
+    if (this.restoring.has(specification.clusterId)) return;
+    const placement = await this.recordedPlacement(specification.clusterId);
+    if (placement !== undefined) putBackInterruptedRestore(placement.directory, this.options.logger);
+    await this.launchCluster(specification);
+  }
+
+  private async launchCluster(specification: ClusterSpecification): Promise<void> {
     if (this.closed) throw new Error("the local provisioner is closed");
     const { clusterId } = specification;
     const existing = this.running.get(clusterId);
@@ -247,26 +287,9 @@ export class LocalProvisioner implements Provisioner {
     this.running.set(clusterId, entry);
     const logger = this.options.logger.child({ clusterId });
     entry.started = startLocalCluster({
-      dataDirectory: this.options.dataDirectory,
-      clusterDirectory: placement.directory,
-      accessPolicyFile: policyFile,
-      gatewayPort: placement.gatewayPort,
-      managementPort: placement.managementPort,
-      issuerUrl: this.options.issuerUrl,
-      host: this.host,
-      brokers: specification.shape.brokers,
-      partitions: specification.shape.partitions,
-      replicationFactor: specification.shape.replicationFactor,
-      logger,
+      ...this.clusterOptions(specification, placement, logger),
       signal: abort.signal,
       onChildEvent: (event) => this.childEvent(clusterId, entry, event),
-      ...(this.options.gatewayAudience === undefined ? {} : { gatewayAudience: this.options.gatewayAudience }),
-      ...(this.options.allowedOrigins === undefined ? {} : { allowedOrigins: this.options.allowedOrigins }),
-      ...(this.options.logLevel === undefined ? {} : { logLevel: this.options.logLevel }),
-      ...(this.options.environment === undefined ? {} : { environment: this.options.environment }),
-      ...(this.options.command === undefined ? {} : { command: this.options.command }),
-      ...(this.options.readyTimeoutMs === undefined ? {} : { readyTimeoutMs: this.options.readyTimeoutMs }),
-      ...(this.options.stopTimeoutMs === undefined ? {} : { stopTimeoutMs: this.options.stopTimeoutMs }),
     }).then(
       (cluster) => {
         entry.cluster = cluster;
@@ -279,6 +302,100 @@ export class LocalProvisioner implements Provisioner {
         }
       },
     );
+  }
+
+  /** What `startLocalCluster` is given for the cluster, bar what belongs to one start (abort signal, listener). */
+  private clusterOptions(
+    specification: ClusterSpecification,
+    placement: Placement,
+    logger: Logger,
+  ): LocalClusterOptions {
+    return {
+      dataDirectory: this.options.dataDirectory,
+      clusterDirectory: placement.directory,
+      accessPolicyFile: join(placement.directory, ACCESS_POLICY_FILE_NAME),
+      // Each cluster keeps its backups in its own directory: clusters never see each other's backups (whose ids
+      // would collide), and deleting a cluster deletes them.
+      backupDirectory: join(placement.directory, BACKUPS_DIRECTORY_NAME),
+      gatewayPort: placement.gatewayPort,
+      managementPort: placement.managementPort,
+      issuerUrl: this.options.issuerUrl,
+      host: this.host,
+      brokers: specification.shape.brokers,
+      partitions: specification.shape.partitions,
+      replicationFactor: specification.shape.replicationFactor,
+      logger,
+      ...(this.options.gatewayAudience === undefined ? {} : { gatewayAudience: this.options.gatewayAudience }),
+      ...(this.options.allowedOrigins === undefined ? {} : { allowedOrigins: this.options.allowedOrigins }),
+      ...(this.options.logLevel === undefined ? {} : { logLevel: this.options.logLevel }),
+      ...(this.options.environment === undefined ? {} : { environment: this.options.environment }),
+      ...(this.options.command === undefined ? {} : { command: this.options.command }),
+      ...(this.options.readyTimeoutMs === undefined ? {} : { readyTimeoutMs: this.options.readyTimeoutMs }),
+      ...(this.options.stopTimeoutMs === undefined ? {} : { stopTimeoutMs: this.options.stopTimeoutMs }),
+    };
+  }
+
+  /**
+   * Restores the cluster from backup `backupId`: stops it, moves its brokers' data aside, runs `flowplane restore`
+   * for every broker (side by side) with the broker's own environment, and starts it. The previous data is deleted
+   * once the restored cluster is ready; when anything fails it is put back and the cluster started again before the
+   * error is thrown. A platform that stops in between puts the previous data back at the cluster's next launch.
+   */
+  async restore(specification: ClusterSpecification, backupId: number): Promise<void> {
+    const { clusterId } = specification;
+    if (this.restoring.has(clusterId)) throw new Error(`a restore of cluster ${clusterId} runs already`);
+    const restore = this.restoreCluster(specification, backupId).finally(() => this.restoring.delete(clusterId));
+    this.restoring.set(clusterId, restore);
+    await restore;
+  }
+
+  private async restoreCluster(specification: ClusterSpecification, backupId: number): Promise<void> {
+    const { clusterId } = specification;
+    const placement = await this.recordedPlacement(clusterId);
+    if (placement === undefined) throw new Error(`cluster ${clusterId} was never started; there is nothing to restore`);
+    const logger = this.options.logger.child({ clusterId, backupId });
+    await this.stop(clusterId);
+    putBackInterruptedRestore(placement.directory, logger);
+    const brokersDirectory = join(placement.directory, BROKERS_DIRECTORY_NAME);
+    const previousDirectory = join(placement.directory, PREVIOUS_BROKERS_DIRECTORY_NAME);
+    if (existsSync(brokersDirectory)) renameSync(brokersDirectory, previousDirectory);
+    try {
+      const brokers = await localBrokerSettings(this.clusterOptions(specification, placement, logger));
+      // The brokers restore side by side: each rebuilds the partitions it hosts on its own, and every one of them
+      // ends (succeeded or refused) before the outcome is decided, so no restore still writes while the previous
+      // data is put back.
+      const outcomes = await Promise.allSettled(
+        brokers.map(async (broker) => {
+          ownPrivateDirectory(broker.dataDirectory);
+          await runRestoreCommand({
+            command: this.options.command ?? defaultCommand(),
+            backupId,
+            broker,
+            logFile: join(placement.directory, "logs", `restore-${broker.nodeId}.log`),
+          });
+          logger.info({ nodeId: broker.nodeId }, "broker restored from the backup");
+        }),
+      );
+      const refused = outcomes.find((outcome) => outcome.status === "rejected");
+      if (refused !== undefined) throw refused.reason;
+      await this.launchCluster(specification);
+      if ((await this.whenStarted(clusterId)) === undefined) {
+        throw new Error("the restored cluster did not become ready; see its logs");
+      }
+    } catch (error) {
+      logger.error({ err: error }, "the restore failed; putting the cluster's previous data back");
+      await this.stop(clusterId);
+      if (existsSync(previousDirectory)) {
+        rmSync(brokersDirectory, { recursive: true, force: true });
+        renameSync(previousDirectory, brokersDirectory);
+      }
+      await this.launchCluster(specification);
+      // The restore ends once the cluster runs on its previous data again (or its start failed, which the
+      // cluster's status then tells).
+      await this.whenStarted(clusterId);
+      throw error;
+    }
+    rmSync(previousDirectory, { recursive: true, force: true });
   }
 
   /** The running local cluster once its start has ended (undefined when it failed or is not launched). */
@@ -306,6 +423,8 @@ export class LocalProvisioner implements Provisioner {
   }
 
   async remove(clusterId: string): Promise<void> {
+    // A restore under way ends first (however it ends), so that it cannot start the cluster again once removed.
+    await this.restoring.get(clusterId)?.catch(() => undefined);
     await this.stop(clusterId);
     const placement = await this.recordedPlacement(clusterId);
     if (placement !== undefined) rmSync(placement.directory, { recursive: true, force: true });

@@ -70,6 +70,12 @@ export interface Provisioner {
    * were started, not once they are ready. Launching a cluster that runs already does nothing.
    */
   launch(specification: ClusterSpecification): Promise<void>;
+  /**
+   * Restores the cluster from its backup `backupId`: stops it, restores every broker, starts it, and resolves once
+   * it is ready. The previous data is kept until then; on failure it is put back and the cluster started again
+   * before the error (naming the reason) is thrown.
+   */
+  restore(specification: ClusterSpecification, backupId: number): Promise<void>;
   /** Stops the cluster's processes and keeps its data. */
   stop(clusterId: string): Promise<void>;
   /** Stops the cluster's processes and removes its data and everything recorded about its place. */

@@ -286,3 +286,35 @@ export interface PlatformDatabase {
   cluster_monitoring: ClusterMonitoringTable;
   monitoring_clients: MonitoringClientTable;
 }
+
+/** A restore of a cluster from one of its backups (migration 035). */
+export interface ClusterRestoreTable {
+  id: string;
+  cluster_id: string;
+  /** The backup's id on the cluster's management API, in decimal. */
+  backup_id: string;
+  /** PENDING, VALIDATING, IN_PROGRESS, COMPLETED or FAILED. */
+  state: string;
+  failure_reason: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+/** The backup schedule of a cluster (migration 035). */
+export interface ClusterBackupScheduleTable {
+  cluster_id: string;
+  organization_id: string;
+  /** A 5-field cron expression in UTC. */
+  cron: string;
+  /** How many complete backups the schedule keeps; older backups are deleted after each run. */
+  keep_count: number;
+  updated_at: string;
+  /** When the schedule last took a backup (or was set, before its first run), ISO-8601. */
+  last_run_at: string | null;
+}
+
+/** The platform database including the restores and backup schedules of migration 035. */
+export interface PlatformDatabase {
+  cluster_restores: ClusterRestoreTable;
+  cluster_backup_schedules: ClusterBackupScheduleTable;
+}

@@ -11,7 +11,7 @@ environment.FAKE_ARGUMENTS = JSON.stringify(process.argv.slice(2));
 environment.FLOWPLANE_SUPERVISOR = process.env.FLOWPLANE_SUPERVISOR;
 environment.FAKE_HAS_CHANNEL = String(process.channel !== undefined);
 environment.FAKE_PID = String(process.pid);
-const name = role === "broker" ? `broker-${environment.SERVICE_BROKER_CLUSTER_NODE_ID}` : role;
+const name = role === "broker" || role === "restore" ? `${role}-${environment.SERVICE_BROKER_CLUSTER_NODE_ID}` : role;
 const recordDirectory = process.env.FAKE_RECORD_DIRECTORY ?? ".";
 // Signal handlers first: once its record is written, the child handles signals as it will from then on.
 if (process.env.FAKE_IGNORE_SIGTERM === "1") process.on("SIGTERM", () => undefined);
@@ -22,6 +22,14 @@ if (process.env.FAKE_EXIT_AT_START === role) process.exit(3);
 if (existsSync(join(recordDirectory, `${name}.crash`))) process.exit(3);
 // Written once the child will keep running: a record naming a pid says that process started for good.
 writeFileSync(join(recordDirectory, `${name}.json`), JSON.stringify(environment));
+// `restore` ends at once: refused while `<name>.fail` exists in the record directory, else done.
+if (role === "restore") {
+  if (existsSync(join(recordDirectory, `${name}.fail`))) {
+    process.stderr.write("restore refused: the backup's part of partition 1 is damaged\n");
+    process.exit(1);
+  }
+  process.exit(0);
+}
 if (role === "gateway") {
   createServer((_request, response) => {
     response.writeHead(200, { "content-type": "application/json" });

@@ -2,7 +2,7 @@
  * The local provisioner with a stand-in command line (fake-cli.mjs): where clusters are placed, what the gateway is
  * told, the access policy file, and the adoption of an earlier version's `<data>/cluster` as the first cluster.
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -125,5 +125,59 @@ describe("the local provisioner", () => {
     writeFileSync(policyFile, "{}");
     await platformWithFakeClusters(dataDirectory, records, platform);
     expect(parseAccessPolicy(readFileSync(policyFile, "utf8"))).toEqual(expected);
+  });
+
+  it("restores every broker with its own settings, and puts the previous data back when a restore fails", async () => {
+    const dataDirectory = temporaryDirectory();
+    const records = temporaryDirectory();
+    const platform = await platformWithFakeClusters(dataDirectory, records);
+    const provisioner = platform.running.provisioner;
+    const clusterId = platform.running.primaryClusterId as string;
+    if (provisioner === undefined) throw new Error("the platform runs no provisioner");
+    await provisioner.whenStarted(clusterId);
+    const clusterDirectory = join(dataDirectory, "cluster");
+    const specification = {
+      clusterId,
+      organizationId: platform.organizationId,
+      shape: { brokers: 3, partitions: 3, replicationFactor: 3 },
+      primary: true,
+    };
+    writeFileSync(join(clusterDirectory, "brokers", "0", "journal"), "before the restore");
+
+    // A refused restore: the previous data comes back and the cluster runs again.
+    writeFileSync(join(records, "restore-1.fail"), "");
+    await expect(provisioner.restore(specification, 8)).rejects.toThrow(
+      /restore of broker 1 failed \(exit code 1\): restore refused: the backup's part of partition 1 is damaged/,
+    );
+    expect(readFileSync(join(clusterDirectory, "brokers", "0", "journal"), "utf8")).toBe("before the restore");
+    expect(existsSync(join(clusterDirectory, "brokers.before-restore"))).toBe(false);
+    expect(provisioner.state(clusterId)).toBe("running");
+
+    rmSync(join(records, "restore-1.fail"));
+    await provisioner.restore(specification, 9);
+    for (const nodeId of [0, 1, 2]) {
+      const restore = await recorded(records, `restore-${nodeId}`);
+      expect(JSON.parse(restore.FAKE_ARGUMENTS ?? "[]")).toEqual(["restore", "--backup-id", "9"]);
+      expect(restore.SERVICE_BROKER_DATA_DIRECTORY).toBe(join(clusterDirectory, "brokers", String(nodeId)));
+      expect(restore.SERVICE_BACKUP_FILESYSTEM_BASE_PATH).toBe(join(clusterDirectory, "backups"));
+      expect(restore.FLOWPLANE_SUPERVISOR).toBeUndefined();
+    }
+    // The brokers run with the same backup store, and the previous data is gone once the cluster is ready.
+    expect((await recorded(records, "broker-0")).SERVICE_BACKUP_FILESYSTEM_BASE_PATH).toBe(
+      join(clusterDirectory, "backups"),
+    );
+    expect(existsSync(join(clusterDirectory, "brokers", "0", "journal"))).toBe(false);
+    expect(existsSync(join(clusterDirectory, "brokers.before-restore"))).toBe(false);
+    expect(provisioner.state(clusterId)).toBe("running");
+
+    // A restore the platform did not finish: the next launch puts the previous data back.
+    await provisioner.stop(clusterId);
+    mkdirSync(join(clusterDirectory, "brokers.before-restore", "0"), { recursive: true });
+    writeFileSync(join(clusterDirectory, "brokers.before-restore", "0", "journal"), "kept aside");
+    writeFileSync(join(clusterDirectory, "brokers", "0", "half"), "half restored");
+    await provisioner.launch(specification);
+    await provisioner.whenStarted(clusterId);
+    expect(readFileSync(join(clusterDirectory, "brokers", "0", "journal"), "utf8")).toBe("kept aside");
+    expect(existsSync(join(clusterDirectory, "brokers", "0", "half"))).toBe(false);
   });
 });

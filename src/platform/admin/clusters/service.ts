@@ -359,6 +359,16 @@ export class ClusterService implements ClusterDirectory {
   }
 
   /**
+   * Restores a cluster from one of its backups through the provisioner (stop, restore every broker, start) and
+   * resolves once it is ready; 404 for a cluster the organization does not have, 409 without a provisioner.
+   */
+  async restoreFromBackup(organizationId: string, clusterId: string, backupId: number): Promise<void> {
+    const row = await this.row(organizationId, clusterId);
+    if (row === undefined) throw notFound("cluster", clusterId);
+    await this.requireProvisioner().restore(specificationOf(row), backupId);
+  }
+
+  /**
    * Moves a cluster to its channel's default generation: the record changes and its processes are started again
    * with this installation's flowplane. 400 when it runs that generation already.
    */

@@ -7,6 +7,7 @@ import { clusterClientsMigration } from "./031-cluster-clients.js";
 import { connectorSecretsMigration } from "./032-connector-secrets.js";
 import { allowlistMonitoringMigration } from "./033-allowlist-monitoring.js";
 import { activityMigration } from "./034-activity.js";
+import { backupsMigration } from "./035-backups.js";
 
 /**
  * Every migration, in order. Names sort lexically and are never renamed once released: the database records
@@ -21,6 +22,7 @@ const migrations: Record<string, Migration> = {
   "032-connector-secrets": connectorSecretsMigration,
   "033-allowlist-monitoring": allowlistMonitoringMigration,
   "034-activity": activityMigration,
+  "035-backups": backupsMigration,
 };
 
 /** Supplies the migrations compiled into the program (no directory scanning, so bundling cannot lose one). */

@@ -33,6 +33,9 @@ class RecordingProvisioner implements Provisioner {
     this.calls.push(`launch ${specification.clusterId}`);
     this.states.set(specification.clusterId, "starting");
   }
+  async restore(specification: ClusterSpecification, backupId: number): Promise<void> {
+    this.calls.push(`restore ${specification.clusterId} ${backupId}`);
+  }
   async stop(clusterId: string): Promise<void> {
     this.calls.push(`stop ${clusterId}`);
     this.states.set(clusterId, "stopped");

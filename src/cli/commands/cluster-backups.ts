@@ -1,0 +1,198 @@
+/**
+ * `flowplane clusters backups list|take|delete|restore|schedule --cluster <id>`: a cluster's backups through the
+ * Administration API (scope `backups`), the way the reference SDK sees them. `take --wait` follows the backup until
+ * it is Complete or Failed; `restore --wait` follows the restore until it is COMPLETED or FAILED; `schedule
+ * set|get|delete` manages the cluster's backup schedule.
+ */
+import { type Command, InvalidArgumentError } from "commander";
+import {
+  AdminClient,
+  adminAudience,
+  type BackupSchedule,
+  type ClusterBackup,
+  type ClusterRestore,
+} from "../../client/admin.js";
+import { type CliIo, UsageError } from "../io.js";
+import { printable, printableJson } from "../terminal-text.js";
+import { parseBackupId } from "./backups.js";
+import { createClientContext } from "./client-context.js";
+
+interface ClusterBackupOptions {
+  cluster: string;
+  keep?: number;
+  json?: boolean;
+  wait?: boolean;
+  audience?: string;
+}
+
+/** How often `--wait` asks again. */
+const POLL_INTERVAL_MS = 1_000;
+
+function createAdminClient(io: CliIo, options: ClusterBackupOptions): AdminClient {
+  const { settings, tokenProvider } = createClientContext(io);
+  return new AdminClient({ baseUrl: settings.adminUrl, tokenProvider, audience: options.audience ?? adminAudience });
+}
+
+/** One line per backup: id, status, name and when it finished. */
+export function formatClusterBackups(backups: readonly ClusterBackup[]): string {
+  if (backups.length === 0) return "no backups";
+  const rows = [
+    ["ID", "STATUS", "NAME", "COMPLETED"],
+    ...backups.map((backup) => [backup.uuid, backup.status, backup.name, backup.completed ?? "-"].map(printable)),
+  ];
+  const widths = [0, 1, 2].map((column) => Math.max(...rows.map((row) => (row[column] ?? "").length)));
+  return rows
+    .map((row) =>
+      row
+        .map((cell, column) => cell.padEnd(widths[column] ?? 0))
+        .join("  ")
+        .trimEnd(),
+    )
+    .join("\n");
+}
+
+/** A schedule on one line: its expression, what it keeps, and its next run. */
+export function formatSchedule(schedule: BackupSchedule): string {
+  return `backups at "${printable(schedule.cron)}" (UTC), keeping ${schedule.keep} complete; next ${printable(schedule.nextRun ?? "never")}, last ${printable(schedule.lastRun ?? "never")}`;
+}
+
+/** Parses `--keep`: how many complete backups a schedule keeps. */
+function parseKeep(value: string): number {
+  if (!/^\d{1,3}$/.test(value) || Number(value) < 1) throw new InvalidArgumentError("a positive integer");
+  return Number(value);
+}
+
+/** A restore on one line, with its failure reason when it failed. */
+export function formatRestore(restore: ClusterRestore): string {
+  const reason = restore.failureReason === null ? "" : `: ${printable(restore.failureReason)}`;
+  return `restore from backup ${printable(restore.backupId)}: ${printable(restore.state)}${reason}`;
+}
+
+function sleep(durationMs: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolveSleep) => {
+    const timer = setTimeout(resolveSleep, durationMs);
+    signal.addEventListener(
+      "abort",
+      () => {
+        clearTimeout(timer);
+        resolveSleep();
+      },
+      { once: true },
+    );
+  });
+}
+
+/** Asks `probe` until it answers something, or the user stops waiting (Ctrl-C). */
+async function pollUntil<Result>(io: CliIo, what: string, probe: () => Promise<Result | undefined>): Promise<Result> {
+  for (;;) {
+    const result = await probe();
+    if (result !== undefined) return result;
+    if (io.shutdownSignal.aborted) throw new UsageError(`stopped waiting; ${what} goes on`);
+    await sleep(POLL_INTERVAL_MS, io.shutdownSignal);
+  }
+}
+
+/** Registers `flowplane clusters backups …` under the `clusters` command. */
+export function registerClusterBackupsCommands(clusters: Command, io: CliIo): void {
+  const backups = clusters
+    .command("backups")
+    .description("List, take, delete and restore a cluster's backups (Administration API, scope backups).");
+
+  const common = (command: Command): Command =>
+    command
+      .requiredOption("--cluster <id>", "id of the cluster")
+      .option("--json", "print the answer as JSON")
+      .option("--audience <audience>", "audience of the Administration API", adminAudience);
+
+  common(backups.command("list").description("List the cluster's backups, newest first.")).action(
+    async (options: ClusterBackupOptions) => {
+      const list = await createAdminClient(io, options).listBackups(options.cluster);
+      io.stdout(options.json === true ? `${printableJson(list)}\n` : `${formatClusterBackups(list)}\n`);
+    },
+  );
+
+  common(
+    backups
+      .command("take")
+      .description("Start a backup of the cluster (every partition at one consistent cut).")
+      .option("--wait", "wait until the backup is Complete or Failed"),
+  ).action(async (options: ClusterBackupOptions) => {
+    const client = createAdminClient(io, options);
+    let backup = await client.createBackup(options.cluster);
+    if (options.wait === true) {
+      const id = backup.uuid;
+      backup = await pollUntil(io, `backup ${id}`, async () => {
+        const found = (await client.listBackups(options.cluster)).find((entry) => entry.uuid === id);
+        if (found === undefined) throw new Error(`backup ${id} is no longer listed`);
+        return found.status === "In progress" ? undefined : found;
+      });
+    }
+    io.stdout(options.json === true ? `${printableJson(backup)}\n` : `${formatClusterBackups([backup])}\n`);
+    if (backup.status === "Failed") throw new Error(`backup ${backup.uuid} failed`);
+  });
+
+  const schedule = backups
+    .command("schedule")
+    .description("Take backups on a UTC cron schedule (at least 15 minutes apart), keeping the newest complete ones.");
+
+  common(
+    schedule
+      .command("set")
+      .description("Set the cluster's backup schedule, replacing any.")
+      .argument("<cron>", 'a 5-field cron expression in UTC, e.g. "0 3 * * *"')
+      .requiredOption("--keep <count>", "how many complete backups to keep; older ones are deleted", parseKeep),
+  ).action(async (cron: string, options: ClusterBackupOptions) => {
+    const set = await createAdminClient(io, options).setBackupSchedule(options.cluster, cron, options.keep ?? 1);
+    io.stdout(options.json === true ? `${printableJson(set)}\n` : `${formatSchedule(set)}\n`);
+  });
+
+  common(schedule.command("get").description("Show the cluster's backup schedule.")).action(
+    async (options: ClusterBackupOptions) => {
+      const current = await createAdminClient(io, options).getBackupSchedule(options.cluster);
+      io.stdout(options.json === true ? `${printableJson(current)}\n` : `${formatSchedule(current)}\n`);
+    },
+  );
+
+  common(schedule.command("delete").description("Remove the cluster's backup schedule (its backups stay).")).action(
+    async (options: ClusterBackupOptions) => {
+      await createAdminClient(io, options).deleteBackupSchedule(options.cluster);
+      io.stdout(
+        options.json === true
+          ? `${printableJson({ clusterId: options.cluster, schedule: null }, 0)}\n`
+          : "backup schedule removed\n",
+      );
+    },
+  );
+
+  common(
+    backups
+      .command("delete")
+      .description("Delete a backup from the cluster's backup store.")
+      .argument("<backupId>", "id of the backup", parseBackupId),
+  ).action(async (backupId: number, options: ClusterBackupOptions) => {
+    const deleted = await createAdminClient(io, options).deleteBackup(options.cluster, String(backupId));
+    io.stdout(options.json === true ? `${printableJson(deleted)}\n` : `backup ${backupId} deleted\n`);
+  });
+
+  common(
+    backups
+      .command("restore")
+      .description(
+        "Restore the cluster from a Complete backup: it is stopped, every broker restored, and started again. Its " +
+          "current data is kept until the restored cluster is ready, and put back if the restore fails.",
+      )
+      .argument("<backupId>", "id of the backup", parseBackupId)
+      .option("--wait", "wait until the restore is COMPLETED or FAILED"),
+  ).action(async (backupId: number, options: ClusterBackupOptions) => {
+    const client = createAdminClient(io, options);
+    let restore = await client.restoreBackup(options.cluster, String(backupId));
+    if (options.wait === true) {
+      restore = await pollUntil(io, `the restore from backup ${backupId}`, async () => {
+        const current = await client.getRestore(options.cluster, String(backupId));
+        return current.state === "COMPLETED" || current.state === "FAILED" ? current : undefined;
+      });
+    }
+    io.stdout(options.json === true ? `${printableJson(restore)}\n` : `${formatRestore(restore)}\n`);
+    if (restore.state === "FAILED") throw new Error(`the restore from backup ${backupId} failed`);
+  });
+}

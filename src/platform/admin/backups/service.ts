@@ -1,0 +1,514 @@
+/**
+ * Backups of clusters through the Administration API, in the SaaS shape: the platform takes, lists and deletes them
+ * through the cluster's management API (`/actuator/backups`) with a token it signs for itself, and restores a
+ * cluster from one through its provisioner (stop, restore every broker, start). The management API keeps the
+ * backups themselves; the platform keeps only the restores it ran, so their state outlives the request.
+ */
+import { randomUUID } from "node:crypto";
+import type { Kysely } from "kysely";
+import type { Logger } from "pino";
+import type { TokenSource } from "../../../client/api.js";
+import { BackupsClient, type Backup as ManagementBackup } from "../../../client/backups.js";
+import { ApiError } from "../../../client/errors.js";
+import type { HttpOptions } from "../../../client/http.js";
+import { conflict, invalidRequest, notFound, ServiceError } from "../../../http/errors.js";
+import type { PlatformDatabase } from "../../store/schema.js";
+import type { ActivityService } from "../activity/service.js";
+import { type ClusterDirectory, type ClusterSummary, requireCluster } from "../cluster-directory.js";
+import { CronSyntaxError, nextRun, parseCron, shortestIntervalMinutes } from "./cron.js";
+
+/** States of a backup as the Administration API shows them. */
+export const backupStatuses = ["In progress", "Complete", "Failed"] as const;
+
+/** One backup state. */
+export type BackupStatus = (typeof backupStatuses)[number];
+
+/** A backup as the Administration API shows it. */
+export interface Backup {
+  /** The backup's id on the cluster's management API, in decimal. */
+  uuid: string;
+  name: string;
+  /** When its first partition took the checkpoint (ISO-8601), or null when no partition reported it. */
+  created: string | null;
+  /** When its last part was written or failed (ISO-8601), or null while it is in progress. */
+  completed: string | null;
+  status: BackupStatus;
+}
+
+/** States of a restore, in the order a successful one goes through them. */
+export const restoreStates = ["PENDING", "VALIDATING", "IN_PROGRESS", "COMPLETED", "FAILED"] as const;
+
+/** One restore state. */
+export type RestoreState = (typeof restoreStates)[number];
+
+/** A restore of a cluster from one of its backups. */
+export interface Restore {
+  uuid: string;
+  backupId: string;
+  state: RestoreState;
+  /** Why it failed; null unless FAILED. */
+  failureReason: string | null;
+  created: string;
+  updated: string;
+}
+
+/** A cluster's backup schedule as the Administration API shows it. */
+export interface BackupSchedule {
+  /** A 5-field cron expression in UTC. */
+  cron: string;
+  /** How many complete backups are kept: older backups are deleted after each scheduled backup. */
+  keep: number;
+  /** When the schedule takes its next backup (ISO-8601). */
+  nextRun: string | null;
+  /** When it last took one, or null before its first run. */
+  lastRun: string | null;
+}
+
+/** Shortest time between two scheduled backups. */
+export const MIN_SCHEDULE_INTERVAL_MINUTES = 15;
+
+/** Most complete backups a schedule keeps. */
+export const MAX_KEPT_BACKUPS = 100;
+
+/** The `service` and `userId` of the activity entries of scheduled backups and of the deletions that follow them. */
+export const backupScheduleActivityService = "backup-schedule";
+
+/** How often the schedules are checked for a due run. */
+const SCHEDULE_CHECK_INTERVAL_MS = 30_000;
+
+/** Restores a provisioned cluster's brokers from a backup: the clusters service answers it through its provisioner. */
+export interface ClusterRestorer {
+  /**
+   * Stops the cluster, restores every broker from backup `backupId`, starts it and resolves once it is ready again;
+   * on failure its previous data is back in place and it is started again before the error is thrown.
+   */
+  restoreFromBackup(organizationId: string, clusterId: string, backupId: number): Promise<void>;
+}
+
+/** Options of `BackupService`. */
+export interface BackupServiceOptions {
+  database: Kysely<PlatformDatabase>;
+  clusters: ClusterDirectory;
+  restorer: ClusterRestorer;
+  /** Token source for calls to one cluster's management API (the platform's own tokens for that cluster). */
+  tokensFor: (organizationId: string, clusterId: string) => TokenSource;
+  logger: Logger;
+  /** Where scheduled backups and their deletions are recorded (changes through the API record themselves). */
+  activity?: ActivityService;
+  now?: () => Date;
+  /** Transport of the calls to the management APIs (tests). */
+  http?: HttpOptions;
+}
+
+/** Longest failure reason kept: it comes from a cluster, whose answers are bounded by nothing the platform controls. */
+const MAX_FAILURE_REASON_LENGTH = 1_000;
+
+/** Backup ids the Administration API accepts in paths: what the management API accepts, in decimal. */
+export const BACKUP_ID_PATTERN = "^(0|[1-9][0-9]{0,15})$";
+
+/** How long a call to a cluster's management API may take before the platform gives up on it (502). */
+const MANAGEMENT_TIMEOUT_MS = 30_000;
+
+/** Largest answer read from a cluster's management API: a list of many backups stays far below it. */
+const MAX_MANAGEMENT_RESPONSE_BYTES = 8 * 1024 * 1024;
+
+/** Takes, lists, deletes and restores backups of clusters; see the module comment. */
+export class BackupService {
+  private readonly database: Kysely<PlatformDatabase>;
+  private readonly now: () => Date;
+  /** Restores running in this process, by cluster id: at most one per cluster. */
+  private readonly running = new Map<string, Promise<void>>();
+  private scheduleTimer: NodeJS.Timeout | undefined;
+  private scheduleCheck: Promise<void> | undefined;
+
+  constructor(private readonly options: BackupServiceOptions) {
+    this.database = options.database;
+    this.now = options.now ?? (() => new Date());
+  }
+
+  /** The cluster's backups, newest first. */
+  async list(organizationId: string, clusterId: string): Promise<Backup[]> {
+    const client = await this.clientFor(organizationId, clusterId);
+    const backups = await this.callCluster(() => client.list());
+    return backups.map(presentBackup);
+  }
+
+  /**
+   * Starts a backup of the cluster and answers it (In progress). Its id is the current time in milliseconds, or one
+   * above the newest backup's when that is higher, since the management API takes only increasing ids.
+   */
+  async create(organizationId: string, clusterId: string): Promise<Backup> {
+    const client = await this.clientFor(organizationId, clusterId);
+    return await this.takeBackup(client, clusterId);
+  }
+
+  private async takeBackup(client: BackupsClient, clusterId: string): Promise<Backup> {
+    const existing = await this.callCluster(() => client.list());
+    const highest = existing.reduce((maximum, backup) => Math.max(maximum, backup.backupId), -1);
+    const backupId = Math.max(this.now().getTime(), highest + 1);
+    const taken = await this.callCluster(() => client.take(backupId), backupId);
+    this.options.logger.info({ clusterId, backupId }, "backup started");
+    return presentBackup(taken);
+  }
+
+  /** Deletes a backup from the cluster's backup store and answers what it was. */
+  async delete(organizationId: string, clusterId: string, backupId: string): Promise<Backup> {
+    const id = parseBackupId(backupId);
+    const client = await this.clientFor(organizationId, clusterId);
+    const deleted = await this.callCluster(() => client.delete(id), id);
+    this.options.logger.info({ clusterId, backupId: id }, "backup deleted through the Administration API");
+    return presentBackup(deleted);
+  }
+
+  /**
+   * Starts restoring the cluster from a backup and answers the restore (PENDING); it then goes through VALIDATING
+   * (the backup must be Complete) and IN_PROGRESS (the cluster is stopped, restored broker by broker and started)
+   * to COMPLETED or FAILED. 409 while another restore of the cluster runs.
+   */
+  async restore(organizationId: string, clusterId: string, backupId: string): Promise<Restore> {
+    const id = parseBackupId(backupId);
+    const cluster = await requireCluster(this.options.clusters, organizationId, clusterId);
+    if (this.running.has(clusterId)) {
+      throw conflict(`A restore of cluster ${clusterId} is running; wait until it is COMPLETED or FAILED.`);
+    }
+    const timestamp = this.now().toISOString();
+    const restoreId = randomUUID();
+    await this.database
+      .insertInto("cluster_restores")
+      .values({
+        id: restoreId,
+        cluster_id: clusterId,
+        backup_id: String(id),
+        state: "PENDING",
+        failure_reason: null,
+        created_at: timestamp,
+        updated_at: timestamp,
+      })
+      .execute();
+    const run = this.runRestore(organizationId, cluster, id, restoreId).finally(() => this.running.delete(clusterId));
+    this.running.set(clusterId, run);
+    return {
+      uuid: restoreId,
+      backupId: String(id),
+      state: "PENDING",
+      failureReason: null,
+      created: timestamp,
+      updated: timestamp,
+    };
+  }
+
+  /** The latest restore of the cluster from that backup; 404 when there was none. */
+  async restoreState(organizationId: string, clusterId: string, backupId: string): Promise<Restore> {
+    const id = parseBackupId(backupId);
+    await requireCluster(this.options.clusters, organizationId, clusterId);
+    const row = await this.database
+      .selectFrom("cluster_restores")
+      .selectAll()
+      .where("cluster_id", "=", clusterId)
+      .where("backup_id", "=", String(id))
+      .orderBy("created_at", "desc")
+      .orderBy("id", "desc")
+      .executeTakeFirst();
+    if (row === undefined) throw notFound("restore of backup", String(id));
+    return {
+      uuid: row.id,
+      backupId: row.backup_id,
+      state: row.state as RestoreState,
+      failureReason: row.failure_reason,
+      created: row.created_at,
+      updated: row.updated_at,
+    };
+  }
+
+  /**
+   * Sets the cluster's backup schedule (replacing any): a UTC cron expression whose runs are at least 15 minutes
+   * apart, and how many complete backups to keep. 400 naming `body/cron` for an expression that is invalid, runs
+   * more often, or never runs.
+   */
+  async setSchedule(organizationId: string, clusterId: string, cron: string, keep: number): Promise<BackupSchedule> {
+    let schedule: ReturnType<typeof parseCron>;
+    try {
+      schedule = parseCron(cron);
+    } catch (error) {
+      if (!(error instanceof CronSyntaxError)) throw error;
+      throw invalidRequest(`body/cron ${error.message}`, {
+        errors: [{ location: "body/cron", message: error.message }],
+      });
+    }
+    const intervalMinutes = shortestIntervalMinutes(schedule);
+    if (intervalMinutes < MIN_SCHEDULE_INTERVAL_MINUTES) {
+      throw invalidRequest(
+        `body/cron runs ${intervalMinutes} minutes apart at its shortest; scheduled backups must be at least ${MIN_SCHEDULE_INTERVAL_MINUTES} minutes apart`,
+      );
+    }
+    const now = this.now();
+    if (nextRun(schedule, now) === undefined) throw invalidRequest("body/cron never runs (no such date)");
+    if (!Number.isSafeInteger(keep) || keep < 1 || keep > MAX_KEPT_BACKUPS) {
+      throw invalidRequest(`body/keep must be an integer from 1 to ${MAX_KEPT_BACKUPS}`);
+    }
+    await requireCluster(this.options.clusters, organizationId, clusterId);
+    const values = {
+      organization_id: organizationId,
+      cron: schedule.expression,
+      keep_count: keep,
+      updated_at: now.toISOString(),
+      last_run_at: null,
+    };
+    await this.database
+      .insertInto("cluster_backup_schedules")
+      .values({ cluster_id: clusterId, ...values })
+      .onConflict((conflict) => conflict.column("cluster_id").doUpdateSet(values))
+      .execute();
+    return await this.getSchedule(organizationId, clusterId);
+  }
+
+  /** The cluster's backup schedule; 404 when it has none. */
+  async getSchedule(organizationId: string, clusterId: string): Promise<BackupSchedule> {
+    await requireCluster(this.options.clusters, organizationId, clusterId);
+    const row = await this.database
+      .selectFrom("cluster_backup_schedules")
+      .selectAll()
+      .where("cluster_id", "=", clusterId)
+      .executeTakeFirst();
+    if (row === undefined) throw notFound("backup schedule of cluster", clusterId);
+    const next = nextRun(parseCron(row.cron), new Date(Math.max(this.now().getTime(), Date.parse(row.updated_at))));
+    return { cron: row.cron, keep: row.keep_count, nextRun: next?.toISOString() ?? null, lastRun: row.last_run_at };
+  }
+
+  /** Removes the cluster's backup schedule (its backups stay); 404 when it has none. */
+  async deleteSchedule(organizationId: string, clusterId: string): Promise<void> {
+    await requireCluster(this.options.clusters, organizationId, clusterId);
+    const result = await this.database
+      .deleteFrom("cluster_backup_schedules")
+      .where("cluster_id", "=", clusterId)
+      .executeTakeFirst();
+    if (result.numDeletedRows === 0n) throw notFound("backup schedule of cluster", clusterId);
+  }
+
+  /** Checks the schedules every half minute from now on, until `close`. */
+  startScheduler(): void {
+    if (this.scheduleTimer !== undefined) return;
+    this.scheduleTimer = setInterval(() => {
+      if (this.scheduleCheck !== undefined) return;
+      this.scheduleCheck = this.runDueSchedules()
+        .catch((error: unknown) => this.options.logger.error({ err: error }, "could not check the backup schedules"))
+        .finally(() => {
+          this.scheduleCheck = undefined;
+        });
+    }, SCHEDULE_CHECK_INTERVAL_MS);
+    this.scheduleTimer.unref();
+  }
+
+  /**
+   * Takes the backups whose scheduled time has come (one per schedule, however many runs were missed while the
+   * platform was down) and deletes the backups beyond each schedule's newest complete ones.
+   */
+  async runDueSchedules(): Promise<void> {
+    const now = this.now();
+    const schedules = await this.database.selectFrom("cluster_backup_schedules").selectAll().execute();
+    for (const row of schedules) {
+      const since = new Date(row.last_run_at ?? row.updated_at);
+      const due = nextRun(parseCron(row.cron), since);
+      if (due === undefined || due > now) continue;
+      // Claimed by moving its last run, conditionally: a schedule changed or run meanwhile is left alone.
+      let claim = this.database
+        .updateTable("cluster_backup_schedules")
+        .set({ last_run_at: now.toISOString() })
+        .where("cluster_id", "=", row.cluster_id)
+        .where("updated_at", "=", row.updated_at);
+      claim =
+        row.last_run_at === null
+          ? claim.where("last_run_at", "is", null)
+          : claim.where("last_run_at", "=", row.last_run_at);
+      if (Number((await claim.executeTakeFirst()).numUpdatedRows) === 0) continue;
+      try {
+        await this.runSchedule(row.organization_id, row.cluster_id, row.keep_count);
+      } catch (error) {
+        const reason = error instanceof Error ? error.message : String(error);
+        this.options.logger.error(
+          { clusterId: row.cluster_id, reason: reason.slice(0, MAX_FAILURE_REASON_LENGTH) },
+          "a scheduled backup failed",
+        );
+      }
+    }
+  }
+
+  private async runSchedule(organizationId: string, clusterId: string, keep: number): Promise<void> {
+    const client = await this.clientFor(organizationId, clusterId);
+    const taken = await this.takeBackup(client, clusterId);
+    await this.recordScheduled(organizationId, `${clusterId}/${taken.uuid}`, "c");
+    // Newest first: everything after the `keep` newest complete backups goes, except what is still being written.
+    let complete = 0;
+    for (const backup of await this.callCluster(() => client.list())) {
+      if (backup.state === "IN_PROGRESS") continue;
+      if (complete >= keep) {
+        await this.callCluster(() => client.delete(backup.backupId), backup.backupId);
+        await this.recordScheduled(organizationId, `${clusterId}/${backup.backupId}`, "d");
+        this.options.logger.info({ clusterId, backupId: backup.backupId }, "older backup deleted by the schedule");
+        continue;
+      }
+      if (backup.state === "COMPLETED") complete += 1;
+    }
+  }
+
+  private async recordScheduled(organizationId: string, entityId: string, auditType: "c" | "d"): Promise<void> {
+    await this.options.activity?.record({
+      organizationId,
+      service: backupScheduleActivityService,
+      entity: "cluster-backup",
+      entityId,
+      auditType,
+      userId: backupScheduleActivityService,
+    });
+  }
+
+  /** Stops checking the schedules and waits for the check and the restores under way. */
+  async close(): Promise<void> {
+    clearInterval(this.scheduleTimer);
+    this.scheduleTimer = undefined;
+    await this.scheduleCheck;
+    await this.whenIdle();
+  }
+
+  /**
+   * Marks restores that were running when the platform last stopped as FAILED: nothing carries them on, and the
+   * provisioner puts an interrupted restore's previous data back when it next starts the cluster.
+   */
+  async failInterruptedRestores(): Promise<void> {
+    await this.database
+      .updateTable("cluster_restores")
+      .set({
+        state: "FAILED",
+        failure_reason: "The platform stopped during the restore; the cluster keeps its previous data.",
+        updated_at: this.now().toISOString(),
+      })
+      .where("state", "in", ["PENDING", "VALIDATING", "IN_PROGRESS"])
+      .execute();
+  }
+
+  /** Waits for every restore running in this process (the platform is shutting down, or a test ends). */
+  async whenIdle(): Promise<void> {
+    await Promise.allSettled([...this.running.values()]);
+  }
+
+  /** Removes the restores and the schedule recorded for the cluster, when the cluster itself is deleted. */
+  async deleteAllOf(clusterId: string): Promise<void> {
+    await this.database.deleteFrom("cluster_restores").where("cluster_id", "=", clusterId).execute();
+    await this.database.deleteFrom("cluster_backup_schedules").where("cluster_id", "=", clusterId).execute();
+  }
+
+  private async runRestore(
+    organizationId: string,
+    cluster: ClusterSummary,
+    backupId: number,
+    restoreId: string,
+  ): Promise<void> {
+    const logger = this.options.logger.child({ clusterId: cluster.id, backupId, restoreId });
+    try {
+      await this.setRestoreState(restoreId, "VALIDATING", null);
+      const client = this.managementClient(organizationId, cluster);
+      const backup = await this.callCluster(() => client.status(backupId), backupId);
+      if (backup.state !== "COMPLETED") {
+        const reason = backup.failureReason === null ? "" : `: ${backup.failureReason}`;
+        throw invalidRequest(`backup ${backupId} is ${backup.state}, not COMPLETED${reason}`);
+      }
+      await this.setRestoreState(restoreId, "IN_PROGRESS", null);
+      logger.info("restoring the cluster from a backup");
+      await this.options.restorer.restoreFromBackup(organizationId, cluster.id, backupId);
+      await this.setRestoreState(restoreId, "COMPLETED", null);
+      logger.info("cluster restored from a backup");
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      logger.error({ reason: reason.slice(0, MAX_FAILURE_REASON_LENGTH) }, "the restore failed");
+      try {
+        await this.setRestoreState(restoreId, "FAILED", reason.slice(0, MAX_FAILURE_REASON_LENGTH));
+      } catch (recordError) {
+        logger.error({ err: recordError }, "could not record the restore's failure");
+      }
+    }
+  }
+
+  private async setRestoreState(restoreId: string, state: RestoreState, failureReason: string | null): Promise<void> {
+    await this.database
+      .updateTable("cluster_restores")
+      .set({ state, failure_reason: failureReason, updated_at: this.now().toISOString() })
+      .where("id", "=", restoreId)
+      .execute();
+  }
+
+  private async clientFor(organizationId: string, clusterId: string): Promise<BackupsClient> {
+    const cluster = await requireCluster(this.options.clusters, organizationId, clusterId);
+    return this.managementClient(organizationId, cluster);
+  }
+
+  private managementClient(organizationId: string, cluster: ClusterSummary): BackupsClient {
+    if (cluster.links.management === "") {
+      throw conflict(`Cluster ${cluster.id} has not been placed yet; wait until it is Healthy.`);
+    }
+    return new BackupsClient({
+      baseUrl: cluster.links.management,
+      tokenProvider: this.options.tokensFor(organizationId, cluster.id),
+      http: {
+        timeoutMs: MANAGEMENT_TIMEOUT_MS,
+        maxResponseBytes: MAX_MANAGEMENT_RESPONSE_BYTES,
+        retry: { maxRetries: 0 },
+        ...this.options.http,
+      },
+    });
+  }
+
+  /**
+   * Calls the cluster and turns its refusals into the Administration API's problems: what the cluster refuses
+   * because of the backup (404, 409) keeps its reason; anything else is the cluster's trouble, a 502.
+   */
+  private async callCluster<Result>(call: () => Promise<Result>, backupId?: number): Promise<Result> {
+    try {
+      return await call();
+    } catch (error) {
+      if (error instanceof ApiError) {
+        const detail = error.detail.slice(0, MAX_FAILURE_REASON_LENGTH);
+        if (error.status === 404 && backupId !== undefined) throw notFound("backup", String(backupId));
+        if (error.status === 409) throw conflict(detail);
+        throw new ServiceError("badGateway", `The cluster's management API answered ${error.status}: ${detail}`);
+      }
+      if (error instanceof ServiceError) throw error;
+      const message = error instanceof Error ? error.message : String(error);
+      throw new ServiceError(
+        "badGateway",
+        `The cluster's management API could not be reached: ${message.slice(0, MAX_FAILURE_REASON_LENGTH)}`,
+      );
+    }
+  }
+}
+
+/** Parses a backup id of a path (the route's schema checked its shape); 400 beyond the largest safe integer. */
+function parseBackupId(value: string): number {
+  const id = Number(value);
+  if (!new RegExp(BACKUP_ID_PATTERN).test(value) || !Number.isSafeInteger(id)) {
+    throw invalidRequest(`params/backupId must be a non-negative integer of at most ${Number.MAX_SAFE_INTEGER}`);
+  }
+  return id;
+}
+
+/** A management API backup in the Administration API's shape. */
+export function presentBackup(backup: ManagementBackup): Backup {
+  const created = earliest(backup.details.map((part) => part.createdAt));
+  const finished = backup.state !== "IN_PROGRESS";
+  return {
+    uuid: String(backup.backupId),
+    name: created === null ? `backup ${backup.backupId}` : `backup ${created}`,
+    created,
+    completed: finished ? latest(backup.details.map((part) => part.lastUpdated)) : null,
+    status: backup.state === "COMPLETED" ? "Complete" : backup.state === "IN_PROGRESS" ? "In progress" : "Failed",
+  };
+}
+
+function earliest(values: readonly (string | null)[]): string | null {
+  const present = values.filter((value): value is string => value !== null).sort();
+  return present[0] ?? null;
+}
+
+function latest(values: readonly (string | null)[]): string | null {
+  const present = values.filter((value): value is string => value !== null).sort();
+  return present.at(-1) ?? null;
+}

@@ -1,0 +1,238 @@
+import { randomUUID } from "node:crypto";
+import { createRemoteJWKSet, jwtVerify } from "jose";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { FakeManagementApi, fakeBackup, fakeClusterDirectory } from "../../../support/backups.js";
+import { startTestPlatform, type TestPlatform } from "../../../support/platform.js";
+import { createOtherOrganizationClient, createTestClient, requestToken } from "../../../support/tokens.js";
+
+describe("Administration API /clusters/{id}/backups over HTTP", () => {
+  let platform: TestPlatform;
+  let management: FakeManagementApi;
+  let token: string;
+  const clusterId = randomUUID();
+  const otherOrganizationsCluster = randomUUID();
+  const owners = new Map<string, string>();
+
+  beforeAll(async () => {
+    management = new FakeManagementApi();
+    await management.start();
+    const directory = fakeClusterDirectory(owners, management);
+    platform = await startTestPlatform(
+      {},
+      { clusterAccess: { clusters: directory, async onAccessPolicyChanged() {} } },
+    );
+    owners.set(clusterId, platform.organizationId);
+    owners.set(otherOrganizationsCluster, randomUUID());
+    token = await requestToken(platform, await createTestClient(platform, ["backups"]), "admin-api");
+  });
+  afterAll(async () => {
+    await platform.close();
+    await management.stop();
+  });
+  beforeEach(() => {
+    management.backups.clear();
+    management.requests.length = 0;
+    management.refuseNext = undefined;
+    management.oversizedNextBytes = undefined;
+  });
+
+  function call(method: string, path: string, body?: unknown, bearer = token): Promise<Response> {
+    return fetch(`${platform.url}/admin/clusters/${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${bearer}`,
+        ...(body === undefined ? {} : { "content-type": "application/json" }),
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+  }
+
+  it("starts a backup with an increasing id and a token the cluster accepts for this cluster only", async () => {
+    management.backups.set(Number.MAX_SAFE_INTEGER - 10, fakeBackup(Number.MAX_SAFE_INTEGER - 10, "COMPLETED"));
+    const response = await call("POST", `${clusterId}/backups`);
+    expect(response.status).toBe(200);
+    const backup = (await response.json()) as Record<string, unknown>;
+    // Above the newest backup even though the clock is far below it.
+    expect(backup).toEqual({
+      uuid: String(Number.MAX_SAFE_INTEGER - 9),
+      name: "backup 2026-01-01T00:00:00.000Z",
+      created: "2026-01-01T00:00:00.000Z",
+      completed: null,
+      status: "In progress",
+    });
+    const taken = management.requests.find((request) => request.method === "POST");
+    expect(JSON.parse(taken?.body ?? "{}")).toEqual({ backupId: Number.MAX_SAFE_INTEGER - 9 });
+    const keys = createRemoteJWKSet(new URL(`${platform.url}/.well-known/jwks.json`));
+    const { payload } = await jwtVerify(taken?.token ?? "", keys, {
+      issuer: platform.issuerUrl,
+      audience: "gateway-api",
+    });
+    expect(payload).toMatchObject({
+      sub: "platform",
+      scope: "cluster",
+      org: platform.organizationId,
+      cluster: clusterId,
+    });
+    expect((payload.exp ?? 0) - (payload.iat ?? 0)).toBe(60);
+  });
+
+  it("takes the current time as the id when it is above every backup", async () => {
+    const before = Date.now();
+    const response = await call("POST", `${clusterId}/backups`, {});
+    expect(response.status).toBe(200);
+    expect(Number(((await response.json()) as { uuid: string }).uuid)).toBeGreaterThanOrEqual(before);
+  });
+
+  it("lists backups in the SaaS shape, mapping every management state", async () => {
+    for (const [id, state] of [
+      [1, "COMPLETED"],
+      [2, "FAILED"],
+      [3, "INCOMPLETE"],
+      [4, "IN_PROGRESS"],
+    ] as const) {
+      management.backups.set(id, fakeBackup(id, state));
+    }
+    const response = await call("GET", `${clusterId}/backups`);
+    expect(response.status).toBe(200);
+    const listed = (await response.json()) as { uuid: string; status: string; completed: string | null }[];
+    expect(listed.map((backup) => [backup.uuid, backup.status, backup.completed])).toEqual([
+      ["4", "In progress", null],
+      ["3", "Failed", "2026-01-04T00:00:00.000Z"],
+      ["2", "Failed", "2026-01-04T00:00:00.000Z"],
+      ["1", "Complete", "2026-01-04T00:00:00.000Z"],
+    ]);
+  });
+
+  it("deletes a backup and answers what it was; 404 for one the cluster does not have", async () => {
+    management.backups.set(7, fakeBackup(7, "COMPLETED"));
+    const response = await call("DELETE", `${clusterId}/backups/7`);
+    expect(response.status).toBe(200);
+    expect(((await response.json()) as { uuid: string; status: string }).status).toBe("Complete");
+    expect(management.backups.has(7)).toBe(false);
+    const missing = await call("DELETE", `${clusterId}/backups/7`);
+    expect(missing.status).toBe(404);
+    expect(((await missing.json()) as { detail: string }).detail).toContain("backup '7'");
+  });
+
+  it("passes the cluster's conflicts on as 409 and anything else it refuses as 502", async () => {
+    management.refuseNext = { status: 409, detail: "a cluster change runs" };
+    const busy = await call("GET", `${clusterId}/backups`);
+    expect(busy.status).toBe(409);
+    expect(((await busy.json()) as { detail: string }).detail).toBe("a cluster change runs");
+    management.refuseNext = { status: 403, detail: "address not allowed" };
+    const refused = await call("GET", `${clusterId}/backups`);
+    expect(refused.status).toBe(502);
+    expect(((await refused.json()) as { detail: string }).detail).toContain("answered 403: address not allowed");
+  });
+
+  it("reads a bounded answer from the cluster: a larger one is a 502", async () => {
+    management.oversizedNextBytes = 9 * 1024 * 1024;
+    const response = await call("GET", `${clusterId}/backups`);
+    expect(response.status).toBe(502);
+    expect(((await response.json()) as { detail: string }).detail).toContain("larger than 8388608 bytes");
+  });
+
+  it("answers 404 for another organization's cluster without calling it", async () => {
+    for (const [method, path] of [
+      ["GET", `${otherOrganizationsCluster}/backups`],
+      ["POST", `${otherOrganizationsCluster}/backups`],
+      ["DELETE", `${otherOrganizationsCluster}/backups/1`],
+      ["POST", `${otherOrganizationsCluster}/backups/1/restore`],
+      ["GET", `${otherOrganizationsCluster}/backups/1/restore`],
+    ] as const) {
+      expect((await call(method, path)).status, `${method} ${path}`).toBe(404);
+    }
+    expect(management.requests).toEqual([]);
+  });
+
+  it("requires the backups scope", async () => {
+    const clusterToken = await requestToken(platform, await createTestClient(platform, ["cluster"]), "admin-api");
+    const response = await call("GET", `${clusterId}/backups`, undefined, clusterToken);
+    expect(response.status).toBe(403);
+    expect(((await response.json()) as { detail: string }).detail).toContain("backups");
+    const other = await createOtherOrganizationClient(platform, ["backups"]);
+    const otherToken = await requestToken(platform, other, "admin-api");
+    expect((await call("GET", `${clusterId}/backups`, undefined, otherToken)).status).toBe(404);
+  });
+
+  it("refuses bad ids, bodies and unknown fields with 400 naming them", async () => {
+    for (const bad of ["-1", "1.5", "abc", "01", "99999999999999999"]) {
+      const response = await call("DELETE", `${clusterId}/backups/${bad}`);
+      expect(response.status, bad).toBe(400);
+      expect(((await response.json()) as { detail: string }).detail, bad).toContain("backupId");
+    }
+    const body = await call("POST", `${clusterId}/backups`, { name: "x" });
+    expect(body.status).toBe(400);
+    expect((await call("POST", `${clusterId}/backups/1/restore`, { force: true })).status).toBe(400);
+    expect(management.requests).toEqual([]);
+  });
+
+  it("restores only from a Complete backup: the restore fails in VALIDATING with the backup's reason", async () => {
+    management.backups.set(9, fakeBackup(9, "FAILED"));
+    const started = await call("POST", `${clusterId}/backups/9/restore`);
+    expect(started.status).toBe(202);
+    const restore = (await started.json()) as { uuid: string; state: string; backupId: string };
+    expect(restore).toMatchObject({ state: "PENDING", backupId: "9" });
+    let state = restore.state;
+    let reason: string | null = null;
+    while (state !== "FAILED" && state !== "COMPLETED") {
+      const response = await call("GET", `${clusterId}/backups/9/restore`);
+      expect(response.status).toBe(200);
+      const body = (await response.json()) as { uuid: string; state: string; failureReason: string | null };
+      expect(body.uuid).toBe(restore.uuid);
+      state = body.state;
+      reason = body.failureReason;
+    }
+    expect(state).toBe("FAILED");
+    expect(reason).toBe("backup 9 is FAILED, not COMPLETED: broker 1 lost its leadership");
+    expect((await call("GET", `${clusterId}/backups/10/restore`)).status).toBe(404);
+  });
+
+  it("sets, reads and removes a backup schedule", async () => {
+    // A yearly run: the platform's own schedule check never takes a backup during the test.
+    const set = await call("PUT", `${clusterId}/backups/schedule`, { cron: " 0 3 1 1 * ", keep: 3 });
+    expect(set.status).toBe(200);
+    const schedule = (await set.json()) as { cron: string; keep: number; nextRun: string; lastRun: null };
+    expect(schedule).toMatchObject({ cron: "0 3 1 1 *", keep: 3, lastRun: null });
+    expect(schedule.nextRun).toMatch(/^\d{4}-01-01T03:00:00\.000Z$/);
+    expect(await (await call("GET", `${clusterId}/backups/schedule`)).json()).toEqual(schedule);
+    expect((await call("DELETE", `${clusterId}/backups/schedule`)).status).toBe(204);
+    expect((await call("GET", `${clusterId}/backups/schedule`)).status).toBe(404);
+    expect((await call("DELETE", `${clusterId}/backups/schedule`)).status).toBe(404);
+    expect((await call("GET", `${otherOrganizationsCluster}/backups/schedule`)).status).toBe(404);
+    expect(management.requests).toEqual([]);
+  });
+
+  it("refuses schedules closer than 15 minutes, never running, or malformed, naming the field", async () => {
+    const refusals: [unknown, string][] = [
+      [{ cron: "*/5 * * * *", keep: 1 }, "body/cron runs 5 minutes apart"],
+      [{ cron: "0 0 30 2 *", keep: 1 }, "body/cron never runs"],
+      [{ cron: "0 0 * * MON", keep: 1 }, "body/cron the day of week field holds 'MON'"],
+      [{ cron: "0 0 * * *", keep: 0 }, "keep"],
+      [{ cron: "0 0 * * *", keep: 101 }, "keep"],
+      [{ cron: "0 0 * * *" }, "keep"],
+      [{ cron: "0 0 * * *", keep: 1, every: "day" }, "every"],
+    ];
+    for (const [body, detail] of refusals) {
+      const response = await call("PUT", `${clusterId}/backups/schedule`, body);
+      expect(response.status, JSON.stringify(body)).toBe(400);
+      expect(((await response.json()) as { detail: string }).detail, JSON.stringify(body)).toContain(detail);
+    }
+  });
+
+  it("records every change in the activity log", async () => {
+    management.backups.set(11, fakeBackup(11, "COMPLETED"));
+    const created = (await (await call("POST", `${clusterId}/backups`)).json()) as { uuid: string };
+    expect((await call("DELETE", `${clusterId}/backups/11`)).status).toBe(200);
+    const activityToken = await requestToken(platform, await createTestClient(platform, ["cluster"]), "admin-api");
+    const response = await fetch(`${platform.url}/admin/activity/json`, {
+      headers: { authorization: `Bearer ${activityToken}` },
+    });
+    expect(response.status).toBe(200);
+    const entries = JSON.stringify(await response.json());
+    expect(entries).toContain(`${clusterId}/${created.uuid}`);
+    expect(entries).toContain(`${clusterId}/11`);
+    expect(entries).toContain("cluster-restore");
+    expect(entries).toContain("cluster-backup-schedule");
+  });
+});

@@ -1,0 +1,135 @@
+/** A stand-in for a cluster's management API backup routes, for tests of the platform's backup resources. */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { ClusterDirectory } from "../../src/platform/admin/cluster-directory.js";
+
+/** A management backup as the fake cluster answers it. */
+export interface FakeBackup {
+  backupId: number;
+  state: string;
+  failureReason: string | null;
+  partitionCount: number;
+  details: {
+    partitionId: number;
+    state: string;
+    brokerId: number | null;
+    failureReason: string | null;
+    checkpointPosition: number | null;
+    createdAt: string | null;
+    lastUpdated: string | null;
+    brokerVersion: string | null;
+    sizeBytes: number;
+  }[];
+}
+
+export function fakeBackup(backupId: number, state: string): FakeBackup {
+  return {
+    backupId,
+    state,
+    failureReason: state === "FAILED" ? "broker 1 lost its leadership" : null,
+    partitionCount: 2,
+    details: [1, 2].map((partitionId) => ({
+      partitionId,
+      state: state === "INCOMPLETE" && partitionId === 2 ? "MISSING" : state,
+      brokerId: 0,
+      failureReason: null,
+      checkpointPosition: 10,
+      createdAt: `2026-01-0${partitionId}T00:00:00.000Z`,
+      lastUpdated: `2026-01-0${partitionId + 2}T00:00:00.000Z`,
+      brokerVersion: "1.0.0",
+      sizeBytes: 100,
+    })),
+  };
+}
+
+/**
+ * A stand-in for a cluster's management API: keeps backups in memory, records every request's method, path and
+ * bearer token, and can be told to refuse the next request.
+ */
+export class FakeManagementApi {
+  readonly backups = new Map<number, FakeBackup>();
+  readonly requests: { method: string; path: string; token: string; body: string }[] = [];
+  refuseNext: { status: number; detail: string } | undefined;
+  /** Answers the next request with a list of this many bytes (a cluster that sends more than it should). */
+  oversizedNextBytes: number | undefined;
+  private server: Server | undefined;
+  url = "";
+
+  async start(): Promise<void> {
+    this.server = createServer((request, response) => {
+      this.handle(request, response).catch(() => response.destroy());
+    });
+    await new Promise<void>((resolve) => this.server?.listen(0, "127.0.0.1", resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+
+  async stop(): Promise<void> {
+    await new Promise((resolve) => this.server?.close(resolve));
+  }
+
+  private async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    let body = "";
+    for await (const chunk of request) body += String(chunk);
+    const path = request.url ?? "";
+    const method = request.method ?? "";
+    this.requests.push({ method, path, token: (request.headers.authorization ?? "").replace(/^Bearer /, ""), body });
+    const answer = (status: number, value: unknown): void => {
+      response.writeHead(status, {
+        "content-type": status >= 400 ? "application/problem+json" : "application/json",
+      });
+      response.end(JSON.stringify(value));
+    };
+    const problem = (status: number, detail: string) => ({ type: "about:blank", title: "refused", status, detail });
+    if (this.oversizedNextBytes !== undefined) {
+      const filler = "x".repeat(this.oversizedNextBytes);
+      this.oversizedNextBytes = undefined;
+      response.writeHead(200, { "content-type": "application/json" });
+      response.end(JSON.stringify([filler]));
+      return;
+    }
+    if (this.refuseNext !== undefined) {
+      const { status, detail } = this.refuseNext;
+      this.refuseNext = undefined;
+      answer(status, problem(status, detail));
+      return;
+    }
+    if (path === "/actuator/backups" && method === "GET") {
+      answer(
+        200,
+        [...this.backups.values()].sort((left, right) => right.backupId - left.backupId),
+      );
+      return;
+    }
+    if (path === "/actuator/backups" && method === "POST") {
+      const { backupId } = JSON.parse(body) as { backupId: number };
+      const backup = fakeBackup(backupId, "IN_PROGRESS");
+      this.backups.set(backupId, backup);
+      answer(202, backup);
+      return;
+    }
+    const match = /^\/actuator\/backups\/(\d+)$/.exec(path);
+    const backup = match === null ? undefined : this.backups.get(Number(match[1]));
+    if (backup === undefined) {
+      answer(404, problem(404, "no such backup"));
+      return;
+    }
+    if (method === "DELETE") this.backups.delete(backup.backupId);
+    answer(200, backup);
+  }
+}
+
+/** A cluster directory whose clusters (owned as `owners` says) all answer at the fake management API. */
+export function fakeClusterDirectory(
+  owners: ReadonlyMap<string, string>,
+  management: FakeManagementApi,
+): ClusterDirectory {
+  return {
+    async find(organizationId, id) {
+      if (owners.get(id) !== organizationId) return undefined;
+      return {
+        id,
+        links: { gateway: "http://127.0.0.1:1", management: management.url, oauth: "http://issuer.test/oauth" },
+      };
+    },
+  };
+}
