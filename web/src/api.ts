@@ -7,11 +7,13 @@ import type {
   AllowlistEntry,
   AssignableRole,
   Cluster as ClientCluster,
+  ClusterBackup,
   ClusterClient,
   ClusterClientConnectionDetails,
   ClusterClientPermission,
   ClusterCreation,
   ClusterParameters,
+  ClusterRestore,
   CreatedClusterClient,
   Member,
   MonitoringClient,
@@ -43,6 +45,7 @@ export type {
   AllowlistEntry,
   AssignableRole,
   BrokerEntry,
+  ClusterBackup,
   ClusterClient,
   ClusterClientConnectionDetails,
   ClusterClientPermission,
@@ -50,6 +53,7 @@ export type {
   ClusterOperationEntry,
   ClusterParameters,
   ClusterPatch,
+  ClusterRestore,
   ClusterStatus,
   ContainerContent,
   CreatedClusterClient,
@@ -321,6 +325,41 @@ export class ConsoleApi {
     await this.request("admin", `${clusterPath(clusterId)}/monitoring/clients/${encodeURIComponent(uuid)}`, {
       method: "DELETE",
     });
+  }
+
+  /** A cluster's backups, newest first (`GET /admin/clusters/{clusterId}/backups`). */
+  async backups(clusterId: string): Promise<ClusterBackup[]> {
+    return (await (await this.request("admin", `${clusterPath(clusterId)}/backups`)).json()) as ClusterBackup[];
+  }
+
+  /** Starts a backup of a cluster; the answer is the backup, In progress. */
+  async takeBackup(clusterId: string): Promise<ClusterBackup> {
+    return (await (
+      await this.request("admin", `${clusterPath(clusterId)}/backups`, { method: "POST" })
+    ).json()) as ClusterBackup;
+  }
+
+  /** Deletes a backup from the cluster's backup store. */
+  async deleteBackup(clusterId: string, backupId: string): Promise<void> {
+    await this.request("admin", `${clusterPath(clusterId)}/backups/${encodeURIComponent(backupId)}`, {
+      method: "DELETE",
+    });
+  }
+
+  /** Starts restoring a cluster from one of its backups; the answer is the restore, PENDING. */
+  async restoreBackup(clusterId: string, backupId: string): Promise<ClusterRestore> {
+    return (await (
+      await this.request("admin", `${clusterPath(clusterId)}/backups/${encodeURIComponent(backupId)}/restore`, {
+        method: "POST",
+      })
+    ).json()) as ClusterRestore;
+  }
+
+  /** The latest restore of a cluster from one of its backups. */
+  async restoreState(clusterId: string, backupId: string): Promise<ClusterRestore> {
+    return (await (
+      await this.request("admin", `${clusterPath(clusterId)}/backups/${encodeURIComponent(backupId)}/restore`)
+    ).json()) as ClusterRestore;
   }
 
   /** Whether the client may call clusters' gateways and management APIs (takes the gateway token once). */

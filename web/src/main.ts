@@ -6,6 +6,7 @@ import { ConsoleApi, fetchPlatformIndex, type PlatformIndex } from "./api.js";
 import { h, replaceChildren } from "./dom.js";
 import { activityPage } from "./pages/activity.js";
 import { clusterAllowlistPage } from "./pages/cluster-allowlist.js";
+import { clusterBackupsPage } from "./pages/cluster-backups.js";
 import { clusterClientsPage } from "./pages/cluster-clients.js";
 import { clusterMonitoringPage } from "./pages/cluster-monitoring.js";
 import { clusterSecretsPage } from "./pages/cluster-secrets.js";
@@ -31,6 +32,7 @@ const pages: readonly Page[] = [
   clusterSecretsPage,
   clusterAllowlistPage,
   clusterMonitoringPage,
+  clusterBackupsPage,
   scalingPage,
   membersPage,
   activityPage,

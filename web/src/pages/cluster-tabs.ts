@@ -29,6 +29,7 @@ const clusterTabs: readonly ClusterTab[] = [
     visible: (session) => administers(session, "ipallowlist") || administers(session, "cluster"),
   },
   { segment: "monitoring", label: "Monitoring", visible: (session) => administers(session, "cluster") },
+  { segment: "backups", label: "Backups", visible: (session) => administers(session, "backups") },
 ];
 
 /** The console path of a cluster's tab. */
