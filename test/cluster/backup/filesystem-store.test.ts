@@ -3,7 +3,7 @@
  * deletion, and the partition writer's failure paths (leadership lost, snapshot replaced, log gone).
  */
 import { createHash } from "node:crypto";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, truncate, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -122,6 +122,18 @@ describe("FilesystemBackupStore with the partition writer", () => {
     await verifyPart(store, manifest);
     expect(await store.manifests()).toEqual([manifest]);
     expect(await store.manifests(8)).toEqual([]);
+  });
+
+  it("refuses to finish a file whose synced size differs from the bytes written, and leaves nothing behind", async () => {
+    const part = { backupId: 3, partitionId: 2, brokerId: 1 };
+    const file = await store.createFile(part, "log.bin");
+    await file.write(new Uint8Array(4096).fill(7));
+    const directory = join(base, "store", "2", "3", "1");
+    const [temporary] = (await readdir(directory)).filter((name) => name.endsWith(".tmp"));
+    if (temporary === undefined) throw new Error("no temporary file");
+    await truncate(join(directory, temporary), 100);
+    await expect(file.finish()).rejects.toThrow(/log\.bin holds 100 bytes in the backup store, not the 4096 written/);
+    expect(await readdir(directory)).toEqual([]);
   });
 
   it("records the bytes written in the IN_PROGRESS manifest while a long part is written", async () => {
