@@ -7,6 +7,7 @@ import { type Command, InvalidArgumentError } from "commander";
 import { type Backup, BackupsClient } from "../../client/backups.js";
 import { gatewayAudience } from "../../client/cluster.js";
 import { type CliIo, UsageError } from "../io.js";
+import { ProgressLines } from "../progress-lines.js";
 import { printable, printableJson } from "../terminal-text.js";
 import { clientEnvironmentHelp, createClientContext } from "./client-context.js";
 
@@ -17,9 +18,6 @@ interface CommonOptions {
 
 /** How often a followed backup is polled. */
 const POLL_INTERVAL_MS = 1_000;
-
-/** How often the progress is printed again when standard output is not a terminal and nothing changed. */
-const PLAIN_PROGRESS_INTERVAL_MS = 5_000;
 
 const backupsEnvironmentHelp = `${clientEnvironmentHelp}
   SERVICE_CLUSTER_MANAGEMENT_URL    the gateway's management port (default http://localhost:9600)`;
@@ -90,25 +88,18 @@ export function formatBackup(backup: Backup): string {
  * place, elsewhere a line whenever it moves on (and every few seconds). Returns the final state.
  */
 async function follow(client: BackupsClient, backupId: number, io: CliIo, json: boolean): Promise<Backup> {
-  const terminal = io.stdoutIsTerminal === true && !json;
-  let lastLine = "";
-  let lastPrintedMs = 0;
+  const progress = new ProgressLines(io, io.stdoutIsTerminal === true && !json);
   // Bounded by the backup ending, or by the user (Ctrl-C aborts the shutdown signal).
   for (;;) {
     const backup = await client.status(backupId);
     const ended = !running(backup);
     if (!json) {
       const line = formatBackupProgress(backup);
-      if (terminal) io.stdout(`\r\u001b[2K${line}${ended ? "\n" : ""}`);
-      else if (line !== lastLine || Date.now() - lastPrintedMs >= PLAIN_PROGRESS_INTERVAL_MS) {
-        io.stdout(`${line}\n`);
-        lastPrintedMs = Date.now();
-      }
-      lastLine = line;
+      progress.show(line, ended);
     }
     if (ended) return backup;
     if (io.shutdownSignal.aborted) {
-      if (terminal) io.stdout("\n");
+      progress.interrupt();
       throw new UsageError(`stopped following; backup ${backupId} goes on (see flowplane backups status)`);
     }
     await sleep(POLL_INTERVAL_MS, io.shutdownSignal);

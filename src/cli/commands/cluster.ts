@@ -23,6 +23,7 @@ import {
 } from "../../platform/provisioner/local-brokers.js";
 import { formatClusterStatus, formatPlan, formatProgressLine } from "../cluster-display.js";
 import { type CliIo, UsageError } from "../io.js";
+import { ProgressLines } from "../progress-lines.js";
 import { printable, printableJson } from "../terminal-text.js";
 import { clientEnvironmentHelp, createClientContext } from "./client-context.js";
 
@@ -47,9 +48,6 @@ interface ScaleOptions extends CommonOptions {
 
 /** How often a watched change is polled. */
 const POLL_INTERVAL_MS = 500;
-
-/** How often the progress is printed again when standard output is not a terminal and nothing changed. */
-const PLAIN_PROGRESS_INTERVAL_MS = 5_000;
 
 /** Longest wait for new local broker processes to come up and be seen by the coordinator. */
 const NEW_BROKERS_TIMEOUT_MS = 60_000;
@@ -176,9 +174,7 @@ async function watchChange(
   io: CliIo,
   json: boolean,
 ): Promise<ClusterStatus> {
-  const terminal = io.stdoutIsTerminal === true && !json;
-  let lastLine = "";
-  let lastPrintedMs = 0;
+  const progress = new ProgressLines(io, io.stdoutIsTerminal === true && !json);
   // Bounded by the change ending, or by the user (Ctrl-C aborts the shutdown signal).
   for (;;) {
     const status = await client.status();
@@ -186,16 +182,11 @@ async function watchChange(
       status.lastChange !== undefined && status.lastChange.id >= changeId && status.pendingChange?.id !== changeId;
     if (!json) {
       const line = `change ${changeId}: ${ended ? printable(status.lastChange?.status ?? "") : formatProgressLine(status)}`;
-      if (terminal) io.stdout(`\r\u001b[2K${line}${ended ? "\n" : ""}`);
-      else if (line !== lastLine || Date.now() - lastPrintedMs >= PLAIN_PROGRESS_INTERVAL_MS) {
-        io.stdout(`${line}\n`);
-        lastPrintedMs = Date.now();
-      }
-      lastLine = line;
+      progress.show(line, ended);
     }
     if (ended) return status;
     if (io.shutdownSignal.aborted) {
-      if (terminal) io.stdout("\n");
+      progress.interrupt();
       throw new UsageError(`stopped watching; change ${changeId} goes on (see flowplane cluster status)`);
     }
     await sleep(POLL_INTERVAL_MS, io.shutdownSignal);
