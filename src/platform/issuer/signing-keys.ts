@@ -182,10 +182,24 @@ export class SigningKeyService {
    * signed have expired. If another replica rotated first, its key is adopted instead. Returns the current `kid`.
    */
   async rotate(): Promise<string> {
-    const previous = await this.readPointer();
+    await this.propose(await this.readPointer());
+    await this.database
+      .deleteFrom("signing_keys")
+      .where("retired_at_ms", "is not", null)
+      .where("retired_at_ms", "<", Math.floor(this.clock()) - this.publicationAfterRetirementMs())
+      .execute();
+    await this.refresh();
+    return this.currentKeyId;
+  }
+
+  /**
+   * Proposes a fresh key as current, replacing `previous` (or none): the pointer is compared-and-set and the key
+   * row inserted in one transaction, so a proposal that loses a race to another replica leaves nothing behind and
+   * no replica ever reads a key that is neither current nor retired.
+   */
+  private async propose(previous: string | undefined): Promise<void> {
     const candidate = await generateSigningKey(this.algorithm, new Date(this.clock()).toISOString(), this.secrets);
-    await this.database.insertInto("signing_keys").values(candidate).execute();
-    const swapped = await this.database.transaction().execute(async (transaction) => {
+    await this.database.transaction().execute(async (transaction) => {
       const update =
         previous === undefined
           ? await transaction
@@ -199,29 +213,17 @@ export class SigningKeyService {
               .where("name", "=", currentSigningKeySetting)
               .where("value", "=", previous)
               .executeTakeFirst();
-      const changed =
+      const won =
         "numUpdatedRows" in update ? update.numUpdatedRows > 0n : (update.numInsertedOrUpdatedRows ?? 0n) > 0n;
-      if (changed) {
-        // Retire every other unretired key, which also heals a key left unretired by a crash mid-rotation.
-        await transaction
-          .updateTable("signing_keys")
-          .set({ retired_at_ms: Math.floor(this.clock()) })
-          .where("retired_at_ms", "is", null)
-          .where("key_id", "!=", candidate.key_id)
-          .execute();
-      }
-      return changed;
+      if (!won) return;
+      // Retire every other unretired key, which also heals a key left unretired by an older version's crash.
+      await transaction
+        .updateTable("signing_keys")
+        .set({ retired_at_ms: Math.floor(this.clock()) })
+        .where("retired_at_ms", "is", null)
+        .execute();
+      await transaction.insertInto("signing_keys").values(candidate).execute();
     });
-    if (!swapped) {
-      await this.database.deleteFrom("signing_keys").where("key_id", "=", candidate.key_id).execute();
-    }
-    await this.database
-      .deleteFrom("signing_keys")
-      .where("retired_at_ms", "is not", null)
-      .where("retired_at_ms", "<", Math.floor(this.clock()) - this.publicationAfterRetirementMs())
-      .execute();
-    await this.refresh();
-    return this.currentKeyId;
   }
 
   private publicationAfterRetirementMs(): number {
@@ -244,19 +246,8 @@ export class SigningKeyService {
 
   private async initialize(): Promise<void> {
     const pointer = await this.readPointer();
-    if (pointer === undefined) {
-      // First start: propose a key; if another replica's proposal won the race, drop ours and use theirs.
-      const candidate = await generateSigningKey(this.algorithm, new Date(this.clock()).toISOString(), this.secrets);
-      await this.database.insertInto("signing_keys").values(candidate).execute();
-      await this.database
-        .insertInto("settings")
-        .values({ name: currentSigningKeySetting, value: candidate.key_id })
-        .onConflict((conflict) => conflict.column("name").doNothing())
-        .execute();
-      if ((await this.readPointer()) !== candidate.key_id) {
-        await this.database.deleteFrom("signing_keys").where("key_id", "=", candidate.key_id).execute();
-      }
-    }
+    // First start: propose a key; if another replica's proposal won the race, ours was never written.
+    if (pointer === undefined) await this.propose(undefined);
     await this.load();
     if (this.requireCurrent().algorithm !== this.algorithm) await this.rotate();
   }

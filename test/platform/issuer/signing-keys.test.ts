@@ -96,14 +96,37 @@ describe.each(databaseKinds)("signing keys (%s)", (kind) => {
     },
   );
 
-  it("converges on one key when several replicas start at once", async () => {
-    const { open, database } = await setup();
-    const handles = await Promise.all([openSecondHandle(database), openSecondHandle(database)]);
+  it("converges on one key when several replicas start at once, and no replica ever publishes a losing proposal", async () => {
+    const { open, database, store } = await setup();
+    const handles = await Promise.all([1, 2, 3].map(() => openSecondHandle(database)));
     for (const handle of handles) cleanups.push(() => handle.close());
     const services = await Promise.all([open(), ...handles.map((handle) => open({ database: handle.database }))]);
     const keyIds = new Set(services.map((service) => service.currentKeyId));
     expect(keyIds.size).toBe(1);
-    expect((await services[0]!.publicKeySet()).keys).toHaveLength(1);
+    // Each replica's set, as loaded at its start, holds only the winning key: a losing proposal was never visible.
+    for (const service of services) {
+      expect((await service.publicKeySet()).keys.map((key) => key.kid)).toEqual([...keyIds]);
+    }
+    const rows = await store.database.selectFrom("signing_keys").select("key_id").execute();
+    expect(rows.map((row) => row.key_id)).toEqual([...keyIds]);
+  });
+
+  it("converges on one new key when several replicas rotate at once", async () => {
+    const { open, database, store } = await setup();
+    const handles = await Promise.all([1, 2].map(() => openSecondHandle(database)));
+    for (const handle of handles) cleanups.push(() => handle.close());
+    const services = [
+      await open(),
+      ...(await Promise.all(handles.map((handle) => open({ database: handle.database })))),
+    ];
+    const oldKeyId = services[0]!.currentKeyId;
+    const rotated = await Promise.all(services.map((service) => service.rotate()));
+    expect(new Set(rotated).size).toBe(1);
+    expect(rotated[0]).not.toBe(oldKeyId);
+    for (const service of services) {
+      expect((await service.publicKeySet()).keys.map((key) => key.kid)).toEqual([rotated[0], oldKeyId]);
+    }
+    expect(await store.database.selectFrom("signing_keys").select("key_id").execute()).toHaveLength(2);
   });
 
   it("rotates: the new key signs, the old one stays published until its tokens have expired", async () => {
