@@ -436,6 +436,12 @@ export class AdminClient {
     return (await this.transport.sendForJson("GET", path, clusterRestoreSchema)) as ClusterRestore;
   }
 
+  /** The cluster's latest restores, newest first (scope `backups`). */
+  async listRestores(clusterId: string): Promise<ClusterRestore[]> {
+    const path = `/clusters/${encodeURIComponent(clusterId)}/restores`;
+    return (await this.transport.sendForJson("GET", path, Type.Array(clusterRestoreSchema))) as ClusterRestore[];
+  }
+
   /** Sets the cluster's backup schedule, replacing any (scope `backups`). */
   async setBackupSchedule(clusterId: string, cron: string, keep: number): Promise<BackupSchedule> {
     const path = `/clusters/${encodeURIComponent(clusterId)}/backups/schedule`;

@@ -6,6 +6,7 @@
 import type {
   AllowlistEntry,
   AssignableRole,
+  BackupSchedule,
   Cluster as ClientCluster,
   ClusterBackup,
   ClusterClient,
@@ -44,6 +45,7 @@ export type Cluster = ClientCluster & { status: ClientCluster["status"] & { reas
 export type {
   AllowlistEntry,
   AssignableRole,
+  BackupSchedule,
   BrokerEntry,
   ClusterBackup,
   ClusterClient,
@@ -360,6 +362,38 @@ export class ConsoleApi {
     return (await (
       await this.request("admin", `${clusterPath(clusterId)}/backups/${encodeURIComponent(backupId)}/restore`)
     ).json()) as ClusterRestore;
+  }
+
+  /** A cluster's latest restores, newest first: one still running is followed after a reload. */
+  async restores(clusterId: string): Promise<ClusterRestore[]> {
+    return (await (await this.request("admin", `${clusterPath(clusterId)}/restores`)).json()) as ClusterRestore[];
+  }
+
+  /** A cluster's backup schedule, or null when it has none. */
+  async backupSchedule(clusterId: string): Promise<BackupSchedule | null> {
+    try {
+      return (await (
+        await this.request("admin", `${clusterPath(clusterId)}/backups/schedule`)
+      ).json()) as BackupSchedule;
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 404) return null;
+      throw error;
+    }
+  }
+
+  /** Sets a cluster's backup schedule (a UTC cron expression and how many complete backups to keep). */
+  async setBackupSchedule(clusterId: string, cron: string, keep: number): Promise<BackupSchedule> {
+    return (await (
+      await this.request("admin", `${clusterPath(clusterId)}/backups/schedule`, {
+        method: "PUT",
+        body: { cron, keep },
+      })
+    ).json()) as BackupSchedule;
+  }
+
+  /** Removes a cluster's backup schedule; its backups stay. */
+  async deleteBackupSchedule(clusterId: string): Promise<void> {
+    await this.request("admin", `${clusterPath(clusterId)}/backups/schedule`, { method: "DELETE" });
   }
 
   /** Whether the client may call clusters' gateways and management APIs (takes the gateway token once). */

@@ -1,5 +1,5 @@
 /**
- * `flowplane clusters backups list|take|delete|restore|schedule --cluster <id>`: a cluster's backups through the
+ * `flowplane clusters backups list|take|delete|restore|restores|schedule --cluster <id>`: a cluster's backups through the
  * Administration API (scope `backups`), the way the reference SDK sees them. `take --wait` follows the backup until
  * it is Complete or Failed; `restore --wait` follows the restore until it is COMPLETED or FAILED; `schedule
  * set|get|delete` manages the cluster's backup schedule.
@@ -172,6 +172,20 @@ export function registerClusterBackupsCommands(clusters: Command, io: CliIo): vo
   ).action(async (backupId: number, options: ClusterBackupOptions) => {
     const deleted = await createAdminClient(io, options).deleteBackup(options.cluster, String(backupId));
     io.stdout(options.json === true ? `${printableJson(deleted)}\n` : `backup ${backupId} deleted\n`);
+  });
+
+  common(
+    backups.command("restores").description("List the cluster's latest restores, newest first, with their state."),
+  ).action(async (options: ClusterBackupOptions) => {
+    const restores = await createAdminClient(io, options).listRestores(options.cluster);
+    if (options.json === true)
+      io.stdout(`${printableJson(restores)}
+`);
+    else if (restores.length === 0) io.stdout("no restores\n");
+    else
+      io.stdout(
+        `${restores.map((restore) => `${printable(restore.created)}  ${formatRestore(restore)}`).join("\n")}\n`,
+      );
   });
 
   common(

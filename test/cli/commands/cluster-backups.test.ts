@@ -61,6 +61,18 @@ describe("flowplane clusters backups", () => {
     expect(restore.stdout).toBe("restore from backup 5: FAILED: backup 5 is INCOMPLETE, not COMPLETED\n");
   });
 
+  it("lists the cluster's restores, newest first", async () => {
+    management.backups.set(6, fakeBackup(6, "FAILED"));
+    await fixture.cli(["clusters", "backups", "restore", "6", "--cluster", clusterId, "--wait"]);
+    const listed = await fixture.cli(["clusters", "backups", "restores", "--cluster", clusterId]);
+    expect(listed.exitCode).toBe(exitCodes.ok);
+    expect(listed.stdout.split("\n")[0]).toMatch(
+      /^\d{4}-\d\d-\d\dT[\d:.]+Z {2}restore from backup 6: FAILED: backup 6 is FAILED, not COMPLETED/,
+    );
+    const json = await fixture.cli(["clusters", "backups", "restores", "--cluster", clusterId, "--json"]);
+    expect((JSON.parse(json.stdout) as { backupId: string }[])[0]).toMatchObject({ backupId: "6", state: "FAILED" });
+  });
+
   it("sets, shows and removes a backup schedule", async () => {
     const set = await fixture.cli([
       "clusters",

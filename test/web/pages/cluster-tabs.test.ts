@@ -1,9 +1,10 @@
 /**
  * A cluster's tabs in the console against a real platform: API clients (the secret shown once, copied, downloaded as
  * environment variables and used for a token), connector secrets (masked, revealed on demand), the IP allowlist
- * editor (checked before it is sent, the platform's refusal shown on its entry), monitoring clients, backups and a
- * restore followed to its end, and which tabs each client's scopes show. The cluster is one the platform's directory knows without running processes; only its
- * details (`GET /admin/clusters/{id}`, which needs a provisioned cluster) are answered by the test.
+ * editor (checked before it is sent, the platform's refusal shown on its entry), monitoring clients, and which tabs
+ * each client's scopes show. The cluster is one the platform's directory knows without running processes; only its
+ * details (`GET /admin/clusters/{id}`, which needs a provisioned cluster) are answered by the test. The Backups tab
+ * needs a running cluster: cluster-backups.test.ts.
  */
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -374,105 +375,6 @@ describe.runIf(browserAvailable())("console cluster tabs", () => {
       .click();
     await protection.getByRole("button", { name: "Turn protection on" }).waitFor();
     expect(await (await api("GET", "/monitoring")).json()).toEqual({ active: false });
-    expect(violations).toEqual([]);
-  });
-
-  it("takes a backup, follows it to Complete, restores the cluster from it with progress and deletes it", async () => {
-    page = await openPage(viewports.wide);
-    const violations = collectPolicyViolations(page);
-    // The test's cluster has no management API to hold backups: the Administration API's backup routes are answered
-    // here, a backup completing on the second list after it was taken and a restore going one step per read.
-    const backupId = "1767225600000";
-    let backups: { uuid: string; name: string; created: string | null; completed: string | null; status: string }[] =
-      [];
-    let listsSinceTaken = 0;
-    const restoreStates = ["PENDING", "VALIDATING", "IN_PROGRESS", "COMPLETED"];
-    let restoreReads = 0;
-    const json = (body: unknown, status = 200) => ({
-      status,
-      contentType: "application/json",
-      body: JSON.stringify(body),
-    });
-    const restore = () => ({
-      uuid: "5b0c3a1e-0000-4000-8000-000000000009",
-      backupId,
-      state: restoreStates[Math.min(restoreReads, restoreStates.length - 1)],
-      failureReason: null,
-      created: "2026-11-25T05:00:00.000Z",
-      updated: "2026-11-25T05:00:00.000Z",
-    });
-    await page.route(`${platform.url}/admin/clusters/${clusterId}/backups**`, (route) => {
-      const request = route.request();
-      const path = new URL(request.url()).pathname.replace(`/admin/clusters/${clusterId}/backups`, "");
-      if (path === "" && request.method() === "GET") {
-        listsSinceTaken += 1;
-        if (listsSinceTaken >= 2) {
-          backups = backups.map((backup) => ({ ...backup, status: "Complete", completed: "2026-11-25T05:00:05.000Z" }));
-        }
-        return route.fulfill(json(backups));
-      }
-      if (path === "" && request.method() === "POST") {
-        const taken = {
-          uuid: backupId,
-          name: backupId,
-          created: "2026-11-25T05:00:00.000Z",
-          completed: null,
-          status: "In progress",
-        };
-        backups = [taken];
-        listsSinceTaken = 0;
-        return route.fulfill(json(taken));
-      }
-      if (path === `/${backupId}/restore` && request.method() === "POST") return route.fulfill(json(restore(), 202));
-      if (path === `/${backupId}/restore` && request.method() === "GET") {
-        restoreReads += 1;
-        return route.fulfill(json(restore()));
-      }
-      if (path === `/${backupId}` && request.method() === "DELETE") {
-        const deleted = backups[0];
-        backups = [];
-        return route.fulfill(json(deleted));
-      }
-      return route.fulfill(json({ status: 404, title: "Not Found" }, 404));
-    });
-    await signIn(page, platform.url, platform.adminClient, `/console/clusters/${clusterId}/backups`);
-    await page.getByText("The cluster has no backups yet.").waitFor();
-    expect(await tabNames()).toContain("Backups");
-    await page.getByRole("button", { name: "Take a backup" }).click();
-    await page.getByText(`Backup ${backupId} was started.`).waitFor();
-    const rows = page.getByRole("table", { name: "Backups of the cluster" }).locator("tbody tr");
-    await expect.poll(() => rows.allTextContents()).toEqual([expect.stringContaining("In progress")]);
-    expect(await page.getByRole("button", { name: `Restore from backup ${backupId}` }).count()).toBe(0);
-    // The list follows the backup by itself.
-    await expect.poll(() => rows.allTextContents(), { timeout: 15_000 }).toEqual([expect.stringContaining("Complete")]);
-    await expectAccessible(page, "backups");
-
-    await page.getByRole("button", { name: `Restore from backup ${backupId}` }).click();
-    const dialog = page.getByRole("dialog", { name: "Restore the cluster" });
-    const confirm = dialog.getByRole("button", { name: "Restore" });
-    expect(await confirm.isDisabled()).toBe(true);
-    await dialog.getByLabel(`Type ${backupId} to confirm`).fill(backupId);
-    await expectAccessible(page, "restore dialog");
-    await confirm.click();
-    const progress = page.getByRole("region", { name: `Restore from backup ${backupId}` });
-    await progress.waitFor();
-    await expect
-      .poll(() => progress.getByText(`The cluster was restored from backup ${backupId} and runs again.`).count(), {
-        timeout: 15_000,
-      })
-      .toBe(1);
-    expect(await progress.locator("li").allTextContents()).toEqual([
-      "Waiting to start (done)",
-      "Checking the backup (done)",
-      "Restoring every broker (done)",
-      "Cluster restored and started (done)",
-    ]);
-    await expectAccessible(page, "restore completed");
-    await saveScreenshot(page, "console-cluster-backups");
-
-    await page.getByRole("button", { name: `Delete backup ${backupId}` }).click();
-    await page.getByRole("dialog", { name: "Delete backup" }).getByRole("button", { name: "Delete backup" }).click();
-    await page.getByText("The cluster has no backups yet.").waitFor();
     expect(violations).toEqual([]);
   });
 

@@ -9,12 +9,15 @@ import {
   showStatus,
   table,
 } from "../ui.js";
+import { backupScheduleCard } from "./backup-schedule.js";
 import { type ClusterTabContext, clusterTabPage, sessionEnded } from "./cluster-tabs.js";
 
 /** How often the list is read while it is shown: a backup in progress finishes by itself. */
 const listPollMs = 3_000;
 /** How often a running restore is asked about. */
 const restorePollMs = 2_000;
+/** How long after it ended a restore is still shown when the page opens. */
+const recentRestoreMs = 3_600_000;
 
 /** The steps a successful restore goes through, in order, with what each means. */
 const restoreSteps: readonly { state: string; label: string }[] = [
@@ -34,8 +37,9 @@ function instant(iso: string | null): Node | string {
 }
 
 /**
- * A cluster's backups (scope `backups`): take one, the list with each backup's state kept up to date, delete, and
- * restore the cluster from a complete one after typing its id, following the restore until it ends.
+ * A cluster's backups (scope `backups`): take one, the list with each backup's state kept up to date, delete,
+ * restore the cluster from a complete one after typing its id, following the restore until it ends (also one that
+ * was already running when the page opened, or ended within the hour), and the backup schedule.
  */
 export const clusterBackupsPage = clusterTabPage({
   segment: "backups",
@@ -59,18 +63,25 @@ export const clusterBackupsPage = clusterTabPage({
       ),
       progress,
       list,
+      backupScheduleCard(tab),
     );
+    // Set while the last read failed (e.g. the cluster is down for a restore), so the next success clears its message.
+    let loadFailed = false;
     const load = async (): Promise<void> => {
       try {
         const backups = await tab.context.api.backups(tab.clusterId);
+        if (loadFailed) clearStatus(tab.status);
+        loadFailed = false;
         refreshContent(
           list,
           backupTable(tab, backups, progress, () => void load()),
           JSON.stringify(backups),
         );
       } catch (error) {
-        if (!sessionEnded(error))
+        if (!sessionEnded(error)) {
+          loadFailed = true;
           showStatus(tab.status, `The backups could not be loaded: ${(error as Error).message}`);
+        }
         throw error;
       }
     };
@@ -90,6 +101,7 @@ export const clusterBackupsPage = clusterTabPage({
       })();
     });
     repeatWhileShown(container, listPollMs, load);
+    void showLatestRestore(tab, progress);
     return container;
   },
 });
@@ -169,25 +181,52 @@ async function restore(tab: ClusterTabContext, backup: ClusterBackup, progress: 
   });
   if (!confirmed) return;
   clearStatus(tab.status);
-  let current: ClusterRestore;
+  let started: ClusterRestore;
   try {
-    current = await tab.context.api.restoreBackup(tab.clusterId, backup.uuid);
+    started = await tab.context.api.restoreBackup(tab.clusterId, backup.uuid);
   } catch (error) {
     if (!sessionEnded(error)) showStatus(tab.status, `The restore was refused: ${(error as Error).message}`);
     return;
   }
+  followRestore(tab, started, progress, true);
+}
+
+/**
+ * Shows the cluster's latest restore when it still runs, so a restore started elsewhere or before the page was
+ * reloaded is followed to its end too; and one that ended within the last hour, so its outcome is not missed.
+ */
+async function showLatestRestore(tab: ClusterTabContext, progress: HTMLElement): Promise<void> {
+  try {
+    const [latest] = await tab.context.api.restores(tab.clusterId);
+    if (latest === undefined) return;
+    const ended = latest.state === "COMPLETED" || latest.state === "FAILED";
+    if (ended && Date.now() - Date.parse(latest.updated) > recentRestoreMs) return;
+    if (progress.childElementCount === 0) followRestore(tab, latest, progress, false);
+  } catch (error) {
+    if (!sessionEnded(error)) showStatus(tab.status, `The restores could not be loaded: ${(error as Error).message}`);
+  }
+}
+
+/** Shows a restore's progress in `progress` and reads its state until it is COMPLETED or FAILED. */
+function followRestore(
+  tab: ClusterTabContext,
+  restore: ClusterRestore,
+  progress: HTMLElement,
+  takeFocus: boolean,
+): void {
+  let current = restore;
   const view = h("div", {});
   const headingId = uniqueId("restore-title");
-  const heading = h("h2", { id: headingId, tabindex: -1 }, `Restore from backup ${backup.uuid}`);
+  const heading = h("h2", { id: headingId, tabindex: -1 }, `Restore from backup ${restore.backupId}`);
   replaceChildren(progress, h("section", { class: "card", "aria-labelledby": headingId }, heading, view));
-  heading.focus();
+  if (takeFocus) heading.focus();
   const show = (restore: ClusterRestore): void =>
     refreshContent(view, restoreView(restore), `${restore.state}|${restore.failureReason ?? ""}`);
   show(current);
   repeatWhileShown(view, restorePollMs, async () => {
     if (current.state === "COMPLETED" || current.state === "FAILED") return;
     try {
-      current = await tab.context.api.restoreState(tab.clusterId, backup.uuid);
+      current = await tab.context.api.restoreState(tab.clusterId, current.backupId);
       show(current);
     } catch (error) {
       // The platform keeps the restore's state itself, so it answers while the cluster is down; the next read retries.

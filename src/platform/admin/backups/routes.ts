@@ -13,6 +13,7 @@ import {
   type BackupService,
   backupStatuses,
   MAX_KEPT_BACKUPS,
+  MAX_LISTED_RESTORES,
   MIN_SCHEDULE_INTERVAL_MINUTES,
   restoreStates,
 } from "./service.js";
@@ -250,5 +251,19 @@ export function backupRoutes(server: HttpServer, backups: BackupService): void {
       const { clusterId, backupId } = request.params;
       return await backups.restoreState(principalOf(request).organizationId, clusterId, backupId);
     },
+  );
+  server.get(
+    "/clusters/:clusterId/restores",
+    {
+      config: scopes,
+      schema: {
+        tags: ["Backups"],
+        summary: `List the cluster's latest restores (at most ${MAX_LISTED_RESTORES}), newest first`,
+        description: "A restore still PENDING, VALIDATING or IN_PROGRESS is the one running.",
+        params: clusterParameters,
+        response: { 200: Type.Array(restoreSchema), ...standardErrorResponses },
+      },
+    },
+    async (request) => await backups.listRestores(principalOf(request).organizationId, request.params.clusterId),
   );
 }

@@ -5,7 +5,7 @@
  * backups themselves; the platform keeps only the restores it ran, so their state outlives the request.
  */
 import { randomUUID } from "node:crypto";
-import type { Kysely } from "kysely";
+import type { Kysely, Selectable } from "kysely";
 import type { Logger } from "pino";
 import type { TokenSource } from "../../../client/api.js";
 import { BackupsClient, type Backup as ManagementBackup } from "../../../client/backups.js";
@@ -50,6 +50,21 @@ export interface Restore {
   failureReason: string | null;
   created: string;
   updated: string;
+}
+
+/** Most restores `GET /clusters/{clusterId}/restores` lists. */
+export const MAX_LISTED_RESTORES = 20;
+
+/** A `cluster_restores` row in the Administration API's shape. */
+function restoreOf(row: Selectable<PlatformDatabase["cluster_restores"]>): Restore {
+  return {
+    uuid: row.id,
+    backupId: row.backup_id,
+    state: row.state as RestoreState,
+    failureReason: row.failure_reason,
+    created: row.created_at,
+    updated: row.updated_at,
+  };
 }
 
 /** A cluster's backup schedule as the Administration API shows it. */
@@ -210,14 +225,24 @@ export class BackupService {
       .orderBy("id", "desc")
       .executeTakeFirst();
     if (row === undefined) throw notFound("restore of backup", String(id));
-    return {
-      uuid: row.id,
-      backupId: row.backup_id,
-      state: row.state as RestoreState,
-      failureReason: row.failure_reason,
-      created: row.created_at,
-      updated: row.updated_at,
-    };
+    return restoreOf(row);
+  }
+
+  /**
+   * The cluster's latest restores, newest first (at most `MAX_LISTED_RESTORES`), so a client that did not start a
+   * restore, or lost track of it (a console reloaded), finds the one running.
+   */
+  async listRestores(organizationId: string, clusterId: string): Promise<Restore[]> {
+    await requireCluster(this.options.clusters, organizationId, clusterId);
+    const rows = await this.database
+      .selectFrom("cluster_restores")
+      .selectAll()
+      .where("cluster_id", "=", clusterId)
+      .orderBy("created_at", "desc")
+      .orderBy("id", "desc")
+      .limit(MAX_LISTED_RESTORES)
+      .execute();
+    return rows.map(restoreOf);
   }
 
   /**

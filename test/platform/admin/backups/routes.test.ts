@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { createRemoteJWKSet, jwtVerify } from "jose";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { FakeManagementApi, fakeBackup, fakeClusterDirectory } from "../../../support/backups.js";
+import { eventually } from "../../../support/cluster.js";
 import { startTestPlatform, type TestPlatform } from "../../../support/platform.js";
 import { createOtherOrganizationClient, createTestClient, requestToken } from "../../../support/tokens.js";
 
@@ -139,6 +140,7 @@ describe("Administration API /clusters/{id}/backups over HTTP", () => {
       ["DELETE", `${otherOrganizationsCluster}/backups/1`],
       ["POST", `${otherOrganizationsCluster}/backups/1/restore`],
       ["GET", `${otherOrganizationsCluster}/backups/1/restore`],
+      ["GET", `${otherOrganizationsCluster}/restores`],
     ] as const) {
       expect((await call(method, path)).status, `${method} ${path}`).toBe(404);
     }
@@ -186,6 +188,34 @@ describe("Administration API /clusters/{id}/backups over HTTP", () => {
     expect(state).toBe("FAILED");
     expect(reason).toBe("backup 9 is FAILED, not COMPLETED: broker 1 lost its leadership");
     expect((await call("GET", `${clusterId}/backups/10/restore`)).status).toBe(404);
+  });
+
+  it("lists the cluster's restores newest first, so a client that lost track of one finds it", async () => {
+    management.backups.set(11, fakeBackup(11, "FAILED"));
+    management.backups.set(12, fakeBackup(12, "FAILED"));
+    const started: string[] = [];
+    for (const backupId of [11, 12]) {
+      const response = await call("POST", `${clusterId}/backups/${backupId}/restore`);
+      expect(response.status).toBe(202);
+      started.push(((await response.json()) as { uuid: string }).uuid);
+      // One restore of a cluster runs at a time: wait for this one to end before the next.
+      await eventually(`restore from ${backupId} ended`, 10_000, async () => {
+        const state = (await (await call("GET", `${clusterId}/backups/${backupId}/restore`)).json()) as {
+          state: string;
+        };
+        return state.state === "FAILED" ? true : undefined;
+      });
+    }
+    const listed = await call("GET", `${clusterId}/restores`);
+    expect(listed.status).toBe(200);
+    const restores = (await listed.json()) as { uuid: string; backupId: string; state: string }[];
+    expect(restores.slice(0, 2).map((restore) => [restore.uuid, restore.backupId, restore.state])).toEqual([
+      [started[1], "12", "FAILED"],
+      [started[0], "11", "FAILED"],
+    ]);
+    expect(restores.length).toBeLessThanOrEqual(20);
+    const clusterToken = await requestToken(platform, await createTestClient(platform, ["cluster"]), "admin-api");
+    expect((await call("GET", `${clusterId}/restores`, undefined, clusterToken)).status).toBe(403);
   });
 
   it("sets, reads and removes a backup schedule", async () => {
