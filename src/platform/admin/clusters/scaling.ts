@@ -51,11 +51,14 @@ const MAX_MANAGEMENT_RESPONSE_BYTES = 8 * 1024 * 1024;
 /** Longest part of a cluster's answer repeated in a problem document or a log line. */
 const MAX_DETAIL_LENGTH = 1_000;
 
+/** What scaling asks of the provisioner. */
+export type ScalingProvisioner = Pick<Provisioner, "brokers" | "addBrokers" | "removeBrokers">;
+
 /** Options of `ClusterScalingService`. */
 export interface ClusterScalingServiceOptions {
   clusters: ClusterDirectory;
   /** Runs the clusters' brokers; absent when the platform runs none (`flowplane platform`). */
-  provisioner?: Provisioner | undefined;
+  provisioner?: ScalingProvisioner | undefined;
   /** Token source for calls to one cluster's management API (the platform's own tokens for that cluster). */
   tokensFor: (organizationId: string, clusterId: string) => TokenSource;
   logger: Logger;
@@ -143,6 +146,8 @@ export class ClusterScalingService {
       // From here on the cluster is followed: brokers started for a change the cluster then refuses are stopped again.
       this.followed.set(clusterId, { organizationId });
       if (added.length > 0) {
+        // The cluster checks the change before any process is started for it: a change it refuses starts nothing.
+        await this.callCluster(() => client.patch(patch, { dryRun: true }));
         logger.info({ added }, "starting the brokers a scale-up adds");
         await provisioner.addBrokers(clusterId, added);
         await this.waitForBrokers(clusterId, added);
@@ -181,7 +186,7 @@ export class ClusterScalingService {
 
   /** Waits until the brokers `nodeIds` answer on their management ports; 502 when one does not in time. */
   private async waitForBrokers(clusterId: string, nodeIds: readonly number[]): Promise<void> {
-    const provisioner = this.options.provisioner as Provisioner;
+    const provisioner = this.options.provisioner as ScalingProvisioner;
     const deadlineMs = Date.now() + NEW_BROKERS_TIMEOUT_MS;
     const brokers = (await provisioner.brokers(clusterId)).filter((broker) => nodeIds.includes(broker.nodeId));
     for (const broker of brokers) {

@@ -107,6 +107,9 @@ describe("cluster scaling through the Administration API", () => {
     const refused = await scale({ partitions: { count: 1, replicationFactor: 3 } });
     expect(refused.status).toBe(400);
     expect(((await refused.json()) as { detail: string }).detail).toMatch(/^The cluster refused the change: /);
+    // A scale-up the cluster refuses starts no process.
+    const refusedScaleUp = await scale({ brokers: { count: 2 }, partitions: { count: 1, replicationFactor: 3 } });
+    expect(refusedScaleUp.status).toBe(400);
     const missing = await fetch(`${platform.url}/admin/clusters/${crypto.randomUUID()}/scale`, {
       method: "POST",
       headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
