@@ -93,6 +93,8 @@ export class ClusterScalingService {
   private readonly followed = new Map<string, { organizationId: string }>();
   /** Clusters a scale request is being handled for: their brokers are left alone meanwhile. */
   private readonly scaling = new Set<string>();
+  /** Removals of brokers under way, by cluster: a scale request of the cluster waits for its end. */
+  private readonly cleanups = new Map<string, Promise<void>>();
   /** Clusters polled at least once in this process. */
   private readonly polled = new Set<string>();
 
@@ -129,6 +131,8 @@ export class ClusterScalingService {
     }
     this.scaling.add(clusterId);
     try {
+      // A cleanup that began before this request ends first: it may be stopping a broker this change adds again.
+      await this.cleanups.get(clusterId);
       const status = await this.callCluster(() => client.status());
       if (status.pendingChange !== undefined) {
         throw conflict(
@@ -250,15 +254,29 @@ export class ClusterScalingService {
     const extra = (await provisioner.brokers(clusterId))
       .map((broker) => broker.nodeId)
       .filter((nodeId) => !members.has(nodeId));
-    // A configuration without brokers is no configuration the cluster answers when it runs: nothing is touched then.
-    if (extra.length > 0 && members.size > 0) {
-      this.options.logger.info(
-        { clusterId, brokers: extra },
-        "stopping brokers that are not members of the cluster's configuration and deleting their data",
-      );
-      await provisioner.removeBrokers(clusterId, extra);
-    }
+    // A scale request that began meanwhile may have started brokers that are not members yet: they are left alone.
+    if (this.scaling.has(clusterId)) return;
     this.followed.delete(clusterId);
+    // A configuration without brokers is no configuration the cluster answers when it runs: nothing is touched then.
+    if (extra.length === 0 || members.size === 0) return;
+    this.options.logger.info(
+      { clusterId, brokers: extra },
+      "stopping brokers that are not members of the cluster's configuration and deleting their data",
+    );
+    const removal = provisioner.removeBrokers(clusterId, extra);
+    this.cleanups.set(
+      clusterId,
+      removal.catch(() => undefined),
+    );
+    try {
+      await removal;
+    } catch (error) {
+      // Tried again at the next poll.
+      this.followed.set(clusterId, followed);
+      throw error;
+    } finally {
+      this.cleanups.delete(clusterId);
+    }
   }
 
   private managementClient(organizationId: string, cluster: ClusterSummary): ClusterManagementClient {

@@ -119,6 +119,17 @@ describe("cluster scaling through the Administration API", () => {
     expect((await provisioner.brokers(clusterId)).map((broker) => broker.nodeId)).toEqual([0]);
   });
 
+  it("is documented in the Administration API's OpenAPI document", async () => {
+    const document = (await (await fetch(`${platform.url}/admin/openapi.json`)).json()) as {
+      paths: Record<string, { post?: { parameters?: { name: string; in: string }[]; requestBody?: unknown } }>;
+    };
+    const operation = document.paths["/clusters/{clusterId}/scale"]?.post;
+    expect(operation?.requestBody).toBeDefined();
+    expect(operation?.parameters?.map((parameter) => `${parameter.in}:${parameter.name}`)).toEqual(
+      expect.arrayContaining(["path:clusterId", "query:dryRun"]),
+    );
+  });
+
   it("answers a scale-up's plan as a dry run and starts nothing", async () => {
     const response = await scale({ brokers: { count: 2 } }, "?dryRun=true");
     expect(response.status).toBe(202);

@@ -46,8 +46,12 @@ class RecordingProvisioner implements ScalingProvisioner {
     this.calls.push(`add ${nodeIds.join(",")}`);
     this.running = [...new Set([...this.running, ...nodeIds])].sort((left, right) => left - right);
   }
+  /** When set, removals wait for it. */
+  removalHeld: Promise<void> | undefined;
   async removeBrokers(_clusterId: string, nodeIds: readonly number[]): Promise<void> {
     this.calls.push(`remove ${nodeIds.join(",")}`);
+    await this.removalHeld;
+    this.calls.push(`removed ${nodeIds.join(",")}`);
     this.running = this.running.filter((nodeId) => !nodeIds.includes(nodeId));
   }
 }
@@ -232,7 +236,7 @@ describe("ClusterScalingService", () => {
       routing: {},
     };
     await service.afterHealthPoll({ id: clusterId, organizationId });
-    expect(provisioner.calls).toEqual(["add 1,2", "remove 2"]);
+    expect(provisioner.calls).toEqual(["add 1,2", "remove 2", "removed 2"]);
     expect(provisioner.running).toEqual([0, 1]);
     // The cluster is not followed any more: a later poll does not ask the management API.
     const asked = requests.length;
@@ -242,8 +246,21 @@ describe("ClusterScalingService", () => {
 
   it("looks at every cluster once at its first poll, so a change that ended while the platform was down is cleaned up", async () => {
     provisioner.running = [0, 3];
-    await service.afterHealthPoll({ id: clusterId, organizationId });
+    let release = (): void => undefined;
+    provisioner.removalHeld = new Promise<void>((resolveHeld) => {
+      release = resolveHeld;
+    });
+    const cleanup = service.afterHealthPoll({ id: clusterId, organizationId });
+    await expect.poll(() => provisioner.calls).toEqual(["remove 3"]);
+    // A scale-up that adds broker 3 again waits until its removal has ended.
+    script.patches = [planned(2)];
+    const scaling = service.scale(organizationId, clusterId, { brokers: { add: [3] } }, { dryRun: false });
+    await new Promise((resolveLater) => setTimeout(resolveLater, 50));
     expect(provisioner.calls).toEqual(["remove 3"]);
+    release();
+    await cleanup;
+    await scaling;
+    expect(provisioner.calls).toEqual(["remove 3", "removed 3", "add 3"]);
   });
 });
 
