@@ -52,7 +52,7 @@ const MAX_MANAGEMENT_RESPONSE_BYTES = 8 * 1024 * 1024;
 const MAX_DETAIL_LENGTH = 1_000;
 
 /** What scaling asks of the provisioner. */
-export type ScalingProvisioner = Pick<Provisioner, "brokers" | "addBrokers" | "removeBrokers">;
+export type ScalingProvisioner = Pick<Provisioner, "brokers" | "addBrokers" | "removeBrokers" | "state">;
 
 /** Options of `ClusterScalingService`. */
 export interface ClusterScalingServiceOptions {
@@ -128,6 +128,12 @@ export class ClusterScalingService {
     }
     if (this.scaling.has(clusterId)) {
       throw conflict(`A scale request of cluster ${clusterId} is being handled; wait for its answer.`);
+    }
+    const state = provisioner.state(clusterId);
+    if (state !== "running" && state !== "degraded") {
+      throw conflict(
+        `Cluster ${clusterId} is ${state}: its brokers can be changed only while it runs (wake it first).`,
+      );
     }
     this.scaling.add(clusterId);
     try {

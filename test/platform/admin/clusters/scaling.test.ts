@@ -16,7 +16,7 @@ import {
   ClusterScalingService,
   type ScalingProvisioner,
 } from "../../../../src/platform/admin/clusters/scaling.js";
-import type { ProvisionedBroker } from "../../../../src/platform/provisioner/provisioner.js";
+import type { ProvisionedBroker, ProvisionedState } from "../../../../src/platform/provisioner/provisioner.js";
 
 const organizationId = "organization-1";
 const clusterId = "3f0c6b1e-4a53-4a4e-9d55-0d7c1a2b3c4d";
@@ -39,6 +39,9 @@ class RecordingProvisioner implements ScalingProvisioner {
   readonly calls: string[] = [];
   running: number[] = [0];
   constructor(private readonly managementUrl: () => string) {}
+  state(): ProvisionedState {
+    return this.current;
+  }
   async brokers(): Promise<ProvisionedBroker[]> {
     return this.running.map((nodeId) => ({ nodeId, managementUrl: this.managementUrl() }));
   }
@@ -46,6 +49,7 @@ class RecordingProvisioner implements ScalingProvisioner {
     this.calls.push(`add ${nodeIds.join(",")}`);
     this.running = [...new Set([...this.running, ...nodeIds])].sort((left, right) => left - right);
   }
+  current: ProvisionedState = "running";
   /** When set, removals wait for it. */
   removalHeld: Promise<void> | undefined;
   async removeBrokers(_clusterId: string, nodeIds: readonly number[]): Promise<void> {
@@ -175,6 +179,11 @@ describe("ClusterScalingService", () => {
     await expect(
       service.scale(organizationId, clusterId, { brokers: { count: 2 } }, { dryRun: false }),
     ).rejects.toMatchObject({ status: 502 });
+    script.statusCode = undefined;
+    provisioner.current = "stopped";
+    await expect(
+      service.scale(organizationId, clusterId, { brokers: { count: 2 } }, { dryRun: false }),
+    ).rejects.toMatchObject({ status: 409, message: expect.stringContaining("is stopped") });
     await expect(
       service.scale(
         organizationId,
