@@ -23,7 +23,7 @@ import type { Page, PageContext } from "./page.js";
 /** How often a running change is asked about while it is watched. */
 const changePollMs = 1_000;
 /** Bounds of the form: the planner takes any shape, the console keeps typing mistakes out. */
-const maxBrokers = 100;
+const maxBrokers = 32;
 const maxPartitions = 1_000;
 
 /** An operation in words, e.g. `PARTITION_JOIN broker 3 partition 2 (priority 1)`, as the CLI writes it. */
