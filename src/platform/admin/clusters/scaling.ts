@@ -160,7 +160,7 @@ export class ClusterScalingService {
         await this.callCluster(() => client.patch(patch, { dryRun: true }));
         logger.info({ added }, "starting the brokers a scale-up adds");
         await provisioner.addBrokers(clusterId, added);
-        await this.waitForBrokers(clusterId, added);
+        await this.waitForBrokers(provisioner, clusterId, added);
       }
       const started = await this.sendChange(client, patch, added.length > 0);
       logger.info(
@@ -187,16 +187,18 @@ export class ClusterScalingService {
       } catch (error) {
         const notYetKnown =
           error instanceof ApiError && error.status === 400 && /not running and reachable/.test(error.detail);
-        if (!brokersAdded || !notYetKnown || Date.now() > deadlineMs)
-          return await this.callCluster(() => Promise.reject(error));
+        if (!brokersAdded || !notYetKnown || Date.now() > deadlineMs) throw problemOf(error);
         await sleep(RETRY_INTERVAL_MS);
       }
     }
   }
 
   /** Waits until the brokers `nodeIds` answer on their management ports; 502 when one does not in time. */
-  private async waitForBrokers(clusterId: string, nodeIds: readonly number[]): Promise<void> {
-    const provisioner = this.options.provisioner as ScalingProvisioner;
+  private async waitForBrokers(
+    provisioner: ScalingProvisioner,
+    clusterId: string,
+    nodeIds: readonly number[],
+  ): Promise<void> {
     const deadlineMs = Date.now() + NEW_BROKERS_TIMEOUT_MS;
     const brokers = (await provisioner.brokers(clusterId)).filter((broker) => nodeIds.includes(broker.nodeId));
     for (const broker of brokers) {
@@ -301,28 +303,33 @@ export class ClusterScalingService {
     });
   }
 
-  /**
-   * Calls the cluster and turns its refusals into the Administration API's problems: what the cluster refuses
-   * because of the request (400, 409) keeps its reason; anything else is the cluster's trouble, a 502.
-   */
+  /** Calls the cluster, turning its failures into the Administration API's problems (`problemOf`). */
   private async callCluster<Result>(call: () => Promise<Result>): Promise<Result> {
     try {
       return await call();
     } catch (error) {
-      if (error instanceof ApiError) {
-        const detail = error.detail.slice(0, MAX_DETAIL_LENGTH);
-        if (error.status === 400) throw new ServiceError("invalidRequest", `The cluster refused the change: ${detail}`);
-        if (error.status === 409) throw conflict(detail);
-        throw new ServiceError("badGateway", `The cluster's management API answered ${error.status}: ${detail}`);
-      }
-      if (error instanceof ServiceError) throw error;
-      const message = error instanceof Error ? error.message : String(error);
-      throw new ServiceError(
-        "badGateway",
-        `The cluster's management API could not be reached: ${message.slice(0, MAX_DETAIL_LENGTH)}`,
-      );
+      throw problemOf(error);
     }
   }
+}
+
+/**
+ * A failed call to a cluster as the Administration API's problem: what the cluster refuses because of the request
+ * (400, 409) keeps its reason; anything else is the cluster's trouble, a 502.
+ */
+function problemOf(error: unknown): ServiceError {
+  if (error instanceof ApiError) {
+    const detail = error.detail.slice(0, MAX_DETAIL_LENGTH);
+    if (error.status === 400) return new ServiceError("invalidRequest", `The cluster refused the change: ${detail}`);
+    if (error.status === 409) return conflict(detail);
+    return new ServiceError("badGateway", `The cluster's management API answered ${error.status}: ${detail}`);
+  }
+  if (error instanceof ServiceError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  return new ServiceError(
+    "badGateway",
+    `The cluster's management API could not be reached: ${message.slice(0, MAX_DETAIL_LENGTH)}`,
+  );
 }
 
 function sleep(durationMs: number): Promise<void> {
