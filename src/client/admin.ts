@@ -1,5 +1,6 @@
 import { type Static, Type } from "typebox";
 import { type ApiClientOptions, ApiTransport } from "./api.js";
+import { type ClusterPatch, type ScaleResponse, scaleResponseSchema } from "./cluster.js";
 
 /** Roles a member can be given through the API (`owner` exists but cannot be assigned). */
 export const assignableRoles = [
@@ -292,6 +293,19 @@ export class AdminClient {
   /** Moves a cluster to its channel's default generation. */
   async upgradeCluster(clusterId: string): Promise<void> {
     await this.transport.send("PUT", `/clusters/${encodeURIComponent(clusterId)}/upgrade`);
+  }
+
+  /**
+   * Plans (`dryRun`) or starts a change of a cluster's brokers, partitions or replication factor: the body is the
+   * cluster management API's PATCH body, and the platform starts the brokers the change adds before sending it.
+   */
+  async scaleCluster(
+    clusterId: string,
+    patch: ClusterPatch,
+    options: { dryRun?: boolean } = {},
+  ): Promise<ScaleResponse> {
+    const path = `/clusters/${encodeURIComponent(clusterId)}/scale${options.dryRun === true ? "?dryRun=true" : ""}`;
+    return (await this.transport.sendForJson("POST", path, scaleResponseSchema, patch)) as ScaleResponse;
   }
 
   /** Lists the API clients of a cluster; throws `ApiError` with status 404 for an unknown cluster. */

@@ -16,7 +16,8 @@ import { BackupService } from "./admin/backups/service.js";
 import { clusterClientRoutes } from "./admin/cluster-clients/routes.js";
 import { ClusterClientService } from "./admin/cluster-clients/service.js";
 import type { AccessPolicyChangedListener, ClusterDirectory } from "./admin/cluster-directory.js";
-import { clusterRoutes } from "./admin/clusters/routes.js";
+import { clusterRoutes, clusterScalingRoutes } from "./admin/clusters/routes.js";
+import { ClusterScalingService } from "./admin/clusters/scaling.js";
 import { ClusterService } from "./admin/clusters/service.js";
 import { connectorSecretRoutes } from "./admin/connector-secrets/routes.js";
 import { ConnectorSecretService } from "./admin/connector-secrets/service.js";
@@ -401,6 +402,18 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
     logger,
     activity,
   });
+  const scaling = new ClusterScalingService({
+    clusters: clusterAccess.clusters,
+    provisioner: clusters.provisioner,
+    tokensFor: (organizationId, clusterId) =>
+      platformClusterTokens(
+        { signingKeys: issuer.signingKeys, issuerUrl, gatewayAudience: configuration.audiences.gateway },
+        organizationId,
+        clusterId,
+      ),
+    logger,
+  });
+  clusters.onHealthPolled.push(async (cluster) => await scaling.afterHealthPoll(cluster));
   await backups.failInterruptedRestores();
   backups.startScheduler();
   server.addHook("onClose", async () => await backups.close());
@@ -414,6 +427,7 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
   });
   clusters.allowlistReader = async (_organizationId, clusterId) => await ipAllowlists.allowlistOf(clusterId);
   clusters.onClusterDeleted.push(async ({ organizationId, clusterId }) => {
+    scaling.forget(clusterId);
     await ipAllowlists.deleteAllOf(clusterId);
     await monitoring.deleteAllOf(clusterId);
     await clusterClients.deleteAllOfCluster(organizationId, clusterId);
@@ -441,6 +455,7 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
         backupRoutes(api, backups);
         memberRoutes(api, members);
         clusterRoutes(api, clusters);
+        clusterScalingRoutes(api, scaling);
         activityRoutes(api, activity);
       });
     },

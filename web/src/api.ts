@@ -426,10 +426,13 @@ export class ConsoleApi {
     return await response.text();
   }
 
-  /** Plans a change of the cluster's shape (`PATCH {management}/actuator/cluster`); a dry run records nothing. */
-  async planChange(managementUrl: string, patch: ClusterPatch, dryRun: boolean): Promise<ScaleResponse> {
-    const path = `${trimSlash(managementUrl)}/actuator/cluster${dryRun ? "?dryRun=true" : ""}`;
-    return (await (await this.request("gateway", path, { method: "PATCH", body: patch })).json()) as ScaleResponse;
+  /**
+   * Plans or starts a change of the cluster's shape (`POST /admin/clusters/{clusterId}/scale`): the platform starts
+   * the brokers it adds first. A dry run starts and records nothing.
+   */
+  async scaleCluster(clusterId: string, patch: ClusterPatch, dryRun: boolean): Promise<ScaleResponse> {
+    const path = `${clusterPath(clusterId)}/scale${dryRun ? "?dryRun=true" : ""}`;
+    return (await (await this.request("admin", path, { method: "POST", body: patch })).json()) as ScaleResponse;
   }
 
   /** Cancels the running change (`DELETE {management}/actuator/cluster/changes/{id}`). */

@@ -56,12 +56,14 @@ const clusterEnvironmentHelp = `${clientEnvironmentHelp}
   SERVICE_CLUSTER_MANAGEMENT_URL    the gateway's management port (default http://localhost:9600)
   SERVICE_DATA_DIRECTORY            data directory of a local cluster (default ./data)`;
 
-function parseCount(value: string): number {
+/** Parses a positive integer option. */
+export function parseCount(value: string): number {
   if (!/^\d+$/.test(value) || Number(value) < 1) throw new InvalidArgumentError("a positive integer");
   return Number(value);
 }
 
-function parseIds(value: string): number[] {
+/** Parses comma-separated broker ids. */
+export function parseIds(value: string): number[] {
   const ids = value.split(",").map((item) => item.trim());
   if (ids.length === 0 || !ids.every((id) => /^\d+$/.test(id))) {
     throw new InvalidArgumentError("comma-separated broker ids, e.g. 3,4");

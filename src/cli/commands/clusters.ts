@@ -1,5 +1,5 @@
 /**
- * `flowplane clusters list|create|get|delete`: the organization's clusters through the Administration API (scope
+ * `flowplane clusters list|create|get|delete|scale`: the organization's clusters through the Administration API (scope
  * `cluster`). Plans, channels, generations and regions are given by id or by the start of their name, as
  * `GET /clusters/parameters` lists them.
  */
@@ -11,9 +11,12 @@ import {
   type ClusterCreation,
   type ClusterParameters,
 } from "../../client/admin.js";
+import type { ClusterPatch } from "../../client/cluster.js";
+import { formatPlan } from "../cluster-display.js";
 import { type CliIo, UsageError } from "../io.js";
 import { printable, printableJson } from "../terminal-text.js";
 import { clientEnvironmentHelp, createClientContext } from "./client-context.js";
+import { parseCount, parseIds } from "./cluster.js";
 import { registerClusterBackupsCommands } from "./cluster-backups.js";
 
 interface OutputOptions {
@@ -30,6 +33,15 @@ interface CreateOptions extends OutputOptions {
   stage?: string;
   autoUpdate?: boolean;
   wait?: boolean;
+}
+
+interface ScaleOptions extends OutputOptions {
+  brokers?: number;
+  add?: number[];
+  remove?: number[];
+  partitions?: number;
+  replicationFactor?: number;
+  dryRun?: boolean;
 }
 
 /** Stage labels a cluster may carry. */
@@ -173,7 +185,36 @@ async function waitUntilHealthy(client: AdminClient, clusterId: string, io: CliI
   }
 }
 
-/** Registers `flowplane clusters list|create|get|delete`. */
+/** The body of `POST /clusters/{clusterId}/scale` from the options of `flowplane clusters scale`. */
+export function clusterScalePatch(options: ScaleOptions): ClusterPatch {
+  if (options.brokers !== undefined && (options.add !== undefined || options.remove !== undefined)) {
+    throw new UsageError("give either --brokers or --add/--remove, not both");
+  }
+  if ((options.partitions === undefined) !== (options.replicationFactor === undefined)) {
+    throw new UsageError(
+      "give --partitions and --replication-factor together (today's values: flowplane cluster status)",
+    );
+  }
+  const patch: ClusterPatch = {};
+  if (options.brokers !== undefined) patch.brokers = { count: options.brokers };
+  else if (options.add !== undefined || options.remove !== undefined) {
+    patch.brokers = {
+      ...(options.add === undefined ? {} : { add: options.add }),
+      ...(options.remove === undefined ? {} : { remove: options.remove }),
+    };
+  }
+  if (options.partitions !== undefined && options.replicationFactor !== undefined) {
+    patch.partitions = { count: options.partitions, replicationFactor: options.replicationFactor };
+  }
+  if (patch.brokers === undefined && patch.partitions === undefined) {
+    throw new UsageError(
+      "say what to change: --brokers N, --add ids, --remove ids, or --partitions N --replication-factor N",
+    );
+  }
+  return patch;
+}
+
+/** Registers `flowplane clusters list|create|get|delete|scale`. */
 export function registerClustersCommands(program: Command, io: CliIo): void {
   const clusters = program
     .command("clusters")
@@ -244,6 +285,40 @@ export function registerClustersCommands(program: Command, io: CliIo): void {
           ? `${printableJson({ clusterId, deleted: true }, 0)}\n`
           : `Deleted cluster ${printable(clusterId)}.\n`,
       );
+    });
+
+  clusters
+    .command("scale")
+    .description(
+      "Change a cluster's brokers, partitions or replication factor: the platform starts the brokers it adds first, and stops the brokers it removes (deleting their data) once the change completed.",
+    )
+    .argument("<clusterId>", "id of the cluster")
+    .option("--brokers <count>", "the new number of brokers (ids 0..count-1)", parseCount)
+    .option("--add <ids>", "broker ids to add, e.g. 3,4", parseIds)
+    .option("--remove <ids>", "broker ids to remove, e.g. 4", parseIds)
+    .option(
+      "--partitions <count>",
+      "the new partition count (experimental; never lower), with --replication-factor",
+      parseCount,
+    )
+    .option("--replication-factor <count>", "replicas per partition, with --partitions", parseCount)
+    .option("--dry-run", "show the plan, start and change nothing")
+    .option("--json", "print the API's answer as JSON")
+    .option("--audience <audience>", "audience of the Administration API", adminAudience)
+    .action(async (clusterId: string, options: ScaleOptions) => {
+      const patch = clusterScalePatch(options);
+      const dryRun = options.dryRun === true;
+      const answer = await createAdminClient(io, options).scaleCluster(clusterId, patch, { dryRun });
+      if (options.json === true) {
+        io.stdout(`${printableJson(answer)}\n`);
+        return;
+      }
+      io.stdout(formatPlan(answer, dryRun));
+      if (!dryRun && answer.plannedChanges.length > 0) {
+        io.stdout(
+          `Follow it with: flowplane cluster status --watch (SERVICE_CLUSTER_MANAGEMENT_URL=<links.management of flowplane clusters get ${printable(clusterId)}>)\n`,
+        );
+      }
     });
 
   registerClusterBackupsCommands(clusters, io);

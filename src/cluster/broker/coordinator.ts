@@ -87,6 +87,13 @@ export class ChangeCoordinator {
       }
       const reachableBrokers = new Set(this.context.knownBrokers().filter((id) => this.context.isReachable(id)));
       reachableBrokers.add(this.context.nodeId);
+      // A dry run previews a scale-up before its new brokers are started (whoever runs the brokers starts them only
+      // for the real change), so it does not ask them to run yet; every other broker that must act still must.
+      if (dryRun) {
+        for (const operation of operations) {
+          if (operation.operation === "BROKER_ADD") reachableBrokers.add(operation.brokerId);
+        }
+      }
       const problems = reachabilityProblems(operations, { reachableBrokers, force });
       if (problems.length > 0) return refused(400, problems.join("; "));
       expected = simulatePlan(configuration, operations, nowIso);

@@ -17,7 +17,15 @@ import type { Logger } from "pino";
 import { type AccessPolicy, openAccessPolicy, serializeAccessPolicy } from "../../auth/access-policy.js";
 import { ownPrivateDirectory, privateFileMode } from "../../files/private-files.js";
 import type { PlatformDatabase } from "../store/schema.js";
-import { brokerPorts, freePort, type LocalBrokerPorts, readLocalBrokers, writeLocalBrokers } from "./local-brokers.js";
+import {
+  addLocalBrokers,
+  brokerPorts,
+  freePort,
+  type LocalBrokerPorts,
+  readLocalBrokers,
+  removeLocalBrokers,
+  writeLocalBrokers,
+} from "./local-brokers.js";
 import {
   defaultCommand,
   type LocalCluster,
@@ -31,6 +39,7 @@ import type {
   ClusterEndpoints,
   ClusterProcessExit,
   ClusterSpecification,
+  ProvisionedBroker,
   ProvisionedState,
   Provisioner,
 } from "./provisioner.js";
@@ -463,6 +472,40 @@ export class LocalProvisioner implements Provisioner {
         );
       });
     if (!same) await this.recordBrokers(clusterId, listed);
+  }
+
+  async brokers(clusterId: string): Promise<ProvisionedBroker[]> {
+    const placement = await this.recordedPlacement(clusterId);
+    if (placement === undefined) return [];
+    return (readLocalBrokers(placement.directory)?.brokers ?? []).map((broker) => ({
+      nodeId: broker.nodeId,
+      managementUrl: `http://${this.host}:${broker.managementPort}`,
+    }));
+  }
+
+  /** Lists the brokers in the cluster's brokers file: the running cluster starts them within a second. */
+  async addBrokers(clusterId: string, nodeIds: readonly number[]): Promise<void> {
+    const directory = await this.runningClusterDirectory(clusterId);
+    await addLocalBrokers(directory, this.host, nodeIds);
+  }
+
+  /** Takes the brokers off the cluster's brokers file: the running cluster stops them and deletes their data. */
+  async removeBrokers(clusterId: string, nodeIds: readonly number[]): Promise<void> {
+    const directory = await this.runningClusterDirectory(clusterId);
+    removeLocalBrokers(directory, nodeIds);
+  }
+
+  /**
+   * The directory of a cluster whose processes run: its brokers file is only followed while it runs (a stopped
+   * cluster would start a removed broker's leftover data, or never delete it).
+   */
+  private async runningClusterDirectory(clusterId: string): Promise<string> {
+    const state = this.running.get(clusterId)?.state;
+    const placement = await this.recordedPlacement(clusterId);
+    if (placement === undefined || state !== "running") {
+      throw new Error(`cluster ${clusterId} does not run; its brokers can be changed only while it runs`);
+    }
+    return placement.directory;
   }
 
   async removeForgotten(knownClusterIds: ReadonlySet<string>): Promise<void> {

@@ -41,6 +41,13 @@ export interface ClusterEndpoints {
  */
 export type ProvisionedState = "starting" | "running" | "degraded" | "stopped" | "failed";
 
+/** A broker a provisioner runs for a cluster. */
+export interface ProvisionedBroker {
+  readonly nodeId: number;
+  /** Base URL of the broker's own management API: its `/actuator/health/liveness` answers 200 once it runs. */
+  readonly managementUrl: string;
+}
+
 /** A process of a cluster that ended without being asked to; the provisioner restarts it itself. */
 export interface ClusterProcessExit {
   readonly clusterId: string;
@@ -85,6 +92,20 @@ export interface Provisioner {
    * brokers' ports after a scaling change added or removed brokers); called at every health poll.
    */
   refresh(clusterId: string): Promise<void>;
+  /** The brokers the provisioner runs (or starts) for the cluster, by node id; empty before its first launch. */
+  brokers(clusterId: string): Promise<ProvisionedBroker[]>;
+  /**
+   * Starts brokers `nodeIds` of the running cluster beside its others, each with empty data (ids it runs already
+   * are left alone), for a scaling change that adds them. Resolves once they are being started, not once they are
+   * ready; throws when the cluster does not run.
+   */
+  addBrokers(clusterId: string, nodeIds: readonly number[]): Promise<void>;
+  /**
+   * Stops brokers `nodeIds` of the running cluster and deletes their data: brokers that left the cluster's
+   * configuration (a completed scale-down) or never joined it (a cancelled or refused scale-up). Ids it does not
+   * run are ignored. Resolves once they are being stopped; throws when the cluster does not run.
+   */
+  removeBrokers(clusterId: string, nodeIds: readonly number[]): Promise<void>;
   /** Whether the cluster's processes run. */
   state(clusterId: string): ProvisionedState;
   /** The latest unexpected end of one of the cluster's processes, while it is being restarted; undefined otherwise. */

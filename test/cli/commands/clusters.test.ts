@@ -1,7 +1,12 @@
 /** `flowplane clusters`, against a platform that runs clusters with the local provisioner (1-broker plan). */
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { creationFromOptions, formatClusterTable, resolveParameter } from "../../../src/cli/commands/clusters.js";
+import {
+  clusterScalePatch,
+  creationFromOptions,
+  formatClusterTable,
+  resolveParameter,
+} from "../../../src/cli/commands/clusters.js";
 import { exitCodes } from "../../../src/cli/io.js";
 import { clusterParameters } from "../../../src/platform/admin/clusters/parameters.js";
 import { openStore } from "../../../src/platform/store/database.js";
@@ -47,6 +52,19 @@ describe("resolveParameter and creationFromOptions", () => {
   });
 });
 
+describe("clusterScalePatch", () => {
+  it("builds the management API's PATCH body and refuses options that do not go together", () => {
+    expect(clusterScalePatch({ brokers: 4 })).toEqual({ brokers: { count: 4 } });
+    expect(clusterScalePatch({ add: [3], remove: [0], partitions: 3, replicationFactor: 2 })).toEqual({
+      brokers: { add: [3], remove: [0] },
+      partitions: { count: 3, replicationFactor: 2 },
+    });
+    expect(() => clusterScalePatch({ brokers: 2, add: [3] })).toThrow(/either --brokers or --add/);
+    expect(() => clusterScalePatch({ replicationFactor: 2 })).toThrow(/--partitions and --replication-factor/);
+    expect(() => clusterScalePatch({})).toThrow(/say what to change/);
+  });
+});
+
 describe("flowplane clusters", () => {
   it("creates a cluster and waits for it, lists, gets and deletes it", async () => {
     const created = await fixture.cli(["clusters", "create", "orders", "--plan", "development", "--wait", "--json"]);
@@ -72,6 +90,16 @@ describe("flowplane clusters", () => {
     expect(shown.exitCode).toBe(exitCodes.ok);
     expect(shown.stdout).toContain("name: orders");
     expect(shown.stdout).toContain("status: Healthy");
+
+    const plan = await fixture.cli(["clusters", "scale", cluster.uuid, "--brokers", "2", "--dry-run"]);
+    expect(plan.stderr).toBe("");
+    expect(plan.stdout).toMatch(/^Dry run, nothing recorded\. Planned: 1 operations\n\s+1\. BROKER_ADD/);
+    const scaled = await fixture.cli(["clusters", "scale", cluster.uuid, "--brokers", "2", "--json"]);
+    expect(scaled.stderr).toBe("");
+    expect(scaled.exitCode).toBe(exitCodes.ok);
+    expect((JSON.parse(scaled.stdout) as { changeId: number }).changeId).toBeGreaterThan(1);
+    const provisioner = fixture.platform.running.provisioner;
+    expect((await provisioner?.brokers(cluster.uuid))?.map((broker) => broker.nodeId)).toEqual([0, 1]);
 
     const deleted = await fixture.cli(["clusters", "delete", cluster.uuid, "--json"]);
     expect(deleted.exitCode).toBe(exitCodes.ok);

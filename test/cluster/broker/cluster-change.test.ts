@@ -176,6 +176,13 @@ describe("cluster changes between in-process brokers", () => {
       status: 400,
       detail: expect.stringMatching(/broker 4 is to be added but is not running and reachable/),
     });
+    // A dry run previews the same scale-up before broker 4 is started.
+    const preview = await change({ kind: "brokers", body: [0, 1, 2, 4], force: false }, true);
+    expect(preview.outcome).toBe("planned");
+    expect(preview.outcome === "planned" ? preview.change.plannedChanges[0] : undefined).toMatchObject({
+      operation: "BROKER_ADD",
+      brokerId: 4,
+    });
     expect(await change({ kind: "brokers", body: [0, 1, 2], replicationFactor: 0, force: false })).toMatchObject({
       outcome: "refused",
       status: 400,

@@ -1,11 +1,15 @@
 /**
- * The scaling page against a real three-broker cluster of the local provisioner: the dry-run plan as before/after
- * grids and operations, the change started after confirming and watched to its end; and, with the management API's
- * answers replaced, how a running change's progress is shown and cancelled.
+ * The scaling page against a real three-broker cluster of the local provisioner: a scale-up to four brokers planned
+ * as a dry run (before/after grids, operations, warnings), started after confirming (the platform starts the new
+ * broker first) and watched to its end; a real scale-up to five brokers cancelled while it runs; and, with the
+ * management API's answers replaced, how a running operation's bytes, time left and retries are shown.
  */
+import { existsSync } from "node:fs";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { clusterParameters, planTypes } from "../../../src/platform/admin/clusters/parameters.js";
+import { brokerDataDirectory } from "../../../src/platform/provisioner/local-cluster.js";
+import type { LocalProvisioner } from "../../../src/platform/provisioner/local-provisioner.js";
 import { browserAvailable, launchBrowser } from "../../support/browser.js";
 import { eventually } from "../../support/cluster.js";
 import {
@@ -26,6 +30,9 @@ describe.runIf(browserAvailable())("console scaling page", () => {
   let page: Page;
   let clusterId: string;
   let managementUrl: string;
+  let gatewayUrl: string;
+  const provisioner = (): LocalProvisioner => platform.running.provisioner as LocalProvisioner;
+  const gatewayToken = async (): Promise<string> => await requestToken(platform, platform.adminClient, "gateway-api");
 
   beforeAll(async () => {
     platform = await startTestPlatform(
@@ -48,13 +55,18 @@ describe.runIf(browserAvailable())("console scaling page", () => {
       }),
     });
     clusterId = ((await created.json()) as { clusterId: string }).clusterId;
-    managementUrl = await eventually("cluster Healthy", clusterStartMs, async () => {
+    const links = await eventually("cluster Healthy", clusterStartMs, async () => {
       const response = await fetch(`${platform.url}/admin/clusters/${clusterId}`, {
         headers: { authorization: `Bearer ${token}` },
       });
-      const cluster = (await response.json()) as { status: { ready: string }; links: { management: string } };
-      return cluster.status.ready === "Healthy" ? cluster.links.management : undefined;
+      const cluster = (await response.json()) as {
+        status: { ready: string };
+        links: { management: string; gateway: string };
+      };
+      return cluster.status.ready === "Healthy" ? cluster.links : undefined;
     });
+    managementUrl = links.management;
+    gatewayUrl = links.gateway;
   }, clusterStartMs + 30_000);
   afterEach(async () => {
     await page?.close();
@@ -64,7 +76,7 @@ describe.runIf(browserAvailable())("console scaling page", () => {
     await platform?.close();
   });
 
-  it("plans a new replication factor as a dry run, starts it after confirming and watches it complete", async () => {
+  it("previews a scale-up as a dry run, runs it after confirming (the platform starts the broker) and watches it complete", async () => {
     page = await browser.newPage({ viewport: viewports.wide });
     const violations = collectPolicyViolations(page);
     await signIn(page, platform.url, platform.adminClient, `/console/clusters/${clusterId}`);
@@ -82,41 +94,53 @@ describe.runIf(browserAvailable())("console scaling page", () => {
     expect(await page.getByRole("alert").textContent()).toContain("Replication factor: a whole number from 1");
     expect(await page.getByLabel("Replication factor").getAttribute("aria-invalid")).toBe("true");
 
-    await page.getByLabel("Replication factor").fill("2");
+    await page.getByLabel("Replication factor").fill("3");
+    await page.getByLabel("Brokers").fill("4");
     await page.getByRole("button", { name: "Plan (dry run)" }).click();
-    const plan = page.getByRole("region", { name: /^Plan: \d+ operations/ });
     await page.getByRole("heading", { name: /^Plan: \d+ operations \(dry run, nothing recorded\)$/ }).waitFor();
-    expect(await plan.count()).toBe(1);
-    const operations = await page
-      .getByRole("list")
-      .filter({ hasText: "PARTITION_LEAVE" })
-      .locator("li")
-      .allTextContents();
-    expect(operations.filter((operation) => operation.startsWith("PARTITION_LEAVE"))).toHaveLength(3);
+    const operations = await page.locator("ol.operations li").allTextContents();
+    expect(operations[0]).toBe("BROKER_ADD broker 3");
+    expect(operations.filter((operation) => operation.startsWith("PARTITION_JOIN broker 3"))).toHaveLength(2);
+    expect(await page.getByRole("note").filter({ hasText: "The platform starts broker 3 before" }).count()).toBe(1);
     const after = page.getByRole("table", { name: "After" });
-    expect(await after.locator("td.removed").count()).toBe(3);
-    expect(await page.getByRole("table", { name: "Before" }).locator("td.replica:not(.none)").count()).toBe(9);
-    // A dry run records nothing: no change runs and the configuration is unchanged.
+    expect(await after.getByRole("columnheader", { name: "Broker 3" }).count()).toBe(1);
+    expect(await page.getByRole("table", { name: "Before" }).getByRole("columnheader").count()).toBe(4);
+    // A dry run starts and records nothing: no change runs, the configuration and the brokers are unchanged.
     const status = (await (
-      await fetch(`${managementUrl}/actuator/cluster`, {
-        headers: { authorization: `Bearer ${await requestToken(platform, platform.adminClient, "gateway-api")}` },
-      })
+      await fetch(`${managementUrl}/actuator/cluster`, { headers: { authorization: `Bearer ${await gatewayToken()}` } })
     ).json()) as { pendingChange?: unknown; lastChange?: unknown };
     expect(status.pendingChange).toBeUndefined();
     expect(status.lastChange).toBeUndefined();
+    expect((await provisioner().brokers(clusterId)).map((broker) => broker.nodeId)).toEqual([0, 1, 2]);
     await expectAccessible(page, "scaling plan");
     await saveScreenshot(page, "console-scaling-plan");
 
     await page.getByRole("button", { name: "Start the change" }).click();
-    await page.getByRole("dialog", { name: "Start the change" }).getByRole("button", { name: "Start" }).click();
-    await page.getByRole("heading", { name: /^Change \d+ COMPLETED$/ }).waitFor({ timeout: 60_000 });
+    const dialog = page.getByRole("dialog", { name: "Start the change" });
+    expect(await dialog.textContent()).toContain("The platform starts broker 3 first.");
+    await dialog.getByRole("button", { name: "Start" }).click();
+    await page.getByRole("heading", { name: /^Change \d+ COMPLETED$/ }).waitFor({ timeout: 90_000 });
     const current = page.getByRole("table", { name: "Current configuration" });
-    await expect.poll(() => current.locator("td.replica:not(.none)").count(), { timeout: 30_000 }).toBe(6);
+    await expect
+      .poll(() => current.getByRole("columnheader", { name: "Broker 3" }).count(), { timeout: 30_000 })
+      .toBe(1);
+    expect(await current.locator("td.replica:not(.none)").count()).toBe(9);
+    // The gateway's topology shows the new broker hosting replicas.
+    const topology = await eventually("broker 3 in /v2/topology", 30_000, async () => {
+      const response = await fetch(`${gatewayUrl}/v2/topology`, {
+        headers: { authorization: `Bearer ${await gatewayToken()}` },
+      });
+      const document = (await response.json()) as { brokers: { nodeId: number; partitions: unknown[] }[] };
+      const added = document.brokers.find((broker) => broker.nodeId === 3);
+      return added !== undefined && added.partitions.length > 0 ? document : undefined;
+    });
+    expect(topology.brokers.map((broker) => broker.nodeId).sort()).toEqual([0, 1, 2, 3]);
     expect(violations).toEqual([]);
+    await expectAccessible(page, "completed scale-up");
     await saveScreenshot(page, "console-scaling-completed");
-  }, 120_000);
+  }, 180_000);
 
-  it("shows a running change's progress, each operation's state, and cancels it after confirming", async () => {
+  it("shows a running change's bytes moved, time left, attempts and last error (answers replaced)", async () => {
     page = await browser.newPage({ viewport: viewports.narrow });
     const origin = new URL(platform.url).origin;
     const running = {
@@ -152,28 +176,9 @@ describe.runIf(browserAvailable())("console scaling page", () => {
       },
       routing: {},
     };
-    let cancelled = false;
     const cors = { "access-control-allow-origin": origin };
     await page.route(`${managementUrl}/actuator/cluster`, async (route) => {
       if (route.request().method() !== "GET") return await route.fallback();
-      const { pendingChange: _running, ...rest } = running;
-      const body = cancelled
-        ? {
-            ...rest,
-            lastChange: {
-              id: 7,
-              status: "CANCELLED",
-              startedAt: running.pendingChange.startedAt,
-              completedAt: "2026-11-25T04:00:05.000Z",
-            },
-          }
-        : running;
-      await route.fulfill({ status: 200, contentType: "application/json", headers: cors, body: JSON.stringify(body) });
-    });
-    await page.route(`${managementUrl}/actuator/cluster/changes/7`, async (route) => {
-      if (route.request().method() === "OPTIONS") return await route.fallback();
-      expect(route.request().method()).toBe("DELETE");
-      cancelled = true;
       await route.fulfill({
         status: 200,
         contentType: "application/json",
@@ -197,14 +202,86 @@ describe.runIf(browserAvailable())("console scaling page", () => {
     await expectAccessible(page, "running change");
     await saveScreenshot(page, "console-scaling-running");
 
-    await page.getByRole("button", { name: "Cancel the change" }).click();
-    const dialog = page.getByRole("dialog", { name: "Cancel the change" });
-    await dialog.getByRole("button", { name: "Cancel", exact: true }).click();
-    expect(cancelled).toBe(false);
-    await page.getByRole("button", { name: "Cancel the change" }).click();
-    await dialog.getByRole("button", { name: "Cancel the change" }).click();
-    await page.getByRole("heading", { name: "Change 7 CANCELLED" }).waitFor();
-    expect(cancelled).toBe(true);
-    expect(await page.getByText("Change 7 was cancelled.").count()).toBe(1);
+    expect(await page.getByRole("button", { name: "Cancel the change" }).isVisible()).toBe(true);
   });
+
+  it("cancels a real running scale-up after confirming; operations already applied stay applied", async () => {
+    // After the scale-up to four brokers, partition 3 has replicas on brokers 2, 3 and 0. A scale-up to five joins
+    // broker 4 to partition 3 (then broker 0 leaves it): with brokers 2 and 3 paused, partition 3 has no quorum and
+    // the join cannot finish, so the change runs until it is cancelled. Neither broker applies an operation of the
+    // change, so the cluster accepts it while they are paused.
+    const cluster = await provisioner().whenStarted(clusterId);
+    const paused = [2, 3].map((nodeId) => {
+      const pid = cluster?.brokers.find((broker) => broker.nodeId === nodeId)?.pid;
+      if (pid === undefined) throw new Error(`broker ${nodeId} does not run`);
+      return pid;
+    });
+    page = await browser.newPage({ viewport: viewports.narrow });
+    const violations = collectPolicyViolations(page);
+    for (const pid of paused) process.kill(pid, "SIGSTOP");
+    try {
+      await signIn(page, platform.url, platform.adminClient, `/console/clusters/${clusterId}/scaling`);
+      await expect.poll(() => page.getByLabel("Brokers").inputValue()).toBe("4");
+      await page.getByLabel("Brokers").fill("5");
+      await page.getByRole("button", { name: "Plan (dry run)" }).click();
+      await page.getByRole("heading", { name: "Plan: 3 operations (dry run, nothing recorded)" }).waitFor();
+      expect(await page.locator("ol.operations li").allTextContents()).toEqual([
+        "BROKER_ADD broker 4",
+        "PARTITION_JOIN broker 4 partition 3 (priority 1)",
+        "PARTITION_LEAVE broker 0 partition 3",
+      ]);
+      await page.getByRole("button", { name: "Start the change" }).click();
+      await page.getByRole("dialog", { name: "Start the change" }).getByRole("button", { name: "Start" }).click();
+      const running = page.getByRole("heading", { name: /^Change \d+ in progress$/ });
+      await running.waitFor({ timeout: 90_000 });
+      const changeId = Number(/Change (\d+)/.exec((await running.textContent()) ?? "")?.[1]);
+      // The new broker was started and added itself; the join waits for partition 3's quorum.
+      await page.getByRole("progressbar", { name: "1 of 3 operations done" }).waitFor({ timeout: 60_000 });
+      const steps = await page.locator("ol.operations li").allTextContents();
+      expect(steps[0]).toMatch(/^done BROKER_ADD broker 4 at /);
+      expect(steps[1]).toMatch(/^running PARTITION_JOIN broker 4 partition 3 \(priority 1\)/);
+      expect(steps[2]).toBe("pending PARTITION_LEAVE broker 0 partition 3");
+      await expectAccessible(page, "real running change");
+      await saveScreenshot(page, "console-scaling-cancel");
+
+      // Dismissing the confirmation cancels nothing.
+      await page.getByRole("button", { name: "Cancel the change" }).click();
+      const dialog = page.getByRole("dialog", { name: "Cancel the change" });
+      await dialog.getByRole("button", { name: "Cancel", exact: true }).click();
+      const before = (await (
+        await fetch(`${managementUrl}/actuator/cluster`, {
+          headers: { authorization: `Bearer ${await gatewayToken()}` },
+        })
+      ).json()) as { pendingChange?: { id: number } };
+      expect(before.pendingChange?.id).toBe(changeId);
+
+      await page.getByRole("button", { name: "Cancel the change" }).click();
+      await dialog.getByRole("button", { name: "Cancel the change" }).click();
+      await page.getByRole("heading", { name: `Change ${changeId} CANCELLED` }).waitFor();
+      expect(await page.getByText(`Change ${changeId} was cancelled.`).count()).toBe(1);
+      const after = (await (
+        await fetch(`${managementUrl}/actuator/cluster`, {
+          headers: { authorization: `Bearer ${await gatewayToken()}` },
+        })
+      ).json()) as {
+        pendingChange?: unknown;
+        lastChange?: { id: number; status: string };
+        brokers: { id: number; partitions: { id: number }[] }[];
+      };
+      expect(after.pendingChange).toBeUndefined();
+      expect(after.lastChange).toMatchObject({ id: changeId, status: "CANCELLED" });
+      // The leave never ran: broker 0 keeps its replica of partition 3, and broker 4 stays a member.
+      const brokerZero = after.brokers.find((broker) => broker.id === 0);
+      expect(brokerZero?.partitions.map((partition) => partition.id)).toContain(3);
+      expect(after.brokers.map((broker) => broker.id)).toContain(4);
+      expect(violations).toEqual([]);
+      await saveScreenshot(page, "console-scaling-cancelled");
+    } finally {
+      for (const pid of paused) process.kill(pid, "SIGCONT");
+    }
+    // A member stays running after the change ended: the platform stops only brokers outside the configuration.
+    await platform.running.clusters.pollHealth();
+    expect((await provisioner().brokers(clusterId)).map((broker) => broker.nodeId)).toEqual([0, 1, 2, 3, 4]);
+    expect(existsSync(brokerDataDirectory((await provisioner().directoryOf(clusterId))!, 4))).toBe(true);
+  }, 240_000);
 });

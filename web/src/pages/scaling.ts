@@ -23,7 +23,7 @@ import type { Page, PageContext } from "./page.js";
 /** How often a running change is asked about while it is watched. */
 const changePollMs = 1_000;
 /** Bounds of the form: the planner takes any shape, the console keeps typing mistakes out. */
-const maxBrokers = 100;
+const maxBrokers = 32;
 const maxPartitions = 1_000;
 
 /** An operation in words, e.g. `PARTITION_JOIN broker 3 partition 2 (priority 1)`, as the CLI writes it. */
@@ -131,22 +131,39 @@ function configurationGrid(caption: string, brokers: readonly BrokerEntry[], hig
   );
 }
 
+/** `broker 3` or `brokers 3, 4`. */
+function brokersNamed(ids: readonly number[]): string {
+  return `${ids.length === 1 ? "broker" : "brokers"} ${ids.join(", ")}`;
+}
+
+/** Brokers the plan adds, ascending. */
+function addedBrokers(plan: ScaleResponse): number[] {
+  const current = new Set(plan.currentTopology.map((broker) => broker.id));
+  return plan.expectedTopology
+    .map((broker) => broker.id)
+    .filter((id) => !current.has(id))
+    .sort((left, right) => left - right);
+}
+
 /** The warnings the specification asks for before a change starts. */
 function warnings(plan: ScaleResponse): string[] {
-  const current = new Set(plan.currentTopology.map((broker) => broker.id));
   const expected = new Set(plan.expectedTopology.map((broker) => broker.id));
-  const removed = [...current].filter((id) => !expected.has(id)).sort((left, right) => left - right);
-  const added = [...expected].filter((id) => !current.has(id)).sort((left, right) => left - right);
+  const removed = plan.currentTopology
+    .map((broker) => broker.id)
+    .filter((id) => !expected.has(id))
+    .sort((left, right) => left - right);
+  const added = addedBrokers(plan);
   const result: string[] = [];
   if (removed.length > 0) {
     result.push(
-      `Keep brokers ${removed.join(", ")} running until the change completes: their partitions move away first. ` +
-        "Stopping one earlier stalls the change, and a partition left with a single replica can lose data. Then stop them and delete their data.",
+      `The platform keeps ${brokersNamed(removed)} running until the change completes, while partitions move away; ` +
+        "then it stops them and deletes their data. Stopping a leaving broker earlier stalls the change, and a " +
+        "partition left with a single replica can lose data.",
     );
   }
   if (added.length > 0) {
     result.push(
-      `Brokers ${added.join(", ")} must be running and reachable before the change starts; the cluster refuses it otherwise.`,
+      `The platform starts ${brokersNamed(added)} before the change starts. A broker the change has not added yet when it is cancelled is stopped again.`,
     );
   }
   if (shapeOf(plan.expectedTopology).replicationFactor === 1 && plan.expectedTopology.length > 0) {
@@ -288,7 +305,7 @@ function scalingView(context: PageContext, cluster: Cluster, status: HTMLElement
     if (patch === null) return;
     planButton.disabled = true;
     context.api
-      .planChange(management, patch, true)
+      .scaleCluster(cluster.uuid, patch, true)
       .then((planned) => replaceChildren(plan, planView(planned, patch)))
       .catch((error: unknown) => {
         if (!(error instanceof ApiError && error.status === 401)) {
@@ -306,18 +323,24 @@ function scalingView(context: PageContext, cluster: Cluster, status: HTMLElement
     if (planned.plannedChanges.length === 0) {
       return h("section", { class: "card" }, h("p", {}, "Nothing to change: the cluster already has that shape."));
     }
+    const added = addedBrokers(planned);
     const start = h("button", { type: "button", class: "danger" }, "Start the change");
     start.addEventListener("click", () => {
       void (async () => {
         const confirmed = await confirmAction({
           title: "Start the change",
-          message: `${planned.plannedChanges.length} operations will run one after the other. Operations already applied stay applied if the change is cancelled.`,
+          message: `${added.length === 0 ? "" : `The platform starts ${brokersNamed(added)} first. `}${planned.plannedChanges.length} operations will run one after the other. Operations already applied stay applied if the change is cancelled.`,
           confirmLabel: "Start",
         });
         if (!confirmed) return;
         clearStatus(status);
         try {
-          const started = await context.api.planChange(management, patch, false);
+          showStatus(
+            status,
+            added.length === 0 ? "Starting the change…" : `Starting ${brokersNamed(added)}, then the change…`,
+            "success",
+          );
+          const started = await context.api.scaleCluster(cluster.uuid, patch, false);
           replaceChildren(plan);
           startWatching(started.changeId);
           showStatus(status, `Change ${started.changeId} started.`, "success");

@@ -27,7 +27,12 @@ declare module "fastify" {
   }
   interface FastifyRequest {
     /** Set by a handler when its change's kind or id is known only once it ran (an invitation or a role change). */
-    activityOutcome?: { auditType?: AuditType; entityId?: string };
+    activityOutcome?: {
+      auditType?: AuditType;
+      entityId?: string;
+      /** The request changed nothing after all (a dry run): no entry is recorded. */
+      unchanged?: boolean;
+    };
   }
 }
 
@@ -54,6 +59,7 @@ export function installActivityRecording(server: FastifyInstance, activity: Acti
     const declaration = request.routeOptions.config.activity;
     if (declaration === undefined || reply.statusCode >= 300) return payload;
     const outcome = request.activityOutcome;
+    if (outcome?.unchanged === true) return payload;
     const entityId = outcome?.entityId ?? declaration.entityId?.(request);
     if (entityId === undefined) {
       throw new Error(`invariant violated: ${request.method} ${request.routeOptions.url} recorded no entity id`);

@@ -1,12 +1,14 @@
 import { Type } from "typebox";
 import { principalOf } from "../../../auth/authenticate.js";
 import { clusterScope } from "../../../auth/scopes.js";
+import { scaleResponseSchema } from "../../../client/cluster.js";
 import { ServiceError } from "../../../http/errors.js";
 import { problemSchema, standardErrorResponses } from "../../../http/schemas.js";
 import type { HttpServer } from "../../../http/server.js";
 import { clusterStatuses } from "../../provisioner/health-monitor.js";
 import { pathParameter } from "../activity/recording.js";
 import { clusterParameters } from "./parameters.js";
+import { type ClusterScalingService, MAX_BROKER_ID, MAX_BROKERS_PER_CLUSTER, MAX_PARTITIONS } from "./scaling.js";
 import { type ClusterService, stageLabels } from "./service.js";
 
 /** Longest cluster name, in characters. */
@@ -244,6 +246,91 @@ export function clusterRoutes(server: HttpServer, clusters: ClusterService): voi
     },
   );
   notApplicableRoutes(server);
+}
+
+const brokerId = Type.Integer({ minimum: 0, maximum: MAX_BROKER_ID });
+const brokerIds = (description: string) =>
+  Type.Array(brokerId, { minItems: 1, maxItems: MAX_BROKERS_PER_CLUSTER, uniqueItems: true, description });
+
+const scaleBody = Type.Object(
+  {
+    brokers: Type.Optional(
+      Type.Object(
+        {
+          count: Type.Optional(
+            Type.Integer({
+              minimum: 1,
+              maximum: MAX_BROKERS_PER_CLUSTER,
+              description: "The cluster's brokers become 0..count-1 (not together with add/remove).",
+            }),
+          ),
+          add: Type.Optional(brokerIds("Ids of brokers to add; the provisioner starts them first.")),
+          remove: Type.Optional(
+            brokerIds("Ids of brokers to remove; stopped and their data deleted once the change completes."),
+          ),
+        },
+        { additionalProperties: false, minProperties: 1 },
+      ),
+    ),
+    partitions: Type.Optional(
+      Type.Object(
+        {
+          count: Type.Integer({
+            minimum: 1,
+            maximum: MAX_PARTITIONS,
+            description:
+              "Partition count: never fewer than today; more only with partition scaling enabled (experimental).",
+          }),
+          replicationFactor: Type.Integer({ minimum: 1, maximum: MAX_BROKERS_PER_CLUSTER }),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
+
+const scaleQuery = Type.Object(
+  {
+    dryRun: Type.Optional(
+      Type.Boolean({ description: "Plan and simulate only: nothing is started or recorded.", default: false }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+/**
+ * `POST /clusters/{clusterId}/scale`: the cluster management API's change request (its PATCH body), with the new
+ * brokers' processes started by the platform first. A thin wrapper over `ClusterScalingService`.
+ */
+export function clusterScalingRoutes(server: HttpServer, scaling: ClusterScalingService): void {
+  server.post(
+    "/clusters/:clusterId/scale",
+    {
+      config: {
+        scopes: [clusterScope],
+        activity: { entity: "cluster-scaling", auditType: "u", entityId: pathParameter("clusterId") },
+      },
+      schema: {
+        tags: ["Clusters"],
+        summary: "Change a cluster's brokers, partitions or replication factor, starting the brokers it adds",
+        description:
+          "The body is the cluster management API's PATCH /actuator/cluster body. With dryRun=true the cluster's plan is answered and nothing is started or recorded. Otherwise the brokers the change adds are started and, once they answer, the change is sent to the cluster; the answer holds its changeId, which GET {management}/actuator/cluster follows (DELETE {management}/actuator/cluster/changes/{changeId} cancels it). Once the change has ended, brokers that are not members of the cluster any more (removed by it, or added by a change that was cancelled) are stopped and their data deleted. 409 while a change is pending; 400 with the cluster's reason when it refuses the change; 502 when its management API fails.",
+        params: clusterIdParameters,
+        querystring: scaleQuery,
+        body: scaleBody,
+        response: { 202: scaleResponseSchema, 409: problemSchema, 502: problemSchema, ...standardErrorResponses },
+      },
+    },
+    async (request, reply) => {
+      const dryRun = request.query.dryRun === true;
+      if (dryRun) request.activityOutcome = { unchanged: true };
+      const answer = await scaling.scale(principalOf(request).organizationId, request.params.clusterId, request.body, {
+        dryRun,
+      });
+      return reply.code(202).send(answer);
+    },
+  );
 }
 
 /**

@@ -127,8 +127,14 @@ export class ClusterService implements ClusterDirectory {
   allowlistReader: AllowlistReader = async () => [];
   /** Builds a cluster's access policy; the open policy until the resources keeping its parts are wired in. */
   accessPolicyBuilder: AccessPolicyBuilder = async (cluster) => openAccessPolicy(cluster.id, cluster.organizationId);
+  /**
+   * Called after each health poll of a cluster whose processes run (the scaling service cleans up after changes
+   * there), with the cluster and its organization.
+   */
+  readonly onHealthPolled: ((cluster: { id: string; organizationId: string }) => Promise<void>)[] = [];
+  /** Runs the clusters; undefined when the platform runs none. */
+  readonly provisioner: Provisioner | undefined;
   private readonly database: Kysely<PlatformDatabase>;
-  private readonly provisioner: Provisioner | undefined;
   private readonly now: () => Date;
   private readonly activity: ActivityService;
   /** Why each cluster is not Healthy, as the latest poll found (kept in memory: it describes what runs now). */
@@ -482,7 +488,10 @@ export class ClusterService implements ClusterDirectory {
   async pollHealth(): Promise<void> {
     const provisioner = this.provisioner;
     if (provisioner === undefined) return;
-    const rows = await this.database.selectFrom("clusters").select(["id", "status", "gateway_status"]).execute();
+    const rows = await this.database
+      .selectFrom("clusters")
+      .select(["id", "organization_id", "status", "gateway_status"])
+      .execute();
     await Promise.all(
       rows.map((row) =>
         this.pollCluster(provisioner, row).catch((error: unknown) =>
@@ -495,10 +504,17 @@ export class ClusterService implements ClusterDirectory {
   /** Polls one cluster and records its status when it changed. */
   private async pollCluster(
     provisioner: Provisioner,
-    row: { id: string; status: string; gateway_status: string },
+    row: { id: string; organization_id: string; status: string; gateway_status: string },
   ): Promise<void> {
     await provisioner.refresh(row.id);
     const state = provisioner.state(row.id);
+    if (state === "running" || state === "degraded") {
+      for (const hook of this.onHealthPolled) {
+        await hook({ id: row.id, organizationId: row.organization_id }).catch((error: unknown) =>
+          this.options.logger.error({ err: error, clusterId: row.id }, "a health poll hook failed"),
+        );
+      }
+    }
     const endpoints = await provisioner.endpoints(row.id);
     let probe: HealthProbe | undefined;
     if (endpoints !== undefined && state !== "stopped" && state !== "failed") {

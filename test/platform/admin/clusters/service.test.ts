@@ -45,6 +45,15 @@ class RecordingProvisioner implements Provisioner {
     this.states.delete(clusterId);
   }
   async refresh(): Promise<void> {}
+  async brokers(): Promise<[]> {
+    return [];
+  }
+  async addBrokers(clusterId: string, nodeIds: readonly number[]): Promise<void> {
+    this.calls.push(`add brokers ${clusterId} ${nodeIds.join(",")}`);
+  }
+  async removeBrokers(clusterId: string, nodeIds: readonly number[]): Promise<void> {
+    this.calls.push(`remove brokers ${clusterId} ${nodeIds.join(",")}`);
+  }
   async removeForgotten(): Promise<void> {}
   state(clusterId: string): ProvisionedState {
     return this.states.get(clusterId) ?? "stopped";

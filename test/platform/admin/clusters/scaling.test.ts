@@ -1,0 +1,278 @@
+/**
+ * `ClusterScalingService` against a scripted management API on 127.0.0.1 and a provisioner that records what it is
+ * asked: the refusals (409 while a change is pending, 400 with the cluster's reason, 502 when the management API
+ * fails), the retry while the cluster has not heard of a new broker yet, and the cleanup of brokers that are not
+ * members once a change ended, never while it runs.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { pino } from "pino";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { ClusterStatus } from "../../../../src/client/cluster.js";
+import { ServiceError } from "../../../../src/http/errors.js";
+import type { ClusterDirectory } from "../../../../src/platform/admin/cluster-directory.js";
+import {
+  brokerDelta,
+  ClusterScalingService,
+  type ScalingProvisioner,
+} from "../../../../src/platform/admin/clusters/scaling.js";
+import type { ProvisionedBroker, ProvisionedState } from "../../../../src/platform/provisioner/provisioner.js";
+
+const organizationId = "organization-1";
+const clusterId = "3f0c6b1e-4a53-4a4e-9d55-0d7c1a2b3c4d";
+
+/** A broker entry of the management API with no partitions. */
+function broker(id: number): ClusterStatus["brokers"][number] {
+  return { id, state: "ACTIVE", version: 1, lastUpdatedAt: "2026-11-25T04:00:00.000Z", partitions: [] };
+}
+
+/** The management API's answers, changed by each test; every request is recorded. */
+interface Script {
+  status: ClusterStatus;
+  /** Answers to PATCH /actuator/cluster, in order (the last one repeats). */
+  patches: { status: number; body: unknown }[];
+  /** Status of GET /actuator/cluster (200 unless set). */
+  statusCode?: number;
+}
+
+class RecordingProvisioner implements ScalingProvisioner {
+  readonly calls: string[] = [];
+  running: number[] = [0];
+  constructor(private readonly managementUrl: () => string) {}
+  state(): ProvisionedState {
+    return this.current;
+  }
+  async brokers(): Promise<ProvisionedBroker[]> {
+    return this.running.map((nodeId) => ({ nodeId, managementUrl: this.managementUrl() }));
+  }
+  async addBrokers(_clusterId: string, nodeIds: readonly number[]): Promise<void> {
+    this.calls.push(`add ${nodeIds.join(",")}`);
+    this.running = [...new Set([...this.running, ...nodeIds])].sort((left, right) => left - right);
+  }
+  current: ProvisionedState = "running";
+  /** When set, removals wait for it. */
+  removalHeld: Promise<void> | undefined;
+  async removeBrokers(_clusterId: string, nodeIds: readonly number[]): Promise<void> {
+    this.calls.push(`remove ${nodeIds.join(",")}`);
+    await this.removalHeld;
+    this.calls.push(`removed ${nodeIds.join(",")}`);
+    this.running = this.running.filter((nodeId) => !nodeIds.includes(nodeId));
+  }
+}
+
+describe("ClusterScalingService", () => {
+  let server: Server;
+  let url: string;
+  let script: Script;
+  let requests: string[];
+  let provisioner: RecordingProvisioner;
+  let service: ClusterScalingService;
+
+  const answer = (response: ServerResponse, status: number, body: unknown): void => {
+    const problem = status >= 400;
+    response.writeHead(status, { "content-type": problem ? "application/problem+json" : "application/json" });
+    response.end(JSON.stringify(body));
+  };
+  const handle = (request: IncomingMessage, response: ServerResponse): void => {
+    requests.push(`${request.method} ${request.url}`);
+    if (request.url === "/actuator/health/liveness") {
+      answer(response, 200, { status: "UP" });
+    } else if (request.method === "GET" && request.url === "/actuator/cluster") {
+      const code = script.statusCode ?? 200;
+      answer(response, code, code === 200 ? script.status : problemOf(code, "the coordinator failed"));
+    } else if (request.method === "PATCH") {
+      const next = script.patches.length > 1 ? script.patches.shift() : script.patches[0];
+      answer(response, next?.status ?? 500, next?.body ?? {});
+    } else {
+      answer(response, 404, problemOf(404, "unknown route"));
+    }
+  };
+
+  beforeEach(async () => {
+    requests = [];
+    script = { status: { version: 1, brokers: [broker(0)], routing: {} }, patches: [] };
+    server = createServer(handle);
+    await new Promise<void>((resolveListen) => server.listen(0, "127.0.0.1", resolveListen));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    provisioner = new RecordingProvisioner(() => url);
+    const clusters: ClusterDirectory = {
+      async find(organization, id) {
+        if (organization !== organizationId || id !== clusterId) return undefined;
+        return { id, links: { gateway: url, management: url, oauth: `${url}/oauth/token` } };
+      },
+    };
+    service = new ClusterScalingService({
+      clusters,
+      provisioner,
+      tokensFor: () => ({
+        async getToken() {
+          return {
+            accessToken: "token",
+            tokenType: "Bearer",
+            scope: "cluster",
+            audience: "gateway-api",
+            issuedAtMs: 0,
+            expiresAtMs: Number.MAX_SAFE_INTEGER,
+            refreshAtMs: Number.MAX_SAFE_INTEGER,
+            source: "network" as const,
+          };
+        },
+        async invalidate() {},
+      }),
+      logger: pino({ level: "silent" }),
+    });
+  });
+  afterEach(async () => {
+    await new Promise((resolveClose) => server.close(resolveClose));
+  });
+
+  const planned = (changeId: number) => ({
+    status: 202,
+    body: {
+      changeId,
+      currentTopology: [],
+      plannedChanges: [{ operation: "BROKER_ADD", brokerId: 1 }],
+      expectedTopology: [],
+    },
+  });
+  const refusal = (status: number, detail: string) => ({ status, body: problemOf(status, detail) });
+
+  it("computes the brokers a change adds and removes", () => {
+    expect(brokerDelta({ brokers: { count: 2 } }, [0, 1, 2])).toEqual({ added: [], removed: [2] });
+    expect(brokerDelta({ brokers: { add: [4, 3], remove: [0] } }, [0, 1])).toEqual({ added: [3, 4], removed: [0] });
+    expect(brokerDelta({ partitions: { count: 3, replicationFactor: 1 } }, [0])).toEqual({ added: [], removed: [] });
+  });
+
+  it("refuses a change while another is pending, without starting a broker", async () => {
+    script.status = {
+      ...script.status,
+      pendingChange: {
+        id: 4,
+        status: "IN_PROGRESS",
+        startedAt: "2026-11-25T04:00:00.000Z",
+        completed: [],
+        pending: [],
+      },
+    };
+    const refused = await service
+      .scale(organizationId, clusterId, { brokers: { count: 2 } }, { dryRun: false })
+      .catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(ServiceError);
+    expect((refused as ServiceError).status).toBe(409);
+    expect((refused as ServiceError).message).toContain("Another configuration change [4] is in progress");
+    expect(provisioner.calls).toEqual([]);
+  });
+
+  it("answers the cluster's refusal as a 400 with its reason and a failing management API as a 502", async () => {
+    script.patches = [refusal(400, "fewer brokers than the replication factor")];
+    const refused = await service
+      .scale(organizationId, clusterId, { brokers: { count: 2 } }, { dryRun: true })
+      .catch((error: unknown) => error as ServiceError);
+    expect(refused).toMatchObject({ status: 400 });
+    expect((refused as ServiceError).message).toContain("fewer brokers than the replication factor");
+    // The dry run before the brokers are started fails the same way: nothing is started.
+    await expect(
+      service.scale(organizationId, clusterId, { brokers: { count: 2 } }, { dryRun: false }),
+    ).rejects.toMatchObject({ status: 400 });
+    expect(provisioner.calls).toEqual([]);
+    script.statusCode = 500;
+    await expect(
+      service.scale(organizationId, clusterId, { brokers: { count: 2 } }, { dryRun: false }),
+    ).rejects.toMatchObject({ status: 502 });
+    script.statusCode = undefined;
+    provisioner.current = "stopped";
+    await expect(
+      service.scale(organizationId, clusterId, { brokers: { count: 2 } }, { dryRun: false }),
+    ).rejects.toMatchObject({ status: 409, message: expect.stringContaining("is stopped") });
+    await expect(
+      service.scale(
+        organizationId,
+        "7d1b6a3e-0000-4000-8000-000000000000",
+        { brokers: { count: 2 } },
+        { dryRun: true },
+      ),
+    ).rejects.toMatchObject({ status: 404 });
+  });
+
+  it("starts the added brokers, retries while the cluster has not heard of them, and answers the change", async () => {
+    script.patches = [
+      planned(2),
+      refusal(400, "broker 1 is to be added but is not running and reachable; start it first"),
+      refusal(400, "broker 1 is to be added but is not running and reachable; start it first"),
+      planned(2),
+    ];
+    const started = await service.scale(organizationId, clusterId, { brokers: { count: 2 } }, { dryRun: false });
+    expect(started.changeId).toBe(2);
+    expect(provisioner.calls).toEqual(["add 1"]);
+    expect(requests.filter((request) => request.startsWith("PATCH"))).toEqual([
+      "PATCH /actuator/cluster?dryRun=true",
+      "PATCH /actuator/cluster",
+      "PATCH /actuator/cluster",
+      "PATCH /actuator/cluster",
+    ]);
+    expect(requests).toContain("GET /actuator/health/liveness");
+  });
+
+  it("stops brokers that are not members once the change ended, and none while it runs", async () => {
+    script.patches = [planned(2)];
+    await service.scale(organizationId, clusterId, { brokers: { add: [1, 2] } }, { dryRun: false });
+    expect(provisioner.running).toEqual([0, 1, 2]);
+    // While the change runs, nothing is touched.
+    script.status = {
+      version: 2,
+      brokers: [broker(0), broker(1)],
+      pendingChange: {
+        id: 2,
+        status: "IN_PROGRESS",
+        startedAt: "2026-11-25T04:00:00.000Z",
+        completed: [],
+        pending: [],
+      },
+      routing: {},
+    };
+    await service.afterHealthPoll({ id: clusterId, organizationId });
+    expect(provisioner.calls).toEqual(["add 1,2"]);
+    // Cancelled after broker 1 was added: broker 2 never became a member and is stopped.
+    script.status = {
+      version: 3,
+      brokers: [broker(0), broker(1)],
+      lastChange: {
+        id: 2,
+        status: "CANCELLED",
+        startedAt: "2026-11-25T04:00:00.000Z",
+        completedAt: "2026-11-25T04:00:01.000Z",
+      },
+      routing: {},
+    };
+    await service.afterHealthPoll({ id: clusterId, organizationId });
+    expect(provisioner.calls).toEqual(["add 1,2", "remove 2", "removed 2"]);
+    expect(provisioner.running).toEqual([0, 1]);
+    // The cluster is not followed any more: a later poll does not ask the management API.
+    const asked = requests.length;
+    await service.afterHealthPoll({ id: clusterId, organizationId });
+    expect(requests.length).toBe(asked);
+  });
+
+  it("looks at every cluster once at its first poll, so a change that ended while the platform was down is cleaned up", async () => {
+    provisioner.running = [0, 3];
+    let release = (): void => undefined;
+    provisioner.removalHeld = new Promise<void>((resolveHeld) => {
+      release = resolveHeld;
+    });
+    const cleanup = service.afterHealthPoll({ id: clusterId, organizationId });
+    await expect.poll(() => provisioner.calls).toEqual(["remove 3"]);
+    // A scale-up that adds broker 3 again waits until its removal has ended.
+    script.patches = [planned(2)];
+    const scaling = service.scale(organizationId, clusterId, { brokers: { add: [3] } }, { dryRun: false });
+    await new Promise((resolveLater) => setTimeout(resolveLater, 50));
+    expect(provisioner.calls).toEqual(["remove 3"]);
+    release();
+    await cleanup;
+    await scaling;
+    expect(provisioner.calls).toEqual(["remove 3", "removed 3", "add 3"]);
+  });
+});
+
+function problemOf(status: number, detail: string): Record<string, unknown> {
+  return { type: "about:blank", title: "refused", status, detail, instance: "/actuator/cluster" };
+}
