@@ -110,6 +110,27 @@ export interface ClusterPatch {
   partitions?: { count: number; replicationFactor: number };
 }
 
+/** Brokers a change adds to and removes from the cluster as it is. */
+export interface BrokerDelta {
+  added: number[];
+  removed: number[];
+}
+
+/** The broker ids a PATCH body adds to and removes from a cluster whose members are `currentIds`, ascending. */
+export function brokerDelta(patch: ClusterPatch, currentIds: readonly number[]): BrokerDelta {
+  let target: number[];
+  if (patch.brokers?.count !== undefined) target = Array.from({ length: patch.brokers.count }, (_, id) => id);
+  else {
+    const remove = new Set(patch.brokers?.remove ?? []);
+    target = [...new Set([...currentIds, ...(patch.brokers?.add ?? [])])].filter((id) => !remove.has(id));
+  }
+  const ascending = (left: number, right: number): number => left - right;
+  return {
+    added: target.filter((id) => !currentIds.includes(id)).sort(ascending),
+    removed: currentIds.filter((id) => !target.includes(id)).sort(ascending),
+  };
+}
+
 /** Query options of change requests. */
 export interface ChangeOptions {
   /** Plan and simulate, record nothing. */

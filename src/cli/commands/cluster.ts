@@ -8,6 +8,7 @@ import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
 import {
+  brokerDelta,
   ClusterManagementClient,
   type ClusterPatch,
   type ClusterStatus,
@@ -145,22 +146,6 @@ export function scalePatch(options: ScaleOptions, status: ClusterStatus): Cluste
   return patch;
 }
 
-/** Broker ids the PATCH adds to and removes from the cluster as it is. */
-function brokerDelta(patch: ClusterPatch, status: ClusterStatus): { added: number[]; removed: number[] } {
-  const current = status.brokers.map((broker) => broker.id);
-  let target = current;
-  if (patch.brokers?.count !== undefined) target = Array.from({ length: patch.brokers.count }, (_, id) => id);
-  else {
-    const add = patch.brokers?.add ?? [];
-    const remove = new Set(patch.brokers?.remove ?? []);
-    target = [...new Set([...current, ...add])].filter((id) => !remove.has(id));
-  }
-  return {
-    added: target.filter((id) => !current.includes(id)).sort((left, right) => left - right),
-    removed: current.filter((id) => !target.includes(id)).sort((left, right) => left - right),
-  };
-}
-
 /** Whether the API refused the change because a broker to add is not reachable yet (it may still be starting). */
 function refusedAsNotReachable(error: unknown): boolean {
   return error instanceof ApiError && error.status === 400 && /not running and reachable/.test(error.detail);
@@ -229,7 +214,10 @@ async function scale(io: CliIo, options: ScaleOptions): Promise<void> {
     );
   }
   const patch = scalePatch(options, status);
-  const { added, removed } = brokerDelta(patch, status);
+  const { added, removed } = brokerDelta(
+    patch,
+    status.brokers.map((broker) => broker.id),
+  );
   const clusterDirectory = localClusterDirectory(io, options);
   const say = (text: string): void => {
     if (!json) io.stdout(text);

@@ -13,6 +13,7 @@
 import type { Logger } from "pino";
 import type { TokenSource } from "../../../client/api.js";
 import {
+  brokerDelta,
   ClusterManagementClient,
   type ClusterPatch,
   type ClusterStatus,
@@ -64,27 +65,6 @@ export interface ClusterScalingServiceOptions {
   logger: Logger;
   /** Transport of the calls to the management APIs (tests). */
   http?: HttpOptions;
-}
-
-/** Brokers a change adds to and removes from the cluster as it is. */
-export interface BrokerDelta {
-  added: number[];
-  removed: number[];
-}
-
-/** The broker ids the PATCH body adds to and removes from a cluster whose members are `currentIds`. */
-export function brokerDelta(patch: ClusterPatch, currentIds: readonly number[]): BrokerDelta {
-  let target: number[];
-  if (patch.brokers?.count !== undefined) target = Array.from({ length: patch.brokers.count }, (_, id) => id);
-  else {
-    const remove = new Set(patch.brokers?.remove ?? []);
-    target = [...new Set([...currentIds, ...(patch.brokers?.add ?? [])])].filter((id) => !remove.has(id));
-  }
-  const ascending = (left: number, right: number): number => left - right;
-  return {
-    added: target.filter((id) => !currentIds.includes(id)).sort(ascending),
-    removed: currentIds.filter((id) => !target.includes(id)).sort(ascending),
-  };
 }
 
 /** Scales clusters and cleans up after their changes; see the module comment. */

@@ -11,11 +11,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { ClusterStatus } from "../../../../src/client/cluster.js";
 import { ServiceError } from "../../../../src/http/errors.js";
 import type { ClusterDirectory } from "../../../../src/platform/admin/cluster-directory.js";
-import {
-  brokerDelta,
-  ClusterScalingService,
-  type ScalingProvisioner,
-} from "../../../../src/platform/admin/clusters/scaling.js";
+import { ClusterScalingService, type ScalingProvisioner } from "../../../../src/platform/admin/clusters/scaling.js";
 import type { ProvisionedBroker, ProvisionedState } from "../../../../src/platform/provisioner/provisioner.js";
 
 const organizationId = "organization-1";
@@ -136,12 +132,6 @@ describe("ClusterScalingService", () => {
     },
   });
   const refusal = (status: number, detail: string) => ({ status, body: problemOf(status, detail) });
-
-  it("computes the brokers a change adds and removes", () => {
-    expect(brokerDelta({ brokers: { count: 2 } }, [0, 1, 2])).toEqual({ added: [], removed: [2] });
-    expect(brokerDelta({ brokers: { add: [4, 3], remove: [0] } }, [0, 1])).toEqual({ added: [3, 4], removed: [0] });
-    expect(brokerDelta({ partitions: { count: 3, replicationFactor: 1 } }, [0])).toEqual({ added: [], removed: [] });
-  });
 
   it("refuses a change while another is pending, without starting a broker", async () => {
     script.status = {
