@@ -226,7 +226,8 @@ describe.runIf(browserAvailable())("console modeler pages", () => {
     const violations = collectPolicyViolations(page);
     await signIn(page, platform.url, platform.adminClient, `/console/modeler/files/${bpmnFileId}`);
     const milestones = page.getByRole("table", { name: "Milestones of Order handling" });
-    expect(await milestones.getByRole("link").allTextContents()).toEqual(["Parcel shipping", "First draft"]);
+    // The milestones arrive after the file: wait for them rather than read the table as it first renders.
+    await expect.poll(() => milestones.getByRole("link").allTextContents()).toEqual(["Parcel shipping", "First draft"]);
 
     // By default the diff runs from the older of the two newest milestones to the newest.
     await page.getByRole("button", { name: "Show differences" }).click();
@@ -249,9 +250,10 @@ describe.runIf(browserAvailable())("console modeler pages", () => {
     expect(await page.getByText("Choose two different milestones.").count()).toBe(1);
 
     await milestones.getByRole("link", { name: "First draft" }).click();
+    // The file's own diagram has the same name: the milestone's page is there once its heading is.
+    await expect.poll(() => page.getByRole("heading", { level: 1 }).textContent()).toBe("Milestone First draft");
     const diagram = page.getByRole("application", { name: "Diagram of Order handling" });
     await diagram.waitFor();
-    expect(await page.getByRole("heading", { level: 1 }).textContent()).toBe("Milestone First draft");
     expect(await diagram.locator('g.djs-element[data-element-id="ship"]').textContent()).toBe("Ship order");
     expect(violations).toEqual([]);
   });
