@@ -56,6 +56,7 @@ function roundRobinConfiguration(
     version: 1,
     members,
     lastChange: null,
+    earlierChanges: [],
     pendingChange: null,
     routing: {
       version: 1,

@@ -69,6 +69,13 @@ export function formatClusterStatus(status: ClusterStatus): string {
       ? "last change: none"
       : printable(`last change: ${last.id} ${last.status} (started ${last.startedAt}, ended ${last.completedAt})`),
   );
+  for (const earlier of status.earlierChanges ?? []) {
+    lines.push(
+      printable(
+        `  earlier: ${earlier.id} ${earlier.status} (started ${earlier.startedAt}, ended ${earlier.completedAt})`,
+      ),
+    );
+  }
   const pending = status.pendingChange;
   if (pending === undefined) {
     lines.push("no change in progress");

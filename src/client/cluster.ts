@@ -72,17 +72,23 @@ export const operationProgressSchema = Type.Object(
   { additionalProperties: true },
 );
 
+/** Schema of a change that ended, as the monitoring response shows it. */
+export const endedChangeSchema = Type.Object(
+  { id: Type.Integer(), status: Type.String(), startedAt: Type.String(), completedAt: Type.String() },
+  { additionalProperties: true },
+);
+
+/** A change that ended: how, and when it started and ended. */
+export type EndedChange = Static<typeof endedChangeSchema>;
+
 /** Schema of the monitoring response (`GET /actuator/cluster`). */
 export const clusterStatusSchema = Type.Object(
   {
     version: Type.Integer(),
     brokers: Type.Array(brokerEntrySchema),
-    lastChange: Type.Optional(
-      Type.Object(
-        { id: Type.Integer(), status: Type.String(), startedAt: Type.String(), completedAt: Type.String() },
-        { additionalProperties: true },
-      ),
-    ),
+    lastChange: Type.Optional(endedChangeSchema),
+    /** Changes that ended before `lastChange`, newest first (a short history). */
+    earlierChanges: Type.Optional(Type.Array(endedChangeSchema)),
     pendingChange: Type.Optional(
       Type.Object(
         {

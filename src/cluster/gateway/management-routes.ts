@@ -60,6 +60,11 @@ const monitoringResponseSchema = Type.Object(
     version: Type.Integer(),
     brokers: Type.Array(brokerEntrySchema),
     lastChange: Type.Optional(Type.Object({}, { additionalProperties: true })),
+    earlierChanges: Type.Optional(
+      Type.Array(Type.Object({}, { additionalProperties: true }), {
+        description: "The changes that ended before lastChange, newest first (at most 9).",
+      }),
+    ),
     pendingChange: Type.Optional(
       Type.Object({}, { additionalProperties: true, description: "Present while a change runs, with its progress." }),
     ),

@@ -28,6 +28,7 @@ import {
   type CompletedOperation,
   INITIAL_MEMBER_VERSION,
   isIsoTimestamp,
+  MAX_EARLIER_CHANGES,
   type MemberState,
   type OperationType,
   type PartitionConfiguration,
@@ -774,10 +775,13 @@ function finishedChange(
   status: "COMPLETED" | "CANCELLED",
   nowIso: string,
 ): ClusterConfiguration {
+  const { lastChange, earlierChanges } = configuration;
   return {
     ...configuration,
     version: configuration.version + 1,
     lastChange: { id: pendingChange.id, status, startedAt: pendingChange.startedAt, completedAt: nowIso },
+    earlierChanges:
+      lastChange === null ? earlierChanges : [lastChange, ...earlierChanges].slice(0, MAX_EARLIER_CHANGES),
     pendingChange: null,
   };
 }

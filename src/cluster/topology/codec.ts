@@ -1,7 +1,7 @@
 /**
  * The JSON form of the cluster configuration, used for gossip and for persisting it. The document has the shape of
  * the monitoring response of spec/cluster-management.md (`brokers` as an array sorted by id, each with its
- * partitions sorted by id; `lastChange` and `pendingChange` omitted when there is none), so the same document can
+ * partitions sorted by id; `lastChange`, `earlierChanges` and `pendingChange` omitted when there is none), so the same document can
  * answer `GET /actuator/cluster`. Encoding is canonical: equal configurations give equal text.
  */
 import { type Static, Type } from "typebox";
@@ -9,8 +9,10 @@ import { Compile } from "typebox/compile";
 import {
   type ClusterConfiguration,
   type ClusterOperation,
+  type CompletedChange,
   type CompletedOperation,
   isIsoTimestamp,
+  MAX_EARLIER_CHANGES,
   type MemberState,
   type PartitionReplica,
   type RoutingState,
@@ -75,17 +77,18 @@ const brokerSchema = Type.Object({
   partitions: Type.Array(partitionSchema),
 });
 
+const completedChangeSchema = Type.Object({
+  id: Type.Integer({ minimum: 1 }),
+  status: Type.Union([Type.Literal("COMPLETED"), Type.Literal("CANCELLED"), Type.Literal("FAILED")]),
+  startedAt: timestamp,
+  completedAt: timestamp,
+});
+
 const documentSchema = Type.Object({
   version: Type.Integer({ minimum: 1 }),
   brokers: Type.Array(brokerSchema),
-  lastChange: Type.Optional(
-    Type.Object({
-      id: Type.Integer({ minimum: 1 }),
-      status: Type.Union([Type.Literal("COMPLETED"), Type.Literal("CANCELLED"), Type.Literal("FAILED")]),
-      startedAt: timestamp,
-      completedAt: timestamp,
-    }),
-  ),
+  lastChange: Type.Optional(completedChangeSchema),
+  earlierChanges: Type.Optional(Type.Array(completedChangeSchema, { minItems: 1, maxItems: MAX_EARLIER_CHANGES })),
   pendingChange: Type.Optional(
     Type.Object({
       id: Type.Integer({ minimum: 1 }),
@@ -121,6 +124,10 @@ export class ConfigurationDecodeError extends Error {
     super(`malformed cluster configuration: ${problems.join("; ")}`);
     this.name = "ConfigurationDecodeError";
   }
+}
+
+function copyCompletedChange(change: CompletedChange): CompletedChange {
+  return { id: change.id, status: change.status, startedAt: change.startedAt, completedAt: change.completedAt };
 }
 
 function copyOperation(operation: ClusterOperation): ClusterOperation {
@@ -181,20 +188,12 @@ export function toConfigurationDocument(configuration: ClusterConfiguration): Co
       }),
     };
   });
-  const { lastChange, pendingChange } = configuration;
+  const { lastChange, earlierChanges, pendingChange } = configuration;
   return {
     version: configuration.version,
     brokers,
-    ...(lastChange === null
-      ? {}
-      : {
-          lastChange: {
-            id: lastChange.id,
-            status: lastChange.status,
-            startedAt: lastChange.startedAt,
-            completedAt: lastChange.completedAt,
-          },
-        }),
+    ...(lastChange === null ? {} : { lastChange: copyCompletedChange(lastChange) }),
+    ...(earlierChanges.length === 0 ? {} : { earlierChanges: earlierChanges.map(copyCompletedChange) }),
     ...(pendingChange === null
       ? {}
       : {
@@ -237,10 +236,23 @@ function semanticProblems(document: ConfigurationDocument): string[] {
       partitionIds.add(partition.id);
     }
   }
-  const { lastChange, pendingChange } = document;
+  const { lastChange, earlierChanges, pendingChange } = document;
   if (lastChange !== undefined) {
     checkTime("/lastChange/startedAt", lastChange.startedAt);
     checkTime("/lastChange/completedAt", lastChange.completedAt);
+  }
+  if (earlierChanges !== undefined) {
+    // The history is newest first and ends before the last change: each id is below the one before it.
+    let newerId = lastChange?.id;
+    if (newerId === undefined) problems.push("/earlierChanges is present without a lastChange");
+    for (const [index, change] of earlierChanges.entries()) {
+      checkTime(`/earlierChanges/${index}/startedAt`, change.startedAt);
+      checkTime(`/earlierChanges/${index}/completedAt`, change.completedAt);
+      if (newerId !== undefined && change.id >= newerId) {
+        problems.push(`/earlierChanges/${index}/id ${change.id} is not lower than the newer change's id ${newerId}`);
+      }
+      newerId = change.id;
+    }
   }
   if (pendingChange !== undefined) {
     checkTime("/pendingChange/startedAt", pendingChange.startedAt);
@@ -307,19 +319,12 @@ export function fromConfigurationDocument(value: unknown): ClusterConfiguration 
       partitions,
     });
   }
-  const { lastChange, pendingChange } = document;
+  const { lastChange, earlierChanges, pendingChange } = document;
   return {
     version: document.version,
     members,
-    lastChange:
-      lastChange === undefined
-        ? null
-        : {
-            id: lastChange.id,
-            status: lastChange.status,
-            startedAt: lastChange.startedAt,
-            completedAt: lastChange.completedAt,
-          },
+    lastChange: lastChange === undefined ? null : copyCompletedChange(lastChange),
+    earlierChanges: (earlierChanges ?? []).map(copyCompletedChange),
     pendingChange:
       pendingChange === undefined
         ? null

@@ -112,6 +112,11 @@ export interface ClusterConfiguration {
   /** Broker id → its entry. */
   readonly members: ReadonlyMap<number, MemberState>;
   readonly lastChange: CompletedChange | null;
+  /**
+   * The changes that ended before `lastChange`, newest first, at most `MAX_EARLIER_CHANGES`: with it, the cluster's
+   * recent history, which operators look at after the fact (what ran, when, how it ended).
+   */
+  readonly earlierChanges: readonly CompletedChange[];
   readonly pendingChange: PendingChange | null;
   readonly routing: RoutingState;
 }
@@ -133,6 +138,9 @@ export interface InitialConfigurationOptions {
 
 /** Version of a configuration that no change has touched yet. */
 export const INITIAL_CONFIGURATION_VERSION = 1;
+
+/** Most ended changes kept besides `lastChange`: the configuration travels by gossip, so its history stays short. */
+export const MAX_EARLIER_CHANGES = 9;
 
 /** Version of a member entry that has not changed since the first start. */
 export const INITIAL_MEMBER_VERSION = 0;
@@ -182,6 +190,7 @@ export function initialConfiguration(options: InitialConfigurationOptions): Clus
     version: INITIAL_CONFIGURATION_VERSION,
     members,
     lastChange: null,
+    earlierChanges: [],
     pendingChange: null,
     routing: {
       version: 1,

@@ -9,7 +9,7 @@
  * one member entry with the same member version but different contents, pending changes whose completed operations
  * are not one a prefix of the other, different routing at the same routing version.
  *
- * One conflict is resolved rather than kept: two different changes (different last changes, or pending changes
+ * One conflict is resolved rather than kept: two different changes (different last or earlier changes, or pending changes
  * with different plans) recorded at the same version by two brokers that both acted as coordinator. Every broker
  * then takes the whole configuration whose canonical encoding sorts first, so gossip converges on one change.
  */
@@ -88,6 +88,7 @@ function mergeRouting(local: RoutingState, remote: RoutingState, conflicts: stri
  */
 function differentChanges(local: ClusterConfiguration, remote: ClusterConfiguration): boolean {
   if (!sameValue(local.lastChange, remote.lastChange)) return true;
+  if (!sameValue(local.earlierChanges, remote.earlierChanges)) return true;
   const left = local.pendingChange;
   const right = remote.pendingChange;
   if (left === null || right === null) return left !== right;
@@ -135,6 +136,7 @@ export function mergeConfigurations(local: ClusterConfiguration, remote: Cluster
     version: local.version,
     members: new Map([...members.entries()].sort(([left], [right]) => left - right)),
     lastChange: local.lastChange,
+    earlierChanges: local.earlierChanges,
     pendingChange: mergePendingChange(local.pendingChange, remote.pendingChange, conflicts),
     routing: mergeRouting(local.routing, remote.routing, conflicts),
   };

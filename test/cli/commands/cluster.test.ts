@@ -79,6 +79,15 @@ describe("cluster display", () => {
     expect(
       formatProgressLine(status({ lastChange: { id: 3, status: "CANCELLED", startedAt: "t", completedAt: "t" } })),
     ).toBe("change 3 CANCELLED");
+    const withHistory = formatClusterStatus(
+      status({
+        lastChange: { id: 5, status: "COMPLETED", startedAt: "t1", completedAt: "t2" },
+        earlierChanges: [{ id: 3, status: "CANCELLED", startedAt: "t0", completedAt: "t0" }],
+      }),
+    );
+    expect(withHistory).toContain(
+      "last change: 5 COMPLETED (started t1, ended t2)\n  earlier: 3 CANCELLED (started t0, ended t0)",
+    );
   });
 
   it("formats bytes, durations, operations, and escapes control characters", () => {

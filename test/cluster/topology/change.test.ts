@@ -13,7 +13,11 @@ import {
   startChange,
 } from "../../../src/cluster/topology/change.js";
 import { encodeConfiguration } from "../../../src/cluster/topology/codec.js";
-import type { ClusterConfiguration, ClusterOperation } from "../../../src/cluster/topology/configuration.js";
+import {
+  type ClusterConfiguration,
+  type ClusterOperation,
+  MAX_EARLIER_CHANGES,
+} from "../../../src/cluster/topology/configuration.js";
 import { mergeConfigurations } from "../../../src/cluster/topology/merge.js";
 import { planForcedRemoval, planScale } from "../../../src/cluster/topology/planner.js";
 import { configurationOf, laterIso, layoutOfConfiguration, nowIso, roundRobinConfiguration } from "./fixtures.js";
@@ -67,6 +71,13 @@ function runChange(configuration: ClusterConfiguration, operations: readonly Clu
   return current;
 }
 
+/** Completes every operation of the pending change at `laterIso`. */
+function runChangeFrom(started: ClusterConfiguration): ClusterConfiguration {
+  let current = started;
+  while (current.pendingChange !== null) current = completeOperation(current, laterIso);
+  return current;
+}
+
 describe("change: versions and change ids", () => {
   const configuration = configurationOf({ 0: { 1: 1, 2: 1 } });
   const operations = [add(1), join(1, 2, 1), leave(0, 2)];
@@ -117,6 +128,24 @@ describe("change: versions and change ids", () => {
     expect(cancelled.members.get(1)?.state).toBe("ACTIVE");
     // The begun join stays recorded as JOINING: the broker may already have started the replica.
     expect(cancelled.members.get(1)?.partitions.get(2)?.state).toBe("JOINING");
+  });
+
+  it("keeps the changes that ended before the last one, newest first and bounded", () => {
+    let current = configuration;
+    const ended: number[] = [];
+    for (let round = 0; round < MAX_EARLIER_CHANGES + 3; round += 1) {
+      // Alternate a completed change with a cancelled one, so both kinds land in the history.
+      const started = startChange(current, [add(1)], nowIso);
+      current = round % 2 === 0 ? runChangeFrom(started) : cancelChange(started, laterIso);
+      // Broker 1 leaves again off the record, so that every round can add it.
+      current = { ...current, members: configuration.members };
+      ended.unshift(current.lastChange!.id);
+      expect(current.earlierChanges.map((change) => change.id)).toEqual(ended.slice(1, MAX_EARLIER_CHANGES + 1));
+    }
+    expect(current.earlierChanges).toHaveLength(MAX_EARLIER_CHANGES);
+    expect(new Set(current.earlierChanges.map((change) => change.status))).toEqual(new Set(["COMPLETED", "CANCELLED"]));
+    // Starting a change leaves the history alone; only its end adds to it.
+    expect(startChange(current, [add(1)], nowIso).earlierChanges).toBe(current.earlierChanges);
   });
 
   it("a new change always gets a higher id than the last one", () => {

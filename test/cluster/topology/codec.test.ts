@@ -23,7 +23,8 @@ function inChange(): ClusterConfiguration {
   return {
     ...base,
     version: 5,
-    lastChange: { id: 2, status: "CANCELLED", startedAt: nowIso, completedAt: nowIso },
+    lastChange: { id: 3, status: "CANCELLED", startedAt: nowIso, completedAt: nowIso },
+    earlierChanges: [{ id: 2, status: "COMPLETED", startedAt: nowIso, completedAt: nowIso }],
     pendingChange: {
       id: 5,
       status: "IN_PROGRESS",
@@ -79,8 +80,21 @@ describe("configuration codec", () => {
 
   it("writes the monitoring response's shape, sorted, without absent changes", () => {
     const configuration = inChange();
-    const document = toConfigurationDocument({ ...configuration, lastChange: null, pendingChange: null });
+    const document = toConfigurationDocument({
+      ...configuration,
+      lastChange: null,
+      earlierChanges: [],
+      pendingChange: null,
+    });
     expect(Object.keys(document)).toEqual(["version", "brokers", "routing"]);
+    expect(Object.keys(toConfigurationDocument(configuration))).toEqual([
+      "version",
+      "brokers",
+      "lastChange",
+      "earlierChanges",
+      "pendingChange",
+      "routing",
+    ]);
     expect(document.brokers.map((broker) => broker.id)).toEqual([0, 1, 2]);
     expect(document.brokers[0]).toEqual({
       id: 0,
@@ -138,9 +152,21 @@ describe("configuration codec", () => {
     expect(decodeProblems(variant((document) => (document.brokers[2].lastUpdatedAt = "yesterday")))).toEqual([
       '/brokers/2/lastUpdatedAt "yesterday" is not an ISO time',
     ]);
-    expect(decodeProblems(variant((document) => (document.pendingChange.id = 2)))).toEqual([
-      "/pendingChange/id 2 is not higher than the last change id 2",
+    expect(decodeProblems(variant((document) => (document.pendingChange.id = 3)))).toEqual([
+      "/pendingChange/id 3 is not higher than the last change id 3",
     ]);
+    expect(decodeProblems(variant((document) => (document.earlierChanges[0].id = 3)))).toEqual([
+      "/earlierChanges/0/id 3 is not lower than the newer change's id 3",
+    ]);
+    expect(decodeProblems(variant((document) => delete document.lastChange))).toEqual([
+      "/earlierChanges is present without a lastChange",
+    ]);
+    expect(decodeProblems(variant((document) => (document.earlierChanges = [])))[0]).toMatch(/\/earlierChanges/);
+    expect(
+      decodeProblems(
+        variant((document) => (document.earlierChanges = Array.from({ length: 10 }, () => document.earlierChanges[0]))),
+      )[0],
+    ).toMatch(/\/earlierChanges/);
     expect(
       decodeProblems(variant((document) => (document.pendingChange.pending[0].operation = "EXPLODE"))).join(),
     ).toMatch(/\/pendingChange\/pending\/0\/operation/);

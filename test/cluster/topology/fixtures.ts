@@ -38,6 +38,7 @@ export function configurationOf(layout: Layout): ClusterConfiguration {
     version: 1,
     members,
     lastChange: null,
+    earlierChanges: [],
     pendingChange: null,
     routing: {
       version: 1,

@@ -132,10 +132,17 @@ describe("gossip merge of two different changes recorded at the same version", (
       ...local,
       lastChange: { id: 1, status: "COMPLETED", startedAt: nowIso, completedAt: nowIso },
     };
+    const withHistory: ClusterConfiguration = {
+      ...completed,
+      lastChange: { id: 3, status: "COMPLETED", startedAt: nowIso, completedAt: nowIso },
+      earlierChanges: [{ id: 1, status: "COMPLETED", startedAt: nowIso, completedAt: nowIso }],
+    };
     for (const [left, right] of [
       [inChange(1), diverged],
       [inChange(1), { ...inChange(1), pendingChange: null }],
       [local, completed],
+      // Only the history differs: still two different pasts, resolved the same way.
+      [withHistory, { ...withHistory, earlierChanges: [{ ...withHistory.earlierChanges[0]!, status: "CANCELLED" }] }],
     ] as [ClusterConfiguration, ClusterConfiguration][]) {
       const leftWins = mergeConfigurations(left, right);
       const rightWins = mergeConfigurations(right, left);

@@ -266,6 +266,7 @@ describe.runIf(browserAvailable())("console scaling page", () => {
       ).json()) as {
         pendingChange?: unknown;
         lastChange?: { id: number; status: string };
+        earlierChanges?: { id: number; status: string }[];
         brokers: { id: number; partitions: { id: number }[] }[];
       };
       expect(after.pendingChange).toBeUndefined();
@@ -274,6 +275,15 @@ describe.runIf(browserAvailable())("console scaling page", () => {
       const brokerZero = after.brokers.find((broker) => broker.id === 0);
       expect(brokerZero?.partitions.map((partition) => partition.id)).toContain(3);
       expect(after.brokers.map((broker) => broker.id)).toContain(4);
+      // The history keeps the completed scale-up under the cancelled change, newest first.
+      expect(after.earlierChanges?.[0]).toMatchObject({ status: "COMPLETED" });
+      const history = page.getByRole("table", { name: "Recent changes" }).locator("tbody tr");
+      await expect
+        .poll(() => history.allTextContents())
+        .toEqual([
+          expect.stringMatching(new RegExp(`^${changeId}CANCELLED`)),
+          expect.stringMatching(new RegExp(`^${after.earlierChanges?.[0]?.id}COMPLETED`)),
+        ]);
       expect(violations).toEqual([]);
       await saveScreenshot(page, "console-scaling-cancelled");
     } finally {

@@ -17,6 +17,7 @@ import {
   repeatWhileShown,
   showStatus,
   statusRegion,
+  table,
 } from "../ui.js";
 import type { Page, PageContext } from "./page.js";
 
@@ -424,6 +425,7 @@ function changeView(
           {},
           `Last change: ${last.id}, ${last.status}, started ${formatInstant(last.startedAt)}, ended ${formatInstant(last.completedAt)}.`,
         );
+  const history = changeHistory(status);
   if (pending === undefined) {
     return h(
       "section",
@@ -434,6 +436,7 @@ function changeView(
         watchedChange !== null && last?.id === watchedChange ? `Change ${last.id} ${last.status}` : "Changes",
       ),
       lastLine,
+      history,
     );
   }
   const done = pending.completed.length;
@@ -499,5 +502,32 @@ function changeView(
     ),
     cancel,
     lastLine,
+    history,
   );
+}
+
+/** The changes that ended, newest first, as the cluster keeps them (the last one and up to nine before it). */
+function changeHistory(status: ClusterStatus): HTMLElement | null {
+  const ended = status.lastChange === undefined ? [] : [status.lastChange, ...(status.earlierChanges ?? [])];
+  if (ended.length === 0) return null;
+  return table(
+    "Recent changes",
+    ["Change", "Outcome", "Started", "Ended", "Took"],
+    ended.map((change) => {
+      const tookMs = Date.parse(change.completedAt) - Date.parse(change.startedAt);
+      return [
+        String(change.id),
+        h("span", { class: `badge status-${outcomeKind(change.status)}` }, change.status),
+        h("time", { datetime: change.startedAt }, formatInstant(change.startedAt)),
+        h("time", { datetime: change.completedAt }, formatInstant(change.completedAt)),
+        Number.isFinite(tookMs) && tookMs >= 0 ? formatDuration(Math.round(tookMs / 1000)) : "—",
+      ];
+    }),
+  );
+}
+
+/** The badge colour of a change's outcome. */
+function outcomeKind(status: string): "healthy" | "unhealthy" | "creating" {
+  if (status === "COMPLETED") return "healthy";
+  return status === "FAILED" ? "unhealthy" : "creating";
 }
