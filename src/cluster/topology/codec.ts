@@ -77,6 +77,9 @@ const brokerSchema = Type.Object({
   partitions: Type.Array(partitionSchema),
 });
 
+/** Longest history of earlier changes a document may carry. */
+const MAX_DECODED_EARLIER_CHANGES = 100;
+
 const completedChangeSchema = Type.Object({
   id: Type.Integer({ minimum: 1 }),
   status: Type.Union([Type.Literal("COMPLETED"), Type.Literal("CANCELLED"), Type.Literal("FAILED")]),
@@ -88,7 +91,9 @@ const documentSchema = Type.Object({
   version: Type.Integer({ minimum: 1 }),
   brokers: Type.Array(brokerSchema),
   lastChange: Type.Optional(completedChangeSchema),
-  earlierChanges: Type.Optional(Type.Array(completedChangeSchema, { minItems: 1, maxItems: MAX_EARLIER_CHANGES })),
+  // Another version may keep a longer history (or write an empty one): accepted up to a generous bound and cut to
+  // what this version keeps, so a mixed cluster never refuses a configuration over its history.
+  earlierChanges: Type.Optional(Type.Array(completedChangeSchema, { maxItems: MAX_DECODED_EARLIER_CHANGES })),
   pendingChange: Type.Optional(
     Type.Object({
       id: Type.Integer({ minimum: 1 }),
@@ -244,7 +249,9 @@ function semanticProblems(document: ConfigurationDocument): string[] {
   if (earlierChanges !== undefined) {
     // The history is newest first and ends before the last change: each id is below the one before it.
     let newerId = lastChange?.id;
-    if (newerId === undefined) problems.push("/earlierChanges is present without a lastChange");
+    if (newerId === undefined && earlierChanges.length > 0) {
+      problems.push("/earlierChanges is present without a lastChange");
+    }
     for (const [index, change] of earlierChanges.entries()) {
       checkTime(`/earlierChanges/${index}/startedAt`, change.startedAt);
       checkTime(`/earlierChanges/${index}/completedAt`, change.completedAt);
@@ -324,7 +331,7 @@ export function fromConfigurationDocument(value: unknown): ClusterConfiguration 
     version: document.version,
     members,
     lastChange: lastChange === undefined ? null : copyCompletedChange(lastChange),
-    earlierChanges: (earlierChanges ?? []).map(copyCompletedChange),
+    earlierChanges: (earlierChanges ?? []).slice(0, MAX_EARLIER_CHANGES).map(copyCompletedChange),
     pendingChange:
       pendingChange === undefined
         ? null

@@ -9,14 +9,20 @@
  * one member entry with the same member version but different contents, pending changes whose completed operations
  * are not one a prefix of the other, different routing at the same routing version.
  *
- * One conflict is resolved rather than kept: two different changes (different last or earlier changes, or pending changes
+ * One conflict is resolved rather than kept: two different changes (different last changes, or pending changes
  * with different plans) recorded at the same version by two brokers that both acted as coordinator. Every broker
  * then takes the whole configuration whose canonical encoding sorts first, so gossip converges on one change.
  */
 
 import { isDeepStrictEqual } from "node:util";
 import { encodeConfiguration } from "./codec.js";
-import type { ClusterConfiguration, MemberState, PendingChange, RoutingState } from "./configuration.js";
+import type {
+  ClusterConfiguration,
+  CompletedChange,
+  MemberState,
+  PendingChange,
+  RoutingState,
+} from "./configuration.js";
 
 /** The outcome of a merge. */
 export interface MergeResult {
@@ -82,13 +88,30 @@ function mergeRouting(local: RoutingState, remote: RoutingState, conflicts: stri
 }
 
 /**
+ * The history of changes before the same last change. It follows from the changes that ran, so the only legitimate
+ * difference is a broker whose version kept none (it decodes the field as absent) or a shorter one: the longer
+ * history, of which the other must be a prefix, is taken.
+ */
+function mergeEarlierChanges(
+  local: readonly CompletedChange[],
+  remote: readonly CompletedChange[],
+  conflicts: string[],
+): readonly CompletedChange[] {
+  const [shorter, longer] = local.length <= remote.length ? [local, remote] : [remote, local];
+  if (!sameValue(shorter, longer.slice(0, shorter.length))) {
+    conflicts.push("the histories of earlier changes differ before the same last change");
+    return local;
+  }
+  return longer.length === local.length ? local : longer;
+}
+
+/**
  * Whether two configurations of the same version describe different changes: different last changes, or pending
  * changes that are not the same plan. Only two brokers that both believed they coordinate, each recording its own
  * change at the same version, can produce that.
  */
 function differentChanges(local: ClusterConfiguration, remote: ClusterConfiguration): boolean {
   if (!sameValue(local.lastChange, remote.lastChange)) return true;
-  if (!sameValue(local.earlierChanges, remote.earlierChanges)) return true;
   const left = local.pendingChange;
   const right = remote.pendingChange;
   if (left === null || right === null) return left !== right;
@@ -136,7 +159,7 @@ export function mergeConfigurations(local: ClusterConfiguration, remote: Cluster
     version: local.version,
     members: new Map([...members.entries()].sort(([left], [right]) => left - right)),
     lastChange: local.lastChange,
-    earlierChanges: local.earlierChanges,
+    earlierChanges: mergeEarlierChanges(local.earlierChanges, remote.earlierChanges, conflicts),
     pendingChange: mergePendingChange(local.pendingChange, remote.pendingChange, conflicts),
     routing: mergeRouting(local.routing, remote.routing, conflicts),
   };

@@ -132,17 +132,10 @@ describe("gossip merge of two different changes recorded at the same version", (
       ...local,
       lastChange: { id: 1, status: "COMPLETED", startedAt: nowIso, completedAt: nowIso },
     };
-    const withHistory: ClusterConfiguration = {
-      ...completed,
-      lastChange: { id: 3, status: "COMPLETED", startedAt: nowIso, completedAt: nowIso },
-      earlierChanges: [{ id: 1, status: "COMPLETED", startedAt: nowIso, completedAt: nowIso }],
-    };
     for (const [left, right] of [
       [inChange(1), diverged],
       [inChange(1), { ...inChange(1), pendingChange: null }],
       [local, completed],
-      // Only the history differs: still two different pasts, resolved the same way.
-      [withHistory, { ...withHistory, earlierChanges: [{ ...withHistory.earlierChanges[0]!, status: "CANCELLED" }] }],
     ] as [ClusterConfiguration, ClusterConfiguration][]) {
       const leftWins = mergeConfigurations(left, right);
       const rightWins = mergeConfigurations(right, left);
@@ -152,6 +145,40 @@ describe("gossip merge of two different changes recorded at the same version", (
       expect([left, right]).toContain(leftWins.configuration);
       expect(leftWins.changed).toBe(leftWins.configuration !== left);
     }
+  });
+});
+
+describe("gossip merge of the history of earlier changes", () => {
+  const earlier = { id: 1, status: "COMPLETED", startedAt: nowIso, completedAt: nowIso } as const;
+  const withHistory = (configuration: ClusterConfiguration): ClusterConfiguration => ({
+    ...configuration,
+    version: 5,
+    lastChange: { id: 3, status: "CANCELLED", startedAt: nowIso, completedAt: nowIso },
+    earlierChanges: [earlier],
+    pendingChange: configuration.pendingChange === null ? null : { ...configuration.pendingChange, id: 5 },
+  });
+
+  it("takes the longer history from a broker that kept none, and still merges the running change's progress", () => {
+    // A broker of an older version keeps no history but applied more of the running change.
+    const local = withHistory(inChange(1));
+    const olderBroker: ClusterConfiguration = { ...withHistory(inChange(2)), earlierChanges: [] };
+    const merged = mergeConfigurations(local, olderBroker);
+    expect(merged.conflicts).toEqual([]);
+    expect(merged.changed).toBe(true);
+    expect(merged.configuration.pendingChange).toEqual(olderBroker.pendingChange);
+    expect(merged.configuration.earlierChanges).toEqual([earlier]);
+    const other = mergeConfigurations(olderBroker, local);
+    expect(other.conflicts).toEqual([]);
+    expect(other.configuration.earlierChanges).toEqual([earlier]);
+    expect(other.configuration.pendingChange).toEqual(olderBroker.pendingChange);
+  });
+
+  it("reports histories that contradict each other and keeps the local one", () => {
+    const local = withHistory(base());
+    const remote: ClusterConfiguration = { ...local, earlierChanges: [{ ...earlier, status: "CANCELLED" }] };
+    const merged = mergeConfigurations(local, remote);
+    expect(merged.conflicts).toEqual(["the histories of earlier changes differ before the same last change"]);
+    expect(merged.configuration).toBe(local);
   });
 });
 
