@@ -178,14 +178,12 @@ export function registerClusterBackupsCommands(clusters: Command, io: CliIo): vo
     backups.command("restores").description("List the cluster's latest restores, newest first, with their state."),
   ).action(async (options: ClusterBackupOptions) => {
     const restores = await createAdminClient(io, options).listRestores(options.cluster);
-    if (options.json === true)
-      io.stdout(`${printableJson(restores)}
-`);
-    else if (restores.length === 0) io.stdout("no restores\n");
-    else
-      io.stdout(
-        `${restores.map((restore) => `${printable(restore.created)}  ${formatRestore(restore)}`).join("\n")}\n`,
-      );
+    if (options.json === true) {
+      io.stdout(`${printableJson(restores)}\n`);
+      return;
+    }
+    const lines = restores.map((restore) => `${printable(restore.created)}  ${formatRestore(restore)}`);
+    io.stdout(lines.length === 0 ? "no restores\n" : `${lines.join("\n")}\n`);
   });
 
   common(

@@ -168,6 +168,11 @@ export interface LocalCluster {
   /** The brokers, by node id (pid kept current; brokers added to or removed from the brokers file come and go). */
   brokers: readonly LocalBroker[];
   /**
+   * Makes the running brokers match the brokers file now, rather than at the next check within a second: starts the
+   * brokers it lists that do not run, and stops those it no longer lists and deletes their data. Resolves once done.
+   */
+  matchBrokersFile(): Promise<void>;
+  /**
    * Starts a broker again (after it stopped or was killed), with the same environment as at first: at once, also
    * when an automatic restart is scheduled, and its backoff starts over. Throws while the broker is running.
    */
@@ -531,50 +536,50 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
    * it and deletes their data (their partitions moved away first: `flowplane cluster scale` removes a broker from the
    * file only after the change that removed it from the cluster completed).
    */
-  let reconciling = false;
-  const reconcile = async (): Promise<void> => {
-    if (reconciling) return;
-    reconciling = true;
+  // The pass under way, shared by whoever asks meanwhile (the timer, or a caller that waits for the file to hold).
+  let reconciling: Promise<void> | null = null;
+  const reconcile = (): Promise<void> => {
+    reconciling ??= reconcileOnce().finally(() => {
+      reconciling = null;
+    });
+    return reconciling;
+  };
+  const reconcileOnce = async (): Promise<void> => {
+    // A closed cluster starts nothing again.
+    if (closed) return;
+    let listed: readonly LocalBrokerPorts[];
     try {
-      let listed: readonly LocalBrokerPorts[];
-      try {
-        listed = readLocalBrokers(clusterDirectory)?.brokers ?? [];
-      } catch (error) {
-        logger.warn(
-          { err: error },
-          "the local cluster's brokers file could not be read; keeping the brokers as they are",
-        );
-        return;
+      listed = readLocalBrokers(clusterDirectory)?.brokers ?? [];
+    } catch (error) {
+      logger.warn(
+        { err: error },
+        "the local cluster's brokers file could not be read; keeping the brokers as they are",
+      );
+      return;
+    }
+    const listedIds = new Set(listed.map((entry) => entry.nodeId));
+    for (const entry of listed) {
+      if (brokers.some((broker) => broker.nodeId === entry.nodeId)) continue;
+      const { child, broker } = brokerChild(entry, contactPointsOf(listed));
+      children.push(child);
+      brokers.push(broker);
+      brokers.sort((left, right) => left.nodeId - right.nodeId);
+      logger.info({ nodeId: entry.nodeId }, `broker ${entry.nodeId} was added to the local cluster; starting it`);
+      launch(child);
+    }
+    for (const broker of [...brokers]) {
+      if (listedIds.has(broker.nodeId)) continue;
+      const child = children.find((candidate) => candidate.nodeId === broker.nodeId);
+      logger.info({ nodeId: broker.nodeId }, `broker ${broker.nodeId} was removed from the local cluster; stopping it`);
+      if (child !== undefined) {
+        child.stopping = true;
+        cancelRestart(child);
+        if (child.process !== undefined) await stopChild(child.process, stopTimeoutMs);
+        children.splice(children.indexOf(child), 1);
       }
-      const listedIds = new Set(listed.map((entry) => entry.nodeId));
-      for (const entry of listed) {
-        if (brokers.some((broker) => broker.nodeId === entry.nodeId)) continue;
-        const { child, broker } = brokerChild(entry, contactPointsOf(listed));
-        children.push(child);
-        brokers.push(broker);
-        brokers.sort((left, right) => left.nodeId - right.nodeId);
-        logger.info({ nodeId: entry.nodeId }, `broker ${entry.nodeId} was added to the local cluster; starting it`);
-        launch(child);
-      }
-      for (const broker of [...brokers]) {
-        if (listedIds.has(broker.nodeId)) continue;
-        const child = children.find((candidate) => candidate.nodeId === broker.nodeId);
-        logger.info(
-          { nodeId: broker.nodeId },
-          `broker ${broker.nodeId} was removed from the local cluster; stopping it`,
-        );
-        if (child !== undefined) {
-          child.stopping = true;
-          cancelRestart(child);
-          if (child.process !== undefined) await stopChild(child.process, stopTimeoutMs);
-          children.splice(children.indexOf(child), 1);
-        }
-        brokers.splice(brokers.indexOf(broker), 1);
-        rmSync(broker.dataDirectory, { recursive: true, force: true });
-        logger.info({ nodeId: broker.nodeId, dataDirectory: broker.dataDirectory }, "removed broker's data deleted");
-      }
-    } finally {
-      reconciling = false;
+      brokers.splice(brokers.indexOf(broker), 1);
+      rmSync(broker.dataDirectory, { recursive: true, force: true });
+      logger.info({ nodeId: broker.nodeId, dataDirectory: broker.dataDirectory }, "removed broker's data deleted");
     }
   };
 
@@ -631,6 +636,11 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
       return isRunning(gateway) ? gateway.process?.pid : undefined;
     },
     brokers,
+    async matchBrokersFile() {
+      // A pass that began before the caller's write may have read the file before it: one more pass reads it after.
+      await reconciling?.catch(() => undefined);
+      await reconcile();
+    },
     async restartBroker(nodeId) {
       const child = children.find((candidate) => candidate.nodeId === nodeId);
       if (child === undefined) throw new Error(`the local cluster has no broker ${nodeId}`);

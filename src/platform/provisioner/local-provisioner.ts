@@ -483,29 +483,34 @@ export class LocalProvisioner implements Provisioner {
     }));
   }
 
-  /** Lists the brokers in the cluster's brokers file: the running cluster starts them within a second. */
+  /** Lists the brokers in the cluster's brokers file and has the running cluster start them. */
   async addBrokers(clusterId: string, nodeIds: readonly number[]): Promise<void> {
-    const directory = await this.runningClusterDirectory(clusterId);
+    const { directory, cluster } = await this.runningCluster(clusterId);
     await addLocalBrokers(directory, this.host, nodeIds);
+    await cluster.matchBrokersFile();
   }
 
-  /** Takes the brokers off the cluster's brokers file: the running cluster stops them and deletes their data. */
+  /**
+   * Takes the brokers off the cluster's brokers file and resolves once the running cluster has stopped them and
+   * deleted their data, so that the same ids can be added again right after without meeting the old processes.
+   */
   async removeBrokers(clusterId: string, nodeIds: readonly number[]): Promise<void> {
-    const directory = await this.runningClusterDirectory(clusterId);
+    const { directory, cluster } = await this.runningCluster(clusterId);
     removeLocalBrokers(directory, nodeIds);
+    await cluster.matchBrokersFile();
   }
 
   /**
    * The directory of a cluster whose processes run: its brokers file is only followed while it runs (a stopped
    * cluster would start a removed broker's leftover data, or never delete it).
    */
-  private async runningClusterDirectory(clusterId: string): Promise<string> {
-    const state = this.running.get(clusterId)?.state;
+  private async runningCluster(clusterId: string): Promise<{ directory: string; cluster: LocalCluster }> {
+    const entry = this.running.get(clusterId);
     const placement = await this.recordedPlacement(clusterId);
-    if (placement === undefined || state !== "running") {
+    if (placement === undefined || entry?.state !== "running" || entry.cluster === undefined) {
       throw new Error(`cluster ${clusterId} does not run; its brokers can be changed only while it runs`);
     }
-    return placement.directory;
+    return { directory: placement.directory, cluster: entry.cluster };
   }
 
   async removeForgotten(knownClusterIds: ReadonlySet<string>): Promise<void> {

@@ -96,14 +96,15 @@ export interface Provisioner {
   brokers(clusterId: string): Promise<ProvisionedBroker[]>;
   /**
    * Starts brokers `nodeIds` of the running cluster beside its others, each with empty data (ids it runs already
-   * are left alone), for a scaling change that adds them. Resolves once they are being started, not once they are
+   * are left alone), for a scaling change that adds them. Resolves once they were started, not once they are
    * ready; throws when the cluster does not run.
    */
   addBrokers(clusterId: string, nodeIds: readonly number[]): Promise<void>;
   /**
    * Stops brokers `nodeIds` of the running cluster and deletes their data: brokers that left the cluster's
    * configuration (a completed scale-down) or never joined it (a cancelled or refused scale-up). Ids it does not
-   * run are ignored. Resolves once they are being stopped; throws when the cluster does not run.
+   * run are ignored. Resolves once they have stopped and their data is gone, so the same ids can be added again
+   * right after; throws when the cluster does not run.
    */
   removeBrokers(clusterId: string, nodeIds: readonly number[]): Promise<void>;
   /** Whether the cluster's processes run. */

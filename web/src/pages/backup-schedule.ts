@@ -71,6 +71,11 @@ export function backupScheduleCard(tab: ClusterTabContext): HTMLElement {
   );
   cron.setAttribute("aria-describedby", `${cron.getAttribute("aria-describedby") ?? ""} ${cronError.id}`.trim());
   keep.setAttribute("aria-describedby", keepError.id);
+  for (const control of [cron, keep]) {
+    control.addEventListener("input", () => {
+      edited = true;
+    });
+  }
   cron.addEventListener("input", () => {
     if (cronError.textContent !== "") showProblem(cron, cronError, cronProblem(cron.value));
   });
@@ -78,14 +83,18 @@ export function backupScheduleCard(tab: ClusterTabContext): HTMLElement {
     if (keepError.textContent !== "") showProblem(keep, keepError, keepProblem(keep.value));
   });
 
+  // Set once the user types: the schedule read as the page opens must not overwrite what they started to enter.
+  let edited = false;
   const show = (schedule: BackupSchedule | null): void => {
     remove.hidden = schedule === null;
     if (schedule === null) {
       replaceChildren(summary, h("p", {}, "No schedule: backups are taken only when someone asks for one."));
       return;
     }
-    cron.value = schedule.cron;
-    keep.value = String(schedule.keep);
+    if (!edited) {
+      cron.value = schedule.cron;
+      keep.value = String(schedule.keep);
+    }
     replaceChildren(
       summary,
       h(
@@ -138,6 +147,7 @@ export function backupScheduleCard(tab: ClusterTabContext): HTMLElement {
     tab.context.api
       .setBackupSchedule(tab.clusterId, cron.value.trim(), Number(keep.value))
       .then((schedule) => {
+        edited = false;
         show(schedule);
         showStatus(tab.status, "The backup schedule was saved.", "success");
       })

@@ -46,6 +46,12 @@ const RETRY_INTERVAL_MS = 250;
 /** How long a call to a cluster's management API may take before the platform gives up on it (502). */
 const MANAGEMENT_TIMEOUT_MS = 30_000;
 
+/**
+ * How long the cleanup at a health poll waits for the cluster's configuration: the poll waits for it, so one cluster
+ * that does not answer must not hold up every cluster's status for long.
+ */
+const CLEANUP_READ_TIMEOUT_MS = 5_000;
+
 /** Largest answer read from a cluster's management API: plans of the largest allowed shape stay far below it. */
 const MAX_MANAGEMENT_RESPONSE_BYTES = 8 * 1024 * 1024;
 
@@ -67,6 +73,17 @@ export interface ClusterScalingServiceOptions {
   http?: HttpOptions;
 }
 
+/** 400 naming `body/brokers` when the change would give the cluster more than `MAX_BROKERS_PER_CLUSTER` brokers. */
+function refuseTooManyBrokers(patch: ClusterPatch, status: ClusterStatus): void {
+  const currentIds = status.brokers.map((broker) => broker.id);
+  const { added, removed } = brokerDelta(patch, currentIds);
+  const targetCount = currentIds.length + added.length - removed.length;
+  if (targetCount > MAX_BROKERS_PER_CLUSTER) {
+    const message = `would give the cluster ${targetCount} brokers; a cluster has at most ${MAX_BROKERS_PER_CLUSTER}`;
+    throw invalidRequest(`body/brokers ${message}`, { errors: [{ location: "body/brokers", message }] });
+  }
+}
+
 /** Scales clusters and cleans up after their changes; see the module comment. */
 export class ClusterScalingService {
   /** Clusters whose brokers are compared with their configuration at the next health poll, by id. */
@@ -75,6 +92,11 @@ export class ClusterScalingService {
   private readonly scaling = new Set<string>();
   /** Removals of brokers under way, by cluster: a scale request of the cluster waits for its end. */
   private readonly cleanups = new Map<string, Promise<void>>();
+  /**
+   * Per cluster, what the last poll found to remove (configuration version and broker ids): a removal needs two polls
+   * in a row to agree.
+   */
+  private readonly removalCandidates = new Map<string, string>();
   /** Clusters polled at least once in this process. */
   private readonly polled = new Set<string>();
 
@@ -99,7 +121,11 @@ export class ClusterScalingService {
     }
     const cluster = await requireCluster(this.options.clusters, organizationId, clusterId);
     const client = this.managementClient(organizationId, cluster);
-    if (options.dryRun) return await this.callCluster(() => client.patch(patch, { dryRun: true }));
+    if (options.dryRun) {
+      // Bounded as the real change is, so a preview never shows a plan the real request refuses.
+      refuseTooManyBrokers(patch, await this.callCluster(() => client.status()));
+      return await this.callCluster(() => client.patch(patch, { dryRun: true }));
+    }
     const provisioner = this.options.provisioner;
     if (provisioner === undefined) {
       throw conflict(
@@ -125,13 +151,11 @@ export class ClusterScalingService {
           `Another configuration change [${status.pendingChange.id}] is in progress; wait until it ends or cancel it.`,
         );
       }
-      const currentIds = status.brokers.map((broker) => broker.id);
-      const { added, removed } = brokerDelta(patch, currentIds);
-      const targetCount = currentIds.length + added.length - removed.length;
-      if (targetCount > MAX_BROKERS_PER_CLUSTER) {
-        const message = `would give the cluster ${targetCount} brokers; a cluster has at most ${MAX_BROKERS_PER_CLUSTER}`;
-        throw invalidRequest(`body/brokers ${message}`, { errors: [{ location: "body/brokers", message }] });
-      }
+      refuseTooManyBrokers(patch, status);
+      const { added } = brokerDelta(
+        patch,
+        status.brokers.map((broker) => broker.id),
+      );
       const logger = this.options.logger.child({ clusterId });
       // From here on the cluster is followed: brokers started for a change the cluster then refuses are stopped again.
       this.followed.set(clusterId, { organizationId });
@@ -139,7 +163,15 @@ export class ClusterScalingService {
         // The cluster checks the change before any process is started for it: a change it refuses starts nothing.
         await this.callCluster(() => client.patch(patch, { dryRun: true }));
         logger.info({ added }, "starting the brokers a scale-up adds");
-        await provisioner.addBrokers(clusterId, added);
+        try {
+          await provisioner.addBrokers(clusterId, added);
+        } catch (error) {
+          // The cluster stopped meanwhile, or no ports were free: the provisioner's reason, not the cluster's.
+          const reason = error instanceof Error ? error.message : String(error);
+          throw conflict(
+            `The brokers ${added.join(", ")} could not be started: ${reason.slice(0, MAX_DETAIL_LENGTH)}; nothing was changed.`,
+          );
+        }
         await this.waitForBrokers(provisioner, clusterId, added);
       }
       const started = await this.sendChange(client, patch, added.length > 0);
@@ -207,6 +239,7 @@ export class ClusterScalingService {
   /** Forgets a deleted cluster. */
   forget(clusterId: string): void {
     this.followed.delete(clusterId);
+    this.removalCandidates.delete(clusterId);
     this.polled.add(clusterId);
   }
 
@@ -214,7 +247,9 @@ export class ClusterScalingService {
    * Called at every health poll of a running cluster: once a followed cluster has no change pending, stops the
    * brokers the provisioner runs for it that are not members of its configuration, and stops following it. Every
    * cluster is followed from its first poll in this process, so a change that ended while the platform was down is
-   * cleaned up as well.
+   * cleaned up as well. Brokers are stopped (and their data deleted) only when two polls in a row found the same
+   * configuration version and the same brokers outside it: one answer from a coordinator that lags, or a broker just
+   * listed by someone about to send a change, never deletes anything.
    */
   async afterHealthPoll(cluster: { id: string; organizationId: string }): Promise<void> {
     const clusterId = cluster.id;
@@ -225,49 +260,70 @@ export class ClusterScalingService {
     const followed = this.followed.get(clusterId);
     const provisioner = this.options.provisioner;
     if (followed === undefined || provisioner === undefined || this.scaling.has(clusterId)) return;
+    if (this.cleanups.has(clusterId)) return;
     const summary = await this.options.clusters.find(followed.organizationId, clusterId);
     if (summary === undefined) {
       this.followed.delete(clusterId);
+      this.removalCandidates.delete(clusterId);
       return;
     }
     let status: ClusterStatus;
     try {
-      status = await this.managementClient(followed.organizationId, summary).status();
+      status = await this.managementClient(followed.organizationId, summary, CLEANUP_READ_TIMEOUT_MS).status();
     } catch {
       // The cluster does not answer now (it may still be starting): asked again at the next poll.
       return;
     }
-    if (status.pendingChange !== undefined || this.scaling.has(clusterId)) return;
+    if (status.pendingChange !== undefined || this.scaling.has(clusterId)) {
+      this.removalCandidates.delete(clusterId);
+      return;
+    }
     const members = new Set(status.brokers.map((broker) => broker.id));
     const extra = (await provisioner.brokers(clusterId))
       .map((broker) => broker.nodeId)
       .filter((nodeId) => !members.has(nodeId));
     // A scale request that began meanwhile may have started brokers that are not members yet: they are left alone.
     if (this.scaling.has(clusterId)) return;
-    this.followed.delete(clusterId);
     // A configuration without brokers is no configuration the cluster answers when it runs: nothing is touched then.
-    if (extra.length === 0 || members.size === 0) return;
+    if (extra.length === 0 || members.size === 0) {
+      this.followed.delete(clusterId);
+      this.removalCandidates.delete(clusterId);
+      return;
+    }
+    const observation = `${status.version}:${extra.join(",")}`;
+    if (this.removalCandidates.get(clusterId) !== observation) {
+      // Seen once: acted upon only if the next poll sees the same.
+      this.removalCandidates.set(clusterId, observation);
+      return;
+    }
+    this.removalCandidates.delete(clusterId);
+    this.followed.delete(clusterId);
     this.options.logger.info(
       { clusterId, brokers: extra },
       "stopping brokers that are not members of the cluster's configuration and deleting their data",
     );
     const removal = provisioner.removeBrokers(clusterId, extra);
-    this.cleanups.set(
-      clusterId,
-      removal.catch(() => undefined),
+    const settled = removal.then(
+      () => undefined,
+      () => undefined,
     );
+    this.cleanups.set(clusterId, settled);
     try {
       await removal;
     } catch (error) {
-      // Tried again at the next poll.
+      // Tried again at the next polls.
       this.followed.set(clusterId, followed);
       throw error;
     } finally {
-      this.cleanups.delete(clusterId);
+      if (this.cleanups.get(clusterId) === settled) this.cleanups.delete(clusterId);
     }
   }
 
-  private managementClient(organizationId: string, cluster: ClusterSummary): ClusterManagementClient {
+  private managementClient(
+    organizationId: string,
+    cluster: ClusterSummary,
+    timeoutMs = MANAGEMENT_TIMEOUT_MS,
+  ): ClusterManagementClient {
     if (cluster.links.management === "") {
       throw conflict(`Cluster ${cluster.id} has not been placed yet; wait until it is Healthy.`);
     }
@@ -275,7 +331,7 @@ export class ClusterScalingService {
       baseUrl: cluster.links.management,
       tokenProvider: this.options.tokensFor(organizationId, cluster.id),
       http: {
-        timeoutMs: MANAGEMENT_TIMEOUT_MS,
+        timeoutMs,
         maxResponseBytes: MAX_MANAGEMENT_RESPONSE_BYTES,
         retry: { maxRetries: 0 },
         ...this.options.http,

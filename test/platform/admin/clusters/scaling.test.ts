@@ -31,6 +31,9 @@ interface Script {
   statusCode?: number;
 }
 
+/** Provisioner calls and management API requests in the order they happened. */
+const events: string[] = [];
+
 class RecordingProvisioner implements ScalingProvisioner {
   readonly calls: string[] = [];
   running: number[] = [0];
@@ -41,8 +44,12 @@ class RecordingProvisioner implements ScalingProvisioner {
   async brokers(): Promise<ProvisionedBroker[]> {
     return this.running.map((nodeId) => ({ nodeId, managementUrl: this.managementUrl() }));
   }
+  /** When set, starting brokers fails with it. */
+  addFailure: Error | undefined;
   async addBrokers(_clusterId: string, nodeIds: readonly number[]): Promise<void> {
+    if (this.addFailure !== undefined) throw this.addFailure;
     this.calls.push(`add ${nodeIds.join(",")}`);
+    events.push(`add ${nodeIds.join(",")}`);
     this.running = [...new Set([...this.running, ...nodeIds])].sort((left, right) => left - right);
   }
   current: ProvisionedState = "running";
@@ -50,8 +57,10 @@ class RecordingProvisioner implements ScalingProvisioner {
   removalHeld: Promise<void> | undefined;
   async removeBrokers(_clusterId: string, nodeIds: readonly number[]): Promise<void> {
     this.calls.push(`remove ${nodeIds.join(",")}`);
+    events.push(`remove ${nodeIds.join(",")}`);
     await this.removalHeld;
     this.calls.push(`removed ${nodeIds.join(",")}`);
+    events.push(`removed ${nodeIds.join(",")}`);
     this.running = this.running.filter((nodeId) => !nodeIds.includes(nodeId));
   }
 }
@@ -71,6 +80,7 @@ describe("ClusterScalingService", () => {
   };
   const handle = (request: IncomingMessage, response: ServerResponse): void => {
     requests.push(`${request.method} ${request.url}`);
+    events.push(`${request.method} ${request.url}`);
     if (request.url === "/actuator/health/liveness") {
       answer(response, 200, { status: "UP" });
     } else if (request.method === "GET" && request.url === "/actuator/cluster") {
@@ -86,6 +96,7 @@ describe("ClusterScalingService", () => {
 
   beforeEach(async () => {
     requests = [];
+    events.length = 0;
     script = { status: { version: 1, brokers: [broker(0)], routing: {} }, patches: [] };
     server = createServer(handle);
     await new Promise<void>((resolveListen) => server.listen(0, "127.0.0.1", resolveListen));
@@ -234,6 +245,9 @@ describe("ClusterScalingService", () => {
       },
       routing: {},
     };
+    // One poll only notes what it would remove; the next one that sees the same configuration removes it.
+    await service.afterHealthPoll({ id: clusterId, organizationId });
+    expect(provisioner.calls).toEqual(["add 1,2"]);
     await service.afterHealthPoll({ id: clusterId, organizationId });
     expect(provisioner.calls).toEqual(["add 1,2", "remove 2", "removed 2"]);
     expect(provisioner.running).toEqual([0, 1]);
@@ -249,17 +263,50 @@ describe("ClusterScalingService", () => {
     provisioner.removalHeld = new Promise<void>((resolveHeld) => {
       release = resolveHeld;
     });
+    await service.afterHealthPoll({ id: clusterId, organizationId });
+    expect(provisioner.calls).toEqual([]);
     const cleanup = service.afterHealthPoll({ id: clusterId, organizationId });
     await expect.poll(() => provisioner.calls).toEqual(["remove 3"]);
-    // A scale-up that adds broker 3 again waits until its removal has ended.
+    // A scale-up that adds broker 3 again waits until its removal has ended: it does not even read the cluster.
     script.patches = [planned(2)];
     const scaling = service.scale(organizationId, clusterId, { brokers: { add: [3] } }, { dryRun: false });
-    await new Promise((resolveLater) => setTimeout(resolveLater, 50));
-    expect(provisioner.calls).toEqual(["remove 3"]);
+    const removalStarted = events.indexOf("remove 3");
+    // Time for a scale request that did not wait to reach the cluster; one that waits never does, however long.
+    await new Promise((resolveLater) => setTimeout(resolveLater, 200));
     release();
     await cleanup;
     await scaling;
     expect(provisioner.calls).toEqual(["remove 3", "removed 3", "add 3"]);
+    const afterRemovalStarted = events.slice(removalStarted);
+    expect(afterRemovalStarted[0]).toBe("remove 3");
+    expect(afterRemovalStarted[1]).toBe("removed 3");
+    expect(afterRemovalStarted).toContain("GET /actuator/cluster");
+  });
+
+  it("answers a provisioner that cannot start the brokers as a 409 with its reason, and bounds dry runs too", async () => {
+    script.patches = [planned(2)];
+    provisioner.addFailure = new Error("cluster x does not run; its brokers can be changed only while it runs");
+    await expect(
+      service.scale(organizationId, clusterId, { brokers: { add: [1] } }, { dryRun: false }),
+    ).rejects.toMatchObject({
+      status: 409,
+      message: expect.stringContaining("could not be started: cluster x does not run"),
+    });
+    const tooMany = { brokers: { add: Array.from({ length: 32 }, (_, index) => index + 1) } };
+    await expect(service.scale(organizationId, clusterId, tooMany, { dryRun: true })).rejects.toMatchObject({
+      status: 400,
+      message: expect.stringContaining("body/brokers would give the cluster 33 brokers"),
+    });
+    expect(requests.filter((request) => request.startsWith("PATCH"))).toEqual(["PATCH /actuator/cluster?dryRun=true"]);
+  });
+
+  it("removes nothing when the configuration moved on between two polls", async () => {
+    provisioner.running = [0, 3];
+    await service.afterHealthPoll({ id: clusterId, organizationId });
+    // Someone added broker 3 meanwhile: the next poll sees a newer configuration with broker 3 a member.
+    script.status = { version: 3, brokers: [broker(0), broker(3)], routing: {} };
+    await service.afterHealthPoll({ id: clusterId, organizationId });
+    expect(provisioner.calls).toEqual([]);
   });
 });
 
