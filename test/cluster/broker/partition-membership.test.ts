@@ -134,6 +134,8 @@ describe("PartitionReplica membership changes", () => {
     );
     expect(joining.membership().receivedBytes).toBeGreaterThan(0);
     expect(joining.installedSnapshotCount).toBeGreaterThanOrEqual(1);
+    // Its engine was decoded from the chunks as they arrived: the install did not read the snapshot back.
+    expect(joining.snapshotsRestoredWhileReceivingCount).toBe(joining.installedSnapshotCount);
     // Without broker 0, brokers 1 and 2 are 2 of 4 voters: a leader among 1, 2 and 3 needs the new voter's vote.
     isolated.add(0);
     const remaining = await waitForLeaderAmong([1, 2, 3]);

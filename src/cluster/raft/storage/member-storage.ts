@@ -554,6 +554,33 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     return { metadata: stored.metadata, data: this.readSnapshotData(stored) };
   }
 
+  /**
+   * Reads the stored snapshot one stored chunk at a time and hands each chunk's data to `consume`, in order, so a
+   * state machine is restored without the snapshot ever being held whole. Each chunk is verified against its own
+   * checksum before it is handed over, and the whole snapshot's size and CRC-32C once the last one was: when this
+   * throws (`StorageCorruptionError`), whatever `consume` built from the chunks must be thrown away. Returns the
+   * snapshot's metadata, or null when none is stored.
+   */
+  readSnapshot(consume: (data: Uint8Array) => void): SnapshotMetadata | null {
+    this.assertOpen();
+    const stored = this.durable.snapshot;
+    if (stored === null) {
+      return null;
+    }
+    let checksum = 0;
+    for (const data of this.verifiedChunks(stored.slot, stored.metadata.sizeBytes, "snapshot")) {
+      checksum = crc32c(data, checksum) >>> 0;
+      consume(data);
+    }
+    if (checksum !== stored.metadata.checksum) {
+      throw new StorageCorruptionError(
+        "snapshot",
+        `data checksum ${checksum} differs from ${stored.metadata.checksum}`,
+      );
+    }
+    return stored.metadata;
+  }
+
   /** Metadata of the stored snapshot, without reading its data. */
   snapshotMetadata(): SnapshotMetadata | null {
     this.assertOpen();
@@ -654,9 +681,16 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   }
 
   /**
-   * Durably writes a receipt of the Raft core (`Ready.snapshotReceipt`) in one transaction: starts the snapshot over
-   * when the receipt says so, then stores its chunks in order. The chunks must continue the received bytes exactly,
-   * as the core tracks them; anything else means the core and the storage disagree, and fails.
+   * Durably writes a receipt of the Raft core (`Ready.snapshotReceipt`): starts the snapshot over when the receipt
+   * says so, then stores its chunks in order. The chunks must continue the received bytes exactly, as the core tracks
+   * them; anything else means the core and the storage disagree, and fails.
+   *
+   * The chunks are written and synced by LMDB's writer thread first, under keys no durable record covers yet (beyond
+   * the received bytes, or in a fresh slot when the receipt starts over), while this thread goes on receiving; only
+   * then does a transaction record the progress that covers them. Committing megabytes of chunks on this thread
+   * stopped the broker, socket reads included, for every batch of a transfer. A crash in between leaves chunks beyond
+   * the recorded progress (removed by the next write there) or in a slot no record refers to (cleared after the next
+   * start); no byte is ever acknowledged before its chunk is durable.
    */
   async receiveSnapshotChunks(receipt: SnapshotReceipt): Promise<void> {
     this.assertOpen();
@@ -664,31 +698,83 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     if (!isSnapshotMetadata(metadata)) {
       throw new Error("invalid snapshot metadata");
     }
+    const current = (this.staged ?? this.durable).incoming;
+    if (!receipt.restart && (current === null || !sameSnapshot(current.metadata, metadata))) {
+      throw new Error(`invariant violated: chunks of snapshot ${metadata.index}, which is not being received`);
+    }
+    const first = receipt.chunks[0];
+    if (!receipt.restart && first !== undefined && first.offset !== current?.receivedBytes) {
+      // Checked before anything is written: the write below removes what lies at and after the first chunk's offset.
+      throw new Error(
+        `invariant violated: received chunk at ${first.offset} does not continue at ${current?.receivedBytes}`,
+      );
+    }
+    const slot = receipt.restart || current === null ? this.reserveSlot() : current.slot;
     const chunks = receipt.chunks.map((chunk) => ({
       offset: chunk.offset,
       data: chunk.data,
       encoded: this.encodeReceivedChunk(chunk.offset, chunk.data),
     }));
-    return this.submit(
-      () => {
-        const staged = this.stagedView();
-        if (receipt.restart) {
-          this.stageBeginReceive(staged, metadata, true);
-        } else if (staged.incoming === null || !sameSnapshot(staged.incoming.metadata, metadata)) {
-          throw new Error(`invariant violated: chunks of snapshot ${metadata.index}, which is not being received`);
+    await this.writeReceivedChunks(slot, chunks);
+    return this.submit(() => {
+      const staged = this.stagedView();
+      if (receipt.restart) {
+        this.stageBeginReceive(staged, metadata, true, slot);
+      } else if (
+        staged.incoming === null ||
+        !sameSnapshot(staged.incoming.metadata, metadata) ||
+        staged.incoming.slot !== slot
+      ) {
+        throw new Error(`invariant violated: chunks of snapshot ${metadata.index}, which is not being received`);
+      }
+      let incoming = staged.incoming as StoredIncomingSnapshot;
+      for (const chunk of chunks) {
+        if (chunk.offset !== incoming.receivedBytes) {
+          throw new Error(
+            `invariant violated: received chunk at ${chunk.offset} does not continue at ${incoming.receivedBytes}`,
+          );
         }
-        for (const chunk of chunks) {
-          const receivedBytes = staged.incoming?.receivedBytes;
-          if (chunk.offset !== receivedBytes) {
-            throw new Error(
-              `invariant violated: received chunk at ${chunk.offset} does not continue at ${receivedBytes}`,
-            );
-          }
-          this.stageReceivedChunk(staged, chunk.offset, chunk.data, chunk.encoded);
+        const receivedBytes = chunk.offset + chunk.data.byteLength;
+        if (receivedBytes > incoming.metadata.sizeBytes) {
+          throw new Error(`snapshot chunk ends at ${receivedBytes}, beyond the size ${incoming.metadata.sizeBytes}`);
         }
-      },
-      { writesChunks: true },
+        incoming = {
+          ...incoming,
+          receivedBytes,
+          receivedChecksum: crc32c(chunk.data, incoming.receivedChecksum) >>> 0,
+        };
+      }
+      this.environment.state.put(this.scope, INCOMING_SNAPSHOT_KEY, encodeRecord(incoming));
+      staged.incoming = incoming;
+    });
+  }
+
+  /**
+   * Writes received chunks under `slot` on LMDB's writer thread and resolves once they are durable. Chunks a crash
+   * left at or after the first one's offset (a sender may cut the snapshot differently now) are removed with them.
+   */
+  private async writeReceivedChunks(
+    slot: number,
+    chunks: readonly { readonly offset: number; readonly encoded: Uint8Array }[],
+  ): Promise<void> {
+    const first = chunks[0];
+    if (first === undefined) return;
+    const writtenKeys = new Set(chunks.map((chunk) => chunk.offset));
+    const stale = [
+      ...this.environment.chunks.getKeys({
+        start: [this.scope, slot, first.offset],
+        end: [this.scope, slot + 1, 0],
+      }),
+    ].filter((key) => !writtenKeys.has(key[2]));
+    const written = this.environment.writeChunks(
+      chunks.map((chunk) => [[this.scope, slot, chunk.offset] as ChunkKey, chunk.encoded] as const),
+      stale,
     );
+    this.lastChunkWrite = written.then(
+      () => undefined,
+      () => undefined,
+    );
+    await written;
   }
 
   /** The snapshot being received, how many bytes of it are durable and their checksum, or null. */
@@ -782,14 +868,19 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   }
 
   /** Starts (or resumes, unless `restart`) the receipt of `metadata` in the running transaction; returns its offset. */
-  private stageBeginReceive(staged: View, metadata: SnapshotMetadata, restart: boolean): number {
+  /**
+   * Starts the receipt of `metadata` over (or resumes it when `restart` is false and it is the one in progress).
+   * `reservedSlot`, when given, is a slot `reserveSlot` handed out whose chunks are written already; otherwise a new
+   * slot is taken and cleared.
+   */
+  private stageBeginReceive(staged: View, metadata: SnapshotMetadata, restart: boolean, reservedSlot?: number): number {
     if (!restart && staged.incoming !== null && sameSnapshot(staged.incoming.metadata, metadata)) {
       return staged.incoming.receivedBytes;
     }
     // The new slot is chosen before the old transfer is discarded, so it differs from the slot being released.
-    const slot = this.nextSlot(staged);
+    const slot = reservedSlot ?? this.nextSlot(staged);
     this.discardIncoming(staged);
-    this.clearSlot(slot);
+    if (reservedSlot === undefined) this.clearSlot(slot);
     const incoming: StoredIncomingSnapshot = { metadata, slot, receivedBytes: 0, receivedChecksum: 0 };
     this.environment.state.put(this.scope, INCOMING_SNAPSHOT_KEY, encodeRecord(incoming));
     staged.incoming = incoming;
@@ -1161,6 +1252,19 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   /** Reassembles `sizeBytes` of chunk data stored under `slot`, verifying every chunk and their contiguity. */
   private readChunks(slot: number, sizeBytes: number, location: string): Uint8Array {
     const data = new Uint8Array(sizeBytes);
+    let offset = 0;
+    for (const chunk of this.verifiedChunks(slot, sizeBytes, location)) {
+      data.set(chunk, offset);
+      offset += chunk.byteLength;
+    }
+    return data;
+  }
+
+  /**
+   * The data of the chunks stored under `slot`, in order, each verified against its own checksum; throws when one
+   * is missing or they do not add up to `sizeBytes`. Only one chunk is read at a time.
+   */
+  private *verifiedChunks(slot: number, sizeBytes: number, location: string): Generator<Uint8Array> {
     let expectedOffset = 0;
     const range = {
       start: [this.scope, slot, 0] as [number, number, number],
@@ -1175,12 +1279,11 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       if (offset + chunk.byteLength > sizeBytes) {
         throw new StorageCorruptionError(`${location} chunk at ${offset}`, "chunk extends beyond the snapshot size");
       }
-      data.set(chunk, offset);
       expectedOffset = offset + chunk.byteLength;
+      yield chunk;
     }
     if (expectedOffset !== sizeBytes) {
       throw new StorageCorruptionError(`${location} chunk at ${expectedOffset}`, "chunk is missing");
     }
-    return data;
   }
 }
