@@ -203,6 +203,11 @@ interface WaitingRead {
   readonly resolve: (response: GetMessageResponse) => void;
 }
 
+/**
+ * Snapshot intervals a leader may go without compacting while it sends its snapshot to a member (see `maybeCompact`):
+ * the log grows up to this many intervals of entries instead of the transfer starting over.
+ */
+const SNAPSHOT_TRANSFER_COMPACTION_DEFERRAL = 4;
 /** Longest a slice of snapshot encoding holds the event loop before it lets other work run. */
 const SNAPSHOT_SLICE_MS = 2;
 /** Messages encoded between two looks at the clock while a snapshot is encoded. */
@@ -1344,7 +1349,14 @@ export class PartitionReplica {
   private maybeCompact(): void {
     if (this.snapshotInProgress || this.backupCheckpoint !== null || this.backupTakeoverCheck !== null) return;
     const applied = this.engine.lastAppliedIndex;
-    if (applied - Math.max(this.snapshotIndex, this.compactionRequestedAt) < this.options.snapshotIntervalEntries) {
+    const interval = this.options.snapshotIntervalEntries;
+    if (applied - Math.max(this.snapshotIndex, this.compactionRequestedAt) < interval) {
+      return;
+    }
+    // While this leader sends its snapshot to a member that is behind, that snapshot and the log after it stay: a
+    // newer snapshot would restart the transfer from byte 0 and drop the entries the member needs after it, so a
+    // transfer longer than the interval would never end. Bounded: beyond a few intervals the log wins.
+    if (this.sendingSnapshot() && applied - this.snapshotIndex < SNAPSHOT_TRANSFER_COMPACTION_DEFERRAL * interval) {
       return;
     }
     if (this.node.status().appliedIndex !== applied) {
@@ -1355,6 +1367,12 @@ export class PartitionReplica {
     this.compactionRequestedAt = applied;
     this.snapshotInProgress = true;
     void this.takeSnapshot(this.engine.snapshotEncoder(), performance.now());
+  }
+
+  /** Whether this replica leads and sends its snapshot to a member (a joining learner, or a replica far behind). */
+  private sendingSnapshot(): boolean {
+    if (this.node.status().role !== "leader") return false;
+    return this.node.configuration().members.some((member) => this.node.progressOf(member.id)?.state === "snapshot");
   }
 
   /**

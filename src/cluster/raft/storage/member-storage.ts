@@ -29,7 +29,15 @@ import {
   type SnapshotReceipt,
   StorageCorruptionError,
 } from "../types.js";
-import { decodeChunk, decodeEntry, decodeRecord, encodeChunk, encodeEntry, encodeRecord } from "./codec.js";
+import {
+  chunkDataView,
+  decodeChunk,
+  decodeEntry,
+  decodeRecord,
+  encodeChunk,
+  encodeEntry,
+  encodeRecord,
+} from "./codec.js";
 import { EntryCache } from "./entry-cache.js";
 import { type ChunkKey, StorageEnvironment, type TransactionParticipant } from "./environment.js";
 import type { GroupCommitOptions } from "./group-commit.js";
@@ -606,10 +614,16 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       throw new Error(`snapshot range starts at ${offset}, beyond the snapshot size ${sizeBytes}`);
     }
     const end = Math.min(sizeBytes, offset + maxBytes);
-    const result = new Uint8Array(end - offset);
     if (end === offset) {
-      return result;
+      return new Uint8Array(0);
     }
+    // The sender's usual case: the range is exactly one stored chunk, handed out without a copy.
+    const exact = this.environment.chunks.get([this.scope, stored.slot, offset]);
+    if (exact !== undefined) {
+      const data = chunkDataView(exact, `snapshot chunk at ${offset}`);
+      if (data.byteLength === end - offset) return data;
+    }
+    const result = new Uint8Array(end - offset);
     // The stored chunk holding `offset` is the last one starting at or before it. Stored chunks need not be cut the
     // way this storage cuts them now: a received snapshot keeps the sender's chunks.
     const [first] = this.environment.chunks.getKeys({
@@ -1275,7 +1289,8 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       if (offset !== expectedOffset) {
         throw new StorageCorruptionError(`${location} chunk at ${expectedOffset}`, "chunk is missing");
       }
-      const chunk = decodeChunk(value, `${location} chunk at ${offset}`);
+      // A view, not a copy: LMDB hands out a buffer of its own for each value it reads here.
+      const chunk = chunkDataView(value, `${location} chunk at ${offset}`);
       if (offset + chunk.byteLength > sizeBytes) {
         throw new StorageCorruptionError(`${location} chunk at ${offset}`, "chunk extends beyond the snapshot size");
       }
