@@ -203,6 +203,22 @@ function isHardState(value: unknown): value is HardState {
   return fenced === undefined || (Array.isArray(fenced) && fenced.every(isNonNegativeInteger));
 }
 
+/** `incoming` with `chunks`, which continue its received bytes in order, received too. */
+function progressedIncoming(
+  incoming: StoredIncomingSnapshot,
+  chunks: readonly { readonly offset: number; readonly data: Uint8Array }[],
+): StoredIncomingSnapshot {
+  let { receivedBytes, receivedChecksum } = incoming;
+  for (const chunk of chunks) {
+    if (chunk.offset !== receivedBytes) {
+      throw new Error(`invariant violated: received chunk at ${chunk.offset} does not continue at ${receivedBytes}`);
+    }
+    receivedBytes += chunk.data.byteLength;
+    receivedChecksum = crc32c(chunk.data, receivedChecksum) >>> 0;
+  }
+  return { ...incoming, receivedBytes, receivedChecksum };
+}
+
 function sameSnapshot(left: SnapshotMetadata, right: SnapshotMetadata): boolean {
   return (
     left.index === right.index &&
@@ -716,12 +732,15 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     if (!receipt.restart && (current === null || !sameSnapshot(current.metadata, metadata))) {
       throw new Error(`invariant violated: chunks of snapshot ${metadata.index}, which is not being received`);
     }
-    const first = receipt.chunks[0];
-    if (!receipt.restart && first !== undefined && first.offset !== current?.receivedBytes) {
-      // Checked before anything is written: the write below removes what lies at and after the first chunk's offset.
-      throw new Error(
-        `invariant violated: received chunk at ${first.offset} does not continue at ${current?.receivedBytes}`,
-      );
+    let end = receipt.restart ? 0 : (current?.receivedBytes ?? 0);
+    for (const chunk of receipt.chunks) {
+      if (chunk.offset !== end) {
+        throw new Error(`invariant violated: received chunk at ${chunk.offset} does not continue at ${end}`);
+      }
+      end = chunk.offset + chunk.data.byteLength;
+      if (end > metadata.sizeBytes) {
+        throw new Error(`snapshot chunk ends at ${end}, beyond the size ${metadata.sizeBytes}`);
+      }
     }
     const slot = receipt.restart || current === null ? this.reserveSlot() : current.slot;
     const chunks = receipt.chunks.map((chunk) => ({
@@ -730,34 +749,23 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       encoded: this.encodeReceivedChunk(chunk.offset, chunk.data),
     }));
     await this.writeReceivedChunks(slot, chunks);
-    return this.submit(() => {
-      const staged = this.stagedView();
-      if (receipt.restart) {
-        this.stageBeginReceive(staged, metadata, true, slot);
-      } else if (
-        staged.incoming === null ||
-        !sameSnapshot(staged.incoming.metadata, metadata) ||
-        staged.incoming.slot !== slot
-      ) {
+    if (!receipt.restart) {
+      // The chunks, durable now, are the receipt's durable progress (see `recoverIncoming`): no transaction, and no
+      // second sync, is needed to acknowledge them.
+      const staged = this.staged;
+      const view = staged ?? this.durable;
+      if (view.incoming === null || !sameSnapshot(view.incoming.metadata, metadata) || view.incoming.slot !== slot) {
         throw new Error(`invariant violated: chunks of snapshot ${metadata.index}, which is not being received`);
       }
-      let incoming = staged.incoming as StoredIncomingSnapshot;
-      for (const chunk of chunks) {
-        if (chunk.offset !== incoming.receivedBytes) {
-          throw new Error(
-            `invariant violated: received chunk at ${chunk.offset} does not continue at ${incoming.receivedBytes}`,
-          );
-        }
-        const receivedBytes = chunk.offset + chunk.data.byteLength;
-        if (receivedBytes > incoming.metadata.sizeBytes) {
-          throw new Error(`snapshot chunk ends at ${receivedBytes}, beyond the size ${incoming.metadata.sizeBytes}`);
-        }
-        incoming = {
-          ...incoming,
-          receivedBytes,
-          receivedChecksum: crc32c(chunk.data, incoming.receivedChecksum) >>> 0,
-        };
-      }
+      const incoming = progressedIncoming(view.incoming, chunks);
+      this.durable = { ...this.durable, incoming };
+      if (staged !== null) staged.incoming = incoming;
+      return;
+    }
+    return this.submit(() => {
+      const staged = this.stagedView();
+      this.stageBeginReceive(staged, metadata, true, slot);
+      const incoming = progressedIncoming(staged.incoming as StoredIncomingSnapshot, chunks);
       this.environment.state.put(this.scope, INCOMING_SNAPSHOT_KEY, encodeRecord(incoming));
       staged.incoming = incoming;
     });
@@ -1010,14 +1018,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
         value.receivedBytes <= value.metadata.sizeBytes &&
         (value.receivedChecksum === undefined || isNonNegativeInteger(value.receivedChecksum)),
     );
-    // A receipt recorded before its running checksum was kept cannot be verified without reading it back: it starts
-    // over (the first chunk written at byte 0 replaces the stored record and removes the chunks after it).
-    const incoming: StoredIncomingSnapshot | null =
-      stored === null
-        ? null
-        : stored.receivedChecksum === undefined
-          ? { metadata: stored.metadata, slot: stored.slot, receivedBytes: 0, receivedChecksum: 0 }
-          : { ...stored, receivedChecksum: stored.receivedChecksum };
+    const incoming = stored === null ? null : this.recoverIncoming(stored.metadata, stored.slot);
     const start = logStart ?? { index: 0, term: 0 };
     if (snapshot !== null && (start.index !== snapshot.metadata.index || start.term !== snapshot.metadata.term)) {
       throw new StorageCorruptionError(`${LOG_START_KEY} record`, "log start does not match the stored snapshot");
@@ -1039,6 +1040,33 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       this.termIn(view, lastIndex);
     }
     return view;
+  }
+
+  /**
+   * How far the receipt of `metadata` into `slot` came, as its stored chunks show it. Once a receipt has started, its
+   * chunks are its durable progress: each batch is written and synced before anything acknowledges it, and no record
+   * counts it (the record's own count, kept by earlier versions, is only a lower bound). Counts the chunks that
+   * continue each other from byte 0 and verify, with their running checksum, reading one chunk at a time. Chunks
+   * after a gap or a damaged chunk are not counted: the sender sends those bytes again, and the write that stores
+   * them removes what lies there.
+   */
+  private recoverIncoming(metadata: SnapshotMetadata, slot: number): StoredIncomingSnapshot {
+    let receivedBytes = 0;
+    let receivedChecksum = 0;
+    const range = { start: [this.scope, slot, 0] as ChunkKey, end: [this.scope, slot + 1, 0] as ChunkKey };
+    for (const { key, value } of this.environment.chunks.getRange(range)) {
+      if (key[2] !== receivedBytes) break;
+      let data: Uint8Array;
+      try {
+        data = chunkDataView(value, `incoming snapshot chunk at ${receivedBytes}`);
+      } catch {
+        break;
+      }
+      if (data.byteLength === 0 || receivedBytes + data.byteLength > metadata.sizeBytes) break;
+      receivedChecksum = crc32c(data, receivedChecksum) >>> 0;
+      receivedBytes += data.byteLength;
+    }
+    return { metadata, slot, receivedBytes, receivedChecksum };
   }
 
   private readRecord<T>(key: string, isValid: (value: unknown) => value is T): T | null {

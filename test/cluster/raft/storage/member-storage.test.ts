@@ -491,7 +491,7 @@ describe("MemberStorage", () => {
     });
   });
 
-  it("drops chunks that a crash left beyond the received bytes when a transfer resumes with other chunk sizes", async () => {
+  it("counts chunks a crash left durable beyond the recorded progress when a transfer resumes", async () => {
     await withTemporaryDirectory(async (directory) => {
       const data = new Uint8Array(8).map((_, position) => position + 1);
       const metadata = { ...makeSnapshot(10, 2, 8).metadata, checksum: crc32c(data) };
@@ -510,10 +510,12 @@ describe("MemberStorage", () => {
       await expect(first).rejects.toThrow(/crash/);
       await expect(second).rejects.toThrow(/crash/);
       await storage.close();
+      // Both chunks reached LMDB whole, so they count although no record says so: the receipt resumes after them.
       const reopened = MemberStorage.open({ directory, snapshotChunkBytes: 8 });
-      expect(await reopened.beginSnapshotReceive(metadata)).toBe(0);
-      await reopened.writeSnapshotChunk(0, data);
+      expect(reopened.incomingSnapshot()).toEqual({ metadata, receivedBytes: 8, receivedChecksum: crc32c(data) });
+      expect(await reopened.beginSnapshotReceive(metadata)).toBe(8);
       expect(await reopened.finishSnapshotReceive()).toEqual(metadata);
+      expect(reopened.snapshot()?.data).toEqual(data);
       await reopened.close();
     });
   });
@@ -672,7 +674,7 @@ describe("MemberStorage", () => {
       });
     });
 
-    it("writes a receipt's chunks on LMDB's writer thread first: no LMDB transaction on this thread, and a crash before the progress is recorded loses nothing acknowledged", async () => {
+    it("writes a receipt's chunks on LMDB's writer thread first and records no progress beyond them: no transaction on this thread after the first, and a restart resumes from the chunks", async () => {
       await withTemporaryDirectory(async (directory) => {
         const environment = StorageEnvironment.open({ directory, synchronousCommit: true });
         const storage = MemberStorage.openIn(environment, { scope: 1, snapshotChunkBytes: 4 });
@@ -689,22 +691,33 @@ describe("MemberStorage", () => {
           [[1, 1, 6], new Uint8Array(8)],
         ]);
         expect(storage.incomingSnapshot()?.receivedBytes).toBe(4);
-        await storage.receiveSnapshotChunks({
-          metadata: snapshot.metadata,
-          restart: false,
-          chunks: [chunk(4, 8), chunk(8, 10)],
-        });
+        const commitsBefore = environment.transactionCount;
+        await storage.receiveSnapshotChunks({ metadata: snapshot.metadata, restart: false, chunks: [chunk(4, 8)] });
+        // The chunks synced by the writer thread are the progress: no journal commit either.
+        expect(environment.transactionCount).toBe(commitsBefore);
         expect(environment.lmdbTransactionCount).toBe(transactionsBefore);
-        expect(await storage.finishSnapshotReceive()).toEqual(snapshot.metadata);
-        expect(storage.snapshot()?.data).toEqual(snapshot.data);
-        await environment.chunkOperationsSettled();
-        expect([...environment.chunks.getKeys({ start: [1, 0, 0], end: [2, 0, 0] })]).toEqual([
+        expect(storage.incomingSnapshot()?.receivedBytes).toBe(8);
+        await storage.close();
+        await environment.close();
+
+        const reopenedEnvironment = StorageEnvironment.open({ directory, synchronousCommit: true });
+        const reopened = MemberStorage.openIn(reopenedEnvironment, { scope: 1, snapshotChunkBytes: 4 });
+        expect((await reopened.load()).incomingSnapshot).toEqual({
+          metadata: snapshot.metadata,
+          receivedBytes: 8,
+          receivedChecksum: crc32c(snapshot.data.subarray(0, 8)),
+        });
+        await reopened.receiveSnapshotChunks({ metadata: snapshot.metadata, restart: false, chunks: [chunk(8, 10)] });
+        expect(await reopened.finishSnapshotReceive()).toEqual(snapshot.metadata);
+        expect(reopened.snapshot()?.data).toEqual(snapshot.data);
+        await reopenedEnvironment.chunkOperationsSettled();
+        expect([...reopenedEnvironment.chunks.getKeys({ start: [1, 0, 0], end: [2, 0, 0] })]).toEqual([
           [1, 1, 0],
           [1, 1, 4],
           [1, 1, 8],
         ]);
-        await storage.close();
-        await environment.close();
+        await reopened.close();
+        await reopenedEnvironment.close();
       });
     });
 
