@@ -1047,7 +1047,7 @@ export class PartitionReplica {
         restore.nextOffset += chunk.data.byteLength;
       } catch (error) {
         this.options.logger.warn(
-          { err: error, partitionId: this.partitionId, snapshotIndex: receipt.metadata.index },
+          { partitionId: this.partitionId, snapshotIndex: receipt.metadata.index, reason: boundedReason(error) },
           "a snapshot being received does not decode; its install will read it back",
         );
         restore = null;
@@ -1067,7 +1067,7 @@ export class PartitionReplica {
       return restore.restorer.finish();
     } catch (error) {
       this.options.logger.warn(
-        { err: error, partitionId: this.partitionId, snapshotIndex: snapshot.index },
+        { partitionId: this.partitionId, snapshotIndex: snapshot.index, reason: boundedReason(error) },
         "a received snapshot does not decode; its install reads it back",
       );
       return null;
@@ -1473,6 +1473,11 @@ export class PartitionReplica {
     for (const read of this.reads.values()) read.resolve(answer);
     this.reads.clear();
   }
+}
+
+/** The start of an error's message: a decoding error may quote bytes a peer sent, which a log line must not hold. */
+function boundedReason(error: unknown): string {
+  return (error instanceof Error ? error.message : String(error)).slice(0, 200);
 }
 
 /** An engine restore that follows the chunks of a snapshot as they arrive. */
