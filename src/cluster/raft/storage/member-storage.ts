@@ -7,7 +7,8 @@
  * Snapshots move between members without being held in memory whole: a leader reads the stored snapshot a byte range
  * at a time (`snapshotChunk`, verifying only the stored chunks it touches), and a receiving member writes each chunk
  * as it arrives (`receiveSnapshotChunks`), keeping a running CRC-32C of the received bytes with its progress, so the
- * whole snapshot is verified when it is complete (`finishSnapshotReceive`) without being read back.
+ * whole snapshot is verified when it is complete (`finishSnapshotReceive`) without being read back. A state machine
+ * is restored from the stored snapshot a chunk at a time too (`readSnapshot`).
  *
  * All writes go through the environment's group commit, so concurrent writes share one durable transaction.
  * The adapter keeps a small in-memory view (log bounds, hard state, snapshot records) that always equals what is
@@ -715,12 +716,13 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
    * says so, then stores its chunks in order. The chunks must continue the received bytes exactly, as the core tracks
    * them; anything else means the core and the storage disagree, and fails.
    *
-   * The chunks are written and synced by LMDB's writer thread first, under keys no durable record covers yet (beyond
-   * the received bytes, or in a fresh slot when the receipt starts over), while this thread goes on receiving; only
-   * then does a transaction record the progress that covers them. Committing megabytes of chunks on this thread
-   * stopped the broker, socket reads included, for every batch of a transfer. A crash in between leaves chunks beyond
-   * the recorded progress (removed by the next write there) or in a slot no record refers to (cleared after the next
-   * start); no byte is ever acknowledged before its chunk is durable.
+   * The chunks are written and synced by LMDB's writer thread, beyond the received bytes or in a fresh slot when the
+   * receipt starts over, while this thread goes on receiving. Once synced they are the receipt's durable progress
+   * (`recoverIncoming` counts them after a restart), so only a receipt that starts over commits a transaction (the
+   * record naming the snapshot and its slot). Committing megabytes of chunks, then the progress, on this thread
+   * stopped the broker, socket reads included, for every batch of a transfer. A crash while chunks are written loses
+   * them whole or not at all (LMDB's transactions are atomic), and a slot no record refers to is cleared after the
+   * next start; no byte is ever acknowledged before its chunk is durable.
    */
   async receiveSnapshotChunks(receipt: SnapshotReceipt): Promise<void> {
     this.assertOpen();
