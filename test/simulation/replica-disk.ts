@@ -73,7 +73,7 @@ export class SimulatedReplicaDisk {
     const submit = this.environment.submit.bind(this.environment);
     const writeChunks = this.environment.writeChunks.bind(this.environment);
     this.environment.submit = (write, options) => this.queueCommit(() => submit(write, options));
-    this.environment.writeChunks = (chunks) => this.queueChunkWrite(() => writeChunks(chunks));
+    this.environment.writeChunks = (chunks, removals) => this.queueChunkWrite(() => writeChunks(chunks, removals));
   }
 
   /** Opens the environment in `directory` (creating it when missing) behind a simulated queue. */

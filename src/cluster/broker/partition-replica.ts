@@ -24,6 +24,7 @@ import {
   type Checkpoint,
   type EngineRecord,
   type EngineSnapshotEncoder,
+  type EngineSnapshotRestorer,
   encodeRecord,
   MESSAGE_LIMITS,
   type OutboundMessage,
@@ -43,7 +44,10 @@ import {
   type Ready,
   type Refusal,
   SeededRandom,
+  type SnapshotMetadata,
+  type SnapshotReceipt,
   sameConfiguration,
+  sameSnapshot,
 } from "../raft/index.js";
 import type { StorageEnvironment } from "../raft/storage/environment.js";
 import { MemberStorage } from "../raft/storage/member-storage.js";
@@ -199,6 +203,11 @@ interface WaitingRead {
   readonly resolve: (response: GetMessageResponse) => void;
 }
 
+/**
+ * Snapshot intervals a leader may go without compacting while it sends its snapshot to a member (see `maybeCompact`):
+ * the log grows up to this many intervals of entries instead of the transfer starting over.
+ */
+const SNAPSHOT_TRANSFER_COMPACTION_DEFERRAL = 4;
 /** Longest a slice of snapshot encoding holds the event loop before it lets other work run. */
 const SNAPSHOT_SLICE_MS = 2;
 /** Messages encoded between two looks at the clock while a snapshot is encoded. */
@@ -260,12 +269,18 @@ export class PartitionReplica {
   /** The snapshot whose chunks are written and whose compaction the core has not handed out yet. */
   private preparedSnapshot: { readonly index: number; readonly data: Uint8Array } | null = null;
   private installedSnapshots = 0;
+  private snapshotsRestoredWhileReceiving = 0;
   /** Whether `relocateMessages` is running (one run at a time). */
   private relocating = false;
   /** Size of the latest snapshot this replica holds (taken or installed), for joining replicas' progress. */
   private snapshotSizeBytes = 0;
   /** Log entry and snapshot bytes received from leaders since the replica opened (a joining replica's progress). */
   private receivedBytes = 0;
+  /**
+   * The engine being restored from a leader's snapshot while its chunks arrive (`continueIncomingRestore`), so the
+   * install needs no second pass over the snapshot; null when no receipt from byte 0 is under way in this process.
+   */
+  private incomingRestore: IncomingRestore | null = null;
   /** Callbacks waiting for the next batch to be durable (a forced membership must be before it is reported). */
   private awaitingDurability: (() => void)[] = [];
   /**
@@ -334,12 +349,8 @@ export class PartitionReplica {
     const storage = MemberStorage.openIn(options.environment, { scope: options.partitionId });
     try {
       const persisted = await storage.load();
-      const snapshot = storage.snapshot();
-      let engine = new PartitionEngine({ partitionId: options.partitionId });
-      if (snapshot !== null) {
-        engine = PartitionEngine.restore(snapshot.data);
-        assertEngineMatches(engine, options.partitionId, snapshot.metadata.index);
-      }
+      const engine =
+        restoreEngine(storage, options.partitionId) ?? new PartitionEngine({ partitionId: options.partitionId });
       const electionTimeoutTicks = Math.max(2, Math.round(options.electionTimeoutMs / options.heartbeatIntervalMs));
       const node = new RaftNode({
         id: options.memberId,
@@ -806,6 +817,14 @@ export class PartitionReplica {
     return this.installedSnapshots;
   }
 
+  /**
+   * Of `installedSnapshotCount`, the snapshots whose engine was restored while their chunks arrived; the others were
+   * read back from the storage once installed (a receipt resumed after a restart). For tests and benchmarks.
+   */
+  get snapshotsRestoredWhileReceivingCount(): number {
+    return this.snapshotsRestoredWhileReceiving;
+  }
+
   /** Number of messages the engine buffers, for metrics and tests. */
   get bufferedMessageCount(): number {
     return this.engine.bufferedMessageCount;
@@ -979,12 +998,17 @@ export class PartitionReplica {
       for (const entry of ready.entriesToPersist) this.receivedBytes += entry.data.byteLength;
       for (const chunk of ready.snapshotReceipt?.chunks ?? []) this.receivedBytes += chunk.data.byteLength;
     }
+    // After the answers left: decoding the chunks just written overlaps with the leader sending the next ones.
+    if (ready.snapshotReceipt !== null) this.continueIncomingRestore(ready.snapshotReceipt);
     if (ready.snapshot !== null) {
       this.snapshotSizeBytes = ready.snapshot.sizeBytes;
-      // The engine is rebuilt from the snapshot just installed, read back once (the engine holds that state anyway).
-      const installed = this.storage.snapshot();
-      if (installed === null) throw new Error(`invariant violated: partition ${this.partitionId} lost its snapshot`);
-      const engine = PartitionEngine.restore(installed.data);
+      // The engine restored while the chunks arrived when it saw every byte of this snapshot; otherwise (a receipt
+      // resumed after a restart) it is rebuilt from the snapshot just installed, read back a chunk at a time. The
+      // engine holds that state anyway, but the snapshot's bytes are never held whole.
+      const restoredWhileReceiving = this.finishIncomingRestore(ready.snapshot);
+      if (restoredWhileReceiving !== null) this.snapshotsRestoredWhileReceiving += 1;
+      const engine = restoredWhileReceiving ?? restoreEngine(this.storage, this.partitionId);
+      if (engine === null) throw new Error(`invariant violated: partition ${this.partitionId} lost its snapshot`);
       assertEngineMatches(engine, this.partitionId, ready.snapshot.index);
       this.engine = engine;
       this.snapshotIndex = ready.snapshot.index;
@@ -992,10 +1016,62 @@ export class PartitionReplica {
       this.settleProposalsCoveredBy(ready.snapshot.index);
     }
     if (!applyBeforePersist) this.applyCommitted(ready);
+    // A receipt the storage gave up (a newer snapshot or compaction replaced it) frees the engine restored from it.
+    if (this.incomingRestore !== null && this.storage.incomingSnapshot() === null) this.incomingRestore = null;
     if (ready.softState !== null && ready.softState.role !== "leader") this.loseLeadership();
     if (ready.softState !== null && ready.softState.role === "leader")
       this.considerBackupTakeover(ready.softState.term);
     this.node.advance(ready);
+  }
+
+  /**
+   * Hands the chunks of a receipt, durable now, to the engine restore under way for their snapshot. A chunk at byte
+   * 0 starts a new restore (a new snapshot, or the same one started over); a chunk that does not continue the restore
+   * exactly, or one it cannot decode, ends it, and the install then reads the stored snapshot instead (which fails
+   * loudly if the snapshot is damaged). The bytes handed over are the ones the core checksummed and the storage holds.
+   */
+  private continueIncomingRestore(receipt: SnapshotReceipt): void {
+    let restore = this.incomingRestore;
+    if (restore !== null && (receipt.restart || !sameSnapshot(restore.metadata, receipt.metadata))) restore = null;
+    for (const chunk of receipt.chunks) {
+      if (chunk.offset === 0) {
+        restore = { metadata: receipt.metadata, restorer: PartitionEngine.restorer(), nextOffset: 0 };
+      }
+      if (restore === null) continue;
+      if (chunk.offset !== restore.nextOffset) {
+        restore = null;
+        continue;
+      }
+      try {
+        restore.restorer.push(chunk.data);
+        restore.nextOffset += chunk.data.byteLength;
+      } catch (error) {
+        this.options.logger.warn(
+          { partitionId: this.partitionId, snapshotIndex: receipt.metadata.index, reason: boundedReason(error) },
+          "a snapshot being received does not decode; its install will read it back",
+        );
+        restore = null;
+      }
+    }
+    this.incomingRestore = restore;
+  }
+
+  /** The engine the restore under way built from every byte of `snapshot`, or null; ends the restore either way. */
+  private finishIncomingRestore(snapshot: SnapshotMetadata): PartitionEngine | null {
+    const restore = this.incomingRestore;
+    this.incomingRestore = null;
+    if (restore === null || !sameSnapshot(restore.metadata, snapshot) || restore.nextOffset !== snapshot.sizeBytes) {
+      return null;
+    }
+    try {
+      return restore.restorer.finish();
+    } catch (error) {
+      this.options.logger.warn(
+        { partitionId: this.partitionId, snapshotIndex: snapshot.index, reason: boundedReason(error) },
+        "a received snapshot does not decode; its install reads it back",
+      );
+      return null;
+    }
   }
 
   /** Applies the batch's committed entries, then settles the reads they make answerable. */
@@ -1273,7 +1349,14 @@ export class PartitionReplica {
   private maybeCompact(): void {
     if (this.snapshotInProgress || this.backupCheckpoint !== null || this.backupTakeoverCheck !== null) return;
     const applied = this.engine.lastAppliedIndex;
-    if (applied - Math.max(this.snapshotIndex, this.compactionRequestedAt) < this.options.snapshotIntervalEntries) {
+    const interval = this.options.snapshotIntervalEntries;
+    if (applied - Math.max(this.snapshotIndex, this.compactionRequestedAt) < interval) {
+      return;
+    }
+    // While this leader sends its snapshot to a member that is behind, that snapshot and the log after it stay: a
+    // newer snapshot would restart the transfer from byte 0 and drop the entries the member needs after it, so a
+    // transfer longer than the interval would never end. Bounded: beyond a few intervals the log wins.
+    if (this.sendingSnapshot() && applied - this.snapshotIndex < SNAPSHOT_TRANSFER_COMPACTION_DEFERRAL * interval) {
       return;
     }
     if (this.node.status().appliedIndex !== applied) {
@@ -1284,6 +1367,12 @@ export class PartitionReplica {
     this.compactionRequestedAt = applied;
     this.snapshotInProgress = true;
     void this.takeSnapshot(this.engine.snapshotEncoder(), performance.now());
+  }
+
+  /** Whether this replica leads and sends its snapshot to a member (a joining learner, or a replica far behind). */
+  private sendingSnapshot(): boolean {
+    if (this.node.status().role !== "leader") return false;
+    return this.node.configuration().members.some((member) => this.node.progressOf(member.id)?.state === "snapshot");
   }
 
   /**
@@ -1384,6 +1473,33 @@ export class PartitionReplica {
     for (const read of this.reads.values()) read.resolve(answer);
     this.reads.clear();
   }
+}
+
+/** The start of an error's message: a decoding error may quote bytes a peer sent, which a log line must not hold. */
+function boundedReason(error: unknown): string {
+  return (error instanceof Error ? error.message : String(error)).slice(0, 200);
+}
+
+/** An engine restore that follows the chunks of a snapshot as they arrive. */
+interface IncomingRestore {
+  readonly metadata: SnapshotMetadata;
+  readonly restorer: EngineSnapshotRestorer;
+  /** Offset of the next chunk it takes: every byte before it was decoded. */
+  nextOffset: number;
+}
+
+/**
+ * Restores the engine from the stored snapshot, read and decoded a stored chunk at a time (memory bounded by a chunk
+ * and the largest message, besides the engine itself), and checks it sits at the snapshot's index; null when no
+ * snapshot is stored. A damaged snapshot throws: the storage verifies every chunk and the whole snapshot's checksum.
+ */
+function restoreEngine(storage: MemberStorage, partitionId: number): PartitionEngine | null {
+  const restorer = PartitionEngine.restorer();
+  const metadata = storage.readSnapshot((data) => restorer.push(data));
+  if (metadata === null) return null;
+  const engine = restorer.finish();
+  assertEngineMatches(engine, partitionId, metadata.index);
+  return engine;
 }
 
 function assertEngineMatches(engine: PartitionEngine, partitionId: number, snapshotIndex: number): void {

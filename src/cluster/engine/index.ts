@@ -19,6 +19,7 @@ export {
   type BufferedMessage,
   type Checkpoint,
   type EngineSnapshotEncoder,
+  type EngineSnapshotRestorer,
   type OutboundMessage,
   PartitionEngine,
   type PartitionEngineOptions,

@@ -23,6 +23,7 @@
  */
 import { partitionForCorrelationKey, routingKeyOf } from "./correlation.js";
 import { encodeKey, isValidPartitionId, MAX_KEY_COUNTER, parseKey } from "./keys.js";
+import { MsgpackArrayStream, type MsgpackArrayVisitor, MsgpackStreamError } from "./msgpack-stream.js";
 import {
   type DecodedPublishMessage,
   decodeAppliedRecord,
@@ -456,107 +457,153 @@ export class PartitionEngine {
 
   /** Rebuilds an engine from `snapshot()` bytes; throws on any malformed or inconsistent snapshot. */
   static restore(bytes: Uint8Array): PartitionEngine {
-    const unpacked: unknown = engineCodec.unpack(bytes);
-    const value: unknown[] = Array.isArray(unpacked) ? unpacked : [];
-    const version = value[0];
-    const validLength =
-      (version === 1 && value.length === 5) ||
-      (version === 2 && value.length === 9) ||
-      (version === 3 && value.length === 10);
-    if (!validLength) {
-      throw new Error(
-        `corrupt engine snapshot: expected [1, ...] with 5 elements, [2, ...] with 9 or [${SNAPSHOT_FORMAT_VERSION}, ...] with 10`,
-      );
-    }
-    const [, partitionId, appliedIndex, nextCounter] = value;
-    const messages: unknown = value[value.length - 1];
-    if (typeof partitionId !== "number" || !isValidPartitionId(partitionId)) {
-      throw new Error(`corrupt engine snapshot: partition id ${String(partitionId)}`);
-    }
-    if (!isNonNegativeInteger(appliedIndex)) {
-      throw new Error(`corrupt engine snapshot: applied index ${String(appliedIndex)}`);
-    }
-    if (!isNonNegativeInteger(nextCounter) || nextCounter < 1 || nextCounter > MAX_KEY_COUNTER + 1) {
-      throw new Error(`corrupt engine snapshot: next key counter ${String(nextCounter)}`);
-    }
-    if (!Array.isArray(messages)) throw new Error("corrupt engine snapshot: messages is not an array");
-    const engine = new PartitionEngine({ partitionId });
-    engine.appliedIndex = appliedIndex;
-    engine.nextCounter = nextCounter;
-    let previousCounter = 0;
-    for (const [position, entry] of messages.entries()) {
-      const message = storedMessageFromSnapshot(entry);
-      if (message === undefined) throw new Error(`corrupt engine snapshot: message ${position} is malformed`);
-      if (message.counter <= previousCounter || message.counter >= nextCounter) {
-        throw new Error(`corrupt engine snapshot: message ${position} has counter ${message.counter} out of order`);
-      }
-      previousCounter = message.counter;
-      // The first message with an id holds it; a later one with the same id can only be a relocated duplicate.
-      const indexed =
-        message.messageId === null || engine.findMessageId(message.tenantId, message.messageId) === undefined;
-      if (!indexed && version === 1) {
-        throw new Error(`corrupt engine snapshot: message id ${message.messageId} buffered twice`);
-      }
-      engine.buffer(message, indexed);
-    }
-    if (version !== 1) engine.restoreRelocation(value[4], value[5], value[6], value[7], nextCounter);
-    if (version === 3 && value[8] !== null) {
-      const [id, position] = Array.isArray(value[8]) ? value[8] : [];
-      if (!isNonNegativeInteger(id) || !isNonNegativeInteger(position) || position > appliedIndex) {
-        throw new Error("corrupt engine snapshot: the checkpoint is malformed");
-      }
-      engine.checkpoint = { id, position };
-    }
-    return engine;
+    const restorer = PartitionEngine.restorer();
+    restorer.push(bytes);
+    return restorer.finish();
   }
 
-  /** Restores the routing and relocation state of a version 2 snapshot; throws on anything malformed. */
-  private restoreRelocation(
-    routing: unknown,
-    outbound: unknown,
-    forwards: unknown,
-    received: unknown,
-    nextCounter: number,
-  ): void {
-    if (routing !== null) {
-      const [correlationCount, basePartitionCount, relocating] = Array.isArray(routing) ? routing : [];
-      if (
-        !isNonNegativeInteger(correlationCount) ||
-        !isNonNegativeInteger(basePartitionCount) ||
-        typeof relocating !== "boolean"
-      ) {
-        throw new Error("corrupt engine snapshot: routing is malformed");
-      }
-      this.routing = { kind: "routeMessages", correlationCount, basePartitionCount, relocating };
+  /**
+   * Rebuilds an engine from `snapshot()` bytes handed over in pieces of any size, as they are read or received, so a
+   * large snapshot is never held whole: between two pieces only an incomplete message (or field) is kept. Throws, as
+   * `restore` does, on any malformed or inconsistent snapshot.
+   */
+  static restorer(): EngineSnapshotRestorer {
+    return new EngineSnapshotRestorer(PartitionEngine.restoreVisitor());
+  }
+
+  /**
+   * The checks and steps of a restore, fed by the snapshot's fields and list items in order. Layout versions: 1 is
+   * `[1, partitionId, lastAppliedIndex, nextCounter, messages]`, 2 adds routing, outbound, forwards and received
+   * before the messages, 3 the checkpoint after them (see `snapshot`).
+   */
+  private static restoreVisitor(): EngineRestoreVisitor {
+    let fieldCount = 0;
+    let version = 0;
+    let partitionId = 0;
+    let appliedIndex = 0;
+    let engine: PartitionEngine | null = null;
+    let previousCounter = 0;
+    const restoring = (): PartitionEngine => {
+      if (engine === null) throw new Error("corrupt engine snapshot: the header is incomplete");
+      return engine;
+    };
+    const messagesField = (): number => fieldCount - 1;
+    const isRelocationList = (index: number): boolean => version !== 1 && index >= 5 && index <= 7;
+    return {
+      begin(count) {
+        if (count !== 5 && count !== 9 && count !== 10) {
+          throw new Error(
+            `corrupt engine snapshot: expected [1, ...] with 5 elements, [2, ...] with 9 or [${SNAPSHOT_FORMAT_VERSION}, ...] with 10`,
+          );
+        }
+        fieldCount = count;
+      },
+      isList: (index) => index === messagesField() || isRelocationList(index),
+      field(index, value) {
+        if (index === 0) {
+          if (
+            !(
+              (value === 1 && fieldCount === 5) ||
+              (value === 2 && fieldCount === 9) ||
+              (value === 3 && fieldCount === 10)
+            )
+          ) {
+            throw new Error(
+              `corrupt engine snapshot: expected [1, ...] with 5 elements, [2, ...] with 9 or [${SNAPSHOT_FORMAT_VERSION}, ...] with 10`,
+            );
+          }
+          version = value;
+        } else if (index === 1) {
+          if (typeof value !== "number" || !isValidPartitionId(value)) {
+            throw new Error(`corrupt engine snapshot: partition id ${String(value)}`);
+          }
+          partitionId = value;
+        } else if (index === 2) {
+          if (!isNonNegativeInteger(value)) throw new Error(`corrupt engine snapshot: applied index ${String(value)}`);
+          appliedIndex = value;
+        } else if (index === 3) {
+          if (!isNonNegativeInteger(value) || value < 1 || value > MAX_KEY_COUNTER + 1) {
+            throw new Error(`corrupt engine snapshot: next key counter ${String(value)}`);
+          }
+          engine = new PartitionEngine({ partitionId });
+          engine.appliedIndex = appliedIndex;
+          engine.nextCounter = value;
+        } else if (index === messagesField()) {
+          throw new Error("corrupt engine snapshot: messages is not an array");
+        } else if (index === 4) {
+          restoring().restoreRouting(value);
+        } else if (isRelocationList(index)) {
+          throw new Error("corrupt engine snapshot: relocation state is malformed");
+        } else if (index === 8 && value !== null) {
+          const [id, position] = Array.isArray(value) ? value : [];
+          if (!isNonNegativeInteger(id) || !isNonNegativeInteger(position) || position > appliedIndex) {
+            throw new Error("corrupt engine snapshot: the checkpoint is malformed");
+          }
+          restoring().checkpoint = { id, position };
+        }
+      },
+      listStart() {
+        restoring();
+      },
+      item(index, position, value) {
+        const target = restoring();
+        if (index === messagesField()) {
+          const message = storedMessageFromSnapshot(value);
+          if (message === undefined) throw new Error(`corrupt engine snapshot: message ${position} is malformed`);
+          if (message.counter <= previousCounter || message.counter >= target.nextCounter) {
+            throw new Error(`corrupt engine snapshot: message ${position} has counter ${message.counter} out of order`);
+          }
+          if (target.outbound.has(message.counter)) {
+            throw new Error("corrupt engine snapshot: an outbound message is malformed");
+          }
+          previousCounter = message.counter;
+          // The first message with an id holds it; a later one with the same id can only be a relocated duplicate.
+          const indexed =
+            message.messageId === null || target.findMessageId(message.tenantId, message.messageId) === undefined;
+          if (!indexed && version === 1) {
+            throw new Error(`corrupt engine snapshot: message id ${message.messageId} buffered twice`);
+          }
+          target.buffer(message, indexed);
+        } else if (index === 5) {
+          const message = storedMessageFromSnapshot(value);
+          if (message === undefined || message.counter >= target.nextCounter || target.outbound.has(message.counter)) {
+            throw new Error("corrupt engine snapshot: an outbound message is malformed");
+          }
+          target.outbound.set(message.counter, message);
+        } else if (index === 6) {
+          const [counter, key, deadlineMs] = Array.isArray(value) ? value : [];
+          if (!isNonNegativeInteger(counter) || typeof key !== "string" || !isNonNegativeInteger(deadlineMs)) {
+            throw new Error("corrupt engine snapshot: a forward is malformed");
+          }
+          target.forwards.set(counter, { key, deadlineMs });
+        } else {
+          const [sourceKey, key, deadlineMs] = Array.isArray(value) ? value : [];
+          if (
+            typeof sourceKey !== "string" ||
+            !(key === null || typeof key === "string") ||
+            !isNonNegativeInteger(deadlineMs)
+          ) {
+            throw new Error("corrupt engine snapshot: a received source key is malformed");
+          }
+          target.received.set(sourceKey, { key, deadlineMs });
+        }
+      },
+      result: restoring,
+    };
+  }
+
+  /** Restores the routing of a version 2 or 3 snapshot; throws when it is malformed. */
+  private restoreRouting(routing: unknown): void {
+    if (routing === null) return;
+    const [correlationCount, basePartitionCount, relocating] = Array.isArray(routing) ? routing : [];
+    if (
+      !isNonNegativeInteger(correlationCount) ||
+      !isNonNegativeInteger(basePartitionCount) ||
+      typeof relocating !== "boolean"
+    ) {
+      throw new Error("corrupt engine snapshot: routing is malformed");
     }
-    if (!Array.isArray(outbound) || !Array.isArray(forwards) || !Array.isArray(received)) {
-      throw new Error("corrupt engine snapshot: relocation state is malformed");
-    }
-    for (const entry of outbound) {
-      const message = storedMessageFromSnapshot(entry);
-      if (message === undefined || message.counter >= nextCounter || this.messages.has(message.counter)) {
-        throw new Error("corrupt engine snapshot: an outbound message is malformed");
-      }
-      this.outbound.set(message.counter, message);
-    }
-    for (const entry of forwards) {
-      const [counter, key, deadlineMs] = Array.isArray(entry) ? entry : [];
-      if (!isNonNegativeInteger(counter) || typeof key !== "string" || !isNonNegativeInteger(deadlineMs)) {
-        throw new Error("corrupt engine snapshot: a forward is malformed");
-      }
-      this.forwards.set(counter, { key, deadlineMs });
-    }
-    for (const entry of received) {
-      const [sourceKey, key, deadlineMs] = Array.isArray(entry) ? entry : [];
-      if (
-        typeof sourceKey !== "string" ||
-        !(key === null || typeof key === "string") ||
-        !isNonNegativeInteger(deadlineMs)
-      ) {
-        throw new Error("corrupt engine snapshot: a received source key is malformed");
-      }
-      this.received.set(sourceKey, { key, deadlineMs });
-    }
+    this.routing = { kind: "routeMessages", correlationCount, basePartitionCount, relocating };
   }
 
   private advanceTo(index: number): void {
@@ -820,6 +867,60 @@ export class EngineSnapshotEncoder {
       offset += piece.byteLength;
     }
     return bytes;
+  }
+}
+
+/** The steps of one restore (`PartitionEngine.restoreVisitor`) and the engine they built. */
+interface EngineRestoreVisitor extends MsgpackArrayVisitor {
+  /** The restored engine, once the whole snapshot was handed over. */
+  result(): PartitionEngine;
+}
+
+/**
+ * Restores one engine from a snapshot handed over in pieces (see `PartitionEngine.restorer`). A restorer that threw
+ * is unusable; its partial engine is never handed out.
+ */
+export class EngineSnapshotRestorer {
+  private readonly stream: MsgpackArrayStream;
+  private failed = false;
+
+  /** Called by `PartitionEngine.restorer`. */
+  constructor(private readonly visitor: EngineRestoreVisitor) {
+    this.stream = new MsgpackArrayStream(visitor);
+  }
+
+  /** Bytes of the snapshot handed over and decoded so far. */
+  get decodedBytes(): number {
+    return this.stream.decodedBytes;
+  }
+
+  /** The most bytes kept between two pieces (the start of a message that had not arrived whole). */
+  get peakBufferedBytes(): number {
+    return this.stream.peakBufferedBytes;
+  }
+
+  /** Decodes the messages and fields `piece` completes; `piece` may be reused afterwards. */
+  push(piece: Uint8Array): void {
+    this.guard(() => this.stream.push(piece));
+  }
+
+  /** The restored engine; throws when the snapshot ended early or bytes follow its end. */
+  finish(): PartitionEngine {
+    return this.guard(() => {
+      this.stream.end();
+      return this.visitor.result();
+    });
+  }
+
+  private guard<T>(step: () => T): T {
+    if (this.failed) throw new Error("invariant violated: a failed snapshot restore was continued");
+    try {
+      return step();
+    } catch (error) {
+      this.failed = true;
+      if (error instanceof MsgpackStreamError) throw new Error(`corrupt engine snapshot: ${error.message}`);
+      throw error;
+    }
   }
 }
 

@@ -26,5 +26,5 @@ export {
 export { type RandomSource, SeededRandom } from "./core/random.js";
 export type { ReadContext, ReadState } from "./core/read-index.js";
 export type { Ready, Role, SoftState } from "./core/ready.js";
-export { snapshotChecksum } from "./core/snapshot-transfer.js";
+export { sameSnapshot, snapshotChecksum } from "./core/snapshot-transfer.js";
 export * from "./types.js";

@@ -8,7 +8,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { MembershipAnswer, MembershipChange } from "../../../src/cluster/broker/membership.js";
 import { PartitionReplica } from "../../../src/cluster/broker/partition-replica.js";
 import type { PublishMessageCommand } from "../../../src/cluster/broker/protocol.js";
-import { type Member, votersOf } from "../../../src/cluster/raft/index.js";
+import { type Member, type Message, votersOf } from "../../../src/cluster/raft/index.js";
 import { StorageEnvironment } from "../../../src/cluster/raft/storage/environment.js";
 import { removeDirectory, temporaryDirectory, waitFor } from "./support.js";
 
@@ -24,6 +24,8 @@ describe("PartitionReplica membership changes", () => {
   const directories = new Map<number, string>();
   /** Members whose messages are dropped (in both directions). */
   const isolated = new Set<number>();
+  /** Drops the messages it matches, when set. */
+  let dropping: ((from: number, message: Message) => boolean) | null = null;
 
   async function openReplica(memberId: number, bootstrap: readonly Member[] | null): Promise<PartitionReplica> {
     let environment = environments.get(memberId);
@@ -44,7 +46,7 @@ describe("PartitionReplica membership changes", () => {
       maxPendingProposals: 256,
       maxApplyLagEntries: 10_000,
       send: (to, message) => {
-        if (isolated.has(memberId) || isolated.has(to)) return;
+        if (isolated.has(memberId) || isolated.has(to) || dropping?.(memberId, message)) return;
         replicas.get(to)?.receive(message);
       },
       onFailure: (error) => {
@@ -65,6 +67,7 @@ describe("PartitionReplica membership changes", () => {
 
   beforeEach(() => {
     isolated.clear();
+    dropping = null;
   });
 
   afterEach(async () => {
@@ -134,12 +137,65 @@ describe("PartitionReplica membership changes", () => {
     );
     expect(joining.membership().receivedBytes).toBeGreaterThan(0);
     expect(joining.installedSnapshotCount).toBeGreaterThanOrEqual(1);
+    // Its engine was decoded from the chunks as they arrived: the install did not read the snapshot back.
+    expect(joining.snapshotsRestoredWhileReceivingCount).toBe(joining.installedSnapshotCount);
     // Without broker 0, brokers 1 and 2 are 2 of 4 voters: a leader among 1, 2 and 3 needs the new voter's vote.
     isolated.add(0);
     const remaining = await waitForLeaderAmong([1, 2, 3]);
     for (const key of acknowledged.slice(-50)) {
       expect((await remaining.getMessage(key)).outcome).toBe("found");
     }
+  });
+
+  it("a leader sending its snapshot to a joining replica keeps that snapshot and the log after it until the transfer ends", async () => {
+    await openGroup([voter(0, 3), voter(1), voter(2)]);
+    const sender = await leader();
+    for (let sequence = 0; sequence < 60; sequence += 1) await sender.publish(command(`before-${sequence}`));
+    await waitFor(() => sender.latestSnapshotIndex > 0, "a snapshot on the leader");
+    const snapshotIndex = sender.latestSnapshotIndex;
+    // The joining replica's answers to the snapshot's chunks are lost, so the transfer stays under way.
+    dropping = (from, message) => from === 3 && message.type === "snapshotResponse";
+    const joining = await openReplica(3, null);
+    await changeUntilDone({ type: "addLearner", member: 3, priority: 1 });
+    for (let sequence = 0; sequence < 120; sequence += 1) {
+      expect((await sender.publish(command(`during-${sequence}`))).outcome).toBe("published");
+    }
+    // More than two snapshot intervals (50 entries) were applied, and the snapshot being sent is still the latest.
+    expect(sender.report().appliedIndex - snapshotIndex).toBeGreaterThan(100);
+    expect(sender.latestSnapshotIndex).toBe(snapshotIndex);
+    dropping = null;
+    await waitFor(() => joining.installedSnapshotCount === 1, "the joining replica installed the snapshot");
+    await waitFor(
+      () => joining.report().appliedIndex >= sender.report().commitIndex,
+      "the joining replica caught up through the log after the snapshot",
+    );
+    // The transfer is over: the leader compacts again.
+    await waitFor(() => sender.latestSnapshotIndex > snapshotIndex, "the leader compacts after the transfer");
+  });
+
+  it("a joining replica restarted in the middle of a snapshot resumes it and restores its engine from the stored snapshot a chunk at a time", async () => {
+    await openGroup([voter(0, 3), voter(1), voter(2)]);
+    const sender = await leader();
+    // Over two 1 MiB chunks of snapshot.
+    const variables = { blob: "b".repeat(60_000) };
+    for (let sequence = 0; sequence < 60; sequence += 1) {
+      await sender.publish({ ...command(`large-${sequence}`), variables });
+    }
+    await waitFor(() => sender.latestSnapshotIndex > 0, "a snapshot on the leader");
+    // Only the first chunk reaches the joining replica before it stops.
+    dropping = (_from, message) => message.type === "snapshotChunk" && message.to === 3 && message.offset > 0;
+    let joining = await openReplica(3, null);
+    await changeUntilDone({ type: "addLearner", member: 3, priority: 1 });
+    await waitFor(() => joining.membership().receivedBytes >= 1024 * 1024, "the first chunk received");
+    await closeReplica(3);
+    dropping = null;
+    joining = await openReplica(3, null);
+    await waitFor(() => joining.installedSnapshotCount === 1, "the resumed snapshot installed");
+    // The receipt resumed after the first chunk (a receipt started over would have been decoded as it arrived), so
+    // the engine was read back from the installed snapshot.
+    expect(joining.snapshotsRestoredWhileReceivingCount).toBe(0);
+    await waitFor(() => joining.report().appliedIndex >= sender.report().commitIndex, "the joining replica caught up");
+    expect(joining.bufferedMessageCount).toBe(sender.bufferedMessageCount);
   });
 
   async function waitForLeaderAmong(memberIds: readonly number[]): Promise<PartitionReplica> {

@@ -378,6 +378,46 @@ describe("EngineSnapshotEncoder", () => {
     expect(PartitionEngine.restore(encoder.bytes()).lastAppliedIndex).toBe(50);
   });
 
+  it("restores from pieces of any size the same state as from the whole snapshot, holding one message at most between pieces", () => {
+    const engine = new PartitionEngine({ partitionId: 5 });
+    const variables = { blob: "v".repeat(4_000) };
+    for (let position = 0; position < 300; position += 1) {
+      const messageId = position % 2 === 0 ? { messageId: `id-${position}` } : {};
+      engine.apply(position + 1, publish({ ...messageId, variables, timeToLiveMs: 10_000_000 }));
+    }
+    const whole = engine.snapshot();
+    const largestMessageBytes = 4_200;
+    for (const pieceBytes of [1, 1_000, 4_096, 65_536]) {
+      const restorer = PartitionEngine.restorer();
+      for (let offset = 0; offset < whole.byteLength; offset += pieceBytes) {
+        restorer.push(whole.subarray(offset, offset + pieceBytes));
+      }
+      const restored = restorer.finish();
+      expect(Buffer.from(restored.snapshot()).equals(Buffer.from(whole))).toBe(true);
+      expect(restored.apply(301, publish({ messageId: "id-0" }))).toMatchObject({ reason: "duplicate-message-id" });
+      expect(restorer.decodedBytes).toBe(whole.byteLength);
+      // The snapshot is more than a megabyte; between two pieces only the start of one message waits.
+      expect(restorer.peakBufferedBytes).toBeLessThan(largestMessageBytes);
+    }
+  });
+
+  it("refuses a snapshot in pieces that ends early or has bytes after its end, and cannot be continued after", () => {
+    const whole = engineWith(20).snapshot();
+    for (const length of [1, 10, Math.floor(whole.byteLength / 2), whole.byteLength - 1]) {
+      const restorer = PartitionEngine.restorer();
+      restorer.push(whole.subarray(0, length));
+      expect(() => restorer.finish()).toThrow(/corrupt engine snapshot: the document ends early/);
+    }
+    const followed = PartitionEngine.restorer();
+    followed.push(whole);
+    expect(() => followed.push(Uint8Array.of(0xc0))).toThrow(/corrupt engine snapshot: bytes follow/);
+    expect(() => followed.finish()).toThrow(/failed snapshot restore/);
+    const damaged = Uint8Array.from(whole);
+    damaged[2] = 0;
+    const restorer = PartitionEngine.restorer();
+    expect(() => restorer.push(damaged.subarray(0, 3))).toThrow(/partition id/);
+  });
+
   it("refuses to hand out the bytes before every message is encoded", () => {
     const encoder = engineWith(3).snapshotEncoder();
     encoder.encodeMessages(2);

@@ -135,6 +135,16 @@ export function encodeChunk(data: Uint8Array): Uint8Array {
   return sealChecksum(value);
 }
 
+/**
+ * Verifies one stored snapshot chunk and returns its data as a view of `value`, without copying: for values the
+ * caller owns (LMDB hands out a buffer of their own for values of a chunk's size).
+ */
+export function chunkDataView(value: Uint8Array, location: string): Uint8Array {
+  verifyChecksum(value, CHECKSUM_BYTES, location);
+  // A plain Uint8Array over the same memory, as `decodeChunk` gives (LMDB hands out Buffers).
+  return new Uint8Array(value.buffer, value.byteOffset + CHECKSUM_BYTES, value.byteLength - CHECKSUM_BYTES);
+}
+
 /** Verifies one stored snapshot chunk and returns a copy of its data. */
 export function decodeChunk(value: Uint8Array, location: string): Uint8Array {
   verifyChecksum(value, CHECKSUM_BYTES, location);

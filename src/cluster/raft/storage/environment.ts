@@ -212,14 +212,22 @@ export class StorageEnvironment {
   }
 
   /**
-   * Writes snapshot chunks outside any transaction, on LMDB's writer thread, and resolves once they are durable. The
-   * caller makes a record refer to them only afterwards, and writes them under keys no durable record refers to.
+   * Writes snapshot chunks outside any transaction, on LMDB's writer thread, and resolves once they are durable (with
+   * `removals`, keys removed in the same LMDB transaction). The caller makes a record refer to them only afterwards,
+   * and writes and removes only keys no durable record refers to.
    */
-  async writeChunks(chunks: readonly (readonly [ChunkKey, Uint8Array])[]): Promise<void> {
+  async writeChunks(
+    chunks: readonly (readonly [ChunkKey, Uint8Array])[],
+    removals: readonly ChunkKey[] = [],
+  ): Promise<void> {
     if (this.closed) throw new Error("the storage environment is closed");
     if (this.chunkFailure !== null) throw this.chunkFailure;
     try {
-      await this.onWriterThread(Promise.all(chunks.map(([key, value]) => this.chunks.put(key, value))));
+      const operations = [
+        ...removals.map((key) => this.chunks.remove(key)),
+        ...chunks.map(([key, value]) => this.chunks.put(key, value)),
+      ];
+      await this.onWriterThread(Promise.all(operations));
     } catch (error) {
       // What reached the disk is unknown; as after a failed transaction, no further write is accepted.
       this.chunkFailure ??= error instanceof Error ? error : new Error(String(error));

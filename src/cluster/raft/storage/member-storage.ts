@@ -7,7 +7,8 @@
  * Snapshots move between members without being held in memory whole: a leader reads the stored snapshot a byte range
  * at a time (`snapshotChunk`, verifying only the stored chunks it touches), and a receiving member writes each chunk
  * as it arrives (`receiveSnapshotChunks`), keeping a running CRC-32C of the received bytes with its progress, so the
- * whole snapshot is verified when it is complete (`finishSnapshotReceive`) without being read back.
+ * whole snapshot is verified when it is complete (`finishSnapshotReceive`) without being read back. A state machine
+ * is restored from the stored snapshot a chunk at a time too (`readSnapshot`).
  *
  * All writes go through the environment's group commit, so concurrent writes share one durable transaction.
  * The adapter keeps a small in-memory view (log bounds, hard state, snapshot records) that always equals what is
@@ -29,7 +30,15 @@ import {
   type SnapshotReceipt,
   StorageCorruptionError,
 } from "../types.js";
-import { decodeChunk, decodeEntry, decodeRecord, encodeChunk, encodeEntry, encodeRecord } from "./codec.js";
+import {
+  chunkDataView,
+  decodeChunk,
+  decodeEntry,
+  decodeRecord,
+  encodeChunk,
+  encodeEntry,
+  encodeRecord,
+} from "./codec.js";
 import { EntryCache } from "./entry-cache.js";
 import { type ChunkKey, StorageEnvironment, type TransactionParticipant } from "./environment.js";
 import type { GroupCommitOptions } from "./group-commit.js";
@@ -193,6 +202,22 @@ function isHardState(value: unknown): value is HardState {
   }
   const fenced = value.fencedMembers;
   return fenced === undefined || (Array.isArray(fenced) && fenced.every(isNonNegativeInteger));
+}
+
+/** `incoming` with `chunks`, which continue its received bytes in order, received too. */
+function progressedIncoming(
+  incoming: StoredIncomingSnapshot,
+  chunks: readonly { readonly offset: number; readonly data: Uint8Array }[],
+): StoredIncomingSnapshot {
+  let { receivedBytes, receivedChecksum } = incoming;
+  for (const chunk of chunks) {
+    if (chunk.offset !== receivedBytes) {
+      throw new Error(`invariant violated: received chunk at ${chunk.offset} does not continue at ${receivedBytes}`);
+    }
+    receivedBytes += chunk.data.byteLength;
+    receivedChecksum = crc32c(chunk.data, receivedChecksum) >>> 0;
+  }
+  return { ...incoming, receivedBytes, receivedChecksum };
 }
 
 function sameSnapshot(left: SnapshotMetadata, right: SnapshotMetadata): boolean {
@@ -554,6 +579,33 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     return { metadata: stored.metadata, data: this.readSnapshotData(stored) };
   }
 
+  /**
+   * Reads the stored snapshot one stored chunk at a time and hands each chunk's data to `consume`, in order, so a
+   * state machine is restored without the snapshot ever being held whole. Each chunk is verified against its own
+   * checksum before it is handed over, and the whole snapshot's size and CRC-32C once the last one was: when this
+   * throws (`StorageCorruptionError`), whatever `consume` built from the chunks must be thrown away. Returns the
+   * snapshot's metadata, or null when none is stored.
+   */
+  readSnapshot(consume: (data: Uint8Array) => void): SnapshotMetadata | null {
+    this.assertOpen();
+    const stored = this.durable.snapshot;
+    if (stored === null) {
+      return null;
+    }
+    let checksum = 0;
+    for (const data of this.verifiedChunks(stored.slot, stored.metadata.sizeBytes, "snapshot")) {
+      checksum = crc32c(data, checksum) >>> 0;
+      consume(data);
+    }
+    if (checksum !== stored.metadata.checksum) {
+      throw new StorageCorruptionError(
+        "snapshot",
+        `data checksum ${checksum} differs from ${stored.metadata.checksum}`,
+      );
+    }
+    return stored.metadata;
+  }
+
   /** Metadata of the stored snapshot, without reading its data. */
   snapshotMetadata(): SnapshotMetadata | null {
     this.assertOpen();
@@ -579,10 +631,16 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       throw new Error(`snapshot range starts at ${offset}, beyond the snapshot size ${sizeBytes}`);
     }
     const end = Math.min(sizeBytes, offset + maxBytes);
-    const result = new Uint8Array(end - offset);
     if (end === offset) {
-      return result;
+      return new Uint8Array(0);
     }
+    // The sender's usual case: the range is exactly one stored chunk, handed out without a copy.
+    const exact = this.environment.chunks.get([this.scope, stored.slot, offset]);
+    if (exact !== undefined) {
+      const data = chunkDataView(exact, `snapshot chunk at ${offset}`);
+      if (data.byteLength === end - offset) return data;
+    }
+    const result = new Uint8Array(end - offset);
     // The stored chunk holding `offset` is the last one starting at or before it. Stored chunks need not be cut the
     // way this storage cuts them now: a received snapshot keeps the sender's chunks.
     const [first] = this.environment.chunks.getKeys({
@@ -654,9 +712,17 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   }
 
   /**
-   * Durably writes a receipt of the Raft core (`Ready.snapshotReceipt`) in one transaction: starts the snapshot over
-   * when the receipt says so, then stores its chunks in order. The chunks must continue the received bytes exactly,
-   * as the core tracks them; anything else means the core and the storage disagree, and fails.
+   * Durably writes a receipt of the Raft core (`Ready.snapshotReceipt`): starts the snapshot over when the receipt
+   * says so, then stores its chunks in order. The chunks must continue the received bytes exactly, as the core tracks
+   * them; anything else means the core and the storage disagree, and fails.
+   *
+   * The chunks are written and synced by LMDB's writer thread, beyond the received bytes or in a fresh slot when the
+   * receipt starts over, while this thread goes on receiving. Once synced they are the receipt's durable progress
+   * (`recoverIncoming` counts them after a restart), so only a receipt that starts over commits a transaction (the
+   * record naming the snapshot and its slot). Committing megabytes of chunks, then the progress, on this thread
+   * stopped the broker, socket reads included, for every batch of a transfer. A crash while chunks are written loses
+   * them whole or not at all (LMDB's transactions are atomic), and a slot no record refers to is cleared after the
+   * next start; no byte is ever acknowledged before its chunk is durable.
    */
   async receiveSnapshotChunks(receipt: SnapshotReceipt): Promise<void> {
     this.assertOpen();
@@ -664,31 +730,75 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     if (!isSnapshotMetadata(metadata)) {
       throw new Error("invalid snapshot metadata");
     }
+    const current = (this.staged ?? this.durable).incoming;
+    if (!receipt.restart && (current === null || !sameSnapshot(current.metadata, metadata))) {
+      throw new Error(`invariant violated: chunks of snapshot ${metadata.index}, which is not being received`);
+    }
+    let end = receipt.restart ? 0 : (current?.receivedBytes ?? 0);
+    for (const chunk of receipt.chunks) {
+      if (chunk.offset !== end) {
+        throw new Error(`invariant violated: received chunk at ${chunk.offset} does not continue at ${end}`);
+      }
+      end = chunk.offset + chunk.data.byteLength;
+      if (end > metadata.sizeBytes) {
+        throw new Error(`snapshot chunk ends at ${end}, beyond the size ${metadata.sizeBytes}`);
+      }
+    }
+    const slot = receipt.restart || current === null ? this.reserveSlot() : current.slot;
     const chunks = receipt.chunks.map((chunk) => ({
       offset: chunk.offset,
       data: chunk.data,
       encoded: this.encodeReceivedChunk(chunk.offset, chunk.data),
     }));
-    return this.submit(
-      () => {
-        const staged = this.stagedView();
-        if (receipt.restart) {
-          this.stageBeginReceive(staged, metadata, true);
-        } else if (staged.incoming === null || !sameSnapshot(staged.incoming.metadata, metadata)) {
-          throw new Error(`invariant violated: chunks of snapshot ${metadata.index}, which is not being received`);
-        }
-        for (const chunk of chunks) {
-          const receivedBytes = staged.incoming?.receivedBytes;
-          if (chunk.offset !== receivedBytes) {
-            throw new Error(
-              `invariant violated: received chunk at ${chunk.offset} does not continue at ${receivedBytes}`,
-            );
-          }
-          this.stageReceivedChunk(staged, chunk.offset, chunk.data, chunk.encoded);
-        }
-      },
-      { writesChunks: true },
+    await this.writeReceivedChunks(slot, chunks);
+    if (!receipt.restart) {
+      // The chunks, durable now, are the receipt's durable progress (see `recoverIncoming`): no transaction, and no
+      // second sync, is needed to acknowledge them.
+      const staged = this.staged;
+      const view = staged ?? this.durable;
+      if (view.incoming === null || !sameSnapshot(view.incoming.metadata, metadata) || view.incoming.slot !== slot) {
+        throw new Error(`invariant violated: chunks of snapshot ${metadata.index}, which is not being received`);
+      }
+      const incoming = progressedIncoming(view.incoming, chunks);
+      this.durable = { ...this.durable, incoming };
+      if (staged !== null) staged.incoming = incoming;
+      return;
+    }
+    return this.submit(() => {
+      const staged = this.stagedView();
+      this.stageBeginReceive(staged, metadata, true, slot);
+      const incoming = progressedIncoming(staged.incoming as StoredIncomingSnapshot, chunks);
+      this.environment.state.put(this.scope, INCOMING_SNAPSHOT_KEY, encodeRecord(incoming));
+      staged.incoming = incoming;
+    });
+  }
+
+  /**
+   * Writes received chunks under `slot` on LMDB's writer thread and resolves once they are durable. Chunks a crash
+   * left at or after the first one's offset (a sender may cut the snapshot differently now) are removed with them.
+   */
+  private async writeReceivedChunks(
+    slot: number,
+    chunks: readonly { readonly offset: number; readonly encoded: Uint8Array }[],
+  ): Promise<void> {
+    const first = chunks[0];
+    if (first === undefined) return;
+    const writtenKeys = new Set(chunks.map((chunk) => chunk.offset));
+    const stale = [
+      ...this.environment.chunks.getKeys({
+        start: [this.scope, slot, first.offset],
+        end: [this.scope, slot + 1, 0],
+      }),
+    ].filter((key) => !writtenKeys.has(key[2]));
+    const written = this.environment.writeChunks(
+      chunks.map((chunk) => [[this.scope, slot, chunk.offset] as ChunkKey, chunk.encoded] as const),
+      stale,
     );
+    this.lastChunkWrite = written.then(
+      () => undefined,
+      () => undefined,
+    );
+    await written;
   }
 
   /** The snapshot being received, how many bytes of it are durable and their checksum, or null. */
@@ -782,14 +892,19 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   }
 
   /** Starts (or resumes, unless `restart`) the receipt of `metadata` in the running transaction; returns its offset. */
-  private stageBeginReceive(staged: View, metadata: SnapshotMetadata, restart: boolean): number {
+  /**
+   * Starts the receipt of `metadata` over (or resumes it when `restart` is false and it is the one in progress).
+   * `reservedSlot`, when given, is a slot `reserveSlot` handed out whose chunks are written already; otherwise a new
+   * slot is taken and cleared.
+   */
+  private stageBeginReceive(staged: View, metadata: SnapshotMetadata, restart: boolean, reservedSlot?: number): number {
     if (!restart && staged.incoming !== null && sameSnapshot(staged.incoming.metadata, metadata)) {
       return staged.incoming.receivedBytes;
     }
     // The new slot is chosen before the old transfer is discarded, so it differs from the slot being released.
-    const slot = this.nextSlot(staged);
+    const slot = reservedSlot ?? this.nextSlot(staged);
     this.discardIncoming(staged);
-    this.clearSlot(slot);
+    if (reservedSlot === undefined) this.clearSlot(slot);
     const incoming: StoredIncomingSnapshot = { metadata, slot, receivedBytes: 0, receivedChecksum: 0 };
     this.environment.state.put(this.scope, INCOMING_SNAPSHOT_KEY, encodeRecord(incoming));
     staged.incoming = incoming;
@@ -905,14 +1020,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
         value.receivedBytes <= value.metadata.sizeBytes &&
         (value.receivedChecksum === undefined || isNonNegativeInteger(value.receivedChecksum)),
     );
-    // A receipt recorded before its running checksum was kept cannot be verified without reading it back: it starts
-    // over (the first chunk written at byte 0 replaces the stored record and removes the chunks after it).
-    const incoming: StoredIncomingSnapshot | null =
-      stored === null
-        ? null
-        : stored.receivedChecksum === undefined
-          ? { metadata: stored.metadata, slot: stored.slot, receivedBytes: 0, receivedChecksum: 0 }
-          : { ...stored, receivedChecksum: stored.receivedChecksum };
+    const incoming = stored === null ? null : this.recoverIncoming(stored.metadata, stored.slot);
     const start = logStart ?? { index: 0, term: 0 };
     if (snapshot !== null && (start.index !== snapshot.metadata.index || start.term !== snapshot.metadata.term)) {
       throw new StorageCorruptionError(`${LOG_START_KEY} record`, "log start does not match the stored snapshot");
@@ -934,6 +1042,33 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       this.termIn(view, lastIndex);
     }
     return view;
+  }
+
+  /**
+   * How far the receipt of `metadata` into `slot` came, as its stored chunks show it. Once a receipt has started, its
+   * chunks are its durable progress: each batch is written and synced before anything acknowledges it, and no record
+   * counts it (the record's own count, kept by earlier versions, is only a lower bound). Counts the chunks that
+   * continue each other from byte 0 and verify, with their running checksum, reading one chunk at a time. Chunks
+   * after a gap or a damaged chunk are not counted: the sender sends those bytes again, and the write that stores
+   * them removes what lies there.
+   */
+  private recoverIncoming(metadata: SnapshotMetadata, slot: number): StoredIncomingSnapshot {
+    let receivedBytes = 0;
+    let receivedChecksum = 0;
+    const range = { start: [this.scope, slot, 0] as ChunkKey, end: [this.scope, slot + 1, 0] as ChunkKey };
+    for (const { key, value } of this.environment.chunks.getRange(range)) {
+      if (key[2] !== receivedBytes) break;
+      let data: Uint8Array;
+      try {
+        data = chunkDataView(value, `incoming snapshot chunk at ${receivedBytes}`);
+      } catch {
+        break;
+      }
+      if (data.byteLength === 0 || receivedBytes + data.byteLength > metadata.sizeBytes) break;
+      receivedChecksum = crc32c(data, receivedChecksum) >>> 0;
+      receivedBytes += data.byteLength;
+    }
+    return { metadata, slot, receivedBytes, receivedChecksum };
   }
 
   private readRecord<T>(key: string, isValid: (value: unknown) => value is T): T | null {
@@ -1161,6 +1296,19 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   /** Reassembles `sizeBytes` of chunk data stored under `slot`, verifying every chunk and their contiguity. */
   private readChunks(slot: number, sizeBytes: number, location: string): Uint8Array {
     const data = new Uint8Array(sizeBytes);
+    let offset = 0;
+    for (const chunk of this.verifiedChunks(slot, sizeBytes, location)) {
+      data.set(chunk, offset);
+      offset += chunk.byteLength;
+    }
+    return data;
+  }
+
+  /**
+   * The data of the chunks stored under `slot`, in order, each verified against its own checksum; throws when one
+   * is missing or they do not add up to `sizeBytes`. Only one chunk is read at a time.
+   */
+  private *verifiedChunks(slot: number, sizeBytes: number, location: string): Generator<Uint8Array> {
     let expectedOffset = 0;
     const range = {
       start: [this.scope, slot, 0] as [number, number, number],
@@ -1171,16 +1319,16 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       if (offset !== expectedOffset) {
         throw new StorageCorruptionError(`${location} chunk at ${expectedOffset}`, "chunk is missing");
       }
-      const chunk = decodeChunk(value, `${location} chunk at ${offset}`);
+      // A view, not a copy: LMDB hands out a buffer of its own for each value it reads here.
+      const chunk = chunkDataView(value, `${location} chunk at ${offset}`);
       if (offset + chunk.byteLength > sizeBytes) {
         throw new StorageCorruptionError(`${location} chunk at ${offset}`, "chunk extends beyond the snapshot size");
       }
-      data.set(chunk, offset);
       expectedOffset = offset + chunk.byteLength;
+      yield chunk;
     }
     if (expectedOffset !== sizeBytes) {
       throw new StorageCorruptionError(`${location} chunk at ${expectedOffset}`, "chunk is missing");
     }
-    return data;
   }
 }

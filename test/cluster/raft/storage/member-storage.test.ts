@@ -3,7 +3,7 @@ import { crc32c } from "@node-rs/crc32";
 import { open } from "lmdb";
 import { describe, expect, it, vi } from "vitest";
 import { encodeEntry } from "../../../../src/cluster/raft/storage/codec.js";
-import { JOURNAL_DIRECTORY_NAME } from "../../../../src/cluster/raft/storage/environment.js";
+import { JOURNAL_DIRECTORY_NAME, StorageEnvironment } from "../../../../src/cluster/raft/storage/environment.js";
 import { Journal } from "../../../../src/cluster/raft/storage/journal.js";
 import {
   EntriesUnavailableError,
@@ -346,6 +346,43 @@ describe("MemberStorage", () => {
     });
   });
 
+  describe("reading the whole stored snapshot a chunk at a time", () => {
+    it("hands over one verified stored chunk at a time, never the whole snapshot", async () => {
+      await withStorage(async (storage) => {
+        expect(storage.readSnapshot(() => undefined)).toBeNull();
+        const snapshot = makeSnapshot(10, 2, 10_000);
+        await storage.installSnapshot(snapshot);
+        const pieces: Uint8Array[] = [];
+        expect(storage.readSnapshot((data) => pieces.push(Uint8Array.from(data)))).toEqual(snapshot.metadata);
+        expect(pieces.map((piece) => piece.byteLength)).toEqual([...Array(9).fill(1024), 10_000 - 9 * 1024]);
+        expect(Buffer.concat(pieces)).toEqual(Buffer.from(snapshot.data));
+      });
+    });
+
+    it("throws a corruption error for a damaged chunk before handing it over", async () => {
+      await withTemporaryDirectory(async (directory) => {
+        const storage = MemberStorage.open({ directory, snapshotChunkBytes: 1024 });
+        await storage.installSnapshot(makeSnapshot(10, 2, 4096));
+        await storage.close();
+        const database = open<Uint8Array, [number, number, number]>({ path: directory, maxDbs: 4 });
+        const chunks = database.openDB<Uint8Array, [number, number, number]>({
+          name: "snapshotChunks",
+          encoding: "binary",
+        });
+        const key = [...chunks.getKeys()][2] as [number, number, number];
+        const damaged = Uint8Array.from(chunks.get(key) as Uint8Array);
+        damaged[damaged.byteLength - 1] = (damaged[damaged.byteLength - 1] as number) ^ 0xff;
+        await chunks.put(key, damaged);
+        await database.close();
+        const reopened = MemberStorage.open({ directory, snapshotChunkBytes: 1024 });
+        const handedOver: number[] = [];
+        expect(() => reopened.readSnapshot((data) => handedOver.push(data.byteLength))).toThrow(StorageCorruptionError);
+        expect(handedOver).toEqual([1024, 1024]);
+        await reopened.close();
+      });
+    });
+  });
+
   describe("reading the stored snapshot a range at a time", () => {
     it("reads any range, across stored chunk boundaries, and nothing past the end", async () => {
       await withStorage(async (storage) => {
@@ -454,7 +491,7 @@ describe("MemberStorage", () => {
     });
   });
 
-  it("drops chunks that a crash left beyond the received bytes when a transfer resumes with other chunk sizes", async () => {
+  it("counts chunks a crash left durable beyond the recorded progress when a transfer resumes", async () => {
     await withTemporaryDirectory(async (directory) => {
       const data = new Uint8Array(8).map((_, position) => position + 1);
       const metadata = { ...makeSnapshot(10, 2, 8).metadata, checksum: crc32c(data) };
@@ -473,10 +510,12 @@ describe("MemberStorage", () => {
       await expect(first).rejects.toThrow(/crash/);
       await expect(second).rejects.toThrow(/crash/);
       await storage.close();
+      // Both chunks reached LMDB whole, so they count although no record says so: the receipt resumes after them.
       const reopened = MemberStorage.open({ directory, snapshotChunkBytes: 8 });
-      expect(await reopened.beginSnapshotReceive(metadata)).toBe(0);
-      await reopened.writeSnapshotChunk(0, data);
+      expect(reopened.incomingSnapshot()).toEqual({ metadata, receivedBytes: 8, receivedChecksum: crc32c(data) });
+      expect(await reopened.beginSnapshotReceive(metadata)).toBe(8);
       expect(await reopened.finishSnapshotReceive()).toEqual(metadata);
+      expect(reopened.snapshot()?.data).toEqual(data);
       await reopened.close();
     });
   });
@@ -632,6 +671,53 @@ describe("MemberStorage", () => {
         });
         await expect(storage.finishSnapshotReceive()).rejects.toThrow(SnapshotChecksumMismatchError);
         expect(storage.incomingSnapshot()).toBeNull();
+      });
+    });
+
+    it("writes a receipt's chunks on LMDB's writer thread first and records no progress beyond them: no transaction on this thread after the first, and a restart resumes from the chunks", async () => {
+      await withTemporaryDirectory(async (directory) => {
+        const environment = StorageEnvironment.open({ directory, synchronousCommit: true });
+        const storage = MemberStorage.openIn(environment, { scope: 1, snapshotChunkBytes: 4 });
+        const snapshot = makeSnapshot(10, 2, 10);
+        const chunk = (offset: number, end: number) => ({ offset, data: snapshot.data.subarray(offset, end) });
+        const transactionsBefore = environment.lmdbTransactionCount;
+        await storage.receiveSnapshotChunks({ metadata: snapshot.metadata, restart: true, chunks: [chunk(0, 4)] });
+        // The chunks were committed and synced by the writer thread, not in a transaction holding this thread.
+        expect(environment.lmdbTransactionCount).toBe(transactionsBefore);
+        // A crash after the writer thread stored the next chunks (cut differently) but before the progress covering
+        // them was recorded: they are not acknowledged, and the next receipt there replaces them.
+        await environment.writeChunks([
+          [[1, 1, 4], new Uint8Array(8)],
+          [[1, 1, 6], new Uint8Array(8)],
+        ]);
+        expect(storage.incomingSnapshot()?.receivedBytes).toBe(4);
+        const commitsBefore = environment.transactionCount;
+        await storage.receiveSnapshotChunks({ metadata: snapshot.metadata, restart: false, chunks: [chunk(4, 8)] });
+        // The chunks synced by the writer thread are the progress: no journal commit either.
+        expect(environment.transactionCount).toBe(commitsBefore);
+        expect(environment.lmdbTransactionCount).toBe(transactionsBefore);
+        expect(storage.incomingSnapshot()?.receivedBytes).toBe(8);
+        await storage.close();
+        await environment.close();
+
+        const reopenedEnvironment = StorageEnvironment.open({ directory, synchronousCommit: true });
+        const reopened = MemberStorage.openIn(reopenedEnvironment, { scope: 1, snapshotChunkBytes: 4 });
+        expect((await reopened.load()).incomingSnapshot).toEqual({
+          metadata: snapshot.metadata,
+          receivedBytes: 8,
+          receivedChecksum: crc32c(snapshot.data.subarray(0, 8)),
+        });
+        await reopened.receiveSnapshotChunks({ metadata: snapshot.metadata, restart: false, chunks: [chunk(8, 10)] });
+        expect(await reopened.finishSnapshotReceive()).toEqual(snapshot.metadata);
+        expect(reopened.snapshot()?.data).toEqual(snapshot.data);
+        await reopenedEnvironment.chunkOperationsSettled();
+        expect([...reopenedEnvironment.chunks.getKeys({ start: [1, 0, 0], end: [2, 0, 0] })]).toEqual([
+          [1, 1, 0],
+          [1, 1, 4],
+          [1, 1, 8],
+        ]);
+        await reopened.close();
+        await reopenedEnvironment.close();
       });
     });
 

@@ -1,0 +1,131 @@
+import { describe, expect, it } from "vitest";
+import {
+  MsgpackArrayStream,
+  type MsgpackArrayVisitor,
+  MsgpackStreamError,
+  valueEnd,
+} from "../../../src/cluster/engine/msgpack-stream.js";
+import { engineCodec } from "../../../src/cluster/engine/records.js";
+
+/** One value of every msgpack type and length class, as the engine's codec packs them. */
+function sampleValues(): unknown[] {
+  const integers = [0, 127, 128, 255, 256, 65_535, 65_536, 2 ** 32, 2 ** 40, -1, -32, -33, -128, -129, -32_768];
+  const moreIntegers = [-32_769, -(2 ** 31) - 1, -(2 ** 40)];
+  const strings = [0, 31, 32, 255, 256, 65_536].map((length) => "s".repeat(length));
+  const binaries = [0, 255, 256, 65_536].map((length) => new Uint8Array(length).fill(7));
+  const arrays = [0, 15, 16, 65_536].map((length) => Array.from({ length }, (_, position) => position));
+  const maps = [15, 16, 300].map((size) =>
+    Object.fromEntries(Array.from({ length: size }, (_, position) => [`k${position}`, position])),
+  );
+  return [
+    null,
+    true,
+    false,
+    1.5,
+    Math.fround(0.25),
+    ...integers,
+    ...moreIntegers,
+    ...strings,
+    ...binaries,
+    ...arrays,
+    ...maps,
+    new Date(1_700_000_000_000),
+    [[[["deep"]]], { nested: [1, { more: new Uint8Array(3) }] }],
+  ];
+}
+
+/** Raw values of formats the codec does not write here: every ext format, and a 32-bit map header. */
+function rawValues(): Uint8Array[] {
+  const fixext = [1, 2, 4, 8, 16].map((length, position) =>
+    Uint8Array.of(0xd4 + position, 5, ...new Uint8Array(length)),
+  );
+  return [
+    ...fixext,
+    Uint8Array.of(0xc7, 3, 5, 1, 2, 3),
+    Uint8Array.of(0xc8, 0, 3, 5, 1, 2, 3),
+    Uint8Array.of(0xc9, 0, 0, 0, 3, 5, 1, 2, 3),
+    Uint8Array.of(0xdf, 0, 0, 0, 1, 0xa1, 0x61, 0x01),
+  ];
+}
+
+describe("valueEnd", () => {
+  it("finds the end of a value of every type, and reports every proper prefix as incomplete", () => {
+    const encoded = [...sampleValues().map((value) => Uint8Array.from(engineCodec.pack(value))), ...rawValues()];
+    for (const bytes of encoded) {
+      // The value is followed by another one, which must not be counted.
+      const followed = new Uint8Array(bytes.byteLength + 1);
+      followed.set(bytes);
+      followed[bytes.byteLength] = 0xc0;
+      expect(valueEnd(followed, 0)).toBe(bytes.byteLength);
+      for (const length of new Set([0, 1, 2, 3, 5, 9, bytes.byteLength - 1])) {
+        if (length < bytes.byteLength) expect(valueEnd(bytes.subarray(0, length), 0)).toBe(-1);
+      }
+    }
+  });
+
+  it("refuses the byte msgpack never uses", () => {
+    expect(() => valueEnd(Uint8Array.of(0x91, 0xc1), 0)).toThrow(MsgpackStreamError);
+  });
+});
+
+/** Collects what a stream hands over, with fields 1 and 3 as lists. */
+function recordingVisitor(): MsgpackArrayVisitor & { readonly seen: unknown[] } {
+  const seen: unknown[] = [];
+  return {
+    seen,
+    begin: (fieldCount) => seen.push(["begin", fieldCount]),
+    isList: (index) => index === 1 || index === 3,
+    field: (index, value) => seen.push(["field", index, value instanceof Uint8Array ? [...value] : value]),
+    listStart: (index, length) => seen.push(["list", index, length]),
+    item: (index, position, value) => seen.push(["item", index, position, value]),
+  };
+}
+
+describe("MsgpackArrayStream", () => {
+  const document = [
+    "header",
+    Array.from({ length: 40 }, (_, position) => ({ position, text: "x".repeat(position * 7) })),
+    new Uint8Array([1, 2, 3]),
+    [],
+  ];
+  const bytes = Uint8Array.from(engineCodec.pack(document));
+
+  it("hands over the same fields and items whatever the pieces' sizes, keeping only an incomplete item between them", () => {
+    const whole = recordingVisitor();
+    const stream = new MsgpackArrayStream(whole);
+    stream.push(bytes);
+    stream.end();
+    expect(whole.seen[0]).toEqual(["begin", 4]);
+    expect(whole.seen).toContainEqual(["list", 1, 40]);
+    expect(whole.seen).toContainEqual(["item", 1, 39, { position: 39, text: "x".repeat(273) }]);
+    expect(whole.seen).toContainEqual(["field", 2, [1, 2, 3]]);
+    expect(whole.seen.at(-1)).toEqual(["list", 3, 0]);
+    const largestItemBytes = engineCodec.pack({ position: 39, text: "x".repeat(273) }).byteLength;
+    for (const pieceBytes of [1, 2, 7, 64, 1000]) {
+      const visitor = recordingVisitor();
+      const pieces = new MsgpackArrayStream(visitor);
+      for (let offset = 0; offset < bytes.byteLength; offset += pieceBytes) {
+        // A reused buffer: the stream must not keep views of a piece.
+        const piece = new Uint8Array(pieceBytes);
+        piece.set(bytes.subarray(offset, offset + pieceBytes));
+        pieces.push(piece.subarray(0, Math.min(pieceBytes, bytes.byteLength - offset)));
+        piece.fill(0xff);
+      }
+      pieces.end();
+      expect(visitor.seen).toEqual(whole.seen);
+      expect(pieces.decodedBytes).toBe(bytes.byteLength);
+      expect(pieces.peakBufferedBytes).toBeLessThan(largestItemBytes);
+    }
+  });
+
+  it("refuses a document that ends early, one followed by more bytes, and one that is not an array", () => {
+    const truncated = new MsgpackArrayStream(recordingVisitor());
+    truncated.push(bytes.subarray(0, bytes.byteLength - 1));
+    expect(() => truncated.end()).toThrow(/ends early/);
+    const followed = new MsgpackArrayStream(recordingVisitor());
+    expect(() => followed.push(Uint8Array.of(...bytes, 0xc0))).toThrow(/follow the end/);
+    const visitor = recordingVisitor();
+    expect(() => new MsgpackArrayStream(visitor).push(engineCodec.pack({ not: "an array" }))).toThrow(/not an array/);
+    expect(visitor.seen).toEqual([["begin", null]]);
+  });
+});
