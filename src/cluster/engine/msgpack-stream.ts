@@ -5,6 +5,9 @@
  * over one at a time, every other field whole. Only the bytes of the value being completed are kept between two
  * pieces, so memory is bounded by the largest single field or list item plus one piece, not by the document. msgpack
  * makes this cheap: the length of every value can be read from its headers without decoding it (`valueEnd`).
+ * msgpackr's own stream decoder hands over whole top-level values, and a snapshot is a single top-level array, so it
+ * would hold the whole document; this module only finds the boundaries inside it and leaves the decoding of each
+ * value to msgpackr.
  */
 import { engineCodec } from "./records.js";
 
