@@ -10,7 +10,7 @@
  */
 import { continueChecksum } from "../raft/core/snapshot-transfer.js";
 import type { Entry, SnapshotMetadata } from "../raft/index.js";
-import { encodeEntry } from "../raft/storage/codec.js";
+import { encodedEntryBytes, encodeEntryInto } from "../raft/storage/codec.js";
 import {
   BACKUP_FILE_NAMES,
   type BackupFileEntry,
@@ -34,13 +34,16 @@ export const LOG_FRAME_HEADER_BYTES = 4;
 export interface PartitionBackupSource {
   /** The stored snapshot's metadata, or null when the replica holds none. */
   snapshotMetadata(): SnapshotMetadata | null;
-  /** Bytes of the snapshot `metadata` describes; null when another snapshot replaced it. */
+  /**
+   * Bytes of the snapshot `metadata` describes, in memory the writer owns (it hands them to the store, which may move
+   * them to another thread); null when another snapshot replaced it.
+   */
   snapshotChunk(metadata: SnapshotMetadata, offset: number, maxBytes: number): Uint8Array | null;
   /** Entries in [fromIndex, toIndex), stopping once `maxBytes` is passed; throws when they are not held. */
   entries(fromIndex: number, toIndex: number, maxBytes: number): Entry[];
   /** Why the replica may no longer write this part (it lost leadership, it stopped), or null. */
   interruption(): string | null;
-  /** Lets other work run between two chunks. */
+  /** Lets other work run between two chunks (`pacedYield` lets the broker's own work go first). */
   yieldTurn(): Promise<void>;
 }
 
@@ -202,9 +205,11 @@ async function writeSnapshot(
         throw new SnapshotReplaced(`the snapshot at ${metadata.index} was replaced while it was backed up`);
       }
       checksum = continueChecksum(checksum, chunk);
+      // Read before `write`, which takes the chunk over (its memory may move to another thread).
+      const chunkBytes = chunk.byteLength;
       await file.write(chunk);
-      await progress.add(chunk.byteLength);
-      offset += chunk.byteLength;
+      await progress.add(chunkBytes);
+      offset += chunkBytes;
       await source.yieldTurn();
     }
     if (checksum !== metadata.checksum) {
@@ -235,27 +240,69 @@ async function writeLog(
         throw new PartFailure(`the log from ${index} is no longer held: ${reasonOf(error)}`);
       }
       if (entries.length === 0) throw new PartFailure(`the log from ${index} is no longer held`);
-      const frames = encodeLogFrames(entries);
+      const frames = encodeLogFrames(entries, file.buffer?.bind(file));
+      const framesBytes = frames.byteLength;
       await file.write(frames);
-      await progress.add(frames.byteLength);
+      await progress.add(framesBytes);
       index += entries.length;
       await source.yieldTurn();
     }
   });
 }
 
-/** `entries` as `log.bin` holds them: each a big-endian 32-bit length followed by the checksummed entry. */
-export function encodeLogFrames(entries: readonly Entry[]): Uint8Array {
-  const encoded = entries.map(encodeEntry);
+/**
+ * `entries` as `log.bin` holds them: each a big-endian 32-bit length followed by the checksummed entry. They are
+ * encoded straight into one buffer of `allocate` (a store's recycled chunk memory), not an array per entry, so that a
+ * backup leaves the broker's garbage collector little to do.
+ */
+export function encodeLogFrames(
+  entries: readonly Entry[],
+  allocate: (sizeBytes: number) => Uint8Array = (sizeBytes) => new Uint8Array(sizeBytes),
+): Uint8Array {
   let totalBytes = 0;
-  for (const entry of encoded) totalBytes += LOG_FRAME_HEADER_BYTES + entry.byteLength;
-  const bytes = new Uint8Array(totalBytes);
-  const view = new DataView(bytes.buffer);
+  for (const entry of entries) totalBytes += LOG_FRAME_HEADER_BYTES + encodedEntryBytes(entry);
+  const bytes = allocate(totalBytes);
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   let offset = 0;
-  for (const entry of encoded) {
-    view.setUint32(offset, entry.byteLength);
-    bytes.set(entry, offset + LOG_FRAME_HEADER_BYTES);
-    offset += LOG_FRAME_HEADER_BYTES + entry.byteLength;
+  for (const entry of entries) {
+    const entryBytes = encodedEntryBytes(entry);
+    view.setUint32(offset, entryBytes);
+    encodeEntryInto(entry, bytes.subarray(offset + LOG_FRAME_HEADER_BYTES));
+    offset += LOG_FRAME_HEADER_BYTES + entryBytes;
   }
   return bytes;
+}
+
+/** What `pacedYield` needs of a clock (the replica's `ReplicaClock` fits). */
+export interface PacingClock {
+  now(): number;
+  sleep(delayMs: number): Promise<void>;
+  yieldTurn(): Promise<void>;
+}
+
+/** A turn of the event loop at least this long means the broker has other work waiting: the backup steps back. */
+export const BUSY_TURN_MS = 2;
+
+/** How long the backup steps back each time it finds the broker busy. */
+export const BUSY_PAUSE_MS = 5;
+
+/**
+ * Pauses one chunk waits at most for the broker to become idle, so that a backup still moves on under constant load
+ * (at one chunk per `MAX_BUSY_PAUSES * BUSY_PAUSE_MS` and the turns between).
+ */
+export const MAX_BUSY_PAUSES = 20;
+
+/**
+ * Yields between two chunks of a backup so that the broker's Raft and apply work always goes first: one turn of the
+ * event loop, timed; while turns take `BUSY_TURN_MS` or longer (requests, replication and journal writes were
+ * waiting), the backup sleeps `BUSY_PAUSE_MS` and times another turn, up to `MAX_BUSY_PAUSES` times.
+ */
+export async function pacedYield(clock: PacingClock): Promise<void> {
+  // Bounded: at most MAX_BUSY_PAUSES pauses.
+  for (let pauses = 0; ; pauses += 1) {
+    const startedAtMs = clock.now();
+    await clock.yieldTurn();
+    if (clock.now() - startedAtMs < BUSY_TURN_MS || pauses === MAX_BUSY_PAUSES) return;
+    await clock.sleep(BUSY_PAUSE_MS);
+  }
 }

@@ -17,7 +17,7 @@
  * `not-leader` when this replica loses leadership, everything else with `unavailable` when it stops.
  */
 import type { Logger } from "pino";
-import { type PartitionBackupSource, writePartitionBackup } from "../backup/partition-backup.js";
+import { type PartitionBackupSource, pacedYield, writePartitionBackup } from "../backup/partition-backup.js";
 import type { BackupPartManifest, BackupStore } from "../backup/store.js";
 import {
   type ApplyResult,
@@ -1165,7 +1165,8 @@ export class PartitionReplica {
   /**
    * Starts writing the part of the reserved checkpoint once no snapshot of this replica is being taken or installed
    * (one started before the checkpoint may still replace the stored snapshot; later ones wait for the backup). The
-   * part is written in the background, a chunk per turn, off the write path; only one at a time.
+   * part is written in the background, a chunk per turn, off the write path, stepping back while the broker is busy
+   * (`pacedYield`); only one at a time.
    */
   private maybeStartBackup(): void {
     const checkpoint = this.backupCheckpoint;
@@ -1186,7 +1187,7 @@ export class PartitionReplica {
         }
         return null;
       },
-      yieldTurn: () => this.clock.yieldTurn(),
+      yieldTurn: () => pacedYield(this.clock),
     };
     void writePartitionBackup(source, backups.store, {
       backupId: checkpoint.id,
