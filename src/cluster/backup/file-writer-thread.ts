@@ -105,6 +105,8 @@ export class FileWriterThread {
   private nextFileId = 1;
   private idleTimer: NodeJS.Timeout | null = null;
   private readonly idleMs: number;
+  /** Whether the thread runs even without open files (`keepRunning`). */
+  private kept = false;
 
   constructor(options: FileWriterThreadOptions = {}) {
     this.idleMs = options.idleMs ?? DEFAULT_IDLE_MS;
@@ -204,6 +206,17 @@ export class FileWriterThread {
     };
   }
 
+  /**
+   * Starts the thread now and keeps it running without open files (it does not keep the process alive then), so
+   * that the first file of a backup does not wait for a thread to start. A thread that fails is started again with
+   * the next file.
+   */
+  keepRunning(): void {
+    this.kept = true;
+    this.start();
+    this.idle();
+  }
+
   /** Stops the thread now; the files it had open fail (for tests and shutdown). */
   async terminate(): Promise<void> {
     await this.worker?.terminate();
@@ -257,10 +270,15 @@ export class FileWriterThread {
 
   private close(file: ThreadFile): void {
     this.files.delete(file.fileId);
+    this.idle();
+  }
+
+  /** Once no file is open: the thread no longer keeps the process alive, and stops after a while unless kept. */
+  private idle(): void {
     if (this.files.size > 0 || this.worker === null) return;
     const worker = this.worker;
-    // An idle thread does not keep the process alive, and stops after a while.
     worker.unref();
+    if (this.kept) return;
     this.idleTimer = setTimeout(() => {
       this.idleTimer = null;
       if (this.worker === worker && this.files.size === 0) {

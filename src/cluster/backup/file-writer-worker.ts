@@ -30,7 +30,7 @@ const NICENESS_INCREMENT = 10;
  * reach the disk in one flush at its end, and the brokers' journal writes (which wait for the disk) would queue
  * behind it; several small flushes let them through in between.
  */
-const SYNC_INTERVAL_BYTES = 8 * 1024 * 1024;
+const SYNC_INTERVAL_BYTES = 32 * 1024 * 1024;
 
 /** One file being written. */
 interface OpenFile {

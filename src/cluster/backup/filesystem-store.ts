@@ -90,6 +90,10 @@ export class FilesystemBackupStore implements BackupStore {
     await syncDirectory(directory);
   }
 
+  prepareWrites(): void {
+    this.fileWriter.keepRunning();
+  }
+
   async createFile(part: BackupPartId, name: string): Promise<BackupFileWriter> {
     const directory = this.partDirectory(part);
     createPrivateDirectory(directory);

@@ -56,10 +56,16 @@ export interface PartitionBackupRequest extends BackupPartId {
   readonly now: () => string;
 }
 
-/** Counts the bytes written and records them in the IN_PROGRESS manifest every `PROGRESS_INTERVAL_BYTES`. */
+/**
+ * Counts the bytes written and records them in the IN_PROGRESS manifest every `PROGRESS_INTERVAL_BYTES`. A progress
+ * manifest is written in the background (one at a time), so the part does not wait for its syncs; `settle` waits
+ * for the last one before the final manifest replaces it, and a failed one fails the part.
+ */
 class Progress {
   private writtenBytes = 0;
   private reportedBytes = 0;
+  private writing: Promise<void> | null = null;
+  private failure: unknown = null;
 
   constructor(
     private readonly store: BackupStore,
@@ -70,11 +76,25 @@ class Progress {
     return this.writtenBytes;
   }
 
-  async add(bytes: number): Promise<void> {
+  add(bytes: number): void {
+    if (this.failure !== null) throw this.failure;
     this.writtenBytes += bytes;
-    if (this.writtenBytes - this.reportedBytes < PROGRESS_INTERVAL_BYTES) return;
+    if (this.writtenBytes - this.reportedBytes < PROGRESS_INTERVAL_BYTES || this.writing !== null) return;
     this.reportedBytes = this.writtenBytes;
-    await this.store.writeManifest({ ...this.base, writtenBytes: this.writtenBytes });
+    this.writing = this.store
+      .writeManifest({ ...this.base, writtenBytes: this.writtenBytes })
+      .catch((error: unknown) => {
+        this.failure = error;
+      })
+      .finally(() => {
+        this.writing = null;
+      });
+  }
+
+  /** Waits for the progress manifest being written; throws when one failed. */
+  async settle(): Promise<void> {
+    await this.writing;
+    if (this.failure !== null) throw this.failure;
   }
 }
 
@@ -141,8 +161,14 @@ async function writePartOnce(
     }
     const files: BackupFileEntry[] = [];
     const progress = new Progress(store, base);
-    if (metadata !== null) files.push(await writeSnapshot(source, store, request, metadata, progress));
-    files.push(await writeLog(source, store, request, base.log.firstIndex, progress));
+    try {
+      if (metadata !== null) files.push(await writeSnapshot(source, store, request, metadata, progress));
+      files.push(await writeLog(source, store, request, base.log.firstIndex, progress));
+    } finally {
+      // The final manifest must not be replaced by a progress manifest still on its way.
+      await progress.settle().catch(() => undefined);
+    }
+    await progress.settle();
     // A leader change during the backup fails the part, even when what was written is whole: operators are told
     // plainly, and the next backup is taken by the new leader.
     checkInterruption(source);
@@ -208,7 +234,7 @@ async function writeSnapshot(
       // Read before `write`, which takes the chunk over (its memory may move to another thread).
       const chunkBytes = chunk.byteLength;
       await file.write(chunk);
-      await progress.add(chunkBytes);
+      progress.add(chunkBytes);
       offset += chunkBytes;
       await source.yieldTurn();
     }
@@ -243,7 +269,7 @@ async function writeLog(
       const frames = encodeLogFrames(entries, file.buffer?.bind(file));
       const framesBytes = frames.byteLength;
       await file.write(frames);
-      await progress.add(framesBytes);
+      progress.add(framesBytes);
       index += entries.length;
       await source.yieldTurn();
     }
@@ -273,29 +299,31 @@ export function encodeLogFrames(
   return bytes;
 }
 
-/** What `pacedYield` needs of a clock (the replica's `ReplicaClock` fits). */
+/** What `pacedYield` needs of a clock (the replica's `ReplicaClock`, with a finer `now`, fits). */
 export interface PacingClock {
+  /** Milliseconds, with a resolution well below one millisecond. */
   now(): number;
   sleep(delayMs: number): Promise<void>;
   yieldTurn(): Promise<void>;
 }
 
-/** A turn of the event loop at least this long means the broker has other work waiting: the backup steps back. */
-export const BUSY_TURN_MS = 2;
+/** A turn of the event loop at least this long means the broker had other work waiting: the backup steps back. */
+export const BUSY_TURN_MS = 1;
 
 /** How long the backup steps back each time it finds the broker busy. */
-export const BUSY_PAUSE_MS = 5;
+export const BUSY_PAUSE_MS = 10;
 
 /**
  * Pauses one chunk waits at most for the broker to become idle, so that a backup still moves on under constant load
  * (at one chunk per `MAX_BUSY_PAUSES * BUSY_PAUSE_MS` and the turns between).
  */
-export const MAX_BUSY_PAUSES = 20;
+export const MAX_BUSY_PAUSES = 10;
 
 /**
  * Yields between two chunks of a backup so that the broker's Raft and apply work always goes first: one turn of the
  * event loop, timed; while turns take `BUSY_TURN_MS` or longer (requests, replication and journal writes were
- * waiting), the backup sleeps `BUSY_PAUSE_MS` and times another turn, up to `MAX_BUSY_PAUSES` times.
+ * waiting), the backup sleeps `BUSY_PAUSE_MS` and times another turn, up to `MAX_BUSY_PAUSES` times. The chunks it
+ * holds back also hold back the writer thread, so a busy broker's backup takes its CPU and disk time only slowly.
  */
 export async function pacedYield(clock: PacingClock): Promise<void> {
   // Bounded: at most MAX_BUSY_PAUSES pauses.

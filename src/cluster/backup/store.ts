@@ -79,6 +79,11 @@ export interface BackupFileWriter {
 export interface BackupStore {
   /** Writes (or replaces) a part's manifest atomically. */
   writeManifest(manifest: BackupPartManifest): Promise<void>;
+  /**
+   * Readies what writing parts needs (the filesystem store's writer thread) ahead of the first part, and keeps it
+   * ready, so that a backup does not wait for it; a broker that may write parts calls it once it starts.
+   */
+  prepareWrites?(): void;
   /** Starts writing file `name` of a part; an earlier file of that name is replaced once it finishes. */
   createFile(part: BackupPartId, name: string): Promise<BackupFileWriter>;
   /** Reads file `name` of a part, a chunk at a time, each at most `maxChunkBytes`. */

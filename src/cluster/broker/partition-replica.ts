@@ -321,6 +321,8 @@ export class PartitionReplica {
     this.snapshotSizeBytes = storage.snapshotMetadata()?.sizeBytes ?? 0;
     this.status = node.status();
     this.committedConfigurationValue = node.committedConfiguration();
+    // A replica may lead and write a part of a backup: the store readies its writing now, not during a backup.
+    options.backups?.store.prepareWrites?.();
   }
 
   /**
@@ -1187,7 +1189,12 @@ export class PartitionReplica {
         }
         return null;
       },
-      yieldTurn: () => pacedYield(this.clock),
+      yieldTurn: () =>
+        pacedYield({
+          now: () => performance.now(),
+          sleep: (delayMs) => this.clock.sleep(delayMs),
+          yieldTurn: () => this.clock.yieldTurn(),
+        }),
     };
     void writePartitionBackup(source, backups.store, {
       backupId: checkpoint.id,
