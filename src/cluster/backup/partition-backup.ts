@@ -43,7 +43,7 @@ export interface PartitionBackupSource {
   entries(fromIndex: number, toIndex: number, maxBytes: number): Entry[];
   /** Why the replica may no longer write this part (it lost leadership, it stopped), or null. */
   interruption(): string | null;
-  /** Lets other work run between two chunks (`pacedYield` lets the broker's own work go first). */
+  /** Lets other work run between two chunks (`BackupPacer` lets the broker's own work go first). */
   yieldTurn(): Promise<void>;
 }
 
@@ -299,7 +299,7 @@ export function encodeLogFrames(
   return bytes;
 }
 
-/** What `pacedYield` needs of a clock (the replica's `ReplicaClock`, with a finer `now`, fits). */
+/** What `BackupPacer` needs of a clock (the replica's `ReplicaClock`, with a finer `now`, fits). */
 export interface PacingClock {
   /** Milliseconds, with a resolution well below one millisecond. */
   now(): number;
@@ -310,27 +310,55 @@ export interface PacingClock {
 /** A turn of the event loop at least this long means the broker had other work waiting: the backup steps back. */
 export const BUSY_TURN_MS = 1;
 
-/** How long the backup steps back each time it finds the broker busy. */
+/** The shortest step back while the broker is busy. */
 export const BUSY_PAUSE_MS = 10;
 
-/**
- * Pauses one chunk waits at most for the broker to become idle, so that a backup still moves on under constant load
- * (at one chunk per `MAX_BUSY_PAUSES * BUSY_PAUSE_MS` and the turns between).
- */
-export const MAX_BUSY_PAUSES = 10;
+/** The longest step back after one busy turn. */
+export const MAX_BUSY_PAUSE_MS = 50;
 
 /**
- * Yields between two chunks of a backup so that the broker's Raft and apply work always goes first: one turn of the
- * event loop, timed; while turns take `BUSY_TURN_MS` or longer (requests, replication and journal writes were
- * waiting), the backup sleeps `BUSY_PAUSE_MS` and times another turn, up to `MAX_BUSY_PAUSES` times. The chunks it
- * holds back also hold back the writer thread, so a busy broker's backup takes its CPU and disk time only slowly.
+ * How long one chunk waits at most for the broker to become idle, so that a backup still moves on under constant
+ * load: at one chunk per this, and the turns between.
  */
-export async function pacedYield(clock: PacingClock): Promise<void> {
-  // Bounded: at most MAX_BUSY_PAUSES pauses.
-  for (let pauses = 0; ; pauses += 1) {
-    const startedAtMs = clock.now();
-    await clock.yieldTurn();
-    if (clock.now() - startedAtMs < BUSY_TURN_MS || pauses === MAX_BUSY_PAUSES) return;
-    await clock.sleep(BUSY_PAUSE_MS);
+export const MAX_CHUNK_WAIT_MS = 100;
+
+/**
+ * Paces a backup's chunks so that the broker's Raft and apply work always goes first (see `pause`). The chunks it
+ * holds back also hold back the writer thread and the disk, so a busy broker's backup takes their time only slowly.
+ */
+export class BackupPacer {
+  private lastActivity: number;
+
+  /**
+   * @param activity a number that changes whenever the partition did work (its last applied index): a partition
+   *   taking writes is busy even when each turn of the event loop is short.
+   */
+  constructor(
+    private readonly clock: PacingClock,
+    private readonly activity: () => number,
+  ) {
+    this.lastActivity = activity();
+  }
+
+  /**
+   * Yields between two chunks: one turn of the event loop, timed. The broker is busy when that turn took
+   * `BUSY_TURN_MS` or longer (requests, replication or journal writes were waiting; a journal write that waited for
+   * the disk makes a long turn) or the partition applied entries since the last look; the backup then steps back for
+   * twice that turn (at least `BUSY_PAUSE_MS`, at most `MAX_BUSY_PAUSE_MS`) and looks again, until the broker is idle
+   * or the chunk waited `MAX_CHUNK_WAIT_MS`.
+   */
+  async pause(): Promise<void> {
+    const startedAtMs = this.clock.now();
+    // Bounded: every pass sleeps at least BUSY_PAUSE_MS, until MAX_CHUNK_WAIT_MS have passed.
+    for (;;) {
+      const turnStartedAtMs = this.clock.now();
+      await this.clock.yieldTurn();
+      const turnMs = this.clock.now() - turnStartedAtMs;
+      const activity = this.activity();
+      const busy = turnMs >= BUSY_TURN_MS || activity !== this.lastActivity;
+      this.lastActivity = activity;
+      if (!busy || this.clock.now() - startedAtMs >= MAX_CHUNK_WAIT_MS) return;
+      await this.clock.sleep(Math.min(MAX_BUSY_PAUSE_MS, Math.max(BUSY_PAUSE_MS, 2 * turnMs)));
+    }
   }
 }

@@ -17,7 +17,7 @@
  * `not-leader` when this replica loses leadership, everything else with `unavailable` when it stops.
  */
 import type { Logger } from "pino";
-import { type PartitionBackupSource, pacedYield, writePartitionBackup } from "../backup/partition-backup.js";
+import { BackupPacer, type PartitionBackupSource, writePartitionBackup } from "../backup/partition-backup.js";
 import type { BackupPartManifest, BackupStore } from "../backup/store.js";
 import {
   type ApplyResult,
@@ -1168,7 +1168,7 @@ export class PartitionReplica {
    * Starts writing the part of the reserved checkpoint once no snapshot of this replica is being taken or installed
    * (one started before the checkpoint may still replace the stored snapshot; later ones wait for the backup). The
    * part is written in the background, a chunk per turn, off the write path, stepping back while the broker is busy
-   * (`pacedYield`); only one at a time.
+   * (`BackupPacer`); only one at a time.
    */
   private maybeStartBackup(): void {
     const checkpoint = this.backupCheckpoint;
@@ -1178,6 +1178,14 @@ export class PartitionReplica {
     this.backupRunning = true;
     const term = this.status.term;
     const memberId = this.options.memberId;
+    const pacer = new BackupPacer(
+      {
+        now: () => performance.now(),
+        sleep: (delayMs) => this.clock.sleep(delayMs),
+        yieldTurn: () => this.clock.yieldTurn(),
+      },
+      () => this.engine.lastAppliedIndex,
+    );
     const source: PartitionBackupSource = {
       snapshotMetadata: () => (this.closed ? null : this.storage.snapshotMetadata()),
       snapshotChunk: (metadata, offset, maxBytes) => this.storage.snapshotChunk(metadata, offset, maxBytes),
@@ -1189,12 +1197,7 @@ export class PartitionReplica {
         }
         return null;
       },
-      yieldTurn: () =>
-        pacedYield({
-          now: () => performance.now(),
-          sleep: (delayMs) => this.clock.sleep(delayMs),
-          yieldTurn: () => this.clock.yieldTurn(),
-        }),
+      yieldTurn: () => pacer.pause(),
     };
     void writePartitionBackup(source, backups.store, {
       backupId: checkpoint.id,

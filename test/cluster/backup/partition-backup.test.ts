@@ -1,7 +1,7 @@
 /**
  * The partition writer's building blocks: log frames encoded into a reused buffer exactly as `encodeEntry` encodes
  * each entry, progress manifests written in the background without ever replacing the final one, and the pacing
- * that makes a backup step back while the broker's event loop is busy.
+ * that makes a backup step back while the broker is busy.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -9,14 +9,15 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { FilesystemBackupStore } from "../../../src/cluster/backup/filesystem-store.js";
 import {
+  BackupPacer,
   BUSY_PAUSE_MS,
   encodeLogFrames,
   LOG_FRAME_HEADER_BYTES,
-  MAX_BUSY_PAUSES,
+  MAX_BUSY_PAUSE_MS,
+  MAX_CHUNK_WAIT_MS,
   type PacingClock,
   type PartitionBackupSource,
   PROGRESS_INTERVAL_BYTES,
-  pacedYield,
   writePartitionBackup,
 } from "../../../src/cluster/backup/partition-backup.js";
 import type { BackupPartManifest, BackupStore } from "../../../src/cluster/backup/store.js";
@@ -68,24 +69,39 @@ function fakeClock(turnMs: () => number): PacingClock & { pauses: number[] } {
   };
 }
 
-describe("pacedYield", () => {
-  it("takes one turn and no pause while the event loop is idle", async () => {
+describe("BackupPacer", () => {
+  it("takes one turn and no pause while the event loop is idle and the partition applies nothing", async () => {
     const clock = fakeClock(() => 0.05);
-    await pacedYield(clock);
+    const pacer = new BackupPacer(clock, () => 7);
+    await pacer.pause();
+    await pacer.pause();
     expect(clock.pauses).toEqual([]);
   });
 
-  it("steps back while turns show other work waiting, until a turn is short again", async () => {
-    const turns = [4, 3, 2, 0.1];
+  it("steps back for twice each busy turn (within bounds) until a turn is short again", async () => {
+    const turns = [4, 0.4 * BUSY_PAUSE_MS, 0.75 * MAX_BUSY_PAUSE_MS, 0.1];
     const clock = fakeClock(() => turns.shift() ?? 0.1);
-    await pacedYield(clock);
-    expect(clock.pauses).toEqual([BUSY_PAUSE_MS, BUSY_PAUSE_MS, BUSY_PAUSE_MS]);
+    await new BackupPacer(clock, () => 7).pause();
+    expect(clock.pauses).toEqual([Math.max(BUSY_PAUSE_MS, 8), BUSY_PAUSE_MS, MAX_BUSY_PAUSE_MS]);
   });
 
-  it("moves on after a bounded number of pauses under constant load", async () => {
+  it("steps back while the partition applies entries, even when every turn is short", async () => {
+    const clock = fakeClock(() => 0.05);
+    let applied = 10;
+    const pacer = new BackupPacer(clock, () => applied);
+    applied = 12;
+    await pacer.pause();
+    expect(clock.pauses).toEqual([BUSY_PAUSE_MS]);
+  });
+
+  it("moves on once a chunk waited its longest under constant load", async () => {
     const clock = fakeClock(() => 5);
-    await pacedYield(clock);
-    expect(clock.pauses).toHaveLength(MAX_BUSY_PAUSES);
+    let applied = 0;
+    await new BackupPacer(clock, () => applied++).pause();
+    expect(clock.pauses.length).toBeGreaterThan(1);
+    const waitedMs = clock.pauses.reduce((total, pause) => total + pause + 5, 0);
+    expect(waitedMs).toBeGreaterThanOrEqual(MAX_CHUNK_WAIT_MS);
+    expect(waitedMs).toBeLessThan(MAX_CHUNK_WAIT_MS + MAX_BUSY_PAUSE_MS + 10);
   });
 });
 
