@@ -7,7 +7,17 @@
  * thread for reuse. Messages of one file are handled in the order they were sent.
  */
 import { createHash, type Hash } from "node:crypto";
-import { closeSync, fstatSync, fsyncSync, openSync, readlinkSync, renameSync, rmSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  fdatasyncSync,
+  fstatSync,
+  fsyncSync,
+  openSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+  writeSync,
+} from "node:fs";
 import { getPriority, setPriority } from "node:os";
 import { parentPort } from "node:worker_threads";
 import type { FileWriterReply, FileWriterRequest } from "./file-writer-thread.js";
@@ -15,12 +25,20 @@ import type { FileWriterReply, FileWriterRequest } from "./file-writer-thread.js
 /** Niceness added to this thread's: the broker's own threads go first whenever both want a core. */
 const NICENESS_INCREMENT = 10;
 
+/**
+ * Bytes written between two syncs of the file's data while it is written. Without them a part's whole file would
+ * reach the disk in one flush at its end, and the brokers' journal writes (which wait for the disk) would queue
+ * behind it; several small flushes let them through in between.
+ */
+const SYNC_INTERVAL_BYTES = 8 * 1024 * 1024;
+
 /** One file being written. */
 interface OpenFile {
   readonly descriptor: number;
   readonly temporaryPath: string;
   readonly hash: Hash;
   sizeBytes: number;
+  unsyncedBytes: number;
   /** Why the file can no longer be finished (a write failed); every later write is skipped. */
   failure: string | null;
 }
@@ -64,6 +82,11 @@ function writeChunk(file: OpenFile, bytes: Uint8Array): void {
     offset += writeSync(file.descriptor, bytes, offset, bytes.byteLength - offset);
   }
   file.sizeBytes += bytes.byteLength;
+  file.unsyncedBytes += bytes.byteLength;
+  if (file.unsyncedBytes >= SYNC_INTERVAL_BYTES) {
+    fdatasyncSync(file.descriptor);
+    file.unsyncedBytes = 0;
+  }
 }
 
 /**
@@ -116,6 +139,7 @@ function serve(): void {
             temporaryPath: request.temporaryPath,
             hash: createHash("sha256"),
             sizeBytes: 0,
+            unsyncedBytes: 0,
             failure: null,
           });
           reply(fileId, { kind: "opened" });
