@@ -180,7 +180,17 @@ async function backup(admin: Admin, clusterId: string, pollIntervalMs: number): 
   const taken = await admin.call<{ uuid: string }>("POST", `/clusters/${clusterId}/backups`);
   const deadline = Date.now() + operationTimeoutMs;
   for (;;) {
-    const listed = await admin.call<{ uuid: string; status: string }[]>("GET", `/clusters/${clusterId}/backups`);
+    let listed: { uuid: string; status: string }[];
+    try {
+      listed = await admin.call("GET", `/clusters/${clusterId}/backups`);
+    } catch (error) {
+      // A list that times out (the coordinator answers too late under load) is not the backup's end: it is reported
+      // and polled again.
+      console.log(`the backup list failed (${seconds(performance.now() - startedAtMs)} s into the backup): ${error}`);
+      if (Date.now() > deadline) throw error;
+      await sleep(pollIntervalMs);
+      continue;
+    }
     const status = listed.find((entry) => entry.uuid === taken.uuid)?.status;
     if (status === "Complete") return { uuid: taken.uuid, ms: performance.now() - startedAtMs };
     if (status !== "In progress") throw new Error(`backup ${taken.uuid} ended ${status}`);
@@ -287,6 +297,10 @@ export async function run(): Promise<void> {
     const copyTarget = join(directory, "copy");
     const copyMs = Math.min(timedCopy(directories, copyTarget), timedCopy(directories, copyTarget));
     await rm(copyTarget, { recursive: true, force: true });
+    // Printed now as well, so that a failure later in the run does not lose it.
+    console.log(
+      `quiet backup: ${formatNumber(backupBytes / MiB, 0)} MiB in ${seconds(quiet.ms)} s (cluster side ${seconds(clusterSideMs)} s); cp -r + sync ${seconds(copyMs)} s; ratio ${formatNumber(quiet.ms / copyMs, 2)}`,
+    );
 
     const loadBody = JSON.stringify({
       name: "load",
@@ -314,6 +328,9 @@ export async function run(): Promise<void> {
       () => performance.now() < loadUntilMs,
       duringAcknowledgedAtMs,
     );
+    // When the backup fails, closing the pool ends these publishers with an error of their own: the backup's is the
+    // one to report.
+    during.catch(() => undefined);
     // Polled less often, so that the polling itself takes little from the publishers.
     const loaded = await backup(admin, clusterId, 500);
     loadUntilMs = 0;
