@@ -12,7 +12,7 @@
  *    shared: the faster run counts), for the ratio backup time / copy time (target at most 1.5).
  * 3. Closed-loop publishers (FLOWPLANE_BENCH_LOAD_CLIENTS, default 4, small messages) for 10 s without a backup, then
  *    while a second backup runs (its list polled every 500 ms): acknowledged writes per second during against
- *    without (target at least 0.8).
+ *    without (target at least 0.8), and the acknowledgements per 100 ms during the backup (where the loss is).
  * 4. A restore from the first backup (`POST …/backups/{id}/restore`, polled every 250 ms until COMPLETED): its time,
  *    and the time until the platform's health polling shows the cluster Healthy again.
  *
@@ -136,13 +136,20 @@ async function tokenFor(url: string, clientId: string, clientSecret: string, aud
   return body.access_token;
 }
 
-/** Publishes `count` messages of `body` with `clients` connections; resolves with the acknowledged count. */
+/** Milliseconds of one bin of the publishes-per-interval line printed for the window during the backup. */
+const rateBinMs = 100;
+
+/**
+ * Publishes `count` messages of `body` with `clients` connections; resolves with the acknowledged count. When
+ * `acknowledgedAtMs` is given, each acknowledgement's time (`performance.now()`) is added to it.
+ */
 async function publish(
   pool: Pool,
   token: string,
   body: string,
   clients: number,
   keepGoing: (acknowledged: number) => boolean,
+  acknowledgedAtMs?: number[],
 ): Promise<number> {
   let acknowledged = 0;
   const worker = async (): Promise<void> => {
@@ -154,8 +161,10 @@ async function publish(
         body,
       });
       await response.body.text();
-      if (response.statusCode === 200) acknowledged += 1;
-      else if (response.statusCode === 503) await sleep(50);
+      if (response.statusCode === 200) {
+        acknowledged += 1;
+        acknowledgedAtMs?.push(performance.now());
+      } else if (response.statusCode === 503) await sleep(50);
       else if (response.statusCode >= 400 && response.statusCode < 500) {
         throw new Error(`publication answered ${response.statusCode}`);
       }
@@ -171,7 +180,17 @@ async function backup(admin: Admin, clusterId: string, pollIntervalMs: number): 
   const taken = await admin.call<{ uuid: string }>("POST", `/clusters/${clusterId}/backups`);
   const deadline = Date.now() + operationTimeoutMs;
   for (;;) {
-    const listed = await admin.call<{ uuid: string; status: string }[]>("GET", `/clusters/${clusterId}/backups`);
+    let listed: { uuid: string; status: string }[];
+    try {
+      listed = await admin.call("GET", `/clusters/${clusterId}/backups`);
+    } catch (error) {
+      // A list that times out (the coordinator answers too late under load) is not the backup's end: it is reported
+      // and polled again.
+      console.log(`the backup list failed (${seconds(performance.now() - startedAtMs)} s into the backup): ${error}`);
+      if (Date.now() > deadline) throw error;
+      await sleep(pollIntervalMs);
+      continue;
+    }
     const status = listed.find((entry) => entry.uuid === taken.uuid)?.status;
     if (status === "Complete") return { uuid: taken.uuid, ms: performance.now() - startedAtMs };
     if (status !== "In progress") throw new Error(`backup ${taken.uuid} ended ${status}`);
@@ -278,6 +297,10 @@ export async function run(): Promise<void> {
     const copyTarget = join(directory, "copy");
     const copyMs = Math.min(timedCopy(directories, copyTarget), timedCopy(directories, copyTarget));
     await rm(copyTarget, { recursive: true, force: true });
+    // Printed now as well, so that a failure later in the run does not lose it.
+    console.log(
+      `quiet backup: ${formatNumber(backupBytes / MiB, 0)} MiB in ${seconds(quiet.ms)} s (cluster side ${seconds(clusterSideMs)} s); cp -r + sync ${seconds(copyMs)} s; ratio ${formatNumber(quiet.ms / copyMs, 2)}`,
+    );
 
     const loadBody = JSON.stringify({
       name: "load",
@@ -296,12 +319,33 @@ export async function run(): Promise<void> {
     const withoutRate = withoutCount / ((performance.now() - withoutStartedAtMs) / 1000);
     loadUntilMs = Number.POSITIVE_INFINITY;
     const duringStartedAtMs = performance.now();
-    const during = publish(pool, gatewayToken, loadBody, loadClients, () => performance.now() < loadUntilMs);
+    const duringAcknowledgedAtMs: number[] = [];
+    const during = publish(
+      pool,
+      gatewayToken,
+      loadBody,
+      loadClients,
+      () => performance.now() < loadUntilMs,
+      duringAcknowledgedAtMs,
+    );
+    // When the backup fails, closing the pool ends these publishers with an error of their own: the backup's is the
+    // one to report.
+    during.catch(() => undefined);
     // Polled less often, so that the polling itself takes little from the publishers.
     const loaded = await backup(admin, clusterId, 500);
     loadUntilMs = 0;
     const duringCount = await during;
     const duringRate = duringCount / ((performance.now() - duringStartedAtMs) / 1000);
+    // Where in the backup the publishers lose their throughput: acknowledgements per bin from the backup's start.
+    const bins: number[] = [];
+    for (const atMs of duringAcknowledgedAtMs) {
+      const bin = Math.floor((atMs - duringStartedAtMs) / rateBinMs);
+      bins[bin] = (bins[bin] ?? 0) + 1;
+    }
+    const withoutPerBin = formatNumber((withoutRate * rateBinMs) / 1000, 0);
+    console.log(
+      `publishes per ${rateBinMs} ms during the backup (without: ${withoutPerBin}): ${Array.from(bins, (count) => count ?? 0).join(" ")}`,
+    );
 
     const restoreStartedAtMs = performance.now();
     await admin.call("POST", `/clusters/${clusterId}/backups/${quiet.uuid}/restore`);

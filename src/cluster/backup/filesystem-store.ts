@@ -3,16 +3,17 @@
  * `<base>/<partition>/<backup id>/<broker>/{manifest.json, snapshot.bin, log.bin}`. Directories are 0700 and files
  * 0600 (a backup holds users' messages). Every file and manifest is written to a temporary file, synced and renamed
  * into place, so a crash leaves either the previous file or the new one. A data file's SHA-256 is that of the exact
- * bytes handed to the file, and its size on disk is checked against their count once it is synced.
+ * bytes handed to the file, and its size on disk is checked against their count once it is synced. Data files are
+ * hashed, written and synced on a worker thread (file-writer-thread.ts), not on the broker's event loop.
  */
-import { createHash, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { type FileHandle, open, readdir, readFile, rename, rm } from "node:fs/promises";
+import { open, readdir, readFile, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { createPrivateDirectory, privateFileMode } from "../../files/private-files.js";
+import { FileWriterThread, type FileWriterThreadOptions } from "./file-writer-thread.js";
 import {
   BACKUP_FILE_NAMES,
-  type BackupFileEntry,
   type BackupFileWriter,
   type BackupPartId,
   type BackupPartManifest,
@@ -57,8 +58,16 @@ async function listIds(directory: string): Promise<number[]> {
 
 /** See the module comment. */
 export class FilesystemBackupStore implements BackupStore {
+  /** Writes the data files, off the event loop (see file-writer-thread.ts). */
+  readonly fileWriter: FileWriterThread;
+
   /** A store rooted at `basePath` (created 0700 when missing). */
-  constructor(readonly basePath: string) {}
+  constructor(
+    readonly basePath: string,
+    options: FileWriterThreadOptions = {},
+  ) {
+    this.fileWriter = new FileWriterThread(options);
+  }
 
   /** The directory of one part. */
   partDirectory(part: BackupPartId): string {
@@ -81,57 +90,16 @@ export class FilesystemBackupStore implements BackupStore {
     await syncDirectory(directory);
   }
 
+  prepareWrites(): void {
+    this.fileWriter.keepRunning();
+  }
+
   async createFile(part: BackupPartId, name: string): Promise<BackupFileWriter> {
     const directory = this.partDirectory(part);
     createPrivateDirectory(directory);
-    const target = join(directory, name);
-    const temporary = join(directory, `.${name}.${randomBytes(6).toString("hex")}.tmp`);
-    const handle: FileHandle = await open(temporary, "w", privateFileMode);
-    const hash = createHash("sha256");
-    let sizeBytes = 0;
-    let handleOpen = true;
-    const closeAndRemove = async (): Promise<void> => {
-      if (handleOpen) {
-        handleOpen = false;
-        await handle.close();
-      }
-      await rm(temporary, { force: true });
-    };
-    return {
-      write: async (bytes) => {
-        hash.update(bytes);
-        sizeBytes += bytes.byteLength;
-        // Bounded: writes until every byte is on its way (a short write leaves the rest for the next pass).
-        for (let offset = 0; offset < bytes.byteLength; ) {
-          const { bytesWritten } = await handle.write(bytes, offset, bytes.byteLength - offset);
-          offset += bytesWritten;
-        }
-      },
-      finish: async (): Promise<BackupFileEntry> => {
-        try {
-          await handle.sync();
-          // The file is not read back and hashed again: right after the sync that read would come from the page
-          // cache, not the disk, so it would only repeat the hash of the same bytes at the cost of a second pass over
-          // the whole file on the broker that takes the backup. The checksum is that of the bytes handed to the file,
-          // every write is completed (short writes are continued), and the synced size must match their count; the
-          // bytes on the disk are checked against the manifest's SHA-256 whenever a part is verified or restored.
-          const stored = await handle.stat();
-          handleOpen = false;
-          await handle.close();
-          const written = hash.digest("hex");
-          if (stored.size !== sizeBytes) {
-            throw new Error(`${name} holds ${stored.size} bytes in the backup store, not the ${sizeBytes} written`);
-          }
-          await rename(temporary, target);
-          await syncDirectory(directory);
-          return { name, sizeBytes, sha256: written };
-        } catch (error) {
-          await closeAndRemove();
-          throw error;
-        }
-      },
-      abort: closeAndRemove,
-    };
+    const targetPath = join(directory, name);
+    const temporaryPath = join(directory, `.${name}.${randomBytes(6).toString("hex")}.tmp`);
+    return this.fileWriter.createFile(name, { temporaryPath, targetPath, directory }, privateFileMode);
   }
 
   async *readFile(part: BackupPartId, name: string, maxChunkBytes: number): AsyncIterable<Uint8Array> {

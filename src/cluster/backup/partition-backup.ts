@@ -10,7 +10,7 @@
  */
 import { continueChecksum } from "../raft/core/snapshot-transfer.js";
 import type { Entry, SnapshotMetadata } from "../raft/index.js";
-import { encodeEntry } from "../raft/storage/codec.js";
+import { encodedEntryBytes, encodeEntryInto } from "../raft/storage/codec.js";
 import {
   BACKUP_FILE_NAMES,
   type BackupFileEntry,
@@ -34,13 +34,16 @@ export const LOG_FRAME_HEADER_BYTES = 4;
 export interface PartitionBackupSource {
   /** The stored snapshot's metadata, or null when the replica holds none. */
   snapshotMetadata(): SnapshotMetadata | null;
-  /** Bytes of the snapshot `metadata` describes; null when another snapshot replaced it. */
+  /**
+   * Bytes of the snapshot `metadata` describes, in memory the writer owns (it hands them to the store, which may move
+   * them to another thread); null when another snapshot replaced it.
+   */
   snapshotChunk(metadata: SnapshotMetadata, offset: number, maxBytes: number): Uint8Array | null;
   /** Entries in [fromIndex, toIndex), stopping once `maxBytes` is passed; throws when they are not held. */
   entries(fromIndex: number, toIndex: number, maxBytes: number): Entry[];
   /** Why the replica may no longer write this part (it lost leadership, it stopped), or null. */
   interruption(): string | null;
-  /** Lets other work run between two chunks. */
+  /** Lets other work run between two chunks (`BackupPacer` lets the broker's own work go first). */
   yieldTurn(): Promise<void>;
 }
 
@@ -53,10 +56,16 @@ export interface PartitionBackupRequest extends BackupPartId {
   readonly now: () => string;
 }
 
-/** Counts the bytes written and records them in the IN_PROGRESS manifest every `PROGRESS_INTERVAL_BYTES`. */
+/**
+ * Counts the bytes written and records them in the IN_PROGRESS manifest every `PROGRESS_INTERVAL_BYTES`. A progress
+ * manifest is written in the background (one at a time), so the part does not wait for its syncs; `settle` waits
+ * for the last one before the final manifest replaces it, and a failed one fails the part.
+ */
 class Progress {
   private writtenBytes = 0;
   private reportedBytes = 0;
+  private writing: Promise<void> | null = null;
+  private failure: unknown = null;
 
   constructor(
     private readonly store: BackupStore,
@@ -67,11 +76,25 @@ class Progress {
     return this.writtenBytes;
   }
 
-  async add(bytes: number): Promise<void> {
+  add(bytes: number): void {
+    if (this.failure !== null) throw this.failure;
     this.writtenBytes += bytes;
-    if (this.writtenBytes - this.reportedBytes < PROGRESS_INTERVAL_BYTES) return;
+    if (this.writtenBytes - this.reportedBytes < PROGRESS_INTERVAL_BYTES || this.writing !== null) return;
     this.reportedBytes = this.writtenBytes;
-    await this.store.writeManifest({ ...this.base, writtenBytes: this.writtenBytes });
+    this.writing = this.store
+      .writeManifest({ ...this.base, writtenBytes: this.writtenBytes })
+      .catch((error: unknown) => {
+        this.failure = error;
+      })
+      .finally(() => {
+        this.writing = null;
+      });
+  }
+
+  /** Waits for the progress manifest being written; throws when one failed. */
+  async settle(): Promise<void> {
+    await this.writing;
+    if (this.failure !== null) throw this.failure;
   }
 }
 
@@ -138,8 +161,14 @@ async function writePartOnce(
     }
     const files: BackupFileEntry[] = [];
     const progress = new Progress(store, base);
-    if (metadata !== null) files.push(await writeSnapshot(source, store, request, metadata, progress));
-    files.push(await writeLog(source, store, request, base.log.firstIndex, progress));
+    try {
+      if (metadata !== null) files.push(await writeSnapshot(source, store, request, metadata, progress));
+      files.push(await writeLog(source, store, request, base.log.firstIndex, progress));
+    } finally {
+      // The final manifest must not be replaced by a progress manifest still on its way.
+      await progress.settle().catch(() => undefined);
+    }
+    await progress.settle();
     // A leader change during the backup fails the part, even when what was written is whole: operators are told
     // plainly, and the next backup is taken by the new leader.
     checkInterruption(source);
@@ -202,9 +231,11 @@ async function writeSnapshot(
         throw new SnapshotReplaced(`the snapshot at ${metadata.index} was replaced while it was backed up`);
       }
       checksum = continueChecksum(checksum, chunk);
+      // Read before `write`, which takes the chunk over (its memory may move to another thread).
+      const chunkBytes = chunk.byteLength;
       await file.write(chunk);
-      await progress.add(chunk.byteLength);
-      offset += chunk.byteLength;
+      progress.add(chunkBytes);
+      offset += chunkBytes;
       await source.yieldTurn();
     }
     if (checksum !== metadata.checksum) {
@@ -235,27 +266,99 @@ async function writeLog(
         throw new PartFailure(`the log from ${index} is no longer held: ${reasonOf(error)}`);
       }
       if (entries.length === 0) throw new PartFailure(`the log from ${index} is no longer held`);
-      const frames = encodeLogFrames(entries);
+      const frames = encodeLogFrames(entries, file.buffer?.bind(file));
+      const framesBytes = frames.byteLength;
       await file.write(frames);
-      await progress.add(frames.byteLength);
+      progress.add(framesBytes);
       index += entries.length;
       await source.yieldTurn();
     }
   });
 }
 
-/** `entries` as `log.bin` holds them: each a big-endian 32-bit length followed by the checksummed entry. */
-export function encodeLogFrames(entries: readonly Entry[]): Uint8Array {
-  const encoded = entries.map(encodeEntry);
+/**
+ * `entries` as `log.bin` holds them: each a big-endian 32-bit length followed by the checksummed entry. They are
+ * encoded straight into one buffer of `allocate` (a store's recycled chunk memory), not an array per entry, so that a
+ * backup leaves the broker's garbage collector little to do.
+ */
+export function encodeLogFrames(
+  entries: readonly Entry[],
+  allocate: (sizeBytes: number) => Uint8Array = (sizeBytes) => new Uint8Array(sizeBytes),
+): Uint8Array {
   let totalBytes = 0;
-  for (const entry of encoded) totalBytes += LOG_FRAME_HEADER_BYTES + entry.byteLength;
-  const bytes = new Uint8Array(totalBytes);
-  const view = new DataView(bytes.buffer);
+  for (const entry of entries) totalBytes += LOG_FRAME_HEADER_BYTES + encodedEntryBytes(entry);
+  const bytes = allocate(totalBytes);
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   let offset = 0;
-  for (const entry of encoded) {
-    view.setUint32(offset, entry.byteLength);
-    bytes.set(entry, offset + LOG_FRAME_HEADER_BYTES);
-    offset += LOG_FRAME_HEADER_BYTES + entry.byteLength;
+  for (const entry of entries) {
+    const entryBytes = encodedEntryBytes(entry);
+    view.setUint32(offset, entryBytes);
+    encodeEntryInto(entry, bytes.subarray(offset + LOG_FRAME_HEADER_BYTES));
+    offset += LOG_FRAME_HEADER_BYTES + entryBytes;
   }
   return bytes;
+}
+
+/** What `BackupPacer` needs of a clock (the replica's `ReplicaClock`, with a finer `now`, fits). */
+export interface PacingClock {
+  /** Milliseconds, with a resolution well below one millisecond. */
+  now(): number;
+  sleep(delayMs: number): Promise<void>;
+  yieldTurn(): Promise<void>;
+}
+
+/** A turn of the event loop at least this long means the broker had other work waiting: the backup steps back. */
+export const BUSY_TURN_MS = 1;
+
+/** The shortest step back while the broker is busy. */
+export const BUSY_PAUSE_MS = 10;
+
+/** The longest step back after one busy turn. */
+export const MAX_BUSY_PAUSE_MS = 50;
+
+/**
+ * How long one chunk waits at most for the broker to become idle, so that a backup still moves on under constant
+ * load: at one chunk per this, and the turns between.
+ */
+export const MAX_CHUNK_WAIT_MS = 100;
+
+/**
+ * Paces a backup's chunks so that the broker's Raft and apply work always goes first (see `pause`). The chunks it
+ * holds back also hold back the writer thread and the disk, so a busy broker's backup takes their time only slowly.
+ */
+export class BackupPacer {
+  private lastActivity: number;
+
+  /**
+   * @param activity a number that changes whenever the partition did work (its last applied index): a partition
+   *   taking writes is busy even when each turn of the event loop is short.
+   */
+  constructor(
+    private readonly clock: PacingClock,
+    private readonly activity: () => number,
+  ) {
+    this.lastActivity = activity();
+  }
+
+  /**
+   * Yields between two chunks: one turn of the event loop, timed. The broker is busy when that turn took
+   * `BUSY_TURN_MS` or longer (requests, replication or journal writes were waiting; a journal write that waited for
+   * the disk makes a long turn) or the partition applied entries since the last look; the backup then steps back for
+   * twice that turn (at least `BUSY_PAUSE_MS`, at most `MAX_BUSY_PAUSE_MS`) and looks again, until the broker is idle
+   * or the chunk waited `MAX_CHUNK_WAIT_MS`.
+   */
+  async pause(): Promise<void> {
+    const startedAtMs = this.clock.now();
+    // Bounded: every pass sleeps at least BUSY_PAUSE_MS, until MAX_CHUNK_WAIT_MS have passed.
+    for (;;) {
+      const turnStartedAtMs = this.clock.now();
+      await this.clock.yieldTurn();
+      const turnMs = this.clock.now() - turnStartedAtMs;
+      const activity = this.activity();
+      const busy = turnMs >= BUSY_TURN_MS || activity !== this.lastActivity;
+      this.lastActivity = activity;
+      if (!busy || this.clock.now() - startedAtMs >= MAX_CHUNK_WAIT_MS) return;
+      await this.clock.sleep(Math.min(MAX_BUSY_PAUSE_MS, Math.max(BUSY_PAUSE_MS, 2 * turnMs)));
+    }
+  }
 }

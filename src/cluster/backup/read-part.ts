@@ -119,15 +119,28 @@ export async function rebuildVerifiedEngine(
   store: BackupStore,
   manifest: BackupPartManifest,
 ): Promise<PartitionEngine> {
+  return (await rebuildVerifiedState(store, manifest)).engine;
+}
+
+/**
+ * `rebuildVerifiedEngine`, also answering the term of the entry at the checkpoint position (the snapshot's when the
+ * log holds no entries), which a restore stores with the rebuilt state: one pass over the log gives both.
+ */
+export async function rebuildVerifiedState(
+  store: BackupStore,
+  manifest: BackupPartManifest,
+): Promise<{ readonly engine: PartitionEngine; readonly term: number }> {
   const snapshot = await readPartSnapshot(store, manifest);
   const engine =
     snapshot === null ? new PartitionEngine({ partitionId: manifest.partitionId }) : PartitionEngine.restore(snapshot);
   if (engine.partitionId !== manifest.partitionId) {
     throw new BackupPartDamagedError(manifest, BACKUP_FILE_NAMES.snapshot, "holds another partition's state");
   }
+  let term = manifest.snapshot?.term ?? 0;
   for await (const entry of readPartEntries(store, manifest)) {
     if (entry.kind === "normal") engine.apply(entry.index, entry.data);
     else engine.markApplied(entry.index);
+    term = entry.term;
   }
-  return engine;
+  return { engine, term };
 }

@@ -16,7 +16,7 @@ import { snapshotChecksum } from "../raft/core/snapshot-transfer.js";
 import type { Member } from "../raft/index.js";
 import { MemberStorage } from "../raft/storage/member-storage.js";
 import type { PartitionDistribution } from "../topology/index.js";
-import { readPartEntries, rebuildVerifiedEngine, verifyPart } from "./read-part.js";
+import { rebuildVerifiedState, verifyPart } from "./read-part.js";
 import type { BackupPartManifest, BackupStore } from "./store.js";
 
 /** Thrown when the backup cannot be restored here; the message says why. */
@@ -63,9 +63,8 @@ export async function restoreBroker(options: RestoreOptions): Promise<RestoreRep
     try {
       for (const [partitionId, replicas] of hosted) {
         const part = parts.get(partitionId) as BackupPartManifest;
-        const engine = await rebuildVerifiedEngine(options.store, part);
+        const { engine, term } = await rebuildVerifiedState(options.store, part);
         const data = engine.snapshot();
-        const term = await termAtPosition(options.store, part);
         const members: Member[] = replicas.map((replica) => ({
           id: replica.brokerId,
           role: "voter",
@@ -150,11 +149,4 @@ async function completedParts(
     throw new RestoreRefusedError(`backup ${backupId} is not complete and cannot be restored: ${problems.join("; ")}`);
   }
   return parts;
-}
-
-/** The term of the entry at the part's checkpoint position (the snapshot's when its log holds no entries). */
-async function termAtPosition(store: BackupStore, part: BackupPartManifest): Promise<number> {
-  let term = part.snapshot?.term ?? 0;
-  for await (const entry of readPartEntries(store, part)) term = entry.term;
-  return term;
 }

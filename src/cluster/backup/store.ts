@@ -55,11 +55,20 @@ export interface BackupPartManifest extends BackupPartId {
 
 /** Writes one file of a part, a chunk at a time. */
 export interface BackupFileWriter {
-  /** Appends `bytes`; resolves once they are handed to the store (the caller awaits it, which bounds memory). */
+  /**
+   * Appends `bytes` and takes them over: the caller must not use them, nor other views of their memory, afterwards
+   * (a store may move that memory to another thread instead of copying it). Resolves once the store can take the
+   * next chunk (the caller awaits it, which bounds memory); a failure may surface at a later call or at `finish`.
+   */
   write(bytes: Uint8Array): Promise<void>;
   /**
-   * Finishes the file durably, reads it back, and resolves with its size and checksum; rejects when what the store
-   * holds differs from what was written.
+   * A buffer of exactly `sizeBytes` to fill and hand to `write`, reusing the memory of chunks already written where
+   * the store can; a store without it leaves the caller to allocate.
+   */
+  buffer?(sizeBytes: number): Uint8Array;
+  /**
+   * Finishes the file durably and resolves with its size and checksum; rejects when any write failed or what the
+   * store holds differs from what was written.
    */
   finish(): Promise<BackupFileEntry>;
   /** Gives up the file (nothing of it is kept). */
@@ -70,6 +79,11 @@ export interface BackupFileWriter {
 export interface BackupStore {
   /** Writes (or replaces) a part's manifest atomically. */
   writeManifest(manifest: BackupPartManifest): Promise<void>;
+  /**
+   * Readies what writing parts needs (the filesystem store's writer thread) ahead of the first part, and keeps it
+   * ready, so that a backup does not wait for it; a broker that may write parts calls it once it starts.
+   */
+  prepareWrites?(): void;
   /** Starts writing file `name` of a part; an earlier file of that name is replaced once it finishes. */
   createFile(part: BackupPartId, name: string): Promise<BackupFileWriter>;
   /** Reads file `name` of a part, a chunk at a time, each at most `maxChunkBytes`. */

@@ -17,7 +17,7 @@
  * `not-leader` when this replica loses leadership, everything else with `unavailable` when it stops.
  */
 import type { Logger } from "pino";
-import { type PartitionBackupSource, writePartitionBackup } from "../backup/partition-backup.js";
+import { BackupPacer, type PartitionBackupSource, writePartitionBackup } from "../backup/partition-backup.js";
 import type { BackupPartManifest, BackupStore } from "../backup/store.js";
 import {
   type ApplyResult,
@@ -336,6 +336,8 @@ export class PartitionReplica {
     this.snapshotSizeBytes = storage.snapshotMetadata()?.sizeBytes ?? 0;
     this.status = node.status();
     this.committedConfigurationValue = node.committedConfiguration();
+    // A replica may lead and write a part of a backup: the store readies its writing now, not during a backup.
+    options.backups?.store.prepareWrites?.();
   }
 
   /**
@@ -1241,7 +1243,8 @@ export class PartitionReplica {
   /**
    * Starts writing the part of the reserved checkpoint once no snapshot of this replica is being taken or installed
    * (one started before the checkpoint may still replace the stored snapshot; later ones wait for the backup). The
-   * part is written in the background, a chunk per turn, off the write path; only one at a time.
+   * part is written in the background, a chunk per turn, off the write path, stepping back while the broker is busy
+   * (`BackupPacer`); only one at a time.
    */
   private maybeStartBackup(): void {
     const checkpoint = this.backupCheckpoint;
@@ -1251,6 +1254,14 @@ export class PartitionReplica {
     this.backupRunning = true;
     const term = this.status.term;
     const memberId = this.options.memberId;
+    const pacer = new BackupPacer(
+      {
+        now: () => performance.now(),
+        sleep: (delayMs) => this.clock.sleep(delayMs),
+        yieldTurn: () => this.clock.yieldTurn(),
+      },
+      () => this.engine.lastAppliedIndex,
+    );
     const source: PartitionBackupSource = {
       snapshotMetadata: () => (this.closed ? null : this.storage.snapshotMetadata()),
       snapshotChunk: (metadata, offset, maxBytes) => this.storage.snapshotChunk(metadata, offset, maxBytes),
@@ -1262,7 +1273,7 @@ export class PartitionReplica {
         }
         return null;
       },
-      yieldTurn: () => this.clock.yieldTurn(),
+      yieldTurn: () => pacer.pause(),
     };
     void writePartitionBackup(source, backups.store, {
       backupId: checkpoint.id,

@@ -3,7 +3,7 @@
  * deletion, and the partition writer's failure paths (leadership lost, snapshot replaced, log gone).
  */
 import { createHash } from "node:crypto";
-import { mkdtemp, readdir, readFile, rm, truncate, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, stat, truncate, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -14,6 +14,7 @@ import type { BackupPartManifest } from "../../../src/cluster/backup/store.js";
 import { snapshotChecksum } from "../../../src/cluster/raft/core/snapshot-transfer.js";
 import type { Entry, SnapshotMetadata } from "../../../src/cluster/raft/index.js";
 import { entriesOpenToOthers } from "../../support/file-modes.js";
+import { waitFor } from "../broker/support.js";
 
 let base: string;
 let store: FilesystemBackupStore;
@@ -56,7 +57,7 @@ function fakeSource(options: {
     snapshotChunk: (requested: SnapshotMetadata, offset: number, maxBytes: number) => {
       if (source.metadata !== requested || data === undefined) return null;
       chunks += 1;
-      return data.subarray(offset, offset + maxBytes);
+      return data.slice(offset, offset + maxBytes);
     },
     entries: (fromIndex: number, toIndex: number) => {
       if (fromIndex <= (source.metadata?.index ?? 0)) throw new Error("compacted");
@@ -131,6 +132,8 @@ describe("FilesystemBackupStore with the partition writer", () => {
     const directory = join(base, "store", "2", "3", "1");
     const [temporary] = (await readdir(directory)).filter((name) => name.endsWith(".tmp"));
     if (temporary === undefined) throw new Error("no temporary file");
+    // The writer thread writes after `write` resolved: the damage must come after it.
+    await waitFor(async () => (await stat(join(directory, temporary))).size === 4096, "the bytes are written");
     await truncate(join(directory, temporary), 100);
     await expect(file.finish()).rejects.toThrow(/log\.bin holds 100 bytes in the backup store, not the 4096 written/);
     expect(await readdir(directory)).toEqual([]);

@@ -68,14 +68,34 @@ function sealChecksum(value: Uint8Array): Uint8Array {
 
 /** Encodes one log entry with its checksum. */
 export function encodeEntry(entry: Entry): Uint8Array {
-  const value = new Uint8Array(ENTRY_HEADER_BYTES + entry.data.byteLength);
+  const value = new Uint8Array(encodedEntryBytes(entry));
+  encodeEntryInto(entry, value);
+  return value;
+}
+
+/** Bytes `encodeEntry` produces for `entry`. */
+export function encodedEntryBytes(entry: Entry): number {
+  return ENTRY_HEADER_BYTES + entry.data.byteLength;
+}
+
+/**
+ * Encodes one log entry with its checksum into the first `encodedEntryBytes(entry)` bytes of `target` (exactly as
+ * `encodeEntry` does), for callers that encode many entries into one buffer they reuse.
+ */
+export function encodeEntryInto(entry: Entry, target: Uint8Array): void {
+  const value = target.subarray(0, encodedEntryBytes(entry));
+  if (value.byteLength < ENTRY_HEADER_BYTES + entry.data.byteLength) {
+    throw new Error(`invariant violated: ${target.byteLength} bytes cannot hold entry ${entry.index}`);
+  }
   const view = viewOf(value);
+  view.setUint32(0, 0);
   view.setUint8(4, FORMAT_VERSION);
   view.setUint8(5, KIND_CODES[entry.kind]);
+  view.setUint16(6, 0);
   writeUint64(view, 8, entry.index);
   writeUint64(view, 16, entry.term);
   value.set(entry.data, ENTRY_HEADER_BYTES);
-  return sealChecksum(value);
+  sealChecksum(value);
 }
 
 /**

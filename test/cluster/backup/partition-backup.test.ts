@@ -1,0 +1,178 @@
+/**
+ * The partition writer's building blocks: log frames encoded into a reused buffer exactly as `encodeEntry` encodes
+ * each entry, progress manifests written in the background without ever replacing the final one, and the pacing
+ * that makes a backup step back while the broker is busy.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { FilesystemBackupStore } from "../../../src/cluster/backup/filesystem-store.js";
+import {
+  BackupPacer,
+  BUSY_PAUSE_MS,
+  encodeLogFrames,
+  LOG_FRAME_HEADER_BYTES,
+  MAX_BUSY_PAUSE_MS,
+  MAX_CHUNK_WAIT_MS,
+  type PacingClock,
+  type PartitionBackupSource,
+  PROGRESS_INTERVAL_BYTES,
+  writePartitionBackup,
+} from "../../../src/cluster/backup/partition-backup.js";
+import type { BackupPartManifest, BackupStore } from "../../../src/cluster/backup/store.js";
+import type { Entry } from "../../../src/cluster/raft/index.js";
+import { encodeEntry } from "../../../src/cluster/raft/storage/codec.js";
+
+describe("encodeLogFrames", () => {
+  it("writes each entry as a length and encodeEntry's bytes into the buffer it is given, whatever it held", () => {
+    const entries: Entry[] = [
+      { index: 7, term: 2, kind: "normal", data: new Uint8Array([1, 2, 3]) },
+      { index: 8, term: 2, kind: "noop", data: new Uint8Array() },
+      { index: 9, term: 3, kind: "configuration", data: new TextEncoder().encode("members") },
+    ];
+    const expected: number[] = [];
+    for (const entry of entries) {
+      const encoded = encodeEntry(entry);
+      const length = new Uint8Array(LOG_FRAME_HEADER_BYTES);
+      new DataView(length.buffer).setUint32(0, encoded.byteLength);
+      expected.push(...length, ...encoded);
+    }
+    // A recycled buffer still holds an earlier chunk's bytes, and the frames start inside it.
+    const recycled = new Uint8Array(4096).fill(0xff);
+    let requested = -1;
+    const frames = encodeLogFrames(entries, (sizeBytes) => {
+      requested = sizeBytes;
+      return recycled.subarray(16, 16 + sizeBytes);
+    });
+    expect(requested).toBe(expected.length);
+    expect(frames.buffer).toBe(recycled.buffer);
+    expect([...frames]).toEqual(expected);
+    expect([...encodeLogFrames(entries)]).toEqual(expected);
+  });
+});
+
+/** A clock whose turns take `turnMs()` each, and which records the pauses. */
+function fakeClock(turnMs: () => number): PacingClock & { pauses: number[] } {
+  let nowMs = 0;
+  const pauses: number[] = [];
+  return {
+    pauses,
+    now: () => nowMs,
+    yieldTurn: async () => {
+      nowMs += turnMs();
+    },
+    sleep: async (delayMs) => {
+      pauses.push(delayMs);
+      nowMs += delayMs;
+    },
+  };
+}
+
+describe("BackupPacer", () => {
+  it("takes one turn and no pause while the event loop is idle and the partition applies nothing", async () => {
+    const clock = fakeClock(() => 0.05);
+    const pacer = new BackupPacer(clock, () => 7);
+    await pacer.pause();
+    await pacer.pause();
+    expect(clock.pauses).toEqual([]);
+  });
+
+  it("steps back for twice each busy turn (within bounds) until a turn is short again", async () => {
+    const turns = [4, 0.4 * BUSY_PAUSE_MS, 0.75 * MAX_BUSY_PAUSE_MS, 0.1];
+    const clock = fakeClock(() => turns.shift() ?? 0.1);
+    await new BackupPacer(clock, () => 7).pause();
+    expect(clock.pauses).toEqual([Math.max(BUSY_PAUSE_MS, 8), BUSY_PAUSE_MS, MAX_BUSY_PAUSE_MS]);
+  });
+
+  it("steps back while the partition applies entries, even when every turn is short", async () => {
+    const clock = fakeClock(() => 0.05);
+    let applied = 10;
+    const pacer = new BackupPacer(clock, () => applied);
+    applied = 12;
+    await pacer.pause();
+    expect(clock.pauses).toEqual([BUSY_PAUSE_MS]);
+  });
+
+  it("moves on once a chunk waited its longest under constant load", async () => {
+    const clock = fakeClock(() => 5);
+    let applied = 0;
+    await new BackupPacer(clock, () => applied++).pause();
+    expect(clock.pauses.length).toBeGreaterThan(1);
+    const waitedMs = clock.pauses.reduce((total, pause) => total + pause + 5, 0);
+    expect(waitedMs).toBeGreaterThanOrEqual(MAX_CHUNK_WAIT_MS);
+    expect(waitedMs).toBeLessThan(MAX_CHUNK_WAIT_MS + MAX_BUSY_PAUSE_MS + 10);
+  });
+});
+
+describe("progress manifests", () => {
+  let base: string;
+  let store: FilesystemBackupStore;
+
+  beforeEach(async () => {
+    base = await mkdtemp(join(tmpdir(), "flowplane-backup-progress-"));
+    store = new FilesystemBackupStore(base);
+  });
+
+  afterEach(async () => {
+    await store.fileWriter.terminate();
+    await rm(base, { recursive: true, force: true });
+  });
+
+  const entryBytes = 1024 * 1024;
+  const lastIndex = Math.ceil((2 * PROGRESS_INTERVAL_BYTES) / entryBytes);
+  /** A replica without a snapshot whose log holds `lastIndex` entries of about 1 MiB. */
+  const source: PartitionBackupSource = {
+    snapshotMetadata: () => null,
+    snapshotChunk: () => null,
+    entries: (fromIndex, toIndex) =>
+      fromIndex < toIndex ? [{ index: fromIndex, term: 1, kind: "normal", data: new Uint8Array(entryBytes) }] : [],
+    interruption: () => null,
+    yieldTurn: async () => {},
+  };
+  const request = {
+    backupId: 6,
+    partitionId: 1,
+    brokerId: 1,
+    checkpointPosition: lastIndex,
+    partitionCount: 1,
+    flowplaneVersion: "1.0.0",
+    now: () => "2026-01-01T00:00:00.000Z",
+  };
+  /** `store`, with progress manifests (IN_PROGRESS with bytes written) going through `progress`. */
+  function storeWith(progress: (manifest: BackupPartManifest) => Promise<void>): BackupStore {
+    return {
+      writeManifest: (manifest) =>
+        manifest.state === "IN_PROGRESS" && manifest.writtenBytes > 0
+          ? progress(manifest)
+          : store.writeManifest(manifest),
+      createFile: (part, name) => store.createFile(part, name),
+      readFile: (part, name, maxChunkBytes) => store.readFile(part, name, maxChunkBytes),
+      manifests: (backupId) => store.manifests(backupId),
+      backupIds: () => store.backupIds(),
+      deleteBackup: (backupId) => store.deleteBackup(backupId),
+    };
+  }
+
+  it("never lets a slow progress manifest replace the final one", async () => {
+    const progressed: number[] = [];
+    const slow = storeWith(async (manifest) => {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      await store.writeManifest(manifest);
+      progressed.push(manifest.writtenBytes);
+    });
+    const manifest = await writePartitionBackup(source, slow, request);
+    expect(manifest.state).toBe("COMPLETED");
+    expect(progressed.length).toBeGreaterThan(0);
+    expect(await store.manifests(6)).toEqual([manifest]);
+  });
+
+  it("fails the part when a progress manifest cannot be written", async () => {
+    const failing = storeWith(async () => {
+      throw new Error("the disk is full");
+    });
+    const manifest = await writePartitionBackup(source, failing, request);
+    expect(manifest).toMatchObject({ state: "FAILED", failureReason: "the disk is full" });
+    expect(await store.manifests(6)).toEqual([manifest]);
+  });
+});
