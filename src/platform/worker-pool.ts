@@ -1,7 +1,8 @@
 import { readlinkSync } from "node:fs";
 import { availableParallelism, getPriority, setPriority } from "node:os";
-import { parentPort, type TransferListItem, Worker, workerData } from "node:worker_threads";
+import { parentPort, type TransferListItem, type Worker, workerData } from "node:worker_threads";
 import { type ErrorKind, type ProblemExtensions, ServiceError } from "../http/errors.js";
+import { startThread } from "../threads/start-thread.js";
 
 /**
  * Functions a worker module offers, by name. Each takes one input and answers one result, both of which cross the
@@ -170,18 +171,6 @@ function failureError(failure: TaskFailure, taskName: string): Error {
     return new ServiceError(kind, detail, { headers, ...(extensions === undefined ? {} : { extensions }) });
   }
   return new Error(`the worker task ${taskName} failed: ${failure.message}`);
-}
-
-/**
- * Starts a thread running `module`. A module of the compiled product (`.js`) runs as it is. A module of the sources
- * (`.ts`: tests, benchmarks, the command line under tsx) cannot be loaded by a worker of Node.js 20 by itself,
- * because module hooks registered with `--import` do not reach worker threads; such a worker registers tsx first.
- */
-function startThread(module: URL, data: PoolWorkerData): Worker {
-  if (!module.pathname.endsWith(".ts")) return new Worker(module, { workerData: data });
-  const tsxApi = import.meta.resolve("tsx/esm/api");
-  const bootstrap = `import(${JSON.stringify(tsxApi)}).then((api) => { api.register(); return import(${JSON.stringify(module.href)}); });`;
-  return new Worker(bootstrap, { eval: true, workerData: data });
 }
 
 /** Where a pool reports what went wrong with its workers (a pino logger fits). */
@@ -443,7 +432,9 @@ export class WorkerPool<Tasks extends TaskFunctions> implements TaskRunner<Tasks
 
   private startWorker(): void {
     const worker: PoolWorker = {
-      thread: startThread(this.workerModule, { niceness: this.workerNiceness }),
+      thread: startThread(this.workerModule, {
+        workerData: { niceness: this.workerNiceness } satisfies PoolWorkerData,
+      }),
       ready: false,
       task: undefined,
       timeLimit: undefined,

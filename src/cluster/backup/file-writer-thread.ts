@@ -9,7 +9,8 @@
  * new thread: a backup never waits on a thread that is gone.
  */
 import { rm } from "node:fs/promises";
-import { Worker } from "node:worker_threads";
+import type { Worker } from "node:worker_threads";
+import { startThread } from "../../threads/start-thread.js";
 import type { BackupFileEntry, BackupFileWriter } from "./store.js";
 
 /** What the broker's thread asks of the writer thread, about file `fileId`. */
@@ -48,17 +49,6 @@ const DEFAULT_IDLE_MS = 5_000;
 function workerModule(): URL {
   const extension = import.meta.url.endsWith(".ts") ? "ts" : "js";
   return new URL(`./file-writer-worker.${extension}`, import.meta.url);
-}
-
-/**
- * Starts a thread running `module`. A `.ts` module cannot be loaded by a worker of Node.js 20 by itself, because
- * module hooks registered with `--import` do not reach worker threads; such a worker registers tsx first.
- */
-function startThread(module: URL): Worker {
-  if (!module.pathname.endsWith(".ts")) return new Worker(module);
-  const tsxApi = import.meta.resolve("tsx/esm/api");
-  const bootstrap = `import(${JSON.stringify(tsxApi)}).then((api) => { api.register(); return import(${JSON.stringify(module.href)}); });`;
-  return new Worker(bootstrap, { eval: true });
 }
 
 interface Waiter<Value> {
