@@ -28,6 +28,12 @@ export interface MsgpackArrayVisitor {
   item(index: number, position: number, value: unknown): void;
 }
 
+/**
+ * The longest single value (a field, or one item of a list) a stream keeps by default. A snapshot's list item is one
+ * message's state, which arrived in one record, and no record is longer than a cluster frame (16 MiB).
+ */
+export const DEFAULT_MAX_VALUE_BYTES = 16 * 1024 * 1024;
+
 /** Value returned by `valueEnd` when the bytes end before the value does. */
 const INCOMPLETE = -1;
 /** Smallest capacity of the buffer of an incomplete value. */
@@ -183,7 +189,15 @@ export class MsgpackArrayStream {
   private itemPosition = 0;
   private consumedBytes = 0;
 
-  constructor(private readonly visitor: MsgpackArrayVisitor) {}
+  /**
+   * `maxValueBytes` bounds one value kept between pieces: past it the document is refused. Without the bound, one
+   * damaged length header (a snapshot's checksum is only known at its end) would keep every later byte as "the rest
+   * of that value", holding the whole snapshot and walking it again at every piece.
+   */
+  constructor(
+    private readonly visitor: MsgpackArrayVisitor,
+    private readonly maxValueBytes = DEFAULT_MAX_VALUE_BYTES,
+  ) {}
 
   /** Bytes held between two pieces: the start of a value that has not arrived completely. */
   get bufferedBytes(): number {
@@ -221,6 +235,11 @@ export class MsgpackArrayStream {
     }
     this.carriedBytes = leftover;
     this.peakCarriedBytes = Math.max(this.peakCarriedBytes, leftover);
+    if (leftover > this.maxValueBytes) {
+      throw new MsgpackStreamError(
+        `a value at byte ${this.consumedBytes} is longer than ${this.maxValueBytes} bytes, the most one value may take`,
+      );
+    }
     // A value spanning many pieces grew the buffer; once it is decoded the memory goes back.
     if (leftover < MINIMUM_CAPACITY_BYTES && this.carry.byteLength > MINIMUM_CAPACITY_BYTES) {
       const smaller = new Uint8Array(MINIMUM_CAPACITY_BYTES);

@@ -118,6 +118,21 @@ describe("MsgpackArrayStream", () => {
     }
   });
 
+  it("refuses a value longer than its bound instead of holding every later byte (a damaged length header)", () => {
+    const maxValueBytes = 64 * 1024;
+    const stream = new MsgpackArrayStream(recordingVisitor(), maxValueBytes);
+    // A list item whose bin32 header claims 4 GiB, then plenty of bytes in 4 KiB pieces.
+    stream.push(Uint8Array.of(0x94, 0xa1, 0x61, 0x91, 0xc6, 0xff, 0xff, 0xff, 0xff));
+    const piece = new Uint8Array(4096);
+    let pushed = 0;
+    expect(() => {
+      // Bounded: the stream refuses after about maxValueBytes, long before this loop would end.
+      for (; pushed < 1024; pushed += 1) stream.push(piece);
+    }).toThrow(/longer than 65536 bytes/);
+    expect(pushed).toBeLessThanOrEqual(maxValueBytes / piece.byteLength + 1);
+    expect(stream.peakBufferedBytes).toBeLessThanOrEqual(maxValueBytes + piece.byteLength + 16);
+  });
+
   it("refuses a document that ends early, one followed by more bytes, and one that is not an array", () => {
     const truncated = new MsgpackArrayStream(recordingVisitor());
     truncated.push(bytes.subarray(0, bytes.byteLength - 1));
