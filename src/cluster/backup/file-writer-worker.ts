@@ -157,8 +157,10 @@ function serve(): void {
             file.failure = messageOf(error);
           }
         }
-        // The chunk's memory goes back either way: the broker's thread counts it as no longer in flight.
-        reply(fileId, { kind: "written", buffer: request.buffer, failure: file?.failure ?? null }, [request.buffer]);
+        // The chunk's memory goes back either way: the broker's thread counts it as no longer in flight. A write for a
+        // file this thread does not hold is a protocol error, reported as the file's failure, never as written.
+        const failure = file === undefined ? `file ${fileId} is not open in the writer thread` : file.failure;
+        reply(fileId, { kind: "written", buffer: request.buffer, failure }, [request.buffer]);
         return;
       }
       case "finish": {

@@ -332,10 +332,14 @@ export class BackupPacer {
   /**
    * @param activity a number that changes whenever the partition did work (its last applied index): a partition
    *   taking writes is busy even when each turn of the event loop is short.
+   * @param overdue whether the backup must stop stepping back: the partition takes no snapshot while its backup
+   *   runs, so under a steady load the log grows for as long as the backup gives way; past a bound, finishing the
+   *   backup matters more than the writes' throughput.
    */
   constructor(
     private readonly clock: PacingClock,
     private readonly activity: () => number,
+    private readonly overdue: () => boolean = () => false,
   ) {
     this.lastActivity = activity();
   }
@@ -348,6 +352,7 @@ export class BackupPacer {
    * or the chunk waited `MAX_CHUNK_WAIT_MS`.
    */
   async pause(): Promise<void> {
+    if (this.overdue()) return await this.clock.yieldTurn();
     const startedAtMs = this.clock.now();
     // Bounded: every pass sleeps at least BUSY_PAUSE_MS, until MAX_CHUNK_WAIT_MS have passed.
     for (;;) {

@@ -208,6 +208,11 @@ interface WaitingRead {
  * the log grows up to this many intervals of entries instead of the transfer starting over.
  */
 const SNAPSHOT_TRANSFER_COMPACTION_DEFERRAL = 4;
+/**
+ * Snapshot intervals of log a partition may grow while its backup steps back for a busy broker (it takes no snapshot
+ * meanwhile); beyond them the backup runs at full speed to its end.
+ */
+const BACKUP_PACING_LOG_LIMIT_INTERVALS = 3;
 /** Longest a slice of snapshot encoding holds the event loop before it lets other work run. */
 const SNAPSHOT_SLICE_MS = 2;
 /** Messages encoded between two looks at the clock while a snapshot is encoded. */
@@ -1261,6 +1266,10 @@ export class PartitionReplica {
         yieldTurn: () => this.clock.yieldTurn(),
       },
       () => this.engine.lastAppliedIndex,
+      // No snapshot is taken while the backup runs: past a few intervals of log, the backup stops giving way.
+      () =>
+        this.engine.lastAppliedIndex - this.snapshotIndex >=
+        BACKUP_PACING_LOG_LIMIT_INTERVALS * this.options.snapshotIntervalEntries,
     );
     const source: PartitionBackupSource = {
       snapshotMetadata: () => (this.closed ? null : this.storage.snapshotMetadata()),

@@ -94,6 +94,24 @@ describe("BackupPacer", () => {
     expect(clock.pauses).toEqual([BUSY_PAUSE_MS]);
   });
 
+  it("stops stepping back once the backup is overdue (the log grew too long while it waited)", async () => {
+    const clock = fakeClock(() => 5);
+    let applied = 0;
+    let overdue = false;
+    const pacer = new BackupPacer(
+      clock,
+      () => applied++,
+      () => overdue,
+    );
+    await pacer.pause();
+    const paused = clock.pauses.length;
+    expect(paused).toBeGreaterThan(0);
+    overdue = true;
+    await pacer.pause();
+    await pacer.pause();
+    expect(clock.pauses.length).toBe(paused);
+  });
+
   it("moves on once a chunk waited its longest under constant load", async () => {
     const clock = fakeClock(() => 5);
     let applied = 0;
