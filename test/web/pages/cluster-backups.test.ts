@@ -9,9 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { clusterParameters, planTypes } from "../../../src/platform/admin/clusters/parameters.js";
 import { browserAvailable, launchBrowser } from "../../support/browser.js";
-import { eventually } from "../../support/cluster.js";
 import {
   collectPolicyViolations,
   expectAccessible,
@@ -20,6 +18,7 @@ import {
   viewports,
 } from "../../support/console-page.js";
 import { startTestPlatform, type TestPlatform } from "../../support/platform.js";
+import { createHealthyCluster } from "../../support/provisioned-clusters.js";
 import { requestToken } from "../../support/tokens.js";
 
 const clusterStartMs = 120_000;
@@ -47,24 +46,11 @@ describe.runIf(browserAvailable())("console backups tab on a real cluster", () =
     );
     browser = await launchBrowser();
     adminToken = await requestToken(platform, platform.adminClient, "admin-api");
-    const parameters = clusterParameters();
-    const channel = parameters.channels[0]!;
-    const created = await fetch(`${platform.url}/admin/clusters`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
-      body: JSON.stringify({
-        name: "ledger",
-        planTypeId: planTypes.find((plan) => plan.shape.brokers === 1)!.uuid,
-        channelId: channel.uuid,
-        generationId: channel.defaultGeneration.uuid,
-        regionId: parameters.regions[0]!.uuid,
-      }),
-    });
-    clusterId = ((await created.json()) as { clusterId: string }).clusterId;
-    await eventually("cluster Healthy", clusterStartMs, async () => {
-      const cluster = (await (await admin("GET", "")).json()) as { status: { ready: string } };
-      return cluster.status.ready === "Healthy" ? true : undefined;
-    });
+    ({ clusterId } = await createHealthyCluster(platform, adminToken, {
+      name: "ledger",
+      brokers: 1,
+      timeoutMs: clusterStartMs,
+    }));
   }, clusterStartMs + 30_000);
   afterEach(async () => {
     await page?.close();

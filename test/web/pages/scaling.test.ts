@@ -7,7 +7,6 @@
 import { existsSync } from "node:fs";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { clusterParameters, planTypes } from "../../../src/platform/admin/clusters/parameters.js";
 import { brokerDataDirectory } from "../../../src/platform/provisioner/local-cluster.js";
 import type { LocalProvisioner } from "../../../src/platform/provisioner/local-provisioner.js";
 import { browserAvailable, launchBrowser } from "../../support/browser.js";
@@ -20,6 +19,7 @@ import {
   viewports,
 } from "../../support/console-page.js";
 import { startTestPlatform, type TestPlatform } from "../../support/platform.js";
+import { createHealthyCluster } from "../../support/provisioned-clusters.js";
 import { requestToken } from "../../support/tokens.js";
 
 const clusterStartMs = 150_000;
@@ -41,30 +41,13 @@ describe.runIf(browserAvailable())("console scaling page", () => {
     );
     browser = await launchBrowser();
     const token = await requestToken(platform, platform.adminClient, "admin-api");
-    const parameters = clusterParameters();
-    const channel = parameters.channels[0]!;
-    const created = await fetch(`${platform.url}/admin/clusters`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-      body: JSON.stringify({
-        name: "payments",
-        planTypeId: planTypes.find((plan) => plan.shape.brokers === 3)!.uuid,
-        channelId: channel.uuid,
-        generationId: channel.defaultGeneration.uuid,
-        regionId: parameters.regions[0]!.uuid,
-      }),
+    const created = await createHealthyCluster(platform, token, {
+      name: "payments",
+      brokers: 3,
+      timeoutMs: clusterStartMs,
     });
-    clusterId = ((await created.json()) as { clusterId: string }).clusterId;
-    const links = await eventually("cluster Healthy", clusterStartMs, async () => {
-      const response = await fetch(`${platform.url}/admin/clusters/${clusterId}`, {
-        headers: { authorization: `Bearer ${token}` },
-      });
-      const cluster = (await response.json()) as {
-        status: { ready: string };
-        links: { management: string; gateway: string };
-      };
-      return cluster.status.ready === "Healthy" ? cluster.links : undefined;
-    });
+    clusterId = created.clusterId;
+    const links = created.links;
     managementUrl = links.management;
     gatewayUrl = links.gateway;
   }, clusterStartMs + 30_000);

@@ -5,11 +5,11 @@
  */
 import { existsSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { clusterParameters, planTypes } from "../../../../src/platform/admin/clusters/parameters.js";
 import { brokerDataDirectory } from "../../../../src/platform/provisioner/local-cluster.js";
 import type { LocalProvisioner } from "../../../../src/platform/provisioner/local-provisioner.js";
 import { eventually } from "../../../support/cluster.js";
 import { startTestPlatform, type TestPlatform } from "../../../support/platform.js";
+import { createHealthyCluster } from "../../../support/provisioned-clusters.js";
 import { requestToken } from "../../../support/tokens.js";
 
 const clusterStartMs = 120_000;
@@ -63,27 +63,13 @@ describe("cluster scaling through the Administration API", () => {
     provisioner = platform.running.provisioner as LocalProvisioner;
     adminToken = await requestToken(platform, platform.adminClient, "admin-api");
     gatewayToken = await requestToken(platform, platform.adminClient, "gateway-api");
-    const parameters = clusterParameters();
-    const channel = parameters.channels[0]!;
-    const created = await fetch(`${platform.url}/admin/clusters`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
-      body: JSON.stringify({
-        name: "orders",
-        planTypeId: planTypes.find((plan) => plan.shape.brokers === 1)!.uuid,
-        channelId: channel.uuid,
-        generationId: channel.defaultGeneration.uuid,
-        regionId: parameters.regions[0]!.uuid,
-      }),
+    const created = await createHealthyCluster(platform, adminToken, {
+      name: "orders",
+      brokers: 1,
+      timeoutMs: clusterStartMs,
     });
-    clusterId = ((await created.json()) as { clusterId: string }).clusterId;
-    managementUrl = await eventually("cluster Healthy", clusterStartMs, async () => {
-      const response = await fetch(`${platform.url}/admin/clusters/${clusterId}`, {
-        headers: { authorization: `Bearer ${adminToken}` },
-      });
-      const cluster = (await response.json()) as { status: { ready: string }; links: { management: string } };
-      return cluster.status.ready === "Healthy" ? cluster.links.management : undefined;
-    });
+    clusterId = created.clusterId;
+    managementUrl = created.links.management;
   }, clusterStartMs + 30_000);
   afterAll(async () => {
     await platform?.close();
