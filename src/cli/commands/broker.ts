@@ -1,8 +1,9 @@
 import type { Command } from "commander";
 import pino from "pino";
 import { loadConfiguration } from "../../config/load.js";
-import { type SupervisorWatch, watchSupervisor } from "../../platform/provisioner/supervision.js";
-import { type CliIo, UsageError } from "../io.js";
+import { watchSupervisor } from "../../platform/provisioner/supervision.js";
+import type { CliIo } from "../io.js";
+import { collectRepeated, settingAssignments, stopReason } from "../server-command.js";
 
 interface BrokerCommandOptions {
   config?: string;
@@ -10,34 +11,11 @@ interface BrokerCommandOptions {
   set?: string[];
 }
 
-function collect(value: string, previous: string[] | undefined): string[] {
-  return [...(previous ?? []), value];
-}
-
 /** Turns the broker options into configuration flags keyed like `service.broker.cluster.nodeId`. */
 export function brokerConfigurationFlags(options: BrokerCommandOptions): Record<string, string> {
-  const flags: Record<string, string> = {};
-  for (const assignment of options.set ?? []) {
-    const separator = assignment.indexOf("=");
-    if (separator <= 0) {
-      throw new UsageError(`--set expects key=value (e.g. service.broker.cluster.nodeId=1), got "${assignment}"`);
-    }
-    flags[assignment.slice(0, separator).trim()] = assignment.slice(separator + 1);
-  }
+  const flags = settingAssignments(options.set, "service.broker.cluster.nodeId=1");
   if (options.dataDirectory !== undefined) flags["service.dataDirectory"] = options.dataDirectory;
   return flags;
-}
-
-function waitForAbort(signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.resolve();
-  return new Promise((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
-}
-
-/** Resolves with why the broker must stop: the shutdown signal, or its supervisor gone (when it has one). */
-function stopReason(signal: AbortSignal, supervisor: SupervisorWatch | undefined): Promise<"signal" | "supervisor"> {
-  const reasons: Promise<"signal" | "supervisor">[] = [waitForAbort(signal).then(() => "signal" as const)];
-  if (supervisor !== undefined) reasons.push(supervisor.gone.then(() => "supervisor" as const));
-  return Promise.race(reasons);
 }
 
 async function runBroker(options: BrokerCommandOptions, io: CliIo): Promise<void> {
@@ -79,7 +57,11 @@ export function registerBrokerCommand(program: Command, io: CliIo): void {
     .description("Start one broker of a workflow-engine cluster (settings under service.broker.*).")
     .option("-c, --config <file>", "YAML configuration file (keys like service.broker.cluster.nodeId)")
     .option("--data-directory <directory>", "where local data is kept (service.dataDirectory)")
-    .option("--set <key=value>", "any setting by its key, e.g. service.broker.cluster.nodeId=1 (repeatable)", collect)
+    .option(
+      "--set <key=value>",
+      "any setting by its key, e.g. service.broker.cluster.nodeId=1 (repeatable)",
+      collectRepeated,
+    )
     .addHelpText(
       "after",
       [

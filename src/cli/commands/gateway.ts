@@ -1,7 +1,8 @@
 import type { Command } from "commander";
 import { loadConfiguration } from "../../config/load.js";
-import { type SupervisorWatch, watchSupervisor } from "../../platform/provisioner/supervision.js";
-import { type CliIo, UsageError } from "../io.js";
+import { watchSupervisor } from "../../platform/provisioner/supervision.js";
+import type { CliIo } from "../io.js";
+import { collectRepeated, settingAssignments, stopReason } from "../server-command.js";
 
 interface GatewayCommandOptions {
   config?: string;
@@ -11,37 +12,14 @@ interface GatewayCommandOptions {
   set?: string[];
 }
 
-function collect(value: string, previous: string[] | undefined): string[] {
-  return [...(previous ?? []), value];
-}
-
 /** Turns the gateway options into configuration flags keyed like `service.gateway.port`. */
 export function gatewayConfigurationFlags(options: GatewayCommandOptions): Record<string, string> {
-  const flags: Record<string, string> = {};
-  for (const assignment of options.set ?? []) {
-    const separator = assignment.indexOf("=");
-    if (separator <= 0) {
-      throw new UsageError(`--set expects key=value (e.g. service.gateway.port=8080), got "${assignment}"`);
-    }
-    flags[assignment.slice(0, separator).trim()] = assignment.slice(separator + 1);
-  }
+  const flags = settingAssignments(options.set, "service.gateway.port=8080");
   // The dedicated flags win over --set, being the more specific way of saying the same thing.
   if (options.port !== undefined) flags["service.gateway.port"] = options.port;
   if (options.managementPort !== undefined) flags["service.management.port"] = options.managementPort;
   if (options.contactPoints !== undefined) flags["service.gateway.contactPoints"] = options.contactPoints;
   return flags;
-}
-
-function waitForAbort(signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.resolve();
-  return new Promise((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
-}
-
-/** Resolves with why the gateway must stop: the shutdown signal, or its supervisor gone (when it has one). */
-function stopReason(signal: AbortSignal, supervisor: SupervisorWatch | undefined): Promise<"signal" | "supervisor"> {
-  const reasons: Promise<"signal" | "supervisor">[] = [waitForAbort(signal).then(() => "signal" as const)];
-  if (supervisor !== undefined) reasons.push(supervisor.gone.then(() => "supervisor" as const));
-  return Promise.race(reasons);
 }
 
 async function runGateway(options: GatewayCommandOptions, io: CliIo): Promise<void> {
@@ -80,7 +58,7 @@ export function registerGatewayCommand(program: Command, io: CliIo): void {
     .option(
       "--set <key=value>",
       "any setting by its key, e.g. service.gateway.requestTimeoutMs=5000 (repeatable)",
-      collect,
+      collectRepeated,
     )
     .addHelpText(
       "after",

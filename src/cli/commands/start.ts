@@ -1,7 +1,8 @@
 import type { Command } from "commander";
 import { loadConfiguration } from "../../config/load.js";
 import type { RunningPlatform } from "../../platform/platform.js";
-import { type CliIo, UsageError } from "../io.js";
+import type { CliIo } from "../io.js";
+import { collectRepeated, settingAssignments, waitForAbort } from "../server-command.js";
 import { printable } from "../terminal-text.js";
 
 interface StartOptions {
@@ -12,19 +13,9 @@ interface StartOptions {
   set?: string[];
 }
 
-function collect(value: string, previous: string[] | undefined): string[] {
-  return [...(previous ?? []), value];
-}
-
 /** Turns the start options into configuration flags keyed like `service.platform.port`. */
 export function configurationFlags(options: StartOptions): Record<string, string> {
-  const flags: Record<string, string> = {};
-  for (const assignment of options.set ?? []) {
-    const separator = assignment.indexOf("=");
-    if (separator <= 0)
-      throw new UsageError(`--set expects key=value (e.g. service.platform.port=8088), got "${assignment}"`);
-    flags[assignment.slice(0, separator).trim()] = assignment.slice(separator + 1);
-  }
+  const flags = settingAssignments(options.set, "service.platform.port=8088");
   // The dedicated flags win over --set, being the more specific way of saying the same thing.
   if (options.port !== undefined) flags["service.platform.port"] = options.port;
   if (options.dataDirectory !== undefined) flags["service.dataDirectory"] = options.dataDirectory;
@@ -35,11 +26,6 @@ export function configurationFlags(options: StartOptions): Record<string, string
 /** Quotes a value for a POSIX shell when it contains anything beyond the characters that never need quoting. */
 function shellQuote(value: string): string {
   return /^[A-Za-z0-9._~:/@%+=-]+$/.test(value) ? value : `'${value.replaceAll("'", "'\\''")}'`;
-}
-
-function waitForAbort(signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.resolve();
-  return new Promise((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
 }
 
 /** Runs the platform, and for `start` the local cluster beside it, until the shutdown signal. */
@@ -143,7 +129,11 @@ function addPlatformOptions(command: Command, io: CliIo, withCluster: boolean): 
     .option("-p, --port <port>", "port of the platform (service.platform.port)")
     .option("--data-directory <directory>", "where local data is kept (service.dataDirectory)")
     .option("--database-url <url>", "sqlite:<file> or postgres://… (service.database.url)")
-    .option("--set <key=value>", "any setting by its key, e.g. service.rateLimit.burst=10 (repeatable)", collect)
+    .option(
+      "--set <key=value>",
+      "any setting by its key, e.g. service.rateLimit.burst=10 (repeatable)",
+      collectRepeated,
+    )
     .addHelpText(
       "after",
       "\nPrecedence: flags win over the configuration file, which wins over SERVICE_* environment variables.\nCtrl-C or SIGTERM stops the platform cleanly.",

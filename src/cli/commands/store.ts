@@ -1,6 +1,7 @@
 import type { Command } from "commander";
 import { loadConfiguration } from "../../config/load.js";
 import type { CliIo } from "../io.js";
+import { collectRepeated } from "../server-command.js";
 import { printable } from "../terminal-text.js";
 import { configurationFlags } from "./start.js";
 
@@ -12,10 +13,6 @@ interface StoreOptions {
   dataDirectory?: string;
   databaseUrl?: string;
   set?: string[];
-}
-
-function collect(value: string, previous: string[] | undefined): string[] {
-  return [...(previous ?? []), value];
 }
 
 /** Re-seals the database's key material under a new key-encryption key and says where that key is. */
@@ -66,7 +63,7 @@ export function registerStoreCommands(program: Command, io: CliIo): void {
     .option("-c, --config <file>", "YAML configuration file of the platform")
     .option("--data-directory <directory>", "the platform's data directory (service.dataDirectory)")
     .option("--database-url <url>", "sqlite:<file> or postgres://… (service.database.url)")
-    .option("--set <key=value>", "any setting by its key (repeatable)", collect)
+    .option("--set <key=value>", "any setting by its key (repeatable)", collectRepeated)
     .addHelpText(
       "after",
       `
