@@ -132,7 +132,13 @@ async function completedParts(
 ): Promise<Map<number, BackupPartManifest>> {
   const manifests = await store.manifests(backupId);
   if (manifests.length === 0) throw new RestoreRefusedError(`the backup store holds no backup ${backupId}`);
-  const backupPartitionCount = manifests.reduce((highest, part) => Math.max(highest, part.partitionCount), 0);
+  // The count the partitions had at the cut. A partition added after the backup may still write a part of it (it
+  // takes the backup's checkpoint when a relocated record carries its id) and records its own, higher count: the
+  // backup does not hold that partition, so the lowest count recorded is the backup's.
+  const backupPartitionCount = manifests.reduce(
+    (lowest, part) => Math.min(lowest, part.partitionCount),
+    Number.POSITIVE_INFINITY,
+  );
   if (backupPartitionCount !== partitionCount) {
     throw new RestoreRefusedError(
       `backup ${backupId} holds ${backupPartitionCount} partitions but this cluster has ${partitionCount}; the partition counts must be equal`,

@@ -1,7 +1,8 @@
 /**
  * `flowplane restore --backup-id N`: takes the broker's own settings, restores the partitions it hosts into its empty
  * data directory, and refuses (exit 1, the reason printed, nothing written) a non-empty directory, another partition
- * count and a backup the store does not hold. With `--cluster-configuration`, the broker restores the partitions a
+ * count (the backup's being the count at its cut, not that of a partition added afterwards that wrote a part of it)
+ * and a backup the store does not hold. With `--cluster-configuration`, the broker restores the partitions a
  * scaled cluster's configuration gives it (broker ids its first configuration does not have) and keeps that
  * configuration, and refuses a configuration it is not in, one in the middle of a change, or another partition count.
  */
@@ -118,6 +119,18 @@ beforeAll(async () => {
     });
     expect(manifest.state).toBe("COMPLETED");
   }
+  // A partition added after the backup writes a part of it too (a relocated record carried the backup's id), with
+  // the count it was added into: the backup still holds 3 partitions.
+  const late = await writePartitionBackup(source(1), store, {
+    backupId: 4,
+    partitionId: 4,
+    brokerId: 0,
+    checkpointPosition: 1,
+    partitionCount: 4,
+    flowplaneVersion: "0.0.0-test",
+    now: () => "2026-01-01T00:01:00.000Z",
+  });
+  expect(late.state).toBe("COMPLETED");
 });
 
 afterAll(async () => {
