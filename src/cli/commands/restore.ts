@@ -87,13 +87,14 @@ async function runRestore(options: RestoreCommandOptions, io: CliIo): Promise<vo
   }
 }
 
-/** Reads at most `maxBytes` of `file` as text; a larger file is refused naming it. */
-async function readBoundedText(file: string, maxBytes: number): Promise<string> {
+/** Reads the `--cluster-configuration` file, at most `maxBytes` of it: a larger file is refused naming it. */
+async function readConfigurationFile(file: string, maxBytes: number): Promise<string> {
   let handle: Awaited<ReturnType<typeof open>>;
   try {
     handle = await open(file, "r");
   } catch (error) {
-    throw new UsageError(`--cluster-configuration ${printable(file)} cannot be read: ${(error as Error).message}`);
+    const reason = (error as NodeJS.ErrnoException).code ?? "unreadable";
+    throw new UsageError(`--cluster-configuration ${printable(file)} cannot be read (${reason})`);
   }
   try {
     const buffer = Buffer.alloc(maxBytes + 1);
@@ -122,7 +123,7 @@ async function restoredShape(
   file: string,
   nodeId: number,
 ): Promise<{ configuration: ClusterConfiguration; distribution: PartitionDistribution }> {
-  const text = await readBoundedText(file, MAX_CLUSTER_CONFIGURATION_BYTES);
+  const text = await readConfigurationFile(file, MAX_CLUSTER_CONFIGURATION_BYTES);
   const { ConfigurationDecodeError, decodeConfiguration, partitionIdsOf, replicasOf } = await import(
     "../../cluster/topology/index.js"
   );

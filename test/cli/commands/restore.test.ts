@@ -207,6 +207,9 @@ describe("flowplane restore", () => {
     const malformed = await refused(0, '{"version":0}');
     expect(malformed.exitCode).toBe(exitCodes.usage);
     expect(malformed.stderr).toContain("refused.json: malformed cluster configuration");
+    const missing = await restore(0, target, ["--cluster-configuration", join(directory, "missing.json")]);
+    expect(missing.exitCode).toBe(exitCodes.usage);
+    expect(missing.stderr).toContain("missing.json cannot be read (ENOENT)");
     await expect(readdir(target)).rejects.toThrow();
   });
 });
