@@ -89,6 +89,8 @@ export const clusterStatusSchema = Type.Object(
     lastChange: Type.Optional(endedChangeSchema),
     /** Changes that ended before `lastChange`, newest first (a short history). */
     earlierChanges: Type.Optional(Type.Array(endedChangeSchema)),
+    /** Why no change may start now (a backup being written); absent when nothing blocks changes. */
+    changesBlockedBy: Type.Optional(Type.String()),
     pendingChange: Type.Optional(
       Type.Object(
         {

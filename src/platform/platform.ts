@@ -401,6 +401,8 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
       ),
     logger,
     activity,
+    // Called only once requests are served, after `scaling` exists.
+    scalingInProgress: (clusterId) => scaling.inProgress(clusterId),
   });
   const scaling = new ClusterScalingService({
     clusters: clusterAccess.clusters,
@@ -412,6 +414,7 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
         clusterId,
       ),
     logger,
+    restoreRunning: (clusterId) => backups.isRestoring(clusterId),
   });
   clusters.onHealthPolled.push(async (cluster) => await scaling.afterHealthPoll(cluster));
   await backups.failInterruptedRestores();

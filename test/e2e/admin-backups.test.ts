@@ -128,7 +128,13 @@ describe("backups of the Administration API end to end", () => {
       shape: { brokers: 1, partitions: 1, replicationFactor: 1 },
       primary: false,
     };
-    await expect(provisioner.restore(specification, 999)).rejects.toThrow(/restore of broker 0 failed/);
+    const { links } = (await (await call("GET", `/clusters/${clusterId}`)).json()) as { links: { management: string } };
+    const configuration = await fetch(`${links.management}/actuator/cluster`, {
+      headers: { authorization: `Bearer ${gatewayToken}` },
+    });
+    expect(configuration.status).toBe(200);
+    const target = { brokerIds: [0], configurationDocument: await configuration.text() };
+    await expect(provisioner.restore(specification, 999, target)).rejects.toThrow(/restore of broker 0 failed/);
     expect(existsSync(join(clusterDirectory, "brokers.before-restore"))).toBe(false);
     await eventually("the cluster Healthy after the failed restore", 90_000, async () =>
       (await clusterStatus(clusterId)).status.ready === "Healthy" ? true : undefined,

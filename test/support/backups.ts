@@ -43,11 +43,39 @@ export function fakeBackup(backupId: number, state: string): FakeBackup {
 }
 
 /**
- * A stand-in for a cluster's management API: keeps backups in memory, records every request's method, path and
- * bearer token, and can be told to refuse the next request.
+ * The monitoring answer (`GET /actuator/cluster`) of a cluster of brokers 0 and 1 each hosting partitions 1 to
+ * `partitionCount`, with no change pending; `extra` is merged in.
+ */
+export function fakeClusterStatus(partitionCount = 2, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  const at = "2026-01-01T00:00:00.000Z";
+  const partitions = Array.from({ length: partitionCount }, (_, index) => ({
+    id: index + 1,
+    state: "ACTIVE",
+    priority: 1,
+    config: { exporting: { exporters: [] } },
+  }));
+  return {
+    version: 3,
+    brokers: [0, 1].map((id) => ({ id, state: "ACTIVE", version: 1, lastUpdatedAt: at, partitions })),
+    lastChange: { id: 2, status: "COMPLETED", startedAt: at, completedAt: at },
+    routing: {
+      version: 1,
+      requestHandling: { strategy: "AllPartitions", partitionCount },
+      messageCorrelation: { strategy: "HashMod", partitionCount },
+    },
+    ...extra,
+  };
+}
+
+/**
+ * A stand-in for a cluster's management API: keeps backups in memory, answers the cluster's configuration
+ * (`clusterStatus`), records every request's method, path and bearer token, and can be told to refuse the next
+ * request.
  */
 export class FakeManagementApi {
   readonly backups = new Map<number, FakeBackup>();
+  /** What `GET /actuator/cluster` answers. */
+  clusterStatus: Record<string, unknown> = fakeClusterStatus();
   readonly requests: { method: string; path: string; token: string; body: string }[] = [];
   refuseNext: { status: number; detail: string } | undefined;
   /** Answers the next request with a list of this many bytes (a cluster that sends more than it should). */
@@ -91,6 +119,10 @@ export class FakeManagementApi {
       const { status, detail } = this.refuseNext;
       this.refuseNext = undefined;
       answer(status, problem(status, detail));
+      return;
+    }
+    if (path === "/actuator/cluster" && method === "GET") {
+      answer(200, this.clusterStatus);
       return;
     }
     if (path === "/actuator/backups" && method === "GET") {

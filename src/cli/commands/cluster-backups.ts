@@ -190,8 +190,9 @@ export function registerClusterBackupsCommands(clusters: Command, io: CliIo): vo
     backups
       .command("restore")
       .description(
-        "Restore the cluster from a Complete backup: it is stopped, every broker restored, and started again. Its " +
-          "current data is kept until the restored cluster is ready, and put back if the restore fails.",
+        "Restore the cluster from a Complete backup: it is stopped, every broker restored, and started again, with " +
+          "the brokers, partitions and replication factor it has now. Its current data is kept until the restored " +
+          "cluster is ready, and put back if the restore fails. Refused while a cluster change is pending.",
       )
       .argument("<backupId>", "id of the backup", parseBackupId)
       .option("--wait", "wait until the restore is COMPLETED or FAILED"),

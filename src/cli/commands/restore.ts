@@ -2,15 +2,26 @@
  * `flowplane restore --backup-id N`: restores one broker from a backup, before it starts. Run it on every broker of
  * the new cluster with that broker's own configuration (the same flags and environment as `flowplane broker`) and an
  * empty data directory, then start the brokers as usual.
+ *
+ * With `--cluster-configuration FILE` the brokers are restored into the shape a cluster configuration document
+ * describes (`GET /actuator/cluster` of the cluster being restored, which scaling may have changed since its first
+ * start) rather than the first configuration of their settings: each member restores the partitions the document
+ * gives it and stores the document as its configuration, so the restarted brokers agree on it.
  */
+import { open } from "node:fs/promises";
 import { type Command, InvalidArgumentError } from "commander";
+import type { ClusterConfiguration, PartitionDistribution } from "../../cluster/topology/index.js";
 import { loadConfiguration } from "../../config/load.js";
 import { type CliIo, UsageError } from "../io.js";
 import { printable } from "../terminal-text.js";
 import { brokerConfigurationFlags } from "./broker.js";
 
+/** Largest cluster configuration document `--cluster-configuration` reads (the largest allowed shape stays below it). */
+const MAX_CLUSTER_CONFIGURATION_BYTES = 8 * 1024 * 1024;
+
 interface RestoreCommandOptions {
   backupId: number;
+  clusterConfiguration?: string;
   config?: string;
   dataDirectory?: string;
   set?: string[];
@@ -46,7 +57,11 @@ async function runRestore(options: RestoreCommandOptions, io: CliIo): Promise<vo
   if (store === undefined || store === null) {
     throw new UsageError("service.backup.store is none: there is no backup store to restore from");
   }
-  const distribution = initialDistribution(brokerOptions);
+  const given =
+    options.clusterConfiguration === undefined
+      ? undefined
+      : await restoredShape(options.clusterConfiguration, brokerOptions.nodeId);
+  const distribution = given?.distribution ?? initialDistribution(brokerOptions);
   io.stdout(
     `restoring broker ${brokerOptions.nodeId} from backup ${options.backupId} into ${printable(brokerOptions.dataDirectory)}\n`,
   );
@@ -57,6 +72,7 @@ async function runRestore(options: RestoreCommandOptions, io: CliIo): Promise<vo
       nodeId: brokerOptions.nodeId,
       dataDirectory: brokerOptions.dataDirectory,
       distribution,
+      ...(given === undefined ? {} : { configuration: given.configuration }),
       onPartitionRestored: (partitionId, messages) =>
         io.stdout(`  partition ${partitionId} verified and rebuilt: ${messages} buffered messages\n`),
     });
@@ -71,6 +87,84 @@ async function runRestore(options: RestoreCommandOptions, io: CliIo): Promise<vo
   }
 }
 
+/** Reads the `--cluster-configuration` file, at most `maxBytes` of it: a larger file is refused naming it. */
+async function readConfigurationFile(file: string, maxBytes: number): Promise<string> {
+  let handle: Awaited<ReturnType<typeof open>>;
+  try {
+    handle = await open(file, "r");
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code ?? "unreadable";
+    throw new UsageError(`--cluster-configuration ${printable(file)} cannot be read (${reason})`);
+  }
+  try {
+    const buffer = Buffer.alloc(maxBytes + 1);
+    let length = 0;
+    // Bounded: every read fills more of a buffer of maxBytes + 1 bytes, or the file has ended.
+    for (;;) {
+      const { bytesRead } = await handle.read(buffer, length, buffer.length - length, length);
+      if (bytesRead === 0) break;
+      length += bytesRead;
+      if (length > maxBytes) {
+        throw new UsageError(`--cluster-configuration ${printable(file)} is larger than ${maxBytes} bytes`);
+      }
+    }
+    return buffer.subarray(0, length).toString("utf8");
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * The configuration in `file` and the distribution of its partitions: what broker `nodeId` is restored into. Refuses
+ * a document that is malformed, describes a cluster in the middle of a change (a broker or replica not ACTIVE, a
+ * change pending) or whose partitions are not 1..P, and one that does not list this broker.
+ */
+async function restoredShape(
+  file: string,
+  nodeId: number,
+): Promise<{ configuration: ClusterConfiguration; distribution: PartitionDistribution }> {
+  const text = await readConfigurationFile(file, MAX_CLUSTER_CONFIGURATION_BYTES);
+  const { ConfigurationDecodeError, decodeConfiguration, partitionIdsOf, replicasOf } = await import(
+    "../../cluster/topology/index.js"
+  );
+  let configuration: ClusterConfiguration;
+  try {
+    configuration = decodeConfiguration(text);
+  } catch (error) {
+    if (!(error instanceof ConfigurationDecodeError)) throw error;
+    throw new UsageError(`--cluster-configuration ${printable(file)}: ${error.message.slice(0, 1_000)}`);
+  }
+  const refuse = (reason: string): Error => new Error(`restore refused: ${reason}`);
+  if (configuration.pendingChange !== null) {
+    throw refuse(
+      `the cluster configuration has change ${configuration.pendingChange.id} in progress; restore into a configuration no change runs in`,
+    );
+  }
+  if (!configuration.members.has(nodeId)) {
+    const members = [...configuration.members.keys()].join(", ");
+    throw refuse(`broker ${nodeId} is not a member of the cluster configuration (its brokers: ${members})`);
+  }
+  for (const [brokerId, member] of configuration.members) {
+    if (member.state !== "ACTIVE") throw refuse(`broker ${brokerId} of the cluster configuration is ${member.state}`);
+    for (const [partitionId, replica] of member.partitions) {
+      if (replica.state !== "ACTIVE") {
+        throw refuse(`the replica of partition ${partitionId} on broker ${brokerId} is ${replica.state}`);
+      }
+    }
+  }
+  const partitionIds = partitionIdsOf(configuration);
+  if (partitionIds.length === 0 || partitionIds.some((partitionId, index) => partitionId !== index + 1)) {
+    throw refuse(`the cluster configuration's partitions are ${partitionIds.join(", ") || "none"}, not 1..P`);
+  }
+  const distribution = new Map(
+    partitionIds.map((partitionId) => [
+      partitionId,
+      replicasOf(configuration, partitionId).map(({ brokerId, priority }) => ({ brokerId, priority })),
+    ]),
+  );
+  return { configuration, distribution };
+}
+
 /** Registers `flowplane restore`. */
 export function registerRestoreCommand(program: Command, io: CliIo): void {
   program
@@ -79,6 +173,10 @@ export function registerRestoreCommand(program: Command, io: CliIo): void {
       "Restore this broker's partitions from a backup into its empty data directory (run it on every broker before they start).",
     )
     .requiredOption("--backup-id <id>", "the backup to restore", parseBackupId)
+    .option(
+      "--cluster-configuration <file>",
+      "restore into the cluster configuration in this file (GET /actuator/cluster of the cluster), not the first one",
+    )
     .option("-c, --config <file>", "the broker's YAML configuration file")
     .option("--data-directory <directory>", "where local data is kept (service.dataDirectory)")
     .option("--set <key=value>", "any setting by its key, e.g. service.broker.cluster.nodeId=1 (repeatable)", collect)
@@ -90,6 +188,10 @@ export function registerRestoreCommand(program: Command, io: CliIo): void {
         "service.backup.*). The partition count must equal the backup's; the broker count and the replication",
         "factor may differ. Every file of the backup is verified first; a failed, incomplete or damaged backup is",
         "refused and nothing is written.",
+        "",
+        "A cluster that scaling changed since its first start is restored with --cluster-configuration: the",
+        "document its management API answers at GET /actuator/cluster before the restore (no change pending). Every",
+        "broker it lists is restored (the others are not members), with the partitions it gives it, and keeps it.",
       ].join("\n"),
     )
     .action((options: RestoreCommandOptions) => runRestore(options, io));

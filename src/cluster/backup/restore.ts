@@ -1,7 +1,7 @@
 /**
  * Restoring one broker from a backup (`flowplane restore --backup-id N`), run on every broker of the new cluster
  * with that broker's own configuration and an empty data directory, before the brokers start. For each partition the
- * broker hosts (the distribution of the cluster's first start), it verifies the partition's COMPLETED part (every
+ * broker hosts (the distribution of the cluster's first start, or of the configuration it is given), it verifies the partition's COMPLETED part (every
  * file against its size and SHA-256, every log entry against its checksum), rebuilds the partition's state at the
  * checkpoint position from the part's snapshot and log, and stores it as the replica's snapshot, with the new
  * cluster's replicas of that partition as its group. Every broker hosting a partition restores the same state, so
@@ -11,11 +11,11 @@
  * with the reason (the damaged file named), and the data directory stays empty.
  */
 import { readdir } from "node:fs/promises";
-import { claimDataDirectory, openStorageEnvironment } from "../broker/files.js";
+import { claimDataDirectory, openStorageEnvironment, persistConfiguration } from "../broker/files.js";
 import { snapshotChecksum } from "../raft/core/snapshot-transfer.js";
 import type { Member } from "../raft/index.js";
 import { MemberStorage } from "../raft/storage/member-storage.js";
-import type { PartitionDistribution } from "../topology/index.js";
+import type { ClusterConfiguration, PartitionDistribution } from "../topology/index.js";
 import { rebuildVerifiedState, verifyPart } from "./read-part.js";
 import type { BackupPartManifest, BackupStore } from "./store.js";
 
@@ -36,6 +36,12 @@ export interface RestoreOptions {
   readonly dataDirectory: string;
   /** The new cluster's distribution of its first start (the broker computes the same one when it starts). */
   readonly distribution: PartitionDistribution;
+  /**
+   * The cluster configuration the broker starts with, stored in its data directory after the partitions: given when
+   * the restored cluster keeps a shape scaling gave it (its brokers, partitions and replicas, `distribution` being
+   * that configuration's), so the brokers do not take the first configuration of their settings when they start.
+   */
+  readonly configuration?: ClusterConfiguration;
   /** Called after each partition is restored (for progress). */
   readonly onPartitionRestored?: (partitionId: number, messages: number) => void;
 }
@@ -90,6 +96,7 @@ export async function restoreBroker(options: RestoreOptions): Promise<RestoreRep
         restored.push({ partitionId, position: part.checkpointPosition, messages: engine.bufferedMessageCount });
         options.onPartitionRestored?.(partitionId, engine.bufferedMessageCount);
       }
+      if (options.configuration !== undefined) await persistConfiguration(options.dataDirectory, options.configuration);
     } finally {
       await environment.close();
     }
@@ -125,7 +132,13 @@ async function completedParts(
 ): Promise<Map<number, BackupPartManifest>> {
   const manifests = await store.manifests(backupId);
   if (manifests.length === 0) throw new RestoreRefusedError(`the backup store holds no backup ${backupId}`);
-  const backupPartitionCount = manifests.reduce((highest, part) => Math.max(highest, part.partitionCount), 0);
+  // The count the partitions had at the cut. A partition added after the backup may still write a part of it (it
+  // takes the backup's checkpoint when a relocated record carries its id) and records its own, higher count: the
+  // backup does not hold that partition, so the lowest count recorded is the backup's.
+  const backupPartitionCount = manifests.reduce(
+    (lowest, part) => Math.min(lowest, part.partitionCount),
+    Number.POSITIVE_INFINITY,
+  );
   if (backupPartitionCount !== partitionCount) {
     throw new RestoreRefusedError(
       `backup ${backupId} holds ${backupPartitionCount} partitions but this cluster has ${partitionCount}; the partition counts must be equal`,

@@ -42,6 +42,7 @@ import type {
   ProvisionedBroker,
   ProvisionedState,
   Provisioner,
+  RestoreTarget,
 } from "./provisioner.js";
 
 /** Name of the access policy file in a cluster's directory. */
@@ -56,12 +57,16 @@ const BACKUPS_DIRECTORY_NAME = "backups";
 /** Where a restore keeps the brokers' previous data until the restored cluster is ready. */
 const PREVIOUS_BROKERS_DIRECTORY_NAME = "brokers.before-restore";
 
+/** The cluster configuration document a restore gives `flowplane restore`, in the cluster's directory while it runs. */
+const RESTORE_CONFIGURATION_FILE_NAME = "restore-configuration.json";
+
 /**
  * Puts back the brokers' data a restore moved aside, when the platform stopped before the restore ended: the
  * half-restored data goes, the previous data returns.
  */
 function putBackInterruptedRestore(clusterDirectory: string, logger: Logger): void {
   const previousDirectory = join(clusterDirectory, PREVIOUS_BROKERS_DIRECTORY_NAME);
+  rmSync(join(clusterDirectory, RESTORE_CONFIGURATION_FILE_NAME), { force: true });
   if (!existsSync(previousDirectory)) return;
   const brokersDirectory = join(clusterDirectory, BROKERS_DIRECTORY_NAME);
   logger.warn({ clusterDirectory }, "a restore of this cluster was interrupted; putting its previous data back");
@@ -345,30 +350,59 @@ export class LocalProvisioner implements Provisioner {
   }
 
   /**
-   * Restores the cluster from backup `backupId`: stops it, moves its brokers' data aside, runs `flowplane restore`
-   * for every broker (side by side) with the broker's own environment, and starts it. The previous data is deleted
-   * once the restored cluster is ready; when anything fails it is put back and the cluster started again before the
-   * error is thrown. A platform that stops in between puts the previous data back at the cluster's next launch.
+   * Restores the cluster from backup `backupId` into `target`: stops it, moves its brokers' data aside, runs
+   * `flowplane restore --cluster-configuration` for every member (side by side) with the broker's own environment,
+   * and starts it. The previous data is deleted once the restored cluster is ready; when anything fails it is put
+   * back and the cluster started again before the error is thrown. A platform that stops in between puts the
+   * previous data back at the cluster's next launch.
    */
-  async restore(specification: ClusterSpecification, backupId: number): Promise<void> {
+  async restore(specification: ClusterSpecification, backupId: number, target: RestoreTarget): Promise<void> {
     const { clusterId } = specification;
     if (this.restoring.has(clusterId)) throw new Error(`a restore of cluster ${clusterId} runs already`);
-    const restore = this.restoreCluster(specification, backupId).finally(() => this.restoring.delete(clusterId));
+    const restore = this.restoreCluster(specification, backupId, target).finally(() =>
+      this.restoring.delete(clusterId),
+    );
     this.restoring.set(clusterId, restore);
     await restore;
   }
 
-  private async restoreCluster(specification: ClusterSpecification, backupId: number): Promise<void> {
+  private async restoreCluster(
+    specification: ClusterSpecification,
+    backupId: number,
+    target: RestoreTarget,
+  ): Promise<void> {
     const { clusterId } = specification;
     const placement = await this.recordedPlacement(clusterId);
     if (placement === undefined) throw new Error(`cluster ${clusterId} was never started; there is nothing to restore`);
     const logger = this.options.logger.child({ clusterId, backupId });
+    // Checked before anything stops: a member the provisioner does not run could not be restored.
+    const members = new Set(target.brokerIds);
+    const runs = await this.brokersOf(clusterId, placement.directory, specification.shape.brokers);
+    const unknown = [...members].filter((nodeId) => !runs.some((broker) => broker.nodeId === nodeId));
+    if (members.size === 0) throw new Error("the cluster's configuration lists no broker; nothing was changed");
+    if (unknown.length > 0) {
+      throw new Error(
+        `the cluster's configuration lists brokers ${[...members].join(", ")}, and the provisioner runs no broker ${unknown.join(", ")}; nothing was changed`,
+      );
+    }
     await this.stop(clusterId);
     putBackInterruptedRestore(placement.directory, logger);
     const brokersDirectory = join(placement.directory, BROKERS_DIRECTORY_NAME);
     const previousDirectory = join(placement.directory, PREVIOUS_BROKERS_DIRECTORY_NAME);
     if (existsSync(brokersDirectory)) renameSync(brokersDirectory, previousDirectory);
+    // Brokers that run but are not members (a completed scale-down or a cancelled scale-up whose cleanup has not run
+    // yet) are not restored: they leave the cluster now, with their data, as the cleanup would have them leave. Were
+    // they started with empty data, one counted among the founding brokers by its settings could take the first
+    // configuration while the members are still starting.
+    const leaving = runs.map((broker) => broker.nodeId).filter((nodeId) => !members.has(nodeId));
+    if (leaving.length > 0) {
+      logger.info({ brokers: leaving }, "brokers that are not members of the cluster's configuration are removed");
+      removeLocalBrokers(placement.directory, leaving);
+      for (const nodeId of leaving) rmSync(join(previousDirectory, String(nodeId)), { recursive: true, force: true });
+    }
+    const configurationFile = join(placement.directory, RESTORE_CONFIGURATION_FILE_NAME);
     try {
+      writeFileAtomically(configurationFile, target.configurationDocument);
       const brokers = await localBrokerSettings(this.clusterOptions(specification, placement, logger));
       // The brokers restore side by side: each rebuilds the partitions it hosts on its own, and every one of them
       // ends (succeeded or refused) before the outcome is decided, so no restore still writes while the previous
@@ -380,11 +414,13 @@ export class LocalProvisioner implements Provisioner {
             command: this.options.command ?? defaultCommand(),
             backupId,
             broker,
+            configurationFile,
             logFile: join(placement.directory, "logs", `restore-${broker.nodeId}.log`),
           });
           logger.info({ nodeId: broker.nodeId }, "broker restored from the backup");
         }),
       );
+      rmSync(configurationFile, { force: true });
       const refused = outcomes.find((outcome) => outcome.status === "rejected");
       if (refused !== undefined) throw refused.reason;
       await this.launchCluster(specification);
@@ -393,6 +429,7 @@ export class LocalProvisioner implements Provisioner {
       }
     } catch (error) {
       logger.error({ err: error }, "the restore failed; putting the cluster's previous data back");
+      rmSync(configurationFile, { force: true });
       await this.stop(clusterId);
       if (existsSync(previousDirectory)) {
         rmSync(brokersDirectory, { recursive: true, force: true });

@@ -19,6 +19,8 @@ export interface RestoreCommandOptions {
   command: { entry: string; nodeArguments: readonly string[] };
   backupId: number;
   broker: LocalBrokerSettings;
+  /** The cluster configuration document the broker is restored into (`--cluster-configuration`). */
+  configurationFile: string;
   /** Where the command's output is appended. */
   logFile: string;
 }
@@ -31,7 +33,15 @@ export async function runRestoreCommand(options: RestoreCommandOptions): Promise
   try {
     const child = spawn(
       process.execPath,
-      [...options.command.nodeArguments, options.command.entry, "restore", "--backup-id", String(options.backupId)],
+      [
+        ...options.command.nodeArguments,
+        options.command.entry,
+        "restore",
+        "--backup-id",
+        String(options.backupId),
+        "--cluster-configuration",
+        options.configurationFile,
+      ],
       { env: options.broker.environment, stdio: ["ignore", logDescriptor, logDescriptor] },
     );
     const timer = setTimeout(() => child.kill("SIGKILL"), RESTORE_TIME_LIMIT_MS);

@@ -27,6 +27,20 @@ export interface ClusterSpecification {
   readonly primary: boolean;
 }
 
+/**
+ * The shape a cluster is restored into: the cluster as it is before the restore, which scaling may have changed since
+ * its first start (its brokers, partitions, replicas and replication factor), so that restoring it keeps them.
+ */
+export interface RestoreTarget {
+  /** The brokers of the cluster's configuration, by node id: every one is restored and must be one the provisioner runs. */
+  readonly brokerIds: readonly number[];
+  /**
+   * The cluster's configuration document as its management API answers it (`GET /actuator/cluster`, JSON text, no
+   * change pending): the restored brokers host the partitions it gives them and start with it.
+   */
+  readonly configurationDocument: string;
+}
+
 /** Where a cluster answers. */
 export interface ClusterEndpoints {
   /** Base URL of the gateway's REST API (`/v2/...`). */
@@ -78,11 +92,12 @@ export interface Provisioner {
    */
   launch(specification: ClusterSpecification): Promise<void>;
   /**
-   * Restores the cluster from its backup `backupId`: stops it, restores every broker, starts it, and resolves once
-   * it is ready. The previous data is kept until then; on failure it is put back and the cluster started again
-   * before the error (naming the reason) is thrown.
+   * Restores the cluster from its backup `backupId` into its current shape `target`: stops it, restores every broker
+   * of `target`, starts it, and resolves once it is ready. The previous data is kept until then; on failure it is put
+   * back and the cluster started again before the error (naming the reason) is thrown. Throws without stopping the
+   * cluster when `target` names a broker the provisioner does not run.
    */
-  restore(specification: ClusterSpecification, backupId: number): Promise<void>;
+  restore(specification: ClusterSpecification, backupId: number, target: RestoreTarget): Promise<void>;
   /** Stops the cluster's processes and keeps its data. */
   stop(clusterId: string): Promise<void>;
   /** Stops the cluster's processes and removes its data and everything recorded about its place. */

@@ -1,9 +1,12 @@
 /**
  * `flowplane restore --backup-id N`: takes the broker's own settings, restores the partitions it hosts into its empty
  * data directory, and refuses (exit 1, the reason printed, nothing written) a non-empty directory, another partition
- * count and a backup the store does not hold.
+ * count (the backup's being the count at its cut, not that of a partition added afterwards that wrote a part of it)
+ * and a backup the store does not hold. With `--cluster-configuration`, the broker restores the partitions a
+ * scaled cluster's configuration gives it (broker ids its first configuration does not have) and keeps that
+ * configuration, and refuses a configuration it is not in, one in the middle of a change, or another partition count.
  */
-import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -11,8 +14,10 @@ import { exitCodes } from "../../../src/cli/io.js";
 import { runCli } from "../../../src/cli/main.js";
 import { FilesystemBackupStore } from "../../../src/cluster/backup/filesystem-store.js";
 import { type PartitionBackupSource, writePartitionBackup } from "../../../src/cluster/backup/partition-backup.js";
+import { readPersistedConfiguration } from "../../../src/cluster/broker/files.js";
 import { encodeRecord } from "../../../src/cluster/engine/index.js";
 import type { Entry } from "../../../src/cluster/raft/index.js";
+import { decodeConfiguration, encodeConfiguration } from "../../../src/cluster/topology/index.js";
 import { TEST_CLUSTER_SECRET } from "../../support/cluster-secret.js";
 import { captureIo } from "../support.js";
 
@@ -42,6 +47,40 @@ function source(messages: number): PartitionBackupSource {
     interruption: () => null,
     yieldTurn: async () => {},
   };
+}
+
+/**
+ * A configuration document of a cluster scaled to brokers 0, 2 and 3 with replication factor 2 and `partitionCount`
+ * partitions (each on two brokers in turn), as `GET /actuator/cluster` answers it.
+ */
+function scaledConfiguration(partitionCount: number, extra: Record<string, unknown> = {}): string {
+  const brokerIds = [0, 2, 3];
+  const at = "2026-01-02T00:00:00.000Z";
+  const brokers = brokerIds.map((id, position) => ({
+    id,
+    state: "ACTIVE",
+    version: 3,
+    lastUpdatedAt: at,
+    partitions: Array.from({ length: partitionCount }, (_, index) => index + 1)
+      .filter((partitionId) => [partitionId - 1, partitionId].map((slot) => slot % 3).includes(position))
+      .map((partitionId) => ({
+        id: partitionId,
+        state: "ACTIVE",
+        priority: (partitionId - 1) % 3 === position ? 2 : 1,
+        config: { exporting: { exporters: [] } },
+      })),
+  }));
+  return JSON.stringify({
+    version: 9,
+    brokers,
+    lastChange: { id: 4, status: "COMPLETED", startedAt: at, completedAt: at },
+    routing: {
+      version: 1,
+      requestHandling: { strategy: "AllPartitions", partitionCount },
+      messageCorrelation: { strategy: "HashMod", partitionCount },
+    },
+    ...extra,
+  });
 }
 
 async function restore(nodeId: number, dataDirectory: string, extra: string[] = []) {
@@ -80,6 +119,18 @@ beforeAll(async () => {
     });
     expect(manifest.state).toBe("COMPLETED");
   }
+  // A partition added after the backup writes a part of it too (a relocated record carried the backup's id), with
+  // the count it was added into: the backup still holds 3 partitions.
+  const late = await writePartitionBackup(source(1), store, {
+    backupId: 4,
+    partitionId: 4,
+    brokerId: 0,
+    checkpointPosition: 1,
+    partitionCount: 4,
+    flowplaneVersion: "0.0.0-test",
+    now: () => "2026-01-01T00:01:00.000Z",
+  });
+  expect(late.state).toBe("COMPLETED");
 });
 
 afterAll(async () => {
@@ -109,6 +160,56 @@ describe("flowplane restore", () => {
     expect(counts.stderr).toContain("backup 4 holds 3 partitions but this cluster has 4");
     const missing = await restore(2, target, ["--backup-id", "9"]);
     expect(missing.stderr).toContain("the backup store holds no backup 9");
+    await expect(readdir(target)).rejects.toThrow();
+  });
+
+  it("restores into a scaled cluster's configuration: the partitions it gives the broker, kept as its configuration", async () => {
+    const file = join(directory, "scaled.json");
+    const document = scaledConfiguration(3);
+    await writeFile(file, document);
+    const target = join(directory, "broker-3");
+    // Broker 3 is no broker of the first configuration of its settings (three brokers, 0 to 2).
+    const result = await restore(3, target, ["--cluster-configuration", file]);
+    expect(result.stderr).toBe("");
+    expect(result.exitCode).toBe(exitCodes.ok);
+    expect(result.stdout).not.toContain("partition 1 verified");
+    expect(result.stdout).toContain("partition 2 verified and rebuilt: 4 buffered messages");
+    expect(result.stdout).toContain("partition 3 verified and rebuilt: 6 buffered messages");
+    expect(result.stdout).toContain("broker 3 restored 2 partitions");
+    const persisted = await readPersistedConfiguration(target);
+    expect(persisted === null ? null : encodeConfiguration(persisted)).toBe(
+      encodeConfiguration(decodeConfiguration(document)),
+    );
+  });
+
+  it("refuses a configuration without the broker, with a change pending, another partition count, or malformed", async () => {
+    const target = join(directory, "broker-refused");
+    const refused = async (nodeId: number, document: string) => {
+      const file = join(directory, "refused.json");
+      await writeFile(file, document);
+      return await restore(nodeId, target, ["--cluster-configuration", file]);
+    };
+    const notMember = await refused(1, scaledConfiguration(3));
+    expect(notMember.exitCode).toBe(exitCodes.failure);
+    expect(notMember.stderr).toContain(
+      "restore refused: broker 1 is not a member of the cluster configuration (its brokers: 0, 2, 3)",
+    );
+    const at = "2026-01-03T00:00:00.000Z";
+    const pending = await refused(
+      0,
+      scaledConfiguration(3, {
+        pendingChange: { id: 5, status: "IN_PROGRESS", startedAt: at, completed: [], pending: [] },
+      }),
+    );
+    expect(pending.stderr).toContain("restore refused: the cluster configuration has change 5 in progress");
+    const fourPartitions = await refused(0, scaledConfiguration(4));
+    expect(fourPartitions.stderr).toContain("backup 4 holds 3 partitions but this cluster has 4");
+    const malformed = await refused(0, '{"version":0}');
+    expect(malformed.exitCode).toBe(exitCodes.usage);
+    expect(malformed.stderr).toContain("refused.json: malformed cluster configuration");
+    const missing = await restore(0, target, ["--cluster-configuration", join(directory, "missing.json")]);
+    expect(missing.exitCode).toBe(exitCodes.usage);
+    expect(missing.stderr).toContain("missing.json cannot be read (ENOENT)");
     await expect(readdir(target)).rejects.toThrow();
   });
 });

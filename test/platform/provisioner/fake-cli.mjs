@@ -1,7 +1,7 @@
 // A stand-in for the flowplane command line in provisioner tests: it records the environment it was started with,
 // serves a ready gateway health endpoint, and can be told to exit at once or to ignore SIGTERM. Like the real
 // command line it exits with code 0 on SIGTERM, and, when supervised, once its channel to the supervisor closes.
-import { existsSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { join } from "node:path";
 
@@ -11,6 +11,11 @@ environment.FAKE_ARGUMENTS = JSON.stringify(process.argv.slice(2));
 environment.FLOWPLANE_SUPERVISOR = process.env.FLOWPLANE_SUPERVISOR;
 environment.FAKE_HAS_CHANNEL = String(process.channel !== undefined);
 environment.FAKE_PID = String(process.pid);
+// What a restore is given to restore into, read while the file exists.
+const configurationArgument = process.argv.indexOf("--cluster-configuration");
+if (configurationArgument > 0) {
+  environment.FAKE_CLUSTER_CONFIGURATION = readFileSync(process.argv[configurationArgument + 1], "utf8");
+}
 const name = role === "broker" || role === "restore" ? `${role}-${environment.SERVICE_BROKER_CLUSTER_NODE_ID}` : role;
 const recordDirectory = process.env.FAKE_RECORD_DIRECTORY ?? ".";
 // Signal handlers first: once its record is written, the child handles signals as it will from then on.

@@ -127,7 +127,7 @@ describe("the local provisioner", () => {
     expect(parseAccessPolicy(readFileSync(policyFile, "utf8"))).toEqual(expected);
   });
 
-  it("restores every broker with its own settings, and puts the previous data back when a restore fails", async () => {
+  it("restores every broker of the target with its own settings, and puts the previous data back when a restore fails", async () => {
     const dataDirectory = temporaryDirectory();
     const records = temporaryDirectory();
     const platform = await platformWithFakeClusters(dataDirectory, records);
@@ -144,9 +144,18 @@ describe("the local provisioner", () => {
     };
     writeFileSync(join(clusterDirectory, "brokers", "0", "journal"), "before the restore");
 
+    const target = { brokerIds: [0, 1, 2], configurationDocument: '{"version":7}' };
+
+    // A target naming a broker the provisioner does not run is refused before anything stops.
+    const gatewayPid = (await provisioner.whenStarted(clusterId))?.gatewayPid;
+    await expect(provisioner.restore(specification, 8, { ...target, brokerIds: [0, 1, 5] })).rejects.toThrow(
+      "the cluster's configuration lists brokers 0, 1, 5, and the provisioner runs no broker 5; nothing was changed",
+    );
+    expect((await provisioner.whenStarted(clusterId))?.gatewayPid).toBe(gatewayPid);
+
     // A refused restore: the previous data comes back and the cluster runs again.
     writeFileSync(join(records, "restore-1.fail"), "");
-    await expect(provisioner.restore(specification, 8)).rejects.toThrow(
+    await expect(provisioner.restore(specification, 8, target)).rejects.toThrow(
       /restore of broker 1 failed \(exit code 1\): restore refused: the backup's part of partition 1 is damaged/,
     );
     expect(readFileSync(join(clusterDirectory, "brokers", "0", "journal"), "utf8")).toBe("before the restore");
@@ -154,10 +163,20 @@ describe("the local provisioner", () => {
     expect(provisioner.state(clusterId)).toBe("running");
 
     rmSync(join(records, "restore-1.fail"));
-    await provisioner.restore(specification, 9);
+    await provisioner.restore(specification, 9, target);
     for (const nodeId of [0, 1, 2]) {
       const restore = await recorded(records, `restore-${nodeId}`);
-      expect(JSON.parse(restore.FAKE_ARGUMENTS ?? "[]")).toEqual(["restore", "--backup-id", "9"]);
+      const configurationFile = join(clusterDirectory, "restore-configuration.json");
+      expect(JSON.parse(restore.FAKE_ARGUMENTS ?? "[]")).toEqual([
+        "restore",
+        "--backup-id",
+        "9",
+        "--cluster-configuration",
+        configurationFile,
+      ]);
+      expect(restore.FAKE_CLUSTER_CONFIGURATION).toBe('{"version":7}');
+      // Deleted once the brokers are restored.
+      expect(existsSync(configurationFile)).toBe(false);
       expect(restore.SERVICE_BROKER_DATA_DIRECTORY).toBe(join(clusterDirectory, "brokers", String(nodeId)));
       expect(restore.SERVICE_BACKUP_FILESYSTEM_BASE_PATH).toBe(join(clusterDirectory, "backups"));
       expect(restore.FLOWPLANE_SUPERVISOR).toBeUndefined();
@@ -179,5 +198,15 @@ describe("the local provisioner", () => {
     await provisioner.whenStarted(clusterId);
     expect(readFileSync(join(clusterDirectory, "brokers", "0", "journal"), "utf8")).toBe("kept aside");
     expect(existsSync(join(clusterDirectory, "brokers", "0", "half"))).toBe(false);
+
+    // A broker the configuration does not list (a scale-down removed it) is not restored: it leaves, with its data.
+    writeFileSync(join(clusterDirectory, "brokers", "1", "journal"), "left the cluster");
+    rmSync(join(records, "restore-1.json"));
+    await provisioner.restore(specification, 10, { ...target, brokerIds: [0, 2] });
+    expect(JSON.parse((await recorded(records, "restore-2")).FAKE_ARGUMENTS ?? "[]")).toContain("10");
+    expect(existsSync(join(records, "restore-1.json"))).toBe(false);
+    expect((await provisioner.brokers(clusterId)).map((broker) => broker.nodeId)).toEqual([0, 2]);
+    expect(existsSync(join(clusterDirectory, "brokers", "1"))).toBe(false);
+    expect(provisioner.state(clusterId)).toBe("running");
   });
 });

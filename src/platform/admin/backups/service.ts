@@ -3,15 +3,23 @@
  * through the cluster's management API (`/actuator/backups`) with a token it signs for itself, and restores a
  * cluster from one through its provisioner (stop, restore every broker, start). The management API keeps the
  * backups themselves; the platform keeps only the restores it ran, so their state outlives the request.
+ *
+ * A restore keeps the cluster's current shape, which scaling may have changed since its creation: the cluster's
+ * configuration is read from its management API (`GET /actuator/cluster`) just before it is stopped, and every broker
+ * it lists is restored with the partitions it gives it. So a restore never meets a change halfway, none may be
+ * pending (nor a scale request of the platform being handled, nor a backup being written) when it starts, and no
+ * scale request is taken while it runs.
  */
 import { randomUUID } from "node:crypto";
 import type { Kysely, Selectable } from "kysely";
 import type { Logger } from "pino";
-import type { TokenSource } from "../../../client/api.js";
+import type { ApiClientOptions, TokenSource } from "../../../client/api.js";
 import { BackupsClient, type Backup as ManagementBackup } from "../../../client/backups.js";
+import { ClusterManagementClient, type ClusterStatus } from "../../../client/cluster.js";
 import { ApiError } from "../../../client/errors.js";
 import type { HttpOptions } from "../../../client/http.js";
 import { conflict, invalidRequest, notFound, ServiceError } from "../../../http/errors.js";
+import type { RestoreTarget } from "../../provisioner/provisioner.js";
 import type { PlatformDatabase } from "../../store/schema.js";
 import type { ActivityService } from "../activity/service.js";
 import { type ClusterDirectory, type ClusterSummary, requireCluster } from "../cluster-directory.js";
@@ -94,10 +102,10 @@ const SCHEDULE_CHECK_INTERVAL_MS = 30_000;
 /** Restores a provisioned cluster's brokers from a backup: the clusters service answers it through its provisioner. */
 export interface ClusterRestorer {
   /**
-   * Stops the cluster, restores every broker from backup `backupId`, starts it and resolves once it is ready again;
-   * on failure its previous data is back in place and it is started again before the error is thrown.
+   * Stops the cluster, restores every broker of `target` from backup `backupId`, starts it and resolves once it is
+   * ready again; on failure its previous data is back in place and it is started again before the error is thrown.
    */
-  restoreFromBackup(organizationId: string, clusterId: string, backupId: number): Promise<void>;
+  restoreFromBackup(organizationId: string, clusterId: string, backupId: number, target: RestoreTarget): Promise<void>;
 }
 
 /** Options of `BackupService`. */
@@ -110,6 +118,11 @@ export interface BackupServiceOptions {
   logger: Logger;
   /** Where scheduled backups and their deletions are recorded (changes through the API record themselves). */
   activity?: ActivityService;
+  /**
+   * Why the platform is changing the cluster's brokers now (a scale request being handled, brokers being stopped
+   * after a change), or undefined: a restore does not start meanwhile.
+   */
+  scalingInProgress?: (clusterId: string) => string | undefined;
   now?: () => Date;
   /** Transport of the calls to the management APIs (tests). */
   http?: HttpOptions;
@@ -177,8 +190,10 @@ export class BackupService {
 
   /**
    * Starts restoring the cluster from a backup and answers the restore (PENDING); it then goes through VALIDATING
-   * (the backup must be Complete) and IN_PROGRESS (the cluster is stopped, restored broker by broker and started)
-   * to COMPLETED or FAILED. 409 while another restore of the cluster runs.
+   * (the backup must be Complete and hold as many partitions as the cluster) and IN_PROGRESS (the cluster is stopped,
+   * restored broker by broker into its current shape and started) to COMPLETED or FAILED. 409 while another restore
+   * of the cluster runs, while a configuration change is pending or a scale request of the platform is handled, and
+   * while a backup is being written; 502 when the cluster's management API does not answer.
    */
   async restore(organizationId: string, clusterId: string, backupId: string): Promise<Restore> {
     const id = parseBackupId(backupId);
@@ -186,22 +201,39 @@ export class BackupService {
     if (this.running.has(clusterId)) {
       throw conflict(`A restore of cluster ${clusterId} is running; wait until it is COMPLETED or FAILED.`);
     }
+    const scaling = this.options.scalingInProgress?.(clusterId);
+    if (scaling !== undefined) throw conflict(scaling);
+    // Claimed before the first wait, so a scale request that arrives meanwhile sees the restore and is refused.
+    let releaseClaim: () => void = () => undefined;
+    const claim = new Promise<void>((resolveClaim) => {
+      releaseClaim = resolveClaim;
+    });
+    this.running.set(clusterId, claim);
     const timestamp = this.now().toISOString();
     const restoreId = randomUUID();
-    await this.database
-      .insertInto("cluster_restores")
-      .values({
-        id: restoreId,
-        cluster_id: clusterId,
-        backup_id: String(id),
-        state: "PENDING",
-        failure_reason: null,
-        created_at: timestamp,
-        updated_at: timestamp,
-      })
-      .execute();
+    try {
+      const client = this.clusterClient(organizationId, cluster);
+      requireRestorable(clusterId, await this.callCluster(() => client.status()));
+      await this.database
+        .insertInto("cluster_restores")
+        .values({
+          id: restoreId,
+          cluster_id: clusterId,
+          backup_id: String(id),
+          state: "PENDING",
+          failure_reason: null,
+          created_at: timestamp,
+          updated_at: timestamp,
+        })
+        .execute();
+    } catch (error) {
+      this.running.delete(clusterId);
+      releaseClaim();
+      throw error;
+    }
     const run = this.runRestore(organizationId, cluster, id, restoreId).finally(() => this.running.delete(clusterId));
     this.running.set(clusterId, run);
+    releaseClaim();
     return {
       uuid: restoreId,
       backupId: String(id),
@@ -411,6 +443,11 @@ export class BackupService {
       .execute();
   }
 
+  /** Whether a restore of the cluster runs in this process (scale requests are refused meanwhile). */
+  isRestoring(clusterId: string): boolean {
+    return this.running.has(clusterId);
+  }
+
   /** Waits for every restore running in this process (the platform is shutting down, or a test ends). */
   async whenIdle(): Promise<void> {
     await Promise.allSettled([...this.running.values()]);
@@ -437,9 +474,23 @@ export class BackupService {
         const reason = backup.failureReason === null ? "" : `: ${backup.failureReason}`;
         throw invalidRequest(`backup ${backupId} is ${backup.state}, not COMPLETED${reason}`);
       }
+      // Read again right before the cluster stops: this is the shape it is restored into.
+      const clusterClient = this.clusterClient(organizationId, cluster);
+      const status = await this.callCluster(() => clusterClient.status());
+      requireRestorable(cluster.id, status);
+      const partitionCount = partitionCountOf(status);
+      if (backup.partitionCount !== partitionCount) {
+        throw invalidRequest(
+          `backup ${backupId} holds ${backup.partitionCount} partitions but the cluster has ${partitionCount}; the partition counts must be equal`,
+        );
+      }
+      const target: RestoreTarget = {
+        brokerIds: status.brokers.map((broker) => broker.id),
+        configurationDocument: JSON.stringify(status),
+      };
       await this.setRestoreState(restoreId, "IN_PROGRESS", null);
-      logger.info("restoring the cluster from a backup");
-      await this.options.restorer.restoreFromBackup(organizationId, cluster.id, backupId);
+      logger.info({ brokers: target.brokerIds, partitionCount }, "restoring the cluster from a backup");
+      await this.options.restorer.restoreFromBackup(organizationId, cluster.id, backupId, target);
       await this.setRestoreState(restoreId, "COMPLETED", null);
       logger.info("cluster restored from a backup");
     } catch (error) {
@@ -467,10 +518,19 @@ export class BackupService {
   }
 
   private managementClient(organizationId: string, cluster: ClusterSummary): BackupsClient {
+    return new BackupsClient(this.managementOptions(organizationId, cluster));
+  }
+
+  /** A client of the cluster's configuration (`/actuator/cluster`). */
+  private clusterClient(organizationId: string, cluster: ClusterSummary): ClusterManagementClient {
+    return new ClusterManagementClient(this.managementOptions(organizationId, cluster));
+  }
+
+  private managementOptions(organizationId: string, cluster: ClusterSummary): ApiClientOptions {
     if (cluster.links.management === "") {
       throw conflict(`Cluster ${cluster.id} has not been placed yet; wait until it is Healthy.`);
     }
-    return new BackupsClient({
+    return {
       baseUrl: cluster.links.management,
       tokenProvider: this.options.tokensFor(organizationId, cluster.id),
       http: {
@@ -479,7 +539,7 @@ export class BackupService {
         retry: { maxRetries: 0 },
         ...this.options.http,
       },
-    });
+    };
   }
 
   /**
@@ -504,6 +564,28 @@ export class BackupService {
       );
     }
   }
+}
+
+/**
+ * 409 when the cluster is not in a state to be restored: a configuration change is pending (the restore would stop
+ * it halfway, and the configuration it would keep is not one the cluster settled on), or a backup is being written.
+ */
+function requireRestorable(clusterId: string, status: ClusterStatus): void {
+  if (status.pendingChange !== undefined) {
+    throw conflict(
+      `Configuration change [${status.pendingChange.id}] of cluster ${clusterId} is in progress; wait until it ends or cancel it, then restore.`,
+    );
+  }
+  if (status.changesBlockedBy !== undefined) {
+    throw conflict(
+      `Cluster ${clusterId} is being backed up (${status.changesBlockedBy.slice(0, MAX_FAILURE_REASON_LENGTH)}); wait until the backup ends, then restore.`,
+    );
+  }
+}
+
+/** How many partitions the cluster's configuration holds: the partitions its brokers host. */
+function partitionCountOf(status: ClusterStatus): number {
+  return new Set(status.brokers.flatMap((broker) => broker.partitions.map((partition) => partition.id))).size;
 }
 
 /** Parses a backup id of a path (the route's schema checked its shape); 400 beyond the largest safe integer. */

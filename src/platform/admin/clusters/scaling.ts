@@ -9,6 +9,10 @@
  * Following changes to their end is done at the health polls of the clusters service: a cluster is followed from the
  * change it started until the management API shows no change pending, and every cluster is looked at once after the
  * platform starts, so a change that ended while the platform was down is cleaned up too.
+ *
+ * Scaling and restoring a cluster exclude each other: no scale request is taken and no broker is stopped while a
+ * restore of the cluster runs (it stops and starts every broker itself), and a restore does not start while a scale
+ * request is handled or brokers are being stopped (`inProgress`).
  */
 import type { Logger } from "pino";
 import type { TokenSource } from "../../../client/api.js";
@@ -71,6 +75,8 @@ export interface ClusterScalingServiceOptions {
   logger: Logger;
   /** Transport of the calls to the management APIs (tests). */
   http?: HttpOptions;
+  /** Whether a restore of the cluster runs: its brokers are left alone meanwhile. */
+  restoreRunning?: (clusterId: string) => boolean;
 }
 
 /** 400 naming `body/brokers` when the change would give the cluster more than `MAX_BROKERS_PER_CLUSTER` brokers. */
@@ -131,6 +137,9 @@ export class ClusterScalingService {
       throw conflict(
         "this platform runs without a provisioner (started with flowplane platform): it cannot start brokers; scale the cluster through its management API",
       );
+    }
+    if (this.options.restoreRunning?.(clusterId) === true) {
+      throw conflict(`A restore of cluster ${clusterId} is running; scale it once the restore is COMPLETED or FAILED.`);
     }
     if (this.scaling.has(clusterId)) {
       throw conflict(`A scale request of cluster ${clusterId} is being handled; wait for its answer.`);
@@ -236,6 +245,20 @@ export class ClusterScalingService {
     }
   }
 
+  /**
+   * Why the platform is changing the cluster's brokers now, or undefined: a scale request is being handled, or
+   * brokers that left the cluster are being stopped.
+   */
+  inProgress(clusterId: string): string | undefined {
+    if (this.scaling.has(clusterId)) {
+      return `A scale request of cluster ${clusterId} is being handled; wait for its answer and for its change to end.`;
+    }
+    if (this.cleanups.has(clusterId)) {
+      return `Brokers that left cluster ${clusterId} are being stopped; try again in a moment.`;
+    }
+    return undefined;
+  }
+
   /** Forgets a deleted cluster. */
   forget(clusterId: string): void {
     this.followed.delete(clusterId);
@@ -260,6 +283,8 @@ export class ClusterScalingService {
     const followed = this.followed.get(clusterId);
     const provisioner = this.options.provisioner;
     if (followed === undefined || provisioner === undefined || this.scaling.has(clusterId)) return;
+    // A restore stops and starts every broker itself, and drops those that are not members.
+    if (this.options.restoreRunning?.(clusterId) === true) return;
     if (this.cleanups.has(clusterId)) return;
     const summary = await this.options.clusters.find(followed.organizationId, clusterId);
     if (summary === undefined) {

@@ -10,7 +10,12 @@ import {
   type HealthProbe,
   probeClusterHealth,
 } from "../../provisioner/health-monitor.js";
-import type { ClusterProcessExit, ClusterSpecification, Provisioner } from "../../provisioner/provisioner.js";
+import type {
+  ClusterProcessExit,
+  ClusterSpecification,
+  Provisioner,
+  RestoreTarget,
+} from "../../provisioner/provisioner.js";
 import type { ClusterTable, PlatformDatabase } from "../../store/schema.js";
 import { ActivityService } from "../activity/service.js";
 import type { ClusterDirectory, ClusterLinks, ClusterSummary } from "../cluster-directory.js";
@@ -365,13 +370,19 @@ export class ClusterService implements ClusterDirectory {
   }
 
   /**
-   * Restores a cluster from one of its backups through the provisioner (stop, restore every broker, start) and
-   * resolves once it is ready; 404 for a cluster the organization does not have, 409 without a provisioner.
+   * Restores a cluster from one of its backups into its current shape through the provisioner (stop, restore every
+   * broker, start) and resolves once it is ready; 404 for a cluster the organization does not have, 409 without a
+   * provisioner.
    */
-  async restoreFromBackup(organizationId: string, clusterId: string, backupId: number): Promise<void> {
+  async restoreFromBackup(
+    organizationId: string,
+    clusterId: string,
+    backupId: number,
+    target: RestoreTarget,
+  ): Promise<void> {
     const row = await this.row(organizationId, clusterId);
     if (row === undefined) throw notFound("cluster", clusterId);
-    await this.requireProvisioner().restore(specificationOf(row), backupId);
+    await this.requireProvisioner().restore(specificationOf(row), backupId, target);
   }
 
   /**

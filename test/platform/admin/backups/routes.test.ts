@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { createRemoteJWKSet, jwtVerify } from "jose";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { FakeManagementApi, fakeBackup, fakeClusterDirectory } from "../../../support/backups.js";
+import { FakeManagementApi, fakeBackup, fakeClusterDirectory, fakeClusterStatus } from "../../../support/backups.js";
 import { eventually } from "../../../support/cluster.js";
 import { startTestPlatform, type TestPlatform } from "../../../support/platform.js";
 import { createOtherOrganizationClient, createTestClient, requestToken } from "../../../support/tokens.js";
@@ -35,6 +35,7 @@ describe("Administration API /clusters/{id}/backups over HTTP", () => {
     management.requests.length = 0;
     management.refuseNext = undefined;
     management.oversizedNextBytes = undefined;
+    management.clusterStatus = fakeClusterStatus();
   });
 
   function call(method: string, path: string, body?: unknown, bearer = token): Promise<Response> {
@@ -188,6 +189,48 @@ describe("Administration API /clusters/{id}/backups over HTTP", () => {
     expect(state).toBe("FAILED");
     expect(reason).toBe("backup 9 is FAILED, not COMPLETED: broker 1 lost its leadership");
     expect((await call("GET", `${clusterId}/backups/10/restore`)).status).toBe(404);
+  });
+
+  it("refuses a restore while a change is pending or a backup is written (409 naming it), and records none", async () => {
+    management.backups.set(21, fakeBackup(21, "COMPLETED"));
+    const at = "2026-01-05T00:00:00.000Z";
+    management.clusterStatus = fakeClusterStatus(2, {
+      pendingChange: { id: 7, status: "IN_PROGRESS", startedAt: at, completed: [], pending: [] },
+    });
+    const pending = await call("POST", `${clusterId}/backups/21/restore`);
+    expect(pending.status).toBe(409);
+    expect(((await pending.json()) as { detail: string }).detail).toBe(
+      `Configuration change [7] of cluster ${clusterId} is in progress; wait until it ends or cancel it, then restore.`,
+    );
+    management.clusterStatus = fakeClusterStatus(2, {
+      changesBlockedBy: "backup 20 is in progress; no cluster change starts during a backup",
+    });
+    const backingUp = await call("POST", `${clusterId}/backups/21/restore`);
+    expect(backingUp.status).toBe(409);
+    expect(((await backingUp.json()) as { detail: string }).detail).toContain(
+      "is being backed up (backup 20 is in progress; no cluster change starts during a backup)",
+    );
+    management.refuseNext = { status: 503, detail: "the gateway is starting" };
+    expect((await call("POST", `${clusterId}/backups/21/restore`)).status).toBe(502);
+    expect((await call("GET", `${clusterId}/backups/21/restore`)).status).toBe(404);
+  });
+
+  it("fails a restore in VALIDATING when the backup holds another number of partitions, naming both", async () => {
+    management.backups.set(22, fakeBackup(22, "COMPLETED"));
+    management.clusterStatus = fakeClusterStatus(3);
+    const started = await call("POST", `${clusterId}/backups/22/restore`);
+    expect(started.status).toBe(202);
+    const ended = await eventually("the restore ended", 10_000, async () => {
+      const body = (await (await call("GET", `${clusterId}/backups/22/restore`)).json()) as {
+        state: string;
+        failureReason: string | null;
+      };
+      return body.state === "FAILED" || body.state === "COMPLETED" ? body : undefined;
+    });
+    expect(ended).toMatchObject({
+      state: "FAILED",
+      failureReason: "backup 22 holds 2 partitions but the cluster has 3; the partition counts must be equal",
+    });
   });
 
   it("lists the cluster's restores newest first, so a client that lost track of one finds it", async () => {

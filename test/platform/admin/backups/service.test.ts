@@ -1,15 +1,17 @@
 /**
  * Backup schedules run by `BackupService.runDueSchedules` against a stand-in management API, on every database kind:
  * a run is taken once when its time has come (not before, not twice), the backups beyond the newest complete ones
- * the schedule keeps are deleted, and both are recorded in the activity log.
+ * the schedule keeps are deleted, and both are recorded in the activity log. And restores beside scaling: none
+ * starts while the platform scales the cluster, and the cluster's shape read just before it is what is restored.
  */
 import { randomUUID } from "node:crypto";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ActivityService } from "../../../../src/platform/admin/activity/service.js";
 import { BackupService } from "../../../../src/platform/admin/backups/service.js";
+import type { RestoreTarget } from "../../../../src/platform/provisioner/provisioner.js";
 import { openStore, type Store } from "../../../../src/platform/store/database.js";
-import { FakeManagementApi, fakeBackup, fakeClusterDirectory } from "../../../support/backups.js";
+import { FakeManagementApi, fakeBackup, fakeClusterDirectory, fakeClusterStatus } from "../../../support/backups.js";
 import {
   createTestDatabase,
   databaseKinds,
@@ -121,5 +123,76 @@ describe.each(databaseKinds)("backup schedules on %s", (kind) => {
     await expect(service.setSchedule(organizationId, clusterId, "0 0 31 2 *", 1)).rejects.toThrow("never runs");
     await expect(service.setSchedule(organizationId, clusterId, "0 0 * *", 1)).rejects.toThrow("body/cron");
     await expect(service.setSchedule(organizationId, randomUUID(), "0 0 * * *", 1)).rejects.toThrow("does not exist");
+  });
+});
+
+describe("restores beside scaling", () => {
+  let database: TestDatabase;
+  let store: Store;
+  let management: FakeManagementApi;
+  const organizationId = randomUUID();
+  const clusterId = randomUUID();
+  let scaling: string | undefined;
+  const targets: { backupId: number; target: RestoreTarget }[] = [];
+  let service: BackupService;
+
+  beforeAll(async () => {
+    database = await createTestDatabase("sqlite");
+    store = await openStore({ url: database.url, dataDirectory: database.dataDirectory });
+    management = new FakeManagementApi();
+    await management.start();
+    service = new BackupService({
+      database: store.database,
+      clusters: fakeClusterDirectory(new Map([[clusterId, organizationId]]), management),
+      restorer: {
+        async restoreFromBackup(_organizationId, _clusterId, backupId, target) {
+          targets.push({ backupId, target });
+        },
+      },
+      tokensFor: () => ({
+        async getToken() {
+          return {
+            accessToken: "test",
+            tokenType: "Bearer",
+            scope: "cluster",
+            audience: "gateway-api",
+            issuedAtMs: 0,
+            expiresAtMs: Number.MAX_SAFE_INTEGER,
+            refreshAtMs: Number.MAX_SAFE_INTEGER,
+            source: "network" as const,
+          };
+        },
+        async invalidate() {},
+      }),
+      logger: pino({ level: "silent" }),
+      scalingInProgress: () => scaling,
+    });
+  });
+  afterAll(async () => {
+    await service?.close();
+    await management?.stop();
+    await store?.close();
+    await database?.drop();
+  });
+
+  it("refuses a restore while the platform scales the cluster, and restores the shape the cluster has", async () => {
+    management.backups.set(30, fakeBackup(30, "COMPLETED"));
+    scaling = "A scale request of the cluster is being handled; wait for its answer and for its change to end.";
+    await expect(service.restore(organizationId, clusterId, "30")).rejects.toMatchObject({
+      status: 409,
+      message: scaling,
+    });
+    expect(management.requests).toEqual([]);
+    expect(service.isRestoring(clusterId)).toBe(false);
+
+    scaling = undefined;
+    management.clusterStatus = fakeClusterStatus(2, { routing: { version: 1, note: "kept as the cluster sent it" } });
+    const restore = await service.restore(organizationId, clusterId, "30");
+    expect(service.isRestoring(clusterId)).toBe(true);
+    await service.whenIdle();
+    expect((await service.restoreState(organizationId, clusterId, "30")).state).toBe("COMPLETED");
+    expect(restore.state).toBe("PENDING");
+    expect(targets.map(({ backupId, target }) => [backupId, target.brokerIds])).toEqual([[30, [0, 1]]]);
+    expect(JSON.parse(targets[0]?.target.configurationDocument ?? "null")).toEqual(management.clusterStatus);
   });
 });

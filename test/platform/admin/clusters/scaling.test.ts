@@ -2,12 +2,12 @@
  * `ClusterScalingService` against a scripted management API on 127.0.0.1 and a provisioner that records what it is
  * asked: the refusals (409 while a change is pending, 400 with the cluster's reason, 502 when the management API
  * fails), the retry while the cluster has not heard of a new broker yet, and the cleanup of brokers that are not
- * members once a change ended, never while it runs.
+ * members once a change ended, never while it runs; and that scaling and a restore of the cluster exclude each other.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { pino } from "pino";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { ClusterStatus } from "../../../../src/client/cluster.js";
 import { ServiceError } from "../../../../src/http/errors.js";
 import type { ClusterDirectory } from "../../../../src/platform/admin/cluster-directory.js";
@@ -72,6 +72,8 @@ describe("ClusterScalingService", () => {
   let requests: string[];
   let provisioner: RecordingProvisioner;
   let service: ClusterScalingService;
+  /** Whether a restore of the cluster runs, as the backups service would say. */
+  let restoring: boolean;
 
   const answer = (response: ServerResponse, status: number, body: unknown): void => {
     const problem = status >= 400;
@@ -97,6 +99,7 @@ describe("ClusterScalingService", () => {
   beforeEach(async () => {
     requests = [];
     events.length = 0;
+    restoring = false;
     script = { status: { version: 1, brokers: [broker(0)], routing: {} }, patches: [] };
     server = createServer(handle);
     await new Promise<void>((resolveListen) => server.listen(0, "127.0.0.1", resolveListen));
@@ -127,6 +130,7 @@ describe("ClusterScalingService", () => {
         async invalidate() {},
       }),
       logger: pino({ level: "silent" }),
+      restoreRunning: () => restoring,
     });
   });
   afterEach(async () => {
@@ -255,6 +259,34 @@ describe("ClusterScalingService", () => {
     const asked = requests.length;
     await service.afterHealthPoll({ id: clusterId, organizationId });
     expect(requests.length).toBe(asked);
+  });
+
+  it("takes no scale request and stops no broker while a restore runs, and tells a restore what it is doing", async () => {
+    restoring = true;
+    await expect(
+      service.scale(organizationId, clusterId, { brokers: { count: 2 } }, { dryRun: false }),
+    ).rejects.toMatchObject({ status: 409, message: expect.stringContaining(`A restore of cluster ${clusterId}`) });
+    // Broker 1 runs but is no member: left alone while the restore runs, however many polls agree.
+    provisioner.running = [0, 1];
+    for (let poll = 0; poll < 3; poll += 1) await service.afterHealthPoll({ id: clusterId, organizationId });
+    expect(provisioner.calls).toEqual([]);
+    expect(requests).toEqual([]);
+    restoring = false;
+    expect(service.inProgress(clusterId)).toBeUndefined();
+    let release: () => void = () => undefined;
+    provisioner.removalHeld = new Promise((resolveHeld) => {
+      release = resolveHeld;
+    });
+    await service.afterHealthPoll({ id: clusterId, organizationId });
+    const removal = service.afterHealthPoll({ id: clusterId, organizationId });
+    await vi.waitFor(() => expect(provisioner.calls).toEqual(["remove 1"]));
+    // A restore does not start while the removal runs.
+    expect(service.inProgress(clusterId)).toBe(
+      `Brokers that left cluster ${clusterId} are being stopped; try again in a moment.`,
+    );
+    release();
+    await removal;
+    expect(service.inProgress(clusterId)).toBeUndefined();
   });
 
   it("looks at every cluster once at its first poll, so a change that ended while the platform was down is cleaned up", async () => {
