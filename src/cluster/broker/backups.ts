@@ -201,8 +201,12 @@ export class BackupCoordinator {
   /** The backup as the management API shows it: its parts, partition by partition, and the aggregate state. */
   view(backupId: number, manifests: readonly BackupPartManifest[]): BackupView {
     const taken = this.taken.get(backupId);
-    const recordedCount = manifests.reduce((highest, part) => Math.max(highest, part.partitionCount), 0);
-    const partitionCount = recordedCount > 0 ? recordedCount : partitionIdsOf(this.context.configuration()).length;
+    // The count at the cut, as restore counts it: a partition added after the backup may still write a part of it
+    // (a relocated record carried the backup's id) with its own, higher count, but the backup does not hold it.
+    const recordedCount = manifests.reduce((lowest, part) => Math.min(lowest, part.partitionCount), Infinity);
+    const partitionCount = Number.isFinite(recordedCount)
+      ? recordedCount
+      : partitionIdsOf(this.context.configuration()).length;
     const details: BackupPartitionView[] = [];
     for (let partitionId = 1; partitionId <= partitionCount; partitionId += 1) {
       const parts = manifests.filter((part) => part.partitionId === partitionId);

@@ -120,6 +120,17 @@ describe("BackupCoordinator", () => {
     });
   });
 
+  it("counts the partitions at the cut: a part written by a partition added later is not the backup's", async () => {
+    const backups = coordinator();
+    await store.writeManifest(part({ backupId: 3, partitionId: 1 }));
+    await store.writeManifest(part({ backupId: 3, partitionId: 2 }));
+    // Partition 3, added by a later scale-up, took checkpoint 3 from a relocated record and recorded its own count.
+    await store.writeManifest(part({ backupId: 3, partitionId: 3, partitionCount: 3 }));
+    const answer = await backups.status(3);
+    expect(answer).toMatchObject({ outcome: "backup", backup: { state: "COMPLETED", partitionCount: 2 } });
+    expect((answer as { backup: { details: unknown[] } }).backup.details).toHaveLength(2);
+  });
+
   it("counts a partition without a part yet as in progress right after the checkpoint, and blocks changes", async () => {
     const backups = coordinator();
     await backups.take(5);
