@@ -8,8 +8,10 @@
  * start) rather than the first configuration of their settings: each member restores the partitions the document
  * gives it and stores the document as its configuration, so the restarted brokers agree on it.
  */
+import { constants } from "node:fs";
 import { open } from "node:fs/promises";
 import { type Command, InvalidArgumentError } from "commander";
+import { restorableShapeProblem } from "../../client/restorable-shape.js";
 import type { ClusterConfiguration, PartitionDistribution } from "../../cluster/topology/index.js";
 import { loadConfiguration } from "../../config/load.js";
 import { type CliIo, UsageError } from "../io.js";
@@ -87,16 +89,23 @@ async function runRestore(options: RestoreCommandOptions, io: CliIo): Promise<vo
   }
 }
 
-/** Reads the `--cluster-configuration` file, at most `maxBytes` of it: a larger file is refused naming it. */
+/**
+ * Reads the `--cluster-configuration` file, at most `maxBytes` of it: a larger file, or anything but a regular file
+ * (a directory, a FIFO, a device), is refused naming it.
+ */
 async function readConfigurationFile(file: string, maxBytes: number): Promise<string> {
   let handle: Awaited<ReturnType<typeof open>>;
   try {
-    handle = await open(file, "r");
+    // Opened without blocking, so that a FIFO with no writer is refused below rather than waited on forever.
+    handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK);
   } catch (error) {
     const reason = (error as NodeJS.ErrnoException).code ?? "unreadable";
     throw new UsageError(`--cluster-configuration ${printable(file)} cannot be read (${reason})`);
   }
   try {
+    if (!(await handle.stat()).isFile()) {
+      throw new UsageError(`--cluster-configuration ${printable(file)} is not a regular file`);
+    }
     const buffer = Buffer.alloc(maxBytes + 1);
     let length = 0;
     // Bounded: every read fills more of a buffer of maxBytes + 1 bytes, or the file has ended.
@@ -117,16 +126,15 @@ async function readConfigurationFile(file: string, maxBytes: number): Promise<st
 /**
  * The configuration in `file` and the distribution of its partitions: what broker `nodeId` is restored into. Refuses
  * a document that is malformed, describes a cluster in the middle of a change (a broker or replica not ACTIVE, a
- * change pending) or whose partitions are not 1..P, and one that does not list this broker.
+ * change pending) or whose partitions or routing counts are not 1..P, and one that does not list this broker.
  */
 async function restoredShape(
   file: string,
   nodeId: number,
 ): Promise<{ configuration: ClusterConfiguration; distribution: PartitionDistribution }> {
   const text = await readConfigurationFile(file, MAX_CLUSTER_CONFIGURATION_BYTES);
-  const { ConfigurationDecodeError, decodeConfiguration, partitionIdsOf, replicasOf } = await import(
-    "../../cluster/topology/index.js"
-  );
+  const { ConfigurationDecodeError, decodeConfiguration, partitionIdsOf, replicasOf, toConfigurationDocument } =
+    await import("../../cluster/topology/index.js");
   let configuration: ClusterConfiguration;
   try {
     configuration = decodeConfiguration(text);
@@ -135,27 +143,14 @@ async function restoredShape(
     throw new UsageError(`--cluster-configuration ${printable(file)}: ${error.message.slice(0, 1_000)}`);
   }
   const refuse = (reason: string): Error => new Error(`restore refused: ${reason}`);
-  if (configuration.pendingChange !== null) {
-    throw refuse(
-      `the cluster configuration has change ${configuration.pendingChange.id} in progress; restore into a configuration no change runs in`,
-    );
-  }
+  // The platform runs the same check before it stops a cluster to restore it (src/client/restorable-shape.ts).
+  const problem = restorableShapeProblem(toConfigurationDocument(configuration));
+  if (problem !== undefined) throw refuse(problem);
   if (!configuration.members.has(nodeId)) {
     const members = [...configuration.members.keys()].join(", ");
     throw refuse(`broker ${nodeId} is not a member of the cluster configuration (its brokers: ${members})`);
   }
-  for (const [brokerId, member] of configuration.members) {
-    if (member.state !== "ACTIVE") throw refuse(`broker ${brokerId} of the cluster configuration is ${member.state}`);
-    for (const [partitionId, replica] of member.partitions) {
-      if (replica.state !== "ACTIVE") {
-        throw refuse(`the replica of partition ${partitionId} on broker ${brokerId} is ${replica.state}`);
-      }
-    }
-  }
   const partitionIds = partitionIdsOf(configuration);
-  if (partitionIds.length === 0 || partitionIds.some((partitionId, index) => partitionId !== index + 1)) {
-    throw refuse(`the cluster configuration's partitions are ${partitionIds.join(", ") || "none"}, not 1..P`);
-  }
   const distribution = new Map(
     partitionIds.map((partitionId) => [
       partitionId,

@@ -4,9 +4,12 @@
  * count (the backup's being the count at its cut, not that of a partition added afterwards that wrote a part of it)
  * and a backup the store does not hold. With `--cluster-configuration`, the broker restores the partitions a
  * scaled cluster's configuration gives it (broker ids its first configuration does not have) and keeps that
- * configuration, and refuses a configuration it is not in, one in the middle of a change, or another partition count.
+ * configuration, and refuses a configuration it is not in, one in the middle of a change (also one a cancelled change
+ * left halfway), another partition count, routing counts that are not the partitions', and a file that is not a
+ * regular file (a FIFO is refused, not waited on).
  */
-import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
+import { execFileSync } from "node:child_process";
+import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -210,6 +213,57 @@ describe("flowplane restore", () => {
     const missing = await restore(0, target, ["--cluster-configuration", join(directory, "missing.json")]);
     expect(missing.exitCode).toBe(exitCodes.usage);
     expect(missing.stderr).toContain("missing.json cannot be read (ENOENT)");
+    await expect(readdir(target)).rejects.toThrow();
+  });
+
+  it("refuses a shape a cancelled change left halfway, routing counts that are not the partitions', and a file that is not a regular file", async () => {
+    const target = join(directory, "broker-halfway");
+    const refused = async (document: string) => {
+      const file = join(directory, "halfway.json");
+      await writeFile(file, document);
+      return await restore(0, target, ["--cluster-configuration", file]);
+    };
+    const joining = JSON.parse(scaledConfiguration(3)) as {
+      brokers: { state: string; partitions: { id: number; state: string }[] }[];
+    };
+    const replica = joining.brokers[1]?.partitions[0];
+    if (replica === undefined) throw new Error("the scaled configuration has no replica on broker 2");
+    replica.state = "JOINING";
+    const cancelled = await refused(JSON.stringify(joining));
+    expect(cancelled.exitCode).toBe(exitCodes.failure);
+    expect(cancelled.stderr).toContain(
+      `restore refused: the replica of partition ${replica.id} on broker 2 is JOINING`,
+    );
+    const leaving = JSON.parse(scaledConfiguration(3)) as typeof joining;
+    if (leaving.brokers[2] !== undefined) leaving.brokers[2].state = "LEAVING";
+    expect((await refused(JSON.stringify(leaving))).stderr).toContain(
+      "restore refused: broker 3 of the cluster configuration is LEAVING",
+    );
+    const routing = (requestCount: number, correlationCount: number) => ({
+      routing: {
+        version: 2,
+        requestHandling: { strategy: "AllPartitions", partitionCount: requestCount },
+        messageCorrelation: { strategy: "HashMod", partitionCount: correlationCount },
+      },
+    });
+    expect((await refused(scaledConfiguration(3, routing(2, 3)))).stderr).toContain(
+      "restore refused: the cluster configuration's routing sends requests to 2 partitions but it has 3",
+    );
+    expect((await refused(scaledConfiguration(3, routing(3, 2)))).stderr).toContain(
+      "restore refused: the cluster configuration's routing correlates messages over 2 partitions but it has 3",
+    );
+
+    // A directory and a FIFO (which a plain open would wait on for a writer) are usage errors naming the file.
+    const folder = join(directory, "a-folder");
+    await mkdir(folder, { recursive: true });
+    const fromFolder = await restore(0, target, ["--cluster-configuration", folder]);
+    expect(fromFolder.exitCode).toBe(exitCodes.usage);
+    expect(fromFolder.stderr).toContain("a-folder is not a regular file");
+    const fifo = join(directory, "a-fifo");
+    execFileSync("mkfifo", [fifo]);
+    const fromFifo = await restore(0, target, ["--cluster-configuration", fifo]);
+    expect(fromFifo.exitCode).toBe(exitCodes.usage);
+    expect(fromFifo.stderr).toContain("a-fifo is not a regular file");
     await expect(readdir(target)).rejects.toThrow();
   });
 });
