@@ -10,7 +10,17 @@
  * launch and stop, and the file is written again from the store if it went missing.
  */
 import { randomBytes } from "node:crypto";
-import { closeSync, existsSync, fsyncSync, openSync, renameSync, rmSync, unlinkSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  fsyncSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  unlinkSync,
+  writeSync,
+} from "node:fs";
 import { join, resolve } from "node:path";
 import type { Kysely } from "kysely";
 import type { Logger } from "pino";
@@ -19,6 +29,7 @@ import { ownPrivateDirectory, privateFileMode } from "../../files/private-files.
 import type { PlatformDatabase } from "../store/schema.js";
 import {
   addLocalBrokers,
+  BROKERS_FILE_NAME,
   brokerPorts,
   freePort,
   type LocalBrokerPorts,
@@ -54,24 +65,46 @@ const BROKERS_DIRECTORY_NAME = "brokers";
 /** Name of the folder of a cluster's backup store, in the cluster's directory. */
 const BACKUPS_DIRECTORY_NAME = "backups";
 
-/** Where a restore keeps the brokers' previous data until the restored cluster is ready. */
+/**
+ * Where a restore keeps the brokers' previous data until the restored cluster is ready. While it exists, the restore
+ * has not been committed: a failure or the next launch puts it back.
+ */
 const PREVIOUS_BROKERS_DIRECTORY_NAME = "brokers.before-restore";
+
+/** Where a restore keeps the brokers file as it was (with brokers that are not members) until it is committed. */
+const PREVIOUS_BROKERS_FILE_NAME = "ports.before-restore.json";
+
+/**
+ * What the previous data is renamed to once the restored cluster is ready (the commit, one atomic rename): nothing
+ * puts it back, and it is deleted right after, or at the next launch when the platform stopped first.
+ */
+const DISCARDED_BROKERS_DIRECTORY_NAME = "brokers.restored-over";
 
 /** The cluster configuration document a restore gives `flowplane restore`, in the cluster's directory while it runs. */
 const RESTORE_CONFIGURATION_FILE_NAME = "restore-configuration.json";
 
 /**
- * Puts back the brokers' data a restore moved aside, when the platform stopped before the restore ended: the
- * half-restored data goes, the previous data returns.
+ * Puts back what a restore that was not committed moved aside (its previous data and brokers file), when it failed or
+ * the platform stopped before it ended: the half-restored data goes, the previous data and brokers return. Deletes
+ * what a committed restore left to delete. Each step can be repeated, so a crash in the middle of it is finished by
+ * the next call.
  */
 function putBackInterruptedRestore(clusterDirectory: string, logger: Logger): void {
   const previousDirectory = join(clusterDirectory, PREVIOUS_BROKERS_DIRECTORY_NAME);
+  const previousBrokersFile = join(clusterDirectory, PREVIOUS_BROKERS_FILE_NAME);
   rmSync(join(clusterDirectory, RESTORE_CONFIGURATION_FILE_NAME), { force: true });
-  if (!existsSync(previousDirectory)) return;
-  const brokersDirectory = join(clusterDirectory, BROKERS_DIRECTORY_NAME);
-  logger.warn({ clusterDirectory }, "a restore of this cluster was interrupted; putting its previous data back");
-  rmSync(brokersDirectory, { recursive: true, force: true });
-  renameSync(previousDirectory, brokersDirectory);
+  if (existsSync(previousDirectory)) {
+    const brokersDirectory = join(clusterDirectory, BROKERS_DIRECTORY_NAME);
+    logger.warn({ clusterDirectory }, "a restore of this cluster did not end; putting its previous data back");
+    // The brokers file first: once the data is back, nothing says the brokers file still needs it.
+    if (existsSync(previousBrokersFile)) renameSync(previousBrokersFile, join(clusterDirectory, BROKERS_FILE_NAME));
+    rmSync(brokersDirectory, { recursive: true, force: true });
+    renameSync(previousDirectory, brokersDirectory);
+  } else {
+    // Saved before the data was moved aside, or left by a committed restore: either way the brokers file is current.
+    rmSync(previousBrokersFile, { force: true });
+  }
+  rmSync(join(clusterDirectory, DISCARDED_BROKERS_DIRECTORY_NAME), { recursive: true, force: true });
 }
 
 /** Name of the folder of the clusters other than the primary one. */
@@ -350,16 +383,22 @@ export class LocalProvisioner implements Provisioner {
   }
 
   /**
-   * Restores the cluster from backup `backupId` into `target`: stops it, moves its brokers' data aside, runs
-   * `flowplane restore --cluster-configuration` for every member (side by side) with the broker's own environment,
-   * and starts it. The previous data is deleted once the restored cluster is ready; when anything fails it is put
-   * back and the cluster started again before the error is thrown. A platform that stops in between puts the
-   * previous data back at the cluster's next launch.
+   * Restores the cluster from backup `backupId` into `target`: stops it, moves its brokers' data and brokers file
+   * aside, runs `flowplane restore --cluster-configuration` for every member (side by side) with the broker's own
+   * environment, and starts it. Once the restored cluster is ready the restore is committed (the previous data renamed
+   * to be discarded), `onRestored` awaited and the previous data deleted; when anything fails before, the previous
+   * data and brokers are put back and the cluster started again before the error is thrown. A platform that stops in
+   * between puts them back at the cluster's next launch.
    */
-  async restore(specification: ClusterSpecification, backupId: number, target: RestoreTarget): Promise<void> {
+  async restore(
+    specification: ClusterSpecification,
+    backupId: number,
+    target: RestoreTarget,
+    onRestored?: () => Promise<void>,
+  ): Promise<void> {
     const { clusterId } = specification;
     if (this.restoring.has(clusterId)) throw new Error(`a restore of cluster ${clusterId} runs already`);
-    const restore = this.restoreCluster(specification, backupId, target).finally(() =>
+    const restore = this.restoreCluster(specification, backupId, target, onRestored).finally(() =>
       this.restoring.delete(clusterId),
     );
     this.restoring.set(clusterId, restore);
@@ -370,6 +409,7 @@ export class LocalProvisioner implements Provisioner {
     specification: ClusterSpecification,
     backupId: number,
     target: RestoreTarget,
+    onRestored: (() => Promise<void>) | undefined,
   ): Promise<void> {
     const { clusterId } = specification;
     const placement = await this.recordedPlacement(clusterId);
@@ -386,22 +426,30 @@ export class LocalProvisioner implements Provisioner {
       );
     }
     await this.stop(clusterId);
-    putBackInterruptedRestore(placement.directory, logger);
     const brokersDirectory = join(placement.directory, BROKERS_DIRECTORY_NAME);
     const previousDirectory = join(placement.directory, PREVIOUS_BROKERS_DIRECTORY_NAME);
-    if (existsSync(brokersDirectory)) renameSync(brokersDirectory, previousDirectory);
-    // Brokers that run but are not members (a completed scale-down or a cancelled scale-up whose cleanup has not run
-    // yet) are not restored: they leave the cluster now, with their data, as the cleanup would have them leave. Were
-    // they started with empty data, one counted among the founding brokers by its settings could take the first
-    // configuration while the members are still starting.
-    const leaving = runs.map((broker) => broker.nodeId).filter((nodeId) => !members.has(nodeId));
-    if (leaving.length > 0) {
-      logger.info({ brokers: leaving }, "brokers that are not members of the cluster's configuration are removed");
-      removeLocalBrokers(placement.directory, leaving);
-      for (const nodeId of leaving) rmSync(join(previousDirectory, String(nodeId)), { recursive: true, force: true });
-    }
+    const discardedDirectory = join(placement.directory, DISCARDED_BROKERS_DIRECTORY_NAME);
     const configurationFile = join(placement.directory, RESTORE_CONFIGURATION_FILE_NAME);
+    // Everything from here to the commit is undone by the put-back (in the catch, or at the next launch), so no step
+    // that throws leaves the cluster stopped without its data.
     try {
+      putBackInterruptedRestore(placement.directory, logger);
+      // The brokers file as it was, saved before any data moves: the put-back restores it whenever the data is aside.
+      writeFileAtomically(
+        join(placement.directory, PREVIOUS_BROKERS_FILE_NAME),
+        readFileSync(join(placement.directory, BROKERS_FILE_NAME), "utf8"),
+      );
+      if (existsSync(brokersDirectory)) renameSync(brokersDirectory, previousDirectory);
+      else ownPrivateDirectory(previousDirectory);
+      // Brokers that run but are not members (a completed scale-down or a cancelled scale-up whose cleanup has not
+      // run yet) are not restored and do not start with the restored cluster: were they started with empty data, one
+      // counted among the founding brokers by its settings could take the first configuration while the members are
+      // still starting. Their data and ports stay aside with the rest and go only once the restore is committed.
+      const leaving = runs.map((broker) => broker.nodeId).filter((nodeId) => !members.has(nodeId));
+      if (leaving.length > 0) {
+        logger.info({ brokers: leaving }, "brokers that are not members of the cluster's configuration are removed");
+        removeLocalBrokers(placement.directory, leaving);
+      }
       writeFileAtomically(configurationFile, target.configurationDocument);
       const brokers = await localBrokerSettings(this.clusterOptions(specification, placement, logger));
       // The brokers restore side by side: each rebuilds the partitions it hosts on its own, and every one of them
@@ -429,19 +477,24 @@ export class LocalProvisioner implements Provisioner {
       }
     } catch (error) {
       logger.error({ err: error }, "the restore failed; putting the cluster's previous data back");
-      rmSync(configurationFile, { force: true });
       await this.stop(clusterId);
-      if (existsSync(previousDirectory)) {
-        rmSync(brokersDirectory, { recursive: true, force: true });
-        renameSync(previousDirectory, brokersDirectory);
-      }
+      // Should this throw, the cluster stays stopped with its previous data aside, and its next launch puts it back.
+      putBackInterruptedRestore(placement.directory, logger);
       await this.launchCluster(specification);
       // The restore ends once the cluster runs on its previous data again (or its start failed, which the
       // cluster's status then tells).
       await this.whenStarted(clusterId);
       throw error;
     }
-    rmSync(previousDirectory, { recursive: true, force: true });
+    // The commit: one rename, after which nothing puts the previous data back. The saved brokers file is stale from
+    // then on (the put-back deletes it too when the platform stops right here).
+    renameSync(previousDirectory, discardedDirectory);
+    rmSync(join(placement.directory, PREVIOUS_BROKERS_FILE_NAME), { force: true });
+    try {
+      await onRestored?.();
+    } finally {
+      rmSync(discardedDirectory, { recursive: true, force: true });
+    }
   }
 
   /** The running local cluster once its start has ended (undefined when it failed or is not launched). */

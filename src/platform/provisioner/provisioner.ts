@@ -94,10 +94,17 @@ export interface Provisioner {
   /**
    * Restores the cluster from its backup `backupId` into its current shape `target`: stops it, restores every broker
    * of `target`, starts it, and resolves once it is ready. The previous data is kept until then; on failure it is put
-   * back and the cluster started again before the error (naming the reason) is thrown. Throws without stopping the
-   * cluster when `target` names a broker the provisioner does not run.
+   * back and the cluster started again before the error (naming the reason) is thrown. Once the restored cluster is
+   * ready and its previous data can no longer come back, `onRestored` is awaited (the caller records the restore as
+   * done), then the previous data is deleted. Throws without stopping the cluster when `target` names a broker the
+   * provisioner does not run.
    */
-  restore(specification: ClusterSpecification, backupId: number, target: RestoreTarget): Promise<void>;
+  restore(
+    specification: ClusterSpecification,
+    backupId: number,
+    target: RestoreTarget,
+    onRestored?: () => Promise<void>,
+  ): Promise<void>;
   /** Stops the cluster's processes and keeps its data. */
   stop(clusterId: string): Promise<void>;
   /** Stops the cluster's processes and removes its data and everything recorded about its place. */

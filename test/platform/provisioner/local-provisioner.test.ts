@@ -1,8 +1,10 @@
 /**
  * The local provisioner with a stand-in command line (fake-cli.mjs): where clusters are placed, what the gateway is
- * told, the access policy file, and the adoption of an earlier version's `<data>/cluster` as the first cluster.
+ * told, the access policy file, the adoption of an earlier version's `<data>/cluster` as the first cluster, and
+ * restores: what is kept aside until the restored cluster is ready, put back on failure or at the next launch, and
+ * discarded once the restore is committed.
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -208,5 +210,93 @@ describe("the local provisioner", () => {
     expect((await provisioner.brokers(clusterId)).map((broker) => broker.nodeId)).toEqual([0, 2]);
     expect(existsSync(join(clusterDirectory, "brokers", "1"))).toBe(false);
     expect(provisioner.state(clusterId)).toBe("running");
+  });
+
+  it("keeps brokers that are not members, data and ports, until the restored cluster is ready, and commits with one rename", async () => {
+    const dataDirectory = temporaryDirectory();
+    const records = temporaryDirectory();
+    const platform = await platformWithFakeClusters(dataDirectory, records);
+    const provisioner = platform.running.provisioner;
+    const clusterId = platform.running.primaryClusterId as string;
+    if (provisioner === undefined) throw new Error("the platform runs no provisioner");
+    await provisioner.whenStarted(clusterId);
+    const clusterDirectory = join(dataDirectory, "cluster");
+    const specification = {
+      clusterId,
+      organizationId: platform.organizationId,
+      shape: { brokers: 3, partitions: 3, replicationFactor: 3 },
+      primary: true,
+    };
+    const journalOf = (nodeId: number, under = "brokers") => join(clusterDirectory, under, String(nodeId), "journal");
+    writeFileSync(journalOf(1), "broker 1 left the cluster");
+    const portsFile = join(clusterDirectory, "ports.json");
+    const portsBefore = readFileSync(portsFile, "utf8");
+    const listed = async () => (await provisioner.brokers(clusterId)).map((broker) => broker.nodeId);
+    const expectPreviousStateBack = async () => {
+      expect(readFileSync(journalOf(1), "utf8")).toBe("broker 1 left the cluster");
+      expect(readFileSync(portsFile, "utf8")).toBe(portsBefore);
+      expect(await listed()).toEqual([0, 1, 2]);
+      expect(existsSync(join(clusterDirectory, "brokers.before-restore"))).toBe(false);
+      expect(existsSync(join(clusterDirectory, "ports.before-restore.json"))).toBe(false);
+      expect(provisioner.state(clusterId)).toBe("running");
+    };
+    // Broker 1 is no member of the configuration restored into (a scale-down whose cleanup had not run yet).
+    const target = { brokerIds: [0, 2], configurationDocument: '{"version":7}' };
+
+    // A broker's restore is refused: broker 1 comes back with its data and its ports, as every member does.
+    writeFileSync(join(records, "restore-2.fail"), "");
+    await expect(provisioner.restore(specification, 8, target)).rejects.toThrow(/restore of broker 2 failed/);
+    await expectPreviousStateBack();
+    rmSync(join(records, "restore-2.fail"));
+
+    // A step between moving the data aside and the brokers' restores throws (the brokers file cannot be rewritten):
+    // the cluster does not stay stopped without its data.
+    mkdirSync(join(clusterDirectory, "ports.json.tmp"));
+    await expect(provisioner.restore(specification, 8, target)).rejects.toThrow(/EISDIR/);
+    await expectPreviousStateBack();
+    rmSync(join(clusterDirectory, "ports.json.tmp"), { recursive: true });
+
+    // The platform stopped before the commit: the next launch puts the data and the brokers file back.
+    await provisioner.stop(clusterId);
+    renameSync(join(clusterDirectory, "brokers"), join(clusterDirectory, "brokers.before-restore"));
+    writeFileSync(join(clusterDirectory, "ports.before-restore.json"), portsBefore);
+    const members = (JSON.parse(portsBefore) as { brokers: { nodeId: number }[] }).brokers.filter(
+      (broker) => broker.nodeId !== 1,
+    );
+    writeFileSync(portsFile, JSON.stringify({ brokers: members }));
+    mkdirSync(join(clusterDirectory, "brokers", "0"), { recursive: true });
+    writeFileSync(journalOf(0), "half restored");
+    await provisioner.launch(specification);
+    await provisioner.whenStarted(clusterId);
+    await expectPreviousStateBack();
+    expect(existsSync(journalOf(0))).toBe(false);
+
+    // A restore that succeeds is committed once the restored cluster is ready: the previous data is renamed to be
+    // discarded (nothing puts it back from then on), `onRestored` runs, and only then is it deleted.
+    let seenAtRestored: Record<string, boolean> | undefined;
+    await provisioner.restore(specification, 9, target, async () => {
+      seenAtRestored = {
+        running: provisioner.state(clusterId) === "running",
+        aside: existsSync(join(clusterDirectory, "brokers.before-restore")),
+        savedPorts: existsSync(join(clusterDirectory, "ports.before-restore.json")),
+        discarded: existsSync(journalOf(1, "brokers.restored-over")),
+      };
+    });
+    expect(seenAtRestored).toEqual({ running: true, aside: false, savedPorts: false, discarded: true });
+    expect(existsSync(join(clusterDirectory, "brokers.restored-over"))).toBe(false);
+    expect(existsSync(join(clusterDirectory, "brokers", "1"))).toBe(false);
+    expect(await listed()).toEqual([0, 2]);
+
+    // The platform stopped after the commit, before the previous data was deleted: the next launch deletes it and
+    // keeps the restored data.
+    await provisioner.stop(clusterId);
+    mkdirSync(join(clusterDirectory, "brokers.restored-over", "0"), { recursive: true });
+    writeFileSync(journalOf(0, "brokers.restored-over"), "before the restore");
+    writeFileSync(journalOf(0), "restored");
+    await provisioner.launch(specification);
+    await provisioner.whenStarted(clusterId);
+    expect(readFileSync(journalOf(0), "utf8")).toBe("restored");
+    expect(existsSync(join(clusterDirectory, "brokers.restored-over"))).toBe(false);
+    expect(await listed()).toEqual([0, 2]);
   });
 });

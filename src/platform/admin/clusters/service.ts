@@ -371,18 +371,19 @@ export class ClusterService implements ClusterDirectory {
 
   /**
    * Restores a cluster from one of its backups into its current shape through the provisioner (stop, restore every
-   * broker, start) and resolves once it is ready; 404 for a cluster the organization does not have, 409 without a
-   * provisioner.
+   * broker, start) and resolves once it is ready, having awaited `onRestored` before the previous data is deleted;
+   * 404 for a cluster the organization does not have, 409 without a provisioner.
    */
   async restoreFromBackup(
     organizationId: string,
     clusterId: string,
     backupId: number,
     target: RestoreTarget,
+    onRestored: () => Promise<void>,
   ): Promise<void> {
     const row = await this.row(organizationId, clusterId);
     if (row === undefined) throw notFound("cluster", clusterId);
-    await this.requireProvisioner().restore(specificationOf(row), backupId, target);
+    await this.requireProvisioner().restore(specificationOf(row), backupId, target, onRestored);
   }
 
   /**
