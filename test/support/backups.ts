@@ -70,7 +70,7 @@ export function fakeClusterStatus(partitionCount = 2, extra: Record<string, unkn
 /**
  * A stand-in for a cluster's management API: keeps backups in memory, answers the cluster's configuration
  * (`clusterStatus`), records every request's method, path and bearer token, and can be told to refuse the next
- * request.
+ * request or to hold it.
  */
 export class FakeManagementApi {
   readonly backups = new Map<number, FakeBackup>();
@@ -80,6 +80,8 @@ export class FakeManagementApi {
   refuseNext: { status: number; detail: string } | undefined;
   /** Answers the next request with a list of this many bytes (a cluster that sends more than it should). */
   oversizedNextBytes: number | undefined;
+  /** When set, the next request is answered only once this settles (a call the platform is in the middle of). */
+  holdNext: Promise<void> | undefined;
   private server: Server | undefined;
   url = "";
 
@@ -101,6 +103,9 @@ export class FakeManagementApi {
     const path = request.url ?? "";
     const method = request.method ?? "";
     this.requests.push({ method, path, token: (request.headers.authorization ?? "").replace(/^Bearer /, ""), body });
+    const held = this.holdNext;
+    this.holdNext = undefined;
+    await held;
     const answer = (status: number, value: unknown): void => {
       response.writeHead(status, {
         "content-type": status >= 400 ? "application/problem+json" : "application/json",

@@ -8,7 +8,12 @@
  * configuration is read from its management API (`GET /actuator/cluster`) just before it is stopped, and every broker
  * it lists is restored with the partitions it gives it. So a restore never meets a change halfway, none may be
  * pending (nor a scale request of the platform being handled, nor a backup being written) when it starts, and no
- * scale request is taken while it runs.
+ * scale request is taken while it runs. The configuration must also be a settled shape (`restorableShapeProblem`,
+ * the check `flowplane restore` makes): a change cancelled halfway leaves brokers or replicas that are not ACTIVE.
+ *
+ * Backups and restores of one cluster exclude each other in this process for their whole run: no backup is taken
+ * (409, the restore named) and no scheduled run starts while a restore runs, and no restore starts while the
+ * platform takes a backup or runs a schedule's deletions, so a schedule never deletes the backup being restored.
  */
 import { randomUUID } from "node:crypto";
 import type { Kysely, Selectable } from "kysely";
@@ -18,6 +23,7 @@ import { BackupsClient, type Backup as ManagementBackup } from "../../../client/
 import { ClusterManagementClient, type ClusterStatus } from "../../../client/cluster.js";
 import { ApiError } from "../../../client/errors.js";
 import type { HttpOptions } from "../../../client/http.js";
+import { restorableShapeProblem } from "../../../client/restorable-shape.js";
 import { conflict, invalidRequest, notFound, ServiceError } from "../../../http/errors.js";
 import type { RestoreTarget } from "../../provisioner/provisioner.js";
 import type { PlatformDatabase } from "../../store/schema.js";
@@ -104,8 +110,25 @@ export interface ClusterRestorer {
   /**
    * Stops the cluster, restores every broker of `target` from backup `backupId`, starts it and resolves once it is
    * ready again; on failure its previous data is back in place and it is started again before the error is thrown.
+   * `onRestored` is awaited once the restored cluster is ready and its previous data can no longer come back, before
+   * that data is deleted: the restore is recorded as COMPLETED there, so a platform that stops while the previous
+   * data is being deleted does not report it failed at its next start.
    */
-  restoreFromBackup(organizationId: string, clusterId: string, backupId: number, target: RestoreTarget): Promise<void>;
+  restoreFromBackup(
+    organizationId: string,
+    clusterId: string,
+    backupId: number,
+    target: RestoreTarget,
+    onRestored: () => Promise<void>,
+  ): Promise<void>;
+}
+
+/** A restore running in this process. */
+interface RunningRestore {
+  readonly restoreId: string;
+  readonly backupId: number;
+  /** Settles when the restore has ended, however it ended. */
+  done: Promise<void>;
 }
 
 /** Options of `BackupService`. */
@@ -145,7 +168,12 @@ export class BackupService {
   private readonly database: Kysely<PlatformDatabase>;
   private readonly now: () => Date;
   /** Restores running in this process, by cluster id: at most one per cluster. */
-  private readonly running = new Map<string, Promise<void>>();
+  private readonly running = new Map<string, RunningRestore>();
+  /**
+   * Backups being taken and scheduled runs under way in this process, by cluster id (how many): a restore of the
+   * cluster does not start meanwhile.
+   */
+  private readonly backupsUnderWay = new Map<string, number>();
   private scheduleTimer: NodeJS.Timeout | undefined;
   private scheduleCheck: Promise<void> | undefined;
 
@@ -167,7 +195,28 @@ export class BackupService {
    */
   async create(organizationId: string, clusterId: string): Promise<Backup> {
     const client = await this.clientFor(organizationId, clusterId);
-    return await this.takeBackup(client, clusterId);
+    return await this.withoutRestore(clusterId, () => this.takeBackup(client, clusterId));
+  }
+
+  /**
+   * Runs `work` (a backup, a schedule's run) while no restore of the cluster may start; 409 naming the restore when
+   * one runs already. Checked and claimed without a wait in between, as `restore` checks and claims.
+   */
+  private async withoutRestore<Result>(clusterId: string, work: () => Promise<Result>): Promise<Result> {
+    const restore = this.running.get(clusterId);
+    if (restore !== undefined) {
+      throw conflict(
+        `Restore ${restore.restoreId} of cluster ${clusterId} from backup ${restore.backupId} is running; take a backup once it is COMPLETED or FAILED.`,
+      );
+    }
+    this.backupsUnderWay.set(clusterId, (this.backupsUnderWay.get(clusterId) ?? 0) + 1);
+    try {
+      return await work();
+    } finally {
+      const left = (this.backupsUnderWay.get(clusterId) ?? 1) - 1;
+      if (left === 0) this.backupsUnderWay.delete(clusterId);
+      else this.backupsUnderWay.set(clusterId, left);
+    }
   }
 
   private async takeBackup(client: BackupsClient, clusterId: string): Promise<Backup> {
@@ -183,6 +232,12 @@ export class BackupService {
   async delete(organizationId: string, clusterId: string, backupId: string): Promise<Backup> {
     const id = parseBackupId(backupId);
     const client = await this.clientFor(organizationId, clusterId);
+    const restore = this.running.get(clusterId);
+    if (restore?.backupId === id) {
+      throw conflict(
+        `Backup ${id} is being restored (restore ${restore.restoreId}); delete it once the restore is COMPLETED or FAILED.`,
+      );
+    }
     const deleted = await this.callCluster(() => client.delete(id), id);
     this.options.logger.info({ clusterId, backupId: id }, "backup deleted through the Administration API");
     return presentBackup(deleted);
@@ -192,25 +247,36 @@ export class BackupService {
    * Starts restoring the cluster from a backup and answers the restore (PENDING); it then goes through VALIDATING
    * (the backup must be Complete and hold as many partitions as the cluster) and IN_PROGRESS (the cluster is stopped,
    * restored broker by broker into its current shape and started) to COMPLETED or FAILED. 409 while another restore
-   * of the cluster runs, while a configuration change is pending or a scale request of the platform is handled, and
-   * while a backup is being written; 502 when the cluster's management API does not answer.
+   * of the cluster runs, while a configuration change is pending or a scale request of the platform is handled, while
+   * a backup is being written or taken, and while the configuration is no settled shape (a broker or replica not
+   * ACTIVE, partitions or routing counts not 1..P); 502 when the cluster's management API does not answer.
    */
   async restore(organizationId: string, clusterId: string, backupId: string): Promise<Restore> {
     const id = parseBackupId(backupId);
     const cluster = await requireCluster(this.options.clusters, organizationId, clusterId);
-    if (this.running.has(clusterId)) {
-      throw conflict(`A restore of cluster ${clusterId} is running; wait until it is COMPLETED or FAILED.`);
+    const running = this.running.get(clusterId);
+    if (running !== undefined) {
+      throw conflict(
+        `Restore ${running.restoreId} of cluster ${clusterId} is running; wait until it is COMPLETED or FAILED.`,
+      );
     }
     const scaling = this.options.scalingInProgress?.(clusterId);
     if (scaling !== undefined) throw conflict(scaling);
-    // Claimed before the first wait, so a scale request that arrives meanwhile sees the restore and is refused.
+    if (this.backupsUnderWay.has(clusterId)) {
+      throw conflict(
+        `A backup of cluster ${clusterId} is being taken (or its schedule's older backups deleted); try again once it has started.`,
+      );
+    }
+    // Claimed before the first wait, so a scale request or a backup that arrives meanwhile sees the restore and is
+    // refused.
     let releaseClaim: () => void = () => undefined;
     const claim = new Promise<void>((resolveClaim) => {
       releaseClaim = resolveClaim;
     });
-    this.running.set(clusterId, claim);
-    const timestamp = this.now().toISOString();
     const restoreId = randomUUID();
+    const entry: RunningRestore = { restoreId, backupId: id, done: claim };
+    this.running.set(clusterId, entry);
+    const timestamp = this.now().toISOString();
     try {
       const client = this.clusterClient(organizationId, cluster);
       requireRestorable(clusterId, await this.callCluster(() => client.status()));
@@ -231,8 +297,7 @@ export class BackupService {
       releaseClaim();
       throw error;
     }
-    const run = this.runRestore(organizationId, cluster, id, restoreId).finally(() => this.running.delete(clusterId));
-    this.running.set(clusterId, run);
+    entry.done = this.runRestore(organizationId, cluster, id, restoreId).finally(() => this.running.delete(clusterId));
     releaseClaim();
     return {
       uuid: restoreId,
@@ -367,19 +432,17 @@ export class BackupService {
       const since = new Date(row.last_run_at ?? row.updated_at);
       const due = nextRun(parseCron(row.cron), since);
       if (due === undefined || due > now) continue;
-      // Claimed by moving its last run, conditionally: a schedule changed or run meanwhile is left alone.
-      let claim = this.database
-        .updateTable("cluster_backup_schedules")
-        .set({ last_run_at: now.toISOString() })
-        .where("cluster_id", "=", row.cluster_id)
-        .where("updated_at", "=", row.updated_at);
-      claim =
-        row.last_run_at === null
-          ? claim.where("last_run_at", "is", null)
-          : claim.where("last_run_at", "=", row.last_run_at);
-      if (Number((await claim.executeTakeFirst()).numUpdatedRows) === 0) continue;
+      const restore = this.running.get(row.cluster_id);
+      if (restore !== undefined) {
+        // Left due: the run is taken at the first check after the restore.
+        this.options.logger.info(
+          { clusterId: row.cluster_id, restoreId: restore.restoreId },
+          "a scheduled backup waits: a restore of the cluster runs",
+        );
+        continue;
+      }
       try {
-        await this.runSchedule(row.organization_id, row.cluster_id, row.keep_count);
+        await this.withoutRestore(row.cluster_id, () => this.claimAndRunSchedule(row, now));
       } catch (error) {
         const reason = error instanceof Error ? error.message : String(error);
         this.options.logger.error(
@@ -388,6 +451,25 @@ export class BackupService {
         );
       }
     }
+  }
+
+  /** Claims a due run of the schedule `row` and runs it; nothing when the schedule changed or ran meanwhile. */
+  private async claimAndRunSchedule(
+    row: Selectable<PlatformDatabase["cluster_backup_schedules"]>,
+    now: Date,
+  ): Promise<void> {
+    // Claimed by moving its last run, conditionally: a schedule changed or run meanwhile is left alone.
+    let claim = this.database
+      .updateTable("cluster_backup_schedules")
+      .set({ last_run_at: now.toISOString() })
+      .where("cluster_id", "=", row.cluster_id)
+      .where("updated_at", "=", row.updated_at);
+    claim =
+      row.last_run_at === null
+        ? claim.where("last_run_at", "is", null)
+        : claim.where("last_run_at", "=", row.last_run_at);
+    if (Number((await claim.executeTakeFirst()).numUpdatedRows) === 0) return;
+    await this.runSchedule(row.organization_id, row.cluster_id, row.keep_count);
   }
 
   private async runSchedule(organizationId: string, clusterId: string, keep: number): Promise<void> {
@@ -450,7 +532,7 @@ export class BackupService {
 
   /** Waits for every restore running in this process (the platform is shutting down, or a test ends). */
   async whenIdle(): Promise<void> {
-    await Promise.allSettled([...this.running.values()]);
+    await Promise.allSettled([...this.running.values()].map((restore) => restore.done));
   }
 
   /** Removes the restores and the schedule recorded for the cluster, when the cluster itself is deleted. */
@@ -490,9 +572,10 @@ export class BackupService {
       };
       await this.setRestoreState(restoreId, "IN_PROGRESS", null);
       logger.info({ brokers: target.brokerIds, partitionCount }, "restoring the cluster from a backup");
-      await this.options.restorer.restoreFromBackup(organizationId, cluster.id, backupId, target);
-      await this.setRestoreState(restoreId, "COMPLETED", null);
-      logger.info("cluster restored from a backup");
+      await this.options.restorer.restoreFromBackup(organizationId, cluster.id, backupId, target, async () => {
+        await this.setRestoreState(restoreId, "COMPLETED", null);
+        logger.info("cluster restored from a backup");
+      });
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
       logger.error({ reason: reason.slice(0, MAX_FAILURE_REASON_LENGTH) }, "the restore failed");
@@ -568,7 +651,9 @@ export class BackupService {
 
 /**
  * 409 when the cluster is not in a state to be restored: a configuration change is pending (the restore would stop
- * it halfway, and the configuration it would keep is not one the cluster settled on), or a backup is being written.
+ * it halfway, and the configuration it would keep is not one the cluster settled on), a backup is being written, or
+ * the configuration is no shape `flowplane restore` restores into (a change cancelled halfway left a broker or a
+ * replica that is not ACTIVE, or partitions or routing counts that are not 1..P).
  */
 function requireRestorable(clusterId: string, status: ClusterStatus): void {
   if (status.pendingChange !== undefined) {
@@ -579,6 +664,12 @@ function requireRestorable(clusterId: string, status: ClusterStatus): void {
   if (status.changesBlockedBy !== undefined) {
     throw conflict(
       `Cluster ${clusterId} is being backed up (${status.changesBlockedBy.slice(0, MAX_FAILURE_REASON_LENGTH)}); wait until the backup ends, then restore.`,
+    );
+  }
+  const problem = restorableShapeProblem(status);
+  if (problem !== undefined) {
+    throw conflict(
+      `Cluster ${clusterId} cannot be restored into its current configuration: ${problem.slice(0, MAX_FAILURE_REASON_LENGTH)}. A change cancelled halfway leaves such states; finish them with another change, then restore.`,
     );
   }
 }

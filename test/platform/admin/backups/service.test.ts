@@ -2,11 +2,14 @@
  * Backup schedules run by `BackupService.runDueSchedules` against a stand-in management API, on every database kind:
  * a run is taken once when its time has come (not before, not twice), the backups beyond the newest complete ones
  * the schedule keeps are deleted, and both are recorded in the activity log. And restores beside scaling: none
- * starts while the platform scales the cluster, and the cluster's shape read just before it is what is restored.
+ * starts while the platform scales the cluster, and the cluster's shape read just before it is what is restored; a
+ * shape a cancelled change left halfway is refused at the 202 and at VALIDATING; backups and restores of one cluster
+ * exclude each other for their whole run, scheduled runs included, and the restore is recorded COMPLETED before the
+ * restorer deletes the previous data.
  */
 import { randomUUID } from "node:crypto";
 import { pino } from "pino";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { ActivityService } from "../../../../src/platform/admin/activity/service.js";
 import { BackupService } from "../../../../src/platform/admin/backups/service.js";
 import type { RestoreTarget } from "../../../../src/platform/provisioner/provisioner.js";
@@ -134,6 +137,10 @@ describe("restores beside scaling", () => {
   const clusterId = randomUUID();
   let scaling: string | undefined;
   const targets: { backupId: number; target: RestoreTarget }[] = [];
+  /** When set, the restorer waits for it after taking the target (a restore IN_PROGRESS). */
+  let restoreHeld: Promise<void> | undefined;
+  /** The restore's state in the store when the restorer called `onRestored`, before deleting the previous data. */
+  const statesAtRestored: string[] = [];
   let service: BackupService;
 
   beforeAll(async () => {
@@ -145,8 +152,12 @@ describe("restores beside scaling", () => {
       database: store.database,
       clusters: fakeClusterDirectory(new Map([[clusterId, organizationId]]), management),
       restorer: {
-        async restoreFromBackup(_organizationId, _clusterId, backupId, target) {
+        async restoreFromBackup(_organizationId, _clusterId, backupId, target, onRestored) {
           targets.push({ backupId, target });
+          await restoreHeld;
+          await onRestored();
+          const rows = await store.database.selectFrom("cluster_restores").select("state").execute();
+          statesAtRestored.push(...rows.map((row) => row.state));
         },
       },
       tokensFor: () => ({
@@ -174,6 +185,16 @@ describe("restores beside scaling", () => {
     await store?.close();
     await database?.drop();
   });
+  beforeEach(async () => {
+    await service.whenIdle();
+    await store.database.deleteFrom("cluster_restores").execute();
+    await store.database.deleteFrom("cluster_backup_schedules").execute();
+    management.clusterStatus = fakeClusterStatus();
+    management.backups.clear();
+    management.requests.length = 0;
+    targets.length = 0;
+    statesAtRestored.length = 0;
+  });
 
   it("refuses a restore while the platform scales the cluster, and restores the shape the cluster has", async () => {
     management.backups.set(30, fakeBackup(30, "COMPLETED"));
@@ -186,7 +207,8 @@ describe("restores beside scaling", () => {
     expect(service.isRestoring(clusterId)).toBe(false);
 
     scaling = undefined;
-    management.clusterStatus = fakeClusterStatus(2, { routing: { version: 1, note: "kept as the cluster sent it" } });
+    const status = fakeClusterStatus(2);
+    management.clusterStatus = { ...status, routing: { ...(status.routing as object), note: "kept as sent" } };
     const restore = await service.restore(organizationId, clusterId, "30");
     expect(service.isRestoring(clusterId)).toBe(true);
     await service.whenIdle();
@@ -194,5 +216,121 @@ describe("restores beside scaling", () => {
     expect(restore.state).toBe("PENDING");
     expect(targets.map(({ backupId, target }) => [backupId, target.brokerIds])).toEqual([[30, [0, 1]]]);
     expect(JSON.parse(targets[0]?.target.configurationDocument ?? "null")).toEqual(management.clusterStatus);
+    // Recorded COMPLETED before the restorer went on to delete the previous data.
+    expect(statesAtRestored).toEqual(["COMPLETED"]);
+  });
+
+  it("refuses a shape a cancelled change left halfway at the 202 and at VALIDATING, naming what is not ACTIVE", async () => {
+    management.backups.set(31, fakeBackup(31, "COMPLETED"));
+    const halfway = (brokerState: string, replicaState: string): Record<string, unknown> => {
+      const status = fakeClusterStatus(2) as { brokers: { state: string; partitions: { state: string }[] }[] };
+      const broker = status.brokers[1];
+      if (broker === undefined) throw new Error("the fake cluster has no broker 1");
+      broker.state = brokerState;
+      broker.partitions = broker.partitions.map((partition, index) =>
+        index === 1 ? { ...partition, state: replicaState } : partition,
+      );
+      return status as unknown as Record<string, unknown>;
+    };
+    management.clusterStatus = halfway("ACTIVE", "JOINING");
+    await expect(service.restore(organizationId, clusterId, "31")).rejects.toMatchObject({
+      status: 409,
+      message: expect.stringContaining("the replica of partition 2 on broker 1 is JOINING"),
+    });
+    management.clusterStatus = fakeClusterStatus(2, {
+      routing: {
+        version: 3,
+        requestHandling: {
+          strategy: "ActivePartitions",
+          basePartitionCount: 1,
+          additionalActivePartitions: [],
+          inactivePartitions: [2],
+        },
+        messageCorrelation: { strategy: "HashMod", partitionCount: 1 },
+      },
+    });
+    await expect(service.restore(organizationId, clusterId, "31")).rejects.toMatchObject({
+      status: 409,
+      message: expect.stringContaining("partitions 2 take no requests yet"),
+    });
+    await expect(service.restore(organizationId, clusterId, "31")).rejects.toThrow(/cannot be restored/);
+    expect(service.isRestoring(clusterId)).toBe(false);
+    await expect(service.listRestores(organizationId, clusterId)).resolves.toEqual([]);
+
+    // Settled at the 202, halfway by VALIDATING (a change started and cancelled meanwhile): FAILED before anything
+    // stops, with the reason.
+    management.clusterStatus = fakeClusterStatus(2);
+    await service.restore(organizationId, clusterId, "31");
+    management.clusterStatus = halfway("LEAVING", "ACTIVE");
+    await service.whenIdle();
+    expect(await service.restoreState(organizationId, clusterId, "31")).toMatchObject({
+      state: "FAILED",
+      failureReason: expect.stringContaining("broker 1 of the cluster configuration is LEAVING"),
+    });
+    expect(targets).toEqual([]);
+  });
+
+  it("takes no backup and runs no schedule while a restore runs, and starts no restore while a backup is taken", async () => {
+    management.backups.set(40, fakeBackup(40, "COMPLETED"));
+    let release: () => void = () => undefined;
+    restoreHeld = new Promise((resolveHeld) => {
+      release = resolveHeld;
+    });
+    const restore = await service.restore(organizationId, clusterId, "40");
+    await vi.waitFor(() => expect(targets).toHaveLength(1));
+    // IN_PROGRESS: a backup is refused naming the restore, the backup being restored cannot be deleted, and a due
+    // schedule waits (its run stays due) rather than taking a backup or deleting older ones.
+    await expect(service.create(organizationId, clusterId)).rejects.toMatchObject({
+      status: 409,
+      message: expect.stringContaining(`Restore ${restore.uuid} of cluster ${clusterId} from backup 40 is running`),
+    });
+    await expect(service.delete(organizationId, clusterId, "40")).rejects.toMatchObject({
+      status: 409,
+      message: expect.stringContaining(`Backup 40 is being restored (restore ${restore.uuid})`),
+    });
+    await store.database
+      .insertInto("cluster_backup_schedules")
+      .values({
+        cluster_id: clusterId,
+        organization_id: organizationId,
+        cron: "0 * * * *",
+        keep_count: 1,
+        last_run_at: null,
+        updated_at: "2020-01-01T00:00:00.000Z",
+      })
+      .execute();
+    await service.runDueSchedules();
+    expect(management.requests.filter((request) => request.method !== "GET")).toEqual([]);
+    expect(management.backups.has(40)).toBe(true);
+    expect((await service.getSchedule(organizationId, clusterId)).lastRun).toBeNull();
+    release();
+    restoreHeld = undefined;
+    await service.whenIdle();
+    expect((await service.restoreState(organizationId, clusterId, "40")).state).toBe("COMPLETED");
+
+    // A backup being taken (its request held at the cluster): no restore starts until it has.
+    let answer: () => void = () => undefined;
+    management.holdNext = new Promise((resolveHeld) => {
+      answer = resolveHeld;
+    });
+    const taking = service.create(organizationId, clusterId);
+    await vi.waitFor(() => expect(management.requests.length).toBeGreaterThan(0));
+    await expect(service.restore(organizationId, clusterId, "40")).rejects.toMatchObject({
+      status: 409,
+      message: expect.stringContaining(`A backup of cluster ${clusterId} is being taken`),
+    });
+    answer();
+    await taking;
+    // A schedule's run (held at its first call to the cluster) keeps restores out until its deletions are done.
+    management.holdNext = new Promise((resolveHeld) => {
+      answer = resolveHeld;
+    });
+    const requestsBefore = management.requests.length;
+    const scheduled = service.runDueSchedules();
+    await vi.waitFor(() => expect(management.requests.length).toBeGreaterThan(requestsBefore));
+    await expect(service.restore(organizationId, clusterId, "40")).rejects.toMatchObject({ status: 409 });
+    answer();
+    await scheduled;
+    expect((await service.getSchedule(organizationId, clusterId)).lastRun).not.toBeNull();
   });
 });
