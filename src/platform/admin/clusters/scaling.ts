@@ -309,6 +309,9 @@ export class ClusterScalingService {
       .filter((nodeId) => !members.has(nodeId));
     // A scale request that began meanwhile may have started brokers that are not members yet: they are left alone.
     if (this.scaling.has(clusterId)) return;
+    // Nor are brokers removed under a restore that began during the waits above: it stops and starts every broker
+    // itself. From this check to the removal's claim below nothing waits, so no restore can start in between.
+    if (this.options.restoreRunning?.(clusterId) === true) return;
     // A configuration without brokers is no configuration the cluster answers when it runs: nothing is touched then.
     if (extra.length === 0 || members.size === 0) {
       this.followed.delete(clusterId);

@@ -2,7 +2,8 @@
  * `ClusterScalingService` against a scripted management API on 127.0.0.1 and a provisioner that records what it is
  * asked: the refusals (409 while a change is pending, 400 with the cluster's reason, 502 when the management API
  * fails), the retry while the cluster has not heard of a new broker yet, and the cleanup of brokers that are not
- * members once a change ended, never while it runs; and that scaling and a restore of the cluster exclude each other.
+ * members once a change ended, never while it runs; and that scaling and a restore of the cluster exclude each other
+ * (also a restore that begins while a cleanup waits for the cluster).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -37,11 +38,14 @@ const events: string[] = [];
 class RecordingProvisioner implements ScalingProvisioner {
   readonly calls: string[] = [];
   running: number[] = [0];
+  /** Called while the brokers are listed (something that happens while a cleanup waits for the list). */
+  onBrokersListed: (() => void) | undefined;
   constructor(private readonly managementUrl: () => string) {}
   state(): ProvisionedState {
     return this.current;
   }
   async brokers(): Promise<ProvisionedBroker[]> {
+    this.onBrokersListed?.();
     return this.running.map((nodeId) => ({ nodeId, managementUrl: this.managementUrl() }));
   }
   /** When set, starting brokers fails with it. */
@@ -287,6 +291,22 @@ describe("ClusterScalingService", () => {
     release();
     await removal;
     expect(service.inProgress(clusterId)).toBeUndefined();
+  });
+
+  it("stops no broker when a restore began while the cleanup waited for the cluster", async () => {
+    provisioner.running = [0, 1];
+    await service.afterHealthPoll({ id: clusterId, organizationId });
+    // The second poll agrees with the first, but a restore starts while it lists the brokers.
+    provisioner.onBrokersListed = () => {
+      restoring = true;
+    };
+    await service.afterHealthPoll({ id: clusterId, organizationId });
+    expect(provisioner.calls).toEqual([]);
+    // Once the restore has ended, the cleanup carries on.
+    provisioner.onBrokersListed = undefined;
+    restoring = false;
+    for (let poll = 0; poll < 2; poll += 1) await service.afterHealthPoll({ id: clusterId, organizationId });
+    expect(provisioner.calls).toEqual(["remove 1", "removed 1"]);
   });
 
   it("looks at every cluster once at its first poll, so a change that ended while the platform was down is cleaned up", async () => {
