@@ -185,8 +185,9 @@ export function registerRestoreCommand(program: Command, io: CliIo): void {
         "refused and nothing is written.",
         "",
         "A cluster that scaling changed since its first start is restored with --cluster-configuration: the",
-        "document its management API answers at GET /actuator/cluster before the restore (no change pending). Every",
-        "broker it lists is restored (the others are not members), with the partitions it gives it, and keeps it.",
+        "document its management API answers at GET /actuator/cluster before the restore (no change pending, every",
+        "broker and replica ACTIVE, partitions and routing counts 1..P). Every broker it lists is restored (the",
+        "others are not members), with the partitions it gives it, and keeps it.",
       ].join("\n"),
     )
     .action((options: RestoreCommandOptions) => runRestore(options, io));

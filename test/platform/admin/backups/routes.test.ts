@@ -191,7 +191,7 @@ describe("Administration API /clusters/{id}/backups over HTTP", () => {
     expect((await call("GET", `${clusterId}/backups/10/restore`)).status).toBe(404);
   });
 
-  it("refuses a restore while a change is pending or a backup is written (409 naming it), and records none", async () => {
+  it("refuses a restore while a change is pending, a backup is written or a cancelled change left its states (409 naming it), and records none", async () => {
     management.backups.set(21, fakeBackup(21, "COMPLETED"));
     const at = "2026-01-05T00:00:00.000Z";
     management.clusterStatus = fakeClusterStatus(2, {
@@ -209,6 +209,15 @@ describe("Administration API /clusters/{id}/backups over HTTP", () => {
     expect(backingUp.status).toBe(409);
     expect(((await backingUp.json()) as { detail: string }).detail).toContain(
       "is being backed up (backup 20 is in progress; no cluster change starts during a backup)",
+    );
+    // A change cancelled halfway left broker 1 JOINING with no change pending.
+    const halfway = fakeClusterStatus(2) as { brokers: { state: string }[] };
+    if (halfway.brokers[1] !== undefined) halfway.brokers[1].state = "JOINING";
+    management.clusterStatus = halfway as unknown as Record<string, unknown>;
+    const joining = await call("POST", `${clusterId}/backups/21/restore`);
+    expect(joining.status).toBe(409);
+    expect(((await joining.json()) as { detail: string }).detail).toContain(
+      `Cluster ${clusterId} cannot be restored into its current configuration: broker 1 of the cluster configuration is JOINING`,
     );
     management.refuseNext = { status: 503, detail: "the gateway is starting" };
     expect((await call("POST", `${clusterId}/backups/21/restore`)).status).toBe(502);
