@@ -497,6 +497,11 @@ export class LocalProvisioner implements Provisioner {
     }
   }
 
+  async restoreCommitted(clusterId: string): Promise<boolean> {
+    const placement = await this.recordedPlacement(clusterId);
+    return placement !== undefined && existsSync(join(placement.directory, DISCARDED_BROKERS_DIRECTORY_NAME));
+  }
+
   /** The running local cluster once its start has ended (undefined when it failed or is not launched). */
   async whenStarted(clusterId: string): Promise<LocalCluster | undefined> {
     const entry = this.running.get(clusterId);

@@ -105,6 +105,11 @@ export interface Provisioner {
     target: RestoreTarget,
     onRestored?: () => Promise<void>,
   ): Promise<void>;
+  /**
+   * Whether a restore of the cluster was committed (its restored data stays) but its previous data not yet deleted:
+   * the platform stopped in between. True only until the cluster's next launch, which deletes that data.
+   */
+  restoreCommitted?(clusterId: string): Promise<boolean>;
   /** Stops the cluster's processes and keeps its data. */
   stop(clusterId: string): Promise<void>;
   /** Stops the cluster's processes and removes its data and everything recorded about its place. */

@@ -293,8 +293,11 @@ describe("the local provisioner", () => {
     mkdirSync(join(clusterDirectory, "brokers.restored-over", "0"), { recursive: true });
     writeFileSync(journalOf(0, "brokers.restored-over"), "before the restore");
     writeFileSync(journalOf(0), "restored");
+    // Until then the provisioner tells the platform's next start that the restore was committed.
+    expect(await provisioner.restoreCommitted(clusterId)).toBe(true);
     await provisioner.launch(specification);
     await provisioner.whenStarted(clusterId);
+    expect(await provisioner.restoreCommitted(clusterId)).toBe(false);
     expect(readFileSync(journalOf(0), "utf8")).toBe("restored");
     expect(existsSync(join(clusterDirectory, "brokers.restored-over"))).toBe(false);
     expect(await listed()).toEqual([0, 2]);

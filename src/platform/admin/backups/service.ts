@@ -121,6 +121,11 @@ export interface ClusterRestorer {
     target: RestoreTarget,
     onRestored: () => Promise<void>,
   ): Promise<void>;
+  /**
+   * Whether a restore of the cluster was committed (the restored data stays) though the platform stopped before it
+   * was recorded: asked at start, before the clusters are launched.
+   */
+  restoreCommitted?(clusterId: string): Promise<boolean>;
 }
 
 /** A restore running in this process. */
@@ -510,19 +515,33 @@ export class BackupService {
   }
 
   /**
-   * Marks restores that were running when the platform last stopped as FAILED: nothing carries them on, and the
-   * provisioner puts an interrupted restore's previous data back when it next starts the cluster.
+   * Ends the restores that were running when the platform last stopped: nothing carries them on. One the provisioner
+   * had committed (the platform stopped between the commit and its record) is COMPLETED; the others are FAILED, and
+   * the provisioner puts their previous data back when it next starts the cluster. Called at start before the
+   * clusters are launched, since a launch deletes what a committed restore left to delete.
    */
   async failInterruptedRestores(): Promise<void> {
-    await this.database
-      .updateTable("cluster_restores")
-      .set({
-        state: "FAILED",
-        failure_reason: "The platform stopped during the restore; the cluster keeps its previous data.",
-        updated_at: this.now().toISOString(),
-      })
+    const interrupted = await this.database
+      .selectFrom("cluster_restores")
+      .select(["id", "cluster_id", "state"])
       .where("state", "in", ["PENDING", "VALIDATING", "IN_PROGRESS"])
       .execute();
+    for (const row of interrupted) {
+      const committed =
+        row.state === "IN_PROGRESS" && (await this.options.restorer.restoreCommitted?.(row.cluster_id)) === true;
+      await this.database
+        .updateTable("cluster_restores")
+        .set({
+          state: committed ? "COMPLETED" : "FAILED",
+          failure_reason: committed
+            ? null
+            : "The platform stopped during the restore; the cluster keeps its previous data.",
+          updated_at: this.now().toISOString(),
+        })
+        .where("id", "=", row.id)
+        .where("state", "=", row.state)
+        .execute();
+    }
   }
 
   /** Whether a restore of the cluster runs in this process (scale requests are refused meanwhile). */

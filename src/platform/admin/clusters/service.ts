@@ -387,6 +387,14 @@ export class ClusterService implements ClusterDirectory {
   }
 
   /**
+   * Whether the provisioner holds a committed restore of the cluster whose previous data was not deleted yet (the
+   * platform stopped right after the commit); false without a provisioner.
+   */
+  async restoreCommitted(clusterId: string): Promise<boolean> {
+    return (await this.provisioner?.restoreCommitted?.(clusterId)) ?? false;
+  }
+
+  /**
    * Moves a cluster to its channel's default generation: the record changes and its processes are started again
    * with this installation's flowplane. 400 when it runs that generation already.
    */

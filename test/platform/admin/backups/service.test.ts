@@ -141,6 +141,8 @@ describe("restores beside scaling", () => {
   let restoreHeld: Promise<void> | undefined;
   /** The restore's state in the store when the restorer called `onRestored`, before deleting the previous data. */
   const statesAtRestored: string[] = [];
+  /** Clusters whose restore the restorer says it committed before the platform stopped. */
+  const committed = new Set<string>();
   let service: BackupService;
 
   beforeAll(async () => {
@@ -158,6 +160,9 @@ describe("restores beside scaling", () => {
           await onRestored();
           const rows = await store.database.selectFrom("cluster_restores").select("state").execute();
           statesAtRestored.push(...rows.map((row) => row.state));
+        },
+        async restoreCommitted(id) {
+          return committed.has(id);
         },
       },
       tokensFor: () => ({
@@ -268,6 +273,41 @@ describe("restores beside scaling", () => {
       failureReason: expect.stringContaining("broker 1 of the cluster configuration is LEAVING"),
     });
     expect(targets).toEqual([]);
+  });
+
+  it("ends restores the platform stopped during: COMPLETED when the restorer had committed it, else FAILED", async () => {
+    const otherClusterId = randomUUID();
+    committed.add(clusterId);
+    const row = (id: string, cluster: string, state: string) => ({
+      id,
+      cluster_id: cluster,
+      backup_id: "50",
+      state,
+      failure_reason: null,
+      created_at: "2026-01-01T00:00:00.000Z",
+      updated_at: "2026-01-01T00:00:00.000Z",
+    });
+    await store.database
+      .insertInto("cluster_restores")
+      .values([
+        row("committed", clusterId, "IN_PROGRESS"),
+        row("not-committed", otherClusterId, "IN_PROGRESS"),
+        row("validating", otherClusterId, "VALIDATING"),
+      ])
+      .execute();
+    await service.failInterruptedRestores();
+    const rows = await store.database
+      .selectFrom("cluster_restores")
+      .select(["id", "state", "failure_reason"])
+      .orderBy("id")
+      .execute();
+    const failed = "The platform stopped during the restore; the cluster keeps its previous data.";
+    expect(rows).toEqual([
+      { id: "committed", state: "COMPLETED", failure_reason: null },
+      { id: "not-committed", state: "FAILED", failure_reason: failed },
+      { id: "validating", state: "FAILED", failure_reason: failed },
+    ]);
+    committed.clear();
   });
 
   it("takes no backup and runs no schedule while a restore runs, and starts no restore while a backup is taken", async () => {
