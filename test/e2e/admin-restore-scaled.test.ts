@@ -233,13 +233,13 @@ describe("restoring a scaled cluster through the Administration API", () => {
     const settled = await scaled(clusterId, links, { partitions: { count: 2, replicationFactor: 1 } });
     expect(shapeOf(settled)[0]?.map((entry) => entry.split("@")[0])).toEqual(["1", "2"]);
 
-    // Refused naming both counts, and the cluster keeps every message. The new partition wrote a part of the backup
-    // too (a relocated record carried its id), so the management API counts 2 partitions and the refusal comes from
-    // the brokers' restore, which counts the partitions the backup had at its cut; the previous data is put back.
+    // Refused naming both counts, and the cluster keeps every message. The new partition may have written a part of
+    // the backup too (a relocated record carried its id), but the management API counts the partitions the backup
+    // had at its cut, as the brokers' restore does, so the platform refuses it at VALIDATING, before anything stops.
     const refused = await restoreFrom(clusterId, onePartition);
     expect(refused.state).toBe("FAILED");
     expect(refused.failureReason).toContain(
-      `backup ${onePartition} holds 1 partitions but this cluster has 2; the partition counts must be equal`,
+      `backup ${onePartition} holds 1 partitions but the cluster has 2; the partition counts must be equal`,
     );
     await healthy(clusterId);
     const second: string[] = [];
