@@ -321,6 +321,8 @@ export class PartitionReplica {
   private pendingExpiryIndex: number | null = null;
   private status: NodeStatus;
   private committedConfigurationValue: Configuration;
+  /** Learners this leader last saw within the promotion lag (for the log line when one catches up). */
+  private readonly learnersCaughtUp = new Set<number>();
 
   private constructor(
     options: PartitionReplicaOptions,
@@ -681,7 +683,13 @@ export class PartitionReplica {
       return { outcome: "in-progress", detail: `handing leadership over to broker ${target} before leaving` };
     }
     const result = this.node.proposeConfigurationChange(change);
-    if (result.accepted) return { outcome: "in-progress", detail: `proposed at index ${result.index}` };
+    if (result.accepted) {
+      this.options.logger.info(
+        { partitionId: this.partitionId, change: change.type, member: change.member, index: result.index },
+        "membership change proposed",
+      );
+      return { outcome: "in-progress", detail: `proposed at index ${result.index}` };
+    }
     switch (result.reason) {
       case "notLeader":
         return { outcome: "not-leader", leaderId: result.leaderId };
@@ -1021,6 +1029,10 @@ export class PartitionReplica {
       this.snapshotIndex = ready.snapshot.index;
       this.installedSnapshots += 1;
       this.settleProposalsCoveredBy(ready.snapshot.index);
+      this.options.logger.info(
+        { partitionId: this.partitionId, snapshotIndex: ready.snapshot.index, sizeBytes: ready.snapshot.sizeBytes },
+        "installed a snapshot received from the partition's leader",
+      );
     }
     if (!applyBeforePersist) this.applyCommitted(ready);
     // A receipt the storage gave up (a newer snapshot or compaction replaced it) frees the engine restored from it.
@@ -1472,7 +1484,31 @@ export class PartitionReplica {
 
   private refreshStatus(): void {
     this.status = this.node.status();
-    this.committedConfigurationValue = this.node.committedConfiguration();
+    const committed = this.node.committedConfiguration();
+    if (this.status.role === "leader" && !sameConfiguration(committed, this.committedConfigurationValue)) {
+      // A membership change took hold: operators (and the scaling benchmark's timeline) see when, on the leader.
+      this.options.logger.info(
+        { partitionId: this.partitionId, members: describeMembers(committed) },
+        "the partition's group committed a new membership",
+      );
+    }
+    this.committedConfigurationValue = committed;
+    if (this.status.role === "leader") this.noticeLearnersCaughtUp();
+  }
+
+  /** Logs each learner once when it becomes caught up (the start of its promotion's stability wait). */
+  private noticeLearnersCaughtUp(): void {
+    for (const member of this.status.configuration.members) {
+      if (member.role !== "learner") continue;
+      const caughtUp = (this.node.progressOf(member.id)?.caughtUpSinceTick ?? null) !== null;
+      if (caughtUp === this.learnersCaughtUp.has(member.id)) continue;
+      if (!caughtUp) {
+        this.learnersCaughtUp.delete(member.id);
+        continue;
+      }
+      this.learnersCaughtUp.add(member.id);
+      this.options.logger.info({ partitionId: this.partitionId, member: member.id }, "a learner caught up");
+    }
   }
 
   /**
@@ -1493,6 +1529,11 @@ export class PartitionReplica {
     for (const read of this.reads.values()) read.resolve(answer);
     this.reads.clear();
   }
+}
+
+/** "0 voter, 3 learner": a group's members for a log line. */
+function describeMembers(configuration: Configuration): string {
+  return configuration.members.map((member) => `${member.id} ${member.role}`).join(", ");
 }
 
 /** The start of an error's message: a decoding error may quote bytes a peer sent, which a log line must not hold. */
