@@ -242,6 +242,22 @@ const MAX_INBOX_MESSAGES = 65_536;
 /** Most ticks accumulated while the driver is busy; more are pointless (the core only counts them). */
 const MAX_PENDING_TICKS = 1_000;
 
+/** Most membership requests waiting at once for their change to take hold; more are answered at once. */
+const MAX_MEMBERSHIP_WAITERS = 64;
+
+/** A membership request waiting for its change to take hold (see `changeMembership`). */
+interface MembershipWaiter {
+  readonly change: MembershipChange;
+  /** On the replica's clock: the request is answered with the state of its change by then. */
+  readonly deadlineMs: number;
+  readonly resolve: (answer: MembershipAnswer) => void;
+  /**
+   * This leader is removing itself and handed its leadership over: it waits for the hand-over to end (then answers
+   * `not-leader` with the new leader) and proposes nothing meanwhile.
+   */
+  readonly handingOver: boolean;
+}
+
 /** A running replica; see the module comment. */
 export class PartitionReplica {
   readonly partitionId: number;
@@ -323,6 +339,7 @@ export class PartitionReplica {
   private committedConfigurationValue: Configuration;
   /** Learners this leader last saw within the promotion lag (for the log line when one catches up). */
   private readonly learnersCaughtUp = new Set<number>();
+  private readonly membershipWaiters: MembershipWaiter[] = [];
 
   private constructor(
     options: PartitionReplicaOptions,
@@ -651,16 +668,74 @@ export class PartitionReplica {
    * Answers a broker asking this replica, as the partition's leader, for a membership change (see membership.ts):
    * `done` once the committed configuration shows it, `in-progress` after proposing it or while it waits (for its
    * commit, for a learner to catch up, or for this leader to hand over before removing itself).
+   *
+   * With `waitMs`, an answer that would be `in-progress` waits instead: the leader looks at the change again after
+   * every step of its driver (a tick, a message, a commit), proposes it as soon as it can (a learner's promotion in
+   * the turn it became ready), and answers as soon as the outcome is anything but `in-progress`, or with the latest
+   * state once `waitMs` passed. The broker applying a join is then told of each step when it happens instead of
+   * finding out at its next poll. A leader removing itself answers at once: it hands its leadership over first.
    */
-  changeMembership(change: MembershipChange): Promise<MembershipAnswer> {
+  changeMembership(change: MembershipChange, waitMs = 0): Promise<MembershipAnswer> {
     const unavailable = this.unavailableReason();
     if (unavailable !== null) return Promise.resolve({ outcome: "unavailable", detail: unavailable });
     return new Promise((resolve) => {
       this.enqueue({
-        run: () => resolve(this.answerMembershipChange(change)),
+        run: () => {
+          const answer = this.answerMembershipChange(change);
+          if (
+            answer.outcome !== "in-progress" ||
+            waitMs <= 0 ||
+            this.membershipWaiters.length >= MAX_MEMBERSHIP_WAITERS
+          ) {
+            resolve(answer);
+            return;
+          }
+          const removesItself = change.type === "remove" && change.member === this.options.memberId;
+          // A leader removing itself that found no voter to hand over to yet answers at once: asked again, it looks
+          // for one again, which waiting here would not.
+          if (removesItself && !this.handingOverLeadership()) {
+            resolve(answer);
+            return;
+          }
+          this.membershipWaiters.push({
+            change,
+            deadlineMs: this.clock.now() + waitMs,
+            resolve,
+            handingOver: removesItself,
+          });
+        },
         fail: (detail) => resolve({ outcome: "unavailable", detail }),
       });
     });
+  }
+
+  /** Whether this leader is handing its leadership over (a transfer it started has not ended yet). */
+  private handingOverLeadership(): boolean {
+    return this.node.status().leadTransferee !== null;
+  }
+
+  /**
+   * Looks at each waiting membership request's change again (proposing it when it can be now) and answers those
+   * whose outcome is no longer `in-progress` or whose wait is over. Runs in every turn of the driver while any wait.
+   */
+  private settleMembershipWaiters(): void {
+    const nowMs = this.clock.now();
+    const waiting = this.membershipWaiters.splice(0);
+    for (const waiter of waiting) {
+      if (waiter.handingOver) {
+        const status = this.node.status();
+        // The new leader is known once it was heard from; the broker asks it next, at once.
+        if (status.role !== "leader" && status.leaderId !== null) {
+          waiter.resolve({ outcome: "not-leader", leaderId: status.leaderId });
+        } else if (nowMs >= waiter.deadlineMs || (status.role === "leader" && !this.handingOverLeadership())) {
+          waiter.resolve({ outcome: "in-progress", detail: "handing leadership over before leaving" });
+        } else this.membershipWaiters.push(waiter);
+        continue;
+      }
+      const answer = this.answerMembershipChange(waiter.change);
+      if (answer.outcome === "in-progress" && nowMs < waiter.deadlineMs) this.membershipWaiters.push(waiter);
+      else waiter.resolve(answer);
+    }
   }
 
   private answerMembershipChange(change: MembershipChange): MembershipAnswer {
@@ -941,6 +1016,9 @@ export class PartitionReplica {
         }
         for (const message of this.inbox.splice(0)) this.node.step(message);
         this.runQueuedWork();
+        // After this turn's messages (a commit, an acknowledgement) and ticks, before the batch is taken: a change
+        // proposed here leaves in this turn's batch.
+        if (this.membershipWaiters.length > 0) this.settleMembershipWaiters();
         // Once per tick at most: a message past its deadline is already invisible to reads and is removed by the
         // next publication anyway, so proposing an expiry record on every turn would only add writes.
         if (ticked) this.maybeProposeExpiry();
@@ -1528,6 +1606,7 @@ export class PartitionReplica {
     this.inDoubtCount = 0;
     for (const read of this.reads.values()) read.resolve(answer);
     this.reads.clear();
+    for (const waiter of this.membershipWaiters.splice(0)) waiter.resolve(answer);
   }
 }
 
