@@ -340,6 +340,8 @@ export class PartitionReplica {
   /** Learners this leader last saw within the promotion lag (for the log line when one catches up). */
   private readonly learnersCaughtUp = new Set<number>();
   private readonly membershipWaiters: MembershipWaiter[] = [];
+  /** Term and commit index when the waiting membership requests were last looked at (see `drive`). */
+  private membershipLookedAt = { term: -1, commitIndex: -1 };
 
   private constructor(
     options: PartitionReplicaOptions,
@@ -709,6 +711,12 @@ export class PartitionReplica {
     });
   }
 
+  /** Whether the term or the commit index moved since the waiting membership requests were last looked at. */
+  private membershipStateMoved(): boolean {
+    const status = this.node.status();
+    return status.term !== this.membershipLookedAt.term || status.commitIndex !== this.membershipLookedAt.commitIndex;
+  }
+
   /** Whether this leader is handing its leadership over (a transfer it started has not ended yet). */
   private handingOverLeadership(): boolean {
     return this.node.status().leadTransferee !== null;
@@ -720,10 +728,11 @@ export class PartitionReplica {
    */
   private settleMembershipWaiters(): void {
     const nowMs = this.clock.now();
+    const status = this.node.status();
+    this.membershipLookedAt = { term: status.term, commitIndex: status.commitIndex };
     const waiting = this.membershipWaiters.splice(0);
     for (const waiter of waiting) {
       if (waiter.handingOver) {
-        const status = this.node.status();
         // The new leader is known once it was heard from; the broker asks it next, at once.
         if (status.role !== "leader" && status.leaderId !== null) {
           waiter.resolve({ outcome: "not-leader", leaderId: status.leaderId });
@@ -1016,9 +1025,12 @@ export class PartitionReplica {
         }
         for (const message of this.inbox.splice(0)) this.node.step(message);
         this.runQueuedWork();
-        // After this turn's messages (a commit, an acknowledgement) and ticks, before the batch is taken: a change
-        // proposed here leaves in this turn's batch.
-        if (this.membershipWaiters.length > 0) this.settleMembershipWaiters();
+        // After this turn's messages and ticks, before the batch is taken: a change proposed here leaves in this
+        // turn's batch. Only a tick (a learner ready for promotion, a wait over), a commit or a new term can change
+        // a waiting request's outcome, so the many turns of a snapshot transfer in between skip it.
+        if (this.membershipWaiters.length > 0 && (ticked || this.membershipStateMoved())) {
+          this.settleMembershipWaiters();
+        }
         // Once per tick at most: a message past its deadline is already invisible to reads and is removed by the
         // next publication anyway, so proposing an expiry record on every turn would only add writes.
         if (ticked) this.maybeProposeExpiry();
