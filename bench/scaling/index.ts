@@ -58,6 +58,7 @@ import { CpuRecorder, type CpuShares } from "../support/cpu.js";
 import { type MemoryReading, MemorySampler, resetPeakMemory } from "../support/memory.js";
 import { type BenchmarkPlatform, startPlatform, stopChild } from "../support/platform.js";
 import { formatNumber, printTable } from "../support/report.js";
+import { changeTimeline, TIMELINE_COLUMNS } from "./timeline.js";
 
 const MiB = 1024 * 1024;
 const repositoryRoot = fileURLToPath(new URL("../../", import.meta.url));
@@ -398,7 +399,8 @@ async function startCluster(
     partitions,
     replicationFactor: 3,
     logger: pino({ level: "warn" }),
-    logLevel: "warn",
+    // Info: the brokers log the steps of each operation, which make the changes' timelines (timeline.ts).
+    logLevel: "info",
     readyTimeoutMs: startTimeoutMs,
     command,
     environment: {
@@ -1029,6 +1031,8 @@ interface ScaleChange {
   readonly cpu: CpuShares | undefined;
   /** "p1: 0, p2: 1, …": the leader of each partition when the change started. */
   readonly leadersBefore: string;
+  /** The operations' steps as the brokers logged them (timeline.ts). */
+  readonly timeline: readonly string[][];
 }
 
 interface ScalePart {
@@ -1077,6 +1081,7 @@ async function scaleChange(
   for (const partitionId of joinBytes.keys()) leaders.push(`p${partitionId}: ${await leaderOf(cluster, partitionId)}`);
   const moved: MovedBytes = { byOperation: new Map(), attempts: 0, lastError: null };
   const startedAtMs = performance.now();
+  const startedAtEpochMs = Date.now();
   const { changeId, plannedChanges } = await management.change("POST", "/actuator/cluster/brokers", brokers);
   const steps: { operation: string; fromMs: number; toMs: number }[] = [];
   const completedAtMs = await management.completed(changeId, async (monitoring) => {
@@ -1090,6 +1095,13 @@ async function scaleChange(
     else steps.push({ operation, fromMs: now, toMs: now });
   });
   const joins = joinsOf(plannedChanges);
+  // The brokers write their logs as they go; a moment lets the last lines reach the files.
+  await sleep(500);
+  const timeline = await changeTimeline(
+    cluster.brokers.map((broker) => broker.logFile),
+    changeId,
+    startedAtEpochMs,
+  );
   return {
     name,
     operations: plannedChanges.length,
@@ -1104,6 +1116,7 @@ async function scaleChange(
     bytesByStep: moved.byOperation,
     cpu: cpuRecorder?.shares(startedAtMs, completedAtMs),
     leadersBefore: leaders.join(", "),
+    timeline,
   };
 }
 
@@ -1501,6 +1514,17 @@ function printScalePart(part: ScalePart): void {
         seconds(step.toMs),
         mebibytes(change.bytesByStep.get(step.operation) ?? 0),
       ]),
+    );
+  }
+  for (const change of [part.up, part.down]) {
+    console.log(
+      `\nB. Timeline of the ${change.name} from the brokers' logs (seconds since the request; learner and voter: ` +
+        "the leader committed the membership; next starts after: from this operation's completion to the next " +
+        "one's start on its broker)",
+    );
+    printTable(
+      TIMELINE_COLUMNS,
+      change.timeline.map((row) => [...row]),
     );
   }
   console.log(

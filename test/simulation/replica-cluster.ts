@@ -930,7 +930,10 @@ export class ReplicaSimulation {
     if (incarnation == null) return;
     goal.asking = incarnation;
     const change = changeOf(goal);
-    void incarnation.replica.changeMembership(change).then((answer) => {
+    // Brokers ask leaders to hold their requests until the change took hold; half the goals do so here (by the
+    // member's id, which draws nothing from the seed), so held requests meet crashes and leader changes too.
+    const waitMs = goal.member % 2 === 1 ? 5 * ELECTION_TIMEOUT_MS : 0;
+    void incarnation.replica.changeMembership(change, waitMs).then((answer) => {
       if (this.goal !== goal || goal.asking !== incarnation) return;
       goal.asking = null;
       goal.nextTryTick = this.tick + 2;

@@ -64,6 +64,16 @@ const STALL_TIMEOUT_MS = 60_000;
 /** Entry size assumed for estimates before a joining replica received any entry. */
 const ASSUMED_ENTRY_BYTES = 256;
 
+/**
+ * How long a partition's leader holds a membership request whose change is under way before it answers with its
+ * progress (see `PartitionReplica.changeMembership`): it answers at once when the change took hold, so this bounds
+ * only how stale the progress shown to operators gets, and how soon a stalled change is noticed.
+ */
+const MEMBERSHIP_WAIT_MS = 1_000;
+
+/** How often a joining replica reports the bytes it received while its leader holds the promotion request. */
+const BYTES_REPORT_INTERVAL_MS = 250;
+
 /** Applies `operation`, which names this broker (or, for a coordinator operation, this broker acts for it). */
 export async function applyOperationHere(
   context: ChangeContext,
@@ -223,19 +233,32 @@ async function joinPartition(
   const replica = await context.replicas.ensure(partitionId, null);
   await untilDone(context, partitionId, { type: "addLearner", member: context.nodeId, priority }, run);
   const receivedBytes = (): number => replica.membership().receivedBytes;
-  await untilDone(
-    context,
-    partitionId,
-    { type: "promote", member: context.nodeId },
-    run,
-    (catchUp) => {
-      const received = receivedBytes();
-      run.reportBytes(received, Math.max(received, estimatedBytesToMove(catchUp, replica.report().appliedIndex)));
-    },
-    // While a snapshot streams in, the leader's view of the learner (its match index) stands still for as long as
-    // the transfer takes; the bytes arriving here are the progress that keeps the attempt alive.
-    receivedBytes,
-  );
+  let bytesTotal = 0;
+  const report = (): void => {
+    const received = receivedBytes();
+    bytesTotal = Math.max(bytesTotal, received);
+    run.reportBytes(received, bytesTotal);
+  };
+  // The leader holds the promotion request while the learner catches up, so the bytes arriving here are reported
+  // on a timer of their own rather than with each answer.
+  const reporter = setInterval(report, BYTES_REPORT_INTERVAL_MS);
+  try {
+    await untilDone(
+      context,
+      partitionId,
+      { type: "promote", member: context.nodeId },
+      run,
+      (catchUp) => {
+        bytesTotal = Math.max(bytesTotal, estimatedBytesToMove(catchUp, replica.report().appliedIndex));
+        report();
+      },
+      // While a snapshot streams in, the leader's view of the learner (its match index) stands still for as long as
+      // the transfer takes; the bytes arriving here are the progress that keeps the attempt alive.
+      receivedBytes,
+    );
+  } finally {
+    clearInterval(reporter);
+  }
   const received = replica.membership().receivedBytes;
   run.reportBytes(received, received);
 }
@@ -353,9 +376,13 @@ async function bootstrapPartition(
 }
 
 /**
- * Asks the partition's leader for `change` until the committed configuration shows it. `onCatchUp` sees the
- * leader's view of a learner catching up; `localProgress` is a counter of this broker's own that also shows
- * progress when it moves. Fails the attempt when the leader refuses, or when nothing moved for `STALL_TIMEOUT_MS`.
+ * Asks the partition's leader for `change` until the committed configuration shows it. The leader holds each request
+ * until the change took hold or `MEMBERSHIP_WAIT_MS` passed, so every step (proposed, committed, a learner ready for
+ * its promotion) is acted on when it happens; an answer that comes back sooner without the change (no leader known
+ * yet, a leader handing over, a leader of an earlier version that does not wait) is asked again after two
+ * heartbeats. `onCatchUp` sees the leader's view of a learner catching up; `localProgress` is a counter of this
+ * broker's own that also shows progress when it moves. Fails the attempt when the leader refuses, or when nothing
+ * moved for `STALL_TIMEOUT_MS`.
  */
 async function untilDone(
   context: ChangeContext,
@@ -367,8 +394,10 @@ async function untilDone(
 ): Promise<readonly Member[]> {
   let lastSign = "";
   let lastProgressMs = Date.now();
+  const retryAfterMs = context.heartbeatIntervalMs * 2;
   while (!run.signal.aborted) {
-    const answer = await askLeader(context, partitionId, change);
+    const askedAtMs = Date.now();
+    const answer = await askLeader(context, partitionId, change, MEMBERSHIP_WAIT_MS);
     if (answer.outcome === "done") return answer.members;
     if (answer.outcome === "refused") throw new OperationRefusedError(answer.detail);
     const sign =
@@ -383,7 +412,8 @@ async function untilDone(
       const why = answer.outcome === "in-progress" ? answer.detail : answer.outcome;
       throw new Error(`${change.type} of broker ${change.member} on partition ${partitionId} made no progress: ${why}`);
     }
-    await pause(context.heartbeatIntervalMs * 2, run.signal);
+    const answeredAfterMs = Date.now() - askedAtMs;
+    if (answeredAfterMs < retryAfterMs) await pause(retryAfterMs - answeredAfterMs, run.signal);
   }
   throw new Error("the operation was abandoned");
 }
@@ -416,11 +446,13 @@ export async function askPartitionLeader<T extends LeaderRequest>(
     if (asked.has(candidate)) continue;
     asked.add(candidate);
     let answer: PeerResponses[T["type"]];
+    // A leader may hold a membership request for its `waitMs` before it answers.
+    const timeoutMs = PEER_REQUEST_TIMEOUT_MS + ("waitMs" in request ? (request.waitMs ?? 0) : 0);
     try {
       answer =
         candidate === context.nodeId
           ? await context.requestLocal(request)
-          : await context.requestPeer(candidate, request, PEER_REQUEST_TIMEOUT_MS);
+          : await context.requestPeer(candidate, request, timeoutMs);
     } catch {
       continue;
     }
@@ -436,13 +468,18 @@ export async function askPartitionLeader<T extends LeaderRequest>(
   return null;
 }
 
-/** `askPartitionLeader` for a membership change; `in-progress` when no leader answered yet. */
+/**
+ * `askPartitionLeader` for a membership change; `in-progress` when no leader answered yet. With `waitMs`, the leader
+ * holds the request until the change took hold or `waitMs` passed.
+ */
 export async function askLeader(
   context: ChangeContext,
   partitionId: number,
   change: MembershipChange,
+  waitMs = 0,
 ): Promise<MembershipAnswer> {
-  const answer = await askPartitionLeader(context, { type: "partition-membership", partitionId, change });
+  const request = { type: "partition-membership", partitionId, change, ...(waitMs > 0 ? { waitMs } : {}) } as const;
+  const answer = await askPartitionLeader(context, request);
   return answer ?? { outcome: "in-progress", detail: `no leader of partition ${partitionId} answered yet` };
 }
 

@@ -242,6 +242,22 @@ const MAX_INBOX_MESSAGES = 65_536;
 /** Most ticks accumulated while the driver is busy; more are pointless (the core only counts them). */
 const MAX_PENDING_TICKS = 1_000;
 
+/** Most membership requests waiting at once for their change to take hold; more are answered at once. */
+const MAX_MEMBERSHIP_WAITERS = 64;
+
+/** A membership request waiting for its change to take hold (see `changeMembership`). */
+interface MembershipWaiter {
+  readonly change: MembershipChange;
+  /** On the replica's clock: the request is answered with the state of its change by then. */
+  readonly deadlineMs: number;
+  readonly resolve: (answer: MembershipAnswer) => void;
+  /**
+   * This leader is removing itself and handed its leadership over: it waits for the hand-over to end (then answers
+   * `not-leader` with the new leader) and proposes nothing meanwhile.
+   */
+  readonly handingOver: boolean;
+}
+
 /** A running replica; see the module comment. */
 export class PartitionReplica {
   readonly partitionId: number;
@@ -321,6 +337,11 @@ export class PartitionReplica {
   private pendingExpiryIndex: number | null = null;
   private status: NodeStatus;
   private committedConfigurationValue: Configuration;
+  /** Learners this leader last saw within the promotion lag (for the log line when one catches up). */
+  private readonly learnersCaughtUp = new Set<number>();
+  private readonly membershipWaiters: MembershipWaiter[] = [];
+  /** Term and commit index when the waiting membership requests were last looked at (see `drive`). */
+  private membershipLookedAt = { term: -1, commitIndex: -1 };
 
   private constructor(
     options: PartitionReplicaOptions,
@@ -649,16 +670,81 @@ export class PartitionReplica {
    * Answers a broker asking this replica, as the partition's leader, for a membership change (see membership.ts):
    * `done` once the committed configuration shows it, `in-progress` after proposing it or while it waits (for its
    * commit, for a learner to catch up, or for this leader to hand over before removing itself).
+   *
+   * With `waitMs`, an answer that would be `in-progress` waits instead: the leader looks at the change again after
+   * every step of its driver (a tick, a message, a commit), proposes it as soon as it can (a learner's promotion in
+   * the turn it became ready), and answers as soon as the outcome is anything but `in-progress`, or with the latest
+   * state once `waitMs` passed. The broker applying a join is then told of each step when it happens instead of
+   * finding out at its next poll. A leader removing itself answers at once: it hands its leadership over first.
    */
-  changeMembership(change: MembershipChange): Promise<MembershipAnswer> {
+  changeMembership(change: MembershipChange, waitMs = 0): Promise<MembershipAnswer> {
     const unavailable = this.unavailableReason();
     if (unavailable !== null) return Promise.resolve({ outcome: "unavailable", detail: unavailable });
     return new Promise((resolve) => {
       this.enqueue({
-        run: () => resolve(this.answerMembershipChange(change)),
+        run: () => {
+          const answer = this.answerMembershipChange(change);
+          if (
+            answer.outcome !== "in-progress" ||
+            waitMs <= 0 ||
+            this.membershipWaiters.length >= MAX_MEMBERSHIP_WAITERS
+          ) {
+            resolve(answer);
+            return;
+          }
+          const removesItself = change.type === "remove" && change.member === this.options.memberId;
+          // A leader removing itself that found no voter to hand over to yet answers at once: asked again, it looks
+          // for one again, which waiting here would not.
+          if (removesItself && !this.handingOverLeadership()) {
+            resolve(answer);
+            return;
+          }
+          this.membershipWaiters.push({
+            change,
+            deadlineMs: this.clock.now() + waitMs,
+            resolve,
+            handingOver: removesItself,
+          });
+        },
         fail: (detail) => resolve({ outcome: "unavailable", detail }),
       });
     });
+  }
+
+  /** Whether the term or the commit index moved since the waiting membership requests were last looked at. */
+  private membershipStateMoved(): boolean {
+    const status = this.node.status();
+    return status.term !== this.membershipLookedAt.term || status.commitIndex !== this.membershipLookedAt.commitIndex;
+  }
+
+  /** Whether this leader is handing its leadership over (a transfer it started has not ended yet). */
+  private handingOverLeadership(): boolean {
+    return this.node.status().leadTransferee !== null;
+  }
+
+  /**
+   * Looks at each waiting membership request's change again (proposing it when it can be now) and answers those
+   * whose outcome is no longer `in-progress` or whose wait is over. Runs in every turn of the driver while any wait.
+   */
+  private settleMembershipWaiters(): void {
+    const nowMs = this.clock.now();
+    const status = this.node.status();
+    this.membershipLookedAt = { term: status.term, commitIndex: status.commitIndex };
+    const waiting = this.membershipWaiters.splice(0);
+    for (const waiter of waiting) {
+      if (waiter.handingOver) {
+        // The new leader is known once it was heard from; the broker asks it next, at once.
+        if (status.role !== "leader" && status.leaderId !== null) {
+          waiter.resolve({ outcome: "not-leader", leaderId: status.leaderId });
+        } else if (nowMs >= waiter.deadlineMs || (status.role === "leader" && !this.handingOverLeadership())) {
+          waiter.resolve({ outcome: "in-progress", detail: "handing leadership over before leaving" });
+        } else this.membershipWaiters.push(waiter);
+        continue;
+      }
+      const answer = this.answerMembershipChange(waiter.change);
+      if (answer.outcome === "in-progress" && nowMs < waiter.deadlineMs) this.membershipWaiters.push(waiter);
+      else waiter.resolve(answer);
+    }
   }
 
   private answerMembershipChange(change: MembershipChange): MembershipAnswer {
@@ -681,7 +767,13 @@ export class PartitionReplica {
       return { outcome: "in-progress", detail: `handing leadership over to broker ${target} before leaving` };
     }
     const result = this.node.proposeConfigurationChange(change);
-    if (result.accepted) return { outcome: "in-progress", detail: `proposed at index ${result.index}` };
+    if (result.accepted) {
+      this.options.logger.info(
+        { partitionId: this.partitionId, change: change.type, member: change.member, index: result.index },
+        "membership change proposed",
+      );
+      return { outcome: "in-progress", detail: `proposed at index ${result.index}` };
+    }
     switch (result.reason) {
       case "notLeader":
         return { outcome: "not-leader", leaderId: result.leaderId };
@@ -933,6 +1025,12 @@ export class PartitionReplica {
         }
         for (const message of this.inbox.splice(0)) this.node.step(message);
         this.runQueuedWork();
+        // After this turn's messages and ticks, before the batch is taken: a change proposed here leaves in this
+        // turn's batch. Only a tick (a learner ready for promotion, a wait over), a commit or a new term can change
+        // a waiting request's outcome, so the many turns of a snapshot transfer in between skip it.
+        if (this.membershipWaiters.length > 0 && (ticked || this.membershipStateMoved())) {
+          this.settleMembershipWaiters();
+        }
         // Once per tick at most: a message past its deadline is already invisible to reads and is removed by the
         // next publication anyway, so proposing an expiry record on every turn would only add writes.
         if (ticked) this.maybeProposeExpiry();
@@ -1021,6 +1119,10 @@ export class PartitionReplica {
       this.snapshotIndex = ready.snapshot.index;
       this.installedSnapshots += 1;
       this.settleProposalsCoveredBy(ready.snapshot.index);
+      this.options.logger.info(
+        { partitionId: this.partitionId, snapshotIndex: ready.snapshot.index, sizeBytes: ready.snapshot.sizeBytes },
+        "installed a snapshot received from the partition's leader",
+      );
     }
     if (!applyBeforePersist) this.applyCommitted(ready);
     // A receipt the storage gave up (a newer snapshot or compaction replaced it) frees the engine restored from it.
@@ -1472,7 +1574,31 @@ export class PartitionReplica {
 
   private refreshStatus(): void {
     this.status = this.node.status();
-    this.committedConfigurationValue = this.node.committedConfiguration();
+    const committed = this.node.committedConfiguration();
+    if (this.status.role === "leader" && !sameConfiguration(committed, this.committedConfigurationValue)) {
+      // A membership change took hold: operators (and the scaling benchmark's timeline) see when, on the leader.
+      this.options.logger.info(
+        { partitionId: this.partitionId, members: describeMembers(committed) },
+        "the partition's group committed a new membership",
+      );
+    }
+    this.committedConfigurationValue = committed;
+    if (this.status.role === "leader") this.noticeLearnersCaughtUp();
+  }
+
+  /** Logs each learner once when it becomes caught up (the start of its promotion's stability wait). */
+  private noticeLearnersCaughtUp(): void {
+    for (const member of this.status.configuration.members) {
+      if (member.role !== "learner") continue;
+      const caughtUp = (this.node.progressOf(member.id)?.caughtUpSinceTick ?? null) !== null;
+      if (caughtUp === this.learnersCaughtUp.has(member.id)) continue;
+      if (!caughtUp) {
+        this.learnersCaughtUp.delete(member.id);
+        continue;
+      }
+      this.learnersCaughtUp.add(member.id);
+      this.options.logger.info({ partitionId: this.partitionId, member: member.id }, "a learner caught up");
+    }
   }
 
   /**
@@ -1492,7 +1618,13 @@ export class PartitionReplica {
     this.inDoubtCount = 0;
     for (const read of this.reads.values()) read.resolve(answer);
     this.reads.clear();
+    for (const waiter of this.membershipWaiters.splice(0)) waiter.resolve(answer);
   }
+}
+
+/** "0 voter, 3 learner": a group's members for a log line. */
+function describeMembers(configuration: Configuration): string {
+  return configuration.members.map((member) => `${member.id} ${member.role}`).join(", ");
 }
 
 /** The start of an error's message: a decoding error may quote bytes a peer sent, which a log line must not hold. */

@@ -37,7 +37,7 @@ export async function answerPartitionRequest(
 ): Promise<PeerResponses[PeerRequest["type"]]> {
   switch (request.type) {
     case "partition-membership":
-      return replica.changeMembership(request.change);
+      return replica.changeMembership(request.change, request.waitMs ?? 0);
     case "partition-force":
       try {
         await replica.forceMembership(request.members);

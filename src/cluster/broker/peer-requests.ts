@@ -15,8 +15,17 @@ import type { ReplicaReport } from "./protocol.js";
 export type PeerRequest =
   /** What the answering broker knows of the cluster; asked by a starting broker of its contact points. */
   | { readonly type: "cluster-configuration" }
-  /** Asks a partition's leader for a membership change (see membership.ts). */
-  | { readonly type: "partition-membership"; readonly partitionId: number; readonly change: MembershipChange }
+  /**
+   * Asks a partition's leader for a membership change (see membership.ts). With `waitMs` (at most
+   * `MAX_MEMBERSHIP_WAIT_MS`), the leader answers as soon as the outcome is anything but `in-progress`, or after
+   * `waitMs` (see `PartitionReplica.changeMembership`); brokers of earlier versions ignore it and answer at once.
+   */
+  | {
+      readonly type: "partition-membership";
+      readonly partitionId: number;
+      readonly change: MembershipChange;
+      readonly waitMs?: number;
+    }
   /** Asks a replica to take `members` as its group's membership without the old quorum (forced reconfiguration). */
   | { readonly type: "partition-force"; readonly partitionId: number; readonly members: readonly Member[] }
   /** Asks a partition's leader to own only the correlation keys hashing to it over `correlationCount` partitions. */
@@ -149,6 +158,9 @@ function parseMembers(value: unknown): Member[] | string {
   return members;
 }
 
+/** Longest a `partition-membership` request may ask its leader to wait for the change (below any request timeout). */
+export const MAX_MEMBERSHIP_WAIT_MS = 5_000;
+
 /** Checks a request from another broker; returns it typed, or a description of what is wrong. */
 export function parsePeerRequest(value: unknown): PeerRequest | string {
   if (typeof value !== "object" || value === null) return "the request is not an object";
@@ -160,7 +172,12 @@ export function parsePeerRequest(value: unknown): PeerRequest | string {
       if (!isPartitionId(request.partitionId)) return "partition-membership needs a partition id ≥ 1";
       const change = parseMembershipChange(request.change);
       if (typeof change === "string") return change;
-      return { type: "partition-membership", partitionId: request.partitionId, change };
+      const waitMs = request.waitMs;
+      if (waitMs === undefined) return { type: "partition-membership", partitionId: request.partitionId, change };
+      if (!Number.isSafeInteger(waitMs) || (waitMs as number) < 0 || (waitMs as number) > MAX_MEMBERSHIP_WAIT_MS) {
+        return `partition-membership waitMs must be an integer from 0 to ${MAX_MEMBERSHIP_WAIT_MS}`;
+      }
+      return { type: "partition-membership", partitionId: request.partitionId, change, waitMs: waitMs as number };
     }
     case "partition-force": {
       if (!isPartitionId(request.partitionId)) return "partition-force needs a partition id ≥ 1";

@@ -92,3 +92,58 @@ describe("PARTITION_JOIN while a snapshot streams in", () => {
     controller.abort();
   });
 });
+
+describe("PARTITION_JOIN with a leader that holds its requests", () => {
+  beforeEach(() => {
+    vi.useFakeTimers();
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it("asks the leader to hold each request and completes the moment the promotion is committed, without polling", async () => {
+    let committed = false;
+    let commit: () => void = () => {};
+    const requests: { change: string; waitMs: number | undefined }[] = [];
+    const { context } = joiningBroker(() => 0);
+    // The leader holds a request until its change took hold or the wait is over, as PartitionReplica does.
+    (context as { requestPeer: unknown }).requestPeer = async (
+      _nodeId: number,
+      request: { change: { type: string }; waitMs?: number },
+    ): Promise<MembershipAnswer> => {
+      requests.push({ change: request.change.type, waitMs: request.waitMs });
+      if (request.change.type === "addLearner") return { outcome: "done", members: [] };
+      if (committed) return { outcome: "done", members: [] };
+      return new Promise((resolve) => {
+        const timer = setTimeout(
+          () => resolve({ outcome: "in-progress", detail: "broker 3 is catching up" }),
+          request.waitMs ?? 0,
+        );
+        commit = () => {
+          clearTimeout(timer);
+          committed = true;
+          resolve({ outcome: "done", members: [] });
+        };
+      });
+    };
+    const controller = new AbortController();
+    const join = applyOperationHere(
+      context,
+      { operation: "PARTITION_JOIN", brokerId: 3, partitionId: 1, priority: 1 },
+      { signal: controller.signal, reportBytes: () => {} },
+    );
+    const outcome = join.then(
+      () => "completed",
+      (error: Error) => error.message,
+    );
+    // Two held promotion requests came back with the learner still catching up; the third is held now.
+    await vi.advanceTimersByTimeAsync(2_500);
+    expect(requests.every((request) => (request.waitMs ?? 0) > 0)).toBe(true);
+    expect(requests.filter((request) => request.change === "promote")).toHaveLength(3);
+    commit();
+    // No pause between the held answer and the completion: no timer needs to fire.
+    await vi.advanceTimersByTimeAsync(0);
+    expect(await Promise.race([outcome, Promise.resolve("still running")])).toBe("completed");
+    controller.abort();
+  });
+});

@@ -147,6 +147,39 @@ describe("PartitionReplica membership changes", () => {
     }
   });
 
+  it("a leader holds a waiting request until its change took hold: one request adds a learner, one promotes it, under writes", async () => {
+    await openGroup([voter(0, 3), voter(1), voter(2)]);
+    await waitFor(() => replicas.get(0)?.report().role === "leader", "the primary leads");
+    const primary = replicas.get(0) as PartitionReplica;
+    let writing = true;
+    const writer = (async () => {
+      for (let sequence = 0; writing; sequence += 1) await primary.publish(command(`held-${sequence}`));
+    })();
+    await waitFor(() => primary.report().commitIndex >= 100, "some writes before the join");
+    const joining = await openReplica(3, null);
+    // Without waiting, the leader answers `in-progress` once it proposed; held, the one answer is the commit.
+    const added = await primary.changeMembership({ type: "addLearner", member: 3, priority: 1 }, 5_000);
+    expect(added).toMatchObject({ outcome: "done" });
+    // The learner catches up through a snapshot and the log while the request is held; the leader proposes the
+    // promotion itself once the learner stayed within the lag, and answers when it is committed.
+    const promoted = await primary.changeMembership({ type: "promote", member: 3 }, 5_000);
+    expect(promoted.outcome === "done" ? votersOf({ members: promoted.members }) : promoted).toEqual([0, 1, 2, 3]);
+    writing = false;
+    await writer;
+    await waitFor(() => joining.report().appliedIndex >= primary.report().commitIndex, "the new voter caught up");
+  });
+
+  it("a leader answers a held membership request when it stops", async () => {
+    await openGroup([voter(0, 3), voter(1), voter(2)]);
+    await waitFor(() => replicas.get(0)?.report().role === "leader", "the primary leads");
+    const primary = replicas.get(0) as PartitionReplica;
+    // Broker 3 never runs, so it never catches up and its promotion waits.
+    await changeUntilDone({ type: "addLearner", member: 3, priority: 1 });
+    const held = primary.changeMembership({ type: "promote", member: 3 }, 5_000);
+    await closeReplica(0);
+    expect(await held).toMatchObject({ outcome: "unavailable" });
+  });
+
   it("a leader sending its snapshot to a joining replica keeps that snapshot and the log after it until the transfer ends", async () => {
     await openGroup([voter(0, 3), voter(1), voter(2)]);
     const sender = await leader();
@@ -225,6 +258,21 @@ describe("PartitionReplica membership changes", () => {
     await first.destroy();
     replicas.delete(leaving);
     expect((await next.publish(command("after-leave"))).outcome).toBe("published");
+  });
+
+  it("a leader asked to remove itself and to wait answers once it handed over, naming the new leader", async () => {
+    await openGroup([voter(0), voter(1), voter(2)]);
+    const first = await leader();
+    const leaving = [...replicas.entries()].find(([, replica]) => replica === first)?.[0] as number;
+    // Without waiting it answers `in-progress` while it hands over; held, it answers when the hand-over ended.
+    const answer = await first.changeMembership({ type: "remove", member: leaving }, 5_000);
+    expect(answer).toMatchObject({ outcome: "not-leader" });
+    const next = answer.outcome === "not-leader" ? replicas.get(answer.leaderId ?? -1) : undefined;
+    expect(next).toBeDefined();
+    expect(next).not.toBe(first);
+    expect(await next?.changeMembership({ type: "remove", member: leaving }, 5_000)).toMatchObject({
+      outcome: "done",
+    });
   });
 
   it("refuses to remove the last voter", async () => {

@@ -1,9 +1,9 @@
 /**
- * Parsing the peer requests of backups: the checkpoint request, and the checkpoint id a relocation hand-over carries
- * (absent from brokers of earlier versions).
+ * Parsing peer requests: the checkpoint request and the checkpoint id a relocation hand-over carries (backups), and
+ * how long a membership request may be held (absent from brokers of earlier versions).
  */
 import { describe, expect, it } from "vitest";
-import { parsePeerRequest } from "../../../src/cluster/broker/peer-requests.js";
+import { MAX_MEMBERSHIP_WAIT_MS, parsePeerRequest } from "../../../src/cluster/broker/peer-requests.js";
 import { DEFAULT_TENANT_ID } from "../../../src/cluster/engine/index.js";
 
 const message = {
@@ -39,5 +39,31 @@ describe("peer requests of backups", () => {
     expect(parsePeerRequest({ ...base, checkpointId: -4 })).toBe(
       "partition-relocate-in carries a checkpoint id ≥ 0 or none",
     );
+  });
+});
+
+describe("peer requests of membership changes", () => {
+  const change = { type: "promote", member: 3 };
+
+  it("parses how long the leader may hold the request, absent in requests of earlier versions", () => {
+    expect(parsePeerRequest({ type: "partition-membership", partitionId: 1, change })).toEqual({
+      type: "partition-membership",
+      partitionId: 1,
+      change,
+    });
+    expect(parsePeerRequest({ type: "partition-membership", partitionId: 1, change, waitMs: 1_000 })).toEqual({
+      type: "partition-membership",
+      partitionId: 1,
+      change,
+      waitMs: 1_000,
+    });
+  });
+
+  it("refuses a wait that is not an integer from 0 to its bound", () => {
+    for (const waitMs of [-1, 1.5, "100", null, MAX_MEMBERSHIP_WAIT_MS + 1]) {
+      expect(parsePeerRequest({ type: "partition-membership", partitionId: 1, change, waitMs })).toBe(
+        `partition-membership waitMs must be an integer from 0 to ${MAX_MEMBERSHIP_WAIT_MS}`,
+      );
+    }
   });
 });

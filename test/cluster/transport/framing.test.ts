@@ -16,6 +16,16 @@ describe("encodeFrame", () => {
     expect(frame.readUInt32BE(0)).toBe(frame.length - FRAME_HEADER_BYTES);
   });
 
+  it("hands out frames of its own: later encodings, which reuse the encoder's buffer, leave earlier frames intact", () => {
+    const first = encodeFrame({ data: new Uint8Array(256 * 1024).fill(1) }, maxFrameBytes);
+    const copy = Buffer.from(first);
+    for (let fill = 2; fill < 6; fill += 1) encodeFrame({ data: new Uint8Array(512 * 1024).fill(fill) }, maxFrameBytes);
+    expect(first.equals(copy)).toBe(true);
+    const [decoded] = decodeAll([first]) as { data: Uint8Array }[];
+    expect(decoded?.data.byteLength).toBe(256 * 1024);
+    expect(decoded?.data.every((byte) => byte === 1)).toBe(true);
+  });
+
   it("refuses a body larger than the maximum", () => {
     expect(() => encodeFrame({ data: new Uint8Array(2048) }, 1024)).toThrow(FrameTooLargeError);
   });

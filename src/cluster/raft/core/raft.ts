@@ -1055,6 +1055,7 @@ export class RaftNode {
     } else progress.inflights.freeUpTo(message.index);
     if (this.maybeCommit()) this.broadcastPending = true;
     else if (wasPaused) this.sendAppend(message.from, true);
+    this.noteLearnerCaughtUp(progress);
     if (this.role !== "leader") return;
     // Keep the pipeline full; flow control bounds the loop.
     for (let sent = 0; sent < this.options.maxInflightMessages; sent++) {
@@ -1412,6 +1413,18 @@ export class RaftNode {
     const learner = this.progress.get(member);
     if (learner === undefined || learner.caughtUpSinceTick === null) return false;
     return this.ticks - learner.caughtUpSinceTick >= this.options.promotionStableTicks;
+  }
+
+  /**
+   * Starts a learner's caught-up time when an acknowledgement brings it within the lag, rather than at the next tick:
+   * the ticks after it still each check that it stayed there (`trackLearnersCatchingUp`), so the promotion waits for
+   * the same number of checks, without the part of a tick that passed before the first one.
+   */
+  private noteLearnerCaughtUp(progress: Progress): void {
+    if (progress.caughtUpSinceTick !== null || progress.state !== "replicate") return;
+    if (progress.match + this.options.promotionLagEntries < this.log.committed) return;
+    if (memberOf(this.configuration(), progress.member)?.role !== "learner") return;
+    progress.caughtUpSinceTick = this.ticks;
   }
 
   /** Keeps each learner's `caughtUpSinceTick` current (leader only, once per tick). */

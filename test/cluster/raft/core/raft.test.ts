@@ -720,6 +720,29 @@ describe("membership changes (single-server)", () => {
     expect(group.node(leader).proposeConfigurationChange({ type: "promote", member: 4 }).accepted).toBe(true);
   });
 
+  it("learner promotion: the caught-up time starts at the acknowledgement that brings the learner within the lag", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3), { promotionLagEntries: 3, promotionStableTicks: 3 });
+    const leader = group.electLeader();
+    for (let index = 0; index < 5; index++) group.propose(`before${index}`);
+    group.add(4, false);
+    expect(group.node(leader).proposeConfigurationChange({ type: "addLearner", member: 4, priority: 1 }).accepted).toBe(
+      true,
+    );
+    // Delivered without a tick: the learner's acknowledgements alone start its caught-up time.
+    group.flush();
+    const progress = group.node(leader).progressOf(4);
+    expect(progress?.state).toBe("replicate");
+    expect(progress?.caughtUpSinceTick).not.toBeNull();
+    // Each of the next three ticks finds it still caught up, which makes it ready; two do not.
+    group.tick(2);
+    expect(group.node(leader).proposeConfigurationChange({ type: "promote", member: 4 })).toMatchObject({
+      accepted: false,
+      reason: "learnerBehind",
+    });
+    group.tick(1);
+    expect(group.node(leader).proposeConfigurationChange({ type: "promote", member: 4 }).accepted).toBe(true);
+  });
+
   it("a member grants no vote to a candidate its configuration does not list", () => {
     const group = new ScriptedGroup(voters(1, 2, 3));
     const leader = group.electLeader();
