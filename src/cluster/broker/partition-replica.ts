@@ -217,6 +217,8 @@ const BACKUP_PACING_LOG_LIMIT_INTERVALS = 3;
 const SNAPSHOT_SLICE_MS = 2;
 /** Messages encoded between two looks at the clock while a snapshot is encoded. */
 const SNAPSHOT_MESSAGES_PER_CLOCK_READ = 256;
+/** Bytes of an encoded snapshot joined into its data per turn of the event loop. */
+const SNAPSHOT_ASSEMBLY_STEP_BYTES = 1024 * 1024;
 
 /** Work for the driver: from request handlers (bounded by `MAX_QUEUED_WORK`), or the replica's own snapshots. */
 interface QueuedWork {
@@ -1516,8 +1518,15 @@ export class PartitionReplica {
         if (!encoded) await this.clock.yieldTurn();
         if (!this.running) return;
       }
+      // Joining the encoded pieces and cutting the data into stored chunks copy every byte on this thread as well, so
+      // they take turns too: in one go, a large state held every replica of the broker for longer than a peer or the
+      // coordinator's client waits for an answer.
+      while (!encoder.assembleBytes(SNAPSHOT_ASSEMBLY_STEP_BYTES)) {
+        await this.clock.yieldTurn();
+        if (!this.running) return;
+      }
       const data = encoder.bytes();
-      await this.storage.prepareSnapshot(data);
+      await this.storage.prepareSnapshot(data, () => this.clock.yieldTurn());
       const report: SnapshotReport = {
         partitionId: this.partitionId,
         index: encoder.appliedIndex,

@@ -803,16 +803,32 @@ export class PartitionEngine {
 }
 
 /**
+ * Bytes of message variables packed in one piece while a snapshot is encoded (at least one message per piece): a
+ * piece is packed into the codec's buffer and copied once more, so a slice of large messages must stay small for the
+ * slices of `PartitionReplica.takeSnapshot` to stay short.
+ */
+export const SNAPSHOT_PIECE_BYTES = 1024 * 1024;
+
+/**
  * Encodes one engine snapshot incrementally (see `PartitionEngine.snapshotEncoder`). msgpack is concatenative: an
  * array is its length header followed by its elements, each encoded on its own, so slices of the message list packed
  * separately (their own array header cut off) and joined give the same bytes as packing the whole state at once.
+ * The pieces are joined into the snapshot's bytes a step at a time too (`assembleBytes`): copying a large state in
+ * one go would hold the caller's thread for as long as the encoding itself.
  */
 export class EngineSnapshotEncoder {
   /** The applied index the snapshot describes. */
   readonly appliedIndex: number;
   private readonly messages: readonly StoredMessage[];
+  /** Encoded pieces in order; a piece copied into `assembled` whole is dropped (replaced by an empty one). */
   private readonly pieces: Uint8Array[] = [];
   private encodedMessages = 0;
+  /** The snapshot's bytes, allocated by the first `assembleBytes`; filled up to `assembledBytes`. */
+  private assembled: Uint8Array | null = null;
+  private assembledBytes = 0;
+  /** The piece `assembleBytes` copies next, and how much of it was copied already. */
+  private assemblyPiece = 0;
+  private assemblyPieceOffset = 0;
 
   /**
    * Called by `PartitionEngine.snapshotEncoder` with the applied index, every field before the message list, and the
@@ -834,41 +850,82 @@ export class EngineSnapshotEncoder {
     return this.messages.length;
   }
 
-  /** Encodes up to `maxMessages` more messages; returns true once every message is encoded. */
+  /**
+   * Encodes up to `maxMessages` more messages, fewer once their variables reach `SNAPSHOT_PIECE_BYTES`; returns true
+   * once every message is encoded.
+   */
   encodeMessages(maxMessages: number): boolean {
     if (!(maxMessages >= 1)) throw new Error(`invariant violated: a slice must hold at least one message`);
     const end = Math.min(this.messages.length, this.encodedMessages + maxMessages);
     if (end > this.encodedMessages) {
       const slice: unknown[] = [];
-      for (let position = this.encodedMessages; position < end; position += 1) {
-        slice.push(messageFields(this.messages[position] as StoredMessage));
+      let sliceBytes = 0;
+      for (let position = this.encodedMessages; position < end && sliceBytes < SNAPSHOT_PIECE_BYTES; position += 1) {
+        const message = this.messages[position] as StoredMessage;
+        slice.push(messageFields(message));
+        sliceBytes += message.variablesBytes.byteLength;
       }
       const packed = engineCodec.pack(slice);
       // A copy: the codec may hand out a view into a buffer it reuses for the next pack.
       this.pieces.push(Uint8Array.prototype.slice.call(packed, arrayHeader(slice.length).byteLength));
-      this.encodedMessages = end;
+      this.encodedMessages += slice.length;
     }
     return this.encodedMessages === this.messages.length;
   }
 
-  /** The snapshot's bytes; every message must have been encoded. */
+  /**
+   * Copies up to `maxBytes` more of the encoded pieces into the snapshot's bytes; returns true once they hold every
+   * byte. Every message must have been encoded.
+   */
+  assembleBytes(maxBytes: number): boolean {
+    if (!(maxBytes >= 1)) throw new Error("invariant violated: an assembly step must copy at least one byte");
+    this.assertEncoded();
+    let assembled = this.assembled;
+    if (assembled === null) {
+      let totalBytes = 0;
+      for (const piece of this.pieces) totalBytes += piece.byteLength;
+      assembled = new Uint8Array(totalBytes);
+      this.assembled = assembled;
+    }
+    let budget = maxBytes;
+    while (budget > 0 && this.assemblyPiece < this.pieces.length) {
+      const piece = this.pieces[this.assemblyPiece] as Uint8Array;
+      const copied = Math.min(budget, piece.byteLength - this.assemblyPieceOffset);
+      assembled.set(piece.subarray(this.assemblyPieceOffset, this.assemblyPieceOffset + copied), this.assembledBytes);
+      this.assembledBytes += copied;
+      this.assemblyPieceOffset += copied;
+      budget -= copied;
+      if (this.assemblyPieceOffset === piece.byteLength) {
+        // Copied: its memory is not needed twice.
+        this.pieces[this.assemblyPiece] = EMPTY_PIECE;
+        this.assemblyPiece += 1;
+        this.assemblyPieceOffset = 0;
+      }
+    }
+    return this.assemblyPiece === this.pieces.length;
+  }
+
+  /**
+   * The snapshot's bytes (the same array on every call); every message must have been encoded. Assembles what
+   * `assembleBytes` has not yet, in one go.
+   */
   bytes(): Uint8Array {
+    this.assertEncoded();
+    while (!this.assembleBytes(Number.MAX_SAFE_INTEGER));
+    return this.assembled as Uint8Array;
+  }
+
+  private assertEncoded(): void {
     if (this.encodedMessages !== this.messages.length) {
       throw new Error(
         `invariant violated: snapshot bytes requested after ${this.encodedMessages} of ${this.messages.length} messages`,
       );
     }
-    let totalBytes = 0;
-    for (const piece of this.pieces) totalBytes += piece.byteLength;
-    const bytes = new Uint8Array(totalBytes);
-    let offset = 0;
-    for (const piece of this.pieces) {
-      bytes.set(piece, offset);
-      offset += piece.byteLength;
-    }
-    return bytes;
   }
 }
+
+/** What a piece of a snapshot being assembled is replaced by once it was copied. */
+const EMPTY_PIECE = new Uint8Array(0);
 
 /** The steps of one restore (`PartitionEngine.restoreVisitor`) and the engine they built. */
 interface EngineRestoreVisitor extends MsgpackArrayVisitor {

@@ -1,6 +1,12 @@
 import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { PartitionReplica, type PartitionReplicaOptions } from "../../../src/cluster/broker/partition-replica.js";
+import {
+  PartitionReplica,
+  type PartitionReplicaOptions,
+  type ReplicaClock,
+  type SnapshotReport,
+  systemClock,
+} from "../../../src/cluster/broker/partition-replica.js";
 import type { PublishMessageCommand, PublishMessageResponse } from "../../../src/cluster/broker/protocol.js";
 import { StorageEnvironment } from "../../../src/cluster/raft/storage/environment.js";
 import { removeDirectory, temporaryDirectory, waitFor } from "./support.js";
@@ -80,6 +86,35 @@ describe("PartitionReplica (a single-member group with real storage)", () => {
     await waitFor(() => leader.failed, "the replica failed");
     expect(failures.map((failure) => failure.message)).toEqual(["no space left on device"]);
     failures.length = 0;
+  });
+
+  it("takes a large snapshot in turns: other work gets one per MiB while its bytes are joined and while they are stored", async () => {
+    const MiB = 1024 * 1024;
+    // Only snapshots yield through the clock here (no backup runs).
+    let turns = 0;
+    const clock: ReplicaClock = {
+      ...systemClock,
+      yieldTurn: () => {
+        turns += 1;
+        return systemClock.yieldTurn();
+      },
+    };
+    const reports: SnapshotReport[] = [];
+    const leader = await openLeader({
+      clock,
+      snapshotIntervalEntries: 20,
+      onSnapshot: (report) => reports.push(report),
+    });
+    const variables = { blob: "x".repeat(200_000) };
+    for (let sequence = 0; sequence < 24; sequence += 1) {
+      const published = await leader.publish(command({ name: `large-${sequence}`, variables }));
+      if (published.outcome !== "published") throw new Error(JSON.stringify(published));
+    }
+    await waitFor(() => reports.length > 0 && leader.latestSnapshotIndex > 0, "a snapshot taken");
+    const report = reports[0] as SnapshotReport;
+    expect(report.sizeBytes).toBeGreaterThan(3 * MiB);
+    // A turn after every full MiB joined, and one after every full MiB cut into stored chunks.
+    expect(turns).toBeGreaterThanOrEqual(2 * (Math.ceil(report.sizeBytes / MiB) - 1));
   });
 
   it("answers a proposal whose own work item fails the replica", async () => {

@@ -1,7 +1,11 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { encodeKey } from "../../../src/cluster/engine/keys.js";
-import { type ApplyResult, PartitionEngine } from "../../../src/cluster/engine/partition-engine.js";
+import {
+  type ApplyResult,
+  PartitionEngine,
+  SNAPSHOT_PIECE_BYTES,
+} from "../../../src/cluster/engine/partition-engine.js";
 import {
   DEFAULT_TENANT_ID,
   encodeRecord,
@@ -418,10 +422,32 @@ describe("EngineSnapshotEncoder", () => {
     expect(() => restorer.push(damaged.subarray(0, 3))).toThrow(/partition id/);
   });
 
+  it("packs large messages a bounded piece at a time and joins the bytes in steps, giving the same bytes", () => {
+    const engine = new PartitionEngine({ partitionId: 5 });
+    const variables = { blob: "v".repeat(200_000) };
+    for (let position = 0; position < 12; position += 1) {
+      engine.apply(position + 1, publish({ variables, timeToLiveMs: 10_000_000 }));
+    }
+    const whole = engine.snapshot();
+    const encoder = engine.snapshotEncoder();
+    let pieces = 1;
+    while (!encoder.encodeMessages(256)) pieces += 1;
+    // Pieces stop once their variables reach the bound: at most that and one message each.
+    expect(pieces).toBeGreaterThanOrEqual(Math.ceil((12 * 200_000) / (SNAPSHOT_PIECE_BYTES + 200_000)));
+    const stepBytes = 64 * 1024;
+    let steps = 1;
+    while (!encoder.assembleBytes(stepBytes)) steps += 1;
+    expect(steps).toBe(Math.ceil(whole.byteLength / stepBytes));
+    const bytes = encoder.bytes();
+    expect(Buffer.from(bytes).equals(Buffer.from(whole))).toBe(true);
+    expect(encoder.bytes()).toBe(bytes);
+  });
+
   it("refuses to hand out the bytes before every message is encoded", () => {
     const encoder = engineWith(3).snapshotEncoder();
     encoder.encodeMessages(2);
     expect(() => encoder.bytes()).toThrow(/after 2 of 3 messages/);
+    expect(() => encoder.assembleBytes(1_024)).toThrow(/after 2 of 3 messages/);
     expect(() => encoder.encodeMessages(0)).toThrow(/at least one message/);
   });
 });

@@ -87,6 +87,22 @@ export class SnapshotChecksumMismatchError extends Error {
 
 const DEFAULT_SNAPSHOT_CHUNK_BYTES = 1024 * 1024;
 
+/**
+ * Bytes of snapshot data `prepareSnapshot` cuts into checksummed chunks between two turns it yields: each chunk is
+ * copied and checksummed on the caller's thread, and a snapshot of hundreds of megabytes cut in one go held a broker
+ * (every replica of it, and its coordinator's requests) for longer than a peer waits for an answer.
+ */
+export const SNAPSHOT_PREPARE_SLICE_BYTES = 1024 * 1024;
+
+/** A snapshot whose chunks `prepareSnapshot` wrote: their slot, and the CRC-32C of the data they hold. */
+interface PreparedSnapshot {
+  readonly slot: number;
+  readonly checksum: number;
+}
+
+/** One turn of the event loop (`prepareSnapshot`'s default way to let other work run). */
+const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
 /** Enough for every entry between two snapshots at the broker's default interval and a few hundred bytes each. */
 const DEFAULT_ENTRY_CACHE_BYTES = 8 * 1024 * 1024;
 
@@ -247,8 +263,8 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   private cacheChanges: (() => void)[] = [];
   /** The highest chunk slot this storage has used or seen; slots are never reused while it is open. */
   private highestSlot = 0;
-  /** Slots whose chunks `prepareSnapshot` wrote, by the snapshot data they hold. */
-  private readonly preparedSlots = new WeakMap<Uint8Array, number>();
+  /** Snapshots whose chunks `prepareSnapshot` wrote, by the snapshot data they hold. */
+  private readonly preparedSlots = new WeakMap<Uint8Array, PreparedSnapshot>();
   /** Whether this storage's first write removed the chunks no record referred to at open (left by a crash). */
   private sweptOrphanChunks = false;
   /** Chunks found at open under slots no record refers to (left by a crash). */
@@ -447,13 +463,16 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
    * array), which then only has to make a record refer to them. The chunks are written and synced by LMDB's writer
    * thread while this thread goes on; a broker's replicas keep committing meanwhile. Optional: `installSnapshot`
    * writes the chunks of data it was not prepared for itself, in its own transaction (holding this thread for it).
-   * An `installSnapshot` of the same data must wait until this resolves.
+   * An `installSnapshot` of the same data must wait until this resolves, and `data` must not change meanwhile.
+   *
+   * The data is cut into chunks `SNAPSHOT_PREPARE_SLICE_BYTES` at a time, with `yieldTurn` (by default one turn of
+   * the event loop) awaited between two slices, so other work runs in between however large the snapshot is.
    */
-  async prepareSnapshot(data: Uint8Array): Promise<void> {
+  async prepareSnapshot(data: Uint8Array, yieldTurn: () => Promise<void> = nextTurn): Promise<void> {
     this.assertOpen();
     if (this.preparedSlots.has(data)) return;
-    const slot = await this.writeSnapshotData(data);
-    this.preparedSlots.set(data, slot);
+    const prepared = await this.writeSnapshotData(data, yieldTurn);
+    this.preparedSlots.set(data, prepared);
   }
 
   /**
@@ -462,21 +481,24 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
    */
   async discardPreparedSnapshot(data: Uint8Array): Promise<void> {
     this.assertOpen();
-    const slot = this.preparedSlots.get(data);
-    if (slot === undefined) return;
+    const prepared = this.preparedSlots.get(data);
+    if (prepared === undefined) return;
     this.preparedSlots.delete(data);
-    await this.submit(() => this.releaseSlot(slot));
+    await this.submit(() => this.releaseSlot(prepared.slot));
   }
 
   /** Durably stores a snapshot newer than the current one, keeping only log entries after it that match it. */
   async installSnapshot(snapshot: Snapshot): Promise<void> {
     this.assertOpen();
     const metadata = copyMetadata(snapshot.metadata);
+    const prepared = this.preparedSlots.get(snapshot.data);
+    // Prepared data was checksummed as its chunks were cut, a slice at a time: that checksum is the one of the bytes
+    // the chunks hold, which must be the one in the metadata. Other data is checksummed here, in one go.
     const refusal = !isSnapshotMetadata(metadata)
       ? "invalid snapshot metadata"
       : snapshot.data.byteLength !== metadata.sizeBytes
         ? `snapshot data is ${snapshot.data.byteLength} bytes but its metadata says ${metadata.sizeBytes}`
-        : crc32c(snapshot.data) !== metadata.checksum
+        : (prepared?.checksum ?? crc32c(snapshot.data)) !== metadata.checksum
           ? "snapshot data does not match the checksum in its metadata"
           : null;
     if (refusal !== null) {
@@ -484,23 +506,23 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       await this.discardPreparedSnapshot(snapshot.data).catch(() => undefined);
       throw new Error(refusal);
     }
-    const prepared = this.preparedSlots.get(snapshot.data);
     if (prepared !== undefined) {
       this.preparedSlots.delete(snapshot.data);
+      const slot = prepared.slot;
       return this.submit(() => {
         const staged = this.stagedView();
         if (!this.isNewerSnapshot(staged, metadata)) {
-          this.releaseSlot(prepared);
+          this.releaseSlot(slot);
           return;
         }
         try {
           // Reads the log (and may find it damaged) before writing anything, as a submitted write must.
           this.termIn(staged, metadata.index);
         } catch (error) {
-          this.releaseSlot(prepared);
+          this.releaseSlot(slot);
           throw error;
         }
-        this.adoptSnapshot(staged, { metadata, slot: prepared });
+        this.adoptSnapshot(staged, { metadata, slot });
       });
     }
     // Not prepared: the chunks go into this write's own transaction, which keeps it in the order of the calls.
@@ -524,21 +546,33 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   }
 
   /**
-   * Writes `data` as checksummed chunks under a slot of its own, durably, and returns the slot. No record refers to
-   * the slot yet: a crash before one does leaves chunks that the first write after the restart removes.
+   * Writes `data` as checksummed chunks under a slot of its own, durably, and returns the slot with the data's
+   * checksum. No record refers to the slot yet: a crash before one does leaves chunks that the first write after the
+   * restart removes. The chunks are cut a slice at a time (see `prepareSnapshot`).
    */
-  private async writeSnapshotData(data: Uint8Array): Promise<number> {
+  private async writeSnapshotData(data: Uint8Array, yieldTurn: () => Promise<void>): Promise<PreparedSnapshot> {
     const slot = this.reserveSlot();
-    const chunks = this.encodeChunks(data).map(
-      ({ offset, chunk }) => [[this.scope, slot, offset] as ChunkKey, chunk] as const,
-    );
+    const chunks: (readonly [ChunkKey, Uint8Array])[] = [];
+    let checksum = 0;
+    let sliceBytes = 0;
+    for (let offset = 0; offset < data.byteLength; offset += this.snapshotChunkBytes) {
+      if (sliceBytes >= SNAPSHOT_PREPARE_SLICE_BYTES) {
+        sliceBytes = 0;
+        await yieldTurn();
+        this.assertOpen();
+      }
+      const piece = data.subarray(offset, offset + this.snapshotChunkBytes);
+      chunks.push([[this.scope, slot, offset], encodeChunk(piece)]);
+      checksum = crc32c(piece, checksum) >>> 0;
+      sliceBytes += piece.byteLength;
+    }
     const written = this.environment.writeChunks(chunks);
     this.lastChunkWrite = written.then(
       () => undefined,
       () => undefined,
     );
     await written;
-    return slot;
+    return { slot, checksum };
   }
 
   /**

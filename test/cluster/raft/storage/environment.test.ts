@@ -9,7 +9,7 @@ import {
   JOURNAL_DIRECTORY_NAME,
   StorageEnvironment,
 } from "../../../../src/cluster/raft/storage/environment.js";
-import { MemberStorage } from "../../../../src/cluster/raft/storage/member-storage.js";
+import { MemberStorage, SNAPSHOT_PREPARE_SLICE_BYTES } from "../../../../src/cluster/raft/storage/member-storage.js";
 import type { Entry, Snapshot } from "../../../../src/cluster/raft/types.js";
 import { entriesOpenToOthers } from "../../../support/file-modes.js";
 import { withTemporaryDirectory } from "./temp-directory.js";
@@ -265,6 +265,46 @@ describe.each([false, true])("StorageEnvironment (synchronous commit: %s)", (syn
       expect(await again.load()).toMatchObject({ firstIndex: 4, lastIndex: 6 });
       await again.close();
       await reopened.close();
+    });
+  });
+
+  it("cuts a large prepared snapshot into chunks a slice at a time, with a turn for other work after each slice", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const environment = StorageEnvironment.open({ directory, synchronousCommit });
+      const chunkBytes = SNAPSHOT_PREPARE_SLICE_BYTES / 4;
+      const storage = MemberStorage.openIn(environment, { scope: 4, snapshotChunkBytes: chunkBytes });
+      await storage.append(entries(1, 6, 1, "log"), null);
+      const data = new Uint8Array(4 * SNAPSHOT_PREPARE_SLICE_BYTES + 1).map((_, position) => position % 251);
+      const large: Snapshot = {
+        metadata: { ...snapshot(3, 1, "").metadata, sizeBytes: data.byteLength, checksum: snapshotChecksum(data) },
+        data,
+      };
+      // Other work: an append that commits while the chunks are being cut.
+      let turns = 0;
+      const appended: Promise<void>[] = [];
+      await storage.prepareSnapshot(large.data, async () => {
+        turns += 1;
+        if (turns === 1) appended.push(storage.append(entries(7, 1, 1, "log"), null));
+        await new Promise((resolve) => setImmediate(resolve));
+      });
+      // One turn after each full slice, none after the last bytes.
+      expect(turns).toBe(4);
+      await Promise.all(appended);
+      await storage.installSnapshot(large);
+      expect(Buffer.from(storage.snapshot()?.data ?? []).equals(Buffer.from(data))).toBe(true);
+      expect(await storage.load()).toMatchObject({ firstIndex: 4, lastIndex: 7 });
+
+      // Prepared data is installed only under the checksum of the bytes its chunks hold.
+      const other = Uint8Array.from(data);
+      await storage.prepareSnapshot(other);
+      const wrong: Snapshot = {
+        metadata: { ...large.metadata, index: 5, checksum: (large.metadata.checksum ^ 1) >>> 0 },
+        data: other,
+      };
+      await expect(storage.installSnapshot(wrong)).rejects.toThrow(/does not match the checksum/);
+      expect(storage.snapshot()?.metadata.index).toBe(3);
+      await storage.close();
+      await environment.close();
     });
   });
 
