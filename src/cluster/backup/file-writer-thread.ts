@@ -179,6 +179,10 @@ export class FileWriterThread {
           if (reply.kind === "failed") throw new Error(reply.message);
           if (reply.kind !== "finished") throw new Error(`${name} could not be finished`);
           return { name, sizeBytes: reply.sizeBytes, sha256: reply.sha256 };
+        } catch (error) {
+          // A thread that failed the file removed it; one that died before the rename cannot.
+          await rm(paths.temporaryPath, { force: true });
+          throw error;
         } finally {
           this.close(file);
         }

@@ -68,7 +68,7 @@ export interface BackupFileWriter {
   buffer?(sizeBytes: number): Uint8Array;
   /**
    * Finishes the file durably and resolves with its size and checksum; rejects when any write failed or what the
-   * store holds differs from what was written.
+   * store holds differs from what was written, and then keeps nothing of the file.
    */
   finish(): Promise<BackupFileEntry>;
   /** Gives up the file (nothing of it is kept). */

@@ -82,6 +82,15 @@ describe("FileWriterThread", () => {
     expect(await next.finish()).toMatchObject({ name: "log.bin", sizeBytes: 3 });
   });
 
+  it("leaves no temporary file when the thread dies before finish, even without an abort", async () => {
+    const file = await store.createFile(part, "snapshot.bin");
+    await file.write(new Uint8Array(4096).fill(1));
+    expect((await readdir(store.partDirectory(part))).filter((name) => name.endsWith(".tmp"))).toHaveLength(1);
+    await store.fileWriter.terminate();
+    await expect(file.finish()).rejects.toThrow(/backup file writer thread exited/);
+    expect(await readdir(store.partDirectory(part))).toEqual([]);
+  });
+
   it("reports a file system failure of the thread at finish and leaves no temporary file", async () => {
     const file = await store.createFile(part, "log.bin");
     await file.write(new Uint8Array(4096).fill(1));
