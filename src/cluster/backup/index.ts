@@ -2,7 +2,7 @@
 export { FilesystemBackupStore } from "./filesystem-store.js";
 export {
   BACKUP_CHUNK_BYTES,
-  encodeLogFrames,
+  copyLogFrames,
   type PartitionBackupRequest,
   type PartitionBackupSource,
   writePartitionBackup,

@@ -9,8 +9,7 @@
  * or log no longer there, a store error) ends it FAILED with the reason.
  */
 import { continueChecksum } from "../raft/core/snapshot-transfer.js";
-import type { Entry, SnapshotMetadata } from "../raft/index.js";
-import { encodedEntryBytes, encodeEntryInto } from "../raft/storage/codec.js";
+import type { SnapshotMetadata } from "../raft/index.js";
 import {
   BACKUP_FILE_NAMES,
   type BackupFileEntry,
@@ -39,8 +38,16 @@ export interface PartitionBackupSource {
    * them to another thread); null when another snapshot replaced it.
    */
   snapshotChunk(metadata: SnapshotMetadata, offset: number, maxBytes: number): Uint8Array | null;
-  /** Entries in [fromIndex, toIndex), stopping once `maxBytes` is passed; throws when they are not held. */
-  entries(fromIndex: number, toIndex: number, maxBytes: number): Entry[];
+  /**
+   * The stored sizes of the entries in [fromIndex, toIndex) (`encodeEntry`'s layout), stopping after the first entry
+   * once their total passes `maxBytes`; throws when they are not held.
+   */
+  storedEntrySizes(fromIndex: number, toIndex: number, maxBytes: number): number[];
+  /**
+   * Reads entry `index` as stored (`encodeEntry`'s bytes) into `target`, exactly its stored size, and verifies it
+   * (checksum, layout, index); throws when it is not held or damaged.
+   */
+  readStoredEntry(index: number, target: Uint8Array): void;
   /** Why the replica may no longer write this part (it lost leadership, it stopped), or null. */
   interruption(): string | null;
   /** Lets other work run between two chunks (`BackupPacer` lets the broker's own work go first). */
@@ -255,46 +262,53 @@ async function writeLog(
     // Bounded: every pass writes at least one entry of a fixed range (or stops).
     for (let index = firstIndex; index <= request.checkpointPosition; ) {
       checkInterruption(source);
-      let entries: Entry[];
+      let frames: Uint8Array;
+      let entryCount: number;
       try {
-        entries = source.entries(index, request.checkpointPosition + 1, BACKUP_CHUNK_BYTES);
+        const sizes = source.storedEntrySizes(index, request.checkpointPosition + 1, BACKUP_CHUNK_BYTES);
+        if (sizes.length === 0) throw new PartFailure(`the log from ${index} is no longer held`);
+        frames = copyLogFrames(source, index, sizes, file.buffer?.bind(file));
+        entryCount = sizes.length;
       } catch (error) {
+        if (error instanceof PartFailure) throw error;
         // A snapshot installed meanwhile compacted the log: the part starts over from that snapshot.
         if ((source.snapshotMetadata()?.index ?? 0) !== firstIndex - 1) {
           throw new SnapshotReplaced(`the snapshot was replaced while the log from ${index} was backed up`);
         }
         throw new PartFailure(`the log from ${index} is no longer held: ${reasonOf(error)}`);
       }
-      if (entries.length === 0) throw new PartFailure(`the log from ${index} is no longer held`);
-      const frames = encodeLogFrames(entries, file.buffer?.bind(file));
       const framesBytes = frames.byteLength;
       await file.write(frames);
       progress.add(framesBytes);
-      index += entries.length;
+      index += entryCount;
       await source.yieldTurn();
     }
   });
 }
 
 /**
- * `entries` as `log.bin` holds them: each a big-endian 32-bit length followed by the checksummed entry. They are
- * encoded straight into one buffer of `allocate` (a store's recycled chunk memory), not an array per entry, so that a
- * backup leaves the broker's garbage collector little to do.
+ * The entries from `firstIndex` with stored sizes `sizes` as `log.bin` holds them: each a big-endian 32-bit length
+ * followed by the checksummed entry (`encodeEntry`'s bytes). They are read from the storage as they are stored,
+ * without decoding and encoding them again, each straight into its place in one buffer of `allocate` (a store's
+ * recycled chunk memory) and verified there by its own checksum: the bytes written are the bytes stored, and a
+ * backup allocates nothing per entry.
  */
-export function encodeLogFrames(
-  entries: readonly Entry[],
+export function copyLogFrames(
+  source: Pick<PartitionBackupSource, "readStoredEntry">,
+  firstIndex: number,
+  sizes: readonly number[],
   allocate: (sizeBytes: number) => Uint8Array = (sizeBytes) => new Uint8Array(sizeBytes),
 ): Uint8Array {
   let totalBytes = 0;
-  for (const entry of entries) totalBytes += LOG_FRAME_HEADER_BYTES + encodedEntryBytes(entry);
+  for (const size of sizes) totalBytes += LOG_FRAME_HEADER_BYTES + size;
   const bytes = allocate(totalBytes);
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   let offset = 0;
-  for (const entry of entries) {
-    const entryBytes = encodedEntryBytes(entry);
-    view.setUint32(offset, entryBytes);
-    encodeEntryInto(entry, bytes.subarray(offset + LOG_FRAME_HEADER_BYTES));
-    offset += LOG_FRAME_HEADER_BYTES + entryBytes;
+  for (const [position, size] of sizes.entries()) {
+    view.setUint32(offset, size);
+    const start = offset + LOG_FRAME_HEADER_BYTES;
+    source.readStoredEntry(firstIndex + position, bytes.subarray(start, start + size));
+    offset = start + size;
   }
   return bytes;
 }

@@ -1378,7 +1378,8 @@ export class PartitionReplica {
     const source: PartitionBackupSource = {
       snapshotMetadata: () => (this.closed ? null : this.storage.snapshotMetadata()),
       snapshotChunk: (metadata, offset, maxBytes) => this.storage.snapshotChunk(metadata, offset, maxBytes),
-      entries: (fromIndex, toIndex, maxBytes) => this.storage.entries(fromIndex, toIndex, maxBytes),
+      storedEntrySizes: (fromIndex, toIndex, maxBytes) => this.storage.storedEntrySizes(fromIndex, toIndex, maxBytes),
+      readStoredEntry: (index, target) => this.storage.readStoredEntry(index, target),
       interruption: () => {
         if (this.closed || !this.running) return `broker ${memberId} stopped its replica during the backup`;
         if (this.status.role !== "leader" || this.status.term !== term) {

@@ -21,6 +21,7 @@ import { readPersistedConfiguration } from "../../../src/cluster/broker/files.js
 import { encodeRecord } from "../../../src/cluster/engine/index.js";
 import type { Entry } from "../../../src/cluster/raft/index.js";
 import { decodeConfiguration, encodeConfiguration } from "../../../src/cluster/topology/index.js";
+import { storedLog } from "../../cluster/backup/support.js";
 import { TEST_CLUSTER_SECRET } from "../../support/cluster-secret.js";
 import { captureIo } from "../support.js";
 
@@ -46,7 +47,7 @@ function source(messages: number): PartitionBackupSource {
   return {
     snapshotMetadata: () => null,
     snapshotChunk: () => null,
-    entries: (fromIndex, toIndex) => entries.slice(fromIndex - 1, toIndex - 1),
+    ...storedLog((index) => entries[index - 1]),
     interruption: () => null,
     yieldTurn: async () => {},
   };

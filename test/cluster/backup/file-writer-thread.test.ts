@@ -14,6 +14,7 @@ import { writePartitionBackup } from "../../../src/cluster/backup/partition-back
 import { snapshotChecksum } from "../../../src/cluster/raft/core/snapshot-transfer.js";
 import type { SnapshotMetadata } from "../../../src/cluster/raft/index.js";
 import { waitFor } from "../broker/support.js";
+import { storedLog } from "./support.js";
 
 const MiB = 1024 * 1024;
 const part = { backupId: 4, partitionId: 1, brokerId: 2 };
@@ -123,7 +124,7 @@ describe("FileWriterThread", () => {
           if (chunks === 2) void store.fileWriter.terminate();
           return data.slice(offset, offset + maxBytes);
         },
-        entries: () => [],
+        ...storedLog(() => undefined),
         interruption: () => null,
         yieldTurn: () => new Promise((resolve) => setTimeout(resolve, 5)),
       },

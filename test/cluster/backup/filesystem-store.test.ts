@@ -15,6 +15,7 @@ import { snapshotChecksum } from "../../../src/cluster/raft/core/snapshot-transf
 import type { Entry, SnapshotMetadata } from "../../../src/cluster/raft/index.js";
 import { entriesOpenToOthers } from "../../support/file-modes.js";
 import { waitFor } from "../broker/support.js";
+import { storedLog } from "./support.js";
 
 let base: string;
 let store: FilesystemBackupStore;
@@ -51,6 +52,7 @@ function fakeSource(options: {
           sizeBytes: data.byteLength,
           checksum: snapshotChecksum(data),
         };
+  const log = storedLog((index) => (index <= options.lastIndex ? entry(index) : undefined));
   const source = {
     metadata,
     snapshotMetadata: () => source.metadata,
@@ -59,15 +61,12 @@ function fakeSource(options: {
       chunks += 1;
       return data.slice(offset, offset + maxBytes);
     },
-    entries: (fromIndex: number, toIndex: number) => {
+    storedEntrySizes: (fromIndex: number, toIndex: number, maxBytes: number) => {
       if (fromIndex <= (source.metadata?.index ?? 0)) throw new Error("compacted");
       chunks += 1;
-      const result: Entry[] = [];
-      for (let index = fromIndex; index < Math.min(toIndex, options.lastIndex + 1); index += 1) {
-        result.push(entry(index));
-      }
-      return result;
+      return log.storedEntrySizes(fromIndex, toIndex, maxBytes);
     },
+    readStoredEntry: log.readStoredEntry,
     interruption: () =>
       options.interruptAfterChunks !== undefined && chunks >= options.interruptAfterChunks
         ? "broker 1 lost the leadership of partition 2 during the backup"

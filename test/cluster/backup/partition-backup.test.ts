@@ -11,7 +11,7 @@ import { FilesystemBackupStore } from "../../../src/cluster/backup/filesystem-st
 import {
   BackupPacer,
   BUSY_PAUSE_MS,
-  encodeLogFrames,
+  copyLogFrames,
   LOG_FRAME_HEADER_BYTES,
   MAX_BUSY_PAUSE_MS,
   MAX_CHUNK_WAIT_MS,
@@ -23,9 +23,10 @@ import {
 import type { BackupPartManifest, BackupStore } from "../../../src/cluster/backup/store.js";
 import type { Entry } from "../../../src/cluster/raft/index.js";
 import { encodeEntry } from "../../../src/cluster/raft/storage/codec.js";
+import { storedLog } from "./support.js";
 
-describe("encodeLogFrames", () => {
-  it("writes each entry as a length and encodeEntry's bytes into the buffer it is given, whatever it held", () => {
+describe("copyLogFrames", () => {
+  it("copies each stored entry as a length and encodeEntry's bytes into the buffer it is given, whatever it held", () => {
     const entries: Entry[] = [
       { index: 7, term: 2, kind: "normal", data: new Uint8Array([1, 2, 3]) },
       { index: 8, term: 2, kind: "noop", data: new Uint8Array() },
@@ -38,17 +39,19 @@ describe("encodeLogFrames", () => {
       new DataView(length.buffer).setUint32(0, encoded.byteLength);
       expected.push(...length, ...encoded);
     }
+    const log = storedLog((index) => entries[index - 7]);
+    const sizes = log.storedEntrySizes(7, 10, 1_000);
     // A recycled buffer still holds an earlier chunk's bytes, and the frames start inside it.
     const recycled = new Uint8Array(4096).fill(0xff);
     let requested = -1;
-    const frames = encodeLogFrames(entries, (sizeBytes) => {
+    const frames = copyLogFrames(log, 7, sizes, (sizeBytes) => {
       requested = sizeBytes;
       return recycled.subarray(16, 16 + sizeBytes);
     });
     expect(requested).toBe(expected.length);
     expect(frames.buffer).toBe(recycled.buffer);
     expect([...frames]).toEqual(expected);
-    expect([...encodeLogFrames(entries)]).toEqual(expected);
+    expect([...copyLogFrames(log, 7, sizes)]).toEqual(expected);
   });
 });
 
@@ -143,8 +146,9 @@ describe("progress manifests", () => {
   const source: PartitionBackupSource = {
     snapshotMetadata: () => null,
     snapshotChunk: () => null,
-    entries: (fromIndex, toIndex) =>
-      fromIndex < toIndex ? [{ index: fromIndex, term: 1, kind: "normal", data: new Uint8Array(entryBytes) }] : [],
+    ...storedLog((index) =>
+      index <= lastIndex ? { index, term: 1, kind: "normal", data: new Uint8Array(entryBytes) } : undefined,
+    ),
     interruption: () => null,
     yieldTurn: async () => {},
   };

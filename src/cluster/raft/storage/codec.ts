@@ -99,10 +99,10 @@ export function encodeEntryInto(entry: Entry, target: Uint8Array): void {
 }
 
 /**
- * Decodes and verifies one log entry read from key `expectedIndex`. A value whose embedded index differs from its
- * key (a misdirected write) is corruption too.
+ * Verifies one stored log entry without decoding it (checksum, format version, kind, and that it holds
+ * `expectedIndex`), for a copy of its bytes as they are: `encodeEntry`'s layout. Throws `StorageCorruptionError`.
  */
-export function decodeEntry(value: Uint8Array, expectedIndex: number): Entry {
+export function verifyEntry(value: Uint8Array, expectedIndex: number): EntryKind {
   const location = `log entry ${expectedIndex}`;
   verifyChecksum(value, ENTRY_HEADER_BYTES, location);
   const view = viewOf(value);
@@ -118,6 +118,17 @@ export function decodeEntry(value: Uint8Array, expectedIndex: number): Entry {
   if (index !== expectedIndex) {
     throw new StorageCorruptionError(location, `value holds index ${index}`);
   }
+  return kind;
+}
+
+/**
+ * Decodes and verifies one log entry read from key `expectedIndex`. A value whose embedded index differs from its
+ * key (a misdirected write) is corruption too.
+ */
+export function decodeEntry(value: Uint8Array, expectedIndex: number): Entry {
+  const kind = verifyEntry(value, expectedIndex);
+  const view = viewOf(value);
+  const index = readUint64(view, 8);
   const term = readUint64(view, 16);
   // Copy the payload into a plain Uint8Array: LMDB may hand out a Buffer whose memory it reuses, and a Buffer's
   // `slice` would only be a view of it.

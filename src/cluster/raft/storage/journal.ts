@@ -71,6 +71,13 @@ export interface JournalOptions {
 export interface JournalEntries {
   /** The entry's bytes (the running transaction's when it wrote them), or undefined. */
   get(scope: number, index: number): Uint8Array | undefined;
+  /** How many bytes `get` would answer for the entry, without reading them; undefined when there is no entry. */
+  sizeOf(scope: number, index: number): number | undefined;
+  /**
+   * Reads the entry's bytes into `target`, which must be exactly `sizeOf` long, without allocating (a raw copy of
+   * many entries into one buffer); throws when there is no such entry.
+   */
+  readInto(scope: number, index: number, target: Uint8Array): void;
   /** Stores the entry in the running transaction. */
   put(scope: number, index: number, value: Uint8Array): void;
   /** Removes the entry in the running transaction. */
@@ -229,6 +236,8 @@ export class Journal {
     }
     this.entries = {
       get: (scope, index) => this.getEntry(scope, index),
+      sizeOf: (scope, index) => this.entrySize(scope, index),
+      readInto: (scope, index, target) => this.readEntryInto(scope, index, target),
       put: (scope, index, value) => this.stage({ code: PUT_ENTRY, scope, index, value }),
       remove: (scope, index) => this.stage({ code: REMOVE_ENTRY, scope, index }),
       bounds: (scope) => this.entryBounds(scope),
@@ -395,6 +404,30 @@ export class Journal {
       throw new StorageCorruptionError(`log entry ${index}`, "the journal ends inside the entry");
     }
     return bytes;
+  }
+
+  private entrySize(scope: number, index: number): number | undefined {
+    const staged = this.transaction?.entries.get(scope)?.get(index);
+    if (staged !== undefined) return staged?.byteLength;
+    return this.entryIndex.get(scope)?.get(index)?.length;
+  }
+
+  private readEntryInto(scope: number, index: number, target: Uint8Array): void {
+    const staged = this.transaction?.entries.get(scope)?.get(index);
+    const size = this.entrySize(scope, index);
+    if (size === undefined) throw new StorageCorruptionError(`log entry ${index}`, "entry is missing");
+    if (target.byteLength !== size) {
+      throw new Error(`invariant violated: log entry ${index} is ${size} bytes, the target ${target.byteLength}`);
+    }
+    if (staged != null) {
+      target.set(staged);
+      return;
+    }
+    const location = this.entryIndex.get(scope)?.get(index) as EntryLocation;
+    this.assertOpen();
+    if (readInto(location.segment.fd, target, location.offset) !== location.length) {
+      throw new StorageCorruptionError(`log entry ${index}`, "the journal ends inside the entry");
+    }
   }
 
   private entryBounds(scope: number): { first: number; last: number } | null {
@@ -755,13 +788,18 @@ function createZeroFilled(path: string, segmentBytes: number): void {
 /** Reads `length` bytes at `position` (fewer only at the end of the file). */
 function readAt(fd: number, length: number, position: number): Buffer {
   const buffer = Buffer.allocUnsafe(length);
+  return buffer.subarray(0, readInto(fd, buffer, position));
+}
+
+/** Fills `target` from the file at `position`; returns the bytes read (fewer only at the end of the file). */
+function readInto(fd: number, target: Uint8Array, position: number): number {
   let read = 0;
-  while (read < length) {
-    const count = readSync(fd, buffer, read, length - read, position + read);
+  while (read < target.byteLength) {
+    const count = readSync(fd, target, read, target.byteLength - read, position + read);
     if (count === 0) break;
     read += count;
   }
-  return buffer.subarray(0, read);
+  return read;
 }
 
 /** Whether every byte of the file from `offset` to `end` is zero. */

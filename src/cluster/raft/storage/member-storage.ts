@@ -38,6 +38,7 @@ import {
   encodeChunk,
   encodeEntry,
   encodeRecord,
+  verifyEntry,
 } from "./codec.js";
 import { EntryCache } from "./entry-cache.js";
 import { type ChunkKey, StorageEnvironment, type TransactionParticipant } from "./environment.js";
@@ -400,6 +401,53 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
 
   /** Verified entries in [fromIndex, toIndex); throws `EntriesUnavailableError` outside the stored log. */
   entries(fromIndex: number, toIndex: number, maxBytes = Number.POSITIVE_INFINITY): Entry[] {
+    this.assertHeld(fromIndex, toIndex);
+    // The cache holds a suffix of the log: whatever part of the range lies before it is read from disk.
+    const cacheFirst = Math.max(fromIndex, Math.min(toIndex, this.cache.firstIndex() ?? toIndex));
+    const result = fromIndex < cacheFirst ? this.readEntries(fromIndex, cacheFirst, maxBytes) : [];
+    // Entries read from disk up to the byte budget: the cached ones after them would not be sent either.
+    if (result.length < cacheFirst - fromIndex) return result;
+    if (cacheFirst < toIndex) {
+      const cached = this.cache.range(cacheFirst, toIndex);
+      if (cached === null) {
+        throw new Error(`invariant violated: the entry cache does not hold [${cacheFirst}, ${toIndex})`);
+      }
+      result.push(...cached);
+    }
+    return result;
+  }
+
+  /**
+   * The sizes of the entries in [fromIndex, toIndex) as stored (`encodeEntry`'s layout, checksum included), stopping
+   * after the first entry once their total exceeds `maxBytes`; throws as `entries` does when they are not held. With
+   * `readStoredEntry`, a copy of the log that needs no decoding (a backup's): the sizes lay out the target, then each
+   * entry is read into its place.
+   */
+  storedEntrySizes(fromIndex: number, toIndex: number, maxBytes: number): number[] {
+    this.assertHeld(fromIndex, toIndex);
+    const sizes: number[] = [];
+    let bytes = 0;
+    for (let index = fromIndex; index < toIndex && bytes <= maxBytes; index += 1) {
+      const size = this.environment.log.sizeOf(this.scope, index);
+      if (size === undefined) throw new StorageCorruptionError(`log entry ${index}`, "entry is missing");
+      sizes.push(size);
+      bytes += size;
+    }
+    return sizes;
+  }
+
+  /**
+   * Reads held entry `index` as stored into `target` (exactly its `storedEntrySizes` size) and verifies it: its
+   * checksum, layout and index. The bytes are those `encodeEntry` gave, copied from the journal without decoding.
+   */
+  readStoredEntry(index: number, target: Uint8Array): void {
+    this.assertHeld(index, index + 1);
+    this.environment.log.readInto(this.scope, index, target);
+    verifyEntry(target, index);
+  }
+
+  /** Throws unless [fromIndex, toIndex) is a valid range of durable entries after the log's start. */
+  private assertHeld(fromIndex: number, toIndex: number): void {
     this.assertOpen();
     if (!Number.isSafeInteger(fromIndex) || !Number.isSafeInteger(toIndex) || fromIndex > toIndex) {
       throw new Error(`invalid entry range [${fromIndex}, ${toIndex})`);
@@ -417,19 +465,6 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
         `entries up to ${toIndex - 1} requested but the last index is ${view.lastIndex}`,
       );
     }
-    // The cache holds a suffix of the log: whatever part of the range lies before it is read from disk.
-    const cacheFirst = Math.max(fromIndex, Math.min(toIndex, this.cache.firstIndex() ?? toIndex));
-    const result = fromIndex < cacheFirst ? this.readEntries(fromIndex, cacheFirst, maxBytes) : [];
-    // Entries read from disk up to the byte budget: the cached ones after them would not be sent either.
-    if (result.length < cacheFirst - fromIndex) return result;
-    if (cacheFirst < toIndex) {
-      const cached = this.cache.range(cacheFirst, toIndex);
-      if (cached === null) {
-        throw new Error(`invariant violated: the entry cache does not hold [${cacheFirst}, ${toIndex})`);
-      }
-      result.push(...cached);
-    }
-    return result;
   }
 
   /**

@@ -321,6 +321,55 @@ describe("MemberStorage", () => {
     });
   });
 
+  it("reads entries as they are stored (encodeEntry's bytes) into a buffer of the caller's, verifying each", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const storage = MemberStorage.open({ directory });
+      const written = [
+        entry(1, 1),
+        entry(2, 1, "x".repeat(300)),
+        entry(3, 2),
+        { ...entry(4, 2), kind: "noop" as const },
+      ];
+      await storage.append(written, null);
+      const sizes = storage.storedEntrySizes(1, 5, Number.POSITIVE_INFINITY);
+      expect(sizes).toEqual(written.map((stored) => encodeEntry(stored).byteLength));
+      // After the first entry that passes the budget.
+      expect(storage.storedEntrySizes(1, 5, (sizes[0] ?? 0) + 1)).toEqual(sizes.slice(0, 2));
+      // Read into a dirty buffer at an offset: every byte is overwritten with the stored one.
+      const buffer = new Uint8Array(1_000).fill(0xee);
+      let offset = 3;
+      for (const [position, size] of sizes.entries()) {
+        storage.readStoredEntry(position + 1, buffer.subarray(offset, offset + size));
+        expect(Buffer.from(buffer.subarray(offset, offset + size))).toEqual(
+          Buffer.from(encodeEntry(written[position] as Entry)),
+        );
+        offset += size;
+      }
+      expect(() => storage.readStoredEntry(1, new Uint8Array((sizes[0] ?? 0) + 1))).toThrow(/invariant violated/);
+      expect(() => storage.storedEntrySizes(3, 6, 1_000)).toThrow(/last index is 4/);
+      await storage.installSnapshot(makeSnapshot(2, 1, 10));
+      expect(() => storage.storedEntrySizes(2, 4, 1_000)).toThrow(/compacted/);
+      expect(() => storage.readStoredEntry(2, new Uint8Array(sizes[1] ?? 0))).toThrow(/compacted/);
+      // The newest entry stays intact (opening verifies it).
+      await storage.append([entry(5, 2)], null);
+      await storage.close();
+
+      // A damaged stored entry is refused, not copied.
+      const damaged = encodeEntry(entry(3, 2));
+      damaged[damaged.byteLength - 1] = (damaged[damaged.byteLength - 1] ?? 0) ^ 0xff;
+      await writeRaw(directory, (journal) => journal.entries.put(0, 3, damaged));
+      // Misdirected: entry 5's bytes stored at index 4.
+      await writeRaw(directory, (journal) => journal.entries.put(0, 4, encodeEntry(entry(5, 2, "entry 4"))));
+      const reopened = MemberStorage.open({ directory });
+      expect(() => reopened.readStoredEntry(3, new Uint8Array(damaged.byteLength))).toThrow(
+        /storage corruption at log entry 3: checksum mismatch/,
+      );
+      const [, misdirectedSize] = reopened.storedEntrySizes(3, 5, 1_000);
+      expect(() => reopened.readStoredEntry(4, new Uint8Array(misdirectedSize ?? 0))).toThrow(/holds index 5/);
+      await reopened.close();
+    });
+  });
+
   it("reports a damaged hard state on open and a damaged snapshot chunk on read", async () => {
     await withTemporaryDirectory(async (directory) => {
       const storage = MemberStorage.open({ directory, snapshotChunkBytes: 4 });

@@ -1,0 +1,32 @@
+/** Helpers for tests of backups: a partition's log as a backup reads it from a fake replica. */
+import type { PartitionBackupSource } from "../../../src/cluster/backup/partition-backup.js";
+import type { Entry } from "../../../src/cluster/raft/index.js";
+import { encodedEntryBytes, encodeEntry } from "../../../src/cluster/raft/storage/codec.js";
+
+/**
+ * The raw log reads of a backup source (`storedEntrySizes`, `readStoredEntry`) over the log `entryAt` describes
+ * (undefined: the log does not hold that index), answering what the storage would: `encodeEntry`'s bytes. Sizes stop
+ * at the first index the log does not hold.
+ */
+export function storedLog(
+  entryAt: (index: number) => Entry | undefined,
+): Pick<PartitionBackupSource, "storedEntrySizes" | "readStoredEntry"> {
+  return {
+    storedEntrySizes: (fromIndex, toIndex, maxBytes) => {
+      const sizes: number[] = [];
+      let bytes = 0;
+      for (let index = fromIndex; index < toIndex && bytes <= maxBytes; index += 1) {
+        const entry = entryAt(index);
+        if (entry === undefined) break;
+        sizes.push(encodedEntryBytes(entry));
+        bytes += encodedEntryBytes(entry);
+      }
+      return sizes;
+    },
+    readStoredEntry: (index, target) => {
+      const entry = entryAt(index);
+      if (entry === undefined) throw new Error(`the log does not hold entry ${index}`);
+      target.set(encodeEntry(entry));
+    },
+  };
+}
