@@ -18,7 +18,9 @@
  *
  * Settings (environment): FLOWPLANE_BENCH_STATE_MB, FLOWPLANE_BENCH_LOAD_CLIENTS, FLOWPLANE_BENCH_DEADLINE_MIN (the
  * run stops itself after this, default 20 + 5 per 100 MB of state). Everything runs on 127.0.0.1 in a temporary
- * directory, which is deleted at the end.
+ * directory, which is deleted at the end. The brokers inherit the environment, so product settings apply too: with
+ * the default snapshot interval (10,000 entries) whether a snapshot of the whole state falls into the loaded backup
+ * depends on the run's rates; `SERVICE_BROKER_RAFT_SNAPSHOT_INTERVAL_ENTRIES=2000` makes every run take several.
  */
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
