@@ -4,7 +4,7 @@
  * users' data, so directories are created 0700 and files 0600: other local users can neither list nor read them.
  * Shared by the platform and the cluster, which otherwise import nothing from each other.
  */
-import { chmodSync, closeSync, mkdirSync, openSync, statSync } from "node:fs";
+import { chmodSync, closeSync, fsyncSync, mkdirSync, openSync, statSync } from "node:fs";
 
 /** Mode of every directory flowplane creates: read, write and search for the owner only. */
 export const privateDirectoryMode = 0o700;
@@ -45,6 +45,19 @@ export function restrictFileIfPresent(path: string): void {
     restrictMode(path, privateFileMode);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+  }
+}
+
+/**
+ * Makes the entries of `directory` durable (a file renamed, linked or created in it, a directory renamed into it):
+ * syncing a file does not sync its name, so a power loss could otherwise undo the rename after it returned.
+ */
+export function syncDirectory(directory: string): void {
+  const directoryDescriptor = openSync(directory, "r");
+  try {
+    fsyncSync(directoryDescriptor);
+  } finally {
+    closeSync(directoryDescriptor);
   }
 }
 

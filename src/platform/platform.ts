@@ -83,6 +83,8 @@ export interface LocalClustersOptions {
   command?: LocalProvisionerOptions["command"];
   readyTimeoutMs?: number;
   stopTimeoutMs?: number;
+  /** How long an interrupted restore's put-back waits for processes still holding the brokers' data (tests). */
+  dataHolderWaitMs?: number;
 }
 
 /** What the IP allowlist, monitoring, connector-secret and cluster API client routes need of clusters. */
@@ -207,6 +209,9 @@ export async function startPlatform(
             ...(options.localClusters.stopTimeoutMs === undefined
               ? {}
               : { stopTimeoutMs: options.localClusters.stopTimeoutMs }),
+            ...(options.localClusters.dataHolderWaitMs === undefined
+              ? {}
+              : { dataHolderWaitMs: options.localClusters.dataHolderWaitMs }),
           });
     const clusters = new ClusterService({
       database: store.database,

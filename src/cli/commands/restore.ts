@@ -7,6 +7,9 @@
  * describes (`GET /actuator/cluster` of the cluster being restored, which scaling may have changed since its first
  * start) rather than the first configuration of their settings: each member restores the partitions the document
  * gives it and stores the document as its configuration, so the restarted brokers agree on it.
+ *
+ * Started by the local provisioner (`FLOWPLANE_SUPERVISOR=ipc` and an IPC channel), the restore aborts at once when
+ * the platform is gone: its next start puts the cluster's previous data back, which no restore may write into then.
  */
 import { constants } from "node:fs";
 import { open } from "node:fs/promises";
@@ -14,7 +17,8 @@ import { type Command, InvalidArgumentError } from "commander";
 import { restorableShapeProblem } from "../../client/restorable-shape.js";
 import type { ClusterConfiguration, PartitionDistribution } from "../../cluster/topology/index.js";
 import { loadConfiguration } from "../../config/load.js";
-import { type CliIo, UsageError } from "../io.js";
+import { watchSupervisor } from "../../platform/provisioner/supervision.js";
+import { type CliIo, exitCodes, UsageError } from "../io.js";
 import { printable } from "../terminal-text.js";
 import { brokerConfigurationFlags } from "./broker.js";
 
@@ -41,6 +45,21 @@ function parseBackupId(value: string): number {
 }
 
 async function runRestore(options: RestoreCommandOptions, io: CliIo): Promise<void> {
+  // Watched before anything is read or written. The restore cannot be stopped halfway cleanly, and what it wrote is
+  // deleted by the put-back of the platform's next start, so the process exits at once.
+  const supervisor = watchSupervisor(io.environment);
+  void supervisor?.gone.then(() => {
+    io.stderr("flowplane restore: the process that started this restore is gone; aborting\n");
+    process.exit(exitCodes.failure);
+  });
+  try {
+    await restoreFromBackup(options, io);
+  } finally {
+    supervisor?.stop();
+  }
+}
+
+async function restoreFromBackup(options: RestoreCommandOptions, io: CliIo): Promise<void> {
   const configuration = loadConfiguration({
     environment: io.environment,
     configFile: options.config,
@@ -188,6 +207,7 @@ export function registerRestoreCommand(program: Command, io: CliIo): void {
         "document its management API answers at GET /actuator/cluster before the restore (no change pending, every",
         "broker and replica ACTIVE, partitions and routing counts 1..P). Every broker it lists is restored (the",
         "others are not members), with the partitions it gives it, and keeps it.",
+        "Started by `flowplane start` (FLOWPLANE_SUPERVISOR=ipc and an IPC channel), it aborts when that exits.",
       ].join("\n"),
     )
     .action((options: RestoreCommandOptions) => runRestore(options, io));

@@ -755,8 +755,6 @@ export async function localBrokerSettings(options: LocalClusterOptions): Promise
   const contactPoints = ports.brokers.map((entry) => `${host}:${entry.clusterPort}`).join(",");
   return ports.brokers.map((entry) => {
     const environment = localBrokerEnvironment(context, entry, contactPoints);
-    // `flowplane restore` is not supervised: it needs no channel to this process.
-    delete environment[SUPERVISOR_VARIABLE];
     return {
       nodeId: entry.nodeId,
       dataDirectory: brokerDataDirectory(clusterDirectory, entry.nodeId),

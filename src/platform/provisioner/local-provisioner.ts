@@ -9,23 +9,12 @@
  * `flowplane cluster scale` edits, local-brokers.ts); the store's copy of the brokers' ports follows it at every
  * launch and stop, and the file is written again from the store if it went missing.
  */
-import { randomBytes } from "node:crypto";
-import {
-  closeSync,
-  existsSync,
-  fsyncSync,
-  openSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  unlinkSync,
-  writeSync,
-} from "node:fs";
+import { existsSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Kysely } from "kysely";
 import type { Logger } from "pino";
 import { type AccessPolicy, openAccessPolicy, serializeAccessPolicy } from "../../auth/access-policy.js";
-import { ownPrivateDirectory, privateFileMode } from "../../files/private-files.js";
+import { ownPrivateDirectory, syncDirectory } from "../../files/private-files.js";
 import type { PlatformDatabase } from "../store/schema.js";
 import {
   addLocalBrokers,
@@ -35,6 +24,7 @@ import {
   type LocalBrokerPorts,
   readLocalBrokers,
   removeLocalBrokers,
+  writeFileAtomically,
   writeLocalBrokers,
 } from "./local-brokers.js";
 import {
@@ -55,6 +45,7 @@ import type {
   Provisioner,
   RestoreTarget,
 } from "./provisioner.js";
+import { ORPHAN_STOP_DEADLINE_MS } from "./supervision.js";
 
 /** Name of the access policy file in a cluster's directory. */
 export const ACCESS_POLICY_FILE_NAME = "access-policy.json";
@@ -83,23 +74,108 @@ const DISCARDED_BROKERS_DIRECTORY_NAME = "brokers.restored-over";
 /** The cluster configuration document a restore gives `flowplane restore`, in the cluster's directory while it runs. */
 const RESTORE_CONFIGURATION_FILE_NAME = "restore-configuration.json";
 
+/** Name of the file in a broker's data directory naming the process that holds it (a broker or a restore). */
+const BROKER_PID_FILE_NAME = "broker.pid";
+
+/**
+ * Longest the put-back of an interrupted restore waits for processes still holding the brokers' data: a broker or a
+ * restore whose supervisor is gone stops within the orphan deadline, and a little more is left for its exit.
+ */
+const DEFAULT_DATA_HOLDER_WAIT_MS = ORPHAN_STOP_DEADLINE_MS + 15_000;
+
+/** How often the put-back looks again at the processes holding the brokers' data. */
+const DATA_HOLDER_POLL_INTERVAL_MS = 250;
+
+/** Whether `pid` names a live process other than this one (EPERM: it exists, run by someone else). */
+function isLiveProcess(pid: number): boolean {
+  if (pid === process.pid) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** The brokers' data directories under `directory` whose `broker.pid` names a live process, with that process. */
+function heldDataDirectories(directory: string): { dataDirectory: string; pid: number }[] {
+  let entries: string[];
+  try {
+    entries = readdirSync(directory);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
+    throw error;
+  }
+  const held: { dataDirectory: string; pid: number }[] = [];
+  for (const entry of entries) {
+    const dataDirectory = join(directory, entry);
+    let text: string;
+    try {
+      text = readFileSync(join(dataDirectory, BROKER_PID_FILE_NAME), "utf8");
+    } catch {
+      // No pid file (or not a directory): nothing holds it.
+      continue;
+    }
+    const pid = Number(text.trim());
+    if (Number.isSafeInteger(pid) && pid > 0 && isLiveProcess(pid)) held.push({ dataDirectory, pid });
+  }
+  return held;
+}
+
+/**
+ * Waits until no process holds a broker's data directory of the cluster (its `broker.pid` names a live process),
+ * in the brokers' folder or aside: moving data a restore or a broker of an earlier start still writes would mix the
+ * restored data into the previous one. Throws naming the process when one still holds it after `waitMs`.
+ */
+async function waitForDataHolders(clusterDirectory: string, waitMs: number, logger: Logger): Promise<void> {
+  const deadline = Date.now() + waitMs;
+  const holders = () => [
+    ...heldDataDirectories(join(clusterDirectory, BROKERS_DIRECTORY_NAME)),
+    ...heldDataDirectories(join(clusterDirectory, PREVIOUS_BROKERS_DIRECTORY_NAME)),
+  ];
+  let held = holders();
+  if (held.length === 0) return;
+  logger.warn(
+    { clusterDirectory, holders: held },
+    "processes of an earlier start still hold the brokers' data; waiting for them to exit before putting the previous data back",
+  );
+  while (held.length > 0 && Date.now() < deadline) {
+    await new Promise((resolveWait) => setTimeout(resolveWait, DATA_HOLDER_POLL_INTERVAL_MS));
+    held = holders();
+  }
+  const [first] = held;
+  if (first === undefined) return;
+  const reason = `process ${first.pid} still holds ${join(first.dataDirectory, BROKER_PID_FILE_NAME)} after ${waitMs} ms, so the previous data of an interrupted restore was not put back and the cluster is not launched; stop that process (a restore or a broker of an earlier start; when it is no flowplane process, delete that file instead), then wake the cluster`;
+  logger.error({ clusterDirectory, holders: held }, reason);
+  throw new Error(reason);
+}
+
 /**
  * Puts back what a restore that was not committed moved aside (its previous data and brokers file), when it failed or
- * the platform stopped before it ended: the half-restored data goes, the previous data and brokers return. Deletes
- * what a committed restore left to delete. Each step can be repeated, so a crash in the middle of it is finished by
- * the next call.
+ * the platform stopped before it ended: the half-restored data goes, the previous data and brokers return, once no
+ * process holds the brokers' data any more (see `waitForDataHolders`). Deletes what a committed restore left to
+ * delete. Each step can be repeated, so a crash in the middle of it is finished by the next call.
  */
-function putBackInterruptedRestore(clusterDirectory: string, logger: Logger): void {
+async function putBackInterruptedRestore(
+  clusterDirectory: string,
+  logger: Logger,
+  holderWaitMs: number,
+): Promise<void> {
   const previousDirectory = join(clusterDirectory, PREVIOUS_BROKERS_DIRECTORY_NAME);
   const previousBrokersFile = join(clusterDirectory, PREVIOUS_BROKERS_FILE_NAME);
   rmSync(join(clusterDirectory, RESTORE_CONFIGURATION_FILE_NAME), { force: true });
   if (existsSync(previousDirectory)) {
+    await waitForDataHolders(clusterDirectory, holderWaitMs, logger);
     const brokersDirectory = join(clusterDirectory, BROKERS_DIRECTORY_NAME);
     logger.warn({ clusterDirectory }, "a restore of this cluster did not end; putting its previous data back");
-    // The brokers file first: once the data is back, nothing says the brokers file still needs it.
-    if (existsSync(previousBrokersFile)) renameSync(previousBrokersFile, join(clusterDirectory, BROKERS_FILE_NAME));
+    // The brokers file first, and durably: once the data is back, nothing says the brokers file still needs it.
+    if (existsSync(previousBrokersFile)) {
+      renameSync(previousBrokersFile, join(clusterDirectory, BROKERS_FILE_NAME));
+      syncDirectory(clusterDirectory);
+    }
     rmSync(brokersDirectory, { recursive: true, force: true });
     renameSync(previousDirectory, brokersDirectory);
+    syncDirectory(clusterDirectory);
   } else {
     // Saved before the data was moved aside, or left by a committed restore: either way the brokers file is current.
     rmSync(previousBrokersFile, { force: true });
@@ -133,6 +209,11 @@ export interface LocalProvisionerOptions {
   command?: { entry: string; nodeArguments: readonly string[] };
   readyTimeoutMs?: number;
   stopTimeoutMs?: number;
+  /**
+   * Longest putting an interrupted restore's previous data back waits for processes of an earlier start that still
+   * hold the brokers' data before it refuses to launch the cluster (default: the orphan deadline and a margin).
+   */
+  dataHolderWaitMs?: number;
   logger: Logger;
 }
 
@@ -153,24 +234,6 @@ interface Placement {
   directory: string;
   gatewayPort: number;
   managementPort: number;
-}
-
-/** Writes `text` to `file` atomically: a private temporary file, synced, renamed over the old one. */
-export function writeFileAtomically(file: string, text: string): void {
-  const temporary = `${file}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`;
-  const descriptor = openSync(temporary, "wx", privateFileMode);
-  try {
-    writeSync(descriptor, text);
-    fsyncSync(descriptor);
-  } finally {
-    closeSync(descriptor);
-  }
-  try {
-    renameSync(temporary, file);
-  } catch (error) {
-    unlinkSync(temporary);
-    throw error;
-  }
 }
 
 /** Runs clusters as local child processes; see the module comment. */
@@ -306,8 +369,17 @@ export class LocalProvisioner implements Provisioner {
   async launch(specification: ClusterSpecification): Promise<void> {
     if (this.restoring.has(specification.clusterId)) return;
     const placement = await this.recordedPlacement(specification.clusterId);
-    if (placement !== undefined) putBackInterruptedRestore(placement.directory, this.options.logger);
+    if (placement !== undefined) await this.putBack(placement.directory, this.options.logger);
     await this.launchCluster(specification);
+  }
+
+  /** Puts back what an interrupted restore of the cluster in `clusterDirectory` left (`putBackInterruptedRestore`). */
+  private async putBack(clusterDirectory: string, logger: Logger): Promise<void> {
+    await putBackInterruptedRestore(
+      clusterDirectory,
+      logger,
+      this.options.dataHolderWaitMs ?? DEFAULT_DATA_HOLDER_WAIT_MS,
+    );
   }
 
   private async launchCluster(specification: ClusterSpecification): Promise<void> {
@@ -386,9 +458,11 @@ export class LocalProvisioner implements Provisioner {
    * Restores the cluster from backup `backupId` into `target`: stops it, moves its brokers' data and brokers file
    * aside, runs `flowplane restore --cluster-configuration` for every member (side by side) with the broker's own
    * environment, and starts it. Once the restored cluster is ready the restore is committed (the previous data renamed
-   * to be discarded), `onRestored` awaited and the previous data deleted; when anything fails before, the previous
-   * data and brokers are put back and the cluster started again before the error is thrown. A platform that stops in
-   * between puts them back at the cluster's next launch.
+   * to be discarded), `onRestored` awaited and the previous data deleted (at best effort; when `onRestored` throws it
+   * is kept, so the platform's next start learns from `restoreCommitted` that the restore was committed); when
+   * anything fails before the commit, the previous data and brokers are put back and the cluster started again before
+   * the error is thrown. A platform that stops in between puts them back at the cluster's next launch, once no
+   * process of the interrupted restore holds the brokers' data any more.
    */
   async restore(
     specification: ClusterSpecification,
@@ -415,6 +489,9 @@ export class LocalProvisioner implements Provisioner {
     const placement = await this.recordedPlacement(clusterId);
     if (placement === undefined) throw new Error(`cluster ${clusterId} was never started; there is nothing to restore`);
     const logger = this.options.logger.child({ clusterId, backupId });
+    // What an interrupted restore left goes back first (a running cluster has nothing aside: its launch put it back),
+    // so that the brokers listed below are the cluster's, not those an interrupted restore left in the brokers file.
+    await this.putBack(placement.directory, logger);
     // Checked before anything stops: a member the provisioner does not run could not be restored.
     const members = new Set(target.brokerIds);
     const runs = await this.brokersOf(clusterId, placement.directory, specification.shape.brokers);
@@ -430,17 +507,19 @@ export class LocalProvisioner implements Provisioner {
     const previousDirectory = join(placement.directory, PREVIOUS_BROKERS_DIRECTORY_NAME);
     const discardedDirectory = join(placement.directory, DISCARDED_BROKERS_DIRECTORY_NAME);
     const configurationFile = join(placement.directory, RESTORE_CONFIGURATION_FILE_NAME);
-    // Everything from here to the commit is undone by the put-back (in the catch, or at the next launch), so no step
-    // that throws leaves the cluster stopped without its data.
+    // Everything up to and including the commit is undone by the put-back (in the catch, or at the next launch), so
+    // no step that throws leaves the cluster stopped without its data, and none leaves it half committed.
     try {
-      putBackInterruptedRestore(placement.directory, logger);
-      // The brokers file as it was, saved before any data moves: the put-back restores it whenever the data is aside.
+      // The brokers file as it was, saved (durably) before any data moves: the put-back restores it whenever the
+      // data is aside.
       writeFileAtomically(
         join(placement.directory, PREVIOUS_BROKERS_FILE_NAME),
         readFileSync(join(placement.directory, BROKERS_FILE_NAME), "utf8"),
       );
       if (existsSync(brokersDirectory)) renameSync(brokersDirectory, previousDirectory);
       else ownPrivateDirectory(previousDirectory);
+      // Synced before the brokers file changes: after a power loss, the data is aside whenever the file says so.
+      syncDirectory(placement.directory);
       // Brokers that run but are not members (a completed scale-down or a cancelled scale-up whose cleanup has not
       // run yet) are not restored and do not start with the restored cluster: were they started with empty data, one
       // counted among the founding brokers by its settings could take the first configuration while the members are
@@ -475,26 +554,45 @@ export class LocalProvisioner implements Provisioner {
       if ((await this.whenStarted(clusterId)) === undefined) {
         throw new Error("the restored cluster did not become ready; see its logs");
       }
+      // The commit, the last step here: one rename, after which nothing puts the previous data back. Should it
+      // throw, the previous data is still aside and putting it back is right.
+      renameSync(previousDirectory, discardedDirectory);
     } catch (error) {
       logger.error({ err: error }, "the restore failed; putting the cluster's previous data back");
       await this.stop(clusterId);
       // Should this throw, the cluster stays stopped with its previous data aside, and its next launch puts it back.
-      putBackInterruptedRestore(placement.directory, logger);
+      await this.putBack(placement.directory, logger);
       await this.launchCluster(specification);
       // The restore ends once the cluster runs on its previous data again (or its start failed, which the
       // cluster's status then tells).
       await this.whenStarted(clusterId);
       throw error;
     }
-    // The commit: one rename, after which nothing puts the previous data back. The saved brokers file is stale from
-    // then on (the put-back deletes it too when the platform stops right here).
-    renameSync(previousDirectory, discardedDirectory);
-    rmSync(join(placement.directory, PREVIOUS_BROKERS_FILE_NAME), { force: true });
+    // Committed: nothing below may undo the restore or report it failed. Each step is taken at best effort, and the
+    // put-back of the cluster's next launch deletes what was left to delete.
+    const afterCommit = (step: string, work: () => void): void => {
+      try {
+        work();
+      } catch (error) {
+        logger.error({ err: error, step }, "a step after the restore's commit failed; the restored data stays");
+      }
+    };
+    // Durable before the restore is recorded COMPLETED: a power loss must not bring back the previous data of a
+    // restore the store calls completed.
+    afterCommit("syncing the commit", () => syncDirectory(placement.directory));
+    // The saved brokers file is stale from now on.
+    afterCommit("deleting the saved brokers file", () =>
+      rmSync(join(placement.directory, PREVIOUS_BROKERS_FILE_NAME), { force: true }),
+    );
     try {
       await onRestored?.();
-    } finally {
-      rmSync(discardedDirectory, { recursive: true, force: true });
+    } catch (error) {
+      // The previous data stays renamed to be discarded: that tells the platform's next start that this restore was
+      // committed, which its record could not say.
+      logger.error({ err: error }, "the restore is committed and could not be recorded; its next start records it");
+      throw error;
     }
+    afterCommit("deleting the previous data", () => rmSync(discardedDirectory, { recursive: true, force: true }));
   }
 
   async restoreCommitted(clusterId: string): Promise<boolean> {

@@ -1,11 +1,14 @@
 /**
  * Runs `flowplane restore --backup-id N` for one broker of a local cluster, as a child process with the broker's
- * own environment, its output appended to a log file in the cluster's directory.
+ * own environment, its output appended to a log file in the cluster's directory. The child is supervised like the
+ * brokers (an IPC channel and `FLOWPLANE_SUPERVISOR=ipc`, see supervision.ts): it aborts once this process is gone,
+ * so that no restore outlives the platform and writes into the data that the platform's next start puts back.
  */
 import { spawn } from "node:child_process";
 import { closeSync, fstatSync, openSync, readSync } from "node:fs";
 import { privateFileMode } from "../../files/private-files.js";
 import type { LocalBrokerSettings } from "./local-cluster.js";
+import { SUPERVISOR_CHANNEL, SUPERVISOR_VARIABLE } from "./supervision.js";
 
 /** Longest a broker's restore may run before it is stopped and the restore fails. */
 const RESTORE_TIME_LIMIT_MS = 60 * 60 * 1000;
@@ -42,7 +45,10 @@ export async function runRestoreCommand(options: RestoreCommandOptions): Promise
         "--cluster-configuration",
         options.configurationFile,
       ],
-      { env: options.broker.environment, stdio: ["ignore", logDescriptor, logDescriptor] },
+      {
+        env: { ...options.broker.environment, [SUPERVISOR_VARIABLE]: SUPERVISOR_CHANNEL },
+        stdio: ["ignore", logDescriptor, logDescriptor, "ipc"],
+      },
     );
     const timer = setTimeout(() => child.kill("SIGKILL"), RESTORE_TIME_LIMIT_MS);
     try {

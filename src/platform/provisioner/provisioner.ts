@@ -96,8 +96,9 @@ export interface Provisioner {
    * of `target`, starts it, and resolves once it is ready. The previous data is kept until then; on failure it is put
    * back and the cluster started again before the error (naming the reason) is thrown. Once the restored cluster is
    * ready and its previous data can no longer come back, `onRestored` is awaited (the caller records the restore as
-   * done), then the previous data is deleted. Throws without stopping the cluster when `target` names a broker the
-   * provisioner does not run.
+   * done), then the previous data is deleted; an error after that point (`onRestored`'s included) leaves the restored
+   * cluster running, and when `onRestored` throws, `restoreCommitted` answers true until the cluster's next launch.
+   * Throws without stopping the cluster when `target` names a broker the provisioner does not run.
    */
   restore(
     specification: ClusterSpecification,

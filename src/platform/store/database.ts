@@ -1,6 +1,6 @@
 import { dirname, resolve } from "node:path";
 import SqliteDatabase from "better-sqlite3";
-import { Kysely, Migrator, PostgresDialect, SqliteDialect } from "kysely";
+import { Kysely, Migrator, PostgresDialect, SqliteAdapter, SqliteDialect, sql } from "kysely";
 import pg from "pg";
 import { createPrivateDirectory, ownPrivateFile, restrictFileIfPresent } from "../../files/private-files.js";
 import { type KeyEncryptionKeySettings, resolveKeyEncryptionKey } from "./key-encryption-key.js";
@@ -103,6 +103,17 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     await database.destroy();
     throw error;
   }
+}
+
+/**
+ * Makes every transaction committed so far durable against a power loss, for a state that a following step outside
+ * the database (a file renamed or deleted) relies on. PostgreSQL's commits are durable already. SQLite runs WAL with
+ * synchronous=NORMAL, whose commits reach the disk only at the next checkpoint, so one is run here: it syncs the
+ * write-ahead log before it copies it into the database file.
+ */
+export async function makeCommitsDurable(database: Kysely<PlatformDatabase>): Promise<void> {
+  if (!(database.getExecutor().adapter instanceof SqliteAdapter)) return;
+  await sql`PRAGMA wal_checkpoint(FULL)`.execute(database);
 }
 
 /** Most distinct statements kept prepared; Kysely's SQL text is bounded by the code paths, so this is ample. */

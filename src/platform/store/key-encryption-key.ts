@@ -13,6 +13,7 @@ import {
   ownPrivateDirectory,
   privateFileMode,
   restrictFileIfPresent,
+  syncDirectory,
 } from "../../files/private-files.js";
 import { generateKeyEncryptionKey, parseKeyEncryptionKey, SecretsBox } from "./secrets-box.js";
 
@@ -180,16 +181,6 @@ function writeTemporaryKeyFile(directory: string, text: string): string {
     closeSync(descriptor);
   }
   return temporary;
-}
-
-/** Makes the entries of `directory` (a renamed or linked file) durable. */
-function syncDirectory(directory: string): void {
-  const directoryDescriptor = openSync(directory, "r");
-  try {
-    fsyncSync(directoryDescriptor);
-  } finally {
-    closeSync(directoryDescriptor);
-  }
 }
 
 /** Reads and checks a key file; undefined when it does not exist. The file is made 0600 should it be wider. */

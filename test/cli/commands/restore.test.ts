@@ -6,12 +6,15 @@
  * scaled cluster's configuration gives it (broker ids its first configuration does not have) and keeps that
  * configuration, and refuses a configuration it is not in, one in the middle of a change (also one a cancelled change
  * left halfway), another partition count, routing counts that are not the partitions', and a file that is not a
- * regular file (a FIFO is refused, not waited on).
+ * regular file (a FIFO is refused, not waited on). Started by a supervisor (the local provisioner), it aborts once
+ * the supervisor is gone.
  */
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
+import { once } from "node:events";
 import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { exitCodes } from "../../../src/cli/io.js";
 import { runCli } from "../../../src/cli/main.js";
@@ -267,4 +270,48 @@ describe("flowplane restore", () => {
     expect(fromFifo.stderr).toContain("a-fifo is not a regular file");
     await expect(readdir(target)).rejects.toThrow();
   });
+
+  it("started by a supervisor, restores and exits with the channel open, and aborts once the supervisor is gone", async () => {
+    const entry = fileURLToPath(new URL("../../../src/cli/main.ts", import.meta.url));
+    /** Runs the command line as the local provisioner does: an IPC channel and FLOWPLANE_SUPERVISOR=ipc. */
+    const supervised = (nodeId: number, dataDirectory: string) => {
+      const child = spawn(
+        process.execPath,
+        [
+          "--import",
+          "tsx",
+          entry,
+          "restore",
+          "--backup-id",
+          "4",
+          "--set",
+          `service.broker.cluster.nodeId=${nodeId}`,
+          "--set",
+          `service.broker.dataDirectory=${dataDirectory}`,
+          "--set",
+          `service.backup.filesystem.basePath=${storeDirectory}`,
+        ],
+        {
+          env: { ...process.env, SERVICE_CLUSTER_SECRET: TEST_CLUSTER_SECRET, FLOWPLANE_SUPERVISOR: "ipc" },
+          stdio: ["ignore", "ignore", "pipe", "ipc"],
+        },
+      );
+      const output = { stderr: "" };
+      child.stderr?.on("data", (chunk: Buffer) => {
+        output.stderr += chunk.toString("utf8");
+      });
+      const exitCode = once(child, "exit").then(([code]) => code as number | null);
+      return { child, output, exitCode };
+    };
+    // The open channel keeps nothing waiting: the restore ends by itself.
+    const finished = supervised(0, join(directory, "broker-supervised"));
+    expect(await finished.exitCode).toBe(exitCodes.ok);
+    expect(await readdir(join(directory, "broker-supervised"))).toContain("raft");
+
+    const orphaned = supervised(1, join(directory, "broker-orphaned"));
+    // The supervisor goes away as a killed one does: the channel closes.
+    orphaned.child.disconnect();
+    expect(await orphaned.exitCode).toBe(exitCodes.failure);
+    expect(orphaned.output.stderr).toContain("the process that started this restore is gone; aborting");
+  }, 60_000);
 });

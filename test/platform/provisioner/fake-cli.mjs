@@ -1,9 +1,9 @@
 // A stand-in for the flowplane command line in provisioner tests: it records the environment it was started with,
 // serves a ready gateway health endpoint, and can be told to exit at once or to ignore SIGTERM. Like the real
 // command line it exits with code 0 on SIGTERM, and, when supervised, once its channel to the supervisor closes.
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 
 const role = process.argv[2] ?? "unknown";
 const environment = Object.fromEntries(Object.entries(process.env).filter(([name]) => name.startsWith("SERVICE_")));
@@ -27,8 +27,22 @@ if (process.env.FAKE_EXIT_AT_START === role) process.exit(3);
 if (existsSync(join(recordDirectory, `${name}.crash`))) process.exit(3);
 // Written once the child will keep running: a record naming a pid says that process started for good.
 writeFileSync(join(recordDirectory, `${name}.json`), JSON.stringify(environment));
-// `restore` ends at once: refused while `<name>.fail` exists in the record directory, else done.
+// `restore` ends at once: refused while `<name>.fail` exists in the record directory, else done. Before it ends it
+// can get in the way of what follows it in the cluster's directory: while `<name>.occupy-commit` exists it leaves a
+// non-empty `brokers.restored-over` (the commit's rename then fails), and while `<name>.saved-ports-directory` exists
+// it turns the saved brokers file into a non-empty directory (deleting it then fails).
 if (role === "restore") {
+  const clusterDirectory = dirname(dirname(process.env.SERVICE_BROKER_DATA_DIRECTORY ?? "."));
+  if (existsSync(join(recordDirectory, `${name}.occupy-commit`))) {
+    mkdirSync(join(clusterDirectory, "brokers.restored-over", "occupied"), { recursive: true });
+    writeFileSync(join(clusterDirectory, "brokers.restored-over", "occupied", "file"), "in the way");
+  }
+  if (existsSync(join(recordDirectory, `${name}.saved-ports-directory`))) {
+    const savedPorts = join(clusterDirectory, "ports.before-restore.json");
+    rmSync(savedPorts, { force: true });
+    mkdirSync(savedPorts);
+    writeFileSync(join(savedPorts, "file"), "in the way");
+  }
   if (existsSync(join(recordDirectory, `${name}.fail`))) {
     process.stderr.write("restore refused: the backup's part of partition 1 is damaged\n");
     process.exit(1);

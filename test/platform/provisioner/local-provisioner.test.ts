@@ -1,9 +1,12 @@
 /**
  * The local provisioner with a stand-in command line (fake-cli.mjs): where clusters are placed, what the gateway is
  * told, the access policy file, the adoption of an earlier version's `<data>/cluster` as the first cluster, and
- * restores: what is kept aside until the restored cluster is ready, put back on failure or at the next launch, and
- * discarded once the restore is committed.
+ * restores: what is kept aside until the restored cluster is ready, put back on failure (the commit's own included) or
+ * at the next launch once no process holds the brokers' data, and discarded once the restore is committed, where
+ * nothing that fails afterwards undoes it.
  */
+import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -31,6 +34,7 @@ async function platformWithFakeClusters(
   dataDirectory: string,
   records: string,
   earlier?: TestPlatform,
+  dataHolderWaitMs?: number,
 ): Promise<TestPlatform> {
   const platform = await startTestPlatform(
     { "service.gateway.port": 0, "service.management.port": 0 },
@@ -39,6 +43,7 @@ async function platformWithFakeClusters(
       localClusters: {
         command: { entry: fakeCli, nodeArguments: [] },
         environment: { FAKE_RECORD_DIRECTORY: records, PATH: process.env.PATH },
+        ...(dataHolderWaitMs === undefined ? {} : { dataHolderWaitMs }),
       },
       ...(earlier === undefined ? {} : { adminClient: earlier.adminClient }),
     },
@@ -181,7 +186,9 @@ describe("the local provisioner", () => {
       expect(existsSync(configurationFile)).toBe(false);
       expect(restore.SERVICE_BROKER_DATA_DIRECTORY).toBe(join(clusterDirectory, "brokers", String(nodeId)));
       expect(restore.SERVICE_BACKUP_FILESYSTEM_BASE_PATH).toBe(join(clusterDirectory, "backups"));
-      expect(restore.FLOWPLANE_SUPERVISOR).toBeUndefined();
+      // Supervised like the brokers: a restore whose platform is gone aborts rather than outlive it.
+      expect(restore.FLOWPLANE_SUPERVISOR).toBe("ipc");
+      expect(restore.FAKE_HAS_CHANNEL).toBe("true");
     }
     // The brokers run with the same backup store, and the previous data is gone once the cluster is ready.
     expect((await recorded(records, "broker-0")).SERVICE_BACKUP_FILESYSTEM_BASE_PATH).toBe(
@@ -301,5 +308,124 @@ describe("the local provisioner", () => {
     expect(readFileSync(journalOf(0), "utf8")).toBe("restored");
     expect(existsSync(join(clusterDirectory, "brokers.restored-over"))).toBe(false);
     expect(await listed()).toEqual([0, 2]);
+  });
+
+  it("puts the previous data back when the commit fails, and keeps a committed restore whatever fails after it", async () => {
+    const dataDirectory = temporaryDirectory();
+    const records = temporaryDirectory();
+    const platform = await platformWithFakeClusters(dataDirectory, records);
+    const provisioner = platform.running.provisioner;
+    const clusterId = platform.running.primaryClusterId as string;
+    if (provisioner === undefined) throw new Error("the platform runs no provisioner");
+    await provisioner.whenStarted(clusterId);
+    const clusterDirectory = join(dataDirectory, "cluster");
+    const specification = {
+      clusterId,
+      organizationId: platform.organizationId,
+      shape: { brokers: 3, partitions: 3, replicationFactor: 3 },
+      primary: true,
+    };
+    const target = { brokerIds: [0, 1, 2], configurationDocument: '{"version":7}' };
+    const journal = join(clusterDirectory, "brokers", "0", "journal");
+    const discarded = join(clusterDirectory, "brokers.restored-over");
+    writeFileSync(journal, "before the restore");
+
+    // The commit's rename fails (its target is in the way): the restore was not committed, so the previous data
+    // comes back and the cluster runs on it.
+    writeFileSync(join(records, "restore-0.occupy-commit"), "");
+    await expect(provisioner.restore(specification, 8, target)).rejects.toThrow(/ENOTEMPTY|EEXIST/);
+    expect(readFileSync(journal, "utf8")).toBe("before the restore");
+    expect(existsSync(join(clusterDirectory, "brokers.before-restore"))).toBe(false);
+    expect(existsSync(discarded)).toBe(false);
+    expect(provisioner.state(clusterId)).toBe("running");
+    rmSync(join(records, "restore-0.occupy-commit"));
+
+    // Deleting the saved brokers file fails after the commit: the restore still succeeds and is recorded.
+    writeFileSync(join(records, "restore-0.saved-ports-directory"), "");
+    let recordedCompleted = false;
+    await provisioner.restore(specification, 9, target, async () => {
+      recordedCompleted = true;
+    });
+    expect(recordedCompleted).toBe(true);
+    expect(existsSync(journal)).toBe(false);
+    expect(existsSync(discarded)).toBe(false);
+    expect(provisioner.state(clusterId)).toBe("running");
+    rmSync(join(records, "restore-0.saved-ports-directory"));
+    rmSync(join(clusterDirectory, "ports.before-restore.json"), { recursive: true });
+
+    // Recording the restore fails: the restored data stays, and so does the previous data renamed to be discarded,
+    // which tells the platform's next start that the restore was committed.
+    writeFileSync(journal, "before the restore");
+    await expect(
+      provisioner.restore(specification, 10, target, async () => {
+        throw new Error("the store cannot be written");
+      }),
+    ).rejects.toThrow("the store cannot be written");
+    expect(existsSync(journal)).toBe(false);
+    expect(readFileSync(join(discarded, "0", "journal"), "utf8")).toBe("before the restore");
+    expect(await provisioner.restoreCommitted(clusterId)).toBe(true);
+    expect(existsSync(join(clusterDirectory, "brokers.before-restore"))).toBe(false);
+    expect(provisioner.state(clusterId)).toBe("running");
+  });
+
+  it("puts an interrupted restore's previous data back only once no process holds the brokers' data, and lists the brokers after it", async () => {
+    const dataDirectory = temporaryDirectory();
+    const records = temporaryDirectory();
+    const platform = await platformWithFakeClusters(dataDirectory, records, undefined, 300);
+    const provisioner = platform.running.provisioner;
+    const clusterId = platform.running.primaryClusterId as string;
+    if (provisioner === undefined) throw new Error("the platform runs no provisioner");
+    await provisioner.whenStarted(clusterId);
+    const clusterDirectory = join(dataDirectory, "cluster");
+    const specification = {
+      clusterId,
+      organizationId: platform.organizationId,
+      shape: { brokers: 3, partitions: 3, replicationFactor: 3 },
+      primary: true,
+    };
+    const journalOf = (nodeId: number) => join(clusterDirectory, "brokers", String(nodeId), "journal");
+    writeFileSync(journalOf(0), "before the restore");
+    const portsFile = join(clusterDirectory, "ports.json");
+    const portsBefore = readFileSync(portsFile, "utf8");
+
+    // What a platform killed during a restore into brokers 0 and 2 leaves: the data and the brokers file aside, the
+    // brokers file without broker 1, and broker 0's restore still running (its pid file names a live process).
+    await provisioner.stop(clusterId);
+    renameSync(join(clusterDirectory, "brokers"), join(clusterDirectory, "brokers.before-restore"));
+    writeFileSync(join(clusterDirectory, "ports.before-restore.json"), portsBefore);
+    const members = (JSON.parse(portsBefore) as { brokers: { nodeId: number }[] }).brokers.filter(
+      (broker) => broker.nodeId !== 1,
+    );
+    writeFileSync(portsFile, JSON.stringify({ brokers: members }));
+    mkdirSync(join(clusterDirectory, "brokers", "0"), { recursive: true });
+    writeFileSync(journalOf(0), "half restored");
+    const orphan = spawn(process.execPath, ["-e", "setInterval(() => {}, 60_000)"], { stdio: "ignore" });
+    const orphanExit = once(orphan, "exit");
+    cleanups.push(async () => {
+      if (orphan.exitCode === null && orphan.signalCode === null) orphan.kill("SIGKILL");
+    });
+    writeFileSync(join(clusterDirectory, "brokers", "0", "broker.pid"), `${orphan.pid}\n`);
+
+    // While it runs, nothing moves and the cluster is not launched, with the reason.
+    await expect(provisioner.launch(specification)).rejects.toThrow(
+      `process ${orphan.pid} still holds ${join(clusterDirectory, "brokers", "0", "broker.pid")}`,
+    );
+    expect(readFileSync(journalOf(0), "utf8")).toBe("half restored");
+    expect(existsSync(join(clusterDirectory, "brokers.before-restore"))).toBe(true);
+    expect(provisioner.state(clusterId)).toBe("stopped");
+    // A restore started meanwhile is refused before anything changes, for the same reason.
+    const target = { brokerIds: [0, 1, 2], configurationDocument: '{"version":7}' };
+    await expect(provisioner.restore(specification, 9, target)).rejects.toThrow(`process ${orphan.pid} still holds`);
+    expect(readFileSync(journalOf(0), "utf8")).toBe("half restored");
+
+    // Once it has exited, a restore puts the previous data back first and finds broker 1 among the brokers again.
+    orphan.kill("SIGKILL");
+    await orphanExit;
+    await provisioner.restore(specification, 9, target);
+    expect(JSON.parse((await recorded(records, "restore-1")).FAKE_ARGUMENTS ?? "[]")).toContain("9");
+    expect((await provisioner.brokers(clusterId)).map((broker) => broker.nodeId)).toEqual([0, 1, 2]);
+    expect(existsSync(journalOf(0))).toBe(false);
+    expect(existsSync(join(clusterDirectory, "brokers.before-restore"))).toBe(false);
+    expect(provisioner.state(clusterId)).toBe("running");
   });
 });

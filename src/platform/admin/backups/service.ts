@@ -13,7 +13,12 @@
  *
  * Backups and restores of one cluster exclude each other in this process for their whole run: no backup is taken
  * (409, the restore named) and no scheduled run starts while a restore runs, and no restore starts while the
- * platform takes a backup or runs a schedule's deletions, so a schedule never deletes the backup being restored.
+ * platform takes a backup or runs a schedule's deletions, so a schedule never deletes the backup being restored. A
+ * backup being deleted through the API is not restored meanwhile, nor deleted while it is restored (409 both ways).
+ *
+ * A restore's state follows the provisioner's steps durably: IN_PROGRESS is on disk before the cluster's data moves,
+ * COMPLETED before the previous data is deleted, and once the provisioner has committed the restore (it calls
+ * `onRestored`) nothing records it FAILED.
  */
 import { randomUUID } from "node:crypto";
 import type { Kysely, Selectable } from "kysely";
@@ -26,6 +31,7 @@ import type { HttpOptions } from "../../../client/http.js";
 import { restorableShapeProblem } from "../../../client/restorable-shape.js";
 import { conflict, invalidRequest, notFound, ServiceError } from "../../../http/errors.js";
 import type { RestoreTarget } from "../../provisioner/provisioner.js";
+import { makeCommitsDurable } from "../../store/database.js";
 import type { PlatformDatabase } from "../../store/schema.js";
 import type { ActivityService } from "../activity/service.js";
 import { type ClusterDirectory, type ClusterSummary, requireCluster } from "../cluster-directory.js";
@@ -156,6 +162,15 @@ export interface BackupServiceOptions {
   http?: HttpOptions;
 }
 
+/** The states of a restore that has not ended: the only ones a restore's state moves from. */
+const UNFINISHED_RESTORE_STATES: readonly RestoreState[] = ["PENDING", "VALIDATING", "IN_PROGRESS"];
+
+/** How many times a committed restore's COMPLETED is written before the platform's next start is left to record it. */
+const COMPLETED_RECORD_ATTEMPTS = 3;
+
+/** Wait before recording a committed restore again, doubled at each further attempt. */
+const COMPLETED_RECORD_RETRY_DELAY_MS = 200;
+
 /** Longest failure reason kept: it comes from a cluster, whose answers are bounded by nothing the platform controls. */
 const MAX_FAILURE_REASON_LENGTH = 1_000;
 
@@ -179,6 +194,8 @@ export class BackupService {
    * cluster does not start meanwhile.
    */
   private readonly backupsUnderWay = new Map<string, number>();
+  /** Deletions of backups through the API under way in this process (`deletionKey`): those are not restored. */
+  private readonly deletionsUnderWay = new Map<string, number>();
   private scheduleTimer: NodeJS.Timeout | undefined;
   private scheduleCheck: Promise<void> | undefined;
 
@@ -233,7 +250,10 @@ export class BackupService {
     return presentBackup(taken);
   }
 
-  /** Deletes a backup from the cluster's backup store and answers what it was. */
+  /**
+   * Deletes a backup from the cluster's backup store and answers what it was; 409 while it is restored. A restore of
+   * it does not start until the deletion has ended (checked and claimed without a wait in between, as `restore` does).
+   */
   async delete(organizationId: string, clusterId: string, backupId: string): Promise<Backup> {
     const id = parseBackupId(backupId);
     const client = await this.clientFor(organizationId, clusterId);
@@ -243,9 +263,17 @@ export class BackupService {
         `Backup ${id} is being restored (restore ${restore.restoreId}); delete it once the restore is COMPLETED or FAILED.`,
       );
     }
-    const deleted = await this.callCluster(() => client.delete(id), id);
-    this.options.logger.info({ clusterId, backupId: id }, "backup deleted through the Administration API");
-    return presentBackup(deleted);
+    const key = deletionKey(clusterId, id);
+    this.deletionsUnderWay.set(key, (this.deletionsUnderWay.get(key) ?? 0) + 1);
+    try {
+      const deleted = await this.callCluster(() => client.delete(id), id);
+      this.options.logger.info({ clusterId, backupId: id }, "backup deleted through the Administration API");
+      return presentBackup(deleted);
+    } finally {
+      const left = (this.deletionsUnderWay.get(key) ?? 1) - 1;
+      if (left === 0) this.deletionsUnderWay.delete(key);
+      else this.deletionsUnderWay.set(key, left);
+    }
   }
 
   /**
@@ -253,8 +281,9 @@ export class BackupService {
    * (the backup must be Complete and hold as many partitions as the cluster) and IN_PROGRESS (the cluster is stopped,
    * restored broker by broker into its current shape and started) to COMPLETED or FAILED. 409 while another restore
    * of the cluster runs, while a configuration change is pending or a scale request of the platform is handled, while
-   * a backup is being written or taken, and while the configuration is no settled shape (a broker or replica not
-   * ACTIVE, partitions or routing counts not 1..P); 502 when the cluster's management API does not answer.
+   * a backup is being written or taken, while that backup is being deleted, and while the configuration is no settled
+   * shape (a broker or replica not ACTIVE, partitions or routing counts not 1..P); 502 when the cluster's management
+   * API does not answer.
    */
   async restore(organizationId: string, clusterId: string, backupId: string): Promise<Restore> {
     const id = parseBackupId(backupId);
@@ -271,6 +300,9 @@ export class BackupService {
       throw conflict(
         `A backup of cluster ${clusterId} is being taken (or its schedule's older backups deleted); try again once it has started.`,
       );
+    }
+    if (this.deletionsUnderWay.has(deletionKey(clusterId, id))) {
+      throw conflict(`Backup ${id} of cluster ${clusterId} is being deleted; it cannot be restored.`);
     }
     // Claimed before the first wait, so a scale request or a backup that arrives meanwhile sees the restore and is
     // refused.
@@ -516,19 +548,20 @@ export class BackupService {
 
   /**
    * Ends the restores that were running when the platform last stopped: nothing carries them on. One the provisioner
-   * had committed (the platform stopped between the commit and its record) is COMPLETED; the others are FAILED, and
-   * the provisioner puts their previous data back when it next starts the cluster. Called at start before the
-   * clusters are launched, since a launch deletes what a committed restore left to delete.
+   * had committed (the platform stopped between the commit and its record) is COMPLETED, whatever state it was
+   * recorded in (a power loss may have lost the write of IN_PROGRESS); the others are FAILED, and the provisioner puts
+   * their previous data back when it next starts the cluster. Called at start before the clusters are launched, since
+   * a launch deletes what a committed restore left to delete: the states are durable before this returns.
    */
   async failInterruptedRestores(): Promise<void> {
     const interrupted = await this.database
       .selectFrom("cluster_restores")
       .select(["id", "cluster_id", "state"])
-      .where("state", "in", ["PENDING", "VALIDATING", "IN_PROGRESS"])
+      .where("state", "in", [...UNFINISHED_RESTORE_STATES])
       .execute();
+    if (interrupted.length === 0) return;
     for (const row of interrupted) {
-      const committed =
-        row.state === "IN_PROGRESS" && (await this.options.restorer.restoreCommitted?.(row.cluster_id)) === true;
+      const committed = (await this.options.restorer.restoreCommitted?.(row.cluster_id)) === true;
       await this.database
         .updateTable("cluster_restores")
         .set({
@@ -542,6 +575,7 @@ export class BackupService {
         .where("state", "=", row.state)
         .execute();
     }
+    await makeCommitsDurable(this.database);
   }
 
   /** Whether a restore of the cluster runs in this process (scale requests are refused meanwhile). */
@@ -567,6 +601,8 @@ export class BackupService {
     restoreId: string,
   ): Promise<void> {
     const logger = this.options.logger.child({ clusterId: cluster.id, backupId, restoreId });
+    // Set once the provisioner has committed the restore: from then on the restored data stays, whatever fails.
+    let committed = false;
     try {
       await this.setRestoreState(restoreId, "VALIDATING", null);
       const client = this.managementClient(organizationId, cluster);
@@ -590,12 +626,24 @@ export class BackupService {
         configurationDocument: JSON.stringify(status),
       };
       await this.setRestoreState(restoreId, "IN_PROGRESS", null);
+      // On disk before the cluster's data moves: a restore the provisioner commits is found unfinished, never gone.
+      await makeCommitsDurable(this.database);
       logger.info({ brokers: target.brokerIds, partitionCount }, "restoring the cluster from a backup");
       await this.options.restorer.restoreFromBackup(organizationId, cluster.id, backupId, target, async () => {
-        await this.setRestoreState(restoreId, "COMPLETED", null);
+        committed = true;
+        await this.recordCompleted(restoreId, logger);
         logger.info("cluster restored from a backup");
       });
     } catch (error) {
+      if (committed) {
+        // The restored cluster runs on the restored data: FAILED would be false. When COMPLETED could not be
+        // recorded, the provisioner keeps telling (`restoreCommitted`) until the platform's next start records it.
+        logger.error(
+          { err: error },
+          "the restore is committed, and what followed failed; the cluster keeps the restored data",
+        );
+        return;
+      }
       const reason = error instanceof Error ? error.message : String(error);
       logger.error({ reason: reason.slice(0, MAX_FAILURE_REASON_LENGTH) }, "the restore failed");
       try {
@@ -606,11 +654,33 @@ export class BackupService {
     }
   }
 
+  /**
+   * Records a committed restore as COMPLETED, durably (the provisioner deletes the previous data next), trying again
+   * a few times; throws when every attempt failed.
+   */
+  private async recordCompleted(restoreId: string, logger: Logger): Promise<void> {
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        await this.setRestoreState(restoreId, "COMPLETED", null);
+        await makeCommitsDurable(this.database);
+        return;
+      } catch (error) {
+        if (attempt >= COMPLETED_RECORD_ATTEMPTS) throw error;
+        logger.warn({ err: error, attempt }, "could not record the committed restore as COMPLETED; trying again");
+        await new Promise((resolveWait) =>
+          setTimeout(resolveWait, COMPLETED_RECORD_RETRY_DELAY_MS * 2 ** (attempt - 1)),
+        );
+      }
+    }
+  }
+
+  /** Moves an unfinished restore to `state`; a restore that has ended keeps its state. */
   private async setRestoreState(restoreId: string, state: RestoreState, failureReason: string | null): Promise<void> {
     await this.database
       .updateTable("cluster_restores")
       .set({ state, failure_reason: failureReason, updated_at: this.now().toISOString() })
       .where("id", "=", restoreId)
+      .where("state", "in", [...UNFINISHED_RESTORE_STATES])
       .execute();
   }
 
@@ -691,6 +761,11 @@ function requireRestorable(clusterId: string, status: ClusterStatus): void {
       `Cluster ${clusterId} cannot be restored into its current configuration: ${problem.slice(0, MAX_FAILURE_REASON_LENGTH)}. A change cancelled halfway leaves such states; finish them with another change, then restore.`,
     );
   }
+}
+
+/** The key of a backup's deletion under way: the cluster and the backup. */
+function deletionKey(clusterId: string, backupId: number): string {
+  return `${clusterId}/${backupId}`;
 }
 
 /** How many partitions the cluster's configuration holds: the partitions its brokers host. */

@@ -4,16 +4,22 @@
  * the schedule keeps are deleted, and both are recorded in the activity log. And restores beside scaling: none
  * starts while the platform scales the cluster, and the cluster's shape read just before it is what is restored; a
  * shape a cancelled change left halfway is refused at the 202 and at VALIDATING; backups and restores of one cluster
- * exclude each other for their whole run, scheduled runs included, and the restore is recorded COMPLETED before the
- * restorer deletes the previous data.
+ * exclude each other for their whole run, scheduled runs included, and so do a backup's deletion and its restore;
+ * the restore is recorded COMPLETED, in the database file itself, before the restorer deletes the previous data (and
+ * IN_PROGRESS before the restorer starts), and nothing records FAILED once the restorer has committed the restore.
  */
 import { randomUUID } from "node:crypto";
+import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import SqliteDatabase from "better-sqlite3";
+import { sql } from "kysely";
 import { pino } from "pino";
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { ActivityService } from "../../../../src/platform/admin/activity/service.js";
 import { BackupService } from "../../../../src/platform/admin/backups/service.js";
 import type { RestoreTarget } from "../../../../src/platform/provisioner/provisioner.js";
-import { openStore, type Store } from "../../../../src/platform/store/database.js";
+import { describeDatabase, openStore, type Store } from "../../../../src/platform/store/database.js";
 import { FakeManagementApi, fakeBackup, fakeClusterDirectory, fakeClusterStatus } from "../../../support/backups.js";
 import {
   createTestDatabase,
@@ -143,7 +149,35 @@ describe("restores beside scaling", () => {
   const statesAtRestored: string[] = [];
   /** Clusters whose restore the restorer says it committed before the platform stopped. */
   const committed = new Set<string>();
+  /** What the restorer does after `onRestored` (deleting the previous data), when set. */
+  let afterRestored: (() => Promise<void>) | undefined;
+  /**
+   * The restores' states in the database file alone (without its write-ahead log, as a power loss could leave it)
+   * when the restorer starts and once `onRestored` returned.
+   */
+  const statesOnDisk: string[][] = [];
   let service: BackupService;
+
+  /** The restores' states the database file holds by itself, read from a copy of that file alone. */
+  function stateInDatabaseFile(): string[] {
+    const copyDirectory = mkdtempSync(join(tmpdir(), "flowplane-database-file-"));
+    try {
+      const copy = join(copyDirectory, "copy.sqlite");
+      copyFileSync(describeDatabase({ url: database.url, dataDirectory: database.dataDirectory }).location, copy);
+      const sqlite = new SqliteDatabase(copy);
+      try {
+        // The file may not hold the table yet either, when nothing was checkpointed since the migrations.
+        const table = sqlite.prepare("SELECT name FROM sqlite_master WHERE name = 'cluster_restores'").get();
+        if (table === undefined) return [];
+        const rows = sqlite.prepare("SELECT state FROM cluster_restores").all() as { state: string }[];
+        return rows.map((row) => row.state);
+      } finally {
+        sqlite.close();
+      }
+    } finally {
+      rmSync(copyDirectory, { recursive: true, force: true });
+    }
+  }
 
   beforeAll(async () => {
     database = await createTestDatabase("sqlite");
@@ -156,10 +190,13 @@ describe("restores beside scaling", () => {
       restorer: {
         async restoreFromBackup(_organizationId, _clusterId, backupId, target, onRestored) {
           targets.push({ backupId, target });
+          statesOnDisk.push(stateInDatabaseFile());
           await restoreHeld;
           await onRestored();
+          statesOnDisk.push(stateInDatabaseFile());
           const rows = await store.database.selectFrom("cluster_restores").select("state").execute();
           statesAtRestored.push(...rows.map((row) => row.state));
+          await afterRestored?.();
         },
         async restoreCommitted(id) {
           return committed.has(id);
@@ -199,6 +236,8 @@ describe("restores beside scaling", () => {
     management.requests.length = 0;
     targets.length = 0;
     statesAtRestored.length = 0;
+    statesOnDisk.length = 0;
+    afterRestored = undefined;
   });
 
   it("refuses a restore while the platform scales the cluster, and restores the shape the cluster has", async () => {
@@ -221,8 +260,64 @@ describe("restores beside scaling", () => {
     expect(restore.state).toBe("PENDING");
     expect(targets.map(({ backupId, target }) => [backupId, target.brokerIds])).toEqual([[30, [0, 1]]]);
     expect(JSON.parse(targets[0]?.target.configurationDocument ?? "null")).toEqual(management.clusterStatus);
-    // Recorded COMPLETED before the restorer went on to delete the previous data.
+    // Recorded COMPLETED before the restorer went on to delete the previous data, durably as IN_PROGRESS before it
+    // began.
     expect(statesAtRestored).toEqual(["COMPLETED"]);
+    expect(statesOnDisk).toEqual([["IN_PROGRESS"], ["COMPLETED"]]);
+  });
+
+  it("never records FAILED once the restorer committed the restore, and leaves a COMPLETED it cannot write to the next start", async () => {
+    management.backups.set(60, fakeBackup(60, "COMPLETED"));
+    management.backups.set(61, fakeBackup(61, "COMPLETED"));
+    // Deleting the previous data fails after the commit: the restored cluster runs, and the restore is COMPLETED.
+    afterRestored = async () => {
+      throw new Error("the previous data could not be deleted");
+    };
+    await service.restore(organizationId, clusterId, "60");
+    await service.whenIdle();
+    expect(await service.restoreState(organizationId, clusterId, "60")).toMatchObject({
+      state: "COMPLETED",
+      failureReason: null,
+    });
+
+    // COMPLETED cannot be written (every attempt fails): the restore stays unfinished rather than FAILED, and the
+    // platform's next start, told by the restorer that it was committed, records it COMPLETED.
+    afterRestored = undefined;
+    await sql`CREATE TRIGGER refuse_completed BEFORE UPDATE OF state ON cluster_restores WHEN NEW.state = 'COMPLETED' BEGIN SELECT RAISE(ABORT, 'the disk is full'); END`.execute(
+      store.database,
+    );
+    try {
+      await service.restore(organizationId, clusterId, "61");
+      await service.whenIdle();
+      expect((await service.restoreState(organizationId, clusterId, "61")).state).toBe("IN_PROGRESS");
+    } finally {
+      await sql`DROP TRIGGER refuse_completed`.execute(store.database);
+    }
+    committed.add(clusterId);
+    try {
+      await service.failInterruptedRestores();
+    } finally {
+      committed.clear();
+    }
+    expect((await service.restoreState(organizationId, clusterId, "61")).state).toBe("COMPLETED");
+  });
+
+  it("restores no backup while it is deleted", async () => {
+    management.backups.set(70, fakeBackup(70, "COMPLETED"));
+    let answer: () => void = () => undefined;
+    management.holdNext = new Promise((resolveHeld) => {
+      answer = resolveHeld;
+    });
+    const deleting = service.delete(organizationId, clusterId, "70");
+    await vi.waitFor(() => expect(management.requests.length).toBeGreaterThan(0));
+    await expect(service.restore(organizationId, clusterId, "70")).rejects.toMatchObject({
+      status: 409,
+      message: `Backup 70 of cluster ${clusterId} is being deleted; it cannot be restored.`,
+    });
+    expect(service.isRestoring(clusterId)).toBe(false);
+    answer();
+    await deleting;
+    expect(management.backups.has(70)).toBe(false);
   });
 
   it("refuses a shape a cancelled change left halfway at the 202 and at VALIDATING, naming what is not ACTIVE", async () => {
@@ -293,6 +388,8 @@ describe("restores beside scaling", () => {
         row("committed", clusterId, "IN_PROGRESS"),
         row("not-committed", otherClusterId, "IN_PROGRESS"),
         row("validating", otherClusterId, "VALIDATING"),
+        // A power loss lost the write of IN_PROGRESS of a restore the restorer then committed.
+        row("validating-committed", clusterId, "VALIDATING"),
       ])
       .execute();
     await service.failInterruptedRestores();
@@ -306,6 +403,7 @@ describe("restores beside scaling", () => {
       { id: "committed", state: "COMPLETED", failure_reason: null },
       { id: "not-committed", state: "FAILED", failure_reason: failed },
       { id: "validating", state: "FAILED", failure_reason: failed },
+      { id: "validating-committed", state: "COMPLETED", failure_reason: null },
     ]);
     committed.clear();
   });
