@@ -1,6 +1,7 @@
 /**
  * The default backup store: a directory (`service.backup.filesystem.basePath`), laid out as
- * `<base>/<partition>/<backup id>/<broker>/{manifest.json, snapshot.bin, log.bin}`. Directories are 0700 and files
+ * `<base>/<partition>/<backup id>/<broker>/{manifest.json, snapshot.bin, log.bin}`, with each backup's record in
+ * `<base>/backups/<backup id>.json` (a name no partition directory has). Directories are 0700 and files
  * 0600 (a backup holds users' messages). Every file and manifest is written to a temporary file, synced and renamed
  * into place, so a crash leaves either the previous file or the new one. A data file's SHA-256 is that of the exact
  * bytes handed to the file, and its size on disk is checked against their count once it is synced. Data files are
@@ -17,15 +18,27 @@ import {
   type BackupFileWriter,
   type BackupPartId,
   type BackupPartManifest,
+  type BackupRecord,
   type BackupStore,
+  parseBackupRecord,
   parseManifest,
+  type StoredBackupRecord,
 } from "./store.js";
 
 /** Largest manifest read, in bytes: manifests are small, and a larger file is damage, not a manifest. */
 const MAX_MANIFEST_BYTES = 64 * 1024;
 
+/** Largest backup record read, in bytes: records are small, and a larger file is damage, not a record. */
+const MAX_RECORD_BYTES = 4 * 1024;
+
 /** Directory names the store creates: decimal ids. */
 const ID_PATTERN = /^(0|[1-9][0-9]{0,15})$/;
+
+/** The directory of the backups' records, under the base path. */
+const RECORDS_DIRECTORY = "backups";
+
+/** Names of record files: `<backup id>.json`. */
+const RECORD_NAME_PATTERN = /^(0|[1-9][0-9]{0,15})\.json$/;
 
 function idOf(name: string): number | null {
   if (!ID_PATTERN.test(name)) return null;
@@ -74,20 +87,27 @@ export class FilesystemBackupStore implements BackupStore {
     return join(this.basePath, String(part.partitionId), String(part.backupId), String(part.brokerId));
   }
 
+  /** The path of a backup's record. */
+  recordPath(backupId: number): string {
+    return join(this.basePath, RECORDS_DIRECTORY, `${backupId}.json`);
+  }
+
   async writeManifest(manifest: BackupPartManifest): Promise<void> {
-    const directory = this.partDirectory(manifest);
-    createPrivateDirectory(directory);
-    const target = join(directory, BACKUP_FILE_NAMES.manifest);
-    const temporary = join(directory, `.${BACKUP_FILE_NAMES.manifest}.${randomBytes(6).toString("hex")}.tmp`);
-    const handle = await open(temporary, "w", privateFileMode);
-    try {
-      await handle.writeFile(`${JSON.stringify(manifest, null, 2)}\n`, "utf8");
-      await handle.sync();
-    } finally {
-      await handle.close();
+    await writeJsonAtomically(this.partDirectory(manifest), BACKUP_FILE_NAMES.manifest, manifest);
+  }
+
+  async writeBackupRecord(record: BackupRecord): Promise<void> {
+    await writeJsonAtomically(join(this.basePath, RECORDS_DIRECTORY), `${record.backupId}.json`, record);
+  }
+
+  async backupRecords(backupId?: number): Promise<StoredBackupRecord[]> {
+    const ids = await this.recordIds();
+    const records: StoredBackupRecord[] = [];
+    for (const id of backupId === undefined ? ids : ids.filter((each) => each === backupId)) {
+      const stored = await this.readRecord(id);
+      if (stored !== null) records.push(stored);
     }
-    await rename(temporary, target);
-    await syncDirectory(directory);
+    return records;
   }
 
   prepareWrites(): void {
@@ -129,7 +149,7 @@ export class FilesystemBackupStore implements BackupStore {
   }
 
   async backupIds(): Promise<number[]> {
-    const ids = new Set<number>();
+    const ids = new Set<number>(await this.recordIds());
     for (const partitionId of await listIds(this.basePath)) {
       for (const id of await listIds(join(this.basePath, String(partitionId)))) ids.add(id);
     }
@@ -137,7 +157,12 @@ export class FilesystemBackupStore implements BackupStore {
   }
 
   async deleteBackup(backupId: number): Promise<boolean> {
-    let found = false;
+    // The record goes first and durably: a leader that looks for it afterwards writes no part of this backup.
+    let found = (await this.recordIds()).includes(backupId);
+    if (found) {
+      await rm(this.recordPath(backupId), { force: true });
+      await syncDirectory(join(this.basePath, RECORDS_DIRECTORY));
+    }
     for (const partitionId of await listIds(this.basePath)) {
       const directory = join(this.basePath, String(partitionId), String(backupId));
       const exists = (await listIds(join(this.basePath, String(partitionId)))).includes(backupId);
@@ -146,6 +171,42 @@ export class FilesystemBackupStore implements BackupStore {
       await rm(directory, { recursive: true, force: true });
     }
     return found;
+  }
+
+  /** The ids of the backups with a record, ascending. */
+  private async recordIds(): Promise<number[]> {
+    let names: string[];
+    try {
+      names = await readdir(join(this.basePath, RECORDS_DIRECTORY));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
+      throw error;
+    }
+    return names
+      .map((name) => RECORD_NAME_PATTERN.exec(name)?.[1])
+      .map((name) => (name === undefined ? null : idOf(name)))
+      .filter((id): id is number => id !== null)
+      .sort((left, right) => left - right);
+  }
+
+  /** The record of `backupId`; null when there is none (deleted meanwhile), the problem when it cannot be used. */
+  private async readRecord(backupId: number): Promise<StoredBackupRecord | null> {
+    const path = this.recordPath(backupId);
+    let problem: string;
+    try {
+      const bytes = await readFile(path);
+      if (bytes.byteLength > MAX_RECORD_BYTES) {
+        problem = `the record is larger than ${MAX_RECORD_BYTES} bytes`;
+      } else {
+        const parsed = parseBackupRecord(JSON.parse(bytes.toString("utf8")), backupId);
+        if (typeof parsed !== "string") return { backupId, record: parsed, problem: null };
+        problem = parsed;
+      }
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return null;
+      problem = error instanceof SyntaxError ? "the record is not JSON" : "the record cannot be read";
+    }
+    return { backupId, record: null, problem: `${path}: ${problem}` };
   }
 
   /**
@@ -170,6 +231,22 @@ export class FilesystemBackupStore implements BackupStore {
     }
     return damagedPart(part, `${this.partDirectory(part)}/${BACKUP_FILE_NAMES.manifest}: ${problem}`);
   }
+}
+
+/** Writes `value` as JSON to `directory/name` (created 0700): a synced temporary file renamed into place. */
+async function writeJsonAtomically(directory: string, name: string, value: unknown): Promise<void> {
+  createPrivateDirectory(directory);
+  const target = join(directory, name);
+  const temporary = join(directory, `.${name}.${randomBytes(6).toString("hex")}.tmp`);
+  const handle = await open(temporary, "w", privateFileMode);
+  try {
+    await handle.writeFile(`${JSON.stringify(value, null, 2)}\n`, "utf8");
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  await rename(temporary, target);
+  await syncDirectory(directory);
 }
 
 /** A part whose manifest is damaged: reported FAILED with the reason, never COMPLETED. */

@@ -1,8 +1,10 @@
 /** Backups of a cluster's partitions: the backup store, writing a partition's part, and reading parts back. */
 export { FilesystemBackupStore } from "./filesystem-store.js";
 export {
+  admitPart,
   BACKUP_CHUNK_BYTES,
   copyLogFrames,
+  type PartAdmission,
   type PartitionBackupRequest,
   type PartitionBackupSource,
   writePartitionBackup,
@@ -16,6 +18,10 @@ export {
   type BackupPartId,
   type BackupPartManifest,
   type BackupPartState,
+  type BackupRecord,
   type BackupStore,
+  backupPartitionCount,
+  parseBackupRecord,
   parseManifest,
+  type StoredBackupRecord,
 } from "./store.js";

@@ -7,6 +7,9 @@
  *
  * The part ends COMPLETED only when every file is written and verified; anything else (leadership lost, the snapshot
  * or log no longer there, a store error) ends it FAILED with the reason.
+ *
+ * A leader asks `admitPart` first: it writes a part only of a backup whose record the store holds, and only when its
+ * partition is one of the record's (see store.ts), and the part records the record's partition count.
  */
 import { continueChecksum } from "../raft/core/snapshot-transfer.js";
 import type { SnapshotMetadata } from "../raft/index.js";
@@ -18,6 +21,7 @@ import {
   type BackupPartManifest,
   type BackupStore,
   MAX_FAILURE_REASON_LENGTH,
+  type StoredBackupRecord,
 } from "./store.js";
 
 /** Bytes of snapshot or log read and written per chunk: what a backup holds in memory at once. */
@@ -54,9 +58,47 @@ export interface PartitionBackupSource {
   yieldTurn(): Promise<void>;
 }
 
+/** Whether a leader writes its partition's part of a backup: with the recorded partition count, or why not. */
+export type PartAdmission =
+  | { readonly admitted: true; readonly partitionCount: number }
+  /** `expected`: the backup was deleted or taken before the partition existed, rather than the store failing. */
+  | { readonly admitted: false; readonly reason: string; readonly expected: boolean };
+
+/**
+ * Whether partition `partitionId` writes a part of backup `backupId` (see the module comment); never rejects. A
+ * partition added after a backup takes the backup's checkpoint when a relocated record carries its id, and a
+ * checkpoint may outlive its deleted backup in the log: neither writes a part.
+ */
+export async function admitPart(store: BackupStore, backupId: number, partitionId: number): Promise<PartAdmission> {
+  let stored: StoredBackupRecord | undefined;
+  try {
+    [stored] = await store.backupRecords(backupId);
+  } catch (error) {
+    return { admitted: false, reason: `the backup store's record cannot be read: ${reasonOf(error)}`, expected: false };
+  }
+  if (stored === undefined) {
+    return {
+      admitted: false,
+      reason:
+        "the backup store holds no record of it (the backup was deleted, or a coordinator older than records took it)",
+      expected: true,
+    };
+  }
+  if (stored.record === null) return { admitted: false, reason: stored.problem, expected: false };
+  if (stored.record.partitionCount < partitionId) {
+    return {
+      admitted: false,
+      reason: `the backup holds partitions 1..${stored.record.partitionCount}; partition ${partitionId} was added after it`,
+      expected: true,
+    };
+  }
+  return { admitted: true, partitionCount: stored.record.partitionCount };
+}
+
 /** The part to write and what its manifest records. */
 export interface PartitionBackupRequest extends BackupPartId {
   readonly checkpointPosition: number;
+  /** The backup's recorded partition count (`admitPart`). */
   readonly partitionCount: number;
   readonly flowplaneVersion: string;
   /** The current time as ISO 8601 text. */
@@ -146,6 +188,7 @@ async function writePartOnce(
     failureReason: null,
     flowplaneVersion: request.flowplaneVersion,
     partitionCount: request.partitionCount,
+    backupRecorded: true,
     checkpointPosition: request.checkpointPosition,
     snapshot: metadata === null ? null : { index: metadata.index, term: metadata.term },
     log: { firstIndex: (metadata?.index ?? 0) + 1, lastIndex: request.checkpointPosition },

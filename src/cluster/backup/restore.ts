@@ -17,7 +17,7 @@ import type { Member } from "../raft/index.js";
 import { MemberStorage } from "../raft/storage/member-storage.js";
 import type { ClusterConfiguration, PartitionDistribution } from "../topology/index.js";
 import { rebuildVerifiedState, verifyPart } from "./read-part.js";
-import type { BackupPartManifest, BackupStore } from "./store.js";
+import { type BackupPartManifest, type BackupStore, backupPartitionCount } from "./store.js";
 
 /** Thrown when the backup cannot be restored here; the message says why. */
 export class RestoreRefusedError extends Error {
@@ -130,18 +130,19 @@ async function completedParts(
   backupId: number,
   partitionCount: number,
 ): Promise<Map<number, BackupPartManifest>> {
+  const [stored] = await store.backupRecords(backupId);
   const manifests = await store.manifests(backupId);
-  if (manifests.length === 0) throw new RestoreRefusedError(`the backup store holds no backup ${backupId}`);
-  // The count the partitions had at the cut. A partition added after the backup may still write a part of it (it
-  // takes the backup's checkpoint when a relocated record carries its id) and records its own, higher count: the
-  // backup does not hold that partition, so the lowest count recorded is the backup's.
-  const backupPartitionCount = manifests.reduce(
-    (lowest, part) => Math.min(lowest, part.partitionCount),
-    Number.POSITIVE_INFINITY,
-  );
-  if (backupPartitionCount !== partitionCount) {
+  // The count the backup's record holds: the partitions of the cut, whatever count a part's leader saw. A backup
+  // from before records counts the lowest its parts recorded (a partition added after it may have written a part of
+  // it with its own, higher count, but the backup does not hold that partition).
+  const recordedCount = backupPartitionCount(stored, manifests);
+  if (recordedCount === null) throw new RestoreRefusedError(`the backup store holds no backup ${backupId}`);
+  if (typeof recordedCount === "string") {
+    throw new RestoreRefusedError(`backup ${backupId} cannot be restored: ${recordedCount}`);
+  }
+  if (recordedCount !== partitionCount) {
     throw new RestoreRefusedError(
-      `backup ${backupId} holds ${backupPartitionCount} partitions but this cluster has ${partitionCount}; the partition counts must be equal`,
+      `backup ${backupId} holds ${recordedCount} partitions but this cluster has ${partitionCount}; the partition counts must be equal`,
     );
   }
   const parts = new Map<number, BackupPartManifest>();

@@ -6,6 +6,13 @@
  * the manifest is written first as IN_PROGRESS and last as COMPLETED or FAILED, so a part is never reported
  * COMPLETED unless every file was written and verified.
  *
+ * Next to the parts, each backup has a record (`BackupRecord`) that the coordinator writes before it proposes the
+ * backup's checkpoint: the partition count of the cut. A partition learns of a checkpoint only through records that
+ * descend from that proposal, so the record exists whenever a checkpoint is legitimate; a leader writes no part of a
+ * backup without one (it was deleted) or of a backup taken before its partition existed, and the count restore and
+ * the management API use is the recorded one, never a leader's own view of the cluster (which may lag behind).
+ * Backups written before records existed have none; their count is the lowest their parts recorded.
+ *
  * The interface is small so that an object store can implement it; `FilesystemBackupStore` is the default.
  */
 import { isCheckpointId } from "../engine/index.js";
@@ -36,8 +43,16 @@ export interface BackupPartManifest extends BackupPartId {
   readonly failureReason: string | null;
   /** The flowplane version of the broker that wrote it. */
   readonly flowplaneVersion: string;
-  /** Partitions the cluster had when the backup was taken; restore refuses a cluster with another count. */
+  /**
+   * Partitions the cluster had when the backup was taken; restore refuses a cluster with another count. A part with
+   * `backupRecorded` copies it from the backup's record; an older broker's part recorded its leader's own view.
+   */
   readonly partitionCount: number;
+  /**
+   * Present in parts written against the backup's record (see the module comment): a backup made only of such parts
+   * exists only while its record does. Absent in parts written by brokers from before records.
+   */
+  readonly backupRecorded?: true;
   /** The last log index of the partition that belongs to the backup. */
   readonly checkpointPosition: number;
   /** The reserved snapshot (at or before the checkpoint position) it holds, or null when the log starts at 1. */
@@ -52,6 +67,23 @@ export interface BackupPartManifest extends BackupPartId {
   /** When the part became COMPLETED or FAILED; null while IN_PROGRESS. */
   readonly finishedAt: string | null;
 }
+
+/** A backup's record: what the coordinator knew of the cut before it proposed the checkpoint. */
+export interface BackupRecord {
+  readonly formatVersion: 1;
+  readonly backupId: number;
+  /** Partitions of the cluster configuration the coordinator took the backup in: the backup holds 1..partitionCount. */
+  readonly partitionCount: number;
+  /** When the coordinator took the backup (ISO 8601). */
+  readonly takenAt: string;
+  /** The flowplane version of the coordinator that took it. */
+  readonly flowplaneVersion: string;
+}
+
+/** A backup's record as read from the store: the record, or what is wrong with the stored one. */
+export type StoredBackupRecord =
+  | { readonly backupId: number; readonly record: BackupRecord; readonly problem: null }
+  | { readonly backupId: number; readonly record: null; readonly problem: string };
 
 /** Writes one file of a part, a chunk at a time. */
 export interface BackupFileWriter {
@@ -93,9 +125,19 @@ export interface BackupStore {
    * read is returned as a FAILED part naming the problem, so a damaged store shows up instead of hiding a part.
    */
   manifests(backupId?: number): Promise<BackupPartManifest[]>;
-  /** The ids of every backup the store holds a part of, ascending (without reading any manifest). */
+  /** Writes (or replaces) a backup's record durably and atomically. */
+  writeBackupRecord(record: BackupRecord): Promise<void>;
+  /**
+   * The records of `backupId` (none or one), or of every backup when it is undefined, ascending. A record that
+   * cannot be understood is returned with the problem, naming the file.
+   */
+  backupRecords(backupId?: number): Promise<StoredBackupRecord[]>;
+  /** The ids of every backup the store holds a record or a part of, ascending (without reading any manifest). */
   backupIds(): Promise<number[]>;
-  /** Removes every part of `backupId`; resolves with whether there was any. */
+  /**
+   * Removes the backup's record first, so that no leader starts a part of it afterwards, then every part of it;
+   * resolves with whether there was any.
+   */
   deleteBackup(backupId: number): Promise<boolean>;
 }
 
@@ -138,6 +180,7 @@ export function parseManifest(value: unknown, part: BackupPartId): BackupPartMan
     return "the manifest names another backup, partition or broker than its location";
   }
   const { state, failureReason, flowplaneVersion, partitionCount, checkpointPosition, snapshot, log, files } = manifest;
+  if (manifest.backupRecorded !== undefined && manifest.backupRecorded !== true) return "backupRecorded is malformed";
   if (state !== "IN_PROGRESS" && state !== "COMPLETED" && state !== "FAILED") return "the manifest's state is unknown";
   if (!(failureReason === null || typeof failureReason === "string")) return "the failure reason is malformed";
   if (typeof flowplaneVersion !== "string" || !isNonNegativeInteger(partitionCount) || partitionCount < 1) {
@@ -164,4 +207,38 @@ export function parseManifest(value: unknown, part: BackupPartId): BackupPartMan
   }
   if (!isCheckpointId(part.backupId)) return "the backup id is malformed";
   return manifest as unknown as BackupPartManifest;
+}
+
+/** Checks a backup record read from the store against the id its location names; returns it typed, or the problem. */
+export function parseBackupRecord(value: unknown, backupId: number): BackupRecord | string {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return "the record is not an object";
+  const record = value as Record<string, unknown>;
+  if (record.formatVersion !== 1) return `the record has format version ${String(record.formatVersion)}`;
+  if (record.backupId !== backupId || !isCheckpointId(backupId)) {
+    return "the record names another backup than its location";
+  }
+  if (!isNonNegativeInteger(record.partitionCount) || record.partitionCount < 1) {
+    return "the record's partition count is malformed";
+  }
+  if (typeof record.takenAt !== "string" || typeof record.flowplaneVersion !== "string") {
+    return "the record's time or version is malformed";
+  }
+  return record as unknown as BackupRecord;
+}
+
+/**
+ * The partition count of a backup's cut, from what the store holds of it: the recorded count; for a backup written
+ * before records existed (a part without `backupRecorded`), the lowest count its parts recorded (a partition added
+ * after such a backup may have written a part of it with its own, higher count); the problem when its record is
+ * damaged; null when the store holds no such backup (no record, and only parts written against a record: strays of a
+ * deleted backup, which a writer that read the record just before the delete may still have left).
+ */
+export function backupPartitionCount(
+  stored: StoredBackupRecord | undefined,
+  manifests: readonly BackupPartManifest[],
+): number | string | null {
+  if (stored !== undefined) return stored.record?.partitionCount ?? stored.problem;
+  const older = manifests.filter((part) => part.backupRecorded !== true);
+  if (older.length === 0) return null;
+  return older.reduce((lowest, part) => Math.min(lowest, part.partitionCount), Number.POSITIVE_INFINITY);
 }

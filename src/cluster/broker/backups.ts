@@ -8,11 +8,21 @@
  * cluster change runs, and no cluster change starts while a backup is in progress (`blockingBackup`), since message
  * relocation and moving replicas while a backup is cut would make its parts hard to reason about.
  *
+ * Before it proposes any checkpoint, taking a backup writes the backup's record to the store (backup/store.ts): the
+ * partition count of the configuration it checked, which is the backup's count from then on. Leaders write parts only
+ * of recorded backups and partitions, deleting a backup removes its record first, and a backup the store holds only
+ * stray parts of (no record, every part written against one) is not listed: it was deleted.
+ *
  * A part whose writer is gone is not left IN_PROGRESS forever: a broker marks the parts it left IN_PROGRESS FAILED
  * when it starts again (`failAbandonedParts`), and a part of a broker that is unreachable is reported FAILED.
  */
 import type { Logger } from "pino";
-import type { BackupPartManifest, BackupStore } from "../backup/store.js";
+import {
+  type BackupPartManifest,
+  type BackupStore,
+  backupPartitionCount,
+  type StoredBackupRecord,
+} from "../backup/store.js";
 import { type ClusterConfiguration, partitionIdsOf } from "../topology/index.js";
 import { actingCoordinator } from "./change-executor.js";
 import type { CheckpointAnswer } from "./peer-requests.js";
@@ -30,6 +40,8 @@ export interface BackupCoordinatorContext {
   checkpoint(partitionId: number, checkpointId: number): Promise<CheckpointAnswer | null>;
   /** Milliseconds since the epoch. */
   nowMs(): number;
+  /** The flowplane version recorded in each backup's record. */
+  readonly flowplaneVersion: string;
 }
 
 /**
@@ -87,6 +99,18 @@ export class BackupCoordinator {
       const running = await this.inProgress(store);
       if (running !== null) return refused(409, `backup ${running} is in progress`);
       const partitionIds = partitionIdsOf(configuration);
+      try {
+        await store.writeBackupRecord({
+          formatVersion: 1,
+          backupId,
+          partitionCount: partitionIds.length,
+          takenAt: new Date(this.context.nowMs()).toISOString(),
+          flowplaneVersion: this.context.flowplaneVersion,
+        });
+      } catch (error) {
+        this.context.logger.warn({ err: error, backupId }, "the backup's record could not be written");
+        return refused(503, `the backup store could not record backup ${backupId}; no checkpoint was taken`);
+      }
       const answers = await Promise.all(
         partitionIds.map((partitionId) => this.context.checkpoint(partitionId, backupId)),
       );
@@ -98,7 +122,11 @@ export class BackupCoordinator {
           continue;
         }
         if (!answer.taken) {
-          // The partition holds this checkpoint or a later one: the id was used before (a deleted backup).
+          // The partition holds this checkpoint or a later one: the id was used before (a deleted backup). Without
+          // its record, what partitions that took the checkpoint now may still write is not a backup.
+          await store.deleteBackup(backupId).catch((error: unknown) => {
+            this.context.logger.warn({ err: error, backupId }, "the record of a refused backup could not be removed");
+          });
           return refused(
             409,
             `partition ${partitionId} has taken checkpoint ${answer.checkpointId} already; backup ids must be above every earlier id, deleted ones included`,
@@ -112,7 +140,10 @@ export class BackupCoordinator {
         this.taken.delete(id);
       }
       this.context.logger.info({ backupId, partitions: partitionIds.length, missing: missing.size }, "backup taken");
-      return { outcome: "backup", backup: this.view(backupId, await store.manifests(backupId)) };
+      const [stored] = await store.backupRecords(backupId);
+      const backup = this.view(backupId, stored, await store.manifests(backupId));
+      if (backup === null) return refused(409, `backup ${backupId} was deleted while it was taken`);
+      return { outcome: "backup", backup };
     } finally {
       this.taking = null;
     }
@@ -124,22 +155,25 @@ export class BackupCoordinator {
     if (redirect !== null) return redirect;
     const store = this.context.store;
     if (store === null) return { outcome: "backups", backups: [] };
+    const records = new Map((await store.backupRecords()).map((stored) => [stored.backupId, stored]));
     const byBackup = groupByBackup(await store.manifests());
-    const ids = [...new Set([...byBackup.keys(), ...this.taken.keys()])].sort((left, right) => right - left);
-    return {
-      outcome: "backups",
-      backups: ids.slice(0, MAX_LISTED_BACKUPS).map((id) => this.view(id, byBackup.get(id) ?? [])),
-    };
+    const ids = [...new Set([...records.keys(), ...byBackup.keys()])].sort((left, right) => right - left);
+    const backups: BackupView[] = [];
+    for (const id of ids) {
+      if (backups.length === MAX_LISTED_BACKUPS) break;
+      const backup = this.view(id, records.get(id), byBackup.get(id) ?? []);
+      if (backup !== null) backups.push(backup);
+    }
+    return { outcome: "backups", backups };
   }
 
-  /** One backup; 404 when the store holds no part of it. */
+  /** One backup; 404 when the store holds none (neither a record nor a part of a backup from before records). */
   async status(backupId: number): Promise<BackupResponse> {
     const redirect = this.redirect();
     if (redirect !== null) return redirect;
-    const store = this.context.store;
-    const manifests = store === null ? [] : await store.manifests(backupId);
-    if (manifests.length === 0 && !this.taken.has(backupId)) return refused(404, `there is no backup ${backupId}`);
-    return { outcome: "backup", backup: this.view(backupId, manifests) };
+    const backup = await this.read(backupId);
+    if (backup === null) return refused(404, `there is no backup ${backupId}`);
+    return { outcome: "backup", backup };
   }
 
   /** Removes a backup from the store; 409 while it is in progress, 404 when there is none. */
@@ -147,9 +181,8 @@ export class BackupCoordinator {
     const redirect = this.redirect();
     if (redirect !== null) return redirect;
     const store = this.context.store;
-    const manifests = store === null ? [] : await store.manifests(backupId);
-    if (store === null || manifests.length === 0) return refused(404, `there is no backup ${backupId}`);
-    const backup = this.view(backupId, manifests);
+    const backup = await this.read(backupId);
+    if (store === null || backup === null) return refused(404, `there is no backup ${backupId}`);
     if (isRunning(backup) || this.taking === backupId) {
       return refused(409, `backup ${backupId} is in progress; delete it once it has ended`);
     }
@@ -185,9 +218,18 @@ export class BackupCoordinator {
       if (this.context.nowMs() - taken.takenAtMs <= PART_START_GRACE_MS) candidates.add(id);
     }
     for (const id of candidates) {
-      if (isRunning(this.view(id, await store.manifests(id)))) return id;
+      const backup = await this.read(id);
+      if (backup !== null && isRunning(backup)) return id;
     }
     return null;
+  }
+
+  /** Backup `backupId` as the store holds it, or null when it holds none. */
+  private async read(backupId: number): Promise<BackupView | null> {
+    const store = this.context.store;
+    if (store === null) return null;
+    const [stored] = await store.backupRecords(backupId);
+    return this.view(backupId, stored, await store.manifests(backupId));
   }
 
   /** The not-coordinator answer when another broker coordinates, else null. */
@@ -198,15 +240,28 @@ export class BackupCoordinator {
       : { outcome: "not-coordinator", coordinatorId: coordinator };
   }
 
-  /** The backup as the management API shows it: its parts, partition by partition, and the aggregate state. */
-  view(backupId: number, manifests: readonly BackupPartManifest[]): BackupView {
+  /**
+   * The backup as the management API shows it: its parts, partition by partition, and the aggregate state; null when
+   * the store holds no such backup (see `backupPartitionCount`). The partitions are those of the cut, as restore
+   * counts them.
+   */
+  view(
+    backupId: number,
+    stored: StoredBackupRecord | undefined,
+    manifests: readonly BackupPartManifest[],
+  ): BackupView | null {
     const taken = this.taken.get(backupId);
-    // The count at the cut, as restore counts it: a partition added after the backup may still write a part of it
-    // (a relocated record carried the backup's id) with its own, higher count, but the backup does not hold it.
-    const recordedCount = manifests.reduce((lowest, part) => Math.min(lowest, part.partitionCount), Infinity);
-    const partitionCount = Number.isFinite(recordedCount)
-      ? recordedCount
-      : partitionIdsOf(this.context.configuration()).length;
+    const count = backupPartitionCount(stored, manifests);
+    if (count === null) return null;
+    // A damaged record leaves the backup FAILED; its partitions are then those its parts (or the cluster) show.
+    const recordProblem = typeof count === "string" ? count : null;
+    const lowestPartCount = Math.min(...manifests.map((part) => part.partitionCount));
+    const partitionCount =
+      typeof count === "number"
+        ? count
+        : Number.isFinite(lowestPartCount)
+          ? lowestPartCount
+          : partitionIdsOf(this.context.configuration()).length;
     const details: BackupPartitionView[] = [];
     for (let partitionId = 1; partitionId <= partitionCount; partitionId += 1) {
       const parts = manifests.filter((part) => part.partitionId === partitionId);
@@ -222,6 +277,15 @@ export class BackupCoordinator {
           ? "COMPLETED"
           : "IN_PROGRESS";
     const first = failed ?? missing;
+    if (recordProblem !== null) {
+      return {
+        backupId,
+        state: "FAILED",
+        failureReason: `the backup's record: ${recordProblem}`,
+        partitionCount,
+        details,
+      };
+    }
     return {
       backupId,
       state,

@@ -22,7 +22,6 @@ import {
   encodeConfiguration,
   type MergeResult,
   mergeConfigurations,
-  partitionIdsOf,
   partitionsOf,
   replicasOf,
 } from "../topology/index.js";
@@ -200,6 +199,7 @@ export class Broker {
       checkpoint: (partitionId, checkpointId) =>
         askPartitionLeader(context, { type: "partition-checkpoint", partitionId, checkpointId }),
       nowMs: () => Date.now(),
+      flowplaneVersion: options.version,
     });
     this.coordinator = new ChangeCoordinator({
       nodeId: options.nodeId,
@@ -586,7 +586,6 @@ export class Broker {
             backups: {
               store: this.options.backupStore,
               flowplaneVersion: this.options.version,
-              partitionCount: () => partitionIdsOf(this.configuration).length,
               onPartEnded: (manifest) =>
                 this.metrics.observeBackupPart(manifest.partitionId, manifest.state, manifest.writtenBytes),
             },

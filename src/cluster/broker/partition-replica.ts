@@ -17,7 +17,12 @@
  * `not-leader` when this replica loses leadership, everything else with `unavailable` when it stops.
  */
 import type { Logger } from "pino";
-import { BackupPacer, type PartitionBackupSource, writePartitionBackup } from "../backup/partition-backup.js";
+import {
+  admitPart,
+  BackupPacer,
+  type PartitionBackupSource,
+  writePartitionBackup,
+} from "../backup/partition-backup.js";
 import type { BackupPartManifest, BackupStore } from "../backup/store.js";
 import {
   type ApplyResult,
@@ -121,8 +126,6 @@ export interface ReplicaBackupOptions {
   readonly store: BackupStore;
   /** The flowplane version recorded in the manifest. */
   readonly flowplaneVersion: string;
-  /** The cluster's partition count now, recorded in the manifest (restore refuses a cluster with another). */
-  partitionCount(): number;
   /** Called once a part ends, COMPLETED or FAILED (for logs and metrics). */
   readonly onPartEnded?: (manifest: BackupPartManifest) => void;
 }
@@ -1389,24 +1392,39 @@ export class PartitionReplica {
       },
       yieldTurn: () => pacer.pause(),
     };
-    void writePartitionBackup(source, backups.store, {
-      backupId: checkpoint.id,
-      partitionId: this.partitionId,
-      brokerId: memberId,
-      checkpointPosition: checkpoint.position,
-      partitionCount: backups.partitionCount(),
-      flowplaneVersion: backups.flowplaneVersion,
-      now: () => new Date(this.clock.now()).toISOString(),
-    }).then((manifest) => {
-      this.backupRunning = false;
-      // A later checkpoint applied meanwhile keeps its reservation and starts next.
-      if (this.backupCheckpoint === checkpoint) this.backupCheckpoint = null;
-      const fields = { partitionId: this.partitionId, backupId: checkpoint.id, state: manifest.state };
-      if (manifest.state === "COMPLETED") this.options.logger.info(fields, "backup part written");
-      else this.options.logger.warn({ ...fields, reason: manifest.failureReason }, "backup part failed");
-      backups.onPartEnded?.(manifest);
-      this.nudge();
-    });
+    // A part only of a backup the store records, with the recorded partition count (see backup/store.ts).
+    void admitPart(backups.store, checkpoint.id, this.partitionId)
+      .then((admission) => {
+        if (admission.admitted) {
+          return writePartitionBackup(source, backups.store, {
+            backupId: checkpoint.id,
+            partitionId: this.partitionId,
+            brokerId: memberId,
+            checkpointPosition: checkpoint.position,
+            partitionCount: admission.partitionCount,
+            flowplaneVersion: backups.flowplaneVersion,
+            now: () => new Date(this.clock.now()).toISOString(),
+          });
+        }
+        const fields = { partitionId: this.partitionId, backupId: checkpoint.id, reason: admission.reason };
+        if (admission.expected) this.options.logger.info(fields, "no backup part written");
+        else this.options.logger.warn(fields, "no backup part written");
+        return null;
+      })
+      .then((manifest) => {
+        this.backupRunning = false;
+        // A later checkpoint applied meanwhile keeps its reservation and starts next.
+        if (this.backupCheckpoint === checkpoint) this.backupCheckpoint = null;
+        if (manifest === null) {
+          this.nudge();
+          return;
+        }
+        const fields = { partitionId: this.partitionId, backupId: checkpoint.id, state: manifest.state };
+        if (manifest.state === "COMPLETED") this.options.logger.info(fields, "backup part written");
+        else this.options.logger.warn({ ...fields, reason: manifest.failureReason }, "backup part failed");
+        backups.onPartEnded?.(manifest);
+        this.nudge();
+      });
   }
 
   /**

@@ -1,6 +1,7 @@
 /**
  * The filesystem backup store: its layout, owner-only modes, files verified on finish, manifests listed and checked,
- * deletion, and the partition writer's failure paths (leadership lost, snapshot replaced, log gone).
+ * deletion, and the partition writer's failure paths (leadership lost, snapshot replaced, log gone). Backup records:
+ * their own directory beside the partitions', owner-only, listed and checked, removed first by a delete.
  */
 import { createHash } from "node:crypto";
 import { mkdtemp, readdir, readFile, rm, stat, truncate, writeFile } from "node:fs/promises";
@@ -238,5 +239,54 @@ describe("FilesystemBackupStore with the partition writer", () => {
     expect(await store.deleteBackup(11)).toBe(true);
     expect(await store.deleteBackup(11)).toBe(false);
     expect((await store.manifests()).map((part) => part.backupId)).toEqual([12]);
+  });
+});
+
+describe("FilesystemBackupStore's backup records", () => {
+  const record = {
+    formatVersion: 1 as const,
+    backupId: 4,
+    partitionCount: 3,
+    takenAt: "2026-01-01T00:00:00.000Z",
+    flowplaneVersion: "1.2.3",
+  };
+
+  it("keeps a record as <base>/backups/<id>.json, owner-only, beside the parts, and lists its id", async () => {
+    await store.writeBackupRecord(record);
+    await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, request(4));
+    expect(JSON.parse(await readFile(join(base, "store", "backups", "4.json"), "utf8"))).toEqual(record);
+    expect(entriesOpenToOthers(join(base, "store"))).toEqual({});
+    expect(await store.backupRecords()).toEqual([{ backupId: 4, record, problem: null }]);
+    expect(await store.backupRecords(4)).toEqual([{ backupId: 4, record, problem: null }]);
+    expect(await store.backupRecords(5)).toEqual([]);
+    // The records' directory is no partition: the parts are listed as before.
+    expect((await store.manifests()).map((part) => [part.backupId, part.partitionId, part.backupRecorded])).toEqual([
+      [4, 2, true],
+    ]);
+    await store.writeBackupRecord({ ...record, backupId: 6 });
+    expect(await store.backupIds()).toEqual([4, 6]);
+  });
+
+  it("names a damaged record, and a delete removes the record with the parts", async () => {
+    await store.writeBackupRecord(record);
+    await writeFile(
+      join(base, "store", "backups", "5.json"),
+      JSON.stringify({ ...record, backupId: 5, partitionCount: 0 }),
+    );
+    expect(await store.backupRecords(5)).toEqual([
+      {
+        backupId: 5,
+        record: null,
+        problem: `${join(base, "store", "backups", "5.json")}: the record's partition count is malformed`,
+      },
+    ]);
+    await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, request(4));
+    expect(await store.deleteBackup(4)).toBe(true);
+    expect(await store.backupRecords(4)).toEqual([]);
+    expect(await store.manifests(4)).toEqual([]);
+    expect(await store.deleteBackup(4)).toBe(false);
+    // A backup that has only its record (no partition wrote a part yet) is deleted too.
+    expect(await store.deleteBackup(5)).toBe(true);
+    expect(await store.backupIds()).toEqual([]);
   });
 });

@@ -173,6 +173,8 @@ describe("progress manifests", () => {
       manifests: (backupId) => store.manifests(backupId),
       backupIds: () => store.backupIds(),
       deleteBackup: (backupId) => store.deleteBackup(backupId),
+      writeBackupRecord: (record) => store.writeBackupRecord(record),
+      backupRecords: (backupId) => store.backupRecords(backupId),
     };
   }
 

@@ -227,6 +227,13 @@ describe("backup and restore", () => {
       restoreBroker({ store, backupId: 10, nodeId: 0, dataDirectory: target, distribution: fourPartitions }),
     ).rejects.toThrow("backup 10 holds 3 partitions but this cluster has 4; the partition counts must be equal");
 
+    await store.writeBackupRecord({
+      formatVersion: 1,
+      backupId: 11,
+      partitionCount: 3,
+      takenAt: new Date().toISOString(),
+      flowplaneVersion: "0.0.0-test",
+    });
     await store.writeManifest({
       ...part,
       backupId: 11,

@@ -1,15 +1,17 @@
 /**
  * The backup coordinator's rules against a real filesystem store and a fake cluster: no backup while a cluster change
  * runs, parts of unreachable or restarted writers reported FAILED (never left IN_PROGRESS), INCOMPLETE when a
- * partition has no part, and the partitions that took no checkpoint named.
+ * partition has no part, and the partitions that took no checkpoint named. The backup's record: written before any
+ * checkpoint, its partition count the backup's whatever count a part recorded, removed first by a delete, and a backup
+ * the store holds only stray parts of never listed; backups from before records are still counted by their parts.
  */
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { FilesystemBackupStore } from "../../../src/cluster/backup/filesystem-store.js";
-import type { BackupPartManifest } from "../../../src/cluster/backup/store.js";
+import type { BackupPartManifest, BackupRecord } from "../../../src/cluster/backup/store.js";
 import { BackupCoordinator, failAbandonedParts } from "../../../src/cluster/broker/backups.js";
 import type { CheckpointAnswer } from "../../../src/cluster/broker/peer-requests.js";
 import {
@@ -23,7 +25,10 @@ let store: FilesystemBackupStore;
 let configuration: ClusterConfiguration;
 let reachable: Set<number>;
 let nowMs: number;
-let checkpointAnswer: (partitionId: number, checkpointId: number) => CheckpointAnswer | null;
+let checkpointAnswer: (
+  partitionId: number,
+  checkpointId: number,
+) => CheckpointAnswer | null | Promise<CheckpointAnswer | null>;
 
 function coordinator(): BackupCoordinator {
   return new BackupCoordinator({
@@ -34,7 +39,23 @@ function coordinator(): BackupCoordinator {
     isReachable: (brokerId) => reachable.has(brokerId),
     checkpoint: async (partitionId, checkpointId) => checkpointAnswer(partitionId, checkpointId),
     nowMs: () => nowMs,
+    flowplaneVersion: "0.0.0-test",
   });
+}
+
+function record(backupId: number, partitionCount: number): BackupRecord {
+  return {
+    formatVersion: 1,
+    backupId,
+    partitionCount,
+    takenAt: "2026-01-01T00:00:00.000Z",
+    flowplaneVersion: "0.0.0-test",
+  };
+}
+
+/** A part as this version's leaders write it: against the backup's record, with the recorded count. */
+function recordedPart(overrides: Partial<BackupPartManifest>): BackupPartManifest {
+  return part({ backupRecorded: true, ...overrides });
 }
 
 function part(overrides: Partial<BackupPartManifest>): BackupPartManifest {
@@ -99,6 +120,7 @@ describe("BackupCoordinator", () => {
       isReachable: () => true,
       checkpoint: async () => null,
       nowMs: () => nowMs,
+      flowplaneVersion: "0.0.0-test",
     });
     expect(await other.take(1)).toEqual({ outcome: "not-coordinator", coordinatorId: 0 });
   });
@@ -120,7 +142,7 @@ describe("BackupCoordinator", () => {
     });
   });
 
-  it("counts the partitions at the cut: a part written by a partition added later is not the backup's", async () => {
+  it("a backup from before records counts its partitions by its parts: one added later is not the backup's", async () => {
     const backups = coordinator();
     await store.writeManifest(part({ backupId: 3, partitionId: 1 }));
     await store.writeManifest(part({ backupId: 3, partitionId: 2 }));
@@ -178,5 +200,112 @@ describe("BackupCoordinator", () => {
     expect(await backups.status(9)).toMatchObject({ outcome: "refused", status: 404 });
     await store.writeManifest(part({ backupId: 8 }));
     expect(await backups.take(8)).toMatchObject({ status: 409, detail: expect.stringMatching(/latest backup is 8/) });
+  });
+
+  it("records the backup's partition count before it proposes any checkpoint", async () => {
+    const recordedWhenProposed: unknown[] = [];
+    checkpointAnswer = async (_, checkpointId) => {
+      recordedWhenProposed.push((await store.backupRecords(checkpointId)).map((stored) => stored.record));
+      return { outcome: "checkpointed", checkpointId, position: 5, taken: true };
+    };
+    nowMs = Date.parse("2026-03-01T12:00:00.000Z");
+    expect(await coordinator().take(4)).toMatchObject({ outcome: "backup", backup: { partitionCount: 2 } });
+    const expected = { ...record(4, 2), takenAt: "2026-03-01T12:00:00.000Z" };
+    expect(recordedWhenProposed).toEqual([[expected], [expected]]);
+    expect(await store.backupRecords()).toEqual([{ backupId: 4, record: expected, problem: null }]);
+  });
+
+  it("keeps the recorded count when a leader recorded a lower one (its view of the cluster lagged behind)", async () => {
+    await store.writeBackupRecord(record(6, 3));
+    // Partition 1's leader had not heard of partition 3 yet (an older broker's part records its own view).
+    await store.writeManifest(part({ backupId: 6, partitionId: 1, partitionCount: 2 }));
+    await store.writeManifest(recordedPart({ backupId: 6, partitionId: 2, partitionCount: 3 }));
+    const answer = await coordinator().status(6);
+    expect(answer).toMatchObject({
+      outcome: "backup",
+      backup: { partitionCount: 3, state: "INCOMPLETE", failureReason: expect.stringMatching(/^partition 3: /) },
+    });
+    await store.writeManifest(recordedPart({ backupId: 6, partitionId: 3, partitionCount: 3 }));
+    expect(await coordinator().status(6)).toMatchObject({ backup: { partitionCount: 3, state: "COMPLETED" } });
+  });
+
+  it("removes the record first when deleting, and never shows a deleted backup again from a stray part", async () => {
+    const backups = coordinator();
+    await store.writeBackupRecord(record(7, 2));
+    await store.writeManifest(recordedPart({ backupId: 7, partitionId: 1 }));
+    await store.writeManifest(recordedPart({ backupId: 7, partitionId: 2 }));
+    expect(await backups.delete(7)).toMatchObject({ outcome: "backup", backup: { state: "COMPLETED" } });
+    expect(await store.backupRecords(7)).toEqual([]);
+    // A writer that read the record just before the delete leaves its part behind.
+    await store.writeManifest(recordedPart({ backupId: 7, partitionId: 3, partitionCount: 2, state: "IN_PROGRESS" }));
+    expect(await backups.list()).toEqual({ outcome: "backups", backups: [] });
+    expect(await backups.status(7)).toMatchObject({ outcome: "refused", status: 404 });
+    expect(await backups.delete(7)).toMatchObject({ outcome: "refused", status: 404 });
+    expect(await backups.blockingBackup()).toBeNull();
+    // Its id stays used.
+    expect(await backups.take(7)).toMatchObject({ status: 409, detail: expect.stringMatching(/latest backup is 7/) });
+  });
+
+  it("lists recorded backups, the one without parts yet included, and old backups without a record", async () => {
+    await store.writeManifest(part({ backupId: 2, partitionId: 1 }));
+    await store.writeManifest(part({ backupId: 2, partitionId: 2 }));
+    await store.writeBackupRecord(record(3, 2));
+    const listed = await coordinator().list();
+    expect(listed).toMatchObject({
+      outcome: "backups",
+      backups: [
+        { backupId: 3, state: "INCOMPLETE", partitionCount: 2 },
+        { backupId: 2, state: "COMPLETED", partitionCount: 2 },
+      ],
+    });
+  });
+
+  it("reports a backup whose record is damaged FAILED, naming the file", async () => {
+    await store.writeBackupRecord(record(5, 2));
+    await store.writeManifest(recordedPart({ backupId: 5, partitionId: 1 }));
+    await store.writeManifest(recordedPart({ backupId: 5, partitionId: 2 }));
+    await writeFile(store.recordPath(5), "{not json");
+    expect(await coordinator().status(5)).toMatchObject({
+      backup: { state: "FAILED", failureReason: `the backup's record: ${store.recordPath(5)}: the record is not JSON` },
+    });
+  });
+
+  it("removes the record of a take the partitions refused (the id of a deleted backup)", async () => {
+    checkpointAnswer = (partitionId, checkpointId) => ({
+      outcome: "checkpointed",
+      checkpointId: partitionId === 1 ? checkpointId : checkpointId + 1,
+      position: 5,
+      taken: partitionId === 1,
+    });
+    expect(await coordinator().take(3)).toMatchObject({ status: 409 });
+    expect(await store.backupRecords()).toEqual([]);
+    expect(await coordinator().list()).toEqual({ outcome: "backups", backups: [] });
+  });
+
+  it("proposes no checkpoint when the record cannot be written", async () => {
+    const failing = Object.create(store) as FilesystemBackupStore;
+    failing.writeBackupRecord = async () => {
+      throw new Error("the disk is full");
+    };
+    let proposed = 0;
+    const backups = new BackupCoordinator({
+      nodeId: 0,
+      logger: pino({ level: "silent" }),
+      store: failing,
+      configuration: () => configuration,
+      isReachable: () => true,
+      checkpoint: async () => {
+        proposed += 1;
+        return null;
+      },
+      nowMs: () => nowMs,
+      flowplaneVersion: "0.0.0-test",
+    });
+    expect(await backups.take(1)).toEqual({
+      outcome: "refused",
+      status: 503,
+      detail: "the backup store could not record backup 1; no checkpoint was taken",
+    });
+    expect(proposed).toBe(0);
   });
 });

@@ -2,7 +2,8 @@
  * A partition replica's part of a backup: the leader writes it in the background once it applies the checkpoint
  * (writes keep flowing), the part holds exactly the partition's state at the checkpoint position, and a leader that
  * loses its leadership mid-backup fails only that part, which the new leader writes instead; the next backup
- * completes from the new leader.
+ * completes from the new leader. A partition added after a backup takes its checkpoint from a relocated record but
+ * writes no part of it, nor of a deleted backup, and a part records the backup's recorded partition count.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -16,6 +17,7 @@ import { PartitionReplica, type ReplicaBackupOptions } from "../../../src/cluste
 import type { PublishMessageCommand } from "../../../src/cluster/broker/protocol.js";
 import { partitionForCorrelationKey } from "../../../src/cluster/engine/correlation.js";
 import { parseKey } from "../../../src/cluster/engine/keys.js";
+import { DEFAULT_TENANT_ID, engineCodec } from "../../../src/cluster/engine/records.js";
 import { StorageEnvironment } from "../../../src/cluster/raft/storage/environment.js";
 import { removeDirectory, temporaryDirectory, waitFor } from "./support.js";
 
@@ -39,9 +41,19 @@ function backupOptions(target: BackupStore = store): ReplicaBackupOptions {
   return {
     store: target,
     flowplaneVersion: "0.0.0-test",
-    partitionCount: () => 1,
     onPartEnded: (manifest) => ended.push(manifest),
   };
+}
+
+/** Records backup `backupId` in the store, as the coordinator does before it proposes the checkpoint. */
+async function recordBackup(backupId: number, partitionCount = 1): Promise<void> {
+  await store.writeBackupRecord({
+    formatVersion: 1,
+    backupId,
+    partitionCount,
+    takenAt: "2026-01-01T00:00:00.000Z",
+    flowplaneVersion: "0.0.0-test",
+  });
 }
 
 beforeEach(async () => {
@@ -97,6 +109,7 @@ describe("a single-member partition's backup part", () => {
     }
     // Publications race the checkpoint: some apply before it, some after.
     const racing = Array.from({ length: 40 }, (_, sequence) => replica.publish(command(`racing-${sequence}`)));
+    await recordBackup(1);
     const checkpoint = await replica.takeCheckpoint(1);
     const racingKeys = (await Promise.all(racing)).map((answer) => {
       if (answer.outcome !== "published") throw new Error(JSON.stringify(answer));
@@ -132,6 +145,8 @@ describe("a single-member partition's backup part", () => {
     const published = await replica.publish({ ...command("moving"), correlationKey: key });
     expect(published.outcome).toBe("published");
     expect(await replica.routeMessages(2, 1, true)).toMatchObject({ kind: "applied" });
+    await recordBackup(3);
+    await recordBackup(8);
     await replica.takeCheckpoint(3);
     await waitFor(() => ended.length === 1, "the part of checkpoint 3 ends");
     const sent: (number | null)[] = [];
@@ -153,11 +168,89 @@ describe("a single-member partition's backup part", () => {
   });
 
   it("a checkpoint at or below the latest is not taken again and writes no second part", async () => {
+    await recordBackup(5);
+    await recordBackup(2);
     await replica.takeCheckpoint(5);
     await waitFor(() => ended.length === 1, "the first part ends");
     expect(await replica.takeCheckpoint(5)).toMatchObject({ result: { kind: "checkpoint-ignored" } });
     expect(await replica.takeCheckpoint(2)).toMatchObject({ result: { kind: "checkpoint-ignored" } });
     expect((await store.manifests()).map((part) => part.backupId)).toEqual([5]);
+  });
+});
+
+describe("a partition added after a backup", () => {
+  let directory: string;
+  let environment: StorageEnvironment;
+  let replica: PartitionReplica;
+  let logged: { msg: string; backupId?: number; reason?: string }[];
+
+  beforeEach(async () => {
+    logged = [];
+    directory = await temporaryDirectory("backup-added-partition");
+    environment = StorageEnvironment.open({ directory, synchronousCommit: true });
+    replica = await PartitionReplica.open({
+      partitionId: 3,
+      memberId: 0,
+      environment,
+      bootstrap: [{ id: 0, role: "voter", priority: 1 }],
+      heartbeatIntervalMs: 10,
+      electionTimeoutMs: 50,
+      snapshotIntervalEntries: 10,
+      maxPendingProposals: 256,
+      maxApplyLagEntries: 1000,
+      send: () => {},
+      onFailure: (error) => {
+        throw error;
+      },
+      backups: backupOptions(),
+      logger: pino({ level: "info" }, { write: (line: string) => logged.push(JSON.parse(line)) }),
+    });
+    await waitFor(() => replica.report().role === "leader", "replica leads");
+  });
+
+  afterEach(async () => {
+    await replica.close();
+    await environment.close();
+    await removeDirectory(directory);
+  });
+
+  function skipped(backupId: number): string | undefined {
+    return logged.find((line) => line.msg === "no backup part written" && line.backupId === backupId)?.reason;
+  }
+
+  it("writes no part of a backup taken before it existed, nor of a deleted one; a later backup's part is written", async () => {
+    // Backup 4 was taken with partitions 1 and 2; a message relocated to partition 3 carries its checkpoint id.
+    await recordBackup(4, 2);
+    const moved = {
+      sourceKey: "2251799813685249",
+      name: "moved",
+      correlationKey: keyOwnedBy(3, 3),
+      timeToLiveMs: 600_000,
+      variablesBytes: engineCodec.pack({}),
+      tenantId: DEFAULT_TENANT_ID,
+      publishedAtMs: Date.now(),
+    };
+    expect(await replica.receiveRelocated([moved], 4)).toMatchObject({ kind: "applied" });
+    expect(replica.latestCheckpointId).toBe(4);
+    await waitFor(() => skipped(4) !== undefined, "partition 3 decides about backup 4");
+    expect(skipped(4)).toBe("the backup holds partitions 1..2; partition 3 was added after it");
+
+    // Backup 6 was deleted (its record first) while its checkpoint still travels through the logs.
+    await recordBackup(6, 3);
+    await store.deleteBackup(6);
+    expect(await replica.receiveRelocated([{ ...moved, sourceKey: "2251799813685250" }], 6)).toMatchObject({
+      kind: "applied",
+    });
+    await waitFor(() => skipped(6) !== undefined, "partition 3 decides about backup 6");
+    expect(skipped(6)).toMatch(/holds no record of it/);
+    expect(await store.manifests()).toEqual([]);
+
+    await recordBackup(9, 3);
+    await replica.takeCheckpoint(9);
+    await waitFor(() => ended.length === 1, "the part of backup 9 ends");
+    expect(ended[0]).toMatchObject({ backupId: 9, partitionId: 3, state: "COMPLETED", partitionCount: 3 });
+    expect(ended[0]?.backupRecorded).toBe(true);
+    expect((await store.manifests()).map((part) => part.backupId)).toEqual([9]);
   });
 });
 
@@ -187,6 +280,8 @@ describe("a leader change during a backup", () => {
     manifests: (backupId) => store.manifests(backupId),
     backupIds: () => store.backupIds(),
     deleteBackup: (backupId) => store.deleteBackup(backupId),
+    writeBackupRecord: (record) => store.writeBackupRecord(record),
+    backupRecords: (backupId) => store.backupRecords(backupId),
   };
 
   beforeEach(async () => {
@@ -240,6 +335,7 @@ describe("a leader change during a backup", () => {
     gate = new Promise((resolve) => {
       release = resolve;
     });
+    await recordBackup(1);
     expect(await replicas[first]?.takeCheckpoint(1)).toMatchObject({ result: { kind: "checkpointed" } });
     await waitFor(async () => (await store.manifests(1)).length === 1, "the part is in progress");
     expect((await store.manifests(1))[0]).toMatchObject({ state: "IN_PROGRESS", brokerId: first });
@@ -263,6 +359,7 @@ describe("a leader change during a backup", () => {
     expect((await rebuildEngine(store, byBroker.get(second) as BackupPartManifest)).bufferedMessageCount).toBe(5);
 
     // The next backup completes from the new leader.
+    await recordBackup(2);
     expect(await replicas[second]?.takeCheckpoint(2)).toMatchObject({ result: { kind: "checkpointed" } });
     await waitFor(() => ended.length === 3, "the next part ends");
     expect(ended[2]).toMatchObject({ state: "COMPLETED", backupId: 2, brokerId: second });
@@ -273,6 +370,7 @@ describe("a leader change during a backup", () => {
   it("a new leader writes no part of a backup the store no longer holds", async () => {
     const first = await leader();
     await replicas[first]?.publish(command("m"));
+    await recordBackup(1);
     expect(await replicas[first]?.takeCheckpoint(1)).toMatchObject({ result: { kind: "checkpointed" } });
     await waitFor(() => ended.length === 1, "the part ends");
     await store.deleteBackup(1);

@@ -2,7 +2,9 @@
  * Adding partitions to a running cluster (experimental), with real in-process brokers and a real gateway: 3 → 6
  * partitions while messages are published, every acknowledged message readable by the key it was acknowledged with
  * (relocated ones by forwarding), message ids unique across the old and the new partition, expiry once, and the
- * routing states the spec names. No backup is taken while partitions are added; one taken afterwards covers all six.
+ * routing states the spec names. No backup is taken while partitions are added; one taken afterwards covers all six,
+ * and the new partitions write no part of the backups taken before them (a kept one stays three partitions, a deleted
+ * one does not reappear), although relocated messages carry the latest one's checkpoint to them.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -25,6 +27,7 @@ let brokers: Broker[];
 let gateway: RunningGateway;
 let token: string;
 let backupDirectory: string;
+let backupStore: FilesystemBackupStore;
 
 async function call(base: string, path: string, init: RequestInit = {}): Promise<Response> {
   return fetch(`${base}${path}`, {
@@ -38,6 +41,21 @@ async function call(base: string, path: string, init: RequestInit = {}): Promise
 }
 
 /** Publishes, retrying the answers that mean "not now" (503, 502 for an unknown outcome only with a message id). */
+/** Takes backup `backupId` and waits for its end; resolves with its state and partition count. */
+async function takeBackup(backupId: number): Promise<[string, number]> {
+  const taken = await call(gateway.managementUrl, "/actuator/backups", {
+    method: "POST",
+    body: JSON.stringify({ backupId }),
+  });
+  expect(taken.status, await taken.clone().text()).toBe(202);
+  let view = { state: "IN_PROGRESS", partitionCount: 0 };
+  await waitFor(async () => {
+    view = (await (await call(gateway.managementUrl, `/actuator/backups/${backupId}`)).json()) as typeof view;
+    return view.state !== "IN_PROGRESS";
+  }, `backup ${backupId} ends`);
+  return [view.state, view.partitionCount];
+}
+
 async function publish(body: Record<string, unknown>): Promise<{ status: number; key?: string }> {
   for (let attempt = 0; attempt < 200; attempt += 1) {
     const response = await call(gateway.url, "/v2/messages/publication", {
@@ -60,7 +78,7 @@ beforeAll(async () => {
   token = await requestToken(platform, platform.adminClient, "gateway-api");
   root = await temporaryDirectory("partitions");
   backupDirectory = await mkdtemp(join(tmpdir(), "flowplane-scaling-backups-"));
-  const backupStore = new FilesystemBackupStore(backupDirectory);
+  backupStore = new FilesystemBackupStore(backupDirectory);
   brokers = await startBrokers(root, 3, () => ({ partitionScalingEnabled: true, backupStore }));
   for (const partitionId of [1, 2, 3]) {
     await waitFor(() => partitionSettled(brokers, partitionId, 3), `partition ${partitionId} settled`, 2_000);
@@ -103,6 +121,10 @@ describe("adding partitions to a running cluster", () => {
       expect(published.status).toBe(200);
       before.set(published.key as string, correlationKey);
     }
+    // Backup 0 is kept; backup 1 is deleted, but its checkpoint is the partitions' latest: relocations carry it.
+    expect(await takeBackup(0)).toEqual(["COMPLETED", 3]);
+    expect(await takeBackup(1)).toEqual(["COMPLETED", 3]);
+    expect((await call(gateway.managementUrl, "/actuator/backups/1", { method: "DELETE" })).status).toBe(200);
     // A message that expires during the change must expire exactly once: it is gone afterwards, wherever it went.
     const shortLived = await publish({ name: "short", correlationKey: "order-7", timeToLive: 1_500, variables: {} });
 
@@ -214,22 +236,17 @@ describe("adding partitions to a running cluster", () => {
     expect([...partitions].sort()).toEqual([1, 2, 3, 4, 5, 6]);
 
     // A backup taken after the change covers all six partitions.
-    const backup = await call(gateway.managementUrl, "/actuator/backups", {
-      method: "POST",
-      body: JSON.stringify({ backupId: 2 }),
-    });
-    expect(backup.status, await backup.clone().text()).toBe(202);
-    let state = "";
-    let partitionCount = 0;
-    await waitFor(async () => {
-      const view = (await (await call(gateway.managementUrl, "/actuator/backups/2")).json()) as {
-        state: string;
-        partitionCount: number;
-      };
-      state = view.state;
-      partitionCount = view.partitionCount;
-      return state !== "IN_PROGRESS";
-    }, "the backup after the change ends");
-    expect([state, partitionCount]).toEqual(["COMPLETED", 6]);
+    expect(await takeBackup(2)).toEqual(["COMPLETED", 6]);
+    // The new partitions took checkpoint 1 from relocated messages before checkpoint 2, and wrote no part of it.
+    expect(await backupStore.manifests(1)).toEqual([]);
+    const listed = (await (await call(gateway.managementUrl, "/actuator/backups")).json()) as {
+      backupId: number;
+      state: string;
+      partitionCount: number;
+    }[];
+    expect(listed.map((backup) => [backup.backupId, backup.state, backup.partitionCount])).toEqual([
+      [2, "COMPLETED", 6],
+      [0, "COMPLETED", 3],
+    ]);
   }, 120_000);
 });

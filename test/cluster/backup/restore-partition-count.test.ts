@@ -1,0 +1,111 @@
+/**
+ * Which partition count restore holds a backup to, with a real filesystem store and real restores: the backup's
+ * record wins over a lower count a part recorded (its leader's view of the cluster lagged behind), a backup written
+ * before records (an older broker's store) still restores by the lowest count its parts recorded, and a backup the
+ * store holds only stray parts of (deleted) is not restored.
+ */
+import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { FilesystemBackupStore } from "../../../src/cluster/backup/filesystem-store.js";
+import { type PartitionBackupSource, writePartitionBackup } from "../../../src/cluster/backup/partition-backup.js";
+import { RestoreRefusedError, restoreBroker } from "../../../src/cluster/backup/restore.js";
+import type { BackupPartManifest } from "../../../src/cluster/backup/store.js";
+import { roundRobinDistribution } from "../../../src/cluster/topology/index.js";
+import { storedLog } from "./support.js";
+
+let base: string;
+let store: FilesystemBackupStore;
+let restores = 0;
+
+beforeEach(async () => {
+  base = await mkdtemp(join(tmpdir(), "flowplane-restore-count-"));
+  store = new FilesystemBackupStore(join(base, "store"));
+});
+
+afterEach(async () => {
+  await rm(base, { recursive: true, force: true });
+});
+
+/** A partition's log of `lastIndex` no-op entries, as a leader's replica holds it. */
+function source(lastIndex: number): PartitionBackupSource {
+  return {
+    snapshotMetadata: () => null,
+    snapshotChunk: () => null,
+    ...storedLog((index) =>
+      index <= lastIndex ? { index, term: 1, kind: "noop", data: new Uint8Array(0) } : undefined,
+    ),
+    interruption: () => null,
+    yieldTurn: async () => {},
+  };
+}
+
+/** Writes partition `partitionId`'s COMPLETED part of `backupId`, its manifest recording `partitionCount`. */
+async function writePart(backupId: number, partitionId: number, partitionCount: number): Promise<BackupPartManifest> {
+  const manifest = await writePartitionBackup(source(4), store, {
+    backupId,
+    partitionId,
+    brokerId: 0,
+    checkpointPosition: 4,
+    partitionCount,
+    flowplaneVersion: "0.0.0-test",
+    now: () => "2026-01-01T00:00:00.000Z",
+  });
+  expect(manifest.state).toBe("COMPLETED");
+  return manifest;
+}
+
+/** Rewrites a part's manifest as a broker from before backup records wrote it. */
+async function asOlderBroker(manifest: BackupPartManifest): Promise<void> {
+  const { backupRecorded: _, ...older } = manifest;
+  await store.writeManifest(older);
+}
+
+/** Restores broker 0 of a one-broker cluster with `partitionCount` partitions; resolves with the partitions restored. */
+async function restore(backupId: number, partitionCount: number): Promise<number[]> {
+  restores += 1;
+  const report = await restoreBroker({
+    store,
+    backupId,
+    nodeId: 0,
+    dataDirectory: join(base, `data-${restores}`),
+    distribution: roundRobinDistribution([0], partitionCount, 1),
+  });
+  return report.partitions.map((partition) => partition.partitionId);
+}
+
+describe("the partition count restore holds a backup to", () => {
+  it("is the recorded one, not the lower count a lagging leader recorded in its part", async () => {
+    await store.writeBackupRecord({
+      formatVersion: 1,
+      backupId: 5,
+      partitionCount: 3,
+      takenAt: "2026-01-01T00:00:00.000Z",
+      flowplaneVersion: "0.0.0-test",
+    });
+    await writePart(5, 1, 2);
+    await writePart(5, 2, 3);
+    await writePart(5, 3, 3);
+    expect(await restore(5, 3)).toEqual([1, 2, 3]);
+    // A cluster with the lagging leader's count would lose partition 3's data: refused, naming both counts.
+    await expect(restore(5, 2)).rejects.toThrow(
+      new RestoreRefusedError("backup 5 holds 3 partitions but this cluster has 2; the partition counts must be equal"),
+    );
+    expect(await readdir(join(base, `data-${restores}`)).catch(() => [])).toEqual([]);
+  });
+
+  it("is the lowest a part recorded for a backup an older broker wrote without a record", async () => {
+    await asOlderBroker(await writePart(2, 1, 2));
+    await asOlderBroker(await writePart(2, 2, 2));
+    // Partition 3 was added after the backup and wrote a part of it (older brokers did) with its own count.
+    await asOlderBroker(await writePart(2, 3, 3));
+    expect(await restore(2, 2)).toEqual([1, 2]);
+    await expect(restore(2, 3)).rejects.toThrow("backup 2 holds 2 partitions but this cluster has 3");
+  });
+
+  it("refuses a backup the store holds only stray parts of (its record was deleted)", async () => {
+    await writePart(7, 1, 1);
+    await expect(restore(7, 1)).rejects.toThrow(new RestoreRefusedError("the backup store holds no backup 7"));
+  });
+});
