@@ -282,13 +282,16 @@ describe.each([false, true])("StorageEnvironment (synchronous commit: %s)", (syn
       // Other work: an append that commits while the chunks are being cut.
       let turns = 0;
       const appended: Promise<void>[] = [];
-      await storage.prepareSnapshot(large.data, async () => {
+      const digest = await storage.prepareSnapshot(large.data, async () => {
         turns += 1;
         if (turns === 1) appended.push(storage.append(entries(7, 1, 1, "log"), null));
         await new Promise((resolve) => setImmediate(resolve));
       });
       // One turn after each full slice, none after the last bytes.
       expect(turns).toBe(4);
+      // The checksum computed while cutting, for the core's compaction, which then need not read the data again.
+      expect(digest).toEqual({ sizeBytes: data.byteLength, checksum: large.metadata.checksum });
+      expect(await storage.prepareSnapshot(large.data)).toEqual(digest);
       await Promise.all(appended);
       await storage.installSnapshot(large);
       expect(Buffer.from(storage.snapshot()?.data ?? []).equals(Buffer.from(data))).toBe(true);
