@@ -383,7 +383,8 @@ export class PartitionReplica {
     try {
       const persisted = await storage.load();
       const engine =
-        restoreEngine(storage, options.partitionId) ?? new PartitionEngine({ partitionId: options.partitionId });
+        (await restoreEngine(storage, options.partitionId, options.clock ?? systemClock)) ??
+        new PartitionEngine({ partitionId: options.partitionId });
       const electionTimeoutTicks = Math.max(2, Math.round(options.electionTimeoutMs / options.heartbeatIntervalMs));
       const node = new RaftNode({
         id: options.memberId,
@@ -1117,7 +1118,7 @@ export class PartitionReplica {
       // engine holds that state anyway, but the snapshot's bytes are never held whole.
       const restoredWhileReceiving = this.finishIncomingRestore(ready.snapshot);
       if (restoredWhileReceiving !== null) this.snapshotsRestoredWhileReceiving += 1;
-      const engine = restoredWhileReceiving ?? restoreEngine(this.storage, this.partitionId);
+      const engine = restoredWhileReceiving ?? (await restoreEngine(this.storage, this.partitionId, this.clock));
       if (engine === null) throw new Error(`invariant violated: partition ${this.partitionId} lost its snapshot`);
       assertEngineMatches(engine, this.partitionId, ready.snapshot.index);
       this.engine = engine;
@@ -1545,7 +1546,9 @@ export class PartitionReplica {
         if (!this.running) return;
       }
       const data = encoder.bytes();
-      await this.storage.prepareSnapshot(data, () => this.clock.yieldTurn());
+      // The storage checksums the data as it cuts the chunks; the core records that checksum instead of reading
+      // the whole snapshot again in one go.
+      const digest = await this.storage.prepareSnapshot(data, () => this.clock.yieldTurn());
       const report: SnapshotReport = {
         partitionId: this.partitionId,
         index: encoder.appliedIndex,
@@ -1570,7 +1573,7 @@ export class PartitionReplica {
           }
           this.preparedSnapshot = { index: encoder.appliedIndex, data };
           this.snapshotSizeBytes = data.byteLength;
-          this.node.compact(encoder.appliedIndex, data);
+          this.node.compact(encoder.appliedIndex, data, digest);
         },
         fail: () => void this.discardSnapshot(data),
       });
@@ -1672,10 +1675,19 @@ interface IncomingRestore {
  * Restores the engine from the stored snapshot, read and decoded a stored chunk at a time (memory bounded by a chunk
  * and the largest message, besides the engine itself), and checks it sits at the snapshot's index; null when no
  * snapshot is stored. A damaged snapshot throws: the storage verifies every chunk and the whole snapshot's checksum.
+ * The clock yields a turn after every chunk: a broker opens its replicas while it serves the others' heartbeats and
+ * its health checks, and a snapshot of hundreds of megabytes read in one go held all of that for seconds.
  */
-function restoreEngine(storage: MemberStorage, partitionId: number): PartitionEngine | null {
+async function restoreEngine(
+  storage: MemberStorage,
+  partitionId: number,
+  clock: ReplicaClock,
+): Promise<PartitionEngine | null> {
   const restorer = PartitionEngine.restorer();
-  const metadata = storage.readSnapshot((data) => restorer.push(data));
+  const metadata = await storage.readSnapshotInTurns(
+    (data) => restorer.push(data),
+    () => clock.yieldTurn(),
+  );
   if (metadata === null) return null;
   const engine = restorer.finish();
   assertEngineMatches(engine, partitionId, metadata.index);

@@ -76,6 +76,15 @@ export interface SnapshotMetadata {
   readonly checksum: number;
 }
 
+/**
+ * The size and CRC-32C of snapshot data, from whoever already read every byte of it (the storage computes them while
+ * it cuts the data into stored chunks), so that `RaftNode.compact` need not read the whole snapshot again.
+ */
+export interface SnapshotDigest {
+  readonly sizeBytes: number;
+  readonly checksum: number;
+}
+
 /** A complete snapshot: its metadata and the state-machine bytes. */
 export interface Snapshot {
   readonly metadata: SnapshotMetadata;

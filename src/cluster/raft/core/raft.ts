@@ -15,6 +15,7 @@ import type {
   PersistedState,
   Snapshot,
   SnapshotChunk,
+  SnapshotDigest,
   SnapshotMetadata,
   SnapshotReceipt,
 } from "../types.js";
@@ -437,9 +438,25 @@ export class RaftNode {
   /**
    * Takes a snapshot of the state machine at `index` (which must be applied) so the log before it can be dropped.
    * The snapshot comes back in `Ready.compaction` to be stored.
+   *
+   * `digest` is the data's size and CRC-32C when the caller computed them already (a storage that prepared the
+   * snapshot's chunks did, a slice at a time): checksumming hundreds of megabytes here in one go would hold the
+   * caller's thread for as long. Only the size is checked against the data here; the storage compares the checksum
+   * it computed itself with the one recorded when it installs the compaction. Without `digest` the data is
+   * checksummed here.
    */
-  compact(index: number, data: Uint8Array): void {
+  compact(index: number, data: Uint8Array, digest?: SnapshotDigest): void {
     if (index > this.log.applied) throw new Error(`raft: cannot compact to ${index}, applied only ${this.log.applied}`);
+    if (digest !== undefined) {
+      if (digest.sizeBytes !== data.byteLength) {
+        throw new Error(
+          `raft: the checksum handed to compact is of ${digest.sizeBytes} bytes, the snapshot holds ${data.byteLength}`,
+        );
+      }
+      if (!Number.isInteger(digest.checksum) || digest.checksum < 0 || digest.checksum > 0xffffffff) {
+        throw new Error(`raft: ${digest.checksum} handed to compact is not a CRC-32C`);
+      }
+    }
     if (index <= this.log.snapshotIndex) return;
     const term = this.log.term(index);
     if (term === null) throw new Error(`raft: cannot compact to ${index}: its term is unknown`);
@@ -449,7 +466,7 @@ export class RaftNode {
         term,
         configuration: this.history.at(index),
         sizeBytes: data.byteLength,
-        checksum: snapshotChecksum(data),
+        checksum: digest?.checksum ?? snapshotChecksum(data),
       },
       data,
     };

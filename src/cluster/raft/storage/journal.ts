@@ -102,6 +102,15 @@ export interface JournalRecords {
  */
 export const DEFAULT_SEGMENT_BYTES = 16 * 1024 * 1024;
 
+/**
+ * Dead segments a commit deletes at most, the oldest first. Each deletion (an unlink and a directory sync) is paid on
+ * the committing thread, and a compaction behind a snapshot empties as many segments as the log it drops filled: all
+ * of them deleted by one commit held a broker's event loop for hundreds of milliseconds. The rest go with the next
+ * commits; a dead segment left meanwhile is only replayed again if the process restarts. Two, because a commit opens
+ * at most one segment: the dead ones still decrease while every commit rolls over.
+ */
+export const MAX_SEGMENT_DELETIONS_PER_COMMIT = 2;
+
 /** Largest segment size accepted (records are still allowed to outgrow a segment). */
 const MAX_SEGMENT_BYTES = 1024 * 1024 * 1024;
 const MAGIC = Buffer.from("FPJOURNL", "latin1");
@@ -502,7 +511,7 @@ export class Journal {
     const deadBeforeThisRecord = this.countDeadOldestSegments();
     this.applyRecord(operations, written.segment, written.fileOffset + RECORD_HEADER_BYTES);
     this.writeOffset = written.fileOffset + written.buffer.byteLength;
-    this.deleteOldestSegments(deadBeforeThisRecord);
+    this.deleteOldestSegments(Math.min(deadBeforeThisRecord, MAX_SEGMENT_DELETIONS_PER_COMMIT));
   }
 
   /** Applies the operations of one record whose payload starts at `payloadOffset` in `segment`. */
@@ -621,7 +630,8 @@ export class Journal {
    * this record's own removals emptied goes with the next record. Recovery drops a damaged last record as if it were
    * torn, and the journal must then still hold every entry the record before it held, which a deletion justified by
    * the dropped record would have taken away. Each deletion is made durable before the next, so a crash can only
-   * leave a contiguous run of segments behind.
+   * leave a contiguous run of segments behind. Segments still dead after this go with the next records (see
+   * `MAX_SEGMENT_DELETIONS_PER_COMMIT`).
    */
   private deleteOldestSegments(count: number): void {
     for (let deleted = 0; deleted < count; deleted += 1) {

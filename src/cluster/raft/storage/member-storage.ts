@@ -26,6 +26,7 @@ import {
   type PersistedState,
   type RaftStorage,
   type Snapshot,
+  type SnapshotDigest,
   type SnapshotMetadata,
   type SnapshotReceipt,
   StorageCorruptionError,
@@ -502,12 +503,15 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
    *
    * The data is cut into chunks `SNAPSHOT_PREPARE_SLICE_BYTES` at a time, with `yieldTurn` (by default one turn of
    * the event loop) awaited between two slices, so other work runs in between however large the snapshot is.
+   * Returns the data's size and the CRC-32C computed on the way, for `RaftNode.compact`.
    */
-  async prepareSnapshot(data: Uint8Array, yieldTurn: () => Promise<void> = nextTurn): Promise<void> {
+  async prepareSnapshot(data: Uint8Array, yieldTurn: () => Promise<void> = nextTurn): Promise<SnapshotDigest> {
     this.assertOpen();
-    if (this.preparedSlots.has(data)) return;
+    const known = this.preparedSlots.get(data);
+    if (known !== undefined) return { sizeBytes: data.byteLength, checksum: known.checksum };
     const prepared = await this.writeSnapshotData(data, yieldTurn);
     this.preparedSlots.set(data, prepared);
+    return { sizeBytes: data.byteLength, checksum: prepared.checksum };
   }
 
   /**
@@ -665,6 +669,44 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     for (const data of this.verifiedChunks(stored.slot, stored.metadata.sizeBytes, "snapshot")) {
       checksum = crc32c(data, checksum) >>> 0;
       consume(data);
+    }
+    if (checksum !== stored.metadata.checksum) {
+      throw new StorageCorruptionError(
+        "snapshot",
+        `data checksum ${checksum} differs from ${stored.metadata.checksum}`,
+      );
+    }
+    return stored.metadata;
+  }
+
+  /**
+   * `readSnapshot` a stored chunk per turn: `yieldTurn` (by default one turn of the event loop) is awaited after each
+   * chunk handed to `consume`, so restoring a state machine from a snapshot of hundreds of megabytes lets other work
+   * run in between (in one go it held a broker opening its replicas for seconds). The same checks as `readSnapshot`;
+   * the stored snapshot must not be replaced meanwhile (this throws if it was).
+   */
+  async readSnapshotInTurns(
+    consume: (data: Uint8Array) => void,
+    yieldTurn: () => Promise<void> = nextTurn,
+  ): Promise<SnapshotMetadata | null> {
+    this.assertOpen();
+    const stored = this.durable.snapshot;
+    if (stored === null) {
+      return null;
+    }
+    let checksum = 0;
+    // Without an LMDB snapshot of its own: a read transaction held open across every turn would keep LMDB from
+    // reusing the pages the broker's other replicas free meanwhile. The chunks of the stored snapshot do not change
+    // while a record refers to them, which is checked after every turn.
+    const chunks = this.verifiedChunks(stored.slot, stored.metadata.sizeBytes, "snapshot", { acrossTurns: true });
+    for (const data of chunks) {
+      checksum = crc32c(data, checksum) >>> 0;
+      consume(data);
+      await yieldTurn();
+      this.assertOpen();
+      if (this.durable.snapshot?.slot !== stored.slot) {
+        throw new Error("the stored snapshot was replaced while it was being read");
+      }
     }
     if (checksum !== stored.metadata.checksum) {
       throw new StorageCorruptionError(
@@ -1375,13 +1417,20 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
 
   /**
    * The data of the chunks stored under `slot`, in order, each verified against its own checksum; throws when one
-   * is missing or they do not add up to `sizeBytes`. Only one chunk is read at a time.
+   * is missing or they do not add up to `sizeBytes`. Only one chunk is read at a time. `acrossTurns`: the caller
+   * goes on iterating after turns of the event loop, so the range is read without holding one read transaction.
    */
-  private *verifiedChunks(slot: number, sizeBytes: number, location: string): Generator<Uint8Array> {
+  private *verifiedChunks(
+    slot: number,
+    sizeBytes: number,
+    location: string,
+    { acrossTurns = false }: { acrossTurns?: boolean } = {},
+  ): Generator<Uint8Array> {
     let expectedOffset = 0;
     const range = {
       start: [this.scope, slot, 0] as [number, number, number],
       end: [this.scope, slot + 1, 0] as [number, number, number],
+      snapshot: !acrossTurns,
     };
     for (const { key, value } of this.environment.chunks.getRange(range)) {
       const offset = key[2];

@@ -1101,6 +1101,27 @@ describe("snapshots", () => {
     expect(group.members.get(leader)?.disk.snapshot()?.metadata.index).toBe(status.firstIndex - 1);
   });
 
+  it("compaction records the checksum its caller computed instead of reading the whole snapshot again", () => {
+    const disk = new SimulatedDisk();
+    const node = loneNode(1, disk, { members: voters(1) });
+    for (let tick = 0; tick < 50 && node.status().role !== "leader"; tick++) {
+      node.tick();
+      drain(node, disk);
+    }
+    node.propose(encoder.encode("x"));
+    drain(node, disk);
+    const applied = node.status().appliedIndex;
+    const data = Uint8Array.from({ length: 64 }, (_, position) => position);
+    // Not the data's checksum: what the core records shows it did not compute its own.
+    const handedOver = (snapshotChecksum(data) + 1) >>> 0;
+    expect(() => node.compact(applied, data, { sizeBytes: data.byteLength + 1, checksum: handedOver })).toThrow(
+      /of 65 bytes, the snapshot holds 64/,
+    );
+    expect(() => node.compact(applied, data, { sizeBytes: data.byteLength, checksum: -1 })).toThrow(/not a CRC-32C/);
+    node.compact(applied, data, { sizeBytes: data.byteLength, checksum: handedOver });
+    expect(node.ready()?.compaction?.metadata).toMatchObject({ index: applied, sizeBytes: 64, checksum: handedOver });
+  });
+
   it("a member behind the log start receives the snapshot in bounded chunks, then the log", () => {
     const { group, leader, lagger, snapshotData } = lagging();
     group.restart(lagger);

@@ -273,7 +273,10 @@ describe("Journal", () => {
         writing.records.put(1, "logStart", bytes("35"));
       });
       expect(journal.segmentCount).toBeGreaterThanOrEqual(segmentsWritten);
-      transact(journal, (writing) => writing.records.put(2, "after compaction", bytes("the next record")));
+      // The next records delete them, a few per record.
+      for (let record = 0; record < segmentsWritten; record += 1) {
+        transact(journal, (writing) => writing.records.put(2, "after compaction", bytes("the next record")));
+      }
       expect(journal.segmentCount).toBeLessThan(segmentsWritten);
       expect(segmentFiles(directory)).toHaveLength(journal.segmentCount);
       await journal.close();
@@ -283,6 +286,36 @@ describe("Journal", () => {
       expect(text(reopened.entries.get(1, 40))).toBe("entry 40 ".repeat(4));
       expect(text(reopened.records.get(1, "logStart"))).toBe("35");
       expect(text(reopened.records.get(2, "hardState"))).toBe("never rewritten");
+      await reopened.close();
+    });
+  });
+
+  it("deletes at most two dead segments per commit, so a large compaction does not hold one commit", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const journal = Journal.open({ directory, segmentBytes: 512 });
+      for (let index = 1; index <= 40; index += 1) {
+        transact(journal, (writing) => writing.entries.put(1, index, bytes(`entry ${index} `.repeat(4))));
+      }
+      transact(journal, (writing) => {
+        for (let index = 1; index <= 38; index += 1) writing.entries.remove(1, index);
+      });
+      const oldestSegment = (): number => Number.parseInt(segmentFiles(directory)[0] as string, 10);
+      const deadFrom = oldestSegment();
+      // Every commit after the compaction deletes the two oldest of the segments it emptied, until none is left.
+      const deletedPerCommit: number[] = [];
+      for (let commit = 1; commit <= 10; commit += 1) {
+        const before = oldestSegment();
+        transact(journal, (writing) => writing.records.put(2, "after compaction", bytes(`record ${commit}`)));
+        deletedPerCommit.push(oldestSegment() - before);
+        expect(segmentFiles(directory)).toHaveLength(journal.segmentCount);
+      }
+      expect(oldestSegment() - deadFrom).toBeGreaterThan(4);
+      expect(Math.max(...deletedPerCommit)).toBe(2);
+      await journal.close();
+
+      const reopened = Journal.open({ directory, segmentBytes: 512 });
+      expect(reopened.entries.bounds(1)).toEqual({ first: 39, last: 40 });
+      expect(text(reopened.records.get(2, "after compaction"))).toBe("record 10");
       await reopened.close();
     });
   });
@@ -310,6 +343,8 @@ describe("Journal", () => {
         for (let index = 1; index <= 6; index += 1) writing.entries.remove(1, index);
       });
       transact(recovered, (writing) => writing.entries.put(1, 8, bytes("next")));
+      // Two per record: the record after deletes the rest.
+      transact(recovered, (writing) => writing.records.put(1, "commitIndex", bytes("8")));
       expect(recovered.segmentCount).toBe(1);
       await recovered.close();
       const reopened = Journal.open({ directory, segmentBytes: 256 });

@@ -432,6 +432,73 @@ describe("MemberStorage", () => {
     });
   });
 
+  describe("reading the whole stored snapshot a chunk per turn", () => {
+    it("yields a turn after every stored chunk and hands over the same verified chunks", async () => {
+      await withStorage(async (storage) => {
+        expect(await storage.readSnapshotInTurns(() => undefined)).toBeNull();
+        const snapshot = makeSnapshot(10, 2, 10_000);
+        await storage.installSnapshot(snapshot);
+        const events: string[] = [];
+        const pieces: Uint8Array[] = [];
+        const metadata = await storage.readSnapshotInTurns(
+          (data) => {
+            events.push(`chunk ${data.byteLength}`);
+            pieces.push(Uint8Array.from(data));
+          },
+          async () => {
+            events.push("turn");
+          },
+        );
+        expect(metadata).toEqual(snapshot.metadata);
+        const sizes = [...Array(9).fill(1024), 10_000 - 9 * 1024];
+        expect(events).toEqual(sizes.flatMap((size) => [`chunk ${size}`, "turn"]));
+        expect(Buffer.concat(pieces)).toEqual(Buffer.from(snapshot.data));
+      });
+    });
+
+    it("refuses to go on when the stored snapshot was replaced during a turn", async () => {
+      await withStorage(async (storage) => {
+        await storage.append(entriesFrom(1, 20, 2), null);
+        await storage.installSnapshot(makeSnapshot(10, 2, 4096));
+        let turns = 0;
+        const reading = storage.readSnapshotInTurns(
+          () => undefined,
+          async () => {
+            turns += 1;
+            if (turns === 1) await storage.installSnapshot(makeSnapshot(15, 2, 4096));
+          },
+        );
+        await expect(reading).rejects.toThrow(/replaced while it was being read/);
+        expect(turns).toBe(1);
+      });
+    });
+
+    it("throws a corruption error for a damaged chunk before handing it over", async () => {
+      await withTemporaryDirectory(async (directory) => {
+        const storage = MemberStorage.open({ directory, snapshotChunkBytes: 1024 });
+        await storage.installSnapshot(makeSnapshot(10, 2, 4096));
+        await storage.close();
+        const database = open<Uint8Array, [number, number, number]>({ path: directory, maxDbs: 4 });
+        const chunks = database.openDB<Uint8Array, [number, number, number]>({
+          name: "snapshotChunks",
+          encoding: "binary",
+        });
+        const key = [...chunks.getKeys()][2] as [number, number, number];
+        const damaged = Uint8Array.from(chunks.get(key) as Uint8Array);
+        damaged[damaged.byteLength - 1] = (damaged[damaged.byteLength - 1] as number) ^ 0xff;
+        await chunks.put(key, damaged);
+        await database.close();
+        const reopened = MemberStorage.open({ directory, snapshotChunkBytes: 1024 });
+        const handedOver: number[] = [];
+        await expect(reopened.readSnapshotInTurns((data) => handedOver.push(data.byteLength))).rejects.toThrow(
+          StorageCorruptionError,
+        );
+        expect(handedOver).toEqual([1024, 1024]);
+        await reopened.close();
+      });
+    });
+  });
+
   describe("reading the stored snapshot a range at a time", () => {
     it("reads any range, across stored chunk boundaries, and nothing past the end", async () => {
       await withStorage(async (storage) => {
