@@ -8,7 +8,7 @@
  * at a time (`snapshotChunk`, verifying only the stored chunks it touches), and a receiving member writes each chunk
  * as it arrives (`receiveSnapshotChunks`), keeping a running CRC-32C of the received bytes with its progress, so the
  * whole snapshot is verified when it is complete (`finishSnapshotReceive`) without being read back. A state machine
- * is restored from the stored snapshot a chunk at a time too (`readSnapshot`).
+ * is restored from the stored snapshot a chunk per turn too (`readSnapshotInTurns`).
  *
  * All writes go through the environment's group commit, so concurrent writes share one durable transaction.
  * The adapter keeps a small in-memory view (log bounds, hard state, snapshot records) that always equals what is
@@ -278,6 +278,13 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   private lastWrite: Promise<void> = Promise.resolve();
   /** The latest chunk write of `writeSnapshotData`; closing waits for it (and the environment for every one). */
   private lastChunkWrite: Promise<void> = Promise.resolve();
+  /**
+   * Snapshots being prepared, by their data: a second `prepareSnapshot` of the same data waits for the first, and
+   * `destroy` and `close` wait for all of them, since a preparation writes its chunks only after its last slice.
+   */
+  private readonly preparations = new Map<Uint8Array, Promise<PreparedSnapshot>>();
+  /** Set by `destroy`: preparations stop at their next slice, their chunks unwritten. */
+  private destroying = false;
 
   private constructor(environment: StorageEnvironment, ownsEnvironment: boolean, options: MemberStorageScopeOptions) {
     this.environment = environment;
@@ -509,9 +516,17 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     this.assertOpen();
     const known = this.preparedSlots.get(data);
     if (known !== undefined) return { sizeBytes: data.byteLength, checksum: known.checksum };
-    const prepared = await this.writeSnapshotData(data, yieldTurn);
-    this.preparedSlots.set(data, prepared);
-    return { sizeBytes: data.byteLength, checksum: prepared.checksum };
+    const running = this.preparations.get(data);
+    if (running !== undefined) return { sizeBytes: data.byteLength, checksum: (await running).checksum };
+    const preparation = this.writeSnapshotData(data, yieldTurn);
+    this.preparations.set(data, preparation);
+    try {
+      const prepared = await preparation;
+      this.preparedSlots.set(data, prepared);
+      return { sizeBytes: data.byteLength, checksum: prepared.checksum };
+    } finally {
+      this.preparations.delete(data);
+    }
   }
 
   /**
@@ -599,6 +614,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
         sliceBytes = 0;
         await yieldTurn();
         this.assertOpen();
+        if (this.destroying) throw new Error("storage is being destroyed");
       }
       const piece = data.subarray(offset, offset + this.snapshotChunkBytes);
       chunks.push([[this.scope, slot, offset], encodeChunk(piece)]);
@@ -654,36 +670,12 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
 
   /**
    * Reads the stored snapshot one stored chunk at a time and hands each chunk's data to `consume`, in order, so a
-   * state machine is restored without the snapshot ever being held whole. Each chunk is verified against its own
-   * checksum before it is handed over, and the whole snapshot's size and CRC-32C once the last one was: when this
-   * throws (`StorageCorruptionError`), whatever `consume` built from the chunks must be thrown away. Returns the
-   * snapshot's metadata, or null when none is stored.
-   */
-  readSnapshot(consume: (data: Uint8Array) => void): SnapshotMetadata | null {
-    this.assertOpen();
-    const stored = this.durable.snapshot;
-    if (stored === null) {
-      return null;
-    }
-    let checksum = 0;
-    for (const data of this.verifiedChunks(stored.slot, stored.metadata.sizeBytes, "snapshot")) {
-      checksum = crc32c(data, checksum) >>> 0;
-      consume(data);
-    }
-    if (checksum !== stored.metadata.checksum) {
-      throw new StorageCorruptionError(
-        "snapshot",
-        `data checksum ${checksum} differs from ${stored.metadata.checksum}`,
-      );
-    }
-    return stored.metadata;
-  }
-
-  /**
-   * `readSnapshot` a stored chunk per turn: `yieldTurn` (by default one turn of the event loop) is awaited after each
-   * chunk handed to `consume`, so restoring a state machine from a snapshot of hundreds of megabytes lets other work
-   * run in between (in one go it held a broker opening its replicas for seconds). The same checks as `readSnapshot`;
-   * the stored snapshot must not be replaced meanwhile (this throws if it was).
+   * state machine is restored without the snapshot ever being held whole; `yieldTurn` (by default one turn of the
+   * event loop) is awaited after each chunk, so a snapshot of hundreds of megabytes lets other work run in between.
+   * Each chunk is verified against its own checksum before it is handed over, and the whole snapshot's size and
+   * CRC-32C once the last one was: when this throws (`StorageCorruptionError`, or a snapshot replaced meanwhile),
+   * whatever `consume` built from the chunks must be thrown away. Returns the snapshot's metadata, or null when none
+   * is stored.
    */
   async readSnapshotInTurns(
     consume: (data: Uint8Array) => void,
@@ -982,7 +974,10 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
    */
   async destroy(): Promise<void> {
     this.assertOpen();
-    // Chunks being written ahead of a record are removed with the rest, so they must be in the database first.
+    // Chunks being written ahead of a record are removed with the rest, so they must be in the database first; a
+    // preparation still cutting its chunks stops at its next slice instead of writing them after the removal.
+    this.destroying = true;
+    await Promise.allSettled(this.preparations.values());
     await this.lastChunkWrite;
     await this.submit(() => {
       const staged = this.stagedView();
@@ -1074,6 +1069,8 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       return;
     }
     this.closed = true;
+    // A preparation stops at its next slice once closed, or is writing its chunks already.
+    await Promise.allSettled(this.preparations.values());
     await this.lastChunkWrite;
     await this.lastWrite;
     if (this.ownsEnvironment) {

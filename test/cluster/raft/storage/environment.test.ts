@@ -312,6 +312,66 @@ describe.each([false, true])("StorageEnvironment (synchronous commit: %s)", (syn
     });
   });
 
+  it("installs prepared data only under the checksum of the bytes its chunks hold, even if the data changed since", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const environment = StorageEnvironment.open({ directory, synchronousCommit });
+      const storage = MemberStorage.openIn(environment, { scope: 4, snapshotChunkBytes: 4 });
+      await storage.append(entries(1, 6, 1, "log"), null);
+      const prepared = snapshot(3, 1, "prepared bytes");
+      await storage.prepareSnapshot(prepared.data);
+      // The data changes after its chunks were cut; metadata made from the changed bytes must not install the old
+      // chunks under a checksum they do not have.
+      prepared.data[0] = (prepared.data[0] as number) ^ 0xff;
+      const changed: Snapshot = {
+        metadata: { ...prepared.metadata, checksum: snapshotChecksum(prepared.data) },
+        data: prepared.data,
+      };
+      await expect(storage.installSnapshot(changed)).rejects.toThrow(/does not match the checksum/);
+      expect(storage.snapshot()).toBeNull();
+      await storage.close();
+      await environment.close();
+    });
+  });
+
+  it("prepares the same data once when asked twice at once", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const environment = StorageEnvironment.open({ directory, synchronousCommit });
+      const storage = MemberStorage.openIn(environment, { scope: 4, snapshotChunkBytes: SNAPSHOT_PREPARE_SLICE_BYTES });
+      await storage.append(entries(1, 6, 1, "log"), null);
+      const data = new Uint8Array(3 * SNAPSHOT_PREPARE_SLICE_BYTES).fill(7);
+      const [first, second] = await Promise.all([storage.prepareSnapshot(data), storage.prepareSnapshot(data)]);
+      expect(second).toEqual(first);
+      await environment.chunkOperationsSettled();
+      expect([...environment.chunks.getKeys({ start: [4, 0, 0], end: [5, 0, 0] })]).toHaveLength(3);
+      await storage.close();
+      await environment.close();
+    });
+  });
+
+  it("destroying a member while a snapshot is being prepared leaves none of that snapshot's chunks", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const environment = StorageEnvironment.open({ directory, synchronousCommit });
+      const storage = MemberStorage.openIn(environment, {
+        scope: 4,
+        snapshotChunkBytes: SNAPSHOT_PREPARE_SLICE_BYTES / 4,
+      });
+      await storage.append(entries(1, 6, 1, "log"), null);
+      const data = new Uint8Array(3 * SNAPSHOT_PREPARE_SLICE_BYTES).fill(9);
+      let destroyed: Promise<void> | null = null;
+      const preparation = storage.prepareSnapshot(data, async () => {
+        // The replica leaves its group while its snapshot is being cut.
+        destroyed ??= storage.destroy();
+        await new Promise((resolve) => setImmediate(resolve));
+      });
+      await expect(preparation).rejects.toThrow(/destroyed|closed/);
+      await destroyed;
+      await environment.chunkOperationsSettled();
+      expect([...environment.chunks.getKeys({ start: [4, 0, 0], end: [5, 0, 0] })]).toHaveLength(0);
+      expect(environment.scopes()).not.toContain(4);
+      await environment.close();
+    });
+  });
+
   it("releases the chunks of a prepared snapshot that an installed newer one already covers", async () => {
     await withTemporaryDirectory(async (directory) => {
       const environment = StorageEnvironment.open({ directory, synchronousCommit });

@@ -395,43 +395,6 @@ describe("MemberStorage", () => {
     });
   });
 
-  describe("reading the whole stored snapshot a chunk at a time", () => {
-    it("hands over one verified stored chunk at a time, never the whole snapshot", async () => {
-      await withStorage(async (storage) => {
-        expect(storage.readSnapshot(() => undefined)).toBeNull();
-        const snapshot = makeSnapshot(10, 2, 10_000);
-        await storage.installSnapshot(snapshot);
-        const pieces: Uint8Array[] = [];
-        expect(storage.readSnapshot((data) => pieces.push(Uint8Array.from(data)))).toEqual(snapshot.metadata);
-        expect(pieces.map((piece) => piece.byteLength)).toEqual([...Array(9).fill(1024), 10_000 - 9 * 1024]);
-        expect(Buffer.concat(pieces)).toEqual(Buffer.from(snapshot.data));
-      });
-    });
-
-    it("throws a corruption error for a damaged chunk before handing it over", async () => {
-      await withTemporaryDirectory(async (directory) => {
-        const storage = MemberStorage.open({ directory, snapshotChunkBytes: 1024 });
-        await storage.installSnapshot(makeSnapshot(10, 2, 4096));
-        await storage.close();
-        const database = open<Uint8Array, [number, number, number]>({ path: directory, maxDbs: 4 });
-        const chunks = database.openDB<Uint8Array, [number, number, number]>({
-          name: "snapshotChunks",
-          encoding: "binary",
-        });
-        const key = [...chunks.getKeys()][2] as [number, number, number];
-        const damaged = Uint8Array.from(chunks.get(key) as Uint8Array);
-        damaged[damaged.byteLength - 1] = (damaged[damaged.byteLength - 1] as number) ^ 0xff;
-        await chunks.put(key, damaged);
-        await database.close();
-        const reopened = MemberStorage.open({ directory, snapshotChunkBytes: 1024 });
-        const handedOver: number[] = [];
-        expect(() => reopened.readSnapshot((data) => handedOver.push(data.byteLength))).toThrow(StorageCorruptionError);
-        expect(handedOver).toEqual([1024, 1024]);
-        await reopened.close();
-      });
-    });
-  });
-
   describe("reading the whole stored snapshot a chunk per turn", () => {
     it("yields a turn after every stored chunk and hands over the same verified chunks", async () => {
       await withStorage(async (storage) => {
