@@ -4,7 +4,19 @@
  * users' data, so directories are created 0700 and files 0600: other local users can neither list nor read them.
  * Shared by the platform and the cluster, which otherwise import nothing from each other.
  */
-import { chmodSync, closeSync, fsyncSync, mkdirSync, openSync, statSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import {
+  chmodSync,
+  closeSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  renameSync,
+  statSync,
+  unlinkSync,
+  writeSync,
+} from "node:fs";
+import { basename, dirname, join } from "node:path";
 
 /** Mode of every directory flowplane creates: read, write and search for the owner only. */
 export const privateDirectoryMode = 0o700;
@@ -58,6 +70,53 @@ export function syncDirectory(directory: string): void {
     fsyncSync(directoryDescriptor);
   } finally {
     closeSync(directoryDescriptor);
+  }
+}
+
+/**
+ * Writes `text` to a new owner-only file at `path`, synced to disk before this returns; fails when `path` exists. For
+ * the temporary file of an atomic write: the caller then renames or links it into place and syncs the directory.
+ */
+export function writeSyncedPrivateFile(path: string, text: string): void {
+  const descriptor = openSync(path, "wx", privateFileMode);
+  try {
+    writeSync(descriptor, text);
+    fsyncSync(descriptor);
+  } finally {
+    closeSync(descriptor);
+  }
+}
+
+/** A fresh name for a temporary file beside `file`, unique to this process and call. */
+export function temporaryNameBeside(file: string): string {
+  return join(dirname(file), `.${basename(file)}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`);
+}
+
+/**
+ * Replaces `file` with `text` (0600) atomically and durably: a reader sees the old content or the new one, never a
+ * partial file, and the new one outlives a power loss once this returns (the file and then its directory are synced).
+ * `temporary` names the file written first: by default a fresh name beside `file`; a fixed name suits a file only one
+ * process writes, so that a crash leaves no new leftover each time (one left by an earlier crash is replaced).
+ */
+export function replacePrivateFile(file: string, text: string, temporary?: string): void {
+  const temporaryFile = temporary ?? temporaryNameBeside(file);
+  if (temporary !== undefined) unlinkIfPresent(temporary);
+  writeSyncedPrivateFile(temporaryFile, text);
+  try {
+    renameSync(temporaryFile, file);
+  } catch (error) {
+    unlinkSync(temporaryFile);
+    throw error;
+  }
+  syncDirectory(dirname(file));
+}
+
+/** Removes the file at `path` unless it is already gone. */
+export function unlinkIfPresent(path: string): void {
+  try {
+    unlinkSync(path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
   }
 }
 

@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -6,7 +6,10 @@ import {
   createPrivateDirectory,
   ownPrivateDirectory,
   ownPrivateFile,
+  replacePrivateFile,
   restrictFileIfPresent,
+  temporaryNameBeside,
+  writeSyncedPrivateFile,
 } from "../../src/files/private-files.js";
 import { modeOf } from "../support/file-modes.js";
 
@@ -53,5 +56,28 @@ describe("private files", () => {
     chmodSync(join(base, "wide"), 0o666);
     restrictFileIfPresent(join(base, "wide"));
     expect(modeOf(join(base, "wide"))).toBe(0o600);
+  });
+
+  it("replaces a file atomically with an owner-only one, leaving no temporary file beside it", () => {
+    const base = root();
+    const file = join(base, "ports.json");
+    writeFileSync(file, "old", { mode: 0o644 });
+    chmodSync(file, 0o644);
+    replacePrivateFile(file, "new");
+    expect(readFileSync(file, "utf8")).toBe("new");
+    expect(modeOf(file)).toBe(0o600);
+    expect(readdirSync(base)).toEqual(["ports.json"]);
+  });
+
+  it("writes a synced temporary file only under a fresh name, hidden beside its target", () => {
+    const base = root();
+    const target = join(base, "secret.key");
+    const temporary = temporaryNameBeside(target);
+    expect(temporary).not.toBe(temporaryNameBeside(target));
+    expect(temporary.startsWith(join(base, ".secret.key."))).toBe(true);
+    writeSyncedPrivateFile(temporary, "key");
+    expect(modeOf(temporary)).toBe(0o600);
+    expect(() => writeSyncedPrivateFile(temporary, "other")).toThrow(/EEXIST/);
+    expect(readFileSync(temporary, "utf8")).toBe("key");
   });
 });

@@ -5,11 +5,15 @@
  * never the secret itself: a process's command line is readable by every local user, and an environment is copied
  * into every process a child starts. A broker on another machine joins the local cluster with a copy of the file.
  */
-import { randomBytes } from "node:crypto";
-import { closeSync, existsSync, fsyncSync, linkSync, openSync, readFileSync, unlinkSync, writeSync } from "node:fs";
+import { existsSync, linkSync, readFileSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
 import { clusterSecretProblem, generateClusterSecret } from "../../config/cluster-secret.js";
-import { ownPrivateDirectory, privateFileMode, restrictFileIfPresent } from "../../files/private-files.js";
+import {
+  ownPrivateDirectory,
+  restrictFileIfPresent,
+  temporaryNameBeside,
+  writeSyncedPrivateFile,
+} from "../../files/private-files.js";
 
 /** Directory of the secret file within the cluster directory. */
 export const CLUSTER_SECRET_DIRECTORY_NAME = "secret";
@@ -44,14 +48,8 @@ export function ensureLocalClusterSecret(clusterDirectory: string): LocalCluster
   }
   // Written in full and synced under a temporary name, then linked into place: a crash leaves either no secret file
   // or a complete one, and of two starts racing, the second finds the first one's file (the link fails) and uses it.
-  const temporary = join(directory, `.${CLUSTER_SECRET_FILE_NAME}.${process.pid}.${randomBytes(6).toString("hex")}`);
-  const descriptor = openSync(temporary, "wx", privateFileMode);
-  try {
-    writeSync(descriptor, `${generateClusterSecret()}\n`);
-    fsyncSync(descriptor);
-  } finally {
-    closeSync(descriptor);
-  }
+  const temporary = temporaryNameBeside(file);
+  writeSyncedPrivateFile(temporary, `${generateClusterSecret()}\n`);
   try {
     linkSync(temporary, file);
   } catch (error) {

@@ -9,11 +9,10 @@
  * different data directories run side by side. Writes are atomic (a temporary file renamed over the old one) and
  * durable once they return: a restore's recovery after a power loss relies on the file it finds.
  */
-import { randomBytes } from "node:crypto";
-import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
-import { dirname, join } from "node:path";
-import { ownPrivateDirectory, privateFileMode, syncDirectory } from "../../files/private-files.js";
+import { join } from "node:path";
+import { ownPrivateDirectory, replacePrivateFile } from "../../files/private-files.js";
 
 /** One broker of the local cluster. */
 export interface LocalBrokerPorts {
@@ -72,33 +71,7 @@ export function readLocalBrokers(clusterDirectory: string): PersistedPorts | nul
 export function writeLocalBrokers(clusterDirectory: string, ports: PersistedPorts): void {
   ownPrivateDirectory(clusterDirectory);
   const file = join(clusterDirectory, BROKERS_FILE_NAME);
-  writeFileAtomically(file, `${JSON.stringify(ports, null, 2)}\n`, `${file}.tmp`);
-}
-
-/**
- * Writes `text` to `file` atomically and durably: a private temporary file (`temporary`, by default a fresh name next
- * to it) is written and synced, renamed over the old one, and the directory synced so that the rename outlives a
- * power loss.
- */
-export function writeFileAtomically(
-  file: string,
-  text: string,
-  temporary = `${file}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`,
-): void {
-  const descriptor = openSync(temporary, "w", privateFileMode);
-  try {
-    writeSync(descriptor, text);
-    fsyncSync(descriptor);
-  } finally {
-    closeSync(descriptor);
-  }
-  try {
-    renameSync(temporary, file);
-  } catch (error) {
-    unlinkSync(temporary);
-    throw error;
-  }
-  syncDirectory(dirname(file));
+  replacePrivateFile(file, `${JSON.stringify(ports, null, 2)}\n`, `${file}.tmp`);
 }
 
 /** Distinct free ports, `count` of them, none of `taken`. */

@@ -14,7 +14,7 @@ import { join, resolve } from "node:path";
 import type { Kysely } from "kysely";
 import type { Logger } from "pino";
 import { type AccessPolicy, openAccessPolicy, serializeAccessPolicy } from "../../auth/access-policy.js";
-import { ownPrivateDirectory, syncDirectory } from "../../files/private-files.js";
+import { ownPrivateDirectory, replacePrivateFile, syncDirectory } from "../../files/private-files.js";
 import type { PlatformDatabase } from "../store/schema.js";
 import {
   addLocalBrokers,
@@ -24,7 +24,6 @@ import {
   type LocalBrokerPorts,
   readLocalBrokers,
   removeLocalBrokers,
-  writeFileAtomically,
   writeLocalBrokers,
 } from "./local-brokers.js";
 import {
@@ -392,7 +391,7 @@ export class LocalProvisioner implements Provisioner {
     await this.brokersOf(clusterId, placement.directory, specification.shape.brokers);
     const policyFile = join(placement.directory, ACCESS_POLICY_FILE_NAME);
     if (!existsSync(policyFile)) {
-      writeFileAtomically(policyFile, serializeAccessPolicy(openAccessPolicy(clusterId, specification.organizationId)));
+      replacePrivateFile(policyFile, serializeAccessPolicy(openAccessPolicy(clusterId, specification.organizationId)));
     }
     const abort = new AbortController();
     const entry: RunningEntry = {
@@ -512,7 +511,7 @@ export class LocalProvisioner implements Provisioner {
     try {
       // The brokers file as it was, saved (durably) before any data moves: the put-back restores it whenever the
       // data is aside.
-      writeFileAtomically(
+      replacePrivateFile(
         join(placement.directory, PREVIOUS_BROKERS_FILE_NAME),
         readFileSync(join(placement.directory, BROKERS_FILE_NAME), "utf8"),
       );
@@ -529,7 +528,7 @@ export class LocalProvisioner implements Provisioner {
         logger.info({ brokers: leaving }, "brokers that are not members of the cluster's configuration are removed");
         removeLocalBrokers(placement.directory, leaving);
       }
-      writeFileAtomically(configurationFile, target.configurationDocument);
+      replacePrivateFile(configurationFile, target.configurationDocument);
       const brokers = await localBrokerSettings(this.clusterOptions(specification, placement, logger));
       // The brokers restore side by side: each rebuilds the partitions it hosts on its own, and every one of them
       // ends (succeeded or refused) before the outcome is decided, so no restore still writes while the previous
@@ -775,7 +774,7 @@ export class LocalProvisioner implements Provisioner {
       throw new Error(`invariant violated: cluster ${clusterId} has no place yet; prepare it before its policy`);
     }
     ownPrivateDirectory(placement.directory);
-    writeFileAtomically(join(placement.directory, ACCESS_POLICY_FILE_NAME), serializeAccessPolicy(policy));
+    replacePrivateFile(join(placement.directory, ACCESS_POLICY_FILE_NAME), serializeAccessPolicy(policy));
   }
 
   async close(): Promise<void> {

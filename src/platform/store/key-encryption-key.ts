@@ -4,16 +4,17 @@
  * `<dataDirectory>/keys/secrets.key`) that is generated on the first start. The key is never kept in the database:
  * a copy of the database alone must not open what it holds.
  */
-
-import { randomBytes } from "node:crypto";
-import { closeSync, fsyncSync, linkSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
+import { linkSync, readFileSync, renameSync, unlinkSync } from "node:fs";
+import { dirname, resolve } from "node:path";
 import {
   createPrivateDirectory,
   ownPrivateDirectory,
-  privateFileMode,
+  replacePrivateFile,
   restrictFileIfPresent,
   syncDirectory,
+  temporaryNameBeside,
+  unlinkIfPresent,
+  writeSyncedPrivateFile,
 } from "../../files/private-files.js";
 import { generateKeyEncryptionKey, parseKeyEncryptionKey, SecretsBox } from "./secrets-box.js";
 
@@ -150,37 +151,7 @@ async function finishInterruptedRotation(
  * a partial file, and the new one survives a crash once this returns.
  */
 export function replaceKeyFile(keyFile: string, key: Buffer): void {
-  const directory = dirname(keyFile);
-  const temporary = writeTemporaryKeyFile(directory, `${key.toString("base64")}\n`);
-  try {
-    renameSync(temporary, keyFile);
-  } catch (error) {
-    unlinkIfPresent(temporary);
-    throw error;
-  }
-  syncDirectory(directory);
-}
-
-/** Removes `path` unless it is already gone. */
-export function unlinkIfPresent(path: string): void {
-  try {
-    unlinkSync(path);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
-  }
-}
-
-/** Writes `text` to a new temporary file (0600) in `directory`, synced to disk; answers its path. */
-function writeTemporaryKeyFile(directory: string, text: string): string {
-  const temporary = join(directory, `.${randomBytes(6).toString("hex")}.tmp`);
-  const descriptor = openSync(temporary, "wx", privateFileMode);
-  try {
-    writeSync(descriptor, text);
-    fsyncSync(descriptor);
-  } finally {
-    closeSync(descriptor);
-  }
-  return temporary;
+  replacePrivateFile(keyFile, `${key.toString("base64")}\n`);
 }
 
 /** Reads and checks a key file; undefined when it does not exist. The file is made 0600 should it be wider. */
@@ -211,7 +182,8 @@ function createKeyFile(keyFile: string, ownsDirectory: boolean): Buffer {
   const directory = dirname(keyFile);
   if (ownsDirectory) ownPrivateDirectory(directory);
   else createPrivateDirectory(directory);
-  const temporary = writeTemporaryKeyFile(directory, `${generateKeyEncryptionKey()}\n`);
+  const temporary = temporaryNameBeside(keyFile);
+  writeSyncedPrivateFile(temporary, `${generateKeyEncryptionKey()}\n`);
   try {
     linkSync(temporary, keyFile);
   } catch (error) {

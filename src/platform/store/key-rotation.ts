@@ -11,6 +11,7 @@
 import { randomBytes } from "node:crypto";
 import { resolve } from "node:path";
 import type { Kysely, Transaction } from "kysely";
+import { unlinkIfPresent } from "../../files/private-files.js";
 import { openStore, type StoreOptions } from "./database.js";
 import {
   defaultKeyFile,
@@ -18,7 +19,6 @@ import {
   keyEncryptionKeyFormat,
   pendingKeyFile,
   replaceKeyFile,
-  unlinkIfPresent,
 } from "./key-encryption-key.js";
 import {
   connectorSecretPurpose,
