@@ -16,7 +16,7 @@ import {
   unlinkSync,
   writeSync,
 } from "node:fs";
-import { basename, dirname, join } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 
 /** Mode of every directory flowplane creates: read, write and search for the owner only. */
 export const privateDirectoryMode = 0o700;
@@ -70,6 +70,21 @@ export function syncDirectory(directory: string): void {
     fsyncSync(directoryDescriptor);
   } finally {
     closeSync(directoryDescriptor);
+  }
+}
+
+/**
+ * `createPrivateDirectory`, durably: the name of every directory it creates is synced into its parent, so a file
+ * synced into `path` afterwards cannot vanish with a directory entry a power loss undid.
+ */
+export function createPrivateDirectoryDurably(path: string): void {
+  const firstCreated = mkdirSync(path, { recursive: true, mode: privateDirectoryMode });
+  if (firstCreated === undefined) return;
+  const outermost = resolve(firstCreated);
+  // Bounded by the depth of `path`: each step goes one directory up, and `outermost` is an ancestor of it.
+  for (let directory = resolve(path); ; directory = dirname(directory)) {
+    syncDirectory(dirname(directory));
+    if (directory === outermost || directory === dirname(directory)) break;
   }
 }
 

@@ -1,9 +1,10 @@
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import {
   createPrivateDirectory,
+  createPrivateDirectoryDurably,
   ownPrivateDirectory,
   ownPrivateFile,
   replacePrivateFile,
@@ -12,6 +13,19 @@ import {
   writeSyncedPrivateFile,
 } from "../../src/files/private-files.js";
 import { modeOf } from "../support/file-modes.js";
+
+// Passes every call through; counting the directory syncs is how a test sees that a new directory's name was synced.
+const syncedDescriptors = vi.hoisted(() => ({ count: 0 }));
+vi.mock("node:fs", async (importOriginal) => {
+  const fs = await importOriginal<typeof import("node:fs")>();
+  return {
+    ...fs,
+    fsyncSync: (descriptor: number) => {
+      syncedDescriptors.count += 1;
+      fs.fsyncSync(descriptor);
+    },
+  };
+});
 
 describe("private files", () => {
   const roots: string[] = [];
@@ -79,5 +93,19 @@ describe("private files", () => {
     expect(modeOf(temporary)).toBe(0o600);
     expect(() => writeSyncedPrivateFile(temporary, "other")).toThrow(/EEXIST/);
     expect(readFileSync(temporary, "utf8")).toBe("key");
+  });
+
+  it("creates directories durably: each new directory's name is synced into its parent, and nothing for old ones", () => {
+    const base = root();
+    const nested = join(base, "backups", "1", "2");
+    syncedDescriptors.count = 0;
+    createPrivateDirectoryDurably(nested);
+    expect(modeOf(join(base, "backups"))).toBe(0o700);
+    expect(modeOf(nested)).toBe(0o700);
+    // The parents of backups, 1 and 2.
+    expect(syncedDescriptors.count).toBe(3);
+    syncedDescriptors.count = 0;
+    createPrivateDirectoryDurably(nested);
+    expect(syncedDescriptors.count).toBe(0);
   });
 });

@@ -9,9 +9,9 @@
  */
 import { randomBytes } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { open, readdir, readFile, rename, rm } from "node:fs/promises";
+import { open, readdir, readFile, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { createPrivateDirectory, privateFileMode } from "../../files/private-files.js";
+import { createPrivateDirectoryDurably, privateFileMode } from "../../files/private-files.js";
 import { FileWriterThread, type FileWriterThreadOptions } from "./file-writer-thread.js";
 import {
   BACKUP_FILE_NAMES,
@@ -101,9 +101,15 @@ export class FilesystemBackupStore implements BackupStore {
   }
 
   async backupRecords(backupId?: number): Promise<StoredBackupRecord[]> {
+    // One record is opened by its name, not looked for in a listing: on a network filesystem a directory listing may
+    // be cached and miss a record another host wrote moments ago, while opening a file closed there sees it.
+    if (backupId !== undefined) {
+      const stored = await this.readRecord(backupId);
+      return stored === null ? [] : [stored];
+    }
     const ids = await this.recordIds();
     const records: StoredBackupRecord[] = [];
-    for (const id of backupId === undefined ? ids : ids.filter((each) => each === backupId)) {
+    for (const id of ids) {
       const stored = await this.readRecord(id);
       if (stored !== null) records.push(stored);
     }
@@ -116,7 +122,7 @@ export class FilesystemBackupStore implements BackupStore {
 
   async createFile(part: BackupPartId, name: string): Promise<BackupFileWriter> {
     const directory = this.partDirectory(part);
-    createPrivateDirectory(directory);
+    createPrivateDirectoryDurably(directory);
     const targetPath = join(directory, name);
     const temporaryPath = join(directory, `.${name}.${randomBytes(6).toString("hex")}.tmp`);
     return this.fileWriter.createFile(name, { temporaryPath, targetPath, directory }, privateFileMode);
@@ -194,8 +200,9 @@ export class FilesystemBackupStore implements BackupStore {
     const path = this.recordPath(backupId);
     let problem: string;
     try {
-      const bytes = await readFile(path);
-      if (bytes.byteLength > MAX_RECORD_BYTES) {
+      // The size is looked at first, so that a damaged record of any size is never read whole.
+      const bytes = (await stat(path)).size > MAX_RECORD_BYTES ? null : await readFile(path);
+      if (bytes === null || bytes.byteLength > MAX_RECORD_BYTES) {
         problem = `the record is larger than ${MAX_RECORD_BYTES} bytes`;
       } else {
         const parsed = parseBackupRecord(JSON.parse(bytes.toString("utf8")), backupId);
@@ -233,9 +240,11 @@ export class FilesystemBackupStore implements BackupStore {
   }
 }
 
-/** Writes `value` as JSON to `directory/name` (created 0700): a synced temporary file renamed into place. */
+/**
+ * Writes `value` as JSON to `directory/name` (created 0700, durably): a synced temporary file renamed into place.
+ */
 async function writeJsonAtomically(directory: string, name: string, value: unknown): Promise<void> {
-  createPrivateDirectory(directory);
+  createPrivateDirectoryDurably(directory);
   const target = join(directory, name);
   const temporary = join(directory, `.${name}.${randomBytes(6).toString("hex")}.tmp`);
   const handle = await open(temporary, "w", privateFileMode);

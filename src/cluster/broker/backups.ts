@@ -121,8 +121,11 @@ export class BackupCoordinator {
           missing.set(partitionId, `no leader of partition ${partitionId} took the checkpoint`);
           continue;
         }
-        if (!answer.taken) {
-          // The partition holds this checkpoint or a later one: the id was used before (a deleted backup). Without
+        // The partition holds exactly this checkpoint when a request was retried with another leader after the
+        // first one appended it (a leader change, a slow commit): this take proposed it, since an id is taken only
+        // when it is above every id the store holds, and a refused take leaves a later checkpoint behind.
+        if (!answer.taken && answer.checkpointId !== backupId) {
+          // The partition holds a later checkpoint: the id was used before (a deleted backup). Without
           // its record, what partitions that took the checkpoint now may still write is not a backup.
           await store.deleteBackup(backupId).catch((error: unknown) => {
             this.context.logger.warn({ err: error, backupId }, "the record of a refused backup could not be removed");
@@ -181,8 +184,16 @@ export class BackupCoordinator {
     const redirect = this.redirect();
     if (redirect !== null) return redirect;
     const store = this.context.store;
+    if (store === null) return refused(404, `there is no backup ${backupId}`);
     const backup = await this.read(backupId);
-    if (store === null || backup === null) return refused(404, `there is no backup ${backupId}`);
+    if (backup === null) {
+      // Parts left without their record (a deletion cut short, a writer admitted just before one) are no backup, but
+      // their id is in use and their files must still be removable.
+      if (!(await store.backupIds()).includes(backupId)) return refused(404, `there is no backup ${backupId}`);
+      await store.deleteBackup(backupId);
+      this.context.logger.info({ backupId }, "stray parts of a deleted backup removed");
+      return refused(404, `there is no backup ${backupId}; parts a deletion left behind were removed`);
+    }
     if (isRunning(backup) || this.taking === backupId) {
       return refused(409, `backup ${backupId} is in progress; delete it once it has ended`);
     }

@@ -240,10 +240,30 @@ describe("BackupCoordinator", () => {
     await store.writeManifest(recordedPart({ backupId: 7, partitionId: 3, partitionCount: 2, state: "IN_PROGRESS" }));
     expect(await backups.list()).toEqual({ outcome: "backups", backups: [] });
     expect(await backups.status(7)).toMatchObject({ outcome: "refused", status: 404 });
-    expect(await backups.delete(7)).toMatchObject({ outcome: "refused", status: 404 });
     expect(await backups.blockingBackup()).toBeNull();
     // Its id stays used.
     expect(await backups.take(7)).toMatchObject({ status: 409, detail: expect.stringMatching(/latest backup is 7/) });
+    // Deleting it again removes the stray part, still answering that there is no such backup.
+    expect(await backups.delete(7)).toMatchObject({
+      outcome: "refused",
+      status: 404,
+      detail: expect.stringMatching(/parts a deletion left behind were removed/),
+    });
+    expect(await store.manifests(7)).toEqual([]);
+    expect(await backups.delete(7)).toMatchObject({ outcome: "refused", status: 404, detail: "there is no backup 7" });
+  });
+
+  it("keeps a backup whose checkpoint a partition already held when the request was retried with a new leader", async () => {
+    // The first leader of partition 2 appended checkpoint 6 and lost its leadership; the retry reached the new leader,
+    // which had applied it already.
+    checkpointAnswer = (partitionId, checkpointId) => ({
+      outcome: "checkpointed",
+      checkpointId,
+      position: 5,
+      taken: partitionId === 1,
+    });
+    expect(await coordinator().take(6)).toMatchObject({ outcome: "backup", backup: { backupId: 6 } });
+    expect(await store.backupRecords(6)).toHaveLength(1);
   });
 
   it("lists recorded backups, the one without parts yet included, and old backups without a record", async () => {
