@@ -63,6 +63,15 @@ interface TakenBackup {
   readonly missing: ReadonlyMap<number, string>;
 }
 
+/**
+ * What a backup's record says of its take, for a coordinator that did not take it (the one that did failed over): a
+ * partition without a part is then still given its grace from the time the record was written.
+ */
+function takenByRecord(stored: StoredBackupRecord | undefined): TakenBackup | undefined {
+  const takenAtMs = stored?.record === null || stored === undefined ? Number.NaN : Date.parse(stored.record.takenAt);
+  return Number.isFinite(takenAtMs) ? { takenAtMs, missing: new Map() } : undefined;
+}
+
 function refused(status: 400 | 404 | 409 | 503, detail: string): BackupRefusal {
   return { outcome: "refused", status, detail };
 }
@@ -261,7 +270,7 @@ export class BackupCoordinator {
     stored: StoredBackupRecord | undefined,
     manifests: readonly BackupPartManifest[],
   ): BackupView | null {
-    const taken = this.taken.get(backupId);
+    const taken = this.taken.get(backupId) ?? takenByRecord(stored);
     const count = backupPartitionCount(stored, manifests);
     if (count === null) return null;
     // A damaged record leaves the backup FAILED; its partitions are then those its parts (or the cluster) show.
@@ -328,7 +337,12 @@ export class BackupCoordinator {
       return partView(last, "FAILED", reason);
     }
     const why = taken?.missing.get(partitionId);
-    if (taken !== undefined && why === undefined && this.context.nowMs() - taken.takenAtMs <= PART_START_GRACE_MS) {
+    // Either way from the time taken: a record written by another broker carries that broker's clock.
+    if (
+      taken !== undefined &&
+      why === undefined &&
+      Math.abs(this.context.nowMs() - taken.takenAtMs) <= PART_START_GRACE_MS
+    ) {
       return { ...emptyPartition(partitionId), state: "IN_PROGRESS" };
     }
     return {

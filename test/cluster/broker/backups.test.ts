@@ -253,6 +253,19 @@ describe("BackupCoordinator", () => {
     expect(await backups.delete(7)).toMatchObject({ outcome: "refused", status: 404, detail: "there is no backup 7" });
   });
 
+  it("gives a partition without a part its grace from the record's time after the coordinator failed over", async () => {
+    // Broker 0 wrote the record, proposed the checkpoints and died; this coordinator never took the backup.
+    nowMs = Date.parse("2026-03-01T12:00:00.000Z");
+    await store.writeBackupRecord({ ...record(9, 2), takenAt: new Date(nowMs - 10_000).toISOString() });
+    await store.writeManifest(recordedPart({ backupId: 9, partitionId: 1 }));
+    const successor = coordinator();
+    expect(await successor.status(9)).toMatchObject({ backup: { state: "IN_PROGRESS" } });
+    expect(await successor.blockingBackup()).toBe("backup 9 is in progress; no cluster change starts during a backup");
+    nowMs += 60_000;
+    expect(await successor.status(9)).toMatchObject({ backup: { state: "INCOMPLETE" } });
+    expect(await successor.blockingBackup()).toBeNull();
+  });
+
   it("keeps a backup whose checkpoint a partition already held when the request was retried with a new leader", async () => {
     // The first leader of partition 2 appended checkpoint 6 and lost its leadership; the retry reached the new leader,
     // which had applied it already.
