@@ -37,7 +37,7 @@ export interface BackupCoordinatorContext {
   configuration(): ClusterConfiguration;
   isReachable(brokerId: number): boolean;
   /** Asks the partition's leader to take the checkpoint; null when no leader answered. */
-  checkpoint(partitionId: number, checkpointId: number): Promise<CheckpointAnswer | null>;
+  checkpoint(partitionId: number, checkpointId: number): Promise<CheckpointReply | null>;
   /** Milliseconds since the epoch. */
   nowMs(): number;
   /** The flowplane version recorded in each backup's record. */
@@ -57,6 +57,16 @@ const MAX_REMEMBERED_BACKUPS = 64;
 export const MAX_LISTED_BACKUPS = 1_000;
 
 /** What this coordinator knows of a backup it took, until the store shows every part. */
+/** A partition leader's answer to a checkpoint request. */
+export interface CheckpointReply {
+  readonly answer: CheckpointAnswer;
+  /**
+   * Whether a broker asked before the one answering may have proposed the checkpoint anyway (it did not answer, or
+   * lost track of its proposal when its leadership changed): the answering leader may then hold it from this take.
+   */
+  readonly afterUncertainAttempt: boolean;
+}
+
 interface TakenBackup {
   readonly takenAtMs: number;
   /** Why a partition took no checkpoint, by partition id. */
@@ -124,16 +134,18 @@ export class BackupCoordinator {
         partitionIds.map((partitionId) => this.context.checkpoint(partitionId, backupId)),
       );
       const missing = new Map<number, string>();
-      for (const [position, answer] of answers.entries()) {
+      for (const [position, reply] of answers.entries()) {
         const partitionId = partitionIds[position] as number;
+        const answer = reply?.answer ?? null;
         if (answer === null || answer.outcome !== "checkpointed") {
           missing.set(partitionId, `no leader of partition ${partitionId} took the checkpoint`);
           continue;
         }
-        // The partition holds exactly this checkpoint when a request was retried with another leader after the
-        // first one appended it (a leader change, a slow commit): this take proposed it, since an id is taken only
-        // when it is above every id the store holds, and a refused take leaves a later checkpoint behind.
-        if (!answer.taken && answer.checkpointId !== backupId) {
+        // A partition holding exactly this checkpoint after an attempt that may have proposed it (a leader that
+        // lost its leadership after appending it, a request without an answer) took it in this take. Asked without
+        // such an attempt, it held it before: the id of a deleted backup.
+        const heldFromThisTake = answer.checkpointId === backupId && reply?.afterUncertainAttempt === true;
+        if (!answer.taken && !heldFromThisTake) {
           // The partition holds a later checkpoint: the id was used before (a deleted backup). Without
           // its record, what partitions that took the checkpoint now may still write is not a backup.
           await store.deleteBackup(backupId).catch((error: unknown) => {

@@ -196,8 +196,15 @@ export class Broker {
       store: options.backupStore ?? null,
       configuration: () => this.configuration,
       isReachable: (nodeId) => this.isReachable(nodeId),
-      checkpoint: (partitionId, checkpointId) =>
-        askPartitionLeader(context, { type: "partition-checkpoint", partitionId, checkpointId }),
+      checkpoint: async (partitionId, checkpointId) => {
+        const attempts = { uncertain: false };
+        const answer = await askPartitionLeader(
+          context,
+          { type: "partition-checkpoint", partitionId, checkpointId },
+          attempts,
+        );
+        return answer === null ? null : { answer, afterUncertainAttempt: attempts.uncertain };
+      },
       nowMs: () => Date.now(),
       flowplaneVersion: options.version,
     });

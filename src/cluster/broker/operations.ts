@@ -425,11 +425,13 @@ type LeaderRequest = Extract<PeerRequest, { readonly partitionId: number }>;
  * Sends `request` to whoever leads its partition: the leader this broker's replica follows when it knows one, else
  * each broker the configuration lists for the partition, following `not-leader` hints (this broker itself answers
  * in process). Returns the first answer that is not a redirect, or null when no leader answered (an election, a
- * leader that is down), so the caller asks again.
+ * leader that is down), so the caller asks again. `attempts.uncertain` is set when a candidate asked before the one
+ * answering may have proposed the request anyway (no answer, or `unavailable`).
  */
 export async function askPartitionLeader<T extends LeaderRequest>(
   context: ChangeContext,
   request: T,
+  attempts?: { uncertain: boolean },
 ): Promise<PeerResponses[T["type"]] | null> {
   const partitionId = request.partitionId;
   const local = context.replicas.get(partitionId);
@@ -454,6 +456,8 @@ export async function askPartitionLeader<T extends LeaderRequest>(
           ? await context.requestLocal(request)
           : await context.requestPeer(candidate, request, timeoutMs);
     } catch {
+      // No answer: the candidate may still have proposed what it was asked.
+      if (attempts !== undefined) attempts.uncertain = true;
       continue;
     }
     const outcome = (answer as { outcome: string }).outcome;
@@ -462,7 +466,12 @@ export async function askPartitionLeader<T extends LeaderRequest>(
       if (leaderId !== null && !asked.has(leaderId)) candidates.splice(position + 1, 0, leaderId);
       continue;
     }
-    if (outcome === "unavailable") continue;
+    if (outcome === "unavailable") {
+      // Among its reasons: a proposal whose fate the candidate lost track of (it was appended, then the leadership
+      // changed), which may still commit.
+      if (attempts !== undefined) attempts.uncertain = true;
+      continue;
+    }
     return answer;
   }
   return null;

@@ -29,6 +29,8 @@ let checkpointAnswer: (
   partitionId: number,
   checkpointId: number,
 ) => CheckpointAnswer | null | Promise<CheckpointAnswer | null>;
+/** Partitions whose checkpoint request reached its answering leader after an attempt that may have proposed it. */
+let uncertainAttempts: Set<number>;
 
 function coordinator(): BackupCoordinator {
   return new BackupCoordinator({
@@ -37,7 +39,10 @@ function coordinator(): BackupCoordinator {
     store,
     configuration: () => configuration,
     isReachable: (brokerId) => reachable.has(brokerId),
-    checkpoint: async (partitionId, checkpointId) => checkpointAnswer(partitionId, checkpointId),
+    checkpoint: async (partitionId, checkpointId) => {
+      const answer = await checkpointAnswer(partitionId, checkpointId);
+      return answer === null ? null : { answer, afterUncertainAttempt: uncertainAttempts.has(partitionId) };
+    },
     nowMs: () => nowMs,
     flowplaneVersion: "0.0.0-test",
   });
@@ -92,6 +97,7 @@ beforeEach(async () => {
   reachable = new Set([0, 1, 2]);
   nowMs = 1_000_000;
   checkpointAnswer = (_, checkpointId) => ({ outcome: "checkpointed", checkpointId, position: 5, taken: true });
+  uncertainAttempts = new Set();
 });
 
 afterEach(async () => {
@@ -275,8 +281,17 @@ describe("BackupCoordinator", () => {
       position: 5,
       taken: partitionId === 1,
     });
+    uncertainAttempts = new Set([2]);
     expect(await coordinator().take(6)).toMatchObject({ outcome: "backup", backup: { backupId: 6 } });
     expect(await store.backupRecords(6)).toHaveLength(1);
+    // Held without such an attempt, the checkpoint is older than this take: the id of a deleted backup, refused.
+    uncertainAttempts = new Set();
+    nowMs += 120_000;
+    expect(await coordinator().take(7)).toMatchObject({
+      status: 409,
+      detail: expect.stringMatching(/has taken checkpoint 7 already/),
+    });
+    expect(await store.backupRecords(7)).toEqual([]);
   });
 
   it("lists recorded backups, the one without parts yet included, and old backups without a record", async () => {
