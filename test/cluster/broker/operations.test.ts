@@ -1,7 +1,7 @@
 import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { MembershipAnswer } from "../../../src/cluster/broker/membership.js";
-import { applyOperationHere, type ChangeContext } from "../../../src/cluster/broker/operations.js";
+import { applyOperationHere, askPartitionLeader, type ChangeContext } from "../../../src/cluster/broker/operations.js";
 import type { ReplicaHost } from "../../../src/cluster/broker/replica-host.js";
 import { initialConfiguration, roundRobinDistribution } from "../../../src/cluster/topology/index.js";
 
@@ -145,5 +145,59 @@ describe("PARTITION_JOIN with a leader that holds its requests", () => {
     await vi.advanceTimersByTimeAsync(0);
     expect(await Promise.race([outcome, Promise.resolve("still running")])).toBe("completed");
     controller.abort();
+  });
+});
+
+describe("askPartitionLeader", () => {
+  /** Broker 3 asks partition 1, replicated on brokers 0, 1 and 2, whose brokers answer as `answers` says. */
+  function askingBroker(answers: Record<number, () => Promise<unknown>>): ChangeContext {
+    const configuration = initialConfiguration({
+      clusterSize: 3,
+      partitionCount: 1,
+      replicationFactor: 3,
+      distribution: roundRobinDistribution([0, 1, 2], 1, 3),
+      nowIso: "2026-11-25T00:00:00.000Z",
+    });
+    return {
+      nodeId: 3,
+      logger: pino({ level: "silent" }),
+      replicas: { get: () => undefined } as unknown as ReplicaHost,
+      configuration: () => configuration,
+      requestPeer: async (nodeId: number) => (answers[nodeId] ?? (async () => ({ outcome: "unavailable" })))(),
+    } as unknown as ChangeContext;
+  }
+  const checkpoint = { type: "partition-checkpoint", partitionId: 1, checkpointId: 6 } as const;
+  const held = { outcome: "checkpointed", checkpointId: 6, position: 40, taken: false } as const;
+
+  it("says an earlier attempt may have proposed the request when a broker asked before did not answer", async () => {
+    const attempts = { uncertain: false };
+    const context = askingBroker({
+      0: async () => {
+        throw new Error("timed out");
+      },
+      1: async () => held,
+    });
+    expect(await askPartitionLeader(context, checkpoint, attempts)).toEqual(held);
+    expect(attempts.uncertain).toBe(true);
+  });
+
+  it("says so when a broker asked before lost track of its proposal (unavailable)", async () => {
+    const attempts = { uncertain: false };
+    const context = askingBroker({
+      0: async () => ({ outcome: "unavailable", detail: "the leadership changed" }),
+      1: async () => held,
+    });
+    expect(await askPartitionLeader(context, checkpoint, attempts)).toEqual(held);
+    expect(attempts.uncertain).toBe(true);
+  });
+
+  it("does not when the brokers asked before only pointed at the leader", async () => {
+    const attempts = { uncertain: false };
+    const context = askingBroker({
+      0: async () => ({ outcome: "not-leader", leaderId: 2 }),
+      2: async () => held,
+    });
+    expect(await askPartitionLeader(context, checkpoint, attempts)).toEqual(held);
+    expect(attempts.uncertain).toBe(false);
   });
 });
