@@ -99,14 +99,21 @@ describe("milestone diffs in the worker pool, over HTTP", () => {
     const url = await (await call("GET", `/milestones/compare/${first.id}...${second.id}`)).text();
 
     const diff = tracked(fetch(url));
-    // While the diff occupies the only worker, the event loop answers a token request and a health check, and
-    // work for the pool beyond its (empty) queue is refused at once.
-    expect((await fetch(`${running.url}/health`)).status).toBe(200);
-    await requestToken(running, running.adminClient, "admin-api");
-    const refused = await uploadSmallForm(project.id);
+    // Work for the pool beyond its (empty) queue is refused at once once the diff occupies the only worker. Until
+    // the diff request has reached the worker, a small upload still finds it free and is served (file names need not
+    // be unique), so uploads go on until one is refused: bounded, and ordered by the pool, not by time.
+    let refused = await uploadSmallForm(project.id);
+    for (let attempt = 1; refused.status !== 503 && attempt < 200; attempt += 1) {
+      expect(refused.status, await refused.text()).toBe(200);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      refused = await uploadSmallForm(project.id);
+    }
     expect(refused.status).toBe(503);
     expect(refused.headers.get("retry-after")).toBe("1");
     expect(refused.headers.get("content-type")).toContain("application/problem+json");
+    // Meanwhile the event loop answers a token request and a health check.
+    expect((await fetch(`${running.url}/health`)).status).toBe(200);
+    await requestToken(running, running.adminClient, "admin-api");
     // A large body is refused before it is read, and its connection closed so that the rest is not sent.
     const largeForm = JSON.stringify({ padding: "x".repeat(200_000) });
     const refusedUnread = await call("POST", "/files", {
