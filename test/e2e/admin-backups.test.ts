@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { clusterParameters, planTypes } from "../../src/platform/admin/clusters/parameters.js";
 import { eventually } from "../support/cluster.js";
+import { callWithToken } from "../support/http.js";
 import { startTestPlatform, type TestPlatform } from "../support/platform.js";
 import { requestToken } from "../support/tokens.js";
 
@@ -20,14 +21,7 @@ let adminToken: string;
 let gatewayToken: string;
 
 async function call(method: string, path: string, body?: unknown): Promise<Response> {
-  return await fetch(`${platform.url}/admin${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${adminToken}`,
-      ...(body === undefined ? {} : { "content-type": "application/json" }),
-    },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
+  return await callWithToken(`${platform.url}/admin`, adminToken, method, path, body);
 }
 
 async function clusterStatus(clusterId: string): Promise<{ status: { ready: string }; links: { gateway: string } }> {

@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { eventually, everyPartitionLed, everyReplicaHealthy, type GatewayTopology } from "../support/cluster.js";
+import { callWithToken } from "../support/http.js";
 import { startTestPlatform, type TestPlatform } from "../support/platform.js";
 import { createHealthyCluster, type ProvisionedClusterLinks } from "../support/provisioned-clusters.js";
 import { requestToken } from "../support/tokens.js";
@@ -31,14 +32,7 @@ let adminToken: string;
 let gatewayToken: string;
 
 async function call(method: string, path: string, body?: unknown): Promise<Response> {
-  return await fetch(`${platform.url}/admin${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${adminToken}`,
-      ...(body === undefined ? {} : { "content-type": "application/json" }),
-    },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
+  return await callWithToken(`${platform.url}/admin`, adminToken, method, path, body);
 }
 
 async function clusterStatus(links: ProvisionedClusterLinks): Promise<ClusterStatusAnswer> {

@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { clusterParameters, planTypes } from "../../src/platform/admin/clusters/parameters.js";
 import { eventually } from "../support/cluster.js";
+import { callWithToken } from "../support/http.js";
 import { startTestPlatform, type TestPlatform } from "../support/platform.js";
 import { requestToken } from "../support/tokens.js";
 
@@ -19,14 +20,7 @@ let dataDirectory: string;
 let adminToken: string;
 
 async function call(method: string, path: string, body?: unknown): Promise<Response> {
-  return await fetch(`${platform.url}/admin${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${adminToken}`,
-      ...(body === undefined ? {} : { "content-type": "application/json" }),
-    },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
+  return await callWithToken(`${platform.url}/admin`, adminToken, method, path, body);
 }
 
 /** Creates a 1-broker cluster and waits until it is Healthy; answers its gateway URL. */

@@ -187,3 +187,21 @@ export async function probeConnectionLimits(
     held.destroy();
   }
 }
+
+/** Sends `body` (when given) as JSON to `baseUrl` + `path` with a bearer token: how tests call the platform's APIs. */
+export async function callWithToken(
+  baseUrl: string,
+  token: string,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<Response> {
+  return await fetch(`${baseUrl}${path}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(body === undefined ? {} : { "content-type": "application/json" }),
+    },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+}

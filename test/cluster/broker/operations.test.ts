@@ -3,7 +3,22 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { MembershipAnswer } from "../../../src/cluster/broker/membership.js";
 import { applyOperationHere, askPartitionLeader, type ChangeContext } from "../../../src/cluster/broker/operations.js";
 import type { ReplicaHost } from "../../../src/cluster/broker/replica-host.js";
-import { initialConfiguration, roundRobinDistribution } from "../../../src/cluster/topology/index.js";
+import {
+  type ClusterConfiguration,
+  initialConfiguration,
+  roundRobinDistribution,
+} from "../../../src/cluster/topology/index.js";
+
+/** Partition 1 replicated on brokers 0, 1 and 2. */
+function onePartitionOnThreeBrokers(): ClusterConfiguration {
+  return initialConfiguration({
+    clusterSize: 3,
+    partitionCount: 1,
+    replicationFactor: 3,
+    distribution: roundRobinDistribution([0, 1, 2], 1, 3),
+    nowIso: "2026-11-25T00:00:00.000Z",
+  });
+}
 
 /**
  * A joining broker (3) whose partition leader (broker 0) answers every promotion request with the same catch-up view,
@@ -11,13 +26,7 @@ import { initialConfiguration, roundRobinDistribution } from "../../../src/clust
  * `receivedBytes` is what the joining replica has received so far.
  */
 function joiningBroker(receivedBytes: () => number): { context: ChangeContext; promotionRequests: () => number } {
-  const configuration = initialConfiguration({
-    clusterSize: 3,
-    partitionCount: 1,
-    replicationFactor: 3,
-    distribution: roundRobinDistribution([0, 1, 2], 1, 3),
-    nowIso: "2026-11-25T00:00:00.000Z",
-  });
+  const configuration = onePartitionOnThreeBrokers();
   const replica = {
     membership: () => ({ receivedBytes: receivedBytes() }),
     report: () => ({ leaderId: 0, appliedIndex: 0 }),
@@ -151,13 +160,7 @@ describe("PARTITION_JOIN with a leader that holds its requests", () => {
 describe("askPartitionLeader", () => {
   /** Broker 3 asks partition 1, replicated on brokers 0, 1 and 2, whose brokers answer as `answers` says. */
   function askingBroker(answers: Record<number, () => Promise<unknown>>): ChangeContext {
-    const configuration = initialConfiguration({
-      clusterSize: 3,
-      partitionCount: 1,
-      replicationFactor: 3,
-      distribution: roundRobinDistribution([0, 1, 2], 1, 3),
-      nowIso: "2026-11-25T00:00:00.000Z",
-    });
+    const configuration = onePartitionOnThreeBrokers();
     return {
       nodeId: 3,
       logger: pino({ level: "silent" }),

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { callWithToken } from "../../../support/http.js";
 import { startTestPlatform, type TestPlatform } from "../../../support/platform.js";
 import { requestToken } from "../../../support/tokens.js";
 import { bpmnDocument } from "../support.js";
@@ -34,14 +35,7 @@ describe("Modeler API /versions (the newer name of milestones) over HTTP", () =>
   afterAll(async () => await platform.close());
 
   async function call(method: string, path: string, body?: unknown): Promise<Response> {
-    return await fetch(`${platform.url}/modeler/api/v1${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${token}`,
-        ...(body === undefined ? {} : { "content-type": "application/json" }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
+    return await callWithToken(`${platform.url}/modeler/api/v1`, token, method, path, body);
   }
 
   async function json<T>(response: Response, status = 200): Promise<T> {
