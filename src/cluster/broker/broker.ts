@@ -196,11 +196,11 @@ export class Broker {
       store: options.backupStore ?? null,
       configuration: () => this.configuration,
       isReachable: (nodeId) => this.isReachable(nodeId),
-      checkpoint: async (partitionId, checkpointId) => {
+      checkpoint: async (partitionId, checkpointId, takeToken) => {
         const attempts = { uncertain: false };
         const answer = await askPartitionLeader(
           context,
-          { type: "partition-checkpoint", partitionId, checkpointId },
+          { type: "partition-checkpoint", partitionId, checkpointId, takeToken },
           attempts,
         );
         return answer === null ? null : { answer, afterUncertainAttempt: attempts.uncertain };

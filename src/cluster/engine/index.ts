@@ -32,6 +32,7 @@ export {
   type ExpireMessagesRecord,
   encodeRecord,
   isCheckpointId,
+  isCheckpointTakeToken,
   isValidTenantId,
   MAX_RELOCATION_BATCH,
   MESSAGE_LIMITS,
