@@ -16,7 +16,6 @@
  * A part whose writer is gone is not left IN_PROGRESS forever: a broker marks the parts it left IN_PROGRESS FAILED
  * when it starts again (`failAbandonedParts`), and a part of a broker that is unreachable is reported FAILED.
  */
-import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import {
   type BackupPartManifest,
@@ -37,8 +36,8 @@ export interface BackupCoordinatorContext {
   readonly store: BackupStore | null;
   configuration(): ClusterConfiguration;
   isReachable(brokerId: number): boolean;
-  /** Asks the partition's leader to take the checkpoint, recorded with `takeToken`; null when no leader answered. */
-  checkpoint(partitionId: number, checkpointId: number, takeToken: string): Promise<CheckpointReply | null>;
+  /** Asks the partition's leader to take the checkpoint; null when no leader answered. */
+  checkpoint(partitionId: number, checkpointId: number): Promise<CheckpointReply | null>;
   /** Milliseconds since the epoch. */
   nowMs(): number;
   /** The flowplane version recorded in each backup's record. */
@@ -66,20 +65,6 @@ export interface CheckpointReply {
    * lost track of its proposal when its leadership changed): the answering leader may then hold it from this take.
    */
   readonly afterUncertainAttempt: boolean;
-}
-
-/**
- * Whether the checkpoint a partition answered it holds (exactly the id being taken) came from this take. The take's
- * token tells for sure: the partition holds it with this token (an earlier attempt appended it) or with another one
- * (an earlier take of the same id, since deleted). Without a token (a leader of an earlier version, a record an
- * older broker proposed, a checkpoint a hand-over carried) only the attempts tell: it may be this take's when an
- * earlier attempt may have proposed it, and is taken to be.
- */
-function heldFromThisTake(reply: CheckpointReply, backupId: number, takeToken: string): boolean {
-  const answer = reply.answer;
-  if (answer.outcome !== "checkpointed" || answer.checkpointId !== backupId) return false;
-  if (typeof answer.takeToken === "string") return answer.takeToken === takeToken;
-  return reply.afterUncertainAttempt;
 }
 
 interface TakenBackup {
@@ -133,8 +118,6 @@ export class BackupCoordinator {
       const running = await this.inProgress(store);
       if (running !== null) return refused(409, `backup ${running} is in progress`);
       const partitionIds = partitionIdsOf(configuration);
-      // Drawn per take, so that even a later take of the same id (after a deletion) carries another one.
-      const takeToken = randomBytes(16).toString("hex");
       try {
         await store.writeBackupRecord({
           formatVersion: 1,
@@ -148,23 +131,23 @@ export class BackupCoordinator {
         return refused(503, `the backup store could not record backup ${backupId}; no checkpoint was taken`);
       }
       const answers = await Promise.all(
-        partitionIds.map((partitionId) => this.context.checkpoint(partitionId, backupId, takeToken)),
+        partitionIds.map((partitionId) => this.context.checkpoint(partitionId, backupId)),
       );
       const missing = new Map<number, string>();
       for (const [position, reply] of answers.entries()) {
         const partitionId = partitionIds[position] as number;
-        if (reply === null || reply.answer.outcome !== "checkpointed") {
+        const answer = reply?.answer ?? null;
+        if (answer === null || answer.outcome !== "checkpointed") {
           missing.set(partitionId, `no leader of partition ${partitionId} took the checkpoint`);
           continue;
         }
-        const answer = reply.answer;
-        // A partition may hold exactly this checkpoint already because an earlier attempt of this take appended it
-        // (a leader that lost its leadership after appending it, a request without an answer), or because it held
-        // it before: the id of a deleted backup.
-        if (!answer.taken && !heldFromThisTake(reply, backupId, takeToken)) {
-          // The partition holds a later checkpoint or this one from an earlier take: the id was used before (a
-          // deleted backup). Without its record, what partitions that took the checkpoint now may still write is
-          // not a backup.
+        // A partition holding exactly this checkpoint after an attempt that may have proposed it (a leader that
+        // lost its leadership after appending it, a request without an answer) took it in this take. Asked without
+        // such an attempt, it held it before: the id of a deleted backup.
+        const heldFromThisTake = answer.checkpointId === backupId && reply?.afterUncertainAttempt === true;
+        if (!answer.taken && !heldFromThisTake) {
+          // The partition holds a later checkpoint: the id was used before (a deleted backup). Without
+          // its record, what partitions that took the checkpoint now may still write is not a backup.
           await store.deleteBackup(backupId).catch((error: unknown) => {
             this.context.logger.warn({ err: error, backupId }, "the record of a refused backup could not be removed");
           });

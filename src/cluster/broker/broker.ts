@@ -199,11 +199,11 @@ export class Broker {
       store: options.backupStore ?? null,
       configuration: () => this.configuration,
       isReachable: (nodeId) => this.isReachable(nodeId),
-      checkpoint: async (partitionId, checkpointId, takeToken) => {
+      checkpoint: async (partitionId, checkpointId) => {
         const attempts = { uncertain: false };
         const answer = await askPartitionLeader(
           context,
-          { type: "partition-checkpoint", partitionId, checkpointId, takeToken },
+          { type: "partition-checkpoint", partitionId, checkpointId },
           attempts,
         );
         return answer === null ? null : { answer, afterUncertainAttempt: attempts.uncertain };

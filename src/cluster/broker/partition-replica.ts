@@ -592,12 +592,11 @@ export class PartitionReplica {
   }
 
   /**
-   * As the partition's leader: proposes checkpoint `checkpointId` (a backup) with the take's token, when it has one,
-   * and resolves once it is applied, with the checkpoint taken (or the one the partition held already), or the
-   * reason it was not applied.
+   * As the partition's leader: proposes checkpoint `checkpointId` (a backup) and resolves once it is applied, with
+   * the checkpoint taken (or the later one the partition held already), or the reason it was not applied.
    */
-  async takeCheckpoint(checkpointId: number, takeToken?: string): Promise<ProposalEnd> {
-    return this.proposeRecord({ kind: "checkpoint", checkpointId, ...(takeToken === undefined ? {} : { takeToken }) });
+  async takeCheckpoint(checkpointId: number): Promise<ProposalEnd> {
+    return this.proposeRecord({ kind: "checkpoint", checkpointId });
   }
 
   /**

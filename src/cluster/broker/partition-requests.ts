@@ -63,16 +63,16 @@ export async function answerPartitionRequest(
       return { outcome: "relocated", keys: end.result.keys, checkpointId: replica.latestCheckpointId };
     }
     case "partition-checkpoint": {
-      const end = await replica.takeCheckpoint(request.checkpointId, request.takeToken);
+      const end = await replica.takeCheckpoint(request.checkpointId);
       if (end.kind !== "applied") return notApplied(end);
       const result = end.result;
       if (result.kind === "checkpointed") {
-        const { id, position, takeToken } = result.checkpoint;
-        return { outcome: "checkpointed", checkpointId: id, position, taken: true, takeToken: takeToken ?? null };
+        const { id, position } = result.checkpoint;
+        return { outcome: "checkpointed", checkpointId: id, position, taken: true };
       }
       if (result.kind === "checkpoint-ignored") {
-        const { id, position, takeToken } = result.latest;
-        return { outcome: "checkpointed", checkpointId: id, position, taken: false, takeToken: takeToken ?? null };
+        const { id, position } = result.latest;
+        return { outcome: "checkpointed", checkpointId: id, position, taken: false };
       }
       return { outcome: "unavailable", detail: `the checkpoint was applied as ${result.kind}` };
     }

@@ -4,7 +4,7 @@
  * a partition's leader or of the other replicas. Received requests are checked before use, like every input.
  */
 
-import { isCheckpointId, isCheckpointTakeToken, MAX_RELOCATION_BATCH, type RelocatedMessage } from "../engine/index.js";
+import { isCheckpointId, MAX_RELOCATION_BATCH, type RelocatedMessage } from "../engine/index.js";
 import type { Member } from "../raft/index.js";
 import type { GossipedAddress } from "./broker-messages.js";
 import { isGossipedAddress } from "./broker-messages.js";
@@ -48,16 +48,8 @@ export type PeerRequest =
       readonly messages: readonly RelocatedMessage[];
       readonly checkpointId: number | null;
     }
-  /**
-   * Asks a partition's leader to take checkpoint `checkpointId` (backup `checkpointId`) in its log, recorded with the
-   * take's `takeToken` (brokers of earlier versions send none, and ignore one).
-   */
-  | {
-      readonly type: "partition-checkpoint";
-      readonly partitionId: number;
-      readonly checkpointId: number;
-      readonly takeToken?: string;
-    };
+  /** Asks a partition's leader to take checkpoint `checkpointId` (backup `checkpointId`) in its log. */
+  | { readonly type: "partition-checkpoint"; readonly partitionId: number; readonly checkpointId: number };
 
 /** Answer to `cluster-configuration`. */
 export interface ClusterConfigurationAnswer {
@@ -107,9 +99,7 @@ export type RelocateInAnswer =
 
 /**
  * Answer to `partition-checkpoint`: the checkpoint the partition holds once the record applied (`checkpointId` and
- * its log position), whether the record took it (`taken`) or the partition held it or a later one already, and the
- * token of the take the held checkpoint came from (`takeToken`: null when it has none; absent from brokers of
- * earlier versions).
+ * its log position), and whether the record took it (`taken`) or the partition held it or a later one already.
  */
 export type CheckpointAnswer =
   | {
@@ -117,7 +107,6 @@ export type CheckpointAnswer =
       readonly checkpointId: number;
       readonly position: number;
       readonly taken: boolean;
-      readonly takeToken?: string | null;
     }
   | LeaderRedirect;
 
@@ -228,15 +217,7 @@ export function parsePeerRequest(value: unknown): PeerRequest | string {
     case "partition-checkpoint":
       if (!isPartitionId(request.partitionId)) return "partition-checkpoint needs a partition id ≥ 1";
       if (!isCheckpointId(request.checkpointId)) return "partition-checkpoint needs a checkpoint id ≥ 0";
-      if (request.takeToken !== undefined && !isCheckpointTakeToken(request.takeToken)) {
-        return "partition-checkpoint carries a take token of 32 lowercase hexadecimal digits or none";
-      }
-      return {
-        type: "partition-checkpoint",
-        partitionId: request.partitionId,
-        checkpointId: request.checkpointId,
-        ...(request.takeToken === undefined ? {} : { takeToken: request.takeToken }),
-      };
+      return { type: "partition-checkpoint", partitionId: request.partitionId, checkpointId: request.checkpointId };
     default:
       return `unknown peer request type ${JSON.stringify(request.type)}`;
   }

@@ -32,7 +32,6 @@ export {
   type ExpireMessagesRecord,
   encodeRecord,
   isCheckpointId,
-  isCheckpointTakeToken,
   isValidTenantId,
   MAX_RELOCATION_BATCH,
   MESSAGE_LIMITS,

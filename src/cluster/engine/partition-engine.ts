@@ -29,7 +29,6 @@ import {
   decodeAppliedRecord,
   decodeVariables,
   engineCodec,
-  isCheckpointTakeToken,
   type RelocatedMessage,
   type RouteMessagesRecord,
 } from "./records.js";
@@ -71,11 +70,6 @@ export interface Checkpoint {
   readonly id: number;
   /** The last log index whose effect is part of the checkpoint; everything after it is not. */
   readonly position: number;
-  /**
-   * The token of the backup take whose record the partition took it from; absent when that record had none (an older
-   * broker's) or when a hand-over carried the checkpoint here.
-   */
-  readonly takeToken?: string;
 }
 
 /** A message taken out for relocation, as the leader sends it to its new owner. */
@@ -290,11 +284,7 @@ export class PartitionEngine {
       case "checkpoint": {
         const latest = this.checkpoint;
         if (latest !== null && latest.id >= record.checkpointId) return { kind: "checkpoint-ignored", latest };
-        const checkpoint: Checkpoint = {
-          id: record.checkpointId,
-          position: index,
-          ...(record.takeToken === undefined ? {} : { takeToken: record.takeToken }),
-        };
+        const checkpoint: Checkpoint = { id: record.checkpointId, position: index };
         this.checkpoint = checkpoint;
         return { kind: "checkpointed", checkpoint };
       }
@@ -430,12 +420,10 @@ export class PartitionEngine {
   /**
    * The whole state (partition id, applied index, key counter, routing, relocation state, buffered messages) as
    * bytes. Equal states give equal bytes. Layout (msgpack): `[3, partitionId, lastAppliedIndex, nextCounter,
-   * routing | null, outbound, forwards, received, checkpoint | null, messages]`: checkpoint `[id, position]`, or
-   * `[id, position, takeToken]` when it has a token (versions that knew no token read the first two and ignore it);
-   * routing `[correlationCount, basePartitionCount, relocating]`; outbound and messages as lists of messages
-   * `[counter, name, correlationKey, timeToLiveMs, messageId | null, variables (bytes), tenantId, publishedAtMs,
-   * sizeBytes]` in ascending counter order; forwards `[counter, newKey, deadlineMs]`; received `[sourceKey,
-   * key | null, deadlineMs]`, both in insertion order.
+   * routing | null, outbound, forwards, received, checkpoint | null, messages]`: checkpoint `[id, position]`; routing `[correlationCount, basePartitionCount,
+   * relocating]`; outbound and messages as lists of messages `[counter, name, correlationKey, timeToLiveMs,
+   * messageId | null, variables (bytes), tenantId, publishedAtMs, sizeBytes]` in ascending counter order; forwards
+   * `[counter, newKey, deadlineMs]`; received `[sourceKey, key | null, deadlineMs]`, both in insertion order.
    */
   snapshot(): Uint8Array {
     const encoder = this.snapshotEncoder();
@@ -461,7 +449,7 @@ export class PartitionEngine {
         [...this.outbound.values()].map(messageFields),
         [...this.forwards].map(([counter, forward]) => [counter, forward.key, forward.deadlineMs]),
         [...this.received].map(([sourceKey, received]) => [sourceKey, received.key, received.deadlineMs]),
-        checkpointFields(this.checkpoint),
+        this.checkpoint === null ? null : [this.checkpoint.id, this.checkpoint.position],
       ],
       Array.from(this.messages.values()),
     );
@@ -547,19 +535,11 @@ export class PartitionEngine {
         } else if (isRelocationList(index)) {
           throw new Error("corrupt engine snapshot: relocation state is malformed");
         } else if (index === 8 && value !== null) {
-          const fields: unknown[] = Array.isArray(value) ? value : [];
-          const [id, position, takeToken] = fields;
-          if (
-            (fields.length !== 2 && fields.length !== 3) ||
-            !isNonNegativeInteger(id) ||
-            !isNonNegativeInteger(position) ||
-            position > appliedIndex ||
-            (fields.length === 3 && !isCheckpointTakeToken(takeToken))
-          ) {
+          const [id, position] = Array.isArray(value) ? value : [];
+          if (!isNonNegativeInteger(id) || !isNonNegativeInteger(position) || position > appliedIndex) {
             throw new Error("corrupt engine snapshot: the checkpoint is malformed");
           }
-          restoring().checkpoint =
-            fields.length === 2 ? { id, position } : { id, position, takeToken: takeToken as string };
+          restoring().checkpoint = { id, position };
         }
       },
       listStart() {
@@ -999,14 +979,6 @@ export class EngineSnapshotRestorer {
       throw error;
     }
   }
-}
-
-/** The checkpoint as a snapshot holds it (see `snapshot`). */
-function checkpointFields(checkpoint: Checkpoint | null): unknown[] | null {
-  if (checkpoint === null) return null;
-  const fields: unknown[] = [checkpoint.id, checkpoint.position];
-  if (checkpoint.takeToken !== undefined) fields.push(checkpoint.takeToken);
-  return fields;
 }
 
 /** A message as a snapshot lists it. */

@@ -17,11 +17,8 @@
  *   publishedAtMs], …], nowMs, checkpointId?]`: messages relocated here from the partition that buffered each under
  *   `sourceKey`. Relocation moves messages in batches: one record, one commit and one round trip per batch rather
  *   than per message (moving a few thousand messages one at a time took over a minute on the development machine).
- * - checkpoint: `[7, checkpointId, takeToken?]`: the partition takes checkpoint `checkpointId` (a backup's id) where
- *   it applies this record, unless it took that checkpoint or a later one already. `takeToken` (32 lowercase
- *   hexadecimal digits, drawn at random for each take of a backup) names the take that proposed the record, so that
- *   a take retried with a new leader can tell the checkpoint its own earlier attempt appended from one the partition
- *   held before (the id of a deleted backup). Records of brokers that knew no token have none.
+ * - checkpoint: `[7, checkpointId]`: the partition takes checkpoint `checkpointId` (a backup's id) where it applies
+ *   this record, unless it took that checkpoint or a later one already.
  *
  * The optional `checkpointId` of relocateIn and relocatedOut is the latest checkpoint of the partition on the other
  * side of the hand-over (absent when it has none, so that such records keep the layout of earlier versions). A partition applying one with a checkpoint id above its own takes
@@ -139,8 +136,6 @@ export interface RelocateInRecord {
 export interface CheckpointRecord {
   readonly kind: "checkpoint";
   readonly checkpointId: number;
-  /** The token of the backup take that proposed the record (absent: none, as from brokers that knew no token). */
-  readonly takeToken?: string;
 }
 
 /** Every record a partition applies. */
@@ -195,11 +190,6 @@ const CHECKPOINT_CODE = 7;
 /** Whether `value` is a checkpoint id: a non-negative safe integer (backup ids are chosen by operators). */
 export function isCheckpointId(value: unknown): value is number {
   return Number.isSafeInteger(value) && (value as number) >= 0;
-}
-
-/** Whether `value` is the token of a backup take: 32 lowercase hexadecimal digits (see the checkpoint record). */
-export function isCheckpointTakeToken(value: unknown): value is string {
-  return typeof value === "string" && /^[0-9a-f]{32}$/.test(value);
 }
 
 /** Whether `value` may be the checkpoint id a hand-over carries: a checkpoint id, or null for none. */
@@ -343,11 +333,7 @@ export function encodeRecord(record: EngineRecord): Uint8Array {
       if (!isCheckpointId(record.checkpointId)) {
         throw new RecordValidationError(["checkpointId must be a non-negative integer"]);
       }
-      if (record.takeToken === undefined) return packr.pack([CHECKPOINT_CODE, record.checkpointId]);
-      if (!isCheckpointTakeToken(record.takeToken)) {
-        throw new RecordValidationError(["takeToken must be 32 lowercase hexadecimal digits"]);
-      }
-      return packr.pack([CHECKPOINT_CODE, record.checkpointId, record.takeToken]);
+      return packr.pack([CHECKPOINT_CODE, record.checkpointId]);
     case "relocateIn": {
       const problems: string[] = [];
       if (record.messages.length === 0 || record.messages.length > MAX_RELOCATION_BATCH) {
@@ -484,17 +470,10 @@ export function decodeAppliedRecord(bytes: Uint8Array): AppliedRecord {
     return { kind: "relocateOut", counters: value[1] as number[] };
   }
   if (code === CHECKPOINT_CODE) {
-    const takeToken: unknown = value[2];
-    if (
-      (value.length !== 2 && value.length !== 3) ||
-      !isCheckpointId(value[1]) ||
-      (value.length === 3 && !isCheckpointTakeToken(takeToken))
-    ) {
-      return { kind: "invalid", detail: "checkpoint record must be [7, checkpointId ≥ 0, takeToken?]" };
+    if (value.length !== 2 || !isCheckpointId(value[1])) {
+      return { kind: "invalid", detail: "checkpoint record must be [7, checkpointId ≥ 0]" };
     }
-    return value.length === 2
-      ? { kind: "checkpoint", checkpointId: value[1] }
-      : { kind: "checkpoint", checkpointId: value[1], takeToken: takeToken as string };
+    return { kind: "checkpoint", checkpointId: value[1] };
   }
   if (code === RELOCATED_OUT_CODE) {
     const relocations = value[1];

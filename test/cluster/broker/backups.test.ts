@@ -4,7 +4,6 @@
  * partition has no part, and the partitions that took no checkpoint named. The backup's record: written before any
  * checkpoint, its partition count the backup's whatever count a part recorded, removed first by a delete, and a backup
  * the store holds only stray parts of never listed; backups from before records are still counted by their parts.
- * A partition holding exactly the checkpoint being taken: taken by this take (its token) or before it (refused).
  */
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -29,7 +28,6 @@ let nowMs: number;
 let checkpointAnswer: (
   partitionId: number,
   checkpointId: number,
-  takeToken: string,
 ) => CheckpointAnswer | null | Promise<CheckpointAnswer | null>;
 /** Partitions whose checkpoint request reached its answering leader after an attempt that may have proposed it. */
 let uncertainAttempts: Set<number>;
@@ -41,8 +39,8 @@ function coordinator(): BackupCoordinator {
     store,
     configuration: () => configuration,
     isReachable: (brokerId) => reachable.has(brokerId),
-    checkpoint: async (partitionId, checkpointId, takeToken) => {
-      const answer = await checkpointAnswer(partitionId, checkpointId, takeToken);
+    checkpoint: async (partitionId, checkpointId) => {
+      const answer = await checkpointAnswer(partitionId, checkpointId);
       return answer === null ? null : { answer, afterUncertainAttempt: uncertainAttempts.has(partitionId) };
     },
     nowMs: () => nowMs,
@@ -294,60 +292,6 @@ describe("BackupCoordinator", () => {
       detail: expect.stringMatching(/has taken checkpoint 7 already/),
     });
     expect(await store.backupRecords(7)).toEqual([]);
-  });
-
-  it("tells a checkpoint an earlier attempt of the take appended from a deleted backup's by the take's token", async () => {
-    // Each partition keeps its latest checkpoint with the token of the take that proposed it, as the engine does.
-    const held = new Map<number, { readonly id: number; readonly takeToken: string }>();
-    const tokens: string[] = [];
-    checkpointAnswer = (partitionId, checkpointId, takeToken) => {
-      tokens.push(takeToken);
-      const latest = held.get(partitionId);
-      if (latest !== undefined && latest.id >= checkpointId) {
-        return {
-          outcome: "checkpointed",
-          checkpointId: latest.id,
-          position: 5,
-          taken: false,
-          takeToken: latest.takeToken,
-        };
-      }
-      held.set(partitionId, { id: checkpointId, takeToken });
-      return { outcome: "checkpointed", checkpointId, position: 5, taken: true, takeToken };
-    };
-    const backups = coordinator();
-    expect(await backups.take(6)).toMatchObject({ outcome: "backup", backup: { backupId: 6 } });
-    nowMs += 120_000;
-    expect(await backups.delete(6)).toMatchObject({ outcome: "backup" });
-    // Backup 6 taken again while the first leader asked of each partition did not answer: both partitions hold
-    // checkpoint 6, but from the deleted backup's take.
-    uncertainAttempts = new Set([1, 2]);
-    expect(await backups.take(6)).toMatchObject({
-      status: 409,
-      detail: expect.stringMatching(/has taken checkpoint 6 already/),
-    });
-    expect(await store.backupRecords(6)).toEqual([]);
-    expect(new Set(tokens).size).toBe(2);
-    for (const token of tokens) expect(token).toMatch(/^[0-9a-f]{32}$/);
-    // Backup 7, whose first attempt on partition 2 appended the checkpoint before its leader lost its leadership: the
-    // retry finds it held with this take's token.
-    checkpointAnswer = (partitionId, checkpointId, takeToken) => {
-      const taken = partitionId === 1;
-      return { outcome: "checkpointed", checkpointId, position: 5, taken, takeToken };
-    };
-    uncertainAttempts = new Set([2]);
-    expect(await backups.take(7)).toMatchObject({ outcome: "backup", backup: { backupId: 7 } });
-    expect(await store.backupRecords(7)).toHaveLength(1);
-    // A checkpoint held without a token (an older broker's record) after an uncertain attempt counts as before.
-    nowMs += 120_000;
-    checkpointAnswer = (partitionId, checkpointId, takeToken) => ({
-      outcome: "checkpointed",
-      checkpointId,
-      position: 5,
-      taken: partitionId === 1,
-      takeToken: partitionId === 1 ? takeToken : null,
-    });
-    expect(await backups.take(8)).toMatchObject({ outcome: "backup", backup: { backupId: 8 } });
   });
 
   it("lists recorded backups, the one without parts yet included, and old backups without a record", async () => {

@@ -31,24 +31,6 @@ describe("peer requests of backups", () => {
     expect(parsePeerRequest({ type: "partition-checkpoint", partitionId: 0, checkpointId: 1 })).toMatch(/partition id/);
   });
 
-  it("keeps a checkpoint request's take token, none when an earlier version sent none, and refuses a bad one", () => {
-    const takeToken = "0123456789abcdef0123456789abcdef";
-    expect(parsePeerRequest({ type: "partition-checkpoint", partitionId: 2, checkpointId: 4, takeToken })).toEqual({
-      type: "partition-checkpoint",
-      partitionId: 2,
-      checkpointId: 4,
-      takeToken,
-    });
-    expect(parsePeerRequest({ type: "partition-checkpoint", partitionId: 2, checkpointId: 4 })).not.toHaveProperty(
-      "takeToken",
-    );
-    for (const bad of [null, 7, "", takeToken.toUpperCase(), `${takeToken}00`]) {
-      expect(parsePeerRequest({ type: "partition-checkpoint", partitionId: 2, checkpointId: 4, takeToken: bad })).toBe(
-        "partition-checkpoint carries a take token of 32 lowercase hexadecimal digits or none",
-      );
-    }
-  });
-
   it("reads the checkpoint id of a hand-over, none when an earlier version sent none, and refuses a bad one", () => {
     const base = { type: "partition-relocate-in", partitionId: 3, messages: [message] };
     expect(parsePeerRequest({ ...base, checkpointId: 7 })).toMatchObject({ checkpointId: 7 });

@@ -84,63 +84,6 @@ describe("checkpoint records", () => {
   });
 });
 
-describe("take tokens of checkpoint records", () => {
-  const token = "0123456789abcdef0123456789abcdef";
-  const otherToken = "fedcba9876543210fedcba9876543210";
-
-  it("the checkpoint keeps the token of the record it was taken from, and a later record of its id answers with it", () => {
-    const engine = new PartitionEngine({ partitionId: 1 });
-    const record = encodeRecord({ kind: "checkpoint", checkpointId: 5, takeToken: token });
-    expect(decodeAppliedRecord(record)).toEqual({ kind: "checkpoint", checkpointId: 5, takeToken: token });
-    expect(apply(engine, record)).toEqual({
-      kind: "checkpointed",
-      checkpoint: { id: 5, position: 1, takeToken: token },
-    });
-    // Retried by the same take, or taken again by another take of the same id: the answer shows whose it is.
-    expect(apply(engine, encodeRecord({ kind: "checkpoint", checkpointId: 5, takeToken: otherToken }))).toEqual({
-      kind: "checkpoint-ignored",
-      latest: { id: 5, position: 1, takeToken: token },
-    });
-    // A record without a token (an older broker's) still takes its checkpoint, without a token.
-    expect(apply(engine, checkpoint(6))).toEqual({ kind: "checkpointed", checkpoint: { id: 6, position: 3 } });
-  });
-
-  it("a record without a token keeps the layout of earlier versions; a malformed token is refused", () => {
-    expect(engineCodec.unpack(checkpoint(5))).toEqual([7, 5]);
-    expect(engineCodec.unpack(encodeRecord({ kind: "checkpoint", checkpointId: 5, takeToken: token }))).toEqual([
-      7,
-      5,
-      token,
-    ]);
-    expect(() => encodeRecord({ kind: "checkpoint", checkpointId: 5, takeToken: "ABC" })).toThrow(/takeToken/);
-    for (const bad of ["0123456789ABCDEF0123456789ABCDEF", `${token}0`, 12, null]) {
-      expect(decodeAppliedRecord(engineCodec.pack([7, 5, bad]))).toMatchObject({ kind: "invalid" });
-    }
-    expect(decodeAppliedRecord(engineCodec.pack([7, 5, token, 1]))).toMatchObject({ kind: "invalid" });
-  });
-
-  it("snapshots keep the token after the id and position, which is where versions without tokens stop reading", () => {
-    const engine = new PartitionEngine({ partitionId: 3 });
-    apply(engine, publish("order-1"));
-    apply(engine, encodeRecord({ kind: "checkpoint", checkpointId: 12, takeToken: token }));
-    const bytes = engine.snapshot();
-    expect((engineCodec.unpack(bytes) as unknown[])[8]).toEqual([12, 2, token]);
-    const restored = PartitionEngine.restore(bytes);
-    expect(restored.latestCheckpoint).toEqual({ id: 12, position: 2, takeToken: token });
-    expect(restored.snapshot()).toEqual(engine.snapshot());
-    // A checkpoint without a token keeps the two-element layout.
-    expect(
-      engineCodec.unpack(
-        PartitionEngine.restore(engineCodec.pack([3, 3, 4, 1, null, [], [], [], [1, 2], []])).snapshot(),
-      ),
-    ).toEqual([3, 3, 4, 1, null, [], [], [], [1, 2], []]);
-    for (const bad of [[1, 2, "ABC"], [1, 2, token, 0], [1]]) {
-      const corrupt = engineCodec.pack([3, 3, 4, 1, null, [], [], [], bad, []]);
-      expect(() => PartitionEngine.restore(corrupt)).toThrow(/checkpoint/);
-    }
-  });
-});
-
 describe("checkpoint ids carried on relocation hand-overs", () => {
   it("a relocateIn carrying a higher checkpoint id takes it first, just before the record", () => {
     const owner = new PartitionEngine({ partitionId: 2 });
