@@ -733,10 +733,22 @@ export class Broker {
     if (this.closing || replica === undefined) {
       const detail = this.closing
         ? `broker ${this.nodeId} is shutting down`
-        : `partition ${request.partitionId} is not hosted on broker ${this.nodeId}`;
+        : this.withoutReplicaDetail(request.partitionId);
       return { outcome: "unavailable", detail };
     }
     return answerPartitionRequest(replica, request, this.changeContext);
+  }
+
+  /** Why a request for `partitionId` finds no replica here: the broker does not host it, or still opens it. */
+  private withoutReplicaDetail(partitionId: number): string {
+    const configuration = this.configurationValue;
+    const opening =
+      this.startingStep !== null &&
+      configuration !== null &&
+      partitionsOf(configuration, this.nodeId).some((hosted) => hosted.partitionId === partitionId);
+    return opening
+      ? `partition ${partitionId} is not open yet on broker ${this.nodeId}; the broker is still starting`
+      : `partition ${partitionId} is not hosted on broker ${this.nodeId}`;
   }
 
   private configurationAnswer(): ClusterConfigurationAnswer {
@@ -766,7 +778,7 @@ export class Broker {
     if (replica === undefined) {
       return {
         outcome: "unavailable",
-        detail: `partition ${request.partitionId} is not hosted on broker ${this.nodeId}`,
+        detail: this.withoutReplicaDetail(request.partitionId),
       } satisfies PublishMessageResponse & GetMessageResponse;
     }
     if (request.type === "publish-message") return replica.publish(request.message);

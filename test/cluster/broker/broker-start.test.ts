@@ -125,6 +125,16 @@ describe("Broker.start", () => {
         [1, "inactive", "unhealthy"],
         [2, "inactive", "unhealthy"],
       ]);
+      // A request for a partition it hosts but has not opened says so, not that the partition lives elsewhere.
+      const getMessage = async (partitionId: number) => {
+        const request: BrokerRequest = { type: "get-message", partitionId, key: "2251799813685249" };
+        return await client.request({ host: "127.0.0.1", port: clusterPort }, request, { timeoutMs: 5_000 });
+      };
+      expect(await getMessage(2)).toEqual({
+        outcome: "unavailable",
+        detail: "partition 2 is not open yet on broker 0; the broker is still starting",
+      });
+      expect(await getMessage(7)).toEqual({ outcome: "unavailable", detail: "partition 7 is not hosted on broker 0" });
 
       release();
       broker = await starting;
