@@ -2,6 +2,8 @@ import { access } from "node:fs/promises";
 import { createServer, type Server } from "node:net";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { FilesystemBackupStore } from "../../../src/cluster/backup/filesystem-store.js";
+import type { BackupPartManifest } from "../../../src/cluster/backup/store.js";
 import { Broker } from "../../../src/cluster/broker/broker.js";
 import { DataDirectoryInUseError, PID_FILE_NAME } from "../../../src/cluster/broker/files.js";
 import { type ReplicaClock, systemClock } from "../../../src/cluster/broker/partition-replica.js";
@@ -12,6 +14,15 @@ import { testClusterCredentials } from "../../support/cluster-secret.js";
 import { removeDirectory, temporaryDirectory, testBrokerOptions, waitFor } from "./support.js";
 
 const single = { clusterSize: 1, partitionsCount: 2, replicationFactor: 1 };
+
+/** A port nothing listens on right now. */
+async function freePort(): Promise<number> {
+  const probe: Server = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+  const port = (probe.address() as { port: number }).port;
+  await new Promise((resolve) => probe.close(resolve));
+  return port;
+}
 
 describe("Broker.start", () => {
   let directory: string;
@@ -52,6 +63,30 @@ describe("Broker.start", () => {
     } finally {
       await new Promise((resolve) => blocker.close(resolve));
     }
+  });
+
+  it("fails cleanly when a step after its management server listens fails: the start rejects, the port is free", async () => {
+    // A backup store that cannot list its parts fails the start after the management server listens.
+    class UnreadableStore extends FilesystemBackupStore {
+      override async manifests(): Promise<BackupPartManifest[]> {
+        throw new Error("the backup store cannot be read");
+      }
+    }
+    const port = await freePort();
+    const options = testBrokerOptions(directory, 0, {
+      ...single,
+      managementPort: port,
+      backupStore: new UnreadableStore(join(directory, "backups")),
+    });
+    await expect(Broker.start(options)).rejects.toThrow(/the backup store cannot be read/);
+    await expect(access(join(options.dataDirectory, PID_FILE_NAME))).rejects.toThrow(/ENOENT/);
+    // The management port is released: something else can listen on it.
+    const again: Server = createServer();
+    await new Promise<void>((resolve, reject) => {
+      again.once("error", reject);
+      again.listen(port, "127.0.0.1", resolve);
+    });
+    await new Promise((resolve) => again.close(resolve));
   });
 
   it("answers health while its replicas open: STARTING and not ready, then UP once they are open", async () => {
