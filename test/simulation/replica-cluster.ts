@@ -29,7 +29,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
-import type { MembershipAnswer, MembershipChange } from "../../src/cluster/broker/membership.js";
+import { type MembershipAnswer, type MembershipChange, showsChange } from "../../src/cluster/broker/membership.js";
 import { PartitionReplica } from "../../src/cluster/broker/partition-replica.js";
 import type { PublishMessageCommand } from "../../src/cluster/broker/protocol.js";
 import { encodeKey } from "../../src/cluster/engine/keys.js";
@@ -80,6 +80,11 @@ export interface ReplicaSimulationResult {
   /** Replicas removed from the group and destroyed (their data deleted). */
   readonly replicasRemoved: number;
   readonly priorityChanges: number;
+  /**
+   * Membership requests the leader held (asked with a wait) and answered `done` in a later step than they were asked:
+   * the change took hold while the request waited, instead of the broker asking again.
+   */
+  readonly heldRequestsAnsweredDone: number;
   /** Forced reconfigurations that were committed. */
   readonly forcedReconfigurations: number;
   readonly snapshotsTaken: number;
@@ -100,6 +105,7 @@ export const REPLICA_COVERAGE_KEYS = [
   "learnersPromoted",
   "replicasRemoved",
   "priorityChanges",
+  "heldRequestsAnsweredDone",
   "forcedReconfigurations",
   "snapshotsInstalled",
 ] as const;
@@ -260,6 +266,7 @@ export class ReplicaSimulation {
   private learnersPromoted = 0;
   private replicasRemoved = 0;
   private priorityChanges = 0;
+  private heldRequestsAnsweredDone = 0;
   private forcedReconfigurations = 0;
   private snapshotsTaken = 0;
   /** Commits of environments already closed. */
@@ -337,6 +344,7 @@ export class ReplicaSimulation {
       learnersPromoted: this.learnersPromoted,
       replicasRemoved: this.replicasRemoved,
       priorityChanges: this.priorityChanges,
+      heldRequestsAnsweredDone: this.heldRequestsAnsweredDone,
       forcedReconfigurations: this.forcedReconfigurations,
       snapshotsTaken: this.snapshotsTaken,
       commits: this.commits + this.disks().reduce((sum, disk) => sum + disk.environment.transactionCount, 0),
@@ -933,7 +941,16 @@ export class ReplicaSimulation {
     // Brokers ask leaders to hold their requests until the change took hold; half the goals do so here (by the
     // member's id, which draws nothing from the seed), so held requests meet crashes and leader changes too.
     const waitMs = goal.member % 2 === 1 ? 5 * ELECTION_TIMEOUT_MS : 0;
+    const askedAtTick = this.tick;
+    const shownWhenAsked = showsChange(incarnation.replica.committedConfiguration(), change);
     void incarnation.replica.changeMembership(change, waitMs).then((answer) => {
+      // A leader answers `done` at once only for a change its committed configuration shows; one it did not show
+      // when asked, answered `done` in a later step, took hold while the request waited (a leader's driver busy with
+      // a write may also run the request a step late, but then it answers `in-progress` unless the change committed
+      // meanwhile, which a request not held rarely meets).
+      if (waitMs > 0 && answer.outcome === "done" && !shownWhenAsked && this.tick > askedAtTick) {
+        this.heldRequestsAnsweredDone += 1;
+      }
       if (this.goal !== goal || goal.asking !== incarnation) return;
       goal.asking = null;
       goal.nextTryTick = this.tick + 2;

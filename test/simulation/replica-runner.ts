@@ -90,7 +90,8 @@ function describeResult(result: ReplicaSimulationResult): string {
     `leaders, ${result.messagesSent} messages, ${result.crashes} crashes (${result.lostWrites} writes lost, ` +
     `${result.tornWrites} torn), ${result.restarts} clean restarts, ${result.membershipChanges} membership changes, ` +
     `${result.learnersPromoted} learners promoted, ${result.replicasRemoved} replicas removed, ` +
-    `${result.priorityChanges} priority changes, ${result.forcedReconfigurations} forced reconfigurations, ` +
+    `${result.priorityChanges} priority changes, ${result.heldRequestsAnsweredDone} held membership requests answered ` +
+    `done, ${result.forcedReconfigurations} forced reconfigurations, ` +
     `${result.snapshotsTaken} snapshots taken, ${result.snapshotsInstalled} installed, ${result.commits} durable ` +
     `commits; history digest ` +
     `${result.historyDigest}`

@@ -7,6 +7,7 @@
 import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
+import { brokerHasStarted } from "../../client/broker-health.js";
 import {
   brokerDelta,
   ClusterManagementClient,
@@ -180,20 +181,13 @@ async function watchChange(
   }
 }
 
-/** Waits until the new local brokers answer on their management ports. */
+/** Waits until the new local brokers have started (their health says RUNNING, not only that they listen). */
 async function waitForBrokers(clusterDirectory: string, ids: readonly number[], io: CliIo): Promise<void> {
   const entries = (readLocalBrokers(clusterDirectory)?.brokers ?? []).filter((entry) => ids.includes(entry.nodeId));
   const deadlineMs = Date.now() + NEW_BROKERS_TIMEOUT_MS;
   for (const entry of entries) {
     for (;;) {
-      try {
-        const response = await fetch(`http://127.0.0.1:${entry.managementPort}/actuator/health/liveness`, {
-          signal: AbortSignal.timeout(1_000),
-        });
-        if (response.status === 200) break;
-      } catch {
-        // Not up yet.
-      }
+      if (await brokerHasStarted(`http://127.0.0.1:${entry.managementPort}`, 1_000)) break;
       if (Date.now() > deadlineMs) {
         throw new Error(
           `broker ${entry.nodeId} did not start within ${NEW_BROKERS_TIMEOUT_MS / 1000} s; is flowplane start running?`,

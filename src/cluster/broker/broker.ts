@@ -127,6 +127,8 @@ export class Broker {
   private readonly backups: BackupCoordinator;
   private closing = false;
   private closed: Promise<void> | null = null;
+  /** What the start is doing (the management port says so), or null once the broker has started. */
+  private startingStep: string | null = "listening on the cluster port";
 
   private constructor(
     options: BrokerOptions,
@@ -164,6 +166,7 @@ export class Broker {
         new Map(this.replicas.running().map((replica) => [replica.partitionId, replica.logSizeEntries()])),
       peerReachability: () => new Map(this.liveness().map((peer) => [peer.nodeId, peer.reachable])),
       closing: () => this.closing,
+      startingStep: () => this.startingStep,
     };
     this.managementSource = source;
     this.metrics = createBrokerMetrics(source);
@@ -282,9 +285,29 @@ export class Broker {
     return this.environment?.scopes() ?? [];
   }
 
-  /** Reports of every hosted replica (dead ones included), by ascending partition id. */
+  /**
+   * Reports of every hosted replica (dead ones included), by ascending partition id. While the broker starts, the
+   * partitions it hosts whose replicas are not open yet are reported too, inactive and unhealthy: they do not serve.
+   */
   replicaReports(): ReplicaReport[] {
-    return this.replicas.reports();
+    const reports = this.replicas.reports();
+    const configuration = this.configurationValue;
+    if (this.startingStep === null || configuration === null) return reports;
+    const reported = new Set(reports.map((report) => report.partitionId));
+    for (const hosted of partitionsOf(configuration, this.nodeId)) {
+      if (reported.has(hosted.partitionId)) continue;
+      reports.push({
+        partitionId: hosted.partitionId,
+        role: "inactive",
+        health: "unhealthy",
+        term: 0,
+        commitIndex: 0,
+        appliedIndex: 0,
+        leaderId: null,
+        logSizeEntries: 0,
+      });
+    }
+    return reports.sort((left, right) => left.partitionId - right.partitionId);
   }
 
   /** Liveness of every other known broker, members of the configuration or not (a broker waiting to be added). */
@@ -409,20 +432,7 @@ export class Broker {
     this.addresses.set(this.nodeId, this.ownAddress);
     this.transport.onMessage((from, message) => this.receive(from, message));
     this.transport.onRequest((sender, request) => this.handleRequest(sender, request));
-    const discovery = await this.establishConfiguration();
-    if (this.closing) throw new Error(`broker ${this.nodeId} closed while it was starting`);
-    const backupStore = this.options.backupStore;
-    if (backupStore !== undefined && backupStore !== null) {
-      // Parts this broker's previous process left IN_PROGRESS have no writer any more.
-      const failed = await failAbandonedParts(backupStore, this.nodeId, new Date().toISOString());
-      if (failed > 0) this.logger.warn({ parts: failed }, "backup parts left in progress by the previous start failed");
-    }
-    const environment = await this.openStorage();
-    if (environment !== null) {
-      this.environment = environment;
-      await this.deleteReplicasNotHosted(environment);
-      await this.openHostedReplicas(discovery);
-    }
+    // First, so that health and metrics answer (STARTING) however long the rest of the start takes.
     const management = await startManagementServer({
       host: this.options.managementHost,
       port: this.options.managementPort,
@@ -433,9 +443,29 @@ export class Broker {
     });
     this.managementServer = management.server;
     this.managementUrlValue = management.url;
+    this.logger.info({ managementUrl: this.managementUrlValue }, "broker starting; its management port answers");
+    this.startingStep = "discovering the cluster configuration";
+    const discovery = await this.establishConfiguration();
+    if (this.closing) throw new Error(`broker ${this.nodeId} closed while it was starting`);
+    const backupStore = this.options.backupStore;
+    if (backupStore !== undefined && backupStore !== null) {
+      this.startingStep = "marking the backup parts its previous process left in progress FAILED";
+      // Parts this broker's previous process left IN_PROGRESS have no writer any more.
+      const failed = await failAbandonedParts(backupStore, this.nodeId, new Date().toISOString());
+      if (failed > 0) this.logger.warn({ parts: failed }, "backup parts left in progress by the previous start failed");
+    }
+    this.startingStep = "opening its storage";
+    const environment = await this.openStorage();
+    if (environment !== null) {
+      this.environment = environment;
+      this.startingStep = "opening partition replicas";
+      await this.deleteReplicasNotHosted(environment);
+      await this.openHostedReplicas(discovery);
+    }
     this.gossip();
     this.gossipTimer = setInterval(() => this.gossip(), this.options.gossipIntervalMs);
     this.executor.start();
+    this.startingStep = null;
     this.logger.info(
       {
         clusterAddress: `${this.ownAddress.host}:${this.ownAddress.port}`,
@@ -583,6 +613,7 @@ export class Broker {
       snapshotIntervalEntries: this.options.snapshotIntervalEntries,
       maxPendingProposals: this.options.maxPendingProposalsPerPartition,
       maxApplyLagEntries: this.options.maxApplyLagEntries,
+      ...(this.options.replicaClock === undefined ? {} : { clock: this.options.replicaClock }),
       send: (to, message) => this.sendRaft(partitionId, to, message),
       onFailure,
       onSnapshot: (snapshot) =>
@@ -702,10 +733,22 @@ export class Broker {
     if (this.closing || replica === undefined) {
       const detail = this.closing
         ? `broker ${this.nodeId} is shutting down`
-        : `partition ${request.partitionId} is not hosted on broker ${this.nodeId}`;
+        : this.withoutReplicaDetail(request.partitionId);
       return { outcome: "unavailable", detail };
     }
     return answerPartitionRequest(replica, request, this.changeContext);
+  }
+
+  /** Why a request for `partitionId` finds no replica here: the broker does not host it, or still opens it. */
+  private withoutReplicaDetail(partitionId: number): string {
+    const configuration = this.configurationValue;
+    const opening =
+      this.startingStep !== null &&
+      configuration !== null &&
+      partitionsOf(configuration, this.nodeId).some((hosted) => hosted.partitionId === partitionId);
+    return opening
+      ? `partition ${partitionId} is not open yet on broker ${this.nodeId}; the broker is still starting`
+      : `partition ${partitionId} is not hosted on broker ${this.nodeId}`;
   }
 
   private configurationAnswer(): ClusterConfigurationAnswer {
@@ -735,7 +778,7 @@ export class Broker {
     if (replica === undefined) {
       return {
         outcome: "unavailable",
-        detail: `partition ${request.partitionId} is not hosted on broker ${this.nodeId}`,
+        detail: this.withoutReplicaDetail(request.partitionId),
       } satisfies PublishMessageResponse & GetMessageResponse;
     }
     if (request.type === "publish-message") return replica.publish(request.message);

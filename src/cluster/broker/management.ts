@@ -1,6 +1,11 @@
 /**
  * The broker's management HTTP server: health (overall, liveness, readiness) and Prometheus metrics from a
  * registry of its own, so several brokers in one process (tests) do not share series.
+ *
+ * It starts first, before the broker learns the cluster's configuration and opens its replicas, which can take long
+ * (replicas restore their engines from large snapshots): meanwhile the health says the broker is STARTING and at
+ * which step, and neither the health nor the readiness is UP; liveness is, since the start is progressing and a
+ * probe that restarted the process would only start it over.
  */
 import type { Logger } from "pino";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
@@ -19,6 +24,8 @@ export interface ManagementSource {
   peerReachability(): ReadonlyMap<number, boolean>;
   /** Whether the broker is stopping. */
   closing(): boolean;
+  /** What the broker's start is doing (e.g. "opening partition replicas"), or null once it has started. */
+  startingStep(): string | null;
 }
 
 /** Counters and histograms the request handler updates. */
@@ -192,11 +199,20 @@ export async function startManagementServer(options: {
         },
       ]),
     );
-  const ready = () => !source.closing() && source.replicas().every((report) => report.leaderId !== null);
+  const brokerComponent = () => {
+    const step = source.startingStep();
+    if (source.closing()) return { status: "DOWN", details: { state: "STOPPING" } };
+    if (step !== null) return { status: "DOWN", details: { state: "STARTING", step } };
+    return { status: "UP", details: { state: "RUNNING" } };
+  };
+  const started = () => !source.closing() && source.startingStep() === null;
+  const ready = () => started() && source.replicas().every((report) => report.leaderId !== null);
   server.get("/actuator/health", async (_request, reply) => {
     const replicas = source.replicas();
-    const up = !source.closing() && replicas.every((report) => report.health === "healthy");
-    return reply.code(up ? 200 : 503).send({ status: up ? "UP" : "DOWN", components: partitionComponents() });
+    const up = started() && replicas.every((report) => report.health === "healthy");
+    return reply
+      .code(up ? 200 : 503)
+      .send({ status: up ? "UP" : "DOWN", components: { broker: brokerComponent(), ...partitionComponents() } });
   });
   server.get("/actuator/health/liveness", async (_request, reply) => {
     const alive = !source.closing();

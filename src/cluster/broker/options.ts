@@ -19,6 +19,7 @@ import {
   roundRobinDistribution,
 } from "../topology/index.js";
 import { ClusterCredentials, type PeerAddress } from "../transport/index.js";
+import type { ReplicaClock } from "./partition-replica.js";
 
 /** How partitions are distributed at the cluster's first start. */
 export type PartitioningOptions =
@@ -84,6 +85,11 @@ export interface BrokerOptions {
   /** Version reported by `describe`. */
   readonly version: string;
   readonly logger: Logger;
+  /**
+   * The clock and timers the partition replicas run on, their turns between the slices of a snapshot included;
+   * absent: the system's, as production runs. Tests pass one to hold a replica's opening back.
+   */
+  readonly replicaClock?: ReplicaClock;
 }
 
 /** Defaults of the options that have no configuration setting. */

@@ -58,7 +58,10 @@ export type ProvisionedState = "starting" | "running" | "degraded" | "stopped" |
 /** A broker a provisioner runs for a cluster. */
 export interface ProvisionedBroker {
   readonly nodeId: number;
-  /** Base URL of the broker's own management API: its `/actuator/health/liveness` answers 200 once it runs. */
+  /**
+   * Base URL of the broker's own management API. Its liveness answers 200 as soon as it listens, before the broker
+   * has started; its `/actuator/health` says `RUNNING` in the `broker` component once it has (`brokerHasStarted`).
+   */
   readonly managementUrl: string;
 }
 

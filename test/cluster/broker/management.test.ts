@@ -17,6 +17,7 @@ const source: ManagementSource = {
   logSizes: () => new Map(),
   peerReachability: () => new Map(),
   closing: () => false,
+  startingStep: () => null,
 };
 
 describe("the broker's management server", () => {
@@ -43,4 +44,47 @@ describe("the broker's management server", () => {
     expect(probe.answered).toHaveLength(3);
     for (const answer of probe.answered) expect(answer).toMatch(/^HTTP\/1\.1 408 [\s\S]*request-timeout/);
   }, 30_000);
+
+  it("says the broker is STARTING, and at which step, until it has started: neither healthy nor ready, but alive", async () => {
+    let step: string | null = "opening partition replicas";
+    let replicas: ReturnType<ManagementSource["replicas"]> = [];
+    const starting: ManagementSource = {
+      ...source,
+      replicas: () => replicas,
+      startingStep: () => step,
+    };
+    const { server, url } = await startManagementServer({
+      host: "127.0.0.1",
+      port: 0,
+      source: starting,
+      metrics: createBrokerMetrics(starting),
+      logger: pino({ level: "silent" }),
+      limits: defaultHttpServerLimits,
+    });
+    servers.push(server);
+    const get = async (path: string) => {
+      const response = await fetch(`${url}${path}`);
+      return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+    };
+    // No replica open yet: readiness must not count that as every partition having a leader.
+    expect(await get("/actuator/health")).toEqual({
+      status: 503,
+      body: {
+        status: "DOWN",
+        components: { broker: { status: "DOWN", details: { state: "STARTING", step: "opening partition replicas" } } },
+      },
+    });
+    expect(await get("/actuator/health/readiness")).toEqual({ status: 503, body: { status: "DOWN" } });
+    expect(await get("/actuator/health/liveness")).toEqual({ status: 200, body: { status: "UP" } });
+    // Its replicas lead already, but the start has not ended.
+    replicas = source.replicas();
+    expect((await get("/actuator/health")).status).toBe(503);
+    expect((await get("/actuator/health/readiness")).status).toBe(503);
+    step = null;
+    expect(await get("/actuator/health")).toMatchObject({
+      status: 200,
+      body: { status: "UP", components: { broker: { status: "UP", details: { state: "RUNNING" } } } },
+    });
+    expect(await get("/actuator/health/readiness")).toEqual({ status: 200, body: { status: "UP" } });
+  });
 });

@@ -16,6 +16,7 @@
  */
 import type { Logger } from "pino";
 import type { TokenSource } from "../../../client/api.js";
+import { brokerHasStarted } from "../../../client/broker-health.js";
 import {
   brokerDelta,
   ClusterManagementClient,
@@ -214,7 +215,10 @@ export class ClusterScalingService {
     }
   }
 
-  /** Waits until the brokers `nodeIds` answer on their management ports; 502 when one does not in time. */
+  /**
+   * Waits until the brokers `nodeIds` have started (their health says RUNNING: they know the cluster's configuration
+   * and opened their replicas); 502 when one has not in time.
+   */
   private async waitForBrokers(
     provisioner: ScalingProvisioner,
     clusterId: string,
@@ -225,15 +229,7 @@ export class ClusterScalingService {
     for (const broker of brokers) {
       // Bounded by the deadline.
       for (;;) {
-        try {
-          const response = await fetch(`${broker.managementUrl}/actuator/health/liveness`, {
-            signal: AbortSignal.timeout(1_000),
-          });
-          await response.body?.cancel();
-          if (response.status === 200) break;
-        } catch {
-          // Not up yet.
-        }
+        if (await brokerHasStarted(broker.managementUrl, 1_000)) break;
         if (Date.now() > deadlineMs) {
           throw new ServiceError(
             "badGateway",

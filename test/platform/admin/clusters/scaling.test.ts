@@ -30,6 +30,8 @@ interface Script {
   patches: { status: number; body: unknown }[];
   /** Status of GET /actuator/cluster (200 unless set). */
   statusCode?: number;
+  /** The broker component's state in answers to GET /actuator/health, in order (the last one repeats). */
+  brokerStates: string[];
 }
 
 /** Provisioner calls and management API requests in the order they happened. */
@@ -89,6 +91,18 @@ describe("ClusterScalingService", () => {
     events.push(`${request.method} ${request.url}`);
     if (request.url === "/actuator/health/liveness") {
       answer(response, 200, { status: "UP" });
+    } else if (request.url === "/actuator/health") {
+      // What a broker's management server answers: DOWN while it starts, with the step.
+      const state = (script.brokerStates.length > 1 ? script.brokerStates.shift() : script.brokerStates[0]) ?? "";
+      const running = state === "RUNNING";
+      answer(response, running ? 200 : 503, {
+        status: running ? "UP" : "DOWN",
+        components: {
+          broker: running
+            ? { status: "UP", details: { state } }
+            : { status: "DOWN", details: { state, step: "opening partition replicas" } },
+        },
+      });
     } else if (request.method === "GET" && request.url === "/actuator/cluster") {
       const code = script.statusCode ?? 200;
       answer(response, code, code === 200 ? script.status : problemOf(code, "the coordinator failed"));
@@ -104,7 +118,7 @@ describe("ClusterScalingService", () => {
     requests = [];
     events.length = 0;
     restoring = false;
-    script = { status: { version: 1, brokers: [broker(0)], routing: {} }, patches: [] };
+    script = { status: { version: 1, brokers: [broker(0)], routing: {} }, patches: [], brokerStates: ["RUNNING"] };
     server = createServer(handle);
     await new Promise<void>((resolveListen) => server.listen(0, "127.0.0.1", resolveListen));
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -219,7 +233,18 @@ describe("ClusterScalingService", () => {
       "PATCH /actuator/cluster",
       "PATCH /actuator/cluster",
     ]);
-    expect(requests).toContain("GET /actuator/health/liveness");
+    expect(requests).toContain("GET /actuator/health");
+  });
+
+  it("sends the change only once the added broker says it started, not when it merely listens", async () => {
+    script.patches = [planned(2)];
+    script.brokerStates = ["STARTING", "STARTING", "RUNNING"];
+    const started = await service.scale(organizationId, clusterId, { brokers: { count: 2 } }, { dryRun: false });
+    expect(started.changeId).toBe(2);
+    // The liveness of the stub answers 200 all along; the change waits for the health's RUNNING.
+    const sent = events.indexOf("PATCH /actuator/cluster");
+    expect(events.slice(0, sent).filter((event) => event === "GET /actuator/health")).toHaveLength(3);
+    expect(script.brokerStates).toEqual(["RUNNING"]);
   });
 
   it("stops brokers that are not members once the change ended, and none while it runs", async () => {
