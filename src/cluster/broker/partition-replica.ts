@@ -103,7 +103,10 @@ export interface PartitionReplicaOptions {
    * (default: `IN_DOUBT_TIMEOUT_ELECTIONS` election timeouts).
    */
   readonly inDoubtTimeoutMs?: number;
-  /** Hands a Raft message to the transport (fire and forget; Raft tolerates loss). */
+  /**
+   * Hands a Raft message to the transport (fire and forget; Raft tolerates loss). The message must be encoded, or
+   * copied, before this returns: the bytes of a snapshot chunk are reused for the next chunk read afterwards.
+   */
   readonly send: (to: number, message: Message) => void;
   /**
    * Called once when the replica fails (an invariant broke or storage failed), to log it loudly; the replica no
@@ -1104,7 +1107,10 @@ export class PartitionReplica {
     if (ready.snapshot !== null && prepared !== null && ready.snapshot.index >= prepared.index) {
       void this.discardSnapshot(prepared.data);
     }
-    for (const message of ready.messages) this.options.send(message.to, message);
+    for (const message of ready.messages) {
+      this.options.send(message.to, message);
+      if (message.type === "snapshotChunk") this.storage.recycleSnapshotChunk(message.data);
+    }
     if (this.status.role !== "leader") {
       for (const entry of ready.entriesToPersist) this.receivedBytes += entry.data.byteLength;
       for (const chunk of ready.snapshotReceipt?.chunks ?? []) this.receivedBytes += chunk.data.byteLength;

@@ -22,8 +22,9 @@ import type { Envelope, NodeId, PeerAddress } from "./envelope.js";
 import { PROTOCOL_VERSION } from "./envelope.js";
 import type { HandshakeFailureReason, RemoteErrorCode } from "./errors.js";
 import { HandshakeError, PeerUnreachableError, ProtocolError, TransportClosedError } from "./errors.js";
+import { FramePool } from "./frame-pool.js";
 import { FramedConnection } from "./framed-connection.js";
-import { encodeFrame } from "./framing.js";
+import { encodeFrame, FRAME_HEADER_BYTES } from "./framing.js";
 import {
   acceptorProof,
   type ConnectorIdentity,
@@ -37,6 +38,12 @@ import { DEFAULT_CONNECTION_OPTIONS, definedOnly, emptyStatistics, validateConne
 import type { LinkState } from "./outbound-link.js";
 import { OutboundLink } from "./outbound-link.js";
 import { RefusalLog } from "./refusal-log.js";
+
+/** One-way frames of at least this many bytes (snapshot chunks, large appends) reuse buffers (see frame-pool.ts). */
+const POOLED_FRAME_MIN_BYTES = 256 * 1024;
+
+/** Free frame buffers a transport keeps: about a snapshot transfer's window of chunks. */
+const POOLED_FRAMES_KEPT = 16;
 
 /** Who sent a request: a peer node, or a client (such as the gateway) that has no node id. */
 export type RequestSender =
@@ -114,6 +121,8 @@ export interface TransportStatistics {
   readonly protocolErrors: number;
   /** What became of the handshakes of inbound connections. */
   readonly handshakes: HandshakeStatistics;
+  /** Large outgoing frames encoded into memory of an earlier frame the socket had written (see frame-pool.ts). */
+  readonly framesReusingMemory: number;
 }
 
 interface InboundState {
@@ -146,6 +155,8 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
   private readonly maxUnauthenticatedConnections: number;
   private readonly maxUnauthenticatedConnectionsPerAddress: number;
   private readonly random: () => number;
+  /** Buffers of large one-way frames (snapshot chunks), shared by the links to every peer. */
+  private readonly framePool: FramePool;
   private readonly server: Server;
   private readonly addresses = new Map<NodeId, PeerAddress>();
   private readonly links = new Map<NodeId, OutboundLink>();
@@ -208,6 +219,11 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
     );
     this.refusalLog = new RefusalLog(logger);
     this.random = random ?? Math.random;
+    this.framePool = new FramePool({
+      minFrameBytes: POOLED_FRAME_MIN_BYTES,
+      maxFrameBytes: Math.max(POOLED_FRAME_MIN_BYTES, this.options.maxFrameBytes + FRAME_HEADER_BYTES),
+      maxFreeBuffers: POOLED_FRAMES_KEPT,
+    });
     this.server = createServer((socket) => this.accept(socket));
   }
 
@@ -322,6 +338,7 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
       clients: { ...this.clientStatistics },
       protocolErrors: this.protocolErrors,
       handshakes: { ...this.handshakeCounters, pending: this.unauthenticatedConnections.size },
+      framesReusingMemory: this.framePool.reusedFrames,
     };
   }
 
@@ -375,6 +392,7 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
       logger: this.settings.logger,
       statistics: this.statisticsOf(peerId),
       random: this.random,
+      framePool: this.framePool,
     });
     this.links.set(peerId, link);
     return link;

@@ -34,6 +34,7 @@ import {
   TransportClosedError,
   TransportTimeoutError,
 } from "./errors.js";
+import type { FramePool } from "./frame-pool.js";
 import { FramedConnection } from "./framed-connection.js";
 import { encodeFrame } from "./framing.js";
 import {
@@ -65,6 +66,8 @@ export interface OutboundLinkSettings {
   readonly statistics: PeerStatistics;
   /** Source of jitter in [0, 1). */
   readonly random: () => number;
+  /** Where the frames of one-way messages come from; each goes back once its socket wrote it. None: allocated. */
+  readonly framePool?: FramePool;
   /** Where failed handshakes are reported; none: nowhere. */
   readonly logger?: Logger | undefined;
 }
@@ -140,7 +143,7 @@ export class OutboundLink {
       this.settings.statistics.framesDropped += 1;
       return false;
     }
-    const frame = encodeFrame({ kind: "message", body }, this.settings.options.maxFrameBytes);
+    const frame = encodeFrame({ kind: "message", body }, this.settings.options.maxFrameBytes, this.settings.framePool);
     if (!this.hasRoomFor(frame)) {
       this.settings.statistics.framesDropped += 1;
       return false;
@@ -243,7 +246,11 @@ export class OutboundLink {
       }
       this.settings.statistics.framesSent += 1;
       this.settings.statistics.bytesSent += queued.frame.length;
-      this.socketFull = !connection.write(queued.frame);
+      const pool = this.settings.framePool;
+      this.socketFull = !connection.write(
+        queued.frame,
+        pool === undefined || queued.correlationId !== undefined ? undefined : () => pool.release(queued.frame),
+      );
     }
   }
 

@@ -10,6 +10,7 @@ import { PartitionReplica } from "../../../src/cluster/broker/partition-replica.
 import type { PublishMessageCommand } from "../../../src/cluster/broker/protocol.js";
 import { type Member, type Message, votersOf } from "../../../src/cluster/raft/index.js";
 import { StorageEnvironment } from "../../../src/cluster/raft/storage/environment.js";
+import { detachedMessage } from "../../support/replica-messages.js";
 import { removeDirectory, temporaryDirectory, waitFor } from "./support.js";
 
 function command(name: string): PublishMessageCommand {
@@ -47,7 +48,7 @@ describe("PartitionReplica membership changes", () => {
       maxApplyLagEntries: 10_000,
       send: (to, message) => {
         if (isolated.has(memberId) || isolated.has(to) || dropping?.(memberId, message)) return;
-        replicas.get(to)?.receive(message);
+        replicas.get(to)?.receive(detachedMessage(message));
       },
       onFailure: (error) => {
         throw error;

@@ -479,6 +479,46 @@ describe("MemberStorage", () => {
       }, 4);
     });
 
+    it("reads the next chunks into the buffers a sender handed back, a bounded number of them, and copies each out of LMDB", async () => {
+      await withStorage(async (storage) => {
+        const snapshot = makeSnapshot(7, 2, 64);
+        await storage.installSnapshot(snapshot);
+        const expected = (offset: number): Uint8Array => snapshot.data.subarray(offset, offset + 4);
+        // Chunks read without handing any back each have memory of their own, which later reads leave alone.
+        const first = storage.snapshotChunk(snapshot.metadata, 0, 4) as Uint8Array;
+        const second = storage.snapshotChunk(snapshot.metadata, 4, 4) as Uint8Array;
+        expect(first.buffer).not.toBe(second.buffer);
+        expect(first).toEqual(expected(0));
+        expect(second).toEqual(expected(4));
+        // A chunk handed back is filled by the next read.
+        storage.recycleSnapshotChunk(first);
+        const reused = storage.snapshotChunk(snapshot.metadata, 8, 4) as Uint8Array;
+        expect(reused.buffer).toBe(first.buffer);
+        expect(reused).toEqual(expected(8));
+        expect(second).toEqual(expected(4));
+        // Part of a chunk, or a buffer of another size, is never reused; the same buffer is kept once.
+        storage.recycleSnapshotChunk(second.subarray(1));
+        storage.recycleSnapshotChunk(new Uint8Array(8));
+        storage.recycleSnapshotChunk(second);
+        storage.recycleSnapshotChunk(second);
+        expect((storage.snapshotChunk(snapshot.metadata, 12, 4) as Uint8Array).buffer).toBe(second.buffer);
+        expect((storage.snapshotChunk(snapshot.metadata, 16, 4) as Uint8Array).buffer).not.toBe(second.buffer);
+        // At most 8 buffers are kept: of 12 handed back, the next 12 reads reuse 8.
+        const handedBack = Array.from({ length: 12 }, (_, position) => {
+          const chunk = storage.snapshotChunk(snapshot.metadata, 4 * position, 4) as Uint8Array;
+          return chunk;
+        });
+        for (const chunk of handedBack) storage.recycleSnapshotChunk(chunk);
+        const buffers = new Set(handedBack.map((chunk) => chunk.buffer));
+        const reads = Array.from({ length: 12 }, (_, position) => {
+          const chunk = storage.snapshotChunk(snapshot.metadata, 4 * position, 4) as Uint8Array;
+          expect(chunk).toEqual(expected(4 * position));
+          return chunk;
+        });
+        expect(reads.filter((chunk) => buffers.has(chunk.buffer))).toHaveLength(8);
+      }, 4);
+    });
+
     it("answers null for a snapshot that is no longer the stored one", async () => {
       await withStorage(async (storage) => {
         const older = makeSnapshot(7, 2, 10);
@@ -722,6 +762,25 @@ describe("MemberStorage", () => {
         expect(reopened.snapshotChunk(snapshot.metadata, 2, 5)).toEqual(snapshot.data.subarray(2, 7));
         await reopened.close();
       });
+    });
+
+    it("stores every receipt's chunks intact though each receipt encodes into the memory of the one before", async () => {
+      await withStorage(async (storage) => {
+        const snapshot = makeSnapshot(12, 3, 40);
+        const chunk = (offset: number, end: number) => ({ offset, data: snapshot.data.subarray(offset, end) });
+        // Receipts of whole and partial chunks: sizes 4 | 4 3 | 1 | 4 2 | 4 4 4 | 4 4 2, 40 bytes in all.
+        const receipts = [[4], [4, 3], [1], [4, 2], [4, 4, 4], [4, 4, 2]];
+        let offset = 0;
+        for (const [position, sizes] of receipts.entries()) {
+          const chunks = sizes.map((size) => {
+            offset += size;
+            return chunk(offset - size, offset);
+          });
+          await storage.receiveSnapshotChunks({ metadata: snapshot.metadata, restart: position === 0, chunks });
+        }
+        expect(await storage.finishSnapshotReceive()).toEqual(snapshot.metadata);
+        expect(storage.snapshot()).toEqual(snapshot);
+      }, 4);
     });
 
     it("starts a receipt over when told to, even for the same snapshot", async () => {
