@@ -66,6 +66,11 @@ function sealChecksum(value: Uint8Array): Uint8Array {
   return value;
 }
 
+/** The checksum an encoded (or stored and verified) snapshot chunk carries: the CRC-32C of its data. */
+export function encodedChunkChecksum(encoded: Uint8Array): number {
+  return viewOf(encoded).getUint32(0);
+}
+
 /** Encodes one log entry with its checksum. */
 export function encodeEntry(entry: Entry): Uint8Array {
   const value = new Uint8Array(encodedEntryBytes(entry));

@@ -39,10 +39,12 @@ import {
   encodeChunk,
   encodeChunkInto,
   encodedChunkBytes,
+  encodedChunkChecksum,
   encodeEntry,
   encodeRecord,
   verifyEntry,
 } from "./codec.js";
+import { combineCrc32c } from "./crc32c-combine.js";
 import { EntryCache } from "./entry-cache.js";
 import { type ChunkKey, StorageEnvironment, type TransactionParticipant } from "./environment.js";
 import type { GroupCommitOptions } from "./group-commit.js";
@@ -231,9 +233,13 @@ function isHardState(value: unknown): value is HardState {
 }
 
 /** `incoming` with `chunks`, which continue its received bytes in order, received too. */
+/**
+ * `incoming` after `chunks` were stored, each with its own checksum (the CRC-32C of its data, computed as it was
+ * encoded): the running checksum is derived from those, without reading the bytes again.
+ */
 function progressedIncoming(
   incoming: StoredIncomingSnapshot,
-  chunks: readonly { readonly offset: number; readonly data: Uint8Array }[],
+  chunks: readonly { readonly offset: number; readonly data: Uint8Array; readonly checksum: number }[],
 ): StoredIncomingSnapshot {
   let { receivedBytes, receivedChecksum } = incoming;
   for (const chunk of chunks) {
@@ -241,7 +247,7 @@ function progressedIncoming(
       throw new Error(`invariant violated: received chunk at ${chunk.offset} does not continue at ${receivedBytes}`);
     }
     receivedBytes += chunk.data.byteLength;
-    receivedChecksum = crc32c(chunk.data, receivedChecksum) >>> 0;
+    receivedChecksum = combineCrc32c(receivedChecksum, chunk.checksum, chunk.data.byteLength);
   }
   return { ...incoming, receivedBytes, receivedChecksum };
 }
@@ -889,8 +895,8 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     const slot = receipt.restart || current === null ? this.reserveSlot() : current.slot;
     const chunks = receipt.chunks.map((chunk) => {
       this.checkReceivedChunk(chunk.offset, chunk.data);
-      const target = this.encodedChunkBuffer(chunk.data.byteLength);
-      return { offset: chunk.offset, data: chunk.data, encoded: encodeChunkInto(chunk.data, target) };
+      const encoded = encodeChunkInto(chunk.data, this.encodedChunkBuffer(chunk.data.byteLength));
+      return { offset: chunk.offset, data: chunk.data, encoded, checksum: encodedChunkChecksum(encoded) };
     });
     await this.writeReceivedChunks(slot, chunks);
     // LMDB is done with the encoded chunks once they are durable: the next receipt encodes into their memory.
@@ -1123,7 +1129,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     const progressed: StoredIncomingSnapshot = {
       ...incoming,
       receivedBytes,
-      receivedChecksum: crc32c(data, incoming.receivedChecksum) >>> 0,
+      receivedChecksum: combineCrc32c(incoming.receivedChecksum, encodedChunkChecksum(encoded), data.byteLength),
     };
     this.environment.state.put(this.scope, INCOMING_SNAPSHOT_KEY, encodeRecord(progressed));
     staged.incoming = progressed;
@@ -1239,7 +1245,8 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
         break;
       }
       if (data.byteLength === 0 || receivedBytes + data.byteLength > metadata.sizeBytes) break;
-      receivedChecksum = crc32c(data, receivedChecksum) >>> 0;
+      // The chunk's own checksum, just verified against its data.
+      receivedChecksum = combineCrc32c(receivedChecksum, encodedChunkChecksum(value), data.byteLength);
       receivedBytes += data.byteLength;
     }
     return { metadata, slot, receivedBytes, receivedChecksum };
