@@ -94,6 +94,11 @@ export interface PartitionReplicaOptions {
   readonly electionTimeoutMs: number;
   /** Applied entries between two snapshots (log compactions). */
   readonly snapshotIntervalEntries: number;
+  /**
+   * Chunks of a snapshot in flight per member receiving it (default `DEFAULT_SNAPSHOT_WINDOW_CHUNKS`): a wider window
+   * lets the receiver write more chunks per durable commit, and bounds the memory a transfer holds on both sides.
+   */
+  readonly snapshotWindowChunks?: number;
   /** Proposals waiting for their commit at once; beyond it publish answers `unavailable`. */
   readonly maxPendingProposals: number;
   /** A replica whose applied index trails the commit index it knows by more than this is unhealthy. */
@@ -219,6 +224,9 @@ const SNAPSHOT_TRANSFER_COMPACTION_DEFERRAL = 4;
  * meanwhile); beyond them the backup runs at full speed to its end.
  */
 const BACKUP_PACING_LOG_LIMIT_INTERVALS = 3;
+/** Chunks of a snapshot in flight per member receiving it, unless `snapshotWindowChunks` says otherwise. */
+const DEFAULT_SNAPSHOT_WINDOW_CHUNKS = 16;
+
 /** Longest a slice of snapshot encoding holds the event loop before it lets other work run. */
 const SNAPSHOT_SLICE_MS = 2;
 /** Messages encoded between two looks at the clock while a snapshot is encoded. */
@@ -401,9 +409,8 @@ export class PartitionReplica {
         maxEntriesPerMessage: 1024,
         maxBytesPerMessage: 1024 * 1024,
         snapshotChunkBytes: 1024 * 1024,
-        // A window of chunks in flight per member receiving a snapshot, resent after an election timeout without
-        // progress; a wider window lets the receiver write more chunks per durable commit.
-        snapshotWindowChunks: 16,
+        // Resent after an election timeout without progress.
+        snapshotWindowChunks: options.snapshotWindowChunks ?? DEFAULT_SNAPSHOT_WINDOW_CHUNKS,
         snapshotResendTicks: electionTimeoutTicks,
         maxCommittedEntriesPerReady: 1024,
         maxPendingReads: 1024,

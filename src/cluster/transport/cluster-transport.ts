@@ -17,14 +17,14 @@
 import type { Server, Socket } from "node:net";
 import { createServer } from "node:net";
 import type { Logger } from "pino";
+import { BufferPool } from "../../buffers/buffer-pool.js";
 import type { ClusterCredentials } from "./cluster-credentials.js";
 import type { Envelope, NodeId, PeerAddress } from "./envelope.js";
 import { PROTOCOL_VERSION } from "./envelope.js";
 import type { HandshakeFailureReason, RemoteErrorCode } from "./errors.js";
 import { HandshakeError, PeerUnreachableError, ProtocolError, TransportClosedError } from "./errors.js";
-import { FramePool } from "./frame-pool.js";
 import { FramedConnection } from "./framed-connection.js";
-import { encodeFrame, FRAME_HEADER_BYTES } from "./framing.js";
+import { encodeFrame } from "./framing.js";
 import {
   acceptorProof,
   type ConnectorIdentity,
@@ -39,11 +39,17 @@ import type { LinkState } from "./outbound-link.js";
 import { OutboundLink } from "./outbound-link.js";
 import { RefusalLog } from "./refusal-log.js";
 
-/** One-way frames of at least this many bytes (snapshot chunks, large appends) reuse buffers (see frame-pool.ts). */
-const POOLED_FRAME_MIN_BYTES = 256 * 1024;
-
-/** Free frame buffers a transport keeps: about a snapshot transfer's window of chunks. */
-const POOLED_FRAMES_KEPT = 16;
+/**
+ * The frames of one-way messages from 256 KiB to 4 MiB (snapshot chunks, large appends) reuse memory (see
+ * buffer-pool.ts); a transport keeps about a snapshot transfer's window of them free, and at most 32 MiB.
+ */
+const FRAME_POOL = {
+  minBytes: 256 * 1024,
+  maxBytes: 4 * 1024 * 1024,
+  capacityStepBytes: 64 * 1024,
+  maxFreeBuffers: 16,
+  maxFreeBytes: 32 * 1024 * 1024,
+} as const;
 
 /** Who sent a request: a peer node, or a client (such as the gateway) that has no node id. */
 export type RequestSender =
@@ -121,7 +127,7 @@ export interface TransportStatistics {
   readonly protocolErrors: number;
   /** What became of the handshakes of inbound connections. */
   readonly handshakes: HandshakeStatistics;
-  /** Large outgoing frames encoded into memory of an earlier frame the socket had written (see frame-pool.ts). */
+  /** Large outgoing frames encoded into memory of an earlier frame the socket had written (see buffer-pool.ts). */
   readonly framesReusingMemory: number;
 }
 
@@ -156,7 +162,7 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
   private readonly maxUnauthenticatedConnectionsPerAddress: number;
   private readonly random: () => number;
   /** Buffers of large one-way frames (snapshot chunks), shared by the links to every peer. */
-  private readonly framePool: FramePool;
+  private readonly framePool = new BufferPool(FRAME_POOL);
   private readonly server: Server;
   private readonly addresses = new Map<NodeId, PeerAddress>();
   private readonly links = new Map<NodeId, OutboundLink>();
@@ -219,11 +225,6 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
     );
     this.refusalLog = new RefusalLog(logger);
     this.random = random ?? Math.random;
-    this.framePool = new FramePool({
-      minFrameBytes: POOLED_FRAME_MIN_BYTES,
-      maxFrameBytes: Math.max(POOLED_FRAME_MIN_BYTES, this.options.maxFrameBytes + FRAME_HEADER_BYTES),
-      maxFreeBuffers: POOLED_FRAMES_KEPT,
-    });
     this.server = createServer((socket) => this.accept(socket));
   }
 
@@ -338,7 +339,7 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
       clients: { ...this.clientStatistics },
       protocolErrors: this.protocolErrors,
       handshakes: { ...this.handshakeCounters, pending: this.unauthenticatedConnections.size },
-      framesReusingMemory: this.framePool.reusedFrames,
+      framesReusingMemory: this.framePool.reusedBuffers,
     };
   }
 

@@ -20,6 +20,7 @@
  */
 import { connect } from "node:net";
 import type { Logger } from "pino";
+import type { BufferPool } from "../../buffers/buffer-pool.js";
 import { backoffDelayMs } from "./backoff.js";
 import type { ClusterCredentials } from "./cluster-credentials.js";
 import type { Envelope, NodeId, PeerAddress } from "./envelope.js";
@@ -34,7 +35,6 @@ import {
   TransportClosedError,
   TransportTimeoutError,
 } from "./errors.js";
-import type { FramePool } from "./frame-pool.js";
 import { FramedConnection } from "./framed-connection.js";
 import { encodeFrame } from "./framing.js";
 import {
@@ -67,7 +67,7 @@ export interface OutboundLinkSettings {
   /** Source of jitter in [0, 1). */
   readonly random: () => number;
   /** Where the frames of one-way messages come from; each goes back once its socket wrote it. None: allocated. */
-  readonly framePool?: FramePool;
+  readonly framePool?: BufferPool;
   /** Where failed handshakes are reported; none: nowhere. */
   readonly logger?: Logger | undefined;
 }

@@ -94,12 +94,6 @@ export class SnapshotChecksumMismatchError extends Error {
 const DEFAULT_SNAPSHOT_CHUNK_BYTES = 1024 * 1024;
 
 /**
- * Chunk buffers a storage keeps for reuse (`recycleSnapshotChunk`): a few windows' worth of a leader's reads between
- * two `Ready`s, and a bound on the memory an idle leader keeps.
- */
-const MAX_RECYCLED_CHUNK_BUFFERS = 8;
-
-/**
  * Bytes of snapshot data `prepareSnapshot` cuts into checksummed chunks between two turns it yields: each chunk is
  * copied and checksummed on the caller's thread, and a snapshot of hundreds of megabytes cut in one go held a broker
  * (every replica of it, and its coordinator's requests) for longer than a peer waits for an answer.
@@ -269,10 +263,6 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   /** First element of every key this storage writes: its records never mix with another member's. */
   private readonly scope: number;
   private readonly snapshotChunkBytes: number;
-  /** Buffers of `snapshotChunkBytes` handed back by readers of snapshot chunks (`recycleSnapshotChunk`). */
-  private readonly recycledChunkBuffers: ArrayBuffer[] = [];
-  /** Buffers of received chunks as stored, free again once LMDB made them durable (`recycleEncodedChunk`). */
-  private readonly recycledEncodedChunkBuffers: ArrayBuffer[] = [];
   /** What is durable right now. */
   private durable: View;
   /** The copy the running transaction changes; replaces `durable` once that transaction is durable. */
@@ -728,25 +718,14 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   }
 
   /**
-   * Hands back a chunk `snapshotChunk` returned once its reader is done with it (a leader, once the chunk's message
+   * Hands back a chunk `snapshotChunk` returned, once its reader is done with it (a leader, once the chunk's message
    * was encoded for the network): the next read fills its memory instead of allocating another chunk. Reading a
    * snapshot allocated a chunk-sized buffer per chunk otherwise, and at the rate a snapshot is sent those
-   * allocations made the garbage collector run full collections of the whole heap back to back.
+   * allocations made the garbage collector run full collections of the whole heap back to back. Anything else
+   * (a part of a chunk, a chunk handed back before) is ignored.
    */
   recycleSnapshotChunk(chunk: Uint8Array): void {
-    // Only whole buffers of the chunk size are kept, and a bounded number of them.
-    if (chunk.byteOffset !== 0 || chunk.buffer.byteLength !== this.snapshotChunkBytes) return;
-    if (this.recycledChunkBuffers.length >= MAX_RECYCLED_CHUNK_BUFFERS) return;
-    if (!(chunk.buffer instanceof ArrayBuffer) || this.recycledChunkBuffers.includes(chunk.buffer)) return;
-    this.recycledChunkBuffers.push(chunk.buffer);
-  }
-
-  /** A buffer of `bytes` for a snapshot chunk read: a recycled one when there is one and it fits. */
-  private chunkBuffer(bytes: number): Uint8Array {
-    const recycled = bytes <= this.snapshotChunkBytes ? this.recycledChunkBuffers.pop() : undefined;
-    return recycled === undefined
-      ? new Uint8Array(new ArrayBuffer(Math.max(bytes, this.snapshotChunkBytes)), 0, bytes)
-      : new Uint8Array(recycled, 0, bytes);
+    this.environment.chunkBuffers.release(chunk);
   }
 
   /** Metadata of the stored snapshot, without reading its data. */
@@ -783,12 +762,12 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     if (volatile !== undefined) {
       const data = chunkDataView(volatile.subarray(0, volatile.length), `snapshot chunk at ${offset}`);
       if (data.byteLength === end - offset) {
-        const copy = this.chunkBuffer(data.byteLength);
+        const copy = this.environment.chunkBuffers.acquire(data.byteLength);
         copy.set(data);
         return copy;
       }
     }
-    const result = this.chunkBuffer(end - offset);
+    const result = this.environment.chunkBuffers.acquire(end - offset);
     // The stored chunk holding `offset` is the last one starting at or before it. Stored chunks need not be cut the
     // way this storage cuts them now: a received snapshot keeps the sender's chunks.
     const [first] = this.environment.chunks.getKeys({
@@ -895,12 +874,16 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     const slot = receipt.restart || current === null ? this.reserveSlot() : current.slot;
     const chunks = receipt.chunks.map((chunk) => {
       this.checkReceivedChunk(chunk.offset, chunk.data);
-      const encoded = encodeChunkInto(chunk.data, this.encodedChunkBuffer(chunk.data.byteLength));
+      // Memory LMDB is done with once the chunks are durable (the pool's module comment says why it is reused).
+      const encoded = encodeChunkInto(
+        chunk.data,
+        this.environment.chunkBuffers.acquire(encodedChunkBytes(chunk.data.byteLength)),
+      );
       return { offset: chunk.offset, data: chunk.data, encoded, checksum: encodedChunkChecksum(encoded) };
     });
     await this.writeReceivedChunks(slot, chunks);
     // LMDB is done with the encoded chunks once they are durable: the next receipt encodes into their memory.
-    for (const chunk of chunks) this.recycleEncodedChunk(chunk.encoded);
+    for (const chunk of chunks) this.environment.chunkBuffers.release(chunk.encoded);
     if (!receipt.restart) {
       // The chunks, durable now, are the receipt's durable progress (see `recoverIncoming`): no transaction, and no
       // second sync, is needed to acknowledge them.
@@ -1078,26 +1061,6 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     if (data.byteLength === 0 || data.byteLength > this.snapshotChunkBytes) {
       throw new Error(`snapshot chunk must hold 1 to ${this.snapshotChunkBytes} bytes, got ${data.byteLength}`);
     }
-  }
-
-  /**
-   * A buffer for a received chunk of `dataBytes` as it is stored: a recycled one when there is one. Received chunks
-   * allocated a chunk-sized buffer each otherwise, and at a transfer's rate those allocations made the garbage
-   * collector run full collections of the whole heap back to back (as for a sender, see `recycleSnapshotChunk`).
-   */
-  private encodedChunkBuffer(dataBytes: number): Uint8Array {
-    const bytes = encodedChunkBytes(dataBytes);
-    const capacity = encodedChunkBytes(this.snapshotChunkBytes);
-    const recycled = this.recycledEncodedChunkBuffers.pop();
-    return new Uint8Array(recycled ?? new ArrayBuffer(capacity), 0, bytes);
-  }
-
-  /** Keeps the memory of a received chunk LMDB has made durable, for the next one (a bounded number of them). */
-  private recycleEncodedChunk(encoded: Uint8Array): void {
-    if (encoded.byteOffset !== 0 || encoded.buffer.byteLength !== encodedChunkBytes(this.snapshotChunkBytes)) return;
-    if (!(encoded.buffer instanceof ArrayBuffer)) return;
-    if (this.recycledEncodedChunkBuffers.length >= MAX_RECYCLED_CHUNK_BUFFERS) return;
-    this.recycledEncodedChunkBuffers.push(encoded.buffer);
   }
 
   /** Stores a received chunk and the receipt's progress in the running transaction; a duplicate is ignored. */
