@@ -22,7 +22,10 @@
  * measured more than once and the faster run is the limit): `cp` of a file of the bytes the joins move between two
  * directories of the same disk followed by `sync`, and the same file sent over a loopback TCP socket from one Node.js
  * process to another, which writes it to a file and fsyncs it before it answers (`tcp-copy.ts`). The source file is
- * in the page cache in both, as a leader's recent snapshot mostly is.
+ * in the page cache in both, as a leader's recent snapshot mostly is. Beside them, the least a joiner must do besides
+ * moving the bytes: rebuilding an engine of the same state from its snapshot, alone in a process (`engine-rebuild.ts`).
+ * A joiner receives and rebuilds on its one JavaScript thread, so the receiver's CPU of the TCP copy plus the
+ * rebuild's CPU is a floor under its time, printed against the TCP copy with the ratios.
  *
  * Settings (environment): FLOWPLANE_BENCH_STATE_MB (state per part, default 1024), FLOWPLANE_BENCH_FILL_MESSAGES
  * (messages the state is made of, default 65,536: the message size follows; at most 240 KiB of variables each),
@@ -30,6 +33,8 @@
  * default 8), FLOWPLANE_BENCH_LOAD_RATE (the writes per second they offer together, default 300; 0 makes them a closed
  * loop, which measures the cluster's capacity but also every neighbour's load on a shared machine, and writes enough
  * entries to make the replicas snapshot again during the changes), FLOWPLANE_BENCH_BROKER_HEAP_MB (`--max-old-space-size` for the brokers and the gateway),
+ * FLOWPLANE_BENCH_NODE_ARGUMENTS (more Node.js arguments for the brokers and the gateway, space-separated, e.g.
+ * `--cpu-prof --cpu-prof-dir=/tmp/profiles` or `--trace-gc`),
  * FLOWPLANE_BENCH_DEADLINE_MIN (the run stops itself after this, default 30 + 5 per 100 MB of state).
  * Everything runs on 127.0.0.1 in a temporary directory, which is deleted at the end.
  */
@@ -63,6 +68,7 @@ import { changeTimeline, TIMELINE_COLUMNS } from "./timeline.js";
 const MiB = 1024 * 1024;
 const repositoryRoot = fileURLToPath(new URL("../../", import.meta.url));
 const tcpCopyScript = fileURLToPath(new URL("./tcp-copy.ts", import.meta.url));
+const engineRebuildScript = fileURLToPath(new URL("./engine-rebuild.ts", import.meta.url));
 
 const stateBytes = environmentInteger("FLOWPLANE_BENCH_STATE_MB", 1024) * MiB;
 const targetFillMessages = environmentInteger("FLOWPLANE_BENCH_FILL_MESSAGES", 65_536);
@@ -154,6 +160,8 @@ interface FillShape {
   readonly body: string;
   /** Bytes of the record the engine buffers for one message (what its state is counted in). */
   readonly recordBytes: number;
+  /** Characters of the one variable each message carries. */
+  readonly payloadBytes: number;
 }
 
 function fillShape(): FillShape {
@@ -172,6 +180,7 @@ function fillShape(): FillShape {
     messages: Math.ceil(stateBytes / recordBytes),
     body: JSON.stringify({ name: "fill", timeToLive: fillTimeToLiveMs, variables: { payload } }),
     recordBytes,
+    payloadBytes,
   };
 }
 
@@ -390,6 +399,8 @@ async function startCluster(
 ): Promise<LocalCluster> {
   const command = defaultCommand();
   if (brokerHeapMb !== undefined) command.nodeArguments.push(`--max-old-space-size=${brokerHeapMb}`);
+  const extraArguments = (process.env.FLOWPLANE_BENCH_NODE_ARGUMENTS ?? "").split(" ");
+  command.nodeArguments.push(...extraArguments.filter((argument) => argument !== ""));
   currentCluster = await startLocalCluster({
     dataDirectory: directory,
     gatewayPort: 0,
@@ -727,13 +738,31 @@ async function copyOverTcp(source: string, directory: string): Promise<CopyRun> 
   const receiverCpuMs = Number((await received).split(" ")[2]);
   await Promise.all([stopChild(receiver), stopChild(sender)]);
   await rm(target, { force: true });
-  return { ms: Number(sent[2]), cpuMs: Number(sent[3]) + receiverCpuMs };
+  return { ms: Number(sent[2]), cpuMs: Number(sent[3]) + receiverCpuMs, receiverCpuMs };
 }
 
-/** One copy: its time and the processor time of the processes doing it. */
+/**
+ * Time and processor time of rebuilding an engine that holds `messages` messages of `payloadBytes` from its snapshot,
+ * alone in a process of its own (see engine-rebuild.ts).
+ */
+async function rebuildEngine(messages: number, payloadBytes: number): Promise<CopyRun> {
+  const output = await runToEnd(process.execPath, [
+    "--import",
+    "tsx",
+    engineRebuildScript,
+    String(messages),
+    String(payloadBytes),
+  ]);
+  const fields = (output.split("\n").find((line) => line.startsWith("rebuilt ")) ?? "").split(" ");
+  if (fields.length !== 4) throw new Error(`engine-rebuild.ts printed no result: ${output.slice(0, 200)}`);
+  return { ms: Number(fields[2]), cpuMs: Number(fields[3]) };
+}
+
+/** One copy: its time and the processor time of the processes doing it (of the receiving one alone, if known). */
 interface CopyRun {
   readonly ms: number;
   readonly cpuMs: number;
+  readonly receiverCpuMs?: number;
 }
 
 /** The physical limits measured in one run: each copy's times (the fastest is the limit). */
@@ -743,15 +772,43 @@ interface Limits {
   readonly tcpMs: number[];
   readonly copyCpuMs: number[];
   readonly tcpCpuMs: number[];
+  /** Of `tcpCpuMs`, the receiving process's. */
+  readonly tcpReceiverCpuMs: number[];
+  /** The engine these bytes hold: its messages and their payload (the same shape as the fill's). */
+  readonly messages: number;
+  readonly payloadBytes: number;
+  /** Rebuilding that engine from its snapshot alone: what a joiner must do besides moving the bytes. */
+  readonly rebuildMs: number[];
+  readonly rebuildCpuMs: number[];
+}
+
+/** Limits for `bytes` of a state of `shape`, none measured yet. */
+function emptyLimits(bytes: number, shape: FillShape): Limits {
+  return {
+    bytes,
+    copyMs: [],
+    tcpMs: [],
+    copyCpuMs: [],
+    tcpCpuMs: [],
+    tcpReceiverCpuMs: [],
+    messages: Math.max(1, Math.round(bytes / shape.recordBytes)),
+    payloadBytes: shape.payloadBytes,
+    rebuildMs: [],
+    rebuildCpuMs: [],
+  };
 }
 
 async function measureLimits(limits: Limits, source: string, directory: string): Promise<void> {
   const tcp = await copyOverTcp(source, directory);
   limits.tcpMs.push(tcp.ms);
   limits.tcpCpuMs.push(tcp.cpuMs);
+  limits.tcpReceiverCpuMs.push(tcp.receiverCpuMs ?? Number.NaN);
   const copy = await copyOnDisk(source, directory);
   limits.copyMs.push(copy.ms);
   limits.copyCpuMs.push(copy.cpuMs);
+  const rebuild = await rebuildEngine(limits.messages, limits.payloadBytes);
+  limits.rebuildMs.push(rebuild.ms);
+  limits.rebuildCpuMs.push(rebuild.cpuMs);
 }
 
 /** The fastest of `times`. */
@@ -952,7 +1009,7 @@ async function measureJoin(dataDirectory: string, platform: BenchmarkPlatform): 
       (leaderMetrics.get("log_size_entries/1") ?? 0) * shape.recordBytes;
     const source = join(dataDirectory, "copy-source");
     makeSourceFile(source, expectedBytes);
-    const limits: Limits = { bytes: expectedBytes, copyMs: [], tcpMs: [], copyCpuMs: [], tcpCpuMs: [] };
+    const limits = emptyLimits(expectedBytes, shape);
     await measureLimits(limits, source, dataDirectory);
 
     await startBrokers(cluster, directory, [3, 4]);
@@ -1148,7 +1205,7 @@ async function measureScale(dataDirectory: string, platform: BenchmarkPlatform):
     );
     const source = join(dataDirectory, "copy-source");
     makeSourceFile(source, expectedBytes);
-    const limits: Limits = { bytes: expectedBytes, copyMs: [], tcpMs: [], copyCpuMs: [], tcpCpuMs: [] };
+    const limits = emptyLimits(expectedBytes, shape);
     await measureLimits(limits, source, dataDirectory);
 
     const pids = [0, 1, 2, 3, 4, 5].map((nodeId) => pidOf(cluster, nodeId));
@@ -1225,10 +1282,11 @@ function printLimits(title: string, limits: Limits): void {
   const median = (values: readonly number[]): number =>
     [...values].sort((left, right) => left - right)[Math.floor(values.length / 2)] ?? Number.NaN;
   printTable(
-    ["copy", "seconds by run", "fastest s", "MiB/s", "CPU s by run", "CPU s per GiB (median)"],
+    ["work", "seconds by run", "fastest s", "MiB/s", "CPU s by run", "CPU s per GiB (median)"],
     [
       ["cp + sync, same disk", limits.copyMs, limits.copyCpuMs] as const,
       ["loopback TCP + fsync", limits.tcpMs, limits.tcpCpuMs] as const,
+      [`engine rebuild alone (${limits.messages} messages)`, limits.rebuildMs, limits.rebuildCpuMs] as const,
     ].map(([name, times, cpuTimes]) => [
       name,
       times.map(seconds).join(" "),
@@ -1589,6 +1647,19 @@ function printRatios(join: JoinPart | undefined, scale: ScalePart | undefined): 
         "",
       ]);
     }
+    rows.push([
+      "A. engine rebuild alone / TCP copy",
+      formatNumber(fastest(join.limits.rebuildMs) / fastest(join.limits.tcpMs), 2),
+      "",
+    ]);
+    rows.push([
+      "A. a joiner's floor on one thread: (CPU of the TCP copy's receiver + of the engine rebuild) / TCP copy",
+      formatNumber(
+        (fastest(join.limits.tcpReceiverCpuMs) + fastest(join.limits.rebuildCpuMs)) / fastest(join.limits.tcpMs),
+        2,
+      ),
+      "",
+    ]);
     const before = rateOf(join.windows, "before");
     rows.push([
       "A. writes during the join / before",
@@ -1609,6 +1680,11 @@ function printRatios(join: JoinPart | undefined, scale: ScalePart | undefined): 
         change === scale.up ? "≤ 2" : "",
       ]);
     }
+    rows.push([
+      "B. engine rebuild alone / TCP copy (of the state the joins move)",
+      formatNumber(fastest(scale.limits.rebuildMs) / fastest(scale.limits.tcpMs), 2),
+      "",
+    ]);
     const before = rateOf(scale.windows, "before");
     rows.push([
       "B. writes during the scale-up / before",

@@ -37,6 +37,7 @@ import { PartitionEngine } from "../../src/cluster/engine/partition-engine.js";
 import { type Configuration, type Member, SeededRandom, votersOf } from "../../src/cluster/raft/index.js";
 import { StorageEnvironment } from "../../src/cluster/raft/storage/environment.js";
 import { MemberStorage } from "../../src/cluster/raft/storage/member-storage.js";
+import { detachedMessage } from "../support/replica-messages.js";
 import { SimulatedNetwork } from "./network.js";
 import { type ReplicaClockView, SimulatedReplicaTime } from "./replica-clock.js";
 import { type DiskLatency, JOURNAL_SEGMENT_BYTES, SimulatedReplicaDisk } from "./replica-disk.js";
@@ -489,7 +490,9 @@ export class ReplicaSimulation {
       maxPendingProposals: 64,
       maxApplyLagEntries: 10_000,
       send: (_to, message) => {
-        if (state.alive) this.network.send(message, this.tick);
+        if (state.alive) {
+          this.network.send(detachedMessage(message), this.tick);
+        }
       },
       onFailure: (error) => {
         if (state.alive) this.deferredViolations.push(`broker ${broker.id}'s replica failed: ${error.stack}`);

@@ -94,6 +94,11 @@ export interface PartitionReplicaOptions {
   readonly electionTimeoutMs: number;
   /** Applied entries between two snapshots (log compactions). */
   readonly snapshotIntervalEntries: number;
+  /**
+   * Chunks of a snapshot in flight per member receiving it (default `DEFAULT_SNAPSHOT_WINDOW_CHUNKS`): a wider window
+   * lets the receiver write more chunks per durable commit, and bounds the memory a transfer holds on both sides.
+   */
+  readonly snapshotWindowChunks?: number;
   /** Proposals waiting for their commit at once; beyond it publish answers `unavailable`. */
   readonly maxPendingProposals: number;
   /** A replica whose applied index trails the commit index it knows by more than this is unhealthy. */
@@ -103,7 +108,10 @@ export interface PartitionReplicaOptions {
    * (default: `IN_DOUBT_TIMEOUT_ELECTIONS` election timeouts).
    */
   readonly inDoubtTimeoutMs?: number;
-  /** Hands a Raft message to the transport (fire and forget; Raft tolerates loss). */
+  /**
+   * Hands a Raft message to the transport (fire and forget; Raft tolerates loss). The message must be encoded, or
+   * copied, before this returns: the bytes of a snapshot chunk are reused for the next chunk read afterwards.
+   */
   readonly send: (to: number, message: Message) => void;
   /**
    * Called once when the replica fails (an invariant broke or storage failed), to log it loudly; the replica no
@@ -216,6 +224,9 @@ const SNAPSHOT_TRANSFER_COMPACTION_DEFERRAL = 4;
  * meanwhile); beyond them the backup runs at full speed to its end.
  */
 const BACKUP_PACING_LOG_LIMIT_INTERVALS = 3;
+/** Chunks of a snapshot in flight per member receiving it, unless `snapshotWindowChunks` says otherwise. */
+const DEFAULT_SNAPSHOT_WINDOW_CHUNKS = 16;
+
 /** Longest a slice of snapshot encoding holds the event loop before it lets other work run. */
 const SNAPSHOT_SLICE_MS = 2;
 /** Messages encoded between two looks at the clock while a snapshot is encoded. */
@@ -398,9 +409,8 @@ export class PartitionReplica {
         maxEntriesPerMessage: 1024,
         maxBytesPerMessage: 1024 * 1024,
         snapshotChunkBytes: 1024 * 1024,
-        // A window of chunks in flight per member receiving a snapshot, resent after an election timeout without
-        // progress; a wider window lets the receiver write more chunks per durable commit.
-        snapshotWindowChunks: 16,
+        // Resent after an election timeout without progress.
+        snapshotWindowChunks: options.snapshotWindowChunks ?? DEFAULT_SNAPSHOT_WINDOW_CHUNKS,
         snapshotResendTicks: electionTimeoutTicks,
         maxCommittedEntriesPerReady: 1024,
         maxPendingReads: 1024,
@@ -1104,7 +1114,10 @@ export class PartitionReplica {
     if (ready.snapshot !== null && prepared !== null && ready.snapshot.index >= prepared.index) {
       void this.discardSnapshot(prepared.data);
     }
-    for (const message of ready.messages) this.options.send(message.to, message);
+    for (const message of ready.messages) {
+      this.options.send(message.to, message);
+      if (message.type === "snapshotChunk") this.storage.recycleSnapshotChunk(message.data);
+    }
     if (this.status.role !== "leader") {
       for (const entry of ready.entriesToPersist) this.receivedBytes += entry.data.byteLength;
       for (const chunk of ready.snapshotReceipt?.chunks ?? []) this.receivedBytes += chunk.data.byteLength;

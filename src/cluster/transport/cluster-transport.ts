@@ -17,6 +17,7 @@
 import type { Server, Socket } from "node:net";
 import { createServer } from "node:net";
 import type { Logger } from "pino";
+import { BufferPool } from "../../buffers/buffer-pool.js";
 import type { ClusterCredentials } from "./cluster-credentials.js";
 import type { Envelope, NodeId, PeerAddress } from "./envelope.js";
 import { PROTOCOL_VERSION } from "./envelope.js";
@@ -37,6 +38,18 @@ import { DEFAULT_CONNECTION_OPTIONS, definedOnly, emptyStatistics, validateConne
 import type { LinkState } from "./outbound-link.js";
 import { OutboundLink } from "./outbound-link.js";
 import { RefusalLog } from "./refusal-log.js";
+
+/**
+ * The frames of one-way messages from 256 KiB to 4 MiB (snapshot chunks, large appends) reuse memory (see
+ * buffer-pool.ts); a transport keeps about a snapshot transfer's window of them free, and at most 32 MiB.
+ */
+const FRAME_POOL = {
+  minBytes: 256 * 1024,
+  maxBytes: 4 * 1024 * 1024,
+  capacityStepBytes: 64 * 1024,
+  maxFreeBuffers: 16,
+  maxFreeBytes: 32 * 1024 * 1024,
+} as const;
 
 /** Who sent a request: a peer node, or a client (such as the gateway) that has no node id. */
 export type RequestSender =
@@ -114,6 +127,8 @@ export interface TransportStatistics {
   readonly protocolErrors: number;
   /** What became of the handshakes of inbound connections. */
   readonly handshakes: HandshakeStatistics;
+  /** Large outgoing frames encoded into memory of an earlier frame the socket had written (see buffer-pool.ts). */
+  readonly framesReusingMemory: number;
 }
 
 interface InboundState {
@@ -146,6 +161,8 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
   private readonly maxUnauthenticatedConnections: number;
   private readonly maxUnauthenticatedConnectionsPerAddress: number;
   private readonly random: () => number;
+  /** Buffers of large one-way frames (snapshot chunks), shared by the links to every peer. */
+  private readonly framePool = new BufferPool(FRAME_POOL);
   private readonly server: Server;
   private readonly addresses = new Map<NodeId, PeerAddress>();
   private readonly links = new Map<NodeId, OutboundLink>();
@@ -322,6 +339,7 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
       clients: { ...this.clientStatistics },
       protocolErrors: this.protocolErrors,
       handshakes: { ...this.handshakeCounters, pending: this.unauthenticatedConnections.size },
+      framesReusingMemory: this.framePool.reusedBuffers,
     };
   }
 
@@ -375,6 +393,7 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
       logger: this.settings.logger,
       statistics: this.statisticsOf(peerId),
       random: this.random,
+      framePool: this.framePool,
     });
     this.links.set(peerId, link);
     return link;

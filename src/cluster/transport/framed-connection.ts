@@ -68,9 +68,10 @@ export class FramedConnection implements EndOfTurnWriter {
   /**
    * Writes one encoded frame; returns false when the socket's buffer is full (wait for drain before writing more).
    * Frames written in the same turn of the event loop leave together in one system call at the end of the turn
-   * (see `end-of-turn-flush.ts`).
+   * (see `end-of-turn-flush.ts`). `onWritten` is called once the socket is done with the frame; a connection closed
+   * already writes nothing and never calls it.
    */
-  write(frame: Buffer): boolean {
+  write(frame: Buffer, onWritten?: () => void): boolean {
     if (this.closed) {
       return false;
     }
@@ -79,7 +80,9 @@ export class FramedConnection implements EndOfTurnWriter {
       this.socket.cork();
       flushAtEndOfTurn(this, this.flushPriority);
     }
-    return this.socket.write(frame);
+    // The socket calls `onWritten` once it is done with the frame, written or failed (a destroyed socket fails the
+    // writes it still held).
+    return onWritten === undefined ? this.socket.write(frame) : this.socket.write(frame, onWritten);
   }
 
   /** Hands the frames written during this turn to the kernel; called once per turn in which it wrote. */

@@ -6,6 +6,7 @@
  * allocate more than `maxFrameBytes` for one frame.
  */
 import { Packr, RESET_BUFFER_MODE } from "msgpackr";
+import type { BufferPool } from "../../buffers/buffer-pool.js";
 import { FrameTooLargeError, ProtocolError } from "./errors.js";
 
 /** Bytes of the length prefix in front of every frame body. */
@@ -27,15 +28,17 @@ const packr = new Packr({ useRecords: false });
  * The packer encodes every value at the start of one buffer it keeps (`RESET_BUFFER_MODE`), and the body is copied
  * into the frame at once. Left to itself, the packer would append each value after the previous one and allocate a
  * new buffer of four times the value's size whenever it ran out, which for a leader streaming 1 MiB snapshot chunks
- * meant another 4 MiB buffer every few chunks for the garbage collector.
+ * meant another 4 MiB buffer every few chunks for the garbage collector. With a `pool`, the frame's own buffer comes
+ * from it too, and the caller hands it back once the frame was written (see buffer-pool.ts).
  */
-export function encodeFrame(value: unknown, maxFrameBytes: number): Buffer {
+export function encodeFrame(value: unknown, maxFrameBytes: number, pool?: BufferPool): Buffer {
   const body = packr.pack(value, RESET_BUFFER_MODE);
   if (body.length > maxFrameBytes || body.length > LARGEST_ENCODABLE_BODY_BYTES) {
     throw new FrameTooLargeError(body.length, maxFrameBytes);
   }
   // Copy into a buffer of our own: the next encoding overwrites the packer's buffer.
-  const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + body.length);
+  const frameBytes = FRAME_HEADER_BYTES + body.length;
+  const frame = pool === undefined ? Buffer.allocUnsafe(frameBytes) : pool.acquireBuffer(frameBytes);
   frame.writeUInt32BE(body.length, 0);
   frame.set(body, FRAME_HEADER_BYTES);
   return frame;

@@ -20,6 +20,7 @@
  */
 import { connect } from "node:net";
 import type { Logger } from "pino";
+import type { BufferPool } from "../../buffers/buffer-pool.js";
 import { backoffDelayMs } from "./backoff.js";
 import type { ClusterCredentials } from "./cluster-credentials.js";
 import type { Envelope, NodeId, PeerAddress } from "./envelope.js";
@@ -65,6 +66,8 @@ export interface OutboundLinkSettings {
   readonly statistics: PeerStatistics;
   /** Source of jitter in [0, 1). */
   readonly random: () => number;
+  /** Where the frames of one-way messages come from; each goes back once its socket wrote it. None: allocated. */
+  readonly framePool?: BufferPool;
   /** Where failed handshakes are reported; none: nowhere. */
   readonly logger?: Logger | undefined;
 }
@@ -140,7 +143,7 @@ export class OutboundLink {
       this.settings.statistics.framesDropped += 1;
       return false;
     }
-    const frame = encodeFrame({ kind: "message", body }, this.settings.options.maxFrameBytes);
+    const frame = encodeFrame({ kind: "message", body }, this.settings.options.maxFrameBytes, this.settings.framePool);
     if (!this.hasRoomFor(frame)) {
       this.settings.statistics.framesDropped += 1;
       return false;
@@ -243,7 +246,11 @@ export class OutboundLink {
       }
       this.settings.statistics.framesSent += 1;
       this.settings.statistics.bytesSent += queued.frame.length;
-      this.socketFull = !connection.write(queued.frame);
+      const pool = this.settings.framePool;
+      this.socketFull = !connection.write(
+        queued.frame,
+        pool === undefined || queued.correlationId !== undefined ? undefined : () => pool.release(queued.frame),
+      );
     }
   }
 

@@ -19,6 +19,7 @@ import { partitionForCorrelationKey } from "../../../src/cluster/engine/correlat
 import { parseKey } from "../../../src/cluster/engine/keys.js";
 import { DEFAULT_TENANT_ID, engineCodec } from "../../../src/cluster/engine/records.js";
 import { StorageEnvironment } from "../../../src/cluster/raft/storage/environment.js";
+import { detachedMessage } from "../../support/replica-messages.js";
 import { removeDirectory, temporaryDirectory, waitFor } from "./support.js";
 
 function command(messageId: string): PublishMessageCommand {
@@ -301,7 +302,7 @@ describe("a leader change during a backup", () => {
           maxPendingProposals: 64,
           maxApplyLagEntries: 100,
           send: (to, message) => {
-            if (!cut.has(`${memberId}→${to}`)) replicas[to]?.receive(message);
+            if (!cut.has(`${memberId}→${to}`)) replicas[to]?.receive(detachedMessage(message));
           },
           onFailure: (error) => {
             throw error;

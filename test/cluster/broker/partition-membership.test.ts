@@ -10,6 +10,7 @@ import { PartitionReplica } from "../../../src/cluster/broker/partition-replica.
 import type { PublishMessageCommand } from "../../../src/cluster/broker/protocol.js";
 import { type Member, type Message, votersOf } from "../../../src/cluster/raft/index.js";
 import { StorageEnvironment } from "../../../src/cluster/raft/storage/environment.js";
+import { detachedMessage } from "../../support/replica-messages.js";
 import { removeDirectory, temporaryDirectory, waitFor } from "./support.js";
 
 function command(name: string): PublishMessageCommand {
@@ -26,6 +27,8 @@ describe("PartitionReplica membership changes", () => {
   const isolated = new Set<number>();
   /** Drops the messages it matches, when set. */
   let dropping: ((from: number, message: Message) => boolean) | null = null;
+  /** Chunks of a snapshot in flight per member receiving it, for replicas opened from now on (default when unset). */
+  let snapshotWindowChunks: number | undefined;
 
   async function openReplica(memberId: number, bootstrap: readonly Member[] | null): Promise<PartitionReplica> {
     let environment = environments.get(memberId);
@@ -43,11 +46,12 @@ describe("PartitionReplica membership changes", () => {
       heartbeatIntervalMs: 10,
       electionTimeoutMs: 80,
       snapshotIntervalEntries: 50,
+      snapshotWindowChunks,
       maxPendingProposals: 256,
       maxApplyLagEntries: 10_000,
       send: (to, message) => {
         if (isolated.has(memberId) || isolated.has(to) || dropping?.(memberId, message)) return;
-        replicas.get(to)?.receive(message);
+        replicas.get(to)?.receive(detachedMessage(message));
       },
       onFailure: (error) => {
         throw error;
@@ -68,6 +72,7 @@ describe("PartitionReplica membership changes", () => {
   beforeEach(() => {
     isolated.clear();
     dropping = null;
+    snapshotWindowChunks = undefined;
   });
 
   afterEach(async () => {
@@ -228,6 +233,33 @@ describe("PartitionReplica membership changes", () => {
     // the engine was read back from the installed snapshot.
     expect(joining.snapshotsRestoredWhileReceivingCount).toBe(0);
     await waitFor(() => joining.report().appliedIndex >= sender.report().commitIndex, "the joining replica caught up");
+    expect(joining.bufferedMessageCount).toBe(sender.bufferedMessageCount);
+  });
+
+  it("a joining replica receives a snapshot of several chunks one chunk at a time, each read into the memory of one sent before, and holds every message", async () => {
+    // A window of one chunk: every acknowledgement makes the leader read the next chunk, into a buffer handed back.
+    snapshotWindowChunks = 1;
+    await openGroup([voter(0, 3), voter(1), voter(2)]);
+    const sender = await leader();
+    // Over three 1 MiB chunks of snapshot, each chunk's bytes different from the others'.
+    for (let sequence = 0; sequence < 60; sequence += 1) {
+      const blob = String.fromCharCode(97 + (sequence % 26)).repeat(60_000);
+      await sender.publish({ ...command(`large-${sequence}`), variables: { blob } });
+    }
+    await waitFor(() => sender.latestSnapshotIndex > 0, "a snapshot on the leader");
+    const senderId = [...replicas.entries()].find(([, replica]) => replica === sender)?.[0] as number;
+    const senderEnvironment = environments.get(senderId) as StorageEnvironment;
+    const reusedBefore = senderEnvironment.chunkBuffers.reusedBuffers;
+    const joining = await openReplica(3, null);
+    await changeUntilDone({ type: "addLearner", member: 3, priority: 1 });
+    await waitFor(() => joining.installedSnapshotCount === 1, "the snapshot installed");
+    await waitFor(() => joining.report().appliedIndex >= sender.report().commitIndex, "the joining replica caught up");
+    // Chunks after the first were read into memory the leader had sent from (a fresh buffer each time otherwise; here
+    // an answer can arrive, and the next chunk be read, before the sending turn handed its chunk back).
+    expect(senderEnvironment.chunkBuffers.reusedBuffers - reusedBefore).toBeGreaterThanOrEqual(1);
+    expect(joining.membership().receivedBytes).toBeGreaterThan(3 * 1024 * 1024);
+    // A chunk overwritten before it was stored would have failed the snapshot's checksum at its install.
+    expect(joining.installedSnapshotCount).toBe(1);
     expect(joining.bufferedMessageCount).toBe(sender.bufferedMessageCount);
   });
 

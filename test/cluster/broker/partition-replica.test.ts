@@ -9,6 +9,7 @@ import {
 } from "../../../src/cluster/broker/partition-replica.js";
 import type { PublishMessageCommand, PublishMessageResponse } from "../../../src/cluster/broker/protocol.js";
 import { StorageEnvironment } from "../../../src/cluster/raft/storage/environment.js";
+import { detachedMessage } from "../../support/replica-messages.js";
 import { removeDirectory, temporaryDirectory, waitFor } from "./support.js";
 
 /** The most bytes one CRC-32C call read at once: a whole snapshot checksummed in one go shows here. */
@@ -296,7 +297,7 @@ describe("PartitionReplica in a three-member group whose links the test cuts", (
           maxApplyLagEntries: 100,
           inDoubtTimeoutMs,
           send: (to, message) => {
-            if (!cut.has(`${memberId}→${to}`)) replicas[to]?.receive(message);
+            if (!cut.has(`${memberId}→${to}`)) replicas[to]?.receive(detachedMessage(message));
           },
           onFailure: (error) => {
             throw error;

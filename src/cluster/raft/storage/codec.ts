@@ -66,6 +66,11 @@ function sealChecksum(value: Uint8Array): Uint8Array {
   return value;
 }
 
+/** The checksum an encoded (or stored and verified) snapshot chunk carries: the CRC-32C of its data. */
+export function encodedChunkChecksum(encoded: Uint8Array): number {
+  return viewOf(encoded).getUint32(0);
+}
+
 /** Encodes one log entry with its checksum. */
 export function encodeEntry(entry: Entry): Uint8Array {
   const value = new Uint8Array(encodedEntryBytes(entry));
@@ -161,9 +166,21 @@ export function decodeRecord(value: Uint8Array, location: string): unknown {
 
 /** Encodes one chunk of snapshot data with its own checksum. */
 export function encodeChunk(data: Uint8Array): Uint8Array {
-  const value = new Uint8Array(CHECKSUM_BYTES + data.byteLength);
-  value.set(data, CHECKSUM_BYTES);
-  return sealChecksum(value);
+  return encodeChunkInto(data, new Uint8Array(CHECKSUM_BYTES + data.byteLength));
+}
+
+/** Bytes of a chunk of `dataBytes` as `encodeChunk` stores it. */
+export function encodedChunkBytes(dataBytes: number): number {
+  return CHECKSUM_BYTES + dataBytes;
+}
+
+/** Encodes one chunk into `target`, which must be exactly `encodedChunkBytes(data.byteLength)` long. */
+export function encodeChunkInto(data: Uint8Array, target: Uint8Array): Uint8Array {
+  if (target.byteLength !== CHECKSUM_BYTES + data.byteLength) {
+    throw new Error(`invariant violated: a chunk of ${data.byteLength} bytes encoded into ${target.byteLength}`);
+  }
+  target.set(data, CHECKSUM_BYTES);
+  return sealChecksum(target);
 }
 
 /**

@@ -26,6 +26,7 @@
  */
 import { join } from "node:path";
 import { type Database, open, type RootDatabase, type RootDatabaseOptionsWithPath } from "lmdb";
+import { BufferPool } from "../../../buffers/buffer-pool.js";
 import { createPrivateDirectory, privateFileMode } from "../../../files/private-files.js";
 import { defaultGroupCommitOptions, type GroupCommitOptions, GroupCommitter } from "./group-commit.js";
 import { Journal, type JournalEntries, type JournalRecords } from "./journal.js";
@@ -82,6 +83,18 @@ export class StorageEnvironment {
   /** Records (hard state, log start, snapshot records) by (scope, name). */
   readonly state: JournalRecords;
   readonly chunks: ChunkDatabase;
+  /**
+   * Memory for snapshot chunks on their way, shared by the environment's members (a broker's replicas): a leader's
+   * chunk reads, handed back once sent, and a receiving member's chunks as stored, handed back once durable. At most
+   * a transfer window's worth is kept free.
+   */
+  readonly chunkBuffers = new BufferPool({
+    minBytes: 1,
+    maxBytes: 64 * 1024 * 1024,
+    capacityStepBytes: 4 * 1024,
+    maxFreeBuffers: 16,
+    maxFreeBytes: 32 * 1024 * 1024,
+  });
   private readonly journal: Journal;
   /** Chunks the running transaction releases: removed once it is durable (see `releaseChunk`). */
   private releasedChunks: ChunkKey[] = [];

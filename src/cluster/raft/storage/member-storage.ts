@@ -37,10 +37,14 @@ import {
   decodeEntry,
   decodeRecord,
   encodeChunk,
+  encodeChunkInto,
+  encodedChunkBytes,
+  encodedChunkChecksum,
   encodeEntry,
   encodeRecord,
   verifyEntry,
 } from "./codec.js";
+import { combineCrc32c } from "./crc32c-combine.js";
 import { EntryCache } from "./entry-cache.js";
 import { type ChunkKey, StorageEnvironment, type TransactionParticipant } from "./environment.js";
 import type { GroupCommitOptions } from "./group-commit.js";
@@ -223,9 +227,13 @@ function isHardState(value: unknown): value is HardState {
 }
 
 /** `incoming` with `chunks`, which continue its received bytes in order, received too. */
+/**
+ * `incoming` after `chunks` were stored, each with its own checksum (the CRC-32C of its data, computed as it was
+ * encoded): the running checksum is derived from those, without reading the bytes again.
+ */
 function progressedIncoming(
   incoming: StoredIncomingSnapshot,
-  chunks: readonly { readonly offset: number; readonly data: Uint8Array }[],
+  chunks: readonly { readonly offset: number; readonly data: Uint8Array; readonly checksum: number }[],
 ): StoredIncomingSnapshot {
   let { receivedBytes, receivedChecksum } = incoming;
   for (const chunk of chunks) {
@@ -233,7 +241,7 @@ function progressedIncoming(
       throw new Error(`invariant violated: received chunk at ${chunk.offset} does not continue at ${receivedBytes}`);
     }
     receivedBytes += chunk.data.byteLength;
-    receivedChecksum = crc32c(chunk.data, receivedChecksum) >>> 0;
+    receivedChecksum = combineCrc32c(receivedChecksum, chunk.checksum, chunk.data.byteLength);
   }
   return { ...incoming, receivedBytes, receivedChecksum };
 }
@@ -709,6 +717,17 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     return stored.metadata;
   }
 
+  /**
+   * Hands back a chunk `snapshotChunk` returned, once its reader is done with it (a leader, once the chunk's message
+   * was encoded for the network): the next read fills its memory instead of allocating another chunk. Reading a
+   * snapshot allocated a chunk-sized buffer per chunk otherwise, and at the rate a snapshot is sent those
+   * allocations made the garbage collector run full collections of the whole heap back to back. Anything else
+   * (a part of a chunk, a chunk handed back before) is ignored.
+   */
+  recycleSnapshotChunk(chunk: Uint8Array): void {
+    this.environment.chunkBuffers.release(chunk);
+  }
+
   /** Metadata of the stored snapshot, without reading its data. */
   snapshotMetadata(): SnapshotMetadata | null {
     this.assertOpen();
@@ -737,13 +756,18 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     if (end === offset) {
       return new Uint8Array(0);
     }
-    // The sender's usual case: the range is exactly one stored chunk, handed out without a copy.
-    const exact = this.environment.chunks.get([this.scope, stored.slot, offset]);
-    if (exact !== undefined) {
-      const data = chunkDataView(exact, `snapshot chunk at ${offset}`);
-      if (data.byteLength === end - offset) return data;
+    // The sender's usual case: the range is exactly one stored chunk. LMDB's buffer of it is only valid until the next
+    // read, so it is verified there and copied once, into a buffer a sender handed back (`recycleSnapshotChunk`).
+    const volatile = this.environment.chunks.getBinaryFast([this.scope, stored.slot, offset]);
+    if (volatile !== undefined) {
+      const data = chunkDataView(volatile.subarray(0, volatile.length), `snapshot chunk at ${offset}`);
+      if (data.byteLength === end - offset) {
+        const copy = this.environment.chunkBuffers.acquire(data.byteLength);
+        copy.set(data);
+        return copy;
+      }
     }
-    const result = new Uint8Array(end - offset);
+    const result = this.environment.chunkBuffers.acquire(end - offset);
     // The stored chunk holding `offset` is the last one starting at or before it. Stored chunks need not be cut the
     // way this storage cuts them now: a received snapshot keeps the sender's chunks.
     const [first] = this.environment.chunks.getKeys({
@@ -848,12 +872,18 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       }
     }
     const slot = receipt.restart || current === null ? this.reserveSlot() : current.slot;
-    const chunks = receipt.chunks.map((chunk) => ({
-      offset: chunk.offset,
-      data: chunk.data,
-      encoded: this.encodeReceivedChunk(chunk.offset, chunk.data),
-    }));
+    const chunks = receipt.chunks.map((chunk) => {
+      this.checkReceivedChunk(chunk.offset, chunk.data);
+      // Memory LMDB is done with once the chunks are durable (the pool's module comment says why it is reused).
+      const encoded = encodeChunkInto(
+        chunk.data,
+        this.environment.chunkBuffers.acquire(encodedChunkBytes(chunk.data.byteLength)),
+      );
+      return { offset: chunk.offset, data: chunk.data, encoded, checksum: encodedChunkChecksum(encoded) };
+    });
     await this.writeReceivedChunks(slot, chunks);
+    // LMDB is done with the encoded chunks once they are durable: the next receipt encodes into their memory.
+    for (const chunk of chunks) this.environment.chunkBuffers.release(chunk.encoded);
     if (!receipt.restart) {
       // The chunks, durable now, are the receipt's durable progress (see `recoverIncoming`): no transaction, and no
       // second sync, is needed to acknowledge them.
@@ -1019,13 +1049,18 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
 
   /** Checks a received chunk's shape and encodes it for storage (outside the transaction). */
   private encodeReceivedChunk(offset: number, data: Uint8Array): Uint8Array {
+    this.checkReceivedChunk(offset, data);
+    return encodeChunk(data);
+  }
+
+  /** Throws unless `data` may be a received chunk at `offset`. */
+  private checkReceivedChunk(offset: number, data: Uint8Array): void {
     if (!isNonNegativeInteger(offset)) {
       throw new Error(`invalid snapshot chunk offset ${offset}`);
     }
     if (data.byteLength === 0 || data.byteLength > this.snapshotChunkBytes) {
       throw new Error(`snapshot chunk must hold 1 to ${this.snapshotChunkBytes} bytes, got ${data.byteLength}`);
     }
-    return encodeChunk(data);
   }
 
   /** Stores a received chunk and the receipt's progress in the running transaction; a duplicate is ignored. */
@@ -1057,7 +1092,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     const progressed: StoredIncomingSnapshot = {
       ...incoming,
       receivedBytes,
-      receivedChecksum: crc32c(data, incoming.receivedChecksum) >>> 0,
+      receivedChecksum: combineCrc32c(incoming.receivedChecksum, encodedChunkChecksum(encoded), data.byteLength),
     };
     this.environment.state.put(this.scope, INCOMING_SNAPSHOT_KEY, encodeRecord(progressed));
     staged.incoming = progressed;
@@ -1173,7 +1208,8 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
         break;
       }
       if (data.byteLength === 0 || receivedBytes + data.byteLength > metadata.sizeBytes) break;
-      receivedChecksum = crc32c(data, receivedChecksum) >>> 0;
+      // The chunk's own checksum, just verified against its data.
+      receivedChecksum = combineCrc32c(receivedChecksum, encodedChunkChecksum(value), data.byteLength);
       receivedBytes += data.byteLength;
     }
     return { metadata, slot, receivedBytes, receivedChecksum };

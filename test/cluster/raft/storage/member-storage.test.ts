@@ -479,6 +479,40 @@ describe("MemberStorage", () => {
       }, 4);
     });
 
+    it("reads the next chunks into the buffers a sender handed back, and copies each out of LMDB", async () => {
+      await withStorage(async (storage) => {
+        const snapshot = makeSnapshot(7, 2, 64);
+        await storage.installSnapshot(snapshot);
+        const expected = (offset: number): Uint8Array => snapshot.data.subarray(offset, offset + 4);
+        // Chunks read without handing any back each have memory of their own, which later reads leave alone.
+        const first = storage.snapshotChunk(snapshot.metadata, 0, 4) as Uint8Array;
+        const second = storage.snapshotChunk(snapshot.metadata, 4, 4) as Uint8Array;
+        expect(first.buffer).not.toBe(second.buffer);
+        expect(first).toEqual(expected(0));
+        expect(second).toEqual(expected(4));
+        // A chunk handed back is filled by the next read.
+        storage.recycleSnapshotChunk(first);
+        const reused = storage.snapshotChunk(snapshot.metadata, 8, 4) as Uint8Array;
+        expect(reused.buffer).toBe(first.buffer);
+        expect(reused).toEqual(expected(8));
+        expect(second).toEqual(expected(4));
+        // A part of a chunk, a buffer it did not hand out, or a chunk handed back twice is not reused twice.
+        storage.recycleSnapshotChunk(second.subarray(1));
+        storage.recycleSnapshotChunk(new Uint8Array(4));
+        storage.recycleSnapshotChunk(second);
+        storage.recycleSnapshotChunk(second);
+        const third = storage.snapshotChunk(snapshot.metadata, 12, 4) as Uint8Array;
+        expect(third.buffer).toBe(second.buffer);
+        expect((storage.snapshotChunk(snapshot.metadata, 16, 4) as Uint8Array).buffer).not.toBe(second.buffer);
+        expect(third).toEqual(expected(12));
+        // Ranges across stored chunks come from the same memory.
+        storage.recycleSnapshotChunk(third);
+        const across = storage.snapshotChunk(snapshot.metadata, 2, 4) as Uint8Array;
+        expect(across.buffer).toBe(third.buffer);
+        expect(across).toEqual(snapshot.data.subarray(2, 6));
+      }, 4);
+    });
+
     it("answers null for a snapshot that is no longer the stored one", async () => {
       await withStorage(async (storage) => {
         const older = makeSnapshot(7, 2, 10);
@@ -722,6 +756,25 @@ describe("MemberStorage", () => {
         expect(reopened.snapshotChunk(snapshot.metadata, 2, 5)).toEqual(snapshot.data.subarray(2, 7));
         await reopened.close();
       });
+    });
+
+    it("stores every receipt's chunks intact though each receipt encodes into the memory of the one before", async () => {
+      await withStorage(async (storage) => {
+        const snapshot = makeSnapshot(12, 3, 40);
+        const chunk = (offset: number, end: number) => ({ offset, data: snapshot.data.subarray(offset, end) });
+        // Receipts of whole and partial chunks: sizes 4 | 4 3 | 1 | 4 2 | 4 4 4 | 4 4 2, 40 bytes in all.
+        const receipts = [[4], [4, 3], [1], [4, 2], [4, 4, 4], [4, 4, 2]];
+        let offset = 0;
+        for (const [position, sizes] of receipts.entries()) {
+          const chunks = sizes.map((size) => {
+            offset += size;
+            return chunk(offset - size, offset);
+          });
+          await storage.receiveSnapshotChunks({ metadata: snapshot.metadata, restart: position === 0, chunks });
+        }
+        expect(await storage.finishSnapshotReceive()).toEqual(snapshot.metadata);
+        expect(storage.snapshot()).toEqual(snapshot);
+      }, 4);
     });
 
     it("starts a receipt over when told to, even for the same snapshot", async () => {

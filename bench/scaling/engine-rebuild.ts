@@ -1,0 +1,51 @@
+/**
+ * The least a joining replica must do besides moving bytes: rebuild the partition's engine from a snapshot of the
+ * state it joins. This process builds an engine holding `<messages>` messages whose variables are `<payload bytes>`
+ * each (the shape of the benchmark's fill), encodes its snapshot, then restores an engine from that snapshot handed
+ * over in 1 MiB pieces, as a joiner does while chunks arrive, with nothing else to do: no network, no disk, no Raft.
+ *
+ *   node --import tsx bench/scaling/engine-rebuild.ts <messages> <payload bytes>
+ *     prints `rebuilt <snapshot bytes> <ms> <cpu ms>` (ms and cpu ms: of the restore alone)
+ */
+import { performance } from "node:perf_hooks";
+import { DEFAULT_TENANT_ID, encodeRecord, PartitionEngine } from "../../src/cluster/engine/index.js";
+
+/** Size of the pieces the restore is handed: the snapshot chunk size a joiner receives. */
+const PIECE_BYTES = 1024 * 1024;
+
+function main(messages: number, payloadBytes: number): void {
+  if (!Number.isSafeInteger(messages) || messages < 1 || !Number.isSafeInteger(payloadBytes) || payloadBytes < 0) {
+    throw new Error("usage: engine-rebuild.ts <messages> <payload bytes>");
+  }
+  const engine = new PartitionEngine({ partitionId: 1 });
+  const payload = "x".repeat(payloadBytes);
+  const publishedAtMs = Date.now();
+  for (let index = 1; index <= messages; index += 1) {
+    const record = encodeRecord({
+      kind: "publishMessage",
+      name: "fill",
+      correlationKey: "",
+      timeToLiveMs: 86_400_000,
+      variables: { payload },
+      tenantId: DEFAULT_TENANT_ID,
+      publishedAtMs,
+    });
+    engine.apply(index, record);
+  }
+  const snapshot = engine.snapshot();
+  const startedAtMs = performance.now();
+  const cpuAtStart = process.cpuUsage();
+  const restorer = PartitionEngine.restorer();
+  for (let offset = 0; offset < snapshot.byteLength; offset += PIECE_BYTES) {
+    restorer.push(snapshot.subarray(offset, offset + PIECE_BYTES));
+  }
+  const restored = restorer.finish();
+  const cpu = process.cpuUsage(cpuAtStart);
+  const elapsedMs = performance.now() - startedAtMs;
+  if (restored.bufferedMessageCount !== messages) {
+    throw new Error(`restored ${restored.bufferedMessageCount} messages of ${messages}`);
+  }
+  console.log(`rebuilt ${snapshot.byteLength} ${elapsedMs.toFixed(1)} ${((cpu.user + cpu.system) / 1000).toFixed(1)}`);
+}
+
+main(Number(process.argv[2]), Number(process.argv[3]));
