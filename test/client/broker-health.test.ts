@@ -10,6 +10,7 @@ import {
   type ManagementSource,
   startManagementServer,
 } from "../../src/cluster/broker/management.js";
+import { inactiveReplicaReport } from "../../src/cluster/broker/replica-host.js";
 import type { HttpServer } from "../../src/http/server.js";
 import { defaultHttpServerLimits } from "../support/http.js";
 import { scriptedServer, sendJson } from "./support.js";
@@ -24,17 +25,7 @@ describe("brokerHasStarted", () => {
     const source: ManagementSource = {
       nodeId: 3,
       // A replica without a leader yet keeps the health DOWN (503) after the start: that does not matter here.
-      replicas: () => [
-        {
-          partitionId: 1,
-          role: "inactive",
-          health: "unhealthy",
-          term: 0,
-          commitIndex: 0,
-          appliedIndex: 0,
-          leaderId: null,
-        },
-      ],
+      replicas: () => [inactiveReplicaReport(1, "unhealthy")],
       logSizes: () => new Map(),
       peerReachability: () => new Map(),
       closing: () => closing,

@@ -59,7 +59,7 @@ import type {
   PublishMessageResponse,
   ReplicaReport,
 } from "./protocol.js";
-import { ReplicaHost } from "./replica-host.js";
+import { inactiveReplicaReport, ReplicaHost } from "./replica-host.js";
 
 type BrokerResponse = BrokerResponses[keyof BrokerResponses] | PeerResponses[keyof PeerResponses];
 
@@ -295,17 +295,7 @@ export class Broker {
     if (this.startingStep === null || configuration === null) return reports;
     const reported = new Set(reports.map((report) => report.partitionId));
     for (const hosted of partitionsOf(configuration, this.nodeId)) {
-      if (reported.has(hosted.partitionId)) continue;
-      reports.push({
-        partitionId: hosted.partitionId,
-        role: "inactive",
-        health: "unhealthy",
-        term: 0,
-        commitIndex: 0,
-        appliedIndex: 0,
-        leaderId: null,
-        logSizeEntries: 0,
-      });
+      if (!reported.has(hosted.partitionId)) reports.push(inactiveReplicaReport(hosted.partitionId, "unhealthy"));
     }
     return reports.sort((left, right) => left.partitionId - right.partitionId);
   }

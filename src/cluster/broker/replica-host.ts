@@ -12,6 +12,20 @@ import type { Member } from "../raft/index.js";
 import { PartitionReplica, type PartitionReplicaOptions } from "./partition-replica.js";
 import type { ReplicaReport } from "./protocol.js";
 
+/** The report of a hosted partition whose replica does not run: not open yet (`unhealthy`), or failed (`dead`). */
+export function inactiveReplicaReport(partitionId: number, health: "unhealthy" | "dead"): ReplicaReport {
+  return {
+    partitionId,
+    role: "inactive",
+    health,
+    term: 0,
+    commitIndex: 0,
+    appliedIndex: 0,
+    leaderId: null,
+    logSizeEntries: 0,
+  };
+}
+
 /** What the host needs to open a replica beyond its partition id and bootstrap. */
 export type ReplicaFactory = (
   partitionId: number,
@@ -68,18 +82,7 @@ export class ReplicaHost {
   /** Reports of every replica here, dead ones included, by ascending partition id. */
   reports(): ReplicaReport[] {
     const reports = [...this.replicas.values()].map((replica) => replica.report());
-    for (const dead of this.dead.values()) {
-      reports.push({
-        partitionId: dead.partitionId,
-        role: "inactive",
-        health: "dead",
-        term: 0,
-        commitIndex: 0,
-        appliedIndex: 0,
-        leaderId: null,
-        logSizeEntries: 0,
-      });
-    }
+    for (const dead of this.dead.values()) reports.push(inactiveReplicaReport(dead.partitionId, "dead"));
     return reports.sort((left, right) => left.partitionId - right.partitionId);
   }
 
