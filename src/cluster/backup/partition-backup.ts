@@ -48,10 +48,10 @@ export interface PartitionBackupSource {
    */
   storedEntrySizes(fromIndex: number, toIndex: number, maxBytes: number): number[];
   /**
-   * Reads entry `index` as stored (`encodeEntry`'s bytes) into `target`, exactly its stored size, and verifies it
-   * (checksum, layout, index); throws when it is not held or damaged.
+   * Reads the entries from `fromIndex` on as stored (`encodeEntry`'s bytes) into `targets`, one entry each, exactly
+   * its stored size, and verifies each (checksum, layout, index); throws when one is not held or damaged.
    */
-  readStoredEntry(index: number, target: Uint8Array): void;
+  readStoredEntries(fromIndex: number, targets: readonly Uint8Array[]): void;
   /** Why the replica may no longer write this part (it lost leadership, it stopped), or null. */
   interruption(): string | null;
   /** Lets other work run between two chunks (`BackupPacer` lets the broker's own work go first). */
@@ -332,12 +332,12 @@ async function writeLog(
 /**
  * The entries from `firstIndex` with stored sizes `sizes` as `log.bin` holds them: each a big-endian 32-bit length
  * followed by the checksummed entry (`encodeEntry`'s bytes). They are read from the storage as they are stored,
- * without decoding and encoding them again, each straight into its place in one buffer of `allocate` (a store's
- * recycled chunk memory) and verified there by its own checksum: the bytes written are the bytes stored, and a
- * backup allocates nothing per entry.
+ * without decoding and encoding them again, straight into their places in one buffer of `allocate` (a store's
+ * recycled chunk memory), entries stored close together with one read, and verified there by their own checksums:
+ * the bytes written are the bytes stored, and a backup copies no entry twice on the broker's thread.
  */
 export function copyLogFrames(
-  source: Pick<PartitionBackupSource, "readStoredEntry">,
+  source: Pick<PartitionBackupSource, "readStoredEntries">,
   firstIndex: number,
   sizes: readonly number[],
   allocate: (sizeBytes: number) => Uint8Array = (sizeBytes) => new Uint8Array(sizeBytes),
@@ -346,13 +346,15 @@ export function copyLogFrames(
   for (const size of sizes) totalBytes += LOG_FRAME_HEADER_BYTES + size;
   const bytes = allocate(totalBytes);
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const targets: Uint8Array[] = [];
   let offset = 0;
-  for (const [position, size] of sizes.entries()) {
+  for (const size of sizes) {
     view.setUint32(offset, size);
     const start = offset + LOG_FRAME_HEADER_BYTES;
-    source.readStoredEntry(firstIndex + position, bytes.subarray(start, start + size));
+    targets.push(bytes.subarray(start, start + size));
     offset = start + size;
   }
+  source.readStoredEntries(firstIndex, targets);
   return bytes;
 }
 
