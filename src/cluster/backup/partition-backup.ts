@@ -106,9 +106,10 @@ export interface PartitionBackupRequest extends BackupPartId {
 }
 
 /**
- * Counts the bytes written and records them in the IN_PROGRESS manifest every `PROGRESS_INTERVAL_BYTES`. A progress
- * manifest is written in the background (one at a time), so the part does not wait for its syncs; `settle` waits
- * for the last one before the final manifest replaces it, and a failed one fails the part.
+ * The part's IN_PROGRESS manifests: the first one (`start`), then the bytes written every `PROGRESS_INTERVAL_BYTES`.
+ * Each is written in the background (one at a time), so the part's files do not wait for their syncs; a progress
+ * manifest is skipped while the previous one is on its way, `settle` waits for the last one before the final manifest
+ * replaces it, and a failed one fails the part (at the next chunk, or at `settle`).
  */
 class Progress {
   private writtenBytes = 0;
@@ -125,25 +126,33 @@ class Progress {
     return this.writtenBytes;
   }
 
+  /** Starts writing the part's first manifest. */
+  start(): void {
+    this.track(this.store.writeManifest(this.base));
+  }
+
   add(bytes: number): void {
     if (this.failure !== null) throw this.failure;
     this.writtenBytes += bytes;
     if (this.writtenBytes - this.reportedBytes < PROGRESS_INTERVAL_BYTES || this.writing !== null) return;
     this.reportedBytes = this.writtenBytes;
-    this.writing = this.store
-      .writeManifest({ ...this.base, writtenBytes: this.writtenBytes })
+    this.track(this.store.writeManifest({ ...this.base, writtenBytes: this.writtenBytes }));
+  }
+
+  /** Waits for the manifest being written; throws when one failed. */
+  async settle(): Promise<void> {
+    await this.writing;
+    if (this.failure !== null) throw this.failure;
+  }
+
+  private track(writing: Promise<void>): void {
+    this.writing = writing
       .catch((error: unknown) => {
-        this.failure = error;
+        this.failure ??= error;
       })
       .finally(() => {
         this.writing = null;
       });
-  }
-
-  /** Waits for the progress manifest being written; throws when one failed. */
-  async settle(): Promise<void> {
-    await this.writing;
-    if (this.failure !== null) throw this.failure;
   }
 }
 
@@ -197,25 +206,23 @@ async function writePartOnce(
     startedAt: request.now(),
     finishedAt: null,
   };
-  try {
-    await store.writeManifest(base);
-  } catch (error) {
-    return { ...base, state: "FAILED", failureReason: reasonOf(error), finishedAt: request.now() };
-  }
+  // The first manifest is written while the files are: they do not wait for its syncs, and the final manifest waits
+  // for it (a crash before it lands leaves a part without a manifest, as a crash just before writing it would).
+  const progress = new Progress(store, base);
+  progress.start();
   let final: BackupPartManifest;
   try {
-    if (metadata !== null && metadata.index > request.checkpointPosition) {
-      throw new PartFailure(
-        `the replica's snapshot at ${metadata.index} is past the checkpoint position ${request.checkpointPosition}`,
-      );
-    }
     const files: BackupFileEntry[] = [];
-    const progress = new Progress(store, base);
     try {
+      if (metadata !== null && metadata.index > request.checkpointPosition) {
+        throw new PartFailure(
+          `the replica's snapshot at ${metadata.index} is past the checkpoint position ${request.checkpointPosition}`,
+        );
+      }
       if (metadata !== null) files.push(await writeSnapshot(source, store, request, metadata, progress));
       files.push(await writeLog(source, store, request, base.log.firstIndex, progress));
     } finally {
-      // The final manifest must not be replaced by a progress manifest still on its way.
+      // The final manifest must not be replaced by the first or a progress manifest still on its way.
       await progress.settle().catch(() => undefined);
     }
     await progress.settle();
