@@ -48,10 +48,10 @@ export interface PartitionBackupSource {
    */
   storedEntrySizes(fromIndex: number, toIndex: number, maxBytes: number): number[];
   /**
-   * Reads entry `index` as stored (`encodeEntry`'s bytes) into `target`, exactly its stored size, and verifies it
-   * (checksum, layout, index); throws when it is not held or damaged.
+   * Reads the entries from `fromIndex` on as stored (`encodeEntry`'s bytes) into `targets`, one entry each, exactly
+   * its stored size, and verifies each (checksum, layout, index); throws when one is not held or damaged.
    */
-  readStoredEntry(index: number, target: Uint8Array): void;
+  readStoredEntries(fromIndex: number, targets: readonly Uint8Array[]): void;
   /** Why the replica may no longer write this part (it lost leadership, it stopped), or null. */
   interruption(): string | null;
   /** Lets other work run between two chunks (`BackupPacer` lets the broker's own work go first). */
@@ -106,9 +106,10 @@ export interface PartitionBackupRequest extends BackupPartId {
 }
 
 /**
- * Counts the bytes written and records them in the IN_PROGRESS manifest every `PROGRESS_INTERVAL_BYTES`. A progress
- * manifest is written in the background (one at a time), so the part does not wait for its syncs; `settle` waits
- * for the last one before the final manifest replaces it, and a failed one fails the part.
+ * The part's IN_PROGRESS manifests: the first one (`start`), then the bytes written every `PROGRESS_INTERVAL_BYTES`.
+ * Each is written in the background (one at a time), so the part's files do not wait for their syncs; a progress
+ * manifest is skipped while the previous one is on its way, `settle` waits for the last one before the final manifest
+ * replaces it, and a failed one fails the part (at the next chunk, or at `settle`).
  */
 class Progress {
   private writtenBytes = 0;
@@ -125,25 +126,33 @@ class Progress {
     return this.writtenBytes;
   }
 
+  /** Starts writing the part's first manifest. */
+  start(): void {
+    this.track(this.store.writeManifest(this.base));
+  }
+
   add(bytes: number): void {
     if (this.failure !== null) throw this.failure;
     this.writtenBytes += bytes;
     if (this.writtenBytes - this.reportedBytes < PROGRESS_INTERVAL_BYTES || this.writing !== null) return;
     this.reportedBytes = this.writtenBytes;
-    this.writing = this.store
-      .writeManifest({ ...this.base, writtenBytes: this.writtenBytes })
+    this.track(this.store.writeManifest({ ...this.base, writtenBytes: this.writtenBytes }));
+  }
+
+  /** Waits for the manifest being written; throws when one failed. */
+  async settle(): Promise<void> {
+    await this.writing;
+    if (this.failure !== null) throw this.failure;
+  }
+
+  private track(writing: Promise<void>): void {
+    this.writing = writing
       .catch((error: unknown) => {
-        this.failure = error;
+        this.failure ??= error;
       })
       .finally(() => {
         this.writing = null;
       });
-  }
-
-  /** Waits for the progress manifest being written; throws when one failed. */
-  async settle(): Promise<void> {
-    await this.writing;
-    if (this.failure !== null) throw this.failure;
   }
 }
 
@@ -197,25 +206,23 @@ async function writePartOnce(
     startedAt: request.now(),
     finishedAt: null,
   };
-  try {
-    await store.writeManifest(base);
-  } catch (error) {
-    return { ...base, state: "FAILED", failureReason: reasonOf(error), finishedAt: request.now() };
-  }
+  // The first manifest is written while the files are: they do not wait for its syncs, and the final manifest waits
+  // for it (a crash before it lands leaves a part without a manifest, as a crash just before writing it would).
+  const progress = new Progress(store, base);
+  progress.start();
   let final: BackupPartManifest;
   try {
-    if (metadata !== null && metadata.index > request.checkpointPosition) {
-      throw new PartFailure(
-        `the replica's snapshot at ${metadata.index} is past the checkpoint position ${request.checkpointPosition}`,
-      );
-    }
     const files: BackupFileEntry[] = [];
-    const progress = new Progress(store, base);
     try {
+      if (metadata !== null && metadata.index > request.checkpointPosition) {
+        throw new PartFailure(
+          `the replica's snapshot at ${metadata.index} is past the checkpoint position ${request.checkpointPosition}`,
+        );
+      }
       if (metadata !== null) files.push(await writeSnapshot(source, store, request, metadata, progress));
       files.push(await writeLog(source, store, request, base.log.firstIndex, progress));
     } finally {
-      // The final manifest must not be replaced by a progress manifest still on its way.
+      // The final manifest must not be replaced by the first or a progress manifest still on its way.
       await progress.settle().catch(() => undefined);
     }
     await progress.settle();
@@ -332,12 +339,12 @@ async function writeLog(
 /**
  * The entries from `firstIndex` with stored sizes `sizes` as `log.bin` holds them: each a big-endian 32-bit length
  * followed by the checksummed entry (`encodeEntry`'s bytes). They are read from the storage as they are stored,
- * without decoding and encoding them again, each straight into its place in one buffer of `allocate` (a store's
- * recycled chunk memory) and verified there by its own checksum: the bytes written are the bytes stored, and a
- * backup allocates nothing per entry.
+ * without decoding and encoding them again, straight into their places in one buffer of `allocate` (a store's
+ * recycled chunk memory), entries stored close together with one read, and verified there by their own checksums:
+ * the bytes written are the bytes stored, and a backup copies no entry twice on the broker's thread.
  */
 export function copyLogFrames(
-  source: Pick<PartitionBackupSource, "readStoredEntry">,
+  source: Pick<PartitionBackupSource, "readStoredEntries">,
   firstIndex: number,
   sizes: readonly number[],
   allocate: (sizeBytes: number) => Uint8Array = (sizeBytes) => new Uint8Array(sizeBytes),
@@ -346,13 +353,15 @@ export function copyLogFrames(
   for (const size of sizes) totalBytes += LOG_FRAME_HEADER_BYTES + size;
   const bytes = allocate(totalBytes);
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const targets: Uint8Array[] = [];
   let offset = 0;
-  for (const [position, size] of sizes.entries()) {
+  for (const size of sizes) {
     view.setUint32(offset, size);
     const start = offset + LOG_FRAME_HEADER_BYTES;
-    source.readStoredEntry(firstIndex + position, bytes.subarray(start, start + size));
+    targets.push(bytes.subarray(start, start + size));
     offset = start + size;
   }
+  source.readStoredEntries(firstIndex, targets);
   return bytes;
 }
 

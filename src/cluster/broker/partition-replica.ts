@@ -1396,7 +1396,7 @@ export class PartitionReplica {
       snapshotMetadata: () => (this.closed ? null : this.storage.snapshotMetadata()),
       snapshotChunk: (metadata, offset, maxBytes) => this.storage.snapshotChunk(metadata, offset, maxBytes),
       storedEntrySizes: (fromIndex, toIndex, maxBytes) => this.storage.storedEntrySizes(fromIndex, toIndex, maxBytes),
-      readStoredEntry: (index, target) => this.storage.readStoredEntry(index, target),
+      readStoredEntries: (fromIndex, targets) => this.storage.readStoredEntries(fromIndex, targets),
       interruption: () => {
         if (this.closed || !this.running) return `broker ${memberId} stopped its replica during the backup`;
         if (this.status.role !== "leader" || this.status.term !== term) {

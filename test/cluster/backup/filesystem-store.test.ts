@@ -67,7 +67,7 @@ function fakeSource(options: {
       chunks += 1;
       return log.storedEntrySizes(fromIndex, toIndex, maxBytes);
     },
-    readStoredEntry: log.readStoredEntry,
+    readStoredEntries: log.readStoredEntries,
     interruption: () =>
       options.interruptAfterChunks !== undefined && chunks >= options.interruptAfterChunks
         ? "broker 1 lost the leadership of partition 2 during the backup"

@@ -1,7 +1,7 @@
 /**
  * The partition writer's building blocks: log frames encoded into a reused buffer exactly as `encodeEntry` encodes
- * each entry, progress manifests written in the background without ever replacing the final one, and the pacing
- * that makes a backup step back while the broker is busy.
+ * each entry, the first and the progress manifests written in the background without ever replacing the final one
+ * or holding the files back, and the pacing that makes a backup step back while the broker is busy.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -23,6 +23,7 @@ import {
 import type { BackupPartManifest, BackupStore } from "../../../src/cluster/backup/store.js";
 import type { Entry } from "../../../src/cluster/raft/index.js";
 import { encodeEntry } from "../../../src/cluster/raft/storage/codec.js";
+import { waitFor } from "../broker/support.js";
 import { storedLog } from "./support.js";
 
 describe("copyLogFrames", () => {
@@ -188,6 +189,64 @@ describe("progress manifests", () => {
     const manifest = await writePartitionBackup(source, slow, request);
     expect(manifest.state).toBe("COMPLETED");
     expect(progressed.length).toBeGreaterThan(0);
+    expect(await store.manifests(6)).toEqual([manifest]);
+  });
+
+  it("writes the part's files while its first manifest is on its way, and the final manifest only after it", async () => {
+    let releaseFirst = (): void => undefined;
+    const firstHeld = new Promise<void>((resolve) => {
+      releaseFirst = resolve;
+    });
+    const events: string[] = [];
+    const held: BackupStore = {
+      ...storeWith((manifest) => store.writeManifest(manifest)),
+      writeManifest: async (manifest) => {
+        if (manifest.state === "IN_PROGRESS" && manifest.writtenBytes === 0) {
+          events.push("first manifest started");
+          await firstHeld;
+          await store.writeManifest(manifest);
+          events.push("first manifest written");
+          return;
+        }
+        await store.writeManifest(manifest);
+        events.push(`${manifest.state} manifest written`);
+      },
+      createFile: async (part, name) => {
+        const file = await store.createFile(part, name);
+        return {
+          ...file,
+          finish: async () => {
+            events.push(`${name} finished`);
+            return file.finish();
+          },
+        };
+      },
+    };
+    const writing = writePartitionBackup(source, held, request);
+    await waitFor(() => events.includes("log.bin finished"), "the log written while the first manifest is held");
+    expect(events).not.toContain("first manifest written");
+    releaseFirst();
+    const manifest = await writing;
+    expect(manifest.state).toBe("COMPLETED");
+    expect(events).toEqual([
+      "first manifest started",
+      "log.bin finished",
+      "first manifest written",
+      "COMPLETED manifest written",
+    ]);
+    expect(await store.manifests(6)).toEqual([manifest]);
+  });
+
+  it("fails the part when its first manifest cannot be written, with the store's reason", async () => {
+    const failing: BackupStore = {
+      ...storeWith((manifest) => store.writeManifest(manifest)),
+      writeManifest: async (manifest) => {
+        if (manifest.state === "IN_PROGRESS") throw new Error("the store is read-only");
+        await store.writeManifest(manifest);
+      },
+    };
+    const manifest = await writePartitionBackup(source, failing, request);
+    expect(manifest).toMatchObject({ state: "FAILED", failureReason: "the store is read-only" });
     expect(await store.manifests(6)).toEqual([manifest]);
   });
 

@@ -4,13 +4,13 @@ import type { Entry } from "../../../src/cluster/raft/index.js";
 import { encodedEntryBytes, encodeEntry } from "../../../src/cluster/raft/storage/codec.js";
 
 /**
- * The raw log reads of a backup source (`storedEntrySizes`, `readStoredEntry`) over the log `entryAt` describes
+ * The raw log reads of a backup source (`storedEntrySizes`, `readStoredEntries`) over the log `entryAt` describes
  * (undefined: the log does not hold that index), answering what the storage would: `encodeEntry`'s bytes. Sizes stop
  * at the first index the log does not hold.
  */
 export function storedLog(
   entryAt: (index: number) => Entry | undefined,
-): Pick<PartitionBackupSource, "storedEntrySizes" | "readStoredEntry"> {
+): Pick<PartitionBackupSource, "storedEntrySizes" | "readStoredEntries"> {
   return {
     storedEntrySizes: (fromIndex, toIndex, maxBytes) => {
       const sizes: number[] = [];
@@ -23,10 +23,12 @@ export function storedLog(
       }
       return sizes;
     },
-    readStoredEntry: (index, target) => {
-      const entry = entryAt(index);
-      if (entry === undefined) throw new Error(`the log does not hold entry ${index}`);
-      target.set(encodeEntry(entry));
+    readStoredEntries: (fromIndex, targets) => {
+      for (const [position, target] of targets.entries()) {
+        const entry = entryAt(fromIndex + position);
+        if (entry === undefined) throw new Error(`the log does not hold entry ${fromIndex + position}`);
+        target.set(encodeEntry(entry));
+      }
     },
   };
 }

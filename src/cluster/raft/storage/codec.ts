@@ -107,8 +107,11 @@ export function encodeEntryInto(entry: Entry, target: Uint8Array): void {
  * Verifies one stored log entry without decoding it (checksum, format version, kind, and that it holds
  * `expectedIndex`), for a copy of its bytes as they are: `encodeEntry`'s layout. Throws `StorageCorruptionError`.
  */
-export function verifyEntry(value: Uint8Array, expectedIndex: number): EntryKind {
-  const location = `log entry ${expectedIndex}`;
+export function verifyEntry(
+  value: Uint8Array,
+  expectedIndex: number,
+  location = `log entry ${expectedIndex}`,
+): EntryKind {
   verifyChecksum(value, ENTRY_HEADER_BYTES, location);
   const view = viewOf(value);
   const version = view.getUint8(4);

@@ -74,10 +74,13 @@ export interface JournalEntries {
   /** How many bytes `get` would answer for the entry, without reading them; undefined when there is no entry. */
   sizeOf(scope: number, index: number): number | undefined;
   /**
-   * Reads the entry's bytes into `target`, which must be exactly `sizeOf` long, without allocating (a raw copy of
-   * many entries into one buffer); throws when there is no such entry.
+   * Reads the bytes of the entries from `fromIndex` on into `targets`, one entry each, every target exactly the
+   * entry's `sizeOf` long (a raw copy of many entries into one buffer). Entries that lie close together in one segment
+   * are read with one system call (see `MAX_RANGE_READ_BYTES`); throws when an entry is missing.
    */
-  readInto(scope: number, index: number, target: Uint8Array): void;
+  readRangeInto(scope: number, fromIndex: number, targets: readonly Uint8Array[]): void;
+  /** Where the entry's bytes are stored (segment file and byte offset), for error messages; undefined when nowhere. */
+  locate(scope: number, index: number): string | undefined;
   /** Stores the entry in the running transaction. */
   put(scope: number, index: number, value: Uint8Array): void;
   /** Removes the entry in the running transaction. */
@@ -110,6 +113,17 @@ export const DEFAULT_SEGMENT_BYTES = 16 * 1024 * 1024;
  * at most one segment: the dead ones still decrease while every commit rolls over.
  */
 export const MAX_SEGMENT_DELETIONS_PER_COMMIT = 2;
+
+/**
+ * How `readRangeInto` reads several entries with one system call: entries of at most `MAX_GROUPED_ENTRY_BYTES` each,
+ * at most `MAX_RANGE_GAP_BYTES` apart, covering at most `MAX_RANGE_READ_BYTES`, are read together into a scratch
+ * buffer and copied into their targets. Entries of one scope are interleaved with those of the broker's other scopes
+ * and with operation headers: for small entries a system call each costs more than reading the small gaps along and
+ * copying the bytes once more, while a large entry is read on its own straight into its target.
+ */
+export const MAX_RANGE_READ_BYTES = 1024 * 1024;
+export const MAX_RANGE_GAP_BYTES = 16 * 1024;
+export const MAX_GROUPED_ENTRY_BYTES = 16 * 1024;
 
 /** Largest segment size accepted (records are still allowed to outgrow a segment). */
 const MAX_SEGMENT_BYTES = 1024 * 1024 * 1024;
@@ -232,6 +246,8 @@ export class Journal {
    */
   private commitInFlight = false;
   private closed = false;
+  /** Where `readRangeInto` reads runs of small entries; allocated by the first such read and kept. */
+  private rangeScratch: Buffer | null = null;
 
   private constructor(options: JournalOptions) {
     this.directory = options.directory;
@@ -246,7 +262,11 @@ export class Journal {
     this.entries = {
       get: (scope, index) => this.getEntry(scope, index),
       sizeOf: (scope, index) => this.entrySize(scope, index),
-      readInto: (scope, index, target) => this.readEntryInto(scope, index, target),
+      readRangeInto: (scope, fromIndex, targets) => this.readEntriesInto(scope, fromIndex, targets),
+      locate: (scope, index) => {
+        const location = this.entryIndex.get(scope)?.get(index);
+        return location === undefined ? undefined : `${location.segment.path} at byte ${location.offset}`;
+      },
       put: (scope, index, value) => this.stage({ code: PUT_ENTRY, scope, index, value }),
       remove: (scope, index) => this.stage({ code: REMOVE_ENTRY, scope, index }),
       bounds: (scope) => this.entryBounds(scope),
@@ -421,21 +441,79 @@ export class Journal {
     return this.entryIndex.get(scope)?.get(index)?.length;
   }
 
-  private readEntryInto(scope: number, index: number, target: Uint8Array): void {
-    const staged = this.transaction?.entries.get(scope)?.get(index);
-    const size = this.entrySize(scope, index);
-    if (size === undefined) throw new StorageCorruptionError(`log entry ${index}`, "entry is missing");
-    if (target.byteLength !== size) {
-      throw new Error(`invariant violated: log entry ${index} is ${size} bytes, the target ${target.byteLength}`);
+  /** Where a durable entry's bytes are, checked against the size of its target; throws when it is missing. */
+  private locateForRead(scope: number, index: number, target: Uint8Array): EntryLocation {
+    const location = this.entryIndex.get(scope)?.get(index);
+    if (location === undefined) throw new StorageCorruptionError(`log entry ${index}`, "entry is missing");
+    if (target.byteLength !== location.length) {
+      throw new Error(
+        `invariant violated: log entry ${index} is ${location.length} bytes, the target ${target.byteLength}`,
+      );
     }
-    if (staged != null) {
-      target.set(staged);
-      return;
-    }
-    const location = this.entryIndex.get(scope)?.get(index) as EntryLocation;
+    return location;
+  }
+
+  private readEntriesInto(scope: number, fromIndex: number, targets: readonly Uint8Array[]): void {
     this.assertOpen();
-    if (readInto(location.segment.fd, target, location.offset) !== location.length) {
-      throw new StorageCorruptionError(`log entry ${index}`, "the journal ends inside the entry");
+    const staged = this.transaction?.entries.get(scope);
+    // Bounded: every pass reads at least one of the targets.
+    for (let position = 0; position < targets.length; ) {
+      const index = fromIndex + position;
+      const target = targets[position] as Uint8Array;
+      const stagedValue = staged?.get(index);
+      if (stagedValue === null) throw new StorageCorruptionError(`log entry ${index}`, "entry is missing");
+      if (stagedValue !== undefined) {
+        if (target.byteLength !== stagedValue.byteLength) {
+          throw new Error(
+            `invariant violated: log entry ${index} is ${stagedValue.byteLength} bytes, the target ${target.byteLength}`,
+          );
+        }
+        target.set(stagedValue);
+        position += 1;
+        continue;
+      }
+      const first = this.locateForRead(scope, index, target);
+      // The run: the following small entries of the same segment, in file order, each after a small gap, within the
+      // bound.
+      let count = 1;
+      let end = first.offset + first.length;
+      while (first.length <= MAX_GROUPED_ENTRY_BYTES && position + count < targets.length) {
+        const nextIndex = index + count;
+        if (staged?.has(nextIndex)) break;
+        const next = this.entryIndex.get(scope)?.get(nextIndex);
+        if (
+          next === undefined ||
+          next.segment !== first.segment ||
+          next.offset < end ||
+          next.offset - end > MAX_RANGE_GAP_BYTES ||
+          next.length > MAX_GROUPED_ENTRY_BYTES ||
+          next.offset + next.length - first.offset > MAX_RANGE_READ_BYTES
+        ) {
+          break;
+        }
+        this.locateForRead(scope, nextIndex, targets[position + count] as Uint8Array);
+        end = next.offset + next.length;
+        count += 1;
+      }
+      if (count === 1) {
+        if (readInto(first.segment.fd, target, first.offset) !== first.length) {
+          throw new StorageCorruptionError(`log entry ${index}`, "the journal ends inside the entry");
+        }
+        position += 1;
+        continue;
+      }
+      const spanBytes = end - first.offset;
+      this.rangeScratch ??= Buffer.allocUnsafe(MAX_RANGE_READ_BYTES);
+      const span = this.rangeScratch.subarray(0, spanBytes);
+      if (readInto(first.segment.fd, span, first.offset) !== spanBytes) {
+        throw new StorageCorruptionError(`log entry ${index + count - 1}`, "the journal ends inside the entry");
+      }
+      for (let offsetInRun = 0; offsetInRun < count; offsetInRun += 1) {
+        const location = this.entryIndex.get(scope)?.get(index + offsetInRun) as EntryLocation;
+        const start = location.offset - first.offset;
+        (targets[position + offsetInRun] as Uint8Array).set(span.subarray(start, start + location.length));
+      }
+      position += count;
     }
   }
 

@@ -54,6 +54,17 @@ async function withStorage(
   });
 }
 
+/** Views of `buffer` from `offset` on, one per size, back to back. */
+function targetsIn(buffer: Uint8Array, offset: number, sizes: readonly number[]): Uint8Array[] {
+  const targets: Uint8Array[] = [];
+  let start = offset;
+  for (const size of sizes) {
+    targets.push(buffer.subarray(start, start + size));
+    start += size;
+  }
+  return targets;
+}
+
 /**
  * Changes the storage's journal directly, bypassing the adapter, with the storage closed (a storage with an
  * environment of its own keeps its records under scope 0).
@@ -337,19 +348,19 @@ describe("MemberStorage", () => {
       expect(storage.storedEntrySizes(1, 5, (sizes[0] ?? 0) + 1)).toEqual(sizes.slice(0, 2));
       // Read into a dirty buffer at an offset: every byte is overwritten with the stored one.
       const buffer = new Uint8Array(1_000).fill(0xee);
-      let offset = 3;
-      for (const [position, size] of sizes.entries()) {
-        storage.readStoredEntry(position + 1, buffer.subarray(offset, offset + size));
-        expect(Buffer.from(buffer.subarray(offset, offset + size))).toEqual(
-          Buffer.from(encodeEntry(written[position] as Entry)),
-        );
-        offset += size;
+      const targets = targetsIn(buffer, 3, sizes);
+      storage.readStoredEntries(1, targets);
+      for (const [position, target] of targets.entries()) {
+        expect(Buffer.from(target)).toEqual(Buffer.from(encodeEntry(written[position] as Entry)));
       }
-      expect(() => storage.readStoredEntry(1, new Uint8Array((sizes[0] ?? 0) + 1))).toThrow(/invariant violated/);
+      expect(() => storage.readStoredEntries(1, [new Uint8Array((sizes[0] ?? 0) + 1)])).toThrow(/invariant violated/);
+      expect(() => storage.readStoredEntries(3, targetsIn(new Uint8Array(1_000), 0, [1, 1, 1]))).toThrow(
+        /last index is 4/,
+      );
       expect(() => storage.storedEntrySizes(3, 6, 1_000)).toThrow(/last index is 4/);
       await storage.installSnapshot(makeSnapshot(2, 1, 10));
       expect(() => storage.storedEntrySizes(2, 4, 1_000)).toThrow(/compacted/);
-      expect(() => storage.readStoredEntry(2, new Uint8Array(sizes[1] ?? 0))).toThrow(/compacted/);
+      expect(() => storage.readStoredEntries(2, [new Uint8Array(sizes[1] ?? 0)])).toThrow(/compacted/);
       // The newest entry stays intact (opening verifies it).
       await storage.append([entry(5, 2)], null);
       await storage.close();
@@ -361,11 +372,16 @@ describe("MemberStorage", () => {
       // Misdirected: entry 5's bytes stored at index 4.
       await writeRaw(directory, (journal) => journal.entries.put(0, 4, encodeEntry(entry(5, 2, "entry 4"))));
       const reopened = MemberStorage.open({ directory });
-      expect(() => reopened.readStoredEntry(3, new Uint8Array(damaged.byteLength))).toThrow(
-        /storage corruption at log entry 3: checksum mismatch/,
+      // Refused in the middle of a range read, naming the entry, its journal file and the byte offset.
+      const rangeSizes = reopened.storedEntrySizes(3, 6, 1_000);
+      const rangeTargets = targetsIn(new Uint8Array(1_000), 0, rangeSizes);
+      expect(() => reopened.readStoredEntries(3, rangeTargets)).toThrow(
+        /storage corruption at log entry 3 \(.+\.journal at byte \d+\): checksum mismatch/,
       );
-      const [, misdirectedSize] = reopened.storedEntrySizes(3, 5, 1_000);
-      expect(() => reopened.readStoredEntry(4, new Uint8Array(misdirectedSize ?? 0))).toThrow(/holds index 5/);
+      expect(() => reopened.readStoredEntries(4, rangeTargets.slice(1))).toThrow(
+        /log entry 4 \(.+\.journal at byte \d+\): value holds index 5/,
+      );
+      expect(() => reopened.readStoredEntries(5, rangeTargets.slice(2))).not.toThrow();
       await reopened.close();
     });
   });

@@ -1,0 +1,154 @@
+/**
+ * One file of a backup part as the writer thread (file-writer-worker.ts) writes it: every chunk is hashed (SHA-256)
+ * and written in order, the file's data is synced every `SYNC_INTERVAL_BYTES` in the background, and `finish` syncs
+ * it, checks its size and renames it into place. It imports only Node.js modules, so that the thread starts fast.
+ *
+ * Why the periodic syncs: without them a part's whole file would reach the disk in one flush at its end, and the
+ * brokers' journal writes (which wait for the disk) would queue behind it; several small flushes let them through in
+ * between. Why in the background (on the thread pool, one per file at a time): the thread hashes and writes the next
+ * chunks while the disk flushes the earlier ones, so the disk and the processor both work, instead of the thread
+ * waiting for each flush. A file's unflushed bytes stay bounded (`MAX_UNSYNCED_BYTES`), and the final sync in
+ * `finish` still covers every byte before the file is renamed into place.
+ */
+import { createHash, type Hash } from "node:crypto";
+import { closeSync, fdatasync, fstatSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
+
+/** Bytes written between two background syncs of a file's data while it is written. */
+export const SYNC_INTERVAL_BYTES = 8 * 1024 * 1024;
+
+/**
+ * Bytes written and not yet covered by a sync beyond which a write waits for the sync in flight: a disk slower than
+ * the hashing does not let a file's unflushed data grow without bound.
+ */
+export const MAX_UNSYNCED_BYTES = 2 * SYNC_INTERVAL_BYTES;
+
+/** Syncs a file's data (`fs.fdatasync`'s signature; tests pass their own). */
+export type SyncData = (descriptor: number, callback: (error: NodeJS.ErrnoException | null) => void) => void;
+
+/** What a finished file holds. */
+export interface FinishedDiskFile {
+  readonly sizeBytes: number;
+  readonly sha256: string;
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function syncDirectory(directory: string): void {
+  const descriptor = openSync(directory, "r");
+  try {
+    fsyncSync(descriptor);
+  } finally {
+    closeSync(descriptor);
+  }
+}
+
+/** See the module comment. */
+export class DiskFile {
+  private readonly hash: Hash = createHash("sha256");
+  private sizeBytes = 0;
+  /** Bytes written since the last sync started. */
+  private unsyncedBytes = 0;
+  /** The background sync in flight, if any; it never rejects (a failure fails the file). */
+  private syncing: Promise<void> | null = null;
+  private closed = false;
+  /** Why the file can no longer be finished (a write or a sync failed); every later write is skipped. */
+  failure: string | null = null;
+
+  private constructor(
+    private readonly descriptor: number,
+    private readonly temporaryPath: string,
+    private readonly syncData: SyncData,
+  ) {}
+
+  /** Creates `temporaryPath` with `mode`; throws when it exists. */
+  static open(temporaryPath: string, mode: number, syncData: SyncData = fdatasync): DiskFile {
+    return new DiskFile(openSync(temporaryPath, "wx", mode), temporaryPath, syncData);
+  }
+
+  /** Whether a background sync is in flight. */
+  get syncInFlight(): boolean {
+    return this.syncing !== null;
+  }
+
+  /**
+   * Hashes and writes `bytes` after the bytes written before; records a failure in `failure` instead of throwing.
+   * Waits first for the sync in flight when `MAX_UNSYNCED_BYTES` are not covered by one yet.
+   */
+  async write(bytes: Uint8Array): Promise<void> {
+    // Bounded: waits for at most one sync, after which none is in flight.
+    while (this.unsyncedBytes >= MAX_UNSYNCED_BYTES && this.syncing !== null) await this.syncing;
+    if (this.failure !== null) return;
+    try {
+      this.hash.update(bytes);
+      // Bounded: writes until every byte is written (a short write leaves the rest for the next pass).
+      for (let offset = 0; offset < bytes.byteLength; ) {
+        offset += writeSync(this.descriptor, bytes, offset, bytes.byteLength - offset);
+      }
+    } catch (error) {
+      this.failure = messageOf(error);
+      return;
+    }
+    this.sizeBytes += bytes.byteLength;
+    this.unsyncedBytes += bytes.byteLength;
+    if (this.unsyncedBytes >= SYNC_INTERVAL_BYTES) this.startSync();
+  }
+
+  /**
+   * Syncs the file, checks that the synced size is the count of bytes written, and renames it to `targetPath` in
+   * `directory` (then syncs the directory); on any failure the temporary file is removed and the failure thrown.
+   */
+  async finish(name: string, targetPath: string, directory: string): Promise<FinishedDiskFile> {
+    try {
+      await this.syncing;
+      if (this.failure !== null) throw new Error(this.failure);
+      fsyncSync(this.descriptor);
+      // The file is not read back and hashed again: right after the sync that read would come from the page cache,
+      // not the disk, so it would only repeat the hash of the same bytes. The checksum is that of the bytes handed to
+      // the file, every write is completed (short writes are continued), and the synced size must match their count;
+      // the bytes on the disk are checked against the manifest's SHA-256 whenever a part is verified or restored.
+      const storedBytes = fstatSync(this.descriptor).size;
+      if (storedBytes !== this.sizeBytes) {
+        throw new Error(`${name} holds ${storedBytes} bytes in the backup store, not the ${this.sizeBytes} written`);
+      }
+      this.closed = true;
+      closeSync(this.descriptor);
+      renameSync(this.temporaryPath, targetPath);
+      syncDirectory(directory);
+      return { sizeBytes: this.sizeBytes, sha256: this.hash.digest("hex") };
+    } catch (error) {
+      try {
+        await this.closeAndRemove();
+      } catch {
+        // The temporary file is gone or is removed by the broker's thread when it aborts.
+      }
+      throw error;
+    }
+  }
+
+  /** Closes the file once no sync is in flight (its descriptor must stay valid until then) and removes it. */
+  async closeAndRemove(): Promise<void> {
+    await this.syncing;
+    try {
+      if (!this.closed) {
+        this.closed = true;
+        closeSync(this.descriptor);
+      }
+    } finally {
+      rmSync(this.temporaryPath, { force: true });
+    }
+  }
+
+  private startSync(): void {
+    if (this.syncing !== null) return;
+    this.unsyncedBytes = 0;
+    this.syncing = new Promise<void>((resolve) => {
+      this.syncData(this.descriptor, (error) => {
+        if (error !== null) this.failure ??= `syncing the file failed: ${error.message}`;
+        this.syncing = null;
+        resolve();
+      });
+    });
+  }
+}
