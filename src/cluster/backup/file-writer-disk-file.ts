@@ -5,10 +5,13 @@
  *
  * Why the periodic syncs: without them a part's whole file would reach the disk in one flush at its end, and the
  * brokers' journal writes (which wait for the disk) would queue behind it; several small flushes let them through in
- * between. Why in the background (on the thread pool, one per file at a time): the thread hashes and writes the next
- * chunks while the disk flushes the earlier ones, so the disk and the processor both work, instead of the thread
- * waiting for each flush. A file's unflushed bytes stay bounded (`MAX_UNSYNCED_BYTES`), and the final sync in
- * `finish` still covers every byte before the file is renamed into place.
+ * between. Why in the background: the thread hashes and writes the next chunks while the disk flushes the earlier
+ * ones, so the disk and the processor both work, instead of the thread waiting for each flush. The syncs run on
+ * Node.js's thread pool, which the whole process shares (the broker's journal segment preparation, its commits when
+ * they are not synchronous, its file reads): so the files of a writer thread sync one at a time (`SyncQueue`), and
+ * several parts written at once never take more than one of the pool's threads. A file's bytes not covered by a
+ * started sync stay bounded (`MAX_UNSYNCED_BYTES`), and the final sync in `finish` still covers every byte before
+ * the file is renamed into place.
  */
 import { createHash, type Hash } from "node:crypto";
 import { closeSync, fdatasync, fstatSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
@@ -17,13 +20,28 @@ import { closeSync, fdatasync, fstatSync, fsyncSync, openSync, renameSync, rmSyn
 export const SYNC_INTERVAL_BYTES = 8 * 1024 * 1024;
 
 /**
- * Bytes written and not yet covered by a sync beyond which a write waits for the sync in flight: a disk slower than
- * the hashing does not let a file's unflushed data grow without bound.
+ * Bytes written and not covered by a started sync beyond which a write waits for that sync: a disk slower than the
+ * hashing does not let a file's unflushed data grow without bound (the bytes the started sync flushes come on top).
  */
 export const MAX_UNSYNCED_BYTES = 2 * SYNC_INTERVAL_BYTES;
 
 /** Syncs a file's data (`fs.fdatasync`'s signature; tests pass their own). */
 export type SyncData = (descriptor: number, callback: (error: NodeJS.ErrnoException | null) => void) => void;
+
+/** Runs background syncs one after another; see the module comment. */
+export class SyncQueue {
+  private tail: Promise<void> = Promise.resolve();
+
+  /** Runs `sync` once the syncs queued before it ended; `sync` must never reject. */
+  run(sync: () => Promise<void>): Promise<void> {
+    const next = this.tail.then(sync);
+    this.tail = next;
+    return next;
+  }
+}
+
+/** The syncs of this thread's files (a module is loaded once per thread). */
+const threadSyncs = new SyncQueue();
 
 /** What a finished file holds. */
 export interface FinishedDiskFile {
@@ -48,9 +66,9 @@ function syncDirectory(directory: string): void {
 export class DiskFile {
   private readonly hash: Hash = createHash("sha256");
   private sizeBytes = 0;
-  /** Bytes written since the last sync started. */
+  /** Bytes written since the last sync was queued. */
   private unsyncedBytes = 0;
-  /** The background sync in flight, if any; it never rejects (a failure fails the file). */
+  /** The background sync queued or in flight, if any; it never rejects (a failure fails the file). */
   private syncing: Promise<void> | null = null;
   private closed = false;
   /** Why the file can no longer be finished (a write or a sync failed); every later write is skipped. */
@@ -60,11 +78,17 @@ export class DiskFile {
     private readonly descriptor: number,
     private readonly temporaryPath: string,
     private readonly syncData: SyncData,
+    private readonly syncs: SyncQueue,
   ) {}
 
-  /** Creates `temporaryPath` with `mode`; throws when it exists. */
-  static open(temporaryPath: string, mode: number, syncData: SyncData = fdatasync): DiskFile {
-    return new DiskFile(openSync(temporaryPath, "wx", mode), temporaryPath, syncData);
+  /** Creates `temporaryPath` with `mode`; throws when it exists. Its syncs queue in `syncs` (default: the thread's). */
+  static open(
+    temporaryPath: string,
+    mode: number,
+    syncData: SyncData = fdatasync,
+    syncs: SyncQueue = threadSyncs,
+  ): DiskFile {
+    return new DiskFile(openSync(temporaryPath, "wx", mode), temporaryPath, syncData, syncs);
   }
 
   /** Whether a background sync is in flight. */
@@ -143,12 +167,24 @@ export class DiskFile {
   private startSync(): void {
     if (this.syncing !== null) return;
     this.unsyncedBytes = 0;
-    this.syncing = new Promise<void>((resolve) => {
-      this.syncData(this.descriptor, (error) => {
-        if (error !== null) this.failure ??= `syncing the file failed: ${error.message}`;
-        this.syncing = null;
-        resolve();
-      });
+    const synced = this.syncs.run(
+      () =>
+        new Promise<void>((resolve) => {
+          try {
+            this.syncData(this.descriptor, (error) => {
+              if (error !== null) this.failure ??= `syncing the file failed: ${error.message}`;
+              resolve();
+            });
+          } catch (error) {
+            this.failure ??= `syncing the file failed: ${messageOf(error)}`;
+            resolve();
+          }
+        }),
+    );
+    // Cleared in a later microtask than this assignment, however soon the sync calls back.
+    const tracked: Promise<void> = synced.then(() => {
+      if (this.syncing === tracked) this.syncing = null;
     });
+    this.syncing = tracked;
   }
 }

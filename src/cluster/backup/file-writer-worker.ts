@@ -49,7 +49,14 @@ async function handle(request: FileWriterRequest, files: Map<number, DiskFile>, 
     }
     case "write": {
       const file = files.get(fileId);
-      await file?.write(new Uint8Array(request.buffer, request.offset, request.sizeBytes));
+      let bytes: Uint8Array | undefined;
+      try {
+        bytes = new Uint8Array(request.buffer, request.offset, request.sizeBytes);
+      } catch (error) {
+        // A request whose range does not fit its memory fails its file, not the thread (and every other file).
+        if (file !== undefined) file.failure ??= `a write's bytes are out of range: ${messageOf(error)}`;
+      }
+      if (bytes !== undefined) await file?.write(bytes);
       // The chunk's memory goes back either way: the broker's thread counts it as no longer in flight. A write for a
       // file this thread does not hold is a protocol error, reported as the file's failure, never as written.
       const failure = file === undefined ? `file ${fileId} is not open in the writer thread` : file.failure;

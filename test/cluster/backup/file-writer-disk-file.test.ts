@@ -13,6 +13,7 @@ import {
   MAX_UNSYNCED_BYTES,
   SYNC_INTERVAL_BYTES,
   type SyncData,
+  SyncQueue,
 } from "../../../src/cluster/backup/file-writer-disk-file.js";
 
 const MiB = 1024 * 1024;
@@ -44,7 +45,7 @@ function heldSyncs(): { syncData: SyncData; started: () => number; complete: (er
 describe("DiskFile", () => {
   it("goes on hashing and writing while a sync is in flight, up to the bound, and waits for it beyond", async () => {
     const syncs = heldSyncs();
-    const file = DiskFile.open(join(directory, ".log.tmp"), 0o600, syncs.syncData);
+    const file = DiskFile.open(join(directory, ".log.tmp"), 0o600, syncs.syncData, new SyncQueue());
     const hash = createHash("sha256");
     const chunk = (value: number): Uint8Array => new Uint8Array(MiB).fill(value);
     for (let written = 0; written < SYNC_INTERVAL_BYTES; written += MiB) {
@@ -85,7 +86,7 @@ describe("DiskFile", () => {
 
   it("fails the file when a background sync fails, and finish removes it naming the failure", async () => {
     const syncs = heldSyncs();
-    const file = DiskFile.open(join(directory, ".log.tmp"), 0o600, syncs.syncData);
+    const file = DiskFile.open(join(directory, ".log.tmp"), 0o600, syncs.syncData, new SyncQueue());
     await file.write(new Uint8Array(SYNC_INTERVAL_BYTES));
     syncs.complete(new Error("EIO: i/o error, fdatasync"));
     await file.write(new Uint8Array(16));
@@ -96,7 +97,7 @@ describe("DiskFile", () => {
 
   it("finishes and aborts only after the sync in flight, so the descriptor stays valid while it runs", async () => {
     const syncs = heldSyncs();
-    const file = DiskFile.open(join(directory, ".log.tmp"), 0o600, syncs.syncData);
+    const file = DiskFile.open(join(directory, ".log.tmp"), 0o600, syncs.syncData, new SyncQueue());
     await file.write(new Uint8Array(SYNC_INTERVAL_BYTES).fill(3));
     let removed = false;
     const aborting = file.closeAndRemove().then(() => {
@@ -108,5 +109,71 @@ describe("DiskFile", () => {
     syncs.complete();
     await aborting;
     expect(await readdir(directory)).toEqual([]);
+  });
+
+  it("syncs the files of one queue one at a time, and each file's bound still holds while it waits its turn", async () => {
+    const syncs = heldSyncs();
+    const queue = new SyncQueue();
+    const first = DiskFile.open(join(directory, ".first.tmp"), 0o600, syncs.syncData, queue);
+    const second = DiskFile.open(join(directory, ".second.tmp"), 0o600, syncs.syncData, queue);
+    await first.write(new Uint8Array(SYNC_INTERVAL_BYTES));
+    await second.write(new Uint8Array(SYNC_INTERVAL_BYTES));
+    // The second file's sync waits for the first's: one sync at a time takes one of the shared pool's threads.
+    expect(syncs.started()).toBe(1);
+    expect(second.syncInFlight).toBe(true);
+    let secondWritten = false;
+    const writing = second.write(new Uint8Array(MAX_UNSYNCED_BYTES)).then(() => second.write(new Uint8Array(16)));
+    void writing.then(() => {
+      secondWritten = true;
+    });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(secondWritten).toBe(false);
+    syncs.complete();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(syncs.started()).toBe(2);
+    syncs.complete();
+    await writing;
+    // Both files finish once their syncs ran (the second's bytes beyond the bound queued a third sync).
+    for (let pending = syncs.started() - 2; pending > 0; pending -= 1) syncs.complete();
+    const finishing = Promise.all([
+      first.finish("first.bin", join(directory, "first.bin"), directory),
+      second.finish("second.bin", join(directory, "second.bin"), directory),
+    ]);
+    await new Promise((resolve) => setImmediate(resolve));
+    syncs.complete();
+    const [firstFinished, secondFinished] = await finishing;
+    expect(firstFinished.sizeBytes).toBe(SYNC_INTERVAL_BYTES);
+    expect(secondFinished.sizeBytes).toBe(SYNC_INTERVAL_BYTES + MAX_UNSYNCED_BYTES + 16);
+  });
+
+  it("keeps syncing when a sync calls back before it returns, and fails the file when a sync throws", async () => {
+    let started = 0;
+    const immediate: SyncData = (_descriptor, callback) => {
+      started += 1;
+      callback(null);
+    };
+    const file = DiskFile.open(join(directory, ".log.tmp"), 0o600, immediate, new SyncQueue());
+    for (let round = 1; round <= 3; round += 1) {
+      await file.write(new Uint8Array(SYNC_INTERVAL_BYTES));
+      await new Promise((resolve) => setImmediate(resolve));
+      // The sync that called back at once is over: the file is not left "syncing" for ever.
+      expect(file.syncInFlight).toBe(false);
+      expect(started).toBe(round);
+    }
+    expect((await file.finish("log.bin", join(directory, "log.bin"), directory)).sizeBytes).toBe(
+      3 * SYNC_INTERVAL_BYTES,
+    );
+    const throwing = DiskFile.open(
+      join(directory, ".other.tmp"),
+      0o600,
+      () => {
+        throw new Error("EBADF: bad file descriptor");
+      },
+      new SyncQueue(),
+    );
+    await throwing.write(new Uint8Array(SYNC_INTERVAL_BYTES));
+    await throwing.write(new Uint8Array(16));
+    expect(throwing.failure).toMatch(/syncing the file failed: EBADF/);
+    await throwing.closeAndRemove();
   });
 });
