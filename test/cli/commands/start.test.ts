@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -17,6 +17,19 @@ beforeAll(async () => {
 afterAll(async () => {
   if (temporaryDirectory !== undefined) await rm(temporaryDirectory, { recursive: true, force: true });
 });
+
+/** The last lines of every log file of the local clusters under `dataDirectory`, for a start that failed. */
+function clusterLogTails(dataDirectory: string): string {
+  const logFiles = readdirSync(dataDirectory, { recursive: true, encoding: "utf8" }).filter((path) =>
+    /[/\\]logs[/\\][^/\\]+\.log$/.test(path),
+  );
+  return logFiles
+    .map((path) => {
+      const lines = readFileSync(join(dataDirectory, path), "utf8").trimEnd().split("\n");
+      return `--- ${path} (last 40 of ${lines.length} lines)\n${lines.slice(-40).join("\n")}`;
+    })
+    .join("\n");
+}
 
 async function cli(argv: readonly string[], environment: Record<string, string> = {}): Promise<CliResult> {
   const { io, output } = captureIo(environment, temporaryDirectory);
@@ -118,7 +131,13 @@ describe("flowplane start", () => {
       ],
       run.io,
     );
-    await expect.poll(() => run.output.stdout, { timeout: 120_000, interval: 250 }).toContain("cluster gateway at");
+    try {
+      await expect.poll(() => run.output.stdout, { timeout: 120_000, interval: 250 }).toContain("cluster gateway at");
+    } catch (error) {
+      // This start has been seen not to get ready, rarely and unexplained: say what the cluster's parts logged.
+      console.error(`flowplane start wrote to stderr:\n${run.output.stderr}\n${clusterLogTails(dataDirectory)}`);
+      throw error;
+    }
     expect(run.output.stdout).toMatch(/broker 0: cluster 127\.0\.0\.1:\d+/);
     expect(run.output.stdout).toMatch(/broker 2: .*data .*brokers[/\\]2/);
     const managementUrl = /cluster management API at (\S+)/.exec(run.output.stdout)?.[1];
