@@ -8,7 +8,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import pino from "pino";
+import pino, { type Logger } from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { FilesystemBackupStore } from "../../../src/cluster/backup/filesystem-store.js";
 import { rebuildEngine } from "../../../src/cluster/backup/read-part.js";
@@ -67,6 +67,33 @@ afterEach(async () => {
   await rm(storeDirectory, { recursive: true, force: true });
 });
 
+/** The only replica of partition `partitionId` in `environment`, writing backup parts, once it leads. */
+async function openLeadingReplica(
+  environment: StorageEnvironment,
+  partitionId: number,
+  logger: Logger,
+): Promise<PartitionReplica> {
+  const replica = await PartitionReplica.open({
+    partitionId,
+    memberId: 0,
+    environment,
+    bootstrap: [{ id: 0, role: "voter", priority: 1 }],
+    heartbeatIntervalMs: 10,
+    electionTimeoutMs: 50,
+    snapshotIntervalEntries: 10,
+    maxPendingProposals: 256,
+    maxApplyLagEntries: 1000,
+    send: () => {},
+    onFailure: (error) => {
+      throw error;
+    },
+    backups: backupOptions(),
+    logger,
+  });
+  await waitFor(() => replica.report().role === "leader", "replica leads");
+  return replica;
+}
+
 describe("a single-member partition's backup part", () => {
   let directory: string;
   let environment: StorageEnvironment;
@@ -75,24 +102,7 @@ describe("a single-member partition's backup part", () => {
   beforeEach(async () => {
     directory = await temporaryDirectory("backup-replica");
     environment = StorageEnvironment.open({ directory, synchronousCommit: true });
-    replica = await PartitionReplica.open({
-      partitionId: 1,
-      memberId: 0,
-      environment,
-      bootstrap: [{ id: 0, role: "voter", priority: 1 }],
-      heartbeatIntervalMs: 10,
-      electionTimeoutMs: 50,
-      snapshotIntervalEntries: 10,
-      maxPendingProposals: 256,
-      maxApplyLagEntries: 1000,
-      send: () => {},
-      onFailure: (error) => {
-        throw error;
-      },
-      backups: backupOptions(),
-      logger: pino({ level: "silent" }),
-    });
-    await waitFor(() => replica.report().role === "leader", "replica leads");
+    replica = await openLeadingReplica(environment, 1, pino({ level: "silent" }));
   });
 
   afterEach(async () => {
@@ -189,24 +199,11 @@ describe("a partition added after a backup", () => {
     logged = [];
     directory = await temporaryDirectory("backup-added-partition");
     environment = StorageEnvironment.open({ directory, synchronousCommit: true });
-    replica = await PartitionReplica.open({
-      partitionId: 3,
-      memberId: 0,
+    replica = await openLeadingReplica(
       environment,
-      bootstrap: [{ id: 0, role: "voter", priority: 1 }],
-      heartbeatIntervalMs: 10,
-      electionTimeoutMs: 50,
-      snapshotIntervalEntries: 10,
-      maxPendingProposals: 256,
-      maxApplyLagEntries: 1000,
-      send: () => {},
-      onFailure: (error) => {
-        throw error;
-      },
-      backups: backupOptions(),
-      logger: pino({ level: "info" }, { write: (line: string) => logged.push(JSON.parse(line)) }),
-    });
-    await waitFor(() => replica.report().role === "leader", "replica leads");
+      3,
+      pino({ level: "info" }, { write: (line: string) => logged.push(JSON.parse(line)) }),
+    );
   });
 
   afterEach(async () => {
