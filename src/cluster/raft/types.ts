@@ -95,6 +95,8 @@ export interface Snapshot {
 export interface SnapshotChunk {
   readonly offset: number;
   readonly data: Uint8Array;
+  /** CRC-32C of `data`, computed once by the receiving core; the storage seals the stored chunk with it. */
+  readonly checksum: number;
 }
 
 /**

@@ -17,6 +17,7 @@
  * commits, so replication and apply read them without touching the disk.
  */
 import { crc32c } from "@node-rs/crc32";
+import { combineCrc32c } from "../crc32c-combine.js";
 import {
   type Configuration,
   type Entry,
@@ -44,7 +45,6 @@ import {
   encodeRecord,
   verifyEntry,
 } from "./codec.js";
-import { combineCrc32c } from "./crc32c-combine.js";
 import { EntryCache } from "./entry-cache.js";
 import { type ChunkKey, StorageEnvironment, type TransactionParticipant } from "./environment.js";
 import type { GroupCommitOptions } from "./group-commit.js";
@@ -891,6 +891,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       const encoded = encodeChunkInto(
         chunk.data,
         this.environment.chunkBuffers.acquire(encodedChunkBytes(chunk.data.byteLength)),
+        chunk.checksum,
       );
       return { offset: chunk.offset, data: chunk.data, encoded, checksum: encodedChunkChecksum(encoded) };
     });
