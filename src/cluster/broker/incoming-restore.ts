@@ -22,8 +22,9 @@ import { sameSnapshot } from "../raft/index.js";
 interface RestoreUnderWay {
   readonly metadata: SnapshotMetadata;
   readonly restorer: EngineSnapshotRestorer;
-  /** Chunks handed over and not decoded yet, in order, from `nextQueued` on. */
+  /** Chunks handed over, in order; those from `nextQueued` on are not decoded yet. */
   queued: SnapshotChunk[];
+  /** Position in `queued` of the next chunk to decode. */
   nextQueued: number;
   /** Offset just past the last chunk handed over: the next chunk must start there. */
   handedOverBytes: number;
@@ -131,6 +132,7 @@ export class IncomingRestore {
   }
 }
 
+/** The start of an error's message: a decoding error may quote bytes a peer sent, which a log line must not hold. */
 function boundedReason(error: unknown): string {
   return (error instanceof Error ? error.message : String(error)).slice(0, 200);
 }

@@ -147,7 +147,10 @@ export interface ReplicaClock {
   repeat(intervalMs: number, tick: () => void): () => void;
   /** Resolves after `delayMs`. */
   sleep(delayMs: number): Promise<void>;
-  /** Resolves once other pending work had a turn (between two slices of a snapshot's encoding). */
+  /**
+   * Resolves once other pending work had a turn: between two slices of a snapshot's encoding, and between two
+   * received chunks decoded while their write is made durable.
+   */
   yieldTurn(): Promise<void>;
 }
 
@@ -1084,12 +1087,10 @@ export class PartitionReplica {
     if (applyBeforePersist) this.applyCommitted(ready);
     // Everything else waits for durability: no other message may leave and nothing may be acknowledged before these
     // writes are synced (when the batch must sync at all).
+    if (ready.snapshotReceipt !== null) this.incomingRestore.accept(ready.snapshotReceipt);
     const persisted = this.persist(ready);
-    if (ready.snapshotReceipt !== null) {
-      // The thread would idle while the received chunks are made durable: decode them into the engine meanwhile.
-      this.incomingRestore.accept(ready.snapshotReceipt);
-      await this.decodeIncomingUntil(persisted);
-    }
+    // The thread would idle while received chunks are made durable: it decodes them into the engine meanwhile.
+    if (ready.snapshotReceipt !== null) await this.decodeIncomingUntil(persisted);
     await persisted;
     if (ready.compaction !== null) {
       this.snapshotIndex = ready.compaction.metadata.index;
@@ -1646,8 +1647,6 @@ export class PartitionReplica {
 function describeMembers(configuration: Configuration): string {
   return configuration.members.map((member) => `${member.id} ${member.role}`).join(", ");
 }
-
-/** The start of an error's message: a decoding error may quote bytes a peer sent, which a log line must not hold. */
 
 /**
  * Restores the engine from the stored snapshot, read and decoded a stored chunk at a time (memory bounded by a chunk

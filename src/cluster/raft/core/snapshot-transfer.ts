@@ -155,7 +155,8 @@ export type ChunkOutcome =
    * chunk completed it (it must then be written first, `chunkChecksum` being its CRC-32C) or the bytes were all
    * received before.
    */
-  | { readonly status: "complete"; readonly chunkAccepted: boolean; readonly chunkChecksum: number }
+  | { readonly status: "complete"; readonly chunkAccepted: true; readonly chunkChecksum: number }
+  | { readonly status: "complete"; readonly chunkAccepted: false }
   /** Size or checksum mismatch: the sender must start over. */
   | { readonly status: "rejected"; readonly reason: string };
 
@@ -202,7 +203,7 @@ export class SnapshotReceiver {
    */
   offer(offset: number, data: Uint8Array, last: boolean): ChunkOutcome {
     const size = this.metadata.sizeBytes;
-    if (this.received === size && size > 0) return this.verify(false);
+    if (this.received === size && size > 0) return this.verify(null);
     if (offset !== this.received) return { status: "ignored", expectedOffset: this.received };
     const end = offset + data.byteLength;
     if (end > size) return { status: "rejected", reason: `chunk ends at ${end}, beyond the snapshot size ${size}` };
@@ -217,13 +218,15 @@ export class SnapshotReceiver {
     const chunkChecksum = crc32c(data) >>> 0;
     this.checksum = combineCrc32c(this.checksum, chunkChecksum, data.byteLength);
     if (end < size) return { status: "accepted", nextOffset: end, chunkChecksum };
-    return this.verify(true, chunkChecksum);
+    return this.verify(chunkChecksum);
   }
 
-  private verify(chunkAccepted: boolean, chunkChecksum = 0): ChunkOutcome {
+  /** Completes the receipt if the running checksum matches; `acceptedChunkChecksum`: of the chunk that completed it. */
+  private verify(acceptedChunkChecksum: number | null): ChunkOutcome {
     if (this.checksum !== this.metadata.checksum) {
       return { status: "rejected", reason: `checksum ${this.checksum} does not match ${this.metadata.checksum}` };
     }
-    return { status: "complete", chunkAccepted, chunkChecksum };
+    if (acceptedChunkChecksum === null) return { status: "complete", chunkAccepted: false };
+    return { status: "complete", chunkAccepted: true, chunkChecksum: acceptedChunkChecksum };
   }
 }

@@ -226,10 +226,10 @@ function isHardState(value: unknown): value is HardState {
   return fenced === undefined || (Array.isArray(fenced) && fenced.every(isNonNegativeInteger));
 }
 
-/** `incoming` with `chunks`, which continue its received bytes in order, received too. */
 /**
- * `incoming` after `chunks` were stored, each with its own checksum (the CRC-32C of its data, computed as it was
- * encoded): the running checksum is derived from those, without reading the bytes again.
+ * `incoming` after `chunks`, which continue its received bytes in order, were stored, each with its own checksum (the
+ * CRC-32C of its data, which the core computed as it accepted the chunk): the running checksum is derived from those,
+ * without reading the bytes again.
  */
 function progressedIncoming(
   incoming: StoredIncomingSnapshot,
