@@ -175,6 +175,10 @@ export class SimulatedDisk implements RaftStorage {
       if (receivedBytes > incoming.metadata.sizeBytes) {
         throw new Error(`disk: received chunk ends at ${receivedBytes}, beyond ${incoming.metadata.sizeBytes}`);
       }
+      // The real storage seals the stored chunk with the checksum the core computed, so it must be the data's.
+      if (chunk.checksum !== crc32c(chunk.data) >>> 0) {
+        throw new Error(`disk: received chunk at ${chunk.offset} carries checksum ${chunk.checksum}, not its data's`);
+      }
       incoming.chunks.push(chunk.data.slice());
       incoming.receivedBytes = receivedBytes;
       incoming.receivedChecksum = crc32c(chunk.data, incoming.receivedChecksum) >>> 0;

@@ -29,7 +29,6 @@ import {
   type Checkpoint,
   type EngineRecord,
   type EngineSnapshotEncoder,
-  type EngineSnapshotRestorer,
   encodeRecord,
   MESSAGE_LIMITS,
   type OutboundMessage,
@@ -49,13 +48,11 @@ import {
   type Ready,
   type Refusal,
   SeededRandom,
-  type SnapshotMetadata,
-  type SnapshotReceipt,
   sameConfiguration,
-  sameSnapshot,
 } from "../raft/index.js";
 import type { StorageEnvironment } from "../raft/storage/environment.js";
 import { MemberStorage } from "../raft/storage/member-storage.js";
+import { IncomingRestore } from "./incoming-restore.js";
 import {
   type CatchUpProgress,
   type MembershipAnswer,
@@ -150,7 +147,10 @@ export interface ReplicaClock {
   repeat(intervalMs: number, tick: () => void): () => void;
   /** Resolves after `delayMs`. */
   sleep(delayMs: number): Promise<void>;
-  /** Resolves once other pending work had a turn (between two slices of a snapshot's encoding). */
+  /**
+   * Resolves once other pending work had a turn: between two slices of a snapshot's encoding, and between two
+   * received chunks decoded while their write is made durable.
+   */
   yieldTurn(): Promise<void>;
 }
 
@@ -313,11 +313,8 @@ export class PartitionReplica {
   private snapshotSizeBytes = 0;
   /** Log entry and snapshot bytes received from leaders since the replica opened (a joining replica's progress). */
   private receivedBytes = 0;
-  /**
-   * The engine being restored from a leader's snapshot while its chunks arrive (`continueIncomingRestore`), so the
-   * install needs no second pass over the snapshot; null when no receipt from byte 0 is under way in this process.
-   */
-  private incomingRestore: IncomingRestore | null = null;
+  /** The engine being restored from a leader's snapshot while its chunks arrive (`incoming-restore.ts`). */
+  private readonly incomingRestore: IncomingRestore;
   /** Callbacks waiting for the next batch to be durable (a forced membership must be before it is reported). */
   private awaitingDurability: (() => void)[] = [];
   /**
@@ -370,6 +367,7 @@ export class PartitionReplica {
     this.options = options;
     this.clock = options.clock ?? systemClock;
     this.partitionId = options.partitionId;
+    this.incomingRestore = new IncomingRestore(options.partitionId, options.logger);
     this.storage = storage;
     this.node = node;
     this.engine = engine;
@@ -1089,22 +1087,11 @@ export class PartitionReplica {
     if (applyBeforePersist) this.applyCommitted(ready);
     // Everything else waits for durability: no other message may leave and nothing may be acknowledged before these
     // writes are synced (when the batch must sync at all).
-    try {
-      // Chunks of a snapshot from the leader are written as they arrive; once complete, the storage verifies the
-      // snapshot's size and checksum and installs it. Neither the core nor this driver holds it in memory meanwhile.
-      if (ready.snapshotReceipt !== null) await this.storage.receiveSnapshotChunks(ready.snapshotReceipt);
-      if (ready.snapshot !== null) await this.storage.finishSnapshotReceive();
-      // A batch that need not sync changes only the commit index, which is volatile: writing it would put one more
-      // durable commit on the path of every write, so it is skipped and the next synced batch carries it to disk.
-      if (ready.mustSync && (ready.entriesToPersist.length > 0 || ready.hardState !== null)) {
-        await this.storage.append(ready.entriesToPersist, ready.hardState);
-      }
-      if (ready.compaction !== null) await this.storage.installSnapshot(ready.compaction);
-      this.lastPersistSucceeded = true;
-    } catch (error) {
-      this.lastPersistSucceeded = false;
-      throw error;
-    }
+    if (ready.snapshotReceipt !== null) this.incomingRestore.accept(ready.snapshotReceipt);
+    const persisted = this.persist(ready);
+    // The thread would idle while received chunks are made durable: it decodes them into the engine meanwhile.
+    if (ready.snapshotReceipt !== null) await this.decodeIncomingUntil(persisted);
+    await persisted;
     if (ready.compaction !== null) {
       this.snapshotIndex = ready.compaction.metadata.index;
       if (ready.compaction.data === this.preparedSnapshot?.data) this.preparedSnapshot = null;
@@ -1122,14 +1109,14 @@ export class PartitionReplica {
       for (const entry of ready.entriesToPersist) this.receivedBytes += entry.data.byteLength;
       for (const chunk of ready.snapshotReceipt?.chunks ?? []) this.receivedBytes += chunk.data.byteLength;
     }
-    // After the answers left: decoding the chunks just written overlaps with the leader sending the next ones.
-    if (ready.snapshotReceipt !== null) this.continueIncomingRestore(ready.snapshotReceipt);
+    // After the answers left: decoding what the write left overlaps with the leader sending the next chunks.
+    this.incomingRestore.decodeAll();
     if (ready.snapshot !== null) {
       this.snapshotSizeBytes = ready.snapshot.sizeBytes;
       // The engine restored while the chunks arrived when it saw every byte of this snapshot; otherwise (a receipt
       // resumed after a restart) it is rebuilt from the snapshot just installed, read back a chunk at a time. The
       // engine holds that state anyway, but the snapshot's bytes are never held whole.
-      const restoredWhileReceiving = this.finishIncomingRestore(ready.snapshot);
+      const restoredWhileReceiving = this.incomingRestore.finish(ready.snapshot);
       if (restoredWhileReceiving !== null) this.snapshotsRestoredWhileReceiving += 1;
       const engine = restoredWhileReceiving ?? (await restoreEngine(this.storage, this.partitionId, this.clock));
       if (engine === null) throw new Error(`invariant violated: partition ${this.partitionId} lost its snapshot`);
@@ -1145,7 +1132,7 @@ export class PartitionReplica {
     }
     if (!applyBeforePersist) this.applyCommitted(ready);
     // A receipt the storage gave up (a newer snapshot or compaction replaced it) frees the engine restored from it.
-    if (this.incomingRestore !== null && this.storage.incomingSnapshot() === null) this.incomingRestore = null;
+    if (this.incomingRestore.active && this.storage.incomingSnapshot() === null) this.incomingRestore.abandon();
     if (ready.softState !== null && ready.softState.role !== "leader") this.loseLeadership();
     if (ready.softState !== null && ready.softState.role === "leader")
       this.considerBackupTakeover(ready.softState.term);
@@ -1153,53 +1140,43 @@ export class PartitionReplica {
   }
 
   /**
-   * Hands the chunks of a receipt, durable now, to the engine restore under way for their snapshot. A chunk at byte
-   * 0 starts a new restore (a new snapshot, or the same one started over); a chunk that does not continue the restore
-   * exactly, or one it cannot decode, ends it, and the install then reads the stored snapshot instead (which fails
-   * loudly if the snapshot is damaged). The bytes handed over are the ones the core checksummed and the storage holds.
+   * Makes the batch durable: chunks of a snapshot from the leader are written as they arrive, and once complete the
+   * storage verifies the snapshot's size and checksum and installs it (neither the core nor this driver holds it in
+   * memory meanwhile); then the entries and hard state, and a local compaction.
    */
-  private continueIncomingRestore(receipt: SnapshotReceipt): void {
-    let restore = this.incomingRestore;
-    if (restore !== null && (receipt.restart || !sameSnapshot(restore.metadata, receipt.metadata))) restore = null;
-    for (const chunk of receipt.chunks) {
-      if (chunk.offset === 0) {
-        restore = { metadata: receipt.metadata, restorer: PartitionEngine.restorer(), nextOffset: 0 };
+  private async persist(ready: Ready): Promise<void> {
+    try {
+      if (ready.snapshotReceipt !== null) await this.storage.receiveSnapshotChunks(ready.snapshotReceipt);
+      if (ready.snapshot !== null) await this.storage.finishSnapshotReceive();
+      // A batch that need not sync changes only the commit index, which is volatile: writing it would put one more
+      // durable commit on the path of every write, so it is skipped and the next synced batch carries it to disk.
+      if (ready.mustSync && (ready.entriesToPersist.length > 0 || ready.hardState !== null)) {
+        await this.storage.append(ready.entriesToPersist, ready.hardState);
       }
-      if (restore === null) continue;
-      if (chunk.offset !== restore.nextOffset) {
-        restore = null;
-        continue;
-      }
-      try {
-        restore.restorer.push(chunk.data);
-        restore.nextOffset += chunk.data.byteLength;
-      } catch (error) {
-        this.options.logger.warn(
-          { partitionId: this.partitionId, snapshotIndex: receipt.metadata.index, reason: boundedReason(error) },
-          "a snapshot being received does not decode; its install will read it back",
-        );
-        restore = null;
-      }
+      if (ready.compaction !== null) await this.storage.installSnapshot(ready.compaction);
+      this.lastPersistSucceeded = true;
+    } catch (error) {
+      this.lastPersistSucceeded = false;
+      throw error;
     }
-    this.incomingRestore = restore;
   }
 
-  /** The engine the restore under way built from every byte of `snapshot`, or null; ends the restore either way. */
-  private finishIncomingRestore(snapshot: SnapshotMetadata): PartitionEngine | null {
-    const restore = this.incomingRestore;
-    this.incomingRestore = null;
-    if (restore === null || !sameSnapshot(restore.metadata, snapshot) || restore.nextOffset !== snapshot.sizeBytes) {
-      return null;
-    }
-    try {
-      return restore.restorer.finish();
-    } catch (error) {
-      this.options.logger.warn(
-        { partitionId: this.partitionId, snapshotIndex: snapshot.index, reason: boundedReason(error) },
-        "a received snapshot does not decode; its install reads it back",
-      );
-      return null;
-    }
+  /**
+   * Decodes received chunks into the engine being restored, one per turn, until `write` settles or none is left; a
+   * turn between two lets the write's completion through, so the answers it holds back wait for one chunk at most.
+   */
+  private async decodeIncomingUntil(write: Promise<void>): Promise<void> {
+    let settled = false;
+    // The caller awaits `write` itself (and so sees its failure); this only notes that it settled.
+    write.then(
+      () => {
+        settled = true;
+      },
+      () => {
+        settled = true;
+      },
+    );
+    while (!settled && this.incomingRestore.decodeNext()) await this.clock.yieldTurn();
   }
 
   /** Applies the batch's committed entries, then settles the reads they make answerable. */
@@ -1669,19 +1646,6 @@ export class PartitionReplica {
 /** "0 voter, 3 learner": a group's members for a log line. */
 function describeMembers(configuration: Configuration): string {
   return configuration.members.map((member) => `${member.id} ${member.role}`).join(", ");
-}
-
-/** The start of an error's message: a decoding error may quote bytes a peer sent, which a log line must not hold. */
-function boundedReason(error: unknown): string {
-  return (error instanceof Error ? error.message : String(error)).slice(0, 200);
-}
-
-/** An engine restore that follows the chunks of a snapshot as they arrive. */
-interface IncomingRestore {
-  readonly metadata: SnapshotMetadata;
-  readonly restorer: EngineSnapshotRestorer;
-  /** Offset of the next chunk it takes: every byte before it was decoded. */
-  nextOffset: number;
 }
 
 /**

@@ -95,6 +95,11 @@ export interface Snapshot {
 export interface SnapshotChunk {
   readonly offset: number;
   readonly data: Uint8Array;
+  /**
+   * CRC-32C of `data`, computed once by the receiving core; the storage seals the stored chunk with it, so `data`
+   * must not change once checksummed (received chunks are views of frames nobody reuses).
+   */
+  readonly checksum: number;
 }
 
 /**

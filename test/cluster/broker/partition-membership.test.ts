@@ -4,12 +4,14 @@
  * load, a leader leaving, priorities, and a forced membership that survives a restart.
  */
 import pino from "pino";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { MembershipAnswer, MembershipChange } from "../../../src/cluster/broker/membership.js";
 import { PartitionReplica } from "../../../src/cluster/broker/partition-replica.js";
 import type { PublishMessageCommand } from "../../../src/cluster/broker/protocol.js";
+import { type EngineSnapshotRestorer, PartitionEngine } from "../../../src/cluster/engine/index.js";
 import { type Member, type Message, votersOf } from "../../../src/cluster/raft/index.js";
 import { StorageEnvironment } from "../../../src/cluster/raft/storage/environment.js";
+import { MemberStorage } from "../../../src/cluster/raft/storage/member-storage.js";
 import { detachedMessage } from "../../support/replica-messages.js";
 import { removeDirectory, temporaryDirectory, waitFor } from "./support.js";
 
@@ -30,7 +32,13 @@ describe("PartitionReplica membership changes", () => {
   /** Chunks of a snapshot in flight per member receiving it, for replicas opened from now on (default when unset). */
   let snapshotWindowChunks: number | undefined;
 
-  async function openReplica(memberId: number, bootstrap: readonly Member[] | null): Promise<PartitionReplica> {
+  async function openReplica(
+    memberId: number,
+    bootstrap: readonly Member[] | null,
+    onFailure: (error: Error) => void = (error) => {
+      throw error;
+    },
+  ): Promise<PartitionReplica> {
     let environment = environments.get(memberId);
     if (environment === undefined) {
       const directory = directories.get(memberId) ?? (await temporaryDirectory(`membership-${memberId}`));
@@ -53,9 +61,7 @@ describe("PartitionReplica membership changes", () => {
         if (isolated.has(memberId) || isolated.has(to) || dropping?.(memberId, message)) return;
         replicas.get(to)?.receive(detachedMessage(message));
       },
-      onFailure: (error) => {
-        throw error;
-      },
+      onFailure,
       logger: pino({ level: "silent" }),
     });
     replicas.set(memberId, replica);
@@ -76,6 +82,7 @@ describe("PartitionReplica membership changes", () => {
   });
 
   afterEach(async () => {
+    vi.restoreAllMocks();
     for (const memberId of [...replicas.keys()]) await closeReplica(memberId);
     for (const memberId of [...environments.keys()]) await environments.get(memberId)?.close();
     environments.clear();
@@ -261,6 +268,101 @@ describe("PartitionReplica membership changes", () => {
     // A chunk overwritten before it was stored would have failed the snapshot's checksum at its install.
     expect(joining.installedSnapshotCount).toBe(1);
     expect(joining.bufferedMessageCount).toBe(sender.bufferedMessageCount);
+  });
+
+  /**
+   * A group whose leader holds a snapshot of several 1 MiB chunks, and a hold on the first write of received chunks
+   * (only a joining replica receives chunks): the write stays pending until `release` or `fail` is called.
+   */
+  async function groupWithHeldChunkWrite(): Promise<{
+    sender: PartitionReplica;
+    heldWrites: () => number;
+    decodedBytes: () => number;
+    release: () => void;
+    fail: (error: Error) => void;
+  }> {
+    await openGroup([voter(0, 3), voter(1), voter(2)]);
+    const sender = await leader();
+    for (let sequence = 0; sequence < 60; sequence += 1) {
+      await sender.publish({ ...command(`large-${sequence}`), variables: { blob: "b".repeat(60_000) } });
+    }
+    await waitFor(() => sender.latestSnapshotIndex > 0, "a snapshot on the leader");
+    let settle: { resolve: () => void; reject: (error: Error) => void } | null = null;
+    const held = new Promise<void>((resolve, reject) => {
+      settle = { resolve, reject };
+    });
+    let heldWrites = 0;
+    const write = MemberStorage.prototype.receiveSnapshotChunks;
+    vi.spyOn(MemberStorage.prototype, "receiveSnapshotChunks").mockImplementation(async function (
+      this: MemberStorage,
+      receipt,
+    ) {
+      if (heldWrites === 0 && receipt.chunks.length > 0) {
+        heldWrites += 1;
+        await held;
+      }
+      return write.call(this, receipt);
+    });
+    // Every engine restore started from here on, to see how far each one decoded.
+    const restorers: EngineSnapshotRestorer[] = [];
+    const startRestore = PartitionEngine.restorer;
+    vi.spyOn(PartitionEngine, "restorer").mockImplementation(() => {
+      const restorer = startRestore.call(PartitionEngine);
+      restorers.push(restorer);
+      return restorer;
+    });
+    return {
+      sender,
+      heldWrites: () => heldWrites,
+      decodedBytes: () => restorers.reduce((sum, restorer) => sum + restorer.decodedBytes, 0),
+      release: () => settle?.resolve(),
+      fail: (error) => settle?.reject(error),
+    };
+  }
+
+  it("a joining replica decodes received chunks while their write is pending, and answers them only once it is durable", async () => {
+    const { sender, heldWrites, decodedBytes, release } = await groupWithHeldChunkWrite();
+    const acknowledgedOffsets: number[] = [];
+    dropping = (from, message) => {
+      if (from === 3 && message.type === "snapshotResponse" && message.status === "continue") {
+        acknowledgedOffsets.push(message.nextOffset);
+      }
+      return false;
+    };
+    const joining = await openReplica(3, null);
+    await changeUntilDone({ type: "addLearner", member: 3, priority: 1 });
+    await waitFor(() => heldWrites() === 1 && decodedBytes() > 0, "a chunk decoded while its write is held");
+    // Nothing of the chunks being written is acknowledged while the write is pending (an answer of offset 0 only
+    // says where the receipt starts).
+    expect(acknowledgedOffsets.filter((offset) => offset > 0)).toEqual([]);
+    release();
+    await waitFor(() => joining.installedSnapshotCount === 1, "the snapshot installed");
+    await waitFor(() => joining.report().appliedIndex >= sender.report().commitIndex, "the joining replica caught up");
+    expect(acknowledgedOffsets.some((offset) => offset > 0)).toBe(true);
+    // The engine came from the chunks decoded as they arrived, not from reading the snapshot back.
+    expect(joining.snapshotsRestoredWhileReceivingCount).toBe(1);
+    expect(joining.bufferedMessageCount).toBe(sender.bufferedMessageCount);
+  });
+
+  it("a joining replica whose write of received chunks fails while it decodes them fails, answering none of them", async () => {
+    const { heldWrites, decodedBytes, fail } = await groupWithHeldChunkWrite();
+    const acknowledgedOffsets: number[] = [];
+    dropping = (from, message) => {
+      if (from === 3 && message.type === "snapshotResponse" && message.status === "continue") {
+        acknowledgedOffsets.push(message.nextOffset);
+      }
+      return false;
+    };
+    const failures: Error[] = [];
+    const joining = await openReplica(3, null, (error) => failures.push(error));
+    await changeUntilDone({ type: "addLearner", member: 3, priority: 1 });
+    await waitFor(() => heldWrites() === 1 && decodedBytes() > 0, "a chunk decoded while its write is held");
+    fail(new Error("the disk went away"));
+    await waitFor(() => failures.length === 1, "the joining replica failed");
+    expect(failures[0]?.message).toBe("the disk went away");
+    expect(joining.failed).toBe(true);
+    expect(acknowledgedOffsets.filter((offset) => offset > 0)).toEqual([]);
+    expect(joining.installedSnapshotCount).toBe(0);
   });
 
   async function waitForLeaderAmong(memberIds: readonly number[]): Promise<PartitionReplica> {

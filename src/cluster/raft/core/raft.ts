@@ -1289,7 +1289,11 @@ export class RaftNode {
         respond("continue", outcome.expectedOffset, 0);
         return;
       case "accepted":
-        this.queueReceivedChunk(metadata, message.offset, message.data);
+        this.queueReceivedChunk(metadata, {
+          offset: message.offset,
+          data: message.data,
+          checksum: outcome.chunkChecksum,
+        });
         respond("continue", outcome.nextOffset, 0);
         return;
       case "rejected":
@@ -1299,7 +1303,11 @@ export class RaftNode {
         return;
       case "complete":
         if (outcome.chunkAccepted && message.data.byteLength > 0) {
-          this.queueReceivedChunk(metadata, message.offset, message.data);
+          this.queueReceivedChunk(metadata, {
+            offset: message.offset,
+            data: message.data,
+            checksum: outcome.chunkChecksum,
+          });
         }
         this.receiver = null;
         this.restoreSnapshot(metadata);
@@ -1328,12 +1336,12 @@ export class RaftNode {
   }
 
   /** Adds an accepted chunk to the receipt the next `Ready` hands out. */
-  private queueReceivedChunk(metadata: SnapshotMetadata, offset: number, data: Uint8Array): void {
+  private queueReceivedChunk(metadata: SnapshotMetadata, chunk: SnapshotChunk): void {
     if (this.pendingReceipt === null) this.pendingReceipt = { metadata, restart: false, chunks: [] };
     if (!sameSnapshot(this.pendingReceipt.metadata, metadata)) {
       throw new Error(`raft: chunk of snapshot ${metadata.index} queued into the receipt of another snapshot`);
     }
-    this.pendingReceipt.chunks.push({ offset, data });
+    this.pendingReceipt.chunks.push(chunk);
   }
 
   /** Replaces the log with a received snapshot whose data the storage holds complete and verified. */

@@ -12,9 +12,12 @@
  * Receiver (`SnapshotReceiver`): accepts chunks only in order, each continuing where the bytes received so far end,
  * and keeps a running CRC-32C of them rather than the bytes themselves: the accepted chunks go to the storage in the
  * `Ready`, and are acknowledged only once durable. When the last chunk arrives the running checksum is compared with
- * the snapshot's, so a mismatch is found without reading the stored snapshot back.
+ * the snapshot's, so a mismatch is found without reading the stored snapshot back. Each accepted chunk's own CRC-32C
+ * is computed once, here: the running checksum is derived from it, and the storage seals the stored chunk with it,
+ * so a received byte is checksummed once, not twice.
  */
 import { crc32c } from "@node-rs/crc32";
+import { combineCrc32c } from "../crc32c-combine.js";
 import type { IncomingSnapshot, SnapshotMetadata } from "../types.js";
 
 /** CRC-32C of snapshot data, as stored in `SnapshotMetadata.checksum`. */
@@ -145,13 +148,15 @@ export class SnapshotTransfer {
 export type ChunkOutcome =
   /** Not the chunk expected next (out of order or a duplicate): nothing to write; answer with the expected offset. */
   | { readonly status: "ignored"; readonly expectedOffset: number }
-  /** The chunk continues the snapshot: write it, then acknowledge `nextOffset`. */
-  | { readonly status: "accepted"; readonly nextOffset: number }
+  /** The chunk continues the snapshot: write it, then acknowledge `nextOffset`. `chunkChecksum`: its CRC-32C. */
+  | { readonly status: "accepted"; readonly nextOffset: number; readonly chunkChecksum: number }
   /**
    * Every byte is received and the checksum matches: install the snapshot. `chunkAccepted` says whether the offered
-   * chunk completed it (it must then be written first) or the bytes were all received before.
+   * chunk completed it (it must then be written first, `chunkChecksum` being its CRC-32C) or the bytes were all
+   * received before.
    */
-  | { readonly status: "complete"; readonly chunkAccepted: boolean }
+  | { readonly status: "complete"; readonly chunkAccepted: true; readonly chunkChecksum: number }
+  | { readonly status: "complete"; readonly chunkAccepted: false }
   /** Size or checksum mismatch: the sender must start over. */
   | { readonly status: "rejected"; readonly reason: string };
 
@@ -198,7 +203,7 @@ export class SnapshotReceiver {
    */
   offer(offset: number, data: Uint8Array, last: boolean): ChunkOutcome {
     const size = this.metadata.sizeBytes;
-    if (this.received === size && size > 0) return this.verify(false);
+    if (this.received === size && size > 0) return this.verify(null);
     if (offset !== this.received) return { status: "ignored", expectedOffset: this.received };
     const end = offset + data.byteLength;
     if (end > size) return { status: "rejected", reason: `chunk ends at ${end}, beyond the snapshot size ${size}` };
@@ -210,15 +215,18 @@ export class SnapshotReceiver {
     }
     if (data.byteLength === 0 && size > 0) return { status: "rejected", reason: "empty chunk" };
     this.received = end;
-    this.checksum = continueChecksum(this.checksum, data);
-    if (end < size) return { status: "accepted", nextOffset: end };
-    return this.verify(true);
+    const chunkChecksum = crc32c(data) >>> 0;
+    this.checksum = combineCrc32c(this.checksum, chunkChecksum, data.byteLength);
+    if (end < size) return { status: "accepted", nextOffset: end, chunkChecksum };
+    return this.verify(chunkChecksum);
   }
 
-  private verify(chunkAccepted: boolean): ChunkOutcome {
+  /** Completes the receipt if the running checksum matches; `acceptedChunkChecksum`: of the chunk that completed it. */
+  private verify(acceptedChunkChecksum: number | null): ChunkOutcome {
     if (this.checksum !== this.metadata.checksum) {
       return { status: "rejected", reason: `checksum ${this.checksum} does not match ${this.metadata.checksum}` };
     }
-    return { status: "complete", chunkAccepted };
+    if (acceptedChunkChecksum === null) return { status: "complete", chunkAccepted: false };
+    return { status: "complete", chunkAccepted: true, chunkChecksum: acceptedChunkChecksum };
   }
 }

@@ -177,13 +177,19 @@ export function encodedChunkBytes(dataBytes: number): number {
   return CHECKSUM_BYTES + dataBytes;
 }
 
-/** Encodes one chunk into `target`, which must be exactly `encodedChunkBytes(data.byteLength)` long. */
-export function encodeChunkInto(data: Uint8Array, target: Uint8Array): Uint8Array {
+/**
+ * Encodes one chunk into `target`, which must be exactly `encodedChunkBytes(data.byteLength)` long. `dataChecksum`,
+ * when given, is the CRC-32C of `data` the caller computed already (a received chunk's, by the core), so the bytes
+ * are not read a second time for it.
+ */
+export function encodeChunkInto(data: Uint8Array, target: Uint8Array, dataChecksum?: number): Uint8Array {
   if (target.byteLength !== CHECKSUM_BYTES + data.byteLength) {
     throw new Error(`invariant violated: a chunk of ${data.byteLength} bytes encoded into ${target.byteLength}`);
   }
   target.set(data, CHECKSUM_BYTES);
-  return sealChecksum(target);
+  if (dataChecksum === undefined) return sealChecksum(target);
+  viewOf(target).setUint32(0, dataChecksum >>> 0);
+  return target;
 }
 
 /**

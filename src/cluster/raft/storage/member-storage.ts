@@ -17,6 +17,7 @@
  * commits, so replication and apply read them without touching the disk.
  */
 import { crc32c } from "@node-rs/crc32";
+import { combineCrc32c } from "../crc32c-combine.js";
 import {
   type Configuration,
   type Entry,
@@ -44,7 +45,6 @@ import {
   encodeRecord,
   verifyEntry,
 } from "./codec.js";
-import { combineCrc32c } from "./crc32c-combine.js";
 import { EntryCache } from "./entry-cache.js";
 import { type ChunkKey, StorageEnvironment, type TransactionParticipant } from "./environment.js";
 import type { GroupCommitOptions } from "./group-commit.js";
@@ -226,10 +226,10 @@ function isHardState(value: unknown): value is HardState {
   return fenced === undefined || (Array.isArray(fenced) && fenced.every(isNonNegativeInteger));
 }
 
-/** `incoming` with `chunks`, which continue its received bytes in order, received too. */
 /**
- * `incoming` after `chunks` were stored, each with its own checksum (the CRC-32C of its data, computed as it was
- * encoded): the running checksum is derived from those, without reading the bytes again.
+ * `incoming` after `chunks`, which continue its received bytes in order, were stored, each with its own checksum (the
+ * CRC-32C of its data, which the core computed as it accepted the chunk): the running checksum is derived from those,
+ * without reading the bytes again.
  */
 function progressedIncoming(
   incoming: StoredIncomingSnapshot,
@@ -891,6 +891,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       const encoded = encodeChunkInto(
         chunk.data,
         this.environment.chunkBuffers.acquire(encodedChunkBytes(chunk.data.byteLength)),
+        chunk.checksum,
       );
       return { offset: chunk.offset, data: chunk.data, encoded, checksum: encodedChunkChecksum(encoded) };
     });

@@ -1204,7 +1204,7 @@ describe("snapshots", () => {
     expect(ready.snapshotReceipt).toEqual({
       metadata,
       restart: false,
-      chunks: [{ offset: 0, data: data.subarray(0, 16) }],
+      chunks: [{ offset: 0, data: data.subarray(0, 16), checksum: snapshotChecksum(data.subarray(0, 16)) }],
     });
     expect(answers(ready)).toEqual(["continue:16:0"]);
     expect(disk.incomingSnapshot()?.receivedBytes).toBe(16);

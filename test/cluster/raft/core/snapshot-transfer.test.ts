@@ -88,15 +88,21 @@ describe("snapshot transfer: receiver", () => {
     expect(continueChecksum(continueChecksum(0, bytes.subarray(0, 4)), bytes.subarray(4))).toBe(0xe3069283);
   });
 
-  it("accepts chunks in order and verifies the whole through its running checksum", () => {
+  it("accepts chunks in order, gives each chunk's own checksum, and verifies the whole through its running checksum", () => {
     const receiver = new SnapshotReceiver(metadata());
     for (let offset = 0; offset < 48; offset += 16) {
-      expect(receiver.offer(offset, data.subarray(offset, offset + 16), false)).toEqual({
+      const chunk = data.subarray(offset, offset + 16);
+      expect(receiver.offer(offset, chunk, false)).toEqual({
         status: "accepted",
         nextOffset: offset + 16,
+        chunkChecksum: snapshotChecksum(chunk),
       });
     }
-    expect(receiver.offer(48, data.subarray(48), true)).toEqual({ status: "complete", chunkAccepted: true });
+    expect(receiver.offer(48, data.subarray(48), true)).toEqual({
+      status: "complete",
+      chunkAccepted: true,
+      chunkChecksum: snapshotChecksum(data.subarray(48)),
+    });
   });
 
   it("answers out-of-order and duplicate chunks with the offset it expects, without accepting them", () => {
@@ -114,7 +120,11 @@ describe("snapshot transfer: receiver", () => {
       receivedChecksum: snapshotChecksum(prefix),
     });
     expect(receiver.offer(0, data.subarray(0, 16), false)).toEqual({ status: "ignored", expectedOffset: 32 });
-    expect(receiver.offer(32, data.subarray(32), true)).toEqual({ status: "complete", chunkAccepted: true });
+    expect(receiver.offer(32, data.subarray(32), true)).toEqual({
+      status: "complete",
+      chunkAccepted: true,
+      chunkChecksum: snapshotChecksum(data.subarray(32)),
+    });
   });
 
   it("completes a receipt whose bytes were all durable before a restart on any chunk of it", () => {

@@ -1,9 +1,12 @@
+import { crc32c } from "@node-rs/crc32";
 import { describe, expect, it } from "vitest";
 import {
   decodeChunk,
   decodeEntry,
   decodeRecord,
   encodeChunk,
+  encodeChunkInto,
+  encodedChunkBytes,
   encodeEntry,
   encodeRecord,
 } from "../../../../src/cluster/raft/storage/codec.js";
@@ -46,5 +49,17 @@ describe("record and chunk codecs", () => {
     expect([...decodeChunk(encodedChunk, "chunk")]).toEqual([9, 8, 7]);
     encodedChunk[4] = 0;
     expect(() => decodeChunk(encodedChunk, "chunk")).toThrow(StorageCorruptionError);
+  });
+
+  it("seals a chunk with the checksum its caller computed, without computing it again", () => {
+    const data = new Uint8Array([9, 8, 7, 6]);
+    const target = new Uint8Array(encodedChunkBytes(data.byteLength));
+    const sealed = encodeChunkInto(data, target, crc32c(data) >>> 0);
+    expect(sealed).toBe(target);
+    expect(Buffer.from(sealed).equals(Buffer.from(encodeChunk(data)))).toBe(true);
+    expect([...decodeChunk(sealed, "chunk")]).toEqual([9, 8, 7, 6]);
+    // The given checksum is written as it is: a wrong one is found when the chunk is read back.
+    const wronglySealed = encodeChunkInto(data, new Uint8Array(target.byteLength), (crc32c(data) + 1) >>> 0);
+    expect(() => decodeChunk(wronglySealed, "chunk")).toThrow(StorageCorruptionError);
   });
 });

@@ -14,10 +14,17 @@ import {
   type Entry,
   type HardState,
   type Snapshot,
+  type SnapshotChunk,
   type SnapshotMetadata,
   StorageCorruptionError,
 } from "../../../../src/cluster/raft/types.js";
 import { withTemporaryDirectory } from "./temp-directory.js";
+
+/** Bytes `offset` to `end` of `data` as the core hands them to the storage: with their CRC-32C, computed once. */
+function receivedChunk(data: Uint8Array, offset: number, end: number): SnapshotChunk {
+  const bytes = data.subarray(offset, end);
+  return { offset, data: bytes, checksum: crc32c(bytes) >>> 0 };
+}
 
 function entry(index: number, term: number, text = `entry ${index}`): Entry {
   return { index, term, kind: "normal", data: new TextEncoder().encode(text) };
@@ -739,7 +746,7 @@ describe("MemberStorage", () => {
     it("writes a receipt in one transaction, resumes it from load() after a restart, and verifies it without reading it back", async () => {
       await withTemporaryDirectory(async (directory) => {
         const snapshot = makeSnapshot(10, 2, 10);
-        const chunk = (offset: number, end: number) => ({ offset, data: snapshot.data.subarray(offset, end) });
+        const chunk = (offset: number, end: number) => receivedChunk(snapshot.data, offset, end);
         const storage = MemberStorage.open({ directory, snapshotChunkBytes: 4 });
         const before = storage.transactionCount;
         await storage.receiveSnapshotChunks({
@@ -777,7 +784,7 @@ describe("MemberStorage", () => {
     it("stores every receipt's chunks intact though each receipt encodes into the memory of the one before", async () => {
       await withStorage(async (storage) => {
         const snapshot = makeSnapshot(12, 3, 40);
-        const chunk = (offset: number, end: number) => ({ offset, data: snapshot.data.subarray(offset, end) });
+        const chunk = (offset: number, end: number) => receivedChunk(snapshot.data, offset, end);
         // Receipts of whole and partial chunks: sizes 4 | 4 3 | 1 | 4 2 | 4 4 4 | 4 4 2, 40 bytes in all.
         const receipts = [[4], [4, 3], [1], [4, 2], [4, 4, 4], [4, 4, 2]];
         let offset = 0;
@@ -801,12 +808,12 @@ describe("MemberStorage", () => {
         await storage.receiveSnapshotChunks({
           metadata: snapshot.metadata,
           restart: false,
-          chunks: [{ offset: 0, data: new Uint8Array(4) }],
+          chunks: [receivedChunk(new Uint8Array(4), 0, 4)],
         });
         await storage.receiveSnapshotChunks({
           metadata: snapshot.metadata,
           restart: true,
-          chunks: [{ offset: 0, data: snapshot.data }],
+          chunks: [receivedChunk(snapshot.data, 0, 8)],
         });
         expect(storage.incomingSnapshot()?.receivedBytes).toBe(8);
         expect(await storage.finishSnapshotReceive()).toEqual(snapshot.metadata);
@@ -815,7 +822,7 @@ describe("MemberStorage", () => {
         await storage.receiveSnapshotChunks({
           metadata: wrong,
           restart: true,
-          chunks: [{ offset: 0, data: snapshot.data }],
+          chunks: [receivedChunk(snapshot.data, 0, 8)],
         });
         await expect(storage.finishSnapshotReceive()).rejects.toThrow(SnapshotChecksumMismatchError);
         expect(storage.incomingSnapshot()).toBeNull();
@@ -827,7 +834,7 @@ describe("MemberStorage", () => {
         const environment = StorageEnvironment.open({ directory, synchronousCommit: true });
         const storage = MemberStorage.openIn(environment, { scope: 1, snapshotChunkBytes: 4 });
         const snapshot = makeSnapshot(10, 2, 10);
-        const chunk = (offset: number, end: number) => ({ offset, data: snapshot.data.subarray(offset, end) });
+        const chunk = (offset: number, end: number) => receivedChunk(snapshot.data, offset, end);
         const transactionsBefore = environment.lmdbTransactionCount;
         await storage.receiveSnapshotChunks({ metadata: snapshot.metadata, restart: true, chunks: [chunk(0, 4)] });
         // The chunks were committed and synced by the writer thread, not in a transaction holding this thread.

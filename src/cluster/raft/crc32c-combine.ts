@@ -1,8 +1,8 @@
 /**
  * The CRC-32C of two byte strings joined, from the CRC-32C of each and the second's length, without reading the
  * bytes again (the method of zlib's `crc32_combine`: multiply the first CRC by x^(8 × length) modulo the
- * polynomial, then add the second). A receiving member checksums each chunk once, as it stores it, and derives the
- * running checksum of the whole snapshot from those, instead of reading every byte a second time.
+ * polynomial, then add the second). A receiving member's core checksums each chunk once, as it accepts it, and
+ * derives the running checksum of the whole snapshot from those, instead of reading every byte a second time.
  */
 
 /** The CRC-32C polynomial (Castagnoli) in reflected bit order. */

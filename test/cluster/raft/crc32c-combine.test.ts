@@ -1,7 +1,7 @@
 import { crc32c } from "@node-rs/crc32";
 import { describe, expect, it } from "vitest";
-import { SeededRandom } from "../../../../src/cluster/raft/core/random.js";
-import { combineCrc32c } from "../../../../src/cluster/raft/storage/crc32c-combine.js";
+import { SeededRandom } from "../../../src/cluster/raft/core/random.js";
+import { combineCrc32c } from "../../../src/cluster/raft/crc32c-combine.js";
 
 const checksum = (bytes: Uint8Array): number => crc32c(bytes) >>> 0;
 
