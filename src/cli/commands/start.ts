@@ -99,7 +99,10 @@ async function describeClusters(platform: RunningPlatform, io: CliIo): Promise<v
     const cluster = await provisioner.whenStarted(clusterId);
     if (cluster === undefined) {
       const directory = await provisioner.directoryOf(clusterId);
-      throw new Error(`the local cluster could not be started; see the logs in ${directory ?? "its directory"}/logs`);
+      const failure = provisioner.startFailure(clusterId);
+      throw new Error(
+        `the local cluster could not be started${failure === undefined ? "" : ` (${failure})`}; see the logs in ${directory ?? "its directory"}/logs`,
+      );
     }
     io.stdout(
       [

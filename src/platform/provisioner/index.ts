@@ -24,6 +24,7 @@ export {
   type LocalClusterChildEvent,
   type LocalClusterChildExit,
   type LocalClusterOptions,
+  PortInUseError,
   startLocalCluster,
 } from "./local-cluster.js";
 export {

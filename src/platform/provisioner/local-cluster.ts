@@ -20,13 +20,14 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, existsSync, openSync, readFileSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
 import { dirname, extname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
 import { configurationLeaves } from "../../config/load.js";
 import { ownPrivateDirectory, privateFileMode } from "../../files/private-files.js";
 import { ensureLocalClusterSecret } from "./cluster-secret.js";
-import { brokerPorts, freePort, type LocalBrokerPorts, readLocalBrokers } from "./local-brokers.js";
+import { brokerPorts, freePorts, type LocalBrokerPorts, readLocalBrokers } from "./local-brokers.js";
 import {
   type RestartPolicy,
   restartDelayMs,
@@ -183,6 +184,37 @@ export interface LocalCluster {
   close(): Promise<void>;
 }
 
+/**
+ * A child of the local cluster exited during start while one of its ports was in use by another process: it could
+ * not listen there. Ports chosen free a moment before can be taken by any process in between, so the provisioner
+ * chooses such a port again when it chose it itself; a port the operator set or an earlier start recorded is not.
+ */
+export class PortInUseError extends Error {
+  constructor(
+    /** The child: `gateway` or `broker <nodeId>`. */
+    readonly process: string,
+    /** What the port is for, e.g. `cluster port`. */
+    readonly purpose: string,
+    readonly host: string,
+    readonly port: number,
+    readonly logFile: string,
+  ) {
+    super(
+      `${process} of the local cluster could not listen on its ${purpose} ${host}:${port}: another process uses that port; see ${logFile}`,
+    );
+    this.name = "PortInUseError";
+  }
+}
+
+/** Whether another socket listens on, or holds, `host:port` (binding it fails with EADDRINUSE). */
+function portInUse(host: string, port: number): Promise<boolean> {
+  return new Promise((resolveProbe) => {
+    const server = createServer();
+    server.once("error", (error: NodeJS.ErrnoException) => resolveProbe(error.code === "EADDRINUSE"));
+    server.listen({ host, port }, () => server.close(() => resolveProbe(false)));
+  });
+}
+
 /** Node.js options that make sense only for this process: code to evaluate, debugger ports, test runners, watchers. */
 const OWN_OPTIONS_WITH_VALUE = new Set(["-e", "--eval", "-p", "--print"]);
 
@@ -259,9 +291,18 @@ async function stopChild(child: ChildProcess, timeoutMs: number): Promise<void> 
   }
 }
 
+/** A port a child of the local cluster is told to listen on. */
+interface ChildPort {
+  /** What it is for, e.g. `cluster port`. */
+  purpose: string;
+  port: number;
+}
+
 interface ManagedChild {
   name: string;
   nodeId: number | undefined;
+  /** The ports it listens on, looked at when it exits during start. */
+  ports: readonly ChildPort[];
   arguments: string[];
   environment: Record<string, string | undefined>;
   logFile: string;
@@ -282,12 +323,14 @@ interface ManagedChild {
 function managedChild(
   name: string,
   nodeId: number | undefined,
+  ports: readonly ChildPort[],
   environment: Record<string, string | undefined>,
   logFile: string,
 ): ManagedChild {
   return {
     name,
     nodeId,
+    ports,
     arguments: [nodeId === undefined ? "gateway" : "broker"],
     environment,
     logFile,
@@ -342,9 +385,19 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
   if (clusterSecret.created) {
     logger.info({ file: clusterSecret.file }, "generated the local cluster's secret");
   }
-  const ports = await brokerPorts(clusterDirectory, host, brokerCount);
-  const gatewayPort = options.gatewayPort === 0 ? await freePort(host) : options.gatewayPort;
-  const managementPort = options.managementPort === 0 ? await freePort(host) : options.managementPort;
+  const configuredPorts = new Set([options.gatewayPort, options.managementPort].filter((port) => port !== 0));
+  const ports = await brokerPorts(clusterDirectory, host, brokerCount, configuredPorts);
+  // Ports chosen here differ from every other port of the cluster: the system may hand out a port just released.
+  const [chosenGatewayPort, chosenManagementPort] =
+    configuredPorts.size < 2
+      ? await freePorts(
+          host,
+          2,
+          new Set([...configuredPorts, ...ports.brokers.flatMap((entry) => [entry.clusterPort, entry.managementPort])]),
+        )
+      : [];
+  const gatewayPort = options.gatewayPort === 0 ? (chosenGatewayPort as number) : options.gatewayPort;
+  const managementPort = options.managementPort === 0 ? (chosenManagementPort as number) : options.managementPort;
   const contactPoints = ports.brokers.map((entry) => `${host}:${entry.clusterPort}`).join(",");
   let reconcileTimer: NodeJS.Timeout | null = null;
 
@@ -376,7 +429,16 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     const environment = localBrokerEnvironment(settings, entry, contactPoints);
     const logFile = join(logDirectory, `broker-${entry.nodeId}.log`);
     return {
-      child: managedChild(`broker ${entry.nodeId}`, entry.nodeId, environment, logFile),
+      child: managedChild(
+        `broker ${entry.nodeId}`,
+        entry.nodeId,
+        [
+          { purpose: "cluster port", port: entry.clusterPort },
+          { purpose: "management port", port: entry.managementPort },
+        ],
+        environment,
+        logFile,
+      ),
       broker: {
         nodeId: entry.nodeId,
         clusterAddress: `${host}:${entry.clusterPort}`,
@@ -411,7 +473,16 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     removeSetting(gatewayEnvironment, "service.gateway.accessPolicyFile");
   }
   const gatewayLogFile = join(logDirectory, "gateway.log");
-  const gateway = managedChild("gateway", undefined, gatewayEnvironment, gatewayLogFile);
+  const gateway = managedChild(
+    "gateway",
+    undefined,
+    [
+      { purpose: "REST API port", port: gatewayPort },
+      { purpose: "management port", port: managementPort },
+    ],
+    gatewayEnvironment,
+    gatewayLogFile,
+  );
   children.push(gateway);
 
   // Supervision starts once the cluster is ready: a child that dies during the start fails it (waitUntilReady).
@@ -606,7 +677,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
   const managementUrl = `http://${host}:${managementPort}`;
   try {
     for (const child of children) launch(child);
-    await waitUntilReady({ managementUrl, children, readyTimeoutMs, logger, signal: options.signal });
+    await waitUntilReady({ host, managementUrl, children, readyTimeoutMs, logger, signal: options.signal });
   } catch (error) {
     await close();
     throw error;
@@ -783,8 +854,20 @@ function warnAboutRunningBroker(dataDirectory: string, nodeId: number, logger: L
   );
 }
 
+/**
+ * Why a child exited during start: a `PortInUseError` when one of its ports is held by another process (it could not
+ * listen there), else an error naming its log file.
+ */
+async function exitedDuringStart(host: string, child: ManagedChild): Promise<Error> {
+  for (const { purpose, port } of child.ports) {
+    if (await portInUse(host, port)) return new PortInUseError(child.name, purpose, host, port, child.logFile);
+  }
+  return new Error(`${child.name} of the local cluster exited during start; see ${child.logFile}`);
+}
+
 /** Polls the gateway's readiness until every partition has a leader, failing early when a child dies. */
 async function waitUntilReady(context: {
+  host: string;
   managementUrl: string;
   children: readonly ManagedChild[];
   readyTimeoutMs: number;
@@ -799,9 +882,7 @@ async function waitUntilReady(context: {
     const dead = context.children.find(
       (child) => child.process !== undefined && (child.process.exitCode !== null || child.process.signalCode !== null),
     );
-    if (dead !== undefined) {
-      throw new Error(`${dead.name} of the local cluster exited during start; see ${dead.logFile}`);
-    }
+    if (dead !== undefined) throw await exitedDuringStart(context.host, dead);
     try {
       const response = await fetch(`${context.managementUrl}/actuator/health/readiness`, {
         signal: AbortSignal.timeout(2_000),
