@@ -27,7 +27,7 @@ import type { Logger } from "pino";
 import { configurationLeaves } from "../../config/load.js";
 import { ownPrivateDirectory, privateFileMode } from "../../files/private-files.js";
 import { ensureLocalClusterSecret } from "./cluster-secret.js";
-import { brokerPorts, freePorts, type LocalBrokerPorts, readLocalBrokers } from "./local-brokers.js";
+import { brokerPorts, freePorts, type LocalBrokerPorts, readLocalBrokers, replaceBrokerPort } from "./local-brokers.js";
 import {
   type RestartPolicy,
   restartDelayMs,
@@ -291,6 +291,12 @@ async function stopChild(child: ChildProcess, timeoutMs: number): Promise<void> 
   }
 }
 
+/** The name of the gateway among the children of the local cluster. */
+const GATEWAY_PROCESS = "gateway";
+
+/** What the gateway's REST API port is called in errors. */
+const GATEWAY_REST_PORT = "REST API port";
+
 /** A port a child of the local cluster is told to listen on. */
 interface ChildPort {
   /** What it is for, e.g. `cluster port`. */
@@ -359,10 +365,51 @@ function isRunning(child: ManagedChild): boolean {
 }
 
 /**
+ * How many times a start chooses another port for a child that could not listen on a port the start chose itself
+ * (another process took it between the choice and the child's start) before the start fails.
+ */
+export const PORT_IN_USE_RETRIES = 3;
+
+/**
  * Starts (or resumes) the local cluster and resolves once the gateway reports a leader for every partition; see the
- * module comment. On failure every started child is stopped before the error is thrown.
+ * module comment. On failure every started child is stopped before the error is thrown. When a child could not
+ * listen on a port chosen here (the gateway's ports given as 0, the brokers' on the cluster's first start), that port
+ * is chosen again and the cluster started again, a few times at most.
  */
 export async function startLocalCluster(options: LocalClusterOptions): Promise<LocalCluster> {
+  const host = options.host ?? "127.0.0.1";
+  const clusterDirectory = resolve(options.clusterDirectory ?? join(options.dataDirectory, "cluster"));
+  const choosesBrokerPorts = readLocalBrokers(clusterDirectory) === null;
+  for (let retries = 0; ; retries += 1) {
+    try {
+      return await startLocalClusterOnce(options);
+    } catch (error) {
+      if (!(error instanceof PortInUseError) || retries >= PORT_IN_USE_RETRIES || options.signal?.aborted === true) {
+        throw error;
+      }
+      // The gateway's ports given as 0 are chosen again by the next attempt itself.
+      const gatewayPortChosen =
+        error.process === GATEWAY_PROCESS &&
+        (error.purpose === GATEWAY_REST_PORT ? options.gatewayPort === 0 : options.managementPort === 0);
+      const brokerPortChosen =
+        choosesBrokerPorts &&
+        (await replaceBrokerPort(
+          clusterDirectory,
+          host,
+          error.port,
+          new Set([options.gatewayPort, options.managementPort].filter((port) => port !== 0)),
+        )) !== undefined;
+      if (!gatewayPortChosen && !brokerPortChosen) throw error;
+      options.logger.warn(
+        { process: error.process, port: error.port },
+        `another process took the ${error.purpose} ${error.port} chosen for ${error.process} before it started; starting the cluster again with another port`,
+      );
+    }
+  }
+}
+
+/** One attempt of `startLocalCluster`. */
+async function startLocalClusterOnce(options: LocalClusterOptions): Promise<LocalCluster> {
   const host = options.host ?? "127.0.0.1";
   const brokerCount = options.brokers ?? 3;
   const partitionCount = options.partitions ?? 3;
@@ -474,10 +521,10 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
   }
   const gatewayLogFile = join(logDirectory, "gateway.log");
   const gateway = managedChild(
-    "gateway",
+    GATEWAY_PROCESS,
     undefined,
     [
-      { purpose: "REST API port", port: gatewayPort },
+      { purpose: GATEWAY_REST_PORT, port: gatewayPort },
       { purpose: "management port", port: managementPort },
     ],
     gatewayEnvironment,

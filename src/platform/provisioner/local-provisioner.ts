@@ -33,6 +33,7 @@ import {
   type LocalClusterChildEvent,
   type LocalClusterOptions,
   localBrokerSettings,
+  PORT_IN_USE_RETRIES,
   PortInUseError,
   startLocalCluster,
 } from "./local-cluster.js";
@@ -86,12 +87,6 @@ const DEFAULT_DATA_HOLDER_WAIT_MS = ORPHAN_STOP_DEADLINE_MS + 15_000;
 
 /** How often the put-back looks again at the processes holding the brokers' data. */
 const DATA_HOLDER_POLL_INTERVAL_MS = 250;
-
-/**
- * How many times the first start of a cluster chooses another port for one of its children that another process took
- * between the choice and the child's start, before the start fails.
- */
-const PORT_IN_USE_RETRIES = 3;
 
 /** Whether `pid` names a live process other than this one (EPERM: it exists, run by someone else). */
 function isLiveProcess(pid: number): boolean {

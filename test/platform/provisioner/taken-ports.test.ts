@@ -1,16 +1,18 @@
 /**
- * The local provisioner when a port it chose free is taken by another process before the child meant for it listens
- * (the system hands out ports of one small range to every process that asks for a free one): on a cluster's first
- * start it chooses another port, records it and starts the cluster again; a port the operator configured is not
- * changed, and the start fails naming it. The ports are taken at the moment the provisioner has chosen them, through
- * the module that chooses them.
+ * The local cluster and its provisioner when a port chosen free is taken by another process before the child meant
+ * for it listens (the system hands out ports of one small range to every process that asks for a free one): a port
+ * the start chose itself is chosen again (and the provisioner records it) and the cluster started again; a port the
+ * operator configured is not changed, and the start fails naming it. The ports are taken the moment they have been
+ * chosen, through the module that chooses them.
  */
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { type AddressInfo, createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { pino } from "pino";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { type LocalCluster, startLocalCluster } from "../../../src/platform/provisioner/index.js";
 import { startTestPlatform, type TestPlatform } from "../../support/platform.js";
 
 /** What the next choice of ports hands to another process before returning (set by a test, used once). */
@@ -77,7 +79,7 @@ afterEach(async () => {
 });
 
 function temporaryDirectory(): string {
-  const directory = mkdtempSync(join(tmpdir(), "flowplane-provisioner-ports-"));
+  const directory = mkdtempSync(join(tmpdir(), "flowplane-taken-ports-"));
   cleanups.push(async () => rmSync(directory, { recursive: true, force: true }));
   return directory;
 }
@@ -107,6 +109,53 @@ function primaryCluster(platform: TestPlatform) {
   return { clusterId, provisioner };
 }
 
+/** Reads the brokers file of `clusterDirectory`. */
+function listedBrokers(clusterDirectory: string): { nodeId: number; clusterPort: number; managementPort: number }[] {
+  return (
+    JSON.parse(readFileSync(join(clusterDirectory, "ports.json"), "utf8")) as {
+      brokers: { nodeId: number; clusterPort: number; managementPort: number }[];
+    }
+  ).brokers;
+}
+
+/** Starts a local cluster of fake children whose brokers listen on their cluster ports, closed after the test. */
+async function startFakeCluster(dataDirectory: string): Promise<LocalCluster> {
+  const cluster = await startLocalCluster({
+    dataDirectory,
+    gatewayPort: 0,
+    managementPort: 0,
+    issuerUrl: "http://127.0.0.1:1",
+    logger: pino({ level: "silent" }),
+    environment: { FAKE_RECORD_DIRECTORY: temporaryDirectory(), FAKE_BROKERS_LISTEN: "1", PATH: process.env.PATH },
+    command: { entry: fakeCli, nodeArguments: [] },
+  });
+  cleanups.push(() => cluster.close());
+  return cluster;
+}
+
+describe("startLocalCluster's ports", () => {
+  it("chooses another cluster port for a broker of a first start when another process took the chosen one", async () => {
+    takeNext.brokerClusterPortOf = 2;
+    const dataDirectory = temporaryDirectory();
+    const cluster = await startFakeCluster(dataDirectory);
+    const takenPort = heldPort(0);
+    const brokerTwo = cluster.brokers.find((broker) => broker.nodeId === 2);
+    expect(brokerTwo?.clusterAddress).toMatch(/^127\.0\.0\.1:\d+$/);
+    expect(brokerTwo?.clusterAddress).not.toBe(`127.0.0.1:${takenPort}`);
+    const listed = listedBrokers(join(dataDirectory, "cluster")).find((broker) => broker.nodeId === 2);
+    expect(`127.0.0.1:${listed?.clusterPort}`).toBe(brokerTwo?.clusterAddress);
+  });
+
+  it("chooses another management port for the gateway when another process took the chosen one", async () => {
+    takeNext.gatewayManagementPort = true;
+    const cluster = await startFakeCluster(temporaryDirectory());
+    expect(cluster.managementUrl).not.toBe(`http://127.0.0.1:${heldPort(0)}`);
+    expect(
+      ((await (await fetch(`${cluster.managementUrl}/actuator/health`)).json()) as { status: string }).status,
+    ).toBe("UP");
+  });
+});
+
 describe("the local provisioner's ports", () => {
   it("chooses another cluster port for a broker when another process took the chosen one before the broker started", async () => {
     takeNext.brokerClusterPortOf = 1;
@@ -119,20 +168,9 @@ describe("the local provisioner's ports", () => {
     const brokerOne = cluster?.brokers.find((broker) => broker.nodeId === 1);
     expect(brokerOne?.clusterAddress).toMatch(/^127\.0\.0\.1:\d+$/);
     expect(brokerOne?.clusterAddress).not.toBe(`127.0.0.1:${takenPort}`);
-    // The new port is the broker's for good: in the brokers file, and in the store's copy the next start reads.
-    const brokersFile = join(
-      await provisioner.directoryOf(clusterId).then((directory) => directory ?? ""),
-      "ports.json",
-    );
-    const listed = JSON.parse(readFileSync(brokersFile, "utf8")) as {
-      brokers: { nodeId: number; clusterPort: number }[];
-    };
-    expect(`127.0.0.1:${listed.brokers.find((broker) => broker.nodeId === 1)?.clusterPort}`).toBe(
-      brokerOne?.clusterAddress,
-    );
-    const recorded = await platform.running.clusters.list(platform.organizationId);
-    expect(recorded).toHaveLength(1);
-    expect(await provisioner.brokers(clusterId)).toHaveLength(3);
+    // The new port is the broker's for good: the brokers file the next start reads lists it.
+    const listed = listedBrokers((await provisioner.directoryOf(clusterId)) ?? "");
+    expect(`127.0.0.1:${listed.find((broker) => broker.nodeId === 1)?.clusterPort}`).toBe(brokerOne?.clusterAddress);
   });
 
   it("chooses another management port for the gateway when another process took the chosen one", async () => {
