@@ -173,7 +173,7 @@ describe("flowplane start", () => {
         .toBe(true);
       expect(run.output.stdout).toContain("cluster gateway at");
     } catch (error) {
-      // This start has been seen not to get ready, rarely and unexplained: say what the cluster's parts logged.
+      // Should the start fail or not get ready, its error and what the cluster's parts logged say why.
       console.error(`flowplane start wrote to stderr:\n${run.output.stderr}\n${clusterLogTails(dataDirectory)}`);
       throw error;
     }
