@@ -100,8 +100,11 @@ async function describeClusters(platform: RunningPlatform, io: CliIo): Promise<v
     if (cluster === undefined) {
       const directory = await provisioner.directoryOf(clusterId);
       const failure = provisioner.startFailure(clusterId);
+      // A start's failure names the log file to read when there is one; it is not said twice.
       throw new Error(
-        `the local cluster could not be started${failure === undefined ? "" : ` (${failure})`}; see the logs in ${directory ?? "its directory"}/logs`,
+        failure === undefined
+          ? `the local cluster could not be started; see the logs in ${directory ?? "its directory"}/logs`
+          : `the local cluster could not be started (${failure})`,
       );
     }
     io.stdout(

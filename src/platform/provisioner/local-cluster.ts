@@ -53,6 +53,12 @@ export interface LocalClusterOptions {
   gatewayPort: number;
   /** Port of the gateway's management API (0: a free port, chosen at every start). */
   managementPort: number;
+  /**
+   * Whether a port chosen here that another process took before its child listened is chosen again and the start
+   * tried again (default true). A caller that records the ports it gives (the local provisioner) says false and
+   * chooses again itself, so that no port is used without being recorded.
+   */
+  choosePortsAgain?: boolean;
   /** The platform's issuer URL: the gateway verifies tokens against its JWKS. */
   issuerUrl: string;
   /** Audience of gateway tokens (configuration `audiences.gateway`); the child's own default when absent. */
@@ -192,7 +198,7 @@ export interface LocalCluster {
 export class PortInUseError extends Error {
   constructor(
     /** The child: `gateway` or `broker <nodeId>`. */
-    readonly process: string,
+    readonly processName: string,
     /** What the port is for, e.g. `cluster port`. */
     readonly purpose: string,
     readonly host: string,
@@ -200,10 +206,19 @@ export class PortInUseError extends Error {
     readonly logFile: string,
   ) {
     super(
-      `${process} of the local cluster could not listen on its ${purpose} ${host}:${port}: another process uses that port; see ${logFile}`,
+      `${processName} of the local cluster could not listen on its ${purpose} ${host.includes(":") ? `[${host}]` : host}:${port}: another process uses that port; see ${logFile}`,
     );
     this.name = "PortInUseError";
   }
+}
+
+/**
+ * The error of a start whose port was taken (`portInUse`) and could not be chosen again (`failure`): it says what
+ * went wrong first, and keeps the failure as its cause.
+ */
+export function portNotChosenAgainError(portInUse: PortInUseError, failure: unknown): Error {
+  const reason = failure instanceof Error ? failure.message : String(failure);
+  return new Error(`${portInUse.message}; choosing another port failed: ${reason}`, { cause: failure });
 }
 
 /** Whether another socket listens on, or holds, `host:port` (binding it fails with EADDRINUSE). */
@@ -295,7 +310,7 @@ async function stopChild(child: ChildProcess, timeoutMs: number): Promise<void> 
 const GATEWAY_PROCESS = "gateway";
 
 /** What the gateway's REST API port is called in errors. */
-const GATEWAY_REST_PORT = "REST API port";
+const GATEWAY_REST_PORT_PURPOSE = "REST API port";
 
 /** A port a child of the local cluster is told to listen on. */
 interface ChildPort {
@@ -374,9 +389,10 @@ export const PORT_IN_USE_RETRIES = 3;
  * Starts (or resumes) the local cluster and resolves once the gateway reports a leader for every partition; see the
  * module comment. On failure every started child is stopped before the error is thrown. When a child could not
  * listen on a port chosen here (the gateway's ports given as 0, the brokers' on the cluster's first start), that port
- * is chosen again and the cluster started again, a few times at most.
+ * is chosen again and the cluster started again, a few times at most (unless `choosePortsAgain` is false).
  */
 export async function startLocalCluster(options: LocalClusterOptions): Promise<LocalCluster> {
+  if (options.choosePortsAgain === false) return await startLocalClusterOnce(options);
   const host = options.host ?? "127.0.0.1";
   const clusterDirectory = resolve(options.clusterDirectory ?? join(options.dataDirectory, "cluster"));
   const choosesBrokerPorts = readLocalBrokers(clusterDirectory) === null;
@@ -389,20 +405,21 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
       }
       // The gateway's ports given as 0 are chosen again by the next attempt itself.
       const gatewayPortChosen =
-        error.process === GATEWAY_PROCESS &&
-        (error.purpose === GATEWAY_REST_PORT ? options.gatewayPort === 0 : options.managementPort === 0);
-      const brokerPortChosen =
-        choosesBrokerPorts &&
-        (await replaceBrokerPort(
-          clusterDirectory,
-          host,
-          error.port,
-          new Set([options.gatewayPort, options.managementPort].filter((port) => port !== 0)),
-        )) !== undefined;
+        error.processName === GATEWAY_PROCESS &&
+        (error.purpose === GATEWAY_REST_PORT_PURPOSE ? options.gatewayPort === 0 : options.managementPort === 0);
+      let brokerPortChosen = false;
+      if (choosesBrokerPorts) {
+        const gatewayPorts = new Set([options.gatewayPort, options.managementPort].filter((port) => port !== 0));
+        try {
+          brokerPortChosen = (await replaceBrokerPort(clusterDirectory, host, error.port, gatewayPorts)) !== undefined;
+        } catch (failure) {
+          throw portNotChosenAgainError(error, failure);
+        }
+      }
       if (!gatewayPortChosen && !brokerPortChosen) throw error;
       options.logger.warn(
-        { process: error.process, port: error.port },
-        `another process took the ${error.purpose} ${error.port} chosen for ${error.process} before it started; starting the cluster again with another port`,
+        { process: error.processName, port: error.port },
+        `another process took the ${error.purpose} ${error.port} chosen for ${error.processName} before it started; starting the cluster again with another port`,
       );
     }
   }
@@ -443,8 +460,11 @@ async function startLocalClusterOnce(options: LocalClusterOptions): Promise<Loca
           new Set([...configuredPorts, ...ports.brokers.flatMap((entry) => [entry.clusterPort, entry.managementPort])]),
         )
       : [];
-  const gatewayPort = options.gatewayPort === 0 ? (chosenGatewayPort as number) : options.gatewayPort;
-  const managementPort = options.managementPort === 0 ? (chosenManagementPort as number) : options.managementPort;
+  const gatewayPort = options.gatewayPort === 0 ? chosenGatewayPort : options.gatewayPort;
+  const managementPort = options.managementPort === 0 ? chosenManagementPort : options.managementPort;
+  if (gatewayPort === undefined || managementPort === undefined) {
+    throw new Error("invariant violated: freePorts returns the count asked for");
+  }
   const contactPoints = ports.brokers.map((entry) => `${host}:${entry.clusterPort}`).join(",");
   let reconcileTimer: NodeJS.Timeout | null = null;
 
@@ -524,7 +544,7 @@ async function startLocalClusterOnce(options: LocalClusterOptions): Promise<Loca
     GATEWAY_PROCESS,
     undefined,
     [
-      { purpose: GATEWAY_REST_PORT, port: gatewayPort },
+      { purpose: GATEWAY_REST_PORT_PURPOSE, port: gatewayPort },
       { purpose: "management port", port: managementPort },
     ],
     gatewayEnvironment,
@@ -723,6 +743,8 @@ async function startLocalClusterOnce(options: LocalClusterOptions): Promise<Loca
   const gatewayUrl = `http://${host}:${gatewayPort}`;
   const managementUrl = `http://${host}:${managementPort}`;
   try {
+    // Aborted while the ports were chosen (the cluster is being stopped): no child is started.
+    if (options.signal?.aborted === true) throw new Error("the start of the local cluster was cancelled");
     for (const child of children) launch(child);
     await waitUntilReady({ host, managementUrl, children, readyTimeoutMs, logger, signal: options.signal });
   } catch (error) {
@@ -858,7 +880,8 @@ export async function localBrokerSettings(options: LocalClusterOptions): Promise
   const clusterDirectory = resolve(options.clusterDirectory ?? join(options.dataDirectory, "cluster"));
   const clusterSecret = ensureLocalClusterSecret(clusterDirectory);
   const brokerCount = options.brokers ?? 3;
-  const ports = await brokerPorts(clusterDirectory, host, brokerCount);
+  const gatewayPorts = new Set([options.gatewayPort, options.managementPort].filter((port) => port !== 0));
+  const ports = await brokerPorts(clusterDirectory, host, brokerCount, gatewayPorts);
   const context: BrokerSettingsContext = {
     baseEnvironment,
     logLevel: options.logLevel ?? baseEnvironment.SERVICE_LOG_LEVEL ?? "info",

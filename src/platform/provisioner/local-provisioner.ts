@@ -35,6 +35,7 @@ import {
   localBrokerSettings,
   PORT_IN_USE_RETRIES,
   PortInUseError,
+  portNotChosenAgainError,
   startLocalCluster,
 } from "./local-cluster.js";
 import { runRestoreCommand } from "./local-restore.js";
@@ -280,8 +281,29 @@ export class LocalProvisioner implements Provisioner {
   }
 
   /**
-   * The cluster's place, recorded on the first call: its directory and its gateway's ports. The primary cluster
-   * follows the configured ports whenever they are set (the operator may change them between starts).
+   * Every port recorded for a cluster, stopped ones included: a stopped cluster's ports are free for the system but
+   * it listens there again when woken, so no other cluster may be given one of them.
+   */
+  private async recordedPorts(): Promise<Set<number>> {
+    const { database } = this.options;
+    const placements = await database
+      .selectFrom("local_cluster_placements")
+      .select(["gateway_port", "management_port"])
+      .execute();
+    const brokers = await database
+      .selectFrom("local_cluster_brokers")
+      .select(["cluster_port", "management_port"])
+      .execute();
+    return new Set([
+      ...placements.flatMap((row) => [row.gateway_port, row.management_port]),
+      ...brokers.flatMap((row) => [row.cluster_port, row.management_port]),
+    ]);
+  }
+
+  /**
+   * The cluster's place, recorded on the first call: its directory and its gateway's ports (none recorded for another
+   * cluster). The primary cluster follows the configured ports whenever they are set (the operator may change them
+   * between starts).
    */
   private async place(specification: ClusterSpecification): Promise<Placement> {
     const { database } = this.options;
@@ -307,12 +329,18 @@ export class LocalProvisioner implements Provisioner {
     const [freeGateway, freeManagement] = await freePorts(
       this.host,
       2,
-      new Set([configuredGateway, configuredManagement].filter((port) => port !== 0)),
+      new Set([
+        ...(await this.recordedPorts()),
+        ...[configuredGateway, configuredManagement].filter((port) => port !== 0),
+      ]),
     );
+    if (freeGateway === undefined || freeManagement === undefined) {
+      throw new Error("invariant violated: freePorts returns the count asked for");
+    }
     const placement: Placement = {
       directory: this.directoryFor(specification),
-      gatewayPort: configuredGateway === 0 ? (freeGateway as number) : configuredGateway,
-      managementPort: configuredManagement === 0 ? (freeManagement as number) : configuredManagement,
+      gatewayPort: configuredGateway === 0 ? freeGateway : configuredGateway,
+      managementPort: configuredManagement === 0 ? freeManagement : configuredManagement,
     };
     await database
       .insertInto("local_cluster_placements")
@@ -349,7 +377,8 @@ export class LocalProvisioner implements Provisioner {
 
   /**
    * The brokers of the cluster: the brokers file when there is one; otherwise the ports the store recorded
-   * (written back to the file), or free ports other than the gateway's for a first launch (`chosen` true).
+   * (written back to the file), or free ports other than the gateway's and those recorded for other clusters for a
+   * first launch (`chosen` true).
    */
   private async brokersOf(
     clusterId: string,
@@ -377,7 +406,12 @@ export class LocalProvisioner implements Provisioner {
         chosen = true;
       }
     }
-    const ports = await brokerPorts(directory, this.host, brokerCount, gatewayPortsOf(placement));
+    const ports = await brokerPorts(
+      directory,
+      this.host,
+      brokerCount,
+      chosen ? new Set([...gatewayPortsOf(placement), ...(await this.recordedPorts())]) : gatewayPortsOf(placement),
+    );
     await this.recordBrokers(clusterId, ports.brokers);
     return { brokers: [...ports.brokers], chosen };
   }
@@ -468,6 +502,8 @@ export class LocalProvisioner implements Provisioner {
       try {
         return await startLocalCluster({
           ...this.clusterOptions(specification, placement, logger),
+          // Ports are chosen again here, where they are recorded: the cluster keeps them at its next launch.
+          choosePortsAgain: false,
           signal: entry.abort.signal,
           onChildEvent: (event) => this.childEvent(specification.clusterId, entry, event),
         });
@@ -479,11 +515,18 @@ export class LocalProvisioner implements Provisioner {
           !entry.abort.signal.aborted &&
           !this.closed;
         if (!retry) throw error;
-        const replacement = await this.replacePort(specification.clusterId, placement, error.port);
+        let replacement: number;
+        try {
+          replacement = await this.replacePort(specification.clusterId, placement, error.port);
+        } catch (failure) {
+          throw portNotChosenAgainError(error, failure);
+        }
+        // Stopped or closed while the port was chosen again: nothing is started any more.
+        if (entry.abort.signal.aborted || this.closed) throw error;
         chosenPorts.add(replacement);
         logger.warn(
-          { process: error.process, port: error.port, replacement },
-          `another process took the ${error.purpose} ${error.port} chosen for ${error.process} before it started; starting the cluster again with port ${replacement}`,
+          { process: error.processName, port: error.port, replacement },
+          `another process took the ${error.purpose} ${error.port} chosen for ${error.processName} before it started; starting the cluster again with port ${replacement}`,
         );
       }
     }
@@ -491,13 +534,20 @@ export class LocalProvisioner implements Provisioner {
 
   /** Gives the gateway or the broker that was to listen on `port` another free port, recorded like the first. */
   private async replacePort(clusterId: string, placement: Placement, port: number): Promise<number> {
-    const brokerPort = await replaceBrokerPort(placement.directory, this.host, port, gatewayPortsOf(placement));
+    const recorded = await this.recordedPorts();
+    const brokerPort = await replaceBrokerPort(
+      placement.directory,
+      this.host,
+      port,
+      new Set([...gatewayPortsOf(placement), ...recorded]),
+    );
     if (brokerPort !== undefined) {
       await this.recordBrokers(clusterId, readLocalBrokers(placement.directory)?.brokers ?? []);
       return brokerPort;
     }
     const brokers = readLocalBrokers(placement.directory)?.brokers ?? [];
     const taken = new Set([
+      ...recorded,
       ...gatewayPortsOf(placement),
       ...brokers.flatMap((broker) => [broker.clusterPort, broker.managementPort]),
     ]);
@@ -776,7 +826,12 @@ export class LocalProvisioner implements Provisioner {
   /** Lists the brokers in the cluster's brokers file and has the running cluster start them. */
   async addBrokers(clusterId: string, nodeIds: readonly number[]): Promise<void> {
     const { placement, cluster } = await this.runningCluster(clusterId);
-    await addLocalBrokers(placement.directory, this.host, nodeIds, gatewayPortsOf(placement));
+    await addLocalBrokers(
+      placement.directory,
+      this.host,
+      nodeIds,
+      new Set([...gatewayPortsOf(placement), ...(await this.recordedPorts())]),
+    );
     await cluster.matchBrokersFile();
   }
 

@@ -137,6 +137,8 @@ describe("flowplane start", () => {
       expect(result.stderr).toContain(
         `the local cluster could not be started (gateway of the local cluster could not listen on its management port 127.0.0.1:${heldPort}: another process uses that port; see `,
       );
+      // The failure names the gateway's log; the logs directory is not named as well.
+      expect(result.stderr).not.toContain("; see the logs in");
     } finally {
       for (const socket of accepted) socket.destroy();
       await new Promise((resolveClose) => holder.close(resolveClose));

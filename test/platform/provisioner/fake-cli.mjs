@@ -1,7 +1,7 @@
 // A stand-in for the flowplane command line in provisioner tests: it records the environment it was started with,
 // serves a ready gateway health endpoint, and can be told to exit at once or to ignore SIGTERM. Like the real
 // command line it exits with code 0 on SIGTERM, and, when supervised, once its channel to the supervisor closes.
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { connect, createServer as createNetServer } from "node:net";
 import { dirname, join } from "node:path";
@@ -23,6 +23,10 @@ const recordDirectory = process.env.FAKE_RECORD_DIRECTORY ?? ".";
 if (process.env.FAKE_IGNORE_SIGTERM === "1") process.on("SIGTERM", () => undefined);
 else process.on("SIGTERM", () => process.exit(0));
 if (process.env.FLOWPLANE_SUPERVISOR === "ipc") process.on("disconnect", () => process.exit(0));
+// Every child started, one line each (`<name> <pid>`), also those whose record a later start overwrites.
+if (process.env.FAKE_RECORD_DIRECTORY !== undefined) {
+  appendFileSync(join(recordDirectory, "started.log"), `${name} ${process.pid}\n`);
+}
 if (process.env.FAKE_EXIT_AT_START === role) process.exit(3);
 // A crash at every start while `<name>.crash` exists in the record directory: a crash loop.
 if (existsSync(join(recordDirectory, `${name}.crash`))) process.exit(3);

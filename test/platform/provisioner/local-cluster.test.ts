@@ -347,7 +347,7 @@ describe("startLocalCluster", () => {
         command: { entry: fakeCli, nodeArguments: [] },
       }).catch((error: unknown) => error);
       expect(failure).toBeInstanceOf(PortInUseError);
-      expect(failure).toMatchObject({ process: "broker 0", purpose: "cluster port", port: takenPort });
+      expect(failure).toMatchObject({ processName: "broker 0", purpose: "cluster port", port: takenPort });
       expect((failure as Error).message).toMatch(
         new RegExp(
           `broker 0 of the local cluster could not listen on its cluster port 127\\.0\\.0\\.1:${takenPort}: another process uses that port; see .*broker-0\\.log`,
@@ -357,6 +357,12 @@ describe("startLocalCluster", () => {
       for (const socket of accepted) socket.destroy();
       await new Promise((resolveClose) => holder.close(resolveClose));
     }
+  });
+
+  it("brackets an IPv6 host in the port a child could not listen on", () => {
+    expect(new PortInUseError("gateway", "management port", "::1", 9600, "gateway.log").message).toBe(
+      "gateway of the local cluster could not listen on its management port [::1]:9600: another process uses that port; see gateway.log",
+    );
   });
 });
 
