@@ -24,8 +24,16 @@ import { startTestPlatform, type TestPlatform } from "../../support/platform.js"
 
 /** What the next choice of ports hands to another process before returning (set by a test, used once). */
 const takeNext: { brokerClusterPortOf?: number; gatewayManagementPort?: boolean } = {};
-/** Whether every port chosen again for a broker is taken too, and how many times one was chosen again. */
-const replacements: { takeEvery: boolean; count: number; failure?: Error } = { takeEvery: false, count: 0 };
+/**
+ * Whether every port chosen again for a broker is taken too, how many times one was chosen again, what choosing one
+ * throws, and where choosing waits (told it is reached, it waits for the gate).
+ */
+const replacements: {
+  takeEvery: boolean;
+  count: number;
+  failure?: Error;
+  pause?: { reached: () => void; gate: Promise<void> };
+} = { takeEvery: false, count: 0 };
 /**
  * Ports the system hands out first while set, as it may hand a stopped cluster's ports to whoever asks for a free
  * one, and how many choices were offered them.
@@ -98,6 +106,10 @@ vi.mock("../../../src/platform/provisioner/local-brokers.js", async (importOrigi
     // A broker's port chosen again, taken right after the choice while every one is.
     replaceBrokerPort: async (...parameters: Parameters<typeof original.replaceBrokerPort>) => {
       if (replacements.failure !== undefined) throw replacements.failure;
+      if (replacements.pause !== undefined) {
+        replacements.pause.reached();
+        await replacements.pause.gate;
+      }
       const replacement = await original.replaceBrokerPort(...parameters);
       if (replacement !== undefined) {
         replacements.count += 1;
@@ -122,6 +134,7 @@ afterEach(async () => {
   replacements.takeEvery = false;
   replacements.count = 0;
   replacements.failure = undefined;
+  replacements.pause = undefined;
   offering.ports = [];
   offering.choices = 0;
 });
@@ -135,12 +148,20 @@ function temporaryDirectory(): string {
 /** Where the fake children of `platformWithFakeClusters`' platforms record themselves (`started.log`). */
 let records = "";
 
-/** A platform running its first cluster with fake children whose brokers listen on their cluster ports. */
-async function platformWithFakeClusters(managementPort = 0): Promise<TestPlatform> {
+/**
+ * A platform running its first cluster with fake children whose brokers listen on their cluster ports; its log
+ * messages are added to `messages` when given.
+ */
+async function platformWithFakeClusters(managementPort = 0, messages?: string[]): Promise<TestPlatform> {
   records = temporaryDirectory();
+  const logger =
+    messages === undefined
+      ? undefined
+      : pino({ level: "info" }, { write: (line: string) => messages.push((JSON.parse(line) as { msg: string }).msg) });
   const platform = await startTestPlatform(
     { "service.gateway.port": 0, "service.management.port": managementPort },
     {
+      ...(logger === undefined ? {} : { logger }),
       dataDirectory: temporaryDirectory(),
       localClusters: {
         command: { entry: fakeCli, nodeArguments: [] },
@@ -276,6 +297,25 @@ describe("startLocalCluster's ports", () => {
     );
   });
 
+  it("starts no child when aborted before its children are started", async () => {
+    const events: string[] = [];
+    const aborted = new AbortController();
+    aborted.abort();
+    const failure = await startLocalCluster({
+      dataDirectory: temporaryDirectory(),
+      gatewayPort: 0,
+      managementPort: 0,
+      issuerUrl: "http://127.0.0.1:1",
+      logger: pino({ level: "silent" }),
+      environment: { FAKE_RECORD_DIRECTORY: temporaryDirectory(), PATH: process.env.PATH },
+      command: { entry: fakeCli, nodeArguments: [] },
+      signal: aborted.signal,
+      onChildEvent: (event) => events.push(`${event.process} ${event.event}`),
+    }).catch((error: unknown) => error);
+    expect((failure as Error).message).toBe("the start of the local cluster was cancelled");
+    expect(events).toEqual([]);
+  });
+
   it("fails with the taken port's error, caused by what failed, when another port cannot be chosen", async () => {
     takeNext.brokerClusterPortOf = 2;
     replacements.failure = new Error("the brokers file cannot be written");
@@ -335,6 +375,33 @@ describe("the local provisioner's ports", () => {
     expect(provisioner.startFailure(clusterId)).toMatch(
       new RegExp(`^broker 1 of the local cluster could not listen on its cluster port 127\\.0\\.0\\.1:${lastTaken}: `),
     );
+    expect(startedPids().filter(alive)).toEqual([]);
+  });
+
+  it("starts nothing more when the cluster is stopped while a port is chosen again", async () => {
+    takeNext.brokerClusterPortOf = 1;
+    let reached = (): void => undefined;
+    let release = (): void => undefined;
+    const choosing = new Promise<void>((resolveReached) => {
+      reached = resolveReached;
+    });
+    replacements.pause = {
+      reached,
+      gate: new Promise<void>((resolveGate) => {
+        release = resolveGate;
+      }),
+    };
+    const messages: string[] = [];
+    const platform = await platformWithFakeClusters(0, messages);
+    const { clusterId, provisioner } = primaryCluster(platform);
+    await choosing;
+    const stopping = provisioner.stop(clusterId);
+    release();
+    await stopping;
+    expect(await provisioner.whenStarted(clusterId)).toBeUndefined();
+    expect(provisioner.state(clusterId)).toBe("stopped");
+    // Only the attempt that met the taken port started children.
+    expect(messages.filter((message) => message === "gateway started")).toHaveLength(1);
     expect(startedPids().filter(alive)).toEqual([]);
   });
 
