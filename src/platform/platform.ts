@@ -126,16 +126,33 @@ export function createPlatformLogger(level: string): Logger {
   });
 }
 
-/** Finds a free loopback port for the rare case of port 0 without a public URL (tests). */
-async function reservePort(host: string): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const probe = createServer();
+/** A free port held by a listening probe until `release` (idempotent). */
+export interface ReservedPort {
+  port: number;
+  release(): Promise<void>;
+}
+
+/**
+ * Finds a free port for the rare case of port 0 without a public URL (tests) and holds it until the platform's server
+ * listens there: the system hands a port just released to the next process that asks for a free one, and opening
+ * the store and bootstrapping take long enough for another process to take it.
+ */
+export async function reservePort(host: string): Promise<ReservedPort> {
+  const probe = createServer();
+  await new Promise<void>((resolve, reject) => {
     probe.once("error", reject);
-    probe.listen(0, host, () => {
-      const { port } = probe.address() as AddressInfo;
-      probe.close(() => resolve(port));
-    });
+    probe.listen(0, host, () => resolve());
   });
+  // Holding the port must not keep the process alive.
+  probe.unref();
+  let released: Promise<void> | undefined;
+  return {
+    port: (probe.address() as AddressInfo).port,
+    release() {
+      released ??= new Promise((resolve) => probe.close(() => resolve()));
+      return released;
+    },
+  };
 }
 
 /**
@@ -150,14 +167,16 @@ export async function startPlatform(
   const logger = options.logger ?? createPlatformLogger(configuration.log.level);
   const { host } = configuration.platform;
   // Tokens name their issuer, so the port must be known before the issuer is built; port 0 is resolved up front.
-  const port =
-    configuration.platform.port === 0 && configuration.platform.publicUrl === ""
-      ? await reservePort(host)
-      : configuration.platform.port;
+  const reserved =
+    configuration.platform.port === 0 && configuration.platform.publicUrl === "" ? await reservePort(host) : undefined;
+  const port = reserved?.port ?? configuration.platform.port;
   const store = await openStore({
     url: configuration.database.url,
     dataDirectory: configuration.dataDirectory,
     secrets: configuration.secrets,
+  }).catch(async (error: unknown) => {
+    await reserved?.release();
+    throw error;
   });
   if (store.keyEncryption.createdKeyFile !== undefined) {
     logger.warn(
@@ -232,6 +251,7 @@ export async function startPlatform(
       consoleConnectSources: provisioner === undefined ? [] : [`http://${provisioner.host}:*`],
       ...(options.clusterAccess === undefined ? {} : { clusterAccess: options.clusterAccess }),
     });
+    await reserved?.release();
     await server.listen({ host, port });
     const address = server.server.address() as AddressInfo;
     const url = `http://${address.family === "IPv6" ? `[${address.address}]` : address.address}:${address.port}`;
@@ -280,6 +300,7 @@ export async function startPlatform(
       },
     };
   } catch (error) {
+    await reserved?.release();
     await store.close();
     throw error;
   }

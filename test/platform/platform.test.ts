@@ -1,11 +1,12 @@
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { loadConfiguration } from "../../src/config/load.js";
-import { type RunningPlatform, startPlatform } from "../../src/platform/platform.js";
+import { type RunningPlatform, reservePort, startPlatform } from "../../src/platform/platform.js";
 import { KeyEncryptionKeyError } from "../../src/platform/store/key-encryption-key.js";
 import { entriesOpenToOthers } from "../support/file-modes.js";
 import { probeConnectionLimits } from "../support/http.js";
@@ -73,6 +74,29 @@ describe("platform files and keys at rest", () => {
 
     const again = await start(dataDirectory, { SERVICE_SECRETS_KEY: rightKey });
     expect(await keyIds(again)).toEqual(published);
+  });
+});
+
+describe("reservePort", () => {
+  /** Whether another server can listen on `port` of 127.0.0.1 now. */
+  async function canListen(port: number): Promise<boolean> {
+    const server = createServer();
+    return await new Promise((resolve) => {
+      server.once("error", () => resolve(false));
+      server.listen({ host: "127.0.0.1", port }, () => server.close(() => resolve(true)));
+    });
+  }
+
+  it("holds the port it found free until released, so that no other process takes it before the platform listens", async () => {
+    const reserved = await reservePort("127.0.0.1");
+    try {
+      expect(reserved.port).toBeGreaterThan(0);
+      expect(await canListen(reserved.port)).toBe(false);
+    } finally {
+      await reserved.release();
+    }
+    await reserved.release();
+    expect(await canListen(reserved.port)).toBe(true);
   });
 });
 

@@ -99,7 +99,13 @@ async function describeClusters(platform: RunningPlatform, io: CliIo): Promise<v
     const cluster = await provisioner.whenStarted(clusterId);
     if (cluster === undefined) {
       const directory = await provisioner.directoryOf(clusterId);
-      throw new Error(`the local cluster could not be started; see the logs in ${directory ?? "its directory"}/logs`);
+      const failure = provisioner.startFailure(clusterId);
+      // A start's failure names the log file to read when there is one; it is not said twice.
+      throw new Error(
+        failure === undefined
+          ? `the local cluster could not be started; see the logs in ${directory ?? "its directory"}/logs`
+          : `the local cluster could not be started (${failure})`,
+      );
     }
     io.stdout(
       [

@@ -24,6 +24,8 @@ export {
   type LocalClusterChildEvent,
   type LocalClusterChildExit,
   type LocalClusterOptions,
+  PORT_IN_USE_RETRIES,
+  PortInUseError,
   startLocalCluster,
 } from "./local-cluster.js";
 export {

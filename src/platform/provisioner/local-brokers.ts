@@ -74,8 +74,12 @@ export function writeLocalBrokers(clusterDirectory: string, ports: PersistedPort
   replacePrivateFile(file, `${JSON.stringify(ports, null, 2)}\n`, `${file}.tmp`);
 }
 
-/** Distinct free ports, `count` of them, none of `taken`. */
-async function freePorts(host: string, count: number, taken: ReadonlySet<number>): Promise<number[]> {
+/**
+ * Distinct free ports, `count` of them, none of `taken`. The system hands out ports of one small range to every
+ * process that asks for a free one, so a port chosen here may be taken by another process before the child it is
+ * meant for binds it: the local cluster names such a port when a child cannot listen on it (`PortInUseError`).
+ */
+export async function freePorts(host: string, count: number, taken: ReadonlySet<number>): Promise<number[]> {
   const picked = new Set<number>();
   // Bounded: the system hands out distinct ports almost always; a repeat just asks again.
   for (let attempt = 0; picked.size < count && attempt < 20 * count; attempt += 1) {
@@ -87,19 +91,24 @@ async function freePorts(host: string, count: number, taken: ReadonlySet<number>
 }
 
 /**
- * Adds brokers `nodeIds` to the brokers file with fresh free ports (ids already listed keep theirs) and returns the
- * whole list. A running local cluster starts the added brokers.
+ * Adds brokers `nodeIds` to the brokers file with fresh free ports (ids already listed keep theirs, and no port of
+ * `reserved`, such as the cluster's gateway's, is chosen) and returns the whole list. A running local cluster starts
+ * the added brokers.
  */
 export async function addLocalBrokers(
   clusterDirectory: string,
   host: string,
   nodeIds: readonly number[],
+  reserved: ReadonlySet<number> = new Set(),
 ): Promise<PersistedPorts> {
   const current = readLocalBrokers(clusterDirectory) ?? { brokers: [] };
   const known = new Set(current.brokers.map((entry) => entry.nodeId));
   const added = [...new Set(nodeIds)].filter((nodeId) => !known.has(nodeId)).sort((left, right) => left - right);
   if (added.length === 0) return current;
-  const taken = new Set(current.brokers.flatMap((entry) => [entry.clusterPort, entry.managementPort]));
+  const taken = new Set([
+    ...reserved,
+    ...current.brokers.flatMap((entry) => [entry.clusterPort, entry.managementPort]),
+  ]);
   const ports = await freePorts(host, 2 * added.length, taken);
   const brokers = [
     ...current.brokers,
@@ -125,13 +134,14 @@ export function removeLocalBrokers(clusterDirectory: string, nodeIds: readonly n
 
 /**
  * The brokers of the local cluster: those the file lists, or (at the first start) brokers 0..`brokerCount`-1 on
- * free ports, written to the file. The count only matters for that first start: afterwards the file says which
- * brokers there are (scaling changes it).
+ * free ports other than `reserved`, written to the file. The count only matters for that first start: afterwards the
+ * file says which brokers there are (scaling changes it).
  */
 export async function brokerPorts(
   clusterDirectory: string,
   host: string,
   brokerCount: number,
+  reserved: ReadonlySet<number> = new Set(),
 ): Promise<PersistedPorts> {
   const existing = readLocalBrokers(clusterDirectory);
   if (existing !== null) return existing;
@@ -139,5 +149,36 @@ export async function brokerPorts(
     clusterDirectory,
     host,
     Array.from({ length: brokerCount }, (_, nodeId) => nodeId),
+    reserved,
   );
+}
+
+/**
+ * Gives the broker listening on `port` (cluster or management port) a fresh free port other than `reserved` and the
+ * brokers' own, in the brokers file; returns the new port, or undefined when no broker listed there uses `port`.
+ */
+export async function replaceBrokerPort(
+  clusterDirectory: string,
+  host: string,
+  port: number,
+  reserved: ReadonlySet<number> = new Set(),
+): Promise<number | undefined> {
+  const current = readLocalBrokers(clusterDirectory);
+  const owner = current?.brokers.find((entry) => entry.clusterPort === port || entry.managementPort === port);
+  if (current === null || owner === undefined) return undefined;
+  const taken = new Set([
+    ...reserved,
+    ...current.brokers.flatMap((entry) => [entry.clusterPort, entry.managementPort]),
+  ]);
+  const [replacement] = await freePorts(host, 1, taken);
+  if (replacement === undefined) throw new Error("invariant violated: freePorts returns the count asked for");
+  const brokers = current.brokers.map((entry) =>
+    entry !== owner
+      ? entry
+      : entry.clusterPort === port
+        ? { ...entry, clusterPort: replacement }
+        : { ...entry, managementPort: replacement },
+  );
+  writeLocalBrokers(clusterDirectory, { brokers });
+  return replacement;
 }

@@ -20,13 +20,14 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, existsSync, openSync, readFileSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
 import { dirname, extname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
 import { configurationLeaves } from "../../config/load.js";
 import { ownPrivateDirectory, privateFileMode } from "../../files/private-files.js";
 import { ensureLocalClusterSecret } from "./cluster-secret.js";
-import { brokerPorts, freePort, type LocalBrokerPorts, readLocalBrokers } from "./local-brokers.js";
+import { brokerPorts, freePorts, type LocalBrokerPorts, readLocalBrokers, replaceBrokerPort } from "./local-brokers.js";
 import {
   type RestartPolicy,
   restartDelayMs,
@@ -52,6 +53,12 @@ export interface LocalClusterOptions {
   gatewayPort: number;
   /** Port of the gateway's management API (0: a free port, chosen at every start). */
   managementPort: number;
+  /**
+   * Whether a port chosen here that another process took before its child listened is chosen again and the start
+   * tried again (default true). A caller that records the ports it gives (the local provisioner) says false and
+   * chooses again itself, so that no port is used without being recorded.
+   */
+  choosePortsAgain?: boolean;
   /** The platform's issuer URL: the gateway verifies tokens against its JWKS. */
   issuerUrl: string;
   /** Audience of gateway tokens (configuration `audiences.gateway`); the child's own default when absent. */
@@ -183,6 +190,46 @@ export interface LocalCluster {
   close(): Promise<void>;
 }
 
+/**
+ * A child of the local cluster exited during start while one of its ports was in use by another process: it could
+ * not listen there. Ports chosen free a moment before can be taken by any process in between, so the provisioner
+ * chooses such a port again when it chose it itself; a port the operator set or an earlier start recorded is not.
+ */
+export class PortInUseError extends Error {
+  constructor(
+    /** The child: `gateway` or `broker <nodeId>`. */
+    readonly processName: string,
+    /** What the port is for, e.g. `cluster port`. */
+    readonly purpose: string,
+    readonly host: string,
+    readonly port: number,
+    readonly logFile: string,
+  ) {
+    super(
+      `${processName} of the local cluster could not listen on its ${purpose} ${host.includes(":") ? `[${host}]` : host}:${port}: another process uses that port; see ${logFile}`,
+    );
+    this.name = "PortInUseError";
+  }
+}
+
+/**
+ * The error of a start whose port was taken (`portInUse`) and could not be chosen again (`failure`): it says what
+ * went wrong first, and keeps the failure as its cause.
+ */
+export function portNotChosenAgainError(portInUse: PortInUseError, failure: unknown): Error {
+  const reason = failure instanceof Error ? failure.message : String(failure);
+  return new Error(`${portInUse.message}; choosing another port failed: ${reason}`, { cause: failure });
+}
+
+/** Whether another socket listens on, or holds, `host:port` (binding it fails with EADDRINUSE). */
+function portInUse(host: string, port: number): Promise<boolean> {
+  return new Promise((resolveProbe) => {
+    const server = createServer();
+    server.once("error", (error: NodeJS.ErrnoException) => resolveProbe(error.code === "EADDRINUSE"));
+    server.listen({ host, port }, () => server.close(() => resolveProbe(false)));
+  });
+}
+
 /** Node.js options that make sense only for this process: code to evaluate, debugger ports, test runners, watchers. */
 const OWN_OPTIONS_WITH_VALUE = new Set(["-e", "--eval", "-p", "--print"]);
 
@@ -259,9 +306,24 @@ async function stopChild(child: ChildProcess, timeoutMs: number): Promise<void> 
   }
 }
 
+/** The name of the gateway among the children of the local cluster. */
+const GATEWAY_PROCESS = "gateway";
+
+/** What the gateway's REST API port is called in errors. */
+const GATEWAY_REST_PORT_PURPOSE = "REST API port";
+
+/** A port a child of the local cluster is told to listen on. */
+interface ChildPort {
+  /** What it is for, e.g. `cluster port`. */
+  purpose: string;
+  port: number;
+}
+
 interface ManagedChild {
   name: string;
   nodeId: number | undefined;
+  /** The ports it listens on, looked at when it exits during start. */
+  ports: readonly ChildPort[];
   arguments: string[];
   environment: Record<string, string | undefined>;
   logFile: string;
@@ -282,12 +344,14 @@ interface ManagedChild {
 function managedChild(
   name: string,
   nodeId: number | undefined,
+  ports: readonly ChildPort[],
   environment: Record<string, string | undefined>,
   logFile: string,
 ): ManagedChild {
   return {
     name,
     nodeId,
+    ports,
     arguments: [nodeId === undefined ? "gateway" : "broker"],
     environment,
     logFile,
@@ -316,10 +380,53 @@ function isRunning(child: ManagedChild): boolean {
 }
 
 /**
+ * How many times a start chooses another port for a child that could not listen on a port the start chose itself
+ * (another process took it between the choice and the child's start) before the start fails.
+ */
+export const PORT_IN_USE_RETRIES = 3;
+
+/**
  * Starts (or resumes) the local cluster and resolves once the gateway reports a leader for every partition; see the
- * module comment. On failure every started child is stopped before the error is thrown.
+ * module comment. On failure every started child is stopped before the error is thrown. When a child could not
+ * listen on a port chosen here (the gateway's ports given as 0, the brokers' on the cluster's first start), that port
+ * is chosen again and the cluster started again, a few times at most (unless `choosePortsAgain` is false).
  */
 export async function startLocalCluster(options: LocalClusterOptions): Promise<LocalCluster> {
+  if (options.choosePortsAgain === false) return await startLocalClusterOnce(options);
+  const host = options.host ?? "127.0.0.1";
+  const clusterDirectory = resolve(options.clusterDirectory ?? join(options.dataDirectory, "cluster"));
+  const choosesBrokerPorts = readLocalBrokers(clusterDirectory) === null;
+  for (let retries = 0; ; retries += 1) {
+    try {
+      return await startLocalClusterOnce(options);
+    } catch (error) {
+      if (!(error instanceof PortInUseError) || retries >= PORT_IN_USE_RETRIES || options.signal?.aborted === true) {
+        throw error;
+      }
+      // The gateway's ports given as 0 are chosen again by the next attempt itself.
+      const gatewayPortChosen =
+        error.processName === GATEWAY_PROCESS &&
+        (error.purpose === GATEWAY_REST_PORT_PURPOSE ? options.gatewayPort === 0 : options.managementPort === 0);
+      let brokerPortChosen = false;
+      if (choosesBrokerPorts) {
+        const gatewayPorts = new Set([options.gatewayPort, options.managementPort].filter((port) => port !== 0));
+        try {
+          brokerPortChosen = (await replaceBrokerPort(clusterDirectory, host, error.port, gatewayPorts)) !== undefined;
+        } catch (failure) {
+          throw portNotChosenAgainError(error, failure);
+        }
+      }
+      if (!gatewayPortChosen && !brokerPortChosen) throw error;
+      options.logger.warn(
+        { process: error.processName, port: error.port },
+        `another process took the ${error.purpose} ${error.port} chosen for ${error.processName} before it started; starting the cluster again with another port`,
+      );
+    }
+  }
+}
+
+/** One attempt of `startLocalCluster`. */
+async function startLocalClusterOnce(options: LocalClusterOptions): Promise<LocalCluster> {
   const host = options.host ?? "127.0.0.1";
   const brokerCount = options.brokers ?? 3;
   const partitionCount = options.partitions ?? 3;
@@ -342,9 +449,22 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
   if (clusterSecret.created) {
     logger.info({ file: clusterSecret.file }, "generated the local cluster's secret");
   }
-  const ports = await brokerPorts(clusterDirectory, host, brokerCount);
-  const gatewayPort = options.gatewayPort === 0 ? await freePort(host) : options.gatewayPort;
-  const managementPort = options.managementPort === 0 ? await freePort(host) : options.managementPort;
+  const configuredPorts = new Set([options.gatewayPort, options.managementPort].filter((port) => port !== 0));
+  const ports = await brokerPorts(clusterDirectory, host, brokerCount, configuredPorts);
+  // Ports chosen here differ from every other port of the cluster: the system may hand out a port just released.
+  const [chosenGatewayPort, chosenManagementPort] =
+    configuredPorts.size < 2
+      ? await freePorts(
+          host,
+          2,
+          new Set([...configuredPorts, ...ports.brokers.flatMap((entry) => [entry.clusterPort, entry.managementPort])]),
+        )
+      : [];
+  const gatewayPort = options.gatewayPort === 0 ? chosenGatewayPort : options.gatewayPort;
+  const managementPort = options.managementPort === 0 ? chosenManagementPort : options.managementPort;
+  if (gatewayPort === undefined || managementPort === undefined) {
+    throw new Error("invariant violated: freePorts returns the count asked for");
+  }
   const contactPoints = ports.brokers.map((entry) => `${host}:${entry.clusterPort}`).join(",");
   let reconcileTimer: NodeJS.Timeout | null = null;
 
@@ -376,7 +496,16 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     const environment = localBrokerEnvironment(settings, entry, contactPoints);
     const logFile = join(logDirectory, `broker-${entry.nodeId}.log`);
     return {
-      child: managedChild(`broker ${entry.nodeId}`, entry.nodeId, environment, logFile),
+      child: managedChild(
+        `broker ${entry.nodeId}`,
+        entry.nodeId,
+        [
+          { purpose: "cluster port", port: entry.clusterPort },
+          { purpose: "management port", port: entry.managementPort },
+        ],
+        environment,
+        logFile,
+      ),
       broker: {
         nodeId: entry.nodeId,
         clusterAddress: `${host}:${entry.clusterPort}`,
@@ -411,7 +540,16 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     removeSetting(gatewayEnvironment, "service.gateway.accessPolicyFile");
   }
   const gatewayLogFile = join(logDirectory, "gateway.log");
-  const gateway = managedChild("gateway", undefined, gatewayEnvironment, gatewayLogFile);
+  const gateway = managedChild(
+    GATEWAY_PROCESS,
+    undefined,
+    [
+      { purpose: GATEWAY_REST_PORT_PURPOSE, port: gatewayPort },
+      { purpose: "management port", port: managementPort },
+    ],
+    gatewayEnvironment,
+    gatewayLogFile,
+  );
   children.push(gateway);
 
   // Supervision starts once the cluster is ready: a child that dies during the start fails it (waitUntilReady).
@@ -605,8 +743,10 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
   const gatewayUrl = `http://${host}:${gatewayPort}`;
   const managementUrl = `http://${host}:${managementPort}`;
   try {
+    // Aborted while the ports were chosen (the cluster is being stopped): no child is started.
+    if (options.signal?.aborted === true) throw new Error("the start of the local cluster was cancelled");
     for (const child of children) launch(child);
-    await waitUntilReady({ managementUrl, children, readyTimeoutMs, logger, signal: options.signal });
+    await waitUntilReady({ host, managementUrl, children, readyTimeoutMs, logger, signal: options.signal });
   } catch (error) {
     await close();
     throw error;
@@ -740,7 +880,8 @@ export async function localBrokerSettings(options: LocalClusterOptions): Promise
   const clusterDirectory = resolve(options.clusterDirectory ?? join(options.dataDirectory, "cluster"));
   const clusterSecret = ensureLocalClusterSecret(clusterDirectory);
   const brokerCount = options.brokers ?? 3;
-  const ports = await brokerPorts(clusterDirectory, host, brokerCount);
+  const gatewayPorts = new Set([options.gatewayPort, options.managementPort].filter((port) => port !== 0));
+  const ports = await brokerPorts(clusterDirectory, host, brokerCount, gatewayPorts);
   const context: BrokerSettingsContext = {
     baseEnvironment,
     logLevel: options.logLevel ?? baseEnvironment.SERVICE_LOG_LEVEL ?? "info",
@@ -783,8 +924,20 @@ function warnAboutRunningBroker(dataDirectory: string, nodeId: number, logger: L
   );
 }
 
+/**
+ * Why a child exited during start: a `PortInUseError` when one of its ports is held by another process (it could not
+ * listen there), else an error naming its log file.
+ */
+async function exitedDuringStart(host: string, child: ManagedChild): Promise<Error> {
+  for (const { purpose, port } of child.ports) {
+    if (await portInUse(host, port)) return new PortInUseError(child.name, purpose, host, port, child.logFile);
+  }
+  return new Error(`${child.name} of the local cluster exited during start; see ${child.logFile}`);
+}
+
 /** Polls the gateway's readiness until every partition has a leader, failing early when a child dies. */
 async function waitUntilReady(context: {
+  host: string;
   managementUrl: string;
   children: readonly ManagedChild[];
   readyTimeoutMs: number;
@@ -799,9 +952,7 @@ async function waitUntilReady(context: {
     const dead = context.children.find(
       (child) => child.process !== undefined && (child.process.exitCode !== null || child.process.signalCode !== null),
     );
-    if (dead !== undefined) {
-      throw new Error(`${dead.name} of the local cluster exited during start; see ${dead.logFile}`);
-    }
+    if (dead !== undefined) throw await exitedDuringStart(context.host, dead);
     try {
       const response = await fetch(`${context.managementUrl}/actuator/health/readiness`, {
         signal: AbortSignal.timeout(2_000),

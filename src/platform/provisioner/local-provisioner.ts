@@ -20,10 +20,11 @@ import {
   addLocalBrokers,
   BROKERS_FILE_NAME,
   brokerPorts,
-  freePort,
+  freePorts,
   type LocalBrokerPorts,
   readLocalBrokers,
   removeLocalBrokers,
+  replaceBrokerPort,
   writeLocalBrokers,
 } from "./local-brokers.js";
 import {
@@ -32,6 +33,9 @@ import {
   type LocalClusterChildEvent,
   type LocalClusterOptions,
   localBrokerSettings,
+  PORT_IN_USE_RETRIES,
+  PortInUseError,
+  portNotChosenAgainError,
   startLocalCluster,
 } from "./local-cluster.js";
 import { runRestoreCommand } from "./local-restore.js";
@@ -224,6 +228,8 @@ interface RunningEntry {
   restarting: ClusterProcessExit | undefined;
   /** Settles when the start has ended, ready or failed. */
   started: Promise<void>;
+  /** Why the start failed, while the cluster stays failed. */
+  failure: string | undefined;
   cluster: LocalCluster | undefined;
   /** Aborts a start that is still waiting for readiness. */
   abort: AbortController;
@@ -233,6 +239,11 @@ interface Placement {
   directory: string;
   gatewayPort: number;
   managementPort: number;
+}
+
+/** The ports of the cluster's gateway, which no broker of it may be given. */
+function gatewayPortsOf(placement: Placement): Set<number> {
+  return new Set([placement.gatewayPort, placement.managementPort]);
 }
 
 /** Runs clusters as local child processes; see the module comment. */
@@ -270,8 +281,29 @@ export class LocalProvisioner implements Provisioner {
   }
 
   /**
-   * The cluster's place, recorded on the first call: its directory and its gateway's ports. The primary cluster
-   * follows the configured ports whenever they are set (the operator may change them between starts).
+   * Every port recorded for a cluster, stopped ones included: a stopped cluster's ports are free for the system but
+   * it listens there again when woken, so no other cluster may be given one of them.
+   */
+  private async recordedPorts(): Promise<Set<number>> {
+    const { database } = this.options;
+    const placements = await database
+      .selectFrom("local_cluster_placements")
+      .select(["gateway_port", "management_port"])
+      .execute();
+    const brokers = await database
+      .selectFrom("local_cluster_brokers")
+      .select(["cluster_port", "management_port"])
+      .execute();
+    return new Set([
+      ...placements.flatMap((row) => [row.gateway_port, row.management_port]),
+      ...brokers.flatMap((row) => [row.cluster_port, row.management_port]),
+    ]);
+  }
+
+  /**
+   * The cluster's place, recorded on the first call: its directory and its gateway's ports (none recorded for another
+   * cluster). The primary cluster follows the configured ports whenever they are set (the operator may change them
+   * between starts).
    */
   private async place(specification: ClusterSpecification): Promise<Placement> {
     const { database } = this.options;
@@ -293,10 +325,22 @@ export class LocalProvisioner implements Provisioner {
       }
       return wanted;
     }
+    // Two ports that differ from each other and from the configured ones: the system may hand out a port twice.
+    const [freeGateway, freeManagement] = await freePorts(
+      this.host,
+      2,
+      new Set([
+        ...(await this.recordedPorts()),
+        ...[configuredGateway, configuredManagement].filter((port) => port !== 0),
+      ]),
+    );
+    if (freeGateway === undefined || freeManagement === undefined) {
+      throw new Error("invariant violated: freePorts returns the count asked for");
+    }
     const placement: Placement = {
       directory: this.directoryFor(specification),
-      gatewayPort: configuredGateway === 0 ? await freePort(this.host) : configuredGateway,
-      managementPort: configuredManagement === 0 ? await freePort(this.host) : configuredManagement,
+      gatewayPort: configuredGateway === 0 ? freeGateway : configuredGateway,
+      managementPort: configuredManagement === 0 ? freeManagement : configuredManagement,
     };
     await database
       .insertInto("local_cluster_placements")
@@ -333,9 +377,16 @@ export class LocalProvisioner implements Provisioner {
 
   /**
    * The brokers of the cluster: the brokers file when there is one; otherwise the ports the store recorded
-   * (written back to the file), or free ports for a first launch.
+   * (written back to the file), or free ports other than the gateway's and those recorded for other clusters for a
+   * first launch (`chosen` true).
    */
-  private async brokersOf(clusterId: string, directory: string, brokerCount: number): Promise<LocalBrokerPorts[]> {
+  private async brokersOf(
+    clusterId: string,
+    placement: Placement,
+    brokerCount: number,
+  ): Promise<{ brokers: LocalBrokerPorts[]; chosen: boolean }> {
+    const { directory } = placement;
+    let chosen = false;
     if (readLocalBrokers(directory) === null) {
       const recorded = await this.options.database
         .selectFrom("local_cluster_brokers")
@@ -351,11 +402,18 @@ export class LocalProvisioner implements Provisioner {
             managementPort: row.management_port,
           })),
         });
+      } else {
+        chosen = true;
       }
     }
-    const ports = await brokerPorts(directory, this.host, brokerCount);
+    const ports = await brokerPorts(
+      directory,
+      this.host,
+      brokerCount,
+      chosen ? new Set([...gatewayPortsOf(placement), ...(await this.recordedPorts())]) : gatewayPortsOf(placement),
+    );
     await this.recordBrokers(clusterId, ports.brokers);
-    return [...ports.brokers];
+    return { brokers: [...ports.brokers], chosen };
   }
 
   /** Records the cluster's place without starting it (idempotent), so its policy can be delivered first. */
@@ -388,7 +446,15 @@ export class LocalProvisioner implements Provisioner {
     if (existing !== undefined && (existing.state === "starting" || existing.state === "running")) return;
     const placement = await this.place(specification);
     ownPrivateDirectory(placement.directory);
-    await this.brokersOf(clusterId, placement.directory, specification.shape.brokers);
+    const { brokers, chosen } = await this.brokersOf(clusterId, placement, specification.shape.brokers);
+    // The cluster's first launch: every port it has was chosen free by this provisioner (bar the configured ones of
+    // the primary cluster), and none was used yet, so one another process took since can be chosen again.
+    const chosenPorts = new Set<number>();
+    if (chosen) {
+      for (const broker of brokers) chosenPorts.add(broker.clusterPort).add(broker.managementPort);
+      if (!specification.primary || this.options.primaryGatewayPort === 0) chosenPorts.add(placement.gatewayPort);
+      if (!specification.primary || this.options.primaryManagementPort === 0) chosenPorts.add(placement.managementPort);
+    }
     const policyFile = join(placement.directory, ACCESS_POLICY_FILE_NAME);
     if (!existsSync(policyFile)) {
       replacePrivateFile(policyFile, serializeAccessPolicy(openAccessPolicy(clusterId, specification.organizationId)));
@@ -399,16 +465,13 @@ export class LocalProvisioner implements Provisioner {
       crashes: new Map(),
       restarting: undefined,
       started: Promise.resolve(),
+      failure: undefined,
       cluster: undefined,
       abort,
     };
     this.running.set(clusterId, entry);
     const logger = this.options.logger.child({ clusterId });
-    entry.started = startLocalCluster({
-      ...this.clusterOptions(specification, placement, logger),
-      signal: abort.signal,
-      onChildEvent: (event) => this.childEvent(clusterId, entry, event),
-    }).then(
+    entry.started = this.startCluster(specification, placement, entry, chosenPorts, logger).then(
       (cluster) => {
         entry.cluster = cluster;
         entry.state = "running";
@@ -416,10 +479,89 @@ export class LocalProvisioner implements Provisioner {
       (error: unknown) => {
         entry.state = abort.signal.aborted ? "stopped" : "failed";
         if (!abort.signal.aborted) {
+          entry.failure = error instanceof Error ? error.message : String(error);
           logger.error({ err: error }, "the cluster could not be started; wake it to try again");
         }
       },
     );
+  }
+
+  /**
+   * Starts the cluster's processes and waits for readiness. When a child could not listen on a port this launch chose
+   * (`chosenPorts`), another process took it after it was found free: the port is chosen again and recorded, and the
+   * cluster started again, a few times at most.
+   */
+  private async startCluster(
+    specification: ClusterSpecification,
+    placement: Placement,
+    entry: RunningEntry,
+    chosenPorts: Set<number>,
+    logger: Logger,
+  ): Promise<LocalCluster> {
+    for (let retries = 0; ; retries += 1) {
+      try {
+        return await startLocalCluster({
+          ...this.clusterOptions(specification, placement, logger),
+          // Ports are chosen again here, where they are recorded: the cluster keeps them at its next launch.
+          choosePortsAgain: false,
+          signal: entry.abort.signal,
+          onChildEvent: (event) => this.childEvent(specification.clusterId, entry, event),
+        });
+      } catch (error) {
+        const retry =
+          error instanceof PortInUseError &&
+          chosenPorts.has(error.port) &&
+          retries < PORT_IN_USE_RETRIES &&
+          !entry.abort.signal.aborted &&
+          !this.closed;
+        if (!retry) throw error;
+        let replacement: number;
+        try {
+          replacement = await this.replacePort(specification.clusterId, placement, error.port);
+        } catch (failure) {
+          throw portNotChosenAgainError(error, failure);
+        }
+        // Stopped or closed while the port was chosen again: nothing is started any more.
+        if (entry.abort.signal.aborted || this.closed) throw error;
+        chosenPorts.add(replacement);
+        logger.warn(
+          { process: error.processName, port: error.port, replacement },
+          `another process took the ${error.purpose} ${error.port} chosen for ${error.processName} before it started; starting the cluster again with port ${replacement}`,
+        );
+      }
+    }
+  }
+
+  /** Gives the gateway or the broker that was to listen on `port` another free port, recorded like the first. */
+  private async replacePort(clusterId: string, placement: Placement, port: number): Promise<number> {
+    const recorded = await this.recordedPorts();
+    const brokerPort = await replaceBrokerPort(
+      placement.directory,
+      this.host,
+      port,
+      new Set([...gatewayPortsOf(placement), ...recorded]),
+    );
+    if (brokerPort !== undefined) {
+      await this.recordBrokers(clusterId, readLocalBrokers(placement.directory)?.brokers ?? []);
+      return brokerPort;
+    }
+    const brokers = readLocalBrokers(placement.directory)?.brokers ?? [];
+    const taken = new Set([
+      ...recorded,
+      ...gatewayPortsOf(placement),
+      ...brokers.flatMap((broker) => [broker.clusterPort, broker.managementPort]),
+    ]);
+    const [replacement] = await freePorts(this.host, 1, taken);
+    if (replacement === undefined) throw new Error("invariant violated: freePorts returns the count asked for");
+    if (placement.gatewayPort === port) placement.gatewayPort = replacement;
+    else if (placement.managementPort === port) placement.managementPort = replacement;
+    else throw new Error(`invariant violated: port ${port} is none of cluster ${clusterId}'s`);
+    await this.options.database
+      .updateTable("local_cluster_placements")
+      .set({ gateway_port: placement.gatewayPort, management_port: placement.managementPort })
+      .where("cluster_id", "=", clusterId)
+      .execute();
+    return replacement;
   }
 
   /** What `startLocalCluster` is given for the cluster, bar what belongs to one start (abort signal, listener). */
@@ -493,7 +635,7 @@ export class LocalProvisioner implements Provisioner {
     await this.putBack(placement.directory, logger);
     // Checked before anything stops: a member the provisioner does not run could not be restored.
     const members = new Set(target.brokerIds);
-    const runs = await this.brokersOf(clusterId, placement.directory, specification.shape.brokers);
+    const { brokers: runs } = await this.brokersOf(clusterId, placement, specification.shape.brokers);
     const unknown = [...members].filter((nodeId) => !runs.some((broker) => broker.nodeId === nodeId));
     if (members.size === 0) throw new Error("the cluster's configuration lists no broker; nothing was changed");
     if (unknown.length > 0) {
@@ -599,6 +741,12 @@ export class LocalProvisioner implements Provisioner {
     return placement !== undefined && existsSync(join(placement.directory, DISCARDED_BROKERS_DIRECTORY_NAME));
   }
 
+  /** Why the cluster's last start failed, while it stays failed (undefined otherwise). */
+  startFailure(clusterId: string): string | undefined {
+    const entry = this.running.get(clusterId);
+    return entry?.state === "failed" ? entry.failure : undefined;
+  }
+
   /** The running local cluster once its start has ended (undefined when it failed or is not launched). */
   async whenStarted(clusterId: string): Promise<LocalCluster | undefined> {
     const entry = this.running.get(clusterId);
@@ -677,8 +825,13 @@ export class LocalProvisioner implements Provisioner {
 
   /** Lists the brokers in the cluster's brokers file and has the running cluster start them. */
   async addBrokers(clusterId: string, nodeIds: readonly number[]): Promise<void> {
-    const { directory, cluster } = await this.runningCluster(clusterId);
-    await addLocalBrokers(directory, this.host, nodeIds);
+    const { placement, cluster } = await this.runningCluster(clusterId);
+    await addLocalBrokers(
+      placement.directory,
+      this.host,
+      nodeIds,
+      new Set([...gatewayPortsOf(placement), ...(await this.recordedPorts())]),
+    );
     await cluster.matchBrokersFile();
   }
 
@@ -687,22 +840,22 @@ export class LocalProvisioner implements Provisioner {
    * deleted their data, so that the same ids can be added again right after without meeting the old processes.
    */
   async removeBrokers(clusterId: string, nodeIds: readonly number[]): Promise<void> {
-    const { directory, cluster } = await this.runningCluster(clusterId);
-    removeLocalBrokers(directory, nodeIds);
+    const { placement, cluster } = await this.runningCluster(clusterId);
+    removeLocalBrokers(placement.directory, nodeIds);
     await cluster.matchBrokersFile();
   }
 
   /**
-   * The directory of a cluster whose processes run: its brokers file is only followed while it runs (a stopped
+   * The place of a cluster whose processes run: its brokers file is only followed while it runs (a stopped
    * cluster would start a removed broker's leftover data, or never delete it).
    */
-  private async runningCluster(clusterId: string): Promise<{ directory: string; cluster: LocalCluster }> {
+  private async runningCluster(clusterId: string): Promise<{ placement: Placement; cluster: LocalCluster }> {
     const entry = this.running.get(clusterId);
     const placement = await this.recordedPlacement(clusterId);
     if (placement === undefined || entry?.state !== "running" || entry.cluster === undefined) {
       throw new Error(`cluster ${clusterId} does not run; its brokers can be changed only while it runs`);
     }
-    return { directory: placement.directory, cluster: entry.cluster };
+    return { placement, cluster: entry.cluster };
   }
 
   async removeForgotten(knownClusterIds: ReadonlySet<string>): Promise<void> {

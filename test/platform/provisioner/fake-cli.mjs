@@ -1,8 +1,9 @@
 // A stand-in for the flowplane command line in provisioner tests: it records the environment it was started with,
 // serves a ready gateway health endpoint, and can be told to exit at once or to ignore SIGTERM. Like the real
 // command line it exits with code 0 on SIGTERM, and, when supervised, once its channel to the supervisor closes.
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
+import { connect, createServer as createNetServer } from "node:net";
 import { dirname, join } from "node:path";
 
 const role = process.argv[2] ?? "unknown";
@@ -22,6 +23,10 @@ const recordDirectory = process.env.FAKE_RECORD_DIRECTORY ?? ".";
 if (process.env.FAKE_IGNORE_SIGTERM === "1") process.on("SIGTERM", () => undefined);
 else process.on("SIGTERM", () => process.exit(0));
 if (process.env.FLOWPLANE_SUPERVISOR === "ipc") process.on("disconnect", () => process.exit(0));
+// Every child started, one line each (`<name> <pid>`), also those whose record a later start overwrites.
+if (process.env.FAKE_RECORD_DIRECTORY !== undefined) {
+  appendFileSync(join(recordDirectory, "started.log"), `${name} ${process.pid}\n`);
+}
 if (process.env.FAKE_EXIT_AT_START === role) process.exit(3);
 // A crash at every start while `<name>.crash` exists in the record directory: a crash loop.
 if (existsSync(join(recordDirectory, `${name}.crash`))) process.exit(3);
@@ -49,10 +54,42 @@ if (role === "restore") {
   }
   process.exit(0);
 }
+// Like real ones, brokers told to (FAKE_BROKERS_LISTEN=1) listen on their cluster ports, exiting when they cannot, and
+// greet whoever connects; the gateway is then ready only once every contact point greets it as a broker.
+const brokersListen = process.env.FAKE_BROKERS_LISTEN === "1";
+if (role === "broker" && brokersListen) {
+  createNetServer((socket) => socket.end("broker\n")).listen(
+    Number(environment.SERVICE_BROKER_CLUSTER_CLUSTER_PORT),
+    environment.SERVICE_BROKER_HOST,
+  );
+}
+
+/** Whether `address` (host:port) greets a connection as a broker within a second. */
+function greetsAsBroker(address) {
+  const separator = address.lastIndexOf(":");
+  return new Promise((resolveGreeting) => {
+    const socket = connect({ host: address.slice(0, separator), port: Number(address.slice(separator + 1)) });
+    let received = "";
+    const done = (greeted) => {
+      socket.destroy();
+      resolveGreeting(greeted);
+    };
+    socket.setTimeout(1_000, () => done(false));
+    socket.on("data", (data) => {
+      received += data.toString();
+      if (received.includes("\n")) done(received === "broker\n");
+    });
+    socket.on("error", () => done(false));
+    socket.on("end", () => done(false));
+  });
+}
+
 if (role === "gateway") {
-  createServer((_request, response) => {
-    response.writeHead(200, { "content-type": "application/json" });
-    response.end(JSON.stringify({ status: "UP" }));
+  createServer(async (_request, response) => {
+    const contactPoints = (environment.SERVICE_GATEWAY_CONTACT_POINTS ?? "").split(",").filter(Boolean);
+    const ready = !brokersListen || (await Promise.all(contactPoints.map(greetsAsBroker))).every(Boolean);
+    response.writeHead(ready ? 200 : 503, { "content-type": "application/json" });
+    response.end(JSON.stringify({ status: ready ? "UP" : "DOWN" }));
   }).listen(Number(environment.SERVICE_MANAGEMENT_PORT), environment.SERVICE_MANAGEMENT_HOST);
 }
 setInterval(() => undefined, 60_000);

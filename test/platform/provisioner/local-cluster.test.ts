@@ -1,4 +1,5 @@
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { type AddressInfo, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -14,9 +15,11 @@ import {
   type LocalCluster,
   type LocalClusterChildEvent,
   type LocalClusterOptions,
+  PortInUseError,
   removeLocalBrokers,
   startLocalCluster,
 } from "../../../src/platform/provisioner/index.js";
+import { freePorts } from "../../../src/platform/provisioner/local-brokers.js";
 import { eventually } from "../../support/cluster.js";
 import { TEST_CLUSTER_SECRET } from "../../support/cluster-secret.js";
 import { entriesOpenToOthers } from "../../support/file-modes.js";
@@ -317,6 +320,49 @@ describe("startLocalCluster", () => {
     ).rejects.toThrow(/gateway of the local cluster exited during start; see .*gateway\.log/);
     const broker0 = await recorded(records, "broker-0");
     expect(broker0.SERVICE_BROKER_CLUSTER_NODE_ID).toBe("0");
+  });
+
+  it("names the port when a child exits during start because another process holds it", async () => {
+    const dataDirectory = temporaryDirectory();
+    // Another process took the port after it was chosen, before the broker listens on it; it answers nobody.
+    const accepted = new Set<Socket>();
+    const holder = createServer((socket) => accepted.add(socket));
+    await new Promise<void>((resolveListen) => holder.listen({ host: "127.0.0.1", port: 0 }, resolveListen));
+    try {
+      const takenPort = (holder.address() as AddressInfo).port;
+      const [freeManagementPort] = await freePorts("127.0.0.1", 1, new Set([takenPort]));
+      writeFileSync(
+        join(dataDirectory, "ports.json"),
+        JSON.stringify({ brokers: [{ nodeId: 0, clusterPort: takenPort, managementPort: freeManagementPort }] }),
+      );
+      const failure = await startLocalCluster({
+        dataDirectory,
+        clusterDirectory: dataDirectory,
+        brokers: 1,
+        gatewayPort: 0,
+        managementPort: 0,
+        issuerUrl: "http://127.0.0.1:1",
+        logger: pino({ level: "silent" }),
+        environment: { FAKE_RECORD_DIRECTORY: temporaryDirectory(), FAKE_BROKERS_LISTEN: "1" },
+        command: { entry: fakeCli, nodeArguments: [] },
+      }).catch((error: unknown) => error);
+      expect(failure).toBeInstanceOf(PortInUseError);
+      expect(failure).toMatchObject({ processName: "broker 0", purpose: "cluster port", port: takenPort });
+      expect((failure as Error).message).toMatch(
+        new RegExp(
+          `broker 0 of the local cluster could not listen on its cluster port 127\\.0\\.0\\.1:${takenPort}: another process uses that port; see .*broker-0\\.log`,
+        ),
+      );
+    } finally {
+      for (const socket of accepted) socket.destroy();
+      await new Promise((resolveClose) => holder.close(resolveClose));
+    }
+  });
+
+  it("brackets an IPv6 host in the port a child could not listen on", () => {
+    expect(new PortInUseError("gateway", "management port", "::1", 9600, "gateway.log").message).toBe(
+      "gateway of the local cluster could not listen on its management port [::1]:9600: another process uses that port; see gateway.log",
+    );
   });
 });
 
