@@ -90,6 +90,27 @@ describe("PartitionReplica membership changes", () => {
     directories.clear();
   });
 
+  /**
+   * Publishes `commands` through whichever replica leads at the time, each until it is published (with elections this
+   * quick, leadership can move under load, and a replica that no longer leads refuses a publication), then waits
+   * until every replica took a snapshot and returns the leader of that moment.
+   */
+  async function publishUntilSnapshotted(commands: readonly PublishMessageCommand[]): Promise<PartitionReplica> {
+    for (const next of commands) {
+      // Bounded: an election settles within a few timeouts, far fewer than this many attempts.
+      for (let attempt = 1; ; attempt += 1) {
+        const answer = await (await leader()).publish(next);
+        if (answer.outcome === "published") break;
+        if (attempt === 200) throw new Error(`${next.name} was not published: ${answer.outcome}`);
+      }
+    }
+    await waitFor(
+      () => [...replicas.values()].every((replica) => replica.latestSnapshotIndex > 0),
+      "a snapshot on every replica",
+    );
+    return leader();
+  }
+
   /** The replica that leads (among the running ones), waiting for one. */
   async function leader(): Promise<PartitionReplica> {
     let found: PartitionReplica | undefined;
@@ -194,9 +215,9 @@ describe("PartitionReplica membership changes", () => {
 
   it("a leader sending its snapshot to a joining replica keeps that snapshot and the log after it until the transfer ends", async () => {
     await openGroup([voter(0, 3), voter(1), voter(2)]);
-    const sender = await leader();
-    for (let sequence = 0; sequence < 60; sequence += 1) await sender.publish(command(`before-${sequence}`));
-    await waitFor(() => sender.latestSnapshotIndex > 0, "a snapshot on the leader");
+    const sender = await publishUntilSnapshotted(
+      Array.from({ length: 60 }, (_, sequence) => command(`before-${sequence}`)),
+    );
     const snapshotIndex = sender.latestSnapshotIndex;
     // The joining replica's answers to the snapshot's chunks are lost, so the transfer stays under way.
     dropping = (from, message) => from === 3 && message.type === "snapshotResponse";
@@ -220,13 +241,11 @@ describe("PartitionReplica membership changes", () => {
 
   it("a joining replica restarted in the middle of a snapshot resumes it and restores its engine from the stored snapshot a chunk at a time", async () => {
     await openGroup([voter(0, 3), voter(1), voter(2)]);
-    const sender = await leader();
     // Over two 1 MiB chunks of snapshot.
     const variables = { blob: "b".repeat(60_000) };
-    for (let sequence = 0; sequence < 60; sequence += 1) {
-      await sender.publish({ ...command(`large-${sequence}`), variables });
-    }
-    await waitFor(() => sender.latestSnapshotIndex > 0, "a snapshot on the leader");
+    const sender = await publishUntilSnapshotted(
+      Array.from({ length: 60 }, (_, sequence) => ({ ...command(`large-${sequence}`), variables })),
+    );
     // Only the first chunk reaches the joining replica before it stops.
     dropping = (_from, message) => message.type === "snapshotChunk" && message.to === 3 && message.offset > 0;
     let joining = await openReplica(3, null);
@@ -247,13 +266,13 @@ describe("PartitionReplica membership changes", () => {
     // A window of one chunk: every acknowledgement makes the leader read the next chunk, into a buffer handed back.
     snapshotWindowChunks = 1;
     await openGroup([voter(0, 3), voter(1), voter(2)]);
-    const sender = await leader();
     // Over three 1 MiB chunks of snapshot, each chunk's bytes different from the others'.
-    for (let sequence = 0; sequence < 60; sequence += 1) {
-      const blob = String.fromCharCode(97 + (sequence % 26)).repeat(60_000);
-      await sender.publish({ ...command(`large-${sequence}`), variables: { blob } });
-    }
-    await waitFor(() => sender.latestSnapshotIndex > 0, "a snapshot on the leader");
+    const sender = await publishUntilSnapshotted(
+      Array.from({ length: 60 }, (_, sequence) => ({
+        ...command(`large-${sequence}`),
+        variables: { blob: String.fromCharCode(97 + (sequence % 26)).repeat(60_000) },
+      })),
+    );
     const senderId = [...replicas.entries()].find(([, replica]) => replica === sender)?.[0] as number;
     const senderEnvironment = environments.get(senderId) as StorageEnvironment;
     const reusedBefore = senderEnvironment.chunkBuffers.reusedBuffers;
@@ -282,11 +301,12 @@ describe("PartitionReplica membership changes", () => {
     fail: (error: Error) => void;
   }> {
     await openGroup([voter(0, 3), voter(1), voter(2)]);
-    const sender = await leader();
-    for (let sequence = 0; sequence < 60; sequence += 1) {
-      await sender.publish({ ...command(`large-${sequence}`), variables: { blob: "b".repeat(60_000) } });
-    }
-    await waitFor(() => sender.latestSnapshotIndex > 0, "a snapshot on the leader");
+    const sender = await publishUntilSnapshotted(
+      Array.from({ length: 60 }, (_, sequence) => ({
+        ...command(`large-${sequence}`),
+        variables: { blob: "b".repeat(60_000) },
+      })),
+    );
     let settle: { resolve: () => void; reject: (error: Error) => void } | null = null;
     const held = new Promise<void>((resolve, reject) => {
       settle = { resolve, reject };
