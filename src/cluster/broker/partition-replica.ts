@@ -17,6 +17,7 @@
  * `not-leader` when this replica loses leadership, everything else with `unavailable` when it stops.
  */
 import type { Logger } from "pino";
+import { BackupActivity } from "../backup/backup-activity.js";
 import {
   admitPart,
   BackupPacer,
@@ -136,6 +137,11 @@ export interface ReplicaBackupOptions {
   readonly flowplaneVersion: string;
   /** Called once a part ends, COMPLETED or FAILED (for logs and metrics). */
   readonly onPartEnded?: (manifest: BackupPartManifest) => void;
+  /**
+   * The parts being written on this replica's broker, shared by all its replicas: each defers its own snapshots while
+   * one is (see `maybeCompact`). Absent: only this replica's own parts count.
+   */
+  readonly activity?: BackupActivity;
 }
 
 /**
@@ -224,6 +230,11 @@ const SNAPSHOT_TRANSFER_COMPACTION_DEFERRAL = 4;
  * meanwhile); beyond them the backup runs at full speed to its end.
  */
 const BACKUP_PACING_LOG_LIMIT_INTERVALS = 3;
+/**
+ * Snapshot intervals of log a replica may grow while a part of a backup is being written on its broker (it defers
+ * its own snapshot meanwhile, see `maybeCompact`); beyond them it takes the snapshot anyway.
+ */
+const BACKUP_SNAPSHOT_DEFERRAL_INTERVALS = 2;
 /** Chunks of a snapshot in flight per member receiving it, unless `snapshotWindowChunks` says otherwise. */
 const DEFAULT_SNAPSHOT_WINDOW_CHUNKS = 16;
 
@@ -332,6 +343,10 @@ export class PartitionReplica {
    * unfinished (`considerBackupTakeover`); like `backupCheckpoint` it holds snapshots back meanwhile.
    */
   private backupTakeoverCheck: Checkpoint | null = null;
+  /** The parts of backups being written on this broker (see `ReplicaBackupOptions.activity`). */
+  private readonly backupActivity: BackupActivity;
+  /** Whether this replica logged that it defers its snapshot for the backup parts being written now. */
+  private snapshotDeferralLogged = false;
   /** The term in which this replica handed its leadership over before stopping; null when it is not leaving. */
   private leavingTerm: number | null = null;
   private newerTermSeen = false;
@@ -380,6 +395,7 @@ export class PartitionReplica {
     this.committedConfigurationValue = node.committedConfiguration();
     // A replica may lead and write a part of a backup: the store readies its writing now, not during a backup.
     options.backups?.store.prepareWrites?.();
+    this.backupActivity = options.backups?.activity ?? new BackupActivity();
   }
 
   /**
@@ -1378,6 +1394,7 @@ export class PartitionReplica {
     if (checkpoint === null || backups === undefined || this.backupRunning) return;
     if (this.snapshotInProgress || this.preparedSnapshot !== null) return;
     this.backupRunning = true;
+    const endActivity = this.backupActivity.begin();
     const term = this.status.term;
     const memberId = this.options.memberId;
     const pacer = new BackupPacer(
@@ -1427,6 +1444,7 @@ export class PartitionReplica {
       })
       .then((manifest) => {
         this.backupRunning = false;
+        endActivity();
         // A later checkpoint applied meanwhile keeps its reservation and starts next.
         if (this.backupCheckpoint === checkpoint) this.backupCheckpoint = null;
         if (manifest === null) {
@@ -1516,6 +1534,7 @@ export class PartitionReplica {
     if (this.sendingSnapshot() && applied - this.snapshotIndex < SNAPSHOT_TRANSFER_COMPACTION_DEFERRAL * interval) {
       return;
     }
+    if (this.deferSnapshotForBackup(applied - this.snapshotIndex)) return;
     if (this.node.status().appliedIndex !== applied) {
       throw new Error(
         `invariant violated: partition ${this.partitionId} engine applied ${applied} but Raft applied ${this.node.status().appliedIndex}`,
@@ -1524,6 +1543,32 @@ export class PartitionReplica {
     this.compactionRequestedAt = applied;
     this.snapshotInProgress = true;
     void this.takeSnapshot(this.engine.snapshotEncoder(), performance.now());
+  }
+
+  /**
+   * Whether this replica's snapshot waits for the backup parts being written on its broker (by any of its replicas,
+   * leader or not): the snapshot's encoding, copies, checksums and writes would compete with the parts' reads, checks
+   * and writes for the same processors and disk, and the broker's writes would pay for both. The snapshot starts at
+   * the driver's first turn after the last part ended (every tick makes one). Bounded: once `logEntries`, the entries
+   * past the last snapshot, reach `BACKUP_SNAPSHOT_DEFERRAL_INTERVALS` intervals, the snapshot is taken anyway, so a
+   * long or stuck backup cannot make the log grow without limit.
+   */
+  private deferSnapshotForBackup(logEntries: number): boolean {
+    if (!this.backupActivity.writing) {
+      this.snapshotDeferralLogged = false;
+      return false;
+    }
+    const fields = { partitionId: this.partitionId, logEntries };
+    if (logEntries >= BACKUP_SNAPSHOT_DEFERRAL_INTERVALS * this.options.snapshotIntervalEntries) {
+      this.options.logger.info(fields, "snapshot taken during a backup: the log reached its bound");
+      this.snapshotDeferralLogged = false;
+      return false;
+    }
+    if (!this.snapshotDeferralLogged) {
+      this.snapshotDeferralLogged = true;
+      this.options.logger.debug(fields, "snapshot deferred until the backup parts written on this broker end");
+    }
+    return true;
   }
 
   /** Whether this replica leads and sends its snapshot to a member (a joining learner, or a replica far behind). */

@@ -10,10 +10,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino, { type Logger } from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { BackupActivity } from "../../../src/cluster/backup/backup-activity.js";
 import { FilesystemBackupStore } from "../../../src/cluster/backup/filesystem-store.js";
 import { rebuildEngine } from "../../../src/cluster/backup/read-part.js";
 import type { BackupPartManifest, BackupStore } from "../../../src/cluster/backup/store.js";
-import { PartitionReplica, type ReplicaBackupOptions } from "../../../src/cluster/broker/partition-replica.js";
+import {
+  PartitionReplica,
+  type ReplicaBackupOptions,
+  type SnapshotReport,
+} from "../../../src/cluster/broker/partition-replica.js";
 import type { PublishMessageCommand } from "../../../src/cluster/broker/protocol.js";
 import { partitionForCorrelationKey } from "../../../src/cluster/engine/correlation.js";
 import { parseKey } from "../../../src/cluster/engine/keys.js";
@@ -67,11 +72,16 @@ afterEach(async () => {
   await rm(storeDirectory, { recursive: true, force: true });
 });
 
-/** The only replica of partition `partitionId` in `environment`, writing backup parts, once it leads. */
+/**
+ * The only replica of partition `partitionId` in `environment`, writing backup parts (to `backups`, by default the
+ * test's store), once it leads; a snapshot every 10 entries.
+ */
 async function openLeadingReplica(
   environment: StorageEnvironment,
   partitionId: number,
   logger: Logger,
+  backups: ReplicaBackupOptions = backupOptions(),
+  onSnapshot?: (report: SnapshotReport) => void,
 ): Promise<PartitionReplica> {
   const replica = await PartitionReplica.open({
     partitionId,
@@ -87,7 +97,8 @@ async function openLeadingReplica(
     onFailure: (error) => {
       throw error;
     },
-    backups: backupOptions(),
+    backups,
+    ...(onSnapshot === undefined ? {} : { onSnapshot }),
     logger,
   });
   await waitFor(() => replica.report().role === "leader", "replica leads");
@@ -249,6 +260,106 @@ describe("a partition added after a backup", () => {
     expect(ended[0]).toMatchObject({ backupId: 9, partitionId: 3, state: "COMPLETED", partitionCount: 3 });
     expect(ended[0]?.backupRecorded).toBe(true);
     expect((await store.manifests()).map((part) => part.backupId)).toEqual([9]);
+  });
+});
+
+describe("the snapshots of a broker writing a backup part", () => {
+  let directory: string;
+  let environment: StorageEnvironment;
+  let activity: BackupActivity;
+  /** Leads partition 1 and writes its part of backup 1, whose writes wait for `release`. */
+  let writer: PartitionReplica;
+  /** Leads partition 2 on the same broker, with a snapshot every 10 entries. */
+  let other: PartitionReplica;
+  let snapshots: SnapshotReport[];
+  let release: () => void;
+  let failWrites: boolean;
+
+  beforeEach(async () => {
+    snapshots = [];
+    failWrites = false;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const heldStore: BackupStore = {
+      writeManifest: (manifest) => store.writeManifest(manifest),
+      createFile: async (part, name) => {
+        const file = await store.createFile(part, name);
+        return {
+          ...file,
+          write: async (bytes) => {
+            await held;
+            if (failWrites) throw new Error("the disk is full");
+            await file.write(bytes);
+          },
+        };
+      },
+      readFile: (part, name, maxChunkBytes) => store.readFile(part, name, maxChunkBytes),
+      manifests: (backupId) => store.manifests(backupId),
+      backupIds: () => store.backupIds(),
+      deleteBackup: (backupId) => store.deleteBackup(backupId),
+      writeBackupRecord: (record) => store.writeBackupRecord(record),
+      backupRecords: (backupId) => store.backupRecords(backupId),
+    };
+    directory = await temporaryDirectory("backup-deferral");
+    environment = StorageEnvironment.open({ directory, synchronousCommit: true });
+    activity = new BackupActivity();
+    const logger = pino({ level: "silent" });
+    writer = await openLeadingReplica(environment, 1, logger, { ...backupOptions(heldStore), activity });
+    other = await openLeadingReplica(environment, 2, logger, { ...backupOptions(), activity }, (report) =>
+      snapshots.push(report),
+    );
+    await writer.publish(command("in-the-part"));
+    await recordBackup(1, 2);
+    await writer.takeCheckpoint(1);
+    await waitFor(() => activity.writing, "the part is being written");
+  });
+
+  afterEach(async () => {
+    release();
+    // The part ends before its replica closes, so that it reports into this test's list, not the next one's.
+    await waitFor(() => !activity.writing, "the part ends");
+    await Promise.all([writer.close(), other.close()]);
+    await environment.close();
+    await removeDirectory(directory);
+  });
+
+  async function publishToOther(count: number): Promise<void> {
+    for (let sequence = 0; sequence < count; sequence += 1) {
+      expect(await other.publish(command(`other-${sequence}`))).toMatchObject({ outcome: "published" });
+    }
+  }
+
+  it("are deferred until the part ends, then taken", async () => {
+    await publishToOther(15);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(snapshots).toEqual([]);
+    expect(other.latestSnapshotIndex).toBe(0);
+    release();
+    await waitFor(() => ended.length === 1, "the part ends");
+    expect(ended[0]).toMatchObject({ state: "COMPLETED", partitionId: 1 });
+    // No publication after the part: the replica's next tick starts the deferred snapshot.
+    await waitFor(() => other.latestSnapshotIndex >= 15, "the deferred snapshot is taken");
+    expect(snapshots.map((report) => report.partitionId)).toEqual([2]);
+  });
+
+  it("are taken anyway once the log holds twice the snapshot interval", async () => {
+    await publishToOther(25);
+    await waitFor(() => snapshots.length === 1, "the snapshot past the bound");
+    expect(snapshots[0]?.index).toBeGreaterThanOrEqual(20);
+    expect(activity.writing).toBe(true);
+    expect(ended).toEqual([]);
+  });
+
+  it("are taken once a part that failed ends", async () => {
+    await publishToOther(15);
+    failWrites = true;
+    release();
+    await waitFor(() => ended.length === 1, "the part ends");
+    expect(ended[0]).toMatchObject({ state: "FAILED", partitionId: 1 });
+    expect(ended[0]?.failureReason).toMatch(/the disk is full/);
+    await waitFor(() => other.latestSnapshotIndex >= 15, "the deferred snapshot is taken");
+    expect(activity.writing).toBe(false);
   });
 });
 
