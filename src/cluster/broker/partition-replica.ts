@@ -226,15 +226,14 @@ interface WaitingRead {
  */
 const SNAPSHOT_TRANSFER_COMPACTION_DEFERRAL = 4;
 /**
- * Snapshot intervals of log a partition may grow while its backup steps back for a busy broker (it takes no snapshot
- * meanwhile); beyond them the backup runs at full speed to its end.
+ * Snapshot intervals of log a replica may grow while a part of a backup is being written on its broker: the leader's
+ * part steps back for a busy broker, and every replica of the broker defers its own snapshot (see
+ * `deferSnapshotForBackup`). Beyond them the part runs at full speed to its end and the other replicas take their
+ * snapshots, so a long backup cannot make the log grow without limit.
  */
-const BACKUP_PACING_LOG_LIMIT_INTERVALS = 3;
-/**
- * Snapshot intervals of log a replica may grow while a part of a backup is being written on its broker (it defers
- * its own snapshot meanwhile, see `maybeCompact`); beyond them it takes the snapshot anyway.
- */
-const BACKUP_SNAPSHOT_DEFERRAL_INTERVALS = 2;
+const BACKUP_LOG_LIMIT_INTERVALS = 3;
+/** How often a snapshot held back for a backup part looks whether it may go on. */
+const SNAPSHOT_BACKUP_PAUSE_MS = 20;
 /** Chunks of a snapshot in flight per member receiving it, unless `snapshotWindowChunks` says otherwise. */
 const DEFAULT_SNAPSHOT_WINDOW_CHUNKS = 16;
 
@@ -347,6 +346,10 @@ export class PartitionReplica {
   private readonly backupActivity: BackupActivity;
   /** Whether this replica logged that it defers its snapshot for the backup parts being written now. */
   private snapshotDeferralLogged = false;
+  /** Milliseconds the snapshot being taken was held back for backup parts (left out of its reported duration). */
+  private snapshotPausedMs = 0;
+  /** Whether a snapshot taken is queued for the core's compaction (`takeSnapshot`), past its last hold. */
+  private snapshotQueuedForCore = false;
   /** The term in which this replica handed its leadership over before stopping; null when it is not leaving. */
   private leavingTerm: number | null = null;
   private newerTermSeen = false;
@@ -1383,16 +1386,17 @@ export class PartitionReplica {
   }
 
   /**
-   * Starts writing the part of the reserved checkpoint once no snapshot of this replica is being taken or installed
-   * (one started before the checkpoint may still replace the stored snapshot; later ones wait for the backup). The
-   * part is written in the background, a chunk per turn, off the write path, stepping back while the broker is busy
-   * (`BackupPacer`); only one at a time.
+   * Starts writing the part of the reserved checkpoint once no snapshot of this replica is on its way to the core or
+   * being installed (later ones wait for the backup). A snapshot still being taken holds still until the part ends
+   * (`snapshotTurn`) instead of delaying it; one that passed its last hold before the part started may still replace
+   * the stored snapshot, and the part then starts over from it. The part is written in the background, a chunk per
+   * turn, off the write path, stepping back while the broker is busy (`BackupPacer`); only one at a time.
    */
   private maybeStartBackup(): void {
     const checkpoint = this.backupCheckpoint;
     const backups = this.options.backups;
     if (checkpoint === null || backups === undefined || this.backupRunning) return;
-    if (this.snapshotInProgress || this.preparedSnapshot !== null) return;
+    if (this.snapshotQueuedForCore || this.preparedSnapshot !== null) return;
     this.backupRunning = true;
     const endActivity = this.backupActivity.begin();
     const term = this.status.term;
@@ -1407,7 +1411,7 @@ export class PartitionReplica {
       // No snapshot is taken while the backup runs: past a few intervals of log, the backup stops giving way.
       () =>
         this.engine.lastAppliedIndex - this.snapshotIndex >=
-        BACKUP_PACING_LOG_LIMIT_INTERVALS * this.options.snapshotIntervalEntries,
+        BACKUP_LOG_LIMIT_INTERVALS * this.options.snapshotIntervalEntries,
     );
     const source: PartitionBackupSource = {
       snapshotMetadata: () => (this.closed ? null : this.storage.snapshotMetadata()),
@@ -1550,8 +1554,9 @@ export class PartitionReplica {
    * leader or not): the snapshot's encoding, copies, checksums and writes would compete with the parts' reads, checks
    * and writes for the same processors and disk, and the broker's writes would pay for both. The snapshot starts at
    * the driver's first turn after the last part ended (every tick makes one). Bounded: once `logEntries`, the entries
-   * past the last snapshot, reach `BACKUP_SNAPSHOT_DEFERRAL_INTERVALS` intervals, the snapshot is taken anyway, so a
-   * long or stuck backup cannot make the log grow without limit.
+   * past the last snapshot, reach `BACKUP_LOG_LIMIT_INTERVALS` intervals, the snapshot is taken anyway, so a long or
+   * stuck backup cannot make the log grow without limit. A snapshot already being taken holds still meanwhile
+   * (`snapshotTurn`).
    */
   private deferSnapshotForBackup(logEntries: number): boolean {
     if (!this.backupActivity.writing) {
@@ -1559,7 +1564,7 @@ export class PartitionReplica {
       return false;
     }
     const fields = { partitionId: this.partitionId, logEntries };
-    if (logEntries >= BACKUP_SNAPSHOT_DEFERRAL_INTERVALS * this.options.snapshotIntervalEntries) {
+    if (logEntries >= BACKUP_LOG_LIMIT_INTERVALS * this.options.snapshotIntervalEntries) {
       this.options.logger.info(fields, "snapshot taken during a backup: the log reached its bound");
       this.snapshotDeferralLogged = false;
       return false;
@@ -1587,32 +1592,36 @@ export class PartitionReplica {
    * (`ReplicaClock.yieldTurn`) to finish before it moves on.
    */
   private async takeSnapshot(encoder: EngineSnapshotEncoder, startedAtMs: number): Promise<void> {
+    this.snapshotPausedMs = 0;
     try {
       // Bounded: every pass encodes at least one message, and the encoder holds a fixed number of them.
       for (let encoded = false; !encoded; ) {
         const sliceEndsAtMs = performance.now() + SNAPSHOT_SLICE_MS;
         do encoded = encoder.encodeMessages(SNAPSHOT_MESSAGES_PER_CLOCK_READ);
         while (!encoded && performance.now() < sliceEndsAtMs);
-        if (!encoded) await this.clock.yieldTurn();
+        if (!encoded) await this.snapshotTurn();
         if (!this.running) return;
       }
       // Joining the encoded pieces and cutting the data into stored chunks copy every byte on this thread as well, so
       // they take turns too: in one go, a large state held every replica of the broker for longer than a peer or the
       // coordinator's client waits for an answer.
       while (!encoder.assembleBytes(SNAPSHOT_ASSEMBLY_STEP_BYTES)) {
-        await this.clock.yieldTurn();
+        await this.snapshotTurn();
         if (!this.running) return;
       }
       const data = encoder.bytes();
       // The storage checksums the data as it cuts the chunks; the core records that checksum instead of reading
       // the whole snapshot again in one go.
-      const digest = await this.storage.prepareSnapshot(data, () => this.clock.yieldTurn());
+      const digest = await this.storage.prepareSnapshot(data, () => this.snapshotTurn());
+      // Handed to the core only after the broker's backup parts: its compaction would replace the snapshot and drop
+      // the log a part of this replica reads.
+      await this.snapshotTurn();
       const report: SnapshotReport = {
         partitionId: this.partitionId,
         index: encoder.appliedIndex,
         sizeBytes: data.byteLength,
         messages: encoder.messageCount,
-        durationMs: performance.now() - startedAtMs,
+        durationMs: performance.now() - startedAtMs - this.snapshotPausedMs,
       };
       this.options.logger.debug(report, "snapshot written");
       this.options.onSnapshot?.(report);
@@ -1622,8 +1631,10 @@ export class PartitionReplica {
       }
       // Not subject to the limit on request work: under overload the snapshot would be lost, and with it the log's
       // compaction for another interval.
+      this.snapshotQueuedForCore = true;
       this.queue.push({
         run: () => {
+          this.snapshotQueuedForCore = false;
           // The core ignores a compaction a snapshot installed meanwhile already covers.
           if (encoder.appliedIndex < this.node.status().firstIndex) {
             void this.discardSnapshot(data);
@@ -1633,7 +1644,10 @@ export class PartitionReplica {
           this.snapshotSizeBytes = data.byteLength;
           this.node.compact(encoder.appliedIndex, data, digest);
         },
-        fail: () => void this.discardSnapshot(data),
+        fail: () => {
+          this.snapshotQueuedForCore = false;
+          void this.discardSnapshot(data);
+        },
       });
       this.nudge();
     } catch (error) {
@@ -1649,6 +1663,24 @@ export class PartitionReplica {
     } finally {
       this.snapshotInProgress = false;
     }
+  }
+
+  /**
+   * Lets other work run between two slices of a snapshot being taken, and holds the snapshot there while a backup
+   * part is being written on this broker (`deferSnapshotForBackup`, bounded), or for as long as this replica's own
+   * part is: a snapshot that started before a backup's checkpoint stops competing with the parts, and this leader's
+   * part can start without waiting for it (`maybeStartBackup`).
+   */
+  private async snapshotTurn(): Promise<void> {
+    await this.clock.yieldTurn();
+    const pausedAtMs = performance.now();
+    while (
+      this.running &&
+      (this.backupRunning || this.deferSnapshotForBackup(this.engine.lastAppliedIndex - this.snapshotIndex))
+    ) {
+      await this.clock.sleep(SNAPSHOT_BACKUP_PAUSE_MS);
+    }
+    this.snapshotPausedMs += performance.now() - pausedAtMs;
   }
 
   /** Removes the chunks of a prepared snapshot that will not be installed (they would stay until a restart). */

@@ -16,8 +16,11 @@ import { rebuildEngine } from "../../../src/cluster/backup/read-part.js";
 import type { BackupPartManifest, BackupStore } from "../../../src/cluster/backup/store.js";
 import {
   PartitionReplica,
+  type PartitionReplicaOptions,
   type ReplicaBackupOptions,
+  type ReplicaClock,
   type SnapshotReport,
+  systemClock,
 } from "../../../src/cluster/broker/partition-replica.js";
 import type { PublishMessageCommand } from "../../../src/cluster/broker/protocol.js";
 import { partitionForCorrelationKey } from "../../../src/cluster/engine/correlation.js";
@@ -73,15 +76,14 @@ afterEach(async () => {
 });
 
 /**
- * The only replica of partition `partitionId` in `environment`, writing backup parts (to `backups`, by default the
- * test's store), once it leads; a snapshot every 10 entries.
+ * The only replica of partition `partitionId` in `environment`, writing backup parts, once it leads; a snapshot every
+ * 10 entries unless `overrides` say otherwise.
  */
 async function openLeadingReplica(
   environment: StorageEnvironment,
   partitionId: number,
   logger: Logger,
-  backups: ReplicaBackupOptions = backupOptions(),
-  onSnapshot?: (report: SnapshotReport) => void,
+  overrides: Partial<PartitionReplicaOptions> = {},
 ): Promise<PartitionReplica> {
   const replica = await PartitionReplica.open({
     partitionId,
@@ -97,9 +99,9 @@ async function openLeadingReplica(
     onFailure: (error) => {
       throw error;
     },
-    backups,
-    ...(onSnapshot === undefined ? {} : { onSnapshot }),
+    backups: backupOptions(),
     logger,
+    ...overrides,
   });
   await waitFor(() => replica.report().role === "leader", "replica leads");
   return replica;
@@ -305,10 +307,11 @@ describe("the snapshots of a broker writing a backup part", () => {
     environment = StorageEnvironment.open({ directory, synchronousCommit: true });
     activity = new BackupActivity();
     const logger = pino({ level: "silent" });
-    writer = await openLeadingReplica(environment, 1, logger, { ...backupOptions(heldStore), activity });
-    other = await openLeadingReplica(environment, 2, logger, { ...backupOptions(), activity }, (report) =>
-      snapshots.push(report),
-    );
+    writer = await openLeadingReplica(environment, 1, logger, { backups: { ...backupOptions(heldStore), activity } });
+    other = await openLeadingReplica(environment, 2, logger, {
+      backups: { ...backupOptions(), activity },
+      onSnapshot: (report) => snapshots.push(report),
+    });
     await writer.publish(command("in-the-part"));
     await recordBackup(1, 2);
     await writer.takeCheckpoint(1);
@@ -343,10 +346,10 @@ describe("the snapshots of a broker writing a backup part", () => {
     expect(snapshots.map((report) => report.partitionId)).toEqual([2]);
   });
 
-  it("are taken anyway once the log holds twice the snapshot interval", async () => {
-    await publishToOther(25);
+  it("are taken anyway once the log holds three snapshot intervals", async () => {
+    await publishToOther(35);
     await waitFor(() => snapshots.length === 1, "the snapshot past the bound");
-    expect(snapshots[0]?.index).toBeGreaterThanOrEqual(20);
+    expect(snapshots[0]?.index).toBeGreaterThanOrEqual(30);
     expect(activity.writing).toBe(true);
     expect(ended).toEqual([]);
   });
@@ -360,6 +363,55 @@ describe("the snapshots of a broker writing a backup part", () => {
     expect(ended[0]?.failureReason).toMatch(/the disk is full/);
     await waitFor(() => other.latestSnapshotIndex >= 15, "the deferred snapshot is taken");
     expect(activity.writing).toBe(false);
+  });
+});
+
+describe("a snapshot being taken when the leader applies a checkpoint", () => {
+  let directory: string;
+  let environment: StorageEnvironment;
+  let replica: PartitionReplica;
+  /** While set, the replica's turns between two steps of a snapshot wait for `releaseTurns`. */
+  let holdTurns = false;
+  let releaseTurns: () => void = () => {};
+  let heldTurns: Promise<void> = Promise.resolve();
+  const clock: ReplicaClock = {
+    ...systemClock,
+    yieldTurn: () => (holdTurns ? heldTurns : systemClock.yieldTurn()),
+  };
+
+  beforeEach(async () => {
+    directory = await temporaryDirectory("backup-held-snapshot");
+    environment = StorageEnvironment.open({ directory, synchronousCommit: true });
+    replica = await openLeadingReplica(environment, 1, pino({ level: "silent" }), { clock });
+  });
+
+  afterEach(async () => {
+    holdTurns = false;
+    releaseTurns();
+    await replica.close();
+    await environment.close();
+    await removeDirectory(directory);
+  });
+
+  it("holds still while the part is written from the snapshot and log before it, then is installed", async () => {
+    heldTurns = new Promise((resolve) => {
+      releaseTurns = resolve;
+    });
+    holdTurns = true;
+    // The tenth entry starts a snapshot, which stops at its first turn.
+    for (let sequence = 0; sequence < 12; sequence += 1) await replica.publish(command(`m-${sequence}`));
+    holdTurns = false;
+    await recordBackup(1);
+    const checkpoint = await replica.takeCheckpoint(1);
+    if (checkpoint.kind !== "applied" || checkpoint.result.kind !== "checkpointed") throw new Error("no checkpoint");
+    // The part does not wait for the snapshot being taken: it is written from the log alone.
+    await waitFor(() => ended.length === 1, "the part ends while the snapshot is held");
+    expect(ended[0]).toMatchObject({ state: "COMPLETED", snapshot: null });
+    expect(replica.latestSnapshotIndex).toBe(0);
+    expect((await rebuildEngine(store, ended[0] as BackupPartManifest)).bufferedMessageCount).toBe(12);
+    releaseTurns();
+    await waitFor(() => replica.latestSnapshotIndex > 0, "the held snapshot is installed");
+    expect(replica.latestSnapshotIndex).toBeLessThan(checkpoint.result.checkpoint.position);
   });
 });
 
