@@ -374,9 +374,15 @@ describe("a snapshot being taken when the leader applies a checkpoint", () => {
   let holdTurns = false;
   let releaseTurns: () => void = () => {};
   let heldTurns: Promise<void> = Promise.resolve();
+  /** Turns that waited for `releaseTurns`. */
+  let turnsHeld = 0;
   const clock: ReplicaClock = {
     ...systemClock,
-    yieldTurn: () => (holdTurns ? heldTurns : systemClock.yieldTurn()),
+    yieldTurn: () => {
+      if (!holdTurns) return systemClock.yieldTurn();
+      turnsHeld += 1;
+      return heldTurns;
+    },
   };
 
   beforeEach(async () => {
@@ -398,8 +404,9 @@ describe("a snapshot being taken when the leader applies a checkpoint", () => {
       releaseTurns = resolve;
     });
     holdTurns = true;
-    // The tenth entry starts a snapshot, which stops at its first turn.
+    // The tenth entry starts a snapshot, which stops at its first turn (nothing else takes turns meanwhile).
     for (let sequence = 0; sequence < 12; sequence += 1) await replica.publish(command(`m-${sequence}`));
+    await waitFor(() => turnsHeld > 0, "the snapshot waits for its turn");
     holdTurns = false;
     await recordBackup(1);
     const checkpoint = await replica.takeCheckpoint(1);
