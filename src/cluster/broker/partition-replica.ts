@@ -344,8 +344,8 @@ export class PartitionReplica {
   private backupTakeoverCheck: Checkpoint | null = null;
   /** The parts of backups being written on this broker (see `ReplicaBackupOptions.activity`). */
   private readonly backupActivity: BackupActivity;
-  /** Whether this replica logged that it defers its snapshot for the backup parts being written now. */
-  private snapshotDeferralLogged = false;
+  /** Whether this replica's snapshot was deferred for the broker's backup parts when it last looked. */
+  private snapshotDeferred = false;
   /** Milliseconds the snapshot being taken was held back for backup parts (left out of its reported duration). */
   private snapshotPausedMs = 0;
   /** Whether a snapshot taken is queued for the core's compaction (`takeSnapshot`), past its last hold. */
@@ -1559,21 +1559,17 @@ export class PartitionReplica {
    * (`snapshotTurn`).
    */
   private deferSnapshotForBackup(logEntries: number): boolean {
-    if (!this.backupActivity.writing) {
-      this.snapshotDeferralLogged = false;
-      return false;
-    }
+    const writing = this.backupActivity.writing;
+    const deferred = writing && logEntries < BACKUP_LOG_LIMIT_INTERVALS * this.options.snapshotIntervalEntries;
+    // Logged once each time a deferral starts, and once when the bound ends it (not on every look).
     const fields = { partitionId: this.partitionId, logEntries };
-    if (logEntries >= BACKUP_LOG_LIMIT_INTERVALS * this.options.snapshotIntervalEntries) {
-      this.options.logger.info(fields, "snapshot taken during a backup: the log reached its bound");
-      this.snapshotDeferralLogged = false;
-      return false;
-    }
-    if (!this.snapshotDeferralLogged) {
-      this.snapshotDeferralLogged = true;
+    if (deferred && !this.snapshotDeferred) {
       this.options.logger.debug(fields, "snapshot deferred until the backup parts written on this broker end");
+    } else if (!deferred && this.snapshotDeferred && writing) {
+      this.options.logger.info(fields, "snapshot taken during a backup: the log reached its bound");
     }
-    return true;
+    this.snapshotDeferred = deferred;
+    return deferred;
   }
 
   /** Whether this replica leads and sends its snapshot to a member (a joining learner, or a replica far behind). */

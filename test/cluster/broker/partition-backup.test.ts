@@ -274,11 +274,14 @@ describe("the snapshots of a broker writing a backup part", () => {
   /** Leads partition 2 on the same broker, with a snapshot every 10 entries. */
   let other: PartitionReplica;
   let snapshots: SnapshotReport[];
+  /** What `other` logged. */
+  let logged: { msg: string; partitionId?: number }[];
   let release: () => void;
   let failWrites: boolean;
 
   beforeEach(async () => {
     snapshots = [];
+    logged = [];
     failWrites = false;
     const held = new Promise<void>((resolve) => {
       release = resolve;
@@ -308,7 +311,8 @@ describe("the snapshots of a broker writing a backup part", () => {
     activity = new BackupActivity();
     const logger = pino({ level: "silent" });
     writer = await openLeadingReplica(environment, 1, logger, { backups: { ...backupOptions(heldStore), activity } });
-    other = await openLeadingReplica(environment, 2, logger, {
+    const otherLogger = pino({ level: "info" }, { write: (line: string) => logged.push(JSON.parse(line)) });
+    other = await openLeadingReplica(environment, 2, otherLogger, {
       backups: { ...backupOptions(), activity },
       onSnapshot: (report) => snapshots.push(report),
     });
@@ -350,6 +354,9 @@ describe("the snapshots of a broker writing a backup part", () => {
     await publishToOther(35);
     await waitFor(() => snapshots.length === 1, "the snapshot past the bound");
     expect(snapshots[0]?.index).toBeGreaterThanOrEqual(30);
+    // Said once, not at every look while the snapshot is taken.
+    const bound = logged.filter((line) => line.msg === "snapshot taken during a backup: the log reached its bound");
+    expect(bound).toEqual([expect.objectContaining({ partitionId: 2 })]);
     expect(activity.writing).toBe(true);
     expect(ended).toEqual([]);
   });
