@@ -344,6 +344,8 @@ export class PartitionReplica {
   private backupTakeoverCheck: Checkpoint | null = null;
   /** The parts of backups being written on this broker (see `ReplicaBackupOptions.activity`). */
   private readonly backupActivity: BackupActivity;
+  /** Ends the deferrals of checkpoints answered since the driver last looked at starting a part (`takeCheckpoint`). */
+  private readonly endAfterPartStart: (() => void)[] = [];
   /** Whether this replica's snapshot was deferred for the broker's backup parts when it last looked. */
   private snapshotDeferred = false;
   /** Milliseconds the snapshot being taken was held back for backup parts (left out of its reported duration). */
@@ -625,7 +627,16 @@ export class PartitionReplica {
    * the checkpoint taken (or the later one the partition held already), or the reason it was not applied.
    */
   async takeCheckpoint(checkpointId: number): Promise<ProposalEnd> {
-    return this.proposeRecord({ kind: "checkpoint", checkpointId });
+    // A backup reaches the broker here first: from now on its replicas' snapshots hold still (see
+    // `deferSnapshotForBackup`), so that the checkpoint commits and the part starts without competing with them. The
+    // deferral ends after the driver's next look at starting a part, from which on the part itself counts.
+    const endActivity = this.backupActivity.begin();
+    try {
+      return await this.proposeRecord({ kind: "checkpoint", checkpointId });
+    } finally {
+      if (this.running) this.endAfterPartStart.push(endActivity);
+      else endActivity();
+    }
   }
 
   /**
@@ -996,6 +1007,7 @@ export class PartitionReplica {
     this.nudge();
     await this.loop;
     this.failEverything({ outcome: "unavailable", detail: `partition ${this.partitionId} replica stopped` });
+    for (const endActivity of this.endAfterPartStart.splice(0)) endActivity();
   }
 
   private start(): void {
@@ -1078,6 +1090,7 @@ export class PartitionReplica {
         this.refreshStatus();
         // Before any new snapshot: a checkpoint applied in this turn reserves the snapshot and log first.
         this.maybeStartBackup();
+        for (const endActivity of this.endAfterPartStart.splice(0)) endActivity();
         this.maybeCompact();
         if (ready === null) {
           await new Promise<void>((resolve) => {
@@ -1092,6 +1105,7 @@ export class PartitionReplica {
       this.stopTicks?.();
       this.stopTicks = null;
       this.failEverything({ outcome: "unavailable", detail: `partition ${this.partitionId} replica failed` });
+      for (const endActivity of this.endAfterPartStart.splice(0)) endActivity();
       this.options.onFailure(failure);
     }
   }

@@ -361,6 +361,17 @@ describe("the snapshots of a broker writing a backup part", () => {
     expect(ended).toEqual([]);
   });
 
+  it("are deferred from a checkpoint's proposal on, and no longer once a checkpoint that writes no part is applied", async () => {
+    release();
+    await waitFor(() => !activity.writing, "the part ends");
+    // Backup 5 has no record: partition 2 takes its checkpoint but writes no part of it.
+    const taking = other.takeCheckpoint(5);
+    expect(activity.writing).toBe(true);
+    expect(await taking).toMatchObject({ kind: "applied", result: { kind: "checkpointed" } });
+    await waitFor(() => !activity.writing, "the checkpoint's deferral ends");
+    expect(await store.manifests(5)).toEqual([]);
+  });
+
   it("are taken once a part that failed ends", async () => {
     await publishToOther(15);
     failWrites = true;
