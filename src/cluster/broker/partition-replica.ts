@@ -138,8 +138,8 @@ export interface ReplicaBackupOptions {
   /** Called once a part ends, COMPLETED or FAILED (for logs and metrics). */
   readonly onPartEnded?: (manifest: BackupPartManifest) => void;
   /**
-   * The parts being written on this replica's broker, shared by all its replicas: each defers its own snapshots while
-   * one is (see `maybeCompact`). Absent: only this replica's own parts count.
+   * The parts being written (and checkpoints being proposed) on this replica's broker, shared by all its replicas: each
+   * defers its own snapshots meanwhile (see `deferSnapshotForBackup`). Absent: only this replica's own count.
    */
   readonly activity?: BackupActivity;
 }
@@ -1565,12 +1565,12 @@ export class PartitionReplica {
 
   /**
    * Whether this replica's snapshot waits for the backup parts being written on its broker (by any of its replicas,
-   * leader or not): the snapshot's encoding, copies, checksums and writes would compete with the parts' reads, checks
-   * and writes for the same processors and disk, and the broker's writes would pay for both. The snapshot starts at
-   * the driver's first turn after the last part ended (every tick makes one). Bounded: once `logEntries`, the entries
-   * past the last snapshot, reach `BACKUP_LOG_LIMIT_INTERVALS` intervals, the snapshot is taken anyway, so a long or
-   * stuck backup cannot make the log grow without limit. A snapshot already being taken holds still meanwhile
-   * (`snapshotTurn`).
+   * leader or not, counted from their checkpoint's proposal, see `takeCheckpoint`): the snapshot's encoding, copies,
+   * checksums and writes would compete with the parts' reads, checks and writes for the same processors and disk, and
+   * the broker's writes would pay for both. The snapshot starts at the driver's first turn after the last part ended
+   * (every tick makes one). Bounded: once `logEntries`, the entries past the last snapshot, reach
+   * `BACKUP_LOG_LIMIT_INTERVALS` intervals, the snapshot is taken anyway, so a long or stuck backup cannot make the log
+   * grow without limit. A snapshot already being taken holds still meanwhile (`snapshotTurn`).
    */
   private deferSnapshotForBackup(logEntries: number): boolean {
     const writing = this.backupActivity.writing;
