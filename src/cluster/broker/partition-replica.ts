@@ -344,8 +344,16 @@ export class PartitionReplica {
   private backupTakeoverCheck: Checkpoint | null = null;
   /** The parts of backups being written on this broker (see `ReplicaBackupOptions.activity`). */
   private readonly backupActivity: BackupActivity;
-  /** Ends the deferrals of checkpoints answered since the driver last looked at starting a part (`takeCheckpoint`). */
+  /**
+   * Ends the deferrals of checkpoints answered (`takeCheckpoint`), once their part runs and counts itself or no part
+   * waits to start.
+   */
   private readonly endAfterPartStart: (() => void)[] = [];
+  /**
+   * Ends the count of the part being written (`maybeStartBackup`); also called when the replica stops or fails, so that
+   * a store call that never settles cannot keep the broker's snapshots deferred after the replica is gone.
+   */
+  private endPartActivity: (() => void) | null = null;
   /** Whether this replica's snapshot was deferred for the broker's backup parts when it last looked. */
   private snapshotDeferred = false;
   /** Milliseconds the snapshot being taken was held back for backup parts (left out of its reported duration). */
@@ -1007,7 +1015,14 @@ export class PartitionReplica {
     this.nudge();
     await this.loop;
     this.failEverything({ outcome: "unavailable", detail: `partition ${this.partitionId} replica stopped` });
+    this.endBackupActivity();
+  }
+
+  /** Ends every deferral this replica counts on its broker (it stopped or failed: its part cannot go on). */
+  private endBackupActivity(): void {
     for (const endActivity of this.endAfterPartStart.splice(0)) endActivity();
+    this.endPartActivity?.();
+    this.endPartActivity = null;
   }
 
   private start(): void {
@@ -1090,7 +1105,11 @@ export class PartitionReplica {
         this.refreshStatus();
         // Before any new snapshot: a checkpoint applied in this turn reserves the snapshot and log first.
         this.maybeStartBackup();
-        for (const endActivity of this.endAfterPartStart.splice(0)) endActivity();
+        // A checkpoint whose part cannot start yet (a snapshot on its way to the core) keeps the broker's snapshots
+        // deferred until it does; otherwise other replicas could start snapshots in the turns in between.
+        if (this.backupRunning || this.backupCheckpoint === null) {
+          for (const endActivity of this.endAfterPartStart.splice(0)) endActivity();
+        }
         this.maybeCompact();
         if (ready === null) {
           await new Promise<void>((resolve) => {
@@ -1105,7 +1124,7 @@ export class PartitionReplica {
       this.stopTicks?.();
       this.stopTicks = null;
       this.failEverything({ outcome: "unavailable", detail: `partition ${this.partitionId} replica failed` });
-      for (const endActivity of this.endAfterPartStart.splice(0)) endActivity();
+      this.endBackupActivity();
       this.options.onFailure(failure);
     }
   }
@@ -1413,6 +1432,7 @@ export class PartitionReplica {
     if (this.snapshotQueuedForCore || this.preparedSnapshot !== null) return;
     this.backupRunning = true;
     const endActivity = this.backupActivity.begin();
+    this.endPartActivity = endActivity;
     const term = this.status.term;
     const memberId = this.options.memberId;
     const pacer = new BackupPacer(
@@ -1461,20 +1481,38 @@ export class PartitionReplica {
         return null;
       })
       .then((manifest) => {
-        this.backupRunning = false;
-        endActivity();
-        // A later checkpoint applied meanwhile keeps its reservation and starts next.
-        if (this.backupCheckpoint === checkpoint) this.backupCheckpoint = null;
-        if (manifest === null) {
-          this.nudge();
-          return;
-        }
+        this.endPart(checkpoint, endActivity);
+        if (manifest === null) return;
         const fields = { partitionId: this.partitionId, backupId: checkpoint.id, state: manifest.state };
         if (manifest.state === "COMPLETED") this.options.logger.info(fields, "backup part written");
         else this.options.logger.warn({ ...fields, reason: manifest.failureReason }, "backup part failed");
         backups.onPartEnded?.(manifest);
+      })
+      .catch((error: unknown) => {
+        // The admission and the writer resolve even when the part fails, but a fault in them, or a throwing
+        // `onPartEnded`, must still end the part (below), as a failed part does: the store may show the part
+        // IN_PROGRESS, as after a failed final manifest, and the error is logged instead of rejecting unhandled.
+        this.options.logger.warn(
+          { partitionId: this.partitionId, backupId: checkpoint.id, reason: boundedReason(error) },
+          "backup part ended with an unexpected error",
+        );
+      })
+      .finally(() => {
+        this.endPart(checkpoint, endActivity);
         this.nudge();
       });
+  }
+
+  /**
+   * Ends the part of `checkpoint` in this replica's state and on its broker's count; idempotent, so that both a settled
+   * part and its final clean-up may call it. A later checkpoint applied meanwhile keeps its reservation and starts next.
+   */
+  private endPart(checkpoint: Checkpoint, endActivity: () => void): void {
+    if (this.endPartActivity !== endActivity) return;
+    this.endPartActivity = null;
+    this.backupRunning = false;
+    endActivity();
+    if (this.backupCheckpoint === checkpoint) this.backupCheckpoint = null;
   }
 
   /**
