@@ -1,4 +1,5 @@
 /** Backups of a cluster's partitions: the backup store, writing a partition's part, and reading parts back. */
+export { BackupActivity } from "./backup-activity.js";
 export { FilesystemBackupStore } from "./filesystem-store.js";
 export {
   admitPart,

@@ -13,6 +13,7 @@
  */
 import type { Logger } from "pino";
 import type { HttpServer } from "../../http/server.js";
+import { BackupActivity } from "../backup/backup-activity.js";
 import { type Member, type Message, StorageCorruptionError } from "../raft/index.js";
 import type { StorageEnvironment } from "../raft/storage/environment.js";
 import {
@@ -125,6 +126,8 @@ export class Broker {
   private readonly changeContext: ChangeContext;
   private readonly coordinator: ChangeCoordinator;
   private readonly backups: BackupCoordinator;
+  /** The backup parts this broker's replicas are writing; every replica defers its snapshots while there are any. */
+  private readonly backupActivity = new BackupActivity();
   private closing = false;
   private closed: Promise<void> | null = null;
   /** What the start is doing (the management port says so), or null once the broker has started. */
@@ -614,6 +617,7 @@ export class Broker {
             backups: {
               store: this.options.backupStore,
               flowplaneVersion: this.options.version,
+              activity: this.backupActivity,
               onPartEnded: (manifest) =>
                 this.metrics.observeBackupPart(manifest.partitionId, manifest.state, manifest.writtenBytes),
             },

@@ -17,6 +17,7 @@ import type { Logger } from "pino";
 import { type EngineSnapshotRestorer, PartitionEngine } from "../engine/index.js";
 import type { SnapshotChunk, SnapshotMetadata, SnapshotReceipt } from "../raft/index.js";
 import { sameSnapshot } from "../raft/index.js";
+import { boundedReason } from "./bounded-reason.js";
 
 /** A restore under way: one snapshot's chunks handed over from byte 0, decoded up to the first still queued. */
 interface RestoreUnderWay {
@@ -130,9 +131,4 @@ export class IncomingRestore {
   abandon(): void {
     this.underWay = null;
   }
-}
-
-/** The start of an error's message: a decoding error may quote bytes a peer sent, which a log line must not hold. */
-function boundedReason(error: unknown): string {
-  return (error instanceof Error ? error.message : String(error)).slice(0, 200);
 }

@@ -17,6 +17,7 @@
  * `not-leader` when this replica loses leadership, everything else with `unavailable` when it stops.
  */
 import type { Logger } from "pino";
+import { BackupActivity } from "../backup/backup-activity.js";
 import {
   admitPart,
   BackupPacer,
@@ -52,6 +53,7 @@ import {
 } from "../raft/index.js";
 import type { StorageEnvironment } from "../raft/storage/environment.js";
 import { MemberStorage } from "../raft/storage/member-storage.js";
+import { boundedReason } from "./bounded-reason.js";
 import { IncomingRestore } from "./incoming-restore.js";
 import {
   type CatchUpProgress,
@@ -133,6 +135,11 @@ export interface ReplicaBackupOptions {
   readonly flowplaneVersion: string;
   /** Called once a part ends, COMPLETED or FAILED (for logs and metrics). */
   readonly onPartEnded?: (manifest: BackupPartManifest) => void;
+  /**
+   * The parts being written (and checkpoints being proposed) on this replica's broker, shared by all its replicas: each
+   * defers its own snapshots meanwhile (see `deferSnapshotForBackup`). Absent: only this replica's own count.
+   */
+  readonly activity?: BackupActivity;
 }
 
 /**
@@ -220,10 +227,14 @@ interface WaitingRead {
  */
 const SNAPSHOT_TRANSFER_COMPACTION_DEFERRAL = 4;
 /**
- * Snapshot intervals of log a partition may grow while its backup steps back for a busy broker (it takes no snapshot
- * meanwhile); beyond them the backup runs at full speed to its end.
+ * Snapshot intervals of log a replica may grow while a part of a backup is being written on its broker: the leader's
+ * part steps back for a busy broker, and every replica of the broker defers its own snapshot (see
+ * `deferSnapshotForBackup`). Beyond them the part runs at full speed to its end and the other replicas take their
+ * snapshots, so a long backup cannot make the log grow without limit.
  */
-const BACKUP_PACING_LOG_LIMIT_INTERVALS = 3;
+const BACKUP_LOG_LIMIT_INTERVALS = 3;
+/** How often a snapshot held back for a backup part looks whether it may go on. */
+const SNAPSHOT_BACKUP_PAUSE_MS = 20;
 /** Chunks of a snapshot in flight per member receiving it, unless `snapshotWindowChunks` says otherwise. */
 const DEFAULT_SNAPSHOT_WINDOW_CHUNKS = 16;
 
@@ -329,6 +340,24 @@ export class PartitionReplica {
    * unfinished (`considerBackupTakeover`); like `backupCheckpoint` it holds snapshots back meanwhile.
    */
   private backupTakeoverCheck: Checkpoint | null = null;
+  /** The parts of backups being written on this broker (see `ReplicaBackupOptions.activity`). */
+  private readonly backupActivity: BackupActivity;
+  /**
+   * Ends the deferrals of checkpoints answered (`takeCheckpoint`), once their part runs and counts itself or no part
+   * waits to start.
+   */
+  private readonly endAfterPartStart: (() => void)[] = [];
+  /**
+   * Ends the count of the part being written (`maybeStartBackup`); also called when the replica stops or fails, so that
+   * a store call that never settles cannot keep the broker's snapshots deferred after the replica is gone.
+   */
+  private endPartActivity: (() => void) | null = null;
+  /** Whether this replica's snapshot was deferred for the broker's backup parts when it last looked. */
+  private snapshotDeferred = false;
+  /** Milliseconds the snapshot being taken was held back for backup parts (left out of its reported duration). */
+  private snapshotPausedMs = 0;
+  /** Whether a snapshot taken is queued for the core's compaction (`takeSnapshot`), past its last hold. */
+  private snapshotQueuedForCore = false;
   /** The term in which this replica handed its leadership over before stopping; null when it is not leaving. */
   private leavingTerm: number | null = null;
   private newerTermSeen = false;
@@ -378,6 +407,7 @@ export class PartitionReplica {
     this.committedConfigurationValue = node.committedConfiguration();
     // A replica may lead and write a part of a backup: the store readies its writing now, not during a backup.
     options.backups?.store.prepareWrites?.();
+    this.backupActivity = options.backups?.activity ?? new BackupActivity();
   }
 
   /**
@@ -604,7 +634,16 @@ export class PartitionReplica {
    * the checkpoint taken (or the later one the partition held already), or the reason it was not applied.
    */
   async takeCheckpoint(checkpointId: number): Promise<ProposalEnd> {
-    return this.proposeRecord({ kind: "checkpoint", checkpointId });
+    // A backup reaches the broker here first: from now on its replicas' snapshots hold still (see
+    // `deferSnapshotForBackup`), so that the checkpoint commits and the part starts without competing with them. The
+    // deferral ends after the driver's next look at starting a part, from which on the part itself counts.
+    const endActivity = this.backupActivity.begin();
+    try {
+      return await this.proposeRecord({ kind: "checkpoint", checkpointId });
+    } finally {
+      if (this.running) this.endAfterPartStart.push(endActivity);
+      else endActivity();
+    }
   }
 
   /**
@@ -975,6 +1014,14 @@ export class PartitionReplica {
     this.nudge();
     await this.loop;
     this.failEverything({ outcome: "unavailable", detail: `partition ${this.partitionId} replica stopped` });
+    this.endBackupActivity();
+  }
+
+  /** Ends every deferral this replica counts on its broker (it stopped or failed: its part cannot go on). */
+  private endBackupActivity(): void {
+    for (const endActivity of this.endAfterPartStart.splice(0)) endActivity();
+    this.endPartActivity?.();
+    this.endPartActivity = null;
   }
 
   private start(): void {
@@ -1057,6 +1104,11 @@ export class PartitionReplica {
         this.refreshStatus();
         // Before any new snapshot: a checkpoint applied in this turn reserves the snapshot and log first.
         this.maybeStartBackup();
+        // A checkpoint whose part cannot start yet (a snapshot on its way to the core) keeps the broker's snapshots
+        // deferred until it does; otherwise other replicas could start snapshots in the turns in between.
+        if (this.backupRunning || this.backupCheckpoint === null) {
+          for (const endActivity of this.endAfterPartStart.splice(0)) endActivity();
+        }
         this.maybeCompact();
         if (ready === null) {
           await new Promise<void>((resolve) => {
@@ -1071,6 +1123,7 @@ export class PartitionReplica {
       this.stopTicks?.();
       this.stopTicks = null;
       this.failEverything({ outcome: "unavailable", detail: `partition ${this.partitionId} replica failed` });
+      this.endBackupActivity();
       this.options.onFailure(failure);
     }
   }
@@ -1344,17 +1397,20 @@ export class PartitionReplica {
   }
 
   /**
-   * Starts writing the part of the reserved checkpoint once no snapshot of this replica is being taken or installed
-   * (one started before the checkpoint may still replace the stored snapshot; later ones wait for the backup). The
-   * part is written in the background, a chunk per turn, off the write path, stepping back while the broker is busy
-   * (`BackupPacer`); only one at a time.
+   * Starts writing the part of the reserved checkpoint once no snapshot of this replica is on its way to the core or
+   * being installed (later ones wait for the backup). A snapshot still being taken holds still until the part ends
+   * (`snapshotTurn`) instead of delaying it; one that passed its last hold before the part started may still replace
+   * the stored snapshot, and the part then starts over from it. The part is written in the background, a chunk per
+   * turn, off the write path, stepping back while the broker is busy (`BackupPacer`); only one at a time.
    */
   private maybeStartBackup(): void {
     const checkpoint = this.backupCheckpoint;
     const backups = this.options.backups;
     if (checkpoint === null || backups === undefined || this.backupRunning) return;
-    if (this.snapshotInProgress || this.preparedSnapshot !== null) return;
+    if (this.snapshotQueuedForCore || this.preparedSnapshot !== null) return;
     this.backupRunning = true;
+    const endActivity = this.backupActivity.begin();
+    this.endPartActivity = endActivity;
     const term = this.status.term;
     const memberId = this.options.memberId;
     const pacer = new BackupPacer(
@@ -1367,7 +1423,7 @@ export class PartitionReplica {
       // No snapshot is taken while the backup runs: past a few intervals of log, the backup stops giving way.
       () =>
         this.engine.lastAppliedIndex - this.snapshotIndex >=
-        BACKUP_PACING_LOG_LIMIT_INTERVALS * this.options.snapshotIntervalEntries,
+        BACKUP_LOG_LIMIT_INTERVALS * this.options.snapshotIntervalEntries,
     );
     const source: PartitionBackupSource = {
       snapshotMetadata: () => (this.closed ? null : this.storage.snapshotMetadata()),
@@ -1403,19 +1459,38 @@ export class PartitionReplica {
         return null;
       })
       .then((manifest) => {
-        this.backupRunning = false;
-        // A later checkpoint applied meanwhile keeps its reservation and starts next.
-        if (this.backupCheckpoint === checkpoint) this.backupCheckpoint = null;
-        if (manifest === null) {
-          this.nudge();
-          return;
-        }
+        this.endPart(checkpoint, endActivity);
+        if (manifest === null) return;
         const fields = { partitionId: this.partitionId, backupId: checkpoint.id, state: manifest.state };
         if (manifest.state === "COMPLETED") this.options.logger.info(fields, "backup part written");
         else this.options.logger.warn({ ...fields, reason: manifest.failureReason }, "backup part failed");
         backups.onPartEnded?.(manifest);
+      })
+      .catch((error: unknown) => {
+        // The admission and the writer resolve even when the part fails, but a fault in them, or a throwing
+        // `onPartEnded`, must still end the part (below), as a failed part does: the store may show the part
+        // IN_PROGRESS, as after a failed final manifest, and the error is logged instead of rejecting unhandled.
+        this.options.logger.warn(
+          { partitionId: this.partitionId, backupId: checkpoint.id, reason: boundedReason(error) },
+          "backup part ended with an unexpected error",
+        );
+      })
+      .finally(() => {
+        this.endPart(checkpoint, endActivity);
         this.nudge();
       });
+  }
+
+  /**
+   * Ends the part of `checkpoint` in this replica's state and on its broker's count; idempotent, so that both a settled
+   * part and its final clean-up may call it. A later checkpoint applied meanwhile keeps its reservation and starts next.
+   */
+  private endPart(checkpoint: Checkpoint, endActivity: () => void): void {
+    if (this.endPartActivity !== endActivity) return;
+    this.endPartActivity = null;
+    this.backupRunning = false;
+    endActivity();
+    if (this.backupCheckpoint === checkpoint) this.backupCheckpoint = null;
   }
 
   /**
@@ -1493,6 +1568,7 @@ export class PartitionReplica {
     if (this.sendingSnapshot() && applied - this.snapshotIndex < SNAPSHOT_TRANSFER_COMPACTION_DEFERRAL * interval) {
       return;
     }
+    if (this.deferSnapshotForBackup(applied - this.snapshotIndex)) return;
     if (this.node.status().appliedIndex !== applied) {
       throw new Error(
         `invariant violated: partition ${this.partitionId} engine applied ${applied} but Raft applied ${this.node.status().appliedIndex}`,
@@ -1501,6 +1577,29 @@ export class PartitionReplica {
     this.compactionRequestedAt = applied;
     this.snapshotInProgress = true;
     void this.takeSnapshot(this.engine.snapshotEncoder(), performance.now());
+  }
+
+  /**
+   * Whether this replica's snapshot waits for the backup parts being written on its broker (by any of its replicas,
+   * leader or not, counted from their checkpoint's proposal, see `takeCheckpoint`): the snapshot's encoding, copies,
+   * checksums and writes would compete with the parts' reads, checks and writes for the same processors and disk, and
+   * the broker's writes would pay for both. The snapshot starts at the driver's first turn after the last part ended
+   * (every tick makes one). Bounded: once `logEntries`, the entries past the last snapshot, reach
+   * `BACKUP_LOG_LIMIT_INTERVALS` intervals, the snapshot is taken anyway, so a long or stuck backup cannot make the log
+   * grow without limit. A snapshot already being taken holds still meanwhile (`snapshotTurn`).
+   */
+  private deferSnapshotForBackup(logEntries: number): boolean {
+    const writing = this.backupActivity.writing;
+    const deferred = writing && logEntries < BACKUP_LOG_LIMIT_INTERVALS * this.options.snapshotIntervalEntries;
+    // Logged once each time a deferral starts, and once when the bound ends it (not on every look).
+    const fields = { partitionId: this.partitionId, logEntries };
+    if (deferred && !this.snapshotDeferred) {
+      this.options.logger.debug(fields, "snapshot deferred until the backup parts written on this broker end");
+    } else if (!deferred && this.snapshotDeferred && writing) {
+      this.options.logger.info(fields, "snapshot taken during a backup: the log reached its bound");
+    }
+    this.snapshotDeferred = deferred;
+    return deferred;
   }
 
   /** Whether this replica leads and sends its snapshot to a member (a joining learner, or a replica far behind). */
@@ -1519,32 +1618,36 @@ export class PartitionReplica {
    * (`ReplicaClock.yieldTurn`) to finish before it moves on.
    */
   private async takeSnapshot(encoder: EngineSnapshotEncoder, startedAtMs: number): Promise<void> {
+    this.snapshotPausedMs = 0;
     try {
       // Bounded: every pass encodes at least one message, and the encoder holds a fixed number of them.
       for (let encoded = false; !encoded; ) {
         const sliceEndsAtMs = performance.now() + SNAPSHOT_SLICE_MS;
         do encoded = encoder.encodeMessages(SNAPSHOT_MESSAGES_PER_CLOCK_READ);
         while (!encoded && performance.now() < sliceEndsAtMs);
-        if (!encoded) await this.clock.yieldTurn();
+        if (!encoded) await this.snapshotTurn();
         if (!this.running) return;
       }
       // Joining the encoded pieces and cutting the data into stored chunks copy every byte on this thread as well, so
       // they take turns too: in one go, a large state held every replica of the broker for longer than a peer or the
       // coordinator's client waits for an answer.
       while (!encoder.assembleBytes(SNAPSHOT_ASSEMBLY_STEP_BYTES)) {
-        await this.clock.yieldTurn();
+        await this.snapshotTurn();
         if (!this.running) return;
       }
       const data = encoder.bytes();
       // The storage checksums the data as it cuts the chunks; the core records that checksum instead of reading
       // the whole snapshot again in one go.
-      const digest = await this.storage.prepareSnapshot(data, () => this.clock.yieldTurn());
+      const digest = await this.storage.prepareSnapshot(data, () => this.snapshotTurn());
+      // Handed to the core only after the broker's backup parts: its compaction would replace the snapshot and drop
+      // the log a part of this replica reads.
+      await this.snapshotTurn();
       const report: SnapshotReport = {
         partitionId: this.partitionId,
         index: encoder.appliedIndex,
         sizeBytes: data.byteLength,
         messages: encoder.messageCount,
-        durationMs: performance.now() - startedAtMs,
+        durationMs: performance.now() - startedAtMs - this.snapshotPausedMs,
       };
       this.options.logger.debug(report, "snapshot written");
       this.options.onSnapshot?.(report);
@@ -1554,8 +1657,10 @@ export class PartitionReplica {
       }
       // Not subject to the limit on request work: under overload the snapshot would be lost, and with it the log's
       // compaction for another interval.
+      this.snapshotQueuedForCore = true;
       this.queue.push({
         run: () => {
+          this.snapshotQueuedForCore = false;
           // The core ignores a compaction a snapshot installed meanwhile already covers.
           if (encoder.appliedIndex < this.node.status().firstIndex) {
             void this.discardSnapshot(data);
@@ -1565,7 +1670,10 @@ export class PartitionReplica {
           this.snapshotSizeBytes = data.byteLength;
           this.node.compact(encoder.appliedIndex, data, digest);
         },
-        fail: () => void this.discardSnapshot(data),
+        fail: () => {
+          this.snapshotQueuedForCore = false;
+          void this.discardSnapshot(data);
+        },
       });
       this.nudge();
     } catch (error) {
@@ -1581,6 +1689,24 @@ export class PartitionReplica {
     } finally {
       this.snapshotInProgress = false;
     }
+  }
+
+  /**
+   * Lets other work run between two slices of a snapshot being taken, and holds the snapshot there while a backup
+   * part is being written on this broker (`deferSnapshotForBackup`, bounded), or for as long as this replica's own
+   * part is: a snapshot that started before a backup's checkpoint stops competing with the parts, and this leader's
+   * part can start without waiting for it (`maybeStartBackup`).
+   */
+  private async snapshotTurn(): Promise<void> {
+    await this.clock.yieldTurn();
+    const pausedAtMs = performance.now();
+    while (
+      this.running &&
+      (this.backupRunning || this.deferSnapshotForBackup(this.engine.lastAppliedIndex - this.snapshotIndex))
+    ) {
+      await this.clock.sleep(SNAPSHOT_BACKUP_PAUSE_MS);
+    }
+    this.snapshotPausedMs += performance.now() - pausedAtMs;
   }
 
   /** Removes the chunks of a prepared snapshot that will not be installed (they would stay until a restart). */

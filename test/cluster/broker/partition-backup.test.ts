@@ -10,10 +10,18 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino, { type Logger } from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { BackupActivity } from "../../../src/cluster/backup/backup-activity.js";
 import { FilesystemBackupStore } from "../../../src/cluster/backup/filesystem-store.js";
 import { rebuildEngine } from "../../../src/cluster/backup/read-part.js";
 import type { BackupPartManifest, BackupStore } from "../../../src/cluster/backup/store.js";
-import { PartitionReplica, type ReplicaBackupOptions } from "../../../src/cluster/broker/partition-replica.js";
+import {
+  PartitionReplica,
+  type PartitionReplicaOptions,
+  type ReplicaBackupOptions,
+  type ReplicaClock,
+  type SnapshotReport,
+  systemClock,
+} from "../../../src/cluster/broker/partition-replica.js";
 import type { PublishMessageCommand } from "../../../src/cluster/broker/protocol.js";
 import { partitionForCorrelationKey } from "../../../src/cluster/engine/correlation.js";
 import { parseKey } from "../../../src/cluster/engine/keys.js";
@@ -57,6 +65,48 @@ async function recordBackup(backupId: number, partitionCount = 1): Promise<void>
   });
 }
 
+/** The test's `store`, whose file writes wait until `release` is called. */
+interface HeldStore {
+  readonly store: BackupStore;
+  release(): void;
+  /** Writes that waited for `release`. */
+  readonly writesHeld: number;
+}
+
+/** A `HeldStore` whose writes, once released, fail while `failWrites` says so. */
+function heldStore(failWrites: () => boolean = () => false): HeldStore {
+  let release = () => {};
+  const held = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const state = {
+    writesHeld: 0,
+    release: () => release(),
+    store: {
+      writeManifest: (manifest) => store.writeManifest(manifest),
+      createFile: async (part, name) => {
+        const file = await store.createFile(part, name);
+        return {
+          ...file,
+          write: async (bytes) => {
+            state.writesHeld += 1;
+            await held;
+            if (failWrites()) throw new Error("the disk is full");
+            await file.write(bytes);
+          },
+        };
+      },
+      readFile: (part, name, maxChunkBytes) => store.readFile(part, name, maxChunkBytes),
+      manifests: (backupId) => store.manifests(backupId),
+      backupIds: () => store.backupIds(),
+      deleteBackup: (backupId) => store.deleteBackup(backupId),
+      writeBackupRecord: (record) => store.writeBackupRecord(record),
+      backupRecords: (backupId) => store.backupRecords(backupId),
+    } satisfies BackupStore,
+  };
+  return state;
+}
+
 beforeEach(async () => {
   storeDirectory = await mkdtemp(join(tmpdir(), "flowplane-backup-store-"));
   store = new FilesystemBackupStore(storeDirectory);
@@ -67,11 +117,15 @@ afterEach(async () => {
   await rm(storeDirectory, { recursive: true, force: true });
 });
 
-/** The only replica of partition `partitionId` in `environment`, writing backup parts, once it leads. */
+/**
+ * The only replica of partition `partitionId` in `environment`, writing backup parts, once it leads; a snapshot every
+ * 10 entries unless `overrides` say otherwise.
+ */
 async function openLeadingReplica(
   environment: StorageEnvironment,
   partitionId: number,
   logger: Logger,
+  overrides: Partial<PartitionReplicaOptions> = {},
 ): Promise<PartitionReplica> {
   const replica = await PartitionReplica.open({
     partitionId,
@@ -89,6 +143,7 @@ async function openLeadingReplica(
     },
     backups: backupOptions(),
     logger,
+    ...overrides,
   });
   await waitFor(() => replica.report().role === "leader", "replica leads");
   return replica;
@@ -249,6 +304,273 @@ describe("a partition added after a backup", () => {
     expect(ended[0]).toMatchObject({ backupId: 9, partitionId: 3, state: "COMPLETED", partitionCount: 3 });
     expect(ended[0]?.backupRecorded).toBe(true);
     expect((await store.manifests()).map((part) => part.backupId)).toEqual([9]);
+  });
+});
+
+describe("the snapshots of a broker writing a backup part", () => {
+  let directory: string;
+  let environment: StorageEnvironment;
+  let activity: BackupActivity;
+  /** Leads partition 1 and writes its part of backup 1, whose writes wait for `release`. */
+  let writer: PartitionReplica;
+  /** Leads partition 2 on the same broker, with a snapshot every 10 entries. */
+  let other: PartitionReplica;
+  let snapshots: SnapshotReport[];
+  /** What `other` logged. */
+  let logged: { msg: string; partitionId?: number }[];
+  let release: () => void;
+  let failWrites: boolean;
+  /** Writes of the part that waited for `release`. */
+  let heldWrites: () => number;
+
+  beforeEach(async () => {
+    snapshots = [];
+    logged = [];
+    failWrites = false;
+    const held = heldStore(() => failWrites);
+    release = held.release;
+    heldWrites = () => held.writesHeld;
+    directory = await temporaryDirectory("backup-deferral");
+    environment = StorageEnvironment.open({ directory, synchronousCommit: true });
+    activity = new BackupActivity();
+    const logger = pino({ level: "silent" });
+    writer = await openLeadingReplica(environment, 1, logger, { backups: { ...backupOptions(held.store), activity } });
+    const otherLogger = pino({ level: "debug" }, { write: (line: string) => logged.push(JSON.parse(line)) });
+    other = await openLeadingReplica(environment, 2, otherLogger, {
+      backups: { ...backupOptions(), activity },
+      onSnapshot: (report) => snapshots.push(report),
+    });
+    await writer.publish(command("in-the-part"));
+    await recordBackup(1, 2);
+    await writer.takeCheckpoint(1);
+    await waitFor(() => activity.writing, "the part is being written");
+  });
+
+  afterEach(async () => {
+    release();
+    // The part ends before its replica closes, so that it reports into this test's list, not the next one's.
+    await waitFor(() => !activity.writing, "the part ends");
+    await Promise.all([writer.close(), other.close()]);
+    await environment.close();
+    await removeDirectory(directory);
+  });
+
+  async function publishToOther(count: number): Promise<void> {
+    for (let sequence = 0; sequence < count; sequence += 1) {
+      expect(await other.publish(command(`other-${sequence}`))).toMatchObject({ outcome: "published" });
+    }
+  }
+
+  it("are deferred until the part ends, then taken", async () => {
+    await publishToOther(15);
+    const deferral = "snapshot deferred until the backup parts written on this broker end";
+    await waitFor(() => logged.some((line) => line.msg === deferral), "the snapshot is deferred");
+    expect(snapshots).toEqual([]);
+    expect(other.latestSnapshotIndex).toBe(0);
+    release();
+    await waitFor(() => ended.length === 1, "the part ends");
+    expect(ended[0]).toMatchObject({ state: "COMPLETED", partitionId: 1 });
+    // No publication after the part: the replica's next tick starts the deferred snapshot.
+    await waitFor(() => other.latestSnapshotIndex >= 15, "the deferred snapshot is taken");
+    expect(snapshots.map((report) => report.partitionId)).toEqual([2]);
+  });
+
+  it("are taken anyway once the log holds three snapshot intervals", async () => {
+    await publishToOther(35);
+    await waitFor(() => snapshots.length === 1, "the snapshot past the bound");
+    expect(snapshots[0]?.index).toBeGreaterThanOrEqual(30);
+    // Said once, not at every look while the snapshot is taken.
+    const bound = logged.filter((line) => line.msg === "snapshot taken during a backup: the log reached its bound");
+    expect(bound).toEqual([expect.objectContaining({ partitionId: 2 })]);
+    expect(activity.writing).toBe(true);
+    expect(ended).toEqual([]);
+  });
+
+  it("are deferred from a checkpoint's proposal on, and no longer once a checkpoint that writes no part is applied", async () => {
+    release();
+    await waitFor(() => !activity.writing, "the part ends");
+    // Backup 5 has no record: partition 2 takes its checkpoint but writes no part of it.
+    const taking = other.takeCheckpoint(5);
+    expect(activity.writing).toBe(true);
+    expect(await taking).toMatchObject({ kind: "applied", result: { kind: "checkpointed" } });
+    await waitFor(() => !activity.writing, "the checkpoint's deferral ends");
+    expect(await store.manifests(5)).toEqual([]);
+  });
+
+  it("are no longer deferred once the writer closes while its part's store call hangs", async () => {
+    await publishToOther(15);
+    await waitFor(() => heldWrites() > 0, "the part's write hangs");
+    await writer.close();
+    expect(activity.writing).toBe(false);
+    await waitFor(() => other.latestSnapshotIndex >= 15, "the deferred snapshot is taken");
+    // The hung write goes on and the part ends FAILED (reported here, not into the next test's list).
+    release();
+    await waitFor(() => ended.length === 1, "the part ends");
+    expect(ended[0]).toMatchObject({ state: "FAILED", partitionId: 1 });
+  });
+
+  it("are taken once a part that failed ends", async () => {
+    await publishToOther(15);
+    failWrites = true;
+    release();
+    await waitFor(() => ended.length === 1, "the part ends");
+    expect(ended[0]).toMatchObject({ state: "FAILED", partitionId: 1 });
+    expect(ended[0]?.failureReason).toMatch(/the disk is full/);
+    await waitFor(() => other.latestSnapshotIndex >= 15, "the deferred snapshot is taken");
+    expect(activity.writing).toBe(false);
+  });
+});
+
+describe("a snapshot being taken when a backup part starts on its broker", () => {
+  let directory: string;
+  let environment: StorageEnvironment;
+  let replica: PartitionReplica;
+  let activity: BackupActivity;
+  /** The replica's backup store, whose writes wait for its `release`. */
+  let held: HeldStore;
+  let snapshots: SnapshotReport[];
+  /** Ends the part another replica of the broker writes, if one is counted. */
+  let endOtherPart: () => void;
+  /** While set, the replica's turns between two steps of a snapshot wait for `releaseTurns`. */
+  let holdTurns: boolean;
+  let releaseTurns: () => void;
+  let heldTurns: Promise<void>;
+  /** Turns that waited for `releaseTurns`. */
+  let turnsHeld: number;
+  /** The replica's sleeps: a snapshot held for a backup part sleeps between two looks at whether it may go on. */
+  let sleeps: number;
+  const clock: ReplicaClock = {
+    ...systemClock,
+    yieldTurn: () => {
+      if (!holdTurns) return systemClock.yieldTurn();
+      turnsHeld += 1;
+      return heldTurns;
+    },
+    sleep: (delayMs) => {
+      sleeps += 1;
+      return systemClock.sleep(delayMs);
+    },
+  };
+
+  beforeEach(async () => {
+    holdTurns = false;
+    heldTurns = new Promise((resolve) => {
+      releaseTurns = resolve;
+    });
+    turnsHeld = 0;
+    sleeps = 0;
+    snapshots = [];
+    endOtherPart = () => {};
+    activity = new BackupActivity();
+    held = heldStore();
+    directory = await temporaryDirectory("backup-held-snapshot");
+    environment = StorageEnvironment.open({ directory, synchronousCommit: true });
+    replica = await openLeadingReplica(environment, 1, pino({ level: "silent" }), {
+      clock,
+      backups: { ...backupOptions(held.store), activity },
+      onSnapshot: (report) => snapshots.push(report),
+    });
+  });
+
+  afterEach(async () => {
+    holdTurns = false;
+    releaseTurns();
+    held.release();
+    endOtherPart();
+    // A part ends before its replica closes, so that it reports into this test's list, not the next one's.
+    await waitFor(() => !activity.writing, "the part ends");
+    await replica.close();
+    await environment.close();
+    await removeDirectory(directory);
+  });
+
+  /** Publishes until the replica takes a snapshot, which stops at its first turn (nothing else takes turns). */
+  async function startHeldSnapshot(): Promise<void> {
+    holdTurns = true;
+    for (let sequence = 0; sequence < 12; sequence += 1) await replica.publish(command(`m-${sequence}`));
+    await waitFor(() => turnsHeld > 0, "the snapshot waits for its turn");
+    holdTurns = false;
+  }
+
+  /**
+   * Lets the snapshot take its turns again, and waits until it either went on or held still for a few looks at
+   * whether it may go on.
+   */
+  async function releaseTurnsAndWatch(): Promise<void> {
+    const sleepsBefore = sleeps;
+    releaseTurns();
+    await waitFor(() => sleeps >= sleepsBefore + 3 || snapshots.length > 0, "the snapshot holds still or goes on");
+  }
+
+  it("holds still while the leader's own part is written from the snapshot and log before it, then is installed", async () => {
+    await startHeldSnapshot();
+    await recordBackup(1);
+    const checkpoint = await replica.takeCheckpoint(1);
+    if (checkpoint.kind !== "applied" || checkpoint.result.kind !== "checkpointed") throw new Error("no checkpoint");
+    // The part does not wait for the snapshot being taken: it starts, and its write waits for the store.
+    await waitFor(() => held.writesHeld > 0, "the part writes while the snapshot is held");
+    await releaseTurnsAndWatch();
+    expect(snapshots).toEqual([]);
+    expect(replica.latestSnapshotIndex).toBe(0);
+    held.release();
+    await waitFor(() => ended.length === 1, "the part ends");
+    expect(ended[0]).toMatchObject({ state: "COMPLETED", snapshot: null });
+    expect((await rebuildEngine(store, ended[0] as BackupPartManifest)).bufferedMessageCount).toBe(12);
+    await waitFor(() => replica.latestSnapshotIndex > 0, "the held snapshot is installed");
+    expect(replica.latestSnapshotIndex).toBeLessThan(checkpoint.result.checkpoint.position);
+    expect(snapshots).toHaveLength(1);
+  });
+
+  it("holds still while another replica of the broker writes a part, then goes on", async () => {
+    await startHeldSnapshot();
+    // Counted as a replica of another partition counts the part it writes.
+    endOtherPart = activity.begin();
+    await releaseTurnsAndWatch();
+    expect(snapshots).toEqual([]);
+    expect(replica.latestSnapshotIndex).toBe(0);
+    endOtherPart();
+    await waitFor(() => replica.latestSnapshotIndex > 0, "the held snapshot is installed once the part ends");
+    expect(snapshots).toEqual([expect.objectContaining({ partitionId: 1 })]);
+  });
+});
+
+describe("a part whose end report throws", () => {
+  let directory: string;
+  let environment: StorageEnvironment;
+  let replica: PartitionReplica;
+  let logged: { msg: string; reason?: string }[];
+
+  beforeEach(async () => {
+    logged = [];
+    directory = await temporaryDirectory("backup-throwing-report");
+    environment = StorageEnvironment.open({ directory, synchronousCommit: true });
+    const logger = pino({ level: "info" }, { write: (line: string) => logged.push(JSON.parse(line)) });
+    replica = await openLeadingReplica(environment, 1, logger, {
+      backups: {
+        ...backupOptions(),
+        onPartEnded: () => {
+          throw new Error("the report failed");
+        },
+      },
+    });
+  });
+
+  afterEach(async () => {
+    await replica.close();
+    await environment.close();
+    await removeDirectory(directory);
+  });
+
+  it("ends the part, logs the error and writes the next backup's part", async () => {
+    await replica.publish(command("in-the-part"));
+    await recordBackup(1);
+    await replica.takeCheckpoint(1);
+    const unexpected = "backup part ended with an unexpected error";
+    await waitFor(() => logged.some((line) => line.msg === unexpected), "the error is logged");
+    expect(logged.find((line) => line.msg === unexpected)?.reason).toBe("the report failed");
+    await recordBackup(2);
+    await replica.takeCheckpoint(2);
+    await waitFor(async () => (await store.manifests(2)).some((part) => part.state === "COMPLETED"), "backup 2");
   });
 });
 
