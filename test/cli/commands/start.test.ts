@@ -38,6 +38,23 @@ async function cli(argv: readonly string[], environment: Record<string, string> 
   return { exitCode, ...output };
 }
 
+/** `flowplane start` with its local cluster, the platform and the gateway on free ports, the management port given. */
+function startWithCluster(dataDirectory: string, managementPort: number): string[] {
+  return [
+    "start",
+    "--port",
+    "0",
+    "--data-directory",
+    dataDirectory,
+    "--set",
+    "service.gateway.port=0",
+    "--set",
+    `service.management.port=${managementPort}`,
+    "--set",
+    "service.log.level=warn",
+  ];
+}
+
 describe("configurationFlags", () => {
   it("maps the dedicated flags and --set assignments to configuration keys, dedicated flags winning", () => {
     expect(
@@ -120,19 +137,7 @@ describe("flowplane start", () => {
     try {
       const heldPort = (holder.address() as AddressInfo).port;
       const dataDirectory = join(temporaryDirectory, "port-held");
-      const result = await cli([
-        "start",
-        "--port",
-        "0",
-        "--data-directory",
-        dataDirectory,
-        "--set",
-        "service.gateway.port=0",
-        "--set",
-        `service.management.port=${heldPort}`,
-        "--set",
-        "service.log.level=warn",
-      ]);
+      const result = await cli(startWithCluster(dataDirectory, heldPort));
       expect(result.exitCode).toBe(exitCodes.failure);
       expect(result.stderr).toContain(
         `the local cluster could not be started (gateway of the local cluster could not listen on its management port 127.0.0.1:${heldPort}: another process uses that port; see `,
@@ -150,22 +155,7 @@ describe("flowplane start", () => {
     const shutdown = new AbortController();
     const run = captureIo({}, temporaryDirectory, shutdown.signal);
     let ended = false;
-    const exitCode = runCli(
-      [
-        "start",
-        "--port",
-        "0",
-        "--data-directory",
-        dataDirectory,
-        "--set",
-        "service.gateway.port=0",
-        "--set",
-        "service.management.port=0",
-        "--set",
-        "service.log.level=warn",
-      ],
-      run.io,
-    ).finally(() => {
+    const exitCode = runCli(startWithCluster(dataDirectory, 0), run.io).finally(() => {
       ended = true;
     });
     try {

@@ -23,6 +23,7 @@ import {
 import type { BackupPartManifest, BackupStore } from "../../../src/cluster/backup/store.js";
 import type { Entry } from "../../../src/cluster/raft/index.js";
 import { encodeEntry } from "../../../src/cluster/raft/storage/codec.js";
+import { delegatingStore } from "../../support/backup-store.js";
 import { waitFor } from "../broker/support.js";
 import { storedLog } from "./support.js";
 
@@ -164,19 +165,12 @@ describe("progress manifests", () => {
   };
   /** `store`, with progress manifests (IN_PROGRESS with bytes written) going through `progress`. */
   function storeWith(progress: (manifest: BackupPartManifest) => Promise<void>): BackupStore {
-    return {
+    return delegatingStore(store, {
       writeManifest: (manifest) =>
         manifest.state === "IN_PROGRESS" && manifest.writtenBytes > 0
           ? progress(manifest)
           : store.writeManifest(manifest),
-      createFile: (part, name) => store.createFile(part, name),
-      readFile: (part, name, maxChunkBytes) => store.readFile(part, name, maxChunkBytes),
-      manifests: (backupId) => store.manifests(backupId),
-      backupIds: () => store.backupIds(),
-      deleteBackup: (backupId) => store.deleteBackup(backupId),
-      writeBackupRecord: (record) => store.writeBackupRecord(record),
-      backupRecords: (backupId) => store.backupRecords(backupId),
-    };
+    });
   }
 
   it("never lets a slow progress manifest replace the final one", async () => {

@@ -27,6 +27,7 @@ import { partitionForCorrelationKey } from "../../../src/cluster/engine/correlat
 import { parseKey } from "../../../src/cluster/engine/keys.js";
 import { DEFAULT_TENANT_ID, engineCodec } from "../../../src/cluster/engine/records.js";
 import { StorageEnvironment } from "../../../src/cluster/raft/storage/environment.js";
+import { delegatingStore } from "../../support/backup-store.js";
 import { detachedMessage } from "../../support/replica-messages.js";
 import { removeDirectory, temporaryDirectory, waitFor } from "./support.js";
 
@@ -82,8 +83,7 @@ function heldStore(failWrites: () => boolean = () => false): HeldStore {
   const state = {
     writesHeld: 0,
     release: () => release(),
-    store: {
-      writeManifest: (manifest) => store.writeManifest(manifest),
+    store: delegatingStore(store, {
       createFile: async (part, name) => {
         const file = await store.createFile(part, name);
         return {
@@ -96,13 +96,7 @@ function heldStore(failWrites: () => boolean = () => false): HeldStore {
           },
         };
       },
-      readFile: (part, name, maxChunkBytes) => store.readFile(part, name, maxChunkBytes),
-      manifests: (backupId) => store.manifests(backupId),
-      backupIds: () => store.backupIds(),
-      deleteBackup: (backupId) => store.deleteBackup(backupId),
-      writeBackupRecord: (record) => store.writeBackupRecord(record),
-      backupRecords: (backupId) => store.backupRecords(backupId),
-    } satisfies BackupStore,
+    }),
   };
   return state;
 }
@@ -584,25 +578,20 @@ describe("a leader change during a backup", () => {
   let release: (() => void) | null = null;
   let gate: Promise<void> = Promise.resolve();
 
-  const gatedStore: BackupStore = {
-    writeManifest: (manifest) => store.writeManifest(manifest),
-    createFile: async (part, name) => {
-      const file = await store.createFile(part, name);
-      return {
-        ...file,
-        write: async (bytes) => {
-          await gate;
-          await file.write(bytes);
-        },
-      };
-    },
-    readFile: (part, name, maxChunkBytes) => store.readFile(part, name, maxChunkBytes),
-    manifests: (backupId) => store.manifests(backupId),
-    backupIds: () => store.backupIds(),
-    deleteBackup: (backupId) => store.deleteBackup(backupId),
-    writeBackupRecord: (record) => store.writeBackupRecord(record),
-    backupRecords: (backupId) => store.backupRecords(backupId),
-  };
+  /** The store of this test (each test has its own), its writes held by `gate`. */
+  const gatedStore = (): BackupStore =>
+    delegatingStore(store, {
+      createFile: async (part, name) => {
+        const file = await store.createFile(part, name);
+        return {
+          ...file,
+          write: async (bytes) => {
+            await gate;
+            await file.write(bytes);
+          },
+        };
+      },
+    });
 
   beforeEach(async () => {
     cut.clear();
@@ -626,7 +615,7 @@ describe("a leader change during a backup", () => {
           onFailure: (error) => {
             throw error;
           },
-          backups: backupOptions(gatedStore),
+          backups: backupOptions(gatedStore()),
           logger: pino({ level: "silent" }),
         }),
       ),
