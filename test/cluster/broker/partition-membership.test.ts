@@ -97,11 +97,13 @@ describe("PartitionReplica membership changes", () => {
    */
   async function publishUntilSnapshotted(commands: readonly PublishMessageCommand[]): Promise<PartitionReplica> {
     for (const next of commands) {
-      // Bounded: an election settles within a few timeouts, far fewer than this many attempts.
+      // Bounded: an election settles, and a new leader commits its first entry, within a few timeouts (80 ms here),
+      // far less than these attempts 10 ms apart.
       for (let attempt = 1; ; attempt += 1) {
         const answer = await (await leader()).publish(next);
         if (answer.outcome === "published") break;
-        if (attempt === 200) throw new Error(`${next.name} was not published: ${answer.outcome}`);
+        if (attempt === 1_000) throw new Error(`${next.name} was not published: ${answer.outcome}`);
+        await new Promise((resolve) => setTimeout(resolve, 10));
       }
     }
     await waitFor(
