@@ -1,6 +1,6 @@
 /**
- * What the block device under a directory has done, from Linux's `/proc/diskstats`: write requests completed, bytes
- * written and cache flushes. A benchmark reads the counters before and after a measurement and divides the difference
+ * What the block device under a directory has done, from Linux's `/proc/diskstats`: bytes read, write requests
+ * completed, bytes written and cache flushes. A benchmark reads the counters before and after a measurement and divides the difference
  * by the requests it made, which shows how much disk work each acknowledged write costs a system, independently of how
  * fast this machine's disk happens to be. The counters cover every process using the device, so the figures are
  * meaningful only while the measured system is the one writing.
@@ -9,6 +9,8 @@ import { readFileSync, statSync } from "node:fs";
 
 /** Cumulative counters of one block device. */
 export interface DiskCounters {
+  /** Bytes read from the device: what the page cache did not hold. */
+  readonly bytesRead: number;
   /** Write requests the device completed. */
   readonly writes: number;
   readonly bytesWritten: number;
@@ -47,6 +49,7 @@ export function diskCountersReader(directory: string): (() => DiskCounters) | un
 /** The difference `after - before`, field by field. */
 export function diskCountersBetween(before: DiskCounters, after: DiskCounters): DiskCounters {
   return {
+    bytesRead: after.bytesRead - before.bytesRead,
     writes: after.writes - before.writes,
     bytesWritten: after.bytesWritten - before.bytesWritten,
     flushes: after.flushes - before.flushes,
@@ -61,12 +64,13 @@ function deviceNumber(dev: bigint): DeviceNumber {
 }
 
 function readCounters(device: DeviceNumber): DiskCounters | undefined {
-  // Fields (Documentation/admin-guide/iostats.rst): major, minor, name, then the statistics: writes completed is the
-  // 5th, sectors written the 7th, flushes completed the 16th (kernel 5.5 and later).
+  // Fields (Documentation/admin-guide/iostats.rst): major, minor, name, then the statistics: sectors read is the
+  // 3rd, writes completed the 5th, sectors written the 7th, flushes completed the 16th (kernel 5.5 and later).
   for (const line of readFileSync("/proc/diskstats", "utf8").split("\n")) {
     const fields = line.trim().split(/\s+/);
     if (Number(fields[0]) !== device.major || Number(fields[1]) !== device.minor) continue;
     return {
+      bytesRead: Number(fields[5]) * SECTOR_BYTES,
       writes: Number(fields[7]),
       bytesWritten: Number(fields[9]) * SECTOR_BYTES,
       flushes: Number(fields[18] ?? 0),
