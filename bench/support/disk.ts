@@ -1,8 +1,8 @@
 /**
  * What the block device under a directory has done, from Linux's `/proc/diskstats`: bytes read, write requests
- * completed, bytes written and cache flushes. A benchmark reads the counters before and after a measurement and divides the difference
- * by the requests it made, which shows how much disk work each acknowledged write costs a system, independently of how
- * fast this machine's disk happens to be. The counters cover every process using the device, so the figures are
+ * completed, bytes written and cache flushes. A benchmark reads the counters before and after a measurement and
+ * divides the difference by the requests it made, which shows how much disk work each acknowledged write costs a
+ * system, independently of how fast this machine's disk happens to be. The counters cover every process using the device, so the figures are
  * meaningful only while the measured system is the one writing.
  */
 import { readFileSync, statSync } from "node:fs";

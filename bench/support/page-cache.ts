@@ -9,10 +9,11 @@
  *   (`residentBytes`).
  * - Writing into memory the page cache has not used lately can cost several times what writing into recycled memory
  *   does on a virtual machine (the host provides the memory on its first touch), so the first of two otherwise equal
- *   writers can be the slower by far. Both measurements therefore start right after a scratch write of more than they
- *   write (`recyclePageCache`), which also shows that cost.
+ *   writers can be the slower by far. Both measurements therefore start right after a scratch write of about as much
+ *   as they write (`recyclePageCache`), which also shows that cost.
  *
- * Linux only; each function says what it does elsewhere.
+ * `dropPageCache` needs GNU `dd` and `residentBytes` util-linux `fincore` (Linux); `warmPageCache` and
+ * `recyclePageCache` work anywhere.
  */
 import { spawnSync } from "node:child_process";
 import { closeSync, openSync, readdirSync, unlinkSync, writeSync } from "node:fs";
@@ -42,7 +43,7 @@ export function warmPageCache(files: readonly string[]): void {
     const result = spawnSync("cat", files.slice(start, start + PATHS_PER_CALL), {
       stdio: ["ignore", "ignore", "pipe"],
     });
-    if (result.status !== 0) throw new Error(`cat failed: ${result.stderr.toString()}`);
+    if (result.status !== 0) throw new Error(`cat failed: ${result.error?.message ?? result.stderr?.toString()}`);
   }
 }
 
@@ -56,7 +57,9 @@ export function dropPageCache(files: readonly string[]): void {
     const result = spawnSync("dd", [`if=${file}`, "iflag=nocache", "count=0", "status=none"], {
       stdio: ["ignore", "ignore", "pipe"],
     });
-    if (result.status !== 0) throw new Error(`dd could not drop the cache of ${file}: ${result.stderr.toString()}`);
+    if (result.status !== 0) {
+      throw new Error(`dd could not drop the cache of ${file}: ${result.error?.message ?? result.stderr?.toString()}`);
+    }
   }
 }
 
@@ -78,8 +81,9 @@ export function residentBytes(files: readonly string[]): number | undefined {
 }
 
 /**
- * Writes a scratch file of `bytes` in `directory` and deletes it before its pages reach the disk, so that the next
- * writer's pages are recycled ones (see the module comment). Answers the milliseconds the scratch write took.
+ * Writes a scratch file of `bytes` in `directory` and deletes it at once, so that the next writer's pages are recycled
+ * ones (see the module comment). Answers the milliseconds the scratch write took, which include any writeback the
+ * kernel started meanwhile.
  */
 export function recyclePageCache(directory: string, bytes: number): number {
   const path = join(directory, `page-cache-scratch-${process.pid}`);
@@ -87,12 +91,15 @@ export function recyclePageCache(directory: string, bytes: number): number {
   const startedAtMs = performance.now();
   const descriptor = openSync(path, "wx", 0o600);
   try {
-    // Bounded: every pass writes at least one byte of a fixed total.
-    for (let written = 0; written < bytes; ) {
-      written += writeSync(descriptor, block, 0, Math.min(block.byteLength, bytes - written));
+    try {
+      // Bounded: every pass writes at least one byte of a fixed total.
+      for (let written = 0; written < bytes; ) {
+        written += writeSync(descriptor, block, 0, Math.min(block.byteLength, bytes - written));
+      }
+    } finally {
+      closeSync(descriptor);
     }
   } finally {
-    closeSync(descriptor);
     unlinkSync(path);
   }
   return performance.now() - startedAtMs;
