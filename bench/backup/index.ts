@@ -9,8 +9,8 @@
  * 1. Two backups with no other load (`POST /admin/clusters/{id}/backups`, the list polled every 100 ms until it is
  *    Complete): the first with every file of the brokers read into memory just before, the second with none of them
  *    in memory (dirty pages written and the files' pages dropped), so that neither depends on what the kernel happened
- *    to keep; each right after a scratch write of 1.5 times the state's bytes, deleted before it reaches the disk, so
- *    that neither writes into memory the page cache did not use lately (bench/support/page-cache.ts). For each: its
+ *    to keep; each right after a scratch write of 1.5 times the state's bytes (at most 30 % of the memory available),
+ *    deleted at once, so that neither writes into memory the page cache did not use lately (bench/support/page-cache.ts). For each: its
  *    time, the bytes its files hold on disk, MB/s, the bytes the disk read meanwhile and the brokers' processor
  *    time.
  * 2. `cp` of the first backup's files to another directory of the same disk followed by `sync`, twice in each of the
@@ -69,7 +69,7 @@ const fillPayloadBytes = 64 * 1024;
 const fillTimeToLiveMs = 24 * 3_600_000;
 /** A scratch write before each measurement of a backup or a copy: this many times the state's bytes. */
 const scratchFactor = 1.5;
-/** At most this share of the memory available when the run starts, so that it does not evict the files read in. */
+/** At most this share of the memory available when the scratch size is set, so that it does not evict the files read in. */
 const scratchMemoryShare = 0.3;
 /** The brokers' snapshot interval setting, and the run's default for it (see the module comment). */
 const snapshotIntervalName = "SERVICE_BROKER_RAFT_SNAPSHOT_INTERVAL_ENTRIES";
@@ -106,8 +106,10 @@ function backupDirectories(store: string, backupId: string): string[] {
     });
 }
 
-/** One measured copy: its milliseconds, the bytes the disk read meanwhile (NaN where the disk is not readable), and
- * the bytes of its files in memory when it started. */
+/**
+ * One measured copy: its milliseconds, the bytes the disk read meanwhile (NaN where the disk is not readable), and the
+ * bytes of its files in memory when it started.
+ */
 interface MeasuredCopy {
   readonly ms: number;
   readonly bytesRead: number;
@@ -142,6 +144,7 @@ function fasterCopy(
   return copies.reduce((faster, copy) => (copy.ms < faster.ms ? copy : faster));
 }
 
+/** Bytes the disk read since `before`; NaN where the disk's counters cannot be read. */
 function bytesReadSince(before: DiskCounters | undefined, readDisk: (() => DiskCounters) | undefined): number {
   return before === undefined || readDisk === undefined
     ? Number.NaN
