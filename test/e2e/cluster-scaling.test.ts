@@ -11,7 +11,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   addLocalBrokers,
   type LocalCluster,
@@ -98,7 +98,9 @@ async function converged(
       current.lastCompletedChangeId === String(changeId) &&
       everyPartitionLed(current, partitionIds) &&
       everyReplicaHealthy(current);
-    return ok ? current : undefined;
+    // Thrown rather than returned, so that a topology that never converges is named in the failure.
+    if (!ok) throw new Error(`not converged yet: ${JSON.stringify(current)}`);
+    return current;
   });
 }
 
@@ -120,6 +122,22 @@ function pidOf(nodeId: number): number {
   const pid = cluster.brokers.find((broker) => broker.nodeId === nodeId)?.pid;
   if (pid === undefined) throw new Error(`broker ${nodeId} has no running process`);
   return pid;
+}
+
+/** Broker processes a test paused with SIGSTOP and has not resumed yet. */
+const pausedProcesses = new Set<number>();
+
+/** Pauses broker `nodeId` with SIGSTOP; it is resumed after the test at the latest. */
+function pauseBroker(nodeId: number): void {
+  const pid = pidOf(nodeId);
+  process.kill(pid, "SIGSTOP");
+  pausedProcesses.add(pid);
+}
+
+/** Resumes a process `pauseBroker` paused. */
+function resumeProcess(pid: number): void {
+  process.kill(pid, "SIGCONT");
+  pausedProcesses.delete(pid);
 }
 
 /** Adds brokers to the local cluster and waits until their processes run (the local cluster starts them). */
@@ -169,6 +187,19 @@ afterAll(async () => {
     rmSync(dataDirectory, { recursive: true, force: true });
   }
 }, 60_000);
+
+afterEach(() => {
+  // A test that fails while it holds a broker paused must not leave it stopped: the next tests would fail on an
+  // unreachable broker, which hides what made the first one fail.
+  for (const pid of [...pausedProcesses]) {
+    try {
+      resumeProcess(pid);
+    } catch {
+      // It exited meanwhile (the test killed it).
+      pausedProcesses.delete(pid);
+    }
+  }
+});
 
 /**
  * Runs `change` while 16 publishers write through the gateway, once `writesBefore` publications were acknowledged;
@@ -238,7 +269,7 @@ describe("scaling a running cluster end to end", () => {
       const up = await scaleTo([0, 1, 2, 3, 4]);
       // Broker 3 is paused at once, so the change stops at the first operation it must apply (its own addition or
       // its first join): that operation is in progress when broker 3 is killed below.
-      process.kill(pidOf(3), "SIGSTOP");
+      pauseBroker(3);
       const waitingFor3 = await eventually("the change waiting for broker 3", 30_000, async () => {
         const running = (await monitoring()).pendingChange?.pending[0];
         return running?.brokerId === 3 ? running : undefined;
@@ -268,7 +299,7 @@ describe("scaling a running cluster end to end", () => {
 
       const down = await scaleTo([0, 1, 2]);
       // Broker 3 is paused again, so the change stops at its leave; it is then stopped cleanly and started again.
-      process.kill(pidOf(3), "SIGSTOP");
+      pauseBroker(3);
       const leaving = await eventually("the change waiting for broker 3 to leave", 60_000, async () => {
         const running = (await monitoring()).pendingChange?.pending[0];
         return running?.brokerId === 3 ? running : undefined;
@@ -276,7 +307,7 @@ describe("scaling a running cluster end to end", () => {
       expect(leaving.operation).toBe("PARTITION_LEAVE");
       const paused = pidOf(3);
       process.kill(paused, "SIGTERM");
-      process.kill(paused, "SIGCONT");
+      resumeProcess(paused);
       await waitForExit(3);
       await cluster.restartBroker(3);
       await completed(down, 180_000);

@@ -317,11 +317,17 @@ export class ChangeExecutor {
 
   /**
    * An ACTIVE replica must be a voter of its group. One that is not is brought back, one leader request per
-   * evaluation: a replica that started without data while the configuration says it is ACTIVE lost its broker's data
-   * (a replaced disk), and its leader still believes it holds what it once acknowledged, so it is first removed from
+   * evaluation: a replica that holds no data while the configuration says it is ACTIVE lost its broker's data (a
+   * replaced disk), and its leader still believes it holds what it once acknowledged, so it is first removed from
    * the group and then added as a new learner, which makes the leader replicate to it from scratch; a learner (after
    * such a removal, or a join whose promotion a restart interrupted) is promoted once caught up. Returns whether it
    * asked anything.
+   *
+   * The replica's own view of its group lags behind the leader's: right after a join completes, the leader has
+   * committed the promotion but the append telling the joined replica may still be on its way, so the replica still
+   * sees itself as a learner. Whether it lost its data is therefore decided by what it holds now, not by how it
+   * opened: a joined replica also opened without data, and removing it for that would take a freshly promoted voter
+   * out of its group for good after its change had completed.
    */
   private async settleVoter(partitionId: number, priority: number): Promise<boolean> {
     const replica = this.context.replicas.get(partitionId);
@@ -329,7 +335,7 @@ export class ChangeExecutor {
     const nodeId = this.context.nodeId;
     const role = replica.committedConfiguration().members.find((candidate) => candidate.id === nodeId)?.role;
     if (role === "voter") return false;
-    if (replica.startedWithoutData && !this.removedAfterDataLoss.has(partitionId)) {
+    if (replica.holdsNoData && !this.removedAfterDataLoss.has(partitionId)) {
       const removed = await askLeader(this.context, partitionId, { type: "remove", member: nodeId });
       if (removed.outcome === "done") {
         this.logger.warn({ partitionId }, "this replica lost its data: removed from its group, to join it anew");

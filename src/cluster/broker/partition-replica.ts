@@ -288,12 +288,6 @@ interface MembershipWaiter {
 /** A running replica; see the module comment. */
 export class PartitionReplica {
   readonly partitionId: number;
-  /**
-   * Whether the replica opened with nothing stored and nothing to bootstrap: a replica joining its group, or one whose
-   * broker lost its data. For the latter the group's leader still believes it holds what it once acknowledged, so it
-   * must be removed and added again before it can catch up (see the broker's change executor).
-   */
-  readonly startedWithoutData: boolean;
   private readonly options: PartitionReplicaOptions;
   private readonly storage: MemberStorage;
   private readonly node: RaftNode;
@@ -390,9 +384,7 @@ export class PartitionReplica {
     storage: MemberStorage,
     node: RaftNode,
     engine: PartitionEngine,
-    startedWithoutData: boolean,
   ) {
-    this.startedWithoutData = startedWithoutData;
     this.options = options;
     this.clock = options.clock ?? systemClock;
     this.partitionId = options.partitionId;
@@ -454,8 +446,7 @@ export class PartitionReplica {
         preVote: true,
         checkQuorum: true,
       });
-      const startedWithoutData = options.bootstrap === null && persisted.lastIndex === 0 && persisted.snapshot === null;
-      const replica = new PartitionReplica(options, storage, node, engine, startedWithoutData);
+      const replica = new PartitionReplica(options, storage, node, engine);
       replica.start();
       return replica;
     } catch (error) {
@@ -962,6 +953,18 @@ export class PartitionReplica {
   /** Entries held in the log (after the last snapshot), for metrics. */
   logSizeEntries(): number {
     return Math.max(0, this.status.lastIndex - this.status.firstIndex + 1);
+  }
+
+  /**
+   * Whether the replica holds neither a log entry nor a snapshot: it opened without data and no leader has replicated
+   * anything to it since. For a replica the cluster configuration calls ACTIVE, that means its broker lost its data (a
+   * replaced disk) while its group's leader still believes it holds what it once acknowledged, and so never sends it
+   * again; the broker's change executor removes such a replica from its group and adds it anew. A replica that joined
+   * its group also opened without data, but its leader caught it up before promoting it, so it holds data by the time
+   * its join completes.
+   */
+  get holdsNoData(): boolean {
+    return this.status.lastIndex === 0;
   }
 
   /** Snapshots received from a leader and installed since this replica opened, for tests and operators. */

@@ -3,17 +3,22 @@
  * replicas with real storage whose messages the test delivers in process: a replica joining under a steady write
  * load, a leader leaving, priorities, and a forced membership that survives a restart.
  */
-import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { MembershipAnswer, MembershipChange } from "../../../src/cluster/broker/membership.js";
 import { PartitionReplica } from "../../../src/cluster/broker/partition-replica.js";
 import type { PublishMessageCommand } from "../../../src/cluster/broker/protocol.js";
 import { type EngineSnapshotRestorer, PartitionEngine } from "../../../src/cluster/engine/index.js";
 import { type Member, type Message, votersOf } from "../../../src/cluster/raft/index.js";
-import { StorageEnvironment } from "../../../src/cluster/raft/storage/environment.js";
+import type { StorageEnvironment } from "../../../src/cluster/raft/storage/environment.js";
 import { MemberStorage } from "../../../src/cluster/raft/storage/member-storage.js";
 import { detachedMessage } from "../../support/replica-messages.js";
-import { removeDirectory, temporaryDirectory, waitFor } from "./support.js";
+import {
+  inProcessReplicaOptions,
+  leadingReplica,
+  MemberEnvironments,
+  publishThroughLeader,
+  waitFor,
+} from "./support.js";
 
 function command(name: string): PublishMessageCommand {
   return { name, correlationKey: name, timeToLiveMs: 600_000, variables: {}, tenantId: "<default>" };
@@ -23,8 +28,7 @@ const voter = (id: number, priority = 1): Member => ({ id, role: "voter", priori
 
 describe("PartitionReplica membership changes", () => {
   const replicas = new Map<number, PartitionReplica>();
-  const environments = new Map<number, StorageEnvironment>();
-  const directories = new Map<number, string>();
+  const environments = new MemberEnvironments("membership");
   /** Members whose messages are dropped (in both directions). */
   const isolated = new Set<number>();
   /** Drops the messages it matches, when set. */
@@ -35,35 +39,21 @@ describe("PartitionReplica membership changes", () => {
   async function openReplica(
     memberId: number,
     bootstrap: readonly Member[] | null,
-    onFailure: (error: Error) => void = (error) => {
-      throw error;
-    },
+    onFailure?: (error: Error) => void,
   ): Promise<PartitionReplica> {
-    let environment = environments.get(memberId);
-    if (environment === undefined) {
-      const directory = directories.get(memberId) ?? (await temporaryDirectory(`membership-${memberId}`));
-      directories.set(memberId, directory);
-      environment = StorageEnvironment.open({ directory, synchronousCommit: true });
-      environments.set(memberId, environment);
-    }
-    const replica = await PartitionReplica.open({
-      partitionId: 1,
-      memberId,
-      environment,
-      bootstrap,
-      heartbeatIntervalMs: 10,
-      electionTimeoutMs: 80,
-      snapshotIntervalEntries: 50,
-      snapshotWindowChunks,
-      maxPendingProposals: 256,
-      maxApplyLagEntries: 10_000,
-      send: (to, message) => {
-        if (isolated.has(memberId) || isolated.has(to) || dropping?.(memberId, message)) return;
-        replicas.get(to)?.receive(detachedMessage(message));
-      },
-      onFailure,
-      logger: pino({ level: "silent" }),
-    });
+    const replica = await PartitionReplica.open(
+      inProcessReplicaOptions({
+        memberId,
+        environment: await environments.of(memberId),
+        bootstrap,
+        snapshotWindowChunks,
+        send: (to, message) => {
+          if (isolated.has(memberId) || isolated.has(to) || dropping?.(memberId, message)) return;
+          replicas.get(to)?.receive(detachedMessage(message));
+        },
+        ...(onFailure === undefined ? {} : { onFailure }),
+      }),
+    );
     replicas.set(memberId, replica);
     return replica;
   }
@@ -71,8 +61,7 @@ describe("PartitionReplica membership changes", () => {
   async function closeReplica(memberId: number): Promise<void> {
     await replicas.get(memberId)?.close();
     replicas.delete(memberId);
-    await environments.get(memberId)?.close();
-    environments.delete(memberId);
+    await environments.close(memberId);
   }
 
   beforeEach(() => {
@@ -84,10 +73,7 @@ describe("PartitionReplica membership changes", () => {
   afterEach(async () => {
     vi.restoreAllMocks();
     for (const memberId of [...replicas.keys()]) await closeReplica(memberId);
-    for (const memberId of [...environments.keys()]) await environments.get(memberId)?.close();
-    environments.clear();
-    await Promise.all([...directories.values()].map((directory) => removeDirectory(directory)));
-    directories.clear();
+    await environments.removeAll();
   });
 
   /**
@@ -96,16 +82,7 @@ describe("PartitionReplica membership changes", () => {
    * until every replica took a snapshot and returns the leader of that moment.
    */
   async function publishUntilSnapshotted(commands: readonly PublishMessageCommand[]): Promise<PartitionReplica> {
-    for (const next of commands) {
-      // Bounded: an election settles, and a new leader commits its first entry, within a few timeouts (80 ms here),
-      // far less than these attempts 10 ms apart.
-      for (let attempt = 1; ; attempt += 1) {
-        const answer = await (await leader()).publish(next);
-        if (answer.outcome === "published") break;
-        if (attempt === 1_000) throw new Error(`${next.name} was not published: ${answer.outcome}`);
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
-    }
+    for (const next of commands) await publishThroughLeader(() => replicas.values(), next);
     await waitFor(
       () => [...replicas.values()].every((replica) => replica.latestSnapshotIndex > 0),
       "a snapshot on every replica",
@@ -114,13 +91,8 @@ describe("PartitionReplica membership changes", () => {
   }
 
   /** The replica that leads (among the running ones), waiting for one. */
-  async function leader(): Promise<PartitionReplica> {
-    let found: PartitionReplica | undefined;
-    await waitFor(() => {
-      found = [...replicas.values()].find((replica) => replica.report().role === "leader");
-      return found !== undefined;
-    }, "a leader");
-    return found as PartitionReplica;
+  function leader(): Promise<PartitionReplica> {
+    return leadingReplica(() => replicas.values());
   }
 
   /** Asks the current leader for `change` until it answers `done`; returns every answer seen on the way. */
@@ -276,7 +248,7 @@ describe("PartitionReplica membership changes", () => {
       })),
     );
     const senderId = [...replicas.entries()].find(([, replica]) => replica === sender)?.[0] as number;
-    const senderEnvironment = environments.get(senderId) as StorageEnvironment;
+    const senderEnvironment = environments.opened(senderId) as StorageEnvironment;
     const reusedBefore = senderEnvironment.chunkBuffers.reusedBuffers;
     const joining = await openReplica(3, null);
     await changeUntilDone({ type: "addLearner", member: 3, priority: 1 });

@@ -1,11 +1,17 @@
-/** Helpers for broker tests: in-process brokers on loopback port 0 in temporary directories, and bounded polling. */
+/**
+ * Helpers for broker tests: in-process brokers on loopback port 0 in temporary directories, partition replicas run in
+ * process (their storage, their options, publishing through whichever leads), and bounded polling.
+ */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
 import { Broker } from "../../../src/cluster/broker/broker.js";
 import { BROKER_DEFAULTS, type BrokerOptions } from "../../../src/cluster/broker/options.js";
-import type { BrokerAddress, ReplicaReport } from "../../../src/cluster/broker/protocol.js";
+import type { PartitionReplica, PartitionReplicaOptions } from "../../../src/cluster/broker/partition-replica.js";
+import type { BrokerAddress, PublishMessageCommand, ReplicaReport } from "../../../src/cluster/broker/protocol.js";
+import type { Member, Message } from "../../../src/cluster/raft/index.js";
+import { StorageEnvironment } from "../../../src/cluster/raft/storage/environment.js";
 import { testClusterCredentials } from "../../support/cluster-secret.js";
 import { defaultHttpServerLimits } from "../../support/http.js";
 
@@ -105,4 +111,122 @@ export function partitionSettled(brokers: readonly Broker[], partitionId: number
 /** The broker leading `partitionId`, or undefined. */
 export function leaderOf(brokers: readonly Broker[], partitionId: number): Broker | undefined {
   return brokers.find((broker) => broker.replica(partitionId)?.report().role === "leader");
+}
+
+/** The replica among `replicas()` that leads, waiting for one (the candidates are looked at again on every poll). */
+export async function leadingReplica(
+  replicas: () => Iterable<PartitionReplica | undefined>,
+): Promise<PartitionReplica> {
+  let found: PartitionReplica | undefined;
+  await waitFor(() => {
+    found = [...replicas()].find((replica) => replica?.report().role === "leader");
+    return found !== undefined;
+  }, "a leader");
+  return found as PartitionReplica;
+}
+
+/**
+ * Publishes `command` through whichever of `replicas()` leads at the time until it is published, and returns its key:
+ * with elections as quick as the tests' (80 ms), leadership can move under load, and a replica that no longer leads
+ * refuses a publication. Bounded: an election settles, and a new leader commits its first entry, within a few
+ * timeouts, far less than these attempts 10 ms apart.
+ */
+export async function publishThroughLeader(
+  replicas: () => Iterable<PartitionReplica | undefined>,
+  command: PublishMessageCommand,
+): Promise<string> {
+  for (let attempt = 1; ; attempt += 1) {
+    const answer = await (await leadingReplica(replicas)).publish(command);
+    if (answer.outcome === "published") return answer.key;
+    if (attempt === 1_000) throw new Error(`${command.name} was not published: ${answer.outcome}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+/**
+ * Storage environments of replicas a test runs in process, one temporary directory per member. A member's directory
+ * outlives its environment, so a replica closed and opened again finds what it stored.
+ */
+export class MemberEnvironments {
+  private readonly directories = new Map<number, string>();
+  private readonly environments = new Map<number, StorageEnvironment>();
+
+  /** `prefix` names the temporary directories. */
+  constructor(private readonly prefix: string) {}
+
+  /** The member's environment, opened (over a new directory the first time) when it is not open. */
+  async of(memberId: number): Promise<StorageEnvironment> {
+    let environment = this.environments.get(memberId);
+    if (environment === undefined) {
+      const directory = this.directories.get(memberId) ?? (await temporaryDirectory(`${this.prefix}-${memberId}`));
+      this.directories.set(memberId, directory);
+      environment = StorageEnvironment.open({ directory, synchronousCommit: true });
+      this.environments.set(memberId, environment);
+    }
+    return environment;
+  }
+
+  /** The member's environment if it is open. */
+  opened(memberId: number): StorageEnvironment | undefined {
+    return this.environments.get(memberId);
+  }
+
+  /** Closes the member's environment; its directory stays for the next `of`. */
+  async close(memberId: number): Promise<void> {
+    await this.environments.get(memberId)?.close();
+    this.environments.delete(memberId);
+  }
+
+  /** Closes the member's environment and deletes its directory, as a replaced disk would lose it. */
+  async lose(memberId: number): Promise<void> {
+    await this.close(memberId);
+    const directory = this.directories.get(memberId);
+    if (directory !== undefined) await removeDirectory(directory);
+    this.directories.delete(memberId);
+  }
+
+  /** Closes every environment and deletes every directory. */
+  async removeAll(): Promise<void> {
+    for (const memberId of [...this.environments.keys()]) await this.close(memberId);
+    await Promise.all([...this.directories.values()].map((directory) => removeDirectory(directory)));
+    this.directories.clear();
+  }
+}
+
+/** What `inProcessReplicaOptions` needs besides the quick timings every in-process replica test uses. */
+export interface InProcessReplica {
+  readonly memberId: number;
+  readonly environment: StorageEnvironment;
+  readonly bootstrap: readonly Member[] | null;
+  /** Delivers a message to another member (the test decides whether and when). */
+  readonly send: (to: number, message: Message) => void;
+  /** By default a failure is thrown, so that it fails the test. */
+  readonly onFailure?: (error: Error) => void;
+  readonly snapshotWindowChunks?: number | undefined;
+}
+
+/**
+ * Options of a replica of partition 1 run in process: heartbeats every 10 ms, elections after 80, a snapshot every 50
+ * entries (so a joining replica catches up through one), silent logs.
+ */
+export function inProcessReplicaOptions(replica: InProcessReplica): PartitionReplicaOptions {
+  return {
+    partitionId: 1,
+    memberId: replica.memberId,
+    environment: replica.environment,
+    bootstrap: replica.bootstrap,
+    heartbeatIntervalMs: 10,
+    electionTimeoutMs: 80,
+    snapshotIntervalEntries: 50,
+    snapshotWindowChunks: replica.snapshotWindowChunks,
+    maxPendingProposals: 256,
+    maxApplyLagEntries: 10_000,
+    send: replica.send,
+    onFailure:
+      replica.onFailure ??
+      ((error) => {
+        throw error;
+      }),
+    logger: pino({ level: "silent" }),
+  };
 }
