@@ -1,7 +1,8 @@
 /**
  * The default backup store: a directory (`service.backup.filesystem.basePath`), laid out as
  * `<base>/<partition>/<backup id>/<broker>/{manifest.json, snapshot.bin, log.bin}`, with each backup's record in
- * `<base>/backups/<backup id>.json` (a name no partition directory has). Directories are 0700 and files
+ * `<base>/backups/<backup id>.json` (a name no partition directory has), and the highest id ever taken as an empty file
+ * `<base>/backups/taken/<backup id>` (names older versions' listings skip). Directories are 0700 and files
  * 0600 (a backup holds users' messages). Every file and manifest is written to a temporary file, synced and renamed
  * into place, so a crash leaves either the previous file or the new one. A data file's SHA-256 is that of the exact
  * bytes handed to the file, and its size on disk is checked against their count once it is synced. Data files are
@@ -36,6 +37,12 @@ const ID_PATTERN = /^(0|[1-9][0-9]{0,15})$/;
 
 /** The directory of the backups' records, under the base path. */
 const RECORDS_DIRECTORY = "backups";
+
+/**
+ * The directory of the taken ids, under the records' directory: an empty file named by the id for every backup
+ * recorded, of which only the highest is kept (see `markTaken`).
+ */
+const TAKEN_DIRECTORY = "taken";
 
 /** Names of record files: `<backup id>.json`. */
 const RECORD_NAME_PATTERN = /^(0|[1-9][0-9]{0,15})\.json$/;
@@ -97,7 +104,39 @@ export class FilesystemBackupStore implements BackupStore {
   }
 
   async writeBackupRecord(record: BackupRecord): Promise<void> {
+    // The mark comes first: a crash before the record leaves the id taken (a gap in the ids), never taken twice.
+    await this.markTaken(record.backupId);
     await writeJsonAtomically(join(this.basePath, RECORDS_DIRECTORY), `${record.backupId}.json`, record);
+  }
+
+  async highestTakenBackupId(): Promise<number | null> {
+    return (await listIds(this.takenDirectory())).at(-1) ?? null;
+  }
+
+  /**
+   * Marks `backupId` taken, durably, and removes the marks below it. The marks are one file per id rather than one
+   * file holding the highest, so that two coordinators recording at once (each broker's view of the lowest live broker
+   * may differ for a moment) can never lower it: creating a file cannot undo another one, and a mark is removed only
+   * by a writer whose own higher mark is on disk already, so the highest mark is never removed.
+   */
+  async markTaken(backupId: number): Promise<void> {
+    const directory = this.takenDirectory();
+    createPrivateDirectoryDurably(directory);
+    const handle = await open(join(directory, String(backupId)), "w", privateFileMode);
+    try {
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await syncDirectory(directory);
+    for (const id of await listIds(directory)) {
+      if (id < backupId) await rm(join(directory, String(id)), { force: true });
+    }
+  }
+
+  /** The directory of the taken ids' marks. */
+  private takenDirectory(): string {
+    return join(this.basePath, RECORDS_DIRECTORY, TAKEN_DIRECTORY);
   }
 
   async backupRecords(backupId?: number): Promise<StoredBackupRecord[]> {
@@ -163,20 +202,24 @@ export class FilesystemBackupStore implements BackupStore {
   }
 
   async deleteBackup(backupId: number): Promise<boolean> {
+    const recorded = (await this.recordIds()).includes(backupId);
+    const holding: number[] = [];
+    for (const partitionId of await listIds(this.basePath)) {
+      if ((await listIds(join(this.basePath, String(partitionId)))).includes(backupId)) holding.push(partitionId);
+    }
+    if (!recorded && holding.length === 0) return false;
+    // A backup an older coordinator took raised no mark: its id stays taken once the backup is gone.
+    const highest = await this.highestTakenBackupId();
+    if (highest === null || highest < backupId) await this.markTaken(backupId);
     // The record goes first and durably: a leader that looks for it afterwards writes no part of this backup.
-    let found = (await this.recordIds()).includes(backupId);
-    if (found) {
+    if (recorded) {
       await rm(this.recordPath(backupId), { force: true });
       await syncDirectory(join(this.basePath, RECORDS_DIRECTORY));
     }
-    for (const partitionId of await listIds(this.basePath)) {
-      const directory = join(this.basePath, String(partitionId), String(backupId));
-      const exists = (await listIds(join(this.basePath, String(partitionId)))).includes(backupId);
-      if (!exists) continue;
-      found = true;
-      await rm(directory, { recursive: true, force: true });
+    for (const partitionId of holding) {
+      await rm(join(this.basePath, String(partitionId), String(backupId)), { recursive: true, force: true });
     }
-    return found;
+    return true;
   }
 
   /** The ids of the backups with a record, ascending. */

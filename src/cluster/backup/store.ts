@@ -13,6 +13,11 @@
  * the management API use is the recorded one, never a leader's own view of the cluster (which may lag behind).
  * Backups written before records existed have none; their count is the lowest their parts recorded.
  *
+ * Recording a backup also raises the store's highest backup id (`highestTakenBackupId`) durably, before the record is
+ * written, and deleting a backup never lowers it: an id at or below it was taken before, even when its backup is gone,
+ * so the coordinator refuses it without asking any partition (a partition's own refusal needs an answer from its
+ * first leader, which may not come).
+ *
  * The interface is small so that an object store can implement it; `FilesystemBackupStore` is the default.
  */
 import { isCheckpointId } from "../engine/index.js";
@@ -125,8 +130,16 @@ export interface BackupStore {
    * read is returned as a FAILED part naming the problem, so a damaged store shows up instead of hiding a part.
    */
   manifests(backupId?: number): Promise<BackupPartManifest[]>;
-  /** Writes (or replaces) a backup's record durably and atomically. */
+  /**
+   * Writes (or replaces) a backup's record durably and atomically, after raising the highest taken backup id to the
+   * record's id (durably too), so that the id counts as taken even if the record never gets written.
+   */
   writeBackupRecord(record: BackupRecord): Promise<void>;
+  /**
+   * The highest id this store ever recorded a backup of, deleted backups' included, or null when it recorded none (a
+   * store written only by versions from before this mark). Backups the store still holds count through `backupIds`.
+   */
+  highestTakenBackupId(): Promise<number | null>;
   /**
    * The records of `backupId` (none or one), or of every backup when it is undefined, ascending. A record that
    * cannot be understood is returned with the problem, naming the file.
@@ -136,7 +149,8 @@ export interface BackupStore {
   backupIds(): Promise<number[]>;
   /**
    * Removes the backup's record first, so that no leader starts a part of it afterwards, then every part of it;
-   * resolves with whether there was any.
+   * resolves with whether there was any. The highest taken backup id stays (and is raised to this one when a backup
+   * of an older version, which raised none, is deleted), so the id is never taken again.
    */
   deleteBackup(backupId: number): Promise<boolean>;
 }

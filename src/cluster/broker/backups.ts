@@ -3,10 +3,10 @@
  * checkpoint record with that id to every partition's leader (each leader then writes its partition's part in the
  * background, see partition-replica.ts), and the state of a backup is read from the backup store, part by part.
  *
- * Rules: backup ids are non-negative integers above every earlier id and never reused (a partition ignores a
- * checkpoint at or below its latest, so even the id of a deleted backup is refused); no backup is taken while a
- * cluster change runs, and no cluster change starts while a backup is in progress (`blockingBackup`), since message
- * relocation and moving replicas while a backup is cut would make its parts hard to reason about.
+ * Rules: backup ids are non-negative integers above every earlier id and never reused: the store keeps the highest id
+ * it ever recorded, deleted backups' included, and a partition ignores a checkpoint at or below its latest; no backup
+ * is taken while a cluster change runs, and no cluster change starts while a backup is in progress (`blockingBackup`),
+ * since message relocation and moving replicas while a backup is cut would make its parts hard to reason about.
  *
  * Before it proposes any checkpoint, taking a backup writes the backup's record to the store (backup/store.ts): the
  * partition count of the configuration it checked, which is the backup's count from then on. Leaders write parts only
@@ -114,6 +114,15 @@ export class BackupCoordinator {
       const latest = (await store.backupIds()).at(-1) ?? -1;
       if (latest >= backupId) {
         return refused(409, `backup ids must be above every earlier id; the latest backup is ${latest}`);
+      }
+      // Deleted backups' ids count too. The store's mark settles it before any partition is asked: a partition's own
+      // refusal (it holds a later checkpoint) needs an answer from the first leader asked, which may not come.
+      const highestTaken = (await store.highestTakenBackupId()) ?? -1;
+      if (highestTaken >= backupId) {
+        return refused(
+          409,
+          `backup ids are never reused and must be above every earlier id, deleted backups' included; id ${highestTaken} was taken before and its backup no longer exists`,
+        );
       }
       const running = await this.inProgress(store);
       if (running !== null) return refused(409, `backup ${running} is in progress`);

@@ -290,3 +290,49 @@ describe("FilesystemBackupStore's backup records", () => {
     expect(await store.backupIds()).toEqual([]);
   });
 });
+
+describe("FilesystemBackupStore's highest taken backup id", () => {
+  const record = (backupId: number) => ({
+    formatVersion: 1 as const,
+    backupId,
+    partitionCount: 3,
+    takenAt: "2026-01-01T00:00:00.000Z",
+    flowplaneVersion: "1.2.3",
+  });
+  const takenDirectory = () => join(base, "store", "backups", "taken");
+
+  it("raises it before the record, keeps it when the backup is deleted, and keeps only the highest mark", async () => {
+    expect(await store.highestTakenBackupId()).toBeNull();
+    await store.writeBackupRecord(record(4));
+    await store.writeBackupRecord(record(9));
+    expect(await store.highestTakenBackupId()).toBe(9);
+    expect(await readdir(takenDirectory())).toEqual(["9"]);
+    expect(await store.deleteBackup(9)).toBe(true);
+    expect(await store.backupIds()).toEqual([4]);
+    expect(await store.highestTakenBackupId()).toBe(9);
+    // A store opened again on the directory (a restarted broker, another coordinator, a restored cluster) sees it.
+    expect(await new FilesystemBackupStore(join(base, "store")).highestTakenBackupId()).toBe(9);
+    expect(entriesOpenToOthers(join(base, "store"))).toEqual({});
+    // The marks' directory is neither a record nor a partition to the listings.
+    expect(await store.backupRecords()).toHaveLength(1);
+    expect(await store.manifests()).toEqual([]);
+  });
+
+  it("never lowers it when two coordinators record at once, in either order", async () => {
+    await Promise.all([store.markTaken(11), store.markTaken(10)]);
+    expect(await store.highestTakenBackupId()).toBe(11);
+    await store.markTaken(10);
+    expect(await store.highestTakenBackupId()).toBe(11);
+    expect(await readdir(takenDirectory())).toContain("11");
+  });
+
+  it("raises it to a deleted backup that an older version took without a mark", async () => {
+    await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, request(6));
+    expect(await store.highestTakenBackupId()).toBeNull();
+    expect(await store.deleteBackup(6)).toBe(true);
+    expect(await store.highestTakenBackupId()).toBe(6);
+    // Deleting what the store does not hold marks nothing.
+    expect(await store.deleteBackup(8)).toBe(false);
+    expect(await store.highestTakenBackupId()).toBe(6);
+  });
+});

@@ -318,6 +318,62 @@ describe("BackupCoordinator", () => {
     });
   });
 
+  it("refuses a deleted backup's id before asking any partition, even when the first leader asked does not answer", async () => {
+    const backups = coordinator();
+    expect(await backups.take(5)).toMatchObject({ outcome: "backup" });
+    await store.writeManifest(recordedPart({ backupId: 5, partitionId: 1 }));
+    await store.writeManifest(recordedPart({ backupId: 5, partitionId: 2 }));
+    expect(await backups.delete(5)).toMatchObject({ outcome: "backup" });
+    // Every partition holds checkpoint 5 already, and the first leader asked did not answer: its answer alone cannot
+    // tell this take from the deleted one.
+    const asked: number[] = [];
+    checkpointAnswer = (partitionId, checkpointId) => {
+      asked.push(partitionId);
+      return { outcome: "checkpointed", checkpointId, position: 5, taken: false };
+    };
+    uncertainAttempts = new Set([1, 2]);
+    nowMs += 120_000;
+    expect(await coordinator().take(5)).toEqual({
+      outcome: "refused",
+      status: 409,
+      detail:
+        "backup ids are never reused and must be above every earlier id, deleted backups' included; id 5 was taken before and its backup no longer exists",
+    });
+    expect(asked).toEqual([]);
+    expect(await store.backupRecords(5)).toEqual([]);
+    expect(await backups.list()).toEqual({ outcome: "backups", backups: [] });
+  });
+
+  it("keeps an id taken when the coordinator stopped between its mark and its record, across coordinators", async () => {
+    await store.markTaken(8);
+    // Another coordinator (a restarted broker, the next lowest broker id) on the same store directory.
+    const successor = () =>
+      new BackupCoordinator({
+        nodeId: 0,
+        logger: pino({ level: "silent" }),
+        store: new FilesystemBackupStore(directory),
+        configuration: () => configuration,
+        isReachable: () => true,
+        checkpoint: async (_, checkpointId) => ({
+          answer: { outcome: "checkpointed", checkpointId, position: 5, taken: true },
+          afterUncertainAttempt: false,
+        }),
+        nowMs: () => nowMs,
+        flowplaneVersion: "0.0.0-test",
+      });
+    expect(await successor().list()).toEqual({ outcome: "backups", backups: [] });
+    expect(await successor().take(8)).toMatchObject({ status: 409, detail: expect.stringMatching(/id 8 was taken/) });
+    expect(await successor().take(9)).toMatchObject({ outcome: "backup", backup: { backupId: 9 } });
+  });
+
+  it("refuses the id of a deleted backup that an older version took (its store held no mark)", async () => {
+    await store.writeManifest(part({ backupId: 3, partitionId: 1 }));
+    await store.writeManifest(part({ backupId: 3, partitionId: 2 }));
+    const backups = coordinator();
+    expect(await backups.delete(3)).toMatchObject({ outcome: "backup", backup: { backupId: 3 } });
+    expect(await backups.take(3)).toMatchObject({ status: 409, detail: expect.stringMatching(/id 3 was taken/) });
+  });
+
   it("removes the record of a take the partitions refused (the id of a deleted backup)", async () => {
     checkpointAnswer = (partitionId, checkpointId) => ({
       outcome: "checkpointed",
