@@ -1,7 +1,15 @@
 import type { TSchema } from "typebox";
 import { Value } from "typebox/value";
+import { stringifyJsonExactly } from "../json/exact-json.js";
 import { ApiError, ClientConnectionError, type ProblemDocument } from "./errors.js";
-import { type HttpOptions, type HttpRequest, type HttpResponse, parseJsonBody, sendWithRetry } from "./http.js";
+import {
+  type HttpOptions,
+  type HttpRequest,
+  type HttpResponse,
+  parseExactJsonBody,
+  parseJsonBody,
+  sendWithRetry,
+} from "./http.js";
 import type { TokenProvider, TokenRequest } from "./token-provider.js";
 
 /**
@@ -74,7 +82,8 @@ export class ApiTransport {
       };
       if (body !== undefined) headers["content-type"] = "application/json";
       const response = await sendWithRetry(
-        { method, url, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) },
+        // A bigint in the body (a 64-bit id) is sent as its exact digits.
+        { method, url, headers, ...(body === undefined ? {} : { body: stringifyJsonExactly(body) }) },
         this.http,
       );
       if (response.status === 401 && attempt === 0 && token.source !== "network") {
@@ -87,16 +96,20 @@ export class ApiTransport {
     throw new Error("ApiTransport.send: the retry loop ended without an answer (invariant: at most two attempts)");
   }
 
-  /** Sends a request and returns its JSON body, checked against `schema`. */
+  /**
+   * Sends a request and returns its JSON body, checked against `schema`; with `exactIntegers`, an integer beyond
+   * 2^53 − 1 in the body is parsed as its exact bigint (`parseJsonExactly`).
+   */
   async sendForJson<Schema extends TSchema>(
     method: HttpRequest["method"],
     path: string,
     schema: Schema,
     body?: unknown,
+    options: { exactIntegers?: boolean } = {},
   ): Promise<unknown> {
     const url = `${this.baseUrl}${path}`;
     const response = await this.send(method, path, body);
-    const parsed = parseJsonBody(response);
+    const parsed = options.exactIntegers === true ? parseExactJsonBody(response) : parseJsonBody(response);
     if (!Value.Check(schema, parsed)) {
       throw new ClientConnectionError(url, "answered a body that does not match the API's schema");
     }

@@ -13,6 +13,7 @@ import { createReadStream } from "node:fs";
 import { open, readdir, readFile, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { createPrivateDirectoryDurably, privateFileMode } from "../../files/private-files.js";
+import { parseJsonExactly, parseNonNegativeInt64, stringifyJsonExactly } from "../../json/exact-json.js";
 import { FileWriterThread, type FileWriterThreadOptions } from "./file-writer-thread.js";
 import {
   BACKUP_FILE_NAMES,
@@ -32,8 +33,11 @@ const MAX_MANIFEST_BYTES = 64 * 1024;
 /** Largest backup record read, in bytes: records are small, and a larger file is damage, not a record. */
 const MAX_RECORD_BYTES = 4 * 1024;
 
-/** Directory names the store creates: decimal ids. */
+/** Names of partition and broker directories: decimal ids. */
 const ID_PATTERN = /^(0|[1-9][0-9]{0,15})$/;
+
+/** Names of backup directories and marks: decimal backup ids, 0..2^63 − 1 (19 digits at most). */
+const BACKUP_ID_PATTERN = /^(0|[1-9][0-9]{0,18})$/;
 
 /** The directory of the backups' records, under the base path. */
 const RECORDS_DIRECTORY = "backups";
@@ -45,12 +49,20 @@ const RECORDS_DIRECTORY = "backups";
 const TAKEN_DIRECTORY = "taken";
 
 /** Names of record files: `<backup id>.json`. */
-const RECORD_NAME_PATTERN = /^(0|[1-9][0-9]{0,15})\.json$/;
+const RECORD_NAME_PATTERN = /^(0|[1-9][0-9]{0,18})\.json$/;
 
 function idOf(name: string): number | null {
   if (!ID_PATTERN.test(name)) return null;
   const id = Number(name);
   return Number.isSafeInteger(id) ? id : null;
+}
+
+function backupIdOf(name: string): bigint | null {
+  return BACKUP_ID_PATTERN.test(name) ? parseNonNegativeInt64(name) : null;
+}
+
+function ascending(left: bigint, right: bigint): number {
+  return left < right ? -1 : left > right ? 1 : 0;
 }
 
 async function syncDirectory(directory: string): Promise<void> {
@@ -62,18 +74,30 @@ async function syncDirectory(directory: string): Promise<void> {
   }
 }
 
-async function listIds(directory: string): Promise<number[]> {
-  let names: string[];
+/** The names in `directory` (none when it does not exist). */
+async function namesIn(directory: string): Promise<string[]> {
   try {
-    names = await readdir(directory);
+    return await readdir(directory);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
     throw error;
   }
-  return names
+}
+
+/** The partition or broker ids `directory` has directories of, ascending. */
+async function listIds(directory: string): Promise<number[]> {
+  return (await namesIn(directory))
     .map(idOf)
     .filter((id): id is number => id !== null)
     .sort((left, right) => left - right);
+}
+
+/** The backup ids `directory` names, ascending. */
+async function listBackupIds(directory: string): Promise<bigint[]> {
+  return (await namesIn(directory))
+    .map(backupIdOf)
+    .filter((id): id is bigint => id !== null)
+    .sort(ascending);
 }
 
 /** See the module comment. */
@@ -95,7 +119,7 @@ export class FilesystemBackupStore implements BackupStore {
   }
 
   /** The path of a backup's record. */
-  recordPath(backupId: number): string {
+  recordPath(backupId: bigint): string {
     return join(this.basePath, RECORDS_DIRECTORY, `${backupId}.json`);
   }
 
@@ -109,8 +133,8 @@ export class FilesystemBackupStore implements BackupStore {
     await writeJsonAtomically(join(this.basePath, RECORDS_DIRECTORY), `${record.backupId}.json`, record);
   }
 
-  async highestTakenBackupId(): Promise<number | null> {
-    return (await listIds(this.takenDirectory())).at(-1) ?? null;
+  async highestTakenBackupId(): Promise<bigint | null> {
+    return (await listBackupIds(this.takenDirectory())).at(-1) ?? null;
   }
 
   /**
@@ -119,7 +143,7 @@ export class FilesystemBackupStore implements BackupStore {
    * may differ for a moment) can never lower it: creating a file cannot undo another one, and a mark is removed only
    * by a writer whose own higher mark is on disk already, so the highest mark is never removed.
    */
-  async markTaken(backupId: number): Promise<void> {
+  async markTaken(backupId: bigint): Promise<void> {
     const directory = this.takenDirectory();
     createPrivateDirectoryDurably(directory);
     const handle = await open(join(directory, String(backupId)), "w", privateFileMode);
@@ -129,7 +153,7 @@ export class FilesystemBackupStore implements BackupStore {
       await handle.close();
     }
     await syncDirectory(directory);
-    for (const id of await listIds(directory)) {
+    for (const id of await listBackupIds(directory)) {
       if (id < backupId) await rm(join(directory, String(id)), { force: true });
     }
   }
@@ -139,7 +163,7 @@ export class FilesystemBackupStore implements BackupStore {
     return join(this.basePath, RECORDS_DIRECTORY, TAKEN_DIRECTORY);
   }
 
-  async backupRecords(backupId?: number): Promise<StoredBackupRecord[]> {
+  async backupRecords(backupId?: bigint): Promise<StoredBackupRecord[]> {
     // One record is opened by its name, not looked for in a listing: on a network filesystem a directory listing may
     // be cached and miss a record another host wrote moments ago, while opening a file closed there sees it.
     if (backupId !== undefined) {
@@ -174,14 +198,14 @@ export class FilesystemBackupStore implements BackupStore {
     }
   }
 
-  async manifests(backupId?: number): Promise<BackupPartManifest[]> {
+  async manifests(backupId?: bigint): Promise<BackupPartManifest[]> {
     const manifests: BackupPartManifest[] = [];
     for (const partitionId of await listIds(this.basePath)) {
       const partitionDirectory = join(this.basePath, String(partitionId));
       const backupIds =
         backupId === undefined
-          ? await listIds(partitionDirectory)
-          : (await listIds(partitionDirectory)).filter((id) => id === backupId);
+          ? await listBackupIds(partitionDirectory)
+          : (await listBackupIds(partitionDirectory)).filter((id) => id === backupId);
       for (const id of backupIds) {
         for (const brokerId of await listIds(join(partitionDirectory, String(id)))) {
           const part: BackupPartId = { backupId: id, partitionId, brokerId };
@@ -193,19 +217,21 @@ export class FilesystemBackupStore implements BackupStore {
     return manifests;
   }
 
-  async backupIds(): Promise<number[]> {
-    const ids = new Set<number>(await this.recordIds());
+  async backupIds(): Promise<bigint[]> {
+    const ids = new Set<bigint>(await this.recordIds());
     for (const partitionId of await listIds(this.basePath)) {
-      for (const id of await listIds(join(this.basePath, String(partitionId)))) ids.add(id);
+      for (const id of await listBackupIds(join(this.basePath, String(partitionId)))) ids.add(id);
     }
-    return [...ids].sort((left, right) => left - right);
+    return [...ids].sort(ascending);
   }
 
-  async deleteBackup(backupId: number): Promise<boolean> {
+  async deleteBackup(backupId: bigint): Promise<boolean> {
     const recorded = (await this.recordIds()).includes(backupId);
     const holding: number[] = [];
     for (const partitionId of await listIds(this.basePath)) {
-      if ((await listIds(join(this.basePath, String(partitionId)))).includes(backupId)) holding.push(partitionId);
+      if ((await listBackupIds(join(this.basePath, String(partitionId)))).includes(backupId)) {
+        holding.push(partitionId);
+      }
     }
     if (!recorded && holding.length === 0) return false;
     // A backup an older coordinator took raised no mark: its id stays taken once the backup is gone.
@@ -223,23 +249,16 @@ export class FilesystemBackupStore implements BackupStore {
   }
 
   /** The ids of the backups with a record, ascending. */
-  private async recordIds(): Promise<number[]> {
-    let names: string[];
-    try {
-      names = await readdir(join(this.basePath, RECORDS_DIRECTORY));
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
-      throw error;
-    }
-    return names
+  private async recordIds(): Promise<bigint[]> {
+    return (await namesIn(join(this.basePath, RECORDS_DIRECTORY)))
       .map((name) => RECORD_NAME_PATTERN.exec(name)?.[1])
-      .map((name) => (name === undefined ? null : idOf(name)))
-      .filter((id): id is number => id !== null)
-      .sort((left, right) => left - right);
+      .map((name) => (name === undefined ? null : backupIdOf(name)))
+      .filter((id): id is bigint => id !== null)
+      .sort(ascending);
   }
 
   /** The record of `backupId`; null when there is none (deleted meanwhile), the problem when it cannot be used. */
-  private async readRecord(backupId: number): Promise<StoredBackupRecord | null> {
+  private async readRecord(backupId: bigint): Promise<StoredBackupRecord | null> {
     const path = this.recordPath(backupId);
     let problem: string;
     try {
@@ -248,7 +267,7 @@ export class FilesystemBackupStore implements BackupStore {
       if (bytes === null || bytes.byteLength > MAX_RECORD_BYTES) {
         problem = `the record is larger than ${MAX_RECORD_BYTES} bytes`;
       } else {
-        const parsed = parseBackupRecord(JSON.parse(bytes.toString("utf8")), backupId);
+        const parsed = parseBackupRecord(parseJsonExactly(bytes.toString("utf8")), backupId);
         if (typeof parsed !== "string") return { backupId, record: parsed, problem: null };
         problem = parsed;
       }
@@ -271,7 +290,7 @@ export class FilesystemBackupStore implements BackupStore {
       if (bytes.byteLength > MAX_MANIFEST_BYTES) {
         problem = `manifest.json is larger than ${MAX_MANIFEST_BYTES} bytes`;
       } else {
-        const parsed = parseManifest(JSON.parse(bytes.toString("utf8")), part);
+        const parsed = parseManifest(parseJsonExactly(bytes.toString("utf8")), part);
         if (typeof parsed !== "string") return parsed;
         problem = parsed;
       }
@@ -292,7 +311,8 @@ async function writeJsonAtomically(directory: string, name: string, value: unkno
   const temporary = join(directory, `.${name}.${randomBytes(6).toString("hex")}.tmp`);
   const handle = await open(temporary, "w", privateFileMode);
   try {
-    await handle.writeFile(`${JSON.stringify(value, null, 2)}\n`, "utf8");
+    // A backup id beyond 2^53 − 1 is written as its exact digits; every other value as JSON.stringify writes it.
+    await handle.writeFile(`${stringifyJsonExactly(value, 2)}\n`, "utf8");
     await handle.sync();
   } finally {
     await handle.close();

@@ -13,6 +13,10 @@
  * of recorded backups and partitions, deleting a backup removes its record first, and a backup the store holds only
  * stray parts of (no record, every part written against one) is not listed: it was deleted.
  *
+ * Ids are 0..2^63 − 1 (bigints). One above 2^53 − 1 is taken only when every broker of the configuration says it
+ * applies such checkpoint ids (`largeCheckpointIds` of its `describe` answer): a broker of an earlier version rejects
+ * the records that carry one, so its replicas would apply them differently from the others'.
+ *
  * A part whose writer is gone is not left IN_PROGRESS forever: a broker marks the parts it left IN_PROGRESS FAILED
  * when it starts again (`failAbandonedParts`), and a part of a broker that is unreachable is reported FAILED.
  */
@@ -23,6 +27,7 @@ import {
   backupPartitionCount,
   type StoredBackupRecord,
 } from "../backup/store.js";
+import { encodedCheckpointId } from "../engine/index.js";
 import { type ClusterConfiguration, partitionIdsOf } from "../topology/index.js";
 import { actingCoordinator } from "./change-executor.js";
 import type { CheckpointAnswer } from "./peer-requests.js";
@@ -37,7 +42,12 @@ export interface BackupCoordinatorContext {
   configuration(): ClusterConfiguration;
   isReachable(brokerId: number): boolean;
   /** Asks the partition's leader to take the checkpoint; null when no leader answered. */
-  checkpoint(partitionId: number, checkpointId: number): Promise<CheckpointReply | null>;
+  checkpoint(partitionId: number, checkpointId: bigint): Promise<CheckpointReply | null>;
+  /**
+   * The brokers of the configuration that did not say they apply checkpoint ids above 2^53 − 1: brokers of earlier
+   * versions, and brokers that did not answer.
+   */
+  brokersWithoutLargeCheckpointIds(): Promise<readonly number[]>;
   /** Milliseconds since the epoch. */
   nowMs(): number;
   /** The flowplane version recorded in each backup's record. */
@@ -56,7 +66,9 @@ const MAX_REMEMBERED_BACKUPS = 64;
 /** Most backups listed at once (newest first). */
 export const MAX_LISTED_BACKUPS = 1_000;
 
-/** What this coordinator knows of a backup it took, until the store shows every part. */
+/** The largest id earlier versions take; above it, every broker must say it applies such checkpoint ids. */
+const MAX_SAFE_BACKUP_ID = BigInt(Number.MAX_SAFE_INTEGER);
+
 /** A partition leader's answer to a checkpoint request. */
 export interface CheckpointReply {
   readonly answer: CheckpointAnswer;
@@ -67,6 +79,7 @@ export interface CheckpointReply {
   readonly afterUncertainAttempt: boolean;
 }
 
+/** What this coordinator knows of a backup it took, until the store shows every part. */
 interface TakenBackup {
   readonly takenAtMs: number;
   /** Why a partition took no checkpoint, by partition id. */
@@ -89,14 +102,14 @@ function refused(status: 400 | 404 | 409 | 503, detail: string): BackupRefusal {
 /** See the module comment. */
 export class BackupCoordinator {
   /** Backups this coordinator took, by id: which partitions took no checkpoint, and when (the newest few). */
-  private readonly taken = new Map<number, TakenBackup>();
+  private readonly taken = new Map<bigint, TakenBackup>();
   /** The id of the backup being taken right now (its checkpoints proposed), or null. */
-  private taking: number | null = null;
+  private taking: bigint | null = null;
 
   constructor(private readonly context: BackupCoordinatorContext) {}
 
   /** Takes backup `backupId`: checks the rules, then proposes the checkpoint to every partition's leader. */
-  async take(backupId: number): Promise<BackupResponse> {
+  async take(backupId: bigint): Promise<BackupResponse> {
     const redirect = this.redirect();
     if (redirect !== null) return redirect;
     const store = this.context.store;
@@ -111,14 +124,14 @@ export class BackupCoordinator {
     if (this.taking !== null) return refused(409, `backup ${this.taking} is being taken`);
     this.taking = backupId;
     try {
-      const latest = (await store.backupIds()).at(-1) ?? -1;
-      if (latest >= backupId) {
+      const latest = (await store.backupIds()).at(-1) ?? null;
+      if (latest !== null && latest >= backupId) {
         return refused(409, `backup ids must be above every earlier id; the latest backup is ${latest}`);
       }
       // Deleted backups' ids count too. The store's mark settles it before any partition is asked: a partition's own
       // refusal (it holds a later checkpoint) needs an answer from the first leader asked, which may not come.
-      const highestTaken = (await store.highestTakenBackupId()) ?? -1;
-      if (highestTaken >= backupId) {
+      const highestTaken = await store.highestTakenBackupId();
+      if (highestTaken !== null && highestTaken >= backupId) {
         return refused(
           409,
           `backup ids are never reused and must be above every earlier id, deleted backups' included; id ${highestTaken} was taken before and its backup no longer exists`,
@@ -126,6 +139,15 @@ export class BackupCoordinator {
       }
       const running = await this.inProgress(store);
       if (running !== null) return refused(409, `backup ${running} is in progress`);
+      if (backupId > MAX_SAFE_BACKUP_ID) {
+        const unaware = await this.context.brokersWithoutLargeCheckpointIds();
+        if (unaware.length > 0) {
+          return refused(
+            409,
+            `backup ids above ${MAX_SAFE_BACKUP_ID} need every broker to run a version that takes them, and broker${unaware.length === 1 ? "" : "s"} ${unaware.join(", ")} did not say ${unaware.length === 1 ? "it does" : "they do"}; upgrade every broker (and keep them all reachable), or take an id of at most ${MAX_SAFE_BACKUP_ID}`,
+          );
+        }
+      }
       const partitionIds = partitionIdsOf(configuration);
       try {
         await store.writeBackupRecord({
@@ -190,7 +212,9 @@ export class BackupCoordinator {
     if (store === null) return { outcome: "backups", backups: [] };
     const records = new Map((await store.backupRecords()).map((stored) => [stored.backupId, stored]));
     const byBackup = groupByBackup(await store.manifests());
-    const ids = [...new Set([...records.keys(), ...byBackup.keys()])].sort((left, right) => right - left);
+    const ids = [...new Set([...records.keys(), ...byBackup.keys()])].sort((left, right) =>
+      left > right ? -1 : left < right ? 1 : 0,
+    );
     const backups: BackupView[] = [];
     for (const id of ids) {
       if (backups.length === MAX_LISTED_BACKUPS) break;
@@ -201,7 +225,7 @@ export class BackupCoordinator {
   }
 
   /** One backup; 404 when the store holds none (neither a record nor a part of a backup from before records). */
-  async status(backupId: number): Promise<BackupResponse> {
+  async status(backupId: bigint): Promise<BackupResponse> {
     const redirect = this.redirect();
     if (redirect !== null) return redirect;
     const backup = await this.read(backupId);
@@ -210,7 +234,7 @@ export class BackupCoordinator {
   }
 
   /** Removes a backup from the store; 409 while it is in progress, 404 when there is none. */
-  async delete(backupId: number): Promise<BackupResponse> {
+  async delete(backupId: bigint): Promise<BackupResponse> {
     const redirect = this.redirect();
     if (redirect !== null) return redirect;
     const store = this.context.store;
@@ -251,8 +275,8 @@ export class BackupCoordinator {
    * latest backup can be running (no backup is taken while another runs), so only its manifests are read: the
    * monitoring response asks on every poll.
    */
-  private async inProgress(store: BackupStore): Promise<number | null> {
-    const candidates = new Set<number>();
+  private async inProgress(store: BackupStore): Promise<bigint | null> {
+    const candidates = new Set<bigint>();
     const latest = (await store.backupIds()).at(-1);
     if (latest !== undefined) candidates.add(latest);
     for (const [id, taken] of this.taken) {
@@ -266,7 +290,7 @@ export class BackupCoordinator {
   }
 
   /** Backup `backupId` as the store holds it, or null when it holds none. */
-  private async read(backupId: number): Promise<BackupView | null> {
+  private async read(backupId: bigint): Promise<BackupView | null> {
     const store = this.context.store;
     if (store === null) return null;
     const [stored] = await store.backupRecords(backupId);
@@ -287,7 +311,7 @@ export class BackupCoordinator {
    * counts them.
    */
   view(
-    backupId: number,
+    backupId: bigint,
     stored: StoredBackupRecord | undefined,
     manifests: readonly BackupPartManifest[],
   ): BackupView | null {
@@ -320,7 +344,7 @@ export class BackupCoordinator {
     const first = failed ?? missing;
     if (recordProblem !== null) {
       return {
-        backupId,
+        backupId: encodedCheckpointId(backupId),
         state: "FAILED",
         failureReason: `the backup's record: ${recordProblem}`,
         partitionCount,
@@ -328,7 +352,7 @@ export class BackupCoordinator {
       };
     }
     return {
-      backupId,
+      backupId: encodedCheckpointId(backupId),
       state,
       failureReason: first === undefined ? null : `partition ${first.partitionId}: ${first.failureReason}`,
       partitionCount,
@@ -398,8 +422,8 @@ function isRunning(backup: BackupView): boolean {
   return backup.details.some((detail) => detail.state === "IN_PROGRESS");
 }
 
-function groupByBackup(manifests: readonly BackupPartManifest[]): Map<number, BackupPartManifest[]> {
-  const byBackup = new Map<number, BackupPartManifest[]>();
+function groupByBackup(manifests: readonly BackupPartManifest[]): Map<bigint, BackupPartManifest[]> {
+  const byBackup = new Map<bigint, BackupPartManifest[]>();
   for (const part of manifests) {
     const parts = byBackup.get(part.backupId);
     if (parts === undefined) byBackup.set(part.backupId, [part]);

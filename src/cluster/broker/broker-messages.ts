@@ -3,6 +3,7 @@
  * the cluster configuration and of broker addresses. Received messages are checked before use: a peer is another
  * broker, but a malformed message must never crash the Raft core or the configuration.
  */
+import { decodedCheckpointId } from "../engine/index.js";
 import type { Message } from "../raft/index.js";
 import type { BrokerRequest, ClusterChangeCommand } from "./protocol.js";
 
@@ -145,9 +146,12 @@ export function parseBrokerRequest(value: unknown): BrokerRequest | string {
       return { type: "backup-list" };
     case "backup-take":
     case "backup-status":
-    case "backup-delete":
-      if (!isNonNegativeInteger(value.backupId)) return `${value.type} needs an integer backupId ≥ 0`;
-      return { type: value.type, backupId: value.backupId };
+    case "backup-delete": {
+      // Parsed to a bigint, whichever of its two encodings it came in.
+      const backupId = decodedCheckpointId(value.backupId);
+      if (backupId === null) return `${value.type} needs an integer backupId from 0 to 2^63 − 1`;
+      return { type: value.type, backupId };
+    }
     default:
       return `unknown request type ${JSON.stringify(value.type)}`;
   }

@@ -17,6 +17,7 @@ import { BackupActivity } from "../backup/backup-activity.js";
 import { type Member, type Message, StorageCorruptionError } from "../raft/index.js";
 import type { StorageEnvironment } from "../raft/storage/environment.js";
 import {
+  brokerIdsOf,
   type ClusterConfiguration,
   ConfigurationDecodeError,
   decodeConfiguration,
@@ -49,6 +50,8 @@ import {
   type PeerRequest,
   type PeerResponses,
   parsePeerRequest,
+  peerAnswerFromWire,
+  peerMessageOnWire,
 } from "./peer-requests.js";
 import type {
   BrokerAddress,
@@ -61,8 +64,6 @@ import type {
   ReplicaReport,
 } from "./protocol.js";
 import { inactiveReplicaReport, ReplicaHost } from "./replica-host.js";
-
-type BrokerResponse = BrokerResponses[keyof BrokerResponses] | PeerResponses[keyof PeerResponses];
 
 /** Interval at which a closing broker checks whether its in-flight proposals finished. */
 const SHUTDOWN_POLL_MS = 10;
@@ -97,12 +98,16 @@ const MAX_OPERATION_RETRY_BACKOFF_MS = 30_000;
 const REPLICA_RESTART_BACKOFF_MS = 1_000;
 const MAX_REPLICA_RESTART_BACKOFF_MS = 60_000;
 
+/** How long the coordinator waits for each broker's `describe` answer before a backup id above 2^53 − 1. */
+const DESCRIBE_TIMEOUT_MS = 2_000;
+
 /** A running broker; create it with `Broker.start`. */
 export class Broker {
   readonly nodeId: number;
   private readonly options: BrokerOptions;
   private readonly logger: Logger;
-  private readonly transport: ClusterTransport<unknown, unknown, BrokerResponse>;
+  /** Answers go out as the wire carries them (`peerMessageOnWire`), hence unknown. */
+  private readonly transport: ClusterTransport<unknown, unknown, unknown>;
   /** Asks contact points, whose node ids are not known yet, for the cluster configuration. */
   private readonly contactClient: TransportClient<PeerRequest, unknown>;
   private readonly replicas: ReplicaHost;
@@ -211,6 +216,7 @@ export class Broker {
         );
         return answer === null ? null : { answer, afterUncertainAttempt: attempts.uncertain };
       },
+      brokersWithoutLargeCheckpointIds: () => this.brokersWithoutLargeCheckpointIds(),
       nowMs: () => Date.now(),
       flowplaneVersion: options.version,
     });
@@ -341,7 +347,33 @@ export class Broker {
       replicas: this.replicaReports(),
       liveness: this.liveness(),
       changeProgress: this.executor.progress(),
+      largeCheckpointIds: true,
     };
+  }
+
+  /**
+   * The brokers of the configuration, other than this one, whose `describe` answer does not say they apply checkpoint
+   * ids above 2^53 − 1: brokers of earlier versions, and brokers that did not answer in time.
+   */
+  private async brokersWithoutLargeCheckpointIds(): Promise<number[]> {
+    const others = brokerIdsOf(this.configuration).filter((brokerId) => brokerId !== this.nodeId);
+    const answers = await Promise.all(
+      others.map(async (brokerId) => {
+        try {
+          const answer = await this.transport.request(
+            brokerId,
+            { type: "describe" },
+            {
+              timeoutMs: DESCRIBE_TIMEOUT_MS,
+            },
+          );
+          return (answer as Partial<BrokerDescription> | null)?.largeCheckpointIds === true ? null : brokerId;
+        } catch {
+          return brokerId;
+        }
+      }),
+    );
+    return answers.filter((brokerId): brokerId is number => brokerId !== null);
   }
 
   /**
@@ -367,7 +399,9 @@ export class Broker {
 
   /** Sends a request to another broker over the cluster transport (its address must be known by gossip). */
   requestPeer<T extends PeerRequest>(nodeId: number, request: T, timeoutMs: number): Promise<PeerResponses[T["type"]]> {
-    return this.transport.request(nodeId, request, { timeoutMs }) as Promise<PeerResponses[T["type"]]>;
+    return this.transport
+      .request(nodeId, peerMessageOnWire(request), { timeoutMs })
+      .then(peerAnswerFromWire) as Promise<PeerResponses[T["type"]]>;
   }
 
   /**
@@ -691,7 +725,7 @@ export class Broker {
     return next;
   }
 
-  private async handleRequest(sender: RequestSender, raw: unknown): Promise<BrokerResponse> {
+  private async handleRequest(sender: RequestSender, raw: unknown): Promise<unknown> {
     if (sender.role === "node") this.lastContactMs.set(sender.nodeId, Date.now());
     const startedAt = performance.now();
     if (isPeerRequestType(raw)) {
@@ -703,7 +737,7 @@ export class Broker {
       const response = await this.answerPeer(request);
       const outcome = "outcome" in response ? response.outcome : "answered";
       this.metrics.observeRequest(request.type, outcome, (performance.now() - startedAt) / 1000);
-      return response;
+      return peerMessageOnWire(response);
     }
     const request = parseBrokerRequest(raw);
     if (typeof request === "string") {
@@ -763,10 +797,11 @@ export class Broker {
     }
     if (request.type === "cluster-change") return this.coordinator.change(request.command, request.dryRun);
     if (request.type === "cluster-cancel") return this.coordinator.cancel(request.changeId);
-    if (request.type === "backup-take") return this.backups.take(request.backupId);
+    // `parseBrokerRequest` made each backup id a bigint already.
+    if (request.type === "backup-take") return this.backups.take(BigInt(request.backupId));
     if (request.type === "backup-list") return this.backups.list();
-    if (request.type === "backup-status") return this.backups.status(request.backupId);
-    if (request.type === "backup-delete") return this.backups.delete(request.backupId);
+    if (request.type === "backup-status") return this.backups.status(BigInt(request.backupId));
+    if (request.type === "backup-delete") return this.backups.delete(BigInt(request.backupId));
     if (this.closing) return { outcome: "unavailable", detail: `broker ${this.nodeId} is shutting down` };
     const replica = this.replicas.get(request.partitionId);
     if (replica === undefined) {

@@ -27,9 +27,11 @@ export {
 export {
   type CheckpointRecord,
   DEFAULT_TENANT_ID,
+  decodedCheckpointId,
   decodeRecord,
   type EngineRecord,
   type ExpireMessagesRecord,
+  encodedCheckpointId,
   encodeRecord,
   isCheckpointId,
   isValidTenantId,

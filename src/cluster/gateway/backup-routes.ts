@@ -6,15 +6,16 @@
 import { type Static, Type } from "typebox";
 import { clusterScope } from "../../auth/scopes.js";
 import { ServiceError } from "../../http/errors.js";
-import { problemSchema } from "../../http/schemas.js";
+import { int64Schema, problemSchema } from "../../http/schemas.js";
 import type { HttpServer } from "../../http/server.js";
 import type { BackupRefusal, BackupView } from "../broker/protocol.js";
+import { encodedCheckpointId } from "../engine/index.js";
 import type { CoordinatorClient } from "./coordinator-client.js";
 
-const backupIdSchema = Type.Integer({
+const backupIdSchema = int64Schema({
   minimum: 0,
-  maximum: Number.MAX_SAFE_INTEGER,
-  description: "The backup's id: a non-negative integer above every earlier backup's id (never reused).",
+  description:
+    "The backup's id: an integer from 0 to 2^63 − 1 above every earlier backup's id (never reused), exact in the body and in answers beyond 2^53 − 1.",
 });
 
 const nullableString = Type.Union([Type.String(), Type.Null()]);
@@ -22,7 +23,7 @@ const nullableInteger = Type.Union([Type.Integer(), Type.Null()]);
 
 const backupSchema = Type.Object(
   {
-    backupId: Type.Integer(),
+    backupId: backupIdSchema,
     state: Type.Enum(["COMPLETED", "FAILED", "INCOMPLETE", "IN_PROGRESS"], {
       description:
         "COMPLETED when every partition's part is, FAILED when any part failed, INCOMPLETE when a partition has none, otherwise IN_PROGRESS.",
@@ -58,6 +59,11 @@ const errors = {
 } as const;
 
 const backupParameters = Type.Object({ backupId: backupIdSchema }, { additionalProperties: false });
+
+/** A validated backup id (a bigint, see `int64Schema`) as the coordinator takes it. */
+function onWire(backupId: bigint | number): number | bigint {
+  return encodedCheckpointId(BigInt(backupId));
+}
 
 /** Maps the coordinator's refusal to its problem document. */
 function refusal(answer: BackupRefusal): ServiceError {
@@ -99,7 +105,9 @@ export function backupRoutes(server: HttpServer, coordinator: CoordinatorClient)
       },
     },
     async (request, reply) =>
-      reply.code(202).send(backupOf(await coordinator.send({ type: "backup-take", backupId: request.body.backupId }))),
+      reply
+        .code(202)
+        .send(backupOf(await coordinator.send({ type: "backup-take", backupId: onWire(request.body.backupId) }))),
   );
 
   server.get(
@@ -130,7 +138,8 @@ export function backupRoutes(server: HttpServer, coordinator: CoordinatorClient)
         response: { 200: backupSchema, ...errors },
       },
     },
-    async (request) => backupOf(await coordinator.send({ type: "backup-status", backupId: request.params.backupId })),
+    async (request) =>
+      backupOf(await coordinator.send({ type: "backup-status", backupId: onWire(request.params.backupId) })),
   );
 
   server.delete(
@@ -144,6 +153,7 @@ export function backupRoutes(server: HttpServer, coordinator: CoordinatorClient)
         response: { 200: backupSchema, ...errors },
       },
     },
-    async (request) => backupOf(await coordinator.send({ type: "backup-delete", backupId: request.params.backupId })),
+    async (request) =>
+      backupOf(await coordinator.send({ type: "backup-delete", backupId: onWire(request.params.backupId) })),
   );
 }
