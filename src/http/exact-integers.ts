@@ -8,7 +8,8 @@
  * - a response writes a bigint as its digits (fast-json-stringify does so for `type: "integer"`).
  */
 import type { Ajv, FuncKeywordDefinition, SchemaValidateFunction } from "ajv";
-import { exactInteger, MAX_INT64 } from "../json/exact-json.js";
+import { exactInteger } from "../json/exact-json.js";
+import { MAX_INT64 } from "../json/int64.js";
 
 /** The format that marks an exact 64-bit integer field. */
 export const INT64_FORMAT = "int64";

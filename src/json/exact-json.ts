@@ -7,14 +7,8 @@
  */
 import { parse, stringify } from "lossless-json";
 
-/** The largest signed 64-bit integer, 2^63 − 1. */
-export const MAX_INT64 = 2n ** 63n - 1n;
-
 /** An integer written in digits only (JSON numbers with a fraction or an exponent stay doubles, as they parse). */
 const INTEGER_TEXT = /^-?[0-9]+$/;
-
-/** Decimal digits of a non-negative 64-bit integer (leading zeros allowed, as in the numbers they replace). */
-const NON_NEGATIVE_INT64_TEXT = /^[0-9]{1,19}$/;
 
 function exactNumber(text: string): number | bigint {
   const value = Number(text);
@@ -31,13 +25,6 @@ export function stringifyJsonExactly(value: unknown, indentation?: number): stri
   const text = stringify(value, undefined, indentation);
   if (text === undefined) throw new TypeError("the value has no JSON form");
   return text;
-}
-
-/** The non-negative 64-bit integer `text` writes in decimal digits, or null when it writes anything else. */
-export function parseNonNegativeInt64(text: string): bigint | null {
-  if (!NON_NEGATIVE_INT64_TEXT.test(text)) return null;
-  const value = BigInt(text);
-  return value <= MAX_INT64 ? value : null;
 }
 
 /**

@@ -1,12 +1,7 @@
 /** JSON with exact 64-bit integers: parsed and written like JSON.parse and JSON.stringify, except beyond 2^53 − 1. */
 import { describe, expect, it } from "vitest";
-import {
-  exactInteger,
-  MAX_INT64,
-  parseJsonExactly,
-  parseNonNegativeInt64,
-  stringifyJsonExactly,
-} from "../../src/json/exact-json.js";
+import { exactInteger, parseJsonExactly, stringifyJsonExactly } from "../../src/json/exact-json.js";
+import { MAX_INT64 } from "../../src/json/int64.js";
 
 describe("exact JSON", () => {
   it("parses integers beyond 2^53 − 1 as their exact bigints, and everything else as JSON.parse does", () => {
@@ -30,15 +25,6 @@ describe("exact JSON", () => {
     );
     const plain = { formatVersion: 1, backupId: 5, files: [], reason: null };
     expect(stringifyJsonExactly(plain, 2)).toBe(JSON.stringify(plain, null, 2));
-  });
-
-  it("reads a non-negative 64-bit integer from decimal digits, and nothing else", () => {
-    expect(parseNonNegativeInt64("0")).toBe(0n);
-    expect(parseNonNegativeInt64("007")).toBe(7n);
-    expect(parseNonNegativeInt64("9223372036854775807")).toBe(MAX_INT64);
-    for (const text of ["9223372036854775808", "-1", "1e3", "1.0", "", " 1", "0x10", "99999999999999999999"]) {
-      expect(parseNonNegativeInt64(text), text).toBeNull();
-    }
   });
 
   it("takes a parsed JSON integer exactly: a safe integer or a bigint, never a rounded double", () => {

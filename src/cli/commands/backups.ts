@@ -6,7 +6,7 @@
 import { type Command, InvalidArgumentError } from "commander";
 import { type Backup, BackupsClient } from "../../client/backups.js";
 import { gatewayAudience } from "../../client/cluster.js";
-import { MAX_INT64, parseNonNegativeInt64 } from "../../json/exact-json.js";
+import { MAX_INT64, parseNonNegativeInt64 } from "../../json/int64.js";
 import { type CliIo, UsageError } from "../io.js";
 import { ProgressLines } from "../progress-lines.js";
 import { printable, printableJson } from "../terminal-text.js";

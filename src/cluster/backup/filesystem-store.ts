@@ -13,7 +13,8 @@ import { createReadStream } from "node:fs";
 import { open, readdir, readFile, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { createPrivateDirectoryDurably, privateFileMode } from "../../files/private-files.js";
-import { parseJsonExactly, parseNonNegativeInt64, stringifyJsonExactly } from "../../json/exact-json.js";
+import { parseJsonExactly, stringifyJsonExactly } from "../../json/exact-json.js";
+import { compareAscending, parseNonNegativeInt64 } from "../../json/int64.js";
 import { FileWriterThread, type FileWriterThreadOptions } from "./file-writer-thread.js";
 import {
   BACKUP_FILE_NAMES,
@@ -61,10 +62,6 @@ function backupIdOf(name: string): bigint | null {
   return BACKUP_ID_PATTERN.test(name) ? parseNonNegativeInt64(name) : null;
 }
 
-function ascending(left: bigint, right: bigint): number {
-  return left < right ? -1 : left > right ? 1 : 0;
-}
-
 async function syncDirectory(directory: string): Promise<void> {
   const handle = await open(directory, "r");
   try {
@@ -97,7 +94,7 @@ async function listBackupIds(directory: string): Promise<bigint[]> {
   return (await namesIn(directory))
     .map(backupIdOf)
     .filter((id): id is bigint => id !== null)
-    .sort(ascending);
+    .sort(compareAscending);
 }
 
 /** See the module comment. */
@@ -222,7 +219,7 @@ export class FilesystemBackupStore implements BackupStore {
     for (const partitionId of await listIds(this.basePath)) {
       for (const id of await listBackupIds(join(this.basePath, String(partitionId)))) ids.add(id);
     }
-    return [...ids].sort(ascending);
+    return [...ids].sort(compareAscending);
   }
 
   async deleteBackup(backupId: bigint): Promise<boolean> {
@@ -254,7 +251,7 @@ export class FilesystemBackupStore implements BackupStore {
       .map((name) => RECORD_NAME_PATTERN.exec(name)?.[1])
       .map((name) => (name === undefined ? null : backupIdOf(name)))
       .filter((id): id is bigint => id !== null)
-      .sort(ascending);
+      .sort(compareAscending);
   }
 
   /** The record of `backupId`; null when there is none (deleted meanwhile), the problem when it cannot be used. */

@@ -21,6 +21,7 @@
  * when it starts again (`failAbandonedParts`), and a part of a broker that is unreachable is reported FAILED.
  */
 import type { Logger } from "pino";
+import { compareAscending } from "../../json/int64.js";
 import {
   type BackupPartManifest,
   type BackupStore,
@@ -213,7 +214,7 @@ export class BackupCoordinator {
     const records = new Map((await store.backupRecords()).map((stored) => [stored.backupId, stored]));
     const byBackup = groupByBackup(await store.manifests());
     const ids = [...new Set([...records.keys(), ...byBackup.keys()])].sort((left, right) =>
-      left > right ? -1 : left < right ? 1 : 0,
+      compareAscending(right, left),
     );
     const backups: BackupView[] = [];
     for (const id of ids) {

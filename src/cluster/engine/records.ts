@@ -36,7 +36,7 @@
  * read from the LEADER's clock when it proposes; replicas never read clocks, which keeps applying deterministic.
  */
 import { Packr } from "msgpackr";
-import { MAX_INT64 } from "../../json/exact-json.js";
+import { MAX_INT64 } from "../../json/int64.js";
 
 /** Tenant of messages published without one; the same literal the workflow engine uses. */
 export const DEFAULT_TENANT_ID = "<default>";

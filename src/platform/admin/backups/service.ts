@@ -30,7 +30,7 @@ import { ApiError } from "../../../client/errors.js";
 import type { HttpOptions } from "../../../client/http.js";
 import { restorableShapeProblem } from "../../../client/restorable-shape.js";
 import { conflict, invalidRequest, notFound, ServiceError } from "../../../http/errors.js";
-import { MAX_INT64, parseNonNegativeInt64 } from "../../../json/exact-json.js";
+import { MAX_INT64, parseNonNegativeInt64 } from "../../../json/int64.js";
 import type { RestoreTarget } from "../../provisioner/provisioner.js";
 import { makeCommitsDurable } from "../../store/database.js";
 import type { PlatformDatabase } from "../../store/schema.js";
