@@ -12,6 +12,7 @@ import { randomBytes } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { open, readdir, readFile, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
+import { type Logger, pino } from "pino";
 import { createPrivateDirectoryDurably, privateFileMode } from "../../files/private-files.js";
 import { parseJsonExactly, stringifyJsonExactly } from "../../json/exact-json.js";
 import { compareAscending, parseNonNegativeInt64 } from "../../json/int64.js";
@@ -97,17 +98,25 @@ async function listBackupIds(directory: string): Promise<bigint[]> {
     .sort(compareAscending);
 }
 
+/** Options of a `FilesystemBackupStore`. */
+export interface FilesystemBackupStoreOptions extends FileWriterThreadOptions {
+  /** Where the store says what it could not clean up (silent when absent). */
+  readonly logger?: Logger;
+}
+
 /** See the module comment. */
 export class FilesystemBackupStore implements BackupStore {
   /** Writes the data files, off the event loop (see file-writer-thread.ts). */
   readonly fileWriter: FileWriterThread;
+  private readonly logger: Logger;
 
   /** A store rooted at `basePath` (created 0700 when missing). */
   constructor(
     readonly basePath: string,
-    options: FileWriterThreadOptions = {},
+    options: FilesystemBackupStoreOptions = {},
   ) {
     this.fileWriter = new FileWriterThread(options);
+    this.logger = options.logger ?? pino({ level: "silent" });
   }
 
   /** The directory of one part. */
@@ -150,9 +159,47 @@ export class FilesystemBackupStore implements BackupStore {
       await handle.close();
     }
     await syncDirectory(directory);
-    for (const id of await listBackupIds(directory)) {
-      if (id < backupId) await rm(join(directory, String(id)), { force: true });
+    await this.removeMarksBelow(backupId);
+  }
+
+  /**
+   * Removes the marks below `backupId`, whose own mark is durable already. Best effort: only the highest mark counts,
+   * so a mark left behind changes nothing and the next writer tries again; failing here would fail a take whose id is
+   * taken already (and every later take the same way, while the entry stays).
+   */
+  private async removeMarksBelow(backupId: bigint): Promise<void> {
+    const directory = this.takenDirectory();
+    let ids: bigint[];
+    try {
+      ids = await listBackupIds(directory);
+    } catch (error) {
+      this.logger.warn({ err: error, directory }, "the taken backup ids could not be listed to remove the lower marks");
+      return;
     }
+    for (const id of ids) {
+      if (id >= backupId) continue;
+      const path = join(directory, String(id));
+      try {
+        await rm(path, { force: true });
+      } catch (error) {
+        this.logger.warn({ err: error, path }, "a lower taken backup id's mark could not be removed; it is kept");
+      }
+    }
+  }
+
+  /** Raises the highest taken backup id to `backupId` unless it is there already (deleting a backup keeps its id). */
+  private async keepTaken(backupId: bigint): Promise<void> {
+    const highest = await this.highestTakenBackupId();
+    if (highest === null || highest < backupId) await this.markTaken(backupId);
+  }
+
+  /** The partitions that hold a directory of backup `backupId`, ascending. */
+  private async partitionsHolding(backupId: bigint): Promise<number[]> {
+    const holding: number[] = [];
+    for (const partitionId of await listIds(this.basePath)) {
+      if ((await listBackupIds(join(this.basePath, String(partitionId)))).includes(backupId)) holding.push(partitionId);
+    }
+    return holding;
   }
 
   /** The directory of the taken ids' marks. */
@@ -223,26 +270,22 @@ export class FilesystemBackupStore implements BackupStore {
   }
 
   async deleteBackup(backupId: bigint): Promise<boolean> {
+    // Looked at up front only to answer whether there was a backup and to keep its id taken (a backup an older
+    // coordinator took raised no mark); the parts are listed again once the record is gone.
     const recorded = (await this.recordIds()).includes(backupId);
-    const holding: number[] = [];
-    for (const partitionId of await listIds(this.basePath)) {
-      if ((await listBackupIds(join(this.basePath, String(partitionId)))).includes(backupId)) {
-        holding.push(partitionId);
-      }
-    }
-    if (!recorded && holding.length === 0) return false;
-    // A backup an older coordinator took raised no mark: its id stays taken once the backup is gone.
-    const highest = await this.highestTakenBackupId();
-    if (highest === null || highest < backupId) await this.markTaken(backupId);
+    const found = recorded || (await this.partitionsHolding(backupId)).length > 0;
+    if (found) await this.keepTaken(backupId);
     // The record goes first and durably: a leader that looks for it afterwards writes no part of this backup.
     if (recorded) {
       await rm(this.recordPath(backupId), { force: true });
       await syncDirectory(join(this.basePath, RECORDS_DIRECTORY));
     }
-    for (const partitionId of holding) {
+    // Listed only now: a leader that read the record just before it went may have created its part's directory
+    // after the look above, and its part must go too.
+    for (const partitionId of await this.partitionsHolding(backupId)) {
       await rm(join(this.basePath, String(partitionId), String(backupId)), { recursive: true, force: true });
     }
-    return true;
+    return found;
   }
 
   /** The ids of the backups with a record, ascending. */

@@ -7,6 +7,7 @@ import { createHash } from "node:crypto";
 import { mkdir, mkdtemp, readdir, readFile, rename, rm, stat, truncate, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { pino } from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { FilesystemBackupStore } from "../../../src/cluster/backup/filesystem-store.js";
 import { type PartitionBackupSource, writePartitionBackup } from "../../../src/cluster/backup/partition-backup.js";
@@ -293,6 +294,29 @@ describe("FilesystemBackupStore's backup records", () => {
     expect(await store.deleteBackup(5n)).toBe(true);
     expect(await store.backupIds()).toEqual([]);
   });
+
+  it("removes a part whose leader read the record just before the delete and created its directory meanwhile", async () => {
+    await store.writeBackupRecord(record);
+    await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, request(4n));
+    /** A store on the same directory in which a leader of partition 3 writes its first manifest mid-delete. */
+    class RacedStore extends FilesystemBackupStore {
+      raced = false;
+      override async highestTakenBackupId(): Promise<bigint | null> {
+        // Asked after the delete looked for the backup's parts, before it removes the record.
+        if (!this.raced) {
+          this.raced = true;
+          await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, { ...request(4n), partitionId: 3 });
+        }
+        return super.highestTakenBackupId();
+      }
+    }
+    const raced = new RacedStore(join(base, "store"));
+    expect(await raced.deleteBackup(4n)).toBe(true);
+    expect(raced.raced).toBe(true);
+    expect(await store.manifests(4n)).toEqual([]);
+    expect(await readdir(join(base, "store", "3"))).toEqual([]);
+    expect(await store.backupIds()).toEqual([]);
+  });
 });
 
 describe("FilesystemBackupStore's highest taken backup id", () => {
@@ -328,6 +352,31 @@ describe("FilesystemBackupStore's highest taken backup id", () => {
     await store.markTaken(10n);
     expect(await store.highestTakenBackupId()).toBe(11n);
     expect(await readdir(takenDirectory())).toContain("11");
+  });
+
+  it("takes the id though a lower mark cannot be removed, logs it, and removes it once it can", async () => {
+    const logged: { msg: string; path?: string }[] = [];
+    const logging = new FilesystemBackupStore(join(base, "store"), {
+      logger: pino({ level: "warn" }, { write: (line: string) => logged.push(JSON.parse(line)) }),
+    });
+    // A directory where a mark's file should be: removing it as a file fails.
+    await mkdir(join(takenDirectory(), "3"), { recursive: true });
+    await logging.writeBackupRecord(record(5n));
+    expect(await logging.backupRecords(5n)).toHaveLength(1);
+    expect(await logging.highestTakenBackupId()).toBe(5n);
+    expect(logged).toMatchObject([
+      {
+        msg: "a lower taken backup id's mark could not be removed; it is kept",
+        path: join(takenDirectory(), "3"),
+      },
+    ]);
+    // Every later take records as well, and the next writer removes the entry once it is a file again.
+    await logging.writeBackupRecord(record(6n));
+    expect(await logging.backupRecords(6n)).toHaveLength(1);
+    await rm(join(takenDirectory(), "3"), { recursive: true });
+    await writeFile(join(takenDirectory(), "3"), "");
+    await logging.writeBackupRecord(record(7n));
+    expect((await readdir(takenDirectory())).sort()).toEqual(["7"]);
   });
 
   it("raises it to a deleted backup that an older version took without a mark", async () => {
