@@ -36,6 +36,7 @@ export {
   isCheckpointId,
   isValidTenantId,
   MAX_RELOCATION_BATCH,
+  MAX_SAFE_CHECKPOINT_ID,
   MESSAGE_LIMITS,
   type PublishMessageRecord,
   RecordValidationError,

@@ -194,6 +194,12 @@ const RELOCATED_OUT_CODE = 5;
 const RELOCATE_IN_CODE = 6;
 const CHECKPOINT_CODE = 7;
 
+/**
+ * The largest checkpoint id earlier versions take, 2^53 − 1: up to it an id is encoded as the msgpack number they
+ * write, above it as an int64 they reject (see the module comment).
+ */
+export const MAX_SAFE_CHECKPOINT_ID = 2n ** 53n - 1n;
+
 /** Whether `value` is a checkpoint id: a bigint in 0..2^63 − 1 (backup ids are chosen by operators). */
 export function isCheckpointId(value: unknown): value is bigint {
   return typeof value === "bigint" && value >= 0n && value <= MAX_INT64;
@@ -204,16 +210,19 @@ export function isCheckpointId(value: unknown): value is bigint {
  * every earlier version writes), a bigint (msgpack int64) above.
  */
 export function encodedCheckpointId(checkpointId: bigint): number | bigint {
-  return checkpointId <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(checkpointId) : checkpointId;
+  return checkpointId <= MAX_SAFE_CHECKPOINT_ID ? Number(checkpointId) : checkpointId;
 }
 
 /**
- * The checkpoint id `encodedCheckpointId` wrote, or null for anything else. A bigint up to 2^53 − 1 is refused: no
- * version writes one, and earlier versions refuse it, so every version rejects such a record alike.
+ * Reads a checkpoint id in one of the two forms `encodedCheckpointId` writes, as msgpack decodes them, and returns it
+ * as a bigint: a number that is a safe integer ≥ 0, or a bigint in 2^53..2^63 − 1. Returns null for anything else: a
+ * negative or fractional number, a double beyond 2^53 − 1 (it may have been rounded), a bigint from 2^63 on, and a
+ * bigint up to 2^53 − 1, which no version writes and earlier versions refuse, so that every version rejects such a
+ * record alike.
  */
 export function decodedCheckpointId(value: unknown): bigint | null {
   if (typeof value === "number") return Number.isSafeInteger(value) && value >= 0 ? BigInt(value) : null;
-  return isCheckpointId(value) && value > BigInt(Number.MAX_SAFE_INTEGER) ? value : null;
+  return isCheckpointId(value) && value > MAX_SAFE_CHECKPOINT_ID ? value : null;
 }
 
 /** Whether `value` may be the checkpoint id a hand-over carries: a checkpoint id, or null for none. */
@@ -221,10 +230,21 @@ function isCarriedCheckpointId(value: unknown): value is bigint | null {
   return value === null || isCheckpointId(value);
 }
 
-/** The carried checkpoint id an encoded hand-over holds (null: none), or undefined when it is malformed. */
-function decodedCarriedCheckpointId(value: unknown): bigint | null | undefined {
-  if (value === null) return null;
-  return decodedCheckpointId(value) ?? undefined;
+/** What the optional last field of a hand-over record (relocatedOut, relocateIn) holds. */
+type CarriedCheckpointId =
+  | { readonly wellFormed: true; readonly checkpointId: bigint | null }
+  | { readonly wellFormed: false };
+
+/**
+ * The checkpoint id a hand-over record carries at `fields[index]`: none when the field is absent (the layout of
+ * versions before checkpoints) or null, the id `decodedCheckpointId` reads otherwise, and not well formed when it
+ * reads none.
+ */
+function carriedCheckpointId(fields: readonly unknown[], index: number): CarriedCheckpointId {
+  const value = index < fields.length ? fields[index] : null;
+  if (value === null) return { wellFormed: true, checkpointId: null };
+  const checkpointId = decodedCheckpointId(value);
+  return checkpointId === null ? { wellFormed: false } : { wellFormed: true, checkpointId };
 }
 
 /** Most messages one relocateOut, relocatedOut or relocateIn record carries. */
@@ -506,10 +526,9 @@ export function decodeAppliedRecord(bytes: Uint8Array): AppliedRecord {
   }
   if (code === RELOCATED_OUT_CODE) {
     const relocations = value[1];
-    const checkpointId = value.length === 3 ? decodedCarriedCheckpointId(value[2]) : null;
+    const carried = carriedCheckpointId(value, 2);
     const valid =
       (value.length === 2 || value.length === 3) &&
-      checkpointId !== undefined &&
       Array.isArray(relocations) &&
       relocations.length >= 1 &&
       relocations.length <= MAX_RELOCATION_BATCH &&
@@ -520,7 +539,7 @@ export function decodeAppliedRecord(bytes: Uint8Array): AppliedRecord {
           isCounter(entry[0]) &&
           (entry[1] === null || isKeyText(entry[1])),
       );
-    if (!valid) {
+    if (!valid || !carried.wellFormed) {
       return {
         kind: "invalid",
         detail: "relocatedOut record must be [5, [[counter, newKey | null], …], checkpointId | null]",
@@ -529,7 +548,7 @@ export function decodeAppliedRecord(bytes: Uint8Array): AppliedRecord {
     return {
       kind: "relocatedOut",
       relocations: (relocations as [number, string | null][]).map(([counter, newKey]) => ({ counter, newKey })),
-      checkpointId: checkpointId as bigint | null,
+      checkpointId: carried.checkpointId,
     };
   }
   if (code === RELOCATE_IN_CODE) return decodeRelocateIn(value);
@@ -584,7 +603,7 @@ function relocatedMessageProblems(message: {
 
 function decodeRelocateIn(value: unknown[]): AppliedRecord {
   const [, entries, nowMs] = value;
-  const checkpointId = value.length === 4 ? decodedCarriedCheckpointId(value[3]) : null;
+  const carried = carriedCheckpointId(value, 3);
   if (
     (value.length !== 3 && value.length !== 4) ||
     !Array.isArray(entries) ||
@@ -597,7 +616,7 @@ function decodeRelocateIn(value: unknown[]): AppliedRecord {
     };
   }
   if (!isTimestamp(nowMs)) return { kind: "invalid", detail: `nowMs must be an integer in 0..${MAX_TIMESTAMP_MS}` };
-  if (checkpointId === undefined) {
+  if (!carried.wellFormed) {
     return { kind: "invalid", detail: "checkpointId must be a non-negative integer or null" };
   }
   const messages: RelocatedMessage[] = [];
@@ -629,7 +648,7 @@ function decodeRelocateIn(value: unknown[]): AppliedRecord {
       publishedAtMs: publishedAtMs as number,
     });
   }
-  return { kind: "relocateIn", messages, nowMs: nowMs as number, checkpointId };
+  return { kind: "relocateIn", messages, nowMs: nowMs as number, checkpointId: carried.checkpointId };
 }
 
 /** Decodes msgpack-encoded variables back into an object. */

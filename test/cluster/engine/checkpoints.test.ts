@@ -149,6 +149,16 @@ describe("checkpoint ids carried on relocation hand-overs", () => {
     const relocateIn = encodeRecord({ kind: "relocateIn", messages: [relocated("2251799813685249")], nowMs: 2_000 });
     expect((engineCodec.unpack(relocateIn) as unknown[]).length).toBe(3);
     expect(decodeAppliedRecord(engineCodec.pack([5, [[1, null]], -2]))).toMatchObject({ kind: "invalid" });
+    // An explicit null is no checkpoint, as an absent field is, on both kinds of hand-over.
+    expect(decodeAppliedRecord(engineCodec.pack([5, [[1, null]], null]))).toMatchObject({ checkpointId: null });
+    const relocateInFields = engineCodec.unpack(relocateIn) as unknown[];
+    expect(decodeAppliedRecord(relocateIn)).toMatchObject({ kind: "relocateIn", checkpointId: null });
+    expect(decodeAppliedRecord(engineCodec.pack([...relocateInFields, null]))).toMatchObject({
+      kind: "relocateIn",
+      checkpointId: null,
+    });
+    expect(decodeAppliedRecord(engineCodec.pack([...relocateInFields, 9]))).toMatchObject({ checkpointId: 9n });
+    expect(decodeAppliedRecord(engineCodec.pack([...relocateInFields, "9"]))).toMatchObject({ kind: "invalid" });
     expect(() =>
       encodeRecord({ kind: "relocateIn", messages: [relocated("2251799813685249")], nowMs: 2_000, checkpointId: -1n }),
     ).toThrow(/checkpointId/);
@@ -203,6 +213,16 @@ describe("checkpoint ids beyond 2^53 − 1", () => {
       checkpointId: 5n,
     });
     expect(relocatedOut).toEqual(engineCodec.pack([5, [[1, null]], 5]));
+    // Pinned bytes on either side of the boundary: 2^53 − 1 as the float64 earlier versions write (msgpackr packs an
+    // integer beyond 32 bits so), 2^53 as an int64, on a checkpoint record and on a hand-over.
+    expect(Buffer.from(checkpoint(2n ** 53n - 1n)).toString("hex")).toBe("9207cb433fffffffffffff");
+    expect(Buffer.from(checkpoint(2n ** 53n)).toString("hex")).toBe("9207d30020000000000000");
+    const handOver = encodeRecord({
+      kind: "relocatedOut",
+      relocations: [{ counter: 1, newKey: null }],
+      checkpointId: 2n ** 53n,
+    });
+    expect(Buffer.from(handOver).toString("hex")).toBe("9305919201c0d30020000000000000");
     const bytes = checkpoint(largest);
     // msgpack int64: 0xd3 and the eight bytes of 2^63 − 1. A broker of an earlier version decodes it as a bigint,
     // which is no safe integer to it, and rejects the record as invalid (see DEVELOPERS.md).
