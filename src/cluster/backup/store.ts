@@ -14,9 +14,9 @@
  * Backups written before records existed have none; their count is the lowest their parts recorded.
  *
  * Recording a backup also raises the store's highest backup id (`highestTakenBackupId`) durably, before the record is
- * written, and deleting a backup never lowers it: an id at or below it was taken before, even when its backup is gone,
- * so the coordinator refuses it without asking any partition (a partition's own refusal needs an answer from its
- * first leader, which may not come).
+ * written, and deleting a backup never lowers it: an id at or below it was used before (a backup was taken, or a take
+ * was attempted whose record failed), even when no backup of it exists now, so the coordinator refuses it without
+ * asking any partition (a partition's own refusal needs an answer from its first leader, which may not come).
  *
  * The interface is small so that an object store can implement it; `FilesystemBackupStore` is the default.
  */

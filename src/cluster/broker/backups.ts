@@ -13,9 +13,12 @@
  * of recorded backups and partitions, deleting a backup removes its record first, and a backup the store holds only
  * stray parts of (no record, every part written against one) is not listed: it was deleted.
  *
- * Ids are 0..2^63 − 1 (bigints). One above 2^53 − 1 is taken only when every broker of the configuration says it
- * applies such checkpoint ids (`largeCheckpointIds` of its `describe` answer): a broker of an earlier version rejects
- * the records that carry one, so its replicas would apply them differently from the others'.
+ * Ids are 0..2^63 − 1 (bigints). The first one above 2^53 − 1 is taken only when every broker of the configuration
+ * says it applies such checkpoint ids (`largeCheckpointIds` of its `describe` answer): a broker of an earlier version
+ * rejects the records that carry one, so its replicas would apply them differently from the others'. Once the store
+ * holds such an id, a broker that does not answer no longer blocks a take (the running brokers applied such ids
+ * already), and a cluster change adds no broker and places no replica on one that does not say it applies them
+ * (`largeBackupIdProblem`, asked by the change coordinator).
  *
  * A part whose writer is gone is not left IN_PROGRESS forever: a broker marks the parts it left IN_PROGRESS FAILED
  * when it starts again (`failAbandonedParts`), and a part of a broker that is unreachable is reported FAILED.
@@ -28,8 +31,8 @@ import {
   backupPartitionCount,
   type StoredBackupRecord,
 } from "../backup/store.js";
-import { encodedCheckpointId } from "../engine/index.js";
-import { type ClusterConfiguration, partitionIdsOf } from "../topology/index.js";
+import { encodedCheckpointId, MAX_SAFE_CHECKPOINT_ID } from "../engine/index.js";
+import { brokerIdsOf, type ClusterConfiguration, partitionIdsOf } from "../topology/index.js";
 import { actingCoordinator } from "./change-executor.js";
 import type { CheckpointAnswer } from "./peer-requests.js";
 import type { BackupListResponse, BackupPartitionView, BackupRefusal, BackupResponse, BackupView } from "./protocol.js";
@@ -44,11 +47,8 @@ export interface BackupCoordinatorContext {
   isReachable(brokerId: number): boolean;
   /** Asks the partition's leader to take the checkpoint; null when no leader answered. */
   checkpoint(partitionId: number, checkpointId: bigint): Promise<CheckpointReply | null>;
-  /**
-   * The brokers of the configuration that did not say they apply checkpoint ids above 2^53 − 1: brokers of earlier
-   * versions, and brokers that did not answer.
-   */
-  brokersWithoutLargeCheckpointIds(): Promise<readonly number[]>;
+  /** What `brokerIds` (this broker aside) answer when asked whether they apply checkpoint ids above 2^53 − 1. */
+  largeCheckpointIdSupport(brokerIds: readonly number[]): Promise<LargeCheckpointIdSupport>;
   /** Milliseconds since the epoch. */
   nowMs(): number;
   /** The flowplane version recorded in each backup's record. */
@@ -67,8 +67,13 @@ const MAX_REMEMBERED_BACKUPS = 64;
 /** Most backups listed at once (newest first). */
 export const MAX_LISTED_BACKUPS = 1_000;
 
-/** The largest id earlier versions take; above it, every broker must say it applies such checkpoint ids. */
-const MAX_SAFE_BACKUP_ID = BigInt(Number.MAX_SAFE_INTEGER);
+/** How the brokers asked answered whether they apply checkpoint ids above 2^53 − 1 (`describe`). */
+export interface LargeCheckpointIdSupport {
+  /** Brokers that did not answer in time, ascending. */
+  readonly unanswered: readonly number[];
+  /** Brokers that answered without saying they do (earlier versions), ascending, with the version they answered. */
+  readonly unsupported: readonly { readonly brokerId: number; readonly version: string }[];
+}
 
 /** A partition leader's answer to a checkpoint request. */
 export interface CheckpointReply {
@@ -100,6 +105,45 @@ function refused(status: 400 | 404 | 409 | 503, detail: string): BackupRefusal {
   return { outcome: "refused", status, detail };
 }
 
+/** "broker 2" or "brokers 1, 2". */
+function brokersNamed(brokerIds: readonly number[]): string {
+  return `broker${brokerIds.length === 1 ? "" : "s"} ${brokerIds.join(", ")}`;
+}
+
+/**
+ * What keeps the brokers of `support` from applying checkpoint ids above 2^53 − 1 and what to do about it: the brokers
+ * that answered without saying they do (an earlier version) and those that did not answer, named apart; null when
+ * there are none.
+ */
+function largeCheckpointIdObstacles(support: LargeCheckpointIdSupport): { reasons: string; remedies: string } | null {
+  const reasons: string[] = [];
+  const remedies: string[] = [];
+  if (support.unsupported.length > 0) {
+    const one = support.unsupported.length === 1;
+    const versions = support.unsupported.map(({ brokerId, version }) => `${brokerId} (version ${version})`);
+    reasons.push(
+      `broker${one ? "" : "s"} ${versions.join(", ")} answered without saying ${one ? "it does" : "they do"}`,
+    );
+    remedies.push("upgrade the brokers of an earlier version");
+  }
+  if (support.unanswered.length > 0) {
+    reasons.push(`${brokersNamed(support.unanswered)} did not answer`);
+    remedies.push("make sure the brokers that did not answer run and are reachable");
+  }
+  return reasons.length === 0 ? null : { reasons: reasons.join("; "), remedies: remedies.join(" and ") };
+}
+
+/** The higher of two used backup ids, either of which may be unknown (null). */
+function highestUsedOf(latest: bigint | null, highestTaken: bigint | null): bigint | null {
+  if (latest === null || highestTaken === null) return latest ?? highestTaken;
+  return latest > highestTaken ? latest : highestTaken;
+}
+
+/** The highest backup id the store used: its latest backup's, or a higher one it recorded as taken. */
+async function highestUsedBackupId(store: BackupStore): Promise<bigint | null> {
+  return highestUsedOf((await store.backupIds()).at(-1) ?? null, await store.highestTakenBackupId());
+}
+
 /** See the module comment. */
 export class BackupCoordinator {
   /** Backups this coordinator took, by id: which partitions took no checkpoint, and when (the newest few). */
@@ -129,25 +173,21 @@ export class BackupCoordinator {
       if (latest !== null && latest >= backupId) {
         return refused(409, `backup ids must be above every earlier id; the latest backup is ${latest}`);
       }
-      // Deleted backups' ids count too. The store's mark settles it before any partition is asked: a partition's own
-      // refusal (it holds a later checkpoint) needs an answer from the first leader asked, which may not come.
+      // Deleted backups' ids count too, and so do ids whose take failed after the store marked them. The store's mark
+      // settles it before any partition is asked: a partition's own refusal (it holds a later checkpoint) needs an
+      // answer from the first leader asked, which may not come.
       const highestTaken = await store.highestTakenBackupId();
       if (highestTaken !== null && highestTaken >= backupId) {
         return refused(
           409,
-          `backup ids are never reused and must be above every earlier id, deleted backups' included; id ${highestTaken} was taken before and its backup no longer exists`,
+          `backup ids are never reused and must be above every earlier id; id ${highestTaken} is used (a backup of it was taken or attempted); take an id above ${highestTaken}`,
         );
       }
       const running = await this.inProgress(store);
       if (running !== null) return refused(409, `backup ${running} is in progress`);
-      if (backupId > MAX_SAFE_BACKUP_ID) {
-        const unaware = await this.context.brokersWithoutLargeCheckpointIds();
-        if (unaware.length > 0) {
-          return refused(
-            409,
-            `backup ids above ${MAX_SAFE_BACKUP_ID} need every broker to run a version that takes them, and broker${unaware.length === 1 ? "" : "s"} ${unaware.join(", ")} did not say ${unaware.length === 1 ? "it does" : "they do"}; upgrade every broker (and keep them all reachable), or take an id of at most ${MAX_SAFE_BACKUP_ID}`,
-          );
-        }
+      if (backupId > MAX_SAFE_CHECKPOINT_ID) {
+        const problem = await this.largeBackupIdTakeProblem(configuration, highestUsedOf(latest, highestTaken));
+        if (problem !== null) return refused(409, problem);
       }
       const partitionIds = partitionIdsOf(configuration);
       try {
@@ -160,7 +200,7 @@ export class BackupCoordinator {
         });
       } catch (error) {
         this.context.logger.warn({ err: error, backupId }, "the backup's record could not be written");
-        return refused(503, `the backup store could not record backup ${backupId}; no checkpoint was taken`);
+        return refused(503, await this.unrecordedDetail(store, backupId));
       }
       const answers = await Promise.all(
         partitionIds.map((partitionId) => this.context.checkpoint(partitionId, backupId)),
@@ -256,6 +296,69 @@ export class BackupCoordinator {
     this.taken.delete(backupId);
     this.context.logger.info({ backupId }, "backup deleted");
     return { outcome: "backup", backup };
+  }
+
+  /**
+   * Why a take of an id above 2^53 − 1 may not go on, or null, given the highest id the store used so far
+   * (`highestUsed`). Before the first such id, every other broker of the configuration must say it applies them, and
+   * one that does not answer blocks too (it may run an earlier version). Once the store holds one, the running brokers
+   * have applied such ids already and a broker added since said so when the change added it, so only the brokers
+   * reachable now are asked, and a broker that does not answer blocks nothing: a broker that is down would otherwise
+   * keep every backup from being taken.
+   */
+  private async largeBackupIdTakeProblem(
+    configuration: ClusterConfiguration,
+    highestUsed: bigint | null,
+  ): Promise<string | null> {
+    const largeIdHeld = highestUsed !== null && highestUsed > MAX_SAFE_CHECKPOINT_ID;
+    const others = brokerIdsOf(configuration).filter(
+      (brokerId) => brokerId !== this.context.nodeId && (!largeIdHeld || this.context.isReachable(brokerId)),
+    );
+    const support = await this.context.largeCheckpointIdSupport(others);
+    const obstacles = largeCheckpointIdObstacles(largeIdHeld ? { ...support, unanswered: [] } : support);
+    if (obstacles === null) return null;
+    // Only while an id up to 2^53 − 1 is still above every used one: ids are never reused.
+    const smallerId =
+      highestUsed === null || highestUsed < MAX_SAFE_CHECKPOINT_ID
+        ? `, or take an id of at most ${MAX_SAFE_CHECKPOINT_ID}`
+        : "";
+    return `backup ids above ${MAX_SAFE_CHECKPOINT_ID} need every broker to run a version that takes them: ${obstacles.reasons}; ${obstacles.remedies}${smallerId}`;
+  }
+
+  /**
+   * Why a cluster change may not add `brokerIds` to the cluster or place replicas on them, or null: once the store
+   * holds a backup id above 2^53 − 1 (its checkpoint records, snapshots and hand-overs carry it), every broker that
+   * hosts a replica must apply such ids, and each of them must say so. The change coordinator asks before it records
+   * a change.
+   */
+  async largeBackupIdProblem(brokerIds: readonly number[]): Promise<string | null> {
+    const store = this.context.store;
+    const asked = brokerIds.filter((brokerId) => brokerId !== this.context.nodeId);
+    if (store === null || asked.length === 0) return null;
+    const highestUsed = await highestUsedBackupId(store);
+    if (highestUsed === null || highestUsed <= MAX_SAFE_CHECKPOINT_ID) return null;
+    const obstacles = largeCheckpointIdObstacles(await this.context.largeCheckpointIdSupport(asked));
+    if (obstacles === null) return null;
+    return `the backup store holds backup id ${highestUsed}, above ${MAX_SAFE_CHECKPOINT_ID}, so every broker that hosts a replica must run a version that applies such ids (an earlier version rejects the records that carry them): ${obstacles.reasons}; ${obstacles.remedies} before this change`;
+  }
+
+  /**
+   * The reason of a take whose record could not be written. The store marks the id taken before it writes the
+   * record, so when the mark is there the id is used now, and a retry must take a higher one.
+   */
+  private async unrecordedDetail(store: BackupStore, backupId: bigint): Promise<string> {
+    const detail = `the backup store could not record backup ${backupId}; no checkpoint was taken`;
+    let marked: boolean;
+    try {
+      const highestTaken = await store.highestTakenBackupId();
+      marked = highestTaken !== null && highestTaken >= backupId;
+    } catch {
+      // The store cannot say: the mark may be there.
+      return `${detail}; id ${backupId} may be used now (the store may have marked it before it failed); take a higher id once the store works`;
+    }
+    return marked
+      ? `${detail}; id ${backupId} is used now (a backup of it was attempted); take a higher id once the store works`
+      : detail;
   }
 
   /**

@@ -5,7 +5,7 @@
  */
 import { decodedCheckpointId } from "../engine/index.js";
 import type { Message } from "../raft/index.js";
-import type { BrokerRequest, ClusterChangeCommand } from "./protocol.js";
+import type { ClusterChangeCommand, ParsedBrokerRequest } from "./protocol.js";
 
 /** Where a broker can be reached, with the start time of the broker process that advertised it. */
 export interface GossipedAddress {
@@ -96,7 +96,7 @@ export function parseBrokerMessage(value: unknown, from: number, self: number): 
 }
 
 /** Checks a request from a gateway or a broker; returns it typed, or a description of what is wrong. */
-export function parseBrokerRequest(value: unknown): BrokerRequest | string {
+export function parseBrokerRequest(value: unknown): ParsedBrokerRequest | string {
   if (!isRecord(value)) return "the request is not an object";
   switch (value.type) {
     case "describe":

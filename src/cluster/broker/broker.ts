@@ -17,7 +17,6 @@ import { BackupActivity } from "../backup/backup-activity.js";
 import { type Member, type Message, StorageCorruptionError } from "../raft/index.js";
 import type { StorageEnvironment } from "../raft/storage/environment.js";
 import {
-  brokerIdsOf,
   type ClusterConfiguration,
   ConfigurationDecodeError,
   decodeConfiguration,
@@ -28,7 +27,7 @@ import {
   replicasOf,
 } from "../topology/index.js";
 import { ClusterTransport, type RequestSender, TransportClient } from "../transport/index.js";
-import { BackupCoordinator, failAbandonedParts } from "./backups.js";
+import { BackupCoordinator, failAbandonedParts, type LargeCheckpointIdSupport } from "./backups.js";
 import { type BrokerMessage, type GossipedAddress, parseBrokerMessage, parseBrokerRequest } from "./broker-messages.js";
 import { ChangeExecutor } from "./change-executor.js";
 import { ChangeCoordinator } from "./coordinator.js";
@@ -47,6 +46,7 @@ import { answerPartitionRequest } from "./partition-requests.js";
 import {
   type ClusterConfigurationAnswer,
   isPeerRequestType,
+  type PeerMessageOnWire,
   type PeerRequest,
   type PeerResponses,
   parsePeerRequest,
@@ -57,13 +57,16 @@ import type {
   BrokerAddress,
   BrokerDescription,
   BrokerLiveness,
-  BrokerRequest,
   BrokerResponses,
   GetMessageResponse,
+  ParsedBrokerRequest,
   PublishMessageResponse,
   ReplicaReport,
 } from "./protocol.js";
 import { inactiveReplicaReport, ReplicaHost } from "./replica-host.js";
+
+/** An answer as it goes out on the transport: the gateway's as they are, the peers' with encoded checkpoint ids. */
+type BrokerResponse = BrokerResponses[keyof BrokerResponses] | PeerMessageOnWire<PeerResponses[keyof PeerResponses]>;
 
 /** Interval at which a closing broker checks whether its in-flight proposals finished. */
 const SHUTDOWN_POLL_MS = 10;
@@ -106,8 +109,7 @@ export class Broker {
   readonly nodeId: number;
   private readonly options: BrokerOptions;
   private readonly logger: Logger;
-  /** Answers go out as the wire carries them (`peerMessageOnWire`), hence unknown. */
-  private readonly transport: ClusterTransport<unknown, unknown, unknown>;
+  private readonly transport: ClusterTransport<unknown, unknown, BrokerResponse>;
   /** Asks contact points, whose node ids are not known yet, for the cluster configuration. */
   private readonly contactClient: TransportClient<PeerRequest, unknown>;
   private readonly replicas: ReplicaHost;
@@ -216,7 +218,7 @@ export class Broker {
         );
         return answer === null ? null : { answer, afterUncertainAttempt: attempts.uncertain };
       },
-      brokersWithoutLargeCheckpointIds: () => this.brokersWithoutLargeCheckpointIds(),
+      largeCheckpointIdSupport: (brokerIds) => this.largeCheckpointIdSupport(brokerIds),
       nowMs: () => Date.now(),
       flowplaneVersion: options.version,
     });
@@ -230,6 +232,7 @@ export class Broker {
       knownBrokers: () => [...this.addresses.keys()],
       now: () => new Date().toISOString(),
       blockingBackup: () => this.backups.blockingBackup(),
+      largeBackupIdProblem: (brokerIds) => this.backups.largeBackupIdProblem(brokerIds),
     });
   }
 
@@ -352,28 +355,37 @@ export class Broker {
   }
 
   /**
-   * The brokers of the configuration, other than this one, whose `describe` answer does not say they apply checkpoint
-   * ids above 2^53 − 1: brokers of earlier versions, and brokers that did not answer in time.
+   * Asks `brokerIds` (this broker aside, which applies them) with `describe` whether they apply checkpoint ids above
+   * 2^53 − 1: those that do not answer within `DESCRIBE_TIMEOUT_MS`, and those whose answer lacks
+   * `largeCheckpointIds: true` (earlier versions), with the version they answered.
    */
-  private async brokersWithoutLargeCheckpointIds(): Promise<number[]> {
-    const others = brokerIdsOf(this.configuration).filter((brokerId) => brokerId !== this.nodeId);
-    const answers = await Promise.all(
-      others.map(async (brokerId) => {
+  private async largeCheckpointIdSupport(brokerIds: readonly number[]): Promise<LargeCheckpointIdSupport> {
+    const unanswered: number[] = [];
+    const unsupported: { brokerId: number; version: string }[] = [];
+    const asked = [...new Set(brokerIds)]
+      .filter((brokerId) => brokerId !== this.nodeId)
+      .sort((left, right) => left - right);
+    await Promise.all(
+      asked.map(async (brokerId) => {
+        let answer: unknown;
         try {
-          const answer = await this.transport.request(
-            brokerId,
-            { type: "describe" },
-            {
-              timeoutMs: DESCRIBE_TIMEOUT_MS,
-            },
-          );
-          return (answer as Partial<BrokerDescription> | null)?.largeCheckpointIds === true ? null : brokerId;
+          answer = await this.transport.request(brokerId, { type: "describe" }, { timeoutMs: DESCRIBE_TIMEOUT_MS });
         } catch {
-          return brokerId;
+          unanswered.push(brokerId);
+          return;
+        }
+        // Another broker's answer: read as data, whatever version wrote it.
+        const description = (typeof answer === "object" && answer !== null ? answer : {}) as Partial<BrokerDescription>;
+        if (description.largeCheckpointIds !== true) {
+          const version = typeof description.version === "string" ? description.version : "unknown";
+          unsupported.push({ brokerId, version });
         }
       }),
     );
-    return answers.filter((brokerId): brokerId is number => brokerId !== null);
+    return {
+      unanswered: unanswered.sort((left, right) => left - right),
+      unsupported: unsupported.sort((left, right) => left.brokerId - right.brokerId),
+    };
   }
 
   /**
@@ -725,7 +737,7 @@ export class Broker {
     return next;
   }
 
-  private async handleRequest(sender: RequestSender, raw: unknown): Promise<unknown> {
+  private async handleRequest(sender: RequestSender, raw: unknown): Promise<BrokerResponse> {
     if (sender.role === "node") this.lastContactMs.set(sender.nodeId, Date.now());
     const startedAt = performance.now();
     if (isPeerRequestType(raw)) {
@@ -788,7 +800,7 @@ export class Broker {
     };
   }
 
-  private async answer(request: BrokerRequest): Promise<BrokerResponses[BrokerRequest["type"]]> {
+  private async answer(request: ParsedBrokerRequest): Promise<BrokerResponses[ParsedBrokerRequest["type"]]> {
     if (request.type === "describe") return this.describe();
     if (request.type === "cluster-status") {
       const status = this.coordinator.status();
@@ -797,11 +809,10 @@ export class Broker {
     }
     if (request.type === "cluster-change") return this.coordinator.change(request.command, request.dryRun);
     if (request.type === "cluster-cancel") return this.coordinator.cancel(request.changeId);
-    // `parseBrokerRequest` made each backup id a bigint already.
-    if (request.type === "backup-take") return this.backups.take(BigInt(request.backupId));
+    if (request.type === "backup-take") return this.backups.take(request.backupId);
     if (request.type === "backup-list") return this.backups.list();
-    if (request.type === "backup-status") return this.backups.status(BigInt(request.backupId));
-    if (request.type === "backup-delete") return this.backups.delete(BigInt(request.backupId));
+    if (request.type === "backup-status") return this.backups.status(request.backupId);
+    if (request.type === "backup-delete") return this.backups.delete(request.backupId);
     if (this.closing) return { outcome: "unavailable", detail: `broker ${this.nodeId} is shutting down` };
     const replica = this.replicas.get(request.partitionId);
     if (replica === undefined) {

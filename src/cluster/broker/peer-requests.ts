@@ -17,7 +17,7 @@ import type { Member } from "../raft/index.js";
 import type { GossipedAddress } from "./broker-messages.js";
 import { isGossipedAddress } from "./broker-messages.js";
 import { type MembershipAnswer, type MembershipChange, parseMembershipChange } from "./membership.js";
-import type { ReplicaReport } from "./protocol.js";
+import type { BackupIdOnWire, ReplicaReport } from "./protocol.js";
 
 /** Requests between brokers. */
 export type PeerRequest =
@@ -290,14 +290,23 @@ export function parseClusterConfigurationAnswer(value: unknown): ClusterConfigur
   };
 }
 
+/** A checkpoint id field's type on the transport: a bigint becomes either encoding; null and absence stay. */
+type CheckpointIdOnWire<CheckpointId> = CheckpointId extends bigint ? BackupIdOnWire : CheckpointId;
+
+/** A peer request or answer as the transport carries it (`peerMessageOnWire`): every other field as it is. */
+export type PeerMessageOnWire<Message> = {
+  [Key in keyof Message]: Key extends "checkpointId" ? CheckpointIdOnWire<Message[Key]> : Message[Key];
+};
+
 /**
  * A peer request or answer as the transport carries it: its checkpoint id (if it has one) as `encodedCheckpointId`
  * writes it, so that brokers of earlier versions read ids up to 2^53 − 1 as before.
  */
-export function peerMessageOnWire<Message>(message: Message): Message {
-  if (typeof message !== "object" || message === null || !("checkpointId" in message)) return message;
-  const { checkpointId } = message;
-  return typeof checkpointId === "bigint" ? { ...message, checkpointId: encodedCheckpointId(checkpointId) } : message;
+export function peerMessageOnWire<Message extends object>(message: Message): PeerMessageOnWire<Message> {
+  if (!("checkpointId" in message) || typeof message.checkpointId !== "bigint") {
+    return message as PeerMessageOnWire<Message>;
+  }
+  return { ...message, checkpointId: encodedCheckpointId(message.checkpointId) } as PeerMessageOnWire<Message>;
 }
 
 /**

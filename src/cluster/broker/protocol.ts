@@ -164,8 +164,25 @@ export type ClusterStatusResponse =
   | { outcome: "refused"; status: 400 | 404 | 409; detail: string }
   | { outcome: "not-coordinator"; coordinatorId: number };
 
-/** Requests from a gateway to a broker. */
-export type BrokerRequest =
+/** The backup requests to the coordinator, with backup ids of type `BackupId`. */
+type BackupRequest<BackupId> =
+  /** To the coordinator: take backup `backupId` (a checkpoint through every partition's log). */
+  | { type: "backup-take"; backupId: BackupId }
+  /** To the coordinator: every backup in the backup store, newest first. */
+  | { type: "backup-list" }
+  /** To the coordinator: one backup with its partitions' parts. */
+  | { type: "backup-status"; backupId: BackupId }
+  /** To the coordinator: remove a backup from the backup store. */
+  | { type: "backup-delete"; backupId: BackupId };
+
+/** Requests from a gateway to a broker, as the gateway sends them (backup ids as `BackupIdOnWire`). */
+export type BrokerRequest = RequestsWithoutBackupIds | BackupRequest<BackupIdOnWire>;
+
+/** A gateway's request as `parseBrokerRequest` hands it to the broker: backup ids exact, as bigints. */
+export type ParsedBrokerRequest = RequestsWithoutBackupIds | BackupRequest<bigint>;
+
+/** The requests from a gateway to a broker that carry no backup id. */
+type RequestsWithoutBackupIds =
   | { type: "describe" }
   | { type: "publish-message"; partitionId: number; message: PublishMessageCommand }
   | { type: "get-message"; partitionId: number; key: string }
@@ -174,15 +191,7 @@ export type BrokerRequest =
   /** To the coordinator: cancel the change with this id. */
   | { type: "cluster-cancel"; changeId: number }
   /** To the coordinator: its configuration, for `GET /actuator/cluster`. */
-  | { type: "cluster-status" }
-  /** To the coordinator: take backup `backupId` (a checkpoint through every partition's log). */
-  | { type: "backup-take"; backupId: BackupIdOnWire }
-  /** To the coordinator: every backup in the backup store, newest first. */
-  | { type: "backup-list" }
-  /** To the coordinator: one backup with its partitions' parts. */
-  | { type: "backup-status"; backupId: BackupIdOnWire }
-  /** To the coordinator: remove a backup from the backup store. */
-  | { type: "backup-delete"; backupId: BackupIdOnWire };
+  | { type: "cluster-status" };
 
 /** State of a backup as a whole, or of one partition's part of it. */
 export type BackupState = "COMPLETED" | "FAILED" | "INCOMPLETE" | "IN_PROGRESS";

@@ -12,7 +12,12 @@ import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { FilesystemBackupStore } from "../../../src/cluster/backup/filesystem-store.js";
 import type { BackupPartManifest, BackupRecord } from "../../../src/cluster/backup/store.js";
-import { BackupCoordinator, failAbandonedParts } from "../../../src/cluster/broker/backups.js";
+import {
+  BackupCoordinator,
+  type BackupCoordinatorContext,
+  failAbandonedParts,
+  type LargeCheckpointIdSupport,
+} from "../../../src/cluster/broker/backups.js";
 import type { CheckpointAnswer } from "../../../src/cluster/broker/peer-requests.js";
 import {
   type ClusterConfiguration,
@@ -29,12 +34,29 @@ let checkpointAnswer: (
   partitionId: number,
   checkpointId: bigint,
 ) => CheckpointAnswer | null | Promise<CheckpointAnswer | null>;
-/** Brokers that do not say they apply checkpoint ids above 2^53 − 1. */
-let brokersWithoutLargeIds: number[];
+/** Brokers whose `describe` answer does not say they apply checkpoint ids above 2^53 − 1 (an earlier version). */
+let earlierVersionBrokers: number[];
+/** Brokers that do not answer `describe`. */
+let silentBrokers: number[];
+/** The brokers each check of large checkpoint ids asked. */
+let askedForSupport: number[][];
+
+/** What the brokers asked answer about large checkpoint ids, as `earlierVersionBrokers` and `silentBrokers` say. */
+async function largeCheckpointIdSupport(brokerIds: readonly number[]): Promise<LargeCheckpointIdSupport> {
+  askedForSupport.push([...brokerIds]);
+  return {
+    unanswered: brokerIds.filter((brokerId) => silentBrokers.includes(brokerId)),
+    unsupported: brokerIds
+      .filter((brokerId) => earlierVersionBrokers.includes(brokerId) && !silentBrokers.includes(brokerId))
+      .map((brokerId) => ({ brokerId, version: "1.0.0" })),
+  };
+}
+
 /** Partitions whose checkpoint request reached its answering leader after an attempt that may have proposed it. */
 let uncertainAttempts: Set<number>;
 
-function coordinator(): BackupCoordinator {
+/** A coordinator of broker 0 on the test's store and fakes, with `overrides` of its context. */
+function coordinator(overrides: Partial<BackupCoordinatorContext> = {}): BackupCoordinator {
   return new BackupCoordinator({
     nodeId: 0,
     logger: pino({ level: "silent" }),
@@ -45,9 +67,10 @@ function coordinator(): BackupCoordinator {
       const answer = await checkpointAnswer(partitionId, checkpointId);
       return answer === null ? null : { answer, afterUncertainAttempt: uncertainAttempts.has(partitionId) };
     },
-    brokersWithoutLargeCheckpointIds: async () => brokersWithoutLargeIds,
+    largeCheckpointIdSupport,
     nowMs: () => nowMs,
     flowplaneVersion: "0.0.0-test",
+    ...overrides,
   });
 }
 
@@ -101,7 +124,9 @@ beforeEach(async () => {
   nowMs = 1_000_000;
   checkpointAnswer = (_, checkpointId) => ({ outcome: "checkpointed", checkpointId, position: 5, taken: true });
   uncertainAttempts = new Set();
-  brokersWithoutLargeIds = [];
+  earlierVersionBrokers = [];
+  silentBrokers = [];
+  askedForSupport = [];
 });
 
 afterEach(async () => {
@@ -129,7 +154,7 @@ describe("BackupCoordinator", () => {
       configuration: () => configuration,
       isReachable: () => true,
       checkpoint: async () => null,
-      brokersWithoutLargeCheckpointIds: async () => brokersWithoutLargeIds,
+      largeCheckpointIdSupport,
       nowMs: () => nowMs,
       flowplaneVersion: "0.0.0-test",
     });
@@ -345,7 +370,7 @@ describe("BackupCoordinator", () => {
       outcome: "refused",
       status: 409,
       detail:
-        "backup ids are never reused and must be above every earlier id, deleted backups' included; id 5 was taken before and its backup no longer exists",
+        "backup ids are never reused and must be above every earlier id; id 5 is used (a backup of it was taken or attempted); take an id above 5",
     });
     expect(asked).toEqual([]);
     expect(await store.backupRecords(5n)).toEqual([]);
@@ -366,12 +391,12 @@ describe("BackupCoordinator", () => {
           answer: { outcome: "checkpointed", checkpointId, position: 5, taken: true },
           afterUncertainAttempt: false,
         }),
-        brokersWithoutLargeCheckpointIds: async () => brokersWithoutLargeIds,
+        largeCheckpointIdSupport,
         nowMs: () => nowMs,
         flowplaneVersion: "0.0.0-test",
       });
     expect(await successor().list()).toEqual({ outcome: "backups", backups: [] });
-    expect(await successor().take(8n)).toMatchObject({ status: 409, detail: expect.stringMatching(/id 8 was taken/) });
+    expect(await successor().take(8n)).toMatchObject({ status: 409, detail: expect.stringMatching(/id 8 is used/) });
     expect(await successor().take(9n)).toMatchObject({ outcome: "backup", backup: { backupId: 9 } });
   });
 
@@ -380,7 +405,7 @@ describe("BackupCoordinator", () => {
     await store.writeManifest(part({ backupId: 3n, partitionId: 2 }));
     const backups = coordinator();
     expect(await backups.delete(3n)).toMatchObject({ outcome: "backup", backup: { backupId: 3 } });
-    expect(await backups.take(3n)).toMatchObject({ status: 409, detail: expect.stringMatching(/id 3 was taken/) });
+    expect(await backups.take(3n)).toMatchObject({ status: 409, detail: expect.stringMatching(/id 3 is used/) });
   });
 
   it("takes an id above 2^53 − 1 only when every broker says it applies such ids, and keeps it exact", async () => {
@@ -390,26 +415,92 @@ describe("BackupCoordinator", () => {
       proposed.push(checkpointId);
       return { outcome: "checkpointed", checkpointId, position: 5, taken: true };
     };
-    brokersWithoutLargeIds = [1, 2];
+    earlierVersionBrokers = [1];
+    silentBrokers = [2];
     expect(await coordinator().take(beyondSafe)).toEqual({
       outcome: "refused",
       status: 409,
       detail:
-        "backup ids above 9007199254740991 need every broker to run a version that takes them, and brokers 1, 2 did not say they do; upgrade every broker (and keep them all reachable), or take an id of at most 9007199254740991",
+        "backup ids above 9007199254740991 need every broker to run a version that takes them: broker 1 (version 1.0.0) answered without saying it does; broker 2 did not answer; upgrade the brokers of an earlier version and make sure the brokers that did not answer run and are reachable, or take an id of at most 9007199254740991",
     });
+    // Every other broker of the configuration was asked.
+    expect(askedForSupport).toEqual([[1, 2]]);
     expect(proposed).toEqual([]);
     expect(await store.backupIds()).toEqual([]);
     expect(await store.highestTakenBackupId()).toBeNull();
     // An id up to 2^53 − 1 is taken whatever the brokers' versions: earlier versions take it too.
     expect(await coordinator().take(7n)).toMatchObject({ outcome: "backup", backup: { backupId: 7 } });
     nowMs += 120_000;
-    brokersWithoutLargeIds = [];
+    earlierVersionBrokers = [];
+    silentBrokers = [];
     const largest = 2n ** 63n - 1n;
     expect(await coordinator().take(largest)).toMatchObject({ outcome: "backup", backup: { backupId: largest } });
     expect(proposed).toEqual([7n, 7n, largest, largest]);
     expect((await store.backupRecords(largest))[0]?.record).toMatchObject({ backupId: largest });
     expect(await store.highestTakenBackupId()).toBe(largest);
     expect(await coordinator().take(beyondSafe)).toMatchObject({ status: 409 });
+  });
+
+  it("once the store holds an id above 2^53 − 1, takes the next with a broker down, but not with an earlier version", async () => {
+    silentBrokers = [];
+    expect(await coordinator().take(2n ** 53n)).toMatchObject({ outcome: "backup" });
+    nowMs += 120_000;
+    // Broker 2 is down: it is not asked, and it keeps no backup from being taken (it applied such ids before).
+    reachable.delete(2);
+    silentBrokers = [2];
+    askedForSupport = [];
+    expect(await coordinator().take(2n ** 53n + 1n)).toMatchObject({ outcome: "backup" });
+    expect(askedForSupport).toEqual([[1]]);
+    nowMs += 120_000;
+    // A reachable broker that does not answer in time blocks nothing either.
+    silentBrokers = [1, 2];
+    expect(await coordinator().take(2n ** 53n + 2n)).toMatchObject({ outcome: "backup" });
+    nowMs += 120_000;
+    // A broker that answers as an earlier version does, named with its version; no id up to 2^53 − 1 is left to advise.
+    silentBrokers = [];
+    earlierVersionBrokers = [1];
+    expect(await coordinator().take(2n ** 53n + 3n)).toEqual({
+      outcome: "refused",
+      status: 409,
+      detail:
+        "backup ids above 9007199254740991 need every broker to run a version that takes them: broker 1 (version 1.0.0) answered without saying it does; upgrade the brokers of an earlier version",
+    });
+    expect(await store.highestTakenBackupId()).toBe(2n ** 53n + 2n);
+  });
+
+  it("advises an id up to 2^53 − 1 only while one is left above every used id, deleted and attempted ones included", async () => {
+    silentBrokers = [2];
+    await store.markTaken(2n ** 53n - 2n);
+    expect(await coordinator().take(2n ** 53n)).toMatchObject({
+      status: 409,
+      detail: expect.stringMatching(/: broker 2 did not answer; .*, or take an id of at most 9007199254740991$/),
+    });
+    await store.markTaken(2n ** 53n - 1n);
+    expect(await coordinator().take(2n ** 53n)).toEqual({
+      outcome: "refused",
+      status: 409,
+      detail:
+        "backup ids above 9007199254740991 need every broker to run a version that takes them: broker 2 did not answer; make sure the brokers that did not answer run and are reachable",
+    });
+  });
+
+  it("keeps brokers without large checkpoint ids out of cluster changes once the store holds such an id", async () => {
+    const backups = coordinator();
+    earlierVersionBrokers = [3];
+    silentBrokers = [4];
+    // No large id yet: nothing is asked.
+    await store.markTaken(2n ** 53n - 1n);
+    expect(await backups.largeBackupIdProblem([0, 3, 4])).toBeNull();
+    expect(askedForSupport).toEqual([]);
+    // A deleted backup's large id counts (its checkpoint stays in the partitions' logs and snapshots).
+    await store.markTaken(2n ** 53n);
+    expect(await backups.largeBackupIdProblem([0, 3, 4])).toBe(
+      "the backup store holds backup id 9007199254740992, above 9007199254740991, so every broker that hosts a replica must run a version that applies such ids (an earlier version rejects the records that carry them): broker 3 (version 1.0.0) answered without saying it does; broker 4 did not answer; upgrade the brokers of an earlier version and make sure the brokers that did not answer run and are reachable before this change",
+    );
+    // This broker (0) applies them and is not asked.
+    expect(askedForSupport).toEqual([[3, 4]]);
+    expect(await backups.largeBackupIdProblem([1, 2])).toBeNull();
+    expect(await backups.largeBackupIdProblem([0])).toBeNull();
   });
 
   it("removes the record of a take the partitions refused (the id of a deleted backup)", async () => {
@@ -430,19 +521,12 @@ describe("BackupCoordinator", () => {
       throw new Error("the disk is full");
     };
     let proposed = 0;
-    const backups = new BackupCoordinator({
-      nodeId: 0,
-      logger: pino({ level: "silent" }),
+    const backups = coordinator({
       store: failing,
-      configuration: () => configuration,
-      isReachable: () => true,
       checkpoint: async () => {
         proposed += 1;
         return null;
       },
-      brokersWithoutLargeCheckpointIds: async () => brokersWithoutLargeIds,
-      nowMs: () => nowMs,
-      flowplaneVersion: "0.0.0-test",
     });
     expect(await backups.take(1n)).toEqual({
       outcome: "refused",
@@ -450,5 +534,26 @@ describe("BackupCoordinator", () => {
       detail: "the backup store could not record backup 1; no checkpoint was taken",
     });
     expect(proposed).toBe(0);
+  });
+
+  it("says a take whose record failed after the store marked its id used that id, and advises a higher one", async () => {
+    const failing = Object.create(store) as FilesystemBackupStore;
+    failing.writeBackupRecord = async (record) => {
+      await store.markTaken(record.backupId);
+      throw new Error("the disk is full");
+    };
+    expect(await coordinator({ store: failing }).take(4n)).toEqual({
+      outcome: "refused",
+      status: 503,
+      detail:
+        "the backup store could not record backup 4; no checkpoint was taken; id 4 is used now (a backup of it was attempted); take a higher id once the store works",
+    });
+    // No backup of 4 ever existed: the refusal says so.
+    expect(await coordinator().take(4n)).toEqual({
+      outcome: "refused",
+      status: 409,
+      detail:
+        "backup ids are never reused and must be above every earlier id; id 4 is used (a backup of it was taken or attempted); take an id above 4",
+    });
   });
 });

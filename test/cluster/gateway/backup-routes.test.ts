@@ -181,7 +181,9 @@ describe("the backup API", () => {
     // is not reused.
     const reused = await takeBackup(2);
     expect(reused.status).toBe(409);
-    expect(((await reused.json()) as { detail: string }).detail).toMatch(/id 2 was taken before/);
+    expect(((await reused.json()) as { detail: string }).detail).toMatch(
+      /id 2 is used \(a backup of it was taken or attempted\)/,
+    );
     expect((await call(gateway.managementUrl, "/actuator/backups/2")).status).toBe(404);
   });
 
