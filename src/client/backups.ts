@@ -11,7 +11,7 @@ const nullableInteger = Type.Union([Type.Integer(), Type.Null()]);
 
 /**
  * A backup id as the API answers it: a JSON integer of 0..2^63 − 1, read exactly (a bigint beyond 2^53 − 1, see
- * `sendForJson`'s `exactIntegers`).
+ * `sendForExactJson`).
  */
 const backupIdSchema = Type.Union([Type.Integer({ minimum: 0 }), Type.BigInt()]);
 
@@ -67,9 +67,7 @@ export class BackupsClient {
 
   /** Every backup, newest first. */
   async list(): Promise<Backup[]> {
-    const answered = await this.transport.sendForJson("GET", "/actuator/backups", backupListSchema, undefined, {
-      exactIntegers: true,
-    });
+    const answered = await this.transport.sendForExactJson("GET", "/actuator/backups", backupListSchema);
     return (answered as Static<typeof backupListSchema>).map(exactBackup);
   }
 
@@ -84,7 +82,7 @@ export class BackupsClient {
   }
 
   private async sendForBackup(method: "GET" | "POST" | "DELETE", path: string, body?: unknown): Promise<Backup> {
-    const answered = await this.transport.sendForJson(method, path, backupSchema, body, { exactIntegers: true });
+    const answered = await this.transport.sendForExactJson(method, path, backupSchema, body);
     return exactBackup(answered as Static<typeof backupSchema>);
   }
 }

@@ -15,7 +15,23 @@ import { MAX_INT64 } from "../json/int64.js";
 export const INT64_FORMAT = "int64";
 
 /** The keyword the validators check such a field with. */
-const KEYWORD = "exactInteger";
+const EXACT_INTEGER_KEYWORD = "exactInteger";
+
+/** Bounds an int64 field may have: JSON schema numbers, turned into the keyword's range. */
+const BOUND_KEYWORDS = new Set(["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"]);
+
+/** Keywords of an int64 field that validate nothing, so the keyword that replaces the field may leave them out. */
+const ANNOTATION_KEYWORDS = new Set([
+  "type",
+  "format",
+  "title",
+  "description",
+  "examples",
+  "deprecated",
+  "readOnly",
+  "writeOnly",
+  "$comment",
+]);
 
 /** What the keyword's schema holds: the bounds as decimal text (JSON schemas hold no bigints). */
 interface IntegerRange {
@@ -30,18 +46,43 @@ function isInt64Field(node: Record<string, unknown>): boolean {
   return node.format === INT64_FORMAT && node.type === "integer";
 }
 
+/** The bound `keyword` of an int64 field as a bigint, or null when the field has none; throws for one not an integer. */
+function boundOf(node: Record<string, unknown>, keyword: string): bigint | null {
+  const bound = node[keyword];
+  if (bound === undefined) return null;
+  if (!Number.isSafeInteger(bound)) throw new Error(`an int64 field's ${keyword} must be a safe integer`);
+  return BigInt(bound as number);
+}
+
+/**
+ * The range an int64 field's bounds leave of −2^63..2^63 − 1. Throws for a keyword the `exactInteger` keyword would not
+ * check (an enum, a multipleOf, a default), rather than leave it out silently.
+ */
+function int64Range(node: Record<string, unknown>): IntegerRange {
+  for (const keyword of Object.keys(node)) {
+    if (!BOUND_KEYWORDS.has(keyword) && !ANNOTATION_KEYWORDS.has(keyword)) {
+      throw new Error(`an int64 field takes only bounds and annotations; ${keyword} would not be checked`);
+    }
+  }
+  let minimum = -MAX_INT64 - 1n;
+  let maximum = MAX_INT64;
+  const inclusiveMinimum = boundOf(node, "minimum");
+  const exclusiveMinimum = boundOf(node, "exclusiveMinimum");
+  const inclusiveMaximum = boundOf(node, "maximum");
+  const exclusiveMaximum = boundOf(node, "exclusiveMaximum");
+  if (inclusiveMinimum !== null && inclusiveMinimum > minimum) minimum = inclusiveMinimum;
+  if (exclusiveMinimum !== null && exclusiveMinimum + 1n > minimum) minimum = exclusiveMinimum + 1n;
+  if (inclusiveMaximum !== null && inclusiveMaximum < maximum) maximum = inclusiveMaximum;
+  if (exclusiveMaximum !== null && exclusiveMaximum - 1n < maximum) maximum = exclusiveMaximum - 1n;
+  return { minimum: String(minimum), maximum: String(maximum) };
+}
+
 /** `schema` with every int64 field checked by the `exactInteger` keyword instead of `type` and the bounds. */
 export function withExactIntegers(schema: unknown): unknown {
   if (Array.isArray(schema)) return schema.map(withExactIntegers);
   if (typeof schema !== "object" || schema === null) return schema;
   const node = schema as Record<string, unknown>;
-  if (isInt64Field(node)) {
-    const range: IntegerRange = {
-      minimum: typeof node.minimum === "number" ? String(node.minimum) : String(-MAX_INT64 - 1n),
-      maximum: String(MAX_INT64),
-    };
-    return { [KEYWORD]: range };
-  }
+  if (isInt64Field(node)) return { [EXACT_INTEGER_KEYWORD]: int64Range(node) };
   return Object.fromEntries(Object.entries(node).map(([key, value]) => [key, withExactIntegers(value)]));
 }
 
@@ -67,7 +108,11 @@ export function addExactIntegerKeyword(ajv: Ajv, fromText: boolean): Ajv {
       typeof data === "string" ? (fromText && INTEGER_TEXT.test(data) ? BigInt(data) : null) : exactInteger(data);
     if (value === null || value < BigInt(range.minimum) || value > BigInt(range.maximum)) {
       validate.errors = [
-        { keyword: KEYWORD, message: `must be an integer from ${range.minimum} to ${range.maximum}`, params: {} },
+        {
+          keyword: EXACT_INTEGER_KEYWORD,
+          message: `must be an integer from ${range.minimum} to ${range.maximum}`,
+          params: {},
+        },
       ];
       return false;
     }
@@ -75,7 +120,7 @@ export function addExactIntegerKeyword(ajv: Ajv, fromText: boolean): Ajv {
     return true;
   };
   const definition: FuncKeywordDefinition = {
-    keyword: KEYWORD,
+    keyword: EXACT_INTEGER_KEYWORD,
     schemaType: "object",
     modifying: true,
     errors: true,

@@ -49,6 +49,9 @@ export interface HttpServerOptions {
   limits: HttpServerLimits;
 }
 
+/** U+FEFF, which some clients put before a JSON body. */
+const BYTE_ORDER_MARK = "\uFEFF";
+
 const sharedAjvOptions: AjvOptions = {
   allErrors: true,
   // Unknown fields are an error (schemas say additionalProperties: false), never silently dropped.
@@ -175,9 +178,10 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
           ),
         );
       } else if (hasInt64Field(request.routeOptions.schema?.body)) {
-        // Parsed again, now that it is known to be safe JSON, so that its 64-bit integers stay exact.
+        // Parsed again, now that it is known to be safe JSON, so that its 64-bit integers stay exact. The default
+        // parser skips a leading byte order mark, which every other route accepts, and lossless-json would refuse.
         try {
-          done(null, parseJsonExactly(text));
+          done(null, parseJsonExactly(text.startsWith(BYTE_ORDER_MARK) ? text.slice(1) : text));
         } catch (exactError) {
           done(new ServiceError("malformedBody", `The body is not valid JSON: ${(exactError as Error).message}`));
         }

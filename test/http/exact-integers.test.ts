@@ -5,6 +5,7 @@
  */
 import { Type } from "typebox";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { withExactIntegers } from "../../src/http/exact-integers.js";
 import { int64Schema } from "../../src/http/schemas.js";
 import type { HttpServer } from "../../src/http/server.js";
 import { createQuietHttpServer } from "../support/http.js";
@@ -31,6 +32,18 @@ describe("int64 fields", () => {
       async (request) => ({ id: request.params.id, kind: typeof request.params.id }),
     );
     server.post("/any", async (request) => ({ received: request.body }));
+    server.post(
+      "/bounded",
+      {
+        schema: {
+          body: Type.Object({
+            inclusive: int64Schema({ minimum: 10, maximum: 20 }),
+            exclusive: int64Schema({ exclusiveMinimum: 10, exclusiveMaximum: 20 }),
+          }),
+        },
+      },
+      async (request) => ({ sum: String(request.body.inclusive + request.body.exclusive) }),
+    );
     await server.ready();
   });
   afterAll(async () => await server.close());
@@ -71,6 +84,44 @@ describe("int64 fields", () => {
       expect(response.statusCode, text).toBe(400);
       expect(response.json().detail, text).toBe("params/id must be an integer from 0 to 9223372036854775807");
     }
+  });
+
+  it("accepts a body that starts with a byte order mark, as every other route does", async () => {
+    const response = await post('\uFEFF{"id": 9223372036854775807}');
+    expect(response.statusCode).toBe(200);
+    expect(response.body).toBe('{"id":9223372036854775807,"kind":"bigint"}');
+    const other = await server.inject({
+      method: "POST",
+      url: "/any",
+      payload: '\uFEFF{"n": 1}',
+      headers: { "content-type": "application/json" },
+    });
+    expect(other.json()).toEqual({ received: { n: 1 } });
+  });
+
+  it("checks every bound of a field: maximum, exclusiveMinimum and exclusiveMaximum as well as minimum", async () => {
+    const bounded = (inclusive: number, exclusive: number) =>
+      server.inject({
+        method: "POST",
+        url: "/bounded",
+        payload: { inclusive, exclusive },
+        headers: { "content-type": "application/json" },
+      });
+    expect((await bounded(20, 19)).json()).toEqual({ sum: "39" });
+    expect((await bounded(10, 11)).json()).toEqual({ sum: "21" });
+    expect((await bounded(21, 10)).json().errors).toEqual([
+      { location: "body/inclusive", message: "must be an integer from 10 to 20" },
+      { location: "body/exclusive", message: "must be an integer from 11 to 19" },
+    ]);
+    expect((await bounded(9, 20)).statusCode).toBe(400);
+  });
+
+  it("refuses to build a validator that would leave out what an int64 field asks", () => {
+    const schema = Type.Object({ id: Type.Unsafe<bigint>({ type: "integer", format: "int64", multipleOf: 2 }) });
+    expect(() => withExactIntegers(schema)).toThrow(/multipleOf would not be checked/);
+    expect(() => withExactIntegers(Type.Object({ id: int64Schema({ minimum: 0.5 }) }))).toThrow(
+      /minimum must be a safe integer/,
+    );
   });
 
   it("leaves bodies of routes without such a field to JSON.parse, as before", async () => {

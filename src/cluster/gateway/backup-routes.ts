@@ -8,7 +8,7 @@ import { clusterScope } from "../../auth/scopes.js";
 import { ServiceError } from "../../http/errors.js";
 import { int64Schema, problemSchema } from "../../http/schemas.js";
 import type { HttpServer } from "../../http/server.js";
-import type { BackupRefusal, BackupView } from "../broker/protocol.js";
+import type { BackupIdOnWire, BackupRefusal, BackupView } from "../broker/protocol.js";
 import { encodedCheckpointId } from "../engine/index.js";
 import type { CoordinatorClient } from "./coordinator-client.js";
 
@@ -60,9 +60,9 @@ const errors = {
 
 const backupParameters = Type.Object({ backupId: backupIdSchema }, { additionalProperties: false });
 
-/** A validated backup id (a bigint, see `int64Schema`) as the coordinator takes it. */
-function onWire(backupId: bigint | number): number | bigint {
-  return encodedCheckpointId(BigInt(backupId));
+/** A validated backup id (see `int64Schema`) as the coordinator takes it. */
+function backupIdOnWire(backupId: bigint): BackupIdOnWire {
+  return encodedCheckpointId(backupId);
 }
 
 /** Maps the coordinator's refusal to its problem document. */
@@ -82,8 +82,13 @@ function refusal(answer: BackupRefusal): ServiceError {
   }
 }
 
+/** A backup as the route answers it: its id a bigint, which the answer writes as its digits whatever its size. */
+function answered(backup: BackupView): Static<typeof backupSchema> {
+  return { ...backup, backupId: BigInt(backup.backupId) };
+}
+
 function backupOf(answer: { outcome: "backup"; backup: BackupView } | BackupRefusal): Static<typeof backupSchema> {
-  if (answer.outcome === "backup") return answer.backup;
+  if (answer.outcome === "backup") return answered(answer.backup);
   throw refusal(answer);
 }
 
@@ -107,7 +112,9 @@ export function backupRoutes(server: HttpServer, coordinator: CoordinatorClient)
     async (request, reply) =>
       reply
         .code(202)
-        .send(backupOf(await coordinator.send({ type: "backup-take", backupId: onWire(request.body.backupId) }))),
+        .send(
+          backupOf(await coordinator.send({ type: "backup-take", backupId: backupIdOnWire(request.body.backupId) })),
+        ),
   );
 
   server.get(
@@ -122,7 +129,7 @@ export function backupRoutes(server: HttpServer, coordinator: CoordinatorClient)
     },
     async () => {
       const answer = await coordinator.send({ type: "backup-list" });
-      if (answer.outcome === "backups") return answer.backups;
+      if (answer.outcome === "backups") return answer.backups.map(answered);
       throw refusal(answer);
     },
   );
@@ -139,7 +146,7 @@ export function backupRoutes(server: HttpServer, coordinator: CoordinatorClient)
       },
     },
     async (request) =>
-      backupOf(await coordinator.send({ type: "backup-status", backupId: onWire(request.params.backupId) })),
+      backupOf(await coordinator.send({ type: "backup-status", backupId: backupIdOnWire(request.params.backupId) })),
   );
 
   server.delete(
@@ -154,6 +161,6 @@ export function backupRoutes(server: HttpServer, coordinator: CoordinatorClient)
       },
     },
     async (request) =>
-      backupOf(await coordinator.send({ type: "backup-delete", backupId: onWire(request.params.backupId) })),
+      backupOf(await coordinator.send({ type: "backup-delete", backupId: backupIdOnWire(request.params.backupId) })),
   );
 }

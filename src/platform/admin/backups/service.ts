@@ -247,6 +247,12 @@ export class BackupService {
     // Ids may exceed 2^53 − 1 (taken on the management API directly), so they are compared as bigints.
     let highest = -1n;
     for (const backup of existing) if (backup.backupId > highest) highest = backup.backupId;
+    // Backup ids are never reused and end at 2^63 − 1: the cluster would refuse the next one as malformed.
+    if (highest >= MAX_INT64) {
+      throw conflict(
+        `No backup id is left above ${highest}, the largest a backup may have, on cluster ${clusterId}: backup ids only go up and are never reused.`,
+      );
+    }
     const nowMs = BigInt(this.now().getTime());
     const backupId = nowMs > highest ? nowMs : highest + 1n;
     const taken = await this.callCluster(() => client.take(backupId), backupId);

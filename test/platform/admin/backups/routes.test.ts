@@ -79,6 +79,16 @@ describe("Administration API /clusters/{id}/backups over HTTP", () => {
     expect((payload.exp ?? 0) - (payload.iat ?? 0)).toBe(60);
   });
 
+  it("answers 409 when no backup id is left above the cluster's latest (2^63 − 1), and asks the cluster for none", async () => {
+    management.backups.set(2n ** 63n - 1n, fakeBackup(2n ** 63n - 1n, "COMPLETED"));
+    const response = await call("POST", `${clusterId}/backups`);
+    expect(response.status).toBe(409);
+    expect(((await response.json()) as { detail: string }).detail).toBe(
+      `No backup id is left above 9223372036854775807, the largest a backup may have, on cluster ${clusterId}: backup ids only go up and are never reused.`,
+    );
+    expect(management.requests.filter((request) => request.method === "POST")).toEqual([]);
+  });
+
   it("takes the current time as the id when it is above every backup", async () => {
     const before = Date.now();
     const response = await call("POST", `${clusterId}/backups`, {});
