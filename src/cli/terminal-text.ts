@@ -5,6 +5,7 @@
  * shown or, on some terminals, answer with keystrokes; bidirectional controls reorder what is shown. So every such
  * piece of text goes through these helpers, which show those characters as `\uXXXX` escapes instead.
  */
+import { stringifyJsonExactly } from "../json/exact-json.js";
 
 /**
  * Whether a code point makes a terminal do something rather than show something: the C0 and C1 controls and DEL,
@@ -49,5 +50,6 @@ export function printableLines(text: string): string {
  * already escapes the C0 controls; the others are escaped the same way, which JSON reads back as the same characters.
  */
 export function printableJson(value: unknown, indentation = 2): string {
-  return escapeControls(JSON.stringify(value, null, indentation), (codePoint) => codePoint === 0x0a);
+  // Exact for bigints (64-bit ids), which JSON.stringify refuses.
+  return escapeControls(stringifyJsonExactly(value, indentation), (codePoint) => codePoint === 0x0a);
 }

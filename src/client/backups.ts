@@ -9,10 +9,16 @@ import { gatewayAudience } from "./cluster.js";
 const nullableString = Type.Union([Type.String(), Type.Null()]);
 const nullableInteger = Type.Union([Type.Integer(), Type.Null()]);
 
+/**
+ * A backup id as the API answers it: a JSON integer of 0..2^63 − 1, read exactly (a bigint beyond 2^53 − 1, see
+ * `sendForExactJson`).
+ */
+const backupIdSchema = Type.Union([Type.Integer({ minimum: 0 }), Type.BigInt()]);
+
 /** Schema of a backup as the API shows it. */
 export const backupSchema = Type.Object(
   {
-    backupId: Type.Integer(),
+    backupId: backupIdSchema,
     state: Type.String(),
     failureReason: nullableString,
     partitionCount: Type.Integer(),
@@ -36,10 +42,14 @@ export const backupSchema = Type.Object(
   { additionalProperties: true },
 );
 
-/** A backup and its partitions' parts. */
-export type Backup = Static<typeof backupSchema>;
+/** A backup and its partitions' parts; its id is exact (a bigint), whatever its size. */
+export type Backup = Omit<Static<typeof backupSchema>, "backupId"> & { backupId: bigint };
 
 const backupListSchema = Type.Array(backupSchema);
+
+function exactBackup(answered: Static<typeof backupSchema>): Backup {
+  return { ...answered, backupId: BigInt(answered.backupId) };
+}
 
 /** See the module comment. */
 export class BackupsClient {
@@ -51,22 +61,28 @@ export class BackupsClient {
   }
 
   /** Takes backup `backupId` (above every earlier id); answers once every partition took its checkpoint. */
-  async take(backupId: number): Promise<Backup> {
-    return (await this.transport.sendForJson("POST", "/actuator/backups", backupSchema, { backupId })) as Backup;
+  async take(backupId: bigint): Promise<Backup> {
+    return this.sendForBackup("POST", "/actuator/backups", { backupId });
   }
 
   /** Every backup, newest first. */
   async list(): Promise<Backup[]> {
-    return (await this.transport.sendForJson("GET", "/actuator/backups", backupListSchema)) as Backup[];
+    const answered = await this.transport.sendForExactJson("GET", "/actuator/backups", backupListSchema);
+    return (answered as Static<typeof backupListSchema>).map(exactBackup);
   }
 
   /** One backup with the state of each partition's part. */
-  async status(backupId: number): Promise<Backup> {
-    return (await this.transport.sendForJson("GET", `/actuator/backups/${backupId}`, backupSchema)) as Backup;
+  async status(backupId: bigint): Promise<Backup> {
+    return this.sendForBackup("GET", `/actuator/backups/${backupId}`);
   }
 
   /** Deletes a backup from the backup store; answers what it held. */
-  async delete(backupId: number): Promise<Backup> {
-    return (await this.transport.sendForJson("DELETE", `/actuator/backups/${backupId}`, backupSchema)) as Backup;
+  async delete(backupId: bigint): Promise<Backup> {
+    return this.sendForBackup("DELETE", `/actuator/backups/${backupId}`);
+  }
+
+  private async sendForBackup(method: "GET" | "POST" | "DELETE", path: string, body?: unknown): Promise<Backup> {
+    const answered = await this.transport.sendForExactJson(method, path, backupSchema, body);
+    return exactBackup(answered as Static<typeof backupSchema>);
   }
 }

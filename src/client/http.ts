@@ -1,4 +1,5 @@
 import { type Dispatcher, request } from "undici";
+import { parseJsonExactly } from "../json/exact-json.js";
 import { ClientConnectionError } from "./errors.js";
 
 /** How long to wait and how often to retry when a server answers 429 or 503. */
@@ -136,9 +137,18 @@ export async function sendWithRetry(httpRequest: HttpRequest, options: HttpOptio
 
 /** Parses a JSON body, or returns undefined when the body is empty or not JSON. */
 export function parseJsonBody(response: HttpResponse): unknown {
+  return parseBodyWith(response, JSON.parse);
+}
+
+/** `parseJsonBody`, with integers beyond 2^53 − 1 parsed as their exact bigints (`parseJsonExactly`). */
+export function parseExactJsonBody(response: HttpResponse): unknown {
+  return parseBodyWith(response, parseJsonExactly);
+}
+
+function parseBodyWith(response: HttpResponse, parse: (text: string) => unknown): unknown {
   if (response.text === "") return undefined;
   try {
-    return JSON.parse(response.text);
+    return parse(response.text);
   } catch {
     return undefined;
   }

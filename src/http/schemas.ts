@@ -1,4 +1,22 @@
-import { Type } from "typebox";
+import { type TUnsafe, Type } from "typebox";
+import { INT64_FORMAT } from "./exact-integers.js";
+
+/**
+ * An exact 64-bit integer field (OpenAPI `type: integer, format: int64`) within the bounds given (JSON schema numbers,
+ * so at most 2^53 − 1 in size; the field itself reaches ±2^63): parsed and validated exactly beyond 2^53 − 1 (see
+ * exact-integers.ts), handed to the route as a bigint, and answered, from a bigint, as its digits.
+ */
+export function int64Schema(
+  options: {
+    minimum?: number;
+    maximum?: number;
+    exclusiveMinimum?: number;
+    exclusiveMaximum?: number;
+    description?: string;
+  } = {},
+): TUnsafe<bigint> {
+  return Type.Unsafe<bigint>({ type: "integer", format: INT64_FORMAT, ...options });
+}
 
 /** JSON schema of a problem document, referenced by every route's error responses in the OpenAPI documents. */
 export const problemSchema = Type.Object(

@@ -4,7 +4,9 @@ import { Ajv, type Options as AjvOptions } from "ajv";
 import addFormats from "ajv-formats";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from "fastify";
 import FindMyWay, { type HTTPMethod } from "find-my-way";
+import { parseJsonExactly } from "../json/exact-json.js";
 import { ServiceError } from "./errors.js";
+import { addExactIntegerKeyword, hasInt64Field, withExactIntegers } from "./exact-integers.js";
 import {
   deadlineCheckIntervalMs,
   guardConnections,
@@ -47,6 +49,9 @@ export interface HttpServerOptions {
   limits: HttpServerLimits;
 }
 
+/** U+FEFF, which some clients put before a JSON body. */
+const BYTE_ORDER_MARK = "\uFEFF";
+
 const sharedAjvOptions: AjvOptions = {
   allErrors: true,
   // Unknown fields are an error (schemas say additionalProperties: false), never silently dropped.
@@ -60,10 +65,18 @@ const sharedAjvOptions: AjvOptions = {
  * query parameters, which arrive as text, are coerced to the types their schema declares.
  */
 function createValidatorCompiler() {
-  const strictAjv = addFormats.default(new Ajv({ ...sharedAjvOptions, coerceTypes: false }));
-  const coercingAjv = addFormats.default(new Ajv({ ...sharedAjvOptions, coerceTypes: "array" }));
+  const strictAjv = addExactIntegerKeyword(
+    addFormats.default(new Ajv({ ...sharedAjvOptions, coerceTypes: false })),
+    false,
+  );
+  const coercingAjv = addExactIntegerKeyword(
+    addFormats.default(new Ajv({ ...sharedAjvOptions, coerceTypes: "array" })),
+    true,
+  );
   return ({ schema, httpPart }: { schema: object; httpPart?: string }) =>
-    httpPart === "body" ? strictAjv.compile(schema) : coercingAjv.compile(schema);
+    httpPart === "body"
+      ? strictAjv.compile(withExactIntegers(schema) as object)
+      : coercingAjv.compile(withExactIntegers(schema) as object);
 }
 
 /** The length of a path segment once its percent-encoding is decoded (its raw length when that is not valid). */
@@ -153,7 +166,8 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
       done(new ServiceError("malformedBody", "The body is not valid UTF-8."));
       return;
     }
-    parseJson(request, bytes.toString("utf8"), (error, value) => {
+    const text = bytes.toString("utf8");
+    parseJson(request, text, (error, value) => {
       if (error) {
         done(error);
       } else if (nestsDeeperThan(value, maxJsonNestingLevels)) {
@@ -163,6 +177,14 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
             `The body nests arrays and objects more than ${maxJsonNestingLevels} levels deep.`,
           ),
         );
+      } else if (hasInt64Field(request.routeOptions.schema?.body)) {
+        // Parsed again, now that it is known to be safe JSON, so that its 64-bit integers stay exact. The default
+        // parser skips a leading byte order mark, which every other route accepts, and lossless-json would refuse.
+        try {
+          done(null, parseJsonExactly(text.startsWith(BYTE_ORDER_MARK) ? text.slice(1) : text));
+        } catch (exactError) {
+          done(new ServiceError("malformedBody", `The body is not valid JSON: ${(exactError as Error).message}`));
+        }
       } else {
         done(null, value);
       }

@@ -2,7 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Type } from "typebox";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ApiTransport } from "../../src/client/api.js";
 import { ApiError, ClientConnectionError } from "../../src/client/errors.js";
 import { TokenCacheFile } from "../../src/client/token-cache.js";
@@ -121,6 +121,34 @@ describe("ApiTransport", () => {
       .sendForJson("GET", "/members", Type.Array(Type.Unknown()))
       .catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(ClientConnectionError);
+    await api.server.close();
+  });
+
+  it("writes bodies with JSON.stringify; only sendForExactJson keeps 64-bit integers exact, both ways", async () => {
+    const api = await scriptedApi([
+      (_request, response) => sendJson(response, 200, { ok: true }),
+      (_request, response) => {
+        response.writeHead(200, { "content-type": "application/json" });
+        response.end('{"backupId":9223372036854775807}');
+      },
+    ]);
+    const transport = new ApiTransport(
+      { baseUrl: `${api.server.url}/admin`, tokenProvider: api.tokenProvider },
+      "admin-api",
+    );
+    const stringify = vi.spyOn(JSON, "stringify");
+    try {
+      const body = { name: "plain" };
+      expect(await transport.sendForJson("POST", "/things", Type.Unknown(), body)).toEqual({ ok: true });
+      // The plain writer, not the exact one, which is about twice as slow.
+      expect(stringify).toHaveBeenCalledWith(body);
+    } finally {
+      stringify.mockRestore();
+    }
+    const answered = await transport.sendForExactJson("POST", "/actuator/backups", Type.Unknown(), {
+      backupId: 2n ** 63n - 1n,
+    });
+    expect(answered).toEqual({ backupId: 2n ** 63n - 1n });
     await api.server.close();
   });
 });

@@ -128,7 +128,7 @@ describe("backups of the Administration API end to end", () => {
     });
     expect(configuration.status).toBe(200);
     const target = { brokerIds: [0], configurationDocument: await configuration.text() };
-    await expect(provisioner.restore(specification, 999, target)).rejects.toThrow(/restore of broker 0 failed/);
+    await expect(provisioner.restore(specification, 999n, target)).rejects.toThrow(/restore of broker 0 failed/);
     expect(existsSync(join(clusterDirectory, "brokers.before-restore"))).toBe(false);
     await eventually("the cluster Healthy after the failed restore", 90_000, async () =>
       (await clusterStatus(clusterId)).status.ready === "Healthy" ? true : undefined,

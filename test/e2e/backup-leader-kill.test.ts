@@ -174,7 +174,7 @@ describe("a partition leader killed during a backup", () => {
         await expect(
           restoreBroker({
             store,
-            backupId: 1,
+            backupId: 1n,
             nodeId: 0,
             dataDirectory: join(dataDirectory, "restore-1"),
             distribution,
@@ -184,7 +184,7 @@ describe("a partition leader killed during a backup", () => {
       for (const nodeId of [0, 1, 2]) {
         const report = await restoreBroker({
           store,
-          backupId: 2,
+          backupId: 2n,
           nodeId,
           dataDirectory: join(dataDirectory, "restore-2", String(nodeId)),
           distribution,

@@ -7,7 +7,7 @@ import { OAuthError, ServiceError } from "../../src/http/errors.js";
 import { maxHeaderBytes, maxJsonNestingLevels } from "../../src/http/limits.js";
 import { problemMediaType } from "../../src/http/problem.js";
 import { createHttpServer, type HttpServer } from "../../src/http/server.js";
-import { defaultHttpServerLimits, requestFrom } from "../support/http.js";
+import { createQuietHttpServer, defaultHttpServerLimits, requestFrom } from "../support/http.js";
 
 describe("createHttpServer conventions", () => {
   let server: HttpServer;
@@ -238,12 +238,7 @@ describe("createHttpServer on a real socket", () => {
   let port: number;
 
   beforeAll(async () => {
-    server = createHttpServer({
-      logger: pino({ level: "silent" }),
-      bodyLimitBytes: 2048,
-      trustProxy: false,
-      limits: defaultHttpServerLimits,
-    });
+    server = createQuietHttpServer();
     server.get("/ping", async () => ({ pong: true }));
     await server.listen({ host: "127.0.0.1", port: 0 });
     port = (server.server.address() as AddressInfo).port;

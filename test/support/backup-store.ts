@@ -12,6 +12,7 @@ export function delegatingStore(store: BackupStore, overrides: Partial<BackupSto
     deleteBackup: (backupId) => store.deleteBackup(backupId),
     writeBackupRecord: (record) => store.writeBackupRecord(record),
     backupRecords: (backupId) => store.backupRecords(backupId),
+    highestTakenBackupId: () => store.highestTakenBackupId(),
     ...overrides,
   };
 }

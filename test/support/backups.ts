@@ -1,11 +1,13 @@
 /** A stand-in for a cluster's management API backup routes, for tests of the platform's backup resources. */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { parseJsonExactly, stringifyJsonExactly } from "../../src/json/exact-json.js";
 import type { ClusterDirectory } from "../../src/platform/admin/cluster-directory.js";
 
 /** A management backup as the fake cluster answers it. */
 export interface FakeBackup {
-  backupId: number;
+  /** Answered as its exact digits, as the management API answers ids beyond 2^53 − 1. */
+  backupId: bigint;
   state: string;
   failureReason: string | null;
   partitionCount: number;
@@ -22,7 +24,7 @@ export interface FakeBackup {
   }[];
 }
 
-export function fakeBackup(backupId: number, state: string): FakeBackup {
+export function fakeBackup(backupId: bigint, state: string): FakeBackup {
   return {
     backupId,
     state,
@@ -73,7 +75,7 @@ export function fakeClusterStatus(partitionCount = 2, extra: Record<string, unkn
  * request or to hold it.
  */
 export class FakeManagementApi {
-  readonly backups = new Map<number, FakeBackup>();
+  readonly backups = new Map<bigint, FakeBackup>();
   /** What `GET /actuator/cluster` answers. */
   clusterStatus: Record<string, unknown> = fakeClusterStatus();
   readonly requests: { method: string; path: string; token: string; body: string }[] = [];
@@ -110,7 +112,7 @@ export class FakeManagementApi {
       response.writeHead(status, {
         "content-type": status >= 400 ? "application/problem+json" : "application/json",
       });
-      response.end(JSON.stringify(value));
+      response.end(stringifyJsonExactly(value));
     };
     const problem = (status: number, detail: string) => ({ type: "about:blank", title: "refused", status, detail });
     if (this.oversizedNextBytes !== undefined) {
@@ -133,19 +135,19 @@ export class FakeManagementApi {
     if (path === "/actuator/backups" && method === "GET") {
       answer(
         200,
-        [...this.backups.values()].sort((left, right) => right.backupId - left.backupId),
+        [...this.backups.values()].sort((left, right) => (left.backupId < right.backupId ? 1 : -1)),
       );
       return;
     }
     if (path === "/actuator/backups" && method === "POST") {
-      const { backupId } = JSON.parse(body) as { backupId: number };
+      const backupId = BigInt((parseJsonExactly(body) as { backupId: number | bigint }).backupId);
       const backup = fakeBackup(backupId, "IN_PROGRESS");
       this.backups.set(backupId, backup);
       answer(202, backup);
       return;
     }
     const match = /^\/actuator\/backups\/(\d+)$/.exec(path);
-    const backup = match === null ? undefined : this.backups.get(Number(match[1]));
+    const backup = match === null ? undefined : this.backups.get(BigInt(match[1] as string));
     if (backup === undefined) {
       answer(404, problem(404, "no such backup"));
       return;

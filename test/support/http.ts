@@ -1,10 +1,22 @@
 import { request as httpRequest } from "node:http";
 import { connect, type Socket } from "node:net";
+import { pino } from "pino";
 import { loadConfiguration } from "../../src/config/load.js";
 import type { HttpServerLimits } from "../../src/http/limits.js";
+import { createHttpServer, type HttpServer } from "../../src/http/server.js";
 
 /** The `service.http` settings with nothing configured: what a server started by flowplane applies by default. */
 export const defaultHttpServerLimits: HttpServerLimits = loadConfiguration({ environment: {} }).http;
+
+/** A server of `createHttpServer` with the default limits, a 2 KiB body limit and a silent logger. */
+export function createQuietHttpServer(): HttpServer {
+  return createHttpServer({
+    logger: pino({ level: "silent" }),
+    bodyLimitBytes: 2048,
+    trustProxy: false,
+    limits: defaultHttpServerLimits,
+  });
+}
 
 /** An answer read with `requestFrom`. */
 export interface RawAnswer {

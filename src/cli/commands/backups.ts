@@ -6,6 +6,7 @@
 import { type Command, InvalidArgumentError } from "commander";
 import { type Backup, BackupsClient } from "../../client/backups.js";
 import { gatewayAudience } from "../../client/cluster.js";
+import { MAX_INT64, parseNonNegativeInt64 } from "../../json/int64.js";
 import { type CliIo, UsageError } from "../io.js";
 import { ProgressLines } from "../progress-lines.js";
 import { printable, printableJson } from "../terminal-text.js";
@@ -22,12 +23,11 @@ const POLL_INTERVAL_MS = 1_000;
 const backupsEnvironmentHelp = `${clientEnvironmentHelp}
   SERVICE_CLUSTER_MANAGEMENT_URL    the gateway's management port (default http://localhost:9600)`;
 
-/** Parses a backup id: a non-negative integer that JavaScript holds exactly. */
-export function parseBackupId(value: string): number {
-  if (!/^\d{1,16}$/.test(value) || !Number.isSafeInteger(Number(value))) {
-    throw new InvalidArgumentError(`a non-negative integer of at most ${Number.MAX_SAFE_INTEGER}`);
-  }
-  return Number(value);
+/** Parses a backup id: a non-negative 64-bit integer, exactly (a bigint). */
+export function parseBackupId(value: string): bigint {
+  const backupId = parseNonNegativeInt64(value);
+  if (backupId === null) throw new InvalidArgumentError(`a non-negative integer of at most ${MAX_INT64}`);
+  return backupId;
 }
 
 function createBackupsClient(io: CliIo, options: CommonOptions): BackupsClient {
@@ -87,7 +87,7 @@ export function formatBackup(backup: Backup): string {
  * Polls the backup until no part of it is being written, showing its progress: on a terminal one line rewritten in
  * place, elsewhere a line whenever it moves on (and every few seconds). Returns the final state.
  */
-async function follow(client: BackupsClient, backupId: number, io: CliIo, json: boolean): Promise<Backup> {
+async function follow(client: BackupsClient, backupId: bigint, io: CliIo, json: boolean): Promise<Backup> {
   const progress = new ProgressLines(io, io.stdoutIsTerminal === true && !json);
   // Bounded by the backup ending, or by the user (Ctrl-C aborts the shutdown signal).
   for (;;) {
@@ -128,7 +128,7 @@ export function registerBackupsCommands(program: Command, io: CliIo): void {
     .option("--wait", "follow the backup until every partition's part has ended")
     .option("--json", "print the API's answers as JSON")
     .option("--audience <audience>", "audience of gateway tokens", gatewayAudience)
-    .action(async (backupId: number, options: CommonOptions & { wait?: boolean }) => {
+    .action(async (backupId: bigint, options: CommonOptions & { wait?: boolean }) => {
       const client = createBackupsClient(io, options);
       const json = options.json === true;
       const taken = await client.take(backupId);
@@ -164,7 +164,7 @@ export function registerBackupsCommands(program: Command, io: CliIo): void {
     .option("--wait", "follow the backup until every partition's part has ended")
     .option("--json", "print the API's answer as JSON")
     .option("--audience <audience>", "audience of gateway tokens", gatewayAudience)
-    .action(async (backupId: number, options: CommonOptions & { wait?: boolean }) => {
+    .action(async (backupId: bigint, options: CommonOptions & { wait?: boolean }) => {
       const client = createBackupsClient(io, options);
       const json = options.json === true;
       if (options.wait === true) {
@@ -181,7 +181,7 @@ export function registerBackupsCommands(program: Command, io: CliIo): void {
     .argument("<backupId>", "the backup's id", parseBackupId)
     .option("--json", "print the API's answer as JSON")
     .option("--audience <audience>", "audience of gateway tokens", gatewayAudience)
-    .action(async (backupId: number, options: CommonOptions) => {
+    .action(async (backupId: bigint, options: CommonOptions) => {
       const deleted = await createBackupsClient(io, options).delete(backupId);
       io.stdout(options.json === true ? `${printableJson(deleted)}\n` : `backup ${backupId} deleted\n`);
     });

@@ -169,7 +169,7 @@ export function registerClusterBackupsCommands(clusters: Command, io: CliIo): vo
       .command("delete")
       .description("Delete a backup from the cluster's backup store.")
       .argument("<backupId>", "id of the backup", parseBackupId),
-  ).action(async (backupId: number, options: ClusterBackupOptions) => {
+  ).action(async (backupId: bigint, options: ClusterBackupOptions) => {
     const deleted = await createAdminClient(io, options).deleteBackup(options.cluster, String(backupId));
     io.stdout(options.json === true ? `${printableJson(deleted)}\n` : `backup ${backupId} deleted\n`);
   });
@@ -196,7 +196,7 @@ export function registerClusterBackupsCommands(clusters: Command, io: CliIo): vo
       )
       .argument("<backupId>", "id of the backup", parseBackupId)
       .option("--wait", "wait until the restore is COMPLETED or FAILED"),
-  ).action(async (backupId: number, options: ClusterBackupOptions) => {
+  ).action(async (backupId: bigint, options: ClusterBackupOptions) => {
     const client = createAdminClient(io, options);
     let restore = await client.restoreBackup(options.cluster, String(backupId));
     if (options.wait === true) {

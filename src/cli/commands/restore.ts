@@ -13,20 +13,21 @@
  */
 import { constants } from "node:fs";
 import { open } from "node:fs/promises";
-import { type Command, InvalidArgumentError } from "commander";
+import type { Command } from "commander";
 import { restorableShapeProblem } from "../../client/restorable-shape.js";
 import type { ClusterConfiguration, PartitionDistribution } from "../../cluster/topology/index.js";
 import { loadConfiguration } from "../../config/load.js";
 import { watchSupervisor } from "../../platform/provisioner/supervision.js";
 import { type CliIo, exitCodes, UsageError } from "../io.js";
 import { printable } from "../terminal-text.js";
+import { parseBackupId } from "./backups.js";
 import { brokerConfigurationFlags } from "./broker.js";
 
 /** Largest cluster configuration document `--cluster-configuration` reads (the largest allowed shape stays below it). */
 const MAX_CLUSTER_CONFIGURATION_BYTES = 8 * 1024 * 1024;
 
 interface RestoreCommandOptions {
-  backupId: number;
+  backupId: bigint;
   clusterConfiguration?: string;
   config?: string;
   dataDirectory?: string;
@@ -35,13 +36,6 @@ interface RestoreCommandOptions {
 
 function collect(value: string, previous: string[] | undefined): string[] {
   return [...(previous ?? []), value];
-}
-
-function parseBackupId(value: string): number {
-  if (!/^\d{1,16}$/.test(value) || !Number.isSafeInteger(Number(value))) {
-    throw new InvalidArgumentError(`a non-negative integer of at most ${Number.MAX_SAFE_INTEGER}`);
-  }
-  return Number(value);
 }
 
 async function runRestore(options: RestoreCommandOptions, io: CliIo): Promise<void> {

@@ -1,7 +1,8 @@
 /**
  * The default backup store: a directory (`service.backup.filesystem.basePath`), laid out as
  * `<base>/<partition>/<backup id>/<broker>/{manifest.json, snapshot.bin, log.bin}`, with each backup's record in
- * `<base>/backups/<backup id>.json` (a name no partition directory has). Directories are 0700 and files
+ * `<base>/backups/<backup id>.json` (a name no partition directory has), and the highest id ever taken as an empty file
+ * `<base>/backups/taken/<backup id>` (names older versions' listings skip). Directories are 0700 and files
  * 0600 (a backup holds users' messages). Every file and manifest is written to a temporary file, synced and renamed
  * into place, so a crash leaves either the previous file or the new one. A data file's SHA-256 is that of the exact
  * bytes handed to the file, and its size on disk is checked against their count once it is synced. Data files are
@@ -11,7 +12,10 @@ import { randomBytes } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { open, readdir, readFile, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
+import { type Logger, pino } from "pino";
 import { createPrivateDirectoryDurably, privateFileMode } from "../../files/private-files.js";
+import { parseJsonExactly, stringifyJsonExactly } from "../../json/exact-json.js";
+import { compareAscending, parseNonNegativeInt64 } from "../../json/int64.js";
 import { FileWriterThread, type FileWriterThreadOptions } from "./file-writer-thread.js";
 import {
   BACKUP_FILE_NAMES,
@@ -31,19 +35,32 @@ const MAX_MANIFEST_BYTES = 64 * 1024;
 /** Largest backup record read, in bytes: records are small, and a larger file is damage, not a record. */
 const MAX_RECORD_BYTES = 4 * 1024;
 
-/** Directory names the store creates: decimal ids. */
+/** Names of partition and broker directories: decimal ids. */
 const ID_PATTERN = /^(0|[1-9][0-9]{0,15})$/;
+
+/** Names of backup directories and marks: decimal backup ids, 0..2^63 − 1 (19 digits at most). */
+const BACKUP_ID_PATTERN = /^(0|[1-9][0-9]{0,18})$/;
 
 /** The directory of the backups' records, under the base path. */
 const RECORDS_DIRECTORY = "backups";
 
+/**
+ * The directory of the taken ids, under the records' directory: an empty file named by the id for every backup
+ * recorded, of which only the highest is kept (see `markTaken`).
+ */
+const TAKEN_DIRECTORY = "taken";
+
 /** Names of record files: `<backup id>.json`. */
-const RECORD_NAME_PATTERN = /^(0|[1-9][0-9]{0,15})\.json$/;
+const RECORD_NAME_PATTERN = /^(0|[1-9][0-9]{0,18})\.json$/;
 
 function idOf(name: string): number | null {
   if (!ID_PATTERN.test(name)) return null;
   const id = Number(name);
   return Number.isSafeInteger(id) ? id : null;
+}
+
+function backupIdOf(name: string): bigint | null {
+  return BACKUP_ID_PATTERN.test(name) ? parseNonNegativeInt64(name) : null;
 }
 
 async function syncDirectory(directory: string): Promise<void> {
@@ -55,31 +72,51 @@ async function syncDirectory(directory: string): Promise<void> {
   }
 }
 
-async function listIds(directory: string): Promise<number[]> {
-  let names: string[];
+/** The names in `directory` (none when it does not exist). */
+async function namesIn(directory: string): Promise<string[]> {
   try {
-    names = await readdir(directory);
+    return await readdir(directory);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
     throw error;
   }
-  return names
+}
+
+/** The partition or broker ids `directory` has directories of, ascending. */
+async function listIds(directory: string): Promise<number[]> {
+  return (await namesIn(directory))
     .map(idOf)
     .filter((id): id is number => id !== null)
     .sort((left, right) => left - right);
+}
+
+/** The backup ids `directory` names, ascending. */
+async function listBackupIds(directory: string): Promise<bigint[]> {
+  return (await namesIn(directory))
+    .map(backupIdOf)
+    .filter((id): id is bigint => id !== null)
+    .sort(compareAscending);
+}
+
+/** Options of a `FilesystemBackupStore`. */
+export interface FilesystemBackupStoreOptions extends FileWriterThreadOptions {
+  /** Where the store says what it could not clean up (silent when absent). */
+  readonly logger?: Logger;
 }
 
 /** See the module comment. */
 export class FilesystemBackupStore implements BackupStore {
   /** Writes the data files, off the event loop (see file-writer-thread.ts). */
   readonly fileWriter: FileWriterThread;
+  private readonly logger: Logger;
 
   /** A store rooted at `basePath` (created 0700 when missing). */
   constructor(
     readonly basePath: string,
-    options: FileWriterThreadOptions = {},
+    options: FilesystemBackupStoreOptions = {},
   ) {
     this.fileWriter = new FileWriterThread(options);
+    this.logger = options.logger ?? pino({ level: "silent" });
   }
 
   /** The directory of one part. */
@@ -88,7 +125,7 @@ export class FilesystemBackupStore implements BackupStore {
   }
 
   /** The path of a backup's record. */
-  recordPath(backupId: number): string {
+  recordPath(backupId: bigint): string {
     return join(this.basePath, RECORDS_DIRECTORY, `${backupId}.json`);
   }
 
@@ -97,10 +134,80 @@ export class FilesystemBackupStore implements BackupStore {
   }
 
   async writeBackupRecord(record: BackupRecord): Promise<void> {
+    // The mark comes first: a crash before the record leaves the id taken (a gap in the ids), never taken twice.
+    await this.markTaken(record.backupId);
     await writeJsonAtomically(join(this.basePath, RECORDS_DIRECTORY), `${record.backupId}.json`, record);
   }
 
-  async backupRecords(backupId?: number): Promise<StoredBackupRecord[]> {
+  async highestTakenBackupId(): Promise<bigint | null> {
+    return (await listBackupIds(this.takenDirectory())).at(-1) ?? null;
+  }
+
+  /**
+   * Marks `backupId` taken, durably, and removes the marks below it. The marks are one file per id rather than one
+   * file holding the highest, so that two coordinators recording at once (each broker's view of the lowest live broker
+   * may differ for a moment) can never lower it: creating a file cannot undo another one, and a mark is removed only
+   * by a writer whose own higher mark is on disk already, so the highest mark is never removed.
+   */
+  async markTaken(backupId: bigint): Promise<void> {
+    const directory = this.takenDirectory();
+    createPrivateDirectoryDurably(directory);
+    const handle = await open(join(directory, String(backupId)), "w", privateFileMode);
+    try {
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await syncDirectory(directory);
+    await this.removeMarksBelow(backupId);
+  }
+
+  /**
+   * Removes the marks below `backupId`, whose own mark is durable already. Best effort: only the highest mark counts,
+   * so a mark left behind changes nothing and the next writer tries again; failing here would fail a take whose id is
+   * taken already (and every later take the same way, while the entry stays).
+   */
+  private async removeMarksBelow(backupId: bigint): Promise<void> {
+    const directory = this.takenDirectory();
+    let ids: bigint[];
+    try {
+      ids = await listBackupIds(directory);
+    } catch (error) {
+      this.logger.warn({ err: error, directory }, "the taken backup ids could not be listed to remove the lower marks");
+      return;
+    }
+    for (const id of ids) {
+      if (id >= backupId) continue;
+      const path = join(directory, String(id));
+      try {
+        await rm(path, { force: true });
+      } catch (error) {
+        this.logger.warn({ err: error, path }, "a lower taken backup id's mark could not be removed; it is kept");
+      }
+    }
+  }
+
+  /** Raises the highest taken backup id to `backupId` unless it is there already (deleting a backup keeps its id). */
+  private async keepTaken(backupId: bigint): Promise<void> {
+    const highest = await this.highestTakenBackupId();
+    if (highest === null || highest < backupId) await this.markTaken(backupId);
+  }
+
+  /** The partitions that hold a directory of backup `backupId`, ascending. */
+  private async partitionsHolding(backupId: bigint): Promise<number[]> {
+    const holding: number[] = [];
+    for (const partitionId of await listIds(this.basePath)) {
+      if ((await listBackupIds(join(this.basePath, String(partitionId)))).includes(backupId)) holding.push(partitionId);
+    }
+    return holding;
+  }
+
+  /** The directory of the taken ids' marks. */
+  private takenDirectory(): string {
+    return join(this.basePath, RECORDS_DIRECTORY, TAKEN_DIRECTORY);
+  }
+
+  async backupRecords(backupId?: bigint): Promise<StoredBackupRecord[]> {
     // One record is opened by its name, not looked for in a listing: on a network filesystem a directory listing may
     // be cached and miss a record another host wrote moments ago, while opening a file closed there sees it.
     if (backupId !== undefined) {
@@ -135,14 +242,14 @@ export class FilesystemBackupStore implements BackupStore {
     }
   }
 
-  async manifests(backupId?: number): Promise<BackupPartManifest[]> {
+  async manifests(backupId?: bigint): Promise<BackupPartManifest[]> {
     const manifests: BackupPartManifest[] = [];
     for (const partitionId of await listIds(this.basePath)) {
       const partitionDirectory = join(this.basePath, String(partitionId));
       const backupIds =
         backupId === undefined
-          ? await listIds(partitionDirectory)
-          : (await listIds(partitionDirectory)).filter((id) => id === backupId);
+          ? await listBackupIds(partitionDirectory)
+          : (await listBackupIds(partitionDirectory)).filter((id) => id === backupId);
       for (const id of backupIds) {
         for (const brokerId of await listIds(join(partitionDirectory, String(id)))) {
           const part: BackupPartId = { backupId: id, partitionId, brokerId };
@@ -154,49 +261,44 @@ export class FilesystemBackupStore implements BackupStore {
     return manifests;
   }
 
-  async backupIds(): Promise<number[]> {
-    const ids = new Set<number>(await this.recordIds());
+  async backupIds(): Promise<bigint[]> {
+    const ids = new Set<bigint>(await this.recordIds());
     for (const partitionId of await listIds(this.basePath)) {
-      for (const id of await listIds(join(this.basePath, String(partitionId)))) ids.add(id);
+      for (const id of await listBackupIds(join(this.basePath, String(partitionId)))) ids.add(id);
     }
-    return [...ids].sort((left, right) => left - right);
+    return [...ids].sort(compareAscending);
   }
 
-  async deleteBackup(backupId: number): Promise<boolean> {
+  async deleteBackup(backupId: bigint): Promise<boolean> {
+    // Looked at up front only to answer whether there was a backup and to keep its id taken (a backup an older
+    // coordinator took raised no mark); the parts are listed again once the record is gone.
+    const recorded = (await this.recordIds()).includes(backupId);
+    const found = recorded || (await this.partitionsHolding(backupId)).length > 0;
+    if (found) await this.keepTaken(backupId);
     // The record goes first and durably: a leader that looks for it afterwards writes no part of this backup.
-    let found = (await this.recordIds()).includes(backupId);
-    if (found) {
+    if (recorded) {
       await rm(this.recordPath(backupId), { force: true });
       await syncDirectory(join(this.basePath, RECORDS_DIRECTORY));
     }
-    for (const partitionId of await listIds(this.basePath)) {
-      const directory = join(this.basePath, String(partitionId), String(backupId));
-      const exists = (await listIds(join(this.basePath, String(partitionId)))).includes(backupId);
-      if (!exists) continue;
-      found = true;
-      await rm(directory, { recursive: true, force: true });
+    // Listed only now: a leader that read the record just before it went may have created its part's directory
+    // after the look above, and its part must go too.
+    for (const partitionId of await this.partitionsHolding(backupId)) {
+      await rm(join(this.basePath, String(partitionId), String(backupId)), { recursive: true, force: true });
     }
     return found;
   }
 
   /** The ids of the backups with a record, ascending. */
-  private async recordIds(): Promise<number[]> {
-    let names: string[];
-    try {
-      names = await readdir(join(this.basePath, RECORDS_DIRECTORY));
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
-      throw error;
-    }
-    return names
+  private async recordIds(): Promise<bigint[]> {
+    return (await namesIn(join(this.basePath, RECORDS_DIRECTORY)))
       .map((name) => RECORD_NAME_PATTERN.exec(name)?.[1])
-      .map((name) => (name === undefined ? null : idOf(name)))
-      .filter((id): id is number => id !== null)
-      .sort((left, right) => left - right);
+      .map((name) => (name === undefined ? null : backupIdOf(name)))
+      .filter((id): id is bigint => id !== null)
+      .sort(compareAscending);
   }
 
   /** The record of `backupId`; null when there is none (deleted meanwhile), the problem when it cannot be used. */
-  private async readRecord(backupId: number): Promise<StoredBackupRecord | null> {
+  private async readRecord(backupId: bigint): Promise<StoredBackupRecord | null> {
     const path = this.recordPath(backupId);
     let problem: string;
     try {
@@ -205,7 +307,7 @@ export class FilesystemBackupStore implements BackupStore {
       if (bytes === null || bytes.byteLength > MAX_RECORD_BYTES) {
         problem = `the record is larger than ${MAX_RECORD_BYTES} bytes`;
       } else {
-        const parsed = parseBackupRecord(JSON.parse(bytes.toString("utf8")), backupId);
+        const parsed = parseBackupRecord(parseJsonExactly(bytes.toString("utf8")), backupId);
         if (typeof parsed !== "string") return { backupId, record: parsed, problem: null };
         problem = parsed;
       }
@@ -228,7 +330,7 @@ export class FilesystemBackupStore implements BackupStore {
       if (bytes.byteLength > MAX_MANIFEST_BYTES) {
         problem = `manifest.json is larger than ${MAX_MANIFEST_BYTES} bytes`;
       } else {
-        const parsed = parseManifest(JSON.parse(bytes.toString("utf8")), part);
+        const parsed = parseManifest(parseJsonExactly(bytes.toString("utf8")), part);
         if (typeof parsed !== "string") return parsed;
         problem = parsed;
       }
@@ -249,7 +351,8 @@ async function writeJsonAtomically(directory: string, name: string, value: unkno
   const temporary = join(directory, `.${name}.${randomBytes(6).toString("hex")}.tmp`);
   const handle = await open(temporary, "w", privateFileMode);
   try {
-    await handle.writeFile(`${JSON.stringify(value, null, 2)}\n`, "utf8");
+    // A backup id beyond 2^53 − 1 is written as its exact digits; every other value as JSON.stringify writes it.
+    await handle.writeFile(`${stringifyJsonExactly(value, 2)}\n`, "utf8");
     await handle.sync();
   } finally {
     await handle.close();

@@ -69,7 +69,7 @@ export type PartAdmission =
  * partition added after a backup takes the backup's checkpoint when a relocated record carries its id, and a
  * checkpoint may outlive its deleted backup in the log: neither writes a part.
  */
-export async function admitPart(store: BackupStore, backupId: number, partitionId: number): Promise<PartAdmission> {
+export async function admitPart(store: BackupStore, backupId: bigint, partitionId: number): Promise<PartAdmission> {
   let stored: StoredBackupRecord | undefined;
   try {
     [stored] = await store.backupRecords(backupId);

@@ -13,7 +13,7 @@ import { BACKUP_FILE_NAMES, type BackupPartManifest, type BackupStore } from "./
 /** Thrown when a part cannot be used: `fileName` names the file (or the manifest) that is missing or damaged. */
 export class BackupPartDamagedError extends Error {
   constructor(
-    readonly part: { readonly backupId: number; readonly partitionId: number; readonly brokerId: number },
+    readonly part: { readonly backupId: bigint; readonly partitionId: number; readonly brokerId: number },
     readonly fileName: string,
     detail: string,
   ) {

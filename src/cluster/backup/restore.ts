@@ -30,7 +30,7 @@ export class RestoreRefusedError extends Error {
 /** What `restoreBroker` needs. */
 export interface RestoreOptions {
   readonly store: BackupStore;
-  readonly backupId: number;
+  readonly backupId: bigint;
   readonly nodeId: number;
   /** The broker's data directory; it must be empty or absent. */
   readonly dataDirectory: string;
@@ -127,7 +127,7 @@ async function requireEmptyDirectory(directory: string): Promise<void> {
  */
 async function completedParts(
   store: BackupStore,
-  backupId: number,
+  backupId: bigint,
   partitionCount: number,
 ): Promise<Map<number, BackupPartManifest>> {
   const [stored] = await store.backupRecords(backupId);

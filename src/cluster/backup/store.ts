@@ -13,8 +13,14 @@
  * the management API use is the recorded one, never a leader's own view of the cluster (which may lag behind).
  * Backups written before records existed have none; their count is the lowest their parts recorded.
  *
+ * Recording a backup also raises the store's highest backup id (`highestTakenBackupId`) durably, before the record is
+ * written, and deleting a backup never lowers it: an id at or below it was used before (a backup was taken, or a take
+ * was attempted whose record failed), even when no backup of it exists now, so the coordinator refuses it without
+ * asking any partition (a partition's own refusal needs an answer from its first leader, which may not come).
+ *
  * The interface is small so that an object store can implement it; `FilesystemBackupStore` is the default.
  */
+import { exactInteger } from "../../json/exact-json.js";
 import { isCheckpointId } from "../engine/index.js";
 
 /** State of one partition's part of a backup. */
@@ -22,7 +28,8 @@ export type BackupPartState = "IN_PROGRESS" | "COMPLETED" | "FAILED";
 
 /** Names one part: the backup, the partition and the broker whose leader replica wrote it. */
 export interface BackupPartId {
-  readonly backupId: number;
+  /** 0..2^63 − 1; JSON files write it as its exact digits (`stringifyJsonExactly`). */
+  readonly backupId: bigint;
   readonly partitionId: number;
   readonly brokerId: number;
 }
@@ -71,7 +78,7 @@ export interface BackupPartManifest extends BackupPartId {
 /** A backup's record: what the coordinator knew of the cut before it proposed the checkpoint. */
 export interface BackupRecord {
   readonly formatVersion: 1;
-  readonly backupId: number;
+  readonly backupId: bigint;
   /** Partitions of the cluster configuration the coordinator took the backup in: the backup holds 1..partitionCount. */
   readonly partitionCount: number;
   /** When the coordinator took the backup (ISO 8601). */
@@ -82,8 +89,8 @@ export interface BackupRecord {
 
 /** A backup's record as read from the store: the record, or what is wrong with the stored one. */
 export type StoredBackupRecord =
-  | { readonly backupId: number; readonly record: BackupRecord; readonly problem: null }
-  | { readonly backupId: number; readonly record: null; readonly problem: string };
+  | { readonly backupId: bigint; readonly record: BackupRecord; readonly problem: null }
+  | { readonly backupId: bigint; readonly record: null; readonly problem: string };
 
 /** Writes one file of a part, a chunk at a time. */
 export interface BackupFileWriter {
@@ -124,21 +131,30 @@ export interface BackupStore {
    * The manifests of every part of `backupId`, or of every backup when it is undefined. A manifest that cannot be
    * read is returned as a FAILED part naming the problem, so a damaged store shows up instead of hiding a part.
    */
-  manifests(backupId?: number): Promise<BackupPartManifest[]>;
-  /** Writes (or replaces) a backup's record durably and atomically. */
+  manifests(backupId?: bigint): Promise<BackupPartManifest[]>;
+  /**
+   * Writes (or replaces) a backup's record durably and atomically, after raising the highest taken backup id to the
+   * record's id (durably too), so that the id counts as taken even if the record never gets written.
+   */
   writeBackupRecord(record: BackupRecord): Promise<void>;
+  /**
+   * The highest id this store ever recorded a backup of, deleted backups' included, or null when it recorded none (a
+   * store written only by versions from before this mark). Backups the store still holds count through `backupIds`.
+   */
+  highestTakenBackupId(): Promise<bigint | null>;
   /**
    * The records of `backupId` (none or one), or of every backup when it is undefined, ascending. A record that
    * cannot be understood is returned with the problem, naming the file.
    */
-  backupRecords(backupId?: number): Promise<StoredBackupRecord[]>;
+  backupRecords(backupId?: bigint): Promise<StoredBackupRecord[]>;
   /** The ids of every backup the store holds a record or a part of, ascending (without reading any manifest). */
-  backupIds(): Promise<number[]>;
+  backupIds(): Promise<bigint[]>;
   /**
    * Removes the backup's record first, so that no leader starts a part of it afterwards, then every part of it;
-   * resolves with whether there was any.
+   * resolves with whether there was any. The highest taken backup id stays (and is raised to this one when a backup
+   * of an older version, which raised none, is deleted), so the id is never taken again.
    */
-  deleteBackup(backupId: number): Promise<boolean>;
+  deleteBackup(backupId: bigint): Promise<boolean>;
 }
 
 /** Names of the files of a part. */
@@ -167,13 +183,16 @@ function isFileEntry(value: unknown): value is BackupFileEntry {
   );
 }
 
-/** Checks a manifest read from the store against `part`; returns it typed, or what is wrong with it. */
+/**
+ * Checks a manifest read from the store (by `parseJsonExactly`) against `part`; returns it typed, or what is wrong
+ * with it.
+ */
 export function parseManifest(value: unknown, part: BackupPartId): BackupPartManifest | string {
   if (typeof value !== "object" || value === null || Array.isArray(value)) return "the manifest is not an object";
   const manifest = value as Record<string, unknown>;
   if (manifest.formatVersion !== 1) return `the manifest has format version ${String(manifest.formatVersion)}`;
   if (
-    manifest.backupId !== part.backupId ||
+    exactInteger(manifest.backupId) !== part.backupId ||
     manifest.partitionId !== part.partitionId ||
     manifest.brokerId !== part.brokerId
   ) {
@@ -206,15 +225,18 @@ export function parseManifest(value: unknown, part: BackupPartId): BackupPartMan
     return "the manifest's times are malformed";
   }
   if (!isCheckpointId(part.backupId)) return "the backup id is malformed";
-  return manifest as unknown as BackupPartManifest;
+  return { ...manifest, backupId: part.backupId } as unknown as BackupPartManifest;
 }
 
-/** Checks a backup record read from the store against the id its location names; returns it typed, or the problem. */
-export function parseBackupRecord(value: unknown, backupId: number): BackupRecord | string {
+/**
+ * Checks a backup record read from the store (by `parseJsonExactly`) against the id its location names; returns it
+ * typed, or the problem.
+ */
+export function parseBackupRecord(value: unknown, backupId: bigint): BackupRecord | string {
   if (typeof value !== "object" || value === null || Array.isArray(value)) return "the record is not an object";
   const record = value as Record<string, unknown>;
   if (record.formatVersion !== 1) return `the record has format version ${String(record.formatVersion)}`;
-  if (record.backupId !== backupId || !isCheckpointId(backupId)) {
+  if (exactInteger(record.backupId) !== backupId || !isCheckpointId(backupId)) {
     return "the record names another backup than its location";
   }
   if (!isNonNegativeInteger(record.partitionCount) || record.partitionCount < 1) {
@@ -223,7 +245,7 @@ export function parseBackupRecord(value: unknown, backupId: number): BackupRecor
   if (typeof record.takenAt !== "string" || typeof record.flowplaneVersion !== "string") {
     return "the record's time or version is malformed";
   }
-  return record as unknown as BackupRecord;
+  return { ...record, backupId } as unknown as BackupRecord;
 }
 
 /**

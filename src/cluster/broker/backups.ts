@@ -3,27 +3,36 @@
  * checkpoint record with that id to every partition's leader (each leader then writes its partition's part in the
  * background, see partition-replica.ts), and the state of a backup is read from the backup store, part by part.
  *
- * Rules: backup ids are non-negative integers above every earlier id and never reused (a partition ignores a
- * checkpoint at or below its latest, so even the id of a deleted backup is refused); no backup is taken while a
- * cluster change runs, and no cluster change starts while a backup is in progress (`blockingBackup`), since message
- * relocation and moving replicas while a backup is cut would make its parts hard to reason about.
+ * Rules: backup ids are non-negative integers above every earlier id and never reused: the store keeps the highest id
+ * it ever recorded, deleted backups' included, and a partition ignores a checkpoint at or below its latest; no backup
+ * is taken while a cluster change runs, and no cluster change starts while a backup is in progress (`blockingBackup`),
+ * since message relocation and moving replicas while a backup is cut would make its parts hard to reason about.
  *
  * Before it proposes any checkpoint, taking a backup writes the backup's record to the store (backup/store.ts): the
  * partition count of the configuration it checked, which is the backup's count from then on. Leaders write parts only
  * of recorded backups and partitions, deleting a backup removes its record first, and a backup the store holds only
  * stray parts of (no record, every part written against one) is not listed: it was deleted.
  *
+ * Ids are 0..2^63 − 1 (bigints). The first one above 2^53 − 1 is taken only when every broker of the configuration
+ * says it applies such checkpoint ids (`largeCheckpointIds` of its `describe` answer): a broker of an earlier version
+ * rejects the records that carry one, so its replicas would apply them differently from the others'. Once the store
+ * holds such an id, a broker that does not answer no longer blocks a take (the running brokers applied such ids
+ * already), and a cluster change adds no broker and places no replica on one that does not say it applies them
+ * (`largeBackupIdProblem`, asked by the change coordinator).
+ *
  * A part whose writer is gone is not left IN_PROGRESS forever: a broker marks the parts it left IN_PROGRESS FAILED
  * when it starts again (`failAbandonedParts`), and a part of a broker that is unreachable is reported FAILED.
  */
 import type { Logger } from "pino";
+import { compareAscending } from "../../json/int64.js";
 import {
   type BackupPartManifest,
   type BackupStore,
   backupPartitionCount,
   type StoredBackupRecord,
 } from "../backup/store.js";
-import { type ClusterConfiguration, partitionIdsOf } from "../topology/index.js";
+import { encodedCheckpointId, MAX_SAFE_CHECKPOINT_ID } from "../engine/index.js";
+import { brokerIdsOf, type ClusterConfiguration, partitionIdsOf } from "../topology/index.js";
 import { actingCoordinator } from "./change-executor.js";
 import type { CheckpointAnswer } from "./peer-requests.js";
 import type { BackupListResponse, BackupPartitionView, BackupRefusal, BackupResponse, BackupView } from "./protocol.js";
@@ -37,7 +46,9 @@ export interface BackupCoordinatorContext {
   configuration(): ClusterConfiguration;
   isReachable(brokerId: number): boolean;
   /** Asks the partition's leader to take the checkpoint; null when no leader answered. */
-  checkpoint(partitionId: number, checkpointId: number): Promise<CheckpointReply | null>;
+  checkpoint(partitionId: number, checkpointId: bigint): Promise<CheckpointReply | null>;
+  /** What `brokerIds` (this broker aside) answer when asked whether they apply checkpoint ids above 2^53 − 1. */
+  largeCheckpointIdSupport(brokerIds: readonly number[]): Promise<LargeCheckpointIdSupport>;
   /** Milliseconds since the epoch. */
   nowMs(): number;
   /** The flowplane version recorded in each backup's record. */
@@ -56,7 +67,14 @@ const MAX_REMEMBERED_BACKUPS = 64;
 /** Most backups listed at once (newest first). */
 export const MAX_LISTED_BACKUPS = 1_000;
 
-/** What this coordinator knows of a backup it took, until the store shows every part. */
+/** How the brokers asked answered whether they apply checkpoint ids above 2^53 − 1 (`describe`). */
+export interface LargeCheckpointIdSupport {
+  /** Brokers that did not answer in time, ascending. */
+  readonly unanswered: readonly number[];
+  /** Brokers that answered without saying they do (earlier versions), ascending, with the version they answered. */
+  readonly unsupported: readonly { readonly brokerId: number; readonly version: string }[];
+}
+
 /** A partition leader's answer to a checkpoint request. */
 export interface CheckpointReply {
   readonly answer: CheckpointAnswer;
@@ -67,6 +85,7 @@ export interface CheckpointReply {
   readonly afterUncertainAttempt: boolean;
 }
 
+/** What this coordinator knows of a backup it took, until the store shows every part. */
 interface TakenBackup {
   readonly takenAtMs: number;
   /** Why a partition took no checkpoint, by partition id. */
@@ -86,17 +105,56 @@ function refused(status: 400 | 404 | 409 | 503, detail: string): BackupRefusal {
   return { outcome: "refused", status, detail };
 }
 
+/** "broker 2" or "brokers 1, 2". */
+function brokersNamed(brokerIds: readonly number[]): string {
+  return `broker${brokerIds.length === 1 ? "" : "s"} ${brokerIds.join(", ")}`;
+}
+
+/**
+ * What keeps the brokers of `support` from applying checkpoint ids above 2^53 − 1 and what to do about it: the brokers
+ * that answered without saying they do (an earlier version) and those that did not answer, named apart; null when
+ * there are none.
+ */
+function largeCheckpointIdObstacles(support: LargeCheckpointIdSupport): { reasons: string; remedies: string } | null {
+  const reasons: string[] = [];
+  const remedies: string[] = [];
+  if (support.unsupported.length > 0) {
+    const one = support.unsupported.length === 1;
+    const versions = support.unsupported.map(({ brokerId, version }) => `${brokerId} (version ${version})`);
+    reasons.push(
+      `broker${one ? "" : "s"} ${versions.join(", ")} answered without saying ${one ? "it does" : "they do"}`,
+    );
+    remedies.push("upgrade the brokers of an earlier version");
+  }
+  if (support.unanswered.length > 0) {
+    reasons.push(`${brokersNamed(support.unanswered)} did not answer`);
+    remedies.push("make sure the brokers that did not answer run and are reachable");
+  }
+  return reasons.length === 0 ? null : { reasons: reasons.join("; "), remedies: remedies.join(" and ") };
+}
+
+/** The higher of two used backup ids, either of which may be unknown (null). */
+function highestUsedOf(latest: bigint | null, highestTaken: bigint | null): bigint | null {
+  if (latest === null || highestTaken === null) return latest ?? highestTaken;
+  return latest > highestTaken ? latest : highestTaken;
+}
+
+/** The highest backup id the store used: its latest backup's, or a higher one it recorded as taken. */
+async function highestUsedBackupId(store: BackupStore): Promise<bigint | null> {
+  return highestUsedOf((await store.backupIds()).at(-1) ?? null, await store.highestTakenBackupId());
+}
+
 /** See the module comment. */
 export class BackupCoordinator {
   /** Backups this coordinator took, by id: which partitions took no checkpoint, and when (the newest few). */
-  private readonly taken = new Map<number, TakenBackup>();
+  private readonly taken = new Map<bigint, TakenBackup>();
   /** The id of the backup being taken right now (its checkpoints proposed), or null. */
-  private taking: number | null = null;
+  private taking: bigint | null = null;
 
   constructor(private readonly context: BackupCoordinatorContext) {}
 
   /** Takes backup `backupId`: checks the rules, then proposes the checkpoint to every partition's leader. */
-  async take(backupId: number): Promise<BackupResponse> {
+  async take(backupId: bigint): Promise<BackupResponse> {
     const redirect = this.redirect();
     if (redirect !== null) return redirect;
     const store = this.context.store;
@@ -111,12 +169,26 @@ export class BackupCoordinator {
     if (this.taking !== null) return refused(409, `backup ${this.taking} is being taken`);
     this.taking = backupId;
     try {
-      const latest = (await store.backupIds()).at(-1) ?? -1;
-      if (latest >= backupId) {
+      const latest = (await store.backupIds()).at(-1) ?? null;
+      if (latest !== null && latest >= backupId) {
         return refused(409, `backup ids must be above every earlier id; the latest backup is ${latest}`);
+      }
+      // Deleted backups' ids count too, and so do ids whose take failed after the store marked them. The store's mark
+      // settles it before any partition is asked: a partition's own refusal (it holds a later checkpoint) needs an
+      // answer from the first leader asked, which may not come.
+      const highestTaken = await store.highestTakenBackupId();
+      if (highestTaken !== null && highestTaken >= backupId) {
+        return refused(
+          409,
+          `backup ids are never reused and must be above every earlier id; id ${highestTaken} is used (a backup of it was taken or attempted); take an id above ${highestTaken}`,
+        );
       }
       const running = await this.inProgress(store);
       if (running !== null) return refused(409, `backup ${running} is in progress`);
+      if (backupId > MAX_SAFE_CHECKPOINT_ID) {
+        const problem = await this.largeBackupIdTakeProblem(configuration, highestUsedOf(latest, highestTaken));
+        if (problem !== null) return refused(409, problem);
+      }
       const partitionIds = partitionIdsOf(configuration);
       try {
         await store.writeBackupRecord({
@@ -128,7 +200,7 @@ export class BackupCoordinator {
         });
       } catch (error) {
         this.context.logger.warn({ err: error, backupId }, "the backup's record could not be written");
-        return refused(503, `the backup store could not record backup ${backupId}; no checkpoint was taken`);
+        return refused(503, await this.unrecordedDetail(store, backupId));
       }
       const answers = await Promise.all(
         partitionIds.map((partitionId) => this.context.checkpoint(partitionId, backupId)),
@@ -181,7 +253,9 @@ export class BackupCoordinator {
     if (store === null) return { outcome: "backups", backups: [] };
     const records = new Map((await store.backupRecords()).map((stored) => [stored.backupId, stored]));
     const byBackup = groupByBackup(await store.manifests());
-    const ids = [...new Set([...records.keys(), ...byBackup.keys()])].sort((left, right) => right - left);
+    const ids = [...new Set([...records.keys(), ...byBackup.keys()])].sort((left, right) =>
+      compareAscending(right, left),
+    );
     const backups: BackupView[] = [];
     for (const id of ids) {
       if (backups.length === MAX_LISTED_BACKUPS) break;
@@ -192,7 +266,7 @@ export class BackupCoordinator {
   }
 
   /** One backup; 404 when the store holds none (neither a record nor a part of a backup from before records). */
-  async status(backupId: number): Promise<BackupResponse> {
+  async status(backupId: bigint): Promise<BackupResponse> {
     const redirect = this.redirect();
     if (redirect !== null) return redirect;
     const backup = await this.read(backupId);
@@ -201,7 +275,7 @@ export class BackupCoordinator {
   }
 
   /** Removes a backup from the store; 409 while it is in progress, 404 when there is none. */
-  async delete(backupId: number): Promise<BackupResponse> {
+  async delete(backupId: bigint): Promise<BackupResponse> {
     const redirect = this.redirect();
     if (redirect !== null) return redirect;
     const store = this.context.store;
@@ -225,6 +299,69 @@ export class BackupCoordinator {
   }
 
   /**
+   * Why a take of an id above 2^53 − 1 may not go on, or null, given the highest id the store used so far
+   * (`highestUsed`). Before the first such id, every other broker of the configuration must say it applies them, and
+   * one that does not answer blocks too (it may run an earlier version). Once the store holds one, the running brokers
+   * have applied such ids already and a broker added since said so when the change added it, so only the brokers
+   * reachable now are asked, and a broker that does not answer blocks nothing: a broker that is down would otherwise
+   * keep every backup from being taken.
+   */
+  private async largeBackupIdTakeProblem(
+    configuration: ClusterConfiguration,
+    highestUsed: bigint | null,
+  ): Promise<string | null> {
+    const largeIdHeld = highestUsed !== null && highestUsed > MAX_SAFE_CHECKPOINT_ID;
+    const others = brokerIdsOf(configuration).filter(
+      (brokerId) => brokerId !== this.context.nodeId && (!largeIdHeld || this.context.isReachable(brokerId)),
+    );
+    const support = await this.context.largeCheckpointIdSupport(others);
+    const obstacles = largeCheckpointIdObstacles(largeIdHeld ? { ...support, unanswered: [] } : support);
+    if (obstacles === null) return null;
+    // Only while an id up to 2^53 − 1 is still above every used one: ids are never reused.
+    const smallerId =
+      highestUsed === null || highestUsed < MAX_SAFE_CHECKPOINT_ID
+        ? `, or take an id of at most ${MAX_SAFE_CHECKPOINT_ID}`
+        : "";
+    return `backup ids above ${MAX_SAFE_CHECKPOINT_ID} need every broker to run a version that takes them: ${obstacles.reasons}; ${obstacles.remedies}${smallerId}`;
+  }
+
+  /**
+   * Why a cluster change may not add `brokerIds` to the cluster or place replicas on them, or null: once the store
+   * holds a backup id above 2^53 − 1 (its checkpoint records, snapshots and hand-overs carry it), every broker that
+   * hosts a replica must apply such ids, and each of them must say so. The change coordinator asks before it records
+   * a change.
+   */
+  async largeBackupIdProblem(brokerIds: readonly number[]): Promise<string | null> {
+    const store = this.context.store;
+    const asked = brokerIds.filter((brokerId) => brokerId !== this.context.nodeId);
+    if (store === null || asked.length === 0) return null;
+    const highestUsed = await highestUsedBackupId(store);
+    if (highestUsed === null || highestUsed <= MAX_SAFE_CHECKPOINT_ID) return null;
+    const obstacles = largeCheckpointIdObstacles(await this.context.largeCheckpointIdSupport(asked));
+    if (obstacles === null) return null;
+    return `the backup store holds backup id ${highestUsed}, above ${MAX_SAFE_CHECKPOINT_ID}, so every broker that hosts a replica must run a version that applies such ids (an earlier version rejects the records that carry them): ${obstacles.reasons}; ${obstacles.remedies} before this change`;
+  }
+
+  /**
+   * The reason of a take whose record could not be written. The store marks the id taken before it writes the
+   * record, so when the mark is there the id is used now, and a retry must take a higher one.
+   */
+  private async unrecordedDetail(store: BackupStore, backupId: bigint): Promise<string> {
+    const detail = `the backup store could not record backup ${backupId}; no checkpoint was taken`;
+    let marked: boolean;
+    try {
+      const highestTaken = await store.highestTakenBackupId();
+      marked = highestTaken !== null && highestTaken >= backupId;
+    } catch {
+      // The store cannot say: the mark may be there.
+      return `${detail}; id ${backupId} may be used now (the store may have marked it before it failed); take a higher id once the store works`;
+    }
+    return marked
+      ? `${detail}; id ${backupId} is used now (a backup of it was attempted); take a higher id once the store works`
+      : detail;
+  }
+
+  /**
    * Why a cluster change may not start now (a backup is being taken or in progress), or null. The change
    * coordinator asks before it records a change.
    */
@@ -242,8 +379,8 @@ export class BackupCoordinator {
    * latest backup can be running (no backup is taken while another runs), so only its manifests are read: the
    * monitoring response asks on every poll.
    */
-  private async inProgress(store: BackupStore): Promise<number | null> {
-    const candidates = new Set<number>();
+  private async inProgress(store: BackupStore): Promise<bigint | null> {
+    const candidates = new Set<bigint>();
     const latest = (await store.backupIds()).at(-1);
     if (latest !== undefined) candidates.add(latest);
     for (const [id, taken] of this.taken) {
@@ -257,7 +394,7 @@ export class BackupCoordinator {
   }
 
   /** Backup `backupId` as the store holds it, or null when it holds none. */
-  private async read(backupId: number): Promise<BackupView | null> {
+  private async read(backupId: bigint): Promise<BackupView | null> {
     const store = this.context.store;
     if (store === null) return null;
     const [stored] = await store.backupRecords(backupId);
@@ -278,7 +415,7 @@ export class BackupCoordinator {
    * counts them.
    */
   view(
-    backupId: number,
+    backupId: bigint,
     stored: StoredBackupRecord | undefined,
     manifests: readonly BackupPartManifest[],
   ): BackupView | null {
@@ -311,7 +448,7 @@ export class BackupCoordinator {
     const first = failed ?? missing;
     if (recordProblem !== null) {
       return {
-        backupId,
+        backupId: encodedCheckpointId(backupId),
         state: "FAILED",
         failureReason: `the backup's record: ${recordProblem}`,
         partitionCount,
@@ -319,7 +456,7 @@ export class BackupCoordinator {
       };
     }
     return {
-      backupId,
+      backupId: encodedCheckpointId(backupId),
       state,
       failureReason: first === undefined ? null : `partition ${first.partitionId}: ${first.failureReason}`,
       partitionCount,
@@ -389,8 +526,8 @@ function isRunning(backup: BackupView): boolean {
   return backup.details.some((detail) => detail.state === "IN_PROGRESS");
 }
 
-function groupByBackup(manifests: readonly BackupPartManifest[]): Map<number, BackupPartManifest[]> {
-  const byBackup = new Map<number, BackupPartManifest[]>();
+function groupByBackup(manifests: readonly BackupPartManifest[]): Map<bigint, BackupPartManifest[]> {
+  const byBackup = new Map<bigint, BackupPartManifest[]>();
   for (const part of manifests) {
     const parts = byBackup.get(part.backupId);
     if (parts === undefined) byBackup.set(part.backupId, [part]);

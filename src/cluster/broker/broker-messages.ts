@@ -3,8 +3,9 @@
  * the cluster configuration and of broker addresses. Received messages are checked before use: a peer is another
  * broker, but a malformed message must never crash the Raft core or the configuration.
  */
+import { decodedCheckpointId } from "../engine/index.js";
 import type { Message } from "../raft/index.js";
-import type { BrokerRequest, ClusterChangeCommand } from "./protocol.js";
+import type { ClusterChangeCommand, ParsedBrokerRequest } from "./protocol.js";
 
 /** Where a broker can be reached, with the start time of the broker process that advertised it. */
 export interface GossipedAddress {
@@ -95,7 +96,7 @@ export function parseBrokerMessage(value: unknown, from: number, self: number): 
 }
 
 /** Checks a request from a gateway or a broker; returns it typed, or a description of what is wrong. */
-export function parseBrokerRequest(value: unknown): BrokerRequest | string {
+export function parseBrokerRequest(value: unknown): ParsedBrokerRequest | string {
   if (!isRecord(value)) return "the request is not an object";
   switch (value.type) {
     case "describe":
@@ -145,9 +146,12 @@ export function parseBrokerRequest(value: unknown): BrokerRequest | string {
       return { type: "backup-list" };
     case "backup-take":
     case "backup-status":
-    case "backup-delete":
-      if (!isNonNegativeInteger(value.backupId)) return `${value.type} needs an integer backupId ≥ 0`;
-      return { type: value.type, backupId: value.backupId };
+    case "backup-delete": {
+      // Parsed to a bigint, whichever of its two encodings it came in.
+      const backupId = decodedCheckpointId(value.backupId);
+      if (backupId === null) return `${value.type} needs an integer backupId from 0 to 2^63 − 1`;
+      return { type: value.type, backupId };
+    }
     default:
       return `unknown request type ${JSON.stringify(value.type)}`;
   }

@@ -27,7 +27,7 @@ import {
   replicasOf,
 } from "../topology/index.js";
 import { ClusterTransport, type RequestSender, TransportClient } from "../transport/index.js";
-import { BackupCoordinator, failAbandonedParts } from "./backups.js";
+import { BackupCoordinator, failAbandonedParts, type LargeCheckpointIdSupport } from "./backups.js";
 import { type BrokerMessage, type GossipedAddress, parseBrokerMessage, parseBrokerRequest } from "./broker-messages.js";
 import { ChangeExecutor } from "./change-executor.js";
 import { ChangeCoordinator } from "./coordinator.js";
@@ -46,23 +46,27 @@ import { answerPartitionRequest } from "./partition-requests.js";
 import {
   type ClusterConfigurationAnswer,
   isPeerRequestType,
+  type PeerMessageOnWire,
   type PeerRequest,
   type PeerResponses,
   parsePeerRequest,
+  peerAnswerFromWire,
+  peerMessageOnWire,
 } from "./peer-requests.js";
 import type {
   BrokerAddress,
   BrokerDescription,
   BrokerLiveness,
-  BrokerRequest,
   BrokerResponses,
   GetMessageResponse,
+  ParsedBrokerRequest,
   PublishMessageResponse,
   ReplicaReport,
 } from "./protocol.js";
 import { inactiveReplicaReport, ReplicaHost } from "./replica-host.js";
 
-type BrokerResponse = BrokerResponses[keyof BrokerResponses] | PeerResponses[keyof PeerResponses];
+/** An answer as it goes out on the transport: the gateway's as they are, the peers' with encoded checkpoint ids. */
+type BrokerResponse = BrokerResponses[keyof BrokerResponses] | PeerMessageOnWire<PeerResponses[keyof PeerResponses]>;
 
 /** Interval at which a closing broker checks whether its in-flight proposals finished. */
 const SHUTDOWN_POLL_MS = 10;
@@ -96,6 +100,9 @@ const MAX_OPERATION_RETRY_BACKOFF_MS = 30_000;
 /** The first pause before a failed replica is opened again, and the longest. */
 const REPLICA_RESTART_BACKOFF_MS = 1_000;
 const MAX_REPLICA_RESTART_BACKOFF_MS = 60_000;
+
+/** How long the coordinator waits for each broker's `describe` answer before a backup id above 2^53 − 1. */
+const DESCRIBE_TIMEOUT_MS = 2_000;
 
 /** A running broker; create it with `Broker.start`. */
 export class Broker {
@@ -211,6 +218,7 @@ export class Broker {
         );
         return answer === null ? null : { answer, afterUncertainAttempt: attempts.uncertain };
       },
+      largeCheckpointIdSupport: (brokerIds) => this.largeCheckpointIdSupport(brokerIds),
       nowMs: () => Date.now(),
       flowplaneVersion: options.version,
     });
@@ -224,6 +232,7 @@ export class Broker {
       knownBrokers: () => [...this.addresses.keys()],
       now: () => new Date().toISOString(),
       blockingBackup: () => this.backups.blockingBackup(),
+      largeBackupIdProblem: (brokerIds) => this.backups.largeBackupIdProblem(brokerIds),
     });
   }
 
@@ -341,6 +350,41 @@ export class Broker {
       replicas: this.replicaReports(),
       liveness: this.liveness(),
       changeProgress: this.executor.progress(),
+      largeCheckpointIds: true,
+    };
+  }
+
+  /**
+   * Asks `brokerIds` (this broker aside, which applies them) with `describe` whether they apply checkpoint ids above
+   * 2^53 − 1: those that do not answer within `DESCRIBE_TIMEOUT_MS`, and those whose answer lacks
+   * `largeCheckpointIds: true` (earlier versions), with the version they answered.
+   */
+  private async largeCheckpointIdSupport(brokerIds: readonly number[]): Promise<LargeCheckpointIdSupport> {
+    const unanswered: number[] = [];
+    const unsupported: { brokerId: number; version: string }[] = [];
+    const asked = [...new Set(brokerIds)]
+      .filter((brokerId) => brokerId !== this.nodeId)
+      .sort((left, right) => left - right);
+    await Promise.all(
+      asked.map(async (brokerId) => {
+        let answer: unknown;
+        try {
+          answer = await this.transport.request(brokerId, { type: "describe" }, { timeoutMs: DESCRIBE_TIMEOUT_MS });
+        } catch {
+          unanswered.push(brokerId);
+          return;
+        }
+        // Another broker's answer: read as data, whatever version wrote it.
+        const description = (typeof answer === "object" && answer !== null ? answer : {}) as Partial<BrokerDescription>;
+        if (description.largeCheckpointIds !== true) {
+          const version = typeof description.version === "string" ? description.version : "unknown";
+          unsupported.push({ brokerId, version });
+        }
+      }),
+    );
+    return {
+      unanswered: unanswered.sort((left, right) => left - right),
+      unsupported: unsupported.sort((left, right) => left.brokerId - right.brokerId),
     };
   }
 
@@ -367,7 +411,9 @@ export class Broker {
 
   /** Sends a request to another broker over the cluster transport (its address must be known by gossip). */
   requestPeer<T extends PeerRequest>(nodeId: number, request: T, timeoutMs: number): Promise<PeerResponses[T["type"]]> {
-    return this.transport.request(nodeId, request, { timeoutMs }) as Promise<PeerResponses[T["type"]]>;
+    return this.transport
+      .request(nodeId, peerMessageOnWire(request), { timeoutMs })
+      .then(peerAnswerFromWire) as Promise<PeerResponses[T["type"]]>;
   }
 
   /**
@@ -703,7 +749,7 @@ export class Broker {
       const response = await this.answerPeer(request);
       const outcome = "outcome" in response ? response.outcome : "answered";
       this.metrics.observeRequest(request.type, outcome, (performance.now() - startedAt) / 1000);
-      return response;
+      return peerMessageOnWire(response);
     }
     const request = parseBrokerRequest(raw);
     if (typeof request === "string") {
@@ -754,7 +800,7 @@ export class Broker {
     };
   }
 
-  private async answer(request: BrokerRequest): Promise<BrokerResponses[BrokerRequest["type"]]> {
+  private async answer(request: ParsedBrokerRequest): Promise<BrokerResponses[ParsedBrokerRequest["type"]]> {
     if (request.type === "describe") return this.describe();
     if (request.type === "cluster-status") {
       const status = this.coordinator.status();

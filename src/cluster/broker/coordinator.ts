@@ -8,6 +8,10 @@
  * runs it coordinates; when it is gone, the next one takes over, so a change whose coordinator died can still be
  * cancelled, and a new one started. A broker asked while it hears from a member with a lower id answers
  * `not-coordinator` with that id, and the gateway asks there.
+ *
+ * Backups keep some changes from starting: none while a backup is in progress, and once the backup store holds an id
+ * above 2^53 − 1, none that adds a broker or places a replica on one that does not say it applies such checkpoint ids
+ * (a broker of an earlier version rejects the records carrying them, and its replicas would diverge).
  */
 import type { Logger } from "pino";
 import {
@@ -58,6 +62,27 @@ export interface CoordinatorContext {
   now(): string;
   /** Why no change may start now because of a backup (see backups.ts), or null; absent: backups never block. */
   blockingBackup?(): Promise<string | null>;
+  /**
+   * Why a change may not add `brokerIds` or place replicas on them because of the backup ids the store holds (see
+   * backups.ts, `largeBackupIdProblem`), or null; absent: never.
+   */
+  largeBackupIdProblem?(brokerIds: readonly number[]): Promise<string | null>;
+}
+
+/** Operations that put a broker into the cluster or a replica onto a broker: it then applies the partitions' records. */
+const RECEIVING_OPERATIONS: ReadonlySet<ClusterOperation["operation"]> = new Set([
+  "BROKER_ADD",
+  "PARTITION_JOIN",
+  "PARTITION_BOOTSTRAP",
+]);
+
+/** The brokers `operations` add to the cluster or place a replica on, ascending. */
+function brokersReceivingReplicas(operations: readonly ClusterOperation[]): number[] {
+  const brokerIds = new Set<number>();
+  for (const operation of operations) {
+    if (RECEIVING_OPERATIONS.has(operation.operation)) brokerIds.add(operation.brokerId);
+  }
+  return [...brokerIds].sort((left, right) => left - right);
 }
 
 function refused(
@@ -120,6 +145,10 @@ export class ChangeCoordinator {
       if (error instanceof OperationError) return refused(409, error.message);
       throw error;
     }
+    // Asked before `blockingBackup`, so that waiting for the brokers' answers does not widen the moment between the
+    // look at a backup being taken and the change being recorded, after which a take finds the change and refuses.
+    const largeBackupIds = (await this.context.largeBackupIdProblem?.(brokersReceivingReplicas(operations))) ?? null;
+    if (largeBackupIds !== null) return refused(409, largeBackupIds);
     const backup = (await this.context.blockingBackup?.()) ?? null;
     if (backup !== null) return refused(409, backup);
     if (this.context.configuration() !== configuration) {

@@ -177,7 +177,7 @@ export function brokerOptionsFromConfiguration(
     partitionScalingEnabled: experimental.features.enablePartitionScaling,
     ...BROKER_DEFAULTS,
     clusterCredentials: ClusterCredentials.fromSecret(secret, clusterId),
-    backupStore: backupStoreFromConfiguration(configuration),
+    backupStore: backupStoreFromConfiguration(configuration, context.logger),
     version: context.version,
     logger: context.logger,
   };
@@ -185,16 +185,16 @@ export function brokerOptionsFromConfiguration(
 
 /**
  * The backup store `service.backup.*` names: a directory (`filesystem`, by default `<dataDirectory>/backups`, which
- * the brokers of the local cluster share), or none.
+ * the brokers of the local cluster share), or none; it logs to `logger`.
  */
-export function backupStoreFromConfiguration(configuration: Configuration): BackupStore | null {
+export function backupStoreFromConfiguration(configuration: Configuration, logger: Logger): BackupStore | null {
   const backup = configuration.backup;
   if (backup.store === "none") return null;
   const basePath =
     backup.filesystem.basePath === ""
       ? resolve(configuration.dataDirectory, "backups")
       : resolve(backup.filesystem.basePath);
-  return new FilesystemBackupStore(basePath);
+  return new FilesystemBackupStore(basePath, { logger });
 }
 
 /** The distribution of the first start; throws ConfigurationError listing every problem of the sizes or scheme. */

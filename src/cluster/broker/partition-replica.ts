@@ -611,12 +611,12 @@ export class PartitionReplica {
    * As the leader of the partition that owns the relocated messages' keys now: buffers them (idempotently per source
    * key) and resolves with their keys here, in order, null for one that had expired on the way.
    */
-  async receiveRelocated(messages: readonly RelocatedMessage[], checkpointId: number | null): Promise<ProposalEnd> {
+  async receiveRelocated(messages: readonly RelocatedMessage[], checkpointId: bigint | null): Promise<ProposalEnd> {
     return this.proposeRecord({ kind: "relocateIn", messages, nowMs: this.clock.now(), checkpointId });
   }
 
   /** The id of the latest checkpoint this replica applied, or null: what its hand-overs carry. */
-  get latestCheckpointId(): number | null {
+  get latestCheckpointId(): bigint | null {
     return this.engine.latestCheckpoint?.id ?? null;
   }
 
@@ -624,7 +624,7 @@ export class PartitionReplica {
    * As the partition's leader: proposes checkpoint `checkpointId` (a backup) and resolves once it is applied, with
    * the checkpoint taken (or the later one the partition held already), or the reason it was not applied.
    */
-  async takeCheckpoint(checkpointId: number): Promise<ProposalEnd> {
+  async takeCheckpoint(checkpointId: bigint): Promise<ProposalEnd> {
     // A backup reaches the broker here first: from now on its replicas' snapshots hold still (see
     // `deferSnapshotForBackup`), so that the checkpoint commits and the part starts without competing with them. The
     // deferral ends after the driver's next look at starting a part, from which on the part itself counts.
@@ -649,7 +649,7 @@ export class PartitionReplica {
     send: (
       ownerPartitionId: number,
       messages: readonly RelocatedMessage[],
-      checkpointId: number | null,
+      checkpointId: bigint | null,
     ) => Promise<HandOverAnswer>,
     maxBatches: number,
   ): Promise<RelocationProgress | PartitionRedirect> {
@@ -1851,7 +1851,7 @@ function publishResponse(end: ProposalEnd, partitionId: number, tenantId: string
 /** The owner's answer to a hand-over: the messages' keys there, and its latest checkpoint id when it answered. */
 export interface HandOverAnswer {
   readonly keys: readonly (string | null)[];
-  readonly checkpointId: number | null;
+  readonly checkpointId: bigint | null;
 }
 
 /** Outbound messages for one owner partition, as one hand-over carries them. */

@@ -6,7 +6,7 @@
  * `unavailable`, which is safe here because every one of these requests is repeatable (the same routing again, a
  * relocation the owner recognizes by its source key).
  */
-import { isCheckpointId, type RelocatedMessage } from "../engine/index.js";
+import type { RelocatedMessage } from "../engine/index.js";
 import { askPartitionLeader, type ChangeContext, pause } from "./operations.js";
 import type { HandOverAnswer, PartitionReplica, ProposalEnd } from "./partition-replica.js";
 import type { LeaderRedirect, PeerRequest, PeerResponses } from "./peer-requests.js";
@@ -89,7 +89,7 @@ async function handOver(
   context: ChangeContext,
   ownerPartitionId: number,
   messages: readonly RelocatedMessage[],
-  checkpointId: number | null,
+  checkpointId: bigint | null,
 ): Promise<HandOverAnswer> {
   const signal = new AbortController().signal;
   for (let attempt = 0; attempt < RELOCATE_IN_ATTEMPTS; attempt += 1) {
@@ -101,8 +101,7 @@ async function handOver(
     });
     if (answer?.outcome === "relocated") {
       // A broker of an earlier version answers without a checkpoint id.
-      const ownerCheckpointId = isCheckpointId(answer.checkpointId) ? answer.checkpointId : null;
-      return { keys: answer.keys, checkpointId: ownerCheckpointId };
+      return { keys: answer.keys, checkpointId: answer.checkpointId ?? null };
     }
     await pause(context.heartbeatIntervalMs * 2, signal);
   }

@@ -2,14 +2,22 @@
  * Requests brokers send each other on the cluster transport, beyond the gateway's (protocol.ts): the cluster
  * configuration a starting broker discovers, and the membership changes a broker applying a cluster change asks of
  * a partition's leader or of the other replicas. Received requests are checked before use, like every input.
+ *
+ * Checkpoint ids are bigints here; on the transport they travel as `encodedCheckpointId` writes them (a number up to
+ * 2^53 − 1, as earlier versions send and expect them), through `peerMessageOnWire` and `peerAnswerFromWire`.
  */
 
-import { isCheckpointId, MAX_RELOCATION_BATCH, type RelocatedMessage } from "../engine/index.js";
+import {
+  decodedCheckpointId,
+  encodedCheckpointId,
+  MAX_RELOCATION_BATCH,
+  type RelocatedMessage,
+} from "../engine/index.js";
 import type { Member } from "../raft/index.js";
 import type { GossipedAddress } from "./broker-messages.js";
 import { isGossipedAddress } from "./broker-messages.js";
 import { type MembershipAnswer, type MembershipChange, parseMembershipChange } from "./membership.js";
-import type { ReplicaReport } from "./protocol.js";
+import type { BackupIdOnWire, ReplicaReport } from "./protocol.js";
 
 /** Requests between brokers. */
 export type PeerRequest =
@@ -46,10 +54,10 @@ export type PeerRequest =
       readonly type: "partition-relocate-in";
       readonly partitionId: number;
       readonly messages: readonly RelocatedMessage[];
-      readonly checkpointId: number | null;
+      readonly checkpointId: bigint | null;
     }
   /** Asks a partition's leader to take checkpoint `checkpointId` (backup `checkpointId`) in its log. */
-  | { readonly type: "partition-checkpoint"; readonly partitionId: number; readonly checkpointId: number };
+  | { readonly type: "partition-checkpoint"; readonly partitionId: number; readonly checkpointId: bigint };
 
 /** Answer to `cluster-configuration`. */
 export interface ClusterConfigurationAnswer {
@@ -93,7 +101,7 @@ export type RelocateInAnswer =
   | {
       readonly outcome: "relocated";
       readonly keys: readonly (string | null)[];
-      readonly checkpointId?: number | null;
+      readonly checkpointId?: bigint | null;
     }
   | LeaderRedirect;
 
@@ -104,7 +112,7 @@ export type RelocateInAnswer =
 export type CheckpointAnswer =
   | {
       readonly outcome: "checkpointed";
-      readonly checkpointId: number;
+      readonly checkpointId: bigint;
       readonly position: number;
       readonly taken: boolean;
     }
@@ -208,16 +216,19 @@ export function parsePeerRequest(value: unknown): PeerRequest | string {
         if (typeof message === "string") return message;
         parsed.push(message);
       }
-      const checkpointId = request.checkpointId ?? null;
-      if (checkpointId !== null && !isCheckpointId(checkpointId)) {
+      const encodedId = request.checkpointId ?? null;
+      const checkpointId = encodedId === null ? null : decodedCheckpointId(encodedId);
+      if (encodedId !== null && checkpointId === null) {
         return "partition-relocate-in carries a checkpoint id ≥ 0 or none";
       }
       return { type: "partition-relocate-in", partitionId: request.partitionId, messages: parsed, checkpointId };
     }
-    case "partition-checkpoint":
+    case "partition-checkpoint": {
       if (!isPartitionId(request.partitionId)) return "partition-checkpoint needs a partition id ≥ 1";
-      if (!isCheckpointId(request.checkpointId)) return "partition-checkpoint needs a checkpoint id ≥ 0";
-      return { type: "partition-checkpoint", partitionId: request.partitionId, checkpointId: request.checkpointId };
+      const checkpointId = decodedCheckpointId(request.checkpointId);
+      if (checkpointId === null) return "partition-checkpoint needs a checkpoint id ≥ 0";
+      return { type: "partition-checkpoint", partitionId: request.partitionId, checkpointId };
+    }
     default:
       return `unknown peer request type ${JSON.stringify(request.type)}`;
   }
@@ -277,4 +288,38 @@ export function parseClusterConfigurationAnswer(value: unknown): ClusterConfigur
     brokers: answer.brokers,
     replicas,
   };
+}
+
+/** A checkpoint id field's type on the transport: a bigint becomes either encoding; null and absence stay. */
+type CheckpointIdOnWire<CheckpointId> = CheckpointId extends bigint ? BackupIdOnWire : CheckpointId;
+
+/** A peer request or answer as the transport carries it (`peerMessageOnWire`): every other field as it is. */
+export type PeerMessageOnWire<Message> = {
+  [Key in keyof Message]: Key extends "checkpointId" ? CheckpointIdOnWire<Message[Key]> : Message[Key];
+};
+
+/**
+ * A peer request or answer as the transport carries it: its checkpoint id (if it has one) as `encodedCheckpointId`
+ * writes it, so that brokers of earlier versions read ids up to 2^53 − 1 as before.
+ */
+export function peerMessageOnWire<Message extends object>(message: Message): PeerMessageOnWire<Message> {
+  if (!("checkpointId" in message) || typeof message.checkpointId !== "bigint") {
+    return message as PeerMessageOnWire<Message>;
+  }
+  return { ...message, checkpointId: encodedCheckpointId(message.checkpointId) } as PeerMessageOnWire<Message>;
+}
+
+/**
+ * A peer answer as it arrived, with its checkpoint id decoded: a `checkpointed` answer whose id is malformed is
+ * answered `unavailable` (no checkpoint can be told from it), and a `relocated` one carries none.
+ */
+export function peerAnswerFromWire(answer: unknown): unknown {
+  if (typeof answer !== "object" || answer === null || !("checkpointId" in answer)) return answer;
+  const { outcome, checkpointId } = answer as { outcome?: unknown; checkpointId: unknown };
+  if (outcome !== "checkpointed" && outcome !== "relocated") return answer;
+  const decoded = checkpointId === null || checkpointId === undefined ? null : decodedCheckpointId(checkpointId);
+  if (outcome === "checkpointed" && decoded === null) {
+    return { outcome: "unavailable", detail: "the leader answered a malformed checkpoint id" };
+  }
+  return { ...answer, checkpointId: decoded };
 }

@@ -1,8 +1,15 @@
 /**
  * The requests a gateway sends to a broker over the cluster transport (connecting as a client), and the answers.
  * This file is the contract between `cluster/broker` and `cluster/gateway`; both import it and nothing else of
- * each other. Every value is msgpack-safe (plain objects, strings, numbers, booleans, null).
+ * each other. Every value is msgpack-safe (plain objects, strings, numbers, bigints, booleans, null).
  */
+
+/**
+ * A backup id as gateway and broker send it (0..2^63 − 1): a number up to 2^53 − 1, as earlier versions send every
+ * id, and a bigint (msgpack int64) above. `encodedCheckpointId` and `decodedCheckpointId` (cluster/engine) write and
+ * read it; the management port answers either as the exact digits.
+ */
+export type BackupIdOnWire = number | bigint;
 
 /** A message to publish, as the gateway validated it; the leader adds the publication time when proposing. */
 export interface PublishMessageCommand {
@@ -83,6 +90,11 @@ export interface BrokerDescription {
   replicas: ReplicaReport[];
   /** Liveness of every other broker this broker knows (added after the first version; absent from older brokers). */
   liveness?: BrokerLiveness[];
+  /**
+   * True from the version on that applies checkpoint ids above 2^53 − 1 (absent from older brokers, which reject the
+   * records carrying them): the coordinator takes such a backup only when every broker says so.
+   */
+  largeCheckpointIds?: true;
   /** The operation of a cluster change this broker is applying, if any (absent from older brokers). */
   changeProgress?: OperationProgress | null;
 }
@@ -152,8 +164,25 @@ export type ClusterStatusResponse =
   | { outcome: "refused"; status: 400 | 404 | 409; detail: string }
   | { outcome: "not-coordinator"; coordinatorId: number };
 
-/** Requests from a gateway to a broker. */
-export type BrokerRequest =
+/** The backup requests to the coordinator, with backup ids of type `BackupId`. */
+type BackupRequest<BackupId> =
+  /** To the coordinator: take backup `backupId` (a checkpoint through every partition's log). */
+  | { type: "backup-take"; backupId: BackupId }
+  /** To the coordinator: every backup in the backup store, newest first. */
+  | { type: "backup-list" }
+  /** To the coordinator: one backup with its partitions' parts. */
+  | { type: "backup-status"; backupId: BackupId }
+  /** To the coordinator: remove a backup from the backup store. */
+  | { type: "backup-delete"; backupId: BackupId };
+
+/** Requests from a gateway to a broker, as the gateway sends them (backup ids as `BackupIdOnWire`). */
+export type BrokerRequest = RequestsWithoutBackupIds | BackupRequest<BackupIdOnWire>;
+
+/** A gateway's request as `parseBrokerRequest` hands it to the broker: backup ids exact, as bigints. */
+export type ParsedBrokerRequest = RequestsWithoutBackupIds | BackupRequest<bigint>;
+
+/** The requests from a gateway to a broker that carry no backup id. */
+type RequestsWithoutBackupIds =
   | { type: "describe" }
   | { type: "publish-message"; partitionId: number; message: PublishMessageCommand }
   | { type: "get-message"; partitionId: number; key: string }
@@ -162,15 +191,7 @@ export type BrokerRequest =
   /** To the coordinator: cancel the change with this id. */
   | { type: "cluster-cancel"; changeId: number }
   /** To the coordinator: its configuration, for `GET /actuator/cluster`. */
-  | { type: "cluster-status" }
-  /** To the coordinator: take backup `backupId` (a checkpoint through every partition's log). */
-  | { type: "backup-take"; backupId: number }
-  /** To the coordinator: every backup in the backup store, newest first. */
-  | { type: "backup-list" }
-  /** To the coordinator: one backup with its partitions' parts. */
-  | { type: "backup-status"; backupId: number }
-  /** To the coordinator: remove a backup from the backup store. */
-  | { type: "backup-delete"; backupId: number };
+  | { type: "cluster-status" };
 
 /** State of a backup as a whole, or of one partition's part of it. */
 export type BackupState = "COMPLETED" | "FAILED" | "INCOMPLETE" | "IN_PROGRESS";
@@ -195,7 +216,7 @@ export interface BackupPartitionView {
 
 /** A backup, as the management API shows it. */
 export interface BackupView {
-  backupId: number;
+  backupId: BackupIdOnWire;
   /** COMPLETED when every partition's part is, FAILED when any is, INCOMPLETE when one is missing, else IN_PROGRESS. */
   state: BackupState;
   /** The first partition's failure or absence, in a sentence; null unless FAILED or INCOMPLETE. */

@@ -27,7 +27,9 @@ import { MsgpackArrayStream, type MsgpackArrayVisitor, MsgpackStreamError } from
 import {
   type DecodedPublishMessage,
   decodeAppliedRecord,
+  decodedCheckpointId,
   decodeVariables,
+  encodedCheckpointId,
   engineCodec,
   type RelocatedMessage,
   type RouteMessagesRecord,
@@ -67,7 +69,8 @@ export type ApplyResult =
 
 /** A checkpoint the partition took: the id of a backup and the last log position that belongs to it. */
 export interface Checkpoint {
-  readonly id: number;
+  /** 0..2^63 − 1; encoded as `encodedCheckpointId` writes it (records.ts). */
+  readonly id: bigint;
   /** The last log index whose effect is part of the checkpoint; everything after it is not. */
   readonly position: number;
 }
@@ -310,7 +313,7 @@ export class PartitionEngine {
    * Before applying a hand-over record at `index` that carries the other partition's latest checkpoint id: takes
    * that checkpoint first when it is above this partition's own, at the position just before the record.
    */
-  private checkpointFirst(carriedCheckpointId: number | null, index: number): void {
+  private checkpointFirst(carriedCheckpointId: bigint | null, index: number): void {
     if (carriedCheckpointId === null) return;
     if (this.checkpoint !== null && this.checkpoint.id >= carriedCheckpointId) return;
     this.checkpoint = { id: carriedCheckpointId, position: index - 1 };
@@ -449,7 +452,7 @@ export class PartitionEngine {
         [...this.outbound.values()].map(messageFields),
         [...this.forwards].map(([counter, forward]) => [counter, forward.key, forward.deadlineMs]),
         [...this.received].map(([sourceKey, received]) => [sourceKey, received.key, received.deadlineMs]),
-        this.checkpoint === null ? null : [this.checkpoint.id, this.checkpoint.position],
+        this.checkpoint === null ? null : [encodedCheckpointId(this.checkpoint.id), this.checkpoint.position],
       ],
       Array.from(this.messages.values()),
     );
@@ -535,8 +538,9 @@ export class PartitionEngine {
         } else if (isRelocationList(index)) {
           throw new Error("corrupt engine snapshot: relocation state is malformed");
         } else if (index === 8 && value !== null) {
-          const [id, position] = Array.isArray(value) ? value : [];
-          if (!isNonNegativeInteger(id) || !isNonNegativeInteger(position) || position > appliedIndex) {
+          const [encodedId, position] = Array.isArray(value) ? value : [];
+          const id = decodedCheckpointId(encodedId);
+          if (id === null || !isNonNegativeInteger(position) || position > appliedIndex) {
             throw new Error("corrupt engine snapshot: the checkpoint is malformed");
           }
           restoring().checkpoint = { id, position };

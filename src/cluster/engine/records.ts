@@ -20,6 +20,12 @@
  * - checkpoint: `[7, checkpointId]`: the partition takes checkpoint `checkpointId` (a backup's id) where it applies
  *   this record, unless it took that checkpoint or a later one already.
  *
+ * Checkpoint ids are 0..2^63 − 1 (bigint in memory). One up to 2^53 − 1 is encoded as a msgpack number, as every
+ * earlier version encodes it, so those records keep their bytes; one above is encoded as a msgpack int64, which
+ * earlier versions decode as a bigint and reject as invalid. Replicas of such a version would then apply the record
+ * differently from this version's, so the coordinator takes an id above 2^53 − 1 only once every broker of the
+ * cluster says it runs a version that takes them (see DEVELOPERS.md, "Backup ids beyond 2^53 − 1").
+ *
  * The optional `checkpointId` of relocateIn and relocatedOut is the latest checkpoint of the partition on the other
  * side of the hand-over (absent when it has none, so that such records keep the layout of earlier versions). A partition applying one with a checkpoint id above its own takes
  * that checkpoint first, just before the record: whatever the other partition did after its checkpoint is then
@@ -30,6 +36,7 @@
  * read from the LEADER's clock when it proposes; replicas never read clocks, which keeps applying deterministic.
  */
 import { Packr } from "msgpackr";
+import { MAX_INT64 } from "../../json/int64.js";
 
 /** Tenant of messages published without one; the same literal the workflow engine uses. */
 export const DEFAULT_TENANT_ID = "<default>";
@@ -106,7 +113,7 @@ export interface RelocatedOutRecord {
   readonly kind: "relocatedOut";
   readonly relocations: readonly Relocation[];
   /** The latest checkpoint of the partition that took the messages when it answered (null or absent: none). */
-  readonly checkpointId?: number | null;
+  readonly checkpointId?: bigint | null;
 }
 
 /** A message relocated from another partition, where it was buffered under `sourceKey`. */
@@ -129,13 +136,13 @@ export interface RelocateInRecord {
   /** The receiving leader's clock when it proposed the record. */
   readonly nowMs: number;
   /** The latest checkpoint of the partition the messages came from when it sent them (null or absent: none). */
-  readonly checkpointId?: number | null;
+  readonly checkpointId?: bigint | null;
 }
 
 /** Take checkpoint `checkpointId` (the id of a backup) where this record is applied. */
 export interface CheckpointRecord {
   readonly kind: "checkpoint";
-  readonly checkpointId: number;
+  readonly checkpointId: bigint;
 }
 
 /** Every record a partition applies. */
@@ -187,14 +194,57 @@ const RELOCATED_OUT_CODE = 5;
 const RELOCATE_IN_CODE = 6;
 const CHECKPOINT_CODE = 7;
 
-/** Whether `value` is a checkpoint id: a non-negative safe integer (backup ids are chosen by operators). */
-export function isCheckpointId(value: unknown): value is number {
-  return Number.isSafeInteger(value) && (value as number) >= 0;
+/**
+ * The largest checkpoint id earlier versions take, 2^53 − 1: up to it an id is encoded as the msgpack number they
+ * write, above it as an int64 they reject (see the module comment).
+ */
+export const MAX_SAFE_CHECKPOINT_ID = 2n ** 53n - 1n;
+
+/** Whether `value` is a checkpoint id: a bigint in 0..2^63 − 1 (backup ids are chosen by operators). */
+export function isCheckpointId(value: unknown): value is bigint {
+  return typeof value === "bigint" && value >= 0n && value <= MAX_INT64;
+}
+
+/**
+ * A checkpoint id as records, snapshots and requests between brokers carry it: a number up to 2^53 − 1 (the bytes
+ * every earlier version writes), a bigint (msgpack int64) above.
+ */
+export function encodedCheckpointId(checkpointId: bigint): number | bigint {
+  return checkpointId <= MAX_SAFE_CHECKPOINT_ID ? Number(checkpointId) : checkpointId;
+}
+
+/**
+ * Reads a checkpoint id in one of the two forms `encodedCheckpointId` writes, as msgpack decodes them, and returns it
+ * as a bigint: a number that is a safe integer ≥ 0, or a bigint in 2^53..2^63 − 1. Returns null for anything else: a
+ * negative or fractional number, a double beyond 2^53 − 1 (it may have been rounded), a bigint from 2^63 on, and a
+ * bigint up to 2^53 − 1, which no version writes and earlier versions refuse, so that every version rejects such a
+ * record alike.
+ */
+export function decodedCheckpointId(value: unknown): bigint | null {
+  if (typeof value === "number") return Number.isSafeInteger(value) && value >= 0 ? BigInt(value) : null;
+  return isCheckpointId(value) && value > MAX_SAFE_CHECKPOINT_ID ? value : null;
 }
 
 /** Whether `value` may be the checkpoint id a hand-over carries: a checkpoint id, or null for none. */
-function isCarriedCheckpointId(value: unknown): value is number | null {
+function isCarriedCheckpointId(value: unknown): value is bigint | null {
   return value === null || isCheckpointId(value);
+}
+
+/** What the optional last field of a hand-over record (relocatedOut, relocateIn) holds. */
+type CarriedCheckpointId =
+  | { readonly wellFormed: true; readonly checkpointId: bigint | null }
+  | { readonly wellFormed: false };
+
+/**
+ * The checkpoint id a hand-over record carries at `fields[index]`: none when the field is absent (the layout of
+ * versions before checkpoints) or null, the id `decodedCheckpointId` reads otherwise, and not well formed when it
+ * reads none.
+ */
+function carriedCheckpointId(fields: readonly unknown[], index: number): CarriedCheckpointId {
+  const value = index < fields.length ? fields[index] : null;
+  if (value === null) return { wellFormed: true, checkpointId: null };
+  const checkpointId = decodedCheckpointId(value);
+  return checkpointId === null ? { wellFormed: false } : { wellFormed: true, checkpointId };
 }
 
 /** Most messages one relocateOut, relocatedOut or relocateIn record carries. */
@@ -326,14 +376,14 @@ export function encodeRecord(record: EngineRecord): Uint8Array {
       }
       const fields: unknown[] = [RELOCATED_OUT_CODE, relocations.map(({ counter, newKey }) => [counter, newKey])];
       // Without a checkpoint the record keeps the layout of versions that knew no checkpoints, which can apply it.
-      if (checkpointId !== null) fields.push(checkpointId);
+      if (checkpointId !== null) fields.push(encodedCheckpointId(checkpointId));
       return packr.pack(fields);
     }
     case "checkpoint":
       if (!isCheckpointId(record.checkpointId)) {
         throw new RecordValidationError(["checkpointId must be a non-negative integer"]);
       }
-      return packr.pack([CHECKPOINT_CODE, record.checkpointId]);
+      return packr.pack([CHECKPOINT_CODE, encodedCheckpointId(record.checkpointId)]);
     case "relocateIn": {
       const problems: string[] = [];
       if (record.messages.length === 0 || record.messages.length > MAX_RELOCATION_BATCH) {
@@ -359,7 +409,7 @@ export function encodeRecord(record: EngineRecord): Uint8Array {
         record.nowMs,
       ];
       // Without a checkpoint the record keeps the layout of versions that knew no checkpoints, which can apply it.
-      if (checkpointId !== null) fields.push(checkpointId);
+      if (checkpointId !== null) fields.push(encodedCheckpointId(checkpointId));
       const bytes = packr.pack(fields);
       if (bytes.byteLength > MESSAGE_LIMITS.maxRecordBytes) {
         throw new RecordValidationError([`relocateIn takes ${bytes.byteLength} bytes, more than a record may`]);
@@ -470,17 +520,15 @@ export function decodeAppliedRecord(bytes: Uint8Array): AppliedRecord {
     return { kind: "relocateOut", counters: value[1] as number[] };
   }
   if (code === CHECKPOINT_CODE) {
-    if (value.length !== 2 || !isCheckpointId(value[1])) {
-      return { kind: "invalid", detail: "checkpoint record must be [7, checkpointId ≥ 0]" };
-    }
-    return { kind: "checkpoint", checkpointId: value[1] };
+    const checkpointId = value.length === 2 ? decodedCheckpointId(value[1]) : null;
+    if (checkpointId === null) return { kind: "invalid", detail: "checkpoint record must be [7, checkpointId ≥ 0]" };
+    return { kind: "checkpoint", checkpointId };
   }
   if (code === RELOCATED_OUT_CODE) {
     const relocations = value[1];
-    const checkpointId = value.length === 3 ? value[2] : null;
+    const carried = carriedCheckpointId(value, 2);
     const valid =
       (value.length === 2 || value.length === 3) &&
-      isCarriedCheckpointId(checkpointId) &&
       Array.isArray(relocations) &&
       relocations.length >= 1 &&
       relocations.length <= MAX_RELOCATION_BATCH &&
@@ -491,7 +539,7 @@ export function decodeAppliedRecord(bytes: Uint8Array): AppliedRecord {
           isCounter(entry[0]) &&
           (entry[1] === null || isKeyText(entry[1])),
       );
-    if (!valid) {
+    if (!valid || !carried.wellFormed) {
       return {
         kind: "invalid",
         detail: "relocatedOut record must be [5, [[counter, newKey | null], …], checkpointId | null]",
@@ -500,7 +548,7 @@ export function decodeAppliedRecord(bytes: Uint8Array): AppliedRecord {
     return {
       kind: "relocatedOut",
       relocations: (relocations as [number, string | null][]).map(([counter, newKey]) => ({ counter, newKey })),
-      checkpointId: checkpointId as number | null,
+      checkpointId: carried.checkpointId,
     };
   }
   if (code === RELOCATE_IN_CODE) return decodeRelocateIn(value);
@@ -555,7 +603,7 @@ function relocatedMessageProblems(message: {
 
 function decodeRelocateIn(value: unknown[]): AppliedRecord {
   const [, entries, nowMs] = value;
-  const checkpointId = value.length === 4 ? value[3] : null;
+  const carried = carriedCheckpointId(value, 3);
   if (
     (value.length !== 3 && value.length !== 4) ||
     !Array.isArray(entries) ||
@@ -568,7 +616,7 @@ function decodeRelocateIn(value: unknown[]): AppliedRecord {
     };
   }
   if (!isTimestamp(nowMs)) return { kind: "invalid", detail: `nowMs must be an integer in 0..${MAX_TIMESTAMP_MS}` };
-  if (!isCarriedCheckpointId(checkpointId)) {
+  if (!carried.wellFormed) {
     return { kind: "invalid", detail: "checkpointId must be a non-negative integer or null" };
   }
   const messages: RelocatedMessage[] = [];
@@ -600,7 +648,7 @@ function decodeRelocateIn(value: unknown[]): AppliedRecord {
       publishedAtMs: publishedAtMs as number,
     });
   }
-  return { kind: "relocateIn", messages, nowMs: nowMs as number, checkpointId };
+  return { kind: "relocateIn", messages, nowMs: nowMs as number, checkpointId: carried.checkpointId };
 }
 
 /** Decodes msgpack-encoded variables back into an object. */

@@ -6,15 +6,16 @@
 import { type Static, Type } from "typebox";
 import { clusterScope } from "../../auth/scopes.js";
 import { ServiceError } from "../../http/errors.js";
-import { problemSchema } from "../../http/schemas.js";
+import { int64Schema, problemSchema } from "../../http/schemas.js";
 import type { HttpServer } from "../../http/server.js";
-import type { BackupRefusal, BackupView } from "../broker/protocol.js";
+import type { BackupIdOnWire, BackupRefusal, BackupView } from "../broker/protocol.js";
+import { encodedCheckpointId } from "../engine/index.js";
 import type { CoordinatorClient } from "./coordinator-client.js";
 
-const backupIdSchema = Type.Integer({
+const backupIdSchema = int64Schema({
   minimum: 0,
-  maximum: Number.MAX_SAFE_INTEGER,
-  description: "The backup's id: a non-negative integer above every earlier backup's id (never reused).",
+  description:
+    "The backup's id: an integer from 0 to 2^63 − 1 above every earlier backup's id (never reused), exact in the body and in answers beyond 2^53 − 1.",
 });
 
 const nullableString = Type.Union([Type.String(), Type.Null()]);
@@ -22,7 +23,7 @@ const nullableInteger = Type.Union([Type.Integer(), Type.Null()]);
 
 const backupSchema = Type.Object(
   {
-    backupId: Type.Integer(),
+    backupId: backupIdSchema,
     state: Type.Enum(["COMPLETED", "FAILED", "INCOMPLETE", "IN_PROGRESS"], {
       description:
         "COMPLETED when every partition's part is, FAILED when any part failed, INCOMPLETE when a partition has none, otherwise IN_PROGRESS.",
@@ -59,6 +60,11 @@ const errors = {
 
 const backupParameters = Type.Object({ backupId: backupIdSchema }, { additionalProperties: false });
 
+/** A validated backup id (see `int64Schema`) as the coordinator takes it. */
+function backupIdOnWire(backupId: bigint): BackupIdOnWire {
+  return encodedCheckpointId(backupId);
+}
+
 /** Maps the coordinator's refusal to its problem document. */
 function refusal(answer: BackupRefusal): ServiceError {
   if (answer.outcome === "not-coordinator") {
@@ -76,8 +82,13 @@ function refusal(answer: BackupRefusal): ServiceError {
   }
 }
 
+/** A backup as the route answers it: its id a bigint, which the answer writes as its digits whatever its size. */
+function answered(backup: BackupView): Static<typeof backupSchema> {
+  return { ...backup, backupId: BigInt(backup.backupId) };
+}
+
 function backupOf(answer: { outcome: "backup"; backup: BackupView } | BackupRefusal): Static<typeof backupSchema> {
-  if (answer.outcome === "backup") return answer.backup;
+  if (answer.outcome === "backup") return answered(answer.backup);
   throw refusal(answer);
 }
 
@@ -99,7 +110,11 @@ export function backupRoutes(server: HttpServer, coordinator: CoordinatorClient)
       },
     },
     async (request, reply) =>
-      reply.code(202).send(backupOf(await coordinator.send({ type: "backup-take", backupId: request.body.backupId }))),
+      reply
+        .code(202)
+        .send(
+          backupOf(await coordinator.send({ type: "backup-take", backupId: backupIdOnWire(request.body.backupId) })),
+        ),
   );
 
   server.get(
@@ -114,7 +129,7 @@ export function backupRoutes(server: HttpServer, coordinator: CoordinatorClient)
     },
     async () => {
       const answer = await coordinator.send({ type: "backup-list" });
-      if (answer.outcome === "backups") return answer.backups;
+      if (answer.outcome === "backups") return answer.backups.map(answered);
       throw refusal(answer);
     },
   );
@@ -130,7 +145,8 @@ export function backupRoutes(server: HttpServer, coordinator: CoordinatorClient)
         response: { 200: backupSchema, ...errors },
       },
     },
-    async (request) => backupOf(await coordinator.send({ type: "backup-status", backupId: request.params.backupId })),
+    async (request) =>
+      backupOf(await coordinator.send({ type: "backup-status", backupId: backupIdOnWire(request.params.backupId) })),
   );
 
   server.delete(
@@ -144,6 +160,7 @@ export function backupRoutes(server: HttpServer, coordinator: CoordinatorClient)
         response: { 200: backupSchema, ...errors },
       },
     },
-    async (request) => backupOf(await coordinator.send({ type: "backup-delete", backupId: request.params.backupId })),
+    async (request) =>
+      backupOf(await coordinator.send({ type: "backup-delete", backupId: backupIdOnWire(request.params.backupId) })),
   );
 }

@@ -607,7 +607,7 @@ export class LocalProvisioner implements Provisioner {
    */
   async restore(
     specification: ClusterSpecification,
-    backupId: number,
+    backupId: bigint,
     target: RestoreTarget,
     onRestored?: () => Promise<void>,
   ): Promise<void> {
@@ -622,7 +622,7 @@ export class LocalProvisioner implements Provisioner {
 
   private async restoreCluster(
     specification: ClusterSpecification,
-    backupId: number,
+    backupId: bigint,
     target: RestoreTarget,
     onRestored: (() => Promise<void>) | undefined,
   ): Promise<void> {

@@ -20,7 +20,7 @@ const QUOTED_LOG_BYTES = 600;
 export interface RestoreCommandOptions {
   /** The flowplane command line (as the provisioner starts brokers with). */
   command: { entry: string; nodeArguments: readonly string[] };
-  backupId: number;
+  backupId: bigint;
   broker: LocalBrokerSettings;
   /** The cluster configuration document the broker is restored into (`--cluster-configuration`). */
   configurationFile: string;

@@ -105,7 +105,7 @@ export interface Provisioner {
    */
   restore(
     specification: ClusterSpecification,
-    backupId: number,
+    backupId: bigint,
     target: RestoreTarget,
     onRestored?: () => Promise<void>,
   ): Promise<void>;

@@ -30,8 +30,8 @@ beforeEach(() => {
 
 describe("flowplane clusters backups", () => {
   it("lists a cluster's backups as a table and as JSON", async () => {
-    management.backups.set(3, fakeBackup(3, "COMPLETED"));
-    management.backups.set(4, fakeBackup(4, "FAILED"));
+    management.backups.set(3n, fakeBackup(3n, "COMPLETED"));
+    management.backups.set(4n, fakeBackup(4n, "FAILED"));
     const table = await fixture.cli(["clusters", "backups", "list", "--cluster", clusterId]);
     expect(table.exitCode).toBe(exitCodes.ok);
     expect(table.stdout.split("\n").slice(0, 3)).toEqual([
@@ -48,21 +48,21 @@ describe("flowplane clusters backups", () => {
     expect(taken.exitCode).toBe(exitCodes.ok);
     const backup = JSON.parse(taken.stdout) as { uuid: string; status: string };
     expect(backup.status).toBe("In progress");
-    expect(management.backups.has(Number(backup.uuid))).toBe(true);
+    expect(management.backups.has(BigInt(backup.uuid))).toBe(true);
     const deleted = await fixture.cli(["clusters", "backups", "delete", backup.uuid, "--cluster", clusterId]);
     expect(deleted).toMatchObject({ exitCode: exitCodes.ok, stdout: `backup ${backup.uuid} deleted\n` });
-    expect(management.backups.has(Number(backup.uuid))).toBe(false);
+    expect(management.backups.has(BigInt(backup.uuid))).toBe(false);
   });
 
   it("waits for a restore and fails when it failed, with the reason", async () => {
-    management.backups.set(5, fakeBackup(5, "INCOMPLETE"));
+    management.backups.set(5n, fakeBackup(5n, "INCOMPLETE"));
     const restore = await fixture.cli(["clusters", "backups", "restore", "5", "--cluster", clusterId, "--wait"]);
     expect(restore.exitCode).toBe(exitCodes.failure);
     expect(restore.stdout).toBe("restore from backup 5: FAILED: backup 5 is INCOMPLETE, not COMPLETED\n");
   });
 
   it("lists the cluster's restores, newest first", async () => {
-    management.backups.set(6, fakeBackup(6, "FAILED"));
+    management.backups.set(6n, fakeBackup(6n, "FAILED"));
     await fixture.cli(["clusters", "backups", "restore", "6", "--cluster", clusterId, "--wait"]);
     const listed = await fixture.cli(["clusters", "backups", "restores", "--cluster", clusterId]);
     expect(listed.exitCode).toBe(exitCodes.ok);

@@ -116,14 +116,14 @@ beforeAll(async () => {
   const store = new FilesystemBackupStore(storeDirectory);
   await store.writeBackupRecord({
     formatVersion: 1,
-    backupId: 4,
+    backupId: 4n,
     partitionCount: 3,
     takenAt: "2026-01-01T00:00:00.000Z",
     flowplaneVersion: "0.0.0-test",
   });
   for (const partitionId of [1, 2, 3]) {
     const manifest = await writePartitionBackup(source(partitionId * 2), store, {
-      backupId: 4,
+      backupId: 4n,
       partitionId,
       brokerId: 0,
       checkpointPosition: partitionId * 2,
@@ -136,7 +136,7 @@ beforeAll(async () => {
   // A part of a partition added after the backup (older brokers wrote one when a relocated record carried the
   // backup's id) is not the backup's: it holds the 3 partitions its record names.
   const late = await writePartitionBackup(source(1), store, {
-    backupId: 4,
+    backupId: 4n,
     partitionId: 4,
     brokerId: 0,
     checkpointPosition: 1,

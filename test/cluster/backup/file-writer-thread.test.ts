@@ -17,7 +17,7 @@ import { waitFor } from "../broker/support.js";
 import { storedLog } from "./support.js";
 
 const MiB = 1024 * 1024;
-const part = { backupId: 4, partitionId: 1, brokerId: 2 };
+const part = { backupId: 4n, partitionId: 1, brokerId: 2 };
 
 let base: string;
 let store: FilesystemBackupStore;

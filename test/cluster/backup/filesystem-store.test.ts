@@ -4,9 +4,10 @@
  * their own directory beside the partitions', owner-only, listed and checked, removed first by a delete.
  */
 import { createHash } from "node:crypto";
-import { mkdtemp, readdir, readFile, rm, stat, truncate, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rename, rm, stat, truncate, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { pino } from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { FilesystemBackupStore } from "../../../src/cluster/backup/filesystem-store.js";
 import { type PartitionBackupSource, writePartitionBackup } from "../../../src/cluster/backup/partition-backup.js";
@@ -77,7 +78,7 @@ function fakeSource(options: {
   return source;
 }
 
-function request(backupId: number) {
+function request(backupId: bigint) {
   return {
     backupId,
     partitionId: 2,
@@ -93,11 +94,11 @@ describe("FilesystemBackupStore with the partition writer", () => {
   it("writes a part as <base>/<partition>/<backup>/<broker>, owner-only, with a manifest of verified files", async () => {
     const snapshot = new Uint8Array(3 * 1024 * 1024 + 5).map((_, index) => index % 251);
     const source = fakeSource({ snapshot, snapshotIndex: 4, lastIndex: 12 });
-    const manifest = await writePartitionBackup(source, store, request(7));
+    const manifest = await writePartitionBackup(source, store, request(7n));
     expect(manifest).toMatchObject({
       state: "COMPLETED",
       failureReason: null,
-      backupId: 7,
+      backupId: 7n,
       partitionId: 2,
       brokerId: 1,
       partitionCount: 3,
@@ -114,7 +115,8 @@ describe("FilesystemBackupStore with the partition writer", () => {
       sizeBytes: snapshot.byteLength,
       sha256: createHash("sha256").update(snapshot).digest("hex"),
     });
-    expect(JSON.parse(await readFile(join(directory, "manifest.json"), "utf8"))).toEqual(manifest);
+    // Written as earlier versions wrote it: an id up to 2^53 − 1 is a plain JSON number.
+    expect(JSON.parse(await readFile(join(directory, "manifest.json"), "utf8"))).toEqual({ ...manifest, backupId: 7 });
     expect(entriesOpenToOthers(join(base, "store"))).toEqual({});
     // The log holds exactly the entries after the snapshot up to the checkpoint position.
     const indexes: number[] = [];
@@ -122,11 +124,11 @@ describe("FilesystemBackupStore with the partition writer", () => {
     expect(indexes).toEqual([5, 6, 7, 8, 9]);
     await verifyPart(store, manifest);
     expect(await store.manifests()).toEqual([manifest]);
-    expect(await store.manifests(8)).toEqual([]);
+    expect(await store.manifests(8n)).toEqual([]);
   });
 
   it("refuses to finish a file whose synced size differs from the bytes written, and leaves nothing behind", async () => {
-    const part = { backupId: 3, partitionId: 2, brokerId: 1 };
+    const part = { backupId: 3n, partitionId: 2, brokerId: 1 };
     const file = await store.createFile(part, "log.bin");
     await file.write(new Uint8Array(4096).fill(7));
     const directory = join(base, "store", "2", "3", "1");
@@ -150,7 +152,7 @@ describe("FilesystemBackupStore with the partition writer", () => {
     const manifest = await writePartitionBackup(
       fakeSource({ snapshot, snapshotIndex: 4, lastIndex: 9 }),
       watched,
-      request(8),
+      request(8n),
     );
     const logBytes = (manifest.files.find((file) => file.name === "log.bin")?.sizeBytes ?? 0) as number;
     expect(progress[0]).toEqual(["IN_PROGRESS", 0]);
@@ -166,7 +168,7 @@ describe("FilesystemBackupStore with the partition writer", () => {
   });
 
   it("a corrupted byte in a stored file makes verification fail naming that file", async () => {
-    const manifest = await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, request(3));
+    const manifest = await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, request(3n));
     expect(manifest.snapshot).toBeNull();
     const path = join(base, "store", "2", "3", "1", "log.bin");
     const bytes = await readFile(path);
@@ -181,14 +183,14 @@ describe("FilesystemBackupStore with the partition writer", () => {
     const manifest = await writePartitionBackup(
       fakeSource({ snapshot, snapshotIndex: 2, lastIndex: 9, interruptAfterChunks: 1 }),
       store,
-      request(4),
+      request(4n),
     );
     expect(manifest).toMatchObject({
       state: "FAILED",
       failureReason: "broker 1 lost the leadership of partition 2 during the backup",
       files: [],
     });
-    expect((await store.manifests(4))[0]).toEqual(manifest);
+    expect((await store.manifests(4n))[0]).toEqual(manifest);
     await expect(verifyPart(store, manifest)).rejects.toThrow(/FAILED: broker 1 lost the leadership/);
   });
 
@@ -206,7 +208,7 @@ describe("FilesystemBackupStore with the partition writer", () => {
       }
       return chunk;
     };
-    const manifest = await writePartitionBackup(source, store, request(5));
+    const manifest = await writePartitionBackup(source, store, request(5n));
     expect(manifest).toMatchObject({
       state: "COMPLETED",
       snapshot: { index: 5 },
@@ -218,34 +220,34 @@ describe("FilesystemBackupStore with the partition writer", () => {
     const manifest = await writePartitionBackup(
       fakeSource({ snapshot: new Uint8Array(10), snapshotIndex: 10, lastIndex: 12 }),
       store,
-      request(6),
+      request(6n),
     );
     expect(manifest).toMatchObject({ state: "FAILED" });
     expect(manifest.failureReason).toMatch(/past the checkpoint position 9/);
   });
 
   it("reports a damaged manifest as a FAILED part naming it, and deletes every part of a backup", async () => {
-    await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, request(11));
-    await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, { ...request(11), partitionId: 1 });
-    await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, request(12));
+    await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, request(11n));
+    await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, { ...request(11n), partitionId: 1 });
+    await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, request(12n));
     await writeFile(join(base, "store", "1", "11", "1", "manifest.json"), "{not json");
-    const parts: BackupPartManifest[] = await store.manifests(11);
+    const parts: BackupPartManifest[] = await store.manifests(11n);
     expect(parts.map((part) => [part.partitionId, part.state])).toEqual([
       [1, "FAILED"],
       [2, "COMPLETED"],
     ]);
     expect(parts[0]?.failureReason).toMatch(/manifest\.json: manifest\.json is not JSON/);
-    expect(await store.backupIds()).toEqual([11, 12]);
-    expect(await store.deleteBackup(11)).toBe(true);
-    expect(await store.deleteBackup(11)).toBe(false);
-    expect((await store.manifests()).map((part) => part.backupId)).toEqual([12]);
+    expect(await store.backupIds()).toEqual([11n, 12n]);
+    expect(await store.deleteBackup(11n)).toBe(true);
+    expect(await store.deleteBackup(11n)).toBe(false);
+    expect((await store.manifests()).map((part) => part.backupId)).toEqual([12n]);
   });
 });
 
 describe("FilesystemBackupStore's backup records", () => {
   const record = {
     formatVersion: 1 as const,
-    backupId: 4,
+    backupId: 4n,
     partitionCount: 3,
     takenAt: "2026-01-01T00:00:00.000Z",
     flowplaneVersion: "1.2.3",
@@ -253,18 +255,21 @@ describe("FilesystemBackupStore's backup records", () => {
 
   it("keeps a record as <base>/backups/<id>.json, owner-only, beside the parts, and lists its id", async () => {
     await store.writeBackupRecord(record);
-    await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, request(4));
-    expect(JSON.parse(await readFile(join(base, "store", "backups", "4.json"), "utf8"))).toEqual(record);
+    await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, request(4n));
+    expect(JSON.parse(await readFile(join(base, "store", "backups", "4.json"), "utf8"))).toEqual({
+      ...record,
+      backupId: 4,
+    });
     expect(entriesOpenToOthers(join(base, "store"))).toEqual({});
-    expect(await store.backupRecords()).toEqual([{ backupId: 4, record, problem: null }]);
-    expect(await store.backupRecords(4)).toEqual([{ backupId: 4, record, problem: null }]);
-    expect(await store.backupRecords(5)).toEqual([]);
+    expect(await store.backupRecords()).toEqual([{ backupId: 4n, record, problem: null }]);
+    expect(await store.backupRecords(4n)).toEqual([{ backupId: 4n, record, problem: null }]);
+    expect(await store.backupRecords(5n)).toEqual([]);
     // The records' directory is no partition: the parts are listed as before.
     expect((await store.manifests()).map((part) => [part.backupId, part.partitionId, part.backupRecorded])).toEqual([
-      [4, 2, true],
+      [4n, 2, true],
     ]);
-    await store.writeBackupRecord({ ...record, backupId: 6 });
-    expect(await store.backupIds()).toEqual([4, 6]);
+    await store.writeBackupRecord({ ...record, backupId: 6n });
+    expect(await store.backupIds()).toEqual([4n, 6n]);
   });
 
   it("names a damaged record, and a delete removes the record with the parts", async () => {
@@ -273,20 +278,160 @@ describe("FilesystemBackupStore's backup records", () => {
       join(base, "store", "backups", "5.json"),
       JSON.stringify({ ...record, backupId: 5, partitionCount: 0 }),
     );
-    expect(await store.backupRecords(5)).toEqual([
+    expect(await store.backupRecords(5n)).toEqual([
       {
-        backupId: 5,
+        backupId: 5n,
         record: null,
         problem: `${join(base, "store", "backups", "5.json")}: the record's partition count is malformed`,
       },
     ]);
-    await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, request(4));
-    expect(await store.deleteBackup(4)).toBe(true);
-    expect(await store.backupRecords(4)).toEqual([]);
-    expect(await store.manifests(4)).toEqual([]);
-    expect(await store.deleteBackup(4)).toBe(false);
+    await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, request(4n));
+    expect(await store.deleteBackup(4n)).toBe(true);
+    expect(await store.backupRecords(4n)).toEqual([]);
+    expect(await store.manifests(4n)).toEqual([]);
+    expect(await store.deleteBackup(4n)).toBe(false);
     // A backup that has only its record (no partition wrote a part yet) is deleted too.
-    expect(await store.deleteBackup(5)).toBe(true);
+    expect(await store.deleteBackup(5n)).toBe(true);
     expect(await store.backupIds()).toEqual([]);
+  });
+
+  it("removes a part whose leader read the record just before the delete and created its directory meanwhile", async () => {
+    await store.writeBackupRecord(record);
+    await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, request(4n));
+    /** A store on the same directory in which a leader of partition 3 writes its first manifest mid-delete. */
+    class RacedStore extends FilesystemBackupStore {
+      raced = false;
+      override async highestTakenBackupId(): Promise<bigint | null> {
+        // Asked after the delete looked for the backup's parts, before it removes the record.
+        if (!this.raced) {
+          this.raced = true;
+          await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, { ...request(4n), partitionId: 3 });
+        }
+        return super.highestTakenBackupId();
+      }
+    }
+    const raced = new RacedStore(join(base, "store"));
+    expect(await raced.deleteBackup(4n)).toBe(true);
+    expect(raced.raced).toBe(true);
+    expect(await store.manifests(4n)).toEqual([]);
+    expect(await readdir(join(base, "store", "3"))).toEqual([]);
+    expect(await store.backupIds()).toEqual([]);
+  });
+});
+
+describe("FilesystemBackupStore's highest taken backup id", () => {
+  const record = (backupId: bigint) => ({
+    formatVersion: 1 as const,
+    backupId,
+    partitionCount: 3,
+    takenAt: "2026-01-01T00:00:00.000Z",
+    flowplaneVersion: "1.2.3",
+  });
+  const takenDirectory = () => join(base, "store", "backups", "taken");
+
+  it("raises it before the record, keeps it when the backup is deleted, and keeps only the highest mark", async () => {
+    expect(await store.highestTakenBackupId()).toBeNull();
+    await store.writeBackupRecord(record(4n));
+    await store.writeBackupRecord(record(9n));
+    expect(await store.highestTakenBackupId()).toBe(9n);
+    expect(await readdir(takenDirectory())).toEqual(["9"]);
+    expect(await store.deleteBackup(9n)).toBe(true);
+    expect(await store.backupIds()).toEqual([4n]);
+    expect(await store.highestTakenBackupId()).toBe(9n);
+    // A store opened again on the directory (a restarted broker, another coordinator, a restored cluster) sees it.
+    expect(await new FilesystemBackupStore(join(base, "store")).highestTakenBackupId()).toBe(9n);
+    expect(entriesOpenToOthers(join(base, "store"))).toEqual({});
+    // The marks' directory is neither a record nor a partition to the listings.
+    expect(await store.backupRecords()).toHaveLength(1);
+    expect(await store.manifests()).toEqual([]);
+  });
+
+  it("never lowers it when two coordinators record at once, in either order", async () => {
+    await Promise.all([store.markTaken(11n), store.markTaken(10n)]);
+    expect(await store.highestTakenBackupId()).toBe(11n);
+    await store.markTaken(10n);
+    expect(await store.highestTakenBackupId()).toBe(11n);
+    expect(await readdir(takenDirectory())).toContain("11");
+  });
+
+  it("takes the id though a lower mark cannot be removed, logs it, and removes it once it can", async () => {
+    const logged: { msg: string; path?: string }[] = [];
+    const logging = new FilesystemBackupStore(join(base, "store"), {
+      logger: pino({ level: "warn" }, { write: (line: string) => logged.push(JSON.parse(line)) }),
+    });
+    // A directory where a mark's file should be: removing it as a file fails.
+    await mkdir(join(takenDirectory(), "3"), { recursive: true });
+    await logging.writeBackupRecord(record(5n));
+    expect(await logging.backupRecords(5n)).toHaveLength(1);
+    expect(await logging.highestTakenBackupId()).toBe(5n);
+    expect(logged).toMatchObject([
+      {
+        msg: "a lower taken backup id's mark could not be removed; it is kept",
+        path: join(takenDirectory(), "3"),
+      },
+    ]);
+    // Every later take records as well, and the next writer removes the entry once it is a file again.
+    await logging.writeBackupRecord(record(6n));
+    expect(await logging.backupRecords(6n)).toHaveLength(1);
+    await rm(join(takenDirectory(), "3"), { recursive: true });
+    await writeFile(join(takenDirectory(), "3"), "");
+    await logging.writeBackupRecord(record(7n));
+    expect((await readdir(takenDirectory())).sort()).toEqual(["7"]);
+  });
+
+  it("raises it to a deleted backup that an older version took without a mark", async () => {
+    await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, request(6n));
+    expect(await store.highestTakenBackupId()).toBeNull();
+    expect(await store.deleteBackup(6n)).toBe(true);
+    expect(await store.highestTakenBackupId()).toBe(6n);
+    // Deleting what the store does not hold marks nothing.
+    expect(await store.deleteBackup(8n)).toBe(false);
+    expect(await store.highestTakenBackupId()).toBe(6n);
+  });
+});
+
+describe("FilesystemBackupStore with backup ids beyond 2^53 − 1", () => {
+  const largest = 2n ** 63n - 1n;
+
+  it("writes and reads them exactly: directories, records, manifests and the taken mark", async () => {
+    await store.writeBackupRecord({
+      formatVersion: 1,
+      backupId: largest,
+      partitionCount: 3,
+      takenAt: "2026-01-01T00:00:00.000Z",
+      flowplaneVersion: "1.2.3",
+    });
+    const manifest = await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, request(largest));
+    expect(manifest).toMatchObject({ state: "COMPLETED", backupId: largest });
+    const recordText = await readFile(join(base, "store", "backups", "9223372036854775807.json"), "utf8");
+    expect(recordText).toContain('"backupId": 9223372036854775807,');
+    const manifestText = await readFile(join(base, "store", "2", "9223372036854775807", "1", "manifest.json"), "utf8");
+    expect(manifestText).toContain('"backupId": 9223372036854775807,');
+    expect(await store.backupIds()).toEqual([largest]);
+    expect(await store.manifests(largest)).toEqual([manifest]);
+    // One below 2^63 − 1 is another backup, though JavaScript numbers would round both to 2^63.
+    expect(await store.manifests(largest - 1n)).toEqual([]);
+    expect((await store.backupRecords(largest))[0]?.record?.backupId).toBe(largest);
+    expect(await store.highestTakenBackupId()).toBe(largest);
+    expect(await verifyPart(store, manifest)).toBeUndefined();
+  });
+
+  it("refuses a record whose id differs from its location's, however close, and ids from 2^63 on", async () => {
+    await mkdir(join(base, "store", "backups"), { recursive: true });
+    await writeFile(
+      join(base, "store", "backups", "9223372036854775807.json"),
+      '{"formatVersion": 1, "backupId": 9223372036854775806, "partitionCount": 3, "takenAt": "x", "flowplaneVersion": "1"}',
+    );
+    expect(await store.backupRecords(largest)).toEqual([
+      {
+        backupId: largest,
+        record: null,
+        problem: `${join(base, "store", "backups", "9223372036854775807.json")}: the record names another backup than its location`,
+      },
+    ]);
+    // Ids beyond 2^63 − 1 are no backups' directories.
+    await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, request(5n));
+    await rename(join(base, "store", "2", "5"), join(base, "store", "2", "9223372036854775808"));
+    expect(await store.backupIds()).toEqual([largest]);
   });
 });

@@ -155,7 +155,7 @@ describe("progress manifests", () => {
     yieldTurn: async () => {},
   };
   const request = {
-    backupId: 6,
+    backupId: 6n,
     partitionId: 1,
     brokerId: 1,
     checkpointPosition: lastIndex,
@@ -183,7 +183,7 @@ describe("progress manifests", () => {
     const manifest = await writePartitionBackup(source, slow, request);
     expect(manifest.state).toBe("COMPLETED");
     expect(progressed.length).toBeGreaterThan(0);
-    expect(await store.manifests(6)).toEqual([manifest]);
+    expect(await store.manifests(6n)).toEqual([manifest]);
   });
 
   it("writes the part's files while its first manifest is on its way, and the final manifest only after it", async () => {
@@ -228,7 +228,7 @@ describe("progress manifests", () => {
       "first manifest written",
       "COMPLETED manifest written",
     ]);
-    expect(await store.manifests(6)).toEqual([manifest]);
+    expect(await store.manifests(6n)).toEqual([manifest]);
   });
 
   it("fails the part when its first manifest cannot be written, with the store's reason", async () => {
@@ -241,7 +241,7 @@ describe("progress manifests", () => {
     };
     const manifest = await writePartitionBackup(source, failing, request);
     expect(manifest).toMatchObject({ state: "FAILED", failureReason: "the store is read-only" });
-    expect(await store.manifests(6)).toEqual([manifest]);
+    expect(await store.manifests(6n)).toEqual([manifest]);
   });
 
   it("fails the part when a progress manifest cannot be written", async () => {
@@ -250,6 +250,6 @@ describe("progress manifests", () => {
     });
     const manifest = await writePartitionBackup(source, failing, request);
     expect(manifest).toMatchObject({ state: "FAILED", failureReason: "the disk is full" });
-    expect(await store.manifests(6)).toEqual([manifest]);
+    expect(await store.manifests(6n)).toEqual([manifest]);
   });
 });

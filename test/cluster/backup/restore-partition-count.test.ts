@@ -42,7 +42,7 @@ function source(lastIndex: number): PartitionBackupSource {
 }
 
 /** Writes partition `partitionId`'s COMPLETED part of `backupId`, its manifest recording `partitionCount`. */
-async function writePart(backupId: number, partitionId: number, partitionCount: number): Promise<BackupPartManifest> {
+async function writePart(backupId: bigint, partitionId: number, partitionCount: number): Promise<BackupPartManifest> {
   const manifest = await writePartitionBackup(source(4), store, {
     backupId,
     partitionId,
@@ -63,7 +63,7 @@ async function asOlderBroker(manifest: BackupPartManifest): Promise<void> {
 }
 
 /** Restores broker 0 of a one-broker cluster with `partitionCount` partitions; resolves with the partitions restored. */
-async function restore(backupId: number, partitionCount: number): Promise<number[]> {
+async function restore(backupId: bigint, partitionCount: number): Promise<number[]> {
   restores += 1;
   const report = await restoreBroker({
     store,
@@ -79,33 +79,33 @@ describe("the partition count restore holds a backup to", () => {
   it("is the recorded one, not the lower count a lagging leader recorded in its part", async () => {
     await store.writeBackupRecord({
       formatVersion: 1,
-      backupId: 5,
+      backupId: 5n,
       partitionCount: 3,
       takenAt: "2026-01-01T00:00:00.000Z",
       flowplaneVersion: "0.0.0-test",
     });
-    await writePart(5, 1, 2);
-    await writePart(5, 2, 3);
-    await writePart(5, 3, 3);
-    expect(await restore(5, 3)).toEqual([1, 2, 3]);
+    await writePart(5n, 1, 2);
+    await writePart(5n, 2, 3);
+    await writePart(5n, 3, 3);
+    expect(await restore(5n, 3)).toEqual([1, 2, 3]);
     // A cluster with the lagging leader's count would lose partition 3's data: refused, naming both counts.
-    await expect(restore(5, 2)).rejects.toThrow(
+    await expect(restore(5n, 2)).rejects.toThrow(
       new RestoreRefusedError("backup 5 holds 3 partitions but this cluster has 2; the partition counts must be equal"),
     );
     expect(await readdir(join(base, `data-${restores}`)).catch(() => [])).toEqual([]);
   });
 
   it("is the lowest a part recorded for a backup an older broker wrote without a record", async () => {
-    await asOlderBroker(await writePart(2, 1, 2));
-    await asOlderBroker(await writePart(2, 2, 2));
+    await asOlderBroker(await writePart(2n, 1, 2));
+    await asOlderBroker(await writePart(2n, 2, 2));
     // Partition 3 was added after the backup and wrote a part of it (older brokers did) with its own count.
-    await asOlderBroker(await writePart(2, 3, 3));
-    expect(await restore(2, 2)).toEqual([1, 2]);
-    await expect(restore(2, 3)).rejects.toThrow("backup 2 holds 2 partitions but this cluster has 3");
+    await asOlderBroker(await writePart(2n, 3, 3));
+    expect(await restore(2n, 2)).toEqual([1, 2]);
+    await expect(restore(2n, 3)).rejects.toThrow("backup 2 holds 2 partitions but this cluster has 3");
   });
 
   it("refuses a backup the store holds only stray parts of (its record was deleted)", async () => {
-    await writePart(7, 1, 1);
-    await expect(restore(7, 1)).rejects.toThrow(new RestoreRefusedError("the backup store holds no backup 7"));
+    await writePart(7n, 1, 1);
+    await expect(restore(7n, 1)).rejects.toThrow(new RestoreRefusedError("the backup store holds no backup 7"));
   });
 });

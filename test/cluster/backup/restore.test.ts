@@ -171,7 +171,7 @@ describe("backup and restore", () => {
     for (const nodeId of [0, 1, 2]) {
       const report = await restoreBroker({
         store,
-        backupId: 10,
+        backupId: 10n,
         nodeId,
         dataDirectory: testBrokerOptions(root, nodeId).dataDirectory,
         distribution: distribution(),
@@ -199,7 +199,7 @@ describe("backup and restore", () => {
 
   it("refuses a corrupted backup naming the file, another partition count naming both, and leaves nothing", async () => {
     const target = join(root, "refused");
-    const [part] = (await store.manifests(10)).filter(
+    const [part] = (await store.manifests(10n)).filter(
       (manifest) => manifest.partitionId === 2 && manifest.state === "COMPLETED",
     );
     if (part === undefined) throw new Error("no part of partition 2");
@@ -211,51 +211,51 @@ describe("backup and restore", () => {
     await writeFile(path, corrupted);
     const corruptedRestore = restoreBroker({
       store,
-      backupId: 10,
+      backupId: 10n,
       nodeId: 0,
       dataDirectory: target,
       distribution: distribution(),
     });
     await expect(corruptedRestore).rejects.toThrow(BackupPartDamagedError);
     await expect(
-      restoreBroker({ store, backupId: 10, nodeId: 0, dataDirectory: target, distribution: distribution() }),
+      restoreBroker({ store, backupId: 10n, nodeId: 0, dataDirectory: target, distribution: distribution() }),
     ).rejects.toThrow(/partition 2 .*log\.bin does not match its SHA-256 checksum/);
     await writeFile(path, original);
 
     const fourPartitions = initialDistribution(testBrokerOptions(root, 0, { partitionsCount: 4 }));
     await expect(
-      restoreBroker({ store, backupId: 10, nodeId: 0, dataDirectory: target, distribution: fourPartitions }),
+      restoreBroker({ store, backupId: 10n, nodeId: 0, dataDirectory: target, distribution: fourPartitions }),
     ).rejects.toThrow("backup 10 holds 3 partitions but this cluster has 4; the partition counts must be equal");
 
     await store.writeBackupRecord({
       formatVersion: 1,
-      backupId: 11,
+      backupId: 11n,
       partitionCount: 3,
       takenAt: new Date().toISOString(),
       flowplaneVersion: "0.0.0-test",
     });
     await store.writeManifest({
       ...part,
-      backupId: 11,
+      backupId: 11n,
       state: "FAILED",
       failureReason: "broker 1 lost the leadership",
     });
     const failed = restoreBroker({
       store,
-      backupId: 11,
+      backupId: 11n,
       nodeId: 0,
       dataDirectory: target,
       distribution: distribution(),
     });
     await expect(failed).rejects.toThrow(RestoreRefusedError);
     await expect(
-      restoreBroker({ store, backupId: 11, nodeId: 0, dataDirectory: target, distribution: distribution() }),
+      restoreBroker({ store, backupId: 11n, nodeId: 0, dataDirectory: target, distribution: distribution() }),
     ).rejects.toThrow(/partition 1 has no part; partition 2 FAILED: broker 1 lost the leadership/);
 
     await mkdir(target, { recursive: true });
     await writeFile(join(target, "leftover"), "x");
     await expect(
-      restoreBroker({ store, backupId: 10, nodeId: 0, dataDirectory: target, distribution: distribution() }),
+      restoreBroker({ store, backupId: 10n, nodeId: 0, dataDirectory: target, distribution: distribution() }),
     ).rejects.toThrow(/needs an empty data directory/);
     await rm(join(target, "leftover"));
     // Nothing was written by any refused restore.

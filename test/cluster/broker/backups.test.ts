@@ -12,7 +12,12 @@ import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { FilesystemBackupStore } from "../../../src/cluster/backup/filesystem-store.js";
 import type { BackupPartManifest, BackupRecord } from "../../../src/cluster/backup/store.js";
-import { BackupCoordinator, failAbandonedParts } from "../../../src/cluster/broker/backups.js";
+import {
+  BackupCoordinator,
+  type BackupCoordinatorContext,
+  failAbandonedParts,
+  type LargeCheckpointIdSupport,
+} from "../../../src/cluster/broker/backups.js";
 import type { CheckpointAnswer } from "../../../src/cluster/broker/peer-requests.js";
 import {
   type ClusterConfiguration,
@@ -27,12 +32,31 @@ let reachable: Set<number>;
 let nowMs: number;
 let checkpointAnswer: (
   partitionId: number,
-  checkpointId: number,
+  checkpointId: bigint,
 ) => CheckpointAnswer | null | Promise<CheckpointAnswer | null>;
+/** Brokers whose `describe` answer does not say they apply checkpoint ids above 2^53 − 1 (an earlier version). */
+let earlierVersionBrokers: number[];
+/** Brokers that do not answer `describe`. */
+let silentBrokers: number[];
+/** The brokers each check of large checkpoint ids asked. */
+let askedForSupport: number[][];
+
+/** What the brokers asked answer about large checkpoint ids, as `earlierVersionBrokers` and `silentBrokers` say. */
+async function largeCheckpointIdSupport(brokerIds: readonly number[]): Promise<LargeCheckpointIdSupport> {
+  askedForSupport.push([...brokerIds]);
+  return {
+    unanswered: brokerIds.filter((brokerId) => silentBrokers.includes(brokerId)),
+    unsupported: brokerIds
+      .filter((brokerId) => earlierVersionBrokers.includes(brokerId) && !silentBrokers.includes(brokerId))
+      .map((brokerId) => ({ brokerId, version: "1.0.0" })),
+  };
+}
+
 /** Partitions whose checkpoint request reached its answering leader after an attempt that may have proposed it. */
 let uncertainAttempts: Set<number>;
 
-function coordinator(): BackupCoordinator {
+/** A coordinator of broker 0 on the test's store and fakes, with `overrides` of its context. */
+function coordinator(overrides: Partial<BackupCoordinatorContext> = {}): BackupCoordinator {
   return new BackupCoordinator({
     nodeId: 0,
     logger: pino({ level: "silent" }),
@@ -43,12 +67,14 @@ function coordinator(): BackupCoordinator {
       const answer = await checkpointAnswer(partitionId, checkpointId);
       return answer === null ? null : { answer, afterUncertainAttempt: uncertainAttempts.has(partitionId) };
     },
+    largeCheckpointIdSupport,
     nowMs: () => nowMs,
     flowplaneVersion: "0.0.0-test",
+    ...overrides,
   });
 }
 
-function record(backupId: number, partitionCount: number): BackupRecord {
+function record(backupId: bigint, partitionCount: number): BackupRecord {
   return {
     formatVersion: 1,
     backupId,
@@ -66,7 +92,7 @@ function recordedPart(overrides: Partial<BackupPartManifest>): BackupPartManifes
 function part(overrides: Partial<BackupPartManifest>): BackupPartManifest {
   return {
     formatVersion: 1,
-    backupId: 1,
+    backupId: 1n,
     partitionId: 1,
     brokerId: 1,
     state: "COMPLETED",
@@ -98,6 +124,9 @@ beforeEach(async () => {
   nowMs = 1_000_000;
   checkpointAnswer = (_, checkpointId) => ({ outcome: "checkpointed", checkpointId, position: 5, taken: true });
   uncertainAttempts = new Set();
+  earlierVersionBrokers = [];
+  silentBrokers = [];
+  askedForSupport = [];
 });
 
 afterEach(async () => {
@@ -110,7 +139,7 @@ describe("BackupCoordinator", () => {
       ...configuration,
       pendingChange: { id: 7, status: "IN_PROGRESS", startedAt: "x", completed: [], pending: [] },
     };
-    expect(await coordinator().take(1)).toEqual({
+    expect(await coordinator().take(1n)).toEqual({
       outcome: "refused",
       status: 409,
       detail: "cluster change 7 is in progress; no backup is taken while the cluster changes",
@@ -125,19 +154,20 @@ describe("BackupCoordinator", () => {
       configuration: () => configuration,
       isReachable: () => true,
       checkpoint: async () => null,
+      largeCheckpointIdSupport,
       nowMs: () => nowMs,
       flowplaneVersion: "0.0.0-test",
     });
-    expect(await other.take(1)).toEqual({ outcome: "not-coordinator", coordinatorId: 0 });
+    expect(await other.take(1n)).toEqual({ outcome: "not-coordinator", coordinatorId: 0 });
   });
 
   it("names a partition that took no checkpoint: MISSING, and the backup INCOMPLETE", async () => {
     checkpointAnswer = (partitionId, checkpointId) =>
       partitionId === 2 ? null : { outcome: "checkpointed", checkpointId, position: 5, taken: true };
     const backups = coordinator();
-    await backups.take(4);
-    await store.writeManifest(part({ backupId: 4, partitionId: 1 }));
-    const answer = await backups.status(4);
+    await backups.take(4n);
+    await store.writeManifest(part({ backupId: 4n, partitionId: 1 }));
+    const answer = await backups.status(4n);
     expect(answer).toMatchObject({
       outcome: "backup",
       backup: {
@@ -150,34 +180,34 @@ describe("BackupCoordinator", () => {
 
   it("a backup from before records counts its partitions by its parts: one added later is not the backup's", async () => {
     const backups = coordinator();
-    await store.writeManifest(part({ backupId: 3, partitionId: 1 }));
-    await store.writeManifest(part({ backupId: 3, partitionId: 2 }));
+    await store.writeManifest(part({ backupId: 3n, partitionId: 1 }));
+    await store.writeManifest(part({ backupId: 3n, partitionId: 2 }));
     // Partition 3, added by a later scale-up, took checkpoint 3 from a relocated record and recorded its own count.
-    await store.writeManifest(part({ backupId: 3, partitionId: 3, partitionCount: 3 }));
-    const answer = await backups.status(3);
+    await store.writeManifest(part({ backupId: 3n, partitionId: 3, partitionCount: 3 }));
+    const answer = await backups.status(3n);
     expect(answer).toMatchObject({ outcome: "backup", backup: { state: "COMPLETED", partitionCount: 2 } });
     expect((answer as { backup: { details: unknown[] } }).backup.details).toHaveLength(2);
   });
 
   it("counts a partition without a part yet as in progress right after the checkpoint, and blocks changes", async () => {
     const backups = coordinator();
-    await backups.take(5);
-    expect((await backups.status(5)) as unknown).toMatchObject({ backup: { state: "IN_PROGRESS" } });
+    await backups.take(5n);
+    expect((await backups.status(5n)) as unknown).toMatchObject({ backup: { state: "IN_PROGRESS" } });
     expect(await backups.blockingBackup()).toBe("backup 5 is in progress; no cluster change starts during a backup");
     nowMs += 120_000;
-    expect((await backups.status(5)) as unknown).toMatchObject({ backup: { state: "INCOMPLETE" } });
+    expect((await backups.status(5n)) as unknown).toMatchObject({ backup: { state: "INCOMPLETE" } });
     expect(await backups.blockingBackup()).toBeNull();
   });
 
   it("reports the part of an unreachable writer FAILED, and a restarted broker fails the parts it left", async () => {
     await store.writeManifest(
-      part({ backupId: 3, partitionId: 1, brokerId: 2, state: "IN_PROGRESS", finishedAt: null }),
+      part({ backupId: 3n, partitionId: 1, brokerId: 2, state: "IN_PROGRESS", finishedAt: null }),
     );
-    await store.writeManifest(part({ backupId: 3, partitionId: 2, brokerId: 1 }));
+    await store.writeManifest(part({ backupId: 3n, partitionId: 2, brokerId: 1 }));
     const backups = coordinator();
     expect(await backups.blockingBackup()).toMatch(/backup 3 is in progress/);
     reachable.delete(2);
-    expect(await backups.status(3)).toMatchObject({
+    expect(await backups.status(3n)).toMatchObject({
       backup: {
         state: "FAILED",
         failureReason: "partition 1: broker 2, which was writing this part, is unreachable",
@@ -186,26 +216,26 @@ describe("BackupCoordinator", () => {
     expect(await backups.blockingBackup()).toBeNull();
     reachable.add(2);
     expect(await failAbandonedParts(store, 2, "2026-01-01T00:01:00.000Z")).toBe(1);
-    expect(await backups.status(3)).toMatchObject({
+    expect(await backups.status(3n)).toMatchObject({
       backup: { state: "FAILED", failureReason: "partition 1: broker 2 stopped while it wrote this part" },
     });
     expect(await failAbandonedParts(store, 2, "2026-01-01T00:01:00.000Z")).toBe(0);
   });
 
   it("a COMPLETED part of a new leader wins over the FAILED part of the old one", async () => {
-    await store.writeManifest(part({ backupId: 6, partitionId: 1, brokerId: 2, state: "FAILED", failureReason: "x" }));
-    await store.writeManifest(part({ backupId: 6, partitionId: 1, brokerId: 0 }));
-    await store.writeManifest(part({ backupId: 6, partitionId: 2, brokerId: 1 }));
-    expect(await coordinator().status(6)).toMatchObject({
+    await store.writeManifest(part({ backupId: 6n, partitionId: 1, brokerId: 2, state: "FAILED", failureReason: "x" }));
+    await store.writeManifest(part({ backupId: 6n, partitionId: 1, brokerId: 0 }));
+    await store.writeManifest(part({ backupId: 6n, partitionId: 2, brokerId: 1 }));
+    expect(await coordinator().status(6n)).toMatchObject({
       backup: { state: "COMPLETED", details: [{ brokerId: 0, state: "COMPLETED" }, { state: "COMPLETED" }] },
     });
   });
 
   it("answers 404 for a backup it does not know, and refuses ids that are not above the latest", async () => {
     const backups = coordinator();
-    expect(await backups.status(9)).toMatchObject({ outcome: "refused", status: 404 });
-    await store.writeManifest(part({ backupId: 8 }));
-    expect(await backups.take(8)).toMatchObject({ status: 409, detail: expect.stringMatching(/latest backup is 8/) });
+    expect(await backups.status(9n)).toMatchObject({ outcome: "refused", status: 404 });
+    await store.writeManifest(part({ backupId: 8n }));
+    expect(await backups.take(8n)).toMatchObject({ status: 409, detail: expect.stringMatching(/latest backup is 8/) });
   });
 
   it("records the backup's partition count before it proposes any checkpoint", async () => {
@@ -215,60 +245,60 @@ describe("BackupCoordinator", () => {
       return { outcome: "checkpointed", checkpointId, position: 5, taken: true };
     };
     nowMs = Date.parse("2026-03-01T12:00:00.000Z");
-    expect(await coordinator().take(4)).toMatchObject({ outcome: "backup", backup: { partitionCount: 2 } });
-    const expected = { ...record(4, 2), takenAt: "2026-03-01T12:00:00.000Z" };
+    expect(await coordinator().take(4n)).toMatchObject({ outcome: "backup", backup: { partitionCount: 2 } });
+    const expected = { ...record(4n, 2), takenAt: "2026-03-01T12:00:00.000Z" };
     expect(recordedWhenProposed).toEqual([[expected], [expected]]);
-    expect(await store.backupRecords()).toEqual([{ backupId: 4, record: expected, problem: null }]);
+    expect(await store.backupRecords()).toEqual([{ backupId: 4n, record: expected, problem: null }]);
   });
 
   it("keeps the recorded count when a leader recorded a lower one (its view of the cluster lagged behind)", async () => {
-    await store.writeBackupRecord(record(6, 3));
+    await store.writeBackupRecord(record(6n, 3));
     // Partition 1's leader had not heard of partition 3 yet (an older broker's part records its own view).
-    await store.writeManifest(part({ backupId: 6, partitionId: 1, partitionCount: 2 }));
-    await store.writeManifest(recordedPart({ backupId: 6, partitionId: 2, partitionCount: 3 }));
-    const answer = await coordinator().status(6);
+    await store.writeManifest(part({ backupId: 6n, partitionId: 1, partitionCount: 2 }));
+    await store.writeManifest(recordedPart({ backupId: 6n, partitionId: 2, partitionCount: 3 }));
+    const answer = await coordinator().status(6n);
     expect(answer).toMatchObject({
       outcome: "backup",
       backup: { partitionCount: 3, state: "INCOMPLETE", failureReason: expect.stringMatching(/^partition 3: /) },
     });
-    await store.writeManifest(recordedPart({ backupId: 6, partitionId: 3, partitionCount: 3 }));
-    expect(await coordinator().status(6)).toMatchObject({ backup: { partitionCount: 3, state: "COMPLETED" } });
+    await store.writeManifest(recordedPart({ backupId: 6n, partitionId: 3, partitionCount: 3 }));
+    expect(await coordinator().status(6n)).toMatchObject({ backup: { partitionCount: 3, state: "COMPLETED" } });
   });
 
   it("removes the record first when deleting, and never shows a deleted backup again from a stray part", async () => {
     const backups = coordinator();
-    await store.writeBackupRecord(record(7, 2));
-    await store.writeManifest(recordedPart({ backupId: 7, partitionId: 1 }));
-    await store.writeManifest(recordedPart({ backupId: 7, partitionId: 2 }));
-    expect(await backups.delete(7)).toMatchObject({ outcome: "backup", backup: { state: "COMPLETED" } });
-    expect(await store.backupRecords(7)).toEqual([]);
+    await store.writeBackupRecord(record(7n, 2));
+    await store.writeManifest(recordedPart({ backupId: 7n, partitionId: 1 }));
+    await store.writeManifest(recordedPart({ backupId: 7n, partitionId: 2 }));
+    expect(await backups.delete(7n)).toMatchObject({ outcome: "backup", backup: { state: "COMPLETED" } });
+    expect(await store.backupRecords(7n)).toEqual([]);
     // A writer that read the record just before the delete leaves its part behind.
-    await store.writeManifest(recordedPart({ backupId: 7, partitionId: 3, partitionCount: 2, state: "IN_PROGRESS" }));
+    await store.writeManifest(recordedPart({ backupId: 7n, partitionId: 3, partitionCount: 2, state: "IN_PROGRESS" }));
     expect(await backups.list()).toEqual({ outcome: "backups", backups: [] });
-    expect(await backups.status(7)).toMatchObject({ outcome: "refused", status: 404 });
+    expect(await backups.status(7n)).toMatchObject({ outcome: "refused", status: 404 });
     expect(await backups.blockingBackup()).toBeNull();
     // Its id stays used.
-    expect(await backups.take(7)).toMatchObject({ status: 409, detail: expect.stringMatching(/latest backup is 7/) });
+    expect(await backups.take(7n)).toMatchObject({ status: 409, detail: expect.stringMatching(/latest backup is 7/) });
     // Deleting it again removes the stray part, still answering that there is no such backup.
-    expect(await backups.delete(7)).toMatchObject({
+    expect(await backups.delete(7n)).toMatchObject({
       outcome: "refused",
       status: 404,
       detail: expect.stringMatching(/parts a deletion left behind were removed/),
     });
-    expect(await store.manifests(7)).toEqual([]);
-    expect(await backups.delete(7)).toMatchObject({ outcome: "refused", status: 404, detail: "there is no backup 7" });
+    expect(await store.manifests(7n)).toEqual([]);
+    expect(await backups.delete(7n)).toMatchObject({ outcome: "refused", status: 404, detail: "there is no backup 7" });
   });
 
   it("gives a partition without a part its grace from the record's time after the coordinator failed over", async () => {
     // Broker 0 wrote the record, proposed the checkpoints and died; this coordinator never took the backup.
     nowMs = Date.parse("2026-03-01T12:00:00.000Z");
-    await store.writeBackupRecord({ ...record(9, 2), takenAt: new Date(nowMs - 10_000).toISOString() });
-    await store.writeManifest(recordedPart({ backupId: 9, partitionId: 1 }));
+    await store.writeBackupRecord({ ...record(9n, 2), takenAt: new Date(nowMs - 10_000).toISOString() });
+    await store.writeManifest(recordedPart({ backupId: 9n, partitionId: 1 }));
     const successor = coordinator();
-    expect(await successor.status(9)).toMatchObject({ backup: { state: "IN_PROGRESS" } });
+    expect(await successor.status(9n)).toMatchObject({ backup: { state: "IN_PROGRESS" } });
     expect(await successor.blockingBackup()).toBe("backup 9 is in progress; no cluster change starts during a backup");
     nowMs += 60_000;
-    expect(await successor.status(9)).toMatchObject({ backup: { state: "INCOMPLETE" } });
+    expect(await successor.status(9n)).toMatchObject({ backup: { state: "INCOMPLETE" } });
     expect(await successor.blockingBackup()).toBeNull();
   });
 
@@ -282,22 +312,22 @@ describe("BackupCoordinator", () => {
       taken: partitionId === 1,
     });
     uncertainAttempts = new Set([2]);
-    expect(await coordinator().take(6)).toMatchObject({ outcome: "backup", backup: { backupId: 6 } });
-    expect(await store.backupRecords(6)).toHaveLength(1);
+    expect(await coordinator().take(6n)).toMatchObject({ outcome: "backup", backup: { backupId: 6 } });
+    expect(await store.backupRecords(6n)).toHaveLength(1);
     // Held without such an attempt, the checkpoint is older than this take: the id of a deleted backup, refused.
     uncertainAttempts = new Set();
     nowMs += 120_000;
-    expect(await coordinator().take(7)).toMatchObject({
+    expect(await coordinator().take(7n)).toMatchObject({
       status: 409,
       detail: expect.stringMatching(/has taken checkpoint 7 already/),
     });
-    expect(await store.backupRecords(7)).toEqual([]);
+    expect(await store.backupRecords(7n)).toEqual([]);
   });
 
   it("lists recorded backups, the one without parts yet included, and old backups without a record", async () => {
-    await store.writeManifest(part({ backupId: 2, partitionId: 1 }));
-    await store.writeManifest(part({ backupId: 2, partitionId: 2 }));
-    await store.writeBackupRecord(record(3, 2));
+    await store.writeManifest(part({ backupId: 2n, partitionId: 1 }));
+    await store.writeManifest(part({ backupId: 2n, partitionId: 2 }));
+    await store.writeBackupRecord(record(3n, 2));
     const listed = await coordinator().list();
     expect(listed).toMatchObject({
       outcome: "backups",
@@ -309,23 +339,178 @@ describe("BackupCoordinator", () => {
   });
 
   it("reports a backup whose record is damaged FAILED, naming the file", async () => {
-    await store.writeBackupRecord(record(5, 2));
-    await store.writeManifest(recordedPart({ backupId: 5, partitionId: 1 }));
-    await store.writeManifest(recordedPart({ backupId: 5, partitionId: 2 }));
-    await writeFile(store.recordPath(5), "{not json");
-    expect(await coordinator().status(5)).toMatchObject({
-      backup: { state: "FAILED", failureReason: `the backup's record: ${store.recordPath(5)}: the record is not JSON` },
+    await store.writeBackupRecord(record(5n, 2));
+    await store.writeManifest(recordedPart({ backupId: 5n, partitionId: 1 }));
+    await store.writeManifest(recordedPart({ backupId: 5n, partitionId: 2 }));
+    await writeFile(store.recordPath(5n), "{not json");
+    expect(await coordinator().status(5n)).toMatchObject({
+      backup: {
+        state: "FAILED",
+        failureReason: `the backup's record: ${store.recordPath(5n)}: the record is not JSON`,
+      },
     });
+  });
+
+  it("refuses a deleted backup's id before asking any partition, even when the first leader asked does not answer", async () => {
+    const backups = coordinator();
+    expect(await backups.take(5n)).toMatchObject({ outcome: "backup" });
+    await store.writeManifest(recordedPart({ backupId: 5n, partitionId: 1 }));
+    await store.writeManifest(recordedPart({ backupId: 5n, partitionId: 2 }));
+    expect(await backups.delete(5n)).toMatchObject({ outcome: "backup" });
+    // Every partition holds checkpoint 5 already, and the first leader asked did not answer: its answer alone cannot
+    // tell this take from the deleted one.
+    const asked: number[] = [];
+    checkpointAnswer = (partitionId, checkpointId) => {
+      asked.push(partitionId);
+      return { outcome: "checkpointed", checkpointId, position: 5, taken: false };
+    };
+    uncertainAttempts = new Set([1, 2]);
+    nowMs += 120_000;
+    expect(await coordinator().take(5n)).toEqual({
+      outcome: "refused",
+      status: 409,
+      detail:
+        "backup ids are never reused and must be above every earlier id; id 5 is used (a backup of it was taken or attempted); take an id above 5",
+    });
+    expect(asked).toEqual([]);
+    expect(await store.backupRecords(5n)).toEqual([]);
+    expect(await backups.list()).toEqual({ outcome: "backups", backups: [] });
+  });
+
+  it("keeps an id taken when the coordinator stopped between its mark and its record, across coordinators", async () => {
+    await store.markTaken(8n);
+    // Another coordinator (a restarted broker, the next lowest broker id) on the same store directory.
+    const successor = () =>
+      new BackupCoordinator({
+        nodeId: 0,
+        logger: pino({ level: "silent" }),
+        store: new FilesystemBackupStore(directory),
+        configuration: () => configuration,
+        isReachable: () => true,
+        checkpoint: async (_, checkpointId) => ({
+          answer: { outcome: "checkpointed", checkpointId, position: 5, taken: true },
+          afterUncertainAttempt: false,
+        }),
+        largeCheckpointIdSupport,
+        nowMs: () => nowMs,
+        flowplaneVersion: "0.0.0-test",
+      });
+    expect(await successor().list()).toEqual({ outcome: "backups", backups: [] });
+    expect(await successor().take(8n)).toMatchObject({ status: 409, detail: expect.stringMatching(/id 8 is used/) });
+    expect(await successor().take(9n)).toMatchObject({ outcome: "backup", backup: { backupId: 9 } });
+  });
+
+  it("refuses the id of a deleted backup that an older version took (its store held no mark)", async () => {
+    await store.writeManifest(part({ backupId: 3n, partitionId: 1 }));
+    await store.writeManifest(part({ backupId: 3n, partitionId: 2 }));
+    const backups = coordinator();
+    expect(await backups.delete(3n)).toMatchObject({ outcome: "backup", backup: { backupId: 3 } });
+    expect(await backups.take(3n)).toMatchObject({ status: 409, detail: expect.stringMatching(/id 3 is used/) });
+  });
+
+  it("takes an id above 2^53 − 1 only when every broker says it applies such ids, and keeps it exact", async () => {
+    const beyondSafe = 2n ** 53n + 1n;
+    const proposed: bigint[] = [];
+    checkpointAnswer = (_, checkpointId) => {
+      proposed.push(checkpointId);
+      return { outcome: "checkpointed", checkpointId, position: 5, taken: true };
+    };
+    earlierVersionBrokers = [1];
+    silentBrokers = [2];
+    expect(await coordinator().take(beyondSafe)).toEqual({
+      outcome: "refused",
+      status: 409,
+      detail:
+        "backup ids above 9007199254740991 need every broker to run a version that takes them: broker 1 (version 1.0.0) answered without saying it does; broker 2 did not answer; upgrade the brokers of an earlier version and make sure the brokers that did not answer run and are reachable, or take an id of at most 9007199254740991",
+    });
+    // Every other broker of the configuration was asked.
+    expect(askedForSupport).toEqual([[1, 2]]);
+    expect(proposed).toEqual([]);
+    expect(await store.backupIds()).toEqual([]);
+    expect(await store.highestTakenBackupId()).toBeNull();
+    // An id up to 2^53 − 1 is taken whatever the brokers' versions: earlier versions take it too.
+    expect(await coordinator().take(7n)).toMatchObject({ outcome: "backup", backup: { backupId: 7 } });
+    nowMs += 120_000;
+    earlierVersionBrokers = [];
+    silentBrokers = [];
+    const largest = 2n ** 63n - 1n;
+    expect(await coordinator().take(largest)).toMatchObject({ outcome: "backup", backup: { backupId: largest } });
+    expect(proposed).toEqual([7n, 7n, largest, largest]);
+    expect((await store.backupRecords(largest))[0]?.record).toMatchObject({ backupId: largest });
+    expect(await store.highestTakenBackupId()).toBe(largest);
+    expect(await coordinator().take(beyondSafe)).toMatchObject({ status: 409 });
+  });
+
+  it("once the store holds an id above 2^53 − 1, takes the next with a broker down, but not with an earlier version", async () => {
+    silentBrokers = [];
+    expect(await coordinator().take(2n ** 53n)).toMatchObject({ outcome: "backup" });
+    nowMs += 120_000;
+    // Broker 2 is down: it is not asked, and it keeps no backup from being taken (it applied such ids before).
+    reachable.delete(2);
+    silentBrokers = [2];
+    askedForSupport = [];
+    expect(await coordinator().take(2n ** 53n + 1n)).toMatchObject({ outcome: "backup" });
+    expect(askedForSupport).toEqual([[1]]);
+    nowMs += 120_000;
+    // A reachable broker that does not answer in time blocks nothing either.
+    silentBrokers = [1, 2];
+    expect(await coordinator().take(2n ** 53n + 2n)).toMatchObject({ outcome: "backup" });
+    nowMs += 120_000;
+    // A broker that answers as an earlier version does, named with its version; no id up to 2^53 − 1 is left to advise.
+    silentBrokers = [];
+    earlierVersionBrokers = [1];
+    expect(await coordinator().take(2n ** 53n + 3n)).toEqual({
+      outcome: "refused",
+      status: 409,
+      detail:
+        "backup ids above 9007199254740991 need every broker to run a version that takes them: broker 1 (version 1.0.0) answered without saying it does; upgrade the brokers of an earlier version",
+    });
+    expect(await store.highestTakenBackupId()).toBe(2n ** 53n + 2n);
+  });
+
+  it("advises an id up to 2^53 − 1 only while one is left above every used id, deleted and attempted ones included", async () => {
+    silentBrokers = [2];
+    await store.markTaken(2n ** 53n - 2n);
+    expect(await coordinator().take(2n ** 53n)).toMatchObject({
+      status: 409,
+      detail: expect.stringMatching(/: broker 2 did not answer; .*, or take an id of at most 9007199254740991$/),
+    });
+    await store.markTaken(2n ** 53n - 1n);
+    expect(await coordinator().take(2n ** 53n)).toEqual({
+      outcome: "refused",
+      status: 409,
+      detail:
+        "backup ids above 9007199254740991 need every broker to run a version that takes them: broker 2 did not answer; make sure the brokers that did not answer run and are reachable",
+    });
+  });
+
+  it("keeps brokers without large checkpoint ids out of cluster changes once the store holds such an id", async () => {
+    const backups = coordinator();
+    earlierVersionBrokers = [3];
+    silentBrokers = [4];
+    // No large id yet: nothing is asked.
+    await store.markTaken(2n ** 53n - 1n);
+    expect(await backups.largeBackupIdProblem([0, 3, 4])).toBeNull();
+    expect(askedForSupport).toEqual([]);
+    // A deleted backup's large id counts (its checkpoint stays in the partitions' logs and snapshots).
+    await store.markTaken(2n ** 53n);
+    expect(await backups.largeBackupIdProblem([0, 3, 4])).toBe(
+      "the backup store holds backup id 9007199254740992, above 9007199254740991, so every broker that hosts a replica must run a version that applies such ids (an earlier version rejects the records that carry them): broker 3 (version 1.0.0) answered without saying it does; broker 4 did not answer; upgrade the brokers of an earlier version and make sure the brokers that did not answer run and are reachable before this change",
+    );
+    // This broker (0) applies them and is not asked.
+    expect(askedForSupport).toEqual([[3, 4]]);
+    expect(await backups.largeBackupIdProblem([1, 2])).toBeNull();
+    expect(await backups.largeBackupIdProblem([0])).toBeNull();
   });
 
   it("removes the record of a take the partitions refused (the id of a deleted backup)", async () => {
     checkpointAnswer = (partitionId, checkpointId) => ({
       outcome: "checkpointed",
-      checkpointId: partitionId === 1 ? checkpointId : checkpointId + 1,
+      checkpointId: partitionId === 1 ? checkpointId : checkpointId + 1n,
       position: 5,
       taken: partitionId === 1,
     });
-    expect(await coordinator().take(3)).toMatchObject({ status: 409 });
+    expect(await coordinator().take(3n)).toMatchObject({ status: 409 });
     expect(await store.backupRecords()).toEqual([]);
     expect(await coordinator().list()).toEqual({ outcome: "backups", backups: [] });
   });
@@ -336,24 +521,39 @@ describe("BackupCoordinator", () => {
       throw new Error("the disk is full");
     };
     let proposed = 0;
-    const backups = new BackupCoordinator({
-      nodeId: 0,
-      logger: pino({ level: "silent" }),
+    const backups = coordinator({
       store: failing,
-      configuration: () => configuration,
-      isReachable: () => true,
       checkpoint: async () => {
         proposed += 1;
         return null;
       },
-      nowMs: () => nowMs,
-      flowplaneVersion: "0.0.0-test",
     });
-    expect(await backups.take(1)).toEqual({
+    expect(await backups.take(1n)).toEqual({
       outcome: "refused",
       status: 503,
       detail: "the backup store could not record backup 1; no checkpoint was taken",
     });
     expect(proposed).toBe(0);
+  });
+
+  it("says a take whose record failed after the store marked its id used that id, and advises a higher one", async () => {
+    const failing = Object.create(store) as FilesystemBackupStore;
+    failing.writeBackupRecord = async (record) => {
+      await store.markTaken(record.backupId);
+      throw new Error("the disk is full");
+    };
+    expect(await coordinator({ store: failing }).take(4n)).toEqual({
+      outcome: "refused",
+      status: 503,
+      detail:
+        "the backup store could not record backup 4; no checkpoint was taken; id 4 is used now (a backup of it was attempted); take a higher id once the store works",
+    });
+    // No backup of 4 ever existed: the refusal says so.
+    expect(await coordinator().take(4n)).toEqual({
+      outcome: "refused",
+      status: 409,
+      detail:
+        "backup ids are never reused and must be above every earlier id; id 4 is used (a backup of it was taken or attempted); take an id above 4",
+    });
   });
 });

@@ -71,6 +71,19 @@ describe("parseBrokerRequest", () => {
     });
   });
 
+  it("reads a backup id as a bigint from either of its encodings, and refuses any other value", () => {
+    expect(parseBrokerRequest({ type: "backup-take", backupId: 5 })).toEqual({ type: "backup-take", backupId: 5n });
+    expect(parseBrokerRequest({ type: "backup-delete", backupId: 2n ** 63n - 1n })).toEqual({
+      type: "backup-delete",
+      backupId: 2n ** 63n - 1n,
+    });
+    for (const backupId of [-1, 1.5, 2 ** 60, 5n, 2n ** 63n, "5", undefined]) {
+      expect(parseBrokerRequest({ type: "backup-status", backupId })).toBe(
+        "backup-status needs an integer backupId from 0 to 2^63 − 1",
+      );
+    }
+  });
+
   it("names what is wrong with a malformed request", () => {
     expect(parseBrokerRequest(null)).toContain("not an object");
     expect(parseBrokerRequest({ type: "get-message", partitionId: 1 })).toContain("string key");

@@ -1,17 +1,21 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { FilesystemBackupStore } from "../../../src/cluster/backup/filesystem-store.js";
 import { Broker } from "../../../src/cluster/broker/broker.js";
 import { CONFIGURATION_FILE_NAME, PID_FILE_NAME } from "../../../src/cluster/broker/files.js";
 import type {
+  BackupResponse,
   BrokerAddress,
   BrokerDescription,
   BrokerRequest,
+  ClusterChangeCommand,
+  ClusterChangeResponse,
   GetMessageResponse,
   PublishMessageCommand,
   PublishMessageResponse,
 } from "../../../src/cluster/broker/protocol.js";
-import { partitionForCorrelationKey } from "../../../src/cluster/engine/index.js";
+import { encodedCheckpointId, partitionForCorrelationKey } from "../../../src/cluster/engine/index.js";
 import { decodeConfiguration } from "../../../src/cluster/topology/index.js";
 import { TransportClient } from "../../../src/cluster/transport/index.js";
 import { testClusterCredentials } from "../../support/cluster-secret.js";
@@ -289,5 +293,128 @@ describe("a three-broker cluster in one process", () => {
     expect(metrics).toMatch(/flowplane_partition_snapshot_size_bytes\{[^}]*partition="1"[^}]*\} [1-9]/);
     expect(restarted.replica(1)?.latestSnapshotIndex).toBeGreaterThan(0);
     expect(restarted.configuration.version).toBe(2);
+  });
+});
+
+describe("backup ids above 2^53 − 1 between in-process brokers", () => {
+  let root: string;
+  let store: FilesystemBackupStore;
+  let brokers: Broker[];
+  const client = new TransportClient<BrokerRequest, unknown>({ credentials: testClusterCredentials() });
+  const beyondSafe = 2n ** 53n;
+
+  beforeEach(async () => {
+    root = await temporaryDirectory("large-backup-ids");
+    store = new FilesystemBackupStore(join(root, "backups"));
+    brokers = await startBrokers(root, 3, () => ({ backupStore: new FilesystemBackupStore(join(root, "backups")) }));
+    for (const partitionId of PARTITIONS) {
+      await waitFor(() => partitionSettled(brokers, partitionId, 3), `partition ${partitionId} settled`, 2_000);
+    }
+  });
+
+  afterEach(async () => {
+    await Promise.all(brokers.map((broker) => broker.close()));
+    await removeDirectory(root);
+  });
+
+  afterAll(async () => {
+    await client.close();
+  });
+
+  /** Sends `body` to broker 0, the coordinator. */
+  async function ask<Answer>(body: BrokerRequest): Promise<Answer> {
+    return (await client.request(brokers[0]!.clusterAddress, body, { timeoutMs: 10_000 })) as Answer;
+  }
+
+  function take(backupId: bigint): Promise<BackupResponse> {
+    return ask({ type: "backup-take", backupId: encodedCheckpointId(backupId) });
+  }
+
+  function change(command: ClusterChangeCommand): Promise<ClusterChangeResponse> {
+    return ask({ type: "cluster-change", command, dryRun: false });
+  }
+
+  /** Makes `broker` answer `describe` as a broker of an earlier version does: without `largeCheckpointIds`. */
+  function answerAsEarlierVersion(broker: Broker): void {
+    const describe = Broker.prototype.describe.bind(broker);
+    broker.describe = () => {
+      const { largeCheckpointIds: _, ...earlier } = describe();
+      return earlier;
+    };
+  }
+
+  /** Waits until every part of backup `backupId` is written: a backup in progress keeps cluster changes from starting. */
+  async function waitUntilCompleted(backupId: bigint): Promise<void> {
+    await waitFor(async () => {
+      const status = await ask<BackupResponse>({ type: "backup-status", backupId: encodedCheckpointId(backupId) });
+      return status.outcome === "backup" && status.backup.state === "COMPLETED";
+    }, `backup ${backupId} completed`);
+  }
+
+  /** Takes backup 2^53 and expects it refused with `detail`, the store holding neither a record nor a mark. */
+  async function expectRefusedLeavingNothing(detail: string): Promise<void> {
+    expect(await take(beyondSafe)).toEqual({ outcome: "refused", status: 409, detail });
+    expect(await store.backupIds()).toEqual([]);
+    expect(await store.highestTakenBackupId()).toBeNull();
+  }
+
+  it("refuses the first such id while a broker is stopped, naming it, and records and marks nothing", async () => {
+    await brokers[2]!.close();
+    await expectRefusedLeavingNothing(
+      "backup ids above 9007199254740991 need every broker to run a version that takes them: broker 2 did not answer; make sure the brokers that did not answer run and are reachable, or take an id of at most 9007199254740991",
+    );
+  });
+
+  it("refuses it while a broker answers as an earlier version, naming its version; then a stopped broker blocks no more", async () => {
+    answerAsEarlierVersion(brokers[1]!);
+    await expectRefusedLeavingNothing(
+      "backup ids above 9007199254740991 need every broker to run a version that takes them: broker 1 (version 0.0.0-test) answered without saying it does; upgrade the brokers of an earlier version, or take an id of at most 9007199254740991",
+    );
+    Reflect.deleteProperty(brokers[1]!, "describe");
+    expect(await take(beyondSafe)).toMatchObject({ outcome: "backup", backup: { backupId: beyondSafe } });
+    await waitUntilCompleted(beyondSafe);
+    // Every running broker applied such an id already: one that is down keeps no later backup from being taken.
+    await brokers[2]!.close();
+    brokers = brokers.slice(0, 2);
+    expect(await take(beyondSafe + 1n)).toMatchObject({ outcome: "backup", backup: { backupId: beyondSafe + 1n } });
+  });
+
+  it("once the store holds such an id, refuses to add a broker, or join it to a partition, that answers as an earlier version", async () => {
+    expect(await take(beyondSafe)).toMatchObject({ outcome: "backup" });
+    await waitUntilCompleted(beyondSafe);
+    const newcomer = await Broker.start(
+      testBrokerOptions(root, 3, {
+        contactPoints: brokers.map((broker) => broker.clusterAddress),
+        backupStore: new FilesystemBackupStore(join(root, "backups")),
+      }),
+    );
+    brokers.push(newcomer);
+    await waitFor(() => brokers[0]!.isReachable(3), "the coordinator hears from broker 3");
+    answerAsEarlierVersion(newcomer);
+    const refusal =
+      "the backup store holds backup id 9007199254740992, above 9007199254740991, so every broker that hosts a replica must run a version that applies such ids (an earlier version rejects the records that carry them): broker 3 (version 0.0.0-test) answered without saying it does; upgrade the brokers of an earlier version before this change";
+    expect(await change({ kind: "add-broker", brokerId: 3 })).toEqual({
+      outcome: "refused",
+      status: 409,
+      detail: refusal,
+    });
+    expect(await change({ kind: "brokers", body: [0, 1, 2, 3], force: false })).toEqual({
+      outcome: "refused",
+      status: 409,
+      detail: refusal,
+    });
+    expect(brokers[0]!.configuration.pendingChange).toBeNull();
+    // Added while it says it applies them, it is still refused a replica once it no longer does.
+    Reflect.deleteProperty(newcomer, "describe");
+    const added = await change({ kind: "add-broker", brokerId: 3 });
+    if (added.outcome !== "planned") throw new Error(JSON.stringify(added));
+    await waitFor(() => brokers[0]!.configuration.lastChange?.id === added.change.changeId, "broker 3 added");
+    answerAsEarlierVersion(newcomer);
+    expect(await change({ kind: "join", brokerId: 3, partitionId: 1, priority: 1 })).toEqual({
+      outcome: "refused",
+      status: 409,
+      detail: refusal,
+    });
+    expect(brokers[0]!.configuration.pendingChange).toBeNull();
   });
 });

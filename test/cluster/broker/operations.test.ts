@@ -169,8 +169,8 @@ describe("askPartitionLeader", () => {
       requestPeer: async (nodeId: number) => (answers[nodeId] ?? (async () => ({ outcome: "unavailable" })))(),
     } as unknown as ChangeContext;
   }
-  const checkpoint = { type: "partition-checkpoint", partitionId: 1, checkpointId: 6 } as const;
-  const held = { outcome: "checkpointed", checkpointId: 6, position: 40, taken: false } as const;
+  const checkpoint = { type: "partition-checkpoint", partitionId: 1, checkpointId: 6n } as const;
+  const held = { outcome: "checkpointed", checkpointId: 6n, position: 40, taken: false } as const;
 
   it("says an earlier attempt may have proposed the request when a broker asked before did not answer", async () => {
     const attempts = { uncertain: false };

@@ -56,7 +56,7 @@ function backupOptions(target: BackupStore = store): ReplicaBackupOptions {
 }
 
 /** Records backup `backupId` in the store, as the coordinator does before it proposes the checkpoint. */
-async function recordBackup(backupId: number, partitionCount = 1): Promise<void> {
+async function recordBackup(backupId: bigint, partitionCount = 1): Promise<void> {
   await store.writeBackupRecord({
     formatVersion: 1,
     backupId,
@@ -169,8 +169,8 @@ describe("a single-member partition's backup part", () => {
     }
     // Publications race the checkpoint: some apply before it, some after.
     const racing = Array.from({ length: 40 }, (_, sequence) => replica.publish(command(`racing-${sequence}`)));
-    await recordBackup(1);
-    const checkpoint = await replica.takeCheckpoint(1);
+    await recordBackup(1n);
+    const checkpoint = await replica.takeCheckpoint(1n);
     const racingKeys = (await Promise.all(racing)).map((answer) => {
       if (answer.outcome !== "published") throw new Error(JSON.stringify(answer));
       return answer.key;
@@ -180,14 +180,14 @@ describe("a single-member partition's backup part", () => {
     const position = checkpoint.result.checkpoint.position;
     await waitFor(() => ended.length === 1, "the backup part ends");
     const [manifest] = ended as [BackupPartManifest];
-    expect(manifest).toMatchObject({ state: "COMPLETED", backupId: 1, partitionId: 1, checkpointPosition: position });
+    expect(manifest).toMatchObject({ state: "COMPLETED", backupId: 1n, partitionId: 1, checkpointPosition: position });
     // A snapshot every 10 entries: the part is a snapshot plus the log after it.
     expect(manifest.snapshot).not.toBeNull();
     for (let sequence = 0; sequence < 20; sequence += 1) await replica.publish(command(`after-${sequence}`));
 
     const restored = await rebuildEngine(store, manifest);
     expect(restored.lastAppliedIndex).toBe(position);
-    expect(restored.latestCheckpoint).toEqual({ id: 1, position });
+    expect(restored.latestCheckpoint).toEqual({ id: 1n, position });
     for (const key of before) expect(restored.getMessage(key)).toBeDefined();
     // Keys count up in apply order: the part holds a prefix of the racing messages and nothing after them.
     const held = racingKeys.filter((key) => restored.getMessage(key) !== undefined);
@@ -205,36 +205,36 @@ describe("a single-member partition's backup part", () => {
     const published = await replica.publish({ ...command("moving"), correlationKey: key });
     expect(published.outcome).toBe("published");
     expect(await replica.routeMessages(2, 1, true)).toMatchObject({ kind: "applied" });
-    await recordBackup(3);
-    await recordBackup(8);
-    await replica.takeCheckpoint(3);
+    await recordBackup(3n);
+    await recordBackup(8n);
+    await replica.takeCheckpoint(3n);
     await waitFor(() => ended.length === 1, "the part of checkpoint 3 ends");
-    const sent: (number | null)[] = [];
+    const sent: (bigint | null)[] = [];
     const progress = await replica.relocateMessages(async (_owner, messages, checkpointId) => {
       sent.push(checkpointId);
       // The new owner has taken checkpoint 8 already (its own record came before this hand-over).
-      return { keys: messages.map(() => "4503599627370497"), checkpointId: 8 };
+      return { keys: messages.map(() => "4503599627370497"), checkpointId: 8n };
     }, 4);
     expect(progress).toMatchObject({ outcome: "progress", moved: 1, remaining: 0 });
     // The hand-over carried this partition's latest checkpoint, and the answer's higher one was taken here first.
-    expect(sent).toEqual([3]);
-    expect(replica.latestCheckpointId).toBe(8);
+    expect(sent).toEqual([3n]);
+    expect(replica.latestCheckpointId).toBe(8n);
     await waitFor(() => ended.length === 2, "the part of checkpoint 8 ends");
     const manifest = ended[1] as BackupPartManifest;
-    expect(manifest).toMatchObject({ state: "COMPLETED", backupId: 8 });
+    expect(manifest).toMatchObject({ state: "COMPLETED", backupId: 8n });
     // Checkpoint 8 lies before the relocatedOut record: the message is still outbound in the part, not forwarded.
     const restored = await rebuildEngine(store, manifest);
     expect(restored.outboundMessages().map((message) => message.correlationKey)).toEqual([key]);
   });
 
   it("a checkpoint at or below the latest is not taken again and writes no second part", async () => {
-    await recordBackup(5);
-    await recordBackup(2);
-    await replica.takeCheckpoint(5);
+    await recordBackup(5n);
+    await recordBackup(2n);
+    await replica.takeCheckpoint(5n);
     await waitFor(() => ended.length === 1, "the first part ends");
-    expect(await replica.takeCheckpoint(5)).toMatchObject({ result: { kind: "checkpoint-ignored" } });
-    expect(await replica.takeCheckpoint(2)).toMatchObject({ result: { kind: "checkpoint-ignored" } });
-    expect((await store.manifests()).map((part) => part.backupId)).toEqual([5]);
+    expect(await replica.takeCheckpoint(5n)).toMatchObject({ result: { kind: "checkpoint-ignored" } });
+    expect(await replica.takeCheckpoint(2n)).toMatchObject({ result: { kind: "checkpoint-ignored" } });
+    expect((await store.manifests()).map((part) => part.backupId)).toEqual([5n]);
   });
 });
 
@@ -261,13 +261,13 @@ describe("a partition added after a backup", () => {
     await removeDirectory(directory);
   });
 
-  function skipped(backupId: number): string | undefined {
-    return logged.find((line) => line.msg === "no backup part written" && line.backupId === backupId)?.reason;
+  function skipped(backupId: bigint): string | undefined {
+    return logged.find((line) => line.msg === "no backup part written" && line.backupId === Number(backupId))?.reason;
   }
 
   it("writes no part of a backup taken before it existed, nor of a deleted one; a later backup's part is written", async () => {
     // Backup 4 was taken with partitions 1 and 2; a message relocated to partition 3 carries its checkpoint id.
-    await recordBackup(4, 2);
+    await recordBackup(4n, 2);
     const moved = {
       sourceKey: "2251799813685249",
       name: "moved",
@@ -277,27 +277,27 @@ describe("a partition added after a backup", () => {
       tenantId: DEFAULT_TENANT_ID,
       publishedAtMs: Date.now(),
     };
-    expect(await replica.receiveRelocated([moved], 4)).toMatchObject({ kind: "applied" });
-    expect(replica.latestCheckpointId).toBe(4);
-    await waitFor(() => skipped(4) !== undefined, "partition 3 decides about backup 4");
-    expect(skipped(4)).toBe("the backup holds partitions 1..2; partition 3 was added after it");
+    expect(await replica.receiveRelocated([moved], 4n)).toMatchObject({ kind: "applied" });
+    expect(replica.latestCheckpointId).toBe(4n);
+    await waitFor(() => skipped(4n) !== undefined, "partition 3 decides about backup 4");
+    expect(skipped(4n)).toBe("the backup holds partitions 1..2; partition 3 was added after it");
 
     // Backup 6 was deleted (its record first) while its checkpoint still travels through the logs.
-    await recordBackup(6, 3);
-    await store.deleteBackup(6);
-    expect(await replica.receiveRelocated([{ ...moved, sourceKey: "2251799813685250" }], 6)).toMatchObject({
+    await recordBackup(6n, 3);
+    await store.deleteBackup(6n);
+    expect(await replica.receiveRelocated([{ ...moved, sourceKey: "2251799813685250" }], 6n)).toMatchObject({
       kind: "applied",
     });
-    await waitFor(() => skipped(6) !== undefined, "partition 3 decides about backup 6");
-    expect(skipped(6)).toMatch(/holds no record of it/);
+    await waitFor(() => skipped(6n) !== undefined, "partition 3 decides about backup 6");
+    expect(skipped(6n)).toMatch(/holds no record of it/);
     expect(await store.manifests()).toEqual([]);
 
-    await recordBackup(9, 3);
-    await replica.takeCheckpoint(9);
+    await recordBackup(9n, 3);
+    await replica.takeCheckpoint(9n);
     await waitFor(() => ended.length === 1, "the part of backup 9 ends");
-    expect(ended[0]).toMatchObject({ backupId: 9, partitionId: 3, state: "COMPLETED", partitionCount: 3 });
+    expect(ended[0]).toMatchObject({ backupId: 9n, partitionId: 3, state: "COMPLETED", partitionCount: 3 });
     expect(ended[0]?.backupRecorded).toBe(true);
-    expect((await store.manifests()).map((part) => part.backupId)).toEqual([9]);
+    expect((await store.manifests()).map((part) => part.backupId)).toEqual([9n]);
   });
 });
 
@@ -335,8 +335,8 @@ describe("the snapshots of a broker writing a backup part", () => {
       onSnapshot: (report) => snapshots.push(report),
     });
     await writer.publish(command("in-the-part"));
-    await recordBackup(1, 2);
-    await writer.takeCheckpoint(1);
+    await recordBackup(1n, 2);
+    await writer.takeCheckpoint(1n);
     await waitFor(() => activity.writing, "the part is being written");
   });
 
@@ -384,11 +384,11 @@ describe("the snapshots of a broker writing a backup part", () => {
     release();
     await waitFor(() => !activity.writing, "the part ends");
     // Backup 5 has no record: partition 2 takes its checkpoint but writes no part of it.
-    const taking = other.takeCheckpoint(5);
+    const taking = other.takeCheckpoint(5n);
     expect(activity.writing).toBe(true);
     expect(await taking).toMatchObject({ kind: "applied", result: { kind: "checkpointed" } });
     await waitFor(() => !activity.writing, "the checkpoint's deferral ends");
-    expect(await store.manifests(5)).toEqual([]);
+    expect(await store.manifests(5n)).toEqual([]);
   });
 
   it("are no longer deferred once the writer closes while its part's store call hangs", async () => {
@@ -498,8 +498,8 @@ describe("a snapshot being taken when a backup part starts on its broker", () =>
 
   it("holds still while the leader's own part is written from the snapshot and log before it, then is installed", async () => {
     await startHeldSnapshot();
-    await recordBackup(1);
-    const checkpoint = await replica.takeCheckpoint(1);
+    await recordBackup(1n);
+    const checkpoint = await replica.takeCheckpoint(1n);
     if (checkpoint.kind !== "applied" || checkpoint.result.kind !== "checkpointed") throw new Error("no checkpoint");
     // The part does not wait for the snapshot being taken: it starts, and its write waits for the store.
     await waitFor(() => held.writesHeld > 0, "the part writes while the snapshot is held");
@@ -557,14 +557,14 @@ describe("a part whose end report throws", () => {
 
   it("ends the part, logs the error and writes the next backup's part", async () => {
     await replica.publish(command("in-the-part"));
-    await recordBackup(1);
-    await replica.takeCheckpoint(1);
+    await recordBackup(1n);
+    await replica.takeCheckpoint(1n);
     const unexpected = "backup part ended with an unexpected error";
     await waitFor(() => logged.some((line) => line.msg === unexpected), "the error is logged");
     expect(logged.find((line) => line.msg === unexpected)?.reason).toBe("the report failed");
-    await recordBackup(2);
-    await replica.takeCheckpoint(2);
-    await waitFor(async () => (await store.manifests(2)).some((part) => part.state === "COMPLETED"), "backup 2");
+    await recordBackup(2n);
+    await replica.takeCheckpoint(2n);
+    await waitFor(async () => (await store.manifests(2n)).some((part) => part.state === "COMPLETED"), "backup 2");
   });
 });
 
@@ -644,10 +644,10 @@ describe("a leader change during a backup", () => {
     gate = new Promise((resolve) => {
       release = resolve;
     });
-    await recordBackup(1);
-    expect(await replicas[first]?.takeCheckpoint(1)).toMatchObject({ result: { kind: "checkpointed" } });
-    await waitFor(async () => (await store.manifests(1)).length === 1, "the part is in progress");
-    expect((await store.manifests(1))[0]).toMatchObject({ state: "IN_PROGRESS", brokerId: first });
+    await recordBackup(1n);
+    expect(await replicas[first]?.takeCheckpoint(1n)).toMatchObject({ result: { kind: "checkpointed" } });
+    await waitFor(async () => (await store.manifests(1n)).length === 1, "the part is in progress");
+    expect((await store.manifests(1n))[0]).toMatchObject({ state: "IN_PROGRESS", brokerId: first });
     // The leader is cut off; the others elect a new leader and it steps down.
     for (const other of memberIds) {
       if (other === first) continue;
@@ -664,14 +664,14 @@ describe("a leader change during a backup", () => {
       state: "FAILED",
       failureReason: `broker ${first} lost the leadership of partition 1 during the backup`,
     });
-    expect(byBroker.get(second)).toMatchObject({ state: "COMPLETED", backupId: 1 });
+    expect(byBroker.get(second)).toMatchObject({ state: "COMPLETED", backupId: 1n });
     expect((await rebuildEngine(store, byBroker.get(second) as BackupPartManifest)).bufferedMessageCount).toBe(5);
 
     // The next backup completes from the new leader.
-    await recordBackup(2);
-    expect(await replicas[second]?.takeCheckpoint(2)).toMatchObject({ result: { kind: "checkpointed" } });
+    await recordBackup(2n);
+    expect(await replicas[second]?.takeCheckpoint(2n)).toMatchObject({ result: { kind: "checkpointed" } });
     await waitFor(() => ended.length === 3, "the next part ends");
-    expect(ended[2]).toMatchObject({ state: "COMPLETED", backupId: 2, brokerId: second });
+    expect(ended[2]).toMatchObject({ state: "COMPLETED", backupId: 2n, brokerId: second });
     const restored = await rebuildEngine(store, ended[2] as BackupPartManifest);
     expect(restored.bufferedMessageCount).toBe(5);
   });
@@ -679,10 +679,10 @@ describe("a leader change during a backup", () => {
   it("a new leader writes no part of a backup the store no longer holds", async () => {
     const first = await leader();
     await replicas[first]?.publish(command("m"));
-    await recordBackup(1);
-    expect(await replicas[first]?.takeCheckpoint(1)).toMatchObject({ result: { kind: "checkpointed" } });
+    await recordBackup(1n);
+    expect(await replicas[first]?.takeCheckpoint(1n)).toMatchObject({ result: { kind: "checkpointed" } });
     await waitFor(() => ended.length === 1, "the part ends");
-    await store.deleteBackup(1);
+    await store.deleteBackup(1n);
     for (const other of memberIds) {
       if (other === first) continue;
       cut.add(`${other}→${first}`);
@@ -692,7 +692,7 @@ describe("a leader change during a backup", () => {
     // A publication committed by the new leader shows it has settled in; no part of the deleted backup appears.
     expect(await replicas[second]?.publish(command("n"))).toMatchObject({ outcome: "published" });
     await new Promise((resolve) => setTimeout(resolve, 100));
-    expect(await store.manifests(1)).toEqual([]);
+    expect(await store.manifests(1n)).toEqual([]);
     expect(ended).toHaveLength(1);
   });
 });

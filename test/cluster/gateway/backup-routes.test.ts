@@ -139,7 +139,7 @@ describe("the backup API", () => {
       [2, "COMPLETED"],
       [3, "COMPLETED"],
     ]);
-    const parts = (await store.manifests(1)).filter((part) => part.state === "COMPLETED");
+    const parts = (await store.manifests(1n)).filter((part) => part.state === "COMPLETED");
     const engines = new Map(
       await Promise.all(
         parts.map(async (part: BackupPartManifest) => [part.partitionId, await rebuildEngine(store, part)] as const),
@@ -177,10 +177,13 @@ describe("the backup API", () => {
     expect(deleted.status).toBe(200);
     expect((await call(gateway.managementUrl, "/actuator/backups/2")).status).toBe(404);
     expect((await call(gateway.managementUrl, "/actuator/backups/2", { method: "DELETE" })).status).toBe(404);
-    // The store no longer holds 2, but every partition took checkpoint 2: the id is not reused.
+    // The store no longer holds 2, but it keeps the highest id taken (and every partition took checkpoint 2): the id
+    // is not reused.
     const reused = await takeBackup(2);
     expect(reused.status).toBe(409);
-    expect(((await reused.json()) as { detail: string }).detail).toMatch(/has taken checkpoint 2 already/);
+    expect(((await reused.json()) as { detail: string }).detail).toMatch(
+      /id 2 is used \(a backup of it was taken or attempted\)/,
+    );
     expect((await call(gateway.managementUrl, "/actuator/backups/2")).status).toBe(404);
   });
 
@@ -195,11 +198,45 @@ describe("the backup API", () => {
     expect((await call(gateway.managementUrl, "/actuator/backups/abc")).status).toBe(400);
   });
 
+  it("documents the id as a 64-bit integer", async () => {
+    const document = (await (await call(gateway.managementUrl, "/actuator/cluster/openapi.json")).json()) as {
+      paths: Record<
+        string,
+        { post?: { requestBody: { content: Record<string, { schema: { properties: object } }> } } }
+      >;
+    };
+    const body = document.paths["/actuator/backups"]?.post?.requestBody.content["application/json"]?.schema;
+    expect(body?.properties).toEqual({
+      backupId: expect.objectContaining({ type: "integer", format: "int64", minimum: 0 }),
+    });
+  });
+
+  it("refuses ids beyond 2^63 − 1, inexact numbers and duplicate fields, naming them", async () => {
+    const bodies: [string, string][] = [
+      ['{"backupId": 9223372036854775808}', "body/backupId must be an integer from 0 to 9223372036854775807"],
+      ['{"backupId": 9.2e18}', "body/backupId must be an integer from 0 to 9223372036854775807"],
+      ['{"backupId": "9223372036854775807"}', "body/backupId must be an integer from 0 to 9223372036854775807"],
+      ['{"backupId": 1, "backupId": 2}', "The body is not valid JSON: Duplicate key 'backupId'"],
+    ];
+    for (const [body, detail] of bodies) {
+      const response = await call(gateway.managementUrl, "/actuator/backups", { method: "POST", body });
+      expect(response.status, body).toBe(400);
+      expect(((await response.json()) as { detail: string }).detail, body).toContain(detail);
+    }
+    for (const path of ["/actuator/backups/9223372036854775808", "/actuator/backups/-1", "/actuator/backups/1e3"]) {
+      const response = await call(gateway.managementUrl, path);
+      expect(response.status, path).toBe(400);
+      expect(((await response.json()) as { detail: string }).detail, path).toBe(
+        "params/backupId must be an integer from 0 to 9223372036854775807",
+      );
+    }
+  });
+
   it("refuses a cluster change while a backup is in progress, and a backup while another is in progress", async () => {
     // A part broker 1 is writing (as far as the store shows).
     const inProgress: BackupPartManifest = {
       formatVersion: 1,
-      backupId: 99,
+      backupId: 99n,
       partitionId: 1,
       brokerId: 1,
       state: "IN_PROGRESS",
@@ -241,5 +278,34 @@ describe("the backup API", () => {
     expect((await call(gateway.managementUrl, "/actuator/backups/99", { method: "DELETE" })).status).toBe(200);
     const unblocked = await call(gateway.managementUrl, "/actuator/cluster");
     expect((await unblocked.json()) as object).not.toHaveProperty("changesBlockedBy");
+  });
+
+  it("takes, shows and deletes backup 2^63 − 1, answering its id as the exact digits", async () => {
+    const largest = "9223372036854775807";
+    const taken = await call(gateway.managementUrl, "/actuator/backups", {
+      method: "POST",
+      body: `{"backupId": ${largest}}`,
+    });
+    const takenText = await taken.text();
+    expect(taken.status, takenText).toBe(202);
+    expect(takenText).toContain(`{"backupId":${largest},`);
+    await waitFor(
+      async () =>
+        !(await (await call(gateway.managementUrl, `/actuator/backups/${largest}`)).text()).includes("IN_PROGRESS"),
+      "backup 2^63 − 1 ends",
+    );
+    const shown = await (await call(gateway.managementUrl, `/actuator/backups/${largest}`)).text();
+    expect(shown).toContain(`{"backupId":${largest},"state":"COMPLETED"`);
+    const listed = await (await call(gateway.managementUrl, "/actuator/backups")).text();
+    expect(listed.startsWith(`[{"backupId":${largest},`)).toBe(true);
+    expect((await store.manifests(2n ** 63n - 1n)).map((part) => part.state)).toEqual([
+      "COMPLETED",
+      "COMPLETED",
+      "COMPLETED",
+    ]);
+    const deleted = await call(gateway.managementUrl, `/actuator/backups/${largest}`, { method: "DELETE" });
+    expect(deleted.status).toBe(200);
+    // Nothing is above it: every id is refused from now on.
+    expect((await takeBackup(Number.MAX_SAFE_INTEGER)).status).toBe(409);
   });
 });

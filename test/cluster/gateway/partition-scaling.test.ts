@@ -238,7 +238,7 @@ describe("adding partitions to a running cluster", () => {
     // A backup taken after the change covers all six partitions.
     expect(await takeBackup(2)).toEqual(["COMPLETED", 6]);
     // The new partitions took checkpoint 1 from relocated messages before checkpoint 2, and wrote no part of it.
-    expect(await backupStore.manifests(1)).toEqual([]);
+    expect(await backupStore.manifests(1n)).toEqual([]);
     const listed = (await (await call(gateway.managementUrl, "/actuator/backups")).json()) as {
       backupId: number;
       state: string;

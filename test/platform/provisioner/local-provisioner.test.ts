@@ -155,14 +155,14 @@ describe("the local provisioner", () => {
 
     // A target naming a broker the provisioner does not run is refused before anything stops.
     const gatewayPid = (await provisioner.whenStarted(clusterId))?.gatewayPid;
-    await expect(provisioner.restore(specification, 8, { ...target, brokerIds: [0, 1, 5] })).rejects.toThrow(
+    await expect(provisioner.restore(specification, 8n, { ...target, brokerIds: [0, 1, 5] })).rejects.toThrow(
       "the cluster's configuration lists brokers 0, 1, 5, and the provisioner runs no broker 5; nothing was changed",
     );
     expect((await provisioner.whenStarted(clusterId))?.gatewayPid).toBe(gatewayPid);
 
     // A refused restore: the previous data comes back and the cluster runs again.
     writeFileSync(join(records, "restore-1.fail"), "");
-    await expect(provisioner.restore(specification, 8, target)).rejects.toThrow(
+    await expect(provisioner.restore(specification, 8n, target)).rejects.toThrow(
       /restore of broker 1 failed \(exit code 1\): restore refused: the backup's part of partition 1 is damaged/,
     );
     expect(readFileSync(join(clusterDirectory, "brokers", "0", "journal"), "utf8")).toBe("before the restore");
@@ -170,7 +170,7 @@ describe("the local provisioner", () => {
     expect(provisioner.state(clusterId)).toBe("running");
 
     rmSync(join(records, "restore-1.fail"));
-    await provisioner.restore(specification, 9, target);
+    await provisioner.restore(specification, 9n, target);
     for (const nodeId of [0, 1, 2]) {
       const restore = await recorded(records, `restore-${nodeId}`);
       const configurationFile = join(clusterDirectory, "restore-configuration.json");
@@ -211,7 +211,7 @@ describe("the local provisioner", () => {
     // A broker the configuration does not list (a scale-down removed it) is not restored: it leaves, with its data.
     writeFileSync(join(clusterDirectory, "brokers", "1", "journal"), "left the cluster");
     rmSync(join(records, "restore-1.json"));
-    await provisioner.restore(specification, 10, { ...target, brokerIds: [0, 2] });
+    await provisioner.restore(specification, 10n, { ...target, brokerIds: [0, 2] });
     expect(JSON.parse((await recorded(records, "restore-2")).FAKE_ARGUMENTS ?? "[]")).toContain("10");
     expect(existsSync(join(records, "restore-1.json"))).toBe(false);
     expect((await provisioner.brokers(clusterId)).map((broker) => broker.nodeId)).toEqual([0, 2]);
@@ -252,14 +252,14 @@ describe("the local provisioner", () => {
 
     // A broker's restore is refused: broker 1 comes back with its data and its ports, as every member does.
     writeFileSync(join(records, "restore-2.fail"), "");
-    await expect(provisioner.restore(specification, 8, target)).rejects.toThrow(/restore of broker 2 failed/);
+    await expect(provisioner.restore(specification, 8n, target)).rejects.toThrow(/restore of broker 2 failed/);
     await expectPreviousStateBack();
     rmSync(join(records, "restore-2.fail"));
 
     // A step between moving the data aside and the brokers' restores throws (the brokers file cannot be rewritten):
     // the cluster does not stay stopped without its data.
     mkdirSync(join(clusterDirectory, "ports.json.tmp"));
-    await expect(provisioner.restore(specification, 8, target)).rejects.toThrow(/EISDIR/);
+    await expect(provisioner.restore(specification, 8n, target)).rejects.toThrow(/EISDIR/);
     await expectPreviousStateBack();
     rmSync(join(clusterDirectory, "ports.json.tmp"), { recursive: true });
 
@@ -281,7 +281,7 @@ describe("the local provisioner", () => {
     // A restore that succeeds is committed once the restored cluster is ready: the previous data is renamed to be
     // discarded (nothing puts it back from then on), `onRestored` runs, and only then is it deleted.
     let seenAtRestored: Record<string, boolean> | undefined;
-    await provisioner.restore(specification, 9, target, async () => {
+    await provisioner.restore(specification, 9n, target, async () => {
       seenAtRestored = {
         running: provisioner.state(clusterId) === "running",
         aside: existsSync(join(clusterDirectory, "brokers.before-restore")),
@@ -333,7 +333,7 @@ describe("the local provisioner", () => {
     // The commit's rename fails (its target is in the way): the restore was not committed, so the previous data
     // comes back and the cluster runs on it.
     writeFileSync(join(records, "restore-0.occupy-commit"), "");
-    await expect(provisioner.restore(specification, 8, target)).rejects.toThrow(/ENOTEMPTY|EEXIST/);
+    await expect(provisioner.restore(specification, 8n, target)).rejects.toThrow(/ENOTEMPTY|EEXIST/);
     expect(readFileSync(journal, "utf8")).toBe("before the restore");
     expect(existsSync(join(clusterDirectory, "brokers.before-restore"))).toBe(false);
     expect(existsSync(discarded)).toBe(false);
@@ -343,7 +343,7 @@ describe("the local provisioner", () => {
     // Deleting the saved brokers file fails after the commit: the restore still succeeds and is recorded.
     writeFileSync(join(records, "restore-0.saved-ports-directory"), "");
     let recordedCompleted = false;
-    await provisioner.restore(specification, 9, target, async () => {
+    await provisioner.restore(specification, 9n, target, async () => {
       recordedCompleted = true;
     });
     expect(recordedCompleted).toBe(true);
@@ -357,7 +357,7 @@ describe("the local provisioner", () => {
     // which tells the platform's next start that the restore was committed.
     writeFileSync(journal, "before the restore");
     await expect(
-      provisioner.restore(specification, 10, target, async () => {
+      provisioner.restore(specification, 10n, target, async () => {
         throw new Error("the store cannot be written");
       }),
     ).rejects.toThrow("the store cannot be written");
@@ -415,13 +415,13 @@ describe("the local provisioner", () => {
     expect(provisioner.state(clusterId)).toBe("stopped");
     // A restore started meanwhile is refused before anything changes, for the same reason.
     const target = { brokerIds: [0, 1, 2], configurationDocument: '{"version":7}' };
-    await expect(provisioner.restore(specification, 9, target)).rejects.toThrow(`process ${orphan.pid} still holds`);
+    await expect(provisioner.restore(specification, 9n, target)).rejects.toThrow(`process ${orphan.pid} still holds`);
     expect(readFileSync(journalOf(0), "utf8")).toBe("half restored");
 
     // Once it has exited, a restore puts the previous data back first and finds broker 1 among the brokers again.
     orphan.kill("SIGKILL");
     await orphanExit;
-    await provisioner.restore(specification, 9, target);
+    await provisioner.restore(specification, 9n, target);
     expect(JSON.parse((await recorded(records, "restore-1")).FAKE_ARGUMENTS ?? "[]")).toContain("9");
     expect((await provisioner.brokers(clusterId)).map((broker) => broker.nodeId)).toEqual([0, 1, 2]);
     expect(existsSync(journalOf(0))).toBe(false);

@@ -23,7 +23,7 @@ const backupParameters = Type.Object(
     clusterId: clusterParameters.properties.clusterId,
     backupId: Type.String({
       pattern: BACKUP_ID_PATTERN,
-      maxLength: 16,
+      maxLength: 19,
       description: "Id of the backup (its `uuid`): a non-negative integer in decimal.",
     }),
   },

@@ -30,6 +30,7 @@ import { ApiError } from "../../../client/errors.js";
 import type { HttpOptions } from "../../../client/http.js";
 import { restorableShapeProblem } from "../../../client/restorable-shape.js";
 import { conflict, invalidRequest, notFound, ServiceError } from "../../../http/errors.js";
+import { MAX_INT64, parseNonNegativeInt64 } from "../../../json/int64.js";
 import type { RestoreTarget } from "../../provisioner/provisioner.js";
 import { makeCommitsDurable } from "../../store/database.js";
 import type { PlatformDatabase } from "../../store/schema.js";
@@ -123,7 +124,7 @@ export interface ClusterRestorer {
   restoreFromBackup(
     organizationId: string,
     clusterId: string,
-    backupId: number,
+    backupId: bigint,
     target: RestoreTarget,
     onRestored: () => Promise<void>,
   ): Promise<void>;
@@ -137,7 +138,7 @@ export interface ClusterRestorer {
 /** A restore running in this process. */
 interface RunningRestore {
   readonly restoreId: string;
-  readonly backupId: number;
+  readonly backupId: bigint;
   /** Settles when the restore has ended, however it ended. */
   done: Promise<void>;
 }
@@ -174,8 +175,8 @@ const COMPLETED_RECORD_RETRY_DELAY_MS = 200;
 /** Longest failure reason kept: it comes from a cluster, whose answers are bounded by nothing the platform controls. */
 const MAX_FAILURE_REASON_LENGTH = 1_000;
 
-/** Backup ids the Administration API accepts in paths: what the management API accepts, in decimal. */
-export const BACKUP_ID_PATTERN = "^(0|[1-9][0-9]{0,15})$";
+/** Backup ids the Administration API accepts in paths: what the management API accepts (0..2^63 − 1), in decimal. */
+export const BACKUP_ID_PATTERN = "^(0|[1-9][0-9]{0,18})$";
 
 /** How long a call to a cluster's management API may take before the platform gives up on it (502). */
 const MANAGEMENT_TIMEOUT_MS = 30_000;
@@ -243,8 +244,17 @@ export class BackupService {
 
   private async takeBackup(client: BackupsClient, clusterId: string): Promise<Backup> {
     const existing = await this.callCluster(() => client.list());
-    const highest = existing.reduce((maximum, backup) => Math.max(maximum, backup.backupId), -1);
-    const backupId = Math.max(this.now().getTime(), highest + 1);
+    // Ids may exceed 2^53 − 1 (taken on the management API directly), so they are compared as bigints.
+    let highest = -1n;
+    for (const backup of existing) if (backup.backupId > highest) highest = backup.backupId;
+    // Backup ids are never reused and end at 2^63 − 1: the cluster would refuse the next one as malformed.
+    if (highest >= MAX_INT64) {
+      throw conflict(
+        `No backup id is left above ${highest}, the largest a backup may have, on cluster ${clusterId}: backup ids only go up and are never reused.`,
+      );
+    }
+    const nowMs = BigInt(this.now().getTime());
+    const backupId = nowMs > highest ? nowMs : highest + 1n;
     const taken = await this.callCluster(() => client.take(backupId), backupId);
     this.options.logger.info({ clusterId, backupId }, "backup started");
     return presentBackup(taken);
@@ -597,7 +607,7 @@ export class BackupService {
   private async runRestore(
     organizationId: string,
     cluster: ClusterSummary,
-    backupId: number,
+    backupId: bigint,
     restoreId: string,
   ): Promise<void> {
     const logger = this.options.logger.child({ clusterId: cluster.id, backupId, restoreId });
@@ -718,7 +728,7 @@ export class BackupService {
    * Calls the cluster and turns its refusals into the Administration API's problems: what the cluster refuses
    * because of the backup (404, 409) keeps its reason; anything else is the cluster's trouble, a 502.
    */
-  private async callCluster<Result>(call: () => Promise<Result>, backupId?: number): Promise<Result> {
+  private async callCluster<Result>(call: () => Promise<Result>, backupId?: bigint): Promise<Result> {
     try {
       return await call();
     } catch (error) {
@@ -764,7 +774,7 @@ function requireRestorable(clusterId: string, status: ClusterStatus): void {
 }
 
 /** The key of a backup's deletion under way: the cluster and the backup. */
-function deletionKey(clusterId: string, backupId: number): string {
+function deletionKey(clusterId: string, backupId: bigint): string {
   return `${clusterId}/${backupId}`;
 }
 
@@ -773,11 +783,11 @@ function partitionCountOf(status: ClusterStatus): number {
   return new Set(status.brokers.flatMap((broker) => broker.partitions.map((partition) => partition.id))).size;
 }
 
-/** Parses a backup id of a path (the route's schema checked its shape); 400 beyond the largest safe integer. */
-function parseBackupId(value: string): number {
-  const id = Number(value);
-  if (!new RegExp(BACKUP_ID_PATTERN).test(value) || !Number.isSafeInteger(id)) {
-    throw invalidRequest(`params/backupId must be a non-negative integer of at most ${Number.MAX_SAFE_INTEGER}`);
+/** Parses a backup id of a path (the route's schema checked its shape); 400 beyond 2^63 − 1. */
+function parseBackupId(value: string): bigint {
+  const id = parseNonNegativeInt64(value);
+  if (!new RegExp(BACKUP_ID_PATTERN).test(value) || id === null) {
+    throw invalidRequest(`params/backupId must be a non-negative integer of at most ${MAX_INT64}`);
   }
   return id;
 }

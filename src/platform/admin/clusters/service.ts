@@ -377,7 +377,7 @@ export class ClusterService implements ClusterDirectory {
   async restoreFromBackup(
     organizationId: string,
     clusterId: string,
-    backupId: number,
+    backupId: bigint,
     target: RestoreTarget,
     onRestored: () => Promise<void>,
   ): Promise<void> {

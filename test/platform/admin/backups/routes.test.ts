@@ -50,20 +50,21 @@ describe("Administration API /clusters/{id}/backups over HTTP", () => {
   }
 
   it("starts a backup with an increasing id and a token the cluster accepts for this cluster only", async () => {
-    management.backups.set(Number.MAX_SAFE_INTEGER - 10, fakeBackup(Number.MAX_SAFE_INTEGER - 10, "COMPLETED"));
+    // An id beyond 2^53 − 1 (taken on the management API directly): the next one is exactly one above it.
+    management.backups.set(2n ** 63n - 10n, fakeBackup(2n ** 63n - 10n, "COMPLETED"));
     const response = await call("POST", `${clusterId}/backups`);
     expect(response.status).toBe(200);
     const backup = (await response.json()) as Record<string, unknown>;
     // Above the newest backup even though the clock is far below it.
     expect(backup).toEqual({
-      uuid: String(Number.MAX_SAFE_INTEGER - 9),
+      uuid: "9223372036854775799",
       name: "backup 2026-01-01T00:00:00.000Z",
       created: "2026-01-01T00:00:00.000Z",
       completed: null,
       status: "In progress",
     });
     const taken = management.requests.find((request) => request.method === "POST");
-    expect(JSON.parse(taken?.body ?? "{}")).toEqual({ backupId: Number.MAX_SAFE_INTEGER - 9 });
+    expect(taken?.body).toBe('{"backupId":9223372036854775799}');
     const keys = createRemoteJWKSet(new URL(`${platform.url}/.well-known/jwks.json`));
     const { payload } = await jwtVerify(taken?.token ?? "", keys, {
       issuer: platform.issuerUrl,
@@ -76,6 +77,16 @@ describe("Administration API /clusters/{id}/backups over HTTP", () => {
       cluster: clusterId,
     });
     expect((payload.exp ?? 0) - (payload.iat ?? 0)).toBe(60);
+  });
+
+  it("answers 409 when no backup id is left above the cluster's latest (2^63 − 1), and asks the cluster for none", async () => {
+    management.backups.set(2n ** 63n - 1n, fakeBackup(2n ** 63n - 1n, "COMPLETED"));
+    const response = await call("POST", `${clusterId}/backups`);
+    expect(response.status).toBe(409);
+    expect(((await response.json()) as { detail: string }).detail).toBe(
+      `No backup id is left above 9223372036854775807, the largest a backup may have, on cluster ${clusterId}: backup ids only go up and are never reused.`,
+    );
+    expect(management.requests.filter((request) => request.method === "POST")).toEqual([]);
   });
 
   it("takes the current time as the id when it is above every backup", async () => {
@@ -92,7 +103,7 @@ describe("Administration API /clusters/{id}/backups over HTTP", () => {
       [3, "INCOMPLETE"],
       [4, "IN_PROGRESS"],
     ] as const) {
-      management.backups.set(id, fakeBackup(id, state));
+      management.backups.set(BigInt(id), fakeBackup(BigInt(id), state));
     }
     const response = await call("GET", `${clusterId}/backups`);
     expect(response.status).toBe(200);
@@ -106,11 +117,11 @@ describe("Administration API /clusters/{id}/backups over HTTP", () => {
   });
 
   it("deletes a backup and answers what it was; 404 for one the cluster does not have", async () => {
-    management.backups.set(7, fakeBackup(7, "COMPLETED"));
+    management.backups.set(7n, fakeBackup(7n, "COMPLETED"));
     const response = await call("DELETE", `${clusterId}/backups/7`);
     expect(response.status).toBe(200);
     expect(((await response.json()) as { uuid: string; status: string }).status).toBe("Complete");
-    expect(management.backups.has(7)).toBe(false);
+    expect(management.backups.has(7n)).toBe(false);
     const missing = await call("DELETE", `${clusterId}/backups/7`);
     expect(missing.status).toBe(404);
     expect(((await missing.json()) as { detail: string }).detail).toContain("backup '7'");
@@ -159,7 +170,7 @@ describe("Administration API /clusters/{id}/backups over HTTP", () => {
   });
 
   it("refuses bad ids, bodies and unknown fields with 400 naming them", async () => {
-    for (const bad of ["-1", "1.5", "abc", "01", "99999999999999999"]) {
+    for (const bad of ["-1", "1.5", "abc", "01", "9223372036854775808", "99999999999999999999"]) {
       const response = await call("DELETE", `${clusterId}/backups/${bad}`);
       expect(response.status, bad).toBe(400);
       expect(((await response.json()) as { detail: string }).detail, bad).toContain("backupId");
@@ -171,7 +182,7 @@ describe("Administration API /clusters/{id}/backups over HTTP", () => {
   });
 
   it("restores only from a Complete backup: the restore fails in VALIDATING with the backup's reason", async () => {
-    management.backups.set(9, fakeBackup(9, "FAILED"));
+    management.backups.set(9n, fakeBackup(9n, "FAILED"));
     const started = await call("POST", `${clusterId}/backups/9/restore`);
     expect(started.status).toBe(202);
     const restore = (await started.json()) as { uuid: string; state: string; backupId: string };
@@ -192,7 +203,7 @@ describe("Administration API /clusters/{id}/backups over HTTP", () => {
   });
 
   it("refuses a restore while a change is pending, a backup is written or a cancelled change left its states (409 naming it), and records none", async () => {
-    management.backups.set(21, fakeBackup(21, "COMPLETED"));
+    management.backups.set(21n, fakeBackup(21n, "COMPLETED"));
     const at = "2026-01-05T00:00:00.000Z";
     management.clusterStatus = fakeClusterStatus(2, {
       pendingChange: { id: 7, status: "IN_PROGRESS", startedAt: at, completed: [], pending: [] },
@@ -225,7 +236,7 @@ describe("Administration API /clusters/{id}/backups over HTTP", () => {
   });
 
   it("fails a restore in VALIDATING when the backup holds another number of partitions, naming both", async () => {
-    management.backups.set(22, fakeBackup(22, "COMPLETED"));
+    management.backups.set(22n, fakeBackup(22n, "COMPLETED"));
     management.clusterStatus = fakeClusterStatus(3);
     const started = await call("POST", `${clusterId}/backups/22/restore`);
     expect(started.status).toBe(202);
@@ -243,8 +254,8 @@ describe("Administration API /clusters/{id}/backups over HTTP", () => {
   });
 
   it("lists the cluster's restores newest first, so a client that lost track of one finds it", async () => {
-    management.backups.set(11, fakeBackup(11, "FAILED"));
-    management.backups.set(12, fakeBackup(12, "FAILED"));
+    management.backups.set(11n, fakeBackup(11n, "FAILED"));
+    management.backups.set(12n, fakeBackup(12n, "FAILED"));
     const started: string[] = [];
     for (const backupId of [11, 12]) {
       const response = await call("POST", `${clusterId}/backups/${backupId}/restore`);
@@ -303,7 +314,7 @@ describe("Administration API /clusters/{id}/backups over HTTP", () => {
   });
 
   it("records every change in the activity log", async () => {
-    management.backups.set(11, fakeBackup(11, "COMPLETED"));
+    management.backups.set(11n, fakeBackup(11n, "COMPLETED"));
     const created = (await (await call("POST", `${clusterId}/backups`)).json()) as { uuid: string };
     expect((await call("DELETE", `${clusterId}/backups/11`)).status).toBe(200);
     const activityToken = await requestToken(platform, await createTestClient(platform, ["cluster"]), "admin-api");

@@ -92,7 +92,7 @@ describe.each(databaseKinds)("backup schedules on %s", (kind) => {
       [3, "COMPLETED"],
       [4, "FAILED"],
     ] as const) {
-      management.backups.set(id, fakeBackup(id, state));
+      management.backups.set(BigInt(id), fakeBackup(BigInt(id), state));
     }
     const schedule = await service.setSchedule(organizationId, clusterId, "0 * * * *", 2);
     expect(schedule).toEqual({ cron: "0 * * * *", keep: 2, nextRun: "2026-01-01T11:00:00.000Z", lastRun: null });
@@ -107,7 +107,12 @@ describe.each(databaseKinds)("backup schedules on %s", (kind) => {
     const taken = management.requests.filter((request) => request.method === "POST");
     expect(taken.map((request) => JSON.parse(request.body))).toEqual([{ backupId: runAt.getTime() }]);
     // The new backup is in progress; the failed one is newer than the two complete ones kept; backup 1 goes.
-    expect([...management.backups.keys()].sort((left, right) => left - right)).toEqual([2, 3, 4, runAt.getTime()]);
+    expect([...management.backups.keys()].sort((left, right) => (left < right ? -1 : 1))).toEqual([
+      2n,
+      3n,
+      4n,
+      BigInt(runAt.getTime()),
+    ]);
     expect((await service.getSchedule(organizationId, clusterId)).lastRun).toBe("2026-01-01T11:00:20.000Z");
 
     // Not again within the same hour, however often the schedules are checked.
@@ -142,7 +147,7 @@ describe("restores beside scaling", () => {
   const organizationId = randomUUID();
   const clusterId = randomUUID();
   let scaling: string | undefined;
-  const targets: { backupId: number; target: RestoreTarget }[] = [];
+  const targets: { backupId: bigint; target: RestoreTarget }[] = [];
   /** When set, the restorer waits for it after taking the target (a restore IN_PROGRESS). */
   let restoreHeld: Promise<void> | undefined;
   /** The restore's state in the store when the restorer called `onRestored`, before deleting the previous data. */
@@ -241,7 +246,7 @@ describe("restores beside scaling", () => {
   });
 
   it("refuses a restore while the platform scales the cluster, and restores the shape the cluster has", async () => {
-    management.backups.set(30, fakeBackup(30, "COMPLETED"));
+    management.backups.set(30n, fakeBackup(30n, "COMPLETED"));
     scaling = "A scale request of the cluster is being handled; wait for its answer and for its change to end.";
     await expect(service.restore(organizationId, clusterId, "30")).rejects.toMatchObject({
       status: 409,
@@ -258,7 +263,7 @@ describe("restores beside scaling", () => {
     await service.whenIdle();
     expect((await service.restoreState(organizationId, clusterId, "30")).state).toBe("COMPLETED");
     expect(restore.state).toBe("PENDING");
-    expect(targets.map(({ backupId, target }) => [backupId, target.brokerIds])).toEqual([[30, [0, 1]]]);
+    expect(targets.map(({ backupId, target }) => [backupId, target.brokerIds])).toEqual([[30n, [0, 1]]]);
     expect(JSON.parse(targets[0]?.target.configurationDocument ?? "null")).toEqual(management.clusterStatus);
     // Recorded COMPLETED before the restorer went on to delete the previous data, durably as IN_PROGRESS before it
     // began.
@@ -267,8 +272,8 @@ describe("restores beside scaling", () => {
   });
 
   it("never records FAILED once the restorer committed the restore, and leaves a COMPLETED it cannot write to the next start", async () => {
-    management.backups.set(60, fakeBackup(60, "COMPLETED"));
-    management.backups.set(61, fakeBackup(61, "COMPLETED"));
+    management.backups.set(60n, fakeBackup(60n, "COMPLETED"));
+    management.backups.set(61n, fakeBackup(61n, "COMPLETED"));
     // Deleting the previous data fails after the commit: the restored cluster runs, and the restore is COMPLETED.
     afterRestored = async () => {
       throw new Error("the previous data could not be deleted");
@@ -303,7 +308,7 @@ describe("restores beside scaling", () => {
   });
 
   it("restores no backup while it is deleted", async () => {
-    management.backups.set(70, fakeBackup(70, "COMPLETED"));
+    management.backups.set(70n, fakeBackup(70n, "COMPLETED"));
     let answer: () => void = () => undefined;
     management.holdNext = new Promise((resolveHeld) => {
       answer = resolveHeld;
@@ -317,11 +322,11 @@ describe("restores beside scaling", () => {
     expect(service.isRestoring(clusterId)).toBe(false);
     answer();
     await deleting;
-    expect(management.backups.has(70)).toBe(false);
+    expect(management.backups.has(70n)).toBe(false);
   });
 
   it("refuses a shape a cancelled change left halfway at the 202 and at VALIDATING, naming what is not ACTIVE", async () => {
-    management.backups.set(31, fakeBackup(31, "COMPLETED"));
+    management.backups.set(31n, fakeBackup(31n, "COMPLETED"));
     const halfway = (brokerState: string, replicaState: string): Record<string, unknown> => {
       const status = fakeClusterStatus(2) as { brokers: { state: string; partitions: { state: string }[] }[] };
       const broker = status.brokers[1];
@@ -409,7 +414,7 @@ describe("restores beside scaling", () => {
   });
 
   it("takes no backup and runs no schedule while a restore runs, and starts no restore while a backup is taken", async () => {
-    management.backups.set(40, fakeBackup(40, "COMPLETED"));
+    management.backups.set(40n, fakeBackup(40n, "COMPLETED"));
     let release: () => void = () => undefined;
     restoreHeld = new Promise((resolveHeld) => {
       release = resolveHeld;
@@ -439,7 +444,7 @@ describe("restores beside scaling", () => {
       .execute();
     await service.runDueSchedules();
     expect(management.requests.filter((request) => request.method !== "GET")).toEqual([]);
-    expect(management.backups.has(40)).toBe(true);
+    expect(management.backups.has(40n)).toBe(true);
     expect((await service.getSchedule(organizationId, clusterId)).lastRun).toBeNull();
     release();
     restoreHeld = undefined;

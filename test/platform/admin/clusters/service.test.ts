@@ -33,7 +33,7 @@ class RecordingProvisioner implements Provisioner {
     this.calls.push(`launch ${specification.clusterId}`);
     this.states.set(specification.clusterId, "starting");
   }
-  async restore(specification: ClusterSpecification, backupId: number): Promise<void> {
+  async restore(specification: ClusterSpecification, backupId: bigint): Promise<void> {
     this.calls.push(`restore ${specification.clusterId} ${backupId}`);
   }
   async stop(clusterId: string): Promise<void> {
