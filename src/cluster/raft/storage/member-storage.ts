@@ -829,8 +829,9 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     // reusing the pages the broker's other replicas free meanwhile. The chunks of the stored snapshot do not change
     // while a record refers to them, which is checked after every turn.
     const chunks = this.verifiedChunks(stored.slot, stored.metadata.sizeBytes, "snapshot", { acrossTurns: true });
-    for (const data of chunks) {
-      checksum = crc32c(data, checksum) >>> 0;
+    for (const { data, checksum: chunkChecksum } of chunks) {
+      // The whole snapshot's checksum follows from the chunks' own, just verified: the bytes are not read again.
+      checksum = combineCrc32c(checksum, chunkChecksum, data.byteLength);
       consume(data);
       await yieldTurn();
       this.assertOpen();
@@ -1572,7 +1573,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   private readChunks(slot: number, sizeBytes: number, location: string): Uint8Array {
     const data = new Uint8Array(sizeBytes);
     let offset = 0;
-    for (const chunk of this.verifiedChunks(slot, sizeBytes, location)) {
+    for (const { data: chunk } of this.verifiedChunks(slot, sizeBytes, location)) {
       data.set(chunk, offset);
       offset += chunk.byteLength;
     }
@@ -1580,16 +1581,17 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   }
 
   /**
-   * The data of the chunks stored under `slot`, in order, each verified against its own checksum; throws when one
-   * is missing or they do not add up to `sizeBytes`. Only one chunk is read at a time. `acrossTurns`: the caller
-   * goes on iterating after turns of the event loop, so the range is read without holding one read transaction.
+   * The data of the chunks stored under `slot`, in order, each verified against its own checksum (given with it);
+   * throws when one is missing or they do not add up to `sizeBytes`. Only one chunk is read at a time. `acrossTurns`:
+   * the caller goes on iterating after turns of the event loop, so the range is read without holding one read
+   * transaction.
    */
   private *verifiedChunks(
     slot: number,
     sizeBytes: number,
     location: string,
     { acrossTurns = false }: { acrossTurns?: boolean } = {},
-  ): Generator<Uint8Array> {
+  ): Generator<{ readonly data: Uint8Array; readonly checksum: number }> {
     let expectedOffset = 0;
     const range = {
       start: [this.scope, slot, 0] as [number, number, number],
@@ -1607,7 +1609,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
         throw new StorageCorruptionError(`${location} chunk at ${offset}`, "chunk extends beyond the snapshot size");
       }
       expectedOffset = offset + chunk.byteLength;
-      yield chunk;
+      yield { data: chunk, checksum: encodedChunkChecksum(value) };
     }
     if (expectedOffset !== sizeBytes) {
       throw new StorageCorruptionError(`${location} chunk at ${expectedOffset}`, "chunk is missing");
