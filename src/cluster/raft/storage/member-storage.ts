@@ -810,10 +810,11 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
    * Reads the stored snapshot one stored chunk at a time and hands each chunk's data to `consume`, in order, so a
    * state machine is restored without the snapshot ever being held whole; `yieldTurn` (by default one turn of the
    * event loop) is awaited after each chunk, so a snapshot of hundreds of megabytes lets other work run in between.
-   * Each chunk is verified against its own checksum before it is handed over, and the whole snapshot's size and
-   * CRC-32C once the last one was: when this throws (`StorageCorruptionError`, or a snapshot replaced meanwhile),
-   * whatever `consume` built from the chunks must be thrown away. Returns the snapshot's metadata, or null when none
-   * is stored.
+   * The data handed over is only valid during the call (it is LMDB's own buffer, which the next read reuses): a
+   * consumer copies what it keeps. Each chunk is verified against its own checksum before it is handed over, and the
+   * whole snapshot's size and CRC-32C once the last one was: when this throws (`StorageCorruptionError`, or a
+   * snapshot replaced meanwhile), whatever `consume` built from the chunks must be thrown away. Returns the
+   * snapshot's metadata, or null when none is stored.
    */
   async readSnapshotInTurns(
     consume: (data: Uint8Array) => void,
@@ -824,14 +825,24 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     if (stored === null) {
       return null;
     }
+    const sizeBytes = stored.metadata.sizeBytes;
     let checksum = 0;
-    // Without an LMDB snapshot of its own: a read transaction held open across every turn would keep LMDB from
-    // reusing the pages the broker's other replicas free meanwhile. The chunks of the stored snapshot do not change
-    // while a record refers to them, which is checked after every turn.
-    const chunks = this.verifiedChunks(stored.slot, stored.metadata.sizeBytes, "snapshot", { acrossTurns: true });
-    for (const { data, checksum: chunkChecksum } of chunks) {
+    // Each chunk is read by its key in LMDB's reused buffer: reading the range handed out a new buffer of every chunk,
+    // the snapshot's size in fresh memory again for a restore that copies what it keeps anyway. No LMDB snapshot is
+    // held across the turns either (it would keep LMDB from reusing the pages the broker's other replicas free); the
+    // chunks of the stored snapshot do not change while a record refers to them, which is checked after every turn.
+    // Bounded: every pass moves past a chunk of at least one byte, up to the snapshot's size.
+    for (let offset = 0; offset < sizeBytes; ) {
+      const location = `snapshot chunk at ${offset}`;
+      const volatile = this.environment.chunks.getBinaryFast([this.scope, stored.slot, offset]);
+      if (volatile === undefined) throw new StorageCorruptionError(location, "chunk is missing");
+      const data = chunkDataView(volatile.subarray(0, volatile.length), location);
+      if (data.byteLength === 0 || offset + data.byteLength > sizeBytes) {
+        throw new StorageCorruptionError(location, "chunk is empty or extends beyond the snapshot size");
+      }
       // The whole snapshot's checksum follows from the chunks' own, just verified: the bytes are not read again.
-      checksum = combineCrc32c(checksum, chunkChecksum, data.byteLength);
+      checksum = combineCrc32c(checksum, encodedChunkChecksum(volatile), data.byteLength);
+      offset += data.byteLength;
       consume(data);
       await yieldTurn();
       this.assertOpen();
@@ -1573,7 +1584,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   private readChunks(slot: number, sizeBytes: number, location: string): Uint8Array {
     const data = new Uint8Array(sizeBytes);
     let offset = 0;
-    for (const { data: chunk } of this.verifiedChunks(slot, sizeBytes, location)) {
+    for (const chunk of this.verifiedChunks(slot, sizeBytes, location)) {
       data.set(chunk, offset);
       offset += chunk.byteLength;
     }
@@ -1581,22 +1592,14 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   }
 
   /**
-   * The data of the chunks stored under `slot`, in order, each verified against its own checksum (given with it);
-   * throws when one is missing or they do not add up to `sizeBytes`. Only one chunk is read at a time. `acrossTurns`:
-   * the caller goes on iterating after turns of the event loop, so the range is read without holding one read
-   * transaction.
+   * The data of the chunks stored under `slot`, in order, each verified against its own checksum; throws when one is
+   * missing or they do not add up to `sizeBytes`. Only one chunk is read at a time.
    */
-  private *verifiedChunks(
-    slot: number,
-    sizeBytes: number,
-    location: string,
-    { acrossTurns = false }: { acrossTurns?: boolean } = {},
-  ): Generator<{ readonly data: Uint8Array; readonly checksum: number }> {
+  private *verifiedChunks(slot: number, sizeBytes: number, location: string): Generator<Uint8Array> {
     let expectedOffset = 0;
     const range = {
       start: [this.scope, slot, 0] as [number, number, number],
       end: [this.scope, slot + 1, 0] as [number, number, number],
-      snapshot: !acrossTurns,
     };
     for (const { key, value } of this.environment.chunks.getRange(range)) {
       const offset = key[2];
@@ -1609,7 +1612,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
         throw new StorageCorruptionError(`${location} chunk at ${offset}`, "chunk extends beyond the snapshot size");
       }
       expectedOffset = offset + chunk.byteLength;
-      yield { data: chunk, checksum: encodedChunkChecksum(value) };
+      yield chunk;
     }
     if (expectedOffset !== sizeBytes) {
       throw new StorageCorruptionError(`${location} chunk at ${expectedOffset}`, "chunk is missing");
