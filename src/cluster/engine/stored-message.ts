@@ -81,7 +81,9 @@ export function storedMessage(fields: MessageFields): StoredMessage {
 export function storedMessageFromEntry(entry: Uint8Array): StoredMessage | undefined {
   let value: unknown;
   try {
-    value = engineCodec.unpack(entry);
+    // Decoded through a view of its own: the codec caches a DataView on whatever it decodes, and the entry is kept for
+    // as long as its message is buffered (at a GiB of state, a DataView per message made restores 15 % slower).
+    value = engineCodec.unpack(entry.subarray(0));
   } catch {
     return undefined;
   }
