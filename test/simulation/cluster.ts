@@ -14,7 +14,13 @@ import { decodeConfiguration, sameConfiguration, votersOf } from "../../src/clus
 import { type NodeStatus, RaftNode } from "../../src/cluster/raft/core/raft.js";
 import { SeededRandom } from "../../src/cluster/raft/core/random.js";
 import type { Ready } from "../../src/cluster/raft/core/ready.js";
-import type { Configuration, Entry, Member, MemberId } from "../../src/cluster/raft/types.js";
+import {
+  type Configuration,
+  compactionSnapshot,
+  type Entry,
+  type Member,
+  type MemberId,
+} from "../../src/cluster/raft/types.js";
 import { SimulatedClock } from "./clock.js";
 import { SimulatedDisk } from "./disk.js";
 import { checkRegister, type RegisterOperation } from "./linearizability.js";
@@ -364,7 +370,7 @@ export class Simulation {
     else if (ready.entriesToPersist.length > 0 || ready.snapshot || receipt) {
       throw new Violation(`member ${member.id} was handed entries or a snapshot in a batch that need not sync`);
     }
-    if (ready.compaction) disk.installSnapshotSync(ready.compaction);
+    if (ready.compaction) disk.installSnapshotSync(compactionSnapshot(ready.compaction));
     const now = this.clock.now();
     for (const message of ready.messages) this.network.send(message, now);
     if (ready.snapshot) {

@@ -5,15 +5,17 @@
  * resumes its receipt where the durable bytes end.
  */
 import { crc32c } from "@node-rs/crc32";
-import type {
-  Entry,
-  HardState,
-  IncomingSnapshot,
-  PersistedState,
-  RaftStorage,
-  Snapshot,
-  SnapshotMetadata,
-  SnapshotReceipt,
+import {
+  type Compaction,
+  compactionSnapshot,
+  type Entry,
+  type HardState,
+  type IncomingSnapshot,
+  type PersistedState,
+  type RaftStorage,
+  type Snapshot,
+  type SnapshotMetadata,
+  type SnapshotReceipt,
 } from "../../src/cluster/raft/types.js";
 
 interface IncomingChunks {
@@ -116,8 +118,8 @@ export class SimulatedDisk implements RaftStorage {
     if (this.incoming && this.incoming.metadata.index <= index) this.incoming = null;
   }
 
-  installSnapshot(snapshot: Snapshot): Promise<void> {
-    this.installSnapshotSync(snapshot);
+  installSnapshot(snapshot: Compaction): Promise<void> {
+    this.installSnapshotSync(compactionSnapshot(snapshot));
     return Promise.resolve();
   }
 

@@ -45,6 +45,7 @@ import {
   type Member,
   type Message,
   type NodeStatus,
+  type PreparedSnapshotData,
   RaftNode,
   type Ready,
   type Refusal,
@@ -238,13 +239,6 @@ const SNAPSHOT_BACKUP_PAUSE_MS = 20;
 /** Chunks of a snapshot in flight per member receiving it, unless `snapshotWindowChunks` says otherwise. */
 const DEFAULT_SNAPSHOT_WINDOW_CHUNKS = 16;
 
-/** Longest a slice of snapshot encoding holds the event loop before it lets other work run. */
-const SNAPSHOT_SLICE_MS = 2;
-/** Messages encoded between two looks at the clock while a snapshot is encoded. */
-const SNAPSHOT_MESSAGES_PER_CLOCK_READ = 256;
-/** Bytes of an encoded snapshot joined into its data per turn of the event loop. */
-const SNAPSHOT_ASSEMBLY_STEP_BYTES = 1024 * 1024;
-
 /** Work for the driver: from request handlers (bounded by `MAX_QUEUED_WORK`), or the replica's own snapshots. */
 interface QueuedWork {
   readonly run: () => void;
@@ -309,7 +303,7 @@ export class PartitionReplica {
   /** Whether a snapshot is being encoded and written (`takeSnapshot`); one at a time. */
   private snapshotInProgress = false;
   /** The snapshot whose chunks are written and whose compaction the core has not handed out yet. */
-  private preparedSnapshot: { readonly index: number; readonly data: Uint8Array } | null = null;
+  private preparedSnapshot: { readonly index: number; readonly data: PreparedSnapshotData } | null = null;
   private installedSnapshots = 0;
   private snapshotsRestoredWhileReceiving = 0;
   /** Whether `relocateMessages` is running (one run at a time). */
@@ -1612,43 +1606,24 @@ export class PartitionReplica {
   }
 
   /**
-   * Encodes the snapshot for at most `SNAPSHOT_SLICE_MS` per turn of the event loop, has the storage write its chunks,
-   * then hands it to the core, whose next `Ready` compacts the log up to the snapshot's index (an index the replica
-   * has applied: the engine may have moved on meanwhile, which the core allows). A failure fails the replica.
-   *
-   * The slices are measured on the process's own monotonic clock, not the injected one: how many turns an encoding
-   * takes does not change its bytes (fixed when the encoder was created), and a simulation waits for the yields
-   * (`ReplicaClock.yieldTurn`) to finish before it moves on.
+   * Has the storage write the snapshot's chunks, copying its bytes straight from the buffered messages' snapshot
+   * entries (the engine encodes nothing here), a MiB per turn of the event loop, then hands it to the core, whose next
+   * `Ready` compacts the log up to the snapshot's index (an index the replica has applied: the engine may have moved on
+   * meanwhile, which the core allows). A failure fails the replica.
    */
   private async takeSnapshot(encoder: EngineSnapshotEncoder, startedAtMs: number): Promise<void> {
     this.snapshotPausedMs = 0;
     try {
-      // Bounded: every pass encodes at least one message, and the encoder holds a fixed number of them.
-      for (let encoded = false; !encoded; ) {
-        const sliceEndsAtMs = performance.now() + SNAPSHOT_SLICE_MS;
-        do encoded = encoder.encodeMessages(SNAPSHOT_MESSAGES_PER_CLOCK_READ);
-        while (!encoded && performance.now() < sliceEndsAtMs);
-        if (!encoded) await this.snapshotTurn();
-        if (!this.running) return;
-      }
-      // Joining the encoded pieces and cutting the data into stored chunks copy every byte on this thread as well, so
-      // they take turns too: in one go, a large state held every replica of the broker for longer than a peer or the
-      // coordinator's client waits for an answer.
-      while (!encoder.assembleBytes(SNAPSHOT_ASSEMBLY_STEP_BYTES)) {
-        await this.snapshotTurn();
-        if (!this.running) return;
-      }
-      const data = encoder.bytes();
-      // The storage checksums the data as it cuts the chunks; the core records that checksum instead of reading
-      // the whole snapshot again in one go.
-      const digest = await this.storage.prepareSnapshot(data, () => this.snapshotTurn());
+      // The storage checksums the bytes as it cuts the chunks; the core records that checksum instead of reading
+      // the whole snapshot again.
+      const data = await this.storage.prepareSnapshotFrom(encoder, () => this.snapshotTurn());
       // Handed to the core only after the broker's backup parts: its compaction would replace the snapshot and drop
       // the log a part of this replica reads.
       await this.snapshotTurn();
       const report: SnapshotReport = {
         partitionId: this.partitionId,
         index: encoder.appliedIndex,
-        sizeBytes: data.byteLength,
+        sizeBytes: data.sizeBytes,
         messages: encoder.messageCount,
         durationMs: performance.now() - startedAtMs - this.snapshotPausedMs,
       };
@@ -1670,8 +1645,8 @@ export class PartitionReplica {
             return;
           }
           this.preparedSnapshot = { index: encoder.appliedIndex, data };
-          this.snapshotSizeBytes = data.byteLength;
-          this.node.compact(encoder.appliedIndex, data, digest);
+          this.snapshotSizeBytes = data.sizeBytes;
+          this.node.compact(encoder.appliedIndex, data);
         },
         fail: () => {
           this.snapshotQueuedForCore = false;
@@ -1713,7 +1688,7 @@ export class PartitionReplica {
   }
 
   /** Removes the chunks of a prepared snapshot that will not be installed (they would stay until a restart). */
-  private async discardSnapshot(data: Uint8Array): Promise<void> {
+  private async discardSnapshot(data: PreparedSnapshotData): Promise<void> {
     if (this.preparedSnapshot?.data === data) this.preparedSnapshot = null;
     try {
       await this.storage.discardPreparedSnapshot(data);

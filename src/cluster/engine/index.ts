@@ -18,7 +18,6 @@ export {
   type ApplyResult,
   type BufferedMessage,
   type Checkpoint,
-  type EngineSnapshotEncoder,
   type EngineSnapshotRestorer,
   type OutboundMessage,
   PartitionEngine,
@@ -47,3 +46,4 @@ export {
   type Relocation,
   type RouteMessagesRecord,
 } from "./records.js";
+export type { EngineSnapshotEncoder } from "./snapshot-encoder.js";

@@ -13,19 +13,24 @@ import { engineCodec } from "./records.js";
 
 /**
  * Receives the parts of the document in order; anything it throws aborts the decoding. Byte strings in the values it
- * receives may be views of the stream's buffer, which is reused: a visitor copies what it keeps.
+ * receives, and the bytes of encoded items, may be views of the stream's buffer or of the piece being decoded, which
+ * are reused: a visitor copies what it keeps.
  */
 export interface MsgpackArrayVisitor {
   /** The document's array header was read: its field count, or null when the document is not an array. */
   begin(fieldCount: number | null): void;
   /** Whether field `index` (all fields before it were handed over) is a list whose items come one at a time. */
   isList(index: number): boolean;
+  /** Whether the items of list field `index` are handed over encoded (`encodedItem`) rather than decoded (`item`). */
+  itemsEncoded(index: number): boolean;
   /** A field decoded whole: any field that is not a list, or a list field whose value is not an array. */
   field(index: number, value: unknown): void;
   /** The header of list field `index` was read: it holds `length` items. */
   listStart(index: number, length: number): void;
   /** Item `position` of list field `index`. */
   item(index: number, position: number, value: unknown): void;
+  /** Item `position` of list field `index`, whose items come encoded: exactly the bytes of its msgpack value. */
+  encodedItem(index: number, position: number, bytes: Uint8Array): void;
 }
 
 /**
@@ -34,10 +39,15 @@ export interface MsgpackArrayVisitor {
  */
 export const DEFAULT_MAX_VALUE_BYTES = 16 * 1024 * 1024;
 
-/** Value returned by `valueEnd` when the bytes end before the value does. */
-const INCOMPLETE = -1;
 /** Smallest capacity of the buffer of an incomplete value. */
 const MINIMUM_CAPACITY_BYTES = 4096;
+/**
+ * Largest capacity of that buffer kept once its value was decoded: values up to this size (a snapshot's message is
+ * usually far smaller) reuse it from piece to piece instead of allocating a buffer each time one spans two pieces.
+ */
+const KEPT_CAPACITY_BYTES = 1024 * 1024;
+/** Fewest bytes of a piece appended to an incomplete value at a time, however few its headers ask for. */
+const MINIMUM_APPEND_BYTES = 16;
 
 /** Thrown for bytes that are not msgpack or do not end where the document does. */
 export class MsgpackStreamError extends Error {
@@ -48,9 +58,9 @@ export class MsgpackStreamError extends Error {
 }
 
 /**
- * End offset of the msgpack value starting at `start` in `bytes` (exclusive), or `INCOMPLETE` when `bytes` ends
- * before it does. Nested values are walked with a count of values still to skip, not recursively, so nesting depth
- * costs nothing.
+ * End offset (exclusive) of the msgpack value starting at `start` in `bytes` when `bytes` holds all of it; otherwise
+ * a lower bound on that end, greater than `bytes.byteLength` (what the value's headers read so far say it needs).
+ * Nested values are walked with a count of values still to skip, not recursively, so nesting depth costs nothing.
  */
 export function valueEnd(bytes: Uint8Array, start: number): number {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -58,7 +68,8 @@ export function valueEnd(bytes: Uint8Array, start: number): number {
   let position = start;
   let remaining = 1;
   while (remaining > 0) {
-    if (position >= end) return INCOMPLETE;
+    // Every value still to come takes at least its type byte.
+    if (position >= end) return position + remaining;
     const type = bytes[position] as number;
     remaining -= 1;
     // Header bytes after the type byte, payload bytes, and nested values, for this type.
@@ -77,7 +88,7 @@ export function valueEnd(bytes: Uint8Array, start: number): number {
       const lengthBytes = LENGTH_FIELD_BYTES[type - 0xc4];
       if (lengthBytes !== undefined) {
         // bin, ext, str, array and map with an explicit length (ext also has a type byte after its length).
-        if (position + 1 + lengthBytes > end) return INCOMPLETE;
+        if (position + 1 + lengthBytes > end) return position + 1 + lengthBytes + remaining;
         const length =
           lengthBytes === 1
             ? view.getUint8(position + 1)
@@ -106,7 +117,7 @@ export function valueEnd(bytes: Uint8Array, start: number): number {
     position += 1 + headerBytes + payloadBytes;
     remaining += children;
   }
-  return position > end ? INCOMPLETE : position;
+  return position;
 }
 
 /** Bytes of the length field of types 0xc4 onwards that carry one (undefined: the type has none). */
@@ -188,6 +199,7 @@ export class MsgpackArrayStream {
   private itemCount = 0;
   private itemPosition = 0;
   private consumedBytes = 0;
+  private copiedBytes = 0;
 
   /**
    * `maxValueBytes` bounds one value kept between pieces: past it the document is refused. Without the bound, one
@@ -209,6 +221,14 @@ export class MsgpackArrayStream {
     return this.peakCarriedBytes;
   }
 
+  /**
+   * Bytes of the pieces copied so far to complete values that spanned two pieces, or to keep the start of one: about
+   * one value per piece, never the pieces themselves.
+   */
+  get copiedPieceBytes(): number {
+    return this.copiedBytes;
+  }
+
   /** Bytes of the document decoded so far. */
   get decodedBytes(): number {
     return this.consumedBytes;
@@ -217,34 +237,22 @@ export class MsgpackArrayStream {
   /** Decodes what `piece` completes; the caller may reuse `piece` afterwards (nothing keeps a view of it). */
   push(piece: Uint8Array): void {
     if (piece.byteLength === 0) return;
-    const carried = this.carriedBytes > 0;
-    let bytes = piece;
-    if (carried) {
-      this.ensureCapacity(this.carriedBytes + piece.byteLength);
-      this.carry.set(piece, this.carriedBytes);
-      bytes = this.carry.subarray(0, this.carriedBytes + piece.byteLength);
-    }
-    const decoded = this.decode(bytes);
+    const completed = this.completeCarried(piece);
+    if (this.carriedBytes > 0) return;
+    // Decoded where it lies: only the start of a value the piece does not complete is copied.
+    const rest = piece.subarray(completed);
+    const decoded = this.decode(rest);
     this.consumedBytes += decoded;
-    const leftover = bytes.byteLength - decoded;
-    if (carried) {
-      this.carry.copyWithin(0, decoded, bytes.byteLength);
-    } else {
-      this.ensureCapacity(leftover);
-      this.carry.set(piece.subarray(decoded), 0);
-    }
+    const leftover = rest.byteLength - decoded;
+    this.checkValueBytes(leftover);
+    this.ensureCapacity(leftover);
+    this.carry.set(rest.subarray(decoded), 0);
+    this.copiedBytes += leftover;
     this.carriedBytes = leftover;
     this.peakCarriedBytes = Math.max(this.peakCarriedBytes, leftover);
-    if (leftover > this.maxValueBytes) {
-      throw new MsgpackStreamError(
-        `a value at byte ${this.consumedBytes} is longer than ${this.maxValueBytes} bytes, the most one value may take`,
-      );
-    }
-    // A value spanning many pieces grew the buffer; once it is decoded the memory goes back.
-    if (leftover < MINIMUM_CAPACITY_BYTES && this.carry.byteLength > MINIMUM_CAPACITY_BYTES) {
-      const smaller = new Uint8Array(MINIMUM_CAPACITY_BYTES);
-      smaller.set(this.carry.subarray(0, leftover));
-      this.carry = smaller;
+    // A value larger than the kept capacity grew the buffer; once no value waits the memory goes back.
+    if (leftover < MINIMUM_CAPACITY_BYTES && this.carry.byteLength > KEPT_CAPACITY_BYTES) {
+      this.carry = new Uint8Array(MINIMUM_CAPACITY_BYTES);
     }
   }
 
@@ -254,6 +262,73 @@ export class MsgpackArrayStream {
       throw new MsgpackStreamError(`the document ends early, after ${this.consumedBytes} bytes`);
     }
     if (this.carriedBytes > 0) throw new MsgpackStreamError("bytes follow the end of the document");
+  }
+
+  /**
+   * Completes the value carried over from earlier pieces with the start of `piece`, appending only about as many
+   * bytes as its headers say it still needs (copying a whole piece behind every value that spans two pieces copied
+   * nearly every byte of a snapshot twice). Returns the bytes of `piece` used; the carried value is still incomplete
+   * when they are all of it.
+   */
+  private completeCarried(piece: Uint8Array): number {
+    let offset = 0;
+    // Bounded: every pass appends at least one byte of the piece, or ends the carried value.
+    while (this.carriedBytes > 0 && offset < piece.byteLength) {
+      const available = piece.byteLength - offset;
+      // A short rest of a piece is taken whole: reading the value's headers first would cost more than the copy.
+      const take =
+        available <= MINIMUM_APPEND_BYTES
+          ? available
+          : Math.min(
+              available,
+              Math.max(
+                this.wantedBytes(this.carry.subarray(0, this.carriedBytes)) - this.carriedBytes,
+                MINIMUM_APPEND_BYTES,
+              ),
+            );
+      this.ensureCapacity(this.carriedBytes + take);
+      this.carry.set(piece.subarray(offset, offset + take), this.carriedBytes);
+      this.copiedBytes += take;
+      this.carriedBytes += take;
+      offset += take;
+      const decoded = this.decode(this.carry.subarray(0, this.carriedBytes));
+      this.consumedBytes += decoded;
+      const leftover = this.carriedBytes - decoded;
+      if (leftover <= take) {
+        // Every byte carried before was decoded: what is left came from the piece, which still holds it.
+        offset -= leftover;
+        this.carriedBytes = 0;
+      } else {
+        this.carry.copyWithin(0, decoded, this.carriedBytes);
+        this.carriedBytes = leftover;
+        this.checkValueBytes(leftover);
+        this.peakCarriedBytes = Math.max(this.peakCarriedBytes, leftover);
+      }
+    }
+    return offset;
+  }
+
+  /**
+   * How many bytes the incomplete part at the start of `carried` needs at least (more than it holds): the array
+   * header of the document or of a list, or a whole value.
+   */
+  private wantedBytes(carried: Uint8Array): number {
+    const expectsArrayHeader =
+      this.stage === "document" || (this.stage === "field" && this.visitor.isList(this.fieldIndex));
+    if (expectsArrayHeader) {
+      const type = carried[0] as number;
+      if (type === 0xdc) return 3;
+      if (type === 0xdd) return 5;
+    }
+    return valueEnd(carried, 0);
+  }
+
+  private checkValueBytes(carriedBytes: number): void {
+    if (carriedBytes > this.maxValueBytes) {
+      throw new MsgpackStreamError(
+        `a value at byte ${this.consumedBytes} is longer than ${this.maxValueBytes} bytes, the most one value may take`,
+      );
+    }
   }
 
   /** Decodes every complete part at the start of `bytes`; returns the bytes decoded. */
@@ -297,7 +372,7 @@ export class MsgpackArrayStream {
             }
           }
           const end = valueEnd(bytes, position);
-          if (end === INCOMPLETE) return position;
+          if (end > bytes.byteLength) return position;
           this.visitor.field(this.fieldIndex, engineCodec.unpack(bytes.subarray(position, end)));
           position = end;
           this.fieldIndex += 1;
@@ -306,8 +381,12 @@ export class MsgpackArrayStream {
         }
         case "items": {
           const end = valueEnd(bytes, position);
-          if (end === INCOMPLETE) return position;
-          this.visitor.item(this.fieldIndex, this.itemPosition, engineCodec.unpack(bytes.subarray(position, end)));
+          if (end > bytes.byteLength) return position;
+          if (this.visitor.itemsEncoded(this.fieldIndex)) {
+            this.visitor.encodedItem(this.fieldIndex, this.itemPosition, bytes.subarray(position, end));
+          } else {
+            this.visitor.item(this.fieldIndex, this.itemPosition, engineCodec.unpack(bytes.subarray(position, end)));
+          }
           position = end;
           this.itemPosition += 1;
           if (this.itemPosition === this.itemCount) {

@@ -30,10 +30,11 @@ import {
   decodedCheckpointId,
   decodeVariables,
   encodedCheckpointId,
-  engineCodec,
   type RelocatedMessage,
   type RouteMessagesRecord,
 } from "./records.js";
+import { EngineSnapshotEncoder } from "./snapshot-encoder.js";
+import { type StoredMessage, storedMessage, storedMessageFromEntry } from "./stored-message.js";
 
 /** What applying one record produced; the leader turns it into the client's answer. */
 export type ApplyResult =
@@ -130,25 +131,13 @@ export interface PartitionEngineOptions {
   readonly partitionId: number;
 }
 
-interface StoredMessage {
-  readonly counter: number;
-  readonly name: string;
-  readonly correlationKey: string;
-  readonly timeToLiveMs: number;
-  readonly messageId: string | null;
-  readonly variablesBytes: Uint8Array;
-  readonly tenantId: string;
-  readonly publishedAtMs: number;
-  readonly deadlineMs: number;
-  /** Size of the record that buffered the message; the basis of the buffered-bytes metric. */
-  readonly sizeBytes: number;
-}
-
 /**
  * Snapshot layout version, written first so a future layout can be told apart. Version 2 adds the routing and the
  * relocation state, version 3 the latest checkpoint; snapshots of versions 1 and 2 (without them) are still read.
  */
 const SNAPSHOT_FORMAT_VERSION = 3;
+/** Position of the outbound messages in a snapshot of version 2 or 3. */
+const OUTBOUND_FIELD = 5;
 
 /**
  * Min-heap of buffered messages ordered by (deadline, counter). Ties are broken by counter so the order is total;
@@ -429,15 +418,13 @@ export class PartitionEngine {
    * `[counter, newKey, deadlineMs]`; received `[sourceKey, key | null, deadlineMs]`, both in insertion order.
    */
   snapshot(): Uint8Array {
-    const encoder = this.snapshotEncoder();
-    while (!encoder.encodeMessages(Number.MAX_SAFE_INTEGER));
-    return encoder.bytes();
+    return this.snapshotEncoder().readAll();
   }
 
   /**
-   * A snapshot of the state as it is now, encoded a slice of messages at a time, so that a large state does not hold
-   * the caller's thread for the whole encoding. The engine may go on applying records meanwhile: the encoder keeps
-   * the buffered messages of this moment (they are immutable), and gives exactly the bytes `snapshot()` gives now.
+   * A snapshot of the state as it is now, read out a piece at a time by whoever stores it, so that a large state is
+   * never copied whole. The engine may go on applying records meanwhile: the encoder keeps the buffered messages of
+   * this moment (they are immutable, each with its snapshot entry), and gives exactly the bytes `snapshot()` gives now.
    */
   snapshotEncoder(): EngineSnapshotEncoder {
     const routing = this.routing;
@@ -502,6 +489,8 @@ export class PartitionEngine {
         fieldCount = count;
       },
       isList: (index) => index === messagesField() || isRelocationList(index),
+      // Messages come as their snapshot entries, which the restored messages keep (copied out of the stream's buffer).
+      itemsEncoded: (index) => index === messagesField() || (version !== 1 && index === OUTBOUND_FIELD),
       field(index, value) {
         if (index === 0) {
           if (
@@ -549,10 +538,10 @@ export class PartitionEngine {
       listStart() {
         restoring();
       },
-      item(index, position, value) {
+      encodedItem(index, position, bytes) {
         const target = restoring();
+        const message = storedMessageFromEntry(copyOf(bytes));
         if (index === messagesField()) {
-          const message = storedMessageFromSnapshot(value);
           if (message === undefined) throw new Error(`corrupt engine snapshot: message ${position} is malformed`);
           if (message.counter <= previousCounter || message.counter >= target.nextCounter) {
             throw new Error(`corrupt engine snapshot: message ${position} has counter ${message.counter} out of order`);
@@ -568,13 +557,16 @@ export class PartitionEngine {
             throw new Error(`corrupt engine snapshot: message id ${message.messageId} buffered twice`);
           }
           target.buffer(message, indexed);
-        } else if (index === 5) {
-          const message = storedMessageFromSnapshot(value);
+        } else {
           if (message === undefined || message.counter >= target.nextCounter || target.outbound.has(message.counter)) {
             throw new Error("corrupt engine snapshot: an outbound message is malformed");
           }
           target.outbound.set(message.counter, message);
-        } else if (index === 6) {
+        }
+      },
+      item(index, _position, value) {
+        const target = restoring();
+        if (index === 6) {
           const [counter, key, deadlineMs] = Array.isArray(value) ? value : [];
           if (!isNonNegativeInteger(counter) || typeof key !== "string" || !isNonNegativeInteger(deadlineMs)) {
             throw new Error("corrupt engine snapshot: a forward is malformed");
@@ -662,18 +654,19 @@ export class PartitionEngine {
       throw new Error(`invariant violated: partition ${this.partitionId} exhausted its key counter`);
     }
     this.nextCounter = counter + 1;
-    this.buffer({
-      counter,
-      name: record.name,
-      correlationKey: record.correlationKey,
-      timeToLiveMs: record.timeToLiveMs,
-      messageId: record.messageId,
-      variablesBytes: record.variablesBytes,
-      tenantId: record.tenantId,
-      publishedAtMs: record.publishedAtMs,
-      deadlineMs: record.publishedAtMs + record.timeToLiveMs,
-      sizeBytes,
-    });
+    this.buffer(
+      storedMessage({
+        counter,
+        name: record.name,
+        correlationKey: record.correlationKey,
+        timeToLiveMs: record.timeToLiveMs,
+        messageId: record.messageId,
+        variablesBytes: record.variablesBytes,
+        tenantId: record.tenantId,
+        publishedAtMs: record.publishedAtMs,
+        sizeBytes,
+      }),
+    );
     return { kind: "published", key: encodeKey(this.partitionId, counter) };
   }
 
@@ -717,7 +710,7 @@ export class PartitionEngine {
     // stay (neither may be lost), and the id keeps pointing at the one buffered here first.
     const indexed = messageId === null || this.findMessageId(record.tenantId, messageId) === undefined;
     this.buffer(
-      {
+      storedMessage({
         counter,
         name: record.name,
         correlationKey: record.correlationKey,
@@ -726,9 +719,8 @@ export class PartitionEngine {
         variablesBytes: record.variablesBytes,
         tenantId: record.tenantId,
         publishedAtMs: record.publishedAtMs,
-        deadlineMs,
         sizeBytes,
-      },
+      }),
       indexed,
     );
     const key = encodeKey(this.partitionId, counter);
@@ -806,131 +798,6 @@ export class PartitionEngine {
   }
 }
 
-/**
- * Bytes of message variables packed in one piece while a snapshot is encoded (at least one message per piece): a
- * piece is packed into the codec's buffer and copied once more, so a slice of large messages must stay small for the
- * slices of `PartitionReplica.takeSnapshot` to stay short.
- */
-export const SNAPSHOT_PIECE_BYTES = 1024 * 1024;
-
-/**
- * Encodes one engine snapshot incrementally (see `PartitionEngine.snapshotEncoder`). msgpack is concatenative: an
- * array is its length header followed by its elements, each encoded on its own, so slices of the message list packed
- * separately (their own array header cut off) and joined give the same bytes as packing the whole state at once.
- * The pieces are joined into the snapshot's bytes a step at a time too (`assembleBytes`): copying a large state in
- * one go would hold the caller's thread for as long as the encoding itself.
- */
-export class EngineSnapshotEncoder {
-  /** The applied index the snapshot describes. */
-  readonly appliedIndex: number;
-  private readonly messages: readonly StoredMessage[];
-  /** Encoded pieces in order; a piece copied into `assembled` whole is dropped (replaced by an empty one). */
-  private readonly pieces: Uint8Array[] = [];
-  private encodedMessages = 0;
-  /** The snapshot's bytes, allocated by the first `assembleBytes`; filled up to `assembledBytes`. */
-  private assembled: Uint8Array | null = null;
-  private assembledBytes = 0;
-  /** The piece `assembleBytes` copies next, and how much of it was copied already. */
-  private assemblyPiece = 0;
-  private assemblyPieceOffset = 0;
-
-  /**
-   * Called by `PartitionEngine.snapshotEncoder` with the applied index, every field before the message list, and the
-   * messages in counter order.
-   */
-  constructor(appliedIndex: number, header: readonly unknown[], messages: readonly StoredMessage[]) {
-    this.appliedIndex = appliedIndex;
-    this.messages = messages;
-    // The outer array (header fields and the message list) is written as its prefix: the packed header fields, then
-    // the message list's own array header.
-    const prefix = engineCodec.pack([...header, []]);
-    const emptyListBytes = 1;
-    this.pieces.push(Uint8Array.prototype.slice.call(prefix, 0, prefix.byteLength - emptyListBytes));
-    this.pieces.push(arrayHeader(messages.length));
-  }
-
-  /** Messages in the snapshot. */
-  get messageCount(): number {
-    return this.messages.length;
-  }
-
-  /**
-   * Encodes up to `maxMessages` more messages, fewer once their variables reach `SNAPSHOT_PIECE_BYTES`; returns true
-   * once every message is encoded.
-   */
-  encodeMessages(maxMessages: number): boolean {
-    if (!(maxMessages >= 1)) throw new Error(`invariant violated: a slice must hold at least one message`);
-    const end = Math.min(this.messages.length, this.encodedMessages + maxMessages);
-    if (end > this.encodedMessages) {
-      const slice: unknown[] = [];
-      let sliceBytes = 0;
-      for (let position = this.encodedMessages; position < end && sliceBytes < SNAPSHOT_PIECE_BYTES; position += 1) {
-        const message = this.messages[position] as StoredMessage;
-        slice.push(messageFields(message));
-        sliceBytes += message.variablesBytes.byteLength;
-      }
-      const packed = engineCodec.pack(slice);
-      // A copy: the codec may hand out a view into a buffer it reuses for the next pack.
-      this.pieces.push(Uint8Array.prototype.slice.call(packed, arrayHeader(slice.length).byteLength));
-      this.encodedMessages += slice.length;
-    }
-    return this.encodedMessages === this.messages.length;
-  }
-
-  /**
-   * Copies up to `maxBytes` more of the encoded pieces into the snapshot's bytes; returns true once they hold every
-   * byte. Every message must have been encoded.
-   */
-  assembleBytes(maxBytes: number): boolean {
-    if (!(maxBytes >= 1)) throw new Error("invariant violated: an assembly step must copy at least one byte");
-    this.assertEncoded();
-    let assembled = this.assembled;
-    if (assembled === null) {
-      let totalBytes = 0;
-      for (const piece of this.pieces) totalBytes += piece.byteLength;
-      assembled = new Uint8Array(totalBytes);
-      this.assembled = assembled;
-    }
-    let budget = maxBytes;
-    while (budget > 0 && this.assemblyPiece < this.pieces.length) {
-      const piece = this.pieces[this.assemblyPiece] as Uint8Array;
-      const copied = Math.min(budget, piece.byteLength - this.assemblyPieceOffset);
-      assembled.set(piece.subarray(this.assemblyPieceOffset, this.assemblyPieceOffset + copied), this.assembledBytes);
-      this.assembledBytes += copied;
-      this.assemblyPieceOffset += copied;
-      budget -= copied;
-      if (this.assemblyPieceOffset === piece.byteLength) {
-        // Copied: its memory is not needed twice.
-        this.pieces[this.assemblyPiece] = EMPTY_PIECE;
-        this.assemblyPiece += 1;
-        this.assemblyPieceOffset = 0;
-      }
-    }
-    return this.assemblyPiece === this.pieces.length;
-  }
-
-  /**
-   * The snapshot's bytes (the same array on every call); every message must have been encoded. Assembles what
-   * `assembleBytes` has not yet, in one go.
-   */
-  bytes(): Uint8Array {
-    this.assertEncoded();
-    while (!this.assembleBytes(Number.MAX_SAFE_INTEGER));
-    return this.assembled as Uint8Array;
-  }
-
-  private assertEncoded(): void {
-    if (this.encodedMessages !== this.messages.length) {
-      throw new Error(
-        `invariant violated: snapshot bytes requested after ${this.encodedMessages} of ${this.messages.length} messages`,
-      );
-    }
-  }
-}
-
-/** What a piece of a snapshot being assembled is replaced by once it was copied. */
-const EMPTY_PIECE = new Uint8Array(0);
-
 /** The steps of one restore (`PartitionEngine.restoreVisitor`) and the engine they built. */
 interface EngineRestoreVisitor extends MsgpackArrayVisitor {
   /** The restored engine, once the whole snapshot was handed over. */
@@ -985,7 +852,7 @@ export class EngineSnapshotRestorer {
   }
 }
 
-/** A message as a snapshot lists it. */
+/** An outbound message's fields, as the snapshot's header lists them (the same bytes as its entry, packed in place). */
 function messageFields(message: StoredMessage): unknown[] {
   return [
     message.counter,
@@ -1000,45 +867,15 @@ function messageFields(message: StoredMessage): unknown[] {
   ];
 }
 
-/** The msgpack header of an array of `length` elements (fixarray, array 16 or array 32). */
-function arrayHeader(length: number): Uint8Array {
-  if (length < 16) return Uint8Array.of(0x90 | length);
-  if (length < 0x10000) return Uint8Array.of(0xdc, length >>> 8, length & 0xff);
-  return Uint8Array.of(0xdd, length >>> 24, (length >>> 16) & 0xff, (length >>> 8) & 0xff, length & 0xff);
+/**
+ * A copy of a snapshot entry handed over by the restore's stream (a view of a buffer it reuses), for the message to
+ * keep. `new Uint8Array` of a view allocates and copies in one step; `Buffer.allocUnsafeSlow` and a copy cost half
+ * as much again at a GiB of state (measured with bench/scaling/engine-rebuild.ts).
+ */
+function copyOf(bytes: Uint8Array): Uint8Array {
+  return new Uint8Array(bytes);
 }
 
 function isNonNegativeInteger(value: unknown): value is number {
   return Number.isSafeInteger(value) && (value as number) >= 0;
-}
-
-function storedMessageFromSnapshot(entry: unknown): StoredMessage | undefined {
-  if (!Array.isArray(entry) || entry.length !== 9) return undefined;
-  const [counter, name, correlationKey, timeToLiveMs, messageId, variables, tenantId, publishedAtMs, sizeBytes] =
-    entry as unknown[];
-  if (
-    !isNonNegativeInteger(counter) ||
-    typeof name !== "string" ||
-    typeof correlationKey !== "string" ||
-    !isNonNegativeInteger(timeToLiveMs) ||
-    !(messageId === null || typeof messageId === "string") ||
-    !(variables instanceof Uint8Array) ||
-    typeof tenantId !== "string" ||
-    !isNonNegativeInteger(publishedAtMs) ||
-    !isNonNegativeInteger(sizeBytes) ||
-    !Number.isSafeInteger(publishedAtMs + timeToLiveMs)
-  ) {
-    return undefined;
-  }
-  return {
-    counter,
-    name,
-    correlationKey,
-    timeToLiveMs,
-    messageId,
-    variablesBytes: new Uint8Array(variables),
-    tenantId,
-    publishedAtMs,
-    deadlineMs: publishedAtMs + timeToLiveMs,
-    sizeBytes,
-  };
 }

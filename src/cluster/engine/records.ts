@@ -480,7 +480,7 @@ function encodePublishRecord(record: PublishMessageRecord): Uint8Array {
 /**
  * Decodes and checks a committed record for applying. Never throws: malformed bytes or broken limits yield
  * `{ kind: "invalid" }`, which the engine rejects, so every replica reaches the same outcome and one bad entry cannot
- * stall the partition.
+ * stall the partition. Encoded variables are views of `bytes` (the engine copies them into the messages it buffers).
  */
 export function decodeAppliedRecord(bytes: Uint8Array): AppliedRecord {
   if (bytes.byteLength > MESSAGE_LIMITS.maxRecordBytes) {
@@ -570,8 +570,7 @@ export function decodeAppliedRecord(bytes: Uint8Array): AppliedRecord {
     correlationKey: correlationKey as string,
     timeToLiveMs: timeToLiveMs as number,
     messageId: (messageId as string | null) ?? null,
-    // Copied so the buffered message never aliases the entry's (possibly reused) buffer.
-    variablesBytes: new Uint8Array(variables as Uint8Array),
+    variablesBytes: variables as Uint8Array,
     tenantId: tenantId as string,
     publishedAtMs: publishedAtMs as number,
   };
@@ -642,8 +641,7 @@ function decodeRelocateIn(value: unknown[]): AppliedRecord {
       correlationKey: correlationKey as string,
       timeToLiveMs: timeToLiveMs as number,
       ...(messageId === null || messageId === undefined ? {} : { messageId: messageId as string }),
-      // Copied so the buffered message never aliases the entry's (possibly reused) buffer.
-      variablesBytes: new Uint8Array(variablesBytes as Uint8Array),
+      variablesBytes: variablesBytes as Uint8Array,
       tenantId: tenantId as string,
       publishedAtMs: publishedAtMs as number,
     });

@@ -91,6 +91,44 @@ export interface Snapshot {
   readonly data: Uint8Array;
 }
 
+/**
+ * Snapshot bytes read in order by the storage that writes them (`MemberStorage.prepareSnapshot`), so that a state
+ * machine's snapshot need never be held whole: the storage copies them straight into the chunks it stores.
+ */
+export interface SnapshotByteSource {
+  /** Total bytes of the snapshot. */
+  readonly sizeBytes: number;
+  /** Copies the next bytes into `target`, as many as it holds or remain; returns how many it copied (0 at the end). */
+  read(target: Uint8Array): number;
+}
+
+/**
+ * Snapshot data a storage wrote ahead of the compaction that records it (`MemberStorage.prepareSnapshot` of a byte
+ * source): its size and CRC-32C. The bytes are only in the storage; this very object names them there.
+ */
+export interface PreparedSnapshotData {
+  readonly sizeBytes: number;
+  readonly checksum: number;
+}
+
+/** A snapshot to store in place of the log it covers (`Ready.compaction`): its bytes, or data the storage prepared. */
+export interface Compaction {
+  readonly metadata: SnapshotMetadata;
+  readonly data: Uint8Array | PreparedSnapshotData;
+}
+
+/**
+ * The snapshot of a compaction whose data was handed over as bytes, for storages that never prepare any (only the
+ * storage that prepared data can install it); throws for prepared data.
+ */
+export function compactionSnapshot(compaction: Compaction): Snapshot {
+  const data = compaction.data;
+  if (!(data instanceof Uint8Array)) {
+    throw new Error("invariant violated: a compaction of prepared data reached a storage that prepared none");
+  }
+  return { metadata: compaction.metadata, data };
+}
+
 /** One chunk of a snapshot: `data` holds the snapshot's bytes from byte `offset` on. */
 export interface SnapshotChunk {
   readonly offset: number;
@@ -162,9 +200,10 @@ export interface RaftStorage {
   /**
    * Durably stores a complete snapshot and drops every entry it covers. When the log does not hold the snapshot's
    * last entry (same index and term), it drops the whole log: entries after such a snapshot may conflict with it.
-   * Drivers use it for local compaction (`Ready.compaction`); snapshots from a leader arrive in chunks instead.
+   * Drivers use it for local compaction (`Ready.compaction`); snapshots from a leader arrive in chunks instead. Data
+   * given as `PreparedSnapshotData` must be what this storage prepared (its chunks are written already).
    */
-  installSnapshot(snapshot: Snapshot): Promise<void>;
+  installSnapshot(snapshot: Compaction): Promise<void>;
   /** Drops entries up to and including `index`, which a snapshot already covers. */
   compact(index: number): Promise<void>;
   /**

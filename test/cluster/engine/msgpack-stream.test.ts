@@ -58,7 +58,11 @@ describe("valueEnd", () => {
       followed[bytes.byteLength] = 0xc0;
       expect(valueEnd(followed, 0)).toBe(bytes.byteLength);
       for (const length of new Set([0, 1, 2, 3, 5, 9, bytes.byteLength - 1])) {
-        if (length < bytes.byteLength) expect(valueEnd(bytes.subarray(0, length), 0)).toBe(-1);
+        if (length >= bytes.byteLength) continue;
+        // Incomplete: an end past the bytes given, and never past the value's true end (a lower bound on it).
+        const bound = valueEnd(bytes.subarray(0, length), 0);
+        expect(bound).toBeGreaterThan(length);
+        expect(bound).toBeLessThanOrEqual(bytes.byteLength);
       }
     }
   });
@@ -68,16 +72,21 @@ describe("valueEnd", () => {
   });
 });
 
-/** Collects what a stream hands over, with fields 1 and 3 as lists. */
-function recordingVisitor(): MsgpackArrayVisitor & { readonly seen: unknown[] } {
+/**
+ * Collects what a stream hands over, with fields 1 and 3 as lists, and the items of field 1 encoded when `encoded`
+ * (recorded as copies of their bytes, since the stream may reuse them).
+ */
+function recordingVisitor(encoded = false): MsgpackArrayVisitor & { readonly seen: unknown[] } {
   const seen: unknown[] = [];
   return {
     seen,
     begin: (fieldCount) => seen.push(["begin", fieldCount]),
     isList: (index) => index === 1 || index === 3,
+    itemsEncoded: (index) => encoded && index === 1,
     field: (index, value) => seen.push(["field", index, value instanceof Uint8Array ? [...value] : value]),
     listStart: (index, length) => seen.push(["list", index, length]),
     item: (index, position, value) => seen.push(["item", index, position, value]),
+    encodedItem: (index, position, bytes) => seen.push(["encoded", index, position, [...bytes]]),
   };
 }
 
@@ -115,6 +124,34 @@ describe("MsgpackArrayStream", () => {
       expect(visitor.seen).toEqual(whole.seen);
       expect(pieces.decodedBytes).toBe(bytes.byteLength);
       expect(pieces.peakBufferedBytes).toBeLessThan(largestItemBytes);
+    }
+  });
+
+  it("hands over encoded items as exactly their bytes, and copies about one item per piece, never the pieces", () => {
+    const items = document[1] as unknown[];
+    for (const pieceBytes of [1, 5, 64, 333, 1_000, bytes.byteLength]) {
+      const visitor = recordingVisitor(true);
+      const stream = new MsgpackArrayStream(visitor);
+      let pieces = 0;
+      for (let offset = 0; offset < bytes.byteLength; offset += pieceBytes) {
+        const piece = Uint8Array.from(bytes.subarray(offset, offset + pieceBytes));
+        stream.push(piece);
+        piece.fill(0xff);
+        pieces += 1;
+      }
+      stream.end();
+      const encodedItems = visitor.seen.filter((seen) => (seen as unknown[])[0] === "encoded") as unknown[][];
+      expect(encodedItems.map((seen) => seen[2])).toEqual(items.map((_, position) => position));
+      for (const [, , position, itemBytes] of encodedItems) {
+        expect(itemBytes).toEqual([...engineCodec.pack(items[position as number])]);
+      }
+      expect(visitor.seen).toContainEqual(["field", 2, [1, 2, 3]]);
+      // Each piece boundary copies at most the rest of the value it cuts (and a few bytes of headers), so the copies
+      // stay below the document's bytes by far once pieces hold several items; copying whole pieces behind every
+      // value cut in two would copy nearly every byte.
+      const largestItemBytes = engineCodec.pack(items.at(-1)).byteLength;
+      expect(stream.copiedPieceBytes).toBeLessThanOrEqual(pieces * (largestItemBytes + 16));
+      if (pieceBytes === 1_000) expect(stream.copiedPieceBytes).toBeLessThan(bytes.byteLength / 2);
     }
   });
 

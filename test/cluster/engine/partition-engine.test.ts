@@ -1,11 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { encodeKey } from "../../../src/cluster/engine/keys.js";
-import {
-  type ApplyResult,
-  PartitionEngine,
-  SNAPSHOT_PIECE_BYTES,
-} from "../../../src/cluster/engine/partition-engine.js";
+import { type ApplyResult, PartitionEngine } from "../../../src/cluster/engine/partition-engine.js";
 import {
   DEFAULT_TENANT_ID,
   encodeRecord,
@@ -340,27 +336,41 @@ describe("EngineSnapshotEncoder", () => {
     return engine;
   }
 
-  it("gives the bytes of packing the whole state at once, whatever the slices (array headers of every size)", () => {
+  /** The snapshot `encoder` reads out in reads of `readBytes`, joined, and how many reads gave bytes. */
+  function readInSteps(encoder: ReturnType<PartitionEngine["snapshotEncoder"]>, readBytes: number) {
+    const bytes = new Uint8Array(encoder.sizeBytes);
+    let reads = 0;
+    for (let offset = 0; offset < bytes.byteLength; reads += 1) {
+      const read = encoder.read(bytes.subarray(offset, Math.min(bytes.byteLength, offset + readBytes)));
+      expect(read).toBeGreaterThan(0);
+      offset += read;
+    }
+    expect(encoder.read(new Uint8Array(8))).toBe(0);
+    expect(encoder.remainingBytes).toBe(0);
+    return { bytes, reads };
+  }
+
+  it("gives the bytes of packing the whole state at once, whatever the reads' sizes (array headers of every size)", () => {
     for (const count of [0, 1, 15, 16, 17, 300]) {
       const engine = engineWith(count);
       const whole = engine.snapshot();
       // Decoding and packing again in one call is the canonical encoding of the same value.
       expect(Buffer.from(engineCodec.pack(engineCodec.unpack(whole)))).toEqual(Buffer.from(whole));
-      for (const sliceSize of [1, 7, 16, 1_000]) {
+      for (const readBytes of [1, 7, 16, 1_000, whole.byteLength]) {
         const encoder = engine.snapshotEncoder();
-        let slices = 0;
-        while (!encoder.encodeMessages(sliceSize)) slices += 1;
-        expect(slices).toBe(Math.max(0, Math.ceil(count / sliceSize) - 1));
-        expect(Buffer.from(encoder.bytes())).toEqual(Buffer.from(whole));
+        expect(encoder.sizeBytes).toBe(whole.byteLength);
+        expect(encoder.messageCount).toBe(count);
+        const { bytes, reads } = readInSteps(encoder, readBytes);
+        // Every read fills what it is given: the reader decides the pieces, not the messages.
+        expect(reads).toBe(Math.ceil(whole.byteLength / readBytes));
+        expect(Buffer.from(bytes)).toEqual(Buffer.from(whole));
       }
     }
   });
 
   it("uses the 32-bit array header beyond 65,535 messages", () => {
     const engine = engineWith(65_537);
-    const encoder = engine.snapshotEncoder();
-    while (!encoder.encodeMessages(4_096));
-    const bytes = encoder.bytes();
+    const bytes = engine.snapshotEncoder().readAll();
     // Compared with Buffer.equals: a deep comparison of megabytes is slow.
     expect(Buffer.from(engineCodec.pack(engineCodec.unpack(bytes))).equals(bytes)).toBe(true);
     expect(PartitionEngine.restore(bytes).bufferedMessageCount).toBe(65_537);
@@ -370,16 +380,41 @@ describe("EngineSnapshotEncoder", () => {
     const engine = engineWith(50);
     const before = engine.snapshot();
     const encoder = engine.snapshotEncoder();
-    encoder.encodeMessages(10);
+    const start = new Uint8Array(100);
+    expect(encoder.read(start)).toBe(100);
     // A publication that expires every earlier message, then one more publication.
     engine.apply(51, publish({ publishedAtMs: 20_000_000 }));
     engine.apply(52, publish({ publishedAtMs: 20_000_001 }));
     expect(engine.bufferedMessageCount).toBe(2);
-    while (!encoder.encodeMessages(10));
+    const rest = encoder.readAll();
     expect(encoder.appliedIndex).toBe(50);
     expect(encoder.messageCount).toBe(50);
-    expect(Buffer.from(encoder.bytes())).toEqual(Buffer.from(before));
-    expect(PartitionEngine.restore(encoder.bytes()).lastAppliedIndex).toBe(50);
+    expect(Buffer.concat([start, rest])).toEqual(Buffer.from(before));
+    expect(PartitionEngine.restore(before).lastAppliedIndex).toBe(50);
+  });
+
+  it("gives the snapshot a restored engine was restored from, byte for byte, and keeps messages apart from the pieces", () => {
+    const engine = new PartitionEngine({ partitionId: 5 });
+    for (let position = 0; position < 40; position += 1) {
+      engine.apply(
+        position + 1,
+        publish({ variables: { blob: `b${position}`.repeat(500) }, timeToLiveMs: 10_000_000 }),
+      );
+    }
+    const whole = engine.snapshot();
+    const piece = new Uint8Array(3_000);
+    const restorer = PartitionEngine.restorer();
+    for (let offset = 0; offset < whole.byteLength; offset += piece.byteLength) {
+      const length = Math.min(piece.byteLength, whole.byteLength - offset);
+      piece.set(whole.subarray(offset, offset + length));
+      restorer.push(piece.subarray(0, length));
+      // The pieces are reused: the restored messages must hold copies.
+      piece.fill(0);
+    }
+    const restored = restorer.finish();
+    expect(Buffer.from(restored.snapshot()).equals(Buffer.from(whole))).toBe(true);
+    const key = encodeKey(5, 40);
+    expect(restored.getMessage(key)?.variables).toEqual({ blob: "b39".repeat(500) });
   });
 
   it("restores from pieces of any size the same state as from the whole snapshot, holding one message at most between pieces", () => {
@@ -422,32 +457,28 @@ describe("EngineSnapshotEncoder", () => {
     expect(() => restorer.push(damaged.subarray(0, 3))).toThrow(/partition id/);
   });
 
-  it("packs large messages a bounded piece at a time and joins the bytes in steps, giving the same bytes", () => {
+  it("copies a large state's entries as they are, encoding no message again", () => {
     const engine = new PartitionEngine({ partitionId: 5 });
     const variables = { blob: "v".repeat(200_000) };
     for (let position = 0; position < 12; position += 1) {
       engine.apply(position + 1, publish({ variables, timeToLiveMs: 10_000_000 }));
     }
     const whole = engine.snapshot();
-    const encoder = engine.snapshotEncoder();
-    let pieces = 1;
-    while (!encoder.encodeMessages(256)) pieces += 1;
-    // Pieces stop once their variables reach the bound: at most that and one message each.
-    expect(pieces).toBeGreaterThanOrEqual(Math.ceil((12 * 200_000) / (SNAPSHOT_PIECE_BYTES + 200_000)));
-    const stepBytes = 64 * 1024;
-    let steps = 1;
-    while (!encoder.assembleBytes(stepBytes)) steps += 1;
-    expect(steps).toBe(Math.ceil(whole.byteLength / stepBytes));
-    const bytes = encoder.bytes();
-    expect(Buffer.from(bytes).equals(Buffer.from(whole))).toBe(true);
-    expect(encoder.bytes()).toBe(bytes);
-  });
-
-  it("refuses to hand out the bytes before every message is encoded", () => {
-    const encoder = engineWith(3).snapshotEncoder();
-    encoder.encodeMessages(2);
-    expect(() => encoder.bytes()).toThrow(/after 2 of 3 messages/);
-    expect(() => encoder.assembleBytes(1_024)).toThrow(/after 2 of 3 messages/);
-    expect(() => encoder.encodeMessages(0)).toThrow(/at least one message/);
+    const packs: unknown[] = [];
+    const pack = engineCodec.pack;
+    engineCodec.pack = (value: unknown, ...rest: unknown[]) => {
+      packs.push(value);
+      return (pack as (...args: unknown[]) => Buffer).call(engineCodec, value, ...rest);
+    };
+    try {
+      const encoder = engine.snapshotEncoder();
+      const { bytes, reads } = readInSteps(encoder, 64 * 1024);
+      expect(reads).toBe(Math.ceil(whole.byteLength / (64 * 1024)));
+      expect(Buffer.from(bytes).equals(Buffer.from(whole))).toBe(true);
+    } finally {
+      engineCodec.pack = pack;
+    }
+    // One pack: the header fields, when the encoder was made. The messages were encoded once, when applied.
+    expect(packs).toHaveLength(1);
   });
 });

@@ -5,6 +5,7 @@
  * only randomness comes from the injected `RandomSource`.
  */
 import type {
+  Compaction,
   Configuration,
   Entry,
   EntryKind,
@@ -13,7 +14,7 @@ import type {
   Member,
   MemberId,
   PersistedState,
-  Snapshot,
+  PreparedSnapshotData,
   SnapshotChunk,
   SnapshotDigest,
   SnapshotMetadata,
@@ -199,7 +200,7 @@ export class RaftNode {
   private broadcastPending = false;
   private readStates: ReadState[] = [];
   private droppedReads: ReadContext[] = [];
-  private pendingCompaction: Snapshot | null = null;
+  private pendingCompaction: Compaction | null = null;
   private handedOutSnapshot: SnapshotMetadata | null = null;
   private lastHardState: HardState;
   /** The commit index of the last hard state handed out in a batch that had to sync (drivers write only those). */
@@ -443,18 +444,20 @@ export class RaftNode {
    * snapshot's chunks did, a slice at a time): checksumming hundreds of megabytes here in one go would hold the
    * caller's thread for as long. Only the size is checked against the data here; the storage compares the checksum
    * it computed itself with the one recorded when it installs the compaction. Without `digest` the data is
-   * checksummed here.
+   * checksummed here. Data the storage prepared (`PreparedSnapshotData`) carries its own size and checksum.
    */
-  compact(index: number, data: Uint8Array, digest?: SnapshotDigest): void {
+  compact(index: number, data: Uint8Array | PreparedSnapshotData, digest?: SnapshotDigest): void {
     if (index > this.log.applied) throw new Error(`raft: cannot compact to ${index}, applied only ${this.log.applied}`);
-    if (digest !== undefined) {
-      if (digest.sizeBytes !== data.byteLength) {
+    const given = data instanceof Uint8Array ? digest : data;
+    const sizeBytes = data instanceof Uint8Array ? data.byteLength : data.sizeBytes;
+    if (given !== undefined) {
+      if (given.sizeBytes !== sizeBytes || !Number.isSafeInteger(sizeBytes) || sizeBytes < 0) {
         throw new Error(
-          `raft: the checksum handed to compact is of ${digest.sizeBytes} bytes, the snapshot holds ${data.byteLength}`,
+          `raft: the checksum handed to compact is of ${given.sizeBytes} bytes, the snapshot holds ${sizeBytes}`,
         );
       }
-      if (!Number.isInteger(digest.checksum) || digest.checksum < 0 || digest.checksum > 0xffffffff) {
-        throw new Error(`raft: ${digest.checksum} handed to compact is not a CRC-32C`);
+      if (!Number.isInteger(given.checksum) || given.checksum < 0 || given.checksum > 0xffffffff) {
+        throw new Error(`raft: ${given.checksum} handed to compact is not a CRC-32C`);
       }
     }
     if (index <= this.log.snapshotIndex) return;
@@ -465,8 +468,8 @@ export class RaftNode {
         index,
         term,
         configuration: this.history.at(index),
-        sizeBytes: data.byteLength,
-        checksum: digest?.checksum ?? snapshotChecksum(data),
+        sizeBytes,
+        checksum: given?.checksum ?? snapshotChecksum(data as Uint8Array),
       },
       data,
     };

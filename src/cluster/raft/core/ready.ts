@@ -22,7 +22,7 @@
  * then restarts the member from an older durable commit index, which is safe: it never exceeds what was committed or
  * the durable log, the member re-applies from its snapshot up to it, and the leader tells it the rest.
  */
-import type { Entry, HardState, MemberId, Snapshot, SnapshotMetadata, SnapshotReceipt } from "../types.js";
+import type { Compaction, Entry, HardState, MemberId, SnapshotMetadata, SnapshotReceipt } from "../types.js";
 import type { Message } from "./messages.js";
 import type { ReadContext, ReadState } from "./read-index.js";
 
@@ -69,7 +69,7 @@ export interface Ready {
    * A snapshot the application asked for (`RaftNode.compact`): store it durably with `RaftStorage.installSnapshot`,
    * which drops the entries it covers.
    */
-  readonly compaction: Snapshot | null;
+  readonly compaction: Compaction | null;
   /** Committed, durable entries to apply in order. */
   readonly committedEntries: readonly Entry[];
   /**

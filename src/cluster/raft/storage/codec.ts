@@ -188,6 +188,19 @@ export function encodeChunkInto(data: Uint8Array, target: Uint8Array, dataChecks
   }
   target.set(data, CHECKSUM_BYTES);
   if (dataChecksum === undefined) return sealChecksum(target);
+  return sealChunk(target, dataChecksum);
+}
+
+/**
+ * Where the data of a chunk encoded into `target` (`encodedChunkBytes` long) goes: a view of `target`, for data
+ * written there in place, after which `sealChunk` completes the chunk.
+ */
+export function chunkDataRegion(target: Uint8Array): Uint8Array {
+  return target.subarray(CHECKSUM_BYTES);
+}
+
+/** Completes a chunk whose data was written into its `chunkDataRegion`, with that data's CRC-32C. */
+export function sealChunk(target: Uint8Array, dataChecksum: number): Uint8Array {
   viewOf(target).setUint32(0, dataChecksum >>> 0);
   return target;
 }

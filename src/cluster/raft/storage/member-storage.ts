@@ -19,20 +19,24 @@
 import { crc32c } from "@node-rs/crc32";
 import { combineCrc32c } from "../crc32c-combine.js";
 import {
+  type Compaction,
   type Configuration,
   type Entry,
   type HardState,
   type IncomingSnapshot,
   type Member,
   type PersistedState,
+  type PreparedSnapshotData,
   type RaftStorage,
   type Snapshot,
+  type SnapshotByteSource,
   type SnapshotDigest,
   type SnapshotMetadata,
   type SnapshotReceipt,
   StorageCorruptionError,
 } from "../types.js";
 import {
+  chunkDataRegion,
   chunkDataView,
   decodeChunk,
   decodeEntry,
@@ -43,6 +47,7 @@ import {
   encodedChunkChecksum,
   encodeEntry,
   encodeRecord,
+  sealChunk,
   verifyEntry,
 } from "./codec.js";
 import { EntryCache } from "./entry-cache.js";
@@ -100,10 +105,51 @@ const DEFAULT_SNAPSHOT_CHUNK_BYTES = 1024 * 1024;
  */
 export const SNAPSHOT_PREPARE_SLICE_BYTES = 1024 * 1024;
 
-/** A snapshot whose chunks `prepareSnapshot` wrote: their slot, and the CRC-32C of the data they hold. */
+/**
+ * Chunks `prepareSnapshot` hands to LMDB's writer thread in one write; at most `PREPARE_WRITES_IN_FLIGHT` such writes
+ * wait to be durable at once, so a snapshot being prepared holds a few batches of chunks in memory, not the snapshot,
+ * and their buffers are reused from batch to batch.
+ */
+const PREPARE_BATCH_CHUNKS = 8;
+const PREPARE_WRITES_IN_FLIGHT = 2;
+
+/** A snapshot whose chunks `prepareSnapshot` wrote: their slot, and the size and CRC-32C of the data they hold. */
 interface PreparedSnapshot {
   readonly slot: number;
+  readonly sizeBytes: number;
   readonly checksum: number;
+}
+
+/** The snapshot data a storage prepared, by what names it: the bytes themselves, or the handle of a byte source's. */
+type PreparedKey = Uint8Array | PreparedSnapshotData;
+
+/** Snapshot bytes held whole, read out in order. */
+class ArraySource implements SnapshotByteSource {
+  private offset = 0;
+  constructor(private readonly data: Uint8Array) {}
+
+  get sizeBytes(): number {
+    return this.data.byteLength;
+  }
+
+  read(target: Uint8Array): number {
+    const length = Math.min(target.byteLength, this.data.byteLength - this.offset);
+    target.set(this.data.subarray(this.offset, this.offset + length));
+    this.offset += length;
+    return length;
+  }
+}
+
+/** Reads from `source` until `target` is full or the source ends; returns the bytes read. */
+function readFully(source: SnapshotByteSource, target: Uint8Array): number {
+  let filled = 0;
+  // Bounded: every pass reads at least one byte, or the loop ends.
+  while (filled < target.byteLength) {
+    const read = source.read(target.subarray(filled));
+    if (read === 0) break;
+    filled += read;
+  }
+  return filled;
 }
 
 /** One turn of the event loop (`prepareSnapshot`'s default way to let other work run). */
@@ -273,8 +319,8 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   private cacheChanges: (() => void)[] = [];
   /** The highest chunk slot this storage has used or seen; slots are never reused while it is open. */
   private highestSlot = 0;
-  /** Snapshots whose chunks `prepareSnapshot` wrote, by the snapshot data they hold. */
-  private readonly preparedSlots = new WeakMap<Uint8Array, PreparedSnapshot>();
+  /** Snapshots whose chunks `prepareSnapshot` wrote, by the snapshot data they hold (or its handle). */
+  private readonly preparedSlots = new WeakMap<PreparedKey, PreparedSnapshot>();
   /** Whether this storage's first write removed the chunks no record referred to at open (left by a crash). */
   private sweptOrphanChunks = false;
   /** Chunks found at open under slots no record refers to (left by a crash). */
@@ -290,7 +336,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
    * Snapshots being prepared, by their data: a second `prepareSnapshot` of the same data waits for the first, and
    * `destroy` and `close` wait for all of them, since a preparation writes its chunks only after its last slice.
    */
-  private readonly preparations = new Map<Uint8Array, Promise<PreparedSnapshot>>();
+  private readonly preparations = new Map<PreparedKey, Promise<PreparedSnapshot>>();
   /** Set by `destroy`: preparations stop at their next slice, their chunks unwritten. */
   private destroying = false;
 
@@ -534,27 +580,54 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
    * Returns the data's size and the CRC-32C computed on the way, for `RaftNode.compact`.
    */
   async prepareSnapshot(data: Uint8Array, yieldTurn: () => Promise<void> = nextTurn): Promise<SnapshotDigest> {
+    const prepared = await this.prepare(data, () => new ArraySource(data), yieldTurn);
+    return { sizeBytes: prepared.sizeBytes, checksum: prepared.checksum };
+  }
+
+  /**
+   * Writes the chunks of a snapshot read from `source` (see `prepareSnapshot`), copying its bytes straight into the
+   * chunks, so the snapshot is never held whole, in memory or on this thread: a few batches of chunks are, their
+   * buffers reused. Returns the prepared data's handle, which `RaftNode.compact` and then `installSnapshot` carry
+   * (or `discardPreparedSnapshot` gives up); the source must not be read by anyone else meanwhile.
+   */
+  async prepareSnapshotFrom(
+    source: SnapshotByteSource,
+    yieldTurn: () => Promise<void> = nextTurn,
+  ): Promise<PreparedSnapshotData> {
+    const handle: { sizeBytes: number; checksum: number } = { sizeBytes: source.sizeBytes, checksum: 0 };
+    const prepared = await this.prepare(handle, () => source, yieldTurn);
+    handle.checksum = prepared.checksum;
+    return handle;
+  }
+
+  /** Prepares the snapshot data named `key`, read from the source `open` gives, once (see `prepareSnapshot`). */
+  private async prepare(
+    key: PreparedKey,
+    open: () => SnapshotByteSource,
+    yieldTurn: () => Promise<void>,
+  ): Promise<PreparedSnapshot> {
     this.assertOpen();
-    const known = this.preparedSlots.get(data);
-    if (known !== undefined) return { sizeBytes: data.byteLength, checksum: known.checksum };
-    const running = this.preparations.get(data);
-    if (running !== undefined) return { sizeBytes: data.byteLength, checksum: (await running).checksum };
-    const preparation = this.writeSnapshotData(data, yieldTurn);
-    this.preparations.set(data, preparation);
+    const known = this.preparedSlots.get(key);
+    if (known !== undefined) return known;
+    const running = this.preparations.get(key);
+    if (running !== undefined) return running;
+    const preparation = this.writeSnapshotData(open(), yieldTurn);
+    this.preparations.set(key, preparation);
     try {
       const prepared = await preparation;
-      this.preparedSlots.set(data, prepared);
-      return { sizeBytes: data.byteLength, checksum: prepared.checksum };
+      this.preparedSlots.set(key, prepared);
+      return prepared;
     } finally {
-      this.preparations.delete(data);
+      this.preparations.delete(key);
     }
   }
 
   /**
-   * Gives up snapshot `data` prepared by `prepareSnapshot` that will not be installed: its chunks are removed once
-   * the transaction this submits is durable. Nothing happens for data that was not prepared or was installed already.
+   * Gives up snapshot data prepared by `prepareSnapshot` (the array) or `prepareSnapshotFrom` (its handle) that will
+   * not be installed: its chunks are removed once the transaction this submits is durable. Nothing happens for data
+   * that was not prepared or was installed already.
    */
-  async discardPreparedSnapshot(data: Uint8Array): Promise<void> {
+  async discardPreparedSnapshot(data: PreparedKey): Promise<void> {
     this.assertOpen();
     const prepared = this.preparedSlots.get(data);
     if (prepared === undefined) return;
@@ -563,26 +636,31 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   }
 
   /** Durably stores a snapshot newer than the current one, keeping only log entries after it that match it. */
-  async installSnapshot(snapshot: Snapshot): Promise<void> {
+  async installSnapshot(snapshot: Compaction): Promise<void> {
     this.assertOpen();
     const metadata = copyMetadata(snapshot.metadata);
-    const prepared = this.preparedSlots.get(snapshot.data);
+    const data = snapshot.data;
+    const prepared = this.preparedSlots.get(data);
+    if (!(data instanceof Uint8Array) && prepared === undefined) {
+      throw new Error("invariant violated: prepared snapshot data this storage did not prepare, or installed already");
+    }
     // Prepared data was checksummed as its chunks were cut, a slice at a time: that checksum is the one of the bytes
     // the chunks hold, which must be the one in the metadata. Other data is checksummed here, in one go.
+    const sizeBytes = prepared?.sizeBytes ?? (data as Uint8Array).byteLength;
     const refusal = !isSnapshotMetadata(metadata)
       ? "invalid snapshot metadata"
-      : snapshot.data.byteLength !== metadata.sizeBytes
-        ? `snapshot data is ${snapshot.data.byteLength} bytes but its metadata says ${metadata.sizeBytes}`
-        : (prepared?.checksum ?? crc32c(snapshot.data)) !== metadata.checksum
+      : sizeBytes !== metadata.sizeBytes
+        ? `snapshot data is ${sizeBytes} bytes but its metadata says ${metadata.sizeBytes}`
+        : (prepared?.checksum ?? crc32c(data as Uint8Array)) !== metadata.checksum
           ? "snapshot data does not match the checksum in its metadata"
           : null;
     if (refusal !== null) {
       // Chunks prepared for this data would otherwise stay until the next start.
-      await this.discardPreparedSnapshot(snapshot.data).catch(() => undefined);
+      await this.discardPreparedSnapshot(data).catch(() => undefined);
       throw new Error(refusal);
     }
     if (prepared !== undefined) {
-      this.preparedSlots.delete(snapshot.data);
+      this.preparedSlots.delete(data);
       const slot = prepared.slot;
       return this.submit(() => {
         const staged = this.stagedView();
@@ -601,7 +679,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       });
     }
     // Not prepared: the chunks go into this write's own transaction, which keeps it in the order of the calls.
-    const encodedChunks = this.encodeChunks(snapshot.data);
+    const encodedChunks = this.encodeChunks(data as Uint8Array);
     return this.submit(
       () => {
         const staged = this.stagedView();
@@ -621,34 +699,73 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   }
 
   /**
-   * Writes `data` as checksummed chunks under a slot of its own, durably, and returns the slot with the data's
-   * checksum. No record refers to the slot yet: a crash before one does leaves chunks that the first write after the
-   * restart removes. The chunks are cut a slice at a time (see `prepareSnapshot`).
+   * Writes the bytes `source` reads as checksummed chunks under a slot of its own, durably, and returns the slot with
+   * their size and checksum. No record refers to the slot yet: a crash before one does leaves chunks that the first
+   * write after the restart removes. Each chunk's bytes are read straight into the buffer LMDB's writer thread stores
+   * (one copy on this thread), a slice at a time (see `prepareSnapshot`); the chunks go to the writer thread in
+   * batches, at most `PREPARE_WRITES_IN_FLIGHT` of them not yet durable, and their buffers go back to the pool once
+   * they are, for the next batches.
    */
-  private async writeSnapshotData(data: Uint8Array, yieldTurn: () => Promise<void>): Promise<PreparedSnapshot> {
+  private async writeSnapshotData(
+    source: SnapshotByteSource,
+    yieldTurn: () => Promise<void>,
+  ): Promise<PreparedSnapshot> {
     const slot = this.reserveSlot();
-    const chunks: (readonly [ChunkKey, Uint8Array])[] = [];
-    let checksum = 0;
-    let sliceBytes = 0;
-    for (let offset = 0; offset < data.byteLength; offset += this.snapshotChunkBytes) {
-      if (sliceBytes >= SNAPSHOT_PREPARE_SLICE_BYTES) {
-        sliceBytes = 0;
-        await yieldTurn();
-        this.assertOpen();
-        if (this.destroying) throw new Error("storage is being destroyed");
+    const sizeBytes = source.sizeBytes;
+    const writes: Promise<void>[] = [];
+    let batch: (readonly [ChunkKey, Uint8Array])[] = [];
+    const flush = (): void => {
+      const chunks = batch;
+      batch = [];
+      const written = this.environment.writeChunks(chunks).then(() => {
+        // LMDB is done with the buffers once their chunks are durable (a failed write keeps them: what LMDB still
+        // reads is unknown).
+        for (const [, encoded] of chunks) this.environment.chunkBuffers.release(encoded);
+      });
+      this.lastChunkWrite = written.then(
+        () => undefined,
+        () => undefined,
+      );
+      writes.push(written);
+    };
+    try {
+      let checksum = 0;
+      let sliceBytes = 0;
+      for (let offset = 0; offset < sizeBytes; ) {
+        if (sliceBytes >= SNAPSHOT_PREPARE_SLICE_BYTES) {
+          sliceBytes = 0;
+          await yieldTurn();
+          this.assertOpen();
+          if (this.destroying) throw new Error("storage is being destroyed");
+        }
+        const length = Math.min(this.snapshotChunkBytes, sizeBytes - offset);
+        const encoded = this.environment.chunkBuffers.acquire(encodedChunkBytes(length));
+        const data = chunkDataRegion(encoded);
+        const read = readFully(source, data);
+        if (read !== length) {
+          throw new Error(`invariant violated: a snapshot of ${sizeBytes} bytes gave ${offset + read} bytes`);
+        }
+        const dataChecksum = crc32c(data) >>> 0;
+        batch.push([[this.scope, slot, offset], sealChunk(encoded, dataChecksum)]);
+        checksum = combineCrc32c(checksum, dataChecksum, length);
+        offset += length;
+        sliceBytes += length;
+        if (batch.length === PREPARE_BATCH_CHUNKS) {
+          flush();
+          // Bounded memory: the oldest write must be durable before more chunks are cut.
+          if (writes.length >= PREPARE_WRITES_IN_FLIGHT) await writes[writes.length - PREPARE_WRITES_IN_FLIGHT];
+        }
       }
-      const piece = data.subarray(offset, offset + this.snapshotChunkBytes);
-      chunks.push([[this.scope, slot, offset], encodeChunk(piece)]);
-      checksum = crc32c(piece, checksum) >>> 0;
-      sliceBytes += piece.byteLength;
+      if (source.read(new Uint8Array(1)) !== 0) {
+        throw new Error(`invariant violated: a snapshot of ${sizeBytes} bytes has more bytes`);
+      }
+      if (batch.length > 0) flush();
+      await Promise.all(writes);
+      return { slot, sizeBytes, checksum };
+    } finally {
+      // A failed preparation leaves no write behind unobserved (its failure is this one's, or the environment's).
+      for (const write of writes) write.catch(() => undefined);
     }
-    const written = this.environment.writeChunks(chunks);
-    this.lastChunkWrite = written.then(
-      () => undefined,
-      () => undefined,
-    );
-    await written;
-    return { slot, checksum };
   }
 
   /**
@@ -693,10 +810,11 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
    * Reads the stored snapshot one stored chunk at a time and hands each chunk's data to `consume`, in order, so a
    * state machine is restored without the snapshot ever being held whole; `yieldTurn` (by default one turn of the
    * event loop) is awaited after each chunk, so a snapshot of hundreds of megabytes lets other work run in between.
-   * Each chunk is verified against its own checksum before it is handed over, and the whole snapshot's size and
-   * CRC-32C once the last one was: when this throws (`StorageCorruptionError`, or a snapshot replaced meanwhile),
-   * whatever `consume` built from the chunks must be thrown away. Returns the snapshot's metadata, or null when none
-   * is stored.
+   * The data handed over is only valid during the call (it is LMDB's own buffer, which the next read reuses): a
+   * consumer copies what it keeps. Each chunk is verified against its own checksum before it is handed over, and the
+   * whole snapshot's size and CRC-32C once the last one was: when this throws (`StorageCorruptionError`, or a
+   * snapshot replaced meanwhile), whatever `consume` built from the chunks must be thrown away. Returns the
+   * snapshot's metadata, or null when none is stored.
    */
   async readSnapshotInTurns(
     consume: (data: Uint8Array) => void,
@@ -707,13 +825,24 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     if (stored === null) {
       return null;
     }
+    const sizeBytes = stored.metadata.sizeBytes;
     let checksum = 0;
-    // Without an LMDB snapshot of its own: a read transaction held open across every turn would keep LMDB from
-    // reusing the pages the broker's other replicas free meanwhile. The chunks of the stored snapshot do not change
-    // while a record refers to them, which is checked after every turn.
-    const chunks = this.verifiedChunks(stored.slot, stored.metadata.sizeBytes, "snapshot", { acrossTurns: true });
-    for (const data of chunks) {
-      checksum = crc32c(data, checksum) >>> 0;
+    // Each chunk is read by its key in LMDB's reused buffer: reading the range handed out a new buffer of every chunk,
+    // the snapshot's size in fresh memory again for a restore that copies what it keeps anyway. No LMDB snapshot is
+    // held across the turns either (it would keep LMDB from reusing the pages the broker's other replicas free); the
+    // chunks of the stored snapshot do not change while a record refers to them, which is checked after every turn.
+    // Bounded: every pass moves past a chunk of at least one byte, up to the snapshot's size.
+    for (let offset = 0; offset < sizeBytes; ) {
+      const location = `snapshot chunk at ${offset}`;
+      const volatile = this.environment.chunks.getBinaryFast([this.scope, stored.slot, offset]);
+      if (volatile === undefined) throw new StorageCorruptionError(location, "chunk is missing");
+      const data = chunkDataView(volatile.subarray(0, volatile.length), location);
+      if (data.byteLength === 0 || offset + data.byteLength > sizeBytes) {
+        throw new StorageCorruptionError(location, "chunk is empty or extends beyond the snapshot size");
+      }
+      // The whole snapshot's checksum follows from the chunks' own, just verified: the bytes are not read again.
+      checksum = combineCrc32c(checksum, encodedChunkChecksum(volatile), data.byteLength);
+      offset += data.byteLength;
       consume(data);
       await yieldTurn();
       this.assertOpen();
@@ -1463,21 +1592,14 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   }
 
   /**
-   * The data of the chunks stored under `slot`, in order, each verified against its own checksum; throws when one
-   * is missing or they do not add up to `sizeBytes`. Only one chunk is read at a time. `acrossTurns`: the caller
-   * goes on iterating after turns of the event loop, so the range is read without holding one read transaction.
+   * The data of the chunks stored under `slot`, in order, each verified against its own checksum; throws when one is
+   * missing or they do not add up to `sizeBytes`. Only one chunk is read at a time.
    */
-  private *verifiedChunks(
-    slot: number,
-    sizeBytes: number,
-    location: string,
-    { acrossTurns = false }: { acrossTurns?: boolean } = {},
-  ): Generator<Uint8Array> {
+  private *verifiedChunks(slot: number, sizeBytes: number, location: string): Generator<Uint8Array> {
     let expectedOffset = 0;
     const range = {
       start: [this.scope, slot, 0] as [number, number, number],
       end: [this.scope, slot + 1, 0] as [number, number, number],
-      snapshot: !acrossTurns,
     };
     for (const { key, value } of this.environment.chunks.getRange(range)) {
       const offset = key[2];

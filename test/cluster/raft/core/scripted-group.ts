@@ -6,7 +6,13 @@ import type { Message } from "../../../../src/cluster/raft/core/messages.js";
 import { RaftNode, type RaftNodeOptions } from "../../../../src/cluster/raft/core/raft.js";
 import { SeededRandom } from "../../../../src/cluster/raft/core/random.js";
 import type { Ready } from "../../../../src/cluster/raft/core/ready.js";
-import type { Configuration, Entry, Member, MemberId } from "../../../../src/cluster/raft/types.js";
+import {
+  type Configuration,
+  compactionSnapshot,
+  type Entry,
+  type Member,
+  type MemberId,
+} from "../../../../src/cluster/raft/types.js";
 import { SimulatedDisk } from "../../../simulation/disk.js";
 
 /** One member of a scripted group. */
@@ -241,7 +247,7 @@ export function persistReady(disk: SimulatedDisk, ready: Ready): void {
     }
   }
   if (ready.mustSync) disk.appendSync(ready.entriesToPersist, ready.hardState);
-  if (ready.compaction) disk.installSnapshotSync(ready.compaction);
+  if (ready.compaction) disk.installSnapshotSync(compactionSnapshot(ready.compaction));
 }
 
 /** Persists and advances every ready batch of a lone node; returns the messages it would send. */

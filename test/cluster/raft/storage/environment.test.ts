@@ -10,7 +10,7 @@ import {
   StorageEnvironment,
 } from "../../../../src/cluster/raft/storage/environment.js";
 import { MemberStorage, SNAPSHOT_PREPARE_SLICE_BYTES } from "../../../../src/cluster/raft/storage/member-storage.js";
-import type { Entry, Snapshot } from "../../../../src/cluster/raft/types.js";
+import type { Entry, Snapshot, SnapshotByteSource } from "../../../../src/cluster/raft/types.js";
 import { entriesOpenToOthers } from "../../../support/file-modes.js";
 import { withTemporaryDirectory } from "./temp-directory.js";
 
@@ -36,6 +36,24 @@ function snapshot(index: number, term: number, text: string): Snapshot {
       checksum: snapshotChecksum(data),
     },
     data,
+  };
+}
+
+/** A source of `data` that records the largest read asked of it, and whether it was read past its end. */
+function recordingSource(data: Uint8Array): SnapshotByteSource & { largestReadBytes: number; readsAtEnd: number } {
+  let offset = 0;
+  return {
+    sizeBytes: data.byteLength,
+    largestReadBytes: 0,
+    readsAtEnd: 0,
+    read(target) {
+      this.largestReadBytes = Math.max(this.largestReadBytes, target.byteLength);
+      const length = Math.min(target.byteLength, data.byteLength - offset);
+      if (length === 0) this.readsAtEnd += 1;
+      target.set(data.subarray(offset, offset + length));
+      offset += length;
+      return length;
+    },
   };
 }
 
@@ -307,6 +325,83 @@ describe.each([false, true])("StorageEnvironment (synchronous commit: %s)", (syn
       };
       await expect(storage.installSnapshot(wrong)).rejects.toThrow(/does not match the checksum/);
       expect(storage.snapshot()?.metadata.index).toBe(3);
+      await storage.close();
+      await environment.close();
+    });
+  });
+
+  it("prepares a snapshot read from a source straight into its chunks, a few batches of chunks in memory at a time", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const environment = StorageEnvironment.open({ directory, synchronousCommit });
+      const chunkBytes = 64 * 1024;
+      const storage = MemberStorage.openIn(environment, { scope: 4, snapshotChunkBytes: chunkBytes });
+      await storage.append(entries(1, 6, 1, "log"), null);
+      const data = new Uint8Array(100 * chunkBytes + 17).map((_, position) => (position * 7) % 253);
+      // Counts the chunk writes on LMDB's writer thread not yet durable, at most.
+      let pendingWrites = 0;
+      let mostPendingWrites = 0;
+      const writeChunks = environment.writeChunks.bind(environment);
+      environment.writeChunks = async (chunks, removals) => {
+        pendingWrites += 1;
+        mostPendingWrites = Math.max(mostPendingWrites, pendingWrites);
+        try {
+          return await writeChunks(chunks, removals);
+        } finally {
+          pendingWrites -= 1;
+        }
+      };
+      const reusedBefore = environment.chunkBuffers.reusedBuffers;
+      const source = recordingSource(data);
+      const prepared = await storage.prepareSnapshotFrom(source);
+      expect(prepared).toEqual({ sizeBytes: data.byteLength, checksum: snapshotChecksum(data) });
+      // Read a chunk at a time into the chunk's own memory, and checked for bytes beyond its size once.
+      expect(source.largestReadBytes).toBe(chunkBytes);
+      expect(source.readsAtEnd).toBe(1);
+      // Bounded memory: two batches of chunks not yet durable at most, their buffers reused by the next batches (only
+      // the first two batches of 8 chunks, and the short last chunk, take memory of their own).
+      expect(mostPendingWrites).toBeLessThanOrEqual(2);
+      expect(environment.chunkBuffers.reusedBuffers - reusedBefore).toBeGreaterThanOrEqual(101 - 2 * 8 - 1);
+      expect(storage.snapshot()).toBeNull();
+      const metadata = { ...snapshot(3, 1, "").metadata, sizeBytes: prepared.sizeBytes, checksum: prepared.checksum };
+      await storage.installSnapshot({ metadata, data: prepared });
+      expect(Buffer.from(storage.snapshot()?.data ?? []).equals(Buffer.from(data))).toBe(true);
+      // A handle is installed once; one this storage never prepared is refused.
+      await expect(storage.installSnapshot({ metadata, data: prepared })).rejects.toThrow(/did not prepare/);
+      await expect(
+        storage.installSnapshot({ metadata, data: { sizeBytes: prepared.sizeBytes, checksum: prepared.checksum } }),
+      ).rejects.toThrow(/did not prepare/);
+      await storage.close();
+      await environment.close();
+
+      const reopened = StorageEnvironment.open({ directory, synchronousCommit });
+      const again = MemberStorage.openIn(reopened, { scope: 4, snapshotChunkBytes: chunkBytes });
+      expect(Buffer.from(again.snapshot()?.data ?? []).equals(Buffer.from(data))).toBe(true);
+      await again.close();
+      await reopened.close();
+    });
+  });
+
+  it("fails to prepare a source that ends before its size or goes on after it, and discards a handle given up", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const environment = StorageEnvironment.open({ directory, synchronousCommit });
+      const storage = MemberStorage.openIn(environment, { scope: 4, snapshotChunkBytes: 4 });
+      const chunkCount = (): number => [...environment.chunks.getKeys({ start: [4, 0, 0], end: [5, 0, 0] })].length;
+      await storage.append(entries(1, 6, 1, "log"), null);
+      const data = encoder.encode("fourteen bytes");
+      await expect(storage.prepareSnapshotFrom({ ...recordingSource(data), sizeBytes: 20 })).rejects.toThrow(
+        /of 20 bytes gave 14 bytes/,
+      );
+      await expect(storage.prepareSnapshotFrom({ ...recordingSource(data), sizeBytes: 10 })).rejects.toThrow(
+        /of 10 bytes has more bytes/,
+      );
+      await environment.chunkOperationsSettled();
+      const givenUp = await storage.prepareSnapshotFrom(recordingSource(data));
+      await environment.chunkOperationsSettled();
+      const written = chunkCount();
+      expect(written).toBeGreaterThanOrEqual(4);
+      await storage.discardPreparedSnapshot(givenUp);
+      await environment.chunkOperationsSettled();
+      expect(chunkCount()).toBe(written - 4);
       await storage.close();
       await environment.close();
     });

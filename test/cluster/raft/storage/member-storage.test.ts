@@ -2,7 +2,7 @@ import { join } from "node:path";
 import { crc32c } from "@node-rs/crc32";
 import { open } from "lmdb";
 import { describe, expect, it, vi } from "vitest";
-import { encodeEntry } from "../../../../src/cluster/raft/storage/codec.js";
+import { encodeChunk, encodeEntry } from "../../../../src/cluster/raft/storage/codec.js";
 import { JOURNAL_DIRECTORY_NAME, StorageEnvironment } from "../../../../src/cluster/raft/storage/environment.js";
 import { Journal } from "../../../../src/cluster/raft/storage/journal.js";
 import {
@@ -480,6 +480,30 @@ describe("MemberStorage", () => {
           StorageCorruptionError,
         );
         expect(handedOver).toEqual([1024, 1024]);
+        await reopened.close();
+      });
+    });
+
+    it("throws a corruption error for a chunk that is intact but not the snapshot's, once every chunk was read", async () => {
+      await withTemporaryDirectory(async (directory) => {
+        const storage = MemberStorage.open({ directory, snapshotChunkBytes: 1024 });
+        await storage.installSnapshot(makeSnapshot(10, 2, 4096));
+        await storage.close();
+        const database = open<Uint8Array, [number, number, number]>({ path: directory, maxDbs: 4 });
+        const chunks = database.openDB<Uint8Array, [number, number, number]>({
+          name: "snapshotChunks",
+          encoding: "binary",
+        });
+        // Another chunk of the same size with a valid checksum of its own (a write misdirected from elsewhere).
+        const key = [...chunks.getKeys()][1] as [number, number, number];
+        await chunks.put(key, encodeChunk(new Uint8Array(1024).fill(42)));
+        await database.close();
+        const reopened = MemberStorage.open({ directory, snapshotChunkBytes: 1024 });
+        const handedOver: number[] = [];
+        await expect(reopened.readSnapshotInTurns((data) => handedOver.push(data.byteLength))).rejects.toThrow(
+          /data checksum/,
+        );
+        expect(handedOver).toEqual([1024, 1024, 1024, 1024]);
         await reopened.close();
       });
     });
