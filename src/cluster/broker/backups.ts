@@ -150,6 +150,8 @@ export class BackupCoordinator {
   private readonly taken = new Map<bigint, TakenBackup>();
   /** The id of the backup being taken right now (its checkpoints proposed), or null. */
   private taking: bigint | null = null;
+  /** Changes the change coordinator is recording (`holdForChange`): no backup is taken meanwhile. */
+  private changesBeingRecorded = 0;
 
   constructor(private readonly context: BackupCoordinatorContext) {}
 
@@ -167,6 +169,9 @@ export class BackupCoordinator {
       );
     }
     if (this.taking !== null) return refused(409, `backup ${this.taking} is being taken`);
+    if (this.changesBeingRecorded > 0) {
+      return refused(409, "a cluster change is being recorded; no backup is taken while the cluster changes");
+    }
     this.taking = backupId;
     try {
       const latest = (await store.backupIds()).at(-1) ?? null;
@@ -362,8 +367,38 @@ export class BackupCoordinator {
   }
 
   /**
-   * Why a cluster change may not start now (a backup is being taken or in progress), or null. The change
-   * coordinator asks before it records a change.
+   * Holds backups off while the change coordinator records a change: from this call until the release, which the
+   * coordinator calls once its change is recorded (a take then finds it in the configuration) or refused, no take
+   * starts. Both run on the coordinator's one thread, and the hold is taken before anything is awaited, so no take can
+   * start between the coordinator's look at the backups and its change being recorded (the look reads the store, and
+   * a take that started meanwhile would run beside the change). Answers the release, or why no change may start now
+   * (a backup is being taken or in progress), with nothing held.
+   */
+  async holdForChange(): Promise<{ readonly release: () => void } | { readonly refusal: string }> {
+    if (this.taking !== null) {
+      return { refusal: `backup ${this.taking} is being taken; no cluster change starts during a backup` };
+    }
+    this.changesBeingRecorded += 1;
+    let released = false;
+    const release = (): void => {
+      if (released) return;
+      released = true;
+      this.changesBeingRecorded -= 1;
+    };
+    try {
+      const blocking = await this.blockingBackup();
+      if (blocking === null) return { release };
+      release();
+      return { refusal: blocking };
+    } catch (error) {
+      release();
+      throw error;
+    }
+  }
+
+  /**
+   * Why a cluster change may not start now (a backup is being taken or in progress), or null: what the monitoring
+   * response reports, and what `holdForChange` checks.
    */
   async blockingBackup(): Promise<string | null> {
     if (this.taking !== null) return `backup ${this.taking} is being taken; no cluster change starts during a backup`;

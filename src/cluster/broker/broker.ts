@@ -231,7 +231,7 @@ export class Broker {
       isReachable: (nodeId) => this.isReachable(nodeId),
       knownBrokers: () => [...this.addresses.keys()],
       now: () => new Date().toISOString(),
-      blockingBackup: () => this.backups.blockingBackup(),
+      holdBackups: () => this.backups.holdForChange(),
       largeBackupIdProblem: (brokerIds) => this.backups.largeBackupIdProblem(brokerIds),
     });
   }

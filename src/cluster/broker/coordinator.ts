@@ -60,8 +60,11 @@ export interface CoordinatorContext {
   knownBrokers(): readonly number[];
   /** The current time as ISO 8601 text. */
   now(): string;
-  /** Why no change may start now because of a backup (see backups.ts), or null; absent: backups never block. */
-  blockingBackup?(): Promise<string | null>;
+  /**
+   * Holds backups off until the release (see backups.ts, `holdForChange`), or answers why no change may start now
+   * because of a backup; absent: backups never block.
+   */
+  holdBackups?(): Promise<{ readonly release: () => void } | { readonly refusal: string }>;
   /**
    * Why a change may not add `brokerIds` or place replicas on them because of the backup ids the store holds (see
    * backups.ts, `largeBackupIdProblem`), or null; absent: never.
@@ -145,18 +148,22 @@ export class ChangeCoordinator {
       if (error instanceof OperationError) return refused(409, error.message);
       throw error;
     }
-    // Asked before `blockingBackup`, so that waiting for the brokers' answers does not widen the moment between the
-    // look at a backup being taken and the change being recorded, after which a take finds the change and refuses.
+    // Asked before backups are held off, so that waiting for the brokers' answers does not hold off backups too.
     const largeBackupIds = (await this.context.largeBackupIdProblem?.(brokersReceivingReplicas(operations))) ?? null;
     if (largeBackupIds !== null) return refused(409, largeBackupIds);
-    const backup = (await this.context.blockingBackup?.()) ?? null;
-    if (backup !== null) return refused(409, backup);
-    if (this.context.configuration() !== configuration) {
-      return refused(409, "the cluster configuration changed while the change was planned; send the request again");
-    }
-    const recorded = await this.context.merge(started);
-    if (recorded.pendingChange?.id !== changeId) {
-      return refused(409, "the cluster configuration changed while the change was recorded; send the request again");
+    // From here until the change is recorded (a take then finds it) or refused, no backup is taken.
+    const hold = (await this.context.holdBackups?.()) ?? { release: () => {} };
+    if ("refusal" in hold) return refused(409, hold.refusal);
+    try {
+      if (this.context.configuration() !== configuration) {
+        return refused(409, "the cluster configuration changed while the change was planned; send the request again");
+      }
+      const recorded = await this.context.merge(started);
+      if (recorded.pendingChange?.id !== changeId) {
+        return refused(409, "the cluster configuration changed while the change was recorded; send the request again");
+      }
+    } finally {
+      hold.release();
     }
     this.context.logger.info(
       { changeId, operations: operations.length, request: command.kind },

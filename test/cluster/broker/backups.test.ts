@@ -146,6 +146,52 @@ describe("BackupCoordinator", () => {
     });
   });
 
+  it("takes no backup while the change coordinator records a change, from its look at the backups to its release", async () => {
+    const backups = coordinator();
+    // The change coordinator's look at the backups reads the store; a take that starts meanwhile must not run beside
+    // the change it is about to record.
+    const holding = backups.holdForChange();
+    expect(await backups.take(1n)).toEqual({
+      outcome: "refused",
+      status: 409,
+      detail: "a cluster change is being recorded; no backup is taken while the cluster changes",
+    });
+    const hold = await holding;
+    if (!("release" in hold)) throw new Error(`not held: ${hold.refusal}`);
+    expect(await backups.take(1n)).toMatchObject({ outcome: "refused", status: 409 });
+    hold.release();
+    hold.release();
+    expect(await backups.take(1n)).toMatchObject({ outcome: "backup" });
+    // A backup in progress refuses the next change, and holds nothing off.
+    expect(await backups.holdForChange()).toEqual({
+      refusal: "backup 1 is in progress; no cluster change starts during a backup",
+    });
+    nowMs += 120_000;
+    expect(await backups.take(2n)).toMatchObject({ outcome: "backup" });
+  });
+
+  it("holds no change while a backup is being taken", async () => {
+    // Leaders answer only once the test lets them.
+    let answered = false;
+    const waiting: (() => void)[] = [];
+    checkpointAnswer = async (_, checkpointId) => {
+      if (!answered) await new Promise<void>((resolve) => waiting.push(resolve));
+      return { outcome: "checkpointed", checkpointId, position: 5, taken: true };
+    };
+    const backups = coordinator();
+    const taking = backups.take(4n);
+    // Wait until the take asks a leader: it has recorded the backup and is waiting for the checkpoint's answer.
+    for (let turn = 0; turn < 1_000 && (await store.backupIds()).length === 0; turn += 1) {
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    }
+    expect(await backups.holdForChange()).toEqual({
+      refusal: "backup 4 is being taken; no cluster change starts during a backup",
+    });
+    answered = true;
+    for (const answer of waiting) answer();
+    expect(await taking).toMatchObject({ outcome: "backup" });
+  });
+
   it("redirects to the acting coordinator when a broker with a lower id is reachable", async () => {
     const other = new BackupCoordinator({
       nodeId: 1,
