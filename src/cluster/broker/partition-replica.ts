@@ -1616,7 +1616,7 @@ export class PartitionReplica {
     try {
       // The storage checksums the bytes as it cuts the chunks; the core records that checksum instead of reading
       // the whole snapshot again.
-      const data = await this.storage.prepareSnapshotFrom(encoder, () => this.snapshotTurn());
+      const data = await this.storage.prepareSnapshotFrom(encoder, () => this.snapshotSlice());
       // Handed to the core only after the broker's backup parts: its compaction would replace the snapshot and drop
       // the log a part of this replica reads.
       await this.snapshotTurn();
@@ -1685,6 +1685,15 @@ export class PartitionReplica {
       await this.clock.sleep(SNAPSHOT_BACKUP_PAUSE_MS);
     }
     this.snapshotPausedMs += performance.now() - pausedAtMs;
+  }
+
+  /**
+   * The turn between two slices of a snapshot's chunks (`snapshotTurn`), which ends the snapshot when the replica
+   * stopped meanwhile: the rest of its chunks would be written for nothing (the storage removes those written).
+   */
+  private async snapshotSlice(): Promise<void> {
+    await this.snapshotTurn();
+    if (!this.running) throw new Error(`partition ${this.partitionId} stopped while its snapshot was being written`);
   }
 
   /** Removes the chunks of a prepared snapshot that will not be installed (they would stay until a restart). */

@@ -63,10 +63,15 @@ export class MsgpackStreamError extends Error {
  * Nested values are walked with a count of values still to skip, not recursively, so nesting depth costs nothing.
  */
 export function valueEnd(bytes: Uint8Array, start: number): number {
+  return valuesEnd(bytes, start, 1);
+}
+
+/** Like `valueEnd`, for `count` values one after another from `start` (the end of the last one). */
+export function valuesEnd(bytes: Uint8Array, start: number, count: number): number {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const end = bytes.byteLength;
   let position = start;
-  let remaining = 1;
+  let remaining = count;
   while (remaining > 0) {
     // Every value still to come takes at least its type byte.
     if (position >= end) return position + remaining;
@@ -200,6 +205,7 @@ export class MsgpackArrayStream {
   private itemPosition = 0;
   private consumedBytes = 0;
   private copiedBytes = 0;
+  private completionPassCount = 0;
 
   /**
    * `maxValueBytes` bounds one value kept between pieces: past it the document is refused. Without the bound, one
@@ -229,6 +235,14 @@ export class MsgpackArrayStream {
     return this.copiedBytes;
   }
 
+  /**
+   * Passes made so far to complete values that spanned pieces, each walking the value's bytes carried so far: a few
+   * per piece, however the value's headers understate its size.
+   */
+  get completionPasses(): number {
+    return this.completionPassCount;
+  }
+
   /** Bytes of the document decoded so far. */
   get decodedBytes(): number {
     return this.consumedBytes;
@@ -245,15 +259,16 @@ export class MsgpackArrayStream {
     this.consumedBytes += decoded;
     const leftover = rest.byteLength - decoded;
     this.checkValueBytes(leftover);
+    // A value larger than the kept capacity grew the buffer; once the next one to wait is small, the memory goes back
+    // (before the new value's start is copied in, which the smaller buffer then holds).
+    if (leftover < MINIMUM_CAPACITY_BYTES && this.carry.byteLength > KEPT_CAPACITY_BYTES) {
+      this.carry = new Uint8Array(MINIMUM_CAPACITY_BYTES);
+    }
     this.ensureCapacity(leftover);
     this.carry.set(rest.subarray(decoded), 0);
     this.copiedBytes += leftover;
     this.carriedBytes = leftover;
     this.peakCarriedBytes = Math.max(this.peakCarriedBytes, leftover);
-    // A value larger than the kept capacity grew the buffer; once no value waits the memory goes back.
-    if (leftover < MINIMUM_CAPACITY_BYTES && this.carry.byteLength > KEPT_CAPACITY_BYTES) {
-      this.carry = new Uint8Array(MINIMUM_CAPACITY_BYTES);
-    }
   }
 
   /** Checks that the whole document, and nothing after it, was decoded. */
@@ -274,8 +289,13 @@ export class MsgpackArrayStream {
     let offset = 0;
     // Bounded: every pass appends at least one byte of the piece, or ends the carried value.
     while (this.carriedBytes > 0 && offset < piece.byteLength) {
+      this.completionPassCount += 1;
       const available = piece.byteLength - offset;
       // A short rest of a piece is taken whole: reading the value's headers first would cost more than the copy.
+      // Otherwise what the headers ask for, and at least as much as is carried already: each pass walks the carried
+      // bytes again, and headers can ask for far less than a value holds (nested containers ask one byte per value
+      // still to come), so appending only what they ask made a damaged value of a few hundred KiB cost seconds. At
+      // least doubling makes the walks add up to about twice the value, and copies at most about twice the value.
       const take =
         available <= MINIMUM_APPEND_BYTES
           ? available
@@ -283,6 +303,7 @@ export class MsgpackArrayStream {
               available,
               Math.max(
                 this.wantedBytes(this.carry.subarray(0, this.carriedBytes)) - this.carriedBytes,
+                this.carriedBytes,
                 MINIMUM_APPEND_BYTES,
               ),
             );

@@ -34,7 +34,13 @@ import {
   type RouteMessagesRecord,
 } from "./records.js";
 import { EngineSnapshotEncoder } from "./snapshot-encoder.js";
-import { type StoredMessage, storedMessage, storedMessageFromEntry } from "./stored-message.js";
+import {
+  entryFields,
+  isNonNegativeInteger,
+  restoredMessage,
+  type StoredMessage,
+  storedMessage,
+} from "./stored-message.js";
 
 /** What applying one record produced; the leader turns it into the client's answer. */
 export type ApplyResult =
@@ -436,7 +442,7 @@ export class PartitionEngine {
         this.appliedIndex,
         this.nextCounter,
         routing === null ? null : [routing.correlationCount, routing.basePartitionCount, routing.relocating],
-        [...this.outbound.values()].map(messageFields),
+        [...this.outbound.values()].map(entryFields),
         [...this.forwards].map(([counter, forward]) => [counter, forward.key, forward.deadlineMs]),
         [...this.received].map(([sourceKey, received]) => [sourceKey, received.key, received.deadlineMs]),
         this.checkpoint === null ? null : [encodedCheckpointId(this.checkpoint.id), this.checkpoint.position],
@@ -540,7 +546,7 @@ export class PartitionEngine {
       },
       encodedItem(index, position, bytes) {
         const target = restoring();
-        const message = storedMessageFromEntry(copyOf(bytes));
+        const message = restoredMessage(bytes);
         if (index === messagesField()) {
           if (message === undefined) throw new Error(`corrupt engine snapshot: message ${position} is malformed`);
           if (message.counter <= previousCounter || message.counter >= target.nextCounter) {
@@ -850,32 +856,4 @@ export class EngineSnapshotRestorer {
       throw error;
     }
   }
-}
-
-/** An outbound message's fields, as the snapshot's header lists them (the same bytes as its entry, packed in place). */
-function messageFields(message: StoredMessage): unknown[] {
-  return [
-    message.counter,
-    message.name,
-    message.correlationKey,
-    message.timeToLiveMs,
-    message.messageId,
-    message.variablesBytes,
-    message.tenantId,
-    message.publishedAtMs,
-    message.sizeBytes,
-  ];
-}
-
-/**
- * A copy of a snapshot entry handed over by the restore's stream (a view of a buffer it reuses), for the message to
- * keep. `new Uint8Array` of a view allocates and copies in one step; `Buffer.allocUnsafeSlow` and a copy cost half
- * as much again at a GiB of state (measured with bench/scaling/engine-rebuild.ts).
- */
-function copyOf(bytes: Uint8Array): Uint8Array {
-  return new Uint8Array(bytes);
-}
-
-function isNonNegativeInteger(value: unknown): value is number {
-  return Number.isSafeInteger(value) && (value as number) >= 0;
 }

@@ -651,7 +651,9 @@ function decodeRelocateIn(value: unknown[]): AppliedRecord {
 
 /** Decodes msgpack-encoded variables back into an object. */
 export function decodeVariables(bytes: Uint8Array): Record<string, unknown> {
-  return packr.unpack(bytes) as Record<string, unknown>;
+  // Through a view of its own: the codec caches a DataView on whatever it decodes, and a buffered message's variables
+  // are kept for as long as the message is.
+  return packr.unpack(bytes.subarray(0)) as Record<string, unknown>;
 }
 
 /** Decodes a record into its public shape (variables decoded); throws `RecordValidationError` if it is invalid. */

@@ -17,6 +17,7 @@ import type { StoredMessage } from "./stored-message.js";
 export class EngineSnapshotEncoder {
   /** The applied index the snapshot describes. */
   readonly appliedIndex: number;
+  /** Total bytes of the snapshot. */
   readonly sizeBytes: number;
   /** The header fields and the message list's array header. */
   private readonly prefix: Uint8Array;
@@ -58,7 +59,10 @@ export class EngineSnapshotEncoder {
     return this.sizeBytes - this.bytesRead;
   }
 
-  /** Copies the next bytes into `target`, as many as it holds or remain; returns how many it copied (0 at the end). */
+  /**
+   * Copies the next bytes into `target`, as many as it holds or remain; returns how many it copied: 0 only at the end
+   * (or for an empty `target`).
+   */
   read(target: Uint8Array): number {
     let copied = 0;
     // Bounded: every pass copies a whole segment's remainder or fills the target.

@@ -1,14 +1,19 @@
 /**
  * A buffered message as the engine keeps it: its fields, and its snapshot entry, the message encoded exactly as a
  * snapshot lists it (msgpack `[counter, name, correlationKey, timeToLiveMs, messageId | null, variables (bytes),
- * tenantId, publishedAtMs, sizeBytes]`).
+ * tenantId, publishedAtMs, sizeBytes]`, `entryFields`).
  *
  * The entry is encoded once, when the message is buffered (or copied once from the snapshot it is restored from),
  * and the message's variables are a view of it. A snapshot is then the engine's header followed by the entries of its
  * messages, copied as they are: with a partition holding hundreds of megabytes of messages, encoding every message
  * again for every snapshot (and copying the encoded pieces twice more before they reached the storage) cost each
- * broker seconds of its only thread and as much memory again as the state, every snapshot interval.
+ * broker seconds of its only thread and as much memory again as the state, every snapshot interval. The price is the
+ * message's small fields (name, keys, ids, tenant) held twice, decoded and in the entry, and a view per message.
+ *
+ * Entries are copied, never re-encoded, from replica to replica and snapshot to snapshot, so equal states give equal
+ * snapshot bytes only while every replica's codec encodes a message the same way; a test pins those bytes.
  */
+import { valuesEnd } from "./msgpack-stream.js";
 import { engineCodec } from "./records.js";
 
 /** A buffered message (or one taken out for relocation), immutable once made. */
@@ -45,45 +50,64 @@ export interface MessageFields {
 
 /** Fields of a snapshot entry. */
 const ENTRY_FIELDS = 9;
-/** Position of the variables among them. */
-const VARIABLES_FIELD = 5;
+/** Fields of an entry before its variables. */
+const FIELDS_BEFORE_VARIABLES = 5;
+
+/** A message's fields in the order its snapshot entry lists them: the one definition of that layout. */
+export function entryFields(message: MessageFields): unknown[] {
+  return [
+    message.counter,
+    message.name,
+    message.correlationKey,
+    message.timeToLiveMs,
+    message.messageId,
+    message.variablesBytes,
+    message.tenantId,
+    message.publishedAtMs,
+    message.sizeBytes,
+  ];
+}
 
 /**
  * Makes the stored message for `fields`, encoding its entry; `fields.variablesBytes` may be a view of a buffer that
  * is reused afterwards (a log entry's), since the entry holds its own copy.
  */
 export function storedMessage(fields: MessageFields): StoredMessage {
-  // The codec packs into a buffer it reuses for the next pack: the entry is a copy of its own.
-  const entry = Uint8Array.prototype.slice.call(
-    engineCodec.pack([
-      fields.counter,
-      fields.name,
-      fields.correlationKey,
-      fields.timeToLiveMs,
-      fields.messageId,
-      fields.variablesBytes,
-      fields.tenantId,
-      fields.publishedAtMs,
-      fields.sizeBytes,
-    ]),
-  );
-  const restored = storedMessageFromEntry(entry);
-  if (restored === undefined) {
-    throw new Error(`invariant violated: the snapshot entry of message ${fields.counter} does not decode`);
+  // The codec packs into a buffer it reuses for the next pack: the entry is a plain copy of its own.
+  const entry = new Uint8Array(engineCodec.pack(entryFields(fields)));
+  const variablesOffset = variablesOffsetIn(entry);
+  if (variablesOffset + fields.variablesBytes.byteLength > entry.byteLength) {
+    throw new Error(
+      `invariant violated: the snapshot entry of message ${fields.counter} is shorter than its variables`,
+    );
   }
-  return restored;
+  const variablesBytes = entry.subarray(variablesOffset, variablesOffset + fields.variablesBytes.byteLength);
+  return {
+    counter: fields.counter,
+    name: fields.name,
+    correlationKey: fields.correlationKey,
+    timeToLiveMs: fields.timeToLiveMs,
+    messageId: fields.messageId,
+    variablesBytes,
+    tenantId: fields.tenantId,
+    publishedAtMs: fields.publishedAtMs,
+    deadlineMs: fields.publishedAtMs + fields.timeToLiveMs,
+    sizeBytes: fields.sizeBytes,
+    entry,
+  };
 }
 
 /**
- * The stored message whose snapshot entry is `entry` (which the message keeps, so the caller hands over a copy it
- * owns), or undefined when `entry` is not a well-formed entry.
+ * The message whose snapshot entry is `encoded`, keeping a copy of the entry, or undefined when `encoded` is not a
+ * well-formed entry. `encoded` is a view the caller does not keep (a restore's stream hands out one per message): it
+ * may be a view of a buffer the caller reuses, and the codec caches a DataView on it.
  */
-export function storedMessageFromEntry(entry: Uint8Array): StoredMessage | undefined {
+export function restoredMessage(encoded: Uint8Array): StoredMessage | undefined {
   let value: unknown;
   try {
-    // Decoded through a view of its own: the codec caches a DataView on whatever it decodes, and the entry is kept for
-    // as long as its message is buffered (at a GiB of state, a DataView per message made restores 15 % slower).
-    value = engineCodec.unpack(entry.subarray(0));
+    // Decoded where it lies, not from the copy the message keeps: the codec caches a DataView on whatever it decodes,
+    // and one kept per message made a restore of a GiB of state 15 % slower.
+    value = engineCodec.unpack(encoded);
   } catch {
     return undefined;
   }
@@ -104,17 +128,20 @@ export function storedMessageFromEntry(entry: Uint8Array): StoredMessage | undef
   ) {
     return undefined;
   }
-  // The codec hands binary values out as views of the bytes it decodes, so the variables are a view of the entry.
-  if (variables.buffer !== entry.buffer) {
-    throw new Error(`invariant violated: field ${VARIABLES_FIELD} of a snapshot entry was decoded as a copy`);
+  // The codec hands binary values out as views of the bytes it decodes: the variables are at the same offset in the
+  // copy. The entry is copied, not the variables apart from it.
+  if (variables.buffer !== encoded.buffer) {
+    throw new Error("invariant violated: the variables of a snapshot entry were decoded as a copy");
   }
+  const variablesOffset = variables.byteOffset - encoded.byteOffset;
+  const entry = new Uint8Array(encoded);
   return {
     counter,
     name,
     correlationKey,
     timeToLiveMs,
     messageId,
-    variablesBytes: variables,
+    variablesBytes: entry.subarray(variablesOffset, variablesOffset + variables.byteLength),
     tenantId,
     publishedAtMs,
     deadlineMs: publishedAtMs + timeToLiveMs,
@@ -123,6 +150,24 @@ export function storedMessageFromEntry(entry: Uint8Array): StoredMessage | undef
   };
 }
 
-function isNonNegativeInteger(value: unknown): value is number {
+/** Whether `value` is a non-negative safe integer. */
+export function isNonNegativeInteger(value: unknown): value is number {
   return Number.isSafeInteger(value) && (value as number) >= 0;
+}
+
+/**
+ * Where the variables' bytes start in an entry this module encoded: past the array header, the fields before them
+ * and their binary header. Walking the headers costs a few reads, where decoding the entry again built every field.
+ */
+function variablesOffsetIn(entry: Uint8Array): number {
+  if (entry[0] !== (0x90 | ENTRY_FIELDS)) {
+    throw new Error(`invariant violated: a snapshot entry starts with 0x${entry[0]?.toString(16)}, not a 9-array`);
+  }
+  const position = valuesEnd(entry, 1, FIELDS_BEFORE_VARIABLES);
+  const type = entry[position];
+  const headerBytes = type === 0xc4 ? 2 : type === 0xc5 ? 3 : type === 0xc6 ? 5 : undefined;
+  if (headerBytes === undefined) {
+    throw new Error(`invariant violated: the variables of a snapshot entry are not binary (0x${type?.toString(16)})`);
+  }
+  return position + headerBytes;
 }

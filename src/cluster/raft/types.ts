@@ -92,7 +92,7 @@ export interface Snapshot {
 }
 
 /**
- * Snapshot bytes read in order by the storage that writes them (`MemberStorage.prepareSnapshot`), so that a state
+ * Snapshot bytes read in order by the storage that writes them (`MemberStorage.prepareSnapshotFrom`), so that a state
  * machine's snapshot need never be held whole: the storage copies them straight into the chunks it stores.
  */
 export interface SnapshotByteSource {
@@ -103,7 +103,7 @@ export interface SnapshotByteSource {
 }
 
 /**
- * Snapshot data a storage wrote ahead of the compaction that records it (`MemberStorage.prepareSnapshot` of a byte
+ * Snapshot data a storage wrote ahead of the compaction that records it (`MemberStorage.prepareSnapshotFrom` of a byte
  * source): its size and CRC-32C. The bytes are only in the storage; this very object names them there.
  */
 export interface PreparedSnapshotData {

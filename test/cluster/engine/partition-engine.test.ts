@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { encodeKey } from "../../../src/cluster/engine/keys.js";
@@ -8,6 +9,9 @@ import {
   engineCodec,
   type PublishMessageRecord,
 } from "../../../src/cluster/engine/records.js";
+
+/** SHA-256 of the snapshot of the fixed state of the pinned-bytes test (computed by this version and 46af34b). */
+const PINNED_SNAPSHOT_SHA256 = "1f9a01b2bf9b734e9a79f2e430bb0cef5efbbc4fc01287e03b95cc3ff6975b2d";
 
 function publish(overrides: Partial<PublishMessageRecord> = {}): Uint8Array {
   return encodeRecord({
@@ -455,6 +459,33 @@ describe("EngineSnapshotEncoder", () => {
     damaged[2] = 0;
     const restorer = PartitionEngine.restorer();
     expect(() => restorer.push(damaged.subarray(0, 3))).toThrow(/partition id/);
+  });
+
+  it("gives the pinned bytes for a fixed state: the encoding every replica and version must agree on", () => {
+    // Entries are copied from replica to replica, never encoded again, so equal states give equal snapshots only while
+    // every codec encodes a message the same way: integers above 2^32, binary variables of 8-, 16- and 32-bit
+    // lengths, strings, nulls, a checkpoint. A change of encoding (a codec upgrade, say) must fail here.
+    const engine = new PartitionEngine({ partitionId: 7 });
+    let index = 1;
+    const blobSizes = [0, 200, 70_000, 200_000];
+    for (let position = 0; position < 40; position += 1) {
+      engine.apply(
+        index++,
+        publish({
+          name: `name-${position % 3}`,
+          correlationKey: position % 4 === 0 ? "" : `key-${position}`,
+          timeToLiveMs: position % 5 === 0 ? 0 : 3_600_000 * (position + 1),
+          ...(position % 2 === 0 ? { messageId: `id-${position}` } : {}),
+          variables: { blob: "v".repeat(blobSizes[position % 4] as number), n: position, big: 2 ** 40 + position },
+          publishedAtMs: 1_700_000_000_000 + position,
+        }),
+      );
+    }
+    engine.apply(index++, encodeRecord({ kind: "checkpoint", checkpointId: 7n }));
+    const snapshot = engine.snapshot();
+    expect(engine.bufferedMessageCount).toBe(32);
+    expect(createHash("sha256").update(snapshot).digest("hex")).toBe(PINNED_SNAPSHOT_SHA256);
+    expect(Buffer.from(PartitionEngine.restore(snapshot).snapshot()).equals(Buffer.from(snapshot))).toBe(true);
   });
 
   it("copies a large state's entries as they are, encoding no message again", () => {

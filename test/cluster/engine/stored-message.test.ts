@@ -1,9 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { engineCodec } from "../../../src/cluster/engine/records.js";
 import {
+  entryFields,
   type MessageFields,
+  restoredMessage,
   storedMessage,
-  storedMessageFromEntry,
 } from "../../../src/cluster/engine/stored-message.js";
 
 function fields(overrides: Partial<MessageFields> = {}): MessageFields {
@@ -21,26 +22,11 @@ function fields(overrides: Partial<MessageFields> = {}): MessageFields {
   };
 }
 
-/** The fields as a snapshot lists them: what the entry must encode. */
-function listed(message: MessageFields): unknown[] {
-  return [
-    message.counter,
-    message.name,
-    message.correlationKey,
-    message.timeToLiveMs,
-    message.messageId,
-    message.variablesBytes,
-    message.tenantId,
-    message.publishedAtMs,
-    message.sizeBytes,
-  ];
-}
-
 describe("storedMessage", () => {
   it("encodes the entry a snapshot lists, and keeps the variables as a view of it, apart from the given buffer", () => {
     const given = fields();
     const message = storedMessage(given);
-    expect(Buffer.from(message.entry).equals(Buffer.from(engineCodec.pack(listed(given))))).toBe(true);
+    expect(Buffer.from(message.entry).equals(Buffer.from(engineCodec.pack(entryFields(given))))).toBe(true);
     expect(message.variablesBytes.buffer).toBe(message.entry.buffer);
     expect(Buffer.from(message.variablesBytes).equals(Buffer.from(given.variablesBytes))).toBe(true);
     expect(message.deadlineMs).toBe(given.publishedAtMs + given.timeToLiveMs);
@@ -56,21 +42,35 @@ describe("storedMessage", () => {
       { correlationKey: "", name: "", variablesBytes: Uint8Array.from(engineCodec.pack({})) },
     ]) {
       const message = storedMessage(fields(overrides));
-      const again = storedMessageFromEntry(Uint8Array.from(message.entry));
-      // Compared as plain bytes: the entry made here is a Buffer, the copy a Uint8Array.
-      const plain = (stored: typeof message | undefined) =>
-        stored && { ...stored, entry: [...stored.entry], variablesBytes: [...stored.variablesBytes] };
-      expect(plain(again)).toEqual(plain(message));
+      // A view of its own, as a restore hands over: the codec marks what it decodes.
+      const again = restoredMessage(message.entry.subarray(0));
+      expect(again).toEqual(message);
     }
+  });
+
+  it("keeps a copy of the entry it restores from, its variables a view of that copy", () => {
+    const message = storedMessage(fields());
+    // The entry as a restore's stream hands it over: a view into a larger buffer that is reused afterwards.
+    const piece = new Uint8Array(message.entry.byteLength + 20);
+    piece.set(message.entry, 10);
+    const restored = restoredMessage(piece.subarray(10, 10 + message.entry.byteLength));
+    piece.fill(0);
+    expect(restored?.entry.buffer).not.toBe(piece.buffer);
+    expect(restored?.variablesBytes.buffer).toBe(restored?.entry.buffer);
+    expect(Buffer.from(restored?.entry ?? []).equals(Buffer.from(message.entry))).toBe(true);
+    expect(engineCodec.unpack(restored?.variablesBytes ?? new Uint8Array())).toEqual({
+      amount: 3,
+      note: "n".repeat(300),
+    });
   });
 
   it("refuses entries that are not a message's", () => {
     const entry = (values: unknown[]): Uint8Array => Uint8Array.from(engineCodec.pack(values));
-    const valid = listed(fields());
-    expect(storedMessageFromEntry(entry(valid))).toBeDefined();
-    expect(storedMessageFromEntry(Uint8Array.of(0xc1))).toBeUndefined();
-    expect(storedMessageFromEntry(entry(valid.slice(0, 8)))).toBeUndefined();
-    expect(storedMessageFromEntry(entry([...valid, 1]))).toBeUndefined();
+    const valid = entryFields(fields());
+    expect(restoredMessage(entry(valid))).toBeDefined();
+    expect(restoredMessage(Uint8Array.of(0xc1))).toBeUndefined();
+    expect(restoredMessage(entry(valid.slice(0, 8)))).toBeUndefined();
+    expect(restoredMessage(entry([...valid, 1]))).toBeUndefined();
     for (const [position, value] of [
       [0, -1],
       [1, 5],
@@ -82,7 +82,7 @@ describe("storedMessage", () => {
     ] as const) {
       const broken = [...valid];
       broken[position] = value;
-      expect(storedMessageFromEntry(entry(broken))).toBeUndefined();
+      expect(restoredMessage(entry(broken))).toBeUndefined();
     }
   });
 });

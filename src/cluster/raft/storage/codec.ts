@@ -206,8 +206,8 @@ export function sealChunk(target: Uint8Array, dataChecksum: number): Uint8Array 
 }
 
 /**
- * Verifies one stored snapshot chunk and returns its data as a view of `value`, without copying: for values the
- * caller owns (LMDB hands out a buffer of their own for values of a chunk's size).
+ * Verifies one stored snapshot chunk and returns its data as a view of `value`, without copying: valid for as long as
+ * `value` is (LMDB's reused buffer of `getBinaryFast` only until the next read, a buffer of a range read for good).
  */
 export function chunkDataView(value: Uint8Array, location: string): Uint8Array {
   verifyChecksum(value, CHECKSUM_BYTES, location);

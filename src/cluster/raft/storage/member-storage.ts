@@ -99,18 +99,23 @@ export class SnapshotChecksumMismatchError extends Error {
 const DEFAULT_SNAPSHOT_CHUNK_BYTES = 1024 * 1024;
 
 /**
- * Bytes of snapshot data `prepareSnapshot` cuts into checksummed chunks between two turns it yields: each chunk is
- * copied and checksummed on the caller's thread, and a snapshot of hundreds of megabytes cut in one go held a broker
- * (every replica of it, and its coordinator's requests) for longer than a peer waits for an answer.
+ * Bytes of snapshot data `prepareSnapshot` and `prepareSnapshotFrom` cut into checksummed chunks between two turns
+ * they yield: each chunk is copied and checksummed on the caller's thread, and a snapshot of hundreds of megabytes cut
+ * in one go held a broker (every replica of it, and its coordinator's requests) for longer than a peer waits for an
+ * answer.
  */
 export const SNAPSHOT_PREPARE_SLICE_BYTES = 1024 * 1024;
 
 /**
- * Chunks `prepareSnapshot` hands to LMDB's writer thread in one write; at most `PREPARE_WRITES_IN_FLIGHT` such writes
- * wait to be durable at once, so a snapshot being prepared holds a few batches of chunks in memory, not the snapshot,
- * and their buffers are reused from batch to batch.
+ * Chunks a snapshot being prepared hands to LMDB's writer thread in one write (`writeSnapshotData`): a snapshot being
+ * prepared holds a few batches of chunks in memory, not the snapshot, and their buffers are reused from batch to batch.
  */
 const PREPARE_BATCH_CHUNKS = 8;
+/**
+ * Most of those writes not yet durable at once: two keep the writer thread busy while the next batch is cut, and
+ * 2 × 8 chunks of 1 MiB stay within what the environment's buffer pool keeps free (16 buffers), so every later batch
+ * reuses memory.
+ */
 const PREPARE_WRITES_IN_FLIGHT = 2;
 
 /** A snapshot whose chunks `prepareSnapshot` wrote: their slot, and the size and CRC-32C of the data they hold. */
@@ -762,6 +767,18 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       if (batch.length > 0) flush();
       await Promise.all(writes);
       return { slot, sizeBytes, checksum };
+    } catch (error) {
+      // The batches already written stay under a slot no record refers to: removed now (once every write settled)
+      // rather than at the next start, unless the storage is closed or destroyed meanwhile.
+      await Promise.allSettled(writes);
+      if (!this.closed && !this.destroying) {
+        try {
+          this.environment.removeChunks(this.chunkKeys(slot));
+        } catch {
+          // Left for the sweep at the next start, like the chunks of a crash.
+        }
+      }
+      throw error;
     } finally {
       // A failed preparation leaves no write behind unobserved (its failure is this one's, or the environment's).
       for (const write of writes) write.catch(() => undefined);
@@ -849,6 +866,15 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       if (this.durable.snapshot?.slot !== stored.slot) {
         throw new Error("the stored snapshot was replaced while it was being read");
       }
+    }
+    // Nothing may follow the last chunk, as `snapshot()` checks too: a chunk there was written where none belongs.
+    const [beyond] = this.environment.chunks.getKeys({
+      start: [this.scope, stored.slot, sizeBytes],
+      end: [this.scope, stored.slot + 1, 0],
+      limit: 1,
+    });
+    if (beyond !== undefined) {
+      throw new StorageCorruptionError(`snapshot chunk at ${beyond[2]}`, "chunk extends beyond the snapshot size");
     }
     if (checksum !== stored.metadata.checksum) {
       throw new StorageCorruptionError(

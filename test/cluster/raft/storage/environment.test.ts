@@ -407,6 +407,32 @@ describe.each([false, true])("StorageEnvironment (synchronous commit: %s)", (syn
     });
   });
 
+  it("removes the chunks a preparation wrote when it fails after some batches were written", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const environment = StorageEnvironment.open({ directory, synchronousCommit });
+      const chunkBytes = SNAPSHOT_PREPARE_SLICE_BYTES / 4;
+      const storage = MemberStorage.openIn(environment, { scope: 4, snapshotChunkBytes: chunkBytes });
+      const chunkCount = (): number => [...environment.chunks.getKeys({ start: [4, 0, 0], end: [5, 0, 0] })].length;
+      await storage.append(entries(1, 6, 1, "log"), null);
+      const data = new Uint8Array(12 * SNAPSHOT_PREPARE_SLICE_BYTES).fill(5);
+      let turns = 0;
+      // The replica stops after 8 slices (32 chunks, 4 batches written): its next turn ends the preparation.
+      const preparation = storage.prepareSnapshotFrom(recordingSource(data), async () => {
+        turns += 1;
+        if (turns === 8) {
+          await environment.chunkOperationsSettled();
+          expect(chunkCount()).toBeGreaterThanOrEqual(16);
+          throw new Error("the replica stopped");
+        }
+      });
+      await expect(preparation).rejects.toThrow(/the replica stopped/);
+      await environment.chunkOperationsSettled();
+      expect(chunkCount()).toBe(0);
+      await storage.close();
+      await environment.close();
+    });
+  });
+
   it("installs prepared data only under the checksum of the bytes its chunks hold, even if the data changed since", async () => {
     await withTemporaryDirectory(async (directory) => {
       const environment = StorageEnvironment.open({ directory, synchronousCommit });

@@ -484,6 +484,26 @@ describe("MemberStorage", () => {
       });
     });
 
+    it("throws a corruption error for a chunk stored beyond the snapshot's end, as reading it whole does", async () => {
+      await withTemporaryDirectory(async (directory) => {
+        const storage = MemberStorage.open({ directory, snapshotChunkBytes: 1024 });
+        await storage.installSnapshot(makeSnapshot(10, 2, 4096));
+        await storage.close();
+        const database = open<Uint8Array, [number, number, number]>({ path: directory, maxDbs: 4 });
+        const chunks = database.openDB<Uint8Array, [number, number, number]>({
+          name: "snapshotChunks",
+          encoding: "binary",
+        });
+        const [scope, slot] = [...chunks.getKeys()][0] as [number, number, number];
+        await chunks.put([scope, slot, 4096], encodeChunk(new Uint8Array(16)));
+        await database.close();
+        const reopened = MemberStorage.open({ directory, snapshotChunkBytes: 1024 });
+        expect(() => reopened.snapshot()).toThrow(/beyond the snapshot size/);
+        await expect(reopened.readSnapshotInTurns(() => undefined)).rejects.toThrow(/beyond the snapshot size/);
+        await reopened.close();
+      });
+    });
+
     it("throws a corruption error for a chunk that is intact but not the snapshot's, once every chunk was read", async () => {
       await withTemporaryDirectory(async (directory) => {
         const storage = MemberStorage.open({ directory, snapshotChunkBytes: 1024 });
