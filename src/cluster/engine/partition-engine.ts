@@ -37,6 +37,7 @@ import { EngineSnapshotEncoder } from "./snapshot-encoder.js";
 import {
   entryFields,
   isNonNegativeInteger,
+  type MessageFields,
   restoredMessage,
   type StoredMessage,
   storedMessage,
@@ -655,25 +656,36 @@ export class PartitionEngine {
         };
       }
     }
+    const message = this.newMessage(record, record.messageId, sizeBytes);
+    this.buffer(message);
+    return { kind: "published", key: encodeKey(this.partitionId, message.counter) };
+  }
+
+  /**
+   * A message under the next key counter, made from a publication or a relocated message: the counter is taken
+   * (they are never reused) and the message's snapshot entry encoded.
+   */
+  private newMessage(
+    fields: Omit<MessageFields, "counter" | "messageId" | "sizeBytes">,
+    messageId: string | null,
+    sizeBytes: number,
+  ): StoredMessage {
     const counter = this.nextCounter;
     if (counter > MAX_KEY_COUNTER) {
       throw new Error(`invariant violated: partition ${this.partitionId} exhausted its key counter`);
     }
     this.nextCounter = counter + 1;
-    this.buffer(
-      storedMessage({
-        counter,
-        name: record.name,
-        correlationKey: record.correlationKey,
-        timeToLiveMs: record.timeToLiveMs,
-        messageId: record.messageId,
-        variablesBytes: record.variablesBytes,
-        tenantId: record.tenantId,
-        publishedAtMs: record.publishedAtMs,
-        sizeBytes,
-      }),
-    );
-    return { kind: "published", key: encodeKey(this.partitionId, counter) };
+    return storedMessage({
+      counter,
+      name: fields.name,
+      correlationKey: fields.correlationKey,
+      timeToLiveMs: fields.timeToLiveMs,
+      messageId,
+      variablesBytes: fields.variablesBytes,
+      tenantId: fields.tenantId,
+      publishedAtMs: fields.publishedAtMs,
+      sizeBytes,
+    });
   }
 
   private relocateOut(counters: readonly number[]): number {
@@ -706,30 +718,13 @@ export class PartitionEngine {
       this.received.set(record.sourceKey, { key: null, deadlineMs: nowMs });
       return null;
     }
-    const counter = this.nextCounter;
-    if (counter > MAX_KEY_COUNTER) {
-      throw new Error(`invariant violated: partition ${this.partitionId} exhausted its key counter`);
-    }
-    this.nextCounter = counter + 1;
     const messageId = record.messageId ?? null;
     // Another partition may have buffered a different message with the same id before partitions were added: both
     // stay (neither may be lost), and the id keeps pointing at the one buffered here first.
     const indexed = messageId === null || this.findMessageId(record.tenantId, messageId) === undefined;
-    this.buffer(
-      storedMessage({
-        counter,
-        name: record.name,
-        correlationKey: record.correlationKey,
-        timeToLiveMs: record.timeToLiveMs,
-        messageId,
-        variablesBytes: record.variablesBytes,
-        tenantId: record.tenantId,
-        publishedAtMs: record.publishedAtMs,
-        sizeBytes,
-      }),
-      indexed,
-    );
-    const key = encodeKey(this.partitionId, counter);
+    const message = this.newMessage(record, messageId, sizeBytes);
+    this.buffer(message, indexed);
+    const key = encodeKey(this.partitionId, message.counter);
     this.received.set(record.sourceKey, { key, deadlineMs });
     return key;
   }

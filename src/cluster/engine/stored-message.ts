@@ -14,38 +14,23 @@
  * snapshot bytes only while every replica's codec encodes a message the same way; a test pins those bytes.
  */
 import { valuesEnd } from "./msgpack-stream.js";
-import { engineCodec } from "./records.js";
+import { type DecodedPublishMessage, engineCodec } from "./records.js";
 
-/** A buffered message (or one taken out for relocation), immutable once made. */
-export interface StoredMessage {
+/**
+ * A message's fields before its entry is made: a publication's (its encoded variables, of a stored message a view of
+ * its `entry`, never copied apart from it), its key counter, and the size of the record that buffered it (the basis of
+ * the buffered-bytes metric).
+ */
+export interface MessageFields extends Omit<DecodedPublishMessage, "kind"> {
   readonly counter: number;
-  readonly name: string;
-  readonly correlationKey: string;
-  readonly timeToLiveMs: number;
-  readonly messageId: string | null;
-  /** The msgpack-encoded variables: a view of `entry`, never copied apart from it. */
-  readonly variablesBytes: Uint8Array;
-  readonly tenantId: string;
-  readonly publishedAtMs: number;
-  readonly deadlineMs: number;
-  /** Size of the record that buffered the message; the basis of the buffered-bytes metric. */
   readonly sizeBytes: number;
-  /** The message as a snapshot lists it (see the module comment); owned by this message alone. */
-  readonly entry: Uint8Array;
 }
 
-/** A message's fields before its entry is made. */
-export interface MessageFields {
-  readonly counter: number;
-  readonly name: string;
-  readonly correlationKey: string;
-  readonly timeToLiveMs: number;
-  readonly messageId: string | null;
-  /** The encoded variables; only read here (the entry holds a copy). */
-  readonly variablesBytes: Uint8Array;
-  readonly tenantId: string;
-  readonly publishedAtMs: number;
-  readonly sizeBytes: number;
+/** A buffered message (or one taken out for relocation), immutable once made. */
+export interface StoredMessage extends MessageFields {
+  readonly deadlineMs: number;
+  /** The message as a snapshot lists it (see the module comment); owned by this message alone. */
+  readonly entry: Uint8Array;
 }
 
 /** Fields of a snapshot entry. */

@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { crc32c } from "@node-rs/crc32";
-import { open } from "lmdb";
+import { type Database, open } from "lmdb";
 import { describe, expect, it, vi } from "vitest";
 import { encodeChunk, encodeEntry } from "../../../../src/cluster/raft/storage/codec.js";
 import { JOURNAL_DIRECTORY_NAME, StorageEnvironment } from "../../../../src/cluster/raft/storage/environment.js";
@@ -459,22 +459,34 @@ describe("MemberStorage", () => {
       });
     });
 
+    type ChunkKey = [number, number, number];
+
+    /**
+     * Stores a snapshot of 4 chunks of 1,024 bytes in `directory`, lets `edit` change its chunks in LMDB directly
+     * (given the chunk database and the keys of the 4 chunks), and reopens the storage over them.
+     */
+    async function storageWithEditedChunks(
+      directory: string,
+      edit: (chunks: Database<Uint8Array, ChunkKey>, keys: ChunkKey[]) => Promise<void>,
+    ): Promise<MemberStorage> {
+      const storage = MemberStorage.open({ directory, snapshotChunkBytes: 1024 });
+      await storage.installSnapshot(makeSnapshot(10, 2, 4096));
+      await storage.close();
+      const database = open<Uint8Array, ChunkKey>({ path: directory, maxDbs: 4 });
+      const chunks = database.openDB<Uint8Array, ChunkKey>({ name: "snapshotChunks", encoding: "binary" });
+      await edit(chunks, [...chunks.getKeys()] as ChunkKey[]);
+      await database.close();
+      return MemberStorage.open({ directory, snapshotChunkBytes: 1024 });
+    }
+
     it("throws a corruption error for a damaged chunk before handing it over", async () => {
       await withTemporaryDirectory(async (directory) => {
-        const storage = MemberStorage.open({ directory, snapshotChunkBytes: 1024 });
-        await storage.installSnapshot(makeSnapshot(10, 2, 4096));
-        await storage.close();
-        const database = open<Uint8Array, [number, number, number]>({ path: directory, maxDbs: 4 });
-        const chunks = database.openDB<Uint8Array, [number, number, number]>({
-          name: "snapshotChunks",
-          encoding: "binary",
+        const reopened = await storageWithEditedChunks(directory, async (chunks, keys) => {
+          const key = keys[2] as ChunkKey;
+          const damaged = Uint8Array.from(chunks.get(key) as Uint8Array);
+          damaged[damaged.byteLength - 1] = (damaged[damaged.byteLength - 1] as number) ^ 0xff;
+          await chunks.put(key, damaged);
         });
-        const key = [...chunks.getKeys()][2] as [number, number, number];
-        const damaged = Uint8Array.from(chunks.get(key) as Uint8Array);
-        damaged[damaged.byteLength - 1] = (damaged[damaged.byteLength - 1] as number) ^ 0xff;
-        await chunks.put(key, damaged);
-        await database.close();
-        const reopened = MemberStorage.open({ directory, snapshotChunkBytes: 1024 });
         const handedOver: number[] = [];
         await expect(reopened.readSnapshotInTurns((data) => handedOver.push(data.byteLength))).rejects.toThrow(
           StorageCorruptionError,
@@ -486,18 +498,10 @@ describe("MemberStorage", () => {
 
     it("throws a corruption error for a chunk stored beyond the snapshot's end, as reading it whole does", async () => {
       await withTemporaryDirectory(async (directory) => {
-        const storage = MemberStorage.open({ directory, snapshotChunkBytes: 1024 });
-        await storage.installSnapshot(makeSnapshot(10, 2, 4096));
-        await storage.close();
-        const database = open<Uint8Array, [number, number, number]>({ path: directory, maxDbs: 4 });
-        const chunks = database.openDB<Uint8Array, [number, number, number]>({
-          name: "snapshotChunks",
-          encoding: "binary",
+        const reopened = await storageWithEditedChunks(directory, async (chunks, keys) => {
+          const [scope, slot] = keys[0] as ChunkKey;
+          await chunks.put([scope, slot, 4096], encodeChunk(new Uint8Array(16)));
         });
-        const [scope, slot] = [...chunks.getKeys()][0] as [number, number, number];
-        await chunks.put([scope, slot, 4096], encodeChunk(new Uint8Array(16)));
-        await database.close();
-        const reopened = MemberStorage.open({ directory, snapshotChunkBytes: 1024 });
         expect(() => reopened.snapshot()).toThrow(/beyond the snapshot size/);
         await expect(reopened.readSnapshotInTurns(() => undefined)).rejects.toThrow(/beyond the snapshot size/);
         await reopened.close();
@@ -506,19 +510,10 @@ describe("MemberStorage", () => {
 
     it("throws a corruption error for a chunk that is intact but not the snapshot's, once every chunk was read", async () => {
       await withTemporaryDirectory(async (directory) => {
-        const storage = MemberStorage.open({ directory, snapshotChunkBytes: 1024 });
-        await storage.installSnapshot(makeSnapshot(10, 2, 4096));
-        await storage.close();
-        const database = open<Uint8Array, [number, number, number]>({ path: directory, maxDbs: 4 });
-        const chunks = database.openDB<Uint8Array, [number, number, number]>({
-          name: "snapshotChunks",
-          encoding: "binary",
-        });
         // Another chunk of the same size with a valid checksum of its own (a write misdirected from elsewhere).
-        const key = [...chunks.getKeys()][1] as [number, number, number];
-        await chunks.put(key, encodeChunk(new Uint8Array(1024).fill(42)));
-        await database.close();
-        const reopened = MemberStorage.open({ directory, snapshotChunkBytes: 1024 });
+        const reopened = await storageWithEditedChunks(directory, async (chunks, keys) => {
+          await chunks.put(keys[1] as ChunkKey, encodeChunk(new Uint8Array(1024).fill(42)));
+        });
         const handedOver: number[] = [];
         await expect(reopened.readSnapshotInTurns((data) => handedOver.push(data.byteLength))).rejects.toThrow(
           /data checksum/,
