@@ -327,7 +327,8 @@ export class ChangeExecutor {
    * committed the promotion but the append telling the joined replica may still be on its way, so the replica still
    * sees itself as a learner. Whether it lost its data is therefore decided by what it holds now, not by how it
    * opened: a joined replica also opened without data, and removing it for that would take a freshly promoted voter
-   * out of its group for good after its change had completed.
+   * out of its group for good after its change had completed. Nor is it promoted again when the leader's answer to
+   * the (idempotent) learner request already counts it as a voter.
    */
   private async settleVoter(partitionId: number, priority: number): Promise<boolean> {
     const replica = this.context.replicas.get(partitionId);
@@ -345,8 +346,10 @@ export class ChangeExecutor {
     }
     const added = await askLeader(this.context, partitionId, { type: "addLearner", member: nodeId, priority });
     if (added.outcome !== "done") return true;
+    // The leader's answer shows its view: a voter there is only waiting for its own view to catch up, not promoted.
+    if (added.members.some((member) => member.id === nodeId && member.role === "voter")) return true;
     const promoted = await askLeader(this.context, partitionId, { type: "promote", member: nodeId });
-    if (promoted.outcome === "done") this.logger.info({ partitionId }, "this replica is a voter of its group again");
+    if (promoted.outcome === "done") this.logger.info({ partitionId }, "this replica was promoted to a voter again");
     return true;
   }
 
