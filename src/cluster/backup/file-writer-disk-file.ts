@@ -1,11 +1,12 @@
 /**
- * One file of a backup part as the writer thread (file-writer-worker.ts) writes it: every chunk is hashed (SHA-256)
- * and written in order, the file's data is synced every `SYNC_INTERVAL_BYTES` in the background, and `finish` syncs
- * it, checks its size and renames it into place. It imports only Node.js modules, so that the thread starts fast.
+ * One file of a backup part as the writer thread (file-writer-worker.ts) writes it: every chunk is checksummed
+ * (CRC-32C) and written in order, the file's data is synced every `SYNC_INTERVAL_BYTES` in the background, and
+ * `finish` syncs it, checks its size and renames it into place. It imports only Node.js modules and the CRC-32C addon
+ * the storage uses, so that the thread starts fast.
  *
  * Why the periodic syncs: without them a part's whole file would reach the disk in one flush at its end, and the
  * brokers' journal writes (which wait for the disk) would queue behind it; several small flushes let them through in
- * between. Why in the background: the thread hashes and writes the next chunks while the disk flushes the earlier
+ * between. Why in the background: the thread checksums and writes the next chunks while the disk flushes the earlier
  * ones, so the disk and the processor both work, instead of the thread waiting for each flush. The syncs run on
  * Node.js's thread pool, which the whole process shares (the broker's journal segment preparation, its commits when
  * they are not synchronous, its file reads): so the files of a writer thread sync one at a time (`SyncQueue`), and
@@ -13,15 +14,15 @@
  * started sync stay bounded (`MAX_UNSYNCED_BYTES`), and the final sync in `finish` still covers every byte before
  * the file is renamed into place.
  */
-import { createHash, type Hash } from "node:crypto";
 import { closeSync, fdatasync, fstatSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
+import { crc32c } from "@node-rs/crc32";
 
 /** Bytes written between two background syncs of a file's data while it is written. */
 export const SYNC_INTERVAL_BYTES = 8 * 1024 * 1024;
 
 /**
  * Bytes written and not covered by a started sync beyond which a write waits for that sync: a disk slower than the
- * hashing does not let a file's unflushed data grow without bound (the bytes the started sync flushes come on top).
+ * checksums does not let a file's unflushed data grow without bound (the bytes the started sync flushes come on top).
  */
 export const MAX_UNSYNCED_BYTES = 2 * SYNC_INTERVAL_BYTES;
 
@@ -46,7 +47,8 @@ const threadSyncs = new SyncQueue();
 /** What a finished file holds. */
 export interface FinishedDiskFile {
   readonly sizeBytes: number;
-  readonly sha256: string;
+  /** CRC-32C of the bytes written, as a number (the store writes it as `fileChecksum` gives). */
+  readonly crc32c: number;
 }
 
 function messageOf(error: unknown): string {
@@ -64,7 +66,8 @@ function syncDirectory(directory: string): void {
 
 /** See the module comment. */
 export class DiskFile {
-  private readonly hash: Hash = createHash("sha256");
+  /** CRC-32C of the bytes written so far (that of no bytes is 0). */
+  private checksum = 0;
   private sizeBytes = 0;
   /** Bytes written since the last sync was queued. */
   private unsyncedBytes = 0;
@@ -97,7 +100,7 @@ export class DiskFile {
   }
 
   /**
-   * Hashes and writes `bytes` after the bytes written before; records a failure in `failure` instead of throwing.
+   * Checksums and writes `bytes` after the bytes written before; records a failure in `failure` instead of throwing.
    * Waits first for the sync in flight when `MAX_UNSYNCED_BYTES` are not covered by one yet.
    */
   async write(bytes: Uint8Array): Promise<void> {
@@ -105,7 +108,7 @@ export class DiskFile {
     while (this.unsyncedBytes >= MAX_UNSYNCED_BYTES && this.syncing !== null) await this.syncing;
     if (this.failure !== null) return;
     try {
-      this.hash.update(bytes);
+      this.checksum = crc32c(bytes, this.checksum);
       // Bounded: writes until every byte is written (a short write leaves the rest for the next pass).
       for (let offset = 0; offset < bytes.byteLength; ) {
         offset += writeSync(this.descriptor, bytes, offset, bytes.byteLength - offset);
@@ -128,10 +131,11 @@ export class DiskFile {
       await this.syncing;
       if (this.failure !== null) throw new Error(this.failure);
       fsyncSync(this.descriptor);
-      // The file is not read back and hashed again: right after the sync that read would come from the page cache,
-      // not the disk, so it would only repeat the hash of the same bytes. The checksum is that of the bytes handed to
-      // the file, every write is completed (short writes are continued), and the synced size must match their count;
-      // the bytes on the disk are checked against the manifest's SHA-256 whenever a part is verified or restored.
+      // The file is not read back and checksummed again: right after the sync that read would come from the page
+      // cache, not the disk, so it would only repeat the checksum of the same bytes. The checksum is that of the bytes
+      // handed to the file, every write is completed (short writes are continued), and the synced size must match
+      // their count; the bytes on the disk are checked against the manifest's checksum whenever a part is verified or
+      // restored.
       const storedBytes = fstatSync(this.descriptor).size;
       if (storedBytes !== this.sizeBytes) {
         throw new Error(`${name} holds ${storedBytes} bytes in the backup store, not the ${this.sizeBytes} written`);
@@ -140,7 +144,7 @@ export class DiskFile {
       closeSync(this.descriptor);
       renameSync(this.temporaryPath, targetPath);
       syncDirectory(directory);
-      return { sizeBytes: this.sizeBytes, sha256: this.hash.digest("hex") };
+      return { sizeBytes: this.sizeBytes, crc32c: this.checksum >>> 0 };
     } catch (error) {
       try {
         await this.closeAndRemove();

@@ -1,5 +1,5 @@
 /**
- * Writes the files of backup parts on a worker thread (file-writer-worker.ts), so that their SHA-256, write system
+ * Writes the files of backup parts on a worker thread (file-writer-worker.ts), so that their checksums, write system
  * calls and syncs cost the broker's event loop nothing but handing each chunk over. Chunks are moved to the thread,
  * not copied (their memory comes back for reuse once written), and at most `MAX_IN_FLIGHT_BYTES` of a file are on
  * their way at once: `write` waits beyond that, which holds the reader back and bounds memory.
@@ -11,7 +11,7 @@
 import { rm } from "node:fs/promises";
 import type { Worker } from "node:worker_threads";
 import { startThread } from "../../threads/start-thread.js";
-import type { BackupFileEntry, BackupFileWriter } from "./store.js";
+import { type BackupFileWriter, fileChecksum, type WrittenBackupFile } from "./store.js";
 
 /** What the broker's thread asks of the writer thread, about file `fileId`. */
 export type FileWriterRequest = { readonly fileId: number } & (
@@ -26,7 +26,7 @@ export type FileWriterReply =
   | { readonly kind: "opened" }
   /** A chunk was written (or skipped after an earlier failure, named); its memory comes back. */
   | { readonly kind: "written"; readonly buffer: ArrayBuffer; readonly failure: string | null }
-  | { readonly kind: "finished"; readonly sizeBytes: number; readonly sha256: string }
+  | { readonly kind: "finished"; readonly sizeBytes: number; readonly crc32c: number }
   | { readonly kind: "failed"; readonly message: string }
   | { readonly kind: "aborted" };
 
@@ -173,12 +173,12 @@ export class FileWriterThread {
           });
         }
       },
-      finish: async (): Promise<BackupFileEntry> => {
+      finish: async (): Promise<WrittenBackupFile> => {
         try {
           const reply = await ask({ fileId: file.fileId, kind: "finish", name, ...paths });
           if (reply.kind === "failed") throw new Error(reply.message);
           if (reply.kind !== "finished") throw new Error(`${name} could not be finished`);
-          return { name, sizeBytes: reply.sizeBytes, sha256: reply.sha256 };
+          return { name, sizeBytes: reply.sizeBytes, crc32c: fileChecksum(reply.crc32c) };
         } catch (error) {
           // A thread that failed the file removed it; one that died before the rename cannot.
           await rm(paths.temporaryPath, { force: true });

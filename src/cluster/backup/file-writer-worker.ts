@@ -1,8 +1,8 @@
 /**
- * The backup file writer's thread (see file-writer-thread.ts): it hashes, writes and syncs the files of backup parts
- * off the broker's event loop, at a lower scheduling priority than the broker, so that hashing, write system calls
- * and syncs never delay the broker's Raft and apply work. It imports only Node.js modules and
- * file-writer-disk-file.ts (which imports only Node.js modules), so that it starts fast.
+ * The backup file writer's thread (see file-writer-thread.ts): it checksums, writes and syncs the files of backup
+ * parts off the broker's event loop, at a lower scheduling priority than the broker, so that checksums, write system
+ * calls and syncs never delay the broker's Raft and apply work. It imports only Node.js modules and
+ * file-writer-disk-file.ts (which adds only the CRC-32C addon), so that it starts fast.
  *
  * Every chunk it receives was moved to it (not copied); once written, the chunk's memory goes back to the broker's
  * thread for reuse. Messages are handled one after the other in the order they were sent, also while one waits for a

@@ -4,9 +4,9 @@
  * `<base>/backups/<backup id>.json` (a name no partition directory has), and the highest id ever taken as an empty file
  * `<base>/backups/taken/<backup id>` (names older versions' listings skip). Directories are 0700 and files
  * 0600 (a backup holds users' messages). Every file and manifest is written to a temporary file, synced and renamed
- * into place, so a crash leaves either the previous file or the new one. A data file's SHA-256 is that of the exact
+ * into place, so a crash leaves either the previous file or the new one. A data file's CRC-32C is that of the exact
  * bytes handed to the file, and its size on disk is checked against their count once it is synced. Data files are
- * hashed, written and synced on a worker thread (file-writer-thread.ts), not on the broker's event loop.
+ * checksummed, written and synced on a worker thread (file-writer-thread.ts), not on the broker's event loop.
  */
 import { randomBytes } from "node:crypto";
 import { createReadStream } from "node:fs";

@@ -2,8 +2,9 @@
  * Writes one partition's part of a backup, as its leader does in the background once it applied the backup's
  * checkpoint: the reserved snapshot (at or before the checkpoint position) and the log from that snapshot up to the
  * checkpoint position, streamed a chunk at a time into the backup store, with a manifest (ids, positions, files with
- * sizes and SHA-256 checksums, flowplane version). The snapshot's bytes are also checked against the CRC-32C the
- * storage recorded for them, and each log entry carries its own checksum, so what was read is what was stored.
+ * sizes and CRC-32C checksums, flowplane version). The snapshot file's checksum, computed over the bytes the store
+ * wrote, must be the CRC-32C the storage recorded for the snapshot, and each log entry is verified against its own
+ * checksum as it is read: what was written is what was stored.
  *
  * The part ends COMPLETED only when every file is written and verified; anything else (leadership lost, the snapshot
  * or log no longer there, a store error) ends it FAILED with the reason.
@@ -11,17 +12,17 @@
  * A leader asks `admitPart` first: it writes a part only of a backup whose record the store holds, and only when its
  * partition is one of the record's (see store.ts), and the part records the record's partition count.
  */
-import { continueChecksum } from "../raft/core/snapshot-transfer.js";
 import type { SnapshotMetadata } from "../raft/index.js";
 import {
   BACKUP_FILE_NAMES,
-  type BackupFileEntry,
   type BackupFileWriter,
   type BackupPartId,
   type BackupPartManifest,
   type BackupStore,
+  fileChecksum,
   MAX_FAILURE_REASON_LENGTH,
   type StoredBackupRecord,
+  type WrittenBackupFile,
 } from "./store.js";
 
 /** Bytes of snapshot or log read and written per chunk: what a backup holds in memory at once. */
@@ -212,7 +213,7 @@ async function writePartOnce(
   progress.start();
   let final: BackupPartManifest;
   try {
-    const files: BackupFileEntry[] = [];
+    const files: WrittenBackupFile[] = [];
     try {
       if (metadata !== null && metadata.index > request.checkpointPosition) {
         throw new PartFailure(
@@ -260,7 +261,7 @@ async function writeFile(
   part: BackupPartId,
   name: string,
   write: (file: BackupFileWriter) => Promise<void>,
-): Promise<BackupFileEntry> {
+): Promise<WrittenBackupFile> {
   const file = await store.createFile(part, name);
   try {
     await write(file);
@@ -277,9 +278,8 @@ async function writeSnapshot(
   part: BackupPartId,
   metadata: SnapshotMetadata,
   progress: Progress,
-): Promise<BackupFileEntry> {
-  return writeFile(store, part, BACKUP_FILE_NAMES.snapshot, async (file) => {
-    let checksum = 0;
+): Promise<WrittenBackupFile> {
+  const written = await writeFile(store, part, BACKUP_FILE_NAMES.snapshot, async (file) => {
     // Bounded: every pass reads at least one byte of a snapshot of fixed size (or stops).
     for (let offset = 0; offset < metadata.sizeBytes; ) {
       checkInterruption(source);
@@ -287,7 +287,6 @@ async function writeSnapshot(
       if (chunk === null || chunk.byteLength === 0) {
         throw new SnapshotReplaced(`the snapshot at ${metadata.index} was replaced while it was backed up`);
       }
-      checksum = continueChecksum(checksum, chunk);
       // Read before `write`, which takes the chunk over (its memory may move to another thread).
       const chunkBytes = chunk.byteLength;
       await file.write(chunk);
@@ -295,10 +294,16 @@ async function writeSnapshot(
       offset += chunkBytes;
       await source.yieldTurn();
     }
-    if (checksum !== metadata.checksum) {
-      throw new PartFailure(`the snapshot at ${metadata.index} read back with another checksum than it was stored`);
-    }
   });
+  // The store checksummed the bytes it wrote, so this one comparison covers reading them and handing them over: the
+  // broker's thread does not checksum the snapshot a second time.
+  if (written.crc32c !== fileChecksum(metadata.checksum)) {
+    throw new PartFailure(
+      `the snapshot at ${metadata.index} was written with CRC-32C ${written.crc32c}, not the ` +
+        `${fileChecksum(metadata.checksum)} it was stored with`,
+    );
+  }
+  return written;
 }
 
 async function writeLog(
@@ -307,7 +312,7 @@ async function writeLog(
   request: PartitionBackupRequest,
   firstIndex: number,
   progress: Progress,
-): Promise<BackupFileEntry> {
+): Promise<WrittenBackupFile> {
   return writeFile(store, request, BACKUP_FILE_NAMES.log, async (file) => {
     // Bounded: every pass writes at least one entry of a fixed range (or stops).
     for (let index = firstIndex; index <= request.checkpointPosition; ) {

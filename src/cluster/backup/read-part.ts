@@ -1,14 +1,21 @@
 /**
- * Reading a partition's part of a backup back: verifying every file against the manifest (size and SHA-256), reading
+ * Reading a partition's part of a backup back: verifying every file against the manifest (size and checksum), reading
  * the snapshot and the log entries (each entry verified against its own checksum), and rebuilding the partition's
  * engine at the checkpoint position from them. Restore and the tests use it; a damaged file is named in the error.
  */
 import { createHash } from "node:crypto";
+import { crc32c } from "@node-rs/crc32";
 import { PartitionEngine } from "../engine/index.js";
 import type { Entry } from "../raft/index.js";
 import { decodeEntry } from "../raft/storage/codec.js";
 import { BACKUP_CHUNK_BYTES, LOG_FRAME_HEADER_BYTES } from "./partition-backup.js";
-import { BACKUP_FILE_NAMES, type BackupPartManifest, type BackupStore } from "./store.js";
+import {
+  BACKUP_FILE_NAMES,
+  type BackupFileEntry,
+  type BackupPartManifest,
+  type BackupStore,
+  fileChecksum,
+} from "./store.js";
 
 /** Thrown when a part cannot be used: `fileName` names the file (or the manifest) that is missing or damaged. */
 export class BackupPartDamagedError extends Error {
@@ -27,6 +34,36 @@ export class BackupPartDamagedError extends Error {
 /** Largest entry a log frame may announce: an entry holds at most one record plus its header. */
 const MAX_FRAME_BYTES = 16 * 1024 * 1024;
 
+/** The checksum a manifest records for a file, computed a chunk at a time, and the name it has in messages. */
+interface FileChecksum {
+  readonly name: string;
+  readonly expected: string;
+  update(chunk: Uint8Array): void;
+  digest(): string;
+}
+
+/** The checksum `file`'s entry records: a CRC-32C, or the SHA-256 that parts of earlier builds carry. */
+function checksumOf(file: BackupFileEntry): FileChecksum {
+  if ("crc32c" in file) {
+    let checksum = 0;
+    return {
+      name: "CRC-32C",
+      expected: file.crc32c,
+      update: (chunk) => {
+        checksum = crc32c(chunk, checksum);
+      },
+      digest: () => fileChecksum(checksum),
+    };
+  }
+  const hash = createHash("sha256");
+  return {
+    name: "SHA-256",
+    expected: file.sha256,
+    update: (chunk) => hash.update(chunk),
+    digest: () => hash.digest("hex"),
+  };
+}
+
 /** Checks that the part is COMPLETED and that every file it names is there with its size and checksum. */
 export async function verifyPart(store: BackupStore, manifest: BackupPartManifest): Promise<void> {
   if (manifest.state !== "COMPLETED") {
@@ -41,11 +78,11 @@ export async function verifyPart(store: BackupStore, manifest: BackupPartManifes
     throw new BackupPartDamagedError(manifest, BACKUP_FILE_NAMES.manifest, "does not list the files the part needs");
   }
   for (const file of manifest.files) {
-    const hash = createHash("sha256");
+    const checksum = checksumOf(file);
     let sizeBytes = 0;
     try {
       for await (const chunk of store.readFile(manifest, file.name, BACKUP_CHUNK_BYTES)) {
-        hash.update(chunk);
+        checksum.update(chunk);
         sizeBytes += chunk.byteLength;
       }
     } catch (error) {
@@ -55,8 +92,12 @@ export async function verifyPart(store: BackupStore, manifest: BackupPartManifes
     if (sizeBytes !== file.sizeBytes) {
       throw new BackupPartDamagedError(manifest, file.name, `holds ${sizeBytes} bytes, not ${file.sizeBytes}`);
     }
-    if (hash.digest("hex") !== file.sha256) {
-      throw new BackupPartDamagedError(manifest, file.name, "does not match its SHA-256 checksum in the manifest");
+    if (checksum.digest() !== checksum.expected) {
+      throw new BackupPartDamagedError(
+        manifest,
+        file.name,
+        `does not match its ${checksum.name} checksum in the manifest`,
+      );
     }
   }
 }

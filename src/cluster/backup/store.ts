@@ -2,7 +2,7 @@
  * The backup store: where partition leaders write their part of a backup and where the management API and restore
  * read them. A backup `id` has one part per partition (and per broker that wrote one: a leader change during a
  * backup leaves the failed part of the old leader next to the new leader's). Each part is a set of files (the
- * reserved snapshot, the log up to the checkpoint) and a manifest naming them with their sizes and SHA-256 checksums;
+ * reserved snapshot, the log up to the checkpoint) and a manifest naming them with their sizes and CRC-32C checksums;
  * the manifest is written first as IN_PROGRESS and last as COMPLETED or FAILED, so a part is never reported
  * COMPLETED unless every file was written and verified.
  *
@@ -34,12 +34,30 @@ export interface BackupPartId {
   readonly brokerId: number;
 }
 
-/** One file of a part, as the manifest records it. */
-export interface BackupFileEntry {
+/**
+ * A file of a part as its writer finished it: its name, size and the CRC-32C of its bytes (8 lowercase hexadecimal
+ * digits, `fileChecksum`). CRC-32C is the checksum the brokers' own storage keeps of every log entry and snapshot, so
+ * a snapshot's file checksum is the one its storage recorded; why not SHA-256: DEVELOPERS.md, "What a backup costs
+ * the broker that writes it".
+ */
+export interface WrittenBackupFile {
   readonly name: string;
   readonly sizeBytes: number;
-  /** SHA-256 of the file's bytes, lowercase hexadecimal. */
-  readonly sha256: string;
+  readonly crc32c: string;
+}
+
+/**
+ * One file of a part, as the manifest records it: parts written now carry the file's CRC-32C; parts written by
+ * earlier builds carry a SHA-256 of its bytes (64 lowercase hexadecimal digits) instead, which verification still
+ * checks, so backups taken before stay restorable.
+ */
+export type BackupFileEntry =
+  | WrittenBackupFile
+  | { readonly name: string; readonly sizeBytes: number; readonly sha256: string };
+
+/** A CRC-32C as manifests write it: 8 lowercase hexadecimal digits. */
+export function fileChecksum(crc32c: number): string {
+  return (crc32c >>> 0).toString(16).padStart(8, "0");
 }
 
 /** The manifest of one part (`manifest.json`). */
@@ -106,10 +124,10 @@ export interface BackupFileWriter {
    */
   buffer?(sizeBytes: number): Uint8Array;
   /**
-   * Finishes the file durably and resolves with its size and checksum; rejects when any write failed or what the
-   * store holds differs from what was written, and then keeps nothing of the file.
+   * Finishes the file durably and resolves with its size and the CRC-32C of the bytes written; rejects when any write
+   * failed or what the store holds differs from what was written, and then keeps nothing of the file.
    */
-  finish(): Promise<BackupFileEntry>;
+  finish(): Promise<WrittenBackupFile>;
   /** Gives up the file (nothing of it is kept). */
   abort(): Promise<void>;
 }
@@ -171,16 +189,14 @@ function isNonNegativeInteger(value: unknown): value is number {
   return Number.isSafeInteger(value) && (value as number) >= 0;
 }
 
+/** Whether `value` is a file entry with exactly one checksum: a CRC-32C, or an earlier version's SHA-256. */
 function isFileEntry(value: unknown): value is BackupFileEntry {
   if (typeof value !== "object" || value === null) return false;
-  const { name, sizeBytes, sha256 } = value as Record<string, unknown>;
-  return (
-    typeof name === "string" &&
-    Object.values(BACKUP_FILE_NAMES).includes(name as never) &&
-    isNonNegativeInteger(sizeBytes) &&
-    typeof sha256 === "string" &&
-    /^[0-9a-f]{64}$/.test(sha256)
-  );
+  const { name, sizeBytes, crc32c, sha256 } = value as Record<string, unknown>;
+  if (typeof name !== "string" || !Object.values(BACKUP_FILE_NAMES).includes(name as never)) return false;
+  if (!isNonNegativeInteger(sizeBytes)) return false;
+  if (crc32c !== undefined) return sha256 === undefined && typeof crc32c === "string" && /^[0-9a-f]{8}$/.test(crc32c);
+  return typeof sha256 === "string" && /^[0-9a-f]{64}$/.test(sha256);
 }
 
 /**

@@ -3,14 +3,15 @@
  * bounded amount is in flight, and a thread that dies fails its files (and a part written through it) with the
  * reason instead of hanging them; the next file starts a new thread.
  */
-import { createHash } from "node:crypto";
 import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { crc32c } from "@node-rs/crc32";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { MAX_IN_FLIGHT_BYTES } from "../../../src/cluster/backup/file-writer-thread.js";
 import { FilesystemBackupStore } from "../../../src/cluster/backup/filesystem-store.js";
 import { writePartitionBackup } from "../../../src/cluster/backup/partition-backup.js";
+import { fileChecksum } from "../../../src/cluster/backup/store.js";
 import { snapshotChecksum } from "../../../src/cluster/raft/core/snapshot-transfer.js";
 import type { SnapshotMetadata } from "../../../src/cluster/raft/index.js";
 import { waitFor } from "../broker/support.js";
@@ -33,10 +34,10 @@ afterEach(async () => {
 });
 
 describe("FileWriterThread", () => {
-  it("moves each chunk to the thread instead of copying it, and writes and hashes exactly the bytes handed over", async () => {
+  it("moves each chunk to the thread instead of copying it, and writes and checksums exactly the bytes handed over", async () => {
     const file = await store.createFile(part, "snapshot.bin");
     const chunk = new Uint8Array(MiB).map((_, index) => index % 253);
-    const expected = createHash("sha256").update(chunk).update(chunk.subarray(0, 10)).digest("hex");
+    const expected = fileChecksum(crc32c(chunk.subarray(0, 10), crc32c(chunk)));
     const copy = new Uint8Array(chunk);
     await file.write(chunk);
     // Moved: the broker's thread no longer holds the chunk's memory.
@@ -46,9 +47,19 @@ describe("FileWriterThread", () => {
     await file.write(large.subarray(0, 10));
     expect(large.byteLength).toBe(MiB);
     const entry = await file.finish();
-    expect(entry).toEqual({ name: "snapshot.bin", sizeBytes: MiB + 10, sha256: expected });
+    expect(entry).toEqual({ name: "snapshot.bin", sizeBytes: MiB + 10, crc32c: expected });
     const stored = await readFile(join(store.partDirectory(part), "snapshot.bin"));
-    expect(createHash("sha256").update(stored).digest("hex")).toBe(expected);
+    expect(fileChecksum(crc32c(stored))).toBe(expected);
+  });
+
+  it("records the CRC-32C (Castagnoli) of a file as 8 hexadecimal digits, leading zeros kept", async () => {
+    const check = await store.createFile(part, "log.bin");
+    await check.write(new TextEncoder().encode("1234"));
+    await check.write(new TextEncoder().encode("56789"));
+    // The standard check value of CRC-32C, written in two chunks.
+    expect(await check.finish()).toEqual({ name: "log.bin", sizeBytes: 9, crc32c: "e3069283" });
+    const empty = await store.createFile(part, "snapshot.bin");
+    expect(await empty.finish()).toEqual({ name: "snapshot.bin", sizeBytes: 0, crc32c: "00000000" });
   });
 
   it("hands written chunks' memory back through `buffer`, so a long file reuses a bounded set of buffers", async () => {
@@ -56,16 +67,16 @@ describe("FileWriterThread", () => {
     if (file.buffer === undefined) throw new Error("the filesystem store offers no buffers");
     // A new buffer is zeroed; one that came back still holds an earlier chunk's bytes (never zero here).
     let allocated = 0;
-    const hash = createHash("sha256");
+    let checksum = 0;
     for (let chunk = 0; chunk < 64; chunk += 1) {
       const bytes = file.buffer(MiB - chunk);
       if (bytes[0] === 0) allocated += 1;
       bytes.fill((chunk % 255) + 1);
-      hash.update(bytes);
+      checksum = crc32c(bytes, checksum);
       await file.write(bytes);
     }
     const entry = await file.finish();
-    expect(entry.sha256).toBe(hash.digest("hex"));
+    expect(entry.crc32c).toBe(fileChecksum(checksum));
     // The buffers in flight plus those kept for reuse, not one per chunk.
     expect(allocated).toBeLessThanOrEqual(MAX_IN_FLIGHT_BYTES / MiB + 1);
   });

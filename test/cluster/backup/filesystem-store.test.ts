@@ -12,7 +12,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { FilesystemBackupStore } from "../../../src/cluster/backup/filesystem-store.js";
 import { type PartitionBackupSource, writePartitionBackup } from "../../../src/cluster/backup/partition-backup.js";
 import { BackupPartDamagedError, readPartEntries, verifyPart } from "../../../src/cluster/backup/read-part.js";
-import type { BackupPartManifest } from "../../../src/cluster/backup/store.js";
+import { type BackupPartManifest, fileChecksum, parseManifest } from "../../../src/cluster/backup/store.js";
 import { snapshotChecksum } from "../../../src/cluster/raft/core/snapshot-transfer.js";
 import type { Entry, SnapshotMetadata } from "../../../src/cluster/raft/index.js";
 import { entriesOpenToOthers } from "../../support/file-modes.js";
@@ -110,10 +110,11 @@ describe("FilesystemBackupStore with the partition writer", () => {
     const directory = join(base, "store", "2", "7", "1");
     const stored = await readFile(join(directory, "snapshot.bin"));
     expect(Buffer.compare(stored, Buffer.from(snapshot))).toBe(0);
+    // The snapshot file's checksum is the one its storage recorded for the snapshot.
     expect(manifest.files).toContainEqual({
       name: "snapshot.bin",
       sizeBytes: snapshot.byteLength,
-      sha256: createHash("sha256").update(snapshot).digest("hex"),
+      crc32c: fileChecksum(snapshotChecksum(snapshot)),
     });
     // Written as earlier versions wrote it: an id up to 2^53 − 1 is a plain JSON number.
     expect(JSON.parse(await readFile(join(directory, "manifest.json"), "utf8"))).toEqual({ ...manifest, backupId: 7 });
@@ -175,7 +176,70 @@ describe("FilesystemBackupStore with the partition writer", () => {
     bytes[10] = (bytes[10] as number) ^ 0xff;
     await writeFile(path, bytes);
     await expect(verifyPart(store, manifest)).rejects.toThrow(BackupPartDamagedError);
-    await expect(verifyPart(store, manifest)).rejects.toThrow(/log\.bin does not match its SHA-256/);
+    await expect(verifyPart(store, manifest)).rejects.toThrow(/log\.bin does not match its CRC-32C checksum/);
+  });
+
+  it("verifies parts of earlier builds by the SHA-256 their manifests record, and names a corrupted file", async () => {
+    const snapshot = new Uint8Array(2 * 1024 * 1024 + 3).map((_, index) => index % 249);
+    const written = await writePartitionBackup(
+      fakeSource({ snapshot, snapshotIndex: 4, lastIndex: 9 }),
+      store,
+      request(8n),
+    );
+    const directory = join(base, "store", "2", "8", "1");
+    const files = await Promise.all(
+      written.files.map(async ({ name, sizeBytes }) => ({
+        name,
+        sizeBytes,
+        sha256: createHash("sha256")
+          .update(await readFile(join(directory, name)))
+          .digest("hex"),
+      })),
+    );
+    // What an earlier build wrote: the same manifest with SHA-256 checksums.
+    await writeFile(join(directory, "manifest.json"), JSON.stringify({ ...written, backupId: 8, files }));
+    const [earlier] = await store.manifests(8n);
+    expect(earlier?.files).toEqual(files);
+    await verifyPart(store, earlier as BackupPartManifest);
+    const path = join(directory, "snapshot.bin");
+    const bytes = await readFile(path);
+    bytes[1_000_000] = (bytes[1_000_000] as number) ^ 0x01;
+    await writeFile(path, bytes);
+    await expect(verifyPart(store, earlier as BackupPartManifest)).rejects.toThrow(
+      /partition 2 \(written by broker 1\): snapshot\.bin does not match its SHA-256 checksum/,
+    );
+  });
+
+  it("refuses a manifest whose file names no checksum, both, or a malformed one", async () => {
+    const written = await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, request(9n));
+    const [log] = written.files;
+    const withFile = (file: Record<string, unknown>) =>
+      parseManifest({ ...written, backupId: 9, files: [file] }, written);
+    expect(withFile({ ...log })).toMatchObject({ files: [log] });
+    expect(withFile({ name: "log.bin", sizeBytes: 1 })).toBe("the file list is malformed");
+    expect(withFile({ ...log, sha256: "0".repeat(64) })).toBe("the file list is malformed");
+    for (const crc32c of ["e306928", "E3069283", "e30692830", 3808858755]) {
+      expect(withFile({ ...log, crc32c })).toBe("the file list is malformed");
+    }
+    expect(withFile({ name: "log.bin", sizeBytes: 1, sha256: "a".repeat(63) })).toBe("the file list is malformed");
+  });
+
+  it("fails a part whose snapshot was written with another checksum than its storage recorded", async () => {
+    const snapshot = new Uint8Array(1024 * 1024 + 9).fill(7);
+    const source = fakeSource({ snapshot, snapshotIndex: 4, lastIndex: 9 });
+    const original = source.snapshotChunk;
+    // One byte differs between what the storage recorded and what the writer is given.
+    source.snapshotChunk = (metadata, offset, maxBytes) => {
+      const chunk = original(metadata, offset, maxBytes);
+      if (chunk !== null && offset === 0) chunk[5] = 8;
+      return chunk;
+    };
+    const manifest = await writePartitionBackup(source, store, request(10n));
+    expect(manifest).toMatchObject({ state: "FAILED", files: [] });
+    const stored = fileChecksum(snapshotChecksum(snapshot));
+    expect(manifest.failureReason).toMatch(
+      new RegExp(`the snapshot at 4 was written with CRC-32C [0-9a-f]{8}, not the ${stored} it was stored with`),
+    );
   });
 
   it("a part whose leader lost its leadership ends FAILED with the reason, never COMPLETED", async () => {

@@ -219,7 +219,7 @@ describe("backup and restore", () => {
     await expect(corruptedRestore).rejects.toThrow(BackupPartDamagedError);
     await expect(
       restoreBroker({ store, backupId: 10n, nodeId: 0, dataDirectory: target, distribution: distribution() }),
-    ).rejects.toThrow(/partition 2 .*log\.bin does not match its SHA-256 checksum/);
+    ).rejects.toThrow(/partition 2 .*log\.bin does not match its CRC-32C checksum/);
     await writeFile(path, original);
 
     const fourPartitions = initialDistribution(testBrokerOptions(root, 0, { partitionsCount: 4 }));
