@@ -55,6 +55,11 @@ function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
+/** A CRC-32C as 8 lowercase hexadecimal digits (store.ts's `fileChecksum`, which this thread does not import). */
+function hexadecimal(crc32c: number): string {
+  return (crc32c >>> 0).toString(16).padStart(8, "0");
+}
+
 function syncDirectory(directory: string): void {
   const descriptor = openSync(directory, "r");
   try {
@@ -123,13 +128,25 @@ export class DiskFile {
   }
 
   /**
-   * Syncs the file, checks that the synced size is the count of bytes written, and renames it to `targetPath` in
-   * `directory` (then syncs the directory); on any failure the temporary file is removed and the failure thrown.
+   * Checks the bytes' CRC-32C against `expectedCrc32c` (unless null), syncs the file, checks that the synced size is
+   * the count of bytes written, and renames it to `targetPath` in `directory` (then syncs the directory); on any
+   * failure the temporary file is removed and the failure thrown.
    */
-  async finish(name: string, targetPath: string, directory: string): Promise<FinishedDiskFile> {
+  async finish(
+    name: string,
+    targetPath: string,
+    directory: string,
+    expectedCrc32c: number | null = null,
+  ): Promise<FinishedDiskFile> {
     try {
       await this.syncing;
       if (this.failure !== null) throw new Error(this.failure);
+      // Before the sync and the rename: a file known to be wrong is neither flushed nor put in place.
+      if (expectedCrc32c !== null && this.checksum >>> 0 !== expectedCrc32c >>> 0) {
+        throw new Error(
+          `${name} was written with CRC-32C ${hexadecimal(this.checksum)}, not the expected ${hexadecimal(expectedCrc32c)}`,
+        );
+      }
       fsyncSync(this.descriptor);
       // The file is not read back and checksummed again: right after the sync that read would come from the page
       // cache, not the disk, so it would only repeat the checksum of the same bytes. The checksum is that of the bytes

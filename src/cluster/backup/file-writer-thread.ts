@@ -17,7 +17,14 @@ import { type BackupFileWriter, fileChecksum, type WrittenBackupFile } from "./s
 export type FileWriterRequest = { readonly fileId: number } & (
   | { readonly kind: "open"; readonly temporaryPath: string; readonly mode: number }
   | { readonly kind: "write"; readonly buffer: ArrayBuffer; readonly offset: number; readonly sizeBytes: number }
-  | { readonly kind: "finish"; readonly name: string; readonly targetPath: string; readonly directory: string }
+  | {
+      readonly kind: "finish";
+      readonly name: string;
+      readonly targetPath: string;
+      readonly directory: string;
+      /** The CRC-32C the bytes must have, or null. */
+      readonly expectedCrc32c: number | null;
+    }
   | { readonly kind: "abort" }
 );
 
@@ -173,9 +180,15 @@ export class FileWriterThread {
           });
         }
       },
-      finish: async (): Promise<WrittenBackupFile> => {
+      finish: async (expectedCrc32c?: number): Promise<WrittenBackupFile> => {
         try {
-          const reply = await ask({ fileId: file.fileId, kind: "finish", name, ...paths });
+          const reply = await ask({
+            fileId: file.fileId,
+            kind: "finish",
+            name,
+            ...paths,
+            expectedCrc32c: expectedCrc32c ?? null,
+          });
           if (reply.kind === "failed") throw new Error(reply.message);
           if (reply.kind !== "finished") throw new Error(`${name} could not be finished`);
           return { name, sizeBytes: reply.sizeBytes, crc32c: fileChecksum(reply.crc32c) };

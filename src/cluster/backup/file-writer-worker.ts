@@ -71,7 +71,7 @@ async function handle(request: FileWriterRequest, files: Map<number, DiskFile>, 
         return;
       }
       try {
-        const finished = await file.finish(request.name, request.targetPath, request.directory);
+        const finished = await file.finish(request.name, request.targetPath, request.directory, request.expectedCrc32c);
         reply(fileId, { kind: "finished", ...finished });
       } catch (error) {
         reply(fileId, { kind: "failed", message: messageOf(error) });

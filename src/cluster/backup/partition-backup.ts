@@ -255,12 +255,16 @@ function checkInterruption(source: PartitionBackupSource): void {
   if (interruption !== null) throw new PartFailure(interruption);
 }
 
-/** Streams `write` into a new file of the part; aborts the file on any failure. */
+/**
+ * Streams `write` into a new file of the part; aborts the file on any failure. With `expectedCrc32c`, the store keeps
+ * the file only when its bytes have that CRC-32C.
+ */
 async function writeFile(
   store: BackupStore,
   part: BackupPartId,
   name: string,
   write: (file: BackupFileWriter) => Promise<void>,
+  expectedCrc32c?: number,
 ): Promise<WrittenBackupFile> {
   const file = await store.createFile(part, name);
   try {
@@ -269,7 +273,7 @@ async function writeFile(
     await file.abort();
     throw error;
   }
-  return file.finish();
+  return file.finish(expectedCrc32c);
 }
 
 async function writeSnapshot(
@@ -279,29 +283,34 @@ async function writeSnapshot(
   metadata: SnapshotMetadata,
   progress: Progress,
 ): Promise<WrittenBackupFile> {
-  const written = await writeFile(store, part, BACKUP_FILE_NAMES.snapshot, async (file) => {
-    // Bounded: every pass reads at least one byte of a snapshot of fixed size (or stops).
-    for (let offset = 0; offset < metadata.sizeBytes; ) {
-      checkInterruption(source);
-      const chunk = source.snapshotChunk(metadata, offset, BACKUP_CHUNK_BYTES);
-      if (chunk === null || chunk.byteLength === 0) {
-        throw new SnapshotReplaced(`the snapshot at ${metadata.index} was replaced while it was backed up`);
+  // The store checksums the bytes it writes and keeps the file only when they have the CRC-32C the storage recorded
+  // for the snapshot: that one comparison covers reading, handing over and writing them, so the broker's thread does
+  // not checksum the snapshot a second time.
+  const written = await writeFile(
+    store,
+    part,
+    BACKUP_FILE_NAMES.snapshot,
+    async (file) => {
+      // Bounded: every pass reads at least one byte of a snapshot of fixed size (or stops).
+      for (let offset = 0; offset < metadata.sizeBytes; ) {
+        checkInterruption(source);
+        const chunk = source.snapshotChunk(metadata, offset, BACKUP_CHUNK_BYTES);
+        if (chunk === null || chunk.byteLength === 0) {
+          throw new SnapshotReplaced(`the snapshot at ${metadata.index} was replaced while it was backed up`);
+        }
+        // Read before `write`, which takes the chunk over (its memory may move to another thread).
+        const chunkBytes = chunk.byteLength;
+        await file.write(chunk);
+        progress.add(chunkBytes);
+        offset += chunkBytes;
+        await source.yieldTurn();
       }
-      // Read before `write`, which takes the chunk over (its memory may move to another thread).
-      const chunkBytes = chunk.byteLength;
-      await file.write(chunk);
-      progress.add(chunkBytes);
-      offset += chunkBytes;
-      await source.yieldTurn();
-    }
-  });
-  // The store checksummed the bytes it wrote, so this one comparison covers reading them and handing them over: the
-  // broker's thread does not checksum the snapshot a second time.
+    },
+    metadata.checksum,
+  );
+  // A store must refuse such a file (`BackupFileWriter.finish`); one that did not would leave a part unverified.
   if (written.crc32c !== fileChecksum(metadata.checksum)) {
-    throw new PartFailure(
-      `the snapshot at ${metadata.index} was written with CRC-32C ${written.crc32c}, not the ` +
-        `${fileChecksum(metadata.checksum)} it was stored with`,
-    );
+    throw new Error(`invariant violated: the store kept snapshot.bin with CRC-32C ${written.crc32c}`);
   }
   return written;
 }

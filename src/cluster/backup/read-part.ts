@@ -102,14 +102,27 @@ export async function verifyPart(store: BackupStore, manifest: BackupPartManifes
   }
 }
 
-/** The snapshot bytes of a verified part, or null when it has none. */
+/**
+ * The snapshot bytes of a verified part, or null when it has none. They are checked against the manifest again as
+ * they are read: the file may have changed since `verifyPart` read it.
+ */
 export async function readPartSnapshot(store: BackupStore, manifest: BackupPartManifest): Promise<Uint8Array | null> {
   if (manifest.snapshot === null) return null;
+  const file = manifest.files.find((candidate) => candidate.name === BACKUP_FILE_NAMES.snapshot);
+  if (file === undefined) {
+    throw new BackupPartDamagedError(manifest, BACKUP_FILE_NAMES.manifest, "does not list the files the part needs");
+  }
+  const checksum = checksumOf(file);
   const chunks: Uint8Array[] = [];
   for await (const chunk of store.readFile(manifest, BACKUP_FILE_NAMES.snapshot, BACKUP_CHUNK_BYTES)) {
+    checksum.update(chunk);
     chunks.push(chunk);
   }
-  return Buffer.concat(chunks);
+  const bytes = Buffer.concat(chunks);
+  if (bytes.byteLength !== file.sizeBytes || checksum.digest() !== checksum.expected) {
+    throw new BackupPartDamagedError(manifest, file.name, "changed after it was verified");
+  }
+  return bytes;
 }
 
 /** The log entries of a verified part, in order, a frame at a time; checks that they are exactly its log range. */

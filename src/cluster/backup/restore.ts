@@ -2,7 +2,7 @@
  * Restoring one broker from a backup (`flowplane restore --backup-id N`), run on every broker of the new cluster
  * with that broker's own configuration and an empty data directory, before the brokers start. For each partition the
  * broker hosts (the distribution of the cluster's first start, or of the configuration it is given), it verifies the partition's COMPLETED part (every
- * file against its size and SHA-256, every log entry against its checksum), rebuilds the partition's state at the
+ * file against its size and checksum, every log entry against its own), rebuilds the partition's state at the
  * checkpoint position from the part's snapshot and log, and stores it as the replica's snapshot, with the new
  * cluster's replicas of that partition as its group. Every broker hosting a partition restores the same state, so
  * the broker count and the replication factor may differ from the backed-up cluster's; the partition count may not.

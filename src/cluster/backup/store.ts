@@ -125,9 +125,10 @@ export interface BackupFileWriter {
   buffer?(sizeBytes: number): Uint8Array;
   /**
    * Finishes the file durably and resolves with its size and the CRC-32C of the bytes written; rejects when any write
-   * failed or what the store holds differs from what was written, and then keeps nothing of the file.
+   * failed, what the store holds differs from what was written, or the bytes' CRC-32C is not `expectedCrc32c` (when
+   * given), and then keeps nothing of the file.
    */
-  finish(): Promise<WrittenBackupFile>;
+  finish(expectedCrc32c?: number): Promise<WrittenBackupFile>;
   /** Gives up the file (nothing of it is kept). */
   abort(): Promise<void>;
 }
@@ -233,6 +234,10 @@ export function parseManifest(value: unknown, part: BackupPartId): BackupPartMan
     return "the log range is malformed";
   }
   if (!Array.isArray(files) || !files.every(isFileEntry)) return "the file list is malformed";
+  // A part's files are written by one build, so they carry one kind of checksum.
+  if (new Set(files.map((file: BackupFileEntry) => ("crc32c" in file ? "crc32c" : "sha256"))).size > 1) {
+    return "the file list mixes checksums";
+  }
   if (!isNonNegativeInteger(manifest.writtenBytes)) return "the bytes written are malformed";
   if (
     typeof manifest.startedAt !== "string" ||

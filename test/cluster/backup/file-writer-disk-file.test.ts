@@ -1,9 +1,8 @@
 /**
  * A backup file as the writer thread writes it: the periodic syncs of its data run in the background while later
- * chunks are hashed and written, its unsynced bytes stay bounded, a failed sync fails the file, and the descriptor is
- * closed only once no sync is in flight.
+ * chunks are checksummed and written, its unsynced bytes stay bounded, a failed sync fails the file, the descriptor is
+ * closed only once no sync is in flight, and a file whose bytes lack the expected CRC-32C is neither synced nor kept.
  */
-
 import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -89,6 +88,25 @@ describe("DiskFile", () => {
     expect(file.failure).toMatch(/syncing the file failed: EIO/);
     await expect(file.finish("log.bin", join(directory, "log.bin"), directory)).rejects.toThrow(/EIO/);
     expect(await readdir(directory)).toEqual([]);
+  });
+
+  it("keeps a file only when its bytes have the expected CRC-32C, removing it before any sync otherwise", async () => {
+    const syncs = heldSyncs();
+    const bytes = new TextEncoder().encode("123456789");
+    const wrong = DiskFile.open(join(directory, ".snapshot.tmp"), 0o600, syncs.syncData, new SyncQueue());
+    await wrong.write(bytes);
+    await expect(wrong.finish("snapshot.bin", join(directory, "snapshot.bin"), directory, 0xe3069282)).rejects.toThrow(
+      "snapshot.bin was written with CRC-32C e3069283, not the expected e3069282",
+    );
+    expect(await readdir(directory)).toEqual([]);
+    const right = DiskFile.open(join(directory, ".snapshot.tmp"), 0o600, syncs.syncData, new SyncQueue());
+    await right.write(bytes);
+    expect(await right.finish("snapshot.bin", join(directory, "snapshot.bin"), directory, 0xe3069283)).toEqual({
+      sizeBytes: 9,
+      crc32c: 0xe3069283,
+    });
+    expect(await readdir(directory)).toEqual(["snapshot.bin"]);
+    expect(syncs.started()).toBe(0);
   });
 
   it("finishes and aborts only after the sync in flight, so the descriptor stays valid while it runs", async () => {

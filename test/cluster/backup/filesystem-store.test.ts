@@ -11,7 +11,12 @@ import { pino } from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { FilesystemBackupStore } from "../../../src/cluster/backup/filesystem-store.js";
 import { type PartitionBackupSource, writePartitionBackup } from "../../../src/cluster/backup/partition-backup.js";
-import { BackupPartDamagedError, readPartEntries, verifyPart } from "../../../src/cluster/backup/read-part.js";
+import {
+  BackupPartDamagedError,
+  readPartEntries,
+  readPartSnapshot,
+  verifyPart,
+} from "../../../src/cluster/backup/read-part.js";
 import { type BackupPartManifest, fileChecksum, parseManifest } from "../../../src/cluster/backup/store.js";
 import { snapshotChecksum } from "../../../src/cluster/raft/core/snapshot-transfer.js";
 import type { Entry, SnapshotMetadata } from "../../../src/cluster/raft/index.js";
@@ -222,9 +227,14 @@ describe("FilesystemBackupStore with the partition writer", () => {
       expect(withFile({ ...log, crc32c })).toBe("the file list is malformed");
     }
     expect(withFile({ name: "log.bin", sizeBytes: 1, sha256: "a".repeat(63) })).toBe("the file list is malformed");
+    const earlier = { name: "snapshot.bin", sizeBytes: 1, sha256: "a".repeat(64) };
+    expect(parseManifest({ ...written, backupId: 9, files: [earlier, log] }, written)).toBe(
+      "the file list mixes checksums",
+    );
+    expect(parseManifest({ ...written, backupId: 9, files: [earlier] }, written)).toMatchObject({ files: [earlier] });
   });
 
-  it("fails a part whose snapshot was written with another checksum than its storage recorded", async () => {
+  it("fails a part whose snapshot was written with another checksum than its storage recorded, keeping no file", async () => {
     const snapshot = new Uint8Array(1024 * 1024 + 9).fill(7);
     const source = fakeSource({ snapshot, snapshotIndex: 4, lastIndex: 9 });
     const original = source.snapshotChunk;
@@ -238,8 +248,28 @@ describe("FilesystemBackupStore with the partition writer", () => {
     expect(manifest).toMatchObject({ state: "FAILED", files: [] });
     const stored = fileChecksum(snapshotChecksum(snapshot));
     expect(manifest.failureReason).toMatch(
-      new RegExp(`the snapshot at 4 was written with CRC-32C [0-9a-f]{8}, not the ${stored} it was stored with`),
+      new RegExp(`snapshot\\.bin was written with CRC-32C [0-9a-f]{8}, not the expected ${stored}`),
     );
+    // Neither the snapshot file nor its temporary file is kept: only the FAILED manifest.
+    expect(await readdir(store.partDirectory(manifest))).toEqual(["manifest.json"]);
+  });
+
+  it("checks the snapshot again as restore reads it, after verification", async () => {
+    const snapshot = new Uint8Array(1024 * 1024 + 9).map((_, index) => index % 241);
+    const manifest = await writePartitionBackup(
+      fakeSource({ snapshot, snapshotIndex: 4, lastIndex: 9 }),
+      store,
+      request(13n),
+    );
+    await verifyPart(store, manifest);
+    expect(
+      Buffer.compare(Buffer.from((await readPartSnapshot(store, manifest)) as Uint8Array), Buffer.from(snapshot)),
+    ).toBe(0);
+    const path = join(store.partDirectory(manifest), "snapshot.bin");
+    const bytes = await readFile(path);
+    bytes[17] = (bytes[17] as number) ^ 0x80;
+    await writeFile(path, bytes);
+    await expect(readPartSnapshot(store, manifest)).rejects.toThrow(/snapshot\.bin changed after it was verified/);
   });
 
   it("a part whose leader lost its leadership ends FAILED with the reason, never COMPLETED", async () => {

@@ -6,6 +6,7 @@
  * corrupted byte (the file named), another partition count (both counts named), a failed backup, a non-empty
  * data directory; each leaves the data directory empty.
  */
+import { createHash } from "node:crypto";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -260,5 +261,35 @@ describe("backup and restore", () => {
     await rm(join(target, "leftover"));
     // Nothing was written by any refused restore.
     await expect(readFile(join(target, "broker.pid"))).rejects.toThrow();
+  });
+
+  it("restores a backup whose manifests an earlier build wrote with SHA-256 checksums to the same state", async () => {
+    const options = { store, backupId: 10n, nodeId: 0, distribution: distribution() };
+    const current = await restoreBroker({ ...options, dataDirectory: join(root, "restored-crc32c") });
+    const parts = (await store.manifests(10n)).filter((part) => part.state === "COMPLETED");
+    expect(parts.flatMap((part) => part.files.map((file) => Object.keys(file).sort()))).toContainEqual([
+      "crc32c",
+      "name",
+      "sizeBytes",
+    ]);
+    for (const part of parts) {
+      const files = await Promise.all(
+        part.files.map(async ({ name, sizeBytes }) => ({
+          name,
+          sizeBytes,
+          sha256: createHash("sha256")
+            .update(await readFile(join(store.partDirectory(part), name)))
+            .digest("hex"),
+        })),
+      );
+      await store.writeManifest({ ...part, files });
+    }
+    try {
+      const earlier = await restoreBroker({ ...options, dataDirectory: join(root, "restored-sha256") });
+      expect(earlier).toEqual(current);
+      expect(current.partitions.length).toBeGreaterThan(0);
+    } finally {
+      for (const part of parts) await store.writeManifest(part);
+    }
   });
 });
