@@ -1,6 +1,7 @@
 /**
  * A short chaos run in the suite: 30 s of seeded faults on the brokers of a real local cluster while publishers
- * write, then every acknowledged message read back (see `cluster-chaos.ts`). Longer and repeated runs:
+ * write (longer, up to 60 s, until at least 5 faults were injected: recoveries take longer on a loaded machine), then
+ * every acknowledged message read back (see `cluster-chaos.ts`). Longer and repeated runs:
  * `npm run chaos -- --runs 5 --duration-s 300`. `CHAOS_SEED` replays a seed's fault schedule.
  */
 import { describe, expect, it } from "vitest";
@@ -14,6 +15,7 @@ describe("cluster under chaos", () => {
     const result = await runClusterChaos({
       seed,
       durationMs: 30_000,
+      minimumFaults: 5,
       clients: 8,
       pauseBetweenPublicationsMs: 10,
       snapshotIntervalEntries: 200,

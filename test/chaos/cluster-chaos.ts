@@ -50,8 +50,16 @@ import { requestToken } from "../support/tokens.js";
 export interface ChaosOptions {
   /** Seed of the fault schedule. */
   readonly seed: number;
-  /** How long faults are injected; the checks after it take some seconds more. */
+  /**
+   * How long faults are injected, from the first one on (the cluster's start is not counted); the checks after it
+   * take some seconds more.
+   */
   readonly durationMs: number;
+  /**
+   * Faults the run injects at least: it goes on past `durationMs` until it injected as many, for at most another
+   * `durationMs`, so that a slow machine (long recoveries) still exercises what the run is for. Default 0.
+   */
+  readonly minimumFaults?: number;
   /** Concurrent publishers. */
   readonly clients: number;
   /** Pause of each publisher after each answer (0: as fast as the cluster answers), to bound the machine's load. */
@@ -292,8 +300,15 @@ export async function runClusterChaos(options: ChaosOptions): Promise<ChaosResul
       }
     };
     if (options.scale === true) workload.push(scaler());
+    const faultsStartedAtMs = Date.now();
+    const injectsMore = (): boolean => {
+      const elapsedMs = Date.now() - faultsStartedAtMs;
+      if (violations.length > 0) return false;
+      if (elapsedMs < options.durationMs) return true;
+      return faults.length < (options.minimumFaults ?? 0) && elapsedMs < 2 * options.durationMs;
+    };
     const injector = async (): Promise<void> => {
-      while (Date.now() - startedAtMs < options.durationMs && violations.length === 0) {
+      while (injectsMore()) {
         await sleep(500 + random.nextInt(1_500));
         const description = await injectFault(running, random, await topology(), partitions.ids.length);
         faults.push(description);
