@@ -1,5 +1,6 @@
 import { request as httpRequest } from "node:http";
 import { afterEach, describe, expect, it } from "vitest";
+import { diffTimeoutMs } from "../../../../src/platform/modeler/milestones/diff.js";
 import { startTestPlatform, type TestPlatform } from "../../../support/platform.js";
 import { requestToken } from "../../../support/tokens.js";
 
@@ -58,10 +59,14 @@ describe("milestone diffs in the worker pool, over HTTP", () => {
   afterEach(async () => await platform?.close());
 
   it("keeps answering while a diff computes, refuses pool work beyond the queue, and stops a diff at the time limit", async () => {
+    // Long enough that the checks below run while the diff still computes, also on a slow, loaded machine, and
+    // below the diff's own time limit, after which it would answer 409 instead.
+    const taskTimeLimitMs = 8_000;
+    expect(taskTimeLimitMs).toBeLessThan(diffTimeoutMs);
     platform = await startTestPlatform({
       "service.platform.workers.threads": 1,
       "service.platform.workers.queueLength": 0,
-      "service.platform.workers.taskTimeLimitMs": 5_000,
+      "service.platform.workers.taskTimeLimitMs": taskTimeLimitMs,
       "service.modeler.diffMaxChangedLines": 1_000_000,
     });
     const running = platform;
@@ -128,7 +133,7 @@ describe("milestone diffs in the worker pool, over HTTP", () => {
 
     const stopped = await diff.promise;
     const problem = await json<{ detail: string }>(stopped, 503);
-    expect(problem.detail).toContain("longer than the limit of 5000 ms");
+    expect(problem.detail).toContain(`longer than the limit of ${taskTimeLimitMs} ms`);
     // The stuck worker was replaced: the pool serves the next task.
     await json(await uploadSmallForm(project.id));
   });
