@@ -22,6 +22,7 @@
  * the hand-over's record, so that nothing another partition did after its checkpoint lands before this one's.
  */
 import { partitionForCorrelationKey, routingKeyOf } from "./correlation.js";
+import { EntrySlabs, type SlabStatistics } from "./entry-slabs.js";
 import { encodeKey, isValidPartitionId, MAX_KEY_COUNTER, parseKey } from "./keys.js";
 import { MsgpackArrayStream, type MsgpackArrayVisitor, MsgpackStreamError } from "./msgpack-stream.js";
 import {
@@ -38,6 +39,7 @@ import {
   entryFields,
   isNonNegativeInteger,
   type MessageFields,
+  moveEntry,
   restoredMessage,
   type StoredMessage,
   storedMessage,
@@ -225,6 +227,11 @@ export class PartitionEngine {
   private readonly unindexed = new Set<number>();
   /** The latest checkpoint this partition took, or null before its first. */
   private checkpoint: Checkpoint | null = null;
+  /** Memory of the entries of the messages this engine was restored with (`entry-slabs.ts`). */
+  private readonly entrySlabs = new EntrySlabs(
+    (counter) => this.messages.get(counter) ?? this.outbound.get(counter),
+    moveEntry,
+  );
 
   /** Creates an empty engine for `options.partitionId`. */
   constructor(options: PartitionEngineOptions) {
@@ -232,6 +239,11 @@ export class PartitionEngine {
       throw new Error(`invariant violated: partition id must be an integer in 1..8191, got ${options.partitionId}`);
     }
     this.partitionId = options.partitionId;
+  }
+
+  /** The shared memory of the entries this engine was restored with (`entry-slabs.ts`), for tests and accounting. */
+  restoredEntryMemory(): SlabStatistics {
+    return this.entrySlabs.statistics();
   }
 
   /** Index of the last log entry applied (or skipped with `markApplied`); 0 before any. */
@@ -547,7 +559,7 @@ export class PartitionEngine {
       },
       encodedItem(index, position, bytes) {
         const target = restoring();
-        const message = restoredMessage(bytes);
+        const message = restoredMessage(bytes, (entry, counter) => target.entrySlabs.copy(entry, counter));
         if (index === messagesField()) {
           if (message === undefined) throw new Error(`corrupt engine snapshot: message ${position} is malformed`);
           if (message.counter <= previousCounter || message.counter >= target.nextCounter) {
@@ -591,7 +603,11 @@ export class PartitionEngine {
           target.received.set(sourceKey, { key, deadlineMs });
         }
       },
-      result: restoring,
+      result() {
+        const restored = restoring();
+        restored.entrySlabs.trim();
+        return restored;
+      },
     };
   }
 
@@ -705,6 +721,7 @@ export class PartitionEngine {
     const message = this.outbound.get(counter);
     if (message === undefined) return;
     this.outbound.delete(counter);
+    this.entrySlabs.release(message.entry);
     if (newKey !== null) this.forwards.set(counter, { key: newKey, deadlineMs: message.deadlineMs });
   }
 
@@ -741,6 +758,7 @@ export class PartitionEngine {
       // A message taken out for relocation left the heap's entry behind: its new owner expires it.
       if (this.messages.get(next.counter) !== next) continue;
       this.unbuffer(next);
+      this.entrySlabs.release(next.entry);
       count += 1;
     }
     this.dropPastForwards(nowMs);

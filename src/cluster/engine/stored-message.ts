@@ -26,12 +26,22 @@ export interface MessageFields extends Omit<DecodedPublishMessage, "kind"> {
   readonly sizeBytes: number;
 }
 
-/** A buffered message (or one taken out for relocation), immutable once made. */
+/**
+ * A buffered message (or one taken out for relocation), immutable once made, but for where its entry's bytes lie: a
+ * restored message's entry may share a slab with others and be moved to other memory later (`moveEntry`), with the
+ * same bytes, so what a reader sees does not change.
+ */
 export interface StoredMessage extends MessageFields {
   readonly deadlineMs: number;
-  /** The message as a snapshot lists it (see the module comment); owned by this message alone. */
+  /**
+   * The message as a snapshot lists it (see the module comment). Its bytes are never written; `moveEntry` may replace
+   * the view with one of equal bytes.
+   */
   readonly entry: Uint8Array;
 }
+
+/** The two fields `moveEntry` replaces, both views of the entry's memory. */
+type EntryLocation = { entry: Uint8Array; variablesBytes: Uint8Array };
 
 /** Fields of a snapshot entry. */
 const ENTRY_FIELDS = 9;
@@ -83,11 +93,15 @@ export function storedMessage(fields: MessageFields): StoredMessage {
 }
 
 /**
- * The message whose snapshot entry is `encoded`, keeping a copy of the entry, or undefined when `encoded` is not a
- * well-formed entry. `encoded` is a view the caller does not keep (a restore's stream hands out one per message): it
- * may be a view of a buffer the caller reuses, and the codec caches a DataView on it.
+ * The message whose snapshot entry is `encoded`, keeping the copy of the entry that `copyEntry` makes (given the
+ * message's counter), or undefined when `encoded` is not a well-formed entry. `encoded` is a view the caller does not
+ * keep (a restore's stream hands out one per message): it may be a view of a buffer the caller reuses, and the codec
+ * caches a DataView on it.
  */
-export function restoredMessage(encoded: Uint8Array): StoredMessage | undefined {
+export function restoredMessage(
+  encoded: Uint8Array,
+  copyEntry: (bytes: Uint8Array, counter: number) => Uint8Array,
+): StoredMessage | undefined {
   let value: unknown;
   try {
     // Decoded where it lies, not from the copy the message keeps: the codec caches a DataView on whatever it decodes,
@@ -119,7 +133,10 @@ export function restoredMessage(encoded: Uint8Array): StoredMessage | undefined 
     throw new Error("invariant violated: the variables of a snapshot entry were decoded as a copy");
   }
   const variablesOffset = variables.byteOffset - encoded.byteOffset;
-  const entry = new Uint8Array(encoded);
+  const entry = copyEntry(encoded, counter);
+  if (entry.byteLength !== encoded.byteLength) {
+    throw new Error(`invariant violated: the copy of message ${counter}'s entry has another length`);
+  }
   return {
     counter,
     name,
@@ -133,6 +150,22 @@ export function restoredMessage(encoded: Uint8Array): StoredMessage | undefined 
     sizeBytes,
     entry,
   };
+}
+
+/**
+ * Makes `entry`, which must hold the same bytes as `message.entry`, the message's entry (its variables a view of it):
+ * the slabs of restored entries move entries out of a slab they free, or into a slab of the right size
+ * (`entry-slabs.ts`). Holders of the message, or of its old entry, read the same bytes before and after; the old
+ * memory stays valid for as long as any of them holds it.
+ */
+export function moveEntry(message: StoredMessage, entry: Uint8Array): void {
+  if (entry.byteLength !== message.entry.byteLength) {
+    throw new Error(`invariant violated: message ${message.counter}'s entry would move to memory of another length`);
+  }
+  const location = message as unknown as EntryLocation;
+  const variablesOffset = message.variablesBytes.byteOffset - message.entry.byteOffset;
+  location.variablesBytes = entry.subarray(variablesOffset, variablesOffset + message.variablesBytes.byteLength);
+  location.entry = entry;
 }
 
 /** Whether `value` is a non-negative safe integer. */

@@ -421,6 +421,64 @@ describe("EngineSnapshotEncoder", () => {
     expect(restored.getMessage(key)?.variables).toEqual({ blob: "b39".repeat(500) });
   });
 
+  /**
+   * An engine of partition 5 holding `count` messages published at 1,000 whose variables are `{ blob }` of about
+   * `blobBytes`; every `longLivedEvery`-th lives for hours, the others expire at 2,000.
+   */
+  function engineOfMixedLifetimes(count: number, longLivedEvery: number, blobBytes: number): PartitionEngine {
+    const engine = new PartitionEngine({ partitionId: 5 });
+    for (let position = 0; position < count; position += 1) {
+      const timeToLiveMs = position % longLivedEvery === 0 ? 10_000_000 : 1_000;
+      const blob = `m${position}`.repeat(Math.ceil(blobBytes / `m${position}`.length));
+      engine.apply(position + 1, publish({ variables: { blob }, timeToLiveMs }));
+    }
+    return engine;
+  }
+
+  it("serves and snapshots a restored engine's messages alike as they expire, its shared entry memory freed with them", () => {
+    const original = engineOfMixedLifetimes(100, 3, 200);
+    const restored = PartitionEngine.restore(original.snapshot());
+    const atRestore = restored.restoredEntryMemory();
+    // One slab, cut to the entries it holds.
+    expect(atRestore.slabCount).toBe(1);
+    expect(atRestore.slabBytes).toBe(atRestore.liveBytes);
+    expect(original.restoredEntryMemory().slabCount).toBe(0);
+    for (const engine of [original, restored]) {
+      expect(applyAll(engine, [expire(2_000)])).toEqual([{ kind: "expired", count: 66 }]);
+    }
+    // Two thirds of the slab expired: once less than half was held, the messages still there (the long-lived ones
+    // and the short-lived ones the same expiry had not reached yet) moved to a slab of their size.
+    const afterExpiry = restored.restoredEntryMemory();
+    expect(afterExpiry.slabCount).toBe(1);
+    expect(afterExpiry.slabBytes).toBe(afterExpiry.handedOutBytes);
+    expect(afterExpiry.slabBytes).toBeLessThan(atRestore.slabBytes / 2);
+    expect(2 * afterExpiry.liveBytes).toBeGreaterThanOrEqual(afterExpiry.handedOutBytes);
+    expect(Buffer.from(restored.snapshot()).equals(Buffer.from(original.snapshot()))).toBe(true);
+    for (const position of [0, 33, 99]) {
+      expect(restored.getMessage(encodeKey(5, position + 1))?.variables).toEqual(
+        original.getMessage(encodeKey(5, position + 1))?.variables,
+      );
+    }
+    expect(restored.getMessage(encodeKey(5, 100))?.variables).toEqual({ blob: "m99".repeat(67) });
+    expect(applyAll(restored, [expire(20_000_000)])).toEqual([{ kind: "expired", count: 34 }]);
+    expect(restored.bufferedMessageCount).toBe(0);
+    expect(restored.restoredEntryMemory()).toEqual({ slabCount: 0, slabBytes: 0, handedOutBytes: 0, liveBytes: 0 });
+  });
+
+  it("gives a snapshot being read the same bytes when the entries it reads move to other memory meanwhile", () => {
+    const restored = PartitionEngine.restore(engineOfMixedLifetimes(60, 4, 240).snapshot());
+    const expected = restored.snapshot();
+    const encoder = restored.snapshotEncoder();
+    const start = new Uint8Array(1_000);
+    encoder.read(start);
+    // Three quarters expire: the survivors' entries move while the encoder is in the middle of one of them.
+    expect(applyAll(restored, [expire(2_000)])).toEqual([{ kind: "expired", count: 45 }]);
+    expect(restored.restoredEntryMemory().slabCount).toBe(1);
+    const rest = new Uint8Array(expected.byteLength - start.byteLength);
+    encoder.read(rest);
+    expect(Buffer.concat([start, rest]).equals(Buffer.from(expected))).toBe(true);
+  });
+
   it("restores from pieces of any size the same state as from the whole snapshot, holding one message at most between pieces", () => {
     const engine = new PartitionEngine({ partitionId: 5 });
     const variables = { blob: "v".repeat(4_000) };

@@ -233,6 +233,49 @@ describe("relocation", () => {
   });
 });
 
+describe("relocation from a restored engine", () => {
+  it("keeps a message taken out in its shared entry memory until the new owner has it, then frees that memory", () => {
+    const original = new PartitionEngine({ partitionId: 1 });
+    const moved = keyOwnedBy(3, 4, 1, 2);
+    for (let index = 0; index < 6; index += 1) {
+      apply(
+        original,
+        publish({ correlationKey: moved, messageId: `m-${index}`, variables: { blob: "r".repeat(200) } }),
+      );
+    }
+    apply(original, route(4, 2, true));
+    const restored = PartitionEngine.restore(original.snapshot());
+    const atRestore = restored.restoredEntryMemory();
+    expect(atRestore.slabCount).toBe(1);
+    const counters = [1, 2, 3, 4, 5, 6];
+    for (const engine of [original, restored]) {
+      expect(apply(engine, encodeRecord({ kind: "relocateOut", counters }))).toEqual({
+        kind: "relocatingOut",
+        count: 6,
+      });
+    }
+    // Taken out, the messages still answer reads and wait for their new owner: their memory is still held.
+    expect(restored.restoredEntryMemory()).toEqual(atRestore);
+    expect(restored.outboundMessages()).toHaveLength(6);
+    for (const engine of [original, restored]) {
+      const relocations = counters.slice(0, 4).map((counter) => ({ counter, newKey: encodeKey(3, counter) }));
+      apply(engine, encodeRecord({ kind: "relocatedOut", relocations }));
+    }
+    // Two of six left: they moved to memory of their own size, and the snapshots still agree byte for byte.
+    const afterFour = restored.restoredEntryMemory();
+    expect(afterFour.slabCount).toBe(1);
+    expect(afterFour.slabBytes).toBe(afterFour.liveBytes);
+    expect(afterFour.slabBytes).toBeLessThan(atRestore.slabBytes / 2);
+    expect(Buffer.from(restored.snapshot()).equals(Buffer.from(original.snapshot()))).toBe(true);
+    expect(restored.outboundMessages().map((message) => message.messageId)).toEqual(["m-4", "m-5"]);
+    apply(
+      restored,
+      encodeRecord({ kind: "relocatedOut", relocations: [5, 6].map((counter) => ({ counter, newKey: null })) }),
+    );
+    expect(restored.restoredEntryMemory()).toEqual({ slabCount: 0, slabBytes: 0, handedOutBytes: 0, liveBytes: 0 });
+  });
+});
+
 describe("snapshots with routing and relocation state", () => {
   it("round-trips routing, outbound messages, forwards and received source keys, byte for byte", () => {
     const engine = new PartitionEngine({ partitionId: 1 });

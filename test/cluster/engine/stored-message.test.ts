@@ -3,9 +3,13 @@ import { engineCodec } from "../../../src/cluster/engine/records.js";
 import {
   entryFields,
   type MessageFields,
+  moveEntry,
   restoredMessage,
   storedMessage,
 } from "../../../src/cluster/engine/stored-message.js";
+
+/** Copies an entry into memory of its own, as a restore without slabs would. */
+const ownCopy = (bytes: Uint8Array): Uint8Array => new Uint8Array(bytes);
 
 function fields(overrides: Partial<MessageFields> = {}): MessageFields {
   return {
@@ -43,7 +47,7 @@ describe("storedMessage", () => {
     ]) {
       const message = storedMessage(fields(overrides));
       // A view of its own, as a restore hands over: the codec marks what it decodes.
-      const again = restoredMessage(message.entry.subarray(0));
+      const again = restoredMessage(message.entry.subarray(0), ownCopy);
       expect(again).toEqual(message);
     }
   });
@@ -53,7 +57,7 @@ describe("storedMessage", () => {
     // The entry as a restore's stream hands it over: a view into a larger buffer that is reused afterwards.
     const piece = new Uint8Array(message.entry.byteLength + 20);
     piece.set(message.entry, 10);
-    const restored = restoredMessage(piece.subarray(10, 10 + message.entry.byteLength));
+    const restored = restoredMessage(piece.subarray(10, 10 + message.entry.byteLength), ownCopy);
     piece.fill(0);
     expect(restored?.entry.buffer).not.toBe(piece.buffer);
     expect(restored?.variablesBytes.buffer).toBe(restored?.entry.buffer);
@@ -64,13 +68,52 @@ describe("storedMessage", () => {
     });
   });
 
+  it("copies the entry where the caller says, with the message's counter, and refuses a copy of another length", () => {
+    const message = storedMessage(fields({ counter: 42 }));
+    const slab = new Uint8Array(4096);
+    const counters: number[] = [];
+    const restored = restoredMessage(message.entry.subarray(0), (bytes, counter) => {
+      counters.push(counter);
+      const view = slab.subarray(100, 100 + bytes.byteLength);
+      view.set(bytes);
+      return view;
+    });
+    expect(counters).toEqual([42]);
+    expect(restored?.entry.buffer).toBe(slab.buffer);
+    expect(restored?.variablesBytes.buffer).toBe(slab.buffer);
+    expect(restored).toEqual(message);
+    expect(() => restoredMessage(message.entry.subarray(0), (bytes) => bytes.subarray(1))).toThrow(/another length/);
+  });
+
+  it("moves an entry to other memory with the same bytes, its variables a view of the new entry", () => {
+    const message = storedMessage(fields());
+    const shared = new Uint8Array(message.entry.byteLength + 64);
+    const restored = restoredMessage(message.entry.subarray(0), (bytes) => {
+      const view = shared.subarray(32, 32 + bytes.byteLength);
+      view.set(bytes);
+      return view;
+    });
+    if (restored === undefined) throw new Error("the entry did not restore");
+    const oldEntry = restored.entry;
+    expect(() => moveEntry(restored, new Uint8Array(oldEntry.byteLength + 1))).toThrow(/another length/);
+    moveEntry(restored, new Uint8Array(oldEntry));
+    expect(restored.entry.buffer).not.toBe(shared.buffer);
+    expect(restored.entry.byteOffset).toBe(0);
+    expect(restored.variablesBytes.buffer).toBe(restored.entry.buffer);
+    expect(restored).toEqual(message);
+    // Whoever still holds the old entry reads the same bytes; the new one no longer depends on that memory.
+    expect(Buffer.from(oldEntry).equals(Buffer.from(restored.entry))).toBe(true);
+    shared.fill(0);
+    expect(engineCodec.unpack(restored.variablesBytes)).toEqual({ amount: 3, note: "n".repeat(300) });
+  });
+
   it("refuses entries that are not a message's", () => {
     const entry = (values: unknown[]): Uint8Array => Uint8Array.from(engineCodec.pack(values));
     const valid = entryFields(fields());
-    expect(restoredMessage(entry(valid))).toBeDefined();
-    expect(restoredMessage(Uint8Array.of(0xc1))).toBeUndefined();
-    expect(restoredMessage(entry(valid.slice(0, 8)))).toBeUndefined();
-    expect(restoredMessage(entry([...valid, 1]))).toBeUndefined();
+    expect(restoredMessage(entry(valid), ownCopy)).toBeDefined();
+    expect(restoredMessage(Uint8Array.of(0xc1), ownCopy)).toBeUndefined();
+    expect(restoredMessage(entry(valid.slice(0, 8)), ownCopy)).toBeUndefined();
+    expect(restoredMessage(entry([...valid, 1]), ownCopy)).toBeUndefined();
     for (const [position, value] of [
       [0, -1],
       [1, 5],
@@ -82,7 +125,7 @@ describe("storedMessage", () => {
     ] as const) {
       const broken = [...valid];
       broken[position] = value;
-      expect(restoredMessage(entry(broken))).toBeUndefined();
+      expect(restoredMessage(entry(broken), ownCopy)).toBeUndefined();
     }
   });
 });
