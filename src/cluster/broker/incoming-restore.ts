@@ -12,6 +12,10 @@
  * reads the stored snapshot back instead, which fails loudly if the snapshot is damaged. The bytes decoded are the
  * ones the core checksummed and the storage writes, and the restore is only used once the storage verified the whole
  * snapshot, so decoding chunks whose write is still in flight is safe: if the write fails, the replica fails with it.
+ *
+ * The chunks are given to the restore (`pushGiven`), which keeps the restored messages' entries where they lie in the
+ * chunks' memory instead of copying them. That memory is the received frame's, which nothing writes again: the storage
+ * writes a copy of each chunk, and the core only reads them to checksum.
  */
 import type { Logger } from "pino";
 import { type EngineSnapshotRestorer, PartitionEngine } from "../engine/index.js";
@@ -86,7 +90,7 @@ export class IncomingRestore {
       restore.nextQueued = 0;
     }
     try {
-      restore.restorer.push(chunk.data);
+      restore.restorer.pushGiven(chunk.data);
     } catch (error) {
       this.logger.warn(
         { partitionId: this.partitionId, snapshotIndex: restore.metadata.index, reason: boundedReason(error) },

@@ -20,6 +20,13 @@
  * into a new slab of exactly their size and the old one is dropped. Slabs therefore hold at most 16/7 of the bytes of
  * their live entries. Moving survivors costs one allocation, and fewer bytes than were released from the slab since
  * it was made: at most a copy per released byte.
+ *
+ * A piece of the snapshot that its caller gives away (a joiner's received chunk: memory of its own that nothing
+ * writes again) can itself be a slab: its entries are handed out as views of it (`place`) instead of copies. Copying
+ * them was most of a restore's time, for the memory a copy first touches, and a received chunk is nearly all entries
+ * of whole messages. The piece is kept only if it is nearly all of its memory and, once decoded (`endPiece`), its
+ * entries cover at least 7/8 of that memory, like any slab; otherwise they are copied as usual. So the bound above
+ * holds for kept pieces too, and they are released and emptied the same way.
  */
 import type { StoredMessage } from "./stored-message.js";
 
@@ -32,12 +39,22 @@ const LARGEST_SHARED_ENTRY_BYTES = LARGEST_SLAB_BYTES / 4;
 /** A slab whose unused rest is at most this share of it is left for the next one when an entry does not fit. */
 const ABANDONED_REST_SHARE = 1 / 8;
 
-/** One slab: its memory, how much of it was handed out and is still held, and the counters of its messages. */
+/**
+ * One slab: its memory, how much of it was handed out and is still held, the counters of its messages, and whether it
+ * is a piece of the snapshot kept as it was given (`place`) rather than memory the slabs allocated.
+ */
 interface Slab {
   readonly memory: Uint8Array;
   usedBytes: number;
   liveBytes: number;
   readonly counters: number[];
+  readonly kept: boolean;
+}
+
+/** The piece being decoded that was given away (`place`), and the slab it becomes, or null when it cannot be kept. */
+interface GivenPiece {
+  readonly buffer: ArrayBufferLike;
+  readonly slab: Slab | null;
 }
 
 /** What `EntrySlabs.statistics` reports. */
@@ -48,6 +65,8 @@ export interface SlabStatistics {
   readonly handedOutBytes: number;
   /** Bytes of the entries in slabs that the engine still holds. */
   readonly liveBytes: number;
+  /** Slabs that are pieces of the snapshot kept as they were given, of `slabCount`. */
+  readonly keptPieceCount: number;
 }
 
 /** Which message holds a counter now (buffered or taken out for relocation), for moving survivors out. */
@@ -66,6 +85,8 @@ export class EntrySlabs {
   private lastSlabBytes = FIRST_SLAB_BYTES / 2;
   /** Whether the restore ended (`trim`): no entry is copied in afterwards. */
   private restoreEnded = false;
+  /** The given piece being decoded, from the first entry that lies in it until `endPiece`. */
+  private given: GivenPiece | null = null;
 
   /**
    * Slabs for one engine: `lookup` must find every message the engine holds by its counter, buffered or taken out for
@@ -75,6 +96,69 @@ export class EntrySlabs {
     private readonly lookup: MessageLookup,
     private readonly moveEntry: EntryMover,
   ) {}
+
+  /**
+   * The memory for `bytes`, the entry of message `counter`: a view of the same bytes when they lie in `givenPiece`
+   * and that piece can be kept (see the module comment), else a copy (`copy`). `givenPiece` is the piece of the
+   * snapshot being decoded if its caller gave it away, or null; it must never be written afterwards. Once the piece
+   * is decoded, `endPiece` decides whether it is kept.
+   */
+  place(bytes: Uint8Array, counter: number, givenPiece: Uint8Array | null): Uint8Array {
+    if (givenPiece === null || bytes.buffer !== givenPiece.buffer) return this.copy(bytes, counter);
+    if (this.restoreEnded) {
+      throw new Error("invariant violated: an entry was placed in slabs after the restore ended");
+    }
+    let given = this.given;
+    if (given === null) {
+      given = { buffer: givenPiece.buffer, slab: this.keepable(givenPiece) ? this.keptSlab(givenPiece) : null };
+      this.given = given;
+    } else if (given.buffer !== givenPiece.buffer) {
+      throw new Error("invariant violated: an entry of another given piece was placed before the last one ended");
+    }
+    const slab = given.slab;
+    if (slab === null) return this.copy(bytes, counter);
+    slab.usedBytes += bytes.byteLength;
+    slab.liveBytes += bytes.byteLength;
+    slab.counters.push(counter);
+    // A view of its own: the caller's view may carry what a decoder cached on it.
+    return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  }
+
+  /**
+   * Ends the given piece whose entries `place` handed out as views: it becomes a slab when they cover at least 7/8 of
+   * its memory; otherwise each is moved to a copy, as `place` would have made, and the piece is not held. Copies at
+   * most the piece's entries.
+   */
+  endPiece(): void {
+    const given = this.given;
+    this.given = null;
+    const slab = given?.slab ?? null;
+    if (slab === null || slab.usedBytes === 0) return;
+    if (slab.usedBytes >= (1 - ABANDONED_REST_SHARE) * slab.memory.byteLength) {
+      // An entry that is all of the piece simply owns it, as an entry copied on its own owns its copy.
+      const ownedWhole = slab.counters.length === 1 && slab.usedBytes === slab.memory.byteLength;
+      if (!ownedWhole) this.slabs.set(slab.memory.buffer, slab);
+      return;
+    }
+    // Bounded by the piece's messages, each looked at once.
+    for (const counter of slab.counters) {
+      const message = this.lookup(counter);
+      if (message === undefined || message.entry.buffer !== slab.memory.buffer) {
+        throw new Error(`invariant violated: message ${counter}, placed in a given piece, is not held there`);
+      }
+      this.moveEntry(message, this.copy(message.entry, counter));
+    }
+  }
+
+  /** Whether a given piece's entries may stay where they lie: the piece is nearly all its memory, not a slab yet. */
+  private keepable(piece: Uint8Array): boolean {
+    return piece.byteLength >= (1 - ABANDONED_REST_SHARE) * piece.buffer.byteLength && !this.slabs.has(piece.buffer);
+  }
+
+  /** An empty slab over all the memory of `piece`, which it holds while any entry placed in it is held. */
+  private keptSlab(piece: Uint8Array): Slab {
+    return { memory: new Uint8Array(piece.buffer), usedBytes: 0, liveBytes: 0, counters: [], kept: true };
+  }
 
   /** A copy of `bytes`, the entry of message `counter`, in a shared slab (or on its own; see the module comment). */
   copy(bytes: Uint8Array, counter: number): Uint8Array {
@@ -91,7 +175,7 @@ export class EntrySlabs {
       let slabBytes = Math.min(LARGEST_SLAB_BYTES, 2 * this.lastSlabBytes);
       while (slabBytes < 4 * bytes.byteLength) slabBytes *= 2;
       this.lastSlabBytes = slabBytes;
-      slab = { memory: new Uint8Array(slabBytes), usedBytes: 0, liveBytes: 0, counters: [] };
+      slab = { memory: new Uint8Array(slabBytes), usedBytes: 0, liveBytes: 0, counters: [], kept: false };
       this.slabs.set(slab.memory.buffer, slab);
       this.filling = slab;
     }
@@ -129,6 +213,7 @@ export class EntrySlabs {
       usedBytes: slab.liveBytes,
       liveBytes: slab.liveBytes,
       counters: survivors.map((message) => message.counter),
+      kept: false,
     };
     let offset = 0;
     for (const message of survivors) {
@@ -151,6 +236,7 @@ export class EntrySlabs {
    * part it handed out, each of its entries moved to the same place in the copy. Copies at most one slab.
    */
   trim(): void {
+    if (this.given !== null) throw new Error("invariant violated: the restore ended inside a given piece");
     this.restoreEnded = true;
     const slab = this.filling;
     this.filling = null;
@@ -175,11 +261,13 @@ export class EntrySlabs {
     let slabBytes = 0;
     let handedOutBytes = 0;
     let liveBytes = 0;
+    let keptPieceCount = 0;
     for (const slab of this.slabs.values()) {
       slabBytes += slab.memory.byteLength;
       handedOutBytes += slab.usedBytes;
       liveBytes += slab.liveBytes;
+      if (slab.kept) keptPieceCount += 1;
     }
-    return { slabCount: this.slabs.size, slabBytes, handedOutBytes, liveBytes };
+    return { slabCount: this.slabs.size, slabBytes, handedOutBytes, liveBytes, keptPieceCount };
   }
 }

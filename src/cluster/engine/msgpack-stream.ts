@@ -14,7 +14,8 @@ import { engineCodec } from "./records.js";
 /**
  * Receives the parts of the document in order; anything it throws aborts the decoding. Byte strings in the values it
  * receives, and the bytes of encoded items, may be views of the stream's buffer or of the piece being decoded, which
- * are reused: a visitor copies what it keeps.
+ * are reused: a visitor copies what it keeps, unless the piece's caller gave it away and the bytes lie in it (an
+ * engine restore's `pushGiven`, which the stream does not know of).
  */
 export interface MsgpackArrayVisitor {
   /** The document's array header was read: its field count, or null when the document is not an array. */
@@ -248,7 +249,10 @@ export class MsgpackArrayStream {
     return this.consumedBytes;
   }
 
-  /** Decodes what `piece` completes; the caller may reuse `piece` afterwards (nothing keeps a view of it). */
+  /**
+   * Decodes what `piece` completes; the stream keeps no view of it (it copies the start of a value the piece does not
+   * complete), so only what the visitor keeps decides whether the caller may reuse it.
+   */
   push(piece: Uint8Array): void {
     if (piece.byteLength === 0) return;
     const completed = this.completeCarried(piece);

@@ -473,8 +473,9 @@ export class PartitionEngine {
 
   /**
    * Rebuilds an engine from `snapshot()` bytes handed over in pieces of any size, as they are read or received, so a
-   * large snapshot is never held whole: between two pieces only an incomplete message (or field) is kept. Throws, as
-   * `restore` does, on any malformed or inconsistent snapshot.
+   * large snapshot is never held whole: between two pieces only an incomplete message (or field) is kept, besides the
+   * pieces given away whose memory now holds restored messages (`pushGiven`). Throws, as `restore` does, on any
+   * malformed or inconsistent snapshot.
    */
   static restorer(): EngineSnapshotRestorer {
     return new EngineSnapshotRestorer(PartitionEngine.restoreVisitor());
@@ -492,6 +493,8 @@ export class PartitionEngine {
     let appliedIndex = 0;
     let engine: PartitionEngine | null = null;
     let previousCounter = 0;
+    // The piece being decoded when its caller gave it away (`EngineSnapshotRestorer.pushGiven`).
+    let givenPiece: Uint8Array | null = null;
     const restoring = (): PartitionEngine => {
       if (engine === null) throw new Error("corrupt engine snapshot: the header is incomplete");
       return engine;
@@ -508,7 +511,8 @@ export class PartitionEngine {
         fieldCount = count;
       },
       isList: (index) => index === messagesField() || isRelocationList(index),
-      // Messages come as their snapshot entries, which the restored messages keep (copied out of the stream's buffer).
+      // Messages come as their snapshot entries, which the restored messages keep: copied out of the stream's buffer,
+      // or where they lie in a piece given away (`entry-slabs.ts`).
       itemsEncoded: (index) => index === messagesField() || (version !== 1 && index === OUTBOUND_FIELD),
       field(index, value) {
         if (index === 0) {
@@ -559,7 +563,7 @@ export class PartitionEngine {
       },
       encodedItem(index, position, bytes) {
         const target = restoring();
-        const message = restoredMessage(bytes, (entry, counter) => target.entrySlabs.copy(entry, counter));
+        const message = restoredMessage(bytes, (entry, counter) => target.entrySlabs.place(entry, counter, givenPiece));
         if (index === messagesField()) {
           if (message === undefined) throw new Error(`corrupt engine snapshot: message ${position} is malformed`);
           if (message.counter <= previousCounter || message.counter >= target.nextCounter) {
@@ -602,6 +606,13 @@ export class PartitionEngine {
           }
           target.received.set(sourceKey, { key, deadlineMs });
         }
+      },
+      pieceStart(piece) {
+        givenPiece = piece;
+      },
+      pieceEnd() {
+        givenPiece = null;
+        engine?.entrySlabs.endPiece();
       },
       result() {
         const restored = restoring();
@@ -819,6 +830,10 @@ export class PartitionEngine {
 
 /** The steps of one restore (`PartitionEngine.restoreVisitor`) and the engine they built. */
 interface EngineRestoreVisitor extends MsgpackArrayVisitor {
+  /** A piece starts being decoded: `piece` when its caller gave it away (`pushGiven`), null when it lent it. */
+  pieceStart(piece: Uint8Array | null): void;
+  /** The piece announced by `pieceStart` was decoded. */
+  pieceEnd(): void;
   /** The restored engine, once the whole snapshot was handed over. */
   result(): PartitionEngine;
 }
@@ -848,7 +863,25 @@ export class EngineSnapshotRestorer {
 
   /** Decodes the messages and fields `piece` completes; `piece` may be reused afterwards. */
   push(piece: Uint8Array): void {
-    this.guard(() => this.stream.push(piece));
+    this.decode(piece, null);
+  }
+
+  /**
+   * Decodes the messages and fields `piece` completes, like `push`, but the caller gives `piece` away: the restored
+   * messages may keep their entries where they lie in its memory instead of copies (`entry-slabs.ts`), so nothing may
+   * write that memory afterwards. A snapshot chunk a joiner received is such a piece.
+   */
+  pushGiven(piece: Uint8Array): void {
+    this.decode(piece, piece);
+  }
+
+  /** Decodes `piece`; `given` is the piece itself when its caller gave it away, else null. */
+  private decode(piece: Uint8Array, given: Uint8Array | null): void {
+    this.guard(() => {
+      this.visitor.pieceStart(given);
+      this.stream.push(piece);
+      this.visitor.pieceEnd();
+    });
   }
 
   /** The restored engine; throws when the snapshot ended early or bytes follow its end. */

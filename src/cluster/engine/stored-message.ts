@@ -93,19 +93,20 @@ export function storedMessage(fields: MessageFields): StoredMessage {
 }
 
 /**
- * The message whose snapshot entry is `encoded`, keeping the copy of the entry that `copyEntry` makes (given the
- * message's counter), or undefined when `encoded` is not a well-formed entry. `encoded` is a view the caller does not
- * keep (a restore's stream hands out one per message): it may be a view of a buffer the caller reuses, and the codec
- * caches a DataView on it.
+ * The message whose snapshot entry is `encoded`, keeping as its entry the memory `placeEntry` gives for those bytes
+ * (given the message's counter): a copy, or a view of its own of the same bytes where the caller may keep them
+ * (`EntrySlabs.place`). Undefined when `encoded` is not a well-formed entry. `encoded` itself is never kept (a
+ * restore's stream hands out one per message): it may be a view of a buffer the caller reuses, and the codec caches a
+ * DataView on it.
  */
 export function restoredMessage(
   encoded: Uint8Array,
-  copyEntry: (bytes: Uint8Array, counter: number) => Uint8Array,
+  placeEntry: (bytes: Uint8Array, counter: number) => Uint8Array,
 ): StoredMessage | undefined {
   let value: unknown;
   try {
-    // Decoded where it lies, not from the copy the message keeps: the codec caches a DataView on whatever it decodes,
-    // and one kept per message made a restore of a GiB of state 15 % slower.
+    // Decoded where it lies, not from the memory the message keeps: the codec caches a DataView on whatever it
+    // decodes, and one kept per message made a restore of a GiB of state 15 % slower.
     value = engineCodec.unpack(encoded);
   } catch {
     return undefined;
@@ -128,14 +129,14 @@ export function restoredMessage(
     return undefined;
   }
   // The codec hands binary values out as views of the bytes it decodes: the variables are at the same offset in the
-  // copy. The entry is copied, not the variables apart from it.
+  // entry's memory. The entry is placed whole, not the variables apart from it.
   if (variables.buffer !== encoded.buffer) {
     throw new Error("invariant violated: the variables of a snapshot entry were decoded as a copy");
   }
   const variablesOffset = variables.byteOffset - encoded.byteOffset;
-  const entry = copyEntry(encoded, counter);
+  const entry = placeEntry(encoded, counter);
   if (entry.byteLength !== encoded.byteLength) {
-    throw new Error(`invariant violated: the copy of message ${counter}'s entry has another length`);
+    throw new Error(`invariant violated: the memory placed for message ${counter}'s entry has another length`);
   }
   return {
     counter,

@@ -134,7 +134,12 @@ export class FrameDecoder {
     return frames;
   }
 
-  /** Removes and returns the next `byteCount` buffered bytes; concatenates only when they span chunks. */
+  /**
+   * Removes and returns the next `byteCount` buffered bytes; concatenates only when they span chunks. The result is
+   * never written again, by this decoder or by the socket (each read arrives in a buffer of its own): a receiver may
+   * keep views of a frame's values for as long as it likes, as a joiner's engine keeps the entries of the snapshot
+   * chunks it receives (`IncomingRestore`). Reading into memory that is reused would break that.
+   */
   private take(byteCount: number): Buffer {
     const first = this.chunks[0];
     if (first === undefined) {

@@ -71,6 +71,29 @@ describe("IncomingRestore", () => {
     expect(restore.active).toBe(false);
   });
 
+  it("keeps the restored messages' entries in received chunks of their own memory, as a transport's frames are", () => {
+    const { bytes, metadata } = engineSnapshot();
+    // Chunks of 16 KiB: of messages of about a kilobyte, the parts of the two that span a chunk's edges are less than
+    // an eighth of it.
+    const chunkBytes = 16 * 1024;
+    const views = [];
+    for (let offset = 0; offset < bytes.byteLength; offset += chunkBytes) {
+      const data = bytes.subarray(offset, offset + chunkBytes);
+      views.push({ offset, data, checksum: crc32c(data) >>> 0 });
+    }
+    expect(views.length).toBe(3);
+    // Each chunk in memory of its own, as a frame decoded from the socket is.
+    const framed = views.map((chunk) => ({ ...chunk, data: chunk.data.slice() }));
+    const restore = new IncomingRestore(PARTITION_ID, fakeLogger().logger);
+    restore.accept({ metadata, restart: true, chunks: framed });
+    const engine = restore.finish(metadata) as PartitionEngine;
+    expect(Buffer.from(engine.snapshot()).equals(Buffer.from(bytes))).toBe(true);
+    expect(engine.restoredEntryMemory().keptPieceCount).toBe(3);
+    // Chunks that are views of a larger buffer are copied from, never kept.
+    restore.accept({ metadata, restart: true, chunks: views });
+    expect((restore.finish(metadata) as PartitionEngine).restoredEntryMemory().keptPieceCount).toBe(0);
+  });
+
   it("does not decode while handing over: a chunk that does not decode is noticed by decodeNext, which ends the restore", () => {
     const { bytes, metadata } = engineSnapshot();
     const damaged = Uint8Array.from(bytes);

@@ -13,7 +13,30 @@ class HeldMessages {
 
   restore(counter: number, entryBytes: number): StoredMessage {
     const source = new Uint8Array(entryBytes).fill(counter % 251);
-    const entry = this.slabs.copy(source, counter);
+    return this.hold(counter, this.slabs.copy(source, counter));
+  }
+
+  /**
+   * Restores the messages of a piece the restore is given: `gapBytes` that hold no entry (a snapshot's header, or the
+   * parts of messages that span two pieces) followed by the entries of `entrySizes`, numbered from `firstCounter`, in
+   * memory that holds `spareBytes` more after the piece (a frame's other fields). The piece is decoded when this
+   * returns (`endPiece`).
+   */
+  restoreGiven(firstCounter: number, entrySizes: readonly number[], gapBytes = 0, spareBytes = 0): Uint8Array {
+    const pieceBytes = gapBytes + entrySizes.reduce((sum, size) => sum + size, 0);
+    const piece = new Uint8Array(pieceBytes + spareBytes).subarray(0, pieceBytes);
+    let offset = gapBytes;
+    for (const [position, size] of entrySizes.entries()) {
+      const counter = firstCounter + position;
+      const bytes = piece.subarray(offset, offset + size).fill(counter % 251);
+      this.hold(counter, this.slabs.place(bytes, counter, piece));
+      offset += size;
+    }
+    this.slabs.endPiece();
+    return piece;
+  }
+
+  hold(counter: number, entry: Uint8Array): StoredMessage {
     const message = { counter, entry, variablesBytes: entry.subarray(1) } as unknown as StoredMessage;
     this.held.set(counter, message);
     return message;
@@ -53,6 +76,7 @@ describe("EntrySlabs", () => {
       slabBytes: FIRST_SLAB_BYTES,
       handedOutBytes: 3_000,
       liveBytes: 3_000,
+      keptPieceCount: 0,
     });
   });
 
@@ -96,6 +120,7 @@ describe("EntrySlabs", () => {
       slabBytes: 3_000,
       handedOutBytes: 3_000,
       liveBytes: 2_700,
+      keptPieceCount: 0,
     });
     for (let counter = 2; counter <= 10; counter += 1) {
       const message = messages.held.get(counter) as StoredMessage;
@@ -125,7 +150,13 @@ describe("EntrySlabs", () => {
     for (let counter = 1; counter <= 5; counter += 1) messages.drop(counter);
     expect(messages.held.get(6)?.entry.buffer).toBe(slab);
     messages.drop(6);
-    expect(messages.slabs.statistics()).toEqual({ slabCount: 1, slabBytes: 400, handedOutBytes: 400, liveBytes: 400 });
+    expect(messages.slabs.statistics()).toEqual({
+      slabCount: 1,
+      slabBytes: 400,
+      handedOutBytes: 400,
+      liveBytes: 400,
+      keptPieceCount: 0,
+    });
     const moved = messages.held.get(7)?.entry.buffer;
     expect(moved).not.toBe(slab);
     for (let counter = 7; counter <= 10; counter += 1) {
@@ -137,42 +168,55 @@ describe("EntrySlabs", () => {
     }
     // The new slab follows the same rule; once nothing is held, no slab is left.
     for (let counter = 7; counter <= 10; counter += 1) messages.drop(counter);
-    expect(messages.slabs.statistics()).toEqual({ slabCount: 0, slabBytes: 0, handedOutBytes: 0, liveBytes: 0 });
+    expect(messages.slabs.statistics()).toEqual({
+      slabCount: 0,
+      slabBytes: 0,
+      handedOutBytes: 0,
+      liveBytes: 0,
+      keptPieceCount: 0,
+    });
   });
 
-  it("keeps every slab at least half held and 7/8 used, whatever the order messages go in, and moves every byte intact", () => {
+  it("keeps every slab, given pieces too, at least half held and 7/8 used, whatever the order messages go in, and moves every byte intact", () => {
+    // Over the runs, given pieces both kept and copied out, so neither way goes untested.
+    const givenPieces = { kept: 0, copied: 0 };
     fc.assert(
       fc.property(
-        fc.array(fc.integer({ min: 1, max: 256 * 1024 }), { minLength: 1, maxLength: 100 }),
+        fc.array(
+          fc.oneof(
+            fc.integer({ min: 1, max: 256 * 1024 }),
+            // A given piece: the bytes at its start that hold no entry, its entries, and memory after it.
+            fc.record({
+              gapBytes: fc.integer({ min: 0, max: 64 * 1024 }),
+              entrySizes: fc.array(fc.integer({ min: 1, max: 64 * 1024 }), { minLength: 1, maxLength: 8 }),
+              spareBytes: fc.integer({ min: 0, max: 64 * 1024 }),
+            }),
+          ),
+          { minLength: 1, maxLength: 60 },
+        ),
         fc.array(fc.nat(), { maxLength: 100 }),
-        (sizes, dropOrder) => {
+        (steps, dropOrder) => {
           const messages = new HeldMessages();
-          for (const [position, size] of sizes.entries()) messages.restore(position + 1, size);
+          const sizes: number[] = [];
+          for (const step of steps) {
+            if (typeof step === "number") {
+              sizes.push(step);
+              messages.restore(sizes.length, step);
+            } else {
+              const piece = messages.restoreGiven(sizes.length + 1, step.entrySizes, step.gapBytes, step.spareBytes);
+              const kept = messages.held.get(sizes.length + 1)?.entry.buffer === piece.buffer;
+              givenPieces[kept ? "kept" : "copied"] += 1;
+              sizes.push(...step.entrySizes);
+            }
+          }
           messages.slabs.trim();
           const remaining = sizes.map((_size, position) => position + 1);
+          checkBounds(messages);
           for (const pick of dropOrder) {
             if (remaining.length === 0) break;
             const [counter] = remaining.splice(pick % remaining.length, 1);
             messages.drop(counter as number);
-            const { slabCount, slabBytes, liveBytes } = messages.slabs.statistics();
-            // Per slab: the entries held in it are at least half of what it handed out, itself at least 7/8 of it.
-            // Memory holding a single entry exactly is that entry's own (no slab counts it).
-            let bytesInSlabs = 0;
-            let slabsHolding = 0;
-            let memoryHolding = 0;
-            for (const [memory, held] of messages.byMemory()) {
-              const heldBytes = held.reduce((sum, message) => sum + message.entry.byteLength, 0);
-              if (held.length === 1 && heldBytes === memory.byteLength) continue;
-              slabsHolding += 1;
-              memoryHolding += memory.byteLength;
-              bytesInSlabs += heldBytes;
-              expect(16 * heldBytes).toBeGreaterThanOrEqual(7 * memory.byteLength);
-            }
-            expect({ slabCount, slabBytes, liveBytes }).toEqual({
-              slabCount: slabsHolding,
-              slabBytes: memoryHolding,
-              liveBytes: bytesInSlabs,
-            });
+            checkBounds(messages);
           }
           for (const message of messages.held.values()) {
             expect(message.entry.every((byte) => byte === message.counter % 251)).toBe(true);
@@ -181,6 +225,113 @@ describe("EntrySlabs", () => {
       ),
       { numRuns: 100 },
     );
+    expect(givenPieces.kept).toBeGreaterThan(20);
+    expect(givenPieces.copied).toBeGreaterThan(20);
+
+    /** Checks the slabs' statistics against the held messages, and the bounds per slab. */
+    function checkBounds(messages: HeldMessages): void {
+      const { slabCount, slabBytes, liveBytes } = messages.slabs.statistics();
+      // Per slab: the entries held in it are at least half of what it handed out, itself at least 7/8 of it.
+      // Memory holding a single entry exactly is that entry's own (no slab counts it).
+      let bytesInSlabs = 0;
+      let slabsHolding = 0;
+      let memoryHolding = 0;
+      for (const [memory, held] of messages.byMemory()) {
+        const heldBytes = held.reduce((sum, message) => sum + message.entry.byteLength, 0);
+        if (held.length === 1 && heldBytes === memory.byteLength) continue;
+        slabsHolding += 1;
+        memoryHolding += memory.byteLength;
+        bytesInSlabs += heldBytes;
+        expect(16 * heldBytes).toBeGreaterThanOrEqual(7 * memory.byteLength);
+      }
+      expect({ slabCount, slabBytes, liveBytes }).toEqual({
+        slabCount: slabsHolding,
+        slabBytes: memoryHolding,
+        liveBytes: bytesInSlabs,
+      });
+    }
+  });
+
+  it("keeps the entries of a given piece where they lie, and the piece as a slab, when they cover 7/8 of its memory", () => {
+    const messages = new HeldMessages();
+    // 1,000 bytes of header, then 7,000 of entries: exactly 7/8.
+    const piece = messages.restoreGiven(1, [3_000, 4_000], 1_000);
+    for (const [counter, offset] of [
+      [1, 1_000],
+      [2, 4_000],
+    ] as const) {
+      const message = messages.held.get(counter) as StoredMessage;
+      expect(message.entry.buffer).toBe(piece.buffer);
+      expect(message.entry.byteOffset).toBe(offset);
+    }
+    expect(messages.slabs.statistics()).toEqual({
+      slabCount: 1,
+      slabBytes: 8_000,
+      handedOutBytes: 7_000,
+      liveBytes: 7_000,
+      keptPieceCount: 1,
+    });
+    // An entry that does not lie in the piece (the decoder's copy of one spanning two pieces) is copied.
+    const spanning = new Uint8Array(500).fill(3);
+    const placed = messages.slabs.place(spanning, 3, piece);
+    expect(placed.buffer).not.toBe(piece.buffer);
+    expect(placed.buffer).not.toBe(spanning.buffer);
+    // Released like any slab: below half held, the survivor owns a copy and the piece is no longer held.
+    messages.drop(2);
+    const survivor = messages.held.get(1) as StoredMessage;
+    expect(survivor.entry.buffer).not.toBe(piece.buffer);
+    expect(survivor.entry.every((byte) => byte === 1)).toBe(true);
+    expect(messages.slabs.statistics().keptPieceCount).toBe(0);
+  });
+
+  it("copies the entries of a given piece once it is decoded when they cover less than 7/8 of its memory", () => {
+    const messages = new HeldMessages();
+    const piece = messages.restoreGiven(1, [3_000, 3_999], 1_001);
+    for (const counter of [1, 2]) {
+      const message = messages.held.get(counter) as StoredMessage;
+      expect(message.entry.buffer).not.toBe(piece.buffer);
+      expect(message.entry.every((byte) => byte === counter)).toBe(true);
+      expect(message.variablesBytes.buffer).toBe(message.entry.buffer);
+    }
+    expect(messages.slabs.statistics()).toMatchObject({ handedOutBytes: 6_999, keptPieceCount: 0 });
+  });
+
+  it("copies the entries of a given piece that is a small part of its memory, or memory it keeps already", () => {
+    const messages = new HeldMessages();
+    const memory = new Uint8Array(10_000);
+    const part = memory.subarray(0, 1_000).fill(1);
+    expect(messages.slabs.place(part, 1, part).buffer).not.toBe(memory.buffer);
+    messages.slabs.endPiece();
+    const kept = messages.restoreGiven(2, [4_000, 4_000]);
+    const again = kept.subarray(0, 4_000);
+    expect(messages.slabs.place(again, 4, again).buffer).not.toBe(kept.buffer);
+    messages.slabs.endPiece();
+    expect(messages.slabs.statistics().keptPieceCount).toBe(1);
+    // An entry that is the whole of its piece owns it, as an entry copied on its own owns its copy: no slab counts it.
+    const before = messages.slabs.statistics();
+    const whole = messages.restoreGiven(5, [3_000]);
+    expect(messages.held.get(5)?.entry.buffer).toBe(whole.buffer);
+    expect(messages.slabs.statistics()).toEqual(before);
+  });
+
+  it("fails loudly when a given piece is left unended: another piece's entry placed, or the restore ended", () => {
+    const messages = new HeldMessages();
+    const first = new Uint8Array(1_000);
+    const second = new Uint8Array(1_000);
+    messages.hold(1, messages.slabs.place(first.subarray(100), 1, first));
+    expect(() => messages.slabs.place(second, 2, second)).toThrow(/before the last one ended/);
+    expect(() => messages.slabs.trim()).toThrow(/ended inside a given piece/);
+    messages.slabs.endPiece();
+    messages.slabs.trim();
+    expect(() => messages.slabs.place(second, 2, second)).toThrow(/after the restore ended/);
+    expect(messages.slabs.statistics().keptPieceCount).toBe(1);
+  });
+
+  it("fails loudly when an entry placed in a given piece is no longer held there when the piece is copied out", () => {
+    const messages = new HeldMessages();
+    const piece = new Uint8Array(1_000);
+    messages.slabs.place(piece.subarray(0, 500), 1, piece);
+    expect(() => messages.slabs.endPiece()).toThrow(/message 1, placed in a given piece, is not held there/);
   });
 
   it("fails loudly, changing nothing, when more is released than a slab holds", () => {

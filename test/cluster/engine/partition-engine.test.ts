@@ -462,7 +462,45 @@ describe("EngineSnapshotEncoder", () => {
     expect(restored.getMessage(encodeKey(5, 100))?.variables).toEqual({ blob: "m99".repeat(67) });
     expect(applyAll(restored, [expire(20_000_000)])).toEqual([{ kind: "expired", count: 34 }]);
     expect(restored.bufferedMessageCount).toBe(0);
-    expect(restored.restoredEntryMemory()).toEqual({ slabCount: 0, slabBytes: 0, handedOutBytes: 0, liveBytes: 0 });
+    expect(restored.restoredEntryMemory()).toEqual({
+      slabCount: 0,
+      slabBytes: 0,
+      handedOutBytes: 0,
+      liveBytes: 0,
+      keptPieceCount: 0,
+    });
+  });
+
+  it("keeps restored entries in the pieces it is given, with the state and snapshot of a restore that copies them", () => {
+    const original = engineOfMixedLifetimes(300, 3, 4_000);
+    const whole = original.snapshot();
+    const pieceBytes = 64 * 1024;
+    const pieces: Uint8Array[] = [];
+    for (let offset = 0; offset < whole.byteLength; offset += pieceBytes) {
+      pieces.push(whole.slice(offset, offset + pieceBytes));
+    }
+    const restorer = PartitionEngine.restorer();
+    for (const piece of pieces) restorer.pushGiven(piece);
+    const restored = restorer.finish();
+    const memory = restored.restoredEntryMemory();
+    // Every piece is nearly all whole entries (the first also holds the header); the entries that span two pieces
+    // were copied.
+    expect(memory.keptPieceCount).toBe(pieces.length);
+    expect(memory.slabCount).toBeGreaterThan(memory.keptPieceCount);
+    expect(memory.handedOutBytes).toBe(memory.liveBytes);
+    expect(8 * memory.handedOutBytes).toBeGreaterThanOrEqual(7 * memory.slabBytes);
+    const fourth = restored.getMessage(encodeKey(5, 4));
+    expect(fourth?.variables).toEqual(original.getMessage(encodeKey(5, 4))?.variables);
+    expect(Buffer.from(restored.snapshot()).equals(Buffer.from(whole))).toBe(true);
+    // Expiring two thirds empties the kept pieces below half: their survivors move to slabs of their own.
+    for (const engine of [original, restored]) {
+      expect(applyAll(engine, [expire(2_000)])).toEqual([{ kind: "expired", count: 200 }]);
+    }
+    expect(restored.restoredEntryMemory().keptPieceCount).toBe(0);
+    expect(Buffer.from(restored.snapshot()).equals(Buffer.from(original.snapshot()))).toBe(true);
+    expect(restored.getMessage(encodeKey(5, 298))?.variables).toEqual(
+      original.getMessage(encodeKey(5, 298))?.variables,
+    );
   });
 
   it("gives a snapshot being read the same bytes when the entries it reads move to other memory meanwhile", () => {
