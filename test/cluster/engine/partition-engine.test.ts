@@ -9,6 +9,7 @@ import {
   engineCodec,
   type PublishMessageRecord,
 } from "../../../src/cluster/engine/records.js";
+import { NO_RESTORED_ENTRY_MEMORY } from "./support.js";
 
 /** SHA-256 of the snapshot of the fixed state of the pinned-bytes test (computed by this version and 46af34b). */
 const PINNED_SNAPSHOT_SHA256 = "1f9a01b2bf9b734e9a79f2e430bb0cef5efbbc4fc01287e03b95cc3ff6975b2d";
@@ -462,13 +463,7 @@ describe("EngineSnapshotEncoder", () => {
     expect(restored.getMessage(encodeKey(5, 100))?.variables).toEqual({ blob: "m99".repeat(67) });
     expect(applyAll(restored, [expire(20_000_000)])).toEqual([{ kind: "expired", count: 34 }]);
     expect(restored.bufferedMessageCount).toBe(0);
-    expect(restored.restoredEntryMemory()).toEqual({
-      slabCount: 0,
-      slabBytes: 0,
-      handedOutBytes: 0,
-      liveBytes: 0,
-      keptPieceCount: 0,
-    });
+    expect(restored.restoredEntryMemory()).toEqual(NO_RESTORED_ENTRY_MEMORY);
   });
 
   it("keeps restored entries in the pieces it is given, with the state and snapshot of a restore that copies them", () => {

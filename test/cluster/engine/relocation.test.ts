@@ -12,6 +12,7 @@ import {
   engineCodec,
   type PublishMessageRecord,
 } from "../../../src/cluster/engine/records.js";
+import { NO_RESTORED_ENTRY_MEMORY } from "./support.js";
 
 function publish(overrides: Partial<PublishMessageRecord> = {}): Uint8Array {
   return encodeRecord({
@@ -272,13 +273,7 @@ describe("relocation from a restored engine", () => {
       restored,
       encodeRecord({ kind: "relocatedOut", relocations: [5, 6].map((counter) => ({ counter, newKey: null })) }),
     );
-    expect(restored.restoredEntryMemory()).toEqual({
-      slabCount: 0,
-      slabBytes: 0,
-      handedOutBytes: 0,
-      liveBytes: 0,
-      keptPieceCount: 0,
-    });
+    expect(restored.restoredEntryMemory()).toEqual(NO_RESTORED_ENTRY_MEMORY);
   });
 });
 
