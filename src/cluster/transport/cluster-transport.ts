@@ -18,6 +18,7 @@ import type { Server, Socket } from "node:net";
 import { createServer } from "node:net";
 import type { Logger } from "pino";
 import { BufferPool } from "../../buffers/buffer-pool.js";
+import { adoptAcceptedSocket } from "./accepted-socket.js";
 import type { ClusterCredentials } from "./cluster-credentials.js";
 import type { Envelope, NodeId, PeerAddress } from "./envelope.js";
 import { PROTOCOL_VERSION } from "./envelope.js";
@@ -225,7 +226,8 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
     );
     this.refusalLog = new RefusalLog(logger);
     this.random = random ?? Math.random;
-    this.server = createServer((socket) => this.accept(socket));
+    // Accepted sockets wait unread until `adoptAcceptedSocket` gave them reads into the decoder's memory.
+    this.server = createServer({ pauseOnConnect: true }, (socket) => this.accept(socket));
   }
 
   /** This node's id. */
@@ -414,7 +416,7 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
       requestsInFlight: 0,
       handshakeTimer: undefined,
     };
-    const connection: FramedConnection = new FramedConnection(socket, {
+    const connection: FramedConnection = new FramedConnection((onread) => adoptAcceptedSocket(socket, onread), {
       maxFrameBytes: MAX_UNAUTHENTICATED_FRAME_BYTES,
       // An inbound connection carries answers to the requests that came over it, which someone is waiting for.
       flushPriority: "answers",

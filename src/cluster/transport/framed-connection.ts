@@ -1,8 +1,13 @@
 /**
- * A TCP socket carrying frames: decodes incoming chunks into envelopes and reports the end of the connection
+ * A TCP socket carrying frames: decodes incoming reads into envelopes and reports the end of the connection
  * exactly once, whatever ended it (peer close, socket error, protocol error, local close).
+ *
+ * The socket reads into memory its frame decoder hands out (Node's `onread`), not into a buffer Node allocates per
+ * read: a large frame's body is read where it is kept instead of being copied there from the reads, and a receiver
+ * no longer allocates a read's worth of memory for the garbage collector to account for and reclaim on every read
+ * (see DEVELOPERS.md, "Snapshots").
  */
-import type { Socket } from "node:net";
+import type { OnReadOpts, Socket } from "node:net";
 import { type EndOfTurnWriter, type FlushPriority, flushAtEndOfTurn } from "./end-of-turn-flush.js";
 import type { Envelope } from "./envelope.js";
 import { parseEnvelope } from "./envelope.js";
@@ -21,21 +26,36 @@ export interface FramedConnectionOptions {
   readonly flushPriority?: FlushPriority;
 }
 
+/**
+ * Opens (or takes over) the socket of a connection with the given `onread` option, so that its reads land in the
+ * connection's frame decoder; see `connect` for outbound sockets and `adoptAcceptedSocket` for accepted ones.
+ */
+export type OpenSocket = (onread: OnReadOpts) => Socket;
+
 /** One framed socket; see the module comment. */
 export class FramedConnection implements EndOfTurnWriter {
   private readonly decoder: FrameDecoder;
   private readonly flushPriority: FlushPriority;
   private closed = false;
   private corked = false;
+  /** The socket, from `openSocket`. */
+  readonly socket: Socket;
 
   constructor(
-    readonly socket: Socket,
+    openSocket: OpenSocket,
     private readonly options: FramedConnectionOptions,
   ) {
     this.decoder = new FrameDecoder({ maxFrameBytes: options.maxFrameBytes });
     this.flushPriority = options.flushPriority ?? "messages";
+    const socket = openSocket({
+      buffer: () => this.decoder.readBuffer(),
+      callback: (bytesRead) => {
+        this.receive(bytesRead);
+        return true;
+      },
+    });
+    this.socket = socket;
     socket.setNoDelay(true);
-    socket.on("data", (chunk: Buffer) => this.receive(chunk));
     socket.on("error", (error) => this.close(error));
     socket.on("close", () => this.close(undefined));
     socket.on("drain", () => {
@@ -121,13 +141,13 @@ export class FramedConnection implements EndOfTurnWriter {
     this.options.onClose(error);
   }
 
-  private receive(chunk: Buffer): void {
+  private receive(bytesRead: number): void {
     if (this.closed) {
       return;
     }
     let envelopes: { envelope: Envelope; frameBytes: number }[];
     try {
-      envelopes = this.decoder.push(chunk).map((frame) => ({
+      envelopes = this.decoder.commitRead(bytesRead).map((frame) => ({
         envelope: parseEnvelope(frame.value),
         frameBytes: frame.frameBytes,
       }));

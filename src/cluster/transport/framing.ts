@@ -57,14 +57,45 @@ export interface FrameDecoderOptions {
 }
 
 /**
- * Streaming decoder: feed it chunks as they arrive (split or coalesced anywhere) and it returns the complete
- * frames they finish. After it has thrown once the stream is broken and the decoder must not be used again.
+ * Bytes of the blocks a decoder reads small frames into. A retained value of a small frame keeps its block's memory,
+ * as it kept the buffer Node allocated for each read before reads landed in the decoder's memory.
+ */
+const READ_BLOCK_BYTES = 64 * 1024;
+
+/** A block with less room than this is replaced before the next read, so that reads do not shrink to a few bytes. */
+const MIN_READ_BYTES = 8 * 1024;
+
+/**
+ * Bodies of at least this size are read straight into memory of their own, sized to the body: a snapshot chunk or a
+ * large append then arrives where the receiver keeps it, without being copied out of read buffers first.
+ */
+const OWN_BODY_MIN_BYTES = 32 * 1024;
+
+/**
+ * Streaming decoder. A socket reads into the memory it hands out (`readBuffer`, then `commitRead`, which is how a
+ * connection uses it through Node's `onread`), or it is fed chunks that arrived elsewhere (`push`, which copies them
+ * in). Either way it returns the complete frames each read finishes. After it has thrown once the stream is broken
+ * and the decoder must not be used again.
+ *
+ * Memory it hands out is never written again once a read has filled it, so a receiver may keep views of a frame's
+ * values for as long as it likes, as a joiner's engine keeps the entries of the snapshot chunks it receives
+ * (`IncomingRestore`). Small frames are read into shared blocks, filled from front to back; a body of at least
+ * OWN_BODY_MIN_BYTES is read into a buffer of exactly its size. So a connection holds at most one block and one
+ * body, and a body never larger than `maxFrameBytes`.
  */
 export class FrameDecoder {
   private maxFrameBytesValue: number;
-  private readonly chunks: Buffer[] = [];
-  private bufferedBytes = 0;
+  /** Views of the bytes read into blocks that no complete frame holds yet: a header, or part of a small body. */
+  private readonly pending: Buffer[] = [];
+  private pendingBlockBytes = 0;
   private expectedBodyBytes: number | undefined;
+  private block = Buffer.allocUnsafe(0);
+  private blockFilledBytes = 0;
+  /** The body being read into memory of its own, once its header announced at least OWN_BODY_MIN_BYTES. */
+  private ownBody: Buffer | undefined;
+  private ownBodyFilledBytes = 0;
+  /** Length of the memory `readBuffer` handed out last; a read reports at most this many bytes. */
+  private handedOutBytes = 0;
 
   constructor(options: FrameDecoderOptions) {
     this.maxFrameBytesValue = FrameDecoder.checkedMaxFrameBytes(options.maxFrameBytes);
@@ -92,21 +123,104 @@ export class FrameDecoder {
 
   /** Bytes received but not yet part of a complete frame (never more than one frame's header plus body). */
   get pendingBytes(): number {
-    return this.bufferedBytes;
+    return this.pendingBlockBytes + this.ownBodyFilledBytes;
   }
 
-  /** Consumes a chunk and returns every frame it completes, in order; throws a ProtocolError on a bad frame. */
+  /**
+   * Memory for the next read: the rest of a large body's own buffer, or the free end of the current block. Nothing
+   * in it is part of a frame handed out, and `commitRead` must follow before the next call.
+   */
+  readBuffer(): Uint8Array {
+    const expected = this.expectedBodyBytes;
+    if (this.ownBody === undefined && expected !== undefined && expected >= OWN_BODY_MIN_BYTES) {
+      // The header and the body's first bytes arrived in a block; the body's start moves into its own memory.
+      const body = Buffer.allocUnsafe(expected);
+      const parts = this.pending.splice(0);
+      for (const part of parts) {
+        body.set(part, this.ownBodyFilledBytes);
+        this.ownBodyFilledBytes += part.length;
+      }
+      this.pendingBlockBytes = 0;
+      this.ownBody = body;
+      // Bytes moved out of the current block were never handed out in a frame, so the next reads may fill their
+      // place: a large frame's first read would otherwise use up the block's room every time.
+      const first = parts[0];
+      if (first !== undefined && parts.every((part) => part.buffer === this.block.buffer)) {
+        const movedFromBytes = first.byteOffset - this.block.byteOffset;
+        if (movedFromBytes + this.ownBodyFilledBytes !== this.blockFilledBytes) {
+          throw new Error("invariant violated: the pending bytes are the last ones read into the block");
+        }
+        this.blockFilledBytes = movedFromBytes;
+      }
+    }
+    let memory: Buffer;
+    if (this.ownBody !== undefined) {
+      memory = this.ownBody.subarray(this.ownBodyFilledBytes);
+    } else {
+      if (this.block.length - this.blockFilledBytes < MIN_READ_BYTES) {
+        this.block = Buffer.allocUnsafe(READ_BLOCK_BYTES);
+        this.blockFilledBytes = 0;
+      }
+      memory = this.block.subarray(this.blockFilledBytes);
+    }
+    if (memory.length === 0) {
+      throw new Error("invariant violated: a decoder hands out memory with room for a read");
+    }
+    this.handedOutBytes = memory.length;
+    return memory;
+  }
+
+  /**
+   * Takes the `byteCount` bytes a read put at the start of the memory `readBuffer` handed out last, and returns every
+   * frame they complete, in order; throws a ProtocolError on a bad frame.
+   */
+  commitRead(byteCount: number): DecodedFrame[] {
+    if (!Number.isSafeInteger(byteCount) || byteCount < 0 || byteCount > this.handedOutBytes) {
+      throw new Error(`invariant violated: a read of ${byteCount} bytes into ${this.handedOutBytes} handed out`);
+    }
+    this.handedOutBytes = 0;
+    const body = this.ownBody;
+    if (body !== undefined) {
+      this.ownBodyFilledBytes += byteCount;
+      if (this.ownBodyFilledBytes < body.length) {
+        return [];
+      }
+      this.ownBody = undefined;
+      this.ownBodyFilledBytes = 0;
+      this.expectedBodyBytes = undefined;
+      return [decodedFrame(body)];
+    }
+    if (byteCount === 0) {
+      return [];
+    }
+    this.pending.push(this.block.subarray(this.blockFilledBytes, this.blockFilledBytes + byteCount));
+    this.blockFilledBytes += byteCount;
+    this.pendingBlockBytes += byteCount;
+    return this.decodePending();
+  }
+
+  /** Consumes a chunk that arrived elsewhere (copied into the decoder's memory) and returns every frame it completes. */
   push(chunk: Uint8Array): DecodedFrame[] {
     const frames: DecodedFrame[] = [];
-    if (chunk.length === 0) {
-      return frames;
+    let copiedBytes = 0;
+    // Each read takes at least one byte, so the loop ends when the chunk runs out.
+    while (copiedBytes < chunk.length) {
+      const memory = this.readBuffer();
+      const readBytes = Math.min(memory.length, chunk.length - copiedBytes);
+      memory.set(chunk.subarray(copiedBytes, copiedBytes + readBytes));
+      copiedBytes += readBytes;
+      frames.push(...this.commitRead(readBytes));
     }
-    this.chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.length));
-    this.bufferedBytes += chunk.length;
-    // Each iteration consumes at least a header or a body, so the loop ends when the buffered bytes run out.
+    return frames;
+  }
+
+  /** Decodes the frames the bytes read into blocks complete; stops at a large body, which `readBuffer` moves. */
+  private decodePending(): DecodedFrame[] {
+    const frames: DecodedFrame[] = [];
+    // Each iteration consumes at least a header or a body, so the loop ends when the pending bytes run out.
     for (;;) {
       if (this.expectedBodyBytes === undefined) {
-        if (this.bufferedBytes < FRAME_HEADER_BYTES) {
+        if (this.pendingBlockBytes < FRAME_HEADER_BYTES) {
           break;
         }
         const bodyBytes = this.take(FRAME_HEADER_BYTES).readUInt32BE(0);
@@ -118,60 +232,60 @@ export class FrameDecoder {
         }
         this.expectedBodyBytes = bodyBytes;
       }
-      if (this.bufferedBytes < this.expectedBodyBytes) {
+      if (this.pendingBlockBytes < this.expectedBodyBytes) {
         break;
       }
       const body = this.take(this.expectedBodyBytes);
       this.expectedBodyBytes = undefined;
-      let value: unknown;
-      try {
-        value = packr.unpack(body);
-      } catch (error) {
-        throw new ProtocolError(`malformed frame body: ${(error as Error).message}`);
-      }
-      frames.push({ value, frameBytes: FRAME_HEADER_BYTES + body.length });
+      frames.push(decodedFrame(body));
     }
     return frames;
   }
 
-  /**
-   * Removes and returns the next `byteCount` buffered bytes; concatenates only when they span chunks. The result is
-   * never written again, by this decoder or by the socket (each read arrives in a buffer of its own): a receiver may
-   * keep views of a frame's values for as long as it likes, as a joiner's engine keeps the entries of the snapshot
-   * chunks it receives (`IncomingRestore`). Reading into memory that is reused would break that.
-   */
+  /** Removes and returns the next `byteCount` pending bytes; concatenates only when they span blocks. */
   private take(byteCount: number): Buffer {
-    const first = this.chunks[0];
+    const first = this.pending[0];
     if (first === undefined) {
-      throw new Error("invariant violated: take() called with no buffered chunk");
+      throw new Error("invariant violated: take() called with nothing pending");
     }
-    this.bufferedBytes -= byteCount;
+    this.pendingBlockBytes -= byteCount;
     if (first.length > byteCount) {
-      this.chunks[0] = first.subarray(byteCount);
+      this.pending[0] = first.subarray(byteCount);
       return first.subarray(0, byteCount);
     }
     if (first.length === byteCount) {
-      this.chunks.shift();
+      this.pending.shift();
       return first;
     }
     const result = Buffer.allocUnsafe(byteCount);
     let copiedBytes = 0;
     while (copiedBytes < byteCount) {
-      const chunk = this.chunks[0];
-      if (chunk === undefined) {
-        throw new Error("invariant violated: fewer buffered bytes than counted");
+      const part = this.pending[0];
+      if (part === undefined) {
+        throw new Error("invariant violated: fewer pending bytes than counted");
       }
       const neededBytes = byteCount - copiedBytes;
-      if (chunk.length <= neededBytes) {
-        result.set(chunk, copiedBytes);
-        copiedBytes += chunk.length;
-        this.chunks.shift();
+      if (part.length <= neededBytes) {
+        result.set(part, copiedBytes);
+        copiedBytes += part.length;
+        this.pending.shift();
       } else {
-        result.set(chunk.subarray(0, neededBytes), copiedBytes);
+        result.set(part.subarray(0, neededBytes), copiedBytes);
         copiedBytes += neededBytes;
-        this.chunks[0] = chunk.subarray(neededBytes);
+        this.pending[0] = part.subarray(neededBytes);
       }
     }
     return result;
   }
+}
+
+/** Decodes one complete frame body. */
+function decodedFrame(body: Buffer): DecodedFrame {
+  let value: unknown;
+  try {
+    value = packr.unpack(body);
+  } catch (error) {
+    throw new ProtocolError(`malformed frame body: ${(error as Error).message}`);
+  }
+  return { value, frameBytes: FRAME_HEADER_BYTES + body.length };
 }

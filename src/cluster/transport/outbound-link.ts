@@ -35,7 +35,7 @@ import {
   TransportClosedError,
   TransportTimeoutError,
 } from "./errors.js";
-import { FramedConnection } from "./framed-connection.js";
+import { FramedConnection, type OpenSocket } from "./framed-connection.js";
 import { encodeFrame } from "./framing.js";
 import {
   type ConnectorIdentity,
@@ -259,9 +259,13 @@ export class OutboundLink {
     this.socketFull = false;
     this.handshakePhase = { step: "awaiting-challenge" };
     const { options, target } = this.settings;
-    const socket = connect({ host: this.address.host, port: this.address.port });
-    socket.setKeepAlive(true, options.connectTimeoutMs);
-    const connection = new FramedConnection(socket, {
+    const address = this.address;
+    const openSocket: OpenSocket = (onread) => {
+      const socket = connect({ host: address.host, port: address.port, onread });
+      socket.setKeepAlive(true, options.connectTimeoutMs);
+      return socket;
+    };
+    const connection = new FramedConnection(openSocket, {
       // Until the target has proved it belongs to the cluster, it may send nothing larger than a handshake.
       maxFrameBytes: MAX_UNAUTHENTICATED_FRAME_BYTES,
       onEnvelope: (envelope, frameBytes) => this.receive(connection, envelope, frameBytes),

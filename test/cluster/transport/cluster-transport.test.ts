@@ -281,6 +281,39 @@ describe("ClusterTransport", () => {
     await waitFor(() => networkResourceCount() <= baseline, "all handles released");
   });
 
+  it("reads both directions of a connection into the decoder's memory, a large body into memory of exactly its size", async () => {
+    const { first, second } = await startPair();
+    const received: TestMessage[] = [];
+    second.onMessage((_from, message) => received.push(message));
+    second.onRequest(async () => ({ answer: new Uint8Array(100).fill(5) }));
+    const deliver = async (message: TestMessage): Promise<Uint8Array> => {
+      const count = received.length;
+      expect(first.send(2, message)).toBe(true);
+      await waitFor(() => received.length === count + 1, `message ${message.sequence} delivered`);
+      return received[count]?.payload as Uint8Array;
+    };
+    // Messages arrive on a connection node 2 accepted, each frame in a read of its own. Node's reads would each have
+    // a buffer of their own; the decoder's blocks hold one read after the other.
+    const smallBefore = await deliver({ sequence: 1, payload: new Uint8Array(100).fill(1) });
+    const large = await deliver({ sequence: 2, payload: new Uint8Array(1024 * 1024).fill(2) });
+    const smallAfter = await deliver({ sequence: 3, payload: new Uint8Array(100).fill(3) });
+    expect(smallAfter.buffer).toBe(smallBefore.buffer);
+    expect(smallBefore.buffer.byteLength).toBe(64 * 1024);
+    expect(large.buffer.byteLength - large.byteLength).toBeLessThan(64);
+    expect([smallBefore, large, smallAfter].map((payload) => payload.every((byte) => byte === payload[0]))).toEqual([
+      true,
+      true,
+      true,
+    ]);
+    // Answers arrive on the connection node 1 opened.
+    const answers: { answer: Uint8Array }[] = [];
+    for (let index = 0; index < 2; index += 1) {
+      answers.push((await first.request(2, index, { timeoutMs: 5_000 })) as { answer: Uint8Array });
+    }
+    expect(answers[1]?.answer.buffer).toBe(answers[0]?.answer.buffer);
+    expect(answers[0]?.answer.every((byte) => byte === 5)).toBe(true);
+  });
+
   it("delivers every byte of large messages sent in bursts intact, though their frames reuse memory once written", async () => {
     const { first, second } = await startPair();
     const received: TestMessage[] = [];

@@ -31,7 +31,7 @@ class FakeSocket extends EventEmitter {
 }
 
 function connectionOn(socket: FakeSocket, closed: (Error | undefined)[]): FramedConnection {
-  return new FramedConnection(socket as unknown as Socket, {
+  return new FramedConnection(() => socket as unknown as Socket, {
     maxFrameBytes: 1024,
     onEnvelope: () => {},
     onClose: (error) => closed.push(error),

@@ -1,13 +1,24 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { FrameTooLargeError, ProtocolError } from "../../../src/cluster/transport/errors.js";
-import { encodeFrame, FRAME_HEADER_BYTES, FrameDecoder } from "../../../src/cluster/transport/framing.js";
+import {
+  type DecodedFrame,
+  encodeFrame,
+  FRAME_HEADER_BYTES,
+  FrameDecoder,
+} from "../../../src/cluster/transport/framing.js";
 
 const maxFrameBytes = 1024 * 1024;
 
 function decodeAll(chunks: Uint8Array[]): unknown[] {
   const decoder = new FrameDecoder({ maxFrameBytes });
   return chunks.flatMap((chunk) => decoder.push(chunk).map((frame) => frame.value));
+}
+
+/** The value of a frame that must have been decoded. */
+function decodedValue<T>(frame: DecodedFrame | undefined): T {
+  if (frame === undefined) throw new Error("expected a decoded frame");
+  return frame.value as T;
 }
 
 describe("encodeFrame", () => {
@@ -96,6 +107,78 @@ describe("FrameDecoder", () => {
         expect(decoded).toEqual(expected);
       }),
     );
+  });
+
+  it("reads a large body into memory of exactly its size, and small frames one after the other into a block", () => {
+    const decoder = new FrameDecoder({ maxFrameBytes });
+    const small = encodeFrame({ small: new Uint8Array(10).fill(1) }, maxFrameBytes);
+    const large = encodeFrame({ data: new Uint8Array(256 * 1024).fill(2) }, maxFrameBytes);
+    const bodyBytes = large.length - FRAME_HEADER_BYTES;
+    const read = (bytes: Uint8Array): { memory: Uint8Array; frames: DecodedFrame[] } => {
+      const memory = decoder.readBuffer();
+      memory.set(bytes);
+      return { memory, frames: decoder.commitRead(bytes.length) };
+    };
+    // One read brings the small frame, the large one's header and its first 96 body bytes.
+    const first = read(Buffer.concat([small, large.subarray(0, 100)]));
+    expect(first.frames).toHaveLength(1);
+    expect(decoder.pendingBytes).toBe(96);
+    const beginning = read(large.subarray(100, 1_000));
+    // The body's first bytes moved into memory of its own, and the read went on right after them.
+    expect(beginning.memory.byteLength).toBe(bodyBytes - 96);
+    expect(beginning.memory.buffer.byteLength).toBe(bodyBytes);
+    expect(beginning.frames).toEqual([]);
+    expect(decoder.pendingBytes).toBe(996);
+    const end = read(large.subarray(1_000));
+    const data = decodedValue<{ data: Uint8Array }>(end.frames[0]).data;
+    expect(data.buffer).toBe(beginning.memory.buffer);
+    expect(data.every((byte) => byte === 2)).toBe(true);
+    expect(end.frames[0]?.frameBytes).toBe(large.length);
+    expect(decoder.pendingBytes).toBe(0);
+    // The next small frame lands in the block after the first one, which it leaves intact.
+    const after = read(encodeFrame({ small: new Uint8Array(10).fill(3) }, maxFrameBytes));
+    const values = [first.frames[0], after.frames[0]].map((frame) => decodedValue<{ small: Uint8Array }>(frame).small);
+    expect(values[1]?.buffer).toBe(values[0]?.buffer);
+    expect(values.map((value) => [...(value ?? [])])).toEqual([Array(10).fill(1), Array(10).fill(3)]);
+  });
+
+  it("decodes the same frames whatever the sizes of the reads, large bodies included", () => {
+    const value = fc.oneof(
+      fc.string({ maxLength: 50 }),
+      fc.uint8Array({ maxLength: 300 }),
+      fc.integer({ min: 0, max: 100 * 1024 }).map((length) => new Uint8Array(length).fill(length & 0xff)),
+    );
+    const readSizes = fc.array(fc.integer({ min: 64, max: 80 * 1024 }), { minLength: 1, maxLength: 8 });
+    fc.assert(
+      fc.property(fc.array(value, { maxLength: 8 }), readSizes, (values, sizes) => {
+        const stream = Buffer.concat(values.map((item) => encodeFrame(item, maxFrameBytes)));
+        const decoder = new FrameDecoder({ maxFrameBytes });
+        const decoded: unknown[] = [];
+        let offset = 0;
+        let reads = 0;
+        // Each read fills part of the memory handed out, as a socket's reads do.
+        while (offset < stream.length) {
+          const memory = decoder.readBuffer();
+          const readBytes = Math.min(memory.length, stream.length - offset, sizes[reads % sizes.length] ?? 1);
+          memory.set(stream.subarray(offset, offset + readBytes));
+          offset += readBytes;
+          reads += 1;
+          decoded.push(...decoder.commitRead(readBytes).map((frame) => frame.value));
+        }
+        const comparable = (item: unknown): unknown =>
+          item instanceof Uint8Array ? Buffer.from(item).toString("hex") : item;
+        expect(decoded.map(comparable)).toEqual(values.map(comparable));
+        expect(decoder.pendingBytes).toBe(0);
+      }),
+      { numRuns: 60 },
+    );
+  });
+
+  it("refuses a read of more bytes than the memory it handed out", () => {
+    const decoder = new FrameDecoder({ maxFrameBytes });
+    expect(() => decoder.commitRead(1)).toThrow(/invariant/);
+    const memory = decoder.readBuffer();
+    expect(() => decoder.commitRead(memory.length + 1)).toThrow(/invariant/);
   });
 
   it("rejects an oversized frame from its header alone, before buffering the body", () => {
