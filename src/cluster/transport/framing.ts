@@ -57,8 +57,9 @@ export interface FrameDecoderOptions {
 }
 
 /**
- * Bytes of the blocks a decoder reads small frames into. A retained value of a small frame keeps its block's memory,
- * as it kept the buffer Node allocated for each read before reads landed in the decoder's memory.
+ * Bytes of the blocks a decoder reads small frames into, and the most one read takes. A retained value of a small
+ * frame keeps its block's memory, as it kept the buffer Node allocated for each read before reads landed in the
+ * decoder's memory.
  */
 const READ_BLOCK_BYTES = 64 * 1024;
 
@@ -133,8 +134,11 @@ export class FrameDecoder {
   readBuffer(): Uint8Array {
     const expected = this.expectedBodyBytes;
     if (this.ownBody === undefined && expected !== undefined && expected >= OWN_BODY_MIN_BYTES) {
-      // The header and the body's first bytes arrived in a block; the body's start moves into its own memory.
-      const body = Buffer.allocUnsafe(expected);
+      // The header and the body's first bytes arrived in a block; the body's start moves into its own memory. The
+      // memory is touched here, before any read: the kernel would otherwise fault its pages in while it copies a read
+      // into them, holding the socket the whole time, and a joiner's transfer went slower although its process did
+      // less (see DEVELOPERS.md, "How the transport reads").
+      const body = Buffer.allocUnsafe(expected).fill(0);
       const parts = this.pending.splice(0);
       for (const part of parts) {
         body.set(part, this.ownBodyFilledBytes);
@@ -155,7 +159,8 @@ export class FrameDecoder {
     }
     let memory: Buffer;
     if (this.ownBody !== undefined) {
-      memory = this.ownBody.subarray(this.ownBodyFilledBytes);
+      // Reads into a body are no larger than those into a block, as Node's own reads are.
+      memory = this.ownBody.subarray(this.ownBodyFilledBytes, this.ownBodyFilledBytes + READ_BLOCK_BYTES);
     } else {
       if (this.block.length - this.blockFilledBytes < MIN_READ_BYTES) {
         this.block = Buffer.allocUnsafe(READ_BLOCK_BYTES);

@@ -124,12 +124,18 @@ describe("FrameDecoder", () => {
     expect(first.frames).toHaveLength(1);
     expect(decoder.pendingBytes).toBe(96);
     const beginning = read(large.subarray(100, 1_000));
-    // The body's first bytes moved into memory of its own, and the read went on right after them.
-    expect(beginning.memory.byteLength).toBe(bodyBytes - 96);
+    // The body's first bytes moved into memory of its own, and the read went on right after them, taking at most a
+    // block's worth as every read does.
+    expect(beginning.memory.byteOffset).toBe(96);
+    expect(beginning.memory.byteLength).toBe(64 * 1024);
     expect(beginning.memory.buffer.byteLength).toBe(bodyBytes);
     expect(beginning.frames).toEqual([]);
     expect(decoder.pendingBytes).toBe(996);
-    const end = read(large.subarray(1_000));
+    let end = read(large.subarray(1_000, 1_000 + 64 * 1024));
+    for (let offset = 1_000 + 64 * 1024; end.frames.length === 0; offset += 64 * 1024) {
+      expect(end.memory.buffer).toBe(beginning.memory.buffer);
+      end = read(large.subarray(offset, offset + 64 * 1024));
+    }
     const data = decodedValue<{ data: Uint8Array }>(end.frames[0]).data;
     expect(data.buffer).toBe(beginning.memory.buffer);
     expect(data.every((byte) => byte === 2)).toBe(true);
