@@ -8,6 +8,10 @@
  *
  *   node --import tsx bench/scaling/engine-rebuild.ts <messages> <payload bytes>
  *     prints `rebuilt <snapshot bytes> <ms> <cpu ms>` (ms and cpu ms: of the restore alone)
+ *   node --expose-gc --import tsx bench/scaling/engine-rebuild.ts <messages> <payload bytes>
+ *     also prints `held <heap bytes per message> <ms of a full collection>`: what the restored engine adds to the
+ *     JavaScript heap per message, and how long one collection of the whole heap then takes (each one visits every
+ *     message, and a joiner's growing memory starts one about every 64 MB)
  */
 import { performance } from "node:perf_hooks";
 import { DEFAULT_TENANT_ID, encodeRecord, PartitionEngine } from "../../src/cluster/engine/index.js";
@@ -19,6 +23,41 @@ function main(messages: number, payloadBytes: number): void {
   if (!Number.isSafeInteger(messages) || messages < 1 || !Number.isSafeInteger(payloadBytes) || payloadBytes < 0) {
     throw new Error("usage: engine-rebuild.ts <messages> <payload bytes>");
   }
+  const snapshot = filledSnapshot(messages, payloadBytes);
+  const pieces: Uint8Array[] = [];
+  for (let offset = 0; offset < snapshot.byteLength; offset += PIECE_BYTES) {
+    pieces.push(snapshot.slice(offset, offset + PIECE_BYTES));
+  }
+  const collect = (globalThis as { gc?: () => void }).gc;
+  collect?.();
+  const heapBeforeBytes = process.memoryUsage().heapUsed;
+  const startedAtMs = performance.now();
+  const cpuAtStart = process.cpuUsage();
+  const restorer = PartitionEngine.restorer();
+  for (const piece of pieces) restorer.pushGiven(piece);
+  const restored = restorer.finish();
+  const cpu = process.cpuUsage(cpuAtStart);
+  const elapsedMs = performance.now() - startedAtMs;
+  if (restored.bufferedMessageCount !== messages) {
+    throw new Error(`restored ${restored.bufferedMessageCount} messages of ${messages}`);
+  }
+  console.log(`rebuilt ${snapshot.byteLength} ${elapsedMs.toFixed(1)} ${((cpu.user + cpu.system) / 1000).toFixed(1)}`);
+  if (collect !== undefined) {
+    collect();
+    const collectionStartedAtMs = performance.now();
+    collect();
+    const collectionMs = performance.now() - collectionStartedAtMs;
+    // Read after the collections, so that the restored engine is alive through them.
+    const heapBytesPerMessage = (process.memoryUsage().heapUsed - heapBeforeBytes) / restored.bufferedMessageCount;
+    console.log(`held ${heapBytesPerMessage.toFixed(0)} ${collectionMs.toFixed(1)}`);
+  }
+}
+
+/**
+ * The snapshot of an engine holding `messages` of `payloadBytes` variables each; the engine is left to the collector,
+ * so that only the restored one is measured.
+ */
+function filledSnapshot(messages: number, payloadBytes: number): Uint8Array {
   const engine = new PartitionEngine({ partitionId: 1 });
   const payload = "x".repeat(payloadBytes);
   const publishedAtMs = Date.now();
@@ -34,22 +73,7 @@ function main(messages: number, payloadBytes: number): void {
     });
     engine.apply(index, record);
   }
-  const snapshot = engine.snapshot();
-  const pieces: Uint8Array[] = [];
-  for (let offset = 0; offset < snapshot.byteLength; offset += PIECE_BYTES) {
-    pieces.push(snapshot.slice(offset, offset + PIECE_BYTES));
-  }
-  const startedAtMs = performance.now();
-  const cpuAtStart = process.cpuUsage();
-  const restorer = PartitionEngine.restorer();
-  for (const piece of pieces) restorer.pushGiven(piece);
-  const restored = restorer.finish();
-  const cpu = process.cpuUsage(cpuAtStart);
-  const elapsedMs = performance.now() - startedAtMs;
-  if (restored.bufferedMessageCount !== messages) {
-    throw new Error(`restored ${restored.bufferedMessageCount} messages of ${messages}`);
-  }
-  console.log(`rebuilt ${snapshot.byteLength} ${elapsedMs.toFixed(1)} ${((cpu.user + cpu.system) / 1000).toFixed(1)}`);
+  return engine.snapshot();
 }
 
 main(Number(process.argv[2]), Number(process.argv[3]));

@@ -8,13 +8,13 @@
  * messages, copied as they are: with a partition holding hundreds of megabytes of messages, encoding every message
  * again for every snapshot (and copying the encoded pieces twice more before they reached the storage) cost each
  * broker seconds of its only thread and as much memory again as the state, every snapshot interval. The price is the
- * message's small fields (name, keys, ids, tenant) held twice, decoded and in the entry, and a view per message.
+ * message's small fields (name, keys, ids, tenant) held twice, decoded and in the entry.
  *
  * Entries are copied, never re-encoded, from replica to replica and snapshot to snapshot, so equal states give equal
  * snapshot bytes only while every replica's codec encodes a message the same way; a test pins those bytes.
  */
 import { valuesEnd } from "./msgpack-stream.js";
-import { type DecodedPublishMessage, engineCodec } from "./records.js";
+import { DEFAULT_TENANT_ID, type DecodedPublishMessage, engineCodec } from "./records.js";
 
 /**
  * A message's fields before its entry is made: a publication's (its encoded variables, of a stored message a view of
@@ -40,8 +40,59 @@ export interface StoredMessage extends MessageFields {
   readonly entry: Uint8Array;
 }
 
-/** The two fields `moveEntry` replaces, both views of the entry's memory. */
-type EntryLocation = { entry: Uint8Array; variablesBytes: Uint8Array };
+/**
+ * The one shape of every stored message. An engine may hold millions of them, and every full collection of the heap
+ * visits each one, so a message holds as few objects as it can: its entry, its variables and its deadline are made
+ * when read (views of the entry's memory, a sum) rather than kept as two views and a boxed number of their own, and a
+ * tenant id equal to the default one is that one string (DEVELOPERS.md, "Snapshots", has what this saved). Readers
+ * get a new view at each read, of the same bytes.
+ */
+class EntryMessage implements StoredMessage {
+  constructor(
+    readonly counter: number,
+    readonly name: string,
+    readonly correlationKey: string,
+    readonly timeToLiveMs: number,
+    readonly messageId: string | null,
+    readonly tenantId: string,
+    readonly publishedAtMs: number,
+    readonly sizeBytes: number,
+    entry: Uint8Array,
+    /** Where the variables' bytes start in the entry. */
+    private readonly variablesOffset: number,
+    private readonly variablesByteLength: number,
+  ) {
+    this.entryMemory = entry.buffer;
+    this.entryOffset = entry.byteOffset;
+    this.entryByteLength = entry.byteLength;
+  }
+
+  /** The memory the entry lies in, and where: a view of it would be one more object on the heap per message. */
+  private entryMemory: ArrayBufferLike;
+  private entryOffset: number;
+  private readonly entryByteLength: number;
+
+  /** The entry: a view of its memory, made at each read. */
+  get entry(): Uint8Array {
+    return new Uint8Array(this.entryMemory, this.entryOffset, this.entryByteLength);
+  }
+
+  /** Moves the entry to a view of other memory holding the same bytes (`moveEntry`). */
+  set entry(entry: Uint8Array) {
+    this.entryMemory = entry.buffer;
+    this.entryOffset = entry.byteOffset;
+  }
+
+  /** The encoded variables: a view of the entry, made at each read. */
+  get variablesBytes(): Uint8Array {
+    return new Uint8Array(this.entryMemory, this.entryOffset + this.variablesOffset, this.variablesByteLength);
+  }
+
+  /** When the message expires. */
+  get deadlineMs(): number {
+    return this.publishedAtMs + this.timeToLiveMs;
+  }
+}
 
 /** Fields of a snapshot entry. */
 const ENTRY_FIELDS = 9;
@@ -76,20 +127,19 @@ export function storedMessage(fields: MessageFields): StoredMessage {
       `invariant violated: the snapshot entry of message ${fields.counter} is shorter than its variables`,
     );
   }
-  const variablesBytes = entry.subarray(variablesOffset, variablesOffset + fields.variablesBytes.byteLength);
-  return {
-    counter: fields.counter,
-    name: fields.name,
-    correlationKey: fields.correlationKey,
-    timeToLiveMs: fields.timeToLiveMs,
-    messageId: fields.messageId,
-    variablesBytes,
-    tenantId: fields.tenantId,
-    publishedAtMs: fields.publishedAtMs,
-    deadlineMs: fields.publishedAtMs + fields.timeToLiveMs,
-    sizeBytes: fields.sizeBytes,
+  return new EntryMessage(
+    fields.counter,
+    fields.name,
+    fields.correlationKey,
+    fields.timeToLiveMs,
+    fields.messageId,
+    sharedTenantId(fields.tenantId),
+    fields.publishedAtMs,
+    fields.sizeBytes,
     entry,
-  };
+    variablesOffset,
+    fields.variablesBytes.byteLength,
+  );
 }
 
 /**
@@ -138,19 +188,19 @@ export function restoredMessage(
   if (entry.byteLength !== encoded.byteLength) {
     throw new Error(`invariant violated: the memory placed for message ${counter}'s entry has another length`);
   }
-  return {
+  return new EntryMessage(
     counter,
     name,
     correlationKey,
     timeToLiveMs,
     messageId,
-    variablesBytes: entry.subarray(variablesOffset, variablesOffset + variables.byteLength),
-    tenantId,
+    sharedTenantId(tenantId),
     publishedAtMs,
-    deadlineMs: publishedAtMs + timeToLiveMs,
     sizeBytes,
     entry,
-  };
+    variablesOffset,
+    variables.byteLength,
+  );
 }
 
 /**
@@ -163,10 +213,13 @@ export function moveEntry(message: StoredMessage, entry: Uint8Array): void {
   if (entry.byteLength !== message.entry.byteLength) {
     throw new Error(`invariant violated: message ${message.counter}'s entry would move to memory of another length`);
   }
-  const location = message as unknown as EntryLocation;
-  const variablesOffset = message.variablesBytes.byteOffset - message.entry.byteOffset;
-  location.variablesBytes = entry.subarray(variablesOffset, variablesOffset + message.variablesBytes.byteLength);
-  location.entry = entry;
+  // Every stored message derives its variables from its entry, by an offset the same bytes keep.
+  (message as { entry: Uint8Array }).entry = entry;
+}
+
+/** `tenantId`, or the default tenant's id itself when equal to it: most messages then share one string. */
+function sharedTenantId(tenantId: string): string {
+  return tenantId === DEFAULT_TENANT_ID ? DEFAULT_TENANT_ID : tenantId;
 }
 
 /** Whether `value` is a non-negative safe integer. */

@@ -4,6 +4,18 @@ import { EntrySlabs, FIRST_SLAB_BYTES, LARGEST_SLAB_BYTES } from "../../../src/c
 import { moveEntry, type StoredMessage } from "../../../src/cluster/engine/stored-message.js";
 import { NO_RESTORED_ENTRY_MEMORY } from "./support.js";
 
+/** A message reduced to what the slabs look at; like a stored message, it derives its variables from its entry. */
+class HeldMessage {
+  constructor(
+    readonly counter: number,
+    public entry: Uint8Array,
+  ) {}
+
+  get variablesBytes(): Uint8Array {
+    return this.entry.subarray(1);
+  }
+}
+
 /**
  * Messages as the engine would hold them, reduced to what the slabs look at: counter, entry and variables. Each
  * entry's bytes are its counter's, so a byte that moved to the wrong place shows.
@@ -38,7 +50,7 @@ class HeldMessages {
   }
 
   hold(counter: number, entry: Uint8Array): StoredMessage {
-    const message = { counter, entry, variablesBytes: entry.subarray(1) } as unknown as StoredMessage;
+    const message = new HeldMessage(counter, entry) as unknown as StoredMessage;
     this.held.set(counter, message);
     return message;
   }

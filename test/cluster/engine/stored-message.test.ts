@@ -5,11 +5,24 @@ import {
   type MessageFields,
   moveEntry,
   restoredMessage,
+  type StoredMessage,
   storedMessage,
 } from "../../../src/cluster/engine/stored-message.js";
 
 /** Copies an entry into memory of its own, as a restore without slabs would. */
 const ownCopy = (bytes: Uint8Array): Uint8Array => new Uint8Array(bytes);
+
+/** What a reader of a stored message sees, wherever its entry lies. */
+function readable(message: StoredMessage | undefined): Record<string, unknown> | undefined {
+  if (message === undefined) return undefined;
+  const { counter, name, correlationKey, timeToLiveMs, messageId, tenantId, publishedAtMs, deadlineMs, sizeBytes } =
+    message;
+  return {
+    ...{ counter, name, correlationKey, timeToLiveMs, messageId, tenantId, publishedAtMs, deadlineMs, sizeBytes },
+    entry: Buffer.from(message.entry),
+    variablesBytes: Buffer.from(message.variablesBytes),
+  };
+}
 
 function fields(overrides: Partial<MessageFields> = {}): MessageFields {
   return {
@@ -48,7 +61,7 @@ describe("storedMessage", () => {
       const message = storedMessage(fields(overrides));
       // A view of its own, as a restore hands over: the codec marks what it decodes.
       const again = restoredMessage(message.entry.subarray(0), ownCopy);
-      expect(again).toEqual(message);
+      expect(readable(again)).toEqual(readable(message));
     }
   });
 
@@ -81,7 +94,7 @@ describe("storedMessage", () => {
     expect(counters).toEqual([42]);
     expect(restored?.entry.buffer).toBe(slab.buffer);
     expect(restored?.variablesBytes.buffer).toBe(slab.buffer);
-    expect(restored).toEqual(message);
+    expect(readable(restored)).toEqual(readable(message));
     expect(() => restoredMessage(message.entry.subarray(0), (bytes) => bytes.subarray(1))).toThrow(/another length/);
   });
 
@@ -100,11 +113,26 @@ describe("storedMessage", () => {
     expect(restored.entry.buffer).not.toBe(shared.buffer);
     expect(restored.entry.byteOffset).toBe(0);
     expect(restored.variablesBytes.buffer).toBe(restored.entry.buffer);
-    expect(restored).toEqual(message);
+    expect(readable(restored)).toEqual(readable(message));
     // Whoever still holds the old entry reads the same bytes; the new one no longer depends on that memory.
     expect(Buffer.from(oldEntry).equals(Buffer.from(restored.entry))).toBe(true);
     shared.fill(0);
     expect(engineCodec.unpack(restored.variablesBytes)).toEqual({ amount: 3, note: "n".repeat(300) });
+  });
+
+  it("keeps no view of its entry or variables and no deadline of its own: each is made when read", () => {
+    const message = storedMessage(fields());
+    const restored = restoredMessage(message.entry.subarray(0), ownCopy);
+    for (const held of [message, restored]) {
+      if (held === undefined) throw new Error("the entry did not restore");
+      for (const derived of ["entry", "variablesBytes", "deadlineMs"]) expect(Object.keys(held)).not.toContain(derived);
+      expect(Object.values(held).some((value) => ArrayBuffer.isView(value))).toBe(false);
+      expect(held.deadlineMs).toBe(held.publishedAtMs + held.timeToLiveMs);
+      // Each read is a view of wherever the entry lies now.
+      expect(held.entry).not.toBe(held.entry);
+      expect(held.variablesBytes).not.toBe(held.variablesBytes);
+      expect(held.variablesBytes.buffer).toBe(held.entry.buffer);
+    }
   });
 
   it("refuses entries that are not a message's", () => {
