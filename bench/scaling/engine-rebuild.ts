@@ -4,10 +4,14 @@
  * each (the shape of the benchmark's fill), encodes its snapshot, then restores an engine from that snapshot handed
  * over in 1 MiB pieces, as a joiner does while chunks arrive, with nothing else to do: no network, no disk, no Raft.
  * Like a joiner's received chunks, each piece is memory of its own that the restore is given (`pushGiven`) and may
- * keep its messages' entries in; the pieces are cut before the clock starts, as a joiner's arrive by the transfer.
+ * keep its messages' entries in; the pieces are cut before the restore's clock starts, as a joiner's arrive by the
+ * transfer. Their memory is new, though, and touching new memory for the first time is work of its own that a joiner
+ * pays wherever it keeps the state (its frames', or slabs' if it copied): the pieces are allocated and touched under a
+ * clock of their own first, and the snapshot's bytes copied into them afterwards (as a socket's reads fill memory).
  *
  *   node --import tsx bench/scaling/engine-rebuild.ts <messages> <payload bytes>
- *     prints `rebuilt <snapshot bytes> <ms> <cpu ms>` (ms and cpu ms: of the restore alone)
+ *     prints `touched <snapshot bytes> <ms> <cpu ms>` (of allocating and first touching the pieces' memory), then
+ *     `rebuilt <snapshot bytes> <ms> <cpu ms>` (of the restore alone)
  *   node --expose-gc --import tsx bench/scaling/engine-rebuild.ts <messages> <payload bytes>
  *     also prints `held <heap bytes per message> <ms of a full collection>`: what the restored engine adds to the
  *     JavaScript heap per message, and how long one collection of the whole heap then takes (each one visits every
@@ -24,10 +28,17 @@ function main(messages: number, payloadBytes: number): void {
     throw new Error("usage: engine-rebuild.ts <messages> <payload bytes>");
   }
   const snapshot = filledSnapshot(messages, payloadBytes);
+  const touchStartedAtMs = performance.now();
+  const cpuAtTouch = process.cpuUsage();
   const pieces: Uint8Array[] = [];
   for (let offset = 0; offset < snapshot.byteLength; offset += PIECE_BYTES) {
-    pieces.push(snapshot.slice(offset, offset + PIECE_BYTES));
+    pieces.push(Buffer.allocUnsafeSlow(Math.min(PIECE_BYTES, snapshot.byteLength - offset)).fill(0));
   }
+  const touchCpu = process.cpuUsage(cpuAtTouch);
+  const touchMs = performance.now() - touchStartedAtMs;
+  console.log(`touched ${snapshot.byteLength} ${touchMs.toFixed(1)} ${cpuMs(touchCpu).toFixed(1)}`);
+  for (const [index, piece] of pieces.entries())
+    piece.set(snapshot.subarray(index * PIECE_BYTES).subarray(0, piece.length));
   const collect = (globalThis as { gc?: () => void }).gc;
   collect?.();
   const heapBeforeBytes = process.memoryUsage().heapUsed;
@@ -41,7 +52,7 @@ function main(messages: number, payloadBytes: number): void {
   if (restored.bufferedMessageCount !== messages) {
     throw new Error(`restored ${restored.bufferedMessageCount} messages of ${messages}`);
   }
-  console.log(`rebuilt ${snapshot.byteLength} ${elapsedMs.toFixed(1)} ${((cpu.user + cpu.system) / 1000).toFixed(1)}`);
+  console.log(`rebuilt ${snapshot.byteLength} ${elapsedMs.toFixed(1)} ${cpuMs(cpu).toFixed(1)}`);
   if (collect !== undefined) {
     collect();
     const collectionStartedAtMs = performance.now();
@@ -51,6 +62,11 @@ function main(messages: number, payloadBytes: number): void {
     const heapBytesPerMessage = (process.memoryUsage().heapUsed - heapBeforeBytes) / restored.bufferedMessageCount;
     console.log(`held ${heapBytesPerMessage.toFixed(0)} ${collectionMs.toFixed(1)}`);
   }
+}
+
+/** Milliseconds of processor time in a `process.cpuUsage` difference. */
+function cpuMs(usage: NodeJS.CpuUsage): number {
+  return (usage.user + usage.system) / 1000;
 }
 
 /**

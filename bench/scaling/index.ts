@@ -23,9 +23,11 @@
  * directories of the same disk followed by `sync`, and the same file sent over a loopback TCP socket from one Node.js
  * process to another, which writes it to a file and fsyncs it before it answers (`tcp-copy.ts`). The source file is
  * in the page cache in both, as a leader's recent snapshot mostly is. Beside them, the least a joiner must do besides
- * moving the bytes: rebuilding an engine of the same state from its snapshot, alone in a process (`engine-rebuild.ts`).
- * A joiner receives and rebuilds on its one JavaScript thread, so the receiver's CPU of the TCP copy plus the
- * rebuild's CPU is a floor under its time, printed against the TCP copy with the ratios.
+ * moving the bytes: rebuilding an engine of the same state from its snapshot, alone in a process (`engine-rebuild.ts`),
+ * and allocating and touching for the first time as much new memory as the state, where the joiner keeps it (the TCP
+ * copy's receiver reuses its read buffers and never does). A joiner receives and rebuilds on its one JavaScript
+ * thread, so the receiver's CPU of the TCP copy plus the rebuild's CPU (and the first touch's) is a floor under its
+ * time, printed against the TCP copy with the ratios.
  *
  * Settings (environment): FLOWPLANE_BENCH_STATE_MB (state per part, default 1024), FLOWPLANE_BENCH_FILL_MESSAGES
  * (messages the state is made of, default 65,536: the message size follows; at most 240 KiB of variables each),
@@ -745,7 +747,10 @@ async function copyOverTcp(source: string, directory: string): Promise<CopyRun> 
  * Time and processor time of rebuilding an engine that holds `messages` messages of `payloadBytes` from its snapshot,
  * alone in a process of its own (see engine-rebuild.ts).
  */
-async function rebuildEngine(messages: number, payloadBytes: number): Promise<CopyRun> {
+async function rebuildEngine(
+  messages: number,
+  payloadBytes: number,
+): Promise<{ readonly touch: CopyRun; readonly rebuild: CopyRun }> {
   const output = await runToEnd(process.execPath, [
     "--import",
     "tsx",
@@ -753,9 +758,12 @@ async function rebuildEngine(messages: number, payloadBytes: number): Promise<Co
     String(messages),
     String(payloadBytes),
   ]);
-  const fields = (output.split("\n").find((line) => line.startsWith("rebuilt ")) ?? "").split(" ");
-  if (fields.length !== 4) throw new Error(`engine-rebuild.ts printed no result: ${output.slice(0, 200)}`);
-  return { ms: Number(fields[2]), cpuMs: Number(fields[3]) };
+  const run = (prefix: string): CopyRun => {
+    const fields = (output.split("\n").find((line) => line.startsWith(prefix)) ?? "").split(" ");
+    if (fields.length !== 4) throw new Error(`engine-rebuild.ts printed no "${prefix}" line: ${output.slice(0, 200)}`);
+    return { ms: Number(fields[2]), cpuMs: Number(fields[3]) };
+  };
+  return { touch: run("touched "), rebuild: run("rebuilt ") };
 }
 
 /** One copy: its time and the processor time of the processes doing it (of the receiving one alone, if known). */
@@ -780,6 +788,9 @@ interface Limits {
   /** Rebuilding that engine from its snapshot alone: what a joiner must do besides moving the bytes. */
   readonly rebuildMs: number[];
   readonly rebuildCpuMs: number[];
+  /** Allocating and first touching as much new memory as the snapshot, in 1 MiB pieces: where a joiner keeps it. */
+  readonly touchMs: number[];
+  readonly touchCpuMs: number[];
 }
 
 /** Limits for `bytes` of a state of `shape`, none measured yet. */
@@ -795,6 +806,8 @@ function emptyLimits(bytes: number, shape: FillShape): Limits {
     payloadBytes: shape.payloadBytes,
     rebuildMs: [],
     rebuildCpuMs: [],
+    touchMs: [],
+    touchCpuMs: [],
   };
 }
 
@@ -806,9 +819,11 @@ async function measureLimits(limits: Limits, source: string, directory: string):
   const copy = await copyOnDisk(source, directory);
   limits.copyMs.push(copy.ms);
   limits.copyCpuMs.push(copy.cpuMs);
-  const rebuild = await rebuildEngine(limits.messages, limits.payloadBytes);
+  const { touch, rebuild } = await rebuildEngine(limits.messages, limits.payloadBytes);
   limits.rebuildMs.push(rebuild.ms);
   limits.rebuildCpuMs.push(rebuild.cpuMs);
+  limits.touchMs.push(touch.ms);
+  limits.touchCpuMs.push(touch.cpuMs);
 }
 
 /** The fastest of `times`. */
@@ -1287,6 +1302,7 @@ function printLimits(title: string, limits: Limits): void {
       ["cp + sync, same disk", limits.copyMs, limits.copyCpuMs] as const,
       ["loopback TCP + fsync", limits.tcpMs, limits.tcpCpuMs] as const,
       [`engine rebuild alone (${limits.messages} messages)`, limits.rebuildMs, limits.rebuildCpuMs] as const,
+      ["first touch of as much new memory", limits.touchMs, limits.touchCpuMs] as const,
     ].map(([name, times, cpuTimes]) => [
       name,
       times.map(seconds).join(" "),
@@ -1656,6 +1672,15 @@ function printRatios(join: JoinPart | undefined, scale: ScalePart | undefined): 
       "A. a joiner's floor on one thread: (CPU of the TCP copy's receiver + of the engine rebuild) / TCP copy",
       formatNumber(
         (fastest(join.limits.tcpReceiverCpuMs) + fastest(join.limits.rebuildCpuMs)) / fastest(join.limits.tcpMs),
+        2,
+      ),
+      "",
+    ]);
+    rows.push([
+      "A. the same floor with the first touch of the memory that keeps the state (CPU) / TCP copy",
+      formatNumber(
+        (fastest(join.limits.tcpReceiverCpuMs) + fastest(join.limits.rebuildCpuMs) + fastest(join.limits.touchCpuMs)) /
+          fastest(join.limits.tcpMs),
         2,
       ),
       "",
