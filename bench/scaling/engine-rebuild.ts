@@ -38,7 +38,7 @@ function main(messages: number, payloadBytes: number): void {
   const touchMs = performance.now() - touchStartedAtMs;
   console.log(`touched ${snapshot.byteLength} ${touchMs.toFixed(1)} ${cpuMs(touchCpu).toFixed(1)}`);
   for (const [index, piece] of pieces.entries())
-    piece.set(snapshot.subarray(index * PIECE_BYTES).subarray(0, piece.length));
+    piece.set(snapshot.subarray(index * PIECE_BYTES, index * PIECE_BYTES + piece.length));
   const collect = (globalThis as { gc?: () => void }).gc;
   collect?.();
   const heapBeforeBytes = process.memoryUsage().heapUsed;

@@ -143,10 +143,12 @@ export class EntrySlabs {
     // Bounded by the piece's messages, each looked at once.
     for (const counter of slab.counters) {
       const message = this.lookup(counter);
-      if (message === undefined || message.entry.buffer !== slab.memory.buffer) {
+      // A message makes a new view of its entry at each read: one read per message.
+      const entry = message?.entry;
+      if (message === undefined || entry?.buffer !== slab.memory.buffer) {
         throw new Error(`invariant violated: message ${counter}, placed in a given piece, is not held there`);
       }
-      this.moveEntry(message, this.copy(message.entry, counter));
+      this.moveEntry(message, this.copy(entry, counter));
     }
   }
 
@@ -217,10 +219,11 @@ export class EntrySlabs {
     };
     let offset = 0;
     for (const message of survivors) {
-      const moved = compacted.memory.subarray(offset, offset + message.entry.byteLength);
-      moved.set(message.entry);
+      const entry = message.entry;
+      const moved = compacted.memory.subarray(offset, offset + entry.byteLength);
+      moved.set(entry);
       this.moveEntry(message, moved);
-      offset += message.entry.byteLength;
+      offset += entry.byteLength;
     }
     if (offset !== slab.liveBytes) {
       throw new Error(
@@ -246,11 +249,9 @@ export class EntrySlabs {
     // Bounded by the slab's messages, each looked at once.
     for (const counter of slab.counters) {
       const message = this.lookup(counter);
-      if (message === undefined || message.entry.buffer !== slab.memory.buffer) continue;
-      this.moveEntry(
-        message,
-        memory.subarray(message.entry.byteOffset, message.entry.byteOffset + message.entry.byteLength),
-      );
+      const entry = message?.entry;
+      if (message === undefined || entry?.buffer !== slab.memory.buffer) continue;
+      this.moveEntry(message, memory.subarray(entry.byteOffset, entry.byteOffset + entry.byteLength));
     }
     this.slabs.delete(slab.memory.buffer);
     if (slab.counters.length > 1) this.slabs.set(memory.buffer, { ...slab, memory });
