@@ -678,7 +678,9 @@ export class Broker {
 
   private sendRaft(partitionId: number, to: number, message: Message): void {
     const envelope: BrokerMessage = { type: "raft", partitionId, message };
-    this.transport.send(to, envelope);
+    // The joiner keeps a snapshot chunk's bytes as its restored messages' entries, so its transport reads the chunk
+    // into a region rather than into a buffer of its own (see retained-regions.ts).
+    this.transport.send(to, envelope, { retainedBody: message.type === "snapshotChunk" });
   }
 
   private gossip(): void {

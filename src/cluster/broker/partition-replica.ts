@@ -38,6 +38,7 @@ import {
   RecordValidationError,
   type RelocatedMessage,
   type Relocation,
+  type SlabStatistics,
 } from "../engine/index.js";
 import {
   type Configuration,
@@ -972,6 +973,11 @@ export class PartitionReplica {
    */
   get snapshotsRestoredWhileReceivingCount(): number {
     return this.snapshotsRestoredWhileReceiving;
+  }
+
+  /** The memory holding the engine's restored entries (slabs, and received chunks kept where they lie), for tests. */
+  restoredEntryMemory(): SlabStatistics {
+    return this.engine.restoredEntryMemory();
   }
 
   /** Number of messages the engine buffers, for metrics and tests. */

@@ -27,7 +27,15 @@
  * of whole messages. The piece is kept only if it is nearly all of its memory and, once decoded (`endPiece`), its
  * entries cover at least 7/8 of that memory, like any slab; otherwise they are copied as usual. So the bound above
  * holds for kept pieces too, and they are released and emptied the same way.
+ *
+ * A received chunk may lie in a region shared with other chunks (`src/buffers/retained-regions.ts`: one allocation
+ * for many chunks, so that V8 does not collect its whole heap for every 64 MB a joiner receives). Such a piece is a
+ * slab over its own range of the region, found by its offset, and the slabs tell the region which bytes they keep:
+ * once the region is mostly unused, it asks them to move their survivors out (`evict`), as a slab does when it is
+ * mostly free. A closed region holds at most twice the bytes of its kept pieces, each of which is at least 7/16 held,
+ * so at most 32/7 of the bytes of the entries in it (slabs: 16/7); the region being filled is held only by views.
  */
+import { type RegionHolder, type RetainedRegion, regionOf } from "../../buffers/retained-regions.js";
 import type { StoredMessage } from "./stored-message.js";
 
 /** Size of a restore's first slab. */
@@ -40,8 +48,9 @@ const LARGEST_SHARED_ENTRY_BYTES = LARGEST_SLAB_BYTES / 4;
 const ABANDONED_REST_SHARE = 1 / 8;
 
 /**
- * One slab: its memory, how much of it was handed out and is still held, the counters of its messages, and whether it
- * is a piece of the snapshot kept as it was given (`place`) rather than memory the slabs allocated.
+ * One slab: its memory, how much of it was handed out and is still held, the counters of its messages, whether it
+ * is a piece of the snapshot kept as it was given (`place`) rather than memory the slabs allocated, and for a piece
+ * lying in a region, that region and the key of the slab's retention there.
  */
 interface Slab {
   readonly memory: Uint8Array;
@@ -49,11 +58,13 @@ interface Slab {
   liveBytes: number;
   readonly counters: number[];
   readonly kept: boolean;
+  readonly region: RetainedRegion | null;
+  retention: object | null;
 }
 
 /** The piece being decoded that was given away (`place`), and the slab it becomes, or null when it cannot be kept. */
 interface GivenPiece {
-  readonly buffer: ArrayBufferLike;
+  readonly piece: Uint8Array;
   readonly slab: Slab | null;
 }
 
@@ -67,6 +78,8 @@ export interface SlabStatistics {
   readonly liveBytes: number;
   /** Slabs that are pieces of the snapshot kept as they were given, of `slabCount`. */
   readonly keptPieceCount: number;
+  /** Kept pieces that lie in a region shared with other pieces, of `keptPieceCount`. */
+  readonly regionPieceCount: number;
 }
 
 /** Which message holds a counter now (buffered or taken out for relocation), for moving survivors out. */
@@ -75,10 +88,22 @@ export type MessageLookup = (counter: number) => StoredMessage | undefined;
 /** Makes `entry`, a copy of the message's entry elsewhere, the message's entry (`moveEntry` of `stored-message.ts`). */
 export type EntryMover = (message: StoredMessage, entry: Uint8Array) => void;
 
+/** Whether `entry` lies within `slab`'s memory. */
+function liesIn(entry: Uint8Array, slab: Slab): boolean {
+  const memory = slab.memory;
+  return (
+    entry.buffer === memory.buffer &&
+    entry.byteOffset >= memory.byteOffset &&
+    entry.byteOffset + entry.byteLength <= memory.byteOffset + memory.byteLength
+  );
+}
+
 /** The slabs of one engine's restored entries (see the module comment). */
-export class EntrySlabs {
-  /** Slabs by their memory's buffer: an entry finds its slab through `entry.buffer`. */
+export class EntrySlabs implements RegionHolder {
+  /** Slabs that are all of their memory's buffer, by that buffer: an entry finds its slab through `entry.buffer`. */
   private readonly slabs = new Map<ArrayBufferLike, Slab>();
+  /** Slabs over parts of a region, by the region's memory, in the order of their offsets. */
+  private readonly regionSlabs = new Map<ArrayBufferLike, Slab[]>();
   /** The slab being filled by the restore under way; null before its first entry. */
   private filling: Slab | null = null;
   /** Size of the latest slab made (half the first slab's before any). */
@@ -110,13 +135,14 @@ export class EntrySlabs {
     }
     let given = this.given;
     if (given === null) {
-      given = { buffer: givenPiece.buffer, slab: this.keepable(givenPiece) ? this.keptSlab(givenPiece) : null };
+      given = { piece: givenPiece, slab: this.keepable(givenPiece) ? this.keptSlab(givenPiece) : null };
       this.given = given;
-    } else if (given.buffer !== givenPiece.buffer) {
+    } else if (given.piece.buffer !== givenPiece.buffer || given.piece.byteOffset !== givenPiece.byteOffset) {
       throw new Error("invariant violated: an entry of another given piece was placed before the last one ended");
     }
     const slab = given.slab;
     if (slab === null) return this.copy(bytes, counter);
+    if (!liesIn(bytes, slab)) throw new Error("invariant violated: a placed entry does not lie in its given piece");
     slab.usedBytes += bytes.byteLength;
     slab.liveBytes += bytes.byteLength;
     slab.counters.push(counter);
@@ -135,9 +161,15 @@ export class EntrySlabs {
     const slab = given?.slab ?? null;
     if (slab === null || slab.usedBytes === 0) return;
     if (slab.usedBytes >= (1 - ABANDONED_REST_SHARE) * slab.memory.byteLength) {
+      if (slab.region !== null) {
+        // Even a single entry is tracked here: the region must be able to ask for it to move out.
+        this.addSlab(slab);
+        slab.retention = slab.region.retain(slab.memory, this);
+        return;
+      }
       // An entry that is all of the piece simply owns it, as an entry copied on its own owns its copy.
       const ownedWhole = slab.counters.length === 1 && slab.usedBytes === slab.memory.byteLength;
-      if (!ownedWhole) this.slabs.set(slab.memory.buffer, slab);
+      if (!ownedWhole) this.addSlab(slab);
       return;
     }
     // Bounded by the piece's messages, each looked at once.
@@ -145,21 +177,33 @@ export class EntrySlabs {
       const message = this.lookup(counter);
       // A message makes a new view of its entry at each read: one read per message.
       const entry = message?.entry;
-      if (message === undefined || entry?.buffer !== slab.memory.buffer) {
+      if (message === undefined || entry === undefined || !liesIn(entry, slab)) {
         throw new Error(`invariant violated: message ${counter}, placed in a given piece, is not held there`);
       }
       this.moveEntry(message, this.copy(entry, counter));
     }
   }
 
-  /** Whether a given piece's entries may stay where they lie: the piece is nearly all its memory, not a slab yet. */
+  /**
+   * Whether a given piece's entries may stay where they lie: a piece carved from a region that no slab covers yet, or
+   * a piece that is nearly all its memory and not a slab yet.
+   */
   private keepable(piece: Uint8Array): boolean {
+    // Its first byte, not an empty view: that would lie at the end of the slab just before it too.
+    if (regionOf(piece) !== undefined)
+      return piece.byteLength > 0 && this.slabHolding(piece.subarray(0, 1)) === undefined;
     return piece.byteLength >= (1 - ABANDONED_REST_SHARE) * piece.buffer.byteLength && !this.slabs.has(piece.buffer);
   }
 
-  /** An empty slab over all the memory of `piece`, which it holds while any entry placed in it is held. */
+  /**
+   * An empty slab over `piece`, which it holds while any entry placed in it is held: over the piece's range of its
+   * region when it was carved from one, else over all the piece's memory.
+   */
   private keptSlab(piece: Uint8Array): Slab {
-    return { memory: new Uint8Array(piece.buffer), usedBytes: 0, liveBytes: 0, counters: [], kept: true };
+    const region = regionOf(piece) ?? null;
+    const memory =
+      region === null ? new Uint8Array(piece.buffer) : new Uint8Array(piece.buffer, piece.byteOffset, piece.byteLength);
+    return { memory, usedBytes: 0, liveBytes: 0, counters: [], kept: true, region, retention: null };
   }
 
   /** A copy of `bytes`, the entry of message `counter`, in a shared slab (or on its own; see the module comment). */
@@ -177,8 +221,8 @@ export class EntrySlabs {
       let slabBytes = Math.min(LARGEST_SLAB_BYTES, 2 * this.lastSlabBytes);
       while (slabBytes < 4 * bytes.byteLength) slabBytes *= 2;
       this.lastSlabBytes = slabBytes;
-      slab = { memory: new Uint8Array(slabBytes), usedBytes: 0, liveBytes: 0, counters: [], kept: false };
-      this.slabs.set(slab.memory.buffer, slab);
+      slab = ownSlab(new Uint8Array(slabBytes), 0, []);
+      this.addSlab(slab);
       this.filling = slab;
     }
     const view = slab.memory.subarray(slab.usedBytes, slab.usedBytes + bytes.byteLength);
@@ -194,44 +238,63 @@ export class EntrySlabs {
    * once less than half of its slab is held, the survivors move to a slab of their own size.
    */
   release(entry: Uint8Array): void {
-    const slab = this.slabs.get(entry.buffer);
+    const slab = this.slabHolding(entry);
     if (slab === undefined) return;
     if (entry.byteLength > slab.liveBytes) {
       throw new Error("invariant violated: a slab of restored entries released more bytes than it holds");
     }
     slab.liveBytes -= entry.byteLength;
     if (slab.liveBytes * 2 >= slab.usedBytes) return;
-    this.slabs.delete(slab.memory.buffer);
+    this.moveSurvivors(slab);
+  }
+
+  /** Moves every entry this engine keeps in `region` to memory of its own (the region is mostly unused). */
+  evict(region: RetainedRegion): void {
+    const slabs = this.regionSlabs.get(region.memory);
+    if (slabs === undefined) return;
+    // A copy of the list: moving a slab's survivors removes it. Bounded by the slabs over the region.
+    for (const slab of [...slabs]) this.moveSurvivors(slab);
+  }
+
+  /**
+   * Drops `slab` and copies the entries still held in it together into a new slab of exactly their size (a single
+   * survivor simply owns its copy); a slab over part of a region then releases its retention there.
+   */
+  private moveSurvivors(slab: Slab): void {
+    this.removeSlab(slab);
     if (this.filling === slab) this.filling = null;
-    if (slab.liveBytes === 0) return;
-    const survivors: StoredMessage[] = [];
-    // Bounded by the slab's messages, each looked at once.
-    for (const counter of slab.counters) {
-      const message = this.lookup(counter);
-      if (message !== undefined && message.entry.buffer === slab.memory.buffer) survivors.push(message);
-    }
-    const compacted: Slab = {
-      memory: new Uint8Array(slab.liveBytes),
-      usedBytes: slab.liveBytes,
-      liveBytes: slab.liveBytes,
-      counters: survivors.map((message) => message.counter),
-      kept: false,
-    };
-    let offset = 0;
-    for (const message of survivors) {
-      const entry = message.entry;
-      const moved = compacted.memory.subarray(offset, offset + entry.byteLength);
-      moved.set(entry);
-      this.moveEntry(message, moved);
-      offset += entry.byteLength;
-    }
-    if (offset !== slab.liveBytes) {
-      throw new Error(
-        `invariant violated: a slab counted ${slab.liveBytes} live bytes but its survivors hold ${offset}`,
+    if (slab.liveBytes > 0) {
+      const survivors: StoredMessage[] = [];
+      // Bounded by the slab's messages, each looked at once.
+      for (const counter of slab.counters) {
+        const message = this.lookup(counter);
+        if (message !== undefined && liesIn(message.entry, slab)) survivors.push(message);
+      }
+      const compacted = ownSlab(
+        new Uint8Array(slab.liveBytes),
+        slab.liveBytes,
+        survivors.map((message) => message.counter),
       );
+      let offset = 0;
+      for (const message of survivors) {
+        const entry = message.entry;
+        const moved = compacted.memory.subarray(offset, offset + entry.byteLength);
+        moved.set(entry);
+        this.moveEntry(message, moved);
+        offset += entry.byteLength;
+      }
+      if (offset !== slab.liveBytes) {
+        throw new Error(
+          `invariant violated: a slab counted ${slab.liveBytes} live bytes but its survivors hold ${offset}`,
+        );
+      }
+      // A single survivor simply owns its memory: there is nothing left to share or to count.
+      if (survivors.length > 1) this.addSlab(compacted);
     }
-    // A single survivor simply owns its memory: there is nothing left to share or to count.
-    if (survivors.length > 1) this.slabs.set(compacted.memory.buffer, compacted);
+    // Last: releasing may make the region ask this engine to move its other slabs there out.
+    const retention = slab.retention;
+    slab.retention = null;
+    if (slab.region !== null && retention !== null) slab.region.release(retention);
   }
 
   /**
@@ -250,25 +313,99 @@ export class EntrySlabs {
     for (const counter of slab.counters) {
       const message = this.lookup(counter);
       const entry = message?.entry;
-      if (message === undefined || entry?.buffer !== slab.memory.buffer) continue;
+      if (message === undefined || entry === undefined || !liesIn(entry, slab)) continue;
       this.moveEntry(message, memory.subarray(entry.byteOffset, entry.byteOffset + entry.byteLength));
     }
-    this.slabs.delete(slab.memory.buffer);
-    if (slab.counters.length > 1) this.slabs.set(memory.buffer, { ...slab, memory });
+    this.removeSlab(slab);
+    if (slab.counters.length > 1) this.addSlab({ ...slab, memory });
   }
 
   /** The slabs held: their count and size, the bytes they handed out, and of those the bytes still held. */
   statistics(): SlabStatistics {
+    let slabCount = 0;
     let slabBytes = 0;
     let handedOutBytes = 0;
     let liveBytes = 0;
     let keptPieceCount = 0;
-    for (const slab of this.slabs.values()) {
+    let regionPieceCount = 0;
+    for (const slab of this.allSlabs()) {
+      slabCount += 1;
       slabBytes += slab.memory.byteLength;
       handedOutBytes += slab.usedBytes;
       liveBytes += slab.liveBytes;
       if (slab.kept) keptPieceCount += 1;
+      if (slab.region !== null) regionPieceCount += 1;
     }
-    return { slabCount: this.slabs.size, slabBytes, handedOutBytes, liveBytes, keptPieceCount };
+    return { slabCount, slabBytes, handedOutBytes, liveBytes, keptPieceCount, regionPieceCount };
   }
+
+  private *allSlabs(): Iterable<Slab> {
+    yield* this.slabs.values();
+    for (const slabs of this.regionSlabs.values()) yield* slabs;
+  }
+
+  /** The slab whose memory `entry` lies in, if any. */
+  private slabHolding(entry: Uint8Array): Slab | undefined {
+    const own = this.slabs.get(entry.buffer);
+    if (own !== undefined) return own;
+    const slabs = this.regionSlabs.get(entry.buffer);
+    if (slabs === undefined) return undefined;
+    // The last slab starting at or before the entry; bounded by log2 of the slabs over the region.
+    let low = 0;
+    let high = slabs.length - 1;
+    let found: Slab | undefined;
+    while (low <= high) {
+      const middle = (low + high) >>> 1;
+      const slab = slabs[middle] as Slab;
+      if (slab.memory.byteOffset <= entry.byteOffset) {
+        found = slab;
+        low = middle + 1;
+      } else {
+        high = middle - 1;
+      }
+    }
+    return found !== undefined && liesIn(entry, found) ? found : undefined;
+  }
+
+  private addSlab(slab: Slab): void {
+    if (slab.region === null) {
+      this.slabs.set(slab.memory.buffer, slab);
+      return;
+    }
+    let slabs = this.regionSlabs.get(slab.memory.buffer);
+    if (slabs === undefined) {
+      slabs = [];
+      this.regionSlabs.set(slab.memory.buffer, slabs);
+    }
+    // Pieces usually arrive in the order of their offsets; bounded by the slabs over the region.
+    let at = slabs.length;
+    while (at > 0 && (slabs[at - 1] as Slab).memory.byteOffset > slab.memory.byteOffset) at -= 1;
+    const before = slabs[at - 1];
+    const after = slabs[at];
+    const end = slab.memory.byteOffset + slab.memory.byteLength;
+    if (
+      (before !== undefined && before.memory.byteOffset + before.memory.byteLength > slab.memory.byteOffset) ||
+      (after !== undefined && after.memory.byteOffset < end)
+    ) {
+      throw new Error("invariant violated: two slabs over the same bytes of a region");
+    }
+    slabs.splice(at, 0, slab);
+  }
+
+  private removeSlab(slab: Slab): void {
+    if (slab.region === null) {
+      if (this.slabs.get(slab.memory.buffer) === slab) this.slabs.delete(slab.memory.buffer);
+      return;
+    }
+    const slabs = this.regionSlabs.get(slab.memory.buffer);
+    const at = slabs?.indexOf(slab) ?? -1;
+    if (slabs === undefined || at < 0) throw new Error("invariant violated: a region's slab was not listed");
+    slabs.splice(at, 1);
+    if (slabs.length === 0) this.regionSlabs.delete(slab.memory.buffer);
+  }
+}
+
+/** A slab of memory the slabs allocated, with `usedBytes` of it handed out to `counters`, all of them still held. */
+function ownSlab(memory: Uint8Array, usedBytes: number, counters: number[]): Slab {
+  return { memory, usedBytes, liveBytes: usedBytes, counters, kept: false, region: null, retention: null };
 }

@@ -3,6 +3,7 @@
  * correlation-key hash that picks a message's partition.
  */
 export { correlationKeyHash, partitionForCorrelationKey, routingKeyOf } from "./correlation.js";
+export type { SlabStatistics } from "./entry-slabs.js";
 export {
   type DecodedKey,
   encodeKey,

@@ -18,6 +18,7 @@ import type { Server, Socket } from "node:net";
 import { createServer } from "node:net";
 import type { Logger } from "pino";
 import { BufferPool } from "../../buffers/buffer-pool.js";
+import { type RetainedRegionStatistics, RetainedRegions } from "../../buffers/retained-regions.js";
 import { adoptAcceptedSocket } from "./accepted-socket.js";
 import type { ClusterCredentials } from "./cluster-credentials.js";
 import type { Envelope, NodeId, PeerAddress } from "./envelope.js";
@@ -81,6 +82,8 @@ export interface ClusterTransportOptions extends Partial<ConnectionOptions> {
   readonly maxUnauthenticatedConnections?: number;
   /** Inbound connections in their handshake from one remote address; a new one beyond it closes that address's oldest. */
   readonly maxUnauthenticatedConnectionsPerAddress?: number;
+  /** Size of each region that received bodies flagged as retained are carved from (see retained-regions.ts). */
+  readonly retainedRegionBytes?: number;
   /** Where refused handshakes are reported (at most one line per remote host and reason a minute); none: nowhere. */
   readonly logger?: Logger;
   /** Jitter source in [0, 1) for reconnection backoff (defaults to Math.random). */
@@ -101,6 +104,13 @@ export const DEFAULT_MAX_UNAUTHENTICATED_CONNECTIONS = 128;
  * and gateway of a local cluster (all on 127.0.0.1) to connect at once when they start together.
  */
 export const DEFAULT_MAX_UNAUTHENTICATED_CONNECTIONS_PER_ADDRESS = 32;
+
+/**
+ * Default of ClusterTransportOptions.retainedRegionBytes (256 MiB): V8 then sees the memory a joiner keeps grow once
+ * per 256 MiB of snapshot received rather than once per chunk. A region is allocated only when the first flagged
+ * body arrives, so a node that never joins a partition never allocates one.
+ */
+export const DEFAULT_RETAINED_REGION_BYTES = 256 * 1024 * 1024;
 
 /** Counters of the handshakes of inbound connections. */
 export interface HandshakeStatistics {
@@ -130,6 +140,8 @@ export interface TransportStatistics {
   readonly handshakes: HandshakeStatistics;
   /** Large outgoing frames encoded into memory of an earlier frame the socket had written (see buffer-pool.ts). */
   readonly framesReusingMemory: number;
+  /** Received bodies flagged as retained, carved from regions or allocated apart (see retained-regions.ts). */
+  readonly retainedRegions: RetainedRegionStatistics;
 }
 
 interface InboundState {
@@ -164,6 +176,8 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
   private readonly random: () => number;
   /** Buffers of large one-way frames (snapshot chunks), shared by the links to every peer. */
   private readonly framePool = new BufferPool(FRAME_POOL);
+  /** Memory for the large received bodies their senders flagged as retained, shared by every connection. */
+  private readonly retainedRegions: RetainedRegions;
   private readonly server: Server;
   private readonly addresses = new Map<NodeId, PeerAddress>();
   private readonly links = new Map<NodeId, OutboundLink>();
@@ -198,6 +212,7 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
       maxInboundConnections,
       maxUnauthenticatedConnections,
       maxUnauthenticatedConnectionsPerAddress,
+      retainedRegionBytes,
       logger,
       random,
       ...limits
@@ -224,6 +239,9 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
       maxUnauthenticatedConnectionsPerAddress,
       DEFAULT_MAX_UNAUTHENTICATED_CONNECTIONS_PER_ADDRESS,
     );
+    this.retainedRegions = new RetainedRegions({
+      regionBytes: positiveIntegerOption("retainedRegionBytes", retainedRegionBytes, DEFAULT_RETAINED_REGION_BYTES),
+    });
     this.refusalLog = new RefusalLog(logger);
     this.random = random ?? Math.random;
     // Accepted sockets wait unread until `adoptAcceptedSocket` gave them reads into the decoder's memory.
@@ -298,15 +316,17 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
   /**
    * Sends a one-way message, fire-and-forget, in order with the other messages and requests to the same peer.
    * Returns false when it was dropped (unknown peer, queue full, transport closed); true means queued, not delivered.
-   * Throws FrameTooLargeError when the encoded message exceeds `maxFrameBytes` (a caller bug).
+   * Throws FrameTooLargeError when the encoded message exceeds `maxFrameBytes` (a caller bug). `retainedBody` says
+   * that the receiver will likely keep views of the message for long, so that it reads a large one into a region
+   * (see framing.ts).
    */
-  send(peerId: NodeId, message: TMessage): boolean {
+  send(peerId: NodeId, message: TMessage, options?: { readonly retainedBody?: boolean }): boolean {
     const link = this.link(peerId);
     if (link === undefined) {
       this.statisticsOf(peerId).framesDropped += 1;
       return false;
     }
-    return link.send(message);
+    return link.send(message, options?.retainedBody ?? false);
   }
 
   /**
@@ -342,6 +362,7 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
       protocolErrors: this.protocolErrors,
       handshakes: { ...this.handshakeCounters, pending: this.unauthenticatedConnections.size },
       framesReusingMemory: this.framePool.reusedBuffers,
+      retainedRegions: this.retainedRegions.statistics(),
     };
   }
 
@@ -396,6 +417,7 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
       statistics: this.statisticsOf(peerId),
       random: this.random,
       framePool: this.framePool,
+      retainedBodies: this.retainedRegions,
     });
     this.links.set(peerId, link);
     return link;
@@ -422,6 +444,9 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
       flushPriority: "answers",
       onEnvelope: (envelope, frameBytes) => this.receive(connection, state, envelope, frameBytes),
       onClose: (error) => this.inboundClosed(connection, state, error),
+      // Until the handshake has ended, frames are far smaller than a body that gets memory of its own, so only an
+      // authenticated peer's flagged bodies are ever carved from the regions.
+      retainedBodies: this.retainedRegions,
     });
     this.unauthenticatedConnections.set(connection, state);
     let sameHost = this.unauthenticatedByHost.get(remoteHost);

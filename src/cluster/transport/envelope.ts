@@ -24,9 +24,10 @@ export interface PeerAddress {
 
 /**
  * Version of this wire protocol; a handshake of another version is refused. Version 2 introduced the authenticated
- * handshake; version 1 connections opened with a `handshake` envelope from the connecting side.
+ * handshake; version 1 connections opened with a `handshake` envelope from the connecting side. Version 3 marks
+ * frames whose body the receiver keeps (the length's high bit), which version 2 would refuse as too large.
  */
-export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSION = 3;
 
 /** Bytes of the random nonce each side of a handshake contributes. */
 export const HANDSHAKE_NONCE_BYTES = 32;

@@ -8,6 +8,7 @@
  * (see DEVELOPERS.md, "Snapshots").
  */
 import type { OnReadOpts, Socket } from "node:net";
+import type { RetainedRegions } from "../../buffers/retained-regions.js";
 import { type EndOfTurnWriter, type FlushPriority, flushAtEndOfTurn } from "./end-of-turn-flush.js";
 import type { Envelope } from "./envelope.js";
 import { parseEnvelope } from "./envelope.js";
@@ -24,6 +25,8 @@ export interface FramedConnectionOptions {
   readonly onDrain?: () => void;
   /** Whether this connection's writes leave before those of others at the end of a turn (default "messages"). */
   readonly flushPriority?: FlushPriority;
+  /** Where large bodies their sender flagged as retained are read into (see FrameDecoderOptions.retainedBodies). */
+  readonly retainedBodies?: RetainedRegions;
 }
 
 /**
@@ -45,7 +48,7 @@ export class FramedConnection implements EndOfTurnWriter {
     openSocket: OpenSocket,
     private readonly options: FramedConnectionOptions,
   ) {
-    this.decoder = new FrameDecoder({ maxFrameBytes: options.maxFrameBytes });
+    this.decoder = new FrameDecoder({ maxFrameBytes: options.maxFrameBytes, retainedBodies: options.retainedBodies });
     this.flushPriority = options.flushPriority ?? "messages";
     const socket = openSocket({
       buffer: () => this.decoder.readBuffer(),

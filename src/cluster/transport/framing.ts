@@ -1,5 +1,10 @@
 /**
- * Length-prefixed msgpack frames: a 4-byte big-endian unsigned body length followed by the msgpack body.
+ * Length-prefixed msgpack frames: a 4-byte big-endian header followed by the msgpack body. The header's low 31 bits
+ * are the body's length; its high bit is the "retained body" flag, by which the sender says that the receiver will
+ * likely keep views of this body for long (a snapshot chunk, whose entries a joiner keeps where they arrived). The
+ * receiver chooses a body's memory as soon as it has read the header, before the body could tell it whether it will
+ * keep it, so the sender says so. The flag is only a hint: a receiver that has no memory set aside for such bodies
+ * reads a flagged body as any other, and so does every receiver with a body too small for memory of its own.
  *
  * The maximum frame size is checked on both sides: the encoder refuses to build a larger frame, and the decoder
  * rejects a header announcing one before buffering its body, so a broken or hostile peer can never make us
@@ -7,16 +12,20 @@
  */
 import { Packr, RESET_BUFFER_MODE } from "msgpackr";
 import type { BufferPool } from "../../buffers/buffer-pool.js";
+import type { RetainedRegions } from "../../buffers/retained-regions.js";
 import { FrameTooLargeError, ProtocolError } from "./errors.js";
 
-/** Bytes of the length prefix in front of every frame body. */
+/** Bytes of the header (the retained-body flag and the body's length) in front of every frame body. */
 export const FRAME_HEADER_BYTES = 4;
 
 /** Default maximum body size of one frame (16 MiB). */
 export const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
 
-/** Largest body length the 32-bit header can express. */
-const LARGEST_ENCODABLE_BODY_BYTES = 0xffff_ffff;
+/** The header's high bit: set when the sender expects the receiver to keep views of the body for long. */
+const RETAINED_BODY_FLAG = 0x8000_0000;
+
+/** Largest body length the header's low 31 bits can express; the high bit is the retained-body flag. */
+const LARGEST_ENCODABLE_BODY_BYTES = 0x7fff_ffff;
 
 // Records would make the encoding depend on structures seen earlier on the stream; plain maps keep every frame
 // self-contained, so a frame can be decoded without the history of its connection.
@@ -29,9 +38,10 @@ const packr = new Packr({ useRecords: false });
  * into the frame at once. Left to itself, the packer would append each value after the previous one and allocate a
  * new buffer of four times the value's size whenever it ran out, which for a leader streaming 1 MiB snapshot chunks
  * meant another 4 MiB buffer every few chunks for the garbage collector. With a `pool`, the frame's own buffer comes
- * from it too, and the caller hands it back once the frame was written (see buffer-pool.ts).
+ * from it too, and the caller hands it back once the frame was written (see buffer-pool.ts). `retainedBody` sets the
+ * header's flag saying that the receiver will likely keep views of the body for long (see the module comment).
  */
-export function encodeFrame(value: unknown, maxFrameBytes: number, pool?: BufferPool): Buffer {
+export function encodeFrame(value: unknown, maxFrameBytes: number, pool?: BufferPool, retainedBody = false): Buffer {
   const body = packr.pack(value, RESET_BUFFER_MODE);
   if (body.length > maxFrameBytes || body.length > LARGEST_ENCODABLE_BODY_BYTES) {
     throw new FrameTooLargeError(body.length, maxFrameBytes);
@@ -39,7 +49,7 @@ export function encodeFrame(value: unknown, maxFrameBytes: number, pool?: Buffer
   // Copy into a buffer of our own: the next encoding overwrites the packer's buffer.
   const frameBytes = FRAME_HEADER_BYTES + body.length;
   const frame = pool === undefined ? Buffer.allocUnsafe(frameBytes) : pool.acquireBuffer(frameBytes);
-  frame.writeUInt32BE(body.length, 0);
+  frame.writeUInt32BE(retainedBody ? RETAINED_BODY_FLAG + body.length : body.length, 0);
   frame.set(body, FRAME_HEADER_BYTES);
   return frame;
 }
@@ -54,6 +64,11 @@ export interface DecodedFrame {
 export interface FrameDecoderOptions {
   /** Largest accepted body; a header announcing more is a protocol error. */
   readonly maxFrameBytes: number;
+  /**
+   * Where bodies of at least OWN_BODY_MIN_BYTES whose sender flagged them as retained are read into; none: into
+   * buffers of their own, as other bodies.
+   */
+  readonly retainedBodies?: RetainedRegions;
 }
 
 /**
@@ -68,7 +83,8 @@ const MIN_READ_BYTES = 8 * 1024;
 
 /**
  * Bodies of at least this size are read straight into memory of their own, sized to the body: a snapshot chunk or a
- * large append then arrives where the receiver keeps it, without being copied out of read buffers first.
+ * large append then arrives where the receiver keeps it, without being copied out of read buffers first. A flagged
+ * (retained) body's memory is carved from a region when the decoder has `retainedBodies`.
  */
 const OWN_BODY_MIN_BYTES = 32 * 1024;
 
@@ -81,8 +97,9 @@ const OWN_BODY_MIN_BYTES = 32 * 1024;
  * Memory it hands out is never written again once a read has filled it, so a receiver may keep views of a frame's
  * values for as long as it likes, as a joiner's engine keeps the entries of the snapshot chunks it receives
  * (`IncomingRestore`). Small frames are read into shared blocks, filled from front to back; a body of at least
- * OWN_BODY_MIN_BYTES is read into a buffer of exactly its size. So a connection holds at most one block and one
- * body, and a body never larger than `maxFrameBytes`.
+ * OWN_BODY_MIN_BYTES is read into memory of exactly its size: a buffer of its own, or, when its sender flagged it as
+ * retained and the decoder has `retainedBodies`, the next part of a region, which nothing else is ever handed. So a
+ * connection holds at most one block and one body, and a body never larger than `maxFrameBytes`.
  */
 export class FrameDecoder {
   private maxFrameBytesValue: number;
@@ -90,6 +107,8 @@ export class FrameDecoder {
   private readonly pending: Buffer[] = [];
   private pendingBlockBytes = 0;
   private expectedBodyBytes: number | undefined;
+  /** Whether the header of the body expected next carried the retained-body flag. */
+  private expectedBodyRetained = false;
   private block = Buffer.allocUnsafe(0);
   private blockFilledBytes = 0;
   /** The body being read into memory of its own, once its header announced at least OWN_BODY_MIN_BYTES. */
@@ -98,7 +117,7 @@ export class FrameDecoder {
   /** Length of the memory `readBuffer` handed out last; a read reports at most this many bytes. */
   private handedOutBytes = 0;
 
-  constructor(options: FrameDecoderOptions) {
+  constructor(private readonly options: FrameDecoderOptions) {
     this.maxFrameBytesValue = FrameDecoder.checkedMaxFrameBytes(options.maxFrameBytes);
   }
 
@@ -128,7 +147,7 @@ export class FrameDecoder {
   }
 
   /**
-   * Memory for the next read: the rest of a large body's own buffer, or the free end of the current block. Nothing
+   * Memory for the next read: the rest of a large body's own memory, or the free end of the current block. Nothing
    * in it is part of a frame handed out, and `commitRead` must follow before the next call.
    */
   readBuffer(): Uint8Array {
@@ -137,8 +156,15 @@ export class FrameDecoder {
       // The header and the body's first bytes arrived in a block; the body's start moves into its own memory. The
       // memory is touched here, before any read: the kernel would otherwise fault its pages in while it copies a read
       // into them, holding the socket the whole time, and a joiner's transfer went slower although its process did
-      // less (see DEVELOPERS.md, "How the transport reads").
-      const body = Buffer.allocUnsafe(expected).fill(0);
+      // less (see DEVELOPERS.md, "How the transport reads"). A body its sender flagged as retained is carved from a
+      // region, so that keeping it does not grow the memory outside V8's heap by a buffer per body (see
+      // retained-regions.ts); the region hands its memory out untouched, so it is touched here all the same.
+      const retainedBodies = this.options.retainedBodies;
+      const body = (
+        this.expectedBodyRetained && retainedBodies !== undefined
+          ? retainedBodies.allocate(expected)
+          : Buffer.allocUnsafe(expected)
+      ).fill(0);
       const parts = this.pending.splice(0);
       for (const part of parts) {
         body.set(part, this.ownBodyFilledBytes);
@@ -193,6 +219,7 @@ export class FrameDecoder {
       this.ownBody = undefined;
       this.ownBodyFilledBytes = 0;
       this.expectedBodyBytes = undefined;
+      this.expectedBodyRetained = false;
       return [decodedFrame(body)];
     }
     if (byteCount === 0) {
@@ -228,7 +255,8 @@ export class FrameDecoder {
         if (this.pendingBlockBytes < FRAME_HEADER_BYTES) {
           break;
         }
-        const bodyBytes = this.take(FRAME_HEADER_BYTES).readUInt32BE(0);
+        const header = this.take(FRAME_HEADER_BYTES).readUInt32BE(0);
+        const bodyBytes = header & LARGEST_ENCODABLE_BODY_BYTES;
         if (bodyBytes > this.maxFrameBytesValue) {
           throw new FrameTooLargeError(bodyBytes, this.maxFrameBytesValue);
         }
@@ -236,12 +264,14 @@ export class FrameDecoder {
           throw new ProtocolError("frame with an empty body");
         }
         this.expectedBodyBytes = bodyBytes;
+        this.expectedBodyRetained = header >= RETAINED_BODY_FLAG;
       }
       if (this.pendingBlockBytes < this.expectedBodyBytes) {
         break;
       }
       const body = this.take(this.expectedBodyBytes);
       this.expectedBodyBytes = undefined;
+      this.expectedBodyRetained = false;
       frames.push(decodedFrame(body));
     }
     return frames;

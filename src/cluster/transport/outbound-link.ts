@@ -21,6 +21,7 @@
 import { connect } from "node:net";
 import type { Logger } from "pino";
 import type { BufferPool } from "../../buffers/buffer-pool.js";
+import type { RetainedRegions } from "../../buffers/retained-regions.js";
 import { backoffDelayMs } from "./backoff.js";
 import type { ClusterCredentials } from "./cluster-credentials.js";
 import type { Envelope, NodeId, PeerAddress } from "./envelope.js";
@@ -68,6 +69,8 @@ export interface OutboundLinkSettings {
   readonly random: () => number;
   /** Where the frames of one-way messages come from; each goes back once its socket wrote it. None: allocated. */
   readonly framePool?: BufferPool;
+  /** Where the connection reads large bodies flagged as retained (see FrameDecoderOptions); none: like other bodies. */
+  readonly retainedBodies?: RetainedRegions;
   /** Where failed handshakes are reported; none: nowhere. */
   readonly logger?: Logger | undefined;
 }
@@ -136,14 +139,22 @@ export class OutboundLink {
     }
   }
 
-  /** Queues a one-way message; returns false (and counts a drop) when the queue is full or the link is closed. */
-  send(body: unknown): boolean {
+  /**
+   * Queues a one-way message; returns false (and counts a drop) when the queue is full or the link is closed.
+   * `retainedBody` flags its frame as one whose body the receiver will likely keep views of (see framing.ts).
+   */
+  send(body: unknown, retainedBody = false): boolean {
     // Check the cheap bounds first so that a full queue does not cost an encoding per dropped message.
     if (this.stateValue === "closed" || this.queue.length >= this.settings.options.maxQueuedFrames) {
       this.settings.statistics.framesDropped += 1;
       return false;
     }
-    const frame = encodeFrame({ kind: "message", body }, this.settings.options.maxFrameBytes, this.settings.framePool);
+    const frame = encodeFrame(
+      { kind: "message", body },
+      this.settings.options.maxFrameBytes,
+      this.settings.framePool,
+      retainedBody,
+    );
     if (!this.hasRoomFor(frame)) {
       this.settings.statistics.framesDropped += 1;
       return false;
@@ -270,6 +281,7 @@ export class OutboundLink {
       maxFrameBytes: MAX_UNAUTHENTICATED_FRAME_BYTES,
       onEnvelope: (envelope, frameBytes) => this.receive(connection, envelope, frameBytes),
       onClose: (error) => this.connectionClosed(connection, error),
+      retainedBodies: this.settings.retainedBodies,
       onDrain: () => {
         this.socketFull = false;
         this.flush();

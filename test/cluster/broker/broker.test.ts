@@ -256,8 +256,12 @@ describe("a three-broker cluster in one process", () => {
 
     // Enough new entries while it is down that its log is compacted away on the others: catching up needs a snapshot.
     brokers = remaining;
+    // Variables of 2 KB make partition 1's snapshot larger than the 32 KiB from which a body gets memory of its own.
     for (let sequence = 60; sequence < 100; sequence += 1) {
-      const published = await publishWithRetry(1, command({ name: `message-${sequence}`, correlationKey: "" }));
+      const published = await publishWithRetry(
+        1,
+        command({ name: `message-${sequence}`, correlationKey: "", variables: { padding: "p".repeat(2_000) } }),
+      );
       if (published.outcome !== "published") throw new Error(`publish ${sequence}: ${JSON.stringify(published)}`);
       acknowledged.set(published.key, { partitionId: 1, name: `message-${sequence}` });
     }
@@ -288,6 +292,10 @@ describe("a three-broker cluster in one process", () => {
     }
     // Partition 1's log was compacted past what the stopped broker held, so it caught up through a snapshot.
     expect(restarted.replica(1)?.installedSnapshotCount).toBeGreaterThan(0);
+    // Its leader sent the chunks flagged as retained: the restored messages' entries lie where the transport carved
+    // the chunks, in a region (see retained-regions.ts).
+    expect(restarted.replica(1)?.snapshotsRestoredWhileReceivingCount).toBeGreaterThan(0);
+    expect(restarted.replica(1)?.restoredEntryMemory().regionPieceCount).toBeGreaterThan(0);
     const metrics = await (await fetch(`${remaining[0]!.managementUrl}/actuator/prometheus`)).text();
     expect(metrics).toMatch(/flowplane_partition_snapshot_duration_seconds_count\{[^}]*partition="1"[^}]*\} [1-9]/);
     expect(metrics).toMatch(/flowplane_partition_snapshot_size_bytes\{[^}]*partition="1"[^}]*\} [1-9]/);

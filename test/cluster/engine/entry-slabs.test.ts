@@ -1,5 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { type RetainedRegion, RetainedRegions, regionOf } from "../../../src/buffers/retained-regions.js";
 import { EntrySlabs, FIRST_SLAB_BYTES, LARGEST_SLAB_BYTES } from "../../../src/cluster/engine/entry-slabs.js";
 import { moveEntry, type StoredMessage } from "../../../src/cluster/engine/stored-message.js";
 import { NO_RESTORED_ENTRY_MEMORY } from "./support.js";
@@ -23,6 +24,8 @@ class HeldMessage {
 class HeldMessages {
   readonly held = new Map<number, StoredMessage>();
   readonly slabs = new EntrySlabs((counter) => this.held.get(counter), moveEntry);
+  /** The regions pieces were carved from, whose deferred look at the eviction rule `settleRegions` runs at once. */
+  private readonly regions = new Set<RetainedRegion>();
 
   restore(counter: number, entryBytes: number): StoredMessage {
     const source = new Uint8Array(entryBytes).fill(counter % 251);
@@ -38,6 +41,36 @@ class HeldMessages {
   restoreGiven(firstCounter: number, entrySizes: readonly number[], gapBytes = 0, spareBytes = 0): Uint8Array {
     const pieceBytes = gapBytes + entrySizes.reduce((sum, size) => sum + size, 0);
     const piece = new Uint8Array(pieceBytes + spareBytes).subarray(0, pieceBytes);
+    return this.restoreInto(piece, firstCounter, entrySizes, gapBytes);
+  }
+
+  /** As `restoreGiven`, for a piece carved from `regions` (a received chunk's body), with nothing after it. */
+  restoreCarved(
+    regions: RetainedRegions,
+    firstCounter: number,
+    entrySizes: readonly number[],
+    gapBytes = 0,
+  ): Uint8Array {
+    const pieceBytes = gapBytes + entrySizes.reduce((sum, size) => sum + size, 0);
+    const piece = regions.allocate(pieceBytes);
+    const region = regionOf(piece);
+    if (region !== undefined) this.regions.add(region);
+    this.restoreInto(piece, firstCounter, entrySizes, gapBytes);
+    this.settleRegions();
+    return piece;
+  }
+
+  /** Runs now what each region would look at in a later turn: whether it is closed and mostly unused. */
+  settleRegions(): void {
+    for (const region of this.regions) region.evictIfMostlyUnused();
+  }
+
+  private restoreInto(
+    piece: Uint8Array,
+    firstCounter: number,
+    entrySizes: readonly number[],
+    gapBytes: number,
+  ): Uint8Array {
     let offset = gapBytes;
     for (const [position, size] of entrySizes.entries()) {
       const counter = firstCounter + position;
@@ -60,6 +93,7 @@ class HeldMessages {
     if (message === undefined) throw new Error(`message ${counter} is not held`);
     this.held.delete(counter);
     this.slabs.release(message.entry);
+    this.settleRegions();
   }
 
   /** The held messages' entries grouped by the memory they lie in. */
@@ -90,6 +124,7 @@ describe("EntrySlabs", () => {
       handedOutBytes: 3_000,
       liveBytes: 3_000,
       keptPieceCount: 0,
+      regionPieceCount: 0,
     });
   });
 
@@ -134,6 +169,7 @@ describe("EntrySlabs", () => {
       handedOutBytes: 3_000,
       liveBytes: 2_700,
       keptPieceCount: 0,
+      regionPieceCount: 0,
     });
     for (let counter = 2; counter <= 10; counter += 1) {
       const message = messages.held.get(counter) as StoredMessage;
@@ -169,6 +205,7 @@ describe("EntrySlabs", () => {
       handedOutBytes: 400,
       liveBytes: 400,
       keptPieceCount: 0,
+      regionPieceCount: 0,
     });
     const moved = messages.held.get(7)?.entry.buffer;
     expect(moved).not.toBe(slab);
@@ -278,6 +315,7 @@ describe("EntrySlabs", () => {
       handedOutBytes: 7_000,
       liveBytes: 7_000,
       keptPieceCount: 1,
+      regionPieceCount: 0,
     });
     // An entry that does not lie in the piece (the decoder's copy of one spanning two pieces) is copied.
     const spanning = new Uint8Array(500).fill(3);
@@ -351,5 +389,162 @@ describe("EntrySlabs", () => {
       /more bytes than it holds/,
     );
     expect(messages.slabs.statistics().liveBytes).toBe(140);
+  });
+});
+
+describe("EntrySlabs over pieces carved from regions", () => {
+  it("keeps each carved piece as a slab over its own range of the region, released apart from its neighbours", () => {
+    const regions = new RetainedRegions({ regionBytes: 64 * 1024 });
+    const messages = new HeldMessages();
+    const pieces = [
+      messages.restoreCarved(regions, 1, [2_000, 2_000], 100),
+      messages.restoreCarved(regions, 3, [4_000]),
+      messages.restoreCarved(regions, 4, [1_000, 1_000, 1_000, 1_000]),
+    ];
+    const region = regionOf(pieces[0] as Uint8Array);
+    expect(region).toBeDefined();
+    for (const piece of pieces) expect(piece.buffer).toBe(region?.memory);
+    for (const message of messages.held.values()) {
+      expect(message.entry.buffer).toBe(region?.memory);
+      expect(message.entry.every((byte) => byte === message.counter % 251)).toBe(true);
+    }
+    // Each piece is a slab of its own size; a single entry that is all of its piece is tracked too, for the region.
+    expect(messages.slabs.statistics()).toEqual({
+      slabCount: 3,
+      slabBytes: 4_100 + 4_000 + 4_000,
+      handedOutBytes: 12_000,
+      liveBytes: 12_000,
+      keptPieceCount: 3,
+      regionPieceCount: 3,
+    });
+    // Released by offset: the third piece below half moves its survivor out; the first two are untouched.
+    messages.drop(4);
+    messages.drop(5);
+    messages.drop(6);
+    expect(messages.held.get(7)?.entry.buffer).not.toBe(region?.memory);
+    expect(messages.held.get(7)?.entry.every((byte) => byte === 7)).toBe(true);
+    expect(messages.held.get(1)?.entry.byteOffset).toBe((pieces[0] as Uint8Array).byteOffset + 100);
+    expect(messages.slabs.statistics()).toMatchObject({ slabCount: 2, liveBytes: 8_000, regionPieceCount: 2 });
+    messages.drop(3);
+    expect(messages.slabs.statistics()).toMatchObject({ slabCount: 1, liveBytes: 4_000, regionPieceCount: 1 });
+    expect(regions.statistics().regionsEvicted).toBe(0);
+  });
+
+  it("moves every slab out of a region that is closed and kept less than half, and not before it is closed", () => {
+    const regions = new RetainedRegions({ regionBytes: 64 * 1024 });
+    const messages = new HeldMessages();
+    // Eight pieces of 8 KiB fill the region; each holds two entries.
+    for (let piece = 0; piece < 8; piece += 1) messages.restoreCarved(regions, 2 * piece + 1, [4_096, 4_096]);
+    const region = regionOf(messages.held.get(1)?.entry as Uint8Array);
+    // Five pieces emptied: three kept, less than half of the region, but it is still being filled.
+    for (let counter = 1; counter <= 10; counter += 1) messages.drop(counter);
+    expect(region?.isClosed).toBe(false);
+    expect(messages.slabs.statistics().regionPieceCount).toBe(3);
+    expect(regions.statistics().regionsEvicted).toBe(0);
+    // The next piece does not fit: the region closes, and its slabs move out.
+    messages.restoreCarved(regions, 17, [4_096, 4_096]);
+    expect(region?.isClosed).toBe(true);
+    expect(regions.statistics()).toMatchObject({ regionsAllocated: 2, regionsEvicted: 1 });
+    for (let counter = 11; counter <= 16; counter += 1) {
+      const entry = messages.held.get(counter)?.entry as Uint8Array;
+      expect(entry.buffer).not.toBe(region?.memory);
+      expect(entry.every((byte) => byte === counter)).toBe(true);
+    }
+    expect(region?.retainedBytes).toBe(0);
+    // Only the piece in the new region is still a region's slab; the survivors share copies of their own.
+    expect(messages.slabs.statistics()).toMatchObject({ regionPieceCount: 1, liveBytes: 6 * 4_096 + 2 * 4_096 });
+  });
+
+  it("leaves a closed region alone while its slabs keep at least half of it, and asks every engine keeping part of it to move out", () => {
+    const regions = new RetainedRegions({ regionBytes: 64 * 1024 });
+    const first = new HeldMessages();
+    const second = new HeldMessages();
+    // Two engines receive alternately into one region: four pieces each.
+    for (let piece = 0; piece < 4; piece += 1) {
+      first.restoreCarved(regions, 2 * piece + 1, [4_096, 4_096]);
+      second.restoreCarved(regions, 2 * piece + 1, [4_096, 4_096]);
+    }
+    const region = regionOf(first.held.get(1)?.entry as Uint8Array);
+    first.restoreCarved(regions, 9, [4_096, 4_096]);
+    expect(region?.isClosed).toBe(true);
+    // Four of eight pieces kept is half: nothing moves.
+    for (let counter = 1; counter <= 8; counter += 1) first.drop(counter);
+    expect(regions.statistics().regionsEvicted).toBe(0);
+    expect(second.held.get(1)?.entry.buffer).toBe(region?.memory);
+    // One more piece of the second engine emptied: the rest of the second engine moves out too.
+    second.drop(1);
+    second.drop(2);
+    expect(regions.statistics().regionsEvicted).toBe(1);
+    for (const message of second.held.values()) {
+      expect(message.entry.buffer).not.toBe(region?.memory);
+      expect(message.entry.every((byte) => byte === message.counter % 251)).toBe(true);
+    }
+    expect(first.held.get(9)?.entry.buffer).not.toBe(region?.memory);
+  });
+
+  it("keeps regions at least 7/32 held once closed, and every slab at least half held, whatever the order messages go in", () => {
+    const coverage = { evictions: 0, regionPieces: 0 };
+    fc.assert(
+      fc.property(
+        // Regions of 5 to 12 KiB take pieces of up to 528 bytes (less than an eighth of the smallest), 20 to 80 of them,
+        // so that most runs close a few regions and then empty them.
+        fc.integer({ min: 5, max: 12 }).map((kibibytes) => kibibytes * 1024),
+        fc.array(
+          fc.record({
+            gapBytes: fc.integer({ min: 0, max: 16 }),
+            entrySizes: fc.array(fc.integer({ min: 1, max: 128 }), { minLength: 1, maxLength: 4 }),
+          }),
+          { minLength: 20, maxLength: 80, size: "max" },
+        ),
+        fc.array(fc.nat(), { maxLength: 320, size: "max" }),
+        (regionBytes, pieces, dropOrder) => {
+          const regions = new RetainedRegions({ regionBytes });
+          const messages = new HeldMessages();
+          let counters = 0;
+          for (const piece of pieces) {
+            messages.restoreCarved(regions, counters + 1, piece.entrySizes, piece.gapBytes);
+            counters += piece.entrySizes.length;
+          }
+          coverage.regionPieces += messages.slabs.statistics().regionPieceCount;
+          const remaining = Array.from({ length: counters }, (_unused, position) => position + 1);
+          checkRegions(messages);
+          for (const pick of dropOrder) {
+            if (remaining.length === 0) break;
+            const [counter] = remaining.splice(pick % remaining.length, 1);
+            messages.drop(counter as number);
+            checkRegions(messages);
+          }
+          for (const message of messages.held.values()) {
+            expect(message.entry.every((byte) => byte === message.counter % 251)).toBe(true);
+          }
+          coverage.evictions += regions.statistics().regionsEvicted;
+        },
+      ),
+      { numRuns: 100 },
+    );
+    expect(coverage.regionPieces).toBeGreaterThan(1_000);
+    expect(coverage.evictions).toBeGreaterThan(10);
+
+    /** Checks every closed region holding entries against its bound, and the statistics against the held entries. */
+    function checkRegions(messages: HeldMessages): void {
+      let bytesInRegions = 0;
+      for (const [memory, held] of messages.byMemory()) {
+        const heldBytes = held.reduce((sum, message) => sum + message.entry.byteLength, 0);
+        const region = regionOf(new Uint8Array(memory, 0, 0));
+        if (region === undefined) continue;
+        bytesInRegions += heldBytes;
+        // Kept pieces are at least half of what a closed region handed out, each at least 7/16 held.
+        if (region.isClosed) expect(32 * heldBytes).toBeGreaterThanOrEqual(7 * region.handedOutBytes);
+      }
+      const statistics = messages.slabs.statistics();
+      let liveOutside = 0;
+      for (const [memory, held] of messages.byMemory()) {
+        if (regionOf(new Uint8Array(memory, 0, 0)) !== undefined) continue;
+        const heldBytes = held.reduce((sum, message) => sum + message.entry.byteLength, 0);
+        if (held.length === 1 && heldBytes === memory.byteLength) continue;
+        liveOutside += heldBytes;
+      }
+      expect(statistics.liveBytes).toBe(bytesInRegions + liveOutside);
+    }
   });
 });

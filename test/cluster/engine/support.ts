@@ -7,4 +7,5 @@ export const NO_RESTORED_ENTRY_MEMORY: SlabStatistics = {
   handedOutBytes: 0,
   liveBytes: 0,
   keptPieceCount: 0,
+  regionPieceCount: 0,
 };

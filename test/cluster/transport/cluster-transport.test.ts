@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
+import { regionOf } from "../../../src/buffers/retained-regions.js";
 import type { ClusterTransportOptions } from "../../../src/cluster/transport/cluster-transport.js";
 import { ClusterTransport } from "../../../src/cluster/transport/cluster-transport.js";
 import type { PeerAddress } from "../../../src/cluster/transport/envelope.js";
@@ -333,5 +334,37 @@ describe("ClusterTransport", () => {
     }
     // Every burst after the first found frames the socket had written and handed back.
     expect(first.statistics().framesReusingMemory).toBeGreaterThanOrEqual(5 * 8);
+  });
+
+  it("reads a large message sent with retainedBody into a region, and one sent without it into memory of its own", async () => {
+    // Regions of 4 MiB rather than the default 256 MiB: a 256 KiB body is still well within a region's share.
+    const { first, second } = await startPair({ retainedRegionBytes: 4 * 1024 * 1024 });
+    const received: TestMessage[] = [];
+    second.onMessage((_from, message) => received.push(message));
+    const payloadOf = (fill: number): Uint8Array => new Uint8Array(256 * 1024).fill(fill);
+    expect(first.send(2, { sequence: 1, payload: payloadOf(1) }, { retainedBody: true })).toBe(true);
+    expect(first.send(2, { sequence: 2, payload: payloadOf(2) })).toBe(true);
+    await waitFor(() => received.length === 2, "both messages delivered");
+    const [kept, other] = received.map((message) => message.payload as Uint8Array);
+    if (kept === undefined || other === undefined) throw new Error("expected two payloads");
+    expect(regionOf(kept)).toBeDefined();
+    expect(kept.every((byte) => byte === 1)).toBe(true);
+    expect(regionOf(other)).toBeUndefined();
+    expect(other.every((byte) => byte === 2)).toBe(true);
+    expect(second.statistics().retainedRegions.bodiesCarved).toBeGreaterThanOrEqual(1);
+    expect(first.statistics().retainedRegions.bodiesCarved).toBe(0);
+  });
+
+  it("refuses a retainedRegionBytes that is not a positive integer", () => {
+    expect(
+      () =>
+        new ClusterTransport({
+          nodeId: 1,
+          host: "127.0.0.1",
+          port: 0,
+          credentials: testClusterCredentials(),
+          retainedRegionBytes: 0,
+        }),
+    ).toThrow(/retainedRegionBytes/);
   });
 });

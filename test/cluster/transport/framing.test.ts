@@ -1,5 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { RetainedRegions, regionOf } from "../../../src/buffers/retained-regions.js";
 import { FrameTooLargeError, ProtocolError } from "../../../src/cluster/transport/errors.js";
 import {
   type DecodedFrame,
@@ -39,6 +40,15 @@ describe("encodeFrame", () => {
 
   it("refuses a body larger than the maximum", () => {
     expect(() => encodeFrame({ data: new Uint8Array(2048) }, 1024)).toThrow(FrameTooLargeError);
+  });
+
+  it("flags a retained body in the header's high bit, keeping its length in the low 31 bits", () => {
+    const value = { kind: "message", body: "kept for long" };
+    const plain = encodeFrame(value, maxFrameBytes);
+    const flagged = encodeFrame(value, maxFrameBytes, undefined, true);
+    expect(flagged.readUInt32BE(0)).toBe(0x8000_0000 + flagged.length - FRAME_HEADER_BYTES);
+    expect(flagged.subarray(FRAME_HEADER_BYTES).equals(plain.subarray(FRAME_HEADER_BYTES))).toBe(true);
+    expect(decodeAll([flagged])).toEqual([value]);
   });
 });
 
@@ -198,5 +208,92 @@ describe("FrameDecoder", () => {
     expect(() => new FrameDecoder({ maxFrameBytes }).push(Buffer.alloc(FRAME_HEADER_BYTES))).toThrow(ProtocolError);
     const malformed = Buffer.from([0, 0, 0, 2, 0x92, 1]);
     expect(() => new FrameDecoder({ maxFrameBytes }).push(malformed)).toThrow(ProtocolError);
+  });
+});
+
+describe("FrameDecoder with retained bodies", () => {
+  /** A decoder that carves flagged bodies from regions of 1 MiB, with those regions. */
+  function retainingDecoder(maxBytes = maxFrameBytes): { decoder: FrameDecoder; regions: RetainedRegions } {
+    const regions = new RetainedRegions({ regionBytes: 1024 * 1024 });
+    return { decoder: new FrameDecoder({ maxFrameBytes: maxBytes, retainedBodies: regions }), regions };
+  }
+
+  it("reads a large flagged body into a region, and a large unflagged one into memory of its own", () => {
+    const { decoder, regions } = retainingDecoder();
+    const flagged = encodeFrame({ data: Buffer.alloc(64 * 1024, 7) }, maxFrameBytes, undefined, true);
+    const plain = encodeFrame({ data: Buffer.alloc(64 * 1024, 8) }, maxFrameBytes);
+    const [kept, other] = decoder
+      .push(Buffer.concat([flagged, plain]))
+      .map((frame) => decodedValue<{ data: Uint8Array }>(frame).data);
+    if (kept === undefined || other === undefined) throw new Error("expected two decoded frames");
+    // Binary values decode as views of the body, so the value lies where the decoder read the body.
+    expect(regionOf(kept)).toBeDefined();
+    expect(kept.every((byte) => byte === 7)).toBe(true);
+    expect(regionOf(other)).toBeUndefined();
+    expect(other.every((byte) => byte === 8)).toBe(true);
+    expect(regions.statistics().bodiesCarved).toBe(1);
+    expect(decoder.pendingBytes).toBe(0);
+  });
+
+  it("reads a flagged body too small for memory of its own into a block, as any small frame", () => {
+    const { decoder, regions } = retainingDecoder();
+    const flagged = encodeFrame({ data: Buffer.alloc(100, 5) }, maxFrameBytes, undefined, true);
+    expect(flagged.readUInt32BE(0)).toBeGreaterThanOrEqual(0x8000_0000);
+    const [frame] = decoder.push(flagged);
+    const data = decodedValue<{ data: Uint8Array }>(frame).data;
+    expect([...data]).toEqual(Array(100).fill(5));
+    expect(regionOf(data)).toBeUndefined();
+    expect(regions.statistics().bodiesCarved).toBe(0);
+  });
+
+  it("checks a flagged header's 31-bit length against the maximum", () => {
+    const header = (bodyBytes: number): Buffer => {
+      const bytes = Buffer.alloc(FRAME_HEADER_BYTES);
+      bytes.writeUInt32BE(0x8000_0000 + bodyBytes, 0);
+      return bytes;
+    };
+    // A flagged header announcing the maximum waits for its body.
+    expect(retainingDecoder(100).decoder.push(header(100))).toEqual([]);
+    let error: unknown;
+    try {
+      retainingDecoder(100).decoder.push(header(101));
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(FrameTooLargeError);
+    expect((error as FrameTooLargeError).frameBytes).toBe(101);
+  });
+
+  it("decodes flagged and unflagged frames however the stream is cut into pushes, large flagged bodies into regions", () => {
+    const frameOf = fc.record({
+      bytes: fc.oneof(fc.integer({ min: 1, max: 300 }), fc.integer({ min: 32 * 1024, max: 80 * 1024 })),
+      retained: fc.boolean(),
+    });
+    const pushSizes = fc.array(fc.integer({ min: 1, max: 2_000 }), { minLength: 1, maxLength: 8 });
+    fc.assert(
+      fc.property(fc.array(frameOf, { minLength: 1, maxLength: 6 }), pushSizes, (frames, sizes) => {
+        const values = frames.map(({ bytes }, index) => ({ index, data: Buffer.alloc(bytes, index + 1) }));
+        const stream = Buffer.concat(
+          values.map((value, index) => encodeFrame(value, maxFrameBytes, undefined, frames[index]?.retained)),
+        );
+        const { decoder } = retainingDecoder();
+        const decoded: { index: number; data: Uint8Array }[] = [];
+        // Small pushes, as bytes that arrived elsewhere in many pieces.
+        for (let offset = 0, push = 0; offset < stream.length; push += 1) {
+          const pushBytes = sizes[push % sizes.length] ?? 1;
+          const pushed = decoder.push(stream.subarray(offset, offset + pushBytes));
+          decoded.push(...pushed.map((frame) => decodedValue<{ index: number; data: Uint8Array }>(frame)));
+          offset += pushBytes;
+        }
+        expect(decoded.map((value) => Buffer.from(value.data).toString("hex"))).toEqual(
+          values.map((value) => value.data.toString("hex")),
+        );
+        const inRegions = decoded.map((value) => regionOf(value.data) !== undefined);
+        // A body of at least 32 KiB gets memory of its own; flagged, it is carved from a region.
+        expect(inRegions).toEqual(frames.map(({ bytes, retained }) => retained && bytes >= 32 * 1024));
+        expect(decoder.pendingBytes).toBe(0);
+      }),
+      { numRuns: 40 },
+    );
   });
 });
