@@ -444,9 +444,6 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
       flushPriority: "answers",
       onEnvelope: (envelope, frameBytes) => this.receive(connection, state, envelope, frameBytes),
       onClose: (error) => this.inboundClosed(connection, state, error),
-      // Until the handshake has ended, frames are far smaller than a body that gets memory of its own, so only an
-      // authenticated peer's flagged bodies are ever carved from the regions.
-      retainedBodies: this.retainedRegions,
     });
     this.unauthenticatedConnections.set(connection, state);
     let sameHost = this.unauthenticatedByHost.get(remoteHost);
@@ -627,6 +624,9 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
         ? { role: "node", nodeId: connector.nodeId }
         : { role: "client", remoteAddress: state.remoteAddress };
     connection.maxFrameBytes = this.options.maxFrameBytes;
+    // Only brokers send snapshot chunks: a client's flagged body is read as any other, so that no client can make
+    // a view of a few KiB hold a whole region.
+    if (connector.role === "node") connection.retainedBodies = this.retainedRegions;
     const proof = acceptorProof(credentials, transcript, this.settings.nodeId);
     connection.write(
       encodeFrame({ kind: "accepted", nodeId: this.settings.nodeId, proof }, MAX_UNAUTHENTICATED_FRAME_BYTES),

@@ -83,6 +83,11 @@ export class FramedConnection implements EndOfTurnWriter {
     return this.socket.bytesRead;
   }
 
+  /** Changes where flagged bodies are read into from the next frame header on (see FrameDecoder.retainedBodies). */
+  set retainedBodies(retainedBodies: RetainedRegions | undefined) {
+    this.decoder.retainedBodies = retainedBodies;
+  }
+
   /** Changes the largest incoming frame accepted from the next frame header on (see FrameDecoder.maxFrameBytes). */
   set maxFrameBytes(maxFrameBytes: number) {
     this.decoder.maxFrameBytes = maxFrameBytes;

@@ -117,8 +117,20 @@ export class FrameDecoder {
   /** Length of the memory `readBuffer` handed out last; a read reports at most this many bytes. */
   private handedOutBytes = 0;
 
-  constructor(private readonly options: FrameDecoderOptions) {
+  /** Where flagged bodies are read into; see FrameDecoderOptions.retainedBodies. */
+  private retainedBodiesValue: RetainedRegions | undefined;
+
+  constructor(options: FrameDecoderOptions) {
     this.maxFrameBytesValue = FrameDecoder.checkedMaxFrameBytes(options.maxFrameBytes);
+    this.retainedBodiesValue = options.retainedBodies;
+  }
+
+  /**
+   * Changes where flagged bodies are read into, for the bodies whose header has not been read yet: a connection
+   * honours the flag only once its handshake showed the other side is a broker.
+   */
+  set retainedBodies(retainedBodies: RetainedRegions | undefined) {
+    this.retainedBodiesValue = retainedBodies;
   }
 
   /** Largest accepted body. */
@@ -159,7 +171,7 @@ export class FrameDecoder {
       // less (see DEVELOPERS.md, "How the transport reads"). A body its sender flagged as retained is carved from a
       // region, so that keeping it does not grow the memory outside V8's heap by a buffer per body (see
       // retained-regions.ts); the region hands its memory out untouched, so it is touched here all the same.
-      const retainedBodies = this.options.retainedBodies;
+      const retainedBodies = this.retainedBodiesValue;
       const body = (
         this.expectedBodyRetained && retainedBodies !== undefined
           ? retainedBodies.allocate(expected)

@@ -235,6 +235,22 @@ describe("FrameDecoder with retained bodies", () => {
     expect(decoder.pendingBytes).toBe(0);
   });
 
+  it("honours the flag only from the header read after it was given regions, and not after they were taken back", () => {
+    const regions = new RetainedRegions({ regionBytes: 1024 * 1024 });
+    const decoder = new FrameDecoder({ maxFrameBytes });
+    const flagged = (fill: number) =>
+      encodeFrame({ data: Buffer.alloc(64 * 1024, fill) }, maxFrameBytes, undefined, true);
+    const before = decodedValue<{ data: Uint8Array }>(decoder.push(flagged(1))[0]).data;
+    decoder.retainedBodies = regions;
+    const during = decodedValue<{ data: Uint8Array }>(decoder.push(flagged(2))[0]).data;
+    decoder.retainedBodies = undefined;
+    const after = decodedValue<{ data: Uint8Array }>(decoder.push(flagged(3))[0]).data;
+    expect([regionOf(before), regionOf(after)]).toEqual([undefined, undefined]);
+    expect(regionOf(during)).toBeDefined();
+    expect(during.every((byte) => byte === 2)).toBe(true);
+    expect(regions.statistics().bodiesCarved).toBe(1);
+  });
+
   it("reads a flagged body too small for memory of its own into a block, as any small frame", () => {
     const { decoder, regions } = retainingDecoder();
     const flagged = encodeFrame({ data: Buffer.alloc(100, 5) }, maxFrameBytes, undefined, true);
