@@ -1,3 +1,5 @@
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
 import {
   type RegionHolder,
@@ -145,6 +147,33 @@ describe("RetainedRegions", () => {
     expect(keeper.evicted).toEqual([]);
     await nextTurn();
     expect(keeper.evicted).toEqual([region]);
+    expect(region?.retainedBytes).toBe(0);
+  });
+
+  it("looks at the rule again once a holder is collected without releasing, and then asks the others to move out", async () => {
+    // V8's collector, reachable from a new context once the flag is set: the test needs a real collection.
+    setFlagsFromString("--expose-gc");
+    const collect = runInNewContext("gc") as () => void;
+    const regions = new RetainedRegions({ regionBytes: 1_024 });
+    const survivor = new Keeper();
+    // A holder of seven pieces that is dropped without releasing them, as an engine of a deleted replica is.
+    ((): void => {
+      const dropped = new Keeper();
+      for (let body = 0; body < 7; body += 1) dropped.keep(regions.allocate(128));
+    })();
+    const kept = regions.allocate(128);
+    survivor.keep(kept);
+    regions.allocate(128);
+    const region = regionOf(kept);
+    await nextTurn();
+    expect(region?.isClosed).toBe(true);
+    expect(survivor.evicted).toEqual([]);
+    // Bounded: finalization callbacks run in a task after the collection that found the holder dead.
+    for (let attempt = 0; attempt < 50 && survivor.evicted.length === 0; attempt += 1) {
+      collect();
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    expect(survivor.evicted).toEqual([region]);
     expect(region?.retainedBytes).toBe(0);
   });
 
