@@ -27,7 +27,9 @@
  * and allocating and touching for the first time as much new memory as the state, where the joiner keeps it (the TCP
  * copy's receiver reuses its read buffers and never does). A joiner receives and rebuilds on its one JavaScript
  * thread, so the receiver's CPU of the TCP copy plus the rebuild's CPU (and the first touch's) is a floor under its
- * time, printed against the TCP copy with the ratios.
+ * time, printed against the TCP copy with the ratios. The TCP copy is measured once more while the publishers of the
+ * loaded join, and of the changes, still write (after their last window): the same limit under the conditions the
+ * loaded join and the changes ran in, which the publishers' writes take a share of the processor from.
  *
  * Settings (environment): FLOWPLANE_BENCH_STATE_MB (state per part, default 1024), FLOWPLANE_BENCH_FILL_MESSAGES
  * (messages the state is made of, default 65,536: the message size follows; at most 240 KiB of variables each),
@@ -791,6 +793,13 @@ interface Limits {
   /** Allocating and first touching as much new memory as the snapshot, in 1 MiB pieces: where a joiner keeps it. */
   readonly touchMs: number[];
   readonly touchCpuMs: number[];
+  /**
+   * The TCP copy again, while the same publishers write to the cluster as during the loaded join or the changes: the
+   * limit under the conditions those were measured in, since the publishers' writes take processor time the copy
+   * and the join then share.
+   */
+  readonly tcpUnderLoadMs: number[];
+  readonly tcpUnderLoadCpuMs: number[];
 }
 
 /** Limits for `bytes` of a state of `shape`, none measured yet. */
@@ -808,6 +817,8 @@ function emptyLimits(bytes: number, shape: FillShape): Limits {
     rebuildCpuMs: [],
     touchMs: [],
     touchCpuMs: [],
+    tcpUnderLoadMs: [],
+    tcpUnderLoadCpuMs: [],
   };
 }
 
@@ -824,6 +835,18 @@ async function measureLimits(limits: Limits, source: string, directory: string):
   limits.rebuildCpuMs.push(rebuild.cpuMs);
   limits.touchMs.push(touch.ms);
   limits.touchCpuMs.push(touch.cpuMs);
+}
+
+/** How many times the TCP copy is measured under the publishers' load (the faster run is the limit, as above). */
+const copiesUnderLoad = 2;
+
+/** The TCP copy measured `copiesUnderLoad` times; the caller keeps the publishers writing meanwhile. */
+async function measureCopyUnderLoad(limits: Limits, source: string, directory: string): Promise<void> {
+  for (let run = 0; run < copiesUnderLoad; run += 1) {
+    const tcp = await copyOverTcp(source, directory);
+    limits.tcpUnderLoadMs.push(tcp.ms);
+    limits.tcpUnderLoadCpuMs.push(tcp.cpuMs);
+  }
 }
 
 /** The fastest of `times`. */
@@ -1057,6 +1080,8 @@ async function measureJoin(dataDirectory: string, platform: BenchmarkPlatform): 
       const afterFromMs = performance.now();
       await sleep(windowMs);
       windows.push({ name: "after", fromMs: afterFromMs, toMs: performance.now() });
+      // After the windows, so that the copies take nothing from the writes measured in them.
+      await measureCopyUnderLoad(limits, source, dataDirectory);
     } finally {
       await load.stop();
     }
@@ -1248,6 +1273,8 @@ async function measureScale(dataDirectory: string, platform: BenchmarkPlatform):
       const afterDownFromMs = performance.now();
       await sleep(windowMs);
       windows.push({ name: "after scale-down", fromMs: afterDownFromMs, toMs: performance.now() });
+      // With 3 brokers again, where the scale-up had 6; the publishers' writes are the same.
+      await measureCopyUnderLoad(limits, source, dataDirectory);
     } finally {
       sampler?.stop();
       await load.stop();
@@ -1303,6 +1330,9 @@ function printLimits(title: string, limits: Limits): void {
       ["loopback TCP + fsync", limits.tcpMs, limits.tcpCpuMs] as const,
       [`engine rebuild alone (${limits.messages} messages)`, limits.rebuildMs, limits.rebuildCpuMs] as const,
       ["first touch of as much new memory", limits.touchMs, limits.touchCpuMs] as const,
+      ...(limits.tcpUnderLoadMs.length === 0
+        ? []
+        : [["loopback TCP + fsync, publishers writing", limits.tcpUnderLoadMs, limits.tcpUnderLoadCpuMs] as const]),
     ].map(([name, times, cpuTimes]) => [
       name,
       times.map(seconds).join(" "),
@@ -1337,6 +1367,11 @@ const movedBytes = (result: { bytesMoved: number; expectedBytes: number }): numb
 /** The fastest TCP copy's time for `bytes`, scaled from the measured copy's rate. */
 function tcpTimeFor(limits: Limits, bytes: number): number {
   return (fastest(limits.tcpMs) * bytes) / limits.bytes;
+}
+
+/** The same for the copies under the publishers' load (NaN when none was measured). */
+function tcpUnderLoadTimeFor(limits: Limits, bytes: number): number {
+  return limits.tcpUnderLoadMs.length === 0 ? Number.NaN : (fastest(limits.tcpUnderLoadMs) * bytes) / limits.bytes;
 }
 
 function printThroughput(windows: readonly MeasuredWindow[], unavailable: number, failed: number): void {
@@ -1649,6 +1684,13 @@ function printRatios(join: JoinPart | undefined, scale: ScalePart | undefined): 
         "≤ 1.5",
       ]);
       rows.push([`A. join (${result.name}): voter / TCP copy`, formatNumber(result.completedMs / tcpMs, 2), "≤ 1.5"]);
+      if (result === join.loaded && join.limits.tcpUnderLoadMs.length > 0) {
+        rows.push([
+          `A. join (${result.name}): caught up / TCP copy while the same publishers write`,
+          formatNumber(result.caughtUpMs / tcpUnderLoadTimeFor(join.limits, movedBytes(result)), 2),
+          "",
+        ]);
+      }
       const tcpCpuMs = [...join.limits.tcpCpuMs].sort((left, right) => left - right)[
         Math.floor(join.limits.tcpCpuMs.length / 2)
       ] as number;
@@ -1704,6 +1746,13 @@ function printRatios(join: JoinPart | undefined, scale: ScalePart | undefined): 
         formatNumber(change.completedMs / tcpTimeFor(scale.limits, movedBytes(change)), 2),
         change === scale.up ? "≤ 2" : "",
       ]);
+      if (scale.limits.tcpUnderLoadMs.length > 0) {
+        rows.push([
+          `B. ${change.name}: completed / TCP copy while the same publishers write`,
+          formatNumber(change.completedMs / tcpUnderLoadTimeFor(scale.limits, movedBytes(change)), 2),
+          "",
+        ]);
+      }
     }
     rows.push([
       "B. engine rebuild alone / TCP copy (of the state the joins move)",
