@@ -31,6 +31,11 @@
  * loaded join, and of the changes, still write (after their last window): the same limit under the conditions the
  * loaded join and the changes ran in, which the publishers' writes take a share of the processor from.
  *
+ * Every measurement (each copy, each rebuild, each join and each change) starts right after a process of its own
+ * allocated, touched and freed three times its bytes (`recycled-memory.ts`): on a virtual machine, writing into memory
+ * the host must provide anew costs several times what writing into memory freed a moment before does, and which one a
+ * measurement gets would otherwise depend on what ran before it. The limits table prints what that recycling took.
+ *
  * Settings (environment): FLOWPLANE_BENCH_STATE_MB (state per part, default 1024), FLOWPLANE_BENCH_FILL_MESSAGES
  * (messages the state is made of, default 65,536: the message size follows; at most 240 KiB of variables each),
  * FLOWPLANE_BENCH_PARTS (`join,scale` by default), FLOWPLANE_BENCH_LOAD_CLIENTS (publishers during the changes,
@@ -46,7 +51,7 @@ import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { closeSync, fsyncSync, openSync, rmSync, writeSync } from "node:fs";
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { freemem, tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { createInterface } from "node:readline";
@@ -66,6 +71,7 @@ import { BenchmarkChildren } from "../support/children.js";
 import { CpuRecorder, type CpuShares } from "../support/cpu.js";
 import { type MemoryReading, MemorySampler, resetPeakMemory } from "../support/memory.js";
 import { type BenchmarkPlatform, startPlatform, stopChild } from "../support/platform.js";
+import { recycleMemory } from "../support/recycled-memory.js";
 import { formatNumber, printTable } from "../support/report.js";
 import { changeTimeline, TIMELINE_COLUMNS } from "./timeline.js";
 
@@ -800,6 +806,13 @@ interface Limits {
    */
   readonly tcpUnderLoadMs: number[];
   readonly tcpUnderLoadCpuMs: number[];
+  /**
+   * Memory allocated, touched and freed by a process of its own right before each measurement (each copy, join and
+   * change), so that every one of them starts with memory the machine used lately (`recycled-memory.ts`).
+   */
+  readonly recycleBytes: number;
+  readonly recycleMs: number[];
+  readonly recycleCpuMs: number[];
 }
 
 /** Limits for `bytes` of a state of `shape`, none measured yet. */
@@ -819,17 +832,40 @@ function emptyLimits(bytes: number, shape: FillShape): Limits {
     touchCpuMs: [],
     tcpUnderLoadMs: [],
     tcpUnderLoadCpuMs: [],
+    recycleBytes: recycleBytesFor(bytes),
+    recycleMs: [],
+    recycleCpuMs: [],
   };
 }
 
+/**
+ * Memory recycled before each measurement of `bytes`: a join keeps about as much new memory and writes as much into
+ * the page cache, a copy writes as much; three times covers both with room, and leaves 2 GiB of the free memory alone.
+ */
+function recycleBytesFor(bytes: number): number {
+  const mebibyte = 1024 * 1024;
+  const room = freemem() - 2 * 1024 * mebibyte;
+  return Math.max(64 * mebibyte, Math.min(3 * bytes, Math.floor(room / mebibyte) * mebibyte));
+}
+
+/** Recycles `limits.recycleBytes` of memory (see `Limits.recycleBytes`), right before a measurement. */
+async function recycle(limits: Limits): Promise<void> {
+  const run = await recycleMemory(children, limits.recycleBytes);
+  limits.recycleMs.push(run.ms);
+  limits.recycleCpuMs.push(run.cpuMs);
+}
+
 async function measureLimits(limits: Limits, source: string, directory: string): Promise<void> {
+  await recycle(limits);
   const tcp = await copyOverTcp(source, directory);
   limits.tcpMs.push(tcp.ms);
   limits.tcpCpuMs.push(tcp.cpuMs);
   limits.tcpReceiverCpuMs.push(tcp.receiverCpuMs ?? Number.NaN);
+  await recycle(limits);
   const copy = await copyOnDisk(source, directory);
   limits.copyMs.push(copy.ms);
   limits.copyCpuMs.push(copy.cpuMs);
+  await recycle(limits);
   const { touch, rebuild } = await rebuildEngine(limits.messages, limits.payloadBytes);
   limits.rebuildMs.push(rebuild.ms);
   limits.rebuildCpuMs.push(rebuild.cpuMs);
@@ -843,6 +879,7 @@ const copiesUnderLoad = 2;
 /** The TCP copy measured `copiesUnderLoad` times; the caller keeps the publishers writing meanwhile. */
 async function measureCopyUnderLoad(limits: Limits, source: string, directory: string): Promise<void> {
   for (let run = 0; run < copiesUnderLoad; run += 1) {
+    await recycle(limits);
     const tcp = await copyOverTcp(source, directory);
     limits.tcpUnderLoadMs.push(tcp.ms);
     limits.tcpUnderLoadCpuMs.push(tcp.cpuMs);
@@ -1056,6 +1093,7 @@ async function measureJoin(dataDirectory: string, platform: BenchmarkPlatform): 
       await management.completed(changeId);
     }
     console.log("  brokers 3 and 4 added; replica 3 joins partition 1 with no other load");
+    await recycle(limits);
     const idle = await joinReplica("no load", cluster, management, 1, 3, shape.recordBytes);
     await measureLimits(limits, source, dataDirectory);
 
@@ -1068,6 +1106,7 @@ async function measureJoin(dataDirectory: string, platform: BenchmarkPlatform): 
       const beforeFromMs = performance.now();
       await sleep(windowMs);
       windows.push({ name: "before", fromMs: beforeFromMs, toMs: performance.now() });
+      await recycle(limits);
       loaded = await joinReplica(
         loadRate > 0 ? `${loadRate} writes/s` : `${loadClients} publishers`,
         cluster,
@@ -1261,6 +1300,7 @@ async function measureScale(dataDirectory: string, platform: BenchmarkPlatform):
       const beforeFromMs = performance.now();
       await sleep(windowMs);
       windows.push({ name: "before", fromMs: beforeFromMs, toMs: performance.now() });
+      await recycle(limits);
       sampler = new MemorySampler(pids, memoryIntervalMs);
       up = await scaleChange("scale-up", cluster, management, [0, 1, 2, 3, 4, 5], joinBytes);
       sampler.stop();
@@ -1268,6 +1308,7 @@ async function measureScale(dataDirectory: string, platform: BenchmarkPlatform):
       const afterUpFromMs = performance.now();
       await sleep(windowMs);
       windows.push({ name: "after scale-up", fromMs: afterUpFromMs, toMs: performance.now() });
+      await recycle(limits);
       down = await scaleChange("scale-down", cluster, management, [0, 1, 2], joinBytes);
       windows.push(down.window);
       const afterDownFromMs = performance.now();
@@ -1326,20 +1367,38 @@ function printLimits(title: string, limits: Limits): void {
   printTable(
     ["work", "seconds by run", "fastest s", "MiB/s", "CPU s by run", "CPU s per GiB (median)"],
     [
-      ["cp + sync, same disk", limits.copyMs, limits.copyCpuMs] as const,
-      ["loopback TCP + fsync", limits.tcpMs, limits.tcpCpuMs] as const,
-      [`engine rebuild alone (${limits.messages} messages)`, limits.rebuildMs, limits.rebuildCpuMs] as const,
-      ["first touch of as much new memory", limits.touchMs, limits.touchCpuMs] as const,
+      ["cp + sync, same disk", limits.copyMs, limits.copyCpuMs, limits.bytes] as const,
+      ["loopback TCP + fsync", limits.tcpMs, limits.tcpCpuMs, limits.bytes] as const,
+      [
+        `engine rebuild alone (${limits.messages} messages)`,
+        limits.rebuildMs,
+        limits.rebuildCpuMs,
+        limits.bytes,
+      ] as const,
+      ["first touch of as much new memory", limits.touchMs, limits.touchCpuMs, limits.bytes] as const,
       ...(limits.tcpUnderLoadMs.length === 0
         ? []
-        : [["loopback TCP + fsync, publishers writing", limits.tcpUnderLoadMs, limits.tcpUnderLoadCpuMs] as const]),
-    ].map(([name, times, cpuTimes]) => [
+        : [
+            [
+              "loopback TCP + fsync, publishers writing",
+              limits.tcpUnderLoadMs,
+              limits.tcpUnderLoadCpuMs,
+              limits.bytes,
+            ] as const,
+          ]),
+      [
+        `recycling ${mebibytes(limits.recycleBytes)} MiB before each`,
+        limits.recycleMs,
+        limits.recycleCpuMs,
+        limits.recycleBytes,
+      ] as const,
+    ].map(([name, times, cpuTimes, bytes]) => [
       name,
       times.map(seconds).join(" "),
       seconds(fastest(times)),
-      megabytesPerSecond(limits.bytes, fastest(times)),
+      megabytesPerSecond(bytes, fastest(times)),
       cpuTimes.map((cpuMs) => formatNumber(cpuMs / 1000, 2)).join(" "),
-      formatNumber(median(cpuTimes) / 1000 / (limits.bytes / 1024 ** 3), 2),
+      formatNumber(median(cpuTimes) / 1000 / (bytes / 1024 ** 3), 2),
     ]),
   );
 }
