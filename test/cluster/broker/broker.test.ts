@@ -385,6 +385,9 @@ describe("backup ids above 2^53 − 1 between in-process brokers", () => {
     await brokers[2]!.close();
     brokers = brokers.slice(0, 2);
     expect(await take(beyondSafe + 1n)).toMatchObject({ outcome: "backup", backup: { backupId: beyondSafe + 1n } });
+    // The running brokers write every part of it. A closed broker does not wait for a part its replica still writes
+    // (a hung store must not keep it from closing), so the test waits for them before its directory is removed.
+    await waitUntilCompleted(beyondSafe + 1n);
   });
 
   it("once the store holds such an id, refuses to add a broker, or join it to a partition, that answers as an earlier version", async () => {
