@@ -9,25 +9,27 @@
  * pays wherever it keeps the state (its frames', or slabs' if it copied): the pieces are allocated and touched under a
  * clock of their own first, and the snapshot's bytes copied into them afterwards (as a socket's reads fill memory).
  *
- *   node --import tsx bench/scaling/engine-rebuild.ts <messages> <payload bytes>
- *     prints `touched <snapshot bytes> <ms> <cpu ms>` (of allocating and first touching the pieces' memory), then
+ *   node --import tsx bench/scaling/engine-rebuild.ts <messages> <payload bytes> [<snapshot file>]
+ *     writes the snapshot to <snapshot file> when given (the source of tcp-copy.ts's restoring copy), prints `touched <snapshot bytes> <ms> <cpu ms>` (of allocating and first touching the pieces' memory), then
  *     `rebuilt <snapshot bytes> <ms> <cpu ms>` (of the restore alone)
  *   node --expose-gc --import tsx bench/scaling/engine-rebuild.ts <messages> <payload bytes>
  *     also prints `held <heap bytes per message> <ms of a full collection>`: what the restored engine adds to the
  *     JavaScript heap per message, and how long one collection of the whole heap then takes (each one visits every
  *     message, and a joiner's growing memory starts one about every 64 MB)
  */
+import { writeFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
 import { DEFAULT_TENANT_ID, encodeRecord, PartitionEngine } from "../../src/cluster/engine/index.js";
 
 /** Size of the pieces the restore is handed: the snapshot chunk size a joiner receives. */
 const PIECE_BYTES = 1024 * 1024;
 
-function main(messages: number, payloadBytes: number): void {
+function main(messages: number, payloadBytes: number, snapshotFile: string | undefined): void {
   if (!Number.isSafeInteger(messages) || messages < 1 || !Number.isSafeInteger(payloadBytes) || payloadBytes < 0) {
-    throw new Error("usage: engine-rebuild.ts <messages> <payload bytes>");
+    throw new Error("usage: engine-rebuild.ts <messages> <payload bytes> [<snapshot file>]");
   }
   const snapshot = filledSnapshot(messages, payloadBytes);
+  if (snapshotFile !== undefined) writeFileSync(snapshotFile, snapshot);
   const touchStartedAtMs = performance.now();
   const cpuAtTouch = process.cpuUsage();
   const pieces: Uint8Array[] = [];
@@ -92,4 +94,4 @@ function filledSnapshot(messages: number, payloadBytes: number): Uint8Array {
   return engine.snapshot();
 }
 
-main(Number(process.argv[2]), Number(process.argv[3]));
+main(Number(process.argv[2]), Number(process.argv[3]), process.argv[4]);

@@ -27,7 +27,10 @@
  * and allocating and touching for the first time as much new memory as the state, where the joiner keeps it (the TCP
  * copy's receiver reuses its read buffers and never does). A joiner receives and rebuilds on its one JavaScript
  * thread, so the receiver's CPU of the TCP copy plus the rebuild's CPU (and the first touch's) is a floor under its
- * time, printed against the TCP copy with the ratios. The TCP copy is measured once more while the publishers of the
+ * time, printed against the TCP copy with the ratios. And the least a join can be end to end, measured: the TCP copy
+ * of a real snapshot of that state whose receiver also keeps every byte where it read it (in the transport's regions)
+ * and rebuilds the engine from them as they arrive, with no framing, checksums, window, Raft or LMDB (`tcp-copy.ts
+ * restore`). A join's time beyond that copy's is what its protocol and storage cost. The TCP copy is measured once more while the publishers of the
  * loaded join, and of the changes, still write (after their last window): the same limit under the conditions the
  * loaded join and the changes ran in, which the publishers' writes take a share of the processor from.
  *
@@ -722,28 +725,34 @@ async function copyOnDisk(source: string, directory: string): Promise<CopyRun> {
   return { ms: elapsedMs, cpuMs };
 }
 
+/** Starts tcp-copy.ts with `args`. */
+function tcpCopyProcess(args: readonly string[]) {
+  return children.track(
+    spawn(process.execPath, ["--import", "tsx", tcpCopyScript, ...args], {
+      cwd: repositoryRoot,
+      stdio: ["ignore", "pipe", "inherit"],
+    }),
+  );
+}
+
+/** The first line `child` prints that starts with `prefix`. */
+function firstLine(child: ReturnType<typeof tcpCopyProcess>, prefix: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const lines = createInterface({ input: child.stdout! });
+    lines.on("line", (line) => {
+      if (line.startsWith(prefix)) resolve(line);
+    });
+    child.once("exit", () => reject(new Error(`tcp-copy.ts exited before printing "${prefix}"`)));
+  });
+}
+
 /** Time to send `source` over loopback TCP to another process, which writes and syncs it (see tcp-copy.ts). */
 async function copyOverTcp(source: string, directory: string): Promise<CopyRun> {
   const target = join(directory, "tcp-target");
-  const node = (args: readonly string[]) =>
-    children.track(
-      spawn(process.execPath, ["--import", "tsx", tcpCopyScript, ...args], {
-        cwd: repositoryRoot,
-        stdio: ["ignore", "pipe", "inherit"],
-      }),
-    );
-  const firstLine = (child: ReturnType<typeof node>, prefix: string): Promise<string> =>
-    new Promise((resolve, reject) => {
-      const lines = createInterface({ input: child.stdout! });
-      lines.on("line", (line) => {
-        if (line.startsWith(prefix)) resolve(line);
-      });
-      child.once("exit", () => reject(new Error(`tcp-copy.ts exited before printing "${prefix}"`)));
-    });
-  const receiver = node(["receive", target]);
+  const receiver = tcpCopyProcess(["receive", target]);
   const port = (await firstLine(receiver, "listening ")).split(" ")[1] as string;
   const received = firstLine(receiver, "received ");
-  const sender = node(["send", port, source]);
+  const sender = tcpCopyProcess(["send", port, source]);
   const sent = (await firstLine(sender, "sent ")).split(" ");
   const receiverCpuMs = Number((await received).split(" ")[2]);
   await Promise.all([stopChild(receiver), stopChild(sender)]);
@@ -752,12 +761,30 @@ async function copyOverTcp(source: string, directory: string): Promise<CopyRun> 
 }
 
 /**
+ * Time to send the engine snapshot `snapshotFile` over loopback TCP to another process that keeps its bytes, writes
+ * and syncs them, and rebuilds an engine of `messages` messages from them as they arrive (tcp-copy.ts `restore`).
+ */
+async function copyOverTcpRestoring(snapshotFile: string, directory: string, messages: number): Promise<CopyRun> {
+  const target = join(directory, "tcp-restore-target");
+  const sender = tcpCopyProcess(["serve", snapshotFile]);
+  const port = (await firstLine(sender, "listening ")).split(" ")[1] as string;
+  const sent = firstLine(sender, "sent ");
+  const receiver = tcpCopyProcess(["restore", port, target, String(messages)]);
+  const receiverCpuMs = Number((await firstLine(receiver, "received ")).split(" ")[2]);
+  const sentFields = (await sent).split(" ");
+  await Promise.all([stopChild(receiver), stopChild(sender)]);
+  await rm(target, { force: true });
+  return { ms: Number(sentFields[2]), cpuMs: Number(sentFields[3]) + receiverCpuMs, receiverCpuMs };
+}
+
+/**
  * Time and processor time of rebuilding an engine that holds `messages` messages of `payloadBytes` from its snapshot,
- * alone in a process of its own (see engine-rebuild.ts).
+ * alone in a process of its own (see engine-rebuild.ts), which also writes that snapshot to `snapshotFile`.
  */
 async function rebuildEngine(
   messages: number,
   payloadBytes: number,
+  snapshotFile: string,
 ): Promise<{ readonly touch: CopyRun; readonly rebuild: CopyRun }> {
   const output = await runToEnd(process.execPath, [
     "--import",
@@ -765,6 +792,7 @@ async function rebuildEngine(
     engineRebuildScript,
     String(messages),
     String(payloadBytes),
+    snapshotFile,
   ]);
   const run = (prefix: string): CopyRun => {
     const fields = (output.split("\n").find((line) => line.startsWith(prefix)) ?? "").split(" ");
@@ -800,6 +828,12 @@ interface Limits {
   readonly touchMs: number[];
   readonly touchCpuMs: number[];
   /**
+   * The least a join can be: the TCP copy of that engine's snapshot, whose receiver keeps the bytes, writes and syncs
+   * them, and rebuilds the engine from them as they arrive (tcp-copy.ts `restore`).
+   */
+  readonly restoringTcpMs: number[];
+  readonly restoringTcpCpuMs: number[];
+  /**
    * The TCP copy again, while the same publishers write to the cluster as during the loaded join or the changes: the
    * limit under the conditions those were measured in, since the publishers' writes take processor time the copy
    * and the join then share.
@@ -830,6 +864,8 @@ function emptyLimits(bytes: number, shape: FillShape): Limits {
     rebuildCpuMs: [],
     touchMs: [],
     touchCpuMs: [],
+    restoringTcpMs: [],
+    restoringTcpCpuMs: [],
     tcpUnderLoadMs: [],
     tcpUnderLoadCpuMs: [],
     recycleBytes: recycleBytesFor(bytes),
@@ -866,11 +902,17 @@ async function measureLimits(limits: Limits, source: string, directory: string):
   limits.copyMs.push(copy.ms);
   limits.copyCpuMs.push(copy.cpuMs);
   await recycle(limits);
-  const { touch, rebuild } = await rebuildEngine(limits.messages, limits.payloadBytes);
+  const snapshotFile = join(directory, "engine-snapshot");
+  const { touch, rebuild } = await rebuildEngine(limits.messages, limits.payloadBytes, snapshotFile);
   limits.rebuildMs.push(rebuild.ms);
   limits.rebuildCpuMs.push(rebuild.cpuMs);
   limits.touchMs.push(touch.ms);
   limits.touchCpuMs.push(touch.cpuMs);
+  await recycle(limits);
+  const restoring = await copyOverTcpRestoring(snapshotFile, directory, limits.messages);
+  limits.restoringTcpMs.push(restoring.ms);
+  limits.restoringTcpCpuMs.push(restoring.cpuMs);
+  await rm(snapshotFile, { force: true });
 }
 
 /** How many times the TCP copy is measured under the publishers' load (the faster run is the limit, as above). */
@@ -1376,6 +1418,12 @@ function printLimits(title: string, limits: Limits): void {
         limits.bytes,
       ] as const,
       ["first touch of as much new memory", limits.touchMs, limits.touchCpuMs, limits.bytes] as const,
+      [
+        "loopback TCP + fsync of its snapshot, keeping and restoring",
+        limits.restoringTcpMs,
+        limits.restoringTcpCpuMs,
+        limits.bytes,
+      ] as const,
       ...(limits.tcpUnderLoadMs.length === 0
         ? []
         : [
@@ -1426,6 +1474,11 @@ const movedBytes = (result: { bytesMoved: number; expectedBytes: number }): numb
 /** The fastest TCP copy's time for `bytes`, scaled from the measured copy's rate. */
 function tcpTimeFor(limits: Limits, bytes: number): number {
   return (fastest(limits.tcpMs) * bytes) / limits.bytes;
+}
+
+/** The same for the restoring TCP copy: the least a join of `bytes` can take. */
+function restoringTcpTimeFor(limits: Limits, bytes: number): number {
+  return (fastest(limits.restoringTcpMs) * bytes) / limits.bytes;
 }
 
 /** The same for the copies under the publishers' load (NaN when none was measured). */
@@ -1743,6 +1796,11 @@ function printRatios(join: JoinPart | undefined, scale: ScalePart | undefined): 
         "≤ 1.5",
       ]);
       rows.push([`A. join (${result.name}): voter / TCP copy`, formatNumber(result.completedMs / tcpMs, 2), "≤ 1.5"]);
+      rows.push([
+        `A. join (${result.name}): caught up / TCP copy keeping and restoring`,
+        formatNumber(result.caughtUpMs / restoringTcpTimeFor(join.limits, movedBytes(result)), 2),
+        "",
+      ]);
       if (result === join.loaded && join.limits.tcpUnderLoadMs.length > 0) {
         rows.push([
           `A. join (${result.name}): caught up / TCP copy while the same publishers write`,
@@ -1764,6 +1822,11 @@ function printRatios(join: JoinPart | undefined, scale: ScalePart | undefined): 
         "",
       ]);
     }
+    rows.push([
+      "A. TCP copy keeping and restoring (the least a join can take) / TCP copy",
+      formatNumber(fastest(join.limits.restoringTcpMs) / fastest(join.limits.tcpMs), 2),
+      "",
+    ]);
     rows.push([
       "A. engine rebuild alone / TCP copy",
       formatNumber(fastest(join.limits.rebuildMs) / fastest(join.limits.tcpMs), 2),
@@ -1805,6 +1868,11 @@ function printRatios(join: JoinPart | undefined, scale: ScalePart | undefined): 
         formatNumber(change.completedMs / tcpTimeFor(scale.limits, movedBytes(change)), 2),
         change === scale.up ? "≤ 2" : "",
       ]);
+      rows.push([
+        `B. ${change.name}: completed / TCP copy keeping and restoring`,
+        formatNumber(change.completedMs / restoringTcpTimeFor(scale.limits, movedBytes(change)), 2),
+        "",
+      ]);
       if (scale.limits.tcpUnderLoadMs.length > 0) {
         rows.push([
           `B. ${change.name}: completed / TCP copy while the same publishers write`,
@@ -1813,6 +1881,11 @@ function printRatios(join: JoinPart | undefined, scale: ScalePart | undefined): 
         ]);
       }
     }
+    rows.push([
+      "B. TCP copy keeping and restoring / TCP copy",
+      formatNumber(fastest(scale.limits.restoringTcpMs) / fastest(scale.limits.tcpMs), 2),
+      "",
+    ]);
     rows.push([
       "B. engine rebuild alone / TCP copy (of the state the joins move)",
       formatNumber(fastest(scale.limits.rebuildMs) / fastest(scale.limits.tcpMs), 2),
