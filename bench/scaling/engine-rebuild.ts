@@ -10,7 +10,8 @@
  * clock of their own first, and the snapshot's bytes copied into them afterwards (as a socket's reads fill memory).
  *
  *   node --import tsx bench/scaling/engine-rebuild.ts <messages> <payload bytes> [<snapshot file>]
- *     writes the snapshot to <snapshot file> when given (the source of tcp-copy.ts's restoring copy), prints `touched <snapshot bytes> <ms> <cpu ms>` (of allocating and first touching the pieces' memory), then
+ *     writes the snapshot to <snapshot file> when given (the source of tcp-copy.ts's restoring copy), prints
+ *     `touched <snapshot bytes> <ms> <cpu ms>` (of allocating and first touching the pieces' memory), then
  *     `rebuilt <snapshot bytes> <ms> <cpu ms>` (of the restore alone)
  *   node --expose-gc --import tsx bench/scaling/engine-rebuild.ts <messages> <payload bytes>
  *     also prints `held <heap bytes per message> <ms of a full collection>`: what the restored engine adds to the

@@ -30,9 +30,10 @@
  * time, printed against the TCP copy with the ratios. And the least a join can be end to end, measured: the TCP copy
  * of a real snapshot of that state whose receiver also keeps every byte where it read it (in the transport's regions)
  * and rebuilds the engine from them as they arrive, with no framing, checksums, window, Raft or LMDB (`tcp-copy.ts
- * restore`). A join's time beyond that copy's is what its protocol and storage cost. The TCP copy is measured once more while the publishers of the
- * loaded join, and of the changes, still write (after their last window): the same limit under the conditions the
- * loaded join and the changes ran in, which the publishers' writes take a share of the processor from.
+ * restore`). A join's time beyond that copy's is what its protocol and storage cost. The TCP copy is measured once
+ * more while the publishers of the loaded join, and of the changes, still write (after their last window): the same
+ * limit under the conditions the loaded join and the changes ran in, which the publishers' writes take a share of the
+ * processor from.
  *
  * Every measurement (each copy, each rebuild, each join and each change) starts right after a process of its own
  * allocated, touched and freed three times its bytes (`recycled-memory.ts`): on a virtual machine, writing into memory
