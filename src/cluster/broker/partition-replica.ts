@@ -57,13 +57,8 @@ import type { StorageEnvironment } from "../raft/storage/environment.js";
 import { MemberStorage } from "../raft/storage/member-storage.js";
 import { boundedReason } from "./bounded-reason.js";
 import { IncomingRestore } from "./incoming-restore.js";
-import {
-  type CatchUpProgress,
-  type MembershipAnswer,
-  type MembershipChange,
-  membershipRefusal,
-  showsChange,
-} from "./membership.js";
+import { LeaderMembership } from "./leader-membership.js";
+import type { MembershipAnswer, MembershipChange } from "./membership.js";
 import type { RelocationProgress } from "./peer-requests.js";
 import type {
   GetMessageResponse,
@@ -264,22 +259,6 @@ const MAX_INBOX_MESSAGES = 65_536;
 /** Most ticks accumulated while the driver is busy; more are pointless (the core only counts them). */
 const MAX_PENDING_TICKS = 1_000;
 
-/** Most membership requests waiting at once for their change to take hold; more are answered at once. */
-const MAX_MEMBERSHIP_WAITERS = 64;
-
-/** A membership request waiting for its change to take hold (see `changeMembership`). */
-interface MembershipWaiter {
-  readonly change: MembershipChange;
-  /** On the replica's clock: the request is answered with the state of its change by then. */
-  readonly deadlineMs: number;
-  readonly resolve: (answer: MembershipAnswer) => void;
-  /**
-   * This leader is removing itself and handed its leadership over: it waits for the hand-over to end (then answers
-   * `not-leader` with the new leader) and proposes nothing meanwhile.
-   */
-  readonly handingOver: boolean;
-}
-
 /** A running replica; see the module comment. */
 export class PartitionReplica {
   readonly partitionId: number;
@@ -368,11 +347,8 @@ export class PartitionReplica {
   private pendingExpiryIndex: number | null = null;
   private status: NodeStatus;
   private committedConfigurationValue: Configuration;
-  /** Learners this leader last saw within the promotion lag (for the log line when one catches up). */
-  private readonly learnersCaughtUp = new Set<number>();
-  private readonly membershipWaiters: MembershipWaiter[] = [];
-  /** Term and commit index when the waiting membership requests were last looked at (see `drive`). */
-  private membershipLookedAt = { term: -1, commitIndex: -1 };
+  /** Membership requests this replica answers as its partition's leader. */
+  private readonly leaderMembership: LeaderMembership;
 
   private constructor(
     options: PartitionReplicaOptions,
@@ -395,6 +371,16 @@ export class PartitionReplica {
     // A replica may lead and write a part of a backup: the store readies its writing now, not during a backup.
     options.backups?.store.prepareWrites?.();
     this.backupActivity = options.backups?.activity ?? new BackupActivity();
+    this.leaderMembership = new LeaderMembership({
+      partitionId: options.partitionId,
+      memberId: options.memberId,
+      node,
+      logger: options.logger,
+      heartbeatIntervalMs: options.heartbeatIntervalMs,
+      now: () => this.clock.now(),
+      tickCount: () => this.tickCount,
+      latestSnapshot: () => ({ index: this.snapshotIndex, sizeBytes: this.snapshotSizeBytes }),
+    });
   }
 
   /**
@@ -721,127 +707,10 @@ export class PartitionReplica {
     if (unavailable !== null) return Promise.resolve({ outcome: "unavailable", detail: unavailable });
     return new Promise((resolve) => {
       this.enqueue({
-        run: () => {
-          const answer = this.answerMembershipChange(change);
-          if (
-            answer.outcome !== "in-progress" ||
-            waitMs <= 0 ||
-            this.membershipWaiters.length >= MAX_MEMBERSHIP_WAITERS
-          ) {
-            resolve(answer);
-            return;
-          }
-          const removesItself = change.type === "remove" && change.member === this.options.memberId;
-          // A leader removing itself that found no voter to hand over to yet answers at once: asked again, it looks
-          // for one again, which waiting here would not.
-          if (removesItself && !this.handingOverLeadership()) {
-            resolve(answer);
-            return;
-          }
-          this.membershipWaiters.push({
-            change,
-            deadlineMs: this.clock.now() + waitMs,
-            resolve,
-            handingOver: removesItself,
-          });
-        },
+        run: () => this.leaderMembership.answer(change, waitMs, resolve),
         fail: (detail) => resolve({ outcome: "unavailable", detail }),
       });
     });
-  }
-
-  /** Whether the term or the commit index moved since the waiting membership requests were last looked at. */
-  private membershipStateMoved(): boolean {
-    const status = this.node.status();
-    return status.term !== this.membershipLookedAt.term || status.commitIndex !== this.membershipLookedAt.commitIndex;
-  }
-
-  /** Whether this leader is handing its leadership over (a transfer it started has not ended yet). */
-  private handingOverLeadership(): boolean {
-    return this.node.status().leadTransferee !== null;
-  }
-
-  /**
-   * Looks at each waiting membership request's change again (proposing it when it can be now) and answers those
-   * whose outcome is no longer `in-progress` or whose wait is over. Runs in every turn of the driver while any wait.
-   */
-  private settleMembershipWaiters(): void {
-    const nowMs = this.clock.now();
-    const status = this.node.status();
-    this.membershipLookedAt = { term: status.term, commitIndex: status.commitIndex };
-    const waiting = this.membershipWaiters.splice(0);
-    for (const waiter of waiting) {
-      if (waiter.handingOver) {
-        // The new leader is known once it was heard from; the broker asks it next, at once.
-        if (status.role !== "leader" && status.leaderId !== null) {
-          waiter.resolve({ outcome: "not-leader", leaderId: status.leaderId });
-        } else if (nowMs >= waiter.deadlineMs || (status.role === "leader" && !this.handingOverLeadership())) {
-          waiter.resolve({ outcome: "in-progress", detail: "handing leadership over before leaving" });
-        } else this.membershipWaiters.push(waiter);
-        continue;
-      }
-      const answer = this.answerMembershipChange(waiter.change);
-      if (answer.outcome === "in-progress" && nowMs < waiter.deadlineMs) this.membershipWaiters.push(waiter);
-      else waiter.resolve(answer);
-    }
-  }
-
-  private answerMembershipChange(change: MembershipChange): MembershipAnswer {
-    const status = this.node.status();
-    if (status.role !== "leader") return { outcome: "not-leader", leaderId: status.leaderId };
-    const committed = this.node.committedConfiguration();
-    if (showsChange(committed, change)) return { outcome: "done", members: committed.members };
-    const latest = this.node.configuration();
-    if (showsChange(latest, change)) {
-      return { outcome: "in-progress", detail: "the change is in the log and waits for its commit" };
-    }
-    const refusal = membershipRefusal(latest, change);
-    if (refusal !== null) return { outcome: "refused", detail: refusal };
-    if (change.type === "remove" && change.member === this.options.memberId) {
-      // Raft lets a leader remove itself, but the partition would then wait an election timeout for a new leader:
-      // handing over first keeps it serving. The next leader removes this replica when asked again.
-      const target = this.handOverTarget(status);
-      if (target === null) return { outcome: "in-progress", detail: "no other voter is caught up to take over yet" };
-      this.node.transferLeadership(target);
-      return { outcome: "in-progress", detail: `handing leadership over to broker ${target} before leaving` };
-    }
-    const result = this.node.proposeConfigurationChange(change);
-    if (result.accepted) {
-      this.options.logger.info(
-        { partitionId: this.partitionId, change: change.type, member: change.member, index: result.index },
-        "membership change proposed",
-      );
-      return { outcome: "in-progress", detail: `proposed at index ${result.index}` };
-    }
-    switch (result.reason) {
-      case "notLeader":
-        return { outcome: "not-leader", leaderId: result.leaderId };
-      case "invalid":
-        return { outcome: "refused", detail: result.detail };
-      case "learnerBehind":
-        return {
-          outcome: "in-progress",
-          detail: `broker ${change.member} is catching up`,
-          catchUp: this.catchUpOf(change.member),
-        };
-      default:
-        return { outcome: "in-progress", detail: `the leader cannot change the membership yet (${result.reason})` };
-    }
-  }
-
-  /** How far learner `member` has come, as this leader sees it. */
-  private catchUpOf(member: number): CatchUpProgress {
-    const progress = this.node.progressOf(member);
-    const status = this.node.status();
-    const ticks = progress?.caughtUpSinceTick;
-    return {
-      matchIndex: progress?.match ?? 0,
-      commitIndex: status.commitIndex,
-      snapshotIndex: this.snapshotIndex,
-      snapshotSizeBytes: this.snapshotSizeBytes,
-      caughtUpForMs:
-        ticks === null || ticks === undefined ? null : (this.tickCount - ticks) * this.options.heartbeatIntervalMs,
-    };
   }
 
   /**
@@ -899,7 +768,7 @@ export class PartitionReplica {
       run: () => {
         const status = this.node.status();
         if (status.role !== "leader") return;
-        const target = this.handOverTarget(status);
+        const target = this.leaderMembership.handOverTarget(status);
         if (target === null || !this.node.transferLeadership(target).accepted) return;
         this.leavingTerm = status.term;
       },
@@ -909,25 +778,6 @@ export class PartitionReplica {
     while (this.clock.now() < deadlineMs && this.running && this.status.role === "leader" && !this.newerTermSeen) {
       await this.clock.sleep(this.options.heartbeatIntervalMs / 2);
     }
-  }
-
-  /**
-   * The voter to hand leadership to: the highest priority among the voters holding every committed entry (so
-   * leadership does not move again right after), else the most up-to-date voter; null when there is no other voter.
-   */
-  private handOverTarget(status: NodeStatus): number | null {
-    const candidates = status.configuration.members
-      .filter((member) => member.role === "voter" && member.id !== this.options.memberId)
-      .map((member) => {
-        const match = this.node.progressOf(member.id)?.match ?? 0;
-        return { member, match, caughtUp: match >= status.commitIndex };
-      })
-      .sort(
-        (left, right) =>
-          Number(right.caughtUp) - Number(left.caughtUp) ||
-          (left.caughtUp ? right.member.priority - left.member.priority : right.match - left.match),
-      );
-    return candidates[0]?.member.id ?? null;
   }
 
   /** Role, term, indexes and health, as the gateway's topology and the metrics report them. */
@@ -1090,11 +940,8 @@ export class PartitionReplica {
         for (const message of this.inbox.splice(0)) this.node.step(message);
         this.runQueuedWork();
         // After this turn's messages and ticks, before the batch is taken: a change proposed here leaves in this
-        // turn's batch. Only a tick (a learner ready for promotion, a wait over), a commit or a new term can change
-        // a waiting request's outcome, so the many turns of a snapshot transfer in between skip it.
-        if (this.membershipWaiters.length > 0 && (ticked || this.membershipStateMoved())) {
-          this.settleMembershipWaiters();
-        }
+        // turn's batch.
+        this.leaderMembership.settle(ticked);
         // Once per tick at most: a message past its deadline is already invisible to reads and is removed by the
         // next publication anyway, so proposing an expiry record on every turn would only add writes.
         if (ticked) this.maybeProposeExpiry();
@@ -1723,22 +1570,7 @@ export class PartitionReplica {
       );
     }
     this.committedConfigurationValue = committed;
-    if (this.status.role === "leader") this.noticeLearnersCaughtUp();
-  }
-
-  /** Logs each learner once when it becomes caught up (the start of its promotion's stability wait). */
-  private noticeLearnersCaughtUp(): void {
-    for (const member of this.status.configuration.members) {
-      if (member.role !== "learner") continue;
-      const caughtUp = (this.node.progressOf(member.id)?.caughtUpSinceTick ?? null) !== null;
-      if (caughtUp === this.learnersCaughtUp.has(member.id)) continue;
-      if (!caughtUp) {
-        this.learnersCaughtUp.delete(member.id);
-        continue;
-      }
-      this.learnersCaughtUp.add(member.id);
-      this.options.logger.info({ partitionId: this.partitionId, member: member.id }, "a learner caught up");
-    }
+    if (this.status.role === "leader") this.leaderMembership.noticeLearnersCaughtUp(this.status);
   }
 
   /**
@@ -1758,7 +1590,7 @@ export class PartitionReplica {
     this.inDoubtCount = 0;
     for (const read of this.reads.values()) read.resolve(answer);
     this.reads.clear();
-    for (const waiter of this.membershipWaiters.splice(0)) waiter.resolve(answer);
+    this.leaderMembership.failAll(answer);
   }
 }
 
