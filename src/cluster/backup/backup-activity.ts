@@ -1,7 +1,7 @@
 /**
  * The parts of backups one broker is writing right now, and the backups' checkpoints its leaders are proposing (each
  * counts as a part until the part itself starts). Every replica of the broker defers its own snapshots meanwhile (see
- * `PartitionReplica`'s `deferSnapshotForBackup`): a snapshot of a partition's whole state is encoded, copied,
+ * `ReplicaBackup.deferSnapshot`): a snapshot of a partition's whole state is encoded, copied,
  * checksummed and written on the same processors and disk the part's reads, checks and writes use, and the broker's
  * publishers paid for both at once. The count lives in memory only: a broker that restarts writes no part and so
  * defers nothing.

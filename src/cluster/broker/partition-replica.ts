@@ -17,17 +17,8 @@
  * `not-leader` when this replica loses leadership, everything else with `unavailable` when it stops.
  */
 import type { Logger } from "pino";
-import { BackupActivity } from "../backup/backup-activity.js";
-import {
-  admitPart,
-  BackupPacer,
-  type PartitionBackupSource,
-  writePartitionBackup,
-} from "../backup/partition-backup.js";
-import type { BackupPartManifest, BackupStore } from "../backup/store.js";
 import {
   type ApplyResult,
-  type Checkpoint,
   type EngineRecord,
   type EngineSnapshotEncoder,
   encodeRecord,
@@ -55,7 +46,6 @@ import {
 } from "../raft/index.js";
 import type { StorageEnvironment } from "../raft/storage/environment.js";
 import { MemberStorage } from "../raft/storage/member-storage.js";
-import { boundedReason } from "./bounded-reason.js";
 import { IncomingRestore } from "./incoming-restore.js";
 import { LeaderMembership } from "./leader-membership.js";
 import type { MembershipAnswer, MembershipChange } from "./membership.js";
@@ -70,6 +60,7 @@ import type {
   ReplicaReport,
   ReplicaRole,
 } from "./protocol.js";
+import { ReplicaBackup, type ReplicaBackupOptions } from "./replica-backup.js";
 
 /** Explicit options of a replica. */
 export interface PartitionReplicaOptions {
@@ -123,20 +114,6 @@ export interface PartitionReplicaOptions {
   readonly clock?: ReplicaClock;
   /** Seed of the Raft node's randomized election timeouts (default: derived from the clock and the member id). */
   readonly randomSeed?: number;
-}
-
-/** What a replica needs to write its partition's part of a backup (see backup/partition-backup.ts). */
-export interface ReplicaBackupOptions {
-  readonly store: BackupStore;
-  /** The flowplane version recorded in the manifest. */
-  readonly flowplaneVersion: string;
-  /** Called once a part ends, COMPLETED or FAILED (for logs and metrics). */
-  readonly onPartEnded?: (manifest: BackupPartManifest) => void;
-  /**
-   * The parts being written (and checkpoints being proposed) on this replica's broker, shared by all its replicas: each
-   * defers its own snapshots meanwhile (see `deferSnapshotForBackup`). Absent: only this replica's own count.
-   */
-  readonly activity?: BackupActivity;
 }
 
 /**
@@ -223,13 +200,6 @@ interface WaitingRead {
  * the log grows up to this many intervals of entries instead of the transfer starting over.
  */
 const SNAPSHOT_TRANSFER_COMPACTION_DEFERRAL = 4;
-/**
- * Snapshot intervals of log a replica may grow while a part of a backup is being written on its broker: the leader's
- * part steps back for a busy broker, and every replica of the broker defers its own snapshot (see
- * `deferSnapshotForBackup`). Beyond them the part runs at full speed to its end and the other replicas take their
- * snapshots, so a long backup cannot make the log grow without limit.
- */
-const BACKUP_LOG_LIMIT_INTERVALS = 3;
 /** How often a snapshot held back for a backup part looks whether it may go on. */
 const SNAPSHOT_BACKUP_PAUSE_MS = 20;
 /** Chunks of a snapshot in flight per member receiving it, unless `snapshotWindowChunks` says otherwise. */
@@ -296,32 +266,8 @@ export class PartitionReplica {
   private readonly incomingRestore: IncomingRestore;
   /** Callbacks waiting for the next batch to be durable (a forced membership must be before it is reported). */
   private awaitingDurability: (() => void)[] = [];
-  /**
-   * The checkpoint whose part of a backup this leader writes (or is about to): while set, the replica takes no
-   * snapshot, so the snapshot and the log the part is made of stay where they are until it is written.
-   */
-  private backupCheckpoint: Checkpoint | null = null;
-  /** Whether the part of `backupCheckpoint` is being written. */
-  private backupRunning = false;
-  /**
-   * The latest checkpoint while this new leader looks in the backup store whether its predecessor left the part
-   * unfinished (`considerBackupTakeover`); like `backupCheckpoint` it holds snapshots back meanwhile.
-   */
-  private backupTakeoverCheck: Checkpoint | null = null;
-  /** The parts of backups being written on this broker (see `ReplicaBackupOptions.activity`). */
-  private readonly backupActivity: BackupActivity;
-  /**
-   * Ends the deferrals of checkpoints answered (`takeCheckpoint`), once their part runs and counts itself or no part
-   * waits to start.
-   */
-  private readonly endAfterPartStart: (() => void)[] = [];
-  /**
-   * Ends the count of the part being written (`maybeStartBackup`); also called when the replica stops or fails, so that
-   * a store call that never settles cannot keep the broker's snapshots deferred after the replica is gone.
-   */
-  private endPartActivity: (() => void) | null = null;
-  /** Whether this replica's snapshot was deferred for the broker's backup parts when it last looked. */
-  private snapshotDeferred = false;
+  /** This replica's share of backups: the part it writes while it leads, and its hold on snapshots meanwhile. */
+  private readonly backup: ReplicaBackup;
   /** Milliseconds the snapshot being taken was held back for backup parts (left out of its reported duration). */
   private snapshotPausedMs = 0;
   /** Whether a snapshot taken is queued for the core's compaction (`takeSnapshot`), past its last hold. */
@@ -368,9 +314,24 @@ export class PartitionReplica {
     this.snapshotSizeBytes = storage.snapshotMetadata()?.sizeBytes ?? 0;
     this.status = node.status();
     this.committedConfigurationValue = node.committedConfiguration();
-    // A replica may lead and write a part of a backup: the store readies its writing now, not during a backup.
-    options.backups?.store.prepareWrites?.();
-    this.backupActivity = options.backups?.activity ?? new BackupActivity();
+    this.backup = new ReplicaBackup({
+      partitionId: options.partitionId,
+      memberId: options.memberId,
+      logger: options.logger,
+      snapshotIntervalEntries: options.snapshotIntervalEntries,
+      backups: options.backups,
+      storage,
+      now: () => this.clock.now(),
+      sleep: (delayMs) => this.clock.sleep(delayMs),
+      yieldTurn: () => this.clock.yieldTurn(),
+      engine: () => this.engine,
+      snapshotIndex: () => this.snapshotIndex,
+      status: () => this.status,
+      closed: () => this.closed,
+      running: () => this.running,
+      snapshotOnItsWay: () => this.snapshotQueuedForCore || this.preparedSnapshot !== null,
+      nudge: () => this.nudge(),
+    });
     this.leaderMembership = new LeaderMembership({
       partitionId: options.partitionId,
       memberId: options.memberId,
@@ -606,16 +567,7 @@ export class PartitionReplica {
    * the checkpoint taken (or the later one the partition held already), or the reason it was not applied.
    */
   async takeCheckpoint(checkpointId: bigint): Promise<ProposalEnd> {
-    // A backup reaches the broker here first: from now on its replicas' snapshots hold still (see
-    // `deferSnapshotForBackup`), so that the checkpoint commits and the part starts without competing with them. The
-    // deferral ends after the driver's next look at starting a part, from which on the part itself counts.
-    const endActivity = this.backupActivity.begin();
-    try {
-      return await this.proposeRecord({ kind: "checkpoint", checkpointId });
-    } finally {
-      if (this.running) this.endAfterPartStart.push(endActivity);
-      else endActivity();
-    }
+    return this.backup.proposeCheckpoint(() => this.proposeRecord({ kind: "checkpoint", checkpointId }));
   }
 
   /**
@@ -867,14 +819,7 @@ export class PartitionReplica {
     this.nudge();
     await this.loop;
     this.failEverything({ outcome: "unavailable", detail: `partition ${this.partitionId} replica stopped` });
-    this.endBackupActivity();
-  }
-
-  /** Ends every deferral this replica counts on its broker (it stopped or failed: its part cannot go on). */
-  private endBackupActivity(): void {
-    for (const endActivity of this.endAfterPartStart.splice(0)) endActivity();
-    this.endPartActivity?.();
-    this.endPartActivity = null;
+    this.backup.endAll();
   }
 
   private start(): void {
@@ -953,12 +898,8 @@ export class PartitionReplica {
         if (ticked) this.expireInDoubt();
         this.refreshStatus();
         // Before any new snapshot: a checkpoint applied in this turn reserves the snapshot and log first.
-        this.maybeStartBackup();
-        // A checkpoint whose part cannot start yet (a snapshot on its way to the core) keeps the broker's snapshots
-        // deferred until it does; otherwise other replicas could start snapshots in the turns in between.
-        if (this.backupRunning || this.backupCheckpoint === null) {
-          for (const endActivity of this.endAfterPartStart.splice(0)) endActivity();
-        }
+        this.backup.maybeStart();
+        this.backup.endDeferralsOnceStarted();
         this.maybeCompact();
         if (ready === null) {
           await new Promise<void>((resolve) => {
@@ -973,7 +914,7 @@ export class PartitionReplica {
       this.stopTicks?.();
       this.stopTicks = null;
       this.failEverything({ outcome: "unavailable", detail: `partition ${this.partitionId} replica failed` });
-      this.endBackupActivity();
+      this.backup.endAll();
       this.options.onFailure(failure);
     }
   }
@@ -1038,7 +979,7 @@ export class PartitionReplica {
     if (this.incomingRestore.active && this.storage.incomingSnapshot() === null) this.incomingRestore.abandon();
     if (ready.softState !== null && ready.softState.role !== "leader") this.loseLeadership();
     if (ready.softState !== null && ready.softState.role === "leader")
-      this.considerBackupTakeover(ready.softState.term);
+      this.backup.considerTakeover(ready.softState.term);
     this.node.advance(ready);
   }
 
@@ -1109,9 +1050,8 @@ export class PartitionReplica {
     if (entry.kind === "normal") result = this.engine.apply(entry.index, entry.data);
     else this.engine.markApplied(entry.index);
     const checkpoint = this.engine.latestCheckpoint;
-    // Only the leader writes a part; a replica that becomes leader later does not start one of its own accord.
-    if (checkpoint !== checkpointBefore && checkpoint !== null && this.options.backups !== undefined) {
-      if (this.node.status().role === "leader") this.backupCheckpoint = checkpoint;
+    if (checkpoint !== checkpointBefore && checkpoint !== null) {
+      this.backup.reserve(checkpoint, this.node.status().role === "leader");
     }
     if (this.pendingExpiryIndex !== null && entry.index >= this.pendingExpiryIndex) this.pendingExpiryIndex = null;
     const waiting = this.proposals.get(entry.index);
@@ -1246,149 +1186,6 @@ export class PartitionReplica {
     };
   }
 
-  /**
-   * Starts writing the part of the reserved checkpoint once no snapshot of this replica is on its way to the core or
-   * being installed (later ones wait for the backup). A snapshot still being taken holds still until the part ends
-   * (`snapshotTurn`) instead of delaying it; one that passed its last hold before the part started may still replace
-   * the stored snapshot, and the part then starts over from it. The part is written in the background, a chunk per
-   * turn, off the write path, stepping back while the broker is busy (`BackupPacer`); only one at a time.
-   */
-  private maybeStartBackup(): void {
-    const checkpoint = this.backupCheckpoint;
-    const backups = this.options.backups;
-    if (checkpoint === null || backups === undefined || this.backupRunning) return;
-    if (this.snapshotQueuedForCore || this.preparedSnapshot !== null) return;
-    this.backupRunning = true;
-    const endActivity = this.backupActivity.begin();
-    this.endPartActivity = endActivity;
-    const term = this.status.term;
-    const memberId = this.options.memberId;
-    const pacer = new BackupPacer(
-      {
-        now: () => performance.now(),
-        sleep: (delayMs) => this.clock.sleep(delayMs),
-        yieldTurn: () => this.clock.yieldTurn(),
-      },
-      () => this.engine.lastAppliedIndex,
-      // No snapshot is taken while the backup runs: past a few intervals of log, the backup stops giving way.
-      () =>
-        this.engine.lastAppliedIndex - this.snapshotIndex >=
-        BACKUP_LOG_LIMIT_INTERVALS * this.options.snapshotIntervalEntries,
-    );
-    const source: PartitionBackupSource = {
-      snapshotMetadata: () => (this.closed ? null : this.storage.snapshotMetadata()),
-      snapshotChunk: (metadata, offset, maxBytes) => this.storage.snapshotChunk(metadata, offset, maxBytes),
-      storedEntrySizes: (fromIndex, toIndex, maxBytes) => this.storage.storedEntrySizes(fromIndex, toIndex, maxBytes),
-      readStoredEntries: (fromIndex, targets) => this.storage.readStoredEntries(fromIndex, targets),
-      interruption: () => {
-        if (this.closed || !this.running) return `broker ${memberId} stopped its replica during the backup`;
-        if (this.status.role !== "leader" || this.status.term !== term) {
-          return `broker ${memberId} lost the leadership of partition ${this.partitionId} during the backup`;
-        }
-        return null;
-      },
-      yieldTurn: () => pacer.pause(),
-    };
-    // A part only of a backup the store records, with the recorded partition count (see backup/store.ts).
-    void admitPart(backups.store, checkpoint.id, this.partitionId)
-      .then((admission) => {
-        if (admission.admitted) {
-          return writePartitionBackup(source, backups.store, {
-            backupId: checkpoint.id,
-            partitionId: this.partitionId,
-            brokerId: memberId,
-            checkpointPosition: checkpoint.position,
-            partitionCount: admission.partitionCount,
-            flowplaneVersion: backups.flowplaneVersion,
-            now: () => new Date(this.clock.now()).toISOString(),
-          });
-        }
-        const fields = { partitionId: this.partitionId, backupId: checkpoint.id, reason: admission.reason };
-        if (admission.expected) this.options.logger.info(fields, "no backup part written");
-        else this.options.logger.warn(fields, "no backup part written");
-        return null;
-      })
-      .then((manifest) => {
-        this.endPart(checkpoint, endActivity);
-        if (manifest === null) return;
-        const fields = { partitionId: this.partitionId, backupId: checkpoint.id, state: manifest.state };
-        if (manifest.state === "COMPLETED") this.options.logger.info(fields, "backup part written");
-        else this.options.logger.warn({ ...fields, reason: manifest.failureReason }, "backup part failed");
-        backups.onPartEnded?.(manifest);
-      })
-      .catch((error: unknown) => {
-        // The admission and the writer resolve even when the part fails, but a fault in them, or a throwing
-        // `onPartEnded`, must still end the part (below), as a failed part does: the store may show the part
-        // IN_PROGRESS, as after a failed final manifest, and the error is logged instead of rejecting unhandled.
-        this.options.logger.warn(
-          { partitionId: this.partitionId, backupId: checkpoint.id, reason: boundedReason(error) },
-          "backup part ended with an unexpected error",
-        );
-      })
-      .finally(() => {
-        this.endPart(checkpoint, endActivity);
-        this.nudge();
-      });
-  }
-
-  /**
-   * Ends the part of `checkpoint` in this replica's state and on its broker's count; idempotent, so that both a settled
-   * part and its final clean-up may call it. A later checkpoint applied meanwhile keeps its reservation and starts next.
-   */
-  private endPart(checkpoint: Checkpoint, endActivity: () => void): void {
-    if (this.endPartActivity !== endActivity) return;
-    this.endPartActivity = null;
-    this.backupRunning = false;
-    endActivity();
-    if (this.backupCheckpoint === checkpoint) this.backupCheckpoint = null;
-  }
-
-  /**
-   * A replica that became leader finishes its partition's part of the latest backup when its predecessor left it
-   * unfinished: the backup store holds a part of this partition for the latest checkpoint, none COMPLETED and none
-   * of this broker's. It can when it still holds a snapshot at or before the checkpoint and the log after it (a
-   * follower compacts on its own, so it may not); the predecessor's part fails on its own (or is reported FAILED
-   * once its broker is unreachable or restarts), and the partition counts as COMPLETED by this leader's part.
-   */
-  private considerBackupTakeover(term: number): void {
-    const backups = this.options.backups;
-    const checkpoint = this.engine.latestCheckpoint;
-    if (backups === undefined || checkpoint === null || this.backupCheckpoint !== null) return;
-    if (this.snapshotIndex > checkpoint.position || this.backupTakeoverCheck !== null) return;
-    this.backupTakeoverCheck = checkpoint;
-    const memberId = this.options.memberId;
-    void backups.store
-      .manifests(checkpoint.id)
-      .then(
-        (manifests) => {
-          const parts = manifests.filter((part) => part.partitionId === this.partitionId);
-          const unfinished =
-            parts.length > 0 &&
-            !parts.some((part) => part.state === "COMPLETED" || part.brokerId === memberId) &&
-            this.status.role === "leader" &&
-            this.status.term === term &&
-            this.engine.latestCheckpoint === checkpoint &&
-            this.backupCheckpoint === null &&
-            this.snapshotIndex <= checkpoint.position;
-          if (!unfinished) return;
-          this.options.logger.info(
-            { partitionId: this.partitionId, backupId: checkpoint.id },
-            "finishing the backup part a previous leader left unfinished",
-          );
-          this.backupCheckpoint = checkpoint;
-        },
-        (error: unknown) =>
-          this.options.logger.warn(
-            { err: error, partitionId: this.partitionId, backupId: checkpoint.id },
-            "could not read the backup store after becoming leader",
-          ),
-      )
-      .finally(() => {
-        this.backupTakeoverCheck = null;
-        this.nudge();
-      });
-  }
-
   private maybeProposeExpiry(): void {
     if (this.pendingExpiryIndex !== null || this.node.status().role !== "leader") return;
     const deadlineMs = this.engine.nextDeadlineMs;
@@ -1406,7 +1203,7 @@ export class PartitionReplica {
    * the broker for 100–250 ms under load on the development machine.
    */
   private maybeCompact(): void {
-    if (this.snapshotInProgress || this.backupCheckpoint !== null || this.backupTakeoverCheck !== null) return;
+    if (this.snapshotInProgress || this.backup.holdsSnapshots) return;
     const applied = this.engine.lastAppliedIndex;
     const interval = this.options.snapshotIntervalEntries;
     if (applied - Math.max(this.snapshotIndex, this.compactionRequestedAt) < interval) {
@@ -1418,7 +1215,7 @@ export class PartitionReplica {
     if (this.sendingSnapshot() && applied - this.snapshotIndex < SNAPSHOT_TRANSFER_COMPACTION_DEFERRAL * interval) {
       return;
     }
-    if (this.deferSnapshotForBackup(applied - this.snapshotIndex)) return;
+    if (this.backup.deferSnapshot(applied - this.snapshotIndex)) return;
     if (this.node.status().appliedIndex !== applied) {
       throw new Error(
         `invariant violated: partition ${this.partitionId} engine applied ${applied} but Raft applied ${this.node.status().appliedIndex}`,
@@ -1427,29 +1224,6 @@ export class PartitionReplica {
     this.compactionRequestedAt = applied;
     this.snapshotInProgress = true;
     void this.takeSnapshot(this.engine.snapshotEncoder(), performance.now());
-  }
-
-  /**
-   * Whether this replica's snapshot waits for the backup parts being written on its broker (by any of its replicas,
-   * leader or not, counted from their checkpoint's proposal, see `takeCheckpoint`): the snapshot's encoding, copies,
-   * checksums and writes would compete with the parts' reads, checks and writes for the same processors and disk, and
-   * the broker's writes would pay for both. The snapshot starts at the driver's first turn after the last part ended
-   * (every tick makes one). Bounded: once `logEntries`, the entries past the last snapshot, reach
-   * `BACKUP_LOG_LIMIT_INTERVALS` intervals, the snapshot is taken anyway, so a long or stuck backup cannot make the log
-   * grow without limit. A snapshot already being taken holds still meanwhile (`snapshotTurn`).
-   */
-  private deferSnapshotForBackup(logEntries: number): boolean {
-    const writing = this.backupActivity.writing;
-    const deferred = writing && logEntries < BACKUP_LOG_LIMIT_INTERVALS * this.options.snapshotIntervalEntries;
-    // Logged once each time a deferral starts, and once when the bound ends it (not on every look).
-    const fields = { partitionId: this.partitionId, logEntries };
-    if (deferred && !this.snapshotDeferred) {
-      this.options.logger.debug(fields, "snapshot deferred until the backup parts written on this broker end");
-    } else if (!deferred && this.snapshotDeferred && writing) {
-      this.options.logger.info(fields, "snapshot taken during a backup: the log reached its bound");
-    }
-    this.snapshotDeferred = deferred;
-    return deferred;
   }
 
   /** Whether this replica leads and sends its snapshot to a member (a joining learner, or a replica far behind). */
@@ -1524,16 +1298,16 @@ export class PartitionReplica {
 
   /**
    * Lets other work run between two slices of a snapshot being taken, and holds the snapshot there while a backup
-   * part is being written on this broker (`deferSnapshotForBackup`, bounded), or for as long as this replica's own
-   * part is: a snapshot that started before a backup's checkpoint stops competing with the parts, and this leader's
-   * part can start without waiting for it (`maybeStartBackup`).
+   * part is being written on this broker (`ReplicaBackup.deferSnapshot`, bounded), or for as long as this replica's
+   * own part is: a snapshot that started before a backup's checkpoint stops competing with the parts, and this
+   * leader's part can start without waiting for it (`ReplicaBackup.maybeStart`).
    */
   private async snapshotTurn(): Promise<void> {
     await this.clock.yieldTurn();
     const pausedAtMs = performance.now();
     while (
       this.running &&
-      (this.backupRunning || this.deferSnapshotForBackup(this.engine.lastAppliedIndex - this.snapshotIndex))
+      (this.backup.running || this.backup.deferSnapshot(this.engine.lastAppliedIndex - this.snapshotIndex))
     ) {
       await this.clock.sleep(SNAPSHOT_BACKUP_PAUSE_MS);
     }

@@ -17,12 +17,12 @@ import type { BackupPartManifest, BackupStore } from "../../../src/cluster/backu
 import {
   PartitionReplica,
   type PartitionReplicaOptions,
-  type ReplicaBackupOptions,
   type ReplicaClock,
   type SnapshotReport,
   systemClock,
 } from "../../../src/cluster/broker/partition-replica.js";
 import type { PublishMessageCommand } from "../../../src/cluster/broker/protocol.js";
+import type { ReplicaBackupOptions } from "../../../src/cluster/broker/replica-backup.js";
 import { partitionForCorrelationKey } from "../../../src/cluster/engine/correlation.js";
 import { parseKey } from "../../../src/cluster/engine/keys.js";
 import { DEFAULT_TENANT_ID, engineCodec } from "../../../src/cluster/engine/records.js";

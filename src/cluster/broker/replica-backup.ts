@@ -1,0 +1,336 @@
+/**
+ * One replica's share of a backup: the part of its partition it writes while it leads, and what that asks of its
+ * snapshots.
+ *
+ * A checkpoint applied while the replica leads reserves the part (`reserve`); the part starts once no snapshot of the
+ * replica is on its way to the core, and is written in the background, a chunk per turn, stepping back while the
+ * broker is busy. A replica that becomes leader finishes the part its predecessor left unfinished
+ * (`considerTakeover`). Meanwhile the replica's own snapshots hold still: a reserved part needs the snapshot and the
+ * log it is made of to stay where they are, and the parts being written anywhere on the broker defer every replica's
+ * snapshot (bounded), so that the two do not compete for the same processors and disk.
+ *
+ * It belongs to one `PartitionReplica` and is called from that replica's driver; what it reads of the replica comes
+ * through `ReplicaBackupContext`.
+ */
+import type { Logger } from "pino";
+import { BackupActivity } from "../backup/backup-activity.js";
+import {
+  admitPart,
+  BackupPacer,
+  type PartitionBackupSource,
+  writePartitionBackup,
+} from "../backup/partition-backup.js";
+import type { BackupPartManifest, BackupStore } from "../backup/store.js";
+import type { Checkpoint, PartitionEngine } from "../engine/index.js";
+import type { NodeStatus } from "../raft/index.js";
+import type { MemberStorage } from "../raft/storage/member-storage.js";
+import { boundedReason } from "./bounded-reason.js";
+
+/**
+ * Snapshot intervals of log a replica may grow while a part of a backup is being written on its broker: the leader's
+ * part steps back for a busy broker, and every replica of the broker defers its own snapshot (see `deferSnapshot`).
+ * Beyond them the part runs at full speed to its end and the other replicas take their snapshots, so a long backup
+ * cannot make the log grow without limit.
+ */
+const BACKUP_LOG_LIMIT_INTERVALS = 3;
+
+/** What a replica needs to write its partition's part of a backup (see backup/partition-backup.ts). */
+export interface ReplicaBackupOptions {
+  readonly store: BackupStore;
+  /** The flowplane version recorded in the manifest. */
+  readonly flowplaneVersion: string;
+  /** Called once a part ends, COMPLETED or FAILED (for logs and metrics). */
+  readonly onPartEnded?: (manifest: BackupPartManifest) => void;
+  /**
+   * The parts being written (and checkpoints being proposed) on this replica's broker, shared by all its replicas: each
+   * defers its own snapshots meanwhile (see `ReplicaBackup.deferSnapshot`). Absent: only this replica's own count.
+   */
+  readonly activity?: BackupActivity;
+}
+
+/** What a replica's backup share reads of the replica. */
+export interface ReplicaBackupContext {
+  readonly partitionId: number;
+  readonly memberId: number;
+  readonly logger: Logger;
+  readonly snapshotIntervalEntries: number;
+  /** Where parts are written; absent: this replica writes none. */
+  readonly backups: ReplicaBackupOptions | undefined;
+  readonly storage: MemberStorage;
+  /** The replica's clock: milliseconds since the epoch, sleeps and turns of the event loop. */
+  now(): number;
+  sleep(delayMs: number): Promise<void>;
+  yieldTurn(): Promise<void>;
+  /** The engine now (an installed snapshot replaces it). */
+  engine(): PartitionEngine;
+  /** Index of the latest snapshot the replica holds. */
+  snapshotIndex(): number;
+  /** The Raft node's status as of the driver's last turn. */
+  status(): NodeStatus;
+  /** Whether the replica was closed (its storage may be closing). */
+  closed(): boolean;
+  /** Whether the replica's driver runs. */
+  running(): boolean;
+  /** Whether a snapshot of the replica is on its way to the core (taken, not yet compacted into the log). */
+  snapshotOnItsWay(): boolean;
+  /** Has the driver take another turn. */
+  nudge(): void;
+}
+
+/** One replica's share of a backup; see the module comment. */
+export class ReplicaBackup {
+  /**
+   * The checkpoint whose part of a backup this leader writes (or is about to): while set, the replica takes no
+   * snapshot, so the snapshot and the log the part is made of stay where they are until it is written.
+   */
+  private checkpoint: Checkpoint | null = null;
+  /** Whether the part of `checkpoint` is being written. */
+  private partRunning = false;
+  /**
+   * The latest checkpoint while this new leader looks in the backup store whether its predecessor left the part
+   * unfinished (`considerTakeover`); like `checkpoint` it holds snapshots back meanwhile.
+   */
+  private takeoverCheck: Checkpoint | null = null;
+  /** The parts of backups being written on this broker (see `ReplicaBackupOptions.activity`). */
+  private readonly activity: BackupActivity;
+  /**
+   * Ends the deferrals of checkpoints answered (`proposeCheckpoint`), once their part runs and counts itself or no part
+   * waits to start.
+   */
+  private readonly endAfterPartStart: (() => void)[] = [];
+  /**
+   * Ends the count of the part being written (`maybeStart`); also called when the replica stops or fails, so that a
+   * store call that never settles cannot keep the broker's snapshots deferred after the replica is gone.
+   */
+  private endPartActivity: (() => void) | null = null;
+  /** Whether this replica's snapshot was deferred for the broker's backup parts when it last looked. */
+  private snapshotDeferred = false;
+
+  constructor(private readonly context: ReplicaBackupContext) {
+    // A replica may lead and write a part of a backup: the store readies its writing now, not during a backup.
+    context.backups?.store.prepareWrites?.();
+    this.activity = context.backups?.activity ?? new BackupActivity();
+  }
+
+  /** Whether a part of this replica is being written. */
+  get running(): boolean {
+    return this.partRunning;
+  }
+
+  /** Whether the replica must not start a snapshot: a part is reserved, or a new leader looks for an unfinished one. */
+  get holdsSnapshots(): boolean {
+    return this.checkpoint !== null || this.takeoverCheck !== null;
+  }
+
+  /**
+   * Runs `propose`, the proposal of a checkpoint (a backup reaches the broker here first): from now on the broker's
+   * snapshots hold still (see `deferSnapshot`), so that the checkpoint commits and the part starts without competing
+   * with them. The deferral ends after the driver's next look at starting a part (`endDeferralsOnceStarted`), from
+   * which on the part itself counts.
+   */
+  async proposeCheckpoint<T>(propose: () => Promise<T>): Promise<T> {
+    const endActivity = this.activity.begin();
+    try {
+      return await propose();
+    } finally {
+      if (this.context.running()) this.endAfterPartStart.push(endActivity);
+      else endActivity();
+    }
+  }
+
+  /**
+   * Reserves the part of `checkpoint`, just applied, when this replica leads; a replica that becomes leader later does
+   * not start one of its own accord (see `considerTakeover`).
+   */
+  reserve(checkpoint: Checkpoint, leading: boolean): void {
+    if (this.context.backups !== undefined && leading) this.checkpoint = checkpoint;
+  }
+
+  /**
+   * Ends the deferrals of answered checkpoints once their part runs or none waits to start: a checkpoint whose part
+   * cannot start yet (a snapshot on its way to the core) keeps the broker's snapshots deferred until it does, or other
+   * replicas could start snapshots in the turns in between.
+   */
+  endDeferralsOnceStarted(): void {
+    if (this.partRunning || this.checkpoint === null) {
+      for (const endActivity of this.endAfterPartStart.splice(0)) endActivity();
+    }
+  }
+
+  /** Ends every deferral this replica counts on its broker (it stopped or failed: its part cannot go on). */
+  endAll(): void {
+    for (const endActivity of this.endAfterPartStart.splice(0)) endActivity();
+    this.endPartActivity?.();
+    this.endPartActivity = null;
+  }
+
+  /**
+   * Starts writing the part of the reserved checkpoint once no snapshot of this replica is on its way to the core or
+   * being installed (later ones wait for the backup). A snapshot still being taken holds still until the part ends
+   * (the replica's `snapshotTurn`) instead of delaying it; one that passed its last hold before the part started may
+   * still replace the stored snapshot, and the part then starts over from it. The part is written in the background, a
+   * chunk per turn, off the write path, stepping back while the broker is busy (`BackupPacer`); only one at a time.
+   */
+  maybeStart(): void {
+    const checkpoint = this.checkpoint;
+    const backups = this.context.backups;
+    if (checkpoint === null || backups === undefined || this.partRunning) return;
+    if (this.context.snapshotOnItsWay()) return;
+    this.partRunning = true;
+    const endActivity = this.activity.begin();
+    this.endPartActivity = endActivity;
+    const context = this.context;
+    const term = context.status().term;
+    const { memberId, partitionId, storage } = context;
+    const pacer = new BackupPacer(
+      {
+        now: () => performance.now(),
+        sleep: (delayMs) => context.sleep(delayMs),
+        yieldTurn: () => context.yieldTurn(),
+      },
+      () => context.engine().lastAppliedIndex,
+      // No snapshot is taken while the backup runs: past a few intervals of log, the backup stops giving way.
+      () =>
+        context.engine().lastAppliedIndex - context.snapshotIndex() >=
+        BACKUP_LOG_LIMIT_INTERVALS * context.snapshotIntervalEntries,
+    );
+    const source: PartitionBackupSource = {
+      snapshotMetadata: () => (context.closed() ? null : storage.snapshotMetadata()),
+      snapshotChunk: (metadata, offset, maxBytes) => storage.snapshotChunk(metadata, offset, maxBytes),
+      storedEntrySizes: (fromIndex, toIndex, maxBytes) => storage.storedEntrySizes(fromIndex, toIndex, maxBytes),
+      readStoredEntries: (fromIndex, targets) => storage.readStoredEntries(fromIndex, targets),
+      interruption: () => {
+        if (context.closed() || !context.running()) return `broker ${memberId} stopped its replica during the backup`;
+        const status = context.status();
+        if (status.role !== "leader" || status.term !== term) {
+          return `broker ${memberId} lost the leadership of partition ${partitionId} during the backup`;
+        }
+        return null;
+      },
+      yieldTurn: () => pacer.pause(),
+    };
+    // A part only of a backup the store records, with the recorded partition count (see backup/store.ts).
+    void admitPart(backups.store, checkpoint.id, partitionId)
+      .then((admission) => {
+        if (admission.admitted) {
+          return writePartitionBackup(source, backups.store, {
+            backupId: checkpoint.id,
+            partitionId,
+            brokerId: memberId,
+            checkpointPosition: checkpoint.position,
+            partitionCount: admission.partitionCount,
+            flowplaneVersion: backups.flowplaneVersion,
+            now: () => new Date(context.now()).toISOString(),
+          });
+        }
+        const fields = { partitionId, backupId: checkpoint.id, reason: admission.reason };
+        if (admission.expected) context.logger.info(fields, "no backup part written");
+        else context.logger.warn(fields, "no backup part written");
+        return null;
+      })
+      .then((manifest) => {
+        this.endPart(checkpoint, endActivity);
+        if (manifest === null) return;
+        const fields = { partitionId, backupId: checkpoint.id, state: manifest.state };
+        if (manifest.state === "COMPLETED") context.logger.info(fields, "backup part written");
+        else context.logger.warn({ ...fields, reason: manifest.failureReason }, "backup part failed");
+        backups.onPartEnded?.(manifest);
+      })
+      .catch((error: unknown) => {
+        // The admission and the writer resolve even when the part fails, but a fault in them, or a throwing
+        // `onPartEnded`, must still end the part (below), as a failed part does: the store may show the part
+        // IN_PROGRESS, as after a failed final manifest, and the error is logged instead of rejecting unhandled.
+        context.logger.warn(
+          { partitionId, backupId: checkpoint.id, reason: boundedReason(error) },
+          "backup part ended with an unexpected error",
+        );
+      })
+      .finally(() => {
+        this.endPart(checkpoint, endActivity);
+        context.nudge();
+      });
+  }
+
+  /**
+   * A replica that became leader in `term` finishes its partition's part of the latest backup when its predecessor left
+   * it unfinished: the backup store holds a part of this partition for the latest checkpoint, none COMPLETED and none
+   * of this broker's. It can when it still holds a snapshot at or before the checkpoint and the log after it (a
+   * follower compacts on its own, so it may not); the predecessor's part fails on its own (or is reported FAILED
+   * once its broker is unreachable or restarts), and the partition counts as COMPLETED by this leader's part.
+   */
+  considerTakeover(term: number): void {
+    const context = this.context;
+    const backups = context.backups;
+    const checkpoint = context.engine().latestCheckpoint;
+    if (backups === undefined || checkpoint === null || this.checkpoint !== null) return;
+    if (context.snapshotIndex() > checkpoint.position || this.takeoverCheck !== null) return;
+    this.takeoverCheck = checkpoint;
+    const { memberId, partitionId } = context;
+    void backups.store
+      .manifests(checkpoint.id)
+      .then(
+        (manifests) => {
+          const parts = manifests.filter((part) => part.partitionId === partitionId);
+          const status = context.status();
+          const unfinished =
+            parts.length > 0 &&
+            !parts.some((part) => part.state === "COMPLETED" || part.brokerId === memberId) &&
+            status.role === "leader" &&
+            status.term === term &&
+            context.engine().latestCheckpoint === checkpoint &&
+            this.checkpoint === null &&
+            context.snapshotIndex() <= checkpoint.position;
+          if (!unfinished) return;
+          context.logger.info(
+            { partitionId, backupId: checkpoint.id },
+            "finishing the backup part a previous leader left unfinished",
+          );
+          this.checkpoint = checkpoint;
+        },
+        (error: unknown) =>
+          context.logger.warn(
+            { err: error, partitionId, backupId: checkpoint.id },
+            "could not read the backup store after becoming leader",
+          ),
+      )
+      .finally(() => {
+        this.takeoverCheck = null;
+        context.nudge();
+      });
+  }
+
+  /**
+   * Whether this replica's snapshot waits for the backup parts being written on its broker (by any of its replicas,
+   * leader or not, counted from their checkpoint's proposal, see `proposeCheckpoint`): the snapshot's encoding, copies,
+   * checksums and writes would compete with the parts' reads, checks and writes for the same processors and disk, and
+   * the broker's writes would pay for both. The snapshot starts at the driver's first turn after the last part ended
+   * (every tick makes one). Bounded: once `logEntries`, the entries past the last snapshot, reach
+   * `BACKUP_LOG_LIMIT_INTERVALS` intervals, the snapshot is taken anyway, so a long or stuck backup cannot make the log
+   * grow without limit. A snapshot already being taken holds still meanwhile (the replica's `snapshotTurn`).
+   */
+  deferSnapshot(logEntries: number): boolean {
+    const writing = this.activity.writing;
+    const deferred = writing && logEntries < BACKUP_LOG_LIMIT_INTERVALS * this.context.snapshotIntervalEntries;
+    // Logged once each time a deferral starts, and once when the bound ends it (not on every look).
+    const fields = { partitionId: this.context.partitionId, logEntries };
+    if (deferred && !this.snapshotDeferred) {
+      this.context.logger.debug(fields, "snapshot deferred until the backup parts written on this broker end");
+    } else if (!deferred && this.snapshotDeferred && writing) {
+      this.context.logger.info(fields, "snapshot taken during a backup: the log reached its bound");
+    }
+    this.snapshotDeferred = deferred;
+    return deferred;
+  }
+
+  /**
+   * Ends the part of `checkpoint` in this replica's state and on its broker's count; idempotent, so that both a settled
+   * part and its final clean-up may call it. A later checkpoint applied meanwhile keeps its reservation and starts next.
+   */
+  private endPart(checkpoint: Checkpoint, endActivity: () => void): void {
+    if (this.endPartActivity !== endActivity) return;
+    this.endPartActivity = null;
+    this.partRunning = false;
+    endActivity();
+    if (this.checkpoint === checkpoint) this.checkpoint = null;
+  }
+}
