@@ -1,4 +1,5 @@
 import { type Static, Type } from "typebox";
+import { MAX_BROKER_ID } from "../cluster/topology/distribution.js";
 
 /**
  * How a key-encryption key is written (`service.secrets.key`, and the key file): base64, standard or URL-safe
@@ -310,10 +311,10 @@ export const configurationSchema = Type.Object(
         }),
         cluster: Type.Object(
           {
-            nodeId: Type.Integer({ minimum: 0, maximum: 1023, default: 0, description: "This broker's id." }),
+            nodeId: Type.Integer({ minimum: 0, maximum: MAX_BROKER_ID, default: 0, description: "This broker's id." }),
             clusterSize: Type.Integer({
               minimum: 1,
-              maximum: 1024,
+              maximum: MAX_BROKER_ID + 1,
               default: 3,
               description: "Brokers at first start.",
             }),

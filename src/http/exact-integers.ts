@@ -6,6 +6,11 @@
  * - the validators check it with the `exactInteger` keyword instead of `type: "integer"` (bodies: a safe integer or
  *   such a bigint; path and query parameters: decimal digits) and hand it to the route as a bigint;
  * - a response writes a bigint as its digits (fast-json-stringify does so for `type: "integer"`).
+ *
+ * Plain integer fields of path and query parameters take the same keyword, handing the route a number: Ajv's own
+ * coercion reads any text JavaScript reads as a number, so `1e3` and `0x10` would arrive as 1000 and 16, and digits
+ * beyond 2^53 − 1 as a rounded number the route would then refuse as if the cluster behind it had failed. A parameter
+ * is an integer only when it is written in decimal digits, and within the field's bounds (the safe range without).
  */
 import type { Ajv, FuncKeywordDefinition, SchemaValidateFunction } from "ajv";
 import { exactInteger } from "../json/exact-json.js";
@@ -37,7 +42,12 @@ const ANNOTATION_KEYWORDS = new Set([
 interface IntegerRange {
   readonly minimum: string;
   readonly maximum: string;
+  /** The route gets a number (a plain integer parameter), not a bigint. */
+  readonly asNumber?: true;
 }
+
+/** Where a schema validates: bodies arrive as JSON, parameters as text. */
+export type SchemaPart = "body" | "parameters";
 
 /** Decimal digits of a 64-bit integer, as a path or query parameter writes it. */
 const INTEGER_TEXT = /^-?[0-9]{1,19}$/;
@@ -45,6 +55,9 @@ const INTEGER_TEXT = /^-?[0-9]{1,19}$/;
 function isInt64Field(node: Record<string, unknown>): boolean {
   return node.format === INT64_FORMAT && node.type === "integer";
 }
+
+/** Keywords a plain integer parameter may have besides bounds and annotations: a default, which Ajv fills in. */
+const PARAMETER_KEYWORDS = new Set(["default"]);
 
 /** The bound `keyword` of an int64 field as a bigint, or null when the field has none; throws for one not an integer. */
 function boundOf(node: Record<string, unknown>, keyword: string): bigint | null {
@@ -64,8 +77,26 @@ function int64Range(node: Record<string, unknown>): IntegerRange {
       throw new Error(`an int64 field takes only bounds and annotations; ${keyword} would not be checked`);
     }
   }
-  let minimum = -MAX_INT64 - 1n;
-  let maximum = MAX_INT64;
+  return boundedRange(node, -MAX_INT64 - 1n, MAX_INT64);
+}
+
+/** The range of a plain integer parameter: its bounds within the safe range. */
+function parameterRange(node: Record<string, unknown>): IntegerRange {
+  for (const keyword of Object.keys(node)) {
+    if (!BOUND_KEYWORDS.has(keyword) && !ANNOTATION_KEYWORDS.has(keyword) && !PARAMETER_KEYWORDS.has(keyword)) {
+      throw new Error(
+        `an integer parameter takes only bounds, a default and annotations; ${keyword} would not be checked`,
+      );
+    }
+  }
+  const safe = BigInt(Number.MAX_SAFE_INTEGER);
+  return { ...boundedRange(node, -safe, safe), asNumber: true };
+}
+
+/** `minimum`..`maximum` narrowed by the bounds of `node`. */
+function boundedRange(node: Record<string, unknown>, lowest: bigint, highest: bigint): IntegerRange {
+  let minimum = lowest;
+  let maximum = highest;
   const inclusiveMinimum = boundOf(node, "minimum");
   const exclusiveMinimum = boundOf(node, "exclusiveMinimum");
   const inclusiveMaximum = boundOf(node, "maximum");
@@ -77,13 +108,22 @@ function int64Range(node: Record<string, unknown>): IntegerRange {
   return { minimum: String(minimum), maximum: String(maximum) };
 }
 
-/** `schema` with every int64 field checked by the `exactInteger` keyword instead of `type` and the bounds. */
-export function withExactIntegers(schema: unknown): unknown {
-  if (Array.isArray(schema)) return schema.map(withExactIntegers);
+/**
+ * `schema` with every int64 field checked by the `exactInteger` keyword instead of `type` and the bounds; for
+ * parameters, every plain integer field too.
+ */
+export function withExactIntegers(schema: unknown, part: SchemaPart = "body"): unknown {
+  if (Array.isArray(schema)) return schema.map((item) => withExactIntegers(item, part));
   if (typeof schema !== "object" || schema === null) return schema;
   const node = schema as Record<string, unknown>;
   if (isInt64Field(node)) return { [EXACT_INTEGER_KEYWORD]: int64Range(node) };
-  return Object.fromEntries(Object.entries(node).map(([key, value]) => [key, withExactIntegers(value)]));
+  if (part === "parameters" && node.type === "integer") {
+    const range = parameterRange(node);
+    return node.default === undefined
+      ? { [EXACT_INTEGER_KEYWORD]: range }
+      : { default: node.default, [EXACT_INTEGER_KEYWORD]: range };
+  }
+  return Object.fromEntries(Object.entries(node).map(([key, value]) => [key, withExactIntegers(value, part)]));
 }
 
 const int64FieldsBySchema = new WeakMap<object, boolean>();
@@ -116,7 +156,9 @@ export function addExactIntegerKeyword(ajv: Ajv, fromText: boolean): Ajv {
       ];
       return false;
     }
-    if (context?.parentData !== undefined) context.parentData[context.parentDataProperty] = value;
+    if (context?.parentData !== undefined) {
+      context.parentData[context.parentDataProperty] = range.asNumber === true ? Number(value) : value;
+    }
     return true;
   };
   const definition: FuncKeywordDefinition = {

@@ -76,7 +76,7 @@ function createValidatorCompiler() {
   return ({ schema, httpPart }: { schema: object; httpPart?: string }) =>
     httpPart === "body"
       ? strictAjv.compile(withExactIntegers(schema) as object)
-      : coercingAjv.compile(withExactIntegers(schema) as object);
+      : coercingAjv.compile(withExactIntegers(schema, "parameters") as object);
 }
 
 /** The length of a path segment once its percent-encoding is decoded (its raw length when that is not valid). */

@@ -31,6 +31,19 @@ describe("int64 fields", () => {
       { schema: { params: Type.Object({ id: int64Schema({ minimum: 0 }) }), response: { 200: answer } } },
       async (request) => ({ id: request.params.id, kind: typeof request.params.id }),
     );
+    server.get(
+      "/brokers/:brokerId",
+      {
+        schema: {
+          params: Type.Object({ brokerId: Type.Integer({ minimum: 0, maximum: 1023 }) }),
+          querystring: Type.Object({
+            page: Type.Integer({ minimum: 1, default: 1 }),
+            offset: Type.Optional(Type.Integer()),
+          }),
+        },
+      },
+      async (request) => ({ ...request.params, ...request.query, kind: typeof request.params.brokerId }),
+    );
     server.post("/any", async (request) => ({ received: request.body }));
     server.post(
       "/bounded",
@@ -86,6 +99,30 @@ describe("int64 fields", () => {
     }
   });
 
+  it("reads a plain integer parameter from its decimal digits as a number, and refuses any other way to write one", async () => {
+    expect((await server.inject({ method: "GET", url: "/brokers/1023?offset=-7" })).json()).toEqual({
+      brokerId: 1023,
+      page: 1,
+      offset: -7,
+      kind: "number",
+    });
+    expect((await server.inject({ method: "GET", url: "/brokers/007?page=2" })).json()).toMatchObject({
+      brokerId: 7,
+      page: 2,
+    });
+    // Ajv's own coercion read all of these as numbers: 1000, 16, 0.5e1 = 5, and a rounded 10^20.
+    for (const text of ["1e3", "0x10", "0.5e1", "5.0", " 5", "1024", "-1", "99999999999999999999"]) {
+      const response = await server.inject({ method: "GET", url: `/brokers/${encodeURIComponent(text)}` });
+      expect(response.statusCode, text).toBe(400);
+      expect(response.json().detail, text).toBe("params/brokerId must be an integer from 0 to 1023");
+    }
+    const unbounded = await server.inject({ method: "GET", url: "/brokers/1?offset=9007199254740993" });
+    expect(unbounded.json().detail).toBe(
+      "querystring/offset must be an integer from -9007199254740991 to 9007199254740991",
+    );
+    expect((await server.inject({ method: "GET", url: "/brokers/1?page=0" })).statusCode).toBe(400);
+  });
+
   it("accepts a body that starts with a byte order mark, as every other route does", async () => {
     const response = await post('\uFEFF{"id": 9223372036854775807}');
     expect(response.statusCode).toBe(200);
@@ -121,6 +158,9 @@ describe("int64 fields", () => {
     expect(() => withExactIntegers(schema)).toThrow(/multipleOf would not be checked/);
     expect(() => withExactIntegers(Type.Object({ id: int64Schema({ minimum: 0.5 }) }))).toThrow(
       /minimum must be a safe integer/,
+    );
+    expect(() => withExactIntegers(Type.Object({ n: Type.Integer({ multipleOf: 2 }) }), "parameters")).toThrow(
+      /multipleOf would not be checked/,
     );
   });
 

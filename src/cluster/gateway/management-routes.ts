@@ -16,12 +16,30 @@ import type {
   ClusterStatusResponse,
   OperationProgress,
 } from "../broker/protocol.js";
-import { decodeConfiguration, toConfigurationDocument } from "../topology/index.js";
+import { decodeConfiguration, MAX_BROKER_ID, MAX_PARTITION_COUNT, toConfigurationDocument } from "../topology/index.js";
 import type { CoordinatorClient } from "./coordinator-client.js";
 import type { TopologyCache } from "./topology-cache.js";
 
-const brokerIdSchema = Type.Integer({ minimum: 0, description: "A broker id (0, 1, 2, …)." });
-const partitionIdSchema = Type.Integer({ minimum: 1, description: "A partition id (from 1)." });
+/*
+ * Every number of a request is bounded here, so that the coordinator is handed only what it can plan (it checks again
+ * and names what is wrong): a broker count became a list of that many ids, and a billion of them took the broker's
+ * memory. Numbers the bounds leave to the planner (a negative id in the broker list, a replication factor above the
+ * broker count) get its clearer reasons.
+ */
+/** Most brokers a cluster can have: ids 0..MAX_BROKER_ID. */
+const MAX_BROKERS = MAX_BROKER_ID + 1;
+/** Highest election priority a replica may be given (a 32-bit integer, as clients of the reference product send). */
+const MAX_PRIORITY = 2 ** 31 - 1;
+
+const brokerIdSchema = Type.Integer({ minimum: 0, maximum: MAX_BROKER_ID, description: "A broker id (0, 1, 2, …)." });
+const partitionIdSchema = Type.Integer({
+  minimum: 1,
+  maximum: MAX_PARTITION_COUNT,
+  description: "A partition id (from 1).",
+});
+const replicationFactorSchema = Type.Integer({ minimum: 1, maximum: MAX_BROKERS });
+const brokerIdListSchema = (description: string) =>
+  Type.Array(Type.Integer({ minimum: -MAX_BROKERS, maximum: MAX_BROKER_ID }), { maxItems: MAX_BROKERS, description });
 
 const dryRunQuery = {
   dryRun: Type.Optional(Type.Boolean({ default: false, description: "Plan and simulate the change, record nothing." })),
@@ -90,9 +108,15 @@ const patchBodySchema = Type.Object(
     brokers: Type.Optional(
       Type.Object(
         {
-          add: Type.Optional(Type.Array(Type.Integer(), { description: "Broker ids to add." })),
-          remove: Type.Optional(Type.Array(Type.Integer(), { description: "Broker ids to remove." })),
-          count: Type.Optional(Type.Integer({ description: "The new number of brokers: ids 0..count-1." })),
+          add: Type.Optional(brokerIdListSchema("Broker ids to add.")),
+          remove: Type.Optional(brokerIdListSchema("Broker ids to remove.")),
+          count: Type.Optional(
+            Type.Integer({
+              minimum: 0,
+              maximum: MAX_BROKERS,
+              description: "The new number of brokers: ids 0..count-1.",
+            }),
+          ),
         },
         { additionalProperties: false },
       ),
@@ -100,8 +124,12 @@ const patchBodySchema = Type.Object(
     partitions: Type.Optional(
       Type.Object(
         {
-          count: Type.Integer({ description: "The new partition count (experimental; never lower than today's)." }),
-          replicationFactor: Type.Integer(),
+          count: Type.Integer({
+            minimum: 1,
+            maximum: MAX_PARTITION_COUNT,
+            description: "The new partition count (experimental; never lower than today's).",
+          }),
+          replicationFactor: replicationFactorSchema,
         },
         { additionalProperties: false },
       ),
@@ -179,15 +207,21 @@ export function managementRoutes(server: HttpServer, coordinator: CoordinatorCli
         summary: "Scale to exactly these brokers (endpoint 4)",
         description:
           "The body lists ALL broker ids of the final cluster (integers or digit strings). With force=true it lists the brokers to keep and the others are removed without moving their partitions.",
-        body: Type.Array(Type.Union([Type.Integer(), Type.String()]), {
-          description: "Every broker id of the final cluster.",
-        }),
+        body: Type.Array(
+          // Items are checked by the planner, which names the item and why.
+          Type.Union([Type.Integer(), Type.String({ maxLength: 16 })]),
+          { maxItems: MAX_BROKERS, description: "Every broker id of the final cluster." },
+        ),
         querystring: Type.Object(
           {
             ...dryRunQuery,
             ...forceQuery,
             replicationFactor: Type.Optional(
-              Type.Integer({ description: "Replicas per partition after the change (default: today's smallest)." }),
+              Type.Integer({
+                minimum: 1,
+                maximum: MAX_BROKERS,
+                description: "Replicas per partition after the change (default: today's smallest).",
+              }),
             ),
           },
           { additionalProperties: false },
@@ -289,7 +323,13 @@ export function managementRoutes(server: HttpServer, coordinator: CoordinatorCli
     { additionalProperties: false },
   );
   const priorityBody = Type.Object(
-    { priority: Type.Integer({ minimum: 1, description: "Election priority of the new replica (≥ 1)." }) },
+    {
+      priority: Type.Integer({
+        minimum: 1,
+        maximum: MAX_PRIORITY,
+        description: "Election priority of the new replica (≥ 1).",
+      }),
+    },
     { additionalProperties: false },
   );
   for (const path of [

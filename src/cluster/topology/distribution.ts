@@ -6,6 +6,12 @@
 /** Highest partition id a cluster can have (keys carry partition ids in 13 bits). */
 export const MAX_PARTITION_COUNT = 8191;
 
+/**
+ * Highest broker id a cluster can have, as a broker's configuration allows (`service.broker.cluster.nodeId`); a change
+ * naming a higher one could never complete, since no broker can have its id. So a cluster has at most 1024 brokers.
+ */
+export const MAX_BROKER_ID = 1023;
+
 /** One replica of a partition: the broker that hosts it and its election priority (≥ 1; highest is primary). */
 export interface ReplicaAssignment {
   readonly brokerId: number;

@@ -63,6 +63,7 @@ export {
   distributionProblems,
   type FixedPartitioningScheme,
   fixedDistribution,
+  MAX_BROKER_ID,
   MAX_PARTITION_COUNT,
   type PartitionDistribution,
   type ReplicaAssignment,

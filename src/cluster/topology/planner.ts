@@ -10,7 +10,7 @@
  */
 import { applyChange, describeOperation, OperationError } from "./change.js";
 import type { ClusterConfiguration, ClusterOperation } from "./configuration.js";
-import { MAX_PARTITION_COUNT, type ReplicaAssignment, roundRobinReplicas } from "./distribution.js";
+import { MAX_BROKER_ID, MAX_PARTITION_COUNT, type ReplicaAssignment, roundRobinReplicas } from "./distribution.js";
 
 /** Thrown for every request the planner refuses; each problem names the rule and becomes part of a 400 answer. */
 export class PlanningError extends Error {
@@ -93,8 +93,21 @@ function isPositiveInteger(value: unknown): value is number {
   return Number.isSafeInteger(value) && (value as number) >= 1;
 }
 
+/** Longest text of a value a problem quotes: a request's value is echoed, so a long one is cut. */
+const MAX_SHOWN_CHARACTERS = 40;
+
 function show(value: unknown): string {
-  return typeof value === "string" ? JSON.stringify(value) : String(value);
+  const text = typeof value === "string" ? JSON.stringify(value) : String(value);
+  return text.length > MAX_SHOWN_CHARACTERS
+    ? `${text.slice(0, MAX_SHOWN_CHARACTERS)}… (${text.length} characters)`
+    : text;
+}
+
+/** The problem with a broker id, or null: not a non-negative integer, or over `MAX_BROKER_ID`. */
+function brokerIdProblem(brokerId: unknown): string | null {
+  if (!isNonNegativeInteger(brokerId)) return `broker id ${show(brokerId)} is not a non-negative integer`;
+  if (brokerId > MAX_BROKER_ID) return `broker id ${brokerId} is over the maximum ${MAX_BROKER_ID}`;
+  return null;
 }
 
 function viewOf(configuration: ClusterConfiguration): PlanningView {
@@ -140,7 +153,8 @@ function brokerListProblems(brokers: unknown, what: string): string[] {
   if (!Array.isArray(brokers)) return [`${what} must be an array of broker ids`];
   const problems: string[] = [];
   for (const id of brokers) {
-    if (!isNonNegativeInteger(id)) problems.push(`broker id ${show(id)} is not a non-negative integer`);
+    const problem = brokerIdProblem(id);
+    if (problem !== null) problems.push(problem);
   }
   if (brokers.length === 0) problems.push(`${what} is empty: a cluster needs at least one broker`);
   const seen = new Set<unknown>();
@@ -356,8 +370,8 @@ export function planForcedRemoval(
 
 /** The plan of `POST /actuator/cluster/brokers/{id}`: one BROKER_ADD; refused when the broker is already a member. */
 export function planAddBroker(configuration: ClusterConfiguration, brokerId: number): ClusterOperation[] {
-  if (!isNonNegativeInteger(brokerId))
-    throw new PlanningError([`broker id ${show(brokerId)} is not a non-negative integer`]);
+  const problem = brokerIdProblem(brokerId);
+  if (problem !== null) throw new PlanningError([problem]);
   // A JOINING or LEAVING entry left by a cancelled change may be added again; an ACTIVE member may not.
   if (configuration.members.get(brokerId)?.state === "ACTIVE") {
     throw new PlanningError([`broker ${brokerId} is already a member of the cluster`]);
@@ -367,8 +381,8 @@ export function planAddBroker(configuration: ClusterConfiguration, brokerId: num
 
 /** The plan of `DELETE /actuator/cluster/brokers/{id}`: one BROKER_REMOVE; refused while the broker hosts partitions. */
 export function planRemoveBroker(configuration: ClusterConfiguration, brokerId: number): ClusterOperation[] {
-  if (!isNonNegativeInteger(brokerId))
-    throw new PlanningError([`broker id ${show(brokerId)} is not a non-negative integer`]);
+  const problem = brokerIdProblem(brokerId);
+  if (problem !== null) throw new PlanningError([problem]);
   const member = configuration.members.get(brokerId);
   if (member === undefined || member.state === "LEFT") {
     throw new PlanningError([`broker ${brokerId} is not a member of the cluster`]);
@@ -396,7 +410,8 @@ export function planJoinPartition(
   priority: number,
 ): ClusterOperation[] {
   const problems: string[] = [];
-  if (!isNonNegativeInteger(brokerId)) problems.push(`broker id ${show(brokerId)} is not a non-negative integer`);
+  const brokerProblem = brokerIdProblem(brokerId);
+  if (brokerProblem !== null) problems.push(brokerProblem);
   problems.push(...partitionIdProblems(partitionId));
   if (!isPositiveInteger(priority)) problems.push(`priority must be an integer ≥ 1, got ${show(priority)}`);
   throwIfAny(problems);
@@ -418,7 +433,8 @@ export function planLeavePartition(
   partitionId: number,
 ): ClusterOperation[] {
   const problems: string[] = [];
-  if (!isNonNegativeInteger(brokerId)) problems.push(`broker id ${show(brokerId)} is not a non-negative integer`);
+  const brokerProblem = brokerIdProblem(brokerId);
+  if (brokerProblem !== null) problems.push(brokerProblem);
   problems.push(...partitionIdProblems(partitionId));
   throwIfAny(problems);
   if (!configuration.members.get(brokerId)?.partitions.has(partitionId)) {
@@ -501,8 +517,13 @@ export function normalizeBrokerIds(body: unknown): number[] {
   const ids: number[] = [];
   for (const [index, item] of body.entries()) {
     const id = typeof item === "string" && /^\d+$/.test(item) ? Number(item) : item;
-    if (isNonNegativeInteger(id)) ids.push(id);
-    else problems.push(`/${index}: broker id ${show(item)} is not a non-negative integer`);
+    const problem = brokerIdProblem(id);
+    if (problem === null) ids.push(id);
+    // A digit string too long for an exact number is quoted as sent.
+    else
+      problems.push(
+        `/${index}: ${isNonNegativeInteger(id) ? problem : `broker id ${show(item)} is not a non-negative integer`}`,
+      );
   }
   throwIfAny(problems);
   problems.push(...brokerListProblems(ids, "the broker list"));
@@ -566,8 +587,9 @@ function readIds(value: unknown, path: string, problems: string[]): number[] | u
   }
   const ids: number[] = [];
   for (const [index, id] of value.entries()) {
-    if (isNonNegativeInteger(id)) ids.push(id);
-    else problems.push(`${path}/${index}: broker id ${show(id)} is not a non-negative integer`);
+    const problem = brokerIdProblem(id);
+    if (problem === null) ids.push(id);
+    else problems.push(`${path}/${index}: ${problem}`);
   }
   return ids;
 }
@@ -605,6 +627,12 @@ function readPatchBody(body: unknown): PatchBody {
       problems.push(...unknownFields(body.brokers, ["add", "remove", "count"], "/brokers"));
       const count = readInteger(body.brokers.count, "/brokers/count", problems, false);
       if (count !== undefined && count < 0) problems.push(`/brokers/count must not be negative, got ${count}`);
+      // Checked before anything is planned: the count becomes a list of that many broker ids.
+      if (count !== undefined && count > MAX_BROKER_ID + 1) {
+        problems.push(
+          `/brokers/count ${count} is over the maximum ${MAX_BROKER_ID + 1} (broker ids 0..${MAX_BROKER_ID})`,
+        );
+      }
       brokers = {
         add: readIds(body.brokers.add, "/brokers/add", problems),
         remove: readIds(body.brokers.remove, "/brokers/remove", problems),

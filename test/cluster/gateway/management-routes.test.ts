@@ -270,6 +270,47 @@ describe("cluster management API: refusals (spec error table)", () => {
       /already/,
     ],
     ["a leave of a replica not hosted", "DELETE", "/actuator/cluster/brokers/1/partitions/7", {}, /7/],
+    // Numbers beyond what a cluster can have are refused at the gateway: a count of a billion brokers took the
+    // coordinator's process, and integers beyond 2^53 reached the brokers, which refused them as malformed (a 502).
+    [
+      "a broker count beyond 1024",
+      "PATCH",
+      "/actuator/cluster?dryRun=true",
+      { body: JSON.stringify({ brokers: { count: 1_000_000_000 } }) },
+      /count must be <= 1024/,
+    ],
+    [
+      "a broker id beyond 1023 to add",
+      "PATCH",
+      "/actuator/cluster?dryRun=true",
+      { body: JSON.stringify({ brokers: { add: [1024] } }) },
+      /add\/0 must be <= 1023/,
+    ],
+    [
+      "a broker id beyond 1023 in the list",
+      "POST",
+      "/actuator/cluster/brokers",
+      { body: "[0,1,2,1024]" },
+      /broker id 1024 is over the maximum 1023/,
+    ],
+    ["a broker id of 1e300 in the list", "POST", "/actuator/cluster/brokers", { body: "[0,1,1e300]" }, /1e\+300/],
+    ["a broker id written as 1e3", "POST", "/actuator/cluster/brokers/1e3?dryRun=true", {}, /brokerId/],
+    ["a broker id written as 0x10", "DELETE", "/actuator/cluster/brokers/0x10?dryRun=true", {}, /brokerId/],
+    [
+      "a replication factor beyond 2^53",
+      "POST",
+      "/actuator/cluster/brokers?dryRun=true&replicationFactor=99999999999999999999",
+      { body: "[0,1,2]" },
+      /replicationFactor/,
+    ],
+    [
+      "a priority of 1e300",
+      "POST",
+      "/actuator/cluster/brokers/0/partitions/1?dryRun=true",
+      { body: '{"priority":1e300}' },
+      /priority/,
+    ],
+    ["a change id beyond 2^53", "DELETE", "/actuator/cluster/changes/99999999999999999999999", {}, /changeId/],
   ];
   for (const [name, method, path, init, detail] of badRequests) {
     it(`400 for ${name}`, async () => {

@@ -456,6 +456,18 @@ describe("planner: single-operation routes", () => {
     ]);
   });
 
+  it("refuses a broker id over the highest a broker can have, in every single operation", () => {
+    const over = "broker id 1024 is over the maximum 1023";
+    expect(notations(planAddBroker(configuration, 1023))).toEqual(["BROKER_ADD 1023"]);
+    expect(problemsOf(() => planAddBroker(configuration, 1024))).toEqual([over]);
+    expect(problemsOf(() => planRemoveBroker(configuration, 1024))).toEqual([over]);
+    expect(problemsOf(() => planJoinPartition(configuration, 1024, 1, 1))).toEqual([over]);
+    expect(problemsOf(() => planLeavePartition(configuration, 1024, 1))).toEqual([over]);
+    expect(problemsOf(() => planAddBroker(configuration, 2 ** 53))).toEqual([
+      "broker id 9007199254740992 is not a non-negative integer",
+    ]);
+  });
+
   it("leaves a partition, and refuses a broker that does not host it or its last replica", () => {
     expect(notations(planLeavePartition(configuration, 1, 1))).toEqual(["LEAVE(1,P1)"]);
     expect(problemsOf(() => planLeavePartition(configuration, 2, 1))).toEqual(["broker 2 does not host partition 1"]);
@@ -482,6 +494,30 @@ describe("planner: PATCH translation", () => {
       request: { brokers: [0, 1, 2, 3, 4] },
     });
     expect(translatePatch(configuration, {}, patchOn)).toEqual({ kind: "scale", request: { brokers: [0, 1, 2] } });
+  });
+
+  it("refuses a broker count or ids beyond the highest broker id before planning anything", () => {
+    // A count of a billion became a list of a billion broker ids, which took the coordinator's memory and process.
+    expect(problemsOf(() => translatePatch(configuration, { brokers: { count: 1_000_000_000 } }, patchOn))).toEqual([
+      "/brokers/count 1000000000 is over the maximum 1024 (broker ids 0..1023)",
+    ]);
+    expect(translatePatch(configuration, { brokers: { count: 1024 } }, patchOn)).toMatchObject({
+      request: { brokers: expect.arrayContaining([0, 1023]) },
+    });
+    expect(problemsOf(() => translatePatch(configuration, { brokers: { add: [3, 4096] } }, patchOn))).toEqual([
+      "/brokers/add/1: broker id 4096 is over the maximum 1023",
+    ]);
+    expect(problemsOf(() => planScale(configuration, { brokers: [0, 1, 2, 1024] }))).toEqual([
+      "broker id 1024 is over the maximum 1023",
+    ]);
+  });
+
+  it("quotes at most 40 characters of a value it refuses", () => {
+    const digits = "9".repeat(10_000);
+    expect(problemsOf(() => normalizeBrokerIds([digits]))).toEqual([
+      `/0: broker id "${"9".repeat(39)}… (10002 characters) is not a non-negative integer`,
+    ]);
+    expect(problemsOf(() => normalizeBrokerIds(["4096"]))).toEqual(["/0: broker id 4096 is over the maximum 1023"]);
   });
 
   it("refuses count together with add or remove", () => {

@@ -14,6 +14,7 @@
  * restore of the cluster runs (it stops and starts every broker itself), and a restore does not start while a scale
  * request is handled or brokers are being stopped (`inProgress`).
  */
+
 import type { Logger } from "pino";
 import type { TokenSource } from "../../../client/api.js";
 import { brokerHasStarted } from "../../../client/broker-health.js";
@@ -26,6 +27,7 @@ import {
 } from "../../../client/cluster.js";
 import { ApiError } from "../../../client/errors.js";
 import type { HttpOptions } from "../../../client/http.js";
+import { MAX_BROKER_ID } from "../../../cluster/topology/index.js";
 import { conflict, invalidRequest, ServiceError } from "../../../http/errors.js";
 import type { Provisioner } from "../../provisioner/provisioner.js";
 import { type ClusterDirectory, type ClusterSummary, requireCluster } from "../cluster-directory.js";
@@ -33,8 +35,8 @@ import { type ClusterDirectory, type ClusterSummary, requireCluster } from "../c
 /** Most brokers a cluster may be scaled to: each one is a process the provisioner runs. */
 export const MAX_BROKERS_PER_CLUSTER = 32;
 
-/** Highest broker id a change may name (ids need not be contiguous, but they stay small). */
-export const MAX_BROKER_ID = 1_023;
+/** Highest broker id a change may name (ids need not be contiguous, but they stay small): the cluster's own bound. */
+export { MAX_BROKER_ID };
 
 /** Most partitions a change may ask for. */
 export const MAX_PARTITIONS = 1_000;
