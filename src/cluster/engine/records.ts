@@ -267,24 +267,48 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return prototype === Object.prototype || prototype === null;
 }
 
+/** A UTF-16 surrogate without its other half: text that has no UTF-8 form. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
 /**
- * Whether any object inside `variables` has the key `__proto__`. msgpack decoding renames such keys (to keep
- * prototypes safe), so they would not survive; they are refused instead of being changed silently. The walk uses an
- * explicit stack, and runs only on variables whose encoding is within the size limit, so it is bounded.
+ * Whether `text` is well-formed Unicode. A lone surrogate (which JSON's `\uD800` escapes can carry) has no UTF-8 form:
+ * msgpack writes it as bytes that read back as U+FFFD, so the stored text would differ from the text sent, and two
+ * message ids that differ only there would collide.
  */
-function hasPrototypeKey(variables: Record<string, unknown>): boolean {
+function isWellFormed(text: string): boolean {
+  return !LONE_SURROGATE.test(text);
+}
+
+/**
+ * What in `variables` would not read back as it was sent, or null: the key `__proto__` (msgpack decoding renames such
+ * keys to keep prototypes safe), a key or string that is not well-formed Unicode, a number beyond a double's range
+ * (JSON's `1e400` parses as Infinity, which reads back as null). Refused instead of changed silently. The walk uses
+ * an explicit stack, and runs only on variables whose encoding is within the size limit, so it is bounded.
+ */
+function variablesProblem(variables: Record<string, unknown>): string | null {
   const stack: unknown[] = [variables];
   while (stack.length > 0) {
     const value = stack.pop();
+    if (typeof value === "string") {
+      if (!isWellFormed(value)) return "variables must be well-formed Unicode: a string holds a lone surrogate";
+      continue;
+    }
+    if (typeof value === "number") {
+      if (!Number.isFinite(value)) return "variables must not hold a number beyond the range of a double (±1.8e308)";
+      continue;
+    }
     if (typeof value !== "object" || value === null) continue;
     if (Array.isArray(value)) {
       stack.push(...value);
       continue;
     }
-    if (Object.hasOwn(value, "__proto__")) return true;
-    stack.push(...Object.values(value));
+    if (Object.hasOwn(value, "__proto__")) return "variables must not contain the key __proto__";
+    for (const [key, entry] of Object.entries(value)) {
+      if (!isWellFormed(key)) return "variables must be well-formed Unicode: a key holds a lone surrogate";
+      stack.push(entry);
+    }
   }
-  return false;
+  return null;
 }
 
 /** Whether `bytes` starts with a msgpack map header (fixmap, map 16 or map 32). */
@@ -311,9 +335,13 @@ function publishFieldProblems(fields: {
   const { name, correlationKey, timeToLiveMs, messageId, tenantId, publishedAtMs } = fields;
   if (typeof name !== "string" || name.length === 0 || utf8Bytes(name) > MESSAGE_LIMITS.maxNameBytes) {
     problems.push(`name must be a non-empty string of at most ${MESSAGE_LIMITS.maxNameBytes} UTF-8 bytes`);
+  } else if (!isWellFormed(name)) {
+    problems.push("name must be well-formed Unicode: it holds a lone surrogate");
   }
   if (typeof correlationKey !== "string" || utf8Bytes(correlationKey) > MESSAGE_LIMITS.maxCorrelationKeyBytes) {
     problems.push(`correlationKey must be a string of at most ${MESSAGE_LIMITS.maxCorrelationKeyBytes} UTF-8 bytes`);
+  } else if (!isWellFormed(correlationKey)) {
+    problems.push("correlationKey must be well-formed Unicode: it holds a lone surrogate");
   }
   if (
     !Number.isSafeInteger(timeToLiveMs) ||
@@ -328,6 +356,8 @@ function publishFieldProblems(fields: {
     (typeof messageId !== "string" || messageId.length === 0 || utf8Bytes(messageId) > MESSAGE_LIMITS.maxMessageIdBytes)
   ) {
     problems.push(`messageId must be a non-empty string of at most ${MESSAGE_LIMITS.maxMessageIdBytes} UTF-8 bytes`);
+  } else if (typeof messageId === "string" && !isWellFormed(messageId)) {
+    problems.push("messageId must be well-formed Unicode: it holds a lone surrogate");
   }
   if (typeof tenantId !== "string" || !isValidTenantId(tenantId)) {
     problems.push(`tenantId must be "${DEFAULT_TENANT_ID}" or 1..31 characters of letters, digits, '_', '.', '-'`);
@@ -460,8 +490,9 @@ function encodePublishRecord(record: PublishMessageRecord): Uint8Array {
       problems.push(
         `variables take ${variablesBytes.byteLength} bytes encoded, more than ${MESSAGE_LIMITS.maxVariablesBytes}`,
       );
-    } else if (hasPrototypeKey(record.variables)) {
-      problems.push("variables must not contain the key __proto__");
+    } else {
+      const problem = variablesProblem(record.variables);
+      if (problem !== null) problems.push(problem);
     }
   }
   if (problems.length > 0 || variablesBytes === undefined) throw new RecordValidationError(problems);

@@ -99,6 +99,39 @@ describe("records", () => {
     expect(() => encodeRecord({ kind: "expireMessages", nowMs: -1 })).toThrow(RecordValidationError);
   });
 
+  it("refuses text and numbers that would not read back as sent: lone surrogates, numbers beyond a double", () => {
+    // Each lone surrogate read back as U+FFFD, so two message ids differing only there collided (a false 409).
+    for (const lone of ["\ud800", "\udbff", "a\udc00", "\udfffz", "\ud800\ud800\udc00"]) {
+      expect(problemsOf({ ...valid, messageId: lone }), JSON.stringify(lone)).toEqual([
+        "messageId must be well-formed Unicode: it holds a lone surrogate",
+      ]);
+      expect(problemsOf({ ...valid, correlationKey: lone })).toEqual([
+        "correlationKey must be well-formed Unicode: it holds a lone surrogate",
+      ]);
+      expect(problemsOf({ ...valid, name: lone })).toEqual([
+        "name must be well-formed Unicode: it holds a lone surrogate",
+      ]);
+      expect(problemsOf({ ...valid, variables: { nested: [{ text: lone }] } })).toEqual([
+        "variables must be well-formed Unicode: a string holds a lone surrogate",
+      ]);
+      expect(problemsOf({ ...valid, variables: { nested: { [lone]: 1 } } })).toEqual([
+        "variables must be well-formed Unicode: a key holds a lone surrogate",
+      ]);
+    }
+    // A pair is one character, however far into the plane.
+    for (const paired of ["\ud800\udc00", "\udbff\udfff", "😀", "a😀b"]) {
+      expect(
+        problemsOf({ ...valid, messageId: paired, correlationKey: paired, variables: { [paired]: paired } }),
+      ).toEqual([]);
+    }
+    for (const huge of [JSON.parse("1e400"), JSON.parse("-1e400")]) {
+      expect(problemsOf({ ...valid, variables: { a: { b: [huge] } } })).toEqual([
+        "variables must not hold a number beyond the range of a double (±1.8e308)",
+      ]);
+    }
+    expect(problemsOf({ ...valid, variables: { largest: Number.MAX_VALUE, smallest: -Number.MAX_VALUE } })).toEqual([]);
+  });
+
   it("turns malformed committed bytes into an invalid record instead of throwing", () => {
     const cases: Uint8Array[] = [
       new Uint8Array([0xc1]),

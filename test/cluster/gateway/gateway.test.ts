@@ -182,6 +182,17 @@ describe("gateway REST API", () => {
     expect(tooLong.status).toBe(400);
     expect(((await tooLong.json()) as { detail: string }).detail).toContain("name");
     expect((await publish(gateway, { name: "m", tenantId: "not a tenant!" })).status).toBe(400);
+    // Text and numbers that would not read back as sent: a lone surrogate became U+FFFD (so "\ud800" and "\udbff"
+    // collided as one message id), and 1e400 became null.
+    const lone = await publish(gateway, { name: "m", correlationKey: "k", messageId: "\ud800" });
+    expect(lone.status).toBe(400);
+    expect(((await lone.json()) as { detail: string }).detail).toContain("messageId must be well-formed Unicode");
+    const huge = await call(gateway, "/v2/messages/publication", {
+      method: "POST",
+      body: '{"name":"m","correlationKey":"k","variables":{"a":1e400}}',
+    });
+    expect(huge.status).toBe(400);
+    expect(((await huge.json()) as { detail: string }).detail).toContain("beyond the range of a double");
     // Nothing invalid reached a broker.
     expect(cluster.brokers.reduce((sum, broker) => sum + broker.received.length, 0)).toBe(2);
 
