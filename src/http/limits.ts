@@ -4,10 +4,12 @@
  * address), on requests per connection, on the size of URLs, path parameters and headers, and on the nesting of JSON
  * bodies. `createHttpServer` applies them; the settings are `service.http.*`.
  */
+
 import { readFileSync } from "node:fs";
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { FastifyBaseLogger } from "fastify";
+import { connectionAddressKey } from "../net/address-key.js";
 
 /** The `service.http` settings: the request deadline and the connection limits of one HTTP server. */
 export interface HttpServerLimits {
@@ -72,33 +74,6 @@ export function nestsDeeperThan(value: unknown, maxLevels: number): boolean {
       }
     }
   }
-}
-
-/** The eight 16-bit groups of an IPv6 address in text form, with `::` expanded and an embedded IPv4 tail kept whole. */
-function ipv6Groups(address: string): string[] {
-  const [head = "", tail] = address.split("::");
-  const headGroups = head === "" ? [] : head.split(":");
-  if (tail === undefined) return headGroups;
-  const tailGroups = tail === "" ? [] : tail.split(":");
-  const tailWidth = tailGroups.reduce((width, group) => width + (group.includes(".") ? 2 : 1), 0);
-  const zeros = Array.from({ length: Math.max(0, 8 - headGroups.length - tailWidth) }, () => "0");
-  return [...headGroups, ...zeros, ...tailGroups];
-}
-
-/**
- * The key a connection counts under for the per-address cap: its IPv4 address, or the /64 network of its IPv6
- * address, since one IPv6 host usually holds a whole /64 and could otherwise open the cap's worth from each address.
- */
-export function connectionAddressKey(remoteAddress: string | undefined): string {
-  if (remoteAddress === undefined || remoteAddress === "") return "unknown";
-  const withoutZone = remoteAddress.split("%")[0] ?? remoteAddress;
-  const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(withoutZone);
-  if (mapped !== null) return mapped[1] as string;
-  if (!withoutZone.includes(":")) return withoutZone;
-  const network = ipv6Groups(withoutZone)
-    .slice(0, 4)
-    .map((group) => (/^[0-9a-f]{1,4}$/i.test(group) ? Number.parseInt(group, 16).toString(16) : group));
-  return `${network.join(":")}::/64`;
 }
 
 /** The soft limit on open files of this process, from `/proc/self/limits`; undefined where that file is missing. */

@@ -3,12 +3,7 @@ import { connect } from "node:net";
 import { pino } from "pino";
 import { Type } from "typebox";
 import { afterEach, describe, expect, it } from "vitest";
-import {
-  connectionAddressKey,
-  type HttpServerLimits,
-  maxJsonNestingLevels,
-  nestsDeeperThan,
-} from "../../src/http/limits.js";
+import { type HttpServerLimits, maxJsonNestingLevels, nestsDeeperThan } from "../../src/http/limits.js";
 import { createHttpServer, type HttpServer } from "../../src/http/server.js";
 import { type HeldConnections, holdConnections, requestFrom } from "../support/http.js";
 
@@ -168,18 +163,6 @@ describe("connection limits of every HTTP server", () => {
     expect(answers[1]).toMatch(/^404 /);
     expect(answers[1]?.toLowerCase()).toContain("connection: close");
   }, 20_000);
-});
-
-describe("connectionAddressKey", () => {
-  it("counts IPv4 addresses alone, IPv4-mapped IPv6 as IPv4, and IPv6 by /64 network", () => {
-    expect(connectionAddressKey("203.0.113.7")).toBe("203.0.113.7");
-    expect(connectionAddressKey("::ffff:203.0.113.7")).toBe("203.0.113.7");
-    expect(connectionAddressKey("2001:db8:0:1::7")).toBe("2001:db8:0:1::/64");
-    expect(connectionAddressKey("2001:db8:0:1:ffff:1:2:3")).toBe("2001:db8:0:1::/64");
-    expect(connectionAddressKey("2001:0db8:0000:0001::1%eth0")).toBe("2001:db8:0:1::/64");
-    expect(connectionAddressKey("::1")).toBe("0:0:0:0::/64");
-    expect(connectionAddressKey(undefined)).toBe("unknown");
-  });
 });
 
 describe("nestsDeeperThan", () => {

@@ -19,6 +19,7 @@ import { createServer } from "node:net";
 import type { Logger } from "pino";
 import { BufferPool } from "../../buffers/buffer-pool.js";
 import { type RetainedRegionStatistics, RetainedRegions } from "../../buffers/retained-regions.js";
+import { connectionAddressKey } from "../../net/address-key.js";
 import { adoptAcceptedSocket } from "./accepted-socket.js";
 import type { ClusterCredentials } from "./cluster-credentials.js";
 import type { Envelope, NodeId, PeerAddress } from "./envelope.js";
@@ -145,7 +146,10 @@ export interface TransportStatistics {
 }
 
 interface InboundState {
-  /** The remote IP address: the unit of the per-address cap and of the refusal log. */
+  /**
+   * The remote address as the per-address cap and the refusal log count it: an IPv4 address, or an IPv6 address's /64
+   * network (one host usually holds a whole /64, and could otherwise open the cap's worth from each address).
+   */
   readonly remoteHost: string;
   /** The remote IP address and port, naming a client in RequestSender. */
   readonly remoteAddress: string;
@@ -428,11 +432,11 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
       socket.destroy();
       return;
     }
-    const remoteHost = socket.remoteAddress ?? "unknown";
+    const remoteHost = connectionAddressKey(socket.remoteAddress);
     this.makeRoomForHandshake(remoteHost);
     const state: InboundState = {
       remoteHost,
-      remoteAddress: `${remoteHost}:${socket.remotePort ?? 0}`,
+      remoteAddress: `${socket.remoteAddress ?? "unknown"}:${socket.remotePort ?? 0}`,
       acceptorNonce: newNonce(),
       sender: undefined,
       requestsInFlight: 0,

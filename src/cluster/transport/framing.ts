@@ -82,6 +82,15 @@ const READ_BLOCK_BYTES = 64 * 1024;
 const MIN_READ_BYTES = 8 * 1024;
 
 /**
+ * Bytes of the blocks while the largest accepted frame is small (a connection whose handshake has not ended): one such
+ * frame, so that a peer that has proved nothing makes the decoder hold about as much as the frame limit says, not a
+ * whole block (Node asks for read memory as soon as a connection is accepted, before it has sent a byte).
+ */
+function blockBytesFor(maxFrameBytes: number): number {
+  return Math.min(READ_BLOCK_BYTES, FRAME_HEADER_BYTES + maxFrameBytes);
+}
+
+/**
  * Bodies of at least this size are read straight into memory of their own, sized to the body: a snapshot chunk or a
  * large append then arrives where the receiver keeps it, without being copied out of read buffers first. A flagged
  * (retained) body's memory is carved from a region when the decoder has `retainedBodies`.
@@ -200,8 +209,9 @@ export class FrameDecoder {
       // Reads into a body are no larger than those into a block, as Node's own reads are.
       memory = this.ownBody.subarray(this.ownBodyFilledBytes, this.ownBodyFilledBytes + READ_BLOCK_BYTES);
     } else {
-      if (this.block.length - this.blockFilledBytes < MIN_READ_BYTES) {
-        this.block = Buffer.allocUnsafe(READ_BLOCK_BYTES);
+      const blockBytes = blockBytesFor(this.maxFrameBytesValue);
+      if (this.block.length - this.blockFilledBytes < Math.min(MIN_READ_BYTES, blockBytes)) {
+        this.block = Buffer.allocUnsafe(blockBytes);
         this.blockFilledBytes = 0;
       }
       memory = this.block.subarray(this.blockFilledBytes);

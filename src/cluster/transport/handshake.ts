@@ -13,8 +13,9 @@
  * computed can never stand for the other side's.
  *
  * Until the handshake ends, frames are capped at MAX_UNAUTHENTICATED_FRAME_BYTES on both sides (the largest
- * handshake envelope is a few hundred bytes), so a connection that has not proved anything can make a node hold
- * about one kilobyte. After it, the connection's normal limits apply. The secret authenticates peers; it does not
+ * handshake envelope is a few hundred bytes), and the decoder's read memory with them, so a connection that has not
+ * proved anything can make a node hold about one kilobyte of buffers besides the socket itself. After it, the
+ * connection's normal limits apply. The secret authenticates peers; it does not
  * encrypt or sign the frames that follow.
  */
 import { randomBytes } from "node:crypto";

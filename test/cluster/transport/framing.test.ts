@@ -158,6 +158,29 @@ describe("FrameDecoder", () => {
     expect(values.map((value) => [...(value ?? [])])).toEqual([Array(10).fill(1), Array(10).fill(3)]);
   });
 
+  it("holds no more than one small frame's worth of read memory while its frames are capped small, and blocks after", () => {
+    // A connection whose handshake has not ended accepts frames of at most 1 KiB; Node asks it for read memory as
+    // soon as it is accepted, so a block of 64 KiB made every silent connection hold 64 KiB.
+    const decoder = new FrameDecoder({ maxFrameBytes: 1_024 });
+    const read = (bytes: Uint8Array): { memory: Uint8Array; frames: DecodedFrame[] } => {
+      const memory = decoder.readBuffer();
+      memory.set(bytes);
+      return { memory, frames: decoder.commitRead(bytes.length) };
+    };
+    expect(decoder.readBuffer().byteLength).toBe(FRAME_HEADER_BYTES + 1_024);
+    const hello = encodeFrame({ hello: "x".repeat(900) }, 1_024);
+    const first = read(hello.subarray(0, 500));
+    expect(first.memory.byteLength).toBeLessThanOrEqual(FRAME_HEADER_BYTES + 1_024);
+    const second = read(hello.subarray(500));
+    expect(second.memory.byteLength).toBeLessThanOrEqual(FRAME_HEADER_BYTES + 1_024);
+    expect(decodedValue<{ hello: string }>(second.frames[0]).hello).toHaveLength(900);
+    // The handshake ended: the normal limit brings blocks of 64 KiB back.
+    decoder.maxFrameBytes = maxFrameBytes;
+    const after = read(encodeFrame({ n: 1 }, maxFrameBytes));
+    expect(after.memory.byteLength).toBe(64 * 1024);
+    expect(decodedValue<{ n: number }>(after.frames[0]).n).toBe(1);
+  });
+
   it("decodes the same frames whatever the sizes of the reads, large bodies included", () => {
     const value = fc.oneof(
       fc.string({ maxLength: 50 }),
