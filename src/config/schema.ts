@@ -55,6 +55,13 @@ export const configurationSchema = Type.Object(
           description:
             "Requests served on one keep-alive connection; the last answer carries Connection: close and the client opens a new connection.",
         }),
+        responseStallTimeoutMs: Type.Integer({
+          minimum: 100,
+          maximum: 3_600_000,
+          default: 30_000,
+          description:
+            "Longest time an answer may wait while the client reads none of it; the connection is then closed. A handler still at work and an idle keep-alive connection are not affected. Applies to every HTTP server.",
+        }),
       },
       { additionalProperties: false, default: {} },
     ),

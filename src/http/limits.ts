@@ -1,12 +1,13 @@
 /**
  * The limits every flowplane HTTP server applies, so that no client can hold a server's connections or hand it input
- * whose cost is unbounded: a deadline for each whole request, caps on open connections (in all and per client
- * address), on requests per connection, on the size of URLs, path parameters and headers, and on the nesting of JSON
- * bodies. `createHttpServer` applies them; the settings are `service.http.*`.
+ * whose cost is unbounded: a deadline for each whole request and for each answer the client leaves unread, caps on
+ * open connections (in all and per client address), on requests per connection and on requests one connection
+ * pipelines, on the size of URLs, path parameters and headers, and on the nesting of JSON bodies. `createHttpServer`
+ * applies them; the settings are `service.http.*`.
  */
 
 import { readFileSync } from "node:fs";
-import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import type { IncomingMessage, RequestListener, Server, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { FastifyBaseLogger } from "fastify";
 import { connectionAddressKey } from "../net/address-key.js";
@@ -21,7 +22,16 @@ export interface HttpServerLimits {
   readonly maxConnectionsPerAddress: number;
   /** Requests served on one keep-alive connection before the server closes it. */
   readonly maxRequestsPerConnection: number;
+  /** Longest time an answer may wait while the client reads none of it; the connection is then closed. */
+  readonly responseStallTimeoutMs: number;
 }
+
+/**
+ * Requests one connection may have waiting behind the one being answered (HTTP/1.1 pipelining); one more closes the
+ * connection. Clients that pipeline at all keep a few requests in flight; a client that sends many and reads no answer
+ * only wants the server to hold them.
+ */
+export const maxWaitingPipelinedRequests = 16;
 
 /** Longest accepted request target (path and query); a longer one is answered 414. */
 export const maxUrlCharacters = 8 * 1024;
@@ -39,6 +49,55 @@ export const maxPathParameterCharacters = 500;
  * far away from that, and no legitimate document of the APIs comes close to it.
  */
 export const maxJsonNestingLevels = 64;
+
+/**
+ * Has `handle` answer each connection's requests one after another: a request that arrives (pipelined) while the
+ * previous one on its connection is being answered waits until that answer has been handed to the connection, and the
+ * connection is closed when more than `maxWaiting` wait. Node itself runs the handler of every pipelined request at
+ * once and buffers the answers in order until the client reads them, however many the client sent in one packet: 24
+ * connections that each pipelined 1,000 requests for the 208 KB OpenAPI document and read nothing took the platform's
+ * heap, and the whole product with it. One answer at a time also hands the backpressure of a client that does not read
+ * to the answer being written, where the stall deadline (`guardConnections`) ends it.
+ */
+export function oneRequestAtATime(handle: RequestListener, maxWaiting: number): RequestListener {
+  const connections = new WeakMap<
+    Socket,
+    { answering: boolean; readonly waiting: [IncomingMessage, ServerResponse][] }
+  >();
+  const answer = (request: IncomingMessage, response: ServerResponse) => {
+    const socket = request.socket;
+    const connection = connections.get(socket);
+    if (connection === undefined) throw new Error("invariant violated: a request is answered on an unknown connection");
+    connection.answering = true;
+    // 'close' follows the end of the answer, or the end of the connection before it.
+    response.once("close", () => {
+      connection.answering = false;
+      const next = connection.waiting.shift();
+      if (next !== undefined && !socket.destroyed) answer(...next);
+    });
+    handle(request, response);
+  };
+  return (request, response) => {
+    const socket = request.socket;
+    // Requests Node parsed from the same packet after the connection was closed for too many are not answered.
+    if (socket.destroyed) return;
+    let connection = connections.get(socket);
+    if (connection === undefined) {
+      connection = { answering: false, waiting: [] };
+      connections.set(socket, connection);
+    }
+    if (!connection.answering) {
+      answer(request, response);
+      return;
+    }
+    if (connection.waiting.length >= maxWaiting) {
+      connection.waiting.length = 0;
+      socket.destroy();
+      return;
+    }
+    connection.waiting.push([request, response]);
+  };
+}
 
 /** How long the refusal warning stays quiet after it was logged, however many connections are refused meanwhile. */
 const REFUSAL_LOG_INTERVAL_MS = 60_000;
@@ -104,6 +163,14 @@ export interface ConnectionGuardOptions {
  */
 export function guardConnections(server: Server, limits: HttpServerLimits, options: ConnectionGuardOptions): void {
   server.maxConnections = limits.maxConnections;
+  // Node's idle timer of each connection, restarted by every read and write. It ends only an answer that the client
+  // leaves unread (bytes wait to be sent and nothing moves): a handler still working writes nothing yet, and an idle
+  // keep-alive connection has nothing to send, so both are left to their own deadlines (the keep-alive timeout).
+  // With a listener here Node leaves the decision to it instead of closing every idle connection.
+  server.setTimeout(limits.responseStallTimeoutMs);
+  server.on("timeout", (socket: Socket) => {
+    if (socket.writableLength > 0) socket.destroy();
+  });
   const openByAddress = new Map<string, number>();
   const firstRequestTimers = new WeakMap<Socket, NodeJS.Timeout>();
   const requestsBySocket = new WeakMap<Socket, number>();

@@ -67,6 +67,13 @@ interface ValidationIssue {
   params?: Record<string, unknown>;
 }
 
+/**
+ * Most validation issues a 400 lists. Every issue of a body is found (Ajv's `allErrors`), but one answer names only
+ * the first ones and counts the rest: a 1 MB body of 330,000 bad items was answered with 35–78 MB, which clients that
+ * leave answers unread could make a server hold many times over.
+ */
+export const MAX_LISTED_ISSUES = 20;
+
 /** Turns Ajv validation issues into `{location, message}` pairs that name the offending field. */
 function describeValidation(
   issues: readonly ValidationIssue[],
@@ -102,9 +109,15 @@ export function classifyError(error: unknown): ServiceError {
   if (error instanceof ServiceError) return error;
   const fastifyError = error as Partial<FastifyError> & { validation?: ValidationIssue[] };
   if (Array.isArray(fastifyError.validation)) {
-    const problems = describeValidation(fastifyError.validation, fastifyError.validationContext);
-    const detail = problems.map((problem) => `${problem.location} ${problem.message}`).join("; ");
-    return new ServiceError("invalidRequest", detail, { extensions: { errors: problems } });
+    const issues = fastifyError.validation;
+    const problems = describeValidation(issues.slice(0, MAX_LISTED_ISSUES), fastifyError.validationContext);
+    const unlisted = issues.length - problems.length;
+    const detail =
+      problems.map((problem) => `${problem.location} ${problem.message}`).join("; ") +
+      (unlisted > 0 ? `; and ${unlisted} more ${unlisted === 1 ? "issue" : "issues"}` : "");
+    return new ServiceError("invalidRequest", detail, {
+      extensions: unlisted > 0 ? { errors: problems, unlistedErrorCount: unlisted } : { errors: problems },
+    });
   }
   switch (fastifyError.code) {
     case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
@@ -131,6 +144,11 @@ export function classifyError(error: unknown): ServiceError {
   }
   if (fastifyError.statusCode === 415) {
     return new ServiceError("unsupportedMediaType", "The content type of the body is not supported.");
+  }
+  // The static files of the API docs: a path leaving their folder (403 from the file sender) or naming no file is
+  // nothing the server has, and no reason to log a stack trace.
+  if (fastifyError.statusCode === 403 || fastifyError.statusCode === 404) {
+    return new ServiceError("notFound", "Nothing is found at this path.");
   }
   return new ServiceError("internal", "An unexpected error occurred; it has been logged.", { cause: error });
 }

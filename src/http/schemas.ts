@@ -26,6 +26,14 @@ export const problemSchema = Type.Object(
     status: Type.Integer(),
     detail: Type.String({ description: "What went wrong and what to change." }),
     instance: Type.String({ description: "The path of the request." }),
+    errors: Type.Optional(
+      Type.Array(Type.Object({ location: Type.String(), message: Type.String() }), {
+        description: "For a 400 about the request's content: each issue found, at most 20.",
+      }),
+    ),
+    unlistedErrorCount: Type.Optional(
+      Type.Integer({ description: "Issues found beyond the 20 that `errors` lists; absent when it lists them all." }),
+    ),
   },
   { additionalProperties: true, description: "RFC 9457 problem document" },
 );

@@ -1,4 +1,5 @@
 import { isUtf8 } from "node:buffer";
+import { createServer, type ServerOptions } from "node:http";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import { Ajv, type Options as AjvOptions } from "ajv";
 import addFormats from "ajv-formats";
@@ -15,7 +16,9 @@ import {
   maxJsonNestingLevels,
   maxPathParameterCharacters,
   maxUrlCharacters,
+  maxWaitingPipelinedRequests,
   nestsDeeperThan,
+  oneRequestAtATime,
 } from "./limits.js";
 import {
   answerOnSocket,
@@ -109,6 +112,17 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
       headersTimeout: limits.requestReceiveTimeoutMs,
       connectionsCheckingInterval: deadlineCheckIntervalMs(limits),
       maxHeaderSize: maxHeaderBytes,
+    },
+    // Node's server as Fastify would make it, but answering each connection's requests one at a time (see
+    // `oneRequestAtATime`): pipelined requests are otherwise all handled at once, their answers held until read.
+    serverFactory: (handler, fastifyOptions) => {
+      const httpServer = createServer(
+        fastifyOptions.http as ServerOptions,
+        oneRequestAtATime(handler, maxWaitingPipelinedRequests),
+      );
+      httpServer.keepAliveTimeout = fastifyOptions.keepAliveTimeout as number;
+      httpServer.requestTimeout = fastifyOptions.requestTimeout as number;
+      return httpServer;
     },
     // Deadlines and requests Node's parser refuses are answered with problem documents like every other error.
     clientErrorHandler: (error: Error & { code?: string }, socket) => {
@@ -212,7 +226,8 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     const allowed = (["GET", "POST", "PUT", "PATCH", "DELETE"] as const).filter(
       (method) => knownRoutes.find(method, path) !== null,
     );
-    if (allowed.length > 0) {
+    // A route of this method matched and found nothing to serve (a static file that does not exist): a 404.
+    if (allowed.length > 0 && !(allowed as readonly string[]).includes(request.method)) {
       return sendError(
         new ServiceError(
           "methodNotAllowed",

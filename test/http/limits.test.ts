@@ -3,7 +3,12 @@ import { connect } from "node:net";
 import { pino } from "pino";
 import { Type } from "typebox";
 import { afterEach, describe, expect, it } from "vitest";
-import { type HttpServerLimits, maxJsonNestingLevels, nestsDeeperThan } from "../../src/http/limits.js";
+import {
+  type HttpServerLimits,
+  maxJsonNestingLevels,
+  maxWaitingPipelinedRequests,
+  nestsDeeperThan,
+} from "../../src/http/limits.js";
 import { createHttpServer, type HttpServer } from "../../src/http/server.js";
 import { type HeldConnections, holdConnections, requestFrom } from "../support/http.js";
 
@@ -12,6 +17,7 @@ const attackerAddress = "127.0.0.1";
 const otherClientAddress = "127.0.0.2";
 
 const started: HttpServer[] = [];
+let largeAnswersBuilt = 0;
 const held: HeldConnections[] = [];
 
 afterEach(async () => {
@@ -41,6 +47,15 @@ async function startServer(
     async (request) => request.body,
   );
   server.get("/ping", async () => ({ pong: true }));
+  // An answer far larger than a socket's buffers, counting how often it was built.
+  server.get("/large", async () => {
+    largeAnswersBuilt += 1;
+    return { blob: "x".repeat(4 * 1024 * 1024) };
+  });
+  server.get("/slow", async () => {
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    return { slow: true };
+  });
   const accepted = new Map<string, AcceptedConnections>();
   // Registered after the guard's own listener: a connection the guard refused is already destroyed here.
   server.server.on("connection", (socket: Socket) => {
@@ -70,6 +85,7 @@ describe("connection limits of every HTTP server", () => {
       maxConnections: 1024,
       maxConnectionsPerAddress: 50,
       maxRequestsPerConnection: 100,
+      responseStallTimeoutMs: 30_000,
     };
     const { url, port, accepted } = await startServer(limits);
 
@@ -122,6 +138,7 @@ describe("connection limits of every HTTP server", () => {
       maxConnections: 20,
       maxConnectionsPerAddress: 1_000,
       maxRequestsPerConnection: 100,
+      responseStallTimeoutMs: 30_000,
     };
     const { url, port, accepted } = await startServer(limits);
     const idle = await holdConnections({ host: "127.0.0.1", port, localAddress: attackerAddress, count: 40 });
@@ -139,6 +156,7 @@ describe("connection limits of every HTTP server", () => {
       maxConnections: 100,
       maxConnectionsPerAddress: 100,
       maxRequestsPerConnection: 2,
+      responseStallTimeoutMs: 30_000,
     });
     const socket = connect({ host: "127.0.0.1", port });
     let received = "";
@@ -162,6 +180,95 @@ describe("connection limits of every HTTP server", () => {
     expect(answers[0]?.toLowerCase()).toContain("connection: keep-alive");
     expect(answers[1]).toMatch(/^404 /);
     expect(answers[1]?.toLowerCase()).toContain("connection: close");
+  }, 20_000);
+});
+
+/**
+ * A raw connection to `server` that collects what it receives (when it reads) and says when the server closed its side
+ * (watched on the server: a client that reads nothing never sees the close).
+ */
+async function rawConnection(server: HttpServer, options: { readAnswers: boolean }) {
+  const accepted = new Promise<Socket>((resolve) => server.server.once("connection", resolve));
+  const socket = connect({ host: "127.0.0.1", port: (server.server.address() as AddressInfo).port });
+  let received = "";
+  if (options.readAnswers) {
+    socket.setEncoding("utf8");
+    socket.on("data", (chunk: string) => {
+      received += chunk;
+    });
+  } else {
+    // Never read: the socket's buffers fill and the server's writes stall, as with a client that does not read.
+    socket.pause();
+  }
+  socket.on("error", () => undefined);
+  const serverSide = await accepted;
+  const closedAtMs = new Promise<number>((resolve) => serverSide.once("close", () => resolve(performance.now())));
+  return { socket, serverSide, received: () => received, closedAtMs };
+}
+
+const stallLimits: HttpServerLimits = {
+  requestReceiveTimeoutMs: 10_000,
+  maxConnections: 100,
+  maxConnectionsPerAddress: 100,
+  maxRequestsPerConnection: 10_000,
+  responseStallTimeoutMs: 500,
+};
+
+describe("answers a client leaves unread", () => {
+  it("answers pipelined requests one at a time, and closes a connection with more waiting than the cap", async () => {
+    const { server } = await startServer(stallLimits);
+    largeAnswersBuilt = 0;
+    // 1,000 requests in one packet, no answer read: Node ran every handler at once and held 1,000 answers.
+    const attacker = await rawConnection(server, { readAnswers: false });
+    attacker.socket.write("GET /large HTTP/1.1\r\nHost: flowplane.test\r\n\r\n".repeat(1_000));
+    const startedMs = performance.now();
+    const closedMs = await attacker.closedAtMs;
+    // Closed as soon as the 17th request waited behind the first, long before the stall deadline.
+    expect(closedMs - startedMs).toBeLessThan(stallLimits.responseStallTimeoutMs);
+    expect(largeAnswersBuilt).toBe(1);
+    attacker.socket.destroy();
+
+    // A client that pipelines within the cap and reads gets every answer, in order.
+    const client = await rawConnection(server, { readAnswers: true });
+    const requests = Array.from(
+      { length: maxWaitingPipelinedRequests + 1 },
+      (_, index) => `GET /ping?n=${index} HTTP/1.1\r\nHost: flowplane.test\r\n\r\n`,
+    );
+    client.socket.write(requests.join(""));
+    for (
+      let waitedMs = 0;
+      client.received().split("HTTP/1.1 200").length <= requests.length && waitedMs < 5_000;
+      waitedMs += 20
+    ) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(client.received().split("HTTP/1.1 200")).toHaveLength(requests.length + 1);
+    expect(client.serverSide.destroyed).toBe(false);
+    client.socket.destroy();
+  }, 20_000);
+
+  it("closes a connection whose answer the client leaves unread past the stall deadline, and only that one", async () => {
+    const { server } = await startServer(stallLimits);
+    const unread = await rawConnection(server, { readAnswers: false });
+    unread.socket.write("GET /large HTTP/1.1\r\nHost: flowplane.test\r\n\r\n");
+    const startedMs = performance.now();
+    // A handler at work for three times the stall deadline writes nothing meanwhile: its answer still arrives.
+    const working = await rawConnection(server, { readAnswers: true });
+    working.socket.write("GET /slow HTTP/1.1\r\nHost: flowplane.test\r\n\r\n");
+    // An idle keep-alive connection has nothing to send: it stays open past the deadline and serves again.
+    const idle = await rawConnection(server, { readAnswers: true });
+    idle.socket.write("GET /ping HTTP/1.1\r\nHost: flowplane.test\r\n\r\n");
+
+    const closedMs = await unread.closedAtMs;
+    expect(closedMs - startedMs).toBeGreaterThanOrEqual(stallLimits.responseStallTimeoutMs - 50);
+    expect(closedMs - startedMs).toBeLessThan(stallLimits.responseStallTimeoutMs + 2_000);
+    await new Promise((resolve) => setTimeout(resolve, 1_600));
+    expect(working.received()).toMatch(/^HTTP\/1\.1 200 [\s\S]*\{"slow":true\}$/);
+    expect(idle.serverSide.destroyed).toBe(false);
+    idle.socket.write("GET /ping HTTP/1.1\r\nHost: flowplane.test\r\n\r\n");
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(idle.received().split("HTTP/1.1 200")).toHaveLength(3);
+    for (const connection of [unread, working, idle]) connection.socket.destroy();
   }, 20_000);
 });
 

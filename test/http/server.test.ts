@@ -5,9 +5,25 @@ import { Type } from "typebox";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OAuthError, ServiceError } from "../../src/http/errors.js";
 import { maxHeaderBytes, maxJsonNestingLevels } from "../../src/http/limits.js";
+import { registerApiDocuments } from "../../src/http/openapi.js";
 import { problemMediaType } from "../../src/http/problem.js";
 import { createHttpServer, type HttpServer } from "../../src/http/server.js";
 import { createQuietHttpServer, defaultHttpServerLimits, requestFrom } from "../support/http.js";
+
+/** The answer to `GET path` sent byte for byte on a new connection to `port`. */
+async function rawGet(port: number, path: string): Promise<string> {
+  return await new Promise((resolve, reject) => {
+    const socket = connect({ host: "127.0.0.1", port });
+    let received = "";
+    socket.setEncoding("utf8");
+    socket.on("data", (chunk: string) => {
+      received += chunk;
+    });
+    socket.on("error", reject);
+    socket.on("close", () => resolve(received));
+    socket.write(`GET ${path} HTTP/1.1\r\nHost: flowplane.test\r\nConnection: close\r\n\r\n`);
+  });
+}
 
 describe("createHttpServer conventions", () => {
   let server: HttpServer;
@@ -47,6 +63,25 @@ describe("createHttpServer conventions", () => {
     server.delete("/thing", async (request) => ({ deleted: true, body: request.body ?? null }));
     server.get("/things/:id", async (request) => request.params);
     server.post("/any", async (request) => ({ received: request.body }));
+    server.post(
+      "/list",
+      { schema: { body: Type.Object({ items: Type.Array(Type.Integer()) }, { additionalProperties: false }) } },
+      async (request) => request.body,
+    );
+    await server.register(
+      async (context) => {
+        await registerApiDocuments(context as HttpServer, {
+          title: "test",
+          description: "test",
+          version: "1",
+          serverUrl: "http://localhost/api",
+          bearerAuth: false,
+          documentPath: "/openapi.json",
+          docsPath: "/docs",
+        });
+      },
+      { prefix: "/api" },
+    );
     server.post("/oauth-style", { config: { errorFormat: "oauth" } }, async () => {
       throw new OAuthError("invalid_scope", "Scope 'x' is not held.");
     });
@@ -163,6 +198,43 @@ describe("createHttpServer conventions", () => {
     const wrongMethod = await server.inject({ method: "DELETE", url: "/typed" });
     expect(wrongMethod.statusCode).toBe(405);
     expect(wrongMethod.headers.allow).toBe("POST");
+  });
+
+  it("lists at most 20 issues of a body and counts the rest, however many it has", async () => {
+    const response = await server.inject({
+      method: "POST",
+      url: "/list",
+      payload: { items: Array.from({ length: 100 }, () => "a") },
+    });
+    expect(response.statusCode).toBe(400);
+    const problem = response.json();
+    expect(problem.errors).toHaveLength(20);
+    expect(problem.errors[19]).toEqual({ location: "body/items/19", message: "must be integer" });
+    expect(problem.unlistedErrorCount).toBe(80);
+    expect(problem.detail).toMatch(
+      /^body\/items\/0 must be integer; .*body\/items\/19 must be integer; and 80 more issues$/,
+    );
+    const few = (await server.inject({ method: "POST", url: "/list", payload: { items: ["a"] } })).json();
+    expect(few.errors).toHaveLength(1);
+    expect(few.unlistedErrorCount).toBeUndefined();
+  });
+
+  it("answers 404 for a docs file that does not exist or lies outside the docs, logging no error", async () => {
+    expect((await server.inject({ method: "GET", url: "/api/docs/static/index.css" })).statusCode).toBe(200);
+    logged.length = 0;
+    // Sent as written on a real connection: a client library would resolve the dots before sending.
+    await server.listen({ host: "127.0.0.1", port: 0 });
+    const port = (server.server.address() as AddressInfo).port;
+    for (const path of [
+      "/api/docs/static/nonexistent.js",
+      "/api/docs/static/../../../package.json",
+      "/api/docs/static/%2e%2e/%2e%2e/%2e%2e/package.json",
+    ]) {
+      const answer = await rawGet(port, path);
+      expect(answer, path).toMatch(/^HTTP\/1\.1 404 /);
+      expect(answer, path).toContain("application/problem+json");
+    }
+    expect(logged.filter((line) => line.level >= 40)).toEqual([]);
   });
 
   it("answers oversized bodies with 413 and non-JSON bodies with 415", async () => {

@@ -1,6 +1,7 @@
 import { BpmnModdle } from "bpmn-moddle";
 import { DmnModdle } from "dmn-moddle";
 import { invalidRequest, ServiceError } from "../../http/errors.js";
+import { MAX_LISTED_ISSUES } from "../../http/problem.js";
 
 /** The kinds of file the Modeler stores. */
 export const fileTypes = ["bpmn", "dmn", "form", "connector_template"] as const;
@@ -63,9 +64,16 @@ async function validateModel(type: "bpmn" | "dmn", content: string): Promise<voi
   if (warnings.length > 0) {
     const listed = warnings.slice(0, reportedWarningCount).map((warning) => oneLine(warning.message));
     const more = warnings.length > reportedWarningCount ? ` (and ${warnings.length - reportedWarningCount} more)` : "";
-    throw invalidRequest(`content is not a valid ${label} document: ${listed.join(" | ")}${more}.`, {
-      errors: warnings.map((warning) => ({ location: "body/content", message: oneLine(warning.message) })),
-    });
+    // The same bound as a validation's 400 (`MAX_LISTED_ISSUES`): a document of 700,000 unknown attributes was
+    // answered with 47 MB listing each.
+    const unlisted = warnings.length - MAX_LISTED_ISSUES;
+    const errors = warnings
+      .slice(0, MAX_LISTED_ISSUES)
+      .map((warning) => ({ location: "body/content", message: oneLine(warning.message) }));
+    throw invalidRequest(
+      `content is not a valid ${label} document: ${listed.join(" | ")}${more}.`,
+      unlisted > 0 ? { errors, unlistedErrorCount: unlisted } : { errors },
+    );
   }
 }
 
