@@ -22,13 +22,10 @@ import {
   type EngineRecord,
   type EngineSnapshotEncoder,
   encodeRecord,
-  MESSAGE_LIMITS,
-  type OutboundMessage,
   PartitionEngine,
   type PublishMessageRecord,
   RecordValidationError,
   type RelocatedMessage,
-  type Relocation,
   type SlabStatistics,
 } from "../engine/index.js";
 import {
@@ -60,6 +57,7 @@ import type {
   ReplicaReport,
   ReplicaRole,
 } from "./protocol.js";
+import { type HandOver, relocateMisplacedMessages } from "./relocation.js";
 import { ReplicaBackup, type ReplicaBackupOptions } from "./replica-backup.js";
 
 /** Explicit options of a replica. */
@@ -210,15 +208,6 @@ interface QueuedWork {
   readonly run: () => void;
   readonly fail: (detail: string) => void;
 }
-
-/** Messages taken out for relocation by one record, and most messages one hand-over carries. */
-const RELOCATION_BATCH_MESSAGES = 256;
-
-/**
- * Most bytes of messages one hand-over carries, by the estimate of `relocatedMessageBytes`: the owner's relocateIn
- * record must stay within the record size limit, and one message alone always fits.
- */
-const RELOCATION_BATCH_BYTES = MESSAGE_LIMITS.maxRecordBytes - 8 * 1024;
 
 /** Most proposals and reads queued for the driver at once (proposals are also bounded per partition). */
 const MAX_QUEUED_WORK = 16_384;
@@ -572,20 +561,10 @@ export class PartitionReplica {
 
   /**
    * As the partition's leader, moves up to `maxBatches` batches of the messages whose correlation key another
-   * partition owns now: each batch is taken out (a `relocateOut` record), handed to its owners through `send` in
-   * batches per owner (which resolves with the keys the owner buffered them under, null for one that had expired),
-   * and then recorded as relocated (`relocatedOut`). Messages taken out earlier but not yet acknowledged (a previous
-   * leader's, or after a failure) are sent first. Resolves with how many remain, so the caller repeats until none
-   * does; one run at a time.
+   * partition owns now (`relocateMisplacedMessages`), and resolves with how many remain, so the caller repeats until
+   * none does; one run at a time.
    */
-  async relocateMessages(
-    send: (
-      ownerPartitionId: number,
-      messages: readonly RelocatedMessage[],
-      checkpointId: bigint | null,
-    ) => Promise<HandOverAnswer>,
-    maxBatches: number,
-  ): Promise<RelocationProgress | PartitionRedirect> {
+  async relocateMessages(send: HandOver, maxBatches: number): Promise<RelocationProgress | PartitionRedirect> {
     if (this.relocating) {
       return { outcome: "unavailable", detail: `partition ${this.partitionId} is relocating already` };
     }
@@ -595,49 +574,16 @@ export class PartitionReplica {
       return { outcome: "unavailable", detail: `partition ${this.partitionId} is still applying its log` };
     }
     this.relocating = true;
-    let moved = 0;
-    let movedBytes = 0;
     try {
-      for (let batch = 0; batch < maxBatches; batch += 1) {
-        for (const handOver of handOverBatches(this.engine.outboundMessages())) {
-          const answer = await send(handOver.ownerPartitionId, handOver.messages, this.latestCheckpointId);
-          const keys = answer.keys;
-          if (keys.length !== handOver.messages.length) {
-            return {
-              outcome: "unavailable",
-              detail: `partition ${handOver.ownerPartitionId} answered a key count unlike the batch`,
-            };
-          }
-          const relocations: Relocation[] = handOver.counters.map((counter, index) => ({
-            counter,
-            newKey: keys[index] ?? null,
-          }));
-          const end = await this.proposeRecord({
-            kind: "relocatedOut",
-            relocations,
-            checkpointId: answer.checkpointId,
-          });
-          if (end.kind === "refused") return end.redirect;
-          if (end.kind !== "applied")
-            return { outcome: "unavailable", detail: end.kind === "unknown" ? end.detail : "replaced" };
-          moved += relocations.length;
-          movedBytes += handOver.bytes;
-        }
-        const misplaced = this.engine.misplacedMessages(RELOCATION_BATCH_MESSAGES);
-        if (misplaced.length === 0) break;
-        const end = await this.proposeRecord({ kind: "relocateOut", counters: misplaced });
-        if (end.kind === "refused") return end.redirect;
-        if (end.kind !== "applied")
-          return { outcome: "unavailable", detail: end.kind === "unknown" ? end.detail : "replaced" };
-      }
-      const backlog = this.engine.relocationBacklog();
-      return {
-        outcome: "progress",
-        moved,
-        movedBytes,
-        remaining: backlog.messages,
-        remainingBytes: backlog.bytes,
-      };
+      return await relocateMisplacedMessages(
+        {
+          engine: () => this.engine,
+          latestCheckpointId: () => this.latestCheckpointId,
+          proposeRecord: (record) => this.proposeRecord(record),
+        },
+        send,
+        maxBatches,
+      );
     } finally {
       this.relocating = false;
     }
@@ -1442,57 +1388,4 @@ function publishResponse(end: ProposalEnd, partitionId: number, tenantId: string
     default:
       throw new Error(`invariant violated: a publish proposal was applied as a ${result.kind} record`);
   }
-}
-
-/** The owner's answer to a hand-over: the messages' keys there, and its latest checkpoint id when it answered. */
-export interface HandOverAnswer {
-  readonly keys: readonly (string | null)[];
-  readonly checkpointId: bigint | null;
-}
-
-/** Outbound messages for one owner partition, as one hand-over carries them. */
-interface HandOverBatch {
-  readonly ownerPartitionId: number;
-  readonly counters: number[];
-  readonly messages: RelocatedMessage[];
-  /** The size of the records that buffered them at the source, for progress. */
-  bytes: number;
-}
-
-/**
- * Groups outbound messages by the partition that owns them now, in batches of at most `RELOCATION_BATCH_MESSAGES`
- * messages and `RELOCATION_BATCH_BYTES` estimated bytes, so each batch fits in one relocateIn record.
- */
-function handOverBatches(outbound: readonly OutboundMessage[]): HandOverBatch[] {
-  const batches: HandOverBatch[] = [];
-  const open = new Map<number, { batch: HandOverBatch; bytes: number }>();
-  for (const { counter, ownerPartitionId, sizeBytes, ...message } of outbound) {
-    const bytes = relocatedMessageBytes(message);
-    let current = open.get(ownerPartitionId);
-    if (
-      current === undefined ||
-      current.batch.messages.length >= RELOCATION_BATCH_MESSAGES ||
-      current.bytes + bytes > RELOCATION_BATCH_BYTES
-    ) {
-      current = { batch: { ownerPartitionId, counters: [], messages: [], bytes: 0 }, bytes: 0 };
-      open.set(ownerPartitionId, current);
-      batches.push(current.batch);
-    }
-    current.batch.counters.push(counter);
-    current.batch.messages.push(message);
-    current.batch.bytes += sizeBytes;
-    current.bytes += bytes;
-  }
-  return batches;
-}
-
-/** An upper bound on the bytes a relocated message takes in a record: three per UTF-16 unit of text, plus framing. */
-function relocatedMessageBytes(message: RelocatedMessage): number {
-  const text =
-    message.sourceKey.length +
-    message.name.length +
-    message.correlationKey.length +
-    (message.messageId?.length ?? 0) +
-    message.tenantId.length;
-  return message.variablesBytes.byteLength + 3 * text + 64;
 }

@@ -8,8 +8,9 @@
  */
 import type { RelocatedMessage } from "../engine/index.js";
 import { askPartitionLeader, type ChangeContext, pause } from "./operations.js";
-import type { HandOverAnswer, PartitionReplica, ProposalEnd } from "./partition-replica.js";
+import type { PartitionReplica, ProposalEnd } from "./partition-replica.js";
 import type { LeaderRedirect, PeerRequest, PeerResponses } from "./peer-requests.js";
+import type { HandOverAnswer } from "./relocation.js";
 
 /** Batches one `partition-relocate` request moves at most, so it answers well within its timeout. */
 const RELOCATION_BATCHES_PER_REQUEST = 4;
