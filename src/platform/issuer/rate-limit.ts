@@ -1,5 +1,6 @@
 import { type Kysely, sql } from "kysely";
 import type { Clock } from "../../auth/clock.js";
+import { connectionAddressKey } from "../../net/address-key.js";
 import { CompiledStatement } from "../store/compiled-statement.js";
 import type { PlatformDatabase } from "../store/schema.js";
 
@@ -100,7 +101,8 @@ export interface AddressRateLimiterOptions {
 }
 
 /**
- * A token bucket per source address, kept in the database's `rate_limits` table so that every platform replica
+ * A token bucket per source address (an IPv6 address counts by its /64 network, which one host usually holds whole),
+ * kept in the database's `rate_limits` table so that every platform replica
  * sharing it enforces the same limit: `burst` tokens, refilled at `refillPerSecond`; every request takes one; a
  * request finding the bucket empty is refused and blocks the address for `blockSeconds`, during which every request
  * is refused (requests during a block do not extend it). Each request is one atomic upsert, so concurrent requests
@@ -133,10 +135,14 @@ export class AddressRateLimiter {
     this.consumeStatement = compileConsumeStatement(this.database, this.settings);
   }
 
-  /** Takes one token from the bucket of `address`, or refuses the request (and starts or continues a block). */
+  /**
+   * Takes one token from the bucket of `address` (an IPv6 address's /64 network, see `connectionAddressKey`), or
+   * refuses the request (and starts or continues a block).
+   */
   async consume(address: string): Promise<RateDecision> {
     const now = Math.floor(this.clock());
-    const key = this.scope === undefined ? address : `${this.scope}${scopeSeparator}${address}`;
+    const bucket = connectionAddressKey(address);
+    const key = this.scope === undefined ? bucket : `${this.scope}${scopeSeparator}${bucket}`;
     const row = (await this.consumeStatement.execute({ address: key, now }))[0];
     if (row === undefined) throw new Error("the rate-limit upsert returned no row");
     await this.pruneWhenDue(now);
@@ -239,7 +245,7 @@ export class TokenRateLimiter {
    */
   async clientDelay(clientId: string, address: string): Promise<RateDecision & { consecutiveFailures: number }> {
     const now = Math.floor(this.clock());
-    const row = (await this.delayStatement.execute({ clientId, address }))[0];
+    const row = (await this.delayStatement.execute({ clientId, address: connectionAddressKey(address) }))[0];
     const consecutiveFailures = row === undefined ? 0 : Number(row.consecutive_failures);
     const delayedUntilMs = row === undefined ? 0 : Number(row.delayed_until_ms);
     if (delayedUntilMs > now) {
@@ -261,7 +267,7 @@ export class TokenRateLimiter {
     const doubled = sql`(CAST(${baseMs} AS BIGINT) << ${shift})`;
     const result = await sql<{ consecutive_failures: number; delayed_until_ms: number }>`
       INSERT INTO client_failures (client_id, address, consecutive_failures, delayed_until_ms)
-      VALUES (${clientId}, ${address}, 1, CAST(${now + firstDelayMs} AS BIGINT))
+      VALUES (${clientId}, ${connectionAddressKey(address)}, 1, CAST(${now + firstDelayMs} AS BIGINT))
       ON CONFLICT (client_id, address) DO UPDATE SET
         consecutive_failures = CASE
           WHEN client_failures.consecutive_failures >= ${maximumCountedFailures} THEN ${maximumCountedFailures}
@@ -283,7 +289,7 @@ export class TokenRateLimiter {
     await this.database
       .deleteFrom("client_failures")
       .where("client_id", "=", clientId)
-      .where("address", "=", address)
+      .where("address", "=", connectionAddressKey(address))
       .execute();
   }
 

@@ -73,6 +73,24 @@ describe.each(databaseKinds)("token rate limiter (%s)", (kind) => {
     expect((await rateLimiter.consumeAddress("10.0.0.1")).allowed).toBe(false);
   });
 
+  it("counts an IPv6 address by its /64 network, so that one host cannot take a bucket per address it holds", async () => {
+    const { limiter: rateLimiter } = await limiter();
+    // One host usually holds a whole /64: each of its addresses counted apart would make the limit none.
+    for (let request = 0; request < settings.burst; request++) {
+      expect(await rateLimiter.consumeAddress(`2001:db8:0:1::${request + 1}`)).toEqual({ allowed: true });
+    }
+    expect((await rateLimiter.consumeAddress("2001:db8:0:1:ffff:ffff:ffff:ffff")).allowed).toBe(false);
+    expect(await rateLimiter.consumeAddress("2001:db8:0:2::1")).toEqual({ allowed: true });
+    // An IPv4 client seen through an IPv6 socket is the same IPv4 address.
+    for (let request = 0; request < settings.burst; request++) await rateLimiter.consumeAddress("::ffff:10.0.0.9");
+    expect((await rateLimiter.consumeAddress("10.0.0.9")).allowed).toBe(false);
+    // Failed authentications are counted the same way.
+    await rateLimiter.recordFailure("client-a", "2001:db8:0:1::1");
+    expect((await rateLimiter.clientDelay("client-a", "2001:db8:0:1::2")).allowed).toBe(false);
+    await rateLimiter.recordSuccess("client-a", "2001:db8:0:1::3");
+    expect((await rateLimiter.clientDelay("client-a", "2001:db8:0:1::2")).allowed).toBe(true);
+  });
+
   it("shares one bucket between two store handles on the same database (two replicas)", async () => {
     const { limiter: first, second } = await limiter();
     const other = await second();
