@@ -163,14 +163,12 @@ export interface ConnectionGuardOptions {
  */
 export function guardConnections(server: Server, limits: HttpServerLimits, options: ConnectionGuardOptions): void {
   server.maxConnections = limits.maxConnections;
-  // Node's idle timer of each connection, restarted by every read and write. It ends only an answer that the client
-  // leaves unread (bytes wait to be sent and nothing moves): a handler still working writes nothing yet, and an idle
-  // keep-alive connection has nothing to send, so both are left to their own deadlines (the keep-alive timeout).
-  // With a listener here Node leaves the decision to it instead of closing every idle connection.
+  // Node's idle timer of each connection while a request is on it, restarted by every read and write that moves
+  // bytes. When it fires during an answer, the answer's listener (below, per request) decides: it ends only an answer
+  // the client leaves unread (bytes wait to be sent and nothing moves), not a handler still at work, which has sent
+  // nothing yet. Between requests the same timer is Node's keep-alive timeout, which no listener of ours may take
+  // over: a listener on the server would keep every idle connection open for good.
   server.setTimeout(limits.responseStallTimeoutMs);
-  server.on("timeout", (socket: Socket) => {
-    if (socket.writableLength > 0) socket.destroy();
-  });
   const openByAddress = new Map<string, number>();
   const firstRequestTimers = new WeakMap<Socket, NodeJS.Timeout>();
   const requestsBySocket = new WeakMap<Socket, number>();
@@ -212,10 +210,13 @@ export function guardConnections(server: Server, limits: HttpServerLimits, optio
   });
   // Prepended because Fastify may answer within its own listener (an unknown route, a refused URL), after which no
   // header can be set any more.
-  server.prependListener("request", (request: IncomingMessage, response: ServerResponse) => {
+  const onRequest = (request: IncomingMessage, response: ServerResponse) => {
     const { socket } = request;
     // Node's own `maxRequestsPerSocket` announces the end but leaves the connection open and answers further
     // requests with a bare 503; asking for the close on the last answer makes Node close it after that answer.
+    response.on("timeout", (timedOut: Socket) => {
+      if (timedOut.writableLength > 0) timedOut.destroy();
+    });
     const requests = (requestsBySocket.get(socket) ?? 0) + 1;
     requestsBySocket.set(socket, requests);
     if (requests >= limits.maxRequestsPerConnection) response.setHeader("connection", "close");
@@ -224,7 +225,10 @@ export function guardConnections(server: Server, limits: HttpServerLimits, optio
     if (timer === undefined) return;
     clearTimeout(timer);
     firstRequestTimers.delete(socket);
-  });
+  };
+  server.prependListener("request", onRequest);
+  // A request with an expectation other than 100-continue arrives as this event instead (see `createHttpServer`).
+  server.prependListener("checkExpectation", onRequest);
 
   const fileLimit = openFileLimit();
   if (fileLimit !== undefined && limits.maxConnections > fileLimit / 2) {

@@ -116,10 +116,11 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     // Node's server as Fastify would make it, but answering each connection's requests one at a time (see
     // `oneRequestAtATime`): pipelined requests are otherwise all handled at once, their answers held until read.
     serverFactory: (handler, fastifyOptions) => {
-      const httpServer = createServer(
-        fastifyOptions.http as ServerOptions,
-        oneRequestAtATime(handler, maxWaitingPipelinedRequests),
-      );
+      const answer = oneRequestAtATime(handler, maxWaitingPipelinedRequests);
+      const httpServer = createServer(fastifyOptions.http as ServerOptions, answer);
+      // A request with an expectation other than 100-continue is answered like any other, through the same queue:
+      // Node would answer each with a 417 of its own, outside it, however many a connection pipelines.
+      httpServer.on("checkExpectation", answer);
       httpServer.keepAliveTimeout = fastifyOptions.keepAliveTimeout as number;
       httpServer.requestTimeout = fastifyOptions.requestTimeout as number;
       return httpServer;

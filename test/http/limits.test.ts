@@ -249,6 +249,8 @@ describe("answers a client leaves unread", () => {
 
   it("closes a connection whose answer the client leaves unread past the stall deadline, and only that one", async () => {
     const { server } = await startServer(stallLimits);
+    // Long enough that the idle connection below is not closed by its keep-alive timeout during the test.
+    server.server.keepAliveTimeout = 5_000;
     const unread = await rawConnection(server, { readAnswers: false });
     unread.socket.write("GET /large HTTP/1.1\r\nHost: flowplane.test\r\n\r\n");
     const startedMs = performance.now();
@@ -269,6 +271,38 @@ describe("answers a client leaves unread", () => {
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(idle.received().split("HTTP/1.1 200")).toHaveLength(3);
     for (const connection of [unread, working, idle]) connection.socket.destroy();
+  }, 20_000);
+
+  it("still closes an idle keep-alive connection at its keep-alive timeout", async () => {
+    // The stall deadline must not take over Node's keep-alive timeout, which runs on the same timer: a listener of
+    // the server's 'timeout' event kept every idle connection open for good (1,024 of them held every slot).
+    const { server } = await startServer(stallLimits);
+    server.server.keepAliveTimeout = 200;
+    const idle = await rawConnection(server, { readAnswers: true });
+    idle.socket.write("GET /ping HTTP/1.1\r\nHost: flowplane.test\r\n\r\n");
+    const startedMs = performance.now();
+    const closedMs = await idle.closedAtMs;
+    // Node adds a second to the advertised timeout.
+    expect(closedMs - startedMs).toBeLessThan(5_000);
+    expect(idle.received()).toMatch(/^HTTP\/1\.1 200 /);
+    idle.socket.destroy();
+  }, 20_000);
+
+  it("queues requests with an unknown expectation like any other, instead of Node answering each with a 417", async () => {
+    const { server } = await startServer(stallLimits);
+    const client = await rawConnection(server, { readAnswers: true });
+    client.socket.write("GET /ping HTTP/1.1\r\nHost: flowplane.test\r\nExpect: x\r\n\r\n");
+    for (let waitedMs = 0; !client.received().includes("pong") && waitedMs < 5_000; waitedMs += 20) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(client.received()).toMatch(/^HTTP\/1\.1 200 [\s\S]*\{"pong":true\}$/);
+    client.socket.destroy();
+    // Pipelined without reading, they count against the cap: one more than it closes the connection.
+    const attacker = await rawConnection(server, { readAnswers: false });
+    attacker.socket.write("GET /large HTTP/1.1\r\nHost: flowplane.test\r\nExpect: x\r\n\r\n".repeat(1_000));
+    const startedMs = performance.now();
+    expect((await attacker.closedAtMs) - startedMs).toBeLessThan(stallLimits.responseStallTimeoutMs);
+    attacker.socket.destroy();
   }, 20_000);
 });
 
