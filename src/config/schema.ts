@@ -62,6 +62,13 @@ export const configurationSchema = Type.Object(
           description:
             "Longest time an answer may wait while the client reads none of it; the connection is then closed. A handler still at work and an idle keep-alive connection are not affected. Applies to every HTTP server.",
         }),
+        maxAnswerBytesInFlight: Type.Integer({
+          minimum: 64 * 1024 * 1024,
+          maximum: 64 * 1024 * 1024 * 1024,
+          default: 256 * 1024 * 1024,
+          description:
+            "Bytes of large answers (1 MiB or more each, such as model files) one HTTP server holds at once until their clients have read them; a large answer beyond it is answered 503 with Retry-After instead. Bounds what clients that request large answers and read them slowly, or not at all, make a server hold.",
+        }),
       },
       { additionalProperties: false, default: {} },
     ),

@@ -24,6 +24,47 @@ export interface HttpServerLimits {
   readonly maxRequestsPerConnection: number;
   /** Longest time an answer may wait while the client reads none of it; the connection is then closed. */
   readonly responseStallTimeoutMs: number;
+  /** Bytes of large answers the server holds at once until their clients have read them (`AnswerBudget`). */
+  readonly maxAnswerBytesInFlight: number;
+}
+
+/** Answers of at least this many bytes count against a server's `AnswerBudget`; smaller ones never wait for it. */
+export const largeAnswerBytes = 1024 * 1024;
+
+/**
+ * The bytes of large answers a server holds at once: from the moment an answer is handed to its connection until the
+ * connection is done with it (the client read it, or the connection closed). Each connection holds one answer at a
+ * time (`oneRequestAtATime`), but a 9 MB model file asked for on many connections that read nothing took 17 MB of
+ * memory per connection, 5 GB for 256 of them, with nothing but a read token: a server with 1,024 connections would
+ * have held 17 GB until the stall deadline closed them, and the attacker reconnects.
+ */
+export class AnswerBudget {
+  private bytesInFlightValue = 0;
+
+  constructor(private readonly maxBytes: number) {
+    if (!Number.isSafeInteger(maxBytes) || maxBytes < largeAnswerBytes) {
+      throw new Error(`an answer budget must hold at least one large answer, got ${maxBytes} bytes`);
+    }
+  }
+
+  /** Bytes of large answers held now. */
+  get bytesInFlight(): number {
+    return this.bytesInFlightValue;
+  }
+
+  /**
+   * Reserves `bytes` for an answer until `response` closes; false, reserving nothing, when a large answer would take
+   * the server beyond its budget. Small answers always pass.
+   */
+  reserve(bytes: number, response: ServerResponse): boolean {
+    if (bytes < largeAnswerBytes) return true;
+    if (this.bytesInFlightValue + bytes > this.maxBytes) return false;
+    this.bytesInFlightValue += bytes;
+    response.once("close", () => {
+      this.bytesInFlightValue -= bytes;
+    });
+    return true;
+  }
 }
 
 /**

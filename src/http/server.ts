@@ -9,9 +9,11 @@ import { parseJsonExactly } from "../json/exact-json.js";
 import { ServiceError } from "./errors.js";
 import { addExactIntegerKeyword, hasInt64Field, withExactIntegers } from "./exact-integers.js";
 import {
+  AnswerBudget,
   deadlineCheckIntervalMs,
   guardConnections,
   type HttpServerLimits,
+  largeAnswerBytes,
   maxHeaderBytes,
   maxJsonNestingLevels,
   maxPathParameterCharacters,
@@ -24,9 +26,14 @@ import {
   answerOnSocket,
   classifyClientError,
   pathParameterTooLong,
+  problemMediaType,
   requestNotReceivedInTime,
   sendError,
+  toProblemDocument,
 } from "./problem.js";
+
+/** When a client refused a large answer for the server's answer budget may ask again. */
+const LARGE_ANSWER_RETRY_AFTER_SECONDS = 5;
 
 /** A Fastify instance typed for TypeBox route schemas; every flowplane server is one. */
 export type HttpServer = FastifyInstance<
@@ -143,6 +150,30 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   guardConnections(server.server, limits, {
     logger: options.logger,
     onFirstRequestOverdue: (socket) => answerOnSocket(requestNotReceivedInTime(limits.requestReceiveTimeoutMs), socket),
+  });
+  const answers = new AnswerBudget(limits.maxAnswerBytesInFlight);
+  server.addHook("onSend", (request, reply, payload, done) => {
+    // A string's bytes are at most three per UTF-16 unit: most answers are known to be small without counting.
+    const bytes =
+      typeof payload === "string"
+        ? payload.length * 3 < largeAnswerBytes
+          ? 0
+          : Buffer.byteLength(payload)
+        : payload instanceof Uint8Array
+          ? payload.byteLength
+          : 0;
+    if (answers.reserve(bytes, reply.raw)) {
+      done(null, payload);
+      return;
+    }
+    const refusal = new ServiceError(
+      "unavailable",
+      "The server holds as many large answers as it may until their clients have read them; retry later.",
+      { headers: { "retry-after": String(LARGE_ANSWER_RETRY_AFTER_SECONDS) } },
+    );
+    request.log.debug({ bytes, bytesInFlight: answers.bytesInFlight }, "large answer refused");
+    reply.code(refusal.status).headers(refusal.headers).type(problemMediaType);
+    done(null, JSON.stringify(toProblemDocument(refusal, request.url.split("?")[0])));
   });
   server.addHook("onRequest", (request, _reply, done) => {
     if (request.url.length > maxUrlCharacters) {

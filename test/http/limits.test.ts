@@ -86,6 +86,7 @@ describe("connection limits of every HTTP server", () => {
       maxConnectionsPerAddress: 50,
       maxRequestsPerConnection: 100,
       responseStallTimeoutMs: 30_000,
+      maxAnswerBytesInFlight: 256 * 1024 * 1024,
     };
     const { url, port, accepted } = await startServer(limits);
 
@@ -139,6 +140,7 @@ describe("connection limits of every HTTP server", () => {
       maxConnectionsPerAddress: 1_000,
       maxRequestsPerConnection: 100,
       responseStallTimeoutMs: 30_000,
+      maxAnswerBytesInFlight: 256 * 1024 * 1024,
     };
     const { url, port, accepted } = await startServer(limits);
     const idle = await holdConnections({ host: "127.0.0.1", port, localAddress: attackerAddress, count: 40 });
@@ -157,6 +159,7 @@ describe("connection limits of every HTTP server", () => {
       maxConnectionsPerAddress: 100,
       maxRequestsPerConnection: 2,
       responseStallTimeoutMs: 30_000,
+      maxAnswerBytesInFlight: 256 * 1024 * 1024,
     });
     const socket = connect({ host: "127.0.0.1", port });
     let received = "";
@@ -212,6 +215,7 @@ const stallLimits: HttpServerLimits = {
   maxConnectionsPerAddress: 100,
   maxRequestsPerConnection: 10_000,
   responseStallTimeoutMs: 500,
+  maxAnswerBytesInFlight: 256 * 1024 * 1024,
 };
 
 describe("answers a client leaves unread", () => {
@@ -271,6 +275,37 @@ describe("answers a client leaves unread", () => {
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(idle.received().split("HTTP/1.1 200")).toHaveLength(3);
     for (const connection of [unread, working, idle]) connection.socket.destroy();
+  }, 20_000);
+
+  it("holds large answers up to its budget, answers 503 beyond it, and takes them again once one is done", async () => {
+    // A 9 MB model file asked for on 256 connections that read nothing held 5 GB: the budget bounds that.
+    const { server } = await startServer({
+      ...stallLimits,
+      responseStallTimeoutMs: 30_000,
+      // Two answers of /large (4 MiB and a little), more than the kernel's buffers take, while their clients read none.
+      maxAnswerBytesInFlight: 9 * 1024 * 1024,
+    });
+    const url = `http://127.0.0.1:${(server.server.address() as AddressInfo).port}`;
+    const unread = [
+      await rawConnection(server, { readAnswers: false }),
+      await rawConnection(server, { readAnswers: false }),
+    ];
+    for (const connection of unread) connection.socket.write("GET /large HTTP/1.1\r\nHost: flowplane.test\r\n\r\n");
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const built = largeAnswersBuilt;
+    const refused = await requestFrom(otherClientAddress, `${url}/large`);
+    expect(refused.status).toBe(503);
+    expect(refused.headers["retry-after"]).toBe("5");
+    expect(JSON.parse(refused.body)).toMatchObject({ type: "urn:flowplane:problem:unavailable", instance: "/large" });
+    expect(largeAnswersBuilt).toBe(built + 1);
+    // Small answers never wait for the budget.
+    expect((await requestFrom(otherClientAddress, `${url}/ping`)).status).toBe(200);
+    unread[0]?.socket.destroy();
+    await unread[0]?.closedAtMs;
+    const served = await requestFrom(otherClientAddress, `${url}/large`);
+    expect(served.status).toBe(200);
+    expect(served.body.length).toBeGreaterThan(4 * 1024 * 1024);
+    unread[1]?.socket.destroy();
   }, 20_000);
 
   it("still closes an idle keep-alive connection at its keep-alive timeout", async () => {
