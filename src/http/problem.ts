@@ -74,6 +74,13 @@ interface ValidationIssue {
  */
 export const MAX_LISTED_ISSUES = 20;
 
+/** Characters of a field's location a 400 repeats at most: a client's own field names are echoed, and may be long. */
+const MAX_LOCATION_CHARACTERS = 200;
+
+function shortened(location: string): string {
+  return location.length > MAX_LOCATION_CHARACTERS ? `${location.slice(0, MAX_LOCATION_CHARACTERS)}…` : location;
+}
+
 /** Turns Ajv validation issues into `{location, message}` pairs that name the offending field. */
 function describeValidation(
   issues: readonly ValidationIssue[],
@@ -83,13 +90,13 @@ function describeValidation(
     const base = `${context ?? "body"}${issue.instancePath ?? ""}`;
     const additional = issue.params?.additionalProperty;
     if (typeof additional === "string") {
-      return { location: `${base}/${additional}`, message: "is not a known field" };
+      return { location: shortened(`${base}/${additional}`), message: "is not a known field" };
     }
     const missing = issue.params?.missingProperty;
     if (typeof missing === "string") {
-      return { location: `${base}/${missing}`, message: "is required" };
+      return { location: shortened(`${base}/${missing}`), message: "is required" };
     }
-    return { location: base, message: issue.message ?? "is invalid" };
+    return { location: shortened(base), message: issue.message ?? "is invalid" };
   });
 }
 
