@@ -1,13 +1,13 @@
 /**
  * The limits every flowplane HTTP server applies, so that no client can hold a server's connections or hand it input
  * whose cost is unbounded: a deadline for each whole request and for each answer the client leaves unread, caps on
- * open connections (in all and per client address), on requests per connection and on requests one connection
- * pipelines, on the size of URLs, path parameters and headers, and on the nesting of JSON bodies. `createHttpServer`
- * applies them; the settings are `service.http.*`.
+ * open connections (in all and per client address) and on requests per connection, on the size of URLs, path
+ * parameters and headers, and on the nesting of JSON bodies. How answers flow to clients that read slowly or not at
+ * all is bounded in `answer-flow.ts`. `createHttpServer` applies both; the settings are `service.http.*`.
  */
 
 import { readFileSync } from "node:fs";
-import type { IncomingMessage, RequestListener, Server, ServerResponse } from "node:http";
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { FastifyBaseLogger } from "fastify";
 import { connectionAddressKey } from "../net/address-key.js";
@@ -28,52 +28,6 @@ export interface HttpServerLimits {
   readonly maxAnswerBytesInFlight: number;
 }
 
-/** Answers of at least this many bytes count against a server's `AnswerBudget`; smaller ones never wait for it. */
-export const largeAnswerBytes = 1024 * 1024;
-
-/**
- * The bytes of large answers a server holds at once: from the moment an answer is handed to its connection until the
- * connection is done with it (the client read it, or the connection closed). Each connection holds one answer at a
- * time (`oneRequestAtATime`), but a 9 MB model file asked for on many connections that read nothing took 17 MB of
- * memory per connection, 5 GB for 256 of them, with nothing but a read token: a server with 1,024 connections would
- * have held 17 GB until the stall deadline closed them, and the attacker reconnects.
- */
-export class AnswerBudget {
-  private bytesInFlightValue = 0;
-
-  constructor(private readonly maxBytes: number) {
-    if (!Number.isSafeInteger(maxBytes) || maxBytes < largeAnswerBytes) {
-      throw new Error(`an answer budget must hold at least one large answer, got ${maxBytes} bytes`);
-    }
-  }
-
-  /** Bytes of large answers held now. */
-  get bytesInFlight(): number {
-    return this.bytesInFlightValue;
-  }
-
-  /**
-   * Reserves `bytes` for an answer until `response` closes; false, reserving nothing, when a large answer would take
-   * the server beyond its budget. Small answers always pass.
-   */
-  reserve(bytes: number, response: ServerResponse): boolean {
-    if (bytes < largeAnswerBytes) return true;
-    if (this.bytesInFlightValue + bytes > this.maxBytes) return false;
-    this.bytesInFlightValue += bytes;
-    response.once("close", () => {
-      this.bytesInFlightValue -= bytes;
-    });
-    return true;
-  }
-}
-
-/**
- * Requests one connection may have waiting behind the one being answered (HTTP/1.1 pipelining); one more closes the
- * connection. Clients that pipeline at all keep a few requests in flight; a client that sends many and reads no answer
- * only wants the server to hold them.
- */
-export const maxWaitingPipelinedRequests = 16;
-
 /** Longest accepted request target (path and query); a longer one is answered 414. */
 export const maxUrlCharacters = 8 * 1024;
 
@@ -90,55 +44,6 @@ export const maxPathParameterCharacters = 500;
  * far away from that, and no legitimate document of the APIs comes close to it.
  */
 export const maxJsonNestingLevels = 64;
-
-/**
- * Has `handle` answer each connection's requests one after another: a request that arrives (pipelined) while the
- * previous one on its connection is being answered waits until that answer has been handed to the connection, and the
- * connection is closed when more than `maxWaiting` wait. Node itself runs the handler of every pipelined request at
- * once and buffers the answers in order until the client reads them, however many the client sent in one packet: 24
- * connections that each pipelined 1,000 requests for the 208 KB OpenAPI document and read nothing took the platform's
- * heap, and the whole product with it. One answer at a time also hands the backpressure of a client that does not read
- * to the answer being written, where the stall deadline (`guardConnections`) ends it.
- */
-export function oneRequestAtATime(handle: RequestListener, maxWaiting: number): RequestListener {
-  const connections = new WeakMap<
-    Socket,
-    { answering: boolean; readonly waiting: [IncomingMessage, ServerResponse][] }
-  >();
-  const answer = (request: IncomingMessage, response: ServerResponse) => {
-    const socket = request.socket;
-    const connection = connections.get(socket);
-    if (connection === undefined) throw new Error("invariant violated: a request is answered on an unknown connection");
-    connection.answering = true;
-    // 'close' follows the end of the answer, or the end of the connection before it.
-    response.once("close", () => {
-      connection.answering = false;
-      const next = connection.waiting.shift();
-      if (next !== undefined && !socket.destroyed) answer(...next);
-    });
-    handle(request, response);
-  };
-  return (request, response) => {
-    const socket = request.socket;
-    // Requests Node parsed from the same packet after the connection was closed for too many are not answered.
-    if (socket.destroyed) return;
-    let connection = connections.get(socket);
-    if (connection === undefined) {
-      connection = { answering: false, waiting: [] };
-      connections.set(socket, connection);
-    }
-    if (!connection.answering) {
-      answer(request, response);
-      return;
-    }
-    if (connection.waiting.length >= maxWaiting) {
-      connection.waiting.length = 0;
-      socket.destroy();
-      return;
-    }
-    connection.waiting.push([request, response]);
-  };
-}
 
 /** How long the refusal warning stays quiet after it was logged, however many connections are refused meanwhile. */
 const REFUSAL_LOG_INTERVAL_MS = 60_000;
@@ -253,11 +158,12 @@ export function guardConnections(server: Server, limits: HttpServerLimits, optio
   // header can be set any more.
   const onRequest = (request: IncomingMessage, response: ServerResponse) => {
     const { socket } = request;
-    // Node's own `maxRequestsPerSocket` announces the end but leaves the connection open and answers further
-    // requests with a bare 503; asking for the close on the last answer makes Node close it after that answer.
+    // The stall deadline of this answer (see `server.setTimeout` above).
     response.on("timeout", (timedOut: Socket) => {
       if (timedOut.writableLength > 0) timedOut.destroy();
     });
+    // Node's own `maxRequestsPerSocket` announces the end but leaves the connection open and answers further
+    // requests with a bare 503; asking for the close on the last answer makes Node close it after that answer.
     const requests = (requestsBySocket.get(socket) ?? 0) + 1;
     requestsBySocket.set(socket, requests);
     if (requests >= limits.maxRequestsPerConnection) response.setHeader("connection", "close");

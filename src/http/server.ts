@@ -6,21 +6,18 @@ import addFormats from "ajv-formats";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from "fastify";
 import FindMyWay, { type HTTPMethod } from "find-my-way";
 import { parseJsonExactly } from "../json/exact-json.js";
+import { AnswerBudget, largeAnswerBytes, maxWaitingPipelinedRequests, oneRequestAtATime } from "./answer-flow.js";
 import { ServiceError } from "./errors.js";
 import { addExactIntegerKeyword, hasInt64Field, withExactIntegers } from "./exact-integers.js";
 import {
-  AnswerBudget,
   deadlineCheckIntervalMs,
   guardConnections,
   type HttpServerLimits,
-  largeAnswerBytes,
   maxHeaderBytes,
   maxJsonNestingLevels,
   maxPathParameterCharacters,
   maxUrlCharacters,
-  maxWaitingPipelinedRequests,
   nestsDeeperThan,
-  oneRequestAtATime,
 } from "./limits.js";
 import {
   answerOnSocket,

@@ -3,12 +3,8 @@ import { connect } from "node:net";
 import { pino } from "pino";
 import { Type } from "typebox";
 import { afterEach, describe, expect, it } from "vitest";
-import {
-  type HttpServerLimits,
-  maxJsonNestingLevels,
-  maxWaitingPipelinedRequests,
-  nestsDeeperThan,
-} from "../../src/http/limits.js";
+import { maxWaitingPipelinedRequests } from "../../src/http/answer-flow.js";
+import { type HttpServerLimits, maxJsonNestingLevels, nestsDeeperThan } from "../../src/http/limits.js";
 import { createHttpServer, type HttpServer } from "../../src/http/server.js";
 import { type HeldConnections, holdConnections, requestFrom } from "../support/http.js";
 
