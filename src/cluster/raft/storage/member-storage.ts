@@ -973,40 +973,6 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   }
 
   /**
-   * Starts (or resumes) receiving the snapshot described by `metadata` in chunks; resolves with the byte offset the
-   * sender should continue from. A different snapshot in progress is discarded, and so is what was received of this
-   * one when `restart` is set.
-   */
-  async beginSnapshotReceive(
-    metadata: SnapshotMetadata,
-    options: { readonly restart?: boolean } = {},
-  ): Promise<number> {
-    this.assertOpen();
-    const copied = copyMetadata(metadata);
-    if (!isSnapshotMetadata(copied)) {
-      throw new Error("invalid snapshot metadata");
-    }
-    let resumeOffset = 0;
-    await this.submit(
-      () => {
-        resumeOffset = this.stageBeginReceive(this.stagedView(), copied, options.restart === true);
-      },
-      { writesChunks: true },
-    );
-    return resumeOffset;
-  }
-
-  /**
-   * Durably stores the chunk of the incoming snapshot that starts at byte `offset`. Chunks must arrive in order; a
-   * chunk already received (a duplicate) is ignored.
-   */
-  async writeSnapshotChunk(offset: number, data: Uint8Array): Promise<void> {
-    this.assertOpen();
-    const encoded = this.encodeReceivedChunk(offset, data);
-    return this.submit(() => this.stageReceivedChunk(this.stagedView(), offset, data, encoded), { writesChunks: true });
-  }
-
-  /**
    * Durably writes a receipt of the Raft core (`Ready.snapshotReceipt`): starts the snapshot over when the receipt
    * says so, then stores its chunks in order. The chunks must continue the received bytes exactly, as the core tracks
    * them; anything else means the core and the storage disagree, and fails.
@@ -1068,7 +1034,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     }
     return this.submit(() => {
       const staged = this.stagedView();
-      this.stageBeginReceive(staged, metadata, true, slot);
+      this.stageBeginReceive(staged, metadata, slot);
       const incoming = progressedIncoming(staged.incoming as StoredIncomingSnapshot, chunks);
       this.environment.state.put(this.scope, INCOMING_SNAPSHOT_KEY, encodeRecord(incoming));
       staged.incoming = incoming;
@@ -1196,30 +1162,15 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     await this.close();
   }
 
-  /** Starts (or resumes, unless `restart`) the receipt of `metadata` in the running transaction; returns its offset. */
   /**
-   * Starts the receipt of `metadata` over (or resumes it when `restart` is false and it is the one in progress).
-   * `reservedSlot`, when given, is a slot `reserveSlot` handed out whose chunks are written already; otherwise a new
-   * slot is taken and cleared.
+   * Starts the receipt of `metadata` over in the running transaction, in `slot`: a slot `reserveSlot` handed out, whose
+   * chunks are written already. What was received before, of this snapshot or another, is discarded.
    */
-  private stageBeginReceive(staged: View, metadata: SnapshotMetadata, restart: boolean, reservedSlot?: number): number {
-    if (!restart && staged.incoming !== null && sameSnapshot(staged.incoming.metadata, metadata)) {
-      return staged.incoming.receivedBytes;
-    }
-    // The new slot is chosen before the old transfer is discarded, so it differs from the slot being released.
-    const slot = reservedSlot ?? this.nextSlot(staged);
+  private stageBeginReceive(staged: View, metadata: SnapshotMetadata, slot: number): void {
     this.discardIncoming(staged);
-    if (reservedSlot === undefined) this.clearSlot(slot);
     const incoming: StoredIncomingSnapshot = { metadata, slot, receivedBytes: 0, receivedChecksum: 0 };
     this.environment.state.put(this.scope, INCOMING_SNAPSHOT_KEY, encodeRecord(incoming));
     staged.incoming = incoming;
-    return 0;
-  }
-
-  /** Checks a received chunk's shape and encodes it for storage (outside the transaction). */
-  private encodeReceivedChunk(offset: number, data: Uint8Array): Uint8Array {
-    this.checkReceivedChunk(offset, data);
-    return encodeChunk(data);
   }
 
   /** Throws unless `data` may be a received chunk at `offset`. */
@@ -1230,41 +1181,6 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     if (data.byteLength === 0 || data.byteLength > this.snapshotChunkBytes) {
       throw new Error(`snapshot chunk must hold 1 to ${this.snapshotChunkBytes} bytes, got ${data.byteLength}`);
     }
-  }
-
-  /** Stores a received chunk and the receipt's progress in the running transaction; a duplicate is ignored. */
-  private stageReceivedChunk(staged: View, offset: number, data: Uint8Array, encoded: Uint8Array): void {
-    const incoming = staged.incoming;
-    if (incoming === null) {
-      throw new Error("no snapshot is being received; call beginSnapshotReceive first");
-    }
-    if (offset + data.byteLength <= incoming.receivedBytes) {
-      return;
-    }
-    if (offset !== incoming.receivedBytes) {
-      throw new Error(`snapshot chunk at offset ${offset} does not continue at ${incoming.receivedBytes}`);
-    }
-    const receivedBytes = offset + data.byteLength;
-    if (receivedBytes > incoming.metadata.sizeBytes) {
-      throw new Error(`snapshot chunk ends at ${receivedBytes}, beyond the size ${incoming.metadata.sizeBytes}`);
-    }
-    // Chunks at or after `offset` can only be left by a write that a crash cut short before it was durable (and the
-    // sender may now cut the snapshot differently): they go before this chunk is stored.
-    const stale = [
-      ...this.environment.chunks.getKeys({
-        start: [this.scope, incoming.slot, offset],
-        end: [this.scope, incoming.slot + 1, 0],
-      }),
-    ];
-    for (const key of stale) this.environment.chunks.removeSync(key);
-    this.environment.chunks.putSync([this.scope, incoming.slot, offset], encoded);
-    const progressed: StoredIncomingSnapshot = {
-      ...incoming,
-      receivedBytes,
-      receivedChecksum: combineCrc32c(incoming.receivedChecksum, encodedChunkChecksum(encoded), data.byteLength),
-    };
-    this.environment.state.put(this.scope, INCOMING_SNAPSHOT_KEY, encodeRecord(progressed));
-    staged.incoming = progressed;
   }
 
   /** Waits for queued writes to commit, then closes the environment when this storage opened it. */

@@ -650,47 +650,19 @@ describe("MemberStorage", () => {
       const storage = MemberStorage.open({ directory, snapshotChunkBytes: 4 });
       const good = makeSnapshot(10, 2, 8);
       const wrong = { ...good.metadata, checksum: (good.metadata.checksum + 1) >>> 0 };
-      await storage.beginSnapshotReceive(wrong);
-      await storage.writeSnapshotChunk(0, good.data.subarray(0, 4));
-      await storage.writeSnapshotChunk(4, good.data.subarray(4, 8));
-      // One group commit: the mismatch releases the transfer's slot and a new transfer starts.
+      const chunk = (offset: number, end: number) => receivedChunk(good.data, offset, end);
+      await storage.receiveSnapshotChunks({ metadata: wrong, restart: true, chunks: [chunk(0, 4), chunk(4, 8)] });
+      // The mismatch releases the transfer's slot while the next transfer's first chunks are being written.
       const finish = storage.finishSnapshotReceive();
-      const begin = storage.beginSnapshotReceive(good.metadata);
-      const first = storage.writeSnapshotChunk(0, good.data.subarray(0, 4));
+      const first = storage.receiveSnapshotChunks({ metadata: good.metadata, restart: true, chunks: [chunk(0, 4)] });
       await expect(finish).rejects.toThrow(SnapshotChecksumMismatchError);
-      expect(await begin).toBe(0);
       await first;
-      await storage.writeSnapshotChunk(4, good.data.subarray(4, 8));
+      await storage.receiveSnapshotChunks({ metadata: good.metadata, restart: false, chunks: [chunk(4, 8)] });
       expect(await storage.finishSnapshotReceive()).toEqual(good.metadata);
       await storage.close();
-    });
-  });
-
-  it("counts chunks a crash left durable beyond the recorded progress when a transfer resumes", async () => {
-    await withTemporaryDirectory(async (directory) => {
-      const data = new Uint8Array(8).map((_, position) => position + 1);
-      const metadata = { ...makeSnapshot(10, 2, 8).metadata, checksum: crc32c(data) };
-      const storage = MemberStorage.open({ directory, snapshotChunkBytes: 8 });
-      await storage.beginSnapshotReceive(metadata);
-      // The crash: the chunks reach LMDB, the journal record saying they arrived never becomes durable.
-      const journal = (storage as unknown as { environment: { journal: Journal } }).environment.journal;
-      const crash = (): never => {
-        journal.abort();
-        throw new Error("crash");
-      };
-      journal.commitSync = crash;
-      journal.commit = async () => crash();
-      const first = storage.writeSnapshotChunk(0, data.subarray(0, 4));
-      const second = storage.writeSnapshotChunk(4, data.subarray(4, 8));
-      await expect(first).rejects.toThrow(/crash/);
-      await expect(second).rejects.toThrow(/crash/);
-      await storage.close();
-      // Both chunks reached LMDB whole, so they count although no record says so: the receipt resumes after them.
-      const reopened = MemberStorage.open({ directory, snapshotChunkBytes: 8 });
-      expect(reopened.incomingSnapshot()).toEqual({ metadata, receivedBytes: 8, receivedChecksum: crc32c(data) });
-      expect(await reopened.beginSnapshotReceive(metadata)).toBe(8);
-      expect(await reopened.finishSnapshotReceive()).toEqual(metadata);
-      expect(reopened.snapshot()?.data).toEqual(data);
+      // The released slot's chunks were removed once that was durable; the installed snapshot's are all still there.
+      const reopened = MemberStorage.open({ directory, snapshotChunkBytes: 4 });
+      expect(reopened.snapshot()?.data).toEqual(good.data);
       await reopened.close();
     });
   });
@@ -738,50 +710,6 @@ describe("MemberStorage", () => {
   });
 
   describe("snapshot received in chunks", () => {
-    it("stores chunks, resumes after a restart, and installs once the whole checksum matches", async () => {
-      await withTemporaryDirectory(async (directory) => {
-        const snapshot = makeSnapshot(10, 2, 10);
-        const storage = MemberStorage.open({ directory, snapshotChunkBytes: 4 });
-        await storage.append(entriesFrom(1, 3, 1), null);
-        expect(await storage.beginSnapshotReceive(snapshot.metadata)).toBe(0);
-        await storage.writeSnapshotChunk(0, snapshot.data.subarray(0, 4));
-        await storage.writeSnapshotChunk(0, snapshot.data.subarray(0, 4));
-        await expect(storage.writeSnapshotChunk(8, snapshot.data.subarray(8, 10))).rejects.toThrow(/continue at 4/);
-        await storage.close();
-
-        const reopened = MemberStorage.open({ directory, snapshotChunkBytes: 4 });
-        const incoming = {
-          metadata: snapshot.metadata,
-          receivedBytes: 4,
-          receivedChecksum: crc32c(snapshot.data.subarray(0, 4)),
-        };
-        expect(reopened.incomingSnapshot()).toEqual(incoming);
-        expect((await reopened.load()).incomingSnapshot).toEqual(incoming);
-        expect(await reopened.beginSnapshotReceive(snapshot.metadata)).toBe(4);
-        await expect(reopened.finishSnapshotReceive()).rejects.toThrow(/incomplete/);
-        await reopened.writeSnapshotChunk(4, snapshot.data.subarray(4, 8));
-        await reopened.writeSnapshotChunk(8, snapshot.data.subarray(8, 10));
-        expect(await reopened.finishSnapshotReceive()).toEqual(snapshot.metadata);
-        expect(reopened.incomingSnapshot()).toBeNull();
-        expect(reopened.snapshot()).toEqual(snapshot);
-        const state = await reopened.load();
-        expect([state.firstIndex, state.lastIndex]).toEqual([11, 10]);
-        await reopened.close();
-      });
-    });
-
-    it("discards the received bytes when the whole checksum does not match", async () => {
-      await withStorage(async (storage) => {
-        const snapshot = makeSnapshot(10, 2, 6);
-        const wrong = { ...snapshot.metadata, checksum: (snapshot.metadata.checksum + 1) >>> 0 };
-        await storage.beginSnapshotReceive(wrong);
-        await storage.writeSnapshotChunk(0, snapshot.data);
-        await expect(storage.finishSnapshotReceive()).rejects.toThrow(SnapshotChecksumMismatchError);
-        expect(storage.incomingSnapshot()).toBeNull();
-        expect(storage.snapshot()).toBeNull();
-      });
-    });
-
     it("writes a receipt in one transaction, resumes it from load() after a restart, and verifies it without reading it back", async () => {
       await withTemporaryDirectory(async (directory) => {
         const snapshot = makeSnapshot(10, 2, 10);
@@ -809,6 +737,7 @@ describe("MemberStorage", () => {
           receivedBytes: 6,
           receivedChecksum: crc32c(snapshot.data.subarray(0, 6)),
         });
+        await expect(reopened.finishSnapshotReceive()).rejects.toThrow(/incomplete/);
         await reopened.receiveSnapshotChunks({ metadata: snapshot.metadata, restart: false, chunks: [chunk(6, 10)] });
         const readBack = vi.spyOn(reopened as unknown as { readChunks(): Uint8Array }, "readChunks");
         expect(await reopened.finishSnapshotReceive()).toEqual(snapshot.metadata);
@@ -919,10 +848,17 @@ describe("MemberStorage", () => {
       await withStorage(async (storage) => {
         const older = makeSnapshot(10, 2, 8);
         const newer = makeSnapshot(20, 3, 8);
-        await storage.beginSnapshotReceive(older.metadata);
-        await storage.writeSnapshotChunk(0, older.data.subarray(0, 4));
-        expect(await storage.beginSnapshotReceive(newer.metadata)).toBe(0);
-        await storage.writeSnapshotChunk(0, newer.data);
+        await storage.receiveSnapshotChunks({
+          metadata: older.metadata,
+          restart: true,
+          chunks: [receivedChunk(older.data, 0, 4)],
+        });
+        await storage.receiveSnapshotChunks({
+          metadata: newer.metadata,
+          restart: true,
+          chunks: [receivedChunk(newer.data, 0, 8)],
+        });
+        expect(storage.incomingSnapshot()?.metadata).toEqual(newer.metadata);
         expect(await storage.finishSnapshotReceive()).toEqual(newer.metadata);
         expect(storage.snapshot()?.data).toEqual(newer.data);
       });
