@@ -2,7 +2,8 @@
  * The limits every flowplane HTTP server applies, so that no client can hold a server's connections or hand it input
  * whose cost is unbounded: a deadline for each whole request and for each answer the client leaves unread, caps on
  * open connections (in all and per client address) and on requests per connection, on the size of URLs, path
- * parameters and headers, and on the nesting of JSON bodies. How answers flow to clients that read slowly or not at
+ * parameters and headers, and on the nesting and the number of values of JSON bodies (`json-shape.ts` measures
+ * them). How answers flow to clients that read slowly or not at
  * all is bounded in `answer-flow.ts`. `createHttpServer` applies both; the settings are `service.http.*`.
  */
 
@@ -45,6 +46,14 @@ export const maxPathParameterCharacters = 500;
  */
 export const maxJsonNestingLevels = 64;
 
+/**
+ * Most values (array items and object members, at every level together) a JSON body may hold; a body with more is
+ * answered 400 before it is parsed. Parsing, validating and listing a body's issues cost time and memory per value,
+ * on the event loop: the bytes a route accepts (up to 20 MB for model files) do not bound that work, this does. The
+ * largest legitimate documents of the APIs (a message's variables, a list of addresses) hold far fewer.
+ */
+export const maxJsonValues = 100_000;
+
 /** How long the refusal warning stays quiet after it was logged, however many connections are refused meanwhile. */
 const REFUSAL_LOG_INTERVAL_MS = 60_000;
 
@@ -54,31 +63,6 @@ const REFUSAL_LOG_INTERVAL_MS = 60_000;
  */
 export function deadlineCheckIntervalMs(limits: HttpServerLimits): number {
   return Math.min(1_000, Math.max(50, Math.floor(limits.requestReceiveTimeoutMs / 4)));
-}
-
-/**
- * Whether a parsed JSON value nests arrays and objects more than `maxLevels` deep (a scalar is 0 levels, `{}` one).
- * It walks with an explicit stack, since the point is to refuse values whose depth would overflow recursive code.
- */
-export function nestsDeeperThan(value: unknown, maxLevels: number): boolean {
-  const pendingValues: object[] = [];
-  const pendingLevels: number[] = [];
-  if (value !== null && typeof value === "object") {
-    pendingValues.push(value);
-    pendingLevels.push(1);
-  }
-  for (;;) {
-    const current = pendingValues.pop();
-    const level = pendingLevels.pop();
-    if (current === undefined || level === undefined) return false;
-    if (level > maxLevels) return true;
-    for (const child of Array.isArray(current) ? current : Object.values(current)) {
-      if (child !== null && typeof child === "object") {
-        pendingValues.push(child);
-        pendingLevels.push(level + 1);
-      }
-    }
-  }
 }
 
 /** The soft limit on open files of this process, from `/proc/self/limits`; undefined where that file is missing. */

@@ -9,15 +9,16 @@ import { parseJsonExactly } from "../json/exact-json.js";
 import { AnswerBudget, largeAnswerBytes, maxWaitingPipelinedRequests, oneRequestAtATime } from "./answer-flow.js";
 import { ServiceError } from "./errors.js";
 import { addExactIntegerKeyword, hasInt64Field, withExactIntegers } from "./exact-integers.js";
+import { measureJsonShape } from "./json-shape.js";
 import {
   deadlineCheckIntervalMs,
   guardConnections,
   type HttpServerLimits,
   maxHeaderBytes,
   maxJsonNestingLevels,
+  maxJsonValues,
   maxPathParameterCharacters,
   maxUrlCharacters,
-  nestsDeeperThan,
 } from "./limits.js";
 import {
   answerOnSocket,
@@ -209,17 +210,30 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
       done(new ServiceError("malformedBody", "The body is not valid UTF-8."));
       return;
     }
+    // Measured before parsing, since parsing is what costs: see `maxJsonValues`.
+    const excess = measureJsonShape(bytes, { maxLevels: maxJsonNestingLevels, maxValues: maxJsonValues });
+    if (excess === "too-deep") {
+      done(
+        new ServiceError(
+          "invalidRequest",
+          `The body nests arrays and objects more than ${maxJsonNestingLevels} levels deep.`,
+        ),
+      );
+      return;
+    }
+    if (excess === "too-many-values") {
+      done(
+        new ServiceError(
+          "invalidRequest",
+          `The body holds more than ${maxJsonValues} values (array items and object members, counted at every level).`,
+        ),
+      );
+      return;
+    }
     const text = bytes.toString("utf8");
     parseJson(request, text, (error, value) => {
       if (error) {
         done(error);
-      } else if (nestsDeeperThan(value, maxJsonNestingLevels)) {
-        done(
-          new ServiceError(
-            "invalidRequest",
-            `The body nests arrays and objects more than ${maxJsonNestingLevels} levels deep.`,
-          ),
-        );
       } else if (hasInt64Field(request.routeOptions.schema?.body)) {
         // Parsed again, now that it is known to be safe JSON, so that its 64-bit integers stay exact. The default
         // parser skips a leading byte order mark, which every other route accepts, and lossless-json would refuse.

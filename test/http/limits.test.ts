@@ -4,7 +4,7 @@ import { pino } from "pino";
 import { Type } from "typebox";
 import { afterEach, describe, expect, it } from "vitest";
 import { maxWaitingPipelinedRequests } from "../../src/http/answer-flow.js";
-import { type HttpServerLimits, maxJsonNestingLevels, nestsDeeperThan } from "../../src/http/limits.js";
+import type { HttpServerLimits } from "../../src/http/limits.js";
 import { createHttpServer, type HttpServer } from "../../src/http/server.js";
 import { type HeldConnections, holdConnections, requestFrom } from "../support/http.js";
 
@@ -335,24 +335,4 @@ describe("answers a client leaves unread", () => {
     expect((await attacker.closedAtMs) - startedMs).toBeLessThan(stallLimits.responseStallTimeoutMs);
     attacker.socket.destroy();
   }, 20_000);
-});
-
-describe("nestsDeeperThan", () => {
-  function nested(levels: number): unknown {
-    let value: unknown = "leaf";
-    for (let level = 0; level < levels; level += 1) value = level % 2 === 0 ? { inner: value } : [value];
-    return value;
-  }
-
-  it("counts levels of arrays and objects, scalars being none", () => {
-    expect(nestsDeeperThan("text", 0)).toBe(false);
-    expect(nestsDeeperThan({}, 0)).toBe(true);
-    expect(nestsDeeperThan(nested(maxJsonNestingLevels), maxJsonNestingLevels)).toBe(false);
-    expect(nestsDeeperThan(nested(maxJsonNestingLevels + 1), maxJsonNestingLevels)).toBe(true);
-    expect(nestsDeeperThan({ shallow: [1, 2], deep: nested(10) }, 10)).toBe(true);
-  });
-
-  it("walks values far deeper than any recursion could", () => {
-    expect(nestsDeeperThan(nested(200_000), maxJsonNestingLevels)).toBe(true);
-  });
 });

@@ -4,7 +4,7 @@ import { pino } from "pino";
 import { Type } from "typebox";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OAuthError, ServiceError } from "../../src/http/errors.js";
-import { maxHeaderBytes, maxJsonNestingLevels } from "../../src/http/limits.js";
+import { maxHeaderBytes, maxJsonNestingLevels, maxJsonValues } from "../../src/http/limits.js";
 import { registerApiDocuments } from "../../src/http/openapi.js";
 import { problemMediaType } from "../../src/http/problem.js";
 import { createHttpServer, type HttpServer } from "../../src/http/server.js";
@@ -63,6 +63,7 @@ describe("createHttpServer conventions", () => {
     server.delete("/thing", async (request) => ({ deleted: true, body: request.body ?? null }));
     server.get("/things/:id", async (request) => request.params);
     server.post("/any", async (request) => ({ received: request.body }));
+    server.post("/large", { bodyLimit: 4 * 1024 * 1024 }, async () => ({ received: true }));
     server.post(
       "/list",
       { schema: { body: Type.Object({ items: Type.Array(Type.Integer()) }, { additionalProperties: false }) } },
@@ -292,6 +293,21 @@ describe("createHttpServer conventions", () => {
       const response = await post(nested(levels));
       expect(response.statusCode).toBe(400);
       expect(response.json().type).toBe("urn:flowplane:problem:invalid-request");
+    }
+  });
+
+  it("refuses a JSON body of more values than the documented count with 400, before parsing or validating it", async () => {
+    const post = (payload: string) =>
+      server.inject({ method: "POST", url: "/large", headers: { "content-type": "application/json" }, payload });
+    const members = (count: number) => `{${Array.from({ length: count }, (_, index) => `"k${index}":0`).join(",")}}`;
+    expect((await post(`[${Array.from({ length: maxJsonValues }, () => "0").join(",")}]`)).statusCode).toBe(200);
+    for (const payload of [members(maxJsonValues + 1), `{"nested":[${"[0,0],".repeat(maxJsonValues / 2)}0]}`]) {
+      const response = await post(payload);
+      expect(response.statusCode).toBe(400);
+      expect(response.json()).toMatchObject({
+        type: "urn:flowplane:problem:invalid-request",
+        detail: `The body holds more than ${maxJsonValues} values (array items and object members, counted at every level).`,
+      });
     }
   });
 
