@@ -1108,14 +1108,19 @@ export class ReplicaSimulation {
       if (client.retry !== null) this.history.giveUp(client.retry);
       client.retry = null;
     }
-    // Leadership may be moving (a hand-over, a removed leader stepping down), and a change may still be under way.
+    // Leadership may be moving (a hand-over, a removed leader stepping down), and a change may still be under way. A
+    // clean restart begun before the healing may still be handing leadership over, and shuts its broker down once it
+    // has: the checks below read through the leader, so they start once every broker is back.
     await this.stepUntil(
       () =>
         this.goal === null &&
         this.pendingForce === null &&
         this.clients.every((client) => client.operation === null) &&
+        [...this.brokers.values()].every(
+          (broker) => broker.gone || (broker.incarnation !== null && broker.incarnation.handOver === null),
+        ) &&
         this.currentLeader() !== null,
-      "the membership change, the forced reconfiguration and the clients' requests to finish with a leader",
+      "the membership change, the forced reconfiguration, clean restarts and the clients' requests to finish with a leader",
     );
     // Priority election: in the healthy group a voter of the highest priority must end up leading.
     await this.stepUntil(() => {
