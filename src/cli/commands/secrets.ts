@@ -66,12 +66,13 @@ export function registerSecretsCommands(program: Command, io: CliIo): void {
   addCommonOptions(
     secrets
       .command("list")
-      .description("List the names of the cluster's secrets (their values with --show-values or --json).")
-      .option("--show-values", "print NAME=value lines instead of names alone"),
+      .description("List the names of the cluster's secrets (their values too with --show-values).")
+      .option("--show-values", "print NAME=value lines (with --json: an object of names and values)"),
   ).action(async (options: SecretOptions & { showValues?: boolean }) => {
     const list = await createAdminClient(io, options).listSecrets(options.cluster);
     if (options.json === true) {
-      io.stdout(`${printableJson(list)}\n`);
+      // Values only when asked for by name: a script's `--json` output tends to end up in logs.
+      io.stdout(`${printableJson(options.showValues === true ? list : Object.keys(list))}\n`);
       return;
     }
     const lines = Object.entries(list).map(([name, value]) =>

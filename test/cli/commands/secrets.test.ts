@@ -45,8 +45,11 @@ describe("flowplane secrets", () => {
 
     const names = await cli(["secrets", "list", ...cluster]);
     expect(names).toMatchObject({ exitCode: exitCodes.ok, stdout: "DB_PASSWORD\nTLS_CERT\n" });
+    // JSON names the secrets alone too; their values only with --show-values.
     const json = await cli(["secrets", "list", ...cluster, "--json"]);
-    expect(JSON.parse(json.stdout)).toEqual({
+    expect(JSON.parse(json.stdout)).toEqual(["DB_PASSWORD", "TLS_CERT"]);
+    const jsonWithValues = await cli(["secrets", "list", ...cluster, "--json", "--show-values"]);
+    expect(JSON.parse(jsonWithValues.stdout)).toEqual({
       DB_PASSWORD: "from-the-environment",
       TLS_CERT: "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
     });
