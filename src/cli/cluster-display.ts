@@ -93,12 +93,17 @@ export function formatClusterStatus(status: ClusterStatus): string {
   return `${lines.join("\n")}\n`;
 }
 
+/** "1 operation", "2 operations". */
+function operationCount(count: number): string {
+  return `${count} ${count === 1 ? "operation" : "operations"}`;
+}
+
 /** A plan as text: the operations in order and the brokers of the expected topology. */
 export function formatPlan(response: ScaleResponse, dryRun: boolean): string {
   const lines = [
     response.plannedChanges.length === 0
       ? "Nothing to change: the cluster already has that shape."
-      : `${dryRun ? "Dry run, nothing recorded. Planned" : `Change ${response.changeId} started`}: ${response.plannedChanges.length} operations`,
+      : `${dryRun ? "Dry run, nothing recorded. Planned" : `Change ${response.changeId} started`}: ${operationCount(response.plannedChanges.length)}`,
   ];
   for (const [position, operation] of response.plannedChanges.entries()) {
     lines.push(`  ${String(position + 1).padStart(3)}. ${describeOperationEntry(operation)}`);

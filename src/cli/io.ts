@@ -33,6 +33,17 @@ export interface CliIo {
   logger?: pino.Logger | undefined;
 }
 
+/**
+ * A command that cannot do what was asked because of the state it found (no change to cancel, another change
+ * running), not because of how it was called; exits with code 1, as an API's refusal does.
+ */
+export class CommandFailure extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "CommandFailure";
+  }
+}
+
 /** A usage error found by a command itself (beyond what commander checks); exits with code 2. */
 export class UsageError extends Error {
   constructor(message: string) {

@@ -78,7 +78,7 @@ export function describeAllowed(schema: Leaf["schema"]): string {
     case "number":
       return `a number${range}`;
     case "boolean":
-      return "true or false";
+      return "true or false (also written 1 or 0, yes or no)";
     case "array":
       return "a JSON array as described in the documentation";
     default:

@@ -132,10 +132,6 @@ export function classifyError(error: unknown): ServiceError {
       return new ServiceError("unsupportedMediaType", "Send the body as application/json.");
     case "FST_ERR_CTP_BODY_TOO_LARGE":
       return new ServiceError("payloadTooLarge", fastifyError.message ?? "The body exceeds the size limit.");
-    case "FST_ERR_CTP_EMPTY_JSON_BODY":
-      return new ServiceError("malformedBody", "The body is empty but the content type says JSON.");
-    case "FST_ERR_CTP_INVALID_JSON_BODY":
-      return new ServiceError("malformedBody", `The body is not valid JSON: ${fastifyError.message ?? ""}`);
     case "FST_ERR_BAD_URL":
       return new ServiceError("invalidRequest", "The URL is not valid: check its percent-encoding.");
     case "FST_ERR_MAX_PARAM_LENGTH":

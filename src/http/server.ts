@@ -1,22 +1,18 @@
-import { isUtf8 } from "node:buffer";
 import { createServer, type ServerOptions } from "node:http";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import { Ajv, type Options as AjvOptions } from "ajv";
 import addFormats from "ajv-formats";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from "fastify";
 import FindMyWay, { type HTTPMethod } from "find-my-way";
-import { parseJsonExactly } from "../json/exact-json.js";
 import { AnswerBudget, largeAnswerBytes, maxWaitingPipelinedRequests, oneRequestAtATime } from "./answer-flow.js";
 import { ServiceError } from "./errors.js";
 import { addExactIntegerKeyword, hasInt64Field, withExactIntegers } from "./exact-integers.js";
-import { measureJsonShape } from "./json-shape.js";
+import { parseJsonBody } from "./json-body.js";
 import {
   deadlineCheckIntervalMs,
   guardConnections,
   type HttpServerLimits,
   maxHeaderBytes,
-  maxJsonNestingLevels,
-  maxJsonValues,
   maxPathParameterCharacters,
   maxUrlCharacters,
 } from "./limits.js";
@@ -56,9 +52,6 @@ export interface HttpServerOptions {
   /** The request deadline and the connection limits (the `service.http` settings). */
   limits: HttpServerLimits;
 }
-
-/** U+FEFF, which some clients put before a JSON body. */
-const BYTE_ORDER_MARK = "\uFEFF";
 
 const sharedAjvOptions: AjvOptions = {
   allErrors: true,
@@ -197,55 +190,19 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     }
     done(new ServiceError("unsupportedMediaType", "Send the body as application/json."));
   });
-  const parseJson = server.getDefaultJsonParser("error", "error");
   server.removeContentTypeParser("application/json");
   server.addContentTypeParser("application/json", { parseAs: "buffer" }, (request, body, done) => {
     const bytes = body as Buffer;
-    if (bytes.length === 0 && request.routeOptions.schema?.body === undefined) {
+    const schema = request.routeOptions.schema?.body;
+    if (bytes.length === 0 && schema === undefined) {
       done(null, undefined);
       return;
     }
-    // Decoding would silently replace bytes that are not UTF-8 with U+FFFD, and store text the client never sent.
-    if (!isUtf8(bytes)) {
-      done(new ServiceError("malformedBody", "The body is not valid UTF-8."));
-      return;
+    try {
+      done(null, parseJsonBody(bytes, { exactIntegers: hasInt64Field(schema) }));
+    } catch (error) {
+      done(error as Error);
     }
-    // Measured before parsing, since parsing is what costs: see `maxJsonValues`.
-    const excess = measureJsonShape(bytes, { maxLevels: maxJsonNestingLevels, maxValues: maxJsonValues });
-    if (excess === "too-deep") {
-      done(
-        new ServiceError(
-          "invalidRequest",
-          `The body nests arrays and objects more than ${maxJsonNestingLevels} levels deep.`,
-        ),
-      );
-      return;
-    }
-    if (excess === "too-many-values") {
-      done(
-        new ServiceError(
-          "invalidRequest",
-          `The body holds more than ${maxJsonValues} values (array items and object members, counted at every level).`,
-        ),
-      );
-      return;
-    }
-    const text = bytes.toString("utf8");
-    parseJson(request, text, (error, value) => {
-      if (error) {
-        done(error);
-      } else if (hasInt64Field(request.routeOptions.schema?.body)) {
-        // Parsed again, now that it is known to be safe JSON, so that its 64-bit integers stay exact. The default
-        // parser skips a leading byte order mark, which every other route accepts, and lossless-json would refuse.
-        try {
-          done(null, parseJsonExactly(text.startsWith(BYTE_ORDER_MARK) ? text.slice(1) : text));
-        } catch (exactError) {
-          done(new ServiceError("malformedBody", `The body is not valid JSON: ${(exactError as Error).message}`));
-        }
-      } else {
-        done(null, value);
-      }
-    });
   });
   server.setErrorHandler((error, request, reply) => sendError(error, request, reply));
 

@@ -24,7 +24,7 @@ import {
   removeLocalBrokers,
 } from "../../platform/provisioner/local-brokers.js";
 import { formatClusterStatus, formatPlan, formatProgressLine } from "../cluster-display.js";
-import { type CliIo, UsageError } from "../io.js";
+import { type CliIo, CommandFailure, UsageError } from "../io.js";
 import { ProgressLines } from "../progress-lines.js";
 import { printable, printableJson } from "../terminal-text.js";
 import { clientEnvironmentHelp, createClientContext } from "./client-context.js";
@@ -203,7 +203,7 @@ async function scale(io: CliIo, options: ScaleOptions): Promise<void> {
   const json = options.json === true;
   const status = await client.status();
   if (status.pendingChange !== undefined && options.dryRun !== true) {
-    throw new UsageError(
+    throw new CommandFailure(
       `change ${status.pendingChange.id} is in progress; wait for it (flowplane cluster status) or cancel it (flowplane cluster cancel)`,
     );
   }
@@ -329,7 +329,7 @@ export function registerClusterCommands(program: Command, io: CliIo): void {
       let changeId: number;
       if (changeIdText === undefined) {
         const pending = (await client.status()).pendingChange;
-        if (pending === undefined) throw new UsageError("no change is in progress");
+        if (pending === undefined) throw new CommandFailure("no change is in progress; there is nothing to cancel");
         changeId = pending.id;
       } else {
         if (!/^\d+$/.test(changeIdText))

@@ -13,7 +13,7 @@ import {
 } from "../../client/admin.js";
 import type { ClusterPatch } from "../../client/cluster.js";
 import { formatPlan } from "../cluster-display.js";
-import { type CliIo, UsageError } from "../io.js";
+import { type CliIo, CommandFailure, UsageError } from "../io.js";
 import { printable, printableJson } from "../terminal-text.js";
 import { clientEnvironmentHelp, createClientContext } from "./client-context.js";
 import { parseCount, parseIds } from "./cluster.js";
@@ -89,7 +89,7 @@ export function creationFromOptions(
     options.channel === undefined
       ? parameters.channels[0]
       : resolveParameter(parameters.channels, options.channel, "--channel");
-  if (channel === undefined) throw new UsageError("the platform offers no channel");
+  if (channel === undefined) throw new CommandFailure("the platform offers no channel");
   const generation =
     options.generation === undefined
       ? channel.defaultGeneration
@@ -98,7 +98,7 @@ export function creationFromOptions(
     options.region === undefined
       ? parameters.regions[0]
       : resolveParameter(parameters.regions, options.region, "--region");
-  if (region === undefined) throw new UsageError("the platform offers no region");
+  if (region === undefined) throw new CommandFailure("the platform offers no region");
   if (options.stage !== undefined && !(stageLabels as readonly string[]).includes(options.stage)) {
     throw new UsageError(`--stage must be one of ${stageLabels.join(", ")}`);
   }

@@ -162,7 +162,10 @@ export class MessageRouter {
   async getMessage(messageKey: string): Promise<MessageView> {
     const decoded = parseKey(messageKey);
     if (decoded === undefined) {
-      throw new ServiceError("invalidRequest", `'${messageKey}' is not a message key (a positive decimal number).`);
+      throw new ServiceError(
+        "invalidRequest",
+        `'${messageKey}' is not a message key: a key is the decimal number a publication was answered with, its partition id times 2^51 plus a counter from 1.`,
+      );
     }
     return this.bounded(async (deadlineMs) => {
       let view = await this.viewWithPartitions(deadlineMs);

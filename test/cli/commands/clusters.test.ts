@@ -93,7 +93,7 @@ describe("flowplane clusters", () => {
 
     const plan = await fixture.cli(["clusters", "scale", cluster.uuid, "--brokers", "2", "--dry-run"]);
     expect(plan.stderr).toBe("");
-    expect(plan.stdout).toMatch(/^Dry run, nothing recorded\. Planned: 1 operations\n\s+1\. BROKER_ADD/);
+    expect(plan.stdout).toMatch(/^Dry run, nothing recorded\. Planned: 1 operation\n\s+1\. BROKER_ADD/);
     const scaled = await fixture.cli(["clusters", "scale", cluster.uuid, "--brokers", "2", "--json"]);
     expect(scaled.stderr).toBe("");
     expect(scaled.exitCode).toBe(exitCodes.ok);

@@ -197,6 +197,10 @@ describe("gateway REST API", () => {
     expect(cluster.brokers.reduce((sum, broker) => sum + broker.received.length, 0)).toBe(2);
 
     expect((await call(gateway, "/v2/messages/not-a-key")).status).toBe(400);
+    // A number, but one no publication is answered with: its high bits name no partition.
+    const partitionless = await call(gateway, "/v2/messages/999");
+    expect(partitionless.status).toBe(400);
+    expect(((await partitionless.json()) as { detail: string }).detail).toContain("its partition id times 2^51");
     const unknown = await call(gateway, `/v2/messages/${2n ** 51n + 7n}`);
     expect(unknown.status).toBe(404);
     expect(unknown.headers.get("content-type")).toContain("application/problem+json");

@@ -798,7 +798,9 @@ export function presentBackup(backup: ManagementBackup): Backup {
   const finished = backup.state !== "IN_PROGRESS";
   return {
     uuid: String(backup.backupId),
-    name: created === null ? `backup ${backup.backupId}` : `backup ${created}`,
+    // Named by its id, which never changes: a name from its creation time read differently before the first
+    // partition reported that time (the answer to the request that took it) and after.
+    name: `backup ${backup.backupId}`,
     created,
     completed: finished ? latest(backup.details.map((part) => part.lastUpdated)) : null,
     status: backup.state === "COMPLETED" ? "Complete" : backup.state === "IN_PROGRESS" ? "In progress" : "Failed",

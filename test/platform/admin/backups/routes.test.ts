@@ -58,7 +58,7 @@ describe("Administration API /clusters/{id}/backups over HTTP", () => {
     // Above the newest backup even though the clock is far below it.
     expect(backup).toEqual({
       uuid: "9223372036854775799",
-      name: "backup 2026-01-01T00:00:00.000Z",
+      name: "backup 9223372036854775799",
       created: "2026-01-01T00:00:00.000Z",
       completed: null,
       status: "In progress",

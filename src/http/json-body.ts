@@ -1,0 +1,67 @@
+/**
+ * How every flowplane HTTP server reads a JSON body: valid UTF-8, within the shape bounds of `limits.ts`, free of
+ * keys that would reach an object's prototype, and with exact 64-bit integers where the route's schema asks for
+ * them. Each refusal is a problem document naming what is wrong with the body.
+ */
+
+import { isUtf8 } from "node:buffer";
+import secureJson from "secure-json-parse";
+import { parseJsonExactly } from "../json/exact-json.js";
+import { ServiceError } from "./errors.js";
+import { measureJsonShape } from "./json-shape.js";
+import { maxJsonNestingLevels, maxJsonValues } from "./limits.js";
+
+/** U+FEFF, which some clients put before a JSON body. */
+const BYTE_ORDER_MARK = "\uFEFF";
+
+/** What secure-json-parse throws for `__proto__`, and for a `constructor` holding a `prototype`. */
+const FORBIDDEN_PROTOTYPE_MESSAGE = "Object contains forbidden prototype property";
+
+/** How a route wants its body: with 64-bit integers kept exact (as bigints) or as plain JSON numbers. */
+export interface JsonBodyOptions {
+  /** Whether the route's schema has a 64-bit integer field, whose digits beyond 2^53 must not be rounded. */
+  readonly exactIntegers: boolean;
+}
+
+/** Parses a JSON request body, or throws the 400 that says what is wrong with it. */
+export function parseJsonBody(bytes: Buffer, options: JsonBodyOptions): unknown {
+  if (bytes.length === 0) throw new ServiceError("malformedBody", "The body is empty but the content type says JSON.");
+  // Decoding would silently replace bytes that are not UTF-8 with U+FFFD, and store text the client never sent.
+  if (!isUtf8(bytes)) throw new ServiceError("malformedBody", "The body is not valid UTF-8.");
+  // Measured before parsing, since parsing is what costs: see `maxJsonValues`.
+  const excess = measureJsonShape(bytes, { maxLevels: maxJsonNestingLevels, maxValues: maxJsonValues });
+  if (excess === "too-deep") {
+    throw new ServiceError(
+      "invalidRequest",
+      `The body nests arrays and objects more than ${maxJsonNestingLevels} levels deep.`,
+    );
+  }
+  if (excess === "too-many-values") {
+    throw new ServiceError(
+      "invalidRequest",
+      `The body holds more than ${maxJsonValues} values (array items and object members, counted at every level).`,
+    );
+  }
+  const text = bytes.toString("utf8");
+  let value: unknown;
+  try {
+    value = secureJson.parse(text, undefined, { protoAction: "error", constructorAction: "error" });
+  } catch (error) {
+    const message = (error as Error).message;
+    if (message === FORBIDDEN_PROTOTYPE_MESSAGE) {
+      throw new ServiceError(
+        "malformedBody",
+        "The body holds the key __proto__, or a key constructor whose object has a key prototype: no API accepts them.",
+      );
+    }
+    throw new ServiceError("malformedBody", `The body is not valid JSON: ${message}`);
+  }
+  if (!options.exactIntegers) return value;
+  // Parsed again, now that it is known to be safe JSON, so that its 64-bit integers stay exact. secure-json-parse
+  // skips a leading byte order mark, which every route accepts, and lossless-json would refuse.
+  try {
+    return parseJsonExactly(text.startsWith(BYTE_ORDER_MARK) ? text.slice(1) : text);
+  } catch (error) {
+    throw new ServiceError("malformedBody", `The body is not valid JSON: ${(error as Error).message}`);
+  }
+}
