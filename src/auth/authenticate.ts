@@ -36,7 +36,7 @@ export interface AuthenticationOptions {
    * throws `TokenVerificationError` for a token that must no longer be honoured (401 like any invalid token) or a
    * `ServiceError` for a caller this server refuses (its status, typically 403).
    */
-  checkPrincipal?: (principal: Principal) => void;
+  checkPrincipal?: (principal: Principal) => void | Promise<void>;
 }
 
 /** A server or encapsulation context of any type provider. */
@@ -91,7 +91,7 @@ export function installAuthentication(server: AnyServer, options: Authentication
     }
     if (options.checkPrincipal !== undefined) {
       try {
-        options.checkPrincipal(principal);
+        await options.checkPrincipal(principal);
       } catch (error) {
         if (error instanceof TokenVerificationError) throw invalidToken(realm, error.message);
         throw error;

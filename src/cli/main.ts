@@ -14,6 +14,7 @@ import { registerClustersCommands } from "./commands/clusters.js";
 import { registerGatewayCommand } from "./commands/gateway.js";
 import { registerMembersCommands } from "./commands/members.js";
 import { registerModelerCommands } from "./commands/modeler.js";
+import { registerOrganizationClientsCommands } from "./commands/organization-clients.js";
 import { registerRestoreCommand } from "./commands/restore.js";
 import { registerSecretsCommands } from "./commands/secrets.js";
 import { registerStartCommands } from "./commands/start.js";
@@ -83,6 +84,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<ExitCo
   registerTokenCommand(program, io);
   registerMembersCommands(program, io);
   registerClientsCommands(program, io);
+  registerOrganizationClientsCommands(program, io);
   registerSecretsCommands(program, io);
   registerAllowlistCommands(program, io);
   registerModelerCommands(program, io);

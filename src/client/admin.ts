@@ -115,6 +115,31 @@ export type ClusterClient = Static<typeof clusterClientSchema>;
 
 const clusterClientListSchema = Type.Array(clusterClientSchema);
 
+/** Schema of an organization API client as the list answers it. */
+export const organizationClientSchema = Type.Object({
+  clientId: Type.String(),
+  name: Type.String(),
+  scopes: Type.Array(Type.String()),
+  created: Type.String(),
+});
+
+/** An API client of the organization (not of one cluster). */
+export type OrganizationClient = Static<typeof organizationClientSchema>;
+
+const organizationClientListSchema = Type.Array(organizationClientSchema);
+
+/** Schema of the answer to an organization API client's creation, the only answer that carries its secret. */
+export const createdOrganizationClientSchema = Type.Object({
+  clientId: Type.String(),
+  clientSecret: Type.String(),
+  name: Type.String(),
+  scopes: Type.Array(Type.String()),
+  created: Type.String(),
+});
+
+/** A newly created organization API client, with its secret (shown this once). */
+export type CreatedOrganizationClient = Static<typeof createdOrganizationClientSchema>;
+
 /** Schema of the answer to a cluster API client's creation, the only answer that carries its secret. */
 export const createdClusterClientSchema = Type.Object({
   uuid: Type.String(),
@@ -306,6 +331,24 @@ export class AdminClient {
   ): Promise<ScaleResponse> {
     const path = `/clusters/${encodeURIComponent(clusterId)}/scale${options.dryRun === true ? "?dryRun=true" : ""}`;
     return (await this.transport.sendForJson("POST", path, scaleResponseSchema, patch)) as ScaleResponse;
+  }
+
+  /** Lists the organization's API clients (a token holding every scope is needed). */
+  async listOrganizationClients(): Promise<OrganizationClient[]> {
+    return (await this.transport.sendForJson("GET", "/clients", organizationClientListSchema)) as OrganizationClient[];
+  }
+
+  /** Creates an API client of the organization; the answer holds its secret, which the API never shows again. */
+  async createOrganizationClient(name: string, scopes: readonly string[]): Promise<CreatedOrganizationClient> {
+    return (await this.transport.sendForJson("POST", "/clients", createdOrganizationClientSchema, {
+      name,
+      scopes,
+    })) as CreatedOrganizationClient;
+  }
+
+  /** Deletes an API client of the organization; the platform and every gateway refuse its tokens from then on. */
+  async deleteOrganizationClient(clientId: string): Promise<void> {
+    await this.transport.send("DELETE", `/clients/${encodeURIComponent(clientId)}`);
   }
 
   /** Lists the API clients of a cluster; throws `ApiError` with status 404 for an unknown cluster. */

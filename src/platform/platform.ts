@@ -5,6 +5,7 @@ import { openAccessPolicy } from "../auth/access-policy.js";
 import { installAuthentication } from "../auth/authenticate.js";
 import { systemClock } from "../auth/clock.js";
 import { administrationScopes, modelerScopes, scopeValues } from "../auth/scopes.js";
+import { type Principal, TokenVerificationError } from "../auth/verifier.js";
 import type { Configuration } from "../config/schema.js";
 import { registerApiDocuments } from "../http/openapi.js";
 import { createHttpServer, type HttpServer } from "../http/server.js";
@@ -27,6 +28,8 @@ import { memberRoutes } from "./admin/members/routes.js";
 import { MemberService } from "./admin/members/service.js";
 import { monitoringRoutes } from "./admin/monitoring/routes.js";
 import { MonitoringService } from "./admin/monitoring/service.js";
+import { organizationClientRoutes } from "./admin/organization-clients/routes.js";
+import { OrganizationClientService } from "./admin/organization-clients/service.js";
 import { bootstrapOrganization } from "./bootstrap.js";
 import { defaultConsoleDirectory, loadConsoleFiles } from "./console/files.js";
 import { consoleOrigins } from "./console/origins.js";
@@ -410,6 +413,20 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
     logger,
   });
   const activity = new ActivityService(store.database);
+  const organizationClients = new OrganizationClientService({
+    clients: issuer.clients,
+    ...clusterAccess,
+    tokenLifetimeSeconds: configuration.token.lifetimeSeconds,
+    clock: systemClock,
+    logger,
+  });
+  // The platform's own APIs refuse the tokens of a client deleted since they were issued (looked up at most
+  // `defaultClientCacheTtlMs` ago); gateways learn of deleted clients from their access policies.
+  const refuseDeletedClients = async (principal: Principal): Promise<void> => {
+    if (!(await issuer.clients.exists(principal.clientId))) {
+      throw new TokenVerificationError("The client this token was issued to has been deleted.");
+    }
+  };
   const connectorSecrets = new ConnectorSecretService({
     database: store.database,
     secrets: store.secrets,
@@ -452,7 +469,7 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
     ...openAccessPolicy(cluster.id, cluster.organizationId),
     ipAllowlist: await ipAllowlists.allowlistOf(cluster.id),
     monitoring: await monitoring.monitoringPolicyOf(cluster.id),
-    revokedClients: await clusterClients.revokedClients(cluster.id),
+    revokedClients: await clusterClients.revokedClients(cluster.organizationId, cluster.id),
   });
   clusters.allowlistReader = async (_organizationId, clusterId) => await ipAllowlists.allowlistOf(clusterId);
   clusters.onClusterDeleted.push(async ({ organizationId, clusterId }) => {
@@ -475,11 +492,15 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
         docsPath: "/docs",
       });
       await context.register(async (api) => {
-        installAuthentication(api, { verifier: createPlatformVerifier(issuer, configuration.audiences.admin) });
+        installAuthentication(api, {
+          verifier: createPlatformVerifier(issuer, configuration.audiences.admin),
+          checkPrincipal: refuseDeletedClients,
+        });
         installActivityRecording(api, activity);
         ipAllowlistRoutes(api, ipAllowlists);
         monitoringRoutes(api, monitoring);
         clusterClientRoutes(api, clusterClients);
+        organizationClientRoutes(api, organizationClients);
         connectorSecretRoutes(api, connectorSecrets);
         backupRoutes(api, backups);
         memberRoutes(api, members);
@@ -527,7 +548,10 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
         docsPath: "/api/v1/docs",
       });
       await context.register(async (api) => {
-        installAuthentication(api, { verifier: createPlatformVerifier(issuer, configuration.audiences.modeler) });
+        installAuthentication(api, {
+          verifier: createPlatformVerifier(issuer, configuration.audiences.modeler),
+          checkPrincipal: refuseDeletedClients,
+        });
         modelerRoutes(api, modeler, {
           fileBodyLimitBytes: Math.max(fileBodyLimitBytes, configuration.platform.bodyLimitBytes),
         });

@@ -170,5 +170,8 @@ export function fakeClusterDirectory(
         links: { gateway: "http://127.0.0.1:1", management: management.url, oauth: "http://issuer.test/oauth" },
       };
     },
+    async clusterIds(organizationId) {
+      return [...owners].filter(([, owner]) => owner === organizationId).map(([id]) => id);
+    },
   };
 }

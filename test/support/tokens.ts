@@ -22,7 +22,8 @@ export async function createTestClient(platform: TestPlatform, scopes: readonly 
     });
     const { client, secret } = await clients.create({
       organizationId: platform.organizationId,
-      name: `test client ${scopes.join(" ")}`,
+      // Names are unique per organization; tests may create several clients of the same scopes.
+      name: `test client ${scopes.join(" ")} ${randomUUID()}`,
       scopes,
     });
     return { clientId: client.clientId, clientSecret: secret };

@@ -33,12 +33,14 @@ function createAdminClient(io: CliIo, options: ClusterBackupOptions): AdminClien
   return new AdminClient({ baseUrl: settings.adminUrl, tokenProvider, audience: options.audience ?? adminAudience });
 }
 
-/** One line per backup: id, status, name and when it finished. */
+/** One line per backup: id, status, when it was taken and when it finished (its name is `backup <id>`). */
 export function formatClusterBackups(backups: readonly ClusterBackup[]): string {
   if (backups.length === 0) return "no backups";
   const rows = [
-    ["ID", "STATUS", "NAME", "COMPLETED"],
-    ...backups.map((backup) => [backup.uuid, backup.status, backup.name, backup.completed ?? "-"].map(printable)),
+    ["ID", "STATUS", "CREATED", "COMPLETED"],
+    ...backups.map((backup) =>
+      [backup.uuid, backup.status, backup.created ?? "-", backup.completed ?? "-"].map(printable),
+    ),
   ];
   const widths = [0, 1, 2].map((column) => Math.max(...rows.map((row) => (row[column] ?? "").length)));
   return rows

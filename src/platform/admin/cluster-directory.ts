@@ -25,12 +25,17 @@ export interface ClusterSummary {
 export interface ClusterDirectory {
   /** The organization's cluster of that id, or undefined when there is none (or it belongs to another one). */
   find(organizationId: string, clusterId: string): Promise<ClusterSummary | undefined>;
+  /** The ids of the organization's clusters, oldest first. */
+  clusterIds(organizationId: string): Promise<string[]>;
 }
 
 /** A directory without clusters: every cluster route answers 404 until a real directory is wired in. */
 export const emptyClusterDirectory: ClusterDirectory = {
   async find() {
     return undefined;
+  },
+  async clusterIds() {
+    return [];
   },
 };
 

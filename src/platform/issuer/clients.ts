@@ -53,6 +53,23 @@ export type NewClusterClientOutcome =
   /** The cluster already holds `maximumClientsPerCluster` clients. */
   | { outcome: "cluster-full" };
 
+/** What `ClientService.createOrganizationClient` needs. */
+export interface NewOrganizationClient {
+  organizationId: string;
+  name: string;
+  scopes: readonly ScopeValue[];
+  /** Largest number of organization clients the organization may hold; creating one more is refused. */
+  maximumClientsPerOrganization: number;
+}
+
+/** What became of a `createOrganizationClient` call. */
+export type NewOrganizationClientOutcome =
+  | { outcome: "created"; client: ClientRecord; secret: string }
+  /** The organization already has a client of that name. */
+  | { outcome: "name-taken" }
+  /** The organization already holds `maximumClientsPerOrganization` clients. */
+  | { outcome: "organization-full" };
+
 /** A deleted cluster API client whose tokens the cluster's gateway must refuse. */
 export interface RevokedClusterClient {
   clientId: string;
@@ -206,6 +223,47 @@ export class ClientService {
     return { client: toRecord(row), secret };
   }
 
+  /**
+   * Creates an organization client through the Administration API. Names are unique per organization: of concurrent
+   * creations with one name exactly one succeeds (the unique index decides) and the others answer `name-taken`. The
+   * returned secret is the only copy there will ever be.
+   */
+  async createOrganizationClient(input: NewOrganizationClient): Promise<NewOrganizationClientOutcome> {
+    if (input.scopes.length === 0) throw invalidRequest("A client needs at least one scope.");
+    const clientId = generateClientId();
+    const secret = generateClientSecret();
+    const row: ClientRow = {
+      client_id: clientId,
+      organization_id: input.organizationId,
+      name: input.name,
+      secret_hash: this.hasher.hash(secret),
+      scopes: JSON.stringify(canonicalScopes(input.scopes)),
+      created_at: new Date(this.clock()).toISOString(),
+      cluster_id: null,
+      permissions: null,
+      uuid: null,
+    };
+    let inserted: bigint | undefined;
+    try {
+      // One statement counts and inserts, so the bound needs no read-then-write across awaits.
+      const result = await sql`
+        INSERT INTO clients
+          (client_id, organization_id, name, secret_hash, scopes, created_at, cluster_id, permissions, uuid)
+        SELECT ${row.client_id}, ${row.organization_id}, ${row.name}, ${row.secret_hash}, ${row.scopes},
+          ${row.created_at}, NULL, NULL, NULL
+        WHERE (SELECT COUNT(*) FROM clients WHERE organization_id = ${input.organizationId} AND cluster_id IS NULL)
+          < ${input.maximumClientsPerOrganization}
+      `.execute(this.database);
+      inserted = result.numAffectedRows;
+    } catch (error) {
+      if (isConstraintViolation(error)) return { outcome: "name-taken" };
+      throw error;
+    }
+    if (inserted === undefined || inserted === 0n) return { outcome: "organization-full" };
+    this.cache.delete(clientId);
+    return { outcome: "created", client: toRecord(row), secret };
+  }
+
   /** The client with this id, or undefined. */
   async find(clientId: string): Promise<ClientRecord | undefined> {
     const row = await this.database
@@ -331,13 +389,28 @@ export class ClientService {
     return deleted.length;
   }
 
-  /** The clients of a cluster deleted at or after `sinceMs`, newest deletion first, at most `limit` of them. */
-  async revokedClusterClients(clusterId: string, sinceMs: number, limit: number): Promise<RevokedClusterClient[]> {
+  /**
+   * The clients whose tokens a cluster's gateway must refuse: the cluster's own clients and its organization's
+   * clients deleted at or after `sinceMs`, newest deletion first, at most `limit` of them.
+   */
+  async revokedClientsOfCluster(
+    organizationId: string,
+    clusterId: string,
+    sinceMs: number,
+    limit: number,
+  ): Promise<RevokedClusterClient[]> {
     const rows = await this.database
       .selectFrom("revoked_cluster_clients")
-      .select(["client_id", "revoked_at"])
+      .select(["client_id", "revoked_at", "revoked_at_ms"])
       .where("cluster_id", "=", clusterId)
       .where("revoked_at_ms", ">=", sinceMs)
+      .unionAll(
+        this.database
+          .selectFrom("revoked_organization_clients")
+          .select(["client_id", "revoked_at", "revoked_at_ms"])
+          .where("organization_id", "=", organizationId)
+          .where("revoked_at_ms", ">=", sinceMs),
+      )
       .orderBy("revoked_at_ms", "desc")
       .orderBy("client_id")
       .limit(limit)
@@ -345,16 +418,43 @@ export class ClientService {
     return rows.map((row) => ({ clientId: row.client_id, revokedAt: row.revoked_at }));
   }
 
-  /** Deletes an organization client (cluster API clients go through `deleteClusterClient`); answers whether it existed. */
-  async delete(organizationId: string, clientId: string): Promise<boolean> {
-    const result = await this.database
-      .deleteFrom("clients")
-      .where("client_id", "=", clientId)
-      .where("organization_id", "=", organizationId)
-      .where("cluster_id", "is", null)
-      .executeTakeFirst();
+  /**
+   * Deletes an organization client (cluster API clients go through `deleteClusterClient`) and records the revocation
+   * in the same transaction, so every gateway of the organization learns of it; answers whether the client existed.
+   * Revocations older than `pruneBeforeMs` are dropped on the way: no token they could refuse is still unexpired.
+   */
+  async delete(organizationId: string, clientId: string, pruneBeforeMs: number): Promise<boolean> {
+    const nowMs = this.clock();
+    const deleted = await this.database.transaction().execute(async (transaction) => {
+      const result = await transaction
+        .deleteFrom("clients")
+        .where("client_id", "=", clientId)
+        .where("organization_id", "=", organizationId)
+        .where("cluster_id", "is", null)
+        .executeTakeFirst();
+      if (result.numDeletedRows === 0n) return false;
+      await transaction
+        .insertInto("revoked_organization_clients")
+        .values({
+          client_id: clientId,
+          organization_id: organizationId,
+          revoked_at: new Date(nowMs).toISOString(),
+          revoked_at_ms: nowMs,
+        })
+        .execute();
+      return true;
+    });
     this.cache.delete(clientId);
-    return result.numDeletedRows > 0n;
+    await this.database.deleteFrom("revoked_organization_clients").where("revoked_at_ms", "<", pruneBeforeMs).execute();
+    return deleted;
+  }
+
+  /**
+   * Whether a client of this id exists, as `authenticate` last looked it up (at most `cacheTtlMs` ago): the platform
+   * refuses the tokens of a client deleted since they were issued.
+   */
+  async exists(clientId: string): Promise<boolean> {
+    return (await this.lookup(clientId)).found !== undefined;
   }
 
   /**
@@ -363,22 +463,26 @@ export class ClientService {
    * unknown ids are cached as well, so a cache hit does not tell an existing id from a made-up one by its speed.
    */
   async authenticate(clientId: string, secret: string): Promise<ClientRecord | undefined> {
-    const now = this.clock();
-    let cached = this.cache.get(clientId);
-    if (cached === undefined || cached.expiresAtMs <= now) {
-      const row = await this.database
-        .selectFrom("clients")
-        .selectAll()
-        .where("client_id", "=", clientId)
-        .executeTakeFirst();
-      cached = {
-        found: row === undefined ? undefined : { record: toRecord(row), secretHash: row.secret_hash },
-        expiresAtMs: now + this.cacheTtlMs,
-      };
-      this.remember(clientId, cached);
-    }
-    const found = cached.found;
+    const found = (await this.lookup(clientId)).found;
     return this.hasher.verify(secret, found?.secretHash) ? found?.record : undefined;
+  }
+
+  /** The client of this id and its secret's hash, from the cache while it is fresh, else from the database. */
+  private async lookup(clientId: string): Promise<CachedClient> {
+    const now = this.clock();
+    const cached = this.cache.get(clientId);
+    if (cached !== undefined && cached.expiresAtMs > now) return cached;
+    const row = await this.database
+      .selectFrom("clients")
+      .selectAll()
+      .where("client_id", "=", clientId)
+      .executeTakeFirst();
+    const fresh: CachedClient = {
+      found: row === undefined ? undefined : { record: toRecord(row), secretHash: row.secret_hash },
+      expiresAtMs: now + this.cacheTtlMs,
+    };
+    this.remember(clientId, fresh);
+    return fresh;
   }
 
   private remember(clientId: string, entry: CachedClient): void {

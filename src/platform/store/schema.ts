@@ -48,6 +48,14 @@ export interface RevokedClusterClientTable {
   revoked_at_ms: number;
 }
 
+/** A deleted organization client whose tokens may be unexpired (migration 036). */
+export interface RevokedOrganizationClientTable {
+  client_id: string;
+  organization_id: string;
+  revoked_at: string;
+  revoked_at_ms: number;
+}
+
 export interface SigningKeyTable {
   key_id: string;
   algorithm: string;
@@ -93,6 +101,7 @@ export interface PlatformDatabase {
   rate_limits: RateLimitTable;
   client_failures: ClientFailureTable;
   revoked_cluster_clients: RevokedClusterClientTable;
+  revoked_organization_clients: RevokedOrganizationClientTable;
   settings: SettingTable;
 }
 

@@ -35,9 +35,9 @@ describe("flowplane clusters backups", () => {
     const table = await fixture.cli(["clusters", "backups", "list", "--cluster", clusterId]);
     expect(table.exitCode).toBe(exitCodes.ok);
     expect(table.stdout.split("\n").slice(0, 3)).toEqual([
-      "ID  STATUS    NAME                             COMPLETED",
-      "4   Failed    backup 2026-01-01T00:00:00.000Z  2026-01-04T00:00:00.000Z",
-      "3   Complete  backup 2026-01-01T00:00:00.000Z  2026-01-04T00:00:00.000Z",
+      "ID  STATUS    CREATED                   COMPLETED",
+      "4   Failed    2026-01-01T00:00:00.000Z  2026-01-04T00:00:00.000Z",
+      "3   Complete  2026-01-01T00:00:00.000Z  2026-01-04T00:00:00.000Z",
     ]);
     const json = await fixture.cli(["clusters", "backups", "list", "--cluster", clusterId, "--json"]);
     expect((JSON.parse(json.stdout) as { uuid: string }[]).map((backup) => backup.uuid)).toEqual(["4", "3"]);

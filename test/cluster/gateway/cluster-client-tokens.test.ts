@@ -54,7 +54,7 @@ async function deliverPolicy(clusterId: string): Promise<void> {
   });
   const policy = {
     ...openAccessPolicy(clusterId, platform.organizationId),
-    revokedClients: await clusterClients.revokedClients(clusterId),
+    revokedClients: await clusterClients.revokedClients(platform.organizationId, clusterId),
   };
   await writeFile(`${entry.policyFile}.next`, serializeAccessPolicy(policy), { mode: 0o600 });
   await rename(`${entry.policyFile}.next`, entry.policyFile);

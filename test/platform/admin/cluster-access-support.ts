@@ -36,6 +36,9 @@ export function createClusterAccessFixture(): ClusterAccessFixture {
     async find(organizationId, clusterId) {
       return clusters.get(clusterId) === organizationId ? clusterSummary(clusterId) : undefined;
     },
+    async clusterIds(organizationId) {
+      return [...clusters].filter(([, owner]) => owner === organizationId).map(([clusterId]) => clusterId);
+    },
   };
   return {
     options: {

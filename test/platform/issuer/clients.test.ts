@@ -97,8 +97,8 @@ describe.each(databaseKinds)("client service (%s)", (kind) => {
     const { client, secret } = await clients.create({ organizationId, name: "a", scopes: ["members"] });
     expect(await replica.authenticate(client.clientId, secret)).toEqual(client);
 
-    expect(await clients.delete(organizationId, client.clientId)).toBe(true);
-    expect(await clients.delete(organizationId, client.clientId)).toBe(false);
+    expect(await clients.delete(organizationId, client.clientId, 0)).toBe(true);
+    expect(await clients.delete(organizationId, client.clientId, 0)).toBe(false);
     expect(await clients.find(client.clientId)).toBeUndefined();
     expect(await clients.authenticate(client.clientId, secret)).toBeUndefined();
 
@@ -128,6 +128,88 @@ describe.each(databaseKinds)("client service (%s)", (kind) => {
     expect(await replica.authenticate("preset", secret)).toEqual(client);
   });
 
+  it("creates organization clients with unique names up to a bound, the concurrent one of a name answered name-taken", async () => {
+    const { clients, organizationId } = await service();
+    const attempts = await Promise.all(
+      [1, 2, 3].map(() =>
+        clients.createOrganizationClient({
+          organizationId,
+          name: "ci",
+          scopes: ["modeler:read"],
+          maximumClientsPerOrganization: 10,
+        }),
+      ),
+    );
+    expect(attempts.map((attempt) => attempt.outcome).sort()).toEqual(["created", "name-taken", "name-taken"]);
+    // A cluster client may share the name: cluster clients are named per cluster.
+    expect(
+      (
+        await clients.createClusterClient({
+          organizationId,
+          clusterId: "cluster-a",
+          name: "ci",
+          permissions: ["gateway"],
+          maximumClientsPerCluster: 10,
+        })
+      ).outcome,
+    ).toBe("created");
+    // The bound counts the organization's clients (here the one above), not the clients of its clusters.
+    const full = await clients.createOrganizationClient({
+      organizationId,
+      name: "second",
+      scopes: ["members"],
+      maximumClientsPerOrganization: 1,
+    });
+    expect(full.outcome).toBe("organization-full");
+  });
+
+  it("records a deleted organization client as revoked for every cluster of its organization, with the cluster's own", async () => {
+    const { clients, organizationId, clock } = await service();
+    const created = await clients.createOrganizationClient({
+      organizationId,
+      name: "ci",
+      scopes: ["cluster"],
+      maximumClientsPerOrganization: 10,
+    });
+    const clusterClient = await clients.createClusterClient({
+      organizationId,
+      clusterId: "cluster-a",
+      name: "worker",
+      permissions: ["gateway"],
+      maximumClientsPerCluster: 10,
+    });
+    if (created.outcome !== "created" || clusterClient.outcome !== "created") throw new Error("not created");
+    expect(await clients.exists(created.client.clientId)).toBe(true);
+    await clients.deleteClusterClient(organizationId, "cluster-a", clusterClient.client.clientId, 0);
+    clock.advance(1_000);
+    expect(await clients.delete(organizationId, created.client.clientId, 0)).toBe(true);
+    expect(await clients.exists(created.client.clientId)).toBe(false);
+    const revokedAt = (offsetMs: number) => new Date(clock.now() - offsetMs).toISOString();
+    // Newest first: the organization client, then the cluster's own.
+    expect(await clients.revokedClientsOfCluster(organizationId, "cluster-a", 0, 10)).toEqual([
+      { clientId: created.client.clientId, revokedAt: revokedAt(0) },
+      { clientId: clusterClient.client.clientId, revokedAt: revokedAt(1_000) },
+    ]);
+    expect(await clients.revokedClientsOfCluster(organizationId, "cluster-b", 0, 10)).toEqual([
+      { clientId: created.client.clientId, revokedAt: revokedAt(0) },
+    ]);
+    expect(await clients.revokedClientsOfCluster("other", "cluster-c", 0, 10)).toEqual([]);
+    expect(await clients.revokedClientsOfCluster(organizationId, "cluster-a", clock.now() - 500, 10)).toHaveLength(1);
+    // A later deletion drops revocations older than its bound.
+    const later = await clients.createOrganizationClient({
+      organizationId,
+      name: "later",
+      scopes: ["cluster"],
+      maximumClientsPerOrganization: 10,
+    });
+    if (later.outcome !== "created") throw new Error("not created");
+    clock.advance(1_000);
+    await clients.delete(organizationId, later.client.clientId, clock.now() - 500);
+    expect(
+      (await clients.revokedClientsOfCluster(organizationId, "cluster-b", 0, 10)).map((entry) => entry.clientId),
+    ).toEqual([later.client.clientId]);
+  });
+
   it("lists only the organization's clients", async () => {
     const { clients, organizationId, store } = await service();
     await store.database
@@ -137,6 +219,6 @@ describe.each(databaseKinds)("client service (%s)", (kind) => {
     const { client } = await clients.create({ organizationId, name: "mine", scopes: ["members"] });
     await clients.create({ organizationId: "other", name: "theirs", scopes: ["members"] });
     expect((await clients.list(organizationId)).map((entry) => entry.clientId)).toEqual([client.clientId]);
-    expect(await clients.delete("other", client.clientId)).toBe(false);
+    expect(await clients.delete("other", client.clientId, 0)).toBe(false);
   });
 });

@@ -181,11 +181,12 @@ export class ClusterClientService {
   }
 
   /**
-   * The cluster's deleted clients whose tokens may still be unexpired, newest deletion first: the `revokedClients`
-   * of its access policy.
+   * The deleted clients whose tokens may still be unexpired, the cluster's own and its organization's, newest
+   * deletion first: the `revokedClients` of its access policy.
    */
-  async revokedClients(clusterId: string): Promise<RevokedClusterClient[]> {
-    return await this.options.clients.revokedClusterClients(
+  async revokedClients(organizationId: string, clusterId: string): Promise<RevokedClusterClient[]> {
+    return await this.options.clients.revokedClientsOfCluster(
+      organizationId,
       clusterId,
       this.options.clock() - this.revocationRetentionMs(),
       maximumRevokedClientsListed,

@@ -8,6 +8,7 @@ import { connectorSecretsMigration } from "./032-connector-secrets.js";
 import { allowlistMonitoringMigration } from "./033-allowlist-monitoring.js";
 import { activityMigration } from "./034-activity.js";
 import { backupsMigration } from "./035-backups.js";
+import { organizationClientsMigration } from "./036-organization-clients.js";
 
 /**
  * Every migration, in order. Names sort lexically and are never renamed once released: the database records
@@ -23,6 +24,7 @@ const migrations: Record<string, Migration> = {
   "033-allowlist-monitoring": allowlistMonitoringMigration,
   "034-activity": activityMigration,
   "035-backups": backupsMigration,
+  "036-organization-clients": organizationClientsMigration,
 };
 
 /** Supplies the migrations compiled into the program (no directory scanning, so bundling cannot lose one). */

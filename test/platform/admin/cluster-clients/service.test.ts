@@ -48,19 +48,19 @@ describe.each(databaseKinds)("cluster API clients (%s)", (kind) => {
     const { service, clients, cluster, organizationId, clock } = await fixture();
     const kept = await service.create(organizationId, cluster.id, { clientName: "kept" });
     const gone = await service.create(organizationId, cluster.id, { clientName: "gone" });
-    expect(await service.revokedClients(cluster.id)).toEqual([]);
+    expect(await service.revokedClients(organizationId, cluster.id)).toEqual([]);
     await service.delete(organizationId, cluster.id, gone.clientId);
     const revokedAt = new Date(clock.now()).toISOString();
-    expect(await service.revokedClients(cluster.id)).toEqual([{ clientId: gone.clientId, revokedAt }]);
+    expect(await service.revokedClients(organizationId, cluster.id)).toEqual([{ clientId: gone.clientId, revokedAt }]);
     expect(await clients.authenticate(gone.clientId, gone.clientSecret)).toBeUndefined();
     expect(await clients.authenticate(kept.clientId, kept.clientSecret)).toMatchObject({
       cluster: { clusterId: cluster.id, permissions: ["gateway"] },
     });
 
     clock.advance(tokenLifetimeSeconds * 1000 + revocationMarginMs);
-    expect(await service.revokedClients(cluster.id)).toEqual([{ clientId: gone.clientId, revokedAt }]);
+    expect(await service.revokedClients(organizationId, cluster.id)).toEqual([{ clientId: gone.clientId, revokedAt }]);
     clock.advance(1);
-    expect(await service.revokedClients(cluster.id)).toEqual([]);
+    expect(await service.revokedClients(organizationId, cluster.id)).toEqual([]);
   });
 
   it("drops expired revocations from the store on the next deletion, and keeps clusters apart", async () => {
@@ -73,8 +73,10 @@ describe.each(databaseKinds)("cluster API clients (%s)", (kind) => {
     await service.delete(organizationId, other.id, recent.clientId);
     const rows = await store.database.selectFrom("revoked_cluster_clients").select("client_id").execute();
     expect(rows.map((row) => row.client_id)).toEqual([recent.clientId]);
-    expect(await service.revokedClients(cluster.id)).toEqual([]);
-    expect((await service.revokedClients(other.id)).map((entry) => entry.clientId)).toEqual([recent.clientId]);
+    expect(await service.revokedClients(organizationId, cluster.id)).toEqual([]);
+    expect((await service.revokedClients(organizationId, other.id)).map((entry) => entry.clientId)).toEqual([
+      recent.clientId,
+    ]);
   });
 
   it("tells the access policy about a deletion, and logs (without secrets) when that fails", async () => {
@@ -91,7 +93,7 @@ describe.each(databaseKinds)("cluster API clients (%s)", (kind) => {
     });
     const doomed = await failing.service.create(failing.organizationId, failing.cluster.id, { clientName: "b" });
     await failing.service.delete(failing.organizationId, failing.cluster.id, doomed.clientId);
-    expect(await failing.service.revokedClients(failing.cluster.id)).toHaveLength(1);
+    expect(await failing.service.revokedClients(failing.organizationId, failing.cluster.id)).toHaveLength(1);
     const lines = failing.log.lines().split("\n");
     const errors = lines.filter((line) => line.includes("access policy could not be rewritten"));
     expect(errors).toHaveLength(1);
@@ -110,7 +112,7 @@ describe.each(databaseKinds)("cluster API clients (%s)", (kind) => {
       { clientId: clusterClient.clientId, name: "ci", permissions: ["gateway"] },
     ]);
     // The organization-client deletion does not reach cluster clients, which must leave through the revocation.
-    expect(await clients.delete(organizationId, clusterClient.clientId)).toBe(false);
+    expect(await clients.delete(organizationId, clusterClient.clientId, 0)).toBe(false);
     await expect(service.delete(organizationId, cluster.id, organizationClient.client.clientId)).rejects.toThrow(
       ServiceError,
     );

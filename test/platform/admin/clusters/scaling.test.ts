@@ -128,6 +128,9 @@ describe("ClusterScalingService", () => {
         if (organization !== organizationId || id !== clusterId) return undefined;
         return { id, links: { gateway: url, management: url, oauth: `${url}/oauth/token` } };
       },
+      async clusterIds(organization) {
+        return organization === organizationId ? [clusterId] : [];
+      },
     };
     service = new ClusterScalingService({
       clusters,

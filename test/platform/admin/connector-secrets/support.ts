@@ -9,5 +9,8 @@ export function clusterDirectoryOf(clusters: Record<string, string>): ClusterDir
         ? clusterSummary(clusterId)
         : undefined;
     },
+    async clusterIds(organizationId) {
+      return Object.keys(clusters).filter((clusterId) => clusters[clusterId] === organizationId);
+    },
   };
 }
