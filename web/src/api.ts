@@ -16,9 +16,11 @@ import type {
   ClusterParameters,
   ClusterRestore,
   CreatedClusterClient,
+  CreatedOrganizationClient,
   Member,
   MonitoringClient,
   MonitoringCredentials,
+  OrganizationClient,
 } from "../../src/client/admin.js";
 import type {
   BrokerEntry,
@@ -59,12 +61,14 @@ export type {
   ClusterStatus,
   ContainerContent,
   CreatedClusterClient,
+  CreatedOrganizationClient,
   FileMetadata,
   FolderMetadata,
   Member,
   MilestoneMetadata,
   MonitoringClient,
   MonitoringCredentials,
+  OrganizationClient,
   ProjectMetadata,
   ScaleResponse,
   SearchPage,
@@ -76,6 +80,9 @@ const modelerBase = "/modeler/api/v1";
 
 /** Stage labels a cluster may carry. */
 export const stageLabels = ["dev", "test", "stage", "prod"] as const;
+
+/** The scopes an organization API client may hold, in canonical order (the issuer's own list). */
+export { scopeValues as organizationScopes } from "../../src/auth/scopes.js";
 
 /** Roles a member can be given, in the order the Administration API lists them (owner cannot be assigned). */
 export const assignableRoles: readonly AssignableRole[] = [
@@ -177,6 +184,23 @@ export class ConsoleApi {
   /** Removes a member (`DELETE /admin/members/{email}`). */
   async removeMember(email: string): Promise<void> {
     await this.request("admin", `/admin/members/${encodeURIComponent(email)}`, { method: "DELETE" });
+  }
+
+  /** The organization's API clients (`GET /admin/clients`). */
+  async organizationClients(): Promise<OrganizationClient[]> {
+    return (await (await this.request("admin", "/admin/clients")).json()) as OrganizationClient[];
+  }
+
+  /** Creates an API client of the organization; the answer holds its secret, which no other answer repeats. */
+  async createOrganizationClient(name: string, scopes: readonly string[]): Promise<CreatedOrganizationClient> {
+    return (await (
+      await this.request("admin", "/admin/clients", { method: "POST", body: { name, scopes } })
+    ).json()) as CreatedOrganizationClient;
+  }
+
+  /** Deletes an API client of the organization (`DELETE /admin/clients/{clientId}`). */
+  async deleteOrganizationClient(clientId: string): Promise<void> {
+    await this.request("admin", `/admin/clients/${encodeURIComponent(clientId)}`, { method: "DELETE" });
   }
 
   /** Clusters of the organization (`GET /admin/clusters`). */

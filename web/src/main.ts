@@ -14,6 +14,7 @@ import { clusterPage, clustersPage } from "./pages/clusters.js";
 import { membersPage } from "./pages/members.js";
 import { modelerFolderPage, modelerProjectPage, modelerProjectsPage } from "./pages/modeler.js";
 import { modelerFilePage, modelerMilestonePage } from "./pages/modeler-file.js";
+import { organizationClientsPage } from "./pages/organization-clients.js";
 import { overviewPage } from "./pages/overview.js";
 import type { Page, PageContext } from "./pages/page.js";
 import { scalingPage } from "./pages/scaling.js";
@@ -35,6 +36,7 @@ const pages: readonly Page[] = [
   clusterBackupsPage,
   scalingPage,
   membersPage,
+  organizationClientsPage,
   activityPage,
   modelerProjectsPage,
   modelerProjectPage,

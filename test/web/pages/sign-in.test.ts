@@ -47,6 +47,7 @@ describe.runIf(browserAvailable())("console sign-in and session", () => {
         "Overview",
         "Clusters",
         "Members",
+        "API clients",
         "Activity",
         "Modeler",
       ]);
