@@ -384,7 +384,7 @@ export class RaftNode {
    * any of them holds is lost. Entries held only by members outside the new set (including committed ones) may be
    * lost, which `acceptDataLoss` acknowledges. The forced membership is part of the hard state, so a restarted
    * member resumes it; it is in force (elections needing every voter) until a configuration entry holding the same
-   * membership is committed. The members left out are fenced: their messages are ignored from then on (see
+   * membership, or any entry of a later term, is committed (see `maybeEndForcedMembership`). The members left out are fenced: their messages are ignored from then on (see
    * `HardState.fencedMembers`) unless a later configuration entry lists them again. Idempotent.
    */
   forceReconfigure(members: readonly Member[], options: ForceReconfigurationOptions): void {
@@ -1415,12 +1415,22 @@ export class RaftNode {
   }
 
   /**
-   * Ends the forced membership once a configuration entry holding it is committed: from then on the log itself says
-   * what the membership is, and elections need a majority again. Ending it at the commit rather than at the append
-   * matters: an uncommitted entry can be truncated away, and the membership would then fall back to the old one.
+   * Ends the forced membership once the committed log says what the membership is, and elections need a majority
+   * again: when a configuration entry holding it is committed, or when any entry of a term after the force is.
+   * The second covers a member that missed the forced entry's commit while the others went on changing the
+   * membership (it would otherwise hold the forced membership for good, and campaign under it in vain): the first
+   * leader elected after the force appended the forced configuration before anything else, so a committed entry of
+   * a later term has that configuration, or a later one built on it, committed before it. Ending it at the commit
+   * rather than at the append matters: an uncommitted entry can be truncated away, and the membership would then
+   * fall back to the old one.
    */
   private maybeEndForcedMembership(): void {
     if (this.forced === null) return;
+    const committedTerm = this.log.term(this.log.committed);
+    if (committedTerm !== null && committedTerm > this.forced.sinceTerm) {
+      this.forced = null;
+      return;
+    }
     if (this.history.currentIndex() > this.log.committed) return;
     if (!sameConfiguration(this.history.current(), this.forced.configuration)) return;
     this.forced = null;

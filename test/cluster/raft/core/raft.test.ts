@@ -989,6 +989,43 @@ describe("forced reconfiguration: durability and fencing", () => {
     expect(group.node(forcedLeader ?? 0).status().commitIndex).toBeGreaterThan(before);
   });
 
+  it("a forced member that missed the forced entry's commit and later changes ends the forced membership once it catches up", () => {
+    const group = new ScriptedGroup(voters(1, 2, 3, 4, 5));
+    group.electLeader();
+    for (const id of [4, 5]) group.crash(id);
+    // Member 3 votes in the forced election (which needs every forced voter) but hears nothing from the leader
+    // after it: not the forced entry, not its commit, not the change the others make next.
+    const behind = 3;
+    group.dropWhen(
+      (message) =>
+        (message.to === behind && ["append", "heartbeat", "snapshotChunk", "timeoutNow"].includes(message.type)) ||
+        (message.from === behind && message.type === "voteRequest"),
+    );
+    for (const id of [1, 2, 3]) group.node(id).forceReconfigure(voters(1, 2, 3), { acceptDataLoss: true });
+    group.tick(80);
+    const leader = group.leader() ?? 0;
+    expect([1, 2]).toContain(leader);
+    expect(group.node(leader).status().forced).toBe(false);
+    expect(group.node(behind).status().forced).toBe(true);
+    const other = [1, 2].find((id) => id !== leader) ?? 0;
+    expect(
+      group.node(leader).proposeConfigurationChange({ type: "setPriority", member: other, priority: 7 }).accepted,
+    ).toBe(true);
+    group.tick(3);
+    expect(
+      group
+        .node(leader)
+        .committedConfiguration()
+        .members.find((member) => member.id === other)?.priority,
+    ).toBe(7);
+    // Caught up, it holds the log's membership: the forced one is in the log, with a later change on top.
+    group.clearDrops();
+    group.tick(5);
+    expect(group.node(behind).status().forced).toBe(false);
+    expect(group.node(behind).configuration()).toEqual(group.node(leader).configuration());
+    expect(group.members.get(behind)?.disk.hardState().forced).toBeUndefined();
+  });
+
   it("a fenced member added back by a later configuration entry is heard again", () => {
     const group = new ScriptedGroup(voters(1, 2, 3));
     group.electLeader();
