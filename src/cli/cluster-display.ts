@@ -4,6 +4,7 @@
  * Pure functions of the API's answers, so they are tested without a cluster.
  */
 import type { BrokerEntry, ClusterOperationEntry, ClusterStatus, ScaleResponse } from "../client/cluster.js";
+import { alignedLines } from "./table.js";
 import { printable } from "./terminal-text.js";
 
 /** An operation in words, e.g. `PARTITION_JOIN broker 3 partition 2 (priority 1)`. */
@@ -51,13 +52,7 @@ function formatBrokerRows(brokers: readonly BrokerEntry[]): string[] {
       ].map(printable),
     ),
   ];
-  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? "").length)));
-  return rows.map((row) =>
-    row
-      .map((cell, column) => cell.padEnd(widths[column] ?? 0))
-      .join("  ")
-      .trimEnd(),
-  );
+  return alignedLines(rows);
 }
 
 /** The monitoring response as text: version, brokers, the last change and the running one. */

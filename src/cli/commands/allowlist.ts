@@ -1,18 +1,14 @@
 import type { Command } from "commander";
-import { AdminClient, type AllowlistEntry, adminAudience } from "../../client/admin.js";
+import { type AllowlistEntry, adminAudience } from "../../client/admin.js";
 import { type CliIo, UsageError } from "../io.js";
+import { alignedTable } from "../table.js";
 import { printable, printableJson } from "../terminal-text.js";
-import { clientEnvironmentHelp, createClientContext } from "./client-context.js";
+import { clientEnvironmentHelp, createAdminClient } from "./client-context.js";
 
 interface AllowlistOptions {
   cluster: string;
   json?: boolean;
   audience?: string;
-}
-
-function createAdminClient(io: CliIo, options: AllowlistOptions): AdminClient {
-  const { settings, tokenProvider } = createClientContext(io);
-  return new AdminClient({ baseUrl: settings.adminUrl, tokenProvider, audience: options.audience ?? adminAudience });
 }
 
 /**
@@ -28,8 +24,7 @@ export function parseAllowlistArgument(argument: string): AllowlistEntry {
 /** Renders allowlist entries as an aligned text table, one entry per line. */
 export function formatAllowlistTable(entries: readonly AllowlistEntry[]): string {
   const rows = [["IP", "DESCRIPTION"], ...entries.map((entry) => [entry.ip, entry.description].map(printable))];
-  const width = Math.max(...rows.map((row) => (row[0] ?? "").length));
-  return rows.map((row) => `${(row[0] ?? "").padEnd(width)}  ${row[1] ?? ""}`.trimEnd()).join("\n");
+  return alignedTable(rows);
 }
 
 /** Registers `flowplane allowlist get|set`, which read and replace a cluster's IP allowlist. */

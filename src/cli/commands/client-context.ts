@@ -1,3 +1,4 @@
+import { AdminClient, adminAudience } from "../../client/admin.js";
 import { type ClientSettings, clientSettingsFromEnvironment } from "../../client/environment.js";
 import { defaultTokenCacheFile } from "../../client/token-cache.js";
 import { TokenProvider } from "../../client/token-provider.js";
@@ -38,4 +39,10 @@ export function createClientContext(io: CliIo): ClientContext {
     cacheFile,
   });
   return { settings, tokenProvider };
+}
+
+/** An Administration API client for a command, with the token provider of `createClientContext`. */
+export function createAdminClient(io: CliIo, options: { readonly audience?: string | undefined }): AdminClient {
+  const { settings, tokenProvider } = createClientContext(io);
+  return new AdminClient({ baseUrl: settings.adminUrl, tokenProvider, audience: options.audience ?? adminAudience });
 }

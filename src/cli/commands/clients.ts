@@ -1,6 +1,5 @@
 import { type Command, InvalidArgumentError } from "commander";
 import {
-  AdminClient,
   adminAudience,
   type ClusterClient,
   type ClusterClientConnectionDetails,
@@ -8,18 +7,14 @@ import {
   clusterClientPermissions,
 } from "../../client/admin.js";
 import type { CliIo } from "../io.js";
+import { alignedTable } from "../table.js";
 import { printable, printableJson } from "../terminal-text.js";
-import { clientEnvironmentHelp, createClientContext } from "./client-context.js";
+import { clientEnvironmentHelp, createAdminClient } from "./client-context.js";
 
 interface ClientsOptions {
   cluster: string;
   json?: boolean;
   audience?: string;
-}
-
-function createAdminClient(io: CliIo, options: ClientsOptions): AdminClient {
-  const { settings, tokenProvider } = createClientContext(io);
-  return new AdminClient({ baseUrl: settings.adminUrl, tokenProvider, audience: options.audience ?? adminAudience });
 }
 
 function collectPermission(value: string, previous: ClusterClientPermission[] | undefined): ClusterClientPermission[] {
@@ -36,15 +31,7 @@ export function formatClusterClientTable(clients: readonly ClusterClient[]): str
     ["CLIENT ID", "NAME", "PERMISSIONS"],
     ...clients.map((client) => [client.clientId, client.name, client.permissions.join(",")].map(printable)),
   ];
-  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? "").length)));
-  return rows
-    .map((row) =>
-      row
-        .map((cell, column) => cell.padEnd(widths[column] ?? 0))
-        .join("  ")
-        .trimEnd(),
-    )
-    .join("\n");
+  return alignedTable(rows);
 }
 
 /** Renders connection details as `NAME=value` lines, the shape of an environment file (the name as a comment). */

@@ -5,17 +5,12 @@
  * set|get|delete` manages the cluster's backup schedule.
  */
 import { type Command, InvalidArgumentError } from "commander";
-import {
-  AdminClient,
-  adminAudience,
-  type BackupSchedule,
-  type ClusterBackup,
-  type ClusterRestore,
-} from "../../client/admin.js";
+import { adminAudience, type BackupSchedule, type ClusterBackup, type ClusterRestore } from "../../client/admin.js";
 import { type CliIo, UsageError } from "../io.js";
+import { alignedTable } from "../table.js";
 import { printable, printableJson } from "../terminal-text.js";
 import { parseBackupId } from "./backups.js";
-import { createClientContext } from "./client-context.js";
+import { createAdminClient } from "./client-context.js";
 
 interface ClusterBackupOptions {
   cluster: string;
@@ -28,11 +23,6 @@ interface ClusterBackupOptions {
 /** How often `--wait` asks again. */
 const POLL_INTERVAL_MS = 1_000;
 
-function createAdminClient(io: CliIo, options: ClusterBackupOptions): AdminClient {
-  const { settings, tokenProvider } = createClientContext(io);
-  return new AdminClient({ baseUrl: settings.adminUrl, tokenProvider, audience: options.audience ?? adminAudience });
-}
-
 /** One line per backup: id, status, when it was taken and when it finished (its name is `backup <id>`). */
 export function formatClusterBackups(backups: readonly ClusterBackup[]): string {
   if (backups.length === 0) return "no backups";
@@ -42,15 +32,7 @@ export function formatClusterBackups(backups: readonly ClusterBackup[]): string 
       [backup.uuid, backup.status, backup.created ?? "-", backup.completed ?? "-"].map(printable),
     ),
   ];
-  const widths = [0, 1, 2].map((column) => Math.max(...rows.map((row) => (row[column] ?? "").length)));
-  return rows
-    .map((row) =>
-      row
-        .map((cell, column) => cell.padEnd(widths[column] ?? 0))
-        .join("  ")
-        .trimEnd(),
-    )
-    .join("\n");
+  return alignedTable(rows);
 }
 
 /** A schedule on one line: its expression, what it keeps, and its next run. */

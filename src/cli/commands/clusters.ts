@@ -5,7 +5,7 @@
  */
 import type { Command } from "commander";
 import {
-  AdminClient,
+  type AdminClient,
   adminAudience,
   type Cluster,
   type ClusterCreation,
@@ -14,8 +14,9 @@ import {
 import type { ClusterPatch } from "../../client/cluster.js";
 import { formatPlan } from "../cluster-display.js";
 import { type CliIo, CommandFailure, UsageError } from "../io.js";
+import { alignedTable } from "../table.js";
 import { printable, printableJson } from "../terminal-text.js";
-import { clientEnvironmentHelp, createClientContext } from "./client-context.js";
+import { clientEnvironmentHelp, createAdminClient } from "./client-context.js";
 import { parseCount, parseIds } from "./cluster.js";
 import { registerClusterBackupsCommands } from "./cluster-backups.js";
 
@@ -52,11 +53,6 @@ const WAIT_TIMEOUT_MS = 180_000;
 
 /** How often `create --wait` asks for the cluster's status. */
 const WAIT_INTERVAL_MS = 500;
-
-function createAdminClient(io: CliIo, options: OutputOptions): AdminClient {
-  const { settings, tokenProvider } = createClientContext(io);
-  return new AdminClient({ baseUrl: settings.adminUrl, tokenProvider, audience: options.audience ?? adminAudience });
-}
 
 /**
  * The one entry of `entries` whose id is `value` or whose name starts with it (case-insensitive); a usage error
@@ -122,15 +118,7 @@ export function formatClusterTable(clusters: readonly Cluster[]): string {
       [cluster.uuid, cluster.name, cluster.status.ready, cluster.planType.name, cluster.links.gateway].map(printable),
     ),
   ];
-  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? "").length)));
-  return rows
-    .map((row) =>
-      row
-        .map((cell, column) => cell.padEnd(widths[column] ?? 0))
-        .join("  ")
-        .trimEnd(),
-    )
-    .join("\n");
+  return alignedTable(rows);
 }
 
 /** Renders one cluster as `field: value` lines. */

@@ -1,17 +1,13 @@
 import { type Command, InvalidArgumentError } from "commander";
-import { AdminClient, adminAudience, assignableRoles, type Member } from "../../client/admin.js";
+import { adminAudience, assignableRoles, type Member } from "../../client/admin.js";
 import { type CliIo, UsageError } from "../io.js";
+import { alignedTable } from "../table.js";
 import { printable, printableJson } from "../terminal-text.js";
-import { clientEnvironmentHelp, createClientContext } from "./client-context.js";
+import { clientEnvironmentHelp, createAdminClient } from "./client-context.js";
 
 interface OutputOptions {
   json?: boolean;
   audience?: string;
-}
-
-function createAdminClient(io: CliIo, options: OutputOptions): AdminClient {
-  const { settings, tokenProvider } = createClientContext(io);
-  return new AdminClient({ baseUrl: settings.adminUrl, tokenProvider, audience: options.audience ?? adminAudience });
 }
 
 function collectRole(value: string, previous: string[] | undefined): string[] {
@@ -29,15 +25,7 @@ export function formatMemberTable(members: readonly Member[]): string {
       [member.email, member.name, member.roles.join(","), member.invitePending ? "yes" : "no"].map(printable),
     ),
   ];
-  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? "").length)));
-  return rows
-    .map((row) =>
-      row
-        .map((cell, column) => cell.padEnd(widths[column] ?? 0))
-        .join("  ")
-        .trimEnd(),
-    )
-    .join("\n");
+  return alignedTable(rows);
 }
 
 /** Registers `flowplane members list|invite|remove`, which manage the organization's members. */

@@ -9,6 +9,7 @@ import {
   type ProjectMetadata,
 } from "../../client/modeler.js";
 import { type CliIo, UsageError } from "../io.js";
+import { alignedTable } from "../table.js";
 import { printable, printableJson } from "../terminal-text.js";
 import { clientEnvironmentHelp, createClientContext } from "./client-context.js";
 
@@ -60,15 +61,7 @@ export function formatProjectTable(projects: readonly ProjectMetadata[]): string
     ["ID", "NAME", "UPDATED", "UPDATED BY"],
     ...projects.map((project) => [project.id, project.name, project.updated, project.updatedBy.name].map(printable)),
   ];
-  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? "").length)));
-  return rows
-    .map((row) =>
-      row
-        .map((cell, column) => cell.padEnd(widths[column] ?? 0))
-        .join("  ")
-        .trimEnd(),
-    )
-    .join("\n");
+  return alignedTable(rows);
 }
 
 /** Reads a local file as UTF-8 text, refusing bytes that are not UTF-8 (they could not be stored byte for byte). */

@@ -1,18 +1,14 @@
 import { type Command, InvalidArgumentError } from "commander";
 import { isScopeValue, type ScopeValue, scopeValues } from "../../auth/scopes.js";
-import { AdminClient, adminAudience, type OrganizationClient } from "../../client/admin.js";
+import { adminAudience, type OrganizationClient } from "../../client/admin.js";
 import type { CliIo } from "../io.js";
+import { alignedTable } from "../table.js";
 import { printable, printableJson } from "../terminal-text.js";
-import { clientEnvironmentHelp, createClientContext } from "./client-context.js";
+import { clientEnvironmentHelp, createAdminClient } from "./client-context.js";
 
 interface OrganizationClientsOptions {
   json?: boolean;
   audience?: string;
-}
-
-function createAdminClient(io: CliIo, options: OrganizationClientsOptions): AdminClient {
-  const { settings, tokenProvider } = createClientContext(io);
-  return new AdminClient({ baseUrl: settings.adminUrl, tokenProvider, audience: options.audience ?? adminAudience });
 }
 
 function collectScope(value: string, previous: ScopeValue[] | undefined): ScopeValue[] {
@@ -26,15 +22,7 @@ export function formatOrganizationClientTable(clients: readonly OrganizationClie
     ["CLIENT ID", "NAME", "CREATED", "SCOPES"],
     ...clients.map((client) => [client.clientId, client.name, client.created, client.scopes.join(",")].map(printable)),
   ];
-  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? "").length)));
-  return rows
-    .map((row) =>
-      row
-        .map((cell, column) => cell.padEnd(widths[column] ?? 0))
-        .join("  ")
-        .trimEnd(),
-    )
-    .join("\n");
+  return alignedTable(rows);
 }
 
 /** Registers `flowplane organization-clients list|create|delete`, which manage the organization's API clients. */

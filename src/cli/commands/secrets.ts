@@ -1,9 +1,9 @@
 import { readFileSync } from "node:fs";
 import type { Command } from "commander";
-import { AdminClient, adminAudience } from "../../client/admin.js";
+import { adminAudience } from "../../client/admin.js";
 import { type CliIo, UsageError } from "../io.js";
 import { printable, printableJson } from "../terminal-text.js";
-import { clientEnvironmentHelp, createClientContext } from "./client-context.js";
+import { clientEnvironmentHelp, createAdminClient } from "./client-context.js";
 
 interface SecretOptions {
   cluster: string;
@@ -15,11 +15,6 @@ interface ValueOptions extends SecretOptions {
   value?: string;
   valueFile?: string;
   valueFromEnv?: string;
-}
-
-function createAdminClient(io: CliIo, options: SecretOptions): AdminClient {
-  const { settings, tokenProvider } = createClientContext(io);
-  return new AdminClient({ baseUrl: settings.adminUrl, tokenProvider, audience: options.audience ?? adminAudience });
 }
 
 /** The secret's value from exactly one of --value, --value-file and --value-from-env. */
