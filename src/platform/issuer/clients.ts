@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { type Kysely, sql } from "kysely";
+import { type Kysely, type RawBuilder, sql } from "kysely";
 import type { Clock } from "../../auth/clock.js";
 import {
   type ClusterClientPermission,
@@ -243,24 +243,12 @@ export class ClientService {
       permissions: null,
       uuid: null,
     };
-    let inserted: bigint | undefined;
-    try {
-      // One statement counts and inserts, so the bound needs no read-then-write across awaits.
-      const result = await sql`
-        INSERT INTO clients
-          (client_id, organization_id, name, secret_hash, scopes, created_at, cluster_id, permissions, uuid)
-        SELECT ${row.client_id}, ${row.organization_id}, ${row.name}, ${row.secret_hash}, ${row.scopes},
-          ${row.created_at}, NULL, NULL, NULL
-        WHERE (SELECT COUNT(*) FROM clients WHERE organization_id = ${input.organizationId} AND cluster_id IS NULL)
-          < ${input.maximumClientsPerOrganization}
-      `.execute(this.database);
-      inserted = result.numAffectedRows;
-    } catch (error) {
-      if (isConstraintViolation(error)) return { outcome: "name-taken" };
-      throw error;
-    }
-    if (inserted === undefined || inserted === 0n) return { outcome: "organization-full" };
-    this.cache.delete(clientId);
+    const inserted = await this.insertWithinBound(
+      row,
+      sql`organization_id = ${input.organizationId} AND cluster_id IS NULL`,
+      input.maximumClientsPerOrganization,
+    );
+    if (inserted !== "inserted") return { outcome: inserted === "full" ? "organization-full" : "name-taken" };
     return { outcome: "created", client: toRecord(row), secret };
   }
 
@@ -307,24 +295,42 @@ export class ClientService {
       permissions: JSON.stringify(canonicalPermissions(input.permissions)),
       uuid: randomUUID(),
     };
+    const inserted = await this.insertWithinBound(
+      row,
+      sql`cluster_id = ${input.clusterId}`,
+      input.maximumClientsPerCluster,
+    );
+    if (inserted !== "inserted") return { outcome: inserted === "full" ? "cluster-full" : "name-taken" };
+    return { outcome: "created", client: toRecord(row), secret };
+  }
+
+  /**
+   * Inserts `row` unless the clients `counted` selects number `maximum` already; a name the unique indexes hold
+   * already is `name-taken` (of concurrent inserts of one name, exactly one succeeds). One statement counts and
+   * inserts, so the bound needs no read-then-write across awaits.
+   */
+  private async insertWithinBound(
+    row: ClientRow,
+    counted: RawBuilder<unknown>,
+    maximum: number,
+  ): Promise<"inserted" | "name-taken" | "full"> {
     let inserted: bigint | undefined;
     try {
-      // One statement counts and inserts, so the bound needs no read-then-write across awaits.
       const result = await sql`
         INSERT INTO clients
           (client_id, organization_id, name, secret_hash, scopes, created_at, cluster_id, permissions, uuid)
         SELECT ${row.client_id}, ${row.organization_id}, ${row.name}, ${row.secret_hash}, ${row.scopes},
           ${row.created_at}, ${row.cluster_id}, ${row.permissions}, ${row.uuid}
-        WHERE (SELECT COUNT(*) FROM clients WHERE cluster_id = ${input.clusterId}) < ${input.maximumClientsPerCluster}
+        WHERE (SELECT COUNT(*) FROM clients WHERE ${counted}) < ${maximum}
       `.execute(this.database);
       inserted = result.numAffectedRows;
     } catch (error) {
-      if (isConstraintViolation(error)) return { outcome: "name-taken" };
+      if (isConstraintViolation(error)) return "name-taken";
       throw error;
     }
-    if (inserted === undefined || inserted === 0n) return { outcome: "cluster-full" };
-    this.cache.delete(clientId);
-    return { outcome: "created", client: toRecord(row), secret };
+    if (inserted === undefined || inserted === 0n) return "full";
+    this.cache.delete(row.client_id);
+    return "inserted";
   }
 
   /** The clients of one cluster of an organization, oldest first. */

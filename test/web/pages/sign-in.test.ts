@@ -47,7 +47,7 @@ describe.runIf(browserAvailable())("console sign-in and session", () => {
         "Overview",
         "Clusters",
         "Members",
-        "API clients",
+        "Organization clients",
         "Activity",
         "Modeler",
       ]);

@@ -6,29 +6,16 @@ import {
   type CreatedClusterClient,
 } from "../api.js";
 import { h, replaceChildren, uniqueId } from "../dom.js";
-import { clearStatus, confirmAction, field, showStatus, table } from "../ui.js";
+import { clearStatus, confirmAction, showStatus, table } from "../ui.js";
+import { clientNameField } from "./client-name.js";
 import { type ClusterTabContext, clusterTabPage, sessionEnded } from "./cluster-tabs.js";
 import { downloadText, oneTimeSecretPanel } from "./one-time-secret.js";
-
-/** Longest client name the Administration API accepts. */
-const maxClientNameLength = 100;
 
 /** The permissions a cluster client may hold, with what each allows. */
 const permissionChoices: readonly { permission: ClusterClientPermission; description: string }[] = [
   { permission: "gateway", description: "call the cluster's gateway REST API" },
   { permission: "secrets", description: "read the cluster's connector secrets" },
 ];
-
-/** Why a client name would be refused, or null; the same rules as the Administration API's. */
-function clientNameProblem(name: string, existing: readonly ClusterClient[]): string | null {
-  if (name === "") return "Enter a name.";
-  if (name.length > maxClientNameLength) return `A name has at most ${maxClientNameLength} characters.`;
-  if (name.trim() !== name) return "A name may not start or end with a blank.";
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this refuses.
-  if (/[\u0000-\u001f\u007f]/.test(name)) return "A name may not hold control characters.";
-  if (existing.some((client) => client.name === name)) return "The cluster has a client of this name already.";
-  return null;
-}
 
 /**
  * The environment variables a client application needs, as a `.env` file. The secret is in it: the file is made in
@@ -222,8 +209,7 @@ function creationForm(
   existing: () => readonly ClusterClient[],
   onCreated: (panel: HTMLElement) => void,
 ): HTMLElement {
-  const name = h("input", { type: "text", name: "clientName", maxlength: maxClientNameLength, autocomplete: "off" });
-  const nameError = h("p", { class: "field-error", id: uniqueId("client-name-error") });
+  const name = clientNameField(() => existing().map((client) => client.name), "the cluster");
   const boxes = new Map<ClusterClientPermission, HTMLInputElement>();
   const permissionsError = h("p", { class: "field-error", id: uniqueId("permissions-error") });
   const permissions = h(
@@ -254,33 +240,22 @@ function creationForm(
     "form",
     { method: "post", novalidate: true, "aria-labelledby": headingId, class: "card" },
     h("h2", { id: headingId }, "Create an API client"),
-    field("Name", name, `Unique in the cluster, at most ${maxClientNameLength} characters.`),
-    nameError,
+    name.elements,
     permissions,
     submit,
   );
-  // The hint and the error both describe the name.
-  name.setAttribute("aria-describedby", `${name.getAttribute("aria-describedby") ?? ""} ${nameError.id}`.trim());
-  const showNameProblem = (problem: string | null): void => {
-    nameError.textContent = problem ?? "";
-    name.setAttribute("aria-invalid", problem === null ? "false" : "true");
-  };
-  name.addEventListener("input", () => {
-    if (nameError.textContent !== "") showNameProblem(clientNameProblem(name.value, existing()));
-  });
   permissions.addEventListener("change", () => {
     if ([...boxes.values()].some((box) => box.checked)) permissionsError.textContent = "";
   });
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     clearStatus(tab.status);
-    const clientName = name.value;
-    const problem = clientNameProblem(clientName, existing());
-    showNameProblem(problem);
+    const clientName = name.input.value;
+    const problem = name.check();
     const chosen = permissionChoices.map((choice) => choice.permission).filter((value) => boxes.get(value)?.checked);
     permissionsError.textContent = chosen.length === 0 ? "Choose at least one permission." : "";
     if (problem !== null) {
-      name.focus();
+      name.input.focus();
       return;
     }
     if (chosen.length === 0) {
@@ -292,8 +267,8 @@ function creationForm(
       .createClusterClient(tab.clusterId, clientName, chosen)
       .then(async (created) => {
         const connection = await connectionOf(tab, created);
-        name.value = "";
-        showNameProblem(null);
+        name.input.value = "";
+        name.show(null);
         onCreated(
           oneTimeSecretPanel({
             heading: `API client ${created.name} was created`,
@@ -308,7 +283,7 @@ function creationForm(
               fileName: environmentFileName(created.name),
               content: environmentFile(connection, created.clientSecret),
             },
-            onDismissed: () => name.focus(),
+            onDismissed: () => name.input.focus(),
           }),
         );
       })
@@ -316,8 +291,8 @@ function creationForm(
         if (sessionEnded(error)) return;
         // A name another client took meanwhile is a 400 naming clientName: shown next to the field too.
         if (error instanceof ApiError && error.problem.errors?.some((entry) => entry.location === "body/clientName")) {
-          showNameProblem(error.message);
-          name.focus();
+          name.show(error.message);
+          name.input.focus();
         }
         showStatus(tab.status, `The client was not created: ${(error as Error).message}`);
       })

@@ -1,22 +1,9 @@
 import { ApiError, type OrganizationClient, organizationScopes } from "../api.js";
 import { h, replaceChildren, uniqueId } from "../dom.js";
-import { clearStatus, confirmAction, field, showStatus, statusRegion, table } from "../ui.js";
+import { clearStatus, confirmAction, showStatus, statusRegion, table } from "../ui.js";
+import { clientNameField } from "./client-name.js";
 import { oneTimeSecretPanel } from "./one-time-secret.js";
 import type { Page, PageContext } from "./page.js";
-
-/** Longest client name the Administration API accepts. */
-const maxClientNameLength = 100;
-
-/** Why a client name would be refused, or null; the same rules as the Administration API's. */
-function clientNameProblem(name: string, existing: readonly OrganizationClient[]): string | null {
-  if (name === "") return "Enter a name.";
-  if (name.length > maxClientNameLength) return `A name has at most ${maxClientNameLength} characters.`;
-  if (name.trim() !== name) return "A name may not start or end with a blank.";
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this refuses.
-  if (/[\u0000-\u001f\u007f]/.test(name)) return "A name may not hold control characters.";
-  if (existing.some((client) => client.name === name)) return "The organization has a client of this name already.";
-  return null;
-}
 
 /**
  * The organization's API clients: list, create with chosen scopes (the secret shown once), delete. Managing them
@@ -24,7 +11,7 @@ function clientNameProblem(name: string, existing: readonly OrganizationClient[]
  */
 export const organizationClientsPage: Page = {
   path: "clients",
-  title: "API clients",
+  title: "Organization clients",
   visible: (session) => session.canCall("admin") && organizationScopes.every((scope) => session.holds(scope)),
   render(context) {
     const status = statusRegion();
@@ -129,8 +116,7 @@ function creationForm(
   existing: () => readonly OrganizationClient[],
   onCreated: (panel: HTMLElement) => void,
 ): HTMLElement {
-  const name = h("input", { type: "text", name: "name", maxlength: maxClientNameLength, autocomplete: "off" });
-  const nameError = h("p", { class: "field-error", id: uniqueId("client-name-error") });
+  const name = clientNameField(() => existing().map((client) => client.name), "the organization");
   const boxes = new Map<string, HTMLInputElement>();
   const scopesError = h("p", { class: "field-error", id: uniqueId("scopes-error") });
   const scopes = h(
@@ -150,33 +136,22 @@ function creationForm(
     "form",
     { method: "post", novalidate: true, "aria-labelledby": headingId, class: "card" },
     h("h2", { id: headingId }, "Create an API client"),
-    field("Name", name, `Unique in the organization, at most ${maxClientNameLength} characters.`),
-    nameError,
+    name.elements,
     scopes,
     submit,
   );
-  // The hint and the error both describe the name.
-  name.setAttribute("aria-describedby", `${name.getAttribute("aria-describedby") ?? ""} ${nameError.id}`.trim());
-  const showNameProblem = (problem: string | null): void => {
-    nameError.textContent = problem ?? "";
-    name.setAttribute("aria-invalid", problem === null ? "false" : "true");
-  };
-  name.addEventListener("input", () => {
-    if (nameError.textContent !== "") showNameProblem(clientNameProblem(name.value, existing()));
-  });
   scopes.addEventListener("change", () => {
     if ([...boxes.values()].some((box) => box.checked)) scopesError.textContent = "";
   });
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     clearStatus(status);
-    const clientName = name.value;
-    const problem = clientNameProblem(clientName, existing());
-    showNameProblem(problem);
+    const clientName = name.input.value;
+    const problem = name.check();
     const chosen = organizationScopes.filter((scope) => boxes.get(scope)?.checked === true);
     scopesError.textContent = chosen.length === 0 ? "Choose at least one scope." : "";
     if (problem !== null) {
-      name.focus();
+      name.input.focus();
       return;
     }
     if (chosen.length === 0) {
@@ -187,8 +162,8 @@ function creationForm(
     context.api
       .createOrganizationClient(clientName, chosen)
       .then((created) => {
-        name.value = "";
-        showNameProblem(null);
+        name.input.value = "";
+        name.show(null);
         for (const box of boxes.values()) box.checked = false;
         onCreated(
           oneTimeSecretPanel({
@@ -199,7 +174,7 @@ function creationForm(
               { label: "Client id", value: created.clientId },
               { label: "Client secret", value: created.clientSecret, secret: true },
             ],
-            onDismissed: () => name.focus(),
+            onDismissed: () => name.input.focus(),
           }),
         );
       })
@@ -207,8 +182,8 @@ function creationForm(
         if (error instanceof ApiError && error.status === 401) return;
         // A name another client took meanwhile is a 400 naming body/name: shown next to the field too.
         if (error instanceof ApiError && error.problem.errors?.some((entry) => entry.location === "body/name")) {
-          showNameProblem(error.message);
-          name.focus();
+          name.show(error.message);
+          name.input.focus();
         }
         showStatus(status, `The client was not created: ${(error as Error).message}`);
       })
