@@ -41,8 +41,12 @@ import type { TopologyView } from "./topology-view.js";
 /** Seconds a client is asked to wait after a 503. */
 export const RETRY_AFTER_SECONDS = 1;
 
-/** Forwards a read follows at most (a relocated message is forwarded once). */
-const MAX_FORWARDS = 2;
+/**
+ * Forwards a read follows at most. A message is relocated at most once per partition scale-up, to a new key, so its
+ * chain of forwards is as long as the scale-ups it lived through and never loops; a longer chain than this means a
+ * broker forwards wrongly, and the read is answered 502 rather than 404 (the message may well exist).
+ */
+export const MAX_FORWARDS = 32;
 
 /** Pause between topology rounds while waiting for a partition to elect a leader. */
 const LEADER_POLL_INTERVAL_MS = 200;
@@ -171,9 +175,8 @@ export class MessageRouter {
       let view = await this.viewWithPartitions(deadlineMs);
       let key = messageKey;
       let partitionId = decoded.partitionId;
-      // Bounded: a message relocated when partitions were added is forwarded to its new key once (relocation moves a
-      // message to the partition that owns its key, which never moves it on again within the same change).
-      for (let hop = 0; hop < MAX_FORWARDS + 1; hop += 1) {
+      // Bounded: each forward is one partition scale-up that relocated the message (see MAX_FORWARDS).
+      for (let hop = 0; hop <= MAX_FORWARDS; hop += 1) {
         // A partition just added may be missing from a view one round old: look again before answering 404.
         if (!this.partitionExists(view, partitionId)) view = (await this.options.topology.refreshedSince()) ?? view;
         if (!this.partitionExists(view, partitionId)) break;
@@ -188,6 +191,12 @@ export class MessageRouter {
           const next = parseKey(response.key);
           if (next === undefined)
             throw new ServiceError("badGateway", "A broker forwarded the read to a malformed key.");
+          if (hop === MAX_FORWARDS) {
+            throw new ServiceError(
+              "badGateway",
+              `The brokers forwarded the read of message '${messageKey}' more than ${MAX_FORWARDS} times.`,
+            );
+          }
           key = response.key;
           partitionId = next.partitionId;
           continue;

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { GetMessageResponse, PublishMessageResponse } from "../../../src/cluster/broker/protocol.js";
 import { encodeKey, partitionForCorrelationKey } from "../../../src/cluster/engine/index.js";
 import { type RunningGateway, startGateway } from "../../../src/cluster/gateway/index.js";
+import { MAX_FORWARDS } from "../../../src/cluster/gateway/message-router.js";
 import { encodeConfiguration } from "../../../src/cluster/topology/index.js";
 import { loadConfiguration } from "../../../src/config/load.js";
 import { maxJsonNestingLevels } from "../../../src/http/limits.js";
@@ -204,6 +205,54 @@ describe("gateway REST API", () => {
     const unknown = await call(gateway, `/v2/messages/${2n ** 51n + 7n}`);
     expect(unknown.status).toBe(404);
     expect(unknown.headers.get("content-type")).toContain("application/problem+json");
+  });
+
+  it("follows a relocated message's forwards through every scale-up it lived through, and answers 502 for a chain without end", async () => {
+    const gateway = await gatewayWith();
+    // Relocated in three partition scale-ups: partition 1 → 2 → 3 → 1, each time under a new key.
+    const keys = [encodeKey(1, 7), encodeKey(2, 40), encodeKey(3, 41), encodeKey(1, 90)];
+    const final = keys[3] as string;
+    for (const broker of cluster.brokers) {
+      broker.interceptor = (request) => {
+        if (request.type !== "get-message") return undefined;
+        const position = keys.indexOf(request.key);
+        if (position === -1 || !broker.leads.has(request.partitionId)) return undefined;
+        if (request.key === final) {
+          const message = {
+            key: final,
+            partitionId: 1,
+            name: "moved",
+            correlationKey: "three-moves",
+            timeToLiveMs: 60_000,
+            variables: {},
+            tenantId: "<default>",
+            publishedAt: "2026-01-01T00:00:00.000Z",
+            expiresAt: "2026-01-01T00:01:00.000Z",
+          };
+          return Promise.resolve<GetMessageResponse>({ outcome: "found", message });
+        }
+        return Promise.resolve<GetMessageResponse>({ outcome: "moved", key: keys[position + 1] as string });
+      };
+    }
+    const read = await call(gateway, `/v2/messages/${keys[0]}`);
+    expect(read.status).toBe(200);
+    expect(((await read.json()) as { correlationKey: string }).correlationKey).toBe("three-moves");
+
+    // A broker that forwards a key to itself (a defect) is not taken for a missing message.
+    const looping = encodeKey(2, 5);
+    for (const broker of cluster.brokers) {
+      broker.interceptor = (request) =>
+        request.type === "get-message" && request.key === looping && broker.leads.has(2)
+          ? Promise.resolve<GetMessageResponse>({ outcome: "moved", key: looping })
+          : undefined;
+    }
+    const endless = await call(gateway, `/v2/messages/${looping}`);
+    expect(endless.status).toBe(502);
+    expect(((await endless.json()) as { detail: string }).detail).toContain(`more than ${MAX_FORWARDS} times`);
+    const reads = cluster.brokers
+      .flatMap((broker) => broker.received)
+      .filter((request) => request.type === "get-message");
+    expect(reads.filter((request) => (request as { key: string }).key === looping)).toHaveLength(MAX_FORWARDS + 1);
   });
 
   it("retries once at the leader a broker names when it is not the leader", async () => {
