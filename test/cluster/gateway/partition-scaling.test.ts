@@ -4,7 +4,8 @@
  * (relocated ones by forwarding), message ids unique across the old and the new partition, expiry once, and the
  * routing states the spec names. No backup is taken while partitions are added; one taken afterwards covers all six,
  * and the new partitions write no part of the backups taken before them (a kept one stays three partitions, a deleted
- * one does not reappear), although relocated messages carry the latest one's checkpoint to them.
+ * one does not reappear), although relocated messages carry the latest one's checkpoint to them. Two more scale-ups
+ * (6 → 7 → 8) then move some messages a second and a third time: each stays readable by its first key.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -28,6 +29,8 @@ let gateway: RunningGateway;
 let token: string;
 let backupDirectory: string;
 let backupStore: FilesystemBackupStore;
+/** Messages acknowledged before the first scale-up: their key and correlation key, read back after every later one. */
+const acknowledgedBefore = new Map<string, string>();
 
 async function call(base: string, path: string, init: RequestInit = {}): Promise<Response> {
   return fetch(`${base}${path}`, {
@@ -108,7 +111,7 @@ afterAll(async () => {
 
 describe("adding partitions to a running cluster", () => {
   it("grows from 3 to 6 partitions; every message stays readable by its key, ids stay unique, routing follows the spec", async () => {
-    const before = new Map<string, string>();
+    const before = acknowledgedBefore;
     for (let index = 0; index < 60; index += 1) {
       const correlationKey = `order-${index}`;
       const published = await publish({
@@ -248,5 +251,41 @@ describe("adding partitions to a running cluster", () => {
       [2, "COMPLETED", 6],
       [0, "COMPLETED", 3],
     ]);
+  }, 120_000);
+
+  it("keeps a message readable by its first key after later scale-ups moved it again and again", async () => {
+    expect(acknowledgedBefore.size, "the messages of the 3 → 6 test above, which this one continues").toBeGreaterThan(
+      0,
+    );
+    for (const count of [7, 8]) {
+      const response = await call(gateway.managementUrl, "/actuator/cluster", {
+        method: "PATCH",
+        body: JSON.stringify({ partitions: { count, replicationFactor: 3 } }),
+      });
+      expect(response.status, await response.clone().text()).toBe(202);
+      const { changeId } = (await response.json()) as { changeId: number };
+      await waitFor(
+        async () =>
+          ((await (await call(gateway.managementUrl, "/actuator/cluster")).json()) as { lastChange?: { id: number } })
+            .lastChange?.id === changeId,
+        `the scale-up to ${count} partitions completed`,
+        3_000,
+      );
+    }
+    // Moved by all three scale-ups: read through three forwards, each to the key a later scale-up gave it.
+    const owners = (correlationKey: string) =>
+      [3, 6, 7, 8].map((count) => partitionForCorrelationKey(correlationKey, count));
+    const movedThrice = [...acknowledgedBefore].filter(([, correlationKey]) => {
+      const [first, second, third, fourth] = owners(correlationKey);
+      return first !== second && second !== third && third !== fourth;
+    });
+    expect(movedThrice.length).toBeGreaterThan(0);
+    for (const [key, correlationKey] of acknowledgedBefore) {
+      const read = await call(gateway.url, `/v2/messages/${key}`);
+      expect(read.status, `message ${key} (${correlationKey})`).toBe(200);
+      const message = (await read.json()) as { correlationKey: string; partitionId: number };
+      expect(message.correlationKey).toBe(correlationKey);
+      expect(message.partitionId).toBe(partitionForCorrelationKey(correlationKey, 8));
+    }
   }, 120_000);
 });
