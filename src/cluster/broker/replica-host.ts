@@ -99,7 +99,15 @@ export class ReplicaHost {
   ensure(partitionId: number, bootstrap: readonly Member[] | null): Promise<PartitionReplica> {
     if (this.closed) return Promise.reject(new Error("the broker is closing"));
     const running = this.replicas.get(partitionId);
-    if (running !== undefined) return Promise.resolve(running);
+    if (running !== undefined) {
+      // A broker restarted before its PARTITION_BOOTSTRAP wrote the group's first configuration opens the replica
+      // without one, as a joiner; a brand-new partition has no leader to add it, so it would wait for good. The
+      // operation, resumed, asks again with the configuration: the replica, still empty, is opened again with it.
+      if (bootstrap !== null && running.membership().configuration.members.length === 0) {
+        return this.reopen(partitionId, running, bootstrap);
+      }
+      return Promise.resolve(running);
+    }
     const opening = this.opening.get(partitionId);
     if (opening !== undefined) return opening;
     const dead = this.dead.get(partitionId);
@@ -158,6 +166,29 @@ export class ReplicaHost {
     );
     this.replicas.clear();
     if (failures.length > 0) throw failures[0];
+  }
+
+  /** Closes a running replica (its storage keeps what it holds) and opens it again with `bootstrap`. */
+  private reopen(
+    partitionId: number,
+    running: PartitionReplica,
+    bootstrap: readonly Member[],
+  ): Promise<PartitionReplica> {
+    this.options.logger.info(
+      { partitionId },
+      "opening a replica without a configuration again, with the first configuration of its brand-new group",
+    );
+    this.replicas.delete(partitionId);
+    // Callers meanwhile wait for the replica reopened rather than open one of their own.
+    const reopened = running
+      .close()
+      .catch(() => undefined)
+      .then(() => {
+        this.opening.delete(partitionId);
+        return this.open(partitionId, bootstrap);
+      });
+    this.opening.set(partitionId, reopened);
+    return reopened;
   }
 
   private open(partitionId: number, bootstrap: readonly Member[] | null): Promise<PartitionReplica> {

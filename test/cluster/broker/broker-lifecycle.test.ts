@@ -225,6 +225,49 @@ describe("broker lifecycle", () => {
   });
 });
 
+describe("ReplicaHost bootstrap after a restart", () => {
+  it("opens an empty replica again with the first configuration its PARTITION_BOOTSTRAP asks for, and it leads", async () => {
+    const directory = await temporaryDirectory("bootstrap-reopen");
+    const environment = StorageEnvironment.open({ directory, synchronousCommit: true });
+    const host = new ReplicaHost({
+      logger: pino({ level: "silent" }),
+      restartBackoffMs: 50,
+      maxRestartBackoffMs: 200,
+      replicaOptions: (partitionId, bootstrap, onFailure) => ({
+        environment,
+        partitionId,
+        memberId: 0,
+        bootstrap,
+        heartbeatIntervalMs: 10,
+        electionTimeoutMs: 50,
+        snapshotIntervalEntries: 1_000,
+        maxPendingProposals: 16,
+        maxApplyLagEntries: 100,
+        send: () => undefined,
+        onFailure,
+        logger: pino({ level: "silent" }),
+      }),
+    });
+    try {
+      // The broker restarted before the bootstrap wrote anything: it opens the hosted partition as a joiner.
+      const joiner = await host.ensure(5, null);
+      expect(joiner.membership().configuration.members).toEqual([]);
+      const members = [{ id: 0, role: "voter" as const, priority: 3 }];
+      const [first, second] = await Promise.all([host.ensure(5, members), host.ensure(5, members)]);
+      expect(second).toBe(first);
+      expect(first).not.toBe(joiner);
+      await waitFor(() => first?.report().role === "leader", "the bootstrapped replica leads");
+      // Once it holds its configuration, asking again with one changes nothing.
+      expect(await host.ensure(5, members)).toBe(first);
+      expect(await host.ensure(5, null)).toBe(first);
+    } finally {
+      await host.close();
+      await environment.close();
+      await removeDirectory(directory);
+    }
+  });
+});
+
 describe("ReplicaHost supervision", () => {
   it("reports a failed replica dead and opens it again after a backoff, while the others keep running", async () => {
     const directory = await temporaryDirectory("supervision");
