@@ -7,7 +7,8 @@
  *
  * What cannot differ at equal versions without a bug somewhere is reported as a conflict (the local value is kept):
  * one member entry with the same member version but different contents, pending changes whose completed operations
- * are not one a prefix of the other, different routing at the same routing version.
+ * are not one a prefix of the other, different routing at the same routing version. One operation completed on both
+ * sides at different instants is no conflict (two brokers applied a coordinator's operation): the earlier is kept.
  *
  * One conflict is resolved rather than kept: two different changes (different last changes, or pending changes
  * with different plans) recorded at the same version by two brokers that both acted as coordinator. Every broker
@@ -67,12 +68,18 @@ function mergePendingChange(
       [...shorter.completed.map(withoutCompletedAt), ...shorter.pending],
       [...longer.completed.map(withoutCompletedAt), ...longer.pending],
     );
-  const sameProgress = sameValue(shorter.completed, longer.completed.slice(0, shorter.completed.length));
-  if (!samePlan || !sameProgress) {
+  if (!samePlan) {
     conflicts.push(`pending change ${local.id} has diverging operations on the two sides`);
     return local;
   }
-  return remote.completed.length > local.completed.length ? remote : local;
+  // The same operation may have completed on both sides at different instants: a coordinator's operation taken over
+  // by the next broker while the coordinator, paused rather than gone, went on with it too (each is repeatable). The
+  // earlier instant is kept, which every broker computes alike whichever way it merges.
+  const completed = longer.completed.map((operation, position) => {
+    const other = shorter.completed[position];
+    return other !== undefined && other.completedAt < operation.completedAt ? other : operation;
+  });
+  return { ...longer, completed };
 }
 
 function withoutCompletedAt(operation: PendingChange["completed"][number]): unknown {

@@ -91,6 +91,41 @@ describe("gossip merge", () => {
     expect(mergeConfigurations(ahead, behind)).toMatchObject({ changed: false, conflicts: [] });
   });
 
+  it("keeps the earlier instant of an operation two brokers both completed, whichever way they merge", () => {
+    const first = inChange(2);
+    const pending = first.pendingChange!;
+    const second: ClusterConfiguration = {
+      ...first,
+      pendingChange: {
+        ...pending,
+        completed: pending.completed.map((operation, position) =>
+          position === 1 ? { ...operation, completedAt: nowIso } : operation,
+        ),
+      },
+    };
+    const ahead = inChange(3);
+    for (const [local, remote] of [
+      [first, second],
+      [second, first],
+    ] as const) {
+      const result = mergeConfigurations(local, remote);
+      expect(result.conflicts).toEqual([]);
+      expect(result.configuration.pendingChange?.completed.map((operation) => operation.completedAt)).toEqual([
+        laterIso,
+        nowIso,
+      ]);
+    }
+    // With one side further on, the longer progress is taken, with the earlier instant of the operation both hold.
+    const merged = mergeConfigurations(second, ahead);
+    expect(merged.conflicts).toEqual([]);
+    expect(merged.configuration.pendingChange?.completed.map((operation) => operation.completedAt)).toEqual([
+      laterIso,
+      nowIso,
+      laterIso,
+    ]);
+    expect(mergeConfigurations(ahead, second).configuration.pendingChange).toEqual(merged.configuration.pendingChange);
+  });
+
   it("takes the routing state with the higher routing version", () => {
     const local = base();
     const remote: ClusterConfiguration = {
