@@ -56,6 +56,8 @@ export type NewClusterClientOutcome =
 /** What `ClientService.createOrganizationClient` needs. */
 export interface NewOrganizationClient {
   organizationId: string;
+  /** The client asking for it: the client is created only while this one exists (checked in the same statement). */
+  callerClientId: string;
   name: string;
   scopes: readonly ScopeValue[];
   /** Largest number of organization clients the organization may hold; creating one more is refused. */
@@ -68,7 +70,17 @@ export type NewOrganizationClientOutcome =
   /** The organization already has a client of that name. */
   | { outcome: "name-taken" }
   /** The organization already holds `maximumClientsPerOrganization` clients. */
-  | { outcome: "organization-full" };
+  | { outcome: "organization-full" }
+  /** The client asking for it was deleted meanwhile. */
+  | { outcome: "caller-deleted" };
+
+/** What became of a `deleteOrganizationClient` call. */
+export type OrganizationClientDeletion =
+  | "deleted"
+  /** The organization has no such client (of its own, not of a cluster). */
+  | "not-found"
+  /** The client asking for the deletion was deleted itself meanwhile. */
+  | "caller-deleted";
 
 /** A deleted cluster API client whose tokens the cluster's gateway must refuse. */
 export interface RevokedClusterClient {
@@ -247,8 +259,18 @@ export class ClientService {
       row,
       sql`organization_id = ${input.organizationId} AND cluster_id IS NULL`,
       input.maximumClientsPerOrganization,
+      // Looked up in the statement, not in the cache: a client deleted a moment ago must not leave a successor.
+      sql`EXISTS (SELECT 1 FROM clients WHERE client_id = ${input.callerClientId} AND organization_id = ${input.organizationId})`,
     );
-    if (inserted !== "inserted") return { outcome: inserted === "full" ? "organization-full" : "name-taken" };
+    if (inserted === "name-taken") return { outcome: "name-taken" };
+    if (inserted === "not-inserted") {
+      const caller = await this.database
+        .selectFrom("clients")
+        .select("client_id")
+        .where("client_id", "=", input.callerClientId)
+        .executeTakeFirst();
+      return { outcome: caller === undefined ? "caller-deleted" : "organization-full" };
+    }
     return { outcome: "created", client: toRecord(row), secret };
   }
 
@@ -300,20 +322,21 @@ export class ClientService {
       sql`cluster_id = ${input.clusterId}`,
       input.maximumClientsPerCluster,
     );
-    if (inserted !== "inserted") return { outcome: inserted === "full" ? "cluster-full" : "name-taken" };
+    if (inserted !== "inserted") return { outcome: inserted === "not-inserted" ? "cluster-full" : "name-taken" };
     return { outcome: "created", client: toRecord(row), secret };
   }
 
   /**
-   * Inserts `row` unless the clients `counted` selects number `maximum` already; a name the unique indexes hold
-   * already is `name-taken` (of concurrent inserts of one name, exactly one succeeds). One statement counts and
-   * inserts, so the bound needs no read-then-write across awaits.
+   * Inserts `row` unless the clients `counted` selects number `maximum` already, or `required` (when given) does not
+   * hold; a name the unique indexes hold already is `name-taken` (of concurrent inserts of one name, exactly one
+   * succeeds). One statement checks and inserts, so the bound needs no read-then-write across awaits.
    */
   private async insertWithinBound(
     row: ClientRow,
     counted: RawBuilder<unknown>,
     maximum: number,
-  ): Promise<"inserted" | "name-taken" | "full"> {
+    required: RawBuilder<unknown> = sql`1 = 1`,
+  ): Promise<"inserted" | "name-taken" | "not-inserted"> {
     let inserted: bigint | undefined;
     try {
       const result = await sql`
@@ -321,14 +344,14 @@ export class ClientService {
           (client_id, organization_id, name, secret_hash, scopes, created_at, cluster_id, permissions, uuid)
         SELECT ${row.client_id}, ${row.organization_id}, ${row.name}, ${row.secret_hash}, ${row.scopes},
           ${row.created_at}, ${row.cluster_id}, ${row.permissions}, ${row.uuid}
-        WHERE (SELECT COUNT(*) FROM clients WHERE ${counted}) < ${maximum}
+        WHERE (SELECT COUNT(*) FROM clients WHERE ${counted}) < ${maximum} AND ${required}
       `.execute(this.database);
       inserted = result.numAffectedRows;
     } catch (error) {
       if (isConstraintViolation(error)) return "name-taken";
       throw error;
     }
-    if (inserted === undefined || inserted === 0n) return "full";
+    if (inserted === undefined || inserted === 0n) return "not-inserted";
     this.cache.delete(row.client_id);
     return "inserted";
   }
@@ -430,29 +453,58 @@ export class ClientService {
    * Revocations older than `pruneBeforeMs` are dropped on the way: no token they could refuse is still unexpired.
    */
   async delete(organizationId: string, clientId: string, pruneBeforeMs: number): Promise<boolean> {
+    return (await this.deleteOrganizationClient(organizationId, clientId, null, pruneBeforeMs)) === "deleted";
+  }
+
+  /**
+   * Deletes an organization client on behalf of `callerClientId` (null: no client asks, e.g. a tool), which must
+   * still exist, read in the same transaction rather than from the cache. The transaction first takes the
+   * organization's row for itself, so two clients deleting each other at once are served one after the other and
+   * the second finds itself deleted: without that, both deletions went through and the organization was left with
+   * no client able to manage it (found by a hostile test over two platform replicas, whose caches each still knew
+   * the other client).
+   */
+  async deleteOrganizationClient(
+    organizationId: string,
+    clientId: string,
+    callerClientId: string | null,
+    pruneBeforeMs: number,
+  ): Promise<OrganizationClientDeletion> {
     const nowMs = this.clock();
-    const deleted = await this.database.transaction().execute(async (transaction) => {
-      const result = await transaction
-        .deleteFrom("clients")
-        .where("client_id", "=", clientId)
-        .where("organization_id", "=", organizationId)
-        .where("cluster_id", "is", null)
-        .executeTakeFirst();
-      if (result.numDeletedRows === 0n) return false;
-      await transaction
-        .insertInto("revoked_organization_clients")
-        .values({
-          client_id: clientId,
-          organization_id: organizationId,
-          revoked_at: new Date(nowMs).toISOString(),
-          revoked_at_ms: nowMs,
-        })
-        .execute();
-      return true;
-    });
+    const outcome = await this.database
+      .transaction()
+      .execute(async (transaction): Promise<OrganizationClientDeletion> => {
+        await sql`UPDATE organizations SET name = name WHERE id = ${organizationId}`.execute(transaction);
+        if (callerClientId !== null) {
+          const caller = await transaction
+            .selectFrom("clients")
+            .select("client_id")
+            .where("client_id", "=", callerClientId)
+            .where("organization_id", "=", organizationId)
+            .executeTakeFirst();
+          if (caller === undefined) return "caller-deleted";
+        }
+        const result = await transaction
+          .deleteFrom("clients")
+          .where("client_id", "=", clientId)
+          .where("organization_id", "=", organizationId)
+          .where("cluster_id", "is", null)
+          .executeTakeFirst();
+        if (result.numDeletedRows === 0n) return "not-found";
+        await transaction
+          .insertInto("revoked_organization_clients")
+          .values({
+            client_id: clientId,
+            organization_id: organizationId,
+            revoked_at: new Date(nowMs).toISOString(),
+            revoked_at_ms: nowMs,
+          })
+          .execute();
+        return "deleted";
+      });
     this.cache.delete(clientId);
     await this.database.deleteFrom("revoked_organization_clients").where("revoked_at_ms", "<", pruneBeforeMs).execute();
-    return deleted;
+    return outcome;
   }
 
   /**

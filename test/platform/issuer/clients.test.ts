@@ -130,10 +130,12 @@ describe.each(databaseKinds)("client service (%s)", (kind) => {
 
   it("creates organization clients with unique names up to a bound, the concurrent one of a name answered name-taken", async () => {
     const { clients, organizationId } = await service();
+    const { client: caller } = await clients.create({ organizationId, name: "caller", scopes: ["members"] });
     const attempts = await Promise.all(
       [1, 2, 3].map(() =>
         clients.createOrganizationClient({
           organizationId,
+          callerClientId: caller.clientId,
           name: "ci",
           scopes: ["modeler:read"],
           maximumClientsPerOrganization: 10,
@@ -153,20 +155,23 @@ describe.each(databaseKinds)("client service (%s)", (kind) => {
         })
       ).outcome,
     ).toBe("created");
-    // The bound counts the organization's clients (here the one above), not the clients of its clusters.
+    // The bound counts the organization's clients (the caller and the one above), not the clients of its clusters.
     const full = await clients.createOrganizationClient({
       organizationId,
+      callerClientId: caller.clientId,
       name: "second",
       scopes: ["members"],
-      maximumClientsPerOrganization: 1,
+      maximumClientsPerOrganization: 2,
     });
     expect(full.outcome).toBe("organization-full");
   });
 
   it("records a deleted organization client as revoked for every cluster of its organization, with the cluster's own", async () => {
     const { clients, organizationId, clock } = await service();
+    const { client: caller } = await clients.create({ organizationId, name: "caller", scopes: ["members"] });
     const created = await clients.createOrganizationClient({
       organizationId,
+      callerClientId: caller.clientId,
       name: "ci",
       scopes: ["cluster"],
       maximumClientsPerOrganization: 10,
@@ -198,6 +203,7 @@ describe.each(databaseKinds)("client service (%s)", (kind) => {
     // A later deletion drops revocations older than its bound.
     const later = await clients.createOrganizationClient({
       organizationId,
+      callerClientId: caller.clientId,
       name: "later",
       scopes: ["cluster"],
       maximumClientsPerOrganization: 10,
@@ -208,6 +214,38 @@ describe.each(databaseKinds)("client service (%s)", (kind) => {
     expect(
       (await clients.revokedClientsOfCluster(organizationId, "cluster-b", 0, 10)).map((entry) => entry.clientId),
     ).toEqual([later.client.clientId]);
+  });
+
+  it("deletes an organization client only for a caller that still exists, so two deleting each other leave one", async () => {
+    const { clients, organizationId } = await service();
+    const administrators = [];
+    for (const name of ["a", "b", "c", "d"]) {
+      administrators.push((await clients.create({ organizationId, name, scopes: ["members"] })).client.clientId);
+    }
+    const [a, b, c, d] = administrators as [string, string, string, string];
+    // One after the other: the second finds its own client gone.
+    expect(await clients.deleteOrganizationClient(organizationId, b, a, 0)).toBe("deleted");
+    expect(await clients.deleteOrganizationClient(organizationId, a, b, 0)).toBe("caller-deleted");
+    expect(await clients.deleteOrganizationClient(organizationId, b, a, 0)).toBe("not-found");
+    // At once: served one after the other all the same.
+    const outcomes = await Promise.all([
+      clients.deleteOrganizationClient(organizationId, d, c, 0),
+      clients.deleteOrganizationClient(organizationId, c, d, 0),
+    ]);
+    expect([...outcomes].sort()).toEqual(["caller-deleted", "deleted"]);
+    const remaining = (await clients.list(organizationId)).map((client) => client.clientId);
+    expect(remaining).toHaveLength(2);
+    expect(remaining).toContain(a);
+    expect([c, d].filter((id) => remaining.includes(id))).toHaveLength(1);
+    // Nor does a deleted caller leave a successor.
+    const successor = await clients.createOrganizationClient({
+      organizationId,
+      callerClientId: b,
+      name: "successor",
+      scopes: ["members"],
+      maximumClientsPerOrganization: 10,
+    });
+    expect(successor.outcome).toBe("caller-deleted");
   });
 
   it("lists only the organization's clients", async () => {

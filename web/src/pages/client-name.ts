@@ -29,9 +29,10 @@ export function clientNameField(takenNames: () => readonly string[], where: stri
     if (name === "") return "Enter a name.";
     if (name.length > maxClientNameLength) return `A name has at most ${maxClientNameLength} characters.`;
     if (name.trim() !== name) return "A name may not start or end with a blank.";
-    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this refuses.
-    if (/[\u0000-\u001f\u007f]/.test(name)) return "A name may not hold control characters.";
-    if (takenNames().includes(name)) return `${capitalized(where)} has a client of this name already.`;
+    // The Administration API's rule: nothing invisible or rearranging (controls, format characters such as
+    // bidirectional overrides and zero-width spaces, lone surrogates, line and paragraph separators).
+    if (/[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}]/u.test(name)) return "A name may not hold invisible characters.";
+    if (takenNames().includes(name.normalize("NFC"))) return `${capitalized(where)} has a client of this name already.`;
     return null;
   };
   const show = (problem: string | null): void => {

@@ -4,11 +4,9 @@ import { clusterClientPermissions, clusterClientsScope } from "../../../auth/sco
 import { standardErrorResponses } from "../../../http/schemas.js";
 import type { HttpServer } from "../../../http/server.js";
 import { pathParameter } from "../activity/recording.js";
+import { clientNameSchema } from "../client-names.js";
 import { clusterParameters } from "../cluster-directory.js";
 import type { ClusterClientService } from "./service.js";
-
-/** Longest client name. */
-export const maximumClientNameLength = 100;
 
 const clientParameters = Type.Object(
   {
@@ -24,13 +22,7 @@ const permissionsSchema = Type.Array(Type.Enum(clusterClientPermissions), {
 
 const createBody = Type.Object(
   {
-    clientName: Type.String({
-      minLength: 1,
-      maxLength: maximumClientNameLength,
-      // No control characters, and no blank at either end (names that look alike would not be alike).
-      pattern: "^(?!\\s)(?!.*\\s$)[^\\u0000-\\u001f\\u007f]+$",
-      description: `Name of the client, unique in the cluster (1 to ${maximumClientNameLength} characters).`,
-    }),
+    clientName: clientNameSchema("the cluster"),
     permissions: Type.Optional(
       Type.Array(Type.Enum(clusterClientPermissions), {
         minItems: 1,

@@ -99,7 +99,8 @@ export class ClusterClientService {
     const created = await this.options.clients.createClusterClient({
       organizationId,
       clusterId: cluster.id,
-      name: request.clientName,
+      // Names that look alike are alike: the composed form is the one stored and compared.
+      name: request.clientName.normalize("NFC"),
       permissions: request.permissions ?? defaultClusterClientPermissions,
       maximumClientsPerCluster,
     });

@@ -4,7 +4,7 @@ import { scopeValues } from "../../../auth/scopes.js";
 import { standardErrorResponses } from "../../../http/schemas.js";
 import type { HttpServer } from "../../../http/server.js";
 import { pathParameter } from "../activity/recording.js";
-import { maximumClientNameLength } from "../cluster-clients/routes.js";
+import { clientNameSchema } from "../client-names.js";
 import type { OrganizationClientService } from "./service.js";
 
 const scopesSchema = Type.Array(Type.Enum(scopeValues), {
@@ -23,13 +23,7 @@ const clientSchema = Type.Object(
 
 const createBody = Type.Object(
   {
-    name: Type.String({
-      minLength: 1,
-      maxLength: maximumClientNameLength,
-      // No control characters, and no blank at either end (names that look alike would not be alike).
-      pattern: "^(?!\\s)(?!.*\\s$)[^\\u0000-\\u001f\\u007f]+$",
-      description: `Name of the client, unique in the organization (1 to ${maximumClientNameLength} characters).`,
-    }),
+    name: clientNameSchema("the organization"),
     scopes: Type.Array(Type.Enum(scopeValues), {
       minItems: 1,
       maxItems: scopeValues.length,

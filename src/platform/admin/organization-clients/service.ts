@@ -61,10 +61,13 @@ export class OrganizationClientService {
     requireEveryScope(caller, "create an API client");
     const created = await this.options.clients.createOrganizationClient({
       organizationId: caller.organizationId,
-      name: request.name,
+      callerClientId: caller.clientId,
+      // Names that look alike are alike: the composed form is the one stored and compared.
+      name: request.name.normalize("NFC"),
       scopes: request.scopes,
       maximumClientsPerOrganization,
     });
+    if (created.outcome === "caller-deleted") throw callerDeleted();
     if (created.outcome === "name-taken") {
       throw invalidRequest(
         "body/name is already taken: the organization has a client of that name, and names are unique.",
@@ -91,8 +94,14 @@ export class OrganizationClientService {
       );
     }
     const pruneBeforeMs = this.options.clock() - this.options.tokenLifetimeSeconds * 1000 - revocationMarginMs;
-    const deleted = await this.options.clients.delete(caller.organizationId, clientId, pruneBeforeMs);
-    if (!deleted) throw notFound("client", clientId);
+    const outcome = await this.options.clients.deleteOrganizationClient(
+      caller.organizationId,
+      clientId,
+      caller.clientId,
+      pruneBeforeMs,
+    );
+    if (outcome === "caller-deleted") throw callerDeleted();
+    if (outcome === "not-found") throw notFound("client", clientId);
     for (const clusterId of await this.options.clusters.clusterIds(caller.organizationId)) {
       try {
         await this.options.onAccessPolicyChanged(clusterId);
@@ -106,6 +115,14 @@ export class OrganizationClientService {
       }
     }
   }
+}
+
+/**
+ * The 401 for a caller whose client was deleted after its token was checked (the check reads a cache up to 5 s old;
+ * managing clients reads the database itself, so a deleted client can neither delete another nor leave a successor).
+ */
+function callerDeleted(): ServiceError {
+  return new ServiceError("unauthorized", "The client this token was issued to has been deleted.");
 }
 
 function presentClient(client: ClientRecord): OrganizationClient {

@@ -89,6 +89,13 @@ describe("Administration API /clients (the organization's API clients) over HTTP
       [{ name: "other", scopes: ["root"] }, "body/scopes/0"],
       [{ name: "other", scopes: [] }, "body/scopes"],
       [{ name: " padded", scopes: ["members"] }, "body/name"],
+      // Invisible or rearranging characters: C1 controls, a bidirectional override, a zero-width space, a lone
+      // surrogate, a line separator.
+      [{ name: "a\u0085b", scopes: ["members"] }, "body/name"],
+      [{ name: "evil\u202Egnp.exe", scopes: ["members"] }, "body/name"],
+      [{ name: "deploy\u200B", scopes: ["members"] }, "body/name"],
+      [{ name: "a\ud800b", scopes: ["members"] }, "body/name"],
+      [{ name: "two\u2028lines", scopes: ["members"] }, "body/name"],
       [{ name: "other", scopes: ["members"], permissions: ["gateway"] }, "body/permissions"],
     ];
     for (const [body, location] of cases) {
@@ -97,6 +104,14 @@ describe("Administration API /clients (the organization's API clients) over HTTP
       const problem = (await response.json()) as { errors?: { location: string }[] };
       expect(problem.errors?.map((error) => error.location)).toContain(location);
     }
+  });
+
+  it("stores a name in its composed form, so a decomposed spelling of a taken name is taken too", async () => {
+    const composed = await create("Caf\u00e9", ["members"]);
+    expect(composed.name).toBe("Caf\u00e9");
+    const decomposed = await call("POST", "/clients", adminToken, { name: "Cafe\u0301", scopes: ["members"] });
+    expect(decomposed.status).toBe(400);
+    expect(((await decomposed.json()) as { detail: string }).detail).toContain("body/name is already taken");
   });
 
   it("takes a token holding every scope: one lacking some is answered 403 naming what it lacks", async () => {
