@@ -1,5 +1,5 @@
 import { type Static, Type } from "typebox";
-import { type ApiClientOptions, ApiTransport } from "./api.js";
+import { type ApiClientOptions, ApiTransport, pathSegment } from "./api.js";
 import { type ClusterPatch, type ScaleResponse, scaleResponseSchema } from "./cluster.js";
 
 /** Roles a member can be given through the API (`owner` exists but cannot be assigned). */
@@ -256,7 +256,7 @@ export class AdminClient {
 
   /** Invites `email` with `roles`; if it is already a member, replaces its roles instead. */
   async inviteMember(email: string, roles: readonly string[]): Promise<void> {
-    await this.transport.send("POST", `/members/${encodeURIComponent(email)}`, { orgRoles: roles });
+    await this.transport.send("POST", `/members/${pathSegment(email)}`, { orgRoles: roles });
   }
 
   /** Replaces the roles of an existing member (the same call as an invitation, by the API's design). */
@@ -266,7 +266,7 @@ export class AdminClient {
 
   /** Removes a member; throws `ApiError` with status 404 if `email` is not a member. */
   async removeMember(email: string): Promise<void> {
-    await this.transport.send("DELETE", `/members/${encodeURIComponent(email)}`);
+    await this.transport.send("DELETE", `/members/${pathSegment(email)}`);
   }
 
   /** Lists the organization's clusters, oldest first. */
@@ -293,31 +293,27 @@ export class AdminClient {
 
   /** Gets a cluster; throws `ApiError` with status 404 when the organization has no such cluster. */
   async getCluster(clusterId: string): Promise<Cluster> {
-    return (await this.transport.sendForJson(
-      "GET",
-      `/clusters/${encodeURIComponent(clusterId)}`,
-      clusterSchema,
-    )) as Cluster;
+    return (await this.transport.sendForJson("GET", `/clusters/${pathSegment(clusterId)}`, clusterSchema)) as Cluster;
   }
 
   /** Changes a cluster's name, description or stage label. */
   async updateCluster(clusterId: string, change: ClusterChange): Promise<void> {
-    await this.transport.send("PATCH", `/clusters/${encodeURIComponent(clusterId)}`, change);
+    await this.transport.send("PATCH", `/clusters/${pathSegment(clusterId)}`, change);
   }
 
   /** Deletes a cluster: its processes stop and its data is removed. */
   async deleteCluster(clusterId: string): Promise<void> {
-    await this.transport.send("DELETE", `/clusters/${encodeURIComponent(clusterId)}`);
+    await this.transport.send("DELETE", `/clusters/${pathSegment(clusterId)}`);
   }
 
   /** Starts a cluster whose processes do not run. */
   async wakeCluster(clusterId: string): Promise<void> {
-    await this.transport.send("PUT", `/clusters/${encodeURIComponent(clusterId)}/wake`);
+    await this.transport.send("PUT", `/clusters/${pathSegment(clusterId)}/wake`);
   }
 
   /** Moves a cluster to its channel's default generation. */
   async upgradeCluster(clusterId: string): Promise<void> {
-    await this.transport.send("PUT", `/clusters/${encodeURIComponent(clusterId)}/upgrade`);
+    await this.transport.send("PUT", `/clusters/${pathSegment(clusterId)}/upgrade`);
   }
 
   /**
@@ -329,7 +325,7 @@ export class AdminClient {
     patch: ClusterPatch,
     options: { dryRun?: boolean } = {},
   ): Promise<ScaleResponse> {
-    const path = `/clusters/${encodeURIComponent(clusterId)}/scale${options.dryRun === true ? "?dryRun=true" : ""}`;
+    const path = `/clusters/${pathSegment(clusterId)}/scale${options.dryRun === true ? "?dryRun=true" : ""}`;
     return (await this.transport.sendForJson("POST", path, scaleResponseSchema, patch)) as ScaleResponse;
   }
 
@@ -348,12 +344,12 @@ export class AdminClient {
 
   /** Deletes an API client of the organization; the platform and every gateway refuse its tokens from then on. */
   async deleteOrganizationClient(clientId: string): Promise<void> {
-    await this.transport.send("DELETE", `/clients/${encodeURIComponent(clientId)}`);
+    await this.transport.send("DELETE", `/clients/${pathSegment(clientId)}`);
   }
 
   /** Lists the API clients of a cluster; throws `ApiError` with status 404 for an unknown cluster. */
   async listClusterClients(clusterId: string): Promise<ClusterClient[]> {
-    const path = `/clusters/${encodeURIComponent(clusterId)}/clients`;
+    const path = `/clusters/${pathSegment(clusterId)}/clients`;
     return (await this.transport.sendForJson("GET", path, clusterClientListSchema)) as ClusterClient[];
   }
 
@@ -363,14 +359,14 @@ export class AdminClient {
     clientName: string,
     permissions?: readonly ClusterClientPermission[],
   ): Promise<CreatedClusterClient> {
-    const path = `/clusters/${encodeURIComponent(clusterId)}/clients`;
+    const path = `/clusters/${pathSegment(clusterId)}/clients`;
     const body = { clientName, ...(permissions === undefined ? {} : { permissions }) };
     return (await this.transport.sendForJson("POST", path, createdClusterClientSchema, body)) as CreatedClusterClient;
   }
 
   /** The connection details of a cluster API client: the environment variables a client application needs. */
   async getClusterClient(clusterId: string, clientId: string): Promise<ClusterClientConnectionDetails> {
-    const path = `/clusters/${encodeURIComponent(clusterId)}/clients/${encodeURIComponent(clientId)}`;
+    const path = `/clusters/${pathSegment(clusterId)}/clients/${pathSegment(clientId)}`;
     return (await this.transport.sendForJson(
       "GET",
       path,
@@ -380,24 +376,21 @@ export class AdminClient {
 
   /** Deletes a cluster API client; its tokens stop working at the cluster's gateway. */
   async deleteClusterClient(clusterId: string, clientId: string): Promise<void> {
-    await this.transport.send(
-      "DELETE",
-      `/clusters/${encodeURIComponent(clusterId)}/clients/${encodeURIComponent(clientId)}`,
-    );
+    await this.transport.send("DELETE", `/clusters/${pathSegment(clusterId)}/clients/${pathSegment(clientId)}`);
   }
 
   /** Lists the connector secrets of the cluster with their values; throws `ApiError` 404 for an unknown cluster. */
   async listSecrets(clusterId: string): Promise<ConnectorSecrets> {
     return (await this.transport.sendForJson(
       "GET",
-      `/clusters/${encodeURIComponent(clusterId)}/secrets`,
+      `/clusters/${pathSegment(clusterId)}/secrets`,
       connectorSecretsSchema,
     )) as ConnectorSecrets;
   }
 
   /** Creates the connector secret `name`; throws `ApiError` 409 when the cluster already has one by that name. */
   async createSecret(clusterId: string, name: string, value: string): Promise<void> {
-    await this.transport.send("POST", `/clusters/${encodeURIComponent(clusterId)}/secrets`, {
+    await this.transport.send("POST", `/clusters/${pathSegment(clusterId)}/secrets`, {
       secretName: name,
       secretValue: value,
     });
@@ -405,53 +398,50 @@ export class AdminClient {
 
   /** Replaces the value of the connector secret `name`; throws `ApiError` 404 when there is none by that name. */
   async updateSecret(clusterId: string, name: string, value: string): Promise<void> {
-    await this.transport.send("PUT", `/clusters/${encodeURIComponent(clusterId)}/secrets/${encodeURIComponent(name)}`, {
+    await this.transport.send("PUT", `/clusters/${pathSegment(clusterId)}/secrets/${pathSegment(name)}`, {
       secretValue: value,
     });
   }
 
   /** Deletes the connector secret `name`; throws `ApiError` 404 when there is none by that name. */
   async deleteSecret(clusterId: string, name: string): Promise<void> {
-    await this.transport.send(
-      "DELETE",
-      `/clusters/${encodeURIComponent(clusterId)}/secrets/${encodeURIComponent(name)}`,
-    );
+    await this.transport.send("DELETE", `/clusters/${pathSegment(clusterId)}/secrets/${pathSegment(name)}`);
   }
 
   /** The cluster's IP allowlist (scope `ipallowlist` or `cluster`). */
   async getIpAllowlist(clusterId: string): Promise<AllowlistEntry[]> {
-    const path = `/clusters/${encodeURIComponent(clusterId)}/ipallowlist`;
+    const path = `/clusters/${pathSegment(clusterId)}/ipallowlist`;
     return ((await this.transport.sendForJson("GET", path, allowlistSchema)) as { ipallowlist: AllowlistEntry[] })
       .ipallowlist;
   }
 
   /** Replaces the cluster's IP allowlist (scope `ipallowlist`); an empty list allows every address. */
   async setIpAllowlist(clusterId: string, entries: readonly AllowlistEntry[]): Promise<void> {
-    await this.transport.send("PUT", `/clusters/${encodeURIComponent(clusterId)}/ipallowlist`, {
+    await this.transport.send("PUT", `/clusters/${pathSegment(clusterId)}/ipallowlist`, {
       ipallowlist: entries,
     });
   }
 
   /** Whether the cluster's metrics require monitoring credentials (scope `cluster`). */
   async isMonitoringActive(clusterId: string): Promise<boolean> {
-    const path = `/clusters/${encodeURIComponent(clusterId)}/monitoring`;
+    const path = `/clusters/${pathSegment(clusterId)}/monitoring`;
     return ((await this.transport.sendForJson("GET", path, monitoringStatusSchema)) as { active: boolean }).active;
   }
 
   /** Activates (or deactivates) protected metrics of the cluster (scope `cluster`). */
   async setMonitoringActive(clusterId: string, active: boolean): Promise<void> {
-    await this.transport.send(active ? "POST" : "DELETE", `/clusters/${encodeURIComponent(clusterId)}/monitoring`);
+    await this.transport.send(active ? "POST" : "DELETE", `/clusters/${pathSegment(clusterId)}/monitoring`);
   }
 
   /** Lists the cluster's monitoring clients (scope `cluster`). */
   async listMonitoringClients(clusterId: string): Promise<MonitoringClient[]> {
-    const path = `/clusters/${encodeURIComponent(clusterId)}/monitoring/clients`;
+    const path = `/clusters/${pathSegment(clusterId)}/monitoring/clients`;
     return (await this.transport.sendForJson("GET", path, Type.Array(monitoringClientSchema))) as MonitoringClient[];
   }
 
   /** Creates a monitoring client; the answer holds its password, which no other answer shows (scope `cluster`). */
   async createMonitoringClient(clusterId: string, username: string): Promise<MonitoringCredentials> {
-    const path = `/clusters/${encodeURIComponent(clusterId)}/monitoring/clients`;
+    const path = `/clusters/${pathSegment(clusterId)}/monitoring/clients`;
     return (await this.transport.sendForJson("POST", path, monitoringCredentialsSchema, {
       username,
     })) as MonitoringCredentials;
@@ -459,68 +449,68 @@ export class AdminClient {
 
   /** Gives a monitoring client a new generated password and answers it (scope `cluster`). */
   async rotateMonitoringPassword(clusterId: string, clientUuid: string): Promise<MonitoringCredentials> {
-    const path = `/clusters/${encodeURIComponent(clusterId)}/monitoring/clients/${encodeURIComponent(clientUuid)}/rotate`;
+    const path = `/clusters/${pathSegment(clusterId)}/monitoring/clients/${pathSegment(clientUuid)}/rotate`;
     return (await this.transport.sendForJson("POST", path, monitoringCredentialsSchema)) as MonitoringCredentials;
   }
 
   /** The cluster's backups, newest first (scope `backups`). */
   async listBackups(clusterId: string): Promise<ClusterBackup[]> {
-    const path = `/clusters/${encodeURIComponent(clusterId)}/backups`;
+    const path = `/clusters/${pathSegment(clusterId)}/backups`;
     return (await this.transport.sendForJson("GET", path, Type.Array(clusterBackupSchema))) as ClusterBackup[];
   }
 
   /** Starts a backup of the cluster and answers it, In progress (scope `backups`). */
   async createBackup(clusterId: string): Promise<ClusterBackup> {
-    const path = `/clusters/${encodeURIComponent(clusterId)}/backups`;
+    const path = `/clusters/${pathSegment(clusterId)}/backups`;
     return (await this.transport.sendForJson("POST", path, clusterBackupSchema)) as ClusterBackup;
   }
 
   /** Deletes a backup of the cluster and answers what it was (scope `backups`). */
   async deleteBackup(clusterId: string, backupId: string): Promise<ClusterBackup> {
-    const path = `/clusters/${encodeURIComponent(clusterId)}/backups/${encodeURIComponent(backupId)}`;
+    const path = `/clusters/${pathSegment(clusterId)}/backups/${pathSegment(backupId)}`;
     return (await this.transport.sendForJson("DELETE", path, clusterBackupSchema)) as ClusterBackup;
   }
 
   /** Starts restoring the cluster from a backup and answers the restore, PENDING (scope `backups`). */
   async restoreBackup(clusterId: string, backupId: string): Promise<ClusterRestore> {
-    const path = `/clusters/${encodeURIComponent(clusterId)}/backups/${encodeURIComponent(backupId)}/restore`;
+    const path = `/clusters/${pathSegment(clusterId)}/backups/${pathSegment(backupId)}/restore`;
     return (await this.transport.sendForJson("POST", path, clusterRestoreSchema)) as ClusterRestore;
   }
 
   /** The latest restore of the cluster from that backup (scope `backups`). */
   async getRestore(clusterId: string, backupId: string): Promise<ClusterRestore> {
-    const path = `/clusters/${encodeURIComponent(clusterId)}/backups/${encodeURIComponent(backupId)}/restore`;
+    const path = `/clusters/${pathSegment(clusterId)}/backups/${pathSegment(backupId)}/restore`;
     return (await this.transport.sendForJson("GET", path, clusterRestoreSchema)) as ClusterRestore;
   }
 
   /** The cluster's latest restores, newest first (scope `backups`). */
   async listRestores(clusterId: string): Promise<ClusterRestore[]> {
-    const path = `/clusters/${encodeURIComponent(clusterId)}/restores`;
+    const path = `/clusters/${pathSegment(clusterId)}/restores`;
     return (await this.transport.sendForJson("GET", path, Type.Array(clusterRestoreSchema))) as ClusterRestore[];
   }
 
   /** Sets the cluster's backup schedule, replacing any (scope `backups`). */
   async setBackupSchedule(clusterId: string, cron: string, keep: number): Promise<BackupSchedule> {
-    const path = `/clusters/${encodeURIComponent(clusterId)}/backups/schedule`;
+    const path = `/clusters/${pathSegment(clusterId)}/backups/schedule`;
     return (await this.transport.sendForJson("PUT", path, backupScheduleSchema, { cron, keep })) as BackupSchedule;
   }
 
   /** The cluster's backup schedule (scope `backups`). */
   async getBackupSchedule(clusterId: string): Promise<BackupSchedule> {
-    const path = `/clusters/${encodeURIComponent(clusterId)}/backups/schedule`;
+    const path = `/clusters/${pathSegment(clusterId)}/backups/schedule`;
     return (await this.transport.sendForJson("GET", path, backupScheduleSchema)) as BackupSchedule;
   }
 
   /** Removes the cluster's backup schedule; its backups stay (scope `backups`). */
   async deleteBackupSchedule(clusterId: string): Promise<void> {
-    await this.transport.send("DELETE", `/clusters/${encodeURIComponent(clusterId)}/backups/schedule`);
+    await this.transport.send("DELETE", `/clusters/${pathSegment(clusterId)}/backups/schedule`);
   }
 
   /** Deletes a monitoring client (scope `cluster`). */
   async deleteMonitoringClient(clusterId: string, clientUuid: string): Promise<void> {
     await this.transport.send(
       "DELETE",
-      `/clusters/${encodeURIComponent(clusterId)}/monitoring/clients/${encodeURIComponent(clientUuid)}`,
+      `/clusters/${pathSegment(clusterId)}/monitoring/clients/${pathSegment(clientUuid)}`,
     );
   }
 }

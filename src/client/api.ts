@@ -32,6 +32,17 @@ export interface ApiClientOptions {
   http?: HttpOptions | undefined;
 }
 
+/**
+ * One path segment naming a resource, percent-encoded. "." and ".." are refused: URLs treat them as steps up the
+ * path, even encoded, so `DELETE …/clients/..` would reach another route than the one meant.
+ */
+export function pathSegment(name: string): string {
+  if (name === "" || name === "." || name === "..") {
+    throw new RangeError(`${JSON.stringify(name)} cannot name a resource in a URL path`);
+  }
+  return encodeURIComponent(name);
+}
+
 function problemFrom(response: HttpResponse, url: string): ProblemDocument {
   const body = parseJsonBody(response) as Partial<ProblemDocument> | undefined;
   if (body !== undefined && typeof body === "object" && body !== null && typeof body.status === "number") {

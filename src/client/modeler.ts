@@ -1,5 +1,5 @@
 import { type Static, type TSchema, Type } from "typebox";
-import { type ApiClientOptions, ApiTransport } from "./api.js";
+import { type ApiClientOptions, ApiTransport, pathSegment } from "./api.js";
 import { ClientConnectionError } from "./errors.js";
 import { sendWithRetry } from "./http.js";
 
@@ -163,11 +163,7 @@ export class ModelerClient {
 
   /** Reads a project and the folders and files at its top level. */
   async getProject(id: string): Promise<{ metadata: ProjectMetadata; content: ContainerContent }> {
-    return (await this.transport.sendForJson(
-      "GET",
-      `/api/v1/projects/${encodeURIComponent(id)}`,
-      projectViewSchema,
-    )) as {
+    return (await this.transport.sendForJson("GET", `/api/v1/projects/${pathSegment(id)}`, projectViewSchema)) as {
       metadata: ProjectMetadata;
       content: ContainerContent;
     };
@@ -175,19 +171,14 @@ export class ModelerClient {
 
   /** Renames a project. */
   async renameProject(id: string, name: string): Promise<ProjectMetadata> {
-    return (await this.transport.sendForJson(
-      "PATCH",
-      `/api/v1/projects/${encodeURIComponent(id)}`,
-      projectMetadataSchema,
-      {
-        name,
-      },
-    )) as ProjectMetadata;
+    return (await this.transport.sendForJson("PATCH", `/api/v1/projects/${pathSegment(id)}`, projectMetadataSchema, {
+      name,
+    })) as ProjectMetadata;
   }
 
   /** Deletes an empty project. */
   async deleteProject(id: string): Promise<void> {
-    await this.transport.send("DELETE", `/api/v1/projects/${encodeURIComponent(id)}`);
+    await this.transport.send("DELETE", `/api/v1/projects/${pathSegment(id)}`);
   }
 
   /** Searches projects. */
@@ -207,7 +198,7 @@ export class ModelerClient {
 
   /** Reads a folder and the folders and files directly inside it. */
   async getFolder(id: string): Promise<{ metadata: FolderMetadata; content: ContainerContent }> {
-    return (await this.transport.sendForJson("GET", `/api/v1/folders/${encodeURIComponent(id)}`, folderViewSchema)) as {
+    return (await this.transport.sendForJson("GET", `/api/v1/folders/${pathSegment(id)}`, folderViewSchema)) as {
       metadata: FolderMetadata;
       content: ContainerContent;
     };
@@ -220,7 +211,7 @@ export class ModelerClient {
   ): Promise<FolderMetadata> {
     return (await this.transport.sendForJson(
       "PATCH",
-      `/api/v1/folders/${encodeURIComponent(id)}`,
+      `/api/v1/folders/${pathSegment(id)}`,
       folderMetadataSchema,
       change,
     )) as FolderMetadata;
@@ -228,7 +219,7 @@ export class ModelerClient {
 
   /** Deletes an empty folder. */
   async deleteFolder(id: string): Promise<void> {
-    await this.transport.send("DELETE", `/api/v1/folders/${encodeURIComponent(id)}`);
+    await this.transport.send("DELETE", `/api/v1/folders/${pathSegment(id)}`);
   }
 
   /** Searches folders. */
@@ -243,7 +234,7 @@ export class ModelerClient {
 
   /** Reads a file's metadata and content. */
   async getFile(id: string): Promise<{ metadata: FileMetadata; content: string }> {
-    return (await this.transport.sendForJson("GET", `/api/v1/files/${encodeURIComponent(id)}`, fileViewSchema)) as {
+    return (await this.transport.sendForJson("GET", `/api/v1/files/${pathSegment(id)}`, fileViewSchema)) as {
       metadata: FileMetadata;
       content: string;
     };
@@ -253,7 +244,7 @@ export class ModelerClient {
   async updateFile(id: string, change: FileChange): Promise<FileMetadata> {
     return (await this.transport.sendForJson(
       "PATCH",
-      `/api/v1/files/${encodeURIComponent(id)}`,
+      `/api/v1/files/${pathSegment(id)}`,
       fileMetadataSchema,
       change,
     )) as FileMetadata;
@@ -261,7 +252,7 @@ export class ModelerClient {
 
   /** Deletes a file and its milestones. */
   async deleteFile(id: string): Promise<void> {
-    await this.transport.send("DELETE", `/api/v1/files/${encodeURIComponent(id)}`);
+    await this.transport.send("DELETE", `/api/v1/files/${pathSegment(id)}`);
   }
 
   /** Searches files (metadata only). */
@@ -279,18 +270,17 @@ export class ModelerClient {
 
   /** Reads a milestone and the content it froze. */
   async getMilestone(id: string): Promise<{ metadata: MilestoneMetadata; content: string }> {
-    return (await this.transport.sendForJson(
-      "GET",
-      `/api/v1/milestones/${encodeURIComponent(id)}`,
-      milestoneViewSchema,
-    )) as { metadata: MilestoneMetadata; content: string };
+    return (await this.transport.sendForJson("GET", `/api/v1/milestones/${pathSegment(id)}`, milestoneViewSchema)) as {
+      metadata: MilestoneMetadata;
+      content: string;
+    };
   }
 
   /** Renames a milestone. */
   async renameMilestone(id: string, name: string): Promise<MilestoneMetadata> {
     return (await this.transport.sendForJson(
       "PATCH",
-      `/api/v1/milestones/${encodeURIComponent(id)}`,
+      `/api/v1/milestones/${pathSegment(id)}`,
       milestoneMetadataSchema,
       { name },
     )) as MilestoneMetadata;
@@ -298,14 +288,14 @@ export class ModelerClient {
 
   /** Deletes a milestone. */
   async deleteMilestone(id: string): Promise<void> {
-    await this.transport.send("DELETE", `/api/v1/milestones/${encodeURIComponent(id)}`);
+    await this.transport.send("DELETE", `/api/v1/milestones/${pathSegment(id)}`);
   }
 
   /** Restores a milestone's content into its file as a new revision; answers the file's metadata. */
   async restoreMilestone(id: string): Promise<FileMetadata> {
     return (await this.transport.sendForJson(
       "POST",
-      `/api/v1/milestones/${encodeURIComponent(id)}/restore`,
+      `/api/v1/milestones/${pathSegment(id)}/restore`,
       fileMetadataSchema,
     )) as FileMetadata;
   }
@@ -317,7 +307,7 @@ export class ModelerClient {
 
   /** A signed link (valid for minutes, no token needed) serving the unified diff from milestone `fromId` to `toId`. */
   async compareMilestones(fromId: string, toId: string): Promise<string> {
-    const path = `/api/v1/milestones/compare/${encodeURIComponent(fromId)}...${encodeURIComponent(toId)}`;
+    const path = `/api/v1/milestones/compare/${pathSegment(fromId)}...${pathSegment(toId)}`;
     // The milestones API answers the link as plain text (the versions API answers it as JSON).
     return (await this.transport.send("GET", path)).text;
   }
@@ -345,7 +335,7 @@ export class ModelerClient {
   async removeCollaborator(projectId: string, email: string): Promise<void> {
     await this.transport.send(
       "DELETE",
-      `/api/v1/projects/${encodeURIComponent(projectId)}/collaborators/${encodeURIComponent(email)}`,
+      `/api/v1/projects/${pathSegment(projectId)}/collaborators/${pathSegment(email)}`,
     );
   }
 

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Type } from "typebox";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { ApiTransport } from "../../src/client/api.js";
+import { ApiTransport, pathSegment } from "../../src/client/api.js";
 import { ApiError, ClientConnectionError } from "../../src/client/errors.js";
 import { TokenCacheFile } from "../../src/client/token-cache.js";
 import { TokenProvider } from "../../src/client/token-provider.js";
@@ -150,5 +150,13 @@ describe("ApiTransport", () => {
     });
     expect(answered).toEqual({ backupId: 2n ** 63n - 1n });
     await api.server.close();
+  });
+});
+
+describe("pathSegment", () => {
+  it("encodes a name as one path segment and refuses what URLs take for steps up the path", () => {
+    expect(pathSegment("a b/c")).toBe("a%20b%2Fc");
+    expect(pathSegment("..x")).toBe("..x");
+    for (const name of ["", ".", ".."]) expect(() => pathSegment(name)).toThrow(/cannot name a resource/);
   });
 });
