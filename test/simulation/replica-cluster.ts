@@ -154,7 +154,8 @@ interface Incarnation {
   readonly disk: SimulatedReplicaDisk;
   readonly clock: ReplicaClockView;
   /** Shared with the replica's `send`: a dead incarnation's messages never leave. */
-  readonly state: { alive: boolean };
+  /** `alive` until the incarnation ends; `closing` from the start of a clean shutdown or a removal. */
+  readonly state: { alive: boolean; closing: boolean };
   /** A leadership hand-over before a clean restart; `finished` once it resolved. */
   handOver: { finished: boolean } | null;
 }
@@ -478,7 +479,7 @@ export class ReplicaSimulation {
       }
     }
     const clock = this.time.view();
-    const state = { alive: true };
+    const state = { alive: true, closing: false };
     const replica = await PartitionReplica.open({
       partitionId: PARTITION_ID,
       memberId: broker.id,
@@ -533,6 +534,7 @@ export class ReplicaSimulation {
     const incarnation = broker.incarnation;
     if (incarnation === null) return;
     incarnation.disk.flush();
+    incarnation.state.closing = true;
     let closed = false;
     const closing = incarnation.replica.close().then(() => {
       closed = true;
@@ -554,6 +556,7 @@ export class ReplicaSimulation {
     broker.restartAtTick = null;
     if (incarnation !== null) {
       incarnation.disk.flush();
+      incarnation.state.closing = true;
       let destroyed = false;
       const destroying = incarnation.replica.destroy().then(() => {
         destroyed = true;
@@ -771,7 +774,10 @@ export class ReplicaSimulation {
     if (incarnation === null || force === null) return;
     // Whether it took hold is judged from the committed configuration (`followForce`); only a refusal matters here.
     incarnation.replica.forceMembership(force.members).catch((error: unknown) => {
-      if (incarnation.state.alive) this.deferredViolations.push(`broker ${broker.id} refused the force: ${error}`);
+      // A clean shutdown answers what waits with "stopped": that is no refusal, and the restart asks again.
+      if (incarnation.state.alive && !incarnation.state.closing) {
+        this.deferredViolations.push(`broker ${broker.id} refused the force: ${error}`);
+      }
     });
   }
 
