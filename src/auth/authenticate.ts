@@ -115,7 +115,8 @@ export function installAuthentication(server: AnyServer, options: Authentication
   });
 }
 
-function invalidToken(realm: string, description: string): ServiceError {
+/** The 401 of a token that must be refused, with its RFC 6750 challenge (routes use it for checks of their own). */
+export function invalidToken(realm: string, description: string): ServiceError {
   return new ServiceError("unauthorized", description, {
     headers: {
       "www-authenticate": `Bearer realm="${realm}", error="invalid_token", error_description="${quotable(description)}"`,

@@ -449,16 +449,10 @@ export class ClientService {
 
   /**
    * Deletes an organization client (cluster API clients go through `deleteClusterClient`) and records the revocation
-   * in the same transaction, so every gateway of the organization learns of it; answers whether the client existed.
-   * Revocations older than `pruneBeforeMs` are dropped on the way: no token they could refuse is still unexpired.
-   */
-  async delete(organizationId: string, clientId: string, pruneBeforeMs: number): Promise<boolean> {
-    return (await this.deleteOrganizationClient(organizationId, clientId, null, pruneBeforeMs)) === "deleted";
-  }
-
-  /**
-   * Deletes an organization client on behalf of `callerClientId` (null: no client asks, e.g. a tool), which must
-   * still exist, read in the same transaction rather than from the cache. The transaction first takes the
+   * in the same transaction, so every gateway of the organization learns of it. Revocations older than
+   * `pruneBeforeMs` are dropped on the way: no token they could refuse is still unexpired. It is done on behalf of
+   * `callerClientId` (null: no client asks, e.g. a tool), which must still exist, read in the same transaction
+   * rather than from the cache. The transaction first takes the
    * organization's row for itself, so two clients deleting each other at once are served one after the other and
    * the second finds itself deleted: without that, both deletions went through and the organization was left with
    * no client able to manage it (found by a hostile test over two platform replicas, whose caches each still knew

@@ -97,8 +97,8 @@ describe.each(databaseKinds)("client service (%s)", (kind) => {
     const { client, secret } = await clients.create({ organizationId, name: "a", scopes: ["members"] });
     expect(await replica.authenticate(client.clientId, secret)).toEqual(client);
 
-    expect(await clients.delete(organizationId, client.clientId, 0)).toBe(true);
-    expect(await clients.delete(organizationId, client.clientId, 0)).toBe(false);
+    expect(await clients.deleteOrganizationClient(organizationId, client.clientId, null, 0)).toBe("deleted");
+    expect(await clients.deleteOrganizationClient(organizationId, client.clientId, null, 0)).toBe("not-found");
     expect(await clients.find(client.clientId)).toBeUndefined();
     expect(await clients.authenticate(client.clientId, secret)).toBeUndefined();
 
@@ -187,7 +187,7 @@ describe.each(databaseKinds)("client service (%s)", (kind) => {
     expect(await clients.exists(created.client.clientId)).toBe(true);
     await clients.deleteClusterClient(organizationId, "cluster-a", clusterClient.client.clientId, 0);
     clock.advance(1_000);
-    expect(await clients.delete(organizationId, created.client.clientId, 0)).toBe(true);
+    expect(await clients.deleteOrganizationClient(organizationId, created.client.clientId, null, 0)).toBe("deleted");
     expect(await clients.exists(created.client.clientId)).toBe(false);
     const revokedAt = (offsetMs: number) => new Date(clock.now() - offsetMs).toISOString();
     // Newest first: the organization client, then the cluster's own.
@@ -210,7 +210,7 @@ describe.each(databaseKinds)("client service (%s)", (kind) => {
     });
     if (later.outcome !== "created") throw new Error("not created");
     clock.advance(1_000);
-    await clients.delete(organizationId, later.client.clientId, clock.now() - 500);
+    await clients.deleteOrganizationClient(organizationId, later.client.clientId, null, clock.now() - 500);
     expect(
       (await clients.revokedClientsOfCluster(organizationId, "cluster-b", 0, 10)).map((entry) => entry.clientId),
     ).toEqual([later.client.clientId]);
@@ -257,6 +257,6 @@ describe.each(databaseKinds)("client service (%s)", (kind) => {
     const { client } = await clients.create({ organizationId, name: "mine", scopes: ["members"] });
     await clients.create({ organizationId: "other", name: "theirs", scopes: ["members"] });
     expect((await clients.list(organizationId)).map((entry) => entry.clientId)).toEqual([client.clientId]);
-    expect(await clients.delete("other", client.clientId, 0)).toBe(false);
+    expect(await clients.deleteOrganizationClient("other", client.clientId, null, 0)).toBe("not-found");
   });
 });

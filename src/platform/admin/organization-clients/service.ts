@@ -1,4 +1,5 @@
 import type { Logger } from "pino";
+import { invalidToken } from "../../../auth/authenticate.js";
 import type { Clock } from "../../../auth/clock.js";
 import { type ScopeValue, scopeValues } from "../../../auth/scopes.js";
 import type { Principal } from "../../../auth/verifier.js";
@@ -40,8 +41,9 @@ export interface OrganizationClientServiceOptions {
 /**
  * The organization's API clients (not the clients of one cluster): list, create and delete. Managing them takes a
  * token holding every scope, since a client is a lasting credential: whoever may create one may grant any scope.
- * A deleted client's tokens are refused at once by the platform (see `ClientService.exists`) and by every gateway of
- * the organization (the revocation goes into each cluster's access policy).
+ * A deleted client's tokens are refused by the platform (at once by the replica that deleted it, within the lookup
+ * cache's 5 s by others; see `ClientService.exists`) and by every gateway of the organization (the revocation goes
+ * into each cluster's access policy).
  */
 export class OrganizationClientService {
   constructor(private readonly options: OrganizationClientServiceOptions) {}
@@ -122,7 +124,7 @@ export class OrganizationClientService {
  * managing clients reads the database itself, so a deleted client can neither delete another nor leave a successor).
  */
 function callerDeleted(): ServiceError {
-  return new ServiceError("unauthorized", "The client this token was issued to has been deleted.");
+  return invalidToken("flowplane", "The client this token was issued to has been deleted.");
 }
 
 function presentClient(client: ClientRecord): OrganizationClient {
