@@ -451,8 +451,8 @@ export class ClientService {
    * Deletes an organization client (cluster API clients go through `deleteClusterClient`) and records the revocation
    * in the same transaction, so every gateway of the organization learns of it. Revocations older than
    * `pruneBeforeMs` are dropped on the way: no token they could refuse is still unexpired. It is done on behalf of
-   * `callerClientId` (null: no client asks, e.g. a tool), which must still exist, read in the same transaction
-   * rather than from the cache. The transaction first takes the
+   * `callerClientId`, a client of the same organization that must still exist, read in the same transaction rather
+   * than from the cache. The transaction first takes the
    * organization's row for itself, so two clients deleting each other at once are served one after the other and
    * the second finds itself deleted: without that, both deletions went through and the organization was left with
    * no client able to manage it (found by a hostile test over two platform replicas, whose caches each still knew
@@ -461,7 +461,7 @@ export class ClientService {
   async deleteOrganizationClient(
     organizationId: string,
     clientId: string,
-    callerClientId: string | null,
+    callerClientId: string,
     pruneBeforeMs: number,
   ): Promise<OrganizationClientDeletion> {
     const nowMs = this.clock();
@@ -469,15 +469,13 @@ export class ClientService {
       .transaction()
       .execute(async (transaction): Promise<OrganizationClientDeletion> => {
         await sql`UPDATE organizations SET name = name WHERE id = ${organizationId}`.execute(transaction);
-        if (callerClientId !== null) {
-          const caller = await transaction
-            .selectFrom("clients")
-            .select("client_id")
-            .where("client_id", "=", callerClientId)
-            .where("organization_id", "=", organizationId)
-            .executeTakeFirst();
-          if (caller === undefined) return "caller-deleted";
-        }
+        const caller = await transaction
+          .selectFrom("clients")
+          .select("client_id")
+          .where("client_id", "=", callerClientId)
+          .where("organization_id", "=", organizationId)
+          .executeTakeFirst();
+        if (caller === undefined) return "caller-deleted";
         const result = await transaction
           .deleteFrom("clients")
           .where("client_id", "=", clientId)

@@ -95,10 +95,13 @@ describe.each(databaseKinds)("client service (%s)", (kind) => {
     cleanups.push(() => second.close());
     const replica = new ClientService({ database: second.database, hasher, clock: clock.now, cacheTtlMs: 5_000 });
     const { client, secret } = await clients.create({ organizationId, name: "a", scopes: ["members"] });
+    const { client: caller } = await clients.create({ organizationId, name: "caller", scopes: ["members"] });
     expect(await replica.authenticate(client.clientId, secret)).toEqual(client);
 
-    expect(await clients.deleteOrganizationClient(organizationId, client.clientId, null, 0)).toBe("deleted");
-    expect(await clients.deleteOrganizationClient(organizationId, client.clientId, null, 0)).toBe("not-found");
+    expect(await clients.deleteOrganizationClient(organizationId, client.clientId, caller.clientId, 0)).toBe("deleted");
+    expect(await clients.deleteOrganizationClient(organizationId, client.clientId, caller.clientId, 0)).toBe(
+      "not-found",
+    );
     expect(await clients.find(client.clientId)).toBeUndefined();
     expect(await clients.authenticate(client.clientId, secret)).toBeUndefined();
 
@@ -187,7 +190,9 @@ describe.each(databaseKinds)("client service (%s)", (kind) => {
     expect(await clients.exists(created.client.clientId)).toBe(true);
     await clients.deleteClusterClient(organizationId, "cluster-a", clusterClient.client.clientId, 0);
     clock.advance(1_000);
-    expect(await clients.deleteOrganizationClient(organizationId, created.client.clientId, null, 0)).toBe("deleted");
+    expect(await clients.deleteOrganizationClient(organizationId, created.client.clientId, caller.clientId, 0)).toBe(
+      "deleted",
+    );
     expect(await clients.exists(created.client.clientId)).toBe(false);
     const revokedAt = (offsetMs: number) => new Date(clock.now() - offsetMs).toISOString();
     // Newest first: the organization client, then the cluster's own.
@@ -210,7 +215,7 @@ describe.each(databaseKinds)("client service (%s)", (kind) => {
     });
     if (later.outcome !== "created") throw new Error("not created");
     clock.advance(1_000);
-    await clients.deleteOrganizationClient(organizationId, later.client.clientId, null, clock.now() - 500);
+    await clients.deleteOrganizationClient(organizationId, later.client.clientId, caller.clientId, clock.now() - 500);
     expect(
       (await clients.revokedClientsOfCluster(organizationId, "cluster-b", 0, 10)).map((entry) => entry.clientId),
     ).toEqual([later.client.clientId]);
@@ -255,8 +260,12 @@ describe.each(databaseKinds)("client service (%s)", (kind) => {
       .values({ id: "other", name: "Other", created_at: new Date(0).toISOString() })
       .execute();
     const { client } = await clients.create({ organizationId, name: "mine", scopes: ["members"] });
-    await clients.create({ organizationId: "other", name: "theirs", scopes: ["members"] });
+    const { client: theirs } = await clients.create({ organizationId: "other", name: "theirs", scopes: ["members"] });
     expect((await clients.list(organizationId)).map((entry) => entry.clientId)).toEqual([client.clientId]);
-    expect(await clients.deleteOrganizationClient("other", client.clientId, null, 0)).toBe("not-found");
+    // Another organization's client cannot delete this one's, nor be deleted through it.
+    expect(await clients.deleteOrganizationClient("other", client.clientId, theirs.clientId, 0)).toBe("not-found");
+    expect(await clients.deleteOrganizationClient(organizationId, client.clientId, theirs.clientId, 0)).toBe(
+      "caller-deleted",
+    );
   });
 });

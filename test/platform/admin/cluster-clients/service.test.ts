@@ -112,7 +112,14 @@ describe.each(databaseKinds)("cluster API clients (%s)", (kind) => {
       { clientId: clusterClient.clientId, name: "ci", permissions: ["gateway"] },
     ]);
     // The organization-client deletion does not reach cluster clients, which must leave through the revocation.
-    expect(await clients.deleteOrganizationClient(organizationId, clusterClient.clientId, null, 0)).toBe("not-found");
+    expect(
+      await clients.deleteOrganizationClient(
+        organizationId,
+        clusterClient.clientId,
+        organizationClient.client.clientId,
+        0,
+      ),
+    ).toBe("not-found");
     await expect(service.delete(organizationId, cluster.id, organizationClient.client.clientId)).rejects.toThrow(
       ServiceError,
     );
