@@ -225,29 +225,34 @@ describe("broker lifecycle", () => {
   });
 });
 
+/** A replica host of member 0 on `environment`, ticking every 10 ms; `send` sees each partition's messages. */
+function testReplicaHost(environment: StorageEnvironment, send: (partitionId: number) => void): ReplicaHost {
+  return new ReplicaHost({
+    logger: pino({ level: "silent" }),
+    restartBackoffMs: 50,
+    maxRestartBackoffMs: 200,
+    replicaOptions: (partitionId, bootstrap, onFailure) => ({
+      environment,
+      partitionId,
+      memberId: 0,
+      bootstrap,
+      heartbeatIntervalMs: 10,
+      electionTimeoutMs: 50,
+      snapshotIntervalEntries: 1_000,
+      maxPendingProposals: 16,
+      maxApplyLagEntries: 100,
+      send: () => send(partitionId),
+      onFailure,
+      logger: pino({ level: "silent" }),
+    }),
+  });
+}
+
 describe("ReplicaHost bootstrap after a restart", () => {
   it("opens an empty replica again with the first configuration its PARTITION_BOOTSTRAP asks for, and it leads", async () => {
     const directory = await temporaryDirectory("bootstrap-reopen");
     const environment = StorageEnvironment.open({ directory, synchronousCommit: true });
-    const host = new ReplicaHost({
-      logger: pino({ level: "silent" }),
-      restartBackoffMs: 50,
-      maxRestartBackoffMs: 200,
-      replicaOptions: (partitionId, bootstrap, onFailure) => ({
-        environment,
-        partitionId,
-        memberId: 0,
-        bootstrap,
-        heartbeatIntervalMs: 10,
-        electionTimeoutMs: 50,
-        snapshotIntervalEntries: 1_000,
-        maxPendingProposals: 16,
-        maxApplyLagEntries: 100,
-        send: () => undefined,
-        onFailure,
-        logger: pino({ level: "silent" }),
-      }),
-    });
+    const host = testReplicaHost(environment, () => undefined);
     try {
       // The broker restarted before the bootstrap wrote anything: it opens the hosted partition as a joiner.
       const joiner = await host.ensure(5, null);
@@ -273,29 +278,11 @@ describe("ReplicaHost supervision", () => {
     const directory = await temporaryDirectory("supervision");
     const environment = StorageEnvironment.open({ directory, synchronousCommit: true });
     let failNextSend = false;
-    const host = new ReplicaHost({
-      logger: pino({ level: "silent" }),
-      restartBackoffMs: 50,
-      maxRestartBackoffMs: 200,
-      replicaOptions: (partitionId, bootstrap, onFailure) => ({
-        environment,
-        partitionId,
-        memberId: 0,
-        bootstrap,
-        heartbeatIntervalMs: 10,
-        electionTimeoutMs: 50,
-        snapshotIntervalEntries: 1_000,
-        maxPendingProposals: 16,
-        maxApplyLagEntries: 100,
-        send: () => {
-          if (partitionId === 1 && failNextSend) {
-            failNextSend = false;
-            throw new Error("injected failure of the transport");
-          }
-        },
-        onFailure,
-        logger: pino({ level: "silent" }),
-      }),
+    const host = testReplicaHost(environment, (partitionId) => {
+      if (partitionId === 1 && failNextSend) {
+        failNextSend = false;
+        throw new Error("injected failure of the transport");
+      }
     });
     try {
       // Two groups of two members whose second member never answers: the first still sends to it at every tick.
