@@ -22,6 +22,7 @@ import { testClusterCredentials } from "../../support/cluster-secret.js";
 import {
   leaderOf,
   partitionSettled,
+  partitionSettledOnPriorityLeader,
   removeDirectory,
   reportsOf,
   startBrokers,
@@ -315,9 +316,7 @@ describe("backup ids above 2^53 − 1 between in-process brokers", () => {
     root = await temporaryDirectory("large-backup-ids");
     store = new FilesystemBackupStore(join(root, "backups"));
     brokers = await startBrokers(root, 3, () => ({ backupStore: new FilesystemBackupStore(join(root, "backups")) }));
-    for (const partitionId of PARTITIONS) {
-      await waitFor(() => partitionSettled(brokers, partitionId, 3), `partition ${partitionId} settled`, 2_000);
-    }
+    await waitUntilLeadershipSettled();
   });
 
   afterEach(async () => {
@@ -351,10 +350,23 @@ describe("backup ids above 2^53 − 1 between in-process brokers", () => {
     };
   }
 
+  /**
+   * Waits until every partition is led by its running replica of the highest priority: a backup taken while a
+   * leadership still moves fails, rightly, with "lost the leadership".
+   */
+  async function waitUntilLeadershipSettled(): Promise<void> {
+    for (const partitionId of PARTITIONS) {
+      await waitFor(() => partitionSettledOnPriorityLeader(brokers, partitionId), `partition ${partitionId} settled`);
+    }
+  }
+
   /** Waits until every part of backup `backupId` is written: a backup in progress keeps cluster changes from starting. */
   async function waitUntilCompleted(backupId: bigint): Promise<void> {
     await waitFor(async () => {
       const status = await ask<BackupResponse>({ type: "backup-status", backupId: encodedCheckpointId(backupId) });
+      if (status.outcome === "backup" && status.backup.state === "FAILED") {
+        throw new Error(`backup ${backupId} failed: ${status.backup.failureReason}`);
+      }
       return status.outcome === "backup" && status.backup.state === "COMPLETED";
     }, `backup ${backupId} completed`);
   }
@@ -384,6 +396,7 @@ describe("backup ids above 2^53 − 1 between in-process brokers", () => {
     // Every running broker applied such an id already: one that is down keeps no later backup from being taken.
     await brokers[2]!.close();
     brokers = brokers.slice(0, 2);
+    await waitUntilLeadershipSettled();
     expect(await take(beyondSafe + 1n)).toMatchObject({ outcome: "backup", backup: { backupId: beyondSafe + 1n } });
     // The running brokers write every part of it. A closed broker does not wait for a part its replica still writes
     // (a hung store must not keep it from closing), so the test waits for them before its directory is removed.

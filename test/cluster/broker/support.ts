@@ -108,6 +108,21 @@ export function partitionSettled(brokers: readonly Broker[], partitionId: number
   );
 }
 
+/**
+ * Whether `partitionId` is settled among `brokers` (see `partitionSettled`) and led by the running replica of the
+ * highest priority, so no priority hand-over is still to come: work that a leadership change fails (a backup, a
+ * change) can start.
+ */
+export function partitionSettledOnPriorityLeader(brokers: readonly Broker[], partitionId: number): boolean {
+  const hosts = brokers.filter((broker) => broker.replica(partitionId) !== undefined);
+  if (!partitionSettled(hosts, partitionId, hosts.length)) return false;
+  const priorityOf = (broker: Broker): number =>
+    broker.configuration.members.get(broker.nodeId)?.partitions.get(partitionId)?.priority ?? 0;
+  const highest = Math.max(...hosts.map(priorityOf));
+  const leader = leaderOf(hosts, partitionId);
+  return leader !== undefined && priorityOf(leader) === highest;
+}
+
 /** The broker leading `partitionId`, or undefined. */
 export function leaderOf(brokers: readonly Broker[], partitionId: number): Broker | undefined {
   return brokers.find((broker) => broker.replica(partitionId)?.report().role === "leader");
