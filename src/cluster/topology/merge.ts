@@ -9,6 +9,8 @@
  * one member entry with the same member version but different contents, pending changes whose completed operations
  * are not one a prefix of the other, different routing at the same routing version. One operation completed on both
  * sides at different instants is no conflict (two brokers applied a coordinator's operation): the earlier is kept.
+ * The same holds when that operation was the change's last one: the change then ended on both sides, and its end
+ * differs only in its instant.
  *
  * One conflict is resolved rather than kept: two different changes (different last changes, or pending changes
  * with different plans) recorded at the same version by two brokers that both acted as coordinator. Every broker
@@ -112,13 +114,29 @@ function mergeEarlierChanges(
   return longer.length === local.length ? local : longer;
 }
 
+/** Whether two last changes are the same change, ended the same way, perhaps at different instants. */
+function sameEndedChange(local: CompletedChange | null, remote: CompletedChange | null): boolean {
+  if (local === null || remote === null) return local === remote;
+  return local.id === remote.id && local.status === remote.status && local.startedAt === remote.startedAt;
+}
+
+/**
+ * The last change of two configurations that hold the same one: the earlier end is kept. Two brokers that both
+ * completed the change's last operation (a coordinator's operation taken over, see `mergePendingChange`) each ended
+ * the change at their own instant; every broker computes the same result whichever way it merges.
+ */
+function mergeLastChange(local: CompletedChange | null, remote: CompletedChange | null): CompletedChange | null {
+  if (local === null || remote === null) return local;
+  return remote.completedAt < local.completedAt ? remote : local;
+}
+
 /**
  * Whether two configurations of the same version describe different changes: different last changes, or pending
  * changes that are not the same plan. Only two brokers that both believed they coordinate, each recording its own
  * change at the same version, can produce that.
  */
 function differentChanges(local: ClusterConfiguration, remote: ClusterConfiguration): boolean {
-  if (!sameValue(local.lastChange, remote.lastChange)) return true;
+  if (!sameEndedChange(local.lastChange, remote.lastChange)) return true;
   const left = local.pendingChange;
   const right = remote.pendingChange;
   if (left === null || right === null) return left !== right;
@@ -159,13 +177,10 @@ export function mergeConfigurations(local: ClusterConfiguration, remote: Cluster
       localMember === undefined ? remoteMember : mergeMember(brokerId, localMember, remoteMember, conflicts),
     );
   }
-  if (!sameValue(local.lastChange, remote.lastChange)) {
-    conflicts.push(`last change differs at version ${local.version}`);
-  }
   const merged: ClusterConfiguration = {
     version: local.version,
     members: new Map([...members.entries()].sort(([left], [right]) => left - right)),
-    lastChange: local.lastChange,
+    lastChange: mergeLastChange(local.lastChange, remote.lastChange),
     earlierChanges: mergeEarlierChanges(local.earlierChanges, remote.earlierChanges, conflicts),
     pendingChange: mergePendingChange(local.pendingChange, remote.pendingChange, conflicts),
     routing: mergeRouting(local.routing, remote.routing, conflicts),

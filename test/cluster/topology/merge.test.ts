@@ -126,6 +126,28 @@ describe("gossip merge", () => {
     expect(mergeConfigurations(ahead, second).configuration.pendingChange).toEqual(merged.configuration.pendingChange);
   });
 
+  it("keeps the earlier end of a change two brokers both ended by completing its last operation, whichever way they merge", () => {
+    const ended = (completedAt: string): ClusterConfiguration => ({
+      ...base(),
+      version: 3,
+      lastChange: { id: 2, status: "COMPLETED", startedAt: nowIso, completedAt },
+    });
+    const earlier = ended(nowIso);
+    const later = ended(laterIso);
+    for (const [local, remote] of [
+      [earlier, later],
+      [later, earlier],
+    ] as const) {
+      const result = mergeConfigurations(local, remote);
+      expect(result.conflicts).toEqual([]);
+      expect(result.configuration.lastChange?.completedAt).toBe(nowIso);
+      expect(result.changed).toBe(local === later);
+    }
+    // The same change ended another way (cancelled on one side) is a different end: one whole configuration wins.
+    const cancelled: ClusterConfiguration = { ...earlier, lastChange: { ...earlier.lastChange!, status: "CANCELLED" } };
+    expect(mergeConfigurations(earlier, cancelled).conflicts[0]).toMatch(/two different changes were recorded/);
+  });
+
   it("takes the routing state with the higher routing version", () => {
     const local = base();
     const remote: ClusterConfiguration = {
