@@ -12,6 +12,22 @@ export function field(labelText: string, control: HTMLInputElement | HTMLSelectE
   return h("div", { class: "field" }, h("label", { for: id }, labelText), control, hintElement);
 }
 
+/** The characters of `text` as the API counts them, code points, where `String.length` counts UTF-16 units. */
+export function characterCount(text: string): number {
+  let count = 0;
+  for (const _ of text) count += 1;
+  return count;
+}
+
+/**
+ * The `maxlength` of an input that holds at most `characters` characters. HTML counts UTF-16 units, in which a
+ * character outside the basic plane (most emoji) takes two, so the attribute only stops runaway input: the form
+ * checks the exact count with `characterCount`, or leaves it to the API.
+ */
+export function inputLengthBound(characters: number): number {
+  return 2 * characters;
+}
+
 /** A region announcing errors and outcomes to screen readers as they appear. */
 export function statusRegion(): HTMLElement {
   return h("div", { class: "status", role: "status", "aria-live": "polite" });

@@ -83,6 +83,21 @@ describe.runIf(browserAvailable())("console organization API clients page", () =
     expect(await page.getByRole("status").first().textContent()).toBe("API client model uploads was deleted.");
   });
 
+  it("counts a name's characters as the API does: 100 emoji are a valid name, 101 letters are not", async () => {
+    page = await browser.newPage({ viewport: viewports.wide });
+    await signIn(page, platform.url, platform.adminClient, "/console/clients");
+    const form = page.getByRole("form", { name: "Create an API client" });
+    await page.getByLabel("modeler:read").check();
+    await page.getByLabel("Name").fill("a".repeat(101));
+    await form.getByRole("button", { name: "Create client" }).click();
+    expect(await form.locator(".field-error").allTextContents()).toEqual(["A name has at most 100 characters.", ""]);
+    // Each of these takes two UTF-16 units, which HTML's maxlength and String.length count.
+    const emoji = "\u{1F680}".repeat(100);
+    await page.getByLabel("Name").fill(emoji);
+    await form.getByRole("button", { name: "Create client" }).click();
+    await page.getByRole("region", { name: `API client ${emoji} was created` }).waitFor();
+  });
+
   it("fits a phone's width", async () => {
     page = await browser.newPage({ viewport: viewports.narrow });
     await signIn(page, platform.url, platform.adminClient, "/console/clients");

@@ -1,5 +1,5 @@
 import { h, uniqueId } from "../dom.js";
-import { field } from "../ui.js";
+import { characterCount, field, inputLengthBound } from "../ui.js";
 
 /** Longest client name the Administration API accepts, for a cluster's clients and the organization's alike. */
 const maxClientNameLength = 100;
@@ -20,14 +20,19 @@ export interface ClientNameField {
  * which `where` describes ("the cluster", "the organization").
  */
 export function clientNameField(takenNames: () => readonly string[], where: string): ClientNameField {
-  const input = h("input", { type: "text", name: "name", maxlength: maxClientNameLength, autocomplete: "off" });
+  const input = h("input", {
+    type: "text",
+    name: "name",
+    maxlength: inputLengthBound(maxClientNameLength),
+    autocomplete: "off",
+  });
   const error = h("p", { class: "field-error", id: uniqueId("client-name-error") });
   const labelled = field("Name", input, `Unique in ${where}, at most ${maxClientNameLength} characters.`);
   // The hint and the error both describe the name.
   input.setAttribute("aria-describedby", `${input.getAttribute("aria-describedby") ?? ""} ${error.id}`.trim());
   const problemOf = (name: string): string | null => {
     if (name === "") return "Enter a name.";
-    if (name.length > maxClientNameLength) return `A name has at most ${maxClientNameLength} characters.`;
+    if (characterCount(name) > maxClientNameLength) return `A name has at most ${maxClientNameLength} characters.`;
     if (name.trim() !== name) return "A name may not start or end with a blank.";
     // The Administration API's rule: nothing invisible or rearranging (controls, format characters such as
     // bidirectional overrides and zero-width spaces, lone surrogates, line and paragraph separators).

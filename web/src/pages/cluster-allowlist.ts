@@ -1,7 +1,7 @@
 import { addressRangeEntryProblem, maxAddressRangeEntryLength } from "../address-ranges.js";
 import { type AllowlistEntry, ApiError } from "../api.js";
 import { h, replaceChildren, uniqueId } from "../dom.js";
-import { clearStatus, confirmAction, showStatus, table } from "../ui.js";
+import { clearStatus, confirmAction, inputLengthBound, showStatus, table } from "../ui.js";
 import { type ClusterTabContext, clusterTabPage, sessionEnded } from "./cluster-tabs.js";
 
 /** Bounds of the Administration API's allowlist. */
@@ -103,7 +103,7 @@ function allowlistEditor(tab: ClusterTabContext, saved: readonly AllowlistEntry[
       id: descriptionId,
       type: "text",
       value: entry.description,
-      maxlength: maxDescriptionLength,
+      maxlength: inputLengthBound(maxDescriptionLength),
       autocomplete: "off",
       "aria-describedby": error.id,
     });

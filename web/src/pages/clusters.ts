@@ -1,10 +1,12 @@
 import { ApiError, type Cluster, type ClusterCreation, type ClusterParameters, stageLabels } from "../api.js";
 import { h, replaceChildren, uniqueId } from "../dom.js";
 import {
+  characterCount,
   clearStatus,
   confirmAction,
   field,
   formatInstant,
+  inputLengthBound,
   refreshContent,
   repeatWhileShown,
   showStatus,
@@ -160,7 +162,7 @@ function creationForm(
     type: "text",
     name: "name",
     required: true,
-    maxlength: maxNameLength,
+    maxlength: inputLengthBound(maxNameLength),
     autocomplete: "off",
   });
   const nameError = h("p", { class: "field-error", id: uniqueId("name-error") });
@@ -197,14 +199,18 @@ function creationForm(
     { value: "", label: "none" },
     ...stageLabels.map((label) => ({ value: label, label })),
   ]);
-  const description = h("input", { type: "text", name: "description", maxlength: maxDescriptionLength });
+  const description = h("input", {
+    type: "text",
+    name: "description",
+    maxlength: inputLengthBound(maxDescriptionLength),
+  });
   const submit = h("button", { type: "submit" }, "Create cluster");
   const headingId = uniqueId("create-title");
 
   const nameProblem = (): string | null => {
     const value = name.value;
     if (value.trim() === "") return "Enter a name.";
-    if (value.length > maxNameLength) return `A name has at most ${maxNameLength} characters.`;
+    if (characterCount(value) > maxNameLength) return `A name has at most ${maxNameLength} characters.`;
     return null;
   };
   const showNameProblem = (problem: string | null): void => {
