@@ -1,7 +1,7 @@
 import { Type } from "typebox";
 import { principalOf } from "../../../auth/authenticate.js";
 import { clusterClientPermissions, clusterClientsScope } from "../../../auth/scopes.js";
-import { standardErrorResponses } from "../../../http/schemas.js";
+import { problemSchema, standardErrorResponses } from "../../../http/schemas.js";
 import type { HttpServer } from "../../../http/server.js";
 import { pathParameter } from "../activity/recording.js";
 import { clientNameSchema } from "../client-names.js";
@@ -95,7 +95,7 @@ export function clusterClientRoutes(server: HttpServer, clusterClients: ClusterC
         summary: "Create an API client of a cluster; the answer holds its secret, which is never shown again",
         params: clusterParameters,
         body: createBody,
-        response: { 200: createdSchema, ...standardErrorResponses },
+        response: { 200: createdSchema, 409: problemSchema, ...standardErrorResponses },
       },
     },
     async (request, reply) => {

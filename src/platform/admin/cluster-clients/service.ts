@@ -1,7 +1,7 @@
 import type { Logger } from "pino";
 import type { Clock } from "../../../auth/clock.js";
 import { type ClusterClientPermission, clusterGatewayScope } from "../../../auth/scopes.js";
-import { invalidRequest, notFound } from "../../../http/errors.js";
+import { conflict, invalidRequest, notFound } from "../../../http/errors.js";
 import type { ClientRecord, ClientService, RevokedClusterClient } from "../../issuer/clients.js";
 import {
   type AccessPolicyChangedListener,
@@ -111,7 +111,7 @@ export class ClusterClientService {
       );
     }
     if (created.outcome === "cluster-full") {
-      throw invalidRequest(
+      throw conflict(
         `The cluster already holds ${maximumClientsPerCluster} clients, the most it may hold; delete one first.`,
       );
     }

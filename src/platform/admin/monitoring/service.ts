@@ -135,7 +135,7 @@ export class MonitoringService {
         .where("cluster_id", "=", clusterId)
         .executeTakeFirstOrThrow();
       if (Number(count) >= MAX_MONITORING_CLIENTS) {
-        throw invalidRequest(`A cluster holds at most ${MAX_MONITORING_CLIENTS} monitoring clients; delete one first.`);
+        throw conflict(`A cluster holds at most ${MAX_MONITORING_CLIENTS} monitoring clients; delete one first.`);
       }
       await transaction
         .insertInto("monitoring_clients")

@@ -1,7 +1,7 @@
 import { Type } from "typebox";
 import { principalOf } from "../../../auth/authenticate.js";
 import { scopeValues } from "../../../auth/scopes.js";
-import { standardErrorResponses } from "../../../http/schemas.js";
+import { problemSchema, standardErrorResponses } from "../../../http/schemas.js";
 import type { HttpServer } from "../../../http/server.js";
 import { pathParameter } from "../activity/recording.js";
 import { clientNameSchema } from "../client-names.js";
@@ -75,7 +75,7 @@ export function organizationClientRoutes(server: HttpServer, clients: Organizati
         summary: "Create an API client of the organization; the answer holds its secret, which is never shown again",
         description,
         body: createBody,
-        response: { 200: createdSchema, ...standardErrorResponses },
+        response: { 200: createdSchema, 409: problemSchema, ...standardErrorResponses },
       },
     },
     async (request, reply) => {
@@ -95,7 +95,7 @@ export function organizationClientRoutes(server: HttpServer, clients: Organizati
           "Delete an API client of the organization; the platform and every gateway refuse its tokens from then on",
         description: `${description} A client cannot delete itself (409).`,
         params: clientParameters,
-        response: { 204: Type.Null(), ...standardErrorResponses },
+        response: { 204: Type.Null(), 409: problemSchema, ...standardErrorResponses },
       },
     },
     async (request, reply) => {

@@ -77,7 +77,7 @@ export class OrganizationClientService {
       );
     }
     if (created.outcome === "organization-full") {
-      throw invalidRequest(
+      throw conflict(
         `The organization already holds ${maximumClientsPerOrganization} API clients, the most it may hold; delete one first.`,
       );
     }

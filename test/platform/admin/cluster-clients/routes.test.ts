@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { decodeJwt } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { maximumClientsPerCluster } from "../../../../src/platform/admin/cluster-clients/service.js";
 import type { ClusterSummary } from "../../../../src/platform/admin/cluster-directory.js";
 import { startTestPlatform, type TestPlatform } from "../../../support/platform.js";
 import { createTestClient, requestToken } from "../../../support/tokens.js";
@@ -248,6 +249,24 @@ describe("Administration API /clusters/{clusterId}/clients over HTTP", () => {
       expect(json).not.toContain(secret);
       expect(csv).not.toContain(secret);
     }
+  });
+
+  it(`answers 409 once a cluster holds ${maximumClientsPerCluster} clients, naming the bound`, async () => {
+    const path = `/clusters/${otherCluster.id}/clients`;
+    const listed = (await (await call("GET", path, adminToken)).json()) as unknown[];
+    const missing = maximumClientsPerCluster - listed.length;
+    for (let start = 0; start < missing; start += 50) {
+      await Promise.all(
+        Array.from({ length: Math.min(50, missing - start) }, (_, offset) =>
+          call("POST", path, adminToken, { clientName: `filler ${start + offset}` }),
+        ),
+      );
+    }
+    const refused = await call("POST", path, adminToken, { clientName: "one too many" });
+    expect(refused.status).toBe(409);
+    expect(((await refused.json()) as { detail: string }).detail).toBe(
+      `The cluster already holds ${maximumClientsPerCluster} clients, the most it may hold; delete one first.`,
+    );
   });
 
   it("never writes a client secret into a log line", () => {

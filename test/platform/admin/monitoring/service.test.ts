@@ -67,7 +67,7 @@ describe.each(databaseKinds)("MonitoringService on %s", (kind) => {
     );
     expect(await monitoring.listClients(organizationId, clusterId)).toHaveLength(MAX_MONITORING_CLIENTS);
     await expect(monitoring.createClient(organizationId, clusterId, "one-more")).rejects.toMatchObject({
-      kind: "invalidRequest",
+      kind: "conflict",
     });
   });
 

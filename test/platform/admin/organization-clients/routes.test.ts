@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { scopeValues } from "../../../../src/auth/scopes.js";
+import { maximumClientsPerOrganization } from "../../../../src/platform/admin/organization-clients/service.js";
 import { startTestPlatform, type TestPlatform } from "../../../support/platform.js";
 import { createTestClient, requestToken } from "../../../support/tokens.js";
 import { captureLogger, createClusterAccessFixture } from "../cluster-access-support.js";
@@ -175,6 +176,24 @@ describe("Administration API /clients (the organization's API clients) over HTTP
     expect(recorded.filter((entry) => entry.auditType === "c").length).toBeGreaterThanOrEqual(3);
     expect(recorded.filter((entry) => entry.auditType === "d").length).toBeGreaterThanOrEqual(2);
     for (const secret of secrets) expect(log.lines()).not.toContain(secret);
+  });
+
+  // Last: it leaves the organization full.
+  it(`answers 409 once the organization holds ${maximumClientsPerOrganization} clients, naming the bound`, async () => {
+    const listed = (await (await call("GET", "/clients", adminToken)).json()) as unknown[];
+    const missing = maximumClientsPerOrganization - listed.length;
+    for (let start = 0; start < missing; start += 50) {
+      await Promise.all(
+        Array.from({ length: Math.min(50, missing - start) }, (_, offset) =>
+          call("POST", "/clients", adminToken, { name: `filler ${start + offset}`, scopes: ["members"] }),
+        ),
+      );
+    }
+    const refused = await call("POST", "/clients", adminToken, { name: "one too many", scopes: ["members"] });
+    expect(refused.status).toBe(409);
+    expect(((await refused.json()) as { detail: string }).detail).toBe(
+      `The organization already holds ${maximumClientsPerOrganization} API clients, the most it may hold; delete one first.`,
+    );
   });
 });
 
