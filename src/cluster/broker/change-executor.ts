@@ -10,8 +10,10 @@
  *
  * When nothing falls to it, the executor settles what a change left behind on this broker: a transitional state a
  * cancelled change never completed (a replica JOINING or LEAVING, a broker JOINING or LEAVING) and replicas this broker
- * runs but no longer hosts (a forced reconfiguration left them out). Each is settled from what the partition's group
- * says, never by guessing: a replica the group counts as a voter stays, one it does not is deleted.
+ * runs but no longer hosts (a forced reconfiguration left them out, or a cancel decided on a view that had not yet
+ * seen this broker's join replaced the configuration that recorded it). Each is settled from what the partition's
+ * group says, never by guessing: a replica the configuration lists stays if the group counts it as a voter; one it
+ * does not list is deleted only once its group no longer counts it, so no group keeps a voter that no broker hosts.
  */
 import { isDeepStrictEqual } from "node:util";
 import type { Logger } from "pino";
@@ -95,6 +97,8 @@ export class ChangeExecutor {
   private readonly logger: Logger;
   /** Partitions whose replica lost its data and was removed from its group since this broker started. */
   private readonly removedAfterDataLoss = new Set<number>();
+  /** Partitions whose replica the configuration no longer lists but its group cannot lose (logged once each). */
+  private readonly keptUnlisted = new Set<number>();
 
   constructor(
     private readonly context: ChangeContext,
@@ -225,9 +229,10 @@ export class ChangeExecutor {
         try {
           const current = this.context.configuration();
           if (!this.isCurrent(current, changeId, operation)) return;
+          // Counted before the begin, which can fail too (a precondition, a full disk), so the pause grows with it.
+          running.attempts += 1;
           const begun = beginOperation(current, this.context.now());
           if (begun !== current) await this.context.merge(begun);
-          running.attempts += 1;
           await applyOperationHere(this.context, operation, run);
           const latest = this.context.configuration();
           if (!this.isCurrent(latest, changeId, operation)) return;
@@ -281,11 +286,7 @@ export class ChangeExecutor {
     const concernsMe = operation !== null && (operation.brokerId === nodeId || operation.brokers?.includes(nodeId));
     if (member === undefined) {
       // Not a member: a broker waiting to be added hosts nothing, and neither does one that was removed.
-      if (concernsMe) return;
-      for (const partitionId of replicas.partitionIds()) {
-        this.logger.warn({ partitionId }, "deleting a replica: this broker is not a member of the cluster");
-        await replicas.remove(partitionId);
-      }
+      if (!concernsMe) await this.settleUnlistedReplicas(new Set());
       return;
     }
     const now = this.context.now();
@@ -303,12 +304,9 @@ export class ChangeExecutor {
     for (const [partitionId, replica] of member.partitions) {
       if (await this.settleVoter(partitionId, replica.priority)) return;
     }
-    for (const partitionId of replicas.partitionIds()) {
-      if (member.partitions.has(partitionId)) continue;
-      if (concernsMe && operation?.partitionId === partitionId) continue;
-      this.logger.warn({ partitionId }, "deleting a replica this broker no longer hosts");
-      await replicas.remove(partitionId);
-    }
+    const listed = new Set(member.partitions.keys());
+    if (concernsMe && operation?.partitionId !== undefined) listed.add(operation.partitionId);
+    if (await this.settleUnlistedReplicas(listed)) return;
     for (const partitionId of member.partitions.keys()) {
       if (replicas.partitionIds().includes(partitionId)) continue;
       await replicas.ensure(partitionId, null).catch(() => undefined);
@@ -351,6 +349,41 @@ export class ChangeExecutor {
     const promoted = await askLeader(this.context, partitionId, { type: "promote", member: nodeId });
     if (promoted.outcome === "done") this.logger.info({ partitionId }, "this replica was promoted to a voter again");
     return true;
+  }
+
+  /**
+   * The replicas this broker runs outside `listed`, which the configuration does not give it. Each is deleted once the
+   * partition's leader answers that its group does not count it (a replica a forced reconfiguration left out), after
+   * asking the leader to remove it when the group does (a voter whose join a stale cancel erased from the
+   * configuration: deleting it outright would leave its group a voter short for good, a group of two unable to
+   * commit). A replica the group cannot lose, its only voter, is kept with its data. One leader request per
+   * evaluation; returns whether it asked one, so the caller waits for the next evaluation.
+   */
+  private async settleUnlistedReplicas(listed: ReadonlySet<number>): Promise<boolean> {
+    for (const partitionId of this.context.replicas.partitionIds()) {
+      if (listed.has(partitionId)) continue;
+      const answer = await askLeader(this.context, partitionId, { type: "remove", member: this.context.nodeId });
+      if (answer.outcome === "refused") {
+        if (!this.keptUnlisted.has(partitionId)) {
+          this.keptUnlisted.add(partitionId);
+          this.logger.error(
+            { partitionId, reason: answer.detail },
+            "keeping a replica the configuration no longer gives this broker: its group cannot do without it",
+          );
+        }
+        continue;
+      }
+      if (answer.outcome === "done") {
+        this.logger.warn(
+          { partitionId },
+          "deleting a replica this broker no longer hosts: its group no longer counts it",
+        );
+        await this.context.replicas.remove(partitionId);
+        this.keptUnlisted.delete(partitionId);
+      }
+      return true;
+    }
+    return false;
   }
 
   /** A replica left JOINING, LEAVING or BOOTSTRAPPING by a cancelled change: kept if its group counts it, else deleted. */

@@ -1,8 +1,10 @@
 /**
  * The change executor settling a broker's own replicas between the operations of changes, against real partition
  * replicas with real storage whose messages the test delivers in process (and may hold back): a replica that just
- * joined stays in its group even while its own view of the group still shows it as a learner, and a replica whose
- * data was lost is removed from its group and added anew.
+ * joined stays in its group even while its own view of the group still shows it as a learner, a replica whose
+ * data was lost is removed from its group and added anew, and a replica the configuration no longer lists leaves its
+ * group before its data goes (or keeps its data when the group cannot lose it). Also how a failing operation is
+ * retried.
  */
 import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -19,6 +21,8 @@ import {
   type ClusterConfiguration,
   initialConfiguration,
   roundRobinDistribution,
+  startChange,
+  withoutReplica,
 } from "../../../src/cluster/topology/index.js";
 import { detachedMessage } from "../../support/replica-messages.js";
 import { inProcessReplicaOptions, MemberEnvironments, publishThroughLeader, waitFor } from "./support.js";
@@ -55,6 +59,8 @@ describe("ChangeExecutor settling this broker's replicas", () => {
   let heldForSettlingBroker: Message[] = [];
   /** The membership changes broker 3's executor asked of the partition's leader, in order. */
   let askedChanges: MembershipChange["type"][] = [];
+  /** How many membership requests broker 3's executor asked of its own replica. */
+  let askedOwnReplica = 0;
 
   function replicaOf(memberId: number): PartitionReplica | undefined {
     return memberId === SETTLING_BROKER ? host.get(PARTITION_ID) : others.get(memberId);
@@ -103,6 +109,7 @@ describe("ChangeExecutor settling this broker's replicas", () => {
     const answer = (memberId: number, request: PeerRequest) => {
       if (request.type !== "partition-membership") throw new Error(`unexpected request ${request.type}`);
       if (memberId !== SETTLING_BROKER) askedChanges.push(request.change.type);
+      else askedOwnReplica += 1;
       const replica = replicaOf(memberId);
       if (replica === undefined) return Promise.resolve({ outcome: "unavailable", detail: "no replica" });
       return replica.changeMembership(request.change, request.waitMs ?? 0);
@@ -144,6 +151,7 @@ describe("ChangeExecutor settling this broker's replicas", () => {
     holdingSettlingBroker = false;
     heldForSettlingBroker = [];
     askedChanges = [];
+    askedOwnReplica = 0;
     executor = undefined;
     host = await openHost();
   });
@@ -192,6 +200,32 @@ describe("ChangeExecutor settling this broker's replicas", () => {
     expect(votersOf(leader.committedConfiguration())).toEqual([0, 1, 2, 3]);
   });
 
+  it("asks the leader to remove a voter the configuration no longer lists (a stale cancel erased its join) before deleting it", async () => {
+    const group = [voter(0, 3), voter(1), voter(2), voter(SETTLING_BROKER)];
+    await openOthers(group);
+    await host.ensure(PARTITION_ID, group);
+    await publish("before", 20);
+    const leader = await primary();
+    // The configuration that won by its higher version never saw broker 3's join: it gives broker 3 nothing.
+    const erased = withoutReplica(fourBrokersOnePartition(), SETTLING_BROKER, PARTITION_ID, "2026-11-28T00:00:01.000Z");
+    executor = startExecutor(erased);
+    await waitFor(() => host.get(PARTITION_ID) === undefined, "broker 3 deleted its replica");
+    expect(askedChanges[0]).toBe("remove");
+    // The group lost the voter through a membership change, so its quorum is that of three voters and it commits.
+    expect(votersOf(leader.committedConfiguration())).toEqual([0, 1, 2]);
+    await publish("after", 5);
+  });
+
+  it("keeps, with its data, a replica the configuration no longer lists when it is its group's only voter", async () => {
+    await host.ensure(PARTITION_ID, [voter(SETTLING_BROKER)]);
+    await publishThroughLeader(() => [host.get(PARTITION_ID)], command("only-copy"));
+    const erased = withoutReplica(fourBrokersOnePartition(), SETTLING_BROKER, PARTITION_ID, "2026-11-28T00:00:01.000Z");
+    executor = startExecutor(erased);
+    // It asked its own replica, the leader, which refused: removing it would lose the partition.
+    await waitFor(() => askedOwnReplica >= 3, "the executor settled the replica a few times");
+    expect(host.get(PARTITION_ID)?.bufferedMessageCount).toBe(1);
+  });
+
   it("removes a replica that lost its data from its group and adds it anew", async () => {
     const group = [voter(0, 3), voter(1), voter(2), voter(SETTLING_BROKER)];
     await openOthers(group);
@@ -218,5 +252,58 @@ describe("ChangeExecutor settling this broker's replicas", () => {
     expect(askedChanges).toContain("addLearner");
     await waitFor(() => replaced.report().appliedIndex >= leader.report().commitIndex, "broker 3 caught up again");
     expect(replaced.bufferedMessageCount).toBe(leader.bufferedMessageCount);
+  });
+});
+
+describe("ChangeExecutor retrying an operation", () => {
+  it("counts an attempt whose begin fails, so the pause between attempts doubles", async () => {
+    const base = initialConfiguration({
+      clusterSize: 2,
+      partitionCount: 1,
+      replicationFactor: 1,
+      distribution: roundRobinDistribution([0, 1], 1, 1),
+      nowIso: "2026-11-28T00:00:00.000Z",
+    });
+    // A leave of the partition's last replica: its begin is refused, attempt after attempt.
+    const started = startChange(
+      base,
+      [{ operation: "PARTITION_LEAVE", brokerId: 0, partitionId: PARTITION_ID }],
+      "2026-11-28T00:00:00.000Z",
+    );
+    let failures = 0;
+    const logger = pino(
+      { level: "warn" },
+      {
+        write(line: string) {
+          if (line.includes("retrying after a pause")) failures += 1;
+        },
+      },
+    );
+    const context = {
+      nodeId: 0,
+      logger,
+      replicas: { partitionIds: () => [], get: () => undefined },
+      configuration: () => started,
+      merge: async () => {},
+      isReachable: () => true,
+      now: () => new Date().toISOString(),
+    } as unknown as ChangeContext;
+    const executor = new ChangeExecutor(context, {
+      pollIntervalMs: 10_000,
+      retryBackoffMs: 100,
+      maxRetryBackoffMs: 30_000,
+    });
+    executor.start();
+    try {
+      // Attempts start at 0, 100, 300, 700 and 1,500 ms; a pause that never grew (50 ms) would make about 25.
+      await new Promise((resolve) => setTimeout(resolve, 1_200));
+      const progress = executor.progress();
+      expect(progress?.attempts).toBe(failures);
+      expect(failures).toBeGreaterThanOrEqual(2);
+      expect(failures).toBeLessThanOrEqual(5);
+      expect(progress?.lastError).toContain("last");
+    } finally {
+      await executor.close();
+    }
   });
 });
