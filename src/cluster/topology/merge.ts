@@ -8,7 +8,8 @@
  * What cannot differ at equal versions without a bug somewhere is reported as a conflict (the local value is kept):
  * one member entry with the same member version but different contents, pending changes whose completed operations
  * are not one a prefix of the other, different routing at the same routing version. One operation completed on both
- * sides at different instants is no conflict (two brokers applied a coordinator's operation): the earlier is kept.
+ * sides at different instants is no conflict (two brokers applied a coordinator's operation): the earlier is kept,
+ * and so is the earlier of two member entries that such an operation edited alike.
  * The same holds when that operation was the change's last one: the change then ended on both sides, and its end
  * differs only in its instant.
  *
@@ -45,6 +46,11 @@ function sameValue(left: unknown, right: unknown): boolean {
 function mergeMember(brokerId: number, local: MemberState, remote: MemberState, conflicts: string[]): MemberState {
   if (remote.version > local.version) return remote;
   if (remote.version < local.version || sameValue(local, remote)) return local;
+  if (sameValue({ ...local, lastUpdatedAt: null }, { ...remote, lastUpdatedAt: null })) {
+    // The same edit made by two brokers at different instants: a coordinator's forced BROKER_REMOVE applied both by
+    // the coordinator, paused rather than gone, and by the broker that took over. The earlier instant is kept.
+    return remote.lastUpdatedAt < local.lastUpdatedAt ? remote : local;
+  }
   conflicts.push(`broker ${brokerId} has member version ${local.version} on both sides with different contents`);
   return local;
 }

@@ -148,6 +148,23 @@ describe("gossip merge", () => {
     expect(mergeConfigurations(earlier, cancelled).conflicts[0]).toMatch(/two different changes were recorded/);
   });
 
+  it("keeps the earlier of two member entries that two brokers edited alike at different instants", () => {
+    const local = base();
+    const member2 = local.members.get(2)!;
+    const removedAt = (lastUpdatedAt: string): ClusterConfiguration =>
+      withMember(local, 2, { ...member2, state: "LEFT", version: member2.version + 1, lastUpdatedAt });
+    const earlier = removedAt(nowIso);
+    const later = removedAt(laterIso);
+    for (const [left, right] of [
+      [earlier, later],
+      [later, earlier],
+    ] as const) {
+      const result = mergeConfigurations(left, right);
+      expect(result.conflicts).toEqual([]);
+      expect(result.configuration.members.get(2)?.lastUpdatedAt).toBe(nowIso);
+    }
+  });
+
   it("takes the routing state with the higher routing version", () => {
     const local = base();
     const remote: ClusterConfiguration = {
