@@ -49,6 +49,7 @@ import {
   type PeerMessageOnWire,
   type PeerRequest,
   type PeerResponses,
+  parseClusterConfigurationAnswer,
   parsePeerRequest,
   peerAnswerFromWire,
   peerMessageOnWire,
@@ -92,6 +93,12 @@ const FIRST_START_DISCOVERY_TIMEOUT_MS = 10_000;
 
 /** How often the change executor looks at the configuration when nothing told it to. */
 const CHANGE_POLL_INTERVAL_MS = 500;
+
+/**
+ * How long the coordinator waits for another broker's configuration before it decides a cancel without it: well
+ * within the gateway's default wait for the coordinator (10 s).
+ */
+const CONFIGURATION_REQUEST_TIMEOUT_MS = 2_000;
 
 /** The first pause after a failed attempt at an operation, and the longest. */
 const OPERATION_RETRY_BACKOFF_MS = 500;
@@ -228,6 +235,7 @@ export class Broker {
       partitionScalingEnabled: options.partitionScalingEnabled,
       configuration: () => this.configuration,
       merge: async (configuration) => (await this.mergeConfiguration(configuration)).configuration,
+      configurationOf: (brokerId) => this.configurationHeldBy(brokerId),
       isReachable: (nodeId) => this.isReachable(nodeId),
       knownBrokers: () => [...this.addresses.keys()],
       now: () => new Date().toISOString(),
@@ -410,6 +418,25 @@ export class Broker {
   }
 
   /** Sends a request to another broker over the cluster transport (its address must be known by gossip). */
+  /** The configuration broker `brokerId` holds, or null when it sends none (unreachable, starting, or invalid). */
+  private async configurationHeldBy(brokerId: number): Promise<ClusterConfiguration | null> {
+    let answer: ReturnType<typeof parseClusterConfigurationAnswer>;
+    try {
+      const raw = await this.requestPeer(brokerId, { type: "cluster-configuration" }, CONFIGURATION_REQUEST_TIMEOUT_MS);
+      answer = parseClusterConfigurationAnswer(raw);
+    } catch {
+      return null;
+    }
+    if (answer === null || answer.nodeId !== brokerId || answer.configuration === null) return null;
+    try {
+      return decodeConfiguration(answer.configuration);
+    } catch (error) {
+      if (!(error instanceof ConfigurationDecodeError)) throw error;
+      this.logger.warn({ from: brokerId, err: error }, "ignored an invalid cluster configuration");
+      return null;
+    }
+  }
+
   requestPeer<T extends PeerRequest>(nodeId: number, request: T, timeoutMs: number): Promise<PeerResponses[T["type"]]> {
     return this.transport
       .request(nodeId, peerMessageOnWire(request), { timeoutMs })

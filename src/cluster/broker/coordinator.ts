@@ -51,10 +51,15 @@ export interface CoordinatorContext {
   readonly partitionScalingEnabled: boolean;
   configuration(): ClusterConfiguration;
   /**
-   * Adopts a configuration this broker produced (persisted and gossiped before it resolves); resolves with the
-   * configuration the merge produced, before anything else changed it.
+   * Merges a configuration this broker produced, or one another broker holds, into its own (persisted and gossiped
+   * before it resolves); resolves with the configuration the merge produced, before anything else changed it.
    */
   merge(configuration: ClusterConfiguration): Promise<ClusterConfiguration>;
+  /**
+   * The configuration broker `brokerId` holds, asked over the cluster port, or null when it does not answer in time
+   * (or is still starting); absent: no broker is asked.
+   */
+  configurationOf?(brokerId: number): Promise<ClusterConfiguration | null>;
   isReachable(brokerId: number): boolean;
   /** Ids of every broker this broker knows, members or not (a broker waiting to be added). */
   knownBrokers(): readonly number[];
@@ -172,8 +177,22 @@ export class ChangeCoordinator {
     return { outcome: "planned", change: this.planned(changeId, configuration, operations, expected, isPatch) };
   }
 
-  /** Cancels the running change `changeId`; operations already applied stay applied. */
+  /**
+   * Cancels the running change `changeId`; operations already applied stay applied.
+   *
+   * The cancel is recorded at a higher version, so it replaces every other broker's view of the change wholesale:
+   * decided on a view that lags (this broker paused, or cut off while another broker coordinated), it would erase
+   * operations that ran meanwhile. So the coordinator first gathers the configuration every other member holds and
+   * merges them, then decides. A change that adds partitions, whose started routing must not be undone, is cancelled
+   * only when a majority of the members answered: the brokers that applied its operations are then heard, or the
+   * ones that did cannot form a majority without this broker.
+   */
   async cancel(changeId: number): Promise<ClusterStatusResponse> {
+    const first = this.context.configuration();
+    const firstCoordinator = this.coordinatorOtherThanMe(first);
+    if (firstCoordinator !== null) return { outcome: "not-coordinator", coordinatorId: firstCoordinator };
+    const answered = await this.gatherConfigurations(first);
+    // Read once more after the awaits, and merged without another await in between (`cancelChange` is pure).
     const configuration = this.context.configuration();
     const coordinator = this.coordinatorOtherThanMe(configuration);
     if (coordinator !== null) return { outcome: "not-coordinator", coordinatorId: coordinator };
@@ -194,9 +213,41 @@ export class ChangeCoordinator {
           "completes once every partition's leader is reachable",
       );
     }
+    const scalesPartitions = pending.pending.some((operation) => operation.operation === "START_PARTITION_SCALE_UP");
+    const members = [...configuration.members.keys()];
+    const heard = members.filter((brokerId) => brokerId === this.context.nodeId || answered.has(brokerId));
+    if (scalesPartitions && heard.length * 2 <= members.length) {
+      const silent = members.filter((brokerId) => !heard.includes(brokerId));
+      return refused(
+        409,
+        `change ${changeId} adds partitions, and cancelling it needs the configurations of a majority of the brokers, ` +
+          `to be sure its routing has not started to change: brokers ${silent.join(", ")} did not answer; try again ` +
+          "once most brokers run and are reachable",
+      );
+    }
     await this.context.merge(cancelChange(configuration, this.context.now()));
     this.context.logger.warn({ changeId, pending: pending.pending.length }, "cluster change cancelled");
     return this.status();
+  }
+
+  /**
+   * Asks every other member of `configuration` for the configuration it holds, at once, and merges each answer into
+   * this broker's; answers the ids of the brokers that answered.
+   */
+  private async gatherConfigurations(configuration: ClusterConfiguration): Promise<ReadonlySet<number>> {
+    const configurationOf = this.context.configurationOf;
+    if (configurationOf === undefined) return new Set();
+    const others = [...configuration.members.keys()].filter((brokerId) => brokerId !== this.context.nodeId);
+    const answers = await Promise.all(
+      others.map(async (brokerId) => ({ brokerId, held: await configurationOf(brokerId).catch(() => null) })),
+    );
+    const answered = new Set<number>();
+    for (const { brokerId, held } of answers) {
+      if (held === null) continue;
+      answered.add(brokerId);
+      await this.context.merge(held);
+    }
+    return answered;
   }
 
   /** The configuration as this broker holds it, for the monitoring response. */
