@@ -184,8 +184,9 @@ export class ChangeCoordinator {
    * decided on a view that lags (this broker paused, or cut off while another broker coordinated), it would erase
    * operations that ran meanwhile. So the coordinator first gathers the configuration every other member holds and
    * merges them, then decides. A change that adds partitions, whose started routing must not be undone, is cancelled
-   * only when a majority of the members answered: the brokers that applied its operations are then heard, or the
-   * ones that did cannot form a majority without this broker.
+   * only when a majority of the members answered, so that a coordinator cut off from most of the cluster cannot undo
+   * what the rest did. (A silent minority that went on with the change can still lose its progress; the executor
+   * then keeps the data of any replica it would otherwise lose.)
    */
   async cancel(changeId: number): Promise<ClusterStatusResponse> {
     const first = this.context.configuration();
