@@ -16,8 +16,9 @@
  *
  * With `scale`, cluster changes run beside the faults: brokers added (started, then added through the management
  * API) and removed (removed through the API, then stopped once the change completed), and the replication factor
- * changed between 2 and 3, one change at a time, each followed to its end while brokers are killed and paused. Every
- * change must complete (or the run reports it), and the checks above hold for whatever brokers the cluster has then.
+ * changed between 2 and 3, one change at a time, each followed to its end while brokers are killed and paused. A
+ * quarter of them are also cancelled at a random moment. Every change must complete, or end cancelled when the
+ * cancel was accepted (or the run reports it), and the checks above hold for whatever brokers the cluster has then.
  * With `scalePartitions` too, partitions are added one at a time (up to 6, experimental), so messages are relocated
  * to new partitions under the faults and must stay readable by the keys they were acknowledged with.
  *
@@ -120,6 +121,9 @@ const REQUEST_TIMEOUT_MS = 15_000;
 const RECOVERY_TIMEOUT_MS = 60_000;
 /** Longest a cluster change may take while faults go on before the run reports it as stuck. */
 const CHANGE_TIMEOUT_MS = 180_000;
+/** Of the cluster changes a run with `scale` makes, the share (in percent) it also tries to cancel. */
+const CANCEL_PERCENT = 25;
+
 /** Partitions the cluster starts with; a run with `scalePartitions` adds up to `MAX_PARTITIONS`. */
 const INITIAL_PARTITIONS = 3;
 const MAX_PARTITIONS = 6;
@@ -465,7 +469,8 @@ async function restartIfListed(cluster: LocalCluster, nodeId: number): Promise<v
 /**
  * Makes one cluster change through the management API and follows it to its end, as an operator would: a broker
  * added (started first), a broker removed (stopped once the change completed), the replication factor moved
- * between 2 and 3, or (with `scalePartitions`) one partition added. Returns what it did, or null when the cluster refused (e.g. a broker it needs is down right now,
+ * between 2 and 3, or (with `scalePartitions`) one partition added; a share of them it also tries to cancel
+ * (`cancelChange`). Returns what it did, or null when the cluster refused (e.g. a broker it needs is down right now,
  * which is a 400 by the spec); a change that does not end within `CHANGE_TIMEOUT_MS` is a violation.
  */
 async function makeChange(
@@ -587,6 +592,8 @@ async function makeChange(
   if (changeId === null) return `change ${request.what}: not accepted while brokers were down, skipped`;
   const startedAtMs = Date.now();
   const id = changeId;
+  // Now and then the operator changes their mind: a cancel at a random moment, under the same faults.
+  const cancelled = random.nextInt(100) < CANCEL_PERCENT ? await cancelChange(manage, id, random, violations) : false;
   const ended = await eventually(`change ${id} ended`, CHANGE_TIMEOUT_MS, async () => {
     const now = await status();
     return now !== null && now.lastChange !== undefined && now.lastChange.id >= id && now.pendingChange?.id !== id
@@ -597,12 +604,53 @@ async function makeChange(
     violations.push(`change ${id} (${request.what}) did not end within ${CHANGE_TIMEOUT_MS} ms`);
     return `change ${id}: ${request.what}, stuck`;
   }
-  if (ended !== "COMPLETED") violations.push(`change ${id} (${request.what}) ended ${ended}`);
+  const expected = cancelled ? "CANCELLED" : "COMPLETED";
+  if (ended !== expected) violations.push(`change ${id} (${request.what}) ended ${ended}, not ${expected}`);
   if (request.removed !== undefined && ended === "COMPLETED") removeLocalBrokers(clusterDirectory, [request.removed]);
+  if (request.added !== undefined && ended === "CANCELLED") {
+    // A broker the cancelled change did not make a member is stopped, as the recommended sequence says.
+    const after = await status();
+    if (after !== null && !after.brokers.some((broker) => broker.id === request.added)) {
+      removeLocalBrokers(clusterDirectory, [request.added]);
+    }
+  }
   if (request.partitionCount !== undefined && ended === "COMPLETED") {
     scaling.partitions.ids = Array.from({ length: request.partitionCount }, (_, index) => index + 1);
   }
   return `change ${id}: ${request.what}, ${ended} in ${Date.now() - startedAtMs} ms`;
+}
+
+/**
+ * After a pause of up to 3 s, asks to cancel change `changeId`, again on an answer of no coordinator (502, 503, 504)
+ * or none at all, at most 10 times; answers whether the cancel was recorded (200). A change that ended meanwhile
+ * (404) or that cannot be cancelled now (409: a started scale-up, or too few brokers heard) runs to its end; any
+ * other answer is a violation.
+ */
+async function cancelChange(
+  manage: (path: string, init?: RequestInit) => Promise<Response>,
+  changeId: number,
+  random: SeededRandom,
+  violations: string[],
+): Promise<boolean> {
+  await sleep(random.nextInt(3_000));
+  for (let attempt = 0; attempt < 10; attempt += 1) {
+    let response: Response;
+    try {
+      response = await manage(`/actuator/cluster/changes/${changeId}`, { method: "DELETE" });
+    } catch {
+      await sleep(500);
+      continue;
+    }
+    await response.body?.cancel();
+    if (response.status === 200) return true;
+    if (response.status === 404 || response.status === 409) return false;
+    if (response.status < 500) {
+      violations.push(`cancelling change ${changeId} was answered ${response.status}`);
+      return false;
+    }
+    await sleep(500);
+  }
+  return false;
 }
 
 /** Sends `signal` to a broker and waits (bounded) until its process has exited. */

@@ -223,7 +223,7 @@ describe("a three-broker cluster in one process", () => {
     const member = adopted.members.get(2)!;
     const contradicting = {
       ...adopted,
-      members: new Map([...adopted.members, [2, { ...member, lastUpdatedAt: "2026-01-01T00:00:00.000Z" }]]),
+      members: new Map([...adopted.members, [2, { ...member, state: "LEAVING" as const }]]),
     };
     const conflict = await brokers[1]!.mergeConfiguration(contradicting);
     expect(conflict.changed).toBe(false);
