@@ -104,8 +104,17 @@ function refused(
 export class ChangeCoordinator {
   constructor(private readonly context: CoordinatorContext) {}
 
-  /** Plans `command` and, unless `dryRun`, records it as the running change. */
+  /**
+   * Plans `command` and, unless `dryRun`, records it as the running change. Before a real change it gathers the
+   * configuration every other member holds, as a cancel does: a coordinator that was paused while another broker
+   * coordinated then sees the change that broker recorded (and refuses with 409) instead of recording a second one
+   * under the same id.
+   */
   async change(command: ClusterChangeCommand, dryRun: boolean): Promise<ClusterChangeResponse> {
+    const first = this.context.configuration();
+    const firstCoordinator = this.coordinatorOtherThanMe(first);
+    if (firstCoordinator !== null) return { outcome: "not-coordinator", coordinatorId: firstCoordinator };
+    if (!dryRun) await this.gatherConfigurations(first);
     const configuration = this.context.configuration();
     const coordinator = this.coordinatorOtherThanMe(configuration);
     if (coordinator !== null) return { outcome: "not-coordinator", coordinatorId: coordinator };

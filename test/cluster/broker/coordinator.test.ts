@@ -1,7 +1,8 @@
 /**
- * The coordinator cancelling a change from a view that lags behind the other brokers': it gathers their
- * configurations first, so a cancel neither erases operations that ran meanwhile nor undoes a started scale-up, and a
- * change that adds partitions is cancelled only with a majority of the brokers heard.
+ * The coordinator deciding from a view that lags behind the other brokers': it gathers their configurations first,
+ * so a cancel neither erases operations that ran meanwhile nor undoes a started scale-up (and a change that adds
+ * partitions is cancelled only with a majority of the brokers heard), and a new change is not recorded beside one
+ * another broker recorded.
  */
 import pino from "pino";
 import { describe, expect, it } from "vitest";
@@ -68,7 +69,7 @@ function coordinatorOf(
   return { coordinator: new ChangeCoordinator(context), configuration: () => current, asked };
 }
 
-describe("ChangeCoordinator cancelling from a view that lags", () => {
+describe("ChangeCoordinator deciding from a view that lags", () => {
   it("merges what the other brokers hold first, so the operations that ran meanwhile stay applied", async () => {
     // Partition 1 moves from broker 0 to broker 1: broker 1 joined it, which broker 0 has not heard yet.
     const plan: ClusterOperation[] = [
@@ -144,5 +145,21 @@ describe("ChangeCoordinator cancelling from a view that lags", () => {
     const { coordinator, configuration } = coordinatorOf(started, () => null);
     expect((await coordinator.cancel(started.pendingChange!.id)).outcome).toBe("status");
     expect(configuration().lastChange?.status).toBe("CANCELLED");
+  });
+
+  it("refuses a change while another broker holds one this broker has not heard of yet, instead of recording a second under the same id", async () => {
+    const quiet = threeBrokers(1);
+    const plan: ClusterOperation[] = [{ operation: "PARTITION_JOIN", brokerId: 1, partitionId: 1, priority: 1 }];
+    // Broker 1 coordinated while broker 0 was paused, and recorded a change broker 0 has not heard of.
+    const recordedElsewhere = startChange(quiet, plan, startedAt);
+    const { coordinator, configuration } = coordinatorOf(quiet, (brokerId) =>
+      brokerId === 1 ? recordedElsewhere : quiet,
+    );
+    expect(await coordinator.change({ kind: "add-broker", brokerId: 3 }, false)).toEqual({
+      outcome: "refused",
+      status: 409,
+      detail: `Another configuration change [${recordedElsewhere.pendingChange!.id}] is in progress`,
+    });
+    expect(configuration().pendingChange).toEqual(recordedElsewhere.pendingChange);
   });
 });
