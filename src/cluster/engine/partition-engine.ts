@@ -223,8 +223,12 @@ export class PartitionEngine {
   private readonly forwards = new Map<number, Forward>();
   /** Source keys of messages relocated here, until their deadline. */
   private readonly received = new Map<string, Received>();
-  /** Counters of buffered messages whose message id another buffered message holds (relocated duplicates). */
-  private readonly unindexed = new Set<number>();
+  /**
+   * Counters of buffered messages whose message id another buffered message holds (relocated duplicates), per tenant
+   * and message id. When the holder leaves, the lowest of them takes the id over, which is the rule a restore applies
+   * too (the lowest counter holds the id): replicas that restored a snapshot and replicas that did not agree.
+   */
+  private readonly unindexed = new Map<string, Map<string, Set<number>>>();
   /** The latest checkpoint this partition took, or null before its first. */
   private checkpoint: Checkpoint | null = null;
   /** Memory of the entries of the messages this engine was restored with (`entry-slabs.ts`). */
@@ -799,15 +803,22 @@ export class PartitionEngine {
     this.messages.set(message.counter, message);
     this.deadlines.push(message);
     this.totalBytes += message.sizeBytes;
-    if (message.messageId !== null && !indexed) this.unindexed.add(message.counter);
-    if (message.messageId !== null && indexed) {
-      let ids = this.messageIds.get(message.tenantId);
-      if (ids === undefined) {
-        ids = new Map();
-        this.messageIds.set(message.tenantId, ids);
-      }
-      ids.set(message.messageId, message.counter);
+    if (message.messageId === null) return;
+    if (indexed) {
+      nestedMap(this.messageIds, message.tenantId).set(message.messageId, message.counter);
+      return;
     }
+    const holder = this.findMessageId(message.tenantId, message.messageId);
+    if (holder === undefined || holder > message.counter) {
+      throw new Error(`invariant violated: message ${message.counter} left unindexed without an earlier holder`);
+    }
+    const byId = nestedMap(this.unindexed, message.tenantId);
+    let counters = byId.get(message.messageId);
+    if (counters === undefined) {
+      counters = new Set();
+      byId.set(message.messageId, counters);
+    }
+    counters.add(message.counter);
   }
 
   private unbuffer(message: StoredMessage): void {
@@ -815,17 +826,47 @@ export class PartitionEngine {
       throw new Error(`invariant violated: expired message ${message.counter} was not buffered`);
     }
     this.totalBytes -= message.sizeBytes;
-    if (message.messageId !== null) {
-      // A relocated message whose id another message held already was buffered without the index.
-      if (this.unindexed.delete(message.counter)) return;
-      const ids = this.messageIds.get(message.tenantId);
-      if (ids?.get(message.messageId) !== message.counter) {
-        throw new Error(`invariant violated: message id index lost message ${message.counter}`);
-      }
-      ids.delete(message.messageId);
-      if (ids.size === 0) this.messageIds.delete(message.tenantId);
+    const messageId = message.messageId;
+    if (messageId === null) return;
+    const byId = this.unindexed.get(message.tenantId);
+    const duplicates = byId?.get(messageId);
+    // A relocated message whose id another message held already was buffered without the index.
+    if (duplicates?.delete(message.counter) === true) {
+      if (duplicates.size === 0) removeNested(this.unindexed, message.tenantId, messageId);
+      return;
     }
+    const ids = this.messageIds.get(message.tenantId);
+    if (ids?.get(messageId) !== message.counter) {
+      throw new Error(`invariant violated: message id index lost message ${message.counter}`);
+    }
+    if (duplicates !== undefined && duplicates.size > 0) {
+      // The lowest duplicate takes the id over (see `unindexed`).
+      const next = Math.min(...duplicates);
+      duplicates.delete(next);
+      if (duplicates.size === 0) removeNested(this.unindexed, message.tenantId, messageId);
+      ids.set(messageId, next);
+      return;
+    }
+    removeNested(this.messageIds, message.tenantId, messageId);
   }
+}
+
+/** The inner map of `outer` under `key`, created when missing. */
+function nestedMap<Value>(outer: Map<string, Map<string, Value>>, key: string): Map<string, Value> {
+  let inner = outer.get(key);
+  if (inner === undefined) {
+    inner = new Map();
+    outer.set(key, inner);
+  }
+  return inner;
+}
+
+/** Removes `innerKey` from the inner map of `outer` under `key`, and that map once it is empty. */
+function removeNested<Value>(outer: Map<string, Map<string, Value>>, key: string, innerKey: string): void {
+  const inner = outer.get(key);
+  if (inner === undefined) return;
+  inner.delete(innerKey);
+  if (inner.size === 0) outer.delete(key);
 }
 
 /** The steps of one restore (`PartitionEngine.restoreVisitor`) and the engine they built. */

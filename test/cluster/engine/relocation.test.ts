@@ -232,6 +232,47 @@ describe("relocation", () => {
       kind: "published",
     });
   });
+
+  it("hands the id to the remaining duplicate when the first leaves, as a replica restored from a snapshot holds it", () => {
+    const live = new PartitionEngine({ partitionId: 2 });
+    apply(live, publish({ correlationKey: "", messageId: "dup", timeToLiveMs: 5_000, publishedAtMs: 1_000 }));
+    apply(
+      live,
+      encodeRecord({
+        kind: "relocateIn",
+        messages: [
+          {
+            sourceKey: encodeKey(1, 3),
+            name: "other",
+            correlationKey: "x",
+            timeToLiveMs: 100_000,
+            messageId: "dup",
+            variablesBytes: engineCodec.pack({ other: true }),
+            tenantId: DEFAULT_TENANT_ID,
+            publishedAtMs: 1_000,
+          },
+        ],
+        nowMs: 1_500,
+      }),
+    );
+    // The first expires: the relocated duplicate, still buffered, holds the id now.
+    expect(apply(live, encodeRecord({ kind: "expireMessages", nowMs: 7_000 }))).toEqual({ kind: "expired", count: 1 });
+    const restored = PartitionEngine.restore(live.snapshot());
+    for (const engine of [live, restored]) {
+      expect(apply(engine, publish({ correlationKey: "", messageId: "dup", publishedAtMs: 7_001 }))).toMatchObject({
+        reason: "duplicate-message-id",
+        existingKey: encodeKey(2, 2),
+      });
+    }
+    // Once it expires too, the id is free on both, and the same publication gets the same key on both.
+    const results = [live, restored].map((engine) => {
+      apply(engine, encodeRecord({ kind: "expireMessages", nowMs: 102_000 }));
+      return apply(engine, publish({ correlationKey: "", messageId: "dup", publishedAtMs: 102_001 }));
+    });
+    expect(results[0]).toEqual({ kind: "published", key: encodeKey(2, 3) });
+    expect(results[1]).toEqual(results[0]);
+    expect(Buffer.from(live.snapshot()).equals(Buffer.from(restored.snapshot()))).toBe(true);
+  });
 });
 
 describe("relocation from a restored engine", () => {
