@@ -658,7 +658,18 @@ export class PartitionEngine {
     const routingKey = routingKeyOf(record.correlationKey, record.messageId);
     if (routing !== null && routingKey !== "") {
       const owner = this.ownerOf(record, routing);
+      const formerOwner = partitionForCorrelationKey(routingKey, routing.basePartitionCount);
       if (owner !== this.partitionId) {
+        if (routing.relocating && record.messageId !== null && formerOwner === this.partitionId) {
+          // A message with this id may be buffered here, to be relocated. The new owner refuses the id for as long as
+          // relocation runs, but only once it has the new routing itself: while the partitions are routed one after
+          // the other, a new partition without routing yet owns every key and would take the id a second time.
+          return {
+            kind: "rejected",
+            reason: "relocating",
+            detail: `messages are being relocated after partitions were added; a message with this id may still be buffered on partition ${formerOwner}`,
+          };
+        }
         const what = record.correlationKey === "" ? "message id (it has no correlation key)" : "correlation key";
         return {
           kind: "rejected",
@@ -667,7 +678,6 @@ export class PartitionEngine {
           ownerPartitionId: owner,
         };
       }
-      const formerOwner = partitionForCorrelationKey(routingKey, routing.basePartitionCount);
       if (routing.relocating && record.messageId !== null && formerOwner !== this.partitionId) {
         return {
           kind: "rejected",

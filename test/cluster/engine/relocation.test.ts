@@ -71,12 +71,44 @@ describe("routing records", () => {
     apply(engine, route(4, 2, true));
     // Only the message whose id another partition owns now is misplaced.
     expect(engine.misplacedMessages(10)).toEqual([1]);
+    // While relocating, the id is refused here: its message may still be buffered here (it is).
+    expect(apply(engine, publish({ correlationKey: "", messageId: `${foreignId}` }))).toMatchObject({
+      kind: "rejected",
+      reason: "relocating",
+    });
+    expect(apply(engine, publish({ correlationKey: "" }))).toMatchObject({ kind: "published" });
+    apply(engine, route(4, 4, false));
     expect(apply(engine, publish({ correlationKey: "", messageId: `${foreignId}` }))).toMatchObject({
       kind: "rejected",
       reason: "not-owner",
       ownerPartitionId: 3,
     });
-    expect(apply(engine, publish({ correlationKey: "" }))).toMatchObject({ kind: "published" });
+  });
+
+  it("while partitions are routed one after the other, the former owner refuses a moved key's message id rather than send it to a new partition not routed yet", () => {
+    const former = new PartitionEngine({ partitionId: 1 });
+    const added = new PartitionEngine({ partitionId: 4 });
+    const moved = keyOwnedBy(4, 6, 1, 3);
+    expect(apply(former, publish({ correlationKey: moved, messageId: "X" }))).toMatchObject({ kind: "published" });
+    // AWAIT_REDISTRIBUTION routes partition 1 first; partition 4, bootstrapped without routing, owns every key yet.
+    apply(former, route(6, 3, true));
+    // A client's retry of the same publication reaches partition 1 (the gateways still hash over 3): refused, to be
+    // retried, instead of redirected to partition 4, which would take id X a second time.
+    expect(apply(former, publish({ correlationKey: moved, messageId: "X", publishedAtMs: 1_100 }))).toMatchObject({
+      kind: "rejected",
+      reason: "relocating",
+    });
+    // Without a message id there is no uniqueness to protect: redirected.
+    expect(apply(former, publish({ correlationKey: moved, publishedAtMs: 1_100 }))).toMatchObject({
+      reason: "not-owner",
+      ownerPartitionId: 4,
+    });
+    // Routed, partition 4 refuses the id itself until relocation ends.
+    apply(added, route(6, 3, true));
+    expect(apply(added, publish({ correlationKey: moved, messageId: "X", publishedAtMs: 1_100 }))).toMatchObject({
+      kind: "rejected",
+      reason: "relocating",
+    });
   });
 
   it("while relocating, refuses a message id whose key moved here from another partition, until relocation ends", () => {
