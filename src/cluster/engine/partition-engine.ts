@@ -288,7 +288,10 @@ export class PartitionEngine {
       case "publishMessage":
         return this.publish(record, recordBytes.byteLength);
       case "routeMessages":
-        this.routing = record;
+        // Routing only moves forward: more partitions, then relocation over. A record behind the routing held (a
+        // coordinator paused while another broker finished the scale-up, whose late request still reached the log)
+        // changes nothing; undoing the end of relocation would refuse message ids here until the next scale-up.
+        if (!this.routesBehind(record)) this.routing = record;
         return { kind: "routed" };
       case "relocateOut":
         return { kind: "relocatingOut", count: this.relocateOut(record.counters) };
@@ -624,6 +627,14 @@ export class PartitionEngine {
         return restored;
       },
     };
+  }
+
+  /** Whether `record` describes a routing earlier than the one this partition holds (see `apply`). */
+  private routesBehind(record: RouteMessagesRecord): boolean {
+    const routing = this.routing;
+    if (routing === null) return false;
+    if (record.correlationCount !== routing.correlationCount) return record.correlationCount < routing.correlationCount;
+    return record.basePartitionCount < routing.basePartitionCount;
   }
 
   /** Restores the routing of a version 2 or 3 snapshot; throws when it is malformed. */

@@ -111,6 +111,23 @@ describe("routing records", () => {
     });
   });
 
+  it("ignores a routing record behind the routing it holds, such as a paused coordinator's late one", () => {
+    const engine = new PartitionEngine({ partitionId: 4 });
+    const moved = keyOwnedBy(4, 6, 1, 3);
+    apply(engine, route(6, 3, true));
+    apply(engine, route(6, 6, false));
+    // The start of relocation once more, after its end: applied as nothing.
+    expect(apply(engine, route(6, 3, true))).toEqual({ kind: "routed" });
+    expect(apply(engine, route(4, 4, false))).toEqual({ kind: "routed" });
+    expect(apply(engine, publish({ correlationKey: moved, messageId: "m" }))).toMatchObject({ kind: "published" });
+    // The next scale-up's routing is ahead, and taken.
+    apply(engine, route(9, 6, true));
+    expect(apply(engine, publish({ correlationKey: "", messageId: keyOwnedBy(4, 9, 1, 6) }))).toMatchObject({
+      kind: "rejected",
+      reason: "relocating",
+    });
+  });
+
   it("while relocating, refuses a message id whose key moved here from another partition, until relocation ends", () => {
     const engine = new PartitionEngine({ partitionId: 3 });
     apply(engine, route(4, 2, true));
