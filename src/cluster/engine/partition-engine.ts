@@ -149,59 +149,89 @@ const SNAPSHOT_FORMAT_VERSION = 3;
 const OUTBOUND_FIELD = 5;
 
 /**
- * Min-heap of buffered messages ordered by (deadline, counter). Ties are broken by counter so the order is total;
- * expiry removes every message up to a time, so the set removed never depends on the heap's internal layout.
+ * Min-heap ordered by `precedes`. The engine's heaps are ordered by deadline, ties broken so the order is total;
+ * expiry removes every entry up to a time, so what it removes never depends on a heap's internal layout.
  */
-class DeadlineHeap {
-  private readonly items: StoredMessage[] = [];
+class MinHeap<Item> {
+  private items: Item[] = [];
+
+  constructor(private readonly precedes: (a: Item, b: Item) => boolean) {}
 
   get size(): number {
     return this.items.length;
   }
 
-  peek(): StoredMessage | undefined {
+  peek(): Item | undefined {
     return this.items[0];
   }
 
-  push(message: StoredMessage): void {
+  push(item: Item): void {
     const items = this.items;
-    items.push(message);
+    items.push(item);
     let index = items.length - 1;
     while (index > 0) {
       const parentIndex = (index - 1) >> 1;
       const parent = items[parentIndex]!;
-      if (!precedes(message, parent)) break;
+      if (!this.precedes(item, parent)) break;
       items[index] = parent;
       index = parentIndex;
     }
-    items[index] = message;
+    items[index] = item;
   }
 
-  pop(): StoredMessage | undefined {
+  pop(): Item | undefined {
     const items = this.items;
     const top = items[0];
     const last = items.pop();
     if (top === undefined || last === undefined || items.length === 0) return top;
-    let index = 0;
+    this.siftDown(0, last);
+    return top;
+  }
+
+  /** Replaces the contents with `items`, in O(n). */
+  rebuild(items: Iterable<Item>): void {
+    this.items = [...items];
+    for (let index = (this.items.length >> 1) - 1; index >= 0; index -= 1) this.siftDown(index, this.items[index]!);
+  }
+
+  /** Places `item` at `start` or below it, moving earlier children up. */
+  private siftDown(start: number, item: Item): void {
+    const items = this.items;
     const length = items.length;
+    let index = start;
     while (true) {
       const left = 2 * index + 1;
       if (left >= length) break;
       const right = left + 1;
       let child = left;
-      if (right < length && precedes(items[right]!, items[left]!)) child = right;
-      if (!precedes(items[child]!, last)) break;
+      if (right < length && this.precedes(items[right]!, items[left]!)) child = right;
+      if (!this.precedes(items[child]!, item)) break;
       items[index] = items[child]!;
       index = child;
     }
-    items[index] = last;
-    return top;
+    items[index] = item;
   }
 }
 
 function precedes(a: StoredMessage, b: StoredMessage): boolean {
   return a.deadlineMs < b.deadlineMs || (a.deadlineMs === b.deadlineMs && a.counter < b.counter);
 }
+
+/** The deadline of a forward (by old key counter) or of a received source key, in the queues that drop them. */
+interface KeyDeadline<Key extends number | string> {
+  readonly deadlineMs: number;
+  readonly key: Key;
+}
+
+function keyDeadlinePrecedes<Key extends number | string>(a: KeyDeadline<Key>, b: KeyDeadline<Key>): boolean {
+  return a.deadlineMs < b.deadlineMs || (a.deadlineMs === b.deadlineMs && a.key < b.key);
+}
+
+/**
+ * Entries of messages relocated away that the deadline heap may keep before it is rebuilt without them: they hold
+ * the messages' entries (their variables) in memory until their deadlines otherwise.
+ */
+const MIN_STALE_DEADLINES_BEFORE_REBUILD = 1_024;
 
 /** The state machine of one partition: buffered messages, the key counter and the last applied log index. */
 export class PartitionEngine {
@@ -214,15 +244,22 @@ export class PartitionEngine {
   private readonly messages = new Map<number, StoredMessage>();
   /** Counter of the buffered message holding each message id, per tenant. */
   private readonly messageIds = new Map<string, Map<string, number>>();
-  private readonly deadlines = new DeadlineHeap();
+  /** Buffered messages by deadline; a message relocated away leaves its entry behind (see `staleDeadlines`). */
+  private readonly deadlines = new MinHeap<StoredMessage>(precedes);
+  /** Entries of `deadlines` whose message was relocated away; the heap is rebuilt once they outnumber the rest. */
+  private staleDeadlines = 0;
   /** Which keys this partition owns; null until partitions were added to the cluster (it owns every key then). */
   private routing: RouteMessagesRecord | null = null;
   /** Messages taken out for relocation, waiting for their new owner, by key counter. */
   private readonly outbound = new Map<number, StoredMessage>();
   /** Old keys (by counter) of messages relocated away, to their new key, until their deadline. */
   private readonly forwards = new Map<number, Forward>();
+  /** The forwards by deadline, so that dropping the past ones costs only what it drops. */
+  private readonly forwardDeadlines = new MinHeap<KeyDeadline<number>>(keyDeadlinePrecedes);
   /** Source keys of messages relocated here, until their deadline. */
   private readonly received = new Map<string, Received>();
+  /** The received source keys by deadline, as `forwardDeadlines`. */
+  private readonly receivedDeadlines = new MinHeap<KeyDeadline<string>>(keyDeadlinePrecedes);
   /**
    * Counters of buffered messages whose message id another buffered message holds (relocated duplicates), per tenant
    * and message id. When the holder leaves, the lowest of them takes the id over, which is the rule a restore applies
@@ -601,7 +638,7 @@ export class PartitionEngine {
           if (!isNonNegativeInteger(counter) || typeof key !== "string" || !isNonNegativeInteger(deadlineMs)) {
             throw new Error("corrupt engine snapshot: a forward is malformed");
           }
-          target.forwards.set(counter, { key, deadlineMs });
+          target.setForward(counter, { key, deadlineMs });
         } else {
           const [sourceKey, key, deadlineMs] = Array.isArray(value) ? value : [];
           if (
@@ -611,7 +648,7 @@ export class PartitionEngine {
           ) {
             throw new Error("corrupt engine snapshot: a received source key is malformed");
           }
-          target.received.set(sourceKey, { key, deadlineMs });
+          target.setReceived(sourceKey, { key, deadlineMs });
         }
       },
       pieceStart(piece) {
@@ -750,6 +787,13 @@ export class PartitionEngine {
       this.outbound.set(counter, message);
       moved += 1;
     }
+    // The moved messages' deadline entries stay in the heap; once they outnumber the buffered messages, the heap is
+    // rebuilt from those, so that it does not keep what moved in memory until its deadline.
+    this.staleDeadlines += moved;
+    if (this.staleDeadlines >= MIN_STALE_DEADLINES_BEFORE_REBUILD && this.staleDeadlines > this.messages.size) {
+      this.deadlines.rebuild(this.messages.values());
+      this.staleDeadlines = 0;
+    }
     return moved;
   }
 
@@ -758,7 +802,7 @@ export class PartitionEngine {
     if (message === undefined) return;
     this.outbound.delete(counter);
     this.entrySlabs.release(message.entry);
-    if (newKey !== null) this.forwards.set(counter, { key: newKey, deadlineMs: message.deadlineMs });
+    if (newKey !== null) this.setForward(counter, { key: newKey, deadlineMs: message.deadlineMs });
   }
 
   /** Buffers one relocated message (see the module comment); returns its key here, null when it had expired. */
@@ -768,7 +812,7 @@ export class PartitionEngine {
     const deadlineMs = record.publishedAtMs + record.timeToLiveMs;
     if (deadlineMs <= nowMs) {
       // Expired on the way: it is expired here, once (the source no longer expires what it took out).
-      this.received.set(record.sourceKey, { key: null, deadlineMs: nowMs });
+      this.setReceived(record.sourceKey, { key: null, deadlineMs: nowMs });
       return null;
     }
     const messageId = record.messageId ?? null;
@@ -778,7 +822,7 @@ export class PartitionEngine {
     const message = this.newMessage(record, messageId, sizeBytes);
     this.buffer(message, indexed);
     const key = encodeKey(this.partitionId, message.counter);
-    this.received.set(record.sourceKey, { key, deadlineMs });
+    this.setReceived(record.sourceKey, { key, deadlineMs });
     return key;
   }
 
@@ -792,7 +836,12 @@ export class PartitionEngine {
     ) {
       this.deadlines.pop();
       // A message taken out for relocation left the heap's entry behind: its new owner expires it.
-      if (this.messages.get(next.counter) !== next) continue;
+      if (this.messages.get(next.counter) !== next) {
+        this.staleDeadlines -= 1;
+        if (this.staleDeadlines < 0)
+          throw new Error("invariant violated: more stale deadline entries dropped than made");
+        continue;
+      }
       this.unbuffer(next);
       this.entrySlabs.release(next.entry);
       count += 1;
@@ -803,17 +852,37 @@ export class PartitionEngine {
 
   /**
    * Forgets forwards and received source keys whose message's deadline passed: the message is gone everywhere by
-   * then. Scanned only when there is any, which is only after partitions were added.
+   * then. Each queue is looked at only up to its first entry still to come, so a publication pays for what it drops.
    */
   private dropPastForwards(nowMs: number): void {
-    if (this.forwards.size > 0) {
-      for (const [counter, forward] of this.forwards) if (forward.deadlineMs <= nowMs) this.forwards.delete(counter);
+    for (
+      let next = this.forwardDeadlines.peek();
+      next !== undefined && next.deadlineMs <= nowMs;
+      next = this.forwardDeadlines.peek()
+    ) {
+      this.forwardDeadlines.pop();
+      if ((this.forwards.get(next.key)?.deadlineMs ?? Number.POSITIVE_INFINITY) <= nowMs)
+        this.forwards.delete(next.key);
     }
-    if (this.received.size > 0) {
-      for (const [sourceKey, received] of this.received) {
-        if (received.deadlineMs <= nowMs) this.received.delete(sourceKey);
-      }
+    for (
+      let next = this.receivedDeadlines.peek();
+      next !== undefined && next.deadlineMs <= nowMs;
+      next = this.receivedDeadlines.peek()
+    ) {
+      this.receivedDeadlines.pop();
+      if ((this.received.get(next.key)?.deadlineMs ?? Number.POSITIVE_INFINITY) <= nowMs)
+        this.received.delete(next.key);
     }
+  }
+
+  private setForward(counter: number, forward: Forward): void {
+    this.forwards.set(counter, forward);
+    this.forwardDeadlines.push({ deadlineMs: forward.deadlineMs, key: counter });
+  }
+
+  private setReceived(sourceKey: string, received: Received): void {
+    this.received.set(sourceKey, received);
+    this.receivedDeadlines.push({ deadlineMs: received.deadlineMs, key: sourceKey });
   }
 
   private findMessageId(tenantId: string, messageId: string): number | undefined {

@@ -324,6 +324,76 @@ describe("relocation", () => {
   });
 });
 
+describe("relocation's bookkeeping over many messages", () => {
+  /** Keys that move from partition 1 to partition 3 when 2 partitions become 4. */
+  function movingKeys(count: number): string[] {
+    const keys: string[] = [];
+    for (let index = 0; keys.length < count; index += 1) {
+      const key = `moving-${index}`;
+      if (partitionForCorrelationKey(key, 4) === 3 && partitionForCorrelationKey(key, 2) === 1) keys.push(key);
+    }
+    return keys;
+  }
+
+  it("lets go of what moved away, and drops forwards and received keys each at its own deadline", () => {
+    const source = new PartitionEngine({ partitionId: 1 });
+    const owner = new PartitionEngine({ partitionId: 3 });
+    const keys = movingKeys(1_100);
+    // Deadlines 11,000 + i: each message's forward and received key is due at its own time.
+    for (const [index, correlationKey] of keys.entries()) {
+      apply(source, publish({ correlationKey, timeToLiveMs: 10_000 + index }));
+    }
+    apply(source, publish({ correlationKey: keyOwnedBy(1, 4, 1, 2), timeToLiveMs: 1_000_000 }));
+    for (const engine of [source, owner]) apply(engine, route(4, 2, true));
+    for (let counters = source.misplacedMessages(256); counters.length > 0; counters = source.misplacedMessages(256)) {
+      apply(source, encodeRecord({ kind: "relocateOut", counters }));
+    }
+    // Once 1,024 had moved, the deadline heap was rebuilt without them; the 76 that moved after stay in it (as
+    // entries without their messages) until their deadlines or the next rebuild.
+    expect(source.nextDeadlineMs).toBe(11_000 + 1_024);
+    const outbound = source.outboundMessages();
+    expect(outbound).toHaveLength(1_100);
+    const sourceKeys = outbound.map((message) => message.sourceKey);
+    const relocations: { counter: number; newKey: string | null }[] = [];
+    for (let start = 0; start < outbound.length; start += 256) {
+      const batch = outbound.slice(start, start + 256);
+      const result = apply(
+        owner,
+        encodeRecord({
+          kind: "relocateIn",
+          messages: batch.map(
+            ({ counter: _counter, ownerPartitionId: _owner, sizeBytes: _size, ...message }) => message,
+          ),
+          nowMs: 2_000,
+        }),
+      );
+      if (result.kind !== "relocatedIn") throw new Error(JSON.stringify(result));
+      relocations.push(
+        ...batch.map((message, index) => ({ counter: message.counter, newKey: result.keys[index] ?? null })),
+      );
+    }
+    for (let start = 0; start < relocations.length; start += 256) {
+      apply(source, encodeRecord({ kind: "relocatedOut", relocations: relocations.slice(start, start + 256) }));
+    }
+    // At 11,500 the first 501 are past their deadlines: their forwards and received keys are gone, the rest stay.
+    apply(source, encodeRecord({ kind: "expireMessages", nowMs: 11_500 }));
+    expect(apply(owner, encodeRecord({ kind: "expireMessages", nowMs: 11_500 }))).toEqual({
+      kind: "expired",
+      count: 501,
+    });
+    expect(source.forwardOf(sourceKeys[500]!)).toBeUndefined();
+    expect(source.forwardOf(sourceKeys[501]!)).toBe(relocations[501]!.newKey);
+    // A received key still known answers the same key again; a dropped one is past its deadline, so nothing is buffered.
+    const again = (index: number) => {
+      const { counter: _counter, ownerPartitionId: _owner, sizeBytes: _size, ...message } = outbound[index]!;
+      return apply(owner, encodeRecord({ kind: "relocateIn", messages: [message], nowMs: 11_500 }));
+    };
+    expect(again(501)).toEqual({ kind: "relocatedIn", keys: [relocations[501]!.newKey] });
+    expect(again(500)).toEqual({ kind: "relocatedIn", keys: [null] });
+    expect(owner.bufferedMessageCount).toBe(599);
+  });
+});
+
 describe("relocation from a restored engine", () => {
   it("keeps a message taken out in its shared entry memory until the new owner has it, then frees that memory", () => {
     const original = new PartitionEngine({ partitionId: 1 });
