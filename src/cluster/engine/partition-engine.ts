@@ -217,6 +217,13 @@ function precedes(a: StoredMessage, b: StoredMessage): boolean {
   return a.deadlineMs < b.deadlineMs || (a.deadlineMs === b.deadlineMs && a.counter < b.counter);
 }
 
+/** The messages misplaced under `routing`, by ascending counter; those before `low` are no longer buffered. */
+interface MisplacedMessages {
+  readonly routing: RouteMessagesRecord;
+  readonly counters: number[];
+  low: number;
+}
+
 /** The deadline of a forward (by old key counter) or of a received source key, in the queues that drop them. */
 interface KeyDeadline<Key extends number | string> {
   readonly deadlineMs: number;
@@ -242,6 +249,8 @@ export class PartitionEngine {
   private totalBytes = 0;
   /** Buffered messages by key counter, in ascending counter order (insertion order), which snapshots rely on. */
   private readonly messages = new Map<number, StoredMessage>();
+  /** What relocation has to move from here under the current routing (see `misplacedUnderRouting`). */
+  private misplaced: MisplacedMessages | null = null;
   /** Counter of the buffered message holding each message id, per tenant. */
   private readonly messageIds = new Map<string, Map<string, number>>();
   /** Buffered messages by deadline; a message relocated away leaves its entry behind (see `staleDeadlines`). */
@@ -381,14 +390,39 @@ export class PartitionEngine {
    * the current routing: what the leader takes out next for relocation.
    */
   misplacedMessages(limit: number): number[] {
-    const routing = this.routing;
-    if (routing === null) return [];
+    const misplaced = this.misplacedUnderRouting();
+    if (misplaced === null) return [];
     const counters: number[] = [];
-    for (const message of this.messages.values()) {
-      if (counters.length >= limit) break;
-      if (this.ownerOf(message, routing) !== this.partitionId) counters.push(message.counter);
+    for (let position = misplaced.low; position < misplaced.counters.length && counters.length < limit; position += 1) {
+      const counter = misplaced.counters[position]!;
+      if (this.messages.has(counter)) counters.push(counter);
     }
     return counters;
+  }
+
+  /**
+   * The counters of the messages misplaced under the current routing, found by one pass over the buffered messages
+   * when the routing changed, then only consumed: a message published afterwards is one this partition owns (it
+   * refuses the others), so the set only shrinks, and relocation, which takes the lowest counters first, advances
+   * `low` past the ones gone. Finding each batch by a pass from the first buffered message instead made a relocation
+   * quadratic in the messages it passes over. Derived from the state, so not part of a snapshot.
+   */
+  private misplacedUnderRouting(): MisplacedMessages | null {
+    const routing = this.routing;
+    if (routing === null) return null;
+    let misplaced = this.misplaced;
+    if (misplaced?.routing !== routing) {
+      const counters: number[] = [];
+      for (const message of this.messages.values()) {
+        if (this.ownerOf(message, routing) !== this.partitionId) counters.push(message.counter);
+      }
+      misplaced = { routing, counters, low: 0 };
+      this.misplaced = misplaced;
+    }
+    while (misplaced.low < misplaced.counters.length && !this.messages.has(misplaced.counters[misplaced.low]!)) {
+      misplaced.low += 1;
+    }
+    return misplaced;
   }
 
   /** Messages taken out for relocation and not yet acknowledged by their new owner, by ascending counter. */
@@ -417,10 +451,11 @@ export class PartitionEngine {
       messages += 1;
       bytes += message.sizeBytes;
     }
-    const routing = this.routing;
-    if (routing === null) return { messages, bytes };
-    for (const message of this.messages.values()) {
-      if (this.ownerOf(message, routing) === this.partitionId) continue;
+    const misplaced = this.misplacedUnderRouting();
+    if (misplaced === null) return { messages, bytes };
+    for (let position = misplaced.low; position < misplaced.counters.length; position += 1) {
+      const message = this.messages.get(misplaced.counters[position]!);
+      if (message === undefined) continue;
       messages += 1;
       bytes += message.sizeBytes;
     }
@@ -821,6 +856,16 @@ export class PartitionEngine {
     const indexed = messageId === null || this.findMessageId(record.tenantId, messageId) === undefined;
     const message = this.newMessage(record, messageId, sizeBytes);
     this.buffer(message, indexed);
+    const routing = this.routing;
+    if (
+      routing !== null &&
+      this.misplaced?.routing === routing &&
+      this.ownerOf(message, routing) !== this.partitionId
+    ) {
+      // A hand-over retried from an earlier scale-up can arrive after a later one changed the routing: the message is
+      // misplaced here at once and moves on like the others (it has the highest counter, so the order holds).
+      this.misplaced.counters.push(message.counter);
+    }
     const key = encodeKey(this.partitionId, message.counter);
     this.setReceived(record.sourceKey, { key, deadlineMs });
     return key;

@@ -394,6 +394,37 @@ describe("relocation's bookkeeping over many messages", () => {
   });
 });
 
+describe("what relocation moves", () => {
+  it("moves on a message that a retried hand-over of an earlier scale-up brings in after the routing changed", () => {
+    const engine = new PartitionEngine({ partitionId: 3 });
+    apply(engine, route(4, 2, true));
+    apply(engine, route(4, 4, false));
+    const staysHere = keyOwnedBy(3, 8, 3, 4);
+    const movesOn = keyOwnedBy(7, 8, 3, 4);
+    apply(engine, publish({ correlationKey: staysHere }));
+    apply(engine, route(8, 4, true));
+    expect(engine.misplacedMessages(10)).toEqual([]);
+    // A batch of the scale-up to 4, handed over again, arrives now: its message belongs to partition 7 already.
+    const late = {
+      sourceKey: encodeKey(1, 9),
+      name: "late",
+      correlationKey: movesOn,
+      timeToLiveMs: 60_000,
+      variablesBytes: engineCodec.pack({}),
+      tenantId: DEFAULT_TENANT_ID,
+      publishedAtMs: 1_000,
+    };
+    expect(apply(engine, encodeRecord({ kind: "relocateIn", messages: [late], nowMs: 1_500 }))).toEqual({
+      kind: "relocatedIn",
+      keys: [encodeKey(3, 2)],
+    });
+    expect(engine.misplacedMessages(10)).toEqual([2]);
+    expect(engine.relocationBacklog().messages).toBe(1);
+    // A replica restored from a snapshot finds the same.
+    expect(PartitionEngine.restore(engine.snapshot()).misplacedMessages(10)).toEqual([2]);
+  });
+});
+
 describe("relocation from a restored engine", () => {
   it("keeps a message taken out in its shared entry memory until the new owner has it, then frees that memory", () => {
     const original = new PartitionEngine({ partitionId: 1 });
