@@ -57,7 +57,7 @@ import type {
   ReplicaReport,
   ReplicaRole,
 } from "./protocol.js";
-import { type HandOver, relocateMisplacedMessages } from "./relocation.js";
+import { type HandOver, type RelocationLimits, relocateMisplacedMessages } from "./relocation.js";
 import { ReplicaBackup, type ReplicaBackupOptions } from "./replica-backup.js";
 
 /** Explicit options of a replica. */
@@ -564,7 +564,7 @@ export class PartitionReplica {
    * partition owns now (`relocateMisplacedMessages`), and resolves with how many remain, so the caller repeats until
    * none does; one run at a time.
    */
-  async relocateMessages(send: HandOver, maxBatches: number): Promise<RelocationProgress | PartitionRedirect> {
+  async relocateMessages(send: HandOver, limits: RelocationLimits): Promise<RelocationProgress | PartitionRedirect> {
     if (this.relocating) {
       return { outcome: "unavailable", detail: `partition ${this.partitionId} is relocating already` };
     }
@@ -582,7 +582,7 @@ export class PartitionReplica {
           proposeRecord: (record) => this.proposeRecord(record),
         },
         send,
-        maxBatches,
+        limits,
       );
     } finally {
       this.relocating = false;

@@ -15,6 +15,12 @@ import type { HandOverAnswer } from "./relocation.js";
 /** Batches one `partition-relocate` request moves at most, so it answers well within its timeout. */
 const RELOCATION_BATCHES_PER_REQUEST = 4;
 
+/**
+ * How long one `partition-relocate` request starts new steps: half the coordinator's wait for its answer (2 s), so
+ * that a slow hand-over does not make the answer, and the progress it reports, arrive after the coordinator gave up.
+ */
+const RELOCATION_REQUEST_BUDGET_MS = 1_000;
+
 /** Attempts at handing one batch of relocated messages to its owner within one request, one pause apart. */
 const RELOCATE_IN_ATTEMPTS = 20;
 
@@ -53,7 +59,11 @@ export async function answerPartitionRequest(
     case "partition-relocate":
       return replica.relocateMessages(
         (ownerPartitionId, messages, checkpointId) => handOver(context, ownerPartitionId, messages, checkpointId),
-        RELOCATION_BATCHES_PER_REQUEST,
+        {
+          maxBatches: RELOCATION_BATCHES_PER_REQUEST,
+          untilMs: Date.now() + RELOCATION_REQUEST_BUDGET_MS,
+          nowMs: Date.now,
+        },
       );
     case "partition-relocate-in": {
       const end = await replica.receiveRelocated(request.messages, request.checkpointId);

@@ -46,22 +46,34 @@ export interface RelocationSource {
   proposeRecord(record: EngineRecord): Promise<ProposalEnd>;
 }
 
+/** How much one run of `relocateMisplacedMessages` may do before it answers. */
+export interface RelocationLimits {
+  /** Most batches taken out. */
+  readonly maxBatches: number;
+  /** No step starts once `nowMs()` reaches this, so the run answers within its caller's wait for the answer. */
+  readonly untilMs: number;
+  nowMs(): number;
+}
+
 /**
- * Moves up to `maxBatches` batches of the messages whose correlation key another partition owns now: each batch is
- * taken out (a `relocateOut` record), handed to its owners through `send` in batches per owner (which resolves with
- * the keys the owner buffered them under, null for one that had expired), and then recorded as relocated
- * (`relocatedOut`). Messages taken out earlier but not yet acknowledged (a previous leader's, or after a failure) are
- * sent first. Resolves with how many were moved and how many remain, or why it stopped.
+ * Moves up to `limits.maxBatches` batches of the messages whose correlation key another partition owns now, starting
+ * no step after `limits.untilMs`: each batch is taken out (a `relocateOut` record), handed to its owners through
+ * `send` in batches per owner (which resolves with the keys the owner buffered them under, null for one that had
+ * expired), and then recorded as relocated (`relocatedOut`). Messages taken out earlier but not yet acknowledged (a
+ * previous leader's, after a failure, or left by a run that ran out of time) are sent first. Resolves with how many
+ * were moved and how many remain, or why it stopped.
  */
 export async function relocateMisplacedMessages(
   source: RelocationSource,
   send: HandOver,
-  maxBatches: number,
+  limits: RelocationLimits,
 ): Promise<RelocationProgress | PartitionRedirect> {
   let moved = 0;
   let movedBytes = 0;
-  for (let batch = 0; batch < maxBatches; batch += 1) {
+  const timeLeft = (): boolean => limits.nowMs() < limits.untilMs;
+  batches: for (let batch = 0; batch < limits.maxBatches; batch += 1) {
     for (const handOver of handOverBatches(source.engine().outboundMessages())) {
+      if (!timeLeft()) break batches;
       const answer = await send(handOver.ownerPartitionId, handOver.messages, source.latestCheckpointId());
       const keys = answer.keys;
       if (keys.length !== handOver.messages.length) {
@@ -82,6 +94,7 @@ export async function relocateMisplacedMessages(
       moved += relocations.length;
       movedBytes += handOver.bytes;
     }
+    if (!timeLeft()) break;
     const misplaced = source.engine().misplacedMessages(RELOCATION_BATCH_MESSAGES);
     if (misplaced.length === 0) break;
     const end = await source.proposeRecord({ kind: "relocateOut", counters: misplaced });

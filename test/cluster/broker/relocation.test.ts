@@ -5,7 +5,11 @@
  */
 import { describe, expect, it } from "vitest";
 import type { ProposalEnd } from "../../../src/cluster/broker/partition-replica.js";
-import { type HandOverAnswer, relocateMisplacedMessages } from "../../../src/cluster/broker/relocation.js";
+import {
+  type HandOverAnswer,
+  type RelocationLimits,
+  relocateMisplacedMessages,
+} from "../../../src/cluster/broker/relocation.js";
 import type {
   EngineRecord,
   OutboundMessage,
@@ -80,6 +84,11 @@ function owners() {
   return { handOvers, send };
 }
 
+/** Limits of `maxBatches` batches and no bound in time. */
+function batches(maxBatches: number): RelocationLimits {
+  return { maxBatches, untilMs: Number.POSITIVE_INFINITY, nowMs: () => 0 };
+}
+
 describe("relocateMisplacedMessages", () => {
   it("hands over what was taken out first, then takes out, hands over and records batch after batch", async () => {
     const { source, proposed } = scriptedSource({
@@ -87,7 +96,7 @@ describe("relocateMisplacedMessages", () => {
       misplaced: Array.from({ length: 300 }, (_, index) => outbound(10 + index, index % 2 === 0 ? 4 : 5)),
     });
     const { handOvers, send } = owners();
-    const progress = await relocateMisplacedMessages(source, send, 10);
+    const progress = await relocateMisplacedMessages(source, send, batches(10));
     expect(progress).toEqual({ outcome: "progress", moved: 301, movedBytes: 30_100, remaining: 0, remainingBytes: 0 });
     // The message a previous run took out went first, alone, carrying the source's latest checkpoint id.
     expect(handOvers[0]).toMatchObject({ ownerPartitionId: 4, checkpointId: 7n });
@@ -119,12 +128,41 @@ describe("relocateMisplacedMessages", () => {
       misplaced: [],
     });
     const { handOvers, send } = owners();
-    await relocateMisplacedMessages(source, send, 1);
+    await relocateMisplacedMessages(source, send, batches(1));
     expect(handOvers.map((handOver) => handOver.messages.length)).toEqual([4, 4, 2, 1]);
     const lastBatch = owners();
     const alone = scriptedSource({ taken: [outbound(99, 2, 300_000), outbound(1, 2)], misplaced: [] });
-    await relocateMisplacedMessages(alone.source, lastBatch.send, 1);
+    await relocateMisplacedMessages(alone.source, lastBatch.send, batches(1));
     expect(lastBatch.handOvers.map((handOver) => handOver.messages.length)).toEqual([1, 1]);
+  });
+
+  it("starts no step once its time is up, and reports what it moved by then", async () => {
+    const { source, proposed } = scriptedSource({
+      taken: [],
+      misplaced: Array.from({ length: 1_000 }, (_, index) => outbound(index, 3)),
+    });
+    let nowMs = 0;
+    const { handOvers, send } = owners();
+    // Each hand-over takes 400 ms: by 1,000 ms three have gone, and the fourth batch is not taken out.
+    const slow = async (owner: number, messages: readonly RelocatedMessage[], checkpointId: bigint | null) => {
+      nowMs += 400;
+      return send(owner, messages, checkpointId);
+    };
+    const progress = await relocateMisplacedMessages(source, slow, {
+      maxBatches: 10,
+      untilMs: 1_000,
+      nowMs: () => nowMs,
+    });
+    expect(progress).toMatchObject({ outcome: "progress", moved: 768, remaining: 232 });
+    expect(handOvers).toHaveLength(3);
+    expect(proposed.map((record) => record.kind)).toEqual([
+      "relocateOut",
+      "relocatedOut",
+      "relocateOut",
+      "relocatedOut",
+      "relocateOut",
+      "relocatedOut",
+    ]);
   });
 
   it("stops after the batches it was given, and reports what remains", async () => {
@@ -133,16 +171,16 @@ describe("relocateMisplacedMessages", () => {
       misplaced: Array.from({ length: 600 }, (_, index) => outbound(index, 3)),
     });
     const { send } = owners();
-    const progress = await relocateMisplacedMessages(source, send, 1);
+    const progress = await relocateMisplacedMessages(source, send, batches(1));
     // One batch: 256 taken out in this run, handed over by the next.
     expect(progress).toMatchObject({ outcome: "progress", moved: 0, remaining: 600 });
-    expect(await relocateMisplacedMessages(source, send, 1)).toMatchObject({ moved: 256, remaining: 344 });
+    expect(await relocateMisplacedMessages(source, send, batches(1))).toMatchObject({ moved: 256, remaining: 344 });
   });
 
   it("stops at an owner that answers a key count unlike the batch, and at a refused or lost proposal", async () => {
     const lying = async (): Promise<HandOverAnswer> => ({ keys: [], checkpointId: null });
     const { source } = scriptedSource({ taken: [outbound(1, 2)], misplaced: [] });
-    expect(await relocateMisplacedMessages(source, lying, 5)).toEqual({
+    expect(await relocateMisplacedMessages(source, lying, batches(5))).toEqual({
       outcome: "unavailable",
       detail: "partition 2 answered a key count unlike the batch",
     });
@@ -152,13 +190,13 @@ describe("relocateMisplacedMessages", () => {
       misplaced: [],
       end: { kind: "refused", redirect } as unknown as ProposalEnd,
     });
-    expect(await relocateMisplacedMessages(refused.source, owners().send, 5)).toEqual(redirect);
+    expect(await relocateMisplacedMessages(refused.source, owners().send, batches(5))).toEqual(redirect);
     const unknown = scriptedSource({
       taken: [],
       misplaced: [outbound(1, 2)],
       end: { kind: "unknown", detail: "the leader stopped" } as unknown as ProposalEnd,
     });
-    expect(await relocateMisplacedMessages(unknown.source, owners().send, 5)).toEqual({
+    expect(await relocateMisplacedMessages(unknown.source, owners().send, batches(5))).toEqual({
       outcome: "unavailable",
       detail: "the leader stopped",
     });

@@ -210,11 +210,14 @@ describe("a single-member partition's backup part", () => {
     await replica.takeCheckpoint(3n);
     await waitFor(() => ended.length === 1, "the part of checkpoint 3 ends");
     const sent: (bigint | null)[] = [];
-    const progress = await replica.relocateMessages(async (_owner, messages, checkpointId) => {
-      sent.push(checkpointId);
-      // The new owner has taken checkpoint 8 already (its own record came before this hand-over).
-      return { keys: messages.map(() => "4503599627370497"), checkpointId: 8n };
-    }, 4);
+    const progress = await replica.relocateMessages(
+      async (_owner, messages, checkpointId) => {
+        sent.push(checkpointId);
+        // The new owner has taken checkpoint 8 already (its own record came before this hand-over).
+        return { keys: messages.map(() => "4503599627370497"), checkpointId: 8n };
+      },
+      { maxBatches: 4, untilMs: Number.POSITIVE_INFINITY, nowMs: Date.now },
+    );
     expect(progress).toMatchObject({ outcome: "progress", moved: 1, remaining: 0 });
     // The hand-over carried this partition's latest checkpoint, and the answer's higher one was taken here first.
     expect(sent).toEqual([3n]);
