@@ -12,6 +12,7 @@
  * A leader asks `admitPart` first: it writes a part only of a backup whose record the store holds, and only when its
  * partition is one of the record's (see store.ts), and the part records the record's partition count.
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import type { SnapshotMetadata } from "../raft/index.js";
 import {
   BACKUP_FILE_NAMES,
@@ -169,6 +170,14 @@ class SnapshotReplaced extends PartFailure {}
  */
 const MAX_ATTEMPTS = 3;
 
+/**
+ * Pauses before the attempts at writing a part's final manifest after the first. Until it lands the store shows the
+ * part IN_PROGRESS, written by a broker that runs, and the coordinator then counts the backup as in progress (no
+ * other backup, no cluster change, no deletion) until that broker restarts: a transient store error (EIO, a
+ * moment of a full disk, a network file system's hiccup) must not do that. Six seconds in all.
+ */
+const FINAL_MANIFEST_RETRY_PAUSES_MS = [200, 400, 800, 1_600, 3_200];
+
 /** Writes the part (see the module comment) and resolves with its final manifest; never rejects. */
 export async function writePartitionBackup(
   source: PartitionBackupSource,
@@ -236,13 +245,20 @@ async function writePartOnce(
     if (error instanceof SnapshotReplaced && mayRetry) return null;
     final = { ...base, state: "FAILED", failureReason: reasonOf(error), finishedAt: request.now() };
   }
-  try {
-    await store.writeManifest(final);
-  } catch (error) {
-    // The store still shows IN_PROGRESS; the caller sees the failure and the next backup starts afresh.
-    return { ...final, state: "FAILED", failureReason: reasonOf(error) };
+  // Bounded by the pauses: one attempt more than there are pauses.
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      await store.writeManifest(final);
+      return final;
+    } catch (error) {
+      const pauseMs = FINAL_MANIFEST_RETRY_PAUSES_MS[attempt];
+      if (pauseMs === undefined) {
+        // The store still shows IN_PROGRESS until the broker restarts (`failAbandonedParts`); the caller sees why.
+        return { ...final, state: "FAILED", failureReason: reasonOf(error) };
+      }
+      await sleep(pauseMs);
+    }
   }
-  return final;
 }
 
 function reasonOf(error: unknown): string {

@@ -244,6 +244,23 @@ describe("progress manifests", () => {
     expect(await store.manifests(6n)).toEqual([manifest]);
   });
 
+  it("writes the final manifest again after a transient store error, so the part does not stay IN_PROGRESS", async () => {
+    let finalAttempts = 0;
+    const flaky: BackupStore = delegatingStore(store, {
+      writeManifest: async (manifest) => {
+        if (manifest.state !== "IN_PROGRESS") {
+          finalAttempts += 1;
+          if (finalAttempts <= 2) throw new Error("EIO: i/o error");
+        }
+        await store.writeManifest(manifest);
+      },
+    });
+    const manifest = await writePartitionBackup(source, flaky, request);
+    expect(manifest.state).toBe("COMPLETED");
+    expect(finalAttempts).toBe(3);
+    expect(await store.manifests(6n)).toEqual([manifest]);
+  });
+
   it("fails the part when a progress manifest cannot be written", async () => {
     const failing = storeWith(async () => {
       throw new Error("the disk is full");
