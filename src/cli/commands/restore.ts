@@ -98,7 +98,10 @@ async function restoreFromBackup(options: RestoreCommandOptions, io: CliIo): Pro
     if (error instanceof RestoreRefusedError || error instanceof BackupPartDamagedError) {
       throw new Error(`restore refused: ${error.message}`);
     }
-    throw error;
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new Error(`restore failed: ${reason}; what it had written was removed, and the data directory is empty`, {
+      cause: error,
+    });
   }
 }
 
@@ -195,7 +198,7 @@ export function registerRestoreCommand(program: Command, io: CliIo): void {
         "Use the broker's own settings (node id, cluster size, partition count, replication factor, data directory,",
         "service.backup.*). The partition count must equal the backup's; the broker count and the replication",
         "factor may differ. Every file of the backup is verified first; a failed, incomplete or damaged backup is",
-        "refused and nothing is written.",
+        "refused and nothing is written; one that fails while it writes removes what it wrote.",
         "",
         "A cluster that scaling changed since its first start is restored with --cluster-configuration: the",
         "document its management API answers at GET /actuator/cluster before the restore (no change pending, every",

@@ -8,9 +8,12 @@
  * the broker count and the replication factor may differ from the backed-up cluster's; the partition count may not.
  *
  * Nothing is written unless every part this broker needs verifies: a failed, incomplete or damaged backup is refused
- * with the reason (the damaged file named), and the data directory stays empty.
+ * with the reason (the damaged file named), and the data directory stays empty. A restore that fails once it has
+ * begun writing (a read or disk error, the backup deleted meanwhile) removes what it wrote, so the directory is
+ * empty again and never holds some partitions restored beside others missing.
  */
-import { readdir } from "node:fs/promises";
+import { readdir, rm } from "node:fs/promises";
+import { join } from "node:path";
 import { claimDataDirectory, openStorageEnvironment, persistConfiguration } from "../broker/files.js";
 import { snapshotChecksum } from "../raft/core/snapshot-transfer.js";
 import type { Member } from "../raft/index.js";
@@ -54,7 +57,7 @@ export interface RestoreReport {
 
 /** Restores the broker's partitions from the backup (see the module comment). */
 export async function restoreBroker(options: RestoreOptions): Promise<RestoreReport> {
-  await requireEmptyDirectory(options.dataDirectory);
+  const existed = await requireEmptyDirectory(options.dataDirectory);
   const parts = await completedParts(options.store, options.backupId, options.distribution.size);
   const hosted = [...options.distribution.entries()]
     .filter(([, replicas]) => replicas.some((replica) => replica.brokerId === options.nodeId))
@@ -63,6 +66,22 @@ export async function restoreBroker(options: RestoreOptions): Promise<RestoreRep
   // a time is rebuilt and stored, so that only one partition's state is in memory at once.
   for (const [partitionId] of hosted) await verifyPart(options.store, parts.get(partitionId) as BackupPartManifest);
   const restored: { partitionId: number; position: number; messages: number }[] = [];
+  try {
+    await writePartitions(options, parts, hosted, restored);
+  } catch (error) {
+    await removeWritten(options.dataDirectory, existed);
+    throw error;
+  }
+  return { partitions: restored };
+}
+
+/** Rebuilds and stores each of `hosted` (see the module comment), appending each to `restored` once it is stored. */
+async function writePartitions(
+  options: RestoreOptions,
+  parts: ReadonlyMap<number, BackupPartManifest>,
+  hosted: readonly [number, readonly { brokerId: number; priority: number }[]][],
+  restored: { partitionId: number; position: number; messages: number }[],
+): Promise<void> {
   const release = await claimDataDirectory(options.dataDirectory);
   try {
     const environment = await openStorageEnvironment(options.dataDirectory, true);
@@ -103,15 +122,24 @@ export async function restoreBroker(options: RestoreOptions): Promise<RestoreRep
   } finally {
     await release();
   }
-  return { partitions: restored };
 }
 
-async function requireEmptyDirectory(directory: string): Promise<void> {
+/** Empties `directory` of what a failed restore wrote, and removes it when it did not exist before. */
+async function removeWritten(directory: string, existed: boolean): Promise<void> {
+  if (!existed) {
+    await rm(directory, { recursive: true, force: true });
+    return;
+  }
+  for (const entry of await readdir(directory)) await rm(join(directory, entry), { recursive: true, force: true });
+}
+
+/** Refuses a data directory that holds anything; answers whether it exists. */
+async function requireEmptyDirectory(directory: string): Promise<boolean> {
   let entries: string[];
   try {
     entries = await readdir(directory);
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return;
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return false;
     throw error;
   }
   if (entries.length > 0) {
@@ -119,6 +147,7 @@ async function requireEmptyDirectory(directory: string): Promise<void> {
       `restore needs an empty data directory, and ${directory} is not empty; restore into a new directory`,
     );
   }
+  return true;
 }
 
 /**
