@@ -326,8 +326,9 @@ export class FilesystemBackupStore implements BackupStore {
     const path = join(this.partDirectory(part), BACKUP_FILE_NAMES.manifest);
     let problem: string;
     try {
-      const bytes = await readFile(path);
-      if (bytes.byteLength > MAX_MANIFEST_BYTES) {
+      // The size is looked at first, as for a record: a damaged manifest of any size is never read whole.
+      const bytes = (await stat(path)).size > MAX_MANIFEST_BYTES ? null : await readFile(path);
+      if (bytes === null || bytes.byteLength > MAX_MANIFEST_BYTES) {
         problem = `manifest.json is larger than ${MAX_MANIFEST_BYTES} bytes`;
       } else {
         const parsed = parseManifest(parseJsonExactly(bytes.toString("utf8")), part);
@@ -367,6 +368,7 @@ function damagedPart(part: BackupPartId, reason: string): BackupPartManifest {
     ...part,
     formatVersion: 1,
     state: "FAILED",
+    damaged: true,
     failureReason: reason,
     flowplaneVersion: "unknown",
     partitionCount: 1,

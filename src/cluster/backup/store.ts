@@ -78,6 +78,11 @@ export interface BackupPartManifest extends BackupPartId {
    * exists only while its record does. Absent in parts written by brokers from before records.
    */
   readonly backupRecorded?: true;
+  /**
+   * Set by the store on a part whose manifest it could not read: the part is FAILED with the reason, and its other
+   * fields are placeholders (its partition count counts for nothing). Never written.
+   */
+  readonly damaged?: true;
   /** The last log index of the partition that belongs to the backup. */
   readonly checkpointPosition: number;
   /** The reserved snapshot (at or before the checkpoint position) it holds, or null when the log starts at 1. */
@@ -281,7 +286,9 @@ export function backupPartitionCount(
   manifests: readonly BackupPartManifest[],
 ): number | string | null {
   if (stored !== undefined) return stored.record?.partitionCount ?? stored.problem;
-  const older = manifests.filter((part) => part.backupRecorded !== true);
+  // A damaged manifest tells neither its count nor whether a record stood behind it: it counts for nothing here
+  // (it still fails its partition), so it can neither shrink an older backup's count nor bring back a deleted one.
+  const older = manifests.filter((part) => part.backupRecorded !== true && part.damaged !== true);
   if (older.length === 0) return null;
   return older.reduce((lowest, part) => Math.min(lowest, part.partitionCount), Number.POSITIVE_INFINITY);
 }

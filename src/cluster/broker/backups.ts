@@ -459,7 +459,9 @@ export class BackupCoordinator {
     if (count === null) return null;
     // A damaged record leaves the backup FAILED; its partitions are then those its parts (or the cluster) show.
     const recordProblem = typeof count === "string" ? count : null;
-    const lowestPartCount = Math.min(...manifests.map((part) => part.partitionCount));
+    const lowestPartCount = Math.min(
+      ...manifests.filter((part) => part.damaged !== true).map((part) => part.partitionCount),
+    );
     const partitionCount =
       typeof count === "number"
         ? count

@@ -4,7 +4,7 @@
  * before records (an older broker's store) still restores by the lowest count its parts recorded, and a backup the
  * store holds only stray parts of (deleted) is not restored.
  */
-import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -108,4 +108,24 @@ describe("the partition count restore holds a backup to", () => {
     await writePart(7n, 1, 1);
     await expect(restore(7n, 1)).rejects.toThrow(new RestoreRefusedError("the backup store holds no backup 7"));
   });
+
+  it("does not take a damaged manifest's placeholder as a count: an older backup stays whole, strays stay deleted", async () => {
+    await asOlderBroker(await writePart(3n, 1, 3));
+    await asOlderBroker(await writePart(3n, 2, 3));
+    await asOlderBroker(await writePart(3n, 3, 3));
+    await damage({ backupId: 3n, partitionId: 3, brokerId: 0 });
+    // Three partitions still, and partition 3's damaged part fails the restore, naming it; one partition is no option.
+    await expect(restore(3n, 1)).rejects.toThrow("backup 3 holds 3 partitions but this cluster has 1");
+    await expect(restore(3n, 3)).rejects.toThrow(/partition 3.*manifest\.json/);
+    // The strays of a deleted backup, one of them damaged, are no backup.
+    await writePart(8n, 1, 2);
+    await writePart(8n, 2, 2);
+    await damage({ backupId: 8n, partitionId: 2, brokerId: 0 });
+    await expect(restore(8n, 1)).rejects.toThrow(new RestoreRefusedError("the backup store holds no backup 8"));
+  });
 });
+
+/** Overwrites a part's manifest with bytes that are not JSON. */
+async function damage(part: { backupId: bigint; partitionId: number; brokerId: number }): Promise<void> {
+  await writeFile(join(store.partDirectory(part), "manifest.json"), "{damaged");
+}
