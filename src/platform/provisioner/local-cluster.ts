@@ -19,7 +19,7 @@
  * child stops by itself when the channel to this process closes, so killing this process leaves no orphans.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { closeSync, existsSync, openSync, readFileSync, rmSync } from "node:fs";
+import { closeSync, existsSync, openSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { dirname, extname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -497,7 +497,7 @@ async function startLocalClusterOnce(options: LocalClusterOptions): Promise<Loca
     const logFile = join(logDirectory, `broker-${entry.nodeId}.log`);
     return {
       child: managedChild(
-        `broker ${entry.nodeId}`,
+        brokerProcessName(entry.nodeId),
         entry.nodeId,
         [
           { purpose: "cluster port", port: entry.clusterPort },
@@ -698,6 +698,7 @@ async function startLocalClusterOnce(options: LocalClusterOptions): Promise<Loca
     const listedIds = new Set(listed.map((entry) => entry.nodeId));
     for (const entry of listed) {
       if (brokers.some((broker) => broker.nodeId === entry.nodeId)) continue;
+      clearLeftoverData(brokerDataDirectory(clusterDirectory, entry.nodeId), entry.nodeId, logger);
       const { child, broker } = brokerChild(entry, contactPointsOf(listed));
       children.push(child);
       brokers.push(broker);
@@ -821,6 +822,11 @@ interface BrokerSettingsContext {
   backupDirectory: string | undefined;
 }
 
+/** The name of broker `nodeId`'s process in a local cluster's logs and child events. */
+export function brokerProcessName(nodeId: number): string {
+  return `broker ${nodeId}`;
+}
+
 /** The data directory of a local cluster's broker. */
 export function brokerDataDirectory(clusterDirectory: string, nodeId: number): string {
   return join(clusterDirectory, "brokers", String(nodeId));
@@ -909,19 +915,41 @@ const RECONCILE_INTERVAL_MS = 1_000;
 
 /** Logs a warning when a broker's pid file names a live process: a broker left over from an earlier run. */
 function warnAboutRunningBroker(dataDirectory: string, nodeId: number, logger: Logger): void {
+  const pid = liveHolderOf(dataDirectory);
+  if (pid === null) return;
+  logger.warn(
+    { nodeId, pid, pidFile: join(dataDirectory, "broker.pid") },
+    `broker ${nodeId} may still be running from an earlier start (pid ${pid}); stop it if this start fails`,
+  );
+}
+
+/** The live process that `broker.pid` in `dataDirectory` names, or null when there is none. */
+function liveHolderOf(dataDirectory: string): number | null {
   const pidFile = join(dataDirectory, "broker.pid");
-  if (!existsSync(pidFile)) return;
+  if (!existsSync(pidFile)) return null;
   const pid = Number(readFileSync(pidFile, "utf8").trim());
-  if (!Number.isSafeInteger(pid) || pid <= 0) return;
+  if (!Number.isSafeInteger(pid) || pid <= 0) return null;
   try {
     process.kill(pid, 0);
   } catch {
-    return;
+    return null;
   }
+  return pid;
+}
+
+/**
+ * Deletes what a broker of the same id left in `dataDirectory` before a broker added to the running cluster starts
+ * there: an added broker starts empty, and data left there belongs to a broker that was removed (its deletion, after
+ * it stopped, was cut short). Data a live process still holds is left to that process; the start then fails on it.
+ */
+function clearLeftoverData(dataDirectory: string, nodeId: number, logger: Logger): void {
+  if (!existsSync(dataDirectory) || readdirSync(dataDirectory).length === 0) return;
+  if (liveHolderOf(dataDirectory) !== null) return;
   logger.warn(
-    { nodeId, pid, pidFile },
-    `broker ${nodeId} may still be running from an earlier start (pid ${pid}); stop it if this start fails`,
+    { nodeId, dataDirectory },
+    `broker ${nodeId} was added, and its data directory held what a removed broker ${nodeId} left; deleting it so the broker starts empty`,
   );
+  rmSync(dataDirectory, { recursive: true, force: true });
 }
 
 /**

@@ -8,6 +8,9 @@
  * The brokers file in the cluster's directory stays the desired set of brokers while the cluster runs (what
  * `flowplane cluster scale` edits, local-brokers.ts); the store's copy of the brokers' ports follows it at every
  * launch and stop, and the file is written again from the store if it went missing.
+ *
+ * The actions on one cluster (prepare, launch, stop, removal, restore, adding and removing brokers) run one at a
+ * time, in the order they were asked for (`serialized`); a cluster's start goes on in the background once launched.
  */
 import { existsSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -28,6 +31,7 @@ import {
   writeLocalBrokers,
 } from "./local-brokers.js";
 import {
+  brokerProcessName,
   defaultCommand,
   type LocalCluster,
   type LocalClusterChildEvent,
@@ -224,8 +228,8 @@ interface RunningEntry {
   state: ProvisionedState;
   /** How each child last ended unexpectedly, by process name, kept until it runs again. */
   readonly crashes: Map<string, { exitCode: number | null; signal: string | null }>;
-  /** The latest crash whose restart is pending. */
-  restarting: ClusterProcessExit | undefined;
+  /** The crashes whose restart is pending, by process name, in the order they happened. */
+  readonly restarting: Map<string, ClusterProcessExit>;
   /** Settles when the start has ended, ready or failed. */
   started: Promise<void>;
   /** Why the start failed, while the cluster stays failed. */
@@ -255,6 +259,15 @@ export class LocalProvisioner implements Provisioner {
   private readonly processExitListeners: ((exit: ClusterProcessExit) => void)[] = [];
   /** Restores under way, by cluster: launching such a cluster waits for the restore, removing it waits for its end. */
   private readonly restoring = new Map<string, Promise<void>>();
+  /**
+   * The end of the latest lifecycle action queued for each cluster (launch, stop, removal, restore, adding or
+   * removing brokers): they run one after the other per cluster, since each reads and moves the cluster's data and
+   * processes across awaits. Two launches at once started two sets of processes (one never stopped), and two put
+   * the previous data of an interrupted restore back twice, deleting it the second time.
+   */
+  private readonly lifecycle = new Map<string, Promise<unknown>>();
+  /** Clusters removed since this provisioner started: an action queued behind the removal refuses to run. */
+  private readonly removed = new Set<string>();
   private closed = false;
 
   constructor(private readonly options: LocalProvisionerOptions) {
@@ -418,16 +431,42 @@ export class LocalProvisioner implements Provisioner {
 
   /** Records the cluster's place without starting it (idempotent), so its policy can be delivered first. */
   async prepare(specification: ClusterSpecification): Promise<void> {
-    const placement = await this.place(specification);
-    ownPrivateDirectory(placement.directory);
+    await this.serialized(specification.clusterId, async () => {
+      const placement = await this.place(specification);
+      ownPrivateDirectory(placement.directory);
+    });
+  }
+
+  /**
+   * Runs `action` once every lifecycle action queued for `clusterId` before it has ended, and before any queued after
+   * it; refuses it when the cluster was removed meanwhile.
+   */
+  private serialized<Result>(clusterId: string, action: () => Promise<Result>): Promise<Result> {
+    const previous = this.lifecycle.get(clusterId) ?? Promise.resolve();
+    const run = previous
+      .catch(() => undefined)
+      .then(() => {
+        if (this.removed.has(clusterId)) throw new Error(`cluster ${clusterId} was deleted`);
+        return action();
+      });
+    const settled = run.catch(() => undefined);
+    this.lifecycle.set(clusterId, settled);
+    // The map forgets a cluster once its last queued action ended.
+    void settled.then(() => {
+      if (this.lifecycle.get(clusterId) === settled) this.lifecycle.delete(clusterId);
+    });
+    return run;
   }
 
   /** Launching a cluster whose restore runs does nothing: the restore starts it when it is done. */
   async launch(specification: ClusterSpecification): Promise<void> {
     if (this.restoring.has(specification.clusterId)) return;
-    const placement = await this.recordedPlacement(specification.clusterId);
-    if (placement !== undefined) await this.putBack(placement.directory, this.options.logger);
-    await this.launchCluster(specification);
+    await this.serialized(specification.clusterId, async () => {
+      if (this.restoring.has(specification.clusterId)) return;
+      const placement = await this.recordedPlacement(specification.clusterId);
+      if (placement !== undefined) await this.putBack(placement.directory, this.options.logger);
+      await this.launchCluster(specification);
+    });
   }
 
   /** Puts back what an interrupted restore of the cluster in `clusterDirectory` left (`putBackInterruptedRestore`). */
@@ -463,7 +502,7 @@ export class LocalProvisioner implements Provisioner {
     const entry: RunningEntry = {
       state: "starting",
       crashes: new Map(),
-      restarting: undefined,
+      restarting: new Map(),
       started: Promise.resolve(),
       failure: undefined,
       cluster: undefined,
@@ -613,9 +652,9 @@ export class LocalProvisioner implements Provisioner {
   ): Promise<void> {
     const { clusterId } = specification;
     if (this.restoring.has(clusterId)) throw new Error(`a restore of cluster ${clusterId} runs already`);
-    const restore = this.restoreCluster(specification, backupId, target, onRestored).finally(() =>
-      this.restoring.delete(clusterId),
-    );
+    const restore = this.serialized(clusterId, () =>
+      this.restoreCluster(specification, backupId, target, onRestored),
+    ).finally(() => this.restoring.delete(clusterId));
     this.restoring.set(clusterId, restore);
     await restore;
   }
@@ -643,7 +682,7 @@ export class LocalProvisioner implements Provisioner {
         `the cluster's configuration lists brokers ${[...members].join(", ")}, and the provisioner runs no broker ${unknown.join(", ")}; nothing was changed`,
       );
     }
-    await this.stop(clusterId);
+    await this.stopCluster(clusterId);
     const brokersDirectory = join(placement.directory, BROKERS_DIRECTORY_NAME);
     const previousDirectory = join(placement.directory, PREVIOUS_BROKERS_DIRECTORY_NAME);
     const discardedDirectory = join(placement.directory, DISCARDED_BROKERS_DIRECTORY_NAME);
@@ -700,7 +739,7 @@ export class LocalProvisioner implements Provisioner {
       renameSync(previousDirectory, discardedDirectory);
     } catch (error) {
       logger.error({ err: error }, "the restore failed; putting the cluster's previous data back");
-      await this.stop(clusterId);
+      await this.stopCluster(clusterId);
       // Should this throw, the cluster stays stopped with its previous data aside, and its next launch puts it back.
       await this.putBack(placement.directory, logger);
       await this.launchCluster(specification);
@@ -756,6 +795,10 @@ export class LocalProvisioner implements Provisioner {
   }
 
   async stop(clusterId: string): Promise<void> {
+    await this.serialized(clusterId, () => this.stopCluster(clusterId));
+  }
+
+  private async stopCluster(clusterId: string): Promise<void> {
     const entry = this.running.get(clusterId);
     if (entry === undefined) return;
     this.running.delete(clusterId);
@@ -772,14 +815,17 @@ export class LocalProvisioner implements Provisioner {
   }
 
   async remove(clusterId: string): Promise<void> {
-    // A restore under way ends first (however it ends), so that it cannot start the cluster again once removed.
-    await this.restoring.get(clusterId)?.catch(() => undefined);
-    await this.stop(clusterId);
-    const placement = await this.recordedPlacement(clusterId);
-    if (placement !== undefined) rmSync(placement.directory, { recursive: true, force: true });
-    await this.options.database.transaction().execute(async (transaction) => {
-      await transaction.deleteFrom("local_cluster_brokers").where("cluster_id", "=", clusterId).execute();
-      await transaction.deleteFrom("local_cluster_placements").where("cluster_id", "=", clusterId).execute();
+    // Queued behind a restore under way (however it ends), so that it cannot start the cluster again once removed;
+    // whatever is queued behind the removal refuses to run.
+    await this.serialized(clusterId, async () => {
+      await this.stopCluster(clusterId);
+      const placement = await this.recordedPlacement(clusterId);
+      if (placement !== undefined) rmSync(placement.directory, { recursive: true, force: true });
+      await this.options.database.transaction().execute(async (transaction) => {
+        await transaction.deleteFrom("local_cluster_brokers").where("cluster_id", "=", clusterId).execute();
+        await transaction.deleteFrom("local_cluster_placements").where("cluster_id", "=", clusterId).execute();
+      });
+      this.removed.add(clusterId);
     });
   }
 
@@ -825,14 +871,16 @@ export class LocalProvisioner implements Provisioner {
 
   /** Lists the brokers in the cluster's brokers file and has the running cluster start them. */
   async addBrokers(clusterId: string, nodeIds: readonly number[]): Promise<void> {
-    const { placement, cluster } = await this.runningCluster(clusterId);
-    await addLocalBrokers(
-      placement.directory,
-      this.host,
-      nodeIds,
-      new Set([...gatewayPortsOf(placement), ...(await this.recordedPorts())]),
-    );
-    await cluster.matchBrokersFile();
+    await this.serialized(clusterId, async () => {
+      const { placement, cluster } = await this.runningCluster(clusterId);
+      await addLocalBrokers(
+        placement.directory,
+        this.host,
+        nodeIds,
+        new Set([...gatewayPortsOf(placement), ...(await this.recordedPorts())]),
+      );
+      await cluster.matchBrokersFile();
+    });
   }
 
   /**
@@ -840,9 +888,17 @@ export class LocalProvisioner implements Provisioner {
    * deleted their data, so that the same ids can be added again right after without meeting the old processes.
    */
   async removeBrokers(clusterId: string, nodeIds: readonly number[]): Promise<void> {
-    const { placement, cluster } = await this.runningCluster(clusterId);
-    removeLocalBrokers(placement.directory, nodeIds);
-    await cluster.matchBrokersFile();
+    await this.serialized(clusterId, async () => {
+      const { placement, cluster } = await this.runningCluster(clusterId);
+      removeLocalBrokers(placement.directory, nodeIds);
+      await cluster.matchBrokersFile();
+      // A removed broker's pending restart is no reason for the cluster to look degraded any more.
+      const entry = this.running.get(clusterId);
+      for (const nodeId of nodeIds) {
+        entry?.restarting.delete(brokerProcessName(nodeId));
+        entry?.crashes.delete(brokerProcessName(nodeId));
+      }
+    });
   }
 
   /**
@@ -870,11 +926,12 @@ export class LocalProvisioner implements Provisioner {
   state(clusterId: string): ProvisionedState {
     const entry = this.running.get(clusterId);
     if (entry === undefined) return "stopped";
-    return entry.state === "running" && entry.restarting !== undefined ? "degraded" : entry.state;
+    return entry.state === "running" && entry.restarting.size > 0 ? "degraded" : entry.state;
   }
 
   restartingProcess(clusterId: string): ClusterProcessExit | undefined {
-    return this.running.get(clusterId)?.restarting;
+    // The latest crash whose restart is still pending.
+    return [...(this.running.get(clusterId)?.restarting.values() ?? [])].at(-1);
   }
 
   onProcessExit(listener: (exit: ClusterProcessExit) => void): void {
@@ -897,13 +954,15 @@ export class LocalProvisioner implements Provisioner {
         restartInMs: event.restartInMs,
         restarts: event.restarts + 1,
       };
-      entry.restarting = exit;
+      // Deleted first, so that the map's order stays the order of the crashes.
+      entry.restarting.delete(event.process);
+      entry.restarting.set(event.process, exit);
       for (const listener of this.processExitListeners) listener(exit);
       return;
     }
     if (event.event === "started") {
       entry.crashes.delete(event.process);
-      if (entry.restarting?.process === event.process) entry.restarting = undefined;
+      entry.restarting.delete(event.process);
     }
   }
 
@@ -932,6 +991,8 @@ export class LocalProvisioner implements Provisioner {
 
   async close(): Promise<void> {
     this.closed = true;
-    await Promise.all([...this.running.keys()].map((clusterId) => this.stop(clusterId)));
+    // Not queued: closing must not wait for a restore to end (the next launch puts back what it left aside), and an
+    // action queued meanwhile finds the provisioner closed.
+    await Promise.all([...this.running.keys()].map((clusterId) => this.stopCluster(clusterId)));
   }
 }

@@ -429,3 +429,147 @@ describe("the local provisioner", () => {
     expect(provisioner.state(clusterId)).toBe("running");
   });
 });
+
+/** The processes the fake command line started, in order: its name ("gateway", "broker-1", ...) and pid. */
+function startedProcesses(records: string): { name: string; pid: number }[] {
+  const file = join(records, "started.log");
+  if (!existsSync(file)) return [];
+  return readFileSync(file, "utf8")
+    .trim()
+    .split("\n")
+    .filter((line) => line !== "")
+    .map((line) => {
+      const [name, pid] = line.split(" ");
+      return { name: name ?? "", pid: Number(pid) };
+    });
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Polls `condition` every 20 ms for up to `timeoutMs`. */
+async function eventually(condition: () => boolean, description: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`condition never held: ${description}`);
+    await new Promise((resolveWait) => setTimeout(resolveWait, 20));
+  }
+}
+
+describe("the local provisioner's actions on one cluster, one at a time", () => {
+  /** A platform with fake clusters whose primary cluster was started and stopped; kills what it started at the end. */
+  async function stoppedCluster() {
+    const dataDirectory = temporaryDirectory();
+    const records = temporaryDirectory();
+    cleanups.push(async () => {
+      for (const { pid } of startedProcesses(records)) if (isAlive(pid)) process.kill(pid, "SIGKILL");
+    });
+    const platform = await platformWithFakeClusters(dataDirectory, records);
+    const provisioner = platform.running.provisioner;
+    const clusterId = platform.running.primaryClusterId as string;
+    if (provisioner === undefined) throw new Error("the platform runs no provisioner");
+    await provisioner.whenStarted(clusterId);
+    await provisioner.stop(clusterId);
+    const specification = {
+      clusterId,
+      organizationId: platform.organizationId,
+      shape: { brokers: 3, partitions: 3, replicationFactor: 3 },
+      primary: true,
+    };
+    return { platform, provisioner, clusterId, specification, records, dataDirectory };
+  }
+
+  it("starts a cluster once for two launches at once, and its stop leaves no process behind", async () => {
+    const { provisioner, clusterId, specification, records } = await stoppedCluster();
+    const before = startedProcesses(records).length;
+    await Promise.all([provisioner.launch(specification), provisioner.launch(specification)]);
+    await provisioner.whenStarted(clusterId);
+    const started = startedProcesses(records).slice(before);
+    expect(started.filter((process) => process.name === "gateway")).toHaveLength(1);
+    expect(started.map((process) => process.name).sort()).toEqual(["broker-0", "broker-1", "broker-2", "gateway"]);
+    await provisioner.stop(clusterId);
+    await eventually(() => started.every((process) => !isAlive(process.pid)), "every process stopped");
+  });
+
+  it("starts nothing that outlives a removal sent while the launch is under way", async () => {
+    const { provisioner, clusterId, specification, records } = await stoppedCluster();
+    const before = startedProcesses(records).length;
+    const launching = provisioner.launch(specification);
+    const removing = provisioner.remove(clusterId);
+    await Promise.all([launching, removing]);
+    // Queued behind the removal, a launch is refused.
+    await expect(provisioner.launch(specification)).rejects.toThrow(`cluster ${clusterId} was deleted`);
+    const started = startedProcesses(records).slice(before);
+    await eventually(() => started.every((process) => !isAlive(process.pid)), "every process of the launch stopped");
+    expect(provisioner.state(clusterId)).toBe("stopped");
+  });
+
+  it("puts an interrupted restore's previous data back once for two launches, keeping it", async () => {
+    const { provisioner, clusterId, specification, dataDirectory } = await stoppedCluster();
+    const clusterDirectory = join(dataDirectory, "cluster");
+    writeFileSync(join(clusterDirectory, "brokers", "0", "journal"), "acknowledged");
+    // An interrupted restore: the data aside, the brokers file saved, half-restored data in its place.
+    renameSync(join(clusterDirectory, "brokers"), join(clusterDirectory, "brokers.before-restore"));
+    writeFileSync(
+      join(clusterDirectory, "ports.before-restore.json"),
+      readFileSync(join(clusterDirectory, "ports.json"), "utf8"),
+    );
+    mkdirSync(join(clusterDirectory, "brokers", "0"), { recursive: true });
+    writeFileSync(join(clusterDirectory, "brokers", "0", "journal"), "half restored");
+    // The interrupted restore's process still holds broker 0's data for a moment: both launches come to wait for it.
+    const holder = spawn(process.execPath, ["-e", "setTimeout(() => {}, 1_000)"], { stdio: "ignore" });
+    cleanups.push(async () => {
+      if (holder.exitCode === null && holder.signalCode === null) holder.kill("SIGKILL");
+    });
+    writeFileSync(join(clusterDirectory, "brokers", "0", "broker.pid"), `${holder.pid}\n`);
+    await Promise.all([provisioner.launch(specification), provisioner.launch(specification)]);
+    await provisioner.whenStarted(clusterId);
+    expect(readFileSync(join(clusterDirectory, "brokers", "0", "journal"), "utf8")).toBe("acknowledged");
+    expect(existsSync(join(clusterDirectory, "brokers.before-restore"))).toBe(false);
+    expect(provisioner.state(clusterId)).toBe("running");
+  });
+
+  it("is no longer degraded once a broker whose restart was pending is removed", async () => {
+    const { provisioner, clusterId, specification, records } = await stoppedCluster();
+    await provisioner.launch(specification);
+    await provisioner.whenStarted(clusterId);
+    // Broker 1 crash-loops, broker 2 crashes once and comes back: the cluster stays degraded for broker 1.
+    writeFileSync(join(records, "broker-1.crash"), "");
+    const latest = (name: string) =>
+      startedProcesses(records)
+        .filter((process) => process.name === name)
+        .at(-1);
+    process.kill(latest("broker-1")?.pid ?? 0, "SIGKILL");
+    await eventually(() => provisioner.state(clusterId) === "degraded", "the cluster degraded");
+    const broker2 = latest("broker-2")?.pid ?? 0;
+    process.kill(broker2, "SIGKILL");
+    await eventually(() => (latest("broker-2")?.pid ?? broker2) !== broker2, "broker 2 started again");
+    await eventually(() => provisioner.restartingProcess(clusterId)?.process === "broker 1", "only broker 1 pending");
+    expect(provisioner.state(clusterId)).toBe("degraded");
+    await provisioner.removeBrokers(clusterId, [1]);
+    expect(provisioner.state(clusterId)).toBe("running");
+    expect(provisioner.restartingProcess(clusterId)).toBeUndefined();
+  });
+
+  it("starts a broker added again with empty data, deleting what a removed broker of its id left", async () => {
+    const { provisioner, clusterId, specification, records, dataDirectory } = await stoppedCluster();
+    await provisioner.launch(specification);
+    await provisioner.whenStarted(clusterId);
+    // A removal cut short after the brokers file stopped listing broker 5, before its data went.
+    const leftover = join(dataDirectory, "cluster", "brokers", "5");
+    mkdirSync(leftover, { recursive: true });
+    writeFileSync(join(leftover, "journal"), "what the removed broker 5 held");
+    await provisioner.addBrokers(clusterId, [5]);
+    await eventually(
+      () => startedProcesses(records).some((process) => process.name === "broker-5"),
+      "broker 5 started",
+    );
+    expect(existsSync(join(leftover, "journal"))).toBe(false);
+  });
+});

@@ -493,6 +493,14 @@ export class ClusterService implements ClusterDirectory {
     const known = await this.database.selectFrom("clusters").select("id").execute();
     await provisioner.removeForgotten(new Set(known.map((row) => row.id)));
     for (const row of rows) {
+      // Launching the clusters before it can take a while (a put-back waits for the processes of an interrupted
+      // restore): one deleted meanwhile is not placed and started again.
+      const stillThere = await this.database
+        .selectFrom("clusters")
+        .select("id")
+        .where("id", "=", row.id)
+        .executeTakeFirst();
+      if (stillThere === undefined) continue;
       const specification = specificationOf(row);
       try {
         // The policy is delivered again before every launch, so the gateway starts with the one the store holds
