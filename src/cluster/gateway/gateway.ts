@@ -73,6 +73,9 @@ const MANAGEMENT_BODY_LIMIT_BYTES = 64 * 1024;
 /** Longest wait for one broker's `describe` answer in a topology round. */
 const DESCRIBE_TIMEOUT_MS = 1_000;
 
+/** Requests in flight per broker on the topology's own connections: one round's `describe` each, with room to spare. */
+const TOPOLOGY_MAX_IN_FLIGHT_REQUESTS = 8;
+
 function baseUrl(server: HttpServer, host: string): string {
   const address = server.server.address() as AddressInfo;
   const shownHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host;
@@ -99,9 +102,17 @@ export async function startGateway(
     credentials: ClusterCredentials.fromSecret(secret, clusterId),
     logger,
   });
+  // The topology asks over connections of its own: on the requests' connections, a broker whose connection is full
+  // of client requests (a hot partition's leader) refused the round's `describe` with backpressure, and the view
+  // then listed it as unreachable, its partitions without a leader and the gateway DOWN.
+  const topologyClient = new TransportClient<BrokerRequest, unknown>({
+    maxInFlightRequests: TOPOLOGY_MAX_IN_FLIGHT_REQUESTS,
+    credentials: ClusterCredentials.fromSecret(secret, clusterId),
+    logger,
+  });
   const now = () => Date.now();
   const topology = new TopologyCache({
-    client,
+    client: topologyClient,
     contactPoints,
     gatewayVersion: gatewayVersion,
     describeTimeoutMs: Math.min(DESCRIBE_TIMEOUT_MS, configuration.gateway.requestTimeoutMs),
@@ -248,7 +259,7 @@ export async function startGateway(
   } catch (error) {
     topology.close();
     accessPolicy?.close();
-    await Promise.allSettled([rest.close(), management.close(), client.close()]);
+    await Promise.allSettled([rest.close(), management.close(), client.close(), topologyClient.close()]);
     throw error;
   }
   const url = baseUrl(rest, configuration.gateway.host);
@@ -261,7 +272,7 @@ export async function startGateway(
       topology.close();
       accessPolicy?.close();
       await Promise.allSettled([rest.close(), management.close()]);
-      await client.close();
+      await Promise.all([client.close(), topologyClient.close()]);
     },
   };
 }

@@ -89,7 +89,8 @@ function outcomeUnknown(detail: string): ServiceError {
   return new ServiceError(
     "outcomeUnknown",
     `${detail}. The message may or may not have been published. To retry without risking a second copy, publish ` +
-      "with a messageId: a 409 for the retry then means the first attempt took effect.",
+      "with a messageId: a 409 for the retry then means the first attempt took effect. A partition knows a " +
+      "messageId only while its message is buffered, so retry within the message's time to live.",
   );
 }
 
@@ -179,7 +180,14 @@ export class MessageRouter {
       for (let hop = 0; hop <= MAX_FORWARDS; hop += 1) {
         // A partition just added may be missing from a view one round old: look again before answering 404.
         if (!this.partitionExists(view, partitionId)) view = (await this.options.topology.refreshedSince()) ?? view;
-        if (!this.partitionExists(view, partitionId)) break;
+        if (!this.partitionExists(view, partitionId)) {
+          // A view no broker answered for may predate the partition (another gateway may have acknowledged a
+          // message there): 404 only when brokers did answer, and 503 to retry otherwise.
+          if (view.reachable.size === 0) {
+            throw unavailable(`No broker answered to say whether partition ${partitionId} exists yet.`);
+          }
+          break;
+        }
         const response = await this.routed<GetMessageResponse>(
           partitionId,
           { type: "get-message", partitionId, key },

@@ -335,6 +335,37 @@ describe("gateway REST API", () => {
     expect((await first).status).toBe(200);
   });
 
+  it("keeps a leader whose connection is full of client requests in its topology, and stays UP", async () => {
+    const gateway = await gatewayWith({ "service.gateway.maxInFlightRequests": 2 }, 50);
+    const leader = brokerLeading(1);
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    leader.interceptor = (request) =>
+      request.type === "get-message" ? held.then((): GetMessageResponse => ({ outcome: "not-found" })) : undefined;
+    const reads = [1, 2].map((counter) => call(gateway, `/v2/messages/${encodeKey(1, counter)}`));
+    // Several topology rounds while both requests the gateway allows wait on the leader's connection.
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    const health = await fetch(`${gateway.managementUrl}/actuator/health`);
+    expect(health.status).toBe(200);
+    release();
+    for (const read of await Promise.all(reads)) expect(read.status).toBe(404);
+  });
+
+  it("answers 503, not 404, for a key of a partition it has not seen while no broker answers", async () => {
+    const lonely = await startFakeCluster();
+    const contactPoints = lonely.brokers.map((broker) => `127.0.0.1:${broker.address?.port}`).join(",");
+    const gateway = await gatewayWith({ "service.gateway.contactPoints": contactPoints }, 50);
+    expect((await fetch(`${gateway.managementUrl}/actuator/health`)).status).toBe(200);
+    // Every broker gone: the gateway keeps its view of three partitions, which may predate a fourth.
+    await lonely.close();
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const unseen = await call(gateway, `/v2/messages/${encodeKey(4, 1)}`);
+    expect(unseen.status).toBe(503);
+    expect(unseen.headers.get("retry-after")).toBe("1");
+  });
+
   it("serves an OpenAPI document of the REST API", async () => {
     const gateway = await gatewayWith();
     const response = await call(gateway, "/v2/openapi.json", {}, null);
