@@ -1,3 +1,4 @@
+import { ServiceError } from "../../http/errors.js";
 import type { Executor } from "./records.js";
 
 /** One element of a canonical path: a project or a folder. */
@@ -74,8 +75,16 @@ export async function resolvePaths(
     let current = location.folderId;
     for (let depth = 0; current !== null; depth++) {
       const folder = folders.get(current);
-      if (folder === undefined || depth > maximumFolderDepth) {
-        throw new Error(`folder ${current} is missing or its ancestry loops: the folder tree invariant is broken`);
+      if (folder === undefined) {
+        // The rows this request read first named a folder that a change committed since has deleted (the folders
+        // reference each other, so the stored tree never misses one): the request read across that change.
+        throw new ServiceError(
+          "conflict",
+          `Folder ${current} was moved or deleted while this request read it; send the request again.`,
+        );
+      }
+      if (depth > maximumFolderDepth) {
+        throw new Error(`folder ${current}'s ancestry loops: the folder tree invariant is broken`);
       }
       segments.push({ id: current, name: folder.name });
       current = folder.parentId;

@@ -145,22 +145,29 @@ export class FileService {
     if (current.revision !== change.revision) throw staleRevision(id, change.revision, current.revision);
     if (change.content !== undefined) await this.validateContent(current.file_type as FileType, change.content);
     return await inTransaction(this.database, async (transaction) => {
-      if (change.folderId !== undefined && change.folderId !== null) await lockFolderTree(transaction, organizationId);
-      const target = await resolveMoveLocation(
-        transaction,
-        organizationId,
-        { projectId: current.project_id, folderId: current.folder_id },
-        change.projectId,
-        change.folderId,
-        "folderId",
-      );
+      // Only a move writes the file's location, computed from the file as it is now, under the folder tree's lock:
+      // the row read above may be stale by now (its folder moved to another project meanwhile, which keeps the
+      // file's revision), and writing that location back would file it under the wrong project.
+      const moves = change.projectId !== undefined || change.folderId !== undefined;
+      let target: { projectId: string; folderId: string | null } | null = null;
+      if (moves) {
+        await lockFolderTree(transaction, organizationId);
+        const fresh = await findFile(transaction, organizationId, id);
+        target = await resolveMoveLocation(
+          transaction,
+          organizationId,
+          { projectId: fresh.project_id, folderId: fresh.folder_id },
+          change.projectId,
+          change.folderId,
+          "folderId",
+        );
+      }
       const result = await transaction
         .updateTable("modeler_files")
         .set((expression) => ({
           ...(change.name === undefined ? {} : { name: change.name, name_folded: foldName(change.name) }),
           ...(change.content === undefined ? {} : { content: change.content }),
-          project_id: target.projectId,
-          folder_id: target.folderId,
+          ...(target === null ? {} : { project_id: target.projectId, folder_id: target.folderId }),
           revision: expression("revision", "+", 1),
           ...changeColumns(actor, this.now().toISOString()),
         }))

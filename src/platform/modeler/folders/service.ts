@@ -185,8 +185,9 @@ export class FolderService {
         .updateTable("modeler_folders")
         .set({
           ...(change.name === undefined ? {} : { name: change.name, name_folded: foldName(change.name) }),
-          project_id: target.projectId,
-          parent_id: target.folderId,
+          // Only a move writes the location: a rename does not take the tree's lock, and the location it read may be
+          // stale by now (a move committed meanwhile), which written back would undo the move or close a cycle.
+          ...(moved ? { project_id: target.projectId, parent_id: target.folderId } : {}),
           ...changeColumns(actor, timestamp),
         })
         .where("organization_id", "=", organizationId)
