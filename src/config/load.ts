@@ -248,5 +248,20 @@ function crossFieldProblems(configuration: Configuration): string[] {
   if (configuration.rateLimit.failureDelayMaxMs < configuration.rateLimit.failureDelayBaseMs) {
     problems.push("service.rateLimit.failureDelayMaxMs must not be lower than service.rateLimit.failureDelayBaseMs");
   }
+  // A token's audience says which API it opens: two APIs under one audience would take each other's tokens (a
+  // cluster client's gateway token would open the Administration API, and with it every cluster's secrets).
+  const { admin, modeler, gateway } = configuration.audiences;
+  const audiences: [string, string][] = [
+    ["service.audiences.admin", admin],
+    ["service.audiences.modeler", modeler],
+    ["service.audiences.gateway", gateway],
+  ];
+  for (const [index, [key, value]] of audiences.entries()) {
+    for (const [otherKey, otherValue] of audiences.slice(index + 1)) {
+      if (value === otherValue) {
+        problems.push(`${key} and ${otherKey} are both ${JSON.stringify(value)}; allowed: a different audience each`);
+      }
+    }
+  }
   return problems;
 }

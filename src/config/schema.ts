@@ -88,7 +88,8 @@ export const configurationSchema = Type.Object(
         }),
         trustProxy: Type.Boolean({
           default: false,
-          description: "Take the client address from X-Forwarded-For (only behind a proxy you control).",
+          description:
+            "Behind one proxy you control: take the client address from the right-most X-Forwarded-For entry, which that proxy wrote.",
         }),
         workers: Type.Object(
           {

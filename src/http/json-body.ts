@@ -54,14 +54,34 @@ export function parseJsonBody(bytes: Buffer, options: JsonBodyOptions): unknown 
         "The body holds the key __proto__, or a key constructor whose object has a key prototype: no API accepts them.",
       );
     }
-    throw new ServiceError("malformedBody", `The body is not valid JSON: ${message}`);
+    throw new ServiceError("malformedBody", syntaxProblem(text));
   }
   if (!options.exactIntegers) return value;
   // Parsed again, now that it is known to be safe JSON, so that its 64-bit integers stay exact. secure-json-parse
   // skips a leading byte order mark, which every route accepts, and lossless-json would refuse.
   try {
-    return parseJsonExactly(text.startsWith(BYTE_ORDER_MARK) ? text.slice(1) : text);
-  } catch (error) {
-    throw new ServiceError("malformedBody", `The body is not valid JSON: ${(error as Error).message}`);
+    return parseJsonExactly(withoutByteOrderMark(text));
+  } catch {
+    throw new ServiceError("malformedBody", syntaxProblem(text));
   }
+}
+
+function withoutByteOrderMark(text: string): string {
+  return text.startsWith(BYTE_ORDER_MARK) ? text.slice(1) : text;
+}
+
+/**
+ * What is wrong with `text`, which is not JSON, and where, without quoting any of it: the body may hold a secret (a
+ * token request's `client_secret` written without its quotes), and an answer, or a log of it, must not carry it back.
+ * JSON.parse's message quotes the text around the error; lossless-json's names a position and at most the one
+ * character found there, which is left out too.
+ */
+function syntaxProblem(text: string): string {
+  try {
+    parseJsonExactly(withoutByteOrderMark(text));
+  } catch (error) {
+    const where = (error as Error).message.replace(/ but (got|found) '.*?'/u, "");
+    return `The body is not valid JSON: ${where}.`;
+  }
+  return "The body is not valid JSON.";
 }

@@ -47,7 +47,10 @@ export interface HttpServerOptions {
   logger: FastifyBaseLogger;
   /** Largest accepted request body; larger ones are answered 413. */
   bodyLimitBytes: number;
-  /** Whether to trust `X-Forwarded-For` (only behind a proxy you control). */
+  /**
+   * Whether the server sits behind one proxy of its operator's, whose address it then trusts: a request's address is
+   * the one that proxy saw, the right-most `X-Forwarded-For` entry (what the client wrote there is ignored).
+   */
   trustProxy: boolean;
   /** The request deadline and the connection limits (the `service.http` settings). */
   limits: HttpServerLimits;
@@ -99,7 +102,9 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   const server = Fastify({
     loggerInstance: options.logger,
     bodyLimit: options.bodyLimitBytes,
-    trustProxy: options.trustProxy,
+    // One hop, not `true`: with `true` Fastify takes the left-most entry, which the client writes (a proxy appends to
+    // the header), so a client could pick its own address for the rate limits, or name another to have it blocked.
+    trustProxy: options.trustProxy ? (_address: string, hop: number) => hop === 0 : false,
     // Per-request lines would dominate the log at token-issuer rates; errors are logged where they are mapped.
     logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: true,

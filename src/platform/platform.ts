@@ -420,9 +420,15 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
     clock: systemClock,
     logger,
   });
-  // The platform's own APIs refuse the tokens of a client deleted since they were issued (looked up at most
-  // `defaultClientCacheTtlMs` ago); gateways learn of deleted clients from their access policies.
-  const refuseDeletedClients = async (principal: Principal): Promise<void> => {
+  // The platform's own APIs refuse a cluster client's token, and the tokens of a client deleted since they were
+  // issued (looked up at most `defaultClientCacheTtlMs` ago); gateways learn of deleted clients from their access
+  // policies.
+  const checkPlatformPrincipal = async (principal: Principal): Promise<void> => {
+    // A cluster client's token is for its cluster's gateway only; the issuer never gives it this API's audience, and
+    // the configuration keeps the audiences apart, so this refusal is the second line of that rule.
+    if (principal.clusterId !== undefined) {
+      throw new TokenVerificationError("A cluster client's token opens only its cluster's gateway.");
+    }
     if (!(await issuer.clients.exists(principal.clientId))) {
       throw new TokenVerificationError("The client this token was issued to has been deleted.");
     }
@@ -494,7 +500,7 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
       await context.register(async (api) => {
         installAuthentication(api, {
           verifier: createPlatformVerifier(issuer, configuration.audiences.admin),
-          checkPrincipal: refuseDeletedClients,
+          checkPrincipal: checkPlatformPrincipal,
         });
         installActivityRecording(api, activity);
         ipAllowlistRoutes(api, ipAllowlists);
@@ -550,7 +556,7 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
       await context.register(async (api) => {
         installAuthentication(api, {
           verifier: createPlatformVerifier(issuer, configuration.audiences.modeler),
-          checkPrincipal: refuseDeletedClients,
+          checkPrincipal: checkPlatformPrincipal,
         });
         modelerRoutes(api, modeler, {
           fileBodyLimitBytes: Math.max(fileBodyLimitBytes, configuration.platform.bodyLimitBytes),

@@ -161,6 +161,21 @@ describe("invalid configuration", () => {
     expect(short).toContain("service.bootstrap.clientSecret is too short; allowed: at least 32 characters");
   });
 
+  it("requires a different audience for each API", () => {
+    expect(
+      problemsOf(() =>
+        loadConfiguration({
+          environment: { SERVICE_AUDIENCES_ADMIN: "flowplane", SERVICE_AUDIENCES_GATEWAY: "flowplane" },
+        }),
+      ),
+    ).toEqual([
+      'service.audiences.admin and service.audiences.gateway are both "flowplane"; allowed: a different audience each',
+    ]);
+    expect(loadConfiguration({ environment: { SERVICE_AUDIENCES_ADMIN: "flowplane-admin" } }).audiences.admin).toBe(
+      "flowplane-admin",
+    );
+  });
+
   it("accepts only SQLite or PostgreSQL database URLs", () => {
     expect(problemsOf(() => loadConfiguration({ environment: { SERVICE_DATABASE_URL: "mysql://x" } }))[0]).toContain(
       "allowed: empty (SQLite in the data directory), sqlite:<file> or postgres://",

@@ -32,6 +32,16 @@ describe("parseJsonBody", () => {
     expect(refusal(Buffer.from([0x7b, 0xff, 0x7d]))).toBe("The body is not valid UTF-8.");
   });
 
+  it("quotes nothing of the body in its answer, not even the character where it goes wrong", () => {
+    // A token request whose secret lost its quotes: JSON.parse's own message would quote it.
+    const secret = "Zq8sW3cretXk2pL0";
+    const unquoted = refusal(`{"client_id": "worker", "client_secret": ${secret}}`);
+    expect(unquoted).toBe("The body is not valid JSON: Object value expected after ':' at position 41.");
+    const misplaced = refusal(`{"client_secret" ${secret}}`);
+    expect(misplaced).toBe("The body is not valid JSON: Colon ':' expected after property name at position 17.");
+    for (const detail of [unquoted, misplaced]) expect(detail).not.toMatch(/Zq8|'Z'/);
+  });
+
   it("accepts a byte order mark, and keeps 64-bit integers exact only where asked", () => {
     const text = '\uFEFF{"backupId": 9223372036854775807}';
     expect(parseJsonBody(Buffer.from(text), { exactIntegers: true })).toEqual({ backupId: 9223372036854775807n });

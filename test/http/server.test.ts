@@ -367,3 +367,33 @@ describe("createHttpServer on a real socket", () => {
     expect(answer).toContain('"type":"urn:flowplane:problem:invalid-request"');
   });
 });
+
+describe("createHttpServer behind a proxy", () => {
+  it("takes a request's address from the right-most X-Forwarded-For entry, the one its proxy wrote", async () => {
+    const server = createHttpServer({
+      logger: pino({ level: "silent" }),
+      bodyLimitBytes: 1024,
+      trustProxy: true,
+      limits: defaultHttpServerLimits,
+    });
+    server.get("/address", async (request) => ({ address: request.ip }));
+    await server.ready();
+    try {
+      const addressOf = async (forwardedFor: string | undefined) =>
+        (
+          await server.inject({
+            method: "GET",
+            url: "/address",
+            remoteAddress: "10.0.0.2",
+            ...(forwardedFor === undefined ? {} : { headers: { "x-forwarded-for": forwardedFor } }),
+          })
+        ).json().address;
+      // The proxy appended the address it saw to whatever the client wrote: the client's own entries count for nothing.
+      expect(await addressOf("203.0.113.9, 198.51.100.7")).toBe("198.51.100.7");
+      expect(await addressOf("10.9.1.1, 10.9.2.1, 198.51.100.7")).toBe("198.51.100.7");
+      expect(await addressOf(undefined)).toBe("10.0.0.2");
+    } finally {
+      await server.close();
+    }
+  });
+});
