@@ -333,8 +333,12 @@ export class ChangeExecutor {
     if (replica === undefined) return false;
     const nodeId = this.context.nodeId;
     const role = replica.committedConfiguration().members.find((candidate) => candidate.id === nodeId)?.role;
-    if (role === "voter") return false;
-    if (replica.holdsNoData && !this.removedAfterDataLoss.has(partitionId)) {
+    // Its own view of its group can be stale for good: a voter the leader removed (a cancelled join that was rolled
+    // back while the replica's promotion reached it, and then kept as a voter by that view) never hears of its
+    // removal, and hears no leader either. So a voter that hears no leader asks the leader whether the group still
+    // counts it, and is added again if not; a healthy voter is left alone.
+    if (role === "voter" && replica.report().health === "healthy") return false;
+    if (role !== "voter" && replica.holdsNoData && !this.removedAfterDataLoss.has(partitionId)) {
       const removed = await askLeader(this.context, partitionId, { type: "remove", member: nodeId });
       if (removed.outcome === "done") {
         this.logger.warn({ partitionId }, "this replica lost its data: removed from its group, to join it anew");

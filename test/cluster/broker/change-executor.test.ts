@@ -226,6 +226,31 @@ describe("ChangeExecutor settling this broker's replicas", () => {
     expect(host.get(PARTITION_ID)?.bufferedMessageCount).toBe(1);
   });
 
+  it("adds an ACTIVE replica back to its group when the leader removed it without its knowing", async () => {
+    const group = [voter(0, 3), voter(1), voter(2), voter(SETTLING_BROKER)];
+    await openOthers(group);
+    const own = await host.ensure(PARTITION_ID, group);
+    await publish("before", 20);
+    const leader = await primary();
+    await waitFor(() => own.report().appliedIndex >= leader.report().commitIndex, "broker 3 holds everything");
+    // The leader removes broker 3 while nothing reaches it: its own view still shows it a voter, and it hears no leader.
+    holdingSettlingBroker = true;
+    expect(await leader.changeMembership({ type: "remove", member: SETTLING_BROKER }, 5_000)).toMatchObject({
+      outcome: "done",
+    });
+    expect(votersOf(own.committedConfiguration())).toContain(SETTLING_BROKER);
+    await waitFor(() => own.report().health === "unhealthy", "broker 3 hears no leader");
+    // The configuration says broker 3's replica is ACTIVE: the executor has it added back and promoted.
+    executor = startExecutor(fourBrokersOnePartition());
+    await waitFor(() => askedChanges.includes("addLearner"), "broker 3 asked to be added back");
+    releaseSettlingBroker();
+    await waitFor(
+      () => votersOf(leader.committedConfiguration()).includes(SETTLING_BROKER),
+      "broker 3 a voter of its group again",
+    );
+    await waitFor(() => own.report().health === "healthy", "broker 3 healthy again");
+  });
+
   it("removes a replica that lost its data from its group and adds it anew", async () => {
     const group = [voter(0, 3), voter(1), voter(2), voter(SETTLING_BROKER)];
     await openOthers(group);
