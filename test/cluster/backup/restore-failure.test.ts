@@ -7,25 +7,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { FilesystemBackupStore } from "../../../src/cluster/backup/filesystem-store.js";
-import { type PartitionBackupSource, writePartitionBackup } from "../../../src/cluster/backup/partition-backup.js";
+import { writePartitionBackup } from "../../../src/cluster/backup/partition-backup.js";
 import { restoreBroker } from "../../../src/cluster/backup/restore.js";
 import type { BackupStore } from "../../../src/cluster/backup/store.js";
 import { roundRobinDistribution } from "../../../src/cluster/topology/index.js";
 import { delegatingStore } from "../../support/backup-store.js";
-import { storedLog } from "./support.js";
-
-/** A replica without a snapshot whose log holds `lastIndex` no-op entries. */
-function source(lastIndex: number): PartitionBackupSource {
-  return {
-    snapshotMetadata: () => null,
-    snapshotChunk: () => null,
-    ...storedLog((index) =>
-      index <= lastIndex ? { index, term: 1, kind: "noop", data: new Uint8Array(0) } : undefined,
-    ),
-    interruption: () => null,
-    yieldTurn: async () => {},
-  };
-}
+import { noopReplica } from "./support.js";
 
 describe("a restore that fails while it writes", () => {
   let base: string;
@@ -42,7 +29,7 @@ describe("a restore that fails while it writes", () => {
       flowplaneVersion: "test",
     });
     for (const partitionId of [1, 2]) {
-      const manifest = await writePartitionBackup(source(4), store, {
+      const manifest = await writePartitionBackup(noopReplica(4), store, {
         backupId: 1n,
         partitionId,
         brokerId: 0,

@@ -9,11 +9,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { FilesystemBackupStore } from "../../../src/cluster/backup/filesystem-store.js";
-import { type PartitionBackupSource, writePartitionBackup } from "../../../src/cluster/backup/partition-backup.js";
+import { writePartitionBackup } from "../../../src/cluster/backup/partition-backup.js";
 import { RestoreRefusedError, restoreBroker } from "../../../src/cluster/backup/restore.js";
 import type { BackupPartManifest } from "../../../src/cluster/backup/store.js";
 import { roundRobinDistribution } from "../../../src/cluster/topology/index.js";
-import { storedLog } from "./support.js";
+import { noopReplica } from "./support.js";
 
 let base: string;
 let store: FilesystemBackupStore;
@@ -28,22 +28,9 @@ afterEach(async () => {
   await rm(base, { recursive: true, force: true });
 });
 
-/** A partition's log of `lastIndex` no-op entries, as a leader's replica holds it. */
-function source(lastIndex: number): PartitionBackupSource {
-  return {
-    snapshotMetadata: () => null,
-    snapshotChunk: () => null,
-    ...storedLog((index) =>
-      index <= lastIndex ? { index, term: 1, kind: "noop", data: new Uint8Array(0) } : undefined,
-    ),
-    interruption: () => null,
-    yieldTurn: async () => {},
-  };
-}
-
 /** Writes partition `partitionId`'s COMPLETED part of `backupId`, its manifest recording `partitionCount`. */
 async function writePart(backupId: bigint, partitionId: number, partitionCount: number): Promise<BackupPartManifest> {
-  const manifest = await writePartitionBackup(source(4), store, {
+  const manifest = await writePartitionBackup(noopReplica(4), store, {
     backupId,
     partitionId,
     brokerId: 0,

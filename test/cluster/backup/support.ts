@@ -32,3 +32,16 @@ export function storedLog(
     },
   };
 }
+
+/** A leader's replica without a snapshot whose log holds `lastIndex` no-op entries: the source of a small part. */
+export function noopReplica(lastIndex: number): PartitionBackupSource {
+  return {
+    snapshotMetadata: () => null,
+    snapshotChunk: () => null,
+    ...storedLog((index) =>
+      index <= lastIndex ? { index, term: 1, kind: "noop", data: new Uint8Array(0) } : undefined,
+    ),
+    interruption: () => null,
+    yieldTurn: async () => {},
+  };
+}

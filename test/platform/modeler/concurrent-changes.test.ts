@@ -46,6 +46,22 @@ function pauseAfterRow(matches: (row: Record<string, unknown>) => boolean, durin
   };
 }
 
+/** Projects A and B of the fixture's organization, and file `x.bpmn` in folder F of project A. */
+async function fileInFolderOfFirstProject(fixture: ModelerFixture) {
+  const { organizationId, actor } = fixture;
+  const { projects, folders, files } = fixture.services;
+  const first = await projects.create(organizationId, actor, "A");
+  const second = await projects.create(organizationId, actor, "B");
+  const folder = await folders.create(organizationId, actor, { name: "F", projectId: first.id });
+  const file = await files.create(organizationId, actor, {
+    name: "x.bpmn",
+    content: bpmnDocument("one"),
+    fileType: "bpmn",
+    folderId: folder.id,
+  });
+  return { first, second, folder, file };
+}
+
 describe.each(databaseKinds)("overlapping changes of the Modeler's files and folders (%s)", (kind) => {
   let fixture: ModelerFixture | undefined;
   afterEach(async () => {
@@ -56,16 +72,8 @@ describe.each(databaseKinds)("overlapping changes of the Modeler's files and fol
   it("keeps a file whose content update outlasts its folder's move to another project in that project", async () => {
     fixture = await openModelerFixture(kind);
     const { organizationId, actor } = fixture;
-    const { projects, folders, files } = fixture.services;
-    const first = await projects.create(organizationId, actor, "A");
-    const second = await projects.create(organizationId, actor, "B");
-    const folder = await folders.create(organizationId, actor, { name: "F", projectId: first.id });
-    const file = await files.create(organizationId, actor, {
-      name: "x.bpmn",
-      content: bpmnDocument("one"),
-      fileType: "bpmn",
-      folderId: folder.id,
-    });
+    const { folders, files } = fixture.services;
+    const { second, folder, file } = await fileInFolderOfFirstProject(fixture);
     // The content's validation takes a while (seconds for a large file, on the worker pool): the move lands meanwhile.
     const validating = gate();
     const validated = gate();
@@ -95,16 +103,8 @@ describe.each(databaseKinds)("overlapping changes of the Modeler's files and fol
     async () => {
       fixture = await openModelerFixture(kind);
       const { organizationId, actor } = fixture;
-      const { projects, folders, files } = fixture.services;
-      const first = await projects.create(organizationId, actor, "A");
-      const second = await projects.create(organizationId, actor, "B");
-      const folder = await folders.create(organizationId, actor, { name: "F", projectId: first.id });
-      const file = await files.create(organizationId, actor, {
-        name: "x.bpmn",
-        content: bpmnDocument("one"),
-        fileType: "bpmn",
-        folderId: folder.id,
-      });
+      const { folders, files } = fixture.services;
+      const { second, folder, file } = await fileInFolderOfFirstProject(fixture);
       const plugin = pauseAfterRow(
         (row) => row.id === folder.id && "parent_id" in row,
         async () => {
@@ -147,15 +147,8 @@ describe.each(databaseKinds)("overlapping changes of the Modeler's files and fol
     async () => {
       fixture = await openModelerFixture(kind);
       const { organizationId, actor } = fixture;
-      const { projects, folders, files } = fixture.services;
-      const project = await projects.create(organizationId, actor, "A");
-      const folder = await folders.create(organizationId, actor, { name: "F", projectId: project.id });
-      const file = await files.create(organizationId, actor, {
-        name: "x.bpmn",
-        content: bpmnDocument("one"),
-        fileType: "bpmn",
-        folderId: folder.id,
-      });
+      const { folders, files } = fixture.services;
+      const { folder, file } = await fileInFolderOfFirstProject(fixture);
       const plugin = pauseAfterRow(
         (row) => row.id === file.id && "content" in row,
         async () => {
