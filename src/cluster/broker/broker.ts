@@ -17,18 +17,22 @@ import { BackupActivity } from "../backup/backup-activity.js";
 import { type Member, type Message, StorageCorruptionError } from "../raft/index.js";
 import type { StorageEnvironment } from "../raft/storage/environment.js";
 import {
+  type AcceptAnswer,
+  type AcceptorState,
   type ClusterConfiguration,
   ConfigurationDecodeError,
   decodeConfiguration,
   encodeConfiguration,
   type MergeResult,
   mergeConfigurations,
+  type PrepareAnswer,
   partitionsOf,
   replicasOf,
 } from "../topology/index.js";
 import { ClusterTransport, type RequestSender, TransportClient } from "../transport/index.js";
 import { BackupCoordinator, failAbandonedParts, type LargeCheckpointIdSupport } from "./backups.js";
 import { type BrokerMessage, type GossipedAddress, parseBrokerMessage, parseBrokerRequest } from "./broker-messages.js";
+import { ChangeAcceptor } from "./change-acceptor.js";
 import { ChangeExecutor } from "./change-executor.js";
 import { ChangeCoordinator } from "./coordinator.js";
 import { type DiscoveryResult, discoverCluster } from "./discovery.js";
@@ -36,6 +40,7 @@ import {
   claimDataDirectory,
   openStorageEnvironment,
   persistConfiguration,
+  readChangeAcceptance,
   readPersistedConfiguration,
 } from "./files.js";
 import { type BrokerMetrics, createBrokerMetrics, type ManagementSource, startManagementServer } from "./management.js";
@@ -49,8 +54,10 @@ import {
   type PeerMessageOnWire,
   type PeerRequest,
   type PeerResponses,
+  parseAcceptAnswer,
   parseClusterConfigurationAnswer,
   parsePeerRequest,
+  parsePrepareAnswer,
   peerAnswerFromWire,
   peerMessageOnWire,
 } from "./peer-requests.js";
@@ -139,6 +146,7 @@ export class Broker {
   private readonly executor: ChangeExecutor;
   private readonly changeContext: ChangeContext;
   private readonly coordinator: ChangeCoordinator;
+  private readonly acceptor: ChangeAcceptor;
   private readonly backups: BackupCoordinator;
   /** The backup parts this broker's replicas are writing; every replica defers its snapshots while there are any. */
   private readonly backupActivity = new BackupActivity();
@@ -150,12 +158,14 @@ export class Broker {
   private constructor(
     options: BrokerOptions,
     persisted: ClusterConfiguration | null,
+    acceptance: AcceptorState | null,
     releaseDataDirectory: () => Promise<void>,
   ) {
     this.options = options;
     this.nodeId = options.nodeId;
     this.logger = options.logger.child({ broker: options.nodeId });
     this.configurationValue = persisted;
+    this.acceptor = new ChangeAcceptor(options.dataDirectory, acceptance, () => this.configuration.version);
     this.releaseDataDirectory = releaseDataDirectory;
     this.transport = new ClusterTransport({
       nodeId: options.nodeId,
@@ -236,6 +246,10 @@ export class Broker {
       configuration: () => this.configuration,
       merge: async (configuration) => (await this.mergeConfiguration(configuration)).configuration,
       configurationOf: (brokerId) => this.configurationHeldBy(brokerId),
+      prepareChange: (brokerId, version, ballot) =>
+        this.askAcceptor(brokerId, { type: "change-prepare", version, ballot }),
+      acceptChange: (brokerId, version, ballot, configuration) =>
+        this.askAcceptor(brokerId, { type: "change-accept", version, ballot, configuration }),
       isReachable: (nodeId) => this.isReachable(nodeId),
       knownBrokers: () => [...this.addresses.keys()],
       now: () => new Date().toISOString(),
@@ -257,7 +271,8 @@ export class Broker {
     let broker: Broker | null = null;
     try {
       const persisted = await readPersistedConfiguration(options.dataDirectory);
-      broker = new Broker(options, persisted, release);
+      const acceptance = await readChangeAcceptance(options.dataDirectory);
+      broker = new Broker(options, persisted, acceptance, release);
       await broker.open();
       return broker;
     } catch (error) {
@@ -435,6 +450,43 @@ export class Broker {
       this.logger.warn({ from: brokerId, err: error }, "ignored an invalid cluster configuration");
       return null;
     }
+  }
+
+  /**
+   * Asks broker `brokerId`'s acceptor (this broker's own in-process) one phase of accepting a change; null when it
+   * does not answer in time, answers something malformed, or is of an earlier version that does not know the request.
+   */
+  private askAcceptor(
+    brokerId: number,
+    request: Extract<PeerRequest, { type: "change-prepare" }>,
+  ): Promise<PrepareAnswer | null>;
+  private askAcceptor(
+    brokerId: number,
+    request: Extract<PeerRequest, { type: "change-accept" }>,
+  ): Promise<AcceptAnswer | null>;
+  private async askAcceptor(
+    brokerId: number,
+    request: Extract<PeerRequest, { type: "change-prepare" | "change-accept" }>,
+  ): Promise<PrepareAnswer | AcceptAnswer | null> {
+    const parse = request.type === "change-prepare" ? parsePrepareAnswer : parseAcceptAnswer;
+    if (brokerId === this.nodeId) return this.answerAcceptor(request);
+    try {
+      return parse(await this.requestPeer(brokerId, request, CONFIGURATION_REQUEST_TIMEOUT_MS));
+    } catch {
+      return null;
+    }
+  }
+
+  /** Answers one phase of accepting a change as a member; throws while the broker does not know the configuration. */
+  private answerAcceptor(
+    request: Extract<PeerRequest, { type: "change-prepare" | "change-accept" }>,
+  ): Promise<PrepareAnswer | AcceptAnswer> {
+    if (this.configurationValue === null) {
+      // A broker still learning the configuration (its disk replaced, say) cannot tell what it promised before.
+      return Promise.reject(new Error(`broker ${this.nodeId} does not know the cluster configuration yet`));
+    }
+    if (request.type === "change-prepare") return this.acceptor.prepare(request.version, request.ballot);
+    return this.acceptor.accept(request.version, request.ballot, request.configuration);
   }
 
   requestPeer<T extends PeerRequest>(nodeId: number, request: T, timeoutMs: number): Promise<PeerResponses[T["type"]]> {
@@ -798,6 +850,7 @@ export class Broker {
 
   private async answerPeer(request: PeerRequest): Promise<PeerResponses[PeerRequest["type"]]> {
     if (request.type === "cluster-configuration") return this.configurationAnswer();
+    if (request.type === "change-prepare" || request.type === "change-accept") return this.answerAcceptor(request);
     const replica = this.replicas.get(request.partitionId);
     if (this.closing || replica === undefined) {
       const detail = this.closing

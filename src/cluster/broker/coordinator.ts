@@ -15,13 +15,19 @@
  */
 import type { Logger } from "pino";
 import {
+  type AcceptAnswer,
+  type AcceptedChange,
+  type AcceptTally,
+  type Ballot,
   type ClusterConfiguration,
   type ClusterOperation,
   cancelChange,
+  decodeConfiguration,
   encodeConfiguration,
   OperationError,
   PlanningError,
   type PlanRequest,
+  type PrepareAnswer,
   planAddBroker,
   planJoinPartition,
   planLeavePartition,
@@ -30,6 +36,8 @@ import {
   reachabilityProblems,
   simulatePlan,
   startChange,
+  tallyAcceptances,
+  tallyPromises,
   toConfigurationDocument,
   translateBrokersRequest,
   translatePatch,
@@ -60,6 +68,13 @@ export interface CoordinatorContext {
    * (or is still starting); absent: no broker is asked.
    */
   configurationOf?(brokerId: number): Promise<ClusterConfiguration | null>;
+  /**
+   * Phase 1 of having member `brokerId` (this broker included) accept a new change as configuration version
+   * `version` (topology/change-acceptance.ts); null when it does not answer in time.
+   */
+  prepareChange(brokerId: number, version: number, ballot: Ballot): Promise<PrepareAnswer | null>;
+  /** Phase 2: have member `brokerId` accept `configuration` (encoded) as version `version`; null: no answer. */
+  acceptChange(brokerId: number, version: number, ballot: Ballot, configuration: string): Promise<AcceptAnswer | null>;
   isReachable(brokerId: number): boolean;
   /** Ids of every broker this broker knows, members or not (a broker waiting to be added). */
   knownBrokers(): readonly number[];
@@ -93,6 +108,30 @@ function brokersReceivingReplicas(operations: readonly ClusterOperation[]): numb
   return [...brokerIds].sort((left, right) => left - right);
 }
 
+/** Why a change was not chosen (see `ChangeCoordinator.choose`), for the 409 answer. */
+function notChosenDetail(
+  version: number,
+  memberCount: number,
+  outcome: { highestRound: number; answered: number; accepted?: number },
+): string {
+  const majority = Math.floor(memberCount / 2) + 1;
+  if ((outcome.accepted ?? 0) > 0) {
+    // Accepted by some members: a later proposal that finds it must record it rather than its own.
+    return (
+      `change ${version} was accepted by ${outcome.accepted} of the ${memberCount} brokers, not by a majority ` +
+      `(${majority}), so it is not recorded; the next change request records it instead if it finds it accepted, ` +
+      "so read GET /actuator/cluster before sending the request again"
+    );
+  }
+  if (outcome.highestRound > 0) {
+    return `another broker is recording a change at the same moment (change ${version}); send the request again`;
+  }
+  return (
+    `the change must be accepted by a majority of the ${memberCount} brokers (${majority}), and only ` +
+    `${outcome.answered} answered; send the request again once most brokers run and are reachable`
+  );
+}
+
 function refused(
   status: 400 | 404 | 409,
   detail: string,
@@ -102,6 +141,9 @@ function refused(
 
 /** See the module comment. */
 export class ChangeCoordinator {
+  /** The highest ballot round used or seen refused per configuration version (only the next version's matters). */
+  private readonly roundsSeen = new Map<number, number>();
+
   constructor(private readonly context: CoordinatorContext) {}
 
   /**
@@ -172,7 +214,14 @@ export class ChangeCoordinator {
       if (this.context.configuration() !== configuration) {
         return refused(409, "the cluster configuration changed while the change was planned; send the request again");
       }
-      const recorded = await this.context.merge(started);
+      // A forced change is decided by the brokers it keeps: the others are gone, which is why it is forced.
+      const voters = [...configuration.members.keys()].filter((brokerId) => !force || expected.members.has(brokerId));
+      const choice = await this.choose(voters, started);
+      if (choice.outcome === "refused") return choice;
+      const recorded = await this.context.merge(choice.configuration);
+      if (!choice.own) {
+        return refused(409, `Another configuration change [${changeId}] is in progress`);
+      }
       if (recorded.pendingChange?.id !== changeId) {
         return refused(409, "the cluster configuration changed while the change was recorded; send the request again");
       }
@@ -238,6 +287,77 @@ export class ChangeCoordinator {
     await this.context.merge(cancelChange(configuration, this.context.now()));
     this.context.logger.warn({ changeId, pending: pending.pending.length }, "cluster change cancelled");
     return this.status();
+  }
+
+  /**
+   * Has a majority of `members` accept `started`, the configuration recording a new change, as the next version
+   * (topology/change-acceptance.ts), and answers the configuration that version was chosen to be: `own` when it is
+   * `started`, or another coordinator's change that a majority may have accepted before, which must be recorded
+   * instead. A ballot a member refused because it promised a higher one is tried once more above it.
+   */
+  private async choose(
+    members: readonly number[],
+    started: ClusterConfiguration,
+  ): Promise<{ outcome: "chosen"; configuration: ClusterConfiguration; own: boolean } | ReturnType<typeof refused>> {
+    const version = started.version;
+    const proposal = encodeConfiguration(started);
+    let round = this.nextRound(version);
+    for (let attempt = 1; ; attempt++) {
+      const ballot: Ballot = { round, brokerId: this.context.nodeId };
+      const promises = await Promise.all(
+        members.map((brokerId) => this.context.prepareChange(brokerId, version, ballot).catch(() => null)),
+      );
+      const promised = tallyPromises(members.length, promises);
+      const outcome =
+        promised.outcome === "majority"
+          ? await this.accept(members, version, ballot, promised.adopt, proposal)
+          : promised;
+      if (outcome.outcome === "chosen") return outcome;
+      if (outcome.outcome === "behind") {
+        // A member holds this version already: the plan was made on a view that lags. Take what the members hold,
+        // so that the request sent again is planned on it.
+        await this.gatherConfigurations(this.context.configuration());
+        return refused(409, "the cluster configuration changed while the change was planned; send the request again");
+      }
+      this.roundsSeen.set(version, Math.max(round, outcome.highestRound));
+      if (outcome.highestRound >= round && attempt < 2) {
+        round = this.nextRound(version);
+        continue;
+      }
+      return refused(409, notChosenDetail(version, members.length, outcome));
+    }
+  }
+
+  /** Phase 2 of `choose` with the promises of a majority: proposes `adopt`, or `proposal` when nothing was adopted. */
+  private async accept(
+    members: readonly number[],
+    version: number,
+    ballot: Ballot,
+    adopt: AcceptedChange | null,
+    proposal: string,
+  ): Promise<
+    | { outcome: "chosen"; configuration: ClusterConfiguration; own: boolean }
+    | Exclude<AcceptTally, { outcome: "chosen" }>
+  > {
+    const value = adopt?.configuration ?? proposal;
+    const acceptances = await Promise.all(
+      members.map((brokerId) => this.context.acceptChange(brokerId, version, ballot, value).catch(() => null)),
+    );
+    const accepted = tallyAcceptances(members.length, acceptances);
+    if (accepted.outcome !== "chosen") return accepted;
+    const configuration = decodeConfiguration(value);
+    if (configuration.version !== version) {
+      throw new Error(
+        `change acceptance: version ${version} was chosen as a configuration of ${configuration.version}`,
+      );
+    }
+    return { outcome: "chosen", configuration, own: value === proposal };
+  }
+
+  /** A round above every round this coordinator used or saw refused for `version`. */
+  private nextRound(version: number): number {
+    for (const seen of this.roundsSeen.keys()) if (seen < version) this.roundsSeen.delete(seen);
+    return (this.roundsSeen.get(version) ?? 0) + 1;
   }
 
   /**

@@ -8,10 +8,19 @@ import { open, readFile, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { createPrivateDirectory, ownPrivateDirectory, privateFileMode } from "../../files/private-files.js";
 import { type CommitReport, StorageEnvironment } from "../raft/storage/environment.js";
-import { type ClusterConfiguration, decodeConfiguration, encodeConfiguration } from "../topology/index.js";
+import {
+  type AcceptorState,
+  type ClusterConfiguration,
+  decodeConfiguration,
+  encodeConfiguration,
+  parseAcceptorState,
+} from "../topology/index.js";
 
 /** Name of the cluster configuration file in the broker's data directory. */
 export const CONFIGURATION_FILE_NAME = "cluster-configuration.json";
+
+/** Name of the file holding what this broker promised and accepted for the next change (change-acceptor.ts). */
+export const CHANGE_ACCEPTANCE_FILE_NAME = "change-acceptance.json";
 
 /** Name of the process id file in the broker's data directory. */
 export const PID_FILE_NAME = "broker.pid";
@@ -100,6 +109,47 @@ export async function readPersistedConfiguration(directory: string): Promise<Clu
 /** Persists the cluster configuration atomically. */
 export async function persistConfiguration(directory: string, configuration: ClusterConfiguration): Promise<void> {
   await writeFileAtomically(directory, CONFIGURATION_FILE_NAME, encodeConfiguration(configuration));
+}
+
+/** Thrown when a file the broker wrote cannot be read back as it was written: corruption is never silently repaired. */
+export class DamagedBrokerFileError extends Error {
+  constructor(
+    readonly path: string,
+    readonly problem: string,
+  ) {
+    super(`${path} is damaged (${problem}); restore it from a copy or remove it once you know what it held`);
+    this.name = "DamagedBrokerFileError";
+  }
+}
+
+/**
+ * Reads what this broker promised and accepted for the next change, or null when it never did. A file that does not
+ * hold such a state throws DamagedBrokerFileError: starting without it could let the broker accept a second change
+ * for a version it had already given to another.
+ */
+export async function readChangeAcceptance(directory: string): Promise<AcceptorState | null> {
+  const path = join(directory, CHANGE_ACCEPTANCE_FILE_NAME);
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return null;
+    throw error;
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new DamagedBrokerFileError(path, "not JSON");
+  }
+  const state = parseAcceptorState(value);
+  if (typeof state === "string") throw new DamagedBrokerFileError(path, state);
+  return state;
+}
+
+/** Persists what this broker promised and accepted for the next change, atomically and durably. */
+export async function persistChangeAcceptance(directory: string, state: AcceptorState): Promise<void> {
+  await writeFileAtomically(directory, CHANGE_ACCEPTANCE_FILE_NAME, JSON.stringify(state));
 }
 
 /** Thrown when another live broker holds the data directory. */

@@ -9,7 +9,7 @@
 import type { RelocatedMessage } from "../engine/index.js";
 import { askPartitionLeader, type ChangeContext, pause } from "./operations.js";
 import type { PartitionReplica, ProposalEnd } from "./partition-replica.js";
-import type { LeaderRedirect, PeerRequest, PeerResponses } from "./peer-requests.js";
+import type { LeaderRedirect, PartitionPeerRequest, PeerRequest, PeerResponses } from "./peer-requests.js";
 import type { HandOverAnswer } from "./relocation.js";
 
 /** Batches one `partition-relocate` request moves at most, so it answers well within its timeout. */
@@ -39,7 +39,7 @@ function notApplied(end: Exclude<ProposalEnd, { kind: "applied" }>): LeaderRedir
 /** Answers a peer request addressed to `replica`'s partition. */
 export async function answerPartitionRequest(
   replica: PartitionReplica,
-  request: Exclude<PeerRequest, { type: "cluster-configuration" }>,
+  request: PartitionPeerRequest,
   context: ChangeContext,
 ): Promise<PeerResponses[PeerRequest["type"]]> {
   switch (request.type) {

@@ -14,6 +14,13 @@ import {
   type RelocatedMessage,
 } from "../engine/index.js";
 import type { Member } from "../raft/index.js";
+import {
+  type AcceptAnswer,
+  type AcceptedChange,
+  type Ballot,
+  type PrepareAnswer,
+  parseBallot,
+} from "../topology/index.js";
 import type { GossipedAddress } from "./broker-messages.js";
 import { isGossipedAddress } from "./broker-messages.js";
 import { type MembershipAnswer, type MembershipChange, parseMembershipChange } from "./membership.js";
@@ -23,6 +30,15 @@ import type { BackupIdOnWire, ReplicaReport } from "./protocol.js";
 export type PeerRequest =
   /** What the answering broker knows of the cluster; asked by a starting broker of its contact points. */
   | { readonly type: "cluster-configuration" }
+  /** Phase 1 of accepting a new change at configuration version `version` (topology/change-acceptance.ts). */
+  | { readonly type: "change-prepare"; readonly version: number; readonly ballot: Ballot }
+  /** Phase 2: accept `configuration` (encoded), which records the change, as version `version`. */
+  | {
+      readonly type: "change-accept";
+      readonly version: number;
+      readonly ballot: Ballot;
+      readonly configuration: string;
+    }
   /**
    * Asks a partition's leader for a membership change (see membership.ts). With `waitMs` (at most
    * `MAX_MEMBERSHIP_WAIT_MS`), the leader answers as soon as the outcome is anything but `in-progress`, or after
@@ -58,6 +74,9 @@ export type PeerRequest =
     }
   /** Asks a partition's leader to take checkpoint `checkpointId` (backup `checkpointId`) in its log. */
   | { readonly type: "partition-checkpoint"; readonly partitionId: number; readonly checkpointId: bigint };
+
+/** The requests addressed to one partition's replica rather than to the broker. */
+export type PartitionPeerRequest = Extract<PeerRequest, { readonly partitionId: number }>;
 
 /** Answer to `cluster-configuration`. */
 export interface ClusterConfigurationAnswer {
@@ -121,6 +140,8 @@ export type CheckpointAnswer =
 /** The answer type of each peer request type. */
 export interface PeerResponses {
   "cluster-configuration": ClusterConfigurationAnswer;
+  "change-prepare": PrepareAnswer;
+  "change-accept": AcceptAnswer;
   "partition-membership": MembershipAnswer;
   "partition-force": ForceAnswer;
   "partition-route": RouteAnswer;
@@ -131,6 +152,8 @@ export interface PeerResponses {
 
 const PEER_REQUEST_TYPES = new Set([
   "cluster-configuration",
+  "change-prepare",
+  "change-accept",
   "partition-membership",
   "partition-force",
   "partition-route",
@@ -176,6 +199,16 @@ export function parsePeerRequest(value: unknown): PeerRequest | string {
   switch (request.type) {
     case "cluster-configuration":
       return { type: "cluster-configuration" };
+    case "change-prepare":
+    case "change-accept": {
+      const { version, configuration } = request;
+      if (!Number.isSafeInteger(version) || (version as number) < 2) return `${request.type} needs a version ≥ 2`;
+      const ballot = parseBallot(request.ballot);
+      if (typeof ballot === "string") return `${request.type}: ${ballot}`;
+      if (request.type === "change-prepare") return { type: "change-prepare", version: version as number, ballot };
+      if (typeof configuration !== "string") return "change-accept needs the configuration it records";
+      return { type: "change-accept", version: version as number, ballot, configuration };
+    }
     case "partition-membership": {
       if (!isPartitionId(request.partitionId)) return "partition-membership needs a partition id ≥ 1";
       const change = parseMembershipChange(request.change);
@@ -288,6 +321,39 @@ export function parseClusterConfigurationAnswer(value: unknown): ClusterConfigur
     brokers: answer.brokers,
     replicas,
   };
+}
+
+function parseAcceptedChange(value: unknown): AcceptedChange | null {
+  if (typeof value !== "object" || value === null) return null;
+  const { ballot, configuration } = value as Record<string, unknown>;
+  const parsed = parseBallot(ballot);
+  if (typeof parsed === "string" || typeof configuration !== "string") return null;
+  return { ballot: parsed, configuration };
+}
+
+/** Checks a `change-prepare` answer; returns it typed or null when it is malformed. */
+export function parsePrepareAnswer(value: unknown): PrepareAnswer | null {
+  if (typeof value !== "object" || value === null) return null;
+  const answer = value as Record<string, unknown>;
+  if (answer.outcome === "behind") return { outcome: "behind" };
+  if (answer.outcome === "rejected") {
+    const promised = parseBallot(answer.promised);
+    return typeof promised === "string" ? null : { outcome: "rejected", promised };
+  }
+  if (answer.outcome !== "promised") return null;
+  if (answer.accepted === null) return { outcome: "promised", accepted: null };
+  const accepted = parseAcceptedChange(answer.accepted);
+  return accepted === null ? null : { outcome: "promised", accepted };
+}
+
+/** Checks a `change-accept` answer; returns it typed or null when it is malformed. */
+export function parseAcceptAnswer(value: unknown): AcceptAnswer | null {
+  if (typeof value !== "object" || value === null) return null;
+  const answer = value as Record<string, unknown>;
+  if (answer.outcome === "accepted" || answer.outcome === "behind") return { outcome: answer.outcome };
+  if (answer.outcome !== "rejected") return null;
+  const promised = parseBallot(answer.promised);
+  return typeof promised === "string" ? null : { outcome: "rejected", promised };
 }
 
 /** A checkpoint id field's type on the transport: a bigint becomes either encoding; null and absence stay. */

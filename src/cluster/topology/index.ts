@@ -1,7 +1,8 @@
 /**
  * Public surface of the cluster configuration model: types, the first configuration, round-robin and FIXED
- * distributions, gossip merge, the JSON codec, the views the gateway's topology needs, applying a change (change.ts)
- * and the planner (planner.ts). Everything is pure.
+ * distributions, gossip merge, the acceptance of a new change by a majority (change-acceptance.ts), the JSON codec,
+ * the views the gateway's topology needs, applying a change (change.ts) and the planner (planner.ts). Everything is
+ * pure.
  */
 
 export {
@@ -17,6 +18,23 @@ export {
   operationShapeProblems,
   startChange,
 } from "./change.js";
+export {
+  type AcceptAnswer,
+  type AcceptedChange,
+  type AcceptorState,
+  type AcceptorStep,
+  type AcceptTally,
+  accept,
+  type Ballot,
+  compareBallots,
+  type PrepareAnswer,
+  type PrepareTally,
+  parseAcceptorState,
+  parseBallot,
+  prepare,
+  tallyAcceptances,
+  tallyPromises,
+} from "./change-acceptance.js";
 export {
   ConfigurationDecodeError,
   type ConfigurationDocument,

@@ -1,10 +1,12 @@
 /**
  * Cluster changes between real in-process brokers: a broker new to the cluster discovers it without inventing a
  * configuration, the coordinator plans and records a scale-up to it and back, the brokers apply the operations in
- * order while messages are published, and the data of a partition that moved away is deleted.
+ * order while messages are published, and the data of a partition that moved away is deleted; a change is recorded
+ * only once a majority of the brokers accepted it.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Broker } from "../../../src/cluster/broker/broker.js";
+import { readChangeAcceptance } from "../../../src/cluster/broker/files.js";
 import type {
   BrokerRequest,
   ClusterChangeCommand,
@@ -164,6 +166,50 @@ describe("cluster changes between in-process brokers", () => {
       )) as { outcome: string };
       expect(answer.outcome, `message ${key}`).toBe("found");
     }
+  });
+
+  it("records a change only once a majority of the brokers accepted it, and they keep their word across a restart", async () => {
+    const version = brokers[0]!.configuration.version;
+    const port = brokers[1]!.clusterAddress.port;
+    await brokers[1]!.close();
+    await brokers[2]!.close();
+    // Broker 0 alone is no majority of three, so nothing is recorded, whatever broker 0 itself promised.
+    expect(await change({ kind: "leave", brokerId: 0, partitionId: 1 })).toEqual({
+      outcome: "refused",
+      status: 409,
+      detail:
+        "the change must be accepted by a majority of the 3 brokers (2), and only 1 answered; send the request " +
+        "again once most brokers run and are reachable",
+    });
+    expect(brokers[0]!.configuration.version).toBe(version);
+    expect(brokers[0]!.configuration.pendingChange).toBeNull();
+    expect(await readChangeAcceptance(brokers[0]!.dataDirectory)).toMatchObject({
+      version: version + 1,
+      promised: { brokerId: 0 },
+      accepted: null,
+    });
+    // With broker 1 back, two of three accept: the change is recorded and reaches broker 1 too.
+    brokers[1] = await Broker.start(
+      testBrokerOptions(root, 1, { clusterPort: port, contactPoints: [brokers[0]!.clusterAddress] }),
+    );
+    // Sent again, as the answer says, until broker 0's link to the restarted broker 1 is up again.
+    let planned = await change({ kind: "leave", brokerId: 0, partitionId: 1 });
+    for (let attempt = 0; attempt < 50 && planned.outcome === "refused"; attempt++) {
+      expect(planned).toMatchObject({ status: 409, detail: expect.stringMatching(/must be accepted by a majority/) });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      planned = await change({ kind: "leave", brokerId: 0, partitionId: 1 });
+    }
+    if (planned.outcome !== "planned") throw new Error(JSON.stringify(planned));
+    expect(planned.change.changeId).toBe(version + 1);
+    expect(await readChangeAcceptance(brokers[1]!.dataDirectory)).toMatchObject({
+      version: version + 1,
+      accepted: { ballot: { brokerId: 0 } },
+    });
+    await waitFor(
+      () =>
+        brokers[1]!.configuration.pendingChange?.id === version + 1 || brokers[1]!.configuration.version > version + 1,
+      "broker 1 holds the change",
+    );
   });
 
   it("refuses what the spec refuses and answers the status", async () => {

@@ -7,11 +7,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
 import { Broker } from "../../../src/cluster/broker/broker.js";
+import type { CoordinatorContext } from "../../../src/cluster/broker/coordinator.js";
 import { BROKER_DEFAULTS, type BrokerOptions } from "../../../src/cluster/broker/options.js";
 import type { PartitionReplica, PartitionReplicaOptions } from "../../../src/cluster/broker/partition-replica.js";
 import type { BrokerAddress, PublishMessageCommand, ReplicaReport } from "../../../src/cluster/broker/protocol.js";
 import type { Member, Message } from "../../../src/cluster/raft/index.js";
 import { StorageEnvironment } from "../../../src/cluster/raft/storage/environment.js";
+import { type AcceptorState, type AcceptorStep, accept, prepare } from "../../../src/cluster/topology/index.js";
 import { testClusterCredentials } from "../../support/cluster-secret.js";
 import { defaultHttpServerLimits } from "../../support/http.js";
 
@@ -244,4 +246,45 @@ export function inProcessReplicaOptions(replica: InProcessReplica): PartitionRep
       }),
     logger: pino({ level: "silent" }),
   };
+}
+
+/**
+ * In-memory acceptors of a change (topology/change-acceptance.ts) for coordinators under test: member `brokerId`
+ * answers as one holding configuration version `heldVersion(brokerId)` would, and not at all when that is null.
+ * `pause`, when given, runs before each answer (a scheduler interleaving two coordinators).
+ */
+export class MemberAcceptors {
+  readonly states = new Map<number, AcceptorState | null>();
+  /** Answers given, by phase, for tests that assert what was asked. */
+  readonly answered = { prepare: 0, accept: 0 };
+
+  constructor(
+    private readonly heldVersion: (brokerId: number) => number | null,
+    private readonly pause: () => Promise<void> = async () => {},
+  ) {}
+
+  /** The two functions a coordinator's context needs. */
+  context(): Pick<CoordinatorContext, "prepareChange" | "acceptChange"> {
+    return {
+      prepareChange: async (brokerId, version, ballot) => {
+        await this.pause();
+        const held = this.heldVersion(brokerId);
+        if (held === null) return null;
+        this.answered.prepare++;
+        return this.apply(brokerId, prepare(this.states.get(brokerId) ?? null, held, version, ballot));
+      },
+      acceptChange: async (brokerId, version, ballot, configuration) => {
+        await this.pause();
+        const held = this.heldVersion(brokerId);
+        if (held === null) return null;
+        this.answered.accept++;
+        return this.apply(brokerId, accept(this.states.get(brokerId) ?? null, held, version, ballot, configuration));
+      },
+    };
+  }
+
+  private apply<Answer>(brokerId: number, step: AcceptorStep<Answer>): Answer {
+    if (step.state !== null) this.states.set(brokerId, step.state);
+    return step.answer;
+  }
 }

@@ -1,0 +1,54 @@
+/**
+ * This broker's part, as a member, in accepting a new change (topology/change-acceptance.ts): it answers the two
+ * phases of a coordinator's proposal, one request at a time, and persists what it promised and accepted before it
+ * answers, so that a restart cannot make it promise or accept against what it answered before.
+ */
+import {
+  type AcceptAnswer,
+  type AcceptorState,
+  accept,
+  type Ballot,
+  type PrepareAnswer,
+  prepare,
+} from "../topology/index.js";
+import { persistChangeAcceptance } from "./files.js";
+
+/** See the module comment. */
+export class ChangeAcceptor {
+  /** Requests run one after another: each reads the state the one before persisted. */
+  private queue: Promise<unknown> = Promise.resolve();
+
+  /**
+   * `state`: what the broker's data directory `directory` holds (`readChangeAcceptance`); `heldVersion`: the version
+   * of the configuration the broker holds, read when a request's turn comes.
+   */
+  constructor(
+    private readonly directory: string,
+    private state: AcceptorState | null,
+    private readonly heldVersion: () => number,
+  ) {}
+
+  /** Phase 1: promises `ballot` for configuration version `version`, or answers why not. */
+  prepare(version: number, ballot: Ballot): Promise<PrepareAnswer> {
+    return this.inTurn(() => prepare(this.state, this.heldVersion(), version, ballot));
+  }
+
+  /** Phase 2: accepts `configuration` (encoded) as version `version` under `ballot`, or answers why not. */
+  accept(version: number, ballot: Ballot, configuration: string): Promise<AcceptAnswer> {
+    return this.inTurn(() => accept(this.state, this.heldVersion(), version, ballot, configuration));
+  }
+
+  private inTurn<Answer>(step: () => { answer: Answer; state: AcceptorState | null }): Promise<Answer> {
+    const turn = this.queue.then(async () => {
+      const { answer, state } = step();
+      if (state !== null) {
+        // Durable before the answer leaves: a promise or acceptance forgotten in a crash could let two changes win.
+        await persistChangeAcceptance(this.directory, state);
+        this.state = state;
+      }
+      return answer;
+    });
+    this.queue = turn.catch(() => undefined);
+    return turn;
+  }
+}

@@ -1,0 +1,109 @@
+/**
+ * A broker's acceptor of new changes: what it promised and accepted is on disk, owner-only, before it answers, so a
+ * restarted broker keeps its word; a damaged file stops the broker rather than let it forget; and the two requests
+ * travel between brokers checked like every other.
+ */
+import { writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { ChangeAcceptor } from "../../../src/cluster/broker/change-acceptor.js";
+import {
+  CHANGE_ACCEPTANCE_FILE_NAME,
+  DamagedBrokerFileError,
+  readChangeAcceptance,
+} from "../../../src/cluster/broker/files.js";
+import { parseAcceptAnswer, parsePeerRequest, parsePrepareAnswer } from "../../../src/cluster/broker/peer-requests.js";
+import { modeOf } from "../../support/file-modes.js";
+import { removeDirectory, temporaryDirectory } from "./support.js";
+
+const directories: string[] = [];
+
+async function dataDirectory(): Promise<string> {
+  const directory = await temporaryDirectory("flowplane-acceptor-");
+  directories.push(directory);
+  return directory;
+}
+
+afterEach(async () => {
+  await Promise.all(directories.splice(0).map(removeDirectory));
+});
+
+describe("ChangeAcceptor", () => {
+  it("keeps its promise and acceptance across a restart", async () => {
+    const directory = await dataDirectory();
+    const acceptor = new ChangeAcceptor(directory, await readChangeAcceptance(directory), () => 4);
+    expect(await acceptor.prepare(5, { round: 2, brokerId: 1 })).toEqual({ outcome: "promised", accepted: null });
+    expect(await acceptor.accept(5, { round: 2, brokerId: 1 }, "recorded")).toEqual({ outcome: "accepted" });
+    expect(modeOf(join(directory, CHANGE_ACCEPTANCE_FILE_NAME))).toBe(0o600);
+
+    // The restarted broker refuses a lower ballot and hands the accepted change to a higher one.
+    const restarted = new ChangeAcceptor(directory, await readChangeAcceptance(directory), () => 4);
+    expect(await restarted.prepare(5, { round: 1, brokerId: 2 })).toEqual({
+      outcome: "rejected",
+      promised: { round: 2, brokerId: 1 },
+    });
+    expect(await restarted.prepare(5, { round: 3, brokerId: 0 })).toEqual({
+      outcome: "promised",
+      accepted: { ballot: { round: 2, brokerId: 1 }, configuration: "recorded" },
+    });
+  });
+
+  it("answers requests one at a time, each on the state the one before left", async () => {
+    const directory = await dataDirectory();
+    const acceptor = new ChangeAcceptor(directory, null, () => 4);
+    // Sent together, the second prepare must see the first's promise, as if they had come one after the other.
+    const [first, second] = await Promise.all([
+      acceptor.prepare(5, { round: 1, brokerId: 0 }),
+      acceptor.prepare(5, { round: 1, brokerId: 0 }),
+    ]);
+    expect(first.outcome).toBe("promised");
+    expect(second).toEqual({ outcome: "rejected", promised: { round: 1, brokerId: 0 } });
+  });
+
+  it("refuses to start on a damaged file instead of forgetting what it promised", async () => {
+    const directory = await dataDirectory();
+    await writeFile(join(directory, CHANGE_ACCEPTANCE_FILE_NAME), '{"version":5,"promised":{"round":0}}');
+    await expect(readChangeAcceptance(directory)).rejects.toThrow(DamagedBrokerFileError);
+    await writeFile(join(directory, CHANGE_ACCEPTANCE_FILE_NAME), "{");
+    await expect(readChangeAcceptance(directory)).rejects.toThrow(/is damaged \(not JSON\)/);
+    expect(await readChangeAcceptance(await dataDirectory())).toBeNull();
+  });
+});
+
+describe("the acceptance requests between brokers", () => {
+  it("are parsed and checked", () => {
+    const ballot = { round: 1, brokerId: 2 };
+    expect(parsePeerRequest({ type: "change-prepare", version: 3, ballot })).toEqual({
+      type: "change-prepare",
+      version: 3,
+      ballot,
+    });
+    expect(parsePeerRequest({ type: "change-accept", version: 3, ballot, configuration: "{}" })).toEqual({
+      type: "change-accept",
+      version: 3,
+      ballot,
+      configuration: "{}",
+    });
+    expect(parsePeerRequest({ type: "change-prepare", version: 1, ballot })).toBe("change-prepare needs a version ≥ 2");
+    expect(parsePeerRequest({ type: "change-prepare", version: 3, ballot: { round: 1 } })).toMatch(/brokerId/);
+    expect(parsePeerRequest({ type: "change-accept", version: 3, ballot })).toBe(
+      "change-accept needs the configuration it records",
+    );
+  });
+
+  it("have their answers checked, a malformed one counting as no answer", () => {
+    const accepted = { ballot: { round: 1, brokerId: 0 }, configuration: "{}" };
+    expect(parsePrepareAnswer({ outcome: "promised", accepted })).toEqual({ outcome: "promised", accepted });
+    expect(parsePrepareAnswer({ outcome: "promised", accepted: null })).toEqual({
+      outcome: "promised",
+      accepted: null,
+    });
+    expect(parsePrepareAnswer({ outcome: "promised" })).toBeNull();
+    expect(parsePrepareAnswer({ outcome: "rejected", promised: { round: -1, brokerId: 0 } })).toBeNull();
+    expect(parseAcceptAnswer({ outcome: "behind" })).toEqual({ outcome: "behind" });
+    expect(parseAcceptAnswer({ outcome: "accepted", extra: 1 })).toEqual({ outcome: "accepted" });
+    expect(parseAcceptAnswer({ outcome: "unknown" })).toBeNull();
+    // A broker of an earlier version answers an error, which the caller turns into no answer too.
+    expect(parseAcceptAnswer("malformed peer request")).toBeNull();
+  });
+});
