@@ -10,7 +10,7 @@
  *
  * Prints the counts every 5 s, every fault, and per run `seed S: N acknowledged, …, K violations`; keeps the data
  * directory (brokers' logs and data) of a failing run and prints where it is. The exit code is 1 when any run found
- * a violation.
+ * a violation, or when runs with `--scale` together tried no cancel (their coverage).
  */
 import { parseArgs } from "node:util";
 import { runClusterChaos } from "./cluster-chaos.js";
@@ -48,6 +48,7 @@ for (const assignment of values.env ?? []) {
 }
 
 let failedRuns = 0;
+let cancelsAttempted = 0;
 for (let seed = firstSeed; seed < firstSeed + runs; seed += 1) {
   console.log(
     `seed ${seed}: ${durationMs / 1000} s of faults${values.scale === true ? " and cluster changes" : ""}, ${clients} publishers, snapshots every ${snapshotIntervalEntries} entries`,
@@ -81,11 +82,16 @@ for (let seed = firstSeed; seed < firstSeed + runs; seed += 1) {
   if (result.keptDataDirectory !== undefined) console.log(`  data and logs kept in ${result.keptDataDirectory}`);
   console.log(
     `seed ${seed}: ${result.acknowledged} acknowledged, ${result.refused} refused, ${result.unknownOutcomes} unknown ` +
-      `outcomes, ${result.faults.length} faults, ${result.changes.length} changes, ` +
+      `outcomes, ${result.faults.length} faults, ${result.changes.length} changes (${result.changesCompleted} ` +
+      `completed, ${result.cancelsRecorded} of ${result.cancelsAttempted} cancels made), ` +
       `${result.readsFoundDuringFaults}/${result.readsDuringFaults} reads ` +
       `during the faults found, longest write outage ${result.longestWriteOutageMs} ms, ${result.violations.length} violations`,
   );
   if (result.violations.length > 0) failedRuns += 1;
+  cancelsAttempted += result.cancelsAttempted;
 }
 console.log(`${runs} runs, ${failedRuns} with violations`);
-process.exitCode = failedRuns > 0 ? 1 : 0;
+// Coverage of the runs together: one run may, by chance, try no cancel; runs that together tried none checked none.
+const cancelsMissing = values.scale === true && cancelsAttempted === 0;
+if (cancelsMissing) console.log(`COVERAGE: ${runs} runs with --scale tried no cancel; run more or longer runs`);
+process.exitCode = failedRuns > 0 || cancelsMissing ? 1 : 0;

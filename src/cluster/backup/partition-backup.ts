@@ -12,7 +12,6 @@
  * A leader asks `admitPart` first: it writes a part only of a backup whose record the store holds, and only when its
  * partition is one of the record's (see store.ts), and the part records the record's partition count.
  */
-import { setTimeout as sleep } from "node:timers/promises";
 import type { SnapshotMetadata } from "../raft/index.js";
 import {
   BACKUP_FILE_NAMES,
@@ -56,6 +55,11 @@ export interface PartitionBackupSource {
   readStoredEntries(fromIndex: number, targets: readonly Uint8Array[]): void;
   /** Why the replica may no longer write this part (it lost leadership, it stopped), or null. */
   interruption(): string | null;
+  /**
+   * Whether the broker still runs the replica: a final manifest the store refused for longer than the pauses allow is
+   * written again in the background (`LATER_FINAL_MANIFEST_INTERVAL_MS`) only while it does.
+   */
+  running(): boolean;
   /** Lets other work run between two chunks (`BackupPacer` lets the broker's own work go first). */
   yieldTurn(): Promise<void>;
 }
@@ -105,6 +109,8 @@ export interface PartitionBackupRequest extends BackupPartId {
   readonly flowplaneVersion: string;
   /** The current time as ISO 8601 text. */
   readonly now: () => string;
+  /** Waits `delayMs` (the replica's clock), between attempts at the final manifest. */
+  readonly sleep: (delayMs: number) => Promise<void>;
 }
 
 /**
@@ -177,6 +183,15 @@ const MAX_ATTEMPTS = 3;
  * moment of a full disk, a network file system's hiccup) must not do that. Six seconds in all.
  */
 const FINAL_MANIFEST_RETRY_PAUSES_MS = [200, 400, 800, 1_600, 3_200];
+
+/**
+ * After those, the part is reported FAILED at once (the backup's caller must not wait on a broken store), and its
+ * FAILED manifest is written again in the background every 30 s for up to an hour, while the broker runs the
+ * replica, so that a store that comes back settles the part without the broker's restart (`failAbandonedParts`
+ * settles it after that).
+ */
+const LATER_FINAL_MANIFEST_INTERVAL_MS = 30_000;
+const LATER_FINAL_MANIFEST_ATTEMPTS = 120;
 
 /** Writes the part (see the module comment) and resolves with its final manifest; never rejects. */
 export async function writePartitionBackup(
@@ -253,10 +268,37 @@ async function writePartOnce(
     } catch (error) {
       const pauseMs = FINAL_MANIFEST_RETRY_PAUSES_MS[attempt];
       if (pauseMs === undefined) {
-        // The store still shows IN_PROGRESS until the broker restarts (`failAbandonedParts`); the caller sees why.
-        return { ...final, state: "FAILED", failureReason: reasonOf(error) };
+        const failed: BackupPartManifest = {
+          ...final,
+          state: "FAILED",
+          failureReason: reasonOf(new Error(`the final manifest could not be written: ${reasonOf(error)}`)),
+        };
+        void writeLater(source, store, request, failed);
+        return failed;
       }
-      await sleep(pauseMs);
+      await request.sleep(pauseMs);
+    }
+  }
+}
+
+/**
+ * Writes `failed`, the manifest the part was reported with, in the background until the store takes it (see
+ * `LATER_FINAL_MANIFEST_INTERVAL_MS`); never rejects.
+ */
+async function writeLater(
+  source: PartitionBackupSource,
+  store: BackupStore,
+  request: PartitionBackupRequest,
+  failed: BackupPartManifest,
+): Promise<void> {
+  for (let attempt = 0; attempt < LATER_FINAL_MANIFEST_ATTEMPTS; attempt += 1) {
+    await request.sleep(LATER_FINAL_MANIFEST_INTERVAL_MS).catch(() => undefined);
+    if (!source.running()) return;
+    try {
+      await store.writeManifest(failed);
+      return;
+    } catch {
+      // Still broken: the next attempt comes after the interval.
     }
   }
 }

@@ -199,6 +199,7 @@ export class ReplicaBackup {
       snapshotChunk: (metadata, offset, maxBytes) => storage.snapshotChunk(metadata, offset, maxBytes),
       storedEntrySizes: (fromIndex, toIndex, maxBytes) => storage.storedEntrySizes(fromIndex, toIndex, maxBytes),
       readStoredEntries: (fromIndex, targets) => storage.readStoredEntries(fromIndex, targets),
+      running: () => !context.closed() && context.running(),
       interruption: () => {
         if (context.closed() || !context.running()) return `broker ${memberId} stopped its replica during the backup`;
         const status = context.status();
@@ -221,6 +222,7 @@ export class ReplicaBackup {
             partitionCount: admission.partitionCount,
             flowplaneVersion: backups.flowplaneVersion,
             now: () => new Date(context.now()).toISOString(),
+            sleep: (delayMs) => context.sleep(delayMs),
           });
         }
         const fields = { partitionId, backupId: checkpoint.id, reason: admission.reason };

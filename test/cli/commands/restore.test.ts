@@ -52,6 +52,7 @@ function source(messages: number): PartitionBackupSource {
     snapshotChunk: () => null,
     ...storedLog((index) => entries[index - 1]),
     interruption: () => null,
+    running: () => true,
     yieldTurn: async () => {},
   };
 }
@@ -130,6 +131,7 @@ beforeAll(async () => {
       partitionCount: 3,
       flowplaneVersion: "0.0.0-test",
       now: () => "2026-01-01T00:00:00.000Z",
+      sleep: (delayMs: number) => new Promise<void>((resolve) => setTimeout(resolve, delayMs)),
     });
     expect(manifest.state).toBe("COMPLETED");
   }
@@ -143,6 +145,7 @@ beforeAll(async () => {
     partitionCount: 4,
     flowplaneVersion: "0.0.0-test",
     now: () => "2026-01-01T00:01:00.000Z",
+    sleep: (delayMs: number) => new Promise<void>((resolve) => setTimeout(resolve, delayMs)),
   });
   expect(late.state).toBe("COMPLETED");
 });

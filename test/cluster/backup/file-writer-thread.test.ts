@@ -137,6 +137,7 @@ describe("FileWriterThread", () => {
         },
         ...storedLog(() => undefined),
         interruption: () => null,
+        running: () => true,
         yieldTurn: () => new Promise((resolve) => setTimeout(resolve, 5)),
       },
       store,
@@ -146,6 +147,7 @@ describe("FileWriterThread", () => {
         partitionCount: 1,
         flowplaneVersion: "1.0.0",
         now: () => "2026-01-01T00:00:00.000Z",
+        sleep: (delayMs: number) => new Promise<void>((resolve) => setTimeout(resolve, delayMs)),
       },
     );
     expect(manifest).toMatchObject({ state: "FAILED" });

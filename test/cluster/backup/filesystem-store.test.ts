@@ -78,6 +78,7 @@ function fakeSource(options: {
       options.interruptAfterChunks !== undefined && chunks >= options.interruptAfterChunks
         ? "broker 1 lost the leadership of partition 2 during the backup"
         : null,
+    running: () => true,
     yieldTurn: async () => {},
   };
   return source;
@@ -92,6 +93,7 @@ function request(backupId: bigint) {
     partitionCount: 3,
     flowplaneVersion: "1.2.3",
     now: () => "2026-01-01T00:00:00.000Z",
+    sleep: (delayMs: number) => new Promise<void>((resolve) => setTimeout(resolve, delayMs)),
   };
 }
 

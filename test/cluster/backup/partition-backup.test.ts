@@ -152,6 +152,7 @@ describe("progress manifests", () => {
       index <= lastIndex ? { index, term: 1, kind: "normal", data: new Uint8Array(entryBytes) } : undefined,
     ),
     interruption: () => null,
+    running: () => true,
     yieldTurn: async () => {},
   };
   const request = {
@@ -162,6 +163,7 @@ describe("progress manifests", () => {
     partitionCount: 1,
     flowplaneVersion: "1.0.0",
     now: () => "2026-01-01T00:00:00.000Z",
+    sleep: (delayMs: number) => new Promise<void>((resolve) => setTimeout(resolve, delayMs)),
   };
   /** `store`, with progress manifests (IN_PROGRESS with bytes written) going through `progress`. */
   function storeWith(progress: (manifest: BackupPartManifest) => Promise<void>): BackupStore {
@@ -259,6 +261,55 @@ describe("progress manifests", () => {
     expect(manifest.state).toBe("COMPLETED");
     expect(finalAttempts).toBe(3);
     expect(await store.manifests(6n)).toEqual([manifest]);
+  });
+
+  it("reports the part FAILED when the store stays broken, and writes that manifest once the store is back", async () => {
+    let finalAttempts = 0;
+    let brokenUntilAttempt = 8;
+    const broken: BackupStore = delegatingStore(store, {
+      writeManifest: async (manifest) => {
+        if (manifest.state !== "IN_PROGRESS") {
+          finalAttempts += 1;
+          if (finalAttempts <= brokenUntilAttempt) throw new Error("EIO: i/o error");
+        }
+        await store.writeManifest(manifest);
+      },
+    });
+    const pausesMs: number[] = [];
+    let laterWritten = (): void => undefined;
+    const settled = new Promise<void>((resolve) => {
+      laterWritten = resolve;
+    });
+    const instant = {
+      ...request,
+      sleep: async (delayMs: number) => {
+        pausesMs.push(delayMs);
+        // The ninth attempt, the third in the background, is the one the store takes.
+        if (pausesMs.length === 8) setImmediate(laterWritten);
+      },
+    };
+    const manifest = await writePartitionBackup(source, broken, instant);
+    expect(manifest).toMatchObject({
+      state: "FAILED",
+      failureReason: "the final manifest could not be written: EIO: i/o error",
+    });
+    // Six attempts in line (the COMPLETED manifest), then the part is reported FAILED and its manifest is written
+    // in the background until the store takes it.
+    expect(pausesMs.slice(0, 5)).toEqual([200, 400, 800, 1_600, 3_200]);
+    await settled;
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(pausesMs.slice(5)).toEqual([30_000, 30_000, 30_000]);
+    expect(finalAttempts).toBe(9);
+    expect(await store.manifests(6n)).toEqual([manifest]);
+
+    // A replica its broker no longer runs stops trying: the broker's next start settles the part instead.
+    finalAttempts = 0;
+    brokenUntilAttempt = 100;
+    const stopped: PartitionBackupSource = { ...source, running: () => false };
+    const gaveUp = await writePartitionBackup(stopped, broken, { ...request, backupId: 7n, sleep: async () => {} });
+    expect(gaveUp.state).toBe("FAILED");
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(finalAttempts).toBe(6);
   });
 
   it("fails the part when a progress manifest cannot be written", async () => {

@@ -37,6 +37,7 @@ describe("a restore that fails while it writes", () => {
         partitionCount: 2,
         flowplaneVersion: "test",
         now: () => "2026-01-01T00:00:00.000Z",
+        sleep: (delayMs: number) => new Promise<void>((resolve) => setTimeout(resolve, delayMs)),
       });
       expect(manifest.state).toBe("COMPLETED");
     }

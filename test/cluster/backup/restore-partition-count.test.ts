@@ -38,6 +38,7 @@ async function writePart(backupId: bigint, partitionId: number, partitionCount: 
     partitionCount,
     flowplaneVersion: "0.0.0-test",
     now: () => "2026-01-01T00:00:00.000Z",
+    sleep: (delayMs: number) => new Promise<void>((resolve) => setTimeout(resolve, delayMs)),
   });
   expect(manifest.state).toBe("COMPLETED");
   return manifest;

@@ -42,6 +42,7 @@ export function noopReplica(lastIndex: number): PartitionBackupSource {
       index <= lastIndex ? { index, term: 1, kind: "noop", data: new Uint8Array(0) } : undefined,
     ),
     interruption: () => null,
+    running: () => true,
     yieldTurn: async () => {},
   };
 }
