@@ -80,6 +80,11 @@ export class FakeManagementApi {
   clusterStatus: Record<string, unknown> = fakeClusterStatus();
   readonly requests: { method: string; path: string; token: string; body: string }[] = [];
   refuseNext: { status: number; detail: string } | undefined;
+  /**
+   * The highest id a take used, as the backup store marks it: a take at or below it is refused with 409 naming it
+   * (`highestUsedBackupId`), even when its backup was deleted since.
+   */
+  highestTakenBackupId: bigint | undefined;
   /** Answers the next request with a list of this many bytes (a cluster that sends more than it should). */
   oversizedNextBytes: number | undefined;
   /** When set, the next request is answered only once this settles (a call the platform is in the middle of). */
@@ -141,6 +146,12 @@ export class FakeManagementApi {
     }
     if (path === "/actuator/backups" && method === "POST") {
       const backupId = BigInt((parseJsonExactly(body) as { backupId: number | bigint }).backupId);
+      const used = this.highestTakenBackupId;
+      if (used !== undefined && used >= backupId) {
+        answer(409, { ...problem(409, `id ${used} is used`), highestUsedBackupId: String(used) });
+        return;
+      }
+      this.highestTakenBackupId = backupId;
       const backup = fakeBackup(backupId, "IN_PROGRESS");
       this.backups.set(backupId, backup);
       answer(202, backup);

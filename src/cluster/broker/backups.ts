@@ -101,6 +101,11 @@ function takenByRecord(stored: StoredBackupRecord | undefined): TakenBackup | un
   return Number.isFinite(takenAtMs) ? { takenAtMs, missing: new Map() } : undefined;
 }
 
+/** A 409 for a take whose id is not above `highestUsed`, which it names for a caller choosing the next id. */
+function usedIdRefusal(detail: string, highestUsed: bigint): BackupRefusal {
+  return { outcome: "refused", status: 409, detail, highestUsedBackupId: encodedCheckpointId(highestUsed) };
+}
+
 function refused(status: 400 | 404 | 409 | 503, detail: string): BackupRefusal {
   return { outcome: "refused", status, detail };
 }
@@ -176,16 +181,19 @@ export class BackupCoordinator {
     try {
       const latest = (await store.backupIds()).at(-1) ?? null;
       if (latest !== null && latest >= backupId) {
-        return refused(409, `backup ids must be above every earlier id; the latest backup is ${latest}`);
+        return usedIdRefusal(
+          `backup ids must be above every earlier id; the latest backup is ${latest}`,
+          highestUsedOf(latest, await store.highestTakenBackupId()) ?? latest,
+        );
       }
       // Deleted backups' ids count too, and so do ids whose take failed after the store marked them. The store's mark
       // settles it before any partition is asked: a partition's own refusal (it holds a later checkpoint) needs an
       // answer from the first leader asked, which may not come.
       const highestTaken = await store.highestTakenBackupId();
       if (highestTaken !== null && highestTaken >= backupId) {
-        return refused(
-          409,
+        return usedIdRefusal(
           `backup ids are never reused and must be above every earlier id; id ${highestTaken} is used (a backup of it was taken or attempted); take an id above ${highestTaken}`,
+          highestTaken,
         );
       }
       const running = await this.inProgress(store);

@@ -228,7 +228,17 @@ export interface BackupView {
 
 /** Answers of the coordinator to the backup requests that it refuses. */
 export type BackupRefusal =
-  | { outcome: "refused"; status: 400 | 404 | 409 | 503; detail: string }
+  | {
+      outcome: "refused";
+      status: 400 | 404 | 409 | 503;
+      detail: string;
+      /**
+       * On a take refused because its id is not above every used one: the highest id the store used (a backup's, a
+       * deleted backup's or an attempted take's), so that a caller choosing ids can step over it. Absent otherwise,
+       * and from brokers of earlier versions.
+       */
+      highestUsedBackupId?: BackupIdOnWire;
+    }
   | { outcome: "not-coordinator"; coordinatorId: number };
 
 /** Answer to `backup-take`, `backup-status` and `backup-delete`. */

@@ -47,12 +47,26 @@ const backupSchema = Type.Object(
   { description: "A backup and its partitions' parts." },
 );
 
+/** A take's 409 may name the highest id used, as a string of digits (it may exceed 2^53 − 1). */
+const conflictSchema = Type.Intersect([
+  problemSchema,
+  Type.Object({
+    highestUsedBackupId: Type.Optional(
+      Type.String({
+        pattern: "^[0-9]+$",
+        description:
+          "On a take refused because its id is not above every used one: the highest id used (by a backup, a deleted backup or an attempted take), in digits; take an id above it.",
+      }),
+    ),
+  }),
+]);
+
 const errors = {
   400: problemSchema,
   401: problemSchema,
   403: problemSchema,
   404: problemSchema,
-  409: problemSchema,
+  409: conflictSchema,
   502: problemSchema,
   503: problemSchema,
   504: problemSchema,
@@ -75,8 +89,13 @@ function refusal(answer: BackupRefusal): ServiceError {
       return new ServiceError("invalidRequest", answer.detail);
     case 404:
       return new ServiceError("notFound", answer.detail);
-    case 409:
-      return new ServiceError("conflict", answer.detail);
+    case 409: {
+      const used = answer.highestUsedBackupId;
+      const valid = typeof used === "bigint" ? used >= 0n : Number.isSafeInteger(used) && (used as number) >= 0;
+      return valid
+        ? new ServiceError("conflict", answer.detail, { extensions: { highestUsedBackupId: String(used) } })
+        : new ServiceError("conflict", answer.detail);
+    }
     case 503:
       return new ServiceError("unavailable", answer.detail);
   }

@@ -417,6 +417,7 @@ describe("BackupCoordinator", () => {
       status: 409,
       detail:
         "backup ids are never reused and must be above every earlier id; id 5 is used (a backup of it was taken or attempted); take an id above 5",
+      highestUsedBackupId: 5,
     });
     expect(asked).toEqual([]);
     expect(await store.backupRecords(5n)).toEqual([]);
@@ -600,6 +601,7 @@ describe("BackupCoordinator", () => {
       status: 409,
       detail:
         "backup ids are never reused and must be above every earlier id; id 4 is used (a backup of it was taken or attempted); take an id above 4",
+      highestUsedBackupId: 4,
     });
   });
 });

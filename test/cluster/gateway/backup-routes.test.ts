@@ -166,7 +166,10 @@ describe("the backup API", () => {
     for (const backupId of [1, 0]) {
       const response = await takeBackup(backupId);
       expect(response.status).toBe(409);
-      expect(((await response.json()) as { detail: string }).detail).toMatch(/above every earlier id/);
+      const problem = (await response.json()) as { detail: string; highestUsedBackupId?: string };
+      expect(problem.detail).toMatch(/above every earlier id/);
+      // The highest id used, for a caller that chooses ids to step over.
+      expect(problem.highestUsedBackupId).toBe("1");
     }
     expect((await takeBackup(2)).status).toBe(202);
     expect((await ended(2)).state).toBe("COMPLETED");
@@ -181,9 +184,9 @@ describe("the backup API", () => {
     // is not reused.
     const reused = await takeBackup(2);
     expect(reused.status).toBe(409);
-    expect(((await reused.json()) as { detail: string }).detail).toMatch(
-      /id 2 is used \(a backup of it was taken or attempted\)/,
-    );
+    const reusedProblem = (await reused.json()) as { detail: string; highestUsedBackupId?: string };
+    expect(reusedProblem.detail).toMatch(/id 2 is used \(a backup of it was taken or attempted\)/);
+    expect(reusedProblem.highestUsedBackupId).toBe("2");
     expect((await call(gateway.managementUrl, "/actuator/backups/2")).status).toBe(404);
   });
 

@@ -248,15 +248,11 @@ export class BackupService {
     let highest = -1n;
     for (const backup of existing) if (backup.backupId > highest) highest = backup.backupId;
     // Backup ids are never reused and end at 2^63 − 1: the cluster would refuse the next one as malformed.
-    if (highest >= MAX_INT64) {
-      throw conflict(
-        `No backup id is left above ${highest}, the largest a backup may have, on cluster ${clusterId}: backup ids only go up and are never reused.`,
-      );
-    }
+    if (highest >= MAX_INT64) throw noIdLeft(clusterId, highest);
     const nowMs = BigInt(this.now().getTime());
     const backupId = nowMs > highest ? nowMs : highest + 1n;
-    const taken = await this.callCluster(() => client.take(backupId), backupId);
-    this.options.logger.info({ clusterId, backupId }, "backup started");
+    const taken = await this.callCluster(() => takeAboveUsedIds(client, clusterId, backupId), backupId);
+    this.options.logger.info({ clusterId, backupId: taken.backupId }, "backup started");
     return presentBackup(taken);
   }
 
@@ -746,6 +742,36 @@ export class BackupService {
       );
     }
   }
+}
+
+/**
+ * Takes backup `backupId`, or, when the cluster refuses it because a higher id is used already (a deleted backup's
+ * or an attempted take's, which the list does not show), the id right above the one its refusal names: without that
+ * step every take would be refused until the clock passed that id, which for an id taken far ahead is never.
+ */
+async function takeAboveUsedIds(client: BackupsClient, clusterId: string, backupId: bigint): Promise<ManagementBackup> {
+  try {
+    return await client.take(backupId);
+  } catch (error) {
+    const used = highestUsedBackupIdOf(error);
+    if (used === null || used < backupId) throw error;
+    if (used >= MAX_INT64) throw noIdLeft(clusterId, used);
+    return client.take(used + 1n);
+  }
+}
+
+/** The 409 for a cluster whose highest used backup id is the largest there is. */
+function noIdLeft(clusterId: string, highest: bigint): ServiceError {
+  return conflict(
+    `No backup id is left above ${highest}, the largest a backup may have, on cluster ${clusterId}: backup ids only go up and are never reused.`,
+  );
+}
+
+/** The highest used id a cluster's 409 to a take names (`highestUsedBackupId`), or null. */
+function highestUsedBackupIdOf(error: unknown): bigint | null {
+  if (!(error instanceof ApiError) || error.status !== 409) return null;
+  const used = error.problem.highestUsedBackupId;
+  return typeof used === "string" ? parseNonNegativeInt64(used) : null;
 }
 
 /**

@@ -34,6 +34,7 @@ describe("Administration API /clusters/{id}/backups over HTTP", () => {
     management.backups.clear();
     management.requests.length = 0;
     management.refuseNext = undefined;
+    management.highestTakenBackupId = undefined;
     management.oversizedNextBytes = undefined;
     management.clusterStatus = fakeClusterStatus();
   });
@@ -125,6 +126,26 @@ describe("Administration API /clusters/{id}/backups over HTTP", () => {
     const missing = await call("DELETE", `${clusterId}/backups/7`);
     expect(missing.status).toBe(404);
     expect(((await missing.json()) as { detail: string }).detail).toContain("backup '7'");
+  });
+
+  it("steps over an id the cluster used for a backup deleted since, which its list no longer shows", async () => {
+    // A backup taken on the management API under an id far ahead of the clock, then deleted: the list is empty, but
+    // the cluster refuses every id up to it. The platform takes the id above the one the refusal names.
+    const far = 2n ** 60n;
+    management.highestTakenBackupId = far;
+    const response = await call("POST", `${clusterId}/backups`);
+    expect(response.status).toBe(200);
+    expect(((await response.json()) as { uuid: string }).uuid).toBe(String(far + 1n));
+    const takes = management.requests.filter((request) => request.method === "POST").map((request) => request.body);
+    expect(takes).toEqual([expect.stringMatching(/^\{"backupId":\d+\}$/), `{"backupId":${far + 1n}}`]);
+    // At the largest id there is, the platform says no id is left instead of asking again.
+    management.backups.clear();
+    management.highestTakenBackupId = 2n ** 63n - 1n;
+    const full = await call("POST", `${clusterId}/backups`);
+    expect(full.status).toBe(409);
+    expect(((await full.json()) as { detail: string }).detail).toMatch(
+      /No backup id is left above 9223372036854775807/,
+    );
   });
 
   it("passes the cluster's conflicts on as 409 and anything else it refuses as 502", async () => {
