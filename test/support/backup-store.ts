@@ -11,6 +11,8 @@ export function delegatingStore(store: BackupStore, overrides: Partial<BackupSto
     backupIds: () => store.backupIds(),
     deleteBackup: (backupId) => store.deleteBackup(backupId),
     writeBackupRecord: (record) => store.writeBackupRecord(record),
+    writeBackupConfiguration: (backupId, configuration) => store.writeBackupConfiguration(backupId, configuration),
+    backupConfiguration: (backupId) => store.backupConfiguration(backupId),
     backupRecords: (backupId) => store.backupRecords(backupId),
     highestTakenBackupId: () => store.highestTakenBackupId(),
     ...overrides,

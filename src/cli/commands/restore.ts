@@ -6,7 +6,8 @@
  * With `--cluster-configuration FILE` the brokers are restored into the shape a cluster configuration document
  * describes (`GET /actuator/cluster` of the cluster being restored, which scaling may have changed since its first
  * start) rather than the first configuration of their settings: each member restores the partitions the document
- * gives it and stores the document as its configuration, so the restarted brokers agree on it.
+ * gives it and stores the document as its configuration, so the restarted brokers agree on it. With
+ * `--configuration-of-backup` that document is the one the backup holds: the cluster's shape when it was taken.
  *
  * Started by the local provisioner (`FLOWPLANE_SUPERVISOR=ipc` and an IPC channel), the restore aborts at once when
  * the platform is gone: its next start puts the cluster's previous data back, which no restore may write into then.
@@ -29,6 +30,7 @@ const MAX_CLUSTER_CONFIGURATION_BYTES = 8 * 1024 * 1024;
 interface RestoreCommandOptions {
   backupId: bigint;
   clusterConfiguration?: string;
+  configurationOfBackup?: boolean;
   config?: string;
   dataDirectory?: string;
   set?: string[];
@@ -72,10 +74,24 @@ async function restoreFromBackup(options: RestoreCommandOptions, io: CliIo): Pro
   if (store === undefined || store === null) {
     throw new UsageError("service.backup.store is none: there is no backup store to restore from");
   }
-  const given =
-    options.clusterConfiguration === undefined
-      ? undefined
-      : await restoredShape(options.clusterConfiguration, brokerOptions.nodeId);
+  if (options.clusterConfiguration !== undefined && options.configurationOfBackup === true) {
+    throw new UsageError("give --cluster-configuration or --configuration-of-backup, not both");
+  }
+  let given: Awaited<ReturnType<typeof restoredShape>> | undefined;
+  if (options.clusterConfiguration !== undefined) {
+    const file = options.clusterConfiguration;
+    const text = await readConfigurationFile(file, MAX_CLUSTER_CONFIGURATION_BYTES);
+    given = await restoredShape(text, `--cluster-configuration ${printable(file)}`, brokerOptions.nodeId);
+  } else if (options.configurationOfBackup === true) {
+    const text = await store.backupConfiguration(options.backupId);
+    if (text === null) {
+      throw new Error(
+        `restore refused: backup ${options.backupId} holds no cluster configuration (an earlier version took it, or it ` +
+          "does not exist); give the cluster's with --cluster-configuration",
+      );
+    }
+    given = await restoredShape(text, `the cluster configuration of backup ${options.backupId}`, brokerOptions.nodeId);
+  }
   const distribution = given?.distribution ?? initialDistribution(brokerOptions);
   io.stdout(
     `restoring broker ${brokerOptions.nodeId} from backup ${options.backupId} into ${printable(brokerOptions.dataDirectory)}\n`,
@@ -140,15 +156,16 @@ async function readConfigurationFile(file: string, maxBytes: number): Promise<st
 }
 
 /**
- * The configuration in `file` and the distribution of its partitions: what broker `nodeId` is restored into. Refuses
- * a document that is malformed, describes a cluster in the middle of a change (a broker or replica not ACTIVE, a
- * change pending) or whose partitions or routing counts are not 1..P, and one that does not list this broker.
+ * The configuration in `text` (from `source`, named in errors) and the distribution of its partitions: what broker
+ * `nodeId` is restored into. Refuses a document that is malformed, describes a cluster in the middle of a change (a
+ * broker or replica not ACTIVE, a change pending) or whose partitions or routing counts are not 1..P, and one that
+ * does not list this broker.
  */
 async function restoredShape(
-  file: string,
+  text: string,
+  source: string,
   nodeId: number,
 ): Promise<{ configuration: ClusterConfiguration; distribution: PartitionDistribution }> {
-  const text = await readConfigurationFile(file, MAX_CLUSTER_CONFIGURATION_BYTES);
   const { ConfigurationDecodeError, decodeConfiguration, partitionIdsOf, replicasOf, toConfigurationDocument } =
     await import("../../cluster/topology/index.js");
   let configuration: ClusterConfiguration;
@@ -156,7 +173,7 @@ async function restoredShape(
     configuration = decodeConfiguration(text);
   } catch (error) {
     if (!(error instanceof ConfigurationDecodeError)) throw error;
-    throw new UsageError(`--cluster-configuration ${printable(file)}: ${error.message.slice(0, 1_000)}`);
+    throw new UsageError(`${source}: ${error.message.slice(0, 1_000)}`);
   }
   const refuse = (reason: string): Error => new Error(`restore refused: ${reason}`);
   // The platform runs the same check before it stops a cluster to restore it (src/client/restorable-shape.ts).
@@ -187,6 +204,10 @@ export function registerRestoreCommand(program: Command, io: CliIo): void {
     .option(
       "--cluster-configuration <file>",
       "restore into the cluster configuration in this file (GET /actuator/cluster of the cluster), not the first one",
+    )
+    .option(
+      "--configuration-of-backup",
+      "restore into the cluster configuration the backup was taken in (every backup of this version holds it)",
     )
     .option("-c, --config <file>", "the broker's YAML configuration file")
     .option("--data-directory <directory>", "where local data is kept (service.dataDirectory)")

@@ -1,7 +1,9 @@
 /**
  * The default backup store: a directory (`service.backup.filesystem.basePath`), laid out as
  * `<base>/<partition>/<backup id>/<broker>/{manifest.json, snapshot.bin, log.bin}`, with each backup's record in
- * `<base>/backups/<backup id>.json` (a name no partition directory has), and the highest id ever taken as an empty file
+ * `<base>/backups/<backup id>.json` (a name no partition directory has), the cluster configuration it was taken in
+ * beside it as `<backup id>.configuration.json` (a name older versions' listings skip), and the highest id ever taken
+ * as an empty file
  * `<base>/backups/taken/<backup id>` (names older versions' listings skip). Directories are 0700 and files
  * 0600 (a backup holds users' messages). Every file and manifest is written to a temporary file, synced and renamed
  * into place, so a crash leaves either the previous file or the new one. A data file's CRC-32C is that of the exact
@@ -24,6 +26,7 @@ import {
   type BackupPartManifest,
   type BackupRecord,
   type BackupStore,
+  MAX_BACKUP_CONFIGURATION_BYTES,
   parseBackupRecord,
   parseManifest,
   type StoredBackupRecord,
@@ -127,6 +130,32 @@ export class FilesystemBackupStore implements BackupStore {
   /** The path of a backup's record. */
   recordPath(backupId: bigint): string {
     return join(this.basePath, RECORDS_DIRECTORY, `${backupId}.json`);
+  }
+
+  /** The path of the cluster configuration a backup was taken in. */
+  configurationPath(backupId: bigint): string {
+    return join(this.basePath, RECORDS_DIRECTORY, `${backupId}.configuration.json`);
+  }
+
+  async writeBackupConfiguration(backupId: bigint, configuration: string): Promise<void> {
+    if (Buffer.byteLength(configuration) > MAX_BACKUP_CONFIGURATION_BYTES) {
+      throw new Error(`the cluster configuration is larger than ${MAX_BACKUP_CONFIGURATION_BYTES} bytes`);
+    }
+    await writeTextAtomically(join(this.basePath, RECORDS_DIRECTORY), `${backupId}.configuration.json`, configuration);
+  }
+
+  async backupConfiguration(backupId: bigint): Promise<string | null> {
+    const path = this.configurationPath(backupId);
+    try {
+      // The size is looked at first, as for a record: a damaged file of any size is never read whole.
+      if ((await stat(path)).size > MAX_BACKUP_CONFIGURATION_BYTES) {
+        throw new Error(`${path} is larger than ${MAX_BACKUP_CONFIGURATION_BYTES} bytes`);
+      }
+      return await readFile(path, "utf8");
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return null;
+      throw error;
+    }
   }
 
   async writeManifest(manifest: BackupPartManifest): Promise<void> {
@@ -280,6 +309,7 @@ export class FilesystemBackupStore implements BackupStore {
       await rm(this.recordPath(backupId), { force: true });
       await syncDirectory(join(this.basePath, RECORDS_DIRECTORY));
     }
+    await rm(this.configurationPath(backupId), { force: true });
     // Listed only now: a leader that read the record just before it went may have created its part's directory
     // after the look above, and its part must go too.
     for (const partitionId of await this.partitionsHolding(backupId)) {
@@ -347,13 +377,18 @@ export class FilesystemBackupStore implements BackupStore {
  * Writes `value` as JSON to `directory/name` (created 0700, durably): a synced temporary file renamed into place.
  */
 async function writeJsonAtomically(directory: string, name: string, value: unknown): Promise<void> {
+  // A backup id beyond 2^53 − 1 is written as its exact digits; every other value as JSON.stringify writes it.
+  await writeTextAtomically(directory, name, `${stringifyJsonExactly(value, 2)}\n`);
+}
+
+/** Writes `text` as file `name` of `directory`: a temporary file, synced, renamed over, the directory synced. */
+async function writeTextAtomically(directory: string, name: string, text: string): Promise<void> {
   createPrivateDirectoryDurably(directory);
   const target = join(directory, name);
   const temporary = join(directory, `.${name}.${randomBytes(6).toString("hex")}.tmp`);
   const handle = await open(temporary, "w", privateFileMode);
   try {
-    // A backup id beyond 2^53 − 1 is written as its exact digits; every other value as JSON.stringify writes it.
-    await handle.writeFile(`${stringifyJsonExactly(value, 2)}\n`, "utf8");
+    await handle.writeFile(text, "utf8");
     await handle.sync();
   } finally {
     await handle.close();

@@ -98,6 +98,9 @@ export interface BackupPartManifest extends BackupPartId {
   readonly finishedAt: string | null;
 }
 
+/** Largest cluster configuration a backup holds (the largest shape the product allows stays below it). */
+export const MAX_BACKUP_CONFIGURATION_BYTES = 8 * 1024 * 1024;
+
 /** A backup's record: what the coordinator knew of the cut before it proposed the checkpoint. */
 export interface BackupRecord {
   readonly formatVersion: 1;
@@ -161,6 +164,17 @@ export interface BackupStore {
    * record's id (durably too), so that the id counts as taken even if the record never gets written.
    */
   writeBackupRecord(record: BackupRecord): Promise<void>;
+  /**
+   * Writes, durably and atomically, the cluster configuration backup `backupId` was taken in (`encodeConfiguration`'s
+   * text, as `GET /actuator/cluster` shows it); the coordinator writes it just before the backup's record, so that a
+   * backup holds its partitions and the configuration, and a restore can rebuild the cluster's shape from it.
+   */
+  writeBackupConfiguration(backupId: bigint, configuration: string): Promise<void>;
+  /**
+   * The cluster configuration backup `backupId` was taken in, as written; null when it holds none (taken by an
+   * earlier version, or deleted). Throws when the stored one cannot be read or exceeds `MAX_BACKUP_CONFIGURATION_BYTES`.
+   */
+  backupConfiguration(backupId: bigint): Promise<string | null>;
   /**
    * The highest id this store ever recorded a backup of, deleted backups' included, or null when it recorded none (a
    * store written only by versions from before this mark). Backups the store still holds count through `backupIds`.

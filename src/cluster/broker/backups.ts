@@ -32,7 +32,7 @@ import {
   type StoredBackupRecord,
 } from "../backup/store.js";
 import { encodedCheckpointId, MAX_SAFE_CHECKPOINT_ID } from "../engine/index.js";
-import { brokerIdsOf, type ClusterConfiguration, partitionIdsOf } from "../topology/index.js";
+import { brokerIdsOf, type ClusterConfiguration, encodeConfiguration, partitionIdsOf } from "../topology/index.js";
 import { actingCoordinator } from "./change-executor.js";
 import type { CheckpointAnswer } from "./peer-requests.js";
 import type { BackupListResponse, BackupPartitionView, BackupRefusal, BackupResponse, BackupView } from "./protocol.js";
@@ -204,6 +204,8 @@ export class BackupCoordinator {
       }
       const partitionIds = partitionIdsOf(configuration);
       try {
+        // The configuration first: a record (which is what makes the backup exist) then always has it beside it.
+        await store.writeBackupConfiguration(backupId, encodeConfiguration(configuration));
         await store.writeBackupRecord({
           formatVersion: 1,
           backupId,

@@ -199,6 +199,32 @@ describe("flowplane restore", () => {
     );
   });
 
+  it("restores into the configuration the backup holds, and says when a backup of an earlier version holds none", async () => {
+    const store = new FilesystemBackupStore(storeDirectory);
+    const target = join(directory, "broker-3-from-backup");
+    // Backup 4 was recorded as an earlier version did: without its configuration.
+    const none = await restore(3, target, ["--configuration-of-backup"]);
+    expect(none.exitCode).toBe(exitCodes.failure);
+    expect(none.stderr).toContain(
+      "restore refused: backup 4 holds no cluster configuration (an earlier version took it, or it does not exist)",
+    );
+    await store.writeBackupConfiguration(4n, scaledConfiguration(3));
+    const result = await restore(3, target, ["--configuration-of-backup"]);
+    expect(result.stderr).toBe("");
+    expect(result.exitCode).toBe(exitCodes.ok);
+    expect(result.stdout).toContain("broker 3 restored 2 partitions");
+    const persisted = await readPersistedConfiguration(target);
+    expect(persisted === null ? null : encodeConfiguration(persisted)).toBe(
+      encodeConfiguration(decodeConfiguration(scaledConfiguration(3))),
+    );
+    const both = await restore(3, join(directory, "broker-3-both"), [
+      "--configuration-of-backup",
+      "--cluster-configuration",
+      join(directory, "scaled.json"),
+    ]);
+    expect(both.stderr).toContain("give --cluster-configuration or --configuration-of-backup, not both");
+  });
+
   it("refuses a configuration without the broker, with a change pending, another partition count, or malformed", async () => {
     const target = join(directory, "broker-refused");
     const refused = async (nodeId: number, document: string) => {

@@ -368,6 +368,20 @@ describe("FilesystemBackupStore's backup records", () => {
     expect(await store.backupIds()).toEqual([4n, 6n]);
   });
 
+  it("keeps the configuration a backup was taken in beside its record, owner-only, and deletes it with the backup", async () => {
+    await store.writeBackupConfiguration(4n, '{"version":3}');
+    await store.writeBackupRecord(record);
+    expect(await readFile(join(base, "store", "backups", "4.configuration.json"), "utf8")).toBe('{"version":3}');
+    expect(entriesOpenToOthers(join(base, "store"))).toEqual({});
+    expect(await store.backupConfiguration(4n)).toBe('{"version":3}');
+    expect(await store.backupConfiguration(5n)).toBeNull();
+    // Not a record: listings of records, and older versions' (which only read <id>.json), skip it.
+    expect(await store.backupIds()).toEqual([4n]);
+    await expect(store.writeBackupConfiguration(5n, "x".repeat(8 * 1024 * 1024 + 1))).rejects.toThrow(/larger than/);
+    expect(await store.deleteBackup(4n)).toBe(true);
+    expect(await store.backupConfiguration(4n)).toBeNull();
+  });
+
   it("names a damaged record, and a delete removes the record with the parts", async () => {
     await store.writeBackupRecord(record);
     await writeFile(

@@ -5,6 +5,7 @@
  * checkpoint, its partition count the backup's whatever count a part recorded, removed first by a delete, and a backup
  * the store holds only stray parts of never listed; backups from before records are still counted by their parts.
  */
+
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -21,6 +22,7 @@ import {
 import type { CheckpointAnswer } from "../../../src/cluster/broker/peer-requests.js";
 import {
   type ClusterConfiguration,
+  encodeConfiguration,
   initialConfiguration,
   roundRobinDistribution,
 } from "../../../src/cluster/topology/index.js";
@@ -284,7 +286,7 @@ describe("BackupCoordinator", () => {
     expect(await backups.take(8n)).toMatchObject({ status: 409, detail: expect.stringMatching(/latest backup is 8/) });
   });
 
-  it("records the backup's partition count before it proposes any checkpoint", async () => {
+  it("records the backup's partition count and configuration before it proposes any checkpoint", async () => {
     const recordedWhenProposed: unknown[] = [];
     checkpointAnswer = async (_, checkpointId) => {
       recordedWhenProposed.push((await store.backupRecords(checkpointId)).map((stored) => stored.record));
@@ -295,6 +297,8 @@ describe("BackupCoordinator", () => {
     const expected = { ...record(4n, 2), takenAt: "2026-03-01T12:00:00.000Z" };
     expect(recordedWhenProposed).toEqual([[expected], [expected]]);
     expect(await store.backupRecords()).toEqual([{ backupId: 4n, record: expected, problem: null }]);
+    // The backup holds the cluster configuration it was taken in, as the spec wants, for a restore into its shape.
+    expect(await store.backupConfiguration(4n)).toBe(encodeConfiguration(configuration));
   });
 
   it("keeps the recorded count when a leader recorded a lower one (its view of the cluster lagged behind)", async () => {
