@@ -23,6 +23,7 @@ import {
   ConfigurationDecodeError,
   decodeConfiguration,
   encodeConfiguration,
+  INITIAL_CONFIGURATION_VERSION,
   type MergeResult,
   mergeConfigurations,
   type PrepareAnswer,
@@ -647,6 +648,21 @@ export class Broker {
       this.configurationValue = newest;
       await this.persistConfigurationInOrder(newest);
     }
+    if (
+      persisted === null &&
+      newest.version > INITIAL_CONFIGURATION_VERSION &&
+      newest !== founding &&
+      newest.members.has(this.nodeId)
+    ) {
+      // A member that starts without its data (a replaced disk) cannot know what it promised for the next change
+      // before: answering again could let two changes be chosen for that version, so it answers none for it. (At
+      // the first version this is every broker of a cluster's first start but the first one, which must answer.)
+      await this.acceptor.abstain(newest.version + 1);
+      this.logger.warn(
+        { version: newest.version + 1 },
+        "started without its data while a member: abstains from accepting the next cluster change",
+      );
+    }
     return discovery;
   }
 
@@ -826,6 +842,14 @@ export class Broker {
       if (typeof request === "string") {
         this.metrics.observeRequest("malformed", "error", (performance.now() - startedAt) / 1000);
         throw new Error(`malformed peer request: ${request}`);
+      }
+      if (
+        (request.type === "change-prepare" || request.type === "change-accept") &&
+        (sender.role !== "node" || sender.nodeId !== request.ballot.brokerId)
+      ) {
+        // A ballot carries its proposer's id: one sent by anyone else could take over another broker's proposal.
+        this.metrics.observeRequest("malformed", "error", (performance.now() - startedAt) / 1000);
+        throw new Error("malformed peer request: a ballot of another broker");
       }
       const response = await this.answerPeer(request);
       const outcome = "outcome" in response ? response.outcome : "answered";

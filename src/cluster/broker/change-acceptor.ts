@@ -10,6 +10,7 @@ import {
   type Ballot,
   type PrepareAnswer,
   prepare,
+  recordedChangeProblem,
 } from "../topology/index.js";
 import { persistChangeAcceptance } from "./files.js";
 
@@ -35,7 +36,22 @@ export class ChangeAcceptor {
 
   /** Phase 2: accepts `configuration` (encoded) as version `version` under `ballot`, or answers why not. */
   accept(version: number, ballot: Ballot, configuration: string): Promise<AcceptAnswer> {
+    // Checked here too (the peer request was checked when parsed): a value accepted here may be chosen, and every
+    // later coordinator must then record it.
+    const problem = recordedChangeProblem(configuration, version);
+    if (problem !== null) return Promise.reject(new Error(`change acceptance: ${problem}`));
     return this.inTurn(() => accept(this.state, this.heldVersion(), version, ballot, configuration));
+  }
+
+  /**
+   * Abstains for configuration version `version` (see `AcceptorState.abstaining`), durably: called when the broker,
+   * a member, started without its data and learned version `version` − 1 from the others.
+   */
+  abstain(version: number): Promise<void> {
+    return this.inTurn(() => ({
+      answer: undefined,
+      state: { version, promised: { round: 1, brokerId: 0 }, accepted: null, abstaining: true },
+    }));
   }
 
   private inTurn<Answer>(step: () => { answer: Answer; state: AcceptorState | null }): Promise<Answer> {

@@ -13,6 +13,7 @@
  * above 2^53 − 1, none that adds a broker or places a replica on one that does not say it applies such checkpoint ids
  * (a broker of an earlier version rejects the records carrying them, and its replicas would diverge).
  */
+import { isDeepStrictEqual } from "node:util";
 import type { Logger } from "pino";
 import {
   type AcceptAnswer,
@@ -24,10 +25,13 @@ import {
   cancelChange,
   decodeConfiguration,
   encodeConfiguration,
+  MAX_BALLOT_ROUND,
+  majorityOf,
   OperationError,
   PlanningError,
   type PlanRequest,
   type PrepareAnswer,
+  type PrepareTally,
   planAddBroker,
   planJoinPartition,
   planLeavePartition,
@@ -108,28 +112,55 @@ function brokersReceivingReplicas(operations: readonly ClusterOperation[]): numb
   return [...brokerIds].sort((left, right) => left - right);
 }
 
-/** Why a change was not chosen (see `ChangeCoordinator.choose`), for the 409 answer. */
-function notChosenDetail(
-  version: number,
-  memberCount: number,
-  outcome: { highestRound: number; answered: number; accepted?: number },
-): string {
-  const majority = Math.floor(memberCount / 2) + 1;
-  if ((outcome.accepted ?? 0) > 0) {
-    // Accepted by some members: a later proposal that finds it must record it rather than its own.
+/** What `ChangeCoordinator.choose` saw of a version it could not decide, for the 409 answer. */
+interface Undecided {
+  readonly version: number;
+  readonly memberCount: number;
+  readonly quorum: number;
+  /** Whether the change is forced: decided by every broker it keeps rather than a majority of the members. */
+  readonly forced: boolean;
+  /** The most members that answered one phase. */
+  readonly answered: number;
+  /** The most members that accepted this coordinator's proposal under one ballot. */
+  readonly accepted: number;
+  /** Whether a member had promised a higher ballot (another coordinator at the same moment). */
+  readonly outvoted: boolean;
+}
+
+/** Why a change was not chosen, for the 409 answer. */
+function undecidedDetail(undecided: Undecided): string {
+  const { version, memberCount, quorum, forced, answered, accepted, outvoted } = undecided;
+  const needed = forced
+    ? `every broker it keeps (${memberCount})`
+    : `a majority of the ${memberCount} brokers (${quorum})`;
+  if (accepted > 0) {
+    // Accepted by some members: a later proposal that finds it records it rather than its own, and sending the same
+    // request again is such a proposal.
     return (
-      `change ${version} was accepted by ${outcome.accepted} of the ${memberCount} brokers, not by a majority ` +
-      `(${majority}), so it is not recorded; the next change request records it instead if it finds it accepted, ` +
-      "so read GET /actuator/cluster before sending the request again"
+      `change ${version} was accepted by ${accepted} broker${accepted === 1 ? "" : "s"}, but it needs ${needed} and ` +
+      "the others did not accept it in time, so it is not recorded yet; send the same request again: it records " +
+      "this change if it was accepted after all (202), or answers which change is in progress (409)"
     );
   }
-  if (outcome.highestRound > 0) {
+  if (outvoted) {
     return `another broker is recording a change at the same moment (change ${version}); send the request again`;
   }
   return (
-    `the change must be accepted by a majority of the ${memberCount} brokers (${majority}), and only ` +
-    `${outcome.answered} answered; send the request again once most brokers run and are reachable`
+    `the change must be accepted by ${needed}, and only ${answered} answered; send the request again once ` +
+    `${forced ? "they all" : "most brokers"} run and are reachable`
   );
+}
+
+/** Whether two configurations record the same change: the same id and the same operations. */
+function sameChange(left: ClusterConfiguration, right: ClusterConfiguration): boolean {
+  const leftChange = left.pendingChange;
+  const rightChange = right.pendingChange;
+  if (leftChange === null || rightChange === null || leftChange.id !== rightChange.id) return false;
+  const plan = (change: NonNullable<ClusterConfiguration["pendingChange"]>): unknown => [
+    ...change.completed.map(({ completedAt: _completedAt, ...operation }) => operation),
+    ...change.pending,
+  ];
+  return isDeepStrictEqual(plan(leftChange), plan(rightChange));
 }
 
 function refused(
@@ -214,9 +245,10 @@ export class ChangeCoordinator {
       if (this.context.configuration() !== configuration) {
         return refused(409, "the cluster configuration changed while the change was planned; send the request again");
       }
-      // A forced change is decided by the brokers it keeps: the others are gone, which is why it is forced.
+      // A forced change is decided by every broker it keeps (the others are gone, which is why it is forced): a set
+      // that overlaps any majority of the members as long as it keeps at least half of them.
       const voters = [...configuration.members.keys()].filter((brokerId) => !force || expected.members.has(brokerId));
-      const choice = await this.choose(voters, started);
+      const choice = await this.choose(voters, force, started);
       if (choice.outcome === "refused") return choice;
       const recorded = await this.context.merge(choice.configuration);
       if (!choice.own) {
@@ -290,68 +322,104 @@ export class ChangeCoordinator {
   }
 
   /**
-   * Has a majority of `members` accept `started`, the configuration recording a new change, as the next version
-   * (topology/change-acceptance.ts), and answers the configuration that version was chosen to be: `own` when it is
-   * `started`, or another coordinator's change that a majority may have accepted before, which must be recorded
-   * instead. A ballot a member refused because it promised a higher one is tried once more above it.
+   * Has a majority of `members` (every one of them when `forced`) accept `started`, the configuration recording a new change, as the next version
+   * (topology/change-acceptance.ts), and answers the configuration that version was chosen to be: `own` when it
+   * records the same change as `started` (this request's, or the same request sent before whose answers were lost),
+   * or another coordinator's change that a quorum may have accepted before, which must be recorded instead. One more
+   * attempt, with a higher ballot, follows a refusal for a higher ballot or a proposal that some members accepted
+   * while others did not answer: its prepare finds what was accepted.
    */
   private async choose(
     members: readonly number[],
+    forced: boolean,
     started: ClusterConfiguration,
   ): Promise<{ outcome: "chosen"; configuration: ClusterConfiguration; own: boolean } | ReturnType<typeof refused>> {
     const version = started.version;
-    const proposal = encodeConfiguration(started);
-    let round = this.nextRound(version);
-    for (let attempt = 1; ; attempt++) {
+    const quorum = forced ? members.length : majorityOf(members.length);
+    let undecided: Undecided = {
+      version,
+      memberCount: members.length,
+      quorum,
+      forced,
+      answered: 0,
+      accepted: 0,
+      outvoted: false,
+    };
+    for (let attempt = 1; attempt <= 2; attempt++) {
+      const round = this.nextRound(version);
+      if (round > MAX_BALLOT_ROUND) break;
+      this.roundsSeen.set(version, round);
       const ballot: Ballot = { round, brokerId: this.context.nodeId };
       const promises = await Promise.all(
         members.map((brokerId) => this.context.prepareChange(brokerId, version, ballot).catch(() => null)),
       );
-      const promised = tallyPromises(members.length, promises);
-      const outcome =
-        promised.outcome === "majority"
-          ? await this.accept(members, version, ballot, promised.adopt, proposal)
-          : promised;
-      if (outcome.outcome === "chosen") return outcome;
-      if (outcome.outcome === "behind") {
-        // A member holds this version already: the plan was made on a view that lags. Take what the members hold,
-        // so that the request sent again is planned on it.
-        await this.gatherConfigurations(this.context.configuration());
-        return refused(409, "the cluster configuration changed while the change was planned; send the request again");
+      const promised = tallyPromises(promises, quorum);
+      if (promised.outcome === "behind") return this.behind(version, started);
+      let outcome: Exclude<PrepareTally, { outcome: "majority" | "behind" }> & { accepted?: number };
+      if (promised.outcome === "majority") {
+        const accepted = await this.accept(members, quorum, ballot, promised.adopt, started);
+        if (accepted.outcome === "chosen") return accepted;
+        if (accepted.outcome === "behind") return this.behind(version, started);
+        outcome = accepted;
+      } else {
+        outcome = promised;
       }
       this.roundsSeen.set(version, Math.max(round, outcome.highestRound));
-      if (outcome.highestRound >= round && attempt < 2) {
-        round = this.nextRound(version);
-        continue;
-      }
-      return refused(409, notChosenDetail(version, members.length, outcome));
+      const accepted = outcome.accepted ?? 0;
+      undecided = {
+        ...undecided,
+        answered: Math.max(undecided.answered, outcome.answered),
+        accepted: Math.max(undecided.accepted, accepted),
+        outvoted: undecided.outvoted || outcome.highestRound >= round,
+      };
+      const uncertain = accepted > 0 && outcome.answered < members.length;
+      if (outcome.highestRound < round && !uncertain) break;
     }
+    return refused(409, undecidedDetail(undecided));
   }
 
-  /** Phase 2 of `choose` with the promises of a majority: proposes `adopt`, or `proposal` when nothing was adopted. */
+  /** Phase 2 of `choose` with the promises of a quorum: proposes `adopt`, or `started` when nothing was adopted. */
   private async accept(
     members: readonly number[],
-    version: number,
+    quorum: number,
     ballot: Ballot,
     adopt: AcceptedChange | null,
-    proposal: string,
+    started: ClusterConfiguration,
   ): Promise<
     | { outcome: "chosen"; configuration: ClusterConfiguration; own: boolean }
     | Exclude<AcceptTally, { outcome: "chosen" }>
   > {
-    const value = adopt?.configuration ?? proposal;
+    const value = adopt?.configuration ?? encodeConfiguration(started);
+    const version = started.version;
     const acceptances = await Promise.all(
       members.map((brokerId) => this.context.acceptChange(brokerId, version, ballot, value).catch(() => null)),
     );
-    const accepted = tallyAcceptances(members.length, acceptances);
+    const accepted = tallyAcceptances(acceptances, quorum);
     if (accepted.outcome !== "chosen") return accepted;
+    // The members checked it before they accepted it (a valid configuration of this version recording a change).
     const configuration = decodeConfiguration(value);
     if (configuration.version !== version) {
       throw new Error(
         `change acceptance: version ${version} was chosen as a configuration of ${configuration.version}`,
       );
     }
-    return { outcome: "chosen", configuration, own: value === proposal };
+    return { outcome: "chosen", configuration, own: sameChange(configuration, started) };
+  }
+
+  /**
+   * A member holds `version` already: takes what the members hold, and answers the change as chosen when it is this
+   * very change (recorded by this coordinator's earlier attempt, which gossip spread between the phases), else 409.
+   */
+  private async behind(
+    version: number,
+    started: ClusterConfiguration,
+  ): Promise<{ outcome: "chosen"; configuration: ClusterConfiguration; own: true } | ReturnType<typeof refused>> {
+    await this.gatherConfigurations(this.context.configuration());
+    const held = this.context.configuration();
+    if (held.version === version && sameChange(held, started)) {
+      return { outcome: "chosen", configuration: held, own: true };
+    }
+    return refused(409, "the cluster configuration changed while the change was planned; send the request again");
   }
 
   /** A round above every round this coordinator used or saw refused for `version`. */

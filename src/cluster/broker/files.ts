@@ -14,6 +14,7 @@ import {
   decodeConfiguration,
   encodeConfiguration,
   parseAcceptorState,
+  recordedChangeProblem,
 } from "../topology/index.js";
 
 /** Name of the cluster configuration file in the broker's data directory. */
@@ -144,6 +145,8 @@ export async function readChangeAcceptance(directory: string): Promise<AcceptorS
   }
   const state = parseAcceptorState(value);
   if (typeof state === "string") throw new DamagedBrokerFileError(path, state);
+  const accepted = state.accepted === null ? null : recordedChangeProblem(state.accepted.configuration, state.version);
+  if (accepted !== null) throw new DamagedBrokerFileError(path, `accepted: ${accepted}`);
   return state;
 }
 

@@ -20,6 +20,7 @@ import {
   type Ballot,
   type PrepareAnswer,
   parseBallot,
+  recordedChangeProblem,
 } from "../topology/index.js";
 import type { GossipedAddress } from "./broker-messages.js";
 import { isGossipedAddress } from "./broker-messages.js";
@@ -207,6 +208,8 @@ export function parsePeerRequest(value: unknown): PeerRequest | string {
       if (typeof ballot === "string") return `${request.type}: ${ballot}`;
       if (request.type === "change-prepare") return { type: "change-prepare", version: version as number, ballot };
       if (typeof configuration !== "string") return "change-accept needs the configuration it records";
+      const problem = recordedChangeProblem(configuration, version as number);
+      if (problem !== null) return `change-accept: ${problem}`;
       return { type: "change-accept", version: version as number, ballot, configuration };
     }
     case "partition-membership": {
@@ -335,7 +338,7 @@ function parseAcceptedChange(value: unknown): AcceptedChange | null {
 export function parsePrepareAnswer(value: unknown): PrepareAnswer | null {
   if (typeof value !== "object" || value === null) return null;
   const answer = value as Record<string, unknown>;
-  if (answer.outcome === "behind") return { outcome: "behind" };
+  if (answer.outcome === "behind" || answer.outcome === "abstaining") return { outcome: answer.outcome };
   if (answer.outcome === "rejected") {
     const promised = parseBallot(answer.promised);
     return typeof promised === "string" ? null : { outcome: "rejected", promised };
@@ -350,7 +353,9 @@ export function parsePrepareAnswer(value: unknown): PrepareAnswer | null {
 export function parseAcceptAnswer(value: unknown): AcceptAnswer | null {
   if (typeof value !== "object" || value === null) return null;
   const answer = value as Record<string, unknown>;
-  if (answer.outcome === "accepted" || answer.outcome === "behind") return { outcome: answer.outcome };
+  if (answer.outcome === "accepted" || answer.outcome === "behind" || answer.outcome === "abstaining") {
+    return { outcome: answer.outcome };
+  }
   if (answer.outcome !== "rejected") return null;
   const promised = parseBallot(answer.promised);
   return typeof promised === "string" ? null : { outcome: "rejected", promised };

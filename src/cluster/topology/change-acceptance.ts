@@ -17,9 +17,19 @@
  * for N, if any. Phase 2 (`accept`): with promises from a majority, the coordinator proposes the accepted change of
  * the highest ballot among the promises, or its own when none reported one; a member accepts unless it promised a
  * higher ballot since. A change accepted by a majority is chosen: the coordinator records it (merge and gossip).
+ * Every quorum must overlap every other for that to hold: a majority of the members does; a forced change is
+ * decided by every broker it keeps, which overlaps any majority as long as it keeps at least half of them.
  * A member that already holds version N or a later one answers `behind` with its configuration: the coordinator
  * planned on a view that lags and must plan again.
  */
+import { ConfigurationDecodeError, decodeConfiguration } from "./codec.js";
+import type { ClusterConfiguration } from "./configuration.js";
+
+/**
+ * Highest ballot round: rounds only grow by one per refused attempt, so this is never reached in use, and a bound
+ * keeps a peer's absurd round (or one past 2^53) from leaving no valid round above it.
+ */
+export const MAX_BALLOT_ROUND = 2 ** 31 - 1;
 
 /** A proposal number: the higher round wins, and at equal rounds the higher broker id, so no two brokers share one. */
 export interface Ballot {
@@ -44,20 +54,28 @@ export interface AcceptorState {
   readonly version: number;
   readonly promised: Ballot;
   readonly accepted: AcceptedChange | null;
+  /**
+   * The member abstains for `version`: it started without its data (a replaced disk) while it was a member, so it
+   * cannot know what it promised for that version before, and answers no proposal for it. Later versions are normal.
+   */
+  readonly abstaining?: true;
 }
 
 /** A member's answer to `prepare`. */
 export type PrepareAnswer =
   | { readonly outcome: "promised"; readonly accepted: AcceptedChange | null }
   | { readonly outcome: "rejected"; readonly promised: Ballot }
-  /** The member holds `version` or a later one already (its configuration comes with the answer). */
-  | { readonly outcome: "behind" };
+  /** The member holds `version` or a later one already: the asker planned on a view that lags. */
+  | { readonly outcome: "behind" }
+  /** The member abstains for `version` (see `AcceptorState.abstaining`): it counts as no answer. */
+  | { readonly outcome: "abstaining" };
 
 /** A member's answer to `accept`. */
 export type AcceptAnswer =
   | { readonly outcome: "accepted" }
   | { readonly outcome: "rejected"; readonly promised: Ballot }
-  | { readonly outcome: "behind" };
+  | { readonly outcome: "behind" }
+  | { readonly outcome: "abstaining" };
 
 /** An answer and the state the member must persist before sending it (null: the state did not change). */
 export interface AcceptorStep<Answer> {
@@ -79,12 +97,18 @@ function standing(
   sameBallotAllowed: boolean,
 ): { readonly refusal: AcceptAnswer & PrepareAnswer } | { readonly current: AcceptorState | null } {
   if (!Number.isSafeInteger(version) || version < 2) throw new Error(`change acceptance: invalid version ${version}`);
-  if (!Number.isSafeInteger(ballot.round) || ballot.round < 1 || !Number.isSafeInteger(ballot.brokerId)) {
+  if (
+    !Number.isSafeInteger(ballot.round) ||
+    ballot.round < 1 ||
+    ballot.round > MAX_BALLOT_ROUND ||
+    !Number.isSafeInteger(ballot.brokerId)
+  ) {
     throw new Error(`change acceptance: invalid ballot ${JSON.stringify(ballot)}`);
   }
   if (heldVersion >= version || (state !== null && state.version > version)) return { refusal: { outcome: "behind" } };
   const current = state !== null && state.version === version ? state : null;
   if (current === null) return { current };
+  if (current.abstaining === true) return { refusal: { outcome: "abstaining" } };
   const order = compareBallots(current.promised, ballot);
   if (order > 0 || (order === 0 && !sameBallotAllowed)) {
     return { refusal: { outcome: "rejected", promised: current.promised } };
@@ -127,15 +151,21 @@ export type PrepareTally =
   /** No majority promised; `highestRound`: the highest round a member had promised (retry above it). */
   | { readonly outcome: "no-majority"; readonly highestRound: number; readonly answered: number };
 
-/** Tallies phase 1 over `memberCount` members; `answers` holds one entry per member asked. */
-export function tallyPromises(memberCount: number, answers: readonly (PrepareAnswer | null)[]): PrepareTally {
-  assertMemberCount(memberCount, answers.length);
+/**
+ * Tallies phase 1: `answers` holds one entry per member asked, and `quorum` promises decide (a majority of them by
+ * default; a forced change needs every broker it keeps, see `ChangeCoordinator.change`).
+ */
+export function tallyPromises(
+  answers: readonly (PrepareAnswer | null)[],
+  quorum: number = majorityOf(answers.length),
+): PrepareTally {
+  assertQuorum(quorum, answers.length);
   let promises = 0;
   let answered = 0;
   let highestRound = 0;
   let adopt: AcceptedChange | null = null;
   for (const answer of answers) {
-    if (answer === null) continue;
+    if (answer === null || answer.outcome === "abstaining") continue;
     answered++;
     if (answer.outcome === "behind") return { outcome: "behind" };
     if (answer.outcome === "rejected") {
@@ -147,7 +177,7 @@ export function tallyPromises(memberCount: number, answers: readonly (PrepareAns
       adopt = answer.accepted;
     }
   }
-  if (isMajority(promises, memberCount)) return { outcome: "majority", adopt };
+  if (promises >= quorum) return { outcome: "majority", adopt };
   return { outcome: "no-majority", highestRound, answered };
 }
 
@@ -163,15 +193,18 @@ export type AcceptTally =
       readonly accepted: number;
     };
 
-/** Tallies phase 2 over `memberCount` members; `answers` holds one entry per member asked. */
-export function tallyAcceptances(memberCount: number, answers: readonly (AcceptAnswer | null)[]): AcceptTally {
-  assertMemberCount(memberCount, answers.length);
+/** Tallies phase 2: `answers` holds one entry per member asked, and `quorum` acceptances choose (see `tallyPromises`). */
+export function tallyAcceptances(
+  answers: readonly (AcceptAnswer | null)[],
+  quorum: number = majorityOf(answers.length),
+): AcceptTally {
+  assertQuorum(quorum, answers.length);
   let acceptances = 0;
   let answered = 0;
   let highestRound = 0;
   let behind = false;
   for (const answer of answers) {
-    if (answer === null) continue;
+    if (answer === null || answer.outcome === "abstaining") continue;
     answered++;
     if (answer.outcome === "accepted") acceptances++;
     else if (answer.outcome === "rejected") highestRound = Math.max(highestRound, answer.promised.round);
@@ -179,18 +212,19 @@ export function tallyAcceptances(memberCount: number, answers: readonly (AcceptA
   }
   // A member that holds the version already may have recorded this very change (the coordinator's gossip can reach
   // it between the phases), so a majority of acceptances decides before `behind` does.
-  if (isMajority(acceptances, memberCount)) return { outcome: "chosen" };
+  if (acceptances >= quorum) return { outcome: "chosen" };
   if (behind) return { outcome: "behind" };
   return { outcome: "no-majority", highestRound, answered, accepted: acceptances };
 }
 
-function isMajority(count: number, memberCount: number): boolean {
-  return count * 2 > memberCount;
+/** The smallest majority of `count` members. */
+export function majorityOf(count: number): number {
+  return Math.floor(count / 2) + 1;
 }
 
-function assertMemberCount(memberCount: number, answerCount: number): void {
-  if (!Number.isSafeInteger(memberCount) || memberCount < 1 || answerCount > memberCount) {
-    throw new Error(`change acceptance: ${answerCount} answers for ${memberCount} members`);
+function assertQuorum(quorum: number, memberCount: number): void {
+  if (!Number.isSafeInteger(quorum) || quorum < majorityOf(memberCount) || quorum > memberCount) {
+    throw new Error(`change acceptance: a quorum of ${quorum} of ${memberCount} members`);
   }
 }
 
@@ -198,7 +232,9 @@ function assertMemberCount(memberCount: number, answerCount: number): void {
 export function parseBallot(value: unknown): Ballot | string {
   if (typeof value !== "object" || value === null) return "a ballot must be an object";
   const { round, brokerId } = value as Record<string, unknown>;
-  if (!Number.isSafeInteger(round) || (round as number) < 1) return "a ballot's round must be an integer ≥ 1";
+  if (!Number.isSafeInteger(round) || (round as number) < 1 || (round as number) > MAX_BALLOT_ROUND) {
+    return `a ballot's round must be an integer from 1 to ${MAX_BALLOT_ROUND}`;
+  }
   if (!Number.isSafeInteger(brokerId) || (brokerId as number) < 0) return "a ballot's brokerId must be an integer ≥ 0";
   return { round: round as number, brokerId: brokerId as number };
 }
@@ -206,10 +242,15 @@ export function parseBallot(value: unknown): Ballot | string {
 /** Checks an acceptor state read back from disk; returns it typed or a description of what is wrong. */
 export function parseAcceptorState(value: unknown): AcceptorState | string {
   if (typeof value !== "object" || value === null) return "the state must be an object";
-  const { version, promised, accepted } = value as Record<string, unknown>;
+  const { version, promised, accepted, abstaining } = value as Record<string, unknown>;
   if (!Number.isSafeInteger(version) || (version as number) < 2) return "version must be an integer ≥ 2";
   const promisedBallot = parseBallot(promised);
   if (typeof promisedBallot === "string") return `promised: ${promisedBallot}`;
+  if (abstaining !== undefined && abstaining !== true) return "abstaining must be true or absent";
+  if (abstaining === true) {
+    if (accepted !== null) return "an abstaining member accepted nothing";
+    return { version: version as number, promised: promisedBallot, accepted: null, abstaining: true };
+  }
   if (accepted === null) return { version: version as number, promised: promisedBallot, accepted: null };
   if (typeof accepted !== "object" || accepted === undefined) return "accepted must be an object or null";
   const { ballot, configuration } = accepted as Record<string, unknown>;
@@ -222,4 +263,22 @@ export function parseAcceptorState(value: unknown): AcceptorState | string {
     promised: promisedBallot,
     accepted: { ballot: acceptedBallot, configuration },
   };
+}
+
+/**
+ * Why `configuration` (encoded) is no configuration of version `version` recording a new change, or null when it is
+ * one. A member checks this before it accepts: a value it accepted may be chosen and must be recorded by every later
+ * coordinator, so one that does not decode would stop every later change.
+ */
+export function recordedChangeProblem(configuration: string, version: number): string | null {
+  let decoded: ClusterConfiguration;
+  try {
+    decoded = decodeConfiguration(configuration);
+  } catch (error) {
+    if (error instanceof ConfigurationDecodeError) return error.message.slice(0, 200);
+    throw error;
+  }
+  if (decoded.version !== version) return `the configuration is of version ${decoded.version}, not ${version}`;
+  if (decoded.pendingChange?.id !== version) return `the configuration records no change ${version}`;
+  return null;
 }

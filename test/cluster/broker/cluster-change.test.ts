@@ -4,6 +4,7 @@
  * order while messages are published, and the data of a partition that moved away is deleted; a change is recorded
  * only once a majority of the brokers accepted it.
  */
+import { rmSync } from "node:fs";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Broker } from "../../../src/cluster/broker/broker.js";
 import { readChangeAcceptance } from "../../../src/cluster/broker/files.js";
@@ -210,6 +211,16 @@ describe("cluster changes between in-process brokers", () => {
         brokers[1]!.configuration.pendingChange?.id === version + 1 || brokers[1]!.configuration.version > version + 1,
       "broker 1 holds the change",
     );
+    // Broker 2 comes back without its data: it cannot know what it promised for the next version, so it abstains.
+    rmSync(brokers[2]!.dataDirectory, { recursive: true, force: true });
+    brokers[2] = await Broker.start(testBrokerOptions(root, 2, { contactPoints: [brokers[0]!.clusterAddress] }));
+    const learned = brokers[2]!.configuration.version;
+    expect(learned).toBeGreaterThan(version);
+    expect(await readChangeAcceptance(brokers[2]!.dataDirectory)).toMatchObject({
+      version: learned + 1,
+      accepted: null,
+      abstaining: true,
+    });
   });
 
   it("refuses what the spec refuses and answers the status", async () => {

@@ -73,18 +73,18 @@ describe("the tallies", () => {
   const promisedNothing: PrepareAnswer = { outcome: "promised", accepted: null };
 
   it("need a majority of the members, not of those that answered", () => {
-    expect(tallyPromises(3, [promisedNothing, null, null])).toEqual({
+    expect(tallyPromises([promisedNothing, null, null])).toEqual({
       outcome: "no-majority",
       highestRound: 0,
       answered: 1,
     });
-    expect(tallyPromises(4, [promisedNothing, promisedNothing, null, null]).outcome).toBe("no-majority");
-    expect(tallyPromises(3, [promisedNothing, promisedNothing, null])).toEqual({ outcome: "majority", adopt: null });
+    expect(tallyPromises([promisedNothing, promisedNothing, null, null]).outcome).toBe("no-majority");
+    expect(tallyPromises([promisedNothing, promisedNothing, null])).toEqual({ outcome: "majority", adopt: null });
     const accepted: AcceptAnswer = { outcome: "accepted" };
-    expect(
-      tallyAcceptances(5, [accepted, accepted, null, { outcome: "rejected", promised: ballot(4, 1) }, null]),
-    ).toEqual({ outcome: "no-majority", highestRound: 4, answered: 3, accepted: 2 });
-    expect(tallyAcceptances(1, [accepted])).toEqual({ outcome: "chosen" });
+    expect(tallyAcceptances([accepted, accepted, null, { outcome: "rejected", promised: ballot(4, 1) }, null])).toEqual(
+      { outcome: "no-majority", highestRound: 4, answered: 3, accepted: 2 },
+    );
+    expect(tallyAcceptances([accepted])).toEqual({ outcome: "chosen" });
   });
 
   it("adopt the change accepted under the highest ballot", () => {
@@ -93,17 +93,17 @@ describe("the tallies", () => {
       { outcome: "promised", accepted: { ballot: ballot(2, 0), configuration: "second" } },
       promisedNothing,
     ];
-    expect(tallyPromises(3, answers)).toEqual({
+    expect(tallyPromises(answers)).toEqual({
       outcome: "majority",
       adopt: { ballot: ballot(2, 0), configuration: "second" },
     });
   });
 
   it("answer behind for phase 1, but a majority of acceptances decides before a member that holds the version", () => {
-    expect(tallyPromises(3, [promisedNothing, promisedNothing, { outcome: "behind" }])).toEqual({ outcome: "behind" });
+    expect(tallyPromises([promisedNothing, promisedNothing, { outcome: "behind" }])).toEqual({ outcome: "behind" });
     const accepted: AcceptAnswer = { outcome: "accepted" };
-    expect(tallyAcceptances(3, [accepted, accepted, { outcome: "behind" }])).toEqual({ outcome: "chosen" });
-    expect(tallyAcceptances(3, [accepted, null, { outcome: "behind" }])).toEqual({ outcome: "behind" });
+    expect(tallyAcceptances([accepted, accepted, { outcome: "behind" }])).toEqual({ outcome: "chosen" });
+    expect(tallyAcceptances([accepted, null, { outcome: "behind" }])).toEqual({ outcome: "behind" });
   });
 });
 
@@ -179,7 +179,7 @@ function runProposals(seed: number): {
     const current = ballot(proposer.round, proposer.brokerId);
     if (proposer.phase === "prepare") {
       const answers = members.map((member) => ask(member, (state) => prepare(state, 1, 2, current)));
-      const tally = tallyPromises(memberCount, answers);
+      const tally = tallyPromises(answers);
       if (tally.outcome === "majority") {
         proposer.value = tally.adopt?.configuration ?? proposer.own;
         if (tally.adopt !== null) adopted++;
@@ -189,7 +189,7 @@ function runProposals(seed: number): {
       }
     } else {
       const answers = members.map((member) => ask(member, (state) => accept(state, 1, 2, current, proposer.value)));
-      const tally = tallyAcceptances(memberCount, answers);
+      const tally = tallyAcceptances(answers);
       if (tally.outcome === "chosen") {
         chosen.add(proposer.value);
         recorded.set(proposer.brokerId, proposer.value);
