@@ -295,6 +295,8 @@ async function writeLater(
     await request.sleep(LATER_FINAL_MANIFEST_INTERVAL_MS).catch(() => undefined);
     if (!source.running()) return;
     try {
+      // A backup deleted meanwhile (its record goes first) must not get this part back.
+      if ((await store.backupRecords(failed.backupId)).length === 0) return;
       await store.writeManifest(failed);
       return;
     } catch {

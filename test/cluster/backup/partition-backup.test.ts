@@ -264,6 +264,14 @@ describe("progress manifests", () => {
   });
 
   it("reports the part FAILED when the store stays broken, and writes that manifest once the store is back", async () => {
+    const recordOf = (backupId: bigint) => ({
+      formatVersion: 1 as const,
+      backupId,
+      partitionCount: 1,
+      takenAt: "2026-01-01T00:00:00.000Z",
+      flowplaneVersion: "1.0.0",
+    });
+    await store.writeBackupRecord(recordOf(6n));
     let finalAttempts = 0;
     let brokenUntilAttempt = 8;
     const broken: BackupStore = delegatingStore(store, {
@@ -276,17 +284,9 @@ describe("progress manifests", () => {
       },
     });
     const pausesMs: number[] = [];
-    let laterWritten = (): void => undefined;
-    const settled = new Promise<void>((resolve) => {
-      laterWritten = resolve;
-    });
-    const instant = {
-      ...request,
-      sleep: async (delayMs: number) => {
-        pausesMs.push(delayMs);
-        // The ninth attempt, the third in the background, is the one the store takes.
-        if (pausesMs.length === 8) setImmediate(laterWritten);
-      },
+    const instant = { ...request, sleep: async (delayMs: number) => void pausesMs.push(delayMs) };
+    const waitUntil = async (condition: () => boolean): Promise<void> => {
+      for (let turn = 0; turn < 1_000 && !condition(); turn++) await new Promise((resolve) => setTimeout(resolve, 1));
     };
     const manifest = await writePartitionBackup(source, broken, instant);
     expect(manifest).toMatchObject({
@@ -294,22 +294,44 @@ describe("progress manifests", () => {
       failureReason: "the final manifest could not be written: EIO: i/o error",
     });
     // Six attempts in line (the COMPLETED manifest), then the part is reported FAILED and its manifest is written
-    // in the background until the store takes it.
+    // in the background until the store takes it: the ninth attempt, the third in the background.
     expect(pausesMs.slice(0, 5)).toEqual([200, 400, 800, 1_600, 3_200]);
-    await settled;
-    await new Promise((resolve) => setImmediate(resolve));
+    await waitUntil(() => finalAttempts === 9);
     expect(pausesMs.slice(5)).toEqual([30_000, 30_000, 30_000]);
-    expect(finalAttempts).toBe(9);
+    for (let turn = 0; turn < 1_000 && (await store.manifests(6n))[0]?.state !== "FAILED"; turn++) {
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    }
     expect(await store.manifests(6n)).toEqual([manifest]);
 
     // A replica its broker no longer runs stops trying: the broker's next start settles the part instead.
     finalAttempts = 0;
     brokenUntilAttempt = 100;
+    await store.writeBackupRecord(recordOf(7n));
     const stopped: PartitionBackupSource = { ...source, running: () => false };
     const gaveUp = await writePartitionBackup(stopped, broken, { ...request, backupId: 7n, sleep: async () => {} });
     expect(gaveUp.state).toBe("FAILED");
-    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setTimeout(resolve, 20));
     expect(finalAttempts).toBe(6);
+
+    // A backup deleted while the store was broken does not get the part back when the store returns.
+    finalAttempts = 0;
+    brokenUntilAttempt = 6;
+    await store.writeBackupRecord(recordOf(8n));
+    let releaseBackground = (): void => undefined;
+    const held = new Promise<void>((resolve) => {
+      releaseBackground = resolve;
+    });
+    const deleted = await writePartitionBackup(source, broken, {
+      ...request,
+      backupId: 8n,
+      sleep: (delayMs: number) => (delayMs === 30_000 ? held : Promise.resolve()),
+    });
+    expect(deleted.state).toBe("FAILED");
+    expect(await store.deleteBackup(8n)).toBe(true);
+    releaseBackground();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(finalAttempts).toBe(6);
+    expect(await store.manifests(8n)).toEqual([]);
   });
 
   it("fails the part when a progress manifest cannot be written", async () => {
