@@ -247,8 +247,13 @@ export class Broker {
       configuration: () => this.configuration,
       merge: async (configuration) => (await this.mergeConfiguration(configuration)).configuration,
       configurationOf: (brokerId) => this.configurationHeldBy(brokerId),
-      prepareChange: (brokerId, version, ballot) =>
-        this.askAcceptor(brokerId, { type: "change-prepare", version, ballot }),
+      prepareChange: (brokerId, version, ballot, othersHoldNothing) =>
+        this.askAcceptor(brokerId, {
+          type: "change-prepare",
+          version,
+          ballot,
+          ...(othersHoldNothing === true ? { othersHoldNothing } : {}),
+        }),
       acceptChange: (brokerId, version, ballot, configuration) =>
         this.askAcceptor(brokerId, { type: "change-accept", version, ballot, configuration }),
       isReachable: (nodeId) => this.isReachable(nodeId),
@@ -469,10 +474,12 @@ export class Broker {
     brokerId: number,
     request: Extract<PeerRequest, { type: "change-prepare" | "change-accept" }>,
   ): Promise<PrepareAnswer | AcceptAnswer | null> {
-    const parse = request.type === "change-prepare" ? parsePrepareAnswer : parseAcceptAnswer;
     if (brokerId === this.nodeId) return this.answerAcceptor(request);
     try {
-      return parse(await this.requestPeer(brokerId, request, CONFIGURATION_REQUEST_TIMEOUT_MS));
+      const answer = await this.requestPeer(brokerId, request, CONFIGURATION_REQUEST_TIMEOUT_MS);
+      return request.type === "change-prepare"
+        ? parsePrepareAnswer(answer, request.version)
+        : parseAcceptAnswer(answer);
     } catch {
       return null;
     }
@@ -486,7 +493,9 @@ export class Broker {
       // A broker still learning the configuration (its disk replaced, say) cannot tell what it promised before.
       return Promise.reject(new Error(`broker ${this.nodeId} does not know the cluster configuration yet`));
     }
-    if (request.type === "change-prepare") return this.acceptor.prepare(request.version, request.ballot);
+    if (request.type === "change-prepare") {
+      return this.acceptor.prepare(request.version, request.ballot, request.othersHoldNothing === true);
+    }
     return this.acceptor.accept(request.version, request.ballot, request.configuration);
   }
 
@@ -644,10 +653,6 @@ export class Broker {
       );
       newest = founding;
     }
-    if (newest !== persisted) {
-      this.configurationValue = newest;
-      await this.persistConfigurationInOrder(newest);
-    }
     if (
       persisted === null &&
       newest.version > INITIAL_CONFIGURATION_VERSION &&
@@ -657,11 +662,17 @@ export class Broker {
       // A member that starts without its data (a replaced disk) cannot know what it promised for the next change
       // before: answering again could let two changes be chosen for that version, so it answers none for it. (At
       // the first version this is every broker of a cluster's first start but the first one, which must answer.)
+      // Durable before the configuration is taken or written: until then the broker answers no acceptance request,
+      // and a crash in between leaves no configuration, so the next start abstains again.
       await this.acceptor.abstain(newest.version + 1);
       this.logger.warn(
         { version: newest.version + 1 },
         "started without its data while a member: abstains from accepting the next cluster change",
       );
+    }
+    if (newest !== persisted) {
+      this.configurationValue = newest;
+      await this.persistConfigurationInOrder(newest);
     }
     return discovery;
   }

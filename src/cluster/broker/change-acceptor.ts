@@ -29,9 +29,9 @@ export class ChangeAcceptor {
     private readonly heldVersion: () => number,
   ) {}
 
-  /** Phase 1: promises `ballot` for configuration version `version`, or answers why not. */
-  prepare(version: number, ballot: Ballot): Promise<PrepareAnswer> {
-    return this.inTurn(() => prepare(this.state, this.heldVersion(), version, ballot));
+  /** Phase 1: promises `ballot` for configuration version `version`, or answers why not (see the pure `prepare`). */
+  prepare(version: number, ballot: Ballot, othersHoldNothing = false): Promise<PrepareAnswer> {
+    return this.inTurn(() => prepare(this.state, this.heldVersion(), version, ballot, othersHoldNothing));
   }
 
   /** Phase 2: accepts `configuration` (encoded) as version `version` under `ballot`, or answers why not. */

@@ -76,7 +76,12 @@ export interface CoordinatorContext {
    * Phase 1 of having member `brokerId` (this broker included) accept a new change as configuration version
    * `version` (topology/change-acceptance.ts); null when it does not answer in time.
    */
-  prepareChange(brokerId: number, version: number, ballot: Ballot): Promise<PrepareAnswer | null>;
+  prepareChange(
+    brokerId: number,
+    version: number,
+    ballot: Ballot,
+    othersHoldNothing?: boolean,
+  ): Promise<PrepareAnswer | null>;
   /** Phase 2: have member `brokerId` accept `configuration` (encoded) as version `version`; null: no answer. */
   acceptChange(brokerId: number, version: number, ballot: Ballot, configuration: string): Promise<AcceptAnswer | null>;
   isReachable(brokerId: number): boolean;
@@ -125,11 +130,13 @@ interface Undecided {
   readonly accepted: number;
   /** Whether a member had promised a higher ballot (another coordinator at the same moment). */
   readonly outvoted: boolean;
+  /** Members that abstain for the version (they started without their data), ascending. */
+  readonly abstaining: readonly number[];
 }
 
 /** Why a change was not chosen, for the 409 answer. */
 function undecidedDetail(undecided: Undecided): string {
-  const { version, memberCount, quorum, forced, answered, accepted, outvoted } = undecided;
+  const { version, memberCount, quorum, forced, answered, accepted, outvoted, abstaining } = undecided;
   const needed = forced
     ? `every broker it keeps (${memberCount})`
     : `a majority of the ${memberCount} brokers (${quorum})`;
@@ -144,6 +151,14 @@ function undecidedDetail(undecided: Undecided): string {
   }
   if (outvoted) {
     return `another broker is recording a change at the same moment (change ${version}); send the request again`;
+  }
+  if (abstaining.length > 0) {
+    // They answer, but cannot take part: they started without their data and may have promised before.
+    return (
+      `the change must be accepted by ${needed}, and brokers ${abstaining.join(", ")} abstain from change ${version} ` +
+      `(they started without their data) while only ${answered} others answered; they take part once every other ` +
+      "member answers with nothing accepted for it, so send the request again once all the others run and are reachable"
+    );
   }
   return (
     `the change must be accepted by ${needed}, and only ${answered} answered; send the request again once ` +
@@ -344,6 +359,7 @@ export class ChangeCoordinator {
       answered: 0,
       accepted: 0,
       outvoted: false,
+      abstaining: [],
     };
     for (let attempt = 1; attempt <= 2; attempt++) {
       const round = this.nextRound(version);
@@ -353,6 +369,8 @@ export class ChangeCoordinator {
       const promises = await Promise.all(
         members.map((brokerId) => this.context.prepareChange(brokerId, version, ballot).catch(() => null)),
       );
+      if (!forced) await this.releaseAbstainers(members, version, ballot, promises);
+      const abstaining = members.filter((_, position) => promises[position]?.outcome === "abstaining");
       const promised = tallyPromises(promises, quorum);
       if (promised.outcome === "behind") return this.behind(version, started);
       let outcome: Exclude<PrepareTally, { outcome: "majority" | "behind" }> & { accepted?: number };
@@ -371,11 +389,41 @@ export class ChangeCoordinator {
         answered: Math.max(undecided.answered, outcome.answered),
         accepted: Math.max(undecided.accepted, accepted),
         outvoted: undecided.outvoted || outcome.highestRound >= round,
+        abstaining,
       };
       const uncertain = accepted > 0 && outcome.answered < members.length;
       if (outcome.highestRound < round && !uncertain) break;
     }
     return refused(409, undecidedDetail(undecided));
+  }
+
+  /**
+   * Asks the members that abstain for `version` (they started without their data) to promise `ballot` after all, in
+   * `promises` (one answer per member), when that is safe: every other member promised it with nothing accepted, and
+   * the abstaining ones are fewer than a majority, so every majority that could have chosen a change includes a
+   * member that remembers it. Without this, one broker whose disk was replaced would block every change of a
+   * two-broker cluster for good. Not for a forced change, whose removed brokers are not asked.
+   */
+  private async releaseAbstainers(
+    members: readonly number[],
+    version: number,
+    ballot: Ballot,
+    promises: (PrepareAnswer | null)[],
+  ): Promise<void> {
+    const abstaining = members.flatMap((_, position) =>
+      promises[position]?.outcome === "abstaining" ? [position] : [],
+    );
+    if (abstaining.length === 0 || abstaining.length >= majorityOf(members.length)) return;
+    const othersHoldNothing = promises.every(
+      (answer) => answer?.outcome === "abstaining" || (answer?.outcome === "promised" && answer.accepted === null),
+    );
+    if (!othersHoldNothing) return;
+    await Promise.all(
+      abstaining.map(async (position) => {
+        const brokerId = members[position] as number;
+        promises[position] = await this.context.prepareChange(brokerId, version, ballot, true).catch(() => null);
+      }),
+    );
   }
 
   /** Phase 2 of `choose` with the promises of a quorum: proposes `adopt`, or `started` when nothing was adopted. */
@@ -418,6 +466,16 @@ export class ChangeCoordinator {
     const held = this.context.configuration();
     if (held.version === version && sameChange(held, started)) {
       return { outcome: "chosen", configuration: held, own: true };
+    }
+    const ended = [held.lastChange, ...held.earlierChanges].find((change) => change?.id === version);
+    if (ended !== undefined && ended !== null) {
+      // The version was chosen and its change has run meanwhile; its operations are no longer kept, so whether it
+      // was this request's cannot be told here.
+      return refused(
+        409,
+        `change ${version} was recorded meanwhile and has ended ${ended.status}; if it was this request's, it is ` +
+          "done (GET /actuator/cluster shows the brokers and partitions now), else send the request again",
+      );
     }
     return refused(409, "the cluster configuration changed while the change was planned; send the request again");
   }

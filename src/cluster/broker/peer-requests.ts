@@ -31,8 +31,16 @@ import type { BackupIdOnWire, ReplicaReport } from "./protocol.js";
 export type PeerRequest =
   /** What the answering broker knows of the cluster; asked by a starting broker of its contact points. */
   | { readonly type: "cluster-configuration" }
-  /** Phase 1 of accepting a new change at configuration version `version` (topology/change-acceptance.ts). */
-  | { readonly type: "change-prepare"; readonly version: number; readonly ballot: Ballot }
+  /**
+   * Phase 1 of accepting a new change at configuration version `version` (topology/change-acceptance.ts);
+   * `othersHoldNothing`: see `prepare` there (absent: false).
+   */
+  | {
+      readonly type: "change-prepare";
+      readonly version: number;
+      readonly ballot: Ballot;
+      readonly othersHoldNothing?: true;
+    }
   /** Phase 2: accept `configuration` (encoded), which records the change, as version `version`. */
   | {
       readonly type: "change-accept";
@@ -206,7 +214,18 @@ export function parsePeerRequest(value: unknown): PeerRequest | string {
       if (!Number.isSafeInteger(version) || (version as number) < 2) return `${request.type} needs a version ≥ 2`;
       const ballot = parseBallot(request.ballot);
       if (typeof ballot === "string") return `${request.type}: ${ballot}`;
-      if (request.type === "change-prepare") return { type: "change-prepare", version: version as number, ballot };
+      if (request.type === "change-prepare") {
+        const { othersHoldNothing } = request;
+        if (othersHoldNothing !== undefined && othersHoldNothing !== true) {
+          return "change-prepare: othersHoldNothing must be true or absent";
+        }
+        return {
+          type: "change-prepare",
+          version: version as number,
+          ballot,
+          ...(othersHoldNothing === true ? { othersHoldNothing } : {}),
+        };
+      }
       if (typeof configuration !== "string") return "change-accept needs the configuration it records";
       const problem = recordedChangeProblem(configuration, version as number);
       if (problem !== null) return `change-accept: ${problem}`;
@@ -334,8 +353,12 @@ function parseAcceptedChange(value: unknown): AcceptedChange | null {
   return { ballot: parsed, configuration };
 }
 
-/** Checks a `change-prepare` answer; returns it typed or null when it is malformed. */
-export function parsePrepareAnswer(value: unknown): PrepareAnswer | null {
+/**
+ * Checks a `change-prepare` answer to a prepare for `version`; returns it typed or null when it is malformed, which
+ * includes a reported acceptance that no coordinator could have proposed for the version (a broker of the version
+ * before these checks accepted anything): adopting it would stop every later change.
+ */
+export function parsePrepareAnswer(value: unknown, version: number): PrepareAnswer | null {
   if (typeof value !== "object" || value === null) return null;
   const answer = value as Record<string, unknown>;
   if (answer.outcome === "behind" || answer.outcome === "abstaining") return { outcome: answer.outcome };
@@ -346,7 +369,8 @@ export function parsePrepareAnswer(value: unknown): PrepareAnswer | null {
   if (answer.outcome !== "promised") return null;
   if (answer.accepted === null) return { outcome: "promised", accepted: null };
   const accepted = parseAcceptedChange(answer.accepted);
-  return accepted === null ? null : { outcome: "promised", accepted };
+  if (accepted === null || recordedChangeProblem(accepted.configuration, version) !== null) return null;
+  return { outcome: "promised", accepted };
 }
 
 /** Checks a `change-accept` answer; returns it typed or null when it is malformed. */

@@ -26,10 +26,17 @@ import { ConfigurationDecodeError, decodeConfiguration } from "./codec.js";
 import type { ClusterConfiguration } from "./configuration.js";
 
 /**
- * Highest ballot round: rounds only grow by one per refused attempt, so this is never reached in use, and a bound
- * keeps a peer's absurd round (or one past 2^53) from leaving no valid round above it.
+ * Highest ballot round: rounds only grow by one per refused attempt, so this is never reached in use; with
+ * `MAX_BALLOT_ROUND_STEP` it keeps a round past 2^53 out of the state.
  */
 export const MAX_BALLOT_ROUND = 2 ** 31 - 1;
+
+/**
+ * Most a ballot's round may exceed the round a member promised for the version (or 0): a coordinator goes one round
+ * above what it saw refused, so a larger step is no coordinator's, and refusing it keeps one request from using up
+ * the rounds of a version.
+ */
+export const MAX_BALLOT_ROUND_STEP = 1_000;
 
 /** A proposal number: the higher round wins, and at equal rounds the higher broker id, so no two brokers share one. */
 export interface Ballot {
@@ -107,6 +114,9 @@ function standing(
   }
   if (heldVersion >= version || (state !== null && state.version > version)) return { refusal: { outcome: "behind" } };
   const current = state !== null && state.version === version ? state : null;
+  if (ballot.round > (current?.promised.round ?? 0) + MAX_BALLOT_ROUND_STEP) {
+    throw new Error(`change acceptance: round ${ballot.round} is more than ${MAX_BALLOT_ROUND_STEP} above the promise`);
+  }
   if (current === null) return { current };
   if (current.abstaining === true) return { refusal: { outcome: "abstaining" } };
   const order = compareBallots(current.promised, ballot);
@@ -116,14 +126,21 @@ function standing(
   return { current };
 }
 
-/** Phase 1 at a member holding configuration version `heldVersion`: promise `ballot` for `version`, or refuse. */
+/**
+ * Phase 1 at a member holding configuration version `heldVersion`: promise `ballot` for `version`, or refuse.
+ * `othersHoldNothing`: the coordinator saw every other member promise `ballot` with nothing accepted for `version`
+ * while fewer than a majority abstain, so nothing can have been chosen for it (every majority includes a member that
+ * remembers), and an abstaining member may promise (see `AcceptorState.abstaining`).
+ */
 export function prepare(
   state: AcceptorState | null,
   heldVersion: number,
   version: number,
   ballot: Ballot,
+  othersHoldNothing = false,
 ): AcceptorStep<PrepareAnswer> {
-  const found = standing(state, heldVersion, version, ballot, false);
+  const released = othersHoldNothing && state?.version === version && state.abstaining === true ? null : state;
+  const found = standing(released, heldVersion, version, ballot, false);
   if ("refusal" in found) return { answer: found.refusal, state: null };
   const accepted = found.current?.accepted ?? null;
   return { answer: { outcome: "promised", accepted }, state: { version, promised: ballot, accepted } };

@@ -28,6 +28,7 @@ export {
   type Ballot,
   compareBallots,
   MAX_BALLOT_ROUND,
+  MAX_BALLOT_ROUND_STEP,
   majorityOf,
   type PrepareAnswer,
   type PrepareTally,

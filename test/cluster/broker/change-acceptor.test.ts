@@ -148,14 +148,20 @@ describe("the acceptance requests between brokers", () => {
   });
 
   it("have their answers checked, a malformed one counting as no answer", () => {
-    const accepted = { ballot: { round: 1, brokerId: 0 }, configuration: "{}" };
-    expect(parsePrepareAnswer({ outcome: "promised", accepted })).toEqual({ outcome: "promised", accepted });
-    expect(parsePrepareAnswer({ outcome: "promised", accepted: null })).toEqual({
+    const accepted = { ballot: { round: 1, brokerId: 0 }, configuration: changeAt(5) };
+    expect(parsePrepareAnswer({ outcome: "promised", accepted }, 5)).toEqual({ outcome: "promised", accepted });
+    // An acceptance no coordinator could have proposed for the version (a broker from before the checks took any
+    // value): adopting it would stop every later change, so it counts as no answer.
+    expect(parsePrepareAnswer({ outcome: "promised", accepted }, 6)).toBeNull();
+    expect(
+      parsePrepareAnswer({ outcome: "promised", accepted: { ...accepted, configuration: "garbage" } }, 5),
+    ).toBeNull();
+    expect(parsePrepareAnswer({ outcome: "promised", accepted: null }, 5)).toEqual({
       outcome: "promised",
       accepted: null,
     });
-    expect(parsePrepareAnswer({ outcome: "promised" })).toBeNull();
-    expect(parsePrepareAnswer({ outcome: "rejected", promised: { round: -1, brokerId: 0 } })).toBeNull();
+    expect(parsePrepareAnswer({ outcome: "promised" }, 5)).toBeNull();
+    expect(parsePrepareAnswer({ outcome: "rejected", promised: { round: -1, brokerId: 0 } }, 5)).toBeNull();
     expect(parseAcceptAnswer({ outcome: "behind" })).toEqual({ outcome: "behind" });
     expect(parseAcceptAnswer({ outcome: "accepted", extra: 1 })).toEqual({ outcome: "accepted" });
     expect(parseAcceptAnswer({ outcome: "unknown" })).toBeNull();

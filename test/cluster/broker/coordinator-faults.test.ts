@@ -56,11 +56,12 @@ class Members {
 
   acceptorsOf(from: number): Pick<CoordinatorContext, "prepareChange" | "acceptChange"> {
     return {
-      prepareChange: async (to, version, ballot) => {
+      prepareChange: async (to, version, ballot, othersHoldNothing) => {
         const delivery = this.delivery(from, to, "prepare");
         if (delivery === "drop") return null;
         const held = this.held.get(to)?.version ?? 0;
-        return this.step(to, prepare(this.states.get(to) ?? null, held, version, ballot), delivery);
+        const state = this.states.get(to) ?? null;
+        return this.step(to, prepare(state, held, version, ballot, othersHoldNothing === true), delivery);
       },
       acceptChange: async (to, version, ballot, configuration) => {
         const delivery = this.delivery(from, to, "accept");
@@ -188,5 +189,58 @@ describe("a change's acceptance under faults", () => {
     const answer = await members.coordinatorAt(0, () => true).change({ kind: "add-broker", brokerId: 3 }, false);
     expect(answer).toMatchObject({ outcome: "planned", change: { changeId: 2 } });
     expect(members.held.get(0)?.pendingChange?.pending).toEqual([{ operation: "BROKER_ADD", brokerId: 3 }]);
+  });
+
+  it("lets a broker that lost its data take part once every other member holds nothing for the version", async () => {
+    // Two brokers: broker 1 came back without its data and abstains for version 2, which alone would block every
+    // change of this cluster for good.
+    const members = new Members(brokers(2, 1, 1));
+    members.states.set(1, { version: 2, promised: { round: 1, brokerId: 0 }, accepted: null, abstaining: true });
+    const answer = await members.coordinatorAt(0, () => true).change({ kind: "add-broker", brokerId: 3 }, false);
+    expect(answer).toMatchObject({ outcome: "planned", change: { changeId: 2 } });
+    expect(members.states.get(1)).toMatchObject({ version: 2, accepted: { ballot: { brokerId: 0 } } });
+    expect(members.states.get(1)?.abstaining).toBeUndefined();
+
+    // Not when the member that does remember holds an acceptance: it may have been chosen with the abstaining one.
+    const other = new Members(brokers(3, 1, 1));
+    for (const brokerId of [1, 2]) {
+      other.states.set(brokerId, { version: 2, promised: { round: 1, brokerId: 0 }, accepted: null, abstaining: true });
+    }
+    // Two of three abstain: together they are a majority, so they stay out, and the answer names them.
+    expect(await other.coordinatorAt(0, () => true).change({ kind: "add-broker", brokerId: 3 }, false)).toEqual({
+      outcome: "refused",
+      status: 409,
+      detail:
+        "the change must be accepted by a majority of the 3 brokers (2), and brokers 1, 2 abstain from change 2 " +
+        "(they started without their data) while only 1 others answered; they take part once every other member " +
+        "answers with nothing accepted for it, so send the request again once all the others run and are reachable",
+    });
+  });
+
+  it("says a change recorded meanwhile has ended, rather than only to send the request again", async () => {
+    const base = brokers(3, 1, 1);
+    const members = new Members(base);
+    // Another coordinator recorded change 2 (the same operations), and it has completed; broker 2 holds the result.
+    const recorded = startChange(base, [{ operation: "BROKER_ADD", brokerId: 3 }], startedAt);
+    members.acceptHook = (to, _configuration, answer) => {
+      if (to !== 2) return answer;
+      members.held.set(2, {
+        ...recorded,
+        version: 3,
+        pendingChange: null,
+        lastChange: { id: 2, status: "COMPLETED", startedAt, completedAt: startedAt },
+      });
+      return { outcome: "behind" };
+    };
+    members.delivery = (_from, to, phase) => (phase === "accept" && to === 1 ? "drop" : "answer");
+    expect(await members.coordinatorAt(0, () => true).change({ kind: "add-broker", brokerId: 3 }, false)).toMatchObject(
+      {
+        outcome: "refused",
+        status: 409,
+        detail: expect.stringMatching(
+          /^change 2 was recorded meanwhile and has ended COMPLETED; if it was this request's/,
+        ),
+      },
+    );
   });
 });

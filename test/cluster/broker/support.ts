@@ -266,12 +266,13 @@ export class MemberAcceptors {
   /** The two functions a coordinator's context needs. */
   context(): Pick<CoordinatorContext, "prepareChange" | "acceptChange"> {
     return {
-      prepareChange: async (brokerId, version, ballot) => {
+      prepareChange: async (brokerId, version, ballot, othersHoldNothing) => {
         await this.pause();
         const held = this.heldVersion(brokerId);
         if (held === null) return null;
         this.answered.prepare++;
-        return this.apply(brokerId, prepare(this.states.get(brokerId) ?? null, held, version, ballot));
+        const state = this.states.get(brokerId) ?? null;
+        return this.apply(brokerId, prepare(state, held, version, ballot, othersHoldNothing === true));
       },
       acceptChange: async (brokerId, version, ballot, configuration) => {
         await this.pause();

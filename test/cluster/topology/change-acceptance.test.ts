@@ -66,6 +66,31 @@ describe("an acceptor", () => {
   it("refuses requests no coordinator sends", () => {
     expect(() => prepare(null, 0, 1, ballot(1, 0))).toThrow(/invalid version/);
     expect(() => prepare(null, 0, 2, ballot(0, 0))).toThrow(/invalid ballot/);
+    // A round far above the promise is no coordinator's: it would use up the version's rounds at once.
+    expect(() => prepare(null, 1, 2, ballot(1_001, 0))).toThrow(/more than 1000 above the promise/);
+    const promised = prepare(null, 1, 2, ballot(5, 0)).state;
+    expect(prepare(promised, 1, 2, ballot(1_005, 1)).answer.outcome).toBe("promised");
+    expect(() => accept(promised, 1, 2, ballot(1_006, 1), "value")).toThrow(/above the promise/);
+  });
+});
+
+describe("an abstaining acceptor", () => {
+  const abstaining: AcceptorState = { version: 5, promised: ballot(1, 0), accepted: null, abstaining: true };
+
+  it("answers nothing for its version until the others are seen to hold nothing, and normally after it", () => {
+    expect(prepare(abstaining, 4, 5, ballot(3, 1))).toEqual({ answer: { outcome: "abstaining" }, state: null });
+    expect(accept(abstaining, 4, 5, ballot(3, 1), "value").answer).toEqual({ outcome: "abstaining" });
+    expect(prepare(abstaining, 4, 5, ballot(3, 1), true)).toEqual({
+      answer: { outcome: "promised", accepted: null },
+      state: { version: 5, promised: ballot(3, 1), accepted: null },
+    });
+    expect(prepare(abstaining, 5, 6, ballot(1, 1)).answer).toEqual({ outcome: "promised", accepted: null });
+    // It counts as no answer.
+    expect(tallyPromises([{ outcome: "promised", accepted: null }, { outcome: "abstaining" }])).toEqual({
+      outcome: "no-majority",
+      highestRound: 0,
+      answered: 1,
+    });
   });
 });
 

@@ -191,14 +191,17 @@ describe.runIf(browserAvailable())("console scaling page", () => {
   it("cancels a real running scale-up after confirming; operations already applied stay applied", async () => {
     // After the scale-up to four brokers, partition 3 has replicas on brokers 2, 3 and 0. A scale-up to five joins
     // broker 4 to partition 3 (then broker 0 leaves it): with brokers 2 and 3 paused, partition 3 has no quorum and
-    // the join cannot finish, so the change runs until it is cancelled. Neither broker applies an operation of the
-    // change, so the cluster accepts it while they are paused.
+    // the join cannot finish, so the change runs until it is cancelled. Broker 3 is paused first; a change needs a
+    // majority of the four brokers to accept it, so broker 2 is paused only once the change is recorded, before the
+    // join (which needs partition 3's quorum, brokers 0 and 2, to add the learner and promote it) can end.
     const cluster = await provisioner().whenStarted(clusterId);
-    const paused = [2, 3].map((nodeId) => {
+    const pidOf = (nodeId: number): number => {
       const pid = cluster?.brokers.find((broker) => broker.nodeId === nodeId)?.pid;
       if (pid === undefined) throw new Error(`broker ${nodeId} does not run`);
       return pid;
-    });
+    };
+    const paused = [pidOf(3)];
+    const pausedLater = pidOf(2);
     page = await browser.newPage({ viewport: viewports.narrow });
     const violations = collectPolicyViolations(page);
     for (const pid of paused) process.kill(pid, "SIGSTOP");
@@ -213,8 +216,25 @@ describe.runIf(browserAvailable())("console scaling page", () => {
         "PARTITION_JOIN broker 4 partition 3 (priority 1)",
         "PARTITION_LEAVE broker 0 partition 3",
       ]);
+      const token = await gatewayToken();
+      const recorded = (async () => {
+        // Bounded: 6,000 polls of at least 10 ms.
+        for (let poll = 0; poll < 6_000; poll++) {
+          const status = (await (
+            await fetch(`${managementUrl}/actuator/cluster`, { headers: { authorization: `Bearer ${token}` } })
+          ).json()) as { pendingChange?: { id: number } };
+          if (status.pendingChange !== undefined) {
+            process.kill(pausedLater, "SIGSTOP");
+            paused.push(pausedLater);
+            return;
+          }
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        throw new Error("the change was never recorded");
+      })();
       await page.getByRole("button", { name: "Start the change" }).click();
       await page.getByRole("dialog", { name: "Start the change" }).getByRole("button", { name: "Start" }).click();
+      await recorded;
       const running = page.getByRole("heading", { name: /^Change \d+ in progress$/ });
       await running.waitFor({ timeout: 90_000 });
       const changeId = Number(/Change (\d+)/.exec((await running.textContent()) ?? "")?.[1]);

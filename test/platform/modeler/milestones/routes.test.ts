@@ -106,9 +106,11 @@ describe("milestone diffs in the worker pool, over HTTP", () => {
     const diff = tracked(fetch(url));
     // Work for the pool beyond its (empty) queue is refused at once once the diff occupies the only worker. Until
     // the diff request has reached the worker, a small upload still finds it free and is served (file names need not
-    // be unique), so uploads go on until one is refused: bounded, and ordered by the pool, not by time.
+    // be unique), so uploads go on until one is refused: bounded (30 s, on a loaded machine the diff's request may
+    // take seconds to reach the worker), and ordered by the pool, not by time.
     let refused = await uploadSmallForm(project.id);
-    for (let attempt = 1; refused.status !== 503 && attempt < 200; attempt += 1) {
+    const deadlineMs = Date.now() + 30_000;
+    while (refused.status !== 503 && Date.now() < deadlineMs) {
       expect(refused.status, await refused.text()).toBe(200);
       await new Promise((resolve) => setTimeout(resolve, 10));
       refused = await uploadSmallForm(project.id);
