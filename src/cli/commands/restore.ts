@@ -90,7 +90,12 @@ async function restoreFromBackup(options: RestoreCommandOptions, io: CliIo): Pro
           "does not exist); give the cluster's with --cluster-configuration",
       );
     }
-    given = await restoredShape(text, `the cluster configuration of backup ${options.backupId}`, brokerOptions.nodeId);
+    const source = `the cluster configuration of backup ${options.backupId}`;
+    given = await restoredShape(text, source, brokerOptions.nodeId).catch((error: unknown) => {
+      // A damaged file in the backup is no usage error: the backup cannot be restored this way.
+      if (error instanceof UsageError) throw new Error(`restore refused: ${error.message}`);
+      throw error;
+    });
   }
   const distribution = given?.distribution ?? initialDistribution(brokerOptions);
   io.stdout(
@@ -181,7 +186,7 @@ async function restoredShape(
   if (problem !== undefined) throw refuse(problem);
   if (!configuration.members.has(nodeId)) {
     const members = [...configuration.members.keys()].join(", ");
-    throw refuse(`broker ${nodeId} is not a member of the cluster configuration (its brokers: ${members})`);
+    throw refuse(`broker ${nodeId} is not a member of ${source} (its brokers: ${members})`);
   }
   const partitionIds = partitionIdsOf(configuration);
   const distribution = new Map(

@@ -56,8 +56,8 @@ export interface PartitionBackupSource {
   /** Why the replica may no longer write this part (it lost leadership, it stopped), or null. */
   interruption(): string | null;
   /**
-   * Whether the broker still runs the replica: a final manifest the store refused for longer than the pauses allow is
-   * written again in the background (`LATER_FINAL_MANIFEST_INTERVAL_MS`) only while it does.
+   * Whether the broker that writes the part still runs: a final manifest the store refused for longer than the
+   * pauses allow is written again in the background (`LATER_FINAL_MANIFEST_INTERVAL_MS`) only while it does.
    */
   running(): boolean;
   /** Lets other work run between two chunks (`BackupPacer` lets the broker's own work go first). */
@@ -185,10 +185,10 @@ const MAX_ATTEMPTS = 3;
 const FINAL_MANIFEST_RETRY_PAUSES_MS = [200, 400, 800, 1_600, 3_200];
 
 /**
- * After those, the part is reported FAILED at once (the backup's caller must not wait on a broken store), and its
- * FAILED manifest is written again in the background every 30 s for up to an hour, while the broker runs the
- * replica, so that a store that comes back settles the part without the broker's restart (`failAbandonedParts`
- * settles it after that).
+ * After those, the part is reported FAILED at once in the broker's logs and metrics (its caller must not wait on a
+ * broken store), and its final manifest, COMPLETED or FAILED as the part ended, is written again in the background
+ * every 30 s for up to an hour while the broker runs, so that a store that comes back settles the part without the
+ * broker's restart (`failAbandonedParts` settles it after that). Until then the store shows it IN_PROGRESS.
  */
 const LATER_FINAL_MANIFEST_INTERVAL_MS = 30_000;
 const LATER_FINAL_MANIFEST_ATTEMPTS = 120;
@@ -268,13 +268,12 @@ async function writePartOnce(
     } catch (error) {
       const pauseMs = FINAL_MANIFEST_RETRY_PAUSES_MS[attempt];
       if (pauseMs === undefined) {
-        const failed: BackupPartManifest = {
+        void writeLater(source, store, request, final);
+        return {
           ...final,
           state: "FAILED",
           failureReason: reasonOf(new Error(`the final manifest could not be written: ${reasonOf(error)}`)),
         };
-        void writeLater(source, store, request, failed);
-        return failed;
       }
       await request.sleep(pauseMs);
     }
@@ -282,22 +281,28 @@ async function writePartOnce(
 }
 
 /**
- * Writes `failed`, the manifest the part was reported with, in the background until the store takes it (see
- * `LATER_FINAL_MANIFEST_INTERVAL_MS`); never rejects.
+ * Writes `final`, the part's final manifest, in the background until the store takes it (see
+ * `LATER_FINAL_MANIFEST_INTERVAL_MS`); never rejects. Only while the part is still missing or IN_PROGRESS in the
+ * store: a write the store reported failed may have landed after all, and the part may have been settled since (a
+ * restarted broker marks its abandoned parts FAILED).
  */
 async function writeLater(
   source: PartitionBackupSource,
   store: BackupStore,
   request: PartitionBackupRequest,
-  failed: BackupPartManifest,
+  final: BackupPartManifest,
 ): Promise<void> {
   for (let attempt = 0; attempt < LATER_FINAL_MANIFEST_ATTEMPTS; attempt += 1) {
     await request.sleep(LATER_FINAL_MANIFEST_INTERVAL_MS).catch(() => undefined);
     if (!source.running()) return;
     try {
       // A backup deleted meanwhile (its record goes first) must not get this part back.
-      if ((await store.backupRecords(failed.backupId)).length === 0) return;
-      await store.writeManifest(failed);
+      if ((await store.backupRecords(final.backupId)).length === 0) return;
+      const stored = (await store.manifests(final.backupId)).find(
+        (part) => part.partitionId === final.partitionId && part.brokerId === final.brokerId,
+      );
+      if (stored !== undefined && stored.state !== "IN_PROGRESS") return;
+      await store.writeManifest(final);
       return;
     } catch {
       // Still broken: the next attempt comes after the interval.

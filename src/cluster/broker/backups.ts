@@ -215,6 +215,8 @@ export class BackupCoordinator {
         });
       } catch (error) {
         this.context.logger.warn({ err: error, backupId }, "the backup's record could not be written");
+        // The configuration written before the record must not stay without one (nothing lists or deletes it then).
+        await store.deleteBackup(backupId).catch(() => false);
         return refused(503, await this.unrecordedDetail(store, backupId));
       }
       const answers = await Promise.all(
@@ -238,9 +240,9 @@ export class BackupCoordinator {
           await store.deleteBackup(backupId).catch((error: unknown) => {
             this.context.logger.warn({ err: error, backupId }, "the record of a refused backup could not be removed");
           });
-          return refused(
-            409,
+          return usedIdRefusal(
             `partition ${partitionId} has taken checkpoint ${answer.checkpointId} already; backup ids must be above every earlier id, deleted ones included`,
+            answer.checkpointId > backupId ? answer.checkpointId : backupId,
           );
         }
       }

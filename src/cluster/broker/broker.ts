@@ -772,6 +772,7 @@ export class Broker {
               activity: this.backupActivity,
               onPartEnded: (manifest) =>
                 this.metrics.observeBackupPart(manifest.partitionId, manifest.state, manifest.writtenBytes),
+              brokerRunning: () => !this.closing,
             },
           }),
       logger: this.logger,

@@ -12,6 +12,8 @@
  * It belongs to one `PartitionReplica` and is called from that replica's driver; what it reads of the replica comes
  * through `ReplicaBackupContext`.
  */
+
+import { setTimeout as sleepFor } from "node:timers/promises";
 import type { Logger } from "pino";
 import { BackupActivity } from "../backup/backup-activity.js";
 import {
@@ -41,6 +43,11 @@ export interface ReplicaBackupOptions {
   readonly flowplaneVersion: string;
   /** Called once a part ends, COMPLETED or FAILED (for logs and metrics). */
   readonly onPartEnded?: (manifest: BackupPartManifest) => void;
+  /**
+   * Whether the broker that writes the parts still runs (absent: always): a final manifest the store refused is
+   * written again in the background while it does, whether or not this replica was restarted meanwhile.
+   */
+  readonly brokerRunning?: () => boolean;
   /**
    * The parts being written (and checkpoints being proposed) on this replica's broker, shared by all its replicas: each
    * defers its own snapshots meanwhile (see `ReplicaBackup.deferSnapshot`). Absent: only this replica's own count.
@@ -199,7 +206,7 @@ export class ReplicaBackup {
       snapshotChunk: (metadata, offset, maxBytes) => storage.snapshotChunk(metadata, offset, maxBytes),
       storedEntrySizes: (fromIndex, toIndex, maxBytes) => storage.storedEntrySizes(fromIndex, toIndex, maxBytes),
       readStoredEntries: (fromIndex, targets) => storage.readStoredEntries(fromIndex, targets),
-      running: () => !context.closed() && context.running(),
+      running: () => backups.brokerRunning?.() ?? true,
       interruption: () => {
         if (context.closed() || !context.running()) return `broker ${memberId} stopped its replica during the backup`;
         const status = context.status();
@@ -222,7 +229,9 @@ export class ReplicaBackup {
             partitionCount: admission.partitionCount,
             flowplaneVersion: backups.flowplaneVersion,
             now: () => new Date(context.now()).toISOString(),
-            sleep: (delayMs) => context.sleep(delayMs),
+            // Real time, and a timer that keeps no process alive: a background write of the final manifest may
+            // still wait when the broker closes.
+            sleep: (delayMs) => sleepUnreferenced(delayMs),
           });
         }
         const fields = { partitionId, backupId: checkpoint.id, reason: admission.reason };
@@ -335,4 +344,9 @@ export class ReplicaBackup {
     endActivity();
     if (this.checkpoint === checkpoint) this.checkpoint = null;
   }
+}
+
+/** Waits `delayMs` on a timer that does not keep the process alive. */
+function sleepUnreferenced(delayMs: number): Promise<void> {
+  return sleepFor(delayMs, undefined, { ref: false });
 }

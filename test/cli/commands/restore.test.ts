@@ -217,6 +217,17 @@ describe("flowplane restore", () => {
     expect(persisted === null ? null : encodeConfiguration(persisted)).toBe(
       encodeConfiguration(decodeConfiguration(scaledConfiguration(3))),
     );
+    // Not a member of it, or a damaged file in the backup: refused, naming the backup (no usage error).
+    const notMember = await restore(1, join(directory, "broker-1-from-backup"), ["--configuration-of-backup"]);
+    expect(notMember.exitCode).toBe(exitCodes.failure);
+    expect(notMember.stderr).toContain(
+      "restore refused: broker 1 is not a member of the cluster configuration of backup 4 (its brokers: 0, 2, 3)",
+    );
+    await store.writeBackupConfiguration(4n, "{");
+    const damaged = await restore(3, join(directory, "broker-3-damaged"), ["--configuration-of-backup"]);
+    expect(damaged.exitCode).toBe(exitCodes.failure);
+    expect(damaged.stderr).toMatch(/restore refused: the cluster configuration of backup 4: /);
+    await store.writeBackupConfiguration(4n, scaledConfiguration(3));
     const both = await restore(3, join(directory, "broker-3-both"), [
       "--configuration-of-backup",
       "--cluster-configuration",
@@ -235,7 +246,7 @@ describe("flowplane restore", () => {
     const notMember = await refused(1, scaledConfiguration(3));
     expect(notMember.exitCode).toBe(exitCodes.failure);
     expect(notMember.stderr).toContain(
-      "restore refused: broker 1 is not a member of the cluster configuration (its brokers: 0, 2, 3)",
+      `restore refused: broker 1 is not a member of --cluster-configuration ${join(directory, "refused.json")} (its brokers: 0, 2, 3)`,
     );
     const at = "2026-01-03T00:00:00.000Z";
     const pending = await refused(

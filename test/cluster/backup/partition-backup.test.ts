@@ -263,7 +263,7 @@ describe("progress manifests", () => {
     expect(await store.manifests(6n)).toEqual([manifest]);
   });
 
-  it("reports the part FAILED when the store stays broken, and writes that manifest once the store is back", async () => {
+  it("reports the part FAILED when the store stays broken, and writes its final manifest once the store is back", async () => {
     const recordOf = (backupId: bigint) => ({
       formatVersion: 1 as const,
       backupId,
@@ -274,11 +274,16 @@ describe("progress manifests", () => {
     await store.writeBackupRecord(recordOf(6n));
     let finalAttempts = 0;
     let brokenUntilAttempt = 8;
+    // Whether a failed write lands all the same (the rename worked, the directory's sync failed).
+    let landsWhenFailing = false;
     const broken: BackupStore = delegatingStore(store, {
       writeManifest: async (manifest) => {
         if (manifest.state !== "IN_PROGRESS") {
           finalAttempts += 1;
-          if (finalAttempts <= brokenUntilAttempt) throw new Error("EIO: i/o error");
+          if (finalAttempts <= brokenUntilAttempt) {
+            if (landsWhenFailing) await store.writeManifest(manifest);
+            throw new Error("EIO: i/o error");
+          }
         }
         await store.writeManifest(manifest);
       },
@@ -293,17 +298,29 @@ describe("progress manifests", () => {
       state: "FAILED",
       failureReason: "the final manifest could not be written: EIO: i/o error",
     });
-    // Six attempts in line (the COMPLETED manifest), then the part is reported FAILED and its manifest is written
-    // in the background until the store takes it: the ninth attempt, the third in the background.
+    // Six attempts in line (the COMPLETED manifest), then the part is reported FAILED, and its COMPLETED manifest is
+    // written in the background until the store takes it: the ninth attempt, the third in the background.
     expect(pausesMs.slice(0, 5)).toEqual([200, 400, 800, 1_600, 3_200]);
     await waitUntil(() => finalAttempts === 9);
     expect(pausesMs.slice(5)).toEqual([30_000, 30_000, 30_000]);
-    for (let turn = 0; turn < 1_000 && (await store.manifests(6n))[0]?.state !== "FAILED"; turn++) {
+    for (let turn = 0; turn < 1_000 && (await store.manifests(6n))[0]?.state !== "COMPLETED"; turn++) {
       await new Promise((resolve) => setTimeout(resolve, 1));
     }
-    expect(await store.manifests(6n)).toEqual([manifest]);
+    expect(await store.manifests(6n)).toEqual([{ ...manifest, state: "COMPLETED", failureReason: null }]);
 
-    // A replica its broker no longer runs stops trying: the broker's next start settles the part instead.
+    // A final manifest the store reported failed although it landed is left as it is, not written over.
+    finalAttempts = 0;
+    brokenUntilAttempt = 100;
+    landsWhenFailing = true;
+    await store.writeBackupRecord(recordOf(9n));
+    const landed = await writePartitionBackup(source, broken, { ...request, backupId: 9n, sleep: async () => {} });
+    expect(landed.state).toBe("FAILED");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(finalAttempts).toBe(6);
+    expect((await store.manifests(9n)).map((part) => part.state)).toEqual(["COMPLETED"]);
+    landsWhenFailing = false;
+
+    // A broker that no longer runs stops trying: its next start settles the part instead.
     finalAttempts = 0;
     brokenUntilAttempt = 100;
     await store.writeBackupRecord(recordOf(7n));

@@ -370,6 +370,9 @@ describe("BackupCoordinator", () => {
     expect(await coordinator().take(7n)).toMatchObject({
       status: 409,
       detail: expect.stringMatching(/has taken checkpoint 7 already/),
+      // Named for a caller choosing the next id, also when the store's mark does not know it (a store wiped or
+      // replaced): the platform steps over it.
+      highestUsedBackupId: 7,
     });
     expect(await store.backupRecords(7n)).toEqual([]);
   });
@@ -585,6 +588,8 @@ describe("BackupCoordinator", () => {
       detail: "the backup store could not record backup 1; no checkpoint was taken",
     });
     expect(proposed).toBe(0);
+    // The configuration written before the record does not stay behind without it.
+    expect(await store.backupConfiguration(1n)).toBeNull();
   });
 
   it("says a take whose record failed after the store marked its id used that id, and advises a higher one", async () => {
