@@ -108,6 +108,13 @@ const CHANGE_POLL_INTERVAL_MS = 500;
  */
 const CONFIGURATION_REQUEST_TIMEOUT_MS = 2_000;
 
+/**
+ * How long the coordinator waits for a member's answer to one phase of accepting a change (a promise or an
+ * acceptance, each one synced file write): the gathering (2 s) and two attempts of up to three rounds of requests
+ * (prepare, the abstaining members' second prepare, accept) stay below the gateway's default wait (10 s).
+ */
+const ACCEPTANCE_REQUEST_TIMEOUT_MS = 1_000;
+
 /** The first pause after a failed attempt at an operation, and the longest. */
 const OPERATION_RETRY_BACKOFF_MS = 500;
 const MAX_OPERATION_RETRY_BACKOFF_MS = 30_000;
@@ -476,7 +483,7 @@ export class Broker {
   ): Promise<PrepareAnswer | AcceptAnswer | null> {
     if (brokerId === this.nodeId) return this.answerAcceptor(request);
     try {
-      const answer = await this.requestPeer(brokerId, request, CONFIGURATION_REQUEST_TIMEOUT_MS);
+      const answer = await this.requestPeer(brokerId, request, ACCEPTANCE_REQUEST_TIMEOUT_MS);
       return request.type === "change-prepare"
         ? parsePrepareAnswer(answer, request.version)
         : parseAcceptAnswer(answer);
