@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import type { TSchema } from "typebox";
 import { Value } from "typebox/value";
 import { parse as parseYaml } from "yaml";
+import { parseTrustedProxies } from "../http/trusted-proxies.js";
 import { clusterIdProblem, clusterSecretProblem } from "./cluster-secret.js";
 import { ConfigurationError } from "./errors.js";
 import { type Configuration, configurationSchema, keyEncryptionKeyPattern } from "./schema.js";
@@ -203,6 +204,23 @@ export function loadConfiguration(sources: ConfigurationSources): Configuration 
 /** Rules that involve more than one setting or a format the schema cannot express. */
 function crossFieldProblems(configuration: Configuration): string[] {
   const problems: string[] = [];
+  const { trustProxy, trustedProxies } = configuration.platform;
+  if (trustProxy && trustedProxies.trim() !== "") {
+    problems.push(
+      "service.platform.trustProxy and service.platform.trustedProxies exclude each other: list the proxies, or trust one hop",
+    );
+  }
+  for (const [setting, value] of [
+    ["service.platform.trustedProxies", trustedProxies],
+    ["service.gateway.trustedProxies", configuration.gateway.trustedProxies],
+  ] as const) {
+    try {
+      parseTrustedProxies(value, setting);
+    } catch (error) {
+      if (!(error instanceof ConfigurationError)) throw error;
+      problems.push(...error.problems);
+    }
+  }
   const { clientId, clientSecret } = configuration.bootstrap;
   if ((clientId === "") !== (clientSecret === "")) {
     problems.push("service.bootstrap.clientId and service.bootstrap.clientSecret must be set together or not at all");

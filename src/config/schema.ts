@@ -91,6 +91,13 @@ export const configurationSchema = Type.Object(
           description:
             "Behind one proxy you control: take the client address from the right-most X-Forwarded-For entry, which that proxy wrote.",
         }),
+        trustedProxies: Type.String({
+          default: "",
+          description:
+            "Comma-separated addresses or CIDR blocks of the reverse proxies in front of the platform, for a chain of " +
+            "them: the client address is the right-most X-Forwarded-For entry that is none of them (the peer counts " +
+            "when it is none). Instead of trustProxy. Empty: none.",
+        }),
         workers: Type.Object(
           {
             threads: Type.Integer({

@@ -4,6 +4,7 @@ import { Ajv, type Options as AjvOptions } from "ajv";
 import addFormats from "ajv-formats";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from "fastify";
 import FindMyWay, { type HTTPMethod } from "find-my-way";
+import type { AddressRangeSet } from "../auth/address-ranges.js";
 import { AnswerBudget, largeAnswerBytes, maxWaitingPipelinedRequests, oneRequestAtATime } from "./answer-flow.js";
 import { ServiceError } from "./errors.js";
 import { addExactIntegerKeyword, hasInt64Field, withExactIntegers } from "./exact-integers.js";
@@ -49,9 +50,11 @@ export interface HttpServerOptions {
   bodyLimitBytes: number;
   /**
    * Whether the server sits behind one proxy of its operator's, whose address it then trusts: a request's address is
-   * the one that proxy saw, the right-most `X-Forwarded-For` entry (what the client wrote there is ignored).
+   * the one that proxy saw, the right-most `X-Forwarded-For` entry (what the client wrote there is ignored). Or the
+   * addresses of a chain of trusted proxies: the address is the right-most entry, read from the peer on, that is none
+   * of them.
    */
-  trustProxy: boolean;
+  trustProxy: boolean | AddressRangeSet;
   /** The request deadline and the connection limits (the `service.http` settings). */
   limits: HttpServerLimits;
 }
@@ -92,6 +95,14 @@ function decodedLength(segment: string): number {
   }
 }
 
+/** What Fastify trusts of a request's peer and `X-Forwarded-For` entries (hop 0: the peer); false: only the peer. */
+function trustFunction(trust: boolean | AddressRangeSet): ((address: string, hop: number) => boolean) | false {
+  if (trust === false) return false;
+  if (trust === true) return (_address, hop) => hop === 0;
+  if (trust.size === 0) return false;
+  return (address) => trust.contains(address);
+}
+
 /**
  * Creates a Fastify server with flowplane's HTTP conventions: TypeBox schemas, strict bodies, problem documents
  * for every error, 404 for unknown routes and 405 (with `Allow`) for a known route with another method, and the
@@ -104,7 +115,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     bodyLimit: options.bodyLimitBytes,
     // One hop, not `true`: with `true` Fastify takes the left-most entry, which the client writes (a proxy appends to
     // the header), so a client could pick its own address for the rate limits, or name another to have it blocked.
-    trustProxy: options.trustProxy ? (_address: string, hop: number) => hop === 0 : false,
+    trustProxy: trustFunction(options.trustProxy),
     // Per-request lines would dominate the log at token-issuer rates; errors are logged where they are mapped.
     logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: true,

@@ -9,6 +9,7 @@ import { type Principal, TokenVerificationError } from "../auth/verifier.js";
 import type { Configuration } from "../config/schema.js";
 import { registerApiDocuments } from "../http/openapi.js";
 import { createHttpServer, type HttpServer } from "../http/server.js";
+import { parseTrustedProxies } from "../http/trusted-proxies.js";
 import { installActivityRecording } from "./admin/activity/recording.js";
 import { activityRoutes } from "./admin/activity/routes.js";
 import { ActivityService } from "./admin/activity/service.js";
@@ -340,7 +341,11 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
   const server = createHttpServer({
     logger,
     bodyLimitBytes: configuration.platform.bodyLimitBytes,
-    trustProxy: configuration.platform.trustProxy,
+    // Validated when the configuration was loaded; a list of proxies, when given, replaces the one-hop switch.
+    trustProxy:
+      configuration.platform.trustedProxies.trim() === ""
+        ? configuration.platform.trustProxy
+        : parseTrustedProxies(configuration.platform.trustedProxies, "service.platform.trustedProxies"),
     limits: configuration.http,
   });
 

@@ -176,6 +176,27 @@ describe("invalid configuration", () => {
     );
   });
 
+  it("takes the platform's trusted proxies as a list, refusing an invalid one or one beside the one-hop switch", () => {
+    expect(
+      loadConfiguration({ environment: { SERVICE_PLATFORM_TRUSTED_PROXIES: "10.0.0.0/8, 192.0.2.1" } }).platform
+        .trustedProxies,
+    ).toBe("10.0.0.0/8, 192.0.2.1");
+    expect(
+      problemsOf(() => loadConfiguration({ environment: { SERVICE_PLATFORM_TRUSTED_PROXIES: "10.0.0.0/8, proxy" } })),
+    ).toEqual([
+      'service.platform.trustedProxies: "proxy" is not an IPv4 or IPv6 address or CIDR block: the address is not valid',
+    ]);
+    expect(
+      problemsOf(() =>
+        loadConfiguration({
+          environment: { SERVICE_PLATFORM_TRUSTED_PROXIES: "10.0.0.0/8", SERVICE_PLATFORM_TRUST_PROXY: "true" },
+        }),
+      ),
+    ).toEqual([
+      "service.platform.trustProxy and service.platform.trustedProxies exclude each other: list the proxies, or trust one hop",
+    ]);
+  });
+
   it("accepts only SQLite or PostgreSQL database URLs", () => {
     expect(problemsOf(() => loadConfiguration({ environment: { SERVICE_DATABASE_URL: "mysql://x" } }))[0]).toContain(
       "allowed: empty (SQLite in the data directory), sqlite:<file> or postgres://",

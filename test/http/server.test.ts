@@ -3,6 +3,7 @@ import { connect } from "node:net";
 import { pino } from "pino";
 import { Type } from "typebox";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AddressRangeSet } from "../../src/auth/address-ranges.js";
 import { OAuthError, ServiceError } from "../../src/http/errors.js";
 import { maxHeaderBytes, maxJsonNestingLevels, maxJsonValues } from "../../src/http/limits.js";
 import { registerApiDocuments } from "../../src/http/openapi.js";
@@ -392,6 +393,34 @@ describe("createHttpServer behind a proxy", () => {
       expect(await addressOf("203.0.113.9, 198.51.100.7")).toBe("198.51.100.7");
       expect(await addressOf("10.9.1.1, 10.9.2.1, 198.51.100.7")).toBe("198.51.100.7");
       expect(await addressOf(undefined)).toBe("10.0.0.2");
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("behind a chain of trusted proxies, takes the right-most entry that is none of them", async () => {
+    const server = createHttpServer({
+      logger: pino({ level: "silent" }),
+      bodyLimitBytes: 1024,
+      trustProxy: AddressRangeSet.fromEntries(["10.0.0.0/24, 192.0.2.10"]),
+      limits: defaultHttpServerLimits,
+    });
+    server.get("/address", async (request) => ({ address: request.ip }));
+    await server.ready();
+    try {
+      const addressOf = async (remoteAddress: string, forwardedFor: string) =>
+        (
+          await server.inject({
+            method: "GET",
+            url: "/address",
+            remoteAddress,
+            headers: { "x-forwarded-for": forwardedFor },
+          })
+        ).json().address;
+      // The edge proxy (192.0.2.10) wrote the client's address, the inner one (10.0.0.2) the edge's.
+      expect(await addressOf("10.0.0.2", "203.0.113.9, 198.51.100.7, 192.0.2.10")).toBe("198.51.100.7");
+      // From a peer that is no trusted proxy, the header proves nothing.
+      expect(await addressOf("198.51.100.50", "203.0.113.9")).toBe("198.51.100.50");
     } finally {
       await server.close();
     }

@@ -7,8 +7,7 @@
  * as the client, and so does a peer that is no trusted proxy, whatever its header claims.
  */
 import { isIP } from "node:net";
-import { AddressRangeSet, InvalidAddressRangeError, parseAddressRangeEntry } from "../../auth/address-ranges.js";
-import { ConfigurationError } from "../../config/errors.js";
+import type { AddressRangeSet } from "../../auth/address-ranges.js";
 
 /**
  * Most header entries examined: a chain of proxies is a handful long, and a bound keeps the work per request small
@@ -41,15 +40,4 @@ export function clientAddressOf(
   }
   // Every address examined is a trusted proxy: the furthest of them is the closest thing to a client there is.
   return candidate;
-}
-
-/** Parses `service.gateway.trustedProxies` (addresses or CIDR blocks, comma-separated; empty: no proxy is trusted). */
-export function parseTrustedProxies(setting: string): AddressRangeSet {
-  if (setting.trim() === "") return new AddressRangeSet([]);
-  try {
-    return new AddressRangeSet(parseAddressRangeEntry(setting));
-  } catch (error) {
-    if (!(error instanceof InvalidAddressRangeError)) throw error;
-    throw new ConfigurationError([`service.gateway.trustedProxies: ${error.message}`]);
-  }
 }

@@ -25,12 +25,12 @@ import { clusterSecretFromConfiguration } from "../../config/cluster-secret.js";
 import type { Configuration } from "../../config/schema.js";
 import { registerApiDocuments } from "../../http/openapi.js";
 import { createHttpServer, type HttpServer } from "../../http/server.js";
+import { parseTrustedProxies } from "../../http/trusted-proxies.js";
 import type { BrokerRequest } from "../broker/protocol.js";
 import { ClusterCredentials, TransportClient } from "../transport/index.js";
 import { AccessGuard, healthRoutes } from "./access-guard.js";
 import { AccessPolicyWatcher } from "./access-policy-watcher.js";
 import { backupRoutes } from "./backup-routes.js";
-import { parseTrustedProxies } from "./client-address.js";
 import { CoordinatorClient } from "./coordinator-client.js";
 import { installCors, parseAllowedOrigins } from "./cors.js";
 import { gatewayHealth } from "./health.js";
@@ -95,7 +95,7 @@ export async function startGateway(
   if (contactPoints.length === 0) throw new Error("service.gateway.contactPoints names no broker");
   const issuerUrl = configuration.gateway.issuerUrl.replace(/\/+$/, "");
   const { secret, clusterId } = clusterSecretFromConfiguration(configuration);
-  const trustedProxies = parseTrustedProxies(configuration.gateway.trustedProxies);
+  const trustedProxies = parseTrustedProxies(configuration.gateway.trustedProxies, "service.gateway.trustedProxies");
   const allowedOrigins = parseAllowedOrigins(configuration.gateway.allowedOrigins);
   const client = new TransportClient<BrokerRequest, unknown>({
     maxInFlightRequests: configuration.gateway.maxInFlightRequests,
