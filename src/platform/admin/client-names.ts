@@ -3,6 +3,9 @@ import { Type } from "typebox";
 /** Longest name of an API client, of a cluster or of the organization. */
 export const maximumClientNameLength = 100;
 
+/** A name with no blank at either end and no character that is invisible or rearranges what is shown (see below). */
+export const visibleNamePattern = "^(?!\\s)(?!.*\\s$)[^\\p{Cc}\\p{Cf}\\p{Cs}\\p{Zl}\\p{Zp}]+$";
+
 /**
  * The name of an API client: 1 to 100 characters, no blank at either end, and none that are invisible or rearrange
  * what is shown (control characters C0 and C1, format characters such as bidirectional overrides and zero-width
@@ -13,7 +16,7 @@ export function clientNameSchema(where: string) {
   return Type.String({
     minLength: 1,
     maxLength: maximumClientNameLength,
-    pattern: "^(?!\\s)(?!.*\\s$)[^\\p{Cc}\\p{Cf}\\p{Cs}\\p{Zl}\\p{Zp}]+$",
+    pattern: visibleNamePattern,
     description: `Name of the client, unique in ${where} (1 to ${maximumClientNameLength} characters, none invisible).`,
   });
 }

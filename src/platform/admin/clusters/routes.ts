@@ -7,6 +7,7 @@ import { problemSchema, standardErrorResponses } from "../../../http/schemas.js"
 import type { HttpServer } from "../../../http/server.js";
 import { clusterStatuses } from "../../provisioner/health-monitor.js";
 import { pathParameter } from "../activity/recording.js";
+import { visibleNamePattern } from "../client-names.js";
 import { clusterParameters } from "./parameters.js";
 import { type ClusterScalingService, MAX_BROKER_ID, MAX_BROKERS_PER_CLUSTER, MAX_PARTITIONS } from "./scaling.js";
 import { type ClusterService, stageLabels } from "./service.js";
@@ -84,7 +85,9 @@ const clusterIdParameters = Type.Object(
 );
 
 const parameterId = (description: string) => Type.String({ minLength: 1, maxLength: 64, description });
-const name = Type.String({ minLength: 1, maxLength: maxClusterNameLength, pattern: "\\S" });
+// As a client's name: none of its characters invisible or rearranging what is shown, so that two clusters that look
+// alike in the console or the CLI are alike.
+const name = Type.String({ minLength: 1, maxLength: maxClusterNameLength, pattern: visibleNamePattern });
 const description = Type.String({ maxLength: maxClusterDescriptionLength });
 
 const creationBody = Type.Object(

@@ -145,6 +145,8 @@ export class ClusterService implements ClusterDirectory {
   /** Why each cluster is not Healthy, as the latest poll found (kept in memory: it describes what runs now). */
   private readonly statusReasons = new Map<string, string>();
   private healthTimer: NodeJS.Timeout | undefined;
+  /** Clusters whose latest access policy could not be delivered; tried again at every health poll. */
+  private readonly undeliveredPolicies = new Set<string>();
   private polling: Promise<void> | undefined;
 
   constructor(private readonly options: ClusterServiceOptions) {
@@ -528,6 +530,7 @@ export class ClusterService implements ClusterDirectory {
   async pollHealth(): Promise<void> {
     const provisioner = this.provisioner;
     if (provisioner === undefined) return;
+    for (const clusterId of [...this.undeliveredPolicies]) await this.deliverAccessPolicy(clusterId);
     const rows = await this.database
       .selectFrom("clusters")
       .select(["id", "organization_id", "status", "gateway_status"])
@@ -581,8 +584,25 @@ export class ClusterService implements ClusterDirectory {
    * Delivers a cluster's access policy, as the builder makes it now, to its gateway (after the allowlist, its
    * monitoring or its clients changed). Without a provisioner nothing runs the gateway here, and nothing is
    * delivered; neither for a cluster that no longer exists.
+   *
+   * A delivery that fails (the policy file cannot be written, say) is logged and tried again at every health poll
+   * until it succeeds, rather than thrown: the change that asked for it is stored already, so failing its request
+   * would say nothing changed when it did (and lose a monitoring client's password, shown only in that answer).
    */
   async deliverAccessPolicy(clusterId: string): Promise<void> {
+    try {
+      await this.deliverAccessPolicyNow(clusterId);
+      this.undeliveredPolicies.delete(clusterId);
+    } catch (error) {
+      this.undeliveredPolicies.add(clusterId);
+      this.options.logger.error(
+        { err: error, clusterId },
+        "could not deliver a cluster's access policy; it is delivered again at the next health poll",
+      );
+    }
+  }
+
+  private async deliverAccessPolicyNow(clusterId: string): Promise<void> {
     if (this.provisioner === undefined) return;
     const row = await this.database
       .selectFrom("clusters")

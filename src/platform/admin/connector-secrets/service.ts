@@ -224,6 +224,9 @@ export class ConnectorSecretService {
   private checkValue(value: string): number {
     // An empty value is most often an unset variable in the caller's script rather than an intended secret.
     if (value === "") throw invalidRequest("secretValue must not be empty.");
+    // A lone surrogate has no UTF-8 form: sealing would store a replacement character, another secret than the one sent.
+    if (/\p{Cs}/u.test(value))
+      throw invalidRequest("secretValue holds a lone surrogate (\\uD800–\\uDFFF); send valid Unicode.");
     const sizeBytes = Buffer.byteLength(value, "utf8");
     if (sizeBytes > this.limits.valueMaxBytes) {
       throw invalidRequest(

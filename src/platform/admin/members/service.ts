@@ -17,6 +17,9 @@ export function normalizeEmail(email: string): string {
 }
 
 /** Reads and changes the members of organizations. */
+/** Most members an organization may have (its owner included): the member list is answered whole. */
+export const maximumMembers = 10_000;
+
 export class MemberService {
   constructor(
     private readonly database: Kysely<PlatformDatabase>,
@@ -59,6 +62,17 @@ export class MemberService {
     return await this.database.transaction().execute(async (transaction) => {
       const existing = await rolesOf(transaction, organizationId, address);
       if (existing === undefined) {
+        // Bounded like every other collection of an organization: the member list is answered whole.
+        const { count } = await transaction
+          .selectFrom("members")
+          .select((expression) => expression.fn.countAll<number | string | bigint>().as("count"))
+          .where("organization_id", "=", organizationId)
+          .executeTakeFirstOrThrow();
+        if (Number(count) >= maximumMembers) {
+          throw conflict(
+            `The organization has ${maximumMembers} members, the most it may have; remove one before inviting another.`,
+          );
+        }
         await transaction
           .insertInto("members")
           .values({

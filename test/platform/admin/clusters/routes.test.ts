@@ -349,6 +349,10 @@ describe("Administration API /clusters with the local provisioner", () => {
     expect(malformed.status).toBe(400);
     expect((await call("GET", "/clusters/not-a-uuid", adminToken)).status).toBe(400);
     expect((await call("PATCH", `/clusters/${clusterId}`, adminToken, {})).status).toBe(400);
+    // Names that would show mirrored or split in the console and the CLI (a right-to-left override, a newline, NUL).
+    for (const name of ["safe\u202Edorp", "first\nsecond", "nul\u0000", " padded"]) {
+      expect((await call("PATCH", `/clusters/${clusterId}`, adminToken, { name })).status, name).toBe(400);
+    }
     expect((await call("PATCH", `/clusters/${clusterId}`, adminToken, { planTypeId: developmentPlan })).status).toBe(
       400,
     );

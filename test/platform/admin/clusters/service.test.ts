@@ -26,6 +26,8 @@ class RecordingProvisioner implements Provisioner {
   readonly calls: string[] = [];
   readonly policies = new Map<string, AccessPolicy>();
   readonly states = new Map<string, ProvisionedState>();
+  /** Policy deliveries still to fail (a policy file that cannot be written). */
+  failingPolicies = 0;
   async prepare(specification: ClusterSpecification): Promise<void> {
     this.calls.push(`prepare ${specification.clusterId} ${specification.shape.brokers}`);
   }
@@ -63,6 +65,10 @@ class RecordingProvisioner implements Provisioner {
   }
   async applyAccessPolicy(clusterId: string, policy: AccessPolicy): Promise<void> {
     this.calls.push(`policy ${clusterId}`);
+    if (this.failingPolicies > 0) {
+      this.failingPolicies--;
+      throw new Error("ENOSPC: no space left on device");
+    }
     this.policies.set(clusterId, policy);
   }
   restartingProcess(): undefined {
@@ -141,6 +147,24 @@ describe.each(databaseKinds)("ClusterService on %s", (kind) => {
     clusters.accessPolicyBuilder = async () => restricted;
     await clusters.deliverAccessPolicy(clusterId);
     expect(provisioner.policies.get(clusterId)).toEqual(restricted);
+  });
+
+  it("delivers a policy that could not be delivered again at the next health poll, without failing the change", async () => {
+    const { clusterId } = await clusters.create(organizationId, "client-1", creation);
+    const deliveries = () => provisioner.calls.filter((call) => call === `policy ${clusterId}`).length;
+    const before = deliveries();
+    provisioner.policies.delete(clusterId);
+    provisioner.failingPolicies = 1;
+    // The change is stored: its request must not fail, and the gateway gets the policy once the store works again.
+    await expect(clusters.deliverAccessPolicy(clusterId)).resolves.toBeUndefined();
+    expect(deliveries()).toBe(before + 1);
+    expect(provisioner.policies.has(clusterId)).toBe(false);
+    await clusters.pollHealth();
+    expect(deliveries()).toBe(before + 2);
+    expect(provisioner.policies.get(clusterId)).toEqual(openAccessPolicy(clusterId, organizationId));
+    // Delivered, it is not delivered again by every poll.
+    await clusters.pollHealth();
+    expect(deliveries()).toBe(before + 2);
   });
 
   it("refuses a cluster beyond the organization's limit with 409", async () => {

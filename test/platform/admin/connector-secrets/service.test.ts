@@ -144,6 +144,12 @@ describe.each(databaseKinds)("ConnectorSecretService on %s", (kind) => {
     await expect(secrets.create(organizationId, clusterId, "EMPTY", "")).rejects.toMatchObject({
       kind: "invalidRequest",
     });
+    // A lone surrogate (valid in JSON text) has no UTF-8 form: stored, it would come back another secret.
+    await expect(secrets.create(organizationId, clusterId, "LONE", "abc\ud800def")).rejects.toMatchObject({
+      kind: "invalidRequest",
+      message: expect.stringContaining("lone surrogate"),
+    });
+    await secrets.create(organizationId, clusterId, "PAIRED", "abc\ud83d\ude00def");
     await secrets.create(organizationId, clusterId, "SIXTEEN", "a".repeat(16));
     // Eight characters of two bytes each fit; nine do not.
     await secrets.update(organizationId, clusterId, "SIXTEEN", "é".repeat(8));

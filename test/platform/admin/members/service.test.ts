@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ServiceError } from "../../../../src/http/errors.js";
-import { MemberService } from "../../../../src/platform/admin/members/service.js";
+import { MemberService, maximumMembers } from "../../../../src/platform/admin/members/service.js";
 import { openStore, type Store } from "../../../../src/platform/store/database.js";
 import { createTestDatabase, databaseKinds, type TestDatabase } from "../../../support/databases.js";
 
@@ -47,6 +47,33 @@ describe.each(databaseKinds)("MemberService on %s", (kind) => {
       { name: "dev", email: "dev@example.com", roles: ["admin", "developer"], invitePending: true },
       { name: "owner", email: "owner@example.com", roles: ["owner"], invitePending: false },
     ]);
+  });
+
+  it("refuses a new member beyond the organization's bound with 409, and still changes an existing one's roles", async () => {
+    const timestamp = new Date(0).toISOString();
+    // The owner and maximumMembers − 1 others: full.
+    const rows = Array.from({ length: maximumMembers - 1 }, (_, index) => ({
+      organization_id: organizationId,
+      email: `member${index}@example.com`,
+      name: `member${index}`,
+      roles: JSON.stringify(["visitor"]),
+      invite_pending: 1,
+      created_at: timestamp,
+      updated_at: timestamp,
+    }));
+    for (let start = 0; start < rows.length; start += 500) {
+      await store.database
+        .insertInto("members")
+        .values(rows.slice(start, start + 500))
+        .execute();
+    }
+    await expect(
+      members.inviteOrChangeRoles(organizationId, "one-more@example.com", ["visitor"]),
+    ).rejects.toMatchObject({
+      kind: "conflict",
+      message: expect.stringContaining(`${maximumMembers} members, the most it may have`),
+    });
+    expect(await members.inviteOrChangeRoles(organizationId, "member1@example.com", ["developer"])).toBe("updated");
   });
 
   it("changes the roles of an existing member, matching the email case-insensitively", async () => {
