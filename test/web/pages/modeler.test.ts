@@ -72,6 +72,35 @@ const dishDecisions = `<?xml version="1.0" encoding="UTF-8"?>
 </definitions>
 `;
 
+/**
+ * A process whose shapes carry colours: a plain one, and `url(…)` ones that would have the reader's browser fetch an
+ * address of the file's choosing (under the `color` extension, and under `bioc` bound to another prefix); and a
+ * collapsed sub-process with a diagram of its own.
+ */
+const colouredProcess = `<?xml version="1.0" encoding="UTF-8"?>
+<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:bpmndi="http://www.omg.org/spec/BPMN/20100524/DI" xmlns:dc="http://www.omg.org/spec/DD/20100524/DC" xmlns:bioc="http://bpmn.io/schema/bpmn/biocolor/1.0" xmlns:paint="http://bpmn.io/schema/bpmn/biocolor/1.0" xmlns:color="http://www.omg.org/spec/BPMN/non-normative/color/1.0" id="coloured" targetNamespace="http://example.com">
+  <bpmn:process id="colours" name="Coloured" isExecutable="true">
+    <bpmn:userTask id="plain" name="Plain" />
+    <bpmn:userTask id="beacon" name="Beacon" />
+    <bpmn:userTask id="other-prefix" name="Other prefix" />
+    <bpmn:subProcess id="collapsed" name="Collapsed"><bpmn:startEvent id="inner" /></bpmn:subProcess>
+  </bpmn:process>
+  <bpmndi:BPMNDiagram id="diagram">
+    <bpmndi:BPMNPlane id="plane" bpmnElement="colours">
+      <bpmndi:BPMNShape id="plain_di" bpmnElement="plain" bioc:fill="#ff0000"><dc:Bounds x="100" y="80" width="100" height="80" /></bpmndi:BPMNShape>
+      <bpmndi:BPMNShape id="beacon_di" bpmnElement="beacon" color:background-color="url(https://beacon.example/a)" bioc:stroke="url(https://beacon.example/b)"><dc:Bounds x="240" y="80" width="100" height="80" /></bpmndi:BPMNShape>
+      <bpmndi:BPMNShape id="other_di" bpmnElement="other-prefix" paint:fill="url(https://beacon.example/c)"><dc:Bounds x="380" y="80" width="100" height="80" /></bpmndi:BPMNShape>
+      <bpmndi:BPMNShape id="collapsed_di" bpmnElement="collapsed" isExpanded="false"><dc:Bounds x="520" y="80" width="100" height="80" /></bpmndi:BPMNShape>
+    </bpmndi:BPMNPlane>
+  </bpmndi:BPMNDiagram>
+  <bpmndi:BPMNDiagram id="inside">
+    <bpmndi:BPMNPlane id="inside-plane" bpmnElement="collapsed">
+      <bpmndi:BPMNShape id="inner_di" bpmnElement="inner"><dc:Bounds x="152" y="102" width="36" height="36" /></bpmndi:BPMNShape>
+    </bpmndi:BPMNPlane>
+  </bpmndi:BPMNDiagram>
+</bpmn:definitions>
+`;
+
 describe.runIf(browserAvailable())("console modeler pages", () => {
   let platform: TestPlatform;
   let browser: Browser;
@@ -219,6 +248,45 @@ describe.runIf(browserAvailable())("console modeler pages", () => {
     await expectAccessible(page, "modeler DMN file");
     expect(violations).toEqual([]);
     await saveScreenshot(page, "console-modeler-dmn");
+  });
+
+  it("draws a diagram's plain colours, drops colours that name a resource, and opens a collapsed sub-process", async () => {
+    const colouredId = (
+      await modeler<{ id: string }>("POST", "/files", {
+        name: "Coloured",
+        content: colouredProcess,
+        fileType: "bpmn",
+        projectId,
+      })
+    ).id;
+    page = await browser.newPage({ viewport: viewports.wide });
+    const violations = collectPolicyViolations(page);
+    const foreignRequests: string[] = [];
+    page.on("request", (request) => {
+      if (!request.url().startsWith(platform.url)) foreignRequests.push(request.url());
+    });
+    await signIn(page, platform.url, platform.adminClient, `/console/modeler/files/${colouredId}`);
+    const diagram = page.getByRole("application", { name: "Diagram of Coloured" });
+    await diagram.waitFor();
+    // The paint of an element's shape, as the browser computes it.
+    const fillOf = (id: string) =>
+      page.evaluate<string>(
+        `getComputedStyle(document.querySelector('g.djs-element[data-element-id="${id}"] .djs-visual > :first-child')).fill`,
+      );
+    expect(await fillOf("plain")).toBe("rgb(255, 0, 0)");
+    // Colours written as url(…), under either extension and any prefix, are drawn in the default colour.
+    expect(await fillOf("beacon")).toBe("rgb(255, 255, 255)");
+    expect(await fillOf("other-prefix")).toBe("rgb(255, 255, 255)");
+    // Inside the collapsed sub-process the breadcrumbs show, with the separator the CSP allows.
+    await page.locator(".bjs-drilldown").first().click();
+    await page.locator(".bjs-breadcrumbs li").nth(1).waitFor();
+    expect(
+      await page.evaluate<string>(
+        `getComputedStyle(document.querySelectorAll(".bjs-breadcrumbs li")[1], "::before").content`,
+      ),
+    ).toBe('"\u203A"');
+    expect(violations).toEqual([]);
+    expect(foreignRequests.filter((url) => url.includes("example"))).toEqual([]);
   });
 
   it("lists a file's milestones, shows one, and the differences between two", async () => {

@@ -1,11 +1,15 @@
 /**
  * The BPMN viewer library and its styles, in a module of their own: the pages load it only when they show a BPMN
  * diagram, so the rest of the console stays as small as it was. The library sets styles through the CSS object model
- * only, so it draws under the console's CSP (`style-src 'self'`, no inline styles) with no exception.
+ * only, so it draws under the console's CSP (`style-src 'self'`, no inline styles). Two of its inputs would still ask
+ * the browser for resources the CSP refuses: colours a file writes as `url(…)` (removed before drawing,
+ * diagram-colours.ts), and the breadcrumbs' separator, a `data:` image (replaced in bpmn-canvas.css).
  */
 import NavigatedViewer from "bpmn-js/lib/NavigatedViewer";
 import "bpmn-js/dist/assets/diagram-js.css";
 import "bpmn-js/dist/assets/bpmn-js.css";
+import "./bpmn-canvas.css";
+import { type DiagramDefinitions, removeUnsafeColours } from "./diagram-colours.js";
 
 /** One element of the diagram as a reader of its text alternative sees it. */
 export interface DiagramElement {
@@ -56,11 +60,15 @@ function kindName(type: string): string {
  */
 export async function drawDiagram(container: HTMLElement, xml: string, label: string): Promise<DrawnDiagram> {
   const viewer = new NavigatedViewer({ container });
+  viewer.on("import.parse.complete", (event: { definitions?: DiagramDefinitions }) => {
+    if (event.definitions !== undefined) removeUnsafeColours(event.definitions);
+  });
   await viewer.importXML(xml);
   const canvas = viewer.get<Canvas>("canvas");
   const registry = viewer.get<ElementRegistry>("elementRegistry");
-  // The drawing takes the keyboard focus (arrow keys with Ctrl move it); it needs a name like any control.
-  const drawing = container.querySelector("svg");
+  // The drawing takes the keyboard focus (arrow keys with Ctrl move it); it needs a name like any control. It is the
+  // canvas's own SVG element: the first one in the container can be the icon of a collapsed sub-process's button.
+  const drawing = canvas.getContainer().querySelector(":scope > svg");
   drawing?.setAttribute("aria-label", label);
   drawing?.setAttribute("role", "application");
   canvas.zoom("fit-viewport", "auto");
