@@ -26,6 +26,7 @@ import {
   sendError,
   toProblemDocument,
 } from "./problem.js";
+import { closeAfterUnreadBody } from "./unread-bodies.js";
 
 /** When a client refused a large answer for the server's answer budget may ask again. */
 const LARGE_ANSWER_RETRY_AFTER_SECONDS = 5;
@@ -181,6 +182,10 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     request.log.debug({ bytes, bytesInFlight: answers.bytesInFlight }, "large answer refused");
     reply.code(refusal.status).headers(refusal.headers).type(problemMediaType);
     done(null, JSON.stringify(toProblemDocument(refusal, request.url.split("?")[0])));
+  });
+  server.addHook("onSend", (request, reply, payload, done) => {
+    closeAfterUnreadBody(request, reply, options.bodyLimitBytes);
+    done(null, payload);
   });
   server.addHook("onRequest", (request, _reply, done) => {
     if (request.url.length > maxUrlCharacters) {

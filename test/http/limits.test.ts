@@ -148,6 +148,61 @@ describe("connection limits of every HTTP server", () => {
     expect((await requestFrom(otherClientAddress, `${url}/ping`)).status).toBe(200);
   }, 30_000);
 
+  it("at its connection cap, closes the connection receiving a request longest to admit a client that sends one", async () => {
+    const limits = {
+      requestReceiveTimeoutMs: 20_000,
+      maxConnections: 16,
+      maxConnectionsPerAddress: 1_000,
+      maxRequestsPerConnection: 100,
+      responseStallTimeoutMs: 30_000,
+      maxAnswerBytesInFlight: 256 * 1024 * 1024,
+    };
+    const { url, port } = await startServer(limits);
+    // The cap filled by connections that send their request heads a byte at a time, as a few addresses each within
+    // its own cap could do, opening them again whenever they are closed.
+    const slow = await holdConnections({
+      host: "127.0.0.1",
+      port,
+      localAddress: attackerAddress,
+      count: limits.maxConnections,
+      opening: "GET /ping HTTP/1.1\r\nHost: flowplane.test\r\nX-Slow: ",
+      byteIntervalMs: 250,
+    });
+    held.push(slow);
+    // None of them has waited the minimum yet: a new connection is refused rather than one of them closed.
+    await expect(requestFrom(otherClientAddress, `${url}/ping`, { timeoutMs: 2_000 })).rejects.toThrow();
+    expect(slow.closedCount()).toBe(0);
+    await new Promise((resolve) => setTimeout(resolve, 1_200));
+    const statuses: number[] = [];
+    for (let request = 0; request < 5; request += 1) {
+      statuses.push((await requestFrom(otherClientAddress, `${url}/ping`)).status);
+    }
+    expect(statuses).toEqual([200, 200, 200, 200, 200]);
+    // Only one slow connection was closed, for the first request: each answered connection closed after its answer
+    // and left its place to the next. The rest are still held.
+    expect(slow.closedCount()).toBe(1);
+  }, 30_000);
+
+  it("never closes a connection whose request is being served to admit another", async () => {
+    const limits = {
+      requestReceiveTimeoutMs: 20_000,
+      maxConnections: 4,
+      maxConnectionsPerAddress: 1_000,
+      maxRequestsPerConnection: 100,
+      responseStallTimeoutMs: 30_000,
+      maxAnswerBytesInFlight: 256 * 1024 * 1024,
+    };
+    const { url } = await startServer(limits);
+    // Four requests the server takes 1.5 s to answer fill the cap, and keep it full past the minimum wait.
+    const served = Array.from({ length: limits.maxConnections }, () =>
+      requestFrom(attackerAddress, `${url}/slow`, { timeoutMs: 10_000 }),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    await expect(requestFrom(otherClientAddress, `${url}/ping`, { timeoutMs: 2_000 })).rejects.toThrow();
+    expect((await Promise.all(served)).map((answer) => answer.status)).toEqual([200, 200, 200, 200]);
+    expect((await requestFrom(otherClientAddress, `${url}/ping`)).status).toBe(200);
+  }, 30_000);
+
   it("closes a keep-alive connection after its request limit, saying so on the last answer", async () => {
     const { port } = await startServer({
       requestReceiveTimeoutMs: 10_000,

@@ -1,4 +1,4 @@
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import { connect } from "node:net";
 import { pino } from "pino";
 import { Type } from "typebox";
@@ -334,6 +334,16 @@ describe("createHttpServer on a real socket", () => {
   beforeAll(async () => {
     server = createQuietHttpServer();
     server.get("/ping", async () => ({ pong: true }));
+    // Refused before its body is read, as a route behind a token check refuses a request without one.
+    server.post(
+      "/guarded",
+      {
+        onRequest: async () => {
+          throw new ServiceError("unauthorized", "Send a token.");
+        },
+      },
+      async () => ({ never: true }),
+    );
     await server.listen({ host: "127.0.0.1", port: 0 });
     port = (server.server.address() as AddressInfo).port;
   });
@@ -350,6 +360,60 @@ describe("createHttpServer on a real socket", () => {
       status: 431,
       title: "The request headers are too large",
     });
+  });
+
+  it("closes the connection after refusing a request whose body is larger than the route accepts, without reading it", async () => {
+    const accepted = new Promise<Socket>((resolve) => server.server.once("connection", resolve));
+    const socket = connect({ host: "127.0.0.1", port });
+    socket.on("error", () => undefined);
+    let received = "";
+    socket.setEncoding("utf8");
+    socket.on("data", (chunk: string) => {
+      received += chunk;
+    });
+    const serverSide = await accepted;
+    const startedMs = performance.now();
+    const closed = new Promise<number>((resolve) => serverSide.once("close", () => resolve(performance.now())));
+    socket.write(
+      "POST /guarded HTTP/1.1\r\nHost: flowplane.test\r\nContent-Type: application/json\r\nContent-Length: 100000000000\r\n\r\n",
+    );
+    // The client streams its body as fast as the server takes it.
+    const piece = Buffer.alloc(1024 * 1024, 0x20);
+    const stream = () => {
+      while (!socket.destroyed && socket.write(piece));
+    };
+    socket.on("drain", stream);
+    stream();
+    const closedAtMs = await Promise.race([
+      closed,
+      new Promise<number>((resolve) => setTimeout(() => resolve(Number.POSITIVE_INFINITY), 5_000)),
+    ]);
+    socket.destroy();
+    expect(closedAtMs - startedMs).toBeLessThan(5_000);
+    expect(serverSide.bytesRead).toBeLessThan(256 * 1024 * 1024);
+    expect(received).toMatch(/^HTTP\/1\.1 401 /);
+    expect(received.toLowerCase()).toContain("connection: close");
+  });
+
+  it("keeps the connection after refusing a request whose body is within the limit, reading that body", async () => {
+    const socket = connect({ host: "127.0.0.1", port });
+    socket.on("error", () => undefined);
+    let received = "";
+    socket.setEncoding("utf8");
+    socket.on("data", (chunk: string) => {
+      received += chunk;
+    });
+    const body = JSON.stringify({ text: "x".repeat(90) });
+    socket.write(
+      `POST /guarded HTTP/1.1\r\nHost: flowplane.test\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`,
+    );
+    await expect.poll(() => received).toMatch(/^HTTP\/1\.1 401 /);
+    // The body arrives after the answer, and the next request on the same connection is served.
+    socket.write(body);
+    socket.write("GET /ping HTTP/1.1\r\nHost: flowplane.test\r\n\r\n");
+    await expect.poll(() => received).toContain('{"pong":true}');
+    socket.destroy();
+    expect(received.toLowerCase()).toContain("connection: keep-alive");
   });
 
   it("answers a request Node's parser cannot read with a 400 problem document", async () => {
