@@ -69,6 +69,21 @@ export function isGossipedAddress(value: unknown): value is GossipedAddress {
   );
 }
 
+/** Longest part of a string a peer sent that a description quotes: descriptions go to the log. */
+const MAX_QUOTED_CHARACTERS = 64;
+
+/** A value a peer sent, described in a bounded number of characters. */
+function quoted(value: unknown): string {
+  if (typeof value === "string") {
+    const quotation = JSON.stringify(value.slice(0, MAX_QUOTED_CHARACTERS));
+    return value.length > MAX_QUOTED_CHARACTERS ? `${quotation}… (${value.length} characters)` : quotation;
+  }
+  if (typeof value === "number" || typeof value === "boolean" || value === null || value === undefined) {
+    return String(value);
+  }
+  return Array.isArray(value) ? "an array" : `a value of type ${typeof value}`;
+}
+
 /**
  * Checks the envelope of a message from broker `from` to broker `self`; returns it typed, or a description of what
  * is wrong. The Raft message's header is checked (sender, recipient, term, type); its body is the peer's Raft core's
@@ -82,8 +97,8 @@ export function parseBrokerMessage(value: unknown, from: number, self: number): 
     if (!isRecord(message) || typeof message.type !== "string" || !RAFT_MESSAGE_TYPES.has(message.type)) {
       return "raft message of unknown type";
     }
-    if (message.from !== from) return `raft message claims to be from ${String(message.from)} but came from ${from}`;
-    if (message.to !== self) return `raft message for ${String(message.to)} delivered to ${self}`;
+    if (message.from !== from) return `raft message claims to be from ${quoted(message.from)} but came from ${from}`;
+    if (message.to !== self) return `raft message for ${quoted(message.to)} delivered to ${self}`;
     if (!isNonNegativeInteger(message.term)) return "raft message without a term";
     return { type: "raft", partitionId: value.partitionId, message: message as unknown as Message };
   }
@@ -92,7 +107,7 @@ export function parseBrokerMessage(value: unknown, from: number, self: number): 
     if (!Array.isArray(value.brokers) || !value.brokers.every(isGossipedAddress)) return "gossip with bad addresses";
     return { type: "gossip", configuration: value.configuration, brokers: value.brokers };
   }
-  return `unknown message type ${JSON.stringify(value.type)}`;
+  return `unknown message type ${quoted(value.type)}`;
 }
 
 /** Checks a request from a gateway or a broker; returns it typed, or a description of what is wrong. */
@@ -153,7 +168,7 @@ export function parseBrokerRequest(value: unknown): ParsedBrokerRequest | string
       return { type: value.type, backupId };
     }
     default:
-      return `unknown request type ${JSON.stringify(value.type)}`;
+      return `unknown request type ${quoted(value.type)}`;
   }
 }
 
@@ -207,6 +222,6 @@ function parseClusterChangeCommand(value: unknown): ClusterChangeCommand | strin
       return problem ?? { kind: "leave", brokerId: value.brokerId as number, partitionId: value.partitionId as number };
     }
     default:
-      return `unknown cluster change ${JSON.stringify(value.kind)}`;
+      return `unknown cluster change ${quoted(value.kind)}`;
   }
 }

@@ -30,7 +30,7 @@ import {
   partitionsOf,
   replicasOf,
 } from "../topology/index.js";
-import { ClusterTransport, type RequestSender, TransportClient } from "../transport/index.js";
+import { ClusterTransport, RefusalLog, type RequestSender, TransportClient } from "../transport/index.js";
 import { BackupCoordinator, failAbandonedParts, type LargeCheckpointIdSupport } from "./backups.js";
 import { type BrokerMessage, type GossipedAddress, parseBrokerMessage, parseBrokerRequest } from "./broker-messages.js";
 import { ChangeAcceptor } from "./change-acceptor.js";
@@ -131,6 +131,8 @@ export class Broker {
   readonly nodeId: number;
   private readonly options: BrokerOptions;
   private readonly logger: Logger;
+  /** Malformed messages are logged at most once a minute per sender: a peer sending them in a loop must not fill the disk. */
+  private readonly malformedMessageLog: RefusalLog<"malformed-message">;
   private readonly transport: ClusterTransport<unknown, unknown, BrokerResponse>;
   /** Asks contact points, whose node ids are not known yet, for the cluster configuration. */
   private readonly contactClient: TransportClient<PeerRequest, unknown>;
@@ -172,6 +174,7 @@ export class Broker {
     this.options = options;
     this.nodeId = options.nodeId;
     this.logger = options.logger.child({ broker: options.nodeId });
+    this.malformedMessageLog = new RefusalLog(this.logger);
     this.configurationValue = persisted;
     this.acceptor = new ChangeAcceptor(options.dataDirectory, acceptance, () => this.configuration.version);
     this.releaseDataDirectory = releaseDataDirectory;
@@ -822,7 +825,12 @@ export class Broker {
   private receive(from: number, raw: unknown): void {
     const message = parseBrokerMessage(raw, from, this.nodeId);
     if (typeof message === "string") {
-      this.logger.warn({ from, problem: message }, "dropped a malformed message from a broker");
+      this.malformedMessageLog.report(
+        String(from),
+        "malformed-message",
+        { from, problem: message },
+        "dropped a malformed message from a broker",
+      );
       return;
     }
     this.lastContactMs.set(from, Date.now());

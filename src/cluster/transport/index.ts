@@ -60,5 +60,6 @@ export {
 export type { ConnectionOptions, PeerStatistics } from "./options.js";
 export { DEFAULT_CONNECTION_OPTIONS } from "./options.js";
 export type { LinkState } from "./outbound-link.js";
+export { RefusalLog } from "./refusal-log.js";
 export type { TransportClientOptions } from "./transport-client.js";
 export { DEFAULT_MAX_CONNECTIONS, TransportClient } from "./transport-client.js";

@@ -1,7 +1,8 @@
 /**
- * Log lines about refused handshakes, at most one per remote host and reason per interval. Anyone who reaches a
- * cluster port can make a node refuse connections as fast as it can open them; one line per refusal would let it
- * fill the disk. The line after a quiet interval says how many refusals were left out of the log.
+ * Log lines about refused input, at most one per source and reason per interval: handshakes the transport refuses
+ * (anyone who reaches a cluster port can make a node refuse connections as fast as it can open them), and messages a
+ * broker drops as malformed. One line per refusal would let the sender fill the disk. The line after a quiet interval
+ * says how many refusals were left out of the log.
  */
 import type { Logger } from "pino";
 import type { HandshakeFailureReason } from "./errors.js";
@@ -17,8 +18,8 @@ interface SourceState {
   suppressed: number;
 }
 
-/** Rate-limited logging of refused handshakes; see the module comment. */
-export class RefusalLog {
+/** Rate-limited logging of refused input; see the module comment. */
+export class RefusalLog<Reason extends string = HandshakeFailureReason> {
   private readonly sources = new Map<string, SourceState>();
 
   constructor(
@@ -27,13 +28,8 @@ export class RefusalLog {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** Logs `message` at warn level unless a line about the same host and reason was logged within the interval. */
-  report(
-    remoteHost: string,
-    reason: HandshakeFailureReason,
-    fields: Readonly<Record<string, unknown>>,
-    message: string,
-  ): void {
+  /** Logs `message` at warn level unless a line about the same source and reason was logged within the interval. */
+  report(remoteHost: string, reason: Reason, fields: Readonly<Record<string, unknown>>, message: string): void {
     if (this.logger === undefined) {
       return;
     }

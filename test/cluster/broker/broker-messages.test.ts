@@ -26,6 +26,24 @@ describe("parseBrokerMessage", () => {
     expect(parseBrokerMessage({ type: "other" }, 1, 0)).toContain("unknown message type");
   });
 
+  it("quotes at most the start of what a peer sent in the description of a malformed message", () => {
+    const huge = "x".repeat(5_000_000);
+    const problems = [
+      parseBrokerMessage({ type: huge }, 1, 0),
+      parseBrokerMessage({ type: "raft", partitionId: 2, message: { ...heartbeat, from: huge } }, 1, 0),
+      parseBrokerMessage({ type: "raft", partitionId: 2, message: { ...heartbeat, to: huge } }, 1, 0),
+      parseBrokerMessage({ type: { nested: huge } }, 1, 0),
+      parseBrokerRequest({ type: huge }),
+      parseBrokerRequest({ type: "cluster-change", dryRun: false, command: { kind: huge } }),
+    ];
+    for (const problem of problems) {
+      expect(typeof problem).toBe("string");
+      expect((problem as string).length).toBeLessThan(200);
+    }
+    expect(problems[0]).toBe(`unknown message type "${"x".repeat(64)}"… (5000000 characters)`);
+    expect(problems[3]).toBe("unknown message type a value of type object");
+  });
+
   it("accepts gossip with well-formed addresses only", () => {
     const brokers = [{ nodeId: 1, host: "127.0.0.1", port: 26502, incarnation: 5 }];
     expect(parseBrokerMessage({ type: "gossip", configuration: "{}", brokers }, 1, 0)).toEqual({
