@@ -9,7 +9,7 @@ import {
 } from "jose";
 import type { Kysely } from "kysely";
 import type { Clock } from "../../auth/clock.js";
-import { signingKeyPurpose } from "../store/key-material.js";
+import { holdKeyEncryptionKey, signingKeyPurpose } from "../store/key-material.js";
 import type { PlatformDatabase } from "../store/schema.js";
 import type { SecretsBox } from "../store/secrets-box.js";
 
@@ -200,6 +200,7 @@ export class SigningKeyService {
   private async propose(previous: string | undefined): Promise<void> {
     const candidate = await generateSigningKey(this.algorithm, new Date(this.clock()).toISOString(), this.secrets);
     await this.database.transaction().execute(async (transaction) => {
+      await holdKeyEncryptionKey(transaction, this.secrets);
       const update =
         previous === undefined
           ? await transaction

@@ -8,7 +8,8 @@
  * under and seals, in place, whatever an earlier version stored in plain text. Both steps are idempotent and safe
  * while other replicas start against the same database.
  */
-import type { Kysely } from "kysely";
+import { type Kysely, sql, type Transaction } from "kysely";
+import { ServiceError } from "../../http/errors.js";
 import { KeyEncryptionKeyError } from "./key-encryption-key.js";
 import type { PlatformDatabase } from "./schema.js";
 import { isSealed, SealedValueError, SecretsBox } from "./secrets-box.js";
@@ -62,6 +63,42 @@ export async function sealedKeyId(database: Kysely<PlatformDatabase>): Promise<s
     .where("name", "=", keyEncryptionCheckSetting)
     .executeTakeFirst();
   return row === undefined ? undefined : SecretsBox.keyIdOf(row.value);
+}
+
+/**
+ * Holds the database's key-encryption check row until `transaction` ends and confirms that it is still sealed under
+ * `secrets`' key; call it before the transaction writes a newly sealed value. `flowplane store rotate-key` is meant
+ * for a stopped platform: run against a running one, it re-seals everything under a new key, and a value the running
+ * platform sealed afterwards under its old key would open with no key anyone holds. Touching the row (an update that
+ * changes nothing) orders the two, since a rotation takes the same row first (`resealKeyMaterial`): whichever comes
+ * second sees what the other did. Throws a 503 `ServiceError` asking for a restart when the key was replaced.
+ */
+export async function holdKeyEncryptionKey(
+  transaction: Transaction<PlatformDatabase>,
+  secrets: SecretsBox,
+): Promise<void> {
+  const prefix = SecretsBox.sealedPrefixFor(secrets.keyId);
+  const result = await transaction
+    .updateTable("settings")
+    .set((row) => ({ value: row.ref("value") }))
+    .where("name", "=", keyEncryptionCheckSetting)
+    .where(sql<string>`substr(value, 1, ${prefix.length})`, "=", prefix)
+    .executeTakeFirst();
+  if (Number(result.numUpdatedRows) === 1) return;
+  throw keyEncryptionKeyReplaced(secrets.keyId, await sealedKeyId(transaction));
+}
+
+/**
+ * The error of a platform whose key-encryption key was replaced while it ran (`sealedKeyId` is the database's key
+ * now): it can neither open the database's key material nor seal new values that would open later.
+ */
+export function keyEncryptionKeyReplaced(ownKeyId: string, sealedKeyId: string | undefined): ServiceError {
+  return new ServiceError(
+    "unavailable",
+    `The database's key material is sealed under the key-encryption key ${sealedKeyId ?? "(none)"}, not under this ` +
+      `platform's key ${ownKeyId}: the key was replaced (flowplane store rotate-key) while the platform ran. Restart ` +
+      "every platform replica with the new key; nothing was written.",
+  );
 }
 
 /**

@@ -22,6 +22,7 @@ import {
 } from "./key-encryption-key.js";
 import {
   connectorSecretPurpose,
+  holdKeyEncryptionKey,
   keyEncryptionCheckSetting,
   secretSettingNames,
   settingPurpose,
@@ -109,6 +110,9 @@ export async function resealKeyMaterial(
   next: SecretsBox,
 ): Promise<number> {
   return await database.transaction().execute(async (transaction) => {
+    // The check row first: a running platform's write of a sealed value takes it first too (`holdKeyEncryptionKey`),
+    // so that write either lands before the values are read here, or finds the new key and is refused.
+    await holdKeyEncryptionKey(transaction, current);
     const values = await sealedValues(transaction);
     for (const { value, purpose, replace } of values) {
       // Values are sealed at every start (protectKeyMaterial); a plain one would still be re-sealed correctly.

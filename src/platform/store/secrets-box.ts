@@ -86,6 +86,11 @@ export class SecretsBox {
     return new SecretsBox(key);
   }
 
+  /** The text every value sealed under the key `keyId` starts with. */
+  static sealedPrefixFor(keyId: string): string {
+    return `${sealedPrefix}${keyId}:`;
+  }
+
   /** The key id a sealed value names, or undefined when `value` is not sealed. */
   static keyIdOf(value: string): string | undefined {
     if (!isSealed(value)) return undefined;

@@ -212,4 +212,38 @@ describe.each(databaseKinds)("rotating the key-encryption key (%s)", (kind) => {
     const after = await open();
     expect(await sealedKeyIds(after)).toEqual(new Set([previousKeyId]));
   });
+  it("a platform still running when the key is rotated refuses to seal values under its old key, and loses none", async () => {
+    await populate();
+    // The platform keeps running with the old key while the rotation runs beside it.
+    const running = await open();
+    const secrets = connectorSecrets(running);
+    const signingKeys = await SigningKeyService.open({
+      database: running.database,
+      secrets: running.secrets,
+      algorithm: "ES256",
+      tokenLifetimeSeconds: 600,
+      clock: systemClock,
+    });
+    const result = await rotateKeyEncryptionKey(storeOptions());
+
+    const refusal = {
+      status: 503,
+      message: expect.stringContaining(`sealed under the key-encryption key ${result.keyId}`),
+    };
+    await expect(secrets.create(organizationId, clusterId, "WRITTEN_AFTER", "lost?")).rejects.toMatchObject(refusal);
+    await expect(secrets.update(organizationId, clusterId, "API_TOKEN", "lost?")).rejects.toMatchObject(refusal);
+    await expect(signingKeys.rotate()).rejects.toMatchObject(refusal);
+    // Reading what the rotation re-sealed asks for the same restart, rather than failing as damaged data.
+    await expect(secrets.list(organizationId, clusterId)).rejects.toMatchObject(refusal);
+    await close(running);
+
+    // After the restart with the new key, every value opens and nothing written under the old key is there.
+    const restarted = await open();
+    expect(restarted.secrets.keyId).toBe(result.keyId);
+    expect(await sealedKeyIds(restarted)).toEqual(new Set([result.keyId]));
+    expect(await connectorSecrets(restarted).list(organizationId, clusterId)).toEqual({
+      API_TOKEN: "rotate-me-2",
+      DATABASE_PASSWORD: "rotate-me-1",
+    });
+  });
 });

@@ -1,8 +1,8 @@
 import { type Kysely, sql } from "kysely";
 import { conflict, invalidRequest, ServiceError } from "../../../http/errors.js";
-import { connectorSecretPurpose } from "../../store/key-material.js";
+import { connectorSecretPurpose, holdKeyEncryptionKey, keyEncryptionKeyReplaced } from "../../store/key-material.js";
 import type { PlatformDatabase } from "../../store/schema.js";
-import type { SecretsBox } from "../../store/secrets-box.js";
+import { SealedValueError, type SecretsBox } from "../../store/secrets-box.js";
 import { type ClusterDirectory, requireCluster } from "../cluster-directory.js";
 
 /** Longest secret name, in characters. */
@@ -73,9 +73,17 @@ export class ConnectorSecretService {
       .execute();
     // Sorted here rather than in SQL, where collations differ between SQLite and PostgreSQL.
     rows.sort((left, right) => (left.name < right.name ? -1 : left.name > right.name ? 1 : 0));
-    return Object.fromEntries(
-      rows.map((row) => [row.name, this.secrets.open(row.value, connectorSecretPurpose(clusterId, row.name))]),
-    );
+    try {
+      return Object.fromEntries(
+        rows.map((row) => [row.name, this.secrets.open(row.value, connectorSecretPurpose(clusterId, row.name))]),
+      );
+    } catch (error) {
+      // Sealed under another key: the key was replaced while this platform ran, which a restart resolves.
+      if (error instanceof SealedValueError && error.problem === "other-key") {
+        throw keyEncryptionKeyReplaced(this.secrets.keyId, error.sealedKeyId);
+      }
+      throw error;
+    }
   }
 
   /**
@@ -114,12 +122,15 @@ export class ConnectorSecretService {
           builder(this.valueBytesOfOthers(clusterId, name), "<=", this.limits.clusterValuesMaxBytes - valueBytes),
         ]),
       );
-    const result = await this.database
-      .insertInto("connector_secrets")
-      .columns(["organization_id", "cluster_id", "name", "value", "value_bytes", "created_at", "updated_at"])
-      .expression(row)
-      .onConflict((onConflict) => onConflict.columns(["cluster_id", "name"]).doNothing())
-      .executeTakeFirst();
+    const result = await this.database.transaction().execute(async (transaction) => {
+      await holdKeyEncryptionKey(transaction, this.secrets);
+      return await transaction
+        .insertInto("connector_secrets")
+        .columns(["organization_id", "cluster_id", "name", "value", "value_bytes", "created_at", "updated_at"])
+        .expression(row)
+        .onConflict((onConflict) => onConflict.columns(["cluster_id", "name"]).doNothing())
+        .executeTakeFirst();
+    });
     if (Number(result.numInsertedOrUpdatedRows ?? 0) === 1) return;
     // What follows only chooses the message: the statement above decided.
     if (await this.exists(clusterId, name)) {
@@ -147,18 +158,18 @@ export class ConnectorSecretService {
     this.checkName(name);
     const valueBytes = this.checkValue(value);
     await requireCluster(this.clusters, organizationId, clusterId);
-    const result = await this.database
-      .updateTable("connector_secrets")
-      .set({
-        value: this.secrets.seal(value, connectorSecretPurpose(clusterId, name)),
-        value_bytes: valueBytes,
-        updated_at: this.now().toISOString(),
-      })
-      .where("organization_id", "=", organizationId)
-      .where("cluster_id", "=", clusterId)
-      .where("name", "=", name)
-      .where(this.valueBytesOfOthers(clusterId, name), "<=", this.limits.clusterValuesMaxBytes - valueBytes)
-      .executeTakeFirst();
+    const sealed = this.secrets.seal(value, connectorSecretPurpose(clusterId, name));
+    const result = await this.database.transaction().execute(async (transaction) => {
+      await holdKeyEncryptionKey(transaction, this.secrets);
+      return await transaction
+        .updateTable("connector_secrets")
+        .set({ value: sealed, value_bytes: valueBytes, updated_at: this.now().toISOString() })
+        .where("organization_id", "=", organizationId)
+        .where("cluster_id", "=", clusterId)
+        .where("name", "=", name)
+        .where(this.valueBytesOfOthers(clusterId, name), "<=", this.limits.clusterValuesMaxBytes - valueBytes)
+        .executeTakeFirst();
+    });
     if (Number(result.numUpdatedRows) === 1) return;
     if (await this.exists(clusterId, name)) throw this.clusterFull(clusterId, valueBytes);
     throw secretNotFound(clusterId, name);
