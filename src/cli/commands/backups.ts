@@ -9,6 +9,7 @@ import { gatewayAudience } from "../../client/cluster.js";
 import { MAX_INT64, parseNonNegativeInt64 } from "../../json/int64.js";
 import { type CliIo, UsageError } from "../io.js";
 import { ProgressLines } from "../progress-lines.js";
+import { sleepUnlessInterrupted } from "../sleep.js";
 import { printable, printableJson } from "../terminal-text.js";
 import { clientEnvironmentHelp, createClientContext } from "./client-context.js";
 
@@ -33,20 +34,6 @@ export function parseBackupId(value: string): bigint {
 function createBackupsClient(io: CliIo, options: CommonOptions): BackupsClient {
   const { settings, tokenProvider } = createClientContext(io);
   return new BackupsClient({ baseUrl: settings.clusterManagementUrl, tokenProvider, audience: options.audience });
-}
-
-function sleep(durationMs: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolveSleep) => {
-    const timer = setTimeout(resolveSleep, durationMs);
-    signal.addEventListener(
-      "abort",
-      () => {
-        clearTimeout(timer);
-        resolveSleep();
-      },
-      { once: true },
-    );
-  });
 }
 
 /** Whether a part of the backup is still being written. */
@@ -102,7 +89,7 @@ async function follow(client: BackupsClient, backupId: bigint, io: CliIo, json: 
       progress.interrupt();
       throw new UsageError(`stopped following; backup ${backupId} goes on (see flowplane backups status)`);
     }
-    await sleep(POLL_INTERVAL_MS, io.shutdownSignal);
+    await sleepUnlessInterrupted(POLL_INTERVAL_MS, io.shutdownSignal);
   }
 }
 

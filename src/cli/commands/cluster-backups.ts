@@ -7,6 +7,7 @@
 import { type Command, InvalidArgumentError } from "commander";
 import { adminAudience, type BackupSchedule, type ClusterBackup, type ClusterRestore } from "../../client/admin.js";
 import { type CliIo, UsageError } from "../io.js";
+import { sleepUnlessInterrupted } from "../sleep.js";
 import { alignedTable } from "../table.js";
 import { printable, printableJson } from "../terminal-text.js";
 import { parseBackupId } from "./backups.js";
@@ -52,27 +53,13 @@ export function formatRestore(restore: ClusterRestore): string {
   return `restore from backup ${printable(restore.backupId)}: ${printable(restore.state)}${reason}`;
 }
 
-function sleep(durationMs: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolveSleep) => {
-    const timer = setTimeout(resolveSleep, durationMs);
-    signal.addEventListener(
-      "abort",
-      () => {
-        clearTimeout(timer);
-        resolveSleep();
-      },
-      { once: true },
-    );
-  });
-}
-
 /** Asks `probe` until it answers something, or the user stops waiting (Ctrl-C). */
 async function pollUntil<Result>(io: CliIo, what: string, probe: () => Promise<Result | undefined>): Promise<Result> {
   for (;;) {
     const result = await probe();
     if (result !== undefined) return result;
     if (io.shutdownSignal.aborted) throw new UsageError(`stopped waiting; ${what} goes on`);
-    await sleep(POLL_INTERVAL_MS, io.shutdownSignal);
+    await sleepUnlessInterrupted(POLL_INTERVAL_MS, io.shutdownSignal);
   }
 }
 

@@ -26,6 +26,7 @@ import {
 import { formatClusterStatus, formatPlan, formatProgressLine } from "../cluster-display.js";
 import { type CliIo, CommandFailure, UsageError } from "../io.js";
 import { ProgressLines } from "../progress-lines.js";
+import { sleepUnlessInterrupted } from "../sleep.js";
 import { printable, printableJson } from "../terminal-text.js";
 import { clientEnvironmentHelp, createClientContext } from "./client-context.js";
 
@@ -79,20 +80,6 @@ function createClusterClient(io: CliIo, options: CommonOptions): ClusterManageme
     baseUrl: settings.clusterManagementUrl,
     tokenProvider,
     audience: options.audience,
-  });
-}
-
-function sleep(durationMs: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolveSleep) => {
-    const timer = setTimeout(resolveSleep, durationMs);
-    signal.addEventListener(
-      "abort",
-      () => {
-        clearTimeout(timer);
-        resolveSleep();
-      },
-      { once: true },
-    );
   });
 }
 
@@ -177,7 +164,7 @@ async function watchChange(
       progress.interrupt();
       throw new UsageError(`stopped watching; change ${changeId} goes on (see flowplane cluster status)`);
     }
-    await sleep(POLL_INTERVAL_MS, io.shutdownSignal);
+    await sleepUnlessInterrupted(POLL_INTERVAL_MS, io.shutdownSignal);
   }
 }
 
@@ -193,7 +180,7 @@ async function waitForBrokers(clusterDirectory: string, ids: readonly number[], 
           `broker ${entry.nodeId} did not start within ${NEW_BROKERS_TIMEOUT_MS / 1000} s; is flowplane start running?`,
         );
       }
-      await sleep(250, io.shutdownSignal);
+      await sleepUnlessInterrupted(250, io.shutdownSignal);
     }
   }
 }
@@ -230,7 +217,7 @@ async function scale(io: CliIo, options: ScaleOptions): Promise<void> {
     } catch (error) {
       if (clusterDirectory === null || !refusedAsNotReachable(error) || attempt >= NEW_BROKERS_TIMEOUT_MS / 500)
         throw error;
-      await sleep(500, io.shutdownSignal);
+      await sleepUnlessInterrupted(500, io.shutdownSignal);
     }
   }
   if (json && options.watch !== true && clusterDirectory === null) {

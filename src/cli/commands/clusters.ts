@@ -14,6 +14,7 @@ import {
 import type { ClusterPatch } from "../../client/cluster.js";
 import { formatPlan } from "../cluster-display.js";
 import { type CliIo, CommandFailure, UsageError } from "../io.js";
+import { sleepUnlessInterrupted } from "../sleep.js";
 import { alignedTable } from "../table.js";
 import { printable, printableJson } from "../terminal-text.js";
 import { clientEnvironmentHelp, createAdminClient } from "./client-context.js";
@@ -142,21 +143,6 @@ export function formatCluster(cluster: Cluster): string {
   return lines.map(([field, value]) => `${field}: ${printable(value)}`).join("\n");
 }
 
-/** Waits `durationMs`, or less when the user interrupts; leaves no listener behind on the signal. */
-function sleep(durationMs: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolveSleep) => {
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      resolveSleep();
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener("abort", onAbort);
-      resolveSleep();
-    }, durationMs);
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
-}
-
 /** Polls the cluster until it is Healthy; fails after the bound or when the user interrupts. */
 async function waitUntilHealthy(client: AdminClient, clusterId: string, io: CliIo): Promise<Cluster> {
   const deadlineMs = Date.now() + WAIT_TIMEOUT_MS;
@@ -169,7 +155,7 @@ async function waitUntilHealthy(client: AdminClient, clusterId: string, io: CliI
         `cluster ${clusterId} was not Healthy within ${WAIT_TIMEOUT_MS / 1000} s (status ${printable(cluster.status.ready)})`,
       );
     }
-    await sleep(WAIT_INTERVAL_MS, io.shutdownSignal);
+    await sleepUnlessInterrupted(WAIT_INTERVAL_MS, io.shutdownSignal);
   }
 }
 
