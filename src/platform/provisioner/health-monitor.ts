@@ -1,6 +1,7 @@
 /**
  * A cluster's status from its gateway's management port, wherever a provisioner runs it: readiness (every
- * partition has a leader) and whether a scaling change runs, both from the gateway's health document.
+ * partition has a leader), the member brokers the gateway cannot reach, and whether a scaling change runs, all from
+ * the gateway's health document.
  */
 import type { ClusterEndpoints, ClusterProcessExit, ProvisionedState } from "./provisioner.js";
 
@@ -18,7 +19,12 @@ export interface HealthProbe {
   ready: boolean;
   /** A scaling change has operations left. */
   changeRunning: boolean;
+  /** Ids of member brokers the gateway cannot reach, ascending (at most `MAX_LISTED_BROKERS`). */
+  unreachableBrokers: number[];
 }
+
+/** Most unreachable brokers a probe keeps: a reason names a few, and the health document is not trusted to be small. */
+const MAX_LISTED_BROKERS = 64;
 
 /** The longest a poll waits for one answer. */
 const PROBE_TIMEOUT_MS = 2_000;
@@ -29,7 +35,10 @@ const MAX_HEALTH_BYTES = 256 * 1024;
 /** What the probe reads of the gateway's health document. */
 interface HealthDocumentView {
   status?: unknown;
-  components?: { clusterChange?: { details?: { changeRunning?: unknown } } };
+  components?: {
+    brokers?: { details?: { unreachable?: unknown } };
+    clusterChange?: { details?: { changeRunning?: unknown } };
+  };
 }
 
 /**
@@ -44,10 +53,11 @@ export async function probeClusterHealth(endpoints: ClusterEndpoints): Promise<H
       signal: AbortSignal.timeout(PROBE_TIMEOUT_MS),
     });
   } catch {
-    return { gatewayAnswering: false, ready: false, changeRunning: false };
+    return { gatewayAnswering: false, ready: false, changeRunning: false, unreachableBrokers: [] };
   }
   const ready = response.status === 200;
   let changeRunning = false;
+  let unreachableBrokers: number[] = [];
   try {
     const length = Number(response.headers.get("content-length") ?? "0");
     if (length > MAX_HEALTH_BYTES) {
@@ -56,11 +66,18 @@ export async function probeClusterHealth(endpoints: ClusterEndpoints): Promise<H
       const text = await response.text();
       const health = JSON.parse(text.slice(0, MAX_HEALTH_BYTES)) as HealthDocumentView;
       changeRunning = health.components?.clusterChange?.details?.changeRunning === true;
+      const unreachable = health.components?.brokers?.details?.unreachable;
+      if (Array.isArray(unreachable)) {
+        unreachableBrokers = unreachable
+          .filter((id): id is number => Number.isSafeInteger(id) && id >= 0)
+          .slice(0, MAX_LISTED_BROKERS)
+          .sort((left, right) => left - right);
+      }
     }
   } catch {
     // A body that is not the health document says nothing of a change; the status decided readiness already.
   }
-  return { gatewayAnswering: true, ready, changeRunning };
+  return { gatewayAnswering: true, ready, changeRunning, unreachableBrokers };
 }
 
 /** A cluster's status, the gateway's, and why the cluster is not Healthy (absent when it is). */
@@ -73,7 +90,8 @@ export interface DerivedStatus {
 /**
  * The status of a cluster from what its provisioner says of its processes and what the poll found: Creating until
  * its first start ends, Updating while a scaling change runs, Healthy when ready, Unhealthy otherwise, with the
- * reason an operator needs first. `restarting` describes a process that ended unexpectedly and is being restarted.
+ * reason an operator needs first (a member broker the gateway cannot reach makes it Unhealthy too). `restarting`
+ * describes a process that ended unexpectedly and is being restarted.
  */
 export function deriveClusterStatus(
   previous: ClusterStatus,
@@ -99,7 +117,18 @@ export function deriveClusterStatus(
     return { status: "Unhealthy", gatewayStatus, reason: "the gateway's management port does not answer" };
   }
   if (!probe.ready) return { status: "Unhealthy", gatewayStatus, reason: "a partition has no leader" };
-  return { status: probe.changeRunning ? "Updating" : "Healthy", gatewayStatus };
+  if (probe.changeRunning) return { status: "Updating", gatewayStatus };
+  // Every partition still has a leader, but the partitions with a replica on an unreachable broker have one replica
+  // fewer to lose: that is no healthy cluster.
+  if (probe.unreachableBrokers.length > 0) {
+    const ids = probe.unreachableBrokers;
+    return {
+      status: "Unhealthy",
+      gatewayStatus,
+      reason: `${ids.length === 1 ? "broker" : "brokers"} ${ids.join(", ")} cannot be reached (every partition still has a leader)`,
+    };
+  }
+  return { status: "Healthy", gatewayStatus };
 }
 
 /** Says what ended a process and when it comes back, e.g. `broker 2 exited unexpectedly (SIGKILL); restart 1 in 0.5 s`. */

@@ -36,6 +36,7 @@ describe("probeClusterHealth", () => {
       gatewayAnswering: true,
       ready: true,
       changeRunning: false,
+      unreachableBrokers: [],
     });
     const scaling = await managementPort(200, 3);
     expect((await probeClusterHealth({ gatewayUrl: "", managementUrl: scaling })).changeRunning).toBe(true);
@@ -44,6 +45,7 @@ describe("probeClusterHealth", () => {
       gatewayAnswering: true,
       ready: false,
       changeRunning: false,
+      unreachableBrokers: [],
     });
     // A body that is not a health document still counts as an answer; it says nothing of a change.
     const garbage = await managementPort(200, 0, "<html>");
@@ -51,7 +53,17 @@ describe("probeClusterHealth", () => {
       gatewayAnswering: true,
       ready: true,
       changeRunning: false,
+      unreachableBrokers: [],
     });
+  });
+
+  it("reads the member brokers the gateway cannot reach, ignoring what is not a broker id", async () => {
+    const body = JSON.stringify({
+      status: "UP",
+      components: { brokers: { status: "UP", details: { reachable: [0, 1], unreachable: [4, 2, "x", -1, 1.5] } } },
+    });
+    const url = await managementPort(200, 0, body);
+    expect((await probeClusterHealth({ gatewayUrl: "", managementUrl: url })).unreachableBrokers).toEqual([2, 4]);
   });
 
   it("reports a gateway that does not answer", async () => {
@@ -61,12 +73,13 @@ describe("probeClusterHealth", () => {
       gatewayAnswering: false,
       ready: false,
       changeRunning: false,
+      unreachableBrokers: [],
     });
   });
 });
 
 describe("deriveClusterStatus", () => {
-  const ready = { gatewayAnswering: true, ready: true, changeRunning: false };
+  const ready = { gatewayAnswering: true, ready: true, changeRunning: false, unreachableBrokers: [] };
   it("stays Creating while the first start runs, then follows the probe", () => {
     expect(deriveClusterStatus("Creating", "starting", undefined).status).toBe("Creating");
     expect(deriveClusterStatus("Creating", "running", ready)).toEqual({ status: "Healthy", gatewayStatus: "Healthy" });
@@ -81,6 +94,21 @@ describe("deriveClusterStatus", () => {
       gatewayStatus: "Unhealthy",
       reason: "the gateway's management port does not answer",
     });
+  });
+
+  it("is Unhealthy when a member broker cannot be reached, though every partition has a leader", () => {
+    expect(deriveClusterStatus("Healthy", "running", { ...ready, unreachableBrokers: [2] })).toEqual({
+      status: "Unhealthy",
+      gatewayStatus: "Healthy",
+      reason: "broker 2 cannot be reached (every partition still has a leader)",
+    });
+    expect(deriveClusterStatus("Healthy", "running", { ...ready, unreachableBrokers: [1, 2] }).reason).toBe(
+      "brokers 1, 2 cannot be reached (every partition still has a leader)",
+    );
+    // A running change says Updating: brokers it adds or removes come and go meanwhile.
+    expect(
+      deriveClusterStatus("Healthy", "running", { ...ready, changeRunning: true, unreachableBrokers: [3] }).status,
+    ).toBe("Updating");
   });
 
   it("is Unhealthy when the processes do not run or failed to start", () => {
