@@ -220,15 +220,12 @@ async function scale(io: CliIo, options: ScaleOptions): Promise<void> {
       await sleepUnlessInterrupted(500, io.shutdownSignal);
     }
   }
-  if (json && options.watch !== true && clusterDirectory === null) {
-    io.stdout(`${printableJson(response)}\n`);
-    return;
-  }
+  // With --json the answers are printed as they come, one document after the other: the plan, then (when the
+  // command follows the change) the monitoring answer it ended on.
+  if (json) io.stdout(`${printableJson(response)}\n`);
   say(formatPlan(response, options.dryRun === true));
-  if (options.dryRun === true || response.plannedChanges.length === 0) {
-    if (json) io.stdout(`${printableJson(response)}\n`);
-    return;
-  }
+  if (options.dryRun === true || response.plannedChanges.length === 0) return;
+  if (json && options.watch !== true && clusterDirectory === null) return;
   if (removed.length > 0 && clusterDirectory === null) {
     say(
       `Keep brokers ${removed.join(", ")} running until change ${response.changeId} completes: their partitions move away first. ` +

@@ -193,6 +193,22 @@ describe("flowplane cluster against a running cluster", () => {
     expect(run.stdout).toMatch(/Change \d+ started: \d+ operations?\n/);
     expect(run.stdout).toMatch(/change \d+: COMPLETED/);
     expect(brokers[0]!.configuration.members.get(3)?.partitions.size).toBeGreaterThan(0);
+
+    // With --json: the plan, then the answer the change ended on, one document after the other and nothing else.
+    const fifth = await Broker.start(
+      testBrokerOptions(root, 4, { contactPoints: brokers.map((broker) => broker.clusterAddress) }),
+    );
+    brokers.push(fifth);
+    await waitFor(() => brokers[0]!.isReachable(4), "the coordinator hears from broker 4");
+    const json = await fixture.cli(["cluster", "scale", "--add", "4", "--watch", "--json", "--no-local"], environment);
+    expect(json.exitCode, json.stderr).toBe(exitCodes.ok);
+    const [plan, ended, ...rest] = json.stdout
+      .trimEnd()
+      .split(/\n(?=\{)/)
+      .map((document) => JSON.parse(document));
+    expect(rest).toEqual([]);
+    expect(plan).toMatchObject({ changeId: expect.any(Number), plannedChanges: expect.any(Array) });
+    expect(ended).toMatchObject({ lastChange: { id: plan.changeId, status: "COMPLETED" } });
     const refused = await fixture.cli(["cluster", "scale", "--add", "9", "--no-local"], environment);
     expect(refused.exitCode).toBe(exitCodes.failure);
     expect(refused.stderr).toMatch(
