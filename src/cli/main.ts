@@ -52,8 +52,13 @@ function reportError(error: unknown, io: CliIo): ExitCode {
       io.stderr(`authentication failed: ${printable(`${error.errorDescription ?? error.error} (${error.error})`)}\n`);
       return exitCodes.authentication;
     }
-    const wait = error.retryAfterSeconds === undefined ? "" : `; retry after ${error.retryAfterSeconds} s`;
-    io.stderr(`error: ${printable(error.message)}${wait}\n`);
+    // The server's own message may already end a sentence ("…; retry later."): the wait replaces its last point.
+    const message = printable(error.message);
+    const text =
+      error.retryAfterSeconds === undefined
+        ? message
+        : `${message.replace(/\.$/, "")} (retry after ${error.retryAfterSeconds} s)`;
+    io.stderr(`error: ${text}\n`);
     return exitCodes.failure;
   }
   if (error instanceof ApiError) {

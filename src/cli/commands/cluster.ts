@@ -83,6 +83,11 @@ function createClusterClient(io: CliIo, options: CommonOptions): ClusterManageme
   });
 }
 
+/** "broker 3" or "brokers 3, 4". */
+function brokerIds(ids: readonly number[]): string {
+  return `${ids.length === 1 ? "broker" : "brokers"} ${ids.join(", ")}`;
+}
+
 /**
  * The local cluster's directory when the data directory holds one (its brokers file), else null: the first
  * cluster's `cluster/`, or with --cluster-id the directory of that cluster of the Administration API.
@@ -204,7 +209,7 @@ async function scale(io: CliIo, options: ScaleOptions): Promise<void> {
     if (!json) io.stdout(text);
   };
   if (clusterDirectory !== null && options.dryRun !== true && added.length > 0) {
-    say(`starting brokers ${added.join(", ")} of the local cluster in ${clusterDirectory}\n`);
+    say(`starting ${brokerIds(added)} of the local cluster in ${clusterDirectory}\n`);
     await addLocalBrokers(clusterDirectory, "127.0.0.1", added);
     await waitForBrokers(clusterDirectory, added, io);
   }
@@ -228,7 +233,7 @@ async function scale(io: CliIo, options: ScaleOptions): Promise<void> {
   if (json && options.watch !== true && clusterDirectory === null) return;
   if (removed.length > 0 && clusterDirectory === null) {
     say(
-      `Keep brokers ${removed.join(", ")} running until change ${response.changeId} completes: their partitions move away first. ` +
+      `Keep ${brokerIds(removed)} running until change ${response.changeId} completes: their partitions move away first. ` +
         "Stopping one earlier stalls the change, and a partition left with a single replica can lose data. " +
         "Then stop them and delete their data.\n",
     );
@@ -244,7 +249,9 @@ async function scale(io: CliIo, options: ScaleOptions): Promise<void> {
   }
   if (clusterDirectory !== null && removed.length > 0) {
     removeLocalBrokers(clusterDirectory, removed);
-    say(`brokers ${removed.join(", ")} left the cluster; the local cluster stops them and deletes their data\n`);
+    say(
+      `${brokerIds(removed)} left the cluster; the local cluster stops ${removed.length === 1 ? "it and deletes its" : "them and deletes their"} data\n`,
+    );
   }
 }
 

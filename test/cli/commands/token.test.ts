@@ -1,4 +1,6 @@
 import { stat } from "node:fs/promises";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { decodeJwt } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { exitCodes } from "../../../src/cli/io.js";
@@ -68,6 +70,33 @@ describe("flowplane token", () => {
     const result = await fixture.cli(["token", "--audience", "no-such-api"]);
     expect(result.exitCode).toBe(exitCodes.failure);
     expect(result.stderr).toContain("invalid_target");
+  });
+
+  it("exits 1 on a rate limit, saying when to retry in one sentence", async () => {
+    // A token endpoint that always answers as the platform's does once an address is over its rate.
+    const limited = createServer((_request, response) => {
+      response.writeHead(400, { "content-type": "application/json", "retry-after": "56" });
+      response.end(
+        JSON.stringify({
+          error: "slow_down",
+          error_description: "Too many token requests from this address; retry later.",
+        }),
+      );
+    });
+    await new Promise<void>((resolve) => limited.listen(0, "127.0.0.1", resolve));
+    try {
+      const result = await fixture.cli(["token"], {
+        ...fixture.clientEnvironment,
+        SERVICE_OAUTH_URL: `http://127.0.0.1:${(limited.address() as AddressInfo).port}/oauth/token`,
+        SERVICE_CONSOLE_TOKEN_CACHE_FILE: "none",
+      });
+      expect(result.exitCode).toBe(exitCodes.failure);
+      expect(result.stderr).toBe(
+        "error: token request failed: slow_down: Too many token requests from this address; retry later (retry after 56 s)\n",
+      );
+    } finally {
+      await new Promise((resolve) => limited.close(resolve));
+    }
   });
 
   it("exits 2 naming every missing client variable", async () => {
