@@ -184,6 +184,11 @@ export interface LocalCluster {
    * when an automatic restart is scheduled, and its backoff starts over. Throws while the broker is running.
    */
   restartBroker(nodeId: number): Promise<void>;
+  /**
+   * Starts every child that is stopped (it was stopped by hand, or crashed with no restart scheduled) and answers
+   * their names: what waking a running cluster does. A child running or about to be restarted is left alone.
+   */
+  startStopped(): string[];
   /** The supervision state of every child: the brokers by node id, then the gateway. */
   children(): LocalClusterChild[];
   /** Stops every child: SIGTERM, a bounded wait, then SIGKILL for stragglers. */
@@ -790,6 +795,18 @@ async function startLocalClusterOnce(options: LocalClusterOptions): Promise<Loca
       cancelRestart(child);
       child.crashesInARow = 0;
       launch(child);
+    },
+    startStopped() {
+      if (closed) return [];
+      const stopped = children.filter(
+        (child) => !isRunning(child) && child.restartTimer === undefined && !child.stopping,
+      );
+      for (const child of stopped) {
+        // Started by hand, as `restartBroker` does: the backoff starts over.
+        child.crashesInARow = 0;
+        launch(child);
+      }
+      return stopped.map((child) => child.name);
     },
     children() {
       const ordered = [...children].sort(

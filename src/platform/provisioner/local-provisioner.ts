@@ -923,6 +923,12 @@ export class LocalProvisioner implements Provisioner {
     }
   }
 
+  async startStopped(clusterId: string): Promise<string[]> {
+    const entry = this.running.get(clusterId);
+    if (entry?.state !== "running" || entry.cluster === undefined) return [];
+    return entry.cluster.startStopped();
+  }
+
   state(clusterId: string): ProvisionedState {
     const entry = this.running.get(clusterId);
     if (entry === undefined) return "stopped";

@@ -138,6 +138,11 @@ export interface Provisioner {
    * right after; throws when the cluster does not run.
    */
   removeBrokers(clusterId: string, nodeIds: readonly number[]): Promise<void>;
+  /**
+   * Starts the processes of a running cluster that are stopped (stopped by hand, or crashed for good) and answers
+   * their names; nothing when the cluster does not run.
+   */
+  startStopped?(clusterId: string): Promise<string[]>;
   /** Whether the cluster's processes run. */
   state(clusterId: string): ProvisionedState;
   /** The latest unexpected end of one of the cluster's processes, while it is being restarted; undefined otherwise. */

@@ -497,6 +497,12 @@ describe("startLocalCluster's supervision", () => {
       expect(eventsOf(events, "broker 0", "exited").at(-1)).toMatchObject({ exitCode: 0, requested: false });
       expect(cluster.children()[0]).toMatchObject({ state: "stopped", pid: undefined, restartAtMs: undefined });
       expect(eventsOf(events, "broker 0", "restarting")).toHaveLength(restartsBefore);
+
+      // Waking the cluster starts what was stopped, and only that.
+      expect(cluster.startStopped()).toEqual(["broker 0"]);
+      await brokerRunningAgain(cluster, records, again);
+      expect(cluster.children().map((child) => child.state)).toEqual(["running", "running"]);
+      expect(cluster.startStopped()).toEqual([]);
     } finally {
       await cluster.close();
     }

@@ -373,13 +373,22 @@ export class ClusterService implements ClusterDirectory {
     this.options.logger.info({ clusterId, organizationId }, "cluster deleted");
   }
 
-  /** Starts a cluster whose processes do not run (its start failed, or it was stopped); nothing when it runs. */
+  /**
+   * Starts a cluster whose processes do not run (its start failed, or it was stopped), or the processes of a running
+   * cluster that are stopped (a broker stopped by hand); nothing when everything runs.
+   */
   async wake(organizationId: string, clusterId: string): Promise<void> {
     const row = await this.row(organizationId, clusterId);
     if (row === undefined) throw notFound("cluster", clusterId);
     const provisioner = this.requireProvisioner();
     const state = provisioner.state(clusterId);
-    if (state === "running" || state === "starting") return;
+    if (state === "starting") return;
+    if (state === "running" || state === "degraded") {
+      const started = (await provisioner.startStopped?.(clusterId)) ?? [];
+      if (started.length > 0)
+        this.options.logger.info({ clusterId, processes: started }, "stopped processes started again");
+      return;
+    }
     await provisioner.launch(specificationOf(row));
   }
 

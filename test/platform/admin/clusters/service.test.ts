@@ -56,6 +56,10 @@ class RecordingProvisioner implements Provisioner {
   async removeBrokers(clusterId: string, nodeIds: readonly number[]): Promise<void> {
     this.calls.push(`remove brokers ${clusterId} ${nodeIds.join(",")}`);
   }
+  async startStopped(clusterId: string): Promise<string[]> {
+    this.calls.push(`start stopped ${clusterId}`);
+    return [];
+  }
   async removeForgotten(): Promise<void> {}
   state(clusterId: string): ProvisionedState {
     return this.states.get(clusterId) ?? "stopped";
@@ -223,6 +227,10 @@ describe.each(databaseKinds)("ClusterService on %s", (kind) => {
     });
     await clusters.wake(organizationId, clusterId);
     expect(provisioner.calls.at(-1)).toBe(`launch ${clusterId}`);
+    // Waking a running cluster starts only what of it is stopped (a broker stopped by hand).
+    provisioner.states.set(clusterId, "running");
+    await clusters.wake(organizationId, clusterId);
+    expect(provisioner.calls.at(-1)).toBe(`start stopped ${clusterId}`);
   });
 
   it("moves a cluster of an older generation to the channel's default, and refuses when it is there", async () => {
