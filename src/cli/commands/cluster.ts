@@ -21,6 +21,7 @@ import {
   addLocalBrokers,
   BROKERS_FILE_NAME,
   readLocalBrokers,
+  readLocalGateway,
   removeLocalBrokers,
 } from "../../platform/provisioner/local-brokers.js";
 import { formatClusterStatus, formatPlan, formatProgressLine } from "../cluster-display.js";
@@ -75,12 +76,21 @@ export function parseIds(value: string): number[] {
 }
 
 function createClusterClient(io: CliIo, options: CommonOptions): ClusterManagementClient {
+  return clusterClientWithUrl(io, options).client;
+}
+
+/** The client of the cluster management API and the URL it calls. */
+function clusterClientWithUrl(
+  io: CliIo,
+  options: CommonOptions,
+): { client: ClusterManagementClient; managementUrl: string } {
   const { settings, tokenProvider } = createClientContext(io);
-  return new ClusterManagementClient({
+  const client = new ClusterManagementClient({
     baseUrl: settings.clusterManagementUrl,
     tokenProvider,
     audience: options.audience,
   });
+  return { client, managementUrl: settings.clusterManagementUrl };
 }
 
 /** "broker 3" or "brokers 3, 4". */
@@ -90,9 +100,11 @@ function brokerIds(ids: readonly number[]): string {
 
 /**
  * The local cluster's directory when the data directory holds one (its brokers file), else null: the first
- * cluster's `cluster/`, or with --cluster-id the directory of that cluster of the Administration API.
+ * cluster's `cluster/`, or with --cluster-id the directory of that cluster of the Administration API. A usage error
+ * when that cluster's gateway answered elsewhere than `managementUrl` at its last start: the command would start and
+ * stop the broker processes of one cluster while it changes another.
  */
-function localClusterDirectory(io: CliIo, options: ScaleOptions): string | null {
+function localClusterDirectory(io: CliIo, options: ScaleOptions, managementUrl: string): string | null {
   if (!options.local) return null;
   const dataDirectory = resolve(options.dataDirectory ?? io.environment.SERVICE_DATA_DIRECTORY ?? "data");
   if (
@@ -105,7 +117,22 @@ function localClusterDirectory(io: CliIo, options: ScaleOptions): string | null 
     options.clusterId === undefined
       ? join(dataDirectory, "cluster")
       : join(dataDirectory, "clusters", options.clusterId.toLowerCase());
-  return existsSync(join(clusterDirectory, BROKERS_FILE_NAME)) ? clusterDirectory : null;
+  if (!existsSync(join(clusterDirectory, BROKERS_FILE_NAME))) return null;
+  const recorded = readLocalGateway(clusterDirectory)?.managementUrl;
+  if (recorded !== undefined && portOf(recorded) !== portOf(managementUrl)) {
+    throw new UsageError(
+      `the local cluster in ${clusterDirectory} has its management API at ${recorded}, but the command calls ` +
+        `${managementUrl} (SERVICE_CLUSTER_MANAGEMENT_URL): give that cluster's --cluster-id (flowplane clusters ` +
+        "list), or --no-local to only call the API",
+    );
+  }
+  return clusterDirectory;
+}
+
+/** The port a URL names, its scheme's default when it names none. */
+function portOf(url: string): string {
+  const parsed = new URL(url);
+  return parsed.port !== "" ? parsed.port : parsed.protocol === "https:" ? "443" : "80";
 }
 
 /** The PATCH body of the scale options, given the cluster as it is. */
@@ -191,7 +218,9 @@ async function waitForBrokers(clusterDirectory: string, ids: readonly number[], 
 }
 
 async function scale(io: CliIo, options: ScaleOptions): Promise<void> {
-  const client = createClusterClient(io, options);
+  const { client, managementUrl } = clusterClientWithUrl(io, options);
+  // Checked before anything is asked or started.
+  const clusterDirectory = localClusterDirectory(io, options, managementUrl);
   const json = options.json === true;
   const status = await client.status();
   if (status.pendingChange !== undefined && options.dryRun !== true) {
@@ -204,7 +233,6 @@ async function scale(io: CliIo, options: ScaleOptions): Promise<void> {
     patch,
     status.brokers.map((broker) => broker.id),
   );
-  const clusterDirectory = localClusterDirectory(io, options);
   const say = (text: string): void => {
     if (!json) io.stdout(text);
   };

@@ -29,6 +29,34 @@ export interface PersistedPorts {
 /** Name of the brokers file in the cluster directory. */
 export const BROKERS_FILE_NAME = "ports.json";
 
+/**
+ * Name of the file in the cluster directory that says where the cluster's gateway answers, written at every start:
+ * `flowplane cluster scale` checks that the management API it calls is this cluster's before it starts or stops
+ * any of its broker processes.
+ */
+export const GATEWAY_FILE_NAME = "gateway.json";
+
+/** What `gateway.json` keeps. */
+export interface LocalGateway {
+  readonly managementUrl: string;
+}
+
+/** Records where the local cluster's gateway answers (atomically, like the brokers file). */
+export function writeLocalGateway(clusterDirectory: string, gateway: LocalGateway): void {
+  ownPrivateDirectory(clusterDirectory);
+  const file = join(clusterDirectory, GATEWAY_FILE_NAME);
+  replacePrivateFile(file, `${JSON.stringify(gateway, null, 2)}\n`, `${file}.tmp`);
+}
+
+/** Where the local cluster's gateway answered at its last start, or null when no start recorded it. */
+export function readLocalGateway(clusterDirectory: string): LocalGateway | null {
+  const file = join(clusterDirectory, GATEWAY_FILE_NAME);
+  if (!existsSync(file)) return null;
+  const parsed = JSON.parse(readFileSync(file, "utf8")) as { managementUrl?: unknown };
+  if (typeof parsed.managementUrl !== "string") throw new Error(`${file} does not hold a managementUrl`);
+  return { managementUrl: parsed.managementUrl };
+}
+
 /** Asks the system for a free port on `host` (bind to 0, read, release). */
 export async function freePort(host: string): Promise<number> {
   return new Promise((resolvePort, reject) => {

@@ -27,7 +27,14 @@ import type { Logger } from "pino";
 import { configurationLeaves } from "../../config/load.js";
 import { ownPrivateDirectory, privateFileMode } from "../../files/private-files.js";
 import { ensureLocalClusterSecret } from "./cluster-secret.js";
-import { brokerPorts, freePorts, type LocalBrokerPorts, readLocalBrokers, replaceBrokerPort } from "./local-brokers.js";
+import {
+  brokerPorts,
+  freePorts,
+  type LocalBrokerPorts,
+  readLocalBrokers,
+  replaceBrokerPort,
+  writeLocalGateway,
+} from "./local-brokers.js";
 import {
   type RestartPolicy,
   restartDelayMs,
@@ -751,6 +758,7 @@ async function startLocalClusterOnce(options: LocalClusterOptions): Promise<Loca
   try {
     // Aborted while the ports were chosen (the cluster is being stopped): no child is started.
     if (options.signal?.aborted === true) throw new Error("the start of the local cluster was cancelled");
+    writeLocalGateway(clusterDirectory, { managementUrl });
     for (const child of children) launch(child);
     await waitUntilReady({ host, managementUrl, children, readyTimeoutMs, logger, signal: options.signal });
   } catch (error) {

@@ -2,6 +2,7 @@
  * `flowplane cluster`: the text it prints for the API's answers, and the commands against a real gateway in front
  * of real in-process brokers (status, a dry run, a scale-up followed to its end, cancel without a change).
  */
+import { join } from "node:path";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -17,6 +18,11 @@ import type { ClusterStatus } from "../../../src/client/cluster.js";
 import { Broker } from "../../../src/cluster/broker/broker.js";
 import { type RunningGateway, startGateway } from "../../../src/cluster/gateway/index.js";
 import { loadConfiguration } from "../../../src/config/load.js";
+import {
+  readLocalBrokers,
+  writeLocalBrokers,
+  writeLocalGateway,
+} from "../../../src/platform/provisioner/local-brokers.js";
 import {
   partitionSettled,
   removeDirectory,
@@ -180,6 +186,29 @@ describe("flowplane cluster against a running cluster", () => {
     const cancel = await fixture.cli(["cluster", "cancel"], environment);
     expect(cancel.exitCode).toBe(exitCodes.failure);
     expect(cancel.stderr).toBe("error: no change is in progress; there is nothing to cancel\n");
+  });
+
+  it("scale refuses at once to run the local cluster's brokers for the management API of another cluster", async () => {
+    // A local cluster in another data directory whose gateway answered on another port at its last start.
+    const dataDirectory = await temporaryDirectory("cli-local");
+    try {
+      const clusterDirectory = join(dataDirectory, "cluster");
+      writeLocalBrokers(clusterDirectory, { brokers: [{ nodeId: 0, clusterPort: 1, managementPort: 2 }] });
+      writeLocalGateway(clusterDirectory, { managementUrl: "http://127.0.0.1:1" });
+      const run = await fixture.cli(["cluster", "scale", "--add", "3"], {
+        ...environment,
+        SERVICE_DATA_DIRECTORY: dataDirectory,
+      });
+      expect(run.exitCode).toBe(exitCodes.usage);
+      expect(run.stderr).toContain(
+        `the local cluster in ${clusterDirectory} has its management API at http://127.0.0.1:1`,
+      );
+      expect(run.stderr).toContain("--cluster-id");
+      // Nothing was started for it: its brokers file is as it was.
+      expect(readLocalBrokers(clusterDirectory)?.brokers.map((broker) => broker.nodeId)).toEqual([0]);
+    } finally {
+      await removeDirectory(dataDirectory);
+    }
   });
 
   it("scale --add --watch adds a running broker and follows the change to its end", async () => {

@@ -171,6 +171,10 @@ describe("startLocalCluster", () => {
       command: { entry: fakeCli, nodeArguments: [] },
     });
     try {
+      // Where the gateway answers, for `flowplane cluster scale` to check it scales this cluster.
+      expect(JSON.parse(readFileSync(join(dataDirectory, "cluster", "gateway.json"), "utf8"))).toEqual({
+        managementUrl: cluster.managementUrl,
+      });
       const ports = JSON.parse(readFileSync(join(dataDirectory, "cluster", "ports.json"), "utf8")) as {
         brokers: { clusterPort: number; managementPort: number }[];
       };
