@@ -40,9 +40,8 @@ async function runPlatform(options: StartOptions, io: CliIo, withCluster: boolea
   let bootstrapCredentials: { clientId: string; clientSecret: string } | undefined;
   // Without a logger from the caller the platform logs to standard output at the configured level.
   if (withCluster) {
-    io.stdout(
-      "starting the platform and its clusters (the first cluster on its first start: 3 brokers, 3 partitions, replication factor 3; one gateway)…\n",
-    );
+    // The clusters' shapes are printed once they run: after the first start they are whatever scaling made them.
+    io.stdout("starting the platform and its clusters…\n");
   }
   const platform = await startPlatform(configuration, {
     logger: io.logger,
