@@ -39,7 +39,7 @@ export const configurationSchema = Type.Object(
           maximum: 1_000_000,
           default: 1024,
           description:
-            "Open connections one HTTP server accepts. At the cap a new connection replaces the one that has been receiving its request longest (at least 1 s), and is closed at once when every connection's request has arrived whole. Keep the sum over a process's servers well below its open-file limit (ulimit -n); Node accepts up to 64 more for a moment before the server closes them.",
+            "Open connections one HTTP server accepts. At the cap a new connection takes the place of one doing nothing useful (receiving its request for over 1 s, an answer left unread for over 1 s, or idle between requests), and is closed at once when none qualifies. Keep the sum over a process's servers well below its open-file limit (ulimit -n); Node accepts up to 64 more for a moment before the server closes them.",
         }),
         maxConnectionsPerAddress: Type.Integer({
           minimum: 1,

@@ -12,6 +12,7 @@ import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { FastifyBaseLogger } from "fastify";
 import { connectionAddressKey } from "../net/address-key.js";
+import { ConnectionAdmission } from "./connection-admission.js";
 
 /** The `service.http` settings: the request deadline and the connection limits of one HTTP server. */
 export interface HttpServerLimits {
@@ -83,54 +84,37 @@ export interface ConnectionGuardOptions {
   readonly logger: FastifyBaseLogger;
   /** Called when a connection sent no complete request head within the deadline; it answers 408 and closes it. */
   readonly onFirstRequestOverdue: (socket: Socket) => void;
-  /** How long a connection must have been receiving a request before a new one may take its place (tests shorten it). */
-  readonly minWaitBeforeReplacementMs?: number;
 }
 
 /**
- * How long a connection must have been receiving its request before the server, at its connection cap, may close it
- * to admit a new one: a client that means to send a request sends it at once, and this spares one that is on its way.
- */
-const MIN_WAIT_BEFORE_REPLACEMENT_MS = 1_000;
-
-/**
- * Connections Node admits beyond the cap, so that a new connection at the cap reaches the guard, which then closes
- * the connection waiting longest for it (or the new one). Beyond that Node closes new connections itself, before any
- * JavaScript object exists for them, as it does for floods.
+ * Connections Node admits beyond the cap, so that a new connection at the cap reaches the guard, which may close
+ * another for it (connection-admission.ts). While no connection can make room, Node's own cap is lowered to ours
+ * for `NATIVE_REFUSAL_MS`, so that a flood is refused by Node before any JavaScript object exists for it.
  */
 const ADMISSION_HEADROOM_CONNECTIONS = 64;
+const NATIVE_REFUSAL_MS = 100;
 
 /**
  * Applies the connection limits to a Node HTTP server: the per-address cap, the total cap, and the deadline of a
  * connection's first request, which Node does not enforce while the client has sent nothing at all. Refused
  * connections are closed at once, without a response: anything more would let the refused spend the server's time.
- *
- * At the total cap a new connection is not simply refused: that would let a few addresses, each within its own cap,
- * lock every new client out by holding connections that send their requests a byte at a time and opening them again
- * as soon as the deadline closes them. Instead the connection that has been receiving its current request longest,
- * head or body (at least `MIN_WAIT_BEFORE_REPLACEMENT_MS`, counted from the end of its previous answer on a
- * keep-alive connection), is closed to make room. A connection whose request has arrived whole and is being served
- * is never closed for another, and a new connection is refused only when no other qualifies. So a client that sends
- * its request promptly always gets in, while connections held open by requests that never finish arriving are what
- * goes.
+ * At the total cap a new connection takes the place of one doing nothing useful when there is one
+ * (connection-admission.ts), so that a few addresses cannot lock every new client out.
  */
 export function guardConnections(server: Server, limits: HttpServerLimits, options: ConnectionGuardOptions): void {
-  server.maxConnections = limits.maxConnections + ADMISSION_HEADROOM_CONNECTIONS;
+  const admittingHeadroom = limits.maxConnections + ADMISSION_HEADROOM_CONNECTIONS;
+  server.maxConnections = admittingHeadroom;
   // Node's idle timer of each connection while a request is on it, restarted by every read and write that moves
   // bytes. When it fires during an answer, the answer's listener (below, per request) decides: it ends only an answer
   // the client leaves unread (bytes wait to be sent and nothing moves), not a handler still at work, which has sent
   // nothing yet. Between requests the same timer is Node's keep-alive timeout, which no listener of ours may take
   // over: a listener on the server would keep every idle connection open for good.
   server.setTimeout(limits.responseStallTimeoutMs);
-  const minWaitBeforeReplacementMs = options.minWaitBeforeReplacementMs ?? MIN_WAIT_BEFORE_REPLACEMENT_MS;
   const openByAddress = new Map<string, number>();
   const firstRequestTimers = new WeakMap<Socket, NodeJS.Timeout>();
   const requestsBySocket = new WeakMap<Socket, number>();
-  // Every admitted connection, with the instant it began to wait for its current request (its opening, or the end of
-  // its previous answer) and that request once its head arrived. A connection moves to the end whenever it begins
-  // to wait anew, so the first one still receiving its request is the one that has been at it longest.
-  const admitted = new Map<Socket, { sinceMs: number; request: IncomingMessage | null }>();
-  const requestsOpen = new WeakMap<Socket, number>();
+  const admission = new ConnectionAdmission(limits.maxConnections);
+  let nativeRefusalTimer: NodeJS.Timeout | undefined;
   let refusedSinceLastWarning = 0;
   let replacedSinceLastWarning = 0;
   let quietUntilMs = 0;
@@ -149,22 +133,13 @@ export function guardConnections(server: Server, limits: HttpServerLimits, optio
         limit,
         address,
         refusedConnections: refusedSinceLastWarning,
-        waitingConnectionsClosed: replacedSinceLastWarning,
+        connectionsClosedForNewOnes: replacedSinceLastWarning,
       },
       "connections refused, or closed to admit new ones: clients hold as many as the server allows",
     );
     refusedSinceLastWarning = 0;
     replacedSinceLastWarning = 0;
     quietUntilMs = nowMs + REFUSAL_LOG_INTERVAL_MS;
-  };
-
-  /** The connection that has been receiving its current request longest, if at least the minimum. */
-  const longestReceiving = (nowMs: number): Socket | undefined => {
-    for (const [socket, { sinceMs, request }] of admitted) {
-      if (request?.complete === true) continue;
-      return nowMs - sinceMs >= minWaitBeforeReplacementMs ? socket : undefined;
-    }
-    return undefined;
   };
 
   server.on("drop", (data?: { remoteAddress?: string }) =>
@@ -179,26 +154,31 @@ export function guardConnections(server: Server, limits: HttpServerLimits, optio
       noteRefusal("maxConnectionsPerAddress", socket.remoteAddress, "refused");
       return;
     }
-    const nowMs = Date.now();
-    if (admitted.size >= limits.maxConnections) {
-      const replaced = longestReceiving(nowMs);
-      if (replaced === undefined) {
-        socket.destroy();
-        noteRefusal("maxConnections", socket.remoteAddress, "refused");
-        return;
+    const admitted = admission.admit(socket, performance.now());
+    if (!admitted.admitted) {
+      socket.destroy();
+      noteRefusal("maxConnections", socket.remoteAddress, "refused");
+      if (nativeRefusalTimer === undefined) {
+        server.maxConnections = limits.maxConnections;
+        nativeRefusalTimer = setTimeout(() => {
+          nativeRefusalTimer = undefined;
+          server.maxConnections = admittingHeadroom;
+        }, NATIVE_REFUSAL_MS);
+        nativeRefusalTimer.unref();
       }
-      admitted.delete(replaced);
-      replaced.destroy();
-      noteRefusal("maxConnections", replaced.remoteAddress, "replaced");
+      return;
     }
-    admitted.set(socket, { sinceMs: nowMs, request: null });
+    if (admitted.replaced !== null) {
+      admitted.replaced.destroy();
+      noteRefusal("maxConnections", admitted.replaced.remoteAddress, "replaced");
+    }
     openByAddress.set(key, open + 1);
     const timer = setTimeout(() => options.onFirstRequestOverdue(socket), limits.requestReceiveTimeoutMs);
     timer.unref();
     firstRequestTimers.set(socket, timer);
     socket.once("close", () => {
       clearTimeout(timer);
-      admitted.delete(socket);
+      admission.closed(socket);
       const remaining = (openByAddress.get(key) ?? 1) - 1;
       if (remaining <= 0) openByAddress.delete(key);
       else openByAddress.set(key, remaining);
@@ -208,17 +188,9 @@ export function guardConnections(server: Server, limits: HttpServerLimits, optio
   // header can be set any more.
   const onRequest = (request: IncomingMessage, response: ServerResponse) => {
     const { socket } = request;
-    // The connection is busy until its last request so far was answered (pipelined ones wait in a queue).
-    requestsOpen.set(socket, (requestsOpen.get(socket) ?? 0) + 1);
-    const entry = admitted.get(socket);
-    if (entry !== undefined) entry.request = request;
-    response.once("close", () => {
-      const open = (requestsOpen.get(socket) ?? 1) - 1;
-      requestsOpen.set(socket, open);
-      if (open > 0 || !admitted.has(socket)) return;
-      admitted.delete(socket);
-      admitted.set(socket, { sinceMs: Date.now(), request: null });
-    });
+    admission.requestReceived(socket, request, performance.now());
+    // 'close' follows the end of the answer, or the end of the connection before it.
+    response.once("close", () => admission.answerEnded(socket, performance.now()));
     // The stall deadline of this answer (see `server.setTimeout` above).
     response.on("timeout", (timedOut: Socket) => {
       if (timedOut.writableLength > 0) timedOut.destroy();

@@ -71,6 +71,46 @@ async function startServer(
   return { server, url: `http://127.0.0.1:${port}`, port, accepted };
 }
 
+const intervals: NodeJS.Timeout[] = [];
+const opened: Socket[] = [];
+
+afterEach(() => {
+  for (const interval of intervals.splice(0)) clearInterval(interval);
+  for (const socket of opened.splice(0)) socket.destroy();
+});
+
+/** The limits of the tests of the cap: `maxConnections`, and the per-address cap. */
+function limitsFor(maxConnections: number, maxConnectionsPerAddress = 1_000): HttpServerLimits {
+  return {
+    requestReceiveTimeoutMs: 20_000,
+    maxConnections,
+    maxConnectionsPerAddress,
+    maxRequestsPerConnection: 1_000,
+    responseStallTimeoutMs: 30_000,
+    maxAnswerBytesInFlight: 256 * 1024 * 1024,
+  };
+}
+
+/** A raw connection from `localAddress` that records what it receives and whether the server closed it. */
+async function openFrom(port: number, localAddress: string) {
+  const socket = connect({ host: "127.0.0.1", port, localAddress });
+  opened.push(socket);
+  const connection = { socket, received: "", closed: false };
+  socket.setEncoding("utf8");
+  socket.on("data", (chunk: string) => {
+    connection.received += chunk;
+  });
+  socket.on("error", () => undefined);
+  socket.on("close", () => {
+    connection.closed = true;
+  });
+  await new Promise<void>((resolve, reject) => {
+    socket.once("connect", () => resolve());
+    socket.once("close", () => reject(new Error("closed before it connected")));
+  });
+  return connection;
+}
+
 const slowBodyHead =
   "POST /echo HTTP/1.1\r\nHost: flowplane.test\r\nContent-Type: application/json\r\nContent-Length: 10000\r\n\r\n{";
 
@@ -181,6 +221,86 @@ describe("connection limits of every HTTP server", () => {
     // Only one slow connection was closed, for the first request: each answered connection closed after its answer
     // and left its place to the next. The rest are still held.
     expect(slow.closedCount()).toBe(1);
+  }, 30_000);
+
+  it("admits a new client while keep-alive connections hold the cap with a cheap request every half second", async () => {
+    const { port, url } = await startServer(limitsFor(4, 2));
+    for (const address of ["127.0.0.3", "127.0.0.4"]) {
+      for (let index = 0; index < 2; index += 1) {
+        const connection = await openFrom(port, address);
+        const send = () => connection.socket.write("GET /ping HTTP/1.1\r\nHost: flowplane.test\r\n\r\n");
+        send();
+        intervals.push(setInterval(send, 500));
+      }
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    const statuses: number[] = [];
+    for (let attempt = 0; attempt < 5; attempt += 1) {
+      statuses.push((await requestFrom(otherClientAddress, `${url}/ping`, { timeoutMs: 2_000 })).status);
+    }
+    expect(statuses).toEqual([200, 200, 200, 200, 200]);
+  }, 30_000);
+
+  it("spares a request whose body has just begun to arrive on a reused keep-alive connection", async () => {
+    const { port, url } = await startServer(limitsFor(2));
+    const reused = await openFrom(port, "127.0.0.3");
+    reused.socket.write("GET /ping HTTP/1.1\r\nHost: flowplane.test\r\n\r\n");
+    await expect.poll(() => reused.received).toContain('{"pong":true}');
+    const filler = await openFrom(port, "127.0.0.4");
+    filler.socket.write("GET /ping HTTP/1.1\r\nHost: flowplane.test\r\n\r\n");
+    await expect.poll(() => filler.received).toContain('{"pong":true}');
+    // Both idle for over a second; then the reused one begins a request whose body is on its way.
+    await new Promise((resolve) => setTimeout(resolve, 1_200));
+    const body = JSON.stringify({ text: "hello" });
+    reused.socket.write(
+      `POST /echo HTTP/1.1\r\nHost: flowplane.test\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 4)}`,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    // A newcomer at the cap takes the idle filler's place, not the request under way.
+    expect((await requestFrom(otherClientAddress, `${url}/ping`, { timeoutMs: 2_000 })).status).toBe(200);
+    reused.socket.write(body.slice(4));
+    await expect.poll(() => reused.received).toContain('{"text":"hello"}');
+    expect(reused.closed).toBe(false);
+    expect(filler.closed).toBe(true);
+  }, 30_000);
+
+  it("spares a connection answering a whole request while a pipelined one behind it still arrives", async () => {
+    const { port, url } = await startServer(limitsFor(1));
+    const connection = await openFrom(port, "127.0.0.3");
+    connection.socket.write(
+      "GET /slow HTTP/1.1\r\nHost: flowplane.test\r\n\r\nPOST /echo HTTP/1.1\r\nHost: flowplane.test\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
+    );
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    await expect(requestFrom(otherClientAddress, `${url}/ping`, { timeoutMs: 1_000 })).rejects.toThrow();
+    await expect.poll(() => connection.received, { timeout: 5_000 }).toContain('{"slow":true}');
+  }, 30_000);
+
+  it("has Node refuse a flood at the cap itself while no connection can make room", async () => {
+    const { server, port } = await startServer(limitsFor(4));
+    // Four requests being answered fill the cap; none can make room.
+    for (let index = 0; index < 4; index += 1) {
+      const connection = await openFrom(port, "127.0.0.3");
+      connection.socket.write("GET /slow HTTP/1.1\r\nHost: flowplane.test\r\n\r\n");
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    let reachedJavaScript = 0;
+    let refusedByNode = 0;
+    server.server.prependListener("connection", () => {
+      reachedJavaScript += 1;
+    });
+    server.server.on("drop", () => {
+      refusedByNode += 1;
+    });
+    const flood = 300;
+    await Promise.all(
+      Array.from({ length: flood }, async () => {
+        const connection = await openFrom(port, "127.0.0.4").catch(() => undefined);
+        if (connection !== undefined) await expect.poll(() => connection.closed).toBe(true);
+      }),
+    );
+    // The first surplus connection reaches the guard, which finds no room and lowers Node's cap for a moment.
+    expect(reachedJavaScript + refusedByNode).toBe(flood);
+    expect(reachedJavaScript).toBeLessThan(30);
   }, 30_000);
 
   it("never closes a connection whose request is being served to admit another", async () => {

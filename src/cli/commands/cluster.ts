@@ -119,7 +119,7 @@ function localClusterDirectory(io: CliIo, options: ScaleOptions, managementUrl: 
       : join(dataDirectory, "clusters", options.clusterId.toLowerCase());
   if (!existsSync(join(clusterDirectory, BROKERS_FILE_NAME))) return null;
   const recorded = readLocalGateway(clusterDirectory)?.managementUrl;
-  if (recorded !== undefined && portOf(recorded) !== portOf(managementUrl)) {
+  if (recorded !== undefined && !sameEndpoint(recorded, managementUrl)) {
     throw new UsageError(
       `the local cluster in ${clusterDirectory} has its management API at ${recorded}, but the command calls ` +
         `${managementUrl} (SERVICE_CLUSTER_MANAGEMENT_URL): give that cluster's --cluster-id (flowplane clusters ` +
@@ -129,10 +129,20 @@ function localClusterDirectory(io: CliIo, options: ScaleOptions, managementUrl: 
   return clusterDirectory;
 }
 
-/** The port a URL names, its scheme's default when it names none. */
-function portOf(url: string): string {
-  const parsed = new URL(url);
-  return parsed.port !== "" ? parsed.port : parsed.protocol === "https:" ? "443" : "80";
+/**
+ * Whether two URLs name the same host and port: the same name, or two names of this machine's loopback interface
+ * (`localhost`, 127.0.0.0/8, `::1`), which is where a local cluster listens.
+ */
+function sameEndpoint(left: string, right: string): boolean {
+  const endpoint = (url: string) => {
+    const parsed = new URL(url);
+    const host = parsed.hostname.toLowerCase().replace(/^\[|\]$/g, "");
+    const loopback = host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host);
+    const port = parsed.port !== "" ? parsed.port : parsed.protocol === "https:" ? "443" : "80";
+    return { host: loopback ? "loopback" : host, port };
+  };
+  const [first, second] = [endpoint(left), endpoint(right)];
+  return first.host === second.host && first.port === second.port;
 }
 
 /** The PATCH body of the scale options, given the cluster as it is. */

@@ -9,7 +9,7 @@ import {
 } from "jose";
 import type { Kysely } from "kysely";
 import type { Clock } from "../../auth/clock.js";
-import { holdKeyEncryptionKey, signingKeyPurpose } from "../store/key-material.js";
+import { holdKeyEncryptionKey, openWhileServing, signingKeyPurpose } from "../store/key-material.js";
 import type { PlatformDatabase } from "../store/schema.js";
 import type { SecretsBox } from "../store/secrets-box.js";
 
@@ -284,7 +284,9 @@ export class SigningKeyService {
         algorithm: currentRow.algorithm,
         signingKey: signingKeyFor(
           currentRow.algorithm,
-          JSON.parse(this.secrets.open(currentRow.private_key, signingKeyPurpose(currentRow.key_id))) as JWK,
+          JSON.parse(
+            openWhileServing(this.secrets, currentRow.private_key, signingKeyPurpose(currentRow.key_id)),
+          ) as JWK,
         ),
         encodedHeader: Buffer.from(JSON.stringify(header), "utf8").toString("base64url"),
       };

@@ -102,6 +102,21 @@ export function keyEncryptionKeyReplaced(ownKeyId: string, sealedKeyId: string |
 }
 
 /**
+ * Opens a value of the database while the platform serves: like `secrets.open`, but a value sealed under another key
+ * (the key was replaced while this platform ran) is the 503 of `keyEncryptionKeyReplaced`, asking for a restart.
+ */
+export function openWhileServing(secrets: SecretsBox, sealed: string, purpose: string): string {
+  try {
+    return secrets.open(sealed, purpose);
+  } catch (error) {
+    if (error instanceof SealedValueError && error.problem === "other-key") {
+      throw keyEncryptionKeyReplaced(secrets.keyId, error.sealedKeyId);
+    }
+    throw error;
+  }
+}
+
+/**
  * Reads the secret setting `name`, creating it with `generate()` on first use. Replicas starting together converge
  * on one value: each inserts its sealed candidate only if the row is absent, then all read back the stored one.
  */

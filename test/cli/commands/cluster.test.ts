@@ -206,6 +206,17 @@ describe("flowplane cluster against a running cluster", () => {
       expect(run.stderr).toContain("--cluster-id");
       // Nothing was started for it: its brokers file is as it was.
       expect(readLocalBrokers(clusterDirectory)?.brokers.map((broker) => broker.nodeId)).toEqual([0]);
+      // The same port on another machine is another cluster too.
+      writeLocalGateway(clusterDirectory, { managementUrl: environment.SERVICE_CLUSTER_MANAGEMENT_URL as string });
+      const remote = new URL(environment.SERVICE_CLUSTER_MANAGEMENT_URL as string);
+      remote.hostname = "cluster.example.com";
+      const elsewhere = await fixture.cli(["cluster", "scale", "--add", "3"], {
+        ...environment,
+        SERVICE_DATA_DIRECTORY: dataDirectory,
+        SERVICE_CLUSTER_MANAGEMENT_URL: remote.toString(),
+      });
+      expect(elsewhere.exitCode).toBe(exitCodes.usage);
+      expect(elsewhere.stderr).toContain("--cluster-id");
     } finally {
       await removeDirectory(dataDirectory);
     }

@@ -233,8 +233,20 @@ describe.each(databaseKinds)("rotating the key-encryption key (%s)", (kind) => {
     await expect(secrets.create(organizationId, clusterId, "WRITTEN_AFTER", "lost?")).rejects.toMatchObject(refusal);
     await expect(secrets.update(organizationId, clusterId, "API_TOKEN", "lost?")).rejects.toMatchObject(refusal);
     await expect(signingKeys.rotate()).rejects.toMatchObject(refusal);
-    // Reading what the rotation re-sealed asks for the same restart, rather than failing as damaged data.
+    // Reading what the rotation re-sealed asks for the same restart, rather than failing as damaged data: the
+    // connector secrets, and a signing key another replica, started with the new key, made current.
     await expect(secrets.list(organizationId, clusterId)).rejects.toMatchObject(refusal);
+    const other = await open();
+    const otherSigningKeys = await SigningKeyService.open({
+      database: other.database,
+      secrets: other.secrets,
+      algorithm: "ES256",
+      tokenLifetimeSeconds: 600,
+      clock: systemClock,
+    });
+    await otherSigningKeys.rotate();
+    await close(other);
+    await expect(signingKeys.refresh()).rejects.toMatchObject(refusal);
     await close(running);
 
     // After the restart with the new key, every value opens and nothing written under the old key is there.

@@ -1,8 +1,8 @@
 import { type Kysely, sql } from "kysely";
 import { conflict, invalidRequest, ServiceError } from "../../../http/errors.js";
-import { connectorSecretPurpose, holdKeyEncryptionKey, keyEncryptionKeyReplaced } from "../../store/key-material.js";
+import { connectorSecretPurpose, holdKeyEncryptionKey, openWhileServing } from "../../store/key-material.js";
 import type { PlatformDatabase } from "../../store/schema.js";
-import { SealedValueError, type SecretsBox } from "../../store/secrets-box.js";
+import type { SecretsBox } from "../../store/secrets-box.js";
 import { type ClusterDirectory, requireCluster } from "../cluster-directory.js";
 
 /** Longest secret name, in characters. */
@@ -73,17 +73,12 @@ export class ConnectorSecretService {
       .execute();
     // Sorted here rather than in SQL, where collations differ between SQLite and PostgreSQL.
     rows.sort((left, right) => (left.name < right.name ? -1 : left.name > right.name ? 1 : 0));
-    try {
-      return Object.fromEntries(
-        rows.map((row) => [row.name, this.secrets.open(row.value, connectorSecretPurpose(clusterId, row.name))]),
-      );
-    } catch (error) {
-      // Sealed under another key: the key was replaced while this platform ran, which a restart resolves.
-      if (error instanceof SealedValueError && error.problem === "other-key") {
-        throw keyEncryptionKeyReplaced(this.secrets.keyId, error.sealedKeyId);
-      }
-      throw error;
-    }
+    return Object.fromEntries(
+      rows.map((row) => [
+        row.name,
+        openWhileServing(this.secrets, row.value, connectorSecretPurpose(clusterId, row.name)),
+      ]),
+    );
   }
 
   /**
