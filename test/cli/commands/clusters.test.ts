@@ -129,9 +129,13 @@ describe("flowplane clusters", () => {
     );
     expect(scaled.stderr).toBe("");
     expect(scaled.exitCode).toBe(exitCodes.ok);
-    expect((JSON.parse(scaled.stdout) as { brokers: { id: number }[] }).brokers.map((broker) => broker.id)).toEqual([
-      0, 1,
-    ]);
+    // The plan, then the answer the change ended on.
+    const [plan, ended] = scaled.stdout
+      .trimEnd()
+      .split(/\n(?=\{)/)
+      .map((document) => JSON.parse(document) as { changeId?: number; brokers?: { id: number }[] });
+    expect(plan?.changeId).toBeGreaterThan(1);
+    expect(ended?.brokers?.map((broker) => broker.id)).toEqual([0, 1]);
     const provisioner = fixture.platform.running.provisioner;
     expect((await provisioner?.whenStarted(cluster.uuid))?.brokers.map((broker) => broker.nodeId)).toEqual([0, 1]);
     const store = await openStore({ url: "", dataDirectory: fixture.platform.dataDirectory });
