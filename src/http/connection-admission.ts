@@ -1,40 +1,47 @@
 /**
  * Which connection makes room when an HTTP server at its connection cap accepts a new one (`guardConnections` in
  * limits.ts applies it). Refusing every new connection at the cap would let a few addresses, each within its own cap,
- * lock every new client out: by sending request heads a byte at a time, by leaving answers unread, or by keeping
+ * lock every new client out: by sending requests a byte at a time, by leaving answers unread, or by keeping
  * keep-alive connections open between cheap requests, opening each again as soon as the server closes it. So at the
  * cap the server closes one connection that is doing nothing useful, in this order of preference:
  *
- * 1. one still receiving its request, head or body, for at least `minReceivingMs` (a new connection since it opened,
- *    a keep-alive one since its request's head arrived): a client that means to send a request sends it at once;
- * 2. one whose answer has been under way for at least `minStalledMs` with bytes its client has not taken;
- * 3. a keep-alive connection idle between requests, the one idle longest (a client must expect the server to close
- *    an idle connection at any time; nginx too reuses idle keep-alive connections when it runs out). Any minimum here
- *    would let busy connections, each sending a cheap request a little more often than the minimum, hold the cap.
+ * 1. a new connection that has not sent a whole request head within `minWindowMs` of opening (a client that means
+ *    to send a request sends its head at once), or one receiving a request body at less than
+ *    `minReceivingBytesPerSecond` over a window of at least `minWindowMs`;
+ * 2. one whose answer has bytes its client has not taken and moved less than `minAnsweringBytesPerSecond` over such a
+ *    window (the client reads slowly or not at all), pipelined requests behind it or not;
+ * 3. the keep-alive connection idle longest between requests (a client must expect the server to close an idle
+ *    connection at any time; nginx too reuses idle keep-alive connections when it runs out). Any minimum idle time
+ *    would let busy connections, each sending a cheap request a little more often, hold the cap.
  *
- * A connection whose request arrived whole and whose answer its client reads is never closed for another, nor is a
- * connection receiving a pipelined request while an earlier one is being answered. When no connection qualifies the
- * new one is refused. Only the `MAX_CANDIDATES_EXAMINED` connections longest in their current phase are looked at, so
- * each admission at the cap costs a bounded amount of work however many connections are open.
+ * Progress is measured, not age: an upload or a download that moves its bytes promptly is never closed for a
+ * newcomer however long it lasts, and neither is a connection whose handler is still working (nothing waits to be
+ * sent), nor one receiving a pipelined request while the answer before it moves. When no connection qualifies the
+ * new one is refused. Connections are kept apart by phase (opened, busy with requests, idle between them), each in
+ * the order its phase began; of the busy ones only the `MAX_BUSY_EXAMINED` that began longest ago are looked at, so
+ * an admission at the cap costs a bounded amount of work however many connections are open.
  */
 import type { IncomingMessage } from "node:http";
 import type { Socket } from "node:net";
 
-/** Connections looked at, longest in their current phase first, when one must make room. */
-export const MAX_CANDIDATES_EXAMINED = 64;
+/** Busy connections looked at, those busy longest first, when one must make room. */
+export const MAX_BUSY_EXAMINED = 64;
 
-/** The minimum times of the module comment. */
-export interface ConnectionAdmissionTimes {
-  readonly minReceivingMs: number;
-  readonly minStalledMs: number;
-  readonly minIdleMs: number;
+/** The thresholds of the module comment. */
+export interface ConnectionAdmissionThresholds {
+  readonly minWindowMs: number;
+  readonly minReceivingBytesPerSecond: number;
+  readonly minAnsweringBytesPerSecond: number;
 }
 
-/** The times the servers use: a prompt client is never mistaken for a slow one; see 3. above for idle ones. */
-export const DEFAULT_ADMISSION_TIMES: ConnectionAdmissionTimes = {
-  minReceivingMs: 1_000,
-  minStalledMs: 1_000,
-  minIdleMs: 0,
+/**
+ * The thresholds the servers use. 500 bytes a second is what Apache's request-timeout module asks of a request
+ * body by default; an answer's client that takes less than 16 KiB a second is either gone or holding the connection.
+ */
+export const DEFAULT_ADMISSION_THRESHOLDS: ConnectionAdmissionThresholds = {
+  minWindowMs: 1_000,
+  minReceivingBytesPerSecond: 500,
+  minAnsweringBytesPerSecond: 16 * 1024,
 };
 
 /** What the server is doing with one connection, as far as admission cares. */
@@ -45,21 +52,29 @@ interface ConnectionPhase {
   requestsOpen: number;
   /** The latest request received while requests are open, else null. */
   request: IncomingMessage | null;
-  /** Whether it has carried a request before, so that a pause is between requests. */
-  servedBefore: boolean;
+  /** Bytes the connection had moved, both ways, at `markMs`: the start of the window its progress is judged over. */
+  markBytes: number;
+  markMs: number;
 }
 
 /** The outcome of `admit`. */
 export type Admission = { readonly admitted: true; readonly replaced: Socket | null } | { readonly admitted: false };
 
+/** Bytes `socket` has moved both ways so far. */
+function bytesMoved(socket: Socket): number {
+  return socket.bytesRead + socket.bytesWritten;
+}
+
 /** See the module comment. Times are milliseconds of a monotonic clock, given by the caller. */
 export class ConnectionAdmission {
-  // In the order the connections entered their current phase: a connection moves to the end when it enters one.
-  private readonly phases = new Map<Socket, ConnectionPhase>();
+  // Each in the order the connections entered that phase; a connection is in exactly one of them.
+  private readonly opened = new Map<Socket, ConnectionPhase>();
+  private readonly busy = new Map<Socket, ConnectionPhase>();
+  private readonly idle = new Map<Socket, ConnectionPhase>();
 
   constructor(
     private readonly capacity: number,
-    private readonly times: ConnectionAdmissionTimes = DEFAULT_ADMISSION_TIMES,
+    private readonly thresholds: ConnectionAdmissionThresholds = DEFAULT_ADMISSION_THRESHOLDS,
   ) {
     if (!Number.isInteger(capacity) || capacity < 1)
       throw new Error("invariant violated: a connection cap of 1 or more");
@@ -67,7 +82,7 @@ export class ConnectionAdmission {
 
   /** Connections admitted and not closed. */
   get size(): number {
-    return this.phases.size;
+    return this.opened.size + this.busy.size + this.idle.size;
   }
 
   /**
@@ -76,68 +91,86 @@ export class ConnectionAdmission {
    */
   admit(socket: Socket, nowMs: number): Admission {
     let replaced: Socket | null = null;
-    if (this.phases.size >= this.capacity) {
+    if (this.size >= this.capacity) {
       const candidate = this.candidate(nowMs);
       if (candidate === undefined) return { admitted: false };
-      this.phases.delete(candidate);
+      this.closed(candidate);
       replaced = candidate;
     }
-    this.phases.set(socket, { sinceMs: nowMs, requestsOpen: 0, request: null, servedBefore: false });
+    this.opened.set(socket, { sinceMs: nowMs, requestsOpen: 0, request: null, markBytes: 0, markMs: nowMs });
     return { admitted: true, replaced };
   }
 
   /** `request`'s head arrived on `socket`. */
   requestReceived(socket: Socket, request: IncomingMessage, nowMs: number): void {
-    const phase = this.phases.get(socket);
+    const busy = this.busy.get(socket);
+    if (busy !== undefined) {
+      busy.requestsOpen += 1;
+      busy.request = request;
+      return;
+    }
+    const phase = this.opened.get(socket) ?? this.idle.get(socket);
     if (phase === undefined) return;
-    phase.requestsOpen += 1;
+    this.opened.delete(socket);
+    this.idle.delete(socket);
+    phase.requestsOpen = 1;
     phase.request = request;
-    phase.servedBefore = true;
-    if (phase.requestsOpen === 1) this.enter(socket, phase, nowMs);
+    this.mark(socket, phase, nowMs);
+    phase.sinceMs = nowMs;
+    this.busy.set(socket, phase);
   }
 
   /** One of `socket`'s requests was answered (or its answer abandoned). */
   answerEnded(socket: Socket, nowMs: number): void {
-    const phase = this.phases.get(socket);
-    if (phase === undefined || phase.requestsOpen === 0) return;
+    const phase = this.busy.get(socket);
+    if (phase === undefined) return;
     phase.requestsOpen -= 1;
+    // The next pipelined request's answer is judged over a window of its own.
+    this.mark(socket, phase, nowMs);
     if (phase.requestsOpen > 0) return;
+    this.busy.delete(socket);
     phase.request = null;
-    this.enter(socket, phase, nowMs);
+    phase.sinceMs = nowMs;
+    this.idle.set(socket, phase);
   }
 
   /** `socket` closed. */
   closed(socket: Socket): void {
-    this.phases.delete(socket);
+    this.opened.delete(socket);
+    this.busy.delete(socket);
+    this.idle.delete(socket);
   }
 
-  private enter(socket: Socket, phase: ConnectionPhase, nowMs: number): void {
-    phase.sinceMs = nowMs;
-    this.phases.delete(socket);
-    this.phases.set(socket, phase);
+  private mark(socket: Socket, phase: ConnectionPhase, nowMs: number): void {
+    phase.markBytes = bytesMoved(socket);
+    phase.markMs = nowMs;
   }
 
   /** The connection to close for a new one (see the module comment), or undefined when none qualifies. */
   private candidate(nowMs: number): Socket | undefined {
-    let stalled: Socket | undefined;
-    let idle: Socket | undefined;
-    let examined = 0;
-    for (const [socket, phase] of this.phases) {
-      if (examined >= MAX_CANDIDATES_EXAMINED) break;
-      examined += 1;
-      const ageMs = nowMs - phase.sinceMs;
-      if (phase.requestsOpen === 0) {
-        if (!phase.servedBefore && ageMs >= this.times.minReceivingMs) return socket;
-        if (phase.servedBefore && ageMs >= this.times.minIdleMs) idle ??= socket;
-        continue;
-      }
-      const receiving = phase.request !== null && !phase.request.complete;
-      if (receiving) {
-        if (phase.requestsOpen === 1 && ageMs >= this.times.minReceivingMs) return socket;
-        continue;
-      }
-      if (ageMs >= this.times.minStalledMs && socket.writableLength > 0) stalled ??= socket;
+    const { minWindowMs, minReceivingBytesPerSecond, minAnsweringBytesPerSecond } = this.thresholds;
+    const [firstOpened, openedPhase] = this.opened.entries().next().value ?? [];
+    if (firstOpened !== undefined && openedPhase !== undefined && nowMs - openedPhase.sinceMs >= minWindowMs) {
+      return firstOpened;
     }
-    return stalled ?? idle;
+    let stalled: Socket | undefined;
+    let examined = 0;
+    for (const [socket, phase] of this.busy) {
+      if (examined >= MAX_BUSY_EXAMINED) break;
+      examined += 1;
+      const windowMs = nowMs - phase.markMs;
+      if (windowMs < minWindowMs) continue;
+      const bytesPerSecond = ((bytesMoved(socket) - phase.markBytes) * 1_000) / windowMs;
+      const receiving = phase.requestsOpen === 1 && phase.request !== null && !phase.request.complete;
+      if (receiving) {
+        if (bytesPerSecond < minReceivingBytesPerSecond) return socket;
+      } else if (socket.writableLength > 0 && bytesPerSecond < minAnsweringBytesPerSecond) {
+        stalled ??= socket;
+        continue;
+      }
+      // Judged moving (or its handler still at work): the next look judges it over a window from now.
+      this.mark(socket, phase, nowMs);
+    }
+    return stalled ?? this.idle.keys().next().value;
   }
 }

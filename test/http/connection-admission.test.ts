@@ -1,108 +1,136 @@
 /**
  * The choice of the connection that makes room at the cap, on stand-ins for sockets and requests: which phases
- * qualify, in which order, after which minimum times, and that the work per admission is bounded.
+ * qualify, by progress rather than age, in which order, and that the work per admission is bounded.
  */
 import type { IncomingMessage } from "node:http";
 import type { Socket } from "node:net";
 import { describe, expect, it } from "vitest";
 import {
   ConnectionAdmission,
-  DEFAULT_ADMISSION_TIMES,
-  MAX_CANDIDATES_EXAMINED,
+  DEFAULT_ADMISSION_THRESHOLDS,
+  MAX_BUSY_EXAMINED,
 } from "../../src/http/connection-admission.js";
 
-/** A socket as admission sees it: `writableLength` is the answer's bytes its client has not taken. */
-function socket(name: string, writableLength = 0): Socket {
-  return { name, writableLength } as unknown as Socket;
+/** A socket as admission sees it: bytes moved so far, and the answer's bytes its client has not taken. */
+interface StandIn {
+  name: string;
+  bytesRead: number;
+  bytesWritten: number;
+  writableLength: number;
+}
+
+function socket(name: string): StandIn & Socket {
+  return { name, bytesRead: 0, bytesWritten: 0, writableLength: 0 } as unknown as StandIn & Socket;
 }
 
 function request(complete: boolean): IncomingMessage {
   return { complete } as IncomingMessage;
 }
 
-const { minReceivingMs, minStalledMs, minIdleMs } = DEFAULT_ADMISSION_TIMES;
+const { minWindowMs, minReceivingBytesPerSecond, minAnsweringBytesPerSecond } = DEFAULT_ADMISSION_THRESHOLDS;
 
-/** An admission at its cap of `capacity` connections, each put in a phase by `setUp`. */
-function full(capacity: number, setUp: (admission: ConnectionAdmission, sockets: Socket[]) => void) {
-  const admission = new ConnectionAdmission(capacity);
-  const sockets = Array.from({ length: capacity }, (_, index) => socket(`s${index}`));
+/** An admission at its cap holding `sockets`, admitted at 0 ms. */
+function full(sockets: readonly Socket[]): ConnectionAdmission {
+  const admission = new ConnectionAdmission(sockets.length);
   for (const each of sockets) expect(admission.admit(each, 0)).toEqual({ admitted: true, replaced: null });
-  setUp(admission, sockets);
-  return { admission, sockets };
+  return admission;
 }
 
 describe("ConnectionAdmission", () => {
-  it("admits while there is room, and closes a new connection that sent nothing for a second to admit another", () => {
-    const { admission, sockets } = full(2, () => undefined);
-    // Not yet a second: a client on its way is spared, and the newcomer is refused.
-    expect(admission.admit(socket("early"), minReceivingMs - 1)).toEqual({ admitted: false });
-    expect(admission.admit(socket("late"), minReceivingMs)).toEqual({ admitted: true, replaced: sockets[0] });
+  it("closes a new connection that has not sent a whole request head within a second, not earlier", () => {
+    const opened = socket("opened");
+    const admission = full([opened, socket("second")]);
+    expect(admission.admit(socket("early"), minWindowMs - 1)).toEqual({ admitted: false });
+    expect(admission.admit(socket("late"), minWindowMs)).toEqual({ admitted: true, replaced: opened });
     expect(admission.size).toBe(2);
   });
 
-  it("never closes a connection whose request arrived whole and whose answer its client takes", () => {
-    const { admission } = full(2, (admission, sockets) => {
-      for (const each of sockets) admission.requestReceived(each, request(true), 0);
-    });
+  it("closes an upload that moves too few bytes, never one that moves them promptly however long it lasts", () => {
+    const prompt = socket("prompt");
+    const trickling = socket("trickling");
+    const admission = full([prompt, trickling]);
+    admission.requestReceived(prompt, request(false), 0);
+    admission.requestReceived(trickling, request(false), 0);
+    // Ten seconds on: the prompt upload moved a megabyte a second, the other less than the minimum rate.
+    prompt.bytesRead = 10 * 1024 * 1024;
+    trickling.bytesRead = Math.floor((minReceivingBytesPerSecond * 10) / 2);
+    const newcomer = socket("new");
+    expect(admission.admit(newcomer, 10_000)).toEqual({ admitted: true, replaced: trickling });
+    // Two seconds later the upload still moves promptly, and the newcomer's handler is at work: no room.
+    admission.requestReceived(newcomer, request(true), 10_000);
+    prompt.bytesRead += 2 * 1024 * 1024;
+    expect(admission.admit(socket("next"), 12_000)).toEqual({ admitted: false });
+  });
+
+  it("closes a connection whose client leaves its answer unread, also with pipelined requests behind it", () => {
+    const reading = socket("reading");
+    const unread = socket("unread");
+    const admission = full([reading, unread]);
+    for (const each of [reading, unread]) {
+      admission.requestReceived(each, request(true), 0);
+      each.writableLength = 4 * 1024 * 1024;
+    }
+    // The unread one pipelined a request whose body never comes; the reading one takes 10 MB a second.
+    admission.requestReceived(unread, request(false), 0);
+    reading.bytesWritten = 20 * 1024 * 1024;
+    unread.bytesWritten = minAnsweringBytesPerSecond;
+    expect(admission.admit(socket("new"), 2_000)).toEqual({ admitted: true, replaced: unread });
+  });
+
+  it("never closes a connection whose handler is at work, nor one answering promptly", () => {
+    const working = socket("working");
+    const answering = socket("answering");
+    const admission = full([working, answering]);
+    admission.requestReceived(working, request(true), 0);
+    admission.requestReceived(answering, request(true), 0);
+    answering.writableLength = 64 * 1024;
+    answering.bytesWritten = 10 * 1024 * 1024;
     expect(admission.admit(socket("new"), 60_000)).toEqual({ admitted: false });
   });
 
-  it("closes one whose body is still arriving a second after its head, but not one receiving a pipelined request", () => {
-    const { admission, sockets } = full(2, (admission, sockets) => {
-      // s0: a request whole and being answered, then a pipelined one whose body is still arriving.
-      admission.requestReceived(sockets[0] as Socket, request(true), 0);
-      admission.requestReceived(sockets[0] as Socket, request(false), 0);
-      // s1: a keep-alive connection whose next request's head came at 5 s, its body not yet.
-      admission.requestReceived(sockets[1] as Socket, request(true), 0);
-      admission.answerEnded(sockets[1] as Socket, 1);
-      admission.requestReceived(sockets[1] as Socket, request(false), 5_000);
-    });
-    expect(admission.admit(socket("new"), 5_000 + minReceivingMs - 1)).toEqual({ admitted: false });
-    expect(admission.admit(socket("new"), 5_000 + minReceivingMs)).toEqual({ admitted: true, replaced: sockets[1] });
-  });
-
   it("prefers a slow request to an unread answer, and an unread answer to an idle keep-alive connection", () => {
-    const stalled = socket("stalled", 64 * 1024);
     const idle = socket("idle");
+    const unread = socket("unread");
     const slow = socket("slow");
-    const admission = new ConnectionAdmission(3);
-    for (const each of [idle, stalled, slow]) admission.admit(each, 0);
+    const admission = full([idle, unread, slow]);
     admission.requestReceived(idle, request(true), 0);
     admission.answerEnded(idle, 0);
-    admission.requestReceived(stalled, request(true), 0);
+    admission.requestReceived(unread, request(true), 0);
+    unread.writableLength = 1024 * 1024;
     admission.requestReceived(slow, request(false), 0);
-    const at = Math.max(minReceivingMs, minStalledMs, minIdleMs);
-    expect(admission.admit(socket("a"), at)).toMatchObject({ replaced: slow });
-    expect(admission.admit(socket("b"), at)).toMatchObject({ replaced: stalled });
-    expect(admission.admit(socket("c"), at)).toMatchObject({ replaced: idle });
+    expect(admission.admit(socket("a"), minWindowMs)).toMatchObject({ replaced: slow });
+    expect(admission.admit(socket("b"), minWindowMs)).toMatchObject({ replaced: unread });
+    expect(admission.admit(socket("c"), minWindowMs)).toMatchObject({ replaced: idle });
   });
 
-  it("closes the keep-alive connection idle longest between requests, however short its pause", () => {
-    const { admission, sockets } = full(2, (admission, sockets) => {
-      for (const each of sockets) admission.requestReceived(each, request(true), 0);
-      admission.answerEnded(sockets[1] as Socket, 100);
-      admission.answerEnded(sockets[0] as Socket, 200);
-    });
-    expect(minIdleMs).toBe(0);
-    expect(admission.admit(socket("new"), 200)).toEqual({ admitted: true, replaced: sockets[1] });
-    expect(admission.admit(socket("next"), 200)).toEqual({ admitted: true, replaced: sockets[0] });
+  it("closes the keep-alive connection idle longest, however short its pause, whatever is busy in front of it", () => {
+    const busy = Array.from({ length: MAX_BUSY_EXAMINED + 10 }, (_, index) => socket(`busy${index}`));
+    const first = socket("first idle");
+    const second = socket("second idle");
+    const admission = full([...busy, first, second]);
+    // Busy since before the idle ones: handlers at work, none qualifies.
+    for (const each of busy) admission.requestReceived(each, request(true), 0);
+    for (const each of [second, first]) admission.requestReceived(each, request(true), 0);
+    admission.answerEnded(second, 100);
+    admission.answerEnded(first, 200);
+    expect(admission.admit(socket("new"), 200)).toEqual({ admitted: true, replaced: second });
+    expect(admission.admit(socket("next"), 200)).toEqual({ admitted: true, replaced: first });
   });
 
-  it("looks at a bounded number of connections, longest in their phase first", () => {
-    const capacity = MAX_CANDIDATES_EXAMINED + 10;
-    const { admission } = full(capacity, (admission, sockets) => {
-      // All are busy with answers their clients take, and the last one to enter its phase then went idle.
-      for (const each of sockets) admission.requestReceived(each, request(true), 0);
-      admission.answerEnded(sockets.at(-1) as Socket, 1);
-    });
-    // The one that qualifies lies beyond the connections examined: the newcomer is refused rather than the whole
-    // list walked at every connection of a flood.
+  it("looks at a bounded number of busy connections, those busy longest first", () => {
+    const busy = Array.from({ length: MAX_BUSY_EXAMINED + 10 }, (_, index) => socket(`busy${index}`));
+    const admission = full(busy);
+    for (const each of busy) admission.requestReceived(each, request(true), 0);
+    // Only the last one leaves its answer unread: it lies beyond those examined.
+    const last = busy.at(-1) as StandIn & Socket;
+    last.writableLength = 1024 * 1024;
     expect(admission.admit(socket("new"), 60_000)).toEqual({ admitted: false });
   });
 
   it("forgets closed connections", () => {
-    const { admission, sockets } = full(1, () => undefined);
-    admission.closed(sockets[0] as Socket);
+    const only = socket("only");
+    const admission = full([only]);
+    admission.closed(only);
     expect(admission.admit(socket("new"), 0)).toEqual({ admitted: true, replaced: null });
   });
 });
