@@ -4,13 +4,12 @@
  * closed for a newcomer, however long it lasts; an idle keep-alive connection goes instead.
  */
 import type { AddressInfo, Socket } from "node:net";
-import { connect } from "node:net";
 import { pino } from "pino";
 import { Type } from "typebox";
 import { afterEach, describe, expect, it } from "vitest";
 import type { HttpServerLimits } from "../../src/http/limits.js";
 import { createHttpServer, type HttpServer } from "../../src/http/server.js";
-import { requestFrom } from "../support/http.js";
+import { connectionCapLimits, openConnectionFrom, requestFrom } from "../support/http.js";
 
 const started: HttpServer[] = [];
 const opened: Socket[] = [];
@@ -24,17 +23,6 @@ afterEach(async () => {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const BIG = 32 * 1024 * 1024;
-
-function limitsFor(maxConnections: number, maxConnectionsPerAddress = 1_000): HttpServerLimits {
-  return {
-    requestReceiveTimeoutMs: 20_000,
-    maxConnections,
-    maxConnectionsPerAddress,
-    maxRequestsPerConnection: 1_000,
-    responseStallTimeoutMs: 30_000,
-    maxAnswerBytesInFlight: 1024 * 1024 * 1024,
-  };
-}
 
 async function startServer(limits: HttpServerLimits) {
   const server = createHttpServer({
@@ -57,33 +45,10 @@ async function startServer(limits: HttpServerLimits) {
   return { server, url: `http://127.0.0.1:${port}`, port };
 }
 
-/** A raw connection from `localAddress`; reads only when `read` is true. */
-async function openFrom(port: number, localAddress: string, read = true) {
-  const socket = connect({ host: "127.0.0.1", port, localAddress });
-  opened.push(socket);
-  const connection = { socket, received: "", bytes: 0, closed: false };
-  if (read) {
-    socket.on("data", (chunk: Buffer) => {
-      connection.bytes += chunk.length;
-      if (connection.received.length < 4096) connection.received += chunk.toString("latin1");
-    });
-  }
-  socket.on("error", () => undefined);
-  socket.on("close", () => {
-    connection.closed = true;
-  });
-  await new Promise<void>((resolve, reject) => {
-    socket.once("connect", () => resolve());
-    socket.once("close", () => reject(new Error("closed before it connected")));
-  });
-  if (!read) socket.pause();
-  return connection;
-}
-
 const ping = "GET /ping HTTP/1.1\r\nHost: flowplane.test\r\n\r\n";
 
 async function idleKeepAlive(port: number, address: string) {
-  const connection = await openFrom(port, address);
+  const connection = await openConnectionFrom(port, address, opened);
   connection.socket.write(ping);
   await expect.poll(() => connection.received).toContain('{"pong":true}');
   return connection;
@@ -92,10 +57,10 @@ async function idleKeepAlive(port: number, address: string) {
 describe("making room at the connection cap", () => {
   it("makes room by closing connections that leave their answers unread, pipelined requests behind them or not", async () => {
     // 2 addresses x 2 connections (the per-address cap) fill a cap of 4.
-    const { port, url } = await startServer(limitsFor(4, 2));
+    const { port, url } = await startServer(connectionCapLimits(4, 2));
     for (const address of ["127.0.0.3", "127.0.0.4"]) {
       for (let index = 0; index < 2; index += 1) {
-        const connection = await openFrom(port, address, false);
+        const connection = await openConnectionFrom(port, address, opened, false);
         connection.socket.write(
           "GET /big HTTP/1.1\r\nHost: flowplane.test\r\n\r\n" +
             "POST /echo HTTP/1.1\r\nHost: flowplane.test\r\nContent-Type: application/json\r\nContent-Length: 10000\r\n\r\n{",
@@ -118,9 +83,9 @@ describe("making room at the connection cap", () => {
   }, 30_000);
 
   it("closes an idle keep-alive connection, not an upload arriving steadily for over a second", async () => {
-    const { port, url } = await startServer(limitsFor(2));
+    const { port, url } = await startServer(connectionCapLimits(2));
     const idle = await idleKeepAlive(port, "127.0.0.4");
-    const upload = await openFrom(port, "127.0.0.3");
+    const upload = await openConnectionFrom(port, "127.0.0.3", opened);
     const text = "y".repeat(4 * 1024 * 1024);
     const body = JSON.stringify({ text });
     upload.socket.write(
@@ -143,9 +108,9 @@ describe("making room at the connection cap", () => {
   }, 30_000);
 
   it("closes an idle keep-alive connection, not a download read steadily for over a second", async () => {
-    const { port, url } = await startServer(limitsFor(2));
+    const { port, url } = await startServer(connectionCapLimits(2));
     const idle = await idleKeepAlive(port, "127.0.0.4");
-    const download = await openFrom(port, "127.0.0.3", false);
+    const download = await openConnectionFrom(port, "127.0.0.3", opened, false);
     download.socket.on("data", (chunk: Buffer) => {
       download.bytes += chunk.length;
     });

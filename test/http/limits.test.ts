@@ -6,7 +6,13 @@ import { afterEach, describe, expect, it } from "vitest";
 import { maxWaitingPipelinedRequests } from "../../src/http/answer-flow.js";
 import type { HttpServerLimits } from "../../src/http/limits.js";
 import { createHttpServer, type HttpServer } from "../../src/http/server.js";
-import { type HeldConnections, holdConnections, requestFrom } from "../support/http.js";
+import {
+  connectionCapLimits,
+  type HeldConnections,
+  holdConnections,
+  openConnectionFrom,
+  requestFrom,
+} from "../support/http.js";
 
 /** The address the tests attack from, and the one the other client uses (all of 127/8 is loopback on Linux). */
 const attackerAddress = "127.0.0.1";
@@ -78,38 +84,6 @@ afterEach(() => {
   for (const interval of intervals.splice(0)) clearInterval(interval);
   for (const socket of opened.splice(0)) socket.destroy();
 });
-
-/** The limits of the tests of the cap: `maxConnections`, and the per-address cap. */
-function limitsFor(maxConnections: number, maxConnectionsPerAddress = 1_000): HttpServerLimits {
-  return {
-    requestReceiveTimeoutMs: 20_000,
-    maxConnections,
-    maxConnectionsPerAddress,
-    maxRequestsPerConnection: 1_000,
-    responseStallTimeoutMs: 30_000,
-    maxAnswerBytesInFlight: 256 * 1024 * 1024,
-  };
-}
-
-/** A raw connection from `localAddress` that records what it receives and whether the server closed it. */
-async function openFrom(port: number, localAddress: string) {
-  const socket = connect({ host: "127.0.0.1", port, localAddress });
-  opened.push(socket);
-  const connection = { socket, received: "", closed: false };
-  socket.setEncoding("utf8");
-  socket.on("data", (chunk: string) => {
-    connection.received += chunk;
-  });
-  socket.on("error", () => undefined);
-  socket.on("close", () => {
-    connection.closed = true;
-  });
-  await new Promise<void>((resolve, reject) => {
-    socket.once("connect", () => resolve());
-    socket.once("close", () => reject(new Error("closed before it connected")));
-  });
-  return connection;
-}
 
 const slowBodyHead =
   "POST /echo HTTP/1.1\r\nHost: flowplane.test\r\nContent-Type: application/json\r\nContent-Length: 10000\r\n\r\n{";
@@ -224,10 +198,10 @@ describe("connection limits of every HTTP server", () => {
   }, 30_000);
 
   it("admits a new client while keep-alive connections hold the cap with a cheap request every half second", async () => {
-    const { port, url } = await startServer(limitsFor(4, 2));
+    const { port, url } = await startServer(connectionCapLimits(4, 2));
     for (const address of ["127.0.0.3", "127.0.0.4"]) {
       for (let index = 0; index < 2; index += 1) {
-        const connection = await openFrom(port, address);
+        const connection = await openConnectionFrom(port, address, opened);
         const send = () => connection.socket.write("GET /ping HTTP/1.1\r\nHost: flowplane.test\r\n\r\n");
         send();
         intervals.push(setInterval(send, 500));
@@ -242,11 +216,11 @@ describe("connection limits of every HTTP server", () => {
   }, 30_000);
 
   it("spares a request whose body has just begun to arrive on a reused keep-alive connection", async () => {
-    const { port, url } = await startServer(limitsFor(2));
-    const reused = await openFrom(port, "127.0.0.3");
+    const { port, url } = await startServer(connectionCapLimits(2));
+    const reused = await openConnectionFrom(port, "127.0.0.3", opened);
     reused.socket.write("GET /ping HTTP/1.1\r\nHost: flowplane.test\r\n\r\n");
     await expect.poll(() => reused.received).toContain('{"pong":true}');
-    const filler = await openFrom(port, "127.0.0.4");
+    const filler = await openConnectionFrom(port, "127.0.0.4", opened);
     filler.socket.write("GET /ping HTTP/1.1\r\nHost: flowplane.test\r\n\r\n");
     await expect.poll(() => filler.received).toContain('{"pong":true}');
     // Both idle for over a second; then the reused one begins a request whose body is on its way.
@@ -265,8 +239,8 @@ describe("connection limits of every HTTP server", () => {
   }, 30_000);
 
   it("spares a connection answering a whole request while a pipelined one behind it still arrives", async () => {
-    const { port, url } = await startServer(limitsFor(1));
-    const connection = await openFrom(port, "127.0.0.3");
+    const { port, url } = await startServer(connectionCapLimits(1));
+    const connection = await openConnectionFrom(port, "127.0.0.3", opened);
     connection.socket.write(
       "GET /slow HTTP/1.1\r\nHost: flowplane.test\r\n\r\nPOST /echo HTTP/1.1\r\nHost: flowplane.test\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
     );
@@ -276,10 +250,10 @@ describe("connection limits of every HTTP server", () => {
   }, 30_000);
 
   it("has Node refuse a flood at the cap itself while no connection can make room", async () => {
-    const { server, port } = await startServer(limitsFor(4));
+    const { server, port } = await startServer(connectionCapLimits(4));
     // Four requests being answered fill the cap; none can make room.
     for (let index = 0; index < 4; index += 1) {
-      const connection = await openFrom(port, "127.0.0.3");
+      const connection = await openConnectionFrom(port, "127.0.0.3", opened);
       connection.socket.write("GET /slow HTTP/1.1\r\nHost: flowplane.test\r\n\r\n");
     }
     await new Promise((resolve) => setTimeout(resolve, 200));
@@ -294,7 +268,7 @@ describe("connection limits of every HTTP server", () => {
     const flood = 300;
     await Promise.all(
       Array.from({ length: flood }, async () => {
-        const connection = await openFrom(port, "127.0.0.4").catch(() => undefined);
+        const connection = await openConnectionFrom(port, "127.0.0.4", opened).catch(() => undefined);
         if (connection !== undefined) await expect.poll(() => connection.closed).toBe(true);
       }),
     );

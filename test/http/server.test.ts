@@ -9,7 +9,7 @@ import { maxHeaderBytes, maxJsonNestingLevels, maxJsonValues } from "../../src/h
 import { registerApiDocuments } from "../../src/http/openapi.js";
 import { problemMediaType } from "../../src/http/problem.js";
 import { createHttpServer, type HttpServer } from "../../src/http/server.js";
-import { createQuietHttpServer, defaultHttpServerLimits, requestFrom } from "../support/http.js";
+import { createQuietHttpServer, defaultHttpServerLimits, openConnectionFrom, requestFrom } from "../support/http.js";
 
 /** The answer to `GET path` sent byte for byte on a new connection to `port`. */
 async function rawGet(port: number, path: string): Promise<string> {
@@ -347,7 +347,11 @@ describe("createHttpServer on a real socket", () => {
     await server.listen({ host: "127.0.0.1", port: 0 });
     port = (server.server.address() as AddressInfo).port;
   });
-  afterAll(async () => await server.close());
+  const opened: Socket[] = [];
+  afterAll(async () => {
+    for (const socket of opened.splice(0)) socket.destroy();
+    await server.close();
+  });
 
   it("answers headers over the size limit with a 431 problem document", async () => {
     const response = await requestFrom("127.0.0.1", `http://127.0.0.1:${port}/ping`, {
@@ -364,13 +368,8 @@ describe("createHttpServer on a real socket", () => {
 
   it("closes the connection after refusing a request whose body is larger than the route accepts, without reading it", async () => {
     const accepted = new Promise<Socket>((resolve) => server.server.once("connection", resolve));
-    const socket = connect({ host: "127.0.0.1", port });
-    socket.on("error", () => undefined);
-    let received = "";
-    socket.setEncoding("utf8");
-    socket.on("data", (chunk: string) => {
-      received += chunk;
-    });
+    const client = await openConnectionFrom(port, "127.0.0.1", opened);
+    const { socket } = client;
     const serverSide = await accepted;
     const startedMs = performance.now();
     const closed = new Promise<number>((resolve) => serverSide.once("close", () => resolve(performance.now())));
@@ -388,32 +387,25 @@ describe("createHttpServer on a real socket", () => {
       closed,
       new Promise<number>((resolve) => setTimeout(() => resolve(Number.POSITIVE_INFINITY), 5_000)),
     ]);
-    socket.destroy();
     expect(closedAtMs - startedMs).toBeLessThan(5_000);
     expect(serverSide.bytesRead).toBeLessThan(256 * 1024 * 1024);
-    expect(received).toMatch(/^HTTP\/1\.1 401 /);
-    expect(received.toLowerCase()).toContain("connection: close");
+    expect(client.received).toMatch(/^HTTP\/1\.1 401 /);
+    expect(client.received.toLowerCase()).toContain("connection: close");
   });
 
   it("keeps the connection after refusing a request whose body is within the limit, reading that body", async () => {
-    const socket = connect({ host: "127.0.0.1", port });
-    socket.on("error", () => undefined);
-    let received = "";
-    socket.setEncoding("utf8");
-    socket.on("data", (chunk: string) => {
-      received += chunk;
-    });
+    const client = await openConnectionFrom(port, "127.0.0.1", opened);
+    const { socket } = client;
     const body = JSON.stringify({ text: "x".repeat(90) });
     socket.write(
       `POST /guarded HTTP/1.1\r\nHost: flowplane.test\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`,
     );
-    await expect.poll(() => received).toMatch(/^HTTP\/1\.1 401 /);
+    await expect.poll(() => client.received).toMatch(/^HTTP\/1\.1 401 /);
     // The body arrives after the answer, and the next request on the same connection is served.
     socket.write(body);
     socket.write("GET /ping HTTP/1.1\r\nHost: flowplane.test\r\n\r\n");
-    await expect.poll(() => received).toContain('{"pong":true}');
-    socket.destroy();
-    expect(received.toLowerCase()).toContain("connection: keep-alive");
+    await expect.poll(() => client.received).toContain('{"pong":true}');
+    expect(client.received.toLowerCase()).toContain("connection: keep-alive");
   });
 
   it("answers a request Node's parser cannot read with a 400 problem document", async () => {

@@ -217,3 +217,52 @@ export async function callWithToken(
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
 }
+
+/** The limits the tests of the connection cap use: `maxConnections` in all and `maxConnectionsPerAddress` per address. */
+export function connectionCapLimits(maxConnections: number, maxConnectionsPerAddress = 1_000): HttpServerLimits {
+  return {
+    requestReceiveTimeoutMs: 20_000,
+    maxConnections,
+    maxConnectionsPerAddress,
+    maxRequestsPerConnection: 1_000,
+    responseStallTimeoutMs: 30_000,
+    maxAnswerBytesInFlight: 1024 * 1024 * 1024,
+  };
+}
+
+/** A raw connection `openConnectionFrom` opened: what it received (the first 64 KiB as text), bytes, whether closed. */
+export interface RawConnection {
+  readonly socket: Socket;
+  received: string;
+  bytes: number;
+  closed: boolean;
+}
+
+/**
+ * Opens a raw connection to 127.0.0.1:`port` from `localAddress`, adding its socket to `opened` (the caller destroys
+ * them); it reads what arrives unless `read` is false, when it reads nothing, as a client leaving its answers unread.
+ */
+export async function openConnectionFrom(
+  port: number,
+  localAddress: string,
+  opened: Socket[],
+  read = true,
+): Promise<RawConnection> {
+  const socket = connect({ host: "127.0.0.1", port, localAddress });
+  opened.push(socket);
+  const connection: RawConnection = { socket, received: "", bytes: 0, closed: false };
+  socket.on("data", (chunk: Buffer) => {
+    connection.bytes += chunk.length;
+    if (connection.received.length < 64 * 1024) connection.received += chunk.toString("latin1");
+  });
+  socket.on("error", () => undefined);
+  socket.on("close", () => {
+    connection.closed = true;
+  });
+  await new Promise<void>((resolve, reject) => {
+    socket.once("connect", () => resolve());
+    socket.once("close", () => reject(new Error("closed before it connected")));
+  });
+  if (!read) socket.pause();
+  return connection;
+}
