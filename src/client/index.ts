@@ -59,6 +59,7 @@ export { ModelerClient, type ModelerInfo, modelerAudience, modelerInfoSchema } f
 export {
   type CachedToken,
   defaultTokenCacheFile,
+  secretDigest,
   TokenCacheFile,
   type TokenCacheKey,
   tokenCacheKeyString,

@@ -1,15 +1,32 @@
-import { randomUUID } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { chmod, mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 
-/** What identifies a cached token: the token endpoint, the client, the audience and the requested scope. */
+/**
+ * What identifies a cached token: the token endpoint, the client and a digest of its secret, the audience and the
+ * requested scope.
+ */
 export interface TokenCacheKey {
   oauthUrl: string;
   clientId: string;
+  /**
+   * `credentialDigest(clientSecret)`: a token is reused only by a caller holding the secret it was issued for, so a
+   * wrong or replaced secret is refused at once by the token endpoint instead of working until the cached token
+   * expires.
+   */
+  secretDigest: string;
   audience: string;
   /** The requested scope (space-separated), or "" when none was requested. */
   scope: string;
+}
+
+/**
+ * The digest of a client secret under which its tokens are cached. A one-way hash, so the cache file never holds the
+ * secret itself; the platform's secrets carry 256 bits of entropy, which no dictionary reaches.
+ */
+export function secretDigest(clientSecret: string): string {
+  return createHash("sha256").update("flowplane token cache\0").update(clientSecret).digest("base64url");
 }
 
 /** A token as the cache keeps it. */
@@ -29,7 +46,7 @@ export interface CachedToken {
 
 /** Serializes a cache key into the string under which it is stored. */
 export function tokenCacheKeyString(key: TokenCacheKey): string {
-  return JSON.stringify([key.oauthUrl, key.clientId, key.audience, key.scope]);
+  return JSON.stringify([key.oauthUrl, key.clientId, key.secretDigest, key.audience, key.scope]);
 }
 
 /** The default on-disk token cache: `~/.flowplane/tokens.json`. */

@@ -1,7 +1,13 @@
 import { decodeJwt } from "jose";
 import { OAuthClientError } from "./errors.js";
 import { type Clock, type HttpOptions, headerValue, parseJsonBody, sendWithRetry, systemClock } from "./http.js";
-import { type CachedToken, TokenCacheFile, type TokenCacheKey, tokenCacheKeyString } from "./token-cache.js";
+import {
+  type CachedToken,
+  secretDigest,
+  TokenCacheFile,
+  type TokenCacheKey,
+  tokenCacheKeyString,
+} from "./token-cache.js";
 
 /** Where and as whom to ask for tokens (the `SERVICE_*` client variables of the identity specification). */
 export interface ClientCredentials {
@@ -50,6 +56,7 @@ const defaultRefreshFraction = 0.1;
  */
 export class TokenProvider {
   private readonly credentials: ClientCredentials;
+  private readonly secretDigest: string;
   private readonly defaultAudience: string | undefined;
   private readonly cacheFile: TokenCacheFile | undefined;
   private readonly http: HttpOptions;
@@ -63,6 +70,7 @@ export class TokenProvider {
   /** Creates a provider for one client; nothing is requested until the first `getToken`. */
   constructor(options: TokenProviderOptions) {
     this.credentials = options.credentials;
+    this.secretDigest = secretDigest(options.credentials.clientSecret);
     this.defaultAudience = options.defaultAudience;
     this.cacheFile = options.cacheFile === undefined ? undefined : new TokenCacheFile(options.cacheFile);
     this.http = options.http ?? {};
@@ -84,6 +92,7 @@ export class TokenProvider {
     return {
       oauthUrl: this.credentials.oauthUrl,
       clientId: this.credentials.clientId,
+      secretDigest: this.secretDigest,
       audience,
       scope: request.scope ?? "",
     };

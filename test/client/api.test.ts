@@ -5,7 +5,7 @@ import { Type } from "typebox";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ApiTransport, pathSegment } from "../../src/client/api.js";
 import { ApiError, ClientConnectionError } from "../../src/client/errors.js";
-import { TokenCacheFile } from "../../src/client/token-cache.js";
+import { secretDigest, TokenCacheFile } from "../../src/client/token-cache.js";
 import { TokenProvider } from "../../src/client/token-provider.js";
 import { startTestPlatform, type TestPlatform } from "../support/platform.js";
 import { countingDispatcher, manualClock, scriptedServer, sendJson, unsignedJwt } from "./support.js";
@@ -49,7 +49,13 @@ describe("ApiTransport", () => {
     const oauthUrl = `${platform.url}/oauth/token`;
     const nowMs = Date.now();
     await new TokenCacheFile(cacheFile).write(
-      { oauthUrl, clientId: platform.adminClient.clientId, audience: "admin-api", scope: "" },
+      {
+        oauthUrl,
+        clientId: platform.adminClient.clientId,
+        secretDigest: secretDigest(platform.adminClient.clientSecret),
+        audience: "admin-api",
+        scope: "",
+      },
       {
         accessToken: "a.refused.token",
         tokenType: "Bearer",

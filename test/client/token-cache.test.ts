@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   type CachedToken,
   defaultTokenCacheFile,
+  secretDigest,
   TokenCacheFile,
   type TokenCacheKey,
 } from "../../src/client/token-cache.js";
@@ -22,7 +23,13 @@ afterAll(async () => {
 const nowMs = Date.parse("2026-01-01T00:00:00Z");
 
 function key(audience: string): TokenCacheKey {
-  return { oauthUrl: "http://127.0.0.1:8088/oauth/token", clientId: "client", audience, scope: "" };
+  return {
+    oauthUrl: "http://127.0.0.1:8088/oauth/token",
+    clientId: "client",
+    secretDigest: secretDigest("secret"),
+    audience,
+    scope: "",
+  };
 }
 
 function token(accessToken: string, expiresAtMs: number): CachedToken {

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { decodeJwt } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OAuthClientError } from "../../src/client/errors.js";
-import { TokenCacheFile } from "../../src/client/token-cache.js";
+import { secretDigest, TokenCacheFile } from "../../src/client/token-cache.js";
 import { type ClientCredentials, TokenProvider } from "../../src/client/token-provider.js";
 import { startTestPlatform } from "../support/platform.js";
 import { countingDispatcher, manualClock, scriptedServer, sendJson, unsignedJwt } from "./support.js";
@@ -124,9 +124,29 @@ describe("TokenProvider against a real platform", () => {
     await counter.close();
   });
 
+  it("reuses a cached token only for the secret it was issued to", async () => {
+    const cacheFile = join(temporaryDirectory, "secrets", "tokens.json");
+    const written = await new TokenProvider({ credentials, defaultAudience: "admin-api", cacheFile }).getToken();
+    expect(written.source).toBe("network");
+    const wrongSecret = new TokenProvider({
+      credentials: { ...credentials, clientSecret: "not-the-secret-of-this-client-at-all-0123" },
+      defaultAudience: "admin-api",
+      cacheFile,
+    });
+    await expect(wrongSecret.getToken()).rejects.toMatchObject({ status: 401, error: "invalid_client" });
+    const rightSecret = await new TokenProvider({ credentials, defaultAudience: "admin-api", cacheFile }).getToken();
+    expect(rightSecret).toMatchObject({ source: "disk", accessToken: written.accessToken });
+  });
+
   it("does not reuse a cached token past its refresh time", async () => {
     const cacheFile = join(temporaryDirectory, "stale.json");
-    const key = { oauthUrl: credentials.oauthUrl, clientId: credentials.clientId, audience: "admin-api", scope: "" };
+    const key = {
+      oauthUrl: credentials.oauthUrl,
+      clientId: credentials.clientId,
+      secretDigest: secretDigest(credentials.clientSecret),
+      audience: "admin-api",
+      scope: "",
+    };
     const nowMs = Date.now();
     await new TokenCacheFile(cacheFile).write(
       key,
