@@ -94,7 +94,10 @@ export function conflict(detail: string): ServiceError {
   return new ServiceError("conflict", detail);
 }
 
-/** Error codes of RFC 6749 §5.2 (plus `invalid_target` of RFC 8707 and `slow_down` for the rate limit). */
+/**
+ * Error codes of RFC 6749 §5.2, plus `invalid_target` of RFC 8707, `slow_down` for the rate limit, and
+ * `temporarily_unavailable` (RFC 6749 §4.1.2.1) for a server that cannot serve now but may soon.
+ */
 export type OAuthErrorCode =
   | "invalid_request"
   | "invalid_client"
@@ -104,6 +107,7 @@ export type OAuthErrorCode =
   | "invalid_scope"
   | "invalid_target"
   | "slow_down"
+  | "temporarily_unavailable"
   | "server_error";
 
 const oauthStatusByCode: Record<OAuthErrorCode, number> = {
@@ -115,6 +119,7 @@ const oauthStatusByCode: Record<OAuthErrorCode, number> = {
   invalid_scope: 400,
   invalid_target: 400,
   slow_down: 429,
+  temporarily_unavailable: 503,
   server_error: 500,
 };
 

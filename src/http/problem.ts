@@ -226,7 +226,11 @@ function sendOAuthError(error: unknown, request: FastifyRequest, reply: FastifyR
     oauth = error;
   } else {
     const typed = classifyError(error);
-    if (typed.status >= 500) {
+    if (typed.status === 503) {
+      // A dependency that cannot serve now (the database), not a defect: the client may retry when asked to.
+      request.log.warn({ code: typed.code, detail: typed.detail }, "token request not served");
+      oauth = new OAuthError("temporarily_unavailable", typed.detail, typed.headers);
+    } else if (typed.status >= 500) {
       request.log.error({ err: typed.cause ?? typed }, "token request failed");
       oauth = new OAuthError("server_error", "An unexpected error occurred.");
     } else {

@@ -38,7 +38,10 @@ export const problemSchema = Type.Object(
   { additionalProperties: true, description: "RFC 9457 problem document" },
 );
 
-/** Error responses shared by every authenticated JSON route, for the OpenAPI documents. */
+/**
+ * Error responses shared by every authenticated JSON route, for the OpenAPI documents. A 503 (with `Retry-After`)
+ * says a dependency cannot serve now: the platform's database, a cluster's leader, a full work queue.
+ */
 export const standardErrorResponses = {
   400: problemSchema,
   401: problemSchema,
@@ -46,4 +49,5 @@ export const standardErrorResponses = {
   404: problemSchema,
   413: problemSchema,
   415: problemSchema,
+  503: problemSchema,
 } as const;

@@ -58,6 +58,11 @@ export interface HttpServerOptions {
   trustProxy: boolean | AddressRangeSet;
   /** The request deadline and the connection limits (the `service.http` settings). */
   limits: HttpServerLimits;
+  /**
+   * Turns an error of a dependency the server's services use into the typed error it stands for (the platform's
+   * database that cannot serve now: a 503), or null to leave it to the catalogue's classification.
+   */
+  translateError?: (error: unknown) => ServiceError | null;
 }
 
 const sharedAjvOptions: AjvOptions = {
@@ -225,7 +230,10 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
       done(error as Error);
     }
   });
-  server.setErrorHandler((error, request, reply) => sendError(error, request, reply));
+  const translateError = options.translateError;
+  server.setErrorHandler((error, request, reply) =>
+    sendError(translateError === undefined ? error : (translateError(error) ?? error), request, reply),
+  );
 
   // Every registered route is mirrored into a second router so an unmatched request can be told apart:
   // a path that exists under another method is a 405, anything else a 404.

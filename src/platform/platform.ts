@@ -49,6 +49,7 @@ import { createModelerServices } from "./modeler/services.js";
 import { type ModelerWorkerTasks, modelerWorkerModule } from "./modeler/worker-tasks.js";
 import { LocalProvisioner, type LocalProvisionerOptions } from "./provisioner/local-provisioner.js";
 import { describeDatabase, openStore, type Store } from "./store/database.js";
+import { databaseUnavailable, databaseUnavailableReason } from "./store/unavailable.js";
 import { platformVersion } from "./version.js";
 import { defaultWorkerThreads, WorkerPool } from "./worker-pool.js";
 
@@ -178,6 +179,11 @@ export async function startPlatform(
     url: configuration.database.url,
     dataDirectory: configuration.dataDirectory,
     secrets: configuration.secrets,
+    onIdleConnectionError: (error) =>
+      logger.warn(
+        { reason: databaseUnavailableReason(error) ?? error.message.slice(0, 200) },
+        "a database connection was lost",
+      ),
   }).catch(async (error: unknown) => {
     await reserved?.release();
     throw error;
@@ -347,6 +353,7 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
         ? configuration.platform.trustProxy
         : parseTrustedProxies(configuration.platform.trustedProxies, "service.platform.trustedProxies"),
     limits: configuration.http,
+    translateError: databaseUnavailable,
   });
 
   server.get("/health", { schema: { hide: true } }, async () => {

@@ -111,7 +111,8 @@ export const issuerRoutes: FastifyPluginAsync<IssuerRoutesOptions> = async (inst
         summary: "Request an access token (client credentials grant)",
         description:
           "Client credentials in the body or as HTTP Basic (RFC 6749 §2.3.1), never both. Rate limited per source " +
-          "address; past the limit the answer is 429 with Retry-After and `slow_down`.",
+          "address; past the limit the answer is 429 with Retry-After and `slow_down`. When the platform's database " +
+          "cannot serve, 503 with Retry-After and `temporarily_unavailable`.",
         security: [],
         consumes: ["application/x-www-form-urlencoded", "application/json"],
         body: tokenRequestSchema,
@@ -120,6 +121,7 @@ export const issuerRoutes: FastifyPluginAsync<IssuerRoutesOptions> = async (inst
           400: oauthErrorSchema,
           401: oauthErrorSchema,
           429: oauthErrorSchema,
+          503: oauthErrorSchema,
         },
       },
       // Before the body is read, so malformed and oversized requests count against the limit too.

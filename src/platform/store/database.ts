@@ -8,6 +8,7 @@ import { holdsSealedValues, protectKeyMaterial, sealedKeyId } from "./key-materi
 import { migrationProvider } from "./migrations/index.js";
 import type { PlatformDatabase } from "./schema.js";
 import { SecretsBox } from "./secrets-box.js";
+import { withUnavailability } from "./unavailable.js";
 
 /** Which engine backs the store. */
 export type DatabaseKind = "sqlite" | "postgres";
@@ -33,11 +34,30 @@ export interface StoreOptions {
   /** Largest number of pooled PostgreSQL connections. */
   postgresPoolSize?: number;
   /**
+   * Longest a PostgreSQL statement may run, and a little longer the client waits for its answer (default 30 s):
+   * a request never waits forever on a server that stopped answering.
+   */
+  postgresStatementTimeoutMs?: number;
+  /**
+   * Told of an error on an idle pooled PostgreSQL connection (the server restarted or closed it); the pool drops
+   * that connection and opens another when needed.
+   */
+  onIdleConnectionError?: (error: Error) => void;
+  /**
    * The key-encryption key (`service.secrets.*`); by default none is configured and the key file
    * `<dataDirectory>/keys/secrets.key` is used, generated on the first start.
    */
   secrets?: KeyEncryptionKeySettings;
 }
+
+/** Default of `StoreOptions.postgresStatementTimeoutMs`. */
+const DEFAULT_POSTGRES_STATEMENT_TIMEOUT_MS = 30_000;
+
+/** Longest a request waits for a pooled PostgreSQL connection, or for a new one to be made. */
+const POSTGRES_CONNECT_TIMEOUT_MS = 5_000;
+
+/** How much longer than the statement timeout the client waits for an answer before it gives the connection up. */
+const POSTGRES_ANSWER_MARGIN_MS = 2_000;
 
 // PostgreSQL returns BIGINT as text to avoid precision loss; our BIGINT columns hold millisecond instants,
 // far below 2^53, so numbers are exact and keep both dialects answering the same types.
@@ -63,8 +83,21 @@ export async function openStore(options: StoreOptions): Promise<Store> {
   const { kind, location } = describeDatabase(options);
   let database: Kysely<PlatformDatabase>;
   if (kind === "postgres") {
-    const pool = new pg.Pool({ connectionString: options.url, max: options.postgresPoolSize ?? 10 });
-    database = new Kysely<PlatformDatabase>({ dialect: new PostgresDialect({ pool }) });
+    const statementTimeoutMs = options.postgresStatementTimeoutMs ?? DEFAULT_POSTGRES_STATEMENT_TIMEOUT_MS;
+    const pool = new pg.Pool({
+      connectionString: options.url,
+      max: options.postgresPoolSize ?? 10,
+      connectionTimeoutMillis: POSTGRES_CONNECT_TIMEOUT_MS,
+      // The server ends a statement that runs too long; the client gives up on a server that does not answer at all
+      // (stopped, or gone without closing the connection), which TCP keep-alive also finds on an idle connection.
+      statement_timeout: statementTimeoutMs,
+      query_timeout: statementTimeoutMs + POSTGRES_ANSWER_MARGIN_MS,
+      keepAlive: true,
+    });
+    // Without a listener, an idle connection the server closes (a restart, an administrator) would be an uncaught
+    // error that ends the process; the pool drops that connection by itself.
+    pool.on("error", (error) => options.onIdleConnectionError?.(error));
+    database = new Kysely<PlatformDatabase>({ dialect: withUnavailability(new PostgresDialect({ pool })) });
   } else {
     createPrivateDirectory(dirname(location));
     // SQLite creates its write-ahead log and shared-memory files with the database file's mode, so a 0600 database
@@ -80,7 +113,9 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     sqlite.pragma("synchronous = NORMAL");
     sqlite.pragma("foreign_keys = ON");
     sqlite.pragma("busy_timeout = 5000");
-    database = new Kysely<PlatformDatabase>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
+    database = new Kysely<PlatformDatabase>({
+      dialect: withUnavailability(new SqliteDialect({ database: withStatementCache(sqlite) })),
+    });
   }
   try {
     await migrate(database);

@@ -90,7 +90,7 @@ export function fileRoutes(server: HttpServer, services: ModelerServices, option
           },
           { additionalProperties: false },
         ),
-        response: { 200: fileMetadataSchema, 503: problemSchema, ...standardErrorResponses },
+        response: { 200: fileMetadataSchema, ...standardErrorResponses },
       },
     },
     async (request) => {
@@ -135,7 +135,7 @@ export function fileRoutes(server: HttpServer, services: ModelerServices, option
           },
           { additionalProperties: false },
         ),
-        response: { 200: fileMetadataSchema, 409: problemSchema, 503: problemSchema, ...standardErrorResponses },
+        response: { 200: fileMetadataSchema, 409: problemSchema, ...standardErrorResponses },
       },
     },
     async (request) => {
