@@ -15,6 +15,11 @@ export interface TcpProxy {
   freeze(): void;
   /** Forwards again, including what arrived while frozen. */
   thaw(): void;
+  /**
+   * Leaves the connections open now open but silent for good (what is sent on them is dropped), while new ones are
+   * forwarded: a network path that went dead without closing anything, and a server reachable again.
+   */
+  silenceExisting(): void;
   close(): Promise<void>;
 }
 
@@ -22,6 +27,7 @@ interface Pair {
   readonly client: Socket;
   readonly upstream: Socket;
   readonly held: { toUpstream: Buffer[]; toClient: Buffer[] };
+  silenced: boolean;
 }
 
 /** Starts a proxy forwarding to `targetHost:targetPort`. */
@@ -31,10 +37,18 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
 
   const accept = (client: Socket): void => {
     const upstream = tcpConnect(targetPort, targetHost);
-    const pair: Pair = { client, upstream, held: { toUpstream: [], toClient: [] } };
+    const pair: Pair = { client, upstream, held: { toUpstream: [], toClient: [] }, silenced: false };
     pairs.add(pair);
-    client.on("data", (chunk: Buffer) => (frozen ? pair.held.toUpstream.push(chunk) : upstream.write(chunk)));
-    upstream.on("data", (chunk: Buffer) => (frozen ? pair.held.toClient.push(chunk) : client.write(chunk)));
+    client.on("data", (chunk: Buffer) => {
+      if (pair.silenced) return;
+      if (frozen) pair.held.toUpstream.push(chunk);
+      else upstream.write(chunk);
+    });
+    upstream.on("data", (chunk: Buffer) => {
+      if (pair.silenced) return;
+      if (frozen) pair.held.toClient.push(chunk);
+      else client.write(chunk);
+    });
     const end = (): void => {
       pairs.delete(pair);
       client.destroy();
@@ -80,6 +94,9 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
         for (const chunk of pair.held.toUpstream.splice(0)) pair.upstream.write(chunk);
         for (const chunk of pair.held.toClient.splice(0)) pair.client.write(chunk);
       }
+    },
+    silenceExisting() {
+      for (const pair of pairs) pair.silenced = true;
     },
     async close() {
       frozen = false;

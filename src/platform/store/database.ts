@@ -1,11 +1,11 @@
 import { dirname, resolve } from "node:path";
 import SqliteDatabase from "better-sqlite3";
 import { Kysely, Migrator, PostgresDialect, SqliteAdapter, SqliteDialect, sql } from "kysely";
-import pg from "pg";
 import { createPrivateDirectory, ownPrivateFile, restrictFileIfPresent } from "../../files/private-files.js";
 import { type KeyEncryptionKeySettings, resolveKeyEncryptionKey } from "./key-encryption-key.js";
 import { holdsSealedValues, protectKeyMaterial, sealedKeyId } from "./key-material.js";
 import { migrationProvider } from "./migrations/index.js";
+import { createPostgresPool, DEFAULT_POSTGRES_STATEMENT_TIMEOUT_MS } from "./postgres-pool.js";
 import type { PlatformDatabase } from "./schema.js";
 import { SecretsBox } from "./secrets-box.js";
 import { withUnavailability } from "./unavailable.js";
@@ -50,19 +50,6 @@ export interface StoreOptions {
   secrets?: KeyEncryptionKeySettings;
 }
 
-/** Default of `StoreOptions.postgresStatementTimeoutMs`. */
-const DEFAULT_POSTGRES_STATEMENT_TIMEOUT_MS = 30_000;
-
-/** Longest a request waits for a pooled PostgreSQL connection, or for a new one to be made. */
-const POSTGRES_CONNECT_TIMEOUT_MS = 5_000;
-
-/** How much longer than the statement timeout the client waits for an answer before it gives the connection up. */
-const POSTGRES_ANSWER_MARGIN_MS = 2_000;
-
-// PostgreSQL returns BIGINT as text to avoid precision loss; our BIGINT columns hold millisecond instants,
-// far below 2^53, so numbers are exact and keep both dialects answering the same types.
-pg.types.setTypeParser(pg.types.builtins.INT8, (text) => Number(text));
-
 /** Resolves the configured URL to the engine and its location. */
 export function describeDatabase(options: StoreOptions): { kind: DatabaseKind; location: string } {
   if (/^postgres(ql)?:\/\//.test(options.url)) {
@@ -83,20 +70,12 @@ export async function openStore(options: StoreOptions): Promise<Store> {
   const { kind, location } = describeDatabase(options);
   let database: Kysely<PlatformDatabase>;
   if (kind === "postgres") {
-    const statementTimeoutMs = options.postgresStatementTimeoutMs ?? DEFAULT_POSTGRES_STATEMENT_TIMEOUT_MS;
-    const pool = new pg.Pool({
-      connectionString: options.url,
-      max: options.postgresPoolSize ?? 10,
-      connectionTimeoutMillis: POSTGRES_CONNECT_TIMEOUT_MS,
-      // The server ends a statement that runs too long; the client gives up on a server that does not answer at all
-      // (stopped, or gone without closing the connection), which TCP keep-alive also finds on an idle connection.
-      statement_timeout: statementTimeoutMs,
-      query_timeout: statementTimeoutMs + POSTGRES_ANSWER_MARGIN_MS,
-      keepAlive: true,
+    const pool = createPostgresPool({
+      url: options.url,
+      size: options.postgresPoolSize ?? 10,
+      statementTimeoutMs: options.postgresStatementTimeoutMs ?? DEFAULT_POSTGRES_STATEMENT_TIMEOUT_MS,
+      onIdleConnectionError: (error) => options.onIdleConnectionError?.(error),
     });
-    // Without a listener, an idle connection the server closes (a restart, an administrator) would be an uncaught
-    // error that ends the process; the pool drops that connection by itself.
-    pool.on("error", (error) => options.onIdleConnectionError?.(error));
     database = new Kysely<PlatformDatabase>({ dialect: withUnavailability(new PostgresDialect({ pool })) });
   } else {
     createPrivateDirectory(dirname(location));

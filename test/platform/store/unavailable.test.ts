@@ -163,6 +163,18 @@ describe.runIf(databaseKinds.includes("postgres"))("a PostgreSQL server that goe
     expect((await sql<{ one: number }>`SELECT 1 AS one`.execute(store.database)).rows).toEqual([{ one: 1 }]);
   });
 
+  it("a connection that went silent is closed after its timeout, so the next query does not wait on it", async () => {
+    const { database, proxy, url } = await proxiedDatabase();
+    const store = await openProxiedStore(url, database.dataDirectory, { statementTimeoutMs: 500 });
+    await sql`SELECT 1`.execute(store.database);
+    proxy.silenceExisting();
+    await expect(sql`SELECT 1`.execute(store.database)).rejects.toBeInstanceOf(DatabaseUnavailableError);
+    // The pooled connection would answer nothing ever again; a new one is opened instead of waiting on it again.
+    const startedMs = Date.now();
+    expect((await sql<{ one: number }>`SELECT 1 AS one`.execute(store.database)).rows).toEqual([{ one: 1 }]);
+    expect(Date.now() - startedMs).toBeLessThan(2_000);
+  });
+
   it("requests are answered 503 while it is away, and served again once it is back, without a restart", async () => {
     const { proxy, url } = await proxiedDatabase();
     const platform = await startTestPlatform({ "service.database.url": url });
