@@ -182,6 +182,14 @@ export const configurationSchema = Type.Object(
           default: "",
           description: "Empty: SQLite file <dataDirectory>/platform.sqlite. postgres://… selects PostgreSQL.",
         }),
+        statementTimeoutMs: Type.Integer({
+          default: 30_000,
+          minimum: 100,
+          maximum: 3_600_000,
+          description:
+            "PostgreSQL only: longest a statement may run; the platform waits 2 s longer for an answer, then " +
+            "answers the request 503 and closes the connection. Bounds what a stopped or unreachable server can hold.",
+        }),
       },
       { additionalProperties: false, default: {} },
     ),

@@ -179,6 +179,7 @@ export async function startPlatform(
     url: configuration.database.url,
     dataDirectory: configuration.dataDirectory,
     secrets: configuration.secrets,
+    postgresStatementTimeoutMs: configuration.database.statementTimeoutMs,
     onIdleConnectionError: (error) =>
       logger.warn(
         { reason: databaseUnavailableReason(error) ?? error.message.slice(0, 200) },
@@ -424,7 +425,7 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
     clock: systemClock,
     logger,
   });
-  const activity = new ActivityService(store.database);
+  const activity = new ActivityService(store.database, () => new Date(), logger);
   const organizationClients = new OrganizationClientService({
     clients: issuer.clients,
     ...clusterAccess,
@@ -481,6 +482,8 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
   await backups.failInterruptedRestores();
   backups.startScheduler();
   server.addHook("onClose", async () => await backups.close());
+  // After the server stopped answering: the entries of its last changes are written (or logged as lost) first.
+  server.addHook("onClose", async () => await activity.close());
   // The clusters service builds each cluster's whole policy from the resources keeping its parts, shows its
   // allowlist, and has their data removed with the cluster.
   clusters.accessPolicyBuilder = async (cluster) => ({

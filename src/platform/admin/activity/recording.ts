@@ -65,7 +65,8 @@ export function installActivityRecording(server: FastifyInstance, activity: Acti
       throw new Error(`invariant violated: ${request.method} ${request.routeOptions.url} recorded no entity id`);
     }
     const { organizationId, clientId } = principalOf(request);
-    await activity.record({
+    // Answered as the success it was even when the database cannot take the entry now (it is written later).
+    await activity.recordEventually({
       organizationId,
       entity: declaration.entity,
       entityId,

@@ -1,5 +1,7 @@
 import type { Kysely } from "kysely";
+import type { Logger } from "pino";
 import type { PlatformDatabase } from "../../store/schema.js";
+import { DatabaseUnavailableError } from "../../store/unavailable.js";
 
 /** What a change did: created, read, updated or deleted. */
 export type AuditType = "c" | "r" | "u" | "d";
@@ -46,15 +48,120 @@ export interface ActivityQuery {
   since?: Date;
 }
 
+/** Most entries `recordEventually` keeps in memory while the database cannot take them. */
+export const maxPendingActivityEntries = 10_000;
+
+/** First and longest wait before entries the database refused are written again. */
+const retryDelayMs = { first: 1_000, longest: 30_000 } as const;
+
+/** An entry waiting for the database, with the time of its change. */
+interface PendingEntry {
+  readonly change: ActivityRecord;
+  readonly recordedAt: Date;
+}
+
 /** Records the changes made through the Administration API and reads them back per organization. */
 export class ActivityService {
+  private readonly pending: PendingEntry[] = [];
+  private retryTimer: NodeJS.Timeout | undefined;
+  private retryDelayMs: number = retryDelayMs.first;
+  private lostEntries = 0;
+
   constructor(
     private readonly database: Kysely<PlatformDatabase>,
     private readonly now: () => Date = () => new Date(),
+    /** Told of entries kept for later and of entries lost; silent when absent. */
+    private readonly logger?: Logger,
   ) {}
 
-  /** Records one change; call it once the change has succeeded. */
-  async record(change: ActivityRecord): Promise<void> {
+  /** Entries waiting for the database to take them (see `recordEventually`). */
+  get pendingCount(): number {
+    return this.pending.length;
+  }
+
+  /**
+   * Records one change that has already been made (committed). When the database cannot take the entry now, the
+   * entry is kept in memory, with its time, and written again in the background until it lands: the change must
+   * still be answered as the success it was, since a client told "unavailable" would make it again (and a created
+   * client's secret, shown only in that answer, would be lost). Other errors are thrown.
+   */
+  async recordEventually(change: ActivityRecord): Promise<void> {
+    const recordedAt = this.now();
+    try {
+      await this.record(change, recordedAt);
+    } catch (error) {
+      if (!(error instanceof DatabaseUnavailableError)) throw error;
+      this.keepForLater({ change, recordedAt }, error.reason);
+    }
+  }
+
+  private keepForLater(entry: PendingEntry, reason: string): void {
+    if (this.pending.length >= maxPendingActivityEntries) {
+      this.lostEntries += 1;
+      this.logger?.error(
+        { entity: entry.change.entity, entityId: entry.change.entityId, lostEntries: this.lostEntries },
+        `an activity entry is lost: the database cannot take entries (${reason}) and ${maxPendingActivityEntries} wait already`,
+      );
+      return;
+    }
+    this.pending.push(entry);
+    this.logger?.warn(
+      { reason, pendingEntries: this.pending.length },
+      "the database cannot take an activity entry now; it is kept and written again later",
+    );
+    this.scheduleRetry();
+  }
+
+  private scheduleRetry(): void {
+    if (this.retryTimer !== undefined) return;
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
+      void this.writePending();
+    }, this.retryDelayMs);
+    this.retryTimer.unref();
+  }
+
+  /** Writes the waiting entries in order; stops at the first the database still refuses, and tries again later. */
+  private async writePending(): Promise<void> {
+    while (this.pending.length > 0) {
+      const entry = this.pending[0] as PendingEntry;
+      try {
+        await this.record(entry.change, entry.recordedAt);
+      } catch (error) {
+        if (!(error instanceof DatabaseUnavailableError)) {
+          this.pending.shift();
+          this.logger?.error({ err: error, entity: entry.change.entity }, "an activity entry could not be written");
+          continue;
+        }
+        this.retryDelayMs = Math.min(this.retryDelayMs * 2, retryDelayMs.longest);
+        this.scheduleRetry();
+        return;
+      }
+      this.pending.shift();
+    }
+    this.retryDelayMs = retryDelayMs.first;
+    this.logger?.info("the activity entries kept while the database could not take them are written");
+  }
+
+  /** Writes what waits one last time, then stops retrying; entries still refused are logged as lost. */
+  async close(): Promise<void> {
+    clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+    if (this.pending.length === 0) return;
+    await this.writePending();
+    clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+    if (this.pending.length > 0) {
+      this.logger?.error(
+        { lostEntries: this.pending.length },
+        "activity entries are lost: the database could not take them before the platform stopped",
+      );
+      this.pending.length = 0;
+    }
+  }
+
+  /** Records one change at `recordedAt` (now by default); call it once the change has succeeded. */
+  async record(change: ActivityRecord, recordedAt: Date = this.now()): Promise<void> {
     for (const [field, value] of [
       ["entity", change.entity],
       ["entityId", change.entityId],
@@ -73,7 +180,7 @@ export class ActivityService {
         entity: change.entity,
         entity_id: change.entityId,
         user_id: change.userId,
-        recorded_at: this.now().toISOString(),
+        recorded_at: recordedAt.toISOString(),
       })
       .execute();
   }

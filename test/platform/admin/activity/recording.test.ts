@@ -1,8 +1,11 @@
 import { randomUUID } from "node:crypto";
 import Fastify from "fastify";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { installActivityRecording } from "../../../../src/platform/admin/activity/recording.js";
 import type { ActivityService } from "../../../../src/platform/admin/activity/service.js";
+import { createTestDatabase, databaseKinds } from "../../../support/databases.js";
+import { callWithToken } from "../../../support/http.js";
 import { startTestPlatform, type TestPlatform } from "../../../support/platform.js";
 import { requestToken } from "../../../support/tokens.js";
 import { type ClusterAccessFixture, createClusterAccessFixture } from "../cluster-access-support.js";
@@ -86,5 +89,45 @@ describe("activity recording", () => {
       const everything = await (await call("GET", "/activity/csv?limit=1000")).text();
       expect(everything).not.toContain(password);
     });
+  });
+});
+
+describe.runIf(databaseKinds.includes("postgres"))("activity recording while the database cannot take entries", () => {
+  it("answers the committed change as the success it was, and writes its entry once the database takes it", async () => {
+    const database = await createTestDatabase("postgres");
+    const platform = await startTestPlatform({
+      "service.database.url": database.url,
+      "service.database.statementTimeoutMs": 500,
+    });
+    const locker = new pg.Client({ connectionString: database.url });
+    try {
+      const token = await requestToken(platform, platform.adminClient, "admin-api");
+      await locker.connect();
+      // Another session holds the activity table: the client is created, then its entry cannot be written.
+      await locker.query("BEGIN");
+      await locker.query("LOCK TABLE activity IN ACCESS EXCLUSIVE MODE");
+      const created = await callWithToken(platform.url, token, "POST", "/admin/clients", {
+        name: "created while the activity table was locked",
+        scopes: ["members"],
+      });
+      expect(created.status).toBe(200);
+      const { clientId, clientSecret } = (await created.json()) as { clientId: string; clientSecret: string };
+      expect(clientSecret).toEqual(expect.any(String));
+      await locker.query("ROLLBACK");
+
+      await expect
+        .poll(
+          async () => {
+            const answer = await callWithToken(platform.url, token, "GET", "/admin/activity/json");
+            return ((await answer.json()) as Entry[]).filter((entry) => entry.entityId === clientId);
+          },
+          { timeout: 10_000, interval: 200 },
+        )
+        .toEqual([expect.objectContaining({ entity: "organization-client", auditType: "c" })]);
+    } finally {
+      await locker.end().catch(() => undefined);
+      await platform.close();
+      await database.drop();
+    }
   });
 });
