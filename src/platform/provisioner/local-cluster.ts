@@ -287,7 +287,13 @@ function setSetting(environment: Record<string, string | undefined>, key: string
 }
 
 /** Settings only the platform reads that carry secrets: children never inherit them. */
-const platformSecretSettings = ["service.secrets.key", "service.bootstrap.clientSecret", "service.database.url"];
+const platformSecretSettings = ["service.secrets.key", "service.database.url"];
+
+/**
+ * Settings of the platform's first start (the administration client), removed whole: children check that the
+ * client's id and secret come together, so a child given the id without the secret would refuse to start.
+ */
+const platformBootstrapPrefix = "service.bootstrap.";
 
 /** Removes every spelling of a setting from a child's environment. */
 function removeSetting(environment: Record<string, string | undefined>, key: string): void {
@@ -862,6 +868,9 @@ function localChildEnvironment(context: BrokerSettingsContext): Record<string, s
   const environment: Record<string, string | undefined> = { ...context.baseEnvironment };
   // The platform's secrets are no business of brokers and gateways, which would only widen who can read them.
   for (const key of platformSecretSettings) removeSetting(environment, key);
+  for (const leaf of configurationLeaves()) {
+    if (leaf.key.startsWith(platformBootstrapPrefix)) removeSetting(environment, leaf.key);
+  }
   setSetting(environment, "service.log.level", context.logLevel);
   removeSetting(environment, "service.cluster.secret");
   setSetting(environment, "service.cluster.secretFile", context.clusterSecretFile);

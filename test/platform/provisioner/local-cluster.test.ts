@@ -166,6 +166,8 @@ describe("startLocalCluster", () => {
         // The platform's secrets, which no child may inherit.
         SERVICE_SECRETS_KEY: "a-key-encryption-key",
         SERVICE_BOOTSTRAP_CLIENTSECRET: "a-bootstrap-secret",
+        // Nor the preset administration client's id: a child given it without the secret refuses to start.
+        SERVICE_BOOTSTRAP_CLIENT_ID: "preset-administration-client",
         SERVICE_DATABASE_URL: "postgres://flowplane:password@db/flowplane",
       },
       command: { entry: fakeCli, nodeArguments: [] },
@@ -214,7 +216,7 @@ describe("startLocalCluster", () => {
       expect(existsSync(join(dataDirectory, "cluster", "logs", "gateway.log"))).toBe(true);
       for (const child of [broker1, gateway]) {
         // The platform's secrets are not passed on; the cluster secret's file path is the one expected exception.
-        expect(Object.keys(child).filter((name) => /SECRET|DATABASE/.test(name))).toEqual([
+        expect(Object.keys(child).filter((name) => /SECRET|DATABASE|BOOTSTRAP/.test(name))).toEqual([
           "SERVICE_CLUSTER_SECRET_FILE",
         ]);
       }
