@@ -50,6 +50,12 @@ export interface StoreOptions {
   secrets?: KeyEncryptionKeySettings;
 }
 
+/** How long a SQLite statement waits for a lock another process holds before the request is answered 503. */
+export const SQLITE_LOCK_WAIT_MS = 5_000;
+
+/** How long SQLite's own busy handler waits, blocking the thread: only a brief hold-up is absorbed there. */
+const SQLITE_BUSY_HANDLER_MS = 10;
+
 /** Resolves the configured URL to the engine and its location. */
 export function describeDatabase(options: StoreOptions): { kind: DatabaseKind; location: string } {
   if (/^postgres(ql)?:\/\//.test(options.url)) {
@@ -76,7 +82,9 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       statementTimeoutMs: options.postgresStatementTimeoutMs ?? DEFAULT_POSTGRES_STATEMENT_TIMEOUT_MS,
       onIdleConnectionError: (error) => options.onIdleConnectionError?.(error),
     });
-    database = new Kysely<PlatformDatabase>({ dialect: withUnavailability(new PostgresDialect({ pool })) });
+    database = new Kysely<PlatformDatabase>({
+      dialect: withUnavailability(new PostgresDialect({ pool }), { retryWhileLockedMs: 0 }),
+    });
   } else {
     createPrivateDirectory(dirname(location));
     // SQLite creates its write-ahead log and shared-memory files with the database file's mode, so a 0600 database
@@ -91,9 +99,13 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     sqlite.pragma("journal_mode = WAL");
     sqlite.pragma("synchronous = NORMAL");
     sqlite.pragma("foreign_keys = ON");
-    sqlite.pragma("busy_timeout = 5000");
+    // A lock held by another process is waited for on timers (`SQLITE_LOCK_WAIT_MS`, see unavailable.ts), not in
+    // SQLite's busy handler, which would block the thread and with it every other request.
+    sqlite.pragma(`busy_timeout = ${SQLITE_BUSY_HANDLER_MS}`);
     database = new Kysely<PlatformDatabase>({
-      dialect: withUnavailability(new SqliteDialect({ database: withStatementCache(sqlite) })),
+      dialect: withUnavailability(new SqliteDialect({ database: withStatementCache(sqlite) }), {
+        retryWhileLockedMs: SQLITE_LOCK_WAIT_MS,
+      }),
     });
   }
   try {

@@ -110,25 +110,62 @@ async function classifying<T>(work: () => Promise<T>): Promise<T> {
   }
 }
 
+/** Options of `withUnavailability`. */
+export interface UnavailabilityOptions {
+  /**
+   * How long a statement refused because another process holds the database's lock (SQLite's `SQLITE_BUSY`) is
+   * tried again, on timers, before it counts as unavailable; 0: not at all. SQLite's own busy timeout waits with
+   * the thread blocked, which would stop every other request of the process meanwhile.
+   */
+  retryWhileLockedMs: number;
+}
+
+/** First and longest pause between two tries of a statement refused by another process's lock. */
+const lockedRetryDelayMs = { first: 2, longest: 100 } as const;
+
+/** Whether a statement failed because another process holds the lock it needs, and may succeed as it is later. */
+function lockedByAnotherProcess(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  // SQLITE_BUSY_SNAPSHOT is left out: the transaction read a state another writer has changed since, so the same
+  // statement can never succeed in it.
+  return code === "SQLITE_BUSY" || code === "SQLITE_BUSY_RECOVERY" || code === "SQLITE_BUSY_TIMEOUT";
+}
+
 /**
  * `dialect` with its driver's errors classified: those that say the database cannot serve now become
  * `DatabaseUnavailableError`s. Connections handed out are wrappers; the driver gets its own ones back.
  */
-export function withUnavailability(dialect: Dialect): Dialect {
+export function withUnavailability(dialect: Dialect, options: UnavailabilityOptions): Dialect {
   return {
     createAdapter: () => dialect.createAdapter(),
     createQueryCompiler: () => dialect.createQueryCompiler(),
     createIntrospector: (database) => dialect.createIntrospector(database),
-    createDriver: () => new ClassifyingDriver(dialect.createDriver()),
+    createDriver: () => new ClassifyingDriver(dialect.createDriver(), options),
   };
 }
 
 /** A connection whose queries' errors are classified. */
 class ClassifyingConnection implements DatabaseConnection {
-  constructor(readonly inner: DatabaseConnection) {}
+  constructor(
+    readonly inner: DatabaseConnection,
+    private readonly options: UnavailabilityOptions,
+  ) {}
 
-  executeQuery<R>(compiledQuery: CompiledQuery): Promise<QueryResult<R>> {
-    return classifying(() => this.inner.executeQuery<R>(compiledQuery));
+  async executeQuery<R>(compiledQuery: CompiledQuery): Promise<QueryResult<R>> {
+    // A statement refused for a lock did nothing (SQLite statements are atomic), so it may be run again as it is.
+    const deadlineMs = Date.now() + this.options.retryWhileLockedMs;
+    for (
+      let delayMs: number = lockedRetryDelayMs.first;
+      ;
+      delayMs = Math.min(delayMs * 2, lockedRetryDelayMs.longest)
+    ) {
+      try {
+        return await this.inner.executeQuery<R>(compiledQuery);
+      } catch (error) {
+        if (!lockedByAnotherProcess(error) || Date.now() + delayMs > deadlineMs) throw classified(error);
+      }
+      await new Promise((resolve) => setTimeout(resolve, delayMs));
+    }
   }
 
   async *streamQuery<R>(compiledQuery: CompiledQuery, chunkSize?: number): AsyncIterableIterator<QueryResult<R>> {
@@ -149,14 +186,17 @@ function innerOf(connection: DatabaseConnection): DatabaseConnection {
 
 /** A driver whose errors are classified (see `withUnavailability`). */
 class ClassifyingDriver implements Driver {
-  constructor(private readonly inner: Driver) {}
+  constructor(
+    private readonly inner: Driver,
+    private readonly options: UnavailabilityOptions,
+  ) {}
 
   init(): Promise<void> {
     return classifying(() => this.inner.init());
   }
 
   async acquireConnection(): Promise<DatabaseConnection> {
-    return new ClassifyingConnection(await classifying(() => this.inner.acquireConnection()));
+    return new ClassifyingConnection(await classifying(() => this.inner.acquireConnection()), this.options);
   }
 
   beginTransaction(connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
