@@ -17,6 +17,7 @@ import type {
   QueryResult,
   TransactionSettings,
 } from "kysely";
+import type { Logger } from "pino";
 import { ServiceError } from "../../http/errors.js";
 
 /** Seconds a client is asked to wait before it retries a request the database could not serve. */
@@ -254,4 +255,14 @@ export function databaseUnavailable(error: unknown): ServiceError | null {
     `The platform's database cannot serve the request now: ${error.reason}. Retry later.`,
     { headers: { "retry-after": String(DATABASE_RETRY_AFTER_SECONDS) }, cause: error },
   );
+}
+
+/**
+ * Logs the failure of work the platform does on its own (a health poll, a schedule): one warning naming the reason
+ * when the database cannot serve now, which is expected to pass and repeats at every round, else the error with its
+ * stack.
+ */
+export function logBackgroundFailure(logger: Logger, error: unknown, fields: Record<string, unknown>, message: string) {
+  if (error instanceof DatabaseUnavailableError) logger.warn({ ...fields, reason: error.reason }, message);
+  else logger.error({ ...fields, err: error }, message);
 }

@@ -1,11 +1,13 @@
 import SqliteDatabase from "better-sqlite3";
 import { sql } from "kysely";
+import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { openStore, type Store } from "../../../src/platform/store/database.js";
 import {
   DatabaseUnavailableError,
   databaseUnavailable,
   databaseUnavailableReason,
+  logBackgroundFailure,
 } from "../../../src/platform/store/unavailable.js";
 import {
   createTestDatabase,
@@ -70,7 +72,25 @@ describe("which driver errors say the database cannot serve now", () => {
   });
 });
 
-describe("a SQLite database locked by another writer", () => {
+describe("background work that meets a database that cannot serve", () => {
+  it("logs one warning with the reason, and any other failure as an error with its stack", () => {
+    const lines: { level: number; reason?: string; err?: { stack?: string } }[] = [];
+    const logger = pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) });
+    const away = new DatabaseUnavailableError("the database cannot be reached", { cause: new Error("refused") });
+    logBackgroundFailure(logger, away, { clusterId: "c" }, "could not poll a cluster's health");
+    logBackgroundFailure(logger, new TypeError("a defect"), {}, "could not poll a cluster's health");
+    expect(lines).toEqual([
+      expect.objectContaining({ level: 40, reason: "the database cannot be reached", clusterId: "c" }),
+      expect.objectContaining({
+        level: 50,
+        err: expect.objectContaining({ stack: expect.stringMatching(/a defect/) }),
+      }),
+    ]);
+    expect(lines[0]).not.toHaveProperty("err");
+  });
+});
+
+describe("a SQLite database locked by another process", () => {
   it("is waited for 5 s without holding up the process, then answered 503 on the API and the token endpoint", async () => {
     const platform = await startTestPlatform();
     cleanups.push(() => platform.close());

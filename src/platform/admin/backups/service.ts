@@ -34,6 +34,7 @@ import { MAX_INT64, parseNonNegativeInt64 } from "../../../json/int64.js";
 import type { RestoreTarget } from "../../provisioner/provisioner.js";
 import { makeCommitsDurable } from "../../store/database.js";
 import type { PlatformDatabase } from "../../store/schema.js";
+import { logBackgroundFailure } from "../../store/unavailable.js";
 import type { ActivityService } from "../activity/service.js";
 import { type ClusterDirectory, type ClusterSummary, requireCluster } from "../cluster-directory.js";
 import { CronSyntaxError, nextRun, parseCron, shortestIntervalMinutes } from "./cron.js";
@@ -456,7 +457,9 @@ export class BackupService {
     this.scheduleTimer = setInterval(() => {
       if (this.scheduleCheck !== undefined) return;
       this.scheduleCheck = this.runDueSchedules()
-        .catch((error: unknown) => this.options.logger.error({ err: error }, "could not check the backup schedules"))
+        .catch((error: unknown) =>
+          logBackgroundFailure(this.options.logger, error, {}, "could not check the backup schedules"),
+        )
         .finally(() => {
           this.scheduleCheck = undefined;
         });

@@ -17,6 +17,7 @@ import type {
   RestoreTarget,
 } from "../../provisioner/provisioner.js";
 import type { ClusterTable, PlatformDatabase } from "../../store/schema.js";
+import { logBackgroundFailure } from "../../store/unavailable.js";
 import { ActivityService } from "../activity/service.js";
 import type { ClusterDirectory, ClusterLinks, ClusterSummary } from "../cluster-directory.js";
 import { channels, defaultPlanType, type Generation, localRegion, planTypes, regions } from "./parameters.js";
@@ -527,7 +528,9 @@ export class ClusterService implements ClusterDirectory {
     this.healthTimer = setInterval(() => {
       if (this.polling !== undefined) return;
       this.polling = this.pollHealth()
-        .catch((error: unknown) => this.options.logger.error({ err: error }, "cluster health polling failed"))
+        .catch((error: unknown) =>
+          logBackgroundFailure(this.options.logger, error, {}, "cluster health polling failed"),
+        )
         .finally(() => {
           this.polling = undefined;
         });
@@ -547,7 +550,7 @@ export class ClusterService implements ClusterDirectory {
     await Promise.all(
       rows.map((row) =>
         this.pollCluster(provisioner, row).catch((error: unknown) =>
-          this.options.logger.error({ err: error, clusterId: row.id }, "could not poll a cluster's health"),
+          logBackgroundFailure(this.options.logger, error, { clusterId: row.id }, "could not poll a cluster's health"),
         ),
       ),
     );
