@@ -80,3 +80,18 @@ export async function requestToken(
   }
   return body.access_token;
 }
+
+/** Asks the platform for an administration token the way a client application does: the answer's status, body and `Retry-After`. */
+export async function tokenEndpointAnswer(platform: Pick<TestPlatform, "url" | "adminClient">) {
+  const response = await fetch(`${platform.url}/oauth/token`, {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams({
+      grant_type: "client_credentials",
+      audience: "admin-api",
+      client_id: platform.adminClient.clientId,
+      client_secret: platform.adminClient.clientSecret,
+    }),
+  });
+  return { status: response.status, body: await response.json(), retryAfter: response.headers.get("retry-after") };
+}

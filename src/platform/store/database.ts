@@ -2,13 +2,13 @@ import { dirname, resolve } from "node:path";
 import SqliteDatabase from "better-sqlite3";
 import { Kysely, Migrator, PostgresDialect, SqliteAdapter, SqliteDialect, sql } from "kysely";
 import { createPrivateDirectory, ownPrivateFile, restrictFileIfPresent } from "../../files/private-files.js";
+import { classifyingDialect } from "./classifying-dialect.js";
 import { type KeyEncryptionKeySettings, resolveKeyEncryptionKey } from "./key-encryption-key.js";
 import { holdsSealedValues, protectKeyMaterial, sealedKeyId } from "./key-material.js";
 import { migrationProvider } from "./migrations/index.js";
 import { createPostgresPool, DEFAULT_POSTGRES_STATEMENT_TIMEOUT_MS } from "./postgres-pool.js";
 import type { PlatformDatabase } from "./schema.js";
 import { SecretsBox } from "./secrets-box.js";
-import { withUnavailability } from "./unavailable.js";
 
 /** Which engine backs the store. */
 export type DatabaseKind = "sqlite" | "postgres";
@@ -83,7 +83,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       onIdleConnectionError: (error) => options.onIdleConnectionError?.(error),
     });
     database = new Kysely<PlatformDatabase>({
-      dialect: withUnavailability(new PostgresDialect({ pool }), { retryWhileLockedMs: 0 }),
+      dialect: classifyingDialect(new PostgresDialect({ pool }), { retryWhileLockedMs: 0 }),
     });
   } else {
     createPrivateDirectory(dirname(location));
@@ -103,7 +103,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     // SQLite's busy handler, which would block the thread and with it every other request.
     sqlite.pragma(`busy_timeout = ${SQLITE_BUSY_HANDLER_MS}`);
     database = new Kysely<PlatformDatabase>({
-      dialect: withUnavailability(new SqliteDialect({ database: withStatementCache(sqlite) }), {
+      dialect: classifyingDialect(new SqliteDialect({ database: withStatementCache(sqlite) }), {
         retryWhileLockedMs: SQLITE_LOCK_WAIT_MS,
       }),
     });
