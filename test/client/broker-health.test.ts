@@ -26,6 +26,7 @@ describe("brokerHasStarted", () => {
       nodeId: 3,
       // A replica without a leader yet keeps the health DOWN (503) after the start: that does not matter here.
       replicas: () => [inactiveReplicaReport(1, "unhealthy")],
+      deadReason: () => null,
       logSizes: () => new Map(),
       peerReachability: () => new Map(),
       closing: () => closing,

@@ -32,6 +32,7 @@ import {
 } from "../topology/index.js";
 import { ClusterTransport, RefusalLog, type RequestSender, TransportClient } from "../transport/index.js";
 import { BackupCoordinator, failAbandonedParts, type LargeCheckpointIdSupport } from "./backups.js";
+import { boundedReason } from "./bounded-reason.js";
 import { type BrokerMessage, type GossipedAddress, parseBrokerMessage, parseBrokerRequest } from "./broker-messages.js";
 import { ChangeAcceptor } from "./change-acceptor.js";
 import { ChangeExecutor } from "./change-executor.js";
@@ -139,6 +140,8 @@ export class Broker {
   private readonly replicas: ReplicaHost;
   /** The one storage environment of every replica hosted here; opened with the replicas, closed after them. */
   private environment: StorageEnvironment | null = null;
+  /** The storage being opened again after it failed, which every replica restarting meanwhile waits for. */
+  private storageRecovery: Promise<void> | null = null;
   private readonly addresses = new Map<number, GossipedAddress>();
   private readonly lastContactMs = new Map<number, number>();
   private readonly metrics: BrokerMetrics;
@@ -196,10 +199,15 @@ export class Broker {
       logger: this.logger,
       restartBackoffMs: REPLICA_RESTART_BACKOFF_MS,
       maxRestartBackoffMs: MAX_REPLICA_RESTART_BACKOFF_MS,
+      beforeRestart: () => this.recoverStorageIfFailed(),
     });
     const source: ManagementSource = {
       nodeId: options.nodeId,
       replicas: () => this.replicaReports(),
+      deadReason: (partitionId) => {
+        const reason = this.replicas.deadReason(partitionId);
+        return reason === null ? null : boundedReason(reason);
+      },
       logSizes: () =>
         new Map(this.replicas.running().map((replica) => [replica.partitionId, replica.logSizeEntries()])),
       peerReachability: () => new Map(this.liveness().map((peer) => [peer.nodeId, peer.reachable])),
@@ -685,6 +693,39 @@ export class Broker {
       await this.persistConfigurationInOrder(newest);
     }
     return discovery;
+  }
+
+  /**
+   * Before a dead replica is opened again: when the storage refuses writes since a failure (a full disk, an I/O
+   * error), its in-memory view may differ from the disk, so every replica on it is stopped and it is closed and
+   * opened again from the disk, where the journal holds what was durable. Shared by the replicas restarting
+   * meanwhile; a storage that still cannot be opened fails this attempt, which the replica host retries.
+   */
+  private recoverStorageIfFailed(): Promise<void> {
+    const environment = this.environment;
+    if (environment === null || environment.failure === null || this.closing) return Promise.resolve();
+    this.storageRecovery ??= this.reopenStorage(environment, environment.failure).finally(() => {
+      this.storageRecovery = null;
+    });
+    return this.storageRecovery;
+  }
+
+  private async reopenStorage(failed: StorageEnvironment, cause: Error): Promise<void> {
+    this.logger.warn(
+      { reason: boundedReason(cause) },
+      "the broker's storage refuses writes since a failure: its replicas stop and it is opened again from the disk",
+    );
+    await this.replicas.failAll(cause);
+    await failed.close().catch((error: unknown) => {
+      this.logger.warn({ err: error }, "closing the failed storage failed; it is opened again all the same");
+    });
+    if (this.closing) throw new Error("the broker is closing");
+    this.environment = await openStorageEnvironment(
+      this.options.dataDirectory,
+      this.options.synchronousCommit,
+      (commit) => this.metrics.observeCommit(commit.durationMs / 1000, commit.writes),
+    );
+    this.logger.info("the broker's storage is open again; its replicas follow after their pause");
   }
 
   /**

@@ -18,6 +18,8 @@ export interface ManagementSource {
   readonly nodeId: number;
   /** Reports of the hosted replicas. */
   replicas(): readonly ReplicaReport[];
+  /** Why the replica of `partitionId` is dead (bounded), or null when it is not. */
+  deadReason(partitionId: number): string | null;
   /** Log size of each hosted replica, by partition id. */
   logSizes(): ReadonlyMap<number, number>;
   /** Whether each other known broker was heard from recently, by broker id. */
@@ -195,7 +197,12 @@ export async function startManagementServer(options: {
         `partition-${report.partitionId}`,
         {
           status: report.health === "healthy" ? "UP" : "DOWN",
-          details: { role: report.role, leaderId: report.leaderId, term: report.term },
+          details: {
+            role: report.role,
+            leaderId: report.leaderId,
+            term: report.term,
+            ...(report.health === "dead" ? { reason: source.deadReason(report.partitionId) } : {}),
+          },
         },
       ]),
     );

@@ -5,7 +5,8 @@
  * It also supervises them. A replica that fails (a storage error, a broken invariant) is reported `dead` and opened
  * again after a backoff (1 s, doubling up to a minute), since the cause may clear (a full disk that was freed); the
  * broker keeps serving its other partitions meanwhile. A replica whose storage cannot even be opened is retried the
- * same way and reported `dead` until it opens.
+ * same way and reported `dead` until it opens. The backoff keeps growing across restarts until a replica has run a
+ * whole longest backoff without failing, so a cause that persists is not retried (and logged) every second.
  */
 import type { Logger } from "pino";
 import type { Member } from "../raft/index.js";
@@ -40,6 +41,19 @@ export interface ReplicaHostOptions {
   /** First pause before a failed replica is opened again; it doubles up to `maxRestartBackoffMs`. */
   readonly restartBackoffMs: number;
   readonly maxRestartBackoffMs: number;
+  /**
+   * Runs before a dead replica is opened again (or opened to delete its data); a rejection fails that attempt,
+   * which is retried after the backoff. The broker reopens its storage here when the storage itself failed.
+   */
+  readonly beforeRestart?: () => Promise<void>;
+}
+
+/** How often a partition's replica failed lately, for its restart backoff. */
+interface RestartHistory {
+  /** Failures since the replica last ran a whole `maxRestartBackoffMs` without failing. */
+  failures: number;
+  /** When the replica last opened, or null while it is dead. */
+  openedAtMs: number | null;
 }
 
 /** A partition whose replica is down and waits to be opened again. */
@@ -58,6 +72,9 @@ export class ReplicaHost {
   private readonly replicas = new Map<number, PartitionReplica>();
   private readonly opening = new Map<number, Promise<PartitionReplica>>();
   private readonly dead = new Map<number, DeadReplica>();
+  /** The bootstrap each running replica was opened with, to open it again with the same after a failure. */
+  private readonly bootstraps = new Map<number, readonly Member[] | null>();
+  private readonly restartHistory = new Map<number, RestartHistory>();
   private closed = false;
 
   constructor(private readonly options: ReplicaHostOptions) {}
@@ -139,14 +156,31 @@ export class ReplicaHost {
       if (dead.unopenable) return;
       // A dead replica's storage is closed: it is opened once more, only to delete its data.
     }
+    this.restartHistory.delete(partitionId);
     let replica = this.replicas.get(partitionId);
     if (replica === undefined && dead !== undefined) {
+      await this.options.beforeRestart?.();
       replica = await PartitionReplica.open(this.options.replicaOptions(partitionId, null, () => {}));
     }
     if (replica === undefined) return;
     this.replicas.delete(partitionId);
+    this.bootstraps.delete(partitionId);
     await replica.destroy();
     this.options.logger.info({ partitionId }, "replica removed and its data deleted");
+  }
+
+  /**
+   * Stops every running replica because of `error` (their storage failed under them): each is reported dead and
+   * opened again after its backoff, as after its own failure. Resolves once they are closed.
+   */
+  async failAll(error: Error): Promise<void> {
+    const closing: Promise<unknown>[] = [];
+    for (const [partitionId, replica] of [...this.replicas]) {
+      this.replicas.delete(partitionId);
+      this.markDead(partitionId, this.bootstraps.get(partitionId) ?? null, error);
+      closing.push(replica.close());
+    }
+    await Promise.allSettled(closing);
   }
 
   /** Closes every replica (their data stays). */
@@ -202,7 +236,10 @@ export class ReplicaHost {
           throw new Error("the broker is closing");
         }
         this.replicas.set(partitionId, replica);
+        this.bootstraps.set(partitionId, bootstrap);
         this.dead.delete(partitionId);
+        const history = this.restartHistory.get(partitionId);
+        if (history !== undefined) history.openedAtMs = Date.now();
         return replica;
       },
       (error: unknown) => {
@@ -236,11 +273,18 @@ export class ReplicaHost {
   private markDead(partitionId: number, bootstrap: readonly Member[] | null, error: Error): void {
     if (this.closed) return;
     const previous = this.dead.get(partitionId);
+    if (previous?.timer !== null && previous?.timer !== undefined) clearTimeout(previous.timer);
+    const history = this.restartHistory.get(partitionId) ?? { failures: 0, openedAtMs: null };
+    const ranWithoutFailing =
+      history.openedAtMs !== null && Date.now() - history.openedAtMs >= this.options.maxRestartBackoffMs;
+    history.failures = (ranWithoutFailing ? 0 : history.failures) + 1;
+    history.openedAtMs = null;
+    this.restartHistory.set(partitionId, history);
     const dead: DeadReplica = {
       partitionId,
       bootstrap,
       error,
-      attempts: (previous?.attempts ?? 0) + 1,
+      attempts: history.failures,
       timer: null,
       unopenable: false,
     };
@@ -252,9 +296,22 @@ export class ReplicaHost {
       dead.timer = null;
       if (this.closed || this.dead.get(partitionId) !== dead) return;
       // It stays listed as dead until it opens, so a failure counts as one more attempt.
-      this.open(partitionId, bootstrap).catch(() => {
-        // Already logged and marked dead again by `open`.
-      });
+      const prepared = this.options.beforeRestart?.() ?? Promise.resolve();
+      prepared.then(
+        () =>
+          this.open(partitionId, bootstrap).catch(() => {
+            // Already logged and marked dead again by `open`.
+          }),
+        (prepareError: unknown) => {
+          if (this.closed || this.dead.get(partitionId) !== dead) return;
+          const failure = prepareError instanceof Error ? prepareError : new Error(String(prepareError));
+          this.options.logger.error(
+            { partitionId, err: failure },
+            "could not prepare to open the partition replica again; it is retried",
+          );
+          this.markDead(partitionId, bootstrap, failure);
+        },
+      );
     }, backoffMs);
     dead.timer.unref();
     this.dead.set(partitionId, dead);

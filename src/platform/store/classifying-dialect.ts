@@ -127,8 +127,15 @@ class ClassifyingDriver implements Driver {
     return classifying(() => this.inner.commitTransaction(innerOf(connection)));
   }
 
-  rollbackTransaction(connection: DatabaseConnection): Promise<void> {
-    return classifying(() => this.inner.rollbackTransaction(innerOf(connection)));
+  async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
+    try {
+      await this.inner.rollbackTransaction(innerOf(connection));
+    } catch (error) {
+      // SQLite ends a transaction by itself on some errors (a full disk, an I/O error, a trigger's RAISE(ROLLBACK)):
+      // nothing is left to roll back, and the error that ended it, which the caller rethrows, is the one to report.
+      if (error instanceof Error && /no transaction is active/.test(error.message)) return;
+      throw classified(error);
+    }
   }
 
   async savepoint(connection: DatabaseConnection, name: string, compile: QueryCompiler["compileQuery"]): Promise<void> {

@@ -226,25 +226,32 @@ describe("broker lifecycle", () => {
 });
 
 /** A replica host of member 0 on `environment`, ticking every 10 ms; `send` sees each partition's messages. */
-function testReplicaHost(environment: StorageEnvironment, send: (partitionId: number) => void): ReplicaHost {
+function testReplicaHost(
+  environment: StorageEnvironment,
+  send: (partitionId: number) => void,
+  onOpen: (partitionId: number) => void = () => undefined,
+): ReplicaHost {
   return new ReplicaHost({
     logger: pino({ level: "silent" }),
     restartBackoffMs: 50,
     maxRestartBackoffMs: 200,
-    replicaOptions: (partitionId, bootstrap, onFailure) => ({
-      environment,
-      partitionId,
-      memberId: 0,
-      bootstrap,
-      heartbeatIntervalMs: 10,
-      electionTimeoutMs: 50,
-      snapshotIntervalEntries: 1_000,
-      maxPendingProposals: 16,
-      maxApplyLagEntries: 100,
-      send: () => send(partitionId),
-      onFailure,
-      logger: pino({ level: "silent" }),
-    }),
+    replicaOptions: (partitionId, bootstrap, onFailure) => {
+      onOpen(partitionId);
+      return {
+        environment,
+        partitionId,
+        memberId: 0,
+        bootstrap,
+        heartbeatIntervalMs: 10,
+        electionTimeoutMs: 50,
+        snapshotIntervalEntries: 1_000,
+        maxPendingProposals: 16,
+        maxApplyLagEntries: 100,
+        send: () => send(partitionId),
+        onFailure,
+        logger: pino({ level: "silent" }),
+      };
+    },
   });
 }
 
@@ -274,6 +281,37 @@ describe("ReplicaHost bootstrap after a restart", () => {
 });
 
 describe("ReplicaHost supervision", () => {
+  it("keeps doubling the pause for a replica that fails again right after each restart", async () => {
+    const directory = await temporaryDirectory("supervision-backoff");
+    const environment = StorageEnvironment.open({ directory, synchronousCommit: true });
+    let opens = 0;
+    const host = testReplicaHost(
+      environment,
+      (partitionId) => {
+        if (partitionId === 1) throw new Error("a cause that does not clear");
+      },
+      (partitionId) => {
+        if (partitionId === 1) opens += 1;
+      },
+    );
+    try {
+      const members = [
+        { id: 0, role: "voter" as const, priority: 1 },
+        { id: 1, role: "voter" as const, priority: 1 },
+      ];
+      await host.ensure(1, members);
+      await new Promise((resolve) => setTimeout(resolve, 1_200));
+      // Pauses of 50, 100 and then 200 ms (the longest), each plus an open that fails, fit 6 opens into 1.2 s; a
+      // pause that went back to 50 ms after each open fit 10.
+      expect(opens).toBeGreaterThanOrEqual(3);
+      expect(opens).toBeLessThanOrEqual(8);
+    } finally {
+      await host.close();
+      await environment.close();
+      await removeDirectory(directory);
+    }
+  });
+
   it("reports a failed replica dead and opens it again after a backoff, while the others keep running", async () => {
     const directory = await temporaryDirectory("supervision");
     const environment = StorageEnvironment.open({ directory, synchronousCommit: true });

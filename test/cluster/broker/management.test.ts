@@ -5,6 +5,7 @@ import {
   type ManagementSource,
   startManagementServer,
 } from "../../../src/cluster/broker/management.js";
+import { inactiveReplicaReport } from "../../../src/cluster/broker/replica-host.js";
 import type { HttpServer } from "../../../src/http/server.js";
 import { defaultHttpServerLimits, probeConnectionLimits } from "../../support/http.js";
 
@@ -14,6 +15,7 @@ const source: ManagementSource = {
   replicas: () => [
     { partitionId: 1, role: "leader", health: "healthy", term: 1, commitIndex: 1, appliedIndex: 1, leaderId: 0 },
   ],
+  deadReason: () => null,
   logSizes: () => new Map(),
   peerReachability: () => new Map(),
   closing: () => false,
@@ -23,6 +25,31 @@ const source: ManagementSource = {
 describe("the broker's management server", () => {
   const servers: HttpServer[] = [];
   afterAll(async () => await Promise.all(servers.map((server) => server.close())));
+
+  it("says in its health why a replica is dead", async () => {
+    const withDeadReplica: ManagementSource = {
+      ...source,
+      replicas: () => [...source.replicas(), inactiveReplicaReport(2, "dead")],
+      deadReason: (partitionId) => (partitionId === 2 ? "ENOSPC: no space left on device, write" : null),
+    };
+    const { server, url } = await startManagementServer({
+      host: "127.0.0.1",
+      port: 0,
+      source: withDeadReplica,
+      metrics: createBrokerMetrics(withDeadReplica),
+      logger: pino({ level: "silent" }),
+      limits: defaultHttpServerLimits,
+    });
+    servers.push(server);
+    const health = (await (await fetch(`${url}/actuator/health`)).json()) as {
+      components: Record<string, { status: string; details: Record<string, unknown> }>;
+    };
+    expect(health.components["partition-2"]).toEqual({
+      status: "DOWN",
+      details: { role: "inactive", leaderId: null, term: 0, reason: "ENOSPC: no space left on device, write" },
+    });
+    expect(health.components["partition-1"]?.details).not.toHaveProperty("reason");
+  });
 
   it("applies the connection limits and the request deadline of service.http", async () => {
     const { server, url } = await startManagementServer({

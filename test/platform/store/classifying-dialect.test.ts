@@ -1,5 +1,7 @@
 import SqliteDatabase from "better-sqlite3";
+import { Kysely, SqliteDialect, sql } from "kysely";
 import { afterEach, describe, expect, it } from "vitest";
+import { classifyingDialect } from "../../../src/platform/store/classifying-dialect.js";
 import { callWithToken } from "../../support/http.js";
 import { startTestPlatform } from "../../support/platform.js";
 import { requestToken, tokenEndpointAnswer } from "../../support/tokens.js";
@@ -52,5 +54,28 @@ describe("a SQLite database locked by another process", () => {
       orgRoles: ["developer"],
     });
     expect(retried.status).toBe(204);
+  });
+});
+
+describe("a transaction SQLite ended by itself", () => {
+  it("fails with the error that ended it, not with the rollback that found nothing to roll back", async () => {
+    const database = new Kysely<{ items: { name: string } }>({
+      dialect: classifyingDialect(new SqliteDialect({ database: new SqliteDatabase(":memory:") }), {
+        retryWhileLockedMs: 0,
+      }),
+    });
+    try {
+      await sql`CREATE TABLE items (name TEXT)`.execute(database);
+      // A trigger's RAISE(ROLLBACK) ends the whole transaction, as a full disk or an I/O error does.
+      await sql`CREATE TRIGGER refuse BEFORE INSERT ON items BEGIN SELECT RAISE(ROLLBACK, 'refused by the trigger'); END`.execute(
+        database,
+      );
+      const failure = database
+        .transaction()
+        .execute((transaction) => transaction.insertInto("items").values({ name: "one" }).execute());
+      await expect(failure).rejects.toThrow("refused by the trigger");
+    } finally {
+      await database.destroy();
+    }
   });
 });

@@ -76,6 +76,40 @@ export type ChunkKey = [number, number, number];
 /** Name of the journal's directory inside the storage directory. */
 export const JOURNAL_DIRECTORY_NAME = "journal";
 
+/**
+ * `error`, after handling the promise lmdb-js attaches to a failed commit's errors (`commitError`), which it rejects
+ * later with the commit's cause: unhandled, that rejection ends the process (a full disk crashed the broker).
+ */
+function absorbCommitError(error: unknown): unknown {
+  const commitError = (error as { commitError?: unknown } | null)?.commitError;
+  if (commitError instanceof Promise) commitError.catch(() => undefined);
+  return error;
+}
+
+/** How long a failed LMDB commit's cause is waited for, to say why the storage failed. */
+const COMMIT_CAUSE_WAIT_MS = 1_000;
+
+/**
+ * The failure to record for a failed LMDB write: lmdb-js rejects the writes of a failed commit with "Commit failed"
+ * and gives the cause (e.g. no space left on the device) a moment later in `commitError`.
+ */
+async function commitFailureOf(error: unknown): Promise<Error> {
+  const failure = error instanceof Error ? error : new Error(String(error));
+  const commitError = (error as { commitError?: unknown } | null)?.commitError;
+  if (!(commitError instanceof Promise)) return failure;
+  let timer: NodeJS.Timeout | undefined;
+  const cause = await Promise.race([
+    commitError.then(
+      () => null,
+      (reason: unknown) => reason,
+    ),
+    new Promise<null>((resolve) => {
+      timer = setTimeout(() => resolve(null), COMMIT_CAUSE_WAIT_MS);
+    }),
+  ]).finally(() => clearTimeout(timer));
+  return cause instanceof Error ? new Error(`LMDB could not commit: ${cause.message}`, { cause: failure }) : failure;
+}
+
 /** The shared environment; see the module comment. */
 export class StorageEnvironment {
   /** Log entries by (scope, index). */
@@ -123,16 +157,21 @@ export class StorageEnvironment {
     // syncs the data and meta pages before it returns (synchronous mode) or before LMDB's writer thread marks it
     // committed, so a settled commit means durable. `noSync` stays off for the same reason.
     // The directory and LMDB's files are owner-only (0700, 0600) like everything flowplane stores; lmdb-js reads
-    // the files' mode from `permissionsMode`, which its type declarations lack.
+    // the files' mode from `permissionsMode` (and `txnStartThreshold`), which its type declarations lack.
     createPrivateDirectory(options.directory);
-    const rootOptions: RootDatabaseOptionsWithPath & { permissionsMode: number } = {
+    const rootOptions: RootDatabaseOptionsWithPath & { permissionsMode: number; txnStartThreshold: number } = {
       path: options.directory,
       maxDbs: 4,
       encoding: "binary",
       overlappingSync: false,
       noSync: false,
       commitDelay: 0,
-      eventTurnBatching: true,
+      // Writes of one turn of the event loop are still committed together, since no transaction starts before the
+      // next turn (`commitDelay` 0) however many writes wait. Event-turn batching would do the same, but it queues a
+      // write of its own per batch whose promise nobody holds: when a commit fails (a full disk), lmdb-js rejects it
+      // and the unhandled rejection ends the process.
+      eventTurnBatching: false,
+      txnStartThreshold: Number.MAX_SAFE_INTEGER,
       cache: false,
       permissionsMode: privateFileMode,
     };
@@ -167,6 +206,15 @@ export class StorageEnvironment {
   /** Opens (creating when missing) the environment in `options.directory`. */
   static open(options: StorageEnvironmentOptions): StorageEnvironment {
     return new StorageEnvironment(options);
+  }
+
+  /**
+   * Why the environment refuses writes, after a transaction or a chunk write failed (a full disk, an I/O error); null
+   * while it accepts them. Its in-memory view may then differ from the disk, so only closing it and opening it again
+   * from the disk makes it writable again.
+   */
+  get failure(): Error | null {
+    return this.chunkFailure ?? this.committer.failureCause;
   }
 
   /** Whether commits run on the event loop's thread. */
@@ -205,8 +253,9 @@ export class StorageEnvironment {
    */
   submit(write: () => void, options: { readonly writesChunks?: boolean } = {}): Promise<void> {
     if (this.closed) return Promise.reject(new Error("the storage environment is closed"));
-    if (this.chunkFailure !== null) {
-      return Promise.reject(new Error(`storage failed earlier and accepts no writes: ${this.chunkFailure.message}`));
+    const failure = this.failure;
+    if (failure !== null) {
+      return Promise.reject(new Error(`storage failed earlier and accepts no writes: ${failure.message}`));
     }
     if (options.writesChunks !== true) return this.committer.submit(write);
     // Counted until it runs, so that the transaction it runs in is an LMDB transaction too (see `runTransaction`).
@@ -234,17 +283,18 @@ export class StorageEnvironment {
     removals: readonly ChunkKey[] = [],
   ): Promise<void> {
     if (this.closed) throw new Error("the storage environment is closed");
-    if (this.chunkFailure !== null) throw this.chunkFailure;
+    const failure = this.failure;
+    if (failure !== null) throw new Error(`storage failed earlier and accepts no writes: ${failure.message}`);
     try {
-      const operations = [
-        ...removals.map((key) => this.chunks.remove(key)),
-        ...chunks.map(([key, value]) => this.chunks.put(key, value)),
-      ];
-      await this.onWriterThread(Promise.all(operations));
+      await this.queueOnWriterThread((operations) => {
+        for (const key of removals) operations.push(this.chunks.remove(key));
+        for (const [key, value] of chunks) operations.push(this.chunks.put(key, value));
+      });
     } catch (error) {
       // What reached the disk is unknown; as after a failed transaction, no further write is accepted.
-      this.chunkFailure ??= error instanceof Error ? error : new Error(String(error));
-      throw error;
+      const failure = await commitFailureOf(error);
+      this.chunkFailure ??= failure;
+      throw failure;
     }
   }
 
@@ -254,7 +304,24 @@ export class StorageEnvironment {
    */
   removeChunks(keys: readonly ChunkKey[]): void {
     if (keys.length === 0) return;
-    this.onWriterThread(Promise.all(keys.map((key) => this.chunks.remove(key)))).catch(() => undefined);
+    this.queueOnWriterThread((operations) => {
+      for (const key of keys) operations.push(this.chunks.remove(key));
+    }).catch(absorbCommitError);
+  }
+
+  /**
+   * Queues the LMDB writes `start` adds to `operations` and resolves once all are committed. Each is observed as soon
+   * as it is queued: a later one that throws at once must not leave the earlier ones' failures unhandled (LMDB
+   * rejects them when their transaction fails, and an unhandled rejection ends the process).
+   */
+  private queueOnWriterThread(start: (operations: Promise<unknown>[]) => void): Promise<void> {
+    const operations: Promise<unknown>[] = [];
+    try {
+      start(operations);
+    } finally {
+      for (const operation of operations) operation.catch(absorbCommitError);
+    }
+    return this.onWriterThread(Promise.all(operations));
   }
 
   /** Resolves once `operations`, queued on LMDB's writer thread, are committed (and so durable: no overlapping sync). */
@@ -326,7 +393,14 @@ export class StorageEnvironment {
         // gathers until the end of this turn.
         return new Promise<void>((resolve) => setImmediate(resolve))
           .then(() => {
-            if (this.pendingChunkWriters > 0) return this.root.transaction(transaction).then(() => undefined);
+            if (this.pendingChunkWriters > 0) {
+              return this.root.transaction(transaction).then(
+                () => undefined,
+                (error: unknown) => {
+                  throw absorbCommitError(error);
+                },
+              );
+            }
             transaction();
             return undefined;
           })
@@ -342,7 +416,7 @@ export class StorageEnvironment {
         () => this.journal.commit(),
         (error: unknown) => {
           this.journal.abort();
-          throw error;
+          throw absorbCommitError(error);
         },
       );
     }

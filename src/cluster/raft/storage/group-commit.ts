@@ -57,6 +57,11 @@ export class GroupCommitter {
     }
   }
 
+  /** Why a transaction failed, after which every write is refused; null while none has. */
+  get failureCause(): Error | null {
+    return this.failure;
+  }
+
   /** Number of durable transactions committed so far. */
   get transactionCount(): number {
     return this.transactionsCommitted;

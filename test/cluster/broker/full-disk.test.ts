@@ -1,0 +1,141 @@
+/**
+ * A broker whose disk fills up, with real in-process brokers and a small tmpfs as one broker's disk (which needs
+ * root): its replicas fail and are reported dead with the reason while the other brokers keep every partition
+ * serving, and once space is freed the broker opens its storage again from the disk and its replicas rejoin their
+ * groups, without a restart of the process.
+ */
+import { execFileSync } from "node:child_process";
+import { closeSync, mkdirSync, openSync, rmSync, writeSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import type { Broker } from "../../../src/cluster/broker/broker.js";
+import type {
+  BrokerRequest,
+  GetMessageResponse,
+  PublishMessageCommand,
+  PublishMessageResponse,
+} from "../../../src/cluster/broker/protocol.js";
+import { TransportClient } from "../../../src/cluster/transport/index.js";
+import { testClusterCredentials } from "../../support/cluster-secret.js";
+import { leaderOf, partitionSettled, removeDirectory, startBrokers, temporaryDirectory, waitFor } from "./support.js";
+
+const PARTITIONS = [1, 2, 3];
+const isRoot = process.getuid?.() === 0;
+if (!isRoot && process.env.CI !== "true") {
+  console.warn("[flowplane tests] full-disk.test.ts needs root to mount a tmpfs; skipped outside CI");
+}
+
+/** Fills the filesystem holding `path` with a file of zeros, until it has no space left. */
+function fillDisk(path: string): void {
+  const descriptor = openSync(path, "w");
+  const block = Buffer.alloc(1024 * 1024);
+  try {
+    for (;;) writeSync(descriptor, block);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOSPC") throw error;
+  } finally {
+    closeSync(descriptor);
+  }
+}
+
+describe.runIf(isRoot || process.env.CI === "true")("a broker whose disk fills up", () => {
+  const client = new TransportClient<BrokerRequest, unknown>({ credentials: testClusterCredentials() });
+  const cleanups: (() => Promise<void> | void)[] = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+
+  async function publish(brokers: Broker[], partitionId: number, name: string): Promise<string> {
+    // Variables of a few kilobytes, so that the full disk is met within a few dozen writes.
+    const message: PublishMessageCommand = {
+      name,
+      correlationKey: name,
+      timeToLiveMs: 600_000,
+      variables: { padding: "x".repeat(4_096) },
+      tenantId: "<default>",
+    };
+    for (let attempt = 0; attempt < 500; attempt += 1) {
+      const leader = leaderOf(brokers, partitionId);
+      if (leader !== undefined) {
+        const answer = (await client
+          .request(leader.clusterAddress, { type: "publish-message", partitionId, message }, { timeoutMs: 2_000 })
+          .catch(() => null)) as PublishMessageResponse | null;
+        if (answer?.outcome === "published") return answer.key;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    throw new Error(`could not publish ${name}`);
+  }
+
+  /** Reads a message by its key from its partition's leader, asking again when leadership moved meanwhile. */
+  async function read(brokers: Broker[], partitionId: number, key: string): Promise<GetMessageResponse | null> {
+    let answer: GetMessageResponse | null = null;
+    for (let attempt = 0; attempt < 100; attempt += 1) {
+      const leader = leaderOf(brokers, partitionId);
+      if (leader !== undefined) {
+        answer = (await client
+          .request(leader.clusterAddress, { type: "get-message", partitionId, key }, { timeoutMs: 2_000 })
+          .catch(() => null)) as GetMessageResponse | null;
+        if (answer !== null && answer.outcome !== "not-leader") return answer;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    return answer;
+  }
+
+  it("reports its replicas dead with the reason, and brings them back by itself once space is freed", async () => {
+    const root = await temporaryDirectory("full-disk");
+    cleanups.push(() => removeDirectory(root));
+    const disk = join(root, "brokers", "0");
+    mkdirSync(disk, { recursive: true });
+    execFileSync("mount", ["-t", "tmpfs", "-o", "size=64m,mode=0700", "tmpfs", disk]);
+    cleanups.push(() => {
+      execFileSync("umount", ["-l", disk]);
+    });
+    // Snapshots often, so that the chunk store (LMDB) meets the full disk as well as the journal.
+    const brokers = await startBrokers(root, 3, () => ({ snapshotIntervalEntries: 20 }));
+    cleanups.push(async () => {
+      await Promise.all(brokers.map((broker) => broker.close()));
+    });
+    const [full] = brokers as [Broker, Broker, Broker];
+    for (const partitionId of PARTITIONS) {
+      await waitFor(() => partitionSettled(brokers, partitionId, 3), `partition ${partitionId} settled`, 2_000);
+    }
+
+    const acknowledged: { partitionId: number; key: string }[] = [];
+    const ballast = join(disk, "ballast");
+    fillDisk(ballast);
+    for (let sequence = 0; sequence < 300 && full.replicaReports().every((report) => report.health !== "dead"); ) {
+      for (const partitionId of PARTITIONS) {
+        acknowledged.push({ partitionId, key: await publish(brokers, partitionId, `full-${partitionId}-${sequence}`) });
+      }
+      sequence += 1;
+    }
+    const dead = full.replicaReports().filter((report) => report.health === "dead");
+    expect(dead.length).toBeGreaterThan(0);
+    const health = (await (await fetch(`${full.managementUrl}/actuator/health`)).json()) as {
+      components: Record<string, { details: { reason?: string } }>;
+    };
+    expect(health.components[`partition-${dead[0]?.partitionId}`]?.details.reason).toMatch(/ENOSPC|no space/i);
+    // The other two brokers keep every partition writable meanwhile.
+    for (const partitionId of PARTITIONS) {
+      acknowledged.push({ partitionId, key: await publish(brokers, partitionId, `meanwhile-${partitionId}`) });
+    }
+
+    rmSync(ballast);
+    // The replicas restart after their pause, on the storage opened again from the disk, and catch up.
+    for (const partitionId of PARTITIONS) {
+      await waitFor(
+        () => partitionSettled(brokers, partitionId, 3),
+        `partition ${partitionId} settled again on all three brokers`,
+        3_000,
+      );
+    }
+    for (const partitionId of PARTITIONS) {
+      acknowledged.push({ partitionId, key: await publish(brokers, partitionId, `after-${partitionId}`) });
+    }
+    for (const { partitionId, key } of acknowledged) {
+      expect(await read(brokers, partitionId, key)).toMatchObject({ outcome: "found" });
+    }
+  });
+});
