@@ -13,7 +13,7 @@
  * time, in the order they were asked for (`serialized`); a cluster's start goes on in the background once launched.
  */
 import { existsSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import type { Kysely } from "kysely";
 import type { Logger } from "pino";
 import { type AccessPolicy, openAccessPolicy, serializeAccessPolicy } from "../../auth/access-policy.js";
@@ -282,15 +282,39 @@ export class LocalProvisioner implements Provisioner {
       : join(dataDirectory, CLUSTERS_DIRECTORY_NAME, specification.clusterId);
   }
 
+  /**
+   * Where a cluster recorded at `recordedDirectory` is now: its place under the configured data directory. A data
+   * directory moved or copied elsewhere keeps its clusters inside it, so a cluster always runs where the data
+   * directory now is, never at the path recorded when it was elsewhere (which started it anew and empty there, or,
+   * for a copy, drove the original installation's brokers).
+   */
+  private currentDirectory(recordedDirectory: string, clusterId: string): string {
+    const dataDirectory = resolve(this.options.dataDirectory);
+    const secondary =
+      basename(recordedDirectory) === clusterId && basename(dirname(recordedDirectory)) === CLUSTERS_DIRECTORY_NAME;
+    return secondary ? join(dataDirectory, CLUSTERS_DIRECTORY_NAME, clusterId) : join(dataDirectory, "cluster");
+  }
+
   private async recordedPlacement(clusterId: string): Promise<Placement | undefined> {
     const row = await this.options.database
       .selectFrom("local_cluster_placements")
       .select(["directory", "gateway_port", "management_port"])
       .where("cluster_id", "=", clusterId)
       .executeTakeFirst();
-    return row === undefined
-      ? undefined
-      : { directory: row.directory, gatewayPort: row.gateway_port, managementPort: row.management_port };
+    if (row === undefined) return undefined;
+    const directory = this.currentDirectory(row.directory, clusterId);
+    if (directory !== row.directory) {
+      this.options.logger.warn(
+        { clusterId, recordedDirectory: row.directory, directory },
+        "the data directory moved since the cluster was placed: it runs in the data directory as it is now",
+      );
+      await this.options.database
+        .updateTable("local_cluster_placements")
+        .set({ directory })
+        .where("cluster_id", "=", clusterId)
+        .execute();
+    }
+    return { directory, gatewayPort: row.gateway_port, managementPort: row.management_port };
   }
 
   /**

@@ -105,6 +105,26 @@ describe("the local provisioner", () => {
     expect(list[0]?.links.management).toBe(started?.managementUrl);
   });
 
+  it("runs the clusters of a data directory moved elsewhere where it now is, not at the path it had", async () => {
+    const original = join(temporaryDirectory(), "data");
+    const records = temporaryDirectory();
+    const first = await platformWithFakeClusters(original, records);
+    const clusterId = first.running.primaryClusterId as string;
+    await first.running.provisioner?.whenStarted(clusterId);
+    await first.close();
+
+    const moved = join(temporaryDirectory(), "moved");
+    renameSync(original, moved);
+    rmSync(join(records, "broker-0.json"));
+    const second = await platformWithFakeClusters(moved, records, first);
+    await second.running.provisioner?.whenStarted(clusterId);
+    expect((await recorded(records, "broker-0")).SERVICE_BROKER_DATA_DIRECTORY).toBe(
+      join(moved, "cluster", "brokers", "0"),
+    );
+    // Nothing was started anew at the old path.
+    expect(existsSync(original)).toBe(false);
+  });
+
   it("delivers the policy built from the store before every launch, and a changed one without a restart", async () => {
     const dataDirectory = temporaryDirectory();
     const records = temporaryDirectory();
