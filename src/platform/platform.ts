@@ -35,6 +35,7 @@ import { bootstrapOrganization } from "./bootstrap.js";
 import { defaultConsoleDirectory, loadConsoleFiles } from "./console/files.js";
 import { consoleOrigins } from "./console/origins.js";
 import { consoleRoutes, prefersPage, sendConsoleIndex } from "./console/routes.js";
+import { claimPlatformDataDirectory } from "./data-directory-claim.js";
 import { platformClusterTokens } from "./issuer/cluster-tokens.js";
 import { issuerRoutes } from "./issuer/routes.js";
 import {
@@ -171,9 +172,17 @@ export async function startPlatform(
 ): Promise<RunningPlatform> {
   const logger = options.logger ?? createPlatformLogger(configuration.log.level);
   const { host } = configuration.platform;
+  // Before anything is read or written: a second platform on the same data directory would migrate the database,
+  // record other ports for its clusters and rewrite their files under the one running, and then fail to start them.
+  const releaseDataDirectory = await claimPlatformDataDirectory(configuration.dataDirectory, "a platform");
   // Tokens name their issuer, so the port must be known before the issuer is built; port 0 is resolved up front.
-  const reserved =
-    configuration.platform.port === 0 && configuration.platform.publicUrl === "" ? await reservePort(host) : undefined;
+  const reserved = await (configuration.platform.port === 0 && configuration.platform.publicUrl === ""
+    ? reservePort(host)
+    : Promise.resolve(undefined)
+  ).catch(async (error: unknown) => {
+    await releaseDataDirectory();
+    throw error;
+  });
   const port = reserved?.port ?? configuration.platform.port;
   const store = await openStore({
     url: configuration.database.url,
@@ -187,6 +196,7 @@ export async function startPlatform(
       ),
   }).catch(async (error: unknown) => {
     await reserved?.release();
+    await releaseDataDirectory();
     throw error;
   });
   if (store.keyEncryption.createdKeyFile !== undefined) {
@@ -305,14 +315,19 @@ export async function startPlatform(
       primaryClusterId,
       async close() {
         // The clusters go first: their gateways verify tokens against the platform's keys until the end.
-        await stopClusters();
-        await server.close();
-        await store.close();
+        try {
+          await stopClusters();
+          await server.close();
+          await store.close();
+        } finally {
+          await releaseDataDirectory();
+        }
       },
     };
   } catch (error) {
     await reserved?.release();
     await store.close();
+    await releaseDataDirectory();
     throw error;
   }
 }

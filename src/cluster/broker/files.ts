@@ -6,7 +6,8 @@
 import { randomBytes } from "node:crypto";
 import { open, readFile, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { createPrivateDirectory, ownPrivateDirectory, privateFileMode } from "../../files/private-files.js";
+import { claimDirectory, DataDirectoryInUseError } from "../../files/directory-claim.js";
+import { ownPrivateDirectory, privateFileMode } from "../../files/private-files.js";
 import { type CommitReport, StorageEnvironment } from "../raft/storage/environment.js";
 import {
   type AcceptorState,
@@ -66,9 +67,6 @@ export async function openStorageEnvironment(
   ownPrivateDirectory(directory);
   return StorageEnvironment.open({ directory, synchronousCommit, ...(onCommit === undefined ? {} : { onCommit }) });
 }
-
-/** Data directories held by brokers of this process, so two in-process brokers cannot share one either. */
-const heldDirectories = new Set<string>();
 
 /** Writes `text` to `path` durably and atomically: a temporary file, synced, renamed over, directory synced. */
 async function writeFileAtomically(directory: string, fileName: string, text: string): Promise<void> {
@@ -155,57 +153,14 @@ export async function persistChangeAcceptance(directory: string, state: Acceptor
   await writeFileAtomically(directory, CHANGE_ACCEPTANCE_FILE_NAME, JSON.stringify(state));
 }
 
-/** Thrown when another live broker holds the data directory. */
-export class DataDirectoryInUseError extends Error {
-  constructor(
-    readonly directory: string,
-    readonly pid: number,
-  ) {
-    super(`data directory ${directory} is in use by the broker with process id ${pid} (see ${PID_FILE_NAME})`);
-    this.name = "DataDirectoryInUseError";
-  }
-}
-
-function processIsAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    // EPERM: the process exists but belongs to someone else, which still means the directory is held.
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
+/** Thrown when another live broker holds the data directory (from `../../files/directory-claim.ts`). */
+export { DataDirectoryInUseError };
 
 /**
- * Claims the data directory for this broker: refuses when a live process (or another broker of this process)
- * holds it, replaces a stale `broker.pid`, and writes this process's id. Returns the function that releases it.
+ * Claims the data directory for this broker: refuses with `DataDirectoryInUseError` when a live process (or another
+ * broker of this process) holds it, replaces a stale `broker.pid`, and writes this process's id. Returns the function
+ * that releases it.
  */
 export async function claimDataDirectory(directory: string): Promise<() => Promise<void>> {
-  createPrivateDirectory(directory);
-  if (heldDirectories.has(directory)) throw new DataDirectoryInUseError(directory, process.pid);
-  const pidFile = join(directory, PID_FILE_NAME);
-  let existing: string | null = null;
-  try {
-    existing = await readFile(pidFile, "utf8");
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
-  }
-  if (existing !== null) {
-    const pid = Number.parseInt(existing.trim(), 10);
-    // This process's own id in the file can only be left over from a broker of this process that did not close.
-    if (Number.isSafeInteger(pid) && pid > 0 && pid !== process.pid && processIsAlive(pid)) {
-      throw new DataDirectoryInUseError(directory, pid);
-    }
-  }
-  heldDirectories.add(directory);
-  try {
-    await writeFileAtomically(directory, PID_FILE_NAME, `${process.pid}\n`);
-  } catch (error) {
-    heldDirectories.delete(directory);
-    throw error;
-  }
-  return async () => {
-    heldDirectories.delete(directory);
-    await rm(pidFile, { force: true });
-  };
+  return await claimDirectory(directory, { pidFileName: PID_FILE_NAME, holder: "the broker" });
 }

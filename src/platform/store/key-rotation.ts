@@ -12,6 +12,7 @@ import { randomBytes } from "node:crypto";
 import { resolve } from "node:path";
 import type { Kysely, Transaction } from "kysely";
 import { unlinkIfPresent } from "../../files/private-files.js";
+import { claimPlatformDataDirectory } from "../data-directory-claim.js";
 import { openStore, type StoreOptions } from "./database.js";
 import {
   defaultKeyFile,
@@ -170,8 +171,14 @@ export async function rotateKeyEncryptionKey(options: KeyRotationOptions): Promi
   if (newKey === undefined) {
     throw new KeyEncryptionKeyError(`SERVICE_SECRETS_NEW_KEY is not valid; allowed: ${keyEncryptionKeyFormat}.`);
   }
+  // A platform running on this data directory would keep sealing values under the old key: refused up front (a
+  // platform elsewhere, on the same PostgreSQL database, is fenced by the key check row instead, see key-material.ts).
+  const releaseDataDirectory = await claimPlatformDataDirectory(options.dataDirectory, "a key rotation");
   // Opening the store proves the current key, seals any plain value and finishes an interrupted rotation.
-  const store = await openStore(options);
+  const store = await openStore(options).catch(async (error: unknown) => {
+    await releaseDataDirectory();
+    throw error;
+  });
   try {
     const next = SecretsBox.withKey(newKey);
     if (next.keyId === store.secrets.keyId) {
@@ -187,5 +194,6 @@ export async function rotateKeyEncryptionKey(options: KeyRotationOptions): Promi
     return { previousKeyId: store.secrets.keyId, keyId: next.keyId, resealedValues, keyFile };
   } finally {
     await store.close();
+    await releaseDataDirectory();
   }
 }
