@@ -1,6 +1,6 @@
 import { dirname, resolve } from "node:path";
 import SqliteDatabase from "better-sqlite3";
-import { Kysely, Migrator, PostgresDialect, SqliteAdapter, SqliteDialect, sql } from "kysely";
+import { type Dialect, Kysely, Migrator, PostgresDialect, SqliteAdapter, SqliteDialect, sql } from "kysely";
 import { createPrivateDirectory, ownPrivateFile, restrictFileIfPresent } from "../../files/private-files.js";
 import { classifyingDialect } from "./classifying-dialect.js";
 import { type KeyEncryptionKeySettings, resolveKeyEncryptionKey } from "./key-encryption-key.js";
@@ -9,6 +9,7 @@ import { migrationProvider } from "./migrations/index.js";
 import { createPostgresPool, DEFAULT_POSTGRES_STATEMENT_TIMEOUT_MS } from "./postgres-pool.js";
 import type { PlatformDatabase } from "./schema.js";
 import { SecretsBox } from "./secrets-box.js";
+import { DatabaseUnavailableError } from "./unavailable.js";
 
 /** Which engine backs the store. */
 export type DatabaseKind = "sqlite" | "postgres";
@@ -102,11 +103,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     // A lock held by another process is waited for on timers (`SQLITE_LOCK_WAIT_MS`, see unavailable.ts), not in
     // SQLite's busy handler, which would block the thread and with it every other request.
     sqlite.pragma(`busy_timeout = ${SQLITE_BUSY_HANDLER_MS}`);
-    database = new Kysely<PlatformDatabase>({
-      dialect: classifyingDialect(new SqliteDialect({ database: withStatementCache(sqlite) }), {
-        retryWhileLockedMs: SQLITE_LOCK_WAIT_MS,
-      }),
-    });
+    database = new Kysely<PlatformDatabase>({ dialect: sqliteDialect(withStatementCache(sqlite)) });
   }
   try {
     await migrate(database);
@@ -170,7 +167,46 @@ function withStatementCache(sqlite: SqliteDatabase.Database): SqliteDatabase.Dat
 }
 
 /** Brings the schema to the latest migration; throws with the failing migration's name. */
+/**
+ * SQLite's adapter, saying what SQLite does: it runs schema changes (DDL) inside transactions. Kysely's own adapter
+ * says it does not, so its migrator ran each migration's statements one by one, and a crash between two of them left
+ * a migration half applied, which every later start then failed to apply again.
+ */
+class TransactionalSqliteAdapter extends SqliteAdapter {
+  override get supportsTransactionalDdl(): boolean {
+    return true;
+  }
+}
+
+/** The store's SQLite dialect over `sqlite`: errors classified, locks waited for on timers, migrations atomic. */
+export function sqliteDialect(sqlite: SqliteDatabase.Database): Dialect {
+  const dialect = classifyingDialect(new SqliteDialect({ database: sqlite }), {
+    retryWhileLockedMs: SQLITE_LOCK_WAIT_MS,
+  });
+  return { ...dialect, createAdapter: () => new TransactionalSqliteAdapter() };
+}
+
+/** Names of the migrations the database records as applied, none when it has no migration table yet. */
+async function appliedMigrations(database: Kysely<PlatformDatabase>): Promise<string[]> {
+  try {
+    const result = await sql<{ name: string }>`SELECT name FROM kysely_migration`.execute(database);
+    return result.rows.map((row) => row.name);
+  } catch (error) {
+    if (error instanceof DatabaseUnavailableError) throw error;
+    return [];
+  }
+}
+
 async function migrate(database: Kysely<PlatformDatabase>): Promise<void> {
+  const known = new Set(Object.keys(await migrationProvider.getMigrations()));
+  const unknown = (await appliedMigrations(database)).filter((name) => !known.has(name)).sort();
+  if (unknown.length > 0) {
+    throw new Error(
+      `the database was upgraded by a newer flowplane (it applied migration ${unknown.at(-1)}, which this version ` +
+        "does not know): run that version or a newer one, or restore a copy of the data directory (or database) " +
+        "taken before the upgrade",
+    );
+  }
   const migrator = new Migrator({ db: database, provider: migrationProvider });
   const { error, results } = await migrator.migrateToLatest();
   if (error !== undefined) {

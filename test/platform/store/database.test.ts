@@ -1,8 +1,10 @@
 import { chmodSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import SqliteDatabase from "better-sqlite3";
+import { Kysely, Migrator, sql } from "kysely";
 import { afterEach, describe, expect, it } from "vitest";
-import { describeDatabase, openStore, type Store } from "../../../src/platform/store/database.js";
+import { describeDatabase, openStore, type Store, sqliteDialect } from "../../../src/platform/store/database.js";
 import {
   createTestDatabase,
   databaseKinds,
@@ -55,6 +57,19 @@ describe.each(databaseKinds)("store on %s", (kind) => {
     const second = await open();
     const row = await second.database.selectFrom("settings").selectAll().where("name", "=", "probe").executeTakeFirst();
     expect(row).toEqual({ name: "probe", value: "kept" });
+  });
+
+  it("refuses a database a newer version migrated, saying so, and changes nothing", async () => {
+    testDatabase = await createTestDatabase(kind);
+    const first = await open();
+    await sql`INSERT INTO kysely_migration (name, timestamp) VALUES ('999-from-a-newer-version', '2027-01-01')`.execute(
+      first.database,
+    );
+    await first.close();
+    opened.pop();
+    await expect(open()).rejects.toThrow(
+      "the database was upgraded by a newer flowplane (it applied migration 999-from-a-newer-version",
+    );
   });
 
   it("returns the same JavaScript types from both engines (parity)", async () => {
@@ -122,6 +137,33 @@ describe("store files on SQLite", () => {
       expect(modeOf(join(dataDirectory, "platform.sqlite"))).toBe(0o600);
     } finally {
       await second.close();
+    }
+  });
+});
+
+describe("SQLite migrations", () => {
+  it("apply whole or not at all: a migration that fails after its first statement leaves nothing behind", async () => {
+    const database = new Kysely<Record<string, never>>({ dialect: sqliteDialect(new SqliteDatabase(":memory:")) });
+    try {
+      const migrator = new Migrator({
+        db: database,
+        provider: {
+          getMigrations: async () => ({
+            "001-half": {
+              up: async (db: Kysely<unknown>) => {
+                await db.schema.createTable("first_table").addColumn("id", "integer").execute();
+                throw new Error("the process died here");
+              },
+            },
+          }),
+        },
+      });
+      const { error } = await migrator.migrateToLatest();
+      expect(error).toBeInstanceOf(Error);
+      const tables = await database.introspection.getTables();
+      expect(tables.map((table) => table.name)).not.toContain("first_table");
+    } finally {
+      await database.destroy();
     }
   });
 });
