@@ -194,10 +194,10 @@ describe.runIf(browserAvailable())("console modeler pages", () => {
     await expectAccessible(page, "modeler projects");
     await page.getByRole("table", { name: "Projects" }).getByRole("link", { name: "Shop" }).click();
     const contents = page.getByRole("table", { name: "Contents of Shop" });
-    expect(await contents.locator("tbody tr").allTextContents()).toEqual([
-      expect.stringContaining("ProcessesFolder"),
-      expect.stringContaining("DishDMN decisions"),
-    ]);
+    // The table appears before its rows have loaded: waited for, as the projects above.
+    await expect
+      .poll(async () => await contents.locator("tbody tr").allTextContents())
+      .toEqual([expect.stringContaining("ProcessesFolder"), expect.stringContaining("DishDMN decisions")]);
     await expectAccessible(page, "modeler project");
     await contents.getByRole("link", { name: "Processes" }).click();
     await page
