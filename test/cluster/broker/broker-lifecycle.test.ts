@@ -14,7 +14,6 @@ import type {
   ClusterChangeResponse,
   ClusterStatusResponse,
   PublishMessageCommand,
-  PublishMessageResponse,
 } from "../../../src/cluster/broker/protocol.js";
 import { ReplicaHost } from "../../../src/cluster/broker/replica-host.js";
 import { votersOf } from "../../../src/cluster/raft/index.js";
@@ -25,6 +24,7 @@ import { testClusterCredentials } from "../../support/cluster-secret.js";
 import {
   leaderOf,
   partitionSettled,
+  publishThroughLeadingBroker,
   removeDirectory,
   startBrokers,
   temporaryDirectory,
@@ -60,17 +60,10 @@ describe("broker lifecycle", () => {
       variables: {},
       tenantId: "<default>",
     };
-    for (let attempt = 0; attempt < 300; attempt += 1) {
-      const leader = leaderOf(brokers, partitionId);
-      if (leader !== undefined) {
-        const answer = (await client
-          .request(leader.clusterAddress, { type: "publish-message", partitionId, message }, { timeoutMs: 5_000 })
-          .catch(() => null)) as PublishMessageResponse | null;
-        if (answer?.outcome === "published") return answer.key;
-      }
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-    throw new Error(`could not publish ${name}`);
+    return await publishThroughLeadingBroker(client, brokers, partitionId, message, {
+      attempts: 300,
+      timeoutMs: 5_000,
+    });
   }
 
   async function restart(nodeId: number): Promise<Broker> {

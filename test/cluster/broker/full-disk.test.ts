@@ -9,15 +9,18 @@ import { closeSync, mkdirSync, openSync, rmSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Broker } from "../../../src/cluster/broker/broker.js";
-import type {
-  BrokerRequest,
-  GetMessageResponse,
-  PublishMessageCommand,
-  PublishMessageResponse,
-} from "../../../src/cluster/broker/protocol.js";
+import type { BrokerRequest, GetMessageResponse, PublishMessageCommand } from "../../../src/cluster/broker/protocol.js";
 import { TransportClient } from "../../../src/cluster/transport/index.js";
 import { testClusterCredentials } from "../../support/cluster-secret.js";
-import { leaderOf, partitionSettled, removeDirectory, startBrokers, temporaryDirectory, waitFor } from "./support.js";
+import {
+  leaderOf,
+  partitionSettled,
+  publishThroughLeadingBroker,
+  removeDirectory,
+  startBrokers,
+  temporaryDirectory,
+  waitFor,
+} from "./support.js";
 
 const PARTITIONS = [1, 2, 3];
 const isRoot = process.getuid?.() === 0;
@@ -54,17 +57,10 @@ describe.runIf(isRoot || process.env.CI === "true")("a broker whose disk fills u
       variables: { padding: "x".repeat(4_096) },
       tenantId: "<default>",
     };
-    for (let attempt = 0; attempt < 500; attempt += 1) {
-      const leader = leaderOf(brokers, partitionId);
-      if (leader !== undefined) {
-        const answer = (await client
-          .request(leader.clusterAddress, { type: "publish-message", partitionId, message }, { timeoutMs: 2_000 })
-          .catch(() => null)) as PublishMessageResponse | null;
-        if (answer?.outcome === "published") return answer.key;
-      }
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-    throw new Error(`could not publish ${name}`);
+    return await publishThroughLeadingBroker(client, brokers, partitionId, message, {
+      attempts: 500,
+      timeoutMs: 2_000,
+    });
   }
 
   /** Reads a message by its key from its partition's leader, asking again when leadership moved meanwhile. */

@@ -10,10 +10,17 @@ import { Broker } from "../../../src/cluster/broker/broker.js";
 import type { CoordinatorContext } from "../../../src/cluster/broker/coordinator.js";
 import { BROKER_DEFAULTS, type BrokerOptions } from "../../../src/cluster/broker/options.js";
 import type { PartitionReplica, PartitionReplicaOptions } from "../../../src/cluster/broker/partition-replica.js";
-import type { BrokerAddress, PublishMessageCommand, ReplicaReport } from "../../../src/cluster/broker/protocol.js";
+import type {
+  BrokerAddress,
+  BrokerRequest,
+  PublishMessageCommand,
+  PublishMessageResponse,
+  ReplicaReport,
+} from "../../../src/cluster/broker/protocol.js";
 import type { Member, Message } from "../../../src/cluster/raft/index.js";
 import { StorageEnvironment } from "../../../src/cluster/raft/storage/environment.js";
 import { type AcceptorState, type AcceptorStep, accept, prepare } from "../../../src/cluster/topology/index.js";
+import type { TransportClient } from "../../../src/cluster/transport/index.js";
 import { testClusterCredentials } from "../../support/cluster-secret.js";
 import { defaultHttpServerLimits } from "../../support/http.js";
 
@@ -288,4 +295,32 @@ export class MemberAcceptors {
     if (step.state !== null) this.states.set(brokerId, step.state);
     return step.answer;
   }
+}
+
+/**
+ * Publishes `message` on `partitionId` through its current leader among `brokers`, asking again (every 20 ms, at most
+ * `attempts` times) while there is none or it does not answer `published`; returns the message's key.
+ */
+export async function publishThroughLeadingBroker(
+  client: TransportClient<BrokerRequest, unknown>,
+  brokers: readonly Broker[],
+  partitionId: number,
+  message: PublishMessageCommand,
+  options: { attempts: number; timeoutMs: number },
+): Promise<string> {
+  for (let attempt = 0; attempt < options.attempts; attempt += 1) {
+    const leader = leaderOf(brokers, partitionId);
+    if (leader !== undefined) {
+      const answer = (await client
+        .request(
+          leader.clusterAddress,
+          { type: "publish-message", partitionId, message },
+          { timeoutMs: options.timeoutMs },
+        )
+        .catch(() => null)) as PublishMessageResponse | null;
+      if (answer?.outcome === "published") return answer.key;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error(`could not publish ${message.name}`);
 }
