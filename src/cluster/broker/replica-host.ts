@@ -298,10 +298,13 @@ export class ReplicaHost {
       // It stays listed as dead until it opens, so a failure counts as one more attempt.
       const prepared = this.options.beforeRestart?.() ?? Promise.resolve();
       prepared.then(
-        () =>
+        () => {
+          // Removed (it left its partition) or closed while the storage was being prepared: nothing to open.
+          if (this.closed || this.dead.get(partitionId) !== dead) return;
           this.open(partitionId, bootstrap).catch(() => {
             // Already logged and marked dead again by `open`.
-          }),
+          });
+        },
         (prepareError: unknown) => {
           if (this.closed || this.dead.get(partitionId) !== dead) return;
           const failure = prepareError instanceof Error ? prepareError : new Error(String(prepareError));

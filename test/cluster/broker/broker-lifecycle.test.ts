@@ -223,11 +223,13 @@ function testReplicaHost(
   environment: StorageEnvironment,
   send: (partitionId: number) => void,
   onOpen: (partitionId: number) => void = () => undefined,
+  beforeRestart?: () => Promise<void>,
 ): ReplicaHost {
   return new ReplicaHost({
     logger: pino({ level: "silent" }),
     restartBackoffMs: 50,
     maxRestartBackoffMs: 200,
+    ...(beforeRestart === undefined ? {} : { beforeRestart }),
     replicaOptions: (partitionId, bootstrap, onFailure) => {
       onOpen(partitionId);
       return {
@@ -274,6 +276,52 @@ describe("ReplicaHost bootstrap after a restart", () => {
 });
 
 describe("ReplicaHost supervision", () => {
+  it("does not open again a replica removed while its restart waited for the storage", async () => {
+    const directory = await temporaryDirectory("supervision-removed");
+    const environment = StorageEnvironment.open({ directory, synchronousCommit: true });
+    let failing = true;
+    let opens = 0;
+    // One storage recovery, which every restart (and the removal) waits for until the test lets it end.
+    let releaseStorage: () => void = () => undefined;
+    const storageRecovered = new Promise<void>((resolve) => {
+      releaseStorage = resolve;
+    });
+    let restartsWaiting = 0;
+    const host = testReplicaHost(
+      environment,
+      (partitionId) => {
+        if (partitionId === 1 && failing) throw new Error("the storage failed");
+      },
+      (partitionId) => {
+        if (partitionId === 1) opens += 1;
+      },
+      () => {
+        restartsWaiting += 1;
+        return storageRecovered;
+      },
+    );
+    try {
+      const members = [
+        { id: 0, role: "voter" as const, priority: 1 },
+        { id: 1, role: "voter" as const, priority: 1 },
+      ];
+      await host.ensure(1, members);
+      await waitFor(() => restartsWaiting === 1, "the restart waits for the storage");
+      failing = false;
+      const removal = host.remove(1);
+      releaseStorage();
+      await removal;
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      // Opened once at first, once more by the removal (to delete its data), and never by the restart that waited.
+      expect(opens).toBe(2);
+      expect(host.partitionIds()).toEqual([]);
+    } finally {
+      await host.close();
+      await environment.close();
+      await removeDirectory(directory);
+    }
+  });
+
   it("keeps doubling the pause for a replica that fails again right after each restart", async () => {
     const directory = await temporaryDirectory("supervision-backoff");
     const environment = StorageEnvironment.open({ directory, synchronousCommit: true });
