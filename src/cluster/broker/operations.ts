@@ -230,9 +230,21 @@ async function joinPartition(
   priority: number,
   run: OperationRun,
 ): Promise<void> {
-  const replica = await context.replicas.ensure(partitionId, null);
-  await untilDone(context, partitionId, { type: "addLearner", member: context.nodeId, priority }, run);
-  const receivedBytes = (): number => replica.membership().receivedBytes;
+  // A replica that fails here (its disk full, say) is restarted by the replica host after a pause, which the leader
+  // waiting for it cannot tell from a slow learner: the attempt fails at once with the reason, so operators see it in
+  // the monitoring response rather than a stall, and the retry waits for the restarted replica.
+  const failed = (reason: string): string =>
+    `the replica of partition ${partitionId} on broker ${context.nodeId} failed: ${reason}`;
+  await context.replicas.ensure(partitionId, null).catch((error: unknown) => {
+    throw new Error(failed(error instanceof Error ? error.message : String(error)), { cause: error });
+  });
+  const localFailure = (): string | null =>
+    context.replicas.isDead(partitionId) ? failed(context.replicas.deadReason(partitionId) ?? "unknown") : null;
+  await untilDone(context, partitionId, { type: "addLearner", member: context.nodeId, priority }, run, {
+    localFailure,
+  });
+  // Read from the replica running now: a restarted one is a new object that resumes what its storage holds.
+  const receivedBytes = (): number => context.replicas.get(partitionId)?.membership().receivedBytes ?? 0;
   let bytesTotal = 0;
   const report = (): void => {
     const received = receivedBytes();
@@ -243,23 +255,21 @@ async function joinPartition(
   // on a timer of their own rather than with each answer.
   const reporter = setInterval(report, BYTES_REPORT_INTERVAL_MS);
   try {
-    await untilDone(
-      context,
-      partitionId,
-      { type: "promote", member: context.nodeId },
-      run,
-      (catchUp) => {
-        bytesTotal = Math.max(bytesTotal, estimatedBytesToMove(catchUp, replica.report().appliedIndex));
+    await untilDone(context, partitionId, { type: "promote", member: context.nodeId }, run, {
+      onCatchUp: (catchUp) => {
+        const appliedIndex = context.replicas.get(partitionId)?.report().appliedIndex ?? 0;
+        bytesTotal = Math.max(bytesTotal, estimatedBytesToMove(catchUp, appliedIndex));
         report();
       },
       // While a snapshot streams in, the leader's view of the learner (its match index) stands still for as long as
       // the transfer takes; the bytes arriving here are the progress that keeps the attempt alive.
-      receivedBytes,
-    );
+      localProgress: receivedBytes,
+      localFailure,
+    });
   } finally {
     clearInterval(reporter);
   }
-  const received = replica.membership().receivedBytes;
+  const received = receivedBytes();
   run.reportBytes(received, received);
 }
 
@@ -375,30 +385,45 @@ async function bootstrapPartition(
   }
 }
 
+/** What `untilDone` watches on this broker besides the leader's answers. */
+interface LocalWatch {
+  /** Sees the leader's view of a learner catching up. */
+  readonly onCatchUp?: (catchUp: CatchUpProgress) => void;
+  /** A counter of this broker's own that also shows progress when it moves. */
+  readonly localProgress?: () => number;
+  /** Why this broker cannot take part in the change now (its replica failed), or null; a reason fails the attempt. */
+  readonly localFailure?: () => string | null;
+}
+
 /**
  * Asks the partition's leader for `change` until the committed configuration shows it. The leader holds each request
  * until the change took hold or `MEMBERSHIP_WAIT_MS` passed, so every step (proposed, committed, a learner ready for
  * its promotion) is acted on when it happens; an answer that comes back sooner without the change (no leader known
  * yet, a leader handing over, a leader of an earlier version that does not wait) is asked again after two
- * heartbeats. `onCatchUp` sees the leader's view of a learner catching up; `localProgress` is a counter of this
- * broker's own that also shows progress when it moves. Fails the attempt when the leader refuses, or when nothing
- * moved for `STALL_TIMEOUT_MS`.
+ * heartbeats. Fails the attempt when the leader refuses, when `watch` reports a local failure, or when nothing moved
+ * for `STALL_TIMEOUT_MS`.
  */
 async function untilDone(
   context: ChangeContext,
   partitionId: number,
   change: MembershipChange,
   run: OperationRun,
-  onCatchUp?: (catchUp: CatchUpProgress) => void,
-  localProgress?: () => number,
+  watch: LocalWatch = {},
 ): Promise<readonly Member[]> {
+  const { onCatchUp, localProgress, localFailure } = watch;
   let lastSign = "";
   let lastProgressMs = Date.now();
   const retryAfterMs = context.heartbeatIntervalMs * 2;
+  const failIfLocalFailed = (): void => {
+    const failure = localFailure?.() ?? null;
+    if (failure !== null) throw new Error(failure);
+  };
   while (!run.signal.aborted) {
+    failIfLocalFailed();
     const askedAtMs = Date.now();
     const answer = await askLeader(context, partitionId, change, MEMBERSHIP_WAIT_MS);
     if (answer.outcome === "done") return answer.members;
+    failIfLocalFailed();
     if (answer.outcome === "refused") throw new OperationRefusedError(answer.detail);
     const sign =
       answer.outcome === "in-progress"
