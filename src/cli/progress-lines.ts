@@ -4,6 +4,8 @@
  * without being flooded. Shared by every command that follows an operation (`cluster scale --watch`,
  * `backups take --wait`).
  */
+
+import { monotonicNowMs } from "../time/monotonic.js";
 import type { CliIo } from "./io.js";
 
 /** How often the progress is printed again when standard output is not a terminal and nothing changed. */
@@ -24,9 +26,9 @@ export class ProgressLines {
   show(line: string, final: boolean): void {
     if (this.terminal) {
       this.io.stdout(`\r\u001b[2K${line}${final ? "\n" : ""}`);
-    } else if (line !== this.lastLine || Date.now() - this.lastPrintedMs >= PLAIN_PROGRESS_INTERVAL_MS) {
+    } else if (line !== this.lastLine || monotonicNowMs() - this.lastPrintedMs >= PLAIN_PROGRESS_INTERVAL_MS) {
       this.io.stdout(`${line}\n`);
-      this.lastPrintedMs = Date.now();
+      this.lastPrintedMs = monotonicNowMs();
     }
     this.lastLine = line;
   }

@@ -126,7 +126,7 @@ export function guardConnections(server: Server, limits: HttpServerLimits, optio
   ) => {
     if (outcome === "refused") refusedSinceLastWarning += 1;
     else replacedSinceLastWarning += 1;
-    const nowMs = Date.now();
+    const nowMs = performance.now();
     if (nowMs < quietUntilMs) return;
     options.logger.warn(
       {

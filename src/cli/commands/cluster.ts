@@ -24,6 +24,7 @@ import {
   readLocalGateway,
   removeLocalBrokers,
 } from "../../platform/provisioner/local-brokers.js";
+import { monotonicNowMs } from "../../time/monotonic.js";
 import { formatClusterStatus, formatPlan, formatProgressLine } from "../cluster-display.js";
 import { type CliIo, CommandFailure, UsageError } from "../io.js";
 import { ProgressLines } from "../progress-lines.js";
@@ -213,11 +214,11 @@ async function watchChange(
 /** Waits until the new local brokers have started (their health says RUNNING, not only that they listen). */
 async function waitForBrokers(clusterDirectory: string, ids: readonly number[], io: CliIo): Promise<void> {
   const entries = (readLocalBrokers(clusterDirectory)?.brokers ?? []).filter((entry) => ids.includes(entry.nodeId));
-  const deadlineMs = Date.now() + NEW_BROKERS_TIMEOUT_MS;
+  const deadlineMs = monotonicNowMs() + NEW_BROKERS_TIMEOUT_MS;
   for (const entry of entries) {
     for (;;) {
       if (await brokerHasStarted(`http://127.0.0.1:${entry.managementPort}`, 1_000)) break;
-      if (Date.now() > deadlineMs) {
+      if (monotonicNowMs() > deadlineMs) {
         throw new Error(
           `broker ${entry.nodeId} did not start within ${NEW_BROKERS_TIMEOUT_MS / 1000} s; is flowplane start running?`,
         );

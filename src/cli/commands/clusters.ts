@@ -12,6 +12,7 @@ import {
   type ClusterParameters,
 } from "../../client/admin.js";
 import type { ClusterPatch } from "../../client/cluster.js";
+import { monotonicNowMs } from "../../time/monotonic.js";
 import { formatPlan } from "../cluster-display.js";
 import { type CliIo, CommandFailure, UsageError } from "../io.js";
 import { sleepUnlessInterrupted } from "../sleep.js";
@@ -145,12 +146,12 @@ export function formatCluster(cluster: Cluster): string {
 
 /** Polls the cluster until it is Healthy; fails after the bound or when the user interrupts. */
 async function waitUntilHealthy(client: AdminClient, clusterId: string, io: CliIo): Promise<Cluster> {
-  const deadlineMs = Date.now() + WAIT_TIMEOUT_MS;
+  const deadlineMs = monotonicNowMs() + WAIT_TIMEOUT_MS;
   for (;;) {
     const cluster = await client.getCluster(clusterId);
     if (cluster.status.ready === "Healthy") return cluster;
     if (io.shutdownSignal.aborted) throw new UsageError(`stopped waiting; cluster ${clusterId} is still starting`);
-    if (Date.now() > deadlineMs) {
+    if (monotonicNowMs() > deadlineMs) {
       throw new Error(
         `cluster ${clusterId} was not Healthy within ${WAIT_TIMEOUT_MS / 1000} s (status ${printable(cluster.status.ready)})`,
       );

@@ -49,8 +49,10 @@ export interface BackupCoordinatorContext {
   checkpoint(partitionId: number, checkpointId: bigint): Promise<CheckpointReply | null>;
   /** What `brokerIds` (this broker aside) answer when asked whether they apply checkpoint ids above 2^53 − 1. */
   largeCheckpointIdSupport(brokerIds: readonly number[]): Promise<LargeCheckpointIdSupport>;
-  /** Milliseconds since the epoch. */
+  /** Milliseconds since the epoch (the times backups record). */
   nowMs(): number;
+  /** A monotonic clock in milliseconds, for how long ago this broker took a backup (a wall clock may step). */
+  monotonicNowMs(): number;
   /** The flowplane version recorded in each backup's record. */
   readonly flowplaneVersion: string;
 }
@@ -87,7 +89,9 @@ export interface CheckpointReply {
 
 /** What this coordinator knows of a backup it took, until the store shows every part. */
 interface TakenBackup {
+  /** When it was taken: on this broker's monotonic clock, or (`fromRecord`) the wall clock of the broker that did. */
   readonly takenAtMs: number;
+  readonly fromRecord: boolean;
   /** Why a partition took no checkpoint, by partition id. */
   readonly missing: ReadonlyMap<number, string>;
 }
@@ -98,7 +102,7 @@ interface TakenBackup {
  */
 function takenByRecord(stored: StoredBackupRecord | undefined): TakenBackup | undefined {
   const takenAtMs = stored?.record === null || stored === undefined ? Number.NaN : Date.parse(stored.record.takenAt);
-  return Number.isFinite(takenAtMs) ? { takenAtMs, missing: new Map() } : undefined;
+  return Number.isFinite(takenAtMs) ? { takenAtMs, fromRecord: true, missing: new Map() } : undefined;
 }
 
 /** A 409 for a take whose id is not above `highestUsed`, which it names for a caller choosing the next id. */
@@ -246,7 +250,7 @@ export class BackupCoordinator {
           );
         }
       }
-      this.taken.set(backupId, { takenAtMs: this.context.nowMs(), missing });
+      this.taken.set(backupId, { takenAtMs: this.context.monotonicNowMs(), fromRecord: false, missing });
       // Bounded: ids only go up, so the first entries of the map are the oldest.
       for (const id of this.taken.keys()) {
         if (this.taken.size <= MAX_REMEMBERED_BACKUPS) break;
@@ -431,7 +435,7 @@ export class BackupCoordinator {
     const latest = (await store.backupIds()).at(-1);
     if (latest !== undefined) candidates.add(latest);
     for (const [id, taken] of this.taken) {
-      if (this.context.nowMs() - taken.takenAtMs <= PART_START_GRACE_MS) candidates.add(id);
+      if (this.ageMs(taken) <= PART_START_GRACE_MS) candidates.add(id);
     }
     for (const id of candidates) {
       const backup = await this.read(id);
@@ -513,6 +517,16 @@ export class BackupCoordinator {
     };
   }
 
+  /**
+   * How long ago a backup was taken. A take of this broker's is timed on its monotonic clock, which a step of the wall
+   * clock does not move; a record written by another broker carries that broker's wall clock, so either way from it.
+   */
+  private ageMs(taken: TakenBackup): number {
+    return taken.fromRecord
+      ? Math.abs(this.context.nowMs() - taken.takenAtMs)
+      : this.context.monotonicNowMs() - taken.takenAtMs;
+  }
+
   private partitionView(
     partitionId: number,
     parts: readonly BackupPartManifest[],
@@ -535,12 +549,7 @@ export class BackupCoordinator {
       return partView(last, "FAILED", reason);
     }
     const why = taken?.missing.get(partitionId);
-    // Either way from the time taken: a record written by another broker carries that broker's clock.
-    if (
-      taken !== undefined &&
-      why === undefined &&
-      Math.abs(this.context.nowMs() - taken.takenAtMs) <= PART_START_GRACE_MS
-    ) {
+    if (taken !== undefined && why === undefined && this.ageMs(taken) <= PART_START_GRACE_MS) {
       return { ...emptyPartition(partitionId), state: "IN_PROGRESS" };
     }
     return {

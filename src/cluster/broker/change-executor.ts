@@ -17,6 +17,7 @@
  */
 import { isDeepStrictEqual } from "node:util";
 import type { Logger } from "pino";
+import { monotonicNowMs } from "../../time/monotonic.js";
 import {
   beginOperation,
   type ClusterConfiguration,
@@ -50,6 +51,9 @@ interface RunningOperation {
   readonly changeId: number;
   readonly operation: ClusterOperation;
   readonly controller: AbortController;
+  /** When it started, as shown to operators (ISO 8601, the wall clock). */
+  readonly startedAt: string;
+  /** When it started on the monotonic clock, for its duration. */
   readonly startedAtMs: number;
   attempts: number;
   lastError: string | null;
@@ -57,6 +61,7 @@ interface RunningOperation {
   bytesMoved: number | null;
   /** Bytes per millisecond, smoothed, for the estimate of the time left. */
   rateBytesPerMs: number | null;
+  /** The monotonic time of the last sample. */
   lastSampleMs: number;
   lastSampleBytes: number;
 }
@@ -146,7 +151,7 @@ export class ChangeExecutor {
     return {
       changeId: running.changeId,
       operation: operationView(running.operation),
-      startedAt: new Date(running.startedAtMs).toISOString(),
+      startedAt: running.startedAt,
       attempts: running.attempts,
       lastError: running.lastError,
       bytesTotal: running.bytesTotal,
@@ -206,13 +211,14 @@ export class ChangeExecutor {
       changeId,
       operation,
       controller,
-      startedAtMs: Date.now(),
+      startedAt: new Date().toISOString(),
+      startedAtMs: monotonicNowMs(),
       attempts: 0,
       lastError: null,
       bytesTotal: null,
       bytesMoved: null,
       rateBytesPerMs: null,
-      lastSampleMs: Date.now(),
+      lastSampleMs: monotonicNowMs(),
       lastSampleBytes: 0,
     };
     this.running = running;
@@ -237,7 +243,7 @@ export class ChangeExecutor {
           const latest = this.context.configuration();
           if (!this.isCurrent(latest, changeId, operation)) return;
           await this.context.merge(completeOperation(latest, this.context.now()));
-          const durationMs = Date.now() - running.startedAtMs;
+          const durationMs = monotonicNowMs() - running.startedAtMs;
           this.options.onOperationCompleted?.(operation, durationMs);
           this.logger.info({ changeId, operation: description, durationMs }, "operation of a cluster change completed");
           return;
@@ -262,7 +268,7 @@ export class ChangeExecutor {
   }
 
   private sampleBytes(running: RunningOperation, bytesMoved: number, bytesTotal: number): void {
-    const nowMs = Date.now();
+    const nowMs = monotonicNowMs();
     const elapsedMs = nowMs - running.lastSampleMs;
     if (elapsedMs >= 200) {
       const rate = Math.max(0, bytesMoved - running.lastSampleBytes) / elapsedMs;

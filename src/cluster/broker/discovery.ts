@@ -10,6 +10,7 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
+import { monotonicNowMs } from "../../time/monotonic.js";
 import type { PeerAddress, TransportClient } from "../transport/index.js";
 import { describeAddress } from "../transport/index.js";
 import { type ClusterConfigurationAnswer, type PeerRequest, parseClusterConfigurationAnswer } from "./peer-requests.js";
@@ -58,7 +59,7 @@ export async function discoverCluster(options: DiscoveryOptions): Promise<Discov
     if (describeAddress(address) !== own) pending.set(describeAddress(address), address);
   }
   const answers = new Map<number, ClusterConfigurationAnswer>();
-  const startedAtMs = Date.now();
+  const startedAtMs = monotonicNowMs();
   let loggedAtMs = startedAtMs;
   // Bounded by the deadline, by the signal, or (without a deadline) by the first configuration received.
   for (;;) {
@@ -83,14 +84,14 @@ export async function discoverCluster(options: DiscoveryOptions): Promise<Discov
       pending.delete(key);
     }
     const found = [...answers.values()].some((answer) => answer.configuration !== null);
-    const elapsedMs = Date.now() - startedAtMs;
+    const elapsedMs = monotonicNowMs() - startedAtMs;
     const timedOut = options.timeoutMs !== null && elapsedMs >= options.timeoutMs;
     const everyoneAnswered = pending.size === 0 && options.timeoutMs !== null;
     if (found || timedOut || everyoneAnswered || options.signal.aborted) {
       return { answers: [...answers.values()], unanswered: [...pending.values()] };
     }
-    if (Date.now() - loggedAtMs >= WAITING_LOG_INTERVAL_MS) {
-      loggedAtMs = Date.now();
+    if (monotonicNowMs() - loggedAtMs >= WAITING_LOG_INTERVAL_MS) {
+      loggedAtMs = monotonicNowMs();
       options.logger.warn(
         {
           waitingMs: elapsedMs,

@@ -10,6 +10,7 @@
  * once it no longer leads, and only then stops and deletes its data.
  */
 import type { Logger } from "pino";
+import { monotonicNowMs } from "../../time/monotonic.js";
 import { majority } from "../raft/core/quorum.js";
 import { type Member, votersOf } from "../raft/index.js";
 import { applyOperation, type ClusterConfiguration, type ClusterOperation, replicasOf } from "../topology/index.js";
@@ -136,12 +137,13 @@ async function routeEveryPartition(
   run: OperationRun,
 ): Promise<void> {
   for (let partitionId = 1; partitionId <= partitionCount; partitionId += 1) {
-    const deadlineMs = Date.now() + STALL_TIMEOUT_MS;
+    const deadlineMs = monotonicNowMs() + STALL_TIMEOUT_MS;
     for (;;) {
       if (run.signal.aborted) throw new Error("the operation was abandoned");
       const answer = await askPartitionLeader(context, { type: "partition-route", partitionId, ...routing });
       if (answer?.outcome === "routed") break;
-      if (Date.now() > deadlineMs) throw new Error(`partition ${partitionId} did not take the new routing in time`);
+      if (monotonicNowMs() > deadlineMs)
+        throw new Error(`partition ${partitionId} did not take the new routing in time`);
       await pause(context.heartbeatIntervalMs * 2, run.signal);
     }
   }
@@ -166,7 +168,7 @@ async function redistribute(context: ChangeContext, run: OperationRun): Promise<
 async function relocate(context: ChangeContext, run: OperationRun): Promise<void> {
   const { all } = scaleUpCounts(context.configuration());
   let movedBytes = 0;
-  let lastProgressMs = Date.now();
+  let lastProgressMs = monotonicNowMs();
   // Bounded by progress: a pass that moves nothing while messages remain for longer than the stall timeout fails.
   for (;;) {
     let remaining = 0;
@@ -181,13 +183,13 @@ async function relocate(context: ChangeContext, run: OperationRun): Promise<void
         continue;
       }
       movedBytes += answer.movedBytes;
-      if (answer.moved > 0) lastProgressMs = Date.now();
+      if (answer.moved > 0) lastProgressMs = monotonicNowMs();
       remaining += answer.remaining;
       remainingBytes += answer.remainingBytes;
     }
     run.reportBytes(movedBytes, movedBytes + remainingBytes);
     if (remaining === 0 && unanswered.length === 0) break;
-    if (Date.now() - lastProgressMs > STALL_TIMEOUT_MS) {
+    if (monotonicNowMs() - lastProgressMs > STALL_TIMEOUT_MS) {
       const silent = unanswered.length === 0 ? "" : `, partitions ${unanswered.join(",")} did not answer`;
       throw new Error(
         `relocation made no progress for ${STALL_TIMEOUT_MS / 1000} s; ${remaining} messages remain${silent}`,
@@ -351,7 +353,7 @@ async function forceReconfigure(
     if (answer.outcome !== "forced") throw new Error(`broker ${brokerId} could not be forced: ${answer.detail}`);
   }
   const replica = await context.replicas.ensure(partitionId, null);
-  const deadlineMs = Date.now() + STALL_TIMEOUT_MS;
+  const deadlineMs = monotonicNowMs() + STALL_TIMEOUT_MS;
   while (!run.signal.aborted) {
     const membership = replica.committedConfiguration();
     const voters = votersOf(membership);
@@ -362,7 +364,7 @@ async function forceReconfigure(
     ) {
       return;
     }
-    if (Date.now() > deadlineMs)
+    if (monotonicNowMs() > deadlineMs)
       throw new Error(`the forced membership of partition ${partitionId} was not committed in time`);
     await pause(context.heartbeatIntervalMs * 2, run.signal);
   }
@@ -377,10 +379,11 @@ async function bootstrapPartition(
   run: OperationRun,
 ): Promise<void> {
   const replica = await context.replicas.ensure(partitionId, [{ id: context.nodeId, role: "voter", priority }]);
-  const deadlineMs = Date.now() + STALL_TIMEOUT_MS;
+  const deadlineMs = monotonicNowMs() + STALL_TIMEOUT_MS;
   while (replica.report().role !== "leader") {
     if (run.signal.aborted) throw new Error("the operation was abandoned");
-    if (Date.now() > deadlineMs) throw new Error(`partition ${partitionId} did not elect its first leader in time`);
+    if (monotonicNowMs() > deadlineMs)
+      throw new Error(`partition ${partitionId} did not elect its first leader in time`);
     await pause(context.heartbeatIntervalMs, run.signal);
   }
 }
@@ -412,7 +415,7 @@ async function untilDone(
 ): Promise<readonly Member[]> {
   const { onCatchUp, localProgress, localFailure } = watch;
   let lastSign = "";
-  let lastProgressMs = Date.now();
+  let lastProgressMs = monotonicNowMs();
   const retryAfterMs = context.heartbeatIntervalMs * 2;
   const failIfLocalFailed = (): void => {
     const failure = localFailure?.() ?? null;
@@ -420,7 +423,7 @@ async function untilDone(
   };
   while (!run.signal.aborted) {
     failIfLocalFailed();
-    const askedAtMs = Date.now();
+    const askedAtMs = monotonicNowMs();
     const answer = await askLeader(context, partitionId, change, MEMBERSHIP_WAIT_MS);
     if (answer.outcome === "done") return answer.members;
     failIfLocalFailed();
@@ -432,12 +435,12 @@ async function untilDone(
     if (answer.outcome === "in-progress" && answer.catchUp !== undefined) onCatchUp?.(answer.catchUp);
     if (sign !== lastSign) {
       lastSign = sign;
-      lastProgressMs = Date.now();
-    } else if (Date.now() - lastProgressMs > STALL_TIMEOUT_MS) {
+      lastProgressMs = monotonicNowMs();
+    } else if (monotonicNowMs() - lastProgressMs > STALL_TIMEOUT_MS) {
       const why = answer.outcome === "in-progress" ? answer.detail : answer.outcome;
       throw new Error(`${change.type} of broker ${change.member} on partition ${partitionId} made no progress: ${why}`);
     }
-    const answeredAfterMs = Date.now() - askedAtMs;
+    const answeredAfterMs = monotonicNowMs() - askedAtMs;
     if (answeredAfterMs < retryAfterMs) await pause(retryAfterMs - answeredAfterMs, run.signal);
   }
   throw new Error("the operation was abandoned");

@@ -6,6 +6,8 @@
  * `unavailable`, which is safe here because every one of these requests is repeatable (the same routing again, a
  * relocation the owner recognizes by its source key).
  */
+
+import { monotonicNowMs } from "../../time/monotonic.js";
 import type { RelocatedMessage } from "../engine/index.js";
 import { askPartitionLeader, type ChangeContext, pause } from "./operations.js";
 import type { PartitionReplica, ProposalEnd } from "./partition-replica.js";
@@ -61,8 +63,8 @@ export async function answerPartitionRequest(
         (ownerPartitionId, messages, checkpointId) => handOver(context, ownerPartitionId, messages, checkpointId),
         {
           maxBatches: RELOCATION_BATCHES_PER_REQUEST,
-          untilMs: Date.now() + RELOCATION_REQUEST_BUDGET_MS,
-          nowMs: Date.now,
+          untilMs: monotonicNowMs() + RELOCATION_REQUEST_BUDGET_MS,
+          nowMs: () => monotonicNowMs(),
         },
       );
     case "partition-relocate-in": {

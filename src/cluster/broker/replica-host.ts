@@ -9,6 +9,7 @@
  * whole longest backoff without failing, so a cause that persists is not retried (and logged) every second.
  */
 import type { Logger } from "pino";
+import { monotonicNowMs } from "../../time/monotonic.js";
 import type { Member } from "../raft/index.js";
 import { PartitionReplica, type PartitionReplicaOptions } from "./partition-replica.js";
 import type { ReplicaReport } from "./protocol.js";
@@ -239,7 +240,7 @@ export class ReplicaHost {
         this.bootstraps.set(partitionId, bootstrap);
         this.dead.delete(partitionId);
         const history = this.restartHistory.get(partitionId);
-        if (history !== undefined) history.openedAtMs = Date.now();
+        if (history !== undefined) history.openedAtMs = monotonicNowMs();
         return replica;
       },
       (error: unknown) => {
@@ -276,7 +277,7 @@ export class ReplicaHost {
     if (previous?.timer !== null && previous?.timer !== undefined) clearTimeout(previous.timer);
     const history = this.restartHistory.get(partitionId) ?? { failures: 0, openedAtMs: null };
     const ranWithoutFailing =
-      history.openedAtMs !== null && Date.now() - history.openedAtMs >= this.options.maxRestartBackoffMs;
+      history.openedAtMs !== null && monotonicNowMs() - history.openedAtMs >= this.options.maxRestartBackoffMs;
     history.failures = (ranWithoutFailing ? 0 : history.failures) + 1;
     history.openedAtMs = null;
     this.restartHistory.set(partitionId, history);

@@ -26,6 +26,7 @@ import type { Configuration } from "../../config/schema.js";
 import { registerApiDocuments } from "../../http/openapi.js";
 import { createHttpServer, type HttpServer } from "../../http/server.js";
 import { parseTrustedProxies } from "../../http/trusted-proxies.js";
+import { monotonicNowMs } from "../../time/monotonic.js";
 import type { BrokerRequest } from "../broker/protocol.js";
 import { ClusterCredentials, TransportClient } from "../transport/index.js";
 import { AccessGuard, healthRoutes } from "./access-guard.js";
@@ -110,7 +111,8 @@ export async function startGateway(
     credentials: ClusterCredentials.fromSecret(secret, clusterId),
     logger,
   });
-  const now = () => Date.now();
+  // Monotonic: request deadlines and topology rounds measure durations, which a step of the wall clock must not stretch.
+  const now = monotonicNowMs;
   const topology = new TopologyCache({
     client: topologyClient,
     contactPoints,

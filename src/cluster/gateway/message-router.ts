@@ -66,6 +66,7 @@ export interface MessageRouterOptions {
   requestTimeoutMs: number;
   /** Requests in progress beyond which new ones are refused with 503. */
   maxInFlightRequests: number;
+  /** A monotonic clock in milliseconds, for deadlines. */
   now: () => number;
 }
 

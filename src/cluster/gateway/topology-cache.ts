@@ -37,7 +37,7 @@ export interface TopologyCacheOptions {
   /** Time between two periodic rounds. */
   refreshIntervalMs: number;
   logger: Logger;
-  /** The clock rounds are stamped with (milliseconds). */
+  /** The monotonic clock rounds are stamped with (milliseconds). */
   now: () => number;
 }
 

@@ -26,6 +26,7 @@ import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
 import { configurationLeaves } from "../../config/load.js";
 import { ownPrivateDirectory, privateFileMode } from "../../files/private-files.js";
+import { monotonicNowMs } from "../../time/monotonic.js";
 import { ensureLocalClusterSecret } from "./cluster-secret.js";
 import {
   brokerPorts,
@@ -347,7 +348,7 @@ interface ManagedChild {
   logFile: string;
   process: ChildProcess | undefined;
   stopping: boolean;
-  /** When the running process was started (Date.now()). */
+  /** When the running process was started (`monotonicNowMs()`, for its uptime). */
   startedAtMs: number;
   /** Automatic restarts so far. */
   restarts: number;
@@ -632,7 +633,7 @@ async function startLocalClusterOnce(options: LocalClusterOptions): Promise<Loca
     }
     child.process = spawned;
     child.stopping = false;
-    child.startedAtMs = Date.now();
+    child.startedAtMs = monotonicNowMs();
     const broker = brokers.find((candidate) => candidate.nodeId === child.nodeId);
     if (broker !== undefined) broker.pid = spawned.pid;
     let ended = false;
@@ -642,7 +643,7 @@ async function startLocalClusterOnce(options: LocalClusterOptions): Promise<Loca
       ended = true;
       if (broker !== undefined && broker.pid === spawned.pid) broker.pid = undefined;
       const requested = child.stopping;
-      const uptimeMs = Date.now() - child.startedAtMs;
+      const uptimeMs = monotonicNowMs() - child.startedAtMs;
       child.lastExit = { exitCode: code, signal, atMs: Date.now(), uptimeMs, requested };
       notify({
         event: "exited",
@@ -1006,7 +1007,7 @@ async function waitUntilReady(context: {
   logger: Logger;
   signal: AbortSignal | undefined;
 }): Promise<void> {
-  const startedAtMs = Date.now();
+  const startedAtMs = monotonicNowMs();
   let lastProgressAtMs = startedAtMs;
   let lastState = "the gateway is not answering yet";
   for (;;) {
@@ -1025,14 +1026,14 @@ async function waitUntilReady(context: {
     } catch {
       // The gateway is still starting; keep polling within the bound.
     }
-    const elapsedMs = Date.now() - startedAtMs;
+    const elapsedMs = monotonicNowMs() - startedAtMs;
     if (elapsedMs > context.readyTimeoutMs) {
       throw new Error(
         `the local cluster was not ready within ${context.readyTimeoutMs} ms (${lastState}); see the logs in ${dirname(context.children[0]?.logFile ?? ".")}`,
       );
     }
-    if (Date.now() - lastProgressAtMs >= 5_000) {
-      lastProgressAtMs = Date.now();
+    if (monotonicNowMs() - lastProgressAtMs >= 5_000) {
+      lastProgressAtMs = monotonicNowMs();
       context.logger.info(
         { elapsedMs, state: lastState },
         "waiting for every partition of the local cluster to have a leader",

@@ -18,6 +18,7 @@ import type { Kysely } from "kysely";
 import type { Logger } from "pino";
 import { type AccessPolicy, openAccessPolicy, serializeAccessPolicy } from "../../auth/access-policy.js";
 import { ownPrivateDirectory, replacePrivateFile, syncDirectory } from "../../files/private-files.js";
+import { monotonicNowMs } from "../../time/monotonic.js";
 import type { PlatformDatabase } from "../store/schema.js";
 import {
   addLocalBrokers,
@@ -135,7 +136,7 @@ function heldDataDirectories(directory: string): { dataDirectory: string; pid: n
  * restored data into the previous one. Throws naming the process when one still holds it after `waitMs`.
  */
 async function waitForDataHolders(clusterDirectory: string, waitMs: number, logger: Logger): Promise<void> {
-  const deadline = Date.now() + waitMs;
+  const deadline = monotonicNowMs() + waitMs;
   const holders = () => [
     ...heldDataDirectories(join(clusterDirectory, BROKERS_DIRECTORY_NAME)),
     ...heldDataDirectories(join(clusterDirectory, PREVIOUS_BROKERS_DIRECTORY_NAME)),
@@ -146,7 +147,7 @@ async function waitForDataHolders(clusterDirectory: string, waitMs: number, logg
     { clusterDirectory, holders: held },
     "processes of an earlier start still hold the brokers' data; waiting for them to exit before putting the previous data back",
   );
-  while (held.length > 0 && Date.now() < deadline) {
+  while (held.length > 0 && monotonicNowMs() < deadline) {
     await new Promise((resolveWait) => setTimeout(resolveWait, DATA_HOLDER_POLL_INTERVAL_MS));
     held = holders();
   }

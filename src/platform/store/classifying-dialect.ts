@@ -13,6 +13,7 @@ import type {
   QueryResult,
   TransactionSettings,
 } from "kysely";
+import { monotonicNowMs } from "../../time/monotonic.js";
 import { DatabaseUnavailableError, databaseUnavailableReason } from "./unavailable.js";
 
 /** Rethrows `error` as a `DatabaseUnavailableError` when it says the database cannot serve now, else as it is. */
@@ -73,7 +74,7 @@ class ClassifyingConnection implements DatabaseConnection {
 
   async executeQuery<R>(compiledQuery: CompiledQuery): Promise<QueryResult<R>> {
     // A statement refused for a lock did nothing (SQLite statements are atomic), so it may be run again as it is.
-    const deadlineMs = Date.now() + this.options.retryWhileLockedMs;
+    const deadlineMs = monotonicNowMs() + this.options.retryWhileLockedMs;
     for (
       let delayMs: number = lockedRetryDelayMs.first;
       ;
@@ -82,7 +83,7 @@ class ClassifyingConnection implements DatabaseConnection {
       try {
         return await this.inner.executeQuery<R>(compiledQuery);
       } catch (error) {
-        if (!lockedByAnotherProcess(error) || Date.now() + delayMs > deadlineMs) throw classified(error);
+        if (!lockedByAnotherProcess(error) || monotonicNowMs() + delayMs > deadlineMs) throw classified(error);
       }
       await new Promise((resolve) => setTimeout(resolve, delayMs));
     }

@@ -71,6 +71,7 @@ function coordinator(overrides: Partial<BackupCoordinatorContext> = {}): BackupC
     },
     largeCheckpointIdSupport,
     nowMs: () => nowMs,
+    monotonicNowMs: () => nowMs,
     flowplaneVersion: "0.0.0-test",
     ...overrides,
   });
@@ -204,6 +205,7 @@ describe("BackupCoordinator", () => {
       checkpoint: async () => null,
       largeCheckpointIdSupport,
       nowMs: () => nowMs,
+      monotonicNowMs: () => nowMs,
       flowplaneVersion: "0.0.0-test",
     });
     expect(await other.take(1n)).toEqual({ outcome: "not-coordinator", coordinatorId: 0 });
@@ -447,6 +449,7 @@ describe("BackupCoordinator", () => {
         }),
         largeCheckpointIdSupport,
         nowMs: () => nowMs,
+        monotonicNowMs: () => nowMs,
         flowplaneVersion: "0.0.0-test",
       });
     expect(await successor().list()).toEqual({ outcome: "backups", backups: [] });

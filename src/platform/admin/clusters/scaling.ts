@@ -29,6 +29,7 @@ import { ApiError } from "../../../client/errors.js";
 import type { HttpOptions } from "../../../client/http.js";
 import { MAX_BROKER_ID } from "../../../cluster/topology/index.js";
 import { conflict, invalidRequest, ServiceError } from "../../../http/errors.js";
+import { monotonicNowMs } from "../../../time/monotonic.js";
 import type { Provisioner } from "../../provisioner/provisioner.js";
 import { type ClusterDirectory, type ClusterSummary, requireCluster } from "../cluster-directory.js";
 
@@ -203,7 +204,7 @@ export class ClusterScalingService {
     patch: ClusterPatch,
     brokersAdded: boolean,
   ): Promise<ScaleResponse> {
-    const deadlineMs = Date.now() + GOSSIP_TIMEOUT_MS;
+    const deadlineMs = monotonicNowMs() + GOSSIP_TIMEOUT_MS;
     // Bounded by the deadline: the coordinator learns of a new broker by gossip a moment after it answers.
     for (;;) {
       try {
@@ -211,7 +212,7 @@ export class ClusterScalingService {
       } catch (error) {
         const notYetKnown =
           error instanceof ApiError && error.status === 400 && /not running and reachable/.test(error.detail);
-        if (!brokersAdded || !notYetKnown || Date.now() > deadlineMs) throw problemOf(error);
+        if (!brokersAdded || !notYetKnown || monotonicNowMs() > deadlineMs) throw problemOf(error);
         await sleep(RETRY_INTERVAL_MS);
       }
     }
@@ -226,13 +227,13 @@ export class ClusterScalingService {
     clusterId: string,
     nodeIds: readonly number[],
   ): Promise<void> {
-    const deadlineMs = Date.now() + NEW_BROKERS_TIMEOUT_MS;
+    const deadlineMs = monotonicNowMs() + NEW_BROKERS_TIMEOUT_MS;
     const brokers = (await provisioner.brokers(clusterId)).filter((broker) => nodeIds.includes(broker.nodeId));
     for (const broker of brokers) {
       // Bounded by the deadline.
       for (;;) {
         if (await brokerHasStarted(broker.managementUrl, 1_000)) break;
-        if (Date.now() > deadlineMs) {
+        if (monotonicNowMs() > deadlineMs) {
           throw new ServiceError(
             "badGateway",
             `broker ${broker.nodeId} of cluster ${clusterId} did not start within ${NEW_BROKERS_TIMEOUT_MS / 1000} s; nothing was changed and it is stopped again`,
