@@ -26,11 +26,15 @@ export interface RaftEnvelope {
   readonly message: Message;
 }
 
-/** The sender's cluster configuration (as `encodeConfiguration` writes it) and the addresses it knows. */
+/**
+ * The sender's cluster configuration (as `encodeConfiguration` writes it), the addresses it knows, and its wall clock
+ * when it sent them (see cluster-clock.ts; brokers of earlier versions send none).
+ */
 export interface GossipEnvelope {
   readonly type: "gossip";
   readonly configuration: string;
   readonly brokers: readonly GossipedAddress[];
+  readonly sentAtMs?: number;
 }
 
 /** Every one-way message between brokers. */
@@ -105,7 +109,16 @@ export function parseBrokerMessage(value: unknown, from: number, self: number): 
   if (value.type === "gossip") {
     if (typeof value.configuration !== "string") return "gossip without a configuration";
     if (!Array.isArray(value.brokers) || !value.brokers.every(isGossipedAddress)) return "gossip with bad addresses";
-    return { type: "gossip", configuration: value.configuration, brokers: value.brokers };
+    const { sentAtMs } = value;
+    if (sentAtMs !== undefined && !(typeof sentAtMs === "number" && Number.isFinite(sentAtMs))) {
+      return `gossip sent at ${quoted(sentAtMs)}`;
+    }
+    return {
+      type: "gossip",
+      configuration: value.configuration,
+      brokers: value.brokers,
+      ...(sentAtMs === undefined ? {} : { sentAtMs }),
+    };
   }
   return `unknown message type ${quoted(value.type)}`;
 }

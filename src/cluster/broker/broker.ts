@@ -36,6 +36,7 @@ import { boundedReason } from "./bounded-reason.js";
 import { type BrokerMessage, type GossipedAddress, parseBrokerMessage, parseBrokerRequest } from "./broker-messages.js";
 import { ChangeAcceptor } from "./change-acceptor.js";
 import { ChangeExecutor } from "./change-executor.js";
+import { ClusterClock } from "./cluster-clock.js";
 import { ChangeCoordinator } from "./coordinator.js";
 import { type DiscoveryResult, discoverCluster } from "./discovery.js";
 import {
@@ -48,7 +49,12 @@ import {
 import { type BrokerMetrics, createBrokerMetrics, type ManagementSource, startManagementServer } from "./management.js";
 import { askPartitionLeader, type ChangeContext } from "./operations.js";
 import { type BrokerOptions, firstConfiguration, initialDistribution } from "./options.js";
-import type { PartitionReplica, PartitionReplicaOptions } from "./partition-replica.js";
+import {
+  type PartitionReplica,
+  type PartitionReplicaOptions,
+  type ReplicaClock,
+  systemClock,
+} from "./partition-replica.js";
 import { answerPartitionRequest } from "./partition-requests.js";
 import {
   type ClusterConfigurationAnswer,
@@ -77,6 +83,12 @@ import { inactiveReplicaReport, ReplicaHost } from "./replica-host.js";
 
 /** An answer as it goes out on the transport: the gateway's as they are, the peers' with encoded checkpoint ids. */
 type BrokerResponse = BrokerResponses[keyof BrokerResponses] | PeerMessageOnWire<PeerResponses[keyof PeerResponses]>;
+
+/** How often the replicas' clock correction is worked out again from the other brokers' clocks. */
+const CLOCK_CORRECTION_REFRESH_MS = 100;
+
+/** How far another broker's clock may be from this one's before the broker warns about it. */
+const DISTANT_CLOCK_WARNING_MS = 10_000;
 
 /** Interval at which a closing broker checks whether its in-flight proposals finished. */
 const SHUTDOWN_POLL_MS = 10;
@@ -143,7 +155,20 @@ export class Broker {
   /** The storage being opened again after it failed, which every replica restarting meanwhile waits for. */
   private storageRecovery: Promise<void> | null = null;
   private readonly addresses = new Map<number, GossipedAddress>();
+  /**
+   * When each broker was last heard from, on the monotonic clock: liveness measures how long ago, which a step of the
+   * wall clock (an NTP correction) must not change (a step back made a dead broker look alive for as long as the step).
+   */
   private readonly lastContactMs = new Map<number, number>();
+  /** The other brokers' clocks, from their gossip: the replicas' time is this broker's corrected towards theirs. */
+  private readonly clusterClock = new ClusterClock();
+  private readonly wallClockMs: () => number;
+  /** The clock correction (see `correctedNowMs`) and when it was worked out, on the monotonic clock. */
+  private clockCorrection = { correctionMs: 0, atMs: Number.NEGATIVE_INFINITY };
+  /** Peers whose clock this broker last reported as far from its own (so it warns once per crossing). */
+  private readonly peersWithDistantClocks = new Set<number>();
+  /** What the replicas run on: the system's timers, with the cluster's time (unless a test gives one). */
+  private readonly replicaClock: ReplicaClock;
   private readonly metrics: BrokerMetrics;
   private readonly managementSource: ManagementSource;
   private readonly releaseDataDirectory: () => Promise<void>;
@@ -178,6 +203,8 @@ export class Broker {
     this.nodeId = options.nodeId;
     this.logger = options.logger.child({ broker: options.nodeId });
     this.malformedMessageLog = new RefusalLog(this.logger);
+    this.wallClockMs = options.wallClockMs ?? Date.now;
+    this.replicaClock = options.replicaClock ?? { ...systemClock, now: () => this.correctedNowMs() };
     this.configurationValue = persisted;
     this.acceptor = new ChangeAcceptor(options.dataDirectory, acceptance, () => this.configuration.version);
     this.releaseDataDirectory = releaseDataDirectory;
@@ -256,6 +283,7 @@ export class Broker {
       },
       largeCheckpointIdSupport: (brokerIds) => this.largeCheckpointIdSupport(brokerIds),
       nowMs: () => Date.now(),
+      monotonicNowMs: () => performance.now(),
       flowplaneVersion: options.version,
     });
     this.coordinator = new ChangeCoordinator({
@@ -361,7 +389,8 @@ export class Broker {
 
   /** Liveness of every other known broker, members of the configuration or not (a broker waiting to be added). */
   liveness(): BrokerLiveness[] {
-    const nowMs = Date.now();
+    const nowMs = performance.now();
+    const wallNowMs = Date.now();
     const timeoutMs = this.livenessTimeoutMs();
     return [...this.addresses.keys()]
       .filter((nodeId) => nodeId !== this.nodeId)
@@ -371,7 +400,7 @@ export class Broker {
         return {
           nodeId,
           reachable: lastMs !== undefined && nowMs - lastMs <= timeoutMs,
-          lastContactAt: lastMs === undefined ? null : new Date(lastMs).toISOString(),
+          lastContactAt: lastMs === undefined ? null : new Date(wallNowMs - (nowMs - lastMs)).toISOString(),
         };
       });
   }
@@ -380,7 +409,7 @@ export class Broker {
   isReachable(nodeId: number): boolean {
     if (nodeId === this.nodeId) return true;
     const lastMs = this.lastContactMs.get(nodeId);
-    return lastMs !== undefined && Date.now() - lastMs <= this.livenessTimeoutMs();
+    return lastMs !== undefined && performance.now() - lastMs <= this.livenessTimeoutMs();
   }
 
   /** What `describe` answers. */
@@ -538,8 +567,11 @@ export class Broker {
     this.stopping.abort();
     this.logger.info("broker shutting down");
     await this.executor.close();
-    const deadlineMs = Date.now() + this.options.shutdownTimeoutMs;
-    while (Date.now() < deadlineMs && this.replicas.running().some((replica) => replica.pendingProposalCount > 0)) {
+    const deadlineMs = performance.now() + this.options.shutdownTimeoutMs;
+    while (
+      performance.now() < deadlineMs &&
+      this.replicas.running().some((replica) => replica.pendingProposalCount > 0)
+    ) {
       await new Promise((resolve) => setTimeout(resolve, SHUTDOWN_POLL_MS));
     }
     // Leaders hand over before stopping, so their partitions keep a leader instead of waiting for an election.
@@ -650,7 +682,7 @@ export class Broker {
     let newest = persisted;
     for (const answer of discovery.answers) {
       for (const address of answer.brokers) this.learnAddress(address);
-      this.lastContactMs.set(answer.nodeId, Date.now());
+      this.lastContactMs.set(answer.nodeId, performance.now());
       if (answer.configuration === null) continue;
       let candidate: ClusterConfiguration;
       try {
@@ -809,7 +841,7 @@ export class Broker {
       snapshotIntervalEntries: this.options.snapshotIntervalEntries,
       maxPendingProposals: this.options.maxPendingProposalsPerPartition,
       maxApplyLagEntries: this.options.maxApplyLagEntries,
-      ...(this.options.replicaClock === undefined ? {} : { clock: this.options.replicaClock }),
+      clock: this.replicaClock,
       send: (to, message) => this.sendRaft(partitionId, to, message),
       onFailure,
       onSnapshot: (snapshot) =>
@@ -830,6 +862,38 @@ export class Broker {
     };
   }
 
+  /**
+   * This broker's wall clock corrected towards the clocks of the brokers heard from recently (see cluster-clock.ts),
+   * the correction worked out again at most every 100 ms: replicas read the time on every publication.
+   */
+  private correctedNowMs(): number {
+    const monotonicMs = performance.now();
+    if (monotonicMs - this.clockCorrection.atMs >= CLOCK_CORRECTION_REFRESH_MS) {
+      const correctionMs = this.clusterClock.correctionMs((nodeId) => this.isReachable(nodeId));
+      this.clockCorrection = { correctionMs, atMs: monotonicMs };
+    }
+    return this.wallClockMs() + this.clockCorrection.correctionMs;
+  }
+
+  /** Takes in the wall clock broker `from` sent gossip at, and warns when it is far from this broker's. */
+  private observeClock(from: number, sentAtMs: number): void {
+    this.clusterClock.observe(from, sentAtMs, this.wallClockMs());
+    const offsetMs = this.clusterClock.peerOffsetMs(from) ?? 0;
+    const distant = Math.abs(offsetMs) >= DISTANT_CLOCK_WARNING_MS;
+    if (distant === this.peersWithDistantClocks.has(from)) return;
+    if (!distant) {
+      this.peersWithDistantClocks.delete(from);
+      this.logger.info({ peer: from, offsetMs }, "a broker's clock agrees with this broker's again");
+      return;
+    }
+    this.peersWithDistantClocks.add(from);
+    this.logger.warn(
+      { peer: from, offsetMs },
+      "a broker's clock differs from this broker's by more than 10 s; partition leaders stamp and expire messages by " +
+        "the median of the brokers' clocks, but the clocks should be synchronized (NTP)",
+    );
+  }
+
   private livenessTimeoutMs(): number {
     return Math.max(3 * this.options.gossipIntervalMs, 2 * this.options.electionTimeoutMs);
   }
@@ -847,6 +911,7 @@ export class Broker {
       type: "gossip",
       configuration: encodeConfiguration(this.configurationValue),
       brokers: [...this.addresses.values()],
+      sentAtMs: this.wallClockMs(),
     };
     for (const nodeId of this.addresses.keys()) {
       if (nodeId !== this.nodeId) this.transport.send(nodeId, envelope);
@@ -874,11 +939,12 @@ export class Broker {
       );
       return;
     }
-    this.lastContactMs.set(from, Date.now());
+    this.lastContactMs.set(from, performance.now());
     if (message.type === "raft") {
       this.replicas.get(message.partitionId)?.receive(message.message);
       return;
     }
+    if (message.sentAtMs !== undefined) this.observeClock(from, message.sentAtMs);
     for (const address of message.brokers) this.learnAddress(address);
     // Until it knows the configuration (it is still discovering it), a broker only learns where the others are.
     if (this.configurationValue === null) return;
@@ -903,7 +969,7 @@ export class Broker {
   }
 
   private async handleRequest(sender: RequestSender, raw: unknown): Promise<BrokerResponse> {
-    if (sender.role === "node") this.lastContactMs.set(sender.nodeId, Date.now());
+    if (sender.role === "node") this.lastContactMs.set(sender.nodeId, performance.now());
     const startedAt = performance.now();
     if (isPeerRequestType(raw)) {
       const request = parsePeerRequest(raw);

@@ -90,6 +90,8 @@ export interface BrokerOptions {
    * absent: the system's, as production runs. Tests pass one to hold a replica's opening back.
    */
   readonly replicaClock?: ReplicaClock;
+  /** This broker's wall clock in epoch milliseconds; absent: the system's. Tests give a broker one that is wrong. */
+  readonly wallClockMs?: () => number;
 }
 
 /** Defaults of the options that have no configuration setting. */

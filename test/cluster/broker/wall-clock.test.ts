@@ -1,0 +1,108 @@
+/**
+ * Brokers whose wall clocks step or differ, with real in-process brokers: how long ago a broker was heard from is
+ * measured on the monotonic clock, so a step back of the wall clock (an NTP correction) does not make a dead broker
+ * look alive again, and the next broker keeps acting as the coordinator; and a leader whose clock runs hours ahead
+ * of the others' expires no message early, since leaders go by the median of the brokers' clocks.
+ */
+import { afterEach, describe, expect, it, vi } from "vitest";
+import type { Broker } from "../../../src/cluster/broker/broker.js";
+import type {
+  BrokerRequest,
+  ClusterStatusResponse,
+  GetMessageResponse,
+  PublishMessageCommand,
+} from "../../../src/cluster/broker/protocol.js";
+import { TransportClient } from "../../../src/cluster/transport/index.js";
+import { testClusterCredentials } from "../../support/cluster-secret.js";
+import {
+  leaderOf,
+  partitionSettled,
+  publishThroughLeadingBroker,
+  removeDirectory,
+  startBrokers,
+  temporaryDirectory,
+  waitFor,
+} from "./support.js";
+
+const TWO_HOURS_MS = 2 * 60 * 60 * 1000;
+
+describe("brokers whose wall clock steps", () => {
+  const client = new TransportClient<BrokerRequest, unknown>({ credentials: testClusterCredentials() });
+  const cleanups: (() => Promise<void> | void)[] = [];
+  afterEach(async () => {
+    vi.restoreAllMocks();
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+
+  it("keeps a stopped broker unreachable, and the next one coordinating, when the wall clock steps back", async () => {
+    const root = await temporaryDirectory("wall-clock-step");
+    cleanups.push(() => removeDirectory(root));
+    const brokers = await startBrokers(root, 3);
+    cleanups.push(async () => {
+      await Promise.all(brokers.map((broker) => broker.close()));
+    });
+    for (const partitionId of [1, 2, 3]) {
+      await waitFor(() => partitionSettled(brokers, partitionId, 3), `partition ${partitionId} settled`, 2_000);
+    }
+    const [first, second] = brokers as [Broker, Broker, Broker];
+    await first.close();
+    await waitFor(() => !second.isReachable(0), "broker 1 notices that broker 0 stopped", 2_000);
+    const status = async (): Promise<ClusterStatusResponse> =>
+      (await client.request(
+        second.clusterAddress,
+        { type: "cluster-status" },
+        { timeoutMs: 2_000 },
+      )) as ClusterStatusResponse;
+    expect((await status()).outcome).toBe("status");
+
+    const realNow = Date.now.bind(Date);
+    vi.spyOn(Date, "now").mockImplementation(() => realNow() - TWO_HOURS_MS);
+    // Longer than the liveness timeout (twice the election timeout of the test brokers).
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect(second.isReachable(0)).toBe(false);
+    expect(second.liveness().find((peer) => peer.nodeId === 0)?.reachable).toBe(false);
+    expect((await status()).outcome).toBe("status");
+  });
+
+  it("expires no message early when the partition's new leader has a clock three hours ahead", async () => {
+    const root = await temporaryDirectory("wall-clock-ahead");
+    cleanups.push(() => removeDirectory(root));
+    const aheadMs = 3 * 60 * 60 * 1000;
+    const brokers = await startBrokers(root, 3, (nodeId) =>
+      nodeId === 2 ? { wallClockMs: () => Date.now() + aheadMs } : {},
+    );
+    cleanups.push(async () => {
+      await Promise.all(brokers.map((broker) => broker.close()));
+    });
+    for (const partitionId of [1, 2, 3]) {
+      await waitFor(() => partitionSettled(brokers, partitionId, 3), `partition ${partitionId} settled`, 2_000);
+    }
+    // Partition 2's replicas by priority: brokers 1, 2, 0. Published while broker 1 leads, with an hour to live.
+    const partitionId = 2;
+    expect(leaderOf(brokers, partitionId)?.configuration).toBeDefined();
+    const message: PublishMessageCommand = {
+      name: "order-paid",
+      correlationKey: "order-7",
+      timeToLiveMs: 60 * 60 * 1000,
+      variables: {},
+      tenantId: "<default>",
+    };
+    const key = await publishThroughLeadingBroker(client, brokers, partitionId, message, {
+      attempts: 100,
+      timeoutMs: 2_000,
+    });
+    // Broker 2 has heard the others' clocks by now (gossip every 100 ms in tests).
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const [, leading, ahead] = brokers as [Broker, Broker, Broker];
+    await leading.close();
+    await waitFor(() => ahead.replica(partitionId)?.report().role === "leader", "broker 2 leads partition 2", 2_000);
+    // Many ticks of the new leader, each of which would propose the expiry of a message past its deadline.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const answer = (await client.request(
+      ahead.clusterAddress,
+      { type: "get-message", partitionId, key },
+      { timeoutMs: 2_000 },
+    )) as GetMessageResponse;
+    expect(answer.outcome).toBe("found");
+  });
+});
