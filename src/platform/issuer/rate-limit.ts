@@ -65,7 +65,9 @@ function compileConsumeStatement(
     // At least one millisecond, so a refused request is always recognizable by a block that ends after `now`.
     const blockMs = Math.max(1, settings.blockSeconds * 1000);
     const nowParameter = sql`CAST(${slot("now")} AS BIGINT)`;
-    const blocked = sql`rate_limits.blocked_until_ms > ${nowParameter}`;
+    // A block ending further off than a whole block was started before the wall clock stepped back: it is over, or
+    // a step back of an hour would block the address for an hour.
+    const blocked = sql`(rate_limits.blocked_until_ms > ${nowParameter} AND rate_limits.blocked_until_ms <= ${nowParameter} + CAST(${blockMs} AS BIGINT))`;
     const elapsedMs = sql`(CASE WHEN ${nowParameter} > rate_limits.updated_at_ms THEN ${nowParameter} - rate_limits.updated_at_ms ELSE 0 END)`;
     const grown = sql`(rate_limits.tokens + ${elapsedMs} * CAST(${refillPerMs} AS DOUBLE PRECISION))`;
     const refilled = sql`(CASE WHEN ${grown} > CAST(${burst} AS DOUBLE PRECISION) THEN CAST(${burst} AS DOUBLE PRECISION) ELSE ${grown} END)`;
@@ -76,7 +78,8 @@ function compileConsumeStatement(
         tokens = CASE WHEN ${blocked} THEN rate_limits.tokens WHEN ${refilled} >= 1 THEN ${refilled} - 1 ELSE ${refilled} END,
         updated_at_ms = CASE WHEN ${blocked} THEN rate_limits.updated_at_ms ELSE ${nowParameter} END,
         blocked_until_ms = CASE
-          WHEN ${blocked} OR ${refilled} >= 1 THEN rate_limits.blocked_until_ms
+          WHEN ${blocked} THEN rate_limits.blocked_until_ms
+          WHEN ${refilled} >= 1 THEN CAST(0 AS BIGINT)
           ELSE ${nowParameter} + CAST(${blockMs} AS BIGINT)
         END
       RETURNING tokens, updated_at_ms, blocked_until_ms`;
@@ -148,10 +151,11 @@ export class AddressRateLimiter {
     await this.pruneWhenDue(now);
     const blockedUntilMs = Number(row.blocked_until_ms);
     if (blockedUntilMs <= now) return { allowed: true };
-    // The client may come back when the block is over and the bucket holds a whole token again.
+    // The client may come back when the block is over and the bucket holds a whole token again (counted from now at
+    // the latest: a bucket updated before the wall clock stepped back refills from now on).
     const tokens = Number(row.tokens);
     const refillPerMs = this.settings.refillPerSecond / 1000;
-    const tokenReadyAtMs = Number(row.updated_at_ms) + Math.max(0, (1 - tokens) / refillPerMs);
+    const tokenReadyAtMs = Math.min(Number(row.updated_at_ms), now) + Math.max(0, (1 - tokens) / refillPerMs);
     return { allowed: false, retryAfterSeconds: secondsUntil(Math.max(blockedUntilMs, tokenReadyAtMs), now) };
   }
 
@@ -248,7 +252,8 @@ export class TokenRateLimiter {
     const row = (await this.delayStatement.execute({ clientId, address: connectionAddressKey(address) }))[0];
     const consecutiveFailures = row === undefined ? 0 : Number(row.consecutive_failures);
     const delayedUntilMs = row === undefined ? 0 : Number(row.delayed_until_ms);
-    if (delayedUntilMs > now) {
+    // A delay ending further off than the longest delay was started before the wall clock stepped back: it is over.
+    if (delayedUntilMs > now && delayedUntilMs <= now + this.settings.failureDelayMaxMs) {
       return { allowed: false, retryAfterSeconds: secondsUntil(delayedUntilMs, now), consecutiveFailures };
     }
     return { allowed: true, consecutiveFailures };

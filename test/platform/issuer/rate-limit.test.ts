@@ -59,6 +59,23 @@ describe.each(databaseKinds)("token rate limiter (%s)", (kind) => {
     expect((await rateLimiter.consumeAddress("10.0.0.1")).allowed).toBe(false);
   });
 
+  it("ends a block and a failure delay started before the wall clock stepped back, rather than for the step's length", async () => {
+    const { limiter: rateLimiter, clock } = await limiter();
+    for (let request = 0; request <= settings.burst; request++) await rateLimiter.consumeAddress("10.0.0.1");
+    for (let failure = 0; failure < 4; failure++) await rateLimiter.recordFailure("client", "10.0.0.1");
+    expect((await rateLimiter.clientDelay("client", "10.0.0.1")).allowed).toBe(false);
+    // NTP steps the clock back two hours.
+    clock.advance(-2 * 60 * 60 * 1000);
+    expect((await rateLimiter.clientDelay("client", "10.0.0.1")).allowed).toBe(true);
+    // The bucket is still empty (it refills from now on), so the address is blocked once more, for one block only.
+    expect(await rateLimiter.consumeAddress("10.0.0.1")).toEqual({ allowed: false, retryAfterSeconds: 60 });
+    clock.advance(60_000);
+    for (let request = 0; request < settings.burst; request++) {
+      expect(await rateLimiter.consumeAddress("10.0.0.1")).toEqual({ allowed: true });
+    }
+    expect(await rateLimiter.consumeAddress("10.0.0.1")).toEqual({ allowed: false, retryAfterSeconds: 60 });
+  });
+
   it("refills at the configured rate and keeps addresses apart", async () => {
     const { limiter: rateLimiter, clock } = await limiter({ blockSeconds: 0 });
     for (let request = 0; request < settings.burst; request++) await rateLimiter.consumeAddress("10.0.0.1");
