@@ -113,6 +113,19 @@ export const backupScheduleActivityService = "backup-schedule";
 /** How often the schedules are checked for a due run. */
 const SCHEDULE_CHECK_INTERVAL_MS = 30_000;
 
+/** How far a schedule's last run may lie ahead of this platform's clock before it counts as a step of the clock. */
+const SCHEDULE_CLOCK_STEP_MS = 60_000;
+
+/**
+ * The time a schedule's next run is counted from: its last run (or change). One recorded well ahead of now was
+ * recorded before the wall clock stepped back, and waiting for the clock to catch up with it would skip runs for as
+ * long as the step: the schedule then goes on from the previous check. A last run only a little ahead is another
+ * platform replica's clock running ahead of this one's, and counting from it keeps the two from running it twice.
+ */
+function scheduleReference(recordedMs: number, nowMs: number): Date {
+  return new Date(recordedMs > nowMs + SCHEDULE_CLOCK_STEP_MS ? nowMs - SCHEDULE_CHECK_INTERVAL_MS : recordedMs);
+}
+
 /** Restores a provisioned cluster's brokers from a backup: the clusters service answers it through its provisioner. */
 export interface ClusterRestorer {
   /**
@@ -437,7 +450,7 @@ export class BackupService {
       .where("cluster_id", "=", clusterId)
       .executeTakeFirst();
     if (row === undefined) throw notFound("backup schedule of cluster", clusterId);
-    const next = nextRun(parseCron(row.cron), new Date(Math.max(this.now().getTime(), Date.parse(row.updated_at))));
+    const next = nextRun(parseCron(row.cron), this.now());
     return { cron: row.cron, keep: row.keep_count, nextRun: next?.toISOString() ?? null, lastRun: row.last_run_at };
   }
 
@@ -475,7 +488,7 @@ export class BackupService {
     const now = this.now();
     const schedules = await this.database.selectFrom("cluster_backup_schedules").selectAll().execute();
     for (const row of schedules) {
-      const since = new Date(row.last_run_at ?? row.updated_at);
+      const since = scheduleReference(Date.parse(row.last_run_at ?? row.updated_at), now.getTime());
       const due = nextRun(parseCron(row.cron), since);
       if (due === undefined || due > now) continue;
       const restore = this.running.get(row.cluster_id);

@@ -128,6 +128,14 @@ describe.each(databaseKinds)("backup schedules on %s", (kind) => {
         ["backup-schedule", "d", `${clusterId}/1`],
       ].sort(),
     );
+
+    // NTP steps the clock back two hours: the schedule goes on from the clock's time, not from its last run's.
+    clock = new Date("2026-01-01T09:40:00.000Z");
+    expect((await service.getSchedule(organizationId, clusterId)).nextRun).toBe("2026-01-01T10:00:00.000Z");
+    clock = new Date("2026-01-01T10:00:10.000Z");
+    management.requests.length = 0;
+    await service.runDueSchedules();
+    expect(management.requests.filter((request) => request.method === "POST")).toHaveLength(1);
   });
 
   it("refuses schedules that run more often than every 15 minutes or never", async () => {
