@@ -180,7 +180,12 @@ export class TokenProvider {
     return this.describe(key, accessToken, body ?? {}, sentAtMs);
   }
 
-  /** Works out issue time, expiry and refresh time, preferring the JWT's own claims over `expires_in`. */
+  /**
+   * Works out issue time, expiry and refresh time on this machine's clock: the token's lifetime (the shorter of its
+   * claims' `exp - iat` and `expires_in`) counted from when the request was sent. The claims' instants are the
+   * issuer's clock, which may differ from this one: read against a clock ten minutes ahead, a token of five minutes
+   * looked expired at once and was never reused (each call asked for a new one until the rate limit refused).
+   */
   private describe(
     key: TokenCacheKey,
     accessToken: string,
@@ -193,15 +198,13 @@ export class TokenProvider {
     } catch {
       // Opaque tokens are allowed by OAuth; their lifetime then comes from expires_in alone.
     }
-    const expiresInSeconds = typeof body.expires_in === "number" ? body.expires_in : undefined;
-    const issuedAtMs = typeof claims.iat === "number" ? claims.iat * 1000 : sentAtMs;
-    const expiresAtMs =
-      typeof claims.exp === "number"
-        ? claims.exp * 1000
-        : expiresInSeconds !== undefined
-          ? sentAtMs + expiresInSeconds * 1000
-          : sentAtMs + this.refreshMarginMs;
-    const lifetimeMs = Math.max(0, expiresAtMs - issuedAtMs);
+    const lifetimes: number[] = [];
+    if (typeof claims.exp === "number" && typeof claims.iat === "number")
+      lifetimes.push((claims.exp - claims.iat) * 1000);
+    if (typeof body.expires_in === "number") lifetimes.push(body.expires_in * 1000);
+    const lifetimeMs = lifetimes.length === 0 ? this.refreshMarginMs : Math.max(0, Math.min(...lifetimes));
+    const issuedAtMs = sentAtMs;
+    const expiresAtMs = sentAtMs + lifetimeMs;
     const marginMs = Math.min(this.refreshMarginMs, lifetimeMs * this.refreshFraction);
     return {
       accessToken,

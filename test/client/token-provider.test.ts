@@ -40,11 +40,14 @@ describe("TokenProvider against a real platform", () => {
       http: { dispatcher: counter.dispatcher, clock },
     });
 
+    const sentAtMs = clock.now();
     const first = await provider.getToken();
     expect(first.source).toBe("network");
     const claims = decodeJwt(first.accessToken);
     expect(claims.aud).toBe("admin-api");
-    expect(first.expiresAtMs).toBe((claims.exp ?? 0) * 1000);
+    // The lifetime the token claims, timed on this client's clock from when it asked.
+    expect(first.issuedAtMs).toBe(sentAtMs);
+    expect(first.expiresAtMs).toBe(sentAtMs + ((claims.exp ?? 0) - (claims.iat ?? 0)) * 1000);
     // 10% of a 300 s lifetime (30 s) is smaller than the 60 s cap, so it is the margin.
     expect(first.refreshAtMs).toBe(first.expiresAtMs - 30_000);
 
@@ -59,6 +62,23 @@ describe("TokenProvider against a real platform", () => {
     expect(renewed.source).toBe("network");
     expect(decodeJwt(renewed.accessToken).jti).not.toBe(claims.jti);
     expect(counter.count()).toBe(2);
+    await counter.close();
+  });
+
+  it("reuses a token on a client whose clock runs ten minutes ahead of the issuer's", async () => {
+    const counter = countingDispatcher();
+    const clock = manualClock(Date.now() + 600_000);
+    const provider = new TokenProvider({
+      credentials,
+      defaultAudience: "admin-api",
+      http: { dispatcher: counter.dispatcher, clock },
+    });
+    const first = await provider.getToken();
+    expect(first.expiresAtMs).toBeGreaterThan(clock.now());
+    clock.advance(60_000);
+    const reused = await provider.getToken();
+    expect(reused.source).toBe("memory");
+    expect(counter.count()).toBe(1);
     await counter.close();
   });
 
