@@ -54,6 +54,11 @@ export interface VerifierStatistics {
 interface CachedPrincipal {
   principal: Principal;
   expiresAtMs: number;
+  /**
+   * The earliest time it is accepted (its `iat`, less the skew): a clock that stepped back since it was cached then
+   * refuses it as it refuses the same token uncached, rather than accepting only the tokens used before the step.
+   */
+  validFromMs: number;
 }
 
 /** Explains a jose failure in words a client can act on (never echoing token contents). */
@@ -115,7 +120,7 @@ export class TokenVerifier {
     const cached = this.cache.get(token);
     if (cached !== undefined) {
       this.cache.delete(token);
-      if (cached.expiresAtMs > now) {
+      if (cached.expiresAtMs > now && cached.validFromMs <= now) {
         // Re-inserting moves the entry to the end of the map's order: eviction takes the least recently used.
         this.cache.set(token, cached);
         this.statistics.cacheHits += 1;
@@ -123,9 +128,10 @@ export class TokenVerifier {
       }
     }
     this.statistics.verifications += 1;
-    const principal = await this.verifyUncached(token, now);
+    const { principal, issuedAtMs } = await this.verifyUncached(token, now);
     if (principal.expiresAtMs > now) {
-      this.cache.set(token, { principal, expiresAtMs: principal.expiresAtMs });
+      const validFromMs = issuedAtMs - this.clockSkewSeconds * 1000;
+      this.cache.set(token, { principal, expiresAtMs: principal.expiresAtMs, validFromMs });
       while (this.cache.size > this.cacheMaxEntries) {
         const oldest = this.cache.keys().next().value;
         if (oldest === undefined) break;
@@ -135,7 +141,7 @@ export class TokenVerifier {
     return principal;
   }
 
-  private async verifyUncached(token: string, now: number): Promise<Principal> {
+  private async verifyUncached(token: string, now: number): Promise<{ principal: Principal; issuedAtMs: number }> {
     let payload: Awaited<ReturnType<typeof jwtVerify>>["payload"];
     try {
       ({ payload } = await jwtVerify(token, this.options.keySource, {
@@ -165,7 +171,7 @@ export class TokenVerifier {
       throw new TokenVerificationError("The access token's 'cluster' claim is not a string.");
     }
     if (typeof exp !== "number") throw new TokenVerificationError("The access token lacks 'exp'.");
-    return {
+    const principal: Principal = {
       clientId: sub,
       organizationId: org,
       scopes: new Set((scope ?? "").split(" ").filter((value) => value !== "")),
@@ -173,5 +179,6 @@ export class TokenVerifier {
       ...(typeof jti === "string" ? { tokenId: jti } : {}),
       expiresAtMs: exp * 1000,
     };
+    return { principal, issuedAtMs: payload.iat * 1000 };
   }
 }

@@ -160,6 +160,18 @@ describe("token verifier", () => {
     expect(verifier.statistics.verifications).toBe(3);
   });
 
+  it("refuses a cached token as it refuses it uncached once the clock stepped back before its issue", async () => {
+    const key = await createTestKey();
+    const { verifier, advance } = await setup([key]);
+    const used = await signWith(key, validClaims(nowMs));
+    const unused = await signWith(key, validClaims(nowMs, { jti: "token-2" }));
+    await verifier.verify(used);
+    // The clock steps back an hour: both tokens are issued in its future now, the one served from the cache too.
+    advance(-3_600_000);
+    expect(await refusal(verifier, unused)).toMatch(/future/);
+    expect(await refusal(verifier, used)).toMatch(/future/);
+  });
+
   it("keeps its cache bounded, dropping the least recently used token", async () => {
     const key = await createTestKey();
     const { verifier } = await setup([key], { cacheMaxEntries: 2 });
