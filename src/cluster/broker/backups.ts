@@ -552,10 +552,20 @@ export class BackupCoordinator {
     if (taken !== undefined && why === undefined && this.ageMs(taken) <= PART_START_GRACE_MS) {
       return { ...emptyPartition(partitionId), state: "IN_PROGRESS" };
     }
+    // A partition that took this broker's checkpoint and still has no part after the grace most often writes to
+    // another store than this broker reads: brokers started by hand with their own data directories each default to
+    // a store inside it.
+    const tookCheckpoint = taken !== undefined && !taken.fromRecord && why === undefined;
     return {
       ...emptyPartition(partitionId),
       state: "MISSING",
-      failureReason: why ?? "the backup store holds no part of this partition",
+      failureReason:
+        why ??
+        (tookCheckpoint
+          ? `partition ${partitionId} took the checkpoint, but the backup store this broker reads holds no part of ` +
+            "it: its leader writes to another store (every broker must use the same backup directory, " +
+            "service.backup.filesystem.basePath) or stopped before it wrote one"
+          : "the backup store holds no part of this partition"),
     };
   }
 }

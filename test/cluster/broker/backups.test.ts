@@ -228,6 +228,19 @@ describe("BackupCoordinator", () => {
     });
   });
 
+  it("says a partition that took the checkpoint but wrote no part its coordinator can see may write to another store", async () => {
+    const backups = coordinator();
+    await backups.take(4n);
+    await store.writeManifest(part({ backupId: 4n, partitionId: 1 }));
+    expect(await backups.status(4n)).toMatchObject({ backup: { details: [{}, { state: "IN_PROGRESS" }] } });
+    nowMs += 120_000;
+    const answer = await backups.status(4n);
+    expect(answer).toMatchObject({ backup: { details: [{ state: "COMPLETED" }, { state: "MISSING" }] } });
+    expect((answer as { backup: { failureReason: string } }).backup.failureReason).toMatch(
+      /^partition 2: partition 2 took the checkpoint, but the backup store this broker reads holds no part of it: .*basePath/,
+    );
+  });
+
   it("a backup from before records counts its partitions by its parts: one added later is not the backup's", async () => {
     const backups = coordinator();
     await store.writeManifest(part({ backupId: 3n, partitionId: 1 }));
