@@ -39,7 +39,7 @@ export const configurationSchema = Type.Object(
           maximum: 1_000_000,
           default: 1024,
           description:
-            "Open connections one HTTP server accepts. At the cap a new connection takes the place of one doing nothing useful (a request head not sent within 1 s, a body or an answer moving too slowly, or idle between requests), and is closed at once when none qualifies. Keep the sum over a process's servers well below its open-file limit (ulimit -n); Node accepts up to 64 more for a moment before the server closes them.",
+            "Open connections one HTTP server accepts. At the cap a new connection takes the place of one doing nothing useful (a request head not sent within 1 s, a body or an answer moving too slowly, or idle between requests), and is closed at once when none qualifies. A server lowers it to what the process's open-file limit (ulimit -n) leaves it, half of that limit less 128, less the up to 64 more that Node accepts for a moment before the server closes them.",
         }),
         maxConnectionsPerAddress: Type.Integer({
           minimum: 1,

@@ -101,7 +101,12 @@ const NATIVE_REFUSAL_MS = 100;
  * At the total cap a new connection takes the place of one doing nothing useful when there is one
  * (connection-admission.ts), so that a few addresses cannot lock every new client out.
  */
-export function guardConnections(server: Server, limits: HttpServerLimits, options: ConnectionGuardOptions): void {
+export function guardConnections(
+  server: Server,
+  configuredLimits: HttpServerLimits,
+  options: ConnectionGuardOptions,
+): void {
+  const limits = withinFileLimit(configuredLimits, openFileLimit(), options.logger);
   const admittingHeadroom = limits.maxConnections + ADMISSION_HEADROOM_CONNECTIONS;
   server.maxConnections = admittingHeadroom;
   // Node's idle timer of each connection while a request is on it, restarted by every read and write that moves
@@ -209,12 +214,37 @@ export function guardConnections(server: Server, limits: HttpServerLimits, optio
   server.prependListener("request", onRequest);
   // A request with an expectation other than 100-continue arrives as this event instead (see `createHttpServer`).
   server.prependListener("checkExpectation", onRequest);
-
-  const fileLimit = openFileLimit();
-  if (fileLimit !== undefined && limits.maxConnections > fileLimit / 2) {
-    options.logger.warn(
-      { maxConnections: limits.maxConnections, openFileLimit: fileLimit },
-      "service.http.maxConnections is more than half of this process's open-file limit: a flood of connections could exhaust it; lower the setting or raise the limit",
-    );
-  }
 }
+
+/** Open files a process keeps for what is not a client's connection: its storage, database, peers and threads. */
+const FILES_RESERVED_BESIDE_CONNECTIONS = 128;
+
+/**
+ * The limits with the connection caps lowered to what the process's open-file limit leaves a server: half of what is
+ * not reserved (a process may run two servers, as a gateway does), less the connections admitted beyond the cap for
+ * a moment. Why: the caps only protect a process if they are reached before its open files run out. With a limit of
+ * 512 and the default cap of 1,024, clients of a broker's management port took every descriptor, and the broker's
+ * journal could not open its next segment (EMFILE), which stopped every replica it hosted.
+ */
+export function withinFileLimit(
+  limits: HttpServerLimits,
+  fileLimit: number | undefined,
+  logger: FastifyBaseLogger,
+): HttpServerLimits {
+  if (fileLimit === undefined) return limits;
+  const share = Math.floor((fileLimit - FILES_RESERVED_BESIDE_CONNECTIONS) / 2) - ADMISSION_HEADROOM_CONNECTIONS;
+  const maxConnections = Math.min(limits.maxConnections, Math.max(MIN_CONNECTIONS_WITHIN_FILE_LIMIT, share));
+  if (maxConnections === limits.maxConnections) return limits;
+  logger.warn(
+    { maxConnections: limits.maxConnections, loweredTo: maxConnections, openFileLimit: fileLimit },
+    "service.http.maxConnections is lowered to what this process's open-file limit leaves for connections; raise the limit (ulimit -n, LimitNOFILE) to allow more",
+  );
+  return {
+    ...limits,
+    maxConnections,
+    maxConnectionsPerAddress: Math.min(limits.maxConnectionsPerAddress, maxConnections),
+  };
+}
+
+/** The fewest connections a server is left by a small open-file limit (below it the process cannot serve anyway). */
+const MIN_CONNECTIONS_WITHIN_FILE_LIMIT = 16;

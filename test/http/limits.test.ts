@@ -4,10 +4,11 @@ import { pino } from "pino";
 import { Type } from "typebox";
 import { afterEach, describe, expect, it } from "vitest";
 import { maxWaitingPipelinedRequests } from "../../src/http/answer-flow.js";
-import type { HttpServerLimits } from "../../src/http/limits.js";
+import { type HttpServerLimits, withinFileLimit } from "../../src/http/limits.js";
 import { createHttpServer, type HttpServer } from "../../src/http/server.js";
 import {
   connectionCapLimits,
+  defaultHttpServerLimits,
   type HeldConnections,
   holdConnections,
   openConnectionFrom,
@@ -484,4 +485,25 @@ describe("answers a client leaves unread", () => {
     expect((await attacker.closedAtMs) - startedMs).toBeLessThan(stallLimits.responseStallTimeoutMs);
     attacker.socket.destroy();
   }, 20_000);
+});
+
+describe("connection caps within the open-file limit", () => {
+  const logger = pino({ level: "silent" });
+  const configured = { ...defaultHttpServerLimits, maxConnections: 1_024, maxConnectionsPerAddress: 256 };
+
+  it("lowers the caps under a small open-file limit, so they engage before the process runs out of files", () => {
+    // 512 files: 128 kept for the process, half of the rest for this server, less the 64 admitted beyond the cap.
+    const lowered = withinFileLimit(configured, 512, logger);
+    expect(lowered.maxConnections).toBe(128);
+    expect(lowered.maxConnectionsPerAddress).toBe(128);
+    expect(lowered.maxConnections + 64).toBeLessThanOrEqual((512 - 128) / 2);
+    expect(withinFileLimit(configured, 150, logger).maxConnections).toBe(16);
+  });
+
+  it("keeps the configured caps where the limit leaves room for them, or is unknown", () => {
+    expect(withinFileLimit(configured, 1_048_576, logger)).toBe(configured);
+    const small = { ...configured, maxConnections: 4, maxConnectionsPerAddress: 2 };
+    expect(withinFileLimit(small, 150, logger)).toBe(small);
+    expect(withinFileLimit(configured, undefined, logger)).toBe(configured);
+  });
 });
