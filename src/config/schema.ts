@@ -403,6 +403,18 @@ export const configurationSchema = Type.Object(
           },
           { additionalProperties: false, default: {} },
         ),
+        memory: Type.Object(
+          {
+            maxBufferedMessageBytes: Type.Integer({
+              minimum: 0,
+              maximum: Number.MAX_SAFE_INTEGER,
+              default: 0,
+              description:
+                "Most bytes of buffered messages (their records) the partitions of this broker hold together; beyond it their leaders refuse new publications with 503 until messages expire or are correlated. Buffered messages are held in memory, about twice their size. 0: a quarter of the memory available to the process (its cgroup's limit, else the machine's).",
+            }),
+          },
+          { additionalProperties: false, default: {} },
+        ),
         experimental: Type.Object(
           {
             features: Type.Object(

@@ -28,6 +28,8 @@ describe("brokerHasStarted", () => {
       replicas: () => [inactiveReplicaReport(1, "unhealthy")],
       deadReason: () => null,
       logSizes: () => new Map(),
+      bufferedMessages: () => new Map(),
+      maxBufferedMessageBytes: 1024 ** 3,
       peerReachability: () => new Map(),
       closing: () => closing,
       startingStep: () => step,

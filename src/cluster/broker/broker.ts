@@ -47,6 +47,7 @@ import {
   readPersistedConfiguration,
 } from "./files.js";
 import { type BrokerMetrics, createBrokerMetrics, type ManagementSource, startManagementServer } from "./management.js";
+import { bufferedMessagesRefusal } from "./message-memory.js";
 import { askPartitionLeader, type ChangeContext } from "./operations.js";
 import { type BrokerOptions, firstConfiguration, initialDistribution } from "./options.js";
 import {
@@ -237,6 +238,9 @@ export class Broker {
       },
       logSizes: () =>
         new Map(this.replicas.running().map((replica) => [replica.partitionId, replica.logSizeEntries()])),
+      bufferedMessages: () =>
+        new Map(this.replicas.running().map((replica) => [replica.partitionId, replica.bufferedMessages()])),
+      maxBufferedMessageBytes: options.maxBufferedMessageBytes,
       peerReachability: () => new Map(this.liveness().map((peer) => [peer.nodeId, peer.reachable])),
       closing: () => this.closing,
       startingStep: () => this.startingStep,
@@ -841,6 +845,7 @@ export class Broker {
       snapshotIntervalEntries: this.options.snapshotIntervalEntries,
       maxPendingProposals: this.options.maxPendingProposalsPerPartition,
       maxApplyLagEntries: this.options.maxApplyLagEntries,
+      publicationRefusal: () => this.publicationRefusal(),
       clock: this.replicaClock,
       send: (to, message) => this.sendRaft(partitionId, to, message),
       onFailure,
@@ -860,6 +865,18 @@ export class Broker {
           }),
       logger: this.logger,
     };
+  }
+
+  /** Why this broker refuses new publications now (see message-memory.ts), or null. */
+  private publicationRefusal(): string | null {
+    let messages = 0;
+    let bytes = 0;
+    for (const replica of this.replicas.running()) {
+      const buffered = replica.bufferedMessages();
+      messages += buffered.messages;
+      bytes += buffered.bytes;
+    }
+    return bufferedMessagesRefusal(this.nodeId, { messages, bytes }, this.options.maxBufferedMessageBytes);
   }
 
   /**

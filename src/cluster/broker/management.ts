@@ -11,6 +11,7 @@ import type { Logger } from "pino";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { HttpServerLimits } from "../../http/limits.js";
 import { createHttpServer, type HttpServer } from "../../http/server.js";
+import type { BufferedMessages } from "./message-memory.js";
 import type { ReplicaReport } from "./protocol.js";
 
 /** What the management server and the metrics read from the broker. */
@@ -22,6 +23,10 @@ export interface ManagementSource {
   deadReason(partitionId: number): string | null;
   /** Log size of each hosted replica, by partition id. */
   logSizes(): ReadonlyMap<number, number>;
+  /** What each running replica buffers, by partition id. */
+  bufferedMessages(): ReadonlyMap<number, BufferedMessages>;
+  /** The most bytes of buffered messages the broker's partitions hold together before publications are refused. */
+  readonly maxBufferedMessageBytes: number;
   /** Whether each other known broker was heard from recently, by broker id. */
   peerReachability(): ReadonlyMap<number, boolean>;
   /** Whether the broker is stopping. */
@@ -138,6 +143,37 @@ export function createBrokerMetrics(source: ManagementSource): BrokerMetrics {
     collect() {
       this.reset();
       for (const [partitionId, size] of source.logSizes()) this.set({ partition: String(partitionId) }, size);
+    },
+  });
+  const bufferedGauge = (name: string, help: string, read: (buffered: BufferedMessages) => number) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ["partition"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const [partitionId, buffered] of source.bufferedMessages()) {
+          this.set({ partition: String(partitionId) }, read(buffered));
+        }
+      },
+    });
+  bufferedGauge(
+    "flowplane_partition_buffered_messages",
+    "Messages the replica buffers.",
+    (buffered) => buffered.messages,
+  );
+  bufferedGauge(
+    "flowplane_partition_buffered_message_bytes",
+    "Bytes of the records of the messages the replica buffers.",
+    (buffered) => buffered.bytes,
+  );
+  new Gauge({
+    name: "flowplane_broker_buffered_message_bytes_limit",
+    help: "Bytes of buffered messages the broker's partitions hold together before their leaders refuse publications.",
+    registers: [registry],
+    collect() {
+      this.set(source.maxBufferedMessageBytes);
     },
   });
   new Gauge({

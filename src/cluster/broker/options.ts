@@ -6,6 +6,7 @@ import { resolve } from "node:path";
 import type { Logger } from "pino";
 import { clusterSecretFromConfiguration } from "../../config/cluster-secret.js";
 import { ConfigurationError } from "../../config/load.js";
+import { availableMemoryBytes, defaultMaxBufferedMessageBytes } from "../../config/memory.js";
 import type { Configuration } from "../../config/schema.js";
 import type { HttpServerLimits } from "../../http/limits.js";
 import { FilesystemBackupStore } from "../backup/filesystem-store.js";
@@ -67,6 +68,8 @@ export interface BrokerOptions {
   readonly gossipIntervalMs: number;
   /** Applied entries between two snapshots of a partition. */
   readonly snapshotIntervalEntries: number;
+  /** Most bytes of buffered messages this broker's partitions hold together before publications are refused. */
+  readonly maxBufferedMessageBytes: number;
   /** Proposals waiting per partition; beyond it publish answers `unavailable`. */
   readonly maxPendingProposalsPerPartition: number;
   /** A replica whose applied index trails its known commit index by more than this is unhealthy. */
@@ -176,6 +179,10 @@ export function brokerOptionsFromConfiguration(
     electionTimeoutMs: raft.electionTimeoutMs,
     synchronousCommit: raft.synchronousCommit,
     snapshotIntervalEntries: raft.snapshotIntervalEntries,
+    maxBufferedMessageBytes:
+      broker.memory.maxBufferedMessageBytes > 0
+        ? broker.memory.maxBufferedMessageBytes
+        : defaultMaxBufferedMessageBytes(availableMemoryBytes()),
     partitionScalingEnabled: experimental.features.enablePartitionScaling,
     ...BROKER_DEFAULTS,
     clusterCredentials: ClusterCredentials.fromSecret(secret, clusterId),

@@ -46,6 +46,7 @@ import { MemberStorage } from "../raft/storage/member-storage.js";
 import { IncomingRestore } from "./incoming-restore.js";
 import { LeaderMembership } from "./leader-membership.js";
 import type { MembershipAnswer, MembershipChange } from "./membership.js";
+import type { BufferedMessages } from "./message-memory.js";
 import type { RelocationProgress } from "./peer-requests.js";
 import type {
   GetMessageResponse,
@@ -86,6 +87,8 @@ export interface PartitionReplicaOptions {
   readonly snapshotWindowChunks?: number;
   /** Proposals waiting for their commit at once; beyond it publish answers `unavailable`. */
   readonly maxPendingProposals: number;
+  /** Why the broker refuses new publications now (its buffered messages fill its memory), or null; asked per publish. */
+  readonly publicationRefusal?: () => string | null;
   /** A replica whose applied index trails the commit index it knows by more than this is unhealthy. */
   readonly maxApplyLagEntries: number;
   /**
@@ -426,6 +429,8 @@ export class PartitionReplica {
     if (this.status.role !== "leader") {
       return Promise.resolve({ outcome: "not-leader", leaderId: this.status.leaderId });
     }
+    const refusal = this.options.publicationRefusal?.() ?? null;
+    if (refusal !== null) return Promise.resolve({ outcome: "unavailable", detail: refusal });
     const waiting = this.proposals.size + this.queuedProposalCount;
     if (waiting >= this.options.maxPendingProposals) {
       return Promise.resolve({
@@ -691,6 +696,11 @@ export class PartitionReplica {
       leaderId: status.leaderId,
       logSizeEntries: this.logSizeEntries(),
     };
+  }
+
+  /** The messages this replica buffers and the bytes of their records. */
+  bufferedMessages(): BufferedMessages {
+    return { messages: this.engine.bufferedMessageCount, bytes: this.engine.bufferedBytes };
   }
 
   /** Entries held in the log (after the last snapshot), for metrics. */

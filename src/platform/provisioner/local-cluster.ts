@@ -25,6 +25,7 @@ import { dirname, extname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
 import { configurationLeaves } from "../../config/load.js";
+import { availableMemoryBytes, defaultMaxBufferedMessageBytes } from "../../config/memory.js";
 import { ownPrivateDirectory, privateFileMode } from "../../files/private-files.js";
 import { monotonicNowMs } from "../../time/monotonic.js";
 import { ensureLocalClusterSecret } from "./cluster-secret.js";
@@ -285,6 +286,13 @@ function setSetting(environment: Record<string, string | undefined>, key: string
   if (leaf === undefined) throw new Error(`invariant violated: ${key} is a configuration key`);
   for (const name of leaf.environmentVariables) delete environment[name];
   environment[leaf.environmentVariable] = String(value);
+}
+
+/** Whether `environment` sets configuration key `key` by any of its environment variables. */
+function isSet(environment: Record<string, string | undefined>, key: string): boolean {
+  const leaf = configurationLeaves().find((candidate) => candidate.key === key);
+  if (leaf === undefined) throw new Error(`invariant violated: ${key} is a configuration key`);
+  return leaf.environmentVariables.some((name) => environment[name] !== undefined && environment[name] !== "");
 }
 
 /** Settings only the platform reads that carry secrets: children never inherit them. */
@@ -897,6 +905,12 @@ function localBrokerEnvironment(
   setSetting(environment, "service.broker.cluster.replicationFactor", context.replicationFactor);
   setSetting(environment, "service.broker.cluster.initialContactPoints", contactPoints);
   setSetting(environment, "service.broker.cluster.clusterPort", entry.clusterPort);
+  // The brokers of a local cluster share this machine's memory: each takes its share of the default bound of buffered
+  // messages, unless the operator set one.
+  if (!isSet(environment, "service.broker.memory.maxBufferedMessageBytes")) {
+    const share = defaultMaxBufferedMessageBytes(availableMemoryBytes(), context.brokerCount);
+    setSetting(environment, "service.broker.memory.maxBufferedMessageBytes", share);
+  }
   if (context.backupDirectory !== undefined) {
     setSetting(environment, "service.backup.filesystem.basePath", context.backupDirectory);
   }

@@ -17,6 +17,8 @@ const source: ManagementSource = {
   ],
   deadReason: () => null,
   logSizes: () => new Map(),
+  bufferedMessages: () => new Map(),
+  maxBufferedMessageBytes: 1024 ** 3,
   peerReachability: () => new Map(),
   closing: () => false,
   startingStep: () => null,

@@ -67,6 +67,7 @@ export function testBrokerOptions(root: string, nodeId: number, overrides: Parti
     electionTimeoutMs: 250,
     synchronousCommit: true,
     snapshotIntervalEntries: 10_000,
+    maxBufferedMessageBytes: 1024 ** 3,
     partitionScalingEnabled: false,
     ...BROKER_DEFAULTS,
     gossipIntervalMs: 100,
