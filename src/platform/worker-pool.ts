@@ -202,6 +202,11 @@ export interface WorkerPoolOptions {
    * answers that need no worker do not wait for a worker that computes.
    */
   workerNiceness?: number;
+  /**
+   * Largest heap of each worker in MiB (V8's old generation; default: V8's own). A task that needs more stops its
+   * worker, and is refused with 503 like a pool out of memory.
+   */
+  workerHeapMegabytes?: number;
   logger?: WorkerPoolLogger;
 }
 
@@ -264,6 +269,7 @@ export class WorkerPool<Tasks extends TaskFunctions> implements TaskRunner<Tasks
   private readonly taskTimeLimitMs: number;
   private readonly retryAfterSeconds: number;
   private readonly workerNiceness: number;
+  private readonly workerHeapMegabytes: number | undefined;
   private readonly logger: WorkerPoolLogger | undefined;
   private readonly workers = new Set<PoolWorker>();
   private readonly queue: PendingTask[] = [];
@@ -285,6 +291,7 @@ export class WorkerPool<Tasks extends TaskFunctions> implements TaskRunner<Tasks
     this.taskTimeLimitMs = options.taskTimeLimitMs ?? 30_000;
     this.retryAfterSeconds = options.retryAfterSeconds ?? 1;
     this.workerNiceness = options.workerNiceness ?? 10;
+    this.workerHeapMegabytes = options.workerHeapMegabytes;
     this.logger = options.logger;
     if (!Number.isInteger(this.threads) || this.threads < 1) {
       throw new Error(`a worker pool needs at least one thread, got ${this.threads}`);
@@ -434,6 +441,9 @@ export class WorkerPool<Tasks extends TaskFunctions> implements TaskRunner<Tasks
     const worker: PoolWorker = {
       thread: startThread(this.workerModule, {
         workerData: { niceness: this.workerNiceness } satisfies PoolWorkerData,
+        ...(this.workerHeapMegabytes === undefined
+          ? {}
+          : { resourceLimits: { maxOldGenerationSizeMb: this.workerHeapMegabytes } }),
       }),
       ready: false,
       task: undefined,
@@ -497,7 +507,18 @@ export class WorkerPool<Tasks extends TaskFunctions> implements TaskRunner<Tasks
     const task = this.releaseTask(worker);
     const reason = worker.failure?.message.slice(0, failureMessageCharacters) ?? `exit code ${exitCode}`;
     this.logger?.error({ task: task?.name, reason, ready: worker.ready }, "a worker thread stopped unexpectedly");
-    task?.reject(new Error(`the worker running ${task.name} stopped: ${reason}`));
+    const outOfMemory = (worker.failure as NodeJS.ErrnoException | undefined)?.code === "ERR_WORKER_OUT_OF_MEMORY";
+    task?.reject(
+      outOfMemory
+        ? // The input was within the limits, so it is the memory the process has now that fell short (other large
+          // requests at once, a small heap): answered as a 503 to retry, not as a fault of the server.
+          new ServiceError(
+            "unavailable",
+            "The server ran out of memory for this computation; retry in a moment, or with a smaller input.",
+            { headers: { "retry-after": String(this.retryAfterSeconds) } },
+          )
+        : new Error(`the worker running ${task.name} stopped: ${reason}`),
+    );
     if (!worker.ready) {
       // A worker that cannot even load its module would fail the same way if started again: the waiting tasks
       // are answered rather than starting workers in a loop.

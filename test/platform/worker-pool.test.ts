@@ -44,7 +44,9 @@ describe("WorkerPool", () => {
     for (const pool of pools.splice(0)) await pool.close();
   });
 
-  function createPool(options: { threads?: number; queueLength?: number; taskTimeLimitMs?: number } = {}) {
+  function createPool(
+    options: { threads?: number; queueLength?: number; taskTimeLimitMs?: number; workerHeapMegabytes?: number } = {},
+  ) {
     const pool = new WorkerPool<TestTasks>({ workerModule, ...options });
     pools.push(pool);
     return pool;
@@ -145,6 +147,15 @@ describe("WorkerPool", () => {
     expect((lost as Error).message).toContain("stopped");
     expect((await pool.run("echo", { text: "next" })).text).toBe("next");
     expect(pool.statistics().startedWorkers).toBe(2);
+  });
+
+  it("answers 503 with Retry-After for a task whose worker ran out of memory, and serves the next on a new worker", async () => {
+    const pool = createPool({ threads: 1, workerHeapMegabytes: 32 });
+    const exhausted = await pool.run("exhaustMemory", undefined as never).catch((error: unknown) => error);
+    expect(exhausted).toBeInstanceOf(ServiceError);
+    expect(exhausted).toMatchObject({ status: 503, message: expect.stringContaining("out of memory") });
+    expect((exhausted as ServiceError).headers).toMatchObject({ "retry-after": "1" });
+    expect((await pool.run("echo", { text: "after" })).text).toBe("after");
   });
 
   it("stops every worker on close and refuses tasks afterwards", async () => {

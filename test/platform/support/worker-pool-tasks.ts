@@ -38,6 +38,11 @@ export const testTasks = {
   },
   /** Answers the nice value of the thread that runs it (Linux, where threads have their own). */
   niceness: () => getPriority(Number(readlinkSync("/proc/thread-self").split("/").at(-1))),
+  /** Keeps allocating until its thread runs out of memory. */
+  exhaustMemory: (): never => {
+    const kept: number[][] = [];
+    for (;;) kept.push(new Array(1_000_000).fill(kept.length));
+  },
   /** Stops its thread as an uncaught error would. */
   exitThread: (): never => {
     process.exit(3);
