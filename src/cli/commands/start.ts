@@ -40,6 +40,14 @@ async function runPlatform(options: StartOptions, io: CliIo, withCluster: boolea
   let bootstrapCredentials: { clientId: string; clientSecret: string } | undefined;
   // Without a logger from the caller the platform logs to standard output at the configured level.
   if (withCluster) {
+    const ignored = clusterShapeSettings(configuration);
+    if (ignored.length > 0) {
+      io.stderr(
+        `flowplane start: ${ignored.join(", ")} ${ignored.length === 1 ? "applies" : "apply"} to \`flowplane broker\` ` +
+          "only: the clusters of `flowplane start` take the shape of their plan (the first one 3 brokers, 3 partitions, " +
+          "replication factor 3); change a running cluster's shape with `flowplane cluster scale`\n",
+      );
+    }
     // The clusters' shapes are printed once they run: after the first start they are whatever scaling made them.
     io.stdout("starting the platform and its clusters…\n");
   }
@@ -165,4 +173,17 @@ export function registerStartCommands(program: Command, io: CliIo): void {
     io,
     false,
   );
+}
+
+/**
+ * The settings of a broker's first cluster shape that differ from their defaults: `flowplane start` ignores them (its
+ * clusters' shapes come from their plans), which it says rather than leave an operator wondering why a setting of 32
+ * partitions gave 3.
+ */
+function clusterShapeSettings(configuration: ReturnType<typeof loadConfiguration>): string[] {
+  const defaults = loadConfiguration({ environment: {} }).broker.cluster;
+  const cluster = configuration.broker.cluster;
+  return (["clusterSize", "partitionsCount", "replicationFactor"] as const)
+    .filter((name) => cluster[name] !== defaults[name])
+    .map((name) => `service.broker.cluster.${name}=${cluster[name]}`);
 }

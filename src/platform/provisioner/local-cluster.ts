@@ -340,13 +340,13 @@ const GATEWAY_PROCESS = "gateway";
 const GATEWAY_REST_PORT_PURPOSE = "REST API port";
 
 /** A port a child of the local cluster is told to listen on. */
-interface ChildPort {
+export interface ChildPort {
   /** What it is for, e.g. `cluster port`. */
   purpose: string;
   port: number;
 }
 
-interface ManagedChild {
+export interface ManagedChild {
   name: string;
   nodeId: number | undefined;
   /** The ports it listens on, looked at when it exits during start. */
@@ -367,8 +367,8 @@ interface ManagedChild {
   restartAtMs: number | undefined;
 }
 
-/** A managed child not started yet. */
-function managedChild(
+/** A managed child not started yet (exported for the tests of `waitUntilReady`). */
+export function managedChild(
   name: string,
   nodeId: number | undefined,
   ports: readonly ChildPort[],
@@ -1012,8 +1012,39 @@ async function exitedDuringStart(host: string, child: ManagedChild): Promise<Err
   return new Error(`${child.name} of the local cluster exited during start; see ${child.logFile}`);
 }
 
-/** Polls the gateway's readiness until every partition has a leader, failing early when a child dies. */
-async function waitUntilReady(context: {
+/** How often the readiness wait asks the brokers whether one is still starting. */
+const BROKER_STARTING_POLL_MS = 2_000;
+
+/**
+ * Whether a broker of `children` says it is still starting (its management port's health names the step): a broker
+ * restoring gigabytes of state takes minutes, and is progress rather than a start that went wrong.
+ */
+async function someBrokerStarting(host: string, children: readonly ManagedChild[]): Promise<boolean> {
+  const answers = await Promise.all(
+    children
+      .filter((child) => child.nodeId !== undefined)
+      .map(async (child) => {
+        const port = child.ports.find((candidate) => candidate.purpose === "management port")?.port;
+        if (port === undefined) return false;
+        try {
+          const response = await fetch(`http://${host}:${port}/actuator/health`, {
+            signal: AbortSignal.timeout(2_000),
+          });
+          const body = (await response.json()) as { components?: { broker?: { details?: { state?: unknown } } } };
+          return body.components?.broker?.details?.state === "STARTING";
+        } catch {
+          return false;
+        }
+      }),
+  );
+  return answers.includes(true);
+}
+
+/**
+ * Polls the gateway's readiness until every partition has a leader, failing early when a child dies, and when
+ * `readyTimeoutMs` passed since the start or since a broker last said it was still starting.
+ */
+export async function waitUntilReady(context: {
   host: string;
   managementUrl: string;
   children: readonly ManagedChild[];
@@ -1023,6 +1054,7 @@ async function waitUntilReady(context: {
 }): Promise<void> {
   const startedAtMs = monotonicNowMs();
   let lastProgressAtMs = startedAtMs;
+  let lastStartingAtMs = Number.NEGATIVE_INFINITY;
   let lastState = "the gateway is not answering yet";
   for (;;) {
     if (context.signal?.aborted === true) throw new Error("the start of the local cluster was cancelled");
@@ -1041,7 +1073,13 @@ async function waitUntilReady(context: {
       // The gateway is still starting; keep polling within the bound.
     }
     const elapsedMs = monotonicNowMs() - startedAtMs;
-    if (elapsedMs > context.readyTimeoutMs) {
+    if (monotonicNowMs() - lastStartingAtMs >= BROKER_STARTING_POLL_MS) {
+      if (await someBrokerStarting(context.host, context.children)) {
+        lastStartingAtMs = monotonicNowMs();
+        lastState = "a broker is still opening its partitions";
+      }
+    }
+    if (monotonicNowMs() - Math.max(startedAtMs, lastStartingAtMs) > context.readyTimeoutMs) {
       throw new Error(
         `the local cluster was not ready within ${context.readyTimeoutMs} ms (${lastState}); see the logs in ${dirname(context.children[0]?.logFile ?? ".")}`,
       );

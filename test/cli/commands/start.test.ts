@@ -155,7 +155,13 @@ describe("flowplane start", () => {
     const shutdown = new AbortController();
     const run = captureIo({}, temporaryDirectory, shutdown.signal);
     let ended = false;
-    const exitCode = runCli(startWithCluster(dataDirectory, 0), run.io).finally(() => {
+    // A broker-only setting is said to be ignored, not silently dropped.
+    const startArguments = [
+      ...startWithCluster(dataDirectory, 0),
+      "--set",
+      "service.broker.cluster.partitionsCount=32",
+    ];
+    const exitCode = runCli(startArguments, run.io).finally(() => {
       ended = true;
     });
     try {
@@ -169,6 +175,9 @@ describe("flowplane start", () => {
       console.error(`flowplane start wrote to stderr:\n${run.output.stderr}\n${clusterLogTails(dataDirectory)}`);
       throw error;
     }
+    expect(run.output.stderr).toContain(
+      "flowplane start: service.broker.cluster.partitionsCount=32 applies to `flowplane broker` only",
+    );
     expect(run.output.stdout).toMatch(/broker 0: cluster 127\.0\.0\.1:\d+/);
     expect(run.output.stdout).toMatch(/broker 2: .*data .*brokers[/\\]2/);
     const managementUrl = /cluster management API at (\S+)/.exec(run.output.stdout)?.[1];
