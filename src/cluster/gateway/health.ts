@@ -8,6 +8,9 @@
  */
 import type { TopologyView } from "./topology-view.js";
 
+/** Most replicas the health document lists as dead (a cluster may host many partitions). */
+const MAX_LISTED_REPLICAS = 64;
+
 /** UP or DOWN, as health endpoints say it. */
 export type HealthStatus = "UP" | "DOWN";
 
@@ -42,9 +45,19 @@ export function gatewayHealth(view: TopologyView | undefined): HealthDocument {
     partitionId,
     leaderId: view.leaders.get(partitionId)?.nodeId ?? null,
   }));
+  // Replicas of answering brokers that failed (a full disk, damaged storage): their partitions have a replica fewer
+  // to lose, which whoever runs the cluster wants to know even while every partition has a leader. Replicas that are
+  // only catching up or opening are not listed: they pass by themselves.
+  const deadReplicas: { brokerId: number; partitionId: number }[] = [];
+  for (const [brokerId, reports] of [...view.replicas].sort(([left], [right]) => left - right)) {
+    for (const report of reports) {
+      if (report.health !== "dead" || deadReplicas.length >= MAX_LISTED_REPLICAS) continue;
+      deadReplicas.push({ brokerId, partitionId: report.partitionId });
+    }
+  }
   const brokers: HealthComponent = {
     status: reachable.length > 0 ? "UP" : "DOWN",
-    details: { reachable, unreachable },
+    details: { reachable, unreachable, deadReplicas },
   };
   const partitionComponent: HealthComponent = {
     status: partitions.length > 0 && partitions.every((partition) => partition.leaderId !== null) ? "UP" : "DOWN",

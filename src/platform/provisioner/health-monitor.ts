@@ -21,6 +21,8 @@ export interface HealthProbe {
   changeRunning: boolean;
   /** Ids of member brokers the gateway cannot reach, ascending (at most `MAX_LISTED_BROKERS`). */
   unreachableBrokers: number[];
+  /** Replicas of answering brokers that failed, at most `MAX_LISTED_BROKERS`. */
+  deadReplicas: { brokerId: number; partitionId: number }[];
 }
 
 /** Most unreachable brokers a probe keeps: a reason names a few, and the health document is not trusted to be small. */
@@ -36,7 +38,7 @@ const MAX_HEALTH_BYTES = 256 * 1024;
 interface HealthDocumentView {
   status?: unknown;
   components?: {
-    brokers?: { details?: { unreachable?: unknown } };
+    brokers?: { details?: { unreachable?: unknown; deadReplicas?: unknown } };
     clusterChange?: { details?: { changeRunning?: unknown } };
   };
 }
@@ -53,11 +55,12 @@ export async function probeClusterHealth(endpoints: ClusterEndpoints): Promise<H
       signal: AbortSignal.timeout(PROBE_TIMEOUT_MS),
     });
   } catch {
-    return { gatewayAnswering: false, ready: false, changeRunning: false, unreachableBrokers: [] };
+    return { gatewayAnswering: false, ready: false, changeRunning: false, unreachableBrokers: [], deadReplicas: [] };
   }
   const ready = response.status === 200;
   let changeRunning = false;
   let unreachableBrokers: number[] = [];
+  let deadReplicas: HealthProbe["deadReplicas"] = [];
   try {
     const length = Number(response.headers.get("content-length") ?? "0");
     if (length > MAX_HEALTH_BYTES) {
@@ -73,11 +76,20 @@ export async function probeClusterHealth(endpoints: ClusterEndpoints): Promise<H
           .slice(0, MAX_LISTED_BROKERS)
           .sort((left, right) => left - right);
       }
+      const dead = health.components?.brokers?.details?.deadReplicas;
+      if (Array.isArray(dead)) deadReplicas = dead.filter(isDeadReplica).slice(0, MAX_LISTED_BROKERS);
     }
   } catch {
     // A body that is not the health document says nothing of a change; the status decided readiness already.
   }
-  return { gatewayAnswering: true, ready, changeRunning, unreachableBrokers };
+  return { gatewayAnswering: true, ready, changeRunning, unreachableBrokers, deadReplicas };
+}
+
+/** Whether a health document's entry is a dead replica as the gateway lists them (the document is not trusted). */
+function isDeadReplica(value: unknown): value is HealthProbe["deadReplicas"][number] {
+  if (typeof value !== "object" || value === null) return false;
+  const { brokerId, partitionId } = value as Record<string, unknown>;
+  return Number.isSafeInteger(brokerId) && Number.isSafeInteger(partitionId);
 }
 
 /** A cluster's status, the gateway's, and why the cluster is not Healthy (absent when it is). */
@@ -126,6 +138,19 @@ export function deriveClusterStatus(
       status: "Unhealthy",
       gatewayStatus,
       reason: `${ids.length === 1 ? "broker" : "brokers"} ${ids.join(", ")} cannot be reached (every partition still has a leader)`,
+    };
+  }
+  // The same for replicas that failed on brokers that answer (a full disk, damaged storage).
+  if (probe.deadReplicas.length > 0) {
+    const listed = probe.deadReplicas
+      .slice(0, 8)
+      .map((replica) => `partition ${replica.partitionId} on broker ${replica.brokerId}`);
+    const more =
+      probe.deadReplicas.length > listed.length ? ` and ${probe.deadReplicas.length - listed.length} more` : "";
+    return {
+      status: "Unhealthy",
+      gatewayStatus,
+      reason: `replicas failed: ${listed.join(", ")}${more} (every partition still has a leader)`,
     };
   }
   return { status: "Healthy", gatewayStatus };

@@ -9,6 +9,7 @@ function viewWith(
   leaders: Record<number, number>,
   answering: number[],
   configuration: ClusterConfiguration = threeBrokerConfiguration(),
+  dead: { brokerId: number; partitionId: number }[] = [],
 ) {
   return assembleTopologyView({
     descriptions: answering.map((nodeId) => ({
@@ -22,7 +23,9 @@ function viewWith(
         (partitionId): ReplicaReport => ({
           partitionId,
           role: leaders[partitionId] === nodeId ? "leader" : "follower",
-          health: "healthy",
+          health: dead.some((replica) => replica.brokerId === nodeId && replica.partitionId === partitionId)
+            ? "dead"
+            : "healthy",
           term: 1,
           commitIndex: 1,
           appliedIndex: 1,
@@ -45,7 +48,21 @@ describe("gatewayHealth", () => {
   it("is UP when every partition has a leader, even with a broker unreachable", () => {
     const health = gatewayHealth(viewWith({ 1: 0, 2: 1, 3: 0 }, [0, 1]));
     expect(health.status).toBe("UP");
-    expect(health.components.brokers.details).toEqual({ reachable: [0, 1], unreachable: [2] });
+    expect(health.components.brokers.details).toEqual({ reachable: [0, 1], unreachable: [2], deadReplicas: [] });
+  });
+
+  it("lists the replicas that failed while every partition still has a leader", () => {
+    const health = gatewayHealth(
+      viewWith({ 1: 1, 2: 1, 3: 2 }, [0, 1, 2], threeBrokerConfiguration(), [
+        { brokerId: 0, partitionId: 1 },
+        { brokerId: 0, partitionId: 3 },
+      ]),
+    );
+    expect(health.status).toBe("UP");
+    expect(health.components.brokers.details.deadReplicas).toEqual([
+      { brokerId: 0, partitionId: 1 },
+      { brokerId: 0, partitionId: 3 },
+    ]);
   });
 
   it("is DOWN while a partition has no leader, naming it", () => {

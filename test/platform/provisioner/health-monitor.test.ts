@@ -37,6 +37,7 @@ describe("probeClusterHealth", () => {
       ready: true,
       changeRunning: false,
       unreachableBrokers: [],
+      deadReplicas: [],
     });
     const scaling = await managementPort(200, 3);
     expect((await probeClusterHealth({ gatewayUrl: "", managementUrl: scaling })).changeRunning).toBe(true);
@@ -46,6 +47,7 @@ describe("probeClusterHealth", () => {
       ready: false,
       changeRunning: false,
       unreachableBrokers: [],
+      deadReplicas: [],
     });
     // A body that is not a health document still counts as an answer; it says nothing of a change.
     const garbage = await managementPort(200, 0, "<html>");
@@ -54,6 +56,7 @@ describe("probeClusterHealth", () => {
       ready: true,
       changeRunning: false,
       unreachableBrokers: [],
+      deadReplicas: [],
     });
   });
 
@@ -66,6 +69,18 @@ describe("probeClusterHealth", () => {
     expect((await probeClusterHealth({ gatewayUrl: "", managementUrl: url })).unreachableBrokers).toEqual([2, 4]);
   });
 
+  it("reads the replicas that failed, ignoring entries that are not one", async () => {
+    const deadReplicas = [{ brokerId: 0, partitionId: 2 }, { brokerId: "x" }, 7];
+    const body = JSON.stringify({
+      status: "UP",
+      components: { brokers: { status: "UP", details: { reachable: [0, 1, 2], unreachable: [], deadReplicas } } },
+    });
+    const url = await managementPort(200, 0, body);
+    expect((await probeClusterHealth({ gatewayUrl: "", managementUrl: url })).deadReplicas).toEqual([
+      { brokerId: 0, partitionId: 2 },
+    ]);
+  });
+
   it("reports a gateway that does not answer", async () => {
     const server = await managementPort(200, 0);
     await new Promise((resolveClose) => servers.pop()?.close(resolveClose));
@@ -74,12 +89,13 @@ describe("probeClusterHealth", () => {
       ready: false,
       changeRunning: false,
       unreachableBrokers: [],
+      deadReplicas: [],
     });
   });
 });
 
 describe("deriveClusterStatus", () => {
-  const ready = { gatewayAnswering: true, ready: true, changeRunning: false, unreachableBrokers: [] };
+  const ready = { gatewayAnswering: true, ready: true, changeRunning: false, unreachableBrokers: [], deadReplicas: [] };
   it("stays Creating while the first start runs, then follows the probe", () => {
     expect(deriveClusterStatus("Creating", "starting", undefined).status).toBe("Creating");
     expect(deriveClusterStatus("Creating", "running", ready)).toEqual({ status: "Healthy", gatewayStatus: "Healthy" });
@@ -109,6 +125,18 @@ describe("deriveClusterStatus", () => {
     expect(
       deriveClusterStatus("Healthy", "running", { ...ready, changeRunning: true, unreachableBrokers: [3] }).status,
     ).toBe("Updating");
+  });
+
+  it("is Unhealthy when replicas failed, though every partition has a leader", () => {
+    const deadReplicas = [
+      { brokerId: 0, partitionId: 1 },
+      { brokerId: 0, partitionId: 3 },
+    ];
+    expect(deriveClusterStatus("Healthy", "running", { ...ready, deadReplicas })).toEqual({
+      status: "Unhealthy",
+      gatewayStatus: "Healthy",
+      reason: "replicas failed: partition 1 on broker 0, partition 3 on broker 0 (every partition still has a leader)",
+    });
   });
 
   it("is Unhealthy when the processes do not run or failed to start", () => {
