@@ -31,7 +31,12 @@ function joiningBroker(receivedBytes: () => number): { context: ChangeContext; p
     membership: () => ({ receivedBytes: receivedBytes() }),
     report: () => ({ leaderId: 0, appliedIndex: 0 }),
   };
-  const replicas = { ensure: async () => replica, get: () => replica } as unknown as ReplicaHost;
+  const replicas = {
+    ensure: async () => replica,
+    get: () => replica,
+    isDead: () => false,
+    deadReason: () => null,
+  } as unknown as ReplicaHost;
   let promotionRequests = 0;
   const requestPeer = async (_nodeId: number, request: { change?: { type: string } }): Promise<MembershipAnswer> => {
     if (request.change?.type === "addLearner") return { outcome: "done", members: [] };
