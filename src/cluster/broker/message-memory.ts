@@ -15,6 +15,9 @@ import { getHeapStatistics } from "node:v8";
  */
 const HEAP_BYTES_PER_MESSAGE = 512;
 
+/** V8's heap limit of this process, fixed at its start (asked for once: every publication checks against it). */
+const HEAP_LIMIT_BYTES = getHeapStatistics().heap_size_limit;
+
 /** What a broker's partitions buffer together. */
 export interface BufferedMessages {
   readonly messages: number;
@@ -26,7 +29,7 @@ export function bufferedMessagesRefusal(
   nodeId: number,
   buffered: BufferedMessages,
   maxBytes: number,
-  heapLimitBytes: number = getHeapStatistics().heap_size_limit,
+  heapLimitBytes: number = HEAP_LIMIT_BYTES,
 ): string | null {
   if (buffered.bytes >= maxBytes) {
     return (
