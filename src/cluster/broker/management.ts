@@ -113,7 +113,8 @@ export function createBrokerMetrics(source: ManagementSource): BrokerMetrics {
     labelNames: ["partition"],
     registers: [registry],
   });
-  const partitionGauge = (name: string, help: string, read: (report: ReplicaReport) => number) =>
+  // One gauge labelled by partition, its values read at each scrape from `entries` (partition id, value).
+  const perPartitionGauge = (name: string, help: string, entries: () => Iterable<readonly [number, number]>) =>
     new Gauge({
       name,
       help,
@@ -121,9 +122,15 @@ export function createBrokerMetrics(source: ManagementSource): BrokerMetrics {
       registers: [registry],
       collect() {
         this.reset();
-        for (const report of source.replicas()) this.set({ partition: String(report.partitionId) }, read(report));
+        for (const [partitionId, value] of entries()) this.set({ partition: String(partitionId) }, value);
       },
     });
+  const partitionGauge = (name: string, help: string, read: (report: ReplicaReport) => number) =>
+    perPartitionGauge(name, help, () => source.replicas().map((report) => [report.partitionId, read(report)] as const));
+  const bufferedGauge = (name: string, help: string, read: (buffered: BufferedMessages) => number) =>
+    perPartitionGauge(name, help, () =>
+      [...source.bufferedMessages()].map(([partitionId, buffered]) => [partitionId, read(buffered)] as const),
+    );
   partitionGauge(
     "flowplane_partition_role",
     "Role of the replica: 2 leader, 1 follower, 0 inactive.",
@@ -135,29 +142,11 @@ export function createBrokerMetrics(source: ManagementSource): BrokerMetrics {
   partitionGauge("flowplane_partition_healthy", "1 when the replica is healthy.", (report) =>
     report.health === "healthy" ? 1 : 0,
   );
-  new Gauge({
-    name: "flowplane_partition_log_size_entries",
-    help: "Entries held in the replica's log after its latest snapshot.",
-    labelNames: ["partition"],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const [partitionId, size] of source.logSizes()) this.set({ partition: String(partitionId) }, size);
-    },
-  });
-  const bufferedGauge = (name: string, help: string, read: (buffered: BufferedMessages) => number) =>
-    new Gauge({
-      name,
-      help,
-      labelNames: ["partition"],
-      registers: [registry],
-      collect() {
-        this.reset();
-        for (const [partitionId, buffered] of source.bufferedMessages()) {
-          this.set({ partition: String(partitionId) }, read(buffered));
-        }
-      },
-    });
+  perPartitionGauge(
+    "flowplane_partition_log_size_entries",
+    "Entries held in the replica's log after its latest snapshot.",
+    () => source.logSizes(),
+  );
   bufferedGauge(
     "flowplane_partition_buffered_messages",
     "Messages the replica buffers.",
