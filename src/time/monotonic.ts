@@ -7,3 +7,11 @@
 export function monotonicNowMs(): number {
   return Math.floor(performance.now());
 }
+
+/**
+ * Milliseconds since the epoch as this process's wall clock read at its start, plus the monotonic time since: a
+ * clock that steps of the wall clock do not move, to compare other clocks with (see cluster-clock.ts).
+ */
+export function steadyEpochMs(): number {
+  return performance.timeOrigin + performance.now();
+}

@@ -117,6 +117,11 @@ export class ReplicaClockView implements ReplicaClock {
     return this.time.now();
   }
 
+  /** The same simulated time: the simulation's clock never steps. */
+  monotonicNow(): number {
+    return this.time.now();
+  }
+
   /** Calls `tick` every `intervalMs` of simulated time until the returned function is called. */
   repeat(intervalMs: number, tick: () => void): () => void {
     if (this.frozen) return () => {};

@@ -3,7 +3,7 @@
  * the cluster configuration and of broker addresses. Received messages are checked before use: a peer is another
  * broker, but a malformed message must never crash the Raft core or the configuration.
  */
-import { decodedCheckpointId } from "../engine/index.js";
+import { decodedCheckpointId, isTimestamp } from "../engine/index.js";
 import type { Message } from "../raft/index.js";
 import type { ClusterChangeCommand, ParsedBrokerRequest } from "./protocol.js";
 
@@ -110,7 +110,8 @@ export function parseBrokerMessage(value: unknown, from: number, self: number): 
     if (typeof value.configuration !== "string") return "gossip without a configuration";
     if (!Array.isArray(value.brokers) || !value.brokers.every(isGossipedAddress)) return "gossip with bad addresses";
     const { sentAtMs } = value;
-    if (sentAtMs !== undefined && !(typeof sentAtMs === "number" && Number.isFinite(sentAtMs))) {
+    // A clock that is no record's timestamp would make the messages' times unusable (see cluster-clock.ts).
+    if (sentAtMs !== undefined && !isTimestamp(sentAtMs)) {
       return `gossip sent at ${quoted(sentAtMs)}`;
     }
     return {

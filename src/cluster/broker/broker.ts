@@ -13,7 +13,9 @@
  */
 import type { Logger } from "pino";
 import type { HttpServer } from "../../http/server.js";
+import { steadyEpochMs } from "../../time/monotonic.js";
 import { BackupActivity } from "../backup/backup-activity.js";
+import { MAX_TIMESTAMP_MS } from "../engine/index.js";
 import { type Member, type Message, StorageCorruptionError } from "../raft/index.js";
 import type { StorageEnvironment } from "../raft/storage/environment.js";
 import {
@@ -36,7 +38,7 @@ import { boundedReason } from "./bounded-reason.js";
 import { type BrokerMessage, type GossipedAddress, parseBrokerMessage, parseBrokerRequest } from "./broker-messages.js";
 import { ChangeAcceptor } from "./change-acceptor.js";
 import { ChangeExecutor } from "./change-executor.js";
-import { ClusterClock } from "./cluster-clock.js";
+import { type ClockOffsets, ClusterClock } from "./cluster-clock.js";
 import { ChangeCoordinator } from "./coordinator.js";
 import { type DiscoveryResult, discoverCluster } from "./discovery.js";
 import {
@@ -51,6 +53,7 @@ import { bufferedMessagesRefusal } from "./message-memory.js";
 import { askPartitionLeader, type ChangeContext } from "./operations.js";
 import { type BrokerOptions, firstConfiguration, initialDistribution } from "./options.js";
 import {
+  type MessageClock,
   type PartitionReplica,
   type PartitionReplicaOptions,
   type ReplicaClock,
@@ -85,8 +88,8 @@ import { inactiveReplicaReport, ReplicaHost } from "./replica-host.js";
 /** An answer as it goes out on the transport: the gateway's as they are, the peers' with encoded checkpoint ids. */
 type BrokerResponse = BrokerResponses[keyof BrokerResponses] | PeerMessageOnWire<PeerResponses[keyof PeerResponses]>;
 
-/** How often the replicas' clock correction is worked out again from the other brokers' clocks. */
-const CLOCK_CORRECTION_REFRESH_MS = 100;
+/** How often the middle of the brokers' clocks (the messages' times) is worked out again from their offsets. */
+const CLOCK_OFFSETS_REFRESH_MS = 100;
 
 /** How far another broker's clock may be from this one's before the broker warns about it. */
 const DISTANT_CLOCK_WARNING_MS = 10_000;
@@ -161,15 +164,20 @@ export class Broker {
    * wall clock (an NTP correction) must not change (a step back made a dead broker look alive for as long as the step).
    */
   private readonly lastContactMs = new Map<number, number>();
-  /** The other brokers' clocks, from their gossip: the replicas' time is this broker's corrected towards theirs. */
+  /** The brokers' clocks, from their gossip: messages are stamped and expire by the middle of them. */
   private readonly clusterClock = new ClusterClock();
   private readonly wallClockMs: () => number;
-  /** The clock correction (see `correctedNowMs`) and when it was worked out, on the monotonic clock. */
-  private clockCorrection = { correctionMs: 0, atMs: Number.NEGATIVE_INFINITY };
+  /** The middle of the brokers' clocks (see `messageClock`) and when it was worked out, on the monotonic clock. */
+  private clockOffsets: { offsets: ClockOffsets; atMs: number } = {
+    offsets: { expiryMs: 0, publicationMs: 0 },
+    atMs: Number.NEGATIVE_INFINITY,
+  };
   /** Peers whose clock this broker last reported as far from its own (so it warns once per crossing). */
   private readonly peersWithDistantClocks = new Set<number>();
-  /** What the replicas run on: the system's timers, with the cluster's time (unless a test gives one). */
+  /** What the replicas run on: the system's timers and this broker's wall clock (unless a test gives one). */
   private readonly replicaClock: ReplicaClock;
+  /** The times the replicas stamp publications with and expire messages by: the middle of the brokers' clocks. */
+  private readonly messageClock: MessageClock;
   private readonly metrics: BrokerMetrics;
   private readonly managementSource: ManagementSource;
   private readonly releaseDataDirectory: () => Promise<void>;
@@ -205,7 +213,11 @@ export class Broker {
     this.logger = options.logger.child({ broker: options.nodeId });
     this.malformedMessageLog = new RefusalLog(this.logger);
     this.wallClockMs = options.wallClockMs ?? Date.now;
-    this.replicaClock = options.replicaClock ?? { ...systemClock, now: () => this.correctedNowMs() };
+    this.replicaClock = options.replicaClock ?? { ...systemClock, now: () => this.wallClockMs() };
+    this.messageClock = {
+      publicationNowMs: () => this.clusterTimeMs(this.currentClockOffsets().publicationMs),
+      expiryNowMs: () => this.clusterTimeMs(this.currentClockOffsets().expiryMs),
+    };
     this.configurationValue = persisted;
     this.acceptor = new ChangeAcceptor(options.dataDirectory, acceptance, () => this.configuration.version);
     this.releaseDataDirectory = releaseDataDirectory;
@@ -847,6 +859,7 @@ export class Broker {
       maxApplyLagEntries: this.options.maxApplyLagEntries,
       publicationRefusal: () => this.publicationRefusal(),
       clock: this.replicaClock,
+      messageClock: this.messageClock,
       send: (to, message) => this.sendRaft(partitionId, to, message),
       onFailure,
       onSnapshot: (snapshot) =>
@@ -880,22 +893,32 @@ export class Broker {
   }
 
   /**
-   * This broker's wall clock corrected towards the clocks of the brokers heard from recently (see cluster-clock.ts),
-   * the correction worked out again at most every 100 ms: replicas read the time on every publication.
+   * The offsets of the middle of the brokers' clocks from this broker's steady clock (see cluster-clock.ts), worked out
+   * again at most every 100 ms: the replicas read the time on every publication.
    */
-  private correctedNowMs(): number {
+  private currentClockOffsets(): ClockOffsets {
     const monotonicMs = performance.now();
-    if (monotonicMs - this.clockCorrection.atMs >= CLOCK_CORRECTION_REFRESH_MS) {
-      const correctionMs = this.clusterClock.correctionMs((nodeId) => this.isReachable(nodeId));
-      this.clockCorrection = { correctionMs, atMs: monotonicMs };
+    if (monotonicMs - this.clockOffsets.atMs >= CLOCK_OFFSETS_REFRESH_MS) {
+      const ownOffsetMs = this.wallClockMs() - steadyEpochMs();
+      const offsets = this.clusterClock.offsets(ownOffsetMs, (nodeId) => this.isReachable(nodeId));
+      this.clockOffsets = { offsets, atMs: monotonicMs };
     }
-    return this.wallClockMs() + this.clockCorrection.correctionMs;
+    return this.clockOffsets.offsets;
+  }
+
+  /**
+   * The steady clock moved by `offsetMs`, as a timestamp a record takes: whole milliseconds within the records' range
+   * (the offsets come from clocks the gossip checked to lie in it, and the steady clock moves on from there).
+   */
+  private clusterTimeMs(offsetMs: number): number {
+    return Math.min(MAX_TIMESTAMP_MS, Math.max(0, Math.floor(steadyEpochMs() + offsetMs)));
   }
 
   /** Takes in the wall clock broker `from` sent gossip at, and warns when it is far from this broker's. */
   private observeClock(from: number, sentAtMs: number): void {
-    this.clusterClock.observe(from, sentAtMs, this.wallClockMs());
-    const offsetMs = this.clusterClock.peerOffsetMs(from) ?? 0;
+    const steadyMs = steadyEpochMs();
+    this.clusterClock.observe(from, sentAtMs, steadyMs);
+    const offsetMs = Math.round((this.clusterClock.peerOffsetMs(from) ?? 0) - (this.wallClockMs() - steadyMs));
     const distant = Math.abs(offsetMs) >= DISTANT_CLOCK_WARNING_MS;
     if (distant === this.peersWithDistantClocks.has(from)) return;
     if (!distant) {

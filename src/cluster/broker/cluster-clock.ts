@@ -1,19 +1,26 @@
 /**
- * The time a partition leader stamps publications with and expires messages by: this broker's wall clock corrected
- * towards the other brokers' clocks, so that one broker whose clock is wrong cannot decide alone when a message
- * expires.
+ * The times a partition leader stamps publications with and expires messages by: the brokers' wall clocks, each
+ * broker's reading taken by the median of them all, so that one broker whose clock is wrong cannot decide alone when a
+ * message expires.
  *
  * Why: a message's deadline is its publication time plus its time to live, both recorded in the partition's log, and
  * the leader proposes the expiry once its clock passes a deadline; the expiry is replicated, so it cannot be undone.
  * With each leader's own clock, a broker whose clock ran three hours ahead deleted, as soon as it led, every message
  * with less than three hours left, however correct the other brokers' clocks were.
  *
- * How: every gossip message carries its sender's wall clock (`sentAtMs`). Each sample of a peer's offset
- * (`sentAtMs` minus this broker's clock on arrival) is the true offset less the message's delay, never more, so a
- * peer's offset is the largest of its recent samples. The correction is the lower median of the offsets of this broker
- * (zero) and of the peers heard from recently: with three brokers one wrong clock is outvoted whichever way it is
- * wrong; with two, the slower clock wins, so a disagreement delays an expiry rather than bringing it forward. Pure: the
- * caller passes the wall clock readings.
+ * How: every clock is compared with this broker's steady clock (`steadyEpochMs`), which steps of the wall clock do not
+ * move. Every gossip message carries its sender's wall clock (`sentAtMs`); each sample of a peer's offset (`sentAtMs`
+ * minus the steady clock on arrival) is the true offset less the message's delay, never more, so a peer's offset is
+ * the largest of its recent samples. This broker's own offset is its wall clock minus its steady clock, read afresh:
+ * a step of its own wall clock moves only its own entry, at once, and the peers' entries outvote it. (Measured from
+ * the wall clock instead, a step forward of this broker's clock moved every peer's offset back, and the largest of
+ * their old samples kept the correction for eight gossip rounds, stamping and expiring by a clock an hour ahead.)
+ *
+ * The time is the steady clock plus the median of the offsets of this broker and of the peers heard from recently:
+ * with three brokers one wrong clock is outvoted whichever way it is wrong. With an even count the two middle clocks
+ * may disagree: messages expire by the slower one and are stamped by the faster one, so a disagreement can make a
+ * message live longer, never shorter (stamped by the slower clock, a message published while two brokers counted
+ * would expire early once a third one came back with the faster time). Pure: the caller passes the clocks' readings.
  */
 
 /** Samples kept per peer: the largest of them is its offset, so a few late deliveries do not move it. */
@@ -25,14 +32,24 @@ interface PeerSamples {
   next: number;
 }
 
-/** Offsets of other brokers' wall clocks from this one's, from the gossip they send. */
+/** The middle of the brokers' clocks, as offsets from this broker's steady clock. */
+export interface ClockOffsets {
+  /** The offset messages expire by: the lower median. */
+  readonly expiryMs: number;
+  /** The offset publications are stamped with: the upper median. */
+  readonly publicationMs: number;
+}
+
+/** Offsets of the brokers' wall clocks from this broker's steady clock, from the gossip they send. */
 export class ClusterClock {
   private readonly peers = new Map<number, PeerSamples>();
 
-  /** Records that a message broker `nodeId` sent at its `sentAtMs` arrived when this broker's clock read `nowMs`. */
-  observe(nodeId: number, sentAtMs: number, nowMs: number): void {
-    if (!Number.isFinite(sentAtMs)) throw new Error(`invariant violated: a gossip timestamp of ${sentAtMs}`);
-    const offset = sentAtMs - nowMs;
+  /** Records that a message broker `nodeId` sent at its `sentAtMs` arrived when this broker's steady clock read `steadyMs`. */
+  observe(nodeId: number, sentAtMs: number, steadyMs: number): void {
+    if (!Number.isFinite(sentAtMs) || !Number.isFinite(steadyMs)) {
+      throw new Error(`invariant violated: a gossip timestamp of ${sentAtMs} observed at ${steadyMs}`);
+    }
+    const offset = sentAtMs - steadyMs;
     const peer = this.peers.get(nodeId);
     if (peer === undefined) {
       this.peers.set(nodeId, { samples: [offset], next: 1 % SAMPLES_PER_PEER });
@@ -42,23 +59,26 @@ export class ClusterClock {
     peer.next = (peer.next + 1) % SAMPLES_PER_PEER;
   }
 
-  /** Broker `nodeId`'s clock minus this one's, in milliseconds, or undefined when it never sent its clock. */
+  /** Broker `nodeId`'s wall clock minus this broker's steady clock, or undefined when it never sent its clock. */
   peerOffsetMs(nodeId: number): number | undefined {
     const peer = this.peers.get(nodeId);
     return peer === undefined ? undefined : Math.max(...peer.samples);
   }
 
   /**
-   * What to add to this broker's wall clock: the lower median of zero (this broker) and the offsets of the peers
+   * The medians of `ownOffsetMs` (this broker's wall clock minus its steady clock) and the offsets of the peers
    * `counts` accepts (those heard from recently).
    */
-  correctionMs(counts: (nodeId: number) => boolean): number {
-    const offsets = [0];
+  offsets(ownOffsetMs: number, counts: (nodeId: number) => boolean): ClockOffsets {
+    const offsets = [ownOffsetMs];
     for (const nodeId of this.peers.keys()) {
       if (!counts(nodeId)) continue;
       offsets.push(this.peerOffsetMs(nodeId) as number);
     }
     offsets.sort((left, right) => left - right);
-    return offsets[Math.floor((offsets.length - 1) / 2)] as number;
+    return {
+      expiryMs: offsets[Math.floor((offsets.length - 1) / 2)] as number,
+      publicationMs: offsets[Math.floor(offsets.length / 2)] as number,
+    };
   }
 }

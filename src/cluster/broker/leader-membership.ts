@@ -39,8 +39,8 @@ export interface LeaderMembershipContext {
   readonly node: RaftNode;
   readonly logger: Logger;
   readonly heartbeatIntervalMs: number;
-  /** The replica's clock, in milliseconds. */
-  now(): number;
+  /** The replica's monotonic clock, in milliseconds: the waits' deadlines. */
+  monotonicNowMs(): number;
   /** Ticks handed to the node since the replica opened. */
   tickCount(): number;
   /** Index and size of the replica's latest snapshot (what a learner behind the log's start receives first). */
@@ -73,7 +73,12 @@ export class LeaderMembership {
       resolve(answer);
       return;
     }
-    this.waiters.push({ change, deadlineMs: this.context.now() + waitMs, resolve, handingOver: removesItself });
+    this.waiters.push({
+      change,
+      deadlineMs: this.context.monotonicNowMs() + waitMs,
+      resolve,
+      handingOver: removesItself,
+    });
   }
 
   /**
@@ -87,7 +92,7 @@ export class LeaderMembership {
     const status = this.context.node.status();
     if (!ticked && status.term === this.lookedAt.term && status.commitIndex === this.lookedAt.commitIndex) return;
     this.lookedAt = { term: status.term, commitIndex: status.commitIndex };
-    const nowMs = this.context.now();
+    const nowMs = this.context.monotonicNowMs();
     const waiting = this.waiters.splice(0);
     for (const waiter of waiting) {
       if (waiter.handingOver) {

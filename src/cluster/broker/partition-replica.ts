@@ -113,6 +113,11 @@ export interface PartitionReplicaOptions {
   readonly backups?: ReplicaBackupOptions;
   /** Time and timers (default: the system's); the simulation passes a simulated clock. */
   readonly clock?: ReplicaClock;
+  /**
+   * The times publications are stamped with and messages expire by (default: the clock's `now()` for both); a broker
+   * passes the middle of its brokers' clocks (cluster-clock.ts).
+   */
+  readonly messageClock?: MessageClock;
   /** Seed of the Raft node's randomized election timeouts (default: derived from the clock and the member id). */
   readonly randomSeed?: number;
 }
@@ -123,8 +128,10 @@ export interface PartitionReplicaOptions {
  * runs on simulated time.
  */
 export interface ReplicaClock {
-  /** Milliseconds since the epoch. */
+  /** Milliseconds since the epoch, for times of day (when a part of a backup started and ended). */
   now(): number;
+  /** Milliseconds on a clock that steps of the wall clock do not move, for deadlines and durations. */
+  monotonicNow(): number;
   /** Calls `tick` every `intervalMs` until the returned function is called. */
   repeat(intervalMs: number, tick: () => void): () => void;
   /** Resolves after `delayMs`. */
@@ -139,6 +146,7 @@ export interface ReplicaClock {
 /** The system's clock and timers, which production uses. */
 export const systemClock: ReplicaClock = {
   now: () => Date.now(),
+  monotonicNow: () => performance.now(),
   repeat: (intervalMs, tick) => {
     const timer = setInterval(tick, intervalMs);
     return () => clearInterval(timer);
@@ -146,6 +154,14 @@ export const systemClock: ReplicaClock = {
   sleep: (delayMs) => new Promise((resolve) => setTimeout(resolve, delayMs)),
   yieldTurn: () => new Promise((resolve) => setImmediate(resolve)),
 };
+
+/** The times messages are stamped with and expire by, in milliseconds since the epoch. */
+export interface MessageClock {
+  /** The time a leader stamps a publication with. */
+  publicationNowMs(): number;
+  /** The time messages expire by: a leader proposes the expiry of, and its reads skip, messages past it. */
+  expiryNowMs(): number;
+}
 
 /** One snapshot a replica took. */
 export interface SnapshotReport {
@@ -237,6 +253,7 @@ export class PartitionReplica {
   /** Stops the tick timer; null when it is not running. */
   private stopTicks: (() => void) | null = null;
   private readonly clock: ReplicaClock;
+  private readonly messageClock: MessageClock;
   private running = true;
   private failure: Error | null = null;
   private lastPersistSucceeded = true;
@@ -296,6 +313,8 @@ export class PartitionReplica {
   ) {
     this.options = options;
     this.clock = options.clock ?? systemClock;
+    const clock = this.clock;
+    this.messageClock = options.messageClock ?? { publicationNowMs: () => clock.now(), expiryNowMs: () => clock.now() };
     this.partitionId = options.partitionId;
     this.incomingRestore = new IncomingRestore(options.partitionId, options.logger);
     this.storage = storage;
@@ -330,7 +349,7 @@ export class PartitionReplica {
       node,
       logger: options.logger,
       heartbeatIntervalMs: options.heartbeatIntervalMs,
-      now: () => this.clock.now(),
+      monotonicNowMs: () => this.clock.monotonicNow(),
       tickCount: () => this.tickCount,
       latestSnapshot: () => ({ index: this.snapshotIndex, sizeBytes: this.snapshotSizeBytes }),
     });
@@ -446,7 +465,7 @@ export class PartitionReplica {
       ...(command.messageId === undefined ? {} : { messageId: command.messageId }),
       variables: command.variables,
       tenantId: command.tenantId,
-      publishedAtMs: this.clock.now(),
+      publishedAtMs: this.messageClock.publicationNowMs(),
     };
     let data: Uint8Array;
     try {
@@ -548,7 +567,7 @@ export class PartitionReplica {
    * key) and resolves with their keys here, in order, null for one that had expired on the way.
    */
   async receiveRelocated(messages: readonly RelocatedMessage[], checkpointId: bigint | null): Promise<ProposalEnd> {
-    return this.proposeRecord({ kind: "relocateIn", messages, nowMs: this.clock.now(), checkpointId });
+    return this.proposeRecord({ kind: "relocateIn", messages, nowMs: this.messageClock.expiryNowMs(), checkpointId });
   }
 
   /** The id of the latest checkpoint this replica applied, or null: what its hand-overs carry. */
@@ -677,8 +696,13 @@ export class PartitionReplica {
       },
       fail: () => {},
     });
-    const deadlineMs = this.clock.now() + timeoutMs;
-    while (this.clock.now() < deadlineMs && this.running && this.status.role === "leader" && !this.newerTermSeen) {
+    const deadlineMs = this.clock.monotonicNow() + timeoutMs;
+    while (
+      this.clock.monotonicNow() < deadlineMs &&
+      this.running &&
+      this.status.role === "leader" &&
+      !this.newerTermSeen
+    ) {
       await this.clock.sleep(this.options.heartbeatIntervalMs / 2);
     }
   }
@@ -1046,7 +1070,7 @@ export class PartitionReplica {
         continue;
       }
       // The leader reads a clock, so a message past its deadline is gone even before the expiry record applies.
-      if (message.deadlineMs <= this.clock.now()) {
+      if (message.deadlineMs <= this.messageClock.expiryNowMs()) {
         read.resolve({ outcome: "not-found" });
         continue;
       }
@@ -1145,7 +1169,7 @@ export class PartitionReplica {
   private maybeProposeExpiry(): void {
     if (this.pendingExpiryIndex !== null || this.node.status().role !== "leader") return;
     const deadlineMs = this.engine.nextDeadlineMs;
-    const nowMs = this.clock.now();
+    const nowMs = this.messageClock.expiryNowMs();
     if (deadlineMs === undefined || nowMs < deadlineMs) return;
     const result = this.node.propose(encodeRecord({ kind: "expireMessages", nowMs }));
     if (result.accepted) this.pendingExpiryIndex = result.index;

@@ -58,7 +58,7 @@ export const MESSAGE_LIMITS = {
 } as const;
 
 /** Latest publication time or expiry time accepted, so that `publishedAtMs + timeToLiveMs` stays a safe integer. */
-const MAX_TIMESTAMP_MS = Number.MAX_SAFE_INTEGER - MESSAGE_LIMITS.maxTimeToLiveMs;
+export const MAX_TIMESTAMP_MS = Number.MAX_SAFE_INTEGER - MESSAGE_LIMITS.maxTimeToLiveMs;
 
 /** Tenant ids other than the default: letters, digits, `_`, `.` and `-`, at most 31 characters. */
 const TENANT_ID_PATTERN = /^[A-Za-z0-9_.-]{1,31}$/;
@@ -257,7 +257,8 @@ function utf8Bytes(text: string): number {
   return Buffer.byteLength(text, "utf8");
 }
 
-function isTimestamp(value: unknown): value is number {
+/** Whether `value` is a time a record may hold: whole milliseconds since the epoch, in 0..`MAX_TIMESTAMP_MS`. */
+export function isTimestamp(value: unknown): value is number {
   return Number.isSafeInteger(value) && (value as number) >= 0 && (value as number) <= MAX_TIMESTAMP_MS;
 }
 

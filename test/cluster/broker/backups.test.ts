@@ -241,6 +241,18 @@ describe("BackupCoordinator", () => {
     );
   });
 
+  it("times a partition's grace on the monotonic clock, so a step back of the wall clock does not extend it", async () => {
+    let monotonicMs = 5_000;
+    const backups = coordinator({ monotonicNowMs: () => monotonicMs });
+    await backups.take(4n);
+    await store.writeManifest(part({ backupId: 4n, partitionId: 1 }));
+    expect(await backups.status(4n)).toMatchObject({ backup: { details: [{}, { state: "IN_PROGRESS" }] } });
+    // Two minutes pass while the wall clock is stepped back two hours.
+    monotonicMs += 120_000;
+    nowMs -= 2 * 60 * 60 * 1000;
+    expect(await backups.status(4n)).toMatchObject({ backup: { details: [{}, { state: "MISSING" }] } });
+  });
+
   it("a backup from before records counts its partitions by its parts: one added later is not the backup's", async () => {
     const backups = coordinator();
     await store.writeManifest(part({ backupId: 3n, partitionId: 1 }));

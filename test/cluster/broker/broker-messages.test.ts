@@ -56,6 +56,18 @@ describe("parseBrokerMessage", () => {
     ).toContain("bad addresses");
     expect(parseBrokerMessage({ type: "gossip", brokers }, 1, 0)).toContain("without a configuration");
   });
+
+  it("accepts only a sending time that a record could hold as a timestamp", () => {
+    const gossip = { type: "gossip", configuration: "{}", brokers: [] };
+    expect(parseBrokerMessage({ ...gossip, sentAtMs: 1_790_000_000_000 }, 1, 0)).toEqual({
+      ...gossip,
+      sentAtMs: 1_790_000_000_000,
+    });
+    // A fraction or a time before the epoch would have become the leaders' time and every publication's refusal.
+    for (const sentAtMs of [1_790_000_000_000.5, -1, Number.MAX_SAFE_INTEGER, "1790000000000", Number.NaN]) {
+      expect(parseBrokerMessage({ ...gossip, sentAtMs }, 1, 0)).toContain("gossip sent at");
+    }
+  });
 });
 
 describe("parseBrokerRequest", () => {

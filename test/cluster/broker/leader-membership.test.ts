@@ -25,7 +25,7 @@ function setUp(members: readonly Member[], options: { promotionStableTicks?: num
     node: group.node(leader),
     logger,
     heartbeatIntervalMs: HEARTBEAT_INTERVAL_MS,
-    now: () => clock.nowMs,
+    monotonicNowMs: () => clock.nowMs,
     tickCount: () => clock.ticks,
     latestSnapshot: () => ({ index: 7, sizeBytes: 4096 }),
   });
@@ -83,7 +83,7 @@ describe("LeaderMembership", () => {
       node: group.node(follower),
       logger: pino({ level: "silent" }),
       heartbeatIntervalMs: HEARTBEAT_INTERVAL_MS,
-      now: () => 0,
+      monotonicNowMs: () => 0,
       tickCount: () => 0,
       latestSnapshot: () => ({ index: 0, sizeBytes: 0 }),
     });

@@ -21,6 +21,10 @@ class ManualClock implements ReplicaClock {
     return this.nowMs;
   }
 
+  monotonicNow(): number {
+    return this.nowMs;
+  }
+
   repeat(_intervalMs: number, tick: () => void): () => void {
     this.ticks.add(tick);
     return () => this.ticks.delete(tick);

@@ -1,8 +1,9 @@
 /**
  * Brokers whose wall clocks step or differ, with real in-process brokers: how long ago a broker was heard from is
  * measured on the monotonic clock, so a step back of the wall clock (an NTP correction) does not make a dead broker
- * look alive again, and the next broker keeps acting as the coordinator; and a leader whose clock runs hours ahead
- * of the others' expires no message early, since leaders go by the median of the brokers' clocks.
+ * look alive again, and the next broker keeps acting as the coordinator; a leader whose clock runs hours ahead
+ * of the others' expires no message early, since leaders go by the median of the brokers' clocks; and a step of a
+ * leader's own clock moves neither the time it stamps publications with nor the time it expires them by.
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { Broker } from "../../../src/cluster/broker/broker.js";
@@ -104,5 +105,88 @@ describe("brokers whose wall clock steps", () => {
       { timeoutMs: 2_000 },
     )) as GetMessageResponse;
     expect(answer.outcome).toBe("found");
+  });
+
+  it("stamps publications by the brokers' clocks, not by a leader's own clock stepped forward", async () => {
+    const root = await temporaryDirectory("wall-clock-step-forward");
+    cleanups.push(() => removeDirectory(root));
+    let steppedMs = 0;
+    const brokers = await startBrokers(root, 3, (nodeId) =>
+      nodeId === 2 ? { wallClockMs: () => Date.now() + steppedMs } : {},
+    );
+    cleanups.push(async () => {
+      await Promise.all(brokers.map((broker) => broker.close()));
+    });
+    for (const partitionId of [1, 2, 3]) {
+      await waitFor(() => partitionSettled(brokers, partitionId, 3), `partition ${partitionId} settled`, 2_000);
+    }
+    const stepping = brokers[2] as Broker;
+    const partitionId = [1, 2, 3].find((id) => leaderOf(brokers, id) === stepping);
+    if (partitionId === undefined) throw new Error("broker 2 leads no partition");
+    // Eight gossip rounds (100 ms in tests) and more: each peer's offset is the largest of its last eight samples.
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    steppedMs = 3 * 60 * 60 * 1000;
+    const message: PublishMessageCommand = {
+      name: "order-paid",
+      correlationKey: "order-8",
+      timeToLiveMs: 60 * 60 * 1000,
+      variables: {},
+      tenantId: "<default>",
+    };
+    // At once and over the next second, while the samples taken before the step are still the peers' latest.
+    for (const waitMs of [0, 150, 400, 800]) {
+      await new Promise((resolve) => setTimeout(resolve, waitMs));
+      const key = await publishThroughLeadingBroker(client, brokers, partitionId, message, {
+        attempts: 1,
+        timeoutMs: 2_000,
+      });
+      const answer = (await client.request(
+        stepping.clusterAddress,
+        { type: "get-message", partitionId, key },
+        { timeoutMs: 2_000 },
+      )) as GetMessageResponse;
+      if (answer.outcome !== "found") throw new Error(`message ${key}: ${answer.outcome}`);
+      expect(Math.abs(Date.parse(answer.message.publishedAt) - Date.now())).toBeLessThan(60_000);
+    }
+  });
+
+  it("takes the time of the brokers' majority, whose clocks the leaders follow", async () => {
+    const root = await temporaryDirectory("wall-clock-majority");
+    cleanups.push(() => removeDirectory(root));
+    const aheadMs = 3 * 60 * 60 * 1000;
+    const brokers = await startBrokers(root, 3, (nodeId) =>
+      nodeId === 0 ? {} : { wallClockMs: () => Date.now() + aheadMs },
+    );
+    cleanups.push(async () => {
+      await Promise.all(brokers.map((broker) => broker.close()));
+    });
+    for (const partitionId of [1, 2, 3]) {
+      await waitFor(() => partitionSettled(brokers, partitionId, 3), `partition ${partitionId} settled`, 2_000);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    // Whichever broker leads, broker 0's included: it is outvoted by the other two.
+    for (const partitionId of [1, 2, 3]) {
+      const key = await publishThroughLeadingBroker(
+        client,
+        brokers,
+        partitionId,
+        {
+          name: "order-paid",
+          correlationKey: `order-${partitionId}`,
+          timeToLiveMs: 60_000,
+          variables: {},
+          tenantId: "<default>",
+        },
+        { attempts: 100, timeoutMs: 2_000 },
+      );
+      const leader = leaderOf(brokers, partitionId) as Broker;
+      const answer = (await client.request(
+        leader.clusterAddress,
+        { type: "get-message", partitionId, key },
+        { timeoutMs: 2_000 },
+      )) as GetMessageResponse;
+      if (answer.outcome !== "found") throw new Error(`message ${key}: ${answer.outcome}`);
+      expect(Math.abs(Date.parse(answer.message.publishedAt) - (Date.now() + aheadMs))).toBeLessThan(60_000);
+    }
   });
 });
