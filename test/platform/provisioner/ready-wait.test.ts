@@ -31,16 +31,21 @@ describe("waitUntilReady", () => {
     const gateway = await serve(() =>
       elapsed() >= readyAfterMs ? { status: 200, body: { status: "UP" } } : { status: 503, body: { status: "DOWN" } },
     );
-    const broker = await serve(() => ({
-      status: 503,
-      body: {
-        status: "DOWN",
-        components: { broker: { details: elapsed() < startingForMs ? { state: "STARTING" } : { state: "RUNNING" } } },
-      },
-    }));
+    let brokerAsked = 0;
+    const broker = await serve(() => {
+      brokerAsked += 1;
+      return {
+        status: 503,
+        body: {
+          status: "DOWN",
+          components: { broker: { details: elapsed() < startingForMs ? { state: "STARTING" } : { state: "RUNNING" } } },
+        },
+      };
+    });
     servers.push(gateway.server, broker.server);
     const child = managedChild("broker 0", 0, [{ purpose: "management port", port: broker.port }], {}, "broker-0.log");
     return {
+      brokerAsked: () => brokerAsked,
       wait: () =>
         waitUntilReady({
           host: "127.0.0.1",
@@ -59,7 +64,10 @@ describe("waitUntilReady", () => {
   }, 15_000);
 
   it("gives up after its timeout when no broker says it is starting", async () => {
-    const { wait } = await cluster(5_000, 0);
+    const { wait, brokerAsked } = await cluster(5_000, 0);
     await expect(wait()).rejects.toThrow("the local cluster was not ready within 2500 ms");
+    // Every 2 s over the 2.5 s (the gateway is asked every 250 ms, and the brokers were asked as often before).
+    expect(brokerAsked()).toBeGreaterThanOrEqual(1);
+    expect(brokerAsked()).toBeLessThanOrEqual(3);
   }, 15_000);
 });
