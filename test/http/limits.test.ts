@@ -1,5 +1,7 @@
+import { execFileSync } from "node:child_process";
 import type { AddressInfo, Socket } from "node:net";
 import { connect } from "node:net";
+import { fileURLToPath } from "node:url";
 import { pino } from "pino";
 import { Type } from "typebox";
 import { afterEach, describe, expect, it } from "vitest";
@@ -498,6 +500,24 @@ describe("connection caps within the open-file limit", () => {
     expect(lowered.maxConnectionsPerAddress).toBe(128);
     expect(lowered.maxConnections + 64).toBeLessThanOrEqual((512 - 128) / 2);
     expect(withinFileLimit(configured, 150, logger).maxConnections).toBe(16);
+  });
+
+  it("applies them to every guarded server, read from the process's own limit", () => {
+    // A child process under `ulimit -n 512`, since the limit is read from /proc/self/limits when the guard is set up.
+    const script = `
+      const { createServer } = await import("node:http");
+      const { pino } = await import("pino");
+      const { guardConnections } = await import(${JSON.stringify(fileURLToPath(new URL("../../src/http/limits.ts", import.meta.url)))});
+      const server = createServer();
+      guardConnections(server, ${JSON.stringify(configured)}, { logger: pino({ level: "silent" }), onHeadTimeout: () => {} });
+      console.log(server.maxConnections);`;
+    const output = execFileSync(
+      "bash",
+      ["-c", 'ulimit -n 512 && exec node --import tsx --input-type=module -e "$0"', script],
+      { encoding: "utf8" },
+    );
+    // The lowered cap of 128, plus the 64 connections admitted beyond it for a moment (connection-admission.ts).
+    expect(Number(output.trim())).toBe(128 + 64);
   });
 
   it("keeps the configured caps where the limit leaves room for them, or is unknown", () => {
