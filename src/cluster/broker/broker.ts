@@ -181,7 +181,8 @@ export class Broker {
   private readonly metrics: BrokerMetrics;
   private readonly managementSource: ManagementSource;
   private readonly releaseDataDirectory: () => Promise<void>;
-  private readonly startedAtMs = Date.now();
+  /** This broker's wall clock at its start: its incarnation, which orders the addresses gossiped for it. */
+  private readonly startedAtMs: number;
   /** Null until the broker knows the cluster's configuration (while it discovers it at start). */
   private configurationValue: ClusterConfiguration | null;
   private persistence: Promise<void> = Promise.resolve();
@@ -213,6 +214,7 @@ export class Broker {
     this.logger = options.logger.child({ broker: options.nodeId });
     this.malformedMessageLog = new RefusalLog(this.logger);
     this.wallClockMs = options.wallClockMs ?? Date.now;
+    this.startedAtMs = this.wallClockMs();
     this.replicaClock = options.replicaClock ?? { ...systemClock, now: () => this.wallClockMs() };
     this.messageClock = {
       publicationNowMs: () => this.clusterTimeMs(this.currentClockOffsets().publicationMs),
@@ -958,10 +960,21 @@ export class Broker {
     }
   }
 
-  private learnAddress(address: GossipedAddress): void {
+  /**
+   * Takes in where broker `address.nodeId` listens, as broker `from` gossiped it (absent: a contact point's answer).
+   * A later incarnation replaces an earlier one, so an address relayed from before a restart cannot undo a newer one.
+   * What a broker says of itself is taken whatever its incarnation, kept at the highest seen: a broker restarted
+   * after its wall clock stepped back starts with a lower incarnation, and its new address was ignored until its
+   * clock passed the old start (an hour's step back kept a broker restarted on another port unreachable for an hour).
+   */
+  private learnAddress(address: GossipedAddress, from?: number): void {
     if (address.nodeId === this.nodeId) return;
     const known = this.addresses.get(address.nodeId);
-    if (known !== undefined && known.incarnation >= address.incarnation) return;
+    if (known !== undefined && known.incarnation >= address.incarnation) {
+      const selfReported = from === address.nodeId && (known.host !== address.host || known.port !== address.port);
+      if (!selfReported) return;
+      address = { ...address, incarnation: known.incarnation };
+    }
     this.addresses.set(address.nodeId, address);
     if (known === undefined || known.host !== address.host || known.port !== address.port) {
       this.transport.setPeerAddress(address.nodeId, { host: address.host, port: address.port });
@@ -985,7 +998,7 @@ export class Broker {
       return;
     }
     if (message.sentAtMs !== undefined) this.observeClock(from, message.sentAtMs);
-    for (const address of message.brokers) this.learnAddress(address);
+    for (const address of message.brokers) this.learnAddress(address, from);
     // Until it knows the configuration (it is still discovering it), a broker only learns where the others are.
     if (this.configurationValue === null) return;
     let remote: ClusterConfiguration;

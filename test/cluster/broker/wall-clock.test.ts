@@ -6,7 +6,7 @@
  * leader's own clock moves neither the time it stamps publications with nor the time it expires them by.
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
-import type { Broker } from "../../../src/cluster/broker/broker.js";
+import { Broker } from "../../../src/cluster/broker/broker.js";
 import type {
   BrokerRequest,
   ClusterStatusResponse,
@@ -22,6 +22,7 @@ import {
   removeDirectory,
   startBrokers,
   temporaryDirectory,
+  testBrokerOptions,
   waitFor,
 } from "./support.js";
 
@@ -63,6 +64,32 @@ describe("brokers whose wall clock steps", () => {
     expect(second.isReachable(0)).toBe(false);
     expect(second.liveness().find((peer) => peer.nodeId === 0)?.reachable).toBe(false);
     expect((await status()).outcome).toBe("status");
+  });
+
+  it("reaches a broker restarted on another port after its clock stepped back", async () => {
+    const root = await temporaryDirectory("wall-clock-restart");
+    cleanups.push(() => removeDirectory(root));
+    const brokers = await startBrokers(root, 3);
+    cleanups.push(async () => {
+      await Promise.all(brokers.map((broker) => broker.close()));
+    });
+    for (const partitionId of [1, 2, 3]) {
+      await waitFor(() => partitionSettled(brokers, partitionId, 3), `partition ${partitionId} settled`, 2_000);
+    }
+    const [first, , third] = brokers as [Broker, Broker, Broker];
+    await (brokers[1] as Broker).close();
+    // Restarted on a new port (the tests' cluster port is 0) with a clock two hours behind its first start.
+    brokers[1] = await Broker.start(
+      testBrokerOptions(root, 1, {
+        contactPoints: [first.clusterAddress, third.clusterAddress],
+        clusterSize: 3,
+        wallClockMs: () => Date.now() - TWO_HOURS_MS,
+      }),
+    );
+    for (const partitionId of [1, 2, 3]) {
+      await waitFor(() => partitionSettled(brokers, partitionId, 3), `partition ${partitionId} settled again`, 5_000);
+    }
+    expect(first.isReachable(1) && third.isReachable(1)).toBe(true);
   });
 
   it("expires no message early when the partition's new leader has a clock three hours ahead", async () => {
