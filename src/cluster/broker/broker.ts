@@ -920,7 +920,9 @@ export class Broker {
   private observeClock(from: number, sentAtMs: number): void {
     const steadyMs = steadyEpochMs();
     this.clusterClock.observe(from, sentAtMs, steadyMs);
-    const offsetMs = Math.round((this.clusterClock.peerOffsetMs(from) ?? 0) - (this.wallClockMs() - steadyMs));
+    const peerOffsetMs = this.clusterClock.peerOffsetMs(from);
+    if (peerOffsetMs === undefined) return;
+    const offsetMs = Math.round(peerOffsetMs - (this.wallClockMs() - steadyMs));
     const distant = Math.abs(offsetMs) >= DISTANT_CLOCK_WARNING_MS;
     if (distant === this.peersWithDistantClocks.has(from)) return;
     if (!distant) {

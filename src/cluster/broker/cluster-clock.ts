@@ -26,10 +26,22 @@
 /** Samples kept per peer: the largest of them is its offset, so a few late deliveries do not move it. */
 const SAMPLES_PER_PEER = 8;
 
+/**
+ * How much longer one gossip message of a peer may have taken than the one before for either to count as a sample.
+ * Why: the transport keeps sending what it queued while a link was down once it is up again, so after a network
+ * partition of 90 s a peer's messages arrived together, sent up to 90 s before: eight of them filled the samples, and
+ * for a moment the broker took the peer's clock for 99 s behind (and warned so on every heal). Two consecutive
+ * messages delayed alike arrive as far apart as they were sent; those of a burst, or the first after a gap, do not.
+ */
+const MAX_DELAY_DIFFERENCE_MS = 250;
+
 interface PeerSamples {
   readonly samples: number[];
   /** Where the next sample goes in `samples` (a ring). */
   next: number;
+  /** The last message heard from the peer: when it was sent (its wall clock) and arrived (the steady clock). */
+  lastSentAtMs: number;
+  lastArrivedAtMs: number;
 }
 
 /** The middle of the brokers' clocks, as offsets from this broker's steady clock. */
@@ -44,25 +56,33 @@ export interface ClockOffsets {
 export class ClusterClock {
   private readonly peers = new Map<number, PeerSamples>();
 
-  /** Records that a message broker `nodeId` sent at its `sentAtMs` arrived when this broker's steady clock read `steadyMs`. */
+  /**
+   * Records that a message broker `nodeId` sent at its `sentAtMs` arrived when this broker's steady clock read
+   * `steadyMs`. It is a sample of the peer's offset only when it arrived as long after the peer's previous message as
+   * it was sent after it (within `MAX_DELAY_DIFFERENCE_MS`), so the first message of a peer is none.
+   */
   observe(nodeId: number, sentAtMs: number, steadyMs: number): void {
     if (!Number.isFinite(sentAtMs) || !Number.isFinite(steadyMs)) {
       throw new Error(`invariant violated: a gossip timestamp of ${sentAtMs} observed at ${steadyMs}`);
     }
-    const offset = sentAtMs - steadyMs;
     const peer = this.peers.get(nodeId);
     if (peer === undefined) {
-      this.peers.set(nodeId, { samples: [offset], next: 1 % SAMPLES_PER_PEER });
+      this.peers.set(nodeId, { samples: [], next: 0, lastSentAtMs: sentAtMs, lastArrivedAtMs: steadyMs });
       return;
     }
-    peer.samples[peer.next] = offset;
+    const sentAfterMs = sentAtMs - peer.lastSentAtMs;
+    const arrivedAfterMs = steadyMs - peer.lastArrivedAtMs;
+    peer.lastSentAtMs = sentAtMs;
+    peer.lastArrivedAtMs = steadyMs;
+    if (sentAfterMs <= 0 || Math.abs(arrivedAfterMs - sentAfterMs) > MAX_DELAY_DIFFERENCE_MS) return;
+    peer.samples[peer.next] = sentAtMs - steadyMs;
     peer.next = (peer.next + 1) % SAMPLES_PER_PEER;
   }
 
-  /** Broker `nodeId`'s wall clock minus this broker's steady clock, or undefined when it never sent its clock. */
+  /** Broker `nodeId`'s wall clock minus this broker's steady clock, or undefined before a sample of it. */
   peerOffsetMs(nodeId: number): number | undefined {
     const peer = this.peers.get(nodeId);
-    return peer === undefined ? undefined : Math.max(...peer.samples);
+    return peer === undefined || peer.samples.length === 0 ? undefined : Math.max(...peer.samples);
   }
 
   /**
@@ -72,8 +92,8 @@ export class ClusterClock {
   offsets(ownOffsetMs: number, counts: (nodeId: number) => boolean): ClockOffsets {
     const offsets = [ownOffsetMs];
     for (const nodeId of this.peers.keys()) {
-      if (!counts(nodeId)) continue;
-      offsets.push(this.peerOffsetMs(nodeId) as number);
+      const offsetMs = this.peerOffsetMs(nodeId);
+      if (offsetMs !== undefined && counts(nodeId)) offsets.push(offsetMs);
     }
     offsets.sort((left, right) => left - right);
     return {
