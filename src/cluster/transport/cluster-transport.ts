@@ -54,6 +54,9 @@ const FRAME_POOL = {
   maxFreeBytes: 32 * 1024 * 1024,
 } as const;
 
+/** The answer to every ping (it holds no field, so it is encoded once). */
+const PONG_FRAME = encodeFrame({ kind: "pong" }, MAX_UNAUTHENTICATED_FRAME_BYTES);
+
 /** Who sent a request: a peer node, or a client (such as the gateway) that has no node id. */
 export type RequestSender =
   | { readonly role: "node"; readonly nodeId: NodeId }
@@ -531,6 +534,12 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
     const sender = state.sender;
     if (sender === undefined) {
       this.authenticate(connection, state, envelope);
+      return;
+    }
+    if (envelope.kind === "ping") {
+      // The connecting side checks that the link carries bytes both ways (see outbound-link.ts); the statistics
+      // count what the layers above exchange.
+      connection.write(PONG_FRAME);
       return;
     }
     const statistics = this.inboundStatistics(sender);

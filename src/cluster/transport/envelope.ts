@@ -25,9 +25,10 @@ export interface PeerAddress {
 /**
  * Version of this wire protocol; a handshake of another version is refused. Version 2 introduced the authenticated
  * handshake; version 1 connections opened with a `handshake` envelope from the connecting side. Version 3 marks
- * frames whose body the receiver keeps (the length's high bit), which version 2 would refuse as too large.
+ * frames whose body the receiver keeps (the length's high bit), which version 2 would refuse as too large. Version 4
+ * added `ping` and `pong`, which version 3 would close the connection over.
  */
-export const PROTOCOL_VERSION = 3;
+export const PROTOCOL_VERSION = 4;
 
 /** Bytes of the random nonce each side of a handshake contributes. */
 export const HANDSHAKE_NONCE_BYTES = 32;
@@ -113,8 +114,28 @@ export interface ErrorEnvelope {
   readonly message: string;
 }
 
+/**
+ * Connecting side → accepting side on an open connection that has carried nothing back for a while; answered by a
+ * `pong` on the same connection, which proves that the link still carries bytes both ways (see outbound-link.ts).
+ */
+export interface PingEnvelope {
+  readonly kind: "ping";
+}
+
+/** The answer to a `ping`. */
+export interface PongEnvelope {
+  readonly kind: "pong";
+}
+
 /** Any envelope that can appear on the wire. */
-export type Envelope = HandshakeEnvelope | MessageEnvelope | RequestEnvelope | ResponseEnvelope | ErrorEnvelope;
+export type Envelope =
+  | HandshakeEnvelope
+  | MessageEnvelope
+  | RequestEnvelope
+  | ResponseEnvelope
+  | ErrorEnvelope
+  | PingEnvelope
+  | PongEnvelope;
 
 const remoteErrorCodes: ReadonlySet<string> = new Set<RemoteErrorCode>(["handler-failed", "no-handler", "overloaded"]);
 
@@ -211,6 +232,9 @@ export function parseEnvelope(value: unknown): Envelope {
       return { kind: "refused", reason: value.reason as HandshakeFailureReason };
     case "message":
       return { kind: "message", body: value.body };
+    case "ping":
+    case "pong":
+      return { kind: value.kind };
     case "request":
     case "response":
       if (!isCorrelationId(value.correlationId)) {

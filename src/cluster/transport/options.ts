@@ -17,6 +17,13 @@ export interface ConnectionOptions {
   readonly maxQueuedBytes: number;
   /** Requests sent or queued but not yet answered, per peer; beyond it requests fail with a BackpressureError. */
   readonly maxInFlightRequests: number;
+  /** How long an open connection may carry nothing back before it sends a ping. */
+  readonly pingIntervalMs: number;
+  /**
+   * How long after a ping left for the kernel the connection may still carry nothing back; then it is dropped and
+   * made again (see outbound-link.ts).
+   */
+  readonly unansweredPingTimeoutMs: number;
 }
 
 /** Defaults of ConnectionOptions, sized for a handful of brokers on one network. */
@@ -28,6 +35,8 @@ export const DEFAULT_CONNECTION_OPTIONS: ConnectionOptions = {
   maxQueuedFrames: 4_096,
   maxQueuedBytes: 64 * 1024 * 1024,
   maxInFlightRequests: 1_024,
+  pingIntervalMs: 1_000,
+  unansweredPingTimeoutMs: 5_000,
 };
 
 /** Counters of the traffic with one peer (or one client address), for metrics. */

@@ -12,6 +12,13 @@
  * target is known to be down (link "waiting"), and every outstanding request fails when its connection breaks,
  * because its answer could only have come back on that connection.
  *
+ * An open connection that carries nothing back for `pingIntervalMs` sends a ping, and one that still carries nothing
+ * back `unansweredPingTimeoutMs` after the ping left for the kernel is dropped and made again. Why: TCP keepalive
+ * never fires while written bytes wait for their acknowledgement, and the kernel retransmits them with a backoff that
+ * doubles each time. After a network partition of 30–90 s, connections still "established" carried nothing for
+ * another 17–29 s after the network was back (`ss` showed a retransmission timeout of 26 s), so the gateway could not
+ * reach a partition's new leader and refused every write to it for that long. A new connection is answered at once.
+ *
  * "connecting" covers the handshake of `handshake.ts` too: the link answers the target's challenge with its proof
  * and sends nothing else until the target has proved in turn that it holds the cluster secret, so frames never go
  * to a server that merely listens at the address. A failed handshake counts as a failed attempt (backoff, then
@@ -22,6 +29,7 @@ import { connect } from "node:net";
 import type { Logger } from "pino";
 import type { BufferPool } from "../../buffers/buffer-pool.js";
 import type { RetainedRegions } from "../../buffers/retained-regions.js";
+import { monotonicNowMs } from "../../time/monotonic.js";
 import { backoffDelayMs } from "./backoff.js";
 import type { ClusterCredentials } from "./cluster-credentials.js";
 import type { Envelope, NodeId, PeerAddress } from "./envelope.js";
@@ -83,6 +91,16 @@ type HandshakePhase =
 interface QueuedFrame {
   readonly frame: Buffer;
   readonly correlationId: number | undefined;
+  /** Called once the socket is done with the frame instead of returning it to the frame pool (a ping's). */
+  readonly onWritten?: () => void;
+}
+
+/** The one ping frame every link sends (it holds no field, so it is encoded once). */
+const PING_FRAME = encodeFrame({ kind: "ping" }, MAX_UNAUTHENTICATED_FRAME_BYTES);
+
+/** A ping waiting for anything to come back: queued, or written to the socket at `writtenAtMs` (monotonic). */
+interface OutstandingPing {
+  writtenAtMs: number | undefined;
 }
 
 interface PendingRequest {
@@ -109,6 +127,11 @@ export class OutboundLink {
   private handshakePhase: HandshakePhase = { step: "awaiting-challenge" };
   /** The reason of the last handshake failure logged since the last successful handshake. */
   private loggedHandshakeFailure: HandshakeFailureReason | undefined;
+  /** When the open connection last carried anything back (monotonic). */
+  private lastReceivedAtMs = 0;
+  private ping: OutstandingPing | undefined;
+  /** Checks the open connection's liveness every `pingIntervalMs`; undefined while no connection is open. */
+  private livenessTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly settings: OutboundLinkSettings) {
     this.address = settings.address;
@@ -212,6 +235,7 @@ export class OutboundLink {
     this.stateValue = "closed";
     clearTimeout(this.connectTimer);
     clearTimeout(this.backoffTimer);
+    clearInterval(this.livenessTimer);
     this.settings.statistics.framesDropped += this.queue.filter((queued) => queued.correlationId === undefined).length;
     this.queue.length = 0;
     this.queuedBytes = 0;
@@ -255,12 +279,15 @@ export class OutboundLink {
         }
         request.queued = undefined;
       }
-      this.settings.statistics.framesSent += 1;
-      this.settings.statistics.bytesSent += queued.frame.length;
+      if (queued.frame !== PING_FRAME) {
+        this.settings.statistics.framesSent += 1;
+        this.settings.statistics.bytesSent += queued.frame.length;
+      }
       const pool = this.settings.framePool;
       this.socketFull = !connection.write(
         queued.frame,
-        pool === undefined || queued.correlationId !== undefined ? undefined : () => pool.release(queued.frame),
+        queued.onWritten ??
+          (pool === undefined || queued.correlationId !== undefined ? undefined : () => pool.release(queued.frame)),
       );
     }
   }
@@ -302,6 +329,10 @@ export class OutboundLink {
       this.continueHandshake(connection, envelope);
       return;
     }
+    this.lastReceivedAtMs = monotonicNowMs();
+    this.ping = undefined;
+    // Pings and pongs are the link's own; the statistics count what the layers above exchange.
+    if (envelope.kind === "pong") return;
     this.settings.statistics.framesReceived += 1;
     this.settings.statistics.bytesReceived += frameBytes;
     if (envelope.kind === "response") {
@@ -385,6 +416,44 @@ export class OutboundLink {
     this.stateValue = "open";
     this.consecutiveFailures = 0;
     this.loggedHandshakeFailure = undefined;
+    this.lastReceivedAtMs = monotonicNowMs();
+    this.ping = undefined;
+    this.livenessTimer = setInterval(() => this.checkLiveness(connection), this.settings.options.pingIntervalMs);
+    this.livenessTimer.unref();
+    this.flush();
+  }
+
+  /**
+   * Drops the open connection when a ping left for the kernel `unansweredPingTimeoutMs` ago and nothing came back
+   * since (see the module comment), and sends a ping when nothing came back for `pingIntervalMs`. The ping waits in
+   * the queue behind what was queued before it, so its time runs from when the socket took it, not from when it was
+   * queued: a link slowly draining a snapshot's chunks is not taken for a dead one.
+   */
+  private checkLiveness(connection: FramedConnection): void {
+    if (this.connection !== connection || this.stateValue !== "open") return;
+    const { pingIntervalMs, unansweredPingTimeoutMs } = this.settings.options;
+    const nowMs = monotonicNowMs();
+    const writtenAtMs = this.ping?.writtenAtMs;
+    if (writtenAtMs !== undefined && nowMs - writtenAtMs >= unansweredPingTimeoutMs) {
+      connection.close(
+        new Error(
+          `nothing came back from ${this.settings.target} within ${unansweredPingTimeoutMs} ms of a ping: the network to it is down or it stalled`,
+        ),
+      );
+      return;
+    }
+    if (this.ping !== undefined || nowMs - this.lastReceivedAtMs < pingIntervalMs) return;
+    const ping: OutstandingPing = { writtenAtMs: undefined };
+    this.ping = ping;
+    // Beyond the queue's bounds if need be: one small frame, and the only way to learn whether a full queue drains.
+    this.queue.push({
+      frame: PING_FRAME,
+      correlationId: undefined,
+      onWritten: () => {
+        ping.writtenAtMs = monotonicNowMs();
+      },
+    });
+    this.queuedBytes += PING_FRAME.length;
     this.flush();
   }
 
@@ -442,6 +511,15 @@ export class OutboundLink {
     this.connection = undefined;
     clearTimeout(this.connectTimer);
     this.connectTimer = undefined;
+    clearInterval(this.livenessTimer);
+    this.livenessTimer = undefined;
+    this.ping = undefined;
+    // A ping still queued belonged to this connection; the next one sends its own.
+    const queuedPing = this.queue.findIndex((queued) => queued.frame === PING_FRAME);
+    if (queuedPing !== -1) {
+      this.queue.splice(queuedPing, 1);
+      this.queuedBytes -= PING_FRAME.length;
+    }
     this.lastFailure = error?.message ?? "connection closed";
     if (error instanceof HandshakeError) {
       this.logHandshakeFailure(error);

@@ -1,3 +1,4 @@
+import { type AddressInfo, connect, createServer, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { regionOf } from "../../../src/buffers/retained-regions.js";
 import type { ClusterTransportOptions } from "../../../src/cluster/transport/cluster-transport.js";
@@ -366,5 +367,74 @@ describe("ClusterTransport", () => {
           retainedRegionBytes: 0,
         }),
     ).toThrow(/retainedRegionBytes/);
+  });
+});
+
+/**
+ * A TCP relay to `target` whose connections can be cut into black holes: what arrives on either side of a cut
+ * connection is read and dropped, and nothing closes it, as with a network link that went down and came back while
+ * the kernel still waits to retransmit. New connections are relayed.
+ */
+async function blackHoleRelay(target: PeerAddress) {
+  const links: { cut: boolean }[] = [];
+  const sockets: Socket[] = [];
+  const server = createServer((client) => {
+    const link = { cut: false };
+    links.push(link);
+    const upstream = connect(target.port, target.host);
+    sockets.push(client, upstream);
+    for (const socket of [client, upstream]) socket.on("error", () => undefined);
+    client.on("data", (chunk) => {
+      if (!link.cut) upstream.write(chunk);
+    });
+    upstream.on("data", (chunk) => {
+      if (!link.cut) client.write(chunk);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    address: { host: "127.0.0.1", port: (server.address() as AddressInfo).port },
+    connections: () => links.length,
+    cutEveryConnection: () => {
+      for (const link of links) link.cut = true;
+    },
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+describe("a connection that stops carrying bytes without closing", () => {
+  it("is dropped once a ping goes unanswered, and the next one carries the messages", async () => {
+    const timing = { pingIntervalMs: 100, unansweredPingTimeoutMs: 400 };
+    const first = await startNode(1, timing);
+    const second = await startNode(2);
+    const relay = await blackHoleRelay(second.address);
+    try {
+      first.transport.setPeerAddress(2, relay.address);
+      const received: number[] = [];
+      second.transport.onMessage((_from, message) => received.push(message.sequence));
+      first.transport.send(2, { sequence: 0 });
+      await waitFor(() => received.includes(0), "the first message delivered");
+
+      // An idle link answered by pongs stays the one connection.
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      expect(relay.connections()).toBe(1);
+
+      relay.cutEveryConnection();
+      const cutAtMs = performance.now();
+      for (let sequence = 1; sequence <= 20; sequence += 1) {
+        first.transport.send(2, { sequence });
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      await waitFor(() => received.includes(20), "a message sent after the cut delivered", 300);
+      // Found out within a ping interval, its timeout and a reconnection; without pings never (the kernel is not
+      // told either).
+      expect(performance.now() - cutAtMs).toBeLessThan(2_500);
+      expect(relay.connections()).toBe(2);
+    } finally {
+      await relay.close();
+    }
   });
 });
