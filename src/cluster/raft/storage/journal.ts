@@ -664,7 +664,7 @@ export class Journal {
     const path = join(this.directory, `${this.preparedCount}${PREPARED_SUFFIX}`);
     const segmentBytes = this.segmentBytes;
     this.preparing = (async (): Promise<string | null> => {
-      const handle = await openFile(path, "w");
+      const handle = await openFile(path, "w", privateFileMode);
       try {
         await handle.write(segmentHeader());
         for (let written = SEGMENT_HEADER_BYTES; written < segmentBytes; written += ZEROS.byteLength) {

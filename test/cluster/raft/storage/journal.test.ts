@@ -1,4 +1,4 @@
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { crc32c } from "@node-rs/crc32";
 import fc from "fast-check";
@@ -16,6 +16,14 @@ function bytes(text: string): Uint8Array {
 
 function text(value: Uint8Array | undefined): string | undefined {
   return value === undefined ? undefined : decoder.decode(value);
+}
+
+/** Polls `condition` every 10 ms for up to 5 s. */
+async function waitUntil(condition: () => boolean): Promise<void> {
+  for (let attempt = 0; attempt < 500 && !condition(); attempt += 1) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  expect(condition()).toBe(true);
 }
 
 /** Runs `write` as one committed transaction. */
@@ -221,6 +229,11 @@ describe("Journal", () => {
         });
         for (let index = 1; index <= 25; index += 1) expect(text(journal.entries.get(1, index))).toBe(model.get(index));
       }
+      // Every segment, and the next one prepared in the background, is readable by the broker's user alone.
+      await waitUntil(() => readdirSync(directory).some((name) => name.endsWith(".prepared")));
+      const files = readdirSync(directory).filter((name) => name.endsWith(".journal") || name.endsWith(".prepared"));
+      expect(files.length).toBeGreaterThan(2);
+      for (const name of files) expect(statSync(join(directory, name)).mode & 0o777).toBe(0o600);
       await journal.close();
     });
   });
