@@ -111,7 +111,8 @@ export function formatPlan(response: ScaleResponse, dryRun: boolean): string {
 
 /**
  * The running change in one line: operations done of all, the running operation, and for operations that move
- * data the bytes moved of the bytes to move and the estimated time left; the last error of a retried operation.
+ * data the bytes moved of the bytes to move and the estimated time left; the last error of a retried operation;
+ * what the change waits for when the running operation's broker does not answer.
  */
 export function formatProgressLine(status: ClusterStatus): string {
   const pending = status.pendingChange;
@@ -135,5 +136,6 @@ export function formatProgressLine(status: ClusterStatus): string {
       parts.push(`attempt ${progress.attempts}, last error: ${printable(progress.lastError)}`);
     }
   }
+  if (pending.waitingFor !== undefined) parts.push(printable(pending.waitingFor));
   return parts.join(" · ");
 }

@@ -100,6 +100,8 @@ export const clusterStatusSchema = Type.Object(
           completed: Type.Array(operationSchema),
           pending: Type.Array(operationSchema),
           progress: Type.Optional(operationProgressSchema),
+          /** Present when the running operation's broker does not answer the gateway. */
+          waitingFor: Type.Optional(Type.String()),
         },
         { additionalProperties: true },
       ),

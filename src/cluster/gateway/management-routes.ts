@@ -19,6 +19,7 @@ import type {
 import { decodeConfiguration, MAX_BROKER_ID, MAX_PARTITION_COUNT, toConfigurationDocument } from "../topology/index.js";
 import type { CoordinatorClient } from "./coordinator-client.js";
 import type { TopologyCache } from "./topology-cache.js";
+import type { TopologyView } from "./topology-view.js";
 
 /*
  * Every number of a request is bounded here, so that the coordinator is handed only what it can plan (it checks again
@@ -152,12 +153,14 @@ function refusal(answer: { status: 400 | 404 | 409; detail: string }): ServiceEr
 
 /**
  * The monitoring response: the coordinator's configuration as the spec's document, and with the running operation
- * the progress its broker reported in the gateway's latest topology round.
+ * the progress its broker reported in the gateway's latest topology round, or, when that broker did not answer the
+ * round, `waitingFor` saying so (a change stalled on a broker cut off by the network showed nothing for 37 s).
  */
 function monitoringDocument(
   answer: ClusterStatusResponse,
-  progress: ReadonlyMap<number, OperationProgress>,
+  view: TopologyView | undefined,
 ): Static<typeof monitoringResponseSchema> {
+  const progress = view?.changeProgress ?? new Map<number, OperationProgress>();
   if (answer.outcome !== "status") {
     if (answer.outcome === "refused") throw refusal(answer);
     throw new ServiceError("badGateway", "The coordinator answered the request as if it were not the coordinator.");
@@ -177,7 +180,14 @@ function monitoringDocument(
       candidate.operation.brokerId === running.brokerId &&
       candidate.operation.partitionId === running.partitionId,
   );
-  if (report === undefined) return document;
+  if (report === undefined) {
+    if (running === undefined || view === undefined || view.reachable.has(running.brokerId)) return document;
+    const waitingFor =
+      `broker ${running.brokerId}, which applies the running operation ${running.operation}, does not answer this ` +
+      `gateway; the change goes on once it is reachable again, or DELETE /actuator/cluster/changes/${pending.id} ` +
+      "cancels it";
+    return { ...document, pendingChange: { ...pending, waitingFor } };
+  }
   const { changeId: _changeId, ...shown } = report;
   return { ...document, pendingChange: { ...pending, progress: shown } };
 }
@@ -196,7 +206,6 @@ export function managementRoutes(server: HttpServer, coordinator: CoordinatorCli
     dryRun: boolean | undefined,
   ): Promise<Static<typeof scaleResponseSchema>> =>
     plannedChange(await coordinator.send({ type: "cluster-change", command, dryRun: dryRun ?? false }));
-  const progress = () => topology.current()?.changeProgress ?? new Map<number, OperationProgress>();
 
   server.post(
     "/actuator/cluster/brokers",
@@ -278,7 +287,7 @@ export function managementRoutes(server: HttpServer, coordinator: CoordinatorCli
         },
       },
     },
-    async () => monitoringDocument(await coordinator.send({ type: "cluster-status" }), progress()),
+    async () => monitoringDocument(await coordinator.send({ type: "cluster-status" }), topology.current()),
   );
 
   const dryRunOnly = Type.Object(dryRunQuery, { additionalProperties: false });
@@ -396,7 +405,7 @@ export function managementRoutes(server: HttpServer, coordinator: CoordinatorCli
     async (request) =>
       monitoringDocument(
         await coordinator.send({ type: "cluster-cancel", changeId: request.params.changeId }),
-        progress(),
+        topology.current(),
       ),
   );
 }

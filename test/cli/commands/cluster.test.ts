@@ -82,6 +82,19 @@ describe("cluster display", () => {
     expect(text).toContain("0       ACTIVE  1:2");
     expect(text).toContain("1:1 JOINING");
     expect(text).toContain("  running  PARTITION_JOIN broker 1 partition 1 (priority 1)");
+    const waiting = status({
+      pendingChange: {
+        id: 4,
+        status: "IN_PROGRESS",
+        startedAt: "t",
+        completed: [],
+        pending: [{ operation: "PARTITION_LEAVE", brokerId: 0, partitionId: 2 }],
+        waitingFor: "broker 0, which applies the running operation PARTITION_LEAVE, does not answer this gateway",
+      },
+    });
+    expect(formatProgressLine(waiting)).toBe(
+      "0/1 operations done · now PARTITION_LEAVE broker 0 partition 2 · broker 0, which applies the running operation PARTITION_LEAVE, does not answer this gateway",
+    );
     expect(
       formatProgressLine(status({ lastChange: { id: 3, status: "CANCELLED", startedAt: "t", completedAt: "t" } })),
     ).toBe("change 3 CANCELLED");

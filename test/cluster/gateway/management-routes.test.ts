@@ -51,7 +51,13 @@ interface Monitoring {
   version: number;
   brokers: { id: number; state: string; partitions: { id: number; state: string }[] }[];
   lastChange?: { id: number; status: string };
-  pendingChange?: { id: number; pending: unknown[]; completed: unknown[]; progress?: { attempts: number } };
+  pendingChange?: {
+    id: number;
+    pending: unknown[];
+    completed: unknown[];
+    progress?: { attempts: number };
+    waitingFor?: string;
+  };
   routing: { requestHandling: { strategy: string } };
 }
 
@@ -361,6 +367,16 @@ describe("cluster management API: a change in progress", () => {
     expect(second.detail).toBe(`Another configuration change [${change.changeId}] is in progress`);
     const running = await monitoring();
     expect(running.pendingChange).toMatchObject({ id: change.changeId, completed: [], pending: [expect.anything()] });
+    // Once the gateway's topology round finds broker 3 gone, the response says what the change waits for.
+    let waiting: Monitoring | undefined;
+    await waitFor(async () => {
+      waiting = await monitoring();
+      return waiting.pendingChange?.waitingFor !== undefined;
+    }, "the running change says what it waits for");
+    expect(waiting?.pendingChange?.waitingFor).toBe(
+      `broker 3, which applies the running operation PARTITION_JOIN, does not answer this gateway; the change goes ` +
+        `on once it is reachable again, or DELETE /actuator/cluster/changes/${change.changeId} cancels it`,
+    );
 
     const cancelled = await call(`/actuator/cluster/changes/${change.changeId}`, { method: "DELETE" });
     expect(cancelled.status).toBe(200);

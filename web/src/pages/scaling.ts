@@ -472,6 +472,7 @@ function changeView(
     if (progress.attempts > 1) runningDetails.push(`attempt ${progress.attempts}`);
     if (progress.lastError !== null) runningDetails.push(`last error: ${progress.lastError}`);
   }
+  if (pending.waitingFor !== undefined) runningDetails.push(pending.waitingFor);
   return h(
     "section",
     { class: "card", "aria-labelledby": headingId },
