@@ -64,6 +64,35 @@ interface RunningOperation {
   /** The monotonic time of the last sample. */
   lastSampleMs: number;
   lastSampleBytes: number;
+  /** The monotonic time bytes last moved. */
+  lastMovedMs: number;
+}
+
+/**
+ * How long the bytes may stand still before the operation shows no estimate of its time left. Why: the smoothed
+ * rate only shrinks while nothing moves, so a join stalled on a slow link showed 4,609 s left, then 2.4e25 s.
+ */
+const ESTIMATE_STALL_MS = 5_000;
+
+/**
+ * The seconds an operation moving bytes has left at `nowMs` (monotonic), from its smoothed rate, or null when it
+ * cannot tell: no rate yet, nothing moved for `ESTIMATE_STALL_MS`, or every byte known moved while it goes on (a
+ * learner behind a leader whose log grows as fast as it catches up showed 0 s left for 51 s).
+ */
+export function estimateSecondsLeft(
+  bytes: {
+    readonly bytesTotal: number | null;
+    readonly bytesMoved: number | null;
+    readonly rateBytesPerMs: number | null;
+    readonly lastMovedMs: number;
+  },
+  nowMs: number,
+): number | null {
+  const { bytesTotal, bytesMoved, rateBytesPerMs, lastMovedMs } = bytes;
+  if (bytesTotal === null || bytesMoved === null || rateBytesPerMs === null || rateBytesPerMs <= 0) return null;
+  const left = bytesTotal - bytesMoved;
+  if (left <= 0 || nowMs - lastMovedMs >= ESTIMATE_STALL_MS) return null;
+  return Math.round(left / rateBytesPerMs / 1000);
 }
 
 /** The operation as the management API shows it (the spec's operation entry). */
@@ -142,12 +171,7 @@ export class ChangeExecutor {
   progress(): OperationProgress | null {
     const running = this.running;
     if (running === null) return null;
-    const left =
-      running.bytesTotal !== null && running.bytesMoved !== null ? running.bytesTotal - running.bytesMoved : null;
-    const estimatedSecondsLeft =
-      left !== null && running.rateBytesPerMs !== null && running.rateBytesPerMs > 0
-        ? Math.round(left / running.rateBytesPerMs / 1000)
-        : null;
+    const estimatedSecondsLeft = estimateSecondsLeft(running, monotonicNowMs());
     return {
       changeId: running.changeId,
       operation: operationView(running.operation),
@@ -220,6 +244,7 @@ export class ChangeExecutor {
       rateBytesPerMs: null,
       lastSampleMs: monotonicNowMs(),
       lastSampleBytes: 0,
+      lastMovedMs: monotonicNowMs(),
     };
     this.running = running;
     const description = describeOperation(operation);
@@ -277,6 +302,7 @@ export class ChangeExecutor {
       running.lastSampleMs = nowMs;
       running.lastSampleBytes = bytesMoved;
     }
+    if (bytesMoved > (running.bytesMoved ?? 0)) running.lastMovedMs = nowMs;
     running.bytesMoved = bytesMoved;
     running.bytesTotal = bytesTotal;
   }

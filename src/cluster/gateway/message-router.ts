@@ -27,6 +27,7 @@ import {
   RecordValidationError,
   routingKeyOf,
 } from "../engine/index.js";
+import { replicasOf } from "../topology/index.js";
 import {
   BackpressureError,
   PeerUnreachableError,
@@ -274,7 +275,7 @@ export class MessageRouter {
       const leader = view?.leaders.get(partitionId);
       if (leader !== undefined) return leader.nodeId;
       if (this.options.now() + LEADER_POLL_INTERVAL_MS >= leaderDeadlineMs) {
-        throw unavailable(`Partition ${partitionId} has no leader at the moment; retry shortly.`);
+        throw unavailable(noLeaderReason(view, partitionId));
       }
       await new Promise((resolve) => setTimeout(resolve, LEADER_POLL_INTERVAL_MS));
       view = await this.refreshedUntil(leaderDeadlineMs);
@@ -369,4 +370,24 @@ export class MessageRouter {
     if (response.outcome === "unknown") throw outcomeUnknown(`broker ${brokerId}: ${response.detail}`);
     return { kind: "answer", value: response as Settled<T> };
   }
+}
+
+/**
+ * Why `partitionId` has no leader for this gateway. When replicas of it do not answer the gateway, its leader may be
+ * among them, alive for the other brokers: a gateway cut off from a healthy leader said the partition had no
+ * leader, which sent operators looking for an election problem instead of at the network.
+ */
+function noLeaderReason(view: TopologyView | undefined, partitionId: number): string {
+  const silent =
+    view === undefined
+      ? []
+      : replicasOf(view.configuration, partitionId)
+          .map((replica) => replica.brokerId)
+          .filter((brokerId) => !view.reachable.has(brokerId));
+  if (silent.length === 0) return `Partition ${partitionId} has no leader at the moment; retry shortly.`;
+  const brokers = silent.length === 1 ? `broker ${silent[0]}` : `brokers ${silent.join(", ")}`;
+  return (
+    `Partition ${partitionId} has no leader among the brokers this gateway reaches (${brokers} of its replicas ` +
+    "do not answer it); retry shortly."
+  );
 }

@@ -8,7 +8,7 @@
  */
 import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { ChangeExecutor } from "../../../src/cluster/broker/change-executor.js";
+import { ChangeExecutor, estimateSecondsLeft } from "../../../src/cluster/broker/change-executor.js";
 import type { MembershipChange } from "../../../src/cluster/broker/membership.js";
 import type { ChangeContext } from "../../../src/cluster/broker/operations.js";
 import { PartitionReplica } from "../../../src/cluster/broker/partition-replica.js";
@@ -330,5 +330,24 @@ describe("ChangeExecutor retrying an operation", () => {
     } finally {
       await executor.close();
     }
+  });
+});
+
+describe("estimateSecondsLeft", () => {
+  const moving = { bytesTotal: 10_000_000, bytesMoved: 4_000_000, rateBytesPerMs: 1_000, lastMovedMs: 1_000 };
+
+  it("divides the bytes left by the smoothed rate while bytes move", () => {
+    expect(estimateSecondsLeft(moving, 2_000)).toBe(6);
+  });
+
+  it("gives none once nothing moved for 5 s, however small the decayed rate", () => {
+    expect(estimateSecondsLeft(moving, 5_999)).toBe(6);
+    expect(estimateSecondsLeft({ ...moving, rateBytesPerMs: 1e-30 }, 6_000)).toBeNull();
+  });
+
+  it("gives none while every byte known is moved but the operation goes on, or before a rate", () => {
+    expect(estimateSecondsLeft({ ...moving, bytesMoved: 10_000_000 }, 2_000)).toBeNull();
+    expect(estimateSecondsLeft({ ...moving, rateBytesPerMs: null }, 2_000)).toBeNull();
+    expect(estimateSecondsLeft({ ...moving, bytesTotal: null }, 2_000)).toBeNull();
   });
 });
