@@ -163,12 +163,19 @@ export class OutboundLink {
   }
 
   /**
-   * Queues a one-way message; returns false (and counts a drop) when the queue is full or the link is closed.
-   * `retainedBody` flags its frame as one whose body the receiver will likely keep views of (see framing.ts).
+   * Queues a one-way message; returns false (and counts a drop) when the queue is full, the link is closed, or it
+   * waits to connect again after a failure. `retainedBody` flags its frame as one whose body the receiver will likely
+   * keep views of (see framing.ts). Why not queue while waiting: one-way messages are gossip and Raft's, sent again
+   * as a matter of course, and what waited for a peer that is gone reached it all at once when it came back (a new
+   * broker process received 333 s of another's gossip, whose times read as the peers' clocks 333 s behind).
    */
   send(body: unknown, retainedBody = false): boolean {
     // Check the cheap bounds first so that a full queue does not cost an encoding per dropped message.
-    if (this.stateValue === "closed" || this.queue.length >= this.settings.options.maxQueuedFrames) {
+    if (
+      this.stateValue === "closed" ||
+      this.stateValue === "waiting" ||
+      this.queue.length >= this.settings.options.maxQueuedFrames
+    ) {
       this.settings.statistics.framesDropped += 1;
       return false;
     }

@@ -165,6 +165,24 @@ describe("ClusterTransport", () => {
     expect(received).toEqual([...Array(10).keys()]);
   });
 
+  it("drops messages while it waits to connect again after a failure, so a peer that returns gets no backlog", async () => {
+    const { first, second, secondAddress } = await startPair({ initialBackoffMs: 200, maxBackoffMs: 400 });
+    await second.close();
+    expect(first.send(2, { sequence: 0 })).toBe(true);
+    await waitFor(() => first.connectionState(2) === "waiting", "the first connection attempt failed");
+    expect(first.send(2, { sequence: 1 })).toBe(false);
+    expect(first.statistics().peers.get(2)?.framesDropped).toBe(1);
+
+    const { transport: restarted } = await startNode(2, { port: secondAddress.port });
+    const received: number[] = [];
+    restarted.onMessage((_, message) => received.push(message.sequence));
+    await waitFor(() => received.length === 1, "the message queued before the failure delivered");
+    await waitFor(() => first.connectionState(2) === "open", "connected again");
+    expect(first.send(2, { sequence: 2 })).toBe(true);
+    await waitFor(() => received.length === 2, "a message sent once connected delivered");
+    expect(received).toEqual([0, 2]);
+  });
+
   it("bounds the queue in bytes too", async () => {
     const { first, second } = await startPair({ maxQueuedBytes: 10_000 });
     await second.close();
