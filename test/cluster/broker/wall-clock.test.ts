@@ -18,6 +18,7 @@ import { testClusterCredentials } from "../../support/cluster-secret.js";
 import {
   leaderOf,
   partitionSettled,
+  partitionSettledOnPriorityLeader,
   publishThroughLeadingBroker,
   removeDirectory,
   startBrokers,
@@ -148,7 +149,18 @@ describe("brokers whose wall clock steps", () => {
       await waitFor(() => partitionSettled(brokers, partitionId, 3), `partition ${partitionId} settled`, 2_000);
     }
     const stepping = brokers[2] as Broker;
-    const partitionId = [1, 2, 3].find((id) => leaderOf(brokers, id) === stepping);
+    // Broker 2 leads the partition where its priority is highest once the leaderships settled on priority.
+    let partitionId: number | undefined;
+    await waitFor(
+      () => {
+        partitionId = [1, 2, 3].find(
+          (id) => partitionSettledOnPriorityLeader(brokers, id) && leaderOf(brokers, id) === stepping,
+        );
+        return partitionId !== undefined;
+      },
+      "broker 2 leads a partition",
+      5_000,
+    );
     if (partitionId === undefined) throw new Error("broker 2 leads no partition");
     // Eight gossip rounds (100 ms in tests) and more: each peer's offset is the largest of its last eight samples.
     await new Promise((resolve) => setTimeout(resolve, 1_000));
@@ -163,8 +175,8 @@ describe("brokers whose wall clock steps", () => {
     // At once and over the next second, while the samples taken before the step are still the peers' latest.
     for (const waitMs of [0, 150, 400, 800]) {
       await new Promise((resolve) => setTimeout(resolve, waitMs));
-      const key = await publishThroughLeadingBroker(client, brokers, partitionId, message, {
-        attempts: 1,
+      const key = await publishThroughLeadingBroker(client, brokers, partitionId as number, message, {
+        attempts: 20,
         timeoutMs: 2_000,
       });
       const answer = (await client.request(
