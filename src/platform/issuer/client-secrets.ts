@@ -16,14 +16,30 @@ const clientIdBytes = 15;
 /** Bytes of the HMAC key kept in the `settings` table. */
 const hashKeyBytes = 32;
 
-/** A new client id: 120 random bits as 24 URL-safe characters, which need no escaping in Basic or form bodies. */
+/** A new client id: 120 random bits as 20 URL-safe characters, which need no escaping in Basic or form bodies. */
 export function generateClientId(): string {
-  return randomBytes(clientIdBytes).toString("base64url");
+  return randomUrlSafe(clientIdBytes);
 }
 
 /** A new client secret: 256 random bits, base64url-encoded (43 characters). */
 export function generateClientSecret(): string {
-  return randomBytes(clientSecretBytes).toString("base64url");
+  return randomUrlSafe(clientSecretBytes);
+}
+
+/** Draws before `randomUrlSafe` gives up; each draw starts with a dash or an underscore 1 time in 32. */
+const MAX_DRAWS = 64;
+
+/**
+ * `bytes` random bytes as base64url that starts with a letter or a digit. Why: one id in 32 started with a dash, and
+ * a command line takes such an argument for an option (`flowplane organization-clients delete -XziX…` answered with
+ * its usage), so the client could not be named there without knowing `--`.
+ */
+function randomUrlSafe(bytes: number): string {
+  for (let draw = 0; draw < MAX_DRAWS; draw += 1) {
+    const text = randomBytes(bytes).toString("base64url");
+    if (!text.startsWith("-") && !text.startsWith("_")) return text;
+  }
+  throw new Error(`invariant violated: ${MAX_DRAWS} random draws all started with a dash or an underscore`);
 }
 
 /**
