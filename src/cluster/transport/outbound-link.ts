@@ -243,7 +243,10 @@ export class OutboundLink {
     clearTimeout(this.connectTimer);
     clearTimeout(this.backoffTimer);
     clearInterval(this.livenessTimer);
-    this.settings.statistics.framesDropped += this.queue.filter((queued) => queued.correlationId === undefined).length;
+    // A queued ping is the link's own, not a message anybody sent, so it is no dropped frame.
+    this.settings.statistics.framesDropped += this.queue.filter(
+      (queued) => queued.correlationId === undefined && queued.frame !== PING_FRAME,
+    ).length;
     this.queue.length = 0;
     this.queuedBytes = 0;
     this.rejectAllPending(makeError);

@@ -37,16 +37,25 @@ describe("brokers whose wall clock steps", () => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   });
 
-  it("keeps a stopped broker unreachable, and the next one coordinating, when the wall clock steps back", async () => {
-    const root = await temporaryDirectory("wall-clock-step");
+  /** Starts three brokers in a directory of their own, both removed after the test, and waits for their partitions. */
+  async function startSettledBrokers(
+    name: string,
+    overrides?: Parameters<typeof startBrokers>[2],
+  ): Promise<{ root: string; brokers: Broker[] }> {
+    const root = await temporaryDirectory(name);
     cleanups.push(() => removeDirectory(root));
-    const brokers = await startBrokers(root, 3);
+    const brokers = await startBrokers(root, 3, overrides);
     cleanups.push(async () => {
       await Promise.all(brokers.map((broker) => broker.close()));
     });
     for (const partitionId of [1, 2, 3]) {
       await waitFor(() => partitionSettled(brokers, partitionId, 3), `partition ${partitionId} settled`, 2_000);
     }
+    return { root, brokers };
+  }
+
+  it("keeps a stopped broker unreachable, and the next one coordinating, when the wall clock steps back", async () => {
+    const { brokers } = await startSettledBrokers("wall-clock-step");
     const [first, second] = brokers as [Broker, Broker, Broker];
     await first.close();
     await waitFor(() => !second.isReachable(0), "broker 1 notices that broker 0 stopped", 2_000);
@@ -68,15 +77,7 @@ describe("brokers whose wall clock steps", () => {
   });
 
   it("reaches a broker restarted on another port after its clock stepped back", async () => {
-    const root = await temporaryDirectory("wall-clock-restart");
-    cleanups.push(() => removeDirectory(root));
-    const brokers = await startBrokers(root, 3);
-    cleanups.push(async () => {
-      await Promise.all(brokers.map((broker) => broker.close()));
-    });
-    for (const partitionId of [1, 2, 3]) {
-      await waitFor(() => partitionSettled(brokers, partitionId, 3), `partition ${partitionId} settled`, 2_000);
-    }
+    const { root, brokers } = await startSettledBrokers("wall-clock-restart");
     const [first, , third] = brokers as [Broker, Broker, Broker];
     await (brokers[1] as Broker).close();
     // Restarted on a new port (the tests' cluster port is 0) with a clock two hours behind its first start.
@@ -94,18 +95,10 @@ describe("brokers whose wall clock steps", () => {
   });
 
   it("expires no message early when the partition's new leader has a clock three hours ahead", async () => {
-    const root = await temporaryDirectory("wall-clock-ahead");
-    cleanups.push(() => removeDirectory(root));
     const aheadMs = 3 * 60 * 60 * 1000;
-    const brokers = await startBrokers(root, 3, (nodeId) =>
+    const { brokers } = await startSettledBrokers("wall-clock-ahead", (nodeId) =>
       nodeId === 2 ? { wallClockMs: () => Date.now() + aheadMs } : {},
     );
-    cleanups.push(async () => {
-      await Promise.all(brokers.map((broker) => broker.close()));
-    });
-    for (const partitionId of [1, 2, 3]) {
-      await waitFor(() => partitionSettled(brokers, partitionId, 3), `partition ${partitionId} settled`, 2_000);
-    }
     // Partition 2's replicas by priority: brokers 1, 2, 0. Published while broker 1 leads, with an hour to live.
     const partitionId = 2;
     expect(leaderOf(brokers, partitionId)?.configuration).toBeDefined();
@@ -136,18 +129,10 @@ describe("brokers whose wall clock steps", () => {
   });
 
   it("stamps publications by the brokers' clocks, not by a leader's own clock stepped forward", async () => {
-    const root = await temporaryDirectory("wall-clock-step-forward");
-    cleanups.push(() => removeDirectory(root));
     let steppedMs = 0;
-    const brokers = await startBrokers(root, 3, (nodeId) =>
+    const { brokers } = await startSettledBrokers("wall-clock-step-forward", (nodeId) =>
       nodeId === 2 ? { wallClockMs: () => Date.now() + steppedMs } : {},
     );
-    cleanups.push(async () => {
-      await Promise.all(brokers.map((broker) => broker.close()));
-    });
-    for (const partitionId of [1, 2, 3]) {
-      await waitFor(() => partitionSettled(brokers, partitionId, 3), `partition ${partitionId} settled`, 2_000);
-    }
     const stepping = brokers[2] as Broker;
     // Broker 2 leads the partition where its priority is highest once the leaderships settled on priority.
     let partitionId: number | undefined;
@@ -190,18 +175,10 @@ describe("brokers whose wall clock steps", () => {
   });
 
   it("takes the time of the brokers' majority, whose clocks the leaders follow", async () => {
-    const root = await temporaryDirectory("wall-clock-majority");
-    cleanups.push(() => removeDirectory(root));
     const aheadMs = 3 * 60 * 60 * 1000;
-    const brokers = await startBrokers(root, 3, (nodeId) =>
+    const { brokers } = await startSettledBrokers("wall-clock-majority", (nodeId) =>
       nodeId === 0 ? {} : { wallClockMs: () => Date.now() + aheadMs },
     );
-    cleanups.push(async () => {
-      await Promise.all(brokers.map((broker) => broker.close()));
-    });
-    for (const partitionId of [1, 2, 3]) {
-      await waitFor(() => partitionSettled(brokers, partitionId, 3), `partition ${partitionId} settled`, 2_000);
-    }
     await new Promise((resolve) => setTimeout(resolve, 300));
     // Whichever broker leads, broker 0's included: it is outvoted by the other two.
     for (const partitionId of [1, 2, 3]) {

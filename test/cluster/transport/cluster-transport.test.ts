@@ -391,17 +391,20 @@ describe("ClusterTransport", () => {
 /**
  * A TCP relay to `target` whose connections can be cut into black holes: what arrives on either side of a cut
  * connection is read and dropped, and nothing closes it, as with a network link that went down and came back while
- * the kernel still waits to retransmit. New connections are relayed.
+ * the kernel still waits to retransmit. New connections are relayed. A stalled relay stops reading from its clients,
+ * so their sockets fill up, as with a peer that stopped reading.
  */
 async function blackHoleRelay(target: PeerAddress) {
   const links: { cut: boolean }[] = [];
   const sockets: Socket[] = [];
+  const clients: Socket[] = [];
   const server = createServer((client) => {
     const link = { cut: false };
     links.push(link);
     const upstream = connect(target.port, target.host);
     sockets.push(client, upstream);
     for (const socket of [client, upstream]) socket.on("error", () => undefined);
+    clients.push(client);
     client.on("data", (chunk) => {
       if (!link.cut) upstream.write(chunk);
     });
@@ -415,6 +418,9 @@ async function blackHoleRelay(target: PeerAddress) {
     connections: () => links.length,
     cutEveryConnection: () => {
       for (const link of links) link.cut = true;
+    },
+    stallEveryConnection: () => {
+      for (const client of clients) client.pause();
     },
     close: async () => {
       for (const socket of sockets) socket.destroy();
@@ -451,6 +457,32 @@ describe("a connection that stops carrying bytes without closing", () => {
       // told either).
       expect(performance.now() - cutAtMs).toBeLessThan(2_500);
       expect(relay.connections()).toBe(2);
+    } finally {
+      await relay.close();
+    }
+  });
+
+  it("counts the messages it still held as dropped when it closes, and not its own ping", async () => {
+    const first = await startNode(1, { pingIntervalMs: 100, unansweredPingTimeoutMs: 60_000 });
+    const second = await startNode(2);
+    const relay = await blackHoleRelay(second.address);
+    try {
+      first.transport.setPeerAddress(2, relay.address);
+      const received: number[] = [];
+      second.transport.onMessage((_from, message) => received.push(message.sequence));
+      first.transport.send(2, { sequence: 0 });
+      await waitFor(() => received.includes(0), "the first message delivered");
+
+      relay.stallEveryConnection();
+      const payload = new Uint8Array(256 * 1024);
+      for (let sequence = 1; sequence <= 64; sequence += 1) first.transport.send(2, { sequence, payload });
+      // A ping interval with nothing coming back: the link's ping waits in the queue behind the full socket.
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      const { framesSent } = first.transport.statistics().peers.get(2) ?? { framesSent: 0 };
+      expect(framesSent).toBeLessThan(65);
+      await first.transport.close();
+      // Each of the 65 messages was either written to the socket or dropped (refused or still queued).
+      expect(first.transport.statistics().peers.get(2)?.framesDropped).toBe(65 - framesSent);
     } finally {
       await relay.close();
     }
