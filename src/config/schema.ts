@@ -131,6 +131,18 @@ export const configurationSchema = Type.Object(
           },
           { additionalProperties: false, default: {} },
         ),
+        activity: Type.Object(
+          {
+            retentionDays: Type.Integer({
+              minimum: 0,
+              maximum: 36_500,
+              default: 365,
+              description:
+                "Days an activity entry (`/admin/activity`) is kept; older ones are deleted every hour. 0 keeps every entry.",
+            }),
+          },
+          { additionalProperties: false, default: {} },
+        ),
       },
       { additionalProperties: false, default: {} },
     ),

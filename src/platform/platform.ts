@@ -11,6 +11,7 @@ import { registerApiDocuments } from "../http/openapi.js";
 import { createHttpServer, type HttpServer } from "../http/server.js";
 import { parseTrustedProxies } from "../http/trusted-proxies.js";
 import { installActivityRecording } from "./admin/activity/recording.js";
+import { ActivityRetention } from "./admin/activity/retention.js";
 import { activityRoutes } from "./admin/activity/routes.js";
 import { ActivityService } from "./admin/activity/service.js";
 import { backupRoutes } from "./admin/backups/routes.js";
@@ -441,6 +442,12 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
     logger,
   });
   const activity = new ActivityService(store.database, () => new Date(), logger);
+  const activityRetention = new ActivityRetention({
+    database: store.database,
+    retentionDays: configuration.platform.activity.retentionDays,
+    now: () => new Date(),
+    logger,
+  });
   const organizationClients = new OrganizationClientService({
     clients: issuer.clients,
     ...clusterAccess,
@@ -499,6 +506,8 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
   server.addHook("onClose", async () => await backups.close());
   // After the server stopped answering: the entries of its last changes are written (or logged as lost) first.
   server.addHook("onClose", async () => await activity.close());
+  activityRetention.start();
+  server.addHook("onClose", async () => await activityRetention.close());
   // The clusters service builds each cluster's whole policy from the resources keeping its parts, shows its
   // allowlist, and has their data removed with the cluster.
   clusters.accessPolicyBuilder = async (cluster) => ({
