@@ -571,6 +571,20 @@ export const configurationSchema = Type.Object(
           default: 2_000,
           description: "How often the platform polls every cluster's gateway for the cluster's status.",
         }),
+        logFileBytes: Type.Integer({
+          minimum: 1024 * 1024,
+          maximum: 1024 * 1024 * 1024 * 1024,
+          default: 64 * 1024 * 1024,
+          description:
+            "Size beyond which a local cluster's log file (a broker's or the gateway's) is copied to <file>.1 and emptied; looked at every 30 s.",
+        }),
+        keptLogFiles: Type.Integer({
+          minimum: 1,
+          maximum: 100,
+          default: 3,
+          description:
+            "Older copies kept beside each local cluster log file (<file>.1 the newest); the oldest beyond is deleted.",
+        }),
       },
       { additionalProperties: false, default: {} },
     ),

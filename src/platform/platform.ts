@@ -239,6 +239,10 @@ export async function startPlatform(
             gatewayAudience: configuration.audiences.gateway,
             allowedOrigins: consoleOrigins(issuerUrl, host, port).join(","),
             logLevel: configuration.log.level,
+            logFileLimits: {
+              maxBytes: configuration.provisioner.logFileBytes,
+              keptFiles: configuration.provisioner.keptLogFiles,
+            },
             logger: logger.child({ component: "provisioner" }),
             ...(options.localClusters.environment === undefined
               ? {}

@@ -37,6 +37,7 @@ import {
   replaceBrokerPort,
   writeLocalGateway,
 } from "./local-brokers.js";
+import { defaultLogFileLimits, type LogFileLimits, LogRotation } from "./log-rotation.js";
 import {
   type RestartPolicy,
   restartDelayMs,
@@ -104,6 +105,8 @@ export interface LocalClusterOptions {
   restart?: Partial<RestartPolicy> | false;
   /** Told of every child started, exited and scheduled for a restart (for status and activity); must not throw. */
   onChildEvent?: (event: LocalClusterChildEvent) => void;
+  /** How large the children's log files may grow and how many older copies are kept (default 64 MiB and 3). */
+  logFileLimits?: LogFileLimits;
 }
 
 /** How a child of the local cluster last exited. */
@@ -749,9 +752,16 @@ async function startLocalClusterOnce(options: LocalClusterOptions): Promise<Loca
     }
   };
 
+  const logRotation = new LogRotation(
+    () => children.map((child) => child.logFile),
+    options.logFileLimits ?? defaultLogFileLimits,
+    logger,
+  );
+
   const close = async (): Promise<void> => {
     if (reconcileTimer !== null) clearInterval(reconcileTimer);
     reconcileTimer = null;
+    await logRotation.close();
     process.off("exit", stopOrphans);
     closed = true;
     for (const child of children) {
@@ -774,6 +784,9 @@ async function startLocalClusterOnce(options: LocalClusterOptions): Promise<Loca
     // Aborted while the ports were chosen (the cluster is being stopped): no child is started.
     if (options.signal?.aborted === true) throw new Error("the start of the local cluster was cancelled");
     writeLocalGateway(clusterDirectory, { managementUrl });
+    // Files an earlier run left beyond the limit are rotated before any child holds them.
+    await logRotation.rotateAll();
+    logRotation.start();
     for (const child of children) launch(child);
     await waitUntilReady({ host, managementUrl, children, readyTimeoutMs, logger, signal: options.signal });
   } catch (error) {

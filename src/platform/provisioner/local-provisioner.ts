@@ -44,6 +44,7 @@ import {
   startLocalCluster,
 } from "./local-cluster.js";
 import { runRestoreCommand } from "./local-restore.js";
+import type { LogFileLimits } from "./log-rotation.js";
 import type {
   ClusterEndpoints,
   ClusterProcessExit,
@@ -222,6 +223,8 @@ export interface LocalProvisionerOptions {
    * hold the brokers' data before it refuses to launch the cluster (default: the orphan deadline and a margin).
    */
   dataHolderWaitMs?: number;
+  /** How large the clusters' log files may grow and how many older copies are kept (default 64 MiB and 3). */
+  logFileLimits?: LogFileLimits;
   logger: Logger;
 }
 
@@ -656,6 +659,7 @@ export class LocalProvisioner implements Provisioner {
       ...(this.options.command === undefined ? {} : { command: this.options.command }),
       ...(this.options.readyTimeoutMs === undefined ? {} : { readyTimeoutMs: this.options.readyTimeoutMs }),
       ...(this.options.stopTimeoutMs === undefined ? {} : { stopTimeoutMs: this.options.stopTimeoutMs }),
+      ...(this.options.logFileLimits === undefined ? {} : { logFileLimits: this.options.logFileLimits }),
     };
   }
 

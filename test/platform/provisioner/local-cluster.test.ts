@@ -1,4 +1,13 @@
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  appendFileSync,
+  chmodSync,
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { type AddressInfo, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -288,6 +297,30 @@ describe("startLocalCluster", () => {
     await second.close();
     expect(second.clusterSecretFile).toBe(first.clusterSecretFile);
     expect(readFileSync(second.clusterSecretFile, "utf8")).toBe(secret);
+  });
+
+  it("copies aside a log file an earlier run left beyond the limit before its child starts writing", async () => {
+    const options = {
+      dataDirectory: temporaryDirectory(),
+      gatewayPort: 0,
+      managementPort: 0,
+      issuerUrl: "http://127.0.0.1:1",
+      brokers: 1,
+      partitions: 1,
+      replicationFactor: 1,
+      logger: pino({ level: "silent" }),
+      environment: { FAKE_RECORD_DIRECTORY: temporaryDirectory(), PATH: process.env.PATH },
+      command: { entry: fakeCli, nodeArguments: [] },
+      logFileLimits: { maxBytes: 1024 * 1024, keptFiles: 1 },
+    };
+    const first = await startLocalCluster(options);
+    await first.close();
+    appendFileSync(first.gatewayLogFile, Buffer.alloc(2 * 1024 * 1024, "x"));
+    const second = await startLocalCluster(options);
+    await second.close();
+    expect(statSync(`${second.gatewayLogFile}.1`).size).toBeGreaterThanOrEqual(2 * 1024 * 1024);
+    expect(statSync(second.gatewayLogFile).size).toBeLessThan(1024 * 1024);
+    expect(modeOf(`${second.gatewayLogFile}.1`)).toBe(0o600);
   });
 
   it("kills children that ignore SIGTERM once the stop timeout passes", async () => {

@@ -7,6 +7,7 @@
  * over years of entries shares the database with the requests being served; what one round leaves, the next deletes.
  * Several platform replicas of one database may each do this: a deletion is the same whoever makes it.
  */
+import { setImmediate as nextTurn } from "node:timers/promises";
 import type { Kysely } from "kysely";
 import type { Logger } from "pino";
 import type { PlatformDatabase } from "../../store/schema.js";
@@ -88,6 +89,8 @@ export class ActivityRetention {
       const rows = Number(result.numDeletedRows);
       deleted += rows;
       if (rows < activityEntriesPerDeletion) break;
+      // SQLite runs each statement on this thread: the requests waiting meanwhile get their turn between statements.
+      await nextTurn();
     }
     if (deleted > 0) {
       this.options.logger.info(
