@@ -138,7 +138,7 @@ export const configurationSchema = Type.Object(
               maximum: 36_500,
               default: 365,
               description:
-                "Days an activity entry (`/admin/activity`) is kept; older ones are deleted every hour. 0 keeps every entry.",
+                "Days an activity entry (`/admin/activity`) is kept; older ones are deleted at start and every hour, at most a million per round. 0 keeps every entry.",
             }),
           },
           { additionalProperties: false, default: {} },
@@ -576,7 +576,7 @@ export const configurationSchema = Type.Object(
           maximum: 1024 * 1024 * 1024 * 1024,
           default: 64 * 1024 * 1024,
           description:
-            "Size beyond which a local cluster's log file (a broker's or the gateway's) is copied to <file>.1 and emptied; looked at every 30 s.",
+            "Size beyond which a local cluster's log file (a broker's or the gateway's) is copied to <file>.1 and emptied; looked at when the cluster starts and every 30 s.",
         }),
         keptLogFiles: Type.Integer({
           minimum: 1,

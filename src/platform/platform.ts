@@ -510,7 +510,8 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
   server.addHook("onClose", async () => await backups.close());
   // After the server stopped answering: the entries of its last changes are written (or logged as lost) first.
   server.addHook("onClose", async () => await activity.close());
-  activityRetention.start();
+  // Once listening: a start that fails before (its port taken) closes the store, and no round may run against it.
+  server.addHook("onListen", async () => activityRetention.start());
   server.addHook("onClose", async () => await activityRetention.close());
   // The clusters service builds each cluster's whole policy from the resources keeping its parts, shows its
   // allowlist, and has their data removed with the cluster.

@@ -761,13 +761,13 @@ async function startLocalClusterOnce(options: LocalClusterOptions): Promise<Loca
   const close = async (): Promise<void> => {
     if (reconcileTimer !== null) clearInterval(reconcileTimer);
     reconcileTimer = null;
-    await logRotation.close();
     process.off("exit", stopOrphans);
     closed = true;
     for (const child of children) {
       child.stopping = true;
       cancelRestart(child);
     }
+    await logRotation.close();
     // The gateway first, so it stops routing before the brokers go; then the brokers together.
     if (gateway.process !== undefined) await stopChild(gateway.process, stopTimeoutMs);
     await Promise.all(
@@ -784,8 +784,8 @@ async function startLocalClusterOnce(options: LocalClusterOptions): Promise<Loca
     // Aborted while the ports were chosen (the cluster is being stopped): no child is started.
     if (options.signal?.aborted === true) throw new Error("the start of the local cluster was cancelled");
     writeLocalGateway(clusterDirectory, { managementUrl });
-    // Files an earlier run left beyond the limit are rotated before any child holds them.
-    await logRotation.rotateAll();
+    // Files an earlier run left beyond the limit are renamed before any child holds them.
+    await logRotation.rotateFree();
     logRotation.start();
     for (const child of children) launch(child);
     await waitUntilReady({ host, managementUrl, children, readyTimeoutMs, logger, signal: options.signal });

@@ -299,7 +299,7 @@ describe("startLocalCluster", () => {
     expect(readFileSync(second.clusterSecretFile, "utf8")).toBe(secret);
   });
 
-  it("copies aside a log file an earlier run left beyond the limit before its child starts writing", async () => {
+  it("moves aside a log file an earlier run left beyond the limit before its child starts writing", async () => {
     const options = {
       dataDirectory: temporaryDirectory(),
       gatewayPort: 0,

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { ActivityRetention, activityEntriesPerDeletion } from "../../../../src/platform/admin/activity/retention.js";
+import { ActivityRetention, type ActivityRetentionOptions } from "../../../../src/platform/admin/activity/retention.js";
 import { ActivityService } from "../../../../src/platform/admin/activity/service.js";
 import { openStore, type Store } from "../../../../src/platform/store/database.js";
 import { createTestDatabase, databaseKinds, type TestDatabase } from "../../../support/databases.js";
@@ -13,7 +13,8 @@ describe.each(databaseKinds)("activity retention on %s", (kind) => {
   let store: Store;
   let now: Date;
   const retentions: ActivityRetention[] = [];
-  const organizationIds = [randomUUID(), randomUUID()];
+  // In the order the retention goes through organizations, by id.
+  const organizationIds = [randomUUID(), randomUUID()].sort();
 
   beforeEach(async () => {
     testDatabase = await createTestDatabase(kind);
@@ -33,12 +34,16 @@ describe.each(databaseKinds)("activity retention on %s", (kind) => {
     await testDatabase.drop();
   });
 
-  const retention = (retentionDays: number): ActivityRetention => {
+  const retention = (
+    retentionDays: number,
+    bounds: Pick<ActivityRetentionOptions, "entriesPerStatement" | "statementsPerRound"> = {},
+  ): ActivityRetention => {
     const created = new ActivityRetention({
       database: store.database,
       retentionDays,
       now: () => now,
       logger: pino({ level: "silent" }),
+      ...bounds,
     });
     retentions.push(created);
     return created;
@@ -85,13 +90,54 @@ describe.each(databaseKinds)("activity retention on %s", (kind) => {
     expect(await retention(30).deleteExpired()).toBe(1);
   });
 
-  it("deletes more entries than one statement takes, oldest first, over several statements", async () => {
+  it("deletes more entries than one statement takes, oldest first, and at most its statements per round", async () => {
+    const [first, second] = organizationIds as [string, string];
+    // 25 expired entries of the first organization, a day apart, the oldest 30 days past the period; 5 of the second.
+    for (let day = 0; day < 25; day++) {
+      await recordEntries(
+        first,
+        1,
+        new Date(now.getTime() - (60 - day) * dayMs),
+        `expired-${String(day).padStart(2, "0")}`,
+      );
+    }
+    await recordEntries(second, 5, new Date(now.getTime() - 100 * dayMs), "second-expired");
+    await recordEntries(first, 2, new Date(now.getTime() - dayMs), "kept");
+    const bounded = retention(30, { entriesPerStatement: 10, statementsPerRound: 2 });
+    // Two statements of ten: the first organization's twenty oldest.
+    expect(await bounded.deleteExpired()).toBe(20);
+    expect((await entityIds(first)).sort()).toEqual([
+      "expired-20-0@example.com",
+      "expired-21-0@example.com",
+      "expired-22-0@example.com",
+      "expired-23-0@example.com",
+      "expired-24-0@example.com",
+      "kept-0@example.com",
+      "kept-1@example.com",
+    ]);
+    expect(await entityIds(second)).toHaveLength(5);
+    // The next round finishes both: 5 (fewer than a statement takes), then the second organization's 5.
+    expect(await bounded.deleteExpired()).toBe(10);
+    expect((await entityIds(first)).sort()).toEqual(["kept-0@example.com", "kept-1@example.com"]);
+    expect(await entityIds(second)).toEqual([]);
+    expect(await bounded.deleteExpired()).toBe(0);
+  });
+
+  it("deletes a few thousand entries in one round with the default bounds", async () => {
     const [first] = organizationIds as [string];
-    const count = 2 * activityEntriesPerDeletion + 500;
-    await recordEntries(first, count, new Date(now.getTime() - 400 * dayMs), "expired");
-    await recordEntries(first, 3, new Date(now.getTime() - dayMs), "kept");
-    expect(await retention(365).deleteExpired()).toBe(count);
-    expect((await entityIds(first)).sort()).toEqual(["kept-0@example.com", "kept-1@example.com", "kept-2@example.com"]);
+    await recordEntries(first, 2_500, new Date(now.getTime() - 400 * dayMs), "expired");
+    expect(await retention(365).deleteExpired()).toBe(2_500);
+    expect(await entityIds(first)).toEqual([]);
+  });
+
+  it("stops its round once closed", async () => {
+    const [first] = organizationIds as [string];
+    await recordEntries(first, 50, new Date(now.getTime() - 400 * dayMs), "expired");
+    const closing = retention(365, { entriesPerStatement: 1 });
+    const round = closing.deleteExpired();
+    await closing.close();
+    expect(await round).toBeLessThan(50);
+    expect((await entityIds(first)).length).toBeGreaterThan(0);
   });
 
   it("keeps every entry when the retention is 0 days", async () => {
@@ -110,8 +156,10 @@ describe.each(databaseKinds)("activity retention on %s", (kind) => {
     await vi.waitFor(async () => expect(await entityIds(first)).toHaveLength(0), { timeout: 5_000 });
   });
 
-  it("refuses a retention that is not a whole number of days", () => {
+  it("refuses a retention that is not a whole number of days, and bounds that are not positive", () => {
     expect(() => retention(-1)).toThrow(/at least 0/);
     expect(() => retention(1.5)).toThrow(/whole number/);
+    expect(() => retention(30, { entriesPerStatement: 0 })).toThrow(/entriesPerStatement/);
+    expect(() => retention(30, { statementsPerRound: 0.5 })).toThrow(/statementsPerRound/);
   });
 });
