@@ -1,4 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { rmSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ActivityService, maxActivityLimit } from "../../../../src/platform/admin/activity/service.js";
 import { openStore } from "../../../../src/platform/store/database.js";
 import { startTestPlatform, type TestPlatform } from "../../../support/platform.js";
@@ -143,5 +144,52 @@ describe("Administration API /activity over HTTP", () => {
     }
     const modelerToken = await requestToken(platform, platform.adminClient, "modeler-api");
     expect((await call("GET", "/activity/json", modelerToken)).status).toBe(401);
+  });
+});
+
+describe("activity retention of a running platform", () => {
+  it("deletes the entries older than service.platform.activity.retentionDays when it starts", async () => {
+    const first = await startTestPlatform({ "service.platform.activity.retentionDays": 2 });
+    const dataDirectory = first.dataDirectory;
+    let restarted: TestPlatform | undefined;
+    try {
+      const store = await openStore({ url: "", dataDirectory });
+      try {
+        const activity = new ActivityService(store.database);
+        const dayMs = 24 * 60 * 60 * 1000;
+        for (const [entityId, ageMs] of [
+          ["expired@example.com", 3 * dayMs],
+          ["kept@example.com", dayMs],
+        ] as const) {
+          await activity.record(
+            { organizationId: first.organizationId, entity: "member", entityId, auditType: "c", userId: "client-1" },
+            new Date(Date.now() - ageMs),
+          );
+        }
+      } finally {
+        await store.close();
+      }
+      await first.running.close();
+      restarted = await startTestPlatform(
+        { "service.platform.activity.retentionDays": 2 },
+        { dataDirectory, adminClient: first.adminClient },
+      );
+      const token = await requestToken(restarted, restarted.adminClient, "admin-api");
+      const restartedUrl = restarted.url;
+      await vi.waitFor(
+        async () => {
+          const response = await fetch(`${restartedUrl}/admin/activity/json`, {
+            headers: { authorization: `Bearer ${token}` },
+          });
+          const ids = ((await response.json()) as Entry[]).map((entry) => entry.entityId);
+          expect(ids).toContain("kept@example.com");
+          expect(ids).not.toContain("expired@example.com");
+        },
+        { timeout: 5_000 },
+      );
+    } finally {
+      await restarted?.close();
+      rmSync(dataDirectory, { recursive: true, force: true });
+    }
   });
 });
