@@ -103,7 +103,10 @@ export interface ActivityEntry {
   entity: string;
   entityId: string;
   userId: string;
-  timestamp: string;
+  /** Milliseconds since 1970-01-01 UTC. */
+  timestamp: number;
+  /** The change in words. */
+  audit: string;
 }
 
 /** What the activity log is asked for. */

@@ -95,7 +95,7 @@ describe.runIf(browserAvailable())("console activity page", () => {
     ]);
     expect(download.suggestedFilename()).toBe("activity.csv");
     const csv = readFileSync((await download.path())!, "utf8").split("\r\n");
-    expect(csv[0]).toBe("service,orgId,auditType,entity,entityId,userId,timestamp");
+    expect(csv[0]).toBe("service,orgId,auditType,entity,entityId,userId,timestamp,audit");
     // The download holds the two newest entries asked for: the removal and the second invitation.
     expect(csv.filter((line) => line !== "")).toHaveLength(3);
     expect(csv[1]).toContain(",d,member,grace@example.com,");

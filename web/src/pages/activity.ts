@@ -76,7 +76,11 @@ export const activityPage: Page = {
               "Activity, newest first",
               ["When", "Action", "Resource", "Which", "Client", "API"],
               shown.map((entry) => [
-                h("time", { datetime: entry.timestamp }, formatInstant(entry.timestamp)),
+                h(
+                  "time",
+                  { datetime: new Date(entry.timestamp).toISOString() },
+                  formatInstant(new Date(entry.timestamp).toISOString()),
+                ),
                 auditTypeNames[entry.auditType],
                 entry.entity,
                 entry.entityId,

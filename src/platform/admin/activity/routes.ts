@@ -16,7 +16,11 @@ const entrySchema = Type.Object(
     entity: Type.String({ description: "The kind of resource changed, e.g. member." }),
     entityId: Type.String({ description: "Which resource: its id or name (never a secret value)." }),
     userId: Type.String({ description: "The API client that made the change." }),
-    timestamp: Type.String({ format: "date-time" }),
+    timestamp: Type.Integer({
+      minimum: 0,
+      description: "When the change was made, in milliseconds since 1970-01-01 UTC.",
+    }),
+    audit: Type.String({ description: "The change in words: what was done to which resource." }),
   },
   { additionalProperties: false },
 );
@@ -37,7 +41,7 @@ const activityQuery = Type.Object(
 );
 
 /** The columns of the CSV answer, in the order of the JSON answer's fields. */
-const csvColumns = ["service", "orgId", "auditType", "entity", "entityId", "userId", "timestamp"] as const;
+const csvColumns = ["service", "orgId", "auditType", "entity", "entityId", "userId", "timestamp", "audit"] as const;
 
 /** Reads `since` (already a valid date-time by the schema) as an instant. */
 function sinceInstant(since: string | undefined): Date | undefined {
@@ -84,7 +88,7 @@ export function activityRoutes(server: HttpServer, activity: ActivityService): v
       const entries = await read(principalOf(request).organizationId, request.query);
       const csv = csvDocument(
         csvColumns,
-        entries.map((entry) => csvColumns.map((column) => entry[column])),
+        entries.map((entry) => csvColumns.map((column) => String(entry[column]))),
       );
       return reply.type("text/csv; charset=utf-8; header=present").send(csv);
     },

@@ -38,7 +38,17 @@ export interface ActivityEntry {
   entity: string;
   entityId: string;
   userId: string;
-  timestamp: string;
+  /** When the change was made, in milliseconds since 1970-01-01 UTC (the reference SDK's type is a number). */
+  timestamp: number;
+  /** The change in words, e.g. `created member ana@example.com`. */
+  audit: string;
+}
+
+const auditVerbs: Record<AuditType, string> = { c: "created", r: "read", u: "updated", d: "deleted" };
+
+/** An entry's change in words: what was done to which resource. */
+export function auditText(auditType: AuditType, entity: string, entityId: string): string {
+  return `${auditVerbs[auditType]} ${entity} ${entityId}`;
 }
 
 /** Which entries to read: the newest `limit` ones, none older than `since`. */
@@ -204,7 +214,8 @@ export class ActivityService {
       entity: row.entity,
       entityId: row.entity_id,
       userId: row.user_id,
-      timestamp: row.recorded_at,
+      timestamp: Date.parse(row.recorded_at),
+      audit: auditText(row.audit_type as AuditType, row.entity, row.entity_id),
     }));
   }
 }

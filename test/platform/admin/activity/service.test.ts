@@ -52,7 +52,8 @@ describe.each(databaseKinds)("ActivityService on %s", (kind) => {
       entity: "member",
       entityId: "c@example.com",
       userId: "client-1",
-      timestamp: "2026-11-25T10:00:01.000Z",
+      timestamp: Date.parse("2026-11-25T10:00:01.000Z"),
+      audit: "deleted member c@example.com",
     });
   });
 
