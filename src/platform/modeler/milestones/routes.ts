@@ -66,6 +66,11 @@ export interface MilestoneApiNaming {
   comparisonAnswer: "plainText" | "json";
   /** Whether creating may leave the name out (the 8.9 API); the creation time is the name then. */
   nameOptional: boolean;
+  /**
+   * What restoring answers: the file's metadata after the restore (the 8.8 API) or the restored version's own
+   * metadata (the 8.9 API, whose SDK also sends `{"version": n}`, which the path's id makes redundant).
+   */
+  restoreAnswer: "file" | "restored";
 }
 
 /** The 8.8 API: `/api/v1/milestones`. */
@@ -75,6 +80,7 @@ const milestoneNaming: MilestoneApiNaming = {
   noun: "milestone",
   comparisonAnswer: "plainText",
   nameOptional: false,
+  restoreAnswer: "file",
 };
 
 /** Routes of `/api/v1/milestones` that need a token. */
@@ -151,23 +157,53 @@ export function milestoneApiRoutes(server: HttpServer, services: ModelerServices
     mayConflict: false,
     remove: (organizationId, id) => milestones.delete(organizationId, id),
   });
-  server.post(
-    `${basePath}/:id/restore`,
-    {
-      config: { scopes: [modelerUpdateScope] },
-      schema: {
-        tags: [tag],
-        summary: `Restore the ${noun}'s content into its file as a new revision`,
-        params: idParameters,
-        response: { 200: fileMetadataSchema, ...standardErrorResponses },
+  if (naming.restoreAnswer === "file") {
+    server.post(
+      `${basePath}/:id/restore`,
+      {
+        config: { scopes: [modelerUpdateScope] },
+        schema: {
+          tags: [tag],
+          summary: `Restore the ${noun}'s content into its file as a new revision`,
+          description: "Answers the file's metadata after the restore.",
+          params: idParameters,
+          response: { 200: fileMetadataSchema, ...standardErrorResponses },
+        },
       },
-    },
-    async (request) => {
-      const principal = principalOf(request);
-      const actor = await actorOf(principal, clients);
-      return await milestones.restore(principal.organizationId, actor, request.params.id);
-    },
-  );
+      async (request) => {
+        const principal = principalOf(request);
+        const actor = await actorOf(principal, clients);
+        return (await milestones.restore(principal.organizationId, actor, request.params.id)).file;
+      },
+    );
+  } else {
+    server.post(
+      `${basePath}/:id/restore`,
+      {
+        config: { scopes: [modelerUpdateScope] },
+        schema: {
+          tags: [tag],
+          summary: `Restore the ${noun}'s content into its file as a new revision`,
+          description: `Answers the restored ${noun}'s metadata. A body is optional; \`version\`, which the reference SDK sends, is accepted and not needed, since the path names the ${noun}.`,
+          params: idParameters,
+          body: Type.Object(
+            { version: Type.Optional(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER })) },
+            { additionalProperties: false },
+          ),
+          response: { 200: milestoneMetadataSchema, ...standardErrorResponses },
+        },
+        // A request without a body is one with nothing in it; the schema checks what a body holds.
+        preValidation: async (request) => {
+          if (request.body === undefined) request.body = {};
+        },
+      },
+      async (request) => {
+        const principal = principalOf(request);
+        const actor = await actorOf(principal, clients);
+        return (await milestones.restore(principal.organizationId, actor, request.params.id)).milestone;
+      },
+    );
+  }
   searchRoute(server, {
     path: `${basePath}/search`,
     tag,

@@ -210,8 +210,12 @@ export class MilestoneService {
     if (result.numDeletedRows === 0n) throw notFound("milestone", id);
   }
 
-  /** Puts the milestone's content back into its file as a new revision. */
-  async restore(organizationId: string, actor: Person, id: string): Promise<FileMetadata> {
+  /** Puts the milestone's content back into its file as a new revision; answers the file and the milestone. */
+  async restore(
+    organizationId: string,
+    actor: Person,
+    id: string,
+  ): Promise<{ file: FileMetadata; milestone: MilestoneMetadata }> {
     return await inTransaction(this.database, async (transaction) => {
       const milestone = await findMilestone(transaction, organizationId, id);
       await transaction
@@ -224,11 +228,12 @@ export class MilestoneService {
         .where("organization_id", "=", organizationId)
         .where("id", "=", milestone.file_id)
         .execute();
-      return await fileMetadata(
+      const file = await fileMetadata(
         transaction,
         organizationId,
         await findFile(transaction, organizationId, milestone.file_id),
       );
+      return { file, milestone: milestoneMetadata(milestone) };
     });
   }
 

@@ -43,7 +43,7 @@ describe.each(databaseKinds)("MilestoneService on %s", (kind) => {
     expect(milestone).toMatchObject({ name: "v1", fileId, createdBy: fixture.actor });
     await files.update(fixture.organizationId, fixture.actor, fileId, { revision: 1, content: bpmnDocument("second") });
     expect((await milestones.get(fixture.organizationId, milestone.id)).content).toBe(bpmnDocument("first"));
-    const restored = await milestones.restore(fixture.organizationId, fixture.actor, milestone.id);
+    const { file: restored } = await milestones.restore(fixture.organizationId, fixture.actor, milestone.id);
     expect(restored.revision).toBe(3);
     expect((await files.get(fixture.organizationId, fileId)).content).toBe(bpmnDocument("first"));
     expect((await milestones.rename(fixture.organizationId, fixture.actor, milestone.id, "release")).name).toBe(

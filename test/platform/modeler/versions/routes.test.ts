@@ -81,10 +81,19 @@ describe("Modeler API /versions (the newer name of milestones) over HTTP", () =>
     await json(
       await call("PATCH", `/files/${fileId}`, { revision: current.metadata.revision, content: bpmnDocument("after") }),
     );
-    const restored = await json<{ id: string; revision: number }>(await call("POST", `/versions/${before.id}/restore`));
-    expect(restored).toMatchObject({ id: fileId, revision: current.metadata.revision + 2 });
-    const file = await json<{ content: string }>(await call("GET", `/files/${fileId}`));
+    // The restored version's metadata answers, as the reference SDK's type says; it sends `{"version": n}` too.
+    const restored = await json<Version>(await call("POST", `/versions/${before.id}/restore`, { version: 1 }));
+    expect(restored).toEqual(before);
+    const file = await json<{ content: string; metadata: { revision: number } }>(await call("GET", `/files/${fileId}`));
     expect(file.content).toBe(bpmnDocument("before"));
+    expect(file.metadata.revision).toBe(current.metadata.revision + 2);
+    // No body at all does the same; a body of anything else is refused before anything is restored.
+    expect(await json<Version>(await call("POST", `/versions/${before.id}/restore`))).toEqual(before);
+    for (const body of [{ version: "one" }, { version: -1 }, { colour: "red" }]) {
+      expect((await call("POST", `/versions/${before.id}/restore`, body)).status, JSON.stringify(body)).toBe(400);
+    }
+    const unchanged = await json<{ metadata: { revision: number } }>(await call("GET", `/files/${fileId}`));
+    expect(unchanged.metadata.revision).toBe(current.metadata.revision + 3);
   });
 
   it("searches versions with the milestone filters", async () => {
