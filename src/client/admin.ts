@@ -97,6 +97,17 @@ export interface ClusterChange {
 
 const createdClusterSchema = Type.Object({ clusterId: Type.String() });
 
+const identified = Type.Object({ id: Type.String(), name: Type.String() });
+
+/** What an upgrade answers: the cluster and the generations it moved from and to. */
+export const generationUpgradeSchema = Type.Object({
+  cluster: identified,
+  oldGeneration: identified,
+  newGeneration: identified,
+  orgId: Type.String(),
+});
+export type GenerationUpgrade = Static<typeof generationUpgradeSchema>;
+
 /** Permissions a cluster API client may hold: `gateway` (the cluster's gateway REST API), `secrets`. */
 export const clusterClientPermissions = ["gateway", "secrets"] as const;
 
@@ -311,9 +322,13 @@ export class AdminClient {
     await this.transport.send("PUT", `/clusters/${pathSegment(clusterId)}/wake`);
   }
 
-  /** Moves a cluster to its channel's default generation. */
-  async upgradeCluster(clusterId: string): Promise<void> {
-    await this.transport.send("PUT", `/clusters/${pathSegment(clusterId)}/upgrade`);
+  /** Moves a cluster to its channel's default generation; answers the generations it moved from and to. */
+  async upgradeCluster(clusterId: string): Promise<GenerationUpgrade> {
+    return (await this.transport.sendForJson(
+      "PUT",
+      `/clusters/${pathSegment(clusterId)}/upgrade`,
+      generationUpgradeSchema,
+    )) as GenerationUpgrade;
   }
 
   /**

@@ -239,17 +239,23 @@ export function clusterRoutes(server: HttpServer, clusters: ClusterService): voi
       schema: {
         tags: ["Clusters"],
         summary: "Move a cluster to its channel's default generation (400 when it runs that one already)",
+        description: "Answers the cluster and the generations it moved from and to.",
         params: clusterIdParameters,
-        response: { 204: Type.Null(), 409: problemSchema, ...standardErrorResponses },
+        response: { 200: generationUpgradeSchema, 409: problemSchema, ...standardErrorResponses },
       },
     },
-    async (request, reply) => {
-      await clusters.upgrade(principalOf(request).organizationId, request.params.clusterId);
-      return reply.code(204).send(null);
-    },
+    async (request) => await clusters.upgrade(principalOf(request).organizationId, request.params.clusterId),
   );
   notApplicableRoutes(server);
 }
+
+const named = Type.Object({ id: Type.String(), name: Type.String() }, { additionalProperties: false });
+
+/** What an upgrade answers: the cluster and the generations it moved from and to. */
+const generationUpgradeSchema = Type.Object(
+  { cluster: named, oldGeneration: named, newGeneration: named, orgId: Type.String({ format: "uuid" }) },
+  { additionalProperties: false },
+);
 
 const brokerId = Type.Integer({ minimum: 0, maximum: MAX_BROKER_ID });
 const brokerIds = (description: string) =>

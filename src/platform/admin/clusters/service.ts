@@ -121,6 +121,14 @@ export const provisionerActivityService = "provisioner";
 /** The name of the first cluster. */
 const primaryClusterName = "local";
 
+/** What an upgrade did: the cluster and the generations it moved from and to (the reference SDK's answer). */
+export interface GenerationUpgrade {
+  cluster: { id: string; name: string };
+  oldGeneration: { id: string; name: string };
+  newGeneration: { id: string; name: string };
+  orgId: string;
+}
+
 /**
  * Holds the clusters of organizations and asks the provisioner to run them. It is the cluster directory of the
  * resources under `/clusters/{clusterId}` (`find`), delivers the access policies they change, and tells them when a
@@ -422,7 +430,7 @@ export class ClusterService implements ClusterDirectory {
    * Moves a cluster to its channel's default generation: the record changes and its processes are started again
    * with this installation's flowplane. 400 when it runs that generation already.
    */
-  async upgrade(organizationId: string, clusterId: string): Promise<void> {
+  async upgrade(organizationId: string, clusterId: string): Promise<GenerationUpgrade> {
     const row = await this.row(organizationId, clusterId);
     if (row === undefined) throw notFound("cluster", clusterId);
     const channel = channels.find((candidate) => candidate.uuid === row.channel_id);
@@ -439,6 +447,12 @@ export class ClusterService implements ClusterDirectory {
       .execute();
     await provisioner.stop(clusterId);
     await provisioner.launch(specificationOf(row));
+    return {
+      cluster: { id: clusterId, name: row.name },
+      oldGeneration: { id: row.generation_id, name: row.generation_name },
+      newGeneration: { id: target.uuid, name: target.name },
+      orgId: organizationId,
+    };
   }
 
   /**

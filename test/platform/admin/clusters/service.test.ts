@@ -242,7 +242,14 @@ describe.each(databaseKinds)("ClusterService on %s", (kind) => {
       .where("id", "=", clusterId)
       .execute();
     expect((await clusters.get(organizationId, clusterId)).generation.name).toBe("flowplane 0.0.1");
-    await clusters.upgrade(organizationId, clusterId);
+    const upgrade = await clusters.upgrade(organizationId, clusterId);
+    // What the reference SDK's type for the answer says it holds.
+    expect(upgrade).toEqual({
+      cluster: { id: clusterId, name: "orders" },
+      oldGeneration: { id: expect.any(String), name: "flowplane 0.0.1" },
+      newGeneration: { id: channel.defaultGeneration.uuid, name: channel.defaultGeneration.name },
+      orgId: organizationId,
+    });
     expect(provisioner.calls.slice(-2)).toEqual([`stop ${clusterId}`, `launch ${clusterId}`]);
     expect((await clusters.get(organizationId, clusterId)).generation).toEqual(channel.defaultGeneration);
   });
