@@ -27,7 +27,16 @@ if (process.env.FLOWPLANE_SUPERVISOR === "ipc") process.on("disconnect", () => p
 if (process.env.FAKE_RECORD_DIRECTORY !== undefined) {
   appendFileSync(join(recordDirectory, "started.log"), `${name} ${process.pid}\n`);
 }
-if (process.env.FAKE_EXIT_AT_START === role) process.exit(3);
+if (process.env.FAKE_EXIT_AT_START === role) {
+  // Exits once the child `FAKE_EXIT_AFTER_RECORD` names recorded its start (at most 10 s later): on a busy machine a
+  // broker started before this child may not have run yet, and the test checks what it was started with.
+  const after = process.env.FAKE_EXIT_AFTER_RECORD;
+  const deadlineMs = Date.now() + 10_000;
+  while (after !== undefined && !existsSync(join(recordDirectory, `${after}.json`)) && Date.now() < deadlineMs) {
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20);
+  }
+  process.exit(3);
+}
 // A crash at every start while `<name>.crash` exists in the record directory: a crash loop.
 if (existsSync(join(recordDirectory, `${name}.crash`))) process.exit(3);
 // Written once the child will keep running: a record naming a pid says that process started for good.

@@ -353,7 +353,11 @@ describe("startLocalCluster", () => {
         managementPort: 0,
         issuerUrl: "http://127.0.0.1:1",
         logger: pino({ level: "silent" }),
-        environment: { FAKE_RECORD_DIRECTORY: records, FAKE_EXIT_AT_START: "gateway" },
+        environment: {
+          FAKE_RECORD_DIRECTORY: records,
+          FAKE_EXIT_AT_START: "gateway",
+          FAKE_EXIT_AFTER_RECORD: "broker-0",
+        },
         command: { entry: fakeCli, nodeArguments: [] },
       }),
     ).rejects.toThrow(/gateway of the local cluster exited during start; see .*gateway\.log/);
