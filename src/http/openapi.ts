@@ -32,6 +32,13 @@ export async function registerApiDocuments(server: HttpServer, options: ApiDocum
       components: options.bearerAuth ? { securitySchemes: bearerSecuritySchemes } : {},
     },
     hideUntagged: false,
+    // A route whose body is optional (`bodyOptional`) marks its body schema here, and the marked operations' bodies
+    // are not required in the document: the generator otherwise makes every request body required.
+    transform: ({ schema, url, route }) =>
+      route.config?.bodyOptional === true && schema?.body !== undefined
+        ? { schema: { ...schema, body: { ...(schema.body as object), [optionalBodyMarker]: true } }, url }
+        : { schema, url },
+    transformObject: (document) => markOptionalBodies("openapiObject" in document ? document.openapiObject : {}),
   });
   server.get(options.documentPath, { schema: { hide: true } }, async () => server.swagger());
   await server.register(swaggerUi, {
@@ -41,4 +48,25 @@ export async function registerApiDocuments(server: HttpServer, options: ApiDocum
     uiConfig: { deepLinking: true },
     staticCSP: true,
   });
+}
+
+/** The keyword `transform` puts on an optional body's schema, which `markOptionalBodies` takes off again. */
+const optionalBodyMarker = "x-flowplane-optional-body";
+
+/** Makes the request body of every operation whose body schema carries the marker not required, removing the marker. */
+function markOptionalBodies<Document>(document: Document): Document {
+  const paths = (document as { paths?: Record<string, Record<string, unknown>> }).paths ?? {};
+  for (const operations of Object.values(paths)) {
+    for (const operation of Object.values(operations)) {
+      const requestBody = (operation as { requestBody?: { required?: boolean; content?: Record<string, unknown> } })
+        .requestBody;
+      for (const media of Object.values(requestBody?.content ?? {})) {
+        const schema = (media as { schema?: Record<string, unknown> }).schema;
+        if (schema?.[optionalBodyMarker] !== true || requestBody === undefined) continue;
+        delete schema[optionalBodyMarker];
+        requestBody.required = false;
+      }
+    }
+  }
+  return document;
 }

@@ -28,6 +28,16 @@ import {
 } from "./problem.js";
 import { closeAfterUnreadBody } from "./unread-bodies.js";
 
+declare module "fastify" {
+  interface FastifyContextConfig {
+    /**
+     * Whether the route's body may be left out: no body, or an empty one of any content type, reaches the handler as
+     * `{}`, which the body schema checks like any other. Its OpenAPI operation says the body is not required.
+     */
+    bodyOptional?: boolean;
+  }
+}
+
 /** When a client refused a large answer for the server's answer budget may ask again. */
 const LARGE_ANSWER_RETRY_AFTER_SECONDS = 5;
 
@@ -205,12 +215,16 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   server.removeContentTypeParser("text/plain");
   // Clients send a content type with no body on requests that take none (an SDK our users own sends every DELETE
   // with a JSON one): an empty body is no body there, whatever type it claims. A route that takes a body still
-  // refuses an empty one. Any other body of a type other than JSON is refused with 415 before it is read.
+  // refuses an empty one, unless its body is optional (`bodyOptional`). Any other body of a type other than JSON is
+  // refused with 415 before it is read.
+  const acceptsNoBody = (request: {
+    routeOptions: { schema?: { body?: unknown }; config: { bodyOptional?: boolean } };
+  }) => request.routeOptions.schema?.body === undefined || request.routeOptions.config.bodyOptional === true;
   server.addContentTypeParser("*", (request, _payload, done) => {
     const declaresNoBody =
       request.headers["transfer-encoding"] === undefined &&
       (request.headers["content-length"] === undefined || request.headers["content-length"] === "0");
-    if (declaresNoBody && request.routeOptions.schema?.body === undefined) {
+    if (declaresNoBody && acceptsNoBody(request)) {
       done(null, undefined);
       return;
     }
@@ -220,7 +234,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   server.addContentTypeParser("application/json", { parseAs: "buffer" }, (request, body, done) => {
     const bytes = body as Buffer;
     const schema = request.routeOptions.schema?.body;
-    if (bytes.length === 0 && schema === undefined) {
+    if (bytes.length === 0 && acceptsNoBody(request)) {
       done(null, undefined);
       return;
     }
@@ -229,6 +243,10 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     } catch (error) {
       done(error as Error);
     }
+  });
+  // A route whose body is optional sees a request without one as one with an empty object, which its schema checks.
+  server.addHook("preValidation", async (request) => {
+    if (request.body === undefined && request.routeOptions.config.bodyOptional === true) request.body = {};
   });
   const translateError = options.translateError;
   server.setErrorHandler((error, request, reply) =>

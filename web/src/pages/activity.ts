@@ -76,11 +76,7 @@ export const activityPage: Page = {
               "Activity, newest first",
               ["When", "Action", "Resource", "Which", "Client", "API"],
               shown.map((entry) => [
-                h(
-                  "time",
-                  { datetime: new Date(entry.timestamp).toISOString() },
-                  formatInstant(new Date(entry.timestamp).toISOString()),
-                ),
+                timeElement(entry.timestamp),
                 auditTypeNames[entry.auditType],
                 entry.entity,
                 entry.entityId,
@@ -143,4 +139,10 @@ async function downloadCsv(context: PageContext, query: () => ActivityQuery | nu
     if (error instanceof ApiError && error.status === 401) return;
     showStatus(status, `The CSV could not be downloaded: ${(error as Error).message}`);
   }
+}
+
+/** A `<time>` element showing `timestampMs` (milliseconds since 1970) in the browser's locale. */
+function timeElement(timestampMs: number): HTMLElement {
+  const instant = new Date(timestampMs).toISOString();
+  return h("time", { datetime: instant }, formatInstant(instant));
 }

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Kysely } from "kysely";
 import type { Logger } from "pino";
 import { type AccessPolicy, openAccessPolicy } from "../../../auth/access-policy.js";
-import { invalidRequest, notFound, ServiceError } from "../../../http/errors.js";
+import { conflict, invalidRequest, notFound, ServiceError } from "../../../http/errors.js";
 import {
   type ClusterStatus,
   deriveClusterStatus,
@@ -440,11 +440,17 @@ export class ClusterService implements ClusterDirectory {
       throw invalidRequest(`cluster ${clusterId} runs ${target.name} already, the default generation of its channel`);
     }
     const provisioner = this.requireProvisioner();
-    await this.database
+    // Only from the generation read above: of two upgrades at once, one moves the cluster and restarts it.
+    const updated = await this.database
       .updateTable("clusters")
       .set({ generation_id: target.uuid, generation_name: target.name, updated_at: this.now().toISOString() })
       .where("id", "=", clusterId)
-      .execute();
+      .where("organization_id", "=", organizationId)
+      .where("generation_id", "=", row.generation_id)
+      .executeTakeFirst();
+    if (Number(updated.numUpdatedRows) === 0) {
+      throw conflict(`cluster ${clusterId} changed while it was being upgraded (another upgrade); look at it again`);
+    }
     await provisioner.stop(clusterId);
     await provisioner.launch(specificationOf(row));
     return {

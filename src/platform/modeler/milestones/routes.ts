@@ -180,7 +180,7 @@ export function milestoneApiRoutes(server: HttpServer, services: ModelerServices
     server.post(
       `${basePath}/:id/restore`,
       {
-        config: { scopes: [modelerUpdateScope] },
+        config: { scopes: [modelerUpdateScope], bodyOptional: true },
         schema: {
           tags: [tag],
           summary: `Restore the ${noun}'s content into its file as a new revision`,
@@ -191,10 +191,6 @@ export function milestoneApiRoutes(server: HttpServer, services: ModelerServices
             { additionalProperties: false },
           ),
           response: { 200: milestoneMetadataSchema, ...standardErrorResponses },
-        },
-        // A request without a body is one with nothing in it; the schema checks what a body holds.
-        preValidation: async (request) => {
-          if (request.body === undefined) request.body = {};
         },
       },
       async (request) => {

@@ -252,6 +252,23 @@ describe.each(databaseKinds)("ClusterService on %s", (kind) => {
     });
     expect(provisioner.calls.slice(-2)).toEqual([`stop ${clusterId}`, `launch ${clusterId}`]);
     expect((await clusters.get(organizationId, clusterId)).generation).toEqual(channel.defaultGeneration);
+
+    // Two upgrades at once: one moves the cluster and restarts it, the other is refused (409, or 400 once it reads
+    // the new generation).
+    await store.database
+      .updateTable("clusters")
+      .set({ generation_id: randomUUID(), generation_name: "flowplane 0.0.2" })
+      .where("id", "=", clusterId)
+      .execute();
+    const launchesBefore = provisioner.calls.filter((call) => call === `launch ${clusterId}`).length;
+    const outcomes = await Promise.allSettled([
+      clusters.upgrade(organizationId, clusterId),
+      clusters.upgrade(organizationId, clusterId),
+    ]);
+    expect(outcomes.filter((outcome) => outcome.status === "fulfilled")).toHaveLength(1);
+    const refusal = outcomes.find((outcome) => outcome.status === "rejected") as PromiseRejectedResult;
+    expect([400, 409]).toContain((refusal.reason as { status: number }).status);
+    expect(provisioner.calls.filter((call) => call === `launch ${clusterId}`).length).toBe(launchesBefore + 1);
   });
 
   it("local provisioner: records a cluster's place once, delivers its policy, and forgets it on remove", async () => {

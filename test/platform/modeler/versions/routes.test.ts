@@ -87,13 +87,19 @@ describe("Modeler API /versions (the newer name of milestones) over HTTP", () =>
     const file = await json<{ content: string; metadata: { revision: number } }>(await call("GET", `/files/${fileId}`));
     expect(file.content).toBe(bpmnDocument("before"));
     expect(file.metadata.revision).toBe(current.metadata.revision + 2);
-    // No body at all does the same; a body of anything else is refused before anything is restored.
+    // No body at all, or an empty one that claims to be JSON, does the same; a body of anything else is refused
+    // before anything is restored.
     expect(await json<Version>(await call("POST", `/versions/${before.id}/restore`))).toEqual(before);
+    const emptyJson = await fetch(`${platform.url}/modeler/api/v1/versions/${before.id}/restore`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    });
+    expect(await json<Version>(emptyJson)).toEqual(before);
     for (const body of [{ version: "one" }, { version: -1 }, { colour: "red" }]) {
       expect((await call("POST", `/versions/${before.id}/restore`, body)).status, JSON.stringify(body)).toBe(400);
     }
     const unchanged = await json<{ metadata: { revision: number } }>(await call("GET", `/files/${fileId}`));
-    expect(unchanged.metadata.revision).toBe(current.metadata.revision + 3);
+    expect(unchanged.metadata.revision).toBe(current.metadata.revision + 4);
   });
 
   it("searches versions with the milestone filters", async () => {
@@ -132,5 +138,12 @@ describe("Modeler API /versions (the newer name of milestones) over HTTP", () =>
     for (const path of ["/api/v1/versions", "/api/v1/versions/{id}", "/api/v1/versions/{id}/restore"]) {
       expect(Object.keys(document.paths[path] ?? {}).length, path).toBeGreaterThan(0);
     }
+    // The version's restore takes an optional body, and says so; creating one needs its body.
+    const requestBody = (path: string) =>
+      (document.paths[path]?.post as { requestBody?: { required?: boolean; content: Record<string, object> } })
+        ?.requestBody;
+    expect(requestBody("/api/v1/versions/{id}/restore")?.required).toBe(false);
+    expect(JSON.stringify(requestBody("/api/v1/versions/{id}/restore"))).not.toContain("x-flowplane");
+    expect(requestBody("/api/v1/versions")?.required).toBe(true);
   });
 });
