@@ -34,7 +34,16 @@ const activityQuery = Type.Object(
       description: `How many entries to answer, newest first (at most ${maxActivityLimit}).`,
     }),
     since: Type.Optional(
-      Type.String({ format: "date-time", description: "Only entries recorded at or after this instant." }),
+      Type.Union(
+        [
+          Type.String({ format: "date-time" }),
+          Type.String({ pattern: "^[0-9]{1,16}$", description: "Milliseconds since 1970-01-01 UTC." }),
+        ],
+        {
+          description:
+            "Only entries recorded at or after this instant: an ISO 8601 date-time, or milliseconds since 1970 as entries carry them.",
+        },
+      ),
     ),
   },
   { additionalProperties: false },
@@ -43,10 +52,10 @@ const activityQuery = Type.Object(
 /** The columns of the CSV answer, in the order of the JSON answer's fields. */
 const csvColumns = ["service", "orgId", "auditType", "entity", "entityId", "userId", "timestamp", "audit"] as const;
 
-/** Reads `since` (already a valid date-time by the schema) as an instant. */
+/** Reads `since` (a date-time or a count of milliseconds, by the schema) as an instant. */
 function sinceInstant(since: string | undefined): Date | undefined {
   if (since === undefined) return undefined;
-  const instant = new Date(since);
+  const instant = new Date(/^[0-9]+$/.test(since) ? Number(since) : since);
   if (Number.isNaN(instant.getTime())) throw invalidRequest("querystring/since is not an instant that can be read.");
   return instant;
 }

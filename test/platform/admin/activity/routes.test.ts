@@ -125,7 +125,18 @@ describe("Administration API /activity over HTTP", () => {
     expect(future).toEqual([]);
     const since = await entries(`?since=${encodeURIComponent(new Date(all[2]?.timestamp ?? 0).toISOString())}`);
     expect(since.map((entry) => entry.entityId).slice(0, 3)).toEqual(all.slice(0, 3).map((entry) => entry.entityId));
-    for (const query of [`?limit=${maxActivityLimit + 1}`, "?limit=0", "?since=yesterday", "?colour=red"]) {
+    // The same instant in milliseconds, as the entries carry it.
+    const sinceMilliseconds = await entries(`?since=${all[2]?.timestamp}`);
+    expect(sinceMilliseconds).toEqual(since);
+    expect(await entries(`?since=${Date.now() + 60_000}`)).toEqual([]);
+    for (const query of [
+      `?limit=${maxActivityLimit + 1}`,
+      "?limit=0",
+      "?since=yesterday",
+      "?since=-5",
+      "?since=9999999999999999",
+      "?colour=red",
+    ]) {
       const refused = await call("GET", `/activity/json${query}`, adminToken);
       expect(refused.status, query).toBe(400);
       expect(refused.headers.get("content-type")).toContain("application/problem+json");
