@@ -275,19 +275,8 @@ describe("startLocalCluster", () => {
   });
 
   it("generates the cluster's secret on the first start and keeps it for the next", async () => {
-    const dataDirectory = temporaryDirectory();
-    const options = {
-      dataDirectory,
-      gatewayPort: 0,
-      managementPort: 0,
-      issuerUrl: "http://127.0.0.1:1",
-      brokers: 1,
-      partitions: 1,
-      replicationFactor: 1,
-      logger: pino({ level: "silent" }),
-      environment: { FAKE_RECORD_DIRECTORY: temporaryDirectory(), PATH: process.env.PATH },
-      command: { entry: fakeCli, nodeArguments: [] },
-    };
+    const options = oneBrokerCluster();
+    const { dataDirectory } = options;
     const first = await startLocalCluster(options);
     await first.close();
     const secret = readFileSync(first.clusterSecretFile, "utf8");
@@ -300,19 +289,7 @@ describe("startLocalCluster", () => {
   });
 
   it("moves aside a log file an earlier run left beyond the limit before its child starts writing", async () => {
-    const options = {
-      dataDirectory: temporaryDirectory(),
-      gatewayPort: 0,
-      managementPort: 0,
-      issuerUrl: "http://127.0.0.1:1",
-      brokers: 1,
-      partitions: 1,
-      replicationFactor: 1,
-      logger: pino({ level: "silent" }),
-      environment: { FAKE_RECORD_DIRECTORY: temporaryDirectory(), PATH: process.env.PATH },
-      command: { entry: fakeCli, nodeArguments: [] },
-      logFileLimits: { maxBytes: 1024 * 1024, keptFiles: 1 },
-    };
+    const options = oneBrokerCluster({ logFileLimits: { maxBytes: 1024 * 1024, keptFiles: 1 } });
     const first = await startLocalCluster(options);
     await first.close();
     appendFileSync(first.gatewayLogFile, Buffer.alloc(2 * 1024 * 1024, "x"));
@@ -325,19 +302,12 @@ describe("startLocalCluster", () => {
 
   it("kills children that ignore SIGTERM once the stop timeout passes", async () => {
     const records = temporaryDirectory();
-    const cluster = await startLocalCluster({
-      dataDirectory: temporaryDirectory(),
-      gatewayPort: 0,
-      managementPort: 0,
-      issuerUrl: "http://127.0.0.1:1",
-      brokers: 1,
-      partitions: 1,
-      replicationFactor: 1,
-      logger: pino({ level: "silent" }),
-      environment: { FAKE_RECORD_DIRECTORY: records, FAKE_IGNORE_SIGTERM: "1" },
-      stopTimeoutMs: 300,
-      command: { entry: fakeCli, nodeArguments: [] },
-    });
+    const cluster = await startLocalCluster(
+      oneBrokerCluster({
+        environment: { FAKE_RECORD_DIRECTORY: records, FAKE_IGNORE_SIGTERM: "1" },
+        stopTimeoutMs: 300,
+      }),
+    );
     const pid = cluster.brokers[0]?.pid as number;
     await cluster.close();
     expect(() => process.kill(pid, 0)).toThrow();
@@ -409,6 +379,23 @@ describe("startLocalCluster", () => {
   });
 });
 
+/** A cluster of one fake broker and a fake gateway in a fresh data directory, started as often as a test asks. */
+function oneBrokerCluster(extra: Partial<LocalClusterOptions> = {}): LocalClusterOptions {
+  return {
+    dataDirectory: temporaryDirectory(),
+    gatewayPort: 0,
+    managementPort: 0,
+    issuerUrl: "http://127.0.0.1:1",
+    brokers: 1,
+    partitions: 1,
+    replicationFactor: 1,
+    logger: pino({ level: "silent" }),
+    environment: { FAKE_RECORD_DIRECTORY: temporaryDirectory(), PATH: process.env.PATH },
+    command: { entry: fakeCli, nodeArguments: [] },
+    ...extra,
+  };
+}
+
 /** A child event with when the test saw it (performance.now()). */
 type SeenEvent = LocalClusterChildEvent & { seenAtMs: number };
 
@@ -418,20 +405,13 @@ async function startSupervisedFake(
   options: Partial<LocalClusterOptions> = {},
 ): Promise<{ cluster: LocalCluster; events: SeenEvent[] }> {
   const events: SeenEvent[] = [];
-  const cluster = await startLocalCluster({
-    dataDirectory: temporaryDirectory(),
-    gatewayPort: 0,
-    managementPort: 0,
-    issuerUrl: "http://127.0.0.1:1",
-    brokers: 1,
-    partitions: 1,
-    replicationFactor: 1,
-    logger: pino({ level: "silent" }),
-    environment: { FAKE_RECORD_DIRECTORY: records },
-    command: { entry: fakeCli, nodeArguments: [] },
-    onChildEvent: (event) => events.push({ ...event, seenAtMs: performance.now() }),
-    ...options,
-  });
+  const cluster = await startLocalCluster(
+    oneBrokerCluster({
+      environment: { FAKE_RECORD_DIRECTORY: records },
+      onChildEvent: (event) => events.push({ ...event, seenAtMs: performance.now() }),
+      ...options,
+    }),
+  );
   return { cluster, events };
 }
 
