@@ -164,12 +164,14 @@ export function sendError(error: unknown, request: FastifyRequest, reply: Fastif
   const typed = classifyError(error);
   if (typed.kind === "internal") {
     request.log.error({ err: typed.cause ?? typed, ...loggedRequest(request) }, "request failed");
-  } else if (typed.status >= 500) {
+  } else if (typed.status >= 500 && typed.kind !== "notApplicable") {
     // An upstream that is away, busy or slow is an expected state of a cluster, not a defect: no stack trace, and a
     // level that does not page anyone for every request a leader change touches.
     request.log.warn({ code: typed.code, detail: typed.detail }, "request not served");
   } else {
-    // Clients' mistakes (and attackers' probes) are not the server's problem: short, and only at debug level.
+    // Clients' mistakes (and attackers' probes) are not the server's problem: short, and only at debug level. A 501
+    // is one of them: the client asked for what a self-hosted installation never offers, so a client repeating it
+    // in a loop must not fill the server's log with warnings.
     request.log.debug({ code: typed.code, ...loggedRequest(request) }, "request refused");
   }
   return reply

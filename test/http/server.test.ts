@@ -45,6 +45,9 @@ describe("createHttpServer conventions", () => {
     server.get("/busy", async () => {
       throw new ServiceError("unavailable", "Partition 2 is changing leaders.", { headers: { "retry-after": "1" } });
     });
+    server.get("/not-here", async () => {
+      throw new ServiceError("notApplicable", "Private links do not exist outside the hosted product.");
+    });
     server.get("/conflict", async () => {
       throw new ServiceError("conflict", "The thing changed.", {
         extensions: { currentRevision: 3 },
@@ -163,6 +166,12 @@ describe("createHttpServer conventions", () => {
     expect(failures[0]?.err).toBeDefined();
     expect(failures[1]).toMatchObject({ level: 40, msg: "request not served", code: "unavailable" });
     expect(failures[1]?.err).toBeUndefined();
+  });
+
+  it("logs a 501 for what a self-hosted installation never offers as a refusal, not as a warning", async () => {
+    logged.length = 0;
+    expect((await server.inject({ method: "GET", url: "/not-here" })).statusCode).toBe(501);
+    expect(logged.filter((line) => line.level >= 40)).toEqual([]);
   });
 
   it("renders a typed error with its status, stable type, extensions and headers", async () => {
