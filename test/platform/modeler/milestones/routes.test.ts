@@ -103,15 +103,21 @@ describe("milestone diffs in the worker pool, over HTTP", () => {
     const second = await json<{ id: string }>(await call("POST", "/milestones", { name: "shuffled", fileId: file.id }));
     const url = await (await call("GET", `/milestones/compare/${first.id}...${second.id}`)).text();
 
-    const diff = tracked(fetch(url));
+    let diff = tracked(fetch(url));
     // Work for the pool beyond its (empty) queue is refused at once once the diff occupies the only worker. Until
     // the diff request has reached the worker, a small upload still finds it free and is served (file names need not
     // be unique), so uploads go on until one is refused: bounded (30 s, on a loaded machine the diff's request may
-    // take seconds to reach the worker), and ordered by the pool, not by time.
+    // take seconds to reach the worker), and ordered by the pool, not by time. The race goes the other way too: a
+    // diff that reaches the pool while an upload holds the worker is refused, and is asked for again.
     let refused = await uploadSmallForm(project.id);
     const deadlineMs = Date.now() + 30_000;
     while (refused.status !== 503 && Date.now() < deadlineMs) {
       expect(refused.status, await refused.text()).toBe(200);
+      if (diff.settled()) {
+        const refusedDiff = await diff.promise;
+        expect(refusedDiff.status, await refusedDiff.text()).toBe(503);
+        diff = tracked(fetch(url));
+      }
       await new Promise((resolve) => setTimeout(resolve, 10));
       refused = await uploadSmallForm(project.id);
     }
@@ -138,7 +144,8 @@ describe("milestone diffs in the worker pool, over HTTP", () => {
     expect(problem.detail).toContain(`longer than the limit of ${taskTimeLimitMs} ms`);
     // The stuck worker was replaced: the pool serves the next task.
     await json(await uploadSmallForm(project.id));
-  });
+    // The test's own bounds (30 s of uploads, then the 8 s limit) exceed the default timeout on a loaded machine.
+  }, 60_000);
 
   it("limits diff-link requests per address with 429 and Retry-After, forged links included", async () => {
     platform = await startTestPlatform({
