@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os";
 import { configDefaults, defineConfig } from "vitest/config";
 
 /**
@@ -12,12 +13,19 @@ const filesWithMockedModules = [
 ];
 
 /**
- * Files that keep a core busy for tens of seconds (seeded simulations and chaos runs). They get a fresh process too:
- * in a worker that had run the platform's and console's files before it, a simulation file took 51 s instead of 37.
+ * Files that keep a core busy for tens of seconds. They get a fresh process too: in a worker that had run the
+ * platform's and console's files before it, a simulation file took 51 s instead of 37.
  */
-const processorBoundFiles = ["test/simulation/**/*.test.ts", "test/chaos/**/*.test.ts"];
+const chaosFiles = ["test/chaos/**/*.test.ts"];
 
-const filesInTheirOwnProcess = [...filesWithMockedModules, ...processorBoundFiles];
+/**
+ * The seeded simulations: pure computation on simulated clocks, networks and disks, with no process, port or timer of
+ * their own, so one can run on each core at once without changing what it checks. Every other file runs alone, since
+ * most start real processes whose elections and timeouts a second busy worker would slow.
+ */
+const simulationFiles = ["test/simulation/**/*.test.ts"];
+
+const filesInTheirOwnProcess = [...filesWithMockedModules, ...chaosFiles];
 
 export default defineConfig({
   test: {
@@ -33,7 +41,7 @@ export default defineConfig({
         test: {
           name: "shared-modules",
           include: ["test/**/*.test.ts"],
-          exclude: [...configDefaults.exclude, ...filesInTheirOwnProcess],
+          exclude: [...configDefaults.exclude, ...filesInTheirOwnProcess, ...simulationFiles],
           // Loading the modules anew for each of some 250 files cost over three minutes of a run (module loading and
           // a new process per file); files here leave no state in modules behind them (no mocks of modules, timers
           // and spies restored after each test).
@@ -46,6 +54,17 @@ export default defineConfig({
       {
         extends: true,
         test: { name: "own-process", include: filesInTheirOwnProcess, isolate: true },
+      },
+      {
+        extends: true,
+        test: {
+          name: "simulations",
+          include: simulationFiles,
+          isolate: true,
+          // A project with its own number of workers must run as a group of its own, after the others.
+          maxWorkers: Math.max(2, availableParallelism()),
+          sequence: { groupOrder: 1 },
+        },
       },
     ],
   },

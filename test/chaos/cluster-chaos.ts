@@ -38,6 +38,7 @@ import {
   removeLocalBrokers,
   startLocalCluster,
 } from "../../src/platform/provisioner/index.js";
+import { childCommand } from "../support/child-command.js";
 import {
   eventually,
   everyPartitionLed,
@@ -187,6 +188,7 @@ export async function runClusterChaos(options: ChaosOptions): Promise<ChaosResul
     const token = await requestToken(platform, platform.adminClient, "gateway-api");
     cluster = await startLocalCluster({
       dataDirectory,
+      command: childCommand(),
       gatewayPort: 0,
       managementPort: 0,
       issuerUrl: platform.issuerUrl,

@@ -15,6 +15,7 @@ import { FilesystemBackupStore } from "../../src/cluster/backup/filesystem-store
 import { RestoreRefusedError, restoreBroker } from "../../src/cluster/backup/restore.js";
 import { roundRobinDistribution } from "../../src/cluster/topology/index.js";
 import { type LocalCluster, startLocalCluster } from "../../src/platform/provisioner/index.js";
+import { childCommand } from "../support/child-command.js";
 import { eventually, type GatewayTopology, leaderOf } from "../support/cluster.js";
 import { startTestPlatform, type TestPlatform } from "../support/platform.js";
 import { startPublishers, unreadableMessages } from "../support/publishers.js";
@@ -79,6 +80,7 @@ beforeAll(async () => {
   token = await requestToken(platform, platform.adminClient, "gateway-api");
   cluster = await startLocalCluster({
     dataDirectory,
+    command: childCommand(),
     gatewayPort: 0,
     managementPort: 0,
     issuerUrl: platform.issuerUrl,

@@ -18,6 +18,7 @@ import {
   removeLocalBrokers,
   startLocalCluster,
 } from "../../src/platform/provisioner/index.js";
+import { childCommand } from "../support/child-command.js";
 import { eventually, everyPartitionLed, everyReplicaHealthy, type GatewayTopology } from "../support/cluster.js";
 import { startTestPlatform, type TestPlatform } from "../support/platform.js";
 import { type PublisherReport, startPublishers, unreadableMessages } from "../support/publishers.js";
@@ -162,6 +163,7 @@ beforeAll(async () => {
   token = await requestToken(platform, platform.adminClient, "gateway-api");
   cluster = await startLocalCluster({
     dataDirectory,
+    command: childCommand(),
     gatewayPort: 0,
     managementPort: 0,
     issuerUrl: platform.issuerUrl,

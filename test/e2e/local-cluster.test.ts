@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ClusterCredentials, TransportClient } from "../../src/cluster/transport/index.js";
 import { type LocalCluster, startLocalCluster } from "../../src/platform/provisioner/index.js";
 import { RawConnection } from "../cluster/transport/support.js";
+import { childCommand } from "../support/child-command.js";
 import {
   eventually,
   everyPartitionLed,
@@ -33,6 +34,7 @@ const logger = pino({ level: process.env.E2E_LOG_LEVEL ?? "warn" });
 function startCluster(): Promise<LocalCluster> {
   return startLocalCluster({
     dataDirectory,
+    command: childCommand(),
     gatewayPort: 0,
     managementPort: 0,
     issuerUrl: platform.issuerUrl,

@@ -1,4 +1,5 @@
 import type { TestProject } from "vitest/node";
+import { buildChildCommand } from "./child-command.js";
 import { ensureConsoleBuilt } from "./console-build.js";
 import { findPostgresBinaries, type PostgresServer, startPostgresServer } from "./postgres-server.js";
 
@@ -14,11 +15,13 @@ declare module "vitest" {
 let server: PostgresServer | null = null;
 
 /**
- * Builds the web console when its build is missing or stale, and starts one PostgreSQL server for the whole run when
- * PostgreSQL is installed; REQUIRE_POSTGRES=1 makes it mandatory.
+ * Builds the web console when its build is missing or stale, transpiles the sources the run's child processes start
+ * from, and starts one PostgreSQL server for the whole run when PostgreSQL is installed; REQUIRE_POSTGRES=1 makes it
+ * mandatory.
  */
 export async function setup(project: TestProject): Promise<void> {
   await ensureConsoleBuilt();
+  await buildChildCommand();
   const required = process.env.REQUIRE_POSTGRES === "1";
   const binaries = findPostgresBinaries();
   if (binaries === null) {

@@ -9,6 +9,7 @@ import {
   type StartPlatformOptions,
   startPlatform,
 } from "../../src/platform/platform.js";
+import { childCommand } from "./child-command.js";
 
 /** A real platform started for a test, with its administration client. */
 export interface TestPlatform {
@@ -33,8 +34,8 @@ export interface TestPlatformOptions extends Pick<StartPlatformOptions, "logger"
 /**
  * Starts a real platform on 127.0.0.1 and a free port with a fresh data directory (SQLite unless `overrides` says
  * otherwise). `overrides` are flag-style keys such as `service.rateLimit.burst`; `options` may replace the silent
- * logger, inject the platform's collaborators (such as `clusterAccess`), run clusters, or restart on a kept data
- * directory.
+ * logger, inject the platform's collaborators (such as `clusterAccess`), run clusters (from the run's child command
+ * unless they name another), or restart on a kept data directory.
  */
 export async function startTestPlatform(
   overrides: Record<string, string | number | boolean> = {},
@@ -61,7 +62,9 @@ export async function startTestPlatform(
       adminClient = credentials;
     },
     ...(options.clusterAccess === undefined ? {} : { clusterAccess: options.clusterAccess }),
-    ...(options.localClusters === undefined ? {} : { localClusters: options.localClusters }),
+    ...(options.localClusters === undefined
+      ? {}
+      : { localClusters: { command: childCommand(), ...options.localClusters } }),
   });
   const presetId = configuration.bootstrap.clientId;
   const credentials: BootstrapCredentials | null =

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { brokerConfigurationFlags, registerBrokerCommand } from "../../../src/cli/commands/broker.js";
 import { UsageError } from "../../../src/cli/io.js";
 import { ConfigurationError } from "../../../src/config/load.js";
-import { defaultCommand } from "../../../src/platform/provisioner/index.js";
+import { childCommand } from "../../support/child-command.js";
 import { TEST_CLUSTER_SECRET } from "../../support/cluster-secret.js";
 import { captureIo } from "../support.js";
 
@@ -119,7 +119,7 @@ function spawnBroker(
   dataDirectory: string,
   environment: Record<string, string>,
 ): { child: ChildProcess; output: { stdout: string; stderr: string }; exited: Promise<number | null> } {
-  const command = defaultCommand();
+  const command = childCommand();
   const child = spawn(
     process.execPath,
     [...command.nodeArguments, command.entry, "broker", "--data-directory", dataDirectory, ...singleBroker],

@@ -14,7 +14,6 @@ import { once } from "node:events";
 import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { exitCodes } from "../../../src/cli/io.js";
 import { runCli } from "../../../src/cli/main.js";
@@ -25,6 +24,7 @@ import { encodeRecord } from "../../../src/cluster/engine/index.js";
 import type { Entry } from "../../../src/cluster/raft/index.js";
 import { decodeConfiguration, encodeConfiguration } from "../../../src/cluster/topology/index.js";
 import { storedLog } from "../../cluster/backup/support.js";
+import { childCommand } from "../../support/child-command.js";
 import { TEST_CLUSTER_SECRET } from "../../support/cluster-secret.js";
 import { captureIo } from "../support.js";
 
@@ -319,15 +319,14 @@ describe("flowplane restore", () => {
   });
 
   it("started by a supervisor, restores and exits with the channel open, and aborts once the supervisor is gone", async () => {
-    const entry = fileURLToPath(new URL("../../../src/cli/main.ts", import.meta.url));
+    const command = childCommand();
     /** Runs the command line as the local provisioner does: an IPC channel and FLOWPLANE_SUPERVISOR=ipc. */
     const supervised = (nodeId: number, dataDirectory: string) => {
       const child = spawn(
         process.execPath,
         [
-          "--import",
-          "tsx",
-          entry,
+          ...command.nodeArguments,
+          command.entry,
           "restore",
           "--backup-id",
           "4",

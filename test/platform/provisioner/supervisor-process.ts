@@ -4,11 +4,13 @@
  */
 import pino from "pino";
 import { startLocalCluster } from "../../../src/platform/provisioner/index.js";
+import { childCommand } from "../../support/child-command.js";
 
 const dataDirectory = process.argv[2];
 if (dataDirectory === undefined) throw new Error("usage: supervisor-process.ts <data directory>");
 const cluster = await startLocalCluster({
   dataDirectory,
+  command: childCommand(),
   gatewayPort: 0,
   managementPort: 0,
   issuerUrl: "http://127.0.0.1:1",
