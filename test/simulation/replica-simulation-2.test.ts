@@ -1,3 +1,3 @@
 import { describeReplicaSeedRange } from "./replica-seed-suite.js";
 
-describeReplicaSeedRange(301, 300);
+describeReplicaSeedRange(151, 150);

@@ -1,0 +1,3 @@
+import { describeReplicaSeedRange } from "./replica-seed-suite.js";
+
+describeReplicaSeedRange(451, 150);
