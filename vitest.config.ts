@@ -13,8 +13,8 @@ const filesWithMockedModules = [
 ];
 
 /**
- * Files that keep a core busy for tens of seconds. They get a fresh process too: in a worker that had run the
- * platform's and console's files before it, a simulation file took 51 s instead of 37.
+ * The chaos run keeps a core busy for tens of seconds, and gets a fresh process too: processor-bound files ran slower
+ * in a worker that had run the platform's and console's files before them (a simulation file took 51 s instead of 37).
  */
 const chaosFiles = ["test/chaos/**/*.test.ts"];
 

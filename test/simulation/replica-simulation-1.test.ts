@@ -1,3 +1,3 @@
 import { describeReplicaSeedRange } from "./replica-seed-suite.js";
 
-describeReplicaSeedRange(1, 150);
+describeReplicaSeedRange(1, 300);

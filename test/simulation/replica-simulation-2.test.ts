@@ -1,3 +1,3 @@
 import { describeReplicaSeedRange } from "./replica-seed-suite.js";
 
-describeReplicaSeedRange(151, 150);
+describeReplicaSeedRange(301, 300);

@@ -22,6 +22,8 @@ let server: PostgresServer | null = null;
 export async function setup(project: TestProject): Promise<void> {
   await ensureConsoleBuilt();
   await buildChildCommand();
+  // In watch mode the setup runs once; each rerun transpiles again, so that children run the sources just changed.
+  project.onTestsRerun(() => buildChildCommand());
   const required = process.env.REQUIRE_POSTGRES === "1";
   const binaries = findPostgresBinaries();
   if (binaries === null) {

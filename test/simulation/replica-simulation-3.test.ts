@@ -1,3 +1,0 @@
-import { describeReplicaSeedRange } from "./replica-seed-suite.js";
-
-describeReplicaSeedRange(301, 150);
