@@ -89,10 +89,11 @@ export interface ConnectionGuardOptions {
 /**
  * Connections Node admits beyond the cap, so that a new connection at the cap reaches the guard, which may close
  * another for it (connection-admission.ts). While no connection can make room, Node's own cap is lowered to ours
- * for `NATIVE_REFUSAL_MS`, so that a flood is refused by Node before any JavaScript object exists for it.
+ * for `nativeRefusalMs`, so that a flood is refused by Node before any JavaScript object exists for it.
  */
 const ADMISSION_HEADROOM_CONNECTIONS = 64;
-const NATIVE_REFUSAL_MS = 100;
+/** How long Node's own cap stays lowered after a connection found no room (see above). */
+export const nativeRefusalMs = 100;
 
 /**
  * Applies the connection limits to a Node HTTP server: the per-address cap, the total cap, and the deadline of a
@@ -168,7 +169,7 @@ export function guardConnections(
         nativeRefusalTimer = setTimeout(() => {
           nativeRefusalTimer = undefined;
           server.maxConnections = admittingHeadroom;
-        }, NATIVE_REFUSAL_MS);
+        }, nativeRefusalMs);
         nativeRefusalTimer.unref();
       }
       return;
