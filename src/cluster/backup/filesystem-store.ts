@@ -381,19 +381,27 @@ async function writeJsonAtomically(directory: string, name: string, value: unkno
   await writeTextAtomically(directory, name, `${stringifyJsonExactly(value, 2)}\n`);
 }
 
-/** Writes `text` as file `name` of `directory`: a temporary file, synced, renamed over, the directory synced. */
+/**
+ * Writes `text` as file `name` of `directory`: a temporary file, synced, renamed over, the directory synced. A
+ * temporary file that could not become the target (a full disk) is removed: nothing lists or deletes it later.
+ */
 async function writeTextAtomically(directory: string, name: string, text: string): Promise<void> {
   createPrivateDirectoryDurably(directory);
   const target = join(directory, name);
   const temporary = join(directory, `.${name}.${randomBytes(6).toString("hex")}.tmp`);
   const handle = await open(temporary, "w", privateFileMode);
   try {
-    await handle.writeFile(text, "utf8");
-    await handle.sync();
-  } finally {
-    await handle.close();
+    try {
+      await handle.writeFile(text, "utf8");
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(temporary, target);
+  } catch (error) {
+    await rm(temporary, { force: true }).catch(() => undefined);
+    throw error;
   }
-  await rename(temporary, target);
   await syncDirectory(directory);
 }
 

@@ -29,6 +29,7 @@ import {
   type BackupPartManifest,
   type BackupStore,
   backupPartitionCount,
+  MAX_FAILURE_REASON_LENGTH,
   type StoredBackupRecord,
 } from "../backup/store.js";
 import { encodedCheckpointId, MAX_SAFE_CHECKPOINT_ID } from "../engine/index.js";
@@ -221,7 +222,7 @@ export class BackupCoordinator {
         this.context.logger.warn({ err: error, backupId }, "the backup's record could not be written");
         // The configuration written before the record must not stay without one (nothing lists or deletes it then).
         await store.deleteBackup(backupId).catch(() => false);
-        return refused(503, await this.unrecordedDetail(store, backupId));
+        return refused(503, await this.unrecordedDetail(store, backupId, error));
       }
       const answers = await Promise.all(
         partitionIds.map((partitionId) => this.context.checkpoint(partitionId, backupId)),
@@ -364,11 +365,13 @@ export class BackupCoordinator {
   }
 
   /**
-   * The reason of a take whose record could not be written. The store marks the id taken before it writes the
-   * record, so when the mark is there the id is used now, and a retry must take a higher one.
+   * The reason of a take whose record could not be written, with the store's own error (a full disk, a permission
+   * denied), which is what the operator must fix. The store marks the id taken before it writes the record, so when
+   * the mark is there the id is used now, and a retry must take a higher one.
    */
-  private async unrecordedDetail(store: BackupStore, backupId: bigint): Promise<string> {
-    const detail = `the backup store could not record backup ${backupId}; no checkpoint was taken`;
+  private async unrecordedDetail(store: BackupStore, backupId: bigint, error: unknown): Promise<string> {
+    const cause = (error instanceof Error ? error.message : String(error)).slice(0, MAX_FAILURE_REASON_LENGTH);
+    const detail = `the backup store could not record backup ${backupId} (${cause}); no checkpoint was taken`;
     let marked: boolean;
     try {
       const highestTaken = await store.highestTakenBackupId();

@@ -21,6 +21,7 @@ import { type BackupPartManifest, fileChecksum, parseManifest } from "../../../s
 import { snapshotChecksum } from "../../../src/cluster/raft/core/snapshot-transfer.js";
 import type { Entry, SnapshotMetadata } from "../../../src/cluster/raft/index.js";
 import { entriesOpenToOthers } from "../../support/file-modes.js";
+import { canMountSmallDisk, fillDisk, mountSmallDisk } from "../../support/small-disk.js";
 import { waitFor } from "../broker/support.js";
 import { storedLog } from "./support.js";
 
@@ -381,6 +382,30 @@ describe("FilesystemBackupStore's backup records", () => {
     expect(await store.deleteBackup(4n)).toBe(true);
     expect(await store.backupConfiguration(4n)).toBeNull();
   });
+
+  it.runIf(canMountSmallDisk)(
+    "leaves no temporary file behind when the disk is full, and says why the write failed",
+    async () => {
+      const disk = join(base, "store");
+      const unmount = mountSmallDisk(disk, 1);
+      try {
+        await store.writeBackupRecord(record);
+        fillDisk(join(disk, "ballast"));
+        const recordsDirectory = join(disk, "backups");
+        const before = await readdir(recordsDirectory);
+        await expect(store.writeBackupConfiguration(6n, '{"version":3}')).rejects.toMatchObject({ code: "ENOSPC" });
+        await expect(store.writeBackupRecord({ ...record, backupId: 6n })).rejects.toThrow(/no space left/);
+        // The taken mark is an empty file, which a full disk still holds; the record's temporary file is gone.
+        expect((await readdir(recordsDirectory)).sort()).toEqual(before.sort());
+        expect(await readdir(join(recordsDirectory, "taken"))).toEqual(["6"]);
+        await rm(join(disk, "ballast"));
+        await store.writeBackupRecord({ ...record, backupId: 6n });
+        expect(await store.backupIds()).toEqual([4n, 6n]);
+      } finally {
+        unmount();
+      }
+    },
+  );
 
   it("names a damaged record, and a delete removes the record with the parts", async () => {
     await store.writeBackupRecord(record);

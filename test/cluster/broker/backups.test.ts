@@ -613,7 +613,7 @@ describe("BackupCoordinator", () => {
     expect(await backups.take(1n)).toEqual({
       outcome: "refused",
       status: 503,
-      detail: "the backup store could not record backup 1; no checkpoint was taken",
+      detail: "the backup store could not record backup 1 (the disk is full); no checkpoint was taken",
     });
     expect(proposed).toBe(0);
     // The configuration written before the record does not stay behind without it.
@@ -630,7 +630,7 @@ describe("BackupCoordinator", () => {
       outcome: "refused",
       status: 503,
       detail:
-        "the backup store could not record backup 4; no checkpoint was taken; id 4 is used now (a backup of it was attempted); take a higher id once the store works",
+        "the backup store could not record backup 4 (the disk is full); no checkpoint was taken; id 4 is used now (a backup of it was attempted); take a higher id once the store works",
     });
     // No backup of 4 ever existed: the refusal says so.
     expect(await coordinator().take(4n)).toEqual({

@@ -4,8 +4,7 @@
  * serving, and once space is freed the broker opens its storage again from the disk and its replicas rejoin their
  * groups, without a restart of the process.
  */
-import { execFileSync } from "node:child_process";
-import { closeSync, mkdirSync, openSync, rmSync, statSync, truncateSync, writeSync } from "node:fs";
+import { rmSync, statSync, truncateSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { Broker } from "../../../src/cluster/broker/broker.js";
@@ -18,6 +17,7 @@ import type {
 import { partitionsOf } from "../../../src/cluster/topology/index.js";
 import { TransportClient } from "../../../src/cluster/transport/index.js";
 import { testClusterCredentials } from "../../support/cluster-secret.js";
+import { canMountSmallDisk, fillDisk, mountSmallDisk } from "../../support/small-disk.js";
 import {
   leaderOf,
   partitionSettled,
@@ -30,32 +30,11 @@ import {
 } from "./support.js";
 
 const PARTITIONS = [1, 2, 3];
-const isRoot = process.getuid?.() === 0;
-if (!isRoot && process.env.CI !== "true") {
+if (!canMountSmallDisk) {
   console.warn("[flowplane tests] full-disk.test.ts needs root to mount a tmpfs; skipped outside CI");
 }
 
-/** Mounts a tmpfs of `sizeMiB` at `directory` and returns what unmounts it. */
-function mountSmallDisk(directory: string, sizeMiB: number): () => void {
-  mkdirSync(directory, { recursive: true });
-  execFileSync("mount", ["-t", "tmpfs", "-o", `size=${sizeMiB}m,mode=0700`, "tmpfs", directory]);
-  return () => execFileSync("umount", ["-l", directory]);
-}
-
-/** Fills the filesystem holding `path` with a file of zeros, until it has no space left. */
-function fillDisk(path: string): void {
-  const descriptor = openSync(path, "w");
-  const block = Buffer.alloc(1024 * 1024);
-  try {
-    for (;;) writeSync(descriptor, block);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "ENOSPC") throw error;
-  } finally {
-    closeSync(descriptor);
-  }
-}
-
-describe.runIf(isRoot || process.env.CI === "true")("a broker whose disk fills up", () => {
+describe.runIf(canMountSmallDisk)("a broker whose disk fills up", () => {
   const client = new TransportClient<BrokerRequest, unknown>({ credentials: testClusterCredentials() });
   const cleanups: (() => Promise<void> | void)[] = [];
   afterEach(async () => {
