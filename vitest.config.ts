@@ -20,8 +20,7 @@ const chaosFiles = ["test/chaos/**/*.test.ts"];
 
 /**
  * The seeded simulations: pure computation on simulated clocks, networks and disks, with no process, port or timer of
- * their own, so one can run on each core at once without changing what it checks. Every other file runs alone, since
- * most start real processes whose elections and timeouts a second busy worker would slow.
+ * their own, so one can run on each core at once without changing what it checks.
  */
 const simulationFiles = ["test/simulation/**/*.test.ts"];
 
@@ -29,6 +28,9 @@ const filesInTheirOwnProcess = [...filesWithMockedModules, ...chaosFiles];
 
 export default defineConfig({
   test: {
+    // At least two files at once, also on two cores, where vitest's default (a worker per core but one) is one: most
+    // files wait on real processes, elections and timers rather than on a core (DEVELOPERS.md, "Checks and CI").
+    maxWorkers: Math.max(2, availableParallelism() - 1),
     // Integration tests start real servers and databases; give them room on a 2-core machine.
     testTimeout: 30_000,
     hookTimeout: 60_000,
