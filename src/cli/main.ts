@@ -5,23 +5,48 @@ import { fileURLToPath } from "node:url";
 import { Command, CommanderError } from "commander";
 import { ApiError, ClientConfigurationError, ClientConnectionError, OAuthClientError } from "../client/errors.js";
 import { ConfigurationError } from "../config/load.js";
-import { registerAllowlistCommands } from "./commands/allowlist.js";
-import { registerBackupsCommands } from "./commands/backups.js";
-import { registerBrokerCommand } from "./commands/broker.js";
-import { registerClientsCommands } from "./commands/clients.js";
-import { registerClusterCommands } from "./commands/cluster.js";
-import { registerClustersCommands } from "./commands/clusters.js";
-import { registerGatewayCommand } from "./commands/gateway.js";
-import { registerMembersCommands } from "./commands/members.js";
-import { registerModelerCommands } from "./commands/modeler.js";
-import { registerOrganizationClientsCommands } from "./commands/organization-clients.js";
-import { registerRestoreCommand } from "./commands/restore.js";
-import { registerSecretsCommands } from "./commands/secrets.js";
-import { registerStartCommands } from "./commands/start.js";
-import { registerStoreCommands } from "./commands/store.js";
-import { registerTokenCommand } from "./commands/token.js";
 import { type CliIo, type ExitCode, exitCodes, UsageError } from "./io.js";
 import { printable, printableLines } from "./terminal-text.js";
+
+/** What registers a module's top-level commands on the program. */
+type CommandRegistration = (program: Command, io: CliIo) => void;
+
+/**
+ * The top-level commands, in the order help lists them, each with the module that registers it. A module is loaded
+ * only when one of its commands runs, or when help or a usage error needs them all: every broker and gateway a local
+ * cluster starts runs `flowplane broker` or `flowplane gateway`, and loading every other command's modules (the
+ * clients' HTTP, token and JSON libraries) took about a third of a second of each start.
+ */
+export const topLevelCommands: readonly {
+  readonly names: readonly string[];
+  readonly load: () => Promise<CommandRegistration>;
+}[] = [
+  { names: ["start", "platform"], load: async () => (await import("./commands/start.js")).registerStartCommands },
+  { names: ["store"], load: async () => (await import("./commands/store.js")).registerStoreCommands },
+  { names: ["token"], load: async () => (await import("./commands/token.js")).registerTokenCommand },
+  { names: ["members"], load: async () => (await import("./commands/members.js")).registerMembersCommands },
+  { names: ["clients"], load: async () => (await import("./commands/clients.js")).registerClientsCommands },
+  {
+    names: ["organization-clients"],
+    load: async () => (await import("./commands/organization-clients.js")).registerOrganizationClientsCommands,
+  },
+  { names: ["secrets"], load: async () => (await import("./commands/secrets.js")).registerSecretsCommands },
+  { names: ["allowlist"], load: async () => (await import("./commands/allowlist.js")).registerAllowlistCommands },
+  { names: ["modeler"], load: async () => (await import("./commands/modeler.js")).registerModelerCommands },
+  { names: ["clusters"], load: async () => (await import("./commands/clusters.js")).registerClustersCommands },
+  { names: ["cluster"], load: async () => (await import("./commands/cluster.js")).registerClusterCommands },
+  { names: ["backups"], load: async () => (await import("./commands/backups.js")).registerBackupsCommands },
+  { names: ["restore"], load: async () => (await import("./commands/restore.js")).registerRestoreCommand },
+  { names: ["broker"], load: async () => (await import("./commands/broker.js")).registerBrokerCommand },
+  { names: ["gateway"], load: async () => (await import("./commands/gateway.js")).registerGatewayCommand },
+];
+
+/** The registrations `argv` needs: its command's alone, or all of them when its first word names none (help too). */
+async function registrationsFor(argv: readonly string[]): Promise<CommandRegistration[]> {
+  const first = argv[0];
+  const named = topLevelCommands.filter((command) => first !== undefined && command.names.includes(first));
+  return await Promise.all((named.length > 0 ? named : topLevelCommands).map((command) => command.load()));
+}
 
 async function readVersion(): Promise<string> {
   try {
@@ -84,21 +109,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<ExitCo
     .exitOverride()
     .configureOutput({ writeOut: (text) => io.stdout(text), writeErr: (text) => io.stderr(text) })
     .showHelpAfterError("(add --help for usage)");
-  registerStartCommands(program, io);
-  registerStoreCommands(program, io);
-  registerTokenCommand(program, io);
-  registerMembersCommands(program, io);
-  registerClientsCommands(program, io);
-  registerOrganizationClientsCommands(program, io);
-  registerSecretsCommands(program, io);
-  registerAllowlistCommands(program, io);
-  registerModelerCommands(program, io);
-  registerClustersCommands(program, io);
-  registerClusterCommands(program, io);
-  registerBackupsCommands(program, io);
-  registerRestoreCommand(program, io);
-  registerBrokerCommand(program, io);
-  registerGatewayCommand(program, io);
+  for (const register of await registrationsFor(argv)) register(program, io);
   try {
     await program.parseAsync([...argv], { from: "user" });
     return exitCodes.ok;

@@ -1,9 +1,14 @@
+import { execFile } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { Command } from "commander";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { exitCodes } from "../../src/cli/io.js";
-import { runCli } from "../../src/cli/main.js";
+import { runCli, topLevelCommands } from "../../src/cli/main.js";
+import { childCommand } from "../support/child-command.js";
 import { type CliResult, captureIo } from "./support.js";
 
 let homeDirectory: string;
@@ -58,5 +63,39 @@ describe("flowplane help and usage", () => {
       expect(result.exitCode, argv.join(" ")).toBe(exitCodes.usage);
       expect(result.stderr, argv.join(" ")).not.toBe("");
     }
+  });
+});
+
+describe("flowplane's top-level commands", () => {
+  it("are each registered by the module listed for them, and help lists every one", async () => {
+    const listed: string[] = [];
+    for (const command of topLevelCommands) {
+      const program = new Command("flowplane");
+      (await command.load())(program, captureIo({}, homeDirectory).io);
+      expect(program.commands.map((registered) => registered.name())).toEqual(command.names);
+      listed.push(...command.names);
+    }
+    const help = (await cli(["--help"])).stdout;
+    for (const name of listed) expect(help, name).toMatch(new RegExp(`^  ${name} `, "m"));
+  });
+
+  it("load only the modules of the command that runs: a broker's start loads none of the clients'", async () => {
+    const command = childCommand();
+    const loadedModulesHook = fileURLToPath(new URL("../support/loaded-modules.mjs", import.meta.url));
+    const { stdout, stderr } = await promisify(execFile)(
+      process.execPath,
+      ["--import", loadedModulesHook, ...command.nodeArguments, command.entry, "broker", "--help"],
+      { env: { PATH: process.env.PATH }, maxBuffer: 16 * 1024 * 1024 },
+    );
+    expect(stdout).toContain("Usage: flowplane broker");
+    const loaded = stderr
+      .split("\n")
+      .filter((line) => line.startsWith("flowplane-loaded-module "))
+      .map((line) => line.slice("flowplane-loaded-module ".length));
+    // The hook saw the command's own module, so an empty list below is not a hook that saw nothing.
+    expect(loaded.some((url) => /\/cli\/commands\/broker\.(js|ts)$/.test(url))).toBe(true);
+    expect(
+      loaded.filter((url) => /\/cli\/commands\/(?!broker\.)|\/client\/http\.|node_modules\/undici\//.test(url)),
+    ).toEqual([]);
   });
 });
