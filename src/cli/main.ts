@@ -109,8 +109,8 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<ExitCo
     .exitOverride()
     .configureOutput({ writeOut: (text) => io.stdout(text), writeErr: (text) => io.stderr(text) })
     .showHelpAfterError("(add --help for usage)");
-  for (const register of await registrationsFor(argv)) register(program, io);
   try {
+    for (const register of await registrationsFor(argv)) register(program, io);
     await program.parseAsync([...argv], { from: "user" });
     return exitCodes.ok;
   } catch (error) {

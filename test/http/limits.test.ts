@@ -298,8 +298,9 @@ describe("connection limits of every HTTP server", () => {
     // long a busy machine takes to deliver the flood (a fixed bound failed while another test file ran beside it).
     expect(reachedJavaScript + refusedByNode).toBe(flood);
     const arrivalSpanMs = Math.max(...arrivalsMs) - Math.min(...arrivalsMs);
-    // A timer may fire up to a millisecond before its delay as this clock measures it.
-    expect(reachedJavaScript).toBeLessThanOrEqual(2 + Math.floor(arrivalSpanMs / (nativeRefusalMs - 1)));
+    // Node's timers run on a clock of whole milliseconds that may lag this one, so a moment can measure up to about
+    // two milliseconds short of its delay here.
+    expect(reachedJavaScript).toBeLessThanOrEqual(2 + Math.floor(arrivalSpanMs / (nativeRefusalMs - 2)));
     expect(refusedByNode).toBeGreaterThan(0);
   }, 30_000);
 

@@ -137,7 +137,16 @@ export class FileWriterThread {
         file.control = { resolve, reject };
         worker.postMessage(request);
       });
-    const opened = await ask({ fileId: file.fileId, kind: "open", temporaryPath: paths.temporaryPath, mode });
+    let opened: FileWriterReply;
+    try {
+      opened = await ask({ fileId: file.fileId, kind: "open", temporaryPath: paths.temporaryPath, mode });
+    } catch (error) {
+      // The thread died, perhaps after it created the file: nothing else would remove it. Its name is this call's own
+      // random one, so no other writer's file goes with it.
+      this.close(file);
+      await rm(paths.temporaryPath, { force: true }).catch(() => undefined);
+      throw error;
+    }
     if (opened.kind !== "opened") {
       this.close(file);
       throw new Error(opened.kind === "failed" ? opened.message : `${name} could not be created`);
@@ -193,8 +202,9 @@ export class FileWriterThread {
           if (reply.kind !== "finished") throw new Error(`${name} could not be finished`);
           return { name, sizeBytes: reply.sizeBytes, crc32c: fileChecksum(reply.crc32c) };
         } catch (error) {
-          // A thread that failed the file removed it; one that died before the rename cannot.
-          await rm(paths.temporaryPath, { force: true });
+          // A thread that failed the file removed it; one that died before the rename cannot. The file's own error
+          // is what the caller must see, not one of this removal.
+          await rm(paths.temporaryPath, { force: true }).catch(() => undefined);
           throw error;
         } finally {
           this.close(file);

@@ -389,7 +389,8 @@ async function writeTextAtomically(directory: string, name: string, text: string
   createPrivateDirectoryDurably(directory);
   const target = join(directory, name);
   const temporary = join(directory, `.${name}.${randomBytes(6).toString("hex")}.tmp`);
-  const handle = await open(temporary, "w", privateFileMode);
+  // Created, never opened if it exists: the removal below then only ever removes a file this call made.
+  const handle = await open(temporary, "wx", privateFileMode);
   try {
     try {
       await handle.writeFile(text, "utf8");

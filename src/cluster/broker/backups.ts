@@ -29,7 +29,6 @@ import {
   type BackupPartManifest,
   type BackupStore,
   backupPartitionCount,
-  MAX_FAILURE_REASON_LENGTH,
   type StoredBackupRecord,
 } from "../backup/store.js";
 import { encodedCheckpointId, MAX_SAFE_CHECKPOINT_ID } from "../engine/index.js";
@@ -66,6 +65,12 @@ const PART_START_GRACE_MS = 60_000;
 
 /** Most backups whose take this coordinator remembers (the newest); the store holds everything else. */
 const MAX_REMEMBERED_BACKUPS = 64;
+
+/**
+ * Most characters of a store's error quoted in a refusal: enough for an operating system's error with a path, and
+ * short enough that the advice after it survives the platform's bound on the details it relays (1,000 characters).
+ */
+const MAX_STORE_ERROR_CHARACTERS = 300;
 
 /** Most backups listed at once (newest first). */
 export const MAX_LISTED_BACKUPS = 1_000;
@@ -370,7 +375,7 @@ export class BackupCoordinator {
    * the mark is there the id is used now, and a retry must take a higher one.
    */
   private async unrecordedDetail(store: BackupStore, backupId: bigint, error: unknown): Promise<string> {
-    const cause = (error instanceof Error ? error.message : String(error)).slice(0, MAX_FAILURE_REASON_LENGTH);
+    const cause = (error instanceof Error ? error.message : String(error)).slice(0, MAX_STORE_ERROR_CHARACTERS);
     const detail = `the backup store could not record backup ${backupId} (${cause}); no checkpoint was taken`;
     let marked: boolean;
     try {

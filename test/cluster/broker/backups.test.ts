@@ -620,6 +620,22 @@ describe("BackupCoordinator", () => {
     expect(await store.backupConfiguration(1n)).toBeNull();
   });
 
+  it("quotes at most 300 characters of the store's error, so that the advice after it survives a relay", async () => {
+    const failing = Object.create(store) as FilesystemBackupStore;
+    failing.writeBackupRecord = async (record) => {
+      await store.markTaken(record.backupId);
+      throw new Error(`EACCES: permission denied, rename '/${"d".repeat(2_000)}'`);
+    };
+    const refusal = await coordinator({ store: failing }).take(5n);
+    expect(refusal).toMatchObject({ outcome: "refused", status: 503 });
+    const detail = (refusal as { detail: string }).detail;
+    expect(detail).toContain(`(EACCES: permission denied, rename '/${"d".repeat(300 - 36)})`);
+    expect(detail).toMatch(
+      /; id 5 is used now \(a backup of it was attempted\); take a higher id once the store works$/,
+    );
+    expect(detail.length).toBeLessThan(1_000);
+  });
+
   it("says a take whose record failed after the store marked its id used that id, and advises a higher one", async () => {
     const failing = Object.create(store) as FilesystemBackupStore;
     failing.writeBackupRecord = async (record) => {
