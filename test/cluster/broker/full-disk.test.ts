@@ -124,6 +124,40 @@ describe.runIf(canMountSmallDisk)("a broker whose disk fills up", () => {
     }
   });
 
+  /** Starts broker 3 on a tmpfs of `sizeMiB` as its disk, once the coordinator hears from it. */
+  async function startNewcomerOnSmallDisk(root: string, brokers: Broker[], sizeMiB: number): Promise<Broker> {
+    cleanups.push(mountSmallDisk(join(root, "brokers", "3"), sizeMiB));
+    const newcomer = await Broker.start(
+      testBrokerOptions(root, 3, { contactPoints: brokers.map((broker) => broker.clusterAddress) }),
+    );
+    brokers.push(newcomer);
+    await waitFor(() => brokers[0]?.isReachable(3) === true, "the coordinator hears from broker 3");
+    return newcomer;
+  }
+
+  /** Asks the coordinator to add broker 3 to the cluster and answers the change it planned. */
+  async function addBrokerThree(brokers: Broker[]): Promise<ClusterChangeResponse & { outcome: "planned" }> {
+    const planned = (await client.request(
+      brokers[0]!.clusterAddress,
+      { type: "cluster-change", command: { kind: "brokers", body: [0, 1, 2, 3], force: false }, dryRun: false },
+      { timeoutMs: 5_000 },
+    )) as ClusterChangeResponse;
+    if (planned.outcome !== "planned") throw new Error(JSON.stringify(planned));
+    return planned;
+  }
+
+  /** Waits up to `timeoutMs` for broker 3's running join to name its full disk as the last error. */
+  async function expectJoinNamesFullDisk(newcomer: Broker, timeoutMs: number): Promise<void> {
+    await waitFor(
+      () => /ENOSPC|no space/i.test(newcomer.describe().changeProgress?.lastError ?? ""),
+      "the joining broker's operation shows the full disk as its last error",
+      timeoutMs,
+    );
+    const progress = newcomer.describe().changeProgress;
+    expect(progress?.operation.operation).toBe("PARTITION_JOIN");
+    expect(progress?.lastError).toMatch(/^the replica of partition \d+ on broker 3 failed: /);
+  }
+
   it("a broker joining partitions onto a full disk shows why in its running operation, and completes once space is freed", async () => {
     const root = await temporaryDirectory("full-disk-join");
     cleanups.push(() => removeDirectory(root));
@@ -143,33 +177,15 @@ describe.runIf(canMountSmallDisk)("a broker whose disk fills up", () => {
       }
     }
 
-    const disk = join(root, "brokers", "3");
-    cleanups.push(mountSmallDisk(disk, 32));
-    const newcomer = await Broker.start(
-      testBrokerOptions(root, 3, { contactPoints: brokers.map((broker) => broker.clusterAddress) }),
-    );
-    brokers.push(newcomer);
-    await waitFor(() => brokers[0]?.isReachable(3) === true, "the coordinator hears from broker 3");
+    const newcomer = await startNewcomerOnSmallDisk(root, brokers, 32);
     // Room for the configuration's few KiB, not for the snapshots of 3 MiB the joins receive.
-    const ballast = join(disk, "ballast");
+    const ballast = join(root, "brokers", "3", "ballast");
     fillDisk(ballast);
     truncateSync(ballast, Math.max(0, statSync(ballast).size - 1024 * 1024));
 
-    const planned = (await client.request(
-      brokers[0]!.clusterAddress,
-      { type: "cluster-change", command: { kind: "brokers", body: [0, 1, 2, 3], force: false }, dryRun: false },
-      { timeoutMs: 5_000 },
-    )) as ClusterChangeResponse;
-    if (planned.outcome !== "planned") throw new Error(JSON.stringify(planned));
+    const planned = await addBrokerThree(brokers);
     // The failed replica is named at once: before, the attempt waited for the leader's answers to stall (a minute).
-    await waitFor(
-      () => /ENOSPC|no space/i.test(newcomer.describe().changeProgress?.lastError ?? ""),
-      "the joining broker's operation shows the full disk as its last error",
-      1_000,
-    );
-    const progress = newcomer.describe().changeProgress;
-    expect(progress?.operation.operation).toBe("PARTITION_JOIN");
-    expect(progress?.lastError).toMatch(/^the replica of partition \d+ on broker 3 failed: /);
+    await expectJoinNamesFullDisk(newcomer, 1_000);
 
     rmSync(ballast);
     await waitFor(
@@ -198,27 +214,9 @@ describe.runIf(canMountSmallDisk)("a broker whose disk fills up", () => {
       await publish(brokers, partitionId, `before-${partitionId}`);
     }
     // 8 MiB: room for the broker's configuration, not for a journal's first segment of 16 MiB.
-    const disk = join(root, "brokers", "3");
-    cleanups.push(mountSmallDisk(disk, 8));
-    const newcomer = await Broker.start(
-      testBrokerOptions(root, 3, { contactPoints: brokers.map((broker) => broker.clusterAddress) }),
-    );
-    brokers.push(newcomer);
-    await waitFor(() => brokers[0]?.isReachable(3) === true, "the coordinator hears from broker 3");
-    const planned = (await client.request(
-      brokers[0]!.clusterAddress,
-      { type: "cluster-change", command: { kind: "brokers", body: [0, 1, 2, 3], force: false }, dryRun: false },
-      { timeoutMs: 5_000 },
-    )) as ClusterChangeResponse;
-    if (planned.outcome !== "planned") throw new Error(JSON.stringify(planned));
+    const newcomer = await startNewcomerOnSmallDisk(root, brokers, 8);
+    await addBrokerThree(brokers);
     // Noted on 2026-11-30 as a minute of `lastError: null` (the attempt waited for the promotion to stall).
-    await waitFor(
-      () => /ENOSPC|no space/i.test(newcomer.describe().changeProgress?.lastError ?? ""),
-      "the joining broker's operation shows the full disk as its last error",
-      5_000,
-    );
-    const progress = newcomer.describe().changeProgress;
-    expect(progress?.operation.operation).toBe("PARTITION_JOIN");
-    expect(progress?.lastError).toMatch(/^the replica of partition \d+ on broker 3 failed: /);
+    await expectJoinNamesFullDisk(newcomer, 5_000);
   }, 60_000);
 });
