@@ -41,9 +41,13 @@ export const topLevelCommands: readonly {
   { names: ["gateway"], load: async () => (await import("./commands/gateway.js")).registerGatewayCommand },
 ];
 
-/** The registrations `argv` needs: its command's alone, or all of them when its first word names none (help too). */
+/**
+ * The registrations `argv` needs: none for the version, which names no command; its command's alone; or all of them
+ * when its first word names none (help and usage errors list every command).
+ */
 async function registrationsFor(argv: readonly string[]): Promise<CommandRegistration[]> {
   const first = argv[0];
+  if (first === "-V" || first === "--version") return [];
   const named = topLevelCommands.filter((command) => first !== undefined && command.names.includes(first));
   return await Promise.all((named.length > 0 ? named : topLevelCommands).map((command) => command.load()));
 }

@@ -80,22 +80,36 @@ describe("flowplane's top-level commands", () => {
   });
 
   it("load only the modules of the command that runs: a broker's start loads none of the clients'", async () => {
-    const command = childCommand();
-    const loadedModulesHook = fileURLToPath(new URL("../support/loaded-modules.mjs", import.meta.url));
-    const { stdout, stderr } = await promisify(execFile)(
-      process.execPath,
-      ["--import", loadedModulesHook, ...command.nodeArguments, command.entry, "broker", "--help"],
-      { env: { PATH: process.env.PATH }, maxBuffer: 16 * 1024 * 1024 },
-    );
+    const { stdout, loaded } = await runWithLoadedModules(["broker", "--help"]);
     expect(stdout).toContain("Usage: flowplane broker");
-    const loaded = stderr
-      .split("\n")
-      .filter((line) => line.startsWith("flowplane-loaded-module "))
-      .map((line) => line.slice("flowplane-loaded-module ".length));
     // The hook saw the command's own module, so an empty list below is not a hook that saw nothing.
     expect(loaded.some((url) => /\/cli\/commands\/broker\.(js|ts)$/.test(url))).toBe(true);
     expect(
       loaded.filter((url) => /\/cli\/commands\/(?!broker\.)|\/client\/http\.|node_modules\/undici\//.test(url)),
     ).toEqual([]);
   });
+
+  it("load none for the version, which names no command", async () => {
+    const { stdout, loaded } = await runWithLoadedModules(["--version"]);
+    expect(stdout).toMatch(/^\d+\.\d+\.\d+\n$/);
+    // The hook saw the entry point, so an empty list below is not a hook that saw nothing.
+    expect(loaded.some((url) => /\/cli\/main\.(js|ts)$/.test(url))).toBe(true);
+    expect(loaded.filter((url) => /\/cli\/commands\/|\/client\/http\.|node_modules\/undici\//.test(url))).toEqual([]);
+  });
 });
+
+/** Runs the command line in a child process whose loader hook reports every module loaded: its output and those. */
+async function runWithLoadedModules(argv: readonly string[]): Promise<{ stdout: string; loaded: string[] }> {
+  const command = childCommand();
+  const loadedModulesHook = fileURLToPath(new URL("../support/loaded-modules.mjs", import.meta.url));
+  const { stdout, stderr } = await promisify(execFile)(
+    process.execPath,
+    ["--import", loadedModulesHook, ...command.nodeArguments, command.entry, ...argv],
+    { env: { PATH: process.env.PATH }, maxBuffer: 16 * 1024 * 1024 },
+  );
+  const loaded = stderr
+    .split("\n")
+    .filter((line) => line.startsWith("flowplane-loaded-module "))
+    .map((line) => line.slice("flowplane-loaded-module ".length));
+  return { stdout, loaded };
+}
