@@ -154,7 +154,8 @@ function refusal(answer: { status: 400 | 404 | 409; detail: string }): ServiceEr
 /**
  * The monitoring response: the coordinator's configuration as the spec's document, and with the running operation
  * the progress its broker reported in the gateway's latest topology round, or, when that broker did not answer the
- * round, `waitingFor` saying so (a change stalled on a broker cut off by the network showed nothing for 37 s).
+ * round it was asked in, `waitingFor` saying so (a change stalled on a broker cut off by the network showed nothing
+ * for 37 s).
  */
 function monitoringDocument(
   answer: ClusterStatusResponse,
@@ -181,7 +182,8 @@ function monitoringDocument(
       candidate.operation.partitionId === running.partitionId,
   );
   if (report === undefined) {
-    if (running === undefined || view === undefined || view.reachable.has(running.brokerId)) return document;
+    // Only a broker the round asked and did not hear from: one just added is asked from the next round on.
+    if (running === undefined || view === undefined || !view.silent.has(running.brokerId)) return document;
     const waitingFor =
       `broker ${running.brokerId}, which applies the running operation ${running.operation}, does not answer this ` +
       `gateway; the change goes on once it is reachable again, or DELETE /actuator/cluster/changes/${pending.id} ` +

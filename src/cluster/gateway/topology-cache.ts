@@ -163,6 +163,7 @@ export class TopologyCache {
     const view = assembleTopologyView({
       descriptions: [...descriptions.values()],
       previousAddresses: this.view?.addresses ?? new Map(),
+      askedBrokerIds: new Set(this.view?.addresses.keys() ?? []),
       previousVersions: this.view?.versions ?? new Map(),
       previousConfiguration: this.view?.configuration,
       gatewayVersion: this.options.gatewayVersion,

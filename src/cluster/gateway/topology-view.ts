@@ -68,6 +68,11 @@ export interface TopologyView {
   versions: ReadonlyMap<number, string>;
   /** Broker ids that answered this round. */
   reachable: ReadonlySet<number>;
+  /**
+   * Broker ids asked this round, at an address an earlier round learned, that did not answer. A broker first heard of
+   * in this round's answers (one just added to the cluster) is in neither set until the next round asks it.
+   */
+  silent: ReadonlySet<number>;
   /** Broker id → the replica reports it sent this round. */
   replicas: ReadonlyMap<number, readonly ReplicaReport[]>;
   /** Ids of the partitions that take requests (routing state), ascending. */
@@ -82,6 +87,8 @@ export interface TopologyInputs {
   descriptions: readonly BrokerDescription[];
   /** Addresses known from earlier rounds. */
   previousAddresses: ReadonlyMap<number, BrokerAddress>;
+  /** Ids of the brokers this round asked at those addresses. */
+  askedBrokerIds: ReadonlySet<number>;
   /** Versions known from earlier rounds. */
   previousVersions: ReadonlyMap<number, string>;
   /** The configuration of the previous view, used when it is newer than every answer (or nobody answered). */
@@ -187,6 +194,7 @@ export function assembleTopologyView(inputs: TopologyInputs): TopologyView | und
     addresses,
     versions,
     reachable,
+    silent: new Set([...inputs.askedBrokerIds].filter((brokerId) => !reachable.has(brokerId))),
     replicas,
     activePartitions: activePartitionIds(configuration),
     changeProgress,

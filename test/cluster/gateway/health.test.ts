@@ -34,6 +34,7 @@ function viewWith(
       ),
     })),
     previousAddresses: new Map(),
+    askedBrokerIds: new Set<number>(),
     previousVersions: new Map(),
     previousConfiguration: undefined,
     gatewayVersion: "1",

@@ -26,6 +26,7 @@ function description(
 
 const empty = {
   previousAddresses: new Map(),
+  askedBrokerIds: new Set<number>(),
   previousVersions: new Map(),
   previousConfiguration: undefined,
   gatewayVersion: "0.1.0",
@@ -75,6 +76,7 @@ describe("assembleTopologyView", () => {
     const second = assembleTopologyView({
       descriptions: [description(0, [report(1, "leader")])],
       previousAddresses: first?.addresses ?? new Map(),
+      askedBrokerIds: new Set(first?.addresses.keys()),
       previousVersions: first?.versions ?? new Map(),
       previousConfiguration: first?.configuration,
       gatewayVersion: "0.1.0",
@@ -89,6 +91,25 @@ describe("assembleTopologyView", () => {
     });
     expect(second?.leaders.has(2)).toBe(false);
     expect(second?.document.clusterSize).toBe(3);
+    expect([...(second?.silent ?? [])].sort()).toEqual([1, 2]);
+  });
+
+  it("counts a broker as silent only once a round asked it: one first heard of in this round's answers is not", () => {
+    // Broker 0 tells of brokers 1 and 2, which no round has asked yet (a broker just added to the cluster).
+    const first = assembleTopologyView({ ...empty, descriptions: [description(0, [report(1, "leader")])] });
+    expect([...(first?.reachable ?? [])]).toEqual([0]);
+    expect([...(first?.silent ?? [])]).toEqual([]);
+    expect([...(first?.addresses.keys() ?? [])].sort()).toEqual([0, 1, 2]);
+    // The next round asks all three; broker 2 answers, broker 1 does not.
+    const second = assembleTopologyView({
+      ...empty,
+      descriptions: [description(0, [report(1, "leader")]), description(2, [report(1, "follower")])],
+      previousAddresses: first?.addresses ?? new Map(),
+      askedBrokerIds: new Set(first?.addresses.keys()),
+      previousConfiguration: first?.configuration,
+    });
+    expect([...(second?.reachable ?? [])].sort()).toEqual([0, 2]);
+    expect([...(second?.silent ?? [])]).toEqual([1]);
   });
 
   it("takes the leader with the highest term when two replicas claim leadership", () => {
