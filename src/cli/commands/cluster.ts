@@ -100,13 +100,18 @@ function brokerIds(ids: readonly number[]): string {
 }
 
 /**
- * The local cluster's directory when the data directory holds one (its brokers file), else null: the first
- * cluster's `cluster/`, or with --cluster-id the directory of that cluster of the Administration API. A usage error
+ * Where the command looked for a local cluster (`searched`, null with --no-local) and the cluster's directory when
+ * one is there (`found`, its brokers file): the first cluster's `cluster/`, or with --cluster-id the directory of that
+ * cluster of the Administration API. A usage error when --data-directory names a directory holding none, or
  * when that cluster's gateway answered elsewhere than `managementUrl` at its last start: the command would start and
  * stop the broker processes of one cluster while it changes another.
  */
-function localClusterDirectory(io: CliIo, options: ScaleOptions, managementUrl: string): string | null {
-  if (!options.local) return null;
+function localClusterDirectory(
+  io: CliIo,
+  options: ScaleOptions,
+  managementUrl: string,
+): { found: string | null; searched: string | null } {
+  if (!options.local) return { found: null, searched: null };
   const dataDirectory = resolve(options.dataDirectory ?? io.environment.SERVICE_DATA_DIRECTORY ?? "data");
   if (
     options.clusterId !== undefined &&
@@ -118,7 +123,17 @@ function localClusterDirectory(io: CliIo, options: ScaleOptions, managementUrl: 
     options.clusterId === undefined
       ? join(dataDirectory, "cluster")
       : join(dataDirectory, "clusters", options.clusterId.toLowerCase());
-  if (!existsSync(join(clusterDirectory, BROKERS_FILE_NAME))) return null;
+  if (!existsSync(join(clusterDirectory, BROKERS_FILE_NAME))) {
+    // Given by hand, a directory without a local cluster is a mistake; by default the command may well be meant for a
+    // cluster elsewhere, whose brokers it does not start.
+    if (options.dataDirectory !== undefined) {
+      throw new UsageError(
+        `no local cluster in ${clusterDirectory} (it has no ${BROKERS_FILE_NAME}): give the data directory of ` +
+          "flowplane start, or leave --data-directory out to only call the API",
+      );
+    }
+    return { found: null, searched: clusterDirectory };
+  }
   const recorded = readLocalGateway(clusterDirectory)?.managementUrl;
   if (recorded !== undefined && !sameEndpoint(recorded, managementUrl)) {
     throw new UsageError(
@@ -127,7 +142,7 @@ function localClusterDirectory(io: CliIo, options: ScaleOptions, managementUrl: 
         "list), or --no-local to only call the API",
     );
   }
-  return clusterDirectory;
+  return { found: clusterDirectory, searched: clusterDirectory };
 }
 
 /**
@@ -231,7 +246,8 @@ async function waitForBrokers(clusterDirectory: string, ids: readonly number[], 
 async function scale(io: CliIo, options: ScaleOptions): Promise<void> {
   const { client, managementUrl } = clusterClientWithUrl(io, options);
   // Checked before anything is asked or started.
-  const clusterDirectory = localClusterDirectory(io, options, managementUrl);
+  const local = localClusterDirectory(io, options, managementUrl);
+  const clusterDirectory = local.found;
   const json = options.json === true;
   const status = await client.status();
   if (status.pendingChange !== undefined && options.dryRun !== true) {
@@ -259,6 +275,13 @@ async function scale(io: CliIo, options: ScaleOptions): Promise<void> {
       response = await client.patch(patch, { dryRun: options.dryRun === true, force: options.force === true });
       break;
     } catch (error) {
+      if (clusterDirectory === null && local.searched !== null && refusedAsNotReachable(error)) {
+        throw new CommandFailure(
+          `${(error as ApiError).detail} (HTTP 400). This command starts new brokers only for the local cluster of ` +
+            `flowplane start and found none in ${local.searched}: run it where that data directory is, give ` +
+            `--data-directory, or start ${brokerIds(added)} yourself (flowplane broker)`,
+        );
+      }
       if (clusterDirectory === null || !refusedAsNotReachable(error) || attempt >= NEW_BROKERS_TIMEOUT_MS / 500)
         throw error;
       await sleepUnlessInterrupted(500, io.shutdownSignal);

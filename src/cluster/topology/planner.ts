@@ -697,7 +697,8 @@ export function translatePatch(configuration: ClusterConfiguration, body: unknow
     const currentPartitionCount = viewOf(configuration).partitionIds.at(-1) ?? 0;
     if (partitions.count > currentPartitionCount) {
       problems.push(
-        "partition scaling is experimental and turned off; set SERVICE_BROKER_EXPERIMENTAL_FEATURES_ENABLEPARTITIONSCALING=true to enable it",
+        "partition scaling is experimental and turned off; set SERVICE_BROKER_EXPERIMENTAL_FEATURES_ENABLE_PARTITION_SCALING=true " +
+          "(or SERVICE_BROKER_EXPERIMENTAL_FEATURES_ENABLEPARTITIONSCALING=true) on every broker to enable it",
       );
     }
   }

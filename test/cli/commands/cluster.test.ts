@@ -235,6 +235,30 @@ describe("flowplane cluster against a running cluster", () => {
     }
   });
 
+  it("scale names where it looked for a local cluster when the API refuses a broker that is not running", async () => {
+    // The data directory (SERVICE_DATA_DIRECTORY) holds no local cluster, so the command starts no broker.
+    const run = await fixture.cli(["cluster", "scale", "--add", "7"], environment);
+    expect(run.exitCode).toBe(exitCodes.failure);
+    expect(run.stderr).toContain("broker 7 is to be added but is not running and reachable");
+    expect(run.stderr).toContain(`found none in ${join(root, "cluster")}`);
+    expect(run.stderr).toContain("--data-directory, or start broker 7 yourself (flowplane broker)");
+    // With --no-local the command looks for none, and says only what the API answered.
+    const remote = await fixture.cli(["cluster", "scale", "--add", "7", "--no-local"], environment);
+    expect(remote.exitCode).toBe(exitCodes.failure);
+    expect(remote.stderr).toContain("broker 7 is to be added but is not running and reachable");
+    expect(remote.stderr).not.toContain("found none");
+    // A data directory given by hand that holds no local cluster is a mistake, refused before the API is called.
+    const empty = await temporaryDirectory("cli-empty");
+    try {
+      const given = await fixture.cli(["cluster", "scale", "--add", "7", "--data-directory", empty], environment);
+      expect(given.exitCode).toBe(exitCodes.usage);
+      expect(given.stderr).toContain(`no local cluster in ${join(empty, "cluster")}`);
+    } finally {
+      await removeDirectory(empty);
+    }
+    expect(brokers[0]!.configuration.version).toBe(1);
+  });
+
   it("scale --add --watch adds a running broker and follows the change to its end", async () => {
     const fourth = await Broker.start(
       testBrokerOptions(root, 3, { contactPoints: brokers.map((broker) => broker.clusterAddress) }),

@@ -566,7 +566,8 @@ describe("planner: PATCH translation", () => {
     expect(
       problemsOf(() => translatePatch(configuration, { partitions: { count: 4, replicationFactor: 1 } }, off)),
     ).toEqual([
-      "partition scaling is experimental and turned off; set SERVICE_BROKER_EXPERIMENTAL_FEATURES_ENABLEPARTITIONSCALING=true to enable it",
+      "partition scaling is experimental and turned off; set SERVICE_BROKER_EXPERIMENTAL_FEATURES_ENABLE_PARTITION_SCALING=true " +
+        "(or SERVICE_BROKER_EXPERIMENTAL_FEATURES_ENABLEPARTITIONSCALING=true) on every broker to enable it",
     ]);
     expect(translatePatch(configuration, { partitions: { count: 3, replicationFactor: 2 } }, off)).toEqual({
       kind: "scale",
