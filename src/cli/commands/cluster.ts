@@ -17,6 +17,7 @@ import {
   type ScaleResponse,
 } from "../../client/cluster.js";
 import { ApiError } from "../../client/errors.js";
+import { MAX_BROKER_ID, MAX_PARTITION_COUNT } from "../../cluster/topology/distribution.js";
 import {
   addLocalBrokers,
   BROKERS_FILE_NAME,
@@ -61,17 +62,30 @@ const clusterEnvironmentHelp = `${clientEnvironmentHelp}
   SERVICE_CLUSTER_MANAGEMENT_URL    the gateway's management port (default http://localhost:9600)
   SERVICE_DATA_DIRECTORY            data directory of a local cluster (default ./data)`;
 
-/** Parses a positive integer option. */
-export function parseCount(value: string): number {
-  if (!/^\d+$/.test(value) || Number(value) < 1) throw new InvalidArgumentError("a positive integer");
-  return Number(value);
+/**
+ * A parser of a whole-number option from 1 to `maximum`. The API refuses more as well, but naming its own field
+ * (`body/brokers/count must be <= 1024`) rather than the option the user typed.
+ */
+function countOption(maximum: number): (value: string) => number {
+  return (value) => {
+    if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > maximum) {
+      throw new InvalidArgumentError(`It must be a whole number from 1 to ${maximum}.`);
+    }
+    return Number(value);
+  };
 }
+
+/** Parses a number of brokers, or a replication factor (one replica per broker at most). */
+export const parseBrokerCount = countOption(MAX_BROKER_ID + 1);
+
+/** Parses a partition count. */
+export const parsePartitionCount = countOption(MAX_PARTITION_COUNT);
 
 /** Parses comma-separated broker ids. */
 export function parseIds(value: string): number[] {
   const ids = value.split(",").map((item) => item.trim());
-  if (ids.length === 0 || !ids.every((id) => /^\d+$/.test(id))) {
-    throw new InvalidArgumentError("comma-separated broker ids, e.g. 3,4");
+  if (ids.length === 0 || !ids.every((id) => /^\d+$/.test(id) && Number(id) <= MAX_BROKER_ID)) {
+    throw new InvalidArgumentError(`It must be comma-separated broker ids from 0 to ${MAX_BROKER_ID}, e.g. 3,4.`);
   }
   return ids.map(Number);
 }
@@ -347,11 +361,11 @@ export function registerClusterCommands(program: Command, io: CliIo): void {
     .description(
       "Change the brokers, partitions or replication factor. With the local cluster of flowplane start, new brokers are started first and removed ones stopped (and their data deleted) after the change.",
     )
-    .option("--brokers <count>", "the new number of brokers (ids 0..count-1)", parseCount)
+    .option("--brokers <count>", "the new number of brokers (ids 0..count-1)", parseBrokerCount)
     .option("--add <ids>", "broker ids to add, e.g. 3,4", parseIds)
     .option("--remove <ids>", "broker ids to remove, e.g. 4", parseIds)
-    .option("--partitions <count>", "the new partition count (experimental; never lower)", parseCount)
-    .option("--replication-factor <count>", "replicas per partition", parseCount)
+    .option("--partitions <count>", "the new partition count (experimental; never lower)", parsePartitionCount)
+    .option("--replication-factor <count>", "replicas per partition", parseBrokerCount)
     .option("--dry-run", "show the plan, change nothing")
     .option(
       "--force",

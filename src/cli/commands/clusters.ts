@@ -19,7 +19,7 @@ import { sleepUnlessInterrupted } from "../sleep.js";
 import { alignedTable } from "../table.js";
 import { printable, printableJson } from "../terminal-text.js";
 import { clientEnvironmentHelp, createAdminClient } from "./client-context.js";
-import { parseCount, parseIds } from "./cluster.js";
+import { parseBrokerCount, parseIds, parsePartitionCount } from "./cluster.js";
 import { registerClusterBackupsCommands } from "./cluster-backups.js";
 
 interface OutputOptions {
@@ -268,15 +268,15 @@ export function registerClustersCommands(program: Command, io: CliIo): void {
       "Change a cluster's brokers, partitions or replication factor: the platform starts the brokers it adds first, and stops the brokers it removes (deleting their data) once the change completed.",
     )
     .argument("<clusterId>", "id of the cluster")
-    .option("--brokers <count>", "the new number of brokers (ids 0..count-1)", parseCount)
+    .option("--brokers <count>", "the new number of brokers (ids 0..count-1)", parseBrokerCount)
     .option("--add <ids>", "broker ids to add, e.g. 3,4", parseIds)
     .option("--remove <ids>", "broker ids to remove, e.g. 4", parseIds)
     .option(
       "--partitions <count>",
       "the new partition count (experimental; never lower), with --replication-factor",
-      parseCount,
+      parsePartitionCount,
     )
-    .option("--replication-factor <count>", "replicas per partition, with --partitions", parseCount)
+    .option("--replication-factor <count>", "replicas per partition, with --partitions", parseBrokerCount)
     .option("--dry-run", "show the plan, start and change nothing")
     .option("--json", "print the API's answer as JSON")
     .option("--audience <audience>", "audience of the Administration API", adminAudience)

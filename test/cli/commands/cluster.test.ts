@@ -12,7 +12,7 @@ import {
   formatDuration,
   formatProgressLine,
 } from "../../../src/cli/cluster-display.js";
-import { scalePatch } from "../../../src/cli/commands/cluster.js";
+import { parseBrokerCount, parseIds, parsePartitionCount, scalePatch } from "../../../src/cli/commands/cluster.js";
 import { exitCodes } from "../../../src/cli/io.js";
 import type { ClusterStatus } from "../../../src/client/cluster.js";
 import { Broker } from "../../../src/cluster/broker/broker.js";
@@ -136,6 +136,18 @@ describe("cluster display", () => {
     });
     expect(() => scalePatch({ ...options, brokers: 3, add: [4] }, status())).toThrow(/either --brokers or --add/);
     expect(() => scalePatch(options, status())).toThrow(/say what to change/);
+  });
+
+  it("refuses counts and broker ids beyond what a cluster can have, naming the range rather than the API's field", () => {
+    expect(parseBrokerCount("1024")).toBe(1024);
+    expect(() => parseBrokerCount("1025")).toThrow("It must be a whole number from 1 to 1024.");
+    expect(() => parseBrokerCount("0")).toThrow("from 1 to 1024");
+    expect(() => parseBrokerCount("-1")).toThrow("from 1 to 1024");
+    expect(parsePartitionCount("8191")).toBe(8191);
+    expect(() => parsePartitionCount("8192")).toThrow("It must be a whole number from 1 to 8191.");
+    expect(parseIds("0, 3,1023")).toEqual([0, 3, 1023]);
+    expect(() => parseIds("3,1024")).toThrow("It must be comma-separated broker ids from 0 to 1023, e.g. 3,4.");
+    expect(() => parseIds("3,x")).toThrow("from 0 to 1023");
   });
 });
 
