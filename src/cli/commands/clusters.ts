@@ -167,7 +167,8 @@ export function clusterScalePatch(options: ScaleOptions): ClusterPatch {
   }
   if ((options.partitions === undefined) !== (options.replicationFactor === undefined)) {
     throw new UsageError(
-      "give --partitions and --replication-factor together (today's values: flowplane cluster status)",
+      "give --partitions and --replication-factor together, as the Administration API takes them (today's values: " +
+        "flowplane cluster status, with SERVICE_CLUSTER_MANAGEMENT_URL set to the management link flowplane clusters get shows)",
     );
   }
   const patch: ClusterPatch = {};

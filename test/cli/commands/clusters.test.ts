@@ -61,6 +61,8 @@ describe("clusterScalePatch", () => {
     });
     expect(() => clusterScalePatch({ brokers: 2, add: [3] })).toThrow(/either --brokers or --add/);
     expect(() => clusterScalePatch({ replicationFactor: 2 })).toThrow(/--partitions and --replication-factor/);
+    // Where today's values are: the cluster's own management API, whose link the Administration API shows.
+    expect(() => clusterScalePatch({ partitions: 6 })).toThrow(/management link flowplane clusters get shows/);
     expect(() => clusterScalePatch({})).toThrow(/say what to change/);
   });
 });
