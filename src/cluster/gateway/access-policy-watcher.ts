@@ -62,7 +62,9 @@ async function readPolicyFile(path: string): Promise<FileSnapshot> {
   try {
     handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
   } catch (error) {
-    throw new PolicyFileProblem(`it cannot be opened (${(error as NodeJS.ErrnoException).code ?? "unknown error"})`);
+    // Worded as `statusOf` words it: a file removed between a poll's look at its status and this open is the same
+    // problem, and is reported once, the same way, whichever of the two found it.
+    throw new PolicyFileProblem(`it cannot be read (${(error as NodeJS.ErrnoException).code ?? "unknown error"})`);
   }
   try {
     const status = await handle.stat({ bigint: true });

@@ -71,7 +71,7 @@ describe("AccessPolicyWatcher", () => {
     const { logger } = capturingLogger();
     await expect(openWatcher(logger)).rejects.toThrow(ConfigurationError);
     await expect(openWatcher(logger)).rejects.toThrow(
-      `service.gateway.accessPolicyFile: the access policy file "${path}" cannot be used: it cannot be opened (ENOENT)`,
+      `service.gateway.accessPolicyFile: the access policy file "${path}" cannot be used: it cannot be read (ENOENT)`,
     );
     const invalid = policyWith({
       monitoring: { enabled: true, clients: [{ username: "scraper", passwordSha256: `${passwordSha256}0` }] },
