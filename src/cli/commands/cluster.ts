@@ -66,12 +66,13 @@ const clusterEnvironmentHelp = `${clientEnvironmentHelp}
  * A parser of a whole-number option from 1 to `maximum`. The API refuses more as well, but naming its own field
  * (`body/brokers/count must be <= 1024`) rather than the option the user typed.
  */
-function countOption(maximum: number): (value: string) => number {
+export function countOption(maximum: number): (value: string) => number {
   return (value) => {
-    if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > maximum) {
+    const count = value.trim();
+    if (!/^\d+$/.test(count) || Number(count) < 1 || Number(count) > maximum) {
       throw new InvalidArgumentError(`It must be a whole number from 1 to ${maximum}.`);
     }
-    return Number(value);
+    return Number(count);
   };
 }
 
@@ -81,13 +82,16 @@ export const parseBrokerCount = countOption(MAX_BROKER_ID + 1);
 /** Parses a partition count. */
 export const parsePartitionCount = countOption(MAX_PARTITION_COUNT);
 
-/** Parses comma-separated broker ids. */
+/** Parses comma-separated broker ids, each from 0 to MAX_BROKER_ID and named once. */
 export function parseIds(value: string): number[] {
   const ids = value.split(",").map((item) => item.trim());
-  if (ids.length === 0 || !ids.every((id) => /^\d+$/.test(id) && Number(id) <= MAX_BROKER_ID)) {
+  if (!ids.every((id) => /^\d+$/.test(id) && Number(id) <= MAX_BROKER_ID)) {
     throw new InvalidArgumentError(`It must be comma-separated broker ids from 0 to ${MAX_BROKER_ID}, e.g. 3,4.`);
   }
-  return ids.map(Number);
+  const numbers = ids.map(Number);
+  const repeated = numbers.find((id, position) => numbers.indexOf(id) !== position);
+  if (repeated !== undefined) throw new InvalidArgumentError(`It names broker ${repeated} twice.`);
+  return numbers;
 }
 
 function createClusterClient(io: CliIo, options: CommonOptions): ClusterManagementClient {
@@ -138,8 +142,9 @@ function localClusterDirectory(
       ? join(dataDirectory, "cluster")
       : join(dataDirectory, "clusters", options.clusterId.toLowerCase());
   if (!existsSync(join(clusterDirectory, BROKERS_FILE_NAME))) {
-    // Given by hand, a directory without a local cluster is a mistake; by default the command may well be meant for a
-    // cluster elsewhere, whose brokers it does not start.
+    // Given with --data-directory, a directory without a local cluster is a mistake. SERVICE_DATA_DIRECTORY or the
+    // default ./data are where the command looks on every call, and it may well be meant for a cluster elsewhere,
+    // whose brokers it does not start.
     if (options.dataDirectory !== undefined) {
       throw new UsageError(
         `no local cluster in ${clusterDirectory} (it has no ${BROKERS_FILE_NAME}): give the data directory of ` +
@@ -207,7 +212,7 @@ export function scalePatch(options: ScaleOptions, status: ClusterStatus): Cluste
 }
 
 /** Whether the API refused the change because a broker to add is not reachable yet (it may still be starting). */
-function refusedAsNotReachable(error: unknown): boolean {
+function refusedAsNotReachable(error: unknown): error is ApiError {
   return error instanceof ApiError && error.status === 400 && /not running and reachable/.test(error.detail);
 }
 
@@ -291,9 +296,9 @@ async function scale(io: CliIo, options: ScaleOptions): Promise<void> {
     } catch (error) {
       if (clusterDirectory === null && local.searched !== null && refusedAsNotReachable(error)) {
         throw new CommandFailure(
-          `${(error as ApiError).detail} (HTTP 400). This command starts new brokers only for the local cluster of ` +
-            `flowplane start and found none in ${local.searched}: run it where that data directory is, give ` +
-            `--data-directory, or start ${brokerIds(added)} yourself (flowplane broker)`,
+          `${error.detail} (HTTP 400). This command starts new brokers only for a local cluster, and found none in ` +
+            `${local.searched}: run it where the data directory of flowplane start is, give --data-directory, or ` +
+            "start the brokers the API names yourself (flowplane broker)",
         );
       }
       if (clusterDirectory === null || !refusedAsNotReachable(error) || attempt >= NEW_BROKERS_TIMEOUT_MS / 500)

@@ -12,6 +12,7 @@ import {
   type ClusterParameters,
 } from "../../client/admin.js";
 import type { ClusterPatch } from "../../client/cluster.js";
+import { MAX_BROKERS_PER_CLUSTER, MAX_PARTITIONS } from "../../platform/admin/clusters/limits.js";
 import { monotonicNowMs } from "../../time/monotonic.js";
 import { formatPlan } from "../cluster-display.js";
 import { type CliIo, CommandFailure, UsageError } from "../io.js";
@@ -19,8 +20,12 @@ import { sleepUnlessInterrupted } from "../sleep.js";
 import { alignedTable } from "../table.js";
 import { printable, printableJson } from "../terminal-text.js";
 import { clientEnvironmentHelp, createAdminClient } from "./client-context.js";
-import { parseBrokerCount, parseIds, parsePartitionCount } from "./cluster.js";
+import { countOption, parseIds } from "./cluster.js";
 import { registerClusterBackupsCommands } from "./cluster-backups.js";
+
+/** The Administration API's bounds (it runs each broker as a process): refused here under the option's name. */
+const brokerCountOption = countOption(MAX_BROKERS_PER_CLUSTER);
+const partitionCountOption = countOption(MAX_PARTITIONS);
 
 interface OutputOptions {
   json?: boolean;
@@ -269,15 +274,15 @@ export function registerClustersCommands(program: Command, io: CliIo): void {
       "Change a cluster's brokers, partitions or replication factor: the platform starts the brokers it adds first, and stops the brokers it removes (deleting their data) once the change completed.",
     )
     .argument("<clusterId>", "id of the cluster")
-    .option("--brokers <count>", "the new number of brokers (ids 0..count-1)", parseBrokerCount)
+    .option("--brokers <count>", "the new number of brokers (ids 0..count-1)", brokerCountOption)
     .option("--add <ids>", "broker ids to add, e.g. 3,4", parseIds)
     .option("--remove <ids>", "broker ids to remove, e.g. 4", parseIds)
     .option(
       "--partitions <count>",
       "the new partition count (experimental; never lower), with --replication-factor",
-      parsePartitionCount,
+      partitionCountOption,
     )
-    .option("--replication-factor <count>", "replicas per partition, with --partitions", parseBrokerCount)
+    .option("--replication-factor <count>", "replicas per partition, with --partitions", brokerCountOption)
     .option("--dry-run", "show the plan, start and change nothing")
     .option("--json", "print the API's answer as JSON")
     .option("--audience <audience>", "audience of the Administration API", adminAudience)

@@ -148,6 +148,9 @@ describe("cluster display", () => {
     expect(parseIds("0, 3,1023")).toEqual([0, 3, 1023]);
     expect(() => parseIds("3,1024")).toThrow("It must be comma-separated broker ids from 0 to 1023, e.g. 3,4.");
     expect(() => parseIds("3,x")).toThrow("from 0 to 1023");
+    expect(() => parseIds("3,,4")).toThrow("from 0 to 1023");
+    expect(() => parseIds("4,3, 4")).toThrow("It names broker 4 twice.");
+    expect(parseBrokerCount(" 3 ")).toBe(3);
   });
 });
 
@@ -253,16 +256,21 @@ describe("flowplane cluster against a running cluster", () => {
     expect(run.exitCode).toBe(exitCodes.failure);
     expect(run.stderr).toContain("broker 7 is to be added but is not running and reachable");
     expect(run.stderr).toContain(`found none in ${join(root, "cluster")}`);
-    expect(run.stderr).toContain("--data-directory, or start broker 7 yourself (flowplane broker)");
+    expect(run.stderr).toContain(
+      "give --data-directory, or start the brokers the API names yourself (flowplane broker)",
+    );
     // With --no-local the command looks for none, and says only what the API answered.
     const remote = await fixture.cli(["cluster", "scale", "--add", "7", "--no-local"], environment);
     expect(remote.exitCode).toBe(exitCodes.failure);
     expect(remote.stderr).toContain("broker 7 is to be added but is not running and reachable");
     expect(remote.stderr).not.toContain("found none");
-    // A data directory given by hand that holds no local cluster is a mistake, refused before the API is called.
+    // A data directory given by hand that holds no local cluster is a mistake, refused before the API is called: the
+    // same dry run without it succeeds.
     const empty = await temporaryDirectory("cli-empty");
     try {
-      const given = await fixture.cli(["cluster", "scale", "--add", "7", "--data-directory", empty], environment);
+      const dryRun = ["cluster", "scale", "--replication-factor", "2", "--dry-run"];
+      expect((await fixture.cli(dryRun, environment)).exitCode).toBe(exitCodes.ok);
+      const given = await fixture.cli([...dryRun, "--data-directory", empty], environment);
       expect(given.exitCode).toBe(exitCodes.usage);
       expect(given.stderr).toContain(`no local cluster in ${join(empty, "cluster")}`);
     } finally {

@@ -65,6 +65,25 @@ describe("clusterScalePatch", () => {
     expect(() => clusterScalePatch({ partitions: 6 })).toThrow(/management link flowplane clusters get shows/);
     expect(() => clusterScalePatch({})).toThrow(/say what to change/);
   });
+
+  it("refuses counts beyond the Administration API's bounds under the option's name, before any request", async () => {
+    const brokers = await fixture.cli(["clusters", "scale", "any-cluster", "--brokers", "33"]);
+    expect(brokers.exitCode).toBe(exitCodes.usage);
+    expect(brokers.stderr).toContain(
+      "option '--brokers <count>' argument '33' is invalid. It must be a whole number from 1 to 32.",
+    );
+    const partitions = await fixture.cli([
+      "clusters",
+      "scale",
+      "any-cluster",
+      "--partitions",
+      "1001",
+      "--replication-factor",
+      "3",
+    ]);
+    expect(partitions.exitCode).toBe(exitCodes.usage);
+    expect(partitions.stderr).toContain("argument '1001' is invalid. It must be a whole number from 1 to 1000.");
+  });
 });
 
 describe("flowplane clusters", () => {

@@ -32,15 +32,10 @@ import { conflict, invalidRequest, ServiceError } from "../../../http/errors.js"
 import { monotonicNowMs } from "../../../time/monotonic.js";
 import type { Provisioner } from "../../provisioner/provisioner.js";
 import { type ClusterDirectory, type ClusterSummary, requireCluster } from "../cluster-directory.js";
-
-/** Most brokers a cluster may be scaled to: each one is a process the provisioner runs. */
-export const MAX_BROKERS_PER_CLUSTER = 32;
+import { MAX_BROKERS_PER_CLUSTER, MAX_PARTITIONS } from "./limits.js";
 
 /** Highest broker id a change may name (ids need not be contiguous, but they stay small): the cluster's own bound. */
-export { MAX_BROKER_ID };
-
-/** Most partitions a change may ask for. */
-export const MAX_PARTITIONS = 1_000;
+export { MAX_BROKER_ID, MAX_BROKERS_PER_CLUSTER, MAX_PARTITIONS };
 
 /** How long new brokers may take to answer before the scale-up is given up (and they are stopped again). */
 const NEW_BROKERS_TIMEOUT_MS = 60_000;
