@@ -139,7 +139,10 @@ export class TopologyCache {
   private async runRound(): Promise<TopologyView | undefined> {
     const targets = new Map<string, PeerAddress>();
     for (const address of this.options.contactPoints) targets.set(describeAddress(address), address);
-    for (const address of this.view?.addresses.values() ?? []) {
+    // Which broker was asked where, as the round starts: the view may only change when the round ends, but the name
+    // promises what was asked.
+    const askedAddresses = new Map(this.view?.addresses ?? []);
+    for (const address of askedAddresses.values()) {
       targets.set(describeAddress(address), { host: address.host, port: address.port });
     }
     const answers = await Promise.all(
@@ -163,7 +166,7 @@ export class TopologyCache {
     const view = assembleTopologyView({
       descriptions: [...descriptions.values()],
       previousAddresses: this.view?.addresses ?? new Map(),
-      askedBrokerIds: new Set(this.view?.addresses.keys() ?? []),
+      askedAddresses,
       previousVersions: this.view?.versions ?? new Map(),
       previousConfiguration: this.view?.configuration,
       gatewayVersion: this.options.gatewayVersion,

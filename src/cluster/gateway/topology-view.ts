@@ -69,8 +69,10 @@ export interface TopologyView {
   /** Broker ids that answered this round. */
   reachable: ReadonlySet<number>;
   /**
-   * Broker ids asked this round, at an address an earlier round learned, that did not answer. A broker first heard of
-   * in this round's answers (one just added to the cluster) is in neither set until the next round asks it.
+   * Broker ids that this round asked at the address an earlier round learned for them and that did not answer, unless
+   * an answer of this round gave them another address. A broker known only from other brokers' answers (one just
+   * added to the cluster) or that moved (restarted on another port) is asked from the next round on, and is not
+   * counted silent before. A broker that left the cluster stays known, is still asked, and so is listed here too.
    */
   silent: ReadonlySet<number>;
   /** Broker id → the replica reports it sent this round. */
@@ -87,8 +89,8 @@ export interface TopologyInputs {
   descriptions: readonly BrokerDescription[];
   /** Addresses known from earlier rounds. */
   previousAddresses: ReadonlyMap<number, BrokerAddress>;
-  /** Ids of the brokers this round asked at those addresses. */
-  askedBrokerIds: ReadonlySet<number>;
+  /** The brokers this round asked, by id, and the address each was asked at. */
+  askedAddresses: ReadonlyMap<number, BrokerAddress>;
   /** Versions known from earlier rounds. */
   previousVersions: ReadonlyMap<number, string>;
   /** The configuration of the previous view, used when it is newer than every answer (or nobody answered). */
@@ -106,6 +108,21 @@ export function activePartitionIds(configuration: ClusterConfiguration): number[
   for (let partitionId = 1; partitionId <= handling.basePartitionCount; partitionId += 1) ids.add(partitionId);
   for (const partitionId of handling.additionalActivePartitions) ids.add(partitionId);
   return [...ids].sort((left, right) => left - right);
+}
+
+/** The brokers asked at the address still known for them that did not answer (see `TopologyView.silent`). */
+function silentBrokers(
+  asked: ReadonlyMap<number, BrokerAddress>,
+  reachable: ReadonlySet<number>,
+  addresses: ReadonlyMap<number, BrokerAddress>,
+): Set<number> {
+  const silent = new Set<number>();
+  for (const [brokerId, address] of asked) {
+    const known = addresses.get(brokerId);
+    if (reachable.has(brokerId) || known === undefined) continue;
+    if (known.host === address.host && known.port === address.port) silent.add(brokerId);
+  }
+  return silent;
 }
 
 /**
@@ -194,7 +211,7 @@ export function assembleTopologyView(inputs: TopologyInputs): TopologyView | und
     addresses,
     versions,
     reachable,
-    silent: new Set([...inputs.askedBrokerIds].filter((brokerId) => !reachable.has(brokerId))),
+    silent: silentBrokers(inputs.askedAddresses, reachable, addresses),
     replicas,
     activePartitions: activePartitionIds(configuration),
     changeProgress,

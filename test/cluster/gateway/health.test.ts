@@ -34,7 +34,7 @@ function viewWith(
       ),
     })),
     previousAddresses: new Map(),
-    askedBrokerIds: new Set<number>(),
+    askedAddresses: new Map(),
     previousVersions: new Map(),
     previousConfiguration: undefined,
     gatewayVersion: "1",

@@ -91,6 +91,57 @@ describe("TopologyCache", () => {
   });
 });
 
+describe("TopologyCache's silent brokers", () => {
+  it("asks a broker first heard of from another from the next round on, at its latest address", async () => {
+    // Broker 0 (the contact point, port 1000) tells of broker 3; where broker 3 listens is up to the test.
+    let brokerThreePort = 1003;
+    const answering = new Set<number>();
+    const asked: number[] = [];
+    const client = {
+      async request(address: { host: string; port: number }) {
+        asked.push(address.port);
+        const configuration = encodeConfiguration(threeBrokerConfiguration());
+        if (address.port === 1000) {
+          const brokers = [
+            { nodeId: 0, host: "127.0.0.1", port: 1000 },
+            { nodeId: 3, host: "127.0.0.1", port: brokerThreePort },
+          ];
+          return { nodeId: 0, host: "127.0.0.1", port: 1000, version: "1", configuration, brokers, replicas: [] };
+        }
+        if (!answering.has(address.port)) throw new Error(`nothing listens on ${address.port}`);
+        return {
+          nodeId: 3,
+          host: "127.0.0.1",
+          port: address.port,
+          version: "1",
+          configuration,
+          brokers: [],
+          replicas: [],
+        };
+      },
+    } as unknown as TransportClient<BrokerRequest, unknown>;
+    const cache = cacheWith(client, { now: 0 });
+
+    // Round 1 learns of broker 3 from broker 0's answer without asking it: not silent yet.
+    expect([...((await cache.refresh())?.silent ?? [])]).toEqual([]);
+    expect(asked).toEqual([1000]);
+    // Round 2 asks it where broker 0 said it listens, and hears nothing.
+    asked.length = 0;
+    expect([...((await cache.refresh())?.silent ?? [])]).toEqual([3]);
+    expect(asked.sort((left, right) => left - right)).toEqual([1000, 1003]);
+    // Round 3: it was restarted on another port, which broker 0 tells; asked at the old one, it is not silent.
+    brokerThreePort = 1004;
+    answering.add(1004);
+    expect([...((await cache.refresh())?.silent ?? [])]).toEqual([]);
+    // Round 4 asks it at the new port, where it answers.
+    asked.length = 0;
+    const view = await cache.refresh();
+    expect(asked.sort((left, right) => left - right)).toEqual([1000, 1004]);
+    expect(view?.reachable.has(3)).toBe(true);
+    expect([...(view?.silent ?? [])]).toEqual([]);
+  });
+});
+
 describe("parseContactPoints", () => {
   it("parses host:port lists and names a bad entry", () => {
     expect(parseContactPoints(" 127.0.0.1:26501, [::1]:26502 ,")).toEqual([

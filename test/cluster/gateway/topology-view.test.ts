@@ -26,7 +26,7 @@ function description(
 
 const empty = {
   previousAddresses: new Map(),
-  askedBrokerIds: new Set<number>(),
+  askedAddresses: new Map(),
   previousVersions: new Map(),
   previousConfiguration: undefined,
   gatewayVersion: "0.1.0",
@@ -76,7 +76,7 @@ describe("assembleTopologyView", () => {
     const second = assembleTopologyView({
       descriptions: [description(0, [report(1, "leader")])],
       previousAddresses: first?.addresses ?? new Map(),
-      askedBrokerIds: new Set(first?.addresses.keys()),
+      askedAddresses: first?.addresses ?? new Map(),
       previousVersions: first?.versions ?? new Map(),
       previousConfiguration: first?.configuration,
       gatewayVersion: "0.1.0",
@@ -91,7 +91,7 @@ describe("assembleTopologyView", () => {
     });
     expect(second?.leaders.has(2)).toBe(false);
     expect(second?.document.clusterSize).toBe(3);
-    expect([...(second?.silent ?? [])].sort()).toEqual([1, 2]);
+    expect([...(second?.silent ?? [])].sort((left, right) => left - right)).toEqual([1, 2]);
   });
 
   it("counts a broker as silent only once a round asked it: one first heard of in this round's answers is not", () => {
@@ -99,17 +99,37 @@ describe("assembleTopologyView", () => {
     const first = assembleTopologyView({ ...empty, descriptions: [description(0, [report(1, "leader")])] });
     expect([...(first?.reachable ?? [])]).toEqual([0]);
     expect([...(first?.silent ?? [])]).toEqual([]);
-    expect([...(first?.addresses.keys() ?? [])].sort()).toEqual([0, 1, 2]);
+    expect([...(first?.addresses.keys() ?? [])].sort((left, right) => left - right)).toEqual([0, 1, 2]);
     // The next round asks all three; broker 2 answers, broker 1 does not.
     const second = assembleTopologyView({
       ...empty,
       descriptions: [description(0, [report(1, "leader")]), description(2, [report(1, "follower")])],
       previousAddresses: first?.addresses ?? new Map(),
-      askedBrokerIds: new Set(first?.addresses.keys()),
+      askedAddresses: first?.addresses ?? new Map(),
       previousConfiguration: first?.configuration,
     });
-    expect([...(second?.reachable ?? [])].sort()).toEqual([0, 2]);
+    expect([...(second?.reachable ?? [])].sort((left, right) => left - right)).toEqual([0, 2]);
     expect([...(second?.silent ?? [])]).toEqual([1]);
+  });
+
+  it("does not count a broker silent when an answer of the same round gives it another address", () => {
+    const first = assembleTopologyView({ ...empty, descriptions: [description(0, [report(1, "leader")])] });
+    // Broker 0 now tells of broker 1 at another port (restarted there); broker 1 did not answer at its old one.
+    const moved = description(0, [report(1, "leader")]);
+    const second = assembleTopologyView({
+      ...empty,
+      descriptions: [
+        {
+          ...moved,
+          brokers: moved.brokers.map((address) => (address.nodeId === 1 ? { ...address, port: 27501 } : address)),
+        },
+      ],
+      previousAddresses: first?.addresses ?? new Map(),
+      askedAddresses: first?.addresses ?? new Map(),
+      previousConfiguration: first?.configuration,
+    });
+    expect(second?.addresses.get(1)?.port).toBe(27501);
+    expect([...(second?.silent ?? [])]).toEqual([2]);
   });
 
   it("takes the leader with the highest term when two replicas claim leadership", () => {
