@@ -126,6 +126,10 @@ export class ClusterScalingService {
     }
     const cluster = await requireCluster(this.options.clusters, organizationId, clusterId);
     const client = this.managementClient(organizationId, cluster);
+    // A dry run too: a restore stops the cluster's processes, so its plan would be a 502 from a cluster that is down.
+    if (this.options.restoreRunning?.(clusterId) === true) {
+      throw conflict(`A restore of cluster ${clusterId} is running; scale it once the restore is COMPLETED or FAILED.`);
+    }
     if (options.dryRun) {
       // Bounded as the real change is, so a preview never shows a plan the real request refuses.
       refuseTooManyBrokers(patch, await this.callCluster(() => client.status()));
@@ -136,9 +140,6 @@ export class ClusterScalingService {
       throw conflict(
         "this platform runs without a provisioner (started with flowplane platform): it cannot start brokers; scale the cluster through its management API",
       );
-    }
-    if (this.options.restoreRunning?.(clusterId) === true) {
-      throw conflict(`A restore of cluster ${clusterId} is running; scale it once the restore is COMPLETED or FAILED.`);
     }
     if (this.scaling.has(clusterId)) {
       throw conflict(`A scale request of cluster ${clusterId} is being handled; wait for its answer.`);

@@ -298,6 +298,10 @@ describe("ClusterScalingService", () => {
     await expect(
       service.scale(organizationId, clusterId, { brokers: { count: 2 } }, { dryRun: false }),
     ).rejects.toMatchObject({ status: 409, message: expect.stringContaining(`A restore of cluster ${clusterId}`) });
+    // A dry run as well: the restore has the cluster's processes down, and the plan would be a 502.
+    await expect(
+      service.scale(organizationId, clusterId, { brokers: { count: 2 } }, { dryRun: true }),
+    ).rejects.toMatchObject({ status: 409, message: expect.stringContaining(`A restore of cluster ${clusterId}`) });
     // Broker 1 runs but is no member: left alone while the restore runs, however many polls agree.
     provisioner.running = [0, 1];
     for (let poll = 0; poll < 3; poll += 1) await service.afterHealthPoll({ id: clusterId, organizationId });
