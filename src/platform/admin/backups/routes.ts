@@ -224,7 +224,7 @@ export function backupRoutes(server: HttpServer, backups: BackupService): void {
         tags: ["Backups"],
         summary: "Restore the cluster from a backup: stop it, restore every broker, start it",
         description:
-          "Answers 202 with the restore PENDING; GET the same path until it is COMPLETED or FAILED. The cluster keeps its current shape (its brokers, partitions and replication factor as scaling left them); a backup holding another number of partitions fails in VALIDATING, naming both counts. The cluster's current data is kept until the restored cluster is ready, and put back if the restore fails. 409 while another restore runs, a configuration change is pending, a scale request is being handled or a backup is being written; 502 when the cluster's management API does not answer.",
+          "Answers 202 with the restore PENDING (404 when the cluster holds no backup of that id); GET the same path until it is COMPLETED or FAILED. The cluster keeps its current shape (its brokers, partitions and replication factor as scaling left them); a backup holding another number of partitions fails in VALIDATING, naming both counts. The cluster's current data is kept until the restored cluster is ready, and put back if the restore fails. 409 while another restore runs, a configuration change is pending, a scale request is being handled or a backup is being written; 502 when the cluster's management API does not answer.",
         params: backupParameters,
         response: { 202: restoreSchema, 409: problemSchema, 502: problemSchema, ...standardErrorResponses },
       },

@@ -337,6 +337,10 @@ export class BackupService {
     try {
       const client = this.clusterClient(organizationId, cluster);
       requireRestorable(clusterId, await this.callCluster(() => client.status()));
+      // A backup the cluster does not know is a 404 now, not a restore recorded only to fail: its id was mistyped.
+      // Whether it is COMPLETED and fits the cluster is judged in VALIDATING, right before the cluster stops.
+      const backups = this.managementClient(organizationId, cluster);
+      await this.callCluster(() => backups.status(id), id);
       await this.database
         .insertInto("cluster_restores")
         .values({

@@ -279,6 +279,14 @@ describe("restores beside scaling", () => {
     expect(statesOnDisk).toEqual([["IN_PROGRESS"], ["COMPLETED"]]);
   });
 
+  it("refuses a backup id the cluster does not hold with 404 and records no restore", async () => {
+    await expect(service.restore(organizationId, clusterId, "999")).rejects.toMatchObject({ status: 404 });
+    expect(service.isRestoring(clusterId)).toBe(false);
+    expect(await store.database.selectFrom("cluster_restores").select("id").execute()).toEqual([]);
+    expect(targets).toEqual([]);
+    await expect(service.restoreState(organizationId, clusterId, "999")).rejects.toMatchObject({ status: 404 });
+  });
+
   it("never records FAILED once the restorer committed the restore, and leaves a COMPLETED it cannot write to the next start", async () => {
     management.backups.set(60n, fakeBackup(60n, "COMPLETED"));
     management.backups.set(61n, fakeBackup(61n, "COMPLETED"));
