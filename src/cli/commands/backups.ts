@@ -57,7 +57,12 @@ function formatBytes(bytes: number): string {
 
 /** A backup with one line per partition, as `status` and `take` print it. */
 export function formatBackup(backup: Backup): string {
-  const lines = [formatBackupProgress(backup)];
+  return `${formatBackupProgress(backup)}\n${formatBackupDetails(backup)}`;
+}
+
+/** What `formatBackup` prints below the progress line: the failure reason, then one line per partition. */
+function formatBackupDetails(backup: Backup): string {
+  const lines: string[] = [];
   if (backup.failureReason !== null) lines.push(`  ${printable(backup.failureReason)}`);
   for (const detail of backup.details) {
     const where = detail.brokerId === null ? "" : ` (broker ${detail.brokerId})`;
@@ -67,7 +72,7 @@ export function formatBackup(backup: Backup): string {
       `  partition ${detail.partitionId}${where}: ${printable(detail.state)}${position}, ${formatBytes(detail.sizeBytes)}${reason}`,
     );
   }
-  return `${lines.join("\n")}\n`;
+  return lines.length === 0 ? "" : `${lines.join("\n")}\n`;
 }
 
 /**
@@ -93,9 +98,12 @@ async function follow(client: BackupsClient, backupId: bigint, io: CliIo, json: 
   }
 }
 
-/** Prints the backup, and fails the command when it ended anything but COMPLETED. */
+/**
+ * Prints the backup `follow` ended on, below its last progress line (which says the same as `formatBackup`'s first,
+ * so it is not printed twice), and fails the command when it ended anything but COMPLETED.
+ */
 function finish(io: CliIo, backup: Backup, json: boolean): void {
-  io.stdout(json ? `${printableJson(backup)}\n` : formatBackup(backup));
+  io.stdout(json ? `${printableJson(backup)}\n` : formatBackupDetails(backup));
   if (backup.state !== "COMPLETED") throw new Error(`backup ${backup.backupId} ended ${backup.state}`);
 }
 

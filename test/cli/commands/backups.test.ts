@@ -119,6 +119,8 @@ describe("flowplane backups against a running cluster", () => {
     expect(taken.stderr).toBe("");
     expect(taken.exitCode).toBe(exitCodes.ok);
     expect(taken.stdout).toMatch(/backup 5: COMPLETED, 3\/3 partitions done/);
+    // The last progress line is the summary: the partitions follow it, and it is not printed again above them.
+    expect(taken.stdout.match(/backup 5: COMPLETED/g)).toHaveLength(1);
     expect(taken.stdout).toMatch(/partition 3 \(broker \d\): COMPLETED at position \d+/);
 
     const list = await fixture.cli(["backups", "list"], environment);

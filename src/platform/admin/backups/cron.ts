@@ -95,7 +95,7 @@ export function parseCron(expression: string): CronSchedule {
   const parts = trimmed.split(/\s+/);
   if (parts.length !== 5) {
     throw new CronSyntaxError(
-      `the expression has ${parts.length} fields; it needs 5: minute hour day-of-month month day-of-week`,
+      `the expression has ${parts.length} ${parts.length === 1 ? "field" : "fields"}; it needs 5: minute hour day-of-month month day-of-week`,
     );
   }
   const [minuteText, hourText, dayOfMonthText, monthText, dayOfWeekText] = parts as [
