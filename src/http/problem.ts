@@ -63,8 +63,53 @@ function loggedRequest(request: FastifyRequest): { method: string; path: string 
 
 interface ValidationIssue {
   instancePath?: string;
+  schemaPath?: string;
+  keyword?: string;
   message?: string;
   params?: Record<string, unknown>;
+}
+
+/** Allowed values a 400 lists at most for a field that takes one of a set. */
+const MAX_LISTED_ALLOWED_VALUES = 20;
+
+/**
+ * The issues to describe: for a value that matches none of a few alternatives (`anyOf`), Ajv reports each
+ * alternative's failure and then the `anyOf` itself ("must match a schema in anyOf"); they become one issue that
+ * names the alternatives, instead of three sentences of which the last says nothing.
+ */
+function mergedAlternatives(issues: readonly ValidationIssue[]): ValidationIssue[] {
+  const merged: ValidationIssue[] = [];
+  for (const issue of issues) {
+    if (issue.keyword !== "anyOf" || issue.schemaPath === undefined) {
+      merged.push(issue);
+      continue;
+    }
+    const prefix = `${issue.schemaPath}/`;
+    const alternatives = merged.filter(
+      (candidate) => candidate.instancePath === issue.instancePath && candidate.schemaPath?.startsWith(prefix) === true,
+    );
+    if (alternatives.length === 0) {
+      merged.push(issue);
+      continue;
+    }
+    for (const alternative of alternatives) merged.splice(merged.indexOf(alternative), 1);
+    // Described already: `issueMessage` keeps the joined message as it is.
+    merged.push({ ...issue, keyword: "alternatives", message: alternatives.map(issueMessage).join(", or ") });
+  }
+  return merged;
+}
+
+/** The message of one issue: Ajv's own, with the allowed values of a field that takes one of a set. */
+function issueMessage(issue: ValidationIssue): string {
+  const allowed = issue.params?.allowedValues;
+  if (issue.keyword === "enum" && Array.isArray(allowed) && allowed.length > 0) {
+    const listed = allowed.slice(0, MAX_LISTED_ALLOWED_VALUES).map((value) => JSON.stringify(value));
+    return `must be one of ${listed.join(", ")}${allowed.length > listed.length ? ", …" : ""}`;
+  }
+  if (issue.keyword === "const" && issue.params !== undefined && "allowedValue" in issue.params) {
+    return `must be ${JSON.stringify(issue.params.allowedValue)}`;
+  }
+  return issue.message ?? "is invalid";
 }
 
 /**
@@ -86,7 +131,7 @@ function describeValidation(
   issues: readonly ValidationIssue[],
   context: string | undefined,
 ): { location: string; message: string }[] {
-  return issues.map((issue) => {
+  return mergedAlternatives(issues).map((issue) => {
     const base = `${context ?? "body"}${issue.instancePath ?? ""}`;
     const additional = issue.params?.additionalProperty;
     if (typeof additional === "string") {
@@ -96,7 +141,7 @@ function describeValidation(
     if (typeof missing === "string") {
       return { location: shortened(`${base}/${missing}`), message: "is required" };
     }
-    return { location: shortened(base), message: issue.message ?? "is invalid" };
+    return { location: shortened(base), message: issueMessage(issue) };
   });
 }
 

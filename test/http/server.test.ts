@@ -64,6 +64,24 @@ describe("createHttpServer conventions", () => {
       { schema: { querystring: Type.Object({ dryRun: Type.Boolean({ default: false }) }) } },
       async (request) => request.query,
     );
+    server.post(
+      "/choices",
+      {
+        schema: {
+          body: Type.Object(
+            {
+              stage: Type.Optional(Type.String({ enum: ["dev", "test", "prod"] })),
+              kind: Type.Optional(Type.Union([Type.Literal("bpmn"), Type.Literal("dmn")])),
+              since: Type.Optional(
+                Type.Union([Type.String({ format: "date-time" }), Type.String({ pattern: "^[0-9]{1,16}$" })]),
+              ),
+            },
+            { additionalProperties: false },
+          ),
+        },
+      },
+      async (request) => request.body,
+    );
     server.delete("/thing", async (request) => ({ deleted: true, body: request.body ?? null }));
     server.get("/things/:id", async (request) => request.params);
     server.post("/any", async (request) => ({ received: request.body }));
@@ -195,6 +213,22 @@ describe("createHttpServer conventions", () => {
     expect((await server.inject({ method: "POST", url: "/typed", payload: { count: 3 } })).json()).toEqual({
       count: 3,
     });
+  });
+
+  it("names the allowed values of a field that takes one of a set, and a field's alternatives in one sentence", async () => {
+    const errorsOf = async (payload: object) =>
+      (await server.inject({ method: "POST", url: "/choices", payload })).json().errors;
+    expect(await errorsOf({ stage: "qa" })).toEqual([
+      { location: "body/stage", message: 'must be one of "dev", "test", "prod"' },
+    ]);
+    expect(await errorsOf({ kind: "form" })).toEqual([
+      { location: "body/kind", message: 'must be "bpmn", or must be "dmn"' },
+    ]);
+    // Each alternative's failure, not three sentences ending in "must match a schema in anyOf".
+    expect(await errorsOf({ since: "yesterday" })).toEqual([
+      { location: "body/since", message: 'must match format "date-time", or must match pattern "^[0-9]{1,16}$"' },
+    ]);
+    expect(await errorsOf({ stage: "qa", since: "yesterday" })).toHaveLength(2);
   });
 
   it("coerces query parameters, which arrive as text, to their declared types", async () => {
