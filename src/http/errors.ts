@@ -9,6 +9,7 @@ export const errorKinds = {
   unauthorized: { code: "unauthorized", status: 401, title: "Authentication is required" },
   forbidden: { code: "forbidden", status: 403, title: "The token lacks a required scope" },
   addressNotAllowed: { code: "address-not-allowed", status: 403, title: "The client address is not allowed" },
+  linkNotValid: { code: "link-not-valid", status: 403, title: "The signed link is not valid or has expired" },
   tokenForAnotherCluster: {
     code: "token-for-another-cluster",
     status: 403,

@@ -62,13 +62,14 @@ export class DiffLinkSigner {
     const expected = Buffer.from(this.signature(grant), "base64url");
     const presented = Buffer.from(signature, "base64url");
     if (presented.length !== expected.length || !timingSafeEqual(presented, expected)) {
+      // Not `forbidden`, whose title speaks of a token's scopes: a diff link is used without a token.
       throw new ServiceError(
-        "forbidden",
+        "linkNotValid",
         "The diff link's signature is not valid; ask the compare endpoint for a new link.",
       );
     }
     if (this.clock() >= grant.expiresAtMs) {
-      throw new ServiceError("forbidden", "The diff link has expired; ask the compare endpoint for a new link.");
+      throw new ServiceError("linkNotValid", "The diff link has expired; ask the compare endpoint for a new link.");
     }
   }
 

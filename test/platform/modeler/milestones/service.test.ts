@@ -96,6 +96,8 @@ describe.each(databaseKinds)("MilestoneService on %s", (kind) => {
     expect(diff).toContain('+  <bpmn:process id="Process_1" name="second" isExecutable="true">');
     await expect(milestones.diff({ ...grant, toMilestoneId: first.id }, signature)).rejects.toMatchObject({
       status: 403,
+      code: "link-not-valid",
+      title: "The signed link is not valid or has expired",
     });
     await expect(
       milestones.diff({ ...grant, organizationId: fixture.otherOrganizationId }, signature),
@@ -105,6 +107,7 @@ describe.each(databaseKinds)("MilestoneService on %s", (kind) => {
     fixture.advanceClock(diffLinkLifetimeMs);
     await expect(milestones.diff(grant, signature)).rejects.toMatchObject({
       status: 403,
+      code: "link-not-valid",
       message: expect.stringContaining("expired"),
     });
     await expect(milestones.compare(fixture.otherOrganizationId, first.id, second.id)).rejects.toMatchObject({
