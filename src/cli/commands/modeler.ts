@@ -1,5 +1,5 @@
-import { readFile, writeFile } from "node:fs/promises";
-import { basename, extname } from "node:path";
+import { readFile, stat, writeFile } from "node:fs/promises";
+import { basename, extname, join } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
 import {
   type FileMetadata,
@@ -79,6 +79,32 @@ async function readUtf8(path: string): Promise<string> {
   }
 }
 
+/** The id options of the Modeler API are UUIDs: checked here, so that a mistyped one is named by its option. */
+function requireId(option: string, value: string): string {
+  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(value)) {
+    throw new UsageError(
+      `${option} must be an id of the Modeler API (a UUID; flowplane modeler projects list shows them)`,
+    );
+  }
+  return value;
+}
+
+/**
+ * Where `download --output` writes: the path itself, or within a directory the file's own name (a name that is no
+ * plain file name there, such as one holding a slash, is refused rather than written elsewhere).
+ */
+async function outputPath(output: string, file: FileMetadata): Promise<string> {
+  const isDirectory = await stat(output).then(
+    (status) => status.isDirectory(),
+    () => false,
+  );
+  if (!isDirectory) return output;
+  if (file.name !== basename(file.name) || file.name === "." || file.name === "..") {
+    throw new UsageError(`${output} is a directory and the file's name is no plain file name there; give a file path`);
+  }
+  return join(output, file.name);
+}
+
 function describeFile(file: FileMetadata): string {
   return printable(`${file.simplePath} (id ${file.id}, ${file.type}, revision ${file.revision})`);
 }
@@ -118,6 +144,14 @@ export function registerModelerCommands(program: Command, io: CliIo): void {
         io.stdout(`${printableJson(page)}\n`);
         return;
       }
+      if (page.items.length === 0) {
+        const filter =
+          options.name === undefined ? "" : ` whose name contains ${printable(JSON.stringify(options.name))}`;
+        io.stdout(
+          page.total === 0 ? `no projects${filter}\n` : `no projects on page ${options.page} (${page.total} in all)\n`,
+        );
+        return;
+      }
       io.stdout(`${formatProjectTable(page.items)}\n`);
       const shown = page.items.length;
       if (shown < page.total) {
@@ -136,13 +170,15 @@ export function registerModelerCommands(program: Command, io: CliIo): void {
     .option("--audience <audience>", "audience of the Modeler API", modelerAudience)
     .action(async (path: string, options: OutputOptions & { project: string; folder?: string; name?: string }) => {
       const fileType = fileTypeOf(path);
+      const projectId = requireId("--project", options.project);
+      const folderId = options.folder === undefined ? undefined : requireId("--folder", options.folder);
       const content = await readUtf8(path);
       const created = await createModelerClient(io, options).createFile({
         name: options.name ?? basename(path),
         content,
         fileType,
-        projectId: options.project,
-        ...(options.folder === undefined ? {} : { folderId: options.folder }),
+        projectId,
+        ...(folderId === undefined ? {} : { folderId }),
       });
       if (options.json === true) {
         io.stdout(`${printableJson(created)}\n`);
@@ -169,8 +205,13 @@ export function registerModelerCommands(program: Command, io: CliIo): void {
         io.stdout(file.content);
         return;
       }
-      await writeFile(options.output, file.content, "utf8");
-      io.stdout(`Saved ${describeFile(file.metadata)} to ${printable(options.output)}.\n`);
+      const path = await outputPath(options.output, file.metadata);
+      try {
+        await writeFile(path, file.content, "utf8");
+      } catch (error) {
+        throw new UsageError(`cannot write ${path}: ${(error as Error).message}`);
+      }
+      io.stdout(`Saved ${describeFile(file.metadata)} to ${printable(path)}.\n`);
     });
 
   modeler

@@ -72,6 +72,11 @@ describe("flowplane modeler", () => {
     expect(lines.slice(1).map((line) => line.split(/\s{2,}/)[1])).toEqual(["Another project", "CLI project"]);
     const json = await modeler(["projects", "list", "--json", "--name", "cli"]);
     expect(JSON.parse(json.stdout)).toMatchObject({ total: 1, items: [{ id: projectId, name: "CLI project" }] });
+    // An empty answer says so, rather than printing the header alone.
+    expect((await modeler(["projects", "list", "--name", "zzz"])).stdout).toBe(
+      'no projects whose name contains "zzz"\n',
+    );
+    expect((await modeler(["projects", "list", "--page", "9"])).stdout).toBe("no projects on page 9 (2 in all)\n");
   });
 
   it("uploads a file with its type from the extension, creates a milestone and downloads byte for byte", async () => {
@@ -91,6 +96,14 @@ describe("flowplane modeler", () => {
     expect((await readFile(target)).equals(Buffer.from(bpmn, "utf8"))).toBe(true);
     const printed = await modeler(["download", file.id]);
     expect(printed.stdout).toBe(bpmn);
+    // Into a directory: under the file's own name there.
+    const into = await mkdtemp(join(directory, "into-"));
+    const intoDirectory = await modeler(["download", file.id, "-o", into]);
+    expect(intoDirectory.error).toBeUndefined();
+    expect((await readFile(join(into, "order.bpmn"))).equals(Buffer.from(bpmn, "utf8"))).toBe(true);
+    const unwritable = await modeler(["download", file.id, "-o", join(directory, "missing", "order.bpmn")]);
+    expect(unwritable.error).toBeInstanceOf(UsageError);
+    expect((unwritable.error as Error).message).toMatch(/^cannot write .*missing\/order\.bpmn: ENOENT/);
 
     const form = join(directory, "template.json");
     await writeFile(form, '{"name": "REST connector", "properties": []}', "utf8");
@@ -109,6 +122,13 @@ describe("flowplane modeler", () => {
     expect((await modeler(["upload", latin1, "--project", projectId])).error).toBeInstanceOf(UsageError);
     const noProject = await modeler(["upload", latin1]);
     expect(noProject.error).toBeInstanceOf(CommanderError);
+    // A mistyped id is named by its option, before anything is read or sent.
+    const source = join(directory, "order.bpmn");
+    const badProject = await modeler(["upload", source, "--project", "nope"]);
+    expect(badProject.error).toBeInstanceOf(UsageError);
+    expect((badProject.error as Error).message).toMatch(/^--project must be an id of the Modeler API/);
+    const badFolder = await modeler(["upload", source, "--project", projectId, "--folder", "x"]);
+    expect((badFolder.error as Error).message).toMatch(/^--folder must be an id/);
   });
 
   it("passes the API's problem through for invalid content and unknown files", async () => {
