@@ -64,11 +64,15 @@ describe("web console serving", () => {
   it("serves hashed assets for a year, revalidates them by etag, and answers unknown ones with a problem", async () => {
     expect(assetPaths.some((path) => path.endsWith(".js"))).toBe(true);
     expect(assetPaths.some((path) => path.endsWith(".css"))).toBe(true);
+    // The page names an icon of its own, so that no browser asks for /favicon.ico (a 404 on every load).
+    expect(assetPaths.some((path) => /\/favicon-[^/]+\.svg$/.test(path))).toBe(true);
+    const contentTypes = { ".js": /^text\/javascript/, ".css": /^text\/css/, ".svg": /^image\/svg\+xml/ };
     for (const path of assetPaths) {
       const response = await fetch(`${platform.url}${path}`);
       expect(response.status).toBe(200);
       expect(response.headers.get("cache-control")).toBe("public, max-age=31536000, immutable");
-      expect(response.headers.get("content-type")).toMatch(path.endsWith(".js") ? /^text\/javascript/ : /^text\/css/);
+      const extension = path.slice(path.lastIndexOf(".")) as keyof typeof contentTypes;
+      expect(response.headers.get("content-type"), path).toMatch(contentTypes[extension]);
       const etag = response.headers.get("etag")!;
       const again = await fetch(`${platform.url}${path}`, { headers: { "if-none-match": etag } });
       expect(again.status).toBe(304);
