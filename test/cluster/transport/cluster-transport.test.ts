@@ -12,7 +12,7 @@ import {
   TransportTimeoutError,
 } from "../../../src/cluster/transport/errors.js";
 import { testClusterCredentials } from "../../support/cluster-secret.js";
-import { networkQuiet, networkResourceCount, outcome, RawConnection, waitFor } from "./support.js";
+import { outcome, RawConnection, serverAndTimerCount, trackSockets, waitFor } from "./support.js";
 
 type TestMessage = { readonly sequence: number; readonly payload?: Uint8Array };
 
@@ -285,20 +285,26 @@ describe("ClusterTransport", () => {
   });
 
   it("rejects outstanding requests on close and releases every socket, server and timer", async () => {
-    const baseline = await networkQuiet();
-    const { first, second } = await startPair();
-    second.onRequest(() => new Promise(() => undefined));
-    second.onMessage(() => undefined);
-    first.send(2, { sequence: 1 });
-    const pending = first.request(2, "never answered", { timeoutMs: 60_000 });
-    await waitFor(() => first.connectionState(2) === "open", "connection open");
-    expect(networkResourceCount()).toBeGreaterThan(baseline);
-    await first.close();
-    await second.close();
-    const result = await outcome(pending);
-    expect(result.error).toBeInstanceOf(TransportClosedError);
-    expect(first.send(2, { sequence: 2 })).toBe(false);
-    await waitFor(() => networkResourceCount() <= baseline, "all handles released");
+    const tracked = trackSockets();
+    try {
+      const baseline = serverAndTimerCount();
+      const { first, second } = await startPair();
+      second.onRequest(() => new Promise(() => undefined));
+      second.onMessage(() => undefined);
+      first.send(2, { sequence: 1 });
+      const pending = first.request(2, "never answered", { timeoutMs: 60_000 });
+      await waitFor(() => first.connectionState(2) === "open", "connection open");
+      // Both ends of the connection, so the check below is not vacuous.
+      expect(tracked.sockets.length).toBeGreaterThanOrEqual(2);
+      await first.close();
+      await second.close();
+      const result = await outcome(pending);
+      expect(result.error).toBeInstanceOf(TransportClosedError);
+      expect(first.send(2, { sequence: 2 })).toBe(false);
+      await waitFor(() => tracked.allClosed() && serverAndTimerCount() <= baseline, "all handles released");
+    } finally {
+      tracked.stop();
+    }
   });
 
   it("reads both directions of a connection into the decoder's memory, a large body into memory of exactly its size", async () => {

@@ -1,5 +1,6 @@
 /** Helpers for transport tests: bounded polling instead of sleeps, resource counting for leak checks, raw peers. */
 import { randomBytes } from "node:crypto";
+import diagnosticsChannel from "node:diagnostics_channel";
 import { connect, type Socket } from "node:net";
 import type { ClusterCredentials } from "../../../src/cluster/transport/cluster-credentials.js";
 import { HANDSHAKE_NONCE_BYTES, type PeerAddress, PROTOCOL_VERSION } from "../../../src/cluster/transport/envelope.js";
@@ -21,11 +22,41 @@ export async function waitFor(condition: () => boolean | Promise<boolean>, descr
   throw new Error(`condition never held: ${description}`);
 }
 
-/** Counts the live TCP sockets, servers and timers of this process. */
-export function networkResourceCount(): number {
-  return process
-    .getActiveResourcesInfo()
-    .filter((name) => name === "TCPSocketWrap" || name === "TCPServerWrap" || name === "Timeout").length;
+/**
+ * Counts this process's listening servers and timers. Sockets are left out: test files share a worker process, and
+ * one an earlier file left closing (a keep-alive connection of its HTTP client) would count against a baseline that
+ * needs none; `trackSockets` follows a test's own sockets instead.
+ */
+export function serverAndTimerCount(): number {
+  return process.getActiveResourcesInfo().filter((name) => name === "TCPServerWrap" || name === "Timeout").length;
+}
+
+/** The sockets this process connects or accepts while tracked, from `net`'s diagnostics channels. */
+export interface TrackedSockets {
+  readonly sockets: readonly Socket[];
+  /** Whether every tracked socket is destroyed. */
+  allClosed(): boolean;
+  /** Stops tracking. */
+  stop(): void;
+}
+
+/** Starts tracking the sockets this process connects or accepts from now on (see `TrackedSockets`). */
+export function trackSockets(): TrackedSockets {
+  const sockets: Socket[] = [];
+  const record = (message: unknown) => {
+    const socket = (message as { socket?: Socket }).socket;
+    if (socket !== undefined) sockets.push(socket);
+  };
+  diagnosticsChannel.subscribe("net.client.socket", record);
+  diagnosticsChannel.subscribe("net.server.socket", record);
+  return {
+    sockets,
+    allClosed: () => sockets.every((socket) => socket.destroyed),
+    stop() {
+      diagnosticsChannel.unsubscribe("net.client.socket", record);
+      diagnosticsChannel.unsubscribe("net.server.socket", record);
+    },
+  };
 }
 
 /** Settles a promise into a value or the error it rejected with, so a test can assert on either. */
@@ -35,12 +66,6 @@ export async function outcome<T>(promise: Promise<T>): Promise<{ value?: T; erro
   } catch (error) {
     return { error };
   }
-}
-
-/** Waits until no TCP socket of earlier tests is still closing, so a resource baseline means something. */
-export async function networkQuiet(): Promise<number> {
-  await waitFor(() => !process.getActiveResourcesInfo().includes("TCPSocketWrap"), "earlier sockets closed");
-  return networkResourceCount();
 }
 
 /**

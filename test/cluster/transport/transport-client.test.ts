@@ -10,7 +10,7 @@ import {
 } from "../../../src/cluster/transport/errors.js";
 import { TransportClient } from "../../../src/cluster/transport/transport-client.js";
 import { testClusterCredentials } from "../../support/cluster-secret.js";
-import { networkQuiet, networkResourceCount, outcome, waitFor } from "./support.js";
+import { outcome, serverAndTimerCount, trackSockets, waitFor } from "./support.js";
 
 const closables: { close(): Promise<void> }[] = [];
 
@@ -119,17 +119,24 @@ describe("TransportClient", () => {
   });
 
   it("rejects outstanding requests on close and releases its sockets and timers", async () => {
-    const baseline = await networkQuiet();
-    const { transport, address } = await startNode(1);
-    transport.onRequest(() => new Promise(() => undefined));
-    const client = startClient();
-    const pending = client.request(address, "x", { timeoutMs: 60_000 });
-    await client.close();
-    expect((await outcome(pending)).error).toBeInstanceOf(TransportClosedError);
-    expect((await outcome(client.request(address, "y", { timeoutMs: 1_000 }))).error).toBeInstanceOf(
-      TransportClosedError,
-    );
-    await transport.close();
-    await waitFor(() => networkResourceCount() <= baseline, "all handles released");
+    const tracked = trackSockets();
+    try {
+      const baseline = serverAndTimerCount();
+      const { transport, address } = await startNode(1);
+      transport.onRequest(() => new Promise(() => undefined));
+      const client = startClient();
+      const pending = client.request(address, "x", { timeoutMs: 60_000 });
+      // Both ends of the connection, so the check below is not vacuous.
+      await waitFor(() => tracked.sockets.length >= 2, "the request's connection open");
+      await client.close();
+      expect((await outcome(pending)).error).toBeInstanceOf(TransportClosedError);
+      expect((await outcome(client.request(address, "y", { timeoutMs: 1_000 }))).error).toBeInstanceOf(
+        TransportClosedError,
+      );
+      await transport.close();
+      await waitFor(() => tracked.allClosed() && serverAndTimerCount() <= baseline, "all handles released");
+    } finally {
+      tracked.stop();
+    }
   });
 });
