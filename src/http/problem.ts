@@ -3,6 +3,7 @@ import type { Socket } from "node:net";
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
 import { OAuthError, ServiceError } from "./errors.js";
 import { maxHeaderBytes, maxPathParameterCharacters, maxUrlCharacters } from "./limits.js";
+import { patternDescription } from "./schemas.js";
 
 /** Media type of RFC 9457 problem documents. */
 export const problemMediaType = "application/problem+json";
@@ -99,12 +100,20 @@ function mergedAlternatives(issues: readonly ValidationIssue[]): ValidationIssue
   return merged;
 }
 
-/** The message of one issue: Ajv's own, with the allowed values of a field that takes one of a set. */
+/**
+ * The message of one issue: Ajv's own, with the allowed values of a field that takes one of a set, and in words what
+ * a pattern registered with `describedPattern` asks for.
+ */
 function issueMessage(issue: ValidationIssue): string {
   const allowed = issue.params?.allowedValues;
   if (issue.keyword === "enum" && Array.isArray(allowed) && allowed.length > 0) {
     const listed = allowed.slice(0, MAX_LISTED_ALLOWED_VALUES).map((value) => JSON.stringify(value));
     return `must be one of ${listed.join(", ")}${allowed.length > listed.length ? ", …" : ""}`;
+  }
+  const pattern = issue.params?.pattern;
+  if (issue.keyword === "pattern" && typeof pattern === "string") {
+    const description = patternDescription(pattern);
+    if (description !== undefined) return `must ${description}`;
   }
   if (issue.keyword === "const" && issue.params !== undefined && "allowedValue" in issue.params) {
     return `must be ${JSON.stringify(issue.params.allowedValue)}`;

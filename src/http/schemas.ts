@@ -18,6 +18,28 @@ export function int64Schema(
   return Type.Unsafe<bigint>({ type: "integer", format: INT64_FORMAT, ...options });
 }
 
+/** What each pattern registered with `describedPattern` asks of a value, in words. */
+const patternDescriptions = new Map<string, string>();
+
+/**
+ * Registers `description`, the words that complete "must …" (e.g. "have no blank at either end"), as what `pattern`
+ * asks of a value, and returns the pattern for the schema: a 400 refusing a value then says so in words, where Ajv
+ * would quote the regular expression.
+ */
+export function describedPattern(pattern: string, description: string): string {
+  const known = patternDescriptions.get(pattern);
+  if (known !== undefined && known !== description) {
+    throw new Error(`invariant violated: the pattern ${pattern} is described twice, differently`);
+  }
+  patternDescriptions.set(pattern, description);
+  return pattern;
+}
+
+/** The words `describedPattern` registered for `pattern`, if any. */
+export function patternDescription(pattern: string): string | undefined {
+  return patternDescriptions.get(pattern);
+}
+
 /** JSON schema of a problem document, referenced by every route's error responses in the OpenAPI documents. */
 export const problemSchema = Type.Object(
   {

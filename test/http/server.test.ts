@@ -8,6 +8,7 @@ import { OAuthError, ServiceError } from "../../src/http/errors.js";
 import { maxHeaderBytes, maxJsonNestingLevels, maxJsonValues } from "../../src/http/limits.js";
 import { registerApiDocuments } from "../../src/http/openapi.js";
 import { problemMediaType } from "../../src/http/problem.js";
+import { describedPattern } from "../../src/http/schemas.js";
 import { createHttpServer, type HttpServer } from "../../src/http/server.js";
 import { createQuietHttpServer, defaultHttpServerLimits, openConnectionFrom, requestFrom } from "../support/http.js";
 
@@ -73,7 +74,13 @@ describe("createHttpServer conventions", () => {
               stage: Type.Optional(Type.String({ enum: ["dev", "test", "prod"] })),
               kind: Type.Optional(Type.Union([Type.Literal("bpmn"), Type.Literal("dmn")])),
               since: Type.Optional(
-                Type.Union([Type.String({ format: "date-time" }), Type.String({ pattern: "^[0-9]{1,16}$" })]),
+                Type.Union([Type.String({ format: "date-time" }), Type.String({ pattern: "^[0-9]{1,15}$" })]),
+              ),
+              // Patterns of this test's own: test files share registered patterns when they share a process.
+              code: Type.Optional(
+                Type.String({
+                  pattern: describedPattern("^[a-z]{3}-[0-9]{2}$", "be three letters, a dash and two digits"),
+                }),
               ),
             },
             { additionalProperties: false },
@@ -226,7 +233,11 @@ describe("createHttpServer conventions", () => {
     ]);
     // Each alternative's failure, not three sentences ending in "must match a schema in anyOf".
     expect(await errorsOf({ since: "yesterday" })).toEqual([
-      { location: "body/since", message: 'must match format "date-time", or must match pattern "^[0-9]{1,16}$"' },
+      { location: "body/since", message: 'must match format "date-time", or must match pattern "^[0-9]{1,15}$"' },
+    ]);
+    // A pattern registered with words is refused in those words rather than as a regular expression.
+    expect(await errorsOf({ code: "ab-1" })).toEqual([
+      { location: "body/code", message: "must be three letters, a dash and two digits" },
     ]);
     expect(await errorsOf({ stage: "qa", since: "yesterday" })).toHaveLength(2);
   });

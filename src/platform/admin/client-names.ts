@@ -1,10 +1,14 @@
 import { Type } from "typebox";
+import { describedPattern } from "../../http/schemas.js";
 
 /** Longest name of an API client, of a cluster or of the organization. */
 export const maximumClientNameLength = 100;
 
 /** A name with no blank at either end and no character that is invisible or rearranges what is shown (see below). */
-export const visibleNamePattern = "^(?!\\s)(?!.*\\s$)[^\\p{Cc}\\p{Cf}\\p{Cs}\\p{Zl}\\p{Zp}]+$";
+export const visibleNamePattern = describedPattern(
+  "^(?!\\s)(?!.*\\s$)[^\\p{Cc}\\p{Cf}\\p{Cs}\\p{Zl}\\p{Zp}]+$",
+  "have no blank at either end and no invisible or control character",
+);
 
 /**
  * The name of an API client: 1 to 100 characters, no blank at either end, and none that are invisible or rearrange

@@ -1,7 +1,7 @@
 import { Type } from "typebox";
 import { principalOf } from "../../../auth/authenticate.js";
 import { invalidRequest } from "../../../http/errors.js";
-import { standardErrorResponses } from "../../../http/schemas.js";
+import { describedPattern, standardErrorResponses } from "../../../http/schemas.js";
 import type { HttpServer } from "../../../http/server.js";
 import { csvDocument } from "./csv.js";
 import { type ActivityEntry, type ActivityService, defaultActivityLimit, maxActivityLimit } from "./service.js";
@@ -37,7 +37,10 @@ const activityQuery = Type.Object(
       Type.Union(
         [
           Type.String({ format: "date-time" }),
-          Type.String({ pattern: "^[0-9]{1,16}$", description: "Milliseconds since 1970-01-01 UTC." }),
+          Type.String({
+            pattern: describedPattern("^[0-9]{1,16}$", "be milliseconds since 1970 (at most 16 digits)"),
+            description: "Milliseconds since 1970-01-01 UTC.",
+          }),
         ],
         {
           description:

@@ -3,7 +3,7 @@ import { Type } from "typebox";
 import { principalOf } from "../../../auth/authenticate.js";
 import { backupsScope } from "../../../auth/scopes.js";
 import { invalidRequest } from "../../../http/errors.js";
-import { problemSchema, standardErrorResponses } from "../../../http/schemas.js";
+import { describedPattern, problemSchema, standardErrorResponses } from "../../../http/schemas.js";
 import type { HttpServer } from "../../../http/server.js";
 import { pathParameter } from "../activity/recording.js";
 import { clusterParameters } from "../cluster-directory.js";
@@ -22,7 +22,10 @@ const backupParameters = Type.Object(
   {
     clusterId: clusterParameters.properties.clusterId,
     backupId: Type.String({
-      pattern: BACKUP_ID_PATTERN,
+      pattern: describedPattern(
+        BACKUP_ID_PATTERN,
+        "be a backup id: a whole number of at most 19 digits, without leading zeros",
+      ),
       maxLength: 19,
       description: "Id of the backup (its `uuid`): a non-negative integer in decimal.",
     }),

@@ -2,13 +2,13 @@ import type { FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import { principalOf } from "../../../auth/authenticate.js";
 import { secretsScope } from "../../../auth/scopes.js";
-import { problemSchema, standardErrorResponses } from "../../../http/schemas.js";
+import { describedPattern, problemSchema, standardErrorResponses } from "../../../http/schemas.js";
 import type { HttpServer } from "../../../http/server.js";
 import { clusterParameters } from "../cluster-directory.js";
 import { type ConnectorSecretService, defaultConnectorSecretLimits, secretNamePattern } from "./service.js";
 
 const secretNameSchema = Type.String({
-  pattern: secretNamePattern,
+  pattern: describedPattern(secretNamePattern, "be 1 to 49 characters of A-Z, a-z, 0-9 and _"),
   description: "Name of the secret: 1 to 49 characters of A-Z, a-z, 0-9 and _.",
 });
 

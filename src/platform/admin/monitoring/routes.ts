@@ -3,7 +3,7 @@ import { Type } from "typebox";
 import { principalOf } from "../../../auth/authenticate.js";
 import { clusterScope } from "../../../auth/scopes.js";
 import { invalidRequest } from "../../../http/errors.js";
-import { problemSchema, standardErrorResponses } from "../../../http/schemas.js";
+import { describedPattern, problemSchema, standardErrorResponses } from "../../../http/schemas.js";
 import type { HttpServer } from "../../../http/server.js";
 import { pathParameter } from "../activity/recording.js";
 import { clusterParameters } from "../cluster-directory.js";
@@ -117,7 +117,10 @@ export function monitoringRoutes(server: HttpServer, monitoring: MonitoringServi
         body: Type.Object(
           {
             username: Type.String({
-              pattern: MONITORING_USERNAME_PATTERN,
+              pattern: describedPattern(
+                MONITORING_USERNAME_PATTERN,
+                "be 1 to 128 letters, digits or . _ @ + -, starting with a letter or digit",
+              ),
               description:
                 "1 to 128 letters, digits or . _ @ + -, starting with a letter or digit; unique per cluster.",
             }),

@@ -2,7 +2,7 @@ import { Type } from "typebox";
 import { principalOf } from "../../../auth/authenticate.js";
 import { modelerCreateScope, modelerReadScope, modelerUpdateScope } from "../../../auth/scopes.js";
 import { invalidRequest, ServiceError } from "../../../http/errors.js";
-import { problemSchema, standardErrorResponses } from "../../../http/schemas.js";
+import { describedPattern, problemSchema, standardErrorResponses } from "../../../http/schemas.js";
 import type { HttpServer } from "../../../http/server.js";
 import { fileMetadataSchema, milestoneMetadataSchema } from "../metadata-schemas.js";
 import { actorOf } from "../records.js";
@@ -24,7 +24,10 @@ const uuidPattern = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}
 const comparisonParameters = Type.Object(
   {
     comparison: Type.String({
-      pattern: `^${uuidPattern}\\.\\.\\.${uuidPattern}$`,
+      pattern: describedPattern(
+        `^${uuidPattern}\\.\\.\\.${uuidPattern}$`,
+        "be two milestone ids joined by three dots (<id>...<id>)",
+      ),
       description: "Two milestone ids separated by '...': the diff goes from the first to the second.",
     }),
   },

@@ -181,6 +181,20 @@ describe("Administration API /clusters/{clusterId}/clients over HTTP", () => {
     expect(((await response.json()) as { detail: string }).detail).toContain(field);
   });
 
+  it("says in words what a name's pattern asks, and names the allowed permissions", async () => {
+    const blank = await call("POST", `/clusters/${cluster.id}/clients`, adminToken, { clientName: " worker" });
+    expect(((await blank.json()) as { detail: string }).detail).toBe(
+      "body/clientName must have no blank at either end and no invisible or control character",
+    );
+    const permission = await call("POST", `/clusters/${cluster.id}/clients`, adminToken, {
+      clientName: "a",
+      permissions: ["cluster"],
+    });
+    const { detail } = (await permission.json()) as { detail: string };
+    expect(detail).toMatch(/^body\/permissions\/0 must be /);
+    expect(detail).toContain('"gateway"');
+  });
+
   it("accepts a name of exactly 100 characters", async () => {
     expect((await create(otherCluster.id, { clientName: "n".repeat(100) })).name).toHaveLength(100);
   });
