@@ -25,7 +25,29 @@ const rootElementByType = { bpmn: "bpmn:Definitions", dmn: "dmn:Definitions" } a
 /** How many parser warnings a 400 names at most; the rest are counted. */
 const reportedWarningCount = 5;
 
-/** Turns a parser message (which spreads line, column and cause over several lines) into one line. */
+/** The reader's message for content it cannot use: what (if anything), where (counted from 0) and why. */
+const parserMessagePattern =
+  /^unparsable content (?:(.*?) )?detected\s*\n\s*line: (\d+)\s*\n\s*column: (\d+)\s*\n\s*nested error: (.*)$/s;
+
+/** Characters of the content a parser message quotes at most; the reader quotes a text node whole. */
+const quotedContentMaxCharacters = 80;
+
+/**
+ * Turns a parser message into one line. The reader counts lines and columns from 0, where editors count from 1, so
+ * a message of its own shape is reworded with the positions an editor shows; any other is only joined into one line.
+ */
+export function describeParserMessage(message: string): string {
+  const match = parserMessagePattern.exec(message.trim());
+  if (match === null) return oneLine(message);
+  const [, content, line, column, cause] = match as unknown as [string, string | undefined, string, string, string];
+  const position = `line ${Number(line) + 1}, column ${Number(column) + 1}: ${oneLine(cause)}`;
+  if (content === undefined) return position;
+  const quoted = oneLine(content);
+  return quoted.length > quotedContentMaxCharacters
+    ? `${position} (at ${quoted.slice(0, quotedContentMaxCharacters)}…)`
+    : `${position} (at ${quoted})`;
+}
+
 function oneLine(message: string): string {
   return message.replace(/\s*\n\s*/g, "; ").trim();
 }
@@ -56,20 +78,20 @@ async function validateModel(type: "bpmn" | "dmn", content: string): Promise<voi
   } catch (error) {
     if (error instanceof ServiceError) throw error;
     throw invalidRequest(
-      `content is not a valid ${label} document (root element ${rootElement} expected): ${oneLine((error as Error).message)}.`,
+      `content is not a valid ${label} document (root element ${rootElement} expected): ${describeParserMessage((error as Error).message)}.`,
     );
   }
   // The reader is lenient: unknown elements, duplicate ids and unresolved references only produce warnings. A
   // document with any of them would not round-trip through a modeler, so it is refused as invalid.
   if (warnings.length > 0) {
-    const listed = warnings.slice(0, reportedWarningCount).map((warning) => oneLine(warning.message));
+    const listed = warnings.slice(0, reportedWarningCount).map((warning) => describeParserMessage(warning.message));
     const more = warnings.length > reportedWarningCount ? ` (and ${warnings.length - reportedWarningCount} more)` : "";
     // The same bound as a validation's 400 (`MAX_LISTED_ISSUES`): a document of 700,000 unknown attributes was
     // answered with 47 MB listing each.
     const unlisted = warnings.length - MAX_LISTED_ISSUES;
     const errors = warnings
       .slice(0, MAX_LISTED_ISSUES)
-      .map((warning) => ({ location: "body/content", message: oneLine(warning.message) }));
+      .map((warning) => ({ location: "body/content", message: describeParserMessage(warning.message) }));
     throw invalidRequest(
       `content is not a valid ${label} document: ${listed.join(" | ")}${more}.`,
       unlisted > 0 ? { errors, unlistedErrorCount: unlisted } : { errors },

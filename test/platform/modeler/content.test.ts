@@ -3,7 +3,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { ServiceError } from "../../../src/http/errors.js";
-import { validateFileContent } from "../../../src/platform/modeler/content.js";
+import { describeParserMessage, validateFileContent } from "../../../src/platform/modeler/content.js";
 import { bpmnDocument } from "./support.js";
 
 describe("validateFileContent", () => {
@@ -30,5 +30,39 @@ describe("validateFileContent", () => {
       { location: "body/content", message: expect.stringContaining("unknown type <bpmn:StartEvnt>") },
     ]);
     expect(refusal.extensions?.unlistedErrorCount).toBeUndefined();
+  });
+
+  it("names the line and column an editor shows (counted from 1) for a warning, and the element it is at", async () => {
+    // The start event is on the document's fourth line, its "<" in the fifth column.
+    const content = bpmnDocument().replace("<bpmn:startEvent", "<bpmn:startEvnt");
+    const refusal = (await validateFileContent("bpmn", content).catch((error: unknown) => error)) as ServiceError;
+    expect(refusal.detail).toBe(
+      "content is not a valid BPMN document: line 4, column 5: unknown type <bpmn:StartEvnt> (at <bpmn:startEvnt>).",
+    );
+  });
+
+  it("names the line and column an editor shows for a document the reader cannot read at all", async () => {
+    const content = bpmnDocument().replace("  </bpmn:process>\n", "");
+    const refusal = (await validateFileContent("bpmn", content).catch((error: unknown) => error)) as ServiceError;
+    expect(refusal.detail).toBe(
+      "content is not a valid BPMN document (root element bpmn:Definitions expected): " +
+        "line 5, column 1: closing tag mismatch (at </bpmn:definitions>).",
+    );
+  });
+});
+
+describe("describeParserMessage", () => {
+  it("quotes at most 80 characters of the content and leaves out a quote the reader did not give", () => {
+    const longText = "x".repeat(500);
+    expect(
+      describeParserMessage(`unparsable content ${longText} detected\n\tline: 0\n\tcolumn: 9\n\tnested error: why`),
+    ).toBe(`line 1, column 10: why (at ${"x".repeat(80)}…)`);
+    expect(describeParserMessage("unparsable content detected\n\tline: 2\n\tcolumn: 0\n\tnested error: why")).toBe(
+      "line 3, column 1: why",
+    );
+  });
+
+  it("only joins the lines of a message of another shape", () => {
+    expect(describeParserMessage("something else\n\tfailed")).toBe("something else; failed");
   });
 });
