@@ -17,14 +17,13 @@
  * commits, so replication and apply read them without touching the disk.
  */
 import { crc32c } from "@node-rs/crc32";
+import { sameSnapshot } from "../core/snapshot-transfer.js";
 import { combineCrc32c } from "../crc32c-combine.js";
 import {
   type Compaction,
-  type Configuration,
   type Entry,
   type HardState,
   type IncomingSnapshot,
-  type Member,
   type PersistedState,
   type PreparedSnapshotData,
   type RaftStorage,
@@ -53,6 +52,22 @@ import {
 import { EntryCache } from "./entry-cache.js";
 import { type ChunkKey, StorageEnvironment, type TransactionParticipant } from "./environment.js";
 import type { GroupCommitOptions } from "./group-commit.js";
+import {
+  copyMetadata,
+  HARD_STATE_KEY,
+  INCOMING_SNAPSHOT_KEY,
+  INITIAL_HARD_STATE,
+  isHardState,
+  isNonNegativeInteger,
+  isRecord,
+  isSnapshotMetadata,
+  LOG_START_KEY,
+  type LogStart,
+  progressedIncoming,
+  SNAPSHOT_KEY,
+  type StoredIncomingSnapshot,
+  type StoredSnapshot,
+} from "./member-records.js";
 
 /** Options of one member's storage inside an environment. */
 export interface MemberStorageScopeOptions {
@@ -163,30 +178,6 @@ const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(reso
 /** Enough for every entry between two snapshots at the broker's default interval and a few hundred bytes each. */
 const DEFAULT_ENTRY_CACHE_BYTES = 8 * 1024 * 1024;
 
-/** Names of the member's records in the journal. */
-const HARD_STATE_KEY = "hardState";
-const LOG_START_KEY = "logStart";
-const SNAPSHOT_KEY = "snapshot";
-const INCOMING_SNAPSHOT_KEY = "incomingSnapshot";
-
-/** Index and term of the entry just before the first stored entry: the snapshot or compaction point (0/0 at first). */
-interface LogStart {
-  readonly index: number;
-  readonly term: number;
-}
-
-/** A snapshot whose chunks are stored under `slot` in the LMDB `snapshotChunks` database. */
-interface StoredSnapshot {
-  readonly metadata: SnapshotMetadata;
-  readonly slot: number;
-}
-
-interface StoredIncomingSnapshot extends StoredSnapshot {
-  readonly receivedBytes: number;
-  /** CRC-32C of the received bytes (0 for none), continued with every chunk written. */
-  readonly receivedChecksum: number;
-}
-
 /** The part of the durable state kept in memory. */
 interface View {
   hardState: HardState;
@@ -194,116 +185,6 @@ interface View {
   lastIndex: number;
   snapshot: StoredSnapshot | null;
   incoming: StoredIncomingSnapshot | null;
-}
-
-const INITIAL_HARD_STATE: HardState = { term: 0, votedFor: null, commitIndex: 0 };
-
-function isNonNegativeInteger(value: unknown): value is number {
-  return typeof value === "number" && Number.isSafeInteger(value) && value >= 0;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null;
-}
-
-function isMemberList(value: unknown): value is Member[] {
-  return (
-    Array.isArray(value) &&
-    value.every(
-      (member) =>
-        isRecord(member) &&
-        isNonNegativeInteger(member.id) &&
-        (member.role === "voter" || member.role === "learner") &&
-        isNonNegativeInteger(member.priority),
-    )
-  );
-}
-
-function isConfiguration(value: unknown): value is Configuration {
-  return (
-    isRecord(value) && isMemberList(value.members) && (value.outgoing === undefined || isMemberList(value.outgoing))
-  );
-}
-
-function isSnapshotMetadata(value: unknown): value is SnapshotMetadata {
-  return (
-    isRecord(value) &&
-    isNonNegativeInteger(value.index) &&
-    isNonNegativeInteger(value.term) &&
-    isConfiguration(value.configuration) &&
-    isNonNegativeInteger(value.sizeBytes) &&
-    isNonNegativeInteger(value.checksum)
-  );
-}
-
-/** Copies metadata into a plain object so nothing the caller still holds is persisted or aliased. */
-function copyMetadata(metadata: SnapshotMetadata): SnapshotMetadata {
-  const copyMembers = (members: readonly Member[]): Member[] =>
-    members.map((member) => ({ id: member.id, role: member.role, priority: member.priority }));
-  const configuration: Configuration =
-    metadata.configuration.outgoing === undefined
-      ? { members: copyMembers(metadata.configuration.members) }
-      : {
-          members: copyMembers(metadata.configuration.members),
-          outgoing: copyMembers(metadata.configuration.outgoing),
-        };
-  return {
-    index: metadata.index,
-    term: metadata.term,
-    configuration,
-    sizeBytes: metadata.sizeBytes,
-    checksum: metadata.checksum,
-  };
-}
-
-/** Whether `value` has the shape of a hard state, including its optional forced membership and fenced members. */
-function isHardState(value: unknown): value is HardState {
-  if (
-    !isRecord(value) ||
-    !isNonNegativeInteger(value.term) ||
-    !(value.votedFor === null || isNonNegativeInteger(value.votedFor)) ||
-    !isNonNegativeInteger(value.commitIndex)
-  ) {
-    return false;
-  }
-  const forced = value.forced;
-  if (
-    forced !== undefined &&
-    !(isRecord(forced) && isConfiguration(forced.configuration) && isNonNegativeInteger(forced.sinceTerm))
-  ) {
-    return false;
-  }
-  const fenced = value.fencedMembers;
-  return fenced === undefined || (Array.isArray(fenced) && fenced.every(isNonNegativeInteger));
-}
-
-/**
- * `incoming` after `chunks`, which continue its received bytes in order, were stored, each with its own checksum (the
- * CRC-32C of its data, which the core computed as it accepted the chunk): the running checksum is derived from those,
- * without reading the bytes again.
- */
-function progressedIncoming(
-  incoming: StoredIncomingSnapshot,
-  chunks: readonly { readonly offset: number; readonly data: Uint8Array; readonly checksum: number }[],
-): StoredIncomingSnapshot {
-  let { receivedBytes, receivedChecksum } = incoming;
-  for (const chunk of chunks) {
-    if (chunk.offset !== receivedBytes) {
-      throw new Error(`invariant violated: received chunk at ${chunk.offset} does not continue at ${receivedBytes}`);
-    }
-    receivedBytes += chunk.data.byteLength;
-    receivedChecksum = combineCrc32c(receivedChecksum, chunk.checksum, chunk.data.byteLength);
-  }
-  return { ...incoming, receivedBytes, receivedChecksum };
-}
-
-function sameSnapshot(left: SnapshotMetadata, right: SnapshotMetadata): boolean {
-  return (
-    left.index === right.index &&
-    left.term === right.term &&
-    left.sizeBytes === right.sizeBytes &&
-    left.checksum === right.checksum
-  );
 }
 
 /** Raft storage of one member in a storage environment, with group commit and checksummed values. */
