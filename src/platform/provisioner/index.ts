@@ -16,18 +16,15 @@ export {
   removeLocalBrokers,
 } from "./local-brokers.js";
 export {
-  childNodeArguments,
-  defaultCommand,
   type LocalBroker,
   type LocalCluster,
   type LocalClusterChild,
   type LocalClusterChildEvent,
-  type LocalClusterChildExit,
   type LocalClusterOptions,
   PORT_IN_USE_RETRIES,
-  PortInUseError,
   startLocalCluster,
 } from "./local-cluster.js";
+export { childNodeArguments, defaultCommand, type LocalClusterChildExit, PortInUseError } from "./managed-child.js";
 export {
   DEFAULT_RESTART_POLICY,
   type RestartPolicy,

@@ -20,14 +20,18 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, existsSync, openSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
-import { dirname, extname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join, resolve } from "node:path";
 import type { Logger } from "pino";
-import { configurationLeaves } from "../../config/load.js";
-import { availableMemoryBytes, defaultMaxBufferedMessageBytes } from "../../config/memory.js";
 import { ownPrivateDirectory, privateFileMode } from "../../files/private-files.js";
 import { monotonicNowMs } from "../../time/monotonic.js";
+import {
+  type BrokerSettingsContext,
+  brokerDataDirectory,
+  localBrokerEnvironment,
+  localChildEnvironment,
+  removeSetting,
+  setSetting,
+} from "./child-environment.js";
 import { ensureLocalClusterSecret } from "./cluster-secret.js";
 import {
   brokerPorts,
@@ -39,12 +43,19 @@ import {
 } from "./local-brokers.js";
 import { defaultLogFileLimits, type LogFileLimits, LogRotation } from "./log-rotation.js";
 import {
-  type RestartPolicy,
-  restartDelayMs,
-  restartPolicy,
-  SUPERVISOR_CHANNEL,
-  SUPERVISOR_VARIABLE,
-} from "./supervision.js";
+  brokerProcessName,
+  cancelRestart,
+  defaultCommand,
+  isRunning,
+  type LocalClusterChildExit,
+  type ManagedChild,
+  managedChild,
+  PortInUseError,
+  portNotChosenAgainError,
+  stopChild,
+} from "./managed-child.js";
+import { waitUntilReady } from "./ready-wait.js";
+import { type RestartPolicy, restartDelayMs, restartPolicy } from "./supervision.js";
 
 /** Options of `startLocalCluster`. */
 export interface LocalClusterOptions {
@@ -107,20 +118,6 @@ export interface LocalClusterOptions {
   onChildEvent?: (event: LocalClusterChildEvent) => void;
   /** How large the children's log files may grow and how many older copies are kept (default 64 MiB and 3). */
   logFileLimits?: LogFileLimits;
-}
-
-/** How a child of the local cluster last exited. */
-export interface LocalClusterChildExit {
-  /** Its exit code, or null when a signal ended it. */
-  exitCode: number | null;
-  /** The signal that ended it, or null. */
-  signal: NodeJS.Signals | null;
-  /** When it exited, in milliseconds since the epoch. */
-  atMs: number;
-  /** How long it had run. */
-  uptimeMs: number;
-  /** Whether the provisioner had asked it to stop (close, a broker removed from the brokers file). */
-  requested: boolean;
 }
 
 /** Fields of every child event. */
@@ -207,207 +204,11 @@ export interface LocalCluster {
   close(): Promise<void>;
 }
 
-/**
- * A child of the local cluster exited during start while one of its ports was in use by another process: it could
- * not listen there. Ports chosen free a moment before can be taken by any process in between, so the provisioner
- * chooses such a port again when it chose it itself; a port the operator set or an earlier start recorded is not.
- */
-export class PortInUseError extends Error {
-  constructor(
-    /** The child: `gateway` or `broker <nodeId>`. */
-    readonly processName: string,
-    /** What the port is for, e.g. `cluster port`. */
-    readonly purpose: string,
-    readonly host: string,
-    readonly port: number,
-    readonly logFile: string,
-  ) {
-    super(
-      `${processName} of the local cluster could not listen on its ${purpose} ${host.includes(":") ? `[${host}]` : host}:${port}: another process uses that port; see ${logFile}`,
-    );
-    this.name = "PortInUseError";
-  }
-}
-
-/**
- * The error of a start whose port was taken (`portInUse`) and could not be chosen again (`failure`): it says what
- * went wrong first, and keeps the failure as its cause.
- */
-export function portNotChosenAgainError(portInUse: PortInUseError, failure: unknown): Error {
-  const reason = failure instanceof Error ? failure.message : String(failure);
-  return new Error(`${portInUse.message}; choosing another port failed: ${reason}`, { cause: failure });
-}
-
-/** Whether another socket listens on, or holds, `host:port` (binding it fails with EADDRINUSE). */
-function portInUse(host: string, port: number): Promise<boolean> {
-  return new Promise((resolveProbe) => {
-    const server = createServer();
-    server.once("error", (error: NodeJS.ErrnoException) => resolveProbe(error.code === "EADDRINUSE"));
-    server.listen({ host, port }, () => server.close(() => resolveProbe(false)));
-  });
-}
-
-/** Node.js options that make sense only for this process: code to evaluate, debugger ports, test runners, watchers. */
-const OWN_OPTIONS_WITH_VALUE = new Set(["-e", "--eval", "-p", "--print"]);
-
-/**
- * The Node.js options of this process a child should get too (module loaders such as tsx, memory limits), without
- * those that would make the child do something else (evaluate this process's code, wait on the same debugger port).
- */
-export function childNodeArguments(execArgv: readonly string[]): string[] {
-  const kept: string[] = [];
-  for (let index = 0; index < execArgv.length; index += 1) {
-    const argument = execArgv[index] as string;
-    if (OWN_OPTIONS_WITH_VALUE.has(argument)) {
-      index += 1;
-      continue;
-    }
-    if (/^--(inspect|debug|test|watch|input-type|eval|print)/.test(argument)) continue;
-    kept.push(argument);
-  }
-  return kept;
-}
-
-/** The flowplane command line next to this module: `cli/main.js` in dist, `cli/main.ts` (under tsx) in sources. */
-export function defaultCommand(): { entry: string; nodeArguments: string[] } {
-  const here = fileURLToPath(import.meta.url);
-  const extension = extname(here);
-  const entry = resolve(dirname(here), "..", "..", "cli", `main${extension}`);
-  const nodeArguments = childNodeArguments(process.execArgv);
-  if (extension === ".ts" && !nodeArguments.some((argument) => argument.includes("tsx"))) {
-    nodeArguments.push("--import", "tsx");
-  }
-  return { entry, nodeArguments };
-}
-
-/**
- * Sets a setting in a child's environment under its documented variable name and removes its other spellings, so
- * a value inherited from the parent under another spelling cannot win over it.
- */
-function setSetting(environment: Record<string, string | undefined>, key: string, value: string | number): void {
-  const leaf = configurationLeaves().find((candidate) => candidate.key === key);
-  if (leaf === undefined) throw new Error(`invariant violated: ${key} is a configuration key`);
-  for (const name of leaf.environmentVariables) delete environment[name];
-  environment[leaf.environmentVariable] = String(value);
-}
-
-/** Whether `environment` sets configuration key `key` by any of its environment variables. */
-function isSet(environment: Record<string, string | undefined>, key: string): boolean {
-  const leaf = configurationLeaves().find((candidate) => candidate.key === key);
-  if (leaf === undefined) throw new Error(`invariant violated: ${key} is a configuration key`);
-  return leaf.environmentVariables.some((name) => environment[name] !== undefined && environment[name] !== "");
-}
-
-/** Settings only the platform reads that carry secrets: children never inherit them. */
-const platformSecretSettings = ["service.secrets.key", "service.database.url"];
-
-/**
- * Settings of the platform's first start (the administration client), removed whole: children check that the
- * client's id and secret come together, so a child given the id without the secret would refuse to start.
- */
-const platformBootstrapPrefix = "service.bootstrap.";
-
-/** Removes every spelling of a setting from a child's environment. */
-function removeSetting(environment: Record<string, string | undefined>, key: string): void {
-  const leaf = configurationLeaves().find((candidate) => candidate.key === key);
-  if (leaf === undefined) throw new Error(`invariant violated: ${key} is a configuration key`);
-  for (const name of leaf.environmentVariables) delete environment[name];
-}
-
-/** Resolves when the process has exited (at once if it already has). */
-function exited(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolveExit) => child.once("exit", () => resolveExit()));
-}
-
-/** Stops a child: SIGTERM, then SIGKILL after `timeoutMs`. */
-async function stopChild(child: ChildProcess, timeoutMs: number): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  child.kill("SIGTERM");
-  let timer: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<boolean>((resolveTimeout) => {
-    timer = setTimeout(() => resolveTimeout(true), timeoutMs);
-  });
-  const stopped = await Promise.race([exited(child).then(() => false), timedOut]);
-  clearTimeout(timer);
-  if (stopped) {
-    child.kill("SIGKILL");
-    await exited(child);
-  }
-}
-
 /** The name of the gateway among the children of the local cluster. */
 const GATEWAY_PROCESS = "gateway";
 
 /** What the gateway's REST API port is called in errors. */
 const GATEWAY_REST_PORT_PURPOSE = "REST API port";
-
-/** A port a child of the local cluster is told to listen on. */
-export interface ChildPort {
-  /** What it is for, e.g. `cluster port`. */
-  purpose: string;
-  port: number;
-}
-
-export interface ManagedChild {
-  name: string;
-  nodeId: number | undefined;
-  /** The ports it listens on, looked at when it exits during start. */
-  ports: readonly ChildPort[];
-  arguments: string[];
-  environment: Record<string, string | undefined>;
-  logFile: string;
-  process: ChildProcess | undefined;
-  stopping: boolean;
-  /** When the running process was started (`monotonicNowMs()`, for its uptime). */
-  startedAtMs: number;
-  /** Automatic restarts so far. */
-  restarts: number;
-  /** Crashes since the child last ran long enough to count as healthy: the exponent of the next backoff. */
-  crashesInARow: number;
-  lastExit: LocalClusterChildExit | undefined;
-  restartTimer: NodeJS.Timeout | undefined;
-  restartAtMs: number | undefined;
-}
-
-/** A managed child not started yet (exported for the tests of `waitUntilReady`). */
-export function managedChild(
-  name: string,
-  nodeId: number | undefined,
-  ports: readonly ChildPort[],
-  environment: Record<string, string | undefined>,
-  logFile: string,
-): ManagedChild {
-  return {
-    name,
-    nodeId,
-    ports,
-    arguments: [nodeId === undefined ? "gateway" : "broker"],
-    environment,
-    logFile,
-    process: undefined,
-    stopping: false,
-    startedAtMs: 0,
-    restarts: 0,
-    crashesInARow: 0,
-    lastExit: undefined,
-    restartTimer: undefined,
-    restartAtMs: undefined,
-  };
-}
-
-/** Cancels the child's scheduled restart, if any. */
-function cancelRestart(child: ManagedChild): void {
-  clearTimeout(child.restartTimer);
-  child.restartTimer = undefined;
-  child.restartAtMs = undefined;
-}
-
-/** Whether the child's process is running (spawned and not exited). */
-function isRunning(child: ManagedChild): boolean {
-  const running = child.process;
-  return running !== undefined && running.exitCode === null && running.signalCode === null;
-}
 
 /**
  * How many times a start chooses another port for a child that could not listen on a port the start chose itself
@@ -862,74 +663,6 @@ async function startLocalClusterOnce(options: LocalClusterOptions): Promise<Loca
   };
 }
 
-/** What the environment of a local cluster's child is made of. */
-interface BrokerSettingsContext {
-  baseEnvironment: Readonly<Record<string, string | undefined>>;
-  logLevel: string;
-  clusterSecretFile: string;
-  clusterDirectory: string;
-  host: string;
-  brokerCount: number;
-  partitionCount: number;
-  replicationFactor: number;
-  backupDirectory: string | undefined;
-}
-
-/** The name of broker `nodeId`'s process in a local cluster's logs and child events. */
-export function brokerProcessName(nodeId: number): string {
-  return `broker ${nodeId}`;
-}
-
-/** The data directory of a local cluster's broker. */
-export function brokerDataDirectory(clusterDirectory: string, nodeId: number): string {
-  return join(clusterDirectory, "brokers", String(nodeId));
-}
-
-/** The environment every child of a local cluster starts from. */
-function localChildEnvironment(context: BrokerSettingsContext): Record<string, string | undefined> {
-  const environment: Record<string, string | undefined> = { ...context.baseEnvironment };
-  // The platform's secrets are no business of brokers and gateways, which would only widen who can read them.
-  for (const key of platformSecretSettings) removeSetting(environment, key);
-  for (const leaf of configurationLeaves()) {
-    if (leaf.key.startsWith(platformBootstrapPrefix)) removeSetting(environment, leaf.key);
-  }
-  setSetting(environment, "service.log.level", context.logLevel);
-  removeSetting(environment, "service.cluster.secret");
-  setSetting(environment, "service.cluster.secretFile", context.clusterSecretFile);
-  // The child stops by itself when its IPC channel to this process closes (supervision.ts).
-  environment[SUPERVISOR_VARIABLE] = SUPERVISOR_CHANNEL;
-  return environment;
-}
-
-/** The environment of broker `entry` of a local cluster: what `flowplane broker` and `flowplane restore` run with. */
-function localBrokerEnvironment(
-  context: BrokerSettingsContext,
-  entry: LocalBrokerPorts,
-  contactPoints: string,
-): Record<string, string | undefined> {
-  const environment = localChildEnvironment(context);
-  setSetting(environment, "service.broker.host", context.host);
-  setSetting(environment, "service.broker.dataDirectory", brokerDataDirectory(context.clusterDirectory, entry.nodeId));
-  setSetting(environment, "service.broker.managementPort", entry.managementPort);
-  setSetting(environment, "service.broker.cluster.nodeId", entry.nodeId);
-  // The sizes of the cluster's first start; a broker added later takes the running configuration instead.
-  setSetting(environment, "service.broker.cluster.clusterSize", context.brokerCount);
-  setSetting(environment, "service.broker.cluster.partitionsCount", context.partitionCount);
-  setSetting(environment, "service.broker.cluster.replicationFactor", context.replicationFactor);
-  setSetting(environment, "service.broker.cluster.initialContactPoints", contactPoints);
-  setSetting(environment, "service.broker.cluster.clusterPort", entry.clusterPort);
-  // The brokers of a local cluster share this machine's memory: each takes its share of the default bound of buffered
-  // messages, unless the operator set one.
-  if (!isSet(environment, "service.broker.memory.maxBufferedMessageBytes")) {
-    const share = defaultMaxBufferedMessageBytes(availableMemoryBytes(), context.brokerCount);
-    setSetting(environment, "service.broker.memory.maxBufferedMessageBytes", share);
-  }
-  if (context.backupDirectory !== undefined) {
-    setSetting(environment, "service.backup.filesystem.basePath", context.backupDirectory);
-  }
-  return environment;
-}
-
 /** One broker of a local cluster as `flowplane restore` needs it. */
 export interface LocalBrokerSettings {
   nodeId: number;
@@ -1012,101 +745,4 @@ function clearLeftoverData(dataDirectory: string, nodeId: number, logger: Logger
     `broker ${nodeId} was added, and its data directory held what a removed broker ${nodeId} left; deleting it so the broker starts empty`,
   );
   rmSync(dataDirectory, { recursive: true, force: true });
-}
-
-/**
- * Why a child exited during start: a `PortInUseError` when one of its ports is held by another process (it could not
- * listen there), else an error naming its log file.
- */
-async function exitedDuringStart(host: string, child: ManagedChild): Promise<Error> {
-  for (const { purpose, port } of child.ports) {
-    if (await portInUse(host, port)) return new PortInUseError(child.name, purpose, host, port, child.logFile);
-  }
-  return new Error(`${child.name} of the local cluster exited during start; see ${child.logFile}`);
-}
-
-/** How often the readiness wait asks the brokers whether one is still starting. */
-const BROKER_STARTING_POLL_MS = 2_000;
-
-/**
- * Whether a broker of `children` says it is still starting (its management port's health names the step): a broker
- * restoring gigabytes of state takes minutes, and is progress rather than a start that went wrong.
- */
-async function someBrokerStarting(host: string, children: readonly ManagedChild[]): Promise<boolean> {
-  const answers = await Promise.all(
-    children
-      .filter((child) => child.nodeId !== undefined)
-      .map(async (child) => {
-        const port = child.ports.find((candidate) => candidate.purpose === "management port")?.port;
-        if (port === undefined) return false;
-        try {
-          const response = await fetch(`http://${host}:${port}/actuator/health`, {
-            signal: AbortSignal.timeout(2_000),
-          });
-          const body = (await response.json()) as { components?: { broker?: { details?: { state?: unknown } } } };
-          return body.components?.broker?.details?.state === "STARTING";
-        } catch {
-          return false;
-        }
-      }),
-  );
-  return answers.includes(true);
-}
-
-/**
- * Polls the gateway's readiness until every partition has a leader, failing early when a child dies, and when
- * `readyTimeoutMs` passed since the start or since a broker last said it was still starting.
- */
-export async function waitUntilReady(context: {
-  host: string;
-  managementUrl: string;
-  children: readonly ManagedChild[];
-  readyTimeoutMs: number;
-  logger: Logger;
-  signal: AbortSignal | undefined;
-}): Promise<void> {
-  const startedAtMs = monotonicNowMs();
-  let lastProgressAtMs = startedAtMs;
-  let lastStartingAtMs = Number.NEGATIVE_INFINITY;
-  // Asked separately from the last answer, so that brokers none of which is starting are asked every 2 s, not 4 times a second.
-  let startingAskedAtMs = Number.NEGATIVE_INFINITY;
-  let lastState = "the gateway is not answering yet";
-  for (;;) {
-    if (context.signal?.aborted === true) throw new Error("the start of the local cluster was cancelled");
-    const dead = context.children.find(
-      (child) => child.process !== undefined && (child.process.exitCode !== null || child.process.signalCode !== null),
-    );
-    if (dead !== undefined) throw await exitedDuringStart(context.host, dead);
-    try {
-      const response = await fetch(`${context.managementUrl}/actuator/health/readiness`, {
-        signal: AbortSignal.timeout(2_000),
-      });
-      const body = (await response.json()) as { status?: string; components?: unknown };
-      if (response.status === 200 && body.status === "UP") return;
-      lastState = `readiness ${body.status ?? response.status}: ${JSON.stringify(body.components ?? {})}`;
-    } catch {
-      // The gateway is still starting; keep polling within the bound.
-    }
-    const elapsedMs = monotonicNowMs() - startedAtMs;
-    if (monotonicNowMs() - startingAskedAtMs >= BROKER_STARTING_POLL_MS) {
-      startingAskedAtMs = monotonicNowMs();
-      if (await someBrokerStarting(context.host, context.children)) {
-        lastStartingAtMs = monotonicNowMs();
-        lastState = "a broker is still opening its partitions";
-      }
-    }
-    if (monotonicNowMs() - Math.max(startedAtMs, lastStartingAtMs) > context.readyTimeoutMs) {
-      throw new Error(
-        `the local cluster was not ready within ${context.readyTimeoutMs} ms (${lastState}); see the logs in ${dirname(context.children[0]?.logFile ?? ".")}`,
-      );
-    }
-    if (monotonicNowMs() - lastProgressAtMs >= 5_000) {
-      lastProgressAtMs = monotonicNowMs();
-      context.logger.info(
-        { elapsedMs, state: lastState },
-        "waiting for every partition of the local cluster to have a leader",
-      );
-    }
-    await new Promise((resolveWait) => setTimeout(resolveWait, 250));
-  }
 }

@@ -32,19 +32,16 @@ import {
   writeLocalBrokers,
 } from "./local-brokers.js";
 import {
-  brokerProcessName,
-  defaultCommand,
   type LocalCluster,
   type LocalClusterChildEvent,
   type LocalClusterOptions,
   localBrokerSettings,
   PORT_IN_USE_RETRIES,
-  PortInUseError,
-  portNotChosenAgainError,
   startLocalCluster,
 } from "./local-cluster.js";
 import { runRestoreCommand } from "./local-restore.js";
 import type { LogFileLimits } from "./log-rotation.js";
+import { brokerProcessName, defaultCommand, PortInUseError, portNotChosenAgainError } from "./managed-child.js";
 import type {
   ClusterEndpoints,
   ClusterProcessExit,

@@ -6,7 +6,8 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
-import { managedChild, waitUntilReady } from "../../../src/platform/provisioner/local-cluster.js";
+import { managedChild } from "../../../src/platform/provisioner/managed-child.js";
+import { waitUntilReady } from "../../../src/platform/provisioner/ready-wait.js";
 
 /** A server answering `answer()` as JSON with its status, for as long as the test runs. */
 async function serve(answer: () => { status: number; body: unknown }): Promise<{ server: Server; port: number }> {

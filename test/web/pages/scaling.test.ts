@@ -7,7 +7,7 @@
 import { existsSync } from "node:fs";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { brokerDataDirectory } from "../../../src/platform/provisioner/local-cluster.js";
+import { brokerDataDirectory } from "../../../src/platform/provisioner/child-environment.js";
 import type { LocalProvisioner } from "../../../src/platform/provisioner/local-provisioner.js";
 import { browserAvailable, launchBrowser } from "../../support/browser.js";
 import { eventually } from "../../support/cluster.js";

@@ -5,7 +5,7 @@
  */
 import { existsSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { brokerDataDirectory } from "../../../../src/platform/provisioner/local-cluster.js";
+import { brokerDataDirectory } from "../../../../src/platform/provisioner/child-environment.js";
 import type { LocalProvisioner } from "../../../../src/platform/provisioner/local-provisioner.js";
 import { eventually } from "../../../support/cluster.js";
 import { startTestPlatform, type TestPlatform } from "../../../support/platform.js";
