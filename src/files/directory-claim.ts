@@ -3,7 +3,8 @@
  * directory, the platform's. A claim left by a process that died (`kill -9`, a power loss) is stale and replaced; one
  * held by a live process is refused, so two processes never write one directory's files at once.
  */
-import { readFile, rm } from "node:fs/promises";
+import { readFileSync } from "node:fs";
+import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { createPrivateDirectory, replacePrivateFile } from "./private-files.js";
 
@@ -24,6 +25,7 @@ export class DataDirectoryInUseError extends Error {
 /** Pid files claimed by this process, so two holders in one process (tests, in-process brokers) cannot share one. */
 const heldPidFiles = new Set<string>();
 
+/** Whether `pid` names a live process. */
 function processIsAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -34,17 +36,28 @@ function processIsAlive(pid: number): boolean {
   }
 }
 
-/** The process id a pid file holds, or null when it holds none (no file, or not a number). */
-async function recordedPid(pidFile: string): Promise<number | null> {
+/** The process id a pid file holds, or null when it holds none (no file or no directory, or not a number). */
+function recordedPid(pidFile: string): number | null {
   let text: string;
   try {
-    text = await readFile(pidFile, "utf8");
+    text = readFileSync(pidFile, "utf8");
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return null;
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ENOENT" || code === "ENOTDIR") return null;
     throw error;
   }
   const pid = Number.parseInt(text.trim(), 10);
   return Number.isSafeInteger(pid) && pid > 0 ? pid : null;
+}
+
+/**
+ * The live process other than this one whose id `pidFileName` in `directory` holds, or null: the process a claim of
+ * the directory would be refused for (a claim of this process is in `claimDirectory`'s own bookkeeping).
+ */
+export function directoryHolder(directory: string, pidFileName: string): number | null {
+  const pid = recordedPid(join(directory, pidFileName));
+  // This process's own id in the file can only be left over from a holder of this process that did not release it.
+  return pid !== null && pid !== process.pid && processIsAlive(pid) ? pid : null;
 }
 
 /**
@@ -61,11 +74,8 @@ export async function claimDirectory(
   if (heldPidFiles.has(pidFile)) {
     throw new DataDirectoryInUseError(directory, process.pid, options.holder, options.pidFileName);
   }
-  const pid = await recordedPid(pidFile);
-  // This process's own id in the file can only be left over from a holder of this process that did not release it.
-  if (pid !== null && pid !== process.pid && processIsAlive(pid)) {
-    throw new DataDirectoryInUseError(directory, pid, options.holder, options.pidFileName);
-  }
+  const holder = directoryHolder(directory, options.pidFileName);
+  if (holder !== null) throw new DataDirectoryInUseError(directory, holder, options.holder, options.pidFileName);
   heldPidFiles.add(pidFile);
   try {
     replacePrivateFile(pidFile, `${process.pid}\n`);

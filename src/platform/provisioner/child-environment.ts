@@ -56,6 +56,9 @@ export interface BrokerSettingsContext {
   backupDirectory: string | undefined;
 }
 
+/** The file in a broker's data directory that names the process holding the directory (the broker, or a restore). */
+export const BROKER_PID_FILE_NAME = "broker.pid";
+
 /** The data directory of a local cluster's broker. */
 export function brokerDataDirectory(clusterDirectory: string, nodeId: number): string {
   return join(clusterDirectory, "brokers", String(nodeId));

@@ -19,12 +19,14 @@
  * child stops by itself when the channel to this process closes, so killing this process leaves no orphans.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { closeSync, existsSync, openSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { closeSync, existsSync, openSync, readdirSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Logger } from "pino";
+import { directoryHolder } from "../../files/directory-claim.js";
 import { ownPrivateDirectory, privateFileMode } from "../../files/private-files.js";
 import { monotonicNowMs } from "../../time/monotonic.js";
 import {
+  BROKER_PID_FILE_NAME,
   type BrokerSettingsContext,
   brokerDataDirectory,
   localBrokerEnvironment,
@@ -710,26 +712,12 @@ const RECONCILE_INTERVAL_MS = 1_000;
 
 /** Logs a warning when a broker's pid file names a live process: a broker left over from an earlier run. */
 function warnAboutRunningBroker(dataDirectory: string, nodeId: number, logger: Logger): void {
-  const pid = liveHolderOf(dataDirectory);
+  const pid = directoryHolder(dataDirectory, BROKER_PID_FILE_NAME);
   if (pid === null) return;
   logger.warn(
-    { nodeId, pid, pidFile: join(dataDirectory, "broker.pid") },
+    { nodeId, pid, pidFile: join(dataDirectory, BROKER_PID_FILE_NAME) },
     `broker ${nodeId} may still be running from an earlier start (pid ${pid}); stop it if this start fails`,
   );
-}
-
-/** The live process that `broker.pid` in `dataDirectory` names, or null when there is none. */
-function liveHolderOf(dataDirectory: string): number | null {
-  const pidFile = join(dataDirectory, "broker.pid");
-  if (!existsSync(pidFile)) return null;
-  const pid = Number(readFileSync(pidFile, "utf8").trim());
-  if (!Number.isSafeInteger(pid) || pid <= 0) return null;
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return null;
-  }
-  return pid;
 }
 
 /**
@@ -739,7 +727,7 @@ function liveHolderOf(dataDirectory: string): number | null {
  */
 function clearLeftoverData(dataDirectory: string, nodeId: number, logger: Logger): void {
   if (!existsSync(dataDirectory) || readdirSync(dataDirectory).length === 0) return;
-  if (liveHolderOf(dataDirectory) !== null) return;
+  if (directoryHolder(dataDirectory, BROKER_PID_FILE_NAME) !== null) return;
   logger.warn(
     { nodeId, dataDirectory },
     `broker ${nodeId} was added, and its data directory held what a removed broker ${nodeId} left; deleting it so the broker starts empty`,

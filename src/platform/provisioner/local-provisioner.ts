@@ -17,9 +17,11 @@ import { basename, dirname, join, resolve } from "node:path";
 import type { Kysely } from "kysely";
 import type { Logger } from "pino";
 import { type AccessPolicy, openAccessPolicy, serializeAccessPolicy } from "../../auth/access-policy.js";
+import { directoryHolder } from "../../files/directory-claim.js";
 import { ownPrivateDirectory, replacePrivateFile, syncDirectory } from "../../files/private-files.js";
 import { monotonicNowMs } from "../../time/monotonic.js";
 import type { PlatformDatabase } from "../store/schema.js";
+import { BROKER_PID_FILE_NAME } from "./child-environment.js";
 import {
   addLocalBrokers,
   BROKERS_FILE_NAME,
@@ -81,8 +83,6 @@ const DISCARDED_BROKERS_DIRECTORY_NAME = "brokers.restored-over";
 const RESTORE_CONFIGURATION_FILE_NAME = "restore-configuration.json";
 
 /** Name of the file in a broker's data directory naming the process that holds it (a broker or a restore). */
-const BROKER_PID_FILE_NAME = "broker.pid";
-
 /**
  * Longest the put-back of an interrupted restore waits for processes still holding the brokers' data: a broker or a
  * restore whose supervisor is gone stops within the orphan deadline, and a little more is left for its exit.
@@ -91,17 +91,6 @@ const DEFAULT_DATA_HOLDER_WAIT_MS = ORPHAN_STOP_DEADLINE_MS + 15_000;
 
 /** How often the put-back looks again at the processes holding the brokers' data. */
 const DATA_HOLDER_POLL_INTERVAL_MS = 250;
-
-/** Whether `pid` names a live process other than this one (EPERM: it exists, run by someone else). */
-function isLiveProcess(pid: number): boolean {
-  if (pid === process.pid) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
 
 /** The brokers' data directories under `directory` whose `broker.pid` names a live process, with that process. */
 function heldDataDirectories(directory: string): { dataDirectory: string; pid: number }[] {
@@ -115,15 +104,8 @@ function heldDataDirectories(directory: string): { dataDirectory: string; pid: n
   const held: { dataDirectory: string; pid: number }[] = [];
   for (const entry of entries) {
     const dataDirectory = join(directory, entry);
-    let text: string;
-    try {
-      text = readFileSync(join(dataDirectory, BROKER_PID_FILE_NAME), "utf8");
-    } catch {
-      // No pid file (or not a directory): nothing holds it.
-      continue;
-    }
-    const pid = Number(text.trim());
-    if (Number.isSafeInteger(pid) && pid > 0 && isLiveProcess(pid)) held.push({ dataDirectory, pid });
+    const pid = directoryHolder(dataDirectory, BROKER_PID_FILE_NAME);
+    if (pid !== null) held.push({ dataDirectory, pid });
   }
   return held;
 }
