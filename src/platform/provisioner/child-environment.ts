@@ -59,9 +59,12 @@ export interface BrokerSettingsContext {
 /** The file in a broker's data directory that names the process holding the directory (the broker, or a restore). */
 export const BROKER_PID_FILE_NAME = "broker.pid";
 
+/** Name of the folder of a cluster's brokers' data directories, in the cluster's directory. */
+export const BROKERS_DIRECTORY_NAME = "brokers";
+
 /** The data directory of a local cluster's broker. */
 export function brokerDataDirectory(clusterDirectory: string, nodeId: number): string {
-  return join(clusterDirectory, "brokers", String(nodeId));
+  return join(clusterDirectory, BROKERS_DIRECTORY_NAME, String(nodeId));
 }
 
 /** The environment every child of a local cluster starts from. */
