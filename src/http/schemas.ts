@@ -56,6 +56,11 @@ export const problemSchema = Type.Object(
     unlistedErrorCount: Type.Optional(
       Type.Integer({ description: "Issues found beyond the 20 that `errors` lists; absent when it lists them all." }),
     ),
+    uncountedErrors: Type.Optional(
+      Type.Boolean({
+        description: "True when there are more issues than `errors` lists and checking stopped before counting them.",
+      }),
+    ),
   },
   { additionalProperties: true, description: "RFC 9457 problem document" },
 );

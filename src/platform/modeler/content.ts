@@ -64,28 +64,95 @@ export function assertStorableText(field: string, value: string): void {
     throw invalidRequest(`${field} contains a lone UTF-16 surrogate, which is not text.`);
 }
 
+/**
+ * Warnings a read collects before it stops: enough to list `MAX_LISTED_ISSUES` of them and to know that more follow.
+ * The reader locates each warning by counting the document's lines from its start, so a document of tens of
+ * thousands of problems (repeated ids, unknown elements, stray text) took minutes to read in full.
+ */
+const collectedWarningLimit = MAX_LISTED_ISSUES + 1;
+
+/** Thrown into the reader to stop it once it has collected `collectedWarningLimit` warnings. */
+class WarningLimitReached extends Error {
+  constructor() {
+    super(`the reader stopped after ${collectedWarningLimit} problems`);
+    this.name = "WarningLimitReached";
+  }
+}
+
+/** What reading a model found: its root element's type (none when it could not be read), and its warnings. */
+interface ModelReading {
+  readonly rootType: string | undefined;
+  readonly warnings: readonly { message: string }[];
+  /** Whether the read stopped at `collectedWarningLimit` warnings, so that more were not counted. */
+  readonly stopped: boolean;
+}
+
+/**
+ * Reads `content` with the library's lenient reader, stopping once it has collected `collectedWarningLimit`
+ * warnings. The reader takes no such bound, so its root element's handler is given one: the reader hands that handler
+ * the context it adds warnings to before it reads, and the bound throws from there, which ends the read.
+ */
+async function readModel(type: "bpmn" | "dmn", content: string): Promise<ModelReading> {
+  const model = type === "bpmn" ? BpmnModdle() : DmnModdle();
+  let stopped = false;
+  const handler: ModdleReadOptions["handler"] = function (typeName) {
+    const rootHandler = Object.getPrototypeOf(this).handler.call(this, typeName) as ModdleRootHandler;
+    let context: ModdleReadContext | undefined;
+    Object.defineProperty(rootHandler, "context", {
+      get: () => context,
+      set: (value: ModdleReadContext) => {
+        context = value;
+        const addWarning = value.addWarning;
+        value.addWarning = function (warning) {
+          addWarning.call(this, warning);
+          if (this.warnings.length >= collectedWarningLimit) {
+            stopped = true;
+            throw new WarningLimitReached();
+          }
+        };
+      },
+    });
+    return rootHandler;
+  };
+  try {
+    const result = await model.fromXML(content, rootElementByType[type], { handler });
+    return { rootType: result.rootElement.$type, warnings: result.warnings, stopped: false };
+  } catch (error) {
+    if (!(error instanceof WarningLimitReached)) throw error;
+    const warnings = (error as WarningLimitReached & { warnings?: { message: string }[] }).warnings ?? [];
+    // The bound must have been reached where the reader collects warnings; anything else is not this bound's stop.
+    if (!stopped || warnings.length < collectedWarningLimit) {
+      throw new Error(`invariant violated: the reader stopped with ${warnings.length} warnings`);
+    }
+    return { rootType: undefined, warnings, stopped: true };
+  }
+}
+
 async function validateModel(type: "bpmn" | "dmn", content: string): Promise<void> {
   const rootElement = rootElementByType[type];
-  const reader = type === "bpmn" ? BpmnModdle() : DmnModdle();
   const label = type.toUpperCase();
-  let warnings: { message: string }[];
+  let reading: ModelReading;
   try {
-    const result = await reader.fromXML(content, rootElement);
-    if (result.rootElement.$type !== rootElement) {
-      throw invalidRequest(`content is not a ${label} document: its root element is ${result.rootElement.$type}.`);
-    }
-    warnings = result.warnings;
+    reading = await readModel(type, content);
   } catch (error) {
-    if (error instanceof ServiceError) throw error;
     throw invalidRequest(
       `content is not a valid ${label} document (root element ${rootElement} expected): ${describeParserMessage((error as Error).message)}.`,
     );
+  }
+  const { rootType, warnings, stopped } = reading;
+  if (!stopped && rootType !== rootElement) {
+    throw invalidRequest(`content is not a ${label} document: its root element is ${rootType}.`);
   }
   // The reader is lenient: unknown elements, duplicate ids and unresolved references only produce warnings. A
   // document with any of them would not round-trip through a modeler, so it is refused as invalid.
   if (warnings.length > 0) {
     const listed = warnings.slice(0, reportedWarningCount).map((warning) => describeParserMessage(warning.message));
-    const more = warnings.length > reportedWarningCount ? ` (and ${warnings.length - reportedWarningCount} more)` : "";
+    const unreported = warnings.length - reportedWarningCount;
+    const more = stopped
+      ? ` (and more: reading stopped after ${collectedWarningLimit} problems)`
+      : unreported > 0
+        ? ` (and ${unreported} more)`
+        : "";
     // The same bound as a validation's 400 (`MAX_LISTED_ISSUES`): a document of 700,000 unknown attributes was
     // answered with 47 MB listing each.
     const unlisted = warnings.length - MAX_LISTED_ISSUES;
@@ -94,7 +161,11 @@ async function validateModel(type: "bpmn" | "dmn", content: string): Promise<voi
       .map((warning) => ({ location: "body/content", message: describeParserMessage(warning.message) }));
     throw invalidRequest(
       `content is not a valid ${label} document: ${listed.join(" | ")}${more}.`,
-      unlisted > 0 ? { errors, unlistedErrorCount: unlisted } : { errors },
+      stopped
+        ? { errors, uncountedErrors: true }
+        : unlisted > 0
+          ? { errors, unlistedErrorCount: unlisted }
+          : { errors },
     );
   }
 }
