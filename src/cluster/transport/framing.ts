@@ -8,12 +8,14 @@
  *
  * The maximum frame size is checked on both sides: the encoder refuses to build a larger frame, and the decoder
  * rejects a header announcing one before buffering its body, so a broken or hostile peer can never make us
- * allocate more than `maxFrameBytes` for one frame.
+ * allocate more than `maxFrameBytes` for one frame. What decoding a body may allocate is bounded by the body's size
+ * too: its structure is walked before it is decoded (`msgpack-bounds.ts`).
  */
 import { Packr, RESET_BUFFER_MODE } from "msgpackr";
 import type { BufferPool } from "../../buffers/buffer-pool.js";
 import type { RetainedRegions } from "../../buffers/retained-regions.js";
 import { FrameTooLargeError, ProtocolError } from "./errors.js";
+import { assertBoundedMsgpack } from "./msgpack-bounds.js";
 
 /** Bytes of the header (the retained-body flag and the body's length) in front of every frame body. */
 export const FRAME_HEADER_BYTES = 4;
@@ -338,6 +340,7 @@ export class FrameDecoder {
 
 /** Decodes one complete frame body. */
 function decodedFrame(body: Buffer): DecodedFrame {
+  assertBoundedMsgpack(body);
   let value: unknown;
   try {
     value = packr.unpack(body);
