@@ -4,7 +4,7 @@
  * broker, but a malformed message must never crash the Raft core or the configuration.
  */
 import { decodedCheckpointId, isTimestamp } from "../engine/index.js";
-import type { Message } from "../raft/index.js";
+import { type Message, malformedMessageReason, RAFT_MESSAGE_TYPES } from "../raft/index.js";
 import type { ClusterChangeCommand, ParsedBrokerRequest } from "./protocol.js";
 
 /** Where a broker can be reached, with the start time of the broker process that advertised it. */
@@ -39,18 +39,6 @@ export interface GossipEnvelope {
 
 /** Every one-way message between brokers. */
 export type BrokerMessage = RaftEnvelope | GossipEnvelope;
-
-const RAFT_MESSAGE_TYPES = new Set([
-  "append",
-  "appendResponse",
-  "heartbeat",
-  "heartbeatResponse",
-  "voteRequest",
-  "voteResponse",
-  "timeoutNow",
-  "snapshotChunk",
-  "snapshotResponse",
-]);
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
@@ -90,8 +78,8 @@ function quoted(value: unknown): string {
 
 /**
  * Checks the envelope of a message from broker `from` to broker `self`; returns it typed, or a description of what
- * is wrong. The Raft message's header is checked (sender, recipient, term, type); its body is the peer's Raft core's
- * output and is trusted to the extent that the peer is a broker of this cluster.
+ * is wrong. The Raft message's header is checked (sender, recipient, term, type), and every field its type has
+ * (`malformedMessageReason`), so that a malformed message from a peer holding the secret never reaches the core.
  */
 export function parseBrokerMessage(value: unknown, from: number, self: number): BrokerMessage | string {
   if (!isRecord(value)) return "not an object";
@@ -104,6 +92,8 @@ export function parseBrokerMessage(value: unknown, from: number, self: number): 
     if (message.from !== from) return `raft message claims to be from ${quoted(message.from)} but came from ${from}`;
     if (message.to !== self) return `raft message for ${quoted(message.to)} delivered to ${self}`;
     if (!isNonNegativeInteger(message.term)) return "raft message without a term";
+    const malformed = malformedMessageReason(message as Record<string, unknown> & { readonly term: number });
+    if (malformed !== null) return `malformed raft message (${malformed})`;
     return { type: "raft", partitionId: value.partitionId, message: message as unknown as Message };
   }
   if (value.type === "gossip") {

@@ -13,6 +13,7 @@ export {
   votersOf,
 } from "./core/configuration.js";
 export type { StableLog } from "./core/log.js";
+export { MAX_TERM, malformedMessageReason, RAFT_MESSAGE_TYPES } from "./core/message-shape.js";
 export type { Message } from "./core/messages.js";
 export {
   type ForceReconfigurationOptions,

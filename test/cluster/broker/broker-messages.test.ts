@@ -26,6 +26,19 @@ describe("parseBrokerMessage", () => {
     expect(parseBrokerMessage({ type: "other" }, 1, 0)).toContain("unknown message type");
   });
 
+  it("refuses a Raft message whose fields the core could not use, naming the field", () => {
+    expect(
+      parseBrokerMessage({ type: "raft", partitionId: 2, message: { ...heartbeat, commitIndex: "x" } }, 1, 0),
+    ).toBe("malformed raft message (heartbeat: commitIndex is malformed)");
+    expect(
+      parseBrokerMessage(
+        { type: "raft", partitionId: 2, message: { ...heartbeat, term: Number.MAX_SAFE_INTEGER } },
+        1,
+        0,
+      ),
+    ).toContain("above the largest term");
+  });
+
   it("quotes at most the start of what a peer sent in the description of a malformed message", () => {
     const huge = "x".repeat(5_000_000);
     const problems = [

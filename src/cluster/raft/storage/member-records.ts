@@ -3,6 +3,7 @@
  * their shapes, and the checks that tell a record read back from its journal is whole before the storage trusts it.
  */
 import { combineCrc32c } from "../crc32c-combine.js";
+import { isConfiguration, isNonNegativeInteger, isRecord } from "../shapes.js";
 import type { Configuration, HardState, Member, SnapshotMetadata } from "../types.js";
 
 /** Names of the member's records in the journal. */
@@ -32,47 +33,6 @@ export interface StoredIncomingSnapshot extends StoredSnapshot {
 
 /** The hard state of a member that has stored none. */
 export const INITIAL_HARD_STATE: HardState = { term: 0, votedFor: null, commitIndex: 0 };
-
-/** Whether `value` is a safe integer of 0 or more, as every index, term and size in a record is. */
-export function isNonNegativeInteger(value: unknown): value is number {
-  return typeof value === "number" && Number.isSafeInteger(value) && value >= 0;
-}
-
-/** Whether `value` is an object a record's fields can be read from. */
-export function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null;
-}
-
-function isMemberList(value: unknown): value is Member[] {
-  return (
-    Array.isArray(value) &&
-    value.every(
-      (member) =>
-        isRecord(member) &&
-        isNonNegativeInteger(member.id) &&
-        (member.role === "voter" || member.role === "learner") &&
-        isNonNegativeInteger(member.priority),
-    )
-  );
-}
-
-function isConfiguration(value: unknown): value is Configuration {
-  return (
-    isRecord(value) && isMemberList(value.members) && (value.outgoing === undefined || isMemberList(value.outgoing))
-  );
-}
-
-/** Whether `value` has the shape of a snapshot's metadata. */
-export function isSnapshotMetadata(value: unknown): value is SnapshotMetadata {
-  return (
-    isRecord(value) &&
-    isNonNegativeInteger(value.index) &&
-    isNonNegativeInteger(value.term) &&
-    isConfiguration(value.configuration) &&
-    isNonNegativeInteger(value.sizeBytes) &&
-    isNonNegativeInteger(value.checksum)
-  );
-}
 
 /** Copies metadata into a plain object so nothing the caller still holds is persisted or aliased. */
 export function copyMetadata(metadata: SnapshotMetadata): SnapshotMetadata {

@@ -19,6 +19,7 @@
 import { crc32c } from "@node-rs/crc32";
 import { sameSnapshot } from "../core/snapshot-transfer.js";
 import { combineCrc32c } from "../crc32c-combine.js";
+import { isNonNegativeInteger, isRecord, isSnapshotMetadata } from "../shapes.js";
 import {
   type Compaction,
   type Entry,
@@ -58,9 +59,6 @@ import {
   INCOMING_SNAPSHOT_KEY,
   INITIAL_HARD_STATE,
   isHardState,
-  isNonNegativeInteger,
-  isRecord,
-  isSnapshotMetadata,
   LOG_START_KEY,
   type LogStart,
   progressedIncoming,

@@ -3,10 +3,10 @@
  */
 import { crc32c } from "@node-rs/crc32";
 import { describe, expect, it } from "vitest";
+import { isSnapshotMetadata } from "../../../../src/cluster/raft/shapes.js";
 import {
   copyMetadata,
   isHardState,
-  isSnapshotMetadata,
   progressedIncoming,
   type StoredIncomingSnapshot,
 } from "../../../../src/cluster/raft/storage/member-records.js";
