@@ -160,7 +160,7 @@ export function guardConnections(
       noteRefusal("maxConnectionsPerAddress", socket.remoteAddress, "refused");
       return;
     }
-    const admitted = admission.admit(socket, performance.now());
+    const admitted = admission.admit(socket, performance.now(), key);
     if (!admitted.admitted) {
       socket.destroy();
       noteRefusal("maxConnections", socket.remoteAddress, "refused");

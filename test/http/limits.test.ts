@@ -201,13 +201,14 @@ describe("connection limits of every HTTP server", () => {
       byteIntervalMs: 250,
     });
     held.push(slow);
-    // None of them has waited the minimum yet: a new connection is refused rather than one of them closed.
-    await expect(requestFrom(otherClientAddress, `${url}/ping`, { timeoutMs: 2_000 })).rejects.toThrow();
+    // None of them has waited the minimum yet: a new connection is refused rather than one of them closed. The new
+    // client shares the slow connections' address, so that it has no fair share to claim (another address would).
+    await expect(requestFrom(attackerAddress, `${url}/ping`, { timeoutMs: 2_000 })).rejects.toThrow();
     expect(slow.closedCount()).toBe(0);
     await new Promise((resolve) => setTimeout(resolve, 1_200));
     const statuses: number[] = [];
     for (let request = 0; request < 5; request += 1) {
-      statuses.push((await requestFrom(otherClientAddress, `${url}/ping`)).status);
+      statuses.push((await requestFrom(attackerAddress, `${url}/ping`)).status);
     }
     expect(statuses).toEqual([200, 200, 200, 200, 200]);
     // Only one slow connection was closed, for the first request: each answered connection closed after its answer
