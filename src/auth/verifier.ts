@@ -157,6 +157,14 @@ export class TokenVerifier {
       if (description === undefined) throw error;
       throw new TokenVerificationError(description, { cause: error });
     }
+    // Base64url's last character may carry bits that decoding ignores, so one signature has several spellings, each
+    // of which the library accepts: a list of refused tokens, or anything else keyed by the token's text, could be
+    // passed by another spelling. Of a signature the library found valid, only the spelling its bytes encode to is
+    // accepted.
+    const signature = token.slice(token.lastIndexOf(".") + 1);
+    if (Buffer.from(signature, "base64url").toString("base64url") !== signature) {
+      throw new TokenVerificationError("The access token's signature is not in canonical base64url.");
+    }
     // jose only judges `iat` against a maximum age; a token issued in the future is refused here.
     if (typeof payload.iat !== "number" || payload.iat * 1000 > now + this.clockSkewSeconds * 1000) {
       throw new TokenVerificationError("The access token is not valid yet (issued in the future).");

@@ -57,6 +57,19 @@ describe("token verifier", () => {
     expect(clusterPrincipal.clusterId).toBe("cluster-7");
   });
 
+  it("refuses another spelling of a valid token's signature, which decodes to the same bytes", async () => {
+    const key = await createTestKey("RS256");
+    const { verifier } = await setup([key]);
+    const token = await signWith(key, validClaims(nowMs));
+    // A 256-byte signature is 342 characters of base64url, whose last character carries 4 bits that decoding ignores.
+    const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    const respelled = `${token.slice(0, -1)}${alphabet[alphabet.indexOf(token.slice(-1)) ^ 1]}`;
+    const signatureOf = (text: string) => Buffer.from(text.slice(text.lastIndexOf(".") + 1), "base64url");
+    expect(signatureOf(respelled).equals(signatureOf(token))).toBe(true);
+    expect(await refusal(verifier, respelled)).toMatch(/canonical base64url/);
+    expect((await verifier.verify(token)).clientId).toBe("client-1");
+  });
+
   it("refuses an expired token, tolerating a small clock skew", async () => {
     const key = await createTestKey();
     const { verifier } = await setup([key]);

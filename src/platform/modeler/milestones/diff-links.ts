@@ -59,8 +59,10 @@ export class DiffLinkSigner {
 
   /** Checks a presented grant: 403 when the signature does not match or the link has expired. */
   verify(grant: DiffGrant, signature: string): void {
-    const expected = Buffer.from(this.signature(grant), "base64url");
-    const presented = Buffer.from(signature, "base64url");
+    // The texts are compared, not the bytes they decode to: base64url's last character may carry bits that decoding
+    // ignores, and a link must have one spelling only.
+    const expected = Buffer.from(this.signature(grant), "utf8");
+    const presented = Buffer.from(signature, "utf8");
     if (presented.length !== expected.length || !timingSafeEqual(presented, expected)) {
       // Not `forbidden`, whose title speaks of a token's scopes: a diff link is used without a token.
       throw new ServiceError(
