@@ -3,7 +3,6 @@
  */
 import { crc32c } from "@node-rs/crc32";
 import { describe, expect, it } from "vitest";
-import { isSnapshotMetadata } from "../../../../src/cluster/raft/shapes.js";
 import {
   copyMetadata,
   isHardState,
@@ -41,15 +40,6 @@ describe("isHardState", () => {
     expect(isHardState({ term: 1, votedFor: null, commitIndex: 0, forced: { sinceTerm: 1 } })).toBe(false);
     expect(isHardState({ term: 1, votedFor: null, commitIndex: 0, fencedMembers: [-1] })).toBe(false);
     expect(isHardState(null)).toBe(false);
-  });
-});
-
-describe("isSnapshotMetadata", () => {
-  it("refuses a member of an unknown role and a size that is not an integer", () => {
-    expect(isSnapshotMetadata(metadata)).toBe(true);
-    const observer = { ...metadata, configuration: { members: [{ id: 0, role: "observer", priority: 1 }] } };
-    expect(isSnapshotMetadata(observer)).toBe(false);
-    expect(isSnapshotMetadata({ ...metadata, sizeBytes: Number.MAX_SAFE_INTEGER + 1 })).toBe(false);
   });
 });
 
