@@ -25,7 +25,14 @@ import type { ClusterCredentials } from "./cluster-credentials.js";
 import type { Envelope, NodeId, PeerAddress } from "./envelope.js";
 import { PROTOCOL_VERSION } from "./envelope.js";
 import type { HandshakeFailureReason, RemoteErrorCode } from "./errors.js";
-import { HandshakeError, PeerUnreachableError, ProtocolError, TransportClosedError } from "./errors.js";
+import {
+  FrameTooLargeError,
+  HandshakeError,
+  MalformedFrameError,
+  PeerUnreachableError,
+  ProtocolError,
+  TransportClosedError,
+} from "./errors.js";
 import { FramedConnection } from "./framed-connection.js";
 import { encodeFrame } from "./framing.js";
 import {
@@ -504,6 +511,16 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
   private inboundClosed(connection: FramedConnection, state: InboundState, error: Error | undefined): void {
     clearTimeout(state.handshakeTimer);
     if (state.sender === undefined) {
+      // A frame that could not be decoded ends the connection before any handshake step saw it: said here, as a
+      // refused step would be, so that an operator learns who sends such frames.
+      if (error instanceof MalformedFrameError || error instanceof FrameTooLargeError) {
+        this.refusalLog.report(
+          state.remoteHost,
+          "malformed",
+          { remoteAddress: state.remoteAddress, problem: error.message },
+          `${state.remoteAddress}: refused a connection whose frame could not be read before it authenticated`,
+        );
+      }
       this.forgetUnauthenticated(connection, state);
       this.handshakeCounters.largestUnauthenticatedReadBytes = Math.max(
         this.handshakeCounters.largestUnauthenticatedReadBytes,

@@ -78,6 +78,11 @@ export class ProtocolError extends TransportError {
   override readonly name: string = "ProtocolError";
 }
 
+/** A frame's body is not msgpack the protocol can decode within its bounds (see msgpack-bounds.ts). */
+export class MalformedFrameError extends ProtocolError {
+  override readonly name = "MalformedFrameError";
+}
+
 /** A frame is larger than the configured `maxFrameBytes`; the connection that carried it is closed. */
 export class FrameTooLargeError extends ProtocolError {
   override readonly name = "FrameTooLargeError";
@@ -96,7 +101,8 @@ export class FrameTooLargeError extends ProtocolError {
  * - `authentication-failed`: its proof does not match: it does not know this cluster's secret.
  * - `protocol-version`: it speaks another version of the wire protocol.
  * - `unexpected-node`: the connection reached another node than the address book names.
- * - `malformed`: it broke the handshake's rules (wrong envelope, out of order).
+ * - `malformed`: it broke the handshake's rules (wrong envelope, out of order), or sent a frame too large or not
+ *   decodable before it authenticated.
  */
 export type HandshakeFailureReason =
   | "other-cluster"

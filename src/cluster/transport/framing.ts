@@ -14,7 +14,7 @@
 import { Packr, RESET_BUFFER_MODE } from "msgpackr";
 import type { BufferPool } from "../../buffers/buffer-pool.js";
 import type { RetainedRegions } from "../../buffers/retained-regions.js";
-import { FrameTooLargeError, ProtocolError } from "./errors.js";
+import { FrameTooLargeError, MalformedFrameError, ProtocolError } from "./errors.js";
 import { assertBoundedMsgpack } from "./msgpack-bounds.js";
 
 /** Bytes of the header (the retained-body flag and the body's length) in front of every frame body. */
@@ -285,7 +285,7 @@ export class FrameDecoder {
           throw new FrameTooLargeError(bodyBytes, this.maxFrameBytesValue);
         }
         if (bodyBytes === 0) {
-          throw new ProtocolError("frame with an empty body");
+          throw new MalformedFrameError("frame with an empty body");
         }
         this.expectedBodyBytes = bodyBytes;
         this.expectedBodyRetained = header >= RETAINED_BODY_FLAG;
@@ -345,7 +345,7 @@ function decodedFrame(body: Buffer): DecodedFrame {
   try {
     value = packr.unpack(body);
   } catch (error) {
-    throw new ProtocolError(`malformed frame body: ${(error as Error).message}`);
+    throw new MalformedFrameError(`malformed frame body: ${(error as Error).message}`);
   }
   return { value, frameBytes: FRAME_HEADER_BYTES + body.length };
 }

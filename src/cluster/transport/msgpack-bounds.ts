@@ -13,7 +13,7 @@
  *   `undefined` (0x00), typed arrays (0x74), big integers (0x42) and timestamps (-1).
  * It is a bound, not a validation: a body it accepts may still fail to decode, or decode into a malformed message.
  */
-import { ProtocolError } from "./errors.js";
+import { MalformedFrameError } from "./errors.js";
 
 /**
  * Deepest nesting of arrays and maps a frame body may have: twice the 64 levels the HTTP APIs accept in a JSON body,
@@ -38,12 +38,12 @@ function readLength(body: Uint8Array, position: number, byteCount: 1 | 2 | 4): n
   );
 }
 
-function truncated(position: number): ProtocolError {
-  return new ProtocolError(`malformed frame body: a value at byte ${position} runs past the end of the body`);
+function truncated(position: number): MalformedFrameError {
+  return new MalformedFrameError(`malformed frame body: a value at byte ${position} runs past the end of the body`);
 }
 
 /**
- * Throws a `ProtocolError` when `body` holds msgpack whose decoding could reserve more than its size allows, nests too
+ * Throws a `MalformedFrameError` when `body` holds msgpack whose decoding could reserve more than its size allows, nests too
  * deep, or uses an extension the protocol does not (see the module comment). Reads each header once.
  */
 export function assertBoundedMsgpack(body: Uint8Array): void {
@@ -136,7 +136,7 @@ export function assertBoundedMsgpack(body: Uint8Array): void {
           position += 4;
           break;
         default:
-          throw new ProtocolError(
+          throw new MalformedFrameError(
             `malformed frame body: byte ${tokenPosition} is 0x${token.toString(16)}, which starts no msgpack value`,
           );
       }
@@ -146,12 +146,12 @@ export function assertBoundedMsgpack(body: Uint8Array): void {
     if (elements > 0) {
       owedTotal += elements;
       if (owedTotal > body.length - position) {
-        throw new ProtocolError(
+        throw new MalformedFrameError(
           `malformed frame body: the container at byte ${tokenPosition} declares more elements than the body could hold`,
         );
       }
       if (owed.length > MAX_MSGPACK_DEPTH) {
-        throw new ProtocolError(`malformed frame body: containers nest deeper than ${MAX_MSGPACK_DEPTH}`);
+        throw new MalformedFrameError(`malformed frame body: containers nest deeper than ${MAX_MSGPACK_DEPTH}`);
       }
       owed.push(elements);
     }
@@ -163,6 +163,8 @@ function assertAcceptedExtension(body: Uint8Array, position: number): void {
   if (position >= body.length) throw truncated(position);
   const type = body[position] as number;
   if (!ACCEPTED_EXTENSION_TYPES.has(type)) {
-    throw new ProtocolError(`malformed frame body: extension type 0x${type.toString(16)} is not used by the protocol`);
+    throw new MalformedFrameError(
+      `malformed frame body: extension type 0x${type.toString(16)} is not used by the protocol`,
+    );
   }
 }

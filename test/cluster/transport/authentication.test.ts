@@ -182,6 +182,19 @@ describe("cluster handshake", () => {
     );
   });
 
+  it("closes a connection at once whose first frame announces more than its bytes hold, and logs who sent it", async () => {
+    const { logger, lines } = capturingLogger();
+    const { transport: member, address } = await startNode(2, { connectTimeoutMs: 60_000, logger });
+    const raw = await openRaw(address);
+    // An array header of 2^25 elements: decoded as it was, it reserved 268 MB before reading any element.
+    raw.socket.write(Buffer.from("00000005dd02000000", "hex"));
+    await within(raw.closed, 5_000, "the connection is closed");
+    expect(member.statistics().protocolErrors).toBe(1);
+    const refusal = lines.find((line) => line.reason === "malformed");
+    expect(refusal).toMatchObject({ level: 40, problem: expect.stringContaining("declares more elements") });
+    expect(refusal?.msg).toMatch(/refused a connection whose frame could not be read before it authenticated/);
+  });
+
   it("holds at most one handshake frame of a connection that stalls, and closes it at the deadline", async () => {
     const { transport: member, address } = await startNode(2, { connectTimeoutMs: 200 });
     const raw = await openRaw(address);
