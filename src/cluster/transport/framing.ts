@@ -14,7 +14,7 @@
 import { Packr, RESET_BUFFER_MODE } from "msgpackr";
 import type { BufferPool } from "../../buffers/buffer-pool.js";
 import type { RetainedRegions } from "../../buffers/retained-regions.js";
-import { FrameTooLargeError, MalformedFrameError, ProtocolError } from "./errors.js";
+import { FrameTooLargeError, MalformedFrameError } from "./errors.js";
 import { assertBoundedMsgpack } from "./msgpack-bounds.js";
 
 /** Bytes of the header (the retained-body flag and the body's length) in front of every frame body. */
@@ -227,7 +227,7 @@ export class FrameDecoder {
 
   /**
    * Takes the `byteCount` bytes a read put at the start of the memory `readBuffer` handed out last, and returns every
-   * frame they complete, in order; throws a ProtocolError on a bad frame.
+   * frame they complete, in order; throws a `MalformedFrameError` or `FrameTooLargeError` on a bad frame.
    */
   commitRead(byteCount: number): DecodedFrame[] {
     if (!Number.isSafeInteger(byteCount) || byteCount < 0 || byteCount > this.handedOutBytes) {
