@@ -113,7 +113,9 @@ describe("AccessPolicyWatcher", () => {
     await waitFor(() => watcher.current().protectsMetrics, "the file rewritten in place is in force");
     expect(watcher.current().isRevoked("gone")).toBe(true);
     expect(events.applied).toHaveLength(2);
-    expect(events.rejected).toBe(0);
+    // A file rewritten in place is emptied before it is written: a loaded machine may let the watcher read it empty
+    // once, which it refuses, keeping the version in force until the whole one arrives.
+    expect(events.rejected).toBeLessThanOrEqual(1);
 
     const applied = lines.filter((line) => line.msg === "access policy applied");
     expect(applied.at(-1)).toMatchObject({
