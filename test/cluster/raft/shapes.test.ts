@@ -3,15 +3,9 @@
  */
 import { describe, expect, it } from "vitest";
 import { isConfiguration, isSnapshotMetadata } from "../../../src/cluster/raft/shapes.js";
-import type { SnapshotMetadata } from "../../../src/cluster/raft/types.js";
+import { sixByteSnapshotMetadata } from "./fixtures.js";
 
-const metadata: SnapshotMetadata = {
-  index: 10,
-  term: 2,
-  configuration: { members: [{ id: 0, role: "voter", priority: 1 }] },
-  sizeBytes: 6,
-  checksum: 7,
-};
+const metadata = sixByteSnapshotMetadata;
 
 describe("isConfiguration", () => {
   it("accepts members with and without outgoing members, and refuses a member without its priority", () => {

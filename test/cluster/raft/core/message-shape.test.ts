@@ -8,6 +8,7 @@ import {
   malformedMessageReason,
   RAFT_MESSAGE_TYPES,
 } from "../../../../src/cluster/raft/core/message-shape.js";
+import { sixByteSnapshotMetadata } from "../fixtures.js";
 import { ScriptedGroup, voters } from "./scripted-group.js";
 
 /** A message as it arrives, its header already checked. */
@@ -37,14 +38,8 @@ describe("malformedMessageReason", () => {
   });
 
   it("passes a snapshot chunk and answer of the shape the core sends", () => {
-    const metadata = {
-      index: 10,
-      term: 2,
-      configuration: { members: [{ id: 1, role: "voter", priority: 1 }] },
-      sizeBytes: 4,
-      checksum: 9,
-    };
-    const chunk = { ...header, type: "snapshotChunk", metadata, offset: 0, data: new Uint8Array(4), last: true };
+    const metadata = sixByteSnapshotMetadata;
+    const chunk = { ...header, type: "snapshotChunk", metadata, offset: 0, data: new Uint8Array(6), last: true };
     expect(malformedMessageReason(chunk)).toBeNull();
     expect(malformedMessageReason({ ...chunk, offset: 1 })).toBe(
       "snapshotChunk: the chunk ends beyond the snapshot's size",
@@ -55,7 +50,7 @@ describe("malformedMessageReason", () => {
       snapshotIndex: 10,
       snapshotTerm: 2,
       status: "continue",
-      nextOffset: 4,
+      nextOffset: 6,
       matchIndex: 0,
     };
     expect(malformedMessageReason(answer)).toBeNull();

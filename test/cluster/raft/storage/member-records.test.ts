@@ -9,15 +9,9 @@ import {
   progressedIncoming,
   type StoredIncomingSnapshot,
 } from "../../../../src/cluster/raft/storage/member-records.js";
-import type { SnapshotMetadata } from "../../../../src/cluster/raft/types.js";
+import { sixByteSnapshotMetadata } from "../fixtures.js";
 
-const metadata: SnapshotMetadata = {
-  index: 10,
-  term: 2,
-  configuration: { members: [{ id: 0, role: "voter", priority: 1 }] },
-  sizeBytes: 6,
-  checksum: 7,
-};
+const metadata = sixByteSnapshotMetadata;
 
 describe("isHardState", () => {
   it("accepts a hard state with and without its forced membership and fenced members", () => {
