@@ -43,8 +43,8 @@ function truncated(position: number): MalformedFrameError {
 }
 
 /**
- * Throws a `MalformedFrameError` when `body` holds msgpack whose decoding could reserve more than its size allows, nests too
- * deep, or uses an extension the protocol does not (see the module comment). Reads each header once.
+ * Throws a `MalformedFrameError` when `body` holds msgpack whose decoding could reserve more than its size allows,
+ * nests too deep, or uses an extension the protocol does not (see the module comment). Reads each header once.
  */
 export function assertBoundedMsgpack(body: Uint8Array): void {
   // Values still to be read, per open container (the outermost "container" holds the one top-level value).
