@@ -22,10 +22,10 @@
  *
  * Progress is measured, not age: a download that moves its bytes promptly is never closed for a newcomer however long
  * it lasts, and neither is a connection whose handler is still working (nothing waits to be sent), nor one receiving
- * a pipelined request while the answer before it moves; a prompt upload only for the fair share of rule 4. When no connection qualifies the
- * new one is refused. Connections are kept apart by phase (opened, busy with requests, idle between them), each in
- * the order its phase began; of the busy ones only the `MAX_BUSY_EXAMINED` that began longest ago are looked at, so
- * an admission at the cap costs a bounded amount of work however many connections are open.
+ * a pipelined request while the answer before it moves; a prompt upload only for the fair share of rule 4. When no
+ * connection qualifies the new one is refused. Connections are kept apart by phase (opened, busy with requests, idle
+ * between them), each in the order its phase began; of the busy ones only the `MAX_BUSY_EXAMINED` that began longest
+ * ago are looked at, so an admission at the cap costs a bounded amount of work however many connections are open.
  */
 import type { IncomingMessage } from "node:http";
 import type { Socket } from "node:net";
