@@ -16,7 +16,7 @@ import type { HttpServer } from "../../http/server.js";
 import { steadyEpochMs } from "../../time/monotonic.js";
 import { BackupActivity } from "../backup/backup-activity.js";
 import { MAX_TIMESTAMP_MS } from "../engine/index.js";
-import { type Member, type Message, StorageCorruptionError } from "../raft/index.js";
+import { type Member, type Message, StorageCorruptionError, UnerasedWriteError } from "../raft/index.js";
 import type { StorageEnvironment } from "../raft/storage/environment.js";
 import {
   type AcceptAnswer,
@@ -754,6 +754,9 @@ export class Broker {
   private recoverStorageIfFailed(): Promise<void> {
     const environment = this.environment;
     if (environment === null || environment.failure === null || this.closing) return Promise.resolve();
+    // A failed journal write that could not be erased may still be read back as if it were durable: the replicas
+    // stay down, each reported with this reason, until an operator has checked the disk and restarted the broker.
+    if (environment.failure instanceof UnerasedWriteError) return Promise.reject(environment.failure);
     this.storageRecovery ??= this.reopenStorage(environment, environment.failure).finally(() => {
       this.storageRecovery = null;
     });

@@ -242,3 +242,23 @@ export class StorageCorruptionError extends Error {
     this.name = "StorageCorruptionError";
   }
 }
+
+/**
+ * A journal write failed, and so did overwriting its bytes with zeros: the disk or the page cache may still hold the
+ * failed write, which a journal opened again without a reboot would replay as durable. The storage must not be opened
+ * again by this process; an operator checks the disk and restarts the broker.
+ */
+export class UnerasedWriteError extends Error {
+  constructor(
+    readonly location: string,
+    cause: Error,
+    erasing: Error,
+  ) {
+    super(
+      `a journal write at ${location} failed (${cause.message}) and could not be erased (${erasing.message}); the ` +
+        "storage is not opened again until the broker restarts",
+      { cause },
+    );
+    this.name = "UnerasedWriteError";
+  }
+}

@@ -57,7 +57,7 @@ import { open as openFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { crc32c } from "@node-rs/crc32";
 import { privateDirectoryMode, privateFileMode } from "../../../files/private-files.js";
-import { StorageCorruptionError } from "../types.js";
+import { StorageCorruptionError, UnerasedWriteError } from "../types.js";
 
 /** Options of a journal. */
 export interface JournalOptions {
@@ -347,7 +347,7 @@ export class Journal {
       writeFully(prepared.segment.fd, prepared.buffer, prepared.fileOffset);
       if (!DATA_SYNC_ON_WRITE) fdatasyncSync(prepared.segment.fd);
     } catch (error) {
-      this.fail(error);
+      this.fail(error, prepared.segment, prepared.fileOffset, prepared.buffer.byteLength);
     }
     this.publish(operations, prepared);
   }
@@ -366,7 +366,7 @@ export class Journal {
         );
       }
     } catch (error) {
-      this.fail(error);
+      this.fail(error, prepared.segment, prepared.fileOffset, prepared.buffer.byteLength);
     } finally {
       this.commitInFlight = false;
     }
@@ -374,11 +374,26 @@ export class Journal {
   }
 
   /**
-   * A write or sync failed: what reached the disk is unknown (a later sync may or may not persist it), so the
-   * journal accepts no further transaction.
+   * The write of `byteLength` bytes at `fileOffset` of `segment`, or its sync, failed: what reached the disk is unknown, so
+   * the journal accepts no further transaction. The bytes are overwritten with zeros and synced first. Linux keeps
+   * the data of a failed write in the page cache, marked clean, so a later sync does not write it again while reads
+   * still return it: a journal opened again without a reboot (the broker does that after a storage failure) would
+   * replay the failed write as durable, and acknowledge what a crash of the machine may still lose. Zeros written over
+   * it mark the pages dirty again, and their sync puts the zeros on the disk. When that fails too the failure is an
+   * `UnerasedWriteError`, after which the journal must not be opened again until the machine is checked.
    */
-  private fail(error: unknown): never {
-    this.failure = error instanceof Error ? error : new Error(String(error));
+  private fail(error: unknown, segment: Segment, fileOffset: number, byteLength: number): never {
+    const cause = error instanceof Error ? error : new Error(String(error));
+    try {
+      zeroRange(segment.fd, fileOffset, fileOffset + byteLength);
+      this.failure = cause;
+    } catch (erasing) {
+      this.failure = new UnerasedWriteError(
+        byteLocation(segment.path, fileOffset),
+        cause,
+        erasing instanceof Error ? erasing : new Error(String(erasing)),
+      );
+    }
     throw this.failure;
   }
 
@@ -579,7 +594,7 @@ export class Journal {
       writeFully(segment.fd, checkpoint, this.writeOffset);
       if (!DATA_SYNC_ON_WRITE) fdatasyncSync(segment.fd);
     } catch (error) {
-      this.fail(error);
+      this.fail(error, segment, this.writeOffset, checkpoint.byteLength);
     }
     this.writeOffset += checkpoint.byteLength;
   }
@@ -812,7 +827,7 @@ export class Journal {
       failure = "non-zero bytes after the last record";
     }
     assertTornTail(segment, isLast, offset, sizeBytes, failure);
-    zeroFrom(segment.fd, offset, sizeBytes);
+    zeroRange(segment.fd, offset, sizeBytes);
     return offset;
   }
 }
@@ -899,7 +914,8 @@ function isZeroFrom(fd: number, offset: number, end: number): boolean {
   return true;
 }
 
-function zeroFrom(fd: number, offset: number, end: number): void {
+/** Writes zeros over the bytes of `fd` from `offset` up to `end` and syncs them. */
+function zeroRange(fd: number, offset: number, end: number): void {
   for (let position = offset; position < end; position += ZEROS.byteLength) {
     writeFully(fd, ZEROS.subarray(0, Math.min(ZEROS.byteLength, end - position)), position);
   }

@@ -1,10 +1,11 @@
-import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import fs, { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { syncBuiltinESMExports } from "node:module";
 import { join } from "node:path";
 import { crc32c } from "@node-rs/crc32";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { Journal } from "../../../../src/cluster/raft/storage/journal.js";
-import { StorageCorruptionError } from "../../../../src/cluster/raft/types.js";
+import { StorageCorruptionError, UnerasedWriteError } from "../../../../src/cluster/raft/types.js";
 import { withTemporaryDirectory } from "./temp-directory.js";
 
 const encoder = new TextEncoder();
@@ -16,6 +17,41 @@ function bytes(text: string): Uint8Array {
 
 function text(value: Uint8Array | undefined): string | undefined {
   return value === undefined ? undefined : decoder.decode(value);
+}
+
+/** How each of the next synchronous writes behaves; the writes after the listed ones behave normally. */
+type WriteFault = "copy-then-fail" | "fail";
+
+/**
+ * Runs `body` with the next synchronous file writes faulty as `faults` lists them ("copy-then-fail" writes the
+ * bytes and then reports EIO, as a write whose data stays in the page cache does); answers what `body` threw and how
+ * many writes it made.
+ */
+async function withWritesThat(
+  faults: readonly WriteFault[],
+  body: () => void,
+): Promise<{ error: Error | undefined; writes: number }> {
+  const original = fs.writeSync;
+  let writes = 0;
+  const eio = (): Error => Object.assign(new Error("EIO: i/o error, write"), { code: "EIO" });
+  (fs as { writeSync: unknown }).writeSync = (...parameters: unknown[]): number => {
+    const fault = faults[writes];
+    writes += 1;
+    if (fault === "fail") throw eio();
+    const written = (original as (...values: unknown[]) => number)(...parameters);
+    if (fault === "copy-then-fail") throw eio();
+    return written;
+  };
+  syncBuiltinESMExports();
+  try {
+    body();
+    return { error: undefined, writes };
+  } catch (error) {
+    return { error: error as Error, writes };
+  } finally {
+    fs.writeSync = original;
+    syncBuiltinESMExports();
+  }
 }
 
 /** Polls `condition` every 10 ms for up to 5 s. */
@@ -397,6 +433,51 @@ describe("Journal", () => {
         /failed earlier/,
       );
       expect(journal.entries.get(1, 2)).toBeUndefined();
+    });
+  });
+
+  it("erases a write that failed with EIO, so a journal opened again in the same process does not replay it", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const journal = Journal.open({ directory });
+      transact(journal, (writing) => {
+        writing.entries.put(1, 1, bytes("acknowledged"));
+        writing.records.put(1, "hard", bytes("term 5"));
+      });
+      // What Linux does when a write's data cannot reach the disk: the bytes are in the page cache, where reads find
+      // them, and the write reports EIO.
+      const outcome = await withWritesThat(["copy-then-fail"], () =>
+        transact(journal, (writing) => {
+          writing.entries.put(1, 2, bytes("never acknowledged"));
+          writing.records.put(1, "hard", bytes("term 6, voted for 2"));
+        }),
+      );
+      expect(outcome.error?.message).toMatch(/EIO/);
+      expect(outcome.writes).toBeGreaterThanOrEqual(2);
+      await journal.close();
+
+      const reopened = Journal.open({ directory });
+      expect(text(reopened.entries.get(1, 1))).toBe("acknowledged");
+      expect(reopened.entries.get(1, 2)).toBeUndefined();
+      expect(text(reopened.records.get(1, "hard"))).toBe("term 5");
+      transact(reopened, (writing) => writing.entries.put(1, 2, bytes("written again")));
+      await reopened.close();
+      expect(text(Journal.open({ directory }).entries.get(1, 2))).toBe("written again");
+    });
+  });
+
+  it("fails with UnerasedWriteError when the failed write cannot be erased either", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const journal = Journal.open({ directory });
+      transact(journal, (writing) => writing.entries.put(1, 1, bytes("acknowledged")));
+      const outcome = await withWritesThat(["copy-then-fail", "fail"], () =>
+        transact(journal, (writing) => writing.entries.put(1, 2, bytes("never acknowledged"))),
+      );
+      expect(outcome.error).toBeInstanceOf(UnerasedWriteError);
+      expect(outcome.error?.message).toMatch(/\.journal, byte \d+ failed \(EIO.*could not be erased \(EIO/);
+      expect(() => transact(journal, (writing) => writing.entries.put(1, 3, bytes("refused")))).toThrow(
+        /failed earlier/,
+      );
+      await journal.close();
     });
   });
 
