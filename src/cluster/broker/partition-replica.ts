@@ -364,6 +364,12 @@ export class PartitionReplica {
       throw new Error("invariant violated: the election timeout must be longer than the heartbeat interval");
     }
     const storage = MemberStorage.openIn(options.environment, { scope: options.partitionId });
+    for (const damage of storage.damageFoundOnOpen) {
+      options.logger.warn(
+        { partitionId: options.partitionId, damage },
+        "damaged data set aside while opening the replica's storage; it is received again from the leader",
+      );
+    }
     try {
       const persisted = await storage.load();
       const engine =

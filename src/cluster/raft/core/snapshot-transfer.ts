@@ -4,10 +4,13 @@
  * Sender (`SnapshotTransfer`, one per member the leader sends a snapshot to): chunks of at most `chunkBytes` are read
  * from the leader's storage as they are sent, and at most `windowChunks` of them are in flight, i.e. sent beyond the
  * offset the member acknowledged. An acknowledgement of a higher offset slides the window; one at or below the
- * acknowledged offset is stale (a duplicate, a late answer, or the member repeating the offset it expects after an
- * out-of-order chunk) and changes nothing. Nothing but a timeout makes the sender send a chunk again: when no
- * acknowledgement moved the window for `resendTicks` ticks, the window is sent again from the acknowledged offset.
- * Retransmissions are therefore bounded by one window per timeout, however many answers are lost, duplicated or late.
+ * acknowledged offset is usually stale (a duplicate, a late answer, or the member repeating the offset it expects after
+ * an out-of-order chunk) and changes nothing at once. Nothing but a timeout makes the sender send a chunk again: when
+ * no acknowledgement moved the window for `resendTicks` ticks, the window is sent again from the acknowledged offset,
+ * or from a lower offset when the member's latest answer named one: a member that set aside stored chunks that did
+ * not verify (`MemberStorage.damageFoundOnOpen`) holds less than it acknowledged, and would otherwise refuse every
+ * chunk sent from the acknowledged offset for good. Retransmissions are therefore bounded by one window per timeout,
+ * however many answers are lost, duplicated or late.
  *
  * Receiver (`SnapshotReceiver`): accepts chunks only in order, each continuing where the bytes received so far end,
  * and keeps a running CRC-32C of them rather than the bytes themselves: the accepted chunks go to the storage in the
@@ -60,6 +63,8 @@ export class SnapshotTransfer {
   private lastSent = false;
   /** Ticks since an acknowledgement last moved the window or the window was last sent again. */
   private ticksWithoutProgress = 0;
+  /** The offset below the acknowledged one that the member's latest answer expects, or null (see the module comment). */
+  private memberExpectsBelow: number | null = null;
 
   constructor(
     readonly metadata: SnapshotMetadata,
@@ -111,10 +116,13 @@ export class SnapshotTransfer {
    * its end is acknowledged with `installed`, never with an offset, so an offset there (or beyond) is ignored too.
    */
   acknowledge(offset: number): boolean {
-    if (!Number.isSafeInteger(offset) || offset <= this.acknowledged || offset >= this.metadata.sizeBytes) {
+    if (!Number.isSafeInteger(offset) || offset < 0 || offset >= this.metadata.sizeBytes) return false;
+    if (offset <= this.acknowledged) {
+      this.memberExpectsBelow = offset < this.acknowledged ? offset : null;
       return false;
     }
     this.acknowledged = offset;
+    this.memberExpectsBelow = null;
     this.ticksWithoutProgress = 0;
     // The member may hold more than this transfer sent (it resumed a receipt that a crash or an earlier leader left),
     // or expect an offset no chunk in flight starts at: either way, continue right where it expects.
@@ -122,10 +130,17 @@ export class SnapshotTransfer {
     return true;
   }
 
-  /** Counts one tick; returns true when the resend timeout expired and the window was rewound to be sent again. */
+  /**
+   * Counts one tick; returns true when the resend timeout expired and the window was rewound to be sent again, from
+   * the acknowledged offset or from the lower one the member's latest answer expects.
+   */
   tick(resendTicks: number): boolean {
     this.ticksWithoutProgress++;
     if (this.ticksWithoutProgress < resendTicks) return false;
+    if (this.memberExpectsBelow !== null) {
+      this.acknowledged = this.memberExpectsBelow;
+      this.memberExpectsBelow = null;
+    }
     this.rewind(this.acknowledged);
     return true;
   }
@@ -133,6 +148,7 @@ export class SnapshotTransfer {
   /** Starts over from byte 0 (the member rejected the snapshot and discarded what it had received). */
   restart(): void {
     this.acknowledged = 0;
+    this.memberExpectsBelow = null;
     this.rewind(0);
   }
 

@@ -224,6 +224,9 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   /** Set by `destroy`: preparations stop at their next slice, their chunks unwritten. */
   private destroying = false;
 
+  /** What opening found damaged and set aside (see `damageFoundOnOpen`). */
+  private readonly damage: string[] = [];
+
   private constructor(environment: StorageEnvironment, ownsEnvironment: boolean, options: MemberStorageScopeOptions) {
     this.environment = environment;
     this.ownsEnvironment = ownsEnvironment;
@@ -244,6 +247,15 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       this.highestSlot = Math.max(this.highestSlot, key[1]);
       if (!used.has(key[1])) this.orphanChunks.push(key);
     }
+  }
+
+  /**
+   * Damage that opening found in data it can do without, and set aside instead of failing: chunks of a snapshot
+   * being received that do not verify (received again from the leader). Its owner reports each one; the stored state
+   * itself is never repaired this way, its damage is a `StorageCorruptionError`.
+   */
+  get damageFoundOnOpen(): readonly string[] {
+    return this.damage;
   }
 
   /**
@@ -1156,22 +1168,32 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
    * chunks are its durable progress: each batch is written and synced before anything acknowledges it, and no record
    * counts it (the record's own count, kept by earlier versions, is only a lower bound). Counts the chunks that
    * continue each other from byte 0 and verify, with their running checksum, reading one chunk at a time. Chunks
-   * after a gap or a damaged chunk are not counted: the sender sends those bytes again, and the write that stores
-   * them removes what lies there.
+   * after a gap or a damaged chunk are not counted: the sender sends those bytes again (it goes back to the offset
+   * this member names, see `SnapshotTransfer`), and the write that stores them removes what lies there. A crash
+   * cannot leave such a chunk, since each batch is one transaction, so each is reported in `damageFoundOnOpen`: the
+   * data is received again rather than the replica stopped, because the leader still holds all of it.
    */
   private recoverIncoming(metadata: SnapshotMetadata, slot: number): StoredIncomingSnapshot {
     let receivedBytes = 0;
     let receivedChecksum = 0;
     const range = { start: [this.scope, slot, 0] as ChunkKey, end: [this.scope, slot + 1, 0] as ChunkKey };
+    const location = (offset: number): string => `incoming snapshot chunk at byte ${offset} of slot ${slot}`;
     for (const { key, value } of this.environment.chunks.getRange(range)) {
-      if (key[2] !== receivedBytes) break;
-      let data: Uint8Array;
-      try {
-        data = chunkDataView(value, `incoming snapshot chunk at ${receivedBytes}`);
-      } catch {
+      if (key[2] !== receivedBytes) {
+        this.damage.push(`${location(key[2])}: the chunks before it end at byte ${receivedBytes}`);
         break;
       }
-      if (data.byteLength === 0 || receivedBytes + data.byteLength > metadata.sizeBytes) break;
+      let data: Uint8Array;
+      try {
+        data = chunkDataView(value, location(receivedBytes));
+      } catch (error) {
+        this.damage.push(error instanceof Error ? error.message : String(error));
+        break;
+      }
+      if (data.byteLength === 0 || receivedBytes + data.byteLength > metadata.sizeBytes) {
+        this.damage.push(`${location(receivedBytes)}: ${data.byteLength} bytes do not fit the snapshot's size`);
+        break;
+      }
       // The chunk's own checksum, just verified against its data.
       receivedChecksum = combineCrc32c(receivedChecksum, encodedChunkChecksum(value), data.byteLength);
       receivedBytes += data.byteLength;

@@ -63,6 +63,29 @@ describe("snapshot transfer: sender", () => {
     expect(takeAll(transfer).map((chunk) => chunk.offset)).toEqual([16, 32]);
   });
 
+  it("goes back to a lower offset the member's latest answer expects, only at the resend timeout", () => {
+    const transfer = new SnapshotTransfer(metadata(), 16, 2);
+    takeAll(transfer);
+    expect(transfer.acknowledge(32)).toBe(true);
+    takeAll(transfer);
+    // The member set aside stored chunks that did not verify: it expects byte 16 again and refuses every chunk after.
+    expect(transfer.acknowledge(16)).toBe(false);
+    expect(transfer.takeChunk()).toBeNull();
+    for (let tick = 1; tick < 3; tick++) expect(transfer.tick(3)).toBe(false);
+    expect(transfer.tick(3)).toBe(true);
+    expect(transfer.acknowledgedOffset).toBe(16);
+    expect(takeAll(transfer).map((chunk) => chunk.offset)).toEqual([16, 32]);
+    // A late answer naming a lower offset is forgotten once a later one names the acknowledged offset or moves on.
+    transfer.acknowledge(0);
+    transfer.acknowledge(16);
+    for (let tick = 1; tick <= 3; tick++) transfer.tick(3);
+    expect(transfer.acknowledgedOffset).toBe(16);
+    transfer.acknowledge(0);
+    expect(transfer.acknowledge(32)).toBe(true);
+    for (let tick = 1; tick <= 3; tick++) transfer.tick(3);
+    expect(transfer.acknowledgedOffset).toBe(32);
+  });
+
   it("jumps to an offset the member already holds, and starts over when it rejects the snapshot", () => {
     const transfer = new SnapshotTransfer(metadata(), 16, 2);
     takeAll(transfer);

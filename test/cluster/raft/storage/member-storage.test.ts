@@ -749,6 +749,47 @@ describe("MemberStorage", () => {
       });
     });
 
+    it("resumes a receipt before a stored chunk that does not verify, and reports it as damage found on open", async () => {
+      await withTemporaryDirectory(async (directory) => {
+        const snapshot = makeSnapshot(10, 2, 16);
+        const chunk = (offset: number, end: number) => receivedChunk(snapshot.data, offset, end);
+        const storage = MemberStorage.open({ directory, snapshotChunkBytes: 4 });
+        await storage.receiveSnapshotChunks({ metadata: snapshot.metadata, restart: true, chunks: [chunk(0, 4)] });
+        await storage.receiveSnapshotChunks({
+          metadata: snapshot.metadata,
+          restart: false,
+          chunks: [chunk(4, 8), chunk(8, 12)],
+        });
+        expect(storage.damageFoundOnOpen).toEqual([]);
+        await storage.close();
+        const root = open<Uint8Array, [number, number, number]>({ path: directory, maxDbs: 4 });
+        const chunks = root.openDB<Uint8Array, [number, number, number]>({
+          name: "snapshotChunks",
+          encoding: "binary",
+        });
+        const key = [...chunks.getKeys()].find((candidate) => candidate[2] === 4) as [number, number, number];
+        const damaged = Uint8Array.from(chunks.get(key) as Uint8Array);
+        damaged[damaged.byteLength - 1] = (damaged[damaged.byteLength - 1] as number) ^ 0xff;
+        await chunks.put(key, damaged);
+        await root.close();
+
+        const reopened = MemberStorage.open({ directory, snapshotChunkBytes: 4 });
+        expect(reopened.damageFoundOnOpen).toEqual([
+          expect.stringMatching(/incoming snapshot chunk at byte 4 of slot \d+.*checksum mismatch/),
+        ]);
+        expect((await reopened.load()).incomingSnapshot?.receivedBytes).toBe(4);
+        // The leader sends the bytes from 4 again; the write that stores them replaces the damaged chunk.
+        await reopened.receiveSnapshotChunks({
+          metadata: snapshot.metadata,
+          restart: false,
+          chunks: [chunk(4, 8), chunk(8, 12), chunk(12, 16)],
+        });
+        expect(await reopened.finishSnapshotReceive()).toEqual(snapshot.metadata);
+        expect(reopened.snapshot()).toEqual(snapshot);
+        await reopened.close();
+      });
+    });
+
     it("stores every receipt's chunks intact though each receipt encodes into the memory of the one before", async () => {
       await withStorage(async (storage) => {
         const snapshot = makeSnapshot(12, 3, 40);
