@@ -7,7 +7,7 @@ import { randomBytes } from "node:crypto";
 import { open, readFile, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { claimDirectory, DataDirectoryInUseError } from "../../files/directory-claim.js";
-import { ownPrivateDirectory, privateFileMode } from "../../files/private-files.js";
+import { createPrivateDirectoryDurably, ownPrivateDirectory, privateFileMode } from "../../files/private-files.js";
 import { type CommitReport, StorageEnvironment } from "../raft/storage/environment.js";
 import {
   type AcceptorState,
@@ -63,7 +63,10 @@ export async function openStorageEnvironment(
   if (legacyExists) throw new UnsupportedDataLayoutError(legacy);
   const directory = join(dataDirectory, STORAGE_DIRECTORY_NAME);
   // The broker's own directory: made 0700 even when an earlier version created it wider, which puts the journal and
-  // snapshots written back then out of other users' reach too.
+  // snapshots written back then out of other users' reach too. Created durably (its parents synced): the journal
+  // syncs only the directories it creates itself, and a crash on a first start must not lose acknowledged writes
+  // together with the directory entry of `raft/` or of the data directory above it.
+  createPrivateDirectoryDurably(directory);
   ownPrivateDirectory(directory);
   return StorageEnvironment.open({ directory, synchronousCommit, ...(onCommit === undefined ? {} : { onCommit }) });
 }

@@ -1,4 +1,6 @@
+import fs, { fstatSync, readlinkSync } from "node:fs";
 import { chmod, mkdir, readdir, readFile, writeFile } from "node:fs/promises";
+import { syncBuiltinESMExports } from "node:module";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
@@ -19,6 +21,24 @@ import {
 } from "../../../src/cluster/topology/index.js";
 import { entriesOpenToOthers, modeOf } from "../../support/file-modes.js";
 import { removeDirectory, temporaryDirectory } from "./support.js";
+
+/** Runs `body` and answers the directories whose descriptors were fsynced meanwhile, by path. */
+async function directoriesSyncedDuring(body: () => Promise<unknown>): Promise<string[]> {
+  const original = fs.fsyncSync;
+  const synced: string[] = [];
+  fs.fsyncSync = (descriptor: number): void => {
+    if (fstatSync(descriptor).isDirectory()) synced.push(readlinkSync(`/proc/self/fd/${descriptor}`));
+    original(descriptor);
+  };
+  syncBuiltinESMExports();
+  try {
+    await body();
+  } finally {
+    fs.fsyncSync = original;
+    syncBuiltinESMExports();
+  }
+  return synced;
+}
 
 describe("broker files", () => {
   let directory: string;
@@ -41,6 +61,17 @@ describe("broker files", () => {
     const refusal = openStorageEnvironment(directory, true);
     await expect(refusal).rejects.toBeInstanceOf(UnsupportedDataLayoutError);
     await expect(refusal).rejects.toThrow(/empty data directory/);
+  });
+
+  it("creates the data directory and raft/ durably on a first start: their names are synced into their parents", async () => {
+    const dataDirectory = join(directory, "first-start");
+    let environment: Awaited<ReturnType<typeof openStorageEnvironment>> | undefined;
+    const synced = await directoriesSyncedDuring(async () => {
+      environment = await openStorageEnvironment(dataDirectory, true);
+    });
+    await environment?.close();
+    // The parent holding first-start/, and first-start/ holding raft/.
+    expect(synced).toEqual(expect.arrayContaining([directory, dataDirectory]));
   });
 
   it("writes broker.pid with this process's id, refuses a second claim, and removes the file on release", async () => {

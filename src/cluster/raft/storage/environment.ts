@@ -27,7 +27,7 @@
 import { join } from "node:path";
 import { type Database, open, type RootDatabase, type RootDatabaseOptionsWithPath } from "lmdb";
 import { BufferPool } from "../../../buffers/buffer-pool.js";
-import { createPrivateDirectory, privateFileMode } from "../../../files/private-files.js";
+import { createPrivateDirectoryDurably, privateFileMode } from "../../../files/private-files.js";
 import { defaultGroupCommitOptions, type GroupCommitOptions, GroupCommitter } from "./group-commit.js";
 import { Journal, type JournalEntries, type JournalRecords } from "./journal.js";
 
@@ -158,7 +158,7 @@ export class StorageEnvironment {
     // committed, so a settled commit means durable. `noSync` stays off for the same reason.
     // The directory and LMDB's files are owner-only (0700, 0600) like everything flowplane stores; lmdb-js reads
     // the files' mode from `permissionsMode` (and `txnStartThreshold`), which its type declarations lack.
-    createPrivateDirectory(options.directory);
+    createPrivateDirectoryDurably(options.directory);
     const rootOptions: RootDatabaseOptionsWithPath & { permissionsMode: number; txnStartThreshold: number } = {
       path: options.directory,
       maxDbs: 4,
