@@ -6,7 +6,9 @@
  * is all a consensus log needs (the cluster benchmark prints the disk work per write; DEVELOPERS.md compares both).
  *
  * Layout: `<directory>/<sequence>.journal`, each starting with a 16-byte header (magic, version, four zero bytes)
- * followed by records `payloadBytes u32 | crc32c(payload) u32 | payload`, then zeros up to the preallocated size. One
+ * followed by records `payloadBytes u32 | checksum u32 | payload`, then zeros up to the preallocated size. The
+ * checksum is the payload's CRC-32C bound to where the record lies (`journalRecordChecksum`: XORed with the CRC-32C of
+ * the segment's sequence and the record's byte offset; format 1, still read and appended to, has no binding). One
  * record is one transaction, written by one write that is durable before the next write starts, so a transaction is
  * durable entirely or not at all. Writing over preallocated zeros changes no file metadata, so making a record durable
  * (a write with O_DSYNC, or `fdatasync`) flushes just the written pages.
@@ -22,8 +24,10 @@
  * would silently drop every later transaction, acknowledged ones included, and could roll back a vote that the member
  * would then give a second time. A torn write can leave non-zero bytes after its offset (the first page of a
  * multi-page write lost, later pages on disk); those are pieces of one record, never a whole record with a matching
- * checksum, so they still count as a torn tail. What cannot be told apart: damage inside the last record looks like a
- * torn write, and that last transaction is dropped.
+ * checksum, so they still count as a torn tail. Nor can a record's payload hold one: a payload is user data (message
+ * variables), which may hold the bytes of a valid record, but a record verifies only at the position its checksum was
+ * bound to, so bytes copied elsewhere never count as an intact record. What cannot be told apart: damage inside the
+ * last record looks like a torn write, and that last transaction is dropped.
  *
  * Two rules of the writer keep the distinction sound. The checkpoint that opens a segment is written and made durable
  * on its own before the transaction that follows it: written together, a crash could lose the checkpoint's page and
@@ -128,7 +132,10 @@ export const MAX_GROUPED_ENTRY_BYTES = 16 * 1024;
 /** Largest segment size accepted (records are still allowed to outgrow a segment). */
 const MAX_SEGMENT_BYTES = 1024 * 1024 * 1024;
 const MAGIC = Buffer.from("FPJOURNL", "latin1");
-const FORMAT_VERSION = 1;
+/** The format new segments are written in: checksums bound to the record's position. */
+const FORMAT_VERSION = 2;
+/** The first format, whose checksums are the payload's alone; its segments are still read and appended to. */
+const UNBOUND_FORMAT_VERSION = 1;
 const SEGMENT_HEADER_BYTES = 16;
 const RECORD_HEADER_BYTES = 8;
 const ZEROS = Buffer.alloc(1024 * 1024);
@@ -161,6 +168,8 @@ interface Segment {
   readonly sequence: number;
   readonly path: string;
   readonly fd: number;
+  /** The format of the segment's header, which its records follow. */
+  readonly version: number;
   /** Entries of the index whose bytes are in this segment. */
   liveEntries: number;
 }
@@ -580,6 +589,7 @@ export class Journal {
     // empty segment can also be one whose checkpoint a crash cut short.
     if (this.writeOffset === SEGMENT_HEADER_BYTES) this.writeCheckpoint(segment);
     if (this.writeOffset > this.segmentBytes / 2) this.prepareNextSegment();
+    placeRecord(record, segment, this.writeOffset);
     return { buffer: record, segment, fileOffset: this.writeOffset };
   }
 
@@ -590,6 +600,7 @@ export class Journal {
    */
   private writeCheckpoint(segment: Segment): void {
     const checkpoint = encodeRecord(this.checkpointOperations());
+    placeRecord(checkpoint, segment, this.writeOffset);
     try {
       writeFully(segment.fd, checkpoint, this.writeOffset);
       if (!DATA_SYNC_ON_WRITE) fdatasyncSync(segment.fd);
@@ -666,7 +677,7 @@ export class Journal {
       createZeroFilled(path, this.segmentBytes);
     }
     syncDirectory(this.directory);
-    const segment: Segment = { sequence, path, fd: openSegment(path), liveEntries: 0 };
+    const segment: Segment = { sequence, path, fd: openSegment(path), version: FORMAT_VERSION, liveEntries: 0 };
     this.segments.push(segment);
     this.writeOffset = SEGMENT_HEADER_BYTES;
     return segment;
@@ -765,7 +776,8 @@ export class Journal {
         throw new StorageCorruptionError(segmentPath(this.directory, previous.sequence + 1), "segment is missing");
       }
       const path = segmentPath(this.directory, sequence);
-      const segment: Segment = { sequence, path, fd: openSegment(path), liveEntries: 0 };
+      const fd = openSegment(path);
+      const segment: Segment = { sequence, path, fd, version: readSegmentVersion(fd, path), liveEntries: 0 };
       this.segments.push(segment);
       const end = this.replaySegment(segment, position === sequences.length - 1);
       this.writeOffset = end;
@@ -782,17 +794,6 @@ export class Journal {
    */
   private replaySegment(segment: Segment, isLast: boolean): number {
     const sizeBytes = fstatSync(segment.fd).size;
-    const header = readAt(segment.fd, Math.min(SEGMENT_HEADER_BYTES, sizeBytes), 0);
-    if (header.byteLength < SEGMENT_HEADER_BYTES || !header.subarray(0, MAGIC.byteLength).equals(MAGIC)) {
-      throw new StorageCorruptionError(segment.path, "not a journal segment");
-    }
-    const version = header.readUInt32LE(MAGIC.byteLength);
-    if (version !== FORMAT_VERSION) {
-      throw new StorageCorruptionError(segment.path, `unsupported journal format ${version}`);
-    }
-    if (header.readUInt32LE(MAGIC.byteLength + 4) !== 0) {
-      throw new StorageCorruptionError(segment.path, "the segment header's reserved bytes are not zero");
-    }
     let offset = SEGMENT_HEADER_BYTES;
     /** Why the record at `offset` failed, when one did. */
     let failure: string | null = null;
@@ -806,7 +807,7 @@ export class Journal {
         break;
       }
       const payload = readAt(segment.fd, payloadBytes, payloadOffset);
-      if (crc32c(payload) !== recordHeader.readUInt32LE(4)) {
+      if (recordChecksum(segment, offset, crc32c(payload)) !== recordHeader.readUInt32LE(4)) {
         failure = "checksum mismatch";
         break;
       }
@@ -844,7 +845,9 @@ function byteLocation(path: string, offset: number): string {
  * durable, so an intact record after a failed one means the failed one was complete once and was damaged since.
  */
 function assertTornTail(segment: Segment, isLast: boolean, offset: number, sizeBytes: number, failure: string): void {
-  const intactOffset = findIntactRecord(readAt(segment.fd, sizeBytes - offset, offset), 1);
+  const intactOffset = findIntactRecord(readAt(segment.fd, sizeBytes - offset, offset), 1, (position, checksum) =>
+    recordChecksum(segment, offset + position, checksum),
+  );
   if (intactOffset !== null) {
     throw new StorageCorruptionError(
       byteLocation(segment.path, offset),
@@ -858,6 +861,45 @@ function assertTornTail(segment: Segment, isLast: boolean, offset: number, sizeB
         "written after this one was complete)",
     );
   }
+}
+
+/** Reads and checks the header of the segment open as `fd`; returns its format version. */
+function readSegmentVersion(fd: number, path: string): number {
+  const header = readAt(fd, Math.min(SEGMENT_HEADER_BYTES, fstatSync(fd).size), 0);
+  if (header.byteLength < SEGMENT_HEADER_BYTES || !header.subarray(0, MAGIC.byteLength).equals(MAGIC)) {
+    throw new StorageCorruptionError(path, "not a journal segment");
+  }
+  const version = header.readUInt32LE(MAGIC.byteLength);
+  if (version !== FORMAT_VERSION && version !== UNBOUND_FORMAT_VERSION) {
+    throw new StorageCorruptionError(path, `unsupported journal format ${version}`);
+  }
+  if (header.readUInt32LE(MAGIC.byteLength + 4) !== 0) {
+    throw new StorageCorruptionError(path, "the segment header's reserved bytes are not zero");
+  }
+  return version;
+}
+
+/**
+ * The checksum field of a record whose payload's CRC-32C is `payloadChecksum` and which lies at byte `fileOffset` of
+ * segment `segmentSequence` (the current format): the payload's checksum XORed with the CRC-32C of the sequence and
+ * the offset, so that the same bytes at any other position fail their checksum.
+ */
+export function journalRecordChecksum(payloadChecksum: number, segmentSequence: number, fileOffset: number): number {
+  const position = Buffer.allocUnsafe(12);
+  position.writeUInt32LE(segmentSequence, 0);
+  position.writeDoubleLE(fileOffset, 4);
+  return (payloadChecksum ^ crc32c(position)) >>> 0;
+}
+
+/** The checksum field of a record of `segment` at `fileOffset`, by the segment's format. */
+function recordChecksum(segment: Segment, fileOffset: number, payloadChecksum: number): number {
+  if (segment.version === UNBOUND_FORMAT_VERSION) return payloadChecksum;
+  return journalRecordChecksum(payloadChecksum, segment.sequence, fileOffset);
+}
+
+/** Binds the checksum of `record`, encoded by `encodeRecord`, to its position: byte `fileOffset` of `segment`. */
+function placeRecord(record: Buffer, segment: Segment, fileOffset: number): void {
+  record.writeUInt32LE(recordChecksum(segment, fileOffset, record.readUInt32LE(4)), 4);
 }
 
 function segmentHeader(): Buffer {
@@ -1069,7 +1111,11 @@ function isOperationCode(code: number): code is Operation["code"] {
  * they claim: hashing each claimed payload directly is quadratic in the worst case (a region of nested plausible
  * headers, each claiming a payload up to the end of the region).
  */
-function findIntactRecord(bytes: Buffer, from: number): number | null {
+function findIntactRecord(
+  bytes: Buffer,
+  from: number,
+  checksumAt: (offset: number, payloadChecksum: number) => number,
+): number | null {
   const end = bytes.byteLength;
   const highestLengthByte = Math.floor(end / 2 ** 24);
   let checksums: RangeChecksums | null = null;
@@ -1080,7 +1126,8 @@ function findIntactRecord(bytes: Buffer, from: number): number | null {
     if (payloadBytes === 0 || payloadBytes > end - payloadOffset) continue;
     if (!isOperationCode(bytes[payloadOffset]!)) continue;
     checksums ??= new RangeChecksums(bytes);
-    if (checksums.of(payloadOffset, payloadOffset + payloadBytes) !== bytes.readUInt32LE(offset + 4)) continue;
+    const payloadChecksum = checksums.of(payloadOffset, payloadOffset + payloadBytes);
+    if (checksumAt(offset, payloadChecksum) !== bytes.readUInt32LE(offset + 4)) continue;
     if ("operations" in decodeRecord(bytes.subarray(payloadOffset, payloadOffset + payloadBytes))) return offset;
   }
   return null;

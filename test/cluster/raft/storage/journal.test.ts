@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { crc32c } from "@node-rs/crc32";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { Journal } from "../../../../src/cluster/raft/storage/journal.js";
+import { Journal, journalRecordChecksum } from "../../../../src/cluster/raft/storage/journal.js";
 import { StorageCorruptionError, UnerasedWriteError } from "../../../../src/cluster/raft/types.js";
 import { withTemporaryDirectory } from "./temp-directory.js";
 
@@ -181,6 +181,76 @@ describe("Journal", () => {
       const reopened = Journal.open({ directory });
       expect(text(reopened.entries.get(2, 1))).toBe("from the pool");
       await reopened.close();
+    });
+  });
+
+  it("takes a torn last write for torn even when its payload holds the bytes of a valid record", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      // A record as a publisher could put it in a message's variables: a record put, checksummed as the layout says
+      // but without knowing where it will lie.
+      const name = Buffer.from("hardState");
+      const value = Buffer.from("forged");
+      const payload = Buffer.alloc(1 + 4 + 2 + name.byteLength + 4 + value.byteLength);
+      let at = payload.writeUInt8(3, 0);
+      at = payload.writeUInt32LE(1, at);
+      at = payload.writeUInt16LE(name.byteLength, at);
+      at += name.copy(payload, at);
+      at = payload.writeUInt32LE(value.byteLength, at);
+      value.copy(payload, at);
+      const forged = Buffer.alloc(8 + payload.byteLength);
+      forged.writeUInt32LE(payload.byteLength, 0);
+      forged.writeUInt32LE(crc32c(payload), 4);
+      payload.copy(forged, 8);
+
+      const journal = Journal.open({ directory, segmentBytes: 64 * 1024 });
+      transact(journal, (writing) => writing.entries.put(1, 1, bytes("kept")));
+      const variables = Buffer.concat([Buffer.alloc(100, 0x61), forged, Buffer.alloc(12 * 1024, 0x62)]);
+      transact(journal, (writing) => writing.entries.put(1, 2, variables));
+      await journal.close();
+      // The crash lost the write's last pages: the forged record before them is whole.
+      const [segment] = segmentFiles(directory);
+      const path = join(directory, segment as string);
+      const contents = readFileSync(path);
+      const last = recordsOf(contents).at(-1) as { start: number; end: number };
+      contents.fill(0, last.end - 8 * 1024, last.end);
+      writeFileSync(path, contents);
+      expect(contents.indexOf(forged)).toBeGreaterThan(last.start);
+
+      const recovered = Journal.open({ directory, segmentBytes: 64 * 1024 });
+      expect(text(recovered.entries.get(1, 1))).toBe("kept");
+      expect(recovered.entries.get(1, 2)).toBeUndefined();
+      expect(recovered.records.get(1, "hardState")).toBeUndefined();
+      await recovered.close();
+    });
+  });
+
+  it("reads and appends to a segment of the first format, whose checksums are not bound to a position", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const journal = Journal.open({ directory, segmentBytes: 64 * 1024 });
+      transact(journal, (writing) => writing.entries.put(1, 1, bytes("first format")));
+      transact(journal, (writing) => writing.records.put(1, "hardState", bytes("term 3")));
+      await journal.close();
+      // What an earlier version wrote: format 1 in the header, each checksum the payload's alone.
+      const [segment] = segmentFiles(directory);
+      const path = join(directory, segment as string);
+      const contents = readFileSync(path);
+      contents.writeUInt32LE(1, 8);
+      for (const record of recordsOf(contents)) {
+        contents.writeUInt32LE(crc32c(contents.subarray(record.start + 8, record.end)), record.start + 4);
+      }
+      writeFileSync(path, contents);
+
+      const reopened = Journal.open({ directory, segmentBytes: 64 * 1024 });
+      expect(text(reopened.entries.get(1, 1))).toBe("first format");
+      transact(reopened, (writing) => writing.entries.put(1, 2, bytes("appended in the first format")));
+      await reopened.close();
+      const after = readFileSync(path);
+      const appended = recordsOf(after).at(-1) as { start: number; end: number };
+      expect(after.readUInt32LE(appended.start + 4)).toBe(crc32c(after.subarray(appended.start + 8, appended.end)));
+      const again = Journal.open({ directory, segmentBytes: 64 * 1024 });
+      expect(text(again.entries.get(1, 2))).toBe("appended in the first format");
+      expect(text(again.records.get(1, "hardState"))).toBe("term 3");
+      await again.close();
     });
   });
 
@@ -628,7 +698,7 @@ describe("Journal with damaged bytes", () => {
       // A record of operation 9, which no version of the writer has.
       const payload = Buffer.from([9]);
       contents.writeUInt32LE(payload.byteLength, end);
-      contents.writeUInt32LE(crc32c(payload), end + 4);
+      contents.writeUInt32LE(journalRecordChecksum(crc32c(payload), 1, end), end + 4);
       payload.copy(contents, end + 8);
       writeFileSync(path, contents);
       const error = corruptionOpening({ directory, segmentBytes: 4096 });
