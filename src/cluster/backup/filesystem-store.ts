@@ -75,10 +75,22 @@ async function syncDirectory(directory: string): Promise<void> {
   }
 }
 
-/** The names in `directory` (none when it does not exist). */
-async function namesIn(directory: string): Promise<string[]> {
+/**
+ * Which entries of a directory of the store count: its directories, its files, or all of them (the taken ids' marks,
+ * where any entry named by an id keeps that id taken, the safe side).
+ */
+type EntryKind = "directories" | "files" | "entries";
+
+/**
+ * The names of the entries of `kind` in `directory` (none when it does not exist). Other entries are passed over:
+ * each level of the store holds only one kind, and a stray entry of the other (a copy, an editor's file, what a sync
+ * tool left) must not stop every list, backup and broker start the store takes part in.
+ */
+async function namesIn(directory: string, kind: EntryKind): Promise<string[]> {
   try {
-    return await readdir(directory);
+    return (await readdir(directory, { withFileTypes: true }))
+      .filter((entry) => kind === "entries" || (kind === "directories" ? entry.isDirectory() : entry.isFile()))
+      .map((entry) => entry.name);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
     throw error;
@@ -87,15 +99,15 @@ async function namesIn(directory: string): Promise<string[]> {
 
 /** The partition or broker ids `directory` has directories of, ascending. */
 async function listIds(directory: string): Promise<number[]> {
-  return (await namesIn(directory))
+  return (await namesIn(directory, "directories"))
     .map(idOf)
     .filter((id): id is number => id !== null)
     .sort((left, right) => left - right);
 }
 
-/** The backup ids `directory` names, ascending. */
-async function listBackupIds(directory: string): Promise<bigint[]> {
-  return (await namesIn(directory))
+/** The backup ids `directory` has entries of the given kind named by, ascending. */
+async function listBackupIds(directory: string, kind: EntryKind): Promise<bigint[]> {
+  return (await namesIn(directory, kind))
     .map(backupIdOf)
     .filter((id): id is bigint => id !== null)
     .sort(compareAscending);
@@ -169,7 +181,7 @@ export class FilesystemBackupStore implements BackupStore {
   }
 
   async highestTakenBackupId(): Promise<bigint | null> {
-    return (await listBackupIds(this.takenDirectory())).at(-1) ?? null;
+    return (await listBackupIds(this.takenDirectory(), "entries")).at(-1) ?? null;
   }
 
   /**
@@ -200,7 +212,7 @@ export class FilesystemBackupStore implements BackupStore {
     const directory = this.takenDirectory();
     let ids: bigint[];
     try {
-      ids = await listBackupIds(directory);
+      ids = await listBackupIds(directory, "entries");
     } catch (error) {
       this.logger.warn({ err: error, directory }, "the taken backup ids could not be listed to remove the lower marks");
       return;
@@ -226,7 +238,8 @@ export class FilesystemBackupStore implements BackupStore {
   private async partitionsHolding(backupId: bigint): Promise<number[]> {
     const holding: number[] = [];
     for (const partitionId of await listIds(this.basePath)) {
-      if ((await listBackupIds(join(this.basePath, String(partitionId)))).includes(backupId)) holding.push(partitionId);
+      if ((await listBackupIds(join(this.basePath, String(partitionId)), "directories")).includes(backupId))
+        holding.push(partitionId);
     }
     return holding;
   }
@@ -277,8 +290,8 @@ export class FilesystemBackupStore implements BackupStore {
       const partitionDirectory = join(this.basePath, String(partitionId));
       const backupIds =
         backupId === undefined
-          ? await listBackupIds(partitionDirectory)
-          : (await listBackupIds(partitionDirectory)).filter((id) => id === backupId);
+          ? await listBackupIds(partitionDirectory, "directories")
+          : (await listBackupIds(partitionDirectory, "directories")).filter((id) => id === backupId);
       for (const id of backupIds) {
         for (const brokerId of await listIds(join(partitionDirectory, String(id)))) {
           const part: BackupPartId = { backupId: id, partitionId, brokerId };
@@ -293,7 +306,7 @@ export class FilesystemBackupStore implements BackupStore {
   async backupIds(): Promise<bigint[]> {
     const ids = new Set<bigint>(await this.recordIds());
     for (const partitionId of await listIds(this.basePath)) {
-      for (const id of await listBackupIds(join(this.basePath, String(partitionId)))) ids.add(id);
+      for (const id of await listBackupIds(join(this.basePath, String(partitionId)), "directories")) ids.add(id);
     }
     return [...ids].sort(compareAscending);
   }
@@ -320,7 +333,7 @@ export class FilesystemBackupStore implements BackupStore {
 
   /** The ids of the backups with a record, ascending. */
   private async recordIds(): Promise<bigint[]> {
-    return (await namesIn(join(this.basePath, RECORDS_DIRECTORY)))
+    return (await namesIn(join(this.basePath, RECORDS_DIRECTORY), "files"))
       .map((name) => RECORD_NAME_PATTERN.exec(name)?.[1])
       .map((name) => (name === undefined ? null : backupIdOf(name)))
       .filter((id): id is bigint => id !== null)

@@ -187,11 +187,14 @@ const FINAL_MANIFEST_RETRY_PAUSES_MS = [200, 400, 800, 1_600, 3_200];
 /**
  * After those, the part is reported FAILED at once in the broker's logs and metrics (its caller must not wait on a
  * broken store), and its final manifest, COMPLETED or FAILED as the part ended, is written again in the background
- * every 30 s for up to an hour while the broker runs, so that a store that comes back settles the part without the
- * broker's restart (`failAbandonedParts` settles it after that). Until then the store shows it IN_PROGRESS.
+ * for as long as the broker runs: every 30 s for the first hour, every 5 minutes after it. A store that comes back
+ * then settles the part without the broker's restart, however long it was away; until then the store shows the part
+ * IN_PROGRESS, which holds up backups and cluster changes (an earlier version stopped after an hour, and the part
+ * stayed IN_PROGRESS until its broker restarted; a restart still settles it, with `failAbandonedParts`).
  */
 const LATER_FINAL_MANIFEST_INTERVAL_MS = 30_000;
-const LATER_FINAL_MANIFEST_ATTEMPTS = 120;
+const LATER_FINAL_MANIFEST_FREQUENT_ATTEMPTS = 120;
+const LATER_FINAL_MANIFEST_SLOW_INTERVAL_MS = 300_000;
 
 /** Writes the part (see the module comment) and resolves with its final manifest; never rejects. */
 export async function writePartitionBackup(
@@ -292,8 +295,13 @@ async function writeLater(
   request: PartitionBackupRequest,
   final: BackupPartManifest,
 ): Promise<void> {
-  for (let attempt = 0; attempt < LATER_FINAL_MANIFEST_ATTEMPTS; attempt += 1) {
-    await request.sleep(LATER_FINAL_MANIFEST_INTERVAL_MS).catch(() => undefined);
+  // Ends when the store takes the manifest, the part is settled otherwise, or the broker stops.
+  for (let attempt = 0; ; attempt += 1) {
+    const pauseMs =
+      attempt < LATER_FINAL_MANIFEST_FREQUENT_ATTEMPTS
+        ? LATER_FINAL_MANIFEST_INTERVAL_MS
+        : LATER_FINAL_MANIFEST_SLOW_INTERVAL_MS;
+    await request.sleep(pauseMs).catch(() => undefined);
     if (!source.running()) return;
     try {
       // A backup deleted meanwhile (its record goes first) must not get this part back.

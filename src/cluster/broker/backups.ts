@@ -580,12 +580,19 @@ export class BackupCoordinator {
 
 /**
  * Marks the parts `brokerId` left IN_PROGRESS FAILED: their writer was this broker's previous process, which is
- * gone. Called when a broker starts, before its replicas can write new parts.
+ * gone. Called when a broker starts, before its replicas can write new parts, and again later while the store could
+ * not be read or written then; `startedBefore` (this process's start, ISO 8601) then keeps the parts its own replicas
+ * began meanwhile out of it.
  */
-export async function failAbandonedParts(store: BackupStore, brokerId: number, nowIso: string): Promise<number> {
+export async function failAbandonedParts(
+  store: BackupStore,
+  brokerId: number,
+  nowIso: string,
+  startedBefore: string,
+): Promise<number> {
   let failed = 0;
   for (const part of await store.manifests()) {
-    if (part.brokerId !== brokerId || part.state !== "IN_PROGRESS") continue;
+    if (part.brokerId !== brokerId || part.state !== "IN_PROGRESS" || part.startedAt >= startedBefore) continue;
     await store.writeManifest({
       ...part,
       state: "FAILED",

@@ -15,6 +15,7 @@ import type { Logger } from "pino";
 import type { HttpServer } from "../../http/server.js";
 import { steadyEpochMs } from "../../time/monotonic.js";
 import { BackupActivity } from "../backup/backup-activity.js";
+import type { BackupStore } from "../backup/store.js";
 import { MAX_TIMESTAMP_MS } from "../engine/index.js";
 import { type Member, type Message, StorageCorruptionError, UnerasedWriteError } from "../raft/index.js";
 import type { StorageEnvironment } from "../raft/storage/environment.js";
@@ -50,7 +51,7 @@ import {
 } from "./files.js";
 import { type BrokerMetrics, createBrokerMetrics, type ManagementSource, startManagementServer } from "./management.js";
 import { bufferedMessagesRefusal } from "./message-memory.js";
-import { askPartitionLeader, type ChangeContext } from "./operations.js";
+import { askPartitionLeader, type ChangeContext, pause } from "./operations.js";
 import { type BrokerOptions, firstConfiguration, initialDistribution } from "./options.js";
 import {
   type MessageClock,
@@ -96,6 +97,8 @@ const DISTANT_CLOCK_WARNING_MS = 10_000;
 
 /** Interval at which a closing broker checks whether its in-flight proposals finished. */
 const SHUTDOWN_POLL_MS = 10;
+/** How often a broker tries again to mark the backup parts its previous process left in progress FAILED. */
+const ABANDONED_PARTS_RETRY_MS = 30_000;
 
 /** Longest wait for one contact point's answer during discovery. */
 const DISCOVERY_REQUEST_TIMEOUT_MS = 1_000;
@@ -646,9 +649,7 @@ export class Broker {
     const backupStore = this.options.backupStore;
     if (backupStore !== undefined && backupStore !== null) {
       this.startingStep = "marking the backup parts its previous process left in progress FAILED";
-      // Parts this broker's previous process left IN_PROGRESS have no writer any more.
-      const failed = await failAbandonedParts(backupStore, this.nodeId, new Date().toISOString());
-      if (failed > 0) this.logger.warn({ parts: failed }, "backup parts left in progress by the previous start failed");
+      await this.settleAbandonedBackupParts(backupStore, new Date().toISOString());
     }
     this.startingStep = "opening its storage";
     const environment = await this.openStorage();
@@ -743,6 +744,37 @@ export class Broker {
       await this.persistConfigurationInOrder(newest);
     }
     return discovery;
+  }
+
+  /**
+   * Marks the backup parts this broker's previous process left IN_PROGRESS FAILED: they have no writer any more, and
+   * until they are marked the cluster counts their backup as running, which holds up backups and changes. The backup
+   * store is an aid, not a part of the broker: when it cannot be read or written now (an entry it cannot list, a full
+   * or read-only volume), the broker starts all the same and tries again every `ABANDONED_PARTS_RETRY_MS` beside it,
+   * until it succeeds or the broker stops.
+   */
+  private async settleAbandonedBackupParts(store: BackupStore, processStartedAt: string): Promise<void> {
+    if (await this.markAbandonedBackupParts(store, processStartedAt)) return;
+    void (async () => {
+      do await pause(ABANDONED_PARTS_RETRY_MS, this.stopping.signal);
+      while (!this.closing && !(await this.markAbandonedBackupParts(store, processStartedAt)));
+    })();
+  }
+
+  /** One attempt of `settleAbandonedBackupParts`; false (logged) when the store could not be read or written. */
+  private async markAbandonedBackupParts(store: BackupStore, processStartedAt: string): Promise<boolean> {
+    try {
+      const failed = await failAbandonedParts(store, this.nodeId, new Date().toISOString(), processStartedAt);
+      if (failed > 0) this.logger.warn({ parts: failed }, "backup parts left in progress by the previous start failed");
+      return true;
+    } catch (error) {
+      this.logger.warn(
+        { reason: boundedReason(error), retryInMs: ABANDONED_PARTS_RETRY_MS },
+        "the backup store could not be read or written to mark the parts the previous start left in progress " +
+          "FAILED; their backup counts as running until it can",
+      );
+      return false;
+    }
   }
 
   /**

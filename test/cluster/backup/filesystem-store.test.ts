@@ -339,6 +339,28 @@ describe("FilesystemBackupStore with the partition writer", () => {
     expect(await store.deleteBackup(11n)).toBe(false);
     expect((await store.manifests()).map((part) => part.backupId)).toEqual([12n]);
   });
+
+  it("passes over stray entries of the wrong kind at every level, so lists, backups and ids keep working", async () => {
+    await store.writeBackupRecord({
+      formatVersion: 1,
+      backupId: 11n,
+      partitionCount: 3,
+      takenAt: "2026-01-01T00:00:00.000Z",
+      flowplaneVersion: "1.2.3",
+    });
+    await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, request(11n));
+    // Files where directories belong (a partition, a backup, a broker), and a directory where records are files.
+    await writeFile(join(base, "store", "7"), "a copy someone left");
+    await writeFile(join(base, "store", "2", "9"), "");
+    await writeFile(join(base, "store", "2", "11", "5"), "");
+    await mkdir(join(base, "store", "backups", "12.json"));
+    expect((await store.manifests()).map((part) => [part.partitionId, part.backupId, part.brokerId])).toEqual([
+      [2, 11n, 1],
+    ]);
+    expect(await store.backupIds()).toEqual([11n]);
+    expect(await store.deleteBackup(11n)).toBe(true);
+    expect(await store.manifests()).toEqual([]);
+  });
 });
 
 describe("FilesystemBackupStore's backup records", () => {

@@ -308,6 +308,21 @@ describe("progress manifests", () => {
     }
     expect(await store.manifests(6n)).toEqual([{ ...manifest, state: "COMPLETED", failureReason: null }]);
 
+    // A store away for longer than an hour: the manifest is written every 30 s for an hour, then every 5 minutes,
+    // until the store takes it.
+    finalAttempts = 0;
+    brokenUntilAttempt = 6 + 125;
+    pausesMs.length = 0;
+    await store.writeBackupRecord(recordOf(8n));
+    const longOutage = await writePartitionBackup(source, broken, { ...instant, backupId: 8n });
+    expect(longOutage.state).toBe("FAILED");
+    await waitUntil(() => finalAttempts === 6 + 126);
+    for (let turn = 0; turn < 1_000 && (await store.manifests(8n))[0]?.state !== "COMPLETED"; turn++) {
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    }
+    expect((await store.manifests(8n)).map((part) => part.state)).toEqual(["COMPLETED"]);
+    expect(pausesMs.slice(5)).toEqual([...Array(120).fill(30_000), ...Array(6).fill(300_000)]);
+
     // A final manifest the store reported failed although it landed is left as it is, not written over.
     finalAttempts = 0;
     brokenUntilAttempt = 100;

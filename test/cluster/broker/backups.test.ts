@@ -290,11 +290,23 @@ describe("BackupCoordinator", () => {
     });
     expect(await backups.blockingBackup()).toBeNull();
     reachable.add(2);
-    expect(await failAbandonedParts(store, 2, "2026-01-01T00:01:00.000Z")).toBe(1);
+    // A part the restarted process began itself (started at or after its start) is not its previous process's.
+    await store.writeManifest(
+      part({
+        backupId: 4n,
+        partitionId: 2,
+        brokerId: 2,
+        state: "IN_PROGRESS",
+        finishedAt: null,
+        startedAt: "2026-01-01T00:01:00.000Z",
+      }),
+    );
+    expect(await failAbandonedParts(store, 2, "2026-01-01T00:01:05.000Z", "2026-01-01T00:01:00.000Z")).toBe(1);
     expect(await backups.status(3n)).toMatchObject({
       backup: { state: "FAILED", failureReason: "partition 1: broker 2 stopped while it wrote this part" },
     });
-    expect(await failAbandonedParts(store, 2, "2026-01-01T00:01:00.000Z")).toBe(0);
+    expect(await failAbandonedParts(store, 2, "2026-01-01T00:01:05.000Z", "2026-01-01T00:01:00.000Z")).toBe(0);
+    expect(await backups.blockingBackup()).toMatch(/backup 4 is in progress/);
   });
 
   it("a COMPLETED part of a new leader wins over the FAILED part of the old one", async () => {

@@ -1,6 +1,7 @@
-import { access } from "node:fs/promises";
+import { access, mkdir } from "node:fs/promises";
 import { createServer, type Server } from "node:net";
 import { join } from "node:path";
+import { pino } from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { FilesystemBackupStore } from "../../../src/cluster/backup/filesystem-store.js";
 import type { BackupPartManifest } from "../../../src/cluster/backup/store.js";
@@ -66,19 +67,12 @@ describe("Broker.start", () => {
   });
 
   it("fails cleanly when a step after its management server listens fails: the start rejects, the port is free", async () => {
-    // A backup store that cannot list its parts fails the start after the management server listens.
-    class UnreadableStore extends FilesystemBackupStore {
-      override async manifests(): Promise<BackupPartManifest[]> {
-        throw new Error("the backup store cannot be read");
-      }
-    }
+    // A data directory of the earlier per-partition layout fails the start when the storage opens, after the
+    // management server listens.
     const port = await freePort();
-    const options = testBrokerOptions(directory, 0, {
-      ...single,
-      managementPort: port,
-      backupStore: new UnreadableStore(join(directory, "backups")),
-    });
-    await expect(Broker.start(options)).rejects.toThrow(/the backup store cannot be read/);
+    const options = testBrokerOptions(directory, 0, { ...single, managementPort: port });
+    await mkdir(join(options.dataDirectory, "partitions"), { recursive: true });
+    await expect(Broker.start(options)).rejects.toThrow(/partitions/);
     await expect(access(join(options.dataDirectory, PID_FILE_NAME))).rejects.toThrow(/ENOENT/);
     // The management port is released: something else can listen on it.
     const again: Server = createServer();
@@ -87,6 +81,37 @@ describe("Broker.start", () => {
       again.listen(port, "127.0.0.1", resolve);
     });
     await new Promise((resolve) => again.close(resolve));
+  });
+
+  it("starts although its backup store cannot be read, and says that its abandoned parts wait", async () => {
+    class UnreadableStore extends FilesystemBackupStore {
+      listings = 0;
+      override async manifests(): Promise<BackupPartManifest[]> {
+        this.listings += 1;
+        throw new Error("EIO: i/o error, scandir");
+      }
+    }
+    const store = new UnreadableStore(join(directory, "backups"));
+    const logged: { msg: string; reason?: string }[] = [];
+    const broker = await Broker.start(
+      testBrokerOptions(directory, 0, {
+        ...single,
+        backupStore: store,
+        logger: pino({ level: "warn" }, { write: (line: string) => logged.push(JSON.parse(line)) }),
+      }),
+    );
+    try {
+      await waitFor(() => broker.replicaReports().every((report) => report.role === "leader"), "single broker leads");
+      expect(store.listings).toBe(1);
+      expect(logged).toContainEqual(
+        expect.objectContaining({
+          msg: expect.stringMatching(/could not be read or written to mark the parts the previous start left/),
+          reason: expect.stringMatching(/EIO/),
+        }),
+      );
+    } finally {
+      await broker.close();
+    }
   });
 
   it("answers health while its replicas open: STARTING and not ready, then UP once they are open", async () => {
