@@ -125,13 +125,26 @@ export async function readPartSnapshot(store: BackupStore, manifest: BackupPartM
   return bytes;
 }
 
-/** The log entries of a verified part, in order, a frame at a time; checks that they are exactly its log range. */
+/**
+ * The log entries of a verified part, in order, a frame at a time; checks that they are exactly its log range, and
+ * that the file is still the one `verifyPart` checked (its size and checksum in the manifest): each entry verifies
+ * alone, but a file replaced since by other well-formed entries would not be noticed otherwise. That check comes
+ * after the last entry, so a caller must not keep what it made of the entries before this has ended.
+ */
 export async function* readPartEntries(store: BackupStore, manifest: BackupPartManifest): AsyncIterable<Entry> {
   let pending: Uint8Array = new Uint8Array(0);
   let expectedIndex = manifest.log.firstIndex;
   const damaged = (detail: string): BackupPartDamagedError =>
     new BackupPartDamagedError(manifest, BACKUP_FILE_NAMES.log, detail);
+  const file = manifest.files.find((candidate) => candidate.name === BACKUP_FILE_NAMES.log);
+  if (file === undefined) {
+    throw new BackupPartDamagedError(manifest, BACKUP_FILE_NAMES.manifest, "does not list the files the part needs");
+  }
+  const checksum = checksumOf(file);
+  let bytesRead = 0;
   for await (const chunk of store.readFile(manifest, BACKUP_FILE_NAMES.log, BACKUP_CHUNK_BYTES)) {
+    checksum.update(chunk);
+    bytesRead += chunk.byteLength;
     pending = pending.byteLength === 0 ? chunk : Buffer.concat([pending, chunk]);
     let offset = 0;
     // Bounded: every pass consumes one whole frame of the bytes at hand.
@@ -153,6 +166,8 @@ export async function* readPartEntries(store: BackupStore, manifest: BackupPartM
     }
     pending = pending.subarray(offset);
   }
+  if (bytesRead !== file.sizeBytes || checksum.digest() !== checksum.expected)
+    throw damaged("changed after it was verified");
   if (pending.byteLength > 0) throw damaged("ends inside an entry");
   if (expectedIndex !== manifest.log.lastIndex + 1) {
     throw damaged(`ends at entry ${expectedIndex - 1}, not at the checkpoint position ${manifest.log.lastIndex}`);
@@ -189,6 +204,13 @@ export async function rebuildVerifiedState(
     snapshot === null ? new PartitionEngine({ partitionId: manifest.partitionId }) : PartitionEngine.restore(snapshot);
   if (engine.partitionId !== manifest.partitionId) {
     throw new BackupPartDamagedError(manifest, BACKUP_FILE_NAMES.snapshot, "holds another partition's state");
+  }
+  if (manifest.snapshot !== null && engine.lastAppliedIndex !== manifest.snapshot.index) {
+    throw new BackupPartDamagedError(
+      manifest,
+      BACKUP_FILE_NAMES.snapshot,
+      `holds the state at entry ${engine.lastAppliedIndex}, not at the snapshot's entry ${manifest.snapshot.index}`,
+    );
   }
   let term = manifest.snapshot?.term ?? 0;
   for await (const entry of readPartEntries(store, manifest)) {

@@ -252,6 +252,14 @@ export function parseManifest(value: unknown, part: BackupPartId): BackupPartMan
   if (!isNonNegativeInteger(firstIndex) || !isNonNegativeInteger(lastIndex) || lastIndex > checkpointPosition) {
     return "the log range is malformed";
   }
+  // A part holds the state at its checkpoint position: its snapshot and the log from right after it to that position.
+  const snapshotIndex = snapshot === null ? 0 : ((snapshot as { index: number }).index ?? 0);
+  if (firstIndex !== snapshotIndex + 1 || lastIndex !== checkpointPosition) {
+    return (
+      `the log range ${firstIndex}..${lastIndex} does not start right after the snapshot (entry ${snapshotIndex}) ` +
+      `and end at the checkpoint position ${checkpointPosition}`
+    );
+  }
   if (!Array.isArray(files) || !files.every(isFileEntry)) return "the file list is malformed";
   // A part's files are written by one build, so they carry one kind of checksum.
   if (new Set(files.map((file: BackupFileEntry) => ("crc32c" in file ? "crc32c" : "sha256"))).size > 1) {

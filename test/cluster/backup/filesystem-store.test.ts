@@ -37,8 +37,8 @@ afterEach(async () => {
   await rm(base, { recursive: true, force: true });
 });
 
-function entry(index: number): Entry {
-  return { index, term: 1, kind: "normal", data: new TextEncoder().encode(`entry-${index}`) };
+function entry(index: number, term = 1): Entry {
+  return { index, term, kind: "normal", data: new TextEncoder().encode(`entry-${index}`) };
 }
 
 /** A replica as the writer sees it: a snapshot at `snapshotIndex` and the log after it up to `lastIndex`. */
@@ -47,6 +47,8 @@ function fakeSource(options: {
   snapshotIndex?: number;
   lastIndex: number;
   interruptAfterChunks?: number;
+  /** The term of every log entry (1 unless given). */
+  entryTerm?: number;
 }): PartitionBackupSource & { metadata: SnapshotMetadata | null } {
   let chunks = 0;
   const data = options.snapshot;
@@ -60,7 +62,7 @@ function fakeSource(options: {
           sizeBytes: data.byteLength,
           checksum: snapshotChecksum(data),
         };
-  const log = storedLog((index) => (index <= options.lastIndex ? entry(index) : undefined));
+  const log = storedLog((index) => (index <= options.lastIndex ? entry(index, options.entryTerm) : undefined));
   const source = {
     metadata,
     snapshotMetadata: () => source.metadata,
@@ -273,6 +275,37 @@ describe("FilesystemBackupStore with the partition writer", () => {
     bytes[17] = (bytes[17] as number) ^ 0x80;
     await writeFile(path, bytes);
     await expect(readPartSnapshot(store, manifest)).rejects.toThrow(/snapshot\.bin changed after it was verified/);
+  });
+
+  it("checks the log again as restore reads it: other well-formed entries put there after verification are refused", async () => {
+    const manifest = await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, request(13n));
+    const other = await writePartitionBackup(fakeSource({ lastIndex: 9, entryTerm: 7 }), store, request(14n));
+    await verifyPart(store, manifest);
+    const replacement = await readFile(join(store.partDirectory(other), "log.bin"));
+    await writeFile(join(store.partDirectory(manifest), "log.bin"), replacement);
+    const terms: number[] = [];
+    await expect(
+      (async () => {
+        for await (const read of readPartEntries(store, manifest)) terms.push(read.term);
+      })(),
+    ).rejects.toThrow(/log\.bin changed after it was verified/);
+    // Each entry verifies alone: only the file's checksum tells them apart.
+    expect(terms).toEqual([7, 7, 7, 7, 7, 7, 7, 7, 7]);
+  });
+
+  it("refuses a manifest whose log range does not join its snapshot or does not reach its checkpoint position", async () => {
+    const written = await writePartitionBackup(
+      fakeSource({ snapshot: new Uint8Array(10), snapshotIndex: 4, lastIndex: 9 }),
+      store,
+      request(15n),
+    );
+    expect(written.log).toEqual({ firstIndex: 5, lastIndex: 9 });
+    const withLog = (log: { firstIndex: number; lastIndex: number }) =>
+      parseManifest({ ...written, backupId: 15, log }, written);
+    expect(withLog({ firstIndex: 5, lastIndex: 9 })).toMatchObject({ log: { firstIndex: 5, lastIndex: 9 } });
+    expect(withLog({ firstIndex: 6, lastIndex: 9 })).toMatch(/does not start right after the snapshot \(entry 4\)/);
+    expect(withLog({ firstIndex: 5, lastIndex: 8 })).toMatch(/end at the checkpoint position 9/);
+    expect(parseManifest({ ...written, backupId: 15, snapshot: null }, written)).toMatch(/log range 5\.\.9/);
   });
 
   it("a part whose leader lost its leadership ends FAILED with the reason, never COMPLETED", async () => {
