@@ -10,11 +10,22 @@
  * Nothing is written unless every part this broker needs verifies: a failed, incomplete or damaged backup is refused
  * with the reason (the damaged file named), and the data directory stays empty. A restore that fails once it has
  * begun writing (a read or disk error, the backup deleted meanwhile) removes what it wrote, so the directory is
- * empty again and never holds some partitions restored beside others missing.
+ * empty again and never holds some partitions restored beside others missing. A restore that is killed instead (an
+ * out-of-memory kill while it rebuilds a partition, a power loss) cannot clean up: its first write is a marker
+ * (`RESTORE_MARKER_FILE_NAME`) and its last the marker's removal, so a broker refuses to start on what it left, and
+ * the same restore run again finds the marker, empties the directory and starts over.
  */
 import { readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { claimDataDirectory, openStorageEnvironment, persistConfiguration } from "../broker/files.js";
+import {
+  claimDataDirectory,
+  holdsInterruptedRestore,
+  markRestoreComplete,
+  markRestoreIncomplete,
+  openStorageEnvironment,
+  PID_FILE_NAME,
+  persistConfiguration,
+} from "../broker/files.js";
 import { snapshotChecksum } from "../raft/core/snapshot-transfer.js";
 import type { Member } from "../raft/index.js";
 import { MemberStorage } from "../raft/storage/member-storage.js";
@@ -35,7 +46,7 @@ export interface RestoreOptions {
   readonly store: BackupStore;
   readonly backupId: bigint;
   readonly nodeId: number;
-  /** The broker's data directory; it must be empty or absent. */
+  /** The broker's data directory; it must be empty or absent, or hold what a restore that was killed left. */
   readonly dataDirectory: string;
   /** The new cluster's distribution of its first start (the broker computes the same one when it starts). */
   readonly distribution: PartitionDistribution;
@@ -57,7 +68,7 @@ export interface RestoreReport {
 
 /** Restores the broker's partitions from the backup (see the module comment). */
 export async function restoreBroker(options: RestoreOptions): Promise<RestoreReport> {
-  const existed = await requireEmptyDirectory(options.dataDirectory);
+  const existed = await requireRestorableDirectory(options.dataDirectory);
   const parts = await completedParts(options.store, options.backupId, options.distribution.size);
   const hosted = [...options.distribution.entries()]
     .filter(([, replicas]) => replicas.some((replica) => replica.brokerId === options.nodeId))
@@ -84,6 +95,9 @@ async function writePartitions(
 ): Promise<void> {
   const release = await claimDataDirectory(options.dataDirectory);
   try {
+    // Claimed first, so that what a killed restore left is emptied only when no live process holds the directory.
+    if (await holdsInterruptedRestore(options.dataDirectory)) await emptyBesidePidFile(options.dataDirectory);
+    await markRestoreIncomplete(options.dataDirectory);
     const environment = await openStorageEnvironment(options.dataDirectory, true);
     try {
       for (const [partitionId, replicas] of hosted) {
@@ -119,6 +133,7 @@ async function writePartitions(
     } finally {
       await environment.close();
     }
+    await markRestoreComplete(options.dataDirectory);
   } finally {
     await release();
   }
@@ -133,8 +148,18 @@ async function removeWritten(directory: string, existed: boolean): Promise<void>
   for (const entry of await readdir(directory)) await rm(join(directory, entry), { recursive: true, force: true });
 }
 
-/** Refuses a data directory that holds anything; answers whether it exists. */
-async function requireEmptyDirectory(directory: string): Promise<boolean> {
+/** Empties `directory` of everything but the claim of this restore's process (`broker.pid`). */
+async function emptyBesidePidFile(directory: string): Promise<void> {
+  for (const entry of await readdir(directory)) {
+    if (entry !== PID_FILE_NAME) await rm(join(directory, entry), { recursive: true, force: true });
+  }
+}
+
+/**
+ * Refuses a data directory that holds anything but what a restore that was killed left (its marker); answers whether
+ * the directory exists.
+ */
+async function requireRestorableDirectory(directory: string): Promise<boolean> {
   let entries: string[];
   try {
     entries = await readdir(directory);
@@ -142,7 +167,7 @@ async function requireEmptyDirectory(directory: string): Promise<boolean> {
     if ((error as NodeJS.ErrnoException).code === "ENOENT") return false;
     throw error;
   }
-  if (entries.length > 0) {
+  if (entries.length > 0 && !(await holdsInterruptedRestore(directory))) {
     throw new RestoreRefusedError(
       `restore needs an empty data directory, and ${directory} is not empty; restore into a new directory`,
     );

@@ -44,6 +44,8 @@ import { ChangeCoordinator } from "./coordinator.js";
 import { type DiscoveryResult, discoverCluster } from "./discovery.js";
 import {
   claimDataDirectory,
+  holdsInterruptedRestore,
+  InterruptedRestoreError,
   openStorageEnvironment,
   persistConfiguration,
   readChangeAcceptance,
@@ -343,6 +345,8 @@ export class Broker {
     const release = await claimDataDirectory(options.dataDirectory);
     let broker: Broker | null = null;
     try {
+      if (await holdsInterruptedRestore(options.dataDirectory))
+        throw new InterruptedRestoreError(options.dataDirectory);
       const persisted = await readPersistedConfiguration(options.dataDirectory);
       const acceptance = await readChangeAcceptance(options.dataDirectory);
       broker = new Broker(options, persisted, acceptance, release);

@@ -1,13 +1,18 @@
 /**
  * The broker's own files in its data directory: the cluster configuration it holds (written atomically, so a crash
- * leaves either the old or the new file), `broker.pid`, which keeps two brokers off one data directory, and the
- * storage environment of its partition replicas (`raft/`).
+ * leaves either the old or the new file), `broker.pid`, which keeps two brokers off one data directory, the storage
+ * environment of its partition replicas (`raft/`), and `restore-incomplete` while `flowplane restore` writes into it.
  */
 import { randomBytes } from "node:crypto";
 import { open, readFile, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { claimDirectory, DataDirectoryInUseError } from "../../files/directory-claim.js";
-import { createPrivateDirectoryDurably, ownPrivateDirectory, privateFileMode } from "../../files/private-files.js";
+import {
+  createPrivateDirectoryDurably,
+  ownPrivateDirectory,
+  privateFileMode,
+  syncDirectory,
+} from "../../files/private-files.js";
 import { type CommitReport, StorageEnvironment } from "../raft/storage/environment.js";
 import {
   type AcceptorState,
@@ -29,6 +34,46 @@ export const PID_FILE_NAME = "broker.pid";
 
 /** Directory of the replicas' storage environment in the broker's data directory. */
 export const STORAGE_DIRECTORY_NAME = "raft";
+
+/**
+ * Name of the file `flowplane restore` keeps in the data directory from before its first write until its last: a
+ * directory holding it was left half restored (the restore was killed), which a broker refuses to start on and the
+ * same restore run again starts over.
+ */
+export const RESTORE_MARKER_FILE_NAME = "restore-incomplete";
+
+/** Thrown when a broker is started on a data directory that a restore left half written. */
+export class InterruptedRestoreError extends Error {
+  constructor(readonly directory: string) {
+    super(
+      `${directory} holds a restore that did not finish (${RESTORE_MARKER_FILE_NAME}): some of its partitions may be ` +
+        "missing. Run the same flowplane restore again, which starts over, or empty the directory.",
+    );
+    this.name = "InterruptedRestoreError";
+  }
+}
+
+/** Whether `directory` holds the marker of a restore that did not finish. */
+export async function holdsInterruptedRestore(directory: string): Promise<boolean> {
+  return await stat(join(directory, RESTORE_MARKER_FILE_NAME)).then(
+    () => true,
+    (error: NodeJS.ErrnoException) => {
+      if (error.code === "ENOENT") return false;
+      throw error;
+    },
+  );
+}
+
+/** Writes the restore marker durably: once this returns, a crash leaves the directory marked. */
+export async function markRestoreIncomplete(directory: string): Promise<void> {
+  await writeFileAtomically(directory, RESTORE_MARKER_FILE_NAME, "flowplane restore is writing this directory\n");
+}
+
+/** Removes the restore marker durably, the restore's last step. */
+export async function markRestoreComplete(directory: string): Promise<void> {
+  await rm(join(directory, RESTORE_MARKER_FILE_NAME));
+  syncDirectory(directory);
+}
 
 /** Where brokers before the shared environment kept one environment per replica. */
 const PER_REPLICA_STORAGE_DIRECTORY_NAME = "partitions";

@@ -7,7 +7,7 @@
  * data directory; each leaves the data directory empty.
  */
 import { createHash } from "node:crypto";
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
@@ -15,7 +15,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FilesystemBackupStore } from "../../../src/cluster/backup/filesystem-store.js";
 import { BackupPartDamagedError } from "../../../src/cluster/backup/read-part.js";
 import { RestoreRefusedError, restoreBroker } from "../../../src/cluster/backup/restore.js";
-import type { Broker } from "../../../src/cluster/broker/broker.js";
+import { Broker } from "../../../src/cluster/broker/broker.js";
+import { InterruptedRestoreError, RESTORE_MARKER_FILE_NAME } from "../../../src/cluster/broker/files.js";
 import { initialDistribution } from "../../../src/cluster/broker/options.js";
 import type { BackupView } from "../../../src/cluster/broker/protocol.js";
 import { type RunningGateway, startGateway } from "../../../src/cluster/gateway/index.js";
@@ -261,6 +262,26 @@ describe("backup and restore", () => {
     await rm(join(target, "leftover"));
     // Nothing was written by any refused restore.
     await expect(readFile(join(target, "broker.pid"))).rejects.toThrow();
+  });
+
+  it("leaves a marker while it writes: a broker refuses what a killed restore left, and the same restore starts over", async () => {
+    const target = join(root, "killed");
+    const options = { store, backupId: 10n, nodeId: 0, dataDirectory: target, distribution: distribution() };
+    const restored = await restoreBroker(options);
+    await expect(readdir(target)).resolves.not.toContain(RESTORE_MARKER_FILE_NAME);
+    // What a restore killed after its first partition leaves: its marker, the partitions written so far, and a
+    // broker.pid naming a process that is gone.
+    await writeFile(join(target, RESTORE_MARKER_FILE_NAME), "");
+    await writeFile(join(target, "broker.pid"), "2147483646");
+    await writeFile(join(target, "written-before-the-kill"), "");
+    await expect(Broker.start(testBrokerOptions(root, 0, { dataDirectory: target }))).rejects.toBeInstanceOf(
+      InterruptedRestoreError,
+    );
+    expect(await restoreBroker(options)).toEqual(restored);
+    const entries = await readdir(target);
+    expect(entries).not.toContain(RESTORE_MARKER_FILE_NAME);
+    expect(entries).not.toContain("written-before-the-kill");
+    expect(entries).toContain("raft");
   });
 
   it("restores a backup whose manifests an earlier build wrote with SHA-256 checksums to the same state", async () => {
