@@ -195,8 +195,13 @@ export const BACKUP_ID_PATTERN = "^(0|[1-9][0-9]{0,18})$";
 /** How long a call to a cluster's management API may take before the platform gives up on it (502). */
 const MANAGEMENT_TIMEOUT_MS = 30_000;
 
-/** Largest answer read from a cluster's management API: a list of many backups stays far below it. */
-const MAX_MANAGEMENT_RESPONSE_BYTES = 8 * 1024 * 1024;
+/**
+ * Largest answer read from a cluster's management API. The list of backups is the largest answer: about 230 bytes per
+ * partition per backup, so 64 MiB lists about 290 backups of a cluster of 1,000 partitions (the most the API gives a
+ * cluster), above the 100 a schedule keeps at most, and every backup of a cluster of up to 64 partitions (the list
+ * holds at most 1,000).
+ */
+const MAX_MANAGEMENT_RESPONSE_BYTES = 64 * 1024 * 1024;
 
 /** Takes, lists, deletes and restores backups of clusters; see the module comment. */
 export class BackupService {
