@@ -63,7 +63,7 @@ export class SnapshotTransfer {
   private lastSent = false;
   /** Ticks since an acknowledgement last moved the window or the window was last sent again. */
   private ticksWithoutProgress = 0;
-  /** The offset below the acknowledged one that the member's latest answer expects, or null (see the module comment). */
+  /** The offset below the acknowledged one that the member's latest answer expects, or null (module comment). */
   private memberExpectsBelow: number | null = null;
 
   constructor(

@@ -383,13 +383,14 @@ export class Journal {
   }
 
   /**
-   * The write of `byteLength` bytes at `fileOffset` of `segment`, or its sync, failed: what reached the disk is unknown, so
-   * the journal accepts no further transaction. The bytes are overwritten with zeros and synced first. Linux keeps
-   * the data of a failed write in the page cache, marked clean, so a later sync does not write it again while reads
-   * still return it: a journal opened again without a reboot (the broker does that after a storage failure) would
-   * replay the failed write as durable, and acknowledge what a crash of the machine may still lose. Zeros written over
-   * it mark the pages dirty again, and their sync puts the zeros on the disk. When that fails too the failure is an
-   * `UnerasedWriteError`, after which the journal must not be opened again until the machine is checked.
+   * The write of `byteLength` bytes at `fileOffset` of `segment`, or its sync, failed: what reached the disk is
+   * unknown, so the journal accepts no further transaction. The bytes are overwritten with zeros and synced first.
+   * Linux keeps the data of a failed write in the page cache, marked clean, so a later sync does not write it again
+   * while reads still return it: a journal opened again without a reboot (the broker does that after a storage
+   * failure) would replay the failed write as durable, and acknowledge what a crash of the machine may still lose.
+   * Zeros written over it mark the pages dirty again, and their sync puts the zeros on the disk. When that fails too
+   * the failure is an `UnerasedWriteError`, after which the journal must not be opened again until the machine is
+   * checked.
    */
   private fail(error: unknown, segment: Segment, fileOffset: number, byteLength: number): never {
     const cause = error instanceof Error ? error : new Error(String(error));
