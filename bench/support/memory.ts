@@ -72,6 +72,7 @@ export interface TimedReading extends MemoryReading {
 export class MemorySampler {
   private readonly samples = new Map<number, TimedReading[]>();
   private readonly timer: NodeJS.Timeout;
+  private stopped = false;
 
   /** Starts sampling `pids` every `intervalMs`; the first reading is taken at once. */
   constructor(
@@ -93,8 +94,15 @@ export class MemorySampler {
     }
   }
 
-  /** Stops sampling, taking a last reading. */
+  /**
+   * Stops sampling, taking a last reading; does nothing once stopped. A second call must take none: the scaling
+   * benchmark stops its sampler when the scale-up completes and again in a `finally`, and a reading taken then, after
+   * the scale-down had brokers 0 and 1 receive their partitions back, showed as their peak during the scale-up (about
+   * the state of each partition they had left, which looked like memory a leave took).
+   */
   stop(): void {
+    if (this.stopped) return;
+    this.stopped = true;
     clearInterval(this.timer);
     this.sample();
   }
