@@ -65,9 +65,13 @@ export class BackupsClient {
     return this.sendForBackup("POST", "/actuator/backups", { backupId });
   }
 
-  /** Every backup, newest first. */
-  async list(): Promise<Backup[]> {
-    const answered = await this.transport.sendForExactJson("GET", "/actuator/backups", backupListSchema);
+  /**
+   * Every backup, newest first; with `summary`, each with only the parts that carry its earliest creation and latest
+   * update, which is all its state, creation and completion need.
+   */
+  async list(options: { readonly summary?: boolean } = {}): Promise<Backup[]> {
+    const path = options.summary === true ? "/actuator/backups?summary=true" : "/actuator/backups";
+    const answered = await this.transport.sendForExactJson("GET", path, backupListSchema);
     return (answered as Static<typeof backupListSchema>).map(exactBackup);
   }
 

@@ -137,7 +137,8 @@ export class FakeManagementApi {
       answer(200, this.clusterStatus);
       return;
     }
-    if (path === "/actuator/backups" && method === "GET") {
+    // The platform lists in summary; this stand-in's backups have one part each, which a summary shows whole.
+    if ((path === "/actuator/backups" || path === "/actuator/backups?summary=true") && method === "GET") {
       answer(
         200,
         [...this.backups.values()].sort((left, right) => (left.backupId < right.backupId ? 1 : -1)),

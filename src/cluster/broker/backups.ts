@@ -272,8 +272,11 @@ export class BackupCoordinator {
     }
   }
 
-  /** Every backup in the store, newest first (at most `MAX_LISTED_BACKUPS`). */
-  async list(): Promise<BackupListResponse> {
+  /**
+   * Every backup in the store, newest first (at most `MAX_LISTED_BACKUPS`); with `summary`, each with only the parts
+   * that carry its times (`summaryDetails`).
+   */
+  async list(summary = false): Promise<BackupListResponse> {
     const redirect = this.redirect();
     if (redirect !== null) return redirect;
     const store = this.context.store;
@@ -287,7 +290,7 @@ export class BackupCoordinator {
     for (const id of ids) {
       if (backups.length === MAX_LISTED_BACKUPS) break;
       const backup = this.view(id, records.get(id), byBackup.get(id) ?? []);
-      if (backup !== null) backups.push(backup);
+      if (backup !== null) backups.push(summary ? { ...backup, details: summaryDetails(backup.details) } : backup);
     }
     return { outcome: "backups", backups };
   }
@@ -602,6 +605,24 @@ export async function failAbandonedParts(
     failed += 1;
   }
   return failed;
+}
+
+/**
+ * The parts of a backup that carry its earliest `createdAt` and its latest `lastUpdated`, in partition order: what a
+ * summary shows of a backup besides its state (one part when a single one carries both, none when no part has a time).
+ */
+export function summaryDetails(details: readonly BackupPartitionView[]): BackupPartitionView[] {
+  let earliest: BackupPartitionView | null = null;
+  let latest: BackupPartitionView | null = null;
+  for (const detail of details) {
+    if (detail.createdAt !== null && (earliest === null || detail.createdAt < (earliest.createdAt as string))) {
+      earliest = detail;
+    }
+    if (detail.lastUpdated !== null && (latest === null || detail.lastUpdated > (latest.lastUpdated as string))) {
+      latest = detail;
+    }
+  }
+  return details.filter((detail) => detail === earliest || detail === latest);
 }
 
 /** Whether a part of `backup` is still being written. */

@@ -162,7 +162,8 @@ export function parseBrokerRequest(value: unknown): ParsedBrokerRequest | string
     case "cluster-status":
       return { type: "cluster-status" };
     case "backup-list":
-      return { type: "backup-list" };
+      if (value.summary !== undefined && typeof value.summary !== "boolean") return "summary must be a boolean";
+      return value.summary === true ? { type: "backup-list", summary: true } : { type: "backup-list" };
     case "backup-take":
     case "backup-status":
     case "backup-delete": {

@@ -1144,7 +1144,7 @@ export class Broker {
     if (request.type === "cluster-change") return this.coordinator.change(request.command, request.dryRun);
     if (request.type === "cluster-cancel") return this.coordinator.cancel(request.changeId);
     if (request.type === "backup-take") return this.backups.take(request.backupId);
-    if (request.type === "backup-list") return this.backups.list();
+    if (request.type === "backup-list") return this.backups.list(request.summary === true);
     if (request.type === "backup-status") return this.backups.status(request.backupId);
     if (request.type === "backup-delete") return this.backups.delete(request.backupId);
     if (this.closing) return { outcome: "unavailable", detail: `broker ${this.nodeId} is shutting down` };

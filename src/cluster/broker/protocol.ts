@@ -169,7 +169,12 @@ type BackupRequest<BackupId> =
   /** To the coordinator: take backup `backupId` (a checkpoint through every partition's log). */
   | { type: "backup-take"; backupId: BackupId }
   /** To the coordinator: every backup in the backup store, newest first. */
-  | { type: "backup-list" }
+  /**
+   * Every backup, newest first. With `summary`, each backup's details hold only the parts that carry its earliest
+   * `createdAt` and its latest `lastUpdated` (one or two): a list of every part of every backup of a cluster with
+   * many partitions is hundreds of megabytes.
+   */
+  | { type: "backup-list"; summary?: boolean }
   /** To the coordinator: one backup with its partitions' parts. */
   | { type: "backup-status"; backupId: BackupId }
   /** To the coordinator: remove a backup from the backup store. */

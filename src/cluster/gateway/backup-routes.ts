@@ -143,11 +143,26 @@ export function backupRoutes(server: HttpServer, coordinator: CoordinatorClient)
       schema: {
         tags: ["Backups"],
         summary: "Every backup, newest first",
+        querystring: Type.Object(
+          {
+            summary: Type.Optional(
+              Type.Boolean({
+                default: false,
+                description:
+                  "Show of each backup only the parts that carry its earliest creation and latest update, not every " +
+                  "partition's (the full list of a cluster with many partitions is large).",
+              }),
+            ),
+          },
+          { additionalProperties: false },
+        ),
         response: { 200: Type.Array(backupSchema), ...errors },
       },
     },
-    async () => {
-      const answer = await coordinator.send({ type: "backup-list" });
+    async (request) => {
+      const answer = await coordinator.send(
+        request.query.summary === true ? { type: "backup-list", summary: true } : { type: "backup-list" },
+      );
       if (answer.outcome === "backups") return answer.backups.map(answered);
       throw refusal(answer);
     },

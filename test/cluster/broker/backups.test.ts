@@ -18,6 +18,7 @@ import {
   type BackupCoordinatorContext,
   failAbandonedParts,
   type LargeCheckpointIdSupport,
+  summaryDetails,
 } from "../../../src/cluster/broker/backups.js";
 import type { CheckpointAnswer } from "../../../src/cluster/broker/peer-requests.js";
 import {
@@ -428,6 +429,39 @@ describe("BackupCoordinator", () => {
         { backupId: 2, state: "COMPLETED", partitionCount: 2 },
       ],
     });
+  });
+
+  it("lists in summary only the parts that carry a backup's earliest creation and latest update, with its state", async () => {
+    await store.writeBackupRecord(record(4n, 3));
+    await store.writeManifest(recordedPart({ backupId: 4n, partitionId: 1, startedAt: "2026-01-01T00:00:02.000Z" }));
+    await store.writeManifest(
+      recordedPart({
+        backupId: 4n,
+        partitionId: 2,
+        startedAt: "2026-01-01T00:00:01.000Z",
+        finishedAt: "2026-01-01T00:00:03.000Z",
+      }),
+    );
+    await store.writeManifest(
+      recordedPart({
+        backupId: 4n,
+        partitionId: 3,
+        state: "FAILED",
+        failureReason: "x",
+        startedAt: "2026-01-01T00:00:05.000Z",
+        finishedAt: "2026-01-01T00:00:09.000Z",
+      }),
+    );
+    const full = await coordinator().list();
+    const summary = await coordinator().list(true);
+    if (full.outcome !== "backups" || summary.outcome !== "backups") throw new Error("not listed");
+    expect(full.backups[0]?.details.map((detail) => detail.partitionId)).toEqual([1, 2, 3]);
+    expect(summary.backups[0]).toEqual({
+      ...full.backups[0],
+      details: full.backups[0]?.details.filter((detail) => detail.partitionId !== 1),
+    });
+    expect(summary.backups[0]).toMatchObject({ state: "FAILED", details: [{ partitionId: 2 }, { partitionId: 3 }] });
+    expect(summaryDetails([])).toEqual([]);
   });
 
   it("reports a backup whose record is damaged FAILED, naming the file", async () => {

@@ -174,7 +174,17 @@ describe("the backup API", () => {
     expect((await takeBackup(2)).status).toBe(202);
     expect((await ended(2)).state).toBe("COMPLETED");
     const list = await call(gateway.managementUrl, "/actuator/backups");
-    expect(((await list.json()) as BackupView[]).map((entry) => entry.backupId)).toEqual([2, 1]);
+    const listed = (await list.json()) as BackupView[];
+    expect(listed.map((entry) => entry.backupId)).toEqual([2, 1]);
+    // In summary: the same backups and states, each with at most the two parts that carry its times.
+    const summary = (await (
+      await call(gateway.managementUrl, "/actuator/backups?summary=true")
+    ).json()) as BackupView[];
+    expect(summary.map((entry) => [entry.backupId, entry.state])).toEqual(
+      listed.map((entry) => [entry.backupId, entry.state]),
+    );
+    expect(summary.every((entry) => entry.details.length <= 2)).toBe(true);
+    expect((await call(gateway.managementUrl, "/actuator/backups?summary=perhaps")).status).toBe(400);
 
     const deleted = await call(gateway.managementUrl, "/actuator/backups/2", { method: "DELETE" });
     expect(deleted.status).toBe(200);

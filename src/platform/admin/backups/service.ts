@@ -196,12 +196,11 @@ export const BACKUP_ID_PATTERN = "^(0|[1-9][0-9]{0,18})$";
 const MANAGEMENT_TIMEOUT_MS = 30_000;
 
 /**
- * Largest answer read from a cluster's management API. The list of backups is the largest answer: about 230 bytes per
- * partition per backup, so 64 MiB lists about 290 backups of a cluster of 1,000 partitions (the most the API gives a
- * cluster), above the 100 a schedule keeps at most, and every backup of a cluster of up to 64 partitions (the list
- * holds at most 1,000).
+ * Largest answer read from a cluster's management API. The platform lists backups in summary (one or two parts each,
+ * at most 1,000 backups: under a megabyte), and one backup's status holds every partition's part (about 230 bytes
+ * each, 230 KB at the 1,000 partitions a cluster may have).
  */
-const MAX_MANAGEMENT_RESPONSE_BYTES = 64 * 1024 * 1024;
+const MAX_MANAGEMENT_RESPONSE_BYTES = 8 * 1024 * 1024;
 
 /** Takes, lists, deletes and restores backups of clusters; see the module comment. */
 export class BackupService {
@@ -227,7 +226,7 @@ export class BackupService {
   /** The cluster's backups, newest first. */
   async list(organizationId: string, clusterId: string): Promise<Backup[]> {
     const client = await this.clientFor(organizationId, clusterId);
-    const backups = await this.callCluster(() => client.list());
+    const backups = await this.callCluster(() => client.list({ summary: true }));
     return backups.map(presentBackup);
   }
 
@@ -262,7 +261,7 @@ export class BackupService {
   }
 
   private async takeBackup(client: BackupsClient, clusterId: string): Promise<Backup> {
-    const existing = await this.callCluster(() => client.list());
+    const existing = await this.callCluster(() => client.list({ summary: true }));
     // Ids may exceed 2^53 − 1 (taken on the management API directly), so they are compared as bigints.
     let highest = -1n;
     for (const backup of existing) if (backup.backupId > highest) highest = backup.backupId;
@@ -546,7 +545,7 @@ export class BackupService {
     await this.recordScheduled(organizationId, `${clusterId}/${taken.uuid}`, "c");
     // Newest first: everything after the `keep` newest complete backups goes, except what is still being written.
     let complete = 0;
-    for (const backup of await this.callCluster(() => client.list())) {
+    for (const backup of await this.callCluster(() => client.list({ summary: true }))) {
       if (backup.state === "IN_PROGRESS") continue;
       if (complete >= keep) {
         await this.callCluster(() => client.delete(backup.backupId), backup.backupId);
