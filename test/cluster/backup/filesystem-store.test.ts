@@ -87,6 +87,17 @@ function fakeSource(options: {
   return source;
 }
 
+/** The record of backup `backupId` of a cluster of 3 partitions. */
+function backupRecord(backupId: bigint) {
+  return {
+    formatVersion: 1 as const,
+    backupId,
+    partitionCount: 3,
+    takenAt: "2026-01-01T00:00:00.000Z",
+    flowplaneVersion: "1.2.3",
+  };
+}
+
 function request(backupId: bigint) {
   return {
     backupId,
@@ -374,13 +385,7 @@ describe("FilesystemBackupStore with the partition writer", () => {
   });
 
   it("passes over stray entries of the wrong kind at every level, so lists, backups and ids keep working", async () => {
-    await store.writeBackupRecord({
-      formatVersion: 1,
-      backupId: 11n,
-      partitionCount: 3,
-      takenAt: "2026-01-01T00:00:00.000Z",
-      flowplaneVersion: "1.2.3",
-    });
+    await store.writeBackupRecord(backupRecord(11n));
     await writePartitionBackup(fakeSource({ lastIndex: 9 }), store, request(11n));
     // Files where directories belong (a partition, a backup, a broker), and a directory where records are files.
     await writeFile(join(base, "store", "7"), "a copy someone left");
@@ -510,13 +515,7 @@ describe("FilesystemBackupStore's backup records", () => {
 });
 
 describe("FilesystemBackupStore's highest taken backup id", () => {
-  const record = (backupId: bigint) => ({
-    formatVersion: 1 as const,
-    backupId,
-    partitionCount: 3,
-    takenAt: "2026-01-01T00:00:00.000Z",
-    flowplaneVersion: "1.2.3",
-  });
+  const record = backupRecord;
   const takenDirectory = () => join(base, "store", "backups", "taken");
 
   it("raises it before the record, keeps it when the backup is deleted, and keeps only the highest mark", async () => {
