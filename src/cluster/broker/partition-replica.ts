@@ -885,6 +885,7 @@ export class PartitionReplica {
         this.refreshStatus();
         // Before any new snapshot: a checkpoint applied in this turn reserves the snapshot and log first.
         this.backup.maybeStart();
+        this.backup.releasePastLogLimit();
         this.backup.endDeferralsOnceStarted();
         this.maybeCompact();
         if (ready === null) {

@@ -36,6 +36,15 @@ import { boundedReason } from "./bounded-reason.js";
  */
 const BACKUP_LOG_LIMIT_INTERVALS = 3;
 
+/**
+ * Snapshot intervals of log the writing leader's own part may hold back from its snapshot. Why: its part holds the
+ * snapshot and log it reads, and a store that stops answering (a hard-mounted network file system) never ends the
+ * part, so the log would grow until the disk is full and the broker stops. Past this bound the part is given up (it
+ * ends FAILED with that reason once its writer returns) and the snapshot is taken. A store that answers at all ends a
+ * part long before: past `BACKUP_LOG_LIMIT_INTERVALS` the part no longer gives way to the broker's work.
+ */
+export const BACKUP_PART_LOG_LIMIT_INTERVALS = 10;
+
 /** What a replica needs to write its partition's part of a backup (see backup/partition-backup.ts). */
 export interface ReplicaBackupOptions {
   readonly store: BackupStore;
@@ -112,6 +121,11 @@ export class ReplicaBackup {
   private endPartActivity: (() => void) | null = null;
   /** Whether this replica's snapshot was deferred for the broker's backup parts when it last looked. */
   private snapshotDeferred = false;
+  /**
+   * Why the part being written was given up (`releasePastLogLimit`), which its writer reads as its interruption; one
+   * object per part, so that a writer still waiting on the store reads its own part's reason, never a later one's.
+   */
+  private partGivenUp: { reason: string | null } = { reason: null };
 
   constructor(private readonly context: ReplicaBackupContext) {
     // A replica may lead and write a part of a backup: the store readies its writing now, not during a backup.
@@ -186,6 +200,8 @@ export class ReplicaBackup {
     this.partRunning = true;
     const endActivity = this.activity.begin();
     this.endPartActivity = endActivity;
+    const givenUp = { reason: null as string | null };
+    this.partGivenUp = givenUp;
     const context = this.context;
     const term = context.status().term;
     const { memberId, partitionId, storage } = context;
@@ -208,6 +224,7 @@ export class ReplicaBackup {
       readStoredEntries: (fromIndex, targets) => storage.readStoredEntries(fromIndex, targets),
       running: () => backups.brokerRunning?.() ?? true,
       interruption: () => {
+        if (givenUp.reason !== null) return givenUp.reason;
         if (context.closed() || !context.running()) return `broker ${memberId} stopped its replica during the backup`;
         const status = context.status();
         if (status.role !== "leader" || status.term !== term) {
@@ -263,6 +280,40 @@ export class ReplicaBackup {
   }
 
   /**
+   * Gives up what holds this replica's snapshot back on the backup store once the log past the snapshot reaches
+   * `BACKUP_PART_LOG_LIMIT_INTERVALS` intervals (see there): the part being written, which then ends FAILED with that
+   * reason as soon as its writer returns from the store, and a new leader's look for an unfinished part. A part
+   * reserved but not yet started waits only for this replica's own snapshot, not for the store, and stays.
+   */
+  releasePastLogLimit(): void {
+    const context = this.context;
+    const logEntries = context.engine().lastAppliedIndex - context.snapshotIndex();
+    const limitEntries = BACKUP_PART_LOG_LIMIT_INTERVALS * context.snapshotIntervalEntries;
+    if (logEntries < limitEntries) return;
+    const { partitionId } = context;
+    if (this.takeoverCheck !== null) {
+      context.logger.warn(
+        { partitionId, backupId: this.takeoverCheck.id, logEntries },
+        "gave up looking for an unfinished backup part: the backup store has not answered while the log grew past its bound",
+      );
+      this.takeoverCheck = null;
+    }
+    const checkpoint = this.checkpoint;
+    const endActivity = this.endPartActivity;
+    if (checkpoint === null || !this.partRunning || endActivity === null) return;
+    const reason =
+      `the log of partition ${partitionId} grew by ${logEntries} entries while its part waited for the backup ` +
+      `store, past the bound of ${limitEntries} (${BACKUP_PART_LOG_LIMIT_INTERVALS} snapshot intervals): the part ` +
+      "was given up so that the replica could take its snapshot";
+    this.partGivenUp.reason = reason;
+    context.logger.warn(
+      { partitionId, backupId: checkpoint.id, logEntries },
+      "backup part given up: the store is too slow or does not answer",
+    );
+    this.endPart(checkpoint, endActivity);
+  }
+
+  /**
    * A replica that became leader in `term` finishes its partition's part of the latest backup when its predecessor left
    * it unfinished: the backup store holds a part of this partition for the latest checkpoint, none COMPLETED and none
    * of this broker's. It can when it still holds a snapshot at or before the checkpoint and the log after it (a
@@ -305,7 +356,8 @@ export class ReplicaBackup {
           ),
       )
       .finally(() => {
-        this.takeoverCheck = null;
+        // A look given up meanwhile (`releasePastLogLimit`) may have been followed by another one, which stays.
+        if (this.takeoverCheck === checkpoint) this.takeoverCheck = null;
         context.nudge();
       });
   }

@@ -22,7 +22,10 @@ import {
   systemClock,
 } from "../../../src/cluster/broker/partition-replica.js";
 import type { PublishMessageCommand } from "../../../src/cluster/broker/protocol.js";
-import type { ReplicaBackupOptions } from "../../../src/cluster/broker/replica-backup.js";
+import {
+  BACKUP_PART_LOG_LIMIT_INTERVALS,
+  type ReplicaBackupOptions,
+} from "../../../src/cluster/broker/replica-backup.js";
 import { partitionForCorrelationKey } from "../../../src/cluster/engine/correlation.js";
 import { parseKey } from "../../../src/cluster/engine/keys.js";
 import { DEFAULT_TENANT_ID, engineCodec } from "../../../src/cluster/engine/records.js";
@@ -315,6 +318,8 @@ describe("the snapshots of a broker writing a backup part", () => {
   let snapshots: SnapshotReport[];
   /** What `other` logged. */
   let logged: { msg: string; partitionId?: number }[];
+  /** What `writer` logged. */
+  let writerLogged: { msg: string; partitionId?: number; backupId?: number }[];
   let release: () => void;
   let failWrites: boolean;
   /** Writes of the part that waited for `release`. */
@@ -323,6 +328,7 @@ describe("the snapshots of a broker writing a backup part", () => {
   beforeEach(async () => {
     snapshots = [];
     logged = [];
+    writerLogged = [];
     failWrites = false;
     const held = heldStore(() => failWrites);
     release = held.release;
@@ -330,8 +336,11 @@ describe("the snapshots of a broker writing a backup part", () => {
     directory = await temporaryDirectory("backup-deferral");
     environment = StorageEnvironment.open({ directory, synchronousCommit: true });
     activity = new BackupActivity();
-    const logger = pino({ level: "silent" });
-    writer = await openLeadingReplica(environment, 1, logger, { backups: { ...backupOptions(held.store), activity } });
+    const logger = pino({ level: "warn" }, { write: (line: string) => writerLogged.push(JSON.parse(line)) });
+    writer = await openLeadingReplica(environment, 1, logger, {
+      backups: { ...backupOptions(held.store), activity },
+      onSnapshot: (report) => snapshots.push(report),
+    });
     const otherLogger = pino({ level: "debug" }, { write: (line: string) => logged.push(JSON.parse(line)) });
     other = await openLeadingReplica(environment, 2, otherLogger, {
       backups: { ...backupOptions(), activity },
@@ -404,6 +413,30 @@ describe("the snapshots of a broker writing a backup part", () => {
     release();
     await waitFor(() => ended.length === 1, "the part ends");
     expect(ended[0]).toMatchObject({ state: "FAILED", partitionId: 1 });
+  });
+
+  it("include the writing leader's own, once its log passes its bound while the store does not answer", async () => {
+    const limit = BACKUP_PART_LOG_LIMIT_INTERVALS * 10;
+    for (let sequence = 0; sequence < limit - 5; sequence += 1) {
+      expect(await writer.publish(command(`writer-${sequence}`))).toMatchObject({ outcome: "published" });
+    }
+    // Below the bound the part holds the writer's snapshot however long the store takes.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(writer.latestSnapshotIndex).toBe(0);
+    expect(activity.writing).toBe(true);
+    for (let sequence = limit - 5; sequence < limit + 5; sequence += 1) {
+      expect(await writer.publish(command(`writer-${sequence}`))).toMatchObject({ outcome: "published" });
+    }
+    await waitFor(() => writer.latestSnapshotIndex >= limit, "the writer's snapshot is taken");
+    expect(activity.writing).toBe(false);
+    const givenUp = writerLogged.filter((line) => line.msg.startsWith("backup part given up"));
+    expect(givenUp).toEqual([expect.objectContaining({ partitionId: 1, backupId: 1 })]);
+    // The store answers at last: the part ends FAILED with the reason, though its write went through.
+    release();
+    await waitFor(() => ended.length === 1, "the part ends");
+    expect(ended[0]).toMatchObject({ state: "FAILED", partitionId: 1 });
+    expect(ended[0]?.failureReason).toMatch(/grew by \d+ entries while its part waited for the backup store/);
+    expect((await store.manifests(1n)).map((part) => part.state)).toEqual(["FAILED"]);
   });
 
   it("are taken once a part that failed ends", async () => {
