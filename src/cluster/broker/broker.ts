@@ -814,6 +814,7 @@ export class Broker {
       this.options.synchronousCommit,
       (commit) => this.metrics.observeCommit(commit.durationMs / 1000, commit.writes),
     );
+    this.reportTornTail(this.environment);
     this.logger.info("the broker's storage is open again; its replicas follow after their pause");
   }
 
@@ -825,9 +826,13 @@ export class Broker {
    */
   private async openStorage(): Promise<StorageEnvironment | null> {
     try {
-      return await openStorageEnvironment(this.options.dataDirectory, this.options.synchronousCommit, (commit) =>
-        this.metrics.observeCommit(commit.durationMs / 1000, commit.writes),
+      const environment = await openStorageEnvironment(
+        this.options.dataDirectory,
+        this.options.synchronousCommit,
+        (commit) => this.metrics.observeCommit(commit.durationMs / 1000, commit.writes),
       );
+      this.reportTornTail(environment);
+      return environment;
     } catch (error) {
       if (!(error instanceof StorageCorruptionError)) throw error;
       this.logger.error(
@@ -838,6 +843,19 @@ export class Broker {
         this.replicas.reportUnopenable(hosted.partitionId, error);
       }
       return null;
+    }
+  }
+
+  /**
+   * Logs the torn last write opening cut from the journal: a crash (or a failed write) during a commit leaves one, and
+   * it held nothing acknowledged, but an operator should hear of it; several in a row point at the disk.
+   */
+  private reportTornTail(environment: StorageEnvironment): void {
+    for (const tornTail of environment.tornTailCutOnOpen) {
+      this.logger.warn(
+        { tornTail },
+        "cut the torn last write of the storage's journal: the commit it held was never acknowledged",
+      );
     }
   }
 

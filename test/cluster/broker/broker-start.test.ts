@@ -1,4 +1,4 @@
-import { access, mkdir } from "node:fs/promises";
+import { access, mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:net";
 import { join } from "node:path";
 import { pino } from "pino";
@@ -6,10 +6,11 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { FilesystemBackupStore } from "../../../src/cluster/backup/filesystem-store.js";
 import type { BackupPartManifest } from "../../../src/cluster/backup/store.js";
 import { Broker } from "../../../src/cluster/broker/broker.js";
-import { DataDirectoryInUseError, PID_FILE_NAME } from "../../../src/cluster/broker/files.js";
+import { DataDirectoryInUseError, PID_FILE_NAME, STORAGE_DIRECTORY_NAME } from "../../../src/cluster/broker/files.js";
 import { type ReplicaClock, systemClock } from "../../../src/cluster/broker/partition-replica.js";
 import type { BrokerDescription, BrokerRequest } from "../../../src/cluster/broker/protocol.js";
 import { DEFAULT_TENANT_ID } from "../../../src/cluster/engine/index.js";
+import { JOURNAL_DIRECTORY_NAME } from "../../../src/cluster/raft/storage/environment.js";
 import { TransportClient } from "../../../src/cluster/transport/index.js";
 import { testClusterCredentials } from "../../support/cluster-secret.js";
 import { removeDirectory, temporaryDirectory, testBrokerOptions, waitFor } from "./support.js";
@@ -109,6 +110,48 @@ describe("Broker.start", () => {
           reason: expect.stringMatching(/EIO/),
         }),
       );
+    } finally {
+      await broker.close();
+    }
+  });
+
+  it("says so when it cuts a torn last write from its journal, and starts", async () => {
+    const options = testBrokerOptions(directory, 0, single);
+    const first = await Broker.start(options);
+    await waitFor(() => first.replicaReports().every((report) => report.role === "leader"), "single broker leads");
+    await first.close();
+    // What a crash in the middle of a commit leaves: bytes after the last record that make no intact record.
+    const journal = join(options.dataDirectory, STORAGE_DIRECTORY_NAME, JOURNAL_DIRECTORY_NAME);
+    const segment = join(
+      journal,
+      (await readdir(journal))
+        .filter((name) => name.endsWith(".journal"))
+        .sort()
+        .at(-1)!,
+    );
+    const contents = await readFile(segment);
+    const tornAt = contents.findLastIndex((value) => value !== 0) + 64;
+    contents.set([40, 0, 0, 0, 0xde, 0xad, 0xbe, 0xef, 1, 2, 3], tornAt);
+    await writeFile(segment, contents);
+
+    const logged: { msg: string; tornTail?: string }[] = [];
+    const broker = await Broker.start(
+      testBrokerOptions(directory, 0, {
+        ...single,
+        logger: pino({ level: "warn" }, { write: (line: string) => logged.push(JSON.parse(line)) }),
+      }),
+    );
+    try {
+      await waitFor(
+        () => broker.replicaReports().every((report) => report.role === "leader"),
+        "the broker leads again",
+      );
+      const cuts = logged.filter((line) => line.msg.startsWith("cut the torn last write of the storage's journal"));
+      expect(cuts).toHaveLength(1);
+      // The cut starts where the intact records end and reaches the last byte written.
+      const [, from, bytes] = /byte (\d+): (\d+) bytes of a torn write/.exec(cuts[0]?.tornTail ?? "") ?? [];
+      expect(Number(from)).toBeLessThan(tornAt);
+      expect(Number(from) + Number(bytes)).toBe(tornAt + 11);
     } finally {
       await broker.close();
     }

@@ -208,6 +208,11 @@ export class StorageEnvironment {
     return new StorageEnvironment(options);
   }
 
+  /** The torn last write of the journal that opening cut, if any (`Journal.tornTailCutOnOpen`). */
+  get tornTailCutOnOpen(): readonly string[] {
+    return this.journal.tornTailCutOnOpen;
+  }
+
   /**
    * Why the environment refuses writes, after a transaction or a chunk write failed (a full disk, an I/O error); null
    * while it accepts them. Its in-memory view may then differ from the disk, so only closing it and opening it again

@@ -255,6 +255,8 @@ export class Journal {
    */
   private commitInFlight = false;
   private closed = false;
+  /** What opening cut (see `tornTailCutOnOpen`). */
+  private readonly tornTails: string[] = [];
   /** Where `readRangeInto` reads runs of small entries; allocated by the first such read and kept. */
   private rangeScratch: Buffer | null = null;
 
@@ -285,6 +287,15 @@ export class Journal {
       put: (scope, name, value) => this.stage({ code: PUT_RECORD, scope, name, value }),
       remove: (scope, name) => this.stage({ code: REMOVE_RECORD, scope, name }),
     };
+  }
+
+  /**
+   * The torn last write opening found and zeroed, if any: where it started, how many bytes it left and why it failed.
+   * A crash during a write leaves one; the transaction it held was never acknowledged, so nothing durable is lost,
+   * but an operator should hear of it (several in a row point at the disk or a cache that loses synced writes).
+   */
+  get tornTailCutOnOpen(): readonly string[] {
+    return this.tornTails;
   }
 
   /** Opens the journal in `options.directory` (creating it when missing) and replays it into memory. */
@@ -824,12 +835,17 @@ export class Journal {
       this.applyRecord(decoded.operations, segment, payloadOffset);
       offset = payloadOffset + payloadBytes;
     }
+    // Segments are preallocated with zeros, so what a torn write left ends at the last byte that is not zero.
+    const writtenEnd = endOfNonZeroBytes(segment.fd, offset, sizeBytes);
     if (failure === null) {
-      if (isZeroFrom(segment.fd, offset, sizeBytes)) return offset;
+      if (writtenEnd === offset) return offset;
       failure = "non-zero bytes after the last record";
     }
     assertTornTail(segment, isLast, offset, sizeBytes, failure);
-    zeroRange(segment.fd, offset, sizeBytes);
+    this.tornTails.push(
+      `${byteLocation(segment.path, offset)}: ${writtenEnd - offset} bytes of a torn write (${failure})`,
+    );
+    zeroRange(segment.fd, offset, writtenEnd);
     return offset;
   }
 }
@@ -948,13 +964,17 @@ function readInto(fd: number, target: Uint8Array, position: number): number {
   return read;
 }
 
-/** Whether every byte of the file from `offset` to `end` is zero. */
-function isZeroFrom(fd: number, offset: number, end: number): boolean {
+/** The offset just after the last byte of the file from `offset` to `end` that is not zero; `offset` when none is. */
+function endOfNonZeroBytes(fd: number, offset: number, end: number): number {
+  let nonZeroEnd = offset;
   for (let position = offset; position < end; position += ZEROS.byteLength) {
     const slice = readAt(fd, Math.min(ZEROS.byteLength, end - position), position);
-    if (!slice.equals(ZEROS.subarray(0, slice.byteLength))) return false;
+    if (slice.equals(ZEROS.subarray(0, slice.byteLength))) continue;
+    let last = slice.byteLength - 1;
+    while (slice[last] === 0) last -= 1;
+    nonZeroEnd = position + last + 1;
   }
-  return true;
+  return nonZeroEnd;
 }
 
 /** Writes zeros over the bytes of `fd` from `offset` up to `end` and syncs them. */

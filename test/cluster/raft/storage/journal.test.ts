@@ -678,10 +678,18 @@ describe("Journal with damaged bytes", () => {
         expect(text(recovered.entries.get(1, 1))).toBe("kept");
         expect(recovered.entries.get(1, 2)).toBeUndefined();
         expect(text(recovered.records.get(1, "hardState"))).toBe("term 1");
+        // Reported with where it started and how much of it was written, up to its last byte that is not zero.
+        const lastWritten = contents.findLastIndex((value) => value !== 0);
+        expect(recovered.tornTailCutOnOpen).toEqual([
+          expect.stringContaining(`byte ${torn.start}: ${lastWritten + 1 - torn.start} bytes of a torn write (`),
+        ]);
         await recovered.close();
         const after = readFileSync(join(directory, name as string));
         expect(after.subarray(0, torn.start).equals(original.subarray(0, torn.start))).toBe(true);
         expect(after.subarray(torn.start).every((value) => value === 0)).toBe(true);
+        const reopened = Journal.open({ directory, segmentBytes });
+        expect(reopened.tornTailCutOnOpen).toEqual([]);
+        await reopened.close();
       }
     });
   });
