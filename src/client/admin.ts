@@ -243,6 +243,10 @@ export const backupScheduleSchema = Type.Object({
   keep: Type.Integer(),
   nextRun: Type.Union([Type.String(), Type.Null()]),
   lastRun: Type.Union([Type.String(), Type.Null()]),
+  // Optional: a platform of an earlier version does not report its failed runs.
+  lastFailure: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+  consecutiveFailures: Type.Optional(Type.Integer({ minimum: 0 })),
+  retryAt: Type.Optional(Type.Union([Type.String(), Type.Null()])),
 });
 
 /** A backup schedule: a UTC cron expression and how many complete backups it keeps. */

@@ -36,9 +36,19 @@ export function formatClusterBackups(backups: readonly ClusterBackup[]): string 
   return alignedTable(rows);
 }
 
-/** A schedule on one line: its expression, what it keeps, and its next run. */
+/**
+ * A schedule on one line: its expression, what it keeps, its next and last run, and, when its last run could not
+ * start a backup, why and when it is tried again on a second line.
+ */
 export function formatSchedule(schedule: BackupSchedule): string {
-  return `backups at "${printable(schedule.cron)}" (UTC), keeping ${schedule.keep} complete; next ${printable(schedule.nextRun ?? "never")}, last ${printable(schedule.lastRun ?? "never")}`;
+  const line = `backups at "${printable(schedule.cron)}" (UTC), keeping ${schedule.keep} complete; next ${printable(schedule.nextRun ?? "never")}, last ${printable(schedule.lastRun ?? "never")}`;
+  const failure = schedule.lastFailure ?? null;
+  if (failure === null) return line;
+  const failures = schedule.consecutiveFailures ?? 1;
+  const retry =
+    schedule.retryAt === undefined || schedule.retryAt === null ? "at the next run" : `at ${schedule.retryAt}`;
+  const reason = printable(failure.replace(/\.$/, ""));
+  return `${line}\nthe last ${failures === 1 ? "run" : `${failures} runs`} could not start a backup (${reason}); tried again ${printable(retry)}`;
 }
 
 /** Parses `--keep`: how many complete backups a schedule keeps. */

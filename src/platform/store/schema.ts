@@ -320,6 +320,12 @@ export interface ClusterBackupScheduleTable {
   updated_at: string;
   /** When the schedule last took a backup (or was set, before its first run), ISO-8601. */
   last_run_at: string | null;
+  /** How many runs in a row could not start a backup (migration 037); 0 once one did. */
+  consecutive_failures: Generated<number>;
+  /** Why the last run could not start a backup, or null when it did. */
+  last_failure: string | null;
+  /** When a failed run is tried again (ISO-8601), or null: none failed, or the next scheduled run comes first. */
+  retry_at: string | null;
 }
 
 /** The platform database including the restores and backup schedules of migration 035. */

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { formatSchedule } from "../../../src/cli/commands/cluster-backups.js";
 import { exitCodes } from "../../../src/cli/io.js";
 import { FakeManagementApi, fakeBackup, fakeClusterDirectory } from "../../support/backups.js";
 import { type CliFixture, startCliFixture } from "../support.js";
@@ -112,5 +113,32 @@ describe("flowplane clusters backups", () => {
     const result = await fixture.cli(["clusters", "backups", "delete", "x1", "--cluster", clusterId]);
     expect(result.exitCode).toBe(exitCodes.usage);
     expect(management.requests).toEqual([]);
+  });
+});
+
+describe("formatSchedule", () => {
+  const schedule = {
+    cron: "0 3 * * *",
+    keep: 7,
+    nextRun: "2026-01-02T03:00:00.000Z",
+    lastRun: "2026-01-01T03:00:10.000Z",
+  };
+
+  it("says on a second line why the last runs could not start a backup and when they are tried again", () => {
+    expect(formatSchedule({ ...schedule, lastFailure: null, consecutiveFailures: 0, retryAt: null })).toBe(
+      'backups at "0 3 * * *" (UTC), keeping 7 complete; next 2026-01-02T03:00:00.000Z, last 2026-01-01T03:00:10.000Z',
+    );
+    const failed = {
+      ...schedule,
+      lastFailure: "Another configuration change [7] is in progress.",
+      consecutiveFailures: 2,
+      retryAt: "2026-01-01T03:03:10.000Z",
+    };
+    expect(formatSchedule(failed).split("\n")[1]).toBe(
+      "the last 2 runs could not start a backup (Another configuration change [7] is in progress); tried again at 2026-01-01T03:03:10.000Z",
+    );
+    expect(formatSchedule({ ...failed, consecutiveFailures: 1, retryAt: null }).split("\n")[1]).toBe(
+      "the last run could not start a backup (Another configuration change [7] is in progress); tried again at the next run",
+    );
   });
 });

@@ -100,6 +100,31 @@ describe.runIf(browserAvailable())("console backups tab on a real cluster", () =
     expect(await page.getByText("the newest 3 complete backups").count()).toBe(1);
     await expectAccessible(page, "backups with a schedule");
     await saveScreenshot(page, "console-cluster-backups-schedule");
+    // A schedule whose last runs could not start a backup says why and when it tries again (the platform's answer,
+    // with the failure a refused run records, since no run comes due during this test).
+    const schedulePath = `**/admin/clusters/${clusterId}/backups/schedule`;
+    await page.route(schedulePath, async (route) => {
+      if (route.request().method() !== "GET") return await route.continue();
+      const response = await route.fetch();
+      const failure = {
+        lastFailure: "Another configuration change [7] is in progress.",
+        consecutiveFailures: 2,
+        retryAt: "2026-01-01T03:03:10.000Z",
+      };
+      await route.fulfill({ response, json: { ...(await response.json()), ...failure } });
+    });
+    // A reload drops the session (tokens live in memory only): signing in again shows the tab anew.
+    await page.reload();
+    await signIn(page, platform.url, platform.adminClient, backupsPath);
+    await page
+      .getByText("2 runs in a row could not start a backup: Another configuration change [7] is in progress.")
+      .waitFor();
+    expect(await page.getByText("Tried again at").count()).toBe(1);
+    await page.unroute(schedulePath);
+    await page.reload();
+    await signIn(page, platform.url, platform.adminClient, backupsPath);
+    await page.getByText("the newest 3 complete backups").waitFor();
+    expect(await page.getByText("could not start a backup").count()).toBe(0);
     await page.getByRole("button", { name: "Remove schedule" }).click();
     await page
       .getByRole("dialog", { name: "Remove the backup schedule" })

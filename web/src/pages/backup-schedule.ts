@@ -40,6 +40,25 @@ function refusalOf(error: unknown, fieldName: string, subject: string): string |
   return at === -1 ? null : `${subject} ${error.message.slice(at + prefix.length)}`;
 }
 
+/** What the summary says of a last run that could not start a backup: why, and when it is tried again. */
+function failureDetails(schedule: BackupSchedule): HTMLElement[] {
+  const failure = schedule.lastFailure ?? null;
+  if (failure === null) return [];
+  const failures = schedule.consecutiveFailures ?? 1;
+  const retryAt = schedule.retryAt ?? null;
+  return [
+    h("dt", {}, "Last run failed"),
+    h(
+      "dd",
+      { class: "problem" },
+      `${failures === 1 ? "The run" : `${failures} runs in a row`} could not start a backup: ${failure.replace(/\.$/, "")}. `,
+      retryAt === null
+        ? "The next scheduled run tries again."
+        : h("span", {}, "Tried again at ", h("time", { datetime: retryAt }, formatInstant(retryAt)), "."),
+    ),
+  ];
+}
+
 /**
  * The cluster's backup schedule (a card in the Backups tab): what it is, when it runs next and ran last, and a form
  * that sets or removes it. The form checks the expression's shape as it is typed and shows the platform's own verdict
@@ -118,6 +137,7 @@ export function backupScheduleCard(tab: ClusterTabContext): HTMLElement {
             ? "not yet"
             : h("time", { datetime: schedule.lastRun }, formatInstant(schedule.lastRun)),
         ),
+        ...failureDetails(schedule),
       ),
     );
   };

@@ -68,6 +68,17 @@ const scheduleSchema = Type.Object(
     keep: Type.Integer(),
     nextRun: Type.Union([Type.String({ format: "date-time" }), Type.Null()]),
     lastRun: Type.Union([Type.String({ format: "date-time" }), Type.Null()]),
+    lastFailure: Type.Union([Type.String(), Type.Null()], {
+      description: "Why the last run could not start a backup; null when it did.",
+    }),
+    consecutiveFailures: Type.Integer({
+      minimum: 0,
+      description: "How many runs in a row could not start a backup (scheduled runs and their retries).",
+    }),
+    retryAt: Type.Union([Type.String({ format: "date-time" }), Type.Null()], {
+      description:
+        "When a run that could not start a backup is tried again (after 1, 2, 4, 8, then every 15 minutes); null when none failed or the next scheduled run comes first.",
+    }),
   },
   { additionalProperties: false },
 );

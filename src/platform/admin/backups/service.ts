@@ -97,8 +97,14 @@ export interface BackupSchedule {
   keep: number;
   /** When the schedule takes its next backup (ISO-8601). */
   nextRun: string | null;
-  /** When it last took one, or null before its first run. */
+  /** When it last ran (took a backup, or tried to), or null before its first run. */
   lastRun: string | null;
+  /** Why the last run could not start a backup, or null when it did (or none ran yet). */
+  lastFailure: string | null;
+  /** How many runs in a row could not start a backup: failed scheduled runs and their retries. */
+  consecutiveFailures: number;
+  /** When a run that could not start a backup is tried again, or null: none failed, or `nextRun` comes first. */
+  retryAt: string | null;
 }
 
 /** Shortest time between two scheduled backups. */
@@ -109,6 +115,13 @@ export const MAX_KEPT_BACKUPS = 100;
 
 /** The `service` and `userId` of the activity entries of scheduled backups and of the deletions that follow them. */
 export const backupScheduleActivityService = "backup-schedule";
+
+/**
+ * Pauses before a run that could not start a backup is tried again, by how many failed in a row: a cluster change
+ * under way or a moment without the cluster refuses a run, and a daily schedule must not lose its backup to that.
+ * The last pause repeats, until the schedule's next run comes first.
+ */
+const SCHEDULE_RETRY_PAUSES_MINUTES = [1, 2, 4, 8, 15];
 
 /** How often the schedules are checked for a due run. */
 const SCHEDULE_CHECK_INTERVAL_MS = 30_000;
@@ -124,6 +137,18 @@ const SCHEDULE_CLOCK_STEP_MS = 60_000;
  */
 function scheduleReference(recordedMs: number, nowMs: number): Date {
   return new Date(recordedMs > nowMs + SCHEDULE_CLOCK_STEP_MS ? nowMs - SCHEDULE_CHECK_INTERVAL_MS : recordedMs);
+}
+
+/**
+ * When a run that failed at `now`, the `failures`-th in a row, is tried again: after its pause
+ * (`SCHEDULE_RETRY_PAUSES_MINUTES`), or never (null) when the schedule's next run comes first.
+ */
+function scheduleRetryAt(schedule: ReturnType<typeof parseCron>, now: Date, failures: number): Date | null {
+  const pauses = SCHEDULE_RETRY_PAUSES_MINUTES;
+  const pauseMinutes = pauses[Math.min(failures, pauses.length) - 1] ?? pauses[pauses.length - 1]!;
+  const retryAt = new Date(now.getTime() + pauseMinutes * 60_000);
+  const next = nextRun(schedule, now);
+  return next !== undefined && next <= retryAt ? null : retryAt;
 }
 
 /** Restores a provisioned cluster's brokers from a backup: the clusters service answers it through its provisioner. */
@@ -440,6 +465,9 @@ export class BackupService {
       keep_count: keep,
       updated_at: now.toISOString(),
       last_run_at: null,
+      consecutive_failures: 0,
+      last_failure: null,
+      retry_at: null,
     };
     await this.database
       .insertInto("cluster_backup_schedules")
@@ -459,7 +487,15 @@ export class BackupService {
       .executeTakeFirst();
     if (row === undefined) throw notFound("backup schedule of cluster", clusterId);
     const next = nextRun(parseCron(row.cron), this.now());
-    return { cron: row.cron, keep: row.keep_count, nextRun: next?.toISOString() ?? null, lastRun: row.last_run_at };
+    return {
+      cron: row.cron,
+      keep: row.keep_count,
+      nextRun: next?.toISOString() ?? null,
+      lastRun: row.last_run_at,
+      lastFailure: row.last_failure,
+      consecutiveFailures: row.consecutive_failures,
+      retryAt: row.retry_at,
+    };
   }
 
   /** Removes the cluster's backup schedule (its backups stay); 404 when it has none. */
@@ -490,7 +526,8 @@ export class BackupService {
 
   /**
    * Takes the backups whose scheduled time has come (one per schedule, however many runs were missed while the
-   * platform was down) and deletes the backups beyond each schedule's newest complete ones.
+   * platform was down), or whose failed run is to be tried again (`SCHEDULE_RETRY_PAUSES_MINUTES`), and deletes the
+   * backups beyond each schedule's newest complete ones.
    */
   async runDueSchedules(): Promise<void> {
     const now = this.now();
@@ -498,7 +535,8 @@ export class BackupService {
     for (const row of schedules) {
       const since = scheduleReference(Date.parse(row.last_run_at ?? row.updated_at), now.getTime());
       const due = nextRun(parseCron(row.cron), since);
-      if (due === undefined || due > now) continue;
+      const retryDue = row.retry_at !== null && Date.parse(row.retry_at) <= now.getTime();
+      if (!retryDue && (due === undefined || due > now)) continue;
       const restore = this.running.get(row.cluster_id);
       if (restore !== undefined) {
         // Left due: the run is taken at the first check after the restore.
@@ -520,15 +558,20 @@ export class BackupService {
     }
   }
 
-  /** Claims a due run of the schedule `row` and runs it; nothing when the schedule changed or ran meanwhile. */
+  /**
+   * Claims a due run of the schedule `row` and runs it; nothing when the schedule changed or ran meanwhile. A run
+   * that cannot start its backup is recorded with its reason and tried again after a pause; once the backup started,
+   * a failure to delete older backups is left to the next run, which deletes them as well.
+   */
   private async claimAndRunSchedule(
     row: Selectable<PlatformDatabase["cluster_backup_schedules"]>,
     now: Date,
   ): Promise<void> {
     // Claimed by moving its last run, conditionally: a schedule changed or run meanwhile is left alone.
+    const ranAt = now.toISOString();
     let claim = this.database
       .updateTable("cluster_backup_schedules")
-      .set({ last_run_at: now.toISOString() })
+      .set({ last_run_at: ranAt, retry_at: null })
       .where("cluster_id", "=", row.cluster_id)
       .where("updated_at", "=", row.updated_at);
     claim =
@@ -536,13 +579,51 @@ export class BackupService {
         ? claim.where("last_run_at", "is", null)
         : claim.where("last_run_at", "=", row.last_run_at);
     if (Number((await claim.executeTakeFirst()).numUpdatedRows) === 0) return;
-    await this.runSchedule(row.organization_id, row.cluster_id, row.keep_count);
+    const { organization_id: organizationId, cluster_id: clusterId } = row;
+    // Only this run's own record: a schedule set again meanwhile starts afresh.
+    const thisRun = this.database
+      .updateTable("cluster_backup_schedules")
+      .where("cluster_id", "=", clusterId)
+      .where("updated_at", "=", row.updated_at)
+      .where("last_run_at", "=", ranAt);
+    let client: BackupsClient;
+    let taken: Backup;
+    try {
+      client = await this.clientFor(organizationId, clusterId);
+      taken = await this.takeBackup(client, clusterId);
+    } catch (error) {
+      const failures = row.consecutive_failures + 1;
+      const reason = (error instanceof Error ? error.message : String(error)).slice(0, MAX_FAILURE_REASON_LENGTH);
+      const retryAt = scheduleRetryAt(parseCron(row.cron), now, failures);
+      await thisRun
+        .set({ consecutive_failures: failures, last_failure: reason, retry_at: retryAt?.toISOString() ?? null })
+        .execute();
+      this.options.logger.warn(
+        { clusterId, consecutiveFailures: failures, retryAt: retryAt?.toISOString() ?? null, reason },
+        "a scheduled backup could not start; it is tried again",
+      );
+      return;
+    }
+    await thisRun.set({ consecutive_failures: 0, last_failure: null }).execute();
+    await this.recordScheduled(organizationId, `${clusterId}/${taken.uuid}`, "c");
+    try {
+      await this.deleteBeyondKept(client, organizationId, clusterId, row.keep_count);
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      this.options.logger.warn(
+        { clusterId, reason: reason.slice(0, MAX_FAILURE_REASON_LENGTH) },
+        "the schedule's backup started, but older backups could not be deleted; its next run deletes them",
+      );
+    }
   }
 
-  private async runSchedule(organizationId: string, clusterId: string, keep: number): Promise<void> {
-    const client = await this.clientFor(organizationId, clusterId);
-    const taken = await this.takeBackup(client, clusterId);
-    await this.recordScheduled(organizationId, `${clusterId}/${taken.uuid}`, "c");
+  /** Deletes the backups beyond the `keep` newest complete ones, leaving those still being written. */
+  private async deleteBeyondKept(
+    client: BackupsClient,
+    organizationId: string,
+    clusterId: string,
+    keep: number,
+  ): Promise<void> {
     // Newest first: everything after the `keep` newest complete backups goes, except what is still being written.
     let complete = 0;
     for (const backup of await this.callCluster(() => client.list({ summary: true }))) {

@@ -9,6 +9,7 @@ import { allowlistMonitoringMigration } from "./033-allowlist-monitoring.js";
 import { activityMigration } from "./034-activity.js";
 import { backupsMigration } from "./035-backups.js";
 import { organizationClientsMigration } from "./036-organization-clients.js";
+import { backupScheduleFailuresMigration } from "./037-backup-schedule-failures.js";
 
 /**
  * Every migration, in order. Names sort lexically and are never renamed once released: the database records
@@ -25,6 +26,7 @@ const migrations: Record<string, Migration> = {
   "034-activity": activityMigration,
   "035-backups": backupsMigration,
   "036-organization-clients": organizationClientsMigration,
+  "037-backup-schedule-failures": backupScheduleFailuresMigration,
 };
 
 /** Supplies the migrations compiled into the program (no directory scanning, so bundling cannot lose one). */

@@ -95,7 +95,15 @@ describe.each(databaseKinds)("backup schedules on %s", (kind) => {
       management.backups.set(BigInt(id), fakeBackup(BigInt(id), state));
     }
     const schedule = await service.setSchedule(organizationId, clusterId, "0 * * * *", 2);
-    expect(schedule).toEqual({ cron: "0 * * * *", keep: 2, nextRun: "2026-01-01T11:00:00.000Z", lastRun: null });
+    expect(schedule).toEqual({
+      cron: "0 * * * *",
+      keep: 2,
+      nextRun: "2026-01-01T11:00:00.000Z",
+      lastRun: null,
+      lastFailure: null,
+      consecutiveFailures: 0,
+      retryAt: null,
+    });
 
     clock = new Date("2026-01-01T10:59:59.000Z");
     await service.runDueSchedules();
@@ -136,6 +144,78 @@ describe.each(databaseKinds)("backup schedules on %s", (kind) => {
     management.requests.length = 0;
     await service.runDueSchedules();
     expect(management.requests.filter((request) => request.method === "POST")).toHaveLength(1);
+  });
+
+  it("tries a run that could not start its backup again after growing pauses, shows why, and settles once one starts", async () => {
+    management.backups.clear();
+    management.requests.length = 0;
+    clock = new Date("2026-01-02T10:30:00.000Z");
+    await service.setSchedule(organizationId, clusterId, "0 * * * *", 3);
+    const refusal = "Another configuration change [7] is in progress";
+    const posts = () => management.requests.filter((request) => request.method === "POST").length;
+
+    clock = new Date("2026-01-02T11:00:10.000Z");
+    management.refuseNext = { status: 409, detail: refusal };
+    await service.runDueSchedules();
+    expect(posts()).toBe(0);
+    expect(await service.getSchedule(organizationId, clusterId)).toMatchObject({
+      lastRun: "2026-01-02T11:00:10.000Z",
+      lastFailure: expect.stringContaining(refusal),
+      consecutiveFailures: 1,
+      retryAt: "2026-01-02T11:01:10.000Z",
+      nextRun: "2026-01-02T12:00:00.000Z",
+    });
+    // Not before its pause, however often the schedules are checked.
+    clock = new Date("2026-01-02T11:01:00.000Z");
+    await service.runDueSchedules();
+    expect(management.requests).toHaveLength(1);
+
+    // Refused again: the pause doubles.
+    clock = new Date("2026-01-02T11:01:20.000Z");
+    management.refuseNext = { status: 503, detail: "the cluster is unreachable" };
+    await service.runDueSchedules();
+    expect(await service.getSchedule(organizationId, clusterId)).toMatchObject({
+      lastFailure: expect.stringContaining("the cluster is unreachable"),
+      consecutiveFailures: 2,
+      retryAt: "2026-01-02T11:03:20.000Z",
+    });
+
+    // The retry starts the backup: the failure is gone, and the schedule goes on at its own times.
+    clock = new Date("2026-01-02T11:03:30.000Z");
+    await service.runDueSchedules();
+    expect(posts()).toBe(1);
+    expect(await service.getSchedule(organizationId, clusterId)).toMatchObject({
+      lastRun: "2026-01-02T11:03:30.000Z",
+      lastFailure: null,
+      consecutiveFailures: 0,
+      retryAt: null,
+    });
+    clock = new Date("2026-01-02T11:30:00.000Z");
+    await service.runDueSchedules();
+    expect(posts()).toBe(1);
+
+    // A run refused just before the next one is not tried again in between: the next run is the retry.
+    clock = new Date("2026-01-02T12:00:05.000Z");
+    await service.runDueSchedules();
+    expect(posts()).toBe(2);
+    await service.setSchedule(organizationId, clusterId, "30 * * * *", 3);
+    clock = new Date("2026-01-02T12:30:05.000Z");
+    for (const expected of [1, 2, 3, 4, 5, 6, 7, 8]) {
+      management.refuseNext = { status: 409, detail: refusal };
+      await service.runDueSchedules();
+      const schedule = await service.getSchedule(organizationId, clusterId);
+      expect(schedule.consecutiveFailures).toBe(expected);
+      if (schedule.retryAt === null) break;
+      clock = new Date(schedule.retryAt);
+    }
+    // Pauses of 1, 2, 4, 8, 15 and 15 minutes after 12:30:05 reach 13:15:05; the run at 13:30 comes before another.
+    expect(await service.getSchedule(organizationId, clusterId)).toMatchObject({
+      lastRun: "2026-01-02T13:15:05.000Z",
+      consecutiveFailures: 7,
+      retryAt: null,
+      nextRun: "2026-01-02T13:30:00.000Z",
+    });
+    expect(posts()).toBe(2);
   });
 
   it("refuses schedules that run more often than every 15 minutes or never", async () => {
