@@ -242,6 +242,9 @@ async function writePartOnce(
   try {
     const files: WrittenBackupFile[] = [];
     try {
+      // An interruption that came first (the part given up while the store admitted it) is its reason, not the
+      // snapshot it let the replica take past the checkpoint.
+      checkInterruption(source);
       if (metadata !== null && metadata.index > request.checkpointPosition) {
         throw new PartFailure(
           `the replica's snapshot at ${metadata.index} is past the checkpoint position ${request.checkpointPosition}`,

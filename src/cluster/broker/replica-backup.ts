@@ -93,20 +93,37 @@ export interface ReplicaBackupContext {
   nudge(): void;
 }
 
+/** The part of a backup a replica is writing. */
+interface RunningPart {
+  /** The checkpoint it is the part of; a later checkpoint may be reserved meanwhile and starts next. */
+  readonly checkpoint: Checkpoint;
+  /** Ends the part's count on its broker's backup activity; calling it again changes nothing. */
+  readonly endActivity: () => void;
+  /** Why the part was given up (`releasePastLogLimit`), which its writer reads as its interruption. */
+  givenUpReason: string | null;
+}
+
+/** A new leader's look in the backup store for a part its predecessor left unfinished (`considerTakeover`). */
+interface TakeoverLook {
+  readonly checkpoint: Checkpoint;
+}
+
 /** One replica's share of a backup; see the module comment. */
 export class ReplicaBackup {
   /**
-   * The checkpoint whose part of a backup this leader writes (or is about to): while set, the replica takes no
-   * snapshot, so the snapshot and the log the part is made of stay where they are until it is written.
+   * The checkpoint whose part of a backup this leader is about to write, or writes: while set, the replica takes no
+   * snapshot (below the log bound, see `holdsSnapshots`), so the snapshot and the log the part is made of stay where
+   * they are until it is written. A checkpoint applied while a part runs replaces it here and starts next.
    */
   private checkpoint: Checkpoint | null = null;
-  /** Whether the part of `checkpoint` is being written. */
-  private partRunning = false;
+  /** The part being written, null when none is. */
+  private runningPart: RunningPart | null = null;
   /**
-   * The latest checkpoint while this new leader looks in the backup store whether its predecessor left the part
-   * unfinished (`considerTakeover`); like `checkpoint` it holds snapshots back meanwhile.
+   * The look, while this new leader looks in the backup store whether its predecessor left the part of the latest
+   * checkpoint unfinished (`considerTakeover`); like `checkpoint` it holds snapshots back meanwhile. One object per
+   * look, so that a look given up and followed by another cannot clear the later one when it settles.
    */
-  private takeoverCheck: Checkpoint | null = null;
+  private takeoverLook: TakeoverLook | null = null;
   /** The parts of backups being written on this broker (see `ReplicaBackupOptions.activity`). */
   private readonly activity: BackupActivity;
   /**
@@ -114,18 +131,8 @@ export class ReplicaBackup {
    * waits to start.
    */
   private readonly endAfterPartStart: (() => void)[] = [];
-  /**
-   * Ends the count of the part being written (`maybeStart`); also called when the replica stops or fails, so that a
-   * store call that never settles cannot keep the broker's snapshots deferred after the replica is gone.
-   */
-  private endPartActivity: (() => void) | null = null;
   /** Whether this replica's snapshot was deferred for the broker's backup parts when it last looked. */
   private snapshotDeferred = false;
-  /**
-   * Why the part being written was given up (`releasePastLogLimit`), which its writer reads as its interruption; one
-   * object per part, so that a writer still waiting on the store reads its own part's reason, never a later one's.
-   */
-  private partGivenUp: { reason: string | null } = { reason: null };
 
   constructor(private readonly context: ReplicaBackupContext) {
     // A replica may lead and write a part of a backup: the store readies its writing now, not during a backup.
@@ -135,12 +142,15 @@ export class ReplicaBackup {
 
   /** Whether a part of this replica is being written. */
   get running(): boolean {
-    return this.partRunning;
+    return this.runningPart !== null;
   }
 
-  /** Whether the replica must not start a snapshot: a part is reserved, or a new leader looks for an unfinished one. */
+  /**
+   * Whether the replica must not start a snapshot: a part is reserved, or a new leader looks for an unfinished one,
+   * and the log past the snapshot is within `BACKUP_PART_LOG_LIMIT_INTERVALS` (beyond it the snapshot comes first).
+   */
   get holdsSnapshots(): boolean {
-    return this.checkpoint !== null || this.takeoverCheck !== null;
+    return (this.checkpoint !== null || this.takeoverLook !== null) && this.logPastPartLimit() === null;
   }
 
   /**
@@ -173,7 +183,7 @@ export class ReplicaBackup {
    * replicas could start snapshots in the turns in between.
    */
   endDeferralsOnceStarted(): void {
-    if (this.partRunning || this.checkpoint === null) {
+    if (this.runningPart !== null || this.checkpoint === null) {
       for (const endActivity of this.endAfterPartStart.splice(0)) endActivity();
     }
   }
@@ -181,8 +191,7 @@ export class ReplicaBackup {
   /** Ends every deferral this replica counts on its broker (it stopped or failed: its part cannot go on). */
   endAll(): void {
     for (const endActivity of this.endAfterPartStart.splice(0)) endActivity();
-    this.endPartActivity?.();
-    this.endPartActivity = null;
+    this.runningPart?.endActivity();
   }
 
   /**
@@ -191,17 +200,16 @@ export class ReplicaBackup {
    * (the replica's `snapshotTurn`) instead of delaying it; one that passed its last hold before the part started may
    * still replace the stored snapshot, and the part then starts over from it. The part is written in the background, a
    * chunk per turn, off the write path, stepping back while the broker is busy (`BackupPacer`); only one at a time.
+   * None starts while the log is past `BACKUP_PART_LOG_LIMIT_INTERVALS`: the replica's snapshot comes first, and a part
+   * whose checkpoint that snapshot passed then ends FAILED saying so.
    */
   maybeStart(): void {
     const checkpoint = this.checkpoint;
     const backups = this.context.backups;
-    if (checkpoint === null || backups === undefined || this.partRunning) return;
-    if (this.context.snapshotOnItsWay()) return;
-    this.partRunning = true;
-    const endActivity = this.activity.begin();
-    this.endPartActivity = endActivity;
-    const givenUp = { reason: null as string | null };
-    this.partGivenUp = givenUp;
+    if (checkpoint === null || backups === undefined || this.runningPart !== null) return;
+    if (this.context.snapshotOnItsWay() || this.logPastPartLimit() !== null) return;
+    const part: RunningPart = { checkpoint, endActivity: this.activity.begin(), givenUpReason: null };
+    this.runningPart = part;
     const context = this.context;
     const term = context.status().term;
     const { memberId, partitionId, storage } = context;
@@ -224,7 +232,7 @@ export class ReplicaBackup {
       readStoredEntries: (fromIndex, targets) => storage.readStoredEntries(fromIndex, targets),
       running: () => backups.brokerRunning?.() ?? true,
       interruption: () => {
-        if (givenUp.reason !== null) return givenUp.reason;
+        if (part.givenUpReason !== null) return part.givenUpReason;
         if (context.closed() || !context.running()) return `broker ${memberId} stopped its replica during the backup`;
         const status = context.status();
         if (status.role !== "leader" || status.term !== term) {
@@ -257,7 +265,7 @@ export class ReplicaBackup {
         return null;
       })
       .then((manifest) => {
-        this.endPart(checkpoint, endActivity);
+        this.endPart(part);
         if (manifest === null) return;
         const fields = { partitionId, backupId: checkpoint.id, state: manifest.state };
         if (manifest.state === "COMPLETED") context.logger.info(fields, "backup part written");
@@ -274,7 +282,7 @@ export class ReplicaBackup {
         );
       })
       .finally(() => {
-        this.endPart(checkpoint, endActivity);
+        this.endPart(part);
         context.nudge();
       });
   }
@@ -282,35 +290,42 @@ export class ReplicaBackup {
   /**
    * Gives up what holds this replica's snapshot back on the backup store once the log past the snapshot reaches
    * `BACKUP_PART_LOG_LIMIT_INTERVALS` intervals (see there): the part being written, which then ends FAILED with that
-   * reason as soon as its writer returns from the store, and a new leader's look for an unfinished part. A part
-   * reserved but not yet started waits only for this replica's own snapshot, not for the store, and stays.
+   * reason as soon as its writer returns from the store, and a new leader's look for an unfinished part. A later
+   * checkpoint reserved meanwhile stays reserved: it starts after the snapshot (`maybeStart`), and fails saying the
+   * snapshot passed its checkpoint, so that no backup loses its part without a word.
    */
   releasePastLogLimit(): void {
+    const past = this.logPastPartLimit();
+    if (past === null) return;
+    const { logEntries, limitEntries } = past;
     const context = this.context;
-    const logEntries = context.engine().lastAppliedIndex - context.snapshotIndex();
-    const limitEntries = BACKUP_PART_LOG_LIMIT_INTERVALS * context.snapshotIntervalEntries;
-    if (logEntries < limitEntries) return;
     const { partitionId } = context;
-    if (this.takeoverCheck !== null) {
+    if (this.takeoverLook !== null) {
       context.logger.warn(
-        { partitionId, backupId: this.takeoverCheck.id, logEntries },
+        { partitionId, backupId: this.takeoverLook.checkpoint.id, logEntries },
         "gave up looking for an unfinished backup part: the backup store has not answered while the log grew past its bound",
       );
-      this.takeoverCheck = null;
+      this.takeoverLook = null;
     }
-    const checkpoint = this.checkpoint;
-    const endActivity = this.endPartActivity;
-    if (checkpoint === null || !this.partRunning || endActivity === null) return;
-    const reason =
+    const part = this.runningPart;
+    if (part === null) return;
+    part.givenUpReason =
       `the log of partition ${partitionId} grew by ${logEntries} entries while its part waited for the backup ` +
       `store, past the bound of ${limitEntries} (${BACKUP_PART_LOG_LIMIT_INTERVALS} snapshot intervals): the part ` +
       "was given up so that the replica could take its snapshot";
-    this.partGivenUp.reason = reason;
     context.logger.warn(
-      { partitionId, backupId: checkpoint.id, logEntries },
+      { partitionId, backupId: part.checkpoint.id, logEntries },
       "backup part given up: the store is too slow or does not answer",
     );
-    this.endPart(checkpoint, endActivity);
+    this.endPart(part);
+  }
+
+  /** The entries past the replica's snapshot and their bound, when they reached `BACKUP_PART_LOG_LIMIT_INTERVALS`. */
+  private logPastPartLimit(): { logEntries: number; limitEntries: number } | null {
+    const context = this.context;
+    const logEntries = context.engine().lastAppliedIndex - context.snapshotIndex();
+    const limitEntries = BACKUP_PART_LOG_LIMIT_INTERVALS * context.snapshotIntervalEntries;
+    return logEntries < limitEntries ? null : { logEntries, limitEntries };
   }
 
   /**
@@ -325,8 +340,9 @@ export class ReplicaBackup {
     const backups = context.backups;
     const checkpoint = context.engine().latestCheckpoint;
     if (backups === undefined || checkpoint === null || this.checkpoint !== null) return;
-    if (context.snapshotIndex() > checkpoint.position || this.takeoverCheck !== null) return;
-    this.takeoverCheck = checkpoint;
+    if (context.snapshotIndex() > checkpoint.position || this.takeoverLook !== null) return;
+    const look: TakeoverLook = { checkpoint };
+    this.takeoverLook = look;
     const { memberId, partitionId } = context;
     void backups.store
       .manifests(checkpoint.id)
@@ -357,7 +373,7 @@ export class ReplicaBackup {
       )
       .finally(() => {
         // A look given up meanwhile (`releasePastLogLimit`) may have been followed by another one, which stays.
-        if (this.takeoverCheck === checkpoint) this.takeoverCheck = null;
+        if (this.takeoverLook === look) this.takeoverLook = null;
         context.nudge();
       });
   }
@@ -386,15 +402,14 @@ export class ReplicaBackup {
   }
 
   /**
-   * Ends the part of `checkpoint` in this replica's state and on its broker's count; idempotent, so that both a settled
-   * part and its final clean-up may call it. A later checkpoint applied meanwhile keeps its reservation and starts next.
+   * Ends `part` in this replica's state and on its broker's count; idempotent, so that both a settled part and its
+   * final clean-up may call it. A later checkpoint applied meanwhile keeps its reservation and starts next.
    */
-  private endPart(checkpoint: Checkpoint, endActivity: () => void): void {
-    if (this.endPartActivity !== endActivity) return;
-    this.endPartActivity = null;
-    this.partRunning = false;
-    endActivity();
-    if (this.checkpoint === checkpoint) this.checkpoint = null;
+  private endPart(part: RunningPart): void {
+    part.endActivity();
+    if (this.runningPart !== part) return;
+    this.runningPart = null;
+    if (this.checkpoint === part.checkpoint) this.checkpoint = null;
   }
 }
 

@@ -439,6 +439,26 @@ describe("the snapshots of a broker writing a backup part", () => {
     expect((await store.manifests(1n)).map((part) => part.state)).toEqual(["FAILED"]);
   });
 
+  it("past the writer's bound, give up only the running part: a later backup's reserved part fails saying why", async () => {
+    await recordBackup(2n, 2);
+    await writer.takeCheckpoint(2n);
+    const limit = BACKUP_PART_LOG_LIMIT_INTERVALS * 10;
+    for (let sequence = 0; sequence < limit + 5; sequence += 1) {
+      expect(await writer.publish(command(`writer-${sequence}`))).toMatchObject({ outcome: "published" });
+    }
+    await waitFor(() => writer.latestSnapshotIndex >= limit, "the writer's snapshot is taken");
+    // The log names the part it gave up, backup 1's; backup 2's part starts after the snapshot and fails at once.
+    const givenUp = writerLogged.filter((line) => line.msg.startsWith("backup part given up"));
+    expect(givenUp).toEqual([expect.objectContaining({ partitionId: 1, backupId: 1 })]);
+    await waitFor(() => ended.length === 1, "the part of backup 2 ends");
+    expect(ended[0]).toMatchObject({ backupId: 2n, partitionId: 1, state: "FAILED" });
+    expect(ended[0]?.failureReason).toMatch(/snapshot at \d+ is past the checkpoint position/);
+    release();
+    await waitFor(() => ended.length === 2, "the part of backup 1 ends");
+    expect(ended[1]).toMatchObject({ backupId: 1n, partitionId: 1, state: "FAILED" });
+    expect(ended[1]?.failureReason).toMatch(/grew by \d+ entries while its part waited for the backup store/);
+  });
+
   it("are taken once a part that failed ends", async () => {
     await publishToOther(15);
     failWrites = true;
@@ -448,6 +468,50 @@ describe("the snapshots of a broker writing a backup part", () => {
     expect(ended[0]?.failureReason).toMatch(/the disk is full/);
     await waitFor(() => other.latestSnapshotIndex >= 15, "the deferred snapshot is taken");
     expect(activity.writing).toBe(false);
+  });
+});
+
+describe("a part given up while the backup store admits it", () => {
+  it("ends FAILED with the reason it was given up, not the snapshot taken meanwhile", async () => {
+    const directory = await temporaryDirectory("backup-admission");
+    const environment = StorageEnvironment.open({ directory, synchronousCommit: true });
+    let releaseRecords = () => {};
+    const recordsHeld = new Promise<void>((resolve) => {
+      releaseRecords = resolve;
+    });
+    let recordReads = 0;
+    const slowStore = delegatingStore(store, {
+      backupRecords: async (backupId) => {
+        recordReads += 1;
+        await recordsHeld;
+        return store.backupRecords(backupId);
+      },
+    });
+    const logged: { msg: string; backupId?: number }[] = [];
+    const logger = pino({ level: "warn" }, { write: (line: string) => logged.push(JSON.parse(line)) });
+    const replica = await openLeadingReplica(environment, 1, logger, { backups: backupOptions(slowStore) });
+    try {
+      await recordBackup(3n);
+      await replica.takeCheckpoint(3n);
+      await waitFor(() => recordReads > 0, "the part waits for its admission");
+      const limit = BACKUP_PART_LOG_LIMIT_INTERVALS * 10;
+      for (let sequence = 0; sequence < limit + 5; sequence += 1) {
+        expect(await replica.publish(command(`admission-${sequence}`))).toMatchObject({ outcome: "published" });
+      }
+      await waitFor(() => replica.latestSnapshotIndex >= limit, "the snapshot is taken");
+      expect(logged.filter((line) => line.msg.startsWith("backup part given up"))).toEqual([
+        expect.objectContaining({ backupId: 3 }),
+      ]);
+      releaseRecords();
+      await waitFor(() => ended.length === 1, "the part ends");
+      expect(ended[0]).toMatchObject({ backupId: 3n, state: "FAILED" });
+      expect(ended[0]?.failureReason).toMatch(/grew by \d+ entries while its part waited for the backup store/);
+    } finally {
+      releaseRecords();
+      await replica.close();
+      await environment.close();
+      await removeDirectory(directory);
+    }
   });
 });
 
