@@ -245,8 +245,10 @@ export const backupScheduleSchema = Type.Object({
   lastRun: Type.Union([Type.String(), Type.Null()]),
   // Optional: a platform of an earlier version does not report its failed runs.
   lastFailure: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+  lastFailureAt: Type.Optional(Type.Union([Type.String(), Type.Null()])),
   consecutiveFailures: Type.Optional(Type.Integer({ minimum: 0 })),
   retryAt: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+  retrying: Type.Optional(Type.Boolean()),
 });
 
 /** A backup schedule: a UTC cron expression and how many complete backups it keeps. */

@@ -46,7 +46,11 @@ export function formatSchedule(schedule: BackupSchedule): string {
   if (failure === null) return line;
   const failures = schedule.consecutiveFailures ?? 1;
   const retry =
-    schedule.retryAt === undefined || schedule.retryAt === null ? "at the next run" : `at ${schedule.retryAt}`;
+    schedule.retrying === true
+      ? "now"
+      : schedule.retryAt === undefined || schedule.retryAt === null
+        ? "at the next run"
+        : `at ${schedule.retryAt}`;
   const reason = printable(failure.replace(/\.$/, ""));
   return `${line}\nthe last ${failures === 1 ? "run" : `${failures} runs`} could not start a backup (${reason}); tried again ${printable(retry)}`;
 }

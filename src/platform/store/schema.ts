@@ -318,7 +318,7 @@ export interface ClusterBackupScheduleTable {
   /** How many complete backups the schedule keeps; older backups are deleted after each run. */
   keep_count: number;
   updated_at: string;
-  /** When the schedule last took a backup (or was set, before its first run), ISO-8601. */
+  /** When the schedule last ran, took a backup or tried to (or null, before its first run), ISO-8601. */
   last_run_at: string | null;
   /** How many runs in a row could not start a backup (migration 037); 0 once one did. */
   consecutive_failures: Generated<number>;
@@ -326,6 +326,13 @@ export interface ClusterBackupScheduleTable {
   last_failure: string | null;
   /** When a failed run is tried again (ISO-8601), or null: none failed, or the next scheduled run comes first. */
   retry_at: string | null;
+  /**
+   * How many attempts of the latest scheduled run failed, the run's own and its retries' (migration 038); picks the
+   * next retry's pause. 0 once one started a backup.
+   */
+  run_failures: Generated<number>;
+  /** When the last run failed (ISO-8601), or null when it started a backup (migration 038). */
+  last_failure_at: string | null;
 }
 
 /** The platform database including the restores and backup schedules of migration 035. */

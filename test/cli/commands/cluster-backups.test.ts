@@ -140,5 +140,8 @@ describe("formatSchedule", () => {
     expect(formatSchedule({ ...failed, consecutiveFailures: 1, retryAt: null }).split("\n")[1]).toBe(
       "the last run could not start a backup (Another configuration change [7] is in progress); tried again at the next run",
     );
+    expect(formatSchedule({ ...failed, retryAt: null, retrying: true }).split("\n")[1]).toBe(
+      "the last 2 runs could not start a backup (Another configuration change [7] is in progress); tried again now",
+    );
   });
 });

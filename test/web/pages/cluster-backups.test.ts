@@ -106,13 +106,14 @@ describe.runIf(browserAvailable())("console backups tab on a real cluster", () =
     await page.route(schedulePath, async (route) => {
       if (route.request().method() !== "GET") return await route.continue();
       const response = await route.fetch();
-      const failure = {
-        lastFailure: "Another configuration change [7] is in progress.",
-        consecutiveFailures: 2,
-        retryAt: "2026-01-01T03:03:10.000Z",
-      };
       await route.fulfill({ response, json: { ...(await response.json()), ...failure } });
     });
+    let failure: Record<string, unknown> = {
+      lastFailure: "Another configuration change [7] is in progress.",
+      consecutiveFailures: 2,
+      retryAt: "2026-01-01T03:03:10.000Z",
+      retrying: false,
+    };
     // A reload drops the session (tokens live in memory only): signing in again shows the tab anew.
     await page.reload();
     await signIn(page, platform.url, platform.adminClient, backupsPath);
@@ -120,6 +121,12 @@ describe.runIf(browserAvailable())("console backups tab on a real cluster", () =
       .getByText("2 runs in a row could not start a backup: Another configuration change [7] is in progress.")
       .waitFor();
     expect(await page.getByText("Tried again at").count()).toBe(1);
+    // A retry under way says so, rather than leaving it to the next scheduled run.
+    failure = { ...failure, retryAt: null, retrying: true };
+    await page.reload();
+    await signIn(page, platform.url, platform.adminClient, backupsPath);
+    await page.getByText("It is being tried again now.").waitFor();
+    expect(await page.getByText("The next scheduled run tries again.").count()).toBe(0);
     await page.unroute(schedulePath);
     await page.reload();
     await signIn(page, platform.url, platform.adminClient, backupsPath);

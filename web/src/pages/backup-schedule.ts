@@ -52,9 +52,11 @@ function failureDetails(schedule: BackupSchedule): HTMLElement[] {
       "dd",
       { class: "problem" },
       `${failures === 1 ? "The run" : `${failures} runs in a row`} could not start a backup: ${failure.replace(/\.$/, "")}. `,
-      retryAt === null
-        ? "The next scheduled run tries again."
-        : h("span", {}, "Tried again at ", h("time", { datetime: retryAt }, formatInstant(retryAt)), "."),
+      schedule.retrying === true
+        ? "It is being tried again now."
+        : retryAt === null
+          ? "The next scheduled run tries again."
+          : h("span", {}, "Tried again at ", h("time", { datetime: retryAt }, formatInstant(retryAt)), "."),
     ),
   ];
 }

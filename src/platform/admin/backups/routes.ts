@@ -71,13 +71,19 @@ const scheduleSchema = Type.Object(
     lastFailure: Type.Union([Type.String(), Type.Null()], {
       description: "Why the last run could not start a backup; null when it did.",
     }),
+    lastFailureAt: Type.Union([Type.String({ format: "date-time" }), Type.Null()], {
+      description: "When the last run failed; null when it started a backup.",
+    }),
     consecutiveFailures: Type.Integer({
       minimum: 0,
       description: "How many runs in a row could not start a backup (scheduled runs and their retries).",
     }),
     retryAt: Type.Union([Type.String({ format: "date-time" }), Type.Null()], {
       description:
-        "When a run that could not start a backup is tried again (after 1, 2, 4, 8, then every 15 minutes); null when none failed or the next scheduled run comes first.",
+        "When a run that could not start a backup is tried again (after 1, 2, 4, 8, then every 15 minutes of the same scheduled run's failures); null when none failed, the retry runs now (`retrying`) or the next scheduled run comes first.",
+    }),
+    retrying: Type.Boolean({
+      description: "Whether a run is trying again right now after the last failure.",
     }),
   },
   { additionalProperties: false },

@@ -101,10 +101,17 @@ export interface BackupSchedule {
   lastRun: string | null;
   /** Why the last run could not start a backup, or null when it did (or none ran yet). */
   lastFailure: string | null;
+  /** When the last run failed (ISO-8601), or null when it started a backup (or none ran yet). */
+  lastFailureAt: string | null;
   /** How many runs in a row could not start a backup: failed scheduled runs and their retries. */
   consecutiveFailures: number;
-  /** When a run that could not start a backup is tried again, or null: none failed, or `nextRun` comes first. */
+  /**
+   * When a run that could not start a backup is tried again, or null: none failed, the retry runs now (`retrying`),
+   * or `nextRun` comes first.
+   */
   retryAt: string | null;
+  /** Whether a run is trying again right now after the last failure (a retry, or the next scheduled run). */
+  retrying: boolean;
 }
 
 /** Shortest time between two scheduled backups. */
@@ -117,9 +124,10 @@ export const MAX_KEPT_BACKUPS = 100;
 export const backupScheduleActivityService = "backup-schedule";
 
 /**
- * Pauses before a run that could not start a backup is tried again, by how many failed in a row: a cluster change
- * under way or a moment without the cluster refuses a run, and a daily schedule must not lose its backup to that.
- * The last pause repeats, until the schedule's next run comes first.
+ * Pauses before a run that could not start a backup is tried again, by how many attempts of the same scheduled run
+ * failed: a cluster change under way or a moment without the cluster refuses a run, and a daily schedule must not lose
+ * its backup to that. The last pause repeats, until the schedule's next run comes first, which starts again from the
+ * first pause.
  */
 const SCHEDULE_RETRY_PAUSES_MINUTES = [1, 2, 4, 8, 15];
 
@@ -140,14 +148,14 @@ function scheduleReference(recordedMs: number, nowMs: number): Date {
 }
 
 /**
- * When a run that failed at `now`, the `failures`-th in a row, is tried again: after its pause
- * (`SCHEDULE_RETRY_PAUSES_MINUTES`), or never (null) when the schedule's next run comes first.
+ * When an attempt that failed at `failedAt`, the `runFailures`-th failed attempt of its scheduled run, is tried again:
+ * after its pause (`SCHEDULE_RETRY_PAUSES_MINUTES`), or never (null) when the schedule's next run comes first.
  */
-function scheduleRetryAt(schedule: ReturnType<typeof parseCron>, now: Date, failures: number): Date | null {
+function scheduleRetryAt(schedule: ReturnType<typeof parseCron>, failedAt: Date, runFailures: number): Date | null {
   const pauses = SCHEDULE_RETRY_PAUSES_MINUTES;
-  const pauseMinutes = pauses[Math.min(failures, pauses.length) - 1] ?? pauses[pauses.length - 1]!;
-  const retryAt = new Date(now.getTime() + pauseMinutes * 60_000);
-  const next = nextRun(schedule, now);
+  const pauseMinutes = pauses[Math.min(runFailures, pauses.length) - 1] ?? pauses[pauses.length - 1]!;
+  const retryAt = new Date(failedAt.getTime() + pauseMinutes * 60_000);
+  const next = nextRun(schedule, failedAt);
   return next !== undefined && next <= retryAt ? null : retryAt;
 }
 
@@ -468,6 +476,8 @@ export class BackupService {
       consecutive_failures: 0,
       last_failure: null,
       retry_at: null,
+      run_failures: 0,
+      last_failure_at: null,
     };
     await this.database
       .insertInto("cluster_backup_schedules")
@@ -487,14 +497,23 @@ export class BackupService {
       .executeTakeFirst();
     if (row === undefined) throw notFound("backup schedule of cluster", clusterId);
     const next = nextRun(parseCron(row.cron), this.now());
+    // A run claimed after the last failure has not recorded its outcome yet: it is trying again now. Failures
+    // recorded before migration 038 have no time and show no attempt under way.
+    const retrying =
+      row.last_failure !== null &&
+      row.last_failure_at !== null &&
+      row.last_run_at !== null &&
+      Date.parse(row.last_run_at) > Date.parse(row.last_failure_at);
     return {
       cron: row.cron,
       keep: row.keep_count,
       nextRun: next?.toISOString() ?? null,
       lastRun: row.last_run_at,
       lastFailure: row.last_failure,
+      lastFailureAt: row.last_failure_at,
       consecutiveFailures: row.consecutive_failures,
       retryAt: row.retry_at,
+      retrying,
     };
   }
 
@@ -536,7 +555,8 @@ export class BackupService {
       const since = scheduleReference(Date.parse(row.last_run_at ?? row.updated_at), now.getTime());
       const due = nextRun(parseCron(row.cron), since);
       const retryDue = row.retry_at !== null && Date.parse(row.retry_at) <= now.getTime();
-      if (!retryDue && (due === undefined || due > now)) continue;
+      const scheduledDue = due !== undefined && due <= now;
+      if (!retryDue && !scheduledDue) continue;
       const restore = this.running.get(row.cluster_id);
       if (restore !== undefined) {
         // Left due: the run is taken at the first check after the restore.
@@ -547,7 +567,7 @@ export class BackupService {
         continue;
       }
       try {
-        await this.withoutRestore(row.cluster_id, () => this.claimAndRunSchedule(row, now));
+        await this.withoutRestore(row.cluster_id, () => this.claimAndRunSchedule(row, now, !scheduledDue));
       } catch (error) {
         const reason = error instanceof Error ? error.message : String(error);
         this.options.logger.error(
@@ -559,13 +579,15 @@ export class BackupService {
   }
 
   /**
-   * Claims a due run of the schedule `row` and runs it; nothing when the schedule changed or ran meanwhile. A run
-   * that cannot start its backup is recorded with its reason and tried again after a pause; once the backup started,
-   * a failure to delete older backups is left to the next run, which deletes them as well.
+   * Claims a due run of the schedule `row` and runs it, a scheduled run or (`retry`) the retry of a failed one;
+   * nothing when the schedule changed or ran meanwhile. A run that cannot start its backup is recorded with its reason
+   * and tried again after a pause; once the backup started, a failure to delete older backups is left to the next run,
+   * which deletes them as well.
    */
   private async claimAndRunSchedule(
     row: Selectable<PlatformDatabase["cluster_backup_schedules"]>,
     now: Date,
+    retry: boolean,
   ): Promise<void> {
     // Claimed by moving its last run, conditionally: a schedule changed or run meanwhile is left alone.
     const ranAt = now.toISOString();
@@ -593,10 +615,19 @@ export class BackupService {
       taken = await this.takeBackup(client, clusterId);
     } catch (error) {
       const failures = row.consecutive_failures + 1;
+      const runFailures = retry ? row.run_failures + 1 : 1;
       const reason = (error instanceof Error ? error.message : String(error)).slice(0, MAX_FAILURE_REASON_LENGTH);
-      const retryAt = scheduleRetryAt(parseCron(row.cron), now, failures);
+      // Counted from the failure, not from the check that started the run: the cluster may take minutes to refuse.
+      const failedAt = this.now();
+      const retryAt = scheduleRetryAt(parseCron(row.cron), failedAt, runFailures);
       await thisRun
-        .set({ consecutive_failures: failures, last_failure: reason, retry_at: retryAt?.toISOString() ?? null })
+        .set({
+          consecutive_failures: failures,
+          run_failures: runFailures,
+          last_failure: reason,
+          last_failure_at: failedAt.toISOString(),
+          retry_at: retryAt?.toISOString() ?? null,
+        })
         .execute();
       this.options.logger.warn(
         { clusterId, consecutiveFailures: failures, retryAt: retryAt?.toISOString() ?? null, reason },
@@ -604,7 +635,9 @@ export class BackupService {
       );
       return;
     }
-    await thisRun.set({ consecutive_failures: 0, last_failure: null }).execute();
+    await thisRun
+      .set({ consecutive_failures: 0, run_failures: 0, last_failure: null, last_failure_at: null })
+      .execute();
     await this.recordScheduled(organizationId, `${clusterId}/${taken.uuid}`, "c");
     try {
       await this.deleteBeyondKept(client, organizationId, clusterId, row.keep_count);

@@ -10,6 +10,7 @@ import { activityMigration } from "./034-activity.js";
 import { backupsMigration } from "./035-backups.js";
 import { organizationClientsMigration } from "./036-organization-clients.js";
 import { backupScheduleFailuresMigration } from "./037-backup-schedule-failures.js";
+import { backupScheduleRetriesMigration } from "./038-backup-schedule-retries.js";
 
 /**
  * Every migration, in order. Names sort lexically and are never renamed once released: the database records
@@ -27,6 +28,7 @@ const migrations: Record<string, Migration> = {
   "035-backups": backupsMigration,
   "036-organization-clients": organizationClientsMigration,
   "037-backup-schedule-failures": backupScheduleFailuresMigration,
+  "038-backup-schedule-retries": backupScheduleRetriesMigration,
 };
 
 /** Supplies the migrations compiled into the program (no directory scanning, so bundling cannot lose one). */

@@ -101,8 +101,10 @@ describe.each(databaseKinds)("backup schedules on %s", (kind) => {
       nextRun: "2026-01-01T11:00:00.000Z",
       lastRun: null,
       lastFailure: null,
+      lastFailureAt: null,
       consecutiveFailures: 0,
       retryAt: null,
+      retrying: false,
     });
 
     clock = new Date("2026-01-01T10:59:59.000Z");
@@ -161,8 +163,10 @@ describe.each(databaseKinds)("backup schedules on %s", (kind) => {
     expect(await service.getSchedule(organizationId, clusterId)).toMatchObject({
       lastRun: "2026-01-02T11:00:10.000Z",
       lastFailure: expect.stringContaining(refusal),
+      lastFailureAt: "2026-01-02T11:00:10.000Z",
       consecutiveFailures: 1,
       retryAt: "2026-01-02T11:01:10.000Z",
+      retrying: false,
       nextRun: "2026-01-02T12:00:00.000Z",
     });
     // Not before its pause, however often the schedules are checked.
@@ -187,8 +191,10 @@ describe.each(databaseKinds)("backup schedules on %s", (kind) => {
     expect(await service.getSchedule(organizationId, clusterId)).toMatchObject({
       lastRun: "2026-01-02T11:03:30.000Z",
       lastFailure: null,
+      lastFailureAt: null,
       consecutiveFailures: 0,
       retryAt: null,
+      retrying: false,
     });
     clock = new Date("2026-01-02T11:30:00.000Z");
     await service.runDueSchedules();
@@ -216,6 +222,45 @@ describe.each(databaseKinds)("backup schedules on %s", (kind) => {
       nextRun: "2026-01-02T13:30:00.000Z",
     });
     expect(posts()).toBe(2);
+
+    // That scheduled run, refused too, is tried again after the first pause, not the last: the pauses count one
+    // scheduled run's failures, while the count in a row goes on.
+    clock = new Date("2026-01-02T13:30:05.000Z");
+    management.refuseNext = { status: 409, detail: refusal };
+    await service.runDueSchedules();
+    expect(await service.getSchedule(organizationId, clusterId)).toMatchObject({
+      consecutiveFailures: 8,
+      lastFailureAt: "2026-01-02T13:30:05.000Z",
+      retryAt: "2026-01-02T13:31:05.000Z",
+      retrying: false,
+    });
+
+    // A retry under way shows as one, and its pause counts from the refusal, which the cluster took minutes to send.
+    clock = new Date("2026-01-02T13:31:10.000Z");
+    let answer = () => {};
+    management.holdNext = new Promise<void>((resolve) => {
+      answer = resolve;
+    });
+    management.refuseNext = { status: 503, detail: "the cluster is unreachable" };
+    const requestsBefore = management.requests.length;
+    const retry = service.runDueSchedules();
+    await vi.waitFor(() => expect(management.requests.length).toBeGreaterThan(requestsBefore));
+    expect(await service.getSchedule(organizationId, clusterId)).toMatchObject({
+      lastRun: "2026-01-02T13:31:10.000Z",
+      lastFailure: expect.stringContaining(refusal),
+      retryAt: null,
+      retrying: true,
+    });
+    clock = new Date("2026-01-02T13:36:10.000Z");
+    answer();
+    await retry;
+    expect(await service.getSchedule(organizationId, clusterId)).toMatchObject({
+      lastFailure: expect.stringContaining("the cluster is unreachable"),
+      consecutiveFailures: 9,
+      lastFailureAt: "2026-01-02T13:36:10.000Z",
+      retryAt: "2026-01-02T13:38:10.000Z",
+      retrying: false,
+    });
   });
 
   it("refuses schedules that run more often than every 15 minutes or never", async () => {
