@@ -854,7 +854,7 @@ export class Broker {
     for (const tornTail of environment.tornTailCutOnOpen) {
       this.logger.warn(
         { tornTail },
-        "cut the torn last write of the storage's journal: the commit it held was never acknowledged",
+        "cut the torn last write of the storage's journal: a commit is acknowledged only once it is durable, and a crash or a failed write cut this one short",
       );
     }
   }

@@ -149,9 +149,12 @@ describe("Broker.start", () => {
       const cuts = logged.filter((line) => line.msg.startsWith("cut the torn last write of the storage's journal"));
       expect(cuts).toHaveLength(1);
       // The cut starts where the intact records end and reaches the last byte written.
-      const [, from, bytes] = /byte (\d+): (\d+) bytes of a torn write/.exec(cuts[0]?.tornTail ?? "") ?? [];
+      const pattern = /byte (\d+): a torn write reaching byte (\d+), (\d+) of its/;
+      const [, from, end, nonZero] = pattern.exec(cuts[0]?.tornTail ?? "") ?? [];
       expect(Number(from)).toBeLessThan(tornAt);
-      expect(Number(from) + Number(bytes)).toBe(tornAt + 11);
+      expect(Number(end)).toBe(tornAt + 11);
+      // The gap before the torn record holds zeros: only its own 8 bytes that are not zero count.
+      expect(Number(nonZero)).toBe(8);
     } finally {
       await broker.close();
     }

@@ -836,16 +836,18 @@ export class Journal {
       offset = payloadOffset + payloadBytes;
     }
     // Segments are preallocated with zeros, so what a torn write left ends at the last byte that is not zero.
-    const writtenEnd = endOfNonZeroBytes(segment.fd, offset, sizeBytes);
+    const written = nonZeroBytes(segment.fd, offset, sizeBytes);
     if (failure === null) {
-      if (writtenEnd === offset) return offset;
+      if (written.end === offset) return offset;
       failure = "non-zero bytes after the last record";
     }
     assertTornTail(segment, isLast, offset, sizeBytes, failure);
+    // Both the span and what it held: a stray byte far from the records would otherwise read as megabytes written.
     this.tornTails.push(
-      `${byteLocation(segment.path, offset)}: ${writtenEnd - offset} bytes of a torn write (${failure})`,
+      `${byteLocation(segment.path, offset)}: a torn write reaching byte ${written.end}, ` +
+        `${written.count} of its ${written.end - offset} bytes not zero (${failure})`,
     );
-    zeroRange(segment.fd, offset, writtenEnd);
+    zeroRange(segment.fd, offset, written.end);
     return offset;
   }
 }
@@ -964,17 +966,23 @@ function readInto(fd: number, target: Uint8Array, position: number): number {
   return read;
 }
 
-/** The offset just after the last byte of the file from `offset` to `end` that is not zero; `offset` when none is. */
-function endOfNonZeroBytes(fd: number, offset: number, end: number): number {
+/**
+ * The bytes of the file from `offset` to `end` that are not zero: how many, and the offset just after the last one
+ * (`offset` when none is).
+ */
+function nonZeroBytes(fd: number, offset: number, end: number): { end: number; count: number } {
   let nonZeroEnd = offset;
+  let count = 0;
   for (let position = offset; position < end; position += ZEROS.byteLength) {
     const slice = readAt(fd, Math.min(ZEROS.byteLength, end - position), position);
     if (slice.equals(ZEROS.subarray(0, slice.byteLength))) continue;
-    let last = slice.byteLength - 1;
-    while (slice[last] === 0) last -= 1;
-    nonZeroEnd = position + last + 1;
+    for (let index = 0; index < slice.byteLength; index += 1) {
+      if (slice[index] === 0) continue;
+      count += 1;
+      nonZeroEnd = position + index + 1;
+    }
   }
-  return nonZeroEnd;
+  return { end: nonZeroEnd, count };
 }
 
 /** Writes zeros over the bytes of `fd` from `offset` up to `end` and syncs them. */

@@ -678,10 +678,14 @@ describe("Journal with damaged bytes", () => {
         expect(text(recovered.entries.get(1, 1))).toBe("kept");
         expect(recovered.entries.get(1, 2)).toBeUndefined();
         expect(text(recovered.records.get(1, "hardState"))).toBe("term 1");
-        // Reported with where it started and how much of it was written, up to its last byte that is not zero.
+        // Reported with where it started, its last byte that is not zero, and how many of its bytes are not.
         const lastWritten = contents.findLastIndex((value) => value !== 0);
+        const nonZero = contents.subarray(torn.start).filter((value) => value !== 0).length;
         expect(recovered.tornTailCutOnOpen).toEqual([
-          expect.stringContaining(`byte ${torn.start}: ${lastWritten + 1 - torn.start} bytes of a torn write (`),
+          expect.stringContaining(
+            `byte ${torn.start}: a torn write reaching byte ${lastWritten + 1}, ` +
+              `${nonZero} of its ${lastWritten + 1 - torn.start} bytes not zero (`,
+          ),
         ]);
         await recovered.close();
         const after = readFileSync(join(directory, name as string));
