@@ -131,6 +131,13 @@ export const backupScheduleActivityService = "backup-schedule";
  */
 const SCHEDULE_RETRY_PAUSES_MINUTES = [1, 2, 4, 8, 15];
 
+/**
+ * How long a scheduled run may take: at most three calls of `MANAGEMENT_TIMEOUT_MS` (the list and up to two takes)
+ * and a token. One claimed longer ago without an outcome was cut short by its platform's stop, and is not shown as
+ * trying again.
+ */
+const SCHEDULE_RUN_LONGEST_MS = 5 * 60_000;
+
 /** How often the schedules are checked for a due run. */
 const SCHEDULE_CHECK_INTERVAL_MS = 30_000;
 
@@ -497,13 +504,15 @@ export class BackupService {
       .executeTakeFirst();
     if (row === undefined) throw notFound("backup schedule of cluster", clusterId);
     const next = nextRun(parseCron(row.cron), this.now());
-    // A run claimed after the last failure has not recorded its outcome yet: it is trying again now. Failures
-    // recorded before migration 038 have no time and show no attempt under way.
+    // A run claimed after the last failure, not long ago, has not recorded its outcome yet: it is trying again now.
+    // Failures recorded before migration 038 have no time and show no attempt under way.
+    const lastRunMs = row.last_run_at === null ? null : Date.parse(row.last_run_at);
     const retrying =
       row.last_failure !== null &&
       row.last_failure_at !== null &&
-      row.last_run_at !== null &&
-      Date.parse(row.last_run_at) > Date.parse(row.last_failure_at);
+      lastRunMs !== null &&
+      lastRunMs > Date.parse(row.last_failure_at) &&
+      this.now().getTime() - lastRunMs < SCHEDULE_RUN_LONGEST_MS;
     return {
       cron: row.cron,
       keep: row.keep_count,
