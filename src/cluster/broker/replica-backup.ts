@@ -131,6 +131,8 @@ export class ReplicaBackup {
    * waits to start.
    */
   private readonly endAfterPartStart: (() => void)[] = [];
+  /** The reserved checkpoint whose start was last put off for the log bound (`maybeStart`), so that it is said once. */
+  private waitingForSnapshot: Checkpoint | null = null;
   /** Whether this replica's snapshot was deferred for the broker's backup parts when it last looked. */
   private snapshotDeferred = false;
 
@@ -183,7 +185,8 @@ export class ReplicaBackup {
    * replicas could start snapshots in the turns in between.
    */
   endDeferralsOnceStarted(): void {
-    if (this.runningPart !== null || this.checkpoint === null) {
+    // Past the log bound a reserved part waits for the replica's snapshot, which the deferrals would hold back.
+    if (this.runningPart !== null || this.checkpoint === null || this.logPastPartLimit() !== null) {
       for (const endActivity of this.endAfterPartStart.splice(0)) endActivity();
     }
   }
@@ -207,7 +210,18 @@ export class ReplicaBackup {
     const checkpoint = this.checkpoint;
     const backups = this.context.backups;
     if (checkpoint === null || backups === undefined || this.runningPart !== null) return;
-    if (this.context.snapshotOnItsWay() || this.logPastPartLimit() !== null) return;
+    if (this.context.snapshotOnItsWay()) return;
+    const past = this.logPastPartLimit();
+    if (past !== null) {
+      if (this.waitingForSnapshot !== checkpoint) {
+        this.waitingForSnapshot = checkpoint;
+        this.context.logger.warn(
+          { partitionId: this.context.partitionId, backupId: checkpoint.id, logEntries: past.logEntries },
+          "backup part waits for the replica's snapshot: the log is past its bound",
+        );
+      }
+      return;
+    }
     const part: RunningPart = { checkpoint, endActivity: this.activity.begin(), givenUpReason: null };
     this.runningPart = part;
     const context = this.context;
@@ -348,6 +362,8 @@ export class ReplicaBackup {
       .manifests(checkpoint.id)
       .then(
         (manifests) => {
+          // A look given up meanwhile (`releasePastLogLimit`) decides nothing: the snapshot went ahead of it.
+          if (this.takeoverLook !== look) return;
           const parts = manifests.filter((part) => part.partitionId === partitionId);
           const status = context.status();
           const unfinished =

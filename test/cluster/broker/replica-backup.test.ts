@@ -24,9 +24,11 @@ import {
 import type { PublishMessageCommand } from "../../../src/cluster/broker/protocol.js";
 import {
   BACKUP_PART_LOG_LIMIT_INTERVALS,
+  ReplicaBackup,
   type ReplicaBackupOptions,
 } from "../../../src/cluster/broker/replica-backup.js";
 import { partitionForCorrelationKey } from "../../../src/cluster/engine/correlation.js";
+import type { Checkpoint } from "../../../src/cluster/engine/index.js";
 import { parseKey } from "../../../src/cluster/engine/keys.js";
 import { DEFAULT_TENANT_ID, engineCodec } from "../../../src/cluster/engine/records.js";
 import { StorageEnvironment } from "../../../src/cluster/raft/storage/environment.js";
@@ -512,6 +514,83 @@ describe("a part given up while the backup store admits it", () => {
       await environment.close();
       await removeDirectory(directory);
     }
+  });
+});
+
+describe("a leader whose log stays past its bound", () => {
+  /** A `ReplicaBackup` over a stand-in replica: a leader of term 1 whose applied index and store the test sets. */
+  function standInReplica(store: Partial<BackupStore>) {
+    const state = { applied: 0, latestCheckpoint: null as Checkpoint | null, logged: [] as string[] };
+    const activity = new BackupActivity();
+    const backup = new ReplicaBackup({
+      partitionId: 1,
+      memberId: 0,
+      logger: pino({ level: "info" }, { write: (line: string) => state.logged.push(JSON.parse(line).msg) }),
+      snapshotIntervalEntries: 10,
+      backups: { store: delegatingStore(store as BackupStore, store), flowplaneVersion: "test", activity },
+      storage: {} as never,
+      now: () => Date.now(),
+      sleep: async () => {},
+      yieldTurn: async () => {},
+      engine: () => ({ lastAppliedIndex: state.applied, latestCheckpoint: state.latestCheckpoint }) as never,
+      snapshotIndex: () => 0,
+      status: () => ({ role: "leader", term: 1 }) as never,
+      closed: () => false,
+      running: () => true,
+      snapshotOnItsWay: () => false,
+      nudge: () => {},
+    });
+    return { state, activity, backup };
+  }
+
+  /** One turn of the replica's driver, as `PartitionReplica` takes it. */
+  function driverTurn(backup: ReplicaBackup): void {
+    backup.maybeStart();
+    backup.releasePastLogLimit();
+    backup.endDeferralsOnceStarted();
+  }
+
+  it("starts no reserved part until its snapshot, says so once, and no longer defers the broker's snapshots", async () => {
+    let admissions = 0;
+    const { state, activity, backup } = standInReplica({
+      backupRecords: () => {
+        admissions += 1;
+        return new Promise(() => {});
+      },
+    });
+    await backup.proposeCheckpoint(async () => {});
+    state.applied = BACKUP_PART_LOG_LIMIT_INTERVALS * 10 + 50;
+    backup.reserve({ id: 7n, position: state.applied - 10 } as Checkpoint, true);
+    for (let turn = 0; turn < 20; turn += 1) driverTurn(backup);
+    expect(backup.running).toBe(false);
+    expect(admissions).toBe(0);
+    expect(backup.holdsSnapshots).toBe(false);
+    expect(activity.writing).toBe(false);
+    expect(state.logged).toEqual(["backup part waits for the replica's snapshot: the log is past its bound"]);
+  });
+
+  it("lets a look for an unfinished part that it gave up decide nothing when the store answers at last", async () => {
+    const looks: ((manifests: BackupPartManifest[]) => void)[] = [];
+    const { state, backup } = standInReplica({
+      manifests: () => new Promise((resolve) => looks.push(resolve)),
+      backupRecords: () => new Promise(() => {}),
+    });
+    const checkpoint = { id: 8n, position: 5 } as Checkpoint;
+    state.latestCheckpoint = checkpoint;
+    state.applied = 20;
+    backup.considerTakeover(1);
+    expect(backup.holdsSnapshots).toBe(true);
+    state.applied = BACKUP_PART_LOG_LIMIT_INTERVALS * 10;
+    driverTurn(backup);
+    expect(state.logged).toEqual([expect.stringMatching(/^gave up looking for an unfinished backup part/)]);
+    // The predecessor's part is unfinished; the answer comes after the look was given up.
+    const unfinished = { backupId: 8n, partitionId: 1, brokerId: 2, state: "IN_PROGRESS" } as BackupPartManifest;
+    looks[0]?.([unfinished]);
+    await new Promise((resolve) => setImmediate(resolve));
+    state.applied = 20;
+    driverTurn(backup);
+    expect(backup.running).toBe(false);
+    expect(backup.holdsSnapshots).toBe(false);
   });
 });
 

@@ -72,7 +72,8 @@ const scheduleSchema = Type.Object(
       description: "Why the last run could not start a backup; null when it did.",
     }),
     lastFailureAt: Type.Union([Type.String({ format: "date-time" }), Type.Null()], {
-      description: "When the last run failed; null when it started a backup.",
+      description:
+        "When the last run failed; null when it started a backup (or failed before this version recorded the time).",
     }),
     consecutiveFailures: Type.Integer({
       minimum: 0,

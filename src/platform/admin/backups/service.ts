@@ -166,6 +166,15 @@ function scheduleRetryAt(schedule: ReturnType<typeof parseCron>, failedAt: Date,
   return next !== undefined && next <= retryAt ? null : retryAt;
 }
 
+/**
+ * Whether a retry set for `retryMs` is due at `nowMs`: once its time came, or at once when it lies further ahead than
+ * any pause, which only a wall clock stepped back since the failure makes (waiting would put off the retry by the step).
+ */
+function retryIsDue(retryMs: number, nowMs: number): boolean {
+  const longestPauseMs = Math.max(...SCHEDULE_RETRY_PAUSES_MINUTES) * 60_000;
+  return retryMs <= nowMs || retryMs > nowMs + longestPauseMs + SCHEDULE_CLOCK_STEP_MS;
+}
+
 /** Restores a provisioned cluster's brokers from a backup: the clusters service answers it through its provisioner. */
 export interface ClusterRestorer {
   /**
@@ -509,6 +518,7 @@ export class BackupService {
     const lastRunMs = row.last_run_at === null ? null : Date.parse(row.last_run_at);
     const retrying =
       row.last_failure !== null &&
+      row.retry_at === null &&
       row.last_failure_at !== null &&
       lastRunMs !== null &&
       lastRunMs > Date.parse(row.last_failure_at) &&
@@ -563,7 +573,7 @@ export class BackupService {
     for (const row of schedules) {
       const since = scheduleReference(Date.parse(row.last_run_at ?? row.updated_at), now.getTime());
       const due = nextRun(parseCron(row.cron), since);
-      const retryDue = row.retry_at !== null && Date.parse(row.retry_at) <= now.getTime();
+      const retryDue = row.retry_at !== null && retryIsDue(Date.parse(row.retry_at), now.getTime());
       const scheduledDue = due !== undefined && due <= now;
       if (!retryDue && !scheduledDue) continue;
       const restore = this.running.get(row.cluster_id);
@@ -598,8 +608,9 @@ export class BackupService {
     now: Date,
     retry: boolean,
   ): Promise<void> {
-    // Claimed by moving its last run, conditionally: a schedule changed or run meanwhile is left alone.
-    const ranAt = now.toISOString();
+    // Claimed by moving its last run, conditionally: a schedule changed or run meanwhile is left alone. At the time
+    // of the claim, not of the check: the schedules before this one in the check may have taken minutes.
+    const ranAt = this.now().toISOString();
     let claim = this.database
       .updateTable("cluster_backup_schedules")
       .set({ last_run_at: ranAt, retry_at: null })

@@ -264,6 +264,16 @@ describe.each(databaseKinds)("backup schedules on %s", (kind) => {
       retryAt: "2026-01-02T13:38:10.000Z",
       retrying: false,
     });
+
+    // NTP steps the clock back two hours: the retry does not wait for the clock to catch up with it.
+    clock = new Date("2026-01-02T11:40:00.000Z");
+    await service.runDueSchedules();
+    expect(posts()).toBe(3);
+    expect(await service.getSchedule(organizationId, clusterId)).toMatchObject({
+      lastRun: "2026-01-02T11:40:00.000Z",
+      lastFailure: null,
+      retryAt: null,
+    });
   });
 
   it("refuses schedules that run more often than every 15 minutes or never", async () => {
