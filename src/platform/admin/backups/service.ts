@@ -586,7 +586,7 @@ export class BackupService {
         continue;
       }
       try {
-        await this.withoutRestore(row.cluster_id, () => this.claimAndRunSchedule(row, now, !scheduledDue));
+        await this.withoutRestore(row.cluster_id, () => this.claimAndRunSchedule(row, !scheduledDue));
       } catch (error) {
         const reason = error instanceof Error ? error.message : String(error);
         this.options.logger.error(
@@ -605,7 +605,6 @@ export class BackupService {
    */
   private async claimAndRunSchedule(
     row: Selectable<PlatformDatabase["cluster_backup_schedules"]>,
-    now: Date,
     retry: boolean,
   ): Promise<void> {
     // Claimed by moving its last run, conditionally: a schedule changed or run meanwhile is left alone. At the time
