@@ -270,7 +270,8 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     if (path.split("/").some((segment) => decodedLength(segment) > maxPathParameterCharacters)) {
       return sendError(pathParameterTooLong(), request, reply);
     }
-    const allowed = (["GET", "POST", "PUT", "PATCH", "DELETE"] as const).filter(
+    // HEAD is listed where it is served: Fastify answers HEAD on every GET route.
+    const allowed = (["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"] as const).filter(
       (method) => knownRoutes.find(method, path) !== null,
     );
     // A route of this method matched and found nothing to serve (a static file that does not exist): a 404.

@@ -254,6 +254,11 @@ describe("createHttpServer conventions", () => {
     const wrongMethod = await server.inject({ method: "DELETE", url: "/typed" });
     expect(wrongMethod.statusCode).toBe(405);
     expect(wrongMethod.headers.allow).toBe("POST");
+    // A GET route answers HEAD too, and says so.
+    const notGet = await server.inject({ method: "POST", url: "/boom" });
+    expect(notGet.statusCode).toBe(405);
+    expect(notGet.headers.allow).toBe("GET, HEAD");
+    expect((await server.inject({ method: "HEAD", url: "/not-here" })).statusCode).not.toBe(405);
   });
 
   it("lists at most 20 issues of a body and counts the rest, however many it has", async () => {

@@ -3,7 +3,9 @@
  * answers (spec: "the broker with the lowest id coordinates changes; gateways forward management requests to it"):
  * the gateway asks the lowest-id member its topology sees as reachable, follows a `not-coordinator` answer to the
  * broker it names (a bounded number of times), and falls back to the next member when one cannot be reached. When
- * none can be reached the answer is 502; when the one that was reached does not answer in time, 504.
+ * none can be reached the answer is 502; when the one that was reached does not answer in time, 504. A broker that
+ * received the request and failed it is reported as such (502 with its reason) when no other broker answers instead,
+ * not as one that could not be reached.
  */
 import type { Logger } from "pino";
 import { ServiceError } from "../../http/errors.js";
@@ -17,6 +19,7 @@ import type {
 import {
   BackpressureError,
   PeerUnreachableError,
+  RemoteError,
   type TransportClient,
   TransportClosedError,
   TransportTimeoutError,
@@ -62,6 +65,9 @@ export interface CoordinatorClientOptions {
 /** Redirects followed before giving up: brokers disagreeing about who coordinates settle within a gossip round. */
 const MAX_REDIRECTS = 3;
 
+/** Most characters of a broker's failure quoted to the API's caller. */
+const MAX_QUOTED_FAILURE_LENGTH = 300;
+
 function isAnswer(value: unknown): value is { outcome: string } {
   return typeof value === "object" && value !== null && typeof (value as { outcome?: unknown }).outcome === "string";
 }
@@ -91,6 +97,8 @@ export class CoordinatorClient {
     const tried = new Set<number>();
     let redirects = 0;
     let timedOut: number | null = null;
+    /** The first broker that received the request and failed it, and why. */
+    let failed: { brokerId: number; reason: string } | null = null;
     // Bounded: each member is tried at most once.
     for (let position = 0; position < candidates.length; position += 1) {
       const brokerId = candidates[position] as number;
@@ -117,6 +125,9 @@ export class CoordinatorClient {
           );
         }
         this.options.logger.warn({ err: error, brokerId }, "a broker failed a management request");
+        if (error instanceof RemoteError && error.code === "handler-failed" && failed === null) {
+          failed = { brokerId, reason: error.remoteMessage.slice(0, MAX_QUOTED_FAILURE_LENGTH) };
+        }
         continue;
       }
       if (!isAnswer(answer)) {
@@ -137,6 +148,12 @@ export class CoordinatorClient {
       throw new ServiceError(
         "gatewayTimeout",
         `The coordinator (broker ${timedOut}) did not answer within ${this.options.requestTimeoutMs} ms; check GET /actuator/cluster before you retry.`,
+      );
+    }
+    if (failed !== null) {
+      throw new ServiceError(
+        "badGateway",
+        `Broker ${failed.brokerId} received the request and failed it (${failed.reason}), and no other broker answered as coordinator; check GET /actuator/cluster before you retry.`,
       );
     }
     throw new ServiceError(

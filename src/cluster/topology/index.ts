@@ -87,6 +87,7 @@ export {
   fixedDistribution,
   MAX_BROKER_ID,
   MAX_PARTITION_COUNT,
+  MAX_REPLICA_COUNT,
   type PartitionDistribution,
   type ReplicaAssignment,
   roundRobinDistribution,

@@ -10,7 +10,13 @@
  */
 import { applyChange, describeOperation, OperationError } from "./change.js";
 import type { ClusterConfiguration, ClusterOperation } from "./configuration.js";
-import { MAX_BROKER_ID, MAX_PARTITION_COUNT, type ReplicaAssignment, roundRobinReplicas } from "./distribution.js";
+import {
+  MAX_BROKER_ID,
+  MAX_PARTITION_COUNT,
+  MAX_REPLICA_COUNT,
+  type ReplicaAssignment,
+  roundRobinReplicas,
+} from "./distribution.js";
 
 /** Thrown for every request the planner refuses; each problem names the rule and becomes part of a 400 answer. */
 export class PlanningError extends Error {
@@ -105,6 +111,10 @@ function show(value: unknown): string {
 
 /** The problem with a broker id, or null: not a non-negative integer, or over `MAX_BROKER_ID`. */
 function brokerIdProblem(brokerId: unknown): string | null {
+  // A JSON number too large to be exact (it arrives rounded) is still an integer over the maximum.
+  if (typeof brokerId === "number" && Number.isInteger(brokerId) && brokerId > MAX_BROKER_ID) {
+    return `broker id ${Number.isSafeInteger(brokerId) ? brokerId : show(brokerId)} is over the maximum ${MAX_BROKER_ID}`;
+  }
   if (!isNonNegativeInteger(brokerId)) return `broker id ${show(brokerId)} is not a non-negative integer`;
   if (brokerId > MAX_BROKER_ID) return `broker id ${brokerId} is over the maximum ${MAX_BROKER_ID}`;
   return null;
@@ -221,6 +231,15 @@ function resolveWithView(
     problems.push(
       "partitions cannot be added while the routing has not finished moving to the last partition count (strategy ActivePartitions)",
     );
+  }
+  // Checked before any planning, so that a request too large to plan costs nothing.
+  if (isPositiveInteger(replicationFactor) && isPositiveInteger(partitionCount)) {
+    const replicaCount = partitionCount * replicationFactor;
+    if (replicaCount > MAX_REPLICA_COUNT) {
+      problems.push(
+        `the cluster would hold ${replicaCount} replicas (${partitionCount} partitions × replication factor ${replicationFactor}), over the maximum ${MAX_REPLICA_COUNT}`,
+      );
+    }
   }
   throwIfAny(problems);
   return {
@@ -522,7 +541,7 @@ export function normalizeBrokerIds(body: unknown): number[] {
     // A digit string too long for an exact number is quoted as sent.
     else
       problems.push(
-        `/${index}: ${isNonNegativeInteger(id) ? problem : `broker id ${show(item)} is not a non-negative integer`}`,
+        `/${index}: ${typeof item === "string" && !isNonNegativeInteger(id) ? `broker id ${show(item)} is not a non-negative integer` : problem}`,
       );
   }
   throwIfAny(problems);

@@ -8,7 +8,12 @@ import {
   initialConfiguration,
   replicasOf,
 } from "../../../src/cluster/topology/configuration.js";
-import { MAX_PARTITION_COUNT, roundRobinReplicas } from "../../../src/cluster/topology/distribution.js";
+import {
+  MAX_BROKER_ID,
+  MAX_PARTITION_COUNT,
+  MAX_REPLICA_COUNT,
+  roundRobinReplicas,
+} from "../../../src/cluster/topology/distribution.js";
 import {
   checkReachability,
   computeScalePlan,
@@ -323,6 +328,17 @@ describe("planner: scale requests", () => {
     ]);
   });
 
+  it("refuses a target of more replicas than a change may plan, before planning anything", () => {
+    const brokers = Array.from({ length: MAX_BROKER_ID + 1 }, (_, id) => id);
+    const request = { brokers, replicationFactor: 1024, partitionCount: MAX_PARTITION_COUNT };
+    expect(problemsOf(() => planScale(configuration, request))).toEqual([
+      `the cluster would hold 8387584 replicas (8191 partitions × replication factor 1024), over the maximum ${MAX_REPLICA_COUNT}`,
+    ]);
+    // At the bound: 8,191 partitions at a replication factor of 8.
+    const atBound = { brokers: brokers.slice(0, 8), replicationFactor: 8, partitionCount: MAX_PARTITION_COUNT };
+    expect(resolveScaleRequest(configuration, atBound)).toMatchObject({ replicationFactor: 8, partitionCount: 8191 });
+  });
+
   it("lists every broken rule at once", () => {
     expect(
       problemsOf(() => planScale(configuration, { brokers: [0, -2], replicationFactor: 0, partitionCount: 1 })),
@@ -464,7 +480,7 @@ describe("planner: single-operation routes", () => {
     expect(problemsOf(() => planJoinPartition(configuration, 1024, 1, 1))).toEqual([over]);
     expect(problemsOf(() => planLeavePartition(configuration, 1024, 1))).toEqual([over]);
     expect(problemsOf(() => planAddBroker(configuration, 2 ** 53))).toEqual([
-      "broker id 9007199254740992 is not a non-negative integer",
+      "broker id 9007199254740992 is over the maximum 1023",
     ]);
   });
 
@@ -518,6 +534,10 @@ describe("planner: PATCH translation", () => {
       `/0: broker id "${"9".repeat(39)}… (10002 characters) is not a non-negative integer`,
     ]);
     expect(problemsOf(() => normalizeBrokerIds(["4096"]))).toEqual(["/0: broker id 4096 is over the maximum 1023"]);
+    // A JSON number too large to be exact arrives rounded, and is still over the maximum.
+    expect(problemsOf(() => normalizeBrokerIds(JSON.parse("[0, 1, 9223372036854775807]")))).toEqual([
+      "/2: broker id 9223372036854776000 is over the maximum 1023",
+    ]);
   });
 
   it("refuses count together with add or remove", () => {
