@@ -66,7 +66,10 @@ const scheduleSchema = Type.Object(
   {
     cron: Type.String(),
     keep: Type.Integer(),
-    nextRun: Type.Union([Type.String({ format: "date-time" }), Type.Null()]),
+    nextRun: Type.Union([Type.String({ format: "date-time" }), Type.Null()], {
+      description:
+        "When the schedule takes its next backup; a time past is a run that is due, which the platform's next check (every 30 s) takes.",
+    }),
     lastRun: Type.Union([Type.String({ format: "date-time" }), Type.Null()]),
     lastFailure: Type.Union([Type.String(), Type.Null()], {
       description: "Why the last run could not start a backup; null when it did.",

@@ -95,7 +95,7 @@ export interface BackupSchedule {
   cron: string;
   /** How many complete backups are kept: older backups are deleted after each scheduled backup. */
   keep: number;
-  /** When the schedule takes its next backup (ISO-8601). */
+  /** When the schedule takes its next backup (ISO-8601); a time past is a run due, which the next check takes. */
   nextRun: string | null;
   /** When it last ran (took a backup, or tried to), or null before its first run. */
   lastRun: string | null;
@@ -512,7 +512,10 @@ export class BackupService {
       .where("cluster_id", "=", clusterId)
       .executeTakeFirst();
     if (row === undefined) throw notFound("backup schedule of cluster", clusterId);
-    const next = nextRun(parseCron(row.cron), this.now());
+    // Counted as the checks count it: a run that is due and not taken yet (the next check takes it, within
+    // `SCHEDULE_CHECK_INTERVAL_MS`) is the next run, not the one after it.
+    const nowMs = this.now().getTime();
+    const next = nextRun(parseCron(row.cron), scheduleReference(Date.parse(row.last_run_at ?? row.updated_at), nowMs));
     // A run claimed after the last failure, not long ago, has not recorded its outcome yet: it is trying again now.
     // Failures recorded before migration 038 have no time and show no attempt under way.
     const lastRunMs = row.last_run_at === null ? null : Date.parse(row.last_run_at);
@@ -522,7 +525,7 @@ export class BackupService {
       row.last_failure_at !== null &&
       lastRunMs !== null &&
       lastRunMs > Date.parse(row.last_failure_at) &&
-      this.now().getTime() - lastRunMs < SCHEDULE_RUN_LONGEST_MS;
+      nowMs - lastRunMs < SCHEDULE_RUN_LONGEST_MS;
     return {
       cron: row.cron,
       keep: row.keep_count,

@@ -113,7 +113,13 @@ describe.each(databaseKinds)("backup schedules on %s", (kind) => {
 
     const runAt = new Date("2026-01-01T11:00:20.000Z");
     clock = runAt;
+    // Due and not taken yet: the next check takes it, so it is still the next run.
+    expect(await service.getSchedule(organizationId, clusterId)).toMatchObject({
+      nextRun: "2026-01-01T11:00:00.000Z",
+      lastRun: null,
+    });
     await service.runDueSchedules();
+    expect((await service.getSchedule(organizationId, clusterId)).nextRun).toBe("2026-01-01T12:00:00.000Z");
     const taken = management.requests.filter((request) => request.method === "POST");
     expect(taken.map((request) => JSON.parse(request.body))).toEqual([{ backupId: runAt.getTime() }]);
     // The new backup is in progress; the failed one is newer than the two complete ones kept; backup 1 goes.
