@@ -26,6 +26,7 @@ import {
   sendError,
   toProblemDocument,
 } from "./problem.js";
+import { withTypedEnums } from "./typed-enums.js";
 import { closeAfterUnreadBody } from "./unread-bodies.js";
 
 declare module "fastify" {
@@ -98,8 +99,8 @@ function createValidatorCompiler() {
   );
   return ({ schema, httpPart }: { schema: object; httpPart?: string }) =>
     httpPart === "body"
-      ? strictAjv.compile(withExactIntegers(schema) as object)
-      : coercingAjv.compile(withExactIntegers(schema, "parameters") as object);
+      ? strictAjv.compile(withExactIntegers(withTypedEnums(schema)) as object)
+      : coercingAjv.compile(withExactIntegers(withTypedEnums(schema), "parameters") as object);
 }
 
 /** The length of a path segment once its percent-encoding is decoded (its raw length when that is not valid). */
