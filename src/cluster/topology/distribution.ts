@@ -7,12 +7,13 @@
 export const MAX_PARTITION_COUNT = 8191;
 
 /**
- * Most replicas (partition count × replication factor) a change may give a cluster. The coordinator plans and
- * simulates a change on its own thread, at about 0.1 s per 40,000 replicas, and answers with the plan: the limits of
- * brokers, partitions and replication factor alone allow 8.4 million, which took a coordinator 10 s and 5 GB of memory
- * and cost its partitions their leaders. 65,536 holds 8,191 partitions at a replication factor of 8.
+ * Most replicas (partition count × replication factor) a change may give a cluster. The coordinator plans, simulates
+ * and answers a change on its own thread, and every broker and gateway encodes and decodes the whole configuration
+ * with each exchange of it, all in time and memory growing with the replicas: the limits of brokers, partitions and
+ * replication factor alone allow 8.4 million. The bound holds the most partitions at the usual replication factor of 3
+ * (DEVELOPERS.md, "What an attack from outside found", has the costs measured).
  */
-export const MAX_REPLICA_COUNT = 65_536;
+export const MAX_REPLICA_COUNT = 3 * MAX_PARTITION_COUNT;
 
 /**
  * Highest broker id a cluster can have, as a broker's configuration allows (`service.broker.cluster.nodeId`); a change

@@ -232,8 +232,13 @@ function resolveWithView(
       "partitions cannot be added while the routing has not finished moving to the last partition count (strategy ActivePartitions)",
     );
   }
-  // Checked before any planning, so that a request too large to plan costs nothing.
-  if (isPositiveInteger(replicationFactor) && isPositiveInteger(partitionCount)) {
+  // Checked before any planning, so that a request too large to plan costs nothing (a partition count over its own
+  // maximum is refused for that alone).
+  if (
+    isPositiveInteger(replicationFactor) &&
+    isPositiveInteger(partitionCount) &&
+    partitionCount <= MAX_PARTITION_COUNT
+  ) {
     const replicaCount = partitionCount * replicationFactor;
     if (replicaCount > MAX_REPLICA_COUNT) {
       problems.push(

@@ -334,9 +334,12 @@ describe("planner: scale requests", () => {
     expect(problemsOf(() => planScale(configuration, request))).toEqual([
       `the cluster would hold 8387584 replicas (8191 partitions × replication factor 1024), over the maximum ${MAX_REPLICA_COUNT}`,
     ]);
-    // At the bound: 8,191 partitions at a replication factor of 8.
-    const atBound = { brokers: brokers.slice(0, 8), replicationFactor: 8, partitionCount: MAX_PARTITION_COUNT };
-    expect(resolveScaleRequest(configuration, atBound)).toMatchObject({ replicationFactor: 8, partitionCount: 8191 });
+    // At the bound: the most partitions at a replication factor of 3.
+    const atBound = { brokers: brokers.slice(0, 8), replicationFactor: 3, partitionCount: MAX_PARTITION_COUNT };
+    expect(resolveScaleRequest(configuration, atBound)).toMatchObject({ replicationFactor: 3, partitionCount: 8191 });
+    expect(problemsOf(() => resolveScaleRequest(configuration, { ...atBound, replicationFactor: 4 }))).toEqual([
+      `the cluster would hold 32764 replicas (8191 partitions × replication factor 4), over the maximum ${MAX_REPLICA_COUNT}`,
+    ]);
   });
 
   it("lists every broken rule at once", () => {
