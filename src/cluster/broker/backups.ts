@@ -486,9 +486,16 @@ export class BackupCoordinator {
     if (count === null) return null;
     // A damaged record leaves the backup FAILED; its partitions are then those its parts (or the cluster) show.
     const recordProblem = typeof count === "string" ? count : null;
-    const lowestPartCount = Math.min(
-      ...manifests.filter((part) => part.damaged !== true).map((part) => part.partitionCount),
-    );
+    // One pass over the parts, grouped by partition: a backup of thousands of partitions is viewed for every list,
+    // status and cluster change, and a filter per partition made each view quadratic.
+    let lowestPartCount = Number.POSITIVE_INFINITY;
+    const partsByPartition = new Map<number, BackupPartManifest[]>();
+    for (const part of manifests) {
+      if (part.damaged !== true) lowestPartCount = Math.min(lowestPartCount, part.partitionCount);
+      const parts = partsByPartition.get(part.partitionId);
+      if (parts === undefined) partsByPartition.set(part.partitionId, [part]);
+      else parts.push(part);
+    }
     const partitionCount =
       typeof count === "number"
         ? count
@@ -497,8 +504,7 @@ export class BackupCoordinator {
           : partitionIdsOf(this.context.configuration()).length;
     const details: BackupPartitionView[] = [];
     for (let partitionId = 1; partitionId <= partitionCount; partitionId += 1) {
-      const parts = manifests.filter((part) => part.partitionId === partitionId);
-      details.push(this.partitionView(partitionId, parts, taken));
+      details.push(this.partitionView(partitionId, partsByPartition.get(partitionId) ?? [], taken));
     }
     const failed = details.find((detail) => detail.state === "FAILED");
     const missing = details.find((detail) => detail.state === "MISSING");
