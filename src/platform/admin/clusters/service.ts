@@ -180,6 +180,17 @@ export class ClusterService implements ClusterDirectory {
       { clusterId: exit.clusterId, process: exit.process, exitCode: exit.exitCode, signal: exit.signal },
       describeProcessExit(exit),
     );
+    // Unhealthy at once rather than at the next poll: the restart can come before that poll (the first waits 0.5 s,
+    // a poll can wait seconds for a slow gateway), and the status would never have said a process crashed.
+    await this.database
+      .updateTable("clusters")
+      .set({
+        status: "Unhealthy",
+        ...(exit.process === "gateway" ? { gateway_status: "Unhealthy" } : {}),
+      })
+      .where("id", "=", exit.clusterId)
+      .where("status", "!=", "Creating")
+      .execute();
     const row = await this.database
       .selectFrom("clusters")
       .select(["organization_id"])
@@ -590,12 +601,18 @@ export class ClusterService implements ClusterDirectory {
         );
       }
     }
+    // Read with the state, before the probe: a restart that ends while the probe waits would otherwise leave a
+    // "degraded" state without the crash that made it so.
+    const restarting = provisioner.restartingProcess(row.id);
     const endpoints = await provisioner.endpoints(row.id);
     let probe: HealthProbe | undefined;
     if (endpoints !== undefined && state !== "stopped" && state !== "failed") {
       probe = await probeClusterHealth(endpoints);
     }
-    const next = deriveClusterStatus(row.status as ClusterStatus, state, probe, provisioner.restartingProcess(row.id));
+    // A process that exited or came back while the probe waited makes what the poll found stale; the exit's record
+    // stands until the next poll.
+    if (provisioner.restartingProcess(row.id) !== restarting) return;
+    const next = deriveClusterStatus(row.status as ClusterStatus, state, probe, restarting);
     if (next.reason === undefined) this.statusReasons.delete(row.id);
     else this.statusReasons.set(row.id, next.reason);
     if (next.status === row.status && next.gatewayStatus === row.gateway_status) return;

@@ -13,6 +13,7 @@ import { clusterParameters, planTypes } from "../../../../src/platform/admin/clu
 import { ClusterService } from "../../../../src/platform/admin/clusters/service.js";
 import { LocalProvisioner } from "../../../../src/platform/provisioner/local-provisioner.js";
 import type {
+  ClusterProcessExit,
   ClusterSpecification,
   ProvisionedState,
   Provisioner,
@@ -65,6 +66,7 @@ class RecordingProvisioner implements Provisioner {
     return this.states.get(clusterId) ?? "stopped";
   }
   async endpoints(): Promise<undefined> {
+    this.duringEndpoints?.();
     return undefined;
   }
   async applyAccessPolicy(clusterId: string, policy: AccessPolicy): Promise<void> {
@@ -75,10 +77,23 @@ class RecordingProvisioner implements Provisioner {
     }
     this.policies.set(clusterId, policy);
   }
-  restartingProcess(): undefined {
-    return undefined;
+  /** The latest crash of each cluster whose process is being restarted. */
+  readonly restarting = new Map<string, ClusterProcessExit>();
+  private readonly exitListeners: ((exit: ClusterProcessExit) => void)[] = [];
+  /** Runs while a poll asks for the endpoints, that is while a real poll would wait for its probe. */
+  duringEndpoints: (() => void) | undefined;
+  /** Says that a process of the cluster was killed and is restarted in 0.5 s, as the local provisioner does. */
+  crash(clusterId: string, process: string): void {
+    const exit = { clusterId, process, exitCode: null, signal: "SIGKILL", restartInMs: 500, restarts: 1 };
+    this.restarting.set(clusterId, exit);
+    for (const listener of this.exitListeners) listener(exit);
   }
-  onProcessExit(): void {}
+  restartingProcess(clusterId: string): ClusterProcessExit | undefined {
+    return this.restarting.get(clusterId);
+  }
+  onProcessExit(listener: (exit: ClusterProcessExit) => void): void {
+    this.exitListeners.push(listener);
+  }
   async close(): Promise<void> {}
 }
 
@@ -231,6 +246,27 @@ describe.each(databaseKinds)("ClusterService on %s", (kind) => {
     provisioner.states.set(clusterId, "running");
     await clusters.wake(organizationId, clusterId);
     expect(provisioner.calls.at(-1)).toBe(`start stopped ${clusterId}`);
+  });
+
+  it("marks a cluster Unhealthy as soon as a process crashes, and no poll that began before the crash undoes it", async () => {
+    const { clusterId } = await clusters.create(organizationId, "c", creation);
+    provisioner.states.set(clusterId, "degraded");
+    await store.database.updateTable("clusters").set({ status: "Healthy" }).where("id", "=", clusterId).execute();
+    const crashed = {
+      ready: "Unhealthy",
+      gatewayStatus: "Creating",
+      reason: "broker 1 exited unexpectedly (SIGKILL); restart 1 in 0.5 s",
+    };
+    provisioner.crash(clusterId, "broker 1");
+    await expect.poll(async () => (await clusters.get(organizationId, clusterId)).status).toEqual(crashed);
+
+    // A second crash while a poll waits: the poll's findings predate it and are dropped.
+    await store.database.updateTable("clusters").set({ status: "Healthy" }).where("id", "=", clusterId).execute();
+    provisioner.restarting.delete(clusterId);
+    provisioner.duringEndpoints = () => provisioner.crash(clusterId, "broker 1");
+    await clusters.pollHealth();
+    provisioner.duringEndpoints = undefined;
+    await expect.poll(async () => (await clusters.get(organizationId, clusterId)).status).toEqual(crashed);
   });
 
   it("moves a cluster of an older generation to the channel's default, and refuses when it is there", async () => {
