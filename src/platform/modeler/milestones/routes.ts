@@ -18,6 +18,7 @@ import {
 import type { ModelerServices } from "../services.js";
 import { deleteRoute, searchRoute } from "../standard-routes.js";
 import { diffLinkLifetimeMs } from "./diff-links.js";
+import type { MilestoneNoun } from "./service.js";
 
 const uuidPattern = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
 
@@ -60,8 +61,8 @@ export interface MilestoneApiNaming {
   basePath: string;
   /** OpenAPI tag of the routes. */
   tag: string;
-  /** The resource in route summaries, singular and lower case. */
-  noun: string;
+  /** The resource in route summaries and errors, singular and lower case. */
+  noun: MilestoneNoun;
   /**
    * How the compare route answers the diff link: the bare URL as `text/plain` (the 8.8 API, which the reference
    * SDK reads as text) or `{"url": ...}` as JSON (the 8.9 API).
@@ -133,7 +134,7 @@ export function milestoneApiRoutes(server: HttpServer, services: ModelerServices
         },
       },
     },
-    async (request) => await milestones.get(principalOf(request).organizationId, request.params.id),
+    async (request) => await milestones.get(principalOf(request).organizationId, request.params.id, noun),
   );
   server.patch(
     `${basePath}/:id`,
@@ -150,7 +151,7 @@ export function milestoneApiRoutes(server: HttpServer, services: ModelerServices
     async (request) => {
       const principal = principalOf(request);
       const actor = await actorOf(principal, clients);
-      return await milestones.rename(principal.organizationId, actor, request.params.id, request.body.name);
+      return await milestones.rename(principal.organizationId, actor, request.params.id, request.body.name, noun);
     },
   );
   deleteRoute(server, {
@@ -158,7 +159,7 @@ export function milestoneApiRoutes(server: HttpServer, services: ModelerServices
     tag,
     summary: `Delete a ${noun}`,
     mayConflict: false,
-    remove: (organizationId, id) => milestones.delete(organizationId, id),
+    remove: (organizationId, id) => milestones.delete(organizationId, id, noun),
   });
   if (naming.restoreAnswer === "file") {
     server.post(
@@ -176,7 +177,7 @@ export function milestoneApiRoutes(server: HttpServer, services: ModelerServices
       async (request) => {
         const principal = principalOf(request);
         const actor = await actorOf(principal, clients);
-        return (await milestones.restore(principal.organizationId, actor, request.params.id)).file;
+        return (await milestones.restore(principal.organizationId, actor, request.params.id, noun)).file;
       },
     );
   } else {
@@ -199,7 +200,7 @@ export function milestoneApiRoutes(server: HttpServer, services: ModelerServices
       async (request) => {
         const principal = principalOf(request);
         const actor = await actorOf(principal, clients);
-        return (await milestones.restore(principal.organizationId, actor, request.params.id)).milestone;
+        return (await milestones.restore(principal.organizationId, actor, request.params.id, noun)).milestone;
       },
     );
   }
@@ -238,7 +239,7 @@ export function milestoneApiRoutes(server: HttpServer, services: ModelerServices
     },
     async (request, reply) => {
       const [from, to] = splitComparison(request.params.comparison);
-      const link = await milestones.compare(principalOf(request).organizationId, from, to);
+      const link = await milestones.compare(principalOf(request).organizationId, from, to, noun);
       if (naming.comparisonAnswer === "json") return link;
       return reply.type("text/plain; charset=utf-8").send(link.url);
     },

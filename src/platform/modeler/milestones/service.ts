@@ -75,6 +75,7 @@ async function findMilestone(
   executor: Executor,
   organizationId: string,
   id: string,
+  noun: MilestoneNoun,
 ): Promise<MilestoneRow & { content: string }> {
   const row = await executor
     .selectFrom("modeler_milestones")
@@ -82,19 +83,24 @@ async function findMilestone(
     .where("organization_id", "=", organizationId)
     .where("id", "=", id)
     .executeTakeFirst();
-  if (row === undefined) throw notFound("milestone", id);
+  if (row === undefined) throw notFound(noun, id);
   return row;
 }
 
 /** A milestone without its content, which can be large. */
-async function findMilestoneMetadata(executor: Executor, organizationId: string, id: string): Promise<MilestoneRow> {
+async function findMilestoneMetadata(
+  executor: Executor,
+  organizationId: string,
+  id: string,
+  noun: MilestoneNoun,
+): Promise<MilestoneRow> {
   const row = await executor
     .selectFrom("modeler_milestones")
     .select(milestoneColumns)
     .where("organization_id", "=", organizationId)
     .where("id", "=", id)
     .executeTakeFirst();
-  if (row === undefined) throw notFound("milestone", id);
+  if (row === undefined) throw notFound(noun, id);
   return row;
 }
 
@@ -109,6 +115,12 @@ async function milestoneContent(executor: Executor, organizationId: string, id: 
   if (row === undefined) throw notFound("milestone", id);
   return row.content;
 }
+
+/**
+ * What the API a request came through calls a milestone (the 8.9 API says version): errors name the resource the
+ * client asked for.
+ */
+export type MilestoneNoun = "milestone" | "version";
 
 /** Options of `MilestoneService`. */
 export interface MilestoneServiceOptions {
@@ -182,13 +194,23 @@ export class MilestoneService {
   }
 
   /** The milestone and the content it froze. */
-  async get(organizationId: string, id: string): Promise<{ metadata: MilestoneMetadata; content: string }> {
-    const row = await findMilestone(this.database, organizationId, id);
+  async get(
+    organizationId: string,
+    id: string,
+    noun: MilestoneNoun = "milestone",
+  ): Promise<{ metadata: MilestoneMetadata; content: string }> {
+    const row = await findMilestone(this.database, organizationId, id, noun);
     return { metadata: milestoneMetadata(row), content: row.content };
   }
 
   /** Renames a milestone (its content never changes). */
-  async rename(organizationId: string, actor: Person, id: string, name: string): Promise<MilestoneMetadata> {
+  async rename(
+    organizationId: string,
+    actor: Person,
+    id: string,
+    name: string,
+    noun: MilestoneNoun = "milestone",
+  ): Promise<MilestoneMetadata> {
     assertStorableText("name", name);
     const result = await this.database
       .updateTable("modeler_milestones")
@@ -196,18 +218,18 @@ export class MilestoneService {
       .where("organization_id", "=", organizationId)
       .where("id", "=", id)
       .executeTakeFirst();
-    if (result.numUpdatedRows === 0n) throw notFound("milestone", id);
-    return milestoneMetadata(await findMilestone(this.database, organizationId, id));
+    if (result.numUpdatedRows === 0n) throw notFound(noun, id);
+    return milestoneMetadata(await findMilestoneMetadata(this.database, organizationId, id, noun));
   }
 
   /** Deletes a milestone. */
-  async delete(organizationId: string, id: string): Promise<void> {
+  async delete(organizationId: string, id: string, noun: MilestoneNoun = "milestone"): Promise<void> {
     const result = await this.database
       .deleteFrom("modeler_milestones")
       .where("organization_id", "=", organizationId)
       .where("id", "=", id)
       .executeTakeFirst();
-    if (result.numDeletedRows === 0n) throw notFound("milestone", id);
+    if (result.numDeletedRows === 0n) throw notFound(noun, id);
   }
 
   /** Puts the milestone's content back into its file as a new revision; answers the file and the milestone. */
@@ -215,9 +237,10 @@ export class MilestoneService {
     organizationId: string,
     actor: Person,
     id: string,
+    noun: MilestoneNoun = "milestone",
   ): Promise<{ file: FileMetadata; milestone: MilestoneMetadata }> {
     return await inTransaction(this.database, async (transaction) => {
-      const milestone = await findMilestone(transaction, organizationId, id);
+      const milestone = await findMilestone(transaction, organizationId, id, noun);
       await transaction
         .updateTable("modeler_files")
         .set((expression) => ({
@@ -244,9 +267,14 @@ export class MilestoneService {
   }
 
   /** A signed link, valid for a few minutes, that serves the diff from milestone `fromId` to milestone `toId`. */
-  async compare(organizationId: string, fromId: string, toId: string): Promise<{ url: string }> {
-    await findMilestone(this.database, organizationId, fromId);
-    await findMilestone(this.database, organizationId, toId);
+  async compare(
+    organizationId: string,
+    fromId: string,
+    toId: string,
+    noun: MilestoneNoun = "milestone",
+  ): Promise<{ url: string }> {
+    await findMilestoneMetadata(this.database, organizationId, fromId, noun);
+    await findMilestoneMetadata(this.database, organizationId, toId, noun);
     const { grant, signature } = this.diffLinks.sign(organizationId, fromId, toId);
     const query = new URLSearchParams({
       organization: organizationId,
@@ -268,8 +296,8 @@ export class MilestoneService {
    */
   async diffBody(grant: DiffGrant, signature: string): Promise<Buffer> {
     this.diffLinks.verify(grant, signature);
-    const from = await findMilestoneMetadata(this.database, grant.organizationId, grant.fromMilestoneId);
-    const to = await findMilestoneMetadata(this.database, grant.organizationId, grant.toMilestoneId);
+    const from = await findMilestoneMetadata(this.database, grant.organizationId, grant.fromMilestoneId, "milestone");
+    const to = await findMilestoneMetadata(this.database, grant.organizationId, grant.toMilestoneId, "milestone");
     const key = DiffCache.key(grant.organizationId, from, to);
     let diff = this.diffCache.get(key) ?? (await this.diffsInProgress.get(key));
     if (diff === undefined) {

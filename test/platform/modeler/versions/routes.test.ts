@@ -71,8 +71,19 @@ describe("Modeler API /versions (the newer name of milestones) over HTTP", () =>
       headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
     });
     expect(deleted.status).toBe(204);
-    expect((await call("GET", `/versions/${created.id}`)).status).toBe(404);
-    expect((await call("DELETE", `/versions/${created.id}`)).status).toBe(404);
+    // The errors name what the client asked for: a version here, a milestone through the older API.
+    for (const [method, path, body] of [
+      ["GET", `/versions/${created.id}`],
+      ["DELETE", `/versions/${created.id}`],
+      ["PATCH", `/versions/${created.id}`, { name: "gone" }],
+      ["POST", `/versions/${created.id}/restore`],
+      ["GET", `/versions/compare/${created.id}...${created.id}`],
+    ] as const) {
+      const missing = await json<{ detail: string }>(await call(method, path, body), 404);
+      expect(missing.detail, `${method} ${path}`).toBe(`version '${created.id}' does not exist`);
+    }
+    const missingMilestone = await json<{ detail: string }>(await call("GET", `/milestones/${created.id}`), 404);
+    expect(missingMilestone.detail).toBe(`milestone '${created.id}' does not exist`);
   });
 
   it("restores a version's content into its file as a new revision", async () => {
