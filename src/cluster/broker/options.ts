@@ -18,6 +18,7 @@ import {
   initialConfiguration,
   type PartitionDistribution,
   roundRobinDistribution,
+  sizeProblems,
 } from "../topology/index.js";
 import { ClusterCredentials, type PeerAddress } from "../transport/index.js";
 import type { ReplicaClock } from "./partition-replica.js";
@@ -215,11 +216,8 @@ export function initialDistribution(options: BrokerOptions): PartitionDistributi
   };
   try {
     if (options.partitioning.scheme === "ROUND_ROBIN") {
-      if (options.replicationFactor > options.clusterSize) {
-        throw new DistributionError([
-          `replication factor ${options.replicationFactor} is larger than the cluster size ${options.clusterSize}`,
-        ]);
-      }
+      const problems = sizeProblems(sizes);
+      if (problems.length > 0) throw new DistributionError(problems);
       const ids = Array.from({ length: options.clusterSize }, (_, id) => id);
       return roundRobinDistribution(ids, options.partitionsCount, options.replicationFactor);
     }

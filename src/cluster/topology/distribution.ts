@@ -76,7 +76,21 @@ export function sizeProblems(sizes: DistributionSizes): string[] {
   } else if (isPositiveInteger(sizes.clusterSize) && sizes.replicationFactor > sizes.clusterSize) {
     problems.push(`replication factor ${sizes.replicationFactor} is larger than the cluster size ${sizes.clusterSize}`);
   }
+  const tooManyReplicas = replicaCountProblem(sizes.partitionCount, sizes.replicationFactor);
+  if (tooManyReplicas !== undefined) problems.push(tooManyReplicas);
   return problems;
+}
+
+/**
+ * Why a cluster of `partitionCount` partitions at `replicationFactor` holds too many replicas (over
+ * MAX_REPLICA_COUNT), or undefined when it does not; counts that are themselves invalid are left to their own checks.
+ */
+export function replicaCountProblem(partitionCount: unknown, replicationFactor: unknown): string | undefined {
+  if (!isPositiveInteger(partitionCount) || partitionCount > MAX_PARTITION_COUNT) return undefined;
+  if (!isPositiveInteger(replicationFactor)) return undefined;
+  const replicaCount = partitionCount * replicationFactor;
+  if (replicaCount <= MAX_REPLICA_COUNT) return undefined;
+  return `the cluster would hold ${replicaCount} replicas (${partitionCount} partitions × replication factor ${replicationFactor}), over the maximum ${MAX_REPLICA_COUNT}`;
 }
 
 /**

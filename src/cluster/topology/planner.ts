@@ -13,8 +13,8 @@ import type { ClusterConfiguration, ClusterOperation } from "./configuration.js"
 import {
   MAX_BROKER_ID,
   MAX_PARTITION_COUNT,
-  MAX_REPLICA_COUNT,
   type ReplicaAssignment,
+  replicaCountProblem,
   roundRobinReplicas,
 } from "./distribution.js";
 
@@ -234,18 +234,8 @@ function resolveWithView(
   }
   // Checked before any planning, so that a request too large to plan costs nothing (a partition count over its own
   // maximum is refused for that alone).
-  if (
-    isPositiveInteger(replicationFactor) &&
-    isPositiveInteger(partitionCount) &&
-    partitionCount <= MAX_PARTITION_COUNT
-  ) {
-    const replicaCount = partitionCount * replicationFactor;
-    if (replicaCount > MAX_REPLICA_COUNT) {
-      problems.push(
-        `the cluster would hold ${replicaCount} replicas (${partitionCount} partitions × replication factor ${replicationFactor}), over the maximum ${MAX_REPLICA_COUNT}`,
-      );
-    }
-  }
+  const tooManyReplicas = replicaCountProblem(partitionCount, replicationFactor);
+  if (tooManyReplicas !== undefined) problems.push(tooManyReplicas);
   throwIfAny(problems);
   return {
     brokers: [...request.brokers].sort(ascending),

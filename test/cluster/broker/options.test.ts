@@ -189,5 +189,11 @@ describe("broker options", () => {
     await expect(access(options.dataDirectory)).rejects.toThrow(/ENOENT/);
     const roundRobin = testBrokerOptions(directory, 0, { clusterSize: 2, replicationFactor: 3 });
     await expect(Broker.start(roundRobin)).rejects.toThrow(/replication factor 3 is larger than the cluster size 2/);
+    // More replicas than a change may give a cluster: the bound holds at the first start too, for either scheme.
+    const tooLarge = testBrokerOptions(directory, 0, { clusterSize: 4, partitionsCount: 8191, replicationFactor: 4 });
+    await expect(Broker.start(tooLarge)).rejects.toThrow(
+      "the cluster would hold 32764 replicas (8191 partitions × replication factor 4), over the maximum 24573",
+    );
+    await expect(access(tooLarge.dataDirectory)).rejects.toThrow(/ENOENT/);
   });
 });
