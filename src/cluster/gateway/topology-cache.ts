@@ -169,6 +169,7 @@ export class TopologyCache {
       askedAddresses,
       previousVersions: this.view?.versions ?? new Map(),
       previousConfiguration: this.view?.configuration,
+      previousConfigurationTexts: this.view?.configurationTexts ?? new Map(),
       gatewayVersion: this.options.gatewayVersion,
     });
     if (view !== undefined) this.view = view;

@@ -81,6 +81,11 @@ export interface TopologyView {
   activePartitions: readonly number[];
   /** Broker id → the operation of a cluster change it reported applying this round. */
   changeProgress: ReadonlyMap<number, OperationProgress>;
+  /**
+   * Broker id → the encoded configuration of its latest answer, which `configuration` has absorbed (or which could
+   * not be decoded and was ignored): the next round skips decoding and merging an answer that repeats it.
+   */
+  configurationTexts: ReadonlyMap<number, string>;
 }
 
 /** Input of `assembleTopologyView`. */
@@ -95,6 +100,8 @@ export interface TopologyInputs {
   previousVersions: ReadonlyMap<number, string>;
   /** The configuration of the previous view, used when it is newer than every answer (or nobody answered). */
   previousConfiguration: ClusterConfiguration | undefined;
+  /** The previous view's `configurationTexts`: what `previousConfiguration` absorbed. */
+  previousConfigurationTexts: ReadonlyMap<number, string>;
   gatewayVersion: string;
 }
 
@@ -137,6 +144,7 @@ export function assembleTopologyView(inputs: TopologyInputs): TopologyView | und
   const reachable = new Set<number>();
   const replicas = new Map<number, readonly ReplicaReport[]>();
   const changeProgress = new Map<number, OperationProgress>();
+  const configurationTexts = new Map(inputs.previousConfigurationTexts);
   for (const description of inputs.descriptions) {
     reachable.add(description.nodeId);
     if (description.changeProgress !== undefined && description.changeProgress !== null) {
@@ -147,6 +155,12 @@ export function assembleTopologyView(inputs: TopologyInputs): TopologyView | und
     for (const address of description.brokers) addresses.set(address.nodeId, address);
     // A broker's own answer is the freshest word on where it listens.
     addresses.set(description.nodeId, { nodeId: description.nodeId, host: description.host, port: description.port });
+    // Merging is idempotent, so a configuration the previous view absorbed changes nothing when merged again; at the
+    // replica bound, decoding and merging one takes tens of milliseconds for every broker in every round.
+    if (configuration !== undefined && configurationTexts.get(description.nodeId) === description.configuration) {
+      continue;
+    }
+    configurationTexts.set(description.nodeId, description.configuration);
     let candidate: ClusterConfiguration;
     try {
       candidate = decodeConfiguration(description.configuration);
@@ -215,5 +229,6 @@ export function assembleTopologyView(inputs: TopologyInputs): TopologyView | und
     replicas,
     activePartitions: activePartitionIds(configuration),
     changeProgress,
+    configurationTexts,
   };
 }

@@ -217,9 +217,21 @@ export function toConfigurationDocument(configuration: ClusterConfiguration): Co
   } as ConfigurationDocument;
 }
 
+/**
+ * Encodings already made, by configuration. A configuration is an immutable value (every field is read-only, and
+ * changes build new objects), so its encoding never changes; a broker encodes the one it holds for every gossip
+ * round, describe answer and merge, and at the replica bound one encoding takes tens of milliseconds.
+ */
+const encodings = new WeakMap<ClusterConfiguration, string>();
+
 /** Canonical JSON text of the configuration, for gossip and persistence. */
 export function encodeConfiguration(configuration: ClusterConfiguration): string {
-  return JSON.stringify(toConfigurationDocument(configuration));
+  let text = encodings.get(configuration);
+  if (text === undefined) {
+    text = JSON.stringify(toConfigurationDocument(configuration));
+    encodings.set(configuration, text);
+  }
+  return text;
 }
 
 /** Problems the schema cannot express: duplicate ids, timestamps, change ids. */

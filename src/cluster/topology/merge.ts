@@ -183,13 +183,26 @@ export function mergeConfigurations(local: ClusterConfiguration, remote: Cluster
       localMember === undefined ? remoteMember : mergeMember(brokerId, localMember, remoteMember, conflicts),
     );
   }
+  const lastChange = mergeLastChange(local.lastChange, remote.lastChange);
+  const earlierChanges = mergeEarlierChanges(local.earlierChanges, remote.earlierChanges, conflicts);
+  const pendingChange = mergePendingChange(local.pendingChange, remote.pendingChange, conflicts);
+  const routing = mergeRouting(local.routing, remote.routing, conflicts);
+  // Every part kept from `local` (the usual gossip round, between changes): nothing to encode to know it.
+  const keptLocal =
+    lastChange === local.lastChange &&
+    earlierChanges === local.earlierChanges &&
+    pendingChange === local.pendingChange &&
+    routing === local.routing &&
+    members.size === local.members.size &&
+    [...members].every(([brokerId, member]) => local.members.get(brokerId) === member);
+  if (keptLocal) return { configuration: local, changed: false, conflicts };
   const merged: ClusterConfiguration = {
     version: local.version,
     members: new Map([...members.entries()].sort(([left], [right]) => left - right)),
-    lastChange: mergeLastChange(local.lastChange, remote.lastChange),
-    earlierChanges: mergeEarlierChanges(local.earlierChanges, remote.earlierChanges, conflicts),
-    pendingChange: mergePendingChange(local.pendingChange, remote.pendingChange, conflicts),
-    routing: mergeRouting(local.routing, remote.routing, conflicts),
+    lastChange,
+    earlierChanges,
+    pendingChange,
+    routing,
   };
   const changed = encodeConfiguration(merged) !== encodeConfiguration(local);
   return { configuration: changed ? merged : local, changed, conflicts };

@@ -37,6 +37,7 @@ function viewWith(
     askedAddresses: new Map(),
     previousVersions: new Map(),
     previousConfiguration: undefined,
+    previousConfigurationTexts: new Map(),
     gatewayVersion: "1",
   });
 }

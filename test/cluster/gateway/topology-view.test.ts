@@ -29,6 +29,7 @@ const empty = {
   askedAddresses: new Map(),
   previousVersions: new Map(),
   previousConfiguration: undefined,
+  previousConfigurationTexts: new Map(),
   gatewayVersion: "0.1.0",
 };
 
@@ -68,6 +69,36 @@ describe("assembleTopologyView", () => {
     expect([...(view?.reachable ?? [])].sort()).toEqual([0, 1, 2]);
   });
 
+  it("decodes and merges a broker's configuration only when its text differs from what the previous view absorbed", () => {
+    const older = threeBrokerConfiguration();
+    const newer: ClusterConfiguration = { ...older, version: older.version + 1 };
+    const first = assembleTopologyView({ ...empty, descriptions: [description(0, [], older)] });
+    expect(first?.configurationTexts).toEqual(new Map([[0, encodeConfiguration(older)]]));
+    const round = (configuration: ClusterConfiguration, texts: ReadonlyMap<number, string>) =>
+      assembleTopologyView({
+        ...empty,
+        descriptions: [description(0, [], older), description(1, [], configuration)],
+        previousConfiguration: first?.configuration,
+        previousConfigurationTexts: texts,
+      });
+    // Broker 1's newer configuration is decoded and wins; broker 0's repeated text is not looked at again.
+    const second = round(newer, first?.configurationTexts ?? new Map());
+    expect(second?.configuration.version).toBe(newer.version);
+    expect(second?.configurationTexts.get(1)).toBe(encodeConfiguration(newer));
+    // What proves the skip: when the previous texts claim broker 1's newer text was absorbed, it is not merged.
+    const claimed = new Map([...(first?.configurationTexts ?? []), [1, encodeConfiguration(newer)]]);
+    expect(round(newer, claimed)?.configuration.version).toBe(older.version);
+    // An answer that cannot be decoded is remembered as ignored, and the view keeps what it had.
+    const broken = assembleTopologyView({
+      ...empty,
+      descriptions: [{ ...description(2, []), configuration: "{not json" }],
+      previousConfiguration: second?.configuration,
+      previousConfigurationTexts: second?.configurationTexts ?? new Map(),
+    });
+    expect(broken?.configuration).toBe(second?.configuration);
+    expect(broken?.configurationTexts.get(2)).toBe("{not json");
+  });
+
   it("lists a broker that does not answer with its configured partitions as inactive and dead", () => {
     const first = assembleTopologyView({
       ...empty,
@@ -79,6 +110,7 @@ describe("assembleTopologyView", () => {
       askedAddresses: first?.addresses ?? new Map(),
       previousVersions: first?.versions ?? new Map(),
       previousConfiguration: first?.configuration,
+      previousConfigurationTexts: first?.configurationTexts ?? new Map(),
       gatewayVersion: "0.1.0",
     });
     const broker1 = second?.document.brokers.find((broker) => broker.nodeId === 1);
@@ -107,6 +139,7 @@ describe("assembleTopologyView", () => {
       previousAddresses: first?.addresses ?? new Map(),
       askedAddresses: first?.addresses ?? new Map(),
       previousConfiguration: first?.configuration,
+      previousConfigurationTexts: first?.configurationTexts ?? new Map(),
     });
     expect([...(second?.reachable ?? [])].sort((left, right) => left - right)).toEqual([0, 2]);
     expect([...(second?.silent ?? [])]).toEqual([1]);
@@ -127,6 +160,7 @@ describe("assembleTopologyView", () => {
       previousAddresses: first?.addresses ?? new Map(),
       askedAddresses: first?.addresses ?? new Map(),
       previousConfiguration: first?.configuration,
+      previousConfigurationTexts: first?.configurationTexts ?? new Map(),
     });
     expect(second?.addresses.get(1)?.port).toBe(27501);
     expect([...(second?.silent ?? [])]).toEqual([2]);
