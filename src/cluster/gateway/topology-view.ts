@@ -81,11 +81,20 @@ export interface TopologyView {
   activePartitions: readonly number[];
   /** Broker id → the operation of a cluster change it reported applying this round. */
   changeProgress: ReadonlyMap<number, OperationProgress>;
-  /**
-   * Broker id → the encoded configuration of its latest answer, which `configuration` has absorbed (or which could
-   * not be decoded and was ignored): the next round skips decoding and merging an answer that repeats it.
-   */
-  configurationTexts: ReadonlyMap<number, string>;
+  /** Broker id → the configuration text of its latest answer and what merging it gave (see `AbsorbedText`). */
+  configurationTexts: ReadonlyMap<number, AbsorbedText>;
+}
+
+/**
+ * A broker's configuration text and the configuration merging it produced (undefined when the text could not be
+ * decoded and was ignored). Merging is a pure function, so the same text merged into that same configuration object
+ * again gives it back: a round skips such an answer. Identity is what makes the skip exact: a configuration that has
+ * moved on since (absorbing other brokers' progress) may merge the text differently, as when two coordinators recorded
+ * different changes at one version and the whole configuration whose encoding sorts first wins.
+ */
+export interface AbsorbedText {
+  readonly text: string;
+  readonly mergedInto: ClusterConfiguration | undefined;
 }
 
 /** Input of `assembleTopologyView`. */
@@ -100,8 +109,8 @@ export interface TopologyInputs {
   previousVersions: ReadonlyMap<number, string>;
   /** The configuration of the previous view, used when it is newer than every answer (or nobody answered). */
   previousConfiguration: ClusterConfiguration | undefined;
-  /** The previous view's `configurationTexts`: what `previousConfiguration` absorbed. */
-  previousConfigurationTexts: ReadonlyMap<number, string>;
+  /** The previous view's `configurationTexts`. */
+  previousConfigurationTexts: ReadonlyMap<number, AbsorbedText>;
   gatewayVersion: string;
 }
 
@@ -144,7 +153,7 @@ export function assembleTopologyView(inputs: TopologyInputs): TopologyView | und
   const reachable = new Set<number>();
   const replicas = new Map<number, readonly ReplicaReport[]>();
   const changeProgress = new Map<number, OperationProgress>();
-  const configurationTexts = new Map(inputs.previousConfigurationTexts);
+  const configurationTexts = new Map<number, AbsorbedText>();
   for (const description of inputs.descriptions) {
     reachable.add(description.nodeId);
     if (description.changeProgress !== undefined && description.changeProgress !== null) {
@@ -155,22 +164,29 @@ export function assembleTopologyView(inputs: TopologyInputs): TopologyView | und
     for (const address of description.brokers) addresses.set(address.nodeId, address);
     // A broker's own answer is the freshest word on where it listens.
     addresses.set(description.nodeId, { nodeId: description.nodeId, host: description.host, port: description.port });
-    // Merging is idempotent, so a configuration the previous view absorbed changes nothing when merged again; at the
-    // replica bound, decoding and merging one takes tens of milliseconds for every broker in every round.
-    if (configuration !== undefined && configurationTexts.get(description.nodeId) === description.configuration) {
+    // At the replica bound decoding and merging one answer takes tens of milliseconds, for every broker in every
+    // round; an answer whose merge would give back the configuration as it is now is skipped (see `AbsorbedText`).
+    const absorbed = inputs.previousConfigurationTexts.get(description.nodeId);
+    if (
+      absorbed !== undefined &&
+      absorbed.text === description.configuration &&
+      (absorbed.mergedInto === undefined || (configuration !== undefined && absorbed.mergedInto === configuration))
+    ) {
+      configurationTexts.set(description.nodeId, absorbed);
       continue;
     }
-    configurationTexts.set(description.nodeId, description.configuration);
     let candidate: ClusterConfiguration;
     try {
       candidate = decodeConfiguration(description.configuration);
     } catch {
+      configurationTexts.set(description.nodeId, { text: description.configuration, mergedInto: undefined });
       continue;
     }
     // Merged as brokers merge gossip: while a change runs the version stays the same and each broker's entry moves
     // on by its own version, so the freshest view combines the answers instead of taking the first of a version.
     configuration =
       configuration === undefined ? candidate : mergeConfigurations(configuration, candidate).configuration;
+    configurationTexts.set(description.nodeId, { text: description.configuration, mergedInto: configuration });
   }
   if (configuration === undefined) return undefined;
 

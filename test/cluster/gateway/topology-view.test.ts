@@ -1,7 +1,20 @@
 import { describe, expect, it } from "vitest";
 import type { BrokerDescription, ReplicaReport } from "../../../src/cluster/broker/protocol.js";
-import { activePartitionIds, assembleTopologyView } from "../../../src/cluster/gateway/topology-view.js";
-import { type ClusterConfiguration, encodeConfiguration } from "../../../src/cluster/topology/index.js";
+import {
+  type AbsorbedText,
+  activePartitionIds,
+  assembleTopologyView,
+  type TopologyView,
+} from "../../../src/cluster/gateway/topology-view.js";
+import {
+  beginOperation,
+  type ClusterConfiguration,
+  encodeConfiguration,
+  initialConfiguration,
+  mergeConfigurations,
+  roundRobinDistribution,
+  startChange,
+} from "../../../src/cluster/topology/index.js";
 import { threeBrokerConfiguration } from "./fake-broker.js";
 
 function report(partitionId: number, role: ReplicaReport["role"], term = 1): ReplicaReport {
@@ -69,34 +82,91 @@ describe("assembleTopologyView", () => {
     expect([...(view?.reachable ?? [])].sort()).toEqual([0, 1, 2]);
   });
 
-  it("decodes and merges a broker's configuration only when its text differs from what the previous view absorbed", () => {
+  it("skips an answer only when merging its text again would give back the very configuration it gave before", () => {
     const older = threeBrokerConfiguration();
     const newer: ClusterConfiguration = { ...older, version: older.version + 1 };
     const first = assembleTopologyView({ ...empty, descriptions: [description(0, [], older)] });
-    expect(first?.configurationTexts).toEqual(new Map([[0, encodeConfiguration(older)]]));
-    const round = (configuration: ClusterConfiguration, texts: ReadonlyMap<number, string>) =>
+    expect(first?.configurationTexts).toEqual(
+      new Map([[0, { text: encodeConfiguration(older), mergedInto: first?.configuration }]]),
+    );
+    const round = (texts: ReadonlyMap<number, AbsorbedText>) =>
       assembleTopologyView({
         ...empty,
-        descriptions: [description(0, [], older), description(1, [], configuration)],
+        descriptions: [description(0, [], older), description(1, [], newer)],
         previousConfiguration: first?.configuration,
         previousConfigurationTexts: texts,
       });
-    // Broker 1's newer configuration is decoded and wins; broker 0's repeated text is not looked at again.
-    const second = round(newer, first?.configurationTexts ?? new Map());
+    // Broker 1's newer configuration is decoded and wins; broker 0's repeated text is skipped.
+    const second = round(first?.configurationTexts ?? new Map());
     expect(second?.configuration.version).toBe(newer.version);
-    expect(second?.configurationTexts.get(1)).toBe(encodeConfiguration(newer));
-    // What proves the skip: when the previous texts claim broker 1's newer text was absorbed, it is not merged.
-    const claimed = new Map([...(first?.configurationTexts ?? []), [1, encodeConfiguration(newer)]]);
-    expect(round(newer, claimed)?.configuration.version).toBe(older.version);
-    // An answer that cannot be decoded is remembered as ignored, and the view keeps what it had.
-    const broken = assembleTopologyView({
-      ...empty,
-      descriptions: [{ ...description(2, []), configuration: "{not json" }],
-      previousConfiguration: second?.configuration,
-      previousConfigurationTexts: second?.configurationTexts ?? new Map(),
+    expect(second?.configurationTexts.get(1)).toEqual({
+      text: encodeConfiguration(newer),
+      mergedInto: second?.configuration,
     });
+    expect(second?.configurationTexts.get(0)).toBe(first?.configurationTexts.get(0));
+    // What proves the skip: texts claiming that merging broker 1's newer text gave the previous configuration itself.
+    const text = encodeConfiguration(newer);
+    const claimed = new Map([...(first?.configurationTexts ?? []), [1, { text, mergedInto: first?.configuration }]]);
+    expect(round(claimed)?.configuration.version).toBe(older.version);
+    // The same text merged into a configuration that has moved on since is merged again.
+    const movedOn = new Map([
+      ...(first?.configurationTexts ?? []),
+      [1, { text, mergedInto: threeBrokerConfiguration() }],
+    ]);
+    expect(round(movedOn)?.configuration.version).toBe(newer.version);
+    // An answer that cannot be decoded is remembered as ignored, and the view keeps what it had.
+    const brokenRound = (previous: TopologyView | undefined) =>
+      assembleTopologyView({
+        ...empty,
+        descriptions: [{ ...description(2, []), configuration: "{not json" }],
+        previousConfiguration: previous?.configuration,
+        previousConfigurationTexts: previous?.configurationTexts ?? new Map(),
+      });
+    const broken = brokenRound(second);
     expect(broken?.configuration).toBe(second?.configuration);
-    expect(broken?.configurationTexts.get(2)).toBe("{not json");
+    expect(broken?.configurationTexts.get(2)).toEqual({ text: "{not json", mergedInto: undefined });
+    // Only the brokers that answered the round are remembered: a silent one costs one decoding when it is back.
+    expect([...(broken?.configurationTexts.keys() ?? [])]).toEqual([2]);
+    expect(brokenRound(broken)?.configurationTexts.get(2)).toBe(broken?.configurationTexts.get(2));
+  });
+
+  it("settles, like the brokers, on the configuration that wins when two coordinators recorded different changes", () => {
+    const base = initialConfiguration({
+      clusterSize: 3,
+      partitionCount: 3,
+      replicationFactor: 2,
+      distribution: roundRobinDistribution([0, 1, 2], 3, 2),
+      nowIso: "2026-01-01T00:00:00.000Z",
+    });
+    const startedAt = "2026-01-02T00:00:00.000Z";
+    const leave = (brokerId: number) => ({
+      operation: "PARTITION_LEAVE" as const,
+      brokerId,
+      partitionId: [...(base.members.get(brokerId)?.partitions.keys() ?? [])][0] as number,
+    });
+    // Two coordinators each recorded a change at the same version; broker 0 then began its operation.
+    const ownChange = startChange(base, [leave(0)], startedAt);
+    const otherChange = startChange(base, [leave(1)], startedAt);
+    const ownChangeBegun = beginOperation(ownChange, "2026-01-02T00:00:01.000Z");
+    // The encodings sort so that the first round keeps broker 0's change and a later one must give it up.
+    expect(encodeConfiguration(ownChange) < encodeConfiguration(otherChange)).toBe(true);
+    expect(encodeConfiguration(otherChange) < encodeConfiguration(ownChangeBegun)).toBe(true);
+    const describeBoth = (broker0: ClusterConfiguration) => [
+      { ...description(1, []), configuration: encodeConfiguration(otherChange) },
+      { ...description(0, []), configuration: encodeConfiguration(broker0) },
+    ];
+    let view = assembleTopologyView({ ...empty, descriptions: describeBoth(ownChange) });
+    for (let round = 0; round < 3; round += 1) {
+      view = assembleTopologyView({
+        ...empty,
+        descriptions: describeBoth(ownChangeBegun),
+        previousConfiguration: view?.configuration,
+        previousConfigurationTexts: view?.configurationTexts ?? new Map(),
+      });
+    }
+    const settled = mergeConfigurations(ownChangeBegun, otherChange).configuration;
+    expect(view?.configuration.pendingChange?.pending).toEqual(settled.pendingChange?.pending);
+    expect(view?.configuration.pendingChange?.pending[0]?.brokerId).toBe(1);
   });
 
   it("lists a broker that does not answer with its configured partitions as inactive and dead", () => {
