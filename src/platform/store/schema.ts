@@ -333,6 +333,11 @@ export interface ClusterBackupScheduleTable {
   run_failures: Generated<number>;
   /** When the last run failed (ISO-8601), or null when it started a backup (migration 038). */
   last_failure_at: string | null;
+  /**
+   * The `last_run_at` of the latest run that ended, starting a backup or failing (migration 039). Another value than
+   * `last_run_at` means a run under way, or one its platform's stop cut short.
+   */
+  ended_run_at: string | null;
 }
 
 /** The platform database including the restores and backup schedules of migration 035. */

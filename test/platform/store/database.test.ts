@@ -5,6 +5,7 @@ import SqliteDatabase from "better-sqlite3";
 import { Kysely, Migrator, sql } from "kysely";
 import { afterEach, describe, expect, it } from "vitest";
 import { describeDatabase, openStore, type Store, sqliteDialect } from "../../../src/platform/store/database.js";
+import { migrationProvider } from "../../../src/platform/store/migrations/index.js";
 import {
   createTestDatabase,
   databaseKinds,
@@ -142,6 +143,28 @@ describe("store files on SQLite", () => {
 });
 
 describe("SQLite migrations", () => {
+  it("039 counts the runs claimed before it as ended, so none of them runs again after the upgrade", async () => {
+    const database = new Kysely<Record<string, never>>({ dialect: sqliteDialect(new SqliteDatabase(":memory:")) });
+    try {
+      const migrator = new Migrator({ db: database, provider: migrationProvider });
+      expect((await migrator.migrateTo("038-backup-schedule-retries")).error).toBeUndefined();
+      await sql`INSERT INTO cluster_backup_schedules (cluster_id, organization_id, cron, keep_count, updated_at, last_run_at)
+        VALUES ('ran', 'o', '0 * * * *', 1, '2026-01-01T00:00:00.000Z', '2026-01-01T01:00:00.000Z'),
+               ('never-ran', 'o', '0 * * * *', 1, '2026-01-01T00:00:00.000Z', NULL)`.execute(database);
+      expect((await migrator.migrateToLatest()).error).toBeUndefined();
+      const rows = await sql<{ cluster_id: string; last_run_at: string | null; ended_run_at: string | null }>`
+        SELECT cluster_id, last_run_at, ended_run_at FROM cluster_backup_schedules ORDER BY cluster_id`.execute(
+        database,
+      );
+      expect(rows.rows).toEqual([
+        { cluster_id: "never-ran", last_run_at: null, ended_run_at: null },
+        { cluster_id: "ran", last_run_at: "2026-01-01T01:00:00.000Z", ended_run_at: "2026-01-01T01:00:00.000Z" },
+      ]);
+    } finally {
+      await database.destroy();
+    }
+  });
+
   it("apply whole or not at all: a migration that fails after its first statement leaves nothing behind", async () => {
     const database = new Kysely<Record<string, never>>({ dialect: sqliteDialect(new SqliteDatabase(":memory:")) });
     try {

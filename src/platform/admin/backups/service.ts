@@ -138,6 +138,17 @@ const SCHEDULE_RETRY_PAUSES_MINUTES = [1, 2, 4, 8, 15];
  */
 const SCHEDULE_RUN_LONGEST_MS = 5 * 60_000;
 
+/**
+ * Whether the schedule's latest run was claimed and never ended (`ended_run_at` names an earlier run): its platform
+ * stopped during it. One claimed less than `SCHEDULE_RUN_LONGEST_MS` ago may still be under way on another platform
+ * replica; one claimed well ahead of now was claimed before the wall clock stepped back, and counts as cut short.
+ */
+function runWasCutShort(lastRunAt: string | null, endedRunAt: string | null, nowMs: number): boolean {
+  if (lastRunAt === null || lastRunAt === endedRunAt) return false;
+  const lastRunMs = Date.parse(lastRunAt);
+  return nowMs - lastRunMs >= SCHEDULE_RUN_LONGEST_MS || lastRunMs > nowMs + SCHEDULE_CLOCK_STEP_MS;
+}
+
 /** How often the schedules are checked for a due run. */
 const SCHEDULE_CHECK_INTERVAL_MS = 30_000;
 
@@ -494,6 +505,7 @@ export class BackupService {
       retry_at: null,
       run_failures: 0,
       last_failure_at: null,
+      ended_run_at: null,
     };
     await this.database
       .insertInto("cluster_backup_schedules")
@@ -577,8 +589,15 @@ export class BackupService {
       const since = scheduleReference(Date.parse(row.last_run_at ?? row.updated_at), now.getTime());
       const due = nextRun(parseCron(row.cron), since);
       const retryDue = row.retry_at !== null && retryIsDue(Date.parse(row.retry_at), now.getTime());
+      const cutShort = runWasCutShort(row.last_run_at, row.ended_run_at, now.getTime());
       const scheduledDue = due !== undefined && due <= now;
-      if (!retryDue && !scheduledDue) continue;
+      if (!retryDue && !cutShort && !scheduledDue) continue;
+      if (cutShort && !scheduledDue) {
+        this.options.logger.warn(
+          { clusterId: row.cluster_id, lastRun: row.last_run_at },
+          "a scheduled backup run was cut short by its platform's stop; it is run again now",
+        );
+      }
       const restore = this.running.get(row.cluster_id);
       if (restore !== undefined) {
         // Left due: the run is taken at the first check after the restore.
@@ -649,6 +668,7 @@ export class BackupService {
           last_failure: reason,
           last_failure_at: failedAt.toISOString(),
           retry_at: retryAt?.toISOString() ?? null,
+          ended_run_at: ranAt,
         })
         .execute();
       this.options.logger.warn(
@@ -658,7 +678,7 @@ export class BackupService {
       return;
     }
     await thisRun
-      .set({ consecutive_failures: 0, run_failures: 0, last_failure: null, last_failure_at: null })
+      .set({ consecutive_failures: 0, run_failures: 0, last_failure: null, last_failure_at: null, ended_run_at: ranAt })
       .execute();
     await this.recordScheduled(organizationId, `${clusterId}/${taken.uuid}`, "c");
     try {

@@ -11,6 +11,7 @@ import { backupsMigration } from "./035-backups.js";
 import { organizationClientsMigration } from "./036-organization-clients.js";
 import { backupScheduleFailuresMigration } from "./037-backup-schedule-failures.js";
 import { backupScheduleRetriesMigration } from "./038-backup-schedule-retries.js";
+import { backupScheduleEndedRunsMigration } from "./039-backup-schedule-ended-runs.js";
 
 /**
  * Every migration, in order. Names sort lexically and are never renamed once released: the database records
@@ -29,6 +30,7 @@ const migrations: Record<string, Migration> = {
   "036-organization-clients": organizationClientsMigration,
   "037-backup-schedule-failures": backupScheduleFailuresMigration,
   "038-backup-schedule-retries": backupScheduleRetriesMigration,
+  "039-backup-schedule-ended-runs": backupScheduleEndedRunsMigration,
 };
 
 /** Supplies the migrations compiled into the program (no directory scanning, so bundling cannot lose one). */

@@ -282,6 +282,54 @@ describe.each(databaseKinds)("backup schedules on %s", (kind) => {
     });
   });
 
+  it("runs again a run its platform's stop cut short, once no platform can still be running it", async () => {
+    management.backups.clear();
+    management.requests.length = 0;
+    clock = new Date("2026-01-03T10:30:00.000Z");
+    await service.setSchedule(organizationId, clusterId, "0 * * * *", 3);
+    const posts = () => management.requests.filter((request) => request.method === "POST").length;
+    // What a platform that stopped right after claiming the 11:00 run leaves: the claim, and no outcome.
+    await store.database
+      .updateTable("cluster_backup_schedules")
+      .set({ last_run_at: "2026-01-03T11:00:10.000Z" })
+      .where("cluster_id", "=", clusterId)
+      .execute();
+    // Within the longest a run takes, another platform replica may still be running it.
+    clock = new Date("2026-01-03T11:04:00.000Z");
+    await service.runDueSchedules();
+    expect(posts()).toBe(0);
+    expect(await service.getSchedule(organizationId, clusterId)).toMatchObject({
+      lastRun: "2026-01-03T11:00:10.000Z",
+      nextRun: "2026-01-03T12:00:00.000Z",
+    });
+    clock = new Date("2026-01-03T11:05:20.000Z");
+    await service.runDueSchedules();
+    expect(posts()).toBe(1);
+    expect(await service.getSchedule(organizationId, clusterId)).toMatchObject({
+      lastRun: "2026-01-03T11:05:20.000Z",
+      lastFailure: null,
+      nextRun: "2026-01-03T12:00:00.000Z",
+    });
+    // That run ended: it is not run again before the schedule's next time.
+    clock = new Date("2026-01-03T11:45:00.000Z");
+    await service.runDueSchedules();
+    expect(posts()).toBe(1);
+    // A run cut short while it was a retry, refused once more, is tried again after the next pause (2 minutes).
+    await store.database
+      .updateTable("cluster_backup_schedules")
+      .set({ last_run_at: "2026-01-03T11:50:00.000Z", run_failures: 1, last_failure: "refused" })
+      .where("cluster_id", "=", clusterId)
+      .execute();
+    clock = new Date("2026-01-03T11:56:00.000Z");
+    management.refuseNext = { status: 503, detail: "the cluster is unreachable" };
+    await service.runDueSchedules();
+    expect(await service.getSchedule(organizationId, clusterId)).toMatchObject({
+      lastRun: "2026-01-03T11:56:00.000Z",
+      lastFailure: expect.stringContaining("the cluster is unreachable"),
+      retryAt: "2026-01-03T11:58:00.000Z",
+    });
+  });
+
   it("refuses schedules that run more often than every 15 minutes or never", async () => {
     await expect(service.setSchedule(organizationId, clusterId, "*/10 * * * *", 1)).rejects.toThrow(
       "body/cron runs 10 minutes apart at its shortest; scheduled backups must be at least 15 minutes apart",
