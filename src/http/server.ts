@@ -26,6 +26,7 @@ import {
   sendError,
   toProblemDocument,
 } from "./problem.js";
+import { repeatedQueryParameter } from "./repeated-query.js";
 import { withTypedEnums } from "./typed-enums.js";
 import { closeAfterUnreadBody } from "./unread-bodies.js";
 
@@ -248,6 +249,8 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   // A route whose body is optional sees a request without one as one with an empty object, which its schema checks.
   server.addHook("preValidation", async (request) => {
     if (request.body === undefined && request.routeOptions.config.bodyOptional === true) request.body = {};
+    const repeated = repeatedQueryParameter(request.query, request.routeOptions.schema?.querystring);
+    if (repeated !== undefined) throw repeated;
   });
   const translateError = options.translateError;
   server.setErrorHandler((error, request, reply) =>

@@ -245,6 +245,10 @@ describe("createHttpServer conventions", () => {
   it("coerces query parameters, which arrive as text, to their declared types", async () => {
     expect((await server.inject({ method: "GET", url: "/query?dryRun=true" })).json()).toEqual({ dryRun: true });
     expect((await server.inject({ method: "GET", url: "/query?dryRun=perhaps" })).statusCode).toBe(400);
+    // A repeated parameter is refused for the repetition, not for a type its values each have.
+    const repeated = await server.inject({ method: "GET", url: "/query?dryRun=true&dryRun=false" });
+    expect(repeated.statusCode).toBe(400);
+    expect(repeated.json().detail).toBe("querystring/dryRun is given 2 times; give it once");
   });
 
   it("answers 404 for an unknown route and 405 with Allow for a known one", async () => {
