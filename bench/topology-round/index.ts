@@ -7,16 +7,21 @@
  * the transport does before the view sees it). Above it, the view decodes and merges every configuration it has not
  * absorbed yet: a first round, or a round after a change, pays that; a steady round, where every answer repeats the
  * text the previous view absorbed, should cost little more than the floor. The broker's side is measured too: the
- * encoding it sends in every describe answer and gossip message, first and repeated.
+ * encoding it sends in every describe answer and gossip message, first and repeated, and what one gossip message
+ * from another broker costs it: decoding and merging it, against recognizing a repeat by its digest.
  */
 import { performance } from "node:perf_hooks";
 import type { BrokerDescription } from "../../src/cluster/broker/protocol.js";
 import { assembleTopologyView, type TopologyView } from "../../src/cluster/gateway/topology-view.js";
 import {
+  AbsorbedGossip,
   type ClusterConfiguration,
+  decodeConfiguration,
   encodeConfiguration,
+  gossipDigest,
   initialConfiguration,
   MAX_PARTITION_COUNT,
+  mergeConfigurations,
   roundRobinDistribution,
 } from "../../src/cluster/topology/index.js";
 import { formatNumber, printTable } from "../support/report.js";
@@ -93,6 +98,12 @@ export async function run(): Promise<void> {
     // A fresh copy each time, as a broker holds after a change, against the one it holds already.
     const encodeFirstMs = medianMs(() => void encodeConfiguration({ ...configuration }));
     const encodeAgainMs = medianMs(() => void encodeConfiguration(configuration));
+    // One gossip message as a broker takes it in: merged, or recognized as a repeat of what it absorbed.
+    const gossipText = encodeConfiguration(configuration);
+    const gossipMergeMs = medianMs(() => void mergeConfigurations(configuration, decodeConfiguration(gossipText)));
+    const absorbed = new AbsorbedGossip();
+    absorbed.record(1, gossipDigest(gossipText), configuration);
+    const gossipRepeatMs = medianMs(() => void absorbed.repeats(1, gossipDigest(gossipText), configuration));
     worstRatio = Math.max(worstRatio, (wireMs + steadyRoundMs) / wireMs);
     rows.push([
       String(brokerCount),
@@ -102,6 +113,8 @@ export async function run(): Promise<void> {
       formatNumber(Math.max(0, steadyRoundMs), 1),
       formatNumber(encodeFirstMs, 1),
       formatNumber(encodeAgainMs, 3),
+      formatNumber(gossipMergeMs, 1),
+      formatNumber(gossipRepeatMs, 1),
     ]);
   }
   console.log(
@@ -116,6 +129,8 @@ export async function run(): Promise<void> {
       "view, steady round",
       "broker encode, new",
       "broker encode, again",
+      "gossip, merged",
+      "gossip, repeat",
     ],
     rows,
   );

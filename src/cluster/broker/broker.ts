@@ -20,12 +20,14 @@ import { MAX_TIMESTAMP_MS } from "../engine/index.js";
 import { type Member, type Message, StorageCorruptionError, UnerasedWriteError } from "../raft/index.js";
 import type { StorageEnvironment } from "../raft/storage/environment.js";
 import {
+  AbsorbedGossip,
   type AcceptAnswer,
   type AcceptorState,
   type ClusterConfiguration,
   ConfigurationDecodeError,
   decodeConfiguration,
   encodeConfiguration,
+  gossipDigest,
   INITIAL_CONFIGURATION_VERSION,
   type MergeResult,
   mergeConfigurations,
@@ -169,6 +171,8 @@ export class Broker {
    * wall clock (an NTP correction) must not change (a step back made a dead broker look alive for as long as the step).
    */
   private readonly lastContactMs = new Map<number, number>();
+  /** Gossip whose merge would give back the configuration this broker holds, skipped (see `AbsorbedGossip`). */
+  private readonly absorbedGossip = new AbsorbedGossip();
   /** The brokers' clocks, from their gossip: messages are stamped and expire by the middle of them. */
   private readonly clusterClock = new ClusterClock();
   private readonly wallClockMs: () => number;
@@ -1060,6 +1064,8 @@ export class Broker {
     for (const address of message.brokers) this.learnAddress(address, from);
     // Until it knows the configuration (it is still discovering it), a broker only learns where the others are.
     if (this.configurationValue === null) return;
+    const digest = gossipDigest(message.configuration);
+    if (this.absorbedGossip.repeats(from, digest, this.configurationValue)) return;
     let remote: ClusterConfiguration;
     try {
       remote = decodeConfiguration(message.configuration);
@@ -1071,6 +1077,8 @@ export class Broker {
     this.mergeConfiguration(remote).catch((error: unknown) => {
       this.logger.error({ err: error }, "could not persist the cluster configuration");
     });
+    // The merge adopted its result before its first pause (persisting it), so this is what merging the text gave.
+    this.absorbedGossip.record(from, digest, this.configuration);
   }
 
   private persistConfigurationInOrder(configuration: ClusterConfiguration): Promise<void> {

@@ -5,6 +5,7 @@
  * pure.
  */
 
+export { AbsorbedGossip, gossipDigest } from "./absorbed-gossip.js";
 export {
   applyChange,
   applyOperation,
