@@ -7,14 +7,11 @@ import {
   type TopologyView,
 } from "../../../src/cluster/gateway/topology-view.js";
 import {
-  beginOperation,
   type ClusterConfiguration,
   encodeConfiguration,
-  initialConfiguration,
   mergeConfigurations,
-  roundRobinDistribution,
-  startChange,
 } from "../../../src/cluster/topology/index.js";
+import { competingChanges } from "../topology/competing-changes.js";
 import { threeBrokerConfiguration } from "./fake-broker.js";
 
 function report(partitionId: number, role: ReplicaReport["role"], term = 1): ReplicaReport {
@@ -131,26 +128,8 @@ describe("assembleTopologyView", () => {
   });
 
   it("settles, like the brokers, on the configuration that wins when two coordinators recorded different changes", () => {
-    const base = initialConfiguration({
-      clusterSize: 3,
-      partitionCount: 3,
-      replicationFactor: 2,
-      distribution: roundRobinDistribution([0, 1, 2], 3, 2),
-      nowIso: "2026-01-01T00:00:00.000Z",
-    });
-    const startedAt = "2026-01-02T00:00:00.000Z";
-    const leave = (brokerId: number) => ({
-      operation: "PARTITION_LEAVE" as const,
-      brokerId,
-      partitionId: [...(base.members.get(brokerId)?.partitions.keys() ?? [])][0] as number,
-    });
-    // Two coordinators each recorded a change at the same version; broker 0 then began its operation.
-    const ownChange = startChange(base, [leave(0)], startedAt);
-    const otherChange = startChange(base, [leave(1)], startedAt);
-    const ownChangeBegun = beginOperation(ownChange, "2026-01-02T00:00:01.000Z");
-    // The encodings sort so that the first round keeps broker 0's change and a later one must give it up.
-    expect(encodeConfiguration(ownChange) < encodeConfiguration(otherChange)).toBe(true);
-    expect(encodeConfiguration(otherChange) < encodeConfiguration(ownChangeBegun)).toBe(true);
+    // The first round keeps broker 0's change, and a later one must give it up (see `competingChanges`).
+    const { ownChange, otherChange, ownChangeBegun } = competingChanges();
     const describeBoth = (broker0: ClusterConfiguration) => [
       { ...description(1, []), configuration: encodeConfiguration(otherChange) },
       { ...description(0, []), configuration: encodeConfiguration(broker0) },

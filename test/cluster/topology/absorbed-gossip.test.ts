@@ -1,22 +1,14 @@
 import { describe, expect, it } from "vitest";
 import {
   AbsorbedGossip,
-  beginOperation,
   encodeConfiguration,
   gossipDigest,
-  initialConfiguration,
   mergeConfigurations,
-  roundRobinDistribution,
-  startChange,
 } from "../../../src/cluster/topology/index.js";
+import { threeBrokerConfiguration } from "../gateway/fake-broker.js";
+import { competingChanges } from "./competing-changes.js";
 
-const base = initialConfiguration({
-  clusterSize: 3,
-  partitionCount: 3,
-  replicationFactor: 2,
-  distribution: roundRobinDistribution([0, 1, 2], 3, 2),
-  nowIso: "2026-01-01T00:00:00.000Z",
-});
+const base = threeBrokerConfiguration();
 
 describe("AbsorbedGossip", () => {
   it("repeats only the same text from the same sender while the very configuration merging it gave is held", () => {
@@ -33,15 +25,7 @@ describe("AbsorbedGossip", () => {
   });
 
   it("merges a repeated text again once the configuration moved on, which can change what wins", () => {
-    const leave = (brokerId: number) => ({
-      operation: "PARTITION_LEAVE" as const,
-      brokerId,
-      partitionId: [...(base.members.get(brokerId)?.partitions.keys() ?? [])][0] as number,
-    });
-    // Two coordinators recorded different changes at one version; this broker then began its own operation.
-    const ownChange = startChange(base, [leave(0)], "2026-01-02T00:00:00.000Z");
-    const otherChange = startChange(base, [leave(1)], "2026-01-02T00:00:00.000Z");
-    const ownChangeBegun = beginOperation(ownChange, "2026-01-02T00:00:01.000Z");
+    const { ownChange, otherChange, ownChangeBegun } = competingChanges();
     const digest = gossipDigest(encodeConfiguration(otherChange));
     const absorbed = new AbsorbedGossip();
     // The other change lost against the one held then...
