@@ -10,6 +10,7 @@ import type { HttpServer } from "../../http/server.js";
 import { MESSAGE_LIMITS } from "../engine/index.js";
 import { type MessageRouter, RETRY_AFTER_SECONDS } from "./message-router.js";
 import type { TopologyCache } from "./topology-cache.js";
+import type { TopologyDocument } from "./topology-view.js";
 
 const partitionSchema = Type.Object({
   partitionId: Type.Integer(),
@@ -33,6 +34,23 @@ const topologySchema = Type.Object({
   gatewayVersion: Type.String(),
   lastCompletedChangeId: Type.String({ description: 'Id of the last completed change, "-1" when none.' }),
 });
+
+/**
+ * The JSON of each view's topology document, made at its first request: a view serves every request until the next
+ * round, and at the replica bound its document is over a megabyte, milliseconds of the event loop to serialize. The
+ * view builds the document with the schema's fields only, so `JSON.stringify` writes what the schema would.
+ */
+const serializedTopologies = new WeakMap<TopologyDocument, string>();
+
+/** The topology document as JSON, serialized once per view. */
+function serializedTopology(document: TopologyDocument): string {
+  let body = serializedTopologies.get(document);
+  if (body === undefined) {
+    body = JSON.stringify(document);
+    serializedTopologies.set(document, body);
+  }
+  return body;
+}
 
 const publicationBody = Type.Object(
   {
@@ -97,7 +115,7 @@ export function gatewayRoutes(server: HttpServer, topology: TopologyCache, route
         response: { 200: topologySchema, ...standardErrorResponses, ...overloadResponses },
       },
     },
-    async () => {
+    async (_request, reply) => {
       // A view at most one refresh interval old is served; with none yet, ask the brokers now.
       const view = topology.current() ?? (await topology.refreshedSince());
       if (view === undefined) {
@@ -105,7 +123,11 @@ export function gatewayRoutes(server: HttpServer, topology: TopologyCache, route
           headers: { "retry-after": String(RETRY_AFTER_SECONDS) },
         });
       }
-      return view.document;
+      const body = serializedTopology(view.document);
+      return reply
+        .type("application/json; charset=utf-8")
+        .serializer(() => body)
+        .send(view.document);
     },
   );
   server.post(

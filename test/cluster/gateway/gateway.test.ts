@@ -96,6 +96,8 @@ describe("gateway REST API", () => {
     const gateway = await gatewayWith();
     const response = await call(gateway, "/v2/topology");
     expect(response.status).toBe(200);
+    // Serialized once per view, the document is still JSON as the schema describes it.
+    expect(response.headers.get("content-type")).toBe("application/json; charset=utf-8");
     const topology = (await response.json()) as Record<string, unknown> & {
       brokers: { nodeId: number; port: number; version: string; partitions: { role: string }[] }[];
     };
