@@ -5,9 +5,24 @@
  */
 import { invalidRequest, type ServiceError } from "./errors.js";
 
+/** What the check reads of a parameter's schema. */
+interface ParameterSchemaView {
+  type?: unknown;
+  anyOf?: unknown;
+  oneOf?: unknown;
+}
+
 /** What the check reads of a route's querystring schema. */
 interface QuerySchemaView {
-  properties?: Record<string, { type?: unknown } | undefined>;
+  properties?: Record<string, ParameterSchemaView | undefined>;
+}
+
+/** Whether a parameter's schema accepts an array: its type, one of its types, or one of its alternatives. */
+function acceptsArray(schema: ParameterSchemaView | undefined): boolean {
+  if (schema === undefined) return false;
+  if (schema.type === "array" || (Array.isArray(schema.type) && schema.type.includes("array"))) return true;
+  const alternatives = [schema.anyOf, schema.oneOf].filter(Array.isArray).flat() as ParameterSchemaView[];
+  return alternatives.some(acceptsArray);
 }
 
 /** The 400 for the first parameter given more than once that the route takes once, or undefined when there is none. */
@@ -17,7 +32,7 @@ export function repeatedQueryParameter(query: unknown, schema: unknown): Service
   for (const [name, value] of Object.entries(query)) {
     // Undeclared parameters are left to the schema, which names them as unknown: a name echoed here is always ours.
     if (!Array.isArray(value) || properties === undefined || !Object.hasOwn(properties, name)) continue;
-    if (properties[name]?.type === "array") continue;
+    if (acceptsArray(properties[name])) continue;
     return invalidRequest(`querystring/${name} is given ${value.length} times; give it once`);
   }
   return undefined;

@@ -65,6 +65,11 @@ describe("createHttpServer conventions", () => {
       { schema: { querystring: Type.Object({ dryRun: Type.Boolean({ default: false }) }) } },
       async (request) => request.query,
     );
+    server.get(
+      "/query-tags",
+      { schema: { querystring: Type.Object({ tag: Type.Union([Type.String(), Type.Array(Type.String())]) }) } },
+      async (request) => request.query,
+    );
     server.post(
       "/choices",
       {
@@ -249,6 +254,9 @@ describe("createHttpServer conventions", () => {
     const repeated = await server.inject({ method: "GET", url: "/query?dryRun=true&dryRun=false" });
     expect(repeated.statusCode).toBe(400);
     expect(repeated.json().detail).toBe("querystring/dryRun is given 2 times; give it once");
+    // A parameter declared to take several values takes them.
+    const tags = await server.inject({ method: "GET", url: "/query-tags?tag=a&tag=b" });
+    expect(tags.json()).toEqual({ tag: ["a", "b"] });
   });
 
   it("answers 404 for an unknown route and 405 with Allow for a known one", async () => {

@@ -189,6 +189,10 @@ export function assembleTopologyView(inputs: TopologyInputs): TopologyView | und
     configurationTexts.set(description.nodeId, { text: description.configuration, mergedInto: configuration });
   }
   if (configuration === undefined) return undefined;
+  // What was merged into an earlier configuration can never be skipped again, and would keep that one alive.
+  for (const [nodeId, absorbed] of configurationTexts) {
+    if (absorbed.mergedInto !== undefined && absorbed.mergedInto !== configuration) configurationTexts.delete(nodeId);
+  }
 
   const leaders = new Map<number, PartitionLeader>();
   for (const [nodeId, reports] of replicas) {

@@ -25,8 +25,20 @@ export class AbsorbedGossip {
     return absorbed !== undefined && absorbed.digest === digest && absorbed.mergedInto === current;
   }
 
-  /** Records that merging the text of `digest` from `sender` gave `mergedInto`. */
+  /**
+   * Records that merging the text of `digest` from `sender` gave `mergedInto`, the configuration held from now on.
+   * Entries of an earlier configuration can never match again (a broker never goes back to a configuration object it
+   * held before), and they keep it alive: they go, so a sender that stopped gossiping holds nothing.
+   */
   record(sender: number, digest: string, mergedInto: ClusterConfiguration): void {
+    for (const [other, absorbed] of this.bySender) {
+      if (absorbed.mergedInto !== mergedInto) this.bySender.delete(other);
+    }
     this.bySender.set(sender, { digest, mergedInto });
+  }
+
+  /** How many senders' texts are remembered. */
+  get size(): number {
+    return this.bySender.size;
   }
 }

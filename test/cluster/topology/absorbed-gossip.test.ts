@@ -22,6 +22,13 @@ describe("AbsorbedGossip", () => {
     expect(absorbed.repeats(2, digest, base)).toBe(false);
     expect(absorbed.repeats(1, gossipDigest(`${text} `), base)).toBe(false);
     expect(absorbed.repeats(1, digest, { ...base })).toBe(false);
+    // Once another configuration is held, what was merged into the earlier one is forgotten.
+    absorbed.record(2, digest, base);
+    expect(absorbed.size).toBe(2);
+    const next = { ...base, version: base.version + 1 };
+    absorbed.record(3, gossipDigest(encodeConfiguration(next)), next);
+    expect(absorbed.size).toBe(1);
+    expect(absorbed.repeats(1, digest, base)).toBe(false);
   });
 
   it("merges a repeated text again once the configuration moved on, which can change what wins", () => {

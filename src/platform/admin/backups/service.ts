@@ -31,6 +31,7 @@ import type { HttpOptions } from "../../../client/http.js";
 import { restorableShapeProblem } from "../../../client/restorable-shape.js";
 import { conflict, invalidRequest, notFound, ServiceError } from "../../../http/errors.js";
 import { MAX_INT64, parseNonNegativeInt64 } from "../../../json/int64.js";
+import { monotonicNowMs } from "../../../time/monotonic.js";
 import type { RestoreTarget } from "../../provisioner/provisioner.js";
 import { makeCommitsDurable } from "../../store/database.js";
 import type { PlatformDatabase } from "../../store/schema.js";
@@ -138,17 +139,6 @@ const SCHEDULE_RETRY_PAUSES_MINUTES = [1, 2, 4, 8, 15];
  */
 const SCHEDULE_RUN_LONGEST_MS = 5 * 60_000;
 
-/**
- * Whether the schedule's latest run was claimed and never ended (`ended_run_at` names an earlier run): its platform
- * stopped during it. One claimed less than `SCHEDULE_RUN_LONGEST_MS` ago may still be under way on another platform
- * replica; one claimed well ahead of now was claimed before the wall clock stepped back, and counts as cut short.
- */
-function runWasCutShort(lastRunAt: string | null, endedRunAt: string | null, nowMs: number): boolean {
-  if (lastRunAt === null || lastRunAt === endedRunAt) return false;
-  const lastRunMs = Date.parse(lastRunAt);
-  return nowMs - lastRunMs >= SCHEDULE_RUN_LONGEST_MS || lastRunMs > nowMs + SCHEDULE_CLOCK_STEP_MS;
-}
-
 /** How often the schedules are checked for a due run. */
 const SCHEDULE_CHECK_INTERVAL_MS = 30_000;
 
@@ -233,6 +223,8 @@ export interface BackupServiceOptions {
    */
   scalingInProgress?: (clusterId: string) => string | undefined;
   now?: () => Date;
+  /** This process's monotonic clock, in milliseconds (default `monotonicNowMs`; tests step it). */
+  monotonicNowMs?: () => number;
   /** Transport of the calls to the management APIs (tests). */
   http?: HttpOptions;
 }
@@ -277,10 +269,38 @@ export class BackupService {
   private readonly deletionsUnderWay = new Map<string, number>();
   private scheduleTimer: NodeJS.Timeout | undefined;
   private scheduleCheck: Promise<void> | undefined;
+  /**
+   * Scheduled runs claimed and not ended, by cluster id: the claim (`last_run_at`) and when this process first saw it
+   * unended, on its monotonic clock. Whether a run was cut short is judged from how long this process has watched it
+   * stay unended, never from the claim's time: that is another replica's wall clock, which may run ahead of this
+   * one's, or this one's before it stepped.
+   */
+  private readonly unendedRuns = new Map<string, { lastRunAt: string; firstSeenMs: number }>();
+  private readonly monotonicNowMs: () => number;
 
   constructor(private readonly options: BackupServiceOptions) {
     this.database = options.database;
     this.now = options.now ?? (() => new Date());
+    this.monotonicNowMs = options.monotonicNowMs ?? monotonicNowMs;
+  }
+
+  /**
+   * Whether the schedule's latest run was claimed and has not ended for `SCHEDULE_RUN_LONGEST_MS` of this process's
+   * watching: its platform stopped during it. Within that time another replica may still be running it; a platform
+   * that just started watches for as long before it runs the run again.
+   */
+  private runWasCutShort(clusterId: string, lastRunAt: string | null, endedRunAt: string | null): boolean {
+    if (lastRunAt === null || lastRunAt === endedRunAt) {
+      this.unendedRuns.delete(clusterId);
+      return false;
+    }
+    const nowMs = this.monotonicNowMs();
+    const seen = this.unendedRuns.get(clusterId);
+    if (seen === undefined || seen.lastRunAt !== lastRunAt) {
+      this.unendedRuns.set(clusterId, { lastRunAt, firstSeenMs: nowMs });
+      return false;
+    }
+    return nowMs - seen.firstSeenMs >= SCHEDULE_RUN_LONGEST_MS;
   }
 
   /** The cluster's backups, newest first. */
@@ -589,7 +609,7 @@ export class BackupService {
       const since = scheduleReference(Date.parse(row.last_run_at ?? row.updated_at), now.getTime());
       const due = nextRun(parseCron(row.cron), since);
       const retryDue = row.retry_at !== null && retryIsDue(Date.parse(row.retry_at), now.getTime());
-      const cutShort = runWasCutShort(row.last_run_at, row.ended_run_at, now.getTime());
+      const cutShort = this.runWasCutShort(row.cluster_id, row.last_run_at, row.ended_run_at);
       const scheduledDue = due !== undefined && due <= now;
       if (!retryDue && !cutShort && !scheduledDue) continue;
       if (cutShort && !scheduledDue) {

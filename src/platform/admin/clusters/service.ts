@@ -153,6 +153,8 @@ export class ClusterService implements ClusterDirectory {
   private readonly activity: ActivityService;
   /** Why each cluster is not Healthy, as the latest poll found (kept in memory: it describes what runs now). */
   private readonly statusReasons = new Map<string, string>();
+  /** How many times each cluster's processes exited unexpectedly: a poll that saw this change meanwhile is stale. */
+  private readonly processExits = new Map<string, number>();
   private healthTimer: NodeJS.Timeout | undefined;
   /** Clusters whose latest access policy could not be delivered; tried again at every health poll. */
   private readonly undeliveredPolicies = new Set<string>();
@@ -164,6 +166,7 @@ export class ClusterService implements ClusterDirectory {
     this.now = options.now ?? (() => new Date());
     this.activity = new ActivityService(options.database, this.now);
     this.provisioner?.onProcessExit((exit) => {
+      this.processExits.set(exit.clusterId, (this.processExits.get(exit.clusterId) ?? 0) + 1);
       this.recordProcessExit(exit).catch((error: unknown) =>
         this.options.logger.error({ err: error, clusterId: exit.clusterId }, "could not record a process exit"),
       );
@@ -382,6 +385,7 @@ export class ClusterService implements ClusterDirectory {
       .executeTakeFirst();
     if (Number(result.numDeletedRows) === 0) throw notFound("cluster", clusterId);
     this.statusReasons.delete(clusterId);
+    this.processExits.delete(clusterId);
     await provisioner.remove(clusterId);
     for (const hook of this.onClusterDeleted) {
       try {
@@ -601,18 +605,23 @@ export class ClusterService implements ClusterDirectory {
         );
       }
     }
-    // Read with the state, before the probe: a restart that ends while the probe waits would otherwise leave a
-    // "degraded" state without the crash that made it so.
+    // What the processes are doing, read at one instant right before the probe (the hooks above may have taken a
+    // while). A process that exited, or came back, before the poll records what it found makes that stale: the poll
+    // is dropped, and the exit's own record (Unhealthy, with its reason) stands until the next poll.
+    const exitsBefore = this.processExits.get(row.id) ?? 0;
+    const probedState = provisioner.state(row.id);
     const restarting = provisioner.restartingProcess(row.id);
     const endpoints = await provisioner.endpoints(row.id);
     let probe: HealthProbe | undefined;
-    if (endpoints !== undefined && state !== "stopped" && state !== "failed") {
+    if (endpoints !== undefined && probedState !== "stopped" && probedState !== "failed") {
       probe = await probeClusterHealth(endpoints);
     }
-    // A process that exited or came back while the probe waited makes what the poll found stale; the exit's record
-    // stands until the next poll.
-    if (provisioner.restartingProcess(row.id) !== restarting) return;
-    const next = deriveClusterStatus(row.status as ClusterStatus, state, probe, restarting);
+    const processesUnchanged =
+      (this.processExits.get(row.id) ?? 0) === exitsBefore &&
+      provisioner.state(row.id) === probedState &&
+      provisioner.restartingProcess(row.id) === restarting;
+    if (!processesUnchanged) return;
+    const next = deriveClusterStatus(row.status as ClusterStatus, probedState, probe, restarting);
     if (next.reason === undefined) this.statusReasons.delete(row.id);
     else this.statusReasons.set(row.id, next.reason);
     if (next.status === row.status && next.gatewayStatus === row.gateway_status) return;

@@ -22,18 +22,22 @@ import type { MilestoneNoun } from "./service.js";
 
 const uuidPattern = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
 
-const comparisonParameters = Type.Object(
-  {
-    comparison: Type.String({
-      pattern: describedPattern(
-        `^${uuidPattern}\\.\\.\\.${uuidPattern}$`,
-        "be two milestone ids joined by three dots (<id>...<id>)",
-      ),
-      description: "Two milestone ids separated by '...': the diff goes from the first to the second.",
-    }),
-  },
-  { additionalProperties: false },
-);
+/** The path parameter naming two milestones (or versions, `noun`) to compare. */
+function comparisonParameters(noun: MilestoneNoun) {
+  return Type.Object(
+    {
+      comparison: Type.String({
+        // One message for both nouns: a pattern's message is registered once, by the pattern.
+        pattern: describedPattern(
+          `^${uuidPattern}\\.\\.\\.${uuidPattern}$`,
+          "be two ids joined by three dots (<id>...<id>)",
+        ),
+        description: `Two ${noun} ids separated by '...': the diff goes from the first to the second.`,
+      }),
+    },
+    { additionalProperties: false },
+  );
+}
 
 const milestoneSearchBody = searchRequestSchema(
   {
@@ -45,10 +49,10 @@ const milestoneSearchBody = searchRequestSchema(
   ["id", "name", "fileId", ...auditSortFields],
 );
 
-/** Splits `a...b` (already checked by the schema) into its two milestone ids. */
+/** Splits `a...b` (already checked by the schema) into its two ids. */
 function splitComparison(comparison: string): [string, string] {
   const [from, to] = comparison.split("...");
-  if (from === undefined || to === undefined) throw invalidRequest("Give two milestone ids separated by '...'.");
+  if (from === undefined || to === undefined) throw invalidRequest("Give two ids separated by '...'.");
   return [from.toLowerCase(), to.toLowerCase()];
 }
 
@@ -233,7 +237,7 @@ export function milestoneApiRoutes(server: HttpServer, services: ModelerServices
         tags: [tag],
         summary: `Get a link to the diff between two ${noun}s`,
         description: linkAnswer.description,
-        params: comparisonParameters,
+        params: comparisonParameters(noun),
         response: { 200: linkAnswer.response, ...standardErrorResponses },
       },
     },
@@ -267,7 +271,7 @@ export function milestoneDiffRoutes(server: HttpServer, services: ModelerService
         description:
           "No token: the link from GET /api/v1/milestones/compare/{a}...{b} or /api/v1/versions/compare/{a}...{b} carries its own authorization (organization, expiry and signature), and expires. A forged or expired link is a 403. Contents that differ in more lines than the platform computes diffs for are a 409. Requests are limited per source address (429 with Retry-After beyond), and a diff waiting for a busy server is a 503 with Retry-After.",
         security: [],
-        params: comparisonParameters,
+        params: comparisonParameters("milestone"),
         querystring: Type.Object(
           {
             organization: identifier,

@@ -76,6 +76,8 @@ describe.each(databaseKinds)("backup schedules on %s", (kind) => {
       logger: pino({ level: "silent" }),
       activity,
       now: () => clock,
+      // The test steps one clock; a real platform watches runs on its monotonic clock.
+      monotonicNowMs: () => clock.getTime(),
     });
   });
   afterAll(async () => {
@@ -288,45 +290,56 @@ describe.each(databaseKinds)("backup schedules on %s", (kind) => {
     clock = new Date("2026-01-03T10:30:00.000Z");
     await service.setSchedule(organizationId, clusterId, "0 * * * *", 3);
     const posts = () => management.requests.filter((request) => request.method === "POST").length;
-    // What a platform that stopped right after claiming the 11:00 run leaves: the claim, and no outcome.
-    await store.database
-      .updateTable("cluster_backup_schedules")
-      .set({ last_run_at: "2026-01-03T11:00:10.000Z" })
-      .where("cluster_id", "=", clusterId)
-      .execute();
-    // Within the longest a run takes, another platform replica may still be running it.
+    // What a platform leaves that claimed a run and has not recorded its outcome: stopped, or still running it.
+    const claimedElsewhere = async (lastRunAt: string, runFailures = 0) =>
+      await store.database
+        .updateTable("cluster_backup_schedules")
+        .set({ last_run_at: lastRunAt, run_failures: runFailures })
+        .where("cluster_id", "=", clusterId)
+        .execute();
+    await claimedElsewhere("2026-01-03T11:00:10.000Z");
+    // Watched for less than the longest a run takes, by this platform's own clock: it may still be under way.
     clock = new Date("2026-01-03T11:04:00.000Z");
+    await service.runDueSchedules();
+    clock = new Date("2026-01-03T11:08:50.000Z");
     await service.runDueSchedules();
     expect(posts()).toBe(0);
     expect(await service.getSchedule(organizationId, clusterId)).toMatchObject({
       lastRun: "2026-01-03T11:00:10.000Z",
       nextRun: "2026-01-03T12:00:00.000Z",
     });
-    clock = new Date("2026-01-03T11:05:20.000Z");
+    clock = new Date("2026-01-03T11:09:10.000Z");
     await service.runDueSchedules();
     expect(posts()).toBe(1);
     expect(await service.getSchedule(organizationId, clusterId)).toMatchObject({
-      lastRun: "2026-01-03T11:05:20.000Z",
+      lastRun: "2026-01-03T11:09:10.000Z",
       lastFailure: null,
       nextRun: "2026-01-03T12:00:00.000Z",
     });
     // That run ended: it is not run again before the schedule's next time.
-    clock = new Date("2026-01-03T11:45:00.000Z");
+    clock = new Date("2026-01-03T11:20:00.000Z");
     await service.runDueSchedules();
     expect(posts()).toBe(1);
+
+    // A claim by a replica whose clock runs 90 s ahead is under way, not cut short, however far ahead it looks.
+    await claimedElsewhere("2026-01-03T11:31:30.000Z");
+    for (const time of ["2026-01-03T11:30:00.000Z", "2026-01-03T11:30:30.000Z", "2026-01-03T11:34:30.000Z"]) {
+      clock = new Date(time);
+      await service.runDueSchedules();
+    }
+    expect(posts()).toBe(1);
+
     // A run cut short while it was a retry, refused once more, is tried again after the next pause (2 minutes).
-    await store.database
-      .updateTable("cluster_backup_schedules")
-      .set({ last_run_at: "2026-01-03T11:50:00.000Z", run_failures: 1, last_failure: "refused" })
-      .where("cluster_id", "=", clusterId)
-      .execute();
-    clock = new Date("2026-01-03T11:56:00.000Z");
+    await claimedElsewhere("2026-01-03T11:40:00.000Z", 1);
+    clock = new Date("2026-01-03T11:41:00.000Z");
+    await service.runDueSchedules();
+    clock = new Date("2026-01-03T11:46:10.000Z");
     management.refuseNext = { status: 503, detail: "the cluster is unreachable" };
     await service.runDueSchedules();
     expect(await service.getSchedule(organizationId, clusterId)).toMatchObject({
-      lastRun: "2026-01-03T11:56:00.000Z",
+      lastRun: "2026-01-03T11:46:10.000Z",
       lastFailure: expect.stringContaining("the cluster is unreachable"),
-      retryAt: "2026-01-03T11:58:00.000Z",
+      retryAt: "2026-01-03T11:48:10.000Z",
     });
   });
 

@@ -267,6 +267,18 @@ describe.each(databaseKinds)("ClusterService on %s", (kind) => {
     await clusters.pollHealth();
     provisioner.duringEndpoints = undefined;
     await expect.poll(async () => (await clusters.get(organizationId, clusterId)).status).toEqual(crashed);
+
+    // A crash and its restart both while a poll waits: nothing restarts before or after it, and it is dropped still.
+    provisioner.restarting.delete(clusterId);
+    provisioner.duringEndpoints = () => {
+      provisioner.crash(clusterId, "broker 2");
+      provisioner.restarting.delete(clusterId);
+    };
+    await clusters.pollHealth();
+    provisioner.duringEndpoints = undefined;
+    await expect
+      .poll(async () => (await clusters.get(organizationId, clusterId)).status)
+      .toEqual({ ...crashed, reason: crashed.reason.replace("broker 1", "broker 2") });
   });
 
   it("moves a cluster of an older generation to the channel's default, and refuses when it is there", async () => {
