@@ -58,6 +58,14 @@ export const accessPolicySchema = Type.Object(
       ),
       { maxItems: 100_000 },
     ),
+    /**
+     * Present while whoever runs the cluster holds its writes back (a restore that is not committed yet, whose undoing
+     * would discard them): the gateway answers every request that would change the cluster 503 with this reason, and
+     * still serves reads. Absent: writes are taken.
+     */
+    writesPaused: Type.Optional(
+      Type.Object({ reason: Type.String({ minLength: 1, maxLength: 1_024 }) }, { additionalProperties: false }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -141,8 +149,15 @@ export function serializeAccessPolicy(policy: AccessPolicy): string {
         clientId: client.clientId,
         revokedAt: client.revokedAt,
       })),
+      ...(policy.writesPaused === undefined ? {} : { writesPaused: { reason: policy.writesPaused.reason } }),
     },
     null,
     2,
   )}\n`;
+}
+
+/** `policy` with its writes paused for `reason`, or taken again when `reason` is undefined. */
+export function withWritesPaused(policy: AccessPolicy, reason: string | undefined): AccessPolicy {
+  const { writesPaused: _previous, ...rest } = policy;
+  return reason === undefined ? rest : { ...rest, writesPaused: { reason } };
 }

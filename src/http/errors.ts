@@ -39,6 +39,7 @@ export const errorKinds = {
     title: "The request reached the cluster, which could not tell whether it took effect",
   },
   unavailable: { code: "unavailable", status: 503, title: "The service is temporarily unavailable" },
+  writesPaused: { code: "writes-paused", status: 503, title: "The cluster takes no writes for the moment" },
   gatewayTimeout: { code: "gateway-timeout", status: 504, title: "An upstream service did not answer in time" },
 } as const satisfies Record<string, { code: string; status: number; title: string }>;
 

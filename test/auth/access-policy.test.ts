@@ -6,6 +6,7 @@ import {
   openAccessPolicy,
   parseAccessPolicy,
   serializeAccessPolicy,
+  withWritesPaused,
 } from "../../src/auth/access-policy.js";
 
 const passwordSha256 = "a".repeat(64);
@@ -59,6 +60,23 @@ describe("access policy document", () => {
       "monitoring",
       "revokedClients",
     ]);
+  });
+
+  it("pauses writes with a reason and takes them again, writing the pause last and only while there is one", () => {
+    const policy = fullPolicy();
+    const paused = withWritesPaused(policy, "it is being restored from backup 3");
+    expect(paused).toEqual({ ...policy, writesPaused: { reason: "it is being restored from backup 3" } });
+    const text = serializeAccessPolicy(paused);
+    expect(parseAccessPolicy(text)).toEqual(paused);
+    expect(Object.keys(JSON.parse(text)).at(-1)).toBe("writesPaused");
+    const resumed = withWritesPaused(paused, undefined);
+    expect(resumed).toEqual(policy);
+    expect("writesPaused" in resumed).toBe(false);
+    expect(serializeAccessPolicy(resumed)).toBe(serializeAccessPolicy(policy));
+    expect(refusal({ ...policy, writesPaused: { reason: "" } })).toContain("/writesPaused/reason");
+    expect(refusal({ ...policy, writesPaused: { reason: "x", until: "later" } })).toBe(
+      "invalid access policy: /writesPaused/until is not a known field",
+    );
   });
 
   it("opens nothing up by default: the open policy has no allowlist, no protected metrics, no revoked client", () => {

@@ -8,7 +8,9 @@
  *   a token of a deleted cluster client (`revokedClients`) is treated as invalid (401), also when it was verified
  *   and cached before the client was deleted;
  * - while monitoring is enabled, HTTP Basic credentials of a monitoring client on `/actuator/prometheus` (401 with a
- *   Basic challenge otherwise).
+ *   Basic challenge otherwise);
+ * - while writes are paused (`writesPaused`: a restore not committed yet), a 503 with the reason for every
+ *   authenticated request that could change the cluster; reads go on.
  *
  * The guard reads the policy in force at every check, so a new policy applies to the next request without a
  * restart.
@@ -35,6 +37,12 @@ export const healthRoutes: ReadonlySet<string> = new Set([
   "/actuator/health/liveness",
   "/actuator/health/readiness",
 ]);
+
+/** Methods that only read, which a pause of the writes lets through. */
+const READ_METHODS: ReadonlySet<string> = new Set(["GET", "HEAD", "OPTIONS"]);
+
+/** What a refused write is told to wait: a restore's commit follows its cluster's readiness within moments. */
+const WRITES_PAUSED_RETRY_AFTER_SECONDS = 2;
 
 /** Realm of the Basic challenge on the metrics route. */
 export const metricsRealm = "flowplane metrics";
@@ -90,6 +98,11 @@ export class EnforcedAccessPolicy {
   /** Whether the client `clientId` was deleted while tokens issued to it may still be valid. */
   isRevoked(clientId: string): boolean {
     return this.#revokedClientIds.has(clientId);
+  }
+
+  /** Why writes are paused, or undefined while they are taken. */
+  get writesPausedReason(): string | undefined {
+    return this.policy.writesPaused?.reason;
   }
 
   /** Whether monitoring is on, so that the metrics route needs a monitoring client's credentials. */
@@ -173,6 +186,18 @@ export class AccessGuard {
       this.#options.onRefused("token-for-another-cluster");
       throw new ServiceError("tokenForAnotherCluster", "The access token was issued for another cluster.");
     }
+  }
+
+  /**
+   * While writes are paused, refuses (503 with `Retry-After`) a request whose method may change the cluster. Called
+   * after authentication, so that a caller without a valid token learns nothing of the pause.
+   */
+  checkWritesAllowed(request: FastifyRequest): void {
+    const reason = this.#options.policy().writesPausedReason;
+    if (reason === undefined || READ_METHODS.has(request.method)) return;
+    throw new ServiceError("writesPaused", `The cluster takes no writes for the moment: ${reason}. Retry later.`, {
+      headers: { "retry-after": String(WRITES_PAUSED_RETRY_AFTER_SECONDS) },
+    });
   }
 
   /** While monitoring is on, refuses (401 with a Basic challenge) a request without a monitoring client's credentials. */

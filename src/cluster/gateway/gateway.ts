@@ -165,6 +165,12 @@ export async function startGateway(
     ...(guard === undefined ? {} : { checkPrincipal: guard.checkPrincipal.bind(guard) }),
   };
 
+  // Added after the authentication's hook, so that it runs after it: a pause is told only to authenticated callers.
+  const installWritesPause = (api: HttpServer): void => {
+    if (guard !== undefined) api.addHook("onRequest", async (request) => guard.checkWritesAllowed(request));
+  };
+  const writesPausedReason = (): string | undefined => accessPolicy?.current().writesPausedReason;
+
   const rest = createHttpServer({
     logger,
     bodyLimitBytes: BODY_LIMIT_BYTES,
@@ -193,6 +199,7 @@ export async function startGateway(
       });
       await context.register(async (api) => {
         installAuthentication(api, authentication);
+        installWritesPause(api);
         gatewayRoutes(api, topology, router);
       });
     },
@@ -231,17 +238,18 @@ export async function startGateway(
     });
     await context.register(async (api) => {
       installAuthentication(api, authentication);
+      installWritesPause(api);
       managementRoutes(api, coordinator, topology);
       backupRoutes(api, coordinator);
     });
   });
   management.get("/actuator/health", async (_request, reply) => {
-    const health = gatewayHealth(topology.current());
+    const health = gatewayHealth(topology.current(), writesPausedReason());
     return reply.code(health.status === "UP" ? 200 : 503).send(health);
   });
   management.get("/actuator/health/liveness", async () => ({ status: "UP" }));
   management.get("/actuator/health/readiness", async (_request, reply) => {
-    const health = gatewayHealth(topology.current());
+    const health = gatewayHealth(topology.current(), writesPausedReason());
     return reply
       .code(health.status === "UP" ? 200 : 503)
       .send({ status: health.status, components: health.components });

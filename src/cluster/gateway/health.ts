@@ -3,8 +3,10 @@
  * least one broker answers; details list which answer and which do not) and `partitions` (UP when every partition
  * taking requests has a leader). A third, `clusterChange`, is always UP and tells whether a scaling change is
  * running and how many operations it has left, so that whoever runs the cluster (the platform's health polling) can
- * say "updating" without credentials for the protected metrics. Readiness means the gateway can serve every partition: both components UP. Liveness only
- * says the process serves requests, so an orchestrator does not restart a gateway because brokers are down.
+ * say "updating" without credentials for the protected metrics. A fourth, `writes`, also always UP, tells whether
+ * the cluster's access policy pauses writes and why (a restore that is not committed yet). Readiness means the gateway
+ * can serve every partition: both deciding components UP. Liveness only says the process serves requests, so an
+ * orchestrator does not restart a gateway because brokers are down.
  */
 import type { TopologyView } from "./topology-view.js";
 
@@ -23,16 +25,36 @@ export interface HealthComponent {
 /** The body of `GET /actuator/health`. */
 export interface HealthDocument {
   status: HealthStatus;
-  components: { brokers: HealthComponent; partitions: HealthComponent; clusterChange?: HealthComponent };
+  components: {
+    brokers: HealthComponent;
+    partitions: HealthComponent;
+    clusterChange?: HealthComponent;
+    writes: HealthComponent;
+  };
 }
 
-/** Computes the health document from the current view (undefined: no broker ever answered). */
-export function gatewayHealth(view: TopologyView | undefined): HealthDocument {
+/** The `writes` component: UP either way, since paused writes are a decision rather than a fault. */
+function writesComponent(writesPausedReason: string | undefined): HealthComponent {
+  return {
+    status: "UP",
+    details: writesPausedReason === undefined ? { paused: false } : { paused: true, reason: writesPausedReason },
+  };
+}
+
+/**
+ * Computes the health document from the current view (undefined: no broker ever answered) and the reason writes are
+ * paused (undefined: they are taken).
+ */
+export function gatewayHealth(
+  view: TopologyView | undefined,
+  writesPausedReason: string | undefined = undefined,
+): HealthDocument {
+  const writes = writesComponent(writesPausedReason);
   if (view === undefined) {
     const detail = { details: { reason: "no broker has answered the gateway yet" } };
     return {
       status: "DOWN",
-      components: { brokers: { status: "DOWN", ...detail }, partitions: { status: "DOWN", ...detail } },
+      components: { brokers: { status: "DOWN", ...detail }, partitions: { status: "DOWN", ...detail }, writes },
     };
   }
   const members = [...view.configuration.members]
@@ -73,6 +95,6 @@ export function gatewayHealth(view: TopologyView | undefined): HealthDocument {
   };
   return {
     status: brokers.status === "UP" && partitionComponent.status === "UP" ? "UP" : "DOWN",
-    components: { brokers, partitions: partitionComponent, clusterChange },
+    components: { brokers, partitions: partitionComponent, clusterChange, writes },
   };
 }

@@ -16,7 +16,12 @@ import { existsSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import type { Kysely } from "kysely";
 import type { Logger } from "pino";
-import { type AccessPolicy, openAccessPolicy, serializeAccessPolicy } from "../../auth/access-policy.js";
+import {
+  type AccessPolicy,
+  openAccessPolicy,
+  serializeAccessPolicy,
+  withWritesPaused,
+} from "../../auth/access-policy.js";
 import { ownPrivateDirectory, replacePrivateFile, syncDirectory } from "../../files/private-files.js";
 import type { PlatformDatabase } from "../store/schema.js";
 import { BROKERS_DIRECTORY_NAME } from "./child-environment.js";
@@ -59,9 +64,13 @@ import {
   putBackInterruptedRestore,
   RESTORE_CONFIGURATION_FILE_NAME,
 } from "./restore-layout.js";
+import { reconcileWritesPause, waitUntilWritesTaken } from "./writes-pause.js";
 
 /** Name of the access policy file in a cluster's directory. */
 export const ACCESS_POLICY_FILE_NAME = "access-policy.json";
+
+/** Longest a committed restore waits for its cluster's gateway to take writes again before it ends anyway. */
+const WRITES_RESUME_WAIT_MS = 10_000;
 
 /** Name of the folder of a cluster's backup store, in the cluster's directory. */
 const BACKUPS_DIRECTORY_NAME = "backups";
@@ -137,6 +146,11 @@ export class LocalProvisioner implements Provisioner {
   private readonly processExitListeners: ((exit: ClusterProcessExit) => void)[] = [];
   /** Restores under way, by cluster: launching such a cluster waits for the restore, removing it waits for its end. */
   private readonly restoring = new Map<string, Promise<void>>();
+  /**
+   * Why a cluster's writes are paused, for each cluster whose restore started the restored cluster and has not
+   * committed yet. Every policy file this provisioner writes carries it, and every other launch clears it.
+   */
+  private readonly writesPaused = new Map<string, string>();
   /**
    * The end of the latest lifecycle action queued for each cluster (launch, stop, removal, restore, adding or
    * removing brokers): they run one after the other per cluster, since each reads and moves the cluster's data and
@@ -400,6 +414,8 @@ export class LocalProvisioner implements Provisioner {
     if (!existsSync(policyFile)) {
       replacePrivateFile(policyFile, serializeAccessPolicy(openAccessPolicy(clusterId, specification.organizationId)));
     }
+    // A pause an interrupted restore left in the file ends here; the restore's own launch starts with its pause.
+    reconcileWritesPause(policyFile, this.writesPaused.get(clusterId));
     const abort = new AbortController();
     const entry: RunningEntry = {
       state: "starting",
@@ -633,6 +649,9 @@ export class LocalProvisioner implements Provisioner {
       rmSync(configurationFile, { force: true });
       const refused = outcomes.find((outcome) => outcome.status === "rejected");
       if (refused !== undefined) throw refused.reason;
+      // Until the commit, a failure puts the previous data back and every write the restored cluster took would be
+      // lost with it; reads may go on.
+      this.writesPaused.set(clusterId, `it is being restored from backup ${backupId}`);
       await this.launchCluster(specification);
       if ((await this.whenStarted(clusterId)) === undefined) {
         throw new Error("the restored cluster did not become ready; see its logs");
@@ -642,6 +661,7 @@ export class LocalProvisioner implements Provisioner {
       renameSync(previousDirectory, discardedDirectory);
     } catch (error) {
       logger.error({ err: error }, "the restore failed; putting the cluster's previous data back");
+      this.writesPaused.delete(clusterId);
       await this.stopCluster(clusterId);
       // Should this throw, the cluster stays stopped with its previous data aside, and its next launch puts it back.
       await this.putBack(placement.directory, logger);
@@ -667,6 +687,19 @@ export class LocalProvisioner implements Provisioner {
     afterCommit("deleting the saved brokers file", () =>
       rmSync(join(placement.directory, PREVIOUS_BROKERS_FILE_NAME), { force: true }),
     );
+    this.writesPaused.delete(clusterId);
+    afterCommit("taking writes again", () =>
+      reconcileWritesPause(join(placement.directory, ACCESS_POLICY_FILE_NAME), undefined),
+    );
+    // The restore ends once its cluster takes writes, so that whoever waited for it can write at once. A gateway that
+    // is slow to read its policy file takes them a little later; the restore stays committed either way.
+    const restored = this.running.get(clusterId)?.cluster;
+    if (restored !== undefined && !(await waitUntilWritesTaken(restored.managementUrl, WRITES_RESUME_WAIT_MS))) {
+      logger.warn(
+        { waitedMs: WRITES_RESUME_WAIT_MS },
+        "the restored cluster's gateway still pauses writes; it takes them once it reads its access policy file",
+      );
+    }
     try {
       await onRestored?.();
     } catch (error) {
@@ -895,7 +928,10 @@ export class LocalProvisioner implements Provisioner {
       throw new Error(`invariant violated: cluster ${clusterId} has no place yet; prepare it before its policy`);
     }
     ownPrivateDirectory(placement.directory);
-    replacePrivateFile(join(placement.directory, ACCESS_POLICY_FILE_NAME), serializeAccessPolicy(policy));
+    replacePrivateFile(
+      join(placement.directory, ACCESS_POLICY_FILE_NAME),
+      serializeAccessPolicy(withWritesPaused(policy, this.writesPaused.get(clusterId))),
+    );
   }
 
   async close(): Promise<void> {

@@ -330,6 +330,52 @@ describe("tokens at a gateway with an access policy", () => {
   });
 });
 
+describe("writes paused by the access policy", () => {
+  it("answers every write 503 with the reason, after authentication, serves reads, and takes writes once the pause ends", async () => {
+    const reason = "it is being restored from backup 9";
+    const { gateway, writePolicy } = await startTestGateway(policyWith({ writesPaused: { reason } }));
+    const token = await tokenFor();
+    const publish = (bearer?: string) =>
+      requestFrom("127.0.0.1", `${gateway.url}/v2/messages/publication`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          ...(bearer === undefined ? {} : { authorization: `Bearer ${bearer}` }),
+        },
+        body: JSON.stringify({ name: "paused-write", correlationKey: "paused-write-key" }),
+      });
+    const cancel = () =>
+      requestFrom("127.0.0.1", `${gateway.managementUrl}/actuator/cluster/changes/1`, {
+        method: "DELETE",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      });
+    const writesDetails = async () =>
+      (
+        JSON.parse((await get(gateway.managementUrl, "/actuator/health")).body) as {
+          components: { writes: { status: string; details: Record<string, unknown> } };
+        }
+      ).components.writes;
+
+    for (const refused of [await publish(token), await cancel()]) {
+      expect(refused.status).toBe(503);
+      expect(refused.headers["retry-after"]).toBe("2");
+      expect(problemOf(refused)).toMatchObject({
+        type: "urn:flowplane:problem:writes-paused",
+        detail: `The cluster takes no writes for the moment: ${reason}. Retry later.`,
+      });
+    }
+    // A caller without a valid token learns nothing of the pause.
+    expect((await publish()).status).toBe(401);
+    expect((await get(gateway.url, "/v2/topology", { bearer: token })).status).toBe(200);
+    expect((await get(gateway.managementUrl, "/actuator/cluster", { bearer: token })).status).toBe(200);
+    expect(await writesDetails()).toEqual({ status: "UP", details: { paused: true, reason } });
+
+    await writePolicy(policyWith());
+    await waitFor(async () => (await publish(token)).status === 200, "the gateway takes writes again", 500);
+    expect(await writesDetails()).toEqual({ status: "UP", details: { paused: false } });
+  });
+});
+
 describe("protected metrics", () => {
   it("require a monitoring client's HTTP Basic credentials while monitoring is on", async () => {
     const passwordSha256 = createHash("sha256").update(monitoringPassword).digest("hex");

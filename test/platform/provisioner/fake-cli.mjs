@@ -1,5 +1,6 @@
 // A stand-in for the flowplane command line in provisioner tests: it records the environment it was started with,
-// serves a ready gateway health endpoint, and can be told to exit at once or to ignore SIGTERM. Like the real
+// serves a ready gateway health endpoint (unready while `gateway.unready` exists in the record directory), which tells
+// whether its access policy file pauses writes, and can be told to exit at once or to ignore SIGTERM. Like the real
 // command line it exits with code 0 on SIGTERM, and, when supervised, once its channel to the supervisor closes.
 import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
@@ -18,6 +19,14 @@ if (configurationArgument > 0) {
   environment.FAKE_CLUSTER_CONFIGURATION = readFileSync(process.argv[configurationArgument + 1], "utf8");
 }
 const name = role === "broker" || role === "restore" ? `${role}-${environment.SERVICE_BROKER_CLUSTER_NODE_ID}` : role;
+
+/** Why the gateway's access policy file pauses writes ("" when it does not), read as the real gateway reads it. */
+function writesPausedReason() {
+  const policyFile = process.env.SERVICE_GATEWAY_ACCESS_POLICY_FILE;
+  if (policyFile === undefined || policyFile === "" || !existsSync(policyFile)) return "";
+  return JSON.parse(readFileSync(policyFile, "utf8")).writesPaused?.reason ?? "";
+}
+if (role === "gateway") environment.FAKE_WRITES_PAUSED_AT_START = writesPausedReason();
 const recordDirectory = process.env.FAKE_RECORD_DIRECTORY ?? ".";
 // Signal handlers first: once its record is written, the child handles signals as it will from then on.
 if (process.env.FAKE_IGNORE_SIGTERM === "1") process.on("SIGTERM", () => undefined);
@@ -96,9 +105,13 @@ function greetsAsBroker(address) {
 if (role === "gateway") {
   createServer(async (_request, response) => {
     const contactPoints = (environment.SERVICE_GATEWAY_CONTACT_POINTS ?? "").split(",").filter(Boolean);
-    const ready = !brokersListen || (await Promise.all(contactPoints.map(greetsAsBroker))).every(Boolean);
+    const ready =
+      !existsSync(join(recordDirectory, "gateway.unready")) &&
+      (!brokersListen || (await Promise.all(contactPoints.map(greetsAsBroker))).every(Boolean));
+    const reason = writesPausedReason();
+    const writes = { status: "UP", details: reason === "" ? { paused: false } : { paused: true, reason } };
     response.writeHead(ready ? 200 : 503, { "content-type": "application/json" });
-    response.end(JSON.stringify({ status: ready ? "UP" : "DOWN" }));
+    response.end(JSON.stringify({ status: ready ? "UP" : "DOWN", components: { writes } }));
   }).listen(Number(environment.SERVICE_MANAGEMENT_PORT), environment.SERVICE_MANAGEMENT_HOST);
 }
 setInterval(() => undefined, 60_000);

@@ -64,6 +64,22 @@ async function recorded(directory: string, name: string): Promise<Record<string,
   }
 }
 
+/** The platform's first cluster started on the fake command line, and what a restore of it is given. */
+async function runningCluster(dataDirectory: string, records: string, dataHolderWaitMs?: number) {
+  const platform = await platformWithFakeClusters(dataDirectory, records, undefined, dataHolderWaitMs);
+  const provisioner = platform.running.provisioner;
+  const clusterId = platform.running.primaryClusterId as string;
+  if (provisioner === undefined) throw new Error("the platform runs no provisioner");
+  await provisioner.whenStarted(clusterId);
+  const specification = {
+    clusterId,
+    organizationId: platform.organizationId,
+    shape: { brokers: 3, partitions: 3, replicationFactor: 3 },
+    primary: true,
+  };
+  return { platform, provisioner, clusterId, clusterDirectory: join(dataDirectory, "cluster"), specification };
+}
+
 describe("the local provisioner", () => {
   it("adopts the cluster directory of an earlier version in place as the organization's first cluster", async () => {
     const dataDirectory = temporaryDirectory();
@@ -157,18 +173,7 @@ describe("the local provisioner", () => {
   it("restores every broker of the target with its own settings, and puts the previous data back when a restore fails", async () => {
     const dataDirectory = temporaryDirectory();
     const records = temporaryDirectory();
-    const platform = await platformWithFakeClusters(dataDirectory, records);
-    const provisioner = platform.running.provisioner;
-    const clusterId = platform.running.primaryClusterId as string;
-    if (provisioner === undefined) throw new Error("the platform runs no provisioner");
-    await provisioner.whenStarted(clusterId);
-    const clusterDirectory = join(dataDirectory, "cluster");
-    const specification = {
-      clusterId,
-      organizationId: platform.organizationId,
-      shape: { brokers: 3, partitions: 3, replicationFactor: 3 },
-      primary: true,
-    };
+    const { provisioner, clusterId, clusterDirectory, specification } = await runningCluster(dataDirectory, records);
     writeFileSync(join(clusterDirectory, "brokers", "0", "journal"), "before the restore");
 
     const target = { brokerIds: [0, 1, 2], configurationDocument: '{"version":7}' };
@@ -242,18 +247,7 @@ describe("the local provisioner", () => {
   it("keeps brokers that are not members, data and ports, until the restored cluster is ready, and commits with one rename", async () => {
     const dataDirectory = temporaryDirectory();
     const records = temporaryDirectory();
-    const platform = await platformWithFakeClusters(dataDirectory, records);
-    const provisioner = platform.running.provisioner;
-    const clusterId = platform.running.primaryClusterId as string;
-    if (provisioner === undefined) throw new Error("the platform runs no provisioner");
-    await provisioner.whenStarted(clusterId);
-    const clusterDirectory = join(dataDirectory, "cluster");
-    const specification = {
-      clusterId,
-      organizationId: platform.organizationId,
-      shape: { brokers: 3, partitions: 3, replicationFactor: 3 },
-      primary: true,
-    };
+    const { provisioner, clusterId, clusterDirectory, specification } = await runningCluster(dataDirectory, records);
     const journalOf = (nodeId: number, under = "brokers") => join(clusterDirectory, under, String(nodeId), "journal");
     writeFileSync(journalOf(1), "broker 1 left the cluster");
     const portsFile = join(clusterDirectory, "ports.json");
@@ -333,18 +327,7 @@ describe("the local provisioner", () => {
   it("puts the previous data back when the commit fails, and keeps a committed restore whatever fails after it", async () => {
     const dataDirectory = temporaryDirectory();
     const records = temporaryDirectory();
-    const platform = await platformWithFakeClusters(dataDirectory, records);
-    const provisioner = platform.running.provisioner;
-    const clusterId = platform.running.primaryClusterId as string;
-    if (provisioner === undefined) throw new Error("the platform runs no provisioner");
-    await provisioner.whenStarted(clusterId);
-    const clusterDirectory = join(dataDirectory, "cluster");
-    const specification = {
-      clusterId,
-      organizationId: platform.organizationId,
-      shape: { brokers: 3, partitions: 3, replicationFactor: 3 },
-      primary: true,
-    };
+    const { provisioner, clusterId, clusterDirectory, specification } = await runningCluster(dataDirectory, records);
     const target = { brokerIds: [0, 1, 2], configurationDocument: '{"version":7}' };
     const journal = join(clusterDirectory, "brokers", "0", "journal");
     const discarded = join(clusterDirectory, "brokers.restored-over");
@@ -388,21 +371,67 @@ describe("the local provisioner", () => {
     expect(provisioner.state(clusterId)).toBe("running");
   });
 
+  it("starts a restored cluster with its writes paused until the commit, keeping the pause in a policy delivered meanwhile", async () => {
+    const dataDirectory = temporaryDirectory();
+    const records = temporaryDirectory();
+    const { platform, provisioner, clusterId, clusterDirectory, specification } = await runningCluster(
+      dataDirectory,
+      records,
+    );
+    const target = { brokerIds: [0, 1, 2], configurationDocument: '{"version":7}' };
+    const policyFile = join(clusterDirectory, "access-policy.json");
+    const policyNow = () => parseAccessPolicy(readFileSync(policyFile, "utf8"));
+    const pausedBy = (backupId: number) => ({ reason: `it is being restored from backup ${backupId}` });
+    const startedGateway = async () => {
+      rmSync(join(records, "gateway.json"), { force: true });
+      return async () => (await recorded(records, "gateway")).FAKE_WRITES_PAUSED_AT_START;
+    };
+
+    // The restored cluster's gateway starts with writes paused; it stays unready until the test says so.
+    writeFileSync(join(records, "gateway.unready"), "");
+    let pausedWhenRecorded: unknown = "not recorded";
+    const pausedAtStart = await startedGateway();
+    const restore = provisioner.restore(specification, 9n, target, async () => {
+      pausedWhenRecorded = policyNow().writesPaused;
+    });
+    expect(await pausedAtStart()).toBe(pausedBy(9).reason);
+    // A policy the platform delivers meanwhile (an allowlist changed) keeps the pause.
+    const ipAllowlist = [{ ip: "10.0.0.0/8", description: "office" }];
+    const delivered = { ...openAccessPolicy(clusterId, platform.organizationId), ipAllowlist };
+    await provisioner.applyAccessPolicy(clusterId, delivered);
+    expect(policyNow()).toEqual({ ...delivered, writesPaused: pausedBy(9) });
+    rmSync(join(records, "gateway.unready"));
+    await restore;
+    // Writes were taken again, and the gateway said so, before the restore was recorded.
+    expect(pausedWhenRecorded).toBeUndefined();
+    expect(policyNow()).toEqual(delivered);
+
+    // A restore undone (its commit failed) starts the cluster again on its previous data with writes taken.
+    writeFileSync(join(records, "restore-0.occupy-commit"), "");
+    const pausedAtRestart = await startedGateway();
+    await expect(provisioner.restore(specification, 10n, target)).rejects.toThrow(/ENOTEMPTY|EEXIST/);
+    rmSync(join(records, "restore-0.occupy-commit"));
+    expect(await pausedAtRestart()).toBe("");
+    expect(policyNow()).toEqual(delivered);
+
+    // A pause an interrupted restore left in the file ends at the next launch.
+    await provisioner.stop(clusterId);
+    writeFileSync(policyFile, JSON.stringify({ ...delivered, writesPaused: pausedBy(11) }));
+    const pausedAtLaunch = await startedGateway();
+    await provisioner.launch(specification);
+    await provisioner.whenStarted(clusterId);
+    expect(await pausedAtLaunch()).toBe("");
+    expect(policyNow()).toEqual(delivered);
+  });
+
   it("puts an interrupted restore's previous data back only once no process holds the brokers' data, and lists the brokers after it", async () => {
     const dataDirectory = temporaryDirectory();
     const records = temporaryDirectory();
-    const platform = await platformWithFakeClusters(dataDirectory, records, undefined, 300);
-    const provisioner = platform.running.provisioner;
-    const clusterId = platform.running.primaryClusterId as string;
-    if (provisioner === undefined) throw new Error("the platform runs no provisioner");
-    await provisioner.whenStarted(clusterId);
-    const clusterDirectory = join(dataDirectory, "cluster");
-    const specification = {
-      clusterId,
-      organizationId: platform.organizationId,
-      shape: { brokers: 3, partitions: 3, replicationFactor: 3 },
-      primary: true,
-    };
+    const { provisioner, clusterId, clusterDirectory, specification } = await runningCluster(
+      dataDirectory,
+      records,
+      300,
+    );
     const journalOf = (nodeId: number) => join(clusterDirectory, "brokers", String(nodeId), "journal");
     writeFileSync(journalOf(0), "before the restore");
     const portsFile = join(clusterDirectory, "ports.json");
@@ -490,18 +519,8 @@ describe("the local provisioner's actions on one cluster, one at a time", () => 
     cleanups.push(async () => {
       for (const { pid } of startedProcesses(records)) if (isAlive(pid)) process.kill(pid, "SIGKILL");
     });
-    const platform = await platformWithFakeClusters(dataDirectory, records);
-    const provisioner = platform.running.provisioner;
-    const clusterId = platform.running.primaryClusterId as string;
-    if (provisioner === undefined) throw new Error("the platform runs no provisioner");
-    await provisioner.whenStarted(clusterId);
+    const { platform, provisioner, clusterId, specification } = await runningCluster(dataDirectory, records);
     await provisioner.stop(clusterId);
-    const specification = {
-      clusterId,
-      organizationId: platform.organizationId,
-      shape: { brokers: 3, partitions: 3, replicationFactor: 3 },
-      primary: true,
-    };
     return { platform, provisioner, clusterId, specification, records, dataDirectory };
   }
 
