@@ -1,4 +1,4 @@
-import { createServer, type ServerOptions } from "node:http";
+import { createServer, type IncomingMessage, type ServerOptions } from "node:http";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import { Ajv, type Options as AjvOptions } from "ajv";
 import addFormats from "ajv-formats";
@@ -104,6 +104,15 @@ function createValidatorCompiler() {
       : coercingAjv.compile(withExactIntegers(withTypedEnums(schema), "parameters") as object);
 }
 
+/** How Node's server recognizes an `Expect` header asking for `100 Continue` (it emits `checkContinue` for these). */
+const CONTINUE_EXPECTATION = /(?:^|\W)100-continue(?:$|\W)/i;
+
+/** Whether a request waits for `100 Continue` before its body, as Node's server tells (HTTP/1.1 only). */
+function expectsContinue(request: IncomingMessage): boolean {
+  const expect = request.headers.expect;
+  return request.httpVersion === "1.1" && expect !== undefined && CONTINUE_EXPECTATION.test(expect);
+}
+
 /** The length of a path segment once its percent-encoding is decoded (its raw length when that is not valid). */
 function decodedLength(segment: string): number {
   try {
@@ -153,6 +162,10 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
       // A request with an expectation other than 100-continue is answered like any other, through the same queue:
       // Node would answer each with a 417 of its own, outside it, however many a connection pipelines.
       httpServer.on("checkExpectation", answer);
+      // One expecting 100-continue is answered through the queue too, and told to continue only once its body is
+      // about to be read (the `preParsing` hook below): Node would tell every such client to send its body at once,
+      // before the token, the address or the route was checked.
+      httpServer.on("checkContinue", answer);
       httpServer.keepAliveTimeout = fastifyOptions.keepAliveTimeout as number;
       httpServer.requestTimeout = fastifyOptions.requestTimeout as number;
       return httpServer;
@@ -202,6 +215,12 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   });
   server.addHook("onSend", (request, reply, payload, done) => {
     closeAfterUnreadBody(request, reply, options.bodyLimitBytes);
+    done(null, payload);
+  });
+  // After every `onRequest` hook (tokens, addresses, scopes): a client that waits for `100 Continue` sends its body only
+  // once the request was admitted, and a refused one never sends it.
+  server.addHook("preParsing", (request, reply, payload, done) => {
+    if (expectsContinue(request.raw) && !reply.raw.headersSent) reply.raw.writeContinue();
     done(null, payload);
   });
   server.addHook("onRequest", (request, _reply, done) => {

@@ -405,6 +405,7 @@ describe("createHttpServer on a real socket", () => {
   beforeAll(async () => {
     server = createQuietHttpServer();
     server.get("/ping", async () => ({ pong: true }));
+    server.post("/echo", async (request) => ({ echoed: request.body }));
     // Refused before its body is read, as a route behind a token check refuses a request without one.
     server.post(
       "/guarded",
@@ -477,6 +478,24 @@ describe("createHttpServer on a real socket", () => {
     socket.write("GET /ping HTTP/1.1\r\nHost: flowplane.test\r\n\r\n");
     await expect.poll(() => client.received).toContain('{"pong":true}');
     expect(client.received.toLowerCase()).toContain("connection: keep-alive");
+  });
+
+  it("tells a client expecting 100-continue to send its body only once the request was admitted", async () => {
+    const expecting = (path: string, length: number) =>
+      `POST ${path} HTTP/1.1\r\nHost: flowplane.test\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\nExpect: 100-continue\r\n\r\n`;
+    // Refused by an `onRequest` hook (a token check): the final answer comes first, with no invitation to send.
+    const refused = await openConnectionFrom(port, "127.0.0.1", opened);
+    refused.socket.write(expecting("/guarded", 2));
+    await expect.poll(() => refused.received).toMatch(/^HTTP\/1\.1 401 /);
+    expect(refused.received).not.toContain("100 Continue");
+    // Admitted: `100 Continue` first, then the answer to the body the client sent after it.
+    const admitted = await openConnectionFrom(port, "127.0.0.1", opened);
+    const body = JSON.stringify({ sent: "after the invitation" });
+    admitted.socket.write(expecting("/echo", body.length));
+    await expect.poll(() => admitted.received).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\n$/);
+    admitted.socket.write(body);
+    await expect.poll(() => admitted.received).toContain('{"echoed":{"sent":"after the invitation"}}');
+    expect(admitted.received.match(/100 Continue/g)).toHaveLength(1);
   });
 
   it("answers a request Node's parser cannot read with a 400 problem document", async () => {
