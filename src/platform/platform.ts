@@ -92,6 +92,8 @@ export interface LocalClustersOptions {
   stopTimeoutMs?: number;
   /** How long an interrupted restore's put-back waits for processes still holding the brokers' data (tests). */
   dataHolderWaitMs?: number;
+  /** When a committed restore's cluster takes writes again (tests). */
+  writesResume?: LocalProvisionerOptions["writesResume"];
 }
 
 /** What the IP allowlist, monitoring, connector-secret and cluster API client routes need of clusters. */
@@ -257,6 +259,9 @@ export async function startPlatform(
             ...(options.localClusters.dataHolderWaitMs === undefined
               ? {}
               : { dataHolderWaitMs: options.localClusters.dataHolderWaitMs }),
+            ...(options.localClusters.writesResume === undefined
+              ? {}
+              : { writesResume: options.localClusters.writesResume }),
           });
     const clusters = new ClusterService({
       database: store.database,

@@ -169,7 +169,7 @@ export async function startGateway(
   const installWritesPause = (api: HttpServer): void => {
     if (guard !== undefined) api.addHook("onRequest", async (request) => guard.checkWritesAllowed(request));
   };
-  const writesPausedReason = (): string | undefined => accessPolicy?.current().writesPausedReason;
+  const writesPaused = (): boolean => accessPolicy?.current().writesPausedReason !== undefined;
 
   const rest = createHttpServer({
     logger,
@@ -244,12 +244,12 @@ export async function startGateway(
     });
   });
   management.get("/actuator/health", async (_request, reply) => {
-    const health = gatewayHealth(topology.current(), writesPausedReason());
+    const health = gatewayHealth(topology.current(), writesPaused());
     return reply.code(health.status === "UP" ? 200 : 503).send(health);
   });
   management.get("/actuator/health/liveness", async () => ({ status: "UP" }));
   management.get("/actuator/health/readiness", async (_request, reply) => {
-    const health = gatewayHealth(topology.current(), writesPausedReason());
+    const health = gatewayHealth(topology.current(), writesPaused());
     return reply
       .code(health.status === "UP" ? 200 : 503)
       .send({ status: health.status, components: health.components });

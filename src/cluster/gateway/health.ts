@@ -4,7 +4,8 @@
  * taking requests has a leader). A third, `clusterChange`, is always UP and tells whether a scaling change is
  * running and how many operations it has left, so that whoever runs the cluster (the platform's health polling) can
  * say "updating" without credentials for the protected metrics. A fourth, `writes`, also always UP, tells whether
- * the cluster's access policy pauses writes and why (a restore that is not committed yet). Readiness means the gateway
+ * the cluster's access policy pauses writes (a restore that is not committed yet); the reason is told only to
+ * authenticated callers, in the 503 of a write, since anyone may read the health. Readiness means the gateway
  * can serve every partition: both deciding components UP. Liveness only says the process serves requests, so an
  * orchestrator does not restart a gateway because brokers are down.
  */
@@ -34,22 +35,16 @@ export interface HealthDocument {
 }
 
 /** The `writes` component: UP either way, since paused writes are a decision rather than a fault. */
-function writesComponent(writesPausedReason: string | undefined): HealthComponent {
-  return {
-    status: "UP",
-    details: writesPausedReason === undefined ? { paused: false } : { paused: true, reason: writesPausedReason },
-  };
+function writesComponent(writesPaused: boolean): HealthComponent {
+  return { status: "UP", details: { paused: writesPaused } };
 }
 
 /**
- * Computes the health document from the current view (undefined: no broker ever answered) and the reason writes are
- * paused (undefined: they are taken).
+ * Computes the health document from the current view (undefined: no broker ever answered) and whether the access
+ * policy pauses writes.
  */
-export function gatewayHealth(
-  view: TopologyView | undefined,
-  writesPausedReason: string | undefined = undefined,
-): HealthDocument {
-  const writes = writesComponent(writesPausedReason);
+export function gatewayHealth(view: TopologyView | undefined, writesPaused = false): HealthDocument {
+  const writes = writesComponent(writesPaused);
   if (view === undefined) {
     const detail = { details: { reason: "no broker has answered the gateway yet" } };
     return {

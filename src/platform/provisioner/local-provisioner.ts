@@ -64,13 +64,16 @@ import {
   putBackInterruptedRestore,
   RESTORE_CONFIGURATION_FILE_NAME,
 } from "./restore-layout.js";
-import { reconcileWritesPause, waitUntilWritesTaken } from "./writes-pause.js";
+import { reconcileWritesPause, resumeWrites } from "./writes-pause.js";
 
 /** Name of the access policy file in a cluster's directory. */
 export const ACCESS_POLICY_FILE_NAME = "access-policy.json";
 
-/** Longest a committed restore waits for its cluster's gateway to take writes again before it ends anyway. */
-const WRITES_RESUME_WAIT_MS = 10_000;
+/**
+ * Longest a committed restore waits for its cluster's gateway to take writes again before it ends anyway, and how often
+ * the pause of one whose policy file could not be written is tried again.
+ */
+const DEFAULT_WRITES_RESUME = { waitMs: 10_000, retryMs: 5_000 } as const;
 
 /** Name of the folder of a cluster's backup store, in the cluster's directory. */
 const BACKUPS_DIRECTORY_NAME = "backups";
@@ -106,6 +109,11 @@ export interface LocalProvisionerOptions {
    * hold the brokers' data before it refuses to launch the cluster (default: the orphan deadline and a margin).
    */
   dataHolderWaitMs?: number;
+  /**
+   * How long a committed restore waits for its cluster's gateway to take writes again (default 10 s), and how often a
+   * policy file that could not be written then is tried again (default 5 s).
+   */
+  writesResume?: { waitMs: number; retryMs: number };
   /** How large the clusters' log files may grow and how many older copies are kept (default 64 MiB and 3). */
   logFileLimits?: LogFileLimits;
   logger: Logger;
@@ -661,8 +669,10 @@ export class LocalProvisioner implements Provisioner {
       renameSync(previousDirectory, discardedDirectory);
     } catch (error) {
       logger.error({ err: error }, "the restore failed; putting the cluster's previous data back");
-      this.writesPaused.delete(clusterId);
       await this.stopCluster(clusterId);
+      // Only now that the restored cluster is stopped: a policy delivered while it still ran must keep its writes
+      // paused. The launch below writes the file without the pause.
+      this.writesPaused.delete(clusterId);
       // Should this throw, the cluster stays stopped with its previous data aside, and its next launch puts it back.
       await this.putBack(placement.directory, logger);
       await this.launchCluster(specification);
@@ -687,19 +697,9 @@ export class LocalProvisioner implements Provisioner {
     afterCommit("deleting the saved brokers file", () =>
       rmSync(join(placement.directory, PREVIOUS_BROKERS_FILE_NAME), { force: true }),
     );
+    // The restore ends once its cluster takes writes, so that whoever waited for it can write at once.
     this.writesPaused.delete(clusterId);
-    afterCommit("taking writes again", () =>
-      reconcileWritesPause(join(placement.directory, ACCESS_POLICY_FILE_NAME), undefined),
-    );
-    // The restore ends once its cluster takes writes, so that whoever waited for it can write at once. A gateway that
-    // is slow to read its policy file takes them a little later; the restore stays committed either way.
-    const restored = this.running.get(clusterId)?.cluster;
-    if (restored !== undefined && !(await waitUntilWritesTaken(restored.managementUrl, WRITES_RESUME_WAIT_MS))) {
-      logger.warn(
-        { waitedMs: WRITES_RESUME_WAIT_MS },
-        "the restored cluster's gateway still pauses writes; it takes them once it reads its access policy file",
-      );
-    }
+    await this.resumeWritesAfterRestore(clusterId, placement, logger);
     try {
       await onRestored?.();
     } catch (error) {
@@ -709,6 +709,40 @@ export class LocalProvisioner implements Provisioner {
       throw error;
     }
     afterCommit("deleting the previous data", () => rmSync(discardedDirectory, { recursive: true, force: true }));
+  }
+
+  /**
+   * Ends the pause of a committed restore's cluster and waits, a while (`writesResume`), for its gateway to take writes.
+   * A policy file that cannot be written (a full disk, right after a restore) is tried again in the background for as
+   * long as the cluster runs: nothing else would end the pause. A cluster that stopped needs nothing: its next launch
+   * writes the file without the pause.
+   */
+  private async resumeWritesAfterRestore(clusterId: string, placement: Placement, logger: Logger): Promise<void> {
+    const entry = this.running.get(clusterId);
+    const cluster = entry?.cluster;
+    if (entry === undefined || cluster === undefined) return;
+    const options = {
+      policyFile: join(placement.directory, ACCESS_POLICY_FILE_NAME),
+      managementUrl: cluster.managementUrl,
+      stillRunning: () => !this.closed && !entry.abort.signal.aborted && this.running.get(clusterId) === entry,
+    };
+    const { waitMs, retryMs } = this.options.writesResume ?? DEFAULT_WRITES_RESUME;
+    const result = await resumeWrites({ ...options, timeoutMs: waitMs });
+    if (result.outcome !== "timed-out") return;
+    if (result.writeError === undefined) {
+      logger.warn(
+        { waitedMs: waitMs },
+        "the restored cluster's gateway still pauses writes; it takes them once it reads its access policy file",
+      );
+      return;
+    }
+    logger.error(
+      { err: result.writeError, retryMs },
+      "the restored cluster's access policy file could not be written, so its writes stay paused; trying again",
+    );
+    void resumeWrites({ ...options, timeoutMs: Number.POSITIVE_INFINITY, pollIntervalMs: retryMs }).then((retried) => {
+      if (retried.outcome === "taken") logger.info("the restored cluster takes writes again");
+    });
   }
 
   async restoreCommitted(clusterId: string): Promise<boolean> {

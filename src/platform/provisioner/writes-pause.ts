@@ -14,8 +14,8 @@ import {
 import { replacePrivateFile } from "../../files/private-files.js";
 import { monotonicNowMs } from "../../time/monotonic.js";
 
-/** How often `waitUntilWritesTaken` asks the gateway. */
-const WRITES_POLL_INTERVAL_MS = 100;
+/** How often `resumeWrites` looks again, unless told otherwise. */
+const DEFAULT_POLL_INTERVAL_MS = 100;
 
 /** Longest a health answer is waited for, so that one lost request does not hold the wait. */
 const HEALTH_REQUEST_TIMEOUT_MS = 2_000;
@@ -50,15 +50,44 @@ async function gatewayTakesWrites(managementUrl: string): Promise<boolean> {
   }
 }
 
+/** How `resumeWrites` ended. */
+export type ResumeOutcome =
+  | { readonly outcome: "taken" }
+  /** The cluster stopped (or its provisioner closed) before its gateway took writes. */
+  | { readonly outcome: "stopped" }
+  /** `timeoutMs` passed; `writeError` is the last failure to write the file, if the file still holds the pause. */
+  | { readonly outcome: "timed-out"; readonly writeError: unknown };
+
 /**
- * Resolves true once the gateway at `managementUrl` takes writes again (it reads its policy file every half second or
- * so), or false when `timeoutMs` passed first.
+ * Ends the pause in the policy file at `policyFile` and resolves once the gateway at `managementUrl` takes writes (it
+ * reads the file every half second or so). A write of the file that fails (a full disk right after a restore) is tried
+ * again at every look until it succeeds, since nothing else would end the pause; the wait ends early once
+ * `stillRunning` says the cluster stopped.
  */
-export async function waitUntilWritesTaken(managementUrl: string, timeoutMs: number): Promise<boolean> {
-  const deadlineMs = monotonicNowMs() + timeoutMs;
+export async function resumeWrites(options: {
+  policyFile: string;
+  managementUrl: string;
+  timeoutMs: number;
+  /** Time between two looks (default 100 ms). */
+  pollIntervalMs?: number;
+  stillRunning: () => boolean;
+}): Promise<ResumeOutcome> {
+  const deadlineMs = monotonicNowMs() + options.timeoutMs;
+  let written = false;
+  let writeError: unknown;
   for (;;) {
-    if (await gatewayTakesWrites(managementUrl)) return true;
-    if (monotonicNowMs() >= deadlineMs) return false;
-    await new Promise((resolve) => setTimeout(resolve, WRITES_POLL_INTERVAL_MS));
+    if (!options.stillRunning()) return { outcome: "stopped" };
+    if (!written) {
+      try {
+        reconcileWritesPause(options.policyFile, undefined);
+        written = true;
+        writeError = undefined;
+      } catch (error) {
+        writeError = error;
+      }
+    }
+    if (written && (await gatewayTakesWrites(options.managementUrl))) return { outcome: "taken" };
+    if (monotonicNowMs() >= deadlineMs) return { outcome: "timed-out", writeError };
+    await new Promise((resolve) => setTimeout(resolve, options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS).unref());
   }
 }

@@ -20,13 +20,29 @@ if (configurationArgument > 0) {
 }
 const name = role === "broker" || role === "restore" ? `${role}-${environment.SERVICE_BROKER_CLUSTER_NODE_ID}` : role;
 
-/** Why the gateway's access policy file pauses writes ("" when it does not), read as the real gateway reads it. */
-function writesPausedReason() {
+/**
+ * Why the gateway's access policy file pauses writes ("" when it does not), or `previous` when the file cannot be read
+ * now: the real gateway keeps the last valid policy.
+ */
+function writesPausedReason(previous = "") {
   const policyFile = process.env.SERVICE_GATEWAY_ACCESS_POLICY_FILE;
-  if (policyFile === undefined || policyFile === "" || !existsSync(policyFile)) return "";
-  return JSON.parse(readFileSync(policyFile, "utf8")).writesPaused?.reason ?? "";
+  if (policyFile === undefined || policyFile === "" || !existsSync(policyFile)) return previous;
+  try {
+    return JSON.parse(readFileSync(policyFile, "utf8")).writesPaused?.reason ?? "";
+  } catch {
+    return previous;
+  }
 }
-if (role === "gateway") environment.FAKE_WRITES_PAUSED_AT_START = writesPausedReason();
+// Read at the start and then every 300 ms, as the real gateway polls its file: a pause ends some time after the file
+// says so.
+let pausedReason = "";
+if (role === "gateway") {
+  pausedReason = writesPausedReason();
+  environment.FAKE_WRITES_PAUSED_AT_START = pausedReason;
+  setInterval(() => {
+    pausedReason = writesPausedReason(pausedReason);
+  }, 300);
+}
 const recordDirectory = process.env.FAKE_RECORD_DIRECTORY ?? ".";
 // Signal handlers first: once its record is written, the child handles signals as it will from then on.
 if (process.env.FAKE_IGNORE_SIGTERM === "1") process.on("SIGTERM", () => undefined);
@@ -108,8 +124,7 @@ if (role === "gateway") {
     const ready =
       !existsSync(join(recordDirectory, "gateway.unready")) &&
       (!brokersListen || (await Promise.all(contactPoints.map(greetsAsBroker))).every(Boolean));
-    const reason = writesPausedReason();
-    const writes = { status: "UP", details: reason === "" ? { paused: false } : { paused: true, reason } };
+    const writes = { status: "UP", details: { paused: pausedReason !== "" } };
     response.writeHead(ready ? 200 : 503, { "content-type": "application/json" });
     response.end(JSON.stringify({ status: ready ? "UP" : "DOWN", components: { writes } }));
   }).listen(Number(environment.SERVICE_MANAGEMENT_PORT), environment.SERVICE_MANAGEMENT_HOST);

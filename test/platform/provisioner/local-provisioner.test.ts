@@ -12,7 +12,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
-import { openAccessPolicy, parseAccessPolicy } from "../../../src/auth/access-policy.js";
+import { openAccessPolicy, parseAccessPolicy, serializeAccessPolicy } from "../../../src/auth/access-policy.js";
+import type { LocalClustersOptions } from "../../../src/platform/platform.js";
 import { modeOf } from "../../support/file-modes.js";
 import { startTestPlatform, type TestPlatform } from "../../support/platform.js";
 import { requestToken } from "../../support/tokens.js";
@@ -30,11 +31,14 @@ function temporaryDirectory(): string {
   return directory;
 }
 
+/** Timings of the local provisioner a test sets (see `LocalProvisionerOptions`). */
+type ProvisionerTimings = Pick<LocalClustersOptions, "dataHolderWaitMs" | "writesResume">;
+
 async function platformWithFakeClusters(
   dataDirectory: string,
   records: string,
   earlier?: TestPlatform,
-  dataHolderWaitMs?: number,
+  timings: ProvisionerTimings = {},
 ): Promise<TestPlatform> {
   const platform = await startTestPlatform(
     { "service.gateway.port": 0, "service.management.port": 0 },
@@ -43,7 +47,7 @@ async function platformWithFakeClusters(
       localClusters: {
         command: { entry: fakeCli, nodeArguments: [] },
         environment: { FAKE_RECORD_DIRECTORY: records, PATH: process.env.PATH },
-        ...(dataHolderWaitMs === undefined ? {} : { dataHolderWaitMs }),
+        ...timings,
       },
       ...(earlier === undefined ? {} : { adminClient: earlier.adminClient }),
     },
@@ -65,8 +69,8 @@ async function recorded(directory: string, name: string): Promise<Record<string,
 }
 
 /** The platform's first cluster started on the fake command line, and what a restore of it is given. */
-async function runningCluster(dataDirectory: string, records: string, dataHolderWaitMs?: number) {
-  const platform = await platformWithFakeClusters(dataDirectory, records, undefined, dataHolderWaitMs);
+async function runningCluster(dataDirectory: string, records: string, timings: ProvisionerTimings = {}) {
+  const platform = await platformWithFakeClusters(dataDirectory, records, undefined, timings);
   const provisioner = platform.running.provisioner;
   const clusterId = platform.running.primaryClusterId as string;
   if (provisioner === undefined) throw new Error("the platform runs no provisioner");
@@ -377,6 +381,7 @@ describe("the local provisioner", () => {
     const { platform, provisioner, clusterId, clusterDirectory, specification } = await runningCluster(
       dataDirectory,
       records,
+      { writesResume: { waitMs: 2_000, retryMs: 100 } },
     );
     const target = { brokerIds: [0, 1, 2], configurationDocument: '{"version":7}' };
     const policyFile = join(clusterDirectory, "access-policy.json");
@@ -386,13 +391,21 @@ describe("the local provisioner", () => {
       rmSync(join(records, "gateway.json"), { force: true });
       return async () => (await recorded(records, "gateway")).FAKE_WRITES_PAUSED_AT_START;
     };
+    // What the running gateway says; the fake one, like the real one, reads its policy file only now and then.
+    const gatewayPausesWrites = async () => {
+      const cluster = await provisioner.whenStarted(clusterId);
+      const health = (await (await fetch(`${cluster?.managementUrl}/actuator/health`)).json()) as {
+        components: { writes: { details: { paused: boolean } } };
+      };
+      return health.components.writes.details.paused;
+    };
 
     // The restored cluster's gateway starts with writes paused; it stays unready until the test says so.
     writeFileSync(join(records, "gateway.unready"), "");
-    let pausedWhenRecorded: unknown = "not recorded";
+    let pausedWhenRecorded: boolean | undefined;
     const pausedAtStart = await startedGateway();
     const restore = provisioner.restore(specification, 9n, target, async () => {
-      pausedWhenRecorded = policyNow().writesPaused;
+      pausedWhenRecorded = (await gatewayPausesWrites()) || policyNow().writesPaused !== undefined;
     });
     expect(await pausedAtStart()).toBe(pausedBy(9).reason);
     // A policy the platform delivers meanwhile (an allowlist changed) keeps the pause.
@@ -402,8 +415,11 @@ describe("the local provisioner", () => {
     expect(policyNow()).toEqual({ ...delivered, writesPaused: pausedBy(9) });
     rmSync(join(records, "gateway.unready"));
     await restore;
-    // Writes were taken again, and the gateway said so, before the restore was recorded.
-    expect(pausedWhenRecorded).toBeUndefined();
+    // The gateway took writes again, and the file said so, before the restore was recorded; later deliveries do not
+    // bring the pause back.
+    expect(pausedWhenRecorded).toBe(false);
+    expect(policyNow()).toEqual(delivered);
+    await provisioner.applyAccessPolicy(clusterId, delivered);
     expect(policyNow()).toEqual(delivered);
 
     // A restore undone (its commit failed) starts the cluster again on its previous data with writes taken.
@@ -414,9 +430,25 @@ describe("the local provisioner", () => {
     expect(await pausedAtRestart()).toBe("");
     expect(policyNow()).toEqual(delivered);
 
+    // The policy file cannot be written when the restore is committed (something is in its place): the restore still
+    // completes, the pause stays, and it ends once the file can be written again.
+    writeFileSync(join(records, "gateway.unready"), "");
+    const pausedAtCommit = await startedGateway();
+    const blocked = provisioner.restore(specification, 11n, target);
+    expect(await pausedAtCommit()).toBe(pausedBy(11).reason);
+    rmSync(policyFile);
+    mkdirSync(join(policyFile, "in-the-way"), { recursive: true });
+    rmSync(join(records, "gateway.unready"));
+    await blocked;
+    expect(await gatewayPausesWrites()).toBe(true);
+    rmSync(policyFile, { recursive: true });
+    writeFileSync(policyFile, serializeAccessPolicy({ ...delivered, writesPaused: pausedBy(11) }));
+    await expect.poll(gatewayPausesWrites, { timeout: 5_000 }).toBe(false);
+    expect(policyNow()).toEqual(delivered);
+
     // A pause an interrupted restore left in the file ends at the next launch.
     await provisioner.stop(clusterId);
-    writeFileSync(policyFile, JSON.stringify({ ...delivered, writesPaused: pausedBy(11) }));
+    writeFileSync(policyFile, JSON.stringify({ ...delivered, writesPaused: pausedBy(12) }));
     const pausedAtLaunch = await startedGateway();
     await provisioner.launch(specification);
     await provisioner.whenStarted(clusterId);
@@ -427,11 +459,9 @@ describe("the local provisioner", () => {
   it("puts an interrupted restore's previous data back only once no process holds the brokers' data, and lists the brokers after it", async () => {
     const dataDirectory = temporaryDirectory();
     const records = temporaryDirectory();
-    const { provisioner, clusterId, clusterDirectory, specification } = await runningCluster(
-      dataDirectory,
-      records,
-      300,
-    );
+    const { provisioner, clusterId, clusterDirectory, specification } = await runningCluster(dataDirectory, records, {
+      dataHolderWaitMs: 300,
+    });
     const journalOf = (nodeId: number) => join(clusterDirectory, "brokers", String(nodeId), "journal");
     writeFileSync(journalOf(0), "before the restore");
     const portsFile = join(clusterDirectory, "ports.json");
