@@ -7,8 +7,18 @@ export interface PathSegment {
   name: string;
 }
 
-/** Folders are never nested deeper than this; the bound keeps every walk up the tree finite. */
-export const maximumFolderDepth = 1_000;
+/**
+ * Folders are not nested deeper than this by a create or a move. Every file a search answers carries its whole path,
+ * so the depth multiplies each answer: at 1,000 levels of 200-character names, a search of 50 files answered 24 MB and
+ * held the platform's event loop for 0.8 s.
+ */
+export const maximumFolderDepth = 100;
+
+/**
+ * The deepest tree a store may hold: earlier versions let folders nest this deep, and reads still serve such trees.
+ * Every walk up or down the tree stops here, since a deeper walk means a cycle.
+ */
+export const maximumStoredFolderDepth = 1_000;
 
 /**
  * Escapes a name for `simplePath`: `/` inside a name becomes `\/`. A backslash becomes `\\` as well, so that a name
@@ -51,8 +61,8 @@ export async function resolvePaths(
   const folders = new Map<string, FolderLink>();
   let frontier = [...new Set(locations.map((location) => location.folderId).filter((id): id is string => id !== null))];
   for (let depth = 0; frontier.length > 0; depth++) {
-    if (depth > maximumFolderDepth) {
-      throw new Error(`folder tree deeper than ${maximumFolderDepth} levels: the no-cycle invariant is broken`);
+    if (depth > maximumStoredFolderDepth) {
+      throw new Error(`folder tree deeper than ${maximumStoredFolderDepth} levels: the no-cycle invariant is broken`);
     }
     const rows = await executor
       .selectFrom("modeler_folders")
@@ -83,7 +93,7 @@ export async function resolvePaths(
           `Folder ${current} was moved or deleted while this request read it; send the request again.`,
         );
       }
-      if (depth > maximumFolderDepth) {
+      if (depth > maximumStoredFolderDepth) {
         throw new Error(`folder ${current}'s ancestry loops: the folder tree invariant is broken`);
       }
       segments.push({ id: current, name: folder.name });

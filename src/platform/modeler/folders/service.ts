@@ -16,7 +16,7 @@ import {
   resolveNewLocation,
 } from "../catalog.js";
 import { assertStorableText } from "../content.js";
-import { maximumFolderDepth } from "../paths.js";
+import { maximumFolderDepth, maximumStoredFolderDepth } from "../paths.js";
 import { changeColumns, creationColumns, type Executor, foldName, inTransaction, type Person } from "../records.js";
 import {
   auditSearchFields,
@@ -60,9 +60,9 @@ async function ancestorIds(executor: Executor, organizationId: string, folderId:
   const ancestors: string[] = [];
   let current: string | null = folderId;
   while (current !== null) {
-    if (ancestors.length > maximumFolderDepth) {
+    if (ancestors.length > maximumStoredFolderDepth) {
       throw new Error(
-        `folder ${folderId} has more than ${maximumFolderDepth} ancestors: the no-cycle invariant is broken`,
+        `folder ${folderId} has more than ${maximumStoredFolderDepth} ancestors: the no-cycle invariant is broken`,
       );
     }
     const row: { parent_id: string | null } | undefined = await executor
@@ -87,9 +87,9 @@ async function descendants(
   let frontier = [folderId];
   let height = 0;
   while (frontier.length > 0) {
-    if (height > maximumFolderDepth) {
+    if (height > maximumStoredFolderDepth) {
       throw new Error(
-        `folder ${folderId} has a subtree deeper than ${maximumFolderDepth}: the no-cycle invariant is broken`,
+        `folder ${folderId} has a subtree deeper than ${maximumStoredFolderDepth}: the no-cycle invariant is broken`,
       );
     }
     const rows = await executor

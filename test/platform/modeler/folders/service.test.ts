@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { maximumFolderDepth } from "../../../../src/platform/modeler/paths.js";
 import { databaseKinds } from "../../../support/databases.js";
 import { type ModelerFixture, openModelerFixture } from "../support.js";
 
@@ -77,6 +78,50 @@ describe.each(databaseKinds)("FolderService and ProjectService on %s", (kind) =>
     });
     const lifted = await folders.update(fixture.organizationId, fixture.actor, deepest.id, { parentId: null });
     expect(lifted).toMatchObject({ projectId: other.id, parentId: null });
+  });
+
+  it("nests folders at most 100 levels deep by a create or a move, and still reads a deeper tree a store holds", async () => {
+    const { folders, files } = fixture.services;
+    const chain = [await createFolder("level 1", { projectId })];
+    for (let level = 2; level <= maximumFolderDepth; level++) {
+      chain.push(await createFolder(`level ${level}`, { parentId: chain.at(-1)?.id ?? null }));
+    }
+    const deepest = chain.at(-1)?.id as string;
+    await expect(createFolder("one too deep", { parentId: deepest })).rejects.toMatchObject({
+      status: 400,
+      message: `Folders nest at most ${maximumFolderDepth} levels deep.`,
+    });
+    // A folder with one subfolder moves to where its subfolder would be one level too deep, but not below that.
+    const pair = await createFolder("pair", { projectId });
+    await createFolder("pair's child", { parentId: pair.id });
+    const fits = chain[maximumFolderDepth - 3]?.id as string;
+    const tooDeep = chain[maximumFolderDepth - 2]?.id as string;
+    await expect(
+      folders.update(fixture.organizationId, fixture.actor, pair.id, { parentId: tooDeep }),
+    ).rejects.toMatchObject({
+      status: 400,
+    });
+    await folders.update(fixture.organizationId, fixture.actor, pair.id, { parentId: fits });
+
+    // An earlier version let trees grow to 1,000 levels: one deeper than 100 is still read whole.
+    const above = [await createFolder("above 1", { projectId })];
+    for (const level of [2, 3])
+      above.push(await createFolder(`above ${level}`, { parentId: above.at(-1)?.id ?? null }));
+    await fixture.store.database
+      .updateTable("modeler_folders")
+      .set({ parent_id: above.at(-1)?.id as string })
+      .where("id", "=", chain[0]?.id as string)
+      .execute();
+    const file = await files.create(fixture.organizationId, fixture.actor, {
+      name: "deep",
+      content: "{}",
+      fileType: "form",
+      folderId: deepest,
+    });
+    expect(file.canonicalPath).toHaveLength(1 + 3 + maximumFolderDepth);
+    expect((await files.get(fixture.organizationId, file.id)).metadata.canonicalPath.at(-1)?.name).toBe(
+      `level ${maximumFolderDepth}`,
+    );
   });
 
   it("never lets concurrent moves form a cycle", async () => {
