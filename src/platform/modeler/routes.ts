@@ -6,7 +6,7 @@ import { infoRoutes } from "./info/routes.js";
 import { milestoneDiffRoutes, milestoneRoutes } from "./milestones/routes.js";
 import { projectRoutes } from "./projects/routes.js";
 import type { ModelerServices } from "./services.js";
-import { versionRoutes } from "./versions/routes.js";
+import { versionNaming, versionRoutes } from "./versions/routes.js";
 
 /** Options of `modelerRoutes`. */
 export interface ModelerRouteOptions {
@@ -28,4 +28,5 @@ export function modelerRoutes(server: HttpServer, services: ModelerServices, opt
 /** Modeler API routes that carry their own authorization (signed diff links); register them outside the guard. */
 export function modelerPublicRoutes(server: HttpServer, services: ModelerServices): void {
   milestoneDiffRoutes(server, services);
+  milestoneDiffRoutes(server, services, versionNaming);
 }

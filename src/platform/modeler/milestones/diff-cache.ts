@@ -29,8 +29,13 @@ export class DiffCache {
   constructor(private readonly maximumBytes: number) {}
 
   /** The key of the diff from one milestone to another, as their ids and names are now. */
-  static key(organizationId: string, from: { id: string; name: string }, to: { id: string; name: string }): string {
-    return JSON.stringify([organizationId, from.id, from.name, to.id, to.name]);
+  static key(
+    organizationId: string,
+    from: { id: string; name: string },
+    to: { id: string; name: string },
+    noun: string,
+  ): string {
+    return JSON.stringify([organizationId, from.id, from.name, to.id, to.name, noun]);
   }
 
   /** The diff kept under `key`, which becomes the most recently used; undefined when none is kept. */

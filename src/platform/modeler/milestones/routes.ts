@@ -250,11 +250,19 @@ export function milestoneApiRoutes(server: HttpServer, services: ModelerServices
   );
 }
 
-/** The route serving diffs through signed links; registered where no token is required. */
-export function milestoneDiffRoutes(server: HttpServer, services: ModelerServices): void {
+/**
+ * The route serving diffs through signed links under one API's base path (its compare route hands out links to it, and
+ * its noun labels the diff's sides); registered where no token is required.
+ */
+export function milestoneDiffRoutes(
+  server: HttpServer,
+  services: ModelerServices,
+  naming: MilestoneApiNaming = milestoneNaming,
+): void {
   const { milestones, diffLinkRateLimiter } = services;
+  const { basePath, noun, tag } = naming;
   server.get(
-    "/api/v1/milestones/compare/:comparison/diff",
+    `${basePath}/compare/:comparison/diff`,
     {
       // Before anything else, so that forged links and links to missing milestones count against the limit too.
       onRequest: async (request) => {
@@ -266,12 +274,11 @@ export function milestoneDiffRoutes(server: HttpServer, services: ModelerService
         }
       },
       schema: {
-        tags: ["Milestones"],
-        summary: "Read the unified diff between two milestones through a signed link",
-        description:
-          "No token: the link from GET /api/v1/milestones/compare/{a}...{b} or /api/v1/versions/compare/{a}...{b} carries its own authorization (organization, expiry and signature), and expires. A forged or expired link is a 403. Contents that differ in more lines than the platform computes diffs for are a 409. Requests are limited per source address (429 with Retry-After beyond), and a diff waiting for a busy server is a 503 with Retry-After.",
+        tags: [tag],
+        summary: `Read the unified diff between two ${noun}s through a signed link`,
+        description: `No token: the link from GET ${basePath}/compare/{a}...{b} carries its own authorization (organization, expiry and signature), and expires. A forged or expired link is a 403. Contents that differ in more lines than the platform computes diffs for are a 409. Requests are limited per source address (429 with Retry-After beyond), and a diff waiting for a busy server is a 503 with Retry-After.`,
         security: [],
-        params: comparisonParameters("milestone"),
+        params: comparisonParameters(noun),
         querystring: Type.Object(
           {
             organization: identifier,
@@ -302,6 +309,7 @@ export function milestoneDiffRoutes(server: HttpServer, services: ModelerService
           expiresAtMs: request.query.expires,
         },
         request.query.signature,
+        noun,
       );
       return reply.type("text/plain; charset=utf-8").send(diff);
     },

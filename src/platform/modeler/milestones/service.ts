@@ -266,7 +266,10 @@ export class MilestoneService {
     return { items: page.items.map(milestoneMetadata), total: page.total };
   }
 
-  /** A signed link, valid for a few minutes, that serves the diff from milestone `fromId` to milestone `toId`. */
+  /**
+   * A signed link, valid for a few minutes, that serves the diff from milestone `fromId` to milestone `toId`, under the
+   * API of `noun` (a version's link labels the diff's sides as versions).
+   */
   async compare(
     organizationId: string,
     fromId: string,
@@ -281,12 +284,12 @@ export class MilestoneService {
       expires: String(grant.expiresAtMs),
       signature,
     });
-    return { url: `${this.baseUrl}/api/v1/milestones/compare/${fromId}...${toId}/diff?${query.toString()}` };
+    return { url: `${this.baseUrl}/api/v1/${noun}s/compare/${fromId}...${toId}/diff?${query.toString()}` };
   }
 
   /** The unified diff a signed link grants (403 for a forged or expired link, 409 when too many lines differ). */
-  async diff(grant: DiffGrant, signature: string): Promise<string> {
-    return (await this.diffBody(grant, signature)).toString("utf8");
+  async diff(grant: DiffGrant, signature: string, noun: MilestoneNoun = "milestone"): Promise<string> {
+    return (await this.diffBody(grant, signature, noun)).toString("utf8");
   }
 
   /**
@@ -294,14 +297,14 @@ export class MilestoneService {
    * before, otherwise computed in the worker pool (403 for a forged or expired link, 404 when a milestone is gone,
    * 409 when the contents differ in more lines than the limit, 503 when the pool is full).
    */
-  async diffBody(grant: DiffGrant, signature: string): Promise<Buffer> {
+  async diffBody(grant: DiffGrant, signature: string, noun: MilestoneNoun = "milestone"): Promise<Buffer> {
     this.diffLinks.verify(grant, signature);
-    const from = await findMilestoneMetadata(this.database, grant.organizationId, grant.fromMilestoneId, "milestone");
-    const to = await findMilestoneMetadata(this.database, grant.organizationId, grant.toMilestoneId, "milestone");
-    const key = DiffCache.key(grant.organizationId, from, to);
+    const from = await findMilestoneMetadata(this.database, grant.organizationId, grant.fromMilestoneId, noun);
+    const to = await findMilestoneMetadata(this.database, grant.organizationId, grant.toMilestoneId, noun);
+    const key = DiffCache.key(grant.organizationId, from, to, noun);
     let diff = this.diffCache.get(key) ?? (await this.diffsInProgress.get(key));
     if (diff === undefined) {
-      const computation = this.computeDiff(grant.organizationId, from, to);
+      const computation = this.computeDiff(grant.organizationId, from, to, noun);
       this.diffsInProgress.set(key, computation);
       try {
         diff = await computation;
@@ -314,7 +317,7 @@ export class MilestoneService {
       const found = diff.changedLinesAtLeast === null ? "more" : `at least ${diff.changedLinesAtLeast}`;
       throw conflict(
         `The two contents differ in ${found} lines (removed plus added); diffs are computed for at most ` +
-          `${this.diffMaxEditLength} changed lines. Download both milestones and compare them locally instead.`,
+          `${this.diffMaxEditLength} changed lines. Download both ${noun}s and compare them locally instead.`,
       );
     }
     return diff.body;
@@ -325,7 +328,12 @@ export class MilestoneService {
     return this.diffCache.statistics();
   }
 
-  private async computeDiff(organizationId: string, from: MilestoneRow, to: MilestoneRow): Promise<CachedDiff> {
+  private async computeDiff(
+    organizationId: string,
+    from: MilestoneRow,
+    to: MilestoneRow,
+    noun: MilestoneNoun,
+  ): Promise<CachedDiff> {
     // Loading both contents is itself work on the event loop: a diff the pool would refuse is refused before it.
     this.tasks.assertCapacity();
     const fromContent = await milestoneContent(this.database, organizationId, from.id);
@@ -333,8 +341,8 @@ export class MilestoneService {
     const outcome = await this.tasks.run(
       "diffMilestones",
       {
-        fromLabel: `milestone ${from.name} (${from.id})`,
-        toLabel: `milestone ${to.name} (${to.id})`,
+        fromLabel: `${noun} ${from.name} (${from.id})`,
+        toLabel: `${noun} ${to.name} (${to.id})`,
         fromContent,
         toContent,
         fromHeader: from.created_at,

@@ -35,9 +35,10 @@ describe("DiffCache", () => {
     expect(none.get("a")).toBeUndefined();
   });
 
-  it("names a diff by organization, milestones and their names", () => {
-    const key = DiffCache.key("org", { id: "1", name: "v1" }, { id: "2", name: "v2" });
-    expect(DiffCache.key("org", { id: "1", name: "v1 renamed" }, { id: "2", name: "v2" })).not.toBe(key);
-    expect(DiffCache.key("other", { id: "1", name: "v1" }, { id: "2", name: "v2" })).not.toBe(key);
+  it("names a diff by organization, milestones, their names and the noun its sides are labelled with", () => {
+    const key = DiffCache.key("org", { id: "1", name: "v1" }, { id: "2", name: "v2" }, "milestone");
+    expect(DiffCache.key("org", { id: "1", name: "v1 renamed" }, { id: "2", name: "v2" }, "milestone")).not.toBe(key);
+    expect(DiffCache.key("other", { id: "1", name: "v1" }, { id: "2", name: "v2" }, "milestone")).not.toBe(key);
+    expect(DiffCache.key("org", { id: "1", name: "v1" }, { id: "2", name: "v2" }, "version")).not.toBe(key);
   });
 });

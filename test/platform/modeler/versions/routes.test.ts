@@ -132,9 +132,24 @@ describe("Modeler API /versions (the newer name of milestones) over HTTP", () =>
     const compared = await call("GET", `/versions/compare/${first.id}...${second.id}`);
     expect(compared.headers.get("content-type")).toContain("application/json");
     const { url } = await json<{ url: string }>(compared);
+    // The link is the versions API's, and its diff labels both sides as versions.
+    expect(new URL(url).pathname).toBe(`/modeler/api/v1/versions/compare/${first.id}...${second.id}/diff`);
     const diff = await fetch(url);
     expect(diff.status).toBe(200);
-    expect(await diff.text()).toContain('+  <bpmn:process id="Process_1" name="third" isExecutable="true">');
+    const text = await diff.text();
+    expect(text).toContain('+  <bpmn:process id="Process_1" name="third" isExecutable="true">');
+    expect(text).toContain(`--- version first (${first.id})`);
+    expect(text).toContain(`+++ version second (${second.id})`);
+    // The same grant under the milestones API serves the same diff labelled as milestones.
+    const asMilestones = await fetch(url.replace("/api/v1/versions/", "/api/v1/milestones/"));
+    expect(await asMilestones.text()).toContain(`--- milestone first (${first.id})`);
+    // A link to a version deleted since names a missing version.
+    expect((await call("DELETE", `/versions/${second.id}`)).status).toBe(204);
+    const gone = await fetch(url);
+    expect(gone.status).toBe(404);
+    const { detail } = (await gone.json()) as { detail: string };
+    expect(detail).toContain("version");
+    expect(detail).not.toContain("milestone");
     expect((await call("GET", `/versions/compare/${first.id}...${randomUUID()}`)).status).toBe(404);
     expect((await call("GET", `/versions/compare/${first.id}..${second.id}`)).status).toBe(400);
   });
