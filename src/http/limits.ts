@@ -213,7 +213,11 @@ export function guardConnections(
     firstRequestTimers.delete(socket);
   };
   server.prependListener("request", onRequest);
-  // A request with an expectation other than 100-continue arrives as this event instead (see `createHttpServer`).
+  // A request with an `Expect` header arrives as one of these events instead (see `createHttpServer`), and must be
+  // counted, timed and admitted like any other: missed, it kept its connection's first-request deadline (a 408 in
+  // the middle of an upload), escaped the per-connection request cap, and left its connection first in line for
+  // eviction as one that never sent a request.
+  server.prependListener("checkContinue", onRequest);
   server.prependListener("checkExpectation", onRequest);
 }
 

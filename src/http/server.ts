@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type ServerOptions } from "node:htt
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import { Ajv, type Options as AjvOptions } from "ajv";
 import addFormats from "ajv-formats";
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from "fastify";
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest, LogController } from "fastify";
 import FindMyWay, { type HTTPMethod } from "find-my-way";
 import type { AddressRangeSet } from "../auth/address-ranges.js";
 import { AnswerBudget, largeAnswerBytes, maxWaitingPipelinedRequests, oneRequestAtATime } from "./answer-flow.js";
@@ -113,6 +113,20 @@ function expectsContinue(request: IncomingMessage): boolean {
   return request.httpVersion === "1.1" && expect !== undefined && CONTINUE_EXPECTATION.test(expect);
 }
 
+/**
+ * Whether the body of an admitted request that reached a route will be read: it declares no more bytes than the route
+ * takes (a larger one is refused with 413 unread), and has a content type the route's context parses (any other is
+ * refused with 415, and a body without one too). A client expecting `100 Continue` is invited to send only such a body.
+ */
+function bodyWillBeRead(request: FastifyRequest): boolean {
+  const declaredBytes = Number(request.headers["content-length"]);
+  if (declaredBytes > request.routeOptions.bodyLimit) return false;
+  const contentType = request.headers["content-type"];
+  if (contentType === undefined) return false;
+  const mediaType = (contentType.split(";")[0] ?? "").trim().toLowerCase();
+  return mediaType !== "" && request.server.hasContentTypeParser(mediaType);
+}
+
 /** The length of a path segment once its percent-encoding is decoded (its raw length when that is not valid). */
 function decodedLength(segment: string): number {
   try {
@@ -217,12 +231,6 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     closeAfterUnreadBody(request, reply, options.bodyLimitBytes);
     done(null, payload);
   });
-  // After every `onRequest` hook (tokens, addresses, scopes): a client that waits for `100 Continue` sends its body only
-  // once the request was admitted, and a refused one never sends it.
-  server.addHook("preParsing", (request, reply, payload, done) => {
-    if (expectsContinue(request.raw) && !reply.raw.headersSent) reply.raw.writeContinue();
-    done(null, payload);
-  });
   server.addHook("onRequest", (request, _reply, done) => {
     if (request.url.length > maxUrlCharacters) {
       done(new ServiceError("uriTooLong", `The URL is longer than ${maxUrlCharacters} characters.`));
@@ -286,12 +294,13 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
       knownRoutes.on(method as HTTPMethod, route.url, () => undefined);
     }
   });
-  server.setNotFoundHandler((request, reply) => {
+  /** The refusal of a request no route matched: 414 for an over-long parameter, 405 with `Allow`, or 404. */
+  const unmatchedRouteError = (request: FastifyRequest): ServiceError => {
     const path = request.url.split("?")[0] ?? request.url;
     // No route has a segment this long, so the request named a resource by an over-long parameter. The router
     // reports that itself only when no sibling route was tried, hence the check here.
     if (path.split("/").some((segment) => decodedLength(segment) > maxPathParameterCharacters)) {
-      return sendError(pathParameterTooLong(), request, reply);
+      return pathParameterTooLong();
     }
     // HEAD is listed where it is served: Fastify answers HEAD on every GET route.
     const allowed = (["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"] as const).filter(
@@ -299,19 +308,29 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     );
     // A route of this method matched and found nothing to serve (a static file that does not exist): a 404.
     if (allowed.length > 0 && !(allowed as readonly string[]).includes(request.method)) {
-      return sendError(
-        new ServiceError(
-          "methodNotAllowed",
-          `${request.method} is not allowed on ${path}; use ${allowed.join(", ")}.`,
-          {
-            headers: { allow: allowed.join(", ") },
-          },
-        ),
-        request,
-        reply,
+      return new ServiceError(
+        "methodNotAllowed",
+        `${request.method} is not allowed on ${path}; use ${allowed.join(", ")}.`,
+        {
+          headers: { allow: allowed.join(", ") },
+        },
       );
     }
-    return sendError(new ServiceError("routeNotFound", `No route matches ${request.method} ${path}.`), request, reply);
+    return new ServiceError("routeNotFound", `No route matches ${request.method} ${path}.`);
+  };
+  server.setNotFoundHandler((request, reply) => sendError(unmatchedRouteError(request), request, reply));
+  // After every `onRequest` hook (tokens, addresses, scopes): a client that waits for `100 Continue` sends its body only
+  // once the request was admitted and the body will be read, and a refused one never sends it. One that matched no
+  // route is answered at once, since the not-found handler would wait for its body first.
+  server.addHook("preParsing", (request, reply, payload, done) => {
+    if (expectsContinue(request.raw) && !reply.raw.headersSent) {
+      if (request.is404) {
+        done(unmatchedRouteError(request));
+        return;
+      }
+      if (bodyWillBeRead(request)) reply.raw.writeContinue();
+    }
+    done(null, payload);
   });
   return server;
 }

@@ -325,9 +325,10 @@ describe("connection limits of every HTTP server", () => {
     expect((await requestFrom(otherClientAddress, `${url}/ping`)).status).toBe(200);
   }, 30_000);
 
-  it("closes a keep-alive connection after its request limit, saying so on the last answer", async () => {
+  /** Limits of two requests per connection, and a client connection that collects what it receives. */
+  async function twoRequestConnection(requestReceiveTimeoutMs: number) {
     const { port } = await startServer({
-      requestReceiveTimeoutMs: 10_000,
+      requestReceiveTimeoutMs,
       maxConnections: 100,
       maxConnectionsPerAddress: 100,
       maxRequestsPerConnection: 2,
@@ -345,16 +346,50 @@ describe("connection limits of every HTTP server", () => {
       setTimeout(() => reject(new Error("the server kept the connection open")), 10_000).unref();
     });
     socket.on("error", () => undefined);
+    return { socket, received: () => received, closed };
+  }
+
+  it("closes a keep-alive connection after its request limit, saying so on the last answer", async () => {
+    const { socket, received, closed } = await twoRequestConnection(10_000);
     socket.write("GET /ping HTTP/1.1\r\nHost: flowplane.test\r\n\r\n");
     await new Promise((resolve) => setTimeout(resolve, 200));
     // The last request matches no route, which Fastify answers before any route runs: the close is announced anyway.
     socket.write("GET /nowhere HTTP/1.1\r\nHost: flowplane.test\r\n\r\n");
     await closed.finally(() => socket.destroy());
-    const answers = received.split("HTTP/1.1 ").slice(1);
+    const answers = received().split("HTTP/1.1 ").slice(1);
     expect(answers).toHaveLength(2);
     expect(answers[0]).toMatch(/^200 /);
     expect(answers[0]?.toLowerCase()).toContain("connection: keep-alive");
     expect(answers[1]).toMatch(/^404 /);
+    expect(answers[1]?.toLowerCase()).toContain("connection: close");
+  }, 20_000);
+
+  it("times and counts a request expecting 100-continue like any other", async () => {
+    const { socket, received, closed } = await twoRequestConnection(1_000);
+    const body = JSON.stringify({ text: "sent after the invitation" });
+    const expecting = `POST /echo HTTP/1.1\r\nHost: flowplane.test\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\n\r\n`;
+    const answered = async (count: number) =>
+      await expect.poll(() => received().split("sent after the invitation").length).toBe(count + 1);
+    socket.write(expecting);
+    await expect.poll(() => received()).toContain("100 Continue");
+    socket.write(body);
+    await answered(1);
+    // Past the first request's deadline, the connection idles at keep-alive: its first request ended that deadline,
+    // which used to close it with a 408 of its own.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect(received()).not.toContain("408");
+    socket.write(expecting);
+    await expect.poll(() => received().split("100 Continue").length).toBe(3);
+    socket.write(body);
+    await answered(2);
+    // The second request is the connection's last: its answer says so and the server closes the connection.
+    await closed;
+    const answers = received()
+      .split("HTTP/1.1 ")
+      .slice(1)
+      .filter((answer) => !answer.startsWith("100 "));
+    expect(answers.map((answer) => answer.slice(0, 3))).toEqual(["200", "200"]);
+    expect(answers[0]?.toLowerCase()).toContain("connection: keep-alive");
     expect(answers[1]?.toLowerCase()).toContain("connection: close");
   }, 20_000);
 });

@@ -406,6 +406,13 @@ describe("createHttpServer on a real socket", () => {
     server = createQuietHttpServer();
     server.get("/ping", async () => ({ pong: true }));
     server.post("/echo", async (request) => ({ echoed: request.body }));
+    // A body type only this context parses, as the token endpoint's form bodies.
+    await server.register(async (context) => {
+      context.addContentTypeParser("application/x-www-form-urlencoded", { parseAs: "string" }, (_request, body, done) =>
+        done(null, { form: body }),
+      );
+      context.post("/form", async (request) => request.body);
+    });
     // Refused before its body is read, as a route behind a token check refuses a request without one.
     server.post(
       "/guarded",
@@ -480,22 +487,35 @@ describe("createHttpServer on a real socket", () => {
     expect(client.received.toLowerCase()).toContain("connection: keep-alive");
   });
 
-  it("tells a client expecting 100-continue to send its body only once the request was admitted", async () => {
-    const expecting = (path: string, length: number) =>
-      `POST ${path} HTTP/1.1\r\nHost: flowplane.test\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\nExpect: 100-continue\r\n\r\n`;
-    // Refused by an `onRequest` hook (a token check): the final answer comes first, with no invitation to send.
-    const refused = await openConnectionFrom(port, "127.0.0.1", opened);
-    refused.socket.write(expecting("/guarded", 2));
-    await expect.poll(() => refused.received).toMatch(/^HTTP\/1\.1 401 /);
-    expect(refused.received).not.toContain("100 Continue");
-    // Admitted: `100 Continue` first, then the answer to the body the client sent after it.
-    const admitted = await openConnectionFrom(port, "127.0.0.1", opened);
-    const body = JSON.stringify({ sent: "after the invitation" });
-    admitted.socket.write(expecting("/echo", body.length));
-    await expect.poll(() => admitted.received).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\n$/);
-    admitted.socket.write(body);
-    await expect.poll(() => admitted.received).toContain('{"echoed":{"sent":"after the invitation"}}');
-    expect(admitted.received.match(/100 Continue/g)).toHaveLength(1);
+  it("tells a client expecting 100-continue to send its body only once the request was admitted and the body will be read", async () => {
+    const expecting = (path: string, length: number, type = "application/json") =>
+      `POST ${path} HTTP/1.1\r\nHost: flowplane.test\r\nContent-Type: ${type}\r\nContent-Length: ${length}\r\nExpect: 100-continue\r\n\r\n`;
+    // Refused before the body would be read: a token check, no route, a body larger than the route takes, a type no
+    // parser of the route takes. The final answer comes first, with no invitation to send.
+    for (const [request, status] of [
+      [expecting("/guarded", 2), 401],
+      [expecting("/nowhere", 2), 404],
+      [expecting("/echo", 10 * 1024 * 1024), 413],
+      [expecting("/echo", 2, "text/plain"), 415],
+    ] as const) {
+      const refused = await openConnectionFrom(port, "127.0.0.1", opened);
+      refused.socket.write(request);
+      await expect.poll(() => refused.received).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `));
+      expect(refused.received, request).not.toContain("100 Continue");
+    }
+    // Admitted: `100 Continue` first, then the answer to the body the client sent after it, JSON or a type only the
+    // route's own context parses.
+    for (const [path, type, body, answer] of [
+      ["/echo", "application/json", '{"sent":"after the invitation"}', '{"echoed":{"sent":"after the invitation"}}'],
+      ["/form", "application/x-www-form-urlencoded", "sent=after", '{"form":"sent=after"}'],
+    ] as const) {
+      const admitted = await openConnectionFrom(port, "127.0.0.1", opened);
+      admitted.socket.write(expecting(path, body.length, type));
+      await expect.poll(() => admitted.received).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\n$/);
+      admitted.socket.write(body);
+      await expect.poll(() => admitted.received).toContain(answer);
+      expect(admitted.received.match(/100 Continue/g)).toHaveLength(1);
+    }
   });
 
   it("answers a request Node's parser cannot read with a 400 problem document", async () => {

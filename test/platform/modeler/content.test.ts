@@ -3,7 +3,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { ServiceError } from "../../../src/http/errors.js";
-import { describeParserMessage, validateFileContent } from "../../../src/platform/modeler/content.js";
+import { assertName, describeParserMessage, validateFileContent } from "../../../src/platform/modeler/content.js";
 import { bpmnDocument, dmnDocument } from "./support.js";
 
 describe("validateFileContent", () => {
@@ -90,6 +90,26 @@ describe("validateFileContent", () => {
       "content is not a valid BPMN document (root element bpmn:Definitions expected): " +
         "line 5, column 1: closing tag mismatch (at </bpmn:definitions>).",
     );
+  });
+});
+
+describe("assertName", () => {
+  it("refuses control characters, naming the first, and takes any other text", () => {
+    for (const [name, codePoint] of [
+      ["tab\there", "0009"],
+      ["line\nbreak", "000A"],
+      ["\u0001".repeat(255), "0001"],
+      ["delete\u007f", "007F"],
+      ["next line\u0085", "0085"],
+    ] as const) {
+      expect(() => assertName("name", name)).toThrow(
+        `name must not contain control characters; it holds U+${codePoint}.`,
+      );
+    }
+    expect(() => assertName("name", "nul\u0000")).toThrow("name must not contain the character U+0000.");
+    for (const name of ["Order process", "Bestellung für Kunden", "注文 ✓ 🚚", 'quotes " and \\ backslashes']) {
+      expect(() => assertName("name", name)).not.toThrow();
+    }
   });
 });
 

@@ -119,6 +119,25 @@ describe("Modeler API over HTTP", () => {
     expect((await call("POST", "/folders", { name: "orphan" })).status).toBe(400);
   });
 
+  it("refuses names holding control characters for projects, folders, files and milestones, created or renamed", async () => {
+    const project = await createProject(`names ${randomUUID()}`);
+    const file = await createFile(project.id, "named.bpmn");
+    const milestone = await json<{ id: string }>(await call("POST", "/milestones", { name: "m", fileId: file.id }));
+    const named = "tab\tinside";
+    for (const [method, path, body] of [
+      ["POST", "/projects", { name: named }],
+      ["PATCH", `/projects/${project.id}`, { name: named }],
+      ["POST", "/folders", { name: named, projectId: project.id }],
+      ["POST", "/files", { name: named, content: bpmnDocument(), fileType: "bpmn", projectId: project.id }],
+      ["PATCH", `/files/${file.id}`, { name: named, revision: file.revision }],
+      ["POST", "/milestones", { name: named, fileId: file.id }],
+      ["PATCH", `/milestones/${milestone.id}`, { name: named }],
+    ] as const) {
+      const refused = await json<{ detail: string }>(await call(method, path, body), 400);
+      expect(refused.detail, `${method} ${path}`).toBe("name must not contain control characters; it holds U+0009.");
+    }
+  });
+
   it("lets exactly one of parallel PATCHes from the same revision win; the rest get 409", async () => {
     const project = await createProject("race");
     const file = await createFile(project.id);

@@ -13,7 +13,7 @@ import {
   resolveMoveLocation,
   resolveNewLocation,
 } from "../catalog.js";
-import { assertContentSize, assertStorableText, type FileType } from "../content.js";
+import { assertContentSize, assertName, type FileType } from "../content.js";
 import { changeColumns, creationColumns, type Executor, foldName, inTransaction, type Person } from "../records.js";
 import {
   auditSearchFields,
@@ -94,7 +94,7 @@ export class FileService {
 
   /** Creates a file after validating its content for its type; its revision starts at 1. */
   async create(organizationId: string, actor: Person, input: NewFile): Promise<FileMetadata> {
-    assertStorableText("name", input.name);
+    assertName("name", input.name);
     await this.validateContent(input.fileType, input.content);
     return await inTransaction(this.database, async (transaction) => {
       if (input.folderId !== undefined && input.folderId !== null) await lockFolderTree(transaction, organizationId);
@@ -140,7 +140,7 @@ export class FileService {
    * changes made from the same revision exactly one succeeds; the others get 409.
    */
   async update(organizationId: string, actor: Person, id: string, change: FileChange): Promise<FileMetadata> {
-    if (change.name !== undefined) assertStorableText("name", change.name);
+    if (change.name !== undefined) assertName("name", change.name);
     const current = await findFile(this.database, organizationId, id);
     if (current.revision !== change.revision) throw staleRevision(id, change.revision, current.revision);
     if (change.content !== undefined) await this.validateContent(current.file_type as FileType, change.content);

@@ -15,7 +15,7 @@ import {
   resolveMoveLocation,
   resolveNewLocation,
 } from "../catalog.js";
-import { assertStorableText } from "../content.js";
+import { assertName } from "../content.js";
 import { maximumFolderDepth, maximumStoredFolderDepth } from "../paths.js";
 import { changeColumns, creationColumns, type Executor, foldName, inTransaction, type Person } from "../records.js";
 import {
@@ -114,7 +114,7 @@ export class FolderService {
 
   /** Creates a folder in a project's top level or inside another folder. */
   async create(organizationId: string, actor: Person, input: NewFolder): Promise<FolderMetadata> {
-    assertStorableText("name", input.name);
+    assertName("name", input.name);
     return await inTransaction(this.database, async (transaction) => {
       if (input.parentId !== undefined && input.parentId !== null) await lockFolderTree(transaction, organizationId);
       const location = await resolveNewLocation(
@@ -157,7 +157,7 @@ export class FolderService {
    * to another project moves its subfolders and files along.
    */
   async update(organizationId: string, actor: Person, id: string, change: FolderChange): Promise<FolderMetadata> {
-    if (change.name !== undefined) assertStorableText("name", change.name);
+    if (change.name !== undefined) assertName("name", change.name);
     return await inTransaction(this.database, async (transaction) => {
       if (change.projectId !== undefined || change.parentId !== undefined) {
         await lockFolderTree(transaction, organizationId);

@@ -4,7 +4,7 @@ import { conflict, notFound } from "../../../http/errors.js";
 import type { PlatformDatabase } from "../../store/schema.js";
 import { inlineTaskRunner } from "../../worker-pool.js";
 import { type FileMetadata, findFile } from "../catalog.js";
-import { assertStorableText } from "../content.js";
+import { assertName } from "../content.js";
 import { fileMetadata } from "../files/service.js";
 import {
   type AuditFields,
@@ -170,7 +170,7 @@ export class MilestoneService {
   ): Promise<MilestoneMetadata> {
     const createdAt = this.now().toISOString();
     const name = input.name ?? createdAt;
-    assertStorableText("name", name);
+    assertName("name", name);
     return await inTransaction(this.database, async (transaction) => {
       const file = await transaction
         .selectFrom("modeler_files")
@@ -211,7 +211,7 @@ export class MilestoneService {
     name: string,
     noun: MilestoneNoun = "milestone",
   ): Promise<MilestoneMetadata> {
-    assertStorableText("name", name);
+    assertName("name", name);
     const result = await this.database
       .updateTable("modeler_milestones")
       .set({ name, name_folded: foldName(name), ...changeColumns(actor, this.now().toISOString()) })

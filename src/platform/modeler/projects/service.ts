@@ -12,7 +12,7 @@ import {
   projectColumns,
   projectMetadata,
 } from "../catalog.js";
-import { assertStorableText } from "../content.js";
+import { assertName } from "../content.js";
 import { changeColumns, creationColumns, foldName, inTransaction, type Person } from "../records.js";
 import {
   auditSearchFields,
@@ -44,7 +44,7 @@ export class ProjectService {
 
   /** Creates an empty project. */
   async create(organizationId: string, actor: Person, name: string): Promise<ProjectMetadata> {
-    assertStorableText("name", name);
+    assertName("name", name);
     const row: ProjectRow = { id: randomUUID(), name, ...creationColumns(actor, this.now().toISOString()) };
     await this.database
       .insertInto("modeler_projects")
@@ -61,7 +61,7 @@ export class ProjectService {
 
   /** Renames a project. */
   async rename(organizationId: string, actor: Person, id: string, name: string): Promise<ProjectMetadata> {
-    assertStorableText("name", name);
+    assertName("name", name);
     const result = await this.database
       .updateTable("modeler_projects")
       .set({ name, name_folded: foldName(name), ...changeColumns(actor, this.now().toISOString()) })
