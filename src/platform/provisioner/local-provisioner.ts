@@ -669,10 +669,13 @@ export class LocalProvisioner implements Provisioner {
       renameSync(previousDirectory, discardedDirectory);
     } catch (error) {
       logger.error({ err: error }, "the restore failed; putting the cluster's previous data back");
-      await this.stopCluster(clusterId);
-      // Only now that the restored cluster is stopped: a policy delivered while it still ran must keep its writes
-      // paused. The launch below writes the file without the pause.
-      this.writesPaused.delete(clusterId);
+      try {
+        await this.stopCluster(clusterId);
+      } finally {
+        // Only once the restored cluster is stopped: a policy delivered while it still ran must keep its writes
+        // paused. The launch below writes the file without the pause.
+        this.writesPaused.delete(clusterId);
+      }
       // Should this throw, the cluster stays stopped with its previous data aside, and its next launch puts it back.
       await this.putBack(placement.directory, logger);
       await this.launchCluster(specification);

@@ -9,6 +9,7 @@ import { runCli } from "../../../src/cli/main.js";
 import { ApiError } from "../../../src/client/errors.js";
 import { ModelerClient } from "../../../src/client/modeler.js";
 import { TokenProvider } from "../../../src/client/token-provider.js";
+import { openStore } from "../../../src/platform/store/database.js";
 import { startTestPlatform, type TestPlatform } from "../../support/platform.js";
 import { captureIo } from "../support.js";
 
@@ -198,7 +199,18 @@ describe.runIf(registeredInMain)("flowplane modeler through runCli", () => {
         credentials: { oauthUrl: `${platform.url}/oauth/token`, ...platform.adminClient },
       }),
     });
-    const hostileProjectId = (await modelerClient.createProject(hostileName)).id;
+    // The API refuses such a name now; a store an earlier version wrote may still hold one.
+    const hostileProjectId = (await modelerClient.createProject("renamed below")).id;
+    const store = await openStore({ url: "", dataDirectory: platform.dataDirectory });
+    try {
+      await store.database
+        .updateTable("modeler_projects")
+        .set({ name: hostileName, name_folded: hostileName.toLowerCase() })
+        .where("id", "=", hostileProjectId)
+        .execute();
+    } finally {
+      await store.close();
+    }
     const isRaw = (text: string) => ["\u001b", "\u0007", "\u202e"].some((control) => text.includes(control));
 
     const table = await cli(["modeler", "projects", "list", "--name", "Evil"]);
@@ -211,18 +223,14 @@ describe.runIf(registeredInMain)("flowplane modeler through runCli", () => {
 
     const source = join(directory, "plain.bpmn");
     await writeFile(source, bpmn, "utf8");
-    const uploaded = await cli([
-      "modeler",
-      "upload",
-      source,
-      "--project",
-      hostileProjectId,
-      "--name",
-      "a\u001b[2Jb.bpmn",
-    ]);
+    const uploaded = await cli(["modeler", "upload", source, "--project", hostileProjectId]);
     expect(uploaded.exitCode).toBe(exitCodes.ok);
-    expect(uploaded.stdout).toContain("/a\\u001b[2Jb.bpmn (id ");
+    expect(uploaded.stdout).toContain("Evil\\u001b]0;owned\\u0007 \\u202eproject/plain.bpmn (id ");
     expect(isRaw(uploaded.stdout)).toBe(false);
+    const refusedName = await cli(["modeler", "upload", source, "--project", projectId, "--name", "a\u001b[2Jb.bpmn"]);
+    expect(refusedName.exitCode).toBe(exitCodes.failure);
+    expect(refusedName.stderr).toContain("name must not contain control characters; it holds U+001B.");
+    expect(isRaw(refusedName.stderr)).toBe(false);
 
     const refused = await cli(["modeler", "upload", join(directory, "x\u001b[2J.txt"), "--project", projectId]);
     expect(refused.exitCode).toBe(exitCodes.usage);
