@@ -79,7 +79,8 @@ export class FakeManagementApi {
   /** What `GET /actuator/cluster` answers. */
   clusterStatus: Record<string, unknown> = fakeClusterStatus();
   readonly requests: { method: string; path: string; token: string; body: string }[] = [];
-  refuseNext: { status: number; detail: string } | undefined;
+  /** Answers the next request (or the next `times`) with this problem. */
+  refuseNext: { status: number; detail: string; times?: number } | undefined;
   /**
    * The highest id a take used, as the backup store marks it: a take at or below it is refused with 409 naming it
    * (`highestUsedBackupId`), even when its backup was deleted since.
@@ -128,8 +129,8 @@ export class FakeManagementApi {
       return;
     }
     if (this.refuseNext !== undefined) {
-      const { status, detail } = this.refuseNext;
-      this.refuseNext = undefined;
+      const { status, detail, times = 1 } = this.refuseNext;
+      this.refuseNext = times > 1 ? { status, detail, times: times - 1 } : undefined;
       answer(status, problem(status, detail));
       return;
     }

@@ -612,6 +612,7 @@ export class BackupService {
       const cutShort = this.runWasCutShort(row.cluster_id, row.last_run_at, row.ended_run_at);
       const scheduledDue = due !== undefined && due <= now;
       if (!retryDue && !cutShort && !scheduledDue) continue;
+      if (cutShort && !scheduledDue && !retryDue && (await this.recordEndIfBackupTaken(row))) continue;
       if (cutShort && !scheduledDue) {
         this.options.logger.warn(
           { clusterId: row.cluster_id, lastRun: row.last_run_at },
@@ -637,6 +638,40 @@ export class BackupService {
         );
       }
     }
+  }
+
+  /**
+   * Records the schedule's latest run as ended when the cluster holds a backup taken since it was claimed (backup ids
+   * are at least the epoch milliseconds of their taking): the run started its backup, and its platform stopped before
+   * recording so, or ran a version before migration 039, which records no end. Such a run is not run again. False
+   * when no such backup is known, the cluster not answering included: the run is then run again.
+   */
+  private async recordEndIfBackupTaken(
+    row: Selectable<PlatformDatabase["cluster_backup_schedules"]>,
+  ): Promise<boolean> {
+    if (row.last_run_at === null) return false;
+    const claimedAtMs = BigInt(Date.parse(row.last_run_at));
+    let backups: readonly { backupId: bigint }[];
+    try {
+      const client = await this.clientFor(row.organization_id, row.cluster_id);
+      backups = await this.callCluster(() => client.list({ summary: true }));
+    } catch {
+      return false;
+    }
+    const taken = backups.find((backup) => backup.backupId >= claimedAtMs);
+    if (taken === undefined) return false;
+    await this.database
+      .updateTable("cluster_backup_schedules")
+      .set({ ended_run_at: row.last_run_at })
+      .where("cluster_id", "=", row.cluster_id)
+      .where("last_run_at", "=", row.last_run_at)
+      .execute();
+    this.unendedRuns.delete(row.cluster_id);
+    this.options.logger.info(
+      { clusterId: row.cluster_id, lastRun: row.last_run_at, backupId: String(taken.backupId) },
+      "a scheduled run whose end was not recorded had taken its backup; it is not run again",
+    );
+    return true;
   }
 
   /**

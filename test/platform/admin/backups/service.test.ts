@@ -334,13 +334,30 @@ describe.each(databaseKinds)("backup schedules on %s", (kind) => {
     clock = new Date("2026-01-03T11:41:00.000Z");
     await service.runDueSchedules();
     clock = new Date("2026-01-03T11:46:10.000Z");
-    management.refuseNext = { status: 503, detail: "the cluster is unreachable" };
+    // Refused twice: the look for a backup taken since the claim, then the run's own.
+    management.refuseNext = { status: 503, detail: "the cluster is unreachable", times: 2 };
     await service.runDueSchedules();
     expect(await service.getSchedule(organizationId, clusterId)).toMatchObject({
       lastRun: "2026-01-03T11:46:10.000Z",
       lastFailure: expect.stringContaining("the cluster is unreachable"),
       retryAt: "2026-01-03T11:48:10.000Z",
     });
+    clock = new Date("2026-01-03T11:48:20.000Z");
+    await service.runDueSchedules();
+    const postsBefore = posts();
+
+    // A run whose platform started its backup and stopped before recording so, or ran a version that records no end,
+    // is not run again: the cluster holds a backup taken since the claim (its id is the epoch milliseconds of then).
+    await claimedElsewhere("2026-01-03T11:55:00.000Z");
+    const startedElsewhere = BigInt(Date.parse("2026-01-03T11:55:01.000Z"));
+    management.backups.set(startedElsewhere, fakeBackup(startedElsewhere, "COMPLETED"));
+    for (const time of ["2026-01-03T11:55:30.000Z", "2026-01-03T12:00:40.000Z", "2026-01-03T12:20:00.000Z"]) {
+      clock = new Date(time);
+      await service.runDueSchedules();
+    }
+    // The 12:00 run was due and taken; the run claimed at 11:55 was not run again before it.
+    expect(posts()).toBe(postsBefore + 1);
+    expect(await service.getSchedule(organizationId, clusterId)).toMatchObject({ lastRun: "2026-01-03T12:00:40.000Z" });
   });
 
   it("refuses schedules that run more often than every 15 minutes or never", async () => {
