@@ -63,6 +63,7 @@ import { fileURLToPath } from "node:url";
 import { pino } from "pino";
 import { Pool } from "undici";
 import { DEFAULT_TENANT_ID, encodeRecord, parseKey } from "../../src/cluster/engine/index.js";
+import { withMallocHugePages } from "../../src/platform/provisioner/child-environment.js";
 import {
   addLocalBrokers,
   defaultCommand,
@@ -81,6 +82,10 @@ import { changeTimeline, TIMELINE_COLUMNS } from "./timeline.js";
 
 const MiB = 1024 * 1024;
 const repositoryRoot = fileURLToPath(new URL("../../", import.meta.url));
+// Every process this benchmark starts (the floors' copies, the rebuild, the recycling) keeps its memory as the local
+// cluster's brokers keep theirs (child-environment.ts), so that the floors and the joins pay alike for new memory.
+process.env.GLIBC_TUNABLES = withMallocHugePages(process.env.GLIBC_TUNABLES);
+
 const tcpCopyScript = fileURLToPath(new URL("./tcp-copy.ts", import.meta.url));
 const engineRebuildScript = fileURLToPath(new URL("./engine-rebuild.ts", import.meta.url));
 

@@ -83,6 +83,19 @@ export function localChildEnvironment(context: BrokerSettingsContext): Record<st
   return environment;
 }
 
+/** The glibc tunable that decides whether malloc asks the kernel for transparent huge pages for what it maps. */
+const MALLOC_HUGE_PAGES_TUNABLE = "glibc.malloc.hugetlb";
+
+/**
+ * A `GLIBC_TUNABLES` value with malloc's transparent huge pages on, keeping the tunables `value` holds; unchanged
+ * when it already sets them either way, since an operator may have meant to switch them off.
+ */
+export function withMallocHugePages(value: string | undefined): string {
+  const tunables = (value ?? "").split(":").filter((tunable) => tunable !== "");
+  if (tunables.some((tunable) => tunable.split("=")[0] === MALLOC_HUGE_PAGES_TUNABLE)) return tunables.join(":");
+  return [...tunables, `${MALLOC_HUGE_PAGES_TUNABLE}=1`].join(":");
+}
+
 /** The environment of broker `entry` of a local cluster: what `flowplane broker` and `flowplane restore` run with. */
 export function localBrokerEnvironment(
   context: BrokerSettingsContext,
@@ -109,5 +122,11 @@ export function localBrokerEnvironment(
   if (context.backupDirectory !== undefined) {
     setSetting(environment, "service.backup.filesystem.basePath", context.backupDirectory);
   }
+  // A broker keeps every message in memory, and a replica that joins keeps a whole partition's state in memory it
+  // allocates as it receives it. Where the kernel gives huge pages only to memory that asks for them (the usual
+  // `madvise` mode), faulting that memory in page by page costs several times as much, most of all on a virtual
+  // machine whose host provides each page anew (DEVELOPERS.md, "Huge pages for a broker's memory"). glibc ignores a
+  // tunable it does not know, and another C library ignores the variable.
+  environment.GLIBC_TUNABLES = withMallocHugePages(environment.GLIBC_TUNABLES);
   return environment;
 }

@@ -10,6 +10,7 @@ import { dirname, join } from "node:path";
 const role = process.argv[2] ?? "unknown";
 const environment = Object.fromEntries(Object.entries(process.env).filter(([name]) => name.startsWith("SERVICE_")));
 environment.FAKE_ARGUMENTS = JSON.stringify(process.argv.slice(2));
+environment.GLIBC_TUNABLES = process.env.GLIBC_TUNABLES;
 environment.FLOWPLANE_SUPERVISOR = process.env.FLOWPLANE_SUPERVISOR;
 environment.FAKE_HAS_CHANNEL = String(process.channel !== undefined);
 environment.FAKE_PID = String(process.pid);

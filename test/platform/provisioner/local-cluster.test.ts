@@ -178,6 +178,8 @@ describe("startLocalCluster", () => {
         // Nor the preset administration client's id: a child given it without the secret refuses to start.
         SERVICE_BOOTSTRAP_CLIENT_ID: "preset-administration-client",
         SERVICE_DATABASE_URL: "postgres://flowplane:password@db/flowplane",
+        // A tunable of the operator's own, which the brokers keep beside their huge pages.
+        GLIBC_TUNABLES: "glibc.malloc.arena_max=2",
       },
       command: { entry: fakeCli, nodeArguments: [] },
     });
@@ -200,8 +202,11 @@ describe("startLocalCluster", () => {
         SERVICE_BROKER_CLUSTER_CLUSTER_PORT: String(ports.brokers[1]?.clusterPort),
         SERVICE_BROKER_MANAGEMENT_PORT: String(ports.brokers[1]?.managementPort),
         SERVICE_BROKER_DATA_DIRECTORY: join(dataDirectory, "cluster", "brokers", "1"),
+        GLIBC_TUNABLES: "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1",
       });
       const gateway = await recorded(records, "gateway");
+      // The gateway keeps no state; it runs as the operator asked.
+      expect(gateway.GLIBC_TUNABLES).toBe("glibc.malloc.arena_max=2");
       expect(gateway.SERVICE_GATEWAY_CONTACT_POINTS).toBe(contactPoints);
       expect(gateway.SERVICE_GATEWAY_CONTACTPOINTS).toBeUndefined();
       expect(gateway.SERVICE_GATEWAY_ISSUER_URL).toBe("http://127.0.0.1:1");
