@@ -3,6 +3,7 @@ import type { TSchema } from "typebox";
 import { Value } from "typebox/value";
 import { parse as parseYaml } from "yaml";
 import { parseTrustedProxies } from "../http/trusted-proxies.js";
+import { platformSubject } from "../platform/issuer/cluster-tokens.js";
 import { clusterIdProblem, clusterSecretProblem } from "./cluster-secret.js";
 import { ConfigurationError } from "./errors.js";
 import { type Configuration, configurationSchema, keyEncryptionKeyPattern } from "./schema.js";
@@ -230,6 +231,13 @@ function crossFieldProblems(configuration: Configuration): string[] {
   }
   if (clientId !== "" && !/^[A-Za-z0-9._~-]{1,128}$/.test(clientId)) {
     problems.push(`service.bootstrap.clientId is ${JSON.stringify(clientId)}; allowed: 1-128 of A-Z a-z 0-9 . _ ~ -`);
+  }
+  if (clientId === platformSubject) {
+    // Deleting such a client would list its id among the revoked ones, and the gateways would refuse the platform's
+    // own tokens (backups) with it.
+    problems.push(
+      `service.bootstrap.clientId is "${platformSubject}", the subject of the platform's own tokens; choose another`,
+    );
   }
   const url = configuration.database.url;
   if (url !== "" && !/^(postgres|postgresql):\/\//.test(url) && !url.startsWith("sqlite:")) {

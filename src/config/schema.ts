@@ -84,7 +84,8 @@ export const configurationSchema = Type.Object(
           minimum: 1024,
           maximum: 64 * 1024 * 1024,
           default: 1024 * 1024,
-          description: "Largest accepted request body; larger bodies are answered 413.",
+          description:
+            "Largest accepted request body; larger bodies are answered 413 (the token endpoint keeps its own 16 KiB).",
         }),
         trustProxy: Type.Boolean({
           default: false,
@@ -301,7 +302,8 @@ export const configurationSchema = Type.Object(
         }),
         clientId: Type.String({
           default: "",
-          description: "Preset id of the first administration client (automated deployments).",
+          description:
+            "Preset id of the first administration client (automated deployments); not `platform`, the subject of the platform's own tokens.",
         }),
         clientSecret: Type.String({
           default: "",

@@ -5,11 +5,13 @@
  */
 
 import { isUtf8 } from "node:buffer";
+import { parse as parseLosslessly } from "lossless-json";
 import secureJson from "secure-json-parse";
 import { parseJsonExactly } from "../json/exact-json.js";
 import { ServiceError } from "./errors.js";
 import { measureJsonShape } from "./json-shape.js";
 import { maxJsonNestingLevels, maxJsonValues } from "./limits.js";
+import { quotedValue } from "./quoted-value.js";
 
 /** U+FEFF, which some clients put before a JSON body. */
 const BYTE_ORDER_MARK = "\uFEFF";
@@ -29,7 +31,8 @@ export function parseJsonBody(bytes: Buffer, options: JsonBodyOptions): unknown 
   // Decoding would silently replace bytes that are not UTF-8 with U+FFFD, and store text the client never sent.
   if (!isUtf8(bytes)) throw new ServiceError("malformedBody", "The body is not valid UTF-8.");
   // Measured before parsing, since parsing is what costs: see `maxJsonValues`.
-  const excess = measureJsonShape(bytes, { maxLevels: maxJsonNestingLevels, maxValues: maxJsonValues });
+  const shape = measureJsonShape(bytes, { maxLevels: maxJsonNestingLevels, maxValues: maxJsonValues });
+  const excess = shape.excess;
   if (excess === "too-deep") {
     throw new ServiceError(
       "invalidRequest",
@@ -56,6 +59,13 @@ export function parseJsonBody(bytes: Buffer, options: JsonBodyOptions): unknown 
     }
     throw new ServiceError("malformedBody", syntaxProblem(text));
   }
+  // JSON.parse keeps the last of a repeated key and drops the others, so a request could say two things at once and
+  // be read as the last one here and as the first one by whatever else reads it (a proxy, a log, an audit).
+  if (valuesHeld(value) !== shape.values) {
+    const key = repeatedKey(withoutByteOrderMark(text));
+    const named = key === undefined ? "a key" : `the key ${quotedValue(key)}`;
+    throw new ServiceError("invalidRequest", `The body repeats ${named} within one object; each key may appear once.`);
+  }
   if (!options.exactIntegers) return value;
   // Parsed again, now that it is known to be safe JSON, so that its 64-bit integers stay exact. secure-json-parse
   // skips a leading byte order mark, which every route accepts, and lossless-json would refuse.
@@ -64,6 +74,38 @@ export function parseJsonBody(bytes: Buffer, options: JsonBodyOptions): unknown 
   } catch {
     throw new ServiceError("malformedBody", syntaxProblem(text));
   }
+}
+
+/**
+ * The first key `text` repeats within one object with a different value, which lossless-json reports; undefined when
+ * every repeat holds the same value as the first (the message then names no key).
+ */
+function repeatedKey(text: string): string | undefined {
+  let found: string | undefined;
+  try {
+    parseLosslessly(text, undefined, {
+      onDuplicateKey: ({ key }) => {
+        found = key;
+        throw new Error("stop at the first repeated key");
+      },
+    });
+  } catch {
+    // Thrown above once the key is known, or never: the text parsed before.
+  }
+  return found;
+}
+
+/** The array items and object members `value` holds at every level, as `measureJsonShape` counts them in its text. */
+function valuesHeld(value: unknown): number {
+  let count = 0;
+  const pending: unknown[] = [value];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    if (next === null || typeof next !== "object") continue;
+    const children = Array.isArray(next) ? next : Object.values(next);
+    count += children.length;
+    for (const child of children) if (child !== null && typeof child === "object") pending.push(child);
+  }
+  return count;
 }
 
 function withoutByteOrderMark(text: string): string {

@@ -9,6 +9,17 @@
 /** What `measureJsonShape` found beyond its limits, or null when the body stays within them. */
 export type JsonShapeExcess = "too-deep" | "too-many-values" | null;
 
+/** What `measureJsonShape` found. */
+export interface JsonShape {
+  /** The first limit the text passed, or null when it stays within them. */
+  readonly excess: JsonShapeExcess;
+  /**
+   * The array items and object members the walk counted, at every level (up to the limit it passed): for valid JSON,
+   * as many as the parsed value holds, unless an object repeats a key, which parsing keeps only once.
+   */
+  readonly values: number;
+}
+
 /** The limits `measureJsonShape` checks. */
 export interface JsonShapeLimits {
   /** Deepest nesting of arrays and objects, the top level counting as one. */
@@ -34,7 +45,7 @@ const CARRIAGE_RETURN = 0x0d;
  * parser that follows refuses what is not); the walk only has to agree with it on valid JSON. That holds for UTF-8:
  * the bytes of a multi-byte character are all above 0x7f, so none of them is taken for a quote or a bracket.
  */
-export function measureJsonShape(bytes: Uint8Array, limits: JsonShapeLimits): JsonShapeExcess {
+export function measureJsonShape(bytes: Uint8Array, limits: JsonShapeLimits): JsonShape {
   const length = bytes.length;
   let levels = 0;
   let values = 0;
@@ -55,12 +66,12 @@ export function measureJsonShape(bytes: Uint8Array, limits: JsonShapeLimits): Js
     }
     if (containerJustOpened || byte === COMMA) {
       values += 1;
-      if (values > limits.maxValues) return "too-many-values";
+      if (values > limits.maxValues) return { excess: "too-many-values", values };
       containerJustOpened = false;
     }
     if (byte === OPEN_BRACKET || byte === OPEN_BRACE) {
       levels += 1;
-      if (levels > limits.maxLevels) return "too-deep";
+      if (levels > limits.maxLevels) return { excess: "too-deep", values };
       containerJustOpened = true;
       position += 1;
     } else if (byte === QUOTE) {
@@ -69,7 +80,7 @@ export function measureJsonShape(bytes: Uint8Array, limits: JsonShapeLimits): Js
       position += 1;
     }
   }
-  return null;
+  return { excess: null, values };
 }
 
 /** The position after the quote that closes the string whose text starts at `start` (the end when none does). */

@@ -299,5 +299,13 @@ function sendOAuthError(error: unknown, request: FastifyRequest, reply: FastifyR
     .header("cache-control", "no-store")
     .header("pragma", "no-cache")
     .type("application/json")
-    .send({ error: oauth.error, error_description: oauth.message });
+    .send({ error: oauth.error, error_description: oauthDescription(oauth.message) });
+}
+
+/**
+ * `message` within the characters RFC 6749 §5.2 allows an error description (printable ASCII but the double quote
+ * and the backslash), each other one shown as `?`, so that a strict client library does not refuse the answer.
+ */
+function oauthDescription(message: string): string {
+  return message.replace(/[^\x20-\x21\x23-\x5b\x5d-\x7e]/gu, "?");
 }

@@ -257,7 +257,9 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
       done(null, undefined);
       return;
     }
-    done(new ServiceError("unsupportedMediaType", "Send the body as application/json."));
+    // A route that reads another type as well (the token endpoint's forms) names what it takes.
+    const consumes = request.routeOptions.schema?.consumes ?? ["application/json"];
+    done(new ServiceError("unsupportedMediaType", `Send the body as ${consumes.join(" or ")}.`));
   });
   server.removeContentTypeParser("application/json");
   server.addContentTypeParser("application/json", { parseAs: "buffer" }, (request, body, done) => {

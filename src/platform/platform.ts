@@ -427,11 +427,8 @@ export async function buildPlatformServer(options: PlatformServerOptions): Promi
       documentPath: "/oauth/openapi.json",
       docsPath: "/oauth/docs",
     });
-    await context.register(issuerRoutes, {
-      tokens: issuer.tokens,
-      signingKeys: issuer.signingKeys,
-      bodyLimitBytes: configuration.platform.bodyLimitBytes,
-    });
+    // The token endpoint keeps its own small limit (`issuerRoutes`): no token request needs the platform's general one.
+    await context.register(issuerRoutes, { tokens: issuer.tokens, signingKeys: issuer.signingKeys });
   });
 
   const members = new MemberService(store.database);

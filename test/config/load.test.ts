@@ -161,6 +161,16 @@ describe("invalid configuration", () => {
     expect(short).toContain("service.bootstrap.clientSecret is too short; allowed: at least 32 characters");
   });
 
+  it("refuses a bootstrap client id that is the subject of the platform's own tokens", () => {
+    const environment = { SERVICE_BOOTSTRAP_CLIENT_SECRET: "s".repeat(32) };
+    expect(
+      problemsOf(() => loadConfiguration({ environment: { ...environment, SERVICE_BOOTSTRAP_CLIENT_ID: "platform" } })),
+    ).toContain('service.bootstrap.clientId is "platform", the subject of the platform\'s own tokens; choose another');
+    expect(() =>
+      loadConfiguration({ environment: { ...environment, SERVICE_BOOTSTRAP_CLIENT_ID: "platform-admin" } }),
+    ).not.toThrow();
+  });
+
   it("requires a different audience for each API", () => {
     expect(
       problemsOf(() =>

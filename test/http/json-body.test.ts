@@ -47,4 +47,28 @@ describe("parseJsonBody", () => {
     expect(parseJsonBody(Buffer.from(text), { exactIntegers: true })).toEqual({ backupId: 9223372036854775807n });
     expect(parseJsonBody(Buffer.from(text), { exactIntegers: false })).toEqual({ backupId: 2 ** 63 });
   });
+
+  it("refuses a key repeated within one object, at any level and however it is escaped, and not across objects", () => {
+    const detail = (named: string) => `The body repeats ${named} within one object; each key may appear once.`;
+    expect(refusal('{"audience": "modeler-api", "audience": "admin-api"}')).toBe(detail("the key 'audience'"));
+    // The same value twice is refused too, since another reader of the body may not take the two for one; that repeat
+    // is not named.
+    expect(refusal('{"a": 1, "b": 2, "a": 1}')).toBe(detail("a key"));
+    expect(refusal('[1, {"x": {"deep": [{"k": 1, "\\u006b": 2}]}}]')).toBe(detail("the key 'k'"));
+    expect(refusal('{"backupId": 1, "backupId": 9223372036854775807}')).toBe(detail("the key 'backupId'"));
+    // A key is quoted briefly and printably, like any value of a request.
+    expect(refusal(`{"${"k".repeat(70)}\\u001b": 1, "${"k".repeat(70)}\\u001b": 2}`)).toBe(
+      detail(`the key '${"k".repeat(64)}...' (71 characters)`),
+    );
+    expect(
+      parseJsonBody(Buffer.from('[{"k": 1}, {"k": 2}, {"n": {"k": 3}, "k": 4}]'), { exactIntegers: false }),
+    ).toEqual([{ k: 1 }, { k: 2 }, { n: { k: 3 }, k: 4 }]);
+    // Keys that only look alike are different keys.
+    expect(parseJsonBody(Buffer.from('{"1": 1, "01": 2, "K": 3, "k": 4}'), { exactIntegers: false })).toEqual({
+      1: 1,
+      "01": 2,
+      K: 3,
+      k: 4,
+    });
+  });
 });

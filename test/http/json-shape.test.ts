@@ -9,7 +9,7 @@ function measure(text: string, limits: { maxLevels?: number; maxValues?: number 
   return measureJsonShape(encoder.encode(text), {
     maxLevels: limits.maxLevels ?? Number.POSITIVE_INFINITY,
     maxValues: limits.maxValues ?? Number.POSITIVE_INFINITY,
-  });
+  }).excess;
 }
 
 /** The shape of a parsed value, counted the plain recursive way: the reference the byte walk must agree with. */
@@ -51,6 +51,8 @@ describe("measureJsonShape", () => {
         const text = JSON.stringify(value, null, space);
         const { levels, values } = shapeOf(JSON.parse(text));
         expect(measure(text, { maxLevels: levels, maxValues: values })).toBeNull();
+        // The count is exact, which is how a repeated key is told apart (json-body.ts).
+        expect(measureJsonShape(encoder.encode(text), { maxLevels: levels, maxValues: values }).values).toBe(values);
         if (levels > 0) expect(measure(text, { maxLevels: levels - 1 })).toBe("too-deep");
         if (values > 0) expect(measure(text, { maxValues: values - 1 })).toBe("too-many-values");
       }),

@@ -120,6 +120,9 @@ describe("createHttpServer conventions", () => {
     server.post("/oauth-style", { config: { errorFormat: "oauth" } }, async () => {
       throw new OAuthError("invalid_scope", "Scope 'x' is not held.");
     });
+    server.post("/oauth-style-unicode", { config: { errorFormat: "oauth" } }, async () => {
+      throw new ServiceError("invalidRequest", 'The name “x” — or "y\\z" — is refused 😀.');
+    });
     await server.ready();
   });
   afterAll(async () => await server.close());
@@ -332,6 +335,15 @@ describe("createHttpServer conventions", () => {
     expect(response.statusCode).toBe(400);
     expect(response.headers["cache-control"]).toBe("no-store");
     expect(response.json()).toEqual({ error: "invalid_scope", error_description: "Scope 'x' is not held." });
+  });
+
+  it("keeps an RFC 6749 error description within the characters the RFC allows", async () => {
+    const response = await server.inject({ method: "POST", url: "/oauth-style-unicode" });
+    expect(response.statusCode).toBe(400);
+    expect(response.json()).toEqual({
+      error: "invalid_request",
+      error_description: "The name ?x? ? or ?y?z? ? is refused ?.",
+    });
   });
 
   it("refuses a JSON body that is not valid UTF-8 with 400 instead of storing replacement characters", async () => {

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Clock } from "../../auth/clock.js";
 import { type AudienceNames, audiencesForScopes } from "../../auth/scopes.js";
 import { OAuthError } from "../../http/errors.js";
+import { quotedValue } from "../../http/quoted-value.js";
 import { type ClientService, isWellFormedClientId } from "./clients.js";
 import type { TokenRateLimiter } from "./rate-limit.js";
 import type { SigningKeyService } from "./signing-keys.js";
@@ -84,7 +85,10 @@ export function parseTokenRequest(body: unknown, authorization: string | undefin
     }
   }
   const basic = parseBasic(authorization);
-  if (basic !== undefined && (fields.has("client_id") || fields.has("client_secret"))) {
+  // Some client libraries name the client in the body beside its Basic credentials (RFC 6749 §3.2.1 lets a client
+  // identify itself so): that is one method of authentication, not two, as long as the ids agree.
+  const namesBasicClient = basic !== undefined && fields.get("client_id") === basic.clientId;
+  if (basic !== undefined && ((fields.has("client_id") && !namesBasicClient) || fields.has("client_secret"))) {
     throw new OAuthError(
       "invalid_request",
       "Client credentials came both as HTTP Basic and in the body; use exactly one method.",
@@ -190,7 +194,10 @@ export class TokenService {
     if (delay.consecutiveFailures > 0) await rateLimiter.recordSuccess(request.clientId, address);
 
     if (!this.knownAudiences.has(request.audience)) {
-      throw new OAuthError("invalid_target", `The audience '${request.audience}' is not served by this issuer.`);
+      throw new OAuthError(
+        "invalid_target",
+        `The audience ${quotedValue(request.audience)} is not served by this issuer.`,
+      );
     }
     // A cluster API client reaches its cluster's gateway and nothing else: its `secrets` permission must never turn
     // into the organization-wide `secrets` scope of the Administration API.
@@ -200,7 +207,10 @@ export class TokenService {
         ? audiencesForScopes(client.scopes, this.options.audiences)
         : new Set([this.options.audiences.gateway]);
     if (!allowedAudiences.has(request.audience)) {
-      throw new OAuthError("invalid_target", `This client may not request tokens for '${request.audience}'.`);
+      throw new OAuthError(
+        "invalid_target",
+        `This client may not request tokens for ${quotedValue(request.audience)}.`,
+      );
     }
     const granted = this.grantedScopes(cluster === undefined ? client.scopes : cluster.permissions, request.scope);
 
@@ -239,7 +249,7 @@ export class TokenService {
     const heldSet = new Set(held);
     const refused = [...asked].filter((value) => !heldSet.has(value));
     if (refused.length > 0) {
-      throw new OAuthError("invalid_scope", `The client does not hold the scope ${refused.join(" ")}.`);
+      throw new OAuthError("invalid_scope", `The client does not hold the scope ${quotedValue(refused.join(" "))}.`);
     }
     return held.filter((value) => asked.has(value));
   }

@@ -229,7 +229,7 @@ describe("the backup API", () => {
       ['{"backupId": 9223372036854775808}', "body/backupId must be an integer from 0 to 9223372036854775807"],
       ['{"backupId": 9.2e18}', "body/backupId must be an integer from 0 to 9223372036854775807"],
       ['{"backupId": "9223372036854775807"}', "body/backupId must be an integer from 0 to 9223372036854775807"],
-      ['{"backupId": 1, "backupId": 2}', "The body is not valid JSON: Duplicate key 'backupId'"],
+      ['{"backupId": 1, "backupId": 2}', "The body repeats the key 'backupId' within one object"],
     ];
     for (const [body, detail] of bodies) {
       const response = await call(gateway.managementUrl, "/actuator/backups", { method: "POST", body });

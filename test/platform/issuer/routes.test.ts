@@ -138,6 +138,56 @@ describe.each(databaseKinds)("token endpoint (%s)", (kind) => {
     expect(response.json().error_description).toContain("audience");
   });
 
+  it("refuses a field repeated in a JSON body as in a form", async () => {
+    // JSON.parse keeps the last of a repeated key: the token would be for the audience the request named last.
+    const credentials = `"client_id": ${JSON.stringify(clientId)}, "client_secret": ${JSON.stringify(secret)}`;
+    const payload = `{"grant_type": "client_credentials", "audience": "modeler-api", ${credentials}, "audience": "admin-api"}`;
+    const response = await post(payload, { "content-type": "application/json" });
+    expectOAuthError(response, 400, "invalid_request");
+    expect(response.json().error_description).toMatch(/repeats the key .audience./);
+  });
+
+  it("takes a client named in the body beside the same client's Basic credentials", async () => {
+    const response = await post(
+      form({ grant_type: "client_credentials", audience: "admin-api", client_id: clientId }),
+      {
+        ...formHeaders,
+        authorization: basic(clientId, secret),
+      },
+    );
+    expect(response.statusCode, response.body).toBe(200);
+  });
+
+  it("reads at most 16 KiB of a token request, whatever the server's general limit", async () => {
+    const fields = {
+      grant_type: "client_credentials",
+      audience: "admin-api",
+      client_id: clientId,
+      client_secret: secret,
+    };
+    // Unknown fields are ignored (RFC 6749 §3.2), so padding alone decides.
+    const padded = (bytes: number) => {
+      const base = form({ ...fields, padding: "" });
+      return `${base}${"x".repeat(bytes - base.length)}`;
+    };
+    expect((await post(padded(16 * 1024))).statusCode).toBe(200);
+    const tooLarge = await post(padded(16 * 1024 + 1));
+    expectOAuthError(tooLarge, 400, "invalid_request");
+  });
+
+  it("quotes a refused audience or scope briefly, in the characters an error description may hold", async () => {
+    const audience = `caf\u00e9 "api" \\ ${"a".repeat(10_000)}`;
+    const refused = await request({ client_id: clientId, client_secret: secret, audience });
+    expectOAuthError(refused, 400, "invalid_target");
+    const description = refused.json().error_description as string;
+    expect(description).toMatch(/^The audience 'caf\? \?api\? \? a+\.\.\.' \(10013 characters\) is not served/);
+    expect(description.length).toBeLessThan(200);
+    expect(description).toMatch(/^[\x20-\x21\x23-\x5b\x5d-\x7e]+$/);
+    const scope = await request({ client_id: clientId, client_secret: secret, scope: `members ${"s".repeat(5_000)}` });
+    expectOAuthError(scope, 400, "invalid_scope");
+    expect(scope.body.length).toBeLessThan(300);
+  });
+
   it.each(["grant_type", "audience", "client_id", "client_secret"])("refuses a request without %s", async (field) => {
     const fields: Record<string, string> = {
       grant_type: "client_credentials",
@@ -153,10 +203,10 @@ describe.each(databaseKinds)("token endpoint (%s)", (kind) => {
 
   it("refuses malformed bodies, wrong content types and non-string fields as invalid_request", async () => {
     expectOAuthError(await post("{not json", { "content-type": "application/json" }), 400, "invalid_request");
-    expectOAuthError(
-      await post("grant_type=client_credentials", { "content-type": "text/plain" }),
-      400,
-      "invalid_request",
+    const wrongType = await post("grant_type=client_credentials", { "content-type": "text/plain" });
+    expectOAuthError(wrongType, 400, "invalid_request");
+    expect(wrongType.json().error_description).toBe(
+      "Send the body as application/x-www-form-urlencoded or application/json.",
     );
     expectOAuthError(
       await post(JSON.stringify({ grant_type: "client_credentials", audience: ["admin-api"] }), {

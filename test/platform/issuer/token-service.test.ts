@@ -42,6 +42,18 @@ describe("parseTokenRequest", () => {
     expect(refusal(fields, "Digest username=x").error).toBe("invalid_request");
   });
 
+  it("takes a body that names the Basic client beside its credentials, and refuses any other mix of the two", () => {
+    const parsed = parseTokenRequest({ ...fields, client_id: "worker" }, basicOf("worker:s3cret"));
+    expect(parsed).toMatchObject({ clientId: "worker", clientSecret: "s3cret", usedBasic: true });
+    expect(refusal({ ...fields, client_id: "another" }, basicOf("worker:s3cret")).message).toMatch(
+      /exactly one method/,
+    );
+    expect(refusal({ ...fields, client_secret: "s3cret" }, basicOf("worker:s3cret")).message).toMatch(/exactly one/);
+    expect(refusal({ ...fields, client_id: "worker", client_secret: "x" }, basicOf("worker:s3cret")).error).toBe(
+      "invalid_request",
+    );
+  });
+
   it("ignores unknown fields and treats a blank scope as absent", () => {
     const parsed = parseTokenRequest(
       { ...fields, client_id: "a", client_secret: "b", scope: "  ", extra: "x" },
