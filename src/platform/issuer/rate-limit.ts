@@ -86,8 +86,20 @@ function compileConsumeStatement(
   });
 }
 
-/** Separates the scope from the address in the key of a scoped bucket; no address contains it. */
-const scopeSeparator = "/";
+/**
+ * Separates the scope from the address in the key of a scoped bucket. No address key contains it (they are IPv4
+ * addresses, IPv6 networks written `2001:db8:0:1::/64`, or `unknown`, see `connectionAddressKey`), and it is no
+ * wildcard of `LIKE` in either dialect, so `prune` tells the token endpoint's unscoped buckets from scoped ones by it.
+ * It was "/" until migration 040, which every IPv6 network key contains: those buckets of the token endpoint were
+ * never pruned.
+ */
+const scopeSeparator = "|";
+
+/**
+ * What a scope may be: lowercase letters and digits in words joined by "-". No separator, no `LIKE` wildcard ("%",
+ * "_"), and no capital, since SQLite's `LIKE` ignores the case of ASCII letters and PostgreSQL's does not.
+ */
+const scopePattern = /^[a-z0-9]+(?:-[a-z0-9]+)*$/;
 
 /** Options of `AddressRateLimiter`. */
 export interface AddressRateLimiterOptions {
@@ -128,8 +140,8 @@ export class AddressRateLimiter {
     this.scope = options.scope;
     this.pruneIntervalMs = options.pruneIntervalMs ?? 60_000;
     this.lastPruneMs = this.clock();
-    if (this.scope !== undefined && (this.scope === "" || this.scope.includes(scopeSeparator))) {
-      throw new Error(`a rate-limit scope is a non-empty name without '${scopeSeparator}', got '${this.scope}'`);
+    if (this.scope !== undefined && !scopePattern.test(this.scope)) {
+      throw new Error(`a rate-limit scope is lowercase letters and digits joined by '-', got '${this.scope}'`);
     }
     if (!(this.settings.burst >= 1)) throw new Error(`rate-limit burst must be at least 1, got ${this.settings.burst}`);
     if (!(this.settings.refillPerSecond > 0)) {
@@ -159,7 +171,10 @@ export class AddressRateLimiter {
     return { allowed: false, retryAfterSeconds: secondsUntil(Math.max(blockedUntilMs, tokenReadyAtMs), now) };
   }
 
-  /** Deletes this scope's buckets that are full again and not blocked (an absent bucket means exactly that). */
+  /**
+   * Deletes this scope's buckets that are full again and not blocked (an absent bucket means exactly that); without a
+   * scope, every bucket whose key has no scope.
+   */
   async prune(): Promise<void> {
     const now = Math.floor(this.clock());
     const fullRefillMs = Math.ceil((this.settings.burst / this.settings.refillPerSecond) * 1000);

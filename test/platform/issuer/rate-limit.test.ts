@@ -187,4 +187,18 @@ describe.each(databaseKinds)("token rate limiter (%s)", (kind) => {
     expect(await store.database.selectFrom("rate_limits").selectAll().execute()).toHaveLength(0);
     expect(await store.database.selectFrom("client_failures").selectAll().execute()).toHaveLength(0);
   });
+
+  it("prunes the buckets of IPv6 networks like those of IPv4 addresses", async () => {
+    const { limiter: rateLimiter, clock, store } = await limiter();
+    await rateLimiter.consumeAddress("198.51.100.7");
+    // 100 networks, each keyed by its /64 ("2001:db8:7:<n>::/64"), which holds a "/".
+    for (let network = 0; network < 100; network++) {
+      await rateLimiter.consumeAddress(`2001:db8:7:${network.toString(16)}::1`);
+    }
+    const count = async () => (await store.database.selectFrom("rate_limits").selectAll().execute()).length;
+    expect(await count()).toBe(101);
+    clock.advance(24 * 3_600_000);
+    await rateLimiter.prune();
+    expect(await count()).toBe(0);
+  });
 });
