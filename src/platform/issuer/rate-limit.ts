@@ -154,7 +154,7 @@ export class AddressRateLimiter {
    * Takes one token from the bucket of `address` (an IPv6 address's /64 network, see `connectionAddressKey`), or
    * refuses the request (and starts or continues a block).
    */
-  async consume(address: string): Promise<RateDecision> {
+  async consume(address: string | undefined): Promise<RateDecision> {
     const now = Math.floor(this.clock());
     const bucket = connectionAddressKey(address);
     const key = this.scope === undefined ? bucket : `${this.scope}${scopeSeparator}${bucket}`;
@@ -252,7 +252,7 @@ export class TokenRateLimiter {
   }
 
   /** Takes one token from the bucket of `address`, or refuses the request (and starts or continues a block). */
-  async consumeAddress(address: string): Promise<RateDecision> {
+  async consumeAddress(address: string | undefined): Promise<RateDecision> {
     const decision = await this.addresses.consume(address);
     await this.pruneWhenDue(Math.floor(this.clock()));
     return decision;
@@ -262,7 +262,10 @@ export class TokenRateLimiter {
    * Whether `clientId` must wait at `address` after earlier failed authentications from that address, and for how
    * long. Failures from other addresses never count here.
    */
-  async clientDelay(clientId: string, address: string): Promise<RateDecision & { consecutiveFailures: number }> {
+  async clientDelay(
+    clientId: string,
+    address: string | undefined,
+  ): Promise<RateDecision & { consecutiveFailures: number }> {
     const now = Math.floor(this.clock());
     const row = (await this.delayStatement.execute({ clientId, address: connectionAddressKey(address) }))[0];
     const consecutiveFailures = row === undefined ? 0 : Number(row.consecutive_failures);
@@ -278,7 +281,10 @@ export class TokenRateLimiter {
    * Counts a failed authentication of `clientId` from `address` and starts the delay of that pair; answers the new
    * count and delay.
    */
-  async recordFailure(clientId: string, address: string): Promise<{ consecutiveFailures: number; delayMs: number }> {
+  async recordFailure(
+    clientId: string,
+    address: string | undefined,
+  ): Promise<{ consecutiveFailures: number; delayMs: number }> {
     const now = Math.floor(this.clock());
     const { failureDelayBaseMs: baseMs, failureDelayMaxMs: maxMs } = this.settings;
     const firstDelayMs = Math.min(baseMs, maxMs);
@@ -305,7 +311,7 @@ export class TokenRateLimiter {
    * Forgets the failures of `clientId` from `address` after a successful authentication from there. Only that
    * pair: a success must not lift the delay another address earned.
    */
-  async recordSuccess(clientId: string, address: string): Promise<void> {
+  async recordSuccess(clientId: string, address: string | undefined): Promise<void> {
     await this.database
       .deleteFrom("client_failures")
       .where("client_id", "=", clientId)
