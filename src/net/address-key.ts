@@ -36,21 +36,47 @@ export function ipAddressOf(text: string | undefined): string | undefined {
   return isIP(text) === 0 ? undefined : text;
 }
 
-/** The eight 16-bit groups of an IPv6 address in text form, with `::` expanded and an embedded IPv4 tail kept whole. */
-function ipv6Groups(address: string): string[] {
-  const [head = "", tail] = address.split("::");
-  const headGroups = head === "" ? [] : head.split(":");
-  if (tail === undefined) return headGroups;
-  const tailGroups = tail === "" ? [] : tail.split(":");
-  const tailWidth = tailGroups.reduce((width, group) => width + (group.includes(".") ? 2 : 1), 0);
-  const zeros = Array.from({ length: Math.max(0, 8 - headGroups.length - tailWidth) }, () => "0");
-  return [...headGroups, ...zeros, ...tailGroups];
+/** The eight 16-bit words of a valid IPv6 address without its zone, an embedded IPv4 tail taken as two of them. */
+function ipv6Words(address: string): number[] {
+  let text = address;
+  if (text.includes(".")) {
+    const lastColon = text.lastIndexOf(":");
+    const [a = 0, b = 0, c = 0, d = 0] = text
+      .slice(lastColon + 1)
+      .split(".")
+      .map(Number);
+    text = `${text.slice(0, lastColon + 1)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head = "", tail] = text.split("::");
+  const headWords = head === "" ? [] : head.split(":");
+  const tailWords = tail === undefined || tail === "" ? [] : tail.split(":");
+  const zeros = Array.from({ length: 8 - headWords.length - tailWords.length }, () => "0");
+  return [...headWords, ...zeros, ...tailWords].map((word) => Number.parseInt(word, 16));
 }
 
+/** The IPv4 address in the last two words of an IPv6 address. */
+function embeddedIpv4(words: number[]): string {
+  const high = words[6] ?? 0;
+  const low = words[7] ?? 0;
+  return `${high >> 8}.${high & 0xff}.${low >> 8}.${low & 0xff}`;
+}
+
+/** Whether the first six words of an IPv6 address are `prefix`: the address is one of its /96 network. */
+function inNetwork96(words: number[], prefix: readonly number[]): boolean {
+  return prefix.every((word, index) => words[index] === word);
+}
+
+/** ::ffff:0:0/96: an IPv4 client seen through an IPv6 socket. */
+const ipv4MappedPrefix = [0, 0, 0, 0, 0, 0xffff] as const;
+/** 64:ff9b::/96, NAT64's well-known prefix (RFC 6052): an IPv4 host reached through a NAT64 translator. */
+const nat64WellKnownPrefix = [0x64, 0xff9b, 0, 0, 0, 0] as const;
+
 /**
- * The key a client address counts under for a per-address limit: its IPv4 address, or the /64 network of its IPv6
- * address (`2001:db8:0:1::/64`), since one IPv6 host usually holds a whole /64 and could otherwise take the limit's
- * worth from each address.
+ * The key a client address counts under for a per-address limit: its IPv4 address; the IPv4 address an IPv6
+ * address carries when it is IPv4-mapped (`::ffff:192.0.2.1`, `::ffff:c000:201`) or under NAT64's well-known prefix
+ * 64:ff9b::/96 (`64:ff9b::192.0.2.1`, `64:ff9b::c000:201`), since each of those stands for one IPv4 host and they
+ * would otherwise all share one /64; else the /64 network of its IPv6 address (`2001:db8:0:1::/64`), since one IPv6
+ * host usually holds a whole /64 and could otherwise take the limit's worth from each address.
  *
  * `remoteAddress` goes through `ipAddressOf`, so a port or brackets are dropped; what names no address at all
  * (or no address known) counts as `unknown`, never as a key of its own: a server should pass its socket's peer
@@ -60,11 +86,10 @@ export function connectionAddressKey(remoteAddress: string | undefined): string 
   const address = ipAddressOf(remoteAddress);
   if (address === undefined) return "unknown";
   if (isIPv4(address)) return address;
-  const withoutZone = address.split("%")[0] ?? address;
-  const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(withoutZone);
-  if (mapped !== null) return mapped[1] as string;
-  const network = ipv6Groups(withoutZone)
+  const words = ipv6Words(address.split("%")[0] ?? address);
+  if (inNetwork96(words, ipv4MappedPrefix) || inNetwork96(words, nat64WellKnownPrefix)) return embeddedIpv4(words);
+  return `${words
     .slice(0, 4)
-    .map((group) => (/^[0-9a-f]{1,4}$/i.test(group) ? Number.parseInt(group, 16).toString(16) : group));
-  return `${network.join(":")}::/64`;
+    .map((word) => word.toString(16))
+    .join(":")}::/64`;
 }

@@ -12,6 +12,24 @@ describe("connectionAddressKey", () => {
     expect(connectionAddressKey(undefined)).toBe("unknown");
   });
 
+  it("keys an IPv4 address carried in IPv6, mapped or under NAT64's well-known prefix, by that IPv4 address", () => {
+    // Behind a NAT64 front end every IPv4 client is 64:ff9b::<its address>: one /64 would hold them all.
+    expect(connectionAddressKey("64:ff9b::c000:201")).toBe("192.0.2.1");
+    expect(connectionAddressKey("64:ff9b::192.0.2.1")).toBe("192.0.2.1");
+    expect(connectionAddressKey("64:FF9B:0:0:0:0:C000:202")).toBe("192.0.2.2");
+    expect(connectionAddressKey("0064:ff9b:0000:0000:0000:0000:cb00:7107")).toBe("203.0.113.7");
+    expect(connectionAddressKey("[64:ff9b::cb00:7108]:443")).toBe("203.0.113.8");
+    expect(connectionAddressKey("64:ff9b::c000:201")).not.toBe(connectionAddressKey("64:ff9b::c000:202"));
+    // IPv4-mapped addresses in hex form too.
+    expect(connectionAddressKey("::ffff:c000:203")).toBe("192.0.2.3");
+    expect(connectionAddressKey("::FFFF:c000:204")).toBe("192.0.2.4");
+    expect(connectionAddressKey("0:0:0:0:0:ffff:192.0.2.5")).toBe("192.0.2.5");
+    // Only those /96 networks: the rest of 64:ff9b::/32 (local-use prefixes and others) counts by /64 as usual.
+    expect(connectionAddressKey("64:ff9b:1::c000:201")).toBe("64:ff9b:1:0::/64");
+    expect(connectionAddressKey("64:ff9b::1:c000:201")).toBe("64:ff9b:0:0::/64");
+    expect(connectionAddressKey("::fffe:c000:201")).toBe("0:0:0:0::/64");
+  });
+
   it("keys an address with a port or in brackets by the address alone, and what is no address as unknown", () => {
     // A proxy writing the port into X-Forwarded-For gave every source port a bucket of its own (`…:50123::/64`).
     expect(connectionAddressKey("203.0.113.7:50123")).toBe("203.0.113.7");

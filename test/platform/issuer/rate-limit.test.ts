@@ -108,6 +108,14 @@ describe.each(databaseKinds)("token rate limiter (%s)", (kind) => {
     expect((await rateLimiter.clientDelay("client-a", "2001:db8:0:1::2")).allowed).toBe(true);
   });
 
+  it("counts IPv4 clients behind a NAT64 front end apart, each by the IPv4 address its IPv6 address carries", async () => {
+    const { limiter: rateLimiter } = await limiter();
+    for (let request = 0; request < settings.burst; request++) await rateLimiter.consumeAddress("64:ff9b::c633:6421");
+    expect((await rateLimiter.consumeAddress("64:ff9b::198.51.100.33")).allowed).toBe(false);
+    expect((await rateLimiter.consumeAddress("198.51.100.33")).allowed).toBe(false);
+    expect(await rateLimiter.consumeAddress("64:ff9b::c633:6422")).toEqual({ allowed: true });
+  });
+
   it("shares one bucket between two store handles on the same database (two replicas)", async () => {
     const { limiter: first, second } = await limiter();
     const other = await second();
