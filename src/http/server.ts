@@ -5,6 +5,7 @@ import addFormats from "ajv-formats";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest, LogController } from "fastify";
 import FindMyWay, { type HTTPMethod } from "find-my-way";
 import type { AddressRangeSet } from "../auth/address-ranges.js";
+import { ipAddressOf } from "../net/address-key.js";
 import { AnswerBudget, largeAnswerBytes, maxWaitingPipelinedRequests, oneRequestAtATime } from "./answer-flow.js";
 import { ServiceError } from "./errors.js";
 import { addExactIntegerKeyword, hasInt64Field, withExactIntegers } from "./exact-integers.js";
@@ -136,12 +137,19 @@ function decodedLength(segment: string): number {
   }
 }
 
-/** What Fastify trusts of a request's peer and `X-Forwarded-For` entries (hop 0: the peer); false: only the peer. */
+/**
+ * What Fastify trusts of a request's peer and `X-Forwarded-For` entries (hop 0: the peer); false: only the peer. An
+ * entry is checked as the address it names (`ipAddressOf`), so that a proxy writing `10.0.0.7:5555` is still the
+ * trusted proxy 10.0.0.7. What Fastify then takes for `request.ip` is read through `requestAddress`.
+ */
 function trustFunction(trust: boolean | AddressRangeSet): ((address: string, hop: number) => boolean) | false {
   if (trust === false) return false;
   if (trust === true) return (_address, hop) => hop === 0;
   if (trust.size === 0) return false;
-  return (address) => trust.contains(address);
+  return (address) => {
+    const plain = ipAddressOf(address);
+    return plain !== undefined && trust.contains(plain);
+  };
 }
 
 /**
@@ -156,6 +164,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     bodyLimit: options.bodyLimitBytes,
     // One hop, not `true`: with `true` Fastify takes the left-most entry, which the client writes (a proxy appends to
     // the header), so a client could pick its own address for the rate limits, or name another to have it blocked.
+    // `request.ip` is then the entry as the proxy wrote it, port and all: limits read it through `requestAddress`.
     trustProxy: trustFunction(options.trustProxy),
     // Per-request lines would dominate the log at token-issuer rates; errors are logged where they are mapped.
     logController: new LogController({ disableRequestLogging: true }),

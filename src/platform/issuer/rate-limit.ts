@@ -86,8 +86,20 @@ function compileConsumeStatement(
   });
 }
 
-/** Separates the scope from the address in the key of a scoped bucket; no address contains it. */
-const scopeSeparator = "/";
+/**
+ * Separates the scope from the address in the key of a scoped bucket. No address key contains it (they are IPv4
+ * addresses, IPv6 networks written `2001:db8:0:1::/64`, or `unknown`, see `connectionAddressKey`), and it is no
+ * wildcard of `LIKE` in either dialect, so `prune` tells the token endpoint's unscoped buckets from scoped ones by it.
+ * It was "/" until migration 040, which every IPv6 network key contains: those buckets of the token endpoint were
+ * never pruned.
+ */
+const scopeSeparator = "|";
+
+/**
+ * What a scope may be: lowercase letters and digits in words joined by "-". No separator, no `LIKE` wildcard ("%",
+ * "_"), and no capital, since SQLite's `LIKE` ignores the case of ASCII letters and PostgreSQL's does not.
+ */
+const scopePattern = /^[a-z0-9]+(?:-[a-z0-9]+)*$/;
 
 /** Options of `AddressRateLimiter`. */
 export interface AddressRateLimiterOptions {
@@ -128,8 +140,8 @@ export class AddressRateLimiter {
     this.scope = options.scope;
     this.pruneIntervalMs = options.pruneIntervalMs ?? 60_000;
     this.lastPruneMs = this.clock();
-    if (this.scope !== undefined && (this.scope === "" || this.scope.includes(scopeSeparator))) {
-      throw new Error(`a rate-limit scope is a non-empty name without '${scopeSeparator}', got '${this.scope}'`);
+    if (this.scope !== undefined && !scopePattern.test(this.scope)) {
+      throw new Error(`a rate-limit scope is lowercase letters and digits joined by '-', got '${this.scope}'`);
     }
     if (!(this.settings.burst >= 1)) throw new Error(`rate-limit burst must be at least 1, got ${this.settings.burst}`);
     if (!(this.settings.refillPerSecond > 0)) {
@@ -142,7 +154,7 @@ export class AddressRateLimiter {
    * Takes one token from the bucket of `address` (an IPv6 address's /64 network, see `connectionAddressKey`), or
    * refuses the request (and starts or continues a block).
    */
-  async consume(address: string): Promise<RateDecision> {
+  async consume(address: string | undefined): Promise<RateDecision> {
     const now = Math.floor(this.clock());
     const bucket = connectionAddressKey(address);
     const key = this.scope === undefined ? bucket : `${this.scope}${scopeSeparator}${bucket}`;
@@ -159,7 +171,10 @@ export class AddressRateLimiter {
     return { allowed: false, retryAfterSeconds: secondsUntil(Math.max(blockedUntilMs, tokenReadyAtMs), now) };
   }
 
-  /** Deletes this scope's buckets that are full again and not blocked (an absent bucket means exactly that). */
+  /**
+   * Deletes this scope's buckets that are full again and not blocked (an absent bucket means exactly that); without a
+   * scope, every bucket whose key has no scope.
+   */
   async prune(): Promise<void> {
     const now = Math.floor(this.clock());
     const fullRefillMs = Math.ceil((this.settings.burst / this.settings.refillPerSecond) * 1000);
@@ -237,7 +252,7 @@ export class TokenRateLimiter {
   }
 
   /** Takes one token from the bucket of `address`, or refuses the request (and starts or continues a block). */
-  async consumeAddress(address: string): Promise<RateDecision> {
+  async consumeAddress(address: string | undefined): Promise<RateDecision> {
     const decision = await this.addresses.consume(address);
     await this.pruneWhenDue(Math.floor(this.clock()));
     return decision;
@@ -247,7 +262,10 @@ export class TokenRateLimiter {
    * Whether `clientId` must wait at `address` after earlier failed authentications from that address, and for how
    * long. Failures from other addresses never count here.
    */
-  async clientDelay(clientId: string, address: string): Promise<RateDecision & { consecutiveFailures: number }> {
+  async clientDelay(
+    clientId: string,
+    address: string | undefined,
+  ): Promise<RateDecision & { consecutiveFailures: number }> {
     const now = Math.floor(this.clock());
     const row = (await this.delayStatement.execute({ clientId, address: connectionAddressKey(address) }))[0];
     const consecutiveFailures = row === undefined ? 0 : Number(row.consecutive_failures);
@@ -263,7 +281,10 @@ export class TokenRateLimiter {
    * Counts a failed authentication of `clientId` from `address` and starts the delay of that pair; answers the new
    * count and delay.
    */
-  async recordFailure(clientId: string, address: string): Promise<{ consecutiveFailures: number; delayMs: number }> {
+  async recordFailure(
+    clientId: string,
+    address: string | undefined,
+  ): Promise<{ consecutiveFailures: number; delayMs: number }> {
     const now = Math.floor(this.clock());
     const { failureDelayBaseMs: baseMs, failureDelayMaxMs: maxMs } = this.settings;
     const firstDelayMs = Math.min(baseMs, maxMs);
@@ -290,7 +311,7 @@ export class TokenRateLimiter {
    * Forgets the failures of `clientId` from `address` after a successful authentication from there. Only that
    * pair: a success must not lift the delay another address earned.
    */
-  async recordSuccess(clientId: string, address: string): Promise<void> {
+  async recordSuccess(clientId: string, address: string | undefined): Promise<void> {
     await this.database
       .deleteFrom("client_failures")
       .where("client_id", "=", clientId)

@@ -3,6 +3,7 @@ import type {} from "@fastify/swagger";
 import type { FastifyPluginAsync } from "fastify";
 import { Type } from "typebox";
 import { scopeValues } from "../../auth/scopes.js";
+import { requestAddress } from "../../http/request-address.js";
 import type { HttpServer } from "../../http/server.js";
 import type { SigningKeyService } from "./signing-keys.js";
 import { parseTokenRequest, type TokenService } from "./token-service.js";
@@ -129,12 +130,12 @@ export const issuerRoutes: FastifyPluginAsync<IssuerRoutesOptions> = async (inst
       },
       // Before the body is read, so malformed and oversized requests count against the limit too.
       onRequest: async (request) => {
-        await tokens.limitAddress(request.ip);
+        await tokens.limitAddress(requestAddress(request));
       },
     },
     async (request, reply) => {
       const parameters = parseTokenRequest(request.body, request.headers.authorization);
-      const response = await tokens.issue(parameters, request.ip);
+      const response = await tokens.issue(parameters, requestAddress(request));
       return reply.header("cache-control", "no-store").header("pragma", "no-cache").send(response);
     },
   );

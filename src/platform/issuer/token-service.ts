@@ -145,8 +145,11 @@ export class TokenService {
     return this.options.issuerUrl;
   }
 
-  /** Counts one request from `address`; throws `slow_down` (429 + Retry-After) past the limit or while blocked. */
-  async limitAddress(address: string): Promise<void> {
+  /**
+   * Counts one request from `address` (see `requestAddress`; undefined: not known); throws `slow_down` (429 +
+   * Retry-After) past the limit or while blocked.
+   */
+  async limitAddress(address: string | undefined): Promise<void> {
     const decision = await this.options.rateLimiter.consumeAddress(address);
     if (!decision.allowed) {
       throw new OAuthError("slow_down", "Too many token requests from this address; retry later.", {
@@ -157,9 +160,10 @@ export class TokenService {
 
   /**
    * Authenticates the client and answers a signed token, or throws the RFC 6749 error that explains why not.
-   * `address` is the request's source address, which failed authentications are counted against.
+   * `address` is the request's source address (see `requestAddress`), which failed authentications are counted
+   * against.
    */
-  async issue(request: TokenRequestParameters, address: string): Promise<TokenResponse> {
+  async issue(request: TokenRequestParameters, address: string | undefined): Promise<TokenResponse> {
     if (request.grantType !== clientCredentialsGrant) {
       throw new OAuthError("unsupported_grant_type", `Only the ${clientCredentialsGrant} grant is supported.`);
     }

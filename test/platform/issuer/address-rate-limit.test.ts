@@ -36,13 +36,43 @@ describe.each(databaseKinds)("address rate limiter with a scope (%s)", (kind) =>
       (await database.selectFrom("rate_limits").select("address").orderBy("address").execute()).map(
         (row) => row.address,
       );
-    expect(await keys()).toEqual(["10.0.0.1", "diff-link/10.0.0.1", "diff-link/10.0.0.2"]);
+    expect(await keys()).toEqual(["10.0.0.1", "diff-link|10.0.0.1", "diff-link|10.0.0.2"]);
     // Long after every block and refill, each limiter deletes its own full buckets and only those.
     clock.advance(60_000);
     await tokens.prune();
-    expect(await keys()).toEqual(["diff-link/10.0.0.1", "diff-link/10.0.0.2"]);
+    expect(await keys()).toEqual(["diff-link|10.0.0.1", "diff-link|10.0.0.2"]);
     await diffLinks.prune();
     expect(await keys()).toEqual([]);
-    expect(() => new AddressRateLimiter({ database, settings, clock: clock.now, scope: "a/b" })).toThrow();
+    // A scope holds neither the separator nor a LIKE wildcard, nor a capital (SQLite's LIKE ignores case).
+    for (const scope of ["", "a|b", "a%", "a_b", "Diff-link", "-a"]) {
+      expect(() => new AddressRateLimiter({ database, settings, clock: clock.now, scope })).toThrow();
+    }
+  });
+
+  it("prunes IPv6 buckets too, each limiter its own: the token endpoint's unscoped ones and a scope's", async () => {
+    const opened = await openTestStore(kind);
+    cleanups.push(() => opened.close());
+    const clock = manualClock();
+    const database = opened.store.database;
+    const diffLinks = new AddressRateLimiter({ database, settings, clock: clock.now, scope: "diff-link" });
+    const tokens = new TokenRateLimiter({
+      database,
+      settings: { ...settings, failureDelayBaseMs: 0, failureDelayMaxMs: 0 },
+      clock: clock.now,
+    });
+    for (const address of ["2001:db8:a:1::1", "2001:db8:a:2::1", "198.51.100.17"]) {
+      expect(await tokens.consumeAddress(address)).toEqual({ allowed: true });
+      expect(await diffLinks.consume(address)).toEqual({ allowed: true });
+    }
+    // Sorted here: PostgreSQL's collation may order punctuation otherwise than SQLite's bytes.
+    const keys = async () =>
+      (await database.selectFrom("rate_limits").select("address").execute()).map((row) => row.address).sort();
+    const scoped = ["diff-link|198.51.100.17", "diff-link|2001:db8:a:1::/64", "diff-link|2001:db8:a:2::/64"];
+    expect(await keys()).toEqual(["198.51.100.17", "2001:db8:a:1::/64", "2001:db8:a:2::/64", ...scoped]);
+    clock.advance(24 * 3_600_000);
+    await tokens.prune();
+    expect(await keys()).toEqual(scoped);
+    await diffLinks.prune();
+    expect(await keys()).toEqual([]);
   });
 });

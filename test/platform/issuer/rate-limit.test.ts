@@ -108,6 +108,14 @@ describe.each(databaseKinds)("token rate limiter (%s)", (kind) => {
     expect((await rateLimiter.clientDelay("client-a", "2001:db8:0:1::2")).allowed).toBe(true);
   });
 
+  it("counts IPv4 clients behind a NAT64 front end apart, each by the IPv4 address its IPv6 address carries", async () => {
+    const { limiter: rateLimiter } = await limiter();
+    for (let request = 0; request < settings.burst; request++) await rateLimiter.consumeAddress("64:ff9b::c633:6421");
+    expect((await rateLimiter.consumeAddress("64:ff9b::198.51.100.33")).allowed).toBe(false);
+    expect((await rateLimiter.consumeAddress("198.51.100.33")).allowed).toBe(false);
+    expect(await rateLimiter.consumeAddress("64:ff9b::c633:6422")).toEqual({ allowed: true });
+  });
+
   it("shares one bucket between two store handles on the same database (two replicas)", async () => {
     const { limiter: first, second } = await limiter();
     const other = await second();
@@ -186,5 +194,19 @@ describe.each(databaseKinds)("token rate limiter (%s)", (kind) => {
     await rateLimiter.prune();
     expect(await store.database.selectFrom("rate_limits").selectAll().execute()).toHaveLength(0);
     expect(await store.database.selectFrom("client_failures").selectAll().execute()).toHaveLength(0);
+  });
+
+  it("prunes the buckets of IPv6 networks like those of IPv4 addresses", async () => {
+    const { limiter: rateLimiter, clock, store } = await limiter();
+    await rateLimiter.consumeAddress("198.51.100.7");
+    // 100 networks, each keyed by its /64 ("2001:db8:7:<n>::/64"), which holds a "/".
+    for (let network = 0; network < 100; network++) {
+      await rateLimiter.consumeAddress(`2001:db8:7:${network.toString(16)}::1`);
+    }
+    const count = async () => (await store.database.selectFrom("rate_limits").selectAll().execute()).length;
+    expect(await count()).toBe(101);
+    clock.advance(24 * 3_600_000);
+    await rateLimiter.prune();
+    expect(await count()).toBe(0);
   });
 });

@@ -413,3 +413,48 @@ describe.each(databaseKinds)("token endpoint rate limit (%s)", (kind) => {
     expectOAuthError(await from("198.51.100.1", failing), 401, "invalid_client");
   });
 });
+
+describe.each(databaseKinds)("token endpoint behind a proxy that writes ports (%s, real server)", (kind) => {
+  let issuer: IssuerFixture;
+  let url: string;
+  beforeAll(async () => {
+    issuer = await startIssuer(kind, {
+      "service.platform.trustProxy": true,
+      "service.rateLimit.burst": 5,
+      "service.rateLimit.refillPerSecond": 1,
+      "service.rateLimit.blockSeconds": 60,
+    });
+    url = `${await issuer.server.listen({ host: "127.0.0.1", port: 0 })}/oauth/token`;
+  });
+  afterAll(async () => {
+    await issuer.close();
+  });
+
+  /** Posts a request the token endpoint refuses as malformed (never a failed authentication), via the proxy. */
+  const viaProxy = async (forwardedFor: string) => {
+    const response = await fetch(url, {
+      method: "POST",
+      headers: { ...formHeaders, "x-forwarded-for": forwardedFor },
+      body: "grant_type=password",
+    });
+    await response.arrayBuffer();
+    return response.status;
+  };
+
+  it("limits the requests of one address from many source ports like those of one address", async () => {
+    const statuses: number[] = [];
+    for (let request = 0; request < 20; request++) statuses.push(await viaProxy(`203.0.113.7:${50_100 + request}`));
+    // The burst of 5, then 429 (the manual clock never refills the bucket).
+    expect(statuses).toEqual([...Array(5).fill(400), ...Array(15).fill(429)]);
+  });
+
+  it("limits a bracketed IPv6 address with a port by its /64 network", async () => {
+    const statuses: number[] = [];
+    for (let request = 0; request < 6; request++) {
+      statuses.push(await viaProxy(`[2001:db8:77:1::${request + 1}]:${50_200 + request}`));
+    }
+    expect(statuses).toEqual([...Array(5).fill(400), 429]);
+    // Another network behind the same proxy has a bucket of its own.
+    expect(await viaProxy("[2001:db8:77:2::1]:443")).toBe(400);
+  });
+});

@@ -87,7 +87,7 @@ export async function startIssuer(
   const server = createHttpServer({
     logger: pino({ level: "silent" }),
     bodyLimitBytes: 1024 * 1024,
-    trustProxy: false,
+    trustProxy: configuration.platform.trustProxy,
     limits: defaultHttpServerLimits,
   });
   await server.register(issuerRoutes, services);

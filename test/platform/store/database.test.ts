@@ -2,10 +2,13 @@ import { chmodSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import SqliteDatabase from "better-sqlite3";
-import { Kysely, Migrator, sql } from "kysely";
+import { Kysely, Migrator, PostgresDialect, sql } from "kysely";
 import { afterEach, describe, expect, it } from "vitest";
+import { AddressRateLimiter, TokenRateLimiter } from "../../../src/platform/issuer/rate-limit.js";
 import { describeDatabase, openStore, type Store, sqliteDialect } from "../../../src/platform/store/database.js";
 import { migrationProvider } from "../../../src/platform/store/migrations/index.js";
+import { createPostgresPool } from "../../../src/platform/store/postgres-pool.js";
+import type { PlatformDatabase } from "../../../src/platform/store/schema.js";
 import {
   createTestDatabase,
   databaseKinds,
@@ -138,6 +141,77 @@ describe("store files on SQLite", () => {
       expect(modeOf(join(dataDirectory, "platform.sqlite"))).toBe(0o600);
     } finally {
       await second.close();
+    }
+  });
+});
+
+describe.each(databaseKinds)("migration 040 on %s", (kind) => {
+  it("moves the diff-link buckets to the '|' separator, keeping their blocks, and leaves no row no limiter prunes", async () => {
+    const testDatabase = await createTestDatabase(kind);
+    const database = new Kysely<PlatformDatabase>({
+      dialect:
+        kind === "sqlite"
+          ? sqliteDialect(new SqliteDatabase(join(testDatabase.dataDirectory, "platform.sqlite")))
+          : new PostgresDialect({
+              pool: createPostgresPool({
+                url: testDatabase.url,
+                size: 2,
+                statementTimeoutMs: 10_000,
+                onIdleConnectionError: () => {},
+              }),
+            }),
+    });
+    try {
+      const migrator = new Migrator({ db: database, provider: migrationProvider });
+      expect((await migrator.migrateTo("039-backup-schedule-ended-runs")).error).toBeUndefined();
+      const nowMs = Date.UTC(2030, 0, 1);
+      const blockedUntilMs = nowMs + 30_000;
+      const bucket = (address: string, blocked = 0) => ({
+        address,
+        tokens: 0,
+        updated_at_ms: nowMs,
+        blocked_until_ms: blocked,
+      });
+      await database
+        .insertInto("rate_limits")
+        .values([
+          bucket("198.51.100.40"),
+          bucket("2001:db8:40:1::/64"),
+          bucket("diff-link/198.51.100.40"),
+          bucket("diff-link/2001:db8:40:1::/64", blockedUntilMs),
+          // What the token endpoint stored for a proxy's X-Forwarded-For entry that was no address.
+          bucket("forwarded|garbage"),
+        ])
+        .execute();
+      expect((await migrator.migrateToLatest()).error).toBeUndefined();
+      const rows = async () =>
+        (await database.selectFrom("rate_limits").select(["address", "blocked_until_ms"]).execute())
+          .map((row) => `${row.address} ${Number(row.blocked_until_ms)}`)
+          .sort();
+      expect(await rows()).toEqual([
+        "198.51.100.40 0",
+        "2001:db8:40:1::/64 0",
+        "diff-link|198.51.100.40 0",
+        `diff-link|2001:db8:40:1::/64 ${blockedUntilMs}`,
+      ]);
+
+      let clockMs = nowMs;
+      const settings = { burst: 5, refillPerSecond: 1, blockSeconds: 60 };
+      const diffLinks = new AddressRateLimiter({ database, settings, clock: () => clockMs, scope: "diff-link" });
+      // The block still holds after the upgrade.
+      expect((await diffLinks.consume("2001:db8:40:1::9")).allowed).toBe(false);
+      clockMs += 24 * 3_600_000;
+      const tokens = new TokenRateLimiter({
+        database,
+        settings: { ...settings, failureDelayBaseMs: 0, failureDelayMaxMs: 0 },
+        clock: () => clockMs,
+      });
+      await tokens.prune();
+      await diffLinks.prune();
+      expect(await rows()).toEqual([]);
+    } finally {
+      await database.destroy();
+      await testDatabase.drop();
     }
   });
 });

@@ -2,6 +2,7 @@ import { Type } from "typebox";
 import { principalOf } from "../../../auth/authenticate.js";
 import { modelerCreateScope, modelerReadScope, modelerUpdateScope } from "../../../auth/scopes.js";
 import { invalidRequest, ServiceError } from "../../../http/errors.js";
+import { requestAddress } from "../../../http/request-address.js";
 import { describedPattern, problemSchema, standardErrorResponses } from "../../../http/schemas.js";
 import type { HttpServer } from "../../../http/server.js";
 import { fileMetadataSchema, milestoneMetadataSchema } from "../metadata-schemas.js";
@@ -266,7 +267,7 @@ export function milestoneDiffRoutes(
     {
       // Before anything else, so that forged links and links to missing milestones count against the limit too.
       onRequest: async (request) => {
-        const decision = await diffLinkRateLimiter.consume(request.ip);
+        const decision = await diffLinkRateLimiter.consume(requestAddress(request));
         if (!decision.allowed) {
           throw new ServiceError("tooManyRequests", "Too many diff-link requests from this address; retry later.", {
             headers: { "retry-after": String(decision.retryAfterSeconds) },

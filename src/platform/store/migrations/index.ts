@@ -12,6 +12,7 @@ import { organizationClientsMigration } from "./036-organization-clients.js";
 import { backupScheduleFailuresMigration } from "./037-backup-schedule-failures.js";
 import { backupScheduleRetriesMigration } from "./038-backup-schedule-retries.js";
 import { backupScheduleEndedRunsMigration } from "./039-backup-schedule-ended-runs.js";
+import { rateLimitScopeSeparatorMigration } from "./040-rate-limit-scope-separator.js";
 
 /**
  * Every migration, in order. Names sort lexically and are never renamed once released: the database records
@@ -31,6 +32,7 @@ const migrations: Record<string, Migration> = {
   "037-backup-schedule-failures": backupScheduleFailuresMigration,
   "038-backup-schedule-retries": backupScheduleRetriesMigration,
   "039-backup-schedule-ended-runs": backupScheduleEndedRunsMigration,
+  "040-rate-limit-scope-separator": rateLimitScopeSeparatorMigration,
 };
 
 /** Supplies the migrations compiled into the program (no directory scanning, so bundling cannot lose one). */
