@@ -487,7 +487,9 @@ export const configurationSchema = Type.Object(
         }),
         issuerUrl: Type.String({
           default: "http://localhost:8088",
-          description: "The platform's issuer URL: tokens must carry it as iss; keys come from its JWKS.",
+          description:
+            "The platform's issuer URL (a trailing slash is ignored): tokens must carry it as iss; keys come from its " +
+            "JWKS.",
         }),
         requestTimeoutMs: Type.Integer({
           minimum: 100,

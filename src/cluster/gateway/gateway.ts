@@ -94,6 +94,8 @@ export async function startGateway(
   const logger = options.logger ?? pino({ level: configuration.log.level });
   const contactPoints = parseContactPoints(configuration.gateway.contactPoints);
   if (contactPoints.length === 0) throw new Error("service.gateway.contactPoints names no broker");
+  // The platform issues its tokens with its URL less any trailing slash (issuerUrlFromConfiguration): the key set's
+  // URL and the `iss` tokens must carry both come from this one value (a configured `…/` once refused every token).
   const issuerUrl = configuration.gateway.issuerUrl.replace(/\/+$/, "");
   const { secret, clusterId } = clusterSecretFromConfiguration(configuration);
   const trustedProxies = parseTrustedProxies(configuration.gateway.trustedProxies, "service.gateway.trustedProxies");
@@ -135,7 +137,7 @@ export async function startGateway(
   });
   const verifier = new TokenVerifier({
     keySource: remoteKeySource(new URL(`${issuerUrl}/.well-known/jwks.json`)),
-    issuer: configuration.gateway.issuerUrl,
+    issuer: issuerUrl,
     audience: configuration.audiences.gateway,
     clock: systemClock,
   });

@@ -92,6 +92,13 @@ describe("gateway REST API", () => {
     expect(wrongAudience.status).toBe(401);
   });
 
+  it("accepts the platform's tokens when its issuer URL is configured with a trailing slash", async () => {
+    const gateway = await gatewayWith({ "service.gateway.issuerUrl": `${platform.issuerUrl}/` });
+    expect(platform.issuerUrl.endsWith("/")).toBe(false);
+    const response = await call(gateway, "/v2/topology");
+    expect(response.status).toBe(200);
+  });
+
   it("serves the topology from the brokers' own answers", async () => {
     const gateway = await gatewayWith();
     const response = await call(gateway, "/v2/topology");
