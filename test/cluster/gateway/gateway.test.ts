@@ -409,6 +409,19 @@ describe("gateway management API", () => {
     expect(metrics).toContain("flowplane_gateway_in_flight_requests 0");
   });
 
+  it("counts the fetches of the issuer's key set and reports its age in the metrics", async () => {
+    const gateway = await gatewayWith();
+    const scrape = async () => await (await fetch(`${gateway.managementUrl}/actuator/prometheus`)).text();
+    const before = await scrape();
+    // prom-client writes NaN as "Nan", which Prometheus reads as NaN.
+    expect(before).toMatch(/^flowplane_gateway_token_key_set_age_seconds nan$/im);
+    expect(before).not.toMatch(/^flowplane_gateway_token_key_set_fetches_total\{/m);
+    expect((await call(gateway, "/v2/topology")).status).toBe(200);
+    const after = await scrape();
+    expect(after).toMatch(/^flowplane_gateway_token_key_set_fetches_total\{outcome="succeeded"\} 1$/m);
+    expect(after).toMatch(/^flowplane_gateway_token_key_set_age_seconds \d+(\.\d+)?$/m);
+  });
+
   it("retries once at the new leader when the leader's broker is gone, and lists that broker as dead", async () => {
     // No periodic refresh during the test: the gateway still believes the stopped broker leads its partition.
     const gateway = await gatewayWith({}, 600_000);
