@@ -2,6 +2,9 @@ import { errors as joseErrors, jwtVerify } from "jose";
 import type { Clock } from "./clock.js";
 import type { KeySource } from "./key-source.js";
 
+/** Tolerated clock difference with the issuer when none is configured. */
+export const defaultClockSkewSeconds = 30;
+
 /** Signature algorithms a token may use: asymmetric only, so neither `none` nor HMAC keyed with a public key. */
 export const allowedAlgorithms = ["RS256", "ES256"] as const;
 
@@ -102,7 +105,7 @@ export class TokenVerifier {
 
   constructor(options: TokenVerifierOptions) {
     this.options = options;
-    this.clockSkewSeconds = options.clockSkewSeconds ?? 30;
+    this.clockSkewSeconds = options.clockSkewSeconds ?? defaultClockSkewSeconds;
     this.cacheMaxEntries = options.cacheMaxEntries ?? 10_000;
   }
 

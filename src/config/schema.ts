@@ -234,7 +234,9 @@ export const configurationSchema = Type.Object(
           minimum: 60,
           maximum: 30 * 86400,
           default: 86400,
-          description: "Lifetime of issued access tokens.",
+          description:
+            "Lifetime of issued access tokens. A gateway that cannot reach the platform verifies tokens with the last " +
+            "key set it fetched for up to this long (plus 30 s) after that fetch: give gateways the platform's value.",
         }),
         signingAlgorithm: Type.Enum(["RS256", "ES256"], {
           default: "RS256",
@@ -489,7 +491,9 @@ export const configurationSchema = Type.Object(
         }),
         issuerUrl: Type.String({
           default: "http://localhost:8088",
-          description: "The platform's issuer URL: tokens must carry it as iss; keys come from its JWKS.",
+          description:
+            "The platform's issuer URL (a trailing slash is ignored): tokens must carry it as iss; keys come from its " +
+            "JWKS.",
         }),
         requestTimeoutMs: Type.Integer({
           minimum: 100,

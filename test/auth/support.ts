@@ -67,17 +67,27 @@ export function segment(value: unknown): string {
   return Buffer.from(JSON.stringify(value)).toString("base64url");
 }
 
-/** Serves a key set that the test may change, counting the fetches. */
+/** How a served key set answers: with the set, with a 503, or not at all (the request is held until `close`). */
+export type KeySetAnswer = "keys" | "error" | "silence";
+
+/** Serves a key set that the test may change, counting the fetches (every request, whatever it is answered). */
 export async function serveKeySet(initial: JSONWebKeySet): Promise<{
   url: URL;
   fetches: () => number;
   replace(keySet: JSONWebKeySet): void;
+  answerWith(answer: KeySetAnswer): void;
   close(): Promise<void>;
 }> {
   let keySet = initial;
   let fetches = 0;
+  let answer: KeySetAnswer = "keys";
   const server = createServer((_request, response) => {
     fetches += 1;
+    if (answer === "silence") return;
+    if (answer === "error") {
+      response.writeHead(503, { "content-type": "text/plain" }).end("unavailable");
+      return;
+    }
     response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(keySet));
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -87,6 +97,9 @@ export async function serveKeySet(initial: JSONWebKeySet): Promise<{
     fetches: () => fetches,
     replace: (next) => {
       keySet = next;
+    },
+    answerWith: (next) => {
+      answer = next;
     },
     close: () =>
       new Promise<void>((resolve, reject) => {

@@ -20,7 +20,7 @@ import { installAuthentication } from "../../auth/authenticate.js";
 import { systemClock } from "../../auth/clock.js";
 import { remoteKeySource } from "../../auth/key-source.js";
 import { clusterGatewayScope, clusterScope } from "../../auth/scopes.js";
-import { TokenVerifier } from "../../auth/verifier.js";
+import { defaultClockSkewSeconds, TokenVerifier } from "../../auth/verifier.js";
 import { clusterSecretFromConfiguration } from "../../config/cluster-secret.js";
 import type { Configuration } from "../../config/schema.js";
 import { registerApiDocuments } from "../../http/openapi.js";
@@ -94,6 +94,8 @@ export async function startGateway(
   const logger = options.logger ?? pino({ level: configuration.log.level });
   const contactPoints = parseContactPoints(configuration.gateway.contactPoints);
   if (contactPoints.length === 0) throw new Error("service.gateway.contactPoints names no broker");
+  // The platform issues its tokens with its URL less any trailing slash (issuerUrlFromConfiguration): the key set's
+  // URL and the `iss` tokens must carry both come from this one value (a configured `…/` once refused every token).
   const issuerUrl = configuration.gateway.issuerUrl.replace(/\/+$/, "");
   const { secret, clusterId } = clusterSecretFromConfiguration(configuration);
   const trustedProxies = parseTrustedProxies(configuration.gateway.trustedProxies, "service.gateway.trustedProxies");
@@ -129,13 +131,21 @@ export async function startGateway(
     maxInFlightRequests: configuration.gateway.maxInFlightRequests,
     now,
   });
+  const keySource = remoteKeySource(new URL(`${issuerUrl}/.well-known/jwks.json`), {
+    // While the platform cannot be reached, its last key set verifies tokens for as long as one it signed before
+    // can still be valid.
+    maximumStaleMs: (configuration.token.lifetimeSeconds + defaultClockSkewSeconds) * 1000,
+    logger,
+    onFetch: (outcome) => metrics.observeTokenKeySetFetch(outcome),
+  });
   const metrics = new GatewayMetrics({
     topology: () => topology.current(),
     inFlightRequests: () => router.inFlightRequests(),
+    tokenKeySetAgeMs: () => keySource.state().ageMs,
   });
   const verifier = new TokenVerifier({
-    keySource: remoteKeySource(new URL(`${issuerUrl}/.well-known/jwks.json`)),
-    issuer: configuration.gateway.issuerUrl,
+    keySource,
+    issuer: issuerUrl,
     audience: configuration.audiences.gateway,
     clock: systemClock,
   });

@@ -1,8 +1,8 @@
 /**
  * The gateway's Prometheus metrics: REST request counts and latencies per route and status, requests in progress,
- * requests the access policy refused and changes of the policy file, and per partition replica the role, term,
- * commit index and applied index the brokers reported in the latest topology round. Replica metrics are rebuilt at
- * every scrape so that a replica that moved away disappears.
+ * requests the access policy refused and changes of the policy file, the fetches and age of the issuer's key set, and
+ * per partition replica the role, term, commit index and applied index the brokers reported in the latest topology
+ * round. Replica metrics are rebuilt at every scrape so that a replica that moved away disappears.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { TopologyView } from "./topology-view.js";
@@ -13,6 +13,8 @@ export interface GatewayMetricsOptions {
   topology: () => TopologyView | undefined;
   /** Requests in progress now (read at every scrape). */
   inFlightRequests: () => number;
+  /** Age of the issuer's key set the gateway verifies tokens with; undefined before one was fetched. */
+  tokenKeySetAgeMs?: () => number | undefined;
 }
 
 /** The gateway's metric registry; see the module comment. */
@@ -22,6 +24,7 @@ export class GatewayMetrics {
   private readonly latency: Histogram<"method" | "route" | "status">;
   private readonly accessRefusals: Counter<"reason">;
   private readonly accessPolicyUpdates: Counter<"outcome">;
+  private readonly tokenKeySetFetches: Counter<"outcome">;
 
   constructor(options: GatewayMetricsOptions) {
     const registers = [this.registry];
@@ -50,6 +53,25 @@ export class GatewayMetrics {
       help: "Changes of the access policy file: applied, or rejected (the last valid policy stayed in force).",
       labelNames: ["outcome"],
       registers,
+    });
+    this.tokenKeySetFetches = new Counter({
+      name: "flowplane_gateway_token_key_set_fetches_total",
+      help: "Fetches of the issuer's key set (JWKS) that verifies tokens, by outcome: succeeded or failed.",
+      labelNames: ["outcome"],
+      registers,
+    });
+    new Gauge({
+      name: "flowplane_gateway_token_key_set_age_seconds",
+      help:
+        "Time since the issuer's key set the gateway verifies tokens with was fetched (NaN before the first fetch). " +
+        "It is fetched again every 10 minutes; beyond that, fetching it fails and the last set is in use.",
+      registers,
+      collect() {
+        // A gauge without labels always has a value (prom-client): NaN says that there is none yet, where 0 would
+        // say that the set is fresh.
+        const ageMs = options.tokenKeySetAgeMs?.();
+        this.set(ageMs === undefined ? Number.NaN : ageMs / 1000);
+      },
     });
     new Gauge({
       name: "flowplane_gateway_in_flight_requests",
@@ -182,6 +204,11 @@ export class GatewayMetrics {
   /** Records one request the access policy refused. */
   observeAccessRefusal(reason: string): void {
     this.accessRefusals.inc({ reason });
+  }
+
+  /** Records one fetch of the issuer's key set. */
+  observeTokenKeySetFetch(outcome: "succeeded" | "failed"): void {
+    this.tokenKeySetFetches.inc({ outcome });
   }
 
   /** Records one change of the access policy file. */

@@ -92,6 +92,13 @@ describe("gateway REST API", () => {
     expect(wrongAudience.status).toBe(401);
   });
 
+  it("accepts the platform's tokens when its issuer URL is configured with a trailing slash", async () => {
+    const gateway = await gatewayWith({ "service.gateway.issuerUrl": `${platform.issuerUrl}/` });
+    expect(platform.issuerUrl.endsWith("/")).toBe(false);
+    const response = await call(gateway, "/v2/topology");
+    expect(response.status).toBe(200);
+  });
+
   it("serves the topology from the brokers' own answers", async () => {
     const gateway = await gatewayWith();
     const response = await call(gateway, "/v2/topology");
@@ -400,6 +407,19 @@ describe("gateway management API", () => {
     expect(metrics).toContain('flowplane_partition_log_size_entries{partition="3",broker="2"} 7');
     expect(metrics).toContain('flowplane_partition_role{partition="2",broker="1",role="leader"} 1');
     expect(metrics).toContain("flowplane_gateway_in_flight_requests 0");
+  });
+
+  it("counts the fetches of the issuer's key set and reports its age in the metrics", async () => {
+    const gateway = await gatewayWith();
+    const scrape = async () => await (await fetch(`${gateway.managementUrl}/actuator/prometheus`)).text();
+    const before = await scrape();
+    // prom-client writes NaN as "Nan", which Prometheus reads as NaN.
+    expect(before).toMatch(/^flowplane_gateway_token_key_set_age_seconds nan$/im);
+    expect(before).not.toMatch(/^flowplane_gateway_token_key_set_fetches_total\{/m);
+    expect((await call(gateway, "/v2/topology")).status).toBe(200);
+    const after = await scrape();
+    expect(after).toMatch(/^flowplane_gateway_token_key_set_fetches_total\{outcome="succeeded"\} 1$/m);
+    expect(after).toMatch(/^flowplane_gateway_token_key_set_age_seconds \d+(\.\d+)?$/m);
   });
 
   it("retries once at the new leader when the leader's broker is gone, and lists that broker as dead", async () => {
