@@ -6,8 +6,8 @@
  * of that address was written by the client itself and proves nothing. A header that cannot be read leaves the peer
  * as the client, and so does a peer that is no trusted proxy, whatever its header claims.
  */
-import { isIP } from "node:net";
 import type { AddressRangeSet } from "../../auth/address-ranges.js";
+import { ipAddressOf } from "../../net/address-key.js";
 
 /**
  * Most header entries examined: a chain of proxies is a handful long, and a bound keeps the work per request small
@@ -31,10 +31,12 @@ export function clientAddressOf(
   let candidate = peerAddress;
   for (let hop = 0; hop < MAX_FORWARDED_HOPS && end > 0; hop += 1) {
     const start = header.lastIndexOf(",", end - 1) + 1;
-    const entry = header.slice(start, end).trim();
+    // Some proxies write the address with the port they received the request on (`203.0.113.7:50123`,
+    // `[2001:db8::1]:443`): read as every per-address limit of the product reads it (`ipAddressOf`).
+    const entry = ipAddressOf(header.slice(start, end).trim());
     end = start - 1;
-    // An entry that is no address (a port, an obfuscated name, garbage): nothing in the header can be trusted.
-    if (isIP(entry) === 0) return peerAddress;
+    // An entry that is no address (an obfuscated name, garbage): nothing in the header can be trusted.
+    if (entry === undefined) return peerAddress;
     if (!trustedProxies.contains(entry)) return entry;
     candidate = entry;
   }

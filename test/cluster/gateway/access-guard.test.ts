@@ -222,9 +222,12 @@ describe("IP allowlist", () => {
     const prefixed = await forwarded("127.0.0.3", "198.51.100.7, 203.0.113.9");
     expect(prefixed.status).toBe(403);
     expect(problemOf(prefixed).detail).toContain("203.0.113.9");
-    const malformed = await forwarded("127.0.0.3", "198.51.100.7:4711");
+    const malformed = await forwarded("127.0.0.3", "198.51.100.7-4711");
     expect(malformed.status).toBe(403);
     expect(problemOf(malformed).detail).toContain("127.0.0.3");
+    // A proxy that writes the client's port beside its address names the client all the same.
+    const withPort = await forwarded("127.0.0.3", "198.51.100.7:4711");
+    expect(withPort.status).not.toBe(403);
     const metrics = await get(gateway.managementUrl, "/actuator/prometheus", {
       from: "127.0.0.3",
       headers: { "x-forwarded-for": "198.51.100.20" },

@@ -25,11 +25,19 @@ describe("clientAddressOf", () => {
   });
 
   it("is the peer when the header holds something that is not an address", () => {
-    expect(clientAddressOf("10.0.0.2", "198.51.100.1:4711", proxies)).toBe("10.0.0.2");
     expect(clientAddressOf("10.0.0.2", "unknown", proxies)).toBe("10.0.0.2");
     expect(clientAddressOf("10.0.0.2", "198.51.100.1,", proxies)).toBe("10.0.0.2");
     expect(clientAddressOf("10.0.0.2", "", proxies)).toBe("10.0.0.2");
-    expect(clientAddressOf("10.0.0.2", "1.1.1.1, [2001:db8::1]", proxies)).toBe("10.0.0.2");
+    expect(clientAddressOf("10.0.0.2", "198.51.100.1:99999", proxies)).toBe("10.0.0.2");
+    expect(clientAddressOf("10.0.0.2", "1.1.1.1, [2001:db8::1", proxies)).toBe("10.0.0.2");
+  });
+
+  it("reads an address a proxy wrote with its port, or in brackets, as the address, as the rate limits do", () => {
+    expect(clientAddressOf("10.0.0.2", "198.51.100.1:4711", proxies)).toBe("198.51.100.1");
+    expect(clientAddressOf("10.0.0.2", "1.1.1.1, [2001:db8::1]:443", proxies)).toBe("2001:db8::1");
+    expect(clientAddressOf("10.0.0.2", "1.1.1.1, [2001:db8::1]", proxies)).toBe("2001:db8::1");
+    // A trusted proxy written with a port is skipped like one without.
+    expect(clientAddressOf("10.0.0.2", "198.51.100.1, 10.0.0.9:8080", proxies)).toBe("198.51.100.1");
   });
 
   it("is the furthest trusted proxy when every address is one, and examines a bounded number of entries", () => {
