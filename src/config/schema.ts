@@ -236,7 +236,8 @@ export const configurationSchema = Type.Object(
           default: 86400,
           description:
             "Lifetime of issued access tokens. A gateway that cannot reach the platform verifies tokens with the last " +
-            "key set it fetched for up to this long (plus 30 s) after that fetch: give gateways the platform's value.",
+            "key set it fetched for up to this long (plus 30 s) after that fetch: give gateways you start yourself the " +
+            "platform's value (the platform's own clusters get it).",
         }),
         signingAlgorithm: Type.Enum(["RS256", "ES256"], {
           default: "RS256",

@@ -239,6 +239,7 @@ export async function startPlatform(
             primaryManagementPort: configuration.management.port,
             issuerUrl,
             gatewayAudience: configuration.audiences.gateway,
+            tokenLifetimeSeconds: configuration.token.lifetimeSeconds,
             allowedOrigins: consoleOrigins(issuerUrl, host, port).join(","),
             logLevel: configuration.log.level,
             logFileLimits: {

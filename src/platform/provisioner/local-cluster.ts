@@ -86,6 +86,11 @@ export interface LocalClusterOptions {
   issuerUrl: string;
   /** Audience of gateway tokens (configuration `audiences.gateway`); the child's own default when absent. */
   gatewayAudience?: string;
+  /**
+   * Lifetime of the platform's tokens (configuration `token.lifetimeSeconds`), so that the gateway keeps the platform's
+   * last key set in use as long as a token it verified may live; the child's own setting when absent.
+   */
+  tokenLifetimeSeconds?: number;
   /** Origins whose web pages (the platform's console) may call the gateway from a browser, comma-separated. */
   allowedOrigins?: string;
   /** Interface every part listens on (default 127.0.0.1). */
@@ -363,6 +368,9 @@ async function startLocalClusterOnce(options: LocalClusterOptions): Promise<Loca
   setSetting(gatewayEnvironment, "service.gateway.issuerUrl", options.issuerUrl);
   if (options.gatewayAudience !== undefined) {
     setSetting(gatewayEnvironment, "service.audiences.gateway", options.gatewayAudience);
+  }
+  if (options.tokenLifetimeSeconds !== undefined) {
+    setSetting(gatewayEnvironment, "service.token.lifetimeSeconds", options.tokenLifetimeSeconds);
   }
   if (options.allowedOrigins !== undefined) {
     setSetting(gatewayEnvironment, "service.gateway.allowedOrigins", options.allowedOrigins);

@@ -95,6 +95,11 @@ export interface LocalProvisionerOptions {
   issuerUrl: string;
   /** Audience of gateway tokens (configuration `audiences.gateway`). */
   gatewayAudience?: string;
+  /**
+   * Lifetime of the platform's tokens (configuration `token.lifetimeSeconds`): how long a gateway keeps verifying with
+   * the last key set it fetched while the platform cannot be reached.
+   */
+  tokenLifetimeSeconds?: number;
   /** Origins of the platform's web console, which every gateway allows for cross-origin calls (comma-separated). */
   allowedOrigins?: string;
   logLevel?: string;
@@ -551,6 +556,9 @@ export class LocalProvisioner implements Provisioner {
       replicationFactor: specification.shape.replicationFactor,
       logger,
       ...(this.options.gatewayAudience === undefined ? {} : { gatewayAudience: this.options.gatewayAudience }),
+      ...(this.options.tokenLifetimeSeconds === undefined
+        ? {}
+        : { tokenLifetimeSeconds: this.options.tokenLifetimeSeconds }),
       ...(this.options.allowedOrigins === undefined ? {} : { allowedOrigins: this.options.allowedOrigins }),
       ...(this.options.logLevel === undefined ? {} : { logLevel: this.options.logLevel }),
       ...(this.options.environment === undefined ? {} : { environment: this.options.environment }),

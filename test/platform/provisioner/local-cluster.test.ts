@@ -162,6 +162,7 @@ describe("startLocalCluster", () => {
       managementPort: 0,
       issuerUrl: "http://127.0.0.1:1",
       gatewayAudience: "my-gateway",
+      tokenLifetimeSeconds: 172_800,
       allowedOrigins: "http://127.0.0.1:8088,http://localhost:8088",
       logger: pino({ level: "silent" }),
       // A value inherited under another spelling must not win over the provisioner's.
@@ -211,6 +212,8 @@ describe("startLocalCluster", () => {
       expect(gateway.SERVICE_GATEWAY_CONTACTPOINTS).toBeUndefined();
       expect(gateway.SERVICE_GATEWAY_ISSUER_URL).toBe("http://127.0.0.1:1");
       expect(gateway.SERVICE_AUDIENCES_GATEWAY).toBe("my-gateway");
+      // The gateway keeps the platform's last key set in use as long as the platform's tokens live.
+      expect(gateway.SERVICE_TOKEN_LIFETIME_SECONDS).toBe("172800");
       // The platform's web console may call the gateway from its origins.
       expect(gateway.SERVICE_GATEWAY_ALLOWED_ORIGINS).toBe("http://127.0.0.1:8088,http://localhost:8088");
       expect(cluster.managementUrl).toBe(`http://127.0.0.1:${gateway.SERVICE_MANAGEMENT_PORT}`);
