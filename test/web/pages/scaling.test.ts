@@ -2,10 +2,11 @@
  * The scaling page against a real three-broker cluster of the local provisioner: a scale-up to four brokers planned
  * as a dry run (before/after grids, operations, warnings), started after confirming (the platform starts the new
  * broker first) and watched to its end; a real scale-up to five brokers cancelled while it runs; and, with the
- * management API's answers replaced, how a running operation's bytes, time left and retries are shown.
+ * management API's answers replaced, how a running operation's bytes, time left and retries are shown, and how a
+ * gateway refusing the console's token is (shown on the page, with the session going on).
  */
 import { existsSync } from "node:fs";
-import type { Browser, Page } from "playwright-core";
+import type { Browser, Page, Route } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { brokerDataDirectory } from "../../../src/platform/provisioner/child-environment.js";
 import type { LocalProvisioner } from "../../../src/platform/provisioner/local-provisioner.js";
@@ -186,6 +187,39 @@ describe.runIf(browserAvailable())("console scaling page", () => {
     await saveScreenshot(page, "console-scaling-running");
 
     expect(await page.getByRole("button", { name: "Cancel the change" }).isVisible()).toBe(true);
+  });
+
+  it("shows a gateway's refusal of the console's token on the page and stays signed in (answers replaced)", async () => {
+    page = await browser.newPage({ viewport: viewports.wide });
+    const origin = new URL(platform.url).origin;
+    // What a gateway answers while it does not yet know the key a token was signed with, though the platform does.
+    const refusal = (route: Route) =>
+      route.fulfill({
+        status: 401,
+        contentType: "application/problem+json",
+        headers: { "access-control-allow-origin": origin },
+        body: JSON.stringify({
+          type: "about:blank",
+          title: "Authentication is required",
+          status: 401,
+          detail: "The token was signed with a key this gateway does not know.",
+        }),
+      });
+    await page.route(`${gatewayUrl}/v2/topology`, refusal);
+    await page.route(`${managementUrl}/actuator/cluster`, refusal);
+    const refused =
+      "The cluster's gateway refused the console's token: The token was signed with a key this gateway does not know.";
+    await signIn(page, platform.url, platform.adminClient, `/console/clusters/${clusterId}`);
+    await page.getByText(`The topology could not be read: ${refused}`).waitFor();
+    await page.getByRole("link", { name: "Scale this cluster" }).click();
+    await page.getByText(`The cluster's configuration could not be read: ${refused}`).waitFor();
+    await expectAccessible(page, "gateway refusing the token");
+    await saveScreenshot(page, "console-gateway-refused-token");
+    // The session goes on: another page opens without signing in again.
+    await page.getByRole("link", { name: "Members" }).click();
+    await page.getByRole("table", { name: "Members of the organization" }).waitFor();
+    expect(await page.getByRole("button", { name: "Sign out" }).count()).toBe(1);
+    expect(await page.getByLabel("Client secret").count()).toBe(0);
   });
 
   it("cancels a real running scale-up after confirming; operations already applied stay applied", async () => {
