@@ -40,6 +40,7 @@ import type {
   SearchRequest,
 } from "../../src/client/modeler.js";
 import type { TopologyDocument } from "../../src/cluster/gateway/topology-view.js";
+import { mayCarryToken } from "./own-machine.js";
 import type { ApiName, Audiences, Session } from "./session.js";
 
 /** A cluster as the Administration API answers it; `status.reason` says why one is not Healthy. */
@@ -155,6 +156,19 @@ export class ApiError extends Error {
 /** Whether an error ended the session, which the console already reports by showing the sign-in form. */
 export function endedSession(error: unknown): boolean {
   return error instanceof ApiError && error.endedSession;
+}
+
+/**
+ * A call the console does not make: its address is the browser's own machine (a loopback address) while the console
+ * was loaded from another machine, so the token would go to whatever listens at that port on the viewer's machine.
+ */
+export class OwnMachineAddressError extends Error {
+  override readonly name = "OwnMachineAddressError";
+  constructor(readonly origin: string) {
+    super(
+      `The cluster's gateway listens at ${origin}, which is this browser's own machine, so the console can show this cluster only when it is opened on the platform's machine (at localhost or 127.0.0.1).`,
+    );
+  }
 }
 
 /** Reads an error answer's problem document, or describes the status when the body is something else. */
@@ -557,6 +571,10 @@ export class ConsoleApi {
   }
 
   private async request(api: ApiName, path: string, options: RequestOptions = {}): Promise<Response> {
+    // A cluster linked at a loopback address is reachable with its token only from a page on the platform's machine.
+    if (!mayCarryToken(path, window.location.href)) {
+      throw new OwnMachineAddressError(new URL(path, window.location.href).origin);
+    }
     const token = await this.session.accessToken(api);
     const headers: Record<string, string> = {
       authorization: `Bearer ${token}`,

@@ -3,7 +3,8 @@
  * as a dry run (before/after grids, operations, warnings), started after confirming (the platform starts the new
  * broker first) and watched to its end; a real scale-up to five brokers cancelled while it runs; and, with the
  * management API's answers replaced, how a running operation's bytes, time left and retries are shown, and how a
- * gateway refusing the console's token is (shown on the page, with the session going on).
+ * gateway refusing the console's token is (shown on the page, with the session going on); and that a console opened
+ * from another machine sends no token to the cluster's loopback address, which is that machine's own.
  */
 import { existsSync } from "node:fs";
 import type { Browser, Page, Route } from "playwright-core";
@@ -220,6 +221,34 @@ describe.runIf(browserAvailable())("console scaling page", () => {
     await page.getByRole("table", { name: "Members of the organization" }).waitFor();
     expect(await page.getByRole("button", { name: "Sign out" }).count()).toBe(1);
     expect(await page.getByLabel("Client secret").count()).toBe(0);
+  });
+
+  it("sends no token to a cluster at a loopback address when the console is opened from another machine", async () => {
+    page = await browser.newPage({ viewport: viewports.wide });
+    // The console as a remote browser sees it: loaded from a name of the platform's machine that is not loopback.
+    const remote = "http://flowplane.test";
+    await page.route(`${remote}/**`, async (route) => {
+      const url = new URL(route.request().url());
+      await route.fulfill({ response: await route.fetch({ url: `${platform.url}${url.pathname}${url.search}` }) });
+    });
+    const clusterOrigins = new Set([new URL(gatewayUrl).origin, new URL(managementUrl).origin]);
+    const clusterRequests: string[] = [];
+    page.on("request", (request) => {
+      const url = new URL(request.url());
+      // The metrics carry no token, so the console still asks for them.
+      if (clusterOrigins.has(url.origin) && url.pathname !== "/actuator/prometheus")
+        clusterRequests.push(request.url());
+    });
+    const ownMachine = (url: string) =>
+      `The cluster's gateway listens at ${new URL(url).origin}, which is this browser's own machine, so the console can show this cluster only when it is opened on the platform's machine`;
+    await signIn(page, remote, platform.adminClient, `/console/clusters/${clusterId}`);
+    await page.getByText(`The topology could not be read: ${ownMachine(gatewayUrl)}`).waitFor();
+    await page.getByRole("link", { name: "Scale this cluster" }).click();
+    await page.getByText(`The cluster's configuration could not be read: ${ownMachine(managementUrl)}`).waitFor();
+    await expectAccessible(page, "cluster at the viewer's own machine");
+    await saveScreenshot(page, "console-cluster-on-own-machine");
+    expect(clusterRequests).toEqual([]);
+    expect(await page.getByRole("button", { name: "Sign out" }).count()).toBe(1);
   });
 
   it("cancels a real running scale-up after confirming; operations already applied stay applied", async () => {
