@@ -1,7 +1,8 @@
 /**
  * The console's one HTTP client: every call to the platform's public APIs goes through `ConsoleApi`, which adds the
- * access token, reads problem documents (RFC 9457) into `ApiError`s and ends the session on a 401. Shapes are those
- * of the command-line client in src/client where it has them.
+ * access token, reads problem documents (RFC 9457) into `ApiError`s and ends the session on a 401 of the platform's
+ * own APIs (a cluster's gateway refusing a token does not end it). Shapes are those of the command-line client in
+ * src/client where it has them.
  */
 import type {
   AllowlistEntry,
@@ -39,6 +40,7 @@ import type {
   SearchRequest,
 } from "../../src/client/modeler.js";
 import type { TopologyDocument } from "../../src/cluster/gateway/topology-view.js";
+import { mayCarryToken } from "./own-machine.js";
 import type { ApiName, Audiences, Session } from "./session.js";
 
 /** A cluster as the Administration API answers it; `status.reason` says why one is not Healthy. */
@@ -136,11 +138,36 @@ export interface Problem {
 /** A call that the API answered with an error. */
 export class ApiError extends Error {
   override readonly name = "ApiError";
+  /**
+   * Whether this answer ended the session (a 401 of the platform's own APIs): the console then shows the sign-in form
+   * with the reason, so pages show nothing more.
+   */
+  readonly endedSession: boolean;
   constructor(
     readonly status: number,
     readonly problem: Problem,
+    options: { message?: string; endedSession?: boolean } = {},
   ) {
-    super(problem.detail ?? problem.title ?? `The platform answered ${status}.`);
+    super(options.message ?? problem.detail ?? problem.title ?? `The platform answered ${status}.`);
+    this.endedSession = options.endedSession ?? false;
+  }
+}
+
+/** Whether an error ended the session, which the console already reports by showing the sign-in form. */
+export function endedSession(error: unknown): boolean {
+  return error instanceof ApiError && error.endedSession;
+}
+
+/**
+ * A call the console does not make: its address is the browser's own machine (a loopback address) while the console
+ * was loaded from another machine, so the token would go to whatever listens at that port on the viewer's machine.
+ */
+export class OwnMachineAddressError extends Error {
+  override readonly name = "OwnMachineAddressError";
+  constructor(readonly origin: string) {
+    super(
+      `The cluster's gateway listens at ${origin}, which is this browser's own machine, so the console can show this cluster only when it is opened on the platform's machine (at localhost or 127.0.0.1).`,
+    );
   }
 }
 
@@ -160,6 +187,9 @@ export async function fetchPlatformIndex(): Promise<PlatformIndex> {
   if (!response.ok) throw new ApiError(response.status, await problemOf(response));
   return (await response.json()) as PlatformIndex;
 }
+
+/** The platform's own APIs: only their 401 means the platform no longer accepts the session. */
+const platformApis: ReadonlySet<ApiName> = new Set(["admin", "modeler"]);
 
 interface RequestOptions {
   method?: string;
@@ -541,6 +571,10 @@ export class ConsoleApi {
   }
 
   private async request(api: ApiName, path: string, options: RequestOptions = {}): Promise<Response> {
+    // A cluster linked at a loopback address is reachable with its token only from a page on the platform's machine.
+    if (!mayCarryToken(path, window.location.href)) {
+      throw new OwnMachineAddressError(new URL(path, window.location.href).origin);
+    }
     const token = await this.session.accessToken(api);
     const headers: Record<string, string> = {
       authorization: `Bearer ${token}`,
@@ -556,8 +590,16 @@ export class ConsoleApi {
     });
     if (response.ok) return response;
     const problem = await problemOf(response);
-    const error = new ApiError(response.status, problem);
-    if (response.status === 401) this.session.end(`The platform no longer accepts this session: ${error.message}`);
+    if (response.status === 401 && !platformApis.has(api)) {
+      // A gateway may refuse a token the platform still accepts (while it waits to fetch the keys again after a
+      // signing key rotation, or with a wrong issuer setting): the page says so, and the session goes on.
+      const reason = problem.detail ?? problem.title ?? "401";
+      throw new ApiError(response.status, problem, {
+        message: `The cluster's gateway refused the console's token: ${reason}`,
+      });
+    }
+    const error = new ApiError(response.status, problem, { endedSession: response.status === 401 });
+    if (error.endedSession) this.session.end(`The platform no longer accepts this session: ${error.message}`);
     throw error;
   }
 }

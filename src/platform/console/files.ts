@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { existsSync, lstatSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, lstatSync, readdirSync, readFileSync, type Stats } from "node:fs";
 import { extname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -42,28 +42,51 @@ function consoleFile(body: Buffer, contentType: string): ConsoleFile {
   return { body, contentType, etag: `"${createHash("sha256").update(body).digest("base64url").slice(0, 27)}"` };
 }
 
+/** The file system entry at `path` itself (a symlink is not followed), or null when there is none. */
+function entryAt(path: string): Stats | null {
+  try {
+    return lstatSync(path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return null;
+    throw error;
+  }
+}
+
 /**
  * Loads the built console from `directory` (index.html and the files of assets/) into memory, so requests never
- * touch the file system. Answers null when there is no build there.
+ * touch the file system. Answers null when there is no build there. Only plain files are read (never through a
+ * symlink), and each one's size is counted against the total before it is read, so a wrong directory holding a
+ * huge file is refused without reading it.
  */
 export function loadConsoleFiles(directory: string): ConsoleFiles | null {
   const indexPath = join(directory, "index.html");
-  if (!existsSync(indexPath)) return null;
-  const index = consoleFile(readFileSync(indexPath), "text/html; charset=utf-8");
+  const indexEntry = entryAt(indexPath);
+  if (indexEntry === null) return null;
+  if (!indexEntry.isFile()) {
+    throw new Error(`${indexPath} is a symlink or not a plain file: the console is loaded from plain files only`);
+  }
+  let totalBytes = 0;
+  const read = (path: string, size: number): Buffer => {
+    if (totalBytes + size > maxTotalBytes) throw new Error(`${directory} holds more than ${maxTotalBytes} bytes`);
+    const body = readFileSync(path);
+    // The file may have grown since its lstat; what was read is what counts.
+    totalBytes += body.length;
+    if (totalBytes > maxTotalBytes) throw new Error(`${directory} holds more than ${maxTotalBytes} bytes`);
+    return body;
+  };
+  const index = consoleFile(read(indexPath, indexEntry.size), "text/html; charset=utf-8");
   const assets = new Map<string, ConsoleFile>();
   const assetDirectory = join(directory, "assets");
-  let totalBytes = index.body.length;
   if (existsSync(assetDirectory)) {
     for (const name of readdirSync(assetDirectory)) {
       const path = join(assetDirectory, name);
       const contentType = contentTypes[extname(name)];
+      if (contentType === undefined || !assetName.test(name)) continue;
       // Only plain files of known types with names a URL can carry are served; anything else stays on disk.
-      if (contentType === undefined || !assetName.test(name) || !lstatSync(path).isFile()) continue;
+      const entry = lstatSync(path);
+      if (!entry.isFile()) continue;
       if (assets.size >= maxAssetFiles) throw new Error(`${assetDirectory} holds more than ${maxAssetFiles} files`);
-      const body = readFileSync(path);
-      totalBytes += body.length;
-      if (totalBytes > maxTotalBytes) throw new Error(`${directory} holds more than ${maxTotalBytes} bytes`);
-      assets.set(name, consoleFile(body, contentType));
+      assets.set(name, consoleFile(read(path, entry.size), contentType));
     }
   }
   return { index, assets };

@@ -40,9 +40,19 @@ export function prefersPage(request: FastifyRequest): boolean {
   return accept.split(",").some((range) => range.trim().toLowerCase().startsWith("text/html"));
 }
 
+/** An entity tag of a list, weak or strong; the group is the quoted opaque tag, which may itself hold commas. */
+const entityTag = /(?:W\/)?("[^"]*")/g;
+
+/**
+ * Whether `If-None-Match` names the file's current representation: `*`, or a list holding its tag. The comparison is
+ * weak (RFC 9110 §13.1.2 and §13.1.3), so `W/"tag"` matches the strong `"tag"` the platform sends.
+ */
 function notModified(request: FastifyRequest, file: ConsoleFile): boolean {
   const condition = request.headers["if-none-match"];
-  return condition?.split(",").some((tag) => tag.trim() === file.etag) === true;
+  if (condition === undefined) return false;
+  if (condition.trim() === "*") return true;
+  for (const [, opaqueTag] of condition.matchAll(entityTag)) if (opaqueTag === file.etag) return true;
+  return false;
 }
 
 /** Answers the console's index page: never cached without asking, so a new build is picked up at once. */

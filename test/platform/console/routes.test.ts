@@ -84,6 +84,25 @@ describe("web console serving", () => {
     }
   });
 
+  it("compares If-None-Match weakly and takes * as any representation, for the index page and assets alike", async () => {
+    const assetPath = assetPaths.find((path) => path.endsWith(".js"))!;
+    for (const path of ["/console/", assetPath]) {
+      const etag = (await fetch(`${platform.url}${path}`)).headers.get("etag")!;
+      expect(etag, path).toMatch(/^"[^"]+"$/);
+      const answer = async (condition: string): Promise<number> =>
+        (await fetch(`${platform.url}${path}`, { headers: { "if-none-match": condition } })).status;
+      expect(await answer(etag), path).toBe(304);
+      expect(await answer(`W/${etag}`), path).toBe(304);
+      expect(await answer("*"), path).toBe(304);
+      expect(await answer(`"other", ${etag}`), path).toBe(304);
+      expect(await answer(`W/"other",W/${etag}`), path).toBe(304);
+      expect(await answer('"other", W/"another"'), path).toBe(200);
+      // A tag that only contains the current one, or names it without its quotes, is another tag.
+      expect(await answer(`"x${etag.slice(1)}`), path).toBe(200);
+      expect(await answer(etag.slice(1, -1)), path).toBe(200);
+    }
+  });
+
   it("refuses asset names that could leave the assets directory", async () => {
     for (const path of [
       "/console/assets/..%2Findex.html",

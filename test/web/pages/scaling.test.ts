@@ -2,10 +2,12 @@
  * The scaling page against a real three-broker cluster of the local provisioner: a scale-up to four brokers planned
  * as a dry run (before/after grids, operations, warnings), started after confirming (the platform starts the new
  * broker first) and watched to its end; a real scale-up to five brokers cancelled while it runs; and, with the
- * management API's answers replaced, how a running operation's bytes, time left and retries are shown.
+ * management API's answers replaced, how a running operation's bytes, time left and retries are shown, and how a
+ * gateway refusing the console's token is (shown on the page, with the session going on); and that a console opened
+ * from another machine sends no token to the cluster's loopback address, which is that machine's own.
  */
 import { existsSync } from "node:fs";
-import type { Browser, Page } from "playwright-core";
+import type { Browser, Page, Route } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { brokerDataDirectory } from "../../../src/platform/provisioner/child-environment.js";
 import type { LocalProvisioner } from "../../../src/platform/provisioner/local-provisioner.js";
@@ -186,6 +188,67 @@ describe.runIf(browserAvailable())("console scaling page", () => {
     await saveScreenshot(page, "console-scaling-running");
 
     expect(await page.getByRole("button", { name: "Cancel the change" }).isVisible()).toBe(true);
+  });
+
+  it("shows a gateway's refusal of the console's token on the page and stays signed in (answers replaced)", async () => {
+    page = await browser.newPage({ viewport: viewports.wide });
+    const origin = new URL(platform.url).origin;
+    // What a gateway answers while it does not yet know the key a token was signed with, though the platform does.
+    const refusal = (route: Route) =>
+      route.fulfill({
+        status: 401,
+        contentType: "application/problem+json",
+        headers: { "access-control-allow-origin": origin },
+        body: JSON.stringify({
+          type: "about:blank",
+          title: "Authentication is required",
+          status: 401,
+          detail: "The token was signed with a key this gateway does not know.",
+        }),
+      });
+    await page.route(`${gatewayUrl}/v2/topology`, refusal);
+    await page.route(`${managementUrl}/actuator/cluster`, refusal);
+    const refused =
+      "The cluster's gateway refused the console's token: The token was signed with a key this gateway does not know.";
+    await signIn(page, platform.url, platform.adminClient, `/console/clusters/${clusterId}`);
+    await page.getByText(`The topology could not be read: ${refused}`).waitFor();
+    await page.getByRole("link", { name: "Scale this cluster" }).click();
+    await page.getByText(`The cluster's configuration could not be read: ${refused}`).waitFor();
+    await expectAccessible(page, "gateway refusing the token");
+    await saveScreenshot(page, "console-gateway-refused-token");
+    // The session goes on: another page opens without signing in again.
+    await page.getByRole("link", { name: "Members" }).click();
+    await page.getByRole("table", { name: "Members of the organization" }).waitFor();
+    expect(await page.getByRole("button", { name: "Sign out" }).count()).toBe(1);
+    expect(await page.getByLabel("Client secret").count()).toBe(0);
+  });
+
+  it("sends no token to a cluster at a loopback address when the console is opened from another machine", async () => {
+    page = await browser.newPage({ viewport: viewports.wide });
+    // The console as a remote browser sees it: loaded from a name of the platform's machine that is not loopback.
+    const remote = "http://flowplane.test";
+    await page.route(`${remote}/**`, async (route) => {
+      const url = new URL(route.request().url());
+      await route.fulfill({ response: await route.fetch({ url: `${platform.url}${url.pathname}${url.search}` }) });
+    });
+    const clusterOrigins = new Set([new URL(gatewayUrl).origin, new URL(managementUrl).origin]);
+    const clusterRequests: string[] = [];
+    page.on("request", (request) => {
+      const url = new URL(request.url());
+      // The metrics carry no token, so the console still asks for them.
+      if (clusterOrigins.has(url.origin) && url.pathname !== "/actuator/prometheus")
+        clusterRequests.push(request.url());
+    });
+    const ownMachine = (url: string) =>
+      `The cluster's gateway listens at ${new URL(url).origin}, which is this browser's own machine, so the console can show this cluster only when it is opened on the platform's machine`;
+    await signIn(page, remote, platform.adminClient, `/console/clusters/${clusterId}`);
+    await page.getByText(`The topology could not be read: ${ownMachine(gatewayUrl)}`).waitFor();
+    await page.getByRole("link", { name: "Scale this cluster" }).click();
+    await page.getByText(`The cluster's configuration could not be read: ${ownMachine(managementUrl)}`).waitFor();
+    await expectAccessible(page, "cluster at the viewer's own machine");
+    await saveScreenshot(page, "console-cluster-on-own-machine");
+    expect(clusterRequests).toEqual([]);
+    expect(await page.getByRole("button", { name: "Sign out" }).count()).toBe(1);
   });
 
   it("cancels a real running scale-up after confirming; operations already applied stay applied", async () => {

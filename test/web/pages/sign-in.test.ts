@@ -67,6 +67,14 @@ describe.runIf(browserAvailable())("console sign-in and session", () => {
     });
   }
 
+  it("asks browsers not to keep the client secret, which the console holds in the tab's memory only", async () => {
+    page = await browser.newPage({ viewport: viewports.wide });
+    await page.goto(`${platform.url}/console/`);
+    const secret = page.getByLabel("Client secret");
+    expect(await secret.getAttribute("type")).toBe("password");
+    expect(await secret.getAttribute("autocomplete")).toBe("off");
+  });
+
   it("shows why a sign-in was refused and stays on the form", async () => {
     page = await browser.newPage({ viewport: viewports.wide });
     await page.goto(`${platform.url}/console/`);

@@ -1,4 +1,4 @@
-import { type ActivityEntry, type ActivityQuery, ApiError } from "../api.js";
+import { type ActivityEntry, type ActivityQuery, endedSession } from "../api.js";
 import { h, replaceChildren } from "../dom.js";
 import { clearStatus, field, formatInstant, showStatus, statusRegion, table } from "../ui.js";
 import type { Page, PageContext } from "./page.js";
@@ -95,7 +95,7 @@ export const activityPage: Page = {
         entries = await context.api.activity(current);
         show();
       } catch (error) {
-        if (error instanceof ApiError && error.status === 401) return;
+        if (endedSession(error)) return;
         showStatus(status, `The activity could not be loaded: ${(error as Error).message}`);
       }
     };
@@ -136,7 +136,7 @@ async function downloadCsv(context: PageContext, query: () => ActivityQuery | nu
     // The browser has taken the file once the click's default action ran; the URL is no longer needed.
     window.setTimeout(() => URL.revokeObjectURL(url), 0);
   } catch (error) {
-    if (error instanceof ApiError && error.status === 401) return;
+    if (endedSession(error)) return;
     showStatus(status, `The CSV could not be downloaded: ${(error as Error).message}`);
   }
 }

@@ -1,4 +1,4 @@
-import { ApiError } from "../api.js";
+import { endedSession } from "../api.js";
 import { h, uniqueId } from "../dom.js";
 import type { Session } from "../session.js";
 import { field, statusRegion } from "../ui.js";
@@ -107,9 +107,7 @@ export function openClusterForm(session: Session, navigate: PageContext["navigat
 }
 
 /** Whether an error is the end of the session, which the console already reports by showing the sign-in form. */
-export function sessionEnded(error: unknown): boolean {
-  return error instanceof ApiError && error.status === 401;
-}
+export const sessionEnded = endedSession;
 
 /** What a tab's content is built from. */
 export interface ClusterTabContext {

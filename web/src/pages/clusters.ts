@@ -1,4 +1,4 @@
-import { ApiError, type Cluster, type ClusterCreation, type ClusterParameters, stageLabels } from "../api.js";
+import { type Cluster, type ClusterCreation, type ClusterParameters, endedSession, stageLabels } from "../api.js";
 import { h, replaceChildren, uniqueId } from "../dom.js";
 import {
   characterCount,
@@ -40,10 +40,6 @@ function statusBadge(cluster: Cluster): HTMLElement {
   return h("span", { class: `badge status-${cluster.status.ready.toLowerCase()}` }, statusText(cluster));
 }
 
-function ignoreEnded(error: unknown): boolean {
-  return error instanceof ApiError && error.status === 401;
-}
-
 /** Clusters of the organization: list with live status, create, delete (scope `cluster`). */
 export const clustersPage: Page = {
   path: "clusters",
@@ -63,7 +59,7 @@ export const clustersPage: Page = {
           JSON.stringify(clusters),
         );
       } catch (error) {
-        if (!ignoreEnded(error)) showStatus(status, `The clusters could not be loaded: ${(error as Error).message}`);
+        if (!endedSession(error)) showStatus(status, `The clusters could not be loaded: ${(error as Error).message}`);
         throw error;
       }
     };
@@ -77,7 +73,7 @@ export const clustersPage: Page = {
         ),
       )
       .catch((error: unknown) => {
-        if (!ignoreEnded(error))
+        if (!endedSession(error))
           showStatus(status, `The cluster options could not be loaded: ${(error as Error).message}`);
       });
     return section;
@@ -139,7 +135,7 @@ async function deleteCluster(
     showStatus(status, `Cluster ${cluster.name} was deleted.`, "success");
     onDeleted();
   } catch (error) {
-    if (!ignoreEnded(error)) showStatus(status, `${cluster.name} could not be deleted: ${(error as Error).message}`);
+    if (!endedSession(error)) showStatus(status, `${cluster.name} could not be deleted: ${(error as Error).message}`);
   }
 }
 
@@ -267,7 +263,7 @@ function creationForm(
         onCreated();
       })
       .catch((error: unknown) => {
-        if (!ignoreEnded(error)) showStatus(status, `The cluster was not created: ${(error as Error).message}`);
+        if (!endedSession(error)) showStatus(status, `The cluster was not created: ${(error as Error).message}`);
       })
       .finally(() => {
         submit.disabled = false;
@@ -323,7 +319,7 @@ export const clusterPage: Page = {
           );
         }
       } catch (error) {
-        if (!ignoreEnded(error)) showStatus(status, `The cluster could not be loaded: ${(error as Error).message}`);
+        if (!endedSession(error)) showStatus(status, `The cluster could not be loaded: ${(error as Error).message}`);
         throw error;
       }
     });

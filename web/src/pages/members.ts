@@ -1,4 +1,4 @@
-import { ApiError, type AssignableRole, assignableRoles, type Member } from "../api.js";
+import { type AssignableRole, assignableRoles, endedSession, type Member } from "../api.js";
 import { h, replaceChildren, uniqueId } from "../dom.js";
 import { clearStatus, confirmAction, field, showStatus, statusRegion, table } from "../ui.js";
 import type { Page, PageContext } from "./page.js";
@@ -31,7 +31,7 @@ export const membersPage: Page = {
           memberTable(members, context, status, form, () => void load()),
         );
       } catch (error) {
-        if (error instanceof ApiError && error.status === 401) return;
+        if (endedSession(error)) return;
         showStatus(status, `The members could not be loaded: ${(error as Error).message}`);
       }
     };
@@ -111,7 +111,7 @@ function inviteForm(context: PageContext, status: HTMLElement, onChanged: () => 
         onChanged();
       })
       .catch((error: unknown) => {
-        if (error instanceof ApiError && error.status === 401) return;
+        if (endedSession(error)) return;
         showStatus(status, `The change was refused: ${(error as Error).message}`);
       })
       .finally(() => {
@@ -187,7 +187,7 @@ async function removeMember(
     showStatus(status, `${member.email} was removed.`, "success");
     onChanged();
   } catch (error) {
-    if (error instanceof ApiError && error.status === 401) return;
+    if (endedSession(error)) return;
     showStatus(status, `${member.email} could not be removed: ${(error as Error).message}`);
   }
 }

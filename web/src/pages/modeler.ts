@@ -2,7 +2,7 @@
  * The Modeler's projects, folders and files, read-only (scope `modeler:read` on a Modeler API token): a list of
  * projects, and the folders and files inside a project or a folder, each linking to its own page.
  */
-import { ApiError, type ContainerContent, type FileMetadata, type ProjectMetadata } from "../api.js";
+import { ApiError, type ContainerContent, endedSession, type FileMetadata, type ProjectMetadata } from "../api.js";
 import { type Child, h, replaceChildren } from "../dom.js";
 import type { Session } from "../session.js";
 import { field, formatInstant, showStatus, statusRegion, table } from "../ui.js";
@@ -39,7 +39,7 @@ export function routeLink(path: string, text: Child): HTMLAnchorElement {
 
 /** Shows a failed load in the page's status region; a 401 has already ended the session. */
 export function reportLoadFailure(status: HTMLElement, what: string, error: unknown): void {
-  if (error instanceof ApiError && error.status === 401) return;
+  if (endedSession(error)) return;
   if (error instanceof ApiError && error.status === 404) {
     showStatus(status, `The ${what} was not found: it may have been deleted.`);
     return;

@@ -1,4 +1,4 @@
-import { ApiError, type OrganizationClient, organizationScopes } from "../api.js";
+import { ApiError, endedSession, type OrganizationClient, organizationScopes } from "../api.js";
 import { h, replaceChildren, uniqueId } from "../dom.js";
 import { clearStatus, confirmAction, showStatus, statusRegion, table } from "../ui.js";
 import { clientNameField } from "./client-name.js";
@@ -26,7 +26,7 @@ export const organizationClientsPage: Page = {
           clientTable(clients, context, status, () => void load()),
         );
       } catch (error) {
-        if (error instanceof ApiError && error.status === 401) return;
+        if (endedSession(error)) return;
         showStatus(status, `The API clients could not be loaded: ${(error as Error).message}`);
       }
     };
@@ -105,7 +105,7 @@ async function deleteClient(
     showStatus(status, `API client ${client.name} was deleted.`, "success");
     onDeleted();
   } catch (error) {
-    if (error instanceof ApiError && error.status === 401) return;
+    if (endedSession(error)) return;
     showStatus(status, `${client.name} could not be deleted: ${(error as Error).message}`);
   }
 }
@@ -179,7 +179,7 @@ function creationForm(
         );
       })
       .catch((error: unknown) => {
-        if (error instanceof ApiError && error.status === 401) return;
+        if (endedSession(error)) return;
         // A name another client took meanwhile is a 400 naming body/name: shown next to the field too.
         if (error instanceof ApiError && error.problem.errors?.some((entry) => entry.location === "body/name")) {
           name.show(error.message);

@@ -1,10 +1,10 @@
 import {
-  ApiError,
   type BrokerEntry,
   type Cluster,
   type ClusterOperationEntry,
   type ClusterPatch,
   type ClusterStatus,
+  endedSession,
   type ScaleResponse,
 } from "../api.js";
 import { h, replaceChildren, uniqueId } from "../dom.js";
@@ -207,7 +207,7 @@ export const scalingPage: Page = {
       }
       replaceChildren(content, scalingView(context, cluster, status));
     })().catch((error: unknown) => {
-      if (!(error instanceof ApiError && error.status === 401)) {
+      if (!endedSession(error)) {
         showStatus(status, `The cluster could not be loaded: ${(error as Error).message}`);
       }
     });
@@ -309,7 +309,7 @@ function scalingView(context: PageContext, cluster: Cluster, status: HTMLElement
       .scaleCluster(cluster.uuid, patch, true)
       .then((planned) => replaceChildren(plan, planView(planned, patch)))
       .catch((error: unknown) => {
-        if (!(error instanceof ApiError && error.status === 401)) {
+        if (!endedSession(error)) {
           replaceChildren(plan);
           showStatus(status, `The cluster refused the plan: ${(error as Error).message}`);
         }
@@ -346,7 +346,7 @@ function scalingView(context: PageContext, cluster: Cluster, status: HTMLElement
           startWatching(started.changeId);
           showStatus(status, `Change ${started.changeId} started.`, "success");
         } catch (error) {
-          if (!(error instanceof ApiError && error.status === 401)) {
+          if (!endedSession(error)) {
             showStatus(status, `The change was refused: ${(error as Error).message}`);
           }
         }
@@ -397,8 +397,8 @@ function scalingView(context: PageContext, cluster: Cluster, status: HTMLElement
       );
       form.hidden = fresh.pendingChange !== undefined;
     } catch (error) {
-      if (!(error instanceof ApiError && error.status === 401)) {
-        showStatus(status, `The management API did not answer: ${(error as Error).message}`);
+      if (!endedSession(error)) {
+        showStatus(status, `The cluster's configuration could not be read: ${(error as Error).message}`);
       }
       throw error;
     }
@@ -456,7 +456,7 @@ function changeView(
         await context.api.cancelChange(cluster.links.management, pending.id);
         showStatus(statusRegionElement, `Change ${pending.id} was cancelled.`, "success");
       } catch (error) {
-        if (!(error instanceof ApiError && error.status === 401)) {
+        if (!endedSession(error)) {
           showStatus(statusRegionElement, `The change could not be cancelled: ${(error as Error).message}`);
         }
       }

@@ -22,7 +22,12 @@ export function signInForm(options: SignInOptions): HTMLElement {
     type: "password",
     name: "clientSecret",
     required: true,
-    autocomplete: "current-password",
+    // The secret is kept in this tab's memory only, so the field must not invite a password store to keep it.
+    // "off" is HTML's value for a sensitive value entered each time: a browser that honours it neither fills nor
+    // keeps it. The major browsers have ignored it on password fields since 2014 and may still offer to save, as they
+    // did with "current-password". "new-password" would stop no more: it labels the field as a password being
+    // created, so browsers offer to generate one there and to save what is submitted.
+    autocomplete: "off",
   });
   const status = statusRegion();
   const submit = h("button", { type: "submit" }, "Sign in");

@@ -1,4 +1,4 @@
-import { ApiError, type Cluster, type ClusterStatus, type TopologyDocument } from "../api.js";
+import { type Cluster, type ClusterStatus, endedSession, type TopologyDocument } from "../api.js";
 import { type Child, h, uniqueId } from "../dom.js";
 import { refreshContent, repeatWhileShown } from "../ui.js";
 import type { PageContext } from "./page.js";
@@ -161,8 +161,8 @@ export function topologyPanel(context: PageContext, cluster: Cluster): HTMLEleme
       problem.textContent = "";
       refreshContent(content, topologyGrid(topology, status), JSON.stringify([topology, status?.brokers]));
     } catch (error) {
-      if (error instanceof ApiError && error.status === 401) return;
-      problem.textContent = `The gateway did not answer: ${(error as Error).message}`;
+      if (endedSession(error)) return;
+      problem.textContent = `The topology could not be read: ${(error as Error).message}`;
     }
   });
   return panel;
