@@ -19,7 +19,7 @@ export interface FakePlatform {
   cli(
     argv: readonly string[],
     home: string,
-    options?: { terminal?: boolean; signal?: AbortSignal },
+    options?: { terminal?: boolean; signal?: AbortSignal; environment?: Record<string, string> },
   ): Promise<CliResult>;
   close(): Promise<void>;
 }
@@ -64,6 +64,8 @@ export async function startFakePlatform(): Promise<FakePlatform> {
           SERVICE_CONSOLE_CLIENT_SECRET: "fake-secret",
           SERVICE_OAUTH_URL: `${url}/oauth/token`,
           SERVICE_CONSOLE_TOKEN_CACHE_FILE: "none",
+          SERVICE_CLUSTER_MANAGEMENT_URL: url,
+          ...options.environment,
         },
         home,
         options.signal,

@@ -104,7 +104,10 @@ async function follow(client: BackupsClient, backupId: bigint, io: CliIo, json: 
  */
 function finish(io: CliIo, backup: Backup, json: boolean): void {
   io.stdout(json ? `${printableJson(backup)}\n` : formatBackupDetails(backup));
-  if (backup.state !== "COMPLETED") throw new Error(`backup ${backup.backupId} ended ${backup.state}`);
+  if (backup.state !== "COMPLETED") {
+    // The state is the server's text: one line, so that it cannot forge further lines of the message.
+    throw new Error(printable(`backup ${backup.backupId} ended ${backup.state}`));
+  }
 }
 
 /** Registers `flowplane backups take|list|status|delete`. */

@@ -108,12 +108,12 @@ export function registerClusterBackupsCommands(clusters: Command, io: CliIo): vo
       const id = backup.uuid;
       backup = await pollUntil(io, `backup ${id}`, async () => {
         const found = (await client.listBackups(options.cluster)).find((entry) => entry.uuid === id);
-        if (found === undefined) throw new Error(`backup ${id} is no longer listed`);
+        if (found === undefined) throw new Error(printable(`backup ${id} is no longer listed`));
         return found.status === "In progress" ? undefined : found;
       });
     }
     io.stdout(options.json === true ? `${printableJson(backup)}\n` : `${formatClusterBackups([backup])}\n`);
-    if (backup.status === "Failed") throw new Error(`backup ${backup.uuid} failed`);
+    if (backup.status === "Failed") throw new Error(printable(`backup ${backup.uuid} failed`));
   });
 
   const schedule = backups

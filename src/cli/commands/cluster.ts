@@ -326,7 +326,8 @@ async function scale(io: CliIo, options: ScaleOptions): Promise<void> {
   const final = await watchChange(client, response.changeId, io, json);
   if (json) io.stdout(`${printableJson(final)}\n`);
   if (final.lastChange?.status !== "COMPLETED") {
-    throw new Error(`change ${response.changeId} ended ${final.lastChange?.status ?? "unknown"}`);
+    // The status is the server's text: one line, so that it cannot forge further lines of the message.
+    throw new Error(printable(`change ${response.changeId} ended ${final.lastChange?.status ?? "unknown"}`));
   }
   if (clusterDirectory !== null && removed.length > 0) {
     removeLocalBrokers(clusterDirectory, removed);

@@ -76,8 +76,11 @@ export function resolveParameter<Entry extends { uuid: string; name: string }>(
   const matches = entries.filter((entry) => wanted !== "" && entry.name.toLowerCase().startsWith(wanted));
   if (matches.length === 1) return matches[0] as Entry;
   const choices = entries.map((entry) => `${entry.name} (${entry.uuid})`).join("; ");
+  // The choices are the server's names: one line, so that a name cannot forge further lines of the message.
   throw new UsageError(
-    `${flag} ${JSON.stringify(value)} ${matches.length === 0 ? "matches none" : "matches several"} of: ${choices}`,
+    printable(
+      `${flag} ${JSON.stringify(value)} ${matches.length === 0 ? "matches none" : "matches several"} of: ${choices}`,
+    ),
   );
 }
 

@@ -123,7 +123,7 @@ async function outputTarget(output: string, file: FileMetadata, force: boolean):
 
 /** A write the operating system refused: the command fails (exit 1) with its reason, which is no usage error. */
 function writeFailure(path: string, error: unknown): CommandFailure {
-  return new CommandFailure(`cannot write ${path}: ${(error as Error).message}`);
+  return new CommandFailure(printable(`cannot write ${path}: ${(error as Error).message}`));
 }
 
 /**
@@ -140,9 +140,10 @@ async function writeIntoDirectory(path: string, content: string, force: boolean)
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === "EEXIST") {
-      throw new UsageError(`${path} already exists; give another -o, or add --force to replace it`);
+      throw new UsageError(`${printable(path)} already exists; give another -o, or add --force to replace it`);
     }
-    if (code === "ELOOP") throw new CommandFailure(`${path} is a symbolic link; refusing to write through it`);
+    if (code === "ELOOP")
+      throw new CommandFailure(`${printable(path)} is a symbolic link; refusing to write through it`);
     throw writeFailure(path, error);
   }
   try {
