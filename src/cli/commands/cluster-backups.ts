@@ -6,7 +6,7 @@
  */
 import { type Command, InvalidArgumentError } from "commander";
 import { adminAudience, type BackupSchedule, type ClusterBackup, type ClusterRestore } from "../../client/admin.js";
-import { type CliIo, UsageError } from "../io.js";
+import { type CliIo, Interrupted } from "../io.js";
 import { sleepUnlessInterrupted } from "../sleep.js";
 import { alignedTable } from "../table.js";
 import { printable, printableJson } from "../terminal-text.js";
@@ -72,7 +72,7 @@ async function pollUntil<Result>(io: CliIo, what: string, probe: () => Promise<R
   for (;;) {
     const result = await probe();
     if (result !== undefined) return result;
-    if (io.shutdownSignal.aborted) throw new UsageError(`stopped waiting; ${what} goes on`);
+    if (io.shutdownSignal.aborted) throw new Interrupted(`stopped waiting; ${what} goes on`);
     await sleepUnlessInterrupted(POLL_INTERVAL_MS, io.shutdownSignal);
   }
 }
