@@ -157,17 +157,24 @@ async function writeIntoDirectory(path: string, content: string, force: boolean)
 
 /**
  * Writes a downloaded file to the path the user named, atomically: a temporary file beside it, then a rename, so a
- * failed write (a full disk) leaves the earlier file whole, never a truncated one.
+ * failed write (a full disk) leaves the earlier file whole, never a truncated one. A file replaced keeps its mode
+ * (a private 0600 file stays private); a new one gets the process's default.
  */
 async function writeAtomically(path: string, content: string): Promise<void> {
   const temporary = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
   try {
+    const existingMode = await stat(path).then(
+      (status) => (status.isFile() ? status.mode & 0o7777 : undefined),
+      () => undefined,
+    );
     const handle = await open(
       temporary,
       constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
-      0o666,
+      existingMode ?? 0o666,
     );
     try {
+      // The creation mode passes through the umask; an existing file's mode is set exactly.
+      if (existingMode !== undefined) await handle.chmod(existingMode);
       await handle.writeFile(content, "utf8");
       await handle.sync();
     } finally {

@@ -2,7 +2,7 @@
  * `modeler download` against a fake platform that answers file names and content a colleague with modeler:create
  * could have stored: where the file lands, what it may replace, and what reaches a terminal.
  */
-import { chmod, lstat, mkdtemp, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
+import { chmod, lstat, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -104,7 +104,7 @@ describe("modeler download -o <directory>", () => {
 });
 
 describe("modeler download -o <file>", () => {
-  it("replaces the file the user named, leaving no temporary file behind", async () => {
+  it("replaces the file the user named, keeping its mode and leaving no temporary file behind", async () => {
     const into = await freshDirectory();
     const target = join(into, "mine.json");
     await writeFile(target, "old content that is longer than the new\n");
@@ -112,6 +112,10 @@ describe("modeler download -o <file>", () => {
     expect((await download([id, "-o", target])).exitCode).toBe(exitCodes.ok);
     expect(await readFile(target, "utf8")).toBe("{}");
     expect(await readdir(into)).toEqual(["mine.json"]);
+    // A private file stays private when replaced.
+    await chmod(target, 0o600);
+    expect((await download([id, "-o", target])).exitCode).toBe(exitCodes.ok);
+    expect((await stat(target)).mode & 0o777).toBe(0o600);
   });
 
   it.skipIf(process.getuid?.() === 0)(
