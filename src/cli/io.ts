@@ -10,6 +10,10 @@ export const exitCodes = {
   usage: 2,
   /** The client could not authenticate (e.g. `invalid_client`). */
   authentication: 3,
+  /** The user interrupted a command that was following something (Ctrl-C, SIGINT): 128 + the signal's number. */
+  interrupted: 130,
+  /** A command that was following something was asked to stop (SIGTERM): 128 + the signal's number. */
+  terminated: 143,
 } as const;
 
 /** One of the exit codes of `exitCodes`. */
@@ -41,6 +45,17 @@ export class CommandFailure extends Error {
   constructor(message: string) {
     super(message);
     this.name = "CommandFailure";
+  }
+}
+
+/**
+ * The user stopped a command that follows something (`--wait`, `--watch`) while what it followed goes on; exits 130
+ * after Ctrl-C (143 after SIGTERM), as a shell reports a command a signal ended. The message says what goes on.
+ */
+export class Interrupted extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "Interrupted";
   }
 }
 

@@ -5,7 +5,7 @@ import { fileURLToPath } from "node:url";
 import { Command, CommanderError } from "commander";
 import { ApiError, ClientConfigurationError, ClientConnectionError, OAuthClientError } from "../client/errors.js";
 import { ConfigurationError } from "../config/load.js";
-import { type CliIo, type ExitCode, exitCodes, UsageError } from "./io.js";
+import { type CliIo, type ExitCode, exitCodes, Interrupted, UsageError } from "./io.js";
 import { printable, printableLines } from "./terminal-text.js";
 
 /** What registers a module's top-level commands on the program. */
@@ -61,6 +61,14 @@ async function readVersion(): Promise<string> {
   }
 }
 
+/**
+ * The client library's refusal of a resource id that cannot be a URL path segment (`.`, `..`, empty), thrown before
+ * anything is sent: the user typed it, so it is a usage error (exit 2), not a failure of the API.
+ */
+function isUnnamableResource(error: unknown): error is RangeError {
+  return error instanceof RangeError && error.message.endsWith(" cannot name a resource in a URL path");
+}
+
 /** Prints what went wrong and chooses the exit code for it. */
 function reportError(error: unknown, io: CliIo): ExitCode {
   if (error instanceof CommanderError) {
@@ -72,9 +80,13 @@ function reportError(error: unknown, io: CliIo): ExitCode {
     io.stderr(`${printableLines(error.message)}\n`);
     return exitCodes.usage;
   }
-  if (error instanceof UsageError) {
+  if (error instanceof UsageError || isUnnamableResource(error)) {
     io.stderr(`error: ${printableLines(error.message)}\n`);
     return exitCodes.usage;
+  }
+  if (error instanceof Interrupted) {
+    io.stderr(`${printableLines(error.message)}\n`);
+    return io.shutdownSignal.reason === "SIGTERM" ? exitCodes.terminated : exitCodes.interrupted;
   }
   if (error instanceof OAuthClientError) {
     if (error.isAuthenticationFailure) {
@@ -104,7 +116,8 @@ function reportError(error: unknown, io: CliIo): ExitCode {
 
 /**
  * Runs the `flowplane` command line with `argv` (the arguments after the program name) against `io` and returns
- * the exit code: 0 ok, 1 API or runtime error, 2 usage or configuration error, 3 authentication failure.
+ * the exit code: 0 ok, 1 API or runtime error, 2 usage or configuration error, 3 authentication failure, 130 (143)
+ * when Ctrl-C (SIGTERM) stopped a command that was following something.
  */
 export async function runCli(argv: readonly string[], io: CliIo): Promise<ExitCode> {
   const program = new Command("flowplane")
@@ -127,8 +140,9 @@ export async function main(): Promise<void> {
   const shutdown = new AbortController();
   const onSignal = (signal: NodeJS.Signals) => {
     // A second signal while shutting down means the user does not want to wait.
-    if (shutdown.signal.aborted) process.exit(signal === "SIGINT" ? 130 : 143);
-    shutdown.abort();
+    if (shutdown.signal.aborted) process.exit(signal === "SIGINT" ? exitCodes.interrupted : exitCodes.terminated);
+    // The reason tells a command that stops following which signal it was, for its exit code.
+    shutdown.abort(signal);
   };
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);

@@ -10,6 +10,17 @@ describe("text printed on the user's terminal", () => {
     expect(printable("a\u2066b\u2069c\u200fd\u2028e")).toBe("a\\u2066b\\u2069c\\u200fd\\u2028e");
   });
 
+  it("shows every invisible format character (category Cf) as an escape, beyond U+FFFF as its UTF-16 pair", () => {
+    expect(printable("admin\u200b@x\u2060\ufeff\u00ad")).toBe("admin\\u200b@x\\u2060\\ufeff\\u00ad");
+    expect(printable("a\u200cb\u200dc\u2064d\u061ce")).toBe("a\\u200cb\\u200dc\\u2064d\\u061ce");
+    expect(printable("tag\u{e0001}\u{e007f}")).toBe("tag\\udb40\\udc01\\udb40\\udc7f");
+    expect(printableLines("x\u2062\ny")).toBe("x\\u2062\ny");
+    const value = { name: "a\u200bb\u{e0041}" };
+    const json = printableJson(value, 0);
+    expect(json).toBe('{"name":"a\\u200bb\\udb40\\udc41"}');
+    expect(JSON.parse(json)).toEqual(value);
+  });
+
   it("leaves ordinary text alone, letters of every script and emoji included", () => {
     const ordinary = "Bestellung — 注文 · café ✓ 𝄞 🙂 ﷽ [1] {x} \\ 'q'";
     expect(printable(ordinary)).toBe(ordinary);

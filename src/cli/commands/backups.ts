@@ -7,7 +7,7 @@ import { type Command, InvalidArgumentError } from "commander";
 import { type Backup, BackupsClient } from "../../client/backups.js";
 import { gatewayAudience } from "../../client/cluster.js";
 import { MAX_INT64, parseNonNegativeInt64 } from "../../json/int64.js";
-import { type CliIo, UsageError } from "../io.js";
+import { type CliIo, Interrupted } from "../io.js";
 import { ProgressLines } from "../progress-lines.js";
 import { sleepUnlessInterrupted } from "../sleep.js";
 import { printable, printableJson } from "../terminal-text.js";
@@ -92,7 +92,7 @@ async function follow(client: BackupsClient, backupId: bigint, io: CliIo, json: 
     if (ended) return backup;
     if (io.shutdownSignal.aborted) {
       progress.interrupt();
-      throw new UsageError(`stopped following; backup ${backupId} goes on (see flowplane backups status)`);
+      throw new Interrupted(`stopped following; backup ${backupId} goes on (see flowplane backups status)`);
     }
     await sleepUnlessInterrupted(POLL_INTERVAL_MS, io.shutdownSignal);
   }
@@ -104,7 +104,10 @@ async function follow(client: BackupsClient, backupId: bigint, io: CliIo, json: 
  */
 function finish(io: CliIo, backup: Backup, json: boolean): void {
   io.stdout(json ? `${printableJson(backup)}\n` : formatBackupDetails(backup));
-  if (backup.state !== "COMPLETED") throw new Error(`backup ${backup.backupId} ended ${backup.state}`);
+  if (backup.state !== "COMPLETED") {
+    // The state is the server's text: one line, so that it cannot forge further lines of the message.
+    throw new Error(printable(`backup ${backup.backupId} ended ${backup.state}`));
+  }
 }
 
 /** Registers `flowplane backups take|list|status|delete`. */

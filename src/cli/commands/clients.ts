@@ -39,7 +39,8 @@ export function formatConnectionDetails(details: ClusterClientConnectionDetails)
   const { name, ...variables } = details;
   return [
     `# ${printable(name)}`,
-    ...Object.entries(variables).map(([variable, value]) => `${variable}=${printable(value)}`),
+    // The names are the server's too (the schema allows more than the known four), so both sides are escaped.
+    ...Object.entries(variables).map(([variable, value]) => `${printable(variable)}=${printable(value)}`),
   ].join("\n");
 }
 

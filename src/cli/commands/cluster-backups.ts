@@ -6,7 +6,7 @@
  */
 import { type Command, InvalidArgumentError } from "commander";
 import { adminAudience, type BackupSchedule, type ClusterBackup, type ClusterRestore } from "../../client/admin.js";
-import { type CliIo, UsageError } from "../io.js";
+import { type CliIo, Interrupted } from "../io.js";
 import { sleepUnlessInterrupted } from "../sleep.js";
 import { alignedTable } from "../table.js";
 import { printable, printableJson } from "../terminal-text.js";
@@ -72,7 +72,7 @@ async function pollUntil<Result>(io: CliIo, what: string, probe: () => Promise<R
   for (;;) {
     const result = await probe();
     if (result !== undefined) return result;
-    if (io.shutdownSignal.aborted) throw new UsageError(`stopped waiting; ${what} goes on`);
+    if (io.shutdownSignal.aborted) throw new Interrupted(`stopped waiting; ${what} goes on`);
     await sleepUnlessInterrupted(POLL_INTERVAL_MS, io.shutdownSignal);
   }
 }
@@ -108,12 +108,12 @@ export function registerClusterBackupsCommands(clusters: Command, io: CliIo): vo
       const id = backup.uuid;
       backup = await pollUntil(io, `backup ${id}`, async () => {
         const found = (await client.listBackups(options.cluster)).find((entry) => entry.uuid === id);
-        if (found === undefined) throw new Error(`backup ${id} is no longer listed`);
+        if (found === undefined) throw new Error(printable(`backup ${id} is no longer listed`));
         return found.status === "In progress" ? undefined : found;
       });
     }
     io.stdout(options.json === true ? `${printableJson(backup)}\n` : `${formatClusterBackups([backup])}\n`);
-    if (backup.status === "Failed") throw new Error(`backup ${backup.uuid} failed`);
+    if (backup.status === "Failed") throw new Error(printable(`backup ${backup.uuid} failed`));
   });
 
   const schedule = backups

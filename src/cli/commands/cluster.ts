@@ -27,7 +27,7 @@ import {
 } from "../../platform/provisioner/local-brokers.js";
 import { monotonicNowMs } from "../../time/monotonic.js";
 import { formatClusterStatus, formatPlan, formatProgressLine } from "../cluster-display.js";
-import { type CliIo, CommandFailure, UsageError } from "../io.js";
+import { type CliIo, CommandFailure, Interrupted, UsageError } from "../io.js";
 import { ProgressLines } from "../progress-lines.js";
 import { sleepUnlessInterrupted } from "../sleep.js";
 import { printable, printableJson } from "../terminal-text.js";
@@ -239,7 +239,7 @@ async function watchChange(
     if (ended) return status;
     if (io.shutdownSignal.aborted) {
       progress.interrupt();
-      throw new UsageError(`stopped watching; change ${changeId} goes on (see flowplane cluster status)`);
+      throw new Interrupted(`stopped watching; change ${changeId} goes on (see flowplane cluster status)`);
     }
     await sleepUnlessInterrupted(POLL_INTERVAL_MS, io.shutdownSignal);
   }
@@ -252,6 +252,9 @@ async function waitForBrokers(clusterDirectory: string, ids: readonly number[], 
   for (const entry of entries) {
     for (;;) {
       if (await brokerHasStarted(`http://127.0.0.1:${entry.managementPort}`, 1_000)) break;
+      if (io.shutdownSignal.aborted) {
+        throw new Interrupted(`stopped waiting for broker ${entry.nodeId}; the brokers started go on`);
+      }
       if (monotonicNowMs() > deadlineMs) {
         throw new Error(
           `broker ${entry.nodeId} did not start within ${NEW_BROKERS_TIMEOUT_MS / 1000} s; is flowplane start running?`,
@@ -326,7 +329,8 @@ async function scale(io: CliIo, options: ScaleOptions): Promise<void> {
   const final = await watchChange(client, response.changeId, io, json);
   if (json) io.stdout(`${printableJson(final)}\n`);
   if (final.lastChange?.status !== "COMPLETED") {
-    throw new Error(`change ${response.changeId} ended ${final.lastChange?.status ?? "unknown"}`);
+    // The status is the server's text: one line, so that it cannot forge further lines of the message.
+    throw new Error(printable(`change ${response.changeId} ended ${final.lastChange?.status ?? "unknown"}`));
   }
   if (clusterDirectory !== null && removed.length > 0) {
     removeLocalBrokers(clusterDirectory, removed);

@@ -15,7 +15,7 @@ import type { ClusterPatch } from "../../client/cluster.js";
 import { MAX_BROKERS_PER_CLUSTER, MAX_PARTITIONS } from "../../platform/admin/clusters/limits.js";
 import { monotonicNowMs } from "../../time/monotonic.js";
 import { formatPlan } from "../cluster-display.js";
-import { type CliIo, CommandFailure, UsageError } from "../io.js";
+import { type CliIo, CommandFailure, Interrupted, UsageError } from "../io.js";
 import { sleepUnlessInterrupted } from "../sleep.js";
 import { alignedTable } from "../table.js";
 import { printable, printableJson } from "../terminal-text.js";
@@ -76,8 +76,11 @@ export function resolveParameter<Entry extends { uuid: string; name: string }>(
   const matches = entries.filter((entry) => wanted !== "" && entry.name.toLowerCase().startsWith(wanted));
   if (matches.length === 1) return matches[0] as Entry;
   const choices = entries.map((entry) => `${entry.name} (${entry.uuid})`).join("; ");
+  // The choices are the server's names: one line, so that a name cannot forge further lines of the message.
   throw new UsageError(
-    `${flag} ${JSON.stringify(value)} ${matches.length === 0 ? "matches none" : "matches several"} of: ${choices}`,
+    printable(
+      `${flag} ${JSON.stringify(value)} ${matches.length === 0 ? "matches none" : "matches several"} of: ${choices}`,
+    ),
   );
 }
 
@@ -155,7 +158,7 @@ async function waitUntilHealthy(client: AdminClient, clusterId: string, io: CliI
   for (;;) {
     const cluster = await client.getCluster(clusterId);
     if (cluster.status.ready === "Healthy") return cluster;
-    if (io.shutdownSignal.aborted) throw new UsageError(`stopped waiting; cluster ${clusterId} is still starting`);
+    if (io.shutdownSignal.aborted) throw new Interrupted(`stopped waiting; cluster ${clusterId} is still starting`);
     if (monotonicNowMs() > deadlineMs) {
       throw new Error(
         `cluster ${clusterId} was not Healthy within ${WAIT_TIMEOUT_MS / 1000} s (status ${printable(cluster.status.ready)})`,

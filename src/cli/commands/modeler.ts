@@ -1,5 +1,7 @@
-import { readFile, stat, writeFile } from "node:fs/promises";
-import { basename, extname, join } from "node:path";
+import { randomBytes } from "node:crypto";
+import { constants } from "node:fs";
+import { open, readFile, rename, stat, unlink } from "node:fs/promises";
+import { basename, dirname, extname, join } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
 import {
   type FileMetadata,
@@ -8,7 +10,7 @@ import {
   modelerAudience,
   type ProjectMetadata,
 } from "../../client/modeler.js";
-import { type CliIo, UsageError } from "../io.js";
+import { type CliIo, CommandFailure, UsageError } from "../io.js";
 import { alignedTable } from "../table.js";
 import { printable, printableJson } from "../terminal-text.js";
 import { clientEnvironmentHelp, createClientContext } from "./client-context.js";
@@ -89,20 +91,100 @@ function requireId(option: string, value: string): string {
   return value;
 }
 
+/** Where `download --output` writes, and whether it is a directory the server's file name chose the entry of. */
+interface OutputTarget {
+  path: string;
+  intoDirectory: boolean;
+}
+
 /**
- * Where `download --output` writes: the path itself, or within a directory the file's own name (a name that is no
- * plain file name there, such as one holding a slash, is refused rather than written elsewhere).
+ * Where `download --output` writes: the path itself, or within a directory the file's own name. The name comes from
+ * the server, and anyone who may create files in the project chose it: one that is no plain file name there (a
+ * slash, `.` or `..`) is refused rather than written elsewhere, and one starting with "." (`.bashrc`, `.npmrc`) unless
+ * `--force` says the user means it.
  */
-async function outputPath(output: string, file: FileMetadata): Promise<string> {
+async function outputTarget(output: string, file: FileMetadata, force: boolean): Promise<OutputTarget> {
   const isDirectory = await stat(output).then(
     (status) => status.isDirectory(),
     () => false,
   );
-  if (!isDirectory) return output;
+  if (!isDirectory) return { path: output, intoDirectory: false };
   if (file.name !== basename(file.name) || file.name === "." || file.name === "..") {
     throw new UsageError(`${output} is a directory and the file's name is no plain file name there; give a file path`);
   }
-  return join(output, file.name);
+  if (file.name.startsWith(".") && !force) {
+    throw new UsageError(
+      `the file's name ${JSON.stringify(file.name)} starts with "." (a hidden file, often a tool's configuration); ` +
+        "give a file path with -o, or add --force to write it into the directory",
+    );
+  }
+  return { path: join(output, file.name), intoDirectory: true };
+}
+
+/** A write the operating system refused: the command fails (exit 1) with its reason, which is no usage error. */
+function writeFailure(path: string, error: unknown): CommandFailure {
+  return new CommandFailure(printable(`cannot write ${path}: ${(error as Error).message}`));
+}
+
+/**
+ * Writes a downloaded file into a directory under the name the server gave it: created exclusively and without
+ * following a symbolic link at that name (another user may share the directory and plant one), so an existing file
+ * is never overwritten unless `force`; with `force` an existing regular file is replaced, a link still is not followed.
+ */
+async function writeIntoDirectory(path: string, content: string, force: boolean): Promise<void> {
+  const flags =
+    constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW | (force ? constants.O_TRUNC : constants.O_EXCL);
+  let handle: Awaited<ReturnType<typeof open>>;
+  try {
+    handle = await open(path, flags, 0o666);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "EEXIST") {
+      throw new UsageError(`${printable(path)} already exists; give another -o, or add --force to replace it`);
+    }
+    if (code === "ELOOP")
+      throw new CommandFailure(`${printable(path)} is a symbolic link; refusing to write through it`);
+    throw writeFailure(path, error);
+  }
+  try {
+    await handle.writeFile(content, "utf8");
+  } catch (error) {
+    await handle.close().catch(() => undefined);
+    throw writeFailure(path, error);
+  }
+  await handle.close();
+}
+
+/**
+ * Writes a downloaded file to the path the user named, atomically: a temporary file beside it, then a rename, so a
+ * failed write (a full disk) leaves the earlier file whole, never a truncated one. A file replaced keeps its mode
+ * (a private 0600 file stays private); a new one gets the process's default.
+ */
+async function writeAtomically(path: string, content: string): Promise<void> {
+  const temporary = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
+  try {
+    const existingMode = await stat(path).then(
+      (status) => (status.isFile() ? status.mode & 0o7777 : undefined),
+      () => undefined,
+    );
+    const handle = await open(
+      temporary,
+      constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+      existingMode ?? 0o666,
+    );
+    try {
+      // The creation mode passes through the umask; an existing file's mode is set exactly.
+      if (existingMode !== undefined) await handle.chmod(existingMode);
+      await handle.writeFile(content, "utf8");
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(temporary, path);
+  } catch (error) {
+    await unlink(temporary).catch(() => undefined);
+    throw writeFailure(path, error);
+  }
 }
 
 function describeFile(file: FileMetadata): string {
@@ -189,15 +271,38 @@ export function registerModelerCommands(program: Command, io: CliIo): void {
 
   modeler
     .command("download")
-    .description("Download a Modeler file's content, byte for byte.")
+    .description(
+      "Download a Modeler file's content, byte for byte: to a file, into a directory under the file's own name, or to " +
+        "standard output when that is no terminal (a pipe or a redirection).",
+    )
     .argument("<fileId>", "id of the Modeler file")
-    .option("-o, --output <path>", "write the content to this file (default: standard output)")
+    .option(
+      "-o, --output <path>",
+      "write the content to this file (replaced atomically), or into this directory under the file's name (never " +
+        "over an existing file; names starting with '.' refused) (default: standard output, if no terminal)",
+    )
+    .option(
+      "--force",
+      "replace an existing file of that name in the -o directory, accept a name starting with '.', or print to a terminal",
+    )
     .option("--json", "print metadata and content as JSON instead")
     .option("--audience <audience>", "audience of the Modeler API", modelerAudience)
-    .action(async (fileId: string, options: OutputOptions & { output?: string }) => {
+    .action(async (fileId: string, options: OutputOptions & { output?: string; force?: boolean }) => {
+      requireId("<fileId>", fileId);
+      if (options.json === true && options.output !== undefined) {
+        throw new UsageError("give either --json or --output, not both");
+      }
+      const force = options.force === true;
+      // Content is anyone's text with write access to the project: raw on a terminal, its escape sequences would
+      // drive the terminal (BPMN may hold them), so it goes to a terminal only when asked for.
+      if (options.json !== true && options.output === undefined && io.stdoutIsTerminal === true && !force) {
+        throw new UsageError(
+          "standard output is a terminal, and the file's content would reach it unchanged (escape sequences " +
+            "included); give -o <file>, pipe it (| less), or add --force",
+        );
+      }
       const file = await createModelerClient(io, options).getFile(fileId);
       if (options.json === true) {
-        if (options.output !== undefined) throw new UsageError("give either --json or --output, not both");
         io.stdout(`${printableJson(file)}\n`);
         return;
       }
@@ -205,13 +310,13 @@ export function registerModelerCommands(program: Command, io: CliIo): void {
         io.stdout(file.content);
         return;
       }
-      const path = await outputPath(options.output, file.metadata);
-      try {
-        await writeFile(path, file.content, "utf8");
-      } catch (error) {
-        throw new UsageError(`cannot write ${path}: ${(error as Error).message}`);
+      const target = await outputTarget(options.output, file.metadata, force);
+      if (target.intoDirectory) {
+        await writeIntoDirectory(target.path, file.content, force);
+      } else {
+        await writeAtomically(target.path, file.content);
       }
-      io.stdout(`Saved ${describeFile(file.metadata)} to ${printable(path)}.\n`);
+      io.stdout(`Saved ${describeFile(file.metadata)} to ${printable(target.path)}.\n`);
     });
 
   modeler
@@ -224,6 +329,7 @@ export function registerModelerCommands(program: Command, io: CliIo): void {
     .option("--json", "print the milestone's metadata as JSON")
     .option("--audience <audience>", "audience of the Modeler API", modelerAudience)
     .action(async (fileId: string, name: string, options: OutputOptions) => {
+      requireId("<fileId>", fileId);
       const milestone = await createModelerClient(io, options).createMilestone(fileId, name);
       if (options.json === true) {
         io.stdout(`${printableJson(milestone)}\n`);

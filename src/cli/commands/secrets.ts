@@ -34,6 +34,12 @@ function secretValueOf(options: ValueOptions, io: CliIo): string {
     if (value === undefined) throw new UsageError(`the environment variable ${options.valueFromEnv} is not set`);
     return value;
   }
+  // The value is in the process's arguments, which every local user can read (ps, /proc/<pid>/cmdline) while the
+  // command runs, and which the shell may keep in its history: said once, on standard error, so scripts keep working.
+  io.stderr(
+    "warning: --value puts the secret in the command line, which other users of this machine can see in the " +
+      "process list; use --value-file or --value-from-env instead\n",
+  );
   return options.value as string;
 }
 

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { Command, CommanderError } from "commander";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fileTypeOf, formatProjectTable, registerModelerCommands } from "../../../src/cli/commands/modeler.js";
-import { exitCodes, UsageError } from "../../../src/cli/io.js";
+import { CommandFailure, exitCodes, UsageError } from "../../../src/cli/io.js";
 import { runCli } from "../../../src/cli/main.js";
 import { ApiError } from "../../../src/client/errors.js";
 import { ModelerClient } from "../../../src/client/modeler.js";
@@ -103,7 +103,7 @@ describe("flowplane modeler", () => {
     expect(intoDirectory.error).toBeUndefined();
     expect((await readFile(join(into, "order.bpmn"))).equals(Buffer.from(bpmn, "utf8"))).toBe(true);
     const unwritable = await modeler(["download", file.id, "-o", join(directory, "missing", "order.bpmn")]);
-    expect(unwritable.error).toBeInstanceOf(UsageError);
+    expect(unwritable.error).toBeInstanceOf(CommandFailure);
     expect((unwritable.error as Error).message).toMatch(/^cannot write .*missing\/order\.bpmn: ENOENT/);
 
     const form = join(directory, "template.json");
