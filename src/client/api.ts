@@ -6,6 +6,7 @@ import {
   type HttpOptions,
   type HttpRequest,
   type HttpResponse,
+  headerValue,
   parseExactJsonBody,
   parseJsonBody,
   sendWithRetry,
@@ -44,6 +45,21 @@ export function pathSegment(name: string): string {
 }
 
 function problemFrom(response: HttpResponse, url: string): ProblemDocument {
+  if (response.status >= 300 && response.status < 400) {
+    // Redirects are not followed (the bearer token must not travel to another origin), so a 3xx did nothing: a
+    // proxy sending http to https, or a base URL missing a path, answers this way.
+    const location = headerValue(response, "location");
+    return {
+      type: "about:blank",
+      title: `HTTP ${response.status}`,
+      status: response.status,
+      detail:
+        location === undefined
+          ? `${url} answered HTTP ${response.status} (a redirect without a Location); nothing was done`
+          : `${url} answered HTTP ${response.status}: the server redirected to ${location.slice(0, 500)}; ` +
+            "point the URL setting there",
+    };
+  }
   const body = parseJsonBody(response) as Partial<ProblemDocument> | undefined;
   if (body !== undefined && typeof body === "object" && body !== null && typeof body.status === "number") {
     return {
@@ -105,7 +121,8 @@ export class ApiTransport {
         await this.tokenProvider.invalidate(this.tokenRequest);
         continue;
       }
-      if (response.status >= 400) throw new ApiError(problemFrom(response, url));
+      // Only a 2xx is success: a 3xx (not followed) did nothing, and must not read as "Deleted" or "Created".
+      if (response.status < 200 || response.status >= 300) throw new ApiError(problemFrom(response, url));
       return response;
     }
     throw new Error("ApiTransport.send: the retry loop ended without an answer (invariant: at most two attempts)");
