@@ -151,6 +151,8 @@ export class TokenProvider {
         url: key.oauthUrl,
         headers: { "content-type": "application/x-www-form-urlencoded", accept: "application/json" },
         body: form.toString(),
+        // A second token request issues a second token and changes nothing else.
+        idempotent: true,
       },
       { ...this.http, clock: this.clock },
     ).finally(() => {
