@@ -41,7 +41,17 @@ export interface HttpOptions {
   timeoutMs?: number | undefined;
   /** Largest response body read, in bytes: a larger one fails the call (unbounded when absent). */
   maxResponseBytes?: number | undefined;
+  /** Longest time one attempt may take in all, headers and body (`defaultRequestDeadlineMs` when absent). */
+  deadlineMs?: number | undefined;
 }
+
+/**
+ * The default deadline of one attempt, from sending it to the last byte of the answer. `timeoutMs` bounds each wait
+ * for the next bytes, so a server trickling a byte just inside it could otherwise hold a call for ever. Ten minutes is
+ * far above what any answer needs (the largest the client reads, 32 MiB, still arrives within five minutes at
+ * 1 Mbit/s), so only a server that is stuck or hostile reaches it.
+ */
+export const defaultRequestDeadlineMs = 600_000;
 
 /** One HTTP request as the client sends it. */
 export interface HttpRequest {
@@ -85,6 +95,8 @@ export function parseRetryAfterMs(value: string | undefined, nowMs: number): num
 
 async function sendOnce(httpRequest: HttpRequest, options: HttpOptions): Promise<HttpResponse> {
   const timeoutMs = options.timeoutMs ?? 30_000;
+  const deadlineMs = options.deadlineMs ?? defaultRequestDeadlineMs;
+  const deadline = AbortSignal.timeout(deadlineMs);
   try {
     const response = await request(httpRequest.url, {
       method: httpRequest.method,
@@ -93,6 +105,7 @@ async function sendOnce(httpRequest: HttpRequest, options: HttpOptions): Promise
       dispatcher: options.dispatcher,
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
+      signal: deadline,
     });
     const text =
       options.maxResponseBytes === undefined
@@ -101,6 +114,11 @@ async function sendOnce(httpRequest: HttpRequest, options: HttpOptions): Promise
     return { status: response.statusCode, headers: response.headers, text };
   } catch (error) {
     if (error instanceof ClientConnectionError) throw error;
+    if (deadline.aborted) {
+      throw new ClientConnectionError(httpRequest.url, `did not complete its answer within ${deadlineMs} ms`, {
+        cause: error,
+      });
+    }
     const code = (error as { code?: unknown }).code;
     const reason = typeof code === "string" ? `${code} (${(error as Error).message})` : (error as Error).message;
     throw new ClientConnectionError(httpRequest.url, `cannot be reached: ${reason}`, { cause: error });

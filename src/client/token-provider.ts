@@ -1,5 +1,5 @@
 import { decodeJwt } from "jose";
-import { OAuthClientError } from "./errors.js";
+import { maxProblemDetailCharacters, OAuthClientError, truncatedText } from "./errors.js";
 import { type Clock, type HttpOptions, headerValue, parseJsonBody, sendWithRetry, systemClock } from "./http.js";
 import {
   type CachedToken,
@@ -46,6 +46,9 @@ export interface AccessToken extends CachedToken {
   source: "memory" | "disk" | "network";
 }
 
+/** The default bound of a token endpoint's answer: a token and a few fields take a few KiB at most. */
+export const defaultMaxTokenResponseBytes = 64 * 1024;
+
 const defaultRefreshMarginMs = 60_000;
 const defaultRefreshFraction = 0.1;
 
@@ -73,7 +76,10 @@ export class TokenProvider {
     this.secretDigest = secretDigest(options.credentials.clientSecret);
     this.defaultAudience = options.defaultAudience;
     this.cacheFile = options.cacheFile === undefined ? undefined : new TokenCacheFile(options.cacheFile);
-    this.http = options.http ?? {};
+    this.http = {
+      ...options.http,
+      maxResponseBytes: options.http?.maxResponseBytes ?? defaultMaxTokenResponseBytes,
+    };
     this.clock = options.http?.clock ?? systemClock;
     this.refreshMarginMs = options.refreshMarginMs ?? defaultRefreshMarginMs;
     this.refreshFraction = options.refreshFraction ?? defaultRefreshFraction;
@@ -166,7 +172,7 @@ export class TokenProvider {
         error: typeof body?.error === "string" ? body.error : "server_error",
         errorDescription:
           typeof body?.error_description === "string"
-            ? body.error_description
+            ? truncatedText(body.error_description, maxProblemDetailCharacters)
             : `the token endpoint answered HTTP ${response.status}`,
         retryAfterSeconds: retryAfter !== undefined && /^\d+$/.test(retryAfter.trim()) ? Number(retryAfter) : undefined,
       });
