@@ -50,6 +50,9 @@ export interface AccessToken extends CachedToken {
 export const defaultMaxTokenResponseBytes = 64 * 1024;
 
 const defaultRefreshMarginMs = 60_000;
+
+/** Longest a token is kept, whatever its answer says: the platform issues tokens of minutes, never of days. */
+export const maxCachedLifetimeMs = 24 * 60 * 60 * 1000;
 const defaultRefreshFraction = 0.1;
 
 /**
@@ -185,6 +188,15 @@ export class TokenProvider {
         errorDescription: "the token endpoint answered 200 without an access_token",
       });
     }
+    const expiresIn = body?.expires_in;
+    // JSON.parse reads 1e400 as Infinity: such a token would be cached for ever and its expiry is no date.
+    if (expiresIn !== undefined && (typeof expiresIn !== "number" || !Number.isFinite(expiresIn) || expiresIn < 0)) {
+      throw new OAuthClientError({
+        status: response.status,
+        error: "invalid_response",
+        errorDescription: "the token endpoint answered an expires_in that is not a finite, non-negative number",
+      });
+    }
     return this.describe(key, accessToken, body ?? {}, sentAtMs);
   }
 
@@ -207,10 +219,14 @@ export class TokenProvider {
       // Opaque tokens are allowed by OAuth; their lifetime then comes from expires_in alone.
     }
     const lifetimes: number[] = [];
-    if (typeof claims.exp === "number" && typeof claims.iat === "number")
-      lifetimes.push((claims.exp - claims.iat) * 1000);
+    const exp = Number.isFinite(claims.exp) ? claims.exp : undefined;
+    const iat = Number.isFinite(claims.iat) ? claims.iat : undefined;
+    if (exp !== undefined && iat !== undefined) lifetimes.push((exp - iat) * 1000);
+    // Without iat, exp is still a bound, read against this clock.
+    else if (exp !== undefined) lifetimes.push(exp * 1000 - sentAtMs);
     if (typeof body.expires_in === "number") lifetimes.push(body.expires_in * 1000);
-    const lifetimeMs = lifetimes.length === 0 ? this.refreshMarginMs : Math.max(0, Math.min(...lifetimes));
+    const lifetimeMs =
+      lifetimes.length === 0 ? this.refreshMarginMs : Math.max(0, Math.min(maxCachedLifetimeMs, ...lifetimes));
     const issuedAtMs = sentAtMs;
     const expiresAtMs = sentAtMs + lifetimeMs;
     const marginMs = Math.min(this.refreshMarginMs, lifetimeMs * this.refreshFraction);
