@@ -22,8 +22,8 @@ export interface TokenProviderOptions {
   credentials: ClientCredentials;
   /** Audience used when a call names none. */
   defaultAudience?: string | undefined;
-  /** Path of the on-disk cache file; no disk cache when absent. */
-  cacheFile?: string | undefined;
+  /** The on-disk cache, or the path of its file; no disk cache when absent. */
+  cacheFile?: string | TokenCacheFile | undefined;
   /** Transport, retry policy and clock. */
   http?: HttpOptions | undefined;
   /** Largest margin before `exp` at which a token is replaced (default 60 s). */
@@ -78,7 +78,7 @@ export class TokenProvider {
     this.credentials = options.credentials;
     this.secretDigest = secretDigest(options.credentials.clientSecret);
     this.defaultAudience = options.defaultAudience;
-    this.cacheFile = options.cacheFile === undefined ? undefined : new TokenCacheFile(options.cacheFile);
+    this.cacheFile = typeof options.cacheFile === "string" ? new TokenCacheFile(options.cacheFile) : options.cacheFile;
     this.http = {
       ...options.http,
       maxResponseBytes: options.http?.maxResponseBytes ?? defaultMaxTokenResponseBytes,
