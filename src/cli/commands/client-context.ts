@@ -26,7 +26,8 @@ export interface ClientContext {
 
 /** Reads the `SERVICE_*` client variables and creates the token provider every client command shares. */
 export function createClientContext(io: CliIo): ClientContext {
-  const settings = clientSettingsFromEnvironment(io.environment);
+  const warn = (message: string) => io.stderr(`Warning: ${printable(message)}\n`);
+  const settings = clientSettingsFromEnvironment(io.environment, { warn });
   const configuredCacheFile = io.environment[tokenCacheVariable];
   const usesDefault = configuredCacheFile === undefined || configuredCacheFile === "";
   const cacheFile =
@@ -34,7 +35,7 @@ export function createClientContext(io: CliIo): ClientContext {
       ? undefined
       : new TokenCacheFile(usesDefault ? defaultTokenCacheFile(io.homeDirectory) : configuredCacheFile, {
           ownDirectory: usesDefault,
-          warn: (message) => io.stderr(`Warning: ${printable(message)}\n`),
+          warn,
         });
   const tokenProvider = new TokenProvider({
     credentials: settings,
