@@ -1,11 +1,18 @@
 import type { TSchema } from "typebox";
 import { Value } from "typebox/value";
 import { stringifyJsonExactly } from "../json/exact-json.js";
-import { ApiError, ClientConnectionError, type ProblemDocument } from "./errors.js";
+import {
+  ApiError,
+  ClientConnectionError,
+  maxProblemDetailCharacters,
+  type ProblemDocument,
+  truncatedText,
+} from "./errors.js";
 import {
   type HttpOptions,
   type HttpRequest,
   type HttpResponse,
+  headerValue,
   parseExactJsonBody,
   parseJsonBody,
   sendWithRetry,
@@ -43,15 +50,41 @@ export function pathSegment(name: string): string {
   return encodeURIComponent(name);
 }
 
+/**
+ * The default bound of an API answer's body. The largest legitimate answers are Modeler files: content of up to
+ * 10 MiB, which the platform accepts only in upload bodies of at most 20 MiB and 64 KiB (`fileBodyLimitBytes`), so
+ * its JSON-escaped form in an answer stays below that too; backup lists and topology documents are far smaller.
+ * 32 MiB leaves room for that and the metadata beside it while a hostile or broken server cannot fill the memory.
+ */
+export const defaultMaxApiResponseBytes = 32 * 1024 * 1024;
+
 function problemFrom(response: HttpResponse, url: string): ProblemDocument {
+  if (response.status >= 300 && response.status < 400) {
+    // Redirects are not followed (the bearer token must not travel to another origin), so a 3xx did nothing: a
+    // proxy sending http to https, or a base URL missing a path, answers this way.
+    const location = headerValue(response, "location");
+    return {
+      type: "about:blank",
+      title: `HTTP ${response.status}`,
+      status: response.status,
+      detail:
+        location === undefined
+          ? `${url} answered HTTP ${response.status} (a redirect without a Location); nothing was done`
+          : `${url} answered HTTP ${response.status}: the server redirected to ${location.slice(0, 500)}; ` +
+            "point the URL setting there",
+    };
+  }
   const body = parseJsonBody(response) as Partial<ProblemDocument> | undefined;
   if (body !== undefined && typeof body === "object" && body !== null && typeof body.status === "number") {
     return {
       ...body,
       type: typeof body.type === "string" ? body.type : "about:blank",
-      title: typeof body.title === "string" ? body.title : `HTTP ${response.status}`,
+      title:
+        typeof body.title === "string"
+          ? truncatedText(body.title, maxProblemDetailCharacters)
+          : `HTTP ${response.status}`,
       status: body.status,
-      detail: typeof body.detail === "string" ? body.detail : "",
+      detail: typeof body.detail === "string" ? truncatedText(body.detail, maxProblemDetailCharacters) : "",
     };
   }
   // Something between us and the API (a proxy, a stopped server) answered without a problem document.
@@ -79,7 +112,10 @@ export class ApiTransport {
     this.baseUrl = options.baseUrl.replace(/\/+$/, "");
     this.tokenProvider = options.tokenProvider;
     this.tokenRequest = { audience: options.audience ?? defaultAudience, scope: options.scope };
-    this.http = options.http ?? {};
+    this.http = {
+      ...options.http,
+      maxResponseBytes: options.http?.maxResponseBytes ?? defaultMaxApiResponseBytes,
+    };
   }
 
   /** Sends a request to `path` (relative to the base URL) and returns the answer, throwing `ApiError` on failure. */
@@ -105,7 +141,8 @@ export class ApiTransport {
         await this.tokenProvider.invalidate(this.tokenRequest);
         continue;
       }
-      if (response.status >= 400) throw new ApiError(problemFrom(response, url));
+      // Only a 2xx is success: a 3xx (not followed) did nothing, and must not read as "Deleted" or "Created".
+      if (response.status < 200 || response.status >= 300) throw new ApiError(problemFrom(response, url));
       return response;
     }
     throw new Error("ApiTransport.send: the retry loop ended without an answer (invariant: at most two attempts)");

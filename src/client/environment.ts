@@ -12,8 +12,60 @@ export interface ClientSettings extends ClientCredentials {
   adminUrl: string;
   /** Base URL of the Modeler API (`SERVICE_MODELER_URL`, else derived from the token endpoint). */
   modelerUrl: string;
-  /** Base URL of the cluster's management port (`SERVICE_CLUSTER_MANAGEMENT_URL`, else the local default). */
-  clusterManagementUrl: string;
+  /**
+   * Base URL of the cluster's management port (`SERVICE_CLUSTER_MANAGEMENT_URL`, else the local default). Undefined
+   * when it is not set and the token endpoint is on another machine: see `requireClusterManagementUrl`.
+   */
+  clusterManagementUrl: string | undefined;
+}
+
+/** Options of `clientSettingsFromEnvironment`. */
+export interface ClientSettingsOptions {
+  /**
+   * Receives a warning, once per URL, for each URL that will carry the client secret or a token over plain http to
+   * another machine; silent when absent (a library prints nothing of its own).
+   */
+  warn?: ((message: string) => void) | undefined;
+}
+
+/** Whether `url` names this machine: `localhost` (and names below it), 127.0.0.0/8 or ::1. */
+export function isLoopbackUrl(url: string): boolean {
+  const host = new URL(url).hostname.toLowerCase().replace(/^\[|\]$/g, "");
+  return (
+    host === "localhost" ||
+    host.endsWith(".localhost") ||
+    host === "::1" ||
+    /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host) ||
+    host === "::ffff:7f00:1"
+  );
+}
+
+/** The URLs already warned about, per warning callback, so that settings read twice warn once. */
+const warnedUrls = new WeakMap<(message: string) => void, Set<string>>();
+
+function warnOfPlainHttp(warn: ((message: string) => void) | undefined, name: string, url: string, carries: string) {
+  if (warn === undefined || new URL(url).protocol !== "http:" || isLoopbackUrl(url)) return;
+  let warned = warnedUrls.get(warn);
+  if (warned === undefined) {
+    warned = new Set();
+    warnedUrls.set(warn, warned);
+  }
+  if (warned.has(url)) return;
+  warned.add(url);
+  warn(`${name} ${url} is plain http to another machine: ${carries} would cross the network unencrypted; use https.`);
+}
+
+/**
+ * The cluster management URL of `settings`, or a `ClientConfigurationError` naming `SERVICE_CLUSTER_MANAGEMENT_URL`
+ * when it has none: with a platform on another machine, a default of `http://localhost:9600` would send a gateway
+ * token to whatever listens on that port here.
+ */
+export function requireClusterManagementUrl(settings: ClientSettings): string {
+  if (settings.clusterManagementUrl !== undefined) return settings.clusterManagementUrl;
+  throw new ClientConfigurationError([
+    `SERVICE_CLUSTER_MANAGEMENT_URL is not set; allowed: the management URL of the cluster's gateway. It defaults to ` +
+      `${defaultClusterManagementUrl} only when the token endpoint (SERVICE_OAUTH_URL) is on this machine.`,
+  ]);
 }
 
 /** The management port of a gateway on this machine with the default port. */
@@ -54,6 +106,7 @@ function readUrl(
  */
 export function clientSettingsFromEnvironment(
   environment: Readonly<Record<string, string | undefined>>,
+  options: ClientSettingsOptions = {},
 ): ClientSettings {
   const problems: string[] = [];
   const clientId = environment.SERVICE_CONSOLE_CLIENT_ID ?? "";
@@ -67,13 +120,25 @@ export function clientSettingsFromEnvironment(
   if (problems.length > 0) throw new ClientConfigurationError(problems);
   const platformUrl = platformUrlFromOauthUrl(oauthUrl);
   const audience = environment.SERVICE_CONSOLE_OAUTH_AUDIENCE;
-  return {
+  const settings: ClientSettings = {
     oauthUrl,
     clientId,
     clientSecret,
     audience: audience === undefined || audience === "" ? undefined : audience,
     adminUrl: adminUrl ?? `${platformUrl}/admin`,
     modelerUrl: modelerUrl ?? `${platformUrl}/modeler`,
-    clusterManagementUrl: clusterManagementUrl ?? defaultClusterManagementUrl,
+    clusterManagementUrl: clusterManagementUrl ?? (isLoopbackUrl(oauthUrl) ? defaultClusterManagementUrl : undefined),
   };
+  warnOfPlainHttp(options.warn, "The token endpoint (SERVICE_OAUTH_URL)", settings.oauthUrl, "the client secret");
+  warnOfPlainHttp(options.warn, "The Administration API (SERVICE_ADMIN_URL)", settings.adminUrl, "access tokens");
+  warnOfPlainHttp(options.warn, "The Modeler API (SERVICE_MODELER_URL)", settings.modelerUrl, "access tokens");
+  if (settings.clusterManagementUrl !== undefined) {
+    warnOfPlainHttp(
+      options.warn,
+      "The cluster management API (SERVICE_CLUSTER_MANAGEMENT_URL)",
+      settings.clusterManagementUrl,
+      "access tokens",
+    );
+  }
+  return settings;
 }

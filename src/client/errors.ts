@@ -1,3 +1,15 @@
+/**
+ * Longest `detail` (or title, or OAuth `error_description`) of a server's answer kept for an error message; the rest
+ * is cut, so a server cannot fill a terminal or a log with one message.
+ */
+export const maxProblemDetailCharacters = 1_000;
+
+/** `text` cut to `maxCharacters`, with a note of how much was cut. */
+export function truncatedText(text: string, maxCharacters: number): string {
+  if (text.length <= maxCharacters) return text;
+  return `${text.slice(0, maxCharacters)}… (${text.length - maxCharacters} more characters)`;
+}
+
 /** An RFC 9457 problem document as an API answers it on failure. */
 export interface ProblemDocument {
   type: string;

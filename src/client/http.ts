@@ -41,7 +41,17 @@ export interface HttpOptions {
   timeoutMs?: number | undefined;
   /** Largest response body read, in bytes: a larger one fails the call (unbounded when absent). */
   maxResponseBytes?: number | undefined;
+  /** Longest time one attempt may take in all, headers and body (`defaultRequestDeadlineMs` when absent). */
+  deadlineMs?: number | undefined;
 }
+
+/**
+ * The default deadline of one attempt, from sending it to the last byte of the answer. `timeoutMs` bounds each wait
+ * for the next bytes, so a server trickling a byte just inside it could otherwise hold a call for ever. Ten minutes is
+ * far above what any answer needs (the largest the client reads, 32 MiB, still arrives within five minutes at
+ * 1 Mbit/s), so only a server that is stuck or hostile reaches it.
+ */
+export const defaultRequestDeadlineMs = 600_000;
 
 /** One HTTP request as the client sends it. */
 export interface HttpRequest {
@@ -49,6 +59,11 @@ export interface HttpRequest {
   url: string;
   headers?: Record<string, string>;
   body?: string;
+  /**
+   * True when sending the request twice does no more than sending it once, whatever its method (a token request):
+   * it is then retried after any 429 or 503, like a GET.
+   */
+  idempotent?: boolean;
 }
 
 /** A fully read HTTP response. */
@@ -80,6 +95,8 @@ export function parseRetryAfterMs(value: string | undefined, nowMs: number): num
 
 async function sendOnce(httpRequest: HttpRequest, options: HttpOptions): Promise<HttpResponse> {
   const timeoutMs = options.timeoutMs ?? 30_000;
+  const deadlineMs = options.deadlineMs ?? defaultRequestDeadlineMs;
+  const deadline = AbortSignal.timeout(deadlineMs);
   try {
     const response = await request(httpRequest.url, {
       method: httpRequest.method,
@@ -88,6 +105,7 @@ async function sendOnce(httpRequest: HttpRequest, options: HttpOptions): Promise
       dispatcher: options.dispatcher,
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
+      signal: deadline,
     });
     const text =
       options.maxResponseBytes === undefined
@@ -96,6 +114,11 @@ async function sendOnce(httpRequest: HttpRequest, options: HttpOptions): Promise
     return { status: response.statusCode, headers: response.headers, text };
   } catch (error) {
     if (error instanceof ClientConnectionError) throw error;
+    if (deadline.aborted) {
+      throw new ClientConnectionError(httpRequest.url, `did not complete its answer within ${deadlineMs} ms`, {
+        cause: error,
+      });
+    }
     const code = (error as { code?: unknown }).code;
     const reason = typeof code === "string" ? `${code} (${(error as Error).message})` : (error as Error).message;
     throw new ClientConnectionError(httpRequest.url, `cannot be reached: ${reason}`, { cause: error });
@@ -117,16 +140,34 @@ async function boundedText(body: AsyncIterable<Buffer> & { destroy(): unknown },
   return Buffer.concat(chunks).toString("utf8");
 }
 
+/** The problem type of a gateway's 503 while its cluster takes no writes (`writesPaused` in `src/http/errors.ts`). */
+const writesPausedProblemType = "urn:flowplane:problem:writes-paused";
+
+/**
+ * Whether an answer proves the request was not processed, so that even a POST or PATCH may be sent again: a 429
+ * (refused before any work) or a gateway's writes-paused 503 (refused before the write). Any other 503 may come after
+ * the work was done: the platform answers 503 for a lost database connection or a statement timeout, possibly after
+ * an insert committed, and a create sent again would then make a second cluster or client.
+ */
+function retryable(httpRequest: HttpRequest, response: HttpResponse): boolean {
+  if (response.status === 429) return true;
+  if (response.status !== 503) return false;
+  if (httpRequest.idempotent === true || (httpRequest.method !== "POST" && httpRequest.method !== "PATCH")) return true;
+  const body = parseJsonBody(response) as { type?: unknown } | undefined;
+  return typeof body === "object" && body !== null && body.type === writesPausedProblemType;
+}
+
 /**
  * Sends a request and, when the server answers 429 or 503, waits as its `Retry-After` says and tries again, within
- * the retry policy. Returns the last answer, whatever its status: interpreting it is the caller's job.
+ * the retry policy; a POST or PATCH only when the answer proves it was not processed (`retryable`). Returns the last
+ * answer, whatever its status: interpreting it is the caller's job.
  */
 export async function sendWithRetry(httpRequest: HttpRequest, options: HttpOptions = {}): Promise<HttpResponse> {
   const policy: RetryPolicy = { ...defaultRetryPolicy, ...options.retry };
   const clock = options.clock ?? systemClock;
   for (let attempt = 0; ; attempt++) {
     const response = await sendOnce(httpRequest, options);
-    if ((response.status !== 429 && response.status !== 503) || attempt >= policy.maxRetries) return response;
+    if (!retryable(httpRequest, response) || attempt >= policy.maxRetries) return response;
     const waitMs =
       parseRetryAfterMs(headerValue(response, "retry-after"), clock.now()) ?? policy.fallbackWaitMs * 2 ** attempt;
     // A server asking for a longer pause than we are willing to wait gets its answer passed up instead.

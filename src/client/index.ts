@@ -32,10 +32,13 @@ export {
 } from "./cluster.js";
 export {
   type ClientSettings,
+  type ClientSettingsOptions,
   clientSettingsFromEnvironment,
   defaultClusterManagementUrl,
   defaultOauthUrl,
+  isLoopbackUrl,
   platformUrlFromOauthUrl,
+  requireClusterManagementUrl,
 } from "./environment.js";
 export {
   ApiError,

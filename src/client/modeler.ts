@@ -1,5 +1,5 @@
 import { type Static, type TSchema, Type } from "typebox";
-import { type ApiClientOptions, ApiTransport, pathSegment } from "./api.js";
+import { type ApiClientOptions, ApiTransport, defaultMaxApiResponseBytes, pathSegment } from "./api.js";
 import { ClientConnectionError } from "./errors.js";
 import { sendWithRetry } from "./http.js";
 
@@ -314,7 +314,9 @@ export class ModelerClient {
 
   /** Fetches the unified diff a `compareMilestones` link serves. */
   async readDiff(url: string): Promise<string> {
-    const response = await sendWithRetry({ method: "GET", url }, this.http ?? {});
+    // A diff of two files of at most 10 MiB each, every line removed and added, with a sign before each line.
+    const maxResponseBytes = this.http?.maxResponseBytes ?? 2 * defaultMaxApiResponseBytes;
+    const response = await sendWithRetry({ method: "GET", url }, { ...this.http, maxResponseBytes });
     if (response.status !== 200) {
       throw new ClientConnectionError(url, `answered HTTP ${response.status}: ${response.text.slice(0, 200)}`);
     }

@@ -1,5 +1,6 @@
 import { createHash, randomUUID } from "node:crypto";
-import { chmod, mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { constants } from "node:fs";
+import { chmod, lstat, mkdir, open, rename, rm, stat, writeFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 
@@ -68,29 +69,126 @@ function isCachedToken(value: unknown): value is CachedToken {
     typeof token.tokenType === "string" &&
     typeof token.scope === "string" &&
     typeof token.audience === "string" &&
-    typeof token.issuedAtMs === "number" &&
-    typeof token.expiresAtMs === "number" &&
-    typeof token.refreshAtMs === "number"
+    Number.isFinite(token.issuedAtMs) &&
+    Number.isFinite(token.expiresAtMs) &&
+    Number.isFinite(token.refreshAtMs)
   );
+}
+
+/** Largest cache file read; a cache of a few dozen tokens takes a few KiB, so anything larger is not ours. */
+export const maxTokenCacheFileBytes = 1024 * 1024;
+
+/** Options of a `TokenCacheFile`. */
+export interface TokenCacheFileOptions {
+  /**
+   * True when the cache's directory is flowplane's own (`~/.flowplane`): an existing one owned by the user is then
+   * narrowed to 0700. A directory the user named is left as it is.
+   */
+  ownDirectory?: boolean | undefined;
+  /** Receives the one warning given when the directory is not safe to keep tokens in; silent when absent. */
+  warn?: ((message: string) => void) | undefined;
+}
+
+/**
+ * The text of the file at `path` when it is safe to trust: a regular file (not a FIFO, device or symbolic link, which
+ * could hang the read or never end it) owned by this user, neither readable nor writable by others, and at most
+ * `maxTokenCacheFileBytes` long. Undefined otherwise, or when it cannot be read.
+ */
+async function readTrustedFile(path: string): Promise<string | undefined> {
+  let handle: Awaited<ReturnType<typeof open>>;
+  try {
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
+    handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch {
+    return undefined;
+  }
+  try {
+    const info = await handle.stat();
+    const uid = process.getuid?.();
+    if (!info.isFile() || (uid !== undefined && info.uid !== uid) || (info.mode & 0o066) !== 0) return undefined;
+    if (info.size > maxTokenCacheFileBytes) return undefined;
+    const buffer = Buffer.alloc(maxTokenCacheFileBytes + 1);
+    let length = 0;
+    for (;;) {
+      const { bytesRead } = await handle.read(buffer, length, buffer.byteLength - length, length);
+      if (bytesRead === 0) break;
+      length += bytesRead;
+      // It grew past the bound while being read.
+      if (length > maxTokenCacheFileBytes) return undefined;
+    }
+    return buffer.subarray(0, length).toString("utf8");
+  } catch {
+    return undefined;
+  } finally {
+    await handle.close();
+  }
 }
 
 /**
  * Tokens kept in one JSON file readable only by its owner (mode 0600, in a 0700 directory), so that separate
  * processes of the same user (e.g. successive CLI calls) reuse a token instead of asking for a new one each time.
  * Writes go to a temporary file that is then renamed over the old one, so a reader never sees a half-written file.
- * An unreadable or corrupt file counts as empty: the cache is an optimization, never a source of failure.
+ * An unreadable, corrupt or untrusted file (see `readTrustedFile`) counts as empty and is replaced on the next write:
+ * the cache is an optimization, never a source of failure.
  */
 export class TokenCacheFile {
+  private readonly ownDirectory: boolean;
+  private readonly warn: ((message: string) => void) | undefined;
+  private directoryUsable: Promise<boolean> | undefined;
+
   /** Creates a cache backed by the file at `path` (created on first write). */
-  constructor(readonly path: string) {}
+  constructor(
+    readonly path: string,
+    options: TokenCacheFileOptions = {},
+  ) {
+    this.ownDirectory = options.ownDirectory ?? false;
+    this.warn = options.warn;
+  }
+
+  /** Whether the cache's directory may hold tokens; checked once, with at most one warning. */
+  private usable(): Promise<boolean> {
+    this.directoryUsable ??= this.checkDirectory();
+    return this.directoryUsable;
+  }
+
+  /**
+   * A directory another user owns, or one others may write to, lets them replace the cache file (with tokens of
+   * their choosing, or a link to one of ours): the cache is then not used. flowplane's own directory, when the user
+   * owns it, is narrowed to 0700 instead.
+   */
+  private async checkDirectory(): Promise<boolean> {
+    const directory = dirname(this.path);
+    let entry: Awaited<ReturnType<typeof lstat>>;
+    try {
+      entry = await lstat(directory);
+    } catch (error) {
+      // A missing directory is created 0700 on the first write.
+      return (error as NodeJS.ErrnoException).code === "ENOENT";
+    }
+    const info = entry.isSymbolicLink() ? await stat(directory).catch(() => undefined) : entry;
+    const uid = process.getuid?.();
+    const refuse = (reason: string): boolean => {
+      this.warn?.(`The token cache in ${directory} is not used: ${reason}.`);
+      return false;
+    };
+    if (info === undefined || !info.isDirectory()) return refuse("it is not a directory");
+    if (uid !== undefined && info.uid !== uid) return refuse("the directory belongs to another user");
+    if ((info.mode & 0o077) !== 0 && this.ownDirectory && !entry.isSymbolicLink()) {
+      try {
+        await chmod(directory, 0o700);
+        return true;
+      } catch {
+        return refuse("the directory is open to other users and cannot be narrowed to 0700");
+      }
+    }
+    if ((info.mode & 0o022) !== 0) return refuse("other users may write to the directory");
+    return true;
+  }
 
   private async readAll(): Promise<Record<string, CachedToken>> {
-    let text: string;
-    try {
-      text = await readFile(this.path, "utf8");
-    } catch {
-      return {};
-    }
+    if (!(await this.usable())) return {};
+    const text = await readTrustedFile(this.path);
+    if (text === undefined) return {};
     try {
       const content = JSON.parse(text) as Partial<CacheFileContent>;
       if (content.version !== 1 || typeof content.tokens !== "object" || content.tokens === null) return {};
@@ -101,6 +199,7 @@ export class TokenCacheFile {
   }
 
   private async writeAll(tokens: Record<string, CachedToken>): Promise<void> {
+    if (!(await this.usable())) return;
     await mkdir(dirname(this.path), { recursive: true, mode: 0o700 });
     const temporaryPath = `${this.path}.${process.pid}.${randomUUID()}.tmp`;
     const content: CacheFileContent = { version: 1, tokens };

@@ -1,5 +1,5 @@
 import { decodeJwt } from "jose";
-import { OAuthClientError } from "./errors.js";
+import { maxProblemDetailCharacters, OAuthClientError, truncatedText } from "./errors.js";
 import { type Clock, type HttpOptions, headerValue, parseJsonBody, sendWithRetry, systemClock } from "./http.js";
 import {
   type CachedToken,
@@ -22,8 +22,8 @@ export interface TokenProviderOptions {
   credentials: ClientCredentials;
   /** Audience used when a call names none. */
   defaultAudience?: string | undefined;
-  /** Path of the on-disk cache file; no disk cache when absent. */
-  cacheFile?: string | undefined;
+  /** The on-disk cache, or the path of its file; no disk cache when absent. */
+  cacheFile?: string | TokenCacheFile | undefined;
   /** Transport, retry policy and clock. */
   http?: HttpOptions | undefined;
   /** Largest margin before `exp` at which a token is replaced (default 60 s). */
@@ -46,7 +46,13 @@ export interface AccessToken extends CachedToken {
   source: "memory" | "disk" | "network";
 }
 
+/** The default bound of a token endpoint's answer: a token and a few fields take a few KiB at most. */
+export const defaultMaxTokenResponseBytes = 64 * 1024;
+
 const defaultRefreshMarginMs = 60_000;
+
+/** Longest a token is kept, whatever its answer says: the platform issues tokens of minutes, never of days. */
+export const maxCachedLifetimeMs = 24 * 60 * 60 * 1000;
 const defaultRefreshFraction = 0.1;
 
 /**
@@ -72,8 +78,11 @@ export class TokenProvider {
     this.credentials = options.credentials;
     this.secretDigest = secretDigest(options.credentials.clientSecret);
     this.defaultAudience = options.defaultAudience;
-    this.cacheFile = options.cacheFile === undefined ? undefined : new TokenCacheFile(options.cacheFile);
-    this.http = options.http ?? {};
+    this.cacheFile = typeof options.cacheFile === "string" ? new TokenCacheFile(options.cacheFile) : options.cacheFile;
+    this.http = {
+      ...options.http,
+      maxResponseBytes: options.http?.maxResponseBytes ?? defaultMaxTokenResponseBytes,
+    };
     this.clock = options.http?.clock ?? systemClock;
     this.refreshMarginMs = options.refreshMarginMs ?? defaultRefreshMarginMs;
     this.refreshFraction = options.refreshFraction ?? defaultRefreshFraction;
@@ -151,6 +160,8 @@ export class TokenProvider {
         url: key.oauthUrl,
         headers: { "content-type": "application/x-www-form-urlencoded", accept: "application/json" },
         body: form.toString(),
+        // A second token request issues a second token and changes nothing else.
+        idempotent: true,
       },
       { ...this.http, clock: this.clock },
     ).finally(() => {
@@ -164,7 +175,7 @@ export class TokenProvider {
         error: typeof body?.error === "string" ? body.error : "server_error",
         errorDescription:
           typeof body?.error_description === "string"
-            ? body.error_description
+            ? truncatedText(body.error_description, maxProblemDetailCharacters)
             : `the token endpoint answered HTTP ${response.status}`,
         retryAfterSeconds: retryAfter !== undefined && /^\d+$/.test(retryAfter.trim()) ? Number(retryAfter) : undefined,
       });
@@ -175,6 +186,15 @@ export class TokenProvider {
         status: response.status,
         error: "invalid_response",
         errorDescription: "the token endpoint answered 200 without an access_token",
+      });
+    }
+    const expiresIn = body?.expires_in;
+    // JSON.parse reads 1e400 as Infinity: such a token would be cached for ever and its expiry is no date.
+    if (expiresIn !== undefined && (typeof expiresIn !== "number" || !Number.isFinite(expiresIn) || expiresIn < 0)) {
+      throw new OAuthClientError({
+        status: response.status,
+        error: "invalid_response",
+        errorDescription: "the token endpoint answered an expires_in that is not a finite, non-negative number",
       });
     }
     return this.describe(key, accessToken, body ?? {}, sentAtMs);
@@ -199,10 +219,14 @@ export class TokenProvider {
       // Opaque tokens are allowed by OAuth; their lifetime then comes from expires_in alone.
     }
     const lifetimes: number[] = [];
-    if (typeof claims.exp === "number" && typeof claims.iat === "number")
-      lifetimes.push((claims.exp - claims.iat) * 1000);
+    const exp = Number.isFinite(claims.exp) ? claims.exp : undefined;
+    const iat = Number.isFinite(claims.iat) ? claims.iat : undefined;
+    if (exp !== undefined && iat !== undefined) lifetimes.push((exp - iat) * 1000);
+    // Without iat, exp is still a bound, read against this clock.
+    else if (exp !== undefined) lifetimes.push(exp * 1000 - sentAtMs);
     if (typeof body.expires_in === "number") lifetimes.push(body.expires_in * 1000);
-    const lifetimeMs = lifetimes.length === 0 ? this.refreshMarginMs : Math.max(0, Math.min(...lifetimes));
+    const lifetimeMs =
+      lifetimes.length === 0 ? this.refreshMarginMs : Math.max(0, Math.min(maxCachedLifetimeMs, ...lifetimes));
     const issuedAtMs = sentAtMs;
     const expiresAtMs = sentAtMs + lifetimeMs;
     const marginMs = Math.min(this.refreshMarginMs, lifetimeMs * this.refreshFraction);

@@ -101,6 +101,33 @@ describe("ApiTransport", () => {
     await api.server.close();
   });
 
+  it("fails on a 3xx, naming where the server redirected, and does not follow it", async () => {
+    const other = await scriptedServer([(_request, response) => sendJson(response, 204, {})]);
+    const api = await scriptedApi([
+      (_request, response) => {
+        response.writeHead(301, { location: `${other.url}/admin/clusters/c9` });
+        response.end();
+      },
+      (_request, response) => {
+        response.writeHead(304);
+        response.end();
+      },
+    ]);
+    const transport = new ApiTransport(
+      { baseUrl: `${api.server.url}/admin`, tokenProvider: api.tokenProvider },
+      "admin-api",
+    );
+    const error = await transport.send("DELETE", "/clusters/c9").catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(ApiError);
+    expect(error).toMatchObject({ status: 301 });
+    expect((error as ApiError).message).toContain(`the server redirected to ${other.url}/admin/clusters/c9`);
+    expect((error as ApiError).message).toContain("point the URL setting there");
+    const notModified = await transport.send("GET", "/clusters").catch((caught: unknown) => caught);
+    expect(notModified).toMatchObject({ status: 304 });
+    expect(other.requests()).toBe(0);
+    await Promise.all([api.server.close(), other.close()]);
+  });
+
   it("honours Retry-After on 503 from an API", async () => {
     const api = await scriptedApi([
       (_request, response) => sendJson(response, 503, {}, { "retry-after": "2" }),

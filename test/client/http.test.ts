@@ -49,6 +49,50 @@ describe("sendWithRetry", () => {
     await server.close();
   });
 
+  it("sends a POST or PATCH again only when the answer proves it was not processed", async () => {
+    const unavailable = { type: "urn:flowplane:problem:unavailable", title: "u", status: 503, detail: "timeout" };
+    const paused = { type: "urn:flowplane:problem:writes-paused", title: "p", status: 503, detail: "paused" };
+    const cases: { method: "POST" | "PATCH" | "PUT" | "DELETE" | "GET"; status: number; body: unknown }[] = [
+      { method: "POST", status: 503, body: unavailable },
+      { method: "PATCH", status: 503, body: unavailable },
+      { method: "POST", status: 503, body: {} },
+      { method: "POST", status: 503, body: paused },
+      { method: "PATCH", status: 429, body: {} },
+      { method: "PUT", status: 503, body: unavailable },
+      { method: "DELETE", status: 503, body: unavailable },
+      { method: "GET", status: 503, body: unavailable },
+    ];
+    const requests: number[] = [];
+    for (const { method, status, body } of cases) {
+      const server = await scriptedServer([
+        (_request, response) => sendJson(response, status, body, { "retry-after": "0" }),
+        (_request, response) => sendJson(response, 201, {}),
+      ]);
+      const response = await sendWithRetry(
+        { method, url: `${server.url}/clusters`, body: "{}" },
+        { clock: manualClock(0) },
+      );
+      requests.push(server.requests());
+      expect(response.status).toBe(server.requests() === 1 ? status : 201);
+      await server.close();
+    }
+    expect(requests).toEqual([1, 1, 1, 2, 2, 2, 2, 2]);
+  });
+
+  it("retries a POST marked idempotent (a token request) after any 503", async () => {
+    const server = await scriptedServer([
+      (_request, response) => sendJson(response, 503, {}, { "retry-after": "0" }),
+      (_request, response) => sendJson(response, 200, {}),
+    ]);
+    const response = await sendWithRetry(
+      { method: "POST", url: `${server.url}/oauth/token`, body: "", idempotent: true },
+      { clock: manualClock(0) },
+    );
+    expect(response.status).toBe(200);
+    expect(server.requests()).toBe(2);
+    await server.close();
+  });
+
   it("raises ClientConnectionError naming the URL when nothing listens", async () => {
     const server = await scriptedServer([(_request, response) => sendJson(response, 200, {})]);
     const url = `${server.url}/gone`;

@@ -1,7 +1,7 @@
 import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { decodeJwt } from "jose";
+import { decodeJwt, UnsecuredJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OAuthClientError } from "../../src/client/errors.js";
 import { secretDigest, TokenCacheFile } from "../../src/client/token-cache.js";
@@ -267,5 +267,50 @@ describe("TokenProvider and Retry-After", () => {
     expect(server.requests()).toBe(1);
     expect(clock.sleeps).toEqual([]);
     await server.close();
+  });
+});
+
+describe("TokenProvider and the lifetime a token endpoint claims", () => {
+  async function tokenAnswering(bodyText: string) {
+    const server = await scriptedServer([
+      (_request, response) => {
+        response.writeHead(200, { "content-type": "application/json" });
+        response.end(bodyText);
+      },
+    ]);
+    const clock = manualClock(Date.parse("2026-01-01T00:00:00Z"));
+    const provider = new TokenProvider({
+      credentials: { oauthUrl: `${server.url}/oauth/token`, clientId: "c", clientSecret: "s" },
+      defaultAudience: "admin-api",
+      http: { clock },
+    });
+    return { server, provider, clock };
+  }
+
+  it("refuses an expires_in that is not a finite, non-negative number as a malformed answer", async () => {
+    for (const expiresIn of ["1e400", "-1e400", "-5", '"300"', "null"]) {
+      const { server, provider } = await tokenAnswering(`{"access_token":"t","expires_in":${expiresIn}}`);
+      const error = await provider.getToken().catch((caught: unknown) => caught);
+      expect(error, expiresIn).toBeInstanceOf(OAuthClientError);
+      expect(error, expiresIn).toMatchObject({ error: "invalid_response" });
+      expect((error as Error).message).toContain("expires_in");
+      await server.close();
+    }
+  });
+
+  it("keeps a token no longer than its JWT exp, and never longer than 24 hours", async () => {
+    const startSeconds = Date.parse("2026-01-01T00:00:00Z") / 1000;
+    const day = 24 * 3600;
+    const long = await tokenAnswering(JSON.stringify({ access_token: "opaque", expires_in: 365 * day }));
+    const kept = await long.provider.getToken();
+    expect(kept.expiresAtMs - kept.issuedAtMs).toBe(day * 1000);
+    expect(new Date(kept.expiresAtMs).toISOString()).toBe("2026-01-02T00:00:00.000Z");
+    await long.server.close();
+
+    const jwt = new UnsecuredJWT({}).setExpirationTime(startSeconds + 600).encode();
+    const bounded = await tokenAnswering(JSON.stringify({ access_token: jwt, expires_in: 30 * day }));
+    const token = await bounded.provider.getToken();
+    expect(token.expiresAtMs - token.issuedAtMs).toBe(600_000);
+    await bounded.server.close();
   });
 });

@@ -6,6 +6,7 @@
 import { type Command, InvalidArgumentError } from "commander";
 import { type Backup, BackupsClient } from "../../client/backups.js";
 import { gatewayAudience } from "../../client/cluster.js";
+import { requireClusterManagementUrl } from "../../client/environment.js";
 import { MAX_INT64, parseNonNegativeInt64 } from "../../json/int64.js";
 import { type CliIo, Interrupted } from "../io.js";
 import { ProgressLines } from "../progress-lines.js";
@@ -33,7 +34,11 @@ export function parseBackupId(value: string): bigint {
 
 function createBackupsClient(io: CliIo, options: CommonOptions): BackupsClient {
   const { settings, tokenProvider } = createClientContext(io);
-  return new BackupsClient({ baseUrl: settings.clusterManagementUrl, tokenProvider, audience: options.audience });
+  return new BackupsClient({
+    baseUrl: requireClusterManagementUrl(settings),
+    tokenProvider,
+    audience: options.audience,
+  });
 }
 
 /** Whether a part of the backup is still being written. */

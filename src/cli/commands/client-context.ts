@@ -1,8 +1,9 @@
 import { AdminClient, adminAudience } from "../../client/admin.js";
 import { type ClientSettings, clientSettingsFromEnvironment } from "../../client/environment.js";
-import { defaultTokenCacheFile } from "../../client/token-cache.js";
+import { defaultTokenCacheFile, TokenCacheFile } from "../../client/token-cache.js";
 import { TokenProvider } from "../../client/token-provider.js";
 import type { CliIo } from "../io.js";
+import { printable } from "../terminal-text.js";
 
 /** Environment variable naming the token cache file; `none` disables the disk cache. */
 export const tokenCacheVariable = "SERVICE_CONSOLE_TOKEN_CACHE_FILE";
@@ -25,14 +26,17 @@ export interface ClientContext {
 
 /** Reads the `SERVICE_*` client variables and creates the token provider every client command shares. */
 export function createClientContext(io: CliIo): ClientContext {
-  const settings = clientSettingsFromEnvironment(io.environment);
+  const warn = (message: string) => io.stderr(`Warning: ${printable(message)}\n`);
+  const settings = clientSettingsFromEnvironment(io.environment, { warn });
   const configuredCacheFile = io.environment[tokenCacheVariable];
+  const usesDefault = configuredCacheFile === undefined || configuredCacheFile === "";
   const cacheFile =
     configuredCacheFile === "none"
       ? undefined
-      : configuredCacheFile === undefined || configuredCacheFile === ""
-        ? defaultTokenCacheFile(io.homeDirectory)
-        : configuredCacheFile;
+      : new TokenCacheFile(usesDefault ? defaultTokenCacheFile(io.homeDirectory) : configuredCacheFile, {
+          ownDirectory: usesDefault,
+          warn,
+        });
   const tokenProvider = new TokenProvider({
     credentials: settings,
     defaultAudience: settings.audience ?? "admin-api",

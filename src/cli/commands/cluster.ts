@@ -16,6 +16,7 @@ import {
   gatewayAudience,
   type ScaleResponse,
 } from "../../client/cluster.js";
+import { requireClusterManagementUrl } from "../../client/environment.js";
 import { ApiError } from "../../client/errors.js";
 import { MAX_BROKER_ID, MAX_PARTITION_COUNT } from "../../cluster/topology/distribution.js";
 import {
@@ -104,12 +105,9 @@ function clusterClientWithUrl(
   options: CommonOptions,
 ): { client: ClusterManagementClient; managementUrl: string } {
   const { settings, tokenProvider } = createClientContext(io);
-  const client = new ClusterManagementClient({
-    baseUrl: settings.clusterManagementUrl,
-    tokenProvider,
-    audience: options.audience,
-  });
-  return { client, managementUrl: settings.clusterManagementUrl };
+  const managementUrl = requireClusterManagementUrl(settings);
+  const client = new ClusterManagementClient({ baseUrl: managementUrl, tokenProvider, audience: options.audience });
+  return { client, managementUrl };
 }
 
 /** "broker 3" or "brokers 3, 4". */
