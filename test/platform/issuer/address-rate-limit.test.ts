@@ -13,7 +13,8 @@ describe.each(databaseKinds)("address rate limiter with a scope (%s)", (kind) =>
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   });
 
-  it("keeps a bucket per scope and address, apart from the token endpoint's, and prunes only its own", async () => {
+  /** A store of this kind with a scoped limiter (`diff-link`) and the token endpoint's unscoped one over it. */
+  const openLimiters = async () => {
     const opened = await openTestStore(kind);
     cleanups.push(() => opened.close());
     const clock = manualClock();
@@ -24,6 +25,11 @@ describe.each(databaseKinds)("address rate limiter with a scope (%s)", (kind) =>
       settings: { ...settings, failureDelayBaseMs: 0, failureDelayMaxMs: 0 },
       clock: clock.now,
     });
+    return { clock, database, diffLinks, tokens };
+  };
+
+  it("keeps a bucket per scope and address, apart from the token endpoint's, and prunes only its own", async () => {
+    const { clock, database, diffLinks, tokens } = await openLimiters();
 
     expect(await diffLinks.consume("10.0.0.1")).toEqual({ allowed: true });
     expect(await diffLinks.consume("10.0.0.1")).toEqual({ allowed: true });
@@ -50,16 +56,7 @@ describe.each(databaseKinds)("address rate limiter with a scope (%s)", (kind) =>
   });
 
   it("prunes IPv6 buckets too, each limiter its own: the token endpoint's unscoped ones and a scope's", async () => {
-    const opened = await openTestStore(kind);
-    cleanups.push(() => opened.close());
-    const clock = manualClock();
-    const database = opened.store.database;
-    const diffLinks = new AddressRateLimiter({ database, settings, clock: clock.now, scope: "diff-link" });
-    const tokens = new TokenRateLimiter({
-      database,
-      settings: { ...settings, failureDelayBaseMs: 0, failureDelayMaxMs: 0 },
-      clock: clock.now,
-    });
+    const { clock, database, diffLinks, tokens } = await openLimiters();
     for (const address of ["2001:db8:a:1::1", "2001:db8:a:2::1", "198.51.100.17"]) {
       expect(await tokens.consumeAddress(address)).toEqual({ allowed: true });
       expect(await diffLinks.consume(address)).toEqual({ allowed: true });
