@@ -347,7 +347,9 @@ export class AdminClient {
     options: { dryRun?: boolean } = {},
   ): Promise<ScaleResponse> {
     const path = `/clusters/${pathSegment(clusterId)}/scale${options.dryRun === true ? "?dryRun=true" : ""}`;
-    return (await this.transport.sendForJson("POST", path, scaleResponseSchema, patch)) as ScaleResponse;
+    return (await this.transport.sendForJson("POST", path, scaleResponseSchema, patch, {
+      readOnly: options.dryRun === true,
+    })) as ScaleResponse;
   }
 
   /** Lists the organization's API clients (a token holding every scope is needed). */

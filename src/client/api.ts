@@ -96,6 +96,12 @@ function problemFrom(response: HttpResponse, url: string): ProblemDocument {
   };
 }
 
+/** How one request of `ApiTransport` is sent. */
+export interface SendOptions {
+  /** The request changes nothing whatever its method (a search, a dry run): it is retried after any 503. */
+  readonly readOnly?: boolean;
+}
+
 /**
  * Sends authorized JSON requests to one API: adds the bearer token, retries once with a new token when the API
  * answers 401 (the cached one may have been revoked or signed by a rotated key), turns error answers into
@@ -118,13 +124,27 @@ export class ApiTransport {
     };
   }
 
-  /** Sends a request to `path` (relative to the base URL) and returns the answer, throwing `ApiError` on failure. */
-  async send(method: HttpRequest["method"], path: string, body?: unknown): Promise<HttpResponse> {
-    return this.sendText(method, path, body === undefined ? undefined : JSON.stringify(body));
+  /**
+   * Sends a request to `path` (relative to the base URL) and returns the answer, throwing `ApiError` on failure.
+   * `options.readOnly` marks a POST or PATCH that changes nothing (a search, a dry run), which is then retried after
+   * any 503 like a GET.
+   */
+  async send(
+    method: HttpRequest["method"],
+    path: string,
+    body?: unknown,
+    options: SendOptions = {},
+  ): Promise<HttpResponse> {
+    return this.sendText(method, path, body === undefined ? undefined : JSON.stringify(body), options);
   }
 
   /** Sends a request with `bodyText` (JSON) as its body, as `send` describes. */
-  private async sendText(method: HttpRequest["method"], path: string, bodyText?: string): Promise<HttpResponse> {
+  private async sendText(
+    method: HttpRequest["method"],
+    path: string,
+    bodyText: string | undefined,
+    options: SendOptions = {},
+  ): Promise<HttpResponse> {
     const url = `${this.baseUrl}${path}`;
     for (let attempt = 0; attempt < 2; attempt++) {
       const token = await this.tokenProvider.getToken(this.tokenRequest);
@@ -134,7 +154,13 @@ export class ApiTransport {
       };
       if (bodyText !== undefined) headers["content-type"] = "application/json";
       const response = await sendWithRetry(
-        { method, url, headers, ...(bodyText === undefined ? {} : { body: bodyText }) },
+        {
+          method,
+          url,
+          headers,
+          ...(bodyText === undefined ? {} : { body: bodyText }),
+          ...(options.readOnly === true ? { idempotent: true } : {}),
+        },
         this.http,
       );
       if (response.status === 401 && attempt === 0 && token.source !== "network") {
@@ -154,8 +180,9 @@ export class ApiTransport {
     path: string,
     schema: Schema,
     body?: unknown,
+    options: SendOptions = {},
   ): Promise<unknown> {
-    return this.checked(path, schema, parseJsonBody(await this.send(method, path, body)));
+    return this.checked(path, schema, parseJsonBody(await this.send(method, path, body, options)));
   }
 
   /**

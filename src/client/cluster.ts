@@ -178,13 +178,17 @@ export class ClusterManagementClient {
     options: ChangeOptions & { replicationFactor?: number } = {},
   ): Promise<ScaleResponse> {
     const path = `/actuator/cluster/brokers${query({ dryRun: options.dryRun, force: options.force, replicationFactor: options.replicationFactor })}`;
-    return (await this.transport.sendForJson("POST", path, scaleResponseSchema, brokerIds)) as ScaleResponse;
+    return (await this.transport.sendForJson("POST", path, scaleResponseSchema, brokerIds, {
+      readOnly: options.dryRun === true,
+    })) as ScaleResponse;
   }
 
   /** Adds or removes brokers, changes the partition count or replication factor (endpoint 5). */
   async patch(body: ClusterPatch, options: ChangeOptions = {}): Promise<ScaleResponse> {
     const path = `/actuator/cluster${query({ dryRun: options.dryRun, force: options.force })}`;
-    return (await this.transport.sendForJson("PATCH", path, scaleResponseSchema, body)) as ScaleResponse;
+    return (await this.transport.sendForJson("PATCH", path, scaleResponseSchema, body, {
+      readOnly: options.dryRun === true,
+    })) as ScaleResponse;
   }
 
   /** Cancels the running change `changeId`; operations already applied stay applied. */

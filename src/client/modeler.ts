@@ -346,11 +346,8 @@ export class ModelerClient {
     item: Item,
     request: SearchRequest,
   ): Promise<SearchPage<Static<Item>>> {
-    return (await this.transport.sendForJson(
-      "POST",
-      `/api/v1/${resource}/search`,
-      pageSchema(item),
-      request,
-    )) as SearchPage<Static<Item>>;
+    return (await this.transport.sendForJson("POST", `/api/v1/${resource}/search`, pageSchema(item), request, {
+      readOnly: true,
+    })) as SearchPage<Static<Item>>;
   }
 }

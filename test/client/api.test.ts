@@ -3,12 +3,22 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Type } from "typebox";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { AdminClient } from "../../src/client/admin.js";
 import { ApiTransport, pathSegment } from "../../src/client/api.js";
+import { ClusterManagementClient } from "../../src/client/cluster.js";
 import { ApiError, ClientConnectionError } from "../../src/client/errors.js";
+import { ModelerClient } from "../../src/client/modeler.js";
 import { secretDigest, TokenCacheFile } from "../../src/client/token-cache.js";
 import { TokenProvider } from "../../src/client/token-provider.js";
 import { startTestPlatform, type TestPlatform } from "../support/platform.js";
 import { countingDispatcher, manualClock, scriptedServer, sendJson, unsignedJwt } from "./support.js";
+
+/** The clients whose requests a test sends. */
+interface Clients {
+  modeler: ModelerClient;
+  cluster: ClusterManagementClient;
+  admin: AdminClient;
+}
 
 let platform: TestPlatform;
 let temporaryDirectory: string;
@@ -142,6 +152,43 @@ describe("ApiTransport", () => {
     expect(clock.sleeps).toEqual([2000]);
     expect(api.apiRequests()).toBe(2);
     await api.server.close();
+  });
+
+  it("sends a search or a dry run again after any 503, and a change only after a 503 that proves it undone", async () => {
+    const unavailable = { type: "urn:flowplane:problem:unavailable", title: "Unavailable", status: 503, detail: "x" };
+    const page = { items: [], total: 0 };
+    const plan = { changeId: 7, currentTopology: [], plannedChanges: [], expectedTopology: [] };
+    const cases = [
+      { send: (client: Clients) => client.modeler.searchFiles({}), body: page, attempts: 2 },
+      { send: (client: Clients) => client.cluster.scaleBrokers([0, 1], { dryRun: true }), body: plan, attempts: 2 },
+      { send: (client: Clients) => client.cluster.patch({}, { dryRun: true }), body: plan, attempts: 2 },
+      { send: (client: Clients) => client.admin.scaleCluster("c1", {}, { dryRun: true }), body: plan, attempts: 2 },
+      // Not read-only: a 503 may come after the change was made, so it is not sent again.
+      { send: (client: Clients) => client.cluster.scaleBrokers([0, 1]), body: plan, attempts: 1 },
+      { send: (client: Clients) => client.admin.scaleCluster("c1", {}), body: plan, attempts: 1 },
+    ];
+    for (const [index, example] of cases.entries()) {
+      const api = await scriptedApi([
+        (_request, response) => sendJson(response, 503, unavailable, { "retry-after": "1" }),
+        (_request, response) => sendJson(response, 200, example.body),
+      ]);
+      const options = { baseUrl: api.server.url, tokenProvider: api.tokenProvider, http: { clock: manualClock(0) } };
+      const clients: Clients = {
+        modeler: new ModelerClient(options),
+        cluster: new ClusterManagementClient(options),
+        admin: new AdminClient(options),
+      };
+      const outcome = await example.send(clients).then(
+        () => "answered",
+        (error: unknown) => (error instanceof ApiError ? error.status : error),
+      );
+      expect({ index, outcome, requests: api.apiRequests() }).toEqual({
+        index,
+        outcome: example.attempts === 2 ? "answered" : 503,
+        requests: example.attempts,
+      });
+      await api.server.close();
+    }
   });
 
   it("rejects a successful answer whose body does not match the schema", async () => {
