@@ -48,6 +48,12 @@ describe("flowplane help and usage", () => {
       expect(result.stdout, argv.join(" ")).toContain(`Usage: flowplane ${argv.slice(0, -1).join(" ")}`.trimEnd());
     }
     expect((await cli(["token", "--help"])).stdout).toContain("SERVICE_CONSOLE_CLIENT_SECRET");
+    // The management URL's default holds only for a token endpoint on this machine (requireClusterManagementUrl).
+    for (const command of ["cluster", "backups"]) {
+      expect((await cli([command, "--help"])).stdout).toMatch(
+        /SERVICE_CLUSTER_MANAGEMENT_URL[^\n]*\n[^\n]*otherwise required/,
+      );
+    }
     expect((await cli(["--help"])).stdout).toMatch(/start[\s\S]*token[\s\S]*members/);
   });
 

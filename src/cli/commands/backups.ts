@@ -12,7 +12,7 @@ import { type CliIo, Interrupted } from "../io.js";
 import { ProgressLines } from "../progress-lines.js";
 import { sleepUnlessInterrupted } from "../sleep.js";
 import { printable, printableJson } from "../terminal-text.js";
-import { clientEnvironmentHelp, createClientContext } from "./client-context.js";
+import { clientEnvironmentHelp, clusterManagementUrlHelp, createClientContext } from "./client-context.js";
 
 interface CommonOptions {
   json?: boolean;
@@ -23,7 +23,7 @@ interface CommonOptions {
 const POLL_INTERVAL_MS = 1_000;
 
 const backupsEnvironmentHelp = `${clientEnvironmentHelp}
-  SERVICE_CLUSTER_MANAGEMENT_URL    the gateway's management port (default http://localhost:9600)`;
+${clusterManagementUrlHelp}`;
 
 /** Parses a backup id: a non-negative 64-bit integer, exactly (a bigint). */
 export function parseBackupId(value: string): bigint {

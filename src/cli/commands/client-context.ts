@@ -18,6 +18,11 @@ Environment:
   SERVICE_ADMIN_URL                 Administration API (default: SERVICE_OAUTH_URL without /oauth/token, plus /admin)
   ${tokenCacheVariable}  token cache file (default ~/.flowplane/tokens.json; "none" disables it)`;
 
+/** The help line of `SERVICE_CLUSTER_MANAGEMENT_URL`, for the commands that talk to a gateway's management port. */
+export const clusterManagementUrlHelp =
+  "  SERVICE_CLUSTER_MANAGEMENT_URL    the gateway's management port (default http://localhost:9600, only while\n" +
+  "                                    SERVICE_OAUTH_URL is on this machine; otherwise required)";
+
 /** The client settings and a token provider with the disk cache, both built from the command's environment. */
 export interface ClientContext {
   settings: ClientSettings;

@@ -32,7 +32,7 @@ import { type CliIo, CommandFailure, Interrupted, UsageError } from "../io.js";
 import { ProgressLines } from "../progress-lines.js";
 import { sleepUnlessInterrupted } from "../sleep.js";
 import { printable, printableJson } from "../terminal-text.js";
-import { clientEnvironmentHelp, createClientContext } from "./client-context.js";
+import { clientEnvironmentHelp, clusterManagementUrlHelp, createClientContext } from "./client-context.js";
 
 interface CommonOptions {
   json?: boolean;
@@ -60,7 +60,7 @@ const POLL_INTERVAL_MS = 500;
 const NEW_BROKERS_TIMEOUT_MS = 60_000;
 
 const clusterEnvironmentHelp = `${clientEnvironmentHelp}
-  SERVICE_CLUSTER_MANAGEMENT_URL    the gateway's management port (default http://localhost:9600)
+${clusterManagementUrlHelp}
   SERVICE_DATA_DIRECTORY            data directory of a local cluster (default ./data)`;
 
 /**
