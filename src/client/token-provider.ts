@@ -1,6 +1,14 @@
 import { decodeJwt } from "jose";
 import { maxProblemDetailCharacters, OAuthClientError, truncatedText } from "./errors.js";
-import { type Clock, type HttpOptions, headerValue, parseJsonBody, sendWithRetry, systemClock } from "./http.js";
+import {
+  type Clock,
+  type HttpOptions,
+  type HttpResponse,
+  headerValue,
+  parseJsonBody,
+  sendWithRetry,
+  systemClock,
+} from "./http.js";
 import {
   type CachedToken,
   secretDigest,
@@ -54,6 +62,18 @@ const defaultRefreshMarginMs = 60_000;
 /** Longest a token is kept, whatever its answer says: the platform issues tokens of minutes, never of days. */
 export const maxCachedLifetimeMs = 24 * 60 * 60 * 1000;
 const defaultRefreshFraction = 0.1;
+
+/**
+ * What a token endpoint's answer without an OAuth error says. A redirect is not followed (the client secret would go
+ * with it), so its `Location` is named: a proxy sending http to https, or an endpoint moved, answers this way.
+ */
+function tokenEndpointStatusText(response: HttpResponse): string {
+  const location = response.status >= 300 && response.status < 400 ? headerValue(response, "location") : undefined;
+  return location === undefined
+    ? `the token endpoint answered HTTP ${response.status}`
+    : `the token endpoint answered HTTP ${response.status}, redirecting to ${location.slice(0, 500)}; point ` +
+        "SERVICE_OAUTH_URL there";
+}
 
 /**
  * Obtains access tokens with the client-credentials grant and reuses them until shortly before they expire.
@@ -176,7 +196,7 @@ export class TokenProvider {
         errorDescription:
           typeof body?.error_description === "string"
             ? truncatedText(body.error_description, maxProblemDetailCharacters)
-            : `the token endpoint answered HTTP ${response.status}`,
+            : tokenEndpointStatusText(response),
         retryAfterSeconds: retryAfter !== undefined && /^\d+$/.test(retryAfter.trim()) ? Number(retryAfter) : undefined,
       });
     }

@@ -270,6 +270,30 @@ describe("TokenProvider and Retry-After", () => {
   });
 });
 
+describe("TokenProvider and a token endpoint that redirects", () => {
+  it("does not follow the redirect (the secret would go with it) and names where it leads", async () => {
+    const target = await scriptedServer([(_request, response) => sendJson(response, 200, { access_token: "t" })]);
+    const server = await scriptedServer([
+      (_request, response) => {
+        response.writeHead(308, { location: `${target.url}/oauth/token` });
+        response.end();
+      },
+    ]);
+    const provider = new TokenProvider({
+      credentials: { oauthUrl: `${server.url}/oauth/token`, clientId: "c", clientSecret: "s" },
+      defaultAudience: "admin-api",
+    });
+    const error = await provider.getToken().catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(OAuthClientError);
+    expect(error).toMatchObject({ status: 308 });
+    expect((error as Error).message).toContain(
+      `redirecting to ${target.url}/oauth/token; point SERVICE_OAUTH_URL there`,
+    );
+    expect({ asked: server.requests(), followed: target.requests() }).toEqual({ asked: 1, followed: 0 });
+    await Promise.all([server.close(), target.close()]);
+  });
+});
+
 describe("TokenProvider and the lifetime a token endpoint claims", () => {
   async function tokenAnswering(bodyText: string) {
     const server = await scriptedServer([
