@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
-import { open, readFile, rename, stat, unlink } from "node:fs/promises";
+import { lstat, open, readFile, rename, stat, unlink } from "node:fs/promises";
 import { basename, dirname, extname, join } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
 import {
@@ -129,21 +129,32 @@ function writeFailure(path: string, error: unknown): CommandFailure {
 /**
  * Writes a downloaded file into a directory under the name the server gave it: created exclusively and without
  * following a symbolic link at that name (another user may share the directory and plant one), so an existing file
- * is never overwritten unless `force`; with `force` an existing regular file is replaced, a link still is not followed.
+ * is never overwritten unless `force`. With `force` an existing regular file is replaced atomically, as
+ * `writeAtomically` does (a failed write leaves it whole); a link or anything but a regular file is still refused.
  */
 async function writeIntoDirectory(path: string, content: string, force: boolean): Promise<void> {
-  const flags =
-    constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW | (force ? constants.O_TRUNC : constants.O_EXCL);
+  if (force) {
+    const existing = await lstat(path).catch((error: NodeJS.ErrnoException) => {
+      if (error.code === "ENOENT") return undefined;
+      throw writeFailure(path, error);
+    });
+    if (existing?.isSymbolicLink() === true) {
+      throw new CommandFailure(`${printable(path)} is a symbolic link; refusing to write through it`);
+    }
+    if (existing !== undefined && !existing.isFile()) {
+      throw new CommandFailure(`${printable(path)} exists and is not a regular file; refusing to replace it`);
+    }
+    // Renamed over the name, never written through it: a link planted meanwhile is replaced, its target untouched.
+    if (existing !== undefined) return await writeAtomically(path, content);
+  }
   let handle: Awaited<ReturnType<typeof open>>;
   try {
-    handle = await open(path, flags, 0o666);
+    handle = await open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o666);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === "EEXIST") {
       throw new UsageError(`${printable(path)} already exists; give another -o, or add --force to replace it`);
     }
-    if (code === "ELOOP")
-      throw new CommandFailure(`${printable(path)} is a symbolic link; refusing to write through it`);
     throw writeFailure(path, error);
   }
   try {

@@ -2,7 +2,7 @@
  * `modeler download` against a fake platform that answers file names and content a colleague with modeler:create
  * could have stored: where the file lands, what it may replace, and what reaches a terminal.
  */
-import { chmod, lstat, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
+import { chmod, link, lstat, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -63,9 +63,26 @@ describe("modeler download -o <directory>", () => {
     expect(refused.stderr).toContain("--force");
     expect(await readFile(join(project, "package.json"), "utf8")).toBe('{"name":"mine"}\n');
 
+    // Replaced by a rename, not rewritten in place: a failed write would leave the old file whole, and a second name
+    // of the old file (a hard link) keeps its content. The replaced file's mode is kept.
+    await chmod(join(project, "package.json"), 0o640);
+    await link(join(project, "package.json"), join(project, "second-name.json"));
     const forced = await download([id, "-o", project, "--force"]);
     expect(forced.exitCode).toBe(exitCodes.ok);
     expect(await readFile(join(project, "package.json"), "utf8")).toContain("postinstall");
+    expect(await readFile(join(project, "second-name.json"), "utf8")).toBe('{"name":"mine"}\n');
+    expect((await stat(join(project, "package.json"))).mode & 0o777).toBe(0o640);
+    expect((await readdir(project)).sort()).toEqual(["package.json", "second-name.json"]);
+  });
+
+  it("refuses with --force to replace what is not a regular file", async () => {
+    const project = await freshDirectory();
+    await mkdir(join(project, "build.json"));
+    const id = serveFile("build.json", "{}");
+    const result = await download([id, "-o", project, "--force"]);
+    expect(result.exitCode).toBe(exitCodes.failure);
+    expect(result.stderr).toContain("is not a regular file");
+    expect((await stat(join(project, "build.json"))).isDirectory()).toBe(true);
   });
 
   it("never writes through a symbolic link planted at the server's name, not even with --force", async () => {
