@@ -219,8 +219,10 @@ export interface RaftStorage {
    */
   snapshotChunk(metadata: SnapshotMetadata, offset: number, maxBytes: number): Uint8Array | null;
   /**
-   * Durably writes the chunks of a snapshot being received (see `SnapshotReceipt`) and the progress of the receipt,
-   * so that after a restart `load` reports where it resumes. Resolves only once all of it is durable.
+   * Writes the chunks of a snapshot being received (see `SnapshotReceipt`) and the progress of the receipt, so that
+   * after a restart `load` reports where it resumes. May resolve before the chunks are durable (the progress `load`
+   * reports is then what became durable: a crash can lose the latest chunks), but a receipt that starts over resolves
+   * only once it is durable, and `finishSnapshotReceive` only once every chunk is.
    */
   receiveSnapshotChunks(receipt: SnapshotReceipt): Promise<void>;
   /**

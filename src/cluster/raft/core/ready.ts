@@ -54,9 +54,10 @@ export interface Ready {
   /** Entries to append durably; they replace any stored entries from the first one's index on. */
   readonly entriesToPersist: readonly Entry[];
   /**
-   * Chunks of a snapshot being received from the leader, in order: write them durably first
-   * (`RaftStorage.receiveSnapshotChunks`). The responses acknowledging them are in `messages`, so no chunk is
-   * acknowledged before it is durable, and a restarted member resumes the receipt where its durable bytes end.
+   * Chunks of a snapshot being received from the leader, in order: store them first
+   * (`RaftStorage.receiveSnapshotChunks`). The responses acknowledging them are in `messages`. A storage may
+   * acknowledge chunks whose writes are still in progress; a restarted member resumes the receipt where its durable
+   * bytes end, and the leader goes back there. The snapshot counts only once installed, after all of it is durable.
    */
   readonly snapshotReceipt: SnapshotReceipt | null;
   /**

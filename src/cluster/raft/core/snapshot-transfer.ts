@@ -14,7 +14,8 @@
  *
  * Receiver (`SnapshotReceiver`): accepts chunks only in order, each continuing where the bytes received so far end,
  * and keeps a running CRC-32C of them rather than the bytes themselves: the accepted chunks go to the storage in the
- * `Ready`, and are acknowledged only once durable. When the last chunk arrives the running checksum is compared with
+ * `Ready`, and are acknowledged once stored (a storage may acknowledge chunks still being written, which a crash can
+ * lose: the restarted member then names a lower offset, as after damage). When the last chunk arrives the running checksum is compared with
  * the snapshot's, so a mismatch is found without reading the stored snapshot back. Each accepted chunk's own CRC-32C
  * is computed once, here: the running checksum is derived from it, and the storage seals the stored chunk with it,
  * so a received byte is checksummed once, not twice.
@@ -53,7 +54,7 @@ export interface ChunkRange {
 
 /** The leader's side of one snapshot transfer to one member; see the module comment. */
 export class SnapshotTransfer {
-  /** Bytes the member acknowledged as durable: it expects the chunk starting here next. */
+  /** Bytes the member acknowledged as stored: it expects the chunk starting here next. */
   private acknowledged = 0;
   /** Start of the next chunk to send; the chunks in [acknowledged, next) are in flight. */
   private next = 0;
@@ -80,7 +81,7 @@ export class SnapshotTransfer {
     }
   }
 
-  /** Bytes the member acknowledged as durable. */
+  /** Bytes the member acknowledged as stored. */
   get acknowledgedOffset(): number {
     return this.acknowledged;
   }

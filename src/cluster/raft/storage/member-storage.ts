@@ -131,6 +131,13 @@ const PREPARE_BATCH_CHUNKS = 8;
  */
 const PREPARE_WRITES_IN_FLIGHT = 2;
 
+/**
+ * Most chunks of a snapshot being received whose writes may be in progress at once, counted in chunks of the largest
+ * size (`receiveSnapshotChunks`): a receipt that would exceed it waits for the oldest writes. Two windows of the
+ * broker's leader (16 chunks each), so the leader's window never waits on the disk while the disk keeps up.
+ */
+const RECEIPT_CHUNKS_IN_FLIGHT = 32;
+
 /** A snapshot whose chunks `prepareSnapshot` wrote: their slot, and the size and CRC-32C of the data they hold. */
 interface PreparedSnapshot {
   readonly slot: number;
@@ -223,6 +230,19 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   private readonly preparations = new Map<PreparedKey, Promise<PreparedSnapshot>>();
   /** Set by `destroy`: preparations stop at their next slice, their chunks unwritten. */
   private destroying = false;
+  /** Writes of received chunks in progress, oldest first, with their bytes (see `receiveSnapshotChunks`). */
+  private readonly receiptWrites: { readonly written: Promise<void>; readonly bytes: number }[] = [];
+  /** The bytes of `receiptWrites`. */
+  private receiptBytesInFlight = 0;
+  /** The first write of received chunks that failed: every later receipt, and the install, throws it. */
+  private receiptWriteFailure: Error | null = null;
+  /**
+   * While set, this storage's writes wait for it before they go to the environment, in the order they were made: an
+   * install waits there until every received chunk is durable (`holdWritesUntilReceiptsDurable`).
+   */
+  private writesHeld: Promise<void> | null = null;
+  /** Writes waiting for `writesHeld`; the last one to go clears it. */
+  private heldWriteCount = 0;
 
   /** What opening found damaged and set aside (see `damageFoundOnOpen`). */
   private readonly damage: string[] = [];
@@ -534,6 +554,8 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   /** Durably stores a snapshot newer than the current one, keeping only log entries after it that match it. */
   async installSnapshot(snapshot: Compaction): Promise<void> {
     this.assertOpen();
+    // A newer snapshot discards one being received, whose chunks must be in the database before their slot is freed.
+    this.holdWritesUntilReceiptsDurable();
     const metadata = copyMetadata(snapshot.metadata);
     const data = snapshot.data;
     const prepared = this.preparedSlots.get(data);
@@ -872,12 +894,22 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
    * receipt starts over, while this thread goes on receiving. Once synced they are the receipt's durable progress
    * (`recoverIncoming` counts them after a restart), so only a receipt that starts over commits a transaction (the
    * record naming the snapshot and its slot). Committing megabytes of chunks, then the progress, on this thread
-   * stopped the broker, socket reads included, for every batch of a transfer. A crash while chunks are written loses
-   * them whole or not at all (LMDB's transactions are atomic), and a slot no record refers to is cleared after the
-   * next start; no byte is ever acknowledged before its chunk is durable.
+   * stopped the broker, socket reads included, for every batch of a transfer.
+   *
+   * A receipt that continues the snapshot returns once its chunks are handed to the writer thread, not once they are
+   * durable, so their acknowledgement does not wait for a disk sync: at most `RECEIPT_CHUNKS_IN_FLIGHT` chunks are
+   * being written at once (a receipt beyond waits for the oldest writes), and the install waits for all of them
+   * (`finishSnapshotReceive`). Waiting for each receipt's sync before acknowledging it set the pace of the whole
+   * transfer. So a crash may lose chunks that were acknowledged: a restarted member counts only the chunks that are
+   * durable and verify, answers that lower offset, and the leader goes back to it (`SnapshotTransfer.tick`). LMDB
+   * commits the writes in order and each atomically, so what survives is always a prefix of what was received.
+   * Nothing Raft counts rests on the acknowledgements: the snapshot's index counts only once it is installed.
    */
   async receiveSnapshotChunks(receipt: SnapshotReceipt): Promise<void> {
     this.assertOpen();
+    if (this.receiptWriteFailure !== null) throw this.receiptWriteFailure;
+    // A receipt starting over discards what was received before: the earlier writes must be in the database first.
+    if (receipt.restart) await this.settleReceiptWrites(0);
     const metadata = copyMetadata(receipt.metadata);
     if (!isSnapshotMetadata(metadata)) {
       throw new Error("invalid snapshot metadata");
@@ -907,12 +939,27 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       );
       return { offset: chunk.offset, data: chunk.data, encoded, checksum: encodedChunkChecksum(encoded) };
     });
-    await this.writeReceivedChunks(slot, chunks);
-    // LMDB is done with the encoded chunks once they are durable: the next receipt encodes into their memory.
-    for (const chunk of chunks) this.environment.chunkBuffers.release(chunk.encoded);
+    // LMDB is done with the encoded chunks once they are durable: the next receipts encode into their memory (a
+    // failed write keeps them: what LMDB still reads is unknown).
+    const written = this.writeReceivedChunks(slot, chunks).then(
+      () => {
+        for (const chunk of chunks) this.environment.chunkBuffers.release(chunk.encoded);
+      },
+      (error: unknown) => {
+        this.receiptWriteFailure ??= error instanceof Error ? error : new Error(String(error));
+      },
+    );
+    if (receipt.restart) {
+      await written;
+      if (this.receiptWriteFailure !== null) throw this.receiptWriteFailure;
+    } else {
+      const bytes = chunks.reduce((total, chunk) => total + chunk.data.byteLength, 0);
+      this.receiptWrites.push({ written, bytes });
+      this.receiptBytesInFlight += bytes;
+    }
     if (!receipt.restart) {
-      // The chunks, durable now, are the receipt's durable progress (see `recoverIncoming`): no transaction, and no
-      // second sync, is needed to acknowledge them.
+      // The chunks, once durable, are the receipt's durable progress (see `recoverIncoming`): no transaction, and no
+      // second sync, is needed for them. Until then they are received, and acknowledged, but a crash may lose them.
       const staged = this.staged;
       const view = staged ?? this.durable;
       if (view.incoming === null || !sameSnapshot(view.incoming.metadata, metadata) || view.incoming.slot !== slot) {
@@ -921,6 +968,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       const incoming = progressedIncoming(view.incoming, chunks);
       this.durable = { ...this.durable, incoming };
       if (staged !== null) staged.incoming = incoming;
+      await this.settleReceiptWrites(RECEIPT_CHUNKS_IN_FLIGHT * this.snapshotChunkBytes);
       return;
     }
     return this.submit(() => {
@@ -960,7 +1008,43 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     await written;
   }
 
-  /** The snapshot being received, how many bytes of it are durable and their checksum, or null. */
+  /**
+   * Waits, oldest first, until at most `maxBytes` of received chunks are being written, then throws the failure of any
+   * such write: the storage refuses every later write then, and the replica must not go on as if they had happened.
+   */
+  private async settleReceiptWrites(maxBytes: number): Promise<void> {
+    while (this.receiptBytesInFlight > maxBytes) {
+      const oldest = this.receiptWrites[0];
+      if (oldest === undefined) throw new Error("invariant violated: received bytes in flight without their writes");
+      await oldest.written;
+      // Another caller waiting for the same write may have counted it out already.
+      if (this.receiptWrites[0] === oldest) {
+        this.receiptWrites.shift();
+        this.receiptBytesInFlight -= oldest.bytes;
+      }
+    }
+    if (this.receiptWriteFailure !== null) throw this.receiptWriteFailure;
+  }
+
+  /**
+   * Makes this storage's next writes wait, in the order they are made, until every received chunk is durable: a
+   * write that installs or discards the snapshot being received must not reach the journal before its chunks reach
+   * LMDB, and awaiting them before submitting would let writes made meanwhile overtake it.
+   */
+  private holdWritesUntilReceiptsDurable(): void {
+    if (this.receiptWrites.length === 0 && this.receiptWriteFailure === null) return;
+    const previous = this.writesHeld;
+    const settled = this.settleReceiptWrites(0);
+    const held = previous === null ? settled : previous.then(() => settled);
+    // Whoever waits on it sees its failure; nobody may be waiting yet.
+    held.catch(() => undefined);
+    this.writesHeld = held;
+  }
+
+  /**
+   * The snapshot being received, how many bytes of it were received and stored (their writes may still be in
+   * progress, see `receiveSnapshotChunks`) and their checksum, or null.
+   */
   incomingSnapshot(): IncomingSnapshotProgress | null {
     this.assertOpen();
     const incoming = this.durable.incoming;
@@ -981,6 +1065,8 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
    */
   async finishSnapshotReceive(): Promise<SnapshotMetadata> {
     this.assertOpen();
+    // The install makes the snapshot count: every chunk of it must be durable first.
+    this.holdWritesUntilReceiptsDurable();
     let outcome: { installed: SnapshotMetadata } | { mismatch: string } | null = null;
     await this.submit(() => {
       const staged = this.stagedView();
@@ -1035,6 +1121,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     this.destroying = true;
     await Promise.allSettled(this.preparations.values());
     await this.lastChunkWrite;
+    await this.settleReceiptWrites(0);
     await this.submit(() => {
       const staged = this.stagedView();
       this.dropEntriesThrough(staged, staged.lastIndex);
@@ -1083,6 +1170,8 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     // A preparation stops at its next slice once closed, or is writing its chunks already.
     await Promise.allSettled(this.preparations.values());
     await this.lastChunkWrite;
+    // Received chunks being written too; a failed one failed its replica already.
+    await this.settleReceiptWrites(0).catch(() => undefined);
     await this.lastWrite;
     if (this.ownsEnvironment) {
       await this.environment.close();
@@ -1091,12 +1180,36 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
 
   /** Submits a write to the environment's next transaction, remembering it so `close` can wait for it. */
   private submit(write: () => void, options: { readonly writesChunks?: boolean } = {}): Promise<void> {
-    const written = this.environment.submit(write, options);
+    const held = this.writesHeld;
+    const written = held === null ? this.environment.submit(write, options) : this.submitAfter(held, write, options);
     this.lastWrite = written.then(
       () => undefined,
       () => undefined,
     );
     return written;
+  }
+
+  /** `submit` once `held` settles; the last write waiting for it clears it, so later writes go straight on. */
+  private submitAfter(
+    held: Promise<void>,
+    write: () => void,
+    options: { readonly writesChunks?: boolean },
+  ): Promise<void> {
+    this.heldWriteCount += 1;
+    const release = (): void => {
+      this.heldWriteCount -= 1;
+      if (this.heldWriteCount === 0 && this.writesHeld === held) this.writesHeld = null;
+    };
+    return held.then(
+      () => {
+        release();
+        return this.environment.submit(write, options);
+      },
+      (error: unknown) => {
+        release();
+        throw error;
+      },
+    );
   }
 
   private assertOpen(): void {

@@ -885,6 +885,101 @@ describe("MemberStorage", () => {
       });
     });
 
+    it("acknowledges a receipt before its chunks are durable, with a bounded number in flight; installs only once all are durable; a crash loses only what was in flight", async () => {
+      await withTemporaryDirectory(async (directory) => {
+        const environment = StorageEnvironment.open({ directory, synchronousCommit: true });
+        // Holds every chunk write the storage hands to the writer thread until the test lets it through or fails it.
+        const held: { readonly start: () => void; readonly fail: () => void }[] = [];
+        const writeChunks = environment.writeChunks.bind(environment);
+        environment.writeChunks = (chunks, removals) =>
+          new Promise<void>((resolve, reject) => {
+            held.push({
+              start: () => writeChunks(chunks, removals).then(resolve, reject),
+              fail: () => reject(new Error("the machine stopped")),
+            });
+          });
+        const releaseHeld = async () => {
+          for (const write of held.splice(0)) write.start();
+          await environment.chunkOperationsSettled();
+        };
+        const chunkBytes = 4;
+        const storage = MemberStorage.openIn(environment, { scope: 1, snapshotChunkBytes: chunkBytes });
+        // 32 chunks may be in flight (two windows of the broker's leader); this snapshot holds 40 beyond the first.
+        const snapshot = makeSnapshot(10, 2, 41 * chunkBytes);
+        const chunk = (index: number) => receivedChunk(snapshot.data, index * chunkBytes, (index + 1) * chunkBytes);
+        const first = storage.receiveSnapshotChunks({ metadata: snapshot.metadata, restart: true, chunks: [chunk(0)] });
+        await vi.waitFor(() => expect(held).toHaveLength(1));
+        // A receipt starting over waits for its chunks: the record naming the snapshot must not precede them.
+        await releaseHeld();
+        await first;
+
+        for (let index = 1; index <= 32; index++) {
+          await storage.receiveSnapshotChunks({ metadata: snapshot.metadata, restart: false, chunks: [chunk(index)] });
+        }
+        expect({ held: held.length, received: storage.incomingSnapshot()?.receivedBytes }).toEqual({
+          held: 32,
+          received: 33 * chunkBytes,
+        });
+        // The 33rd chunk in flight is one too many: its receipt waits for the oldest write.
+        let settled = false;
+        const beyond = storage
+          .receiveSnapshotChunks({ metadata: snapshot.metadata, restart: false, chunks: [chunk(33)] })
+          .then(() => {
+            settled = true;
+          });
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        expect(settled).toBe(false);
+        await releaseHeld();
+        await beyond;
+        for (let index = 34; index < 40; index++) {
+          await storage.receiveSnapshotChunks({ metadata: snapshot.metadata, restart: false, chunks: [chunk(index)] });
+        }
+        // The last chunk completes the snapshot: its install waits until every chunk is durable.
+        await storage.receiveSnapshotChunks({ metadata: snapshot.metadata, restart: false, chunks: [chunk(40)] });
+        let installed = false;
+        const install = storage.finishSnapshotReceive().then(() => {
+          installed = true;
+        });
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        expect(installed).toBe(false);
+        await releaseHeld();
+        await install;
+        expect(storage.snapshot()?.data).toEqual(snapshot.data);
+
+        // The next receipt's writes never reach the disk (the machine stops): acknowledged, yet lost.
+        const next = makeSnapshot(60, 3, 8 * chunkBytes);
+        const nextChunk = (index: number) => receivedChunk(next.data, index * chunkBytes, (index + 1) * chunkBytes);
+        const started = storage.receiveSnapshotChunks({ metadata: next.metadata, restart: true, chunks: [nextChunk(0)] });
+        await vi.waitFor(() => expect(held).toHaveLength(1));
+        await releaseHeld();
+        await started;
+        for (let index = 1; index < 4; index++) {
+          await storage.receiveSnapshotChunks({ metadata: next.metadata, restart: false, chunks: [nextChunk(index)] });
+        }
+        for (const write of held.splice(0)) write.fail();
+        // The failure surfaces at the storage's next receipt or install, and each throws it from then on.
+        await new Promise((resolve) => setTimeout(resolve, 0));
+        await expect(
+          storage.receiveSnapshotChunks({ metadata: next.metadata, restart: false, chunks: [nextChunk(4)] }),
+        ).rejects.toThrow("the machine stopped");
+        await expect(storage.finishSnapshotReceive()).rejects.toThrow("the machine stopped");
+        await storage.close();
+        await environment.close();
+
+        // What a restart finds is the durable prefix: the first chunk; the leader is told that offset.
+        const reopenedEnvironment = StorageEnvironment.open({ directory, synchronousCommit: true });
+        const reopened = MemberStorage.openIn(reopenedEnvironment, { scope: 1, snapshotChunkBytes: chunkBytes });
+        expect((await reopened.load()).incomingSnapshot).toEqual({
+          metadata: next.metadata,
+          receivedBytes: chunkBytes,
+          receivedChecksum: crc32c(next.data.subarray(0, chunkBytes)),
+        });
+        expect(reopened.snapshot()?.data).toEqual(snapshot.data);
+        await reopened.close();
+        await reopenedEnvironment.close();
+      });
+    });
+
     it("starts over when a different snapshot is offered", async () => {
       await withStorage(async (storage) => {
         const older = makeSnapshot(10, 2, 8);
