@@ -1253,8 +1253,9 @@ export class RaftNode {
 
   /**
    * Receives one chunk. Accepted chunks go to the storage in the next `Ready` (`snapshotReceipt`) and their answers
-   * in its `messages`, so a chunk is acknowledged only once it is durable; nothing of the snapshot stays in memory
-   * here but its metadata, the bytes received and their running checksum.
+   * in its `messages`, so a chunk is acknowledged only once the storage has it (its write may still be in progress;
+   * the install waits until all are durable); nothing of the snapshot stays in memory here but its metadata, the
+   * bytes received and their running checksum.
    */
   private handleSnapshotChunk(message: SnapshotChunkMessage): void {
     const metadata = message.metadata;

@@ -112,7 +112,7 @@ export class SnapshotTransfer {
   }
 
   /**
-   * Applies an acknowledgement that the member holds the bytes before `offset` durably; returns whether it moved the
+   * Applies an acknowledgement that the member stored the bytes before `offset`; returns whether it moved the
    * window. Stale offsets (at or below the acknowledged one) change nothing. `offset` must lie inside the snapshot:
    * its end is acknowledged with `installed`, never with an offset, so an offset there (or beyond) is ignored too.
    */

@@ -554,8 +554,6 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   /** Durably stores a snapshot newer than the current one, keeping only log entries after it that match it. */
   async installSnapshot(snapshot: Compaction): Promise<void> {
     this.assertOpen();
-    // A newer snapshot discards one being received, whose chunks must be in the database before their slot is freed.
-    this.holdWritesUntilReceiptsDurable();
     const metadata = copyMetadata(snapshot.metadata);
     const data = snapshot.data;
     const prepared = this.preparedSlots.get(data);
@@ -577,9 +575,12 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       await this.discardPreparedSnapshot(data).catch(() => undefined);
       throw new Error(refusal);
     }
+    // A newer snapshot discards one being received, whose chunks must be in the database before their slot is freed;
+    // the hold is taken right before the write that waits for it, so a refusal above leaves none behind.
     if (prepared !== undefined) {
       this.preparedSlots.delete(data);
       const slot = prepared.slot;
+      this.holdWritesUntilReceiptsDurable();
       return this.submit(() => {
         const staged = this.stagedView();
         if (!this.isNewerSnapshot(staged, metadata)) {
@@ -598,6 +599,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     }
     // Not prepared: the chunks go into this write's own transaction, which keeps it in the order of the calls.
     const encodedChunks = this.encodeChunks(data as Uint8Array);
+    this.holdWritesUntilReceiptsDurable();
     return this.submit(
       () => {
         const staged = this.stagedView();
@@ -929,6 +931,10 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       }
     }
     const slot = receipt.restart || current === null ? this.reserveSlot() : current.slot;
+    const receiptBytes = receipt.chunks.reduce((total, chunk) => total + chunk.data.byteLength, 0);
+    // The bound holds before this receipt's buffers are taken from the pool, not only after.
+    if (!receipt.restart)
+      await this.settleReceiptWrites(RECEIPT_CHUNKS_IN_FLIGHT * this.snapshotChunkBytes - receiptBytes);
     const chunks = receipt.chunks.map((chunk) => {
       this.checkReceivedChunk(chunk.offset, chunk.data);
       // Memory LMDB is done with once the chunks are durable (the pool's module comment says why it is reused).
@@ -941,9 +947,10 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     });
     // LMDB is done with the encoded chunks once they are durable: the next receipts encode into their memory (a
     // failed write keeps them: what LMDB still reads is unknown).
+    const buffers = chunks.map((chunk) => chunk.encoded);
     const written = this.writeReceivedChunks(slot, chunks).then(
       () => {
-        for (const chunk of chunks) this.environment.chunkBuffers.release(chunk.encoded);
+        for (const buffer of buffers) this.environment.chunkBuffers.release(buffer);
       },
       (error: unknown) => {
         this.receiptWriteFailure ??= error instanceof Error ? error : new Error(String(error));
@@ -952,10 +959,9 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     if (receipt.restart) {
       await written;
       if (this.receiptWriteFailure !== null) throw this.receiptWriteFailure;
-    } else {
-      const bytes = chunks.reduce((total, chunk) => total + chunk.data.byteLength, 0);
-      this.receiptWrites.push({ written, bytes });
-      this.receiptBytesInFlight += bytes;
+    } else if (chunks.length > 0) {
+      this.receiptWrites.push({ written, bytes: receiptBytes });
+      this.receiptBytesInFlight += receiptBytes;
     }
     if (!receipt.restart) {
       // The chunks, once durable, are the receipt's durable progress (see `recoverIncoming`): no transaction, and no
@@ -968,7 +974,6 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       const incoming = progressedIncoming(view.incoming, chunks);
       this.durable = { ...this.durable, incoming };
       if (staged !== null) staged.incoming = incoming;
-      await this.settleReceiptWrites(RECEIPT_CHUNKS_IN_FLIGHT * this.snapshotChunkBytes);
       return;
     }
     return this.submit(() => {
@@ -1035,8 +1040,15 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     if (this.receiptWrites.length === 0 && this.receiptWriteFailure === null) return;
     const previous = this.writesHeld;
     const settled = this.settleReceiptWrites(0);
-    const held = previous === null ? settled : previous.then(() => settled);
-    // Whoever waits on it sees its failure; nobody may be waiting yet.
+    // Each is observed here: whoever waits on the hold sees its failure, and nobody may be waiting yet.
+    settled.catch(() => undefined);
+    const held =
+      previous === null
+        ? settled
+        : previous.then(
+            () => settled,
+            () => settled,
+          );
     held.catch(() => undefined);
     this.writesHeld = held;
   }
@@ -1121,7 +1133,8 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     this.destroying = true;
     await Promise.allSettled(this.preparations.values());
     await this.lastChunkWrite;
-    await this.settleReceiptWrites(0);
+    // A failed chunk write failed the environment too: the removal below says so if it must.
+    await this.settleReceiptWrites(0).catch(() => undefined);
     await this.submit(() => {
       const staged = this.stagedView();
       this.dropEntriesThrough(staged, staged.lastIndex);
@@ -1278,7 +1291,8 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
 
   /**
    * How far the receipt of `metadata` into `slot` came, as its stored chunks show it. Once a receipt has started, its
-   * chunks are its durable progress: each batch is written and synced before anything acknowledges it, and no record
+   * chunks are its durable progress: each batch is written and synced by LMDB's writer thread (perhaps after it was
+   * acknowledged, see `receiveSnapshotChunks`: the leader then goes back to the offset counted here), and no record
    * counts it (the record's own count, kept by earlier versions, is only a lower bound). Counts the chunks that
    * continue each other from byte 0 and verify, with their running checksum, reading one chunk at a time. Chunks
    * after a gap or a damaged chunk are not counted: the sender sends those bytes again (it goes back to the offset

@@ -46,6 +46,28 @@ function makeSnapshot(index: number, term: number, sizeBytes: number): Snapshot 
   return { metadata, data };
 }
 
+/**
+ * An environment in `directory` whose chunk writes (of the writer thread) wait until the test starts them all
+ * (`releaseHeld`) or fails one (`fail`, as a machine that stopped before they reached the disk).
+ */
+function environmentHoldingChunkWrites(directory: string) {
+  const environment = StorageEnvironment.open({ directory, synchronousCommit: true });
+  const held: { readonly start: () => void; readonly fail: () => void }[] = [];
+  const writeChunks = environment.writeChunks.bind(environment);
+  environment.writeChunks = (chunks, removals) =>
+    new Promise<void>((resolve, reject) => {
+      held.push({
+        start: () => writeChunks(chunks, removals).then(resolve, reject),
+        fail: () => reject(new Error("the machine stopped")),
+      });
+    });
+  const releaseHeld = async (): Promise<void> => {
+    for (const write of held.splice(0)) write.start();
+    await environment.chunkOperationsSettled();
+  };
+  return { environment, held, releaseHeld };
+}
+
 /** Opens storage in a fresh directory, runs `body`, and closes and removes everything afterwards. */
 async function withStorage(
   body: (storage: MemberStorage, directory: string) => Promise<void>,
@@ -885,23 +907,42 @@ describe("MemberStorage", () => {
       });
     });
 
+    it("keeps a write made while an install waits for received chunks behind that install", async () => {
+      await withTemporaryDirectory(async (directory) => {
+        const { environment, held, releaseHeld } = environmentHoldingChunkWrites(directory);
+        const storage = MemberStorage.openIn(environment, { scope: 1, snapshotChunkBytes: 4 });
+        const snapshot = makeSnapshot(10, 2, 8);
+        const first = storage.receiveSnapshotChunks({
+          metadata: snapshot.metadata,
+          restart: true,
+          chunks: [receivedChunk(snapshot.data, 0, 4)],
+        });
+        await vi.waitFor(() => expect(held).toHaveLength(1));
+        await releaseHeld();
+        await first;
+        await storage.receiveSnapshotChunks({
+          metadata: snapshot.metadata,
+          restart: false,
+          chunks: [receivedChunk(snapshot.data, 4, 8)],
+        });
+        // Made right after the install, and continuing the log at the snapshot's index: had it reached the journal
+        // before the install (whose chunks are not durable yet), it would leave a gap after the empty log.
+        const install = storage.finishSnapshotReceive();
+        const append = storage.append([entry(11, 2)], null);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        expect(storage.snapshotMetadata()).toBeNull();
+        await releaseHeld();
+        expect(await install).toEqual(snapshot.metadata);
+        await append;
+        expect(storage.entries(11, 12)).toEqual([entry(11, 2)]);
+        await storage.close();
+        await environment.close();
+      });
+    });
+
     it("acknowledges a receipt before its chunks are durable, with a bounded number in flight; installs only once all are durable; a crash loses only what was in flight", async () => {
       await withTemporaryDirectory(async (directory) => {
-        const environment = StorageEnvironment.open({ directory, synchronousCommit: true });
-        // Holds every chunk write the storage hands to the writer thread until the test lets it through or fails it.
-        const held: { readonly start: () => void; readonly fail: () => void }[] = [];
-        const writeChunks = environment.writeChunks.bind(environment);
-        environment.writeChunks = (chunks, removals) =>
-          new Promise<void>((resolve, reject) => {
-            held.push({
-              start: () => writeChunks(chunks, removals).then(resolve, reject),
-              fail: () => reject(new Error("the machine stopped")),
-            });
-          });
-        const releaseHeld = async () => {
-          for (const write of held.splice(0)) write.start();
-          await environment.chunkOperationsSettled();
-        };
+        const { environment, held, releaseHeld } = environmentHoldingChunkWrites(directory);
         const chunkBytes = 4;
         const storage = MemberStorage.openIn(environment, { scope: 1, snapshotChunkBytes: chunkBytes });
         // 32 chunks may be in flight (two windows of the broker's leader); this snapshot holds 40 beyond the first.
@@ -949,7 +990,11 @@ describe("MemberStorage", () => {
         // The next receipt's writes never reach the disk (the machine stops): acknowledged, yet lost.
         const next = makeSnapshot(60, 3, 8 * chunkBytes);
         const nextChunk = (index: number) => receivedChunk(next.data, index * chunkBytes, (index + 1) * chunkBytes);
-        const started = storage.receiveSnapshotChunks({ metadata: next.metadata, restart: true, chunks: [nextChunk(0)] });
+        const started = storage.receiveSnapshotChunks({
+          metadata: next.metadata,
+          restart: true,
+          chunks: [nextChunk(0)],
+        });
         await vi.waitFor(() => expect(held).toHaveLength(1));
         await releaseHeld();
         await started;
