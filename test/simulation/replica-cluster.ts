@@ -34,6 +34,7 @@ import { PartitionReplica } from "../../src/cluster/broker/partition-replica.js"
 import type { PublishMessageCommand } from "../../src/cluster/broker/protocol.js";
 import { encodeKey } from "../../src/cluster/engine/keys.js";
 import { PartitionEngine } from "../../src/cluster/engine/partition-engine.js";
+import type { SnapshotResponseMessage } from "../../src/cluster/raft/core/messages.js";
 import { type Configuration, type Member, SeededRandom, votersOf } from "../../src/cluster/raft/index.js";
 import { StorageEnvironment } from "../../src/cluster/raft/storage/environment.js";
 import { MemberStorage } from "../../src/cluster/raft/storage/member-storage.js";
@@ -93,9 +94,17 @@ export interface ReplicaSimulationResult {
   readonly commits: number;
   /** Snapshots received from a leader and installed. */
   readonly snapshotsInstalled: number;
+  /**
+   * Crashes of a replica receiving a snapshot that lost chunks it had acknowledged (it answers chunks before they are
+   * durable): the restarted replica holds less than the leader was told, and the transfer must go back.
+   */
+  readonly acknowledgedChunksLost: number;
   /** Digest of every answer, leadership, fault and change with its step: equal digests mean the same course. */
   readonly historyDigest: string;
 }
+
+/** Largest snapshot chunk of the simulated replicas. */
+const SNAPSHOT_CHUNK_BYTES = 256;
 
 /** The faults and changes a run counts, which a seed suite sums and holds to minimums. */
 export const REPLICA_COVERAGE_KEYS = [
@@ -109,6 +118,7 @@ export const REPLICA_COVERAGE_KEYS = [
   "heldRequestsAnsweredDone",
   "forcedReconfigurations",
   "snapshotsInstalled",
+  "acknowledgedChunksLost",
 ] as const;
 
 /** The coverage counters of one run. */
@@ -172,6 +182,8 @@ interface Broker {
   /** What its storage held durably when its last incarnation ended. */
   durable: DurableSummary | null;
   installedSnapshotsOfEndedIncarnations: number;
+  /** The snapshot whose chunks its current incarnation acknowledged, and the highest offset it acknowledged. */
+  acknowledgedReceipt: { readonly snapshotIndex: number; readonly offset: number } | null;
 }
 
 type ClientOperation =
@@ -262,6 +274,7 @@ export class ReplicaSimulation {
   private leadersElected = 0;
   private crashes = 0;
   private tornWrites = 0;
+  private acknowledgedChunksLost = 0;
   private lostWrites = 0;
   private restarts = 0;
   private membershipChanges = 0;
@@ -351,6 +364,7 @@ export class ReplicaSimulation {
       snapshotsTaken: this.snapshotsTaken,
       commits: this.commits + this.disks().reduce((sum, disk) => sum + disk.environment.transactionCount, 0),
       snapshotsInstalled: this.snapshotsInstalled(),
+      acknowledgedChunksLost: this.acknowledgedChunksLost,
       historyDigest: this.digest.digest("hex"),
     };
   }
@@ -461,6 +475,7 @@ export class ReplicaSimulation {
       gone: false,
       durable: null,
       installedSnapshotsOfEndedIncarnations: 0,
+      acknowledgedReceipt: null,
     };
     this.brokers.set(id, broker);
     return broker;
@@ -480,6 +495,7 @@ export class ReplicaSimulation {
     }
     const clock = this.time.view();
     const state = { alive: true, closing: false };
+    broker.acknowledgedReceipt = null;
     const replica = await PartitionReplica.open({
       partitionId: PARTITION_ID,
       memberId: broker.id,
@@ -490,8 +506,13 @@ export class ReplicaSimulation {
       snapshotIntervalEntries: this.snapshotIntervalEntries,
       maxPendingProposals: 64,
       maxApplyLagEntries: 10_000,
+      // Small chunks, so that a snapshot of the simulation's small states travels in many of them, in several
+      // receipts whose writes a crash can lose after they were acknowledged.
+      snapshotChunkBytes: SNAPSHOT_CHUNK_BYTES,
+      snapshotWindowChunks: 4,
       send: (_to, message) => {
         if (state.alive) {
+          if (message.type === "snapshotResponse") noteSnapshotAnswer(broker, message);
           this.network.send(detachedMessage(message), this.tick);
         }
       },
@@ -519,6 +540,11 @@ export class ReplicaSimulation {
     this.endIncarnation(broker, incarnation);
     incarnation.clock.freeze();
     broker.durable = await durableSummary(incarnation.disk.environment);
+    const acknowledged = broker.acknowledgedReceipt;
+    if (acknowledged !== null) {
+      const durableBytes = await durableReceiptBytes(incarnation.disk.environment, acknowledged.snapshotIndex);
+      if (durableBytes < acknowledged.offset) this.acknowledgedChunksLost += 1;
+    }
     const lostBefore = incarnation.disk.lostWrites;
     const torn = await incarnation.disk.crash(this.faultRandom.chance(0.5), this.faultRandom);
     const lost = incarnation.disk.lostWrites - lostBefore;
@@ -1278,6 +1304,36 @@ function changeOf(goal: MembershipGoal): MembershipChange {
       return { type: "remove", member: goal.member };
     case "priority":
       return { type: "setPriority", member: goal.member, priority: goal.priority };
+  }
+}
+
+/** Remembers the highest offset of a snapshot a broker's replica acknowledged, until it installs or rejects it. */
+function noteSnapshotAnswer(broker: Broker, message: SnapshotResponseMessage): void {
+  if (message.status !== "continue") {
+    broker.acknowledgedReceipt = null;
+    return;
+  }
+  const previous = broker.acknowledgedReceipt;
+  const offset =
+    previous?.snapshotIndex === message.snapshotIndex
+      ? Math.max(previous.offset, message.nextOffset)
+      : message.nextOffset;
+  broker.acknowledgedReceipt = { snapshotIndex: message.snapshotIndex, offset };
+}
+
+/**
+ * The bytes of the snapshot at `snapshotIndex` that the member's storage in `environment` holds durably: what a
+ * restart resumes from (infinite once that snapshot, or a newer one, is installed).
+ */
+async function durableReceiptBytes(environment: StorageEnvironment, snapshotIndex: number): Promise<number> {
+  const storage = MemberStorage.openIn(environment, { scope: PARTITION_ID });
+  try {
+    const persisted = await storage.load();
+    if ((persisted.snapshot?.index ?? 0) >= snapshotIndex) return Number.POSITIVE_INFINITY;
+    const incoming = persisted.incomingSnapshot;
+    return incoming !== null && incoming.metadata.index === snapshotIndex ? incoming.receivedBytes : 0;
+  } finally {
+    await storage.close();
   }
 }
 

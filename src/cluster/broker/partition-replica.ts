@@ -85,6 +85,11 @@ export interface PartitionReplicaOptions {
    * lets the receiver write more chunks per durable commit, and bounds the memory a transfer holds on both sides.
    */
   readonly snapshotWindowChunks?: number;
+  /**
+   * Largest chunk of a snapshot, sent and stored (default 1 MiB). The simulation uses small ones, so that its small
+   * states still travel in many chunks.
+   */
+  readonly snapshotChunkBytes?: number;
   /** Proposals waiting for their commit at once; beyond it publish answers `unavailable`. */
   readonly maxPendingProposals: number;
   /** Why the broker refuses new publications now (its buffered messages fill its memory), or null; asked per publish. */
@@ -219,6 +224,9 @@ interface WaitingRead {
 const SNAPSHOT_TRANSFER_COMPACTION_DEFERRAL = 4;
 /** How often a snapshot held back for a backup part looks whether it may go on. */
 const SNAPSHOT_BACKUP_PAUSE_MS = 20;
+/** Largest chunk of a snapshot, unless `snapshotChunkBytes` says otherwise. */
+const DEFAULT_SNAPSHOT_CHUNK_BYTES = 1024 * 1024;
+
 /** Chunks of a snapshot in flight per member receiving it, unless `snapshotWindowChunks` says otherwise. */
 const DEFAULT_SNAPSHOT_WINDOW_CHUNKS = 16;
 
@@ -363,7 +371,8 @@ export class PartitionReplica {
     if (options.heartbeatIntervalMs < 1 || options.electionTimeoutMs <= options.heartbeatIntervalMs) {
       throw new Error("invariant violated: the election timeout must be longer than the heartbeat interval");
     }
-    const storage = MemberStorage.openIn(options.environment, { scope: options.partitionId });
+    const snapshotChunkBytes = options.snapshotChunkBytes ?? DEFAULT_SNAPSHOT_CHUNK_BYTES;
+    const storage = MemberStorage.openIn(options.environment, { scope: options.partitionId, snapshotChunkBytes });
     for (const damage of storage.damageFoundOnOpen) {
       options.logger.warn(
         { partitionId: options.partitionId, damage },
@@ -387,7 +396,7 @@ export class PartitionReplica {
         maxInflightBytes: 8 * 1024 * 1024,
         maxEntriesPerMessage: 1024,
         maxBytesPerMessage: 1024 * 1024,
-        snapshotChunkBytes: 1024 * 1024,
+        snapshotChunkBytes,
         // Resent after an election timeout without progress.
         snapshotWindowChunks: options.snapshotWindowChunks ?? DEFAULT_SNAPSHOT_WINDOW_CHUNKS,
         snapshotResendTicks: electionTimeoutTicks,
