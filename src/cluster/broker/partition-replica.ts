@@ -403,10 +403,12 @@ export class PartitionReplica {
         maxCommittedEntriesPerReady: 1024,
         maxPendingReads: 1024,
         maxUncommittedEntries: 8192,
-        // One append message's worth of entries, for three heartbeats: a learner that keeps that close under load is
-        // as good as caught up, and its promotion cannot make the group wait for it.
+        // One append message's worth of entries, at the acknowledgement that brought the learner there and again at
+        // the next heartbeat: a learner that keeps that close under load is as good as caught up, and its promotion
+        // cannot make the group wait for it. Each further heartbeat of waiting delayed every join by as much, with
+        // nothing gained, since the lag already bounds what the group could wait for.
         promotionLagEntries: 1024,
-        promotionStableTicks: 3,
+        promotionStableTicks: 1,
         // Election timeouts only need to differ between members; the seed is not security-relevant.
         random: new SeededRandom(
           options.randomSeed ?? (options.clock ?? systemClock).now() ^ (options.memberId * 7919 + options.partitionId),

@@ -1,12 +1,16 @@
 /**
  * A replica on an injected clock (`PartitionReplicaOptions.clock`, as the real-driver simulation runs it): it ticks
  * only when that clock says so, stamps publications and expires reads with that clock's time, waits on it while
- * handing leadership over, and its election timeouts follow `randomSeed`.
+ * handing leadership over, and its election timeouts follow `randomSeed`; counted in its heartbeats, a learner it leads
+ * is promoted one heartbeat after it caught up.
  */
 import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
+import type { MembershipAnswer } from "../../../src/cluster/broker/membership.js";
 import { PartitionReplica, type ReplicaClock } from "../../../src/cluster/broker/partition-replica.js";
+import type { Message } from "../../../src/cluster/raft/index.js";
 import { StorageEnvironment } from "../../../src/cluster/raft/storage/environment.js";
+import { detachedMessage } from "../../support/replica-messages.js";
 import { removeDirectory, temporaryDirectory } from "./support.js";
 
 const HEARTBEAT_MS = 10;
@@ -57,24 +61,40 @@ describe("PartitionReplica on an injected clock", () => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   });
 
-  async function openReplica(clock: ManualClock, randomSeed = 42): Promise<PartitionReplica> {
+  /** Where a replica sends its messages, and what it logs (silent unless `logLines` is given). */
+  interface Wiring {
+    readonly memberId: number;
+    readonly bootstrap: boolean;
+    readonly send: (to: number, message: Message) => void;
+    readonly logLines?: Record<string, unknown>[];
+  }
+
+  async function openReplica(
+    clock: ManualClock,
+    randomSeed = 42,
+    wiring: Wiring = { memberId: 0, bootstrap: true, send: () => {} },
+  ): Promise<PartitionReplica> {
     const directory = await temporaryDirectory("clock");
     const environment = StorageEnvironment.open({ directory, synchronousCommit: true });
+    const logLines = wiring.logLines;
     const replica = await PartitionReplica.open({
       partitionId: 1,
-      memberId: 0,
+      memberId: wiring.memberId,
       environment,
-      bootstrap: [{ id: 0, role: "voter", priority: 1 }],
+      bootstrap: wiring.bootstrap ? [{ id: wiring.memberId, role: "voter", priority: 1 }] : null,
       heartbeatIntervalMs: HEARTBEAT_MS,
       electionTimeoutMs: 50,
       snapshotIntervalEntries: 1_000,
       maxPendingProposals: 16,
       maxApplyLagEntries: 100,
-      send: () => {},
+      send: wiring.send,
       onFailure: (error) => {
         throw error;
       },
-      logger: pino({ level: "silent" }),
+      logger:
+        logLines === undefined
+          ? pino({ level: "silent" })
+          : pino({ level: "info" }, { write: (line: string) => logLines.push(JSON.parse(line)) }),
       clock,
       randomSeed,
     });
@@ -148,6 +168,62 @@ describe("PartitionReplica on an injected clock", () => {
     }
     await handingOver;
     expect(handedOver).toBe(true);
+  });
+
+  it("promotes a learner at the first heartbeat after it caught up", async () => {
+    const clock = new ManualClock();
+    const replicas = new Map<number, PartitionReplica>();
+    const logLines: Record<string, unknown>[] = [];
+    const send = (to: number, message: Message) => replicas.get(to)?.receive(detachedMessage(message));
+    const leader = await openReplica(clock, 42, { memberId: 0, bootstrap: true, send, logLines });
+    replicas.set(0, leader);
+    replicas.set(1, await openReplica(clock, 43, { memberId: 1, bootstrap: false, send }));
+    await ticksUntilLeader(clock, leader);
+    for (let sequence = 0; sequence < 20; sequence += 1) {
+      await leader.publish({
+        name: "n",
+        correlationKey: `c${sequence}`,
+        timeToLiveMs: 60_000,
+        variables: {},
+        tenantId: "<default>",
+      });
+    }
+    const settled = async (answer: Promise<MembershipAnswer>): Promise<MembershipAnswer> => {
+      let result: MembershipAnswer | undefined;
+      void answer.then((value) => {
+        result = value;
+      });
+      for (let heartbeat = 0; heartbeat < 100 && result === undefined; heartbeat += 1) {
+        clock.advance(HEARTBEAT_MS);
+        await realPause(1);
+      }
+      if (result === undefined) throw new Error("no answer within 100 heartbeats");
+      return result;
+    };
+    expect(
+      await settled(leader.changeMembership({ type: "addLearner", member: 1, priority: 1 }, 10_000)),
+    ).toMatchObject({
+      outcome: "done",
+    });
+    // Held until the promotion commits; count the heartbeats from the one at which the learner was caught up.
+    let answer: MembershipAnswer | undefined;
+    void leader.changeMembership({ type: "promote", member: 1 }, 10_000).then((value) => {
+      answer = value;
+    });
+    let caughtUpAt: number | undefined;
+    let heartbeat = 0;
+    for (; heartbeat < 100 && answer === undefined; heartbeat += 1) {
+      clock.advance(HEARTBEAT_MS);
+      await realPause(1);
+      if (caughtUpAt === undefined && logLines.some((line) => line.msg === "a learner caught up")) {
+        caughtUpAt = heartbeat;
+      }
+    }
+    expect(answer).toMatchObject({ outcome: "done" });
+    expect(caughtUpAt).toBeDefined();
+    // The broker promotes after one heartbeat of stability (it waited three before, 0.2–0.3 s of every join): the
+    // promotion is proposed at the heartbeat that found the learner still caught up, and commits before the next.
+    expect(heartbeat - 1 - (caughtUpAt ?? 0)).toBeLessThanOrEqual(1);
   });
 
   it("draws its election timeouts from the seed it is given", async () => {
