@@ -54,11 +54,6 @@ export class Inflights {
     return this.items.length >= this.maxMessages || this.totalBytes >= this.maxBytes;
   }
 
-  /** Bytes still allowed in flight before the window is full. */
-  remainingBytes(): number {
-    return Math.max(0, this.maxBytes - this.totalBytes);
-  }
-
   /** Number of messages in flight. */
   count(): number {
     return this.items.length;

@@ -68,7 +68,10 @@ export interface RaftNodeOptions {
   readonly heartbeatTimeoutTicks: number;
   /** Flow control: append messages in flight to one member. */
   readonly maxInflightMessages: number;
-  /** Flow control: entry bytes in flight to one member. */
+  /**
+   * Flow control: entry bytes in flight to one member. Nothing more is sent once they reach it; the message that
+   * reaches it may carry up to `maxBytesPerMessage`, so the bytes in flight stay below the sum of the two.
+   */
   readonly maxInflightBytes: number;
   /** Batching: entries per append message. */
   readonly maxEntriesPerMessage: number;
@@ -925,13 +928,17 @@ export class RaftNode {
     if (prevIndex > lastIndex) throw new Error(`raft: next index ${progress.next} of ${member} beyond ${lastIndex}`);
     const prevTerm = this.log.term(prevIndex);
     if (prevTerm === null) return this.startSnapshotTransfer(progress);
-    const byteBudget =
-      progress.state === "replicate"
-        ? Math.min(this.options.maxBytesPerMessage, progress.inflights.remainingBytes())
-        : this.options.maxBytesPerMessage;
+    // Every message is cut at the same size, whatever room the window has left: cut to that room, the message after a
+    // full one carried the remainder (with entries of 16 KiB, 63 and then 1 in turn), which doubled the appends, their
+    // answers and the member's durable writes while it caught up.
     const entries =
       progress.next <= lastIndex
-        ? this.log.entries(progress.next, lastIndex + 1, this.options.maxEntriesPerMessage, byteBudget)
+        ? this.log.entries(
+            progress.next,
+            lastIndex + 1,
+            this.options.maxEntriesPerMessage,
+            this.options.maxBytesPerMessage,
+          )
         : [];
     if (entries.length === 0 && !sendIfEmpty) return false;
     // Under load about half the appends only announce a new commit index to a member in sync; answering them would

@@ -23,7 +23,7 @@ const CHECKSUM_BYTES = 4;
  * Entry layout: crc32c u32 | version u8 | kind u8 | reserved u16 | index u64 | term u64 | data. Integers are
  * big-endian; u64 fields hold JavaScript safe integers.
  */
-const ENTRY_HEADER_BYTES = 24;
+export const ENTRY_HEADER_BYTES = 24;
 
 const TWO_TO_THE_32 = 2 ** 32;
 
@@ -134,14 +134,22 @@ export function verifyEntry(
  * key (a misdirected write) is corruption too.
  */
 export function decodeEntry(value: Uint8Array, expectedIndex: number): Entry {
+  const entry = decodeOwnedEntry(value, expectedIndex);
+  // Copy the payload into a plain Uint8Array: LMDB may hand out a Buffer whose memory it reuses, and a Buffer's
+  // `slice` would only be a view of it.
+  return { ...entry, data: new Uint8Array(entry.data) };
+}
+
+/**
+ * Decodes and verifies one log entry as `decodeEntry` does, its data a view of `value` instead of a copy: for a value
+ * read into memory that belongs to the caller alone, which nothing reuses or writes afterwards.
+ */
+export function decodeOwnedEntry(value: Uint8Array, expectedIndex: number): Entry {
   const kind = verifyEntry(value, expectedIndex);
   const view = viewOf(value);
   const index = readUint64(view, 8);
   const term = readUint64(view, 16);
-  // Copy the payload into a plain Uint8Array: LMDB may hand out a Buffer whose memory it reuses, and a Buffer's
-  // `slice` would only be a view of it.
-  const data = new Uint8Array(value.subarray(ENTRY_HEADER_BYTES));
-  return { index, term, kind, data };
+  return { index, term, kind, data: value.subarray(ENTRY_HEADER_BYTES) };
 }
 
 /** Encodes a structured record (hard state, snapshot metadata, …) as msgpack inside a checksummed frame. */

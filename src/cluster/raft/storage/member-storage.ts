@@ -40,7 +40,9 @@ import {
   chunkDataView,
   decodeChunk,
   decodeEntry,
+  decodeOwnedEntry,
   decodeRecord,
+  ENTRY_HEADER_BYTES,
   encodeChunk,
   encodeChunkInto,
   encodedChunkBytes,
@@ -462,20 +464,23 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
    * Reads and verifies entries in [fromIndex, toIndex) from the journal, stopping after the first entry once their
    * data exceeds `maxBytes`.
    */
+  /**
+   * Reads entries from disk up to `maxBytes` of data (the entry that passes it included). Each entry is read into
+   * memory of its own, which its data then is a view of, and neighbours in the journal are read with one system call
+   * (`readRangeInto`): a member catching up from the log is sent megabytes of entries per turn, and reading them one
+   * call and two copies at a time held the leader's thread about twice as long.
+   */
   private readEntries(fromIndex: number, toIndex: number, maxBytes: number): Entry[] {
-    const result: Entry[] = [];
+    const targets: Uint8Array[] = [];
     let bytes = 0;
-    for (let index = fromIndex; index < toIndex; index += 1) {
-      const value = this.environment.log.get(this.scope, index);
-      if (value === undefined) {
-        throw new StorageCorruptionError(`log entry ${index}`, "entry is missing");
-      }
-      const entry = decodeEntry(value, index);
-      result.push(entry);
-      bytes += entry.data.byteLength;
-      if (bytes > maxBytes) break;
+    for (let index = fromIndex; index < toIndex && bytes <= maxBytes; index += 1) {
+      const size = this.environment.log.sizeOf(this.scope, index);
+      if (size === undefined) throw new StorageCorruptionError(`log entry ${index}`, "entry is missing");
+      targets.push(new Uint8Array(size));
+      bytes += size - ENTRY_HEADER_BYTES;
     }
-    return result;
+    this.environment.log.readRangeInto(this.scope, fromIndex, targets);
+    return targets.map((target, position) => decodeOwnedEntry(target, fromIndex + position));
   }
 
   /** Term at `index` (the snapshot's at its index, 0 at index 0); null outside the stored log. */

@@ -6,6 +6,7 @@ import type {
   SnapshotChunkMessage,
   VoteResponseMessage,
 } from "../../../../src/cluster/raft/core/messages.js";
+import type { RaftNodeOptions } from "../../../../src/cluster/raft/core/raft.js";
 import { SeededRandom } from "../../../../src/cluster/raft/core/random.js";
 import type { Ready } from "../../../../src/cluster/raft/core/ready.js";
 import { snapshotChecksum } from "../../../../src/cluster/raft/core/snapshot-transfer.js";
@@ -1301,12 +1302,15 @@ describe("flow control", () => {
     expect(group.node(leader).propose(encoder.encode("p")).accepted).toBe(true);
   });
 
-  function inflightAppends(maxInflightMessages: number, maxInflightBytes: number): number {
-    const group = new ScriptedGroup(voters(1, 2, 3), {
-      maxInflightMessages,
-      maxInflightBytes,
-      maxEntriesPerMessage: 1,
-    });
+  /**
+   * The entries of each append a leader sends to a follower whose answers never arrive, while ten entries of 60 bytes
+   * are proposed: one at a time (each flushed before the next), or all at once.
+   */
+  function appendsToUnansweringFollower(
+    overrides: Partial<RaftNodeOptions>,
+    proposing: "one at a time" | "all at once",
+  ): number[] {
+    const group = new ScriptedGroup(voters(1, 2, 3), overrides);
     const leader = group.electLeader();
     group.propose("warm-up");
     const follower = [1, 2, 3].find((id) => id !== leader) ?? 0;
@@ -1314,15 +1318,29 @@ describe("flow control", () => {
     const before = group.delivered.length;
     for (let index = 0; index < 10; index++) {
       group.node(leader).propose(new Uint8Array(60));
-      group.flush();
+      if (proposing === "one at a time") group.flush();
     }
+    group.flush();
     return group.delivered
       .slice(before)
-      .filter((message) => message.type === "append" && message.to === follower && message.entries.length > 0).length;
+      .filter((message) => message.type === "append" && message.to === follower && message.entries.length > 0)
+      .map((message) => (message.type === "append" ? message.entries.length : 0));
+  }
+
+  function inflightAppends(maxInflightMessages: number, maxInflightBytes: number): number {
+    const overrides = { maxInflightMessages, maxInflightBytes, maxEntriesPerMessage: 1 };
+    return appendsToUnansweringFollower(overrides, "one at a time").length;
   }
 
   it("a leader keeps at most maxInflightMessages appends in flight to a replicating member", () => {
     expect(inflightAppends(3, 1 << 20)).toBe(3);
+  });
+
+  it("a message cut when the window is nearly full still carries a whole message's entries, not the window's rest", () => {
+    // Entries of 60 bytes (84 counted in flight): a message carries 3 (180 bytes of data); the window is full at 300.
+    const overrides = { maxInflightMessages: 100, maxInflightBytes: 300, maxBytesPerMessage: 180 };
+    // Cut to the 48 bytes left after the first, the second message carried a single entry.
+    expect(appendsToUnansweringFollower(overrides, "all at once")).toEqual([3, 3]);
   });
 
   it("a leader keeps at most maxInflightBytes of entries in flight to a replicating member", () => {
