@@ -442,6 +442,9 @@ describe("the snapshots of a broker writing a backup part", () => {
   });
 
   it("past the writer's bound, give up only the running part: a later backup's reserved part fails saying why", async () => {
+    // Backup 1's part waits in the store when it is given up, so that it ends only once the store answers: given up
+    // before its first store call, it would end at once, before backup 2's.
+    await waitFor(() => heldWrites() > 0, "the part's write hangs");
     await recordBackup(2n, 2);
     await writer.takeCheckpoint(2n);
     const limit = BACKUP_PART_LOG_LIMIT_INTERVALS * 10;

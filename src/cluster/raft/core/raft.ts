@@ -69,8 +69,9 @@ export interface RaftNodeOptions {
   /** Flow control: append messages in flight to one member. */
   readonly maxInflightMessages: number;
   /**
-   * Flow control: entry bytes in flight to one member. Nothing more is sent once they reach it; the message that
-   * reaches it may carry up to `maxBytesPerMessage`, so the bytes in flight stay below the sum of the two.
+   * Flow control: entry bytes in flight to one member (data and overhead, as `entriesSizeBytes` counts them). Nothing
+   * more is sent once they reach it, but the message that reaches it is a whole one (`maxBytesPerMessage` of data,
+   * or a single larger entry), so they may pass it by that message.
    */
   readonly maxInflightBytes: number;
   /** Batching: entries per append message. */

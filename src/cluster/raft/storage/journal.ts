@@ -541,8 +541,16 @@ export class Journal {
       const spanBytes = end - first.offset;
       this.rangeScratch ??= Buffer.allocUnsafe(MAX_RANGE_READ_BYTES);
       const span = this.rangeScratch.subarray(0, spanBytes);
-      if (readInto(first.segment.fd, span, first.offset) !== spanBytes) {
-        throw new StorageCorruptionError(`log entry ${index + count - 1}`, "the journal ends inside the entry");
+      const bytesRead = readInto(first.segment.fd, span, first.offset);
+      if (bytesRead !== spanBytes) {
+        // Named as a read of each entry alone would name it: the first entry of the run that the file's end cuts.
+        let cut = 0;
+        while (cut < count - 1) {
+          const location = this.entryIndex.get(scope)?.get(index + cut) as EntryLocation;
+          if (location.offset + location.length - first.offset > bytesRead) break;
+          cut += 1;
+        }
+        throw new StorageCorruptionError(`log entry ${index + cut}`, "the journal ends inside the entry");
       }
       for (let offsetInRun = 0; offsetInRun < count; offsetInRun += 1) {
         const location = this.entryIndex.get(scope)?.get(index + offsetInRun) as EntryLocation;

@@ -462,13 +462,10 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
 
   /**
    * Reads and verifies entries in [fromIndex, toIndex) from the journal, stopping after the first entry once their
-   * data exceeds `maxBytes`.
-   */
-  /**
-   * Reads entries from disk up to `maxBytes` of data (the entry that passes it included). Each entry is read into
-   * memory of its own, which its data then is a view of, and neighbours in the journal are read with one system call
-   * (`readRangeInto`): a member catching up from the log is sent megabytes of entries per turn, and reading them one
-   * call and two copies at a time held the leader's thread about twice as long.
+   * data exceeds `maxBytes`. Each entry is read into memory of its own, which its data then is a view of, and
+   * neighbours in the journal are read with one system call (`readRangeInto`): a member catching up from the log is
+   * sent megabytes of entries per turn, and reading them one call and two copies at a time held the leader's thread
+   * about twice as long.
    */
   private readEntries(fromIndex: number, toIndex: number, maxBytes: number): Entry[] {
     const targets: Uint8Array[] = [];

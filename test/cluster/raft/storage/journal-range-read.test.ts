@@ -55,6 +55,16 @@ function expectValues(targets: readonly Uint8Array[], scope: number, fromIndex: 
   }
 }
 
+/** A journal in `directory` holding entries 1..`count` of scope 1, `sizeBytes` each, committed in one transaction. */
+function journalHolding(directory: string, count: number, sizeBytes: number): Journal {
+  const journal = Journal.open({ directory });
+  journal.begin();
+  for (let index = 1; index <= count; index += 1) journal.entries.put(1, index, entryValue(1, index, sizeBytes));
+  journal.seal();
+  journal.commitSync();
+  return journal;
+}
+
 /** Reads the range and answers how many read system calls it took. */
 function readsOf(journal: Journal, scope: number, fromIndex: number, targets: readonly Uint8Array[]): number {
   readSync.mockClear();
@@ -142,13 +152,23 @@ describe("Journal.entries.readRangeInto", () => {
     });
   });
 
+  it("names the entry a file cut short ends inside, not the last entry of the run", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const journal = journalHolding(directory, 6, 300);
+      const targets = targetsFor(journal, 1, 1, 6);
+      const [, path, offset] = /^(.*) at byte (\d+)$/.exec(journal.entries.locate(1, 3) ?? "") ?? [];
+      // Damage from outside while the journal is open: the segment now ends in the middle of entry 3.
+      fs.truncateSync(path as string, Number(offset) + 100);
+      expect(() => journal.entries.readRangeInto(1, 1, targets)).toThrow(
+        /log entry 3: the journal ends inside the entry/,
+      );
+      await journal.close();
+    });
+  });
+
   it("takes entries of the running transaction from memory and refuses a missing entry or a target of another size", async () => {
     await withTemporaryDirectory(async (directory) => {
-      const journal = Journal.open({ directory });
-      journal.begin();
-      for (let index = 1; index <= 3; index += 1) journal.entries.put(1, index, entryValue(1, index, 50));
-      journal.seal();
-      journal.commitSync();
+      const journal = journalHolding(directory, 3, 50);
       journal.begin();
       journal.entries.put(1, 3, entryValue(1, 30, 50));
       journal.entries.put(1, 4, entryValue(1, 4, 50));

@@ -72,10 +72,9 @@ function environmentHoldingChunkWrites(directory: string) {
 async function withStorage(
   body: (storage: MemberStorage, directory: string) => Promise<void>,
   snapshotChunkBytes = 1024,
-  entryCacheBytes?: number,
 ): Promise<void> {
   await withTemporaryDirectory(async (directory) => {
-    const storage = MemberStorage.open({ directory, snapshotChunkBytes, entryCacheBytes });
+    const storage = MemberStorage.open({ directory, snapshotChunkBytes });
     try {
       await body(storage, directory);
     } finally {
@@ -171,24 +170,6 @@ describe("MemberStorage", () => {
         await storage.close();
       }
     });
-  });
-
-  it("reads entries from disk each into memory of its own, so an entry kept holds none of its neighbours", async () => {
-    // No cache room: every entry comes from disk.
-    await withStorage(
-      async (storage) => {
-        const written = entriesFrom(1, 6, 1);
-        await storage.append(written, null);
-        const read = storage.entries(1, 7);
-        expect(read).toEqual(written);
-        const buffers = new Set(read.map((entry) => entry.data.buffer));
-        expect(buffers.size).toBe(read.length);
-        // The entry's stored header at most besides its data: the engine keeps a message in the memory it arrived in.
-        for (const entry of read) expect(entry.data.buffer.byteLength).toBeLessThanOrEqual(entry.data.byteLength + 24);
-      },
-      1024,
-      0,
-    );
   });
 
   it("commits on the calling thread when asked, as durably", async () => {
