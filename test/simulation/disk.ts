@@ -14,6 +14,7 @@ import {
   type PersistedState,
   type RaftStorage,
   type Snapshot,
+  type SnapshotChunkRead,
   type SnapshotMetadata,
   type SnapshotReceipt,
 } from "../../src/cluster/raft/types.js";
@@ -140,13 +141,14 @@ export class SimulatedDisk implements RaftStorage {
   }
 
   /** A copy of the range, as a read from a disk would be: the caller never aliases the stored snapshot. */
-  snapshotChunk(metadata: SnapshotMetadata, offset: number, maxBytes: number): Uint8Array | null {
+  snapshotChunk(metadata: SnapshotMetadata, offset: number, maxBytes: number): SnapshotChunkRead | null {
     const stored = this.latestSnapshot;
     if (!stored || !sameSnapshot(stored.metadata, metadata)) return null;
     if (offset < 0 || offset > stored.data.byteLength || maxBytes < 1) {
       throw new Error(`disk: snapshot range of ${maxBytes} bytes at ${offset} outside ${stored.data.byteLength}`);
     }
-    return stored.data.slice(offset, offset + maxBytes);
+    const data = stored.data.slice(offset, offset + maxBytes);
+    return { data, checksum: crc32c(data) >>> 0 };
   }
 
   /** The snapshot being received and how much of it is durable, or null. */

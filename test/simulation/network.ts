@@ -1,9 +1,13 @@
 /**
  * Simulated network: messages are delayed by a random number of ticks (which reorders them), dropped or
  * duplicated with configurable probabilities, and blocked by partitions, which may be asymmetric (A reaches B while B
- * does not reach A). Snapshot chunks may also arrive with a damaged byte, which only the receiver's checksum of the
- * whole snapshot can tell.
+ * does not reach A). Snapshot chunks may also arrive with a damaged byte: most of them damaged on the way, which the
+ * checksum sent with the chunk tells, one in ten damaged before the sender computed that checksum (as a sender's
+ * memory could be, far more rarely than that in truth), which only the checksum of the whole snapshot tells. Such a
+ * damage makes the member reject the snapshot and the transfer start over, so a larger share would make transfers of
+ * many chunks under chaos start over most of the time.
  */
+import { crc32c } from "@node-rs/crc32";
 import type { Message } from "../../src/cluster/raft/core/messages.js";
 import type { SeededRandom } from "../../src/cluster/raft/core/random.js";
 import type { MemberId } from "../../src/cluster/raft/types.js";
@@ -41,7 +45,19 @@ export class SimulatedNetwork {
   };
   sent = 0;
 
-  constructor(private readonly random: SeededRandom) {}
+  /** When each link's latest snapshot chunk is due (`orderedSnapshotChunks`). */
+  private readonly lastChunkDueAt = new Map<string, number>();
+
+  /**
+   * With `orderedSnapshotChunks`, snapshot chunks on each link arrive in the order they were sent (still delayed,
+   * dropped, duplicated and damaged), as on the one TCP connection a broker's transport keeps per peer. Reordered
+   * freely, chunks of a few hundred bytes left nearly every window to the leader's resend timeout (the member accepts
+   * chunks only in order), and a transfer of a hundred chunks outlasted the liveness bounds after healing.
+   */
+  constructor(
+    private readonly random: SeededRandom,
+    private readonly options: { readonly orderedSnapshotChunks?: boolean } = {},
+  ) {}
 
   /** Queues a message (or drops or duplicates it). */
   send(message: Message, now: number): void {
@@ -56,14 +72,22 @@ export class SimulatedNetwork {
       const data = message.data.slice();
       const position = this.random.nextInt(data.byteLength);
       data[position] = (data[position] ?? 0) ^ 0x20;
-      message = { ...message, data };
+      const beforeChecksum = this.random.chance(0.1);
+      message = { ...message, data, ...(beforeChecksum ? { checksum: crc32c(data) >>> 0 } : {}) };
     }
     const copies = this.random.chance(this.faults.duplicateProbability) ? 2 : 1;
     for (let copy = 0; copy < copies; copy++) {
       if (this.queue.length >= MAX_IN_FLIGHT) return;
       const spread = this.faults.maxDelayTicks - this.faults.minDelayTicks + 1;
       const delay = this.faults.minDelayTicks + this.random.nextInt(Math.max(1, spread));
-      this.queue.push({ deliverAt: now + delay, sequence: this.sequence++, message });
+      let deliverAt = now + delay;
+      if (message.type === "snapshotChunk" && this.options.orderedSnapshotChunks === true) {
+        // Due no earlier than the chunk before it on this link; equal times deliver in sending order.
+        const link = linkKey(message.from, message.to);
+        deliverAt = Math.max(deliverAt, this.lastChunkDueAt.get(link) ?? 0);
+        this.lastChunkDueAt.set(link, deliverAt);
+      }
+      this.queue.push({ deliverAt, sequence: this.sequence++, message });
     }
   }
 

@@ -23,11 +23,13 @@
  * the event loop run until the cluster is settled: no replica has work it could do without the next step (see
  * `settle`). Faults happen between steps, where every write that reached an environment is complete.
  */
+
 import { createHash, type Hash } from "node:crypto";
 import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { crc32c } from "@node-rs/crc32";
 import pino from "pino";
 import { type MembershipAnswer, type MembershipChange, showsChange } from "../../src/cluster/broker/membership.js";
 import { PartitionReplica } from "../../src/cluster/broker/partition-replica.js";
@@ -99,6 +101,13 @@ export interface ReplicaSimulationResult {
    * durable): the restarted replica holds less than the leader was told, and the transfer must go back.
    */
   readonly acknowledgedChunksLost: number;
+  /**
+   * Snapshot chunks a running replica received with bytes that differ from the checksum sent with them (damaged on
+   * the way): each must be asked for again, not accepted.
+   */
+  readonly damagedChunksDelivered: number;
+  /** Answers rejecting a whole snapshot (its checksum did not match), delivered to a running leader. */
+  readonly snapshotsRejected: number;
   /** Digest of every answer, leadership, fault and change with its step: equal digests mean the same course. */
   readonly historyDigest: string;
 }
@@ -119,6 +128,8 @@ export const REPLICA_COVERAGE_KEYS = [
   "forcedReconfigurations",
   "snapshotsInstalled",
   "acknowledgedChunksLost",
+  "damagedChunksDelivered",
+  "snapshotsRejected",
 ] as const;
 
 /** The coverage counters of one run. */
@@ -275,6 +286,8 @@ export class ReplicaSimulation {
   private crashes = 0;
   private tornWrites = 0;
   private acknowledgedChunksLost = 0;
+  private damagedChunksDelivered = 0;
+  private snapshotsRejected = 0;
   private lostWrites = 0;
   private restarts = 0;
   private membershipChanges = 0;
@@ -293,7 +306,7 @@ export class ReplicaSimulation {
     this.clientRandom = this.random.fork();
     this.replicaSeeds = this.random.fork();
     this.diskRandom = this.random.fork();
-    this.network = new SimulatedNetwork(this.random.fork());
+    this.network = new SimulatedNetwork(this.random.fork(), { orderedSnapshotChunks: true });
     const size = 3 + this.faultRandom.nextInt(3);
     this.initialMembers = [];
     for (let id = 1; id <= size; id += 1) {
@@ -365,6 +378,8 @@ export class ReplicaSimulation {
       commits: this.commits + this.disks().reduce((sum, disk) => sum + disk.environment.transactionCount, 0),
       snapshotsInstalled: this.snapshotsInstalled(),
       acknowledgedChunksLost: this.acknowledgedChunksLost,
+      damagedChunksDelivered: this.damagedChunksDelivered,
+      snapshotsRejected: this.snapshotsRejected,
       historyDigest: this.digest.digest("hex"),
     };
   }
@@ -396,7 +411,13 @@ export class ReplicaSimulation {
     this.tick += 1;
     this.time.advance(HEARTBEAT_MS);
     for (const message of this.network.deliverDue(this.tick)) {
-      this.brokers.get(message.to)?.incarnation?.replica.receive(message);
+      const replica = this.brokers.get(message.to)?.incarnation?.replica;
+      if (replica === undefined) continue;
+      if (message.type === "snapshotChunk" && message.checksum !== crc32c(message.data) >>> 0) {
+        this.damagedChunksDelivered += 1;
+      }
+      if (message.type === "snapshotResponse" && message.status === "rejected") this.snapshotsRejected += 1;
+      replica.receive(message);
     }
     for (const broker of this.brokers.values()) broker.incarnation?.disk.release();
     this.driveClients();

@@ -31,12 +31,20 @@ const MINIMUM_PER_SEED: ReplicaCoverage = {
   heldRequestsAnsweredDone: 1,
   forcedReconfigurations: 0.15,
   snapshotsInstalled: 1.5,
-  // Rare (about 2 per 100 seeds): held to a minimum over a file's whole range instead (`MINIMUM_PER_RANGE`).
+  // Too few per group of seeds to hold each group to a minimum: held to minimums over a file's whole range instead
+  // (`MINIMUM_PER_RANGE`).
   acknowledgedChunksLost: 0,
+  damagedChunksDelivered: 0,
+  snapshotsRejected: 0,
 };
 
 /** Least count over a file's whole range of seeds, for faults too rare to count per group. */
-const MINIMUM_PER_RANGE: Partial<ReplicaCoverage> = { acknowledgedChunksLost: 1 };
+const MINIMUM_PER_RANGE: Partial<ReplicaCoverage> = {
+  acknowledgedChunksLost: 1,
+  // About 65 and 5 per 100 seeds.
+  damagedChunksDelivered: 20,
+  snapshotsRejected: 2,
+};
 
 /** Defines the tests for seeds [firstSeed, firstSeed + count). */
 export function describeReplicaSeedRange(firstSeed: number, count: number): void {

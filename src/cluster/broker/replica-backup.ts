@@ -241,7 +241,7 @@ export class ReplicaBackup {
     );
     const source: PartitionBackupSource = {
       snapshotMetadata: () => (context.closed() ? null : storage.snapshotMetadata()),
-      snapshotChunk: (metadata, offset, maxBytes) => storage.snapshotChunk(metadata, offset, maxBytes),
+      snapshotChunk: (metadata, offset, maxBytes) => storage.snapshotChunk(metadata, offset, maxBytes)?.data ?? null,
       storedEntrySizes: (fromIndex, toIndex, maxBytes) => storage.storedEntrySizes(fromIndex, toIndex, maxBytes),
       readStoredEntries: (fromIndex, targets) => storage.readStoredEntries(fromIndex, targets),
       running: () => backups.brokerRunning?.() ?? true,

@@ -9,6 +9,11 @@ export function isNonNegativeInteger(value: unknown): value is number {
   return typeof value === "number" && Number.isSafeInteger(value) && value >= 0;
 }
 
+/** Whether `value` can be a CRC-32C: an integer from 0 to 2^32 - 1. */
+export function isCrc32c(value: unknown): value is number {
+  return isNonNegativeInteger(value) && value <= 0xffff_ffff;
+}
+
 /** Whether `value` is an object a record's fields can be read from. */
 export function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null;

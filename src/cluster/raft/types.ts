@@ -77,6 +77,17 @@ export interface SnapshotMetadata {
 }
 
 /**
+ * Bytes of a snapshot read to be sent, with their CRC-32C: the receiver checks each chunk against it on arrival, so
+ * that a chunk damaged on the way is asked for again rather than found only by the whole snapshot's checksum, after
+ * every byte arrived (which starts the transfer over).
+ */
+export interface SnapshotChunkRead {
+  readonly data: Uint8Array;
+  /** CRC-32C of `data`. */
+  readonly checksum: number;
+}
+
+/**
  * The size and CRC-32C of snapshot data, from whoever already read every byte of it (the storage computes them while
  * it cuts the data into stored chunks), so that `RaftNode.compact` need not read the whole snapshot again.
  */
@@ -214,10 +225,11 @@ export interface RaftStorage {
   /** Metadata of the latest durable snapshot, without reading its data; null when there is none. */
   snapshotMetadata(): SnapshotMetadata | null;
   /**
-   * Up to `maxBytes` of the latest durable snapshot's data from byte `offset` on (fewer only at its end), verified;
-   * null when the latest snapshot is no longer the one `metadata` describes (a newer one replaced it).
+   * Up to `maxBytes` of the latest durable snapshot's data from byte `offset` on (fewer only at its end), verified,
+   * with their CRC-32C; null when the latest snapshot is no longer the one `metadata` describes (a newer one replaced
+   * it).
    */
-  snapshotChunk(metadata: SnapshotMetadata, offset: number, maxBytes: number): Uint8Array | null;
+  snapshotChunk(metadata: SnapshotMetadata, offset: number, maxBytes: number): SnapshotChunkRead | null;
   /**
    * Writes the chunks of a snapshot being received (see `SnapshotReceipt`) and the progress of the receipt, so that
    * after a restart `load` reports where it resumes. May resolve before the chunks are durable (the progress `load`

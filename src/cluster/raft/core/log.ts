@@ -3,7 +3,7 @@
  * not yet acknowledged as durable live here in memory ("unstable"), as does the metadata of a received snapshot not
  * yet installed (its data is in the storage, written chunk by chunk as it arrived).
  */
-import type { Entry, SnapshotMetadata } from "../types.js";
+import type { Entry, SnapshotChunkRead, SnapshotMetadata } from "../types.js";
 
 /**
  * Read-only view of durable storage the core needs. `RaftStorage` has exactly these read methods, so a driver can
@@ -21,10 +21,11 @@ export interface StableLog {
   /** Metadata of the latest durable snapshot (cheap: its data is not read). */
   snapshotMetadata(): SnapshotMetadata | null;
   /**
-   * Up to `maxBytes` of the latest durable snapshot's data from byte `offset` on; null when the latest snapshot is no
-   * longer the one `metadata` describes. The core reads snapshots only this way, a chunk at a time.
+   * Up to `maxBytes` of the latest durable snapshot's data from byte `offset` on, with their CRC-32C; null when the
+   * latest snapshot is no longer the one `metadata` describes. The core reads snapshots only this way, a chunk at a
+   * time.
    */
-  snapshotChunk(metadata: SnapshotMetadata, offset: number, maxBytes: number): Uint8Array | null;
+  snapshotChunk(metadata: SnapshotMetadata, offset: number, maxBytes: number): SnapshotChunkRead | null;
 }
 
 /** Where the durable log stands when the core starts. */

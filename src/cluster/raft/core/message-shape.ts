@@ -8,7 +8,7 @@
  * Terms are bounded by `MAX_TERM`: a campaign takes the term one higher, so a message whose term was 2^53 − 1 (which
  * every member adopted and stored) left its group unable to elect anyone, since no term above it is exact.
  */
-import { isNonNegativeInteger, isRecord, isSnapshotMetadata } from "../shapes.js";
+import { isCrc32c, isNonNegativeInteger, isRecord, isSnapshotMetadata } from "../shapes.js";
 import type { EntryKind } from "../types.js";
 import type { Message } from "./messages.js";
 
@@ -102,6 +102,7 @@ export function malformedMessageReason(message: Record<string, unknown> & { read
       if ((message.offset as number) + message.data.byteLength > message.metadata.sizeBytes) {
         return "snapshotChunk: the chunk ends beyond the snapshot's size";
       }
+      if (message.checksum !== undefined && !isCrc32c(message.checksum)) field = "checksum";
       break;
     }
     case "snapshotResponse":

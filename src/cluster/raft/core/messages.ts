@@ -82,6 +82,12 @@ export interface SnapshotChunkMessage extends MessageHeader {
   readonly offset: number;
   readonly data: Uint8Array;
   readonly last: boolean;
+  /**
+   * CRC-32C of `data`, which the member checks before it accepts the chunk: a chunk damaged on the way is then asked
+   * for again on its own. Leaders of earlier versions send none; their chunks are checked only by the whole
+   * snapshot's checksum, once every byte arrived.
+   */
+  readonly checksum?: number;
 }
 
 /**

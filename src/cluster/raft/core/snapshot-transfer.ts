@@ -165,6 +165,11 @@ export class SnapshotTransfer {
 export type ChunkOutcome =
   /** Not the chunk expected next (out of order or a duplicate): nothing to write; answer with the expected offset. */
   | { readonly status: "ignored"; readonly expectedOffset: number }
+  /**
+   * The chunk expected next, but its bytes do not match the checksum the leader sent with them (damaged on the way):
+   * nothing to write; answer with the expected offset, so that the leader sends it again.
+   */
+  | { readonly status: "damaged"; readonly expectedOffset: number }
   /** The chunk continues the snapshot: write it, then acknowledge `nextOffset`. `chunkChecksum`: its CRC-32C. */
   | { readonly status: "accepted"; readonly nextOffset: number; readonly chunkChecksum: number }
   /**
@@ -215,10 +220,11 @@ export class SnapshotReceiver {
   }
 
   /**
-   * Offers a chunk. Chunks are accepted only in order; any other is answered with the offset expected. When every
-   * byte was received before (a restart after the last chunk was stored), any chunk completes the receipt.
+   * Offers a chunk. Chunks are accepted only in order; any other is answered with the offset expected, and so is a
+   * chunk whose bytes differ from `checksum` (the CRC-32C its sender computed; none from senders of earlier versions).
+   * When every byte was received before (a restart after the last chunk was stored), any chunk completes the receipt.
    */
-  offer(offset: number, data: Uint8Array, last: boolean): ChunkOutcome {
+  offer(offset: number, data: Uint8Array, last: boolean, checksum?: number): ChunkOutcome {
     const size = this.metadata.sizeBytes;
     if (this.received === size && size > 0) return this.verify(null);
     if (offset !== this.received) return { status: "ignored", expectedOffset: this.received };
@@ -231,8 +237,10 @@ export class SnapshotReceiver {
       };
     }
     if (data.byteLength === 0 && size > 0) return { status: "rejected", reason: "empty chunk" };
-    this.received = end;
     const chunkChecksum = crc32c(data) >>> 0;
+    if (checksum !== undefined && checksum !== chunkChecksum)
+      return { status: "damaged", expectedOffset: this.received };
+    this.received = end;
     this.checksum = combineCrc32c(this.checksum, chunkChecksum, data.byteLength);
     if (end < size) return { status: "accepted", nextOffset: end, chunkChecksum };
     return this.verify(chunkChecksum);

@@ -30,6 +30,7 @@ import {
   type RaftStorage,
   type Snapshot,
   type SnapshotByteSource,
+  type SnapshotChunkRead,
   type SnapshotDigest,
   type SnapshotMetadata,
   type SnapshotReceipt,
@@ -824,7 +825,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
    * chunks that hold the range, each verified against its own checksum; the rest of the snapshot is not read. Null
    * when the stored snapshot is no longer the one `metadata` describes.
    */
-  snapshotChunk(metadata: SnapshotMetadata, offset: number, maxBytes: number): Uint8Array | null {
+  snapshotChunk(metadata: SnapshotMetadata, offset: number, maxBytes: number): SnapshotChunkRead | null {
     this.assertOpen();
     if (!isNonNegativeInteger(offset) || !Number.isSafeInteger(maxBytes) || maxBytes < 1) {
       throw new Error(`invalid snapshot range: ${maxBytes} bytes at ${offset}`);
@@ -839,17 +840,18 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     }
     const end = Math.min(sizeBytes, offset + maxBytes);
     if (end === offset) {
-      return new Uint8Array(0);
+      return { data: new Uint8Array(0), checksum: 0 };
     }
     // The sender's usual case: the range is exactly one stored chunk. LMDB's buffer of it is only valid until the next
-    // read, so it is verified there and copied once, into a buffer a sender handed back (`recycleSnapshotChunk`).
+    // read, so it is verified there and copied once, into a buffer a sender handed back (`recycleSnapshotChunk`). The
+    // checksum just verified is the data's, so it goes along without another pass over the bytes.
     const volatile = this.environment.chunks.getBinaryFast([this.scope, stored.slot, offset]);
     if (volatile !== undefined) {
       const data = chunkDataView(volatile.subarray(0, volatile.length), `snapshot chunk at ${offset}`);
       if (data.byteLength === end - offset) {
         const copy = this.environment.chunkBuffers.acquire(data.byteLength);
         copy.set(data);
-        return copy;
+        return { data: copy, checksum: encodedChunkChecksum(volatile) };
       }
     }
     const result = this.environment.chunkBuffers.acquire(end - offset);
@@ -883,7 +885,8 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       if (to > from) result.set(chunk.subarray(from - chunkOffset, to - chunkOffset), from - offset);
       expectedOffset = chunkEnd;
       if (expectedOffset >= end) {
-        return result;
+        // Cut across stored chunks (a snapshot received from a leader that cut it otherwise): its own checksum.
+        return { data: result, checksum: crc32c(result) >>> 0 };
       }
     }
     throw new StorageCorruptionError(`snapshot chunk at ${expectedOffset}`, "chunk is missing");

@@ -44,6 +44,11 @@ describe("malformedMessageReason", () => {
     expect(malformedMessageReason({ ...chunk, offset: 1 })).toBe(
       "snapshotChunk: the chunk ends beyond the snapshot's size",
     );
+    // The chunk's own checksum is optional (leaders of earlier versions send none), and a CRC-32C when present.
+    expect(malformedMessageReason({ ...chunk, checksum: 0xffff_ffff })).toBeNull();
+    for (const checksum of [-1, 2 ** 32, 1.5, "7", null]) {
+      expect(malformedMessageReason({ ...chunk, checksum })).toBe("snapshotChunk: checksum is malformed");
+    }
     const answer = {
       ...header,
       type: "snapshotResponse",

@@ -3,10 +3,11 @@
  * only after a timeout, stale answers ignored, a receipt written chunk by chunk and resumed after a crash, and a leader
  * that reads each chunk from its storage as it sends it.
  */
+import { crc32c } from "@node-rs/crc32";
 import { describe, expect, it, vi } from "vitest";
 import type { SnapshotResponseMessage } from "../../../../src/cluster/raft/core/messages.js";
 import type { RaftNodeOptions } from "../../../../src/cluster/raft/core/raft.js";
-import type { MemberId, SnapshotReceipt } from "../../../../src/cluster/raft/types.js";
+import type { MemberId, SnapshotChunkRead, SnapshotReceipt } from "../../../../src/cluster/raft/types.js";
 import { DelayedGroup } from "./delayed-group.js";
 import { voters } from "./scripted-group.js";
 
@@ -142,7 +143,7 @@ describe("snapshot transfer with flow control", () => {
       // The leader never read the whole snapshot: it read each chunk as it sent it, about the snapshot's size in all.
       expect(wholeReads).not.toHaveBeenCalled();
       const bytesRead = chunkReads.mock.results.reduce(
-        (total, result) => total + ((result.value as Uint8Array | null)?.byteLength ?? 0),
+        (total, result) => total + ((result.value as SnapshotChunkRead | null)?.data.byteLength ?? 0),
         0,
       );
       expect(bytesRead).toBeGreaterThanOrEqual(data.byteLength);
@@ -314,7 +315,42 @@ describe("snapshot transfer with flow control", () => {
     expect(laggerDisk.snapshot()?.data).toEqual(data);
   });
 
-  it("a checksum mismatch restarts the transfer from byte 0, and the second pass installs the snapshot", () => {
+  it("a chunk damaged on the way fails its own checksum and is sent again alone, after the resend timeout", () => {
+    const lagging = laggingGroup();
+    const { group, lagger, data } = lagging;
+    const laggerDisk = group.disk(lagger);
+    const receipts = vi.spyOn(laggerDisk, "receiveSnapshotChunksSync");
+    const damagedOffset = 10 * CHUNK_BYTES;
+    let damaged = false;
+    group.filter = (message) => {
+      if (damaged || message.type !== "snapshotChunk" || message.offset !== damagedOffset) return message;
+      damaged = true;
+      const bytes = message.data.slice();
+      bytes[3] = (bytes[3] ?? 0) ^ 1;
+      return { ...message, data: bytes };
+    };
+    group.latencyTicks = 1;
+    group.restart(lagger);
+    group.tickUntil(() => caughtUp(lagging), transferBoundTicks(1) + 2 * RESEND_TICKS, "the lagger caught up");
+    expect(damaged).toBe(true);
+    // Nothing was rejected and nothing started over: without the chunk's own checksum the damage showed only in the
+    // whole snapshot's, after every byte arrived, and the transfer went back to byte 0.
+    expect(
+      group.sent.filter(({ message }) => message.type === "snapshotResponse" && message.status === "rejected"),
+    ).toHaveLength(0);
+    expect(receipts.mock.calls.filter(([receipt]) => receipt.restart)).toHaveLength(1);
+    const chunks = group.chunksSentTo(lagger);
+    const resent = chunks.filter((chunk) => chunk.offset === damagedOffset);
+    expect(resent).toHaveLength(2);
+    expect((resent[1]?.tick ?? 0) - (resent[0]?.tick ?? 0)).toBeGreaterThanOrEqual(RESEND_TICKS);
+    expect(chunks.length).toBeLessThanOrEqual(CHUNKS + WINDOW_CHUNKS);
+    for (const chunk of chunks) {
+      if (chunk.offset < damagedOffset) expect(chunks.filter((other) => other.offset === chunk.offset)).toHaveLength(1);
+    }
+    expect(laggerDisk.snapshot()?.data).toEqual(data);
+  });
+
+  it("a chunk damaged before its checksum was computed fails the whole snapshot's, which starts the transfer over", () => {
     const lagging = laggingGroup();
     const { group, lagger, data } = lagging;
     const laggerDisk = group.disk(lagger);
@@ -323,9 +359,9 @@ describe("snapshot transfer with flow control", () => {
     group.filter = (message) => {
       if (corrupted || message.type !== "snapshotChunk" || message.offset !== 10 * CHUNK_BYTES) return message;
       corrupted = true;
-      const damaged = message.data.slice();
-      damaged[3] = (damaged[3] ?? 0) ^ 1;
-      return { ...message, data: damaged };
+      const bytes = message.data.slice();
+      bytes[3] = (bytes[3] ?? 0) ^ 1;
+      return { ...message, data: bytes, checksum: crc32c(bytes) >>> 0 };
     };
     group.latencyTicks = 1;
     group.restart(lagger);
@@ -341,6 +377,43 @@ describe("snapshot transfer with flow control", () => {
     // The receipt started over on disk: the bytes received with the damaged chunk were discarded.
     expect(receipts.mock.calls.filter(([receipt]) => receipt.restart)).toHaveLength(2);
     expect(laggerDisk.snapshot()?.data).toEqual(data);
+  });
+
+  it("every chunk carries the CRC-32C of its bytes", () => {
+    const lagging = laggingGroup();
+    const { group, lagger } = lagging;
+    group.restart(lagger);
+    group.tickUntil(() => caughtUp(lagging), transferBoundTicks(1), "the lagger caught up");
+    const chunks = group.sent.flatMap(({ message }) => (message.type === "snapshotChunk" ? [message] : []));
+    expect(chunks.length).toBeGreaterThanOrEqual(CHUNKS);
+    for (const chunk of chunks) expect(chunk.checksum).toBe(crc32c(chunk.data) >>> 0);
+  });
+
+  it("pipelines the log after an installed snapshot at once, without a probe's round trip first", () => {
+    // One entry per append, so that the log after the snapshot takes several appends, all of which the window admits.
+    const lagging = laggingGroup({ maxBytesPerMessage: 1, maxInflightMessages: 16 });
+    const { group, leader, follower, lagger } = lagging;
+    for (let sequence = 0; sequence < 5; sequence++) commit(group, leader, `after-${sequence}`, [leader, follower]);
+    const entriesAfterSnapshot = group.node(leader).status().lastIndex - lagging.snapshotIndex;
+    expect(entriesAfterSnapshot).toBeGreaterThanOrEqual(6);
+    group.latencyTicks = 3;
+    group.restart(lagger);
+    group.tickUntil(() => caughtUp(lagging), transferBoundTicks(3) + 50, "the lagger caught up");
+    const installed = group.sent.find(
+      ({ message }) => message.type === "snapshotResponse" && message.status === "installed",
+    );
+    expect(installed).toBeDefined();
+    const appends = group.sent.filter(
+      ({ message, tick }) =>
+        message.type === "append" &&
+        message.to === lagger &&
+        message.entries.length > 0 &&
+        tick > (installed?.tick ?? 0),
+    );
+    // In probe state the leader would send one append and wait for its answer, a round trip of 6 ticks, per entry.
+    const firstTick = appends[0]?.tick;
+    expect(appends.filter(({ tick }) => tick === firstTick)).toHaveLength(entriesAfterSnapshot);
+    expect(appends).toHaveLength(entriesAfterSnapshot);
   });
 
   it("a newer snapshot on the leader restarts the transfer with it", () => {

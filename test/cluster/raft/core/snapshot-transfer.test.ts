@@ -136,6 +136,33 @@ describe("snapshot transfer: receiver", () => {
     expect(receiver.receivedBytes).toBe(16);
   });
 
+  it("answers a chunk whose bytes differ from the checksum sent with them with its own offset, and takes it again intact", () => {
+    const receiver = new SnapshotReceiver(metadata());
+    const first = data.subarray(0, 16);
+    receiver.offer(0, first, false, snapshotChecksum(first));
+    const second = data.subarray(16, 32);
+    const damaged = Uint8Array.from(second);
+    damaged[3] = (damaged[3] ?? 0) ^ 0x10;
+    expect(receiver.offer(16, damaged, false, snapshotChecksum(second))).toEqual({
+      status: "damaged",
+      expectedOffset: 16,
+    });
+    expect(receiver.receivedBytes).toBe(16);
+    // The receipt goes on from there, rather than being rejected once every byte arrived.
+    expect(receiver.offer(16, second, false, snapshotChecksum(second))).toMatchObject({ status: "accepted" });
+    expect(receiver.offer(32, data.subarray(32), true, snapshotChecksum(data.subarray(32)))).toMatchObject({
+      status: "complete",
+    });
+  });
+
+  it("checks a chunk sent without a checksum (by a leader of an earlier version) only through the whole snapshot's", () => {
+    const receiver = new SnapshotReceiver(metadata());
+    const damaged = Uint8Array.from(data);
+    damaged[20] = (damaged[20] ?? 0) ^ 0x01;
+    expect(receiver.offer(0, damaged.subarray(0, 32), false)).toMatchObject({ status: "accepted" });
+    expect(receiver.offer(32, damaged.subarray(32), true)).toMatchObject({ status: "rejected" });
+  });
+
   it("resumes from a durable offset and its checksum", () => {
     const prefix = data.subarray(0, 32);
     const receiver = new SnapshotReceiver(metadata(), {

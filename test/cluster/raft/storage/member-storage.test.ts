@@ -547,16 +547,19 @@ describe("MemberStorage", () => {
   });
 
   describe("reading the stored snapshot a range at a time", () => {
-    it("reads any range, across stored chunk boundaries, and nothing past the end", async () => {
+    it("reads any range, across stored chunk boundaries, with the CRC-32C of what it read, and nothing past the end", async () => {
       await withStorage(async (storage) => {
         const snapshot = makeSnapshot(7, 2, 10);
         await storage.installSnapshot(snapshot);
         expect(storage.snapshotMetadata()).toEqual(snapshot.metadata);
         for (let offset = 0; offset <= 10; offset += 1) {
           for (let length = 1; length <= 12; length += 1) {
-            expect(storage.snapshotChunk(snapshot.metadata, offset, length)).toEqual(
-              snapshot.data.subarray(offset, Math.min(10, offset + length)),
-            );
+            const expected = snapshot.data.subarray(offset, Math.min(10, offset + length));
+            // Ranges of exactly one stored chunk (offset 0, 4 or 8) carry the stored checksum, others a computed one.
+            expect(storage.snapshotChunk(snapshot.metadata, offset, length)).toEqual({
+              data: expected,
+              checksum: crc32c(expected) >>> 0,
+            });
           }
         }
         expect(() => storage.snapshotChunk(snapshot.metadata, 11, 1)).toThrow(/beyond the snapshot size/);
@@ -568,15 +571,20 @@ describe("MemberStorage", () => {
         const snapshot = makeSnapshot(7, 2, 64);
         await storage.installSnapshot(snapshot);
         const expected = (offset: number): Uint8Array => snapshot.data.subarray(offset, offset + 4);
+        const chunkAt = (offset: number): Uint8Array => {
+          const read = storage.snapshotChunk(snapshot.metadata, offset, 4);
+          if (read === null) throw new Error(`no chunk at ${offset}`);
+          return read.data;
+        };
         // Chunks read without handing any back each have memory of their own, which later reads leave alone.
-        const first = storage.snapshotChunk(snapshot.metadata, 0, 4) as Uint8Array;
-        const second = storage.snapshotChunk(snapshot.metadata, 4, 4) as Uint8Array;
+        const first = chunkAt(0);
+        const second = chunkAt(4);
         expect(first.buffer).not.toBe(second.buffer);
         expect(first).toEqual(expected(0));
         expect(second).toEqual(expected(4));
         // A chunk handed back is filled by the next read.
         storage.recycleSnapshotChunk(first);
-        const reused = storage.snapshotChunk(snapshot.metadata, 8, 4) as Uint8Array;
+        const reused = chunkAt(8);
         expect(reused.buffer).toBe(first.buffer);
         expect(reused).toEqual(expected(8));
         expect(second).toEqual(expected(4));
@@ -585,13 +593,13 @@ describe("MemberStorage", () => {
         storage.recycleSnapshotChunk(new Uint8Array(4));
         storage.recycleSnapshotChunk(second);
         storage.recycleSnapshotChunk(second);
-        const third = storage.snapshotChunk(snapshot.metadata, 12, 4) as Uint8Array;
+        const third = chunkAt(12);
         expect(third.buffer).toBe(second.buffer);
-        expect((storage.snapshotChunk(snapshot.metadata, 16, 4) as Uint8Array).buffer).not.toBe(second.buffer);
+        expect(chunkAt(16).buffer).not.toBe(second.buffer);
         expect(third).toEqual(expected(12));
         // Ranges across stored chunks come from the same memory.
         storage.recycleSnapshotChunk(third);
-        const across = storage.snapshotChunk(snapshot.metadata, 2, 4) as Uint8Array;
+        const across = chunkAt(2);
         expect(across.buffer).toBe(third.buffer);
         expect(across).toEqual(snapshot.data.subarray(2, 6));
       }, 4);
@@ -624,8 +632,8 @@ describe("MemberStorage", () => {
         await root.close();
 
         const reopened = MemberStorage.open({ directory, snapshotChunkBytes: 4 });
-        expect(reopened.snapshotChunk(snapshot.metadata, 0, 4)).toEqual(snapshot.data.subarray(0, 4));
-        expect(reopened.snapshotChunk(snapshot.metadata, 8, 4)).toEqual(snapshot.data.subarray(8, 12));
+        expect(reopened.snapshotChunk(snapshot.metadata, 0, 4)?.data).toEqual(snapshot.data.subarray(0, 4));
+        expect(reopened.snapshotChunk(snapshot.metadata, 8, 4)?.data).toEqual(snapshot.data.subarray(8, 12));
         expect(() => reopened.snapshotChunk(snapshot.metadata, 2, 4)).toThrow(StorageCorruptionError);
         expect(() => reopened.snapshotChunk(snapshot.metadata, 7, 1)).toThrow(StorageCorruptionError);
         await reopened.close();
@@ -766,7 +774,7 @@ describe("MemberStorage", () => {
         expect(readBack).not.toHaveBeenCalled();
         expect(reopened.snapshot()).toEqual(snapshot);
         // The sender's chunk boundaries (3, 6) are kept, and ranges across them read back exactly.
-        expect(reopened.snapshotChunk(snapshot.metadata, 2, 5)).toEqual(snapshot.data.subarray(2, 7));
+        expect(reopened.snapshotChunk(snapshot.metadata, 2, 5)?.data).toEqual(snapshot.data.subarray(2, 7));
         await reopened.close();
       });
     });
