@@ -44,6 +44,12 @@ export class SimulatedNetwork {
     maxDelayTicks: 1,
   };
   sent = 0;
+  /** Snapshot chunks damaged before their checksum was computed (only the whole snapshot's checksum can tell). */
+  chunksDamagedBeforeChecksum = 0;
+  /** Answers rejecting a whole snapshot, as members sent them (before drops, duplicates and partitions). */
+  snapshotRejectionsSent = 0;
+  /** Each member and snapshot (`member:index:term`) that some rejection named. */
+  private readonly rejectedSnapshots = new Set<string>();
 
   /** When each link's latest snapshot chunk is due (`orderedSnapshotChunks`). */
   private readonly lastChunkDueAt = new Map<string, number>();
@@ -62,6 +68,10 @@ export class SimulatedNetwork {
   /** Queues a message (or drops or duplicates it). */
   send(message: Message, now: number): void {
     this.sent++;
+    if (message.type === "snapshotResponse" && message.status === "rejected") {
+      this.snapshotRejectionsSent++;
+      this.rejectedSnapshots.add(`${message.from}:${message.snapshotIndex}:${message.snapshotTerm}`);
+    }
     if (this.blocked.has(linkKey(message.from, message.to))) return;
     if (this.random.chance(this.faults.dropProbability)) return;
     if (
@@ -73,6 +83,7 @@ export class SimulatedNetwork {
       const position = this.random.nextInt(data.byteLength);
       data[position] = (data[position] ?? 0) ^ 0x20;
       const beforeChecksum = this.random.chance(0.1);
+      if (beforeChecksum) this.chunksDamagedBeforeChecksum++;
       message = { ...message, data, ...(beforeChecksum ? { checksum: crc32c(data) >>> 0 } : {}) };
     }
     const copies = this.random.chance(this.faults.duplicateProbability) ? 2 : 1;
@@ -89,6 +100,14 @@ export class SimulatedNetwork {
       }
       this.queue.push({ deliverAt, sequence: this.sequence++, message });
     }
+  }
+
+  /**
+   * How many distinct pairs of a member and a snapshot were rejected. A member that crashes between a rejection and the
+   * next receipt resumes the rejected bytes from its storage and rejects them once more, so answers overcount.
+   */
+  get distinctSnapshotRejections(): number {
+    return this.rejectedSnapshots.size;
   }
 
   /** Removes and returns the messages due at `now`, in delivery order. */

@@ -23,7 +23,6 @@
  * the event loop run until the cluster is settled: no replica has work it could do without the next step (see
  * `settle`). Faults happen between steps, where every write that reached an environment is complete.
  */
-
 import { createHash, type Hash } from "node:crypto";
 import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -106,7 +105,11 @@ export interface ReplicaSimulationResult {
    * the way): each must be asked for again, not accepted.
    */
   readonly damagedChunksDelivered: number;
-  /** Answers rejecting a whole snapshot (its checksum did not match), delivered to a running leader. */
+  /**
+   * Answers rejecting a whole snapshot (its checksum did not match), as replicas sent them. The pairs of a member and a
+   * snapshot they name are never more than the chunks the network damaged before their checksum was computed: a member
+   * that accepted a chunk damaged on the way would reject more, which the harness reports as a violation.
+   */
   readonly snapshotsRejected: number;
   /** Digest of every answer, leadership, fault and change with its step: equal digests mean the same course. */
   readonly historyDigest: string;
@@ -287,7 +290,6 @@ export class ReplicaSimulation {
   private tornWrites = 0;
   private acknowledgedChunksLost = 0;
   private damagedChunksDelivered = 0;
-  private snapshotsRejected = 0;
   private lostWrites = 0;
   private restarts = 0;
   private membershipChanges = 0;
@@ -379,7 +381,7 @@ export class ReplicaSimulation {
       snapshotsInstalled: this.snapshotsInstalled(),
       acknowledgedChunksLost: this.acknowledgedChunksLost,
       damagedChunksDelivered: this.damagedChunksDelivered,
-      snapshotsRejected: this.snapshotsRejected,
+      snapshotsRejected: this.network.snapshotRejectionsSent,
       historyDigest: this.digest.digest("hex"),
     };
   }
@@ -416,7 +418,6 @@ export class ReplicaSimulation {
       if (message.type === "snapshotChunk" && message.checksum !== crc32c(message.data) >>> 0) {
         this.damagedChunksDelivered += 1;
       }
-      if (message.type === "snapshotResponse" && message.status === "rejected") this.snapshotsRejected += 1;
       replica.receive(message);
     }
     for (const broker of this.brokers.values()) broker.incarnation?.disk.release();
@@ -433,7 +434,23 @@ export class ReplicaSimulation {
     }
     this.checkLeaders();
     this.observeConfiguration();
+    this.checkSnapshotRejections();
     this.raiseDeferred();
+  }
+
+  /**
+   * Every rejection of a whole snapshot must come from a chunk damaged before its checksum was computed: one damaged on
+   * the way fails its own checksum and is asked for again, so a member that accepted it would reject one snapshot too
+   * many. Pairs of a member and a snapshot are counted, not answers (see `distinctSnapshotRejections`).
+   */
+  private checkSnapshotRejections(): void {
+    const { distinctSnapshotRejections, chunksDamagedBeforeChecksum } = this.network;
+    if (distinctSnapshotRejections > chunksDamagedBeforeChecksum) {
+      throw new Violation(
+        `members rejected ${distinctSnapshotRejections} snapshots, more than the ${chunksDamagedBeforeChecksum} chunks ` +
+          "damaged before their checksum: a chunk damaged on the way was accepted",
+      );
+    }
   }
 
   /**

@@ -4,8 +4,9 @@
  *
  * Each group also checks its own coverage: a harness that silently stopped crashing replicas, tearing journal tails,
  * restarting them, changing the membership, promoting learners, removing and destroying replicas, holding membership
- * requests until their change took hold, forcing reconfigurations, installing snapshots or losing acknowledged
- * snapshot chunks in a crash (checked over a file's whole range, being rarer) would pass every safety
+ * requests until their change took hold, forcing reconfigurations, installing snapshots, or (checked over a file's
+ * whole range, being rarer) losing acknowledged snapshot chunks in a crash, delivering snapshot chunks damaged on the
+ * way or having members reject whole snapshots would pass every safety
  * check while testing nothing, so each of those must happen at least a stated number of times per seed on average
  * (about half of what the harness does today: over seeds 1..600 the lowest group of 50 stays well above every
  * minimum; DEVELOPERS.md has the rates).

@@ -1124,14 +1124,18 @@ export class RaftNode {
     if (message.status === "installed") {
       progress.maybeUpdate(message.matchIndex);
       // The member holds the log up to the index it names, so the entries after it are pipelined at once, as etcd
-      // does, rather than after a probe's round trip (20-90 ms per join on loopback). Flow control bounds the loop.
-      if (progress.state === "snapshot") progress.becomeReplicate();
+      // does, rather than after a probe's round trip (20-90 ms per join on loopback). A late answer about an older
+      // snapshot, arriving while a newer one is being sent, names an index the log no longer holds: leaving the
+      // snapshot state then would only start that transfer over from byte 0 (etcd guards this the same way).
+      if (progress.state === "snapshot" && (current || this.log.term(progress.match) !== null)) {
+        progress.becomeReplicate();
+      }
+      // Flow control bounds the loop; a member still in the snapshot state is paused, and nothing is sent.
       if (this.sendAppend(message.from, true)) {
         for (let sent = 1; sent < this.options.maxInflightMessages; sent++) {
           if (!this.sendAppend(message.from, false)) break;
         }
       }
-      this.noteLearnerCaughtUp(progress);
       return;
     }
     // An answer about another snapshot is stale: the transfer it belonged to was replaced.

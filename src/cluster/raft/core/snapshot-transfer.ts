@@ -238,8 +238,9 @@ export class SnapshotReceiver {
     }
     if (data.byteLength === 0 && size > 0) return { status: "rejected", reason: "empty chunk" };
     const chunkChecksum = crc32c(data) >>> 0;
-    if (checksum !== undefined && checksum !== chunkChecksum)
+    if (checksum !== undefined && checksum !== chunkChecksum) {
       return { status: "damaged", expectedOffset: this.received };
+    }
     this.received = end;
     this.checksum = combineCrc32c(this.checksum, chunkChecksum, data.byteLength);
     if (end < size) return { status: "accepted", nextOffset: end, chunkChecksum };

@@ -179,7 +179,7 @@ describe("snapshot transfer with flow control", () => {
     expect(group.disk(lagger).snapshot()?.data).toEqual(data);
   });
 
-  it("ignores stale answers: older offsets, repeated offsets and answers about another snapshot", () => {
+  it("ignores stale answers: older offsets, repeated offsets and answers about another snapshot, installed too", () => {
     const lagging = laggingGroup();
     const { group, leader, lagger } = lagging;
     group.latencyTicks = 2;
@@ -198,11 +198,19 @@ describe("snapshot transfer with flow control", () => {
       snapshotResponse(lagging, { nextOffset: acknowledged }),
       snapshotResponse(lagging, { snapshotIndex: lagging.snapshotIndex - 1, nextOffset: acknowledged + CHUNK_BYTES }),
       snapshotResponse(lagging, { snapshotIndex: lagging.snapshotIndex - 1, status: "rejected" }),
+      // A late `installed` of an older snapshot names an index the leader's log no longer holds: the transfer of the
+      // current one goes on, rather than starting over from byte 0.
+      snapshotResponse(lagging, {
+        snapshotIndex: lagging.snapshotIndex - 1,
+        status: "installed",
+        matchIndex: lagging.snapshotIndex - 1,
+      }),
     ]) {
       group.node(leader).step(stale);
       group.flush();
     }
     expect(group.sent.slice(sentBefore).filter((sent) => sent.message.type === "snapshotChunk")).toEqual([]);
+    expect(group.node(leader).progressOf(lagger)?.state).toBe("snapshot");
     expect(group.node(leader).progressOf(lagger)?.snapshotTransfer?.acknowledgedOffset).toBe(acknowledged);
   });
 
