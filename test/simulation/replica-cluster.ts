@@ -106,6 +106,12 @@ export interface ReplicaSimulationResult {
    */
   readonly damagedChunksDelivered: number;
   /**
+   * Damaged chunks the replicas reported (`onReceiptDamage`, what their logs and metrics show). Never more than were
+   * delivered damaged; fewer when one arrived out of order (ignored before its bytes are looked at) or at a replica
+   * that was not receiving that snapshot.
+   */
+  readonly damagedChunksReported: number;
+  /**
    * Answers rejecting a whole snapshot (its checksum did not match), as replicas sent them. The pairs of a member and a
    * snapshot they name are never more than the chunks the network damaged before their checksum was computed: a member
    * that accepted a chunk damaged on the way would reject more, which the harness reports as a violation.
@@ -132,6 +138,7 @@ export const REPLICA_COVERAGE_KEYS = [
   "snapshotsInstalled",
   "acknowledgedChunksLost",
   "damagedChunksDelivered",
+  "damagedChunksReported",
   "snapshotsRejected",
 ] as const;
 
@@ -290,6 +297,7 @@ export class ReplicaSimulation {
   private tornWrites = 0;
   private acknowledgedChunksLost = 0;
   private damagedChunksDelivered = 0;
+  private damagedChunksReported = 0;
   private lostWrites = 0;
   private restarts = 0;
   private membershipChanges = 0;
@@ -381,6 +389,7 @@ export class ReplicaSimulation {
       snapshotsInstalled: this.snapshotsInstalled(),
       acknowledgedChunksLost: this.acknowledgedChunksLost,
       damagedChunksDelivered: this.damagedChunksDelivered,
+      damagedChunksReported: this.damagedChunksReported,
       snapshotsRejected: this.network.snapshotRejectionsSent,
       historyDigest: this.digest.digest("hex"),
     };
@@ -435,7 +444,18 @@ export class ReplicaSimulation {
     this.checkLeaders();
     this.observeConfiguration();
     this.checkSnapshotRejections();
+    this.checkDamageReports();
     this.raiseDeferred();
+  }
+
+  /** Replicas report only damage that happened: no more damaged chunks than the network delivered damaged. */
+  private checkDamageReports(): void {
+    if (this.damagedChunksReported > this.damagedChunksDelivered) {
+      throw new Violation(
+        `replicas reported ${this.damagedChunksReported} damaged snapshot chunks, but only ` +
+          `${this.damagedChunksDelivered} were delivered damaged`,
+      );
+    }
   }
 
   /**
@@ -559,6 +579,9 @@ export class ReplicaSimulation {
       },
       onSnapshot: () => {
         this.snapshotsTaken += 1;
+      },
+      onReceiptDamage: (damage) => {
+        this.damagedChunksReported += damage.chunks;
       },
       logger: silentLogger,
       clock,

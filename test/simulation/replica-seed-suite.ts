@@ -36,14 +36,16 @@ const MINIMUM_PER_SEED: ReplicaCoverage = {
   // (`MINIMUM_PER_RANGE`).
   acknowledgedChunksLost: 0,
   damagedChunksDelivered: 0,
+  damagedChunksReported: 0,
   snapshotsRejected: 0,
 };
 
 /** Least count over a file's whole range of seeds, for faults too rare to count per group. */
 const MINIMUM_PER_RANGE: Partial<ReplicaCoverage> = {
   acknowledgedChunksLost: 1,
-  // About 65 and 5 per 100 seeds.
+  // About 45-80, 33-65 and 3-8 per 100 seeds.
   damagedChunksDelivered: 20,
+  damagedChunksReported: 15,
   snapshotsRejected: 2,
 };
 

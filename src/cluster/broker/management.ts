@@ -48,6 +48,8 @@ export interface BrokerMetrics {
   observeOperation(operation: string, durationSeconds: number): void;
   /** Records one part of a backup a leader replica here wrote: how it ended and the bytes it wrote. */
   observeBackupPart(partitionId: number, state: string, writtenBytes: number): void;
+  /** Counts snapshot data a replica here received damaged from its leader: chunks, and whole snapshots rejected. */
+  observeReceiptDamage(partitionId: number, chunks: number, snapshots: number): void;
 }
 
 const ROLE_VALUES = { leader: 2, follower: 1, inactive: 0 } as const;
@@ -110,6 +112,18 @@ export function createBrokerMetrics(source: ManagementSource): BrokerMetrics {
   const backupPartBytes = new Gauge({
     name: "flowplane_backup_part_written_bytes",
     help: "Bytes the latest backup part of the partition written on this broker holds.",
+    labelNames: ["partition"],
+    registers: [registry],
+  });
+  const damagedChunks = new Counter({
+    name: "flowplane_partition_snapshot_chunks_damaged_total",
+    help: "Snapshot chunks a replica here received from its leader whose bytes failed the checksum sent with them (each is received again).",
+    labelNames: ["partition"],
+    registers: [registry],
+  });
+  const rejectedSnapshots = new Counter({
+    name: "flowplane_partition_snapshots_rejected_total",
+    help: "Snapshots a replica here received whose whole checksum failed after their last byte (each is received again from its start).",
     labelNames: ["partition"],
     registers: [registry],
   });
@@ -195,6 +209,10 @@ export function createBrokerMetrics(source: ManagementSource): BrokerMetrics {
     observeBackupPart(partitionId, state, writtenBytes) {
       backupParts.inc({ partition: String(partitionId), state });
       backupPartBytes.set({ partition: String(partitionId) }, writtenBytes);
+    },
+    observeReceiptDamage(partitionId, chunks, snapshots) {
+      if (chunks > 0) damagedChunks.inc({ partition: String(partitionId) }, chunks);
+      if (snapshots > 0) rejectedSnapshots.inc({ partition: String(partitionId) }, snapshots);
     },
   };
 }

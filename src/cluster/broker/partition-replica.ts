@@ -113,6 +113,12 @@ export interface PartitionReplicaOptions {
   readonly onFailure: (error: Error) => void;
   /** Called after each snapshot this replica takes is encoded and its chunks are durable (for metrics). */
   readonly onSnapshot?: (snapshot: SnapshotReport) => void;
+  /**
+   * Called when snapshot data from the partition's leader arrived damaged (for metrics): `chunks` whose bytes failed
+   * the checksum sent with them, `snapshots` whose whole checksum failed after their last byte. The replica also logs
+   * it; the data is received again either way.
+   */
+  readonly onReceiptDamage?: (damage: ReceiptDamageReport) => void;
   readonly logger: Logger;
   /** Where this replica writes its partition's part of a backup while it leads; absent: it writes none. */
   readonly backups?: ReplicaBackupOptions;
@@ -169,6 +175,13 @@ export interface MessageClock {
 }
 
 /** One snapshot a replica took. */
+/** Snapshot data a replica received damaged since its last report (`PartitionReplicaOptions.onReceiptDamage`). */
+export interface ReceiptDamageReport {
+  readonly partitionId: number;
+  readonly chunks: number;
+  readonly snapshots: number;
+}
+
 export interface SnapshotReport {
   readonly partitionId: number;
   /** The log index it covers. */
@@ -273,6 +286,8 @@ export class PartitionReplica {
   private preparedSnapshot: { readonly index: number; readonly data: PreparedSnapshotData } | null = null;
   private installedSnapshots = 0;
   private snapshotsRestoredWhileReceiving = 0;
+  /** The core's counts of damaged snapshot data that `reportReceiptDamage` reported last. */
+  private reportedDamage = { chunks: 0, snapshots: 0 };
   /** Whether `relocateMessages` is running (one run at a time). */
   private relocating = false;
   /** Size of the latest snapshot this replica holds (taken or installed), for joining replicas' progress. */
@@ -870,6 +885,29 @@ export class PartitionReplica {
     }
   }
 
+  /**
+   * Reports snapshot data that arrived damaged since the last call: bytes changed between the leader's storage and
+   * this replica's (a network, memory or disk fault), which the core only retries. Called once per turn of the
+   * driver, so a leader resending damaged chunks at its resend timeout makes at most one line per timeout.
+   */
+  private reportReceiptDamage(): void {
+    const damage = this.node.receiptDamage();
+    const chunks = damage.chunksDamaged - this.reportedDamage.chunks;
+    const snapshots = damage.snapshotsRejected - this.reportedDamage.snapshots;
+    if (chunks === 0 && snapshots === 0) return;
+    this.reportedDamage = { chunks: damage.chunksDamaged, snapshots: damage.snapshotsRejected };
+    this.options.logger.warn(
+      {
+        partitionId: this.partitionId,
+        leaderId: this.node.status().leaderId,
+        damagedChunks: chunks,
+        rejectedSnapshots: snapshots,
+      },
+      "snapshot data from the partition's leader arrived damaged and is received again",
+    );
+    this.options.onReceiptDamage?.({ partitionId: this.partitionId, chunks, snapshots });
+  }
+
   /** The driver loop: ticks, inbound messages and one `Ready` at a time, until stopped or failed. */
   private async drive(): Promise<void> {
     try {
@@ -880,6 +918,7 @@ export class PartitionReplica {
           this.tickCount += 1;
         }
         for (const message of this.inbox.splice(0)) this.node.step(message);
+        this.reportReceiptDamage();
         this.runQueuedWork();
         // After this turn's messages and ticks, before the batch is taken: a change proposed here leaves in this
         // turn's batch.

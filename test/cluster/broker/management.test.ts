@@ -53,6 +53,15 @@ describe("the broker's management server", () => {
     expect(health.components["partition-1"]?.details).not.toHaveProperty("reason");
   });
 
+  it("counts snapshot data that arrived damaged, by partition", async () => {
+    const metrics = createBrokerMetrics(source);
+    metrics.observeReceiptDamage(3, 2, 0);
+    metrics.observeReceiptDamage(3, 1, 1);
+    const text = await metrics.registry.metrics();
+    expect(text).toMatch(/^flowplane_partition_snapshot_chunks_damaged_total\{[^}]*partition="3"[^}]*\} 3$/m);
+    expect(text).toMatch(/^flowplane_partition_snapshots_rejected_total\{[^}]*partition="3"[^}]*\} 1$/m);
+  });
+
   it("applies the connection limits and the request deadline of service.http", async () => {
     const { server, url } = await startManagementServer({
       host: "127.0.0.1",

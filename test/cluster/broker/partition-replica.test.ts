@@ -1,13 +1,16 @@
+import { crc32c } from "@node-rs/crc32";
 import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import {
   PartitionReplica,
   type PartitionReplicaOptions,
+  type ReceiptDamageReport,
   type ReplicaClock,
   type SnapshotReport,
   systemClock,
 } from "../../../src/cluster/broker/partition-replica.js";
 import type { PublishMessageCommand, PublishMessageResponse } from "../../../src/cluster/broker/protocol.js";
+import type { Message } from "../../../src/cluster/raft/core/messages.js";
 import { StorageEnvironment } from "../../../src/cluster/raft/storage/environment.js";
 import { detachedMessage } from "../../support/replica-messages.js";
 import { removeDirectory, temporaryDirectory, waitFor } from "./support.js";
@@ -433,5 +436,78 @@ describe("PartitionReplica in a three-member group whose links the test cuts", (
     const { pending } = await proposeUncommitted(first);
     await old.close();
     expect(await pending).toMatchObject({ outcome: "unknown" });
+  });
+});
+
+describe("PartitionReplica receiving a snapshot from its leader", () => {
+  let directory: string;
+  let environment: StorageEnvironment;
+  let follower: PartitionReplica | undefined;
+
+  beforeEach(async () => {
+    directory = await temporaryDirectory("receiving");
+    environment = StorageEnvironment.open({ directory, synchronousCommit: true });
+  });
+
+  afterEach(async () => {
+    await follower?.close();
+    follower = undefined;
+    await environment.close();
+    await removeDirectory(directory);
+  });
+
+  it("reports and logs chunks that arrive damaged, once each, and nothing for intact ones", async () => {
+    const logged: { msg: string; partitionId?: number; leaderId?: number; damagedChunks?: number }[] = [];
+    const reports: ReceiptDamageReport[] = [];
+    const answers: Message[] = [];
+    const members = [0, 1, 2].map((id) => ({ id, role: "voter" as const, priority: 1 }));
+    const opened = await PartitionReplica.open({
+      partitionId: 4,
+      memberId: 1,
+      environment,
+      bootstrap: members,
+      heartbeatIntervalMs: 10,
+      // Member 0, played by the test, leads; this member never campaigns meanwhile.
+      electionTimeoutMs: 60_000,
+      snapshotIntervalEntries: 10_000,
+      maxPendingProposals: 64,
+      maxApplyLagEntries: 100,
+      send: (_to, message) => answers.push(message),
+      onFailure: (error) => {
+        throw error;
+      },
+      onReceiptDamage: (damage) => reports.push(damage),
+      logger: pino({ level: "warn" }, { write: (line: string) => logged.push(JSON.parse(line)) }),
+    });
+    follower = opened;
+    const data = new Uint8Array(64).map((_, index) => index);
+    const metadata = { index: 10, term: 2, configuration: { members }, sizeBytes: 128, checksum: 0 };
+    const chunk = (bytes: Uint8Array): Message => ({
+      type: "snapshotChunk",
+      from: 0,
+      to: 1,
+      term: 2,
+      metadata,
+      offset: 0,
+      data: bytes,
+      last: false,
+      checksum: crc32c(data) >>> 0,
+    });
+    const damaged = data.slice();
+    damaged[7] = (damaged[7] ?? 0) ^ 0x10;
+    opened.receive(chunk(damaged));
+    await waitFor(() => answers.length === 1, "the damaged chunk answered");
+    // Asked for again at its own offset, and reported once.
+    expect(answers[0]).toMatchObject({ type: "snapshotResponse", status: "continue", nextOffset: 0 });
+    await waitFor(() => reports.length === 1, "the damage reported");
+    expect(reports).toEqual([{ partitionId: 4, chunks: 1, snapshots: 0 }]);
+    expect(logged.filter((line) => line.msg.includes("arrived damaged"))).toEqual([
+      expect.objectContaining({ partitionId: 4, leaderId: 0, damagedChunks: 1 }),
+    ]);
+    opened.receive(chunk(data));
+    await waitFor(() => answers.length === 2, "the intact chunk answered");
+    expect(answers[1]).toMatchObject({ type: "snapshotResponse", status: "continue", nextOffset: 64 });
+    expect(reports).toHaveLength(1);
+    expect(logged.filter((line) => line.msg.includes("arrived damaged"))).toHaveLength(1);
   });
 });

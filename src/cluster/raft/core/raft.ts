@@ -194,6 +194,11 @@ export class RaftNode {
   private receiver: SnapshotReceiver | null = null;
   /** Chunks accepted since the last `Ready`, to be written durably by the next one. */
   private pendingReceipt: { metadata: SnapshotMetadata; restart: boolean; chunks: SnapshotChunk[] } | null = null;
+  /** Snapshot data from leaders that arrived damaged, since this node was created (see `receiptDamage`). */
+  private readonly damage: { chunksDamaged: number; snapshotsRejected: number } = {
+    chunksDamaged: 0,
+    snapshotsRejected: 0,
+  };
 
   private outbox: Message[] = [];
   /**
@@ -631,6 +636,17 @@ export class RaftNode {
       fencedMembers: this.fencedMembers,
       leadTransferee: this.leadTransferee,
     };
+  }
+
+  /**
+   * Snapshot data this member received damaged, counted since the node was created: chunks whose bytes did not match
+   * the checksum the leader sent with them (each is asked for again on its own), and whole snapshots whose checksum
+   * did not match once every byte had arrived (each is received again from byte 0). Either means bytes changed
+   * between the leader's storage and this member's: a driver reports it, since Raft alone only retries. The counts
+   * are read live (no copy per call, as a driver looks at them every turn).
+   */
+  receiptDamage(): { readonly chunksDamaged: number; readonly snapshotsRejected: number } {
+    return this.damage;
   }
 
   /** Replication progress of a member as the leader sees it (tests and drivers); undefined when not leader. */
@@ -1310,7 +1326,10 @@ export class RaftNode {
     const outcome = this.receiver.offer(message.offset, message.data, message.last, message.checksum);
     switch (outcome.status) {
       case "ignored":
+        respond("continue", outcome.expectedOffset, 0);
+        return;
       case "damaged":
+        this.damage.chunksDamaged += 1;
         respond("continue", outcome.expectedOffset, 0);
         return;
       case "accepted":
@@ -1323,6 +1342,7 @@ export class RaftNode {
         return;
       case "rejected":
         // The next chunk from byte 0 starts the receipt over, discarding what the storage holds of it.
+        this.damage.snapshotsRejected += 1;
         this.receiver = null;
         respond("rejected", 0, 0);
         return;

@@ -347,6 +347,8 @@ describe("snapshot transfer with flow control", () => {
       group.sent.filter(({ message }) => message.type === "snapshotResponse" && message.status === "rejected"),
     ).toHaveLength(0);
     expect(receipts.mock.calls.filter(([receipt]) => receipt.restart)).toHaveLength(1);
+    // The member counts what arrived damaged, for its driver to report: Raft alone would only retry.
+    expect(group.node(lagger).receiptDamage()).toEqual({ chunksDamaged: 1, snapshotsRejected: 0 });
     const chunks = group.chunksSentTo(lagger);
     const resent = chunks.filter((chunk) => chunk.offset === damagedOffset);
     expect(resent).toHaveLength(2);
@@ -379,6 +381,7 @@ describe("snapshot transfer with flow control", () => {
       ({ message }) => message.type === "snapshotResponse" && message.status === "rejected",
     );
     expect(rejections).toHaveLength(1);
+    expect(group.node(lagger).receiptDamage()).toEqual({ chunksDamaged: 0, snapshotsRejected: 1 });
     const chunks = group.chunksSentTo(lagger);
     expect(chunks.filter((chunk) => chunk.offset === 0)).toHaveLength(2);
     expect(chunks.length).toBeLessThanOrEqual(2 * CHUNKS + WINDOW_CHUNKS);
