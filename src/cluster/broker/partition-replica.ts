@@ -174,7 +174,6 @@ export interface MessageClock {
   expiryNowMs(): number;
 }
 
-/** One snapshot a replica took. */
 /** Snapshot data a replica received damaged since its last report (`PartitionReplicaOptions.onReceiptDamage`). */
 export interface ReceiptDamageReport {
   readonly partitionId: number;
@@ -182,6 +181,7 @@ export interface ReceiptDamageReport {
   readonly snapshots: number;
 }
 
+/** One snapshot a replica took. */
 export interface SnapshotReport {
   readonly partitionId: number;
   /** The log index it covers. */
