@@ -107,14 +107,17 @@ export interface ReplicaSimulationResult {
   readonly damagedChunksDelivered: number;
   /**
    * Damaged chunks the replicas reported (`onReceiptDamage`, what their logs and metrics show). Never more than were
-   * delivered damaged; fewer when one arrived out of order (ignored before its bytes are looked at) or at a replica
-   * that was not receiving that snapshot.
+   * delivered damaged; fewer when a damaged chunk's bytes were never looked at: it was not the chunk its member
+   * expected next (out of order, or past byte 0 of a snapshot the member was not receiving yet), its snapshot was no
+   * newer than what the member had committed, an installed snapshot was waiting for its `Ready`, or the replica
+   * crashed before stepping it.
    */
   readonly damagedChunksReported: number;
   /**
    * Answers rejecting a whole snapshot (its checksum did not match), as replicas sent them. The pairs of a member and a
    * snapshot they name are never more than the chunks the network damaged before their checksum was computed: a member
-   * that accepted a chunk damaged on the way would reject more, which the harness reports as a violation.
+   * that accepted a chunk damaged on the way would reject more, which the harness reports as a violation. Each was
+   * reported (`onReceiptDamage`) in the turn that produced it, before the answer left.
    */
   readonly snapshotsRejected: number;
   /** Digest of every answer, leadership, fault and change with its step: equal digests mean the same course. */
@@ -298,6 +301,8 @@ export class ReplicaSimulation {
   private acknowledgedChunksLost = 0;
   private damagedChunksDelivered = 0;
   private damagedChunksReported = 0;
+  /** Whole snapshots the replicas reported rejected (`onReceiptDamage`). */
+  private rejectedSnapshotsReported = 0;
   private lostWrites = 0;
   private restarts = 0;
   private membershipChanges = 0;
@@ -448,12 +453,22 @@ export class ReplicaSimulation {
     this.raiseDeferred();
   }
 
-  /** Replicas report only damage that happened: no more damaged chunks than the network delivered damaged. */
+  /**
+   * Replicas report only damage that happened, and every rejection they answer: no more damaged chunks than the
+   * network delivered damaged, and no fewer snapshots rejected than rejections sent (a replica reports a rejection in
+   * the turn that produced it; its answer leaves with a later `Ready`, or never if the replica crashes first).
+   */
   private checkDamageReports(): void {
     if (this.damagedChunksReported > this.damagedChunksDelivered) {
       throw new Violation(
         `replicas reported ${this.damagedChunksReported} damaged snapshot chunks, but only ` +
           `${this.damagedChunksDelivered} were delivered damaged`,
+      );
+    }
+    if (this.rejectedSnapshotsReported < this.network.snapshotRejectionsSent) {
+      throw new Violation(
+        `replicas sent ${this.network.snapshotRejectionsSent} rejections of a whole snapshot, but reported only ` +
+          `${this.rejectedSnapshotsReported}`,
       );
     }
   }
@@ -582,6 +597,7 @@ export class ReplicaSimulation {
       },
       onReceiptDamage: (damage) => {
         this.damagedChunksReported += damage.chunks;
+        this.rejectedSnapshotsReported += damage.snapshots;
       },
       logger: silentLogger,
       clock,

@@ -927,8 +927,7 @@ export class Broker {
       onFailure,
       onSnapshot: (snapshot) =>
         this.metrics.observeSnapshot(snapshot.partitionId, snapshot.durationMs / 1000, snapshot.sizeBytes),
-      onReceiptDamage: (damage) =>
-        this.metrics.observeReceiptDamage(damage.partitionId, damage.chunks, damage.snapshots),
+      onReceiptDamage: (damage) => this.metrics.observeReceiptDamage(damage),
       ...(this.options.backupStore === undefined || this.options.backupStore === null
         ? {}
         : {

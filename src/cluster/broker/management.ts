@@ -12,6 +12,7 @@ import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { HttpServerLimits } from "../../http/limits.js";
 import { createHttpServer, type HttpServer } from "../../http/server.js";
 import type { BufferedMessages } from "./message-memory.js";
+import type { ReceiptDamageReport } from "./partition-replica.js";
 import type { ReplicaReport } from "./protocol.js";
 
 /** What the management server and the metrics read from the broker. */
@@ -49,7 +50,7 @@ export interface BrokerMetrics {
   /** Records one part of a backup a leader replica here wrote: how it ended and the bytes it wrote. */
   observeBackupPart(partitionId: number, state: string, writtenBytes: number): void;
   /** Counts snapshot data a replica here received damaged from its leader: chunks, and whole snapshots rejected. */
-  observeReceiptDamage(partitionId: number, chunks: number, snapshots: number): void;
+  observeReceiptDamage(damage: ReceiptDamageReport): void;
 }
 
 const ROLE_VALUES = { leader: 2, follower: 1, inactive: 0 } as const;
@@ -210,7 +211,7 @@ export function createBrokerMetrics(source: ManagementSource): BrokerMetrics {
       backupParts.inc({ partition: String(partitionId), state });
       backupPartBytes.set({ partition: String(partitionId) }, writtenBytes);
     },
-    observeReceiptDamage(partitionId, chunks, snapshots) {
+    observeReceiptDamage({ partitionId, chunks, snapshots }) {
       if (chunks > 0) damagedChunks.inc({ partition: String(partitionId) }, chunks);
       if (snapshots > 0) rejectedSnapshots.inc({ partition: String(partitionId) }, snapshots);
     },

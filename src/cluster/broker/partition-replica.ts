@@ -37,6 +37,7 @@ import {
   type PreparedSnapshotData,
   RaftNode,
   type Ready,
+  type ReceiptDamage,
   type Refusal,
   SeededRandom,
   sameConfiguration,
@@ -114,11 +115,17 @@ export interface PartitionReplicaOptions {
   /** Called after each snapshot this replica takes is encoded and its chunks are durable (for metrics). */
   readonly onSnapshot?: (snapshot: SnapshotReport) => void;
   /**
-   * Called when snapshot data from the partition's leader arrived damaged (for metrics): `chunks` whose bytes failed
-   * the checksum sent with them, `snapshots` whose whole checksum failed after their last byte. The replica also logs
-   * it; the data is received again either way.
+   * Called when snapshot data from the partition's leader arrived damaged (for metrics), at most once per turn of the
+   * driver: `chunks` whose bytes failed the checksum sent with them, `snapshots` whose whole checksum failed after
+   * their last byte. The replica also logs it; the data is received again either way.
    */
   readonly onReceiptDamage?: (damage: ReceiptDamageReport) => void;
+  /**
+   * The least time between two warnings about damaged snapshot data (default: one minute); a
+   * warning carries the counts since the one before, so a leader whose data arrives damaged on every resend makes
+   * one line per interval, not one per resend.
+   */
+  readonly receiptDamageLogIntervalMs?: number;
   readonly logger: Logger;
   /** Where this replica writes its partition's part of a backup while it leads; absent: it writes none. */
   readonly backups?: ReplicaBackupOptions;
@@ -243,6 +250,12 @@ const DEFAULT_SNAPSHOT_CHUNK_BYTES = 1024 * 1024;
 /** Chunks of a snapshot in flight per member receiving it, unless `snapshotWindowChunks` says otherwise. */
 const DEFAULT_SNAPSHOT_WINDOW_CHUNKS = 16;
 
+/**
+ * Least time between two warnings about damaged snapshot data, unless `receiptDamageLogIntervalMs` says otherwise:
+ * a fault that damages every resend makes one line a minute, and the first damage is logged when it happens.
+ */
+const RECEIPT_DAMAGE_LOG_INTERVAL_MS = 60_000;
+
 /** Work for the driver: from request handlers (bounded by `MAX_QUEUED_WORK`), or the replica's own snapshots. */
 interface QueuedWork {
   readonly run: () => void;
@@ -286,8 +299,10 @@ export class PartitionReplica {
   private preparedSnapshot: { readonly index: number; readonly data: PreparedSnapshotData } | null = null;
   private installedSnapshots = 0;
   private snapshotsRestoredWhileReceiving = 0;
-  /** The core's counts of damaged snapshot data that `reportReceiptDamage` reported last. */
-  private reportedDamage = { chunks: 0, snapshots: 0 };
+  /** The core's record of damaged snapshot data that `reportReceiptDamage` reported last. */
+  private reportedDamage: ReceiptDamage = { chunksDamaged: 0, snapshotsRejected: 0, lastSenderId: null };
+  /** Damaged snapshot data reported but not logged yet, and when the last warning about it was logged. */
+  private unloggedDamage = { chunks: 0, snapshots: 0, loggedAtMs: null as number | null };
   /** Whether `relocateMessages` is running (one run at a time). */
   private relocating = false;
   /** Size of the latest snapshot this replica holds (taken or installed), for joining replicas' progress. */
@@ -888,24 +903,34 @@ export class PartitionReplica {
   /**
    * Reports snapshot data that arrived damaged since the last call: bytes changed between the leader's storage and
    * this replica's (a network, memory or disk fault), which the core only retries. Called once per turn of the
-   * driver, so a leader resending damaged chunks at its resend timeout makes at most one line per timeout.
+   * driver; the metrics hear of every turn that saw damage, the log at most once per `receiptDamageLogIntervalMs`
+   * with the counts since its previous line, so that no sender can make it grow faster than that.
    */
   private reportReceiptDamage(): void {
     const damage = this.node.receiptDamage();
-    const chunks = damage.chunksDamaged - this.reportedDamage.chunks;
-    const snapshots = damage.snapshotsRejected - this.reportedDamage.snapshots;
-    if (chunks === 0 && snapshots === 0) return;
-    this.reportedDamage = { chunks: damage.chunksDamaged, snapshots: damage.snapshotsRejected };
+    const chunks = damage.chunksDamaged - this.reportedDamage.chunksDamaged;
+    const snapshots = damage.snapshotsRejected - this.reportedDamage.snapshotsRejected;
+    if (chunks > 0 || snapshots > 0) {
+      this.reportedDamage = damage;
+      this.unloggedDamage.chunks += chunks;
+      this.unloggedDamage.snapshots += snapshots;
+      this.options.onReceiptDamage?.({ partitionId: this.partitionId, chunks, snapshots });
+    }
+    const unlogged = this.unloggedDamage;
+    if (unlogged.chunks === 0 && unlogged.snapshots === 0) return;
+    const nowMs = this.clock.monotonicNow();
+    const intervalMs = this.options.receiptDamageLogIntervalMs ?? RECEIPT_DAMAGE_LOG_INTERVAL_MS;
+    if (unlogged.loggedAtMs !== null && nowMs - unlogged.loggedAtMs < intervalMs) return;
     this.options.logger.warn(
       {
         partitionId: this.partitionId,
-        leaderId: this.node.status().leaderId,
-        damagedChunks: chunks,
-        rejectedSnapshots: snapshots,
+        leaderId: this.reportedDamage.lastSenderId,
+        damagedChunks: unlogged.chunks,
+        rejectedSnapshots: unlogged.snapshots,
       },
       "snapshot data from the partition's leader arrived damaged and is received again",
     );
-    this.options.onReceiptDamage?.({ partitionId: this.partitionId, chunks, snapshots });
+    this.unloggedDamage = { chunks: 0, snapshots: 0, loggedAtMs: nowMs };
   }
 
   /** The driver loop: ticks, inbound messages and one `Ready` at a time, until stopped or failed. */

@@ -21,6 +21,7 @@ export {
   type ProposalResult,
   RaftNode,
   type RaftNodeOptions,
+  type ReceiptDamage,
   type Refusal,
   type RequestResult,
 } from "./core/raft.js";

@@ -55,8 +55,8 @@ describe("the broker's management server", () => {
 
   it("counts snapshot data that arrived damaged, by partition", async () => {
     const metrics = createBrokerMetrics(source);
-    metrics.observeReceiptDamage(3, 2, 0);
-    metrics.observeReceiptDamage(3, 1, 1);
+    metrics.observeReceiptDamage({ partitionId: 3, chunks: 2, snapshots: 0 });
+    metrics.observeReceiptDamage({ partitionId: 3, chunks: 1, snapshots: 1 });
     const text = await metrics.registry.metrics();
     expect(text).toMatch(/^flowplane_partition_snapshot_chunks_damaged_total\{[^}]*partition="3"[^}]*\} 3$/m);
     expect(text).toMatch(/^flowplane_partition_snapshots_rejected_total\{[^}]*partition="3"[^}]*\} 1$/m);

@@ -12,6 +12,7 @@ import {
 import type { PublishMessageCommand, PublishMessageResponse } from "../../../src/cluster/broker/protocol.js";
 import type { Message } from "../../../src/cluster/raft/core/messages.js";
 import { StorageEnvironment } from "../../../src/cluster/raft/storage/environment.js";
+import type { SnapshotMetadata } from "../../../src/cluster/raft/types.js";
 import { detachedMessage } from "../../support/replica-messages.js";
 import { removeDirectory, temporaryDirectory, waitFor } from "./support.js";
 
@@ -456,10 +457,20 @@ describe("PartitionReplica receiving a snapshot from its leader", () => {
     await removeDirectory(directory);
   });
 
-  it("reports and logs chunks that arrive damaged, once each, and nothing for intact ones", async () => {
-    const logged: { msg: string; partitionId?: number; leaderId?: number; damagedChunks?: number }[] = [];
+  interface DamageLine {
+    readonly msg: string;
+    readonly partitionId?: number;
+    readonly leaderId?: number;
+    readonly damagedChunks?: number;
+    readonly rejectedSnapshots?: number;
+  }
+
+  /** A follower of partition 4 led by member 0 (played by the test), on a monotonic clock the test can move on. */
+  async function openFollower() {
+    const logged: DamageLine[] = [];
     const reports: ReceiptDamageReport[] = [];
     const answers: Message[] = [];
+    const clock = { skipMs: 0 };
     const members = [0, 1, 2].map((id) => ({ id, role: "voter" as const, priority: 1 }));
     const opened = await PartitionReplica.open({
       partitionId: 4,
@@ -477,12 +488,22 @@ describe("PartitionReplica receiving a snapshot from its leader", () => {
         throw error;
       },
       onReceiptDamage: (damage) => reports.push(damage),
+      receiptDamageLogIntervalMs: 60_000,
+      clock: { ...systemClock, monotonicNow: () => systemClock.monotonicNow() + clock.skipMs },
       logger: pino({ level: "warn" }, { write: (line: string) => logged.push(JSON.parse(line)) }),
     });
     follower = opened;
-    const data = new Uint8Array(64).map((_, index) => index);
-    const metadata = { index: 10, term: 2, configuration: { members }, sizeBytes: 128, checksum: 0 };
-    const chunk = (bytes: Uint8Array): Message => ({
+    const damageLines = () => logged.filter((line) => line.msg.includes("arrived damaged"));
+    return { replica: opened, members, reports, answers, clock, damageLines };
+  }
+
+  const data = new Uint8Array(64).map((_, index) => index);
+  const damaged = data.slice();
+  damaged[7] = (damaged[7] ?? 0) ^ 0x10;
+
+  /** The first chunk of a snapshot from member 0, carrying `bytes` and the checksum `checksumOf` was computed on. */
+  function firstChunk(metadata: SnapshotMetadata, bytes: Uint8Array, checksumOf: Uint8Array): Message {
+    return {
       type: "snapshotChunk",
       from: 0,
       to: 1,
@@ -490,24 +511,57 @@ describe("PartitionReplica receiving a snapshot from its leader", () => {
       metadata,
       offset: 0,
       data: bytes,
-      last: false,
-      checksum: crc32c(data) >>> 0,
-    });
-    const damaged = data.slice();
-    damaged[7] = (damaged[7] ?? 0) ^ 0x10;
-    opened.receive(chunk(damaged));
+      last: bytes.byteLength === metadata.sizeBytes,
+      checksum: crc32c(checksumOf) >>> 0,
+    };
+  }
+
+  it("reports every damaged chunk and logs at most one line per interval, with the counts since the last", async () => {
+    const { replica, members, reports, answers, clock, damageLines } = await openFollower();
+    const metadata = { index: 10, term: 2, configuration: { members }, sizeBytes: 128, checksum: 0 };
+    const chunk = (bytes: Uint8Array): Message => firstChunk(metadata, bytes, data);
+    replica.receive(chunk(damaged));
     await waitFor(() => answers.length === 1, "the damaged chunk answered");
-    // Asked for again at its own offset, and reported once.
+    // Asked for again at its own offset, reported and logged at once.
     expect(answers[0]).toMatchObject({ type: "snapshotResponse", status: "continue", nextOffset: 0 });
     await waitFor(() => reports.length === 1, "the damage reported");
     expect(reports).toEqual([{ partitionId: 4, chunks: 1, snapshots: 0 }]);
-    expect(logged.filter((line) => line.msg.includes("arrived damaged"))).toEqual([
-      expect.objectContaining({ partitionId: 4, leaderId: 0, damagedChunks: 1 }),
+    expect(damageLines()).toEqual([
+      expect.objectContaining({ partitionId: 4, leaderId: 0, damagedChunks: 1, rejectedSnapshots: 0 }),
     ]);
-    opened.receive(chunk(data));
-    await waitFor(() => answers.length === 2, "the intact chunk answered");
-    expect(answers[1]).toMatchObject({ type: "snapshotResponse", status: "continue", nextOffset: 64 });
-    expect(reports).toHaveLength(1);
-    expect(logged.filter((line) => line.msg.includes("arrived damaged"))).toHaveLength(1);
+    // Two more within the interval: each reported for the metrics, neither logged yet.
+    replica.receive(chunk(damaged));
+    await waitFor(() => reports.length === 2, "the second damage reported");
+    replica.receive(chunk(damaged));
+    await waitFor(() => reports.length === 3, "the third damage reported");
+    expect(damageLines()).toHaveLength(1);
+    // Once the interval has passed, the next turn (a tick) logs both in one line, with no new damage needed.
+    clock.skipMs = 60_000;
+    await waitFor(() => damageLines().length === 2, "the held counts logged");
+    expect(damageLines()[1]).toMatchObject({ partitionId: 4, leaderId: 0, damagedChunks: 2, rejectedSnapshots: 0 });
+    // An intact chunk is accepted and reports nothing.
+    replica.receive(chunk(data));
+    await waitFor(() => answers.length === 4, "the intact chunk answered");
+    expect(answers[3]).toMatchObject({ type: "snapshotResponse", status: "continue", nextOffset: 64 });
+    // Nothing held back is left to log, even once another interval has passed (ticks every 10 ms meanwhile).
+    clock.skipMs = 120_000;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(reports).toHaveLength(3);
+    expect(damageLines()).toHaveLength(2);
+  });
+
+  it("reports and logs a snapshot whose whole checksum fails, and answers that it starts over", async () => {
+    const { replica, members, reports, answers, damageLines } = await openFollower();
+    // Each chunk matches its own checksum, but the bytes are not the snapshot's: damaged before the leader computed
+    // the chunk's checksum, which only the whole snapshot's shows.
+    const metadata = { index: 10, term: 2, configuration: { members }, sizeBytes: 64, checksum: crc32c(data) >>> 0 };
+    replica.receive(firstChunk(metadata, damaged, damaged));
+    await waitFor(() => answers.length === 1, "the snapshot answered");
+    expect(answers[0]).toMatchObject({ type: "snapshotResponse", status: "rejected", nextOffset: 0 });
+    await waitFor(() => reports.length === 1, "the damage reported");
+    expect(reports).toEqual([{ partitionId: 4, chunks: 0, snapshots: 1 }]);
+    expect(damageLines()).toEqual([
+      expect.objectContaining({ partitionId: 4, leaderId: 0, damagedChunks: 0, rejectedSnapshots: 1 }),
+    ]);
   });
 });

@@ -156,6 +156,17 @@ export interface NodeStatus {
   readonly leadTransferee: MemberId | null;
 }
 
+/**
+ * Snapshot data a member received damaged, counted since its node was created (`RaftNode.receiptDamage`).
+ * `chunksDamaged`: chunks whose bytes failed the checksum sent with them; `snapshotsRejected`: snapshots whose whole
+ * checksum failed after their last byte; `lastSenderId`: the leader that sent the latest damaged data (null before any).
+ */
+export interface ReceiptDamage {
+  readonly chunksDamaged: number;
+  readonly snapshotsRejected: number;
+  readonly lastSenderId: MemberId | null;
+}
+
 interface InFlightReady {
   readonly ready: Ready;
   readonly lastEntry: Entry | null;
@@ -195,10 +206,7 @@ export class RaftNode {
   /** Chunks accepted since the last `Ready`, to be written durably by the next one. */
   private pendingReceipt: { metadata: SnapshotMetadata; restart: boolean; chunks: SnapshotChunk[] } | null = null;
   /** Snapshot data from leaders that arrived damaged, since this node was created (see `receiptDamage`). */
-  private readonly damage: { chunksDamaged: number; snapshotsRejected: number } = {
-    chunksDamaged: 0,
-    snapshotsRejected: 0,
-  };
+  private damage: ReceiptDamage = { chunksDamaged: 0, snapshotsRejected: 0, lastSenderId: null };
 
   private outbox: Message[] = [];
   /**
@@ -642,10 +650,10 @@ export class RaftNode {
    * Snapshot data this member received damaged, counted since the node was created: chunks whose bytes did not match
    * the checksum the leader sent with them (each is asked for again on its own), and whole snapshots whose checksum
    * did not match once every byte had arrived (each is received again from byte 0). Either means bytes changed
-   * between the leader's storage and this member's: a driver reports it, since Raft alone only retries. The counts
-   * are read live (no copy per call, as a driver looks at them every turn).
+   * between the leader's storage and this member's: a driver reports it, since Raft alone only retries. The record
+   * is replaced, never changed, on each damage, so a driver may keep the one it read to compare with later ones.
    */
-  receiptDamage(): { readonly chunksDamaged: number; readonly snapshotsRejected: number } {
+  receiptDamage(): ReceiptDamage {
     return this.damage;
   }
 
@@ -1329,7 +1337,7 @@ export class RaftNode {
         respond("continue", outcome.expectedOffset, 0);
         return;
       case "damaged":
-        this.damage.chunksDamaged += 1;
+        this.damage = { ...this.damage, chunksDamaged: this.damage.chunksDamaged + 1, lastSenderId: message.from };
         respond("continue", outcome.expectedOffset, 0);
         return;
       case "accepted":
@@ -1341,8 +1349,15 @@ export class RaftNode {
         respond("continue", outcome.nextOffset, 0);
         return;
       case "rejected":
-        // The next chunk from byte 0 starts the receipt over, discarding what the storage holds of it.
-        this.damage.snapshotsRejected += 1;
+        // The next chunk from byte 0 starts the receipt over, discarding what the storage holds of it. Only a failed
+        // checksum means damaged bytes; a chunk that does not fit the announced size is the sender's error.
+        if (outcome.cause === "checksum") {
+          this.damage = {
+            ...this.damage,
+            snapshotsRejected: this.damage.snapshotsRejected + 1,
+            lastSenderId: message.from,
+          };
+        }
         this.receiver = null;
         respond("rejected", 0, 0);
         return;

@@ -179,8 +179,12 @@ export type ChunkOutcome =
    */
   | { readonly status: "complete"; readonly chunkAccepted: true; readonly chunkChecksum: number }
   | { readonly status: "complete"; readonly chunkAccepted: false }
-  /** Size or checksum mismatch: the sender must start over. */
-  | { readonly status: "rejected"; readonly reason: string };
+  /**
+   * The sender must start over. `cause`: `checksum` when every byte arrived but the whole snapshot's checksum failed
+   * (bytes changed on the way), `framing` when a chunk does not fit the announced size (a sender that is wrong, not
+   * data that is damaged).
+   */
+  | { readonly status: "rejected"; readonly cause: "checksum" | "framing"; readonly reason: string };
 
 /** The receiving side of one snapshot; holds its progress and running checksum, never its bytes. */
 export class SnapshotReceiver {
@@ -229,14 +233,17 @@ export class SnapshotReceiver {
     if (this.received === size && size > 0) return this.verify(null);
     if (offset !== this.received) return { status: "ignored", expectedOffset: this.received };
     const end = offset + data.byteLength;
-    if (end > size) return { status: "rejected", reason: `chunk ends at ${end}, beyond the snapshot size ${size}` };
+    if (end > size) {
+      return { status: "rejected", cause: "framing", reason: `chunk ends at ${end}, beyond the snapshot size ${size}` };
+    }
     if (last !== (end === size)) {
       return {
         status: "rejected",
+        cause: "framing",
         reason: `chunk ending at ${end} is${last ? "" : " not"} marked last (size ${size})`,
       };
     }
-    if (data.byteLength === 0 && size > 0) return { status: "rejected", reason: "empty chunk" };
+    if (data.byteLength === 0 && size > 0) return { status: "rejected", cause: "framing", reason: "empty chunk" };
     const chunkChecksum = crc32c(data) >>> 0;
     if (checksum !== undefined && checksum !== chunkChecksum) {
       return { status: "damaged", expectedOffset: this.received };
@@ -250,7 +257,11 @@ export class SnapshotReceiver {
   /** Completes the receipt if the running checksum matches; `acceptedChunkChecksum`: of the chunk that completed it. */
   private verify(acceptedChunkChecksum: number | null): ChunkOutcome {
     if (this.checksum !== this.metadata.checksum) {
-      return { status: "rejected", reason: `checksum ${this.checksum} does not match ${this.metadata.checksum}` };
+      return {
+        status: "rejected",
+        cause: "checksum",
+        reason: `checksum ${this.checksum} does not match ${this.metadata.checksum}`,
+      };
     }
     if (acceptedChunkChecksum === null) return { status: "complete", chunkAccepted: false };
     return { status: "complete", chunkAccepted: true, chunkChecksum: acceptedChunkChecksum };

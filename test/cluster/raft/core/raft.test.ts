@@ -1270,7 +1270,8 @@ describe("snapshots", () => {
     expect(answers(handle())).toEqual(["installed:0:20"]);
   });
 
-  it("a member rejects a snapshot whose checksum does not match and installs nothing", () => {
+  /** A member given a whole snapshot of 4 bytes in one chunk from member 2, described as `described` says. */
+  function offerWholeSnapshot(described: { readonly sizeBytes: number; readonly checksumOffset: number }) {
     const disk = new SimulatedDisk();
     const node = loneNode(1, disk, { members: voters(1, 2, 3) });
     drain(node, disk);
@@ -1279,14 +1280,29 @@ describe("snapshots", () => {
       index: 20,
       term: 2,
       configuration: { members: voters(1, 2, 3) },
-      sizeBytes: 4,
-      checksum: (snapshotChecksum(data) + 1) >>> 0,
+      sizeBytes: described.sizeBytes,
+      checksum: (snapshotChecksum(data) + described.checksumOffset) >>> 0,
     };
     node.step({ type: "snapshotChunk", from: 2, to: 1, term: 2, metadata, offset: 0, data, last: true });
     const response = drain(node, disk).find((message) => message.type === "snapshotResponse");
+    return { node, disk, response };
+  }
+
+  it("a member rejects a snapshot whose checksum does not match and installs nothing", () => {
+    const { node, disk, response } = offerWholeSnapshot({ sizeBytes: 4, checksumOffset: 1 });
     expect(response).toMatchObject({ status: "rejected" });
     expect(disk.snapshot()).toBeNull();
     expect(node.status().commitIndex).toBe(1);
+    // Counted as damage, naming the member that sent it.
+    expect(node.receiptDamage()).toEqual({ chunksDamaged: 0, snapshotsRejected: 1, lastSenderId: 2 });
+  });
+
+  it("a member rejects a chunk that does not fit the snapshot's size without counting it as damaged data", () => {
+    const { node, response } = offerWholeSnapshot({ sizeBytes: 2, checksumOffset: 0 });
+    expect(response).toMatchObject({ status: "rejected", nextOffset: 0 });
+    // A sender that frames its chunks wrongly is not a fault that changes bytes: nothing for an operator's damage
+    // metrics.
+    expect(node.receiptDamage()).toEqual({ chunksDamaged: 0, snapshotsRejected: 0, lastSenderId: null });
   });
 });
 

@@ -325,7 +325,7 @@ describe("snapshot transfer with flow control", () => {
 
   it("a chunk damaged on the way fails its own checksum and is sent again alone, after the resend timeout", () => {
     const lagging = laggingGroup();
-    const { group, lagger, data } = lagging;
+    const { group, leader, lagger, data } = lagging;
     const laggerDisk = group.disk(lagger);
     const receipts = vi.spyOn(laggerDisk, "receiveSnapshotChunksSync");
     const damagedOffset = 10 * CHUNK_BYTES;
@@ -348,7 +348,11 @@ describe("snapshot transfer with flow control", () => {
     ).toHaveLength(0);
     expect(receipts.mock.calls.filter(([receipt]) => receipt.restart)).toHaveLength(1);
     // The member counts what arrived damaged, for its driver to report: Raft alone would only retry.
-    expect(group.node(lagger).receiptDamage()).toEqual({ chunksDamaged: 1, snapshotsRejected: 0 });
+    expect(group.node(lagger).receiptDamage()).toEqual({
+      chunksDamaged: 1,
+      snapshotsRejected: 0,
+      lastSenderId: leader,
+    });
     const chunks = group.chunksSentTo(lagger);
     const resent = chunks.filter((chunk) => chunk.offset === damagedOffset);
     expect(resent).toHaveLength(2);
@@ -362,7 +366,7 @@ describe("snapshot transfer with flow control", () => {
 
   it("a chunk damaged before its checksum was computed fails the whole snapshot's, which starts the transfer over", () => {
     const lagging = laggingGroup();
-    const { group, lagger, data } = lagging;
+    const { group, leader, lagger, data } = lagging;
     const laggerDisk = group.disk(lagger);
     const receipts = vi.spyOn(laggerDisk, "receiveSnapshotChunksSync");
     let corrupted = false;
@@ -381,7 +385,11 @@ describe("snapshot transfer with flow control", () => {
       ({ message }) => message.type === "snapshotResponse" && message.status === "rejected",
     );
     expect(rejections).toHaveLength(1);
-    expect(group.node(lagger).receiptDamage()).toEqual({ chunksDamaged: 0, snapshotsRejected: 1 });
+    expect(group.node(lagger).receiptDamage()).toEqual({
+      chunksDamaged: 0,
+      snapshotsRejected: 1,
+      lastSenderId: leader,
+    });
     const chunks = group.chunksSentTo(lagger);
     expect(chunks.filter((chunk) => chunk.offset === 0)).toHaveLength(2);
     expect(chunks.length).toBeLessThanOrEqual(2 * CHUNKS + WINDOW_CHUNKS);

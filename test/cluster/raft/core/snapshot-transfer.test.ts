@@ -160,7 +160,7 @@ describe("snapshot transfer: receiver", () => {
     const damaged = Uint8Array.from(data);
     damaged[20] = (damaged[20] ?? 0) ^ 0x01;
     expect(receiver.offer(0, damaged.subarray(0, 32), false)).toMatchObject({ status: "accepted" });
-    expect(receiver.offer(32, damaged.subarray(32), true)).toMatchObject({ status: "rejected" });
+    expect(receiver.offer(32, damaged.subarray(32), true)).toMatchObject({ status: "rejected", cause: "checksum" });
   });
 
   it("resumes from a durable offset and its checksum", () => {
@@ -184,15 +184,21 @@ describe("snapshot transfer: receiver", () => {
 
   it("rejects a snapshot whose checksum does not match", () => {
     const receiver = new SnapshotReceiver(metadata({ checksum: 1 }));
-    expect(receiver.offer(0, data, true)).toMatchObject({ status: "rejected" });
+    expect(receiver.offer(0, data, true)).toMatchObject({ status: "rejected", cause: "checksum" });
   });
 
-  it("rejects chunks beyond the announced size or wrongly marked last", () => {
+  it("rejects chunks beyond the announced size, wrongly marked last or empty as the sender's framing", () => {
     expect(new SnapshotReceiver(metadata({ sizeBytes: 40 })).offer(0, data, true)).toMatchObject({
       status: "rejected",
+      cause: "framing",
     });
     expect(new SnapshotReceiver(metadata({ sizeBytes: 60 })).offer(0, data, true)).toMatchObject({
       status: "rejected",
+      cause: "framing",
+    });
+    expect(new SnapshotReceiver(metadata()).offer(0, new Uint8Array(0), false)).toMatchObject({
+      status: "rejected",
+      cause: "framing",
     });
   });
 });
