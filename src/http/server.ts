@@ -18,6 +18,7 @@ import {
   maxPathParameterCharacters,
   maxUrlCharacters,
 } from "./limits.js";
+import { boundPipelinedParsing } from "./pipelined-parsing.js";
 import {
   answerOnSocket,
   classifyClientError,
@@ -182,6 +183,9 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     serverFactory: (handler, fastifyOptions) => {
       const answer = oneRequestAtATime(handler, maxWaitingPipelinedRequests);
       const httpServer = createServer(fastifyOptions.http as ServerOptions, answer);
+      // Node parses every request a read returned before any handler runs: bounded here, so that a connection closed
+      // for too many waiting requests did not already cost thousands of them.
+      boundPipelinedParsing(httpServer, maxWaitingPipelinedRequests + 1);
       // A request with an expectation other than 100-continue is answered like any other, through the same queue:
       // Node would answer each with a 417 of its own, outside it, however many a connection pipelines.
       httpServer.on("checkExpectation", answer);
@@ -195,6 +199,8 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     },
     // Deadlines and requests Node's parser refuses are answered with problem documents like every other error.
     clientErrorHandler: (error: Error & { code?: string }, socket) => {
+      // Closed already: a connection that pipelined too much (`boundPipelinedParsing`) is owed no answer.
+      if (socket.destroyed) return;
       if (error.code === "ECONNRESET") {
         socket.destroy();
         return;
@@ -330,17 +336,17 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     return new ServiceError("routeNotFound", `No route matches ${request.method} ${path}.`);
   };
   server.setNotFoundHandler((request, reply) => sendError(unmatchedRouteError(request), request, reply));
-  // After every `onRequest` hook (tokens, addresses, scopes): a client that waits for `100 Continue` sends its body only
-  // once the request was admitted and the body will be read, and a refused one never sends it. One that matched no
-  // route is answered at once, since the not-found handler would wait for its body first.
+  // After every `onRequest` hook (tokens, addresses, scopes): a request that matched no route is answered here, before
+  // its body is read. The not-found handler runs only after the body was parsed: a client with no token could have
+  // every server read a body up to its limit per connection (a GiB for a thousand connections) just to hear 404, and
+  // one that never ended its body held the connection until the request deadline. A client that waits for `100
+  // Continue` sends its body only once the request was admitted and the body will be read; a refused one never sends it.
   server.addHook("preParsing", (request, reply, payload, done) => {
-    if (expectsContinue(request.raw) && !reply.raw.headersSent) {
-      if (request.is404) {
-        done(unmatchedRouteError(request));
-        return;
-      }
-      if (bodyWillBeRead(request)) reply.raw.writeContinue();
+    if (request.is404 && !reply.raw.headersSent) {
+      done(unmatchedRouteError(request));
+      return;
     }
+    if (expectsContinue(request.raw) && !reply.raw.headersSent && bodyWillBeRead(request)) reply.raw.writeContinue();
     done(null, payload);
   });
   return server;

@@ -484,6 +484,24 @@ describe("createHttpServer on a real socket", () => {
     expect(client.received.toLowerCase()).toContain("connection: close");
   });
 
+  it("answers a request for no route before reading its body, and closes a connection whose body has no end", async () => {
+    const accepted = new Promise<Socket>((resolve) => server.server.once("connection", resolve));
+    const client = await openConnectionFrom(port, "127.0.0.1", opened);
+    const serverSide = await accepted;
+    const closed = new Promise<void>((resolve) => serverSide.once("close", () => resolve()));
+    // No token is needed to reach a route that does not exist: its body was read up to the limit (and a body with no
+    // end held the connection until the request deadline) only to answer 404.
+    client.socket.write(
+      "POST /nowhere HTTP/1.1\r\nHost: flowplane.test\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+    );
+    client.socket.write(`400\r\n${" ".repeat(1024)}\r\n`);
+    await expect.poll(() => client.received, { timeout: 2_000 }).toMatch(/^HTTP\/1\.1 404 /);
+    expect(client.received).toContain("urn:flowplane:problem:route-not-found");
+    expect(client.received.toLowerCase()).toContain("connection: close");
+    await closed;
+    expect(serverSide.bytesRead).toBeLessThan(64 * 1024);
+  });
+
   it("keeps the connection after refusing a request whose body is within the limit, reading that body", async () => {
     const client = await openConnectionFrom(port, "127.0.0.1", opened);
     const { socket } = client;
