@@ -559,6 +559,8 @@ describe("the local provisioner's actions on one cluster, one at a time", () => 
     const before = startedProcesses(records).length;
     await Promise.all([provisioner.launch(specification), provisioner.launch(specification)]);
     await provisioner.whenStarted(clusterId);
+    // A fake child records itself once it runs, which may be after the cluster counts as started.
+    await eventually(() => startedProcesses(records).length - before >= 4, "every process recorded itself");
     const started = startedProcesses(records).slice(before);
     expect(started.filter((process) => process.name === "gateway")).toHaveLength(1);
     expect(started.map((process) => process.name).sort()).toEqual(["broker-0", "broker-1", "broker-2", "gateway"]);
