@@ -617,13 +617,14 @@ export class ReplicaSimulation {
     this.endIncarnation(broker, incarnation);
     incarnation.clock.freeze();
     broker.durable = await durableSummary(incarnation.disk.environment);
-    const acknowledged = broker.acknowledgedReceipt;
-    if (acknowledged !== null) {
-      const durableBytes = await durableReceiptBytes(incarnation.disk.environment, acknowledged.snapshotIndex);
-      if (durableBytes < acknowledged.offset) this.acknowledgedChunksLost += 1;
-    }
     const lostBefore = incarnation.disk.lostWrites;
     const torn = await incarnation.disk.crash(this.faultRandom.chance(0.5), this.faultRandom);
+    // Measured once the crash cut the snapshot files' unsynced bytes, as the restarted broker will find them.
+    const acknowledged = broker.acknowledgedReceipt;
+    if (acknowledged !== null) {
+      const durableBytes = await durableReceiptBytes(broker.directory, acknowledged.snapshotIndex);
+      if (durableBytes < acknowledged.offset) this.acknowledgedChunksLost += 1;
+    }
     const lost = incarnation.disk.lostWrites - lostBefore;
     this.lostWrites += lost;
     if (torn) this.tornWrites += 1;
@@ -1399,18 +1400,24 @@ function noteSnapshotAnswer(broker: Broker, message: SnapshotResponseMessage): v
 }
 
 /**
- * The bytes of the snapshot at `snapshotIndex` that the member's storage in `environment` holds durably: what a
+ * The bytes of the snapshot at `snapshotIndex` that the member's storage in `directory` holds durably: what a
  * restart resumes from (infinite once that snapshot, or a newer one, is installed).
  */
-async function durableReceiptBytes(environment: StorageEnvironment, snapshotIndex: number): Promise<number> {
-  const storage = MemberStorage.openIn(environment, { scope: PARTITION_ID });
+async function durableReceiptBytes(directory: string, snapshotIndex: number): Promise<number> {
+  const environment = StorageEnvironment.open({
+    directory,
+    synchronousCommit: true,
+    journalSegmentBytes: JOURNAL_SEGMENT_BYTES,
+  });
   try {
+    const storage = MemberStorage.openIn(environment, { scope: PARTITION_ID });
     const persisted = await storage.load();
+    await storage.close();
     if ((persisted.snapshot?.index ?? 0) >= snapshotIndex) return Number.POSITIVE_INFINITY;
     const incoming = persisted.incomingSnapshot;
     return incoming !== null && incoming.metadata.index === snapshotIndex ? incoming.receivedBytes : 0;
   } finally {
-    await storage.close();
+    await environment.close();
   }
 }
 

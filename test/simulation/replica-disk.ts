@@ -13,12 +13,21 @@
  *
  * The chunk writes run on LMDB's writer thread and finish at a time the simulation does not control; the disk holds
  * their completion back until the harness releases it (`releaseSettledChunkWrites`) at a point where the cluster is settled,
- * so the replica sees them at the same point of every replay.
+ * so the replica sees them at the same point of every replay. The appends and syncs of received snapshots' files go
+ * through the same queue and the same hold.
+ *
+ * Appends to a snapshot file are written but not synced, so a crash of the machine may lose any part of them: the disk
+ * remembers how much of each file its last sync covered, and a crash cuts every file's unsynced bytes at a seeded
+ * length, as a machine losing its page cache part way through would.
  */
-import { closeSync, fstatSync, openSync, readdirSync, readSync, writeSync } from "node:fs";
+import { closeSync, fstatSync, openSync, readdirSync, readSync, statSync, truncateSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import type { SeededRandom } from "../../src/cluster/raft/core/random.js";
-import { JOURNAL_DIRECTORY_NAME, StorageEnvironment } from "../../src/cluster/raft/storage/environment.js";
+import {
+  JOURNAL_DIRECTORY_NAME,
+  SNAPSHOT_FILES_DIRECTORY_NAME,
+  StorageEnvironment,
+} from "../../src/cluster/raft/storage/environment.js";
 
 /** How long writes wait before they reach the files. */
 export interface DiskLatency {
@@ -57,6 +66,10 @@ export class SimulatedReplicaDisk {
   private flushing = false;
   /** Writes dropped by the crash (for the statistics and the torn tail). */
   lostWrites = 0;
+  /** Bytes of snapshot files that crashes cut because no sync covered them. */
+  snapshotFileBytesCut = 0;
+  /** Bytes of each snapshot file (by name) that its last sync covered. */
+  private readonly syncedFileBytes = new Map<string, number>();
 
   private constructor(
     readonly directory: string,
@@ -74,6 +87,25 @@ export class SimulatedReplicaDisk {
     const writeChunks = this.environment.writeChunks.bind(this.environment);
     this.environment.submit = (write, options) => this.queueCommit(() => submit(write, options));
     this.environment.writeChunks = (chunks, removals) => this.queueChunkWrite(() => writeChunks(chunks, removals));
+    // What the files hold when the disk opens is on the disk already: an earlier crash cut what it lost.
+    for (const name of readdirSync(this.snapshotFilesDirectory)) {
+      this.syncedFileBytes.set(name, statSync(join(this.snapshotFilesDirectory, name)).size);
+    }
+    const writeSnapshotFile = this.environment.writeSnapshotFile.bind(this.environment);
+    const syncSnapshotFile = this.environment.syncSnapshotFile.bind(this.environment);
+    this.environment.writeSnapshotFile = (scope, slot, chunks) =>
+      this.queueChunkWrite(() => writeSnapshotFile(scope, slot, chunks));
+    this.environment.syncSnapshotFile = (scope, slot) =>
+      this.queueChunkWrite(async () => {
+        await syncSnapshotFile(scope, slot);
+        const name = `${scope}-${slot}.snapshot`;
+        this.syncedFileBytes.set(name, statSync(join(this.snapshotFilesDirectory, name)).size);
+      });
+  }
+
+  /** Directory of the environment's snapshot files. */
+  private get snapshotFilesDirectory(): string {
+    return join(this.directory, SNAPSHOT_FILES_DIRECTORY_NAME);
   }
 
   /** Opens the environment in `directory` (creating it when missing) behind a simulated queue. */
@@ -142,6 +174,7 @@ export class SimulatedReplicaDisk {
     this.commitQueue.length = 0;
     this.chunkQueue.length = 0;
     await this.environment.close();
+    this.cutUnsyncedSnapshotFiles(random);
     return tearTail && lostCommits > 0 && tearJournalTail(join(this.directory, JOURNAL_DIRECTORY_NAME), random);
   }
 
@@ -149,6 +182,19 @@ export class SimulatedReplicaDisk {
   async close(): Promise<void> {
     this.flush();
     await this.environment.close();
+  }
+
+  /** Cuts each snapshot file's bytes beyond its last sync at a seeded length (see the module comment). */
+  private cutUnsyncedSnapshotFiles(random: SeededRandom): void {
+    for (const name of readdirSync(this.snapshotFilesDirectory).sort()) {
+      const path = join(this.snapshotFilesDirectory, name);
+      const sizeBytes = statSync(path).size;
+      const syncedBytes = Math.min(sizeBytes, this.syncedFileBytes.get(name) ?? 0);
+      if (sizeBytes === syncedBytes) continue;
+      const keptBytes = syncedBytes + random.nextInt(sizeBytes - syncedBytes + 1);
+      truncateSync(path, keptBytes);
+      this.snapshotFileBytesCut += sizeBytes - keptBytes;
+    }
   }
 
   private drawLatency(random: SeededRandom): number {

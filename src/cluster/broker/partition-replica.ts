@@ -406,7 +406,7 @@ export class PartitionReplica {
     for (const damage of storage.damageFoundOnOpen) {
       options.logger.warn(
         { partitionId: options.partitionId, damage },
-        "damaged data set aside while opening the replica's storage; it is received again from the leader",
+        "data set aside while opening the replica's storage (a crash's unsynced bytes or damage); received again from the leader",
       );
     }
     try {

@@ -228,3 +228,47 @@ export function decodeChunk(value: Uint8Array, location: string): Uint8Array {
   verifyChecksum(value, CHECKSUM_BYTES, location);
   return new Uint8Array(value.subarray(CHECKSUM_BYTES));
 }
+
+/**
+ * Header of one frame of a snapshot file (`snapshot-files.ts`): crc32c u32 of the rest of the header | version u8 |
+ * reserved u8 ×3 | offset u64 (the frame's first byte in the snapshot) | dataBytes u32 | data crc32c u32. The data
+ * follows the header; its checksum is the one the sender's chunk carried, verified on receipt, so the bytes are not
+ * read again to write them.
+ */
+export const SNAPSHOT_FRAME_HEADER_BYTES = 24;
+
+/** What a snapshot file's frame header says about the data after it. */
+export interface SnapshotFrameHeader {
+  /** Byte of the snapshot the frame's data starts at. */
+  readonly offset: number;
+  readonly dataBytes: number;
+  /** CRC-32C of the frame's data. */
+  readonly dataChecksum: number;
+}
+
+/** The header of a frame holding `header.dataBytes` bytes of snapshot data from `header.offset` on. */
+export function encodeSnapshotFrameHeader(header: SnapshotFrameHeader): Uint8Array {
+  if (!Number.isSafeInteger(header.dataBytes) || header.dataBytes < 1 || header.dataBytes >= TWO_TO_THE_32) {
+    throw new Error(`invariant violated: a snapshot frame holds 1 to 2^32 − 1 bytes, got ${header.dataBytes}`);
+  }
+  const encoded = new Uint8Array(SNAPSHOT_FRAME_HEADER_BYTES);
+  const view = viewOf(encoded);
+  view.setUint8(CHECKSUM_BYTES, FORMAT_VERSION);
+  writeUint64(view, 8, header.offset);
+  view.setUint32(16, header.dataBytes);
+  view.setUint32(20, header.dataChecksum >>> 0);
+  return sealChecksum(encoded);
+}
+
+/** Verifies a frame header read from a snapshot file; throws `StorageCorruptionError` naming `location` otherwise. */
+export function decodeSnapshotFrameHeader(encoded: Uint8Array, location: string): SnapshotFrameHeader {
+  verifyChecksum(encoded, SNAPSHOT_FRAME_HEADER_BYTES, location);
+  const view = viewOf(encoded);
+  const version = view.getUint8(CHECKSUM_BYTES);
+  if (version !== FORMAT_VERSION) {
+    throw new StorageCorruptionError(location, `unknown snapshot frame version ${version}`);
+  }
+  const dataBytes = view.getUint32(16);
+  if (dataBytes === 0) throw new StorageCorruptionError(location, "snapshot frame holds no data");
+  return { offset: readUint64(view, 8), dataBytes, dataChecksum: view.getUint32(20) };
+}

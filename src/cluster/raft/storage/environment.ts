@@ -1,6 +1,7 @@
 /**
  * The storage of every partition replica of a broker: a journal (`journal.ts`) for log entries and records, LMDB
- * for snapshot chunks, and one group commit over both.
+ * for the chunks of the snapshots the replicas take, plain files for the snapshots they receive from their leaders
+ * (`snapshot-files.ts`), and one group commit over them.
  *
  * Each replica's data lives under keys that start with the replica's scope (its partition id), so any number of
  * replicas share the journal and the LMDB environment. What sharing buys is the commit: a durable commit costs a disk
@@ -11,7 +12,8 @@
  * A transaction runs the submitted writes, then appends the journal record and syncs it. Chunks are durable before a
  * journal record refers to them, and chunks a record stops referring to are removed only once that record is durable
  * (`releaseChunk`), so the two stores stay consistent across a crash; a crash in between leaves chunks no record
- * refers to, which the storage clears after the next start.
+ * refers to, which the storage clears after the next start. Snapshot files follow the same rules: synced before a
+ * record installs them, removed only once a durable record stops referring to them (`releaseSnapshotFile`).
  *
  * The chunks of a whole snapshot are written before the transaction that makes a record refer to them, by LMDB's
  * writer thread (`writeChunks`), and released chunks are removed there too: megabytes of chunks committed and synced
@@ -30,6 +32,7 @@ import { BufferPool } from "../../../buffers/buffer-pool.js";
 import { createPrivateDirectoryDurably, privateFileMode } from "../../../files/private-files.js";
 import { defaultGroupCommitOptions, type GroupCommitOptions, GroupCommitter } from "./group-commit.js";
 import { Journal, type JournalEntries, type JournalRecords } from "./journal.js";
+import { type SnapshotFileChunk, SnapshotFiles } from "./snapshot-files.js";
 
 /** Options of an environment. */
 export interface StorageEnvironmentOptions {
@@ -76,6 +79,9 @@ export type ChunkKey = [number, number, number];
 /** Name of the journal's directory inside the storage directory. */
 export const JOURNAL_DIRECTORY_NAME = "journal";
 
+/** Name of the directory of received snapshots' files inside the storage directory. */
+export const SNAPSHOT_FILES_DIRECTORY_NAME = "snapshots";
+
 /**
  * `error`, after handling the promise lmdb-js attaches to a failed commit's errors (`commitError`), which it rejects
  * later with the commit's cause: unhandled, that rejection ends the process (a full disk crashed the broker).
@@ -117,6 +123,8 @@ export class StorageEnvironment {
   /** Records (hard state, log start, snapshot records) by (scope, name). */
   readonly state: JournalRecords;
   readonly chunks: ChunkDatabase;
+  /** Snapshots received from leaders, in plain files (`snapshot-files.ts` says why); read them here. */
+  readonly snapshotFiles: SnapshotFiles;
   /**
    * Memory for snapshot chunks on their way, shared by the environment's members (a broker's replicas): a leader's
    * chunk reads, handed back once sent, and a receiving member's chunks as stored, handed back once durable. At most
@@ -132,6 +140,8 @@ export class StorageEnvironment {
   private readonly journal: Journal;
   /** Chunks the running transaction releases: removed once it is durable (see `releaseChunk`). */
   private releasedChunks: ChunkKey[] = [];
+  /** Snapshot files the running transaction releases: removed once it is durable (see `releaseSnapshotFile`). */
+  private releasedSnapshotFiles: (readonly [number, number])[] = [];
   /** Why a chunk write or removal on LMDB's writer thread failed; the environment then refuses writes. */
   private chunkFailure: Error | null = null;
   private readonly root: RootDatabase<Uint8Array, string>;
@@ -180,6 +190,7 @@ export class StorageEnvironment {
       name: "snapshotChunks",
       encoding: "binary",
     });
+    this.snapshotFiles = SnapshotFiles.open(join(options.directory, SNAPSHOT_FILES_DIRECTORY_NAME));
     this.journal = Journal.open({
       directory: join(options.directory, JOURNAL_DIRECTORY_NAME),
       ...(options.journalSegmentBytes === undefined ? {} : { segmentBytes: options.journalSegmentBytes }),
@@ -192,12 +203,14 @@ export class StorageEnvironment {
       options.groupCommit ?? defaultGroupCommitOptions,
       () => {
         this.removeReleasedChunks();
+        this.removeReleasedSnapshotFiles();
         this.settleParticipants((participant) => participant.commitStaged());
         this.reportCommit();
       },
       () => {
         // The durable records may still refer to them.
         this.releasedChunks = [];
+        this.releasedSnapshotFiles = [];
         this.settleParticipants((participant) => participant.discardStaged());
       },
     );
@@ -234,6 +247,7 @@ export class StorageEnvironment {
   scopes(): number[] {
     const scopes = new Set(this.journal.scopes());
     for (const key of this.chunks.getKeys()) scopes.add(key[0]);
+    for (const scope of this.snapshotFiles.scopes()) scopes.add(scope);
     return [...scopes].sort((left, right) => left - right);
   }
 
@@ -301,6 +315,63 @@ export class StorageEnvironment {
       this.chunkFailure ??= failure;
       throw failure;
     }
+  }
+
+  /**
+   * Appends received snapshot chunks to the file of `scope` and `slot` (`SnapshotFiles.append`) and resolves once they
+   * are written, not synced (`syncSnapshotFile`). A failed write fails the environment as a failed chunk write does:
+   * what reached the file is unknown.
+   */
+  writeSnapshotFile(scope: number, slot: number, chunks: readonly SnapshotFileChunk[]): Promise<void> {
+    return this.onSnapshotFile(() => this.snapshotFiles.append(scope, slot, chunks));
+  }
+
+  /** Makes the file of `scope` and `slot` durable; a failure fails the environment as `writeSnapshotFile`'s does. */
+  syncSnapshotFile(scope: number, slot: number): Promise<void> {
+    return this.onSnapshotFile(() => this.snapshotFiles.sync(scope, slot));
+  }
+
+  /**
+   * Removes a snapshot file once the running transaction is durable: until then the durable records may still refer
+   * to it. Only callable from inside a write.
+   */
+  releaseSnapshotFile(scope: number, slot: number): void {
+    if (!this.inTransaction) throw new Error("invariant violated: a snapshot file was released outside a transaction");
+    this.releasedSnapshotFiles.push([scope, slot]);
+  }
+
+  /** Removes snapshot files no record refers to (closing waits for it); a failure leaves them for the next start. */
+  removeSnapshotFiles(files: readonly (readonly [number, number])[]): void {
+    for (const [scope, slot] of files) {
+      const removed = this.snapshotFiles.remove(scope, slot).catch(() => undefined);
+      this.chunkWritesInFlight.add(removed);
+      void removed.finally(() => this.chunkWritesInFlight.delete(removed));
+    }
+  }
+
+  /** Runs a snapshot file operation counted among the chunk operations; its failure fails the environment. */
+  private async onSnapshotFile(operation: () => Promise<void>): Promise<void> {
+    if (this.closed) throw new Error("the storage environment is closed");
+    const failure = this.failure;
+    if (failure !== null) throw new Error(`storage failed earlier and accepts no writes: ${failure.message}`);
+    const running = operation();
+    this.chunkWritesInFlight.add(running);
+    try {
+      await running;
+    } catch (error) {
+      const cause = error instanceof Error ? error : new Error(String(error));
+      this.chunkFailure ??= new Error(`a snapshot file could not be written: ${cause.message}`, { cause });
+      throw this.chunkFailure;
+    } finally {
+      this.chunkWritesInFlight.delete(running);
+    }
+  }
+
+  /** Removes the snapshot files released by the transaction that just became durable. */
+  private removeReleasedSnapshotFiles(): void {
+    const released = this.releasedSnapshotFiles;
+    this.releasedSnapshotFiles = [];
+    this.removeSnapshotFiles(released);
   }
 
   /**
@@ -376,6 +447,7 @@ export class StorageEnvironment {
     this.closed = true;
     await this.committer.whenIdle();
     await this.chunkOperationsSettled();
+    await this.snapshotFiles.close();
     await this.journal.close();
     await this.root.close();
   }

@@ -22,6 +22,11 @@ export interface LogStart {
 export interface StoredSnapshot {
   readonly metadata: SnapshotMetadata;
   readonly slot: number;
+  /**
+   * Set for a snapshot received from a leader, whose data is in the slot's snapshot file (`snapshot-files.ts`); the
+   * data of the others is in LMDB chunks. A snapshot being received is always in a file.
+   */
+  readonly inFile?: true;
 }
 
 /** A snapshot being received, with how far its bytes have come. */

@@ -2,12 +2,13 @@
  * The durable storage of one Raft member in a storage environment, its own or one shared by a broker's replicas (see
  * `StorageEnvironment`): log entries, hard state, snapshot metadata, the latest snapshot's data in checksummed chunks,
  * and the progress of a snapshot being received in chunks, all under keys that start with the member's scope. Log
- * entries and records go to the environment's journal, snapshot chunks to its LMDB database.
+ * entries and records go to the environment's journal, the chunks of the snapshots this member takes to its LMDB
+ * database, and snapshots received from a leader to a file of their own (`snapshot-files.ts` says why).
  *
  * Snapshots move between members without being held in memory whole: a leader reads the stored snapshot a byte range
- * at a time (`snapshotChunk`, verifying only the stored chunks it touches), and a receiving member writes each chunk
- * as it arrives (`receiveSnapshotChunks`), keeping a running CRC-32C of the received bytes with its progress, so the
- * whole snapshot is verified when it is complete (`finishSnapshotReceive`) without being read back. A state machine
+ * at a time (`snapshotChunk`, verifying only the stored chunks it touches), and a receiving member appends each chunk
+ * to its file as it arrives (`receiveSnapshotChunks`), keeping a running CRC-32C of the received bytes with its
+ * progress, so the whole snapshot is verified when it is complete (`finishSnapshotReceive`) without being read back. A state machine
  * is restored from the stored snapshot a chunk per turn too (`readSnapshotInTurns`).
  *
  * All writes go through the environment's group commit, so concurrent writes share one durable transaction.
@@ -45,7 +46,6 @@ import {
   decodeRecord,
   ENTRY_HEADER_BYTES,
   encodeChunk,
-  encodeChunkInto,
   encodedChunkBytes,
   encodedChunkChecksum,
   encodeEntry,
@@ -215,10 +215,12 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   private highestSlot = 0;
   /** Snapshots whose chunks `prepareSnapshot` wrote, by the snapshot data they hold (or its handle). */
   private readonly preparedSlots = new WeakMap<PreparedKey, PreparedSnapshot>();
-  /** Whether this storage's first write removed the chunks no record referred to at open (left by a crash). */
+  /** Whether this storage's first write removed the chunks and files no record referred to at open (a crash's). */
   private sweptOrphanChunks = false;
   /** Chunks found at open under slots no record refers to (left by a crash). */
   private orphanChunks: ChunkKey[] = [];
+  /** Snapshot files found at open whose slots no record refers to (left by a crash). */
+  private orphanFiles: number[] = [];
   /** Whether the running transaction changed the log, after which the cache no longer shows the staged log. */
   private logChangedInTransaction = false;
   private closed = false;
@@ -265,17 +267,26 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     this.durable = this.recover();
     // Every slot present now is below the slots this storage will hand out, so the orphans among them can be removed
     // at any time, off this thread, without a transaction.
-    const used = new Set([this.durable.snapshot?.slot, this.durable.incoming?.slot]);
+    // Chunks of a snapshot being received were kept in LMDB by earlier versions: its chunks there are orphans now,
+    // since a receipt is resumed from its file (see `recoverIncoming`).
+    const snapshot = this.durable.snapshot;
+    const usedChunkSlot = snapshot !== null && snapshot.inFile !== true ? snapshot.slot : null;
     for (const key of this.environment.chunks.getKeys({ start: [this.scope, 0, 0], end: [this.scope + 1, 0, 0] })) {
       this.highestSlot = Math.max(this.highestSlot, key[1]);
-      if (!used.has(key[1])) this.orphanChunks.push(key);
+      if (key[1] !== usedChunkSlot) this.orphanChunks.push(key);
+    }
+    const usedFileSlots = new Set([snapshot?.inFile === true ? snapshot.slot : null, this.durable.incoming?.slot]);
+    for (const slot of this.environment.snapshotFiles.slots(this.scope)) {
+      this.highestSlot = Math.max(this.highestSlot, slot);
+      if (!usedFileSlots.has(slot)) this.orphanFiles.push(slot);
     }
   }
 
   /**
-   * Damage that opening found in data it can do without, and set aside instead of failing: chunks of a snapshot
-   * being received that do not verify (received again from the leader). Its owner reports each one; the stored state
-   * itself is never repaired this way, its damage is a `StorageCorruptionError`.
+   * What opening found in data it can do without, and set aside instead of failing: the bytes of a snapshot being
+   * received after the frames that verify (an unsynced tail a crash cut short, or damage; received again from the
+   * leader). Its owner reports each one; the stored state itself is never repaired this way, its damage is a
+   * `StorageCorruptionError`.
    */
   get damageFoundOnOpen(): readonly string[] {
     return this.damage;
@@ -760,6 +771,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     if (stored === null) {
       return null;
     }
+    if (stored.inFile === true) return this.readSnapshotFileInTurns(stored, consume, yieldTurn);
     const sizeBytes = stored.metadata.sizeBytes;
     let checksum = 0;
     // Each chunk is read by its key in LMDB's reused buffer: reading the range handed out a new buffer of every chunk,
@@ -793,6 +805,41 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     });
     if (beyond !== undefined) {
       throw new StorageCorruptionError(`snapshot chunk at ${beyond[2]}`, "chunk extends beyond the snapshot size");
+    }
+    if (checksum !== stored.metadata.checksum) {
+      throw new StorageCorruptionError(
+        "snapshot",
+        `data checksum ${checksum} differs from ${stored.metadata.checksum}`,
+      );
+    }
+    return stored.metadata;
+  }
+
+  /** `readSnapshotInTurns` of a snapshot in a file: each frame read into one reused buffer, verified, handed over. */
+  private async readSnapshotFileInTurns(
+    stored: StoredSnapshot,
+    consume: (data: Uint8Array) => void,
+    yieldTurn: () => Promise<void>,
+  ): Promise<SnapshotMetadata> {
+    const files = this.environment.snapshotFiles;
+    const frames = files.frames(this.scope, stored.slot);
+    const buffer = this.environment.chunkBuffers.acquire(Math.max(1, ...frames.map((frame) => frame.dataBytes)));
+    let checksum = 0;
+    try {
+      // Bounded by the frames, which the scan at open (or the receipt) found to cover exactly the snapshot's size.
+      for (const [frameNumber, frame] of frames.entries()) {
+        const data = buffer.subarray(0, frame.dataBytes);
+        files.readFrame(this.scope, stored.slot, frameNumber, data);
+        checksum = combineCrc32c(checksum, frame.dataChecksum, frame.dataBytes);
+        consume(data);
+        await yieldTurn();
+        this.assertOpen();
+        if (this.durable.snapshot?.slot !== stored.slot) {
+          throw new Error("the stored snapshot was replaced while it was being read");
+        }
+      }
+    } finally {
+      this.environment.chunkBuffers.release(buffer);
     }
     if (checksum !== stored.metadata.checksum) {
       throw new StorageCorruptionError(
@@ -842,6 +889,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     if (end === offset) {
       return { data: new Uint8Array(0), checksum: 0 };
     }
+    if (stored.inFile === true) return this.snapshotFileRange(stored.slot, offset, end);
     // The sender's usual case: the range is exactly one stored chunk. LMDB's buffer of it is only valid until the next
     // read, so it is verified there and copied once, into a buffer a sender handed back (`recycleSnapshotChunk`). The
     // checksum just verified is the data's, so it goes along without another pass over the bytes.
@@ -893,29 +941,67 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   }
 
   /**
-   * Durably writes a receipt of the Raft core (`Ready.snapshotReceipt`): starts the snapshot over when the receipt
-   * says so, then stores its chunks in order. The chunks must continue the received bytes exactly, as the core tracks
+   * Bytes [offset, end) of the snapshot file of `slot`, in a buffer of the environment's pool (handed back with
+   * `recycleSnapshotChunk`), read from the frames that hold them, each verified. A sender asks for the frames the
+   * leader that sent them cut (they are the chunks of this storage's size, as a broker's leaders cut them): such a
+   * range is read straight into the buffer, and its checksum is the frame's.
+   */
+  private snapshotFileRange(slot: number, offset: number, end: number): SnapshotChunkRead {
+    const files = this.environment.snapshotFiles;
+    const frames = files.frames(this.scope, slot);
+    let frameNumber = files.frameHolding(this.scope, slot, offset);
+    const first = frames[frameNumber];
+    if (first === undefined) {
+      throw new StorageCorruptionError(`snapshot file of slot ${slot}`, `no frame holds byte ${offset}`);
+    }
+    if (first.offset === offset && first.dataBytes === end - offset) {
+      const data = this.environment.chunkBuffers.acquire(first.dataBytes);
+      files.readFrame(this.scope, slot, frameNumber, data);
+      return { data, checksum: first.dataChecksum };
+    }
+    const result = this.environment.chunkBuffers.acquire(end - offset);
+    // Bounded: every pass moves past one frame of at least one byte, up to `end`.
+    for (let position = offset; position < end; frameNumber += 1) {
+      const frame = frames[frameNumber];
+      if (frame === undefined) {
+        throw new StorageCorruptionError(`snapshot file of slot ${slot}`, `no frame holds byte ${position}`);
+      }
+      const data = this.environment.chunkBuffers.acquire(frame.dataBytes);
+      try {
+        files.readFrame(this.scope, slot, frameNumber, data);
+        const frameEnd = frame.offset + frame.dataBytes;
+        const to = Math.min(end, frameEnd);
+        result.set(data.subarray(position - frame.offset, to - frame.offset), position - offset);
+        position = to;
+      } finally {
+        this.environment.chunkBuffers.release(data);
+      }
+    }
+    return { data: result, checksum: crc32c(result) >>> 0 };
+  }
+
+  /**
+   * Stores a receipt of the Raft core (`Ready.snapshotReceipt`): starts the snapshot over when the receipt says so,
+   * then stores its chunks in order. The chunks must continue the received bytes exactly, as the core tracks
    * them; anything else means the core and the storage disagree, and fails.
    *
-   * The chunks are written and synced by LMDB's writer thread, beyond the received bytes or in a fresh slot when the
-   * receipt starts over, while this thread goes on receiving. Once synced they are the receipt's durable progress
-   * (`recoverIncoming` counts them after a restart), so only a receipt that starts over commits a transaction (the
-   * record naming the snapshot and its slot). Committing megabytes of chunks, then the progress, on this thread
-   * stopped the broker, socket reads included, for every batch of a transfer.
+   * The chunks are appended to the snapshot's file on the thread pool (a receipt that starts over begins a file in a
+   * fresh slot), while this thread goes on receiving, and the file is synced once, before the record installing it
+   * (`finishSnapshotReceive`). The frames in the file are the receipt's progress (`recoverIncoming` counts them after
+   * a restart), so only a receipt that starts over commits a transaction (the record naming the snapshot and its slot).
    *
-   * A receipt that continues the snapshot returns once its chunks are handed to the writer thread, not once they are
-   * durable, so their acknowledgement does not wait for a disk sync: at most `RECEIPT_CHUNKS_IN_FLIGHT` chunks are
-   * being written at once (a receipt beyond waits for the oldest writes), and the install waits for all of them
-   * (`finishSnapshotReceive`). Waiting for each receipt's sync before acknowledging it set the pace of the whole
-   * transfer. So a crash may lose chunks that were acknowledged: a restarted member counts only the chunks that are
-   * durable and verify, answers that lower offset, and the leader goes back to it (`SnapshotTransfer.tick`). LMDB
-   * commits the writes in order and each atomically, so what survives is always a prefix of what was received.
-   * Nothing Raft counts rests on the acknowledgements: the snapshot's index counts only once it is installed.
+   * A receipt returns once its chunks are handed to the thread pool, not once they are written, so their
+   * acknowledgement waits for no disk: at most `RECEIPT_CHUNKS_IN_FLIGHT` chunks are being written at once (a receipt
+   * beyond waits for the oldest writes), and the install waits for all of them and the sync. So a crash may lose
+   * chunks that were acknowledged: a restarted member counts only the frames that verify and continue each other from
+   * byte 0, answers that lower offset, and the leader goes back to it (`SnapshotTransfer.tick`). Nothing Raft counts
+   * rests on the acknowledgements: the snapshot's index counts only once it is installed. The chunks' memory is
+   * written as it is (received chunks are views of frames nobody reuses), with the checksum the core computed.
    */
   async receiveSnapshotChunks(receipt: SnapshotReceipt): Promise<void> {
     this.assertOpen();
     if (this.receiptWriteFailure !== null) throw this.receiptWriteFailure;
-    // A receipt starting over discards what was received before: the earlier writes must be in the database first.
+    // A receipt starting over discards what was received before: its file must not be written any more once removed.
     if (receipt.restart) await this.settleReceiptWrites(0);
     const metadata = copyMetadata(receipt.metadata);
     if (!isSnapshotMetadata(metadata)) {
@@ -927,6 +1013,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     }
     let end = receipt.restart ? 0 : (current?.receivedBytes ?? 0);
     for (const chunk of receipt.chunks) {
+      this.checkReceivedChunk(chunk.offset, chunk.data);
       if (chunk.offset !== end) {
         throw new Error(`invariant violated: received chunk at ${chunk.offset} does not continue at ${end}`);
       }
@@ -937,40 +1024,23 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     }
     const slot = receipt.restart || current === null ? this.reserveSlot() : current.slot;
     const receiptBytes = receipt.chunks.reduce((total, chunk) => total + chunk.data.byteLength, 0);
-    // The bound holds before this receipt's buffers are taken from the pool, not only after.
     if (!receipt.restart)
       await this.settleReceiptWrites(RECEIPT_CHUNKS_IN_FLIGHT * this.snapshotChunkBytes - receiptBytes);
-    const chunks = receipt.chunks.map((chunk) => {
-      this.checkReceivedChunk(chunk.offset, chunk.data);
-      // Memory LMDB is done with once the chunks are durable (the pool's module comment says why it is reused).
-      const encoded = encodeChunkInto(
-        chunk.data,
-        this.environment.chunkBuffers.acquire(encodedChunkBytes(chunk.data.byteLength)),
-        chunk.checksum,
-      );
-      return { offset: chunk.offset, data: chunk.data, encoded, checksum: encodedChunkChecksum(encoded) };
-    });
-    // LMDB is done with the encoded chunks once they are durable: the next receipts encode into their memory (a
-    // failed write keeps them: what LMDB still reads is unknown).
-    const buffers = chunks.map((chunk) => chunk.encoded);
-    const written = this.writeReceivedChunks(slot, chunks).then(
-      () => {
-        for (const buffer of buffers) this.environment.chunkBuffers.release(buffer);
-      },
-      (error: unknown) => {
+    const chunks = receipt.chunks.map((chunk) => ({
+      offset: chunk.offset,
+      data: chunk.data,
+      checksum: chunk.checksum >>> 0,
+    }));
+    if (chunks.length > 0) {
+      const written = this.environment.writeSnapshotFile(this.scope, slot, chunks).catch((error: unknown) => {
         this.receiptWriteFailure ??= error instanceof Error ? error : new Error(String(error));
-      },
-    );
-    if (receipt.restart) {
-      await written;
-      if (this.receiptWriteFailure !== null) throw this.receiptWriteFailure;
-    } else if (chunks.length > 0) {
+      });
       this.receiptWrites.push({ written, bytes: receiptBytes });
       this.receiptBytesInFlight += receiptBytes;
     }
     if (!receipt.restart) {
-      // The chunks, once durable, are the receipt's durable progress (see `recoverIncoming`): no transaction, and no
-      // second sync, is needed for them. Until then they are received, and acknowledged, but a crash may lose them.
+      // The chunks in the file are the receipt's progress (see `recoverIncoming`): no transaction is needed for them.
+      // Until the install syncs the file they are received, and acknowledged, but a crash may lose them.
       const staged = this.staged;
       const view = staged ?? this.durable;
       if (view.incoming === null || !sameSnapshot(view.incoming.metadata, metadata) || view.incoming.slot !== slot) {
@@ -988,34 +1058,6 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       this.environment.state.put(this.scope, INCOMING_SNAPSHOT_KEY, encodeRecord(incoming));
       staged.incoming = incoming;
     });
-  }
-
-  /**
-   * Writes received chunks under `slot` on LMDB's writer thread and resolves once they are durable. Chunks a crash
-   * left at or after the first one's offset (a sender may cut the snapshot differently now) are removed with them.
-   */
-  private async writeReceivedChunks(
-    slot: number,
-    chunks: readonly { readonly offset: number; readonly encoded: Uint8Array }[],
-  ): Promise<void> {
-    const first = chunks[0];
-    if (first === undefined) return;
-    const writtenKeys = new Set(chunks.map((chunk) => chunk.offset));
-    const stale = [
-      ...this.environment.chunks.getKeys({
-        start: [this.scope, slot, first.offset],
-        end: [this.scope, slot + 1, 0],
-      }),
-    ].filter((key) => !writtenKeys.has(key[2]));
-    const written = this.environment.writeChunks(
-      chunks.map((chunk) => [[this.scope, slot, chunk.offset] as ChunkKey, chunk.encoded] as const),
-      stale,
-    );
-    this.lastChunkWrite = written.then(
-      () => undefined,
-      () => undefined,
-    );
-    await written;
   }
 
   /**
@@ -1037,14 +1079,17 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   }
 
   /**
-   * Makes this storage's next writes wait, in the order they are made, until every received chunk is durable: a
-   * write that installs or discards the snapshot being received must not reach the journal before its chunks reach
-   * LMDB, and awaiting them before submitting would let writes made meanwhile overtake it.
+   * Makes this storage's next writes wait, in the order they are made, until every received chunk is written, and
+   * with `syncSlot`, until that slot's file is durable: a write that installs the snapshot being received must not
+   * reach the journal before its file is synced, and one that discards it must not let the file's removal meet a write
+   * still in progress; awaiting them before submitting would let writes made meanwhile overtake it.
    */
-  private holdWritesUntilReceiptsDurable(): void {
-    if (this.receiptWrites.length === 0 && this.receiptWriteFailure === null) return;
+  private holdWritesUntilReceiptsDurable(syncSlot: number | null = null): void {
+    if (this.receiptWrites.length === 0 && this.receiptWriteFailure === null && syncSlot === null) return;
     const previous = this.writesHeld;
-    const settled = this.settleReceiptWrites(0);
+    const written = this.settleReceiptWrites(0);
+    const settled =
+      syncSlot === null ? written : written.then(() => this.environment.syncSnapshotFile(this.scope, syncSlot));
     // Each is observed here: whoever waits on the hold sees its failure, and nobody may be waiting yet.
     settled.catch(() => undefined);
     const held =
@@ -1083,7 +1128,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   async finishSnapshotReceive(): Promise<SnapshotMetadata> {
     this.assertOpen();
     // The install makes the snapshot count: every chunk of it must be durable first.
-    this.holdWritesUntilReceiptsDurable();
+    this.holdWritesUntilReceiptsDurable((this.staged ?? this.durable).incoming?.slot ?? null);
     let outcome: { installed: SnapshotMetadata } | { mismatch: string } | null = null;
     await this.submit(() => {
       const staged = this.stagedView();
@@ -1112,7 +1157,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       this.termIn(staged, incoming.metadata.index);
       this.environment.state.remove(this.scope, INCOMING_SNAPSHOT_KEY);
       staged.incoming = null;
-      this.adoptSnapshot(staged, { metadata: incoming.metadata, slot: incoming.slot });
+      this.adoptSnapshot(staged, { metadata: incoming.metadata, slot: incoming.slot, inFile: true });
       outcome = { installed: incoming.metadata };
     });
     const settled = outcome as { installed: SnapshotMetadata } | { mismatch: string } | null;
@@ -1126,7 +1171,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   }
 
   /**
-   * Removes everything this member stored (log entries, records, snapshot chunks) in one durable transaction, then
+   * Removes everything this member stored (log entries, records, snapshot chunks and files) in one durable transaction, then
    * closes the storage. For a replica that left its group: its journal entries stop keeping segments alive, and its
    * chunks' pages go back to LMDB's free list once the transaction is durable. A crash before the transaction is
    * durable leaves the member's data as it was, so the removal is simply done again.
@@ -1148,7 +1193,11 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       }
       const keys = this.environment.chunks.getKeys({ start: [this.scope, 0, 0], end: [this.scope + 1, 0, 0] });
       for (const key of keys) this.environment.releaseChunk(key);
+      for (const slot of this.environment.snapshotFiles.slots(this.scope)) {
+        this.environment.releaseSnapshotFile(this.scope, slot);
+      }
       this.orphanChunks = [];
+      this.orphanFiles = [];
       staged.hardState = INITIAL_HARD_STATE;
       staged.logStart = { index: 0, term: 0 };
       staged.lastIndex = 0;
@@ -1247,6 +1296,8 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
         this.sweptOrphanChunks = true;
         this.environment.removeChunks(this.orphanChunks);
         this.orphanChunks = [];
+        this.environment.removeSnapshotFiles(this.orphanFiles.map((slot) => [this.scope, slot] as const));
+        this.orphanFiles = [];
       }
     }
     return this.staged;
@@ -1259,8 +1310,14 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       return isRecord(value) && isNonNegativeInteger(value.index) && isNonNegativeInteger(value.term);
     });
     const isStoredSnapshot = (value: unknown): value is StoredSnapshot =>
-      isRecord(value) && isSnapshotMetadata(value.metadata) && isNonNegativeInteger(value.slot);
+      isRecord(value) &&
+      isSnapshotMetadata(value.metadata) &&
+      isNonNegativeInteger(value.slot) &&
+      (value.inFile === undefined || value.inFile === true);
     const snapshot = this.readRecord(SNAPSHOT_KEY, isStoredSnapshot);
+    if (snapshot?.inFile === true) {
+      this.environment.snapshotFiles.scanInstalled(this.scope, snapshot.slot, snapshot.metadata.sizeBytes);
+    }
     const stored = this.readRecord(
       INCOMING_SNAPSHOT_KEY,
       (value): value is Omit<StoredIncomingSnapshot, "receivedChecksum"> & { receivedChecksum?: number } =>
@@ -1295,42 +1352,23 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   }
 
   /**
-   * How far the receipt of `metadata` into `slot` came, as its stored chunks show it. Once a receipt has started, its
-   * chunks are its durable progress: each batch is written and synced by LMDB's writer thread (perhaps after it was
-   * acknowledged, see `receiveSnapshotChunks`: the leader then goes back to the offset counted here), and no record
-   * counts it (the record's own count, kept by earlier versions, is only a lower bound). Counts the chunks that
-   * continue each other from byte 0 and verify, with their running checksum, reading one chunk at a time. Chunks
-   * after a gap or a damaged chunk are not counted: the sender sends those bytes again (it goes back to the offset
-   * this member names, see `SnapshotTransfer`), and the write that stores them removes what lies there. A crash
-   * cannot leave such a chunk, since each batch is one transaction, so each is reported in `damageFoundOnOpen`: the
-   * data is received again rather than the replica stopped, because the leader still holds all of it.
+   * How far the receipt of `metadata` into `slot` came, as its file shows it: the frames that verify and continue each
+   * other from byte 0, with their running checksum (`SnapshotFiles.scanIncoming`, which cuts the rest off the file).
+   * No record counts the progress (the record's own count is only a lower bound): the frames are appended, and
+   * acknowledged, before they are synced, so a crash may have cut the file anywhere after its last sync. What was cut
+   * is reported in `damageFoundOnOpen` and received again: the leader goes back to the offset this member names (see
+   * `SnapshotTransfer`). A receipt that earlier versions kept in LMDB resumes from its file too, which holds nothing,
+   * and its chunks there are removed as orphans.
    */
   private recoverIncoming(metadata: SnapshotMetadata, slot: number): StoredIncomingSnapshot {
-    let receivedBytes = 0;
-    let receivedChecksum = 0;
-    const range = { start: [this.scope, slot, 0] as ChunkKey, end: [this.scope, slot + 1, 0] as ChunkKey };
-    const location = (offset: number): string => `incoming snapshot chunk at byte ${offset} of slot ${slot}`;
-    for (const { key, value } of this.environment.chunks.getRange(range)) {
-      if (key[2] !== receivedBytes) {
-        this.damage.push(`${location(key[2])}: the chunks before it end at byte ${receivedBytes}`);
-        break;
-      }
-      let data: Uint8Array;
-      try {
-        data = chunkDataView(value, location(receivedBytes));
-      } catch (error) {
-        this.damage.push(error instanceof Error ? error.message : String(error));
-        break;
-      }
-      if (data.byteLength === 0 || receivedBytes + data.byteLength > metadata.sizeBytes) {
-        this.damage.push(`${location(receivedBytes)}: ${data.byteLength} bytes do not fit the snapshot's size`);
-        break;
-      }
-      // The chunk's own checksum, just verified against its data.
-      receivedChecksum = combineCrc32c(receivedChecksum, encodedChunkChecksum(value), data.byteLength);
-      receivedBytes += data.byteLength;
+    const scan = this.environment.snapshotFiles.scanIncoming(this.scope, slot, metadata.sizeBytes);
+    if (scan.cutBytes > 0) {
+      this.damage.push(
+        `incoming snapshot file of slot ${slot}: ${scan.cutBytes} bytes after byte ${scan.dataBytes} of the snapshot ` +
+          "did not verify or continue it and were cut",
+      );
     }
-    return { metadata, slot, receivedBytes, receivedChecksum };
+    return { metadata, slot, receivedBytes: scan.dataBytes, receivedChecksum: scan.checksum };
   }
 
   private readRecord<T>(key: string, isValid: (value: unknown) => value is T): T | null {
@@ -1495,11 +1533,13 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   }
 
   /**
-   * Removes the chunks of a slot the durable records stop referring to in this transaction, once it is durable: a
+   * Removes the chunks or the file of a slot the durable records stop referring to in this transaction, once it is
+   * durable: a
    * crash before then leaves the records pointing at them.
    */
   private releaseSlot(slot: number): void {
     for (const key of this.chunkKeys(slot)) this.environment.releaseChunk(key);
+    if (this.environment.snapshotFiles.has(this.scope, slot)) this.environment.releaseSnapshotFile(this.scope, slot);
   }
 
   /**
@@ -1544,13 +1584,27 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   }
 
   private readSnapshotData(stored: StoredSnapshot): Uint8Array {
-    const data = this.readChunks(stored.slot, stored.metadata.sizeBytes, "snapshot");
+    const data =
+      stored.inFile === true
+        ? this.readSnapshotFile(stored.slot, stored.metadata.sizeBytes)
+        : this.readChunks(stored.slot, stored.metadata.sizeBytes, "snapshot");
     const checksum = crc32c(data);
     if (checksum !== stored.metadata.checksum) {
       throw new StorageCorruptionError(
         "snapshot",
         `data checksum ${checksum} differs from ${stored.metadata.checksum}`,
       );
+    }
+    return data;
+  }
+
+  /** The `sizeBytes` of data of the snapshot file of `slot`, every frame read straight into its place and verified. */
+  private readSnapshotFile(slot: number, sizeBytes: number): Uint8Array {
+    const data = new Uint8Array(sizeBytes);
+    const files = this.environment.snapshotFiles;
+    // Bounded by the frames, which the scan at open (or the receipt) found to cover exactly `sizeBytes`.
+    for (const [frameNumber, frame] of files.frames(this.scope, slot).entries()) {
+      files.readFrame(this.scope, slot, frameNumber, data.subarray(frame.offset, frame.offset + frame.dataBytes));
     }
     return data;
   }

@@ -1,9 +1,20 @@
+import { appendFileSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { crc32c } from "@node-rs/crc32";
 import { type Database, open } from "lmdb";
 import { describe, expect, it, vi } from "vitest";
-import { encodeChunk, encodeEntry } from "../../../../src/cluster/raft/storage/codec.js";
-import { JOURNAL_DIRECTORY_NAME, StorageEnvironment } from "../../../../src/cluster/raft/storage/environment.js";
+import {
+  encodeChunk,
+  encodeEntry,
+  encodeRecord,
+  encodeSnapshotFrameHeader,
+  SNAPSHOT_FRAME_HEADER_BYTES,
+} from "../../../../src/cluster/raft/storage/codec.js";
+import {
+  JOURNAL_DIRECTORY_NAME,
+  SNAPSHOT_FILES_DIRECTORY_NAME,
+  StorageEnvironment,
+} from "../../../../src/cluster/raft/storage/environment.js";
 import { Journal } from "../../../../src/cluster/raft/storage/journal.js";
 import {
   EntriesUnavailableError,
@@ -47,17 +58,17 @@ function makeSnapshot(index: number, term: number, sizeBytes: number): Snapshot 
 }
 
 /**
- * An environment in `directory` whose chunk writes (of the writer thread) wait until the test starts them all
+ * An environment in `directory` whose writes of received chunks to snapshot files wait until the test starts them all
  * (`releaseHeld`) or fails one (`fail`, as a machine that stopped before they reached the disk).
  */
-function environmentHoldingChunkWrites(directory: string) {
+function environmentHoldingSnapshotFileWrites(directory: string) {
   const environment = StorageEnvironment.open({ directory, synchronousCommit: true });
   const held: { readonly start: () => void; readonly fail: () => void }[] = [];
-  const writeChunks = environment.writeChunks.bind(environment);
-  environment.writeChunks = (chunks, removals) =>
+  const writeSnapshotFile = environment.writeSnapshotFile.bind(environment);
+  environment.writeSnapshotFile = (scope, slot, chunks) =>
     new Promise<void>((resolve, reject) => {
       held.push({
-        start: () => writeChunks(chunks, removals).then(resolve, reject),
+        start: () => writeSnapshotFile(scope, slot, chunks).then(resolve, reject),
         fail: () => reject(new Error("the machine stopped")),
       });
     });
@@ -779,7 +790,7 @@ describe("MemberStorage", () => {
       });
     });
 
-    it("resumes a receipt before a stored chunk that does not verify, and reports it as damage found on open", async () => {
+    it("resumes a receipt before a frame of its file that does not verify, cuts the rest off, and reports it as found on open", async () => {
       await withTemporaryDirectory(async (directory) => {
         const snapshot = makeSnapshot(10, 2, 16);
         const chunk = (offset: number, end: number) => receivedChunk(snapshot.data, offset, end);
@@ -792,23 +803,22 @@ describe("MemberStorage", () => {
         });
         expect(storage.damageFoundOnOpen).toEqual([]);
         await storage.close();
-        const root = open<Uint8Array, [number, number, number]>({ path: directory, maxDbs: 4 });
-        const chunks = root.openDB<Uint8Array, [number, number, number]>({
-          name: "snapshotChunks",
-          encoding: "binary",
-        });
-        const key = [...chunks.getKeys()].find((candidate) => candidate[2] === 4) as [number, number, number];
-        const damaged = Uint8Array.from(chunks.get(key) as Uint8Array);
-        damaged[damaged.byteLength - 1] = (damaged[damaged.byteLength - 1] as number) ^ 0xff;
-        await chunks.put(key, damaged);
-        await root.close();
+        // Three frames of a header and 4 bytes each; the last data byte of the second one is flipped.
+        const [file] = readdirSync(join(directory, SNAPSHOT_FILES_DIRECTORY_NAME));
+        const path = join(directory, SNAPSHOT_FILES_DIRECTORY_NAME, file as string);
+        const frameBytes = SNAPSHOT_FRAME_HEADER_BYTES + 4;
+        expect(statSync(path).size).toBe(3 * frameBytes);
+        const bytes = readFileSync(path);
+        bytes[2 * frameBytes - 1] = (bytes[2 * frameBytes - 1] as number) ^ 0xff;
+        writeFileSync(path, bytes);
 
         const reopened = MemberStorage.open({ directory, snapshotChunkBytes: 4 });
         expect(reopened.damageFoundOnOpen).toEqual([
-          expect.stringMatching(/incoming snapshot chunk at byte 4 of slot \d+.*checksum mismatch/),
+          expect.stringMatching(/incoming snapshot file of slot \d+: 56 bytes after byte 4 of the snapshot/),
         ]);
+        expect(statSync(path).size).toBe(frameBytes);
         expect((await reopened.load()).incomingSnapshot?.receivedBytes).toBe(4);
-        // The leader sends the bytes from 4 again; the write that stores them replaces the damaged chunk.
+        // The leader sends the bytes from 4 again; they are appended after the frame that verified.
         await reopened.receiveSnapshotChunks({
           metadata: snapshot.metadata,
           restart: false,
@@ -868,31 +878,29 @@ describe("MemberStorage", () => {
       });
     });
 
-    it("writes a receipt's chunks on LMDB's writer thread first and records no progress beyond them: no transaction on this thread after the first, and a restart resumes from the chunks", async () => {
+    it("appends a receipt's chunks to the snapshot's file with no transaction after the first and nothing in LMDB, and a restart resumes from the file, cutting a torn frame", async () => {
       await withTemporaryDirectory(async (directory) => {
         const environment = StorageEnvironment.open({ directory, synchronousCommit: true });
         const storage = MemberStorage.openIn(environment, { scope: 1, snapshotChunkBytes: 4 });
         const snapshot = makeSnapshot(10, 2, 10);
         const chunk = (offset: number, end: number) => receivedChunk(snapshot.data, offset, end);
-        const transactionsBefore = environment.lmdbTransactionCount;
         await storage.receiveSnapshotChunks({ metadata: snapshot.metadata, restart: true, chunks: [chunk(0, 4)] });
-        // The chunks were committed and synced by the writer thread, not in a transaction holding this thread.
-        expect(environment.lmdbTransactionCount).toBe(transactionsBefore);
-        // A crash after the writer thread stored the next chunks (cut differently) but before the progress covering
-        // them was recorded: they are not acknowledged, and the next receipt there replaces them.
-        await environment.writeChunks([
-          [[1, 1, 4], new Uint8Array(8)],
-          [[1, 1, 6], new Uint8Array(8)],
-        ]);
-        expect(storage.incomingSnapshot()?.receivedBytes).toBe(4);
         const commitsBefore = environment.transactionCount;
         await storage.receiveSnapshotChunks({ metadata: snapshot.metadata, restart: false, chunks: [chunk(4, 8)] });
-        // The chunks synced by the writer thread are the progress: no journal commit either.
+        // The frames in the file are the progress: no journal commit, and nothing ever reaches LMDB.
         expect(environment.transactionCount).toBe(commitsBefore);
-        expect(environment.lmdbTransactionCount).toBe(transactionsBefore);
+        expect(environment.lmdbTransactionCount).toBe(0);
         expect(storage.incomingSnapshot()?.receivedBytes).toBe(8);
         await storage.close();
         await environment.close();
+        // A crash while the next frame was being written: its header and one of its two bytes reached the file.
+        const path = join(directory, SNAPSHOT_FILES_DIRECTORY_NAME, "1-1.snapshot");
+        const torn = encodeSnapshotFrameHeader({
+          offset: 8,
+          dataBytes: 2,
+          dataChecksum: crc32c(snapshot.data.subarray(8)),
+        });
+        appendFileSync(path, Buffer.concat([torn, snapshot.data.subarray(8, 9)]));
 
         const reopenedEnvironment = StorageEnvironment.open({ directory, synchronousCommit: true });
         const reopened = MemberStorage.openIn(reopenedEnvironment, { scope: 1, snapshotChunkBytes: 4 });
@@ -901,23 +909,24 @@ describe("MemberStorage", () => {
           receivedBytes: 8,
           receivedChecksum: crc32c(snapshot.data.subarray(0, 8)),
         });
+        expect(reopened.damageFoundOnOpen).toEqual([expect.stringContaining("25 bytes after byte 8")]);
         await reopened.receiveSnapshotChunks({ metadata: snapshot.metadata, restart: false, chunks: [chunk(8, 10)] });
         expect(await reopened.finishSnapshotReceive()).toEqual(snapshot.metadata);
         expect(reopened.snapshot()?.data).toEqual(snapshot.data);
-        await reopenedEnvironment.chunkOperationsSettled();
-        expect([...reopenedEnvironment.chunks.getKeys({ start: [1, 0, 0], end: [2, 0, 0] })]).toEqual([
-          [1, 1, 0],
-          [1, 1, 4],
-          [1, 1, 8],
-        ]);
+        expect([...reopenedEnvironment.chunks.getKeys({ start: [1, 0, 0], end: [2, 0, 0] })]).toEqual([]);
         await reopened.close();
         await reopenedEnvironment.close();
+        // Installed, the file is read back whole after a restart: its frames are indexed from their headers.
+        const again = MemberStorage.openIn(StorageEnvironment.open({ directory }), { scope: 1, snapshotChunkBytes: 4 });
+        expect(again.snapshot()?.data).toEqual(snapshot.data);
+        expect(again.snapshotChunk(snapshot.metadata, 3, 6)?.data).toEqual(snapshot.data.subarray(3, 9));
+        await again.close();
       });
     });
 
     it("keeps a write made while an install waits for received chunks behind that install", async () => {
       await withTemporaryDirectory(async (directory) => {
-        const { environment, held, releaseHeld } = environmentHoldingChunkWrites(directory);
+        const { environment, held, releaseHeld } = environmentHoldingSnapshotFileWrites(directory);
         const storage = MemberStorage.openIn(environment, { scope: 1, snapshotChunkBytes: 4 });
         const snapshot = makeSnapshot(10, 2, 8);
         const first = storage.receiveSnapshotChunks({
@@ -948,19 +957,48 @@ describe("MemberStorage", () => {
       });
     });
 
+    it("syncs a received snapshot's file once, before the record that installs it, and never for a receipt", async () => {
+      await withTemporaryDirectory(async (directory) => {
+        const environment = StorageEnvironment.open({ directory, synchronousCommit: true });
+        const syncs: { readonly slot: number; readonly release: () => void }[] = [];
+        const syncSnapshotFile = environment.syncSnapshotFile.bind(environment);
+        environment.syncSnapshotFile = (scope, slot) =>
+          new Promise<void>((resolve, reject) => {
+            syncs.push({ slot, release: () => void syncSnapshotFile(scope, slot).then(resolve, reject) });
+          });
+        const storage = MemberStorage.openIn(environment, { scope: 1, snapshotChunkBytes: 4 });
+        const snapshot = makeSnapshot(10, 2, 12);
+        const chunk = (offset: number, end: number) => receivedChunk(snapshot.data, offset, end);
+        await storage.receiveSnapshotChunks({ metadata: snapshot.metadata, restart: true, chunks: [chunk(0, 4)] });
+        await storage.receiveSnapshotChunks({
+          metadata: snapshot.metadata,
+          restart: false,
+          chunks: [chunk(4, 8), chunk(8, 12)],
+        });
+        expect(syncs).toHaveLength(0);
+        const install = storage.finishSnapshotReceive();
+        await vi.waitFor(() => expect(syncs).toHaveLength(1));
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        expect(storage.snapshotMetadata()).toBeNull();
+        syncs[0]?.release();
+        expect(await install).toEqual(snapshot.metadata);
+        expect(syncs).toHaveLength(1);
+        await storage.close();
+        await environment.close();
+      });
+    });
+
     it("acknowledges a receipt before its chunks are durable, with a bounded number in flight; installs only once all are durable; a crash loses only what was in flight", async () => {
       await withTemporaryDirectory(async (directory) => {
-        const { environment, held, releaseHeld } = environmentHoldingChunkWrites(directory);
+        const { environment, held, releaseHeld } = environmentHoldingSnapshotFileWrites(directory);
         const chunkBytes = 4;
         const storage = MemberStorage.openIn(environment, { scope: 1, snapshotChunkBytes: chunkBytes });
         // 32 chunks may be in flight (two windows of the broker's leader); this snapshot holds 40 beyond the first.
         const snapshot = makeSnapshot(10, 2, 41 * chunkBytes);
         const chunk = (index: number) => receivedChunk(snapshot.data, index * chunkBytes, (index + 1) * chunkBytes);
-        const first = storage.receiveSnapshotChunks({ metadata: snapshot.metadata, restart: true, chunks: [chunk(0)] });
-        await vi.waitFor(() => expect(held).toHaveLength(1));
-        // A receipt starting over waits for its chunks: the record naming the snapshot must not precede them.
+        await storage.receiveSnapshotChunks({ metadata: snapshot.metadata, restart: true, chunks: [chunk(0)] });
+        expect(held).toHaveLength(1);
         await releaseHeld();
-        await first;
 
         for (let index = 1; index <= 32; index++) {
           await storage.receiveSnapshotChunks({ metadata: snapshot.metadata, restart: false, chunks: [chunk(index)] });
@@ -983,7 +1021,7 @@ describe("MemberStorage", () => {
         for (let index = 34; index < 40; index++) {
           await storage.receiveSnapshotChunks({ metadata: snapshot.metadata, restart: false, chunks: [chunk(index)] });
         }
-        // The last chunk completes the snapshot: its install waits until every chunk is durable.
+        // The last chunk completes the snapshot: its install waits until every chunk is written (and the file synced).
         await storage.receiveSnapshotChunks({ metadata: snapshot.metadata, restart: false, chunks: [chunk(40)] });
         let installed = false;
         const install = storage.finishSnapshotReceive().then(() => {
@@ -998,14 +1036,8 @@ describe("MemberStorage", () => {
         // The next receipt's writes never reach the disk (the machine stops): acknowledged, yet lost.
         const next = makeSnapshot(60, 3, 8 * chunkBytes);
         const nextChunk = (index: number) => receivedChunk(next.data, index * chunkBytes, (index + 1) * chunkBytes);
-        const started = storage.receiveSnapshotChunks({
-          metadata: next.metadata,
-          restart: true,
-          chunks: [nextChunk(0)],
-        });
-        await vi.waitFor(() => expect(held).toHaveLength(1));
+        await storage.receiveSnapshotChunks({ metadata: next.metadata, restart: true, chunks: [nextChunk(0)] });
         await releaseHeld();
-        await started;
         for (let index = 1; index < 4; index++) {
           await storage.receiveSnapshotChunks({ metadata: next.metadata, restart: false, chunks: [nextChunk(index)] });
         }
@@ -1019,7 +1051,7 @@ describe("MemberStorage", () => {
         await storage.close();
         await environment.close();
 
-        // What a restart finds is the durable prefix: the first chunk; the leader is told that offset.
+        // What a restart finds is the prefix that reached the file: the first chunk; the leader is told that offset.
         const reopenedEnvironment = StorageEnvironment.open({ directory, synchronousCommit: true });
         const reopened = MemberStorage.openIn(reopenedEnvironment, { scope: 1, snapshotChunkBytes: chunkBytes });
         expect((await reopened.load()).incomingSnapshot).toEqual({
@@ -1051,6 +1083,132 @@ describe("MemberStorage", () => {
         expect(await storage.finishSnapshotReceive()).toEqual(newer.metadata);
         expect(storage.snapshot()?.data).toEqual(newer.data);
       });
+    });
+  });
+});
+
+describe("MemberStorage's files of received snapshots", () => {
+  /** Receives and installs `snapshot` in receipts of one chunk each, and returns the slot's file path. */
+  async function receiveWhole(storage: MemberStorage, snapshot: Snapshot, chunkBytes: number): Promise<void> {
+    for (let offset = 0; offset < snapshot.data.byteLength; offset += chunkBytes) {
+      const end = Math.min(snapshot.data.byteLength, offset + chunkBytes);
+      await storage.receiveSnapshotChunks({
+        metadata: snapshot.metadata,
+        restart: offset === 0,
+        chunks: [receivedChunk(snapshot.data, offset, end)],
+      });
+    }
+    expect(await storage.finishSnapshotReceive()).toEqual(snapshot.metadata);
+  }
+
+  const filesIn = (directory: string): string[] => readdirSync(join(directory, SNAPSHOT_FILES_DIRECTORY_NAME)).sort();
+
+  it("reads an installed file back through every reader, hands out whole frames with their own checksum, and refuses to open once the file is damaged", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const snapshot = makeSnapshot(10, 2, 10);
+      const storage = MemberStorage.open({ directory, snapshotChunkBytes: 4 });
+      await receiveWhole(storage, snapshot, 4);
+      await storage.close();
+      const [name] = filesIn(directory);
+      const path = join(directory, SNAPSHOT_FILES_DIRECTORY_NAME, name as string);
+
+      const reopened = MemberStorage.open({ directory, snapshotChunkBytes: 4 });
+      expect(reopened.snapshot()).toEqual(snapshot);
+      const frame = reopened.snapshotChunk(snapshot.metadata, 4, 4);
+      expect(frame).toEqual({ data: snapshot.data.subarray(4, 8), checksum: crc32c(snapshot.data.subarray(4, 8)) });
+      expect(reopened.snapshotChunk(snapshot.metadata, 8, 4)?.data).toEqual(snapshot.data.subarray(8, 10));
+      const parts: number[][] = [];
+      expect(await reopened.readSnapshotInTurns((data) => parts.push([...data]))).toEqual(snapshot.metadata);
+      expect(parts).toEqual([
+        [...snapshot.data.subarray(0, 4)],
+        [...snapshot.data.subarray(4, 8)],
+        [...snapshot.data.subarray(8)],
+      ]);
+      // A flipped byte of data is found by the read that touches it, naming the file and the frame's position.
+      const bytes = readFileSync(path);
+      const flipped = SNAPSHOT_FRAME_HEADER_BYTES + 4 + SNAPSHOT_FRAME_HEADER_BYTES;
+      bytes[flipped] = (bytes[flipped] as number) ^ 0xff;
+      writeFileSync(path, bytes);
+      expect(() => reopened.snapshotChunk(snapshot.metadata, 4, 4)).toThrow(
+        new RegExp(`${name}.* at byte ${SNAPSHOT_FRAME_HEADER_BYTES + 4}: data checksum mismatch`),
+      );
+      expect(reopened.snapshotChunk(snapshot.metadata, 0, 4)?.data).toEqual(snapshot.data.subarray(0, 4));
+      await reopened.close();
+      // A file shorter than the frames an installed snapshot needs refuses to open: it was synced complete.
+      writeFileSync(path, readFileSync(path).subarray(0, 2 * (SNAPSHOT_FRAME_HEADER_BYTES + 4)));
+      expect(() => MemberStorage.open({ directory, snapshotChunkBytes: 4 })).toThrow(StorageCorruptionError);
+    });
+  });
+
+  it("removes a replaced snapshot's file once the install is durable, an orphan file at the first write, and every file on destroy", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const environment = StorageEnvironment.open({ directory, synchronousCommit: true });
+      const storage = MemberStorage.openIn(environment, { scope: 3, snapshotChunkBytes: 4 });
+      await receiveWhole(storage, makeSnapshot(10, 2, 8), 4);
+      expect(filesIn(directory)).toEqual(["3-1.snapshot"]);
+      await receiveWhole(storage, makeSnapshot(20, 2, 8), 4);
+      await environment.chunkOperationsSettled();
+      expect(filesIn(directory)).toEqual(["3-2.snapshot"]);
+      // A receipt begun but never recorded (a crash before its record): its file has no record.
+      await environment.writeSnapshotFile(3, 7, [receivedChunk(new Uint8Array(4), 0, 4)]);
+      await storage.close();
+      await environment.close();
+
+      const reopenedEnvironment = StorageEnvironment.open({ directory, synchronousCommit: true });
+      expect(reopenedEnvironment.scopes()).toEqual([3]);
+      const reopened = MemberStorage.openIn(reopenedEnvironment, { scope: 3, snapshotChunkBytes: 4 });
+      expect(filesIn(directory)).toEqual(["3-2.snapshot", "3-7.snapshot"]);
+      await reopened.append([entry(21, 2)], null);
+      await reopenedEnvironment.chunkOperationsSettled();
+      expect(filesIn(directory)).toEqual(["3-2.snapshot"]);
+      // Slots are never reused: the next receipt takes one above the orphan's.
+      await reopened.receiveSnapshotChunks({ ...makeSnapshot(30, 2, 8), restart: true, chunks: [] });
+      await reopened.receiveSnapshotChunks({
+        metadata: makeSnapshot(30, 2, 8).metadata,
+        restart: false,
+        chunks: [receivedChunk(makeSnapshot(30, 2, 8).data, 0, 4)],
+      });
+      await reopenedEnvironment.chunkOperationsSettled();
+      expect(filesIn(directory)).toEqual(["3-2.snapshot", "3-8.snapshot"]);
+      await reopened.destroy();
+      await reopenedEnvironment.chunkOperationsSettled();
+      expect(filesIn(directory)).toEqual([]);
+      expect(reopenedEnvironment.scopes()).toEqual([]);
+      await reopenedEnvironment.close();
+    });
+  });
+
+  it("resumes a receipt an earlier version kept in LMDB from its file, which holds nothing, and removes its LMDB chunks", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const snapshot = makeSnapshot(10, 2, 8);
+      const environment = StorageEnvironment.open({ directory, synchronousCommit: true });
+      // What an earlier version left: the record of a receipt in slot 4 and its first chunk in LMDB.
+      await environment.writeChunks([[[2, 4, 0], encodeChunk(snapshot.data.subarray(0, 4))]]);
+      const record = {
+        metadata: snapshot.metadata,
+        slot: 4,
+        receivedBytes: 4,
+        receivedChecksum: crc32c(snapshot.data.subarray(0, 4)),
+      };
+      await environment.submit(() => environment.state.put(2, "incomingSnapshot", encodeRecord(record)));
+      const storage = MemberStorage.openIn(environment, { scope: 2, snapshotChunkBytes: 4 });
+      expect(storage.incomingSnapshot()).toEqual({
+        metadata: snapshot.metadata,
+        receivedBytes: 0,
+        receivedChecksum: 0,
+      });
+      await storage.receiveSnapshotChunks({
+        metadata: snapshot.metadata,
+        restart: false,
+        chunks: [receivedChunk(snapshot.data, 0, 4), receivedChunk(snapshot.data, 4, 8)],
+      });
+      expect(await storage.finishSnapshotReceive()).toEqual(snapshot.metadata);
+      expect(storage.snapshot()).toEqual(snapshot);
+      await environment.chunkOperationsSettled();
+      expect([...environment.chunks.getKeys({ start: [2, 0, 0], end: [3, 0, 0] })]).toEqual([]);
+      expect(filesIn(directory)).toEqual(["2-4.snapshot"]);
+      await storage.close();
+      await environment.close();
     });
   });
 });
