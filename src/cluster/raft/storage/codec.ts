@@ -1,6 +1,7 @@
 /**
- * Byte layouts of every value the storage adapter writes (log entries and records in the journal, snapshot chunks in LMDB). Every stored value starts with a CRC-32C of the rest
- * of the value, and every decoder verifies it before looking at a single other byte, so damaged bytes surface as a
+ * Byte layouts of every value the storage adapter writes (log entries and records in the journal, snapshot chunks in
+ * LMDB, the frame headers of snapshot files). Every stored value starts with a CRC-32C of the rest of the value, and
+ * every decoder verifies it before looking at a single other byte, so damaged bytes surface as a
  * `StorageCorruptionError` instead of being used.
  *
  * Log entries use a small explicit binary layout rather than msgpackr: they are the hot path (every proposal is

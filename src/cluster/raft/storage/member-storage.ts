@@ -8,8 +8,8 @@
  * Snapshots move between members without being held in memory whole: a leader reads the stored snapshot a byte range
  * at a time (`snapshotChunk`, verifying only the stored chunks it touches), and a receiving member appends each chunk
  * to its file as it arrives (`receiveSnapshotChunks`), keeping a running CRC-32C of the received bytes with its
- * progress, so the whole snapshot is verified when it is complete (`finishSnapshotReceive`) without being read back. A state machine
- * is restored from the stored snapshot a chunk per turn too (`readSnapshotInTurns`).
+ * progress, so the whole snapshot is verified when it is complete (`finishSnapshotReceive`) without being read back.
+ * A state machine is restored from the stored snapshot a chunk per turn too (`readSnapshotInTurns`).
  *
  * All writes go through the environment's group commit, so concurrent writes share one durable transaction.
  * The adapter keeps a small in-memory view (log bounds, hard state, snapshot records) that always equals what is
@@ -1171,10 +1171,10 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   }
 
   /**
-   * Removes everything this member stored (log entries, records, snapshot chunks and files) in one durable transaction, then
-   * closes the storage. For a replica that left its group: its journal entries stop keeping segments alive, and its
-   * chunks' pages go back to LMDB's free list once the transaction is durable. A crash before the transaction is
-   * durable leaves the member's data as it was, so the removal is simply done again.
+   * Removes everything this member stored (log entries, records, snapshot chunks and files) in one durable
+   * transaction, then closes the storage. For a replica that left its group: its journal entries stop keeping segments
+   * alive, its chunks' pages go back to LMDB's free list and its files are deleted once the transaction is durable. A
+   * crash before the transaction is durable leaves the member's data as it was, so the removal is simply done again.
    */
   async destroy(): Promise<void> {
     this.assertOpen();

@@ -107,6 +107,8 @@ export class SnapshotFiles {
   /** Files present, by `fileKey`, with their scope and slot; opened (and indexed) on first use. */
   private readonly present = new Map<string, { readonly scope: number; readonly slot: number }>();
   private readonly open = new Map<string, OpenFile>();
+  /** Files being removed: no write may open them again meanwhile (their slot is never used again anyway). */
+  private readonly removing = new Set<string>();
   /** Scratch memory for the frame headers and data a scan reads. */
   private readonly header = new Uint8Array(SNAPSHOT_FRAME_HEADER_BYTES);
   private closed = false;
@@ -219,19 +221,24 @@ export class SnapshotFiles {
     this.assertOpen();
     const file = this.openFile(scope, slot, true);
     const buffers: Uint8Array[] = [];
+    const frames: SnapshotFrame[] = [];
     const position = file.endPosition;
     let bytes = 0;
+    let dataEnd = file.dataBytes;
+    // Every chunk is checked (and its header encoded) before the index counts any: a refused call changes nothing.
     for (const chunk of chunks) {
-      if (chunk.offset !== file.dataBytes) {
+      if (chunk.offset !== dataEnd) {
         throw new Error(
-          `invariant violated: a snapshot frame at ${chunk.offset} does not continue the file at ${file.dataBytes}`,
+          `invariant violated: a snapshot frame at ${chunk.offset} does not continue the file at ${dataEnd}`,
         );
       }
       const frame = { offset: chunk.offset, dataBytes: chunk.data.byteLength, dataChecksum: chunk.checksum >>> 0 };
       buffers.push(encodeSnapshotFrameHeader(frame), chunk.data);
+      frames.push(frame);
       bytes += SNAPSHOT_FRAME_HEADER_BYTES + chunk.data.byteLength;
-      this.addFrame(file, frame);
+      dataEnd += chunk.data.byteLength;
     }
+    for (const frame of frames) this.addFrame(file, frame);
     if (buffers.length === 0) return Promise.resolve();
     const written = writevAsync(file.descriptor, buffers, position).then(({ bytesWritten }) => {
       if (bytesWritten !== bytes) {
@@ -246,8 +253,10 @@ export class SnapshotFiles {
     this.assertOpen();
     const file = this.openFile(scope, slot, true);
     await Promise.all([...file.writes]);
-    await fdatasyncAsync(file.descriptor);
-    if (file.directoryEntryUnsynced) {
+    // Counted among the file's writes, so that a removal or closing does not close the descriptor under it.
+    const synced = async (): Promise<void> => {
+      await fdatasyncAsync(file.descriptor);
+      if (!file.directoryEntryUnsynced) return;
       const directory = openSync(this.directory, constants.O_RDONLY | constants.O_DIRECTORY);
       try {
         await fsyncAsync(directory);
@@ -255,7 +264,8 @@ export class SnapshotFiles {
         closeSync(directory);
       }
       file.directoryEntryUnsynced = false;
-    }
+    };
+    await this.track(file, synced());
   }
 
   /** Frames of a file in order (empty for a file not indexed). */
@@ -329,13 +339,18 @@ export class SnapshotFiles {
   async remove(scope: number, slot: number): Promise<void> {
     const key = fileKey(scope, slot);
     this.present.delete(key);
+    this.removing.add(key);
     const file = this.open.get(key);
     this.open.delete(key);
-    if (file !== undefined) {
-      await Promise.allSettled([...file.writes]);
-      await closeAsync(file.descriptor).catch(() => undefined);
+    try {
+      if (file !== undefined) {
+        await Promise.allSettled([...file.writes]);
+        await closeAsync(file.descriptor).catch(() => undefined);
+      }
+      await unlinkAsync(join(this.directory, `${key}.snapshot`)).catch(() => undefined);
+    } finally {
+      this.removing.delete(key);
     }
-    await unlinkAsync(join(this.directory, `${key}.snapshot`)).catch(() => undefined);
   }
 
   /** Waits for the writes in progress, then closes every file. */
@@ -360,6 +375,7 @@ export class SnapshotFiles {
     const known = this.open.get(key);
     if (known !== undefined) return known;
     const path = join(this.directory, `${key}.snapshot`);
+    if (this.removing.has(key)) throw new Error(`invariant violated: snapshot file ${path} is being removed`);
     const existed = this.present.has(key);
     if (!existed && !create) throw new Error(`invariant violated: snapshot file ${path} does not exist`);
     const flags = constants.O_RDWR | (existed ? 0 : constants.O_CREAT);
