@@ -79,6 +79,13 @@ describe("simulated disk in front of a real storage environment", () => {
     await disk.chunkWritesSettled();
     await new Promise((resolve) => setImmediate(resolve));
     expect(prepared).toBe(false);
+    // The frames' write first, then the file's sync, each seen complete only once released.
+    disk.releaseSettledChunkWrites();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(disk.chunkWritesPending).toBe(true);
+    await disk.chunkWritesSettled();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(prepared).toBe(false);
     disk.releaseSettledChunkWrites();
     await preparing;
     expect(prepared).toBe(true);

@@ -84,9 +84,7 @@ export class SimulatedReplicaDisk {
       journalSegmentBytes: JOURNAL_SEGMENT_BYTES,
     });
     const submit = this.environment.submit.bind(this.environment);
-    const writeChunks = this.environment.writeChunks.bind(this.environment);
     this.environment.submit = (write, options) => this.queueCommit(() => submit(write, options));
-    this.environment.writeChunks = (chunks, removals) => this.queueChunkWrite(() => writeChunks(chunks, removals));
     // What the files hold when the disk opens is on the disk already: an earlier crash cut what it lost.
     for (const name of readdirSync(this.snapshotFilesDirectory)) {
       this.syncedFileBytes.set(name, statSync(join(this.snapshotFilesDirectory, name)).size);

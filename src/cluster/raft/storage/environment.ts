@@ -15,12 +15,13 @@
  * refers to, which the storage clears after the next start. Snapshot files follow the same rules: synced before a
  * record installs them, removed only once a durable record stops referring to them (`releaseSnapshotFile`).
  *
- * The chunks of a whole snapshot are written before the transaction that makes a record refer to them, by LMDB's
- * writer thread (`writeChunks`), and released chunks are removed there too: megabytes of chunks committed and synced
- * on the event loop's thread stopped the whole broker for 30–170 ms (6 MB under load on the development machine),
- * every replica of it included. A transaction opens an LMDB transaction only when one of its writes declared chunk
- * writes (receiving a snapshot in chunks, installing one nobody prepared): opening one otherwise would wait for LMDB's
- * write lock, which the writer thread holds while it commits and syncs chunks.
+ * The data of a whole snapshot is written before the transaction that makes a record refer to it, to a snapshot file
+ * on the thread pool (a snapshot a member takes itself since 2026-12-06, one it receives since 2026-12-05; LMDB
+ * chunks before), and released chunks are removed by LMDB's writer thread: megabytes of chunks committed and synced on
+ * the event loop's thread stopped the whole broker for 30–170 ms (6 MB under load on the development machine), every
+ * replica of it included. A transaction opens an LMDB transaction only when one of its writes declared chunk
+ * writes (installing a snapshot nobody prepared): opening one otherwise would wait for LMDB's write lock, which the
+ * writer thread holds while it removes chunks.
  *
  * A storage that writes joins the running transaction as a participant: once the transaction is durable every
  * participant publishes its staged view, and if it fails every participant drops it (and the environment refuses
@@ -79,7 +80,7 @@ export type ChunkKey = [number, number, number];
 /** Name of the journal's directory inside the storage directory. */
 export const JOURNAL_DIRECTORY_NAME = "journal";
 
-/** Name of the directory of received snapshots' files inside the storage directory. */
+/** Name of the directory of the snapshots' files inside the storage directory. */
 export const SNAPSHOT_FILES_DIRECTORY_NAME = "snapshots";
 
 /**
@@ -92,30 +93,6 @@ function absorbCommitError(error: unknown): unknown {
   return error;
 }
 
-/** How long a failed LMDB commit's cause is waited for, to say why the storage failed. */
-const COMMIT_CAUSE_WAIT_MS = 1_000;
-
-/**
- * The failure to record for a failed LMDB write: lmdb-js rejects the writes of a failed commit with "Commit failed"
- * and gives the cause (e.g. no space left on the device) a moment later in `commitError`.
- */
-async function commitFailureOf(error: unknown): Promise<Error> {
-  const failure = error instanceof Error ? error : new Error(String(error));
-  const commitError = (error as { commitError?: unknown } | null)?.commitError;
-  if (!(commitError instanceof Promise)) return failure;
-  let timer: NodeJS.Timeout | undefined;
-  const cause = await Promise.race([
-    commitError.then(
-      () => null,
-      (reason: unknown) => reason,
-    ),
-    new Promise<null>((resolve) => {
-      timer = setTimeout(() => resolve(null), COMMIT_CAUSE_WAIT_MS);
-    }),
-  ]).finally(() => clearTimeout(timer));
-  return cause instanceof Error ? new Error(`LMDB could not commit: ${cause.message}`, { cause: failure }) : failure;
-}
-
 /** The shared environment; see the module comment. */
 export class StorageEnvironment {
   /** Log entries by (scope, index). */
@@ -123,7 +100,7 @@ export class StorageEnvironment {
   /** Records (hard state, log start, snapshot records) by (scope, name). */
   readonly state: JournalRecords;
   readonly chunks: ChunkDatabase;
-  /** Snapshots received from leaders, in plain files (`snapshot-files.ts` says why); read them here. */
+  /** Snapshots taken and received from leaders, in plain files (`snapshot-files.ts` says why); read them here. */
   readonly snapshotFiles: SnapshotFiles;
   /**
    * Memory for snapshot chunks on their way, shared by the environment's members (a broker's replicas): a leader's
@@ -293,32 +270,7 @@ export class StorageEnvironment {
   }
 
   /**
-   * Writes snapshot chunks outside any transaction, on LMDB's writer thread, and resolves once they are durable (with
-   * `removals`, keys removed in the same LMDB transaction). The caller makes a record refer to them only afterwards,
-   * and writes and removes only keys no durable record refers to.
-   */
-  async writeChunks(
-    chunks: readonly (readonly [ChunkKey, Uint8Array])[],
-    removals: readonly ChunkKey[] = [],
-  ): Promise<void> {
-    if (this.closed) throw new Error("the storage environment is closed");
-    const failure = this.failure;
-    if (failure !== null) throw new Error(`storage failed earlier and accepts no writes: ${failure.message}`);
-    try {
-      await this.queueOnWriterThread((operations) => {
-        for (const key of removals) operations.push(this.chunks.remove(key));
-        for (const [key, value] of chunks) operations.push(this.chunks.put(key, value));
-      });
-    } catch (error) {
-      // What reached the disk is unknown; as after a failed transaction, no further write is accepted.
-      const failure = await commitFailureOf(error);
-      this.chunkFailure ??= failure;
-      throw failure;
-    }
-  }
-
-  /**
-   * Appends received snapshot chunks to the file of `scope` and `slot` (`SnapshotFiles.append`) and resolves once they
+   * Appends snapshot chunks (received, or of a snapshot being prepared) to the file of `scope` and `slot` (`SnapshotFiles.append`) and resolves once they
    * are written, not synced (`syncSnapshotFile`). A failed write fails the environment as a failed chunk write does:
    * what reached the file is unknown.
    */
@@ -466,7 +418,7 @@ export class StorageEnvironment {
     if (!this.synchronousCommit) {
       this.transactionStartedAtMs = performance.now();
       if (this.pendingChunkWriters === 0) {
-        // No LMDB transaction (it would queue behind `writeChunks` on LMDB's writer thread); the batch still
+        // No LMDB transaction (it would queue behind chunk removals on LMDB's writer thread); the batch still
         // gathers until the end of this turn.
         return new Promise<void>((resolve) => setImmediate(resolve))
           .then(() => {
@@ -506,7 +458,7 @@ export class StorageEnvironment {
           this.transactionStartedAtMs = performance.now();
           try {
             // An LMDB transaction only when a write declared chunk writes (LMDB then commits and syncs them): opening
-            // one otherwise would wait for LMDB's write lock while `writeChunks` holds it. A chunk written by a write
+            // one otherwise would wait for LMDB's write lock while a chunk removal holds it. A chunk written by a write
             // that did not declare it still commits, on its own, before the journal record.
             if (this.pendingChunkWriters > 0) {
               this.lmdbTransactionsOpened += 1;

@@ -2,8 +2,9 @@
  * The durable storage of one Raft member in a storage environment, its own or one shared by a broker's replicas (see
  * `StorageEnvironment`): log entries, hard state, snapshot metadata, the latest snapshot's data in checksummed chunks,
  * and the progress of a snapshot being received in chunks, all under keys that start with the member's scope. Log
- * entries and records go to the environment's journal, the chunks of the snapshots this member takes to its LMDB
- * database, and snapshots received from a leader to a file of their own (`snapshot-files.ts` says why).
+ * entries and records go to the environment's journal, and the data of each snapshot this member takes or receives
+ * from a leader to a file of its own (`snapshot-files.ts` says why); a snapshot installed whole, as a restore
+ * installs one, and those of builds before 2026-12-06 are chunks in the environment's LMDB database.
  *
  * Snapshots move between members without being held in memory whole: a leader reads the stored snapshot a byte range
  * at a time (`snapshotChunk`, verifying only the stored chunks it touches), and a receiving member appends each chunk
@@ -38,7 +39,6 @@ import {
   StorageCorruptionError,
 } from "../types.js";
 import {
-  chunkDataRegion,
   chunkDataView,
   decodeChunk,
   decodeEntry,
@@ -46,11 +46,9 @@ import {
   decodeRecord,
   ENTRY_HEADER_BYTES,
   encodeChunk,
-  encodedChunkBytes,
   encodedChunkChecksum,
   encodeEntry,
   encodeRecord,
-  sealChunk,
   verifyEntry,
 } from "./codec.js";
 import { EntryCache } from "./entry-cache.js";
@@ -69,6 +67,7 @@ import {
   type StoredIncomingSnapshot,
   type StoredSnapshot,
 } from "./member-records.js";
+import type { SnapshotFileChunk } from "./snapshot-files.js";
 
 /** Options of one member's storage inside an environment. */
 export interface MemberStorageScopeOptions {
@@ -146,6 +145,8 @@ interface PreparedSnapshot {
   readonly slot: number;
   readonly sizeBytes: number;
   readonly checksum: number;
+  /** Whether its bytes are in the slot's snapshot file (all but an empty snapshot, which has neither file nor chunks). */
+  readonly inFile: boolean;
 }
 
 /** The snapshot data a storage prepared, by what names it: the bytes themselves, or the handle of a byte source's. */
@@ -608,7 +609,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
           this.releaseSlot(slot);
           throw error;
         }
-        this.adoptSnapshot(staged, { metadata, slot });
+        this.adoptSnapshot(staged, prepared.inFile ? { metadata, slot, inFile: true } : { metadata, slot });
       });
     }
     // Not prepared: the chunks go into this write's own transaction, which keeps it in the order of the calls.
@@ -633,12 +634,14 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   }
 
   /**
-   * Writes the bytes `source` reads as checksummed chunks under a slot of its own, durably, and returns the slot with
-   * their size and checksum. No record refers to the slot yet: a crash before one does leaves chunks that the first
-   * write after the restart removes. Each chunk's bytes are read straight into the buffer LMDB's writer thread stores
-   * (one copy on this thread), a slice at a time (see `prepareSnapshot`); the chunks go to the writer thread in
-   * batches, at most `PREPARE_WRITES_IN_FLIGHT` of them not yet durable, and their buffers go back to the pool once
-   * they are, for the next batches.
+   * Writes the bytes `source` reads to the snapshot file of a slot of its own, as checksummed frames, syncs it, and
+   * returns the slot with the data's size and checksum. No record refers to the slot yet: a crash before one does
+   * leaves a file that the first write after the restart removes. Each chunk's bytes are read straight into a pooled
+   * buffer (one copy on this thread), a slice at a time (see `prepareSnapshot`); the chunks go to the thread pool in
+   * batches of one `writev`, at most `PREPARE_WRITES_IN_FLIGHT` of them not yet written, and their buffers go back to
+   * the pool once they are. A file rather than LMDB's chunks since 2026-12-06: a leader sending the snapshot then
+   * reads each frame from the page cache with one `readv` instead of faulting LMDB's map in and copying it twice
+   * (DEVELOPERS.md, "Where the join's main threads spend it, with files").
    */
   private async writeSnapshotData(
     source: SnapshotByteSource,
@@ -647,14 +650,14 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
     const slot = this.reserveSlot();
     const sizeBytes = source.sizeBytes;
     const writes: Promise<void>[] = [];
-    let batch: (readonly [ChunkKey, Uint8Array])[] = [];
+    let batch: SnapshotFileChunk[] = [];
     const flush = (): void => {
       const chunks = batch;
       batch = [];
-      const written = this.environment.writeChunks(chunks).then(() => {
-        // LMDB is done with the buffers once their chunks are durable (a failed write keeps them: what LMDB still
-        // reads is unknown).
-        for (const [, encoded] of chunks) this.environment.chunkBuffers.release(encoded);
+      // The buffers go back to the pool once written (a failed write keeps them: what the kernel still reads of them
+      // is unknown, and the environment fails anyway).
+      const written = this.environment.writeSnapshotFile(this.scope, slot, chunks).then(() => {
+        for (const { data } of chunks) this.environment.chunkBuffers.release(data);
       });
       this.lastChunkWrite = written.then(
         () => undefined,
@@ -673,20 +676,19 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
           if (this.destroying) throw new Error("storage is being destroyed");
         }
         const length = Math.min(this.snapshotChunkBytes, sizeBytes - offset);
-        const encoded = this.environment.chunkBuffers.acquire(encodedChunkBytes(length));
-        const data = chunkDataRegion(encoded);
+        const data = this.environment.chunkBuffers.acquire(length);
         const read = readFully(source, data);
         if (read !== length) {
           throw new Error(`invariant violated: a snapshot of ${sizeBytes} bytes gave ${offset + read} bytes`);
         }
         const dataChecksum = crc32c(data) >>> 0;
-        batch.push([[this.scope, slot, offset], sealChunk(encoded, dataChecksum)]);
+        batch.push({ offset, data, checksum: dataChecksum });
         checksum = combineCrc32c(checksum, dataChecksum, length);
         offset += length;
         sliceBytes += length;
         if (batch.length === PREPARE_BATCH_CHUNKS) {
           flush();
-          // Bounded memory: the oldest write must be durable before more chunks are cut.
+          // Bounded memory: the oldest write must be done before more chunks are cut.
           if (writes.length >= PREPARE_WRITES_IN_FLIGHT) await writes[writes.length - PREPARE_WRITES_IN_FLIGHT];
         }
       }
@@ -695,18 +697,21 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       }
       if (batch.length > 0) flush();
       await Promise.all(writes);
-      return { slot, sizeBytes, checksum };
+      // A snapshot of no bytes has no frames, and no file: it is stored as it always was, as no chunks.
+      if (sizeBytes > 0) {
+        const synced = this.environment.syncSnapshotFile(this.scope, slot);
+        this.lastChunkWrite = synced.then(
+          () => undefined,
+          () => undefined,
+        );
+        await synced;
+      }
+      return { slot, sizeBytes, checksum, inFile: sizeBytes > 0 };
     } catch (error) {
-      // The batches already written stay under a slot no record refers to: removed now (once every write settled)
+      // The frames already written stay in a file no record refers to: removed now (once every write settled)
       // rather than at the next start, unless the storage is closed or destroyed meanwhile.
       await Promise.allSettled(writes);
-      if (!this.closed && !this.destroying) {
-        try {
-          this.environment.removeChunks(this.chunkKeys(slot));
-        } catch {
-          // Left for the sweep at the next start, like the chunks of a crash.
-        }
-      }
+      if (!this.closed && !this.destroying) this.environment.removeSnapshotFiles([[this.scope, slot]]);
       throw error;
     } finally {
       // A failed preparation leaves no write behind unobserved (its failure is this one's, or the environment's).

@@ -1,13 +1,16 @@
 /**
- * Snapshots received from a leader, in plain files: one file per snapshot, `<scope>-<slot>.snapshot` in the storage's
- * `snapshots/` directory, holding the received chunks as frames in the order they arrived (a checksummed header naming
- * the chunk's offset, size and data checksum, then the data; see `encodeSnapshotFrameHeader`).
+ * Snapshots in plain files, the ones a member receives from a leader and the ones it takes itself: one file per
+ * snapshot, `<scope>-<slot>.snapshot` in the storage's `snapshots/` directory, holding the chunks as frames in the order
+ * they were written (a checksummed header naming the chunk's offset, size and data checksum, then the data; see
+ * `encodeSnapshotFrameHeader`).
  *
- * Why files and not LMDB, which holds the snapshots a member takes itself: a joining member writes its whole state
- * here, as fast as the network delivers it, and LMDB made every received byte cost three to five times the processor
- * time of a plain file's write (it copies each value into pages it allocates per transaction, then into the page
- * cache, and syncs twice per commit; DEVELOPERS.md, "The log after the snapshot"). A frame here is one `writev` of the
- * received memory, with no copy and no sync; the file is synced once, before the record that installs the snapshot.
+ * Why files and not LMDB (which still holds a snapshot installed whole, and those of earlier builds): a joining member
+ * writes its whole state here, as fast as the network delivers it, and LMDB made every received byte cost three to
+ * five times the processor time of a plain file's write (it copies each value into pages it allocates per transaction,
+ * then into the page cache, and syncs twice per commit); and a leader sending a snapshot it took reads each frame from
+ * the page cache with one `readv`, where reading LMDB's chunks faulted its map into the process and copied every byte
+ * twice (DEVELOPERS.md, "The log after the snapshot"). A frame here is one `writev`, with no copy and no sync; the file
+ * is synced once, before the record that installs the snapshot.
  *
  * A file's frames are indexed in memory (offset, size, position and checksum of each), from the writes themselves and,
  * after a restart, from a scan of the file. Every read verifies the frame's header against the index and its data

@@ -57,6 +57,12 @@ function recordingSource(data: Uint8Array): SnapshotByteSource & { largestReadBy
   };
 }
 
+/** Frames in the snapshot files of `scope`: what the snapshots its storage prepared or received hold. */
+function frameCount(environment: StorageEnvironment, scope: number): number {
+  const files = environment.snapshotFiles;
+  return files.slots(scope).reduce((sum, slot) => sum + files.frames(scope, slot).length, 0);
+}
+
 describe("StorageEnvironment committing on the calling thread", () => {
   it("opens an LMDB transaction only for writes that declare chunk writes", async () => {
     await withTemporaryDirectory(async (directory) => {
@@ -113,7 +119,7 @@ describe("StorageEnvironment committing on the calling thread", () => {
       const prepared = snapshot(4, 1, "after the crash");
       await again.prepareSnapshot(prepared.data);
       await again.installSnapshot(prepared);
-      expect([...reopened.chunks.getKeys({ start: [4, 0, 0], end: [5, 0, 0] })].map((key) => key[1])).toContain(8);
+      expect(reopened.snapshotFiles.slots(4)).toEqual([8]);
       await again.close();
       await reopened.close();
     });
@@ -252,29 +258,29 @@ describe.each([false, true])("StorageEnvironment (synchronous commit: %s)", (syn
     });
   });
 
-  it("installs a prepared snapshot from chunks written ahead, and discards one that is given up", async () => {
+  it("installs a prepared snapshot from its file written ahead, and discards one that is given up", async () => {
     await withTemporaryDirectory(async (directory) => {
       const environment = StorageEnvironment.open({ directory, synchronousCommit });
       const storage = MemberStorage.openIn(environment, { scope: 4, snapshotChunkBytes: 4 });
-      const chunkCount = (): number => [...environment.chunks.getKeys({ start: [4, 0, 0], end: [5, 0, 0] })].length;
+      const frames = (): number => frameCount(environment, 4);
       await storage.append(entries(1, 6, 1, "log"), null);
       const prepared = snapshot(3, 1, "prepared state");
       await storage.prepareSnapshot(prepared.data);
-      // Durable before any record refers to them: four chunks of at most 4 bytes.
-      expect(chunkCount()).toBe(4);
+      // Durable before any record refers to them: four frames of at most 4 bytes in the slot's file.
+      expect(frames()).toBe(4);
       expect(storage.snapshot()).toBeNull();
       const lmdbTransactions = environment.lmdbTransactionCount;
       await storage.installSnapshot(prepared);
       expect(environment.lmdbTransactionCount).toBe(lmdbTransactions);
-      expect(chunkCount()).toBe(4);
+      expect(frames()).toBe(4);
       expect(new TextDecoder().decode(storage.snapshot()?.data)).toBe("prepared state");
 
       const givenUp = snapshot(5, 1, "never installed");
       await storage.prepareSnapshot(givenUp.data);
-      expect(chunkCount()).toBe(8);
+      expect(frames()).toBe(8);
       await storage.discardPreparedSnapshot(givenUp.data);
       await environment.chunkOperationsSettled();
-      expect(chunkCount()).toBe(4);
+      expect(frames()).toBe(4);
       await storage.close();
       await environment.close();
 
@@ -287,7 +293,7 @@ describe.each([false, true])("StorageEnvironment (synchronous commit: %s)", (syn
     });
   });
 
-  it("cuts a large prepared snapshot into chunks a slice at a time, with a turn for other work after each slice", async () => {
+  it("cuts a large prepared snapshot into frames a slice at a time, with a turn for other work after each slice", async () => {
     await withTemporaryDirectory(async (directory) => {
       const environment = StorageEnvironment.open({ directory, synchronousCommit });
       const chunkBytes = SNAPSHOT_PREPARE_SLICE_BYTES / 4;
@@ -330,25 +336,31 @@ describe.each([false, true])("StorageEnvironment (synchronous commit: %s)", (syn
     });
   });
 
-  it("prepares a snapshot read from a source straight into its chunks, a few batches of chunks in memory at a time", async () => {
+  it("prepares a snapshot read from a source straight into the frames of its file, a few batches in memory at a time", async () => {
     await withTemporaryDirectory(async (directory) => {
       const environment = StorageEnvironment.open({ directory, synchronousCommit });
       const chunkBytes = 64 * 1024;
       const storage = MemberStorage.openIn(environment, { scope: 4, snapshotChunkBytes: chunkBytes });
       await storage.append(entries(1, 6, 1, "log"), null);
       const data = new Uint8Array(100 * chunkBytes + 17).map((_, position) => (position * 7) % 253);
-      // Counts the chunk writes on LMDB's writer thread not yet durable, at most.
+      // Counts the appends to the snapshot file not yet written, at most, and the syncs of the file.
       let pendingWrites = 0;
       let mostPendingWrites = 0;
-      const writeChunks = environment.writeChunks.bind(environment);
-      environment.writeChunks = async (chunks, removals) => {
+      let syncs = 0;
+      const writeSnapshotFile = environment.writeSnapshotFile.bind(environment);
+      environment.writeSnapshotFile = async (scope, slot, chunks) => {
         pendingWrites += 1;
         mostPendingWrites = Math.max(mostPendingWrites, pendingWrites);
         try {
-          return await writeChunks(chunks, removals);
+          return await writeSnapshotFile(scope, slot, chunks);
         } finally {
           pendingWrites -= 1;
         }
+      };
+      const syncSnapshotFile = environment.syncSnapshotFile.bind(environment);
+      environment.syncSnapshotFile = (scope, slot) => {
+        syncs += 1;
+        return syncSnapshotFile(scope, slot);
       };
       const reusedBefore = environment.chunkBuffers.reusedBuffers;
       const source = recordingSource(data);
@@ -361,6 +373,10 @@ describe.each([false, true])("StorageEnvironment (synchronous commit: %s)", (syn
       // the first two batches of 8 chunks, and the short last chunk, take memory of their own).
       expect(mostPendingWrites).toBeLessThanOrEqual(2);
       expect(environment.chunkBuffers.reusedBuffers - reusedBefore).toBeGreaterThanOrEqual(101 - 2 * 8 - 1);
+      // In a file of its own, synced once before anything refers to it, and nothing in LMDB's chunks.
+      expect(syncs).toBe(1);
+      expect([...environment.snapshotFiles.slots(4)]).toHaveLength(1);
+      expect([...environment.chunks.getKeys({ start: [4, 0, 0], end: [5, 0, 0] })]).toEqual([]);
       expect(storage.snapshot()).toBeNull();
       const metadata = { ...snapshot(3, 1, "").metadata, sizeBytes: prepared.sizeBytes, checksum: prepared.checksum };
       await storage.installSnapshot({ metadata, data: prepared });
@@ -385,7 +401,7 @@ describe.each([false, true])("StorageEnvironment (synchronous commit: %s)", (syn
     await withTemporaryDirectory(async (directory) => {
       const environment = StorageEnvironment.open({ directory, synchronousCommit });
       const storage = MemberStorage.openIn(environment, { scope: 4, snapshotChunkBytes: 4 });
-      const chunkCount = (): number => [...environment.chunks.getKeys({ start: [4, 0, 0], end: [5, 0, 0] })].length;
+      const frames = (): number => frameCount(environment, 4);
       await storage.append(entries(1, 6, 1, "log"), null);
       const data = encoder.encode("fourteen bytes");
       await expect(storage.prepareSnapshotFrom({ ...recordingSource(data), sizeBytes: 20 })).rejects.toThrow(
@@ -397,22 +413,22 @@ describe.each([false, true])("StorageEnvironment (synchronous commit: %s)", (syn
       await environment.chunkOperationsSettled();
       const givenUp = await storage.prepareSnapshotFrom(recordingSource(data));
       await environment.chunkOperationsSettled();
-      const written = chunkCount();
+      const written = frames();
       expect(written).toBeGreaterThanOrEqual(4);
       await storage.discardPreparedSnapshot(givenUp);
       await environment.chunkOperationsSettled();
-      expect(chunkCount()).toBe(written - 4);
+      expect(frames()).toBe(written - 4);
       await storage.close();
       await environment.close();
     });
   });
 
-  it("removes the chunks a preparation wrote when it fails after some batches were written", async () => {
+  it("removes the file a preparation wrote when it fails after some batches were written", async () => {
     await withTemporaryDirectory(async (directory) => {
       const environment = StorageEnvironment.open({ directory, synchronousCommit });
       const chunkBytes = SNAPSHOT_PREPARE_SLICE_BYTES / 4;
       const storage = MemberStorage.openIn(environment, { scope: 4, snapshotChunkBytes: chunkBytes });
-      const chunkCount = (): number => [...environment.chunks.getKeys({ start: [4, 0, 0], end: [5, 0, 0] })].length;
+      const frames = (): number => frameCount(environment, 4);
       await storage.append(entries(1, 6, 1, "log"), null);
       const data = new Uint8Array(12 * SNAPSHOT_PREPARE_SLICE_BYTES).fill(5);
       let turns = 0;
@@ -421,13 +437,13 @@ describe.each([false, true])("StorageEnvironment (synchronous commit: %s)", (syn
         turns += 1;
         if (turns === 8) {
           await environment.chunkOperationsSettled();
-          expect(chunkCount()).toBeGreaterThanOrEqual(16);
+          expect(frames()).toBeGreaterThanOrEqual(16);
           throw new Error("the replica stopped");
         }
       });
       await expect(preparation).rejects.toThrow(/the replica stopped/);
       await environment.chunkOperationsSettled();
-      expect(chunkCount()).toBe(0);
+      expect(frames()).toBe(0);
       await storage.close();
       await environment.close();
     });
@@ -463,7 +479,7 @@ describe.each([false, true])("StorageEnvironment (synchronous commit: %s)", (syn
       const [first, second] = await Promise.all([storage.prepareSnapshot(data), storage.prepareSnapshot(data)]);
       expect(second).toEqual(first);
       await environment.chunkOperationsSettled();
-      expect([...environment.chunks.getKeys({ start: [4, 0, 0], end: [5, 0, 0] })]).toHaveLength(3);
+      expect(frameCount(environment, 4)).toBe(3);
       await storage.close();
       await environment.close();
     });

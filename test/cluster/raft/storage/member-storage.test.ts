@@ -1183,7 +1183,7 @@ describe("MemberStorage's files of received snapshots", () => {
       const snapshot = makeSnapshot(10, 2, 8);
       const environment = StorageEnvironment.open({ directory, synchronousCommit: true });
       // What an earlier version left: the record of a receipt in slot 4 and its first chunk in LMDB.
-      await environment.writeChunks([[[2, 4, 0], encodeChunk(snapshot.data.subarray(0, 4))]]);
+      await environment.chunks.put([2, 4, 0], encodeChunk(snapshot.data.subarray(0, 4)));
       const record = {
         metadata: snapshot.metadata,
         slot: 4,
