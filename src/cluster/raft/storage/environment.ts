@@ -270,9 +270,9 @@ export class StorageEnvironment {
   }
 
   /**
-   * Appends snapshot chunks (received, or of a snapshot being prepared) to the file of `scope` and `slot` (`SnapshotFiles.append`) and resolves once they
-   * are written, not synced (`syncSnapshotFile`). A failed write fails the environment as a failed chunk write does:
-   * what reached the file is unknown.
+   * Appends snapshot chunks (received, or of a snapshot being prepared) to the file of `scope` and `slot`
+   * (`SnapshotFiles.append`) and resolves once they are written, not synced (`syncSnapshotFile`). A failed write fails
+   * the environment as a failed chunk write does: what reached the file is unknown.
    */
   writeSnapshotFile(scope: number, slot: number, chunks: readonly SnapshotFileChunk[]): Promise<void> {
     return this.onSnapshotFile(() => this.snapshotFiles.append(scope, slot, chunks));
