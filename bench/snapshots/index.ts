@@ -9,15 +9,18 @@
  * (bench/support/page-cache.ts says why that matters on this machine):
  *
  * 1. **Snapshot**: what `PartitionReplica.takeSnapshot` does, on a real storage in a temporary directory: the
- *    storage reads the snapshot out of the engine straight into its chunks, a MiB per turn of the event loop, and
- *    LMDB's writer thread writes and syncs them; then the snapshot is installed. Its time, this thread's processor
- *    time (the broker's thread pays it), and the longest the event loop waited meanwhile (what a peer's heartbeat or
- *    a client's publication would wait).
+ *    storage reads the snapshot out of the engine straight into its chunks, a MiB per turn of the event loop, and the
+ *    thread pool appends them to the snapshot's file, synced once at the end; then the snapshot is installed. Its
+ *    time, this thread's processor time (the broker's thread pays it), and the longest the event loop waited
+ *    meanwhile (what a peer's heartbeat or a client's publication would wait).
  * 2. **Write limit**: the same bytes, held in memory, written to a file of the same disk in 1 MiB writes and synced.
  * 3. **Restore**: what a replica opening over that snapshot does: the stored chunks read a chunk per turn, verified,
  *    and decoded into an engine.
  * 4. **Read limit**: the file of step 2 read into memory in 1 MiB reads, each into memory of its own (a restored
  *    state is held in memory too).
+ * 5. **Send**: what a leader reads to send the stored snapshot to a joining member, in a storage opened anew: every
+ *    chunk read and verified (`snapshotChunk`), its buffer handed back for the next read as the sender does once the
+ *    chunk is on its way. Nothing is kept, so its limit is the read limit without memory of its own per block.
  *
  * The ratios printed last are each step's time over its limit's (the fastest round of each).
  */
@@ -133,6 +136,25 @@ async function restoreSnapshot(directory: string, expectedMessages: number): Pro
   return measured;
 }
 
+/** Reads the snapshot stored under `directory` a chunk at a time, as a leader sending it does, and counts its bytes. */
+async function sendReads(directory: string, sizeBytes: number): Promise<Measured> {
+  const environment = StorageEnvironment.open({ directory, synchronousCommit: true });
+  const storage = MemberStorage.openIn(environment, { scope: 1 });
+  const metadata = storage.snapshotMetadata();
+  if (metadata === null || metadata.sizeBytes !== sizeBytes) throw new Error("no snapshot of the expected size stored");
+  const measured = await measure(() => {
+    for (let offset = 0; offset < sizeBytes; ) {
+      const read = storage.snapshotChunk(metadata, offset, blockBytes);
+      if (read === null || read.data.byteLength === 0) throw new Error(`no snapshot chunk at ${offset}`);
+      offset += read.data.byteLength;
+      storage.recycleSnapshotChunk(read.data);
+    }
+  });
+  await storage.close();
+  await environment.close();
+  return measured;
+}
+
 /** Writes `bytes` to a new file at `path` in blocks and syncs it. */
 function writeLimit(bytes: Uint8Array, path: string): Promise<Measured> {
   return measure(() => {
@@ -186,6 +208,7 @@ export async function run(): Promise<void> {
       write: [] as Measured[],
       restore: [] as Measured[],
       read: [] as Measured[],
+      send: [] as Measured[],
     };
     for (let round = 0; round < rounds; round += 1) {
       const directory = join(root, `round-${round}`);
@@ -198,6 +221,8 @@ export async function run(): Promise<void> {
       steps.restore.push(await restoreSnapshot(directory, engine.bufferedMessageCount));
       recyclePageCache(root, bytes.byteLength);
       steps.read.push(await readLimit(file, bytes.byteLength));
+      recyclePageCache(root, bytes.byteLength);
+      steps.send.push(await sendReads(directory, bytes.byteLength));
       rmSync(directory, { recursive: true, force: true });
       rmSync(file, { force: true });
     }
@@ -217,6 +242,7 @@ export async function run(): Promise<void> {
     const restoreRatio = fastest(steps.restore).ms / fastest(steps.read).ms;
     console.log(`snapshot ÷ write limit: ${formatNumber(snapshotRatio, 2)}`);
     console.log(`restore ÷ read limit: ${formatNumber(restoreRatio, 2)}`);
+    console.log(`send ÷ read limit: ${formatNumber(fastest(steps.send).ms / fastest(steps.read).ms, 2)}`);
   } finally {
     await rm(root, { recursive: true, force: true });
   }
