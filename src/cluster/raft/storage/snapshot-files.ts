@@ -135,6 +135,7 @@ export class SnapshotFiles {
 
   /** Slots of the files present for `scope`, ascending. */
   slots(scope: number): number[] {
+    this.assertOpen();
     const slots: number[] = [];
     for (const file of this.present.values()) if (file.scope === scope) slots.push(file.slot);
     return slots.sort((left, right) => left - right);
@@ -142,11 +143,13 @@ export class SnapshotFiles {
 
   /** Scopes that have at least one file. */
   scopes(): number[] {
+    this.assertOpen();
     return [...new Set([...this.present.values()].map((file) => file.scope))];
   }
 
   /** Whether a file of `scope` and `slot` is present. */
   has(scope: number, slot: number): boolean {
+    this.assertOpen();
     return this.present.has(fileKey(scope, slot));
   }
 
@@ -273,6 +276,7 @@ export class SnapshotFiles {
 
   /** Frames of a file in order (empty for a file not indexed). */
   frames(scope: number, slot: number): readonly SnapshotFrame[] {
+    this.assertOpen();
     return this.open.get(fileKey(scope, slot))?.frames ?? [];
   }
 
@@ -340,6 +344,7 @@ export class SnapshotFiles {
    * removes after its next start, so it fails nothing.
    */
   async remove(scope: number, slot: number): Promise<void> {
+    this.assertOpen();
     const key = fileKey(scope, slot);
     this.present.delete(key);
     this.removing.add(key);

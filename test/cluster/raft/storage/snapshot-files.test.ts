@@ -690,6 +690,15 @@ describe("SnapshotFiles", () => {
         expect(() => files.scanIncoming(1, 2, data.byteLength)).toThrow(/closed/);
         expect(() => files.scanInstalled(1, 2, data.byteLength)).toThrow(/closed/);
         expect(() => files.readFrame(1, 2, 0, new Uint8Array(data.byteLength))).toThrow(/closed/);
+        // Queries too: an index emptied by the close would otherwise read as a file with no frames.
+        expect(() => files.frames(1, 2)).toThrow(/closed/);
+        expect(() => files.frameHolding(1, 2, 0)).toThrow(/closed/);
+        expect(() => files.has(1, 2)).toThrow(/closed/);
+        expect(() => files.slots(1)).toThrow(/closed/);
+        expect(() => files.scopes()).toThrow(/closed/);
+        // A removal after the close leaves the file alone: a storage opened again in the directory may be using it.
+        await expect(files.remove(1, 2)).rejects.toThrow(/closed/);
+        expect(existsSync(join(directory, "1-2.snapshot"))).toBe(true);
         // Closing again does nothing.
         await files.close();
       });
