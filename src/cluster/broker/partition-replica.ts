@@ -1260,7 +1260,7 @@ export class PartitionReplica {
   /**
    * Starts a snapshot once `snapshotIntervalEntries` entries were applied since the last one (only between two
    * readies, when Raft's applied index equals the engine's). The snapshot is
-   * encoded a slice at a time and its chunks are written by the storage's writer thread (`takeSnapshot`), so neither
+   * encoded a slice at a time and its chunks are written to its file on the thread pool (`takeSnapshot`), so neither
    * holds the event loop: encoding 20,000 buffered messages (6 MB) and writing them in one go stopped every replica of
    * the broker for 100–250 ms under load on the development machine.
    */
@@ -1295,7 +1295,7 @@ export class PartitionReplica {
   }
 
   /**
-   * Has the storage write the snapshot's chunks, copying its bytes straight from the buffered messages' snapshot
+   * Has the storage write the snapshot's chunks to its file, copying its bytes straight from the buffered messages' snapshot
    * entries (the engine encodes nothing here), a MiB per turn of the event loop, then hands it to the core, whose next
    * `Ready` compacts the log up to the snapshot's index (an index the replica has applied: the engine may have moved on
    * meanwhile, which the core allows). A failure fails the replica.
@@ -1385,13 +1385,16 @@ export class PartitionReplica {
     if (!this.running) throw new Error(`partition ${this.partitionId} stopped while its snapshot was being written`);
   }
 
-  /** Removes the chunks of a prepared snapshot that will not be installed (they would stay until a restart). */
+  /** Removes the file of a prepared snapshot that will not be installed (it would stay until a restart). */
   private async discardSnapshot(data: PreparedSnapshotData): Promise<void> {
     if (this.preparedSnapshot?.data === data) this.preparedSnapshot = null;
     try {
       await this.storage.discardPreparedSnapshot(data);
     } catch (error) {
-      this.options.logger.warn({ err: error, partitionId: this.partitionId }, "could not discard a snapshot's chunks");
+      this.options.logger.warn(
+        { err: error, partitionId: this.partitionId },
+        "could not discard a prepared snapshot's file",
+      );
     }
   }
 

@@ -1,7 +1,7 @@
 /**
- * The storage of every partition replica of a broker: a journal (`journal.ts`) for log entries and records, LMDB
- * for the chunks of the snapshots the replicas take, plain files for the snapshots they receive from their leaders
- * (`snapshot-files.ts`), and one group commit over them.
+ * The storage of every partition replica of a broker: a journal (`journal.ts`) for log entries and records, plain
+ * files for the snapshots the replicas take and receive from their leaders (`snapshot-files.ts`), LMDB for the chunks
+ * of the snapshots a restore installs whole and of those earlier versions stored, and one group commit over them.
  *
  * Each replica's data lives under keys that start with the replica's scope (its partition id), so any number of
  * replicas share the journal and the LMDB environment. What sharing buys is the commit: a durable commit costs a disk
@@ -119,7 +119,7 @@ export class StorageEnvironment {
   private releasedChunks: ChunkKey[] = [];
   /** Snapshot files the running transaction releases: removed once it is durable (see `releaseSnapshotFile`). */
   private releasedSnapshotFiles: (readonly [number, number])[] = [];
-  /** Why a chunk write or removal on LMDB's writer thread failed; the environment then refuses writes. */
+  /** Why a snapshot file's write or sync, or a chunk removal on LMDB's writer thread, failed; writes are refused. */
   private chunkFailure: Error | null = null;
   private readonly root: RootDatabase<Uint8Array, string>;
   private readonly committer: GroupCommitter;
@@ -133,7 +133,7 @@ export class StorageEnvironment {
   /** Submitted writes that declared chunk writes and have not run yet: their transaction opens an LMDB one. */
   private pendingChunkWriters = 0;
   private lmdbTransactionsOpened = 0;
-  /** Chunk writes and removals on LMDB's writer thread; closing waits for them. */
+  /** Snapshot file writes, syncs and removals, and chunk removals on LMDB's writer thread; closing waits for them. */
   private readonly chunkWritesInFlight = new Set<Promise<unknown>>();
 
   private constructor(options: StorageEnvironmentOptions) {
@@ -233,7 +233,7 @@ export class StorageEnvironment {
     return this.lmdbTransactionsOpened;
   }
 
-  /** Resolves once the chunk writes and removals on LMDB's writer thread started so far are settled (for tests). */
+  /** Resolves once the snapshot file operations and chunk removals started so far are settled (for tests). */
   async chunkOperationsSettled(): Promise<void> {
     await Promise.allSettled([...this.chunkWritesInFlight]);
   }
@@ -364,8 +364,8 @@ export class StorageEnvironment {
 
   /**
    * Removes the chunks released by the transaction that just became durable, on LMDB's writer thread: freeing a
-   * snapshot's megabytes in a transaction of this thread waited for LMDB's write lock while another replica's
-   * `writeChunks` held it. A crash before the removal leaves chunks that the next start clears.
+   * snapshot's megabytes in a transaction of this thread would wait for LMDB's write lock while another replica's
+   * write held it. A crash before the removal leaves chunks that the next start clears.
    */
   private removeReleasedChunks(): void {
     const released = this.releasedChunks;

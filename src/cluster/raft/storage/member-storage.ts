@@ -67,7 +67,7 @@ import {
   type StoredIncomingSnapshot,
   type StoredSnapshot,
 } from "./member-records.js";
-import type { SnapshotFileChunk } from "./snapshot-files.js";
+import { MAX_SNAPSHOT_FRAME_DATA_BYTES, type SnapshotFileChunk } from "./snapshot-files.js";
 
 /** Options of one member's storage inside an environment. */
 export interface MemberStorageScopeOptions {
@@ -122,12 +122,13 @@ const DEFAULT_SNAPSHOT_CHUNK_BYTES = 1024 * 1024;
 export const SNAPSHOT_PREPARE_SLICE_BYTES = 1024 * 1024;
 
 /**
- * Chunks a snapshot being prepared hands to LMDB's writer thread in one write (`writeSnapshotData`): a snapshot being
- * prepared holds a few batches of chunks in memory, not the snapshot, and their buffers are reused from batch to batch.
+ * Chunks a snapshot being prepared appends to its file in one `writev` on the thread pool (`writeSnapshotData`): a
+ * snapshot being prepared holds a few batches of chunks in memory, not the snapshot, and their buffers are reused from
+ * batch to batch.
  */
 const PREPARE_BATCH_CHUNKS = 8;
 /**
- * Most of those writes not yet durable at once: two keep the writer thread busy while the next batch is cut, and
+ * Most of those writes not yet written at once: two keep the thread pool busy while the next batch is cut, and
  * 2 × 8 chunks of 1 MiB stay within what the environment's buffer pool keeps free (16 buffers), so every later batch
  * reuses memory.
  */
@@ -261,8 +262,15 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       throw new Error(`scope must be a non-negative integer, got ${this.scope}`);
     }
     this.snapshotChunkBytes = options.snapshotChunkBytes ?? DEFAULT_SNAPSHOT_CHUNK_BYTES;
-    if (!Number.isSafeInteger(this.snapshotChunkBytes) || this.snapshotChunkBytes < 1) {
-      throw new Error(`snapshotChunkBytes must be a positive integer, got ${this.snapshotChunkBytes}`);
+    // A snapshot file's frame holds a chunk, and a frame larger than a file may hold reads as damage after a restart.
+    if (
+      !Number.isSafeInteger(this.snapshotChunkBytes) ||
+      this.snapshotChunkBytes < 1 ||
+      this.snapshotChunkBytes > MAX_SNAPSHOT_FRAME_DATA_BYTES
+    ) {
+      throw new Error(
+        `snapshotChunkBytes must be an integer from 1 to ${MAX_SNAPSHOT_FRAME_DATA_BYTES}, got ${this.snapshotChunkBytes}`,
+      );
     }
     this.cache = new EntryCache(options.entryCacheBytes ?? DEFAULT_ENTRY_CACHE_BYTES);
     this.durable = this.recover();
@@ -501,8 +509,8 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
 
   /**
    * Writes the chunks of snapshot `data` ahead of the `installSnapshot` that will carry the same `data` (the same
-   * array), which then only has to make a record refer to them. The chunks are written and synced by LMDB's writer
-   * thread while this thread goes on; a broker's replicas keep committing meanwhile. Optional: `installSnapshot`
+   * array), which then only has to make a record refer to them. The chunks are appended to a snapshot file and synced
+   * on the thread pool while this thread goes on; a broker's replicas keep committing meanwhile. Optional: `installSnapshot`
    * writes the chunks of data it was not prepared for itself, in its own transaction (holding this thread for it).
    * An `installSnapshot` of the same data must wait until this resolves, and `data` must not change meanwhile.
    *
@@ -828,7 +836,10 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
   ): Promise<SnapshotMetadata> {
     const files = this.environment.snapshotFiles;
     const frames = files.frames(this.scope, stored.slot);
-    const buffer = this.environment.chunkBuffers.acquire(Math.max(1, ...frames.map((frame) => frame.dataBytes)));
+    // A loop, not a spread into Math.max: a snapshot of small chunks has more frames than a call takes arguments.
+    let largestFrameBytes = 1;
+    for (const frame of frames) largestFrameBytes = Math.max(largestFrameBytes, frame.dataBytes);
+    const buffer = this.environment.chunkBuffers.acquire(largestFrameBytes);
     let checksum = 0;
     try {
       // Bounded by the frames, which the scan at open (or the receipt) found to cover exactly the snapshot's size.
@@ -1183,7 +1194,7 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
    */
   async destroy(): Promise<void> {
     this.assertOpen();
-    // Chunks being written ahead of a record are removed with the rest, so they must be in the database first; a
+    // A file being written ahead of a record is removed with the rest, so its writes must have settled first; a
     // preparation still cutting its chunks stops at its next slice instead of writing them after the removal.
     this.destroying = true;
     await Promise.allSettled(this.preparations.values());

@@ -96,13 +96,51 @@ interface OpenFile {
   dataBytes: number;
   /** Writes in progress; a sync, a removal and closing wait for them. */
   readonly writes: Set<Promise<void>>;
-  /** Whether the file's directory entry may not be durable yet (the file was created since the last sync). */
+  /** Whether the file's directory entry may not be durable yet (no sync of this process covered it). */
   directoryEntryUnsynced: boolean;
 }
 
 /** Key of a file in the maps below. */
 function fileKey(scope: number, slot: number): string {
   return `${scope}-${slot}`;
+}
+
+/**
+ * Writes `buffers` (`bytes` in all) at `position` with `writev` on the thread pool, writing the rest again after a
+ * short write: a disk that fills up writes part of a call and fails only the next one, which then names the cause
+ * (ENOSPC) instead of a count of bytes.
+ */
+async function writeAll(
+  path: string,
+  descriptor: number,
+  buffers: readonly Uint8Array[],
+  bytes: number,
+  position: number,
+): Promise<void> {
+  let remaining = [...buffers];
+  let written = 0;
+  // Bounded: every pass writes at least one byte (a pass that writes none fails), up to `bytes`.
+  while (written < bytes) {
+    const { bytesWritten } = await writevAsync(descriptor, remaining, position + written);
+    if (bytesWritten === 0) throw new Error(`no bytes written to ${path} at ${position + written}`);
+    written += bytesWritten;
+    remaining = unwrittenPart(remaining, bytesWritten);
+  }
+}
+
+/** What is left of `buffers` after their first `writtenBytes` bytes. */
+function unwrittenPart(buffers: readonly Uint8Array[], writtenBytes: number): Uint8Array[] {
+  let skipped = writtenBytes;
+  const rest: Uint8Array[] = [];
+  for (const buffer of buffers) {
+    if (skipped >= buffer.byteLength) {
+      skipped -= buffer.byteLength;
+      continue;
+    }
+    rest.push(skipped === 0 ? buffer : buffer.subarray(skipped));
+    skipped = 0;
+  }
+  return rest;
 }
 
 /** The snapshot files of one storage environment; see the module comment. */
@@ -238,6 +276,12 @@ export class SnapshotFiles {
           `invariant violated: a snapshot frame at ${chunk.offset} does not continue the file at ${dataEnd}`,
         );
       }
+      // A scan refuses such frames as damage, so they are never written.
+      if (chunk.data.byteLength < 1 || chunk.data.byteLength > MAX_SNAPSHOT_FRAME_DATA_BYTES) {
+        throw new Error(
+          `invariant violated: a snapshot frame must hold 1 to ${MAX_SNAPSHOT_FRAME_DATA_BYTES} bytes, got ${chunk.data.byteLength}`,
+        );
+      }
       const frame = { offset: chunk.offset, dataBytes: chunk.data.byteLength, dataChecksum: chunk.checksum >>> 0 };
       buffers.push(encodeSnapshotFrameHeader(frame), chunk.data);
       frames.push(frame);
@@ -246,12 +290,7 @@ export class SnapshotFiles {
     }
     for (const frame of frames) this.addFrame(file, frame);
     if (buffers.length === 0) return Promise.resolve();
-    const written = writevAsync(file.descriptor, buffers, position).then(({ bytesWritten }) => {
-      if (bytesWritten !== bytes) {
-        throw new Error(`short write to ${file.path}: ${bytesWritten} of ${bytes} bytes at ${position}`);
-      }
-    });
-    return this.track(file, written);
+    return this.track(file, writeAll(file.path, file.descriptor, buffers, bytes, position));
   }
 
   /** Makes what was appended to a file durable (its directory entry too, when the file is new). */
@@ -395,7 +434,9 @@ export class SnapshotFiles {
       endPosition: 0,
       dataBytes: 0,
       writes: new Set(),
-      directoryEntryUnsynced: !existed,
+      // A file found present may have been created by a process that crashed before it synced the directory (a
+      // receipt resumed after a restart), so its first sync here syncs the directory too.
+      directoryEntryUnsynced: true,
     };
     this.present.set(key, { scope, slot });
     this.open.set(key, file);

@@ -1,5 +1,6 @@
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
+import { crc32c } from "@node-rs/crc32";
 import { open } from "lmdb";
 import { describe, expect, it } from "vitest";
 import { snapshotChecksum } from "../../../../src/cluster/raft/core/snapshot-transfer.js";
@@ -10,6 +11,7 @@ import {
   StorageEnvironment,
 } from "../../../../src/cluster/raft/storage/environment.js";
 import { MemberStorage, SNAPSHOT_PREPARE_SLICE_BYTES } from "../../../../src/cluster/raft/storage/member-storage.js";
+import { MAX_SNAPSHOT_FRAME_DATA_BYTES } from "../../../../src/cluster/raft/storage/snapshot-files.js";
 import type { Entry, Snapshot, SnapshotByteSource } from "../../../../src/cluster/raft/types.js";
 import { entriesOpenToOthers } from "../../../support/file-modes.js";
 import { withTemporaryDirectory } from "./temp-directory.js";
@@ -94,6 +96,22 @@ describe("StorageEnvironment committing on the calling thread", () => {
       const before = environment.lmdbTransactionCount;
       for (let round = 0; round < 3; round += 1) await environment.submit(() => {});
       expect(environment.lmdbTransactionCount).toBe(before);
+      await environment.close();
+    });
+  });
+
+  it("refuses a chunk size larger than a snapshot file's frame may hold", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const environment = StorageEnvironment.open({ directory });
+      const tooLarge = MAX_SNAPSHOT_FRAME_DATA_BYTES + 1;
+      expect(() => MemberStorage.openIn(environment, { scope: 4, snapshotChunkBytes: tooLarge })).toThrow(
+        `snapshotChunkBytes must be an integer from 1 to ${MAX_SNAPSHOT_FRAME_DATA_BYTES}, got ${tooLarge}`,
+      );
+      const largest = MemberStorage.openIn(environment, {
+        scope: 4,
+        snapshotChunkBytes: MAX_SNAPSHOT_FRAME_DATA_BYTES,
+      });
+      await largest.close();
       await environment.close();
     });
   });
@@ -288,6 +306,59 @@ describe.each([false, true])("StorageEnvironment (synchronous commit: %s)", (syn
       const again = MemberStorage.openIn(reopened, { scope: 4, snapshotChunkBytes: 4 });
       expect(new TextDecoder().decode(again.snapshot()?.data)).toBe("prepared state");
       expect(await again.load()).toMatchObject({ firstIndex: 4, lastIndex: 6 });
+      await again.close();
+      await reopened.close();
+    });
+  });
+
+  it("sends a prepared snapshot from its file: any range with the CRC-32C of what it read, frames into handed-back buffers", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const environment = StorageEnvironment.open({ directory, synchronousCommit });
+      const storage = MemberStorage.openIn(environment, { scope: 4, snapshotChunkBytes: 4 });
+      await storage.append(entries(1, 6, 1, "log"), null);
+      const prepared = snapshot(3, 1, "state of ten");
+      await storage.prepareSnapshot(prepared.data);
+      await storage.installSnapshot(prepared);
+      const size = prepared.data.byteLength;
+      for (let offset = 0; offset <= size; offset += 1) {
+        for (let length = 1; length <= 9; length += 1) {
+          const expected = prepared.data.subarray(offset, Math.min(size, offset + length));
+          const read = storage.snapshotChunk(prepared.metadata, offset, length);
+          expect(read).toEqual({ data: expected, checksum: crc32c(expected) >>> 0 });
+          if (read !== null && read.data.byteLength > 0) storage.recycleSnapshotChunk(read.data);
+        }
+      }
+      // A leader's usual read, one whole frame, fills the buffer its previous chunk's message handed back.
+      const first = storage.snapshotChunk(prepared.metadata, 0, 4);
+      if (first === null) throw new Error("no chunk at 0");
+      storage.recycleSnapshotChunk(first.data);
+      const next = storage.snapshotChunk(prepared.metadata, 4, 4);
+      expect(next?.data.buffer).toBe(first.data.buffer);
+      expect(next?.data).toEqual(prepared.data.subarray(4, 8));
+      expect([...environment.chunks.getKeys({ start: [4, 0, 0], end: [5, 0, 0] })]).toEqual([]);
+      await storage.close();
+      await environment.close();
+    });
+  });
+
+  it("prepares and installs a snapshot of no bytes with no file, and reads it back after a reopen", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const environment = StorageEnvironment.open({ directory, synchronousCommit });
+      const storage = MemberStorage.openIn(environment, { scope: 4, snapshotChunkBytes: 4 });
+      await storage.append(entries(1, 3, 1, "log"), null);
+      const empty = snapshot(2, 1, "");
+      expect(await storage.prepareSnapshot(empty.data)).toMatchObject({ sizeBytes: 0 });
+      await storage.installSnapshot(empty);
+      expect(environment.snapshotFiles.slots(4)).toEqual([]);
+      await storage.close();
+      await environment.close();
+
+      const reopened = StorageEnvironment.open({ directory, synchronousCommit });
+      const again = MemberStorage.openIn(reopened, { scope: 4, snapshotChunkBytes: 4 });
+      expect(again.snapshot()).toEqual(empty);
+      const consumed: number[] = [];
+      expect(await again.readSnapshotInTurns((data) => consumed.push(data.byteLength))).toEqual(empty.metadata);
+      expect(consumed.reduce((sum, bytes) => sum + bytes, 0)).toBe(0);
       await again.close();
       await reopened.close();
     });

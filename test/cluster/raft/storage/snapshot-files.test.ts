@@ -19,7 +19,11 @@ import {
   encodeSnapshotFrameHeader,
   SNAPSHOT_FRAME_HEADER_BYTES,
 } from "../../../../src/cluster/raft/storage/codec.js";
-import { type SnapshotFileChunk, SnapshotFiles } from "../../../../src/cluster/raft/storage/snapshot-files.js";
+import {
+  MAX_SNAPSHOT_FRAME_DATA_BYTES,
+  type SnapshotFileChunk,
+  SnapshotFiles,
+} from "../../../../src/cluster/raft/storage/snapshot-files.js";
 import { StorageCorruptionError } from "../../../../src/cluster/raft/types.js";
 import { withTemporaryDirectory } from "./temp-directory.js";
 
@@ -213,7 +217,12 @@ describe("SnapshotFiles", () => {
         expect(() => files.append(1, 1, [chunk(data, 40, 50), chunk(data, 51, 60)])).toThrow(
           /does not continue the file at 50/,
         );
-        expect(() => files.append(1, 1, [chunk(data, 40, 50), chunk(data, 50, 50)])).toThrow(/1 to 2\^32/);
+        // Empty frames and frames a scan would refuse as too large are never written.
+        expect(() => files.append(1, 1, [chunk(data, 40, 50), chunk(data, 50, 50)])).toThrow(
+          `a snapshot frame must hold 1 to ${MAX_SNAPSHOT_FRAME_DATA_BYTES} bytes, got 0`,
+        );
+        const tooLarge = { offset: 40, data: new Uint8Array(MAX_SNAPSHOT_FRAME_DATA_BYTES + 1), checksum: 0 };
+        expect(() => files.append(1, 1, [tooLarge])).toThrow(`got ${MAX_SNAPSHOT_FRAME_DATA_BYTES + 1}`);
         expect(files.frames(1, 1)).toHaveLength(1);
         expect(statSync(join(directory, "1-1.snapshot")).size).toBe(HEADER + 40);
         // The file still takes the chunk that continues it.
