@@ -118,11 +118,15 @@ export class CoordinatorClient {
         if (error instanceof BackpressureError) {
           throw new ServiceError(
             "unavailable",
-            "The gateway has too many requests in flight to the cluster; retry later.",
-            {
-              headers: { "retry-after": String(RETRY_AFTER_SECONDS) },
-            },
+            "The gateway has as many cluster management requests in flight as it allows; retry later.",
+            { headers: { "retry-after": String(RETRY_AFTER_SECONDS) } },
           );
+        }
+        if (error instanceof RemoteError && error.code === "overloaded") {
+          // Refused before it was handled: nothing happened, and the next broker would only name this one again.
+          throw new ServiceError("unavailable", `The coordinator (broker ${brokerId}) is overloaded; retry later.`, {
+            headers: { "retry-after": String(RETRY_AFTER_SECONDS) },
+          });
         }
         this.options.logger.warn({ err: error, brokerId }, "a broker failed a management request");
         if (error instanceof RemoteError && error.code === "handler-failed" && failed === null) {

@@ -77,6 +77,13 @@ const DESCRIBE_TIMEOUT_MS = 1_000;
 /** Requests in flight per broker on the topology's own connections: one round's `describe` each, with room to spare. */
 const TOPOLOGY_MAX_IN_FLIGHT_REQUESTS = 8;
 
+/**
+ * Management requests (changes, dry runs, status, backups) in flight per broker on their own connections; beyond it
+ * the management API answers 503 with Retry-After. An operator's tools send a few at a time; a burst of plans is what
+ * this bounds: their answers can be megabytes each, and the coordinator computes them on its one thread.
+ */
+export const MANAGEMENT_MAX_IN_FLIGHT_REQUESTS = 8;
+
 function baseUrl(server: HttpServer, host: string): string {
   const address = server.server.address() as AddressInfo;
   const shownHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host;
@@ -110,6 +117,14 @@ export async function startGateway(
   // then listed it as unreachable, its partitions without a leader and the gateway DOWN.
   const topologyClient = new TransportClient<BrokerRequest, unknown>({
     maxInFlightRequests: TOPOLOGY_MAX_IN_FLIGHT_REQUESTS,
+    credentials: ClusterCredentials.fromSecret(secret, clusterId),
+    logger,
+  });
+  // Management requests travel on connections of their own too: a broker closes a connection whose answers pile up
+  // unread beyond its limit (64 MiB), and 150 dry runs answered at once, 629 KB each, on the requests' connection
+  // once took the publications in flight to that broker with them (answered 502, outcome unknown).
+  const managementClient = new TransportClient<BrokerRequest, unknown>({
+    maxInFlightRequests: MANAGEMENT_MAX_IN_FLIGHT_REQUESTS,
     credentials: ClusterCredentials.fromSecret(secret, clusterId),
     logger,
   });
@@ -230,7 +245,7 @@ export async function startGateway(
   }
   installCors(management, allowedOrigins);
   const coordinator = new CoordinatorClient({
-    client,
+    client: managementClient,
     topology,
     requestTimeoutMs: configuration.gateway.requestTimeoutMs,
     logger,
@@ -279,7 +294,13 @@ export async function startGateway(
   } catch (error) {
     topology.close();
     accessPolicy?.close();
-    await Promise.allSettled([rest.close(), management.close(), client.close(), topologyClient.close()]);
+    await Promise.allSettled([
+      rest.close(),
+      management.close(),
+      client.close(),
+      topologyClient.close(),
+      managementClient.close(),
+    ]);
     throw error;
   }
   const url = baseUrl(rest, configuration.gateway.host);
@@ -292,7 +313,7 @@ export async function startGateway(
       topology.close();
       accessPolicy?.close();
       await Promise.allSettled([rest.close(), management.close()]);
-      await Promise.all([client.close(), topologyClient.close()]);
+      await Promise.all([client.close(), topologyClient.close(), managementClient.close()]);
     },
   };
 }

@@ -738,6 +738,11 @@ export class ClusterTransport<TMessage = unknown, TRequest = unknown, TResponse 
     // Answers are bounded by the in-flight request limit, but a sender that never reads would still make them pile
     // up in the socket buffer; cut such a connection off rather than buffer without bound.
     if (connection.pendingWriteBytes > this.options.maxQueuedBytes) {
+      // Logged: every request in flight on the connection fails with it, and the sender may only see a broken link.
+      this.settings.logger?.warn(
+        { sender, pendingWriteBytes: connection.pendingWriteBytes, maxQueuedBytes: this.options.maxQueuedBytes },
+        "closed a connection whose answers piled up unread beyond the limit",
+      );
       connection.close(new Error("the sender does not read its responses"));
       return;
     }

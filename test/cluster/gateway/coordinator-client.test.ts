@@ -7,7 +7,13 @@ import { describe, expect, it } from "vitest";
 import type { BrokerRequest } from "../../../src/cluster/broker/protocol.js";
 import { CoordinatorClient, type CoordinatorRequest } from "../../../src/cluster/gateway/coordinator-client.js";
 import type { TopologyCache } from "../../../src/cluster/gateway/topology-cache.js";
-import { PeerUnreachableError, RemoteError, type TransportClient } from "../../../src/cluster/transport/index.js";
+import {
+  BackpressureError,
+  PeerUnreachableError,
+  RemoteError,
+  type TransportClient,
+} from "../../../src/cluster/transport/index.js";
+import { ServiceError } from "../../../src/http/errors.js";
 
 /** A gateway's view of three reachable brokers 0, 1 and 2. */
 function threeBrokers(): TopologyCache {
@@ -66,6 +72,34 @@ describe("the gateway's coordinator client", () => {
     await expect(coordinatorClient(client).send(status)).rejects.toThrow(
       "The coordinator could not be reached: none of the brokers 0, 1, 2 answered as coordinator.",
     );
+  });
+
+  it("answers 503 with Retry-After when the coordinator refuses the request as overloaded, asking no other broker", async () => {
+    const { client, received } = brokersAnswering((brokerId) =>
+      brokerId === 0
+        ? new RemoteError("broker 0", "overloaded", "too many requests in flight")
+        : { outcome: "not-coordinator", coordinatorId: 0 },
+    );
+    const refusal = await coordinatorClient(client)
+      .send(status)
+      .catch((error: unknown) => error);
+    expect(refusal).toBeInstanceOf(ServiceError);
+    expect(refusal).toMatchObject({
+      message: "The coordinator (broker 0) is overloaded; retry later.",
+      status: 503,
+      headers: { "retry-after": "1" },
+    });
+    // Refused before it was handled: the others would only name broker 0 again, as the old 502 said after asking them.
+    expect(received).toEqual([0]);
+  });
+
+  it("answers 503 with Retry-After when its own management requests in flight are at their limit", async () => {
+    const { client } = brokersAnswering(() => new BackpressureError("broker 0", "8 requests in flight"));
+    await expect(coordinatorClient(client).send(status)).rejects.toMatchObject({
+      message: "The gateway has as many cluster management requests in flight as it allows; retry later.",
+      status: 503,
+      headers: { "retry-after": "1" },
+    });
   });
 
   it("takes the answer of another broker that answers as coordinator after one failed", async () => {

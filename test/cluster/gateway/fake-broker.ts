@@ -56,6 +56,8 @@ export class FakeBroker {
   /** Answers management requests; without it they are answered with the configuration (status) or refused. */
   management: ((request: ManagementRequest) => Promise<unknown>) | undefined;
   address: BrokerAddress | undefined;
+  /** The connections (the client's address and port) each type of request arrived on. */
+  readonly connectionsByRequestType = new Map<string, Set<string>>();
   private readonly messages = new Map<string, MessageView>();
   private counter = 0;
 
@@ -69,7 +71,14 @@ export class FakeBroker {
       port: 0,
       credentials: testClusterCredentials(),
     });
-    this.transport.onRequest(async (_from, request) => this.answer(request));
+    this.transport.onRequest(async (from, request) => {
+      if (from.role === "client") {
+        const connections = this.connectionsByRequestType.get(request.type) ?? new Set<string>();
+        connections.add(from.remoteAddress);
+        this.connectionsByRequestType.set(request.type, connections);
+      }
+      return this.answer(request);
+    });
   }
 
   async listen(): Promise<BrokerAddress> {

@@ -2,6 +2,7 @@ import { pino } from "pino";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { GetMessageResponse, PublishMessageResponse } from "../../../src/cluster/broker/protocol.js";
 import { encodeKey, partitionForCorrelationKey } from "../../../src/cluster/engine/index.js";
+import { MANAGEMENT_MAX_IN_FLIGHT_REQUESTS } from "../../../src/cluster/gateway/gateway.js";
 import { type RunningGateway, startGateway } from "../../../src/cluster/gateway/index.js";
 import { MAX_FORWARDS } from "../../../src/cluster/gateway/message-router.js";
 import { encodeConfiguration } from "../../../src/cluster/topology/index.js";
@@ -77,6 +78,7 @@ beforeEach(() => {
   for (const broker of cluster.brokers) {
     broker.interceptor = undefined;
     broker.received.length = 0;
+    broker.connectionsByRequestType.clear();
     broker.leads = new Set([broker.nodeId + 1]);
   }
 });
@@ -660,3 +662,59 @@ describe("gateway limits on input and connections", () => {
 function encodeConfigurationOfFake(): string {
   return encodeConfiguration(threeBrokerConfiguration());
 }
+
+describe("gateway: management requests beside publications", () => {
+  it("sends management requests on connections of their own, a bounded number at a time, answering the rest 503", async () => {
+    const gateway = await gatewayWith();
+    const coordinator = cluster.brokers[0] as FakeBroker;
+    let inFlight = 0;
+    let mostInFlight = 0;
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    coordinator.management = async () => {
+      inFlight += 1;
+      mostInFlight = Math.max(mostInFlight, inFlight);
+      await held;
+      inFlight -= 1;
+      return { outcome: "status", configuration: encodeConfiguration(threeBrokerConfiguration()) };
+    };
+    try {
+      const status = (): Promise<Response> =>
+        fetch(`${gateway.managementUrl}/actuator/cluster`, { headers: { authorization: `Bearer ${token}` } });
+      const asked = Array.from({ length: MANAGEMENT_MAX_IN_FLIGHT_REQUESTS + 12 }, status);
+      // Bounded: stops after 20 s at most.
+      for (let attempt = 0; attempt < 400 && inFlight < MANAGEMENT_MAX_IN_FLIGHT_REQUESTS; attempt += 1) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      expect(inFlight).toBe(MANAGEMENT_MAX_IN_FLIGHT_REQUESTS);
+      // While the coordinator holds as many as the gateway allows, a publication to a partition it leads goes through.
+      const correlationKey = Array.from({ length: 100 }, (_, index) => `held-${index}`).find(
+        (key) => partitionForCorrelationKey(key, 3) === 1,
+      );
+      expect(coordinator.leads.has(1)).toBe(true);
+      const published = await publish(gateway, { name: "order", correlationKey, timeToLive: 60_000 });
+      expect(published.status).toBe(200);
+      release();
+      const answers = await Promise.all(asked);
+      const refused = answers.filter((answer) => answer.status === 503);
+      expect(answers.filter((answer) => answer.status === 200)).toHaveLength(MANAGEMENT_MAX_IN_FLIGHT_REQUESTS);
+      expect(refused).toHaveLength(12);
+      expect(refused[0]?.headers.get("retry-after")).toBe("1");
+      expect(((await refused[0]?.json()) as { detail: string }).detail).toBe(
+        "The gateway has as many cluster management requests in flight as it allows; retry later.",
+      );
+      expect(mostInFlight).toBe(MANAGEMENT_MAX_IN_FLIGHT_REQUESTS);
+      // Separate connections: a broker that closes one over answers piled up unread takes no publication with it.
+      const managementConnections = coordinator.connectionsByRequestType.get("cluster-status") ?? new Set();
+      const publicationConnections = coordinator.connectionsByRequestType.get("publish-message") ?? new Set();
+      expect(managementConnections.size).toBe(1);
+      expect(publicationConnections.size).toBe(1);
+      expect([...managementConnections][0]).not.toBe([...publicationConnections][0]);
+    } finally {
+      release();
+      coordinator.management = undefined;
+    }
+  });
+});

@@ -1,4 +1,5 @@
 import { type AddressInfo, connect, createServer, type Socket } from "node:net";
+import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { regionOf } from "../../../src/buffers/retained-regions.js";
 import type { ClusterTransportOptions } from "../../../src/cluster/transport/cluster-transport.js";
@@ -227,6 +228,24 @@ describe("ClusterTransport", () => {
     expect((refused.error as RemoteError).code).toBe("overloaded");
     release?.();
     expect(await held).toBe("held");
+  });
+
+  it("closes a connection whose answers pile up unread beyond the limit, and says so in its log", async () => {
+    const warnings: string[] = [];
+    const logger = pino({ level: "warn" }, { write: (line: string) => warnings.push(JSON.parse(line).msg) });
+    const { transport, address } = await startNode(2, { maxQueuedBytes: 100_000, logger });
+    transport.onRequest(async () => new Uint8Array(512 * 1024));
+    const raw = await RawConnection.open(address);
+    expect((await raw.authenticate(testClusterCredentials(), { role: "client" })).kind).toBe("accepted");
+    // A sender that stops reading: its answers fill the kernel's buffers, then the connection's own.
+    raw.socket.pause();
+    for (let correlationId = 1; correlationId <= 64; correlationId += 1) {
+      raw.send({ kind: "request", correlationId, body: "large answer, please" });
+    }
+    await waitFor(() => transport.statistics().clients.bytesSent > 0, "answers written");
+    raw.socket.resume();
+    await raw.closed;
+    expect(warnings).toEqual(["closed a connection whose answers piled up unread beyond the limit"]);
   });
 
   it("closes inbound connections that never handshake or exceed the connection limit", async () => {
