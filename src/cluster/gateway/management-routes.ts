@@ -101,6 +101,7 @@ const changeErrors = {
   403: problemSchema,
   409: problemSchema,
   502: problemSchema,
+  503: problemSchema,
   504: problemSchema,
 } as const;
 
@@ -285,6 +286,7 @@ export function managementRoutes(server: HttpServer, coordinator: CoordinatorCli
           401: problemSchema,
           403: problemSchema,
           502: problemSchema,
+          503: problemSchema,
           504: problemSchema,
         },
       },
@@ -400,6 +402,7 @@ export function managementRoutes(server: HttpServer, coordinator: CoordinatorCli
           404: problemSchema,
           409: problemSchema,
           502: problemSchema,
+          503: problemSchema,
           504: problemSchema,
         },
       },
