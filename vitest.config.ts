@@ -9,6 +9,7 @@ const filesWithMockedModules = [
   "test/cluster/broker/partition-replica.test.ts",
   "test/cluster/raft/storage/journal-range-read.test.ts",
   "test/cluster/raft/storage/member-storage-reads.test.ts",
+  "test/cluster/raft/storage/snapshot-files-writes.test.ts",
   "test/files/private-files.test.ts",
   "test/platform/console/files.test.ts",
   "test/platform/provisioner/taken-ports.test.ts",

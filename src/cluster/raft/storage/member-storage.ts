@@ -717,9 +717,11 @@ export class MemberStorage implements RaftStorage, TransactionParticipant {
       return { slot, sizeBytes, checksum, inFile: sizeBytes > 0 };
     } catch (error) {
       // The frames already written stay in a file no record refers to: removed now (once every write settled)
-      // rather than at the next start, unless the storage is closed or destroyed meanwhile.
+      // rather than at the next start, also when the storage was closed meanwhile (its environment, shared with the
+      // broker's other replicas, may stay open for long; a closed environment refuses the removal, and the next start
+      // removes the file). A storage being destroyed removes every file of its scope itself.
       await Promise.allSettled(writes);
-      if (!this.closed && !this.destroying) this.environment.removeSnapshotFiles([[this.scope, slot]]);
+      if (!this.destroying) this.environment.removeSnapshotFiles([[this.scope, slot]]);
       throw error;
     } finally {
       // A failed preparation leaves no write behind unobserved (its failure is this one's, or the environment's).

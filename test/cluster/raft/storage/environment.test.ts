@@ -556,18 +556,20 @@ describe.each([false, true])("StorageEnvironment (synchronous commit: %s)", (syn
     });
   });
 
-  it("destroying a member while a snapshot is being prepared leaves none of that snapshot's chunks", async () => {
+  it("destroying a member while a snapshot is being prepared leaves nothing of that snapshot", async () => {
     await withTemporaryDirectory(async (directory) => {
       const environment = StorageEnvironment.open({ directory, synchronousCommit });
       const storage = MemberStorage.openIn(environment, {
         scope: 4,
-        snapshotChunkBytes: SNAPSHOT_PREPARE_SLICE_BYTES / 4,
+        snapshotChunkBytes: SNAPSHOT_PREPARE_SLICE_BYTES / 16,
       });
       await storage.append(entries(1, 6, 1, "log"), null);
       const data = new Uint8Array(3 * SNAPSHOT_PREPARE_SLICE_BYTES).fill(9);
       let destroyed: Promise<void> | null = null;
       const preparation = storage.prepareSnapshot(data, async () => {
-        // The replica leaves its group while its snapshot is being cut.
+        // The replica leaves its group while its snapshot is being cut, after two batches of 8 chunks were written to
+        // its file.
+        expect(environment.snapshotFiles.slots(4)).toHaveLength(1);
         destroyed ??= storage.destroy();
         await new Promise((resolve) => setImmediate(resolve));
       });
@@ -575,7 +577,34 @@ describe.each([false, true])("StorageEnvironment (synchronous commit: %s)", (syn
       await destroyed;
       await environment.chunkOperationsSettled();
       expect([...environment.chunks.getKeys({ start: [4, 0, 0], end: [5, 0, 0] })]).toHaveLength(0);
+      expect(readdirSync(join(directory, "snapshots"))).toEqual([]);
       expect(environment.scopes()).not.toContain(4);
+      await environment.close();
+    });
+  });
+
+  it("closing a member while a snapshot is being prepared leaves no file of it in an environment that stays open", async () => {
+    await withTemporaryDirectory(async (directory) => {
+      const environment = StorageEnvironment.open({ directory, synchronousCommit });
+      const storage = MemberStorage.openIn(environment, {
+        scope: 4,
+        snapshotChunkBytes: SNAPSHOT_PREPARE_SLICE_BYTES / 16,
+      });
+      await storage.append(entries(1, 6, 1, "log"), null);
+      const data = new Uint8Array(3 * SNAPSHOT_PREPARE_SLICE_BYTES).fill(9);
+      let closed: Promise<void> | null = null;
+      const preparation = storage.prepareSnapshot(data, async () => {
+        // The replica stops (to be restarted, say) while its snapshot is being cut, after two batches of 8 chunks were
+        // written to its file; the broker's other replicas go on.
+        expect(environment.snapshotFiles.slots(4)).toHaveLength(1);
+        closed ??= storage.close();
+        await new Promise((resolve) => setImmediate(resolve));
+      });
+      await expect(preparation).rejects.toThrow(/closed/);
+      await closed;
+      await environment.chunkOperationsSettled();
+      expect(environment.snapshotFiles.slots(4)).toEqual([]);
+      expect(readdirSync(join(directory, "snapshots"))).toEqual([]);
       await environment.close();
     });
   });
