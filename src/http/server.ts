@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type ServerOptions } from "node:http";
+import type { Socket } from "node:net";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import { Ajv, type Options as AjvOptions } from "ajv";
 import addFormats from "ajv-formats";
@@ -177,6 +178,9 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
       headersTimeout: limits.requestReceiveTimeoutMs,
       connectionsCheckingInterval: deadlineCheckIntervalMs(limits),
       maxHeaderSize: maxHeaderBytes,
+      // Node answers an HTTP/1.1 request without a Host header with a bare 400 of its own; the `onRequest` hook
+      // below refuses it with a problem document instead, as every other refusal is.
+      requireHostHeader: false,
     },
     // Node's server as Fastify would make it, but answering each connection's requests one at a time (see
     // `oneRequestAtATime`): pipelined requests are otherwise all handled at once, their answers held until read.
@@ -193,6 +197,13 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
       // about to be read (the `preParsing` hook below): Node would tell every such client to send its body at once,
       // before the token, the address or the route was checked.
       httpServer.on("checkContinue", answer);
+      // Without a listener Node closes a CONNECT's socket without a word: this server is no proxy, and says so.
+      httpServer.on("connect", (_request: IncomingMessage, socket: Socket) => {
+        answerOnSocket(
+          new ServiceError("methodNotAllowed", "CONNECT is not served here: this is not a proxy."),
+          socket,
+        );
+      });
       httpServer.keepAliveTimeout = fastifyOptions.keepAliveTimeout as number;
       httpServer.requestTimeout = fastifyOptions.requestTimeout as number;
       return httpServer;
@@ -249,6 +260,10 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   server.addHook("onRequest", (request, _reply, done) => {
     if (request.url.length > maxUrlCharacters) {
       done(new ServiceError("uriTooLong", `The URL is longer than ${maxUrlCharacters} characters.`));
+      return;
+    }
+    if (request.raw.httpVersion === "1.1" && request.headers.host === undefined) {
+      done(new ServiceError("invalidRequest", "An HTTP/1.1 request must carry a Host header."));
       return;
     }
     done();

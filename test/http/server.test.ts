@@ -548,6 +548,38 @@ describe("createHttpServer on a real socket", () => {
     }
   });
 
+  /** What the server sends back for `request`, written byte for byte on a new connection, until it closes. */
+  async function rawExchange(request: string): Promise<string> {
+    return await new Promise<string>((resolve) => {
+      let received = "";
+      const socket = connect({ host: "127.0.0.1", port }, () => socket.write(request));
+      socket.setEncoding("utf8");
+      socket.on("data", (chunk: string) => {
+        received += chunk;
+        // A keep-alive answer leaves the connection open: the first complete answer is all this reads.
+        if (/\r\n\r\n[\s\S]*\}$/.test(received)) socket.end();
+      });
+      socket.on("error", () => undefined);
+      socket.on("close", () => resolve(received));
+    });
+  }
+
+  it("answers an HTTP/1.1 request without a Host header with a 400 problem document, and HTTP/1.0 without one", async () => {
+    const missing = await rawExchange("GET /ping HTTP/1.1\r\n\r\n");
+    expect(missing).toMatch(/^HTTP\/1\.1 400 /);
+    expect(missing).toContain(`content-type: ${problemMediaType}`);
+    expect(missing).toContain('"detail":"An HTTP/1.1 request must carry a Host header."');
+    // HTTP/1.0 has no Host header to require.
+    expect(await rawExchange("GET /ping HTTP/1.0\r\n\r\n")).toMatch(/^HTTP\/1\.1 200 /);
+  });
+
+  it("answers CONNECT with a 405 problem document and closes the connection", async () => {
+    const answer = await rawExchange("CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n");
+    expect(answer).toMatch(/^HTTP\/1\.1 405 /);
+    expect(answer).toContain(`Content-Type: ${problemMediaType}`);
+    expect(answer).toContain('"type":"urn:flowplane:problem:method-not-allowed"');
+  });
+
   it("answers a request Node's parser cannot read with a 400 problem document", async () => {
     const answer = await new Promise<string>((resolve) => {
       let received = "";
