@@ -701,8 +701,9 @@ describe("gateway: management requests beside publications", () => {
       const refused = answers.filter((answer) => answer.status === 503);
       expect(answers.filter((answer) => answer.status === 200)).toHaveLength(MANAGEMENT_MAX_IN_FLIGHT_REQUESTS);
       expect(refused).toHaveLength(12);
-      expect(refused[0]?.headers.get("retry-after")).toBe("1");
-      expect(((await refused[0]?.json()) as { detail: string }).detail).toBe(
+      const firstRefused = refused[0] as Response;
+      expect(firstRefused.headers.get("retry-after")).toBe("1");
+      expect(((await firstRefused.json()) as { detail: string }).detail).toBe(
         "The gateway has as many cluster management requests in flight as it allows; retry later.",
       );
       expect(mostInFlight).toBe(MANAGEMENT_MAX_IN_FLIGHT_REQUESTS);
