@@ -556,58 +556,41 @@ describe.each([false, true])("StorageEnvironment (synchronous commit: %s)", (syn
     });
   });
 
-  it("destroying a member while a snapshot is being prepared leaves nothing of that snapshot", async () => {
-    await withTemporaryDirectory(async (directory) => {
-      const environment = StorageEnvironment.open({ directory, synchronousCommit });
-      const storage = MemberStorage.openIn(environment, {
-        scope: 4,
-        snapshotChunkBytes: SNAPSHOT_PREPARE_SLICE_BYTES / 16,
+  // The replica leaves its group (destroy), or stops to be restarted while the broker's other replicas go on (close),
+  // while its snapshot is being cut, after two batches of 8 chunks were written to its file.
+  it.each([
+    ["destroying", (storage: MemberStorage) => storage.destroy(), /destroyed|closed/, false],
+    ["closing", (storage: MemberStorage) => storage.close(), /closed/, true],
+  ] as const)(
+    "%s a member while a snapshot is being prepared leaves nothing of that snapshot",
+    async (_, stop, refusal, keepsScope) => {
+      await withTemporaryDirectory(async (directory) => {
+        const environment = StorageEnvironment.open({ directory, synchronousCommit });
+        const storage = MemberStorage.openIn(environment, {
+          scope: 4,
+          snapshotChunkBytes: SNAPSHOT_PREPARE_SLICE_BYTES / 16,
+        });
+        await storage.append(entries(1, 6, 1, "log"), null);
+        const data = new Uint8Array(3 * SNAPSHOT_PREPARE_SLICE_BYTES).fill(9);
+        let stopped: Promise<void> | null = null;
+        const preparation = storage.prepareSnapshot(data, async () => {
+          expect(environment.snapshotFiles.slots(4)).toHaveLength(1);
+          stopped ??= stop(storage);
+          await new Promise((resolve) => setImmediate(resolve));
+        });
+        await expect(preparation).rejects.toThrow(refusal);
+        await stopped;
+        // The environment stays open: the file goes now, not at the scope's next write or the next start.
+        await environment.chunkOperationsSettled();
+        expect([...environment.chunks.getKeys({ start: [4, 0, 0], end: [5, 0, 0] })]).toHaveLength(0);
+        expect(readdirSync(join(directory, "snapshots"))).toEqual([]);
+        expect(environment.snapshotFiles.slots(4)).toEqual([]);
+        // A destroyed member leaves nothing at all; a closed one keeps its log and records.
+        expect(environment.scopes().includes(4)).toBe(keepsScope);
+        await environment.close();
       });
-      await storage.append(entries(1, 6, 1, "log"), null);
-      const data = new Uint8Array(3 * SNAPSHOT_PREPARE_SLICE_BYTES).fill(9);
-      let destroyed: Promise<void> | null = null;
-      const preparation = storage.prepareSnapshot(data, async () => {
-        // The replica leaves its group while its snapshot is being cut, after two batches of 8 chunks were written to
-        // its file.
-        expect(environment.snapshotFiles.slots(4)).toHaveLength(1);
-        destroyed ??= storage.destroy();
-        await new Promise((resolve) => setImmediate(resolve));
-      });
-      await expect(preparation).rejects.toThrow(/destroyed|closed/);
-      await destroyed;
-      await environment.chunkOperationsSettled();
-      expect([...environment.chunks.getKeys({ start: [4, 0, 0], end: [5, 0, 0] })]).toHaveLength(0);
-      expect(readdirSync(join(directory, "snapshots"))).toEqual([]);
-      expect(environment.scopes()).not.toContain(4);
-      await environment.close();
-    });
-  });
-
-  it("closing a member while a snapshot is being prepared leaves no file of it in an environment that stays open", async () => {
-    await withTemporaryDirectory(async (directory) => {
-      const environment = StorageEnvironment.open({ directory, synchronousCommit });
-      const storage = MemberStorage.openIn(environment, {
-        scope: 4,
-        snapshotChunkBytes: SNAPSHOT_PREPARE_SLICE_BYTES / 16,
-      });
-      await storage.append(entries(1, 6, 1, "log"), null);
-      const data = new Uint8Array(3 * SNAPSHOT_PREPARE_SLICE_BYTES).fill(9);
-      let closed: Promise<void> | null = null;
-      const preparation = storage.prepareSnapshot(data, async () => {
-        // The replica stops (to be restarted, say) while its snapshot is being cut, after two batches of 8 chunks were
-        // written to its file; the broker's other replicas go on.
-        expect(environment.snapshotFiles.slots(4)).toHaveLength(1);
-        closed ??= storage.close();
-        await new Promise((resolve) => setImmediate(resolve));
-      });
-      await expect(preparation).rejects.toThrow(/closed/);
-      await closed;
-      await environment.chunkOperationsSettled();
-      expect(environment.snapshotFiles.slots(4)).toEqual([]);
-      expect(readdirSync(join(directory, "snapshots"))).toEqual([]);
-      await environment.close();
-    });
-  });
+    },
+  );
 
   it("releases the chunks of a prepared snapshot that an installed newer one already covers", async () => {
     await withTemporaryDirectory(async (directory) => {
