@@ -3,6 +3,7 @@ import type { Socket } from "node:net";
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
 import { OAuthError, ServiceError } from "./errors.js";
 import { maxHeaderBytes, maxPathParameterCharacters, maxUrlCharacters } from "./limits.js";
+import type { RepeatedWarnings } from "./repeated-warnings.js";
 import { patternDescription } from "./schemas.js";
 
 /** Media type of RFC 9457 problem documents. */
@@ -210,10 +211,36 @@ export function classifyError(error: unknown): ServiceError {
   return new ServiceError("internal", "An unexpected error occurred; it has been logged.", { cause: error });
 }
 
-/** The single place where every error of every route becomes a response. */
-export function sendError(error: unknown, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+/**
+ * Logs the warning that `request` was not served for the expected reason `typed`, unless `warnings` holds it back as
+ * a repeat; the line names how many of its kind were held back before it.
+ */
+function warnNotServed(
+  typed: ServiceError,
+  request: FastifyRequest,
+  warnings: RepeatedWarnings | undefined,
+  message: string,
+): void {
+  const heldBack = warnings === undefined ? 0 : warnings.admit(`${message}: ${typed.code}`);
+  if (heldBack === null) return;
+  request.log.warn(
+    { code: typed.code, detail: typed.detail, ...(heldBack > 0 ? { repeatsNotLogged: heldBack } : {}) },
+    message,
+  );
+}
+
+/**
+ * The single place where every error of every route becomes a response. `warnings` holds back repeats of the
+ * warnings for expected unavailability (a defect's error is always logged).
+ */
+export function sendError(
+  error: unknown,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  warnings?: RepeatedWarnings,
+): FastifyReply {
   if (request.routeOptions?.config?.errorFormat === "oauth" || error instanceof OAuthError) {
-    return sendOAuthError(error, request, reply);
+    return sendOAuthError(error, request, reply, warnings);
   }
   const typed = classifyError(error);
   if (typed.kind === "internal") {
@@ -221,7 +248,7 @@ export function sendError(error: unknown, request: FastifyRequest, reply: Fastif
   } else if (typed.status >= 500 && typed.kind !== "notApplicable") {
     // An upstream that is away, busy or slow is an expected state of a cluster, not a defect: no stack trace, and a
     // level that does not page anyone for every request a leader change touches.
-    request.log.warn({ code: typed.code, detail: typed.detail }, "request not served");
+    warnNotServed(typed, request, warnings, "request not served");
   } else {
     // Clients' mistakes (and attackers' probes) are not the server's problem: short, and only at debug level. A 501
     // is one of them: the client asked for what a self-hosted installation never offers, so a client repeating it
@@ -276,7 +303,12 @@ export function answerOnSocket(error: ServiceError, socket: Socket): void {
   socket.destroy();
 }
 
-function sendOAuthError(error: unknown, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+function sendOAuthError(
+  error: unknown,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  warnings: RepeatedWarnings | undefined,
+): FastifyReply {
   let oauth: OAuthError;
   if (error instanceof OAuthError) {
     oauth = error;
@@ -284,7 +316,7 @@ function sendOAuthError(error: unknown, request: FastifyRequest, reply: FastifyR
     const typed = classifyError(error);
     if (typed.status === 503) {
       // A dependency that cannot serve now (the database), not a defect: the client may retry when asked to.
-      request.log.warn({ code: typed.code, detail: typed.detail }, "token request not served");
+      warnNotServed(typed, request, warnings, "token request not served");
       oauth = new OAuthError("temporarily_unavailable", typed.detail, typed.headers);
     } else if (typed.status >= 500) {
       request.log.error({ err: typed.cause ?? typed }, "token request failed");

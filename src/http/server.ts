@@ -7,6 +7,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequ
 import FindMyWay, { type HTTPMethod } from "find-my-way";
 import type { AddressRangeSet } from "../auth/address-ranges.js";
 import { ipAddressOf } from "../net/address-key.js";
+import { monotonicNowMs } from "../time/monotonic.js";
 import { AnswerBudget, largeAnswerBytes, maxWaitingPipelinedRequests, oneRequestAtATime } from "./answer-flow.js";
 import { ServiceError } from "./errors.js";
 import { addExactIntegerKeyword, hasInt64Field, withExactIntegers } from "./exact-integers.js";
@@ -30,6 +31,7 @@ import {
   toProblemDocument,
 } from "./problem.js";
 import { repeatedQueryParameter } from "./repeated-query.js";
+import { RepeatedWarnings } from "./repeated-warnings.js";
 import { withTypedEnums } from "./typed-enums.js";
 import { closeAfterUnreadBody } from "./unread-bodies.js";
 
@@ -45,6 +47,9 @@ declare module "fastify" {
 
 /** When a client refused a large answer for the server's answer budget may ask again. */
 const LARGE_ANSWER_RETRY_AFTER_SECONDS = 5;
+
+/** Shortest time between two warnings of one kind that a server logs for requests it could not serve. */
+export const REPEATED_WARNING_WINDOW_MS = 10_000;
 
 /** A Fastify instance typed for TypeBox route schemas; every flowplane server is one. */
 export type HttpServer = FastifyInstance<
@@ -161,6 +166,7 @@ function trustFunction(trust: boolean | AddressRangeSet): ((address: string, hop
  */
 export function createHttpServer(options: HttpServerOptions): HttpServer {
   const { limits } = options;
+  const warnings = new RepeatedWarnings({ windowMs: REPEATED_WARNING_WINDOW_MS, now: monotonicNowMs });
   const server = Fastify({
     loggerInstance: options.logger,
     bodyLimit: options.bodyLimitBytes,
@@ -221,7 +227,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: maxPathParameterCharacters },
     // Errors raised before routing (a URL that is not valid percent-encoding) take the same path as all others.
     frameworkErrors: (error, request, reply) => {
-      sendError(error, request, reply);
+      sendError(error, request, reply, warnings);
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
@@ -313,7 +319,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   });
   const translateError = options.translateError;
   server.setErrorHandler((error, request, reply) =>
-    sendError(translateError === undefined ? error : (translateError(error) ?? error), request, reply),
+    sendError(translateError === undefined ? error : (translateError(error) ?? error), request, reply, warnings),
   );
 
   // Every registered route is mirrored into a second router so an unmatched request can be told apart:
@@ -350,7 +356,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     }
     return new ServiceError("routeNotFound", `No route matches ${request.method} ${path}.`);
   };
-  server.setNotFoundHandler((request, reply) => sendError(unmatchedRouteError(request), request, reply));
+  server.setNotFoundHandler((request, reply) => sendError(unmatchedRouteError(request), request, reply, warnings));
   // After every `onRequest` hook (tokens, addresses, scopes): a request that matched no route is answered here, before
   // its body is read. The not-found handler runs only after the body was parsed: a client with no token could have
   // every server read a body up to its limit per connection (a GiB for a thousand connections) just to hear 404, and

@@ -201,6 +201,39 @@ describe("createHttpServer conventions", () => {
     expect(failures[1]?.err).toBeUndefined();
   });
 
+  it("logs one warning for a burst of answers it could not serve, per kind, and every unexpected error", async () => {
+    const lines: { level: number; msg: string; code?: string; repeatsNotLogged?: number }[] = [];
+    const busy = createHttpServer({
+      logger: pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) }),
+      bodyLimitBytes: 2048,
+      trustProxy: false,
+      limits: defaultHttpServerLimits,
+    });
+    busy.get("/busy", async () => {
+      throw new ServiceError("unavailable", "Partition 2 is changing leaders.");
+    });
+    busy.get("/slow", async () => {
+      throw new ServiceError("gatewayTimeout", "The coordinator did not answer.");
+    });
+    busy.get("/boom", async () => {
+      throw new Error("a defect");
+    });
+    try {
+      for (let round = 0; round < 50; round += 1) {
+        for (const url of ["/busy", "/slow", "/boom"]) await busy.inject({ method: "GET", url });
+      }
+      const warnings = lines.filter((line) => line.level === 40);
+      // One line per kind within the window (REPEATED_WARNING_WINDOW_MS, far longer than this burst), not 50.
+      expect(warnings.map((line) => line.code)).toEqual(["unavailable", "gateway-timeout"]);
+      expect(warnings.every((line) => line.msg === "request not served" && line.repeatsNotLogged === undefined)).toBe(
+        true,
+      );
+      expect(lines.filter((line) => line.level === 50 && line.msg === "request failed")).toHaveLength(50);
+    } finally {
+      await busy.close();
+    }
+  });
+
   it("logs a 501 for what a self-hosted installation never offers as a refusal, not as a warning", async () => {
     logged.length = 0;
     expect((await server.inject({ method: "GET", url: "/not-here" })).statusCode).toBe(501);
