@@ -1,9 +1,9 @@
 /**
  * Holds back log lines that repeat under load. A server that cannot serve (a partition changing leaders, a coordinator
- * that is busy, a database that is away) answers every request 503, and a warning per request turned one overloaded
- * minute into tens of thousands of identical lines: an attack from outside made the gateway write one per publication
- * it refused, and a log that grows by the request rate can fill a disk the brokers need. So a kind of warning is
- * logged at most once per window, and the line that ends a quiet spell says how many were held back before it.
+ * that is busy, a database that is away) answers every request 503, and a warning per request made a flood of
+ * requests a flood of identical lines: a log that grows at the rate a client chooses can fill a disk the brokers need.
+ * So a kind of warning is logged at most once per window, and the line that ends a quiet spell says how many were held
+ * back before it.
  *
  * The count of the last window is told only by the next line of its kind: a timer could report it sooner, but would
  * need stopping with every server. The gateway's metrics count each of its REST answers by status meanwhile.
