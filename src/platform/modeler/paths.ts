@@ -1,5 +1,5 @@
 import { ServiceError } from "../../http/errors.js";
-import type { Executor } from "./records.js";
+import { type Executor, inListSlices } from "./records.js";
 
 /** One element of a canonical path: a project or a folder. */
 export interface PathSegment {
@@ -49,12 +49,12 @@ export async function resolvePaths(
 ): Promise<Map<string, PathSegment[]>> {
   const projectIds = [...new Set(locations.map((location) => location.projectId))];
   const projects = new Map<string, string>();
-  if (projectIds.length > 0) {
+  for (const slice of inListSlices(projectIds)) {
     const rows = await executor
       .selectFrom("modeler_projects")
       .select(["id", "name"])
       .where("organization_id", "=", organizationId)
-      .where("id", "in", projectIds)
+      .where("id", "in", slice)
       .execute();
     for (const row of rows) projects.set(row.id, row.name);
   }
@@ -64,16 +64,18 @@ export async function resolvePaths(
     if (depth > maximumStoredFolderDepth) {
       throw new Error(`folder tree deeper than ${maximumStoredFolderDepth} levels: the no-cycle invariant is broken`);
     }
-    const rows = await executor
-      .selectFrom("modeler_folders")
-      .select(["id", "name", "parent_id"])
-      .where("organization_id", "=", organizationId)
-      .where("id", "in", frontier)
-      .execute();
     const next: string[] = [];
-    for (const row of rows) {
-      folders.set(row.id, { name: row.name, parentId: row.parent_id });
-      if (row.parent_id !== null && !folders.has(row.parent_id)) next.push(row.parent_id);
+    for (const slice of inListSlices(frontier)) {
+      const rows = await executor
+        .selectFrom("modeler_folders")
+        .select(["id", "name", "parent_id"])
+        .where("organization_id", "=", organizationId)
+        .where("id", "in", slice)
+        .execute();
+      for (const row of rows) {
+        folders.set(row.id, { name: row.name, parentId: row.parent_id });
+        if (row.parent_id !== null && !folders.has(row.parent_id)) next.push(row.parent_id);
+      }
     }
     frontier = [...new Set(next)];
   }

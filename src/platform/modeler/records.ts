@@ -90,6 +90,21 @@ export function foldName(name: string): string {
   return name.toLowerCase();
 }
 
+/**
+ * Most values one statement binds in an `in` list. SQLite refuses a statement with more than 32,766 bound parameters
+ * and PostgreSQL one with more than 65,535: a folder with 33,000 subfolders could not be moved (a 500 on SQLite).
+ */
+export const MAX_IN_LIST_VALUES = 10_000;
+
+/** `values` in consecutive slices of at most `MAX_IN_LIST_VALUES`, one `in` list per statement each. */
+export function inListSlices<T>(values: readonly T[]): T[][] {
+  const slices: T[][] = [];
+  for (let start = 0; start < values.length; start += MAX_IN_LIST_VALUES) {
+    slices.push(values.slice(start, start + MAX_IN_LIST_VALUES));
+  }
+  return slices;
+}
+
 /** A database handle or an open transaction on it. */
 export type Executor = Kysely<PlatformDatabase> | Transaction<PlatformDatabase>;
 

@@ -17,7 +17,15 @@ import {
 } from "../catalog.js";
 import { assertName } from "../content.js";
 import { maximumFolderDepth, maximumStoredFolderDepth } from "../paths.js";
-import { changeColumns, creationColumns, type Executor, foldName, inTransaction, type Person } from "../records.js";
+import {
+  changeColumns,
+  creationColumns,
+  type Executor,
+  foldName,
+  inListSlices,
+  inTransaction,
+  type Person,
+} from "../records.js";
 import {
   auditSearchFields,
   type SearchDefinition,
@@ -92,15 +100,19 @@ async function descendants(
         `folder ${folderId} has a subtree deeper than ${maximumStoredFolderDepth}: the no-cycle invariant is broken`,
       );
     }
-    const rows = await executor
-      .selectFrom("modeler_folders")
-      .select("id")
-      .where("organization_id", "=", organizationId)
-      .where("parent_id", "in", frontier)
-      .execute();
-    frontier = rows.map((row) => row.id);
+    const next: string[] = [];
+    for (const slice of inListSlices(frontier)) {
+      const rows = await executor
+        .selectFrom("modeler_folders")
+        .select("id")
+        .where("organization_id", "=", organizationId)
+        .where("parent_id", "in", slice)
+        .execute();
+      for (const row of rows) next.push(row.id);
+    }
+    frontier = next;
     if (frontier.length > 0) height++;
-    ids.push(...frontier);
+    for (const folderId of frontier) ids.push(folderId);
   }
   return { ids, height };
 }
@@ -194,20 +206,22 @@ export class FolderService {
         .where("id", "=", id)
         .execute();
       if (target.projectId !== folder.project_id) {
-        if (subtree.ids.length > 0) {
+        for (const slice of inListSlices(subtree.ids)) {
           await transaction
             .updateTable("modeler_folders")
             .set({ project_id: target.projectId })
             .where("organization_id", "=", organizationId)
-            .where("id", "in", subtree.ids)
+            .where("id", "in", slice)
             .execute();
         }
-        await transaction
-          .updateTable("modeler_files")
-          .set({ project_id: target.projectId })
-          .where("organization_id", "=", organizationId)
-          .where("folder_id", "in", [id, ...subtree.ids])
-          .execute();
+        for (const slice of inListSlices([id, ...subtree.ids])) {
+          await transaction
+            .updateTable("modeler_files")
+            .set({ project_id: target.projectId })
+            .where("organization_id", "=", organizationId)
+            .where("folder_id", "in", slice)
+            .execute();
+        }
       }
       return folderMetadata(await findFolder(transaction, organizationId, id));
     });

@@ -1,5 +1,7 @@
+import { randomUUID } from "node:crypto";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { maximumFolderDepth } from "../../../../src/platform/modeler/paths.js";
+import { creationColumns } from "../../../../src/platform/modeler/records.js";
 import { databaseKinds } from "../../../support/databases.js";
 import { type ModelerFixture, openModelerFixture } from "../support.js";
 
@@ -78,6 +80,58 @@ describe.each(databaseKinds)("FolderService and ProjectService on %s", (kind) =>
     });
     const lifted = await folders.update(fixture.organizationId, fixture.actor, deepest.id, { parentId: null });
     expect(lifted).toMatchObject({ projectId: other.id, parentId: null });
+  });
+
+  it("moves a folder with more subfolders on one level than a statement binds values", async () => {
+    const { folders, files, projects } = fixture.services;
+    const other = await projects.create(fixture.organizationId, fixture.actor, "Other");
+    const wide = await createFolder("Wide", { projectId });
+    const elsewhere = await createFolder("Elsewhere", { projectId: other.id });
+    // 33,000 subfolders: more than SQLite binds in one statement (32,766), inserted as the service would, in batches.
+    const subfolderCount = 33_000;
+    const subfolderIds = Array.from({ length: subfolderCount }, () => randomUUID());
+    const timestamp = new Date(0).toISOString();
+    for (let start = 0; start < subfolderCount; start += 1_000) {
+      await fixture.store.database
+        .insertInto("modeler_folders")
+        .values(
+          subfolderIds.slice(start, start + 1_000).map((id, offset) => ({
+            id,
+            organization_id: fixture.organizationId,
+            name: `Sub ${start + offset}`,
+            name_folded: `sub ${start + offset}`,
+            project_id: projectId,
+            parent_id: wide.id,
+            ...creationColumns(fixture.actor, timestamp),
+          })),
+        )
+        .execute();
+    }
+    const lastId = subfolderIds[subfolderCount - 1] as string;
+    const file = await files.create(fixture.organizationId, fixture.actor, {
+      name: "f",
+      content: "{}",
+      fileType: "form",
+      folderId: lastId,
+    });
+    const moved = await folders.update(fixture.organizationId, fixture.actor, wide.id, { parentId: elsewhere.id });
+    expect(moved).toMatchObject({ projectId: other.id, parentId: elsewhere.id });
+    expect((await folders.get(fixture.organizationId, lastId)).metadata.projectId).toBe(other.id);
+    expect((await files.get(fixture.organizationId, file.id)).metadata).toMatchObject({
+      projectId: other.id,
+      simplePath: `Other/Elsewhere/Wide/Sub ${subfolderCount - 1}/f`,
+    });
+    const stillInProject = await fixture.store.database
+      .selectFrom("modeler_folders")
+      .select((query) => query.fn.countAll<number>().as("count"))
+      .where("organization_id", "=", fixture.organizationId)
+      .where("project_id", "=", projectId)
+      .executeTakeFirstOrThrow();
+    expect(Number(stillInProject.count)).toBe(0);
+    // Its subfolders cannot be its new parent: the check looks through all of them.
+    await expect(
+      folders.update(fixture.organizationId, fixture.actor, wide.id, { parentId: lastId }),
+    ).rejects.toMatchObject({ status: 400, message: expect.stringContaining("into itself") });
   });
 
   it("nests folders at most 100 levels deep by a create or a move, and still reads a deeper tree a store holds", async () => {
